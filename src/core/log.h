@@ -1,0 +1,22 @@
+/* log: leveled diagnostics on stderr. stdout is reserved for the bound URL (and,
+ * in stdio mode, for protocol messages), so nothing here ever writes to it. */
+#ifndef EXEC_CORE_LOG_H
+#define EXEC_CORE_LOG_H
+
+enum log_level { LOG_ERROR = 0, LOG_WARN, LOG_INFO, LOG_DEBUG };
+
+extern enum log_level log_threshold;
+
+/* Parses "error", "warn", "info", "debug"; returns 0 or -1 for an unknown name. */
+int log_level_parse(const char *name, enum log_level *out);
+void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
+#define log_debug(...)                                                                             \
+    do {                                                                                           \
+        if (log_threshold >= LOG_DEBUG) log_msg(LOG_DEBUG, __VA_ARGS__);                           \
+    } while (0)
+
+#endif

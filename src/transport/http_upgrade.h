@@ -1,0 +1,34 @@
+/* http_upgrade: the strict HTTP/1.1 request parser in front of the WebSocket.
+ *
+ * Sans-I/O: it is given the bytes received so far and decides what the listener
+ * does (PROTOCOL.md section 1.2): wait for more, answer and close (readyz, 403 for
+ * any Origin header, 400/404/405 and malformed requests), or switch to WebSocket
+ * with the 101 response it wrote. Unit-tested and fuzzed. */
+#ifndef EXEC_TRANSPORT_HTTP_UPGRADE_H
+#define EXEC_TRANSPORT_HTTP_UPGRADE_H
+
+#include <stddef.h>
+
+#include "util/buf.h"
+
+/* Requests whose head (request line + headers) exceeds this get 431 and a close. */
+#define HTTP_MAX_HEAD 16384
+
+enum http_outcome {
+    HTTP_INCOMPLETE, /* the head has not ended yet; call again with more bytes */
+    HTTP_WEBSOCKET,  /* a valid upgrade: send *reply (the 101), then speak WebSocket */
+    HTTP_REPLY,      /* send *reply, then close the connection */
+};
+
+struct http_request_info {
+    size_t consumed;         /* bytes of the head (incl. the blank line), for HTTP_WEBSOCKET */
+    int status;              /* status code written into the reply */
+    char authorization[512]; /* the Authorization header value, "" when absent or too long */
+};
+
+/* Parses data[0..len). Appends the complete response to *reply (a plain buf, no
+ * message headroom) for HTTP_WEBSOCKET and HTTP_REPLY. */
+enum http_outcome http_upgrade_parse(const char *data, size_t len, struct http_request_info *info,
+                                     struct buf *reply);
+
+#endif
