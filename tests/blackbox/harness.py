@@ -1,0 +1,1018 @@
+"""Black-box test harness for exec-server (Python 3 standard library only).
+
+Pieces:
+  * Server          - starts `$EXEC_SERVER --listen ws://127.0.0.1:0`, reads the URL line,
+                      stops it with SIGTERM and checks the exit status.
+  * WebSocket       - a minimal RFC 6455 client (masked frames, fragmentation, raw bytes).
+  * Rpc             - a JSON-RPC session over a WebSocket (or stdio) transport, with
+                      buffering of notifications and responses matched by id.
+  * http_raw        - send a raw HTTP request and parse the response.
+  * proc helpers    - find leftover children (by marker env var / parent chain), count fds.
+  * run_tests       - a tiny runner: runs every test_* function, prints a summary.
+
+Selecting the server under test:
+  EXEC_SERVER=/path/to/exec-server   (set by ctest)
+  EXEC_SERVER=ref                    run against the installed reference (`codex exec-server`)
+  EXEC_SERVER=/path/to/.../codex     same, explicit path
+Tests that check behaviour where ours deliberately differs from the reference ("Ours:" in
+PROTOCOL.md) are decorated with @ours_only and are skipped against the reference.
+"""
+
+import base64
+import glob
+import hashlib
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import uuid
+
+DEFAULT_TIMEOUT = 10.0
+REF_GLOB = os.path.expanduser(
+    "~/.cache/codex-ref/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex")
+MARKER_VAR = "EXECBB_MARKER"
+SKIP = 77
+
+
+class TestSkip(Exception):
+    pass
+
+
+class Timeout(AssertionError):
+    pass
+
+
+class ConnectionClosed(Exception):
+    pass
+
+
+def find_reference():
+    hits = sorted(glob.glob(REF_GLOB))
+    return hits[0] if hits else None
+
+
+def server_path():
+    """Return (path, is_reference)."""
+    p = os.environ.get("EXEC_SERVER", "")
+    if p in ("", "ref", "reference"):
+        if p == "":
+            # Not under ctest: fall back to a local build, then the reference.
+            here = os.path.dirname(os.path.abspath(__file__))
+            for cand in ("build/asan/exec-server", "build/exec-server",
+                         "build/debug/exec-server", "build/release/exec-server"):
+                full = os.path.join(here, "..", "..", cand)
+                if os.access(full, os.X_OK):
+                    return os.path.normpath(full), False
+        ref = find_reference()
+        if ref is None:
+            return None, True
+        return ref, True
+    return p, os.path.basename(p) == "codex"
+
+
+SERVER_PATH, IS_REF = server_path()
+
+
+def b64(data):
+    if isinstance(data, str):
+        data = data.encode()
+    return base64.b64encode(data).decode()
+
+
+def unb64(s):
+    return base64.b64decode(s)
+
+
+def sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------
+# Server process
+# ---------------------------------------------------------------------------------------
+
+class Server:
+    def __init__(self, ttl=None, cmd=None, listen="ws://127.0.0.1:0", extra_args=(),
+                 reference=None, start=True):
+        if reference is None:
+            reference = IS_REF if cmd is None else False
+        self.reference = reference
+        if cmd is None:
+            path = find_reference() if reference and not IS_REF else SERVER_PATH
+            if path is None:
+                raise TestSkip("no server binary")
+            cmd = [path]
+            if reference:
+                cmd.append("exec-server")
+            cmd += ["--listen", listen]
+            if ttl is not None:
+                if reference:
+                    raise TestSkip("reference server has no --session-ttl")
+                cmd += ["--session-ttl", str(ttl)]
+            cmd += list(extra_args)
+        self.cmd = cmd
+        self.listen = listen
+        self.proc = None
+        self.url = None
+        self.host = None
+        self.port = None
+        self.stderr_file = tempfile.TemporaryFile()
+        self.workdir = tempfile.mkdtemp(prefix="execbb-")
+        if start:
+            self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            self.cmd, stdin=subprocess.PIPE if self.listen == "stdio" else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=self.stderr_file, cwd=self.workdir)
+        if self.listen == "stdio":
+            return
+        deadline = time.monotonic() + DEFAULT_TIMEOUT
+        line = b""
+        fd = self.proc.stdout.fileno()
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise Timeout("server did not print its URL within %ss; got %r; stderr:\n%s"
+                              % (DEFAULT_TIMEOUT, line, self.stderr_text()))
+            r, _, _ = select.select([fd], [], [], left)
+            if r:
+                b = os.read(fd, 1)
+                if not b:
+                    self.proc.wait(5)
+                    raise AssertionError("server exited (rc=%s) before printing URL; got %r; "
+                                         "stderr:\n%s" % (self.proc.returncode, line,
+                                                          self.stderr_text()))
+                line += b
+        self.url = line.decode().strip()
+        assert self.url.startswith("ws://"), "bad URL line %r" % self.url
+        hostport = self.url[len("ws://"):].rstrip("/")
+        host, _, port = hostport.rpartition(":")
+        self.host = host.strip("[]")
+        self.port = int(port)
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stderr_text(self, limit=6000):
+        try:
+            self.stderr_file.seek(0)
+            data = self.stderr_file.read()
+        except Exception:
+            return "<unavailable>"
+        text = data.decode("utf-8", "replace")
+        return text[-limit:]
+
+    def connect(self, **kw):
+        return WebSocket(self.host, self.port, **kw)
+
+    def session(self, init=True, client_name="blackbox", **kw):
+        s = Rpc(WsTransport(self.connect(**kw)), self)
+        if init:
+            s.initialize(client_name)
+        return s
+
+    def stop(self, check=True):
+        """SIGTERM, wait, and (for ours) require exit status 0."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+                if check:
+                    raise AssertionError("server did not exit within 15 s of SIGTERM; stderr:\n"
+                                         + self.stderr_text())
+        rc = self.proc.returncode
+        if check and not self.reference:
+            assert rc == 0, "server exit status %r after SIGTERM; stderr:\n%s" % (
+                rc, self.stderr_text())
+            err = self.stderr_text(1 << 20)
+            for bad in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+                assert bad not in err, "sanitizer report in server stderr:\n" + err[-6000:]
+        return rc
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+# ---------------------------------------------------------------------------------------
+# Raw HTTP
+# ---------------------------------------------------------------------------------------
+
+def http_raw(host, port, request, timeout=DEFAULT_TIMEOUT):
+    """Send `request` (str/bytes) and return (status, headers dict lowercased, body bytes).
+    Reads until Content-Length is satisfied or the connection closes."""
+    if isinstance(request, str):
+        request = request.encode()
+    s = socket.create_connection((host, port), timeout=timeout)
+    try:
+        s.sendall(request)
+        data = b""
+        deadline = time.monotonic() + timeout
+        while b"\r\n\r\n" not in data:
+            s.settimeout(max(0.01, deadline - time.monotonic()))
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        assert lines and lines[0].startswith("HTTP/1."), "bad HTTP response %r" % data[:200]
+        status = int(lines[0].split()[1])
+        headers = {}
+        for ln in lines[1:]:
+            k, _, v = ln.partition(":")
+            headers[k.strip().lower()] = v.strip()
+        if "content-length" in headers:
+            n = int(headers["content-length"])
+            while len(body) < n:
+                s.settimeout(max(0.01, deadline - time.monotonic()))
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                body += chunk
+        elif status != 101:
+            try:
+                s.settimeout(0.5)
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    body += chunk
+            except (socket.timeout, OSError):
+                pass
+        return status, headers, body
+    finally:
+        s.close()
+
+
+# ---------------------------------------------------------------------------------------
+# WebSocket client
+# ---------------------------------------------------------------------------------------
+
+OP_CONT, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0, 1, 2, 8, 9, 10
+
+
+class WebSocket:
+    def __init__(self, host, port, path="/", headers=(), timeout=DEFAULT_TIMEOUT):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+        self.closed = False
+        key = base64.b64encode(os.urandom(16)).decode()
+        req = ("GET %s HTTP/1.1\r\nHost: %s:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n" % (path, host, port, key))
+        for h in headers:
+            req += h + "\r\n"
+        req += "\r\n"
+        self.sock.sendall(req.encode())
+        deadline = time.monotonic() + timeout
+        while b"\r\n\r\n" not in self.buf:
+            self._fill(deadline)
+        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        self.status = int(lines[0].split()[1])
+        self.headers = {}
+        for ln in lines[1:]:
+            k, _, v = ln.partition(":")
+            self.headers[k.strip().lower()] = v.strip()
+        if self.status != 101:
+            self.sock.close()
+            raise AssertionError("websocket upgrade failed: %s" % lines[0])
+        expect = base64.b64encode(hashlib.sha1(
+            (key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+        assert self.headers.get("sec-websocket-accept") == expect, "bad Sec-WebSocket-Accept"
+        self.peer = self.sock.getsockname()  # our address as the server sees it
+
+    def _fill(self, deadline):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise Timeout("timed out waiting for data from server")
+        self.sock.settimeout(left)
+        try:
+            chunk = self.sock.recv(1 << 20)
+        except socket.timeout:
+            raise Timeout("timed out waiting for data from server")
+        except (ConnectionResetError, BrokenPipeError) as e:
+            self.closed = True
+            raise ConnectionClosed("connection reset: %s" % e)
+        if not chunk:
+            self.closed = True
+            raise ConnectionClosed("server closed the TCP connection")
+        self.buf += chunk
+
+    def _need(self, n, deadline):
+        while len(self.buf) < n:
+            self._fill(deadline)
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    # -- sending --
+    @staticmethod
+    def build_frame(opcode, payload, fin=True, mask=True, rsv=0, length_override=None):
+        if isinstance(payload, str):
+            payload = payload.encode()
+        b0 = (0x80 if fin else 0) | (rsv << 4) | opcode
+        n = len(payload) if length_override is None else length_override
+        mbit = 0x80 if mask else 0
+        if n < 126:
+            hdr = struct.pack("!BB", b0, mbit | n)
+        elif n < 65536:
+            hdr = struct.pack("!BBH", b0, mbit | 126, n)
+        else:
+            hdr = struct.pack("!BBQ", b0, mbit | 127, n)
+        if mask:
+            key = os.urandom(4)
+            hdr += key
+            payload = _xor_mask(payload, key)
+        return hdr + payload
+
+    def send_raw(self, data):
+        self.sock.sendall(data)
+
+    def send_frame(self, opcode, payload, fin=True, **kw):
+        self.sock.sendall(self.build_frame(opcode, payload, fin=fin, **kw))
+
+    def send_text(self, text, fragments=1):
+        self.send_message(OP_TEXT, text, fragments)
+
+    def send_binary(self, data, fragments=1):
+        self.send_message(OP_BINARY, data, fragments)
+
+    def send_message(self, opcode, data, fragments=1):
+        if isinstance(data, str):
+            data = data.encode()
+        if fragments <= 1:
+            self.send_frame(opcode, data)
+            return
+        size = max(1, -(-len(data) // fragments))
+        pieces = [data[i:i + size] for i in range(0, len(data), size)] or [b""]
+        for i, p in enumerate(pieces):
+            self.send_frame(opcode if i == 0 else OP_CONT, p, fin=(i == len(pieces) - 1))
+
+    def ping(self, payload=b""):
+        self.send_frame(OP_PING, payload)
+
+    def close(self, code=1000, reason=b""):
+        try:
+            self.send_frame(OP_CLOSE, struct.pack("!H", code) + reason)
+        except OSError:
+            pass
+
+    def shutdown(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        self.closed = True
+
+    # -- receiving --
+    def recv_frame(self, timeout=DEFAULT_TIMEOUT):
+        deadline = time.monotonic() + timeout
+        b0, b1 = self._need(2, deadline)
+        fin = bool(b0 & 0x80)
+        opcode = b0 & 0x0F
+        assert not (b1 & 0x80), "server sent a masked frame"
+        n = b1 & 0x7F
+        if n == 126:
+            n = struct.unpack("!H", self._need(2, deadline))[0]
+        elif n == 127:
+            n = struct.unpack("!Q", self._need(8, deadline))[0]
+        payload = self._need(n, deadline)
+        return opcode, payload, fin
+
+    def recv_message(self, timeout=DEFAULT_TIMEOUT, auto_pong=True):
+        """Return (opcode, payload) for a data message (reassembled), a close frame
+        (OP_CLOSE, payload), or a ping when auto_pong is False. Raises ConnectionClosed on
+        EOF and Timeout at the deadline."""
+        deadline = time.monotonic() + timeout
+        parts = []
+        first_op = None
+        while True:
+            op, payload, fin = self.recv_frame(max(0.001, deadline - time.monotonic()))
+            if op == OP_PING:
+                if auto_pong:
+                    try:
+                        self.send_frame(OP_PONG, payload)
+                    except OSError:
+                        pass
+                    continue
+                return op, payload
+            if op == OP_PONG:
+                if not auto_pong:
+                    return op, payload
+                continue
+            if op == OP_CLOSE:
+                return op, payload
+            if op in (OP_TEXT, OP_BINARY):
+                first_op = op
+                parts = [payload]
+            elif op == OP_CONT:
+                assert first_op is not None, "continuation frame without a start"
+                parts.append(payload)
+            else:
+                raise AssertionError("unexpected opcode %d" % op)
+            if fin:
+                return first_op, b"".join(parts)
+
+    def wait_closed(self, timeout=DEFAULT_TIMEOUT):
+        """True if the server closes the connection (Close frame or EOF) before the
+        deadline; data messages received meanwhile are returned in a list as second value."""
+        deadline = time.monotonic() + timeout
+        got = []
+        while True:
+            try:
+                op, payload = self.recv_message(max(0.001, deadline - time.monotonic()))
+            except ConnectionClosed:
+                return True, got
+            except Timeout:
+                return False, got
+            if op == OP_CLOSE:
+                return True, got
+            got.append((op, payload))
+
+
+def _xor_mask(data, key):
+    if not data:
+        return b""
+    n = len(data)
+    k = (key * (n // 4 + 1))[:n]
+    return (int.from_bytes(data, "little") ^ int.from_bytes(k, "little")).to_bytes(n, "little")
+
+
+# ---------------------------------------------------------------------------------------
+# JSON-RPC
+# ---------------------------------------------------------------------------------------
+
+class WsTransport:
+    def __init__(self, ws):
+        self.ws = ws
+
+    def send(self, text):
+        self.ws.send_text(text)
+
+    def recv(self, timeout):
+        """Return the text of the next message, or None when the connection closed."""
+        while True:
+            try:
+                op, payload = self.ws.recv_message(timeout)
+            except ConnectionClosed:
+                return None
+            if op == OP_CLOSE:
+                return None
+            assert op == OP_TEXT, "server sent a non-text data message (opcode %d)" % op
+            return payload.decode("utf-8")
+
+    def close(self):
+        self.ws.close()
+        self.ws.shutdown()
+
+
+class StdioTransport:
+    def __init__(self, proc):
+        self.proc = proc
+        self.buf = b""
+
+    def send(self, text):
+        self.proc.stdin.write(text.encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def recv(self, timeout):
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Timeout("timed out waiting for a line on stdout")
+            r, _, _ = select.select([fd], [], [], left)
+            if r:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    return None
+                self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line.decode("utf-8")
+
+    def close(self):
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+
+
+class RpcError(AssertionError):
+    def __init__(self, method, error):
+        AssertionError.__init__(self, "%s failed: %s" % (method, json.dumps(error)))
+        self.error = error
+        self.code = error.get("code")
+        self.message = error.get("message")
+
+
+class Rpc:
+    def __init__(self, transport, server=None):
+        self.t = transport
+        self.server = server
+        self.next_id = 1
+        self.responses = {}     # id-key -> message
+        self.raw_responses = {}  # id-key -> raw text
+        self.notes = {}         # processId -> [params with 'method' added], arrival order
+        self.other = []         # unmatched responses, id -1 errors, other notifications
+        self.other_raw = []
+        self.log = []           # (direction, text) of everything
+        self.pending = set()    # id-keys of requests sent and not yet answered
+        self.closed = False
+        self.session_id = None
+
+    # -- plumbing --
+    @staticmethod
+    def key(i):
+        return json.dumps(i)
+
+    def send_raw(self, text):
+        self.log.append((">", text))
+        self.t.send(text)
+
+    def send_obj(self, obj):
+        self.send_raw(json.dumps(obj, separators=(",", ":")))
+
+    def transcript(self, last=60):
+        lines = ["%s %s" % (d, t if len(t) < 400 else t[:400] + "...") for d, t in self.log]
+        return "\n".join(lines[-last:])
+
+    def pump(self, timeout):
+        """Receive one message and file it. Returns the parsed message, or None on close."""
+        if self.closed:
+            return None
+        text = self.t.recv(timeout)
+        if text is None:
+            self.closed = True
+            self.log.append(("<", "[connection closed]"))
+            return None
+        self.log.append(("<", text))
+        msg = json.loads(text)
+        if "id" in msg and ("result" in msg or "error" in msg) and \
+                self.key(msg["id"]) in self.pending:
+            k = self.key(msg["id"])
+            self.pending.discard(k)
+            self.responses[k] = msg
+            self.raw_responses[k] = text
+        elif "method" in msg and isinstance(msg.get("params"), dict) and \
+                "processId" in msg["params"]:
+            p = dict(msg["params"])
+            p["method"] = msg["method"]
+            self.notes.setdefault(p["processId"], []).append(p)
+        else:
+            self.other.append(msg)
+            self.other_raw.append(text)
+        return msg
+
+    def fail(self, what):
+        raise Timeout("%s\n--- transcript ---\n%s" % (what, self.transcript()))
+
+    # -- requests --
+    def send_request(self, method, params=None, id=None, omit_params=False):
+        if id is None:
+            id = self.next_id
+            self.next_id += 1
+        msg = {"id": id, "method": method}
+        if not omit_params:
+            msg["params"] = params
+        self.pending.add(self.key(id))
+        self.send_obj(msg)
+        return id
+
+    def wait_response(self, id, timeout=DEFAULT_TIMEOUT, raw=False):
+        k = self.key(id)
+        deadline = time.monotonic() + timeout
+        while k not in self.responses:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.fail("no response to id %s within %ss" % (k, timeout))
+            try:
+                m = self.pump(left)
+            except Timeout:
+                continue
+            if m is None:
+                self.fail("connection closed while waiting for response to id %s" % k)
+        msg = self.responses.pop(k)
+        text = self.raw_responses.pop(k)
+        return (msg, text) if raw else msg
+
+    def request(self, method, params=None, timeout=DEFAULT_TIMEOUT, **kw):
+        """Send a request and return the full response message."""
+        id = self.send_request(method, params, **kw)
+        return self.wait_response(id, timeout)
+
+    def call(self, method, params=None, timeout=DEFAULT_TIMEOUT, **kw):
+        """Send a request and return its result; raise RpcError on an error response."""
+        m = self.request(method, params, timeout, **kw)
+        if "error" in m:
+            raise RpcError(method, m["error"])
+        return m["result"]
+
+    def error(self, method, params=None, timeout=DEFAULT_TIMEOUT, **kw):
+        """Send a request that must fail; return (code, message)."""
+        m = self.request(method, params, timeout, **kw)
+        assert "error" in m, "%s was expected to fail, got %s\n%s" % (
+            method, json.dumps(m), self.transcript(10))
+        return m["error"]["code"], m["error"]["message"]
+
+    def notify(self, method, params=None, omit_params=False):
+        msg = {"method": method}
+        if not omit_params:
+            msg["params"] = params
+        self.send_obj(msg)
+
+    def initialize(self, client_name="blackbox", resume=None):
+        p = {"clientName": client_name}
+        if resume is not None:
+            p["resumeSessionId"] = resume
+        r = self.call("initialize", p)
+        assert isinstance(r.get("sessionId"), str), r
+        self.session_id = r["sessionId"]
+        self.notify("initialized", {})
+        return r
+
+    # -- waiting for other traffic --
+    def wait_other(self, pred, timeout=DEFAULT_TIMEOUT):
+        deadline = time.monotonic() + timeout
+        while True:
+            for i, m in enumerate(self.other):
+                if pred(m):
+                    self.other_raw.pop(i)
+                    return self.other.pop(i)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.fail("no matching message within %ss" % timeout)
+            try:
+                if self.pump(left) is None:
+                    self.fail("connection closed while waiting for a message")
+            except Timeout:
+                pass
+
+    def next_other(self, timeout=DEFAULT_TIMEOUT):
+        """Return (msg, raw_text) of the next message that is neither a response to a
+        request sent with send_request nor a process notification."""
+        deadline = time.monotonic() + timeout
+        while not self.other:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.fail("no message within %ss" % timeout)
+            try:
+                if self.pump(left) is None:
+                    self.fail("connection closed while waiting for a message")
+            except Timeout:
+                pass
+        return self.other.pop(0), self.other_raw.pop(0)
+
+    def raw_roundtrip(self, text, timeout=DEFAULT_TIMEOUT):
+        """Send raw text; return (msg, raw) of the next non-process message."""
+        self.send_raw(text)
+        return self.next_other(timeout)
+
+    def wait_notification(self, pred, timeout=DEFAULT_TIMEOUT, process_id=None):
+        """Wait for a process notification (params dict with 'method') matching pred.
+        Does not consume it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ids = [process_id] if process_id is not None else list(self.notes)
+            for pid in ids:
+                for n in self.notes.get(pid, []):
+                    if pred(n):
+                        return n
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.fail("no matching notification within %ss" % timeout)
+            try:
+                if self.pump(left) is None:
+                    self.fail("connection closed while waiting for a notification")
+            except Timeout:
+                pass
+
+    def wait_closed(self, timeout=DEFAULT_TIMEOUT):
+        """True if the server ends the connection before the deadline."""
+        deadline = time.monotonic() + timeout
+        while not self.closed:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            try:
+                self.pump(left)
+            except Timeout:
+                return False
+            except ConnectionClosed:
+                self.closed = True
+        return True
+
+    def quiet(self, seconds):
+        """Pump messages for `seconds`; returns messages received."""
+        deadline = time.monotonic() + seconds
+        got = []
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return got
+            try:
+                m = self.pump(left)
+            except Timeout:
+                return got
+            if m is None:
+                return got
+            got.append(m)
+
+    # -- process helpers --
+    def start(self, process_id, argv, cwd=None, env=None, tty=False, pipe_stdin=None,
+              arg0=None, marker=True, **extra):
+        if cwd is None:
+            cwd = "file://" + (self.server.workdir if self.server else "/tmp")
+        if env is None:
+            env = {"PATH": "/usr/bin:/bin"}
+        env = dict(env)
+        if marker and MARKER_VAR not in env:
+            env[MARKER_VAR] = MARKER
+        p = {"processId": process_id, "argv": argv, "cwd": cwd, "env": env, "tty": tty}
+        if pipe_stdin is not None:
+            p["pipeStdin"] = pipe_stdin
+        if arg0 is not None:
+            p["arg0"] = arg0
+        p.update(extra)
+        return self.call("process/start", p)
+
+    def read(self, process_id, after_seq=None, max_bytes=None, wait_ms=None,
+             timeout=DEFAULT_TIMEOUT):
+        p = {"processId": process_id}
+        if after_seq is not None:
+            p["afterSeq"] = after_seq
+        if max_bytes is not None:
+            p["maxBytes"] = max_bytes
+        if wait_ms is not None:
+            p["waitMs"] = wait_ms
+        return self.call("process/read", p, timeout=timeout + (wait_ms or 0) / 1000.0)
+
+    def write(self, process_id, data, write_id=None):
+        p = {"processId": process_id, "chunk": b64(data)}
+        if write_id is not None:
+            p["writeId"] = write_id
+        return self.call("process/write", p)
+
+    def terminate(self, process_id):
+        return self.call("process/terminate", {"processId": process_id})
+
+    def collect_until_closed(self, process_id, timeout=DEFAULT_TIMEOUT):
+        """Wait for process/closed and return a summary of the notifications:
+        {'stdout','stderr','pty': bytes, 'exit_code', 'exit_seq', 'closed_seq',
+         'seqs': [seq in arrival order], 'events': [(method, seq, stream)]}"""
+        self.wait_notification(lambda n: n["method"] == "process/closed", timeout, process_id)
+        # the reference may deliver exited after closed; wait for both
+        self.wait_notification(lambda n: n["method"] == "process/exited", timeout, process_id)
+        return summarize(self.notes.get(process_id, []))
+
+    def output_so_far(self, process_id):
+        return summarize(self.notes.get(process_id, []))
+
+    def close(self):
+        try:
+            self.t.close()
+        except Exception:
+            pass
+
+
+def summarize(notes):
+    out = {"stdout": b"", "stderr": b"", "pty": b"", "exit_code": None, "exit_seq": None,
+           "closed_seq": None, "seqs": [], "events": []}
+    for n in notes:
+        m = n["method"]
+        seq = n.get("seq")
+        out["seqs"].append(seq)
+        if m == "process/output":
+            out[n["stream"]] += unb64(n["chunk"])
+            out["events"].append((m, seq, n["stream"]))
+        elif m == "process/exited":
+            out["exit_code"] = n["exitCode"]
+            out["exit_seq"] = seq
+            out["events"].append((m, seq, None))
+        elif m == "process/closed":
+            out["closed_seq"] = seq
+            out["events"].append((m, seq, None))
+    return out
+
+
+def check_seq_rules(summary, ctx="", strict=None):
+    """§5.7: seqs start at 1, strictly increasing in arrival order, no gaps, closed last.
+    Against the reference (strict=False) arrival order is not required (it is only
+    "Ours MUST")."""
+    if strict is None:
+        strict = not IS_REF
+    seqs = summary["seqs"]
+    assert seqs, "no notifications %s" % ctx
+    if not strict:
+        seqs = sorted(seqs)
+        assert summary["closed_seq"] == seqs[-1], "closed does not carry the last seq: %r %s" % (
+            summary["events"], ctx)
+    assert seqs == list(range(1, len(seqs) + 1)), "seqs not 1..n in order: %r %s" % (seqs, ctx)
+    assert summary["closed_seq"] == seqs[-1], "closed does not carry the last seq: %r %s" % (
+        summary["events"], ctx)
+    assert summary["exit_seq"] is not None, "no process/exited %s" % ctx
+
+
+# ---------------------------------------------------------------------------------------
+# Process / fd inspection
+# ---------------------------------------------------------------------------------------
+
+MARKER = "bb-" + uuid.uuid4().hex[:12]
+
+
+def _proc_stat(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            s = f.read()
+    except OSError:
+        return None
+    rest = s[s.rfind(")") + 2:].split()
+    return rest[0], int(rest[1])  # state, ppid
+
+
+def all_pids():
+    return [int(d) for d in os.listdir("/proc") if d.isdigit()]
+
+
+def descendants(root):
+    parent = {}
+    for pid in all_pids():
+        st = _proc_stat(pid)
+        if st:
+            parent[pid] = st[1]
+    out = []
+    for pid in parent:
+        p = parent.get(pid)
+        seen = 0
+        while p and seen < 64:
+            if p == root:
+                out.append(pid)
+                break
+            p = parent.get(p)
+            seen += 1
+    return out
+
+
+def marked_pids(marker=None):
+    """Live (non-zombie) processes whose environment contains MARKER_VAR=marker."""
+    needle = ("%s=%s" % (MARKER_VAR, marker or MARKER)).encode()
+    out = []
+    me = os.getpid()
+    for pid in all_pids():
+        if pid == me:
+            continue
+        try:
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if needle in env:
+            st = _proc_stat(pid)
+            if st and st[0] not in ("Z", "X"):
+                out.append(pid)
+    return out
+
+
+def wait_no_marked(marker=None, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        left = marked_pids(marker)
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            info = []
+            for p in left:
+                try:
+                    with open("/proc/%d/cmdline" % p, "rb") as f:
+                        info.append("%d %r" % (p, f.read().replace(b"\0", b" ")))
+                except OSError:
+                    pass
+            raise AssertionError("processes left behind: %s" % info)
+        time.sleep(0.05)
+
+
+def kill_marked(marker=None):
+    for p in marked_pids(marker):
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def fd_count(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def wait_until(pred, timeout=DEFAULT_TIMEOUT, what="condition", interval=0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise Timeout("timed out waiting for %s" % what)
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------------------------------
+# Runner
+# ---------------------------------------------------------------------------------------
+
+def ours_only(fn):
+    fn.ours_only = True
+    return fn
+
+
+def needs_own_server(fn):
+    """The test starts its own server(s); the runner passes None."""
+    fn.own_server = True
+    return fn
+
+
+def run_tests(namespace, per_test_timeout=60):
+    """Run every test_* function in `namespace` (definition order). Each takes one
+    argument: a shared Server (restarted if a test kills it). Exit 1 on any failure,
+    77 if there is no server binary."""
+    if SERVER_PATH is None:
+        print("SKIP: no server binary (set EXEC_SERVER)")
+        sys.exit(SKIP)
+    print("server under test: %s%s" % (SERVER_PATH, " (reference)" if IS_REF else ""))
+    only = set(sys.argv[1:])
+    tests = [(n, f) for n, f in namespace.items()
+             if n.startswith("test_") and callable(f) and (not only or n in only)]
+    tests.sort(key=lambda nf: nf[1].__code__.co_firstlineno)
+    passed = failed = skipped = 0
+    failures = []
+    srv = None
+
+    def on_alarm(signum, frame):
+        raise Timeout("test exceeded %ss" % per_test_timeout)
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    for name, fn in tests:
+        if getattr(fn, "ours_only", False) and IS_REF:
+            print("SKIP %s (ours-only behaviour)" % name)
+            skipped += 1
+            continue
+        arg = None
+        if not getattr(fn, "own_server", False):
+            if srv is None or not srv.alive():
+                srv = Server()
+            arg = srv
+        t0 = time.monotonic()
+        signal.alarm(per_test_timeout)
+        try:
+            fn(arg)
+            signal.alarm(0)
+            if arg is not None and not arg.alive():
+                raise AssertionError("server died during the test (rc=%s); stderr:\n%s"
+                                     % (arg.proc.returncode, arg.stderr_text()))
+            passed += 1
+            print("PASS %s (%.2fs)" % (name, time.monotonic() - t0))
+        except TestSkip as e:
+            signal.alarm(0)
+            skipped += 1
+            print("SKIP %s (%s)" % (name, e))
+        except BaseException as e:  # noqa
+            signal.alarm(0)
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            failed += 1
+            failures.append(name)
+            print("FAIL %s (%.2fs)" % (name, time.monotonic() - t0))
+            traceback.print_exc()
+            if arg is not None and not arg.alive():
+                print("server died (rc=%s); stderr:\n%s" % (arg.proc.returncode,
+                                                             arg.stderr_text()))
+        sys.stdout.flush()
+    if srv is not None:
+        try:
+            srv.stop()
+        except AssertionError as e:
+            failed += 1
+            failures.append("server_shutdown")
+            print("FAIL server_shutdown: %s" % e)
+    kill_marked()
+    print("%d passed, %d failed, %d skipped%s" % (
+        passed, failed, skipped, (": " + ", ".join(failures)) if failures else ""))
+    sys.exit(1 if failed else 0)
