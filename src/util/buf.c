@@ -2,6 +2,7 @@
 #include "util/buf.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/base64.h"
