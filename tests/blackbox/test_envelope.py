@@ -1,0 +1,303 @@
+#!/usr/bin/env python3
+"""Message envelope (§2), lifecycle gating (§3), environment/* (§8.1)."""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import *  # noqa
+
+PREFIX = "failed to parse websocket JSON-RPC message from exec-server websocket 127.0.0.1:"
+
+
+def expect_malformed(s, text, detail=None):
+    msg, raw = s.raw_roundtrip(text)
+    assert msg.get("id") == -1, (text, raw)
+    assert msg["error"]["code"] == -32600, (text, raw)
+    m = msg["error"]["message"]
+    assert m.startswith(PREFIX), (text, m)
+    rest = m[len(PREFIX):]
+    port, _, det = rest.partition(": ")
+    assert port.isdigit(), (text, m)
+    assert int(port) == s.t.ws.peer[1], "peer port %s != our port %s" % (port, s.t.ws.peer[1])
+    assert det, m
+    if detail is not None and not IS_REF:
+        pass  # detail text is informative only (§2.3)
+    if detail is not None and IS_REF:
+        assert detail in det, (text, det)
+    assert set(msg) == {"id", "error"} and set(msg["error"]) == {"code", "message"}, raw
+    return det
+
+
+def test_malformed_messages(srv):
+    s = srv.session(init=False)
+    cases = [
+        ("not-json", "expected ident at line 1 column 2"),
+        ('[{"id":1,"method":"initialize","params":{"clientName":"x"}}]',
+         "expected a JSON-RPC object"),
+        ("{}", "missing field `error`"),
+        ('{"id":1,"method":5}', "invalid type: number, expected a string"),
+        ('{"id":1,"method":"environment/status"}xx', "trailing characters"),
+        ('{"id":1,"method":"environment/status"}{"id":2,"method":"environment/status"}', None),
+        ('{"id":1,"id":2,"method":"environment/status"}', "duplicate JSON object key `id`"),
+        ('{"id":1,"method":"initialize","params":{"clientName":"a","clientName":"b"}}',
+         "duplicate"),
+        ("", "EOF while parsing a value"),
+        ("42", None),
+        ('"str"', None),
+        ("null", None),
+        ('{"id":null,"method":"environment/status"}', None),
+        ('{"id":1.0,"method":"environment/status"}', None),
+        ('{"id":18446744073709551615,"method":"environment/status"}', None),
+        ('{"id":true,"method":"environment/status"}', None),
+        ('{"id":1,"method":"initialize","params":{"clientName":"x"},"trace":5}',
+         "W3cTraceContext"),
+        ('{"id":1,"method":"initialize","params":{"clientName":"x"},'
+         '"trace":{"traceparent":1}}', None),
+    ]
+    for text, detail in cases:
+        expect_malformed(s, text, detail)
+    # the connection stays open, and nothing was initialized by the malformed ones
+    assert s.call("initialize", {"clientName": "after"})["sessionId"]
+    s.close()
+
+
+def test_malformed_after_initialize_keeps_connection(srv):
+    s = srv.session()
+    expect_malformed(s, "{not json")
+    assert s.call("environment/status") == {"status": "ready"}
+    s.close()
+
+
+def test_jsonrpc_member_and_trace_ignored(srv):
+    s = srv.session(init=False)
+    msg, raw = s.raw_roundtrip('{"jsonrpc":"2.0","id":"t","method":"initialize","params":'
+                               '{"clientName":"x","extra":1},"trace":{"traceparent":'
+                               '"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",'
+                               '"tracestate":"a=b"},"unknown":[1,2]}')
+    assert msg["id"] == "t" and "sessionId" in msg["result"], raw
+    assert "jsonrpc" not in msg
+    s.close()
+
+
+def test_ids_echoed_exactly(srv):
+    s = srv.session()
+    for id_text in ('"s-1"', '""', "0", "-5", "9223372036854775807", "-9223372036854775808",
+                    '"\\u00e9\\n"'):
+        msg, raw = s.raw_roundtrip('{"id":%s,"method":"environment/status"}' % id_text)
+        assert raw == '{"id":%s,"result":{"status":"ready"}}' % id_text or \
+            (msg["id"] == json.loads(id_text) and msg["result"] == {"status": "ready"}), raw
+        if id_text[0] != '"':
+            assert raw.startswith('{"id":%s,' % id_text), (id_text, raw)
+    # an error reply echoes the id too
+    msg, raw = s.raw_roundtrip('{"id":9223372036854775807,"method":"no/such"}')
+    assert '"id":9223372036854775807' in raw and msg["error"]["code"] == -32601, raw
+    msg, raw = s.raw_roundtrip('{"id":"abc","method":"no/such"}')
+    assert msg["id"] == "abc", raw
+    s.close()
+
+
+def test_gating_before_initialize(srv):
+    s = srv.session(init=False)
+    fam = {"process/start": "exec", "process/read": "exec", "process/write": "exec",
+           "process/signal": "exec", "process/terminate": "exec",
+           "fs/readFile": "filesystem", "fs/getMetadata": "filesystem",
+           "environment/status": "environment status", "environment/info": "environment info"}
+    params = {"process/start": {"processId": "p", "argv": ["true"], "cwd": "file:///tmp",
+                                "env": {}, "tty": False},
+              "process/read": {"processId": "p"},
+              "process/write": {"processId": "p", "chunk": "", "writeId": "1"},
+              "process/signal": {"processId": "p", "signal": "interrupt"},
+              "process/terminate": {"processId": "p"},
+              "fs/readFile": {"path": "file:///tmp/x"},
+              "fs/getMetadata": {"path": "file:///tmp"},
+              "environment/status": None, "environment/info": None}
+    for m, f in fam.items():
+        code, text = s.error(m, params[m])
+        assert (code, text) == (-32600, "client must call initialize before using %s methods"
+                                % f), (m, code, text)
+    code, text = s.error("no/such", {})
+    assert (code, text) == (-32601, "exec-server stub does not implement `no/such` yet")
+    # params are decoded before the gate
+    code, text = s.error("process/start", {})
+    assert (code, text) == (-32602, "missing field `processId`"), (code, text)
+    r = s.call("initialize", {"clientName": "c"})
+    # before initialized
+    for m, f in fam.items():
+        code, text = s.error(m, params[m])
+        assert (code, text) == (-32600, "client must send initialized before using %s methods"
+                                % f), (m, code, text)
+    s.notify("initialized", {})
+    assert s.call("environment/status") == {"status": "ready"}
+    # second initialize
+    code, text = s.error("initialize", {"clientName": "c"})
+    assert (code, text) == (-32600, "initialize may only be sent once per connection")
+    # initialized may be repeated harmlessly, with any params
+    s.notify("initialized", [1, 2])
+    s.notify("initialized", omit_params=True)
+    assert s.call("environment/status") == {"status": "ready"}
+    # a request named initialized
+    code, text = s.error("initialized", {})
+    assert (code, text) == (-32601, "exec-server stub does not implement `initialized` yet")
+    assert r["sessionId"]
+    s.close()
+
+
+def test_pipelined_handshake(srv):
+    """§3.4 rule 1: initialize, initialized, request back to back work."""
+    s = srv.session(init=False)
+    i1 = s.send_request("initialize", {"clientName": "pipelined"})
+    s.notify("initialized", {})
+    i2 = s.send_request("environment/status", None)
+    assert "sessionId" in s.wait_response(i1)["result"]
+    assert s.wait_response(i2)["result"] == {"status": "ready"}
+    # and a request pipelined before initialized is rejected deterministically
+    t = srv.session(init=False)
+    i1 = t.send_request("initialize", {"clientName": "pipelined"})
+    i2 = t.send_request("environment/status", None)
+    t.notify("initialized", {})
+    assert "result" in t.wait_response(i1)
+    e = t.wait_response(i2)["error"]
+    assert e == {"code": -32600,
+                 "message": "client must send initialized before using environment status "
+                            "methods"}, e
+    s.close()
+    t.close()
+
+
+def test_initialize_errors(srv):
+    s = srv.session(init=False)
+    code, text = s.error("initialize", {})
+    assert (code, text) == (-32602, "missing field `clientName`"), text
+    code, text = s.error("initialize", None, omit_params=True)
+    assert code == -32602 and "invalid type: null" in text, text
+    code, text = s.error("initialize", {"clientName": 5})
+    assert code == -32602, text
+    # resumeSessionId null creates a new session
+    r = s.call("initialize", {"clientName": "x", "resumeSessionId": None})
+    sid = r["sessionId"]
+    import re
+    assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}",
+                        sid), sid
+    s.close()
+
+
+def test_unknown_method(srv):
+    s = srv.session()
+    for m in ("no/such", "process/resize", "process/closeStdin", "shutdown", "ping", ""):
+        code, text = s.error(m, {})
+        assert (code, text) == (-32601, "exec-server stub does not implement `%s` yet" % m), text
+    s.close()
+
+
+@ours_only
+def test_unknown_notification_ours(srv):
+    for init in (False, True):
+        s = srv.session(init=init)
+        s.notify("foo/bar", {})
+        m = s.wait_other(lambda m: m.get("id") == -1)
+        assert m == {"error": {"code": -32600, "message": "unexpected notification `foo/bar`"},
+                     "id": -1}, m
+        s.notify("initialize", {"clientName": "x"})
+        m = s.wait_other(lambda m: m.get("id") == -1)
+        assert m["error"]["code"] == -32600, m
+        # connection stays open
+        if not init:
+            s.initialize()
+        assert s.call("environment/status") == {"status": "ready"}
+        s.close()
+
+
+def test_unknown_notification_reference(srv):
+    if not IS_REF:
+        raise TestSkip("reference-only behaviour")
+    s = srv.session()
+    s.notify("foo/bar", {})
+    assert s.wait_closed(5), "reference should close the connection"
+
+
+def test_initialized_before_initialize_closes(srv):
+    s = srv.session(init=False)
+    s.notify("initialized", {})
+    assert s.wait_closed(5), "initialized before initialize must close the connection"
+
+
+def test_client_response_closes(srv):
+    for text in ('{"id":99,"result":{}}', '{"id":-1,"error":{"code":1,"message":"x"}}'):
+        s = srv.session()
+        s.send_raw(text)
+        assert s.wait_closed(5), "client-sent response %s must close the connection" % text
+
+
+def test_environment_status_and_info(srv):
+    s = srv.session(init=False)
+    r = s.call("initialize", {"clientName": "env"})
+    s.notify("initialized")
+    for params, omit in ((None, True), (None, False), ({}, False)):
+        assert s.call("environment/status", params, omit_params=omit) == {"status": "ready"}
+    info = s.call("environment/info")
+    for k in ("shell", "executorVersion", "capabilities"):
+        assert k in info, (k, info)
+    assert isinstance(info["capabilities"], dict)
+    assert isinstance(info["shell"], dict) and "name" in info["shell"], info
+    if "cwd" in info:
+        assert info["cwd"] == "file://" + srv.workdir, info["cwd"]
+    if "platformOs" in info:
+        assert info["platformOs"] == "linux"
+    if "environmentInfo" in r:
+        assert set(r["environmentInfo"]) == set(info), (r["environmentInfo"], info)
+    code, text = s.error("environment/status", {"a": 1})
+    assert (code, text) == (-32602, "invalid type: map, expected unit"), text
+    code, text = s.error("environment/info", [1])
+    assert code == -32602, text
+    if not IS_REF:
+        for k, v in info["capabilities"].items():
+            assert isinstance(v, bool), (k, v)
+    s.close()
+
+
+def test_params_decode_errors(srv):
+    s = srv.session()
+    cwd = "file:///tmp"
+    cases = [
+        ("process/start", {"argv": ["true"], "cwd": cwd, "env": {}, "tty": False},
+         "missing field `processId`"),
+        ("process/start", {"processId": "p", "cwd": cwd, "env": {}, "tty": False},
+         "missing field `argv`"),
+        ("process/start", {"processId": "p", "argv": ["true"], "env": {}, "tty": False},
+         "missing field `cwd`"),
+        ("process/start", {"processId": "p", "argv": ["true"], "cwd": cwd, "tty": False},
+         "missing field `env`"),
+        ("process/start", {"processId": "p", "argv": ["true"], "cwd": cwd, "env": {}},
+         "missing field `tty`"),
+        ("process/start", {"processId": "p", "argv": ["true"], "cwd": cwd, "env": {},
+                           "tty": None}, None),
+        ("process/start", {"processId": "p", "argv": ["true"], "cwd": cwd, "env": None,
+                           "tty": False}, None),
+        ("process/start", {"processId": "p", "argv": ["true"], "cwd": cwd, "env": {},
+                           "tty": False, "pipeStdin": None}, None),
+        ("process/start", {"processId": 5, "argv": ["true"], "cwd": cwd, "env": {},
+                           "tty": False}, None),
+        ("process/read", {}, "missing field `processId`"),
+        ("process/read", {"processId": "p", "afterSeq": -1}, None),
+        ("process/read", {"processId": "p", "afterSeq": "1"}, None),
+        ("process/terminate", {}, "missing field `processId`"),
+        ("process/signal", {"processId": "p"}, "missing field `signal`"),
+        ("process/signal", {"processId": "p", "signal": "kill"},
+         "unknown variant `kill`, expected `interrupt`"),
+        ("process/write", {"processId": "p"}, "missing field `chunk`"),
+        ("process/write", {"processId": "p", "chunk": "eA==", "writeId": ""},
+         "writeId must not be empty"),
+    ]
+    for method, params, text in cases:
+        code, msg = s.error(method, params)
+        assert code == -32602, (method, params, code, msg)
+        if text is not None:
+            assert msg == text, (method, params, msg)
+    code, msg = s.error("process/read", None, omit_params=True)
+    assert code == -32602, msg
+    s.close()
+
+
+if __name__ == "__main__":
+    run_tests(globals())
