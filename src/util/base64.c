@@ -60,13 +60,20 @@ int base64_decode(const char *src, size_t n, uint8_t *dst, size_t *out_len, char
         snprintf(err, errlen, "Invalid symbol %u, offset %zu.", s[sym], sym);
         return -1;
     }
+    /* Like the reference decoder, data after the padding, or padding where no
+     * padding can be (a quad's first or second symbol), is reported as the first
+     * '=' being the invalid symbol. */
     for (size_t i = sym; i < n; i++) {
         if (s[i] != '=') {
-            snprintf(err, errlen, "Invalid symbol %u, offset %zu.", s[i], sym);
+            snprintf(err, errlen, "Invalid symbol %u, offset %zu.", (unsigned)'=', sym);
             return -1;
         }
     }
     size_t rem = sym % 4;
+    if (sym < n && rem < 2) {
+        snprintf(err, errlen, "Invalid symbol %u, offset %zu.", (unsigned)'=', sym);
+        return -1;
+    }
     if (rem == 1) {
         snprintf(err, errlen, "Invalid input length: %zu", n);
         return -1;
