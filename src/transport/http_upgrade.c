@@ -210,6 +210,8 @@ enum http_outcome http_upgrade_parse(const char *data, size_t len, struct http_r
     info->status = 0;
     info->authorization[0] = '\0';
 
+    if (len == 0) return HTTP_INCOMPLETE; /* data may be NULL then */
+
     struct head h;
     memset(&h, 0, sizeof h);
     bool have_request_line = false, malformed = false;
