@@ -1,0 +1,830 @@
+/* process: process/start, read, write, signal, terminate, and the pushed
+ * process/output, process/exited and process/closed notifications (see
+ * process.h; rules in PROTOCOL.md section 5).
+ *
+ * The output path: read() into one scratch buffer, one copy into the event log,
+ * then base64 straight into the outgoing frame's buffer, written in place by the
+ * transport. No JSON tree is built per chunk. When the attached connection's
+ * write queue is above its high-water mark, readers stop (the child then blocks
+ * on a full pipe) until it drains: memory stays bounded and nothing is lost. */
+#include "process/process.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "core/log.h"
+#include "fs/uri.h"
+#include "process/event_log.h"
+#include "process/spawn.h"
+#include "rpc/dispatch.h"
+#include "rpc/params.h"
+#include "session/session.h"
+#include "transport/conn.h"
+#include "util/base64.h"
+#include "util/mem.h"
+#include "util/oserr.h"
+
+#define READ_CHUNK 8192
+#define READS_PER_WAKEUP 16   /* fairness: at most 128 KiB per fd per loop turn */
+#define MAX_WRITE_IDS 4096    /* remembered writeIds per process, like the reference */
+#define PTY_DRAIN_MS 1000     /* after exit, how long a PTY may stay open (grandchild) */
+
+struct proc;
+
+struct waiter {
+    struct waiter *next, *prev;
+    struct proc *p;
+    struct rpc_req *req;
+    uint64_t after;
+    uint64_t max_bytes;
+    bool has_max;
+    uv_timer_t timer;
+};
+
+struct out_src {
+    struct proc *p;
+    int fd;               /* -1 once at EOF */
+    uv_poll_t poll;
+    bool polling;
+    enum log_stream stream;
+};
+
+struct wq_item {
+    struct wq_item *next;
+    size_t off, len;
+    uint8_t data[];
+};
+
+struct proc {
+    struct proc *next, *prev;
+    struct proc_table *table;
+    char *id;
+    struct buf id_json;      /* the processId as a quoted JSON string, written once */
+    bool tty;
+    pid_t pid;
+    int pidfd;
+    uv_poll_t pid_poll;
+    bool pid_open;
+    struct out_src out[2];
+    int nout;
+    int in_fd;               /* -1 when the child has no writable stdin */
+    bool had_stdin;
+    uv_poll_t in_poll;
+    bool in_polling, in_init;
+    struct wq_item *wq_head, *wq_tail;
+    bool exited, closed, terminated, paused;
+    int exit_code;
+    uint64_t exit_seq, close_seq;
+    uv_timer_t timer;        /* PTY drain deadline, then the eviction timer */
+    struct event_log log;
+    char **write_ids;        /* ring of the last MAX_WRITE_IDS accepted writeIds */
+    size_t nwrite_ids, write_ids_next;
+    struct waiter *waiters;
+    int handles;             /* open uv handles; freed when it reaches zero */
+    bool freeing;
+};
+
+struct proc_table {
+    struct session *session;
+    struct proc *head;
+};
+
+static uint8_t scratch[READ_CHUNK];
+
+/* ---- table ---------------------------------------------------------------- */
+
+struct proc_table *proc_table_new(struct session *s)
+{
+    struct proc_table *t = xcalloc(1, sizeof *t);
+    t->session = s;
+    return t;
+}
+
+static struct proc *proc_find(struct proc_table *t, const char *id)
+{
+    for (struct proc *p = t->head; p; p = p->next)
+        if (strcmp(p->id, id) == 0) return p;
+    return NULL;
+}
+
+static struct conn *proc_conn(struct proc *p)
+{
+    return p->table ? p->table->session->conn : NULL;
+}
+
+/* ---- teardown ------------------------------------------------------------- */
+
+static void handle_closed(uv_handle_t *h)
+{
+    struct proc *p = h->data;
+    if (--p->handles > 0) return;
+    event_log_free(&p->log);
+    buf_free(&p->id_json);
+    for (size_t i = 0; i < p->nwrite_ids; i++) free(p->write_ids[i]);
+    free(p->write_ids);
+    while (p->wq_head) {
+        struct wq_item *n = p->wq_head->next;
+        free(p->wq_head);
+        p->wq_head = n;
+    }
+    free(p->id);
+    free(p);
+}
+
+static void close_out(struct out_src *o)
+{
+    if (o->fd < 0) return;
+    uv_close((uv_handle_t *)&o->poll, handle_closed);
+    close(o->fd);
+    o->fd = -1;
+    o->polling = false;
+}
+
+static void close_stdin(struct proc *p)
+{
+    if (p->in_fd < 0) return;
+    uv_close((uv_handle_t *)&p->in_poll, handle_closed);
+    p->in_init = false;
+    close(p->in_fd);
+    p->in_fd = -1;
+    while (p->wq_head) {
+        struct wq_item *n = p->wq_head->next;
+        free(p->wq_head);
+        p->wq_head = n;
+    }
+    p->wq_tail = NULL;
+}
+
+/* A killed child that we will no longer track must still be reaped. */
+struct reaper {
+    uv_poll_t poll;
+    int pidfd;
+};
+
+static void reaper_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void reaper_cb(uv_poll_t *h, int status, int events)
+{
+    struct reaper *r = h->data;
+    siginfo_t si = {0};
+    if (waitid(P_PIDFD, (id_t)r->pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid == 0) return;
+    uv_close((uv_handle_t *)&r->poll, reaper_closed);
+    close(r->pidfd);
+}
+
+static void reap_later(uv_loop_t *loop, int pidfd)
+{
+    struct reaper *r = xmalloc(sizeof *r);
+    r->pidfd = pidfd;
+    uv_poll_init(loop, &r->poll, pidfd);
+    r->poll.data = r;
+    uv_poll_start(&r->poll, UV_READABLE, reaper_cb);
+}
+
+static void waiter_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void waiter_remove(struct waiter *w)
+{
+    if (w->prev) w->prev->next = w->next;
+    else w->p->waiters = w->next;
+    if (w->next) w->next->prev = w->prev;
+    uv_close((uv_handle_t *)&w->timer, waiter_closed);
+}
+
+static void proc_free(struct proc *p)
+{
+    if (p->freeing) return;
+    p->freeing = true;
+    if (p->table) {
+        if (p->prev) p->prev->next = p->next;
+        else p->table->head = p->next;
+        if (p->next) p->next->prev = p->prev;
+    }
+    p->table = NULL;
+    while (p->waiters) {
+        struct waiter *w = p->waiters;
+        rpc_req_free(w->req);
+        waiter_remove(w);
+    }
+    if (p->pid_open) {
+        kill(-p->pid, SIGKILL);
+        uv_close((uv_handle_t *)&p->pid_poll, handle_closed);
+        reap_later(p->pid_poll.loop, p->pidfd);
+        p->pid_open = false;
+    }
+    for (int i = 0; i < p->nout; i++) close_out(&p->out[i]);
+    close_stdin(p);
+    uv_close((uv_handle_t *)&p->timer, handle_closed);
+}
+
+void proc_table_destroy(struct proc_table *t)
+{
+    while (t->head) proc_free(t->head);
+    free(t);
+}
+
+void proc_table_detached(struct proc_table *t, struct conn *c)
+{
+    for (struct proc *p = t->head; p; p = p->next) {
+        struct waiter *w = p->waiters;
+        while (w) {
+            struct waiter *n = w->next;
+            if (w->req->conn == c) {
+                rpc_req_free(w->req);
+                waiter_remove(w);
+            }
+            w = n;
+        }
+    }
+    /* Detached output is recorded in the retained log, never held back. */
+    proc_table_resume_output(t);
+}
+
+void proc_table_attached(struct proc_table *t, struct conn *c)
+{
+}
+
+/* ---- notifications and reads -------------------------------------------- */
+
+static void put_chunk_fields(struct buf *b, const struct log_chunk *c)
+{
+    buf_puts(b, "\"seq\":");
+    buf_put_u64(b, c->seq);
+    buf_puts(b, ",\"stream\":\"");
+    buf_puts(b, event_log_stream_name((enum log_stream)c->stream));
+    buf_puts(b, "\",\"chunk\":\"");
+    buf_put_base64(b, c->data, c->len);
+    buf_putc(b, '"');
+}
+
+static void notify_output(struct proc *p, const struct log_chunk *c)
+{
+    struct conn *conn = proc_conn(p);
+    if (!conn) return;
+    struct buf b;
+    buf_init_msg(&b);
+    buf_reserve(&b, 96 + p->id_json.len + base64_encoded_len(c->len));
+    buf_puts(&b, "{\"method\":\"process/output\",\"params\":{\"processId\":");
+    buf_append(&b, p->id_json.data, p->id_json.len);
+    buf_putc(&b, ',');
+    put_chunk_fields(&b, c);
+    buf_puts(&b, "}}");
+    conn_send(conn, &b);
+}
+
+static void notify_event(struct proc *p, const char *method, uint64_t seq, bool with_exit)
+{
+    struct conn *conn = proc_conn(p);
+    if (!conn) return;
+    struct buf b;
+    buf_init_msg(&b);
+    buf_printf(&b, "{\"method\":\"%s\",\"params\":{\"processId\":", method);
+    buf_append(&b, p->id_json.data, p->id_json.len);
+    buf_puts(&b, ",\"seq\":");
+    buf_put_u64(&b, seq);
+    if (with_exit) {
+        buf_puts(&b, ",\"exitCode\":");
+        buf_put_i64(&b, p->exit_code);
+        buf_puts(&b, ",\"sandboxDenied\":false");
+    }
+    buf_puts(&b, "}}");
+    conn_send(conn, &b);
+}
+
+static bool read_ready(const struct proc *p, uint64_t after)
+{
+    return event_log_after(&p->log, after) != NULL || p->closed ||
+           (p->exited && after < p->exit_seq);
+}
+
+static void reply_read(struct rpc_req *req, struct proc *p, uint64_t after, bool has_max,
+                       uint64_t max_bytes)
+{
+    struct buf b;
+    rpc_result_begin(req, &b);
+    buf_puts(&b, "{\"chunks\":[");
+    uint64_t total = 0, last = 0;
+    int n = 0;
+    for (struct log_chunk *c = event_log_after(&p->log, after); c; c = c->next) {
+        if (has_max && n > 0 && total + c->len > max_bytes) break;
+        if (n++) buf_putc(&b, ',');
+        buf_putc(&b, '{');
+        put_chunk_fields(&b, c);
+        buf_putc(&b, '}');
+        total += c->len;
+        last = c->seq;
+    }
+    uint64_t next = has_max && n > 0 ? last + 1 : p->log.next_seq;
+    buf_puts(&b, "],\"nextSeq\":");
+    buf_put_u64(&b, next);
+    buf_puts(&b, p->exited ? ",\"exited\":true,\"exitCode\":" : ",\"exited\":false,\"exitCode\":null");
+    if (p->exited) buf_put_i64(&b, p->exit_code);
+    buf_puts(&b, p->closed ? ",\"closed\":true" : ",\"closed\":false");
+    buf_puts(&b, ",\"failure\":null,\"sandboxDenied\":false}");
+    rpc_result_finish(req, &b);
+}
+
+static void wake_waiters(struct proc *p)
+{
+    struct waiter *w = p->waiters;
+    while (w) {
+        struct waiter *n = w->next;
+        if (read_ready(p, w->after)) {
+            reply_read(w->req, p, w->after, w->has_max, w->max_bytes);
+            waiter_remove(w);
+        }
+        w = n;
+    }
+}
+
+static void waiter_timeout(uv_timer_t *t)
+{
+    struct waiter *w = t->data;
+    reply_read(w->req, w->p, w->after, w->has_max, w->max_bytes);
+    waiter_remove(w);
+}
+
+/* ---- child events ------------------------------------------------------- */
+
+static void evict_cb(uv_timer_t *t)
+{
+    proc_free(t->data);
+}
+
+static void check_closed(struct proc *p)
+{
+    if (p->closed || !p->exited) return;
+    for (int i = 0; i < p->nout; i++)
+        if (p->out[i].fd >= 0) return;
+    p->closed = true;
+    p->close_seq = event_log_take_seq(&p->log);
+    close_stdin(p);
+    notify_event(p, "process/closed", p->close_seq, false);
+    wake_waiters(p);
+    uv_timer_stop(&p->timer);
+    uv_timer_start(&p->timer, evict_cb, PROC_RETAIN_MS, 0);
+}
+
+static void out_cb(uv_poll_t *h, int status, int events);
+
+static void out_start(struct out_src *o)
+{
+    if (o->fd < 0 || o->polling) return;
+    uv_poll_start(&o->poll, UV_READABLE, out_cb);
+    o->polling = true;
+}
+
+static void out_drain(struct out_src *o)
+{
+    struct proc *p = o->p;
+    for (int i = 0; i < READS_PER_WAKEUP && o->fd >= 0; i++) {
+        ssize_t n = read(o->fd, scratch, sizeof scratch);
+        if (n > 0) {
+            struct log_chunk *c = event_log_append(&p->log, o->stream, scratch, (size_t)n);
+            notify_output(p, c);
+            wake_waiters(p);
+            struct conn *conn = proc_conn(p);
+            if (conn && conn_is_congested(conn)) {
+                /* Stop reading: the child blocks on its full pipe until the
+                 * client catches up (proc_table_resume_output). */
+                for (int k = 0; k < p->nout; k++) {
+                    if (p->out[k].polling) uv_poll_stop(&p->out[k].poll);
+                    p->out[k].polling = false;
+                }
+                p->paused = true;
+                return;
+            }
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) return;
+        /* EOF, or EIO from a PTY master whose last slave fd closed. */
+        close_out(o);
+        check_closed(p);
+        return;
+    }
+}
+
+static void out_cb(uv_poll_t *h, int status, int events)
+{
+    struct proc *p = h->data;
+    out_drain(h == &p->out[0].poll ? &p->out[0] : &p->out[1]);
+}
+
+void proc_table_resume_output(struct proc_table *t)
+{
+    for (struct proc *p = t->head; p; p = p->next) {
+        if (!p->paused) continue;
+        p->paused = false;
+        for (int i = 0; i < p->nout; i++) out_start(&p->out[i]);
+    }
+}
+
+static void pty_drain_deadline(uv_timer_t *t)
+{
+    struct proc *p = t->data;
+    /* A grandchild still holds the terminal: take what is buffered and close. */
+    if (p->out[0].fd >= 0) {
+        out_drain(&p->out[0]);
+        close_out(&p->out[0]);
+    }
+    check_closed(p);
+}
+
+static void pid_cb(uv_poll_t *h, int status, int events)
+{
+    struct proc *p = h->data;
+    siginfo_t si = {0};
+    if (waitid(P_PIDFD, (id_t)p->pidfd, &si, WEXITED | WNOHANG) < 0) {
+        p->exit_code = -1;
+    } else if (si.si_pid == 0) {
+        return;
+    } else if (si.si_code == CLD_EXITED) {
+        p->exit_code = si.si_status;
+    } else {
+        /* The reference reports 1 for any signal death on a PTY, 128+N on pipes. */
+        p->exit_code = p->tty ? 1 : 128 + si.si_status;
+    }
+    uv_close((uv_handle_t *)&p->pid_poll, handle_closed);
+    close(p->pidfd);
+    p->pid_open = false;
+    /* Output already in the pipes belongs before the exit when we can see it. */
+    for (int i = 0; i < p->nout; i++)
+        if (p->out[i].polling) out_drain(&p->out[i]);
+    p->exited = true;
+    p->exit_seq = event_log_take_seq(&p->log);
+    notify_event(p, "process/exited", p->exit_seq, true);
+    wake_waiters(p);
+    if (p->tty && p->out[0].fd >= 0) uv_timer_start(&p->timer, pty_drain_deadline, PTY_DRAIN_MS, 0);
+    check_closed(p);
+}
+
+/* ---- stdin ---------------------------------------------------------------- */
+
+static void in_cb(uv_poll_t *h, int status, int events);
+
+static void in_flush(struct proc *p)
+{
+    while (p->wq_head && p->in_fd >= 0) {
+        struct wq_item *it = p->wq_head;
+        ssize_t n = write(p->in_fd, it->data + it->off, it->len - it->off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) break;
+        if (n < 0) {
+            /* EPIPE and friends: the child stopped reading; the bytes go nowhere. */
+            close_stdin(p);
+            return;
+        }
+        it->off += (size_t)n;
+        if (it->off == it->len) {
+            p->wq_head = it->next;
+            if (!p->wq_head) p->wq_tail = NULL;
+            free(it);
+        }
+    }
+    if (p->in_fd < 0) return;
+    bool want = p->wq_head != NULL;
+    if (want && !p->in_polling) uv_poll_start(&p->in_poll, UV_WRITABLE, in_cb);
+    if (!want && p->in_polling) uv_poll_stop(&p->in_poll);
+    p->in_polling = want;
+}
+
+static void in_cb(uv_poll_t *h, int status, int events)
+{
+    in_flush(h->data);
+}
+
+/* ---- methods -------------------------------------------------------------- */
+
+static void free_strv(char **v)
+{
+    if (!v) return;
+    for (char **s = v; *s; s++) free(*s);
+    free(v);
+}
+
+/* Whether a sandbox object asks for enforcement. The sandbox is not implemented
+ * yet, so anything that needs it is refused rather than run unconfined. */
+static bool sandbox_needs_enforcement(json_t *sandbox)
+{
+    if (!sandbox || json_is_null(sandbox)) return false;
+    json_t *perm = json_object_get(sandbox, "permissions");
+    const char *type = json_string_value(json_object_get(perm, "type"));
+    if (type && (strcmp(type, "disabled") == 0 || strcmp(type, "external") == 0)) return false;
+    if (type && strcmp(type, "managed") == 0) {
+        json_t *fsys = json_object_get(perm, "file_system");
+        const char *ft = json_string_value(json_object_get(fsys, "type"));
+        const char *net = json_string_value(json_object_get(perm, "network"));
+        if (ft && strcmp(ft, "unrestricted") == 0 && net && strcmp(net, "enabled") == 0)
+            return false;
+    }
+    return true;
+}
+
+static void handle_start(struct rpc_req *req)
+{
+    struct pdec d;
+    pdec_begin(&d, req->params, "ExecParams");
+    const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
+    json_t *argv = pdec_array(&d, "argv", PDEC_REQUIRED);
+    const char *cwd = pdec_string(&d, "cwd", PDEC_REQUIRED);
+    json_t *env = pdec_object(&d, "env", PDEC_REQUIRED);
+    bool tty = pdec_bool(&d, "tty", PDEC_REQUIRED, false);
+    bool pipe_stdin = pdec_bool(&d, "pipeStdin", PDEC_OPTIONAL_NONNULL, false);
+    const char *arg0 = pdec_string(&d, "arg0", PDEC_OPTIONAL);
+    json_t *sandbox = pdec_object(&d, "sandbox", PDEC_OPTIONAL);
+    size_t i;
+    json_t *v;
+    if (!d.failed) {
+        json_array_foreach(argv, i, v)
+        {
+            if (!json_is_string(v)) {
+                char what[128];
+                pdec_describe(v, what, sizeof what);
+                pdec_fail(&d, "invalid type: %s, expected a string", what);
+                break;
+            }
+        }
+        const char *k;
+        json_object_foreach(env, k, v)
+        {
+            if (!json_is_string(v)) {
+                char what[128];
+                pdec_describe(v, what, sizeof what);
+                pdec_fail(&d, "invalid type: %s, expected a string", what);
+                break;
+            }
+        }
+    }
+    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (!rpc_check_ready(req)) return;
+
+    char *cwd_path = NULL;
+    size_t cwd_len;
+    struct uri_error uerr;
+    if (uri_to_path(cwd, strlen(cwd), true, &cwd_path, &cwd_len, &uerr) < 0) {
+        if (uerr.kind == URI_ERR_HOST || uerr.kind == URI_ERR_PLATFORM)
+            return rpc_reply_error(req, RPC_INVALID_PARAMS,
+                                   "cwd URI `%s` is not valid on this exec-server host: %s", cwd,
+                                   uerr.message);
+        return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", uerr.message);
+    }
+    if (sandbox_needs_enforcement(sandbox)) {
+        free(cwd_path);
+        return rpc_reply_error(req, RPC_INVALID_PARAMS,
+                               "sandbox intent cannot be enforced on this executor");
+    }
+    size_t argc = json_array_size(argv);
+    if (argc == 0) {
+        free(cwd_path);
+        return rpc_reply_error(req, RPC_INVALID_PARAMS, "argv must not be empty");
+    }
+    struct proc_table *t = req->session->procs;
+    if (proc_find(t, id)) {
+        free(cwd_path);
+        return rpc_reply_error(req, RPC_INVALID_REQUEST, "process %s already exists", id);
+    }
+    const char *program = json_string_value(json_array_get(argv, 0));
+    if (!*program) {
+        free(cwd_path);
+        return rpc_reply_error(req, RPC_INTERNAL_ERROR, "missing program for pipe spawn");
+    }
+
+    char **cargv = xcalloc(argc + 1, sizeof *cargv);
+    json_array_foreach(argv, i, v) cargv[i] = xstrdup(json_string_value(v));
+    if (arg0) {
+        free(cargv[0]);
+        cargv[0] = xstrdup(arg0);
+    }
+    char **cenv = xcalloc(json_object_size(env) + 1, sizeof *cenv);
+    const char *path_env = NULL;
+    size_t ne = 0;
+    const char *k;
+    json_object_foreach(env, k, v)
+    {
+        struct buf kv;
+        buf_init(&kv);
+        buf_printf(&kv, "%s=%s", k, json_string_value(v));
+        buf_putc(&kv, '\0');
+        cenv[ne++] = buf_steal(&kv);
+        if (strcmp(k, "PATH") == 0) path_env = json_string_value(v);
+    }
+
+    struct spawn_request rq = {
+        .program = program,
+        .argv = cargv,
+        .envp = cenv,
+        .path_env = path_env,
+        .cwd = cwd_path,
+        .tty = tty,
+        .pipe_stdin = pipe_stdin,
+    };
+    struct spawn_result sr;
+    int err = spawn_child(&rq, &sr);
+    free_strv(cargv);
+    free_strv(cenv);
+    free(cwd_path);
+    if (err) {
+        char text[256];
+        oserr_format(err, text, sizeof text);
+        return rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
+    }
+
+    struct proc *p = xcalloc(1, sizeof *p);
+    p->table = t;
+    p->id = xstrdup(id);
+    buf_init(&p->id_json);
+    buf_put_json_str(&p->id_json, id, strlen(id));
+    p->tty = tty;
+    p->pid = sr.pid;
+    p->pidfd = sr.pidfd;
+    event_log_init(&p->log);
+    uv_loop_t *loop = req->loop;
+    uv_timer_init(loop, &p->timer);
+    p->timer.data = p;
+    p->handles = 1;
+    uv_poll_init(loop, &p->pid_poll, sr.pidfd);
+    p->pid_poll.data = p;
+    p->pid_open = true;
+    p->handles++;
+    int fds[2] = {sr.out_fd, sr.err_fd};
+    for (int s = 0; s < 2; s++) {
+        if (fds[s] < 0) continue;
+        struct out_src *o = &p->out[p->nout++];
+        o->p = p;
+        o->fd = fds[s];
+        o->stream = tty ? STREAM_PTY : (s == 0 ? STREAM_STDOUT : STREAM_STDERR);
+        uv_poll_init(loop, &o->poll, o->fd);
+        o->poll.data = p; /* every handle points at the proc (see handle_closed) */
+        p->handles++;
+    }
+    p->in_fd = sr.in_fd;
+    p->had_stdin = sr.in_fd >= 0;
+    if (p->in_fd >= 0) {
+        uv_poll_init(loop, &p->in_poll, p->in_fd);
+        p->in_poll.data = p;
+        p->in_init = true;
+        p->handles++;
+    }
+    p->next = t->head;
+    if (t->head) t->head->prev = p;
+    t->head = p;
+
+    /* The response goes out before any notification of the new process. */
+    json_t *res = json_pack("{s:s,s:s}", "processId", id, "sandboxType", "none");
+    rpc_reply_json(req, res);
+
+    uv_poll_start(&p->pid_poll, UV_READABLE, pid_cb);
+    for (int s = 0; s < p->nout; s++) out_start(&p->out[s]);
+}
+
+static void handle_read(struct rpc_req *req)
+{
+    struct pdec d;
+    pdec_begin(&d, req->params, "ReadParams");
+    const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
+    uint64_t after = pdec_u64(&d, "afterSeq", PDEC_OPTIONAL, 0, NULL);
+    bool has_max = false;
+    uint64_t max_bytes = pdec_u64(&d, "maxBytes", PDEC_OPTIONAL, 0, &has_max);
+    uint64_t wait_ms = pdec_u64(&d, "waitMs", PDEC_OPTIONAL, 0, NULL);
+    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (!rpc_check_ready(req)) return;
+    struct proc *p = proc_find(req->session->procs, id);
+    if (!p) return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
+    if (wait_ms == 0 || read_ready(p, after)) return reply_read(req, p, after, has_max, max_bytes);
+    struct waiter *w = xcalloc(1, sizeof *w);
+    w->p = p;
+    w->req = req;
+    w->after = after;
+    w->has_max = has_max;
+    w->max_bytes = max_bytes;
+    uv_timer_init(req->loop, &w->timer);
+    w->timer.data = w;
+    uv_timer_start(&w->timer, waiter_timeout, wait_ms, 0);
+    w->next = p->waiters;
+    if (p->waiters) p->waiters->prev = w;
+    p->waiters = w;
+}
+
+static bool write_id_seen(struct proc *p, const char *wid)
+{
+    for (size_t i = 0; i < p->nwrite_ids; i++)
+        if (strcmp(p->write_ids[i], wid) == 0) return true;
+    return false;
+}
+
+static void write_id_remember(struct proc *p, const char *wid)
+{
+    if (!p->write_ids) p->write_ids = xcalloc(MAX_WRITE_IDS, sizeof *p->write_ids);
+    if (p->nwrite_ids < MAX_WRITE_IDS) {
+        p->write_ids[p->nwrite_ids++] = xstrdup(wid);
+        return;
+    }
+    free(p->write_ids[p->write_ids_next]);
+    p->write_ids[p->write_ids_next] = xstrdup(wid);
+    p->write_ids_next = (p->write_ids_next + 1) % MAX_WRITE_IDS;
+}
+
+static void handle_write(struct rpc_req *req)
+{
+    struct pdec d;
+    pdec_begin(&d, req->params, "WriteParams");
+    const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
+    size_t clen = 0;
+    const char *chunk = pdec_string_len(&d, "chunk", PDEC_REQUIRED, &clen);
+    const char *wid = pdec_string(&d, "writeId", PDEC_OPTIONAL);
+    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (!rpc_check_ready(req)) return;
+    if (wid && !*wid) return rpc_reply_error(req, RPC_INVALID_PARAMS, "writeId must not be empty");
+    struct wq_item *it = xmalloc(sizeof *it + base64_decoded_max(clen));
+    char err[96];
+    if (base64_decode(chunk, clen, it->data, &it->len, err, sizeof err) < 0) {
+        free(it);
+        return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", err);
+    }
+    it->off = 0;
+    it->next = NULL;
+    struct proc *p = proc_find(req->session->procs, id);
+    const char *fail = NULL;
+    if (!p) {
+        free(it);
+        return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
+    }
+    if (!p->had_stdin) {
+        free(it);
+        return rpc_reply_error(req, RPC_INVALID_REQUEST,
+                               "process %s does not accept stdin writes (started without tty or "
+                               "pipeStdin)",
+                               id);
+    }
+    if (p->terminated && !p->exited) fail = "failed to write to process stdin";
+    if (fail) {
+        free(it);
+        return rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", fail);
+    }
+    if (wid && write_id_seen(p, wid)) {
+        free(it);
+        return rpc_reply_json(req, json_pack("{s:s}", "status", "accepted"));
+    }
+    if (wid) write_id_remember(p, wid);
+    if (p->in_fd >= 0 && it->len > 0) {
+        if (p->wq_tail) p->wq_tail->next = it;
+        else p->wq_head = it;
+        p->wq_tail = it;
+        in_flush(p);
+    } else {
+        free(it);
+    }
+    rpc_reply_json(req, json_pack("{s:s}", "status", "accepted"));
+}
+
+static void handle_terminate(struct rpc_req *req)
+{
+    struct pdec d;
+    pdec_begin(&d, req->params, "TerminateParams");
+    const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
+    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (!rpc_check_ready(req)) return;
+    struct proc *p = proc_find(req->session->procs, id);
+    bool running = p && !p->exited;
+    if (running) {
+        kill(-p->pid, SIGKILL);
+        p->terminated = true;
+        close_stdin(p);
+    }
+    rpc_reply_json(req, json_pack("{s:b}", "running", running));
+}
+
+static void handle_signal(struct rpc_req *req)
+{
+    static const char *const signals[] = {"interrupt", NULL};
+    struct pdec d;
+    pdec_begin(&d, req->params, "SignalParams");
+    const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
+    pdec_enum(&d, "signal", PDEC_REQUIRED, signals, 0);
+    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (!rpc_check_ready(req)) return;
+    struct proc *p = proc_find(req->session->procs, id);
+    if (p && !p->exited) kill(-p->pid, SIGINT);
+    rpc_reply_json(req, json_object());
+}
+
+const struct rpc_method process_methods[] = {
+    {"process/start", "exec", handle_start},
+    {"process/read", "exec", handle_read},
+    {"process/write", "exec", handle_write},
+    {"process/terminate", "exec", handle_terminate},
+    {"process/signal", "exec", handle_signal},
+    {NULL, NULL, NULL},
+};

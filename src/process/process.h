@@ -1,0 +1,28 @@
+/* process: the process methods and the per-session process table.
+ *
+ * Children are forked and exec'd by spawn.c (never uv_spawn: PTY jobs need a
+ * controlling terminal). Their output fds, pidfd and stdin are watched with
+ * uv_poll handles; every output chunk, the exit and the close go into the
+ * process's event_log, from which notifications are pushed and process/read is
+ * answered. Never two sources of truth. */
+#ifndef EXEC_PROCESS_PROCESS_H
+#define EXEC_PROCESS_PROCESS_H
+
+struct session;
+struct conn;
+struct proc_table;
+
+struct proc_table *proc_table_new(struct session *s);
+/* Kills every process group and frees the table (session end). */
+void proc_table_destroy(struct proc_table *t);
+/* The session lost connection c: pending long polls from it are dropped. */
+void proc_table_detached(struct proc_table *t, struct conn *c);
+/* The session was resumed on c. */
+void proc_table_attached(struct proc_table *t, struct conn *c);
+/* The attached connection drained its write queue: resume paused readers. */
+void proc_table_resume_output(struct proc_table *t);
+
+/* Retention of a closed process before eviction (80 s like the reference). */
+#define PROC_RETAIN_MS 80000
+
+#endif

@@ -1,0 +1,259 @@
+/* dispatch: envelope classification, lifecycle gate, method lookup and the reply
+ * writers (see dispatch.h and rpc.h).
+ *
+ * Every handler runs synchronously on the loop thread in arrival order up to its
+ * first asynchronous step, so the gate and the effects of initialize/initialized
+ * are ordered exactly as the messages arrived even though the requests themselves
+ * complete concurrently (PROTOCOL.md section 3.4). */
+#include "rpc/dispatch.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "transport/conn_internal.h"
+#include "util/mem.h"
+#include "util/oserr.h"
+
+static const struct rpc_method *const method_tables[] = {session_methods, process_methods,
+                                                         fs_methods};
+
+static const struct rpc_method *find_method(const char *name)
+{
+    for (size_t t = 0; t < sizeof method_tables / sizeof method_tables[0]; t++)
+        for (const struct rpc_method *m = method_tables[t]; m->name; m++)
+            if (strcmp(m->name, name) == 0) return m;
+    return NULL;
+}
+
+static void put_id(struct buf *b, const json_t *id)
+{
+    if (json_is_string(id)) buf_put_json_str(b, json_string_value(id), json_string_length(id));
+    else if (json_is_integer(id)) buf_put_i64(b, json_integer_value(id));
+    else buf_puts(b, "-1");
+}
+
+static void send_error(struct conn *c, const json_t *id, int code, const char *msg)
+{
+    struct buf b;
+    buf_init_msg(&b);
+    buf_puts(&b, "{\"error\":{\"code\":");
+    buf_put_i64(&b, code);
+    buf_puts(&b, ",\"message\":");
+    buf_put_json_str(&b, msg, strlen(msg));
+    buf_puts(&b, "},\"id\":");
+    put_id(&b, id);
+    buf_putc(&b, '}');
+    conn_send(c, &b);
+}
+
+void rpc_req_free(struct rpc_req *req)
+{
+    json_decref(req->id);
+    json_decref(req->params);
+    conn_unref(req->conn);
+    free(req);
+}
+
+void rpc_result_begin(struct rpc_req *req, struct buf *b)
+{
+    buf_init_msg(b);
+    buf_puts(b, "{\"id\":");
+    put_id(b, req->id);
+    buf_puts(b, ",\"result\":");
+}
+
+void rpc_result_finish(struct rpc_req *req, struct buf *b)
+{
+    buf_putc(b, '}');
+    conn_send(req->conn, b);
+    rpc_req_free(req);
+}
+
+void rpc_reply_json(struct rpc_req *req, json_t *result)
+{
+    struct buf b;
+    rpc_result_begin(req, &b);
+    char *text = json_dumps(result, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
+    buf_puts(&b, text ? text : "null");
+    free(text);
+    json_decref(result);
+    rpc_result_finish(req, &b);
+}
+
+void rpc_reply_error(struct rpc_req *req, int code, const char *fmt, ...)
+{
+    struct buf msg;
+    buf_init(&msg);
+    va_list ap;
+    va_start(ap, fmt);
+    buf_vprintf(&msg, fmt, ap);
+    va_end(ap);
+    buf_putc(&msg, '\0');
+    send_error(req->conn, req->id, code, msg.data);
+    buf_free(&msg);
+    rpc_req_free(req);
+}
+
+int rpc_errno_code(int errnum)
+{
+    switch (errnum) {
+    case ENOENT: return RPC_NOT_FOUND;
+    case EACCES:
+    case EPERM:
+    case EINVAL: return RPC_INVALID_REQUEST;
+    default: return RPC_INTERNAL_ERROR;
+    }
+}
+
+void rpc_reply_errno(struct rpc_req *req, int errnum)
+{
+    char text[256];
+    oserr_format(errnum, text, sizeof text);
+    rpc_reply_error(req, rpc_errno_code(errnum), "%s", text);
+}
+
+bool rpc_check_ready(struct rpc_req *req)
+{
+    if (!req->conn->initialized) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST, "client must call initialize before using %s methods",
+                        req->method->family);
+        return false;
+    }
+    if (!req->conn->ready) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST, "client must send initialized before using %s methods",
+                        req->method->family);
+        return false;
+    }
+    return true;
+}
+
+static void malformed(struct conn *c, const char *detail)
+{
+    struct buf m;
+    buf_init(&m);
+    if (strcmp(conn_kind(c), "stdio") == 0)
+        buf_printf(&m, "failed to parse JSON-RPC message from exec-server stdio: %s", detail);
+    else
+        buf_printf(&m, "failed to parse websocket JSON-RPC message from exec-server websocket %s: %s",
+                   conn_peer(c), detail);
+    buf_putc(&m, '\0');
+    send_error(c, NULL, RPC_INVALID_REQUEST, m.data);
+    buf_free(&m);
+}
+
+static const char *type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "map";
+    case JSON_ARRAY: return "sequence";
+    case JSON_STRING: return "string";
+    case JSON_INTEGER: return "integer";
+    case JSON_REAL: return "floating point";
+    case JSON_TRUE:
+    case JSON_FALSE: return "boolean";
+    default: return "null";
+    }
+}
+
+/* Returns NULL when `trace` is absent or well formed, else the serde-style detail. */
+static const char *check_trace(const json_t *trace, char *detail, size_t n)
+{
+    if (!trace || json_is_null(trace)) return NULL;
+    if (!json_is_object(trace)) {
+        snprintf(detail, n, "invalid type: %s, expected struct W3cTraceContext", type_name(trace));
+        return detail;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)trace, k, v)
+    {
+        if ((strcmp(k, "traceparent") == 0 || strcmp(k, "tracestate") == 0) && !json_is_null(v) &&
+            !json_is_string(v)) {
+            snprintf(detail, n, "invalid type: %s, expected a string", type_name(v));
+            return detail;
+        }
+    }
+    return NULL;
+}
+
+void rpc_dispatch(struct conn *c, const char *data, size_t len)
+{
+    json_error_t jerr;
+    json_t *msg = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
+    char detail[256];
+    if (!msg) {
+        snprintf(detail, sizeof detail, "%s at line %d column %d", jerr.text, jerr.line,
+                 jerr.column);
+        malformed(c, detail);
+        return;
+    }
+    if (!json_is_object(msg)) {
+        malformed(c, "expected a JSON-RPC object");
+        goto out;
+    }
+    json_t *method = json_object_get(msg, "method");
+    json_t *id = json_object_get(msg, "id");
+    if (id && !json_is_string(id) && !json_is_integer(id)) {
+        malformed(c, "data did not match any variant of untagged enum RequestId");
+        goto out;
+    }
+    if (method && !json_is_string(method)) {
+        snprintf(detail, sizeof detail, "invalid type: %s, expected a string", type_name(method));
+        malformed(c, detail);
+        goto out;
+    }
+    if (check_trace(json_object_get(msg, "trace"), detail, sizeof detail)) {
+        malformed(c, detail);
+        goto out;
+    }
+    if (!method) {
+        if (json_object_get(msg, "result") || (json_object_get(msg, "error") && id)) {
+            /* We never send requests, so a response from the client is a protocol
+             * violation: close like the reference does. */
+            log_info("%s sent a response object; closing", conn_peer(c));
+            conn_close(c);
+        } else {
+            malformed(c, json_object_get(msg, "error") ? "missing field `id`"
+                                                      : "missing field `error`");
+        }
+        goto out;
+    }
+    const char *name = json_string_value(method);
+    if (!id) {
+        if (strcmp(name, "initialized") == 0) {
+            if (!c->initialized) {
+                log_info("%s sent initialized before initialize; closing", conn_peer(c));
+                conn_close(c);
+            } else {
+                c->ready = true;
+            }
+        } else {
+            char m[300];
+            snprintf(m, sizeof m, "unexpected notification `%s`", name);
+            send_error(c, NULL, RPC_INVALID_REQUEST, m);
+        }
+        goto out;
+    }
+    const struct rpc_method *mt = find_method(name);
+    if (!mt) {
+        char m[300];
+        snprintf(m, sizeof m, "exec-server stub does not implement `%s` yet", name);
+        send_error(c, id, RPC_METHOD_NOT_FOUND, m);
+        goto out;
+    }
+    struct rpc_req *req = xcalloc(1, sizeof *req);
+    req->conn = c;
+    conn_ref(c);
+    req->session = c->session;
+    req->id = json_incref(id);
+    json_t *params = json_object_get(msg, "params");
+    req->params = params ? json_incref(params) : NULL;
+    req->method = mt;
+    req->loop = c->loop;
+    mt->handler(req);
+out:
+    json_decref(msg);
+}

@@ -1,0 +1,21 @@
+/* dispatch: classifies each incoming message (PROTOCOL.md sections 2-3), applies
+ * the lifecycle gate in arrival order and hands requests to method handlers. */
+#ifndef EXEC_RPC_DISPATCH_H
+#define EXEC_RPC_DISPATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "rpc/rpc.h"
+
+struct conn;
+
+/* Handles one complete message received on c. */
+void rpc_dispatch(struct conn *c, const char *data, size_t len);
+
+/* The lifecycle gate: returns true when req's connection may use its method's
+ * family; otherwise replies with the documented -32600 and returns false.
+ * Handlers call it after decoding their params (params are decoded first). */
+bool rpc_check_ready(struct rpc_req *req);
+
+#endif

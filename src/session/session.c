@@ -1,0 +1,205 @@
+/* session: registry, attach/detach/resume, detached TTL, initialize and the
+ * environment methods (see session.h). */
+#include "session/session.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "fs/uri.h"
+#include "process/process.h"
+#include "rpc/dispatch.h"
+#include "rpc/params.h"
+#include "transport/conn_internal.h"
+#include "util/mem.h"
+
+static struct session *sessions;
+static uv_loop_t *session_loop;
+static uint64_t session_ttl_ms = 80000;
+
+void session_configure(uv_loop_t *loop, uint64_t detached_ttl_ms)
+{
+    session_loop = loop;
+    session_ttl_ms = detached_ttl_ms;
+}
+
+static void uuid_v4(char out[37])
+{
+    uint8_t r[16];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+        for (size_t i = 0; i < sizeof r; i++) r[i] = (uint8_t)random();
+    }
+    r[6] = (uint8_t)((r[6] & 0x0F) | 0x40);
+    r[8] = (uint8_t)((r[8] & 0x3F) | 0x80);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12],
+             r[13], r[14], r[15]);
+}
+
+static struct session *session_find(const char *id)
+{
+    for (struct session *s = sessions; s; s = s->next)
+        if (strcmp(s->id, id) == 0) return s;
+    return NULL;
+}
+
+static void session_free_cb(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void session_destroy(struct session *s)
+{
+    if (s->prev) s->prev->next = s->next;
+    else sessions = s->next;
+    if (s->next) s->next->prev = s->prev;
+    if (s->conn) s->conn->session = NULL;
+    s->conn = NULL;
+    proc_table_destroy(s->procs);
+    s->ttl.data = s;
+    uv_close((uv_handle_t *)&s->ttl, session_free_cb);
+}
+
+static void session_expired(uv_timer_t *t)
+{
+    struct session *s = t->data;
+    log_info("session %s expired after %llu ms detached; killing its processes", s->id,
+             (unsigned long long)session_ttl_ms);
+    session_destroy(s);
+}
+
+void session_detach(struct session *s, struct conn *c)
+{
+    if (s->conn != c) return;
+    s->conn = NULL;
+    proc_table_detached(s->procs, c);
+    if (strcmp(conn_kind(c), "stdio") == 0) {
+        /* There is no resume over stdio: the only connection is gone. */
+        session_destroy(s);
+        return;
+    }
+    uv_timer_start(&s->ttl, session_expired, session_ttl_ms, 0);
+}
+
+void session_output_unblocked(struct session *s)
+{
+    proc_table_resume_output(s->procs);
+}
+
+void session_destroy_all(void)
+{
+    while (sessions) session_destroy(sessions);
+}
+
+static void attach(struct session *s, struct conn *c)
+{
+    uv_timer_stop(&s->ttl);
+    s->conn = c;
+    c->session = s;
+    c->initialized = true;
+}
+
+static json_t *uri_json(const char *path)
+{
+    char *u = uri_from_path(path, strlen(path));
+    json_t *j = json_string(u);
+    free(u);
+    return j ? j : json_null();
+}
+
+/* What environment/info and initialize report about this host. Capabilities we
+ * do not implement are false so clients never send the fields they gate. */
+static json_t *environment_info(void)
+{
+    const char *shell = getenv("SHELL");
+    if (!shell || shell[0] != '/') shell = "/bin/sh";
+    const char *base = strrchr(shell, '/') + 1;
+    char cwd[4096];
+    if (!getcwd(cwd, sizeof cwd)) strcpy(cwd, "/");
+    const char *home = getenv("HOME");
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || tmp[0] != '/') tmp = "/tmp";
+    json_t *caps = json_pack(
+        "{s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b}", "networkProxyLaunch", 0,
+        "networkProxyReviewDomains", 0, "credentialMasking", 0, "credentialMaskingCustomProviders",
+        0, "capabilityDiscoverySandbox", 0, "fsWatchMissing", 0, "capabilityDiscoveryV2", 0,
+        "environmentConfigRead", 0, "httpHeaderEnvVars", 0, "sandboxedFileStreaming", 0,
+        "fileWriteStreaming", 0, "shellSnapshotV2", 0, "windowsMxc", 0,
+        "linuxRootWritePreservesDevices", 0, "linuxApprovedRootWritePreservesRestrictions", 0);
+    json_t *info = json_object();
+    json_object_set_new(info, "shell", json_pack("{s:s,s:s}", "name", base, "path", shell));
+    json_object_set_new(info, "executorVersion", json_string(EXEC_SERVER_VERSION));
+    json_object_set_new(info, "providerId", json_string("exec-server-c"));
+    json_object_set_new(info, "cwd", uri_json(cwd));
+    if (home && home[0] == '/') json_object_set_new(info, "userHomeDir", uri_json(home));
+    json_object_set_new(info, "platformOs", json_string("linux"));
+    json_object_set_new(info, "prependPathDirs", json_array());
+    json_object_set_new(info, "temporaryDirectories", json_array());
+    json_object_set_new(info, "tempDir", uri_json(tmp));
+    json_object_set_new(info, "capabilities", caps);
+    return info;
+}
+
+static void handle_initialize(struct rpc_req *req)
+{
+    struct pdec d;
+    pdec_begin(&d, req->params, "InitializeParams");
+    pdec_string(&d, "clientName", PDEC_REQUIRED);
+    const char *resume = pdec_string(&d, "resumeSessionId", PDEC_OPTIONAL);
+    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    struct conn *c = req->conn;
+    if (c->initialized)
+        return rpc_reply_error(req, RPC_INVALID_REQUEST,
+                               "initialize may only be sent once per connection");
+    struct session *s;
+    if (resume) {
+        s = session_find(resume);
+        if (!s) return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown session id %s", resume);
+        if (s->conn)
+            return rpc_reply_error(req, RPC_SESSION_ATTACHED,
+                                   "session %s is already attached to another connection", s->id);
+        attach(s, c);
+        proc_table_attached(s->procs, c);
+    } else {
+        s = xcalloc(1, sizeof *s);
+        uuid_v4(s->id);
+        s->loop = session_loop;
+        uv_timer_init(session_loop, &s->ttl);
+        s->ttl.data = s;
+        s->procs = proc_table_new(s);
+        s->next = sessions;
+        if (sessions) sessions->prev = s;
+        sessions = s;
+        attach(s, c);
+    }
+    json_t *res = json_object();
+    json_object_set_new(res, "sessionId", json_string(s->id));
+    json_object_set_new(res, "environmentInfo", environment_info());
+    rpc_reply_json(req, res);
+}
+
+static void handle_env_info(struct rpc_req *req)
+{
+    struct pdec d;
+    if (!pdec_unit(&d, req->params)) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (!rpc_check_ready(req)) return;
+    rpc_reply_json(req, environment_info());
+}
+
+static void handle_env_status(struct rpc_req *req)
+{
+    struct pdec d;
+    if (!pdec_unit(&d, req->params)) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (!rpc_check_ready(req)) return;
+    rpc_reply_json(req, json_pack("{s:s}", "status", "ready"));
+}
+
+const struct rpc_method session_methods[] = {
+    {"initialize", "initialize", handle_initialize},
+    {"environment/info", "environment info", handle_env_info},
+    {"environment/status", "environment status", handle_env_status},
+    {NULL, NULL, NULL},
+};

@@ -1,0 +1,185 @@
+/* conn: reference counting, flow-controlled writes and teardown shared by the
+ * WebSocket and stdio transports (see conn.h / conn_internal.h). */
+#include "transport/conn_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "session/session.h"
+#include "util/mem.h"
+
+struct conn_wreq {
+    uv_write_t req;
+    struct conn *conn;
+    char *mem;
+    size_t len;
+};
+
+void conn_init(struct conn *c, const struct conn_ops *ops, uv_loop_t *loop, const char *kind)
+{
+    memset(c, 0, sizeof *c);
+    c->ops = ops;
+    c->loop = loop;
+    c->refs = 1;
+    c->open = true;
+    c->kind = kind;
+}
+
+void conn_send(struct conn *c, struct buf *msg)
+{
+    if (!c->open) {
+        buf_free(msg);
+        return;
+    }
+    c->ops->send(c, msg);
+}
+
+bool conn_is_open(const struct conn *c)
+{
+    return c->open;
+}
+
+void conn_ref(struct conn *c)
+{
+    c->refs++;
+}
+
+void conn_unref(struct conn *c)
+{
+    if (--c->refs == 0) c->ops->destroy(c);
+}
+
+const char *conn_peer(const struct conn *c)
+{
+    return c->peer;
+}
+
+const char *conn_kind(const struct conn *c)
+{
+    return c->kind;
+}
+
+size_t conn_queued_bytes(const struct conn *c)
+{
+    return c->queued;
+}
+
+bool conn_is_congested(const struct conn *c)
+{
+    return c->congested;
+}
+
+struct session *conn_session(const struct conn *c)
+{
+    return c->session;
+}
+
+void *conn_slot_get(const struct conn *c, enum conn_slot slot)
+{
+    return c->slots[slot];
+}
+
+void conn_slot_set(struct conn *c, enum conn_slot slot, void *state, void (*free_fn)(void *))
+{
+    c->slots[slot] = state;
+    c->slot_free[slot] = free_fn;
+}
+
+static void write_done(uv_write_t *req, int status)
+{
+    struct conn_wreq *w = (struct conn_wreq *)req;
+    struct conn *c = w->conn;
+    c->queued -= w->len;
+    free(w->mem);
+    free(w);
+    if (status < 0 && c->open) conn_close(c);
+    if (c->congested && c->queued < CONN_LOW_WATER) {
+        c->congested = false;
+        if (c->session) session_output_unblocked(c->session);
+    }
+    conn_unref(c);
+}
+
+void conn_write(struct conn *c, uv_stream_t *stream, char *mem, const uv_buf_t *bufs,
+                unsigned nbufs)
+{
+    size_t len = 0;
+    for (unsigned i = 0; i < nbufs; i++) len += bufs[i].len;
+    /* Try the kernel first: most messages go out at once, with no queue entry. */
+    if (c->queued == 0) {
+        int n = uv_try_write(stream, bufs, nbufs);
+        if (n > 0 && (size_t)n == len) {
+            free(mem);
+            return;
+        }
+        if (n > 0) {
+            /* Partial: queue the rest as one copy-free slice list. */
+            uv_buf_t rest[4];
+            unsigned k = 0;
+            size_t skip = (size_t)n;
+            for (unsigned i = 0; i < nbufs && k < 4; i++) {
+                if (skip >= bufs[i].len) {
+                    skip -= bufs[i].len;
+                    continue;
+                }
+                rest[k++] = uv_buf_init(bufs[i].base + skip, (unsigned)(bufs[i].len - skip));
+                skip = 0;
+            }
+            len -= (size_t)n;
+            struct conn_wreq *w = xmalloc(sizeof *w);
+            w->conn = c;
+            w->mem = mem;
+            w->len = len;
+            c->queued += len;
+            conn_ref(c);
+            if (uv_write(&w->req, stream, rest, k, write_done) < 0) {
+                c->queued -= len;
+                free(mem);
+                free(w);
+                conn_unref(c);
+                conn_close(c);
+            }
+            goto check;
+        }
+        if (n < 0 && n != UV_EAGAIN) {
+            free(mem);
+            conn_close(c);
+            return;
+        }
+    }
+    struct conn_wreq *w = xmalloc(sizeof *w);
+    w->conn = c;
+    w->mem = mem;
+    w->len = len;
+    c->queued += len;
+    conn_ref(c);
+    if (uv_write(&w->req, stream, bufs, nbufs, write_done) < 0) {
+        c->queued -= len;
+        free(mem);
+        free(w);
+        conn_unref(c);
+        conn_close(c);
+        return;
+    }
+check:
+    if (!c->congested && c->queued >= CONN_HIGH_WATER) c->congested = true;
+}
+
+void conn_close(struct conn *c)
+{
+    if (!c->open) return;
+    c->open = false;
+    c->ops->close(c);
+}
+
+void conn_closed(struct conn *c)
+{
+    c->open = false;
+    if (c->session) session_detach(c->session, c);
+    c->session = NULL;
+    for (int i = 0; i < CONN_SLOT_COUNT; i++) {
+        if (c->slots[i] && c->slot_free[i]) c->slot_free[i](c->slots[i]);
+        c->slots[i] = NULL;
+    }
+    conn_unref(c);
+}

@@ -1,0 +1,46 @@
+/* conn_internal: the connection object shared by the transports (ws.c, stdio.c)
+ * and the rpc layer. Method modules use only conn.h. */
+#ifndef EXEC_TRANSPORT_CONN_INTERNAL_H
+#define EXEC_TRANSPORT_CONN_INTERNAL_H
+
+#include <stdbool.h>
+#include <uv.h>
+
+#include "transport/conn.h"
+
+struct conn_ops {
+    /* Writes one message (payload at msg->data + BUF_MSG_HEADROOM). Takes msg. */
+    void (*send)(struct conn *c, struct buf *msg);
+    /* Starts closing the transport; conn_closed() is called once it is closed. */
+    void (*close)(struct conn *c);
+    /* Frees the transport object (refcount reached zero after close). */
+    void (*destroy)(struct conn *c);
+};
+
+struct conn {
+    const struct conn_ops *ops;
+    uv_loop_t *loop;
+    int refs;               /* the transport holds one until closed; requests hold one each */
+    bool open;              /* false once closing started: sends are dropped */
+    char peer[64];          /* "IP:PORT" or "stdio" */
+    const char *kind;       /* "websocket" or "stdio" */
+    size_t queued;          /* bytes in uv_write requests not yet completed */
+    bool congested;         /* queued crossed CONN_HIGH_WATER and not yet below LOW */
+    bool initialized;       /* initialize succeeded on this connection */
+    bool ready;             /* the initialized notification arrived */
+    struct session *session;/* attached session or NULL */
+    void *slots[CONN_SLOT_COUNT];
+    void (*slot_free[CONN_SLOT_COUNT])(void *);
+};
+
+void conn_init(struct conn *c, const struct conn_ops *ops, uv_loop_t *loop, const char *kind);
+/* Queues bufs on stream with flow accounting; `mem` is freed when written. */
+void conn_write(struct conn *c, uv_stream_t *stream, char *mem, const uv_buf_t *bufs,
+                unsigned nbufs);
+/* Transport calls this once the connection is fully closed: detaches the session,
+ * frees module slots and drops the transport's reference. */
+void conn_closed(struct conn *c);
+/* Asks the transport to close (idempotent). */
+void conn_close(struct conn *c);
+
+#endif

@@ -1,0 +1,11 @@
+/* stdio: the newline-delimited JSON transport on stdin/stdout (PROTOCOL.md 1.5). */
+#ifndef EXEC_TRANSPORT_STDIO_H
+#define EXEC_TRANSPORT_STDIO_H
+
+#include <uv.h>
+
+/* Starts serving the single stdio connection. on_eof runs once stdin ends and the
+ * connection has closed (the server then shuts down: there is no resume). */
+int stdio_serve(uv_loop_t *loop, void (*on_eof)(void));
+
+#endif

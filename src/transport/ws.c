@@ -1,0 +1,349 @@
+/* ws: WebSocket transport on libuv + wslay.
+ *
+ * Incoming bytes go first through the sans-I/O upgrade parser, then into wslay,
+ * which reassembles fragmented messages, validates UTF-8 of text messages, answers
+ * pings and performs the close handshake. Outgoing data messages bypass wslay: its
+ * queue copies every message, while ours already has room for the frame header in
+ * front of the payload (BUF_MSG_HEADROOM), so a server frame (never masked) is
+ * written in place with no copy. wslay's own frames (pong, close, ping) are small
+ * and are flushed synchronously, so the two never interleave mid-frame. */
+#include "transport/ws.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <wslay/wslay.h>
+
+#include "core/log.h"
+#include "rpc/dispatch.h"
+#include "transport/conn_internal.h"
+#include "transport/http_upgrade.h"
+#include "util/mem.h"
+
+#define WS_MAX_FRAME (16u << 20)
+#define WS_MAX_MESSAGE (64u << 20)
+#define WS_PING_INTERVAL_MS 30000
+
+struct ws_listener {
+    uv_tcp_t tcp;
+    uv_loop_t *loop;
+    struct ws_conn *conns; /* every live connection, for shutdown */
+};
+
+struct ws_conn {
+    struct conn base;
+    uv_tcp_t tcp;
+    uv_timer_t ping;
+    struct ws_listener *listener;
+    struct ws_conn *prev, *next;
+    bool upgraded;          /* the 101 was sent; bytes are WebSocket frames */
+    bool close_after_write; /* an HTTP reply is out; close once written */
+    struct buf head;        /* HTTP request head received so far */
+    wslay_event_context_ptr ws;
+    const uint8_t *in;      /* bytes being fed to wslay by the recv callback */
+    size_t in_len;
+    int handles_open;       /* tcp + ping timer, counted down by close callbacks */
+};
+
+static void ws_drain(struct ws_conn *w);
+
+static ssize_t ws_recv_cb(wslay_event_context_ptr ctx, uint8_t *data, size_t len, int flags,
+                          void *user)
+{
+    struct ws_conn *w = user;
+    if (w->in_len == 0) {
+        wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+        return -1;
+    }
+    size_t n = len < w->in_len ? len : w->in_len;
+    memcpy(data, w->in, n);
+    w->in += n;
+    w->in_len -= n;
+    return (ssize_t)n;
+}
+
+static ssize_t ws_send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
+                          void *user)
+{
+    struct ws_conn *w = user;
+    if (uv_is_closing((uv_handle_t *)&w->tcp)) {
+        wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+        return -1;
+    }
+    char *mem = xmemdup(data, len);
+    uv_buf_t b = uv_buf_init(mem, (unsigned)len);
+    conn_write(&w->base, (uv_stream_t *)&w->tcp, mem, &b, 1);
+    return (ssize_t)len;
+}
+
+static void ws_frame_start_cb(wslay_event_context_ptr ctx,
+                              const struct wslay_event_on_frame_recv_start_arg *arg, void *user)
+{
+    /* A single frame above 16 MiB is refused like the reference does. */
+    if (arg->payload_length > WS_MAX_FRAME)
+        wslay_event_queue_close(ctx, WSLAY_CODE_MESSAGE_TOO_BIG, NULL, 0);
+}
+
+static void ws_msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *arg,
+                      void *user)
+{
+    struct ws_conn *w = user;
+    if (arg->opcode != WSLAY_TEXT_FRAME && arg->opcode != WSLAY_BINARY_FRAME) return;
+    if (!w->base.open || wslay_event_get_close_sent(ctx)) return;
+    rpc_dispatch(&w->base, (const char *)arg->msg, arg->msg_length);
+}
+
+static const struct wslay_event_callbacks ws_callbacks = {
+    .recv_callback = ws_recv_cb,
+    .send_callback = ws_send_cb,
+    .on_frame_recv_start_callback = ws_frame_start_cb,
+    .on_msg_recv_callback = ws_msg_cb,
+};
+
+static void ws_handle_closed(uv_handle_t *h)
+{
+    struct ws_conn *w = h->data;
+    if (--w->handles_open > 0) return;
+    conn_closed(&w->base);
+}
+
+static void ws_close(struct conn *c)
+{
+    struct ws_conn *w = (struct ws_conn *)c;
+    if (uv_is_closing((uv_handle_t *)&w->tcp)) return;
+    w->base.open = false;
+    if (w->prev) w->prev->next = w->next;
+    else w->listener->conns = w->next;
+    if (w->next) w->next->prev = w->prev;
+    w->prev = w->next = NULL;
+    uv_close((uv_handle_t *)&w->ping, ws_handle_closed);
+    uv_close((uv_handle_t *)&w->tcp, ws_handle_closed);
+}
+
+static void ws_destroy(struct conn *c)
+{
+    struct ws_conn *w = (struct ws_conn *)c;
+    if (w->ws) wslay_event_context_free(w->ws);
+    buf_free(&w->head);
+    free(w);
+}
+
+static void ws_send(struct conn *c, struct buf *msg)
+{
+    struct ws_conn *w = (struct ws_conn *)c;
+    if (!w->upgraded || wslay_event_get_close_sent(w->ws) ||
+        uv_is_closing((uv_handle_t *)&w->tcp)) {
+        buf_free(msg);
+        return;
+    }
+    size_t len = msg->len - BUF_MSG_HEADROOM;
+    uint8_t *payload = (uint8_t *)msg->data + BUF_MSG_HEADROOM;
+    size_t hlen = len < 126 ? 2 : len < 65536 ? 4 : 10;
+    uint8_t *h = payload - hlen;
+    h[0] = 0x81; /* FIN + text */
+    if (len < 126) {
+        h[1] = (uint8_t)len;
+    } else if (len < 65536) {
+        h[1] = 126;
+        h[2] = (uint8_t)(len >> 8);
+        h[3] = (uint8_t)len;
+    } else {
+        h[1] = 127;
+        for (int i = 0; i < 8; i++) h[2 + i] = (uint8_t)((uint64_t)len >> (56 - 8 * i));
+    }
+    char *mem = buf_steal(msg);
+    uv_buf_t b = uv_buf_init((char *)h, (unsigned)(hlen + len));
+    conn_write(c, (uv_stream_t *)&w->tcp, mem, &b, 1);
+}
+
+static const struct conn_ops ws_ops = {
+    .send = ws_send,
+    .close = ws_close,
+    .destroy = ws_destroy,
+};
+
+static void ws_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    static char slab[65536]; /* one loop thread: a single receive slab suffices */
+    b->base = slab;
+    b->len = sizeof slab;
+}
+
+/* Sends whatever wslay has queued and closes once the close handshake is over. */
+static void ws_drain(struct ws_conn *w)
+{
+    if (uv_is_closing((uv_handle_t *)&w->tcp)) return;
+    if (wslay_event_want_write(w->ws) && wslay_event_send(w->ws) != 0) {
+        conn_close(&w->base);
+        return;
+    }
+    if (!wslay_event_want_read(w->ws) && !wslay_event_want_write(w->ws)) conn_close(&w->base);
+}
+
+static void ws_feed(struct ws_conn *w, const char *data, size_t len)
+{
+    w->in = (const uint8_t *)data;
+    w->in_len = len;
+    conn_ref(&w->base); /* dispatch may close us; keep the object alive */
+    while (w->in_len > 0 && !uv_is_closing((uv_handle_t *)&w->tcp)) {
+        if (wslay_event_recv(w->ws) != 0) {
+            conn_close(&w->base);
+            break;
+        }
+        if (!wslay_event_want_read(w->ws)) break;
+    }
+    w->in_len = 0;
+    ws_drain(w);
+    conn_unref(&w->base);
+}
+
+static void ws_ping_cb(uv_timer_t *t)
+{
+    struct ws_conn *w = t->data;
+    struct wslay_event_msg ping = {.opcode = WSLAY_PING, .msg = NULL, .msg_length = 0};
+    wslay_event_queue_msg(w->ws, &ping);
+    ws_drain(w);
+}
+
+static void ws_upgrade(struct ws_conn *w, size_t consumed)
+{
+    wslay_event_context_server_init(&w->ws, &ws_callbacks, w);
+    wslay_event_config_set_max_recv_msg_length(w->ws, WS_MAX_MESSAGE);
+    w->upgraded = true;
+    uv_timer_start(&w->ping, ws_ping_cb, WS_PING_INTERVAL_MS, WS_PING_INTERVAL_MS);
+    size_t rest = w->head.len - consumed;
+    if (rest) {
+        char *extra = xmemdup(w->head.data + consumed, rest);
+        buf_free(&w->head);
+        ws_feed(w, extra, rest);
+        free(extra);
+    } else {
+        buf_free(&w->head);
+    }
+}
+
+static void ws_shutdown_cb(uv_shutdown_t *sd, int status)
+{
+    struct ws_conn *w = sd->data;
+    free(sd);
+    conn_close(&w->base);
+    conn_unref(&w->base);
+}
+
+static void ws_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+{
+    struct ws_conn *w = s->data;
+    if (nread < 0) {
+        conn_close(&w->base);
+        return;
+    }
+    if (nread == 0) return;
+    if (w->upgraded) {
+        ws_feed(w, b->base, (size_t)nread);
+        return;
+    }
+    if (w->close_after_write) return;
+    buf_append(&w->head, b->base, (size_t)nread);
+    struct http_request_info info;
+    struct buf reply;
+    buf_init(&reply);
+    enum http_outcome o = http_upgrade_parse(w->head.data, w->head.len, &info, &reply);
+    if (o == HTTP_INCOMPLETE) {
+        buf_free(&reply);
+        return;
+    }
+    uv_buf_t ub = uv_buf_init(reply.data, (unsigned)reply.len);
+    char *mem = buf_steal(&reply);
+    conn_write(&w->base, s, mem, &ub, 1);
+    if (o == HTTP_REPLY) {
+        w->close_after_write = true;
+        uv_read_stop(s);
+        /* uv_close waits for queued writes? No: it cancels them. Shut down first. */
+        /* uv_close would cancel the queued reply: shut down, then close. */
+        uv_shutdown_t *sd = xmalloc(sizeof *sd);
+        sd->data = w;
+        conn_ref(&w->base);
+        if (uv_shutdown(sd, s, ws_shutdown_cb) != 0) {
+            free(sd);
+            conn_close(&w->base);
+            conn_unref(&w->base);
+        }
+        return;
+    }
+    ws_upgrade(w, info.consumed);
+}
+
+static void ws_on_connection(uv_stream_t *server, int status)
+{
+    struct ws_listener *l = server->data;
+    if (status < 0) return;
+    struct ws_conn *w = xcalloc(1, sizeof *w);
+    conn_init(&w->base, &ws_ops, l->loop, "websocket");
+    w->listener = l;
+    uv_tcp_init(l->loop, &w->tcp);
+    uv_timer_init(l->loop, &w->ping);
+    w->tcp.data = w->ping.data = w;
+    w->handles_open = 2;
+    if (uv_accept(server, (uv_stream_t *)&w->tcp) != 0) {
+        ws_close(&w->base);
+        return;
+    }
+    w->next = l->conns;
+    if (l->conns) l->conns->prev = w;
+    l->conns = w;
+    uv_tcp_nodelay(&w->tcp, 1);
+    struct sockaddr_storage ss;
+    int sl = sizeof ss;
+    char ip[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (uv_tcp_getpeername(&w->tcp, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET) {
+            struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+            uv_ip4_name(a, ip, sizeof ip);
+            port = ntohs(a->sin_port);
+            snprintf(w->base.peer, sizeof w->base.peer, "%s:%d", ip, port);
+        } else {
+            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+            uv_ip6_name(a, ip, sizeof ip);
+            port = ntohs(a->sin6_port);
+            snprintf(w->base.peer, sizeof w->base.peer, "[%s]:%d", ip, port);
+        }
+    }
+    uv_read_start((uv_stream_t *)&w->tcp, ws_alloc, ws_read_cb);
+}
+
+int ws_listen(uv_loop_t *loop, const char *host, int port, struct ws_listener **out, char *url,
+              size_t urllen)
+{
+    struct sockaddr_storage ss;
+    bool v6 = strchr(host, ':') != NULL;
+    int r = v6 ? uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss)
+               : uv_ip4_addr(host, port, (struct sockaddr_in *)&ss);
+    if (r != 0) return r;
+    struct ws_listener *l = xcalloc(1, sizeof *l);
+    l->loop = loop;
+    uv_tcp_init(loop, &l->tcp);
+    l->tcp.data = l;
+    r = uv_tcp_bind(&l->tcp, (struct sockaddr *)&ss, 0);
+    if (r == 0) r = uv_listen((uv_stream_t *)&l->tcp, 511, ws_on_connection);
+    if (r != 0) {
+        uv_close((uv_handle_t *)&l->tcp, (uv_close_cb)free);
+        return r;
+    }
+    int sl = sizeof ss;
+    uv_tcp_getsockname(&l->tcp, (struct sockaddr *)&ss, &sl);
+    int bound = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                         : ((struct sockaddr_in *)&ss)->sin_port);
+    snprintf(url, urllen, v6 ? "ws://[%s]:%d" : "ws://%s:%d", host, bound);
+    *out = l;
+    return 0;
+}
+
+void ws_shutdown(struct ws_listener *l)
+{
+    while (l->conns) conn_close(&l->conns->base);
+    uv_close((uv_handle_t *)&l->tcp, (uv_close_cb)free);
+}

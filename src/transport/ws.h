@@ -1,0 +1,17 @@
+/* ws: the WebSocket listener: TCP accept, the HTTP upgrade, then RFC 6455 frames
+ * carrying one JSON-RPC message each (PROTOCOL.md section 1). */
+#ifndef EXEC_TRANSPORT_WS_H
+#define EXEC_TRANSPORT_WS_H
+
+#include <uv.h>
+
+struct ws_listener;
+
+/* Binds host:port (numeric IPv4/IPv6) and starts accepting. On success returns 0,
+ * stores the listener and writes the bound URL ("ws://127.0.0.1:43567") into url. */
+int ws_listen(uv_loop_t *loop, const char *host, int port, struct ws_listener **out, char *url,
+              size_t urllen);
+/* Stops accepting and closes every connection. */
+void ws_shutdown(struct ws_listener *l);
+
+#endif
