@@ -66,23 +66,43 @@ static void describe_real(double v, char *num, size_t numlen)
         snprintf(num, numlen, v < 0 ? "-inf" : "inf");
         return;
     }
-    /* Find the fewest significant digits that round-trip, then print those digits
-     * positionally with %f and trim the padding zeros. */
+    /* Find the fewest significant digits that round-trip, then lay those digits
+     * out positionally (Rust never uses exponent form here). */
     int prec = 1;
     char tmp[64];
     for (; prec <= 17; prec++) {
         snprintf(tmp, sizeof tmp, "%.*e", prec - 1, v);
         if (strtod(tmp, NULL) == v) break;
     }
-    int exp10 = atoi(strchr(tmp, 'e') + 1);
-    int decimals = prec - 1 - exp10;
-    if (decimals < 1) decimals = 1;
-    if (decimals > 340) decimals = 340;
-    char big[400];
-    snprintf(big, sizeof big, "%.*f", decimals, v);
-    size_t l = strlen(big);
-    while (l > 0 && big[l - 1] == '0' && big[l - 2] != '.') big[--l] = '\0';
-    snprintf(num, numlen, "%s", big);
+    char *e = strchr(tmp, 'e');
+    int exp10 = atoi(e + 1);
+    char digits[32];
+    int nd = 0;
+    for (const char *p = tmp; p < e && nd < (int)sizeof digits - 1; p++) {
+        if (*p >= '0' && *p <= '9') digits[nd++] = *p;
+    }
+    while (nd > 1 && digits[nd - 1] == '0') nd--; /* "1.0e+03" has one digit: 1 */
+    char out[400];
+    size_t o = 0;
+    if (v < 0 || (v == 0 && signbit(v))) out[o++] = '-';
+    if (exp10 >= nd - 1) {
+        for (int i = 0; i < nd; i++) out[o++] = digits[i];
+        for (int i = 0; i < exp10 - (nd - 1) && o < sizeof out - 3; i++) out[o++] = '0';
+        out[o++] = '.';
+        out[o++] = '0';
+    } else if (exp10 >= 0) {
+        for (int i = 0; i < nd; i++) {
+            out[o++] = digits[i];
+            if (i == exp10) out[o++] = '.';
+        }
+    } else {
+        out[o++] = '0';
+        out[o++] = '.';
+        for (int i = 0; i < -exp10 - 1 && o < sizeof out - 40; i++) out[o++] = '0';
+        for (int i = 0; i < nd; i++) out[o++] = digits[i];
+    }
+    out[o] = '\0';
+    snprintf(num, numlen, "%s", out);
 }
 
 void pdec_describe(const json_t *v, char *out, size_t outlen)
@@ -96,7 +116,7 @@ void pdec_describe(const json_t *v, char *out, size_t outlen)
         snprintf(out, outlen, "integer `%" JSON_INTEGER_FORMAT "`", json_integer_value(v));
         break;
     case JSON_REAL: {
-        char num[64];
+        char num[400];
         describe_real(json_real_value(v), num, sizeof num);
         snprintf(out, outlen, "floating point `%s`", num);
         break;
@@ -112,7 +132,7 @@ void pdec_describe(const json_t *v, char *out, size_t outlen)
 /* Records "invalid type: <found>, expected <what>". */
 static void fail_type(struct pdec *d, const json_t *v, const char *what)
 {
-    char found[256];
+    char found[400];
     pdec_describe(v, found, sizeof found);
     pdec_fail(d, "invalid type: %s, expected %s", found, what);
 }
