@@ -53,6 +53,10 @@ class ConnectionClosed(Exception):
     pass
 
 
+class WaitFailed(AssertionError):
+    """A wait on the JSON-RPC session failed (deadline or connection closed)."""
+
+
 def find_reference():
     hits = sorted(glob.glob(REF_GLOB))
     return hits[0] if hits else None
@@ -585,7 +589,7 @@ class Rpc:
         return msg
 
     def fail(self, what):
-        raise Timeout("%s\n--- transcript ---\n%s" % (what, self.transcript()))
+        raise WaitFailed("%s\n--- transcript ---\n%s" % (what, self.transcript()))
 
     # -- requests --
     def send_request(self, method, params=None, id=None, omit_params=False):
@@ -965,8 +969,11 @@ def run_tests(namespace, per_test_timeout=60):
     failures = []
     srv = None
 
+    class TestTimeout(Exception):
+        pass
+
     def on_alarm(signum, frame):
-        raise Timeout("test exceeded %ss" % per_test_timeout)
+        raise TestTimeout("test exceeded %ss" % per_test_timeout)
 
     signal.signal(signal.SIGALRM, on_alarm)
     for name, fn in tests:
