@@ -528,6 +528,57 @@ def test_pty_path_lookup_without_path_ours(srv):
     s.close()
 
 
+def test_output_after_exit_and_lingering_grandchild(srv):
+    s = srv.session()
+    mk = new_marker()
+    s.start("late", ["/bin/sh", "-c", "(sleep 0.6; echo late) & echo early; exit 0"],
+            env={"PATH": "/usr/bin:/bin", MARKER_VAR: mk})
+    ex = s.wait_notification(lambda n: n["method"] == "process/exited", process_id="late")
+    assert ex["exitCode"] == 0
+    rd = s.read("late", after_seq=0)
+    assert rd["exited"] is True and rd["closed"] is False, rd
+    # a terminate after the exit kills nothing (§5.4)
+    assert s.terminate("late") == {"running": False}
+    # a long poll after the exit seq waits for the late output
+    rd = s.read("late", after_seq=ex["seq"], wait_ms=5000)
+    got = b"".join(unb64(c["chunk"]) for c in rd["chunks"])
+    assert got == b"late\n" or rd["closed"], rd
+    out = s.collect_until_closed("late")
+    assert out["stdout"] == b"early\nlate\n", out
+    check_seq_rules(out)
+    late_seq = [e[1] for e in out["events"] if e[0] == "process/output"][-1]
+    assert late_seq > out["exit_seq"], out["events"]
+    wait_no_marked(mk, 5)
+    s.close()
+
+
+def test_concurrent_duplicate_start(srv):
+    s = srv.session()
+    p = {"processId": "dup", "argv": ["sleep", "5"], "cwd": "file:///tmp",
+         "env": {MARKER_VAR: MARKER}, "tty": False}
+    a = s.send_request("process/start", p)
+    b = s.send_request("process/start", p)
+    ra, rb = s.wait_response(a), s.wait_response(b)
+    oks = [r for r in (ra, rb) if "result" in r]
+    errs = [r for r in (ra, rb) if "error" in r]
+    assert len(oks) == 1 and len(errs) == 1, (ra, rb)
+    assert errs[0]["error"] == {"code": -32600, "message": "process dup already exists"}, errs
+    assert s.terminate("dup") == {"running": True}
+    s.collect_until_closed("dup")
+    s.close()
+
+
+def test_terminate_twice(srv):
+    s = srv.session()
+    s.start("tt", ["cat"], pipe_stdin=True)
+    assert s.terminate("tt") == {"running": True}
+    out = s.collect_until_closed("tt")
+    assert out["exit_code"] == 137, out
+    assert s.terminate("tt") == {"running": False}
+    assert s.terminate("never-started") == {"running": False}
+    s.close()
+
+
 def test_no_leftovers_and_fds(srv):
     s = srv.session()
     time.sleep(0.3)

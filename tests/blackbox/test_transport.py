@@ -151,6 +151,36 @@ def test_exact_16mib_frame_accepted(srv):
     ws.shutdown()
 
 
+def test_large_fragmented_message_accepted(srv):
+    """20 MiB in 4 MiB fragments is under the 64 MiB message limit."""
+    ws = srv.connect()
+    body = json.dumps({"id": 1, "method": "initialize", "params": {"clientName": "x"}})
+    data = (body[:-1] + " " * (20 * 1024 * 1024 - len(body)) + "}").encode()
+    ws.send_text(data, fragments=5)
+    op, payload = ws.recv_message(timeout=30)
+    assert op == OP_TEXT and "sessionId" in json.loads(payload)["result"], payload[:200]
+    ws.shutdown()
+
+
+def test_message_over_64mib_closes(srv):
+    ws = srv.connect()
+    piece = b" " * (8 * 1024 * 1024)
+    try:
+        ws.send_frame(OP_TEXT, b"{" + piece, fin=False)
+        for _ in range(8):
+            ws.send_frame(OP_CONT, piece, fin=False)
+        ws.send_frame(OP_CONT, b"}", fin=True)
+    except OSError:
+        pass  # the server may drop us while we are still sending
+    closed, got = ws.wait_closed(20)
+    assert closed, "server kept the connection open after a >64 MiB message"
+    assert not [g for g in got if g[0] in (OP_TEXT, OP_BINARY)], got
+    ws.shutdown()
+    s = srv.session()
+    assert s.call("environment/status") == {"status": "ready"}
+    s.close()
+
+
 def test_invalid_utf8_text_closes(srv):
     ws = srv.connect()
     ws.send_frame(OP_TEXT, b'{"id":1,"method":"\xff\xfe"}')
