@@ -296,7 +296,7 @@ def test_signal_interrupt(srv):
 def test_large_output_in_order(srv):
     s = srv.session()
     rnd = random.Random(1234)
-    data = bytes(rnd.getrandbits(8) for _ in range(5 * 1000 * 1000))
+    data = rnd.randbytes(5 * 1000 * 1000)
     path = os.path.join(srv.workdir, "big.bin")
     with open(path, "wb") as f:
         f.write(data)
