@@ -1,0 +1,13 @@
+/* fs_util: small pure helpers for the fs methods. */
+#ifndef EXEC_FS_FS_UTIL_H
+#define EXEC_FS_FS_UTIL_H
+
+#include <stddef.h>
+
+#include "util/buf.h"
+
+/* Appends s (n bytes) to b as UTF-8, replacing each maximal invalid subpart with
+ * U+FFFD, like Rust's String::from_utf8_lossy. */
+void fs_utf8_lossy(struct buf *b, const char *s, size_t n);
+
+#endif
