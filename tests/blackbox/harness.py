@@ -711,6 +711,21 @@ class Rpc:
             except Timeout:
                 pass
 
+    def wait_for(self, cond, timeout=DEFAULT_TIMEOUT, process_id=None, what="condition"):
+        """Pump messages until cond() is true (evaluated once per message)."""
+        deadline = time.monotonic() + timeout
+        while not cond():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.fail("%s not reached within %ss" % (what, timeout))
+            try:
+                if self.pump(left) is None:
+                    if cond():
+                        return
+                    self.fail("connection closed while waiting for %s" % what)
+            except Timeout:
+                pass
+
     def wait_closed(self, timeout=DEFAULT_TIMEOUT):
         """True if the server ends the connection before the deadline."""
         deadline = time.monotonic() + timeout
@@ -802,12 +817,13 @@ class Rpc:
 def summarize(notes):
     out = {"stdout": b"", "stderr": b"", "pty": b"", "exit_code": None, "exit_seq": None,
            "closed_seq": None, "seqs": [], "events": []}
+    parts = {"stdout": [], "stderr": [], "pty": []}
     for n in notes:
         m = n["method"]
         seq = n.get("seq")
         out["seqs"].append(seq)
         if m == "process/output":
-            out[n["stream"]] += unb64(n["chunk"])
+            parts.setdefault(n["stream"], []).append(unb64(n["chunk"]))
             out["events"].append((m, seq, n["stream"]))
         elif m == "process/exited":
             out["exit_code"] = n["exitCode"]
@@ -816,6 +832,8 @@ def summarize(notes):
         elif m == "process/closed":
             out["closed_seq"] = seq
             out["events"].append((m, seq, None))
+    for k, v in parts.items():
+        out[k] = b"".join(v)
     return out
 
 

@@ -64,15 +64,15 @@ def test_pty_echo_loop_12_2(srv):
     assert r["sandboxType"] == "none", r
 
     def pty_has(data):
-        return lambda n: data in s.output_so_far("pty-1")["pty"]
+        return lambda: data in s.output_so_far("pty-1")["pty"]
 
-    s.wait_notification(pty_has(b"ready\r\n"), process_id="pty-1")
+    s.wait_for(pty_has(b"ready\r\n"), process_id="pty-1")
     assert s.write("pty-1", b"hello\n", "1") == {"status": "accepted"}
-    s.wait_notification(pty_has(b"echo:hello\r\n"), process_id="pty-1")
+    s.wait_for(pty_has(b"echo:hello\r\n"), process_id="pty-1")
     assert s.write("pty-1", b"hello\n", "1") == {"status": "accepted"}
     assert s.write("pty-1", b"other\n", "1") == {"status": "accepted"}
     assert s.write("pty-1", b"world\n", "2") == {"status": "accepted"}
-    s.wait_notification(pty_has(b"echo:world\r\n"), process_id="pty-1")
+    s.wait_for(pty_has(b"echo:world\r\n"), process_id="pty-1")
     pty = s.output_so_far("pty-1")["pty"]
     assert pty.count(b"echo:hello") == 1 and b"other" not in pty, pty
     assert b"hello\r\n" in pty  # terminal echo
@@ -202,13 +202,13 @@ def test_write_pipe_stdin(srv):
     s = srv.session()
     s.start("cat", ["cat"], pipe_stdin=True)
     assert s.write("cat", b"abc\n", "w1") == {"status": "accepted"}
-    s.wait_notification(lambda n: s.output_so_far("cat")["stdout"] == b"abc\n",
+    s.wait_for(lambda: s.output_so_far("cat")["stdout"] == b"abc\n",
                         process_id="cat")
     assert s.write("cat", b"abc\n", "w1") == {"status": "accepted"}
     assert s.write("cat", b"zzz\n", "w1") == {"status": "accepted"}
     assert s.write("cat", b"", "w-empty") == {"status": "accepted"}
     assert s.write("cat", b"def\n", "w2") == {"status": "accepted"}
-    s.wait_notification(lambda n: b"def" in s.output_so_far("cat")["stdout"],
+    s.wait_for(lambda: b"def" in s.output_so_far("cat")["stdout"],
                         process_id="cat")
     assert s.output_so_far("cat")["stdout"] == b"abc\ndef\n", s.output_so_far("cat")
     # in-order application of many writes
@@ -216,7 +216,7 @@ def test_write_pipe_stdin(srv):
         s.send_request("process/write", {"processId": "cat", "chunk": b64("%d," % i),
                                           "writeId": "seq-%d" % i})
     expect = ("".join("%d," % i for i in range(50))).encode()
-    s.wait_notification(lambda n: s.output_so_far("cat")["stdout"].endswith(expect),
+    s.wait_for(lambda: s.output_so_far("cat")["stdout"].endswith(expect),
                         process_id="cat")
     assert s.terminate("cat") == {"running": True}
     s.collect_until_closed("cat")
@@ -235,7 +235,7 @@ def test_invalid_base64_write(srv):
     assert code == -32602, msg
     # the process is unaffected
     assert s.write("cat64", b"ok\n", "c") == {"status": "accepted"}
-    s.wait_notification(lambda n: s.output_so_far("cat64")["stdout"] == b"ok\n",
+    s.wait_for(lambda: s.output_so_far("cat64")["stdout"] == b"ok\n",
                         process_id="cat64")
     s.terminate("cat64")
     s.collect_until_closed("cat64")
@@ -267,7 +267,7 @@ def test_terminate_kills_process_group(srv):
     mk = new_marker()
     s.start("grp", ["/bin/sh", "-c", "sleep 300 & echo $!; wait"],
             env={"PATH": "/usr/bin:/bin", MARKER_VAR: mk})
-    s.wait_notification(lambda n: s.output_so_far("grp")["stdout"].endswith(b"\n"),
+    s.wait_for(lambda: s.output_so_far("grp")["stdout"].endswith(b"\n"),
                         process_id="grp")
     gc = int(s.output_so_far("grp")["stdout"])
     wait_until(lambda: gc in marked_pids(mk), 5, "grandchild to be visible")
@@ -283,7 +283,7 @@ def test_signal_interrupt(srv):
     s = srv.session()
     s.start("trap", ["bash", "-c", "trap 'exit 7' INT; echo ready; "
                      "while true; do sleep 0.1; done"])
-    s.wait_notification(lambda n: s.output_so_far("trap")["stdout"] == b"ready\n",
+    s.wait_for(lambda: s.output_so_far("trap")["stdout"] == b"ready\n",
                         process_id="trap")
     assert s.call("process/signal", {"processId": "trap", "signal": "interrupt"}) == {}
     out = s.collect_until_closed("trap")
@@ -486,7 +486,7 @@ def test_write_without_write_id_ours(srv):
         {"status": "accepted"}
     assert s.call("process/write", {"processId": "cat", "chunk": b64("a\n"),
                                     "writeId": None}) == {"status": "accepted"}
-    s.wait_notification(lambda n: s.output_so_far("cat")["stdout"] == b"a\na\n",
+    s.wait_for(lambda: s.output_so_far("cat")["stdout"] == b"a\na\n",
                         process_id="cat")
     s.terminate("cat")
     s.collect_until_closed("cat")
@@ -576,6 +576,46 @@ def test_terminate_twice(srv):
     assert out["exit_code"] == 137, out
     assert s.terminate("tt") == {"running": False}
     assert s.terminate("never-started") == {"running": False}
+    s.close()
+
+
+def test_large_stdin_roundtrip(srv):
+    """2 MB through cat's stdin while its stdout is being drained."""
+    s = srv.session()
+    rnd = random.Random(99)
+    data = rnd.randbytes(2 * 1024 * 1024)
+    s.start("bigcat", ["cat"], pipe_stdin=True)
+    step = 256 * 1024
+    ids = [s.send_request("process/write", {"processId": "bigcat",
+                                            "chunk": b64(data[i:i + step]),
+                                            "writeId": "w%d" % i})
+           for i in range(0, len(data), step)]
+    for rid in ids:
+        assert s.wait_response(rid, timeout=20)["result"] == {"status": "accepted"}
+    s.wait_for(lambda: len(s.output_so_far("bigcat")["stdout"]) >= len(data),
+                        timeout=20, process_id="bigcat")
+    got = s.output_so_far("bigcat")["stdout"]
+    assert sha256(got) == sha256(data), "stdin data corrupted/reordered (%d bytes)" % len(got)
+    s.terminate("bigcat")
+    s.collect_until_closed("bigcat")
+    s.close()
+
+
+def test_slow_reader_loses_nothing(srv):
+    """The client stops reading its socket for a while; all output still arrives (§1.4)."""
+    s = srv.session()
+    rnd = random.Random(7)
+    data = rnd.randbytes(3 * 1000 * 1000)
+    path = os.path.join(srv.workdir, "slow.bin")
+    with open(path, "wb") as f:
+        f.write(data)
+    s.start("slow", ["cat", path])
+    time.sleep(2.0)  # not reading: the socket buffers fill up
+    assert srv.alive()
+    out = s.collect_until_closed("slow", timeout=40)
+    assert sha256(out["stdout"]) == sha256(data), len(out["stdout"])
+    check_seq_rules(out)
+    os.unlink(path)
     s.close()
 
 

@@ -171,6 +171,25 @@ def test_resume_own_live_session_conflict(srv):
     b.close()
 
 
+def test_process_closes_while_detached(srv):
+    a = srv.session()
+    sid = a.session_id
+    a.start("bg", ["/bin/sh", "-c", "sleep 0.5; echo done; exit 6"])
+    a.close()
+    time.sleep(1.2)
+    b = resume(srv, sid)
+    rd = b.read("bg", after_seq=0, wait_ms=3000)
+    if not rd["closed"]:
+        rd = b.read("bg", after_seq=0, wait_ms=3000)
+    assert rd["exited"] and rd["closed"] and rd["exitCode"] == 6, rd
+    assert [unb64(c["chunk"]) for c in rd["chunks"]] == [b"done\n"], rd
+    assert rd["nextSeq"] == 4, rd
+    # nothing more is sent for it
+    b.quiet(0.3)
+    assert not b.notes.get("bg"), b.notes.get("bg")
+    b.close()
+
+
 @needs_own_server
 def test_ttl_expiry_kills_processes(_):
     srv = Server(ttl=TTL)

@@ -239,6 +239,59 @@ def test_many_connections_no_fd_leak(srv):
                "fd count to return near %d (now %d)" % (before, fd_count(srv.pid)))
 
 
+def test_protocol_violations_close(srv):
+    """RFC 6455 violations drop the connection; the server keeps serving others."""
+    cases = {
+        "unmasked": lambda ws: ws.send_frame(OP_TEXT, b'{"id":1,"method":"x"}', mask=False),
+        "rsv1": lambda ws: ws.send_frame(OP_TEXT, b'{"id":1,"method":"x"}', rsv=4),
+        "opcode3": lambda ws: ws.send_frame(3, b"x"),
+        "ping>125": lambda ws: ws.send_frame(OP_PING, b"x" * 200),
+        "fragmented ping": lambda ws: ws.send_frame(OP_PING, b"x", fin=False),
+        "continuation without start": lambda ws: ws.send_frame(OP_CONT, b"x"),
+        "text inside fragmented text": lambda ws: (ws.send_frame(OP_TEXT, b"{", fin=False),
+                                                   ws.send_frame(OP_TEXT, b"}")),
+    }
+    keep = srv.session()
+    for name, fn in cases.items():
+        ws = srv.connect()
+        fn(ws)
+        closed, got = ws.wait_closed(5)
+        assert closed, "%s: connection left open" % name
+        assert not [g for g in got if g[0] in (OP_TEXT, OP_BINARY)], (name, got)
+        ws.shutdown()
+    assert keep.call("environment/status") == {"status": "ready"}
+    keep.close()
+
+
+def test_slow_handshake_and_frames(srv):
+    """The upgrade request and a frame dribbled a few bytes at a time."""
+    import socket as _s
+    import base64 as _b
+    sock = _s.create_connection((srv.host, srv.port), timeout=10)
+    key = _b.b64encode(os.urandom(16)).decode()
+    req = ("GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: keep-alive, Upgrade"
+           "\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n" % key).encode()
+    for i in range(0, len(req), 7):
+        sock.sendall(req[i:i + 7])
+        time.sleep(0.002)
+    frame = WebSocket.build_frame(OP_TEXT, json.dumps(
+        {"id": 1, "method": "initialize", "params": {"clientName": "slow"}}))
+    for i in range(len(frame)):
+        sock.sendall(frame[i:i + 1])
+        time.sleep(0.001)
+    data = b""
+    deadline = time.monotonic() + 10
+    while b"sessionId" not in data and time.monotonic() < deadline:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    assert data.startswith(b"HTTP/1.1 101"), data[:100]
+    assert b"sessionId" in data, data
+    sock.close()
+
+
 @needs_own_server
 def test_stdio_transport(_):
     srv = Server(listen="stdio")
