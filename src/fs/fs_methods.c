@@ -115,6 +115,7 @@ struct fs_work {
     char *path, *path2;
     size_t path_len, path2_len;
     bool recursive, force;
+    bool nofollow;    /* followSymlinks:false (PROTOCOL.md section 6.13) */
     /* writeFile */
     char *b64;
     size_t b64_len;
@@ -180,9 +181,61 @@ static bool read_full(int fd, char *p, size_t n, size_t *got, int *err)
     return true;
 }
 
+/* followSymlinks:false. Opens the parent directory of path one component at a
+ * time without following symlinks (a symlinked component fails with ENOTDIR) and
+ * points *leaf at the last component. Returns an O_PATH descriptor, or -1 with
+ * errno set. path must be absolute with no trailing slash. */
+static int open_parent_nofollow(const char *path, const char **leaf)
+{
+    const char *last = strrchr(path, '/');
+    *leaf = last[1] ? last + 1 : ".";
+    int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    const char *p = path + 1;
+    while (p < last) {
+        const char *e = memchr(p, '/', (size_t)(last - p));
+        if (!e) e = last;
+        size_t n = (size_t)(e - p);
+        if (n > 0) {
+            char comp[NAME_MAX + 1];
+            if (n > NAME_MAX) {
+                close(fd);
+                errno = ENAMETOOLONG;
+                return -1;
+            }
+            memcpy(comp, p, n);
+            comp[n] = '\0';
+            int nfd = openat(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            int e2 = errno;
+            close(fd);
+            if (nfd < 0) {
+                errno = e2;
+                return -1;
+            }
+            fd = nfd;
+        }
+        p = e + 1;
+    }
+    return fd;
+}
+
 static int open_regular(struct fs_work *fw, const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    int fd;
+    if (fw->nofollow) {
+        const char *leaf;
+        int pfd = open_parent_nofollow(path, &leaf);
+        if (pfd < 0) {
+            set_err(fw, errno);
+            return -1;
+        }
+        fd = openat(pfd, leaf, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+        int e = errno;
+        close(pfd);
+        errno = e;
+    } else {
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    }
     if (fd < 0) {
         set_err(fw, errno);
         return -1;
@@ -203,8 +256,11 @@ static int open_regular(struct fs_work *fw, const char *path)
     return fd;
 }
 
+static char *strip_trailing_slashes(char *p);
+
 static void do_read_file(struct fs_work *fw)
 {
+    if (fw->nofollow) strip_trailing_slashes(fw->path);
     int fd = open_regular(fw, fw->path);
     if (fd < 0) return;
     struct stat st;
@@ -259,7 +315,20 @@ static void do_write_file(struct fs_work *fw)
     }
     free(fw->b64);
     fw->b64 = NULL;
-    int fd = open(fw->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    int fd;
+    if (fw->nofollow) {
+        const char *leaf;
+        strip_trailing_slashes(fw->path);
+        int pfd = open_parent_nofollow(fw->path, &leaf);
+        fd = pfd < 0 ? -1
+                     : openat(pfd, leaf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+                              0666);
+        int e = errno;
+        if (pfd >= 0) close(pfd);
+        errno = e;
+    } else {
+        fd = open(fw->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    }
     if (fd < 0) {
         set_err(fw, errno);
         free(data);
@@ -312,9 +381,65 @@ static char *strip_trailing_slashes(char *p)
     return p;
 }
 
+/* mkdir -p without following symlinks: every existing component must be a real
+ * directory (a symlink or file gives ENOTDIR; an existing non-directory leaf
+ * gives EEXIST). Returns 0 or an errno. */
+static int mkdir_all_nofollow(const char *path)
+{
+    int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return errno;
+    const char *p = path + 1;
+    int err = 0;
+    while (*p) {
+        const char *e = strchr(p, '/');
+        if (!e) e = p + strlen(p);
+        size_t n = (size_t)(e - p);
+        if (n > 0) {
+            char comp[NAME_MAX + 1];
+            if (n > NAME_MAX) {
+                err = ENAMETOOLONG;
+                break;
+            }
+            memcpy(comp, p, n);
+            comp[n] = '\0';
+            bool created = mkdirat(fd, comp, 0777) == 0;
+            if (!created && errno != EEXIST) {
+                err = errno;
+                break;
+            }
+            int nfd = openat(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (nfd < 0) {
+                err = (*e == '\0' && errno == ENOTDIR) ? EEXIST : errno;
+                break;
+            }
+            close(fd);
+            fd = nfd;
+        }
+        p = *e ? e + 1 : e;
+    }
+    close(fd);
+    return err;
+}
+
 static void do_create_dir(struct fs_work *fw)
 {
     strip_trailing_slashes(fw->path);
+    if (fw->nofollow) {
+        int e = 0;
+        if (fw->recursive) {
+            e = mkdir_all_nofollow(fw->path);
+        } else {
+            const char *leaf;
+            int pfd = open_parent_nofollow(fw->path, &leaf);
+            if (pfd < 0 || mkdirat(pfd, leaf, 0777) < 0) e = errno;
+            if (pfd >= 0) close(pfd);
+        }
+        if (e)
+            set_err(fw, e);
+        else
+            buf_puts(&fw->out, "{}");
+        return;
+    }
     if (fw->recursive) {
         int e = mkdir_all(fw->path);
         if (e) set_err(fw, e);
@@ -333,14 +458,36 @@ static int64_t ts_ms(int64_t sec, uint32_t nsec)
 static void do_metadata(struct fs_work *fw)
 {
     struct statx sx;
-    if (statx(AT_FDCWD, fw->path, 0, STATX_BASIC_STATS | STATX_BTIME, &sx) < 0) {
-        set_err(fw, errno);
-        return;
-    }
     struct stat lst;
-    if (lstat(fw->path, &lst) < 0) {
-        set_err(fw, errno);
-        return;
+    if (fw->nofollow) {
+        const char *leaf;
+        strip_trailing_slashes(fw->path);
+        int pfd = open_parent_nofollow(fw->path, &leaf);
+        if (pfd < 0) {
+            set_err(fw, errno);
+            return;
+        }
+        int r = statx(pfd, leaf, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, &sx);
+        int e = errno;
+        close(pfd);
+        if (r < 0) {
+            set_err(fw, e);
+            return;
+        }
+        if (S_ISLNK(sx.stx_mode)) {
+            set_msg(fw, RPC_INVALID_REQUEST, "path contains a symbolic link");
+            return;
+        }
+        lst.st_mode = sx.stx_mode;
+    } else {
+        if (statx(AT_FDCWD, fw->path, 0, STATX_BASIC_STATS | STATX_BTIME, &sx) < 0) {
+            set_err(fw, errno);
+            return;
+        }
+        if (lstat(fw->path, &lst) < 0) {
+            set_err(fw, errno);
+            return;
+        }
     }
     int64_t created = (sx.stx_mask & STATX_BTIME)
                           ? ts_ms(sx.stx_btime.tv_sec, sx.stx_btime.tv_nsec)
@@ -460,8 +607,34 @@ static int remove_tree_at(int parent, const char *name)
     return 0;
 }
 
+static void do_remove_nofollow(struct fs_work *fw)
+{
+    const char *leaf;
+    strip_trailing_slashes(fw->path);
+    int pfd = open_parent_nofollow(fw->path, &leaf);
+    struct stat st;
+    int e = 0;
+    if (pfd < 0 || fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        e = errno;
+    } else if (fw->recursive) {
+        set_msg(fw, RPC_INTERNAL_ERROR, "recursive no-follow removal is unsupported");
+    } else if (S_ISLNK(st.st_mode)) {
+        set_msg(fw, RPC_INVALID_REQUEST, "path contains a symbolic link");
+    } else if (unlinkat(pfd, leaf, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0) {
+        e = errno;
+    }
+    if (pfd >= 0) close(pfd);
+    if (e == ENOENT && fw->force) e = 0;
+    if (e) set_err(fw, e);
+    if (!failed(fw)) buf_puts(&fw->out, "{}");
+}
+
 static void do_remove(struct fs_work *fw)
 {
+    if (fw->nofollow) {
+        do_remove_nofollow(fw);
+        return;
+    }
     struct stat st;
     if (lstat(fw->path, &st) < 0) {
         if (errno == ENOENT && fw->force) {
@@ -1100,7 +1273,7 @@ static bool to_path(struct rpc_req *req, const char *uri, size_t len, char **out
 }
 
 /* Common tail of params checking: decode errors, the gate, the sandbox. */
-static bool check_common(struct rpc_req *req, struct pdec *d, enum sb_need sb, bool follow)
+static bool check_common(struct rpc_req *req, struct pdec *d, enum sb_need sb)
 {
     if (d->failed) {
         rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d->err);
@@ -1109,10 +1282,6 @@ static bool check_common(struct rpc_req *req, struct pdec *d, enum sb_need sb, b
     if (!rpc_check_ready(req)) return false;
     if (sb == SB_ENFORCE) {
         rpc_reply_error(req, RPC_INVALID_REQUEST, "filesystem sandbox cannot be enforced on this executor");
-        return false;
-    }
-    if (!follow) {
-        rpc_reply_error(req, RPC_INVALID_REQUEST, "followSymlinks: false is not supported");
         return false;
     }
     return true;
@@ -1130,7 +1299,7 @@ static void simple_path_method(struct rpc_req *req, enum fs_op op, const char *s
     bool force = has_force ? pdec_bool(&d, "force", PDEC_OPTIONAL, true) : false;
     bool follow = has_follow ? pdec_bool(&d, "followSymlinks", PDEC_OPTIONAL, true) : true;
     enum sb_need sb = decode_sandbox(&d);
-    if (!check_common(req, &d, sb, follow)) return;
+    if (!check_common(req, &d, sb)) return;
     struct fs_work *fw = fw_new(req, op);
     if (!to_path(req, uri, ulen, &fw->path, &fw->path_len)) {
         fw_free(fw);
@@ -1138,6 +1307,7 @@ static void simple_path_method(struct rpc_req *req, enum fs_op op, const char *s
     }
     fw->recursive = recursive;
     fw->force = force;
+    fw->nofollow = !follow;
     submit(fw);
 }
 
@@ -1180,12 +1350,13 @@ static void handle_write_file(struct rpc_req *req)
     const char *b64 = pdec_string_len(&d, "dataBase64", PDEC_REQUIRED, &blen);
     bool follow = pdec_bool(&d, "followSymlinks", PDEC_OPTIONAL, true);
     enum sb_need sb = decode_sandbox(&d);
-    if (!check_common(req, &d, sb, follow)) return;
+    if (!check_common(req, &d, sb)) return;
     struct fs_work *fw = fw_new(req, OP_WRITE_FILE);
     if (!to_path(req, uri, ulen, &fw->path, &fw->path_len)) {
         fw_free(fw);
         return;
     }
+    fw->nofollow = !follow;
     fw->b64 = xmemdup(b64, blen + 1);
     fw->b64_len = blen;
     submit(fw);
@@ -1200,7 +1371,7 @@ static void handle_copy(struct rpc_req *req)
     const char *dst = pdec_string_len(&d, "destinationPath", PDEC_REQUIRED, &l2);
     bool recursive = pdec_bool(&d, "recursive", PDEC_REQUIRED, false);
     enum sb_need sb = decode_sandbox(&d);
-    if (!check_common(req, &d, sb, true)) return;
+    if (!check_common(req, &d, sb)) return;
     struct fs_work *fw = fw_new(req, OP_COPY);
     if (!to_path(req, src, l1, &fw->path, &fw->path_len) ||
         !to_path(req, dst, l2, &fw->path2, &fw->path2_len)) {
@@ -1231,7 +1402,7 @@ static void handle_walk(struct rpc_req *req)
         if (o.failed) pdec_fail(&d, "%s", o.err);
     }
     enum sb_need sb = decode_sandbox(&d);
-    if (!check_common(req, &d, sb, true)) return;
+    if (!check_common(req, &d, sb)) return;
     if (dirs == 0 || entries == 0)
         return rpc_reply_error(req, RPC_INVALID_REQUEST,
                                "filesystem walk limits must be greater than zero");
@@ -1273,7 +1444,7 @@ static void handle_open(struct rpc_req *req)
     static const char *const modes[] = {"read", "replace", NULL};
     int mode = pdec_enum(&d, "mode", PDEC_OPTIONAL, modes, 0);
     enum sb_need sb = decode_sandbox(&d);
-    if (!check_common(req, &d, sb, true)) return;
+    if (!check_common(req, &d, sb)) return;
     if (!check_handle_id(req, hlen)) return;
     if (mode == 1)
         return rpc_reply_error(req, RPC_INVALID_REQUEST, "fs/open mode `replace` is not supported");

@@ -102,9 +102,7 @@ def test_read_write_errors(srv):
     os.symlink(d + "/t", d + "/lt")
     s.call("fs/writeFile", {"path": uri(d + "/lt"), "dataBase64": b64(b"new")})
     assert open(d + "/t", "rb").read() == b"new" and os.path.islink(d + "/lt")
-    # followSymlinks:false refused; sandbox handling
-    assert s.error("fs/readFile", {"path": uri(d + "/t"), "followSymlinks": False}) == (
-        -32600, "followSymlinks: false is not supported")
+    # sandbox handling
     dis = {"permissions": {"type": "disabled"}, "windowsSandboxLevel": "disabled"}
     assert unb64(s.call("fs/readFile", {"path": uri(d + "/t"), "sandbox": dis})["dataBase64"]) == b"new"
     managed = {"permissions": {"type": "managed", "file_system": {"type": "restricted", "entries": []},
@@ -416,6 +414,55 @@ def test_walk_budget(srv):
     n = len(r["entries"])
     per = len(uri(d + "/" + name_pad + "00000")) + 64
     assert n == (4 << 20) // per, (n, per)
+    s.close()
+    shutil.rmtree(d)
+
+
+def test_no_follow_symlinks(srv):
+    s = srv.session()
+    d = os.path.realpath(tmpdir())
+    os.mkdir(d + "/real")
+    open(d + "/real/f", "wb").write(b"data")
+    os.symlink(d + "/real", d + "/ldir")
+    os.symlink(d + "/real/f", d + "/lf")
+    NF = {"followSymlinks": False}
+    ENOTDIR = (-32603, "Not a directory (os error 20)")
+    ELOOP = (-32603, "Symbolic link loop (os error 40)")
+    CONTAINS = (-32600, "path contains a symbolic link")
+    # plain paths work
+    assert unb64(s.call("fs/readFile", dict(NF, path=uri(d + "/real/f")))["dataBase64"]) == b"data"
+    assert s.call("fs/writeFile", dict(NF, path=uri(d + "/real/g"), dataBase64=b64(b"g"))) == {}
+    assert open(d + "/real/g", "rb").read() == b"g"
+    r = s.call("fs/getMetadata", dict(NF, path=uri(d + "/real/f")))
+    assert (r["isFile"], r["isSymlink"], r["size"]) == (True, False, 4), r
+    assert s.call("fs/createDirectory", dict(NF, path=uri(d + "/real/x/y"))) == {}
+    assert s.call("fs/createDirectory", dict(NF, path=uri(d + "/real/x/y"))) == {}
+    assert s.call("fs/createDirectory", dict(NF, path=uri(d + "/real/z"), recursive=False)) == {}
+    assert os.path.isdir(d + "/real/x/y") and os.path.isdir(d + "/real/z")
+    assert s.call("fs/remove", dict(NF, path=uri(d + "/real/z"), recursive=False)) == {}
+    assert s.call("fs/remove", dict(NF, path=uri(d + "/real/nope"), recursive=False)) == {}
+    assert s.error("fs/remove", dict(NF, path=uri(d + "/real/nope"), recursive=False, force=False)) == ENOENT
+    # a parent-component symlink
+    assert s.error("fs/readFile", dict(NF, path=uri(d + "/ldir/f"))) == ENOTDIR
+    assert s.error("fs/writeFile", dict(NF, path=uri(d + "/ldir/h"), dataBase64="")) == ENOTDIR
+    assert not os.path.exists(d + "/real/h")
+    assert s.error("fs/getMetadata", dict(NF, path=uri(d + "/ldir/f"))) == ENOTDIR
+    assert s.error("fs/createDirectory", dict(NF, path=uri(d + "/ldir/n"))) == ENOTDIR
+    assert s.error("fs/createDirectory", dict(NF, path=uri(d + "/ldir/n"), recursive=False)) == ENOTDIR
+    assert not os.path.exists(d + "/real/n")
+    assert s.error("fs/remove", dict(NF, path=uri(d + "/ldir/f"), recursive=False)) == ENOTDIR
+    # a leaf symlink
+    assert s.error("fs/readFile", dict(NF, path=uri(d + "/lf"))) == ELOOP
+    assert s.error("fs/writeFile", dict(NF, path=uri(d + "/lf"), dataBase64="")) == ELOOP
+    assert open(d + "/real/f", "rb").read() == b"data"
+    assert s.error("fs/getMetadata", dict(NF, path=uri(d + "/lf"))) == CONTAINS
+    assert s.error("fs/remove", dict(NF, path=uri(d + "/lf"), recursive=False)) == CONTAINS
+    assert s.error("fs/remove", dict(NF, path=uri(d + "/lf"))) == (
+        -32603, "recursive no-follow removal is unsupported")
+    assert os.path.islink(d + "/lf") and os.path.exists(d + "/real/f")
+    # methods that ignore the flag
+    r = s.call("fs/canonicalize", dict(NF, path=uri(d + "/lf")))
+    assert r == {"path": uri(d + "/real/f")}, r
     s.close()
     shutil.rmtree(d)
 
