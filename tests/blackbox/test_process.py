@@ -619,6 +619,60 @@ def test_slow_reader_loses_nothing(srv):
     s.close()
 
 
+def test_pipelined_start_then_write(srv):
+    """A write pipelined right behind its start: accepted (then delivered) or starting."""
+    s = srv.session()
+    for i in range(10):
+        pid = "pw%d" % i
+        a = s.send_request("process/start", {
+            "processId": pid, "argv": ["cat"], "cwd": "file:///tmp",
+            "env": {MARKER_VAR: MARKER}, "tty": False, "pipeStdin": True})
+        b = s.send_request("process/write", {"processId": pid, "chunk": b64("x%d\n" % i),
+                                             "writeId": "1"})
+        assert "result" in s.wait_response(a), s.transcript(5)
+        st = s.wait_response(b)["result"]["status"]
+        assert st in ("accepted", "starting"), st
+        if st == "starting":
+            assert s.write(pid, b"x%d\n" % i, "2") == {"status": "accepted"}
+        s.wait_for(lambda: s.output_so_far(pid)["stdout"] == b"x%d\n" % i,
+                   what="echo of x%d" % i)
+        s.terminate(pid)
+    for i in range(10):
+        s.collect_until_closed("pw%d" % i)
+    s.close()
+
+
+def test_pipelined_start_then_terminate(srv):
+    """terminate pipelined right behind start: either the start is cancelled or the process
+    is killed; nothing is left running either way."""
+    s = srv.session()
+    mk = new_marker()
+    for i in range(10):
+        pid = "pt%d" % i
+        a = s.send_request("process/start", {
+            "processId": pid, "argv": ["sleep", "30"], "cwd": "file:///tmp",
+            "env": {"PATH": "/usr/bin:/bin", MARKER_VAR: mk}, "tty": i % 2 == 1})
+        b = s.send_request("process/terminate", {"processId": pid})
+        ra, rb = s.wait_response(a), s.wait_response(b)
+        if "result" in ra:
+            out = s.collect_until_closed(pid)
+            if rb["result"]["running"]:
+                assert out["exit_code"] == (1 if i % 2 else 137), out
+        else:
+            assert ra["error"]["code"] == -32600, ra
+            assert rb["result"] == {"running": True}, rb
+    for i in range(10):
+        pid = "pt%d" % i
+        if s.notes.get(pid):
+            continue
+        rd = s.request("process/read", {"processId": pid})
+        if "result" in rd and not rd["result"]["closed"]:
+            s.terminate(pid)
+            s.collect_until_closed(pid)
+    wait_no_marked(mk, 5)
+    s.close()
+
+
 def test_no_leftovers_and_fds(srv):
     s = srv.session()
     time.sleep(0.3)
