@@ -107,6 +107,7 @@ enum fs_op {
     OP_WALK,
     OP_OPEN,
     OP_READ_BLOCK,
+    OP_WRITE_BLOCK,
 };
 
 struct fs_work {
@@ -129,6 +130,9 @@ struct fs_work {
     int fd;
     struct fs_handle *h;
     uint64_t offset, len;
+    bool replace;     /* fs/open mode "replace" */
+    uint8_t *data;    /* fs/writeBlock: decoded chunk */
+    size_t data_len;
     /* outcome */
     struct buf out;   /* the reply message, begun on the loop thread */
     int err;          /* errno to report, or 0 */
@@ -1093,7 +1097,55 @@ static void do_walk(struct fs_work *fw)
 
 static void do_open(struct fs_work *fw)
 {
-    fw->fd = open_regular(fw, fw->path);
+    if (!fw->replace) {
+        fw->fd = open_regular(fw, fw->path);
+        return;
+    }
+    /* O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking. */
+    int fd = open(fw->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0666);
+    if (fd < 0) {
+        set_err(fw, errno);
+        return;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        set_err(fw, errno);
+        close(fd);
+        return;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        set_msg(fw, RPC_INVALID_REQUEST, "path `%s` is not a file", fw->path);
+        close(fd);
+        return;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    fw->fd = fd;
+}
+
+static void do_write_block(struct fs_work *fw)
+{
+    if (fw->offset > (uint64_t)INT64_MAX) {
+        set_err(fw, EINVAL);
+        return;
+    }
+    size_t done = 0;
+    while (done < fw->data_len) {
+        ssize_t w = pwrite(fw->h->fd, fw->data + done, fw->data_len - done,
+                           (off_t)(fw->offset + done));
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            set_err(fw, errno);
+            return;
+        }
+        done += (size_t)w;
+    }
+    /* An empty chunk still reports a read-only handle. */
+    if (fw->data_len == 0 && pwrite(fw->h->fd, "", 0, (off_t)fw->offset) < 0) {
+        set_err(fw, errno);
+        return;
+    }
+    buf_puts(&fw->out, "{}");
 }
 
 static void do_read_block(struct fs_work *fw)
@@ -1141,6 +1193,7 @@ static void work_cb(uv_work_t *w)
     case OP_WALK: do_walk(fw); break;
     case OP_OPEN: do_open(fw); break;
     case OP_READ_BLOCK: do_read_block(fw); break;
+    case OP_WRITE_BLOCK: do_write_block(fw); break;
     }
 }
 
@@ -1149,6 +1202,7 @@ static void fw_free(struct fs_work *fw)
     free(fw->path);
     free(fw->path2);
     free(fw->b64);
+    free(fw->data);
     free(fw->msg);
     buf_free(&fw->out);
     free(fw);
@@ -1459,8 +1513,6 @@ static void handle_open(struct rpc_req *req)
     enum sb_need sb = decode_sandbox(&d);
     if (!check_common(req, &d, sb)) return;
     if (!check_handle_id(req, hlen)) return;
-    if (mode == 1)
-        return rpc_reply_error(req, RPC_INVALID_REQUEST, "fs/open mode `replace` is not supported");
     struct fs_table *t = table_get(req->conn, false);
     if (table_find(t, hid, hlen) >= 0)
         return rpc_reply_error(req, RPC_INVALID_REQUEST, "file handle `%s` already exists", hid);
@@ -1475,6 +1527,7 @@ static void handle_open(struct rpc_req *req)
     }
     memcpy(fw->hid, hid, hlen);
     fw->hid_len = hlen;
+    fw->replace = mode == 1;
     submit(fw);
 }
 
@@ -1501,6 +1554,39 @@ static void handle_read_block(struct rpc_req *req)
     fw->h->refs++;
     fw->offset = off;
     fw->len = len;
+    submit(fw);
+}
+
+static void handle_write_block(struct rpc_req *req)
+{
+    struct pdec d;
+    pdec_begin(&d, req->params, "WriteBlockParams");
+    size_t hlen = 0, clen = 0;
+    const char *hid = pdec_string_len(&d, "handleId", PDEC_REQUIRED, &hlen);
+    uint64_t off = pdec_u64(&d, "offset", PDEC_REQUIRED, 0, NULL);
+    const char *chunk = pdec_string_len(&d, "chunk", PDEC_REQUIRED, &clen);
+    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (!rpc_check_ready(req)) return;
+    if (!check_handle_id(req, hlen)) return;
+    uint8_t *data = xmalloc(base64_decoded_max(clen) + 1);
+    size_t n = 0;
+    char err[96];
+    if (base64_decode(chunk, clen, data, &n, err, sizeof err) < 0) {
+        free(data);
+        return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", err);
+    }
+    struct fs_table *t = table_get(req->conn, false);
+    int i = table_find(t, hid, hlen);
+    if (i < 0) {
+        free(data);
+        return rpc_reply_error(req, RPC_NOT_FOUND, "unknown file handle `%s`", hid);
+    }
+    struct fs_work *fw = fw_new(req, OP_WRITE_BLOCK);
+    fw->h = t->slots[i];
+    fw->h->refs++;
+    fw->offset = off;
+    fw->data = data;
+    fw->data_len = n;
     submit(fw);
 }
 
@@ -1535,6 +1621,7 @@ const struct rpc_method fs_methods[] = {
     {"fs/walk", "filesystem", handle_walk},
     {"fs/open", "filesystem", handle_open},
     {"fs/readBlock", "filesystem", handle_read_block},
+    {"fs/writeBlock", "filesystem", handle_write_block},
     {"fs/close", "filesystem", handle_close},
     {NULL, NULL, NULL},
 };

@@ -507,10 +507,38 @@ def test_open_read_close(srv):
     assert s.error("fs/open", {"handleId": "mm", "path": uri(d + "/missing")}) == ENOENT
     assert s.error("fs/open", {"handleId": "m", "path": uri(d + "/digits"), "mode": "bogus"}) == (
         -32602, "unknown variant `bogus`, expected `read` or `replace`")
-    assert s.error("fs/open", {"handleId": "m", "path": uri(d + "/digits"), "mode": "replace"}) == (
-        -32600, "fs/open mode `replace` is not supported")
     assert s.call("fs/open", {"handleId": "m", "path": uri(d + "/digits"), "mode": "read"})
     assert s.error("fs/readBlock", {"handleId": "m", "offset": 0}) == (-32602, "missing field `len`")
+    s.close()
+    shutil.rmtree(d)
+
+
+def test_write_streaming(srv):
+    s = srv.session()
+    d = tmpdir()
+    f = d + "/w"
+    open(f, "wb").write(b"old contents")
+    assert s.call("fs/open", {"handleId": "w", "path": uri(f), "mode": "replace"}) == {"handleId": "w"}
+    assert os.path.getsize(f) == 0
+    data = bytes(range(256))
+    assert s.call("fs/writeBlock", {"handleId": "w", "offset": 0, "chunk": b64(data)}) == {}
+    assert s.call("fs/writeBlock", {"handleId": "w", "offset": 300, "chunk": b64(b"end")}) == {}
+    assert open(f, "rb").read() == data + b"\0" * 44 + b"end"
+    EBADF = (-32603, "Bad file descriptor (os error 9)")
+    assert s.error("fs/readBlock", {"handleId": "w", "offset": 0, "len": 4}) == EBADF
+    s.call("fs/open", {"handleId": "r", "path": uri(f)})
+    assert s.error("fs/writeBlock", {"handleId": "r", "offset": 0, "chunk": b64(b"x")}) == EBADF
+    assert s.error("fs/writeBlock", {"handleId": "nope", "offset": 0, "chunk": ""}) == (
+        -32004, "unknown file handle `nope`")
+    assert s.error("fs/writeBlock", {"handleId": "w", "offset": 0, "chunk": "!!"})[0] == -32602
+    assert s.error("fs/writeBlock", {"handleId": "w", "offset": 0}) == (-32602, "missing field `chunk`")
+    # new file, missing parent, directory
+    assert s.call("fs/open", {"handleId": "n", "path": uri(d + "/new"), "mode": "replace"})
+    assert os.path.exists(d + "/new")
+    assert s.error("fs/open", {"handleId": "m", "path": uri(d + "/no/x"), "mode": "replace"}) == ENOENT
+    assert s.error("fs/open", {"handleId": "m", "path": uri(d), "mode": "replace"})[0] == -32603
+    for h in ("w", "r", "n"):
+        s.call("fs/close", {"handleId": h})
     s.close()
     shutil.rmtree(d)
 
