@@ -166,6 +166,18 @@ static bool failed(const struct fs_work *fw)
     return fw->err || fw->msg;
 }
 
+/* ``path `<path>` is not a file``, the path shown as Rust's Path::display does
+ * (invalid UTF-8 replaced, so the reply stays valid JSON). */
+static void not_a_file(struct fs_work *fw, const char *path)
+{
+    struct buf b;
+    buf_init(&b);
+    fs_utf8_lossy(&b, path, strlen(path));
+    buf_putc(&b, '\0');
+    set_msg(fw, RPC_INVALID_REQUEST, "path `%s` is not a file", b.data);
+    buf_free(&b);
+}
+
 /* ---- readFile / writeFile ------------------------------------------------------ */
 
 static bool read_full(int fd, char *p, size_t n, size_t *got, int *err)
@@ -252,7 +264,7 @@ static int open_regular(struct fs_work *fw, const char *path)
         return -1;
     }
     if (!S_ISREG(st.st_mode)) {
-        set_msg(fw, RPC_INVALID_REQUEST, "path `%s` is not a file", path);
+        not_a_file(fw, path);
         close(fd);
         return -1;
     }
@@ -1114,7 +1126,7 @@ static void do_open(struct fs_work *fw)
         return;
     }
     if (!S_ISREG(st.st_mode)) {
-        set_msg(fw, RPC_INVALID_REQUEST, "path `%s` is not a file", fw->path);
+        not_a_file(fw, fw->path);
         close(fd);
         return;
     }

@@ -202,6 +202,13 @@ def test_read_directory(srv):
     # order is readdir order
     assert [e["fileName"] for e in r["entries"]] == [
         n.decode("utf-8", "replace") for n in os.listdir(os.fsencode(d)) if n != b"broken"]
+    baddir = os.fsencode(d) + b"/dir\xff"
+    os.mkdir(baddir)
+    assert s.error("fs/readFile", {"path": uri(baddir)}) == (
+        -32600, "path `%s/dir\ufffd` is not a file" % d)
+    assert s.error("fs/open", {"handleId": "b", "path": uri(baddir)}) == (
+        -32600, "path `%s/dir\ufffd` is not a file" % d)
+    os.rmdir(baddir)
     # the non-UTF-8 name is readable through its percent-encoded URI
     r = s.call("fs/readFile", {"path": uri(bad)})
     assert unb64(r["dataBase64"]) == b"non-utf8 content"
