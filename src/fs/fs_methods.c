@@ -117,7 +117,7 @@ struct fs_work {
     char *path, *path2;
     size_t path_len, path2_len;
     bool recursive, force;
-    bool nofollow;    /* followSymlinks:false (PROTOCOL.md section 6.13) */
+    bool nofollow; /* followSymlinks:false (PROTOCOL.md section 6.13) */
     /* writeFile */
     char *b64;
     size_t b64_len;
@@ -130,14 +130,14 @@ struct fs_work {
     int fd;
     struct fs_handle *h;
     uint64_t offset, len;
-    bool replace;     /* fs/open mode "replace" */
-    uint8_t *data;    /* fs/writeBlock: decoded chunk */
+    bool replace;  /* fs/open mode "replace" */
+    uint8_t *data; /* fs/writeBlock: decoded chunk */
     size_t data_len;
     /* outcome */
-    struct buf out;   /* the reply message, begun on the loop thread */
-    int err;          /* errno to report, or 0 */
-    int code;         /* validation error code when msg is set */
-    char *msg;        /* validation error text */
+    struct buf out; /* the reply message, begun on the loop thread */
+    int err;        /* errno to report, or 0 */
+    int code;       /* validation error code when msg is set */
+    char *msg;      /* validation error text */
 };
 
 static void set_err(struct fs_work *fw, int e)
@@ -349,9 +349,9 @@ static void do_write_file(struct fs_work *fw)
         const char *leaf;
         strip_trailing_slashes(fw->path);
         int pfd = open_parent_nofollow(fw->path, &leaf);
-        fd = pfd < 0 ? -1
-                     : openat(pfd, leaf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-                              0666);
+        fd = pfd < 0
+                 ? -1
+                 : openat(pfd, leaf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
         int e = errno;
         if (pfd >= 0) close(pfd);
         errno = e;
@@ -406,7 +406,8 @@ static int mkdir_all(char *path)
 static char *strip_trailing_slashes(char *p)
 {
     size_t n = strlen(p);
-    while (n > 1 && p[n - 1] == '/') p[--n] = '\0';
+    while (n > 1 && p[n - 1] == '/')
+        p[--n] = '\0';
     return p;
 }
 
@@ -518,16 +519,14 @@ static void do_metadata(struct fs_work *fw)
             return;
         }
     }
-    int64_t created = (sx.stx_mask & STATX_BTIME)
-                          ? ts_ms(sx.stx_btime.tv_sec, sx.stx_btime.tv_nsec)
-                          : 0;
+    int64_t created =
+        (sx.stx_mask & STATX_BTIME) ? ts_ms(sx.stx_btime.tv_sec, sx.stx_btime.tv_nsec) : 0;
     buf_printf(&fw->out,
                "{\"isDirectory\":%s,\"isFile\":%s,\"isSymlink\":%s,\"size\":%llu,"
                "\"createdAtMs\":%lld,\"modifiedAtMs\":%lld}",
                S_ISDIR(sx.stx_mode) ? "true" : "false", S_ISREG(sx.stx_mode) ? "true" : "false",
                S_ISLNK(lst.st_mode) ? "true" : "false", (unsigned long long)sx.stx_size,
-               (long long)created,
-               (long long)ts_ms(sx.stx_mtime.tv_sec, sx.stx_mtime.tv_nsec));
+               (long long)created, (long long)ts_ms(sx.stx_mtime.tv_sec, sx.stx_mtime.tv_nsec));
 }
 
 static void put_uri(struct buf *b, const char *path, size_t len)
@@ -903,7 +902,8 @@ static bool idset_add(struct idset *s, dev_t dev, ino_t ino)
             uint64_t d = s->keys[2 * i], n = s->keys[2 * i + 1];
             if (!d && !n) continue;
             size_t j = (size_t)((d * 0x9E3779B97F4A7C15ull) ^ n) % ncap;
-            while (nk[2 * j] || nk[2 * j + 1]) j = (j + 1) % ncap;
+            while (nk[2 * j] || nk[2 * j + 1])
+                j = (j + 1) % ncap;
             nk[2 * j] = d;
             nk[2 * j + 1] = n;
         }
@@ -1088,11 +1088,13 @@ static void do_walk(struct fs_work *fw)
             }
             free(child);
         }
-        for (size_t i = 0; i < nn; i++) free(names[i]);
+        for (size_t i = 0; i < nn; i++)
+            free(names[i]);
         free(names);
         free(cur.path);
     }
-    for (; qhead < qlen; qhead++) free(q[qhead].path);
+    for (; qhead < qlen; qhead++)
+        free(q[qhead].path);
     free(q);
     free(seen.keys);
     buf_reserve(&fw->out, wk.entries.len + wk.errors.len + 64);
@@ -1143,8 +1145,8 @@ static void do_write_block(struct fs_work *fw)
     }
     size_t done = 0;
     while (done < fw->data_len) {
-        ssize_t w = pwrite(fw->h->fd, fw->data + done, fw->data_len - done,
-                           (off_t)(fw->offset + done));
+        ssize_t w =
+            pwrite(fw->h->fd, fw->data + done, fw->data_len - done, (off_t)(fw->offset + done));
         if (w < 0) {
             if (errno == EINTR) continue;
             set_err(fw, errno);
@@ -1194,18 +1196,42 @@ static void work_cb(uv_work_t *w)
 {
     struct fs_work *fw = w->data;
     switch (fw->op) {
-    case OP_READ_FILE: do_read_file(fw); break;
-    case OP_WRITE_FILE: do_write_file(fw); break;
-    case OP_CREATE_DIR: do_create_dir(fw); break;
-    case OP_METADATA: do_metadata(fw); break;
-    case OP_CANONICALIZE: do_canonicalize(fw); break;
-    case OP_READ_DIR: do_read_dir(fw); break;
-    case OP_REMOVE: do_remove(fw); break;
-    case OP_COPY: do_copy(fw); break;
-    case OP_WALK: do_walk(fw); break;
-    case OP_OPEN: do_open(fw); break;
-    case OP_READ_BLOCK: do_read_block(fw); break;
-    case OP_WRITE_BLOCK: do_write_block(fw); break;
+    case OP_READ_FILE:
+        do_read_file(fw);
+        break;
+    case OP_WRITE_FILE:
+        do_write_file(fw);
+        break;
+    case OP_CREATE_DIR:
+        do_create_dir(fw);
+        break;
+    case OP_METADATA:
+        do_metadata(fw);
+        break;
+    case OP_CANONICALIZE:
+        do_canonicalize(fw);
+        break;
+    case OP_READ_DIR:
+        do_read_dir(fw);
+        break;
+    case OP_REMOVE:
+        do_remove(fw);
+        break;
+    case OP_COPY:
+        do_copy(fw);
+        break;
+    case OP_WALK:
+        do_walk(fw);
+        break;
+    case OP_OPEN:
+        do_open(fw);
+        break;
+    case OP_READ_BLOCK:
+        do_read_block(fw);
+        break;
+    case OP_WRITE_BLOCK:
+        do_write_block(fw);
+        break;
     }
 }
 
@@ -1360,7 +1386,8 @@ static bool check_common(struct rpc_req *req, struct pdec *d, enum sb_need sb)
     }
     if (!rpc_check_ready(req)) return false;
     if (sb == SB_ENFORCE) {
-        rpc_reply_error(req, RPC_INVALID_REQUEST, "filesystem sandbox cannot be enforced on this executor");
+        rpc_reply_error(req, RPC_INVALID_REQUEST,
+                        "filesystem sandbox cannot be enforced on this executor");
         return false;
     }
     return true;

@@ -12,7 +12,8 @@ static size_t utf8_seq(const unsigned char *s, size_t n, size_t *bad)
     unsigned char lo = 0x80, hi = 0xBF;
     *bad = 1;
     if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) need = 2;
+    if (c >= 0xC2 && c <= 0xDF)
+        need = 2;
     else if (c >= 0xE0 && c <= 0xEF) {
         need = 3;
         if (c == 0xE0) lo = 0xA0;

@@ -37,14 +37,16 @@ static void test_valid(void **state)
 static void test_invalid(void **state)
 {
     (void)state;
-    check("a\xFF\xFE" "b", 4, "a" R R "b");
+    check("a\xFF\xFE"
+          "b",
+          4, "a" R R "b");
     check("\x80", 1, R);
-    check("\xC0\x80", 2, R R);              /* overlong lead bytes are invalid */
-    check("\xE2\x82", 2, R);                /* truncated: one replacement */
+    check("\xC0\x80", 2, R R); /* overlong lead bytes are invalid */
+    check("\xE2\x82", 2, R);   /* truncated: one replacement */
     check("\xE2\x82x", 3, R "x");
-    check("\xED\xA0\x80", 3, R R R);        /* surrogates */
+    check("\xED\xA0\x80", 3, R R R); /* surrogates */
     check("\xF0\x9F\x98", 3, R);
-    check("\xF4\x90\x80\x80", 4, R R R R);  /* above U+10FFFF */
+    check("\xF4\x90\x80\x80", 4, R R R R); /* above U+10FFFF */
     check("\xF5", 1, R);
 }
 
