@@ -483,7 +483,11 @@ class WsTransport:
             if op == OP_CLOSE:
                 return None
             assert op == OP_TEXT, "server sent a non-text data message (opcode %d)" % op
-            return payload.decode("utf-8")
+            try:
+                return payload.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise AssertionError("server sent invalid UTF-8 in a text frame (%s): %r"
+                                     % (e, payload[:300]))
 
     def close(self):
         self.ws.close()
