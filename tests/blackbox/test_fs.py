@@ -637,6 +637,35 @@ def test_large_read_does_not_block(srv):
     shutil.rmtree(d)
 
 
+def test_connection_closed_mid_operation(srv):
+    d = tmpdir()
+    f = d + "/big"
+    with open(f, "wb") as fh:
+        fh.write(b"\x01" * (8 << 20))
+    s = srv.session()
+    s.send_request("fs/readFile", {"path": uri(f)})
+    s.send_request("fs/open", {"handleId": "h", "path": uri(f)})
+    s.send_request("fs/walk", {"path": uri(d), "options": {
+        "maxDepth": 1, "maxDirectories": 1, "maxEntries": 1, "followDirectorySymlinks": False}})
+    s.close()
+    # a handle closed while a readBlock is in flight
+    s2 = srv.session()
+    s2.call("fs/open", {"handleId": "x", "path": uri(f)})
+    ids = [s2.send_request("fs/readBlock", {"handleId": "x", "offset": i << 20, "len": 1 << 20})
+           for i in range(8)]
+    s2.call("fs/close", {"handleId": "x"})
+    for i in ids:
+        m = s2.wait_response(i)
+        assert "result" in m or m["error"]["code"] == -32004, m
+    s2.close()
+    time.sleep(0.5)
+    assert srv.alive()
+    s3 = srv.session()
+    assert s3.call("fs/getMetadata", {"path": uri(f)})["size"] == 8 << 20
+    s3.close()
+    shutil.rmtree(d)
+
+
 def test_read_limit(srv):
     d = tmpdir()
     f = d + "/huge"
