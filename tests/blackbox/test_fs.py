@@ -111,6 +111,14 @@ def test_read_write_errors(srv):
         -32600, "filesystem sandbox cannot be enforced on this executor")
     assert s.error("fs/writeFile", {"path": uri(d + "/z"), "dataBase64": "", "sandbox": managed})[0] == -32600
     assert not os.path.exists(d + "/z")
+    unrestricted = {"permissions": {"type": "managed", "file_system": {"type": "unrestricted"},
+                                    "network": "enabled"}, "windowsSandboxLevel": "disabled"}
+    assert unb64(s.call("fs/readFile", {"path": uri(d + "/t"), "sandbox": unrestricted})["dataBase64"]) == b"new"
+    ext = {"permissions": {"type": "external", "network": "enabled"}, "windowsSandboxLevel": "disabled"}
+    assert s.call("fs/getMetadata", {"path": uri(d + "/t"), "sandbox": ext})["size"] == 3
+    assert s.error("fs/readFile", {"path": uri(d + "/t"), "sandbox": {
+        "permissions": {"type": "bogus"}, "windowsSandboxLevel": "disabled"}}) == (
+        -32602, "unknown variant `bogus`, expected one of `managed`, `disabled`, `external`")
     assert s.error("fs/readFile", {"path": uri(d + "/t"), "sandbox": {"windowsSandboxLevel": "disabled"}}) == (
         -32602, "missing field `permissions`")
     s.close()
@@ -215,6 +223,20 @@ def test_read_directory(srv):
     assert s.error("fs/readDirectory", {"path": uri(d + "/a.txt")}) == (
         -32603, "Not a directory (os error 20)")
     assert s.error("fs/readDirectory", {"path": uri(d + "/zz")}) == ENOENT
+    s.close()
+    shutil.rmtree(d)
+
+
+def test_read_directory_limit(srv):
+    s = srv.session()
+    d = tmpdir()
+    for i in range(50001):
+        os.close(os.open("%s/%d" % (d, i), os.O_CREAT | os.O_WRONLY, 0o644))
+    assert s.error("fs/readDirectory", {"path": uri(d)}, timeout=60) == (
+        -32603, "fs/readDirectory returned 50001 entries; limit is 50000")
+    os.unlink(d + "/0")
+    r = s.call("fs/readDirectory", {"path": uri(d)}, timeout=60)
+    assert len(r["entries"]) == 50000
     s.close()
     shutil.rmtree(d)
 
