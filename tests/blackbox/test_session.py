@@ -199,12 +199,14 @@ def test_ttl_expiry_kills_processes(_):
         sid = a.session_id
         a.start("long", ["/bin/sh", "-c", "sleep 300 & sleep 300; wait"],
                 env={"PATH": "/usr/bin:/bin", MARKER_VAR: mk})
-        wait_until(lambda: len(marked_pids(mk)) >= 3, 5, "processes to start")
+        a.start("ptylong", ["sleep", "300"], env={"PATH": "/usr/bin:/bin", MARKER_VAR: mk},
+                tty=True)
+        wait_until(lambda: len(marked_pids(mk)) >= 4, 5, "processes to start")
         a.close()
         t0 = time.monotonic()
         # still alive well inside the TTL
         time.sleep(TTL * 0.4)
-        assert len(marked_pids(mk)) >= 3, "processes died before the TTL"
+        assert len(marked_pids(mk)) >= 4, "processes died before the TTL"
         wait_no_marked(mk, TTL + 6)
         dt = time.monotonic() - t0
         assert dt >= TTL * 0.8, "processes killed after %.2fs, TTL is %ss" % (dt, TTL)
@@ -252,7 +254,15 @@ def test_shutdown_with_live_processes(_):
         a.start("p1", ["sleep", "300"], env={MARKER_VAR: mk})
         a.start("p2", ["sleep", "300"], env={"PATH": "/usr/bin:/bin", MARKER_VAR: mk}, tty=True)
         wait_until(lambda: len(marked_pids(mk)) >= 2, 5, "processes to start")
+        # a long poll in flight and a detached session must not hold up shutdown
+        a.send_request("process/read", {"processId": "p1", "afterSeq": 0, "waitMs": 60000})
+        d = srv.session()
+        d.start("p3", ["sleep", "300"], env={MARKER_VAR: mk})
+        d.close()
+        time.sleep(0.2)
+        t0 = time.monotonic()
         srv.stop()
+        assert time.monotonic() - t0 < 10, "shutdown took %.1fs" % (time.monotonic() - t0)
         if not IS_REF:
             wait_no_marked(mk, 5)
     finally:
