@@ -212,6 +212,19 @@ def test_client_close(srv):
     ws.shutdown()
 
 
+@ours_only
+def test_close_frame_echoed_ours(srv):
+    """Ours SHOULD echo a client's Close frame (§1.3), then close the TCP connection."""
+    ws = srv.connect()
+    ws.close(1000, b"bye")
+    op, payload, fin = ws.recv_frame(5)
+    assert op == OP_CLOSE and fin, (op, payload)
+    assert payload[:2] == b"\x03\xe8", payload
+    closed, _ = ws.wait_closed(5)
+    assert closed
+    ws.shutdown()
+
+
 def test_second_connection_after_abort(srv):
     ws = srv.connect()
     ws.send_raw(b"\x81")  # half a header, then drop
