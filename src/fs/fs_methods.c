@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "fs/fs_util.h"
+#include "fs/fs_walk.h"
 #include "fs/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
@@ -38,10 +39,6 @@
 #define FS_MAX_HANDLES 128
 #define FS_HANDLE_ID_MAX 32
 #define FS_BLOCK_MAX 1048576ull
-#define WALK_MAX_DEPTH 64
-#define WALK_MAX_DIRS 10000
-#define WALK_MAX_ENTRIES 50000
-#define WALK_BUDGET (4u << 20)
 #define READDIR_LIMIT 50000
 
 /* ---- open file handles ------------------------------------------------------- */
@@ -273,8 +270,6 @@ static int open_regular(struct fs_work *fw, const char *path)
     return fd;
 }
 
-static char *strip_trailing_slashes(char *p);
-
 /* Large reply buffers are filled once, front to back: ask for transparent huge
  * pages so the first touch costs one fault per 2 MiB instead of per 4 KiB. */
 static void advise_huge(char *p, size_t n)
@@ -288,7 +283,7 @@ static void advise_huge(char *p, size_t n)
 
 static void do_read_file(struct fs_work *fw)
 {
-    if (fw->nofollow) strip_trailing_slashes(fw->path);
+    if (fw->nofollow) fs_path_strip_slashes(fw->path);
     int fd = open_regular(fw, fw->path);
     if (fd < 0) return;
     struct stat st;
@@ -347,7 +342,7 @@ static void do_write_file(struct fs_work *fw)
     int fd;
     if (fw->nofollow) {
         const char *leaf;
-        strip_trailing_slashes(fw->path);
+        fs_path_strip_slashes(fw->path);
         int pfd = open_parent_nofollow(fw->path, &leaf);
         fd = pfd < 0
                  ? -1
@@ -403,14 +398,6 @@ static int mkdir_all(char *path)
     return is_dir(path) ? 0 : e;
 }
 
-static char *strip_trailing_slashes(char *p)
-{
-    size_t n = strlen(p);
-    while (n > 1 && p[n - 1] == '/')
-        p[--n] = '\0';
-    return p;
-}
-
 /* mkdir -p without following symlinks: every existing component must be a real
  * directory (a symlink or file gives ENOTDIR; an existing non-directory leaf
  * gives EEXIST). Returns 0 or an errno. */
@@ -453,7 +440,7 @@ static int mkdir_all_nofollow(const char *path)
 
 static void do_create_dir(struct fs_work *fw)
 {
-    strip_trailing_slashes(fw->path);
+    fs_path_strip_slashes(fw->path);
     if (fw->nofollow) {
         int e = 0;
         if (fw->recursive) {
@@ -491,7 +478,7 @@ static void do_metadata(struct fs_work *fw)
     struct stat lst;
     if (fw->nofollow) {
         const char *leaf;
-        strip_trailing_slashes(fw->path);
+        fs_path_strip_slashes(fw->path);
         int pfd = open_parent_nofollow(fw->path, &leaf);
         if (pfd < 0) {
             set_err(fw, errno);
@@ -638,7 +625,7 @@ static int remove_tree_at(int parent, const char *name)
 static void do_remove_nofollow(struct fs_work *fw)
 {
     const char *leaf;
-    strip_trailing_slashes(fw->path);
+    fs_path_strip_slashes(fw->path);
     int pfd = open_parent_nofollow(fw->path, &leaf);
     struct stat st;
     int e = 0;
@@ -745,17 +732,6 @@ static int copy_link(const char *src, const char *dst)
     return 0;
 }
 
-static char *join(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    bool slash = la > 0 && a[la - 1] == '/';
-    char *r = xmalloc(la + lb + 2);
-    memcpy(r, a, la);
-    if (!slash) r[la++] = '/';
-    memcpy(r + la, b, lb + 1);
-    return r;
-}
-
 static int copy_tree(const char *src, const char *dst)
 {
     int e = 0;
@@ -771,7 +747,7 @@ static int copy_tree(const char *src, const char *dst)
             break;
         }
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        char *s = join(src, de->d_name), *d = join(dst, de->d_name);
+        char *s = fs_path_join(src, de->d_name), *d = fs_path_join(dst, de->d_name);
         struct stat st;
         if (lstat(s, &st) < 0)
             e = errno;
@@ -793,7 +769,7 @@ static int copy_tree(const char *src, const char *dst)
 static char *resolve_existing_prefix(const char *p)
 {
     char *cur = xstrdup(p);
-    strip_trailing_slashes(cur);
+    fs_path_strip_slashes(cur);
     struct buf rest;
     buf_init(&rest);
     char *res = NULL;
@@ -867,7 +843,7 @@ static void do_copy(struct fs_work *fw)
                     "fs/copy cannot copy a directory to itself or one of its descendants");
             return;
         }
-        strip_trailing_slashes(fw->path2);
+        fs_path_strip_slashes(fw->path2);
         e = mkdir_all(fw->path2);
         if (!e) e = copy_tree(fw->path, fw->path2);
     } else {
@@ -879,232 +855,6 @@ static void do_copy(struct fs_work *fw)
         set_err(fw, e);
     else
         buf_puts(&fw->out, "{}");
-}
-
-/* ---- walk ------------------------------------------------------------------------- */
-
-struct walk_dir {
-    char *path;
-    uint64_t depth;
-};
-
-struct idset {
-    uint64_t *keys; /* dev/ino pairs hashed into slots of 2 */
-    size_t cap, n;
-};
-
-static bool idset_add(struct idset *s, dev_t dev, ino_t ino)
-{
-    if ((s->n + 1) * 2 > s->cap) {
-        size_t ncap = s->cap ? s->cap * 2 : 64;
-        uint64_t *nk = xcalloc(ncap * 2, sizeof *nk);
-        for (size_t i = 0; i < s->cap; i++) {
-            uint64_t d = s->keys[2 * i], n = s->keys[2 * i + 1];
-            if (!d && !n) continue;
-            size_t j = (size_t)((d * 0x9E3779B97F4A7C15ull) ^ n) % ncap;
-            while (nk[2 * j] || nk[2 * j + 1])
-                j = (j + 1) % ncap;
-            nk[2 * j] = d;
-            nk[2 * j + 1] = n;
-        }
-        free(s->keys);
-        s->keys = nk;
-        s->cap = ncap;
-    }
-    uint64_t d = (uint64_t)dev + 1, n = (uint64_t)ino;
-    size_t j = (size_t)((d * 0x9E3779B97F4A7C15ull) ^ n) % s->cap;
-    while (s->keys[2 * j] || s->keys[2 * j + 1]) {
-        if (s->keys[2 * j] == d && s->keys[2 * j + 1] == n) return false;
-        j = (j + 1) % s->cap;
-    }
-    s->keys[2 * j] = d;
-    s->keys[2 * j + 1] = n;
-    s->n++;
-    return true;
-}
-
-static bool idset_has(struct idset *s, dev_t dev, ino_t ino)
-{
-    if (!s->cap) return false;
-    uint64_t d = (uint64_t)dev + 1, n = (uint64_t)ino;
-    size_t j = (size_t)((d * 0x9E3779B97F4A7C15ull) ^ n) % s->cap;
-    while (s->keys[2 * j] || s->keys[2 * j + 1]) {
-        if (s->keys[2 * j] == d && s->keys[2 * j + 1] == n) return true;
-        j = (j + 1) % s->cap;
-    }
-    return false;
-}
-
-static int cmp_names(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-struct walk {
-    struct buf entries, errors;
-    bool first_entry, first_error;
-    size_t budget;
-    bool truncated;
-};
-
-/* Returns false when the budget is exhausted (the walk stops). */
-static bool walk_error(struct walk *wk, const char *path, int e)
-{
-    char msg[256];
-    oserr_format(e, msg, sizeof msg);
-    char *u = uri_from_path(path, strlen(path));
-    size_t cost = strlen(u) + strlen(msg) + 64;
-    if (wk->budget + cost > WALK_BUDGET) {
-        free(u);
-        wk->truncated = true;
-        return false;
-    }
-    wk->budget += cost;
-    if (!wk->first_error) buf_putc(&wk->errors, ',');
-    wk->first_error = false;
-    buf_puts(&wk->errors, "{\"path\":");
-    buf_put_json_str(&wk->errors, u, strlen(u));
-    buf_puts(&wk->errors, ",\"message\":");
-    buf_put_json_str(&wk->errors, msg, strlen(msg));
-    buf_putc(&wk->errors, '}');
-    free(u);
-    return true;
-}
-
-static bool walk_entry(struct walk *wk, const char *path, bool dir)
-{
-    char *u = uri_from_path(path, strlen(path));
-    size_t cost = strlen(u) + 64;
-    if (wk->budget + cost > WALK_BUDGET) {
-        free(u);
-        wk->truncated = true;
-        return false;
-    }
-    wk->budget += cost;
-    if (!wk->first_entry) buf_putc(&wk->entries, ',');
-    wk->first_entry = false;
-    buf_puts(&wk->entries, "{\"path\":");
-    buf_put_json_str(&wk->entries, u, strlen(u));
-    buf_puts(&wk->entries, dir ? ",\"kind\":\"directory\"}" : ",\"kind\":\"file\"}");
-    free(u);
-    return true;
-}
-
-static void do_walk(struct fs_work *fw)
-{
-    struct stat st;
-    if (lstat(fw->path, &st) < 0) {
-        set_err(fw, errno);
-        return;
-    }
-    struct walk wk = {.first_entry = true, .first_error = true};
-    buf_init(&wk.entries);
-    buf_init(&wk.errors);
-    struct idset seen = {0};
-    struct walk_dir *q = NULL;
-    size_t qhead = 0, qlen = 0, qcap = 0;
-    bool walkable = S_ISDIR(st.st_mode);
-    if (S_ISLNK(st.st_mode) && fw->follow_dir_links && stat(fw->path, &st) == 0 &&
-        S_ISDIR(st.st_mode))
-        walkable = true;
-    uint64_t ndirs = 0, nentries = 0;
-    if (walkable) {
-        idset_add(&seen, st.st_dev, st.st_ino);
-        ndirs = 1;
-        qcap = 16;
-        q = xmalloc(qcap * sizeof *q);
-        strip_trailing_slashes(fw->path);
-        q[qlen++] = (struct walk_dir){xstrdup(fw->path), 0};
-    }
-    bool stop = false;
-    while (!stop && qhead < qlen) {
-        struct walk_dir cur = q[qhead++];
-        DIR *dir = opendir(cur.path);
-        if (!dir) {
-            if (!walk_error(&wk, cur.path, errno)) stop = true;
-            free(cur.path);
-            continue;
-        }
-        char **names = NULL;
-        size_t nn = 0, ncap = 0;
-        for (;;) {
-            errno = 0;
-            struct dirent *de = readdir(dir);
-            if (!de) {
-                if (errno && !walk_error(&wk, cur.path, errno)) stop = true;
-                break;
-            }
-            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-            if (nn == ncap) {
-                ncap = ncap ? ncap * 2 : 32;
-                names = xrealloc(names, ncap * sizeof *names);
-            }
-            names[nn++] = xstrdup(de->d_name);
-        }
-        closedir(dir);
-        if (nn > 1) qsort(names, nn, sizeof *names, cmp_names);
-        for (size_t i = 0; i < nn && !stop; i++) {
-            if (nentries >= fw->max_entries) {
-                wk.truncated = true;
-                stop = true;
-                break;
-            }
-            nentries++;
-            char *child = join(cur.path, names[i]);
-            struct stat cst;
-            bool keep = true, isdir = false;
-            if (lstat(child, &cst) < 0) {
-                if (!walk_error(&wk, child, errno)) stop = true;
-                keep = false;
-            } else if (S_ISLNK(cst.st_mode)) {
-                if (fw->follow_dir_links && stat(child, &cst) == 0 && S_ISDIR(cst.st_mode))
-                    isdir = true;
-                else
-                    keep = false;
-            } else if (S_ISDIR(cst.st_mode)) {
-                isdir = true;
-            } else if (!S_ISREG(cst.st_mode)) {
-                keep = false;
-            }
-            if (keep && !stop) {
-                if (!walk_entry(&wk, child, isdir)) {
-                    stop = true;
-                } else if (isdir && cur.depth < fw->max_depth &&
-                           !(fw->prune_hidden && names[i][0] == '.') &&
-                           !idset_has(&seen, cst.st_dev, cst.st_ino)) {
-                    if (ndirs >= fw->max_dirs) {
-                        wk.truncated = true;
-                    } else {
-                        ndirs++;
-                        idset_add(&seen, cst.st_dev, cst.st_ino);
-                        if (qlen == qcap) {
-                            qcap *= 2;
-                            q = xrealloc(q, qcap * sizeof *q);
-                        }
-                        q[qlen++] = (struct walk_dir){child, cur.depth + 1};
-                        child = NULL;
-                    }
-                }
-            }
-            free(child);
-        }
-        for (size_t i = 0; i < nn; i++)
-            free(names[i]);
-        free(names);
-        free(cur.path);
-    }
-    for (; qhead < qlen; qhead++)
-        free(q[qhead].path);
-    free(q);
-    free(seen.keys);
-    buf_reserve(&fw->out, wk.entries.len + wk.errors.len + 64);
-    buf_puts(&fw->out, "{\"entries\":[");
-    if (wk.entries.len) buf_append(&fw->out, wk.entries.data, wk.entries.len);
-    buf_puts(&fw->out, "],\"errors\":[");
-    if (wk.errors.len) buf_append(&fw->out, wk.errors.data, wk.errors.len);
-    buf_printf(&fw->out, "],\"truncated\":%s}", wk.truncated ? "true" : "false");
-    buf_free(&wk.entries);
-    buf_free(&wk.errors);
 }
 
 /* ---- open / readBlock ----------------------------------------------------------- */
@@ -1220,9 +970,13 @@ static void work_cb(uv_work_t *w)
     case OP_COPY:
         do_copy(fw);
         break;
-    case OP_WALK:
-        do_walk(fw);
+    case OP_WALK: {
+        struct fs_walk_opts o = {fw->max_depth, fw->max_dirs, fw->max_entries, fw->follow_dir_links,
+                                 fw->prune_hidden};
+        int e = fs_walk(fw->path, &o, &fw->out);
+        if (e) set_err(fw, e);
         break;
+    }
     case OP_OPEN:
         do_open(fw);
         break;

@@ -1,7 +1,11 @@
 /* fs_util: see fs_util.h. */
 #include "fs/fs_util.h"
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
+
+#include "util/mem.h"
 
 /* Length of the valid UTF-8 sequence at s (at most n bytes), or 0 if invalid;
  * *bad gets the length of the maximal invalid prefix to replace (>= 1). */
@@ -50,4 +54,23 @@ void fs_utf8_lossy(struct buf *b, const char *s, size_t n)
             i += bad;
         }
     }
+}
+
+char *fs_path_strip_slashes(char *p)
+{
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/')
+        p[--n] = '\0';
+    return p;
+}
+
+char *fs_path_join(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    bool slash = la > 0 && a[la - 1] == '/';
+    char *r = xmalloc(la + lb + 2);
+    memcpy(r, a, la);
+    if (!slash) r[la++] = '/';
+    memcpy(r + la, b, lb + 1);
+    return r;
 }
