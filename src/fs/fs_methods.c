@@ -687,6 +687,13 @@ static int copy_file(const char *src, const char *dst)
         close(in);
         return e;
     }
+    /* Copying a file onto itself (or a hard link of itself) would truncate the
+     * source before reading it: leave it as it is. */
+    struct stat dst_st;
+    if (stat(dst, &dst_st) == 0 && dst_st.st_dev == st.st_dev && dst_st.st_ino == st.st_ino) {
+        close(in);
+        return 0;
+    }
     int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, st.st_mode & 07777);
     if (out < 0) {
         int e = errno;

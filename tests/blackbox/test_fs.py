@@ -286,6 +286,10 @@ def test_copy(srv):
                               "recursive": False}) == {}
     assert open(d + "/dst_file", "rb").read() == data
     assert stat.S_IMODE(os.stat(d + "/dst_file").st_mode) == 0o741
+    # a file copied onto itself keeps its content
+    assert s.call("fs/copy", {"sourcePath": uri(d + "/dst_file"), "destinationPath": uri(d + "/dst_file"),
+                              "recursive": False}) == {}
+    assert open(d + "/dst_file", "rb").read() == data
     assert s.error("fs/copy", {"sourcePath": uri(d + "/src/f"), "destinationPath": uri(d + "/src"),
                                "recursive": True}) == (-32603, "Is a directory (os error 21)")
     assert s.error("fs/copy", {"sourcePath": uri(d + "/src/f"), "destinationPath": uri(d + "/no/x"),
