@@ -203,6 +203,7 @@ class Server:
                     raise AssertionError("server did not exit within 15 s of SIGTERM; stderr:\n"
                                          + self.stderr_text())
         rc = self.proc.returncode
+        self.cleanup()
         if check and not self.reference:
             assert rc == 0, "server exit status %r after SIGTERM; stderr:\n%s" % (
                 rc, self.stderr_text())
@@ -215,6 +216,14 @@ class Server:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(5)
+        self.cleanup()
+
+    def cleanup(self):
+        """Remove the server's scratch working directory (once the server is gone)."""
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        import shutil
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------
