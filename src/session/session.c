@@ -127,7 +127,7 @@ static json_t *environment_info(void)
         "networkProxyReviewDomains", 0, "credentialMasking", 0, "credentialMaskingCustomProviders",
         0, "capabilityDiscoverySandbox", 0, "fsWatchMissing", 0, "capabilityDiscoveryV2", 0,
         "environmentConfigRead", 0, "httpHeaderEnvVars", 0, "sandboxedFileStreaming", 0,
-        "fileWriteStreaming", 0, "shellSnapshotV2", 0, "windowsMxc", 0,
+        "fileWriteStreaming", 1, "shellSnapshotV2", 0, "windowsMxc", 0,
         "linuxRootWritePreservesDevices", 0, "linuxApprovedRootWritePreservesRestrictions", 0);
     json_t *info = json_object();
     json_object_set_new(info, "shell", json_pack("{s:s,s:s}", "name", base, "path", shell));

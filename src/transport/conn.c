@@ -100,53 +100,10 @@ static void write_done(uv_write_t *req, int status)
     conn_unref(c);
 }
 
-void conn_write(struct conn *c, uv_stream_t *stream, char *mem, const uv_buf_t *bufs,
-                unsigned nbufs)
+/* Queues bufs (slices of mem) behind whatever is already queued. */
+static void queue_write(struct conn *c, uv_stream_t *stream, char *mem, const uv_buf_t *bufs,
+                        unsigned nbufs, size_t len)
 {
-    size_t len = 0;
-    for (unsigned i = 0; i < nbufs; i++) len += bufs[i].len;
-    /* Try the kernel first: most messages go out at once, with no queue entry. */
-    if (c->queued == 0) {
-        int n = uv_try_write(stream, bufs, nbufs);
-        if (n > 0 && (size_t)n == len) {
-            free(mem);
-            return;
-        }
-        if (n > 0) {
-            /* Partial: queue the rest as one copy-free slice list. */
-            uv_buf_t rest[4];
-            unsigned k = 0;
-            size_t skip = (size_t)n;
-            for (unsigned i = 0; i < nbufs && k < 4; i++) {
-                if (skip >= bufs[i].len) {
-                    skip -= bufs[i].len;
-                    continue;
-                }
-                rest[k++] = uv_buf_init(bufs[i].base + skip, (unsigned)(bufs[i].len - skip));
-                skip = 0;
-            }
-            len -= (size_t)n;
-            struct conn_wreq *w = xmalloc(sizeof *w);
-            w->conn = c;
-            w->mem = mem;
-            w->len = len;
-            c->queued += len;
-            conn_ref(c);
-            if (uv_write(&w->req, stream, rest, k, write_done) < 0) {
-                c->queued -= len;
-                free(mem);
-                free(w);
-                conn_unref(c);
-                conn_close(c);
-            }
-            goto check;
-        }
-        if (n < 0 && n != UV_EAGAIN) {
-            free(mem);
-            conn_close(c);
-            return;
-        }
-    }
     struct conn_wreq *w = xmalloc(sizeof *w);
     w->conn = c;
     w->mem = mem;
@@ -161,8 +118,43 @@ void conn_write(struct conn *c, uv_stream_t *stream, char *mem, const uv_buf_t *
         conn_close(c);
         return;
     }
-check:
     if (!c->congested && c->queued >= CONN_HIGH_WATER) c->congested = true;
+}
+
+void conn_write(struct conn *c, uv_stream_t *stream, char *mem, const uv_buf_t *bufs,
+                unsigned nbufs)
+{
+    size_t len = 0;
+    for (unsigned i = 0; i < nbufs; i++) len += bufs[i].len;
+    if (c->queued > 0) {
+        queue_write(c, stream, mem, bufs, nbufs, len);
+        return;
+    }
+    /* Nothing queued: try the kernel first, so most messages leave at once with no
+     * queue entry, and queue only what it did not take (no copy: slices of mem). */
+    int n = uv_try_write(stream, bufs, nbufs);
+    if (n < 0 && n != UV_EAGAIN) {
+        free(mem);
+        conn_close(c);
+        return;
+    }
+    size_t done = n > 0 ? (size_t)n : 0;
+    if (done == len) {
+        free(mem);
+        return;
+    }
+    uv_buf_t rest[4];
+    unsigned k = 0;
+    size_t skip = done;
+    for (unsigned i = 0; i < nbufs && k < 4; i++) {
+        if (skip >= bufs[i].len) {
+            skip -= bufs[i].len;
+            continue;
+        }
+        rest[k++] = uv_buf_init(bufs[i].base + skip, (unsigned)(bufs[i].len - skip));
+        skip = 0;
+    }
+    queue_write(c, stream, mem, rest, k, len - done);
 }
 
 void conn_close(struct conn *c)
