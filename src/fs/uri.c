@@ -37,18 +37,17 @@ struct seg {
 
 /* The parse of one file: URL: segments point into the caller's working copy. */
 struct parsed {
-    struct seg *segs;   /* owned array */
+    struct seg *segs; /* owned array */
     size_t nsegs, cap;
-    const char *host;   /* decoded, lowercased foreign host or NULL (owned) */
+    const char *host; /* decoded, lowercased foreign host or NULL (owned) */
     size_t host_len;
-    bool drive;         /* the first segment is a Windows drive letter */
+    bool drive; /* the first segment is a Windows drive letter */
 };
 
-static void set_err(struct uri_error *err, enum uri_error_kind kind, int code, const char *fmt,
-                    ...) __attribute__((format(printf, 4, 5)));
+static void set_err(struct uri_error *err, enum uri_error_kind kind, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
-static void set_err(struct uri_error *err, enum uri_error_kind kind, int code, const char *fmt,
-                    ...)
+static void set_err(struct uri_error *err, enum uri_error_kind kind, int code, const char *fmt, ...)
 {
     va_list ap;
     err->kind = kind;
@@ -134,8 +133,7 @@ static size_t pct_decode(const char *s, size_t n, char *d)
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         int hi, lo;
-        if (s[i] == '%' && i + 2 < n &&
-            (hi = hex_val((unsigned char)s[i + 1])) >= 0 &&
+        if (s[i] == '%' && i + 2 < n && (hi = hex_val((unsigned char)s[i + 1])) >= 0 &&
             (lo = hex_val((unsigned char)s[i + 2])) >= 0) {
             d[o++] = (char)(hi << 4 | lo);
             i += 2;
@@ -241,7 +239,8 @@ static char parse_path(char *s, size_t n, size_t pos, struct parsed *p)
 {
     for (;;) {
         size_t st = pos;
-        while (pos < n && !is_slash(s[pos]) && s[pos] != '?' && s[pos] != '#') pos++;
+        while (pos < n && !is_slash(s[pos]) && s[pos] != '?' && s[pos] != '#')
+            pos++;
         char c = pos < n ? s[pos] : '\0';
         bool more = pos < n && is_slash(c);
         const char *b = s + st;
@@ -273,15 +272,19 @@ static void invalid_on_linux(struct uri_error *err, enum uri_error_kind kind, in
     buf_puts(&b, "file://");
     for (size_t i = 0; i < p->host_len; i++) {
         unsigned char c = (unsigned char)p->host[i];
-        if (c > 0x7E) put_pct(&b, c);
-        else buf_putc(&b, (char)c);
+        if (c > 0x7E)
+            put_pct(&b, c);
+        else
+            buf_putc(&b, (char)c);
     }
     for (size_t i = 0; i < p->nsegs; i++) {
         buf_putc(&b, '/');
         for (size_t j = 0; j < p->segs[i].len; j++) {
             unsigned char c = (unsigned char)s[p->segs[i].off + j];
-            if (in_path_set(c)) put_pct(&b, c);
-            else buf_putc(&b, (char)c);
+            if (in_path_set(c))
+                put_pct(&b, c);
+            else
+                buf_putc(&b, (char)c);
         }
     }
     if (b.len > MSG_URI_MAX)
@@ -308,15 +311,18 @@ static bool decode_bad_path(const char *s, const struct parsed *p, char **out, s
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         char c = b[i];
-        if (c == '-') c = '+';
-        else if (c == '_') c = '/';
+        if (c == '-')
+            c = '+';
+        else if (c == '_')
+            c = '/';
         else if (!(is_alpha((unsigned char)c) || is_digit((unsigned char)c))) {
             free(std);
             return false;
         }
         std[m++] = c;
     }
-    while (m % 4) std[m++] = '=';
+    while (m % 4)
+        std[m++] = '=';
     uint8_t *d = xmalloc(base64_decoded_max(m) + 1);
     size_t dl;
     char e[64];
@@ -340,8 +346,10 @@ static int bare_path(const char *uri, size_t len, char **out, size_t *out_len,
         buf_init(&b);
         for (size_t i = 0; i < len && b.len <= MSG_URI_MAX; i++) {
             unsigned char c = (unsigned char)uri[i];
-            if (in_path_set(c) || c == '%') put_pct(&b, c);
-            else buf_putc(&b, (char)c);
+            if (in_path_set(c) || c == '%')
+                put_pct(&b, c);
+            else
+                buf_putc(&b, (char)c);
         }
         set_err(err, URI_ERR_PLATFORM, ERR_INVALID_PARAMS, "'%.*s%s' is invalid on 'linux'",
                 (int)(b.len > MSG_URI_MAX ? MSG_URI_MAX : b.len), b.data,
@@ -360,14 +368,15 @@ static int bare_path(const char *uri, size_t len, char **out, size_t *out_len,
 int uri_to_path(const char *uri, size_t len, bool allow_bare_path, char **out, size_t *out_len,
                 struct uri_error *err)
 {
-    if (allow_bare_path && len > 0 && uri[0] == '/')
-        return bare_path(uri, len, out, out_len, err);
+    if (allow_bare_path && len > 0 && uri[0] == '/') return bare_path(uri, len, out, out_len, err);
 
     /* WHATWG: strip leading and trailing C0 controls and spaces, drop every tab and
      * newline. */
     size_t a = 0, z = len;
-    while (a < z && (unsigned char)uri[a] <= 0x20) a++;
-    while (z > a && (unsigned char)uri[z - 1] <= 0x20) z--;
+    while (a < z && (unsigned char)uri[a] <= 0x20)
+        a++;
+    while (z > a && (unsigned char)uri[z - 1] <= 0x20)
+        z--;
     char *s = xmalloc(z - a + 1);
     size_t n = 0;
     for (size_t i = a; i < z; i++)
@@ -404,7 +413,8 @@ int uri_to_path(const char *uri, size_t len, bool allow_bare_path, char **out, s
         if (pos < n && is_slash(s[pos])) {
             pos++;
             size_t q = pos;
-            while (q < n && !is_slash(s[q]) && s[q] != '?' && s[q] != '#') q++;
+            while (q < n && !is_slash(s[q]) && s[q] != '?' && s[q] != '#')
+                q++;
             /* The drive-letter quirk: file://C:/x has no host, its path starts at C:. */
             if (!is_drive_letter(s + pos, q - pos)) {
                 if (q > pos && parse_host(s + pos, q - pos, &p, err) != 0) goto out;
@@ -421,7 +431,8 @@ int uri_to_path(const char *uri, size_t len, bool allow_bare_path, char **out, s
         goto out;
     }
     if (end == '#') {
-        set_err(err, URI_ERR_FRAGMENT, ERR_INVALID_PARAMS, "fragments are not allowed in path URIs");
+        set_err(err, URI_ERR_FRAGMENT, ERR_INVALID_PARAMS,
+                "fragments are not allowed in path URIs");
         goto out;
     }
     if (p.host) {
@@ -444,7 +455,8 @@ int uri_to_path(const char *uri, size_t len, bool allow_bare_path, char **out, s
         }
     } else {
         size_t cap = 1;
-        for (size_t k = 0; k < p.nsegs; k++) cap += p.segs[k].len + 1;
+        for (size_t k = 0; k < p.nsegs; k++)
+            cap += p.segs[k].len + 1;
         path = xmalloc(cap);
         plen = 0;
         for (size_t k = 0; k < p.nsegs; k++) {
@@ -476,7 +488,8 @@ static bool needs_bad_path_form(const char *path, size_t len)
     bool first = true;
     for (;;) {
         size_t st = i;
-        while (i < len && path[i] != '/') i++;
+        while (i < len && path[i] != '/')
+            i++;
         const char *c = path + st;
         size_t cl = i - st;
         if ((cl == 1 && c[0] == '.') || (cl == 2 && c[0] == '.' && c[1] == '.')) return true;
@@ -496,18 +509,23 @@ char *uri_from_path(const char *path, size_t len)
         char *e = buf_extend(&b, base64_encoded_len(len));
         size_t el = base64_encode(path, len, e);
         /* Standard padded base64 -> base64url without padding. */
-        while (el > 0 && e[el - 1] == '=') el--;
+        while (el > 0 && e[el - 1] == '=')
+            el--;
         for (size_t i = 0; i < el; i++) {
-            if (e[i] == '+') e[i] = '-';
-            else if (e[i] == '/') e[i] = '_';
+            if (e[i] == '+')
+                e[i] = '-';
+            else if (e[i] == '/')
+                e[i] = '_';
         }
         b.len = b.len - base64_encoded_len(len) + el;
     } else {
         buf_puts(&b, "file://");
         for (size_t i = 0; i < len; i++) {
             unsigned char c = (unsigned char)path[i];
-            if (in_encode_set(c)) put_pct(&b, c);
-            else buf_putc(&b, (char)c);
+            if (in_encode_set(c))
+                put_pct(&b, c);
+            else
+                buf_putc(&b, (char)c);
         }
     }
     buf_putc(&b, '\0');
