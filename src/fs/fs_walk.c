@@ -70,9 +70,16 @@ static bool idset_has(struct idset *s, dev_t dev, ino_t ino)
     return false;
 }
 
+/* A directory entry as readdir gave it: its name and, when the file system
+ * reports it, its type, which spares an lstat for most entries. */
+struct name_ent {
+    char *name;
+    unsigned char type; /* DT_* from readdir; DT_UNKNOWN means "lstat to know" */
+};
+
 static int cmp_names(const void *a, const void *b)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    return strcmp(((const struct name_ent *)a)->name, ((const struct name_ent *)b)->name);
 }
 
 struct walk {
@@ -156,7 +163,7 @@ int fs_walk(char *root, const struct fs_walk_opts *o, struct buf *out)
             free(cur.path);
             continue;
         }
-        char **names = NULL;
+        struct name_ent *names = NULL;
         size_t nn = 0, ncap = 0;
         for (;;) {
             errno = 0;
@@ -170,7 +177,7 @@ int fs_walk(char *root, const struct fs_walk_opts *o, struct buf *out)
                 ncap = ncap ? ncap * 2 : 32;
                 names = xrealloc(names, ncap * sizeof *names);
             }
-            names[nn++] = xstrdup(de->d_name);
+            names[nn++] = (struct name_ent){xstrdup(de->d_name), de->d_type};
         }
         closedir(dir);
         if (nn > 1) qsort(names, nn, sizeof *names, cmp_names);
@@ -181,10 +188,20 @@ int fs_walk(char *root, const struct fs_walk_opts *o, struct buf *out)
                 break;
             }
             nentries++;
-            char *child = fs_path_join(cur.path, names[i]);
+            char *child = fs_path_join(cur.path, names[i].name);
             struct stat cst;
             bool keep = true, isdir = false;
-            if (lstat(child, &cst) < 0) {
+            unsigned char t = names[i].type;
+            /* Without symlink following no directory can be reached twice (there are
+             * no directory hard links), so the identity set and the lstat it needs
+             * are skipped whenever readdir already told the type. */
+            if (!o->follow_dir_links && (t == DT_REG || t == DT_DIR)) {
+                isdir = t == DT_DIR;
+                cst.st_dev = 0;
+                cst.st_ino = 0;
+            } else if (!o->follow_dir_links && t != DT_UNKNOWN && t != DT_LNK) {
+                keep = false; /* FIFOs, sockets, devices: never listed */
+            } else if (lstat(child, &cst) < 0) {
                 if (!walk_error(&wk, child, errno)) stop = true;
                 keep = false;
             } else if (S_ISLNK(cst.st_mode)) {
@@ -201,13 +218,13 @@ int fs_walk(char *root, const struct fs_walk_opts *o, struct buf *out)
                 if (!walk_entry(&wk, child, isdir)) {
                     stop = true;
                 } else if (isdir && cur.depth < o->max_depth &&
-                           !(o->prune_hidden && names[i][0] == '.') &&
-                           !idset_has(&seen, cst.st_dev, cst.st_ino)) {
+                           !(o->prune_hidden && names[i].name[0] == '.') &&
+                           (!o->follow_dir_links || !idset_has(&seen, cst.st_dev, cst.st_ino))) {
                     if (ndirs >= o->max_dirs) {
                         wk.truncated = true;
                     } else {
                         ndirs++;
-                        idset_add(&seen, cst.st_dev, cst.st_ino);
+                        if (o->follow_dir_links) idset_add(&seen, cst.st_dev, cst.st_ino);
                         if (qlen == qcap) {
                             qcap *= 2;
                             q = xrealloc(q, qcap * sizeof *q);
@@ -220,7 +237,7 @@ int fs_walk(char *root, const struct fs_walk_opts *o, struct buf *out)
             free(child);
         }
         for (size_t i = 0; i < nn; i++)
-            free(names[i]);
+            free(names[i].name);
         free(names);
         free(cur.path);
     }
