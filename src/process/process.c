@@ -532,6 +532,16 @@ static bool sandbox_needs_enforcement(json_t *sandbox)
     return true;
 }
 
+/* argv items and env values are strings (serde's Vec<String> / map of String). */
+static bool require_string(struct pdec *d, json_t *v)
+{
+    if (json_is_string(v)) return true;
+    char what[128];
+    pdec_describe(v, what, sizeof what);
+    pdec_fail(d, "invalid type: %s, expected a string", what);
+    return false;
+}
+
 static void handle_start(struct rpc_req *req)
 {
     struct pdec d;
@@ -547,25 +557,9 @@ static void handle_start(struct rpc_req *req)
     size_t i;
     json_t *v;
     if (!d.failed) {
-        json_array_foreach(argv, i, v)
-        {
-            if (!json_is_string(v)) {
-                char what[128];
-                pdec_describe(v, what, sizeof what);
-                pdec_fail(&d, "invalid type: %s, expected a string", what);
-                break;
-            }
-        }
+        json_array_foreach(argv, i, v) if (!require_string(&d, v)) break;
         const char *k;
-        json_object_foreach(env, k, v)
-        {
-            if (!json_is_string(v)) {
-                char what[128];
-                pdec_describe(v, what, sizeof what);
-                pdec_fail(&d, "invalid type: %s, expected a string", what);
-                break;
-            }
-        }
+        json_object_foreach(env, k, v) if (!require_string(&d, v)) break;
     }
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
