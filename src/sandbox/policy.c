@@ -1,0 +1,590 @@
+/* policy: decoding and resolving the `sandbox` object (PROTOCOL.md section 10).
+ *
+ * Resolution follows section 10.3: entries become (absolute path, access) pairs;
+ * the most specific entry wins, ties going to none/deny > write > read. Landlock
+ * only ever adds rights down a directory tree, so the pairs are then split into
+ * what it can say (readable and writable roots) and what needs a mount in a
+ * private namespace (read-only subpaths under writable roots, hidden paths under
+ * readable ones). Globs are expanded by a bounded scan of the file system; a scan
+ * that hits its limits fails closed rather than guess. */
+#include "sandbox/policy.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs/uri.h"
+#include "rpc/params.h"
+#include "rpc/rpc.h"
+#include "util/mem.h"
+
+#define GLOB_DEFAULT_DEPTH 8
+#define GLOB_MAX_VISITS 20000
+
+enum sb_access { ACC_READ = 1, ACC_WRITE = 2, ACC_DENY = 3 };
+
+struct entry {
+    char *path;
+    int access;
+    bool implicit; /* a carve-out added by us, not by the client */
+};
+
+struct entries {
+    struct entry *v;
+    size_t n, cap;
+};
+
+void sb_paths_add(struct sb_paths *l, const char *path)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->v[i], path) == 0) return;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 8;
+        l->v = xrealloc(l->v, l->cap * sizeof *l->v);
+    }
+    l->v[l->n++] = xstrdup(path);
+}
+
+void sb_paths_free(struct sb_paths *l)
+{
+    for (size_t i = 0; i < l->n; i++) free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+void sandbox_policy_free(struct sandbox_policy *p)
+{
+    sb_paths_free(&p->readable);
+    sb_paths_free(&p->writable);
+    sb_paths_free(&p->readonly_sub);
+    sb_paths_free(&p->denied);
+    free(p->cwd);
+    memset(p, 0, sizeof *p);
+}
+
+/* The canonical form of a resolved path: realpath when it exists (Landlock and
+ * mounts act on the object, so comparisons must too), else the lexical path. */
+static char *canon(const char *path)
+{
+    char *r = realpath(path, NULL);
+    return r ? r : xstrdup(path);
+}
+
+static void entries_add(struct entries *es, const char *path, int access, bool implicit)
+{
+    char *c = canon(path);
+    for (size_t i = 0; i < es->n; i++) {
+        if (strcmp(es->v[i].path, c) == 0) {
+            /* Same path: none/deny > write > read; an explicit entry beats ours. */
+            if (es->v[i].implicit && !implicit) {
+                es->v[i].access = access;
+                es->v[i].implicit = false;
+            } else if (!implicit && access > es->v[i].access) {
+                es->v[i].access = access;
+            }
+            free(c);
+            return;
+        }
+    }
+    if (es->n == es->cap) {
+        es->cap = es->cap ? es->cap * 2 : 16;
+        es->v = xrealloc(es->v, es->cap * sizeof *es->v);
+    }
+    es->v[es->n++] = (struct entry){c, access, implicit};
+}
+
+static void entries_free(struct entries *es)
+{
+    for (size_t i = 0; i < es->n; i++) free(es->v[i].path);
+    free(es->v);
+}
+
+/* Whether `anc` is a strict component-wise ancestor of `p`. */
+static bool is_under(const char *anc, const char *p)
+{
+    size_t n = strlen(anc);
+    if (strcmp(anc, "/") == 0) return strcmp(p, "/") != 0;
+    return strncmp(anc, p, n) == 0 && p[n] == '/';
+}
+
+static char *join(const char *a, const char *b)
+{
+    size_t la = strlen(a);
+    char *r = xmalloc(la + strlen(b) + 2);
+    strcpy(r, a);
+    if (la == 0 || a[la - 1] != '/') strcat(r, "/");
+    strcat(r, b);
+    return r;
+}
+
+/* Resolves a URI member, reporting the URI error in e. Returns malloc'd path. */
+static char *uri_path(const char *uri, struct sandbox_error *e)
+{
+    char *out = NULL;
+    size_t len = 0;
+    struct uri_error ue;
+    if (uri_to_path(uri, strlen(uri), false, &out, &len, &ue) < 0) {
+        e->code = ue.code;
+        snprintf(e->message, sizeof e->message, "%s", ue.message);
+        return NULL;
+    }
+    if (strlen(out) != len) { /* embedded NUL cannot name a file */
+        free(out);
+        e->code = RPC_INVALID_PARAMS;
+        snprintf(e->message, sizeof e->message, "'%s' is invalid on 'linux'", uri);
+        return NULL;
+    }
+    return out;
+}
+
+/* ---- globs ------------------------------------------------------------------------ */
+
+/* Matches a path (split on '/') against a pattern where a `**` segment matches any
+ * number of segments and other segments are fnmatch patterns. */
+static bool glob_match(const char *pat, const char *str)
+{
+    while (*pat == '/') pat++;
+    while (*str == '/') str++;
+    if (!*pat) return !*str;
+    const char *pe = strchr(pat, '/');
+    size_t pl = pe ? (size_t)(pe - pat) : strlen(pat);
+    if (pl == 2 && pat[0] == '*' && pat[1] == '*') {
+        const char *rest = pat + 2;
+        for (const char *s = str;;) {
+            if (glob_match(rest, s)) return true;
+            const char *n = strchr(s, '/');
+            if (!n) return false;
+            s = n + 1;
+        }
+    }
+    if (!*str) return false;
+    const char *se = strchr(str, '/');
+    size_t sl = se ? (size_t)(se - str) : strlen(str);
+    char ps[NAME_MAX + 1], ss[NAME_MAX + 1];
+    if (pl > NAME_MAX || sl > NAME_MAX) return false;
+    memcpy(ps, pat, pl);
+    ps[pl] = 0;
+    memcpy(ss, str, sl);
+    ss[sl] = 0;
+    if (fnmatch(ps, ss, FNM_PERIOD) != 0) return false;
+    return glob_match(pat + pl, str + sl);
+}
+
+struct glob_scan {
+    const char *pattern; /* relative to base */
+    int access;
+    int max_depth;
+    int visits;
+    struct entries *out;
+};
+
+/* Walks base (not following symlinks) adding every match. Returns -1 when the
+ * scan exceeds its budget. */
+static int glob_walk(struct glob_scan *g, const char *base, const char *rel, int depth)
+{
+    char *dir = *rel ? join(base, rel) : xstrdup(base);
+    DIR *d = opendir(dir);
+    free(dir);
+    if (!d) return 0;
+    int rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        if (++g->visits > GLOB_MAX_VISITS) {
+            rc = -1;
+            break;
+        }
+        char *r = *rel ? join(rel, de->d_name) : xstrdup(de->d_name);
+        if (glob_match(g->pattern, r)) {
+            char *full = join(base, r);
+            entries_add(g->out, full, g->access, false);
+            free(full);
+        }
+        if (de->d_type == DT_DIR && depth + 1 < g->max_depth)
+            rc = glob_walk(g, base, r, depth + 1);
+        free(r);
+        if (rc) break;
+    }
+    closedir(d);
+    return rc;
+}
+
+/* Expands pattern (absolute, or relative to cwd). */
+static int glob_expand(const char *pattern, const char *cwd, int access, int max_depth,
+                       struct entries *out, struct sandbox_error *e)
+{
+    char *abs = pattern[0] == '/' ? xstrdup(pattern) : join(cwd, pattern);
+    /* The scan starts at the longest prefix without glob characters. */
+    char *meta = strpbrk(abs, "*?[");
+    char *base, *pat;
+    if (!meta) {
+        entries_add(out, abs, access, false);
+        free(abs);
+        return 0;
+    }
+    char *slash = meta;
+    while (slash > abs && *slash != '/') slash--;
+    *slash = 0;
+    base = xstrdup(*abs ? abs : "/");
+    pat = xstrdup(slash + 1);
+    free(abs);
+    struct glob_scan g = {pat, access, max_depth, 0, out};
+    int rc = glob_walk(&g, base, "", 0);
+    free(base);
+    free(pat);
+    if (rc < 0) {
+        e->code = RPC_INVALID_REQUEST;
+        snprintf(e->message, sizeof e->message,
+                 "sandbox glob pattern `%s` matches too many paths to enforce", pattern);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- decoding ----------------------------------------------------------------------- */
+
+struct ctx {
+    char *cwd;                 /* resolved policy cwd or NULL */
+    struct sb_paths roots;     /* resolved workspaceRoots */
+    struct sb_paths tmpdirs;   /* temporaryDirectories */
+    bool dynamic;              /* some entry depends on cwd */
+};
+
+static const char *const access_names[] = {"read", "write", "deny", "none", NULL};
+static const int access_values[] = {ACC_READ, ACC_WRITE, ACC_DENY, ACC_DENY};
+
+static void add_minimal(struct entries *es)
+{
+    static const char *const dirs[] = {"/bin",  "/sbin",   "/usr", "/etc", "/lib", "/lib32",
+                                       "/lib64", "/libx32", "/dev", "/proc", "/sys", NULL};
+    for (int i = 0; dirs[i]; i++) {
+        struct stat st;
+        if (lstat(dirs[i], &st) == 0) entries_add(es, dirs[i], ACC_READ, false);
+    }
+}
+
+/* Decodes one entry into es. Returns -1 with e filled on a non-serde error;
+ * serde errors go to d. */
+static int decode_entry(struct pdec *d, json_t *ent, struct ctx *cx, int glob_depth,
+                        struct entries *es, struct sandbox_error *e)
+{
+    struct pdec ed;
+    pdec_begin(&ed, ent, "FileSystemSandboxEntry");
+    json_t *path = pdec_object(&ed, "path", PDEC_REQUIRED);
+    int ai = pdec_enum(&ed, "access", PDEC_REQUIRED, access_names, 0);
+    static const char *const mpb[] = {"skip", NULL};
+    pdec_enum(&ed, "missing_path_behavior", PDEC_OPTIONAL, mpb, 0);
+    if (ed.failed) {
+        pdec_fail(d, "%s", ed.err);
+        return 0;
+    }
+    int access = access_values[ai];
+    struct pdec pd;
+    pdec_begin(&pd, path, "FileSystemPath");
+    static const char *const types[] = {"path", "glob_pattern", "special", NULL};
+    int ty = pdec_enum(&pd, "type", PDEC_REQUIRED, types, 0);
+    const char *p = NULL, *pattern = NULL, *kind = NULL, *subpath = NULL;
+    json_t *value = NULL;
+    if (ty == 0) p = pdec_string(&pd, "path", PDEC_REQUIRED);
+    if (ty == 1) pattern = pdec_string(&pd, "pattern", PDEC_REQUIRED);
+    if (ty == 2) value = pdec_object(&pd, "value", PDEC_REQUIRED);
+    if (value && !pd.failed) {
+        struct pdec vd;
+        pdec_begin(&vd, value, "FileSystemSpecialPath");
+        kind = pdec_string(&vd, "kind", PDEC_REQUIRED);
+        subpath = pdec_string(&vd, "subpath", PDEC_OPTIONAL);
+        if (vd.failed) pdec_fail(&pd, "%s", vd.err);
+    }
+    if (pd.failed) {
+        pdec_fail(d, "%s", pd.err);
+        return 0;
+    }
+    if (p) {
+        char *np = uri_path(p, e);
+        if (!np) return -1;
+        entries_add(es, np, access, false);
+        free(np);
+        return 0;
+    }
+    if (pattern) {
+        if (pattern[0] != '/') {
+            cx->dynamic = true;
+            if (!cx->cwd) return 0; /* reported as "requires cwd" by the caller */
+        }
+        return glob_expand(pattern, cx->cwd, access, glob_depth, es, e);
+    }
+    if (!strcmp(kind, "root")) {
+        entries_add(es, "/", access, false);
+    } else if (!strcmp(kind, "minimal")) {
+        if (access == ACC_DENY) return 0; /* denying the defaults denies nothing more */
+        add_minimal(es);
+    } else if (!strcmp(kind, "current_working_directory") || !strcmp(kind, "project_roots")) {
+        cx->dynamic = true;
+        for (size_t i = 0; i < cx->roots.n; i++) {
+            if (subpath && *subpath) {
+                if (subpath[0] == '/' || strstr(subpath, "..")) {
+                    e->code = RPC_INVALID_PARAMS;
+                    snprintf(e->message, sizeof e->message,
+                             "project root subpath `%s` must be relative", subpath);
+                    return -1;
+                }
+                char *j = join(cx->roots.v[i], subpath);
+                entries_add(es, j, access, false);
+                free(j);
+            } else {
+                entries_add(es, cx->roots.v[i], access, false);
+            }
+        }
+    } else if (!strcmp(kind, "tmpdir")) {
+        if (cx->tmpdirs.n) {
+            for (size_t i = 0; i < cx->tmpdirs.n; i++) entries_add(es, cx->tmpdirs.v[i], access, false);
+        } else {
+            const char *t = getenv("TMPDIR");
+            if (t && t[0] == '/') entries_add(es, t, access, false);
+        }
+    } else if (!strcmp(kind, "slash_tmp")) {
+        entries_add(es, "/tmp", access, false);
+    }
+    /* Other kinds ("unknown" and future ones) are ignored, as the reference does. */
+    return 0;
+}
+
+/* The git dir a `.git` file points to (worktrees, submodules), or NULL. */
+static char *gitdir_of(const char *root)
+{
+    char *gf = join(root, ".git");
+    FILE *f = fopen(gf, "re");
+    char *res = NULL;
+    struct stat st;
+    if (f && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode)) {
+        char line[PATH_MAX + 16];
+        if (fgets(line, sizeof line, f) && !strncmp(line, "gitdir:", 7)) {
+            char *v = line + 7;
+            while (*v == ' ') v++;
+            v[strcspn(v, "\r\n")] = 0;
+            if (*v) res = v[0] == '/' ? xstrdup(v) : join(root, v);
+        }
+    }
+    if (f) fclose(f);
+    free(gf);
+    return res;
+}
+
+/* Splits resolved entries into what Landlock and the mounts enforce. */
+static void classify(struct entries *es, struct sandbox_policy *out)
+{
+    /* Carve-outs for each explicit writable root, as entries of their own so the
+     * normal precedence applies (an explicit entry for the same path wins). */
+    size_t n0 = es->n;
+    for (size_t i = 0; i < n0; i++) {
+        if (es->v[i].access != ACC_WRITE) continue;
+        char *root = xstrdup(es->v[i].path);
+        static const char *const subs[] = {".git", ".agents", ".codex"};
+        for (int k = 0; k < 3; k++) {
+            char *j = join(root, subs[k]);
+            struct stat st;
+            if (lstat(j, &st) == 0) entries_add(es, j, ACC_READ, true);
+            free(j);
+        }
+        char *gd = gitdir_of(root);
+        if (gd) {
+            struct stat st;
+            if (stat(gd, &st) == 0) entries_add(es, gd, ACC_READ, true);
+            free(gd);
+        }
+        free(root);
+    }
+    bool any_deny = false, root_read = false, root_write = false;
+    for (size_t i = 0; i < es->n; i++) {
+        struct entry *en = &es->v[i];
+        if (en->access == ACC_DENY) any_deny = true;
+        if (!strcmp(en->path, "/")) {
+            if (en->access >= ACC_READ && en->access != ACC_DENY) root_read = true;
+            if (en->access == ACC_WRITE) root_write = true;
+        }
+        /* The nearest ancestor entry decides what the kernel must add. */
+        const struct entry *anc = NULL;
+        for (size_t j = 0; j < es->n; j++) {
+            if (j == i || !is_under(es->v[j].path, en->path)) continue;
+            if (!anc || strlen(es->v[j].path) > strlen(anc->path)) anc = &es->v[j];
+        }
+        int parent = anc ? anc->access : 0;
+        switch (en->access) {
+        case ACC_READ:
+            if (parent == ACC_WRITE) sb_paths_add(&out->readonly_sub, en->path);
+            else sb_paths_add(&out->readable, en->path);
+            break;
+        case ACC_WRITE:
+            sb_paths_add(&out->writable, en->path);
+            break;
+        case ACC_DENY:
+            /* Outside every granted root Landlock already denies. */
+            if (parent == ACC_READ || parent == ACC_WRITE) sb_paths_add(&out->denied, en->path);
+            break;
+        }
+    }
+    out->full_read = root_read && !any_deny;
+    out->full_write = root_write && !any_deny;
+}
+
+int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandbox_policy *out,
+                         struct sandbox_error *err)
+{
+    memset(out, 0, sizeof *out);
+    memset(err, 0, sizeof *err);
+    if (!sandbox || json_is_null(sandbox)) return 0;
+    struct ctx cx = {0};
+    struct entries es = {0};
+    struct pdec s;
+    pdec_begin(&s, sandbox, "FileSystemSandboxContext");
+    json_t *perm = pdec_object(&s, "permissions", PDEC_REQUIRED);
+    static const char *const wl[] = {"disabled", "restricted-token", "elevated", "mxc", NULL};
+    const char *cwd = pdec_string(&s, "cwd", PDEC_OPTIONAL);
+    json_t *roots = pdec_array(&s, "workspaceRoots", PDEC_OPTIONAL);
+    json_t *pctx = pdec_object(&s, "policyContext", PDEC_OPTIONAL);
+    pdec_enum(&s, "windowsSandboxLevel", PDEC_REQUIRED, wl, 0);
+    pdec_bool(&s, "windowsSandboxPrivateDesktop", PDEC_OPTIONAL, false);
+    pdec_bool(&s, "useLegacyLandlock", PDEC_OPTIONAL, false);
+    static const char *const pm[] = {"reconcile", "preserve", NULL};
+    pdec_enum(&s, "windowsSandboxProxySettingsMode", PDEC_OPTIONAL, pm, 0);
+    pdec_string(&s, "userHomeDir", PDEC_OPTIONAL);
+    json_t *tmps = pdec_array(&s, "temporaryDirectories", PDEC_OPTIONAL);
+    if (pctx && !s.failed) {
+        struct pdec c;
+        pdec_begin(&c, pctx, "PolicyContext");
+        const char *c_cwd = pdec_string(&c, "cwd", PDEC_OPTIONAL);
+        json_t *c_roots = pdec_array(&c, "workspaceRoots", PDEC_OPTIONAL);
+        if (c.failed) pdec_fail(&s, "%s", c.err);
+        if (c_cwd) cwd = c_cwd;
+        if (c_roots) roots = c_roots;
+    }
+    size_t i;
+    json_t *v;
+    if (!s.failed) {
+        json_t *arrs[2] = {roots, tmps};
+        for (int a = 0; a < 2; a++) {
+            json_array_foreach(arrs[a], i, v) if (!json_is_string(v))
+            {
+                char what[128];
+                pdec_describe(v, what, sizeof what);
+                pdec_fail(&s, "invalid type: %s, expected a string", what);
+                break;
+            }
+        }
+    }
+    if (s.failed) goto decode_fail;
+
+    if (cwd) {
+        cx.cwd = uri_path(cwd, err);
+        if (!cx.cwd) goto fail;
+    } else if (fallback_cwd) {
+        cx.cwd = xstrdup(fallback_cwd);
+    }
+    json_array_foreach(roots, i, v)
+    {
+        char *r = uri_path(json_string_value(v), err);
+        if (!r) goto fail;
+        char *c = canon(r);
+        sb_paths_add(&cx.roots, c);
+        free(c);
+        free(r);
+    }
+    json_array_foreach(tmps, i, v)
+    {
+        char *r = uri_path(json_string_value(v), err);
+        if (!r) goto fail;
+        sb_paths_add(&cx.tmpdirs, r);
+        free(r);
+    }
+
+    out->sandboxed = true;
+    struct pdec p;
+    pdec_begin(&p, perm, "PermissionProfile");
+    static const char *const types[] = {"managed", "disabled", "external", NULL};
+    int ty = pdec_enum(&p, "type", PDEC_REQUIRED, types, 0);
+    static const char *const nets[] = {"restricted", "enabled", NULL};
+    if (ty == 1) {
+        /* disabled: no sandbox at all */
+    } else if (ty == 2) {
+        pdec_enum(&p, "network", PDEC_REQUIRED, nets, 0);
+    } else if (ty == 0) {
+        json_t *fsp = pdec_object(&p, "file_system", PDEC_REQUIRED);
+        int net = pdec_enum(&p, "network", PDEC_REQUIRED, nets, 0);
+        if (!p.failed) {
+            struct pdec f;
+            pdec_begin(&f, fsp, "FileSystemPermissions");
+            static const char *const ft[] = {"restricted", "unrestricted", NULL};
+            int k = pdec_enum(&f, "type", PDEC_REQUIRED, ft, 0);
+            json_t *ents = k == 0 ? pdec_array(&f, "entries", PDEC_REQUIRED) : NULL;
+            bool has_depth = false;
+            uint64_t depth = k == 0 ? pdec_u64(&f, "glob_scan_max_depth", PDEC_OPTIONAL, 0,
+                                               &has_depth)
+                                    : 0;
+            if (!f.failed && has_depth && depth == 0)
+                pdec_fail(&f, "invalid value: integer `0`, expected a nonzero usize");
+            if (!f.failed && k == 0) {
+                int gd = has_depth ? (depth > 64 ? 64 : (int)depth) : GLOB_DEFAULT_DEPTH;
+                json_array_foreach(ents, i, v)
+                {
+                    if (decode_entry(&f, v, &cx, gd, &es, err) < 0) {
+                        pdec_fail(&p, "%s", "");
+                        goto fail;
+                    }
+                    if (f.failed) break;
+                }
+            }
+            if (f.failed) pdec_fail(&p, "%s", f.err);
+            if (!p.failed) {
+                out->net_restricted = net == 0;
+                out->enforce_fs = k == 0;
+            }
+        }
+    }
+    if (p.failed) {
+        pdec_fail(&s, "%s", p.err);
+        goto decode_fail;
+    }
+    if (cx.dynamic && !cx.cwd) {
+        err->code = RPC_INVALID_PARAMS;
+        snprintf(err->message, sizeof err->message,
+                 "file system sandbox context with dynamic permissions requires cwd");
+        goto fail;
+    }
+    if (out->enforce_fs) classify(&es, out);
+    out->cwd = cx.cwd;
+    cx.cwd = NULL;
+    entries_free(&es);
+    sb_paths_free(&cx.roots);
+    sb_paths_free(&cx.tmpdirs);
+    return 0;
+
+decode_fail:
+    err->code = RPC_INVALID_PARAMS;
+    snprintf(err->message, sizeof err->message, "%s", s.err);
+fail:
+    entries_free(&es);
+    free(cx.cwd);
+    sb_paths_free(&cx.roots);
+    sb_paths_free(&cx.tmpdirs);
+    sandbox_policy_free(out);
+    return -1;
+}
+
+bool sandbox_policy_needs_fs(const struct sandbox_policy *p, bool reads, bool writes)
+{
+    if (!p->enforce_fs) return false;
+    if (reads && !p->full_read) return true;
+    if (writes && !p->full_write) return true;
+    return false;
+}
+
+bool sandbox_policy_needs_process(const struct sandbox_policy *p)
+{
+    return p->enforce_fs || p->net_restricted;
+}

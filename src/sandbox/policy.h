@@ -1,0 +1,64 @@
+/* policy: the `sandbox` object of PROTOCOL.md section 10 turned into one plain
+ * struct the enforcement code can act on.
+ *
+ * Parsing decodes the wire JSON with serde's wording (rpc/params), resolves every
+ * entry (special kinds, path URIs, globs) against the sandbox cwd and workspace
+ * roots, and classifies the resolved paths into what the kernel mechanisms can
+ * express: Landlock rules for readable and writable roots, read-only bind mounts
+ * for carve-outs under writable roots (.git, .agents, .codex, explicit `read`
+ * entries), and hiding mounts for `none`/`deny` entries under readable roots.
+ *
+ * No enforcement happens here; the only I/O is what resolving needs (realpath of
+ * existing paths, reading a `.git` file's gitdir line, the bounded glob scan). */
+#ifndef EXEC_SANDBOX_POLICY_H
+#define EXEC_SANDBOX_POLICY_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* A list of malloc'd absolute paths. */
+struct sb_paths {
+    char **v;
+    size_t n, cap;
+};
+
+struct sandbox_policy {
+    bool sandboxed;      /* a non-null sandbox object was given */
+    bool enforce_fs;     /* managed + restricted: the file system needs the kernel */
+    bool net_restricted; /* the network must be denied (except AF_UNIX) */
+    bool full_read;      /* root readable and nothing denied: reads run directly */
+    bool full_write;     /* root writable and nothing denied: writes run directly */
+    struct sb_paths readable;     /* Landlock read rules */
+    struct sb_paths writable;     /* Landlock read+write rules, read-write bind mounts */
+    struct sb_paths readonly_sub; /* read-only bind mounts under writable roots */
+    struct sb_paths denied;       /* hidden: under a readable or writable root */
+    char *cwd;                    /* the resolved sandbox cwd, or NULL */
+};
+
+/* Errors: code is the JSON-RPC code, message the text the reference uses. */
+struct sandbox_error {
+    int code;
+    char message[512];
+};
+
+/* Parses a sandbox object (NULL or JSON null: no sandbox). fallback_cwd (may be
+ * NULL) is used when the object has no cwd (process/start's request cwd). On
+ * success returns 0 and fills *out (free with sandbox_policy_free). On failure
+ * returns -1 with *err filled and *out left empty. */
+int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandbox_policy *out,
+                         struct sandbox_error *err);
+
+/* Whether an fs operation that reads (and/or writes) needs kernel enforcement. */
+bool sandbox_policy_needs_fs(const struct sandbox_policy *p, bool reads, bool writes);
+
+/* Whether process/start must confine the child at all. */
+bool sandbox_policy_needs_process(const struct sandbox_policy *p);
+
+void sandbox_policy_free(struct sandbox_policy *p);
+
+/* Helpers for path lists (also used by the enforcement code). */
+void sb_paths_add(struct sb_paths *l, const char *path);
+void sb_paths_free(struct sb_paths *l);
+
+#endif
