@@ -23,6 +23,9 @@
 #include "process/spawn.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
+#include "sandbox/denied.h"
+#include "sandbox/enforce.h"
+#include "sandbox/policy.h"
 #include "session/session.h"
 #include "transport/conn.h"
 #include "util/base64.h"
@@ -79,6 +82,8 @@ struct proc {
     struct wq_item *wq_head, *wq_tail;
     bool exited, closed, terminated, paused;
     int exit_code;
+    bool sandboxed;          /* a sandbox was applied to the child */
+    bool sandbox_denied;     /* PROTOCOL.md 10.5, computed at exit */
     uint64_t exit_seq, close_seq;
     uv_timer_t timer;        /* PTY drain deadline, then the eviction timer */
     struct event_log log;
@@ -296,7 +301,7 @@ static void notify_event(struct proc *p, const char *method, uint64_t seq, bool 
     if (with_exit) {
         buf_puts(&b, ",\"exitCode\":");
         buf_put_i64(&b, p->exit_code);
-        buf_puts(&b, ",\"sandboxDenied\":false");
+        buf_puts(&b, p->sandbox_denied ? ",\"sandboxDenied\":true" : ",\"sandboxDenied\":false");
     }
     buf_puts(&b, "}}");
     conn_send(conn, &b);
@@ -331,7 +336,8 @@ static void reply_read(struct rpc_req *req, struct proc *p, uint64_t after, bool
     buf_puts(&b, p->exited ? ",\"exited\":true,\"exitCode\":" : ",\"exited\":false,\"exitCode\":null");
     if (p->exited) buf_put_i64(&b, p->exit_code);
     buf_puts(&b, p->closed ? ",\"closed\":true" : ",\"closed\":false");
-    buf_puts(&b, ",\"failure\":null,\"sandboxDenied\":false}");
+    buf_puts(&b, p->exited && p->sandbox_denied ? ",\"failure\":null,\"sandboxDenied\":true}"
+                                                : ",\"failure\":null,\"sandboxDenied\":false}");
     rpc_result_finish(req, &b);
 }
 
@@ -463,6 +469,7 @@ static void pid_cb(uv_poll_t *h, int status, int events)
     for (int i = 0; i < p->nout; i++)
         if (p->out[i].polling) out_drain(&p->out[i]);
     p->exited = true;
+    p->sandbox_denied = sandbox_denied_verdict(p->sandboxed, p->exit_code, &p->log);
     p->exit_seq = event_log_take_seq(&p->log);
     notify_event(p, "process/exited", p->exit_seq, true);
     wake_waiters(p);
@@ -514,24 +521,6 @@ static void free_strv(char **v)
     free(v);
 }
 
-/* Whether a sandbox object asks for enforcement. The sandbox is not implemented
- * yet, so anything that needs it is refused rather than run unconfined. */
-static bool sandbox_needs_enforcement(json_t *sandbox)
-{
-    if (!sandbox || json_is_null(sandbox)) return false;
-    json_t *perm = json_object_get(sandbox, "permissions");
-    const char *type = json_string_value(json_object_get(perm, "type"));
-    if (type && (strcmp(type, "disabled") == 0 || strcmp(type, "external") == 0)) return false;
-    if (type && strcmp(type, "managed") == 0) {
-        json_t *fsys = json_object_get(perm, "file_system");
-        const char *ft = json_string_value(json_object_get(fsys, "type"));
-        const char *net = json_string_value(json_object_get(perm, "network"));
-        if (ft && strcmp(ft, "unrestricted") == 0 && net && strcmp(net, "enabled") == 0)
-            return false;
-    }
-    return true;
-}
-
 /* argv items and env values are strings (serde's Vec<String> / map of String). */
 static bool require_string(struct pdec *d, json_t *v)
 {
@@ -574,24 +563,32 @@ static void handle_start(struct rpc_req *req)
                                    uerr.message);
         return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", uerr.message);
     }
-    if (sandbox_needs_enforcement(sandbox)) {
+    /* The sandbox: parsed, then prepared here (allocations, the Landlock ruleset)
+     * so the child only makes system calls. Whatever cannot be enforced is refused. */
+    struct sandbox_policy pol;
+    struct sandbox_error serr;
+    if (sandbox_policy_parse(sandbox, cwd_path, &pol, &serr) < 0) {
+        free(cwd_path);
+        return rpc_reply_error(req, serr.code, "%s", serr.message);
+    }
+    struct sandbox_prepared prep;
+    bool sandboxed = sandbox_policy_needs_process(&pol);
+    if (sandboxed && sandbox_prepare(&pol, &prep) < 0) {
+        sandbox_policy_free(&pol);
         free(cwd_path);
         return rpc_reply_error(req, RPC_INVALID_PARAMS,
                                "sandbox intent cannot be enforced on this executor");
     }
     size_t argc = json_array_size(argv);
-    if (argc == 0) {
-        free(cwd_path);
-        return rpc_reply_error(req, RPC_INVALID_PARAMS, "argv must not be empty");
-    }
     struct proc_table *t = req->session->procs;
-    if (proc_find(t, id)) {
+    const char *program = argc ? json_string_value(json_array_get(argv, 0)) : "";
+    if (argc == 0 || proc_find(t, id) || !*program) {
+        if (sandboxed) sandbox_prepared_free(&prep);
+        sandbox_policy_free(&pol);
         free(cwd_path);
-        return rpc_reply_error(req, RPC_INVALID_REQUEST, "process %s already exists", id);
-    }
-    const char *program = json_string_value(json_array_get(argv, 0));
-    if (!*program) {
-        free(cwd_path);
+        if (argc == 0) return rpc_reply_error(req, RPC_INVALID_PARAMS, "argv must not be empty");
+        if (proc_find(t, id))
+            return rpc_reply_error(req, RPC_INVALID_REQUEST, "process %s already exists", id);
         return rpc_reply_error(req, RPC_INTERNAL_ERROR, "missing program for pipe spawn");
     }
 
@@ -623,9 +620,12 @@ static void handle_start(struct rpc_req *req)
         .cwd = cwd_path,
         .tty = tty,
         .pipe_stdin = pipe_stdin,
+        .sandbox = sandboxed ? &prep : NULL,
     };
     struct spawn_result sr;
     int err = spawn_child(&rq, &sr);
+    if (sandboxed) sandbox_prepared_free(&prep);
+    sandbox_policy_free(&pol);
     free_strv(cargv);
     free_strv(cenv);
     free(cwd_path);
@@ -641,6 +641,7 @@ static void handle_start(struct rpc_req *req)
     buf_init(&p->id_json);
     buf_put_json_str(&p->id_json, id, strlen(id));
     p->tty = tty;
+    p->sandboxed = sandboxed;
     p->pid = sr.pid;
     p->pidfd = sr.pidfd;
     event_log_init(&p->log);
@@ -676,7 +677,8 @@ static void handle_start(struct rpc_req *req)
     t->head = p;
 
     /* The response goes out before any notification of the new process. */
-    json_t *res = json_pack("{s:s,s:s}", "processId", id, "sandboxType", "none");
+    json_t *res = json_pack("{s:s,s:s}", "processId", id, "sandboxType",
+                            sandboxed ? "linuxSeccomp" : "none");
     rpc_reply_json(req, res);
 
     uv_poll_start(&p->pid_poll, UV_READABLE, pid_cb);

@@ -24,6 +24,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "sandbox/enforce.h"
 #include "util/mem.h"
 
 static int set_nonblock_cloexec(int fd)
@@ -101,6 +102,15 @@ static __attribute__((noinline)) pid_t vfork_exec(const struct child_setup *cs,
         if (dup2(rq->pipe_stdin ? cs->in_r : cs->devnull, 0) < 0 || dup2(cs->out_w, 1) < 0 ||
             dup2(cs->err_w, 2) < 0)
             goto fail;
+    }
+    /* The sandbox goes on before chdir: a cwd inside a writable root must resolve
+     * in the new mount view, not keep the read-only one. */
+    if (rq->sandbox) {
+        int rc = sandbox_apply(rq->sandbox);
+        if (rc < 0) {
+            errno = -rc;
+            goto fail;
+        }
     }
     if (chdir(rq->cwd) < 0) goto fail;
     syscall(SYS_close_range, 3, ~0U, 0);

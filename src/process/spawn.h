@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+struct sandbox_prepared;
+
 struct spawn_request {
     const char *program;   /* argv[0] as given: resolved on PATH unless it has a '/' */
     char *const *argv;     /* NULL-terminated; argv[0] may be the arg0 override */
@@ -13,6 +15,7 @@ struct spawn_request {
     const char *cwd;       /* absolute directory */
     bool tty;
     bool pipe_stdin;
+    const struct sandbox_prepared *sandbox; /* applied in the child before exec, or NULL */
 };
 
 struct spawn_result {

@@ -1,0 +1,296 @@
+/* enforce: Landlock + mount namespace + seccomp (see enforce.h for the layers).
+ *
+ * Debian's <linux/landlock.h> stops at ABI 2 while this kernel speaks 7, so the
+ * constants and the attribute layouts are defined here and the handled rights are
+ * masked by the ABI the kernel reports (DESIGN.md pitfall 12).
+ *
+ * The seccomp program is written by hand rather than with libseccomp: it must be
+ * built before vfork and installed in the child with a single system call, while
+ * seccomp_load() allocates and is not async-signal-safe. It is small enough to
+ * read: wrong architecture -> kill, socket(!AF_UNIX) -> EACCES, io_uring_setup ->
+ * EPERM (io_uring can create sockets without the socket system call). */
+#include "sandbox/enforce.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "util/mem.h"
+
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#define SYS_landlock_add_rule 445
+#define SYS_landlock_restrict_self 446
+#endif
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+
+#define LL_CREATE_RULESET_VERSION (1U << 0)
+#define LL_RULE_PATH_BENEATH 1
+
+#define LL_FS_EXECUTE (1ULL << 0)
+#define LL_FS_WRITE_FILE (1ULL << 1)
+#define LL_FS_READ_FILE (1ULL << 2)
+#define LL_FS_READ_DIR (1ULL << 3)
+#define LL_FS_REFER (1ULL << 13)    /* ABI 2 */
+#define LL_FS_TRUNCATE (1ULL << 14) /* ABI 3 */
+#define LL_FS_IOCTL_DEV (1ULL << 15) /* ABI 5 */
+#define LL_NET_BIND_TCP (1ULL << 0)  /* ABI 4 */
+#define LL_NET_CONNECT_TCP (1ULL << 1)
+
+#define LL_FS_READ (LL_FS_EXECUTE | LL_FS_READ_FILE | LL_FS_READ_DIR)
+#define LL_FS_FILE_ONLY (LL_FS_EXECUTE | LL_FS_WRITE_FILE | LL_FS_READ_FILE | LL_FS_TRUNCATE | LL_FS_IOCTL_DEV)
+
+/* struct landlock_ruleset_attr as of ABI 6; the size passed tells the kernel which
+ * prefix we mean. */
+struct ll_ruleset_attr {
+    uint64_t handled_access_fs;
+    uint64_t handled_access_net;
+    uint64_t scoped;
+};
+
+struct ll_path_beneath_attr {
+    uint64_t allowed_access;
+    int32_t parent_fd;
+} __attribute__((packed));
+
+struct sb_mount_attr {
+    uint64_t attr_set, attr_clr, propagation, userns_fd;
+};
+#define SB_MOUNT_ATTR_RDONLY 0x1ULL
+
+int sandbox_landlock_abi(void)
+{
+    long v = syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
+    return v < 0 ? 0 : (int)v;
+}
+
+static uint64_t fs_rights_for_abi(int abi)
+{
+    uint64_t r = (1ULL << 13) - 1; /* ABI 1: execute .. make_sym */
+    if (abi >= 2) r |= LL_FS_REFER;
+    if (abi >= 3) r |= LL_FS_TRUNCATE;
+    if (abi >= 5) r |= LL_FS_IOCTL_DEV;
+    return r;
+}
+
+/* Adds a path_beneath rule; a missing path is skipped (nothing to grant). */
+static int add_rule(int rfd, const char *path, uint64_t access)
+{
+    int fd = open(path, O_PATH | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT || errno == ENOTDIR || errno == EACCES ? 0 : -errno;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode)) access &= LL_FS_FILE_ONLY;
+    struct ll_path_beneath_attr pb = {.allowed_access = access, .parent_fd = fd};
+    int rc = 0;
+    if (access && syscall(SYS_landlock_add_rule, rfd, LL_RULE_PATH_BENEATH, &pb, 0) < 0)
+        rc = -errno;
+    close(fd);
+    return rc;
+}
+
+static void build_filter(struct sandbox_prepared *sp)
+{
+#if defined(__x86_64__)
+    const uint32_t arch = AUDIT_ARCH_X86_64;
+#else
+    const uint32_t arch = AUDIT_ARCH_AARCH64;
+#endif
+    struct sock_filter f[] = {
+        /* 0 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        /* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
+        /* 2 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        /* 3 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+#if defined(__x86_64__)
+        /* 4: x32 system calls would dodge the numbers below */
+        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000U, 3, 0),
+#else
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xffffffffU, 3, 0),
+#endif
+        /* 5 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socket, 3, 0),
+        /* 6 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_io_uring_setup, 1, 0),
+        /* 7 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        /* 8 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        /* 9: socket(domain, ...): the low 32 bits of args[0] */
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+        /* 10 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 1),
+        /* 11 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        /* 12 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EACCES),
+    };
+    _Static_assert(sizeof f / sizeof f[0] <= SB_BPF_MAX, "filter too long");
+    memcpy(sp->filter, f, sizeof f);
+    sp->prog.len = sizeof f / sizeof f[0];
+    sp->prog.filter = sp->filter;
+}
+
+int sandbox_prepare(const struct sandbox_policy *pol, struct sandbox_prepared *sp)
+{
+    memset(sp, 0, sizeof *sp);
+    sp->ruleset_fd = -1;
+    sp->empty_fd = -1;
+    int rc = 0;
+    int abi = sandbox_landlock_abi();
+    if (pol->enforce_fs && abi < 1) return -EOPNOTSUPP;
+#if !defined(__x86_64__) && !defined(__aarch64__)
+    if (pol->net_restricted) return -EOPNOTSUPP;
+#endif
+    if (pol->net_restricted) {
+        build_filter(sp);
+        sp->seccomp = true;
+    }
+    struct ll_ruleset_attr ra = {0};
+    size_t ra_size = abi >= 6 ? sizeof ra : abi >= 4 ? 16 : 8;
+    uint64_t all = fs_rights_for_abi(abi);
+    if (pol->enforce_fs) ra.handled_access_fs = all;
+    if (pol->net_restricted && abi >= 4) ra.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
+    if (ra.handled_access_fs || ra.handled_access_net) {
+        long fd = syscall(SYS_landlock_create_ruleset, &ra, ra_size, 0);
+        if (fd < 0) return -errno;
+        sp->ruleset_fd = (int)fd;
+    }
+    if (!pol->enforce_fs) return 0;
+
+    for (size_t i = 0; i < pol->readable.n && !rc; i++)
+        rc = add_rule(sp->ruleset_fd, pol->readable.v[i], LL_FS_READ & all);
+    for (size_t i = 0; i < pol->writable.n && !rc; i++)
+        rc = add_rule(sp->ruleset_fd, pol->writable.v[i], all);
+    /* Terminals and the harmless devices every shell expects to write. */
+    static const char *const devs[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random",
+                                       "/dev/urandom", "/dev/tty", "/dev/pts", "/dev/ptmx", NULL};
+    for (int i = 0; devs[i] && !rc; i++)
+        rc = add_rule(sp->ruleset_fd, devs[i],
+                      (LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_IOCTL_DEV | LL_FS_READ_DIR) & all);
+    if (rc) goto fail;
+
+    sp->mountns = true;
+    if (geteuid() != 0) {
+        sp->userns = true;
+        snprintf(sp->uid_map, sizeof sp->uid_map, "%u %u 1\n", geteuid(), geteuid());
+        snprintf(sp->gid_map, sizeof sp->gid_map, "%u %u 1\n", getegid(), getegid());
+    }
+    sp->rw = (const char *const *)pol->writable.v;
+    sp->nrw = pol->writable.n;
+    sp->ro = (const char *const *)pol->readonly_sub.v;
+    sp->nro = pol->readonly_sub.n;
+    sp->hide = (const char *const *)pol->denied.v;
+    sp->nhide = pol->denied.n;
+    sp->hide_is_dir = xcalloc(sp->nhide + 1, 1);
+    for (size_t i = 0; i < sp->nhide; i++) {
+        struct stat st;
+        if (stat(sp->hide[i], &st) < 0) sp->hide_is_dir[i] = 2;
+        else if (S_ISDIR(st.st_mode)) sp->hide_is_dir[i] = 1;
+        else if (sp->empty_fd < 0) {
+            /* An empty, mode 000 file to bind over denied files. */
+            sp->empty_fd = memfd_create("sandbox-empty", MFD_CLOEXEC);
+            if (sp->empty_fd < 0 || fchmod(sp->empty_fd, 0) < 0) {
+                rc = -errno;
+                goto fail;
+            }
+            snprintf(sp->empty_path, sizeof sp->empty_path, "/proc/self/fd/%d", sp->empty_fd);
+        }
+    }
+    return 0;
+fail:
+    sandbox_prepared_free(sp);
+    return rc;
+}
+
+void sandbox_prepared_free(struct sandbox_prepared *sp)
+{
+    if (sp->ruleset_fd >= 0) close(sp->ruleset_fd);
+    if (sp->empty_fd >= 0) close(sp->empty_fd);
+    free(sp->hide_is_dir);
+    memset(sp, 0, sizeof *sp);
+    sp->ruleset_fd = -1;
+    sp->empty_fd = -1;
+}
+
+/* ---- the async-signal-safe part ------------------------------------------------- */
+
+static int write_file(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    size_t n = strlen(text);
+    int rc = write(fd, text, n) == (ssize_t)n ? 0 : -EPERM;
+    close(fd);
+    return rc;
+}
+
+static int set_ro(const char *path, bool ro)
+{
+    struct sb_mount_attr a = {0};
+    if (ro) a.attr_set = SB_MOUNT_ATTR_RDONLY;
+    else a.attr_clr = SB_MOUNT_ATTR_RDONLY;
+    return syscall(SYS_mount_setattr, AT_FDCWD, path, AT_RECURSIVE, &a, sizeof a) < 0 ? -errno : 0;
+}
+
+static int build_mounts(const struct sandbox_prepared *sp)
+{
+    int rc;
+    if (unshare(CLONE_NEWNS | (sp->userns ? CLONE_NEWUSER : 0)) < 0) return -errno;
+    if (sp->userns) {
+        if ((rc = write_file("/proc/self/setgroups", "deny")) < 0) return rc;
+        if ((rc = write_file("/proc/self/uid_map", sp->uid_map)) < 0) return rc;
+        if ((rc = write_file("/proc/self/gid_map", sp->gid_map)) < 0) return rc;
+    }
+    /* Nothing we do here may propagate back to the host's mount table. */
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) return -errno;
+    if ((rc = set_ro("/", true)) < 0) return rc;
+    for (size_t i = 0; i < sp->nrw; i++) {
+        if (mount(sp->rw[i], sp->rw[i], NULL, MS_BIND | MS_REC, NULL) < 0) {
+            if (errno == ENOENT) continue; /* nothing there to write to */
+            return -errno;
+        }
+        if ((rc = set_ro(sp->rw[i], false)) < 0) return rc;
+    }
+    for (size_t i = 0; i < sp->nro; i++) {
+        if (mount(sp->ro[i], sp->ro[i], NULL, MS_BIND | MS_REC, NULL) < 0) {
+            if (errno == ENOENT) continue;
+            return -errno;
+        }
+        if ((rc = set_ro(sp->ro[i], true)) < 0) return rc;
+    }
+    for (size_t i = 0; i < sp->nhide; i++) {
+        if (sp->hide_is_dir[i] == 2) continue;
+        if (sp->hide_is_dir[i] == 1) {
+            if (mount("tmpfs", sp->hide[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                      "mode=000,size=4k") < 0)
+                return -errno;
+        } else {
+            if (mount(sp->empty_path, sp->hide[i], NULL, MS_BIND, NULL) < 0) return -errno;
+            if ((rc = set_ro(sp->hide[i], true)) < 0) return rc;
+        }
+    }
+    return 0;
+}
+
+int sandbox_apply(const struct sandbox_prepared *sp)
+{
+    int rc;
+    if (sp->mountns && (rc = build_mounts(sp)) < 0) return rc;
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) return -errno;
+    if (sp->ruleset_fd >= 0 && syscall(SYS_landlock_restrict_self, sp->ruleset_fd, 0) < 0)
+        return -errno;
+    if (sp->seccomp && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &sp->prog, 0, 0) < 0)
+        return -errno;
+    return 0;
+}
