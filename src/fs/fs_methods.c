@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs/fs_sandboxed.h"
 #include "fs/fs_tree.h"
 #include "fs/fs_util.h"
 #include "fs/fs_walk.h"
@@ -30,6 +31,10 @@
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
 #include "rpc/rpc.h"
+#include "sandbox/enforce.h"
+#include "sandbox/helper.h"
+#include "sandbox/policy.h"
+#include "session/session.h"
 #include "transport/conn.h"
 #include "util/base64.h"
 #include "util/buf.h"
@@ -136,6 +141,9 @@ struct fs_work {
     int err;        /* errno to report, or 0 */
     int code;       /* validation error code when msg is set */
     char *msg;      /* validation error text */
+    /* sandboxed: run in the session's helper for this policy (sandbox/helper.h) */
+    char *sb_json;     /* owned: the sandbox object as compact JSON, or NULL */
+    char sb_owner[40]; /* the session id */
 };
 
 static void set_err(struct fs_work *fw, int e)
@@ -707,9 +715,8 @@ static void do_read_block(struct fs_work *fw)
 
 /* ---- plumbing ------------------------------------------------------------------- */
 
-static void work_cb(uv_work_t *w)
+static void run_op(struct fs_work *fw)
 {
-    struct fs_work *fw = w->data;
     switch (fw->op) {
     case OP_READ_FILE:
         do_read_file(fw);
@@ -754,6 +761,141 @@ static void work_cb(uv_work_t *w)
     }
 }
 
+/* ---- the sandbox helper's side and ours ---------------------------------------------- */
+
+/* The request frame: this header, then path, path2 and b64 bytes. Both ends are the
+ * same build, so the layout is native. */
+struct fs_wire_req {
+    uint32_t op;
+    uint8_t recursive, force, nofollow, follow_dir_links, prune_hidden, replace, pad[2];
+    uint64_t max_depth, max_dirs, max_entries;
+    uint64_t path_len, path2_len, b64_len;
+};
+
+/* The reply frame: this header, then msg_len bytes of message, out_len of result. */
+struct fs_wire_rep {
+    int32_t err, code;
+    uint64_t msg_len, out_len;
+};
+
+/* The operations a helper serves: path-based ones; handle I/O stays in the daemon
+ * on the fd fs/open passed back. */
+static bool op_served_by_helper(uint32_t op)
+{
+    return op <= OP_OPEN && op != OP_READ_BLOCK && op != OP_WRITE_BLOCK;
+}
+
+int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out)
+{
+    *fd_out = -1;
+    struct fs_wire_req h;
+    struct fs_work *fw = xcalloc(1, sizeof *fw);
+    fw->fd = -1;
+    buf_init(&fw->out);
+    int rc = -1;
+    const char *p = (const char *)req + sizeof h;
+    if (len < sizeof h) goto bad;
+    memcpy(&h, req, sizeof h);
+    if (h.path_len > len || h.path2_len > len || h.b64_len > len ||
+        h.path_len + h.path2_len + h.b64_len != len - sizeof h || !op_served_by_helper(h.op))
+        goto bad;
+    fw->op = (enum fs_op)h.op;
+    fw->recursive = h.recursive;
+    fw->force = h.force;
+    fw->nofollow = h.nofollow;
+    fw->follow_dir_links = h.follow_dir_links;
+    fw->prune_hidden = h.prune_hidden;
+    fw->replace = h.replace;
+    fw->max_depth = h.max_depth;
+    fw->max_dirs = h.max_dirs;
+    fw->max_entries = h.max_entries;
+    fw->path = xmemdup(p, h.path_len + 1);
+    fw->path[h.path_len] = 0;
+    fw->path_len = h.path_len;
+    p += h.path_len;
+    fw->path2 = xmemdup(p, h.path2_len + 1);
+    fw->path2[h.path2_len] = 0;
+    fw->path2_len = h.path2_len;
+    p += h.path2_len;
+    fw->b64 = xmemdup(p, h.b64_len + 1);
+    fw->b64[h.b64_len] = 0;
+    fw->b64_len = h.b64_len;
+    run_op(fw);
+    rc = 0;
+    goto out;
+bad:
+    set_msg(fw, RPC_INTERNAL_ERROR, "malformed sandbox helper request");
+out:;
+    struct fs_wire_rep r = {fw->err, fw->code, fw->msg ? strlen(fw->msg) : 0,
+                            failed(fw) ? 0 : fw->out.len};
+    buf_append(reply, &r, sizeof r);
+    if (fw->msg) buf_append(reply, fw->msg, r.msg_len);
+    if (r.out_len) buf_append(reply, fw->out.data, r.out_len);
+    if (!failed(fw) && fw->op == OP_OPEN) *fd_out = fw->fd;
+    else if (fw->fd >= 0) close(fw->fd);
+    free(fw->path);
+    free(fw->path2);
+    free(fw->b64);
+    free(fw->msg);
+    buf_free(&fw->out);
+    free(fw);
+    return rc;
+}
+
+/* Runs fw in the sandbox helper of its session and policy (on a pool thread). */
+static void run_sandboxed(struct fs_work *fw)
+{
+    struct fs_wire_req h = {
+        .op = fw->op, .recursive = fw->recursive, .force = fw->force, .nofollow = fw->nofollow,
+        .follow_dir_links = fw->follow_dir_links, .prune_hidden = fw->prune_hidden,
+        .replace = fw->replace, .max_depth = fw->max_depth, .max_dirs = fw->max_dirs,
+        .max_entries = fw->max_entries, .path_len = fw->path_len,
+        .path2_len = fw->path2 ? fw->path2_len : 0, .b64_len = fw->b64 ? fw->b64_len : 0};
+    struct buf rq, rp;
+    buf_init(&rq);
+    buf_init(&rp);
+    buf_reserve(&rq, sizeof h + h.path_len + h.path2_len + h.b64_len);
+    buf_append(&rq, &h, sizeof h);
+    buf_append(&rq, fw->path, h.path_len);
+    if (h.path2_len) buf_append(&rq, fw->path2, h.path2_len);
+    if (h.b64_len) buf_append(&rq, fw->b64, h.b64_len);
+    int fd = -1;
+    int rc = sandbox_helper_call(fw->sb_owner, fw->sb_json, rq.data, rq.len, &rp, &fd);
+    buf_free(&rq);
+    struct fs_wire_rep r;
+    if (rc == SB_CALL_UNENFORCEABLE) {
+        set_msg(fw, RPC_INVALID_REQUEST, "filesystem sandbox cannot be enforced on this executor");
+    } else if (rc == SB_CALL_CLOSED) {
+        set_msg(fw, RPC_INTERNAL_ERROR, "session closed");
+    } else if (rc < 0) {
+        set_msg(fw, RPC_INTERNAL_ERROR, "sandbox helper exited during the request");
+    } else if (rp.len < sizeof r || (memcpy(&r, rp.data, sizeof r), 0) ||
+               r.msg_len > rp.len - sizeof r || r.out_len != rp.len - sizeof r - r.msg_len) {
+        set_msg(fw, RPC_INTERNAL_ERROR, "malformed sandbox helper reply");
+    } else if (r.msg_len) {
+        set_msg(fw, r.code, "%.*s", (int)r.msg_len, rp.data + sizeof r);
+    } else if (r.err) {
+        set_err(fw, r.err);
+    } else {
+        buf_append(&fw->out, rp.data + sizeof r + r.msg_len, r.out_len);
+        if (fw->op == OP_OPEN && fd >= 0) {
+            fw->fd = fd;
+            fd = -1;
+        }
+    }
+    if (fd >= 0) close(fd);
+    if (fw->op == OP_OPEN && !failed(fw) && fw->fd < 0)
+        set_msg(fw, RPC_INTERNAL_ERROR, "sandbox helper returned no file");
+    buf_free(&rp);
+}
+
+static void work_cb(uv_work_t *w)
+{
+    struct fs_work *fw = w->data;
+    if (fw->sb_json) run_sandboxed(fw);
+    else run_op(fw);
+}
+
 static void fw_free(struct fs_work *fw)
 {
     free(fw->path);
@@ -761,6 +903,7 @@ static void fw_free(struct fs_work *fw)
     free(fw->b64);
     free(fw->data);
     free(fw->msg);
+    free(fw->sb_json);
     buf_free(&fw->out);
     free(fw);
 }
@@ -847,42 +990,17 @@ static struct fs_work *fw_new(struct rpc_req *req, enum fs_op op)
 
 /* ---- param helpers ------------------------------------------------------------- */
 
-enum sb_need { SB_NONE, SB_ENFORCE };
-
-/* Decodes the optional sandbox member (serde errors into d) and tells whether it
- * needs enforcement. */
-static enum sb_need decode_sandbox(struct pdec *d)
+/* The optional sandbox member (serde errors into d): borrowed, or NULL. */
+static json_t *decode_sandbox(struct pdec *d)
 {
-    json_t *sb = pdec_object(d, "sandbox", PDEC_OPTIONAL);
-    if (!sb || d->failed) return SB_NONE;
-    struct pdec s;
-    pdec_begin(&s, sb, "FileSystemSandboxContext");
-    json_t *perm = pdec_object(&s, "permissions", PDEC_REQUIRED);
-    static const char *const wl[] = {"disabled", "restricted-token", "elevated", "mxc", NULL};
-    pdec_enum(&s, "windowsSandboxLevel", PDEC_REQUIRED, wl, 0);
-    enum sb_need need = SB_ENFORCE;
-    if (!s.failed) {
-        struct pdec p;
-        pdec_begin(&p, perm, "PermissionProfile");
-        static const char *const types[] = {"managed", "disabled", "external", NULL};
-        int ty = pdec_enum(&p, "type", PDEC_REQUIRED, types, 0);
-        if (ty == 1 || ty == 2) {
-            need = SB_NONE;
-        } else if (ty == 0) {
-            json_t *fsp = pdec_object(&p, "file_system", PDEC_REQUIRED);
-            if (!p.failed) {
-                struct pdec f;
-                pdec_begin(&f, fsp, "FileSystemPermissions");
-                static const char *const ft[] = {"restricted", "unrestricted", NULL};
-                int k = pdec_enum(&f, "type", PDEC_REQUIRED, ft, 0);
-                if (k == 1) need = SB_NONE;
-                if (f.failed) pdec_fail(&p, "%s", f.err);
-            }
-        }
-        if (p.failed) pdec_fail(&s, "%s", p.err);
-    }
-    if (s.failed) pdec_fail(d, "%s", s.err);
-    return need;
+    return pdec_object(d, "sandbox", PDEC_OPTIONAL);
+}
+
+/* Hands fw to the session's sandbox helper for this policy. */
+static void fw_sandbox(struct fs_work *fw, json_t *sb)
+{
+    fw->sb_json = json_dumps(sb, JSON_COMPACT | JSON_SORT_KEYS);
+    snprintf(fw->sb_owner, sizeof fw->sb_owner, "%s", fw->req->session->id);
 }
 
 /* Converts a URI param to a native path, replying on failure. */
@@ -896,20 +1014,30 @@ static bool to_path(struct rpc_req *req, const char *uri, size_t len, char **out
     return true;
 }
 
-/* Common tail of params checking: decode errors, the gate, the sandbox. */
-static bool check_common(struct rpc_req *req, struct pdec *d, enum sb_need sb)
+/* Common tail of params checking: decode errors, the sandbox, the gate. Returns -1
+ * when it replied, 1 when the operation (reading and/or writing) needs the sandbox
+ * (PROTOCOL.md 10.3: full-disk access for it runs directly), else 0. */
+static int check_common(struct rpc_req *req, struct pdec *d, json_t *sb, bool reads, bool writes)
 {
     if (d->failed) {
         rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d->err);
-        return false;
+        return -1;
     }
-    if (!rpc_check_ready(req)) return false;
-    if (sb == SB_ENFORCE) {
+    struct sandbox_policy pol;
+    struct sandbox_error se;
+    if (sandbox_policy_parse(sb, NULL, &pol, &se) < 0) {
+        rpc_reply_error(req, se.code, "%s", se.message);
+        return -1;
+    }
+    bool need = sandbox_policy_needs_fs(&pol, reads, writes);
+    sandbox_policy_free(&pol);
+    if (!rpc_check_ready(req)) return -1;
+    if (need && sandbox_landlock_abi() < 1) {
         rpc_reply_error(req, RPC_INVALID_REQUEST,
                         "filesystem sandbox cannot be enforced on this executor");
-        return false;
+        return -1;
     }
-    return true;
+    return need;
 }
 
 /* Handlers for the simple one-path methods. */
@@ -923,13 +1051,16 @@ static void simple_path_method(struct rpc_req *req, enum fs_op op, const char *s
     bool recursive = has_recursive ? pdec_bool(&d, "recursive", PDEC_OPTIONAL, true) : false;
     bool force = has_force ? pdec_bool(&d, "force", PDEC_OPTIONAL, true) : false;
     bool follow = has_follow ? pdec_bool(&d, "followSymlinks", PDEC_OPTIONAL, true) : true;
-    enum sb_need sb = decode_sandbox(&d);
-    if (!check_common(req, &d, sb)) return;
+    json_t *sbj = decode_sandbox(&d);
+    bool writes = op == OP_CREATE_DIR || op == OP_REMOVE;
+    int sb = check_common(req, &d, sbj, !writes, writes);
+    if (sb < 0) return;
     struct fs_work *fw = fw_new(req, op);
     if (!to_path(req, uri, ulen, &fw->path, &fw->path_len)) {
         fw_free(fw);
         return;
     }
+    if (sb) fw_sandbox(fw, sbj);
     fw->recursive = recursive;
     fw->force = force;
     fw->nofollow = !follow;
@@ -974,13 +1105,15 @@ static void handle_write_file(struct rpc_req *req)
     const char *uri = pdec_string_len(&d, "path", PDEC_REQUIRED, &ulen);
     const char *b64 = pdec_string_len(&d, "dataBase64", PDEC_REQUIRED, &blen);
     bool follow = pdec_bool(&d, "followSymlinks", PDEC_OPTIONAL, true);
-    enum sb_need sb = decode_sandbox(&d);
-    if (!check_common(req, &d, sb)) return;
+    json_t *sbj = decode_sandbox(&d);
+    int sb = check_common(req, &d, sbj, false, true);
+    if (sb < 0) return;
     struct fs_work *fw = fw_new(req, OP_WRITE_FILE);
     if (!to_path(req, uri, ulen, &fw->path, &fw->path_len)) {
         fw_free(fw);
         return;
     }
+    if (sb) fw_sandbox(fw, sbj);
     fw->nofollow = !follow;
     fw->b64 = xmemdup(b64, blen + 1);
     fw->b64_len = blen;
@@ -995,14 +1128,16 @@ static void handle_copy(struct rpc_req *req)
     const char *src = pdec_string_len(&d, "sourcePath", PDEC_REQUIRED, &l1);
     const char *dst = pdec_string_len(&d, "destinationPath", PDEC_REQUIRED, &l2);
     bool recursive = pdec_bool(&d, "recursive", PDEC_REQUIRED, false);
-    enum sb_need sb = decode_sandbox(&d);
-    if (!check_common(req, &d, sb)) return;
+    json_t *sbj = decode_sandbox(&d);
+    int sb = check_common(req, &d, sbj, true, true);
+    if (sb < 0) return;
     struct fs_work *fw = fw_new(req, OP_COPY);
     if (!to_path(req, src, l1, &fw->path, &fw->path_len) ||
         !to_path(req, dst, l2, &fw->path2, &fw->path2_len)) {
         fw_free(fw);
         return;
     }
+    if (sb) fw_sandbox(fw, sbj);
     fw->recursive = recursive;
     submit(fw);
 }
@@ -1026,8 +1161,9 @@ static void handle_walk(struct rpc_req *req)
         prune = pdec_bool(&o, "pruneHiddenDirectories", PDEC_OPTIONAL, false);
         if (o.failed) pdec_fail(&d, "%s", o.err);
     }
-    enum sb_need sb = decode_sandbox(&d);
-    if (!check_common(req, &d, sb)) return;
+    json_t *sbj = decode_sandbox(&d);
+    int sb = check_common(req, &d, sbj, true, false);
+    if (sb < 0) return;
     if (dirs == 0 || entries == 0)
         return rpc_reply_error(req, RPC_INVALID_REQUEST,
                                "filesystem walk limits must be greater than zero");
@@ -1041,6 +1177,7 @@ static void handle_walk(struct rpc_req *req)
         fw_free(fw);
         return;
     }
+    if (sb) fw_sandbox(fw, sbj);
     fw->max_depth = depth;
     fw->max_dirs = dirs;
     fw->max_entries = entries;
@@ -1068,8 +1205,9 @@ static void handle_open(struct rpc_req *req)
     const char *uri = pdec_string_len(&d, "path", PDEC_REQUIRED, &ulen);
     static const char *const modes[] = {"read", "replace", NULL};
     int mode = pdec_enum(&d, "mode", PDEC_OPTIONAL, modes, 0);
-    enum sb_need sb = decode_sandbox(&d);
-    if (!check_common(req, &d, sb)) return;
+    json_t *sbj = decode_sandbox(&d);
+    int sb = check_common(req, &d, sbj, mode != 1, mode == 1);
+    if (sb < 0) return;
     if (!check_handle_id(req, hlen)) return;
     struct fs_table *t = table_get(req->conn, false);
     if (table_find(t, hid, hlen) >= 0)
@@ -1083,6 +1221,7 @@ static void handle_open(struct rpc_req *req)
         fw_free(fw);
         return;
     }
+    if (sb) fw_sandbox(fw, sbj);
     memcpy(fw->hid, hid, hlen);
     fw->hid_len = hlen;
     fw->replace = mode == 1;

@@ -13,6 +13,7 @@
 #include "process/process.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
+#include "sandbox/helper.h"
 #include "transport/conn_internal.h"
 #include "util/mem.h"
 
@@ -59,6 +60,7 @@ static void session_destroy(struct session *s)
     if (s->conn) s->conn->session = NULL;
     s->conn = NULL;
     proc_table_destroy(s->procs);
+    sandbox_helper_release_owner(s->id); /* its warm sandbox helpers die with it */
     s->ttl.data = s;
     uv_close((uv_handle_t *)&s->ttl, session_free_cb);
 }

@@ -1,0 +1,19 @@
+/* fs_sandboxed: the entry point the sandbox helper uses to run fs operations.
+ *
+ * fs_methods.c encodes a validated fs request as a frame; the helper decodes it
+ * and runs the very same operation code the daemon runs on its thread pool, then
+ * returns the result JSON text or the error as a reply frame. */
+#ifndef EXEC_FS_FS_SANDBOXED_H
+#define EXEC_FS_FS_SANDBOXED_H
+
+#include <stddef.h>
+
+#include "util/buf.h"
+
+/* Serves one request frame: appends the reply frame to *reply and sets *fd_out to
+ * an fd to pass back (fs/open) or -1. Only the operations of a fixed table are
+ * accepted; anything else gets an error reply. Returns 0, or -1 for a malformed
+ * frame (the reply then says so). */
+int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out);
+
+#endif
