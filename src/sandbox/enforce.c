@@ -145,7 +145,6 @@ int sandbox_prepare(const struct sandbox_policy *pol, struct sandbox_prepared *s
 {
     memset(sp, 0, sizeof *sp);
     sp->ruleset_fd = -1;
-    sp->empty_fd = -1;
     int rc = 0;
     int abi = sandbox_landlock_abi();
     if (pol->enforce_fs && abi < 1) return -EOPNOTSUPP;
@@ -197,15 +196,7 @@ int sandbox_prepare(const struct sandbox_policy *pol, struct sandbox_prepared *s
         struct stat st;
         if (stat(sp->hide[i], &st) < 0) sp->hide_is_dir[i] = 2;
         else if (S_ISDIR(st.st_mode)) sp->hide_is_dir[i] = 1;
-        else if (sp->empty_fd < 0) {
-            /* An empty, mode 000 file to bind over denied files. */
-            sp->empty_fd = memfd_create("sandbox-empty", MFD_CLOEXEC);
-            if (sp->empty_fd < 0 || fchmod(sp->empty_fd, 0) < 0) {
-                rc = -errno;
-                goto fail;
-            }
-            snprintf(sp->empty_path, sizeof sp->empty_path, "/proc/self/fd/%d", sp->empty_fd);
-        }
+        else sp->hide_files = true;
     }
     return 0;
 fail:
@@ -216,11 +207,9 @@ fail:
 void sandbox_prepared_free(struct sandbox_prepared *sp)
 {
     if (sp->ruleset_fd >= 0) close(sp->ruleset_fd);
-    if (sp->empty_fd >= 0) close(sp->empty_fd);
     free(sp->hide_is_dir);
     memset(sp, 0, sizeof *sp);
     sp->ruleset_fd = -1;
-    sp->empty_fd = -1;
 }
 
 /* ---- the async-signal-safe part ------------------------------------------------- */
@@ -242,6 +231,8 @@ static int set_ro(const char *path, bool ro)
     else a.attr_clr = SB_MOUNT_ATTR_RDONLY;
     return syscall(SYS_mount_setattr, AT_FDCWD, path, AT_RECURSIVE, &a, sizeof a) < 0 ? -errno : 0;
 }
+
+#define SB_EMPTY "/proc/.sandbox-empty"
 
 static int build_mounts(const struct sandbox_prepared *sp)
 {
@@ -269,16 +260,27 @@ static int build_mounts(const struct sandbox_prepared *sp)
         }
         if ((rc = set_ro(sp->ro[i], true)) < 0) return rc;
     }
-    for (size_t i = 0; i < sp->nhide; i++) {
-        if (sp->hide_is_dir[i] == 2) continue;
-        if (sp->hide_is_dir[i] == 1) {
-            if (mount("tmpfs", sp->hide[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                      "mode=000,size=4k") < 0)
-                return -errno;
-        } else {
-            if (mount(sp->empty_path, sp->hide[i], NULL, MS_BIND, NULL) < 0) return -errno;
+    /* Denied files are covered by an empty mode-000 file. It must live on a mount
+     * that can be bound (a memfd's cannot), so a tmpfs is put over /proc for the time
+     * it takes to create and bind it, then detached; the binds keep it alive. */
+    if (sp->hide_files) {
+        if (mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=000,size=4k") < 0)
+            return -errno;
+        int fd = open(SB_EMPTY, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0);
+        if (fd < 0) return -errno;
+        close(fd);
+        for (size_t i = 0; i < sp->nhide; i++) {
+            if (sp->hide_is_dir[i] != 0) continue;
+            if (mount(SB_EMPTY, sp->hide[i], NULL, MS_BIND, NULL) < 0) return -errno;
             if ((rc = set_ro(sp->hide[i], true)) < 0) return rc;
         }
+        if (umount2("/proc", MNT_DETACH) < 0) return -errno;
+    }
+    for (size_t i = 0; i < sp->nhide; i++) {
+        if (sp->hide_is_dir[i] != 1) continue;
+        if (mount("tmpfs", sp->hide[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "mode=000,size=4k") < 0)
+            return -errno;
     }
     return 0;
 }

@@ -12,8 +12,7 @@
  *    AF_UNIX fail with EACCES when the network is restricted.
  *
  * sandbox_prepare does everything that allocates or may fail softly (opening the
- * ruleset, building the BPF program, the memfd used to cover denied files), in the
- * parent; sandbox_apply makes only raw system calls on prepared memory, so it is
+ * ruleset, building the BPF program, classifying denied paths), in the parent; sandbox_apply makes only raw system calls on prepared memory, so it is
  * safe between vfork and execve. */
 #ifndef EXEC_SANDBOX_ENFORCE_H
 #define EXEC_SANDBOX_ENFORCE_H
@@ -36,8 +35,7 @@ struct sandbox_prepared {
     const char *const *hide;
     size_t nhide;
     unsigned char *hide_is_dir; /* owned; per hide entry: dir (1), file (0), missing (2) */
-    int empty_fd;            /* memfd bound over denied files, or -1 */
-    char empty_path[40];     /* /proc/self/fd/<empty_fd> */
+    bool hide_files;         /* some denied path is a file (needs the staging tmpfs) */
     int ruleset_fd;          /* Landlock ruleset, or -1 */
     bool seccomp;
     struct sock_filter filter[SB_BPF_MAX];

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/log.h"
 #include "util/mem.h"
 
 #define HELPERS_PER_OWNER 8
@@ -241,6 +242,9 @@ static struct sb_helper *helper_start(const char *owner, const char *policy, int
     *rc = sb_frame_send(h->fd, policy, strlen(policy), -1);
     if (!*rc) *rc = sb_frame_recv(h->fd, &ans, NULL);
     bool ok = !*rc && ans.len == 2 && memcmp(ans.data, "ok", 2) == 0;
+    if (!ok)
+        log_warn("sandbox helper refused the policy: %.*s", (int)(ans.len > 200 ? 200 : ans.len),
+                 ans.len ? ans.data : "(no answer)");
     buf_free(&ans);
     if (!ok) {
         helper_destroy(h);

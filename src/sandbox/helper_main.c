@@ -58,8 +58,15 @@ int main(int argc, char **argv)
     json_decref(j);
     if (rc < 0) return refuse(serr.message);
     struct sandbox_prepared prep;
-    if (sandbox_prepare(&pol, &prep) < 0) return refuse("cannot prepare");
-    if (sandbox_apply(&prep) < 0) return refuse("cannot apply");
+    char why[128];
+    if ((rc = sandbox_prepare(&pol, &prep)) < 0) {
+        snprintf(why, sizeof why, "cannot prepare the sandbox: %s", strerror(-rc));
+        return refuse(why);
+    }
+    if ((rc = sandbox_apply(&prep)) < 0) {
+        snprintf(why, sizeof why, "cannot apply the sandbox: %s", strerror(-rc));
+        return refuse(why);
+    }
     sandbox_prepared_free(&prep);
     if (chdir("/") < 0) return refuse("chdir");
     if (sb_frame_send(SOCK_FD, "ok", 2, -1) < 0) return 1;

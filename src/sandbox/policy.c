@@ -25,7 +25,10 @@
 #include "util/mem.h"
 
 #define GLOB_DEFAULT_DEPTH 8
-#define GLOB_MAX_VISITS 20000
+#define GLOB_MAX_VISITS 10000
+/* Resolved entries per policy: classification is quadratic, and thousands of
+ * mounts would be no sandbox anyone meant; more fails closed. */
+#define MAX_ENTRIES 512
 
 enum sb_access { ACC_READ = 1, ACC_WRITE = 2, ACC_DENY = 3 };
 
@@ -201,6 +204,11 @@ static int glob_walk(struct glob_scan *g, const char *base, const char *rel, int
             break;
         }
         char *r = *rel ? join(rel, de->d_name) : xstrdup(de->d_name);
+        if (glob_match(g->pattern, r) && g->out->n >= MAX_ENTRIES) {
+            free(r);
+            rc = -1;
+            break;
+        }
         if (glob_match(g->pattern, r)) {
             char *full = join(base, r);
             entries_add(g->out, full, g->access, false);
@@ -486,6 +494,11 @@ int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandb
     } else if (fallback_cwd) {
         cx.cwd = xstrdup(fallback_cwd);
     }
+    if (json_array_size(roots) + json_array_size(tmps) > MAX_ENTRIES) {
+        err->code = RPC_INVALID_REQUEST;
+        snprintf(err->message, sizeof err->message, "sandbox has too many entries to enforce");
+        goto fail;
+    }
     json_array_foreach(roots, i, v)
     {
         char *r = uri_path(json_string_value(v), err);
@@ -537,6 +550,12 @@ int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandb
                         goto fail;
                     }
                     if (f.failed) break;
+                    if (es.n > MAX_ENTRIES) {
+                        err->code = RPC_INVALID_REQUEST;
+                        snprintf(err->message, sizeof err->message,
+                                 "sandbox has too many entries to enforce");
+                        goto fail;
+                    }
                 }
             }
             if (f.failed) pdec_fail(&p, "%s", f.err);

@@ -1,0 +1,369 @@
+#!/usr/bin/env python3
+"""The sandbox (PROTOCOL.md §10), enforced by the kernel: the denial matrix through fs
+requests and through a sandboxed shell, reads, the network, sandboxDenied, tty, and a
+sandbox helper killed in the middle of a request. Skips (77) without Landlock."""
+import ctypes
+import os
+import re
+import shutil
+import signal
+import socket
+import stat
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import *  # noqa
+
+FAMILY = re.compile(r"read-only file system|no such file or directory|permission denied|"
+                    r"operation not permitted|is not permitted", re.I)
+
+
+def landlock_abi():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return max(0, libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1)))
+
+
+def uri(p):
+    return "file://" + p
+
+
+def entry(kind=None, path=None, access="read"):
+    if kind:
+        return {"path": {"type": "special", "value": {"kind": kind}}, "access": access}
+    return {"path": {"type": "path", "path": uri(path)}, "access": access}
+
+
+def policy(entries, cwd=None, roots=None, network="restricted"):
+    sb = {"permissions": {"type": "managed",
+                          "file_system": {"type": "restricted", "entries": entries},
+                          "network": network},
+          "windowsSandboxLevel": "disabled"}
+    if cwd:
+        sb["cwd"] = uri(cwd)
+    if roots:
+        sb["workspaceRoots"] = [uri(r) for r in roots]
+    return sb
+
+
+class Tree:
+    """d/ws (the writable workspace, with .git/cfg), d/out (readable only)."""
+
+    def __init__(self):
+        self.d = tempfile.mkdtemp(prefix="sbx-")
+        self.ws = self.d + "/ws"
+        self.out = self.d + "/out"
+        self.git = self.ws + "/.git"
+        for t in (self.out, self.git, self.ws + "/work"):
+            os.makedirs(t)
+            self.populate(t)
+        self.sb = policy([entry("root"), entry("project_roots", access="write")],
+                         cwd=self.ws, roots=[self.ws])
+
+    @staticmethod
+    def populate(t):
+        with open(t + "/f", "w") as fh:
+            fh.write("orig")
+        os.chmod(t + "/f", 0o644)
+        os.makedirs(t + "/emptydir")
+
+    def unchanged(self, t):
+        assert open(t + "/f").read() == "orig", t
+        assert stat.S_IMODE(os.stat(t + "/f").st_mode) == 0o644, t
+        assert os.path.isdir(t + "/emptydir"), t
+        extra = set(os.listdir(t)) - {"f", "emptydir"}
+        assert not extra, (t, extra)
+
+    def cleanup(self):
+        shutil.rmtree(self.d, ignore_errors=True)
+
+
+def expect_denied(s, method, params):
+    code, msg = s.error(method, params)
+    assert FAMILY.search(msg), (method, params, code, msg)
+    return code, msg
+
+
+def test_fs_denial_matrix(srv):
+    t = Tree()
+    s = srv.session()
+    sb = t.sb
+    for target in (t.out, t.git):
+        expect_denied(s, "fs/writeFile", {"path": uri(target + "/f"), "dataBase64": b64("x"),
+                                          "sandbox": sb})
+        expect_denied(s, "fs/writeFile", {"path": uri(target + "/new"), "dataBase64": b64("x"),
+                                          "sandbox": sb})
+        expect_denied(s, "fs/open", {"handleId": "h", "path": uri(target + "/f"),
+                                     "mode": "replace", "sandbox": sb})
+        expect_denied(s, "fs/copy", {"sourcePath": uri(t.ws + "/work/f"),
+                                     "destinationPath": uri(target + "/copied"),
+                                     "recursive": False, "sandbox": sb})
+        expect_denied(s, "fs/remove", {"path": uri(target + "/f"), "sandbox": sb})
+        expect_denied(s, "fs/createDirectory", {"path": uri(target + "/newdir"), "sandbox": sb})
+        expect_denied(s, "fs/remove", {"path": uri(target + "/emptydir"), "recursive": True,
+                                       "sandbox": sb})
+        t.unchanged(target)
+        # reads are allowed everywhere under root:read
+        r = s.call("fs/readFile", {"path": uri(target + "/f"), "sandbox": sb})
+        assert unb64(r["dataBase64"]) == b"orig"
+    # the same operations inside the writable root succeed
+    w = t.ws + "/work"
+    s.call("fs/writeFile", {"path": uri(w + "/f"), "dataBase64": b64("new"), "sandbox": sb})
+    s.call("fs/writeFile", {"path": uri(w + "/created"), "dataBase64": b64("c"), "sandbox": sb})
+    s.call("fs/open", {"handleId": "h", "path": uri(w + "/trunc"), "mode": "replace",
+                       "sandbox": sb})
+    s.call("fs/writeBlock", {"handleId": "h", "offset": 0, "chunk": b64("blk")})
+    s.call("fs/close", {"handleId": "h"})
+    s.call("fs/copy", {"sourcePath": uri(t.out + "/f"), "destinationPath": uri(w + "/copied"),
+                       "recursive": False, "sandbox": sb})
+    s.call("fs/createDirectory", {"path": uri(w + "/newdir"), "sandbox": sb})
+    s.call("fs/remove", {"path": uri(w + "/emptydir"), "recursive": True, "sandbox": sb})
+    s.call("fs/remove", {"path": uri(w + "/created"), "sandbox": sb})
+    assert open(w + "/f").read() == "new"
+    assert open(w + "/trunc").read() == "blk"
+    assert open(w + "/copied").read() == "orig"
+    assert os.path.isdir(w + "/newdir") and not os.path.exists(w + "/emptydir")
+    assert not os.path.exists(w + "/created")
+    # fs/open for reading under an enforced policy hands back a working fd
+    ro = policy([entry(path=t.out)])
+    s.call("fs/open", {"handleId": "r", "path": uri(t.out + "/f"), "sandbox": ro})
+    blk = s.call("fs/readBlock", {"handleId": "r", "offset": 0, "len": 100})
+    assert unb64(blk["chunk"]) == b"orig", blk
+    s.call("fs/close", {"handleId": "r"})
+    s.close()
+    t.cleanup()
+
+
+def test_fs_reads(srv):
+    t = Tree()
+    s = srv.session()
+    with open(t.ws + "/secret.env", "w") as fh:
+        fh.write("k=v")
+    os.makedirs(t.ws + "/hidden")
+    with open(t.ws + "/hidden/k", "w") as fh:
+        fh.write("k")
+    # only the workspace is readable
+    ro = policy([entry("project_roots")], cwd=t.ws, roots=[t.ws])
+    assert unb64(s.call("fs/readFile", {"path": uri(t.ws + "/work/f"),
+                                        "sandbox": ro})["dataBase64"]) == b"orig"
+    expect_denied(s, "fs/readFile", {"path": uri(t.out + "/f"), "sandbox": ro})
+    expect_denied(s, "fs/readDirectory", {"path": uri(t.out), "sandbox": ro})
+    expect_denied(s, "fs/writeFile", {"path": uri(t.ws + "/work/f"), "dataBase64": b64("x"),
+                                      "sandbox": ro})
+    assert open(t.ws + "/work/f").read() == "orig"
+    # none entries (a path and a glob) under a readable root
+    deny = policy([entry("root"), entry(path=t.ws + "/hidden", access="none"),
+                   {"path": {"type": "glob_pattern", "pattern": "**/*.env"}, "access": "none"}],
+                  cwd=t.ws)
+    code, msg = s.error("fs/readFile", {"path": uri(t.ws + "/hidden/k"), "sandbox": deny})
+    assert FAMILY.search(msg), msg
+    r = s.call("fs/readFile", {"path": uri(t.ws + "/secret.env"), "sandbox": deny})
+    assert unb64(r["dataBase64"]) == b"", r  # covered by an empty file: the content never leaves
+    assert unb64(s.call("fs/readFile", {"path": uri(t.out + "/f"),
+                                        "sandbox": deny})["dataBase64"]) == b"orig"
+    # a dynamic profile without cwd is refused
+    assert s.error("fs/readFile", {"path": uri(t.out + "/f"), "sandbox": policy(
+        [entry("project_roots")], roots=[t.ws])}) == (
+        -32602, "file system sandbox context with dynamic permissions requires cwd")
+    s.close()
+    t.cleanup()
+
+
+SHELL_OPS = [
+    ("write", "echo new > {t}/f"),
+    ("create", "echo new > {t}/created"),
+    ("truncate", "truncate -s 0 {t}/f"),
+    ("rename within", "mv {t}/f {t}/renamed"),
+    ("rename into", "mv {ws}/work/mvsrc {t}/moved"),
+    ("rename out of", "mv {t}/f {ws}/work/moved_out"),
+    ("unlink", "rm -f {t}/f"),
+    ("mkdir", "mkdir {t}/newdir"),
+    ("rmdir", "rmdir {t}/emptydir"),
+    ("symlink", "ln -s f {t}/sym"),
+    ("hard link", "ln {t}/f {t}/hard"),
+    ("chmod", "chmod 600 {t}/f"),
+]
+
+
+def run_ops(s, pid, t, target, sandbox, tty=False):
+    script = "exec 2>&1\n" + "".join("echo '@@{}'; {} 2>&1; echo \"@@rc=$?\"\n".format(
+        name, cmd.format(t=target, ws=t.ws)) for name, cmd in SHELL_OPS)
+    r = s.start(pid, ["/bin/sh", "-c", script], cwd=uri(t.ws), sandbox=sandbox, tty=tty)
+    assert r["sandboxType"] == "linuxSeccomp", r
+    out = s.collect_until_closed(pid)
+    text = (out["stdout"] + out["stderr"] + out["pty"]).decode(errors="replace")
+    results = {}
+    for block in text.split("@@")[1:]:
+        if block.startswith("rc="):
+            results[last] = (int(block[3:].split()[0]), results[last][1])
+        else:
+            last = block.splitlines()[0].strip()
+            results[last] = (None, block)
+    return results
+
+
+def test_process_denial_matrix(srv):
+    t = Tree()
+    s = srv.session()
+    for i, target in enumerate((t.out, t.git)):
+        with open(t.ws + "/work/mvsrc", "w") as fh:
+            fh.write("m")
+        res = run_ops(s, "deny-%d" % i, t, target, t.sb)
+        for name, _ in SHELL_OPS:
+            rc, text = res[name]
+            assert rc != 0, (target, name, text)
+            assert FAMILY.search(text), (target, name, text)
+        t.unchanged(target)
+        assert os.path.exists(t.ws + "/work/mvsrc")
+        if os.path.exists(t.ws + "/work/moved_out"):  # mv copies across mounts, then fails
+            os.unlink(t.ws + "/work/moved_out")
+    # inside the writable root every operation succeeds (fresh tree per op sequence)
+    target = t.ws + "/work"
+    with open(t.ws + "/work/mvsrc", "w") as fh:
+        fh.write("m")
+    script = ("echo new > {t}/f && echo new > {t}/created && truncate -s 0 {t}/created && "
+              "mv {t}/created {t}/renamed && mkdir {t}/newdir && rmdir {t}/emptydir && "
+              "ln -s f {t}/sym && ln {t}/f {t}/hard && chmod 600 {t}/f && rm {t}/hard && "
+              "echo ok").format(t=target)
+    s.start("allow", ["/bin/sh", "-c", script], cwd=uri(t.ws), sandbox=t.sb)
+    out = s.collect_until_closed("allow")
+    assert out["exit_code"] == 0 and out["stdout"] == b"ok\n", out
+    assert open(target + "/f").read() == "new\n"
+    assert stat.S_IMODE(os.stat(target + "/f").st_mode) == 0o600
+    assert os.path.islink(target + "/sym") and os.path.exists(target + "/renamed")
+    assert os.path.isdir(target + "/newdir") and not os.path.exists(target + "/emptydir")
+    s.close()
+    t.cleanup()
+
+
+def test_process_tty_and_reads(srv):
+    t = Tree()
+    s = srv.session()
+    s.start("tty", ["/bin/sh", "-c", "cat {0}/f; echo; echo x > {0}/f".format(t.out)],
+            cwd=uri(t.ws), sandbox=t.sb, tty=True)
+    out = s.collect_until_closed("tty")
+    assert b"orig" in out["pty"] and b"Read-only file system" in out["pty"], out
+    assert open(t.out + "/f").read() == "orig"
+    # a read-only profile over the system dirs and the workspace: /tmp/out is unreadable
+    ro = policy([entry("minimal"), entry("project_roots")], cwd=t.ws, roots=[t.ws])
+    s.start("ro", ["/bin/sh", "-c", "cat work/f; echo; cat {}/f".format(t.out)],
+            cwd=uri(t.ws), sandbox=ro)
+    out = s.collect_until_closed("ro")
+    assert out["stdout"].startswith(b"orig\n"), out
+    assert out["exit_code"] != 0 and FAMILY.search(out["stderr"].decode()), out
+    s.close()
+    t.cleanup()
+
+
+def test_network(srv):
+    t = Tree()
+    s = srv.session()
+    lst = socket.socket()
+    lst.bind(("127.0.0.1", 0))
+    lst.listen(8)
+    port = lst.getsockname()[1]
+    code = ("import socket\n"
+            "a, b = socket.socketpair(); a.send(b'u'); assert b.recv(1) == b'u'\n"
+            "print('unix ok', flush=True)\n"
+            "c = socket.create_connection(('127.0.0.1', %d), timeout=5)\n"
+            "print('tcp ok')\n" % port)
+    s.start("net", ["python3", "-c", code], cwd=uri(t.ws), sandbox=t.sb)
+    out = s.collect_until_closed("net")
+    assert out["stdout"] == b"unix ok\n", out
+    assert out["exit_code"] != 0 and b"Permission denied" in out["stderr"], out
+    bash = "exec 3<>/dev/tcp/127.0.0.1/%d && echo connected" % port
+    s.start("bash", ["/bin/bash", "-c", bash], cwd=uri(t.ws), sandbox=t.sb)
+    out = s.collect_until_closed("bash")
+    assert b"connected" not in out["stdout"] and out["exit_code"] != 0, out
+    # the same with the network enabled connects (the test can fail)
+    on = policy([entry("root"), entry("project_roots", access="write")], cwd=t.ws,
+                roots=[t.ws], network="enabled")
+    s.start("net-on", ["python3", "-c", code], cwd=uri(t.ws), sandbox=on)
+    out = s.collect_until_closed("net-on")
+    assert out["stdout"] == b"unix ok\ntcp ok\n", out
+    lst.close()
+    s.close()
+    t.cleanup()
+
+
+def exited_note(s, pid):
+    return next(n for n in s.notes[pid] if n["method"] == "process/exited")
+
+
+def test_sandbox_denied(srv):
+    t = Tree()
+    s = srv.session()
+    cases = [
+        ("deny-exit1", "echo x > %s/f; exit 1" % t.out, t.sb, True),
+        ("deny-exit0", "echo x > %s/f; exit 0" % t.out, t.sb, False),
+        ("quiet-exit1", "exit 1", t.sb, False),
+        ("exit2", "(echo x > %s/f) 2>/dev/null; exit 2" % t.out, t.sb, False),
+        ("unsandboxed", "echo 'permission denied'; exit 1", None, False),
+    ]
+    for pid, script, sb, want in cases:
+        r = s.start(pid, ["/bin/sh", "-c", script], cwd=uri(t.ws), sandbox=sb)
+        assert r["sandboxType"] == ("linuxSeccomp" if sb else "none"), r
+        s.collect_until_closed(pid)
+        assert exited_note(s, pid)["sandboxDenied"] is want, (pid, s.notes[pid])
+        assert s.read(pid)["sandboxDenied"] is want, pid
+    # a sandbox that needs no enforcement is reported as none
+    r = s.start("dis", ["/bin/true"], sandbox={"permissions": {"type": "disabled"},
+                                                "windowsSandboxLevel": "disabled"})
+    assert r["sandboxType"] == "none", r
+    s.collect_until_closed("dis")
+    s.close()
+    t.cleanup()
+
+
+def helper_pids(srv):
+    pids = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            st = open("/proc/%s/stat" % p).read()
+        except OSError:
+            continue
+        comm = st[st.index("(") + 1:st.rindex(")")]
+        ppid = int(st[st.rindex(")") + 2:].split()[1])
+        if ppid == srv.pid and comm.startswith("exec-sandbox"):
+            pids.append(int(p))
+    return pids
+
+
+@ours_only
+def test_helper_killed_mid_request(srv):
+    t = Tree()
+    s = srv.session()
+    p = {"path": uri(t.ws + "/work/a"), "dataBase64": b64("1"), "sandbox": t.sb}
+    before = set(helper_pids(srv))  # helpers of earlier tests' (detached) sessions
+    s.call("fs/writeFile", p)
+    pids = sorted(set(helper_pids(srv)) - before)
+    assert len(pids) == 1, pids
+    s.call("fs/writeFile", p)  # warm: the same helper serves the next request
+    assert sorted(set(helper_pids(srv)) - before) == pids
+    # Stop the helper so the next request is certainly in flight, then kill it.
+    os.kill(pids[0], signal.SIGSTOP)
+    rid = s.send_request("fs/writeFile", dict(p, dataBase64=b64("2")))
+    time.sleep(0.5)
+    os.kill(pids[0], signal.SIGKILL)
+    resp = s.wait_response(rid)
+    assert resp["error"]["code"] == -32603, resp
+    assert "sandbox helper" in resp["error"]["message"], resp
+    # the next request gets a fresh helper and works
+    s.call("fs/writeFile", dict(p, dataBase64=b64("3")))
+    assert open(t.ws + "/work/a").read() == "3"
+    new = sorted(set(helper_pids(srv)) - before)
+    assert len(new) == 1 and new != pids, (pids, new)
+    s.close()
+    t.cleanup()
+
+
+if __name__ == "__main__":
+    if not IS_REF and landlock_abi() < 1:
+        print("SKIP: Landlock is not available on this kernel")
+        sys.exit(SKIP)
+    run_tests(globals(), per_test_timeout=120)
