@@ -55,6 +55,7 @@
 #define LL_FS_IOCTL_DEV (1ULL << 15) /* ABI 5 */
 #define LL_NET_BIND_TCP (1ULL << 0)  /* ABI 4 */
 #define LL_NET_CONNECT_TCP (1ULL << 1)
+#define LL_SCOPE_SIGNAL (1ULL << 1)  /* ABI 6 */
 
 #define LL_FS_READ (LL_FS_EXECUTE | LL_FS_READ_FILE | LL_FS_READ_DIR)
 #define LL_FS_FILE_ONLY (LL_FS_EXECUTE | LL_FS_WRITE_FILE | LL_FS_READ_FILE | LL_FS_TRUNCATE | LL_FS_IOCTL_DEV)
@@ -160,7 +161,10 @@ int sandbox_prepare(const struct sandbox_policy *pol, struct sandbox_prepared *s
     uint64_t all = fs_rights_for_abi(abi);
     if (pol->enforce_fs) ra.handled_access_fs = all;
     if (pol->net_restricted && abi >= 4) ra.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
-    if (ra.handled_access_fs || ra.handled_access_net) {
+    /* A confined process may not signal anything outside its sandbox (the daemon,
+     * other jobs); its own descendants share the domain and stay reachable. */
+    if (abi >= 6) ra.scoped = LL_SCOPE_SIGNAL;
+    if (ra.handled_access_fs || ra.handled_access_net || ra.scoped) {
         long fd = syscall(SYS_landlock_create_ruleset, &ra, ra_size, 0);
         if (fd < 0) return -errno;
         sp->ruleset_fd = (int)fd;

@@ -7,7 +7,8 @@
  *    roots, chmod included, fail with EROFS as with the reference's bubblewrap);
  *  - Landlock (ABI probed at run time) allowing reads only under readable roots and
  *    writes only under writable ones, and TCP bind/connect not at all when the
- *    network is restricted (ABI 4+);
+ *    network is restricted (ABI 4+), and no signals to processes outside the
+ *    sandbox (ABI 6+);
  *  - PR_SET_NO_NEW_PRIVS and a seccomp filter that makes socket() for any family but
  *    AF_UNIX fail with EACCES when the network is restricted.
  *

@@ -309,6 +309,11 @@ def test_sandbox_denied(srv):
         s.collect_until_closed(pid)
         assert exited_note(s, pid)["sandboxDenied"] is want, (pid, s.notes[pid])
         assert s.read(pid)["sandboxDenied"] is want, pid
+    # the sandbox cannot signal the daemon (Landlock signal scoping, ABI 6+)
+    if landlock_abi() >= 6:
+        s.start("sig", ["/bin/sh", "-c", "kill -0 %d" % srv.pid], cwd=uri(t.ws), sandbox=t.sb)
+        out = s.collect_until_closed("sig")
+        assert out["exit_code"] != 0 and FAMILY.search(out["stderr"].decode()), out
     # a sandbox that needs no enforcement is reported as none
     r = s.start("dis", ["/bin/true"], sandbox={"permissions": {"type": "disabled"},
                                                 "windowsSandboxLevel": "disabled"})
@@ -360,6 +365,26 @@ def test_helper_killed_mid_request(srv):
     assert len(new) == 1 and new != pids, (pids, new)
     s.close()
     t.cleanup()
+
+
+@ours_only
+@needs_own_server
+def test_helpers_die_with_session(_):
+    srv = Server(ttl=1)
+    try:
+        t = Tree()
+        s = srv.session()
+        s.call("fs/writeFile", {"path": uri(t.ws + "/work/a"), "dataBase64": b64("1"),
+                                "sandbox": t.sb})
+        assert len(helper_pids(srv)) == 1
+        s.close()  # detached; the session (and its helper) ends after the 1 s TTL
+        deadline = time.monotonic() + 20
+        while helper_pids(srv) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert helper_pids(srv) == [], helper_pids(srv)
+        t.cleanup()
+    finally:
+        srv.stop()
 
 
 if __name__ == "__main__":
