@@ -11,7 +11,9 @@
  * EPERM (io_uring can create sockets without the socket system call). */
 #include "sandbox/enforce.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/seccomp.h>
@@ -30,6 +32,8 @@
 #include <unistd.h>
 
 #include "util/mem.h"
+
+#define SB_OLDROOT "/.oldroot"
 
 #ifndef SYS_landlock_create_ruleset
 #define SYS_landlock_create_ruleset 444
@@ -195,6 +199,61 @@ int sandbox_prepare(const struct sandbox_policy *pol, struct sandbox_prepared *s
     sp->nro = pol->readonly_sub.n;
     sp->hide = (const char *const *)pol->denied.v;
     sp->nhide = pol->denied.n;
+    /* Without a readable "/", paths outside the roots must not even be visible
+     * (stat, canonicalize): build a fresh root holding only the granted roots. */
+    sp->newroot = true;
+    const struct sb_paths *lists[2] = {&pol->readable, &pol->writable};
+    for (int l = 0; l < 2; l++)
+        for (size_t i = 0; i < lists[l]->n; i++)
+            if (!strcmp(lists[l]->v[i], "/")) sp->newroot = false;
+    if (sp->newroot) {
+        size_t cap = pol->readable.n + pol->writable.n + 1;
+        sp->root_new = xcalloc(cap, sizeof *sp->root_new);
+        sp->root_old = xcalloc(cap, sizeof *sp->root_old);
+        sp->root_kind = xcalloc(cap, 1);
+        for (int l = 0; l < 2; l++) {
+            for (size_t i = 0; i < lists[l]->n; i++) {
+                const char *p = lists[l]->v[i];
+                struct stat st;
+                if (stat(p, &st) < 0) continue; /* nothing to show */
+                size_t k = sp->nroots++;
+                sp->root_new[k] = p;
+                sp->root_kind[k] = S_ISDIR(st.st_mode);
+                sp->root_old[k] = xmalloc(strlen(p) + sizeof SB_OLDROOT);
+                strcpy(sp->root_old[k], SB_OLDROOT);
+                strcat(sp->root_old[k], p);
+            }
+        }
+        /* Top-level symlinks are kept so /bin/sh still names /usr/bin/sh. */
+        DIR *d = opendir("/");
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+            if (de->d_type != DT_LNK || sp->nlinks >= 64) continue;
+            char name[300], target[PATH_MAX];
+            snprintf(name, sizeof name, "/%s", de->d_name);
+            ssize_t n = readlink(name, target, sizeof target - 1);
+            if (n <= 0) continue;
+            target[n] = 0;
+            sp->link_name = xrealloc(sp->link_name, (sp->nlinks + 1) * sizeof(char *));
+            sp->link_target = xrealloc(sp->link_target, (sp->nlinks + 1) * sizeof(char *));
+            sp->link_name[sp->nlinks] = xstrdup(name);
+            sp->link_target[sp->nlinks++] = xstrdup(target);
+        }
+        if (d) closedir(d);
+        /* Shortest first, so a root nested in another is bound after (inside) it. */
+        for (size_t i = 1; i < sp->nroots; i++)
+            for (size_t j = i; j > 0 && strlen(sp->root_new[j]) < strlen(sp->root_new[j - 1]); j--) {
+                const char *tn = sp->root_new[j];
+                sp->root_new[j] = sp->root_new[j - 1];
+                sp->root_new[j - 1] = tn;
+                char *to = sp->root_old[j];
+                sp->root_old[j] = sp->root_old[j - 1];
+                sp->root_old[j - 1] = to;
+                unsigned char tk = sp->root_kind[j];
+                sp->root_kind[j] = sp->root_kind[j - 1];
+                sp->root_kind[j - 1] = tk;
+            }
+    }
     sp->hide_is_dir = xcalloc(sp->nhide + 1, 1);
     for (size_t i = 0; i < sp->nhide; i++) {
         struct stat st;
@@ -212,6 +271,16 @@ void sandbox_prepared_free(struct sandbox_prepared *sp)
 {
     if (sp->ruleset_fd >= 0) close(sp->ruleset_fd);
     free(sp->hide_is_dir);
+    for (size_t i = 0; i < sp->nroots; i++) free(sp->root_old[i]);
+    free(sp->root_old);
+    free(sp->root_new);
+    free(sp->root_kind);
+    for (size_t i = 0; i < sp->nlinks; i++) {
+        free(sp->link_name[i]);
+        free(sp->link_target[i]);
+    }
+    free(sp->link_name);
+    free(sp->link_target);
     memset(sp, 0, sizeof *sp);
     sp->ruleset_fd = -1;
 }
@@ -237,6 +306,70 @@ static int set_ro(const char *path, bool ro)
 }
 
 #define SB_EMPTY "/proc/.sandbox-empty"
+#define SB_EMPTY_NEWROOT "/.sandbox-empty"
+
+static bool path_under(const char *anc, const char *p)
+{
+    size_t n = strlen(anc);
+    return strncmp(anc, p, n) == 0 && p[n] == '/';
+}
+
+/* mkdir -p of path's components in the new root (the last one as a file when
+ * !dir). No allocation: a stack copy. */
+static int make_path(const char *path, bool dir)
+{
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n >= sizeof buf) return -ENAMETOOLONG;
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != 0) continue;
+        char c = buf[i];
+        buf[i] = 0;
+        bool last = c == 0;
+        if (last && !dir) {
+            int fd = open(buf, O_WRONLY | O_CREAT | O_CLOEXEC, 0);
+            if (fd < 0 && errno != EEXIST) return -errno;
+            if (fd >= 0) close(fd);
+        } else if (mkdir(buf, 0755) < 0 && errno != EEXIST) {
+            return -errno;
+        }
+        buf[i] = c;
+    }
+    return 0;
+}
+
+/* Replaces the root with a tmpfs holding only the granted roots, each a recursive
+ * bind of the original. The tmpfs is staged on /proc, which pivot_root vacates. */
+static int build_newroot(const struct sandbox_prepared *sp)
+{
+    int rc;
+    if (mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0) return -errno;
+    if (mkdir("/proc" SB_OLDROOT, 0700) < 0) return -errno;
+    if (chdir("/proc") < 0) return -errno;
+    if (syscall(SYS_pivot_root, ".", "." SB_OLDROOT) < 0) return -errno;
+    if (chdir("/") < 0) return -errno;
+    for (size_t i = 0; i < sp->nroots; i++) {
+        bool nested = false;
+        for (size_t j = 0; j < i && !nested; j++)
+            nested = sp->root_kind[j] && path_under(sp->root_new[j], sp->root_new[i]);
+        /* A nested root already exists inside its (bound) parent: creating it
+         * would write to the real file system. */
+        if (!nested && (rc = make_path(sp->root_new[i], sp->root_kind[i])) < 0) return rc;
+        if (mount(sp->root_old[i], sp->root_new[i], NULL, MS_BIND | MS_REC, NULL) < 0)
+            return -errno;
+    }
+    for (size_t i = 0; i < sp->nlinks; i++)
+        if (symlink(sp->link_target[i], sp->link_name[i]) < 0 && errno != EEXIST) return -errno;
+    if (sp->hide_files) {
+        int fd = open(SB_EMPTY_NEWROOT, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0);
+        if (fd < 0) return -errno;
+        close(fd);
+    }
+    if (umount2(SB_OLDROOT, MNT_DETACH) < 0) return -errno;
+    if (rmdir(SB_OLDROOT) < 0) return -errno;
+    return 0;
+}
 
 static int build_mounts(const struct sandbox_prepared *sp)
 {
@@ -249,6 +382,7 @@ static int build_mounts(const struct sandbox_prepared *sp)
     }
     /* Nothing we do here may propagate back to the host's mount table. */
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) return -errno;
+    if (sp->newroot && (rc = build_newroot(sp)) < 0) return rc;
     if ((rc = set_ro("/", true)) < 0) return rc;
     for (size_t i = 0; i < sp->nrw; i++) {
         if (mount(sp->rw[i], sp->rw[i], NULL, MS_BIND | MS_REC, NULL) < 0) {
@@ -267,7 +401,13 @@ static int build_mounts(const struct sandbox_prepared *sp)
     /* Denied files are covered by an empty mode-000 file. It must live on a mount
      * that can be bound (a memfd's cannot), so a tmpfs is put over /proc for the time
      * it takes to create and bind it, then detached; the binds keep it alive. */
-    if (sp->hide_files) {
+    if (sp->hide_files && sp->newroot) {
+        for (size_t i = 0; i < sp->nhide; i++) {
+            if (sp->hide_is_dir[i] != 0) continue;
+            if (mount(SB_EMPTY_NEWROOT, sp->hide[i], NULL, MS_BIND, NULL) < 0) return -errno;
+            if ((rc = set_ro(sp->hide[i], true)) < 0) return rc;
+        }
+    } else if (sp->hide_files) {
         if (mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=000,size=4k") < 0)
             return -errno;
         int fd = open(SB_EMPTY, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0);

@@ -37,6 +37,14 @@ struct sandbox_prepared {
     size_t nhide;
     unsigned char *hide_is_dir; /* owned; per hide entry: dir (1), file (0), missing (2) */
     bool hide_files;         /* some denied path is a file (needs the staging tmpfs) */
+    bool newroot;            /* "/" is not readable: the view is a fresh tmpfs root with
+                                only the granted roots bound in (pivot_root) */
+    size_t nroots;           /* granted roots to bind into the new root, shortest first */
+    const char **root_new;   /* owned array; strings borrowed from the policy */
+    char **root_old;         /* owned: "/.oldroot" + path */
+    unsigned char *root_kind; /* owned: 1 directory, 0 other file */
+    size_t nlinks;           /* top-level symlinks of "/" (merged /usr: /bin -> usr/bin) */
+    char **link_name, **link_target; /* owned, recreated in the new root */
     int ruleset_fd;          /* Landlock ruleset, or -1 */
     bool seccomp;
     struct sock_filter filter[SB_BPF_MAX];

@@ -150,6 +150,20 @@ def test_fs_reads(srv):
     assert unb64(s.call("fs/readFile", {"path": uri(t.ws + "/work/f"),
                                         "sandbox": ro})["dataBase64"]) == b"orig"
     expect_denied(s, "fs/readFile", {"path": uri(t.out + "/f"), "sandbox": ro})
+    # every read method goes through the helper and answers as it does unsandboxed
+    walk = {"maxDepth": 4, "maxDirectories": 100, "maxEntries": 100,
+            "followDirectorySymlinks": False}
+    for method, params in [("fs/readDirectory", {"path": uri(t.ws)}),
+                           ("fs/getMetadata", {"path": uri(t.ws + "/work/f")}),
+                           ("fs/canonicalize", {"path": uri(t.ws + "/work/../work/f")}),
+                           ("fs/walk", {"path": uri(t.ws), "options": walk})]:
+        want = s.call(method, params)
+        got = s.call(method, dict(params, sandbox=ro))
+        if method == "fs/readDirectory":
+            key = lambda e: e["fileName"]
+            want, got = sorted(want["entries"], key=key), sorted(got["entries"], key=key)
+        assert got == want, (method, got, want)
+    expect_denied(s, "fs/getMetadata", {"path": uri(t.out + "/f"), "sandbox": ro})
     expect_denied(s, "fs/readDirectory", {"path": uri(t.out), "sandbox": ro})
     expect_denied(s, "fs/writeFile", {"path": uri(t.ws + "/work/f"), "dataBase64": b64("x"),
                                       "sandbox": ro})
