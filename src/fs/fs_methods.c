@@ -9,7 +9,12 @@
  * Open file handles (fs/open, fs/readBlock, fs/close) live in a per-connection
  * table kept in the connection's CONN_SLOT_FS slot. A handle is reference counted
  * on the loop thread so an fs/close racing an in-flight fs/readBlock never closes
- * the descriptor under the worker. */
+ * the descriptor under the worker.
+ *
+ * A request whose sandbox needs enforcement (PROTOCOL.md 10.3) runs the same
+ * operation code in the session's sandbox helper instead (sandbox/helper.h): the
+ * worker encodes it as a frame, waits for the helper's reply and, for fs/open,
+ * receives the opened fd, so handle I/O then works as for any handle. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
