@@ -312,7 +312,11 @@ int sandbox_helper_call(const char *owner, const char *policy_json, const void *
     *fd_out = -1;
     int rc = 0;
     struct sb_helper *h = helper_get(owner, policy_json, &rc);
-    if (!h) return rc < 0 && rc >= SB_CALL_CLOSED ? rc : SB_CALL_UNENFORCEABLE;
+    if (!h) {
+        /* Could not start (no helper binary, no resources) or confine: fail closed. */
+        if (rc != SB_CALL_CLOSED) log_warn("sandbox helper unavailable (%d)", rc);
+        return rc == SB_CALL_CLOSED ? rc : SB_CALL_UNENFORCEABLE;
+    }
     pthread_mutex_lock(&h->io);
     rc = h->retired ? -EPIPE : sb_frame_send(h->fd, req, req_len, -1);
     if (!rc) rc = sb_frame_recv(h->fd, reply, fd_out);

@@ -25,9 +25,9 @@
 
 /* Outcomes of sandbox_helper_call besides 0. */
 enum {
-    SB_CALL_UNENFORCEABLE = -1, /* the helper could not confine itself (or not start) */
-    SB_CALL_DIED = -2,          /* the helper died during the request */
-    SB_CALL_CLOSED = -3,        /* the session is gone */
+    SB_CALL_UNENFORCEABLE = -1001, /* the helper could not confine itself (or not start) */
+    SB_CALL_DIED = -1002,          /* the helper died during the request */
+    SB_CALL_CLOSED = -1003,        /* the session is gone */
 };
 
 /* Runs one request frame in the helper for (owner, policy_json), starting it when

@@ -401,6 +401,30 @@ def test_helpers_die_with_session(_):
         srv.stop()
 
 
+@ours_only
+@needs_own_server
+def test_fail_closed_without_helper(_):
+    # the daemon copied alone, without exec-sandbox-helper next to it
+    tmp = tempfile.mkdtemp(prefix="sbx-bin-")
+    exe = tmp + "/exec-server"
+    shutil.copy(SERVER_PATH, exe)
+    srv = Server(cmd=[exe, "--listen", "ws://127.0.0.1:0"])
+    t = Tree()
+    try:
+        s = srv.session()
+        err = s.error("fs/writeFile", {"path": uri(t.ws + "/work/x"), "dataBase64": b64("x"),
+                                       "sandbox": t.sb})
+        assert err == (-32600, "filesystem sandbox cannot be enforced on this executor"), err
+        assert not os.path.exists(t.ws + "/work/x")
+        # requests that need no enforcement still run
+        s.call("fs/readFile", {"path": uri(t.out + "/f"), "sandbox": t.sb})
+        s.close()
+    finally:
+        srv.stop()
+        t.cleanup()
+        shutil.rmtree(tmp)
+
+
 if __name__ == "__main__":
     if not IS_REF and landlock_abi() < 1:
         print("SKIP: Landlock is not available on this kernel")
