@@ -174,8 +174,8 @@ def test_fs_reads(srv):
                   cwd=t.ws)
     code, msg = s.error("fs/readFile", {"path": uri(t.ws + "/hidden/k"), "sandbox": deny})
     assert FAMILY.search(msg), msg
-    r = s.call("fs/readFile", {"path": uri(t.ws + "/secret.env"), "sandbox": deny})
-    assert unb64(r["dataBase64"]) == b"", r  # covered by an empty file: the content never leaves
+    code, msg = s.error("fs/readFile", {"path": uri(t.ws + "/secret.env"), "sandbox": deny})
+    assert FAMILY.search(msg) or "is not a file" in msg, msg
     assert unb64(s.call("fs/readFile", {"path": uri(t.out + "/f"),
                                         "sandbox": deny})["dataBase64"]) == b"orig"
     # a dynamic profile without cwd is refused
@@ -268,6 +268,19 @@ def test_process_tty_and_reads(srv):
     out = s.collect_until_closed("ro")
     assert out["stdout"].startswith(b"orig\n"), out
     assert out["exit_code"] != 0 and FAMILY.search(out["stderr"].decode()), out
+    # a none file and a none directory under a readable root
+    with open(t.ws + "/work/secret", "w") as fh:
+        fh.write("s3cret")
+    hide = policy([entry("root"), entry(path=t.ws + "/work/secret", access="none"),
+                   entry(path=t.out, access="none")])
+    s.start("hide", ["/bin/sh", "-c", "cat work/secret; ls {0}; cat {0}/f; echo done".format(
+        t.out)], cwd=uri(t.ws), sandbox=hide)
+    out = s.collect_until_closed("hide")
+    assert b"s3cret" not in out["stdout"] and b"orig" not in out["stdout"], out
+    assert out["stdout"].endswith(b"done\n"), out
+    assert len(FAMILY.findall(out["stderr"].decode())) >= 2, out
+    code, msg = s.error("fs/readFile", {"path": uri(t.ws + "/work/secret"), "sandbox": hide})
+    assert msg == "Permission denied (os error 13)", msg
     s.close()
     t.cleanup()
 
