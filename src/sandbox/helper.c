@@ -27,6 +27,7 @@
 #include "util/mem.h"
 
 #define HELPERS_PER_OWNER 8
+#define HELPERS_PER_POLICY 2
 #define DEAD_OWNERS 64
 
 struct sb_helper {
@@ -37,6 +38,7 @@ struct sb_helper {
     int fd;                /* our end of the socketpair */
     int refs;              /* list membership counts as one */
     bool retired;          /* killed / leaving; never handed out again */
+    bool transient;        /* serves one call only, never in the pool */
     pthread_mutex_t io;    /* held during one exchange */
 };
 
@@ -185,6 +187,7 @@ static struct sb_helper *retire_locked(struct sb_helper *h)
     if (h->retired) return NULL;
     h->retired = true;
     kill(h->pid, SIGKILL);
+    if (h->transient) return NULL; /* not in the pool: the call's reference frees it */
     for (struct sb_helper **pp = &pool; *pp; pp = &(*pp)->next) {
         if (*pp == h) {
             *pp = h->next;
@@ -270,17 +273,26 @@ static struct sb_helper *helper_get(const char *owner, const char *policy, int *
         *rc = SB_CALL_CLOSED;
         return NULL;
     }
-    int count = 0;
-    struct sb_helper *victim = NULL;
+    int count = 0, same = 0;
+    struct sb_helper *victim = NULL, *idle = NULL, *busy = NULL;
     for (struct sb_helper *h = pool; h; h = h->next) {
         if (strcmp(h->owner, owner)) continue;
-        if (!strcmp(h->policy, policy)) {
-            h->refs++;
-            pthread_mutex_unlock(&pool_lock);
-            return h;
-        }
         count++;
-        if (h->refs == 1) victim = h; /* idle: only the pool holds it */
+        if (!strcmp(h->policy, policy)) {
+            same++;
+            if (h->refs == 1 && !idle) idle = h; /* only the pool holds it */
+            else if (!busy || h->refs < busy->refs) busy = h;
+        } else if (h->refs == 1) {
+            victim = h;
+        }
+    }
+    /* Reuse an idle helper; when all are busy, queue on the least loaded one unless
+     * the key may have one more (concurrent requests then run in parallel). */
+    struct sb_helper *pick = idle ? idle : same >= HELPERS_PER_POLICY ? busy : NULL;
+    if (pick) {
+        pick->refs++;
+        pthread_mutex_unlock(&pool_lock);
+        return pick;
     }
     /* Bound the helpers one session can keep: evict an idle one. */
     struct sb_helper *dead = count >= HELPERS_PER_OWNER && victim ? retire_locked(victim) : NULL;
@@ -297,11 +309,19 @@ static struct sb_helper *helper_get(const char *owner, const char *policy, int *
         *rc = SB_CALL_CLOSED;
         return NULL;
     }
-    /* Another thread may have started one for the same key meanwhile; keep both
-     * simple: the newer one serves this call and joins the pool too. */
-    h->next = pool;
-    pool = h;
-    h->refs++;
+    /* Other threads may have started helpers for the same key meanwhile: this one
+     * serves this call, and joins the pool only while the key is below its bound;
+     * otherwise it is retired and dies when the call drops it. */
+    same = 0;
+    for (struct sb_helper *o = pool; o; o = o->next)
+        if (!strcmp(o->owner, owner) && !strcmp(o->policy, policy)) same++;
+    if (same < HELPERS_PER_POLICY) {
+        h->next = pool;
+        pool = h;
+        h->refs++;
+    } else {
+        h->transient = true;
+    }
     pthread_mutex_unlock(&pool_lock);
     return h;
 }

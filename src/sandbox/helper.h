@@ -5,7 +5,8 @@
  * socketpair. One helper is kept warm per (session, policy) and reused, so a
  * sandboxed fs operation costs one round trip instead of a process start. Calls are
  * blocking and meant for the libuv thread pool; each helper serves one request at a
- * time (a mutex), different helpers run in parallel. A helper that dies fails its
+ * time (a mutex); when requests overlap a second helper is started for the same key,
+ * so two run in parallel and the rest queue. A helper that dies fails its
  * in-flight request with a clear error and is replaced on the next call.
  *
  * The wire between daemon and helper: frames of a 4-byte native-endian length and

@@ -399,6 +399,24 @@ def test_helper_killed_mid_request(srv):
 
 
 @ours_only
+def test_concurrent_sandboxed_requests(srv):
+    t = Tree()
+    s = srv.session()
+    before = set(helper_pids(srv))
+    ids = [s.send_request("fs/writeFile", {"path": uri("%s/work/c%d" % (t.ws, i)),
+                                           "dataBase64": b64("v%d" % i), "sandbox": t.sb})
+           for i in range(12)]
+    for i in ids:
+        assert s.wait_response(i).get("result") == {}, i
+    for i in range(12):
+        assert open("%s/work/c%d" % (t.ws, i)).read() == "v%d" % i
+    new = set(helper_pids(srv)) - before
+    assert 1 <= len(new) <= 2, new  # at most two helpers per (session, policy)
+    s.close()
+    t.cleanup()
+
+
+@ours_only
 @needs_own_server
 def test_helpers_die_with_session(_):
     srv = Server(ttl=1)
