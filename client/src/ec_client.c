@@ -1002,7 +1002,8 @@ int ec_process_next_event(ec_process *p, int timeout_ms, ec_event *ev, ec_error 
             wait = lag_left;
         int rc = pump(c, wait, err);
         polled = true;
-        if (rc)
+        /* Events that arrived before a loss are still delivered first. */
+        if (rc && !p->t.q_head)
             return rc;
     }
 }
