@@ -66,8 +66,8 @@ typedef struct ec_client_options {
     int call_timeout_ms;        /* per blocking call; default 60000; <0 waits forever */
     int reconnect_timeout_ms;   /* >0: on connection loss, resume the session for up to
                                    this long (one shared attempt); 0: no reconnect */
-    int lag_ms;                 /* no pushed event for this long while waiting on a
-                                   running process: one catch-up process/read; default 5000 */
+    int lag_ms;                 /* exited but no close after this long while waiting:
+                                   one catch-up process/read; default 5000 */
     bool skip_initialize;       /* connect only (raw tools such as `exec-client rpc`) */
 } ec_client_options;
 
@@ -178,6 +178,8 @@ typedef struct ec_process_stats {
     uint64_t duplicates_dropped;  /* events seen twice (by seq) and dropped */
     uint64_t gaps_detected;       /* notifications that arrived after a missing seq */
     uint64_t resyncs;             /* reconnects this process was caught up after */
+    uint64_t lags;                /* times the caller fell more than 32 MiB behind: pushed
+                                     output was dropped and fetched again by one read */
 } ec_process_stats;
 EC_API void ec_process_get_stats(const ec_process *p, ec_process_stats *out);
 

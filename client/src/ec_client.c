@@ -986,10 +986,11 @@ int ec_process_next_event(ec_process *p, int timeout_ms, ec_event *ev, ec_error 
         int left = remaining(deadline);
         if (left == 0 && polled)
             return ec_fail(err, EC_ERR_TIMEOUT, 0, "no event from process %s", p->id);
-        /* Lag: nothing pushed for lag_ms while waiting; ask once what we missed. */
+        /* Exited but no close for lag_ms: the only loss a seq gap cannot reveal is a
+         * missing tail, so ask once what we missed. */
         int64_t lag_at = p->last_progress_ms + c->lag_ms;
         int64_t now = ec_now_ms();
-        if (!p->read_pending && now >= lag_at) {
+        if (p->t.exit_queued && !p->read_pending && now >= lag_at) {
             p->t.need_read = true;
             p->last_progress_ms = now;
         }
@@ -1061,6 +1062,7 @@ void ec_process_get_stats(const ec_process *p, ec_process_stats *out)
     out->duplicates_dropped = p->t.duplicates_dropped;
     out->gaps_detected = p->t.gaps_detected;
     out->resyncs = p->t.resyncs;
+    out->lags = p->t.lags;
 }
 
 void ec_process_free(ec_process *p)

@@ -214,6 +214,7 @@ static void enqueue(struct ec_track *t, struct ec_pevent *e)
         t->closed_queued = true;
         t->need_read = false;
     }
+    t->queued_bytes += e->len;
     e->next = NULL;
     if (t->q_tail)
         t->q_tail->next = e;
@@ -246,6 +247,17 @@ static void drain_held(struct ec_track *t)
  * or hold one past a gap (and ask for a read). */
 static void take(struct ec_track *t, struct ec_pevent *e)
 {
+    size_t max = t->max_queued ? t->max_queued : EC_TRACK_MAX_QUEUED;
+    if (!t->lagged && e->type == EC_EVENT_OUTPUT && !t->closed_queued &&
+        t->queued_bytes + e->len > max) {
+        t->lagged = true;
+        t->lags++;
+    }
+    if (t->lagged) {
+        /* Everything pushed while lagging is dropped; the catch-up read recovers it. */
+        ec_pevent_free(e);
+        return;
+    }
     if (e->seq <= t->last_seq) {
         t->duplicates_dropped++;
         ec_pevent_free(e);
@@ -429,5 +441,11 @@ struct ec_pevent *ec_track_pop(struct ec_track *t)
     if (!t->q_head)
         t->q_tail = NULL;
     e->next = NULL;
+    t->queued_bytes -= e->len;
+    /* Caught up after lagging: one read fetches what was dropped meanwhile. */
+    if (t->lagged && !t->q_head) {
+        t->lagged = false;
+        t->need_read = true;
+    }
     return e;
 }

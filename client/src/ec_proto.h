@@ -90,8 +90,16 @@ struct ec_track {
     bool exit_queued, closed_queued;
     bool need_read;              /* a gap, an exit without sandboxDenied, a resume, lag */
     bool read_in_flight;
-    uint64_t reads_sent, duplicates_dropped, gaps_detected, resyncs;
+    size_t queued_bytes;         /* output bytes waiting in q_head.. for the user */
+    size_t max_queued;           /* over this the tracker lags: 0 means EC_TRACK_MAX_QUEUED */
+    bool lagged;                 /* pushed events are being dropped until the user catches up */
+    uint64_t reads_sent, duplicates_dropped, gaps_detected, resyncs, lags;
 };
+
+/* A consumer that falls this far behind stops buffering pushed output; once it has
+ * caught up, one process/read(afterSeq) fetches what was skipped (from the server's
+ * retained window). Bounds the client's memory per process. */
+#define EC_TRACK_MAX_QUEUED (32u << 20)
 
 void ec_track_init(struct ec_track *t);
 void ec_track_free(struct ec_track *t);

@@ -237,6 +237,36 @@ static void test_track_resume(void)
     ec_track_free(&t);
 }
 
+static void test_track_lag_bounds_memory_and_reads_once(void)
+{
+    struct ec_track t;
+    ec_track_init(&t);
+    t.max_queued = 4; /* bytes */
+    feed(&t, "process/output", "{\"seq\":1,\"stream\":\"stdout\",\"chunk\":\"YWE=\"}");
+    feed(&t, "process/output", "{\"seq\":2,\"stream\":\"stdout\",\"chunk\":\"YmI=\"}");
+    /* The consumer is 4 bytes behind: seq 3 and everything after it is dropped. */
+    feed(&t, "process/output", "{\"seq\":3,\"stream\":\"stdout\",\"chunk\":\"Y2M=\"}");
+    feed(&t, "process/exited", "{\"seq\":4,\"exitCode\":0,\"sandboxDenied\":false}");
+    CHECK(t.lagged && t.lags == 1 && !ec_track_wants_read(&t));
+    char s[256];
+    drain(&t, s, sizeof s);
+    CHECK(strcmp(s, "o1:aa o2:bb ") == 0);
+    CHECK(!t.lagged && ec_track_wants_read(&t)); /* caught up: exactly one read */
+    json_t *rp = ec_track_read_params(&t, "p");
+    CHECK(json_integer_value(json_object_get(rp, "afterSeq")) == 2);
+    json_decref(rp);
+    json_t *res = json_loads("{\"chunks\":[{\"seq\":3,\"stream\":\"stdout\",\"chunk\":\"Y2M=\"}],"
+                             "\"nextSeq\":5,\"exited\":true,\"exitCode\":0,\"closed\":false}",
+                             0, NULL);
+    CHECK(ec_track_on_read_result(&t, res) == 0);
+    json_decref(res);
+    feed(&t, "process/closed", "{\"seq\":5}");
+    drain(&t, s, sizeof s);
+    CHECK(strcmp(s, "o3:cc x0:0 c5 ") == 0);
+    CHECK(t.reads_sent == 1 && t.queued_bytes == 0);
+    ec_track_free(&t);
+}
+
 static void test_track_malformed(void)
 {
     struct ec_track t;
@@ -279,6 +309,7 @@ int main(void)
     test_track_gap_one_read();
     test_track_old_server_exit();
     test_track_resume();
+    test_track_lag_bounds_memory_and_reads_once();
     test_track_malformed();
     test_uri();
     if (failures) {
