@@ -81,17 +81,19 @@ static void die_usage(const char *fmt, const char *arg)
 static int err_exit_code(const ec_error *e)
 {
     switch (e->kind) {
-    case EC_ERR_USAGE: return EXIT_USAGE;
-    case EC_ERR_SERVER: return EXIT_REMOTE;
-    default: return EXIT_CONN;
+    case EC_ERR_USAGE:
+        return EXIT_USAGE;
+    case EC_ERR_SERVER:
+        return EXIT_REMOTE;
+    default:
+        return EXIT_CONN;
     }
 }
 
 static void die_err(const char *what, const ec_error *e)
 {
     if (e->kind == EC_ERR_SERVER)
-        fprintf(stderr, "exec-client: %s: %s (code %lld)\n", what, e->message,
-                (long long)e->code);
+        fprintf(stderr, "exec-client: %s: %s (code %lld)\n", what, e->message, (long long)e->code);
     else
         fprintf(stderr, "exec-client: %s: %s\n", what, e->message);
     exit(err_exit_code(e));
@@ -124,21 +126,18 @@ static void connect_or_die(struct cli *cli, bool raw, int reconnect_ms)
 static const char *remote_cwd(struct cli *cli)
 {
     static char *cached;
-    if (cached)
-        return cached;
+    if (cached) return cached;
     json_t *info = ec_client_environment_info(cli->c);
     const char *uri = json_string_value(json_object_get(info, "cwd"));
     cached = uri ? ec_uri_to_path(uri) : NULL;
-    if (!cached)
-        cached = strdup("/");
+    if (!cached) cached = strdup("/");
     return cached;
 }
 
 /* Remote path for a user argument (caller frees). */
 static char *remote_path(struct cli *cli, const char *arg)
 {
-    if (arg[0] == '/')
-        return strdup(arg);
+    if (arg[0] == '/') return strdup(arg);
     const char *cwd = remote_cwd(cli);
     size_t n = strlen(cwd) + strlen(arg) + 2;
     char *p = malloc(n);
@@ -151,10 +150,8 @@ static int write_all(int fd, const void *p, size_t n)
     const char *s = p;
     while (n > 0) {
         ssize_t w = write(fd, s, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
         s += w;
         n -= (size_t)w;
     }
@@ -172,14 +169,12 @@ static int slurp(int fd, uint8_t **out, size_t *len)
             buf = realloc(buf, cap);
         }
         ssize_t r = read(fd, buf + n, cap - n);
-        if (r < 0 && errno == EINTR)
-            continue;
+        if (r < 0 && errno == EINTR) continue;
         if (r < 0) {
             free(buf);
             return -1;
         }
-        if (r == 0)
-            break;
+        if (r == 0) break;
         n += (size_t)r;
     }
     *out = buf;
@@ -211,8 +206,7 @@ static void on_signal(int sig)
 
 static void tty_raw(void)
 {
-    if (tcgetattr(STDIN_FILENO, &saved_tio) != 0)
-        return;
+    if (tcgetattr(STDIN_FILENO, &saved_tio) != 0) return;
     struct termios raw = saved_tio;
     cfmakeraw(&raw);
     tio_saved = 1;
@@ -246,8 +240,7 @@ static bool env_has(const struct run_opts *ro, const char *key)
 {
     size_t k = strlen(key);
     for (size_t i = 0; i < ro->nenv; i++)
-        if (strncmp(ro->env[i], key, k) == 0 && ro->env[i][k] == '=')
-            return true;
+        if (strncmp(ro->env[i], key, k) == 0 && ro->env[i][k] == '=') return true;
     return false;
 }
 
@@ -260,17 +253,14 @@ static void env_defaults(struct run_opts *ro, bool tty)
         static char term[128], lines[32], cols[32];
         const char *t = getenv("TERM");
         snprintf(term, sizeof term, "TERM=%s", t && *t ? t : "xterm");
-        if (!env_has(ro, "TERM"))
-            env_add(ro, term);
+        if (!env_has(ro, "TERM")) env_add(ro, term);
         /* The protocol cannot resize the PTY: pass the size the shell should assume. */
         struct winsize ws;
         if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col) {
             snprintf(lines, sizeof lines, "LINES=%u", ws.ws_row);
             snprintf(cols, sizeof cols, "COLUMNS=%u", ws.ws_col);
-            if (!env_has(ro, "LINES"))
-                env_add(ro, lines);
-            if (!env_has(ro, "COLUMNS"))
-                env_add(ro, cols);
+            if (!env_has(ro, "LINES")) env_add(ro, lines);
+            if (!env_has(ro, "COLUMNS")) env_add(ro, cols);
         }
     }
 }
@@ -297,11 +287,9 @@ static int pump_process(struct cli *cli, ec_process *p, bool interactive)
             rc = ec_process_next_event(p, 0, &ev, &e);
             if (rc == -EC_ERR_TIMEOUT) {
                 struct pollfd pfd[2] = {{.fd = ec_client_fd(cli->c), .events = POLLIN},
-                                        {.fd = stdin_open ? STDIN_FILENO : -1,
-                                         .events = POLLIN}};
+                                        {.fd = stdin_open ? STDIN_FILENO : -1, .events = POLLIN}};
                 int pr = poll(pfd, 2, 1000);
-                if (pr < 0 && errno != EINTR)
-                    break;
+                if (pr < 0 && errno != EINTR) break;
                 if (pr > 0 && (pfd[1].revents & (POLLIN | POLLHUP))) {
                     char buf[4096];
                     ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
@@ -318,8 +306,7 @@ static int pump_process(struct cli *cli, ec_process *p, bool interactive)
                 continue;
             }
         }
-        if (rc == -EC_ERR_TIMEOUT)
-            continue;
+        if (rc == -EC_ERR_TIMEOUT) continue;
         if (rc != 0) {
             tty_restore();
             die_err("connection", &e);
@@ -334,8 +321,7 @@ static int pump_process(struct cli *cli, ec_process *p, bool interactive)
             break;
         case EC_EVENT_CLOSED:
             tty_restore();
-            if (exit_code < 0 || exit_code > 255)
-                return 255;
+            if (exit_code < 0 || exit_code > 255) return 255;
             return exit_code;
         case EC_EVENT_RESYNC:
             break;
@@ -357,19 +343,25 @@ static int parse_run_opts(int argc, char **argv, struct run_opts *ro, bool allow
     while ((ch = getopt_long(argc, argv, "+tnC:e:h", longs, NULL)) != -1) {
         switch (ch) {
         case 't':
-            if (!allow_tty)
-                die_usage("%s: --tty is implied", argv[0]);
+            if (!allow_tty) die_usage("%s: --tty is implied", argv[0]);
             ro->tty = true;
             break;
-        case 'n': ro->no_stdin = true; break;
-        case 'C': ro->cwd = optarg; break;
+        case 'n':
+            ro->no_stdin = true;
+            break;
+        case 'C':
+            ro->cwd = optarg;
+            break;
         case 'e':
             if (!strchr(optarg, '=') || optarg[0] == '=')
                 die_usage("--env expects K=V, got `%s`", optarg);
             env_add(ro, optarg);
             break;
-        case 'h': fputs(usage_text, stdout); exit(0);
-        default: die_usage("%s: bad option", argv[0]);
+        case 'h':
+            fputs(usage_text, stdout);
+            exit(0);
+        default:
+            die_usage("%s: bad option", argv[0]);
         }
     }
     return optind;
@@ -408,8 +400,8 @@ static int cmd_run(struct cli *cli, int argc, char **argv)
     }
     for (int j = i; j < argc; j++)
         cargv[k++] = argv[j];
-    ec_start_options so = {.argv = cargv, .cwd = cwd, .env = ro.env, .tty = ro.tty,
-                           .pipe_stdin = input_len > 0};
+    ec_start_options so = {
+        .argv = cargv, .cwd = cwd, .env = ro.env, .tty = ro.tty, .pipe_stdin = input_len > 0};
     ec_process *p = NULL;
     ec_error e = {0};
     int rc;
@@ -428,8 +420,7 @@ static int cmd_run(struct cli *cli, int argc, char **argv)
     }
     free(input);
     bool interactive = ro.tty && local_tty;
-    if (interactive)
-        tty_raw();
+    if (interactive) tty_raw();
     rc = pump_process(cli, p, interactive);
     ec_process_free(p);
 out:
@@ -443,23 +434,19 @@ static int cmd_shell(struct cli *cli, int argc, char **argv)
 {
     struct run_opts ro = {0};
     int i = parse_run_opts(argc, argv, &ro, false);
-    if (i < argc)
-        die_usage("shell: unexpected argument `%s`", argv[i]);
+    if (i < argc) die_usage("shell: unexpected argument `%s`", argv[i]);
     connect_or_die(cli, false, 30000);
     env_defaults(&ro, true);
     json_t *info = ec_client_environment_info(cli->c);
     const char *sh = json_string_value(json_object_get(json_object_get(info, "shell"), "path"));
-    if (!sh)
-        sh = "/bin/sh";
+    if (!sh) sh = "/bin/sh";
     char *cwd = remote_path(cli, ro.cwd ? ro.cwd : ".");
     const char *cargv[] = {sh, "-i", NULL};
     ec_start_options so = {.argv = cargv, .cwd = cwd, .env = ro.env, .tty = true};
     ec_process *p = NULL;
     ec_error e = {0};
-    if (ec_process_start(cli->c, &so, &p, &e) != 0)
-        die_err("start shell", &e);
-    if (isatty(STDIN_FILENO))
-        tty_raw();
+    if (ec_process_start(cli->c, &so, &p, &e) != 0) die_err("start shell", &e);
+    if (isatty(STDIN_FILENO)) tty_raw();
     int rc = pump_process(cli, p, true);
     ec_process_free(p);
     free(cwd);
@@ -491,11 +478,9 @@ static void progress_init(struct progress *pg, uint64_t total)
 
 static void progress_show(struct progress *pg, uint64_t done, bool final)
 {
-    if (!pg->on)
-        return;
+    if (!pg->on) return;
     int64_t now = mono_ms();
-    if (!final && now - pg->last_ms < 100)
-        return;
+    if (!final && now - pg->last_ms < 100) return;
     pg->last_ms = now;
     int pct = pg->total ? (int)(done * 100 / pg->total) : 100;
     char bar[31];
@@ -503,18 +488,16 @@ static void progress_show(struct progress *pg, uint64_t done, bool final)
     for (int i = 0; i < 30; i++)
         bar[i] = i < fill ? '#' : '.';
     bar[30] = 0;
-    fprintf(stderr, "\r[%s] %3d%% %llu/%llu KiB", bar, pct,
-            (unsigned long long)(done >> 10), (unsigned long long)(pg->total >> 10));
-    if (final)
-        fputc('\n', stderr);
+    fprintf(stderr, "\r[%s] %3d%% %llu/%llu KiB", bar, pct, (unsigned long long)(done >> 10),
+            (unsigned long long)(pg->total >> 10));
+    if (final) fputc('\n', stderr);
 }
 
 static int fs_cat(struct cli *cli, const char *path)
 {
     ec_error e = {0};
     ec_metadata md;
-    if (ec_fs_get_metadata(cli->c, path, &md, &e) != 0)
-        die_err(path, &e);
+    if (ec_fs_get_metadata(cli->c, path, &md, &e) != 0) die_err(path, &e);
     if (md.is_directory) {
         fprintf(stderr, "exec-client: %s: is a directory\n", path);
         return EXIT_REMOTE;
@@ -522,16 +505,14 @@ static int fs_cat(struct cli *cli, const char *path)
     if (md.size < BIG_FILE) {
         uint8_t *data;
         size_t n;
-        if (ec_fs_read_file(cli->c, path, &data, &n, &e) != 0)
-            die_err(path, &e);
+        if (ec_fs_read_file(cli->c, path, &data, &n, &e) != 0) die_err(path, &e);
         int rc = write_all(STDOUT_FILENO, data, n);
         free(data);
         return rc ? EXIT_REMOTE : 0;
     }
     /* Large file: 1 MiB blocks through a read handle, with a progress bar. */
     const char *h = "exec-client-cat";
-    if (ec_fs_open(cli->c, h, path, false, &e) != 0)
-        die_err(path, &e);
+    if (ec_fs_open(cli->c, h, path, false, &e) != 0) die_err(path, &e);
     struct progress pg;
     progress_init(&pg, md.size);
     uint64_t off = 0;
@@ -539,16 +520,13 @@ static int fs_cat(struct cli *cli, const char *path)
         uint8_t *data;
         size_t n;
         bool eof = false;
-        if (ec_fs_read_block(cli->c, h, off, BLOCK, &data, &n, &eof, &e) != 0)
-            die_err(path, &e);
+        if (ec_fs_read_block(cli->c, h, off, BLOCK, &data, &n, &eof, &e) != 0) die_err(path, &e);
         int wr = write_all(STDOUT_FILENO, data, n);
         free(data);
-        if (wr)
-            return EXIT_REMOTE;
+        if (wr) return EXIT_REMOTE;
         off += n;
         progress_show(&pg, off, false);
-        if (eof || n == 0)
-            break;
+        if (eof || n == 0) break;
     }
     progress_show(&pg, off, true);
     ec_fs_close(cli->c, h, NULL);
@@ -568,29 +546,24 @@ static int fs_put(struct cli *cli, const char *local, const char *path)
         fprintf(stderr, "exec-client: %s: %s\n", local, strerror(errno));
         return EXIT_USAGE;
     }
-    if (fd != STDIN_FILENO)
-        close(fd);
+    if (fd != STDIN_FILENO) close(fd);
     ec_error e = {0};
     if (n < BIG_FILE || !ec_client_has_capability(cli->c, "fileWriteStreaming")) {
-        if (ec_fs_write_file(cli->c, path, data, n, &e) != 0)
-            die_err(path, &e);
+        if (ec_fs_write_file(cli->c, path, data, n, &e) != 0) die_err(path, &e);
         free(data);
         return 0;
     }
     const char *h = "exec-client-put";
-    if (ec_fs_open(cli->c, h, path, true, &e) != 0)
-        die_err(path, &e);
+    if (ec_fs_open(cli->c, h, path, true, &e) != 0) die_err(path, &e);
     struct progress pg;
     progress_init(&pg, n);
     for (size_t off = 0; off < n; off += BLOCK) {
         size_t len = n - off < BLOCK ? n - off : BLOCK;
-        if (ec_fs_write_block(cli->c, h, off, data + off, len, &e) != 0)
-            die_err(path, &e);
+        if (ec_fs_write_block(cli->c, h, off, data + off, len, &e) != 0) die_err(path, &e);
         progress_show(&pg, off + len, false);
     }
     progress_show(&pg, n, true);
-    if (ec_fs_close(cli->c, h, &e) != 0)
-        die_err(path, &e);
+    if (ec_fs_close(cli->c, h, &e) != 0) die_err(path, &e);
     free(data);
     return 0;
 }
@@ -617,11 +590,20 @@ static int cmd_fs(struct cli *cli, int argc, char **argv)
     while ((ch = getopt_long(argc, argv, "+rRfp", longs, NULL)) != -1) {
         switch (ch) {
         case 'r':
-        case 'R': rflag = true; break;
-        case 'f': fflag = true; break;
-        case 'p': pflag = true; break;
-        case 'd': max_depth = (unsigned)atoi(optarg); break;
-        default: die_usage("fs %s: bad option", sub);
+        case 'R':
+            rflag = true;
+            break;
+        case 'f':
+            fflag = true;
+            break;
+        case 'p':
+            pflag = true;
+            break;
+        case 'd':
+            max_depth = (unsigned)atoi(optarg);
+            break;
+        default:
+            die_usage("fs %s: bad option", sub);
         }
     }
     int nargs = argc - optind;
@@ -630,8 +612,7 @@ static int cmd_fs(struct cli *cli, int argc, char **argv)
     if (strcmp(sub, "cat") && strcmp(sub, "put") && strcmp(sub, "ls") && strcmp(sub, "stat") &&
         strcmp(sub, "rm") && strcmp(sub, "cp") && strcmp(sub, "mkdir") && strcmp(sub, "walk"))
         die_usage("fs: unknown subcommand `%s`", sub);
-    if (nargs != want)
-        die_usage("fs %s: wrong number of arguments", sub);
+    if (nargs != want) die_usage("fs %s: wrong number of arguments", sub);
     connect_or_die(cli, false, 0);
     ec_error e = {0};
     int rc = 0;
@@ -643,43 +624,39 @@ static int cmd_fs(struct cli *cli, int argc, char **argv)
     } else if (strcmp(sub, "ls") == 0) {
         ec_dirent *ents;
         size_t n;
-        if (ec_fs_read_directory(cli->c, path, &ents, &n, &e) != 0)
-            die_err(path, &e);
+        if (ec_fs_read_directory(cli->c, path, &ents, &n, &e) != 0) die_err(path, &e);
         qsort(ents, n, sizeof *ents, cmp_dirent);
         for (size_t i = 0; i < n; i++)
             printf("%s%s\n", ents[i].name, ents[i].is_directory ? "/" : "");
         ec_dirents_free(ents, n);
     } else if (strcmp(sub, "stat") == 0) {
         ec_metadata md;
-        if (ec_fs_get_metadata(cli->c, path, &md, &e) != 0)
-            die_err(path, &e);
+        if (ec_fs_get_metadata(cli->c, path, &md, &e) != 0) die_err(path, &e);
         printf("path: %s\ntype: %s\nsymlink: %s\nsize: %llu\nmodifiedAtMs: %lld\n"
                "createdAtMs: %lld\n",
-               path, md.is_directory ? "directory" : md.is_file ? "file" : "other",
+               path,
+               md.is_directory ? "directory"
+               : md.is_file    ? "file"
+                               : "other",
                md.is_symlink ? "yes" : "no", (unsigned long long)md.size,
                (long long)md.modified_at_ms, (long long)md.created_at_ms);
     } else if (strcmp(sub, "rm") == 0) {
-        if (ec_fs_remove(cli->c, path, rflag, fflag, &e) != 0)
-            die_err(path, &e);
+        if (ec_fs_remove(cli->c, path, rflag, fflag, &e) != 0) die_err(path, &e);
     } else if (strcmp(sub, "cp") == 0) {
         char *src = remote_path(cli, args[0]);
-        if (ec_fs_copy(cli->c, src, path, rflag, &e) != 0)
-            die_err(src, &e);
+        if (ec_fs_copy(cli->c, src, path, rflag, &e) != 0) die_err(src, &e);
         free(src);
     } else if (strcmp(sub, "mkdir") == 0) {
-        if (ec_fs_create_directory(cli->c, path, pflag, &e) != 0)
-            die_err(path, &e);
+        if (ec_fs_create_directory(cli->c, path, pflag, &e) != 0) die_err(path, &e);
     } else if (strcmp(sub, "walk") == 0) {
         ec_walk_options wo = {.max_depth = max_depth ? max_depth : 64};
         ec_walk_entry *ents;
         size_t n;
         bool trunc = false;
-        if (ec_fs_walk(cli->c, path, &wo, &ents, &n, &trunc, &e) != 0)
-            die_err(path, &e);
+        if (ec_fs_walk(cli->c, path, &wo, &ents, &n, &trunc, &e) != 0) die_err(path, &e);
         for (size_t i = 0; i < n; i++)
             printf("%s%s\n", ents[i].path, ents[i].is_directory ? "/" : "");
-        if (trunc)
-            fprintf(stderr, "exec-client: walk truncated at the server's limits\n");
+        if (trunc) fprintf(stderr, "exec-client: walk truncated at the server's limits\n");
         ec_walk_entries_free(ents, n);
     }
     free(path);
@@ -700,21 +677,18 @@ static void rpc_print(void *ud, const char *text, size_t len)
     fputc('\n', stdout);
     fflush(stdout);
     json_t *m = json_loadb(text, len, 0, NULL);
-    if (m && json_object_get(m, "id") && !json_object_get(m, "method"))
-        st->outstanding--;
+    if (m && json_object_get(m, "id") && !json_object_get(m, "method")) st->outstanding--;
     json_decref(m);
 }
 
 static int cmd_rpc(struct cli *cli, int argc, char **argv)
 {
     bool raw = argc > 1 && strcmp(argv[1], "--raw") == 0;
-    if (argc > (raw ? 2 : 1))
-        die_usage("rpc: unexpected argument `%s`", argv[raw ? 2 : 1]);
+    if (argc > (raw ? 2 : 1)) die_usage("rpc: unexpected argument `%s`", argv[raw ? 2 : 1]);
     connect_or_die(cli, raw, 0);
     struct rpc_state st = {0};
     ec_client_set_message_hook(cli->c, rpc_print, &st);
-    if (!raw)
-        fprintf(stderr, "exec-client: session %s\n", ec_client_session_id(cli->c));
+    if (!raw) fprintf(stderr, "exec-client: session %s\n", ec_client_session_id(cli->c));
     char *line = NULL;
     size_t cap = 0;
     ec_error e = {0};
@@ -723,19 +697,15 @@ static int cmd_rpc(struct cli *cli, int argc, char **argv)
     for (;;) {
         struct pollfd pfd[2] = {{.fd = ec_client_fd(cli->c), .events = POLLIN},
                                 {.fd = in_open ? STDIN_FILENO : -1, .events = POLLIN}};
-        if (pfd[0].fd < 0)
-            break;
+        if (pfd[0].fd < 0) break;
         int timeout = -1;
         if (!in_open) {
-            if (st.outstanding <= 0)
-                break;
+            if (st.outstanding <= 0) break;
             timeout = (int)(drain_deadline - mono_ms());
-            if (timeout <= 0)
-                break;
+            if (timeout <= 0) break;
         }
         int pr = poll(pfd, 2, timeout);
-        if (pr < 0 && errno != EINTR)
-            break;
+        if (pr < 0 && errno != EINTR) break;
         if (pr > 0 && pfd[0].revents) {
             if (ec_client_process_ready(cli->c, &e) != 0) {
                 fprintf(stderr, "exec-client: %s\n", e.message);
@@ -751,11 +721,9 @@ static int cmd_rpc(struct cli *cli, int argc, char **argv)
             }
             while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
                 line[--n] = 0;
-            if (n == 0)
-                continue;
+            if (n == 0) continue;
             json_t *m = json_loadb(line, (size_t)n, 0, NULL);
-            if (m && json_object_get(m, "id") && json_object_get(m, "method"))
-                st.outstanding++;
+            if (m && json_object_get(m, "id") && json_object_get(m, "method")) st.outstanding++;
             json_decref(m);
             if (ec_client_send_text(cli->c, line, (size_t)n, &e) != 0) {
                 fprintf(stderr, "exec-client: %s\n", e.message);
@@ -779,11 +747,21 @@ int main(int argc, char **argv)
     int ch;
     while ((ch = getopt_long(argc, argv, "+h", longs, NULL)) != -1) {
         switch (ch) {
-        case 'u': cli.url = optarg; break;
-        case 'T': cli.token = optarg; break;
-        case 'm': cli.timeout_ms = atoi(optarg); break;
-        case 'h': fputs(usage_text, stdout); return 0;
-        default: fputs(usage_text, stderr); return EXIT_USAGE;
+        case 'u':
+            cli.url = optarg;
+            break;
+        case 'T':
+            cli.token = optarg;
+            break;
+        case 'm':
+            cli.timeout_ms = atoi(optarg);
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            return 0;
+        default:
+            fputs(usage_text, stderr);
+            return EXIT_USAGE;
         }
     }
     if (optind >= argc) {

@@ -47,8 +47,8 @@ typedef enum ec_err_kind {
 
 typedef struct ec_error {
     ec_err_kind kind;
-    int64_t code;       /* JSON-RPC error code when kind == EC_ERR_SERVER, else 0 */
-    char message[512];  /* one line, NUL-terminated */
+    int64_t code;      /* JSON-RPC error code when kind == EC_ERR_SERVER, else 0 */
+    char message[512]; /* one line, NUL-terminated */
 } ec_error;
 
 /* Static text for a kind ("transport", "server", ...). */
@@ -59,16 +59,16 @@ EC_API const char *ec_err_kind_name(ec_err_kind kind);
 typedef struct ec_client ec_client;
 
 typedef struct ec_client_options {
-    const char *url;            /* ws://HOST:PORT[/PATH]; required. Copied. */
-    const char *bearer_token;   /* sent as "Authorization: Bearer <token>" when set. Copied. */
-    const char *client_name;    /* initialize.clientName; default "exec-client". Copied. */
-    int connect_timeout_ms;     /* TCP connect + upgrade + initialize; default 10000 */
-    int call_timeout_ms;        /* per blocking call; default 60000; <0 waits forever */
-    int reconnect_timeout_ms;   /* >0: on connection loss, resume the session for up to
-                                   this long (one shared attempt); 0: no reconnect */
-    int lag_ms;                 /* exited but no close after this long while waiting:
-                                   one catch-up process/read; default 5000 */
-    bool skip_initialize;       /* connect only (raw tools such as `exec-client rpc`) */
+    const char *url;          /* ws://HOST:PORT[/PATH]; required. Copied. */
+    const char *bearer_token; /* sent as "Authorization: Bearer <token>" when set. Copied. */
+    const char *client_name;  /* initialize.clientName; default "exec-client". Copied. */
+    int connect_timeout_ms;   /* TCP connect + upgrade + initialize; default 10000 */
+    int call_timeout_ms;      /* per blocking call; default 60000; <0 waits forever */
+    int reconnect_timeout_ms; /* >0: on connection loss, resume the session for up to
+                                 this long (one shared attempt); 0: no reconnect */
+    int lag_ms;               /* exited but no close after this long while waiting:
+                                 one catch-up process/read; default 5000 */
+    bool skip_initialize;     /* connect only (raw tools such as `exec-client rpc`) */
 } ec_client_options;
 
 /* Connects, upgrades to WebSocket, then initialize + initialized (unless
@@ -120,31 +120,31 @@ EC_API unsigned ec_client_reconnects(const ec_client *c);
 typedef struct ec_process ec_process;
 
 typedef struct ec_start_options {
-    const char *process_id;        /* NULL: the library picks a unique one */
-    const char *const *argv;       /* NULL-terminated, non-empty */
-    const char *cwd;               /* absolute path; NULL: "/" */
-    const char *const *env;        /* NULL-terminated "K=V" list: the child's whole
-                                      environment (NULL: empty) */
-    bool tty;                      /* run on a PTY (output stream EC_STREAM_PTY) */
-    bool pipe_stdin;               /* pipe mode: accept ec_process_write() */
-    const char *arg0;              /* optional argv[0] seen by the child */
+    const char *process_id;  /* NULL: the library picks a unique one */
+    const char *const *argv; /* NULL-terminated, non-empty */
+    const char *cwd;         /* absolute path; NULL: "/" */
+    const char *const *env;  /* NULL-terminated "K=V" list: the child's whole
+                                environment (NULL: empty) */
+    bool tty;                /* run on a PTY (output stream EC_STREAM_PTY) */
+    bool pipe_stdin;         /* pipe mode: accept ec_process_write() */
+    const char *arg0;        /* optional argv[0] seen by the child */
 } ec_start_options;
 
 typedef enum ec_stream { EC_STREAM_STDOUT, EC_STREAM_STDERR, EC_STREAM_PTY } ec_stream;
 
 typedef enum ec_event_type {
-    EC_EVENT_OUTPUT = 1,  /* bytes in data/len from stream */
-    EC_EVENT_EXITED,      /* exit_code (128+N for signal N in pipe mode), sandbox_denied */
-    EC_EVENT_CLOSED,      /* all output delivered; the last event of a process */
-    EC_EVENT_RESYNC,      /* the connection dropped; the stream is being caught up through
-                             process/read after resume. Informational: keep reading. */
+    EC_EVENT_OUTPUT = 1, /* bytes in data/len from stream */
+    EC_EVENT_EXITED,     /* exit_code (128+N for signal N in pipe mode), sandbox_denied */
+    EC_EVENT_CLOSED,     /* all output delivered; the last event of a process */
+    EC_EVENT_RESYNC,     /* the connection dropped; the stream is being caught up through
+                            process/read after resume. Informational: keep reading. */
 } ec_event_type;
 
 typedef struct ec_event {
     ec_event_type type;
-    uint64_t seq;          /* server seq, 0 when learned from a process/read result */
+    uint64_t seq; /* server seq, 0 when learned from a process/read result */
     ec_stream stream;
-    const uint8_t *data;   /* owned by the handle; valid until the next call on it */
+    const uint8_t *data; /* owned by the handle; valid until the next call on it */
     size_t len;
     int exit_code;
     bool sandbox_denied;
@@ -174,12 +174,12 @@ EC_API const char *ec_process_id(const ec_process *p);
 EC_API bool ec_process_closed(const ec_process *p);
 
 typedef struct ec_process_stats {
-    uint64_t reads_sent;          /* process/read requests sent for this process */
-    uint64_t duplicates_dropped;  /* events seen twice (by seq) and dropped */
-    uint64_t gaps_detected;       /* notifications that arrived after a missing seq */
-    uint64_t resyncs;             /* reconnects this process was caught up after */
-    uint64_t lags;                /* times the caller fell more than 32 MiB behind: pushed
-                                     output was dropped and fetched again by one read */
+    uint64_t reads_sent;         /* process/read requests sent for this process */
+    uint64_t duplicates_dropped; /* events seen twice (by seq) and dropped */
+    uint64_t gaps_detected;      /* notifications that arrived after a missing seq */
+    uint64_t resyncs;            /* reconnects this process was caught up after */
+    uint64_t lags;               /* times the caller fell more than 32 MiB behind: pushed
+                                    output was dropped and fetched again by one read */
 } ec_process_stats;
 EC_API void ec_process_get_stats(const ec_process *p, ec_process_stats *out);
 
@@ -195,17 +195,17 @@ typedef struct ec_metadata {
 } ec_metadata;
 
 typedef struct ec_dirent {
-    char *name;  /* owned by the array */
+    char *name; /* owned by the array */
     bool is_directory, is_file;
 } ec_dirent;
 
 typedef struct ec_walk_entry {
-    char *path;  /* native absolute path, owned by the array */
+    char *path; /* native absolute path, owned by the array */
     bool is_directory;
 } ec_walk_entry;
 
 typedef struct ec_walk_options {
-    unsigned max_depth, max_directories, max_entries;  /* 0: 64 / 10000 / 50000 */
+    unsigned max_depth, max_directories, max_entries; /* 0: 64 / 10000 / 50000 */
     bool follow_directory_symlinks, prune_hidden_directories;
 } ec_walk_options;
 
@@ -216,8 +216,7 @@ EC_API int ec_fs_write_file(ec_client *c, const char *path, const void *data, si
                             ec_error *err);
 EC_API int ec_fs_create_directory(ec_client *c, const char *path, bool recursive, ec_error *err);
 EC_API int ec_fs_get_metadata(ec_client *c, const char *path, ec_metadata *out, ec_error *err);
-EC_API int ec_fs_remove(ec_client *c, const char *path, bool recursive, bool force,
-                        ec_error *err);
+EC_API int ec_fs_remove(ec_client *c, const char *path, bool recursive, bool force, ec_error *err);
 EC_API int ec_fs_copy(ec_client *c, const char *src, const char *dst, bool recursive,
                       ec_error *err);
 /* *out: native path, caller frees. */
@@ -239,8 +238,8 @@ EC_API int ec_fs_open(ec_client *c, const char *handle_id, const char *path, boo
 /* *data: caller frees. */
 EC_API int ec_fs_read_block(ec_client *c, const char *handle_id, uint64_t offset, size_t len,
                             uint8_t **data, size_t *n, bool *eof, ec_error *err);
-EC_API int ec_fs_write_block(ec_client *c, const char *handle_id, uint64_t offset,
-                             const void *data, size_t len, ec_error *err);
+EC_API int ec_fs_write_block(ec_client *c, const char *handle_id, uint64_t offset, const void *data,
+                             size_t len, ec_error *err);
 EC_API int ec_fs_close(ec_client *c, const char *handle_id, ec_error *err);
 
 /* Native absolute path -> file: URI (caller frees), or NULL for a relative path. */

@@ -39,13 +39,20 @@
 const char *ec_err_kind_name(ec_err_kind kind)
 {
     switch (kind) {
-    case EC_OK: return "ok";
-    case EC_ERR_TRANSPORT: return "transport";
-    case EC_ERR_SERVER: return "server";
-    case EC_ERR_TIMEOUT: return "timeout";
-    case EC_ERR_PROTOCOL: return "protocol";
-    case EC_ERR_USAGE: return "usage";
-    case EC_ERR_SESSION_LOST: return "session lost";
+    case EC_OK:
+        return "ok";
+    case EC_ERR_TRANSPORT:
+        return "transport";
+    case EC_ERR_SERVER:
+        return "server";
+    case EC_ERR_TIMEOUT:
+        return "timeout";
+    case EC_ERR_PROTOCOL:
+        return "protocol";
+    case EC_ERR_USAGE:
+        return "usage";
+    case EC_ERR_SESSION_LOST:
+        return "session lost";
     }
     return "unknown";
 }
@@ -65,8 +72,7 @@ int ec_fail(ec_error *err, ec_err_kind kind, int64_t code, const char *fmt, ...)
 
 static void err_copy(ec_error *dst, const ec_error *src)
 {
-    if (dst)
-        *dst = *src;
+    if (dst) *dst = *src;
 }
 
 int64_t ec_now_ms(void)
@@ -79,11 +85,9 @@ int64_t ec_now_ms(void)
 /* ms left until deadline (-1 = none), clamped at 0. */
 static int remaining(int64_t deadline)
 {
-    if (deadline < 0)
-        return -1;
+    if (deadline < 0) return -1;
     int64_t r = deadline - ec_now_ms();
-    if (r < 0)
-        return 0;
+    if (r < 0) return 0;
     return r > 0x3fffffff ? 0x3fffffff : (int)r;
 }
 
@@ -99,16 +103,14 @@ int ec_url_parse(const char *url, char **host, char **port, char **path, ec_erro
     if (!url || !*url)
         return ec_fail(err, EC_ERR_USAGE, 0, "no server URL (use --url or EXEC_SERVER_URL)");
     if (strncmp(url, "wss://", 6) == 0)
-        return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: wss:// (TLS) is not supported",
-                       url);
+        return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: wss:// (TLS) is not supported", url);
     if (strncmp(url, "ws://", 5) != 0)
         return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: expected ws://HOST:PORT", url);
     const char *p = url + 5, *h0, *h1;
     if (*p == '[') {
         h0 = p + 1;
         h1 = strchr(h0, ']');
-        if (!h1)
-            return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: unclosed [", url);
+        if (!h1) return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: unclosed [", url);
         p = h1 + 1;
     } else {
         h0 = p;
@@ -116,8 +118,7 @@ int ec_url_parse(const char *url, char **host, char **port, char **path, ec_erro
             p++;
         h1 = p;
     }
-    if (h1 == h0)
-        return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: no host", url);
+    if (h1 == h0) return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: no host", url);
     const char *port0 = "80";
     size_t port_len = 2;
     if (*p == ':') {
@@ -140,8 +141,7 @@ int ec_url_parse(const char *url, char **host, char **port, char **path, ec_erro
 
 static void conn_drop(ec_client *c)
 {
-    if (c->fd >= 0)
-        close(c->fd);
+    if (c->fd >= 0) close(c->fd);
     c->fd = -1;
     c->rlen = 0;
     c->msglen = 0;
@@ -152,16 +152,14 @@ static void conn_drop(ec_client *c)
 static int send_all(ec_client *c, const uint8_t *buf, size_t n, int64_t deadline, ec_error *err)
 {
     while (n > 0) {
-        if (c->fd < 0)
-            return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
+        if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
         ssize_t w = send(c->fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w > 0) {
             buf += w;
             n -= (size_t)w;
             continue;
         }
-        if (w < 0 && errno == EINTR)
-            continue;
+        if (w < 0 && errno == EINTR) continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             struct pollfd pfd = {.fd = c->fd, .events = POLLOUT};
             int r = poll(&pfd, 1, remaining(deadline));
@@ -181,8 +179,7 @@ static int send_all(ec_client *c, const uint8_t *buf, size_t n, int64_t deadline
 static int send_frame(ec_client *c, int opcode, const void *payload, size_t n, ec_error *err)
 {
     uint8_t mask[4];
-    if (RAND_bytes(mask, 4) != 1)
-        arc4random_buf(mask, 4);
+    if (RAND_bytes(mask, 4) != 1) arc4random_buf(mask, 4);
     c->wlen = 0;
     ec_ws_encode(&c->wbuf, &c->wlen, &c->wcap, opcode, payload, n, mask);
     int64_t deadline = ec_deadline(c->call_timeout_ms < 0 ? 60000 : c->call_timeout_ms);
@@ -201,13 +198,12 @@ static int resolve_and_connect(ec_client *c, int64_t deadline, ec_error *err)
     struct addrinfo *res = NULL;
     int g = getaddrinfo(c->host, c->port, &hints, &res);
     if (g != 0)
-        return ec_fail(err, EC_ERR_TRANSPORT, 0, "cannot resolve %s: %s", c->host,
-                       gai_strerror(g));
+        return ec_fail(err, EC_ERR_TRANSPORT, 0, "cannot resolve %s: %s", c->host, gai_strerror(g));
     int last = ECONNREFUSED;
     bool timed_out = false;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                        ai->ai_protocol);
+        int fd =
+            socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
         if (fd < 0) {
             last = errno;
             continue;
@@ -243,8 +239,7 @@ static int resolve_and_connect(ec_client *c, int64_t deadline, ec_error *err)
     }
     freeaddrinfo(res);
     if (timed_out)
-        return ec_fail(err, EC_ERR_TIMEOUT, 0, "timed out connecting to %s:%s", c->host,
-                       c->port);
+        return ec_fail(err, EC_ERR_TIMEOUT, 0, "timed out connecting to %s:%s", c->host, c->port);
     return ec_fail(err, EC_ERR_TRANSPORT, 0, "cannot connect to %s:%s: %s", c->host, c->port,
                    strerror(last));
 }
@@ -263,10 +258,8 @@ static ssize_t read_some(ec_client *c)
             c->rlen += (size_t)r;
             return r;
         }
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return 0;
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
         conn_drop(c);
         return -1;
     }
@@ -275,8 +268,7 @@ static ssize_t read_some(ec_client *c)
 static int handshake(ec_client *c, int64_t deadline, ec_error *err)
 {
     uint8_t rnd[16];
-    if (RAND_bytes(rnd, sizeof rnd) != 1)
-        arc4random_buf(rnd, sizeof rnd);
+    if (RAND_bytes(rnd, sizeof rnd) != 1) arc4random_buf(rnd, sizeof rnd);
     char key[25] = {0};
     base64_encode(rnd, sizeof rnd, key);
     char *req = NULL;
@@ -286,14 +278,12 @@ static int handshake(ec_client *c, int64_t deadline, ec_error *err)
             "GET %s HTTP/1.1\r\nHost: %s:%s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n",
             c->path, c->host, c->port, key);
-    if (c->token)
-        fprintf(f, "Authorization: Bearer %s\r\n", c->token);
+    if (c->token) fprintf(f, "Authorization: Bearer %s\r\n", c->token);
     fputs("\r\n", f);
     fclose(f);
     int rc = send_all(c, (const uint8_t *)req, reqlen, deadline, err);
     free(req);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     /* Read the response head; whatever follows it is already WebSocket data. */
     char *end = NULL;
     while (!end) {
@@ -303,8 +293,7 @@ static int handshake(ec_client *c, int64_t deadline, ec_error *err)
             conn_drop(c);
             return ec_fail(err, EC_ERR_TIMEOUT, 0, "timed out waiting for the upgrade");
         }
-        if (pr < 0 && errno == EINTR)
-            continue;
+        if (pr < 0 && errno == EINTR) continue;
         if (read_some(c) < 0)
             return ec_fail(err, EC_ERR_TRANSPORT, 0,
                            "server closed the connection during the upgrade");
@@ -322,8 +311,7 @@ static int handshake(ec_client *c, int64_t deadline, ec_error *err)
     sscanf(head, "HTTP/1.%*d %d", &status);
     if (status != 101) {
         char *eol = strstr(head, "\r\n");
-        if (eol)
-            *eol = 0;
+        if (eol) *eol = 0;
         conn_drop(c);
         rc = ec_fail(err, EC_ERR_TRANSPORT, status, "WebSocket upgrade refused: %s", head);
         free(head);
@@ -358,8 +346,7 @@ static int handshake(ec_client *c, int64_t deadline, ec_error *err)
 
 /* ---- pending requests ---------------------------------------------------------- */
 
-static struct ec_pending *pending_new(ec_client *c, int kind, const char *method,
-                                      json_t *params)
+static struct ec_pending *pending_new(ec_client *c, int kind, const char *method, json_t *params)
 {
     struct ec_pending *p = xcalloc(1, sizeof *p);
     p->id = c->next_id++;
@@ -404,16 +391,14 @@ static void pending_fail(struct ec_pending *p, ec_err_kind kind, const char *fmt
 static ec_process *proc_find(ec_client *c, const char *id)
 {
     for (ec_process *p = c->procs; p; p = p->next)
-        if (strcmp(p->id, id) == 0)
-            return p;
+        if (strcmp(p->id, id) == 0) return p;
     return NULL;
 }
 
 static void on_read_reply(ec_client *c, struct ec_pending *pd, struct ec_msg *m)
 {
     ec_process *p = pd->proc;
-    if (!p)
-        return;
+    if (!p) return;
     p->read_pending = NULL;
     p->last_progress_ms = ec_now_ms();
     if (m->kind == EC_MSG_RESPONSE) {
@@ -433,14 +418,12 @@ static void handle_message(ec_client *c, const char *text, size_t len)
 {
     struct ec_msg m;
     if (ec_msg_parse(text, len, &m) != 0) {
-        if (c->hook)
-            c->hook(c->hook_ud, text, len);
+        if (c->hook) c->hook(c->hook_ud, text, len);
         return;
     }
     if ((m.kind == EC_MSG_RESPONSE || m.kind == EC_MSG_ERROR) && m.id_is_int) {
         for (struct ec_pending *pd = c->pending; pd; pd = pd->next) {
-            if (pd->id != m.id || pd->done)
-                continue;
+            if (pd->id != m.id || pd->done) continue;
             if (pd->kind == EC_PENDING_READ) {
                 on_read_reply(c, pd, &m);
                 pending_unlink_free(c, pd);
@@ -466,8 +449,7 @@ static void handle_message(ec_client *c, const char *text, size_t len)
             return;
         }
     }
-    if (c->hook)
-        c->hook(c->hook_ud, text, len);
+    if (c->hook) c->hook(c->hook_ud, text, len);
     ec_msg_clear(&m);
 }
 
@@ -480,16 +462,14 @@ static int handle_frames(ec_client *c)
     while (c->fd >= 0) {
         struct ec_ws_frame f;
         int r = ec_ws_parse(c->rbuf + off, c->rlen - off, EC_MAX_MESSAGE, &f);
-        if (r == 0)
-            break;
+        if (r == 0) break;
         if (r < 0) {
             rc = -1;
             break;
         }
         uint8_t *payload = c->rbuf + off + f.header_len;
         size_t n = (size_t)f.payload_len;
-        if (f.masked)
-            ec_ws_unmask(payload, n, f.mask);
+        if (f.masked) ec_ws_unmask(payload, n, f.mask);
         off += f.header_len + n;
         switch (f.opcode) {
         case EC_WS_PING:
@@ -540,25 +520,21 @@ out:
         memmove(c->rbuf, c->rbuf + off, c->rlen - off);
         c->rlen -= off;
     }
-    if (rc < 0)
-        conn_drop(c);
+    if (rc < 0) conn_drop(c);
     return rc;
 }
 
 /* Sends the catch-up reads the trackers ask for. */
 static void kick_reads(ec_client *c)
 {
-    if (c->fd < 0 || c->reconnecting)
-        return;
+    if (c->fd < 0 || c->reconnecting) return;
     for (ec_process *p = c->procs; p; p = p->next) {
-        if (p->broken || p->read_pending || !ec_track_wants_read(&p->t))
-            continue;
+        if (p->broken || p->read_pending || !ec_track_wants_read(&p->t)) continue;
         json_t *params = ec_track_read_params(&p->t, p->id);
         struct ec_pending *pd = pending_new(c, EC_PENDING_READ, "process/read", params);
         pd->proc = p;
         p->read_pending = pd;
-        if (pending_send(c, pd, NULL) != 0)
-            return; /* the loss is handled by the next pump */
+        if (pending_send(c, pd, NULL) != 0) return; /* the loss is handled by the next pump */
     }
 }
 
@@ -577,8 +553,7 @@ static int handle_loss(ec_client *c, ec_error *err)
      * trackers' afterSeq; writes keep their writeId and are re-sent. */
     for (struct ec_pending *pd = c->pending, *next; pd; pd = next) {
         next = pd->next;
-        if (pd->done)
-            continue;
+        if (pd->done) continue;
         if (pd->kind == EC_PENDING_READ) {
             if (pd->proc) {
                 pd->proc->read_pending = NULL;
@@ -611,11 +586,9 @@ static int handle_loss(ec_client *c, ec_error *err)
 static int pump(ec_client *c, int timeout_ms, ec_error *err)
 {
     if (c->fd < 0) {
-        if (c->reconnecting)
-            return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
+        if (c->reconnecting) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
         int rc = handle_loss(c, err);
-        if (rc)
-            return rc;
+        if (rc) return rc;
         kick_reads(c);
         return 0;
     }
@@ -626,14 +599,11 @@ static int pump(ec_client *c, int timeout_ms, ec_error *err)
     if (r > 0) {
         for (;;) {
             ssize_t n = read_some(c);
-            if (n < 0)
-                break;
-            if (handle_frames(c) < 0 || n == 0)
-                break;
+            if (n < 0) break;
+            if (handle_frames(c) < 0 || n == 0) break;
         }
     }
-    if (c->fd < 0)
-        return pump(c, 0, err);
+    if (c->fd < 0) return pump(c, 0, err);
     kick_reads(c);
     return 0;
 }
@@ -650,8 +620,7 @@ static int pending_wait(ec_client *c, struct ec_pending *pd, int64_t deadline, j
             goto out;
         }
         rc = pump(c, left, err);
-        if (rc && !pd->done)
-            goto out;
+        if (rc && !pd->done) goto out;
     }
     if (pd->err.kind != EC_OK) {
         err_copy(err, &pd->err);
@@ -671,8 +640,7 @@ out:
 int ec_call_kind(ec_client *c, int kind, const char *method, json_t *params, json_t **result,
                  ec_error *err)
 {
-    if (result)
-        *result = NULL;
+    if (result) *result = NULL;
     if (c->dead) {
         json_decref(params);
         err_copy(err, &c->dead_err);
@@ -684,8 +652,7 @@ int ec_call_kind(ec_client *c, int kind, const char *method, json_t *params, jso
     return pending_wait(c, pd, deadline, result, err);
 }
 
-int ec_client_call(ec_client *c, const char *method, json_t *params, json_t **result,
-                   ec_error *err)
+int ec_client_call(ec_client *c, const char *method, json_t *params, json_t **result, ec_error *err)
 {
     return ec_call_kind(c, EC_PENDING_CALL, method, params, result, err);
 }
@@ -694,21 +661,18 @@ int ec_client_call(ec_client *c, const char *method, json_t *params, json_t **re
 static int do_initialize(ec_client *c, int64_t deadline, const char *resume, ec_error *err)
 {
     json_t *params = json_pack("{s:s}", "clientName", c->client_name);
-    if (resume)
-        json_object_set_new(params, "resumeSessionId", json_string(resume));
+    if (resume) json_object_set_new(params, "resumeSessionId", json_string(resume));
     struct ec_pending *pd = pending_new(c, EC_PENDING_CALL, "initialize", params);
     pending_send(c, pd, NULL);
     json_t *res = NULL;
     int rc = pending_wait(c, pd, deadline, &res, err);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     const char *sid = json_string_value(json_object_get(res, "sessionId"));
     if (!sid) {
         json_decref(res);
         return ec_fail(err, EC_ERR_PROTOCOL, 0, "initialize result has no sessionId");
     }
-    if (!c->session_id)
-        c->session_id = xstrdup(sid);
+    if (!c->session_id) c->session_id = xstrdup(sid);
     json_t *info = json_object_get(res, "environmentInfo");
     if (json_is_object(info)) {
         json_decref(c->env_info);
@@ -729,12 +693,9 @@ static int reconnect(ec_client *c, ec_error *err)
     for (;;) {
         conn_drop(c);
         rc = resolve_and_connect(c, deadline, &e);
-        if (rc == 0)
-            rc = handshake(c, deadline, &e);
-        if (rc == 0)
-            rc = do_initialize(c, deadline, c->session_id, &e);
-        if (rc == 0)
-            break;
+        if (rc == 0) rc = handshake(c, deadline, &e);
+        if (rc == 0) rc = do_initialize(c, deadline, c->session_id, &e);
+        if (rc == 0) break;
         /* -32010: the server has not noticed the old socket's close yet. */
         bool retry = rc != -EC_ERR_SERVER || e.code == -32010;
         if (!retry) {
@@ -751,8 +712,7 @@ static int reconnect(ec_client *c, ec_error *err)
         }
         int left = remaining(deadline);
         usleep((useconds_t)(delay < left ? delay : left) * 1000);
-        if (delay < 500)
-            delay *= 2;
+        if (delay < 500) delay *= 2;
     }
     c->reconnecting = false;
     if (c->dead) {
@@ -767,8 +727,7 @@ static int reconnect(ec_client *c, ec_error *err)
     c->reconnects++;
     /* Writes in flight go again with new request ids and the same writeId. */
     for (struct ec_pending *pd = c->pending; pd; pd = pd->next) {
-        if (pd->done || pd->kind != EC_PENDING_RETRY)
-            continue;
+        if (pd->done || pd->kind != EC_PENDING_RETRY) continue;
         pd->id = c->next_id++;
         pending_send(c, pd, NULL);
     }
@@ -780,14 +739,12 @@ static int reconnect(ec_client *c, ec_error *err)
 int ec_client_connect(const ec_client_options *o, ec_client **out, ec_error *err)
 {
     *out = NULL;
-    if (!o)
-        return ec_fail(err, EC_ERR_USAGE, 0, "no options");
+    if (!o) return ec_fail(err, EC_ERR_USAGE, 0, "no options");
     ec_client *c = xcalloc(1, sizeof *c);
     c->fd = -1;
     c->next_id = 1;
     int rc = ec_url_parse(o->url, &c->host, &c->port, &c->path, err);
-    if (rc)
-        goto fail;
+    if (rc) goto fail;
     c->token = o->bearer_token ? xstrdup(o->bearer_token) : NULL;
     c->client_name = xstrdup(o->client_name ? o->client_name : "exec-client");
     c->call_timeout_ms = o->call_timeout_ms ? o->call_timeout_ms : 60000;
@@ -795,15 +752,13 @@ int ec_client_connect(const ec_client_options *o, ec_client **out, ec_error *err
     c->lag_ms = o->lag_ms > 0 ? o->lag_ms : 5000;
     int64_t deadline = ec_deadline(o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000);
     rc = resolve_and_connect(c, deadline, err);
-    if (rc == 0)
-        rc = handshake(c, deadline, err);
+    if (rc == 0) rc = handshake(c, deadline, err);
     if (rc == 0 && !o->skip_initialize) {
         c->reconnecting = true; /* no resume before there is a session */
         rc = do_initialize(c, deadline, NULL, err);
         c->reconnecting = false;
     }
-    if (rc)
-        goto fail;
+    if (rc) goto fail;
     *out = c;
     return 0;
 fail:
@@ -813,8 +768,7 @@ fail:
 
 void ec_client_close(ec_client *c)
 {
-    if (!c)
-        return;
+    if (!c) return;
     if (c->fd >= 0) {
         uint8_t code[2] = {0x03, 0xE8}; /* 1000 normal closure */
         send_frame(c, EC_WS_CLOSE, code, 2, NULL);
@@ -889,8 +843,7 @@ int ec_client_send_text(ec_client *c, const char *text, size_t len, ec_error *er
         err_copy(err, &c->dead_err);
         return -(int)c->dead_err.kind;
     }
-    if (c->fd < 0)
-        return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
+    if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
     return send_frame(c, EC_WS_TEXT, text, len, err);
 }
 
@@ -910,28 +863,23 @@ int ec_process_start(ec_client *c, const ec_start_options *o, ec_process **out, 
     if (proc_find(c, id))
         return ec_fail(err, EC_ERR_USAGE, 0, "process id %s is already in use", id);
     char *cwd = ec_path_to_uri(o->cwd ? o->cwd : "/");
-    if (!cwd)
-        return ec_fail(err, EC_ERR_USAGE, 0, "cwd must be an absolute path");
+    if (!cwd) return ec_fail(err, EC_ERR_USAGE, 0, "cwd must be an absolute path");
     json_t *argv = json_array();
     for (size_t i = 0; o->argv[i]; i++)
         json_array_append_new(argv, json_string(o->argv[i]));
     json_t *env = json_object();
     for (size_t i = 0; o->env && o->env[i]; i++) {
         const char *eq = strchr(o->env[i], '=');
-        if (!eq || eq == o->env[i])
-            continue;
+        if (!eq || eq == o->env[i]) continue;
         char *k = xstrndup(o->env[i], (size_t)(eq - o->env[i]));
         json_object_set_new(env, k, json_string(eq + 1));
         free(k);
     }
     json_t *params = json_pack("{s:s, s:o, s:s, s:o, s:b, s:b}", "processId", id, "argv", argv,
-                               "cwd", cwd, "env", env, "tty", o->tty, "pipeStdin",
-                               o->pipe_stdin);
+                               "cwd", cwd, "env", env, "tty", o->tty, "pipeStdin", o->pipe_stdin);
     free(cwd);
-    if (!params)
-        return ec_fail(err, EC_ERR_USAGE, 0, "argv, env or cwd is not valid UTF-8");
-    if (o->arg0)
-        json_object_set_new(params, "arg0", json_string(o->arg0));
+    if (!params) return ec_fail(err, EC_ERR_USAGE, 0, "argv, env or cwd is not valid UTF-8");
+    if (o->arg0) json_object_set_new(params, "arg0", json_string(o->arg0));
     /* Register the handle first: notifications may precede the start reply. */
     ec_process *p = xcalloc(1, sizeof *p);
     p->c = c;
@@ -973,8 +921,7 @@ int ec_process_next_event(ec_process *p, int timeout_ms, ec_event *ev, ec_error 
             ev->sandbox_denied = e->sandbox_denied;
             return 0;
         }
-        if (p->t.closed_queued)
-            return ec_fail(err, EC_ERR_USAGE, 0, "process %s is closed", p->id);
+        if (p->t.closed_queued) return ec_fail(err, EC_ERR_USAGE, 0, "process %s is closed", p->id);
         if (p->broken) {
             err_copy(err, &p->broken_err);
             return -(int)p->broken_err.kind;
@@ -997,15 +944,12 @@ int ec_process_next_event(ec_process *p, int timeout_ms, ec_event *ev, ec_error 
         kick_reads(c);
         int wait = left;
         int lag_left = (int)(lag_at - now);
-        if (lag_left < 1)
-            lag_left = c->lag_ms;
-        if (wait < 0 || wait > lag_left)
-            wait = lag_left;
+        if (lag_left < 1) lag_left = c->lag_ms;
+        if (wait < 0 || wait > lag_left) wait = lag_left;
         int rc = pump(c, wait, err);
         polled = true;
         /* Events that arrived before a loss are still delivered first. */
-        if (rc && !p->t.q_head)
-            return rc;
+        if (rc && !p->t.q_head) return rc;
     }
 }
 
@@ -1015,13 +959,11 @@ int ec_process_write(ec_process *p, const void *data, size_t len, ec_error *err)
     b64[base64_encode(data, len, b64)] = 0;
     char wid[24];
     snprintf(wid, sizeof wid, "%llu", (unsigned long long)++p->next_write_id);
-    json_t *params = json_pack("{s:s, s:s, s:s}", "processId", p->id, "chunk", b64, "writeId",
-                               wid);
+    json_t *params = json_pack("{s:s, s:s, s:s}", "processId", p->id, "chunk", b64, "writeId", wid);
     free(b64);
     json_t *res = NULL;
     int rc = ec_call_kind(p->c, EC_PENDING_RETRY, "process/write", params, &res, err);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     const char *st = json_string_value(json_object_get(res, "status"));
     if (st && strcmp(st, "accepted") != 0 && strcmp(st, "starting") != 0)
         rc = ec_fail(err, EC_ERR_SERVER, -32600, "process/write: %s", st);
@@ -1040,8 +982,7 @@ int ec_process_terminate(ec_process *p, bool *was_running, ec_error *err)
     json_t *res = NULL;
     json_t *params = json_pack("{s:s}", "processId", p->id);
     int rc = ec_call_kind(p->c, EC_PENDING_CALL, "process/terminate", params, &res, err);
-    if (rc == 0 && was_running)
-        *was_running = json_is_true(json_object_get(res, "running"));
+    if (rc == 0 && was_running) *was_running = json_is_true(json_object_get(res, "running"));
     json_decref(res);
     return rc;
 }
@@ -1067,8 +1008,7 @@ void ec_process_get_stats(const ec_process *p, ec_process_stats *out)
 
 void ec_process_free(ec_process *p)
 {
-    if (!p)
-        return;
+    if (!p) return;
     ec_client *c = p->c;
     for (ec_process **pp = &c->procs; *pp; pp = &(*pp)->next) {
         if (*pp == p) {
@@ -1076,8 +1016,7 @@ void ec_process_free(ec_process *p)
             break;
         }
     }
-    if (p->read_pending)
-        p->read_pending->proc = NULL; /* its reply is then dropped */
+    if (p->read_pending) p->read_pending->proc = NULL; /* its reply is then dropped */
     ec_track_free(&p->t);
     ec_pevent_free(p->cur);
     free(p->id);

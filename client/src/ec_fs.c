@@ -14,8 +14,7 @@
 
 char *ec_path_to_uri(const char *path)
 {
-    if (!path || path[0] != '/')
-        return NULL;
+    if (!path || path[0] != '/') return NULL;
     static const char hex[] = "0123456789ABCDEF";
     size_t n = strlen(path);
     char *out = xmalloc(7 + 3 * n + 1), *o = out;
@@ -39,19 +38,15 @@ char *ec_path_to_uri(const char *path)
 
 static int hexval(char ch)
 {
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
     return -1;
 }
 
 char *ec_uri_to_path(const char *uri)
 {
-    if (!uri || strncmp(uri, "file:", 5) != 0)
-        return NULL;
+    if (!uri || strncmp(uri, "file:", 5) != 0) return NULL;
     const char *p = uri + 5;
     if (strncmp(p, "//", 2) == 0) {
         p += 2;
@@ -89,8 +84,7 @@ static json_t *path_params(const char *key, const char *path, ec_error *err)
 
 static int decode_b64(const char *s, uint8_t **data, size_t *len, ec_error *err)
 {
-    if (!s)
-        return ec_fail(err, EC_ERR_PROTOCOL, 0, "reply without base64 data");
+    if (!s) return ec_fail(err, EC_ERR_PROTOCOL, 0, "reply without base64 data");
     size_t n = strlen(s);
     uint8_t *buf = xmalloc(base64_decoded_max(n) + 1);
     char detail[64];
@@ -117,8 +111,7 @@ int ec_fs_read_file(ec_client *c, const char *path, uint8_t **data, size_t *len,
     *data = NULL;
     *len = 0;
     json_t *params = path_params("path", path, err);
-    if (!params)
-        return -EC_ERR_USAGE;
+    if (!params) return -EC_ERR_USAGE;
     json_t *res = NULL;
     int rc = ec_client_call(c, "fs/readFile", params, &res, err);
     if (rc == 0)
@@ -127,12 +120,10 @@ int ec_fs_read_file(ec_client *c, const char *path, uint8_t **data, size_t *len,
     return rc;
 }
 
-int ec_fs_write_file(ec_client *c, const char *path, const void *data, size_t len,
-                     ec_error *err)
+int ec_fs_write_file(ec_client *c, const char *path, const void *data, size_t len, ec_error *err)
 {
     json_t *params = path_params("path", path, err);
-    if (!params)
-        return -EC_ERR_USAGE;
+    if (!params) return -EC_ERR_USAGE;
     char *b = encode_b64(data, len);
     json_object_set_new(params, "dataBase64", json_string(b));
     free(b);
@@ -142,8 +133,7 @@ int ec_fs_write_file(ec_client *c, const char *path, const void *data, size_t le
 int ec_fs_create_directory(ec_client *c, const char *path, bool recursive, ec_error *err)
 {
     json_t *params = path_params("path", path, err);
-    if (!params)
-        return -EC_ERR_USAGE;
+    if (!params) return -EC_ERR_USAGE;
     json_object_set_new(params, "recursive", json_boolean(recursive));
     return ec_client_call(c, "fs/createDirectory", params, NULL, err);
 }
@@ -152,8 +142,7 @@ int ec_fs_get_metadata(ec_client *c, const char *path, ec_metadata *out, ec_erro
 {
     memset(out, 0, sizeof *out);
     json_t *params = path_params("path", path, err);
-    if (!params)
-        return -EC_ERR_USAGE;
+    if (!params) return -EC_ERR_USAGE;
     json_t *res = NULL;
     int rc = ec_client_call(c, "fs/getMetadata", params, &res, err);
     if (rc == 0) {
@@ -171,8 +160,7 @@ int ec_fs_get_metadata(ec_client *c, const char *path, ec_metadata *out, ec_erro
 int ec_fs_remove(ec_client *c, const char *path, bool recursive, bool force, ec_error *err)
 {
     json_t *params = path_params("path", path, err);
-    if (!params)
-        return -EC_ERR_USAGE;
+    if (!params) return -EC_ERR_USAGE;
     json_object_set_new(params, "recursive", json_boolean(recursive));
     json_object_set_new(params, "force", json_boolean(force));
     return ec_client_call(c, "fs/remove", params, NULL, err);
@@ -181,8 +169,7 @@ int ec_fs_remove(ec_client *c, const char *path, bool recursive, bool force, ec_
 int ec_fs_copy(ec_client *c, const char *src, const char *dst, bool recursive, ec_error *err)
 {
     json_t *params = path_params("sourcePath", src, err);
-    if (!params)
-        return -EC_ERR_USAGE;
+    if (!params) return -EC_ERR_USAGE;
     char *d = ec_path_to_uri(dst);
     if (!d) {
         json_decref(params);
@@ -198,14 +185,12 @@ int ec_fs_canonicalize(ec_client *c, const char *path, char **out, ec_error *err
 {
     *out = NULL;
     json_t *params = path_params("path", path, err);
-    if (!params)
-        return -EC_ERR_USAGE;
+    if (!params) return -EC_ERR_USAGE;
     json_t *res = NULL;
     int rc = ec_client_call(c, "fs/canonicalize", params, &res, err);
     if (rc == 0) {
         *out = ec_uri_to_path(json_string_value(json_object_get(res, "path")));
-        if (!*out)
-            rc = ec_fail(err, EC_ERR_PROTOCOL, 0, "fs/canonicalize returned no file: URI");
+        if (!*out) rc = ec_fail(err, EC_ERR_PROTOCOL, 0, "fs/canonicalize returned no file: URI");
     }
     json_decref(res);
     return rc;
@@ -217,8 +202,7 @@ int ec_fs_read_directory(ec_client *c, const char *path, ec_dirent **entries, si
     *entries = NULL;
     *n = 0;
     json_t *params = path_params("path", path, err);
-    if (!params)
-        return -EC_ERR_USAGE;
+    if (!params) return -EC_ERR_USAGE;
     json_t *res = NULL;
     int rc = ec_client_call(c, "fs/readDirectory", params, &res, err);
     json_t *arr = json_object_get(res, "entries");
@@ -227,7 +211,8 @@ int ec_fs_read_directory(ec_client *c, const char *path, ec_dirent **entries, si
         ec_dirent *e = xcalloc(cnt ? cnt : 1, sizeof *e);
         size_t i;
         json_t *it;
-        json_array_foreach(arr, i, it) {
+        json_array_foreach(arr, i, it)
+        {
             const char *name = json_string_value(json_object_get(it, "fileName"));
             e[i].name = xstrdup(name ? name : "");
             e[i].is_directory = json_is_true(json_object_get(it, "isDirectory"));
@@ -252,22 +237,19 @@ int ec_fs_walk(ec_client *c, const char *path, const ec_walk_options *o, ec_walk
 {
     *entries = NULL;
     *n = 0;
-    if (truncated)
-        *truncated = false;
+    if (truncated) *truncated = false;
     json_t *params = path_params("path", path, err);
-    if (!params)
-        return -EC_ERR_USAGE;
+    if (!params) return -EC_ERR_USAGE;
     ec_walk_options def = {0};
-    if (!o)
-        o = &def;
-    json_object_set_new(
-        params, "options",
-        json_pack("{s:I, s:I, s:I, s:b, s:b}", "maxDepth",
-                  (json_int_t)(o->max_depth ? o->max_depth : 64), "maxDirectories",
-                  (json_int_t)(o->max_directories ? o->max_directories : 10000), "maxEntries",
-                  (json_int_t)(o->max_entries ? o->max_entries : 50000),
-                  "followDirectorySymlinks", o->follow_directory_symlinks,
-                  "pruneHiddenDirectories", o->prune_hidden_directories));
+    if (!o) o = &def;
+    json_object_set_new(params, "options",
+                        json_pack("{s:I, s:I, s:I, s:b, s:b}", "maxDepth",
+                                  (json_int_t)(o->max_depth ? o->max_depth : 64), "maxDirectories",
+                                  (json_int_t)(o->max_directories ? o->max_directories : 10000),
+                                  "maxEntries",
+                                  (json_int_t)(o->max_entries ? o->max_entries : 50000),
+                                  "followDirectorySymlinks", o->follow_directory_symlinks,
+                                  "pruneHiddenDirectories", o->prune_hidden_directories));
     json_t *res = NULL;
     int rc = ec_client_call(c, "fs/walk", params, &res, err);
     json_t *arr = json_object_get(res, "entries");
@@ -276,10 +258,10 @@ int ec_fs_walk(ec_client *c, const char *path, const ec_walk_options *o, ec_walk
         ec_walk_entry *e = xcalloc(cnt ? cnt : 1, sizeof *e);
         size_t i;
         json_t *it;
-        json_array_foreach(arr, i, it) {
+        json_array_foreach(arr, i, it)
+        {
             char *p = ec_uri_to_path(json_string_value(json_object_get(it, "path")));
-            if (!p)
-                continue;
+            if (!p) continue;
             e[k].path = p;
             const char *kind = json_string_value(json_object_get(it, "kind"));
             e[k].is_directory = kind && strcmp(kind, "directory") == 0;
@@ -287,8 +269,7 @@ int ec_fs_walk(ec_client *c, const char *path, const ec_walk_options *o, ec_walk
         }
         *entries = e;
         *n = k;
-        if (truncated)
-            *truncated = json_is_true(json_object_get(res, "truncated"));
+        if (truncated) *truncated = json_is_true(json_object_get(res, "truncated"));
     }
     json_decref(res);
     return rc;
@@ -304,11 +285,9 @@ void ec_walk_entries_free(ec_walk_entry *entries, size_t n)
 int ec_fs_open(ec_client *c, const char *handle_id, const char *path, bool write, ec_error *err)
 {
     json_t *params = path_params("path", path, err);
-    if (!params)
-        return -EC_ERR_USAGE;
+    if (!params) return -EC_ERR_USAGE;
     json_object_set_new(params, "handleId", json_string(handle_id));
-    if (write)
-        json_object_set_new(params, "mode", json_string("replace"));
+    if (write) json_object_set_new(params, "mode", json_string("replace"));
     return ec_client_call(c, "fs/open", params, NULL, err);
 }
 
@@ -323,8 +302,7 @@ int ec_fs_read_block(ec_client *c, const char *handle_id, uint64_t offset, size_
     int rc = ec_client_call(c, "fs/readBlock", params, &res, err);
     if (rc == 0) {
         rc = decode_b64(json_string_value(json_object_get(res, "chunk")), data, n, err);
-        if (eof)
-            *eof = json_is_true(json_object_get(res, "eof"));
+        if (eof) *eof = json_is_true(json_object_get(res, "eof"));
     }
     json_decref(res);
     return rc;

@@ -18,24 +18,24 @@ struct ec_pending {
     struct ec_pending *next;
     int64_t id;
     int kind;
-    char *method;         /* owned */
-    json_t *params;       /* owned; kept so a retry can re-send it */
-    ec_process *proc;     /* EC_PENDING_READ: the process (NULL once it was freed) */
+    char *method;     /* owned */
+    json_t *params;   /* owned; kept so a retry can re-send it */
+    ec_process *proc; /* EC_PENDING_READ: the process (NULL once it was freed) */
     bool done;
-    json_t *result;       /* owned until handed to the caller */
+    json_t *result; /* owned until handed to the caller */
     ec_error err;
 };
 
 struct ec_process {
     ec_process *next;
     ec_client *c;
-    char *id;                    /* owned */
+    char *id; /* owned */
     struct ec_track t;
-    struct ec_pevent *cur;       /* the event last returned to the user (owned) */
+    struct ec_pevent *cur; /* the event last returned to the user (owned) */
     struct ec_pending *read_pending;
     uint64_t next_write_id;
     int64_t last_progress_ms;
-    bool broken;                 /* a catch-up read was refused; see broken_err */
+    bool broken; /* a catch-up read was refused; see broken_err */
     ec_error broken_err;
 };
 
@@ -43,20 +43,20 @@ struct ec_client {
     char *host, *port, *path, *token, *client_name; /* owned */
     int call_timeout_ms, reconnect_timeout_ms, lag_ms;
     int fd;
-    uint8_t *rbuf;               /* raw bytes from the socket */
+    uint8_t *rbuf; /* raw bytes from the socket */
     size_t rlen, rcap;
-    uint8_t *msgbuf;             /* a fragmented message being reassembled */
+    uint8_t *msgbuf; /* a fragmented message being reassembled */
     size_t msglen, msgcap;
     bool in_msg;
-    uint8_t *wbuf;               /* scratch for outgoing frames */
+    uint8_t *wbuf; /* scratch for outgoing frames */
     size_t wlen, wcap;
     int64_t next_id;
     struct ec_pending *pending;
     ec_process *procs;
     unsigned proc_counter;
-    char *session_id;            /* owned */
-    json_t *env_info;            /* owned reference */
-    bool dead;                   /* terminal: dead_err says why */
+    char *session_id; /* owned */
+    json_t *env_info; /* owned reference */
+    bool dead;        /* terminal: dead_err says why */
     ec_error dead_err;
     bool reconnecting;
     unsigned reconnects;

@@ -12,38 +12,30 @@
 
 int ec_ws_parse(const uint8_t *buf, size_t n, uint64_t max_payload, struct ec_ws_frame *f)
 {
-    if (n < 2)
-        return 0;
+    if (n < 2) return 0;
     memset(f, 0, sizeof *f);
     f->fin = buf[0] & 0x80;
-    if (buf[0] & 0x70)
-        return -1; /* no extension was negotiated, so RSV bits must be clear */
+    if (buf[0] & 0x70) return -1; /* no extension was negotiated, so RSV bits must be clear */
     f->opcode = buf[0] & 0x0F;
-    if (!(f->opcode <= 2 || (f->opcode >= 8 && f->opcode <= 10)))
-        return -1;
+    if (!(f->opcode <= 2 || (f->opcode >= 8 && f->opcode <= 10))) return -1;
     f->masked = buf[1] & 0x80;
     uint64_t len = buf[1] & 0x7F;
     size_t h = 2;
     if (len == 126) {
-        if (n < 4)
-            return 0;
+        if (n < 4) return 0;
         len = (uint64_t)buf[2] << 8 | buf[3];
         h = 4;
     } else if (len == 127) {
-        if (n < 10)
-            return 0;
+        if (n < 10) return 0;
         len = 0;
         for (int i = 0; i < 8; i++)
             len = len << 8 | buf[2 + i];
         h = 10;
     }
-    if (f->opcode >= 8 && (len > 125 || !f->fin))
-        return -1;
-    if (len > max_payload)
-        return -1;
+    if (f->opcode >= 8 && (len > 125 || !f->fin)) return -1;
+    if (len > max_payload) return -1;
     if (f->masked) {
-        if (n < h + 4)
-            return 0;
+        if (n < h + 4) return 0;
         memcpy(f->mask, buf + h, 4);
         h += 4;
     }
@@ -58,8 +50,8 @@ void ec_ws_unmask(uint8_t *p, size_t n, const uint8_t mask[4])
         p[i] ^= mask[i & 3];
 }
 
-void ec_ws_encode(uint8_t **out, size_t *out_len, size_t *out_cap, int opcode,
-                  const void *payload, size_t n, const uint8_t *mask)
+void ec_ws_encode(uint8_t **out, size_t *out_len, size_t *out_cap, int opcode, const void *payload,
+                  size_t n, const uint8_t *mask)
 {
     size_t need = *out_len + 14 + n;
     if (need > *out_cap) {
@@ -87,10 +79,8 @@ void ec_ws_encode(uint8_t **out, size_t *out_len, size_t *out_cap, int opcode,
         memcpy(p, mask, 4);
         p += 4;
     }
-    if (n)
-        memcpy(p, payload, n);
-    if (mask)
-        ec_ws_unmask(p, n, mask);
+    if (n) memcpy(p, payload, n);
+    if (mask) ec_ws_unmask(p, n, mask);
     p += n;
     *out_len = (size_t)(p - *out);
 }
@@ -102,8 +92,7 @@ char *ec_msg_request(int64_t id, const char *method, json_t *params)
     json_t *o = json_object();
     json_object_set_new(o, "id", json_integer(id));
     json_object_set_new(o, "method", json_string(method));
-    if (params)
-        json_object_set(o, "params", params);
+    if (params) json_object_set(o, "params", params);
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return s;
@@ -114,8 +103,7 @@ int ec_msg_parse(const char *text, size_t len, struct ec_msg *msg)
     memset(msg, 0, sizeof *msg);
     msg->kind = EC_MSG_INVALID;
     json_t *root = json_loadb(text, len, JSON_ALLOW_NUL, NULL);
-    if (!root)
-        return -1;
+    if (!root) return -1;
     if (!json_is_object(root)) {
         json_decref(root);
         return -1;
@@ -159,14 +147,10 @@ void ec_msg_clear(struct ec_msg *msg)
 
 int ec_stream_parse(const char *s)
 {
-    if (!s)
-        return -1;
-    if (strcmp(s, "stdout") == 0)
-        return EC_STREAM_STDOUT;
-    if (strcmp(s, "stderr") == 0)
-        return EC_STREAM_STDERR;
-    if (strcmp(s, "pty") == 0)
-        return EC_STREAM_PTY;
+    if (!s) return -1;
+    if (strcmp(s, "stdout") == 0) return EC_STREAM_STDOUT;
+    if (strcmp(s, "stderr") == 0) return EC_STREAM_STDERR;
+    if (strcmp(s, "pty") == 0) return EC_STREAM_PTY;
     return -1;
 }
 
@@ -177,8 +161,7 @@ void ec_track_init(struct ec_track *t)
 
 void ec_pevent_free(struct ec_pevent *e)
 {
-    if (!e)
-        return;
+    if (!e) return;
     free(e->data);
     free(e);
 }
@@ -208,8 +191,7 @@ static void enqueue(struct ec_track *t, struct ec_pevent *e)
         ec_pevent_free(e);
         return;
     }
-    if (e->type == EC_EVENT_EXITED)
-        t->exit_queued = true;
+    if (e->type == EC_EVENT_EXITED) t->exit_queued = true;
     if (e->type == EC_EVENT_CLOSED) {
         t->closed_queued = true;
         t->need_read = false;
@@ -235,8 +217,7 @@ static void drain_held(struct ec_track *t)
             ec_pevent_free(e);
             continue;
         }
-        if (e->seq != t->last_seq + 1)
-            break;
+        if (e->seq != t->last_seq + 1) break;
         t->held = e->next;
         t->last_seq = e->seq;
         enqueue(t, e);
@@ -280,8 +261,7 @@ static void take(struct ec_track *t, struct ec_pevent *e)
     }
     e->next = *pp;
     *pp = e;
-    if (!t->need_read && !t->read_in_flight)
-        t->gaps_detected++;
+    if (!t->need_read && !t->read_in_flight) t->gaps_detected++;
     t->need_read = true;
 }
 
@@ -298,22 +278,19 @@ static int decode_chunk(const char *b64, struct ec_pevent *e)
     size_t n = strlen(b64);
     e->data = xmalloc(base64_decoded_max(n) + 1);
     char detail[64];
-    if (base64_decode(b64, n, e->data, &e->len, detail, sizeof detail) != 0)
-        return -1;
+    if (base64_decode(b64, n, e->data, &e->len, detail, sizeof detail) != 0) return -1;
     return 0;
 }
 
 int ec_track_on_notification(struct ec_track *t, const char *method, json_t *params)
 {
     json_t *jseq = json_object_get(params, "seq");
-    if (!json_is_integer(jseq) || json_integer_value(jseq) < 1)
-        return -1;
+    if (!json_is_integer(jseq) || json_integer_value(jseq) < 1) return -1;
     uint64_t seq = (uint64_t)json_integer_value(jseq);
     if (strcmp(method, "process/output") == 0) {
         int stream = ec_stream_parse(json_string_value(json_object_get(params, "stream")));
         const char *chunk = json_string_value(json_object_get(params, "chunk"));
-        if (stream < 0 || !chunk)
-            return -1;
+        if (stream < 0 || !chunk) return -1;
         struct ec_pevent *e = pevent_new(EC_EVENT_OUTPUT, seq);
         e->stream = (ec_stream)stream;
         if (decode_chunk(chunk, e) != 0) {
@@ -325,15 +302,13 @@ int ec_track_on_notification(struct ec_track *t, const char *method, json_t *par
     }
     if (strcmp(method, "process/exited") == 0) {
         json_t *code = json_object_get(params, "exitCode");
-        if (!json_is_integer(code))
-            return -1;
+        if (!json_is_integer(code)) return -1;
         struct ec_pevent *e = pevent_new(EC_EVENT_EXITED, seq);
         e->exit_code = (int)json_integer_value(code);
         json_t *denied = json_object_get(params, "sandboxDenied");
         e->sandbox_denied = json_is_true(denied);
         /* An older server omits sandboxDenied: only a read tells the whole outcome. */
-        if (!json_is_boolean(denied))
-            t->need_read = true;
+        if (!json_is_boolean(denied)) t->need_read = true;
         take(t, e);
         return 0;
     }
@@ -355,12 +330,12 @@ int ec_track_on_read_result(struct ec_track *t, json_t *result)
     }
     size_t i;
     json_t *c;
-    json_array_foreach(chunks, i, c) {
+    json_array_foreach(chunks, i, c)
+    {
         json_t *jseq = json_object_get(c, "seq");
         int stream = ec_stream_parse(json_string_value(json_object_get(c, "stream")));
         const char *chunk = json_string_value(json_object_get(c, "chunk"));
-        if (!json_is_integer(jseq) || stream < 0 || !chunk)
-            continue;
+        if (!json_is_integer(jseq) || stream < 0 || !chunk) continue;
         uint64_t seq = (uint64_t)json_integer_value(jseq);
         if (seq <= t->last_seq) {
             t->duplicates_dropped++;
@@ -387,10 +362,8 @@ int ec_track_on_read_result(struct ec_track *t, json_t *result)
         e->sandbox_denied = json_is_true(json_object_get(result, "sandboxDenied"));
         enqueue(t, e);
     }
-    if (nx > 0 && nx - 1 > t->last_seq)
-        t->last_seq = nx - 1;
-    if (closed)
-        enqueue(t, pevent_new(EC_EVENT_CLOSED, nx ? nx - 1 : 0));
+    if (nx > 0 && nx - 1 > t->last_seq) t->last_seq = nx - 1;
+    if (closed) enqueue(t, pevent_new(EC_EVENT_CLOSED, nx ? nx - 1 : 0));
     drain_held(t);
     /* Anything still held is past another gap that opened after this read. */
     t->need_read = t->held != NULL && !t->closed_queued;
@@ -405,8 +378,7 @@ void ec_track_on_read_failed(struct ec_track *t)
 
 void ec_track_on_resume(struct ec_track *t)
 {
-    if (t->closed_queued)
-        return;
+    if (t->closed_queued) return;
     t->resyncs++;
     t->read_in_flight = false;
     t->need_read = true;
@@ -435,11 +407,9 @@ json_t *ec_track_read_params(struct ec_track *t, const char *process_id)
 struct ec_pevent *ec_track_pop(struct ec_track *t)
 {
     struct ec_pevent *e = t->q_head;
-    if (!e)
-        return NULL;
+    if (!e) return NULL;
     t->q_head = e->next;
-    if (!t->q_head)
-        t->q_tail = NULL;
+    if (!t->q_head) t->q_tail = NULL;
     e->next = NULL;
     t->queued_bytes -= e->len;
     /* Caught up after lagging: one read fetches what was dropped meanwhile. */

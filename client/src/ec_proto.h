@@ -19,15 +19,21 @@
 
 /* ---- WebSocket frames ---- */
 
-enum { EC_WS_CONT = 0, EC_WS_TEXT = 1, EC_WS_BINARY = 2, EC_WS_CLOSE = 8, EC_WS_PING = 9,
-       EC_WS_PONG = 10 };
+enum {
+    EC_WS_CONT = 0,
+    EC_WS_TEXT = 1,
+    EC_WS_BINARY = 2,
+    EC_WS_CLOSE = 8,
+    EC_WS_PING = 9,
+    EC_WS_PONG = 10
+};
 
 struct ec_ws_frame {
     bool fin;
     int opcode;
     bool masked;
     uint8_t mask[4];
-    size_t header_len;   /* bytes before the payload */
+    size_t header_len; /* bytes before the payload */
     uint64_t payload_len;
 };
 
@@ -41,25 +47,30 @@ void ec_ws_unmask(uint8_t *p, size_t n, const uint8_t mask[4]);
 
 /* Appends one frame (fin=1) with the payload masked by `mask` (NULL: unmasked, as a
  * server would send) to *out (grown with realloc; *out_len and *out_cap updated). */
-void ec_ws_encode(uint8_t **out, size_t *out_len, size_t *out_cap, int opcode,
-                  const void *payload, size_t n, const uint8_t *mask);
+void ec_ws_encode(uint8_t **out, size_t *out_len, size_t *out_cap, int opcode, const void *payload,
+                  size_t n, const uint8_t *mask);
 
 /* ---- JSON-RPC messages ---- */
 
 /* Compact JSON text of {"id":id,"method":m,"params":p}. Borrows params. Caller frees. */
 char *ec_msg_request(int64_t id, const char *method, json_t *params);
 
-enum ec_msg_kind { EC_MSG_INVALID, EC_MSG_RESPONSE, EC_MSG_ERROR, EC_MSG_NOTIFICATION,
-                   EC_MSG_REQUEST };
+enum ec_msg_kind {
+    EC_MSG_INVALID,
+    EC_MSG_RESPONSE,
+    EC_MSG_ERROR,
+    EC_MSG_NOTIFICATION,
+    EC_MSG_REQUEST
+};
 
 struct ec_msg {
     enum ec_msg_kind kind;
-    json_t *root;         /* owned: the whole message */
+    json_t *root; /* owned: the whole message */
     bool id_is_int;
-    int64_t id;           /* integer ids (ours); others are not matched */
-    const char *method;   /* borrowed from root */
-    json_t *params;       /* borrowed */
-    json_t *result;       /* borrowed */
+    int64_t id;         /* integer ids (ours); others are not matched */
+    const char *method; /* borrowed from root */
+    json_t *params;     /* borrowed */
+    json_t *result;     /* borrowed */
     int64_t err_code;
     const char *err_message; /* borrowed */
 };
@@ -76,23 +87,23 @@ struct ec_pevent {
     ec_event_type type;
     uint64_t seq;
     ec_stream stream;
-    uint8_t *data;   /* owned */
+    uint8_t *data; /* owned */
     size_t len;
     int exit_code;
     bool sandbox_denied;
 };
 
 struct ec_track {
-    uint64_t last_seq;           /* every event with seq <= last_seq has been taken in */
-    struct ec_pevent *held;      /* out-of-order events past a gap, ascending seq */
-    struct ec_pevent *q_head;    /* ready for the user, in order */
+    uint64_t last_seq;        /* every event with seq <= last_seq has been taken in */
+    struct ec_pevent *held;   /* out-of-order events past a gap, ascending seq */
+    struct ec_pevent *q_head; /* ready for the user, in order */
     struct ec_pevent *q_tail;
     bool exit_queued, closed_queued;
-    bool need_read;              /* a gap, an exit without sandboxDenied, a resume, lag */
+    bool need_read; /* a gap, an exit without sandboxDenied, a resume, lag */
     bool read_in_flight;
-    size_t queued_bytes;         /* output bytes waiting in q_head.. for the user */
-    size_t max_queued;           /* over this the tracker lags: 0 means EC_TRACK_MAX_QUEUED */
-    bool lagged;                 /* pushed events are being dropped until the user catches up */
+    size_t queued_bytes; /* output bytes waiting in q_head.. for the user */
+    size_t max_queued;   /* over this the tracker lags: 0 means EC_TRACK_MAX_QUEUED */
+    bool lagged;         /* pushed events are being dropped until the user catches up */
     uint64_t reads_sent, duplicates_dropped, gaps_detected, resyncs, lags;
 };
 

@@ -26,12 +26,12 @@
 #include <unistd.h>
 
 static int failures;
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);       \
-            failures++;                                                                    \
-        }                                                                                  \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
 
 static int64_t now_ms(void)
@@ -50,8 +50,7 @@ static int server_port;
 static void server_start(const char *bin)
 {
     int pfd[2];
-    if (pipe(pfd) != 0)
-        abort();
+    if (pipe(pfd) != 0) abort();
     server_pid = fork();
     if (server_pid == 0) {
         dup2(pfd[1], 1);
@@ -98,11 +97,11 @@ static struct proxy {
     int port;
     bool stop;
     /* faults, each fires once */
-    uint64_t drop_output_seq;       /* drop the server's process/output with this seq */
-    uint64_t cut_after_output_seq;  /* cut after forwarding the process/output with this seq */
-    char cut_after_method[64];      /* cut right after forwarding this client request */
-    int64_t refuse_until_ms;        /* close new connections until then */
-    int64_t refuse_after_cut_ms;    /* when a cut fires, refuse for this long */
+    uint64_t drop_output_seq;      /* drop the server's process/output with this seq */
+    uint64_t cut_after_output_seq; /* cut after forwarding the process/output with this seq */
+    char cut_after_method[64];     /* cut right after forwarding this client request */
+    int64_t refuse_until_ms;       /* close new connections until then */
+    int64_t refuse_after_cut_ms;   /* when a cut fires, refuse for this long */
     /* counters */
     int reads, starts, writes, initializes, connections;
     struct pair pairs[8];
@@ -110,8 +109,7 @@ static struct proxy {
 
 static void side_free(struct side *s)
 {
-    if (s->fd >= 0)
-        close(s->fd);
+    if (s->fd >= 0) close(s->fd);
     free(s->buf);
     memset(s, 0, sizeof *s);
     s->fd = -1;
@@ -144,8 +142,7 @@ static bool send_all(int fd, const uint8_t *p, size_t n)
 {
     while (n) {
         ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w <= 0)
-            return false;
+        if (w <= 0) return false;
         p += w;
         n -= (size_t)w;
     }
@@ -155,26 +152,20 @@ static bool send_all(int fd, const uint8_t *p, size_t n)
 /* What to do with one whole frame: 0 forward, 1 drop, 2 forward then cut. */
 static int judge(bool from_client, const uint8_t *frame, const struct ec_ws_frame *f)
 {
-    if (f->opcode != EC_WS_TEXT && f->opcode != EC_WS_BINARY)
-        return 0;
+    if (f->opcode != EC_WS_TEXT && f->opcode != EC_WS_BINARY) return 0;
     size_t n = (size_t)f->payload_len;
     char *text = malloc(n + 1);
     memcpy(text, frame + f->header_len, n);
-    if (f->masked)
-        ec_ws_unmask((uint8_t *)text, n, f->mask);
+    if (f->masked) ec_ws_unmask((uint8_t *)text, n, f->mask);
     text[n] = 0;
     int verdict = 0;
     struct ec_msg m;
     if (ec_msg_parse(text, n, &m) == 0 && m.method) {
         if (from_client) {
-            if (strcmp(m.method, "process/read") == 0)
-                px.reads++;
-            if (strcmp(m.method, "process/start") == 0)
-                px.starts++;
-            if (strcmp(m.method, "process/write") == 0)
-                px.writes++;
-            if (strcmp(m.method, "initialize") == 0)
-                px.initializes++;
+            if (strcmp(m.method, "process/read") == 0) px.reads++;
+            if (strcmp(m.method, "process/start") == 0) px.starts++;
+            if (strcmp(m.method, "process/write") == 0) px.writes++;
+            if (strcmp(m.method, "initialize") == 0) px.initializes++;
             if (px.cut_after_method[0] && strcmp(m.method, px.cut_after_method) == 0) {
                 px.cut_after_method[0] = 0;
                 verdict = 2;
@@ -202,11 +193,9 @@ static bool forward(struct pair *p, struct side *from, struct side *to, bool fro
     bool cut = false;
     if (!from->upgraded) {
         uint8_t *end = memmem(from->buf, from->len, "\r\n\r\n", 4);
-        if (!end)
-            return true;
+        if (!end) return true;
         off = (size_t)(end - from->buf) + 4;
-        if (!send_all(to->fd, from->buf, off))
-            cut = true;
+        if (!send_all(to->fd, from->buf, off)) cut = true;
         from->upgraded = true;
     }
     while (!cut) {
@@ -216,15 +205,12 @@ static bool forward(struct pair *p, struct side *from, struct side *to, bool fro
             cut = true;
             break;
         }
-        if (r == 0)
-            break;
+        if (r == 0) break;
         size_t total = f.header_len + (size_t)f.payload_len;
         int v = judge(from_client, from->buf + off, &f);
-        if (v != 1 && !send_all(to->fd, from->buf + off, total))
-            cut = true;
+        if (v != 1 && !send_all(to->fd, from->buf + off, total)) cut = true;
         off += total;
-        if (v == 2)
-            cut = true;
+        if (v == 2) cut = true;
     }
     if (cut) {
         pair_cut(p);
@@ -242,8 +228,7 @@ static bool side_read(struct side *s)
         s->buf = realloc(s->buf, s->cap);
     }
     ssize_t r = recv(s->fd, s->buf + s->len, s->cap - s->len, 0);
-    if (r <= 0)
-        return false;
+    if (r <= 0) return false;
     s->len += (size_t)r;
     return true;
 }
@@ -261,14 +246,13 @@ static void *proxy_main(void *arg)
         }
         pfd[n++] = (struct pollfd){.fd = px.listen_fd, .events = POLLIN};
         for (int i = 0; i < 8; i++) {
-            pfd[n++] = (struct pollfd){.fd = px.pairs[i].used ? px.pairs[i].cl.fd : -1,
-                                       .events = POLLIN};
-            pfd[n++] = (struct pollfd){.fd = px.pairs[i].used ? px.pairs[i].sv.fd : -1,
-                                       .events = POLLIN};
+            pfd[n++] =
+                (struct pollfd){.fd = px.pairs[i].used ? px.pairs[i].cl.fd : -1, .events = POLLIN};
+            pfd[n++] =
+                (struct pollfd){.fd = px.pairs[i].used ? px.pairs[i].sv.fd : -1, .events = POLLIN};
         }
         pthread_mutex_unlock(&px.mu);
-        if (poll(pfd, (nfds_t)n, 50) <= 0)
-            continue;
+        if (poll(pfd, (nfds_t)n, 50) <= 0) continue;
         pthread_mutex_lock(&px.mu);
         if (pfd[0].revents & POLLIN) {
             int cfd = accept4(px.listen_fd, NULL, NULL, SOCK_CLOEXEC);
@@ -276,12 +260,10 @@ static void *proxy_main(void *arg)
                 int sfd = now_ms() < px.refuse_until_ms ? -1 : connect_server();
                 int slot = -1;
                 for (int i = 0; i < 8 && slot < 0; i++)
-                    if (!px.pairs[i].used)
-                        slot = i;
+                    if (!px.pairs[i].used) slot = i;
                 if (sfd < 0 || slot < 0) {
                     close(cfd);
-                    if (sfd >= 0)
-                        close(sfd);
+                    if (sfd >= 0) close(sfd);
                 } else {
                     struct pair *p = &px.pairs[slot];
                     memset(p, 0, sizeof *p);
@@ -295,15 +277,13 @@ static void *proxy_main(void *arg)
         for (int i = 0; i < 8; i++) {
             struct pair *p = &px.pairs[i];
             short cr = pfd[1 + 2 * i].revents, sr = pfd[2 + 2 * i].revents;
-            if (!p->used)
-                continue;
+            if (!p->used) continue;
             if (cr && pfd[1 + 2 * i].fd == p->cl.fd) {
                 if (!side_read(&p->cl)) {
                     pair_cut(p);
                     continue;
                 }
-                if (!forward(p, &p->cl, &p->sv, true))
-                    continue;
+                if (!forward(p, &p->cl, &p->sv, true)) continue;
             }
             if (sr && pfd[2 + 2 * i].fd == p->sv.fd) {
                 if (!side_read(&p->sv)) {
@@ -342,8 +322,7 @@ static void proxy_stop(void)
     pthread_mutex_unlock(&px.mu);
     pthread_join(proxy_thread, NULL);
     for (int i = 0; i < 8; i++)
-        if (px.pairs[i].used)
-            pair_cut(&px.pairs[i]);
+        if (px.pairs[i].used) pair_cut(&px.pairs[i]);
     close(px.listen_fd);
 }
 
@@ -372,8 +351,10 @@ static ec_client *connect_via_proxy(int reconnect_ms)
 {
     char url[64];
     snprintf(url, sizeof url, "ws://127.0.0.1:%d", px.port);
-    ec_client_options o = {.url = url, .client_name = "test_ec_live",
-                           .reconnect_timeout_ms = reconnect_ms, .call_timeout_ms = 30000};
+    ec_client_options o = {.url = url,
+                           .client_name = "test_ec_live",
+                           .reconnect_timeout_ms = reconnect_ms,
+                           .call_timeout_ms = 30000};
     ec_client *c = NULL;
     ec_error e = {0};
     int rc = ec_client_connect(&o, &c, &e);
@@ -406,8 +387,7 @@ static void collect(ec_process *p, struct collected *r, int timeout_ms)
         int rc = ec_process_next_event(p, left > 0 ? left : 0, &ev, &e);
         if (rc) {
             r->rc = rc;
-            if (rc != -EC_ERR_SESSION_LOST)
-                fprintf(stderr, "collect: %s\n", e.message);
+            if (rc != -EC_ERR_SESSION_LOST) fprintf(stderr, "collect: %s\n", e.message);
             return;
         }
         switch (ev.type) {
@@ -528,8 +508,7 @@ static void test_start_in_flight_is_not_replayed(void)
     snprintf(px.cut_after_method, sizeof px.cut_after_method, "process/start");
     ec_client *c = connect_via_proxy(15000);
     const char *argv[] = {"/bin/sh", "-c", "echo started", NULL};
-    ec_start_options so = {.argv = argv, .cwd = "/tmp", .env = test_env,
-                           .process_id = "once"};
+    ec_start_options so = {.argv = argv, .cwd = "/tmp", .env = test_env, .process_id = "once"};
     ec_process *p = NULL;
     ec_error e = {0};
     int rc = ec_process_start(c, &so, &p, &e);
@@ -540,10 +519,9 @@ static void test_start_in_flight_is_not_replayed(void)
     /* The client resumed; the process that did start is visible under its id, and a
      * second start of the same id is the caller's decision: it says "already exists". */
     json_t *res = NULL;
-    rc = ec_client_call(c, "process/read",
-                        json_pack("{s:s, s:i, s:i}", "processId", "once", "afterSeq", 0,
-                                  "waitMs", 2000),
-                        &res, &e);
+    rc = ec_client_call(
+        c, "process/read",
+        json_pack("{s:s, s:i, s:i}", "processId", "once", "afterSeq", 0, "waitMs", 2000), &res, &e);
     CHECK(rc == 0);
     json_decref(res);
     CHECK(px_get(&px.starts) == 1);
@@ -585,7 +563,7 @@ static void test_unknown_session_is_terminal(void)
     collect(p, &r, 30000);
     CHECK(r.rc == -EC_ERR_SESSION_LOST);
     CHECK(strcmp(r.out, "one\n") == 0); /* what came before the loss is delivered */
-    CHECK(r.resyncs == 1);               /* the waiting caller was woken */
+    CHECK(r.resyncs == 1);              /* the waiting caller was woken */
     ec_error e = {0};
     CHECK(ec_client_call(c, "environment/status", NULL, NULL, &e) == -EC_ERR_SESSION_LOST);
     CHECK(e.kind == EC_ERR_SESSION_LOST && strstr(e.message, "unknown session") != NULL);
@@ -673,10 +651,8 @@ static void test_event_loop_api(void)
         CHECK(ec_client_process_ready(c, NULL) == 0);
         ec_event ev;
         while (ec_process_next_event(p, 0, &ev, NULL) == 0) {
-            if (ev.type == EC_EVENT_OUTPUT)
-                strncat(out, (const char *)ev.data, ev.len);
-            if (ev.type == EC_EVENT_CLOSED)
-                closed = true;
+            if (ev.type == EC_EVENT_OUTPUT) strncat(out, (const char *)ev.data, ev.len);
+            if (ev.type == EC_EVENT_CLOSED) closed = true;
         }
     }
     CHECK(closed);

@@ -7,12 +7,12 @@
 #include <string.h>
 
 static int failures;
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);       \
-            failures++;                                                                    \
-        }                                                                                  \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
 
 static void test_ws_roundtrip(void)
@@ -36,8 +36,7 @@ static void test_ws_roundtrip(void)
         ec_ws_unmask(out + f.header_len, n, f.mask);
         CHECK(memcmp(out + f.header_len, payload, n) == 0);
         /* Over the limit is a protocol error. */
-        if (n > 0)
-            CHECK(ec_ws_parse(out, len, n - 1, &f) == -1);
+        if (n > 0) CHECK(ec_ws_parse(out, len, n - 1, &f) == -1);
         free(out);
         free(payload);
     }
