@@ -19,6 +19,9 @@
  * means valid until that object is closed/freed (or the stated next call); "caller
  * frees" means free() (or the named *_free function).
  *
+ * Threads: a client and its process handles belong to one thread at a time (no
+ * internal locks); use one client per thread, or lock around them.
+ *
  * Paths: fs functions and the process cwd take native absolute paths; the library
  * converts them to and from `file:` URIs. */
 #ifndef EXECCLIENT_H
