@@ -102,8 +102,10 @@ static struct proxy {
     char cut_after_method[64];     /* cut right after forwarding this client request */
     int64_t refuse_until_ms;       /* close new connections until then */
     int64_t refuse_after_cut_ms;   /* when a cut fires, refuse for this long */
-    /* counters */
-    int reads, starts, writes, initializes, connections;
+    bool fragment_outputs;         /* re-send process/output as 3 fragments + pings between */
+    /* observations */
+    int reads, starts, writes, initializes, connections, pongs;
+    char client_head[2048]; /* the last HTTP upgrade request from the client */
     struct pair pairs[8];
 } px = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -152,6 +154,7 @@ static bool send_all(int fd, const uint8_t *p, size_t n)
 /* What to do with one whole frame: 0 forward, 1 drop, 2 forward then cut. */
 static int judge(bool from_client, const uint8_t *frame, const struct ec_ws_frame *f)
 {
+    if (from_client && f->opcode == EC_WS_PONG && f->payload_len == 2) px.pongs++;
     if (f->opcode != EC_WS_TEXT && f->opcode != EC_WS_BINARY) return 0;
     size_t n = (size_t)f->payload_len;
     char *text = malloc(n + 1);
@@ -178,12 +181,33 @@ static int judge(bool from_client, const uint8_t *frame, const struct ec_ws_fram
             } else if (px.cut_after_output_seq && seq == px.cut_after_output_seq) {
                 px.cut_after_output_seq = 0;
                 verdict = 2;
+            } else if (px.fragment_outputs && !f->masked) {
+                verdict = 3;
             }
         }
     }
     ec_msg_clear(&m);
     free(text);
     return verdict;
+}
+
+/* Sends an unmasked (server-side) frame payload as three fragments with a Ping
+ * between them, as RFC 6455 allows. */
+static bool send_fragmented(int fd, int opcode, const uint8_t *payload, size_t n)
+{
+    uint8_t *out = NULL;
+    size_t len = 0, cap = 0;
+    size_t a = n / 3, b = 2 * n / 3;
+    ec_ws_encode(&out, &len, &cap, opcode, payload, a, NULL);
+    out[0] &= 0x7F; /* not FIN */
+    size_t mark = len;
+    ec_ws_encode(&out, &len, &cap, EC_WS_PING, "px", 2, NULL);
+    ec_ws_encode(&out, &len, &cap, EC_WS_CONT, payload + a, b - a, NULL);
+    out[mark + 4] &= 0x7F;
+    ec_ws_encode(&out, &len, &cap, EC_WS_CONT, payload + b, n - b, NULL);
+    bool ok = send_all(fd, out, len);
+    free(out);
+    return ok;
 }
 
 /* Moves complete units from `from` to `to`. Returns false when the pair was cut. */
@@ -195,6 +219,11 @@ static bool forward(struct pair *p, struct side *from, struct side *to, bool fro
         uint8_t *end = memmem(from->buf, from->len, "\r\n\r\n", 4);
         if (!end) return true;
         off = (size_t)(end - from->buf) + 4;
+        if (from_client) {
+            size_t k = off < sizeof px.client_head - 1 ? off : sizeof px.client_head - 1;
+            memcpy(px.client_head, from->buf, k);
+            px.client_head[k] = 0;
+        }
         if (!send_all(to->fd, from->buf, off)) cut = true;
         from->upgraded = true;
     }
@@ -208,7 +237,13 @@ static bool forward(struct pair *p, struct side *from, struct side *to, bool fro
         if (r == 0) break;
         size_t total = f.header_len + (size_t)f.payload_len;
         int v = judge(from_client, from->buf + off, &f);
-        if (v != 1 && !send_all(to->fd, from->buf + off, total)) cut = true;
+        if (v == 3) {
+            if (!send_fragmented(to->fd, f.opcode, from->buf + off + f.header_len,
+                                 (size_t)f.payload_len))
+                cut = true;
+        } else if (v != 1 && !send_all(to->fd, from->buf + off, total)) {
+            cut = true;
+        }
         off += total;
         if (v == 2) cut = true;
     }
@@ -333,7 +368,9 @@ static void proxy_reset(void)
     px.drop_output_seq = px.cut_after_output_seq = 0;
     px.cut_after_method[0] = 0;
     px.refuse_until_ms = px.refuse_after_cut_ms = 0;
-    px.reads = px.starts = px.writes = px.initializes = px.connections = 0;
+    px.fragment_outputs = false;
+    px.reads = px.starts = px.writes = px.initializes = px.connections = px.pongs = 0;
+    px.client_head[0] = 0;
     pthread_mutex_unlock(&px.mu);
 }
 
@@ -661,6 +698,30 @@ static void test_event_loop_api(void)
     ec_client_close(c);
 }
 
+static void test_fragments_pings_and_bearer_token(void)
+{
+    proxy_reset();
+    px.fragment_outputs = true;
+    char url[64];
+    snprintf(url, sizeof url, "ws://127.0.0.1:%d/", px.port);
+    ec_client_options o = {.url = url, .bearer_token = "s3cret"};
+    ec_client *c = NULL;
+    ec_error e = {0};
+    CHECK(ec_client_connect(&o, &c, &e) == 0);
+    pthread_mutex_lock(&px.mu);
+    CHECK(strstr(px.client_head, "\r\nAuthorization: Bearer s3cret\r\n") != NULL);
+    CHECK(strstr(px.client_head, "GET / HTTP/1.1\r\n") == px.client_head);
+    pthread_mutex_unlock(&px.mu);
+    ec_process *p = start_sh(c, "printf 'abcdefghijklmnopqrstuvwxyz'; sleep 0.2; echo 0123456789");
+    struct collected r;
+    collect(p, &r, 20000);
+    CHECK(r.rc == 0 && r.closes == 1);
+    CHECK(strcmp(r.out, "abcdefghijklmnopqrstuvwxyz0123456789\n") == 0);
+    CHECK(px_get(&px.pongs) == 2); /* one Pong per injected Ping, payload echoed */
+    ec_process_free(p);
+    ec_client_close(c);
+}
+
 static void test_connect_errors(void)
 {
     ec_client *c = NULL;
@@ -698,6 +759,7 @@ int main(int argc, char **argv)
         {"unknown_session_is_terminal", test_unknown_session_is_terminal},
         {"error_kinds_and_fs", test_error_kinds_and_fs},
         {"event_loop_api", test_event_loop_api},
+        {"fragments_pings_and_bearer_token", test_fragments_pings_and_bearer_token},
         {"connect_errors", test_connect_errors},
     };
     for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
