@@ -35,7 +35,8 @@
 #define BLOCK (1u << 20)
 
 static const char *usage_text =
-    "usage: exec-client [--url URL] [--token TOKEN] [--timeout-ms N] COMMAND ...\n"
+    "usage: exec-client [--url URL] [--token TOKEN] [--timeout-ms N] [--reconnect-ms N]\n"
+    "                   COMMAND ...\n"
     "\n"
     "Commands:\n"
     "  run [--tty] [-n] [--cwd DIR] [--env K=V]... -- CMD [ARGS...]\n"
@@ -58,6 +59,8 @@ static const char *usage_text =
     "  --url URL        server URL, ws://HOST:PORT (default: $EXEC_SERVER_URL)\n"
     "  --token TOKEN    send Authorization: Bearer TOKEN (default: $EXEC_SERVER_TOKEN)\n"
     "  --timeout-ms N   connect/call timeout (default 10000 / 60000)\n"
+    "  --reconnect-ms N run/shell: resume the session for up to N ms when the\n"
+    "                   connection drops (default 30000; 0: never)\n"
     "  -h, --help       this text\n"
     "Remote relative paths are taken relative to the server's working directory.\n"
     "Exit status: 2 usage error, 1 remote error (fs, rpc), 255 server unreachable or\n"
@@ -67,6 +70,7 @@ struct cli {
     const char *url;
     const char *token;
     int timeout_ms;
+    int reconnect_ms;
     ec_client *c;
 };
 
@@ -99,7 +103,8 @@ static void die_err(const char *what, const ec_error *e)
     exit(err_exit_code(e));
 }
 
-static void connect_or_die(struct cli *cli, bool raw, int reconnect_ms)
+/* resume: run/shell survive a dropped connection by resuming the session. */
+static void connect_or_die(struct cli *cli, bool raw, bool resume)
 {
     ec_client_options o = {
         .url = cli->url,
@@ -107,7 +112,7 @@ static void connect_or_die(struct cli *cli, bool raw, int reconnect_ms)
         .client_name = "exec-client",
         .connect_timeout_ms = cli->timeout_ms > 0 ? cli->timeout_ms : 10000,
         .call_timeout_ms = cli->timeout_ms > 0 ? cli->timeout_ms : 60000,
-        .reconnect_timeout_ms = reconnect_ms,
+        .reconnect_timeout_ms = resume ? cli->reconnect_ms : 0,
         .skip_initialize = raw,
     };
     ec_error e = {0};
@@ -385,7 +390,7 @@ static int cmd_run(struct cli *cli, int argc, char **argv)
             return EXIT_CONN;
         }
     }
-    connect_or_die(cli, false, 30000);
+    connect_or_die(cli, false, true);
     env_defaults(&ro, ro.tty);
     char *cwd = remote_path(cli, ro.cwd ? ro.cwd : ".");
     const char **cargv = calloc((size_t)(argc - i) + 5, sizeof *cargv);
@@ -435,7 +440,7 @@ static int cmd_shell(struct cli *cli, int argc, char **argv)
     struct run_opts ro = {0};
     int i = parse_run_opts(argc, argv, &ro, false);
     if (i < argc) die_usage("shell: unexpected argument `%s`", argv[i]);
-    connect_or_die(cli, false, 30000);
+    connect_or_die(cli, false, true);
     env_defaults(&ro, true);
     json_t *info = ec_client_environment_info(cli->c);
     const char *sh = json_string_value(json_object_get(json_object_get(info, "shell"), "path"));
@@ -613,7 +618,7 @@ static int cmd_fs(struct cli *cli, int argc, char **argv)
         strcmp(sub, "rm") && strcmp(sub, "cp") && strcmp(sub, "mkdir") && strcmp(sub, "walk"))
         die_usage("fs: unknown subcommand `%s`", sub);
     if (nargs != want) die_usage("fs %s: wrong number of arguments", sub);
-    connect_or_die(cli, false, 0);
+    connect_or_die(cli, false, false);
     ec_error e = {0};
     int rc = 0;
     char *path = remote_path(cli, args[want - 1]);
@@ -685,7 +690,7 @@ static int cmd_rpc(struct cli *cli, int argc, char **argv)
 {
     bool raw = argc > 1 && strcmp(argv[1], "--raw") == 0;
     if (argc > (raw ? 2 : 1)) die_usage("rpc: unexpected argument `%s`", argv[raw ? 2 : 1]);
-    connect_or_die(cli, raw, 0);
+    connect_or_die(cli, raw, false);
     struct rpc_state st = {0};
     ec_client_set_message_hook(cli->c, rpc_print, &st);
     if (!raw) fprintf(stderr, "exec-client: session %s\n", ec_client_session_id(cli->c));
@@ -738,10 +743,13 @@ static int cmd_rpc(struct cli *cli, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    struct cli cli = {.url = getenv("EXEC_SERVER_URL"), .token = getenv("EXEC_SERVER_TOKEN")};
+    struct cli cli = {.url = getenv("EXEC_SERVER_URL"),
+                      .token = getenv("EXEC_SERVER_TOKEN"),
+                      .reconnect_ms = 30000};
     static const struct option longs[] = {{"url", required_argument, 0, 'u'},
                                           {"token", required_argument, 0, 'T'},
                                           {"timeout-ms", required_argument, 0, 'm'},
+                                          {"reconnect-ms", required_argument, 0, 'R'},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
     int ch;
@@ -755,6 +763,9 @@ int main(int argc, char **argv)
             break;
         case 'm':
             cli.timeout_ms = atoi(optarg);
+            break;
+        case 'R':
+            cli.reconnect_ms = atoi(optarg);
             break;
         case 'h':
             fputs(usage_text, stdout);

@@ -132,6 +132,96 @@ def test_connection_errors(srv):
     assert r.returncode == 2 and b"unknown command" in r.stderr, r
 
 
+class CutProxy:
+    """A TCP proxy to the server that cuts the first connection right after forwarding
+    server bytes containing `marker`; later connections are forwarded (or refused when
+    refuse_after_cut)."""
+
+    def __init__(self, srv, marker, refuse_after_cut=False):
+        import threading
+        self.target = (srv.host, srv.port)
+        self.marker = marker
+        self.refuse = refuse_after_cut
+        self.cut = False
+        self.connections = 0
+        self.lsock = socket.socket()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(8)
+        self.url = "ws://127.0.0.1:%d" % self.lsock.getsockname()[1]
+        self.stop = False
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        pairs = []
+        while not self.stop:
+            rl = [self.lsock] + [s for p in pairs for s in p]
+            r, _, _ = select.select(rl, [], [], 0.05)
+            for s in r:
+                if s is self.lsock:
+                    c, _ = self.lsock.accept()
+                    if self.cut and self.refuse:
+                        c.close()
+                        continue
+                    self.connections += 1
+                    pairs.append((c, socket.create_connection(self.target)))
+                    continue
+                pair = next((p for p in pairs if s in p), None)
+                if pair is None:
+                    continue
+                other = pair[1] if s is pair[0] else pair[0]
+                try:
+                    data = s.recv(65536)
+                except OSError:
+                    data = b""
+                if data:
+                    other.sendall(data)
+                from_server = s is pair[1]
+                if not data or (from_server and not self.cut and self.marker in data):
+                    if data:
+                        self.cut = True
+                    for x in pair:
+                        x.close()
+                    pairs.remove(pair)
+        for p in pairs:
+            for x in p:
+                x.close()
+        self.lsock.close()
+
+    def close(self):
+        self.stop = True
+        self.thread.join()
+
+
+def test_run_survives_a_dropped_connection(srv):
+    need_client()
+    # "one\n" travels as the base64 chunk "b25lCg==": cut right after it.
+    px = CutProxy(srv, b"b25lCg==")
+    try:
+        r = subprocess.run([CLIENT, "--url", px.url, "run", "--", "sh", "-c",
+                            "echo one; sleep 1; echo two; sleep 0.5; echo three >&2; exit 6"],
+                           capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert px.cut and px.connections == 2, (px.cut, px.connections)
+        assert r.returncode == 6, r
+        assert r.stdout == b"one\ntwo\n" and r.stderr == b"three\n", r
+    finally:
+        px.close()
+
+
+def test_run_reports_a_lost_server(srv):
+    need_client()
+    px = CutProxy(srv, b"b25lCg==", refuse_after_cut=True)
+    try:
+        r = subprocess.run([CLIENT, "--url", px.url, "--reconnect-ms", "800", "run", "--",
+                            "sh", "-c", "echo one; sleep 5"],
+                           capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert r.returncode == 255, r
+        assert r.stdout == b"one\n", r
+        assert b"connection lost" in r.stderr and r.stderr.count(b"\n") == 1, r.stderr
+    finally:
+        px.close()
+
+
 # ---- shell through a pseudo-terminal ----------------------------------------------
 
 def read_until(fd, needle, timeout=20.0):
