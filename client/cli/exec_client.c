@@ -538,6 +538,20 @@ static int fs_cat(struct cli *cli, const char *path)
     return 0;
 }
 
+/* Reads up to n bytes (less only at EOF). Returns the count or -1. */
+static ssize_t read_full(int fd, uint8_t *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return -1;
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
 static int fs_put(struct cli *cli, const char *local, const char *path)
 {
     int fd = strcmp(local, "-") == 0 ? STDIN_FILENO : open(local, O_RDONLY | O_CLOEXEC);
@@ -545,31 +559,44 @@ static int fs_put(struct cli *cli, const char *local, const char *path)
         fprintf(stderr, "exec-client: %s: %s\n", local, strerror(errno));
         return EXIT_USAGE;
     }
-    uint8_t *data;
-    size_t n;
-    if (slurp(fd, &data, &n) != 0) {
-        fprintf(stderr, "exec-client: %s: %s\n", local, strerror(errno));
-        return EXIT_USAGE;
-    }
-    if (fd != STDIN_FILENO) close(fd);
     ec_error e = {0};
-    if (n < BIG_FILE || !ec_client_has_capability(cli->c, "fileWriteStreaming")) {
+    struct stat st;
+    bool big_file = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= BIG_FILE;
+    if (!big_file || !ec_client_has_capability(cli->c, "fileWriteStreaming")) {
+        /* Small, not a regular file, or no write streaming: one fs/writeFile. */
+        uint8_t *data;
+        size_t n;
+        if (slurp(fd, &data, &n) != 0) {
+            fprintf(stderr, "exec-client: %s: %s\n", local, strerror(errno));
+            return EXIT_USAGE;
+        }
+        if (fd != STDIN_FILENO) close(fd);
         if (ec_fs_write_file(cli->c, path, data, n, &e) != 0) die_err(path, &e);
         free(data);
         return 0;
     }
+    /* A large regular file streams in 1 MiB blocks: memory stays flat. */
     const char *h = "exec-client-put";
     if (ec_fs_open(cli->c, h, path, true, &e) != 0) die_err(path, &e);
     struct progress pg;
-    progress_init(&pg, n);
-    for (size_t off = 0; off < n; off += BLOCK) {
-        size_t len = n - off < BLOCK ? n - off : BLOCK;
-        if (ec_fs_write_block(cli->c, h, off, data + off, len, &e) != 0) die_err(path, &e);
-        progress_show(&pg, off + len, false);
+    progress_init(&pg, (uint64_t)st.st_size);
+    uint8_t *block = malloc(BLOCK);
+    uint64_t off = 0;
+    for (;;) {
+        ssize_t n = read_full(fd, block, BLOCK);
+        if (n < 0) {
+            fprintf(stderr, "exec-client: %s: %s\n", local, strerror(errno));
+            return EXIT_USAGE;
+        }
+        if (n == 0) break;
+        if (ec_fs_write_block(cli->c, h, off, block, (size_t)n, &e) != 0) die_err(path, &e);
+        off += (uint64_t)n;
+        progress_show(&pg, off, false);
     }
-    progress_show(&pg, n, true);
+    progress_show(&pg, off, true);
+    free(block);
+    if (fd != STDIN_FILENO) close(fd);
     if (ec_fs_close(cli->c, h, &e) != 0) die_err(path, &e);
-    free(data);
     return 0;
 }
 
