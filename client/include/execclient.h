@@ -99,7 +99,8 @@ EC_API int ec_client_fd(const ec_client *c);
  * queues pushed process events on their handles (and starts any catch-up reads they
  * need). Returns 0, or a negative kind when the connection is lost for good. If the
  * connection drops and reconnect_timeout_ms is set, the resume happens inside this
- * call and blocks for up to that long. */
+ * call and blocks for up to that long. Handles at most about 1 MiB per call, so with a
+ * level-triggered loop (poll) it is simply called again while the fd stays readable. */
 EC_API int ec_client_process_ready(ec_client *c, ec_error *err);
 
 /* Generic blocking JSON-RPC call. Steals the reference to `params` (may be NULL).

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #define EC_MAX_MESSAGE (64u << 20)
+#define EC_PUMP_BUDGET (1u << 20) /* socket bytes handled per pump() call */
 #define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 const char *ec_err_kind_name(ec_err_kind kind)
@@ -597,10 +598,15 @@ static int pump(ec_client *c, int timeout_ms, ec_error *err)
     if (r < 0 && errno != EINTR)
         return ec_fail(err, EC_ERR_TRANSPORT, 0, "poll: %s", strerror(errno));
     if (r > 0) {
+        /* A bounded batch per call: the caller gets to consume events in between, and
+         * a fast producer is held back by TCP flow control instead of piling up here. */
+        size_t budget = EC_PUMP_BUDGET;
         for (;;) {
             ssize_t n = read_some(c);
             if (n < 0) break;
             if (handle_frames(c) < 0 || n == 0) break;
+            if ((size_t)n >= budget) break;
+            budget -= (size_t)n;
         }
     }
     if (c->fd < 0) return pump(c, 0, err);

@@ -674,6 +674,37 @@ static void test_error_kinds_and_fs(void)
     ec_client_close(c);
 }
 
+/* A fast producer must not push the consumer into lag: the client reads the socket
+ * in bounded batches, so TCP flow control holds the server back. */
+static void test_bulk_output_is_complete_without_lag(void)
+{
+    proxy_reset();
+    ec_client *c = connect_via_proxy(0);
+    ec_process *p = start_sh(c, "head -c 50331648 /dev/zero");
+    uint64_t total = 0;
+    bool nonzero = false, closed = false;
+    int64_t deadline = now_ms() + 120000;
+    while (!closed && now_ms() < deadline) {
+        ec_event ev;
+        ec_error e = {0};
+        if (ec_process_next_event(p, 5000, &ev, &e) != 0) break;
+        if (ev.type == EC_EVENT_OUTPUT) {
+            total += ev.len;
+            for (size_t i = 0; i < ev.len; i++)
+                nonzero |= ev.data[i] != 0;
+        }
+        closed = ev.type == EC_EVENT_CLOSED;
+    }
+    CHECK(closed);
+    CHECK(total == 50331648);
+    CHECK(!nonzero);
+    ec_process_stats st;
+    ec_process_get_stats(p, &st);
+    CHECK(st.lags == 0 && st.reads_sent == 0 && st.gaps_detected == 0);
+    ec_process_free(p);
+    ec_client_close(c);
+}
+
 static void test_event_loop_api(void)
 {
     proxy_reset();
@@ -758,6 +789,7 @@ int main(int argc, char **argv)
         {"write_retried_with_same_write_id", test_write_retried_with_same_write_id},
         {"unknown_session_is_terminal", test_unknown_session_is_terminal},
         {"error_kinds_and_fs", test_error_kinds_and_fs},
+        {"bulk_output_is_complete_without_lag", test_bulk_output_is_complete_without_lag},
         {"event_loop_api", test_event_loop_api},
         {"fragments_pings_and_bearer_token", test_fragments_pings_and_bearer_token},
         {"connect_errors", test_connect_errors},
