@@ -33,6 +33,7 @@
 #define EXIT_CONN 255
 #define BIG_FILE (4u << 20)
 #define BLOCK (1u << 20)
+#define STDIN_BLOCK (256u << 10)
 
 static const char *usage_text =
     "usage: exec-client [--url URL] [--token TOKEN] [--timeout-ms N] [--reconnect-ms N]\n"
@@ -272,11 +273,13 @@ static void env_defaults(struct run_opts *ro, bool tty)
 
 /* Drives a started process to its close. Forwards local stdin keystrokes when
  * `interactive`. Returns the exit status for the CLI. */
-static int pump_process(struct cli *cli, ec_process *p, bool interactive)
+static int pump_process(struct cli *cli, ec_process *p, bool interactive, const uint8_t *input,
+                        size_t input_len)
 {
     int exit_code = -1;
     ec_error e = {0};
     bool stdin_open = interactive;
+    size_t in_off = 0;
     for (;;) {
         if (got_signal) {
             tty_restore();
@@ -287,7 +290,17 @@ static int pump_process(struct cli *cli, ec_process *p, bool interactive)
         ec_event ev;
         int rc;
         if (!interactive) {
-            rc = ec_process_next_event(p, 1000, &ev, &e);
+            /* Feed piped input a block at a time and forward the output that came
+             * meanwhile before the next block, so the output queue stays short. */
+            rc = ec_process_next_event(p, in_off < input_len ? 0 : 1000, &ev, &e);
+            if (rc == -EC_ERR_TIMEOUT && in_off < input_len) {
+                size_t n = input_len - in_off < STDIN_BLOCK ? input_len - in_off : STDIN_BLOCK;
+                if (ec_process_write(p, input + in_off, n, &e) != 0)
+                    in_off = input_len; /* exited without reading it all: its status tells */
+                else
+                    in_off += n;
+                continue;
+            }
         } else {
             rc = ec_process_next_event(p, 0, &ev, &e);
             if (rc == -EC_ERR_TIMEOUT) {
@@ -417,16 +430,10 @@ static int cmd_run(struct cli *cli, int argc, char **argv)
         free(input);
         goto out;
     }
-    for (size_t off = 0; off < input_len;) {
-        size_t n = input_len - off < BLOCK ? input_len - off : BLOCK;
-        if (ec_process_write(p, input + off, n, &e) != 0)
-            break; /* the command may have exited without reading; its status tells */
-        off += n;
-    }
-    free(input);
     bool interactive = ro.tty && local_tty;
     if (interactive) tty_raw();
-    rc = pump_process(cli, p, interactive);
+    rc = pump_process(cli, p, interactive, input, input_len);
+    free(input);
     ec_process_free(p);
 out:
     free(cargv);
@@ -452,7 +459,7 @@ static int cmd_shell(struct cli *cli, int argc, char **argv)
     ec_error e = {0};
     if (ec_process_start(cli->c, &so, &p, &e) != 0) die_err("start shell", &e);
     if (isatty(STDIN_FILENO)) tty_raw();
-    int rc = pump_process(cli, p, true);
+    int rc = pump_process(cli, p, true, NULL, 0);
     ec_process_free(p);
     free(cwd);
     free(ro.env);

@@ -75,6 +75,16 @@ def test_run_status_streams_and_stdin(srv):
     check_run_basics(srv)
 
 
+def test_run_large_stdin_echoed_back_is_complete(srv):
+    need_client()
+    # 40 MiB in and out at the same time: more than the client buffers before it
+    # lags (32 MiB), so output must be forwarded while the input is still being fed.
+    data = os.urandom(40 * 1024 * 1024)
+    r = ec(srv, "run", "--", "cat", stdin=data, timeout=180)
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert len(r.stdout) == len(data) and r.stdout == data, len(r.stdout)
+
+
 def test_run_env_cwd_and_no_stdin(srv):
     need_client()
     d = tempfile.mkdtemp(prefix="ec-cwd-")
