@@ -164,7 +164,11 @@ EC_API int ec_process_start(ec_client *c, const ec_start_options *o, ec_process 
 
 /* Next event of the process, in seq order, each at most once. timeout_ms: 0 polls,
  * <0 waits forever. -EC_ERR_TIMEOUT when nothing came in time. After
- * EC_EVENT_CLOSED it returns -EC_ERR_USAGE ("process closed"). */
+ * EC_EVENT_CLOSED it returns -EC_ERR_USAGE ("process closed").
+ * Pending events are buffered on the handle. A caller that falls more than 32 MiB
+ * behind makes the handle "lag": pushed output is no longer buffered, and once the
+ * caller has caught up one process/read fetches what the server still retains (its
+ * window is 1 MiB). So keep consuming events while you issue other calls. */
 EC_API int ec_process_next_event(ec_process *p, int timeout_ms, ec_event *ev, ec_error *err);
 
 /* Writes to stdin / the PTY. Each write gets a fresh writeId; after a reconnect a
