@@ -378,6 +378,9 @@ static int pending_send(ec_client *c, struct ec_pending *p, ec_error *err)
     char *text = ec_msg_request(p->id, p->method, p->params);
     int rc = send_frame(c, EC_WS_TEXT, text, strlen(text), err);
     free(text);
+    /* A failed send never reached the server as a whole frame: it is not in flight,
+     * so it may go again after a reconnect whatever the method. */
+    p->sent = rc == 0;
     return rc;
 }
 
@@ -561,7 +564,7 @@ static int handle_loss(ec_client *c, ec_error *err)
                 ec_track_on_read_failed(&pd->proc->t);
             }
             pending_unlink_free(c, pd);
-        } else if (!(pd->kind == EC_PENDING_RETRY && c->reconnect_timeout_ms > 0 &&
+        } else if (!((pd->kind == EC_PENDING_RETRY || !pd->sent) && c->reconnect_timeout_ms > 0 &&
                      c->session_id)) {
             pending_fail(pd, EC_ERR_TRANSPORT, "connection lost while waiting for %s; not replayed",
                          pd->method);
@@ -652,6 +655,15 @@ int ec_call_kind(ec_client *c, int kind, const char *method, json_t *params, jso
         err_copy(err, &c->dead_err);
         return -(int)c->dead_err.kind;
     }
+    if (!c->reconnecting) {
+        /* Notice a loss that happened since the last call (EOF already queued) and
+         * resume before sending, rather than fail a request the server never saw. */
+        int rc = pump(c, 0, err);
+        if (rc) {
+            json_decref(params);
+            return rc;
+        }
+    }
     struct ec_pending *pd = pending_new(c, kind, method, params);
     int64_t deadline = ec_deadline(c->call_timeout_ms);
     pending_send(c, pd, NULL); /* a failed send shows up as a loss in the wait */
@@ -731,9 +743,10 @@ static int reconnect(ec_client *c, ec_error *err)
         return -(int)c->dead_err.kind;
     }
     c->reconnects++;
-    /* Writes in flight go again with new request ids and the same writeId. */
+    /* Writes in flight go again with new request ids and the same writeId; so do
+     * requests that never left this client. */
     for (struct ec_pending *pd = c->pending; pd; pd = pd->next) {
-        if (pd->done || pd->kind != EC_PENDING_RETRY) continue;
+        if (pd->done || (pd->kind != EC_PENDING_RETRY && pd->sent)) continue;
         pd->id = c->next_id++;
         pending_send(c, pd, NULL);
     }

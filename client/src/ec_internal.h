@@ -21,6 +21,7 @@ struct ec_pending {
     char *method;     /* owned */
     json_t *params;   /* owned; kept so a retry can re-send it */
     ec_process *proc; /* EC_PENDING_READ: the process (NULL once it was freed) */
+    bool sent;        /* the whole request went out on the current connection */
     bool done;
     json_t *result; /* owned until handed to the caller */
     ec_error err;
