@@ -179,6 +179,8 @@ void ec_track_free(struct ec_track *t)
 {
     list_free(t->held);
     list_free(t->q_head);
+    ec_pevent_free(t->exit_wait);
+    ec_pevent_free(t->close_wait);
     memset(t, 0, sizeof *t);
 }
 
@@ -189,6 +191,19 @@ static void enqueue(struct ec_track *t, struct ec_pevent *e)
     if (t->closed_queued || (e->type == EC_EVENT_EXITED && t->exit_queued)) {
         t->duplicates_dropped++;
         ec_pevent_free(e);
+        return;
+    }
+    if (e->type == EC_EVENT_EXITED && t->exit_unknown) {
+        /* An older server's exit: hold it (and the close after it) until one read has
+         * told the whole outcome. */
+        t->exit_queued = true;
+        t->exit_wait = e;
+        t->need_read = true;
+        return;
+    }
+    if (e->type == EC_EVENT_CLOSED && t->exit_wait) {
+        ec_pevent_free(t->close_wait);
+        t->close_wait = e;
         return;
     }
     if (e->type == EC_EVENT_EXITED) t->exit_queued = true;
@@ -308,7 +323,7 @@ int ec_track_on_notification(struct ec_track *t, const char *method, json_t *par
         json_t *denied = json_object_get(params, "sandboxDenied");
         e->sandbox_denied = json_is_true(denied);
         /* An older server omits sandboxDenied: only a read tells the whole outcome. */
-        if (!json_is_boolean(denied)) t->need_read = true;
+        if (!json_is_boolean(denied) && !t->exit_queued) t->exit_unknown = true;
         take(t, e);
         return 0;
     }
@@ -356,11 +371,22 @@ int ec_track_on_read_result(struct ec_track *t, json_t *result)
     bool closed = json_is_true(json_object_get(result, "closed"));
     /* Held exit/close events at or below nextSeq-1 are superseded by the flags below,
      * but a held exit carries the same data: let it through first when in range. */
+    /* A result that says exited tells sandboxDenied too: no exit needs another read. */
+    if (exited) t->exit_unknown = false;
     if (exited && !t->exit_queued) {
         struct ec_pevent *e = pevent_new(EC_EVENT_EXITED, 0);
         e->exit_code = (int)json_integer_value(json_object_get(result, "exitCode"));
         e->sandbox_denied = json_is_true(json_object_get(result, "sandboxDenied"));
         enqueue(t, e);
+    }
+    if (t->exit_wait && exited) {
+        /* The read answered what the old server's exit left out. */
+        struct ec_pevent *x = t->exit_wait, *cl = t->close_wait;
+        t->exit_wait = t->close_wait = NULL;
+        x->sandbox_denied = json_is_true(json_object_get(result, "sandboxDenied"));
+        t->exit_queued = false;
+        enqueue(t, x);
+        if (cl) enqueue(t, cl);
     }
     if (nx > 0 && nx - 1 > t->last_seq) t->last_seq = nx - 1;
     if (closed) enqueue(t, pevent_new(EC_EVENT_CLOSED, nx ? nx - 1 : 0));

@@ -102,6 +102,9 @@ static struct proxy {
     char cut_after_method[64];     /* cut right after forwarding this client request */
     int64_t refuse_until_ms;       /* close new connections until then */
     int64_t refuse_after_cut_ms;   /* when a cut fires, refuse for this long */
+    bool drop_exited;              /* drop the first process/exited */
+    bool strip_sandbox_denied;     /* re-send process/exited without sandboxDenied (old server) */
+    char *rewrite;                 /* verdict 4: the text to send instead of the frame */
     bool fragment_outputs;         /* re-send process/output as 3 fragments + pings between */
     /* observations */
     int reads, starts, writes, initializes, connections, pongs;
@@ -173,6 +176,13 @@ static int judge(bool from_client, const uint8_t *frame, const struct ec_ws_fram
                 px.cut_after_method[0] = 0;
                 verdict = 2;
             }
+        } else if (strcmp(m.method, "process/exited") == 0 && px.drop_exited) {
+            px.drop_exited = false;
+            verdict = 1;
+        } else if (strcmp(m.method, "process/exited") == 0 && px.strip_sandbox_denied) {
+            json_object_del(m.params, "sandboxDenied");
+            px.rewrite = json_dumps(m.root, JSON_COMPACT);
+            verdict = 4;
         } else if (strcmp(m.method, "process/output") == 0) {
             uint64_t seq = (uint64_t)json_integer_value(json_object_get(m.params, "seq"));
             if (px.drop_output_seq && seq == px.drop_output_seq) {
@@ -237,7 +247,15 @@ static bool forward(struct pair *p, struct side *from, struct side *to, bool fro
         if (r == 0) break;
         size_t total = f.header_len + (size_t)f.payload_len;
         int v = judge(from_client, from->buf + off, &f);
-        if (v == 3) {
+        if (v == 4) {
+            uint8_t *out = NULL;
+            size_t len = 0, cap = 0;
+            ec_ws_encode(&out, &len, &cap, EC_WS_TEXT, px.rewrite, strlen(px.rewrite), NULL);
+            if (!send_all(to->fd, out, len)) cut = true;
+            free(out);
+            free(px.rewrite);
+            px.rewrite = NULL;
+        } else if (v == 3) {
             if (!send_fragmented(to->fd, f.opcode, from->buf + off + f.header_len,
                                  (size_t)f.payload_len))
                 cut = true;
@@ -368,7 +386,7 @@ static void proxy_reset(void)
     px.drop_output_seq = px.cut_after_output_seq = 0;
     px.cut_after_method[0] = 0;
     px.refuse_until_ms = px.refuse_after_cut_ms = 0;
-    px.fragment_outputs = false;
+    px.fragment_outputs = px.drop_exited = px.strip_sandbox_denied = false;
     px.reads = px.starts = px.writes = px.initializes = px.connections = px.pongs = 0;
     px.client_head[0] = 0;
     pthread_mutex_unlock(&px.mu);
@@ -505,6 +523,44 @@ static void test_gap_recovered_with_exactly_one_read(void)
     ec_process_get_stats(p, &st);
     CHECK(st.gaps_detected == 1);
     CHECK(st.reads_sent == 1);
+    CHECK(px_get(&px.reads) == 1);
+    ec_process_free(p);
+    ec_client_close(c);
+}
+
+/* A lost exit notification shows up as a seq gap at close: one read recovers it. */
+static void test_lost_exit_recovered_with_one_read(void)
+{
+    proxy_reset();
+    px.drop_exited = true;
+    ec_client *c = connect_via_proxy(0);
+    ec_process *p = start_sh(c, "echo x; exit 9");
+    struct collected r;
+    collect(p, &r, 20000);
+    CHECK(r.rc == 0 && strcmp(r.out, "x\n") == 0);
+    CHECK(r.exit_code == 9 && r.exits == 1 && r.closes == 1);
+    ec_process_stats st;
+    ec_process_get_stats(p, &st);
+    CHECK(st.reads_sent == 1 && st.gaps_detected == 1);
+    CHECK(px_get(&px.reads) == 1);
+    ec_process_free(p);
+    ec_client_close(c);
+}
+
+/* An exit without sandboxDenied (an older server) costs exactly one read. */
+static void test_old_server_exit_costs_one_read(void)
+{
+    proxy_reset();
+    px.strip_sandbox_denied = true;
+    ec_client *c = connect_via_proxy(0);
+    ec_process *p = start_sh(c, "echo y; exit 4");
+    struct collected r;
+    collect(p, &r, 20000);
+    CHECK(r.rc == 0 && strcmp(r.out, "y\n") == 0);
+    CHECK(r.exit_code == 4 && r.exits == 1 && r.closes == 1);
+    ec_process_stats st;
+    ec_process_get_stats(p, &st);
+    CHECK(st.reads_sent == 1 && st.gaps_detected == 0);
     CHECK(px_get(&px.reads) == 1);
     ec_process_free(p);
     ec_client_close(c);
@@ -808,6 +864,8 @@ int main(int argc, char **argv)
     } tests[] = {
         {"pushed_events_complete_with_zero_reads", test_pushed_events_complete_with_zero_reads},
         {"gap_recovered_with_exactly_one_read", test_gap_recovered_with_exactly_one_read},
+        {"lost_exit_recovered_with_one_read", test_lost_exit_recovered_with_one_read},
+        {"old_server_exit_costs_one_read", test_old_server_exit_costs_one_read},
         {"reconnect_mid_command", test_reconnect_mid_command},
         {"idle_drop_resumes_before_the_next_call", test_idle_drop_resumes_before_the_next_call},
         {"start_in_flight_is_not_replayed", test_start_in_flight_is_not_replayed},

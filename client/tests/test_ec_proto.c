@@ -209,6 +209,34 @@ static void test_track_old_server_exit(void)
     ec_track_free(&t);
 }
 
+static void test_track_old_server_close_waits_for_the_read(void)
+{
+    struct ec_track t;
+    ec_track_init(&t);
+    feed(&t, "process/output", "{\"seq\":1,\"stream\":\"stdout\",\"chunk\":\"YQ==\"}");
+    feed(&t, "process/exited", "{\"seq\":2,\"exitCode\":1}");
+    feed(&t, "process/closed", "{\"seq\":3}");
+    char s[256];
+    drain(&t, s, sizeof s);
+    CHECK(strcmp(s, "o1:a ") == 0); /* exit and close wait for the read */
+    CHECK(ec_track_wants_read(&t));
+    json_t *rp = ec_track_read_params(&t, "p");
+    CHECK(json_integer_value(json_object_get(rp, "afterSeq")) == 3);
+    json_decref(rp);
+    json_t *res = json_loads("{\"chunks\":[],\"nextSeq\":4,\"exited\":true,\"exitCode\":1,"
+                             "\"closed\":true,\"sandboxDenied\":true}",
+                             0, NULL);
+    CHECK(ec_track_on_read_result(&t, res) == 0);
+    json_decref(res);
+    struct ec_pevent *e = ec_track_pop(&t);
+    CHECK(e && e->type == EC_EVENT_EXITED && e->seq == 2 && e->sandbox_denied);
+    ec_pevent_free(e);
+    drain(&t, s, sizeof s);
+    CHECK(strcmp(s, "c3 ") == 0);
+    CHECK(t.reads_sent == 1 && !ec_track_wants_read(&t));
+    ec_track_free(&t);
+}
+
 static void test_track_resume(void)
 {
     struct ec_track t;
@@ -307,6 +335,7 @@ int main(void)
     test_track_duplicates();
     test_track_gap_one_read();
     test_track_old_server_exit();
+    test_track_old_server_close_waits_for_the_read();
     test_track_resume();
     test_track_lag_bounds_memory_and_reads_once();
     test_track_malformed();
