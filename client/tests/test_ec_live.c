@@ -154,7 +154,8 @@ static bool send_all(int fd, const uint8_t *p, size_t n)
     return true;
 }
 
-/* What to do with one whole frame: 0 forward, 1 drop, 2 forward then cut. */
+/* What to do with one whole frame: 0 forward, 1 drop, 2 forward then cut, 3 forward
+ * fragmented (with pings between), 4 send px.rewrite instead. */
 static int judge(bool from_client, const uint8_t *frame, const struct ec_ws_frame *f)
 {
     if (from_client && f->opcode == EC_WS_PONG && f->payload_len == 2) px.pongs++;
