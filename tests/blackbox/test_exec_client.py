@@ -321,9 +321,11 @@ def test_shell_restores_terminal_on_signal(srv):
     d = tempfile.mkdtemp(prefix="ec-shsig-")
     before, during, after = (os.path.join(d, n) for n in ("before", "during", "after"))
     # Without job control a background job's stdin is /dev/null: give it the terminal.
-    script = ('stty -g > %s; "%s" --url %s shell </dev/tty & pid=$!; sleep 1.5; '
-              'stty -g > %s; kill -TERM $pid; wait $pid; echo "local-rc=$?"; stty -g > %s'
-              ) % (before, CLIENT, srv.url, during, after)
+    # Wait (up to 20 s on a loaded machine) until the client has switched to raw mode.
+    script = ('stty -g > {b}; "{c}" --url {u} shell </dev/tty & pid=$!; '
+              'for i in $(seq 100); do sleep 0.2; stty -g > {d}; cmp -s {b} {d} || break; done; '
+              'sleep 0.3; kill -TERM $pid; wait $pid; echo "local-rc=$?"; stty -g > {a}'
+              ).format(b=before, c=CLIENT, u=srv.url, d=during, a=after)
     pid, fd = pty.fork()
     if pid == 0:
         os.execv("/bin/sh", ["/bin/sh", "-c", script])
