@@ -205,6 +205,10 @@ class CutProxy:
 
 def test_run_survives_a_dropped_connection(srv):
     need_client()
+    check_run_survives_a_dropped_connection(srv)
+
+
+def check_run_survives_a_dropped_connection(srv):
     # "one\n" travels as the base64 chunk "b25lCg==": cut right after it.
     px = CutProxy(srv, b"b25lCg==")
     try:
@@ -449,6 +453,7 @@ def test_run_and_fs_against_reference(srv):
     try:
         check_run_basics(ref)
         check_fs_round_trip(ref, big=True)
+        check_run_survives_a_dropped_connection(ref)
     finally:
         ref.stop(check=False)
 
