@@ -111,7 +111,9 @@ EC_API int ec_client_call(ec_client *c, const char *method, json_t *params, json
                           ec_error *err);
 
 /* Raw mode helpers (for debugging tools): send one text message as is, and receive
- * every message that is not a reply to this library's own requests. */
+ * every message that is not a reply to this library's own requests nor a process
+ * notification of an open handle. `text` is borrowed for the duration of the call;
+ * the hook must not call back into the client. */
 typedef void (*ec_message_fn)(void *ud, const char *text, size_t len);
 EC_API void ec_client_set_message_hook(ec_client *c, ec_message_fn fn, void *ud);
 EC_API int ec_client_send_text(ec_client *c, const char *text, size_t len, ec_error *err);

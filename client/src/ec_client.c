@@ -525,6 +525,17 @@ out:
         c->rlen -= off;
     }
     if (rc < 0) conn_drop(c);
+    /* Do not keep tens of MiB around after one large message. */
+    if (c->rlen == 0 && c->rcap > (4u << 20)) {
+        free(c->rbuf);
+        c->rbuf = NULL;
+        c->rcap = 0;
+    }
+    if (!c->in_msg && c->msgcap > (4u << 20)) {
+        free(c->msgbuf);
+        c->msgbuf = NULL;
+        c->msgcap = 0;
+    }
     return rc;
 }
 
