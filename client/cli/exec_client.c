@@ -7,9 +7,10 @@
  *
  * `run` behaves like `ssh host cmd`: remote stdout/stderr to local stdout/stderr, exit
  * with the remote status (128+N for signal N). The protocol has no way to close a
- * process's stdin, so when local stdin is not a terminal it is read to EOF first and the
- * command is run as `sh -c 'head -c N | "$@"'`, which gives it exactly those bytes and
- * then EOF (-n skips stdin altogether). Exit codes of the client itself: 2 for usage
+ * process's stdin, so when local stdin is not a terminal it is read to EOF first (up to
+ * 64 MiB) and the command is run as `sh -c 'head -c N | "$@"'`, which gives it exactly
+ * those bytes and then EOF; a longer or endless stream is forwarded as it comes, without
+ * an EOF at the end (-n skips stdin altogether). Exit codes of the client itself: 2 for usage
  * errors, 1 for a server-side error in fs/rpc, 255 when the server cannot be reached or
  * the connection is lost (also for `run`, like ssh). */
 #include "execclient.h"
@@ -34,6 +35,7 @@
 #define BIG_FILE (4u << 20)
 #define BLOCK (1u << 20)
 #define STDIN_BLOCK (256u << 10)
+#define STDIN_BUFFER_MAX (64u << 20) /* piped stdin up to this size gets an exact EOF */
 
 static const char *usage_text =
     "usage: exec-client [--url URL] [--token TOKEN] [--timeout-ms N] [--reconnect-ms N]\n"
@@ -165,6 +167,34 @@ static int write_all(int fd, const void *p, size_t n)
 }
 
 /* Reads all of fd into memory (caller frees). */
+/* Reads fd until EOF or `max` bytes (caller frees *out); *eof tells which. */
+static int slurp_max(int fd, size_t max, uint8_t **out, size_t *len, bool *eof)
+{
+    size_t cap = 65536, n = 0;
+    uint8_t *buf = malloc(cap);
+    *eof = false;
+    while (n < max) {
+        if (n == cap) {
+            cap = cap * 2 < max ? cap * 2 : max;
+            buf = realloc(buf, cap);
+        }
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            free(buf);
+            return -1;
+        }
+        if (r == 0) {
+            *eof = true;
+            break;
+        }
+        n += (size_t)r;
+    }
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
 static int slurp(int fd, uint8_t **out, size_t *len)
 {
     size_t cap = 65536, n = 0;
@@ -271,14 +301,15 @@ static void env_defaults(struct run_opts *ro, bool tty)
     }
 }
 
-/* Drives a started process to its close. Forwards local stdin keystrokes when
- * `interactive`. Returns the exit status for the CLI. */
-static int pump_process(struct cli *cli, ec_process *p, bool interactive, const uint8_t *input,
+/* Drives a started process to its close: first feeds `input` a block at a time,
+ * then (fwd_stdin) forwards whatever local stdin delivers. Returns the exit status for
+ * the CLI. */
+static int pump_process(struct cli *cli, ec_process *p, bool fwd_stdin, const uint8_t *input,
                         size_t input_len)
 {
     int exit_code = -1;
     ec_error e = {0};
-    bool stdin_open = interactive;
+    bool stdin_open = fwd_stdin;
     size_t in_off = 0;
     for (;;) {
         if (got_signal) {
@@ -289,34 +320,40 @@ static int pump_process(struct cli *cli, ec_process *p, bool interactive, const 
         }
         ec_event ev;
         int rc;
-        if (!interactive) {
-            /* Feed piped input a block at a time and forward the output that came
+        if (in_off < input_len) {
+            /* Feed buffered input a block at a time and forward the output that came
              * meanwhile before the next block, so the output queue stays short. */
-            rc = ec_process_next_event(p, in_off < input_len ? 0 : 1000, &ev, &e);
-            if (rc == -EC_ERR_TIMEOUT && in_off < input_len) {
+            rc = ec_process_next_event(p, 0, &ev, &e);
+            if (rc == -EC_ERR_TIMEOUT) {
                 size_t n = input_len - in_off < STDIN_BLOCK ? input_len - in_off : STDIN_BLOCK;
-                if (ec_process_write(p, input + in_off, n, &e) != 0)
+                if (ec_process_write(p, input + in_off, n, &e) != 0) {
                     in_off = input_len; /* exited without reading it all: its status tells */
-                else
+                    stdin_open = false;
+                } else {
                     in_off += n;
+                }
                 continue;
             }
+        } else if (!stdin_open) {
+            rc = ec_process_next_event(p, 1000, &ev, &e);
         } else {
             rc = ec_process_next_event(p, 0, &ev, &e);
             if (rc == -EC_ERR_TIMEOUT) {
                 struct pollfd pfd[2] = {{.fd = ec_client_fd(cli->c), .events = POLLIN},
-                                        {.fd = stdin_open ? STDIN_FILENO : -1, .events = POLLIN}};
+                                        {.fd = STDIN_FILENO, .events = POLLIN}};
                 int pr = poll(pfd, 2, 1000);
                 if (pr < 0 && errno != EINTR) break;
                 if (pr > 0 && (pfd[1].revents & (POLLIN | POLLHUP))) {
-                    char buf[4096];
+                    char buf[65536];
                     ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
                     if (n <= 0) {
                         stdin_open = false;
-                    } else if (ec_process_write(p, buf, (size_t)n, &e) != 0 &&
-                               e.kind != EC_ERR_SERVER) {
-                        tty_restore();
-                        die_err("write", &e);
+                    } else if (ec_process_write(p, buf, (size_t)n, &e) != 0) {
+                        if (e.kind != EC_ERR_SERVER) {
+                            tty_restore();
+                            die_err("write", &e);
+                        }
+                        stdin_open = false; /* the process no longer takes input */
                     }
                 }
                 if (pr > 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)))
@@ -395,21 +432,27 @@ static int cmd_run(struct cli *cli, int argc, char **argv)
     /* Non-tty stdin is read to EOF up front: the protocol cannot send EOF later. */
     uint8_t *input = NULL;
     size_t input_len = 0;
+    bool input_eof = true;
     if (!ro.tty && !local_tty && !ro.no_stdin) {
         struct stat st;
         bool devnull = fstat(STDIN_FILENO, &st) == 0 && S_ISCHR(st.st_mode);
-        if (!devnull && slurp(STDIN_FILENO, &input, &input_len) != 0) {
+        if (!devnull &&
+            slurp_max(STDIN_FILENO, STDIN_BUFFER_MAX, &input, &input_len, &input_eof) != 0) {
             fprintf(stderr, "exec-client: reading stdin: %s\n", strerror(errno));
             return EXIT_CONN;
         }
     }
+    /* Input that ended within the buffer gets an exact EOF through `head -c`; a longer
+     * (or endless) stream is forwarded as it comes, and the command never sees EOF. */
+    bool wrap = input_len > 0 && input_eof;
+    bool stream = !input_eof;
     connect_or_die(cli, false, true);
     env_defaults(&ro, ro.tty);
     char *cwd = remote_path(cli, ro.cwd ? ro.cwd : ".");
     const char **cargv = calloc((size_t)(argc - i) + 5, sizeof *cargv);
     size_t k = 0;
     char script[64];
-    if (input_len > 0) {
+    if (wrap) {
         snprintf(script, sizeof script, "head -c %zu | \"$@\"", input_len);
         cargv[k++] = "/bin/sh";
         cargv[k++] = "-c";
@@ -418,8 +461,11 @@ static int cmd_run(struct cli *cli, int argc, char **argv)
     }
     for (int j = i; j < argc; j++)
         cargv[k++] = argv[j];
-    ec_start_options so = {
-        .argv = cargv, .cwd = cwd, .env = ro.env, .tty = ro.tty, .pipe_stdin = input_len > 0};
+    ec_start_options so = {.argv = cargv,
+                           .cwd = cwd,
+                           .env = ro.env,
+                           .tty = ro.tty,
+                           .pipe_stdin = input_len > 0 || stream};
     ec_process *p = NULL;
     ec_error e = {0};
     int rc;
@@ -432,7 +478,7 @@ static int cmd_run(struct cli *cli, int argc, char **argv)
     }
     bool interactive = ro.tty && local_tty;
     if (interactive) tty_raw();
-    rc = pump_process(cli, p, interactive, input, input_len);
+    rc = pump_process(cli, p, interactive || stream, input, input_len);
     free(input);
     ec_process_free(p);
 out:

@@ -85,6 +85,14 @@ def test_run_large_stdin_echoed_back_is_complete(srv):
     assert len(r.stdout) == len(data) and r.stdout == data, len(r.stdout)
 
 
+def test_run_endless_stdin_is_streamed(srv):
+    need_client()
+    # More than the client buffers for an exact EOF: forwarded as it comes.
+    r = subprocess.run('yes | "%s" --url %s run -- head -n 2' % (CLIENT, srv.url),
+                       shell=True, capture_output=True, timeout=120)
+    assert r.returncode == 0 and r.stdout == b"y\ny\n", r
+
+
 def test_run_env_cwd_and_no_stdin(srv):
     need_client()
     d = tempfile.mkdtemp(prefix="ec-cwd-")
