@@ -1,0 +1,265 @@
+/* execclient: the C client library of exec-server (libexecclient).
+ *
+ * Speaks PROTOCOL.md over one WebSocket (ws:// only) to our exec-server or to the
+ * reference `codex exec-server`. Plain sockets and poll(); no libuv, no threads, no
+ * global state, and no signal handlers touched (sends use MSG_NOSIGNAL).
+ *
+ * Two ways to drive it:
+ *  - blocking: every call waits for its reply (with the client's call timeout), and
+ *    ec_process_next_event() waits for the next output/exit/close event;
+ *  - from a host event loop: watch ec_client_fd() for readability and call
+ *    ec_client_process_ready(); pushed process events are queued on their handles and
+ *    ec_process_next_event(p, 0, ...) pops them without blocking.
+ *
+ * Errors: functions return 0 on success or a negative ec_err_kind (e.g.
+ * -EC_ERR_TIMEOUT) and, when `err` is not NULL, fill it with the kind, the server's
+ * JSON-RPC code (EC_ERR_SERVER only) and a one-line message.
+ *
+ * Ownership: every returned pointer says who owns it. "Owned by the client/handle"
+ * means valid until that object is closed/freed (or the stated next call); "caller
+ * frees" means free() (or the named *_free function).
+ *
+ * Threads: a client and its process handles belong to one thread at a time (no
+ * internal locks); use one client per thread, or lock around them.
+ *
+ * Paths: fs functions and the process cwd take native absolute paths; the library
+ * converts them to and from `file:` URIs. */
+#ifndef EXECCLIENT_H
+#define EXECCLIENT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EC_API __attribute__((visibility("default")))
+
+typedef enum ec_err_kind {
+    EC_OK = 0,
+    EC_ERR_TRANSPORT = 1,    /* could not connect, handshake failed, or connection lost */
+    EC_ERR_SERVER = 2,       /* the server answered with a JSON-RPC error (code, message) */
+    EC_ERR_TIMEOUT = 3,      /* no answer / no event within the deadline */
+    EC_ERR_PROTOCOL = 4,     /* the server sent something this library cannot understand */
+    EC_ERR_USAGE = 5,        /* bad argument (bad URL, empty argv, ...) */
+    EC_ERR_SESSION_LOST = 6, /* resume refused (unknown session): terminal for the client */
+} ec_err_kind;
+
+typedef struct ec_error {
+    ec_err_kind kind;
+    int64_t code;      /* JSON-RPC error code when kind == EC_ERR_SERVER, else 0 */
+    char message[512]; /* one line, NUL-terminated */
+} ec_error;
+
+/* Static text for a kind ("transport", "server", ...). */
+EC_API const char *ec_err_kind_name(ec_err_kind kind);
+
+/* ---- client ------------------------------------------------------------------- */
+
+typedef struct ec_client ec_client;
+
+typedef struct ec_client_options {
+    const char *url;          /* ws://HOST:PORT[/PATH]; required. Copied. */
+    const char *bearer_token; /* sent as "Authorization: Bearer <token>" when set. Copied. */
+    const char *client_name;  /* initialize.clientName; default "exec-client". Copied. */
+    int connect_timeout_ms;   /* TCP connect + upgrade + initialize; default 10000 */
+    int call_timeout_ms;      /* per blocking call; default 60000; <0 waits forever */
+    int reconnect_timeout_ms; /* >0: on connection loss, resume the session for up to
+                                 this long (one shared attempt); 0: no reconnect */
+    int lag_ms;               /* exited but no close after this long while waiting:
+                                 one catch-up process/read; default 5000 */
+    bool skip_initialize;     /* connect only (raw tools such as `exec-client rpc`) */
+} ec_client_options;
+
+/* Connects, upgrades to WebSocket, then initialize + initialized (unless
+ * skip_initialize). On success *out is a new client the caller closes with
+ * ec_client_close(). */
+EC_API int ec_client_connect(const ec_client_options *opts, ec_client **out, ec_error *err);
+
+/* Closes the connection and frees the client and every process handle still open. */
+EC_API void ec_client_close(ec_client *c);
+
+/* The session id from initialize. Owned by the client (NULL with skip_initialize). */
+EC_API const char *ec_client_session_id(const ec_client *c);
+
+/* initialize's environmentInfo (or NULL). Borrowed reference owned by the client. */
+EC_API json_t *ec_client_environment_info(const ec_client *c);
+
+/* environmentInfo.capabilities.<name> is true. */
+EC_API bool ec_client_has_capability(const ec_client *c, const char *name);
+
+/* The socket to poll for POLLIN in a host event loop; changes after a reconnect, so
+ * fetch it again after each ec_client_process_ready(). -1 when disconnected. */
+EC_API int ec_client_fd(const ec_client *c);
+
+/* Non-blocking: reads what the socket has, answers pings, matches replies and
+ * queues pushed process events on their handles (and starts any catch-up reads they
+ * need). Returns 0, or a negative kind when the connection is lost for good. If the
+ * connection drops and reconnect_timeout_ms is set, the resume happens inside this
+ * call and blocks for up to that long. Handles at most about 1 MiB per call, so with a
+ * level-triggered loop (poll) it is simply called again while the fd stays readable. */
+EC_API int ec_client_process_ready(ec_client *c, ec_error *err);
+
+/* Generic blocking JSON-RPC call. Steals the reference to `params` (may be NULL).
+ * On success *result (if result is not NULL) is a new reference the caller
+ * json_decref()s. Not replayed after a reconnect: a call in flight when the
+ * connection drops fails with EC_ERR_TRANSPORT. */
+EC_API int ec_client_call(ec_client *c, const char *method, json_t *params, json_t **result,
+                          ec_error *err);
+
+/* Raw mode helpers (for debugging tools): send one text message as is, and receive
+ * every message that is not a reply to this library's own requests nor a process
+ * notification of an open handle. `text` is borrowed for the duration of the call;
+ * the hook must not call back into the client. */
+typedef void (*ec_message_fn)(void *ud, const char *text, size_t len);
+EC_API void ec_client_set_message_hook(ec_client *c, ec_message_fn fn, void *ud);
+EC_API int ec_client_send_text(ec_client *c, const char *text, size_t len, ec_error *err);
+/* Waits up to timeout_ms (<0 forever) for socket input and handles it. */
+EC_API int ec_client_poll(ec_client *c, int timeout_ms, ec_error *err);
+
+/* Successful reconnects so far (each resumed the same session). */
+EC_API unsigned ec_client_reconnects(const ec_client *c);
+
+/* ---- processes ---------------------------------------------------------------- */
+
+typedef struct ec_process ec_process;
+
+typedef struct ec_start_options {
+    const char *process_id;  /* NULL: the library picks a unique one */
+    const char *const *argv; /* NULL-terminated, non-empty */
+    const char *cwd;         /* absolute path; NULL: "/" */
+    const char *const *env;  /* NULL-terminated "K=V" list: the child's whole
+                                environment (NULL: empty) */
+    bool tty;                /* run on a PTY (output stream EC_STREAM_PTY) */
+    bool pipe_stdin;         /* pipe mode: accept ec_process_write() */
+    const char *arg0;        /* optional argv[0] seen by the child */
+} ec_start_options;
+
+typedef enum ec_stream { EC_STREAM_STDOUT, EC_STREAM_STDERR, EC_STREAM_PTY } ec_stream;
+
+typedef enum ec_event_type {
+    EC_EVENT_OUTPUT = 1, /* bytes in data/len from stream */
+    EC_EVENT_EXITED,     /* exit_code (128+N for signal N in pipe mode), sandbox_denied */
+    EC_EVENT_CLOSED,     /* all output delivered; the last event of a process */
+    EC_EVENT_RESYNC,     /* the connection dropped; the stream is being caught up through
+                            process/read after resume. Informational: keep reading. */
+} ec_event_type;
+
+typedef struct ec_event {
+    ec_event_type type;
+    uint64_t seq; /* server seq, 0 when learned from a process/read result */
+    ec_stream stream;
+    const uint8_t *data; /* owned by the handle; valid until the next call on it */
+    size_t len;
+    int exit_code;
+    bool sandbox_denied;
+} ec_event;
+
+/* Starts a process. Never replayed: if the connection drops before the reply, this
+ * fails with EC_ERR_TRANSPORT. On success *out is a handle the caller frees with
+ * ec_process_free() (or that ec_client_close() frees). */
+EC_API int ec_process_start(ec_client *c, const ec_start_options *o, ec_process **out,
+                            ec_error *err);
+
+/* Next event of the process, in seq order, each at most once. timeout_ms: 0 polls,
+ * <0 waits forever. -EC_ERR_TIMEOUT when nothing came in time. After
+ * EC_EVENT_CLOSED it returns -EC_ERR_USAGE ("process closed").
+ * Pending events are buffered on the handle. A caller that falls more than 32 MiB
+ * behind makes the handle "lag": pushed output is no longer buffered, and once the
+ * caller has caught up one process/read fetches what the server still retains (its
+ * window is 1 MiB). So keep consuming events while you issue other calls. */
+EC_API int ec_process_next_event(ec_process *p, int timeout_ms, ec_event *ev, ec_error *err);
+
+/* Writes to stdin / the PTY. Each write gets a fresh writeId; after a reconnect a
+ * write in flight is retried with the same writeId (the server applies it once). */
+EC_API int ec_process_write(ec_process *p, const void *data, size_t len, ec_error *err);
+/* SIGINT to the process group (process/signal interrupt). */
+EC_API int ec_process_interrupt(ec_process *p, ec_error *err);
+/* SIGKILL to the process group; *was_running (may be NULL) from the reply. */
+EC_API int ec_process_terminate(ec_process *p, bool *was_running, ec_error *err);
+
+/* The processId. Owned by the handle. */
+EC_API const char *ec_process_id(const ec_process *p);
+EC_API bool ec_process_closed(const ec_process *p);
+
+typedef struct ec_process_stats {
+    uint64_t reads_sent;         /* process/read requests sent for this process */
+    uint64_t duplicates_dropped; /* events seen twice (by seq) and dropped */
+    uint64_t gaps_detected;      /* notifications that arrived after a missing seq */
+    uint64_t resyncs;            /* reconnects this process was caught up after */
+    uint64_t lags;               /* times the caller fell more than 32 MiB behind: pushed
+                                    output was dropped and fetched again by one read */
+} ec_process_stats;
+EC_API void ec_process_get_stats(const ec_process *p, ec_process_stats *out);
+
+/* Forgets the handle (the remote process is not killed). */
+EC_API void ec_process_free(ec_process *p);
+
+/* ---- filesystem ---------------------------------------------------------------- */
+
+typedef struct ec_metadata {
+    bool is_directory, is_file, is_symlink;
+    uint64_t size;
+    int64_t created_at_ms, modified_at_ms;
+} ec_metadata;
+
+typedef struct ec_dirent {
+    char *name; /* owned by the array */
+    bool is_directory, is_file;
+} ec_dirent;
+
+typedef struct ec_walk_entry {
+    char *path; /* native absolute path, owned by the array */
+    bool is_directory;
+} ec_walk_entry;
+
+typedef struct ec_walk_options {
+    unsigned max_depth, max_directories, max_entries; /* 0: 64 / 10000 / 50000 */
+    bool follow_directory_symlinks, prune_hidden_directories;
+} ec_walk_options;
+
+/* *data (caller frees; NUL-terminated for convenience, not counted in *len). */
+EC_API int ec_fs_read_file(ec_client *c, const char *path, uint8_t **data, size_t *len,
+                           ec_error *err);
+EC_API int ec_fs_write_file(ec_client *c, const char *path, const void *data, size_t len,
+                            ec_error *err);
+EC_API int ec_fs_create_directory(ec_client *c, const char *path, bool recursive, ec_error *err);
+EC_API int ec_fs_get_metadata(ec_client *c, const char *path, ec_metadata *out, ec_error *err);
+EC_API int ec_fs_remove(ec_client *c, const char *path, bool recursive, bool force, ec_error *err);
+EC_API int ec_fs_copy(ec_client *c, const char *src, const char *dst, bool recursive,
+                      ec_error *err);
+/* *out: native path, caller frees. */
+EC_API int ec_fs_canonicalize(ec_client *c, const char *path, char **out, ec_error *err);
+/* *entries: caller frees with ec_dirents_free(entries, n). */
+EC_API int ec_fs_read_directory(ec_client *c, const char *path, ec_dirent **entries, size_t *n,
+                                ec_error *err);
+EC_API void ec_dirents_free(ec_dirent *entries, size_t n);
+/* *entries: caller frees with ec_walk_entries_free(entries, n). */
+EC_API int ec_fs_walk(ec_client *c, const char *path, const ec_walk_options *o,
+                      ec_walk_entry **entries, size_t *n, bool *truncated, ec_error *err);
+EC_API void ec_walk_entries_free(ec_walk_entry *entries, size_t n);
+
+/* Random access. handle ids are chosen by the caller (at most 32 bytes); handles
+ * belong to the connection and are lost on reconnect. write=true opens for
+ * replace (needs capability fileWriteStreaming). */
+EC_API int ec_fs_open(ec_client *c, const char *handle_id, const char *path, bool write,
+                      ec_error *err);
+/* *data: caller frees. */
+EC_API int ec_fs_read_block(ec_client *c, const char *handle_id, uint64_t offset, size_t len,
+                            uint8_t **data, size_t *n, bool *eof, ec_error *err);
+EC_API int ec_fs_write_block(ec_client *c, const char *handle_id, uint64_t offset, const void *data,
+                             size_t len, ec_error *err);
+EC_API int ec_fs_close(ec_client *c, const char *handle_id, ec_error *err);
+
+/* Native absolute path -> file: URI (caller frees), or NULL for a relative path. */
+EC_API char *ec_path_to_uri(const char *path);
+/* file: URI -> native path (caller frees), or NULL if it is not a file: URI. */
+EC_API char *ec_uri_to_path(const char *uri);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

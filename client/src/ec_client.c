@@ -1,0 +1,1054 @@
+/* ec_client: the connection layer of libexecclient.
+ *
+ * One blocking TCP socket driven with poll(): ws:// URL parsing, connect with a
+ * deadline, the HTTP upgrade (optional bearer token), masked framing, ping/pong/close,
+ * request/response matching by integer id, and reconnect + resume. Pushed process
+ * events go to the sans-I/O trackers of ec_proto.c; this file only moves bytes and
+ * decides when to send process/read.
+ *
+ * Reconnect rules (issue 5): one attempt shared by the whole client (`reconnecting`
+ * guards against nesting); initialize{resumeSessionId} retried while the server still
+ * holds the old socket (-32010); an unknown session is terminal; after resume every
+ * process gets a RESYNC event and one catch-up process/read(afterSeq); a pending
+ * process/write is re-sent with the same writeId; any other call in flight (start, fs,
+ * generic calls) fails instead of being replayed. */
+#include "ec_internal.h"
+
+#include "util/base64.h"
+#include "util/mem.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EC_MAX_MESSAGE (64u << 20)
+#define EC_PUMP_BUDGET (1u << 20) /* socket bytes handled per pump() call */
+#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+const char *ec_err_kind_name(ec_err_kind kind)
+{
+    switch (kind) {
+    case EC_OK:
+        return "ok";
+    case EC_ERR_TRANSPORT:
+        return "transport";
+    case EC_ERR_SERVER:
+        return "server";
+    case EC_ERR_TIMEOUT:
+        return "timeout";
+    case EC_ERR_PROTOCOL:
+        return "protocol";
+    case EC_ERR_USAGE:
+        return "usage";
+    case EC_ERR_SESSION_LOST:
+        return "session lost";
+    }
+    return "unknown";
+}
+
+int ec_fail(ec_error *err, ec_err_kind kind, int64_t code, const char *fmt, ...)
+{
+    if (err) {
+        err->kind = kind;
+        err->code = code;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+    }
+    return -(int)kind;
+}
+
+static void err_copy(ec_error *dst, const ec_error *src)
+{
+    if (dst) *dst = *src;
+}
+
+int64_t ec_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ms left until deadline (-1 = none), clamped at 0. */
+static int remaining(int64_t deadline)
+{
+    if (deadline < 0) return -1;
+    int64_t r = deadline - ec_now_ms();
+    if (r < 0) return 0;
+    return r > 0x3fffffff ? 0x3fffffff : (int)r;
+}
+
+int64_t ec_deadline(int timeout_ms)
+{
+    return timeout_ms < 0 ? -1 : ec_now_ms() + timeout_ms;
+}
+
+/* ---- URL ----------------------------------------------------------------------- */
+
+int ec_url_parse(const char *url, char **host, char **port, char **path, ec_error *err)
+{
+    if (!url || !*url)
+        return ec_fail(err, EC_ERR_USAGE, 0, "no server URL (use --url or EXEC_SERVER_URL)");
+    if (strncmp(url, "wss://", 6) == 0)
+        return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: wss:// (TLS) is not supported", url);
+    if (strncmp(url, "ws://", 5) != 0)
+        return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: expected ws://HOST:PORT", url);
+    const char *p = url + 5, *h0, *h1;
+    if (*p == '[') {
+        h0 = p + 1;
+        h1 = strchr(h0, ']');
+        if (!h1) return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: unclosed [", url);
+        p = h1 + 1;
+    } else {
+        h0 = p;
+        while (*p && *p != ':' && *p != '/')
+            p++;
+        h1 = p;
+    }
+    if (h1 == h0) return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: no host", url);
+    const char *port0 = "80";
+    size_t port_len = 2;
+    if (*p == ':') {
+        port0 = ++p;
+        while (*p >= '0' && *p <= '9')
+            p++;
+        port_len = (size_t)(p - port0);
+        if (port_len == 0 || port_len > 5 || atoi(port0) > 65535 || atoi(port0) == 0)
+            return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: bad port", url);
+    }
+    if (*p && *p != '/')
+        return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: expected ws://HOST:PORT", url);
+    *host = xstrndup(h0, (size_t)(h1 - h0));
+    *port = xstrndup(port0, port_len);
+    *path = xstrdup(*p ? p : "/");
+    return 0;
+}
+
+/* ---- socket I/O ------------------------------------------------------------------ */
+
+static void conn_drop(ec_client *c)
+{
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+    c->rlen = 0;
+    c->msglen = 0;
+    c->in_msg = false;
+}
+
+/* Sends all of buf before the deadline. On failure the connection is dropped. */
+static int send_all(ec_client *c, const uint8_t *buf, size_t n, int64_t deadline, ec_error *err)
+{
+    while (n > 0) {
+        if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
+        ssize_t w = send(c->fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+            buf += w;
+            n -= (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd pfd = {.fd = c->fd, .events = POLLOUT};
+            int r = poll(&pfd, 1, remaining(deadline));
+            if (r == 0) {
+                conn_drop(c); /* a half-sent frame cannot be resumed */
+                return ec_fail(err, EC_ERR_TIMEOUT, 0, "timed out sending to the server");
+            }
+            continue;
+        }
+        int e = errno;
+        conn_drop(c);
+        return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost: %s", strerror(e));
+    }
+    return 0;
+}
+
+static int send_frame(ec_client *c, int opcode, const void *payload, size_t n, ec_error *err)
+{
+    uint8_t mask[4];
+    if (RAND_bytes(mask, 4) != 1) arc4random_buf(mask, 4);
+    c->wlen = 0;
+    ec_ws_encode(&c->wbuf, &c->wlen, &c->wcap, opcode, payload, n, mask);
+    int64_t deadline = ec_deadline(c->call_timeout_ms < 0 ? 60000 : c->call_timeout_ms);
+    int rc = send_all(c, c->wbuf, c->wlen, deadline, err);
+    if (c->wcap > (1u << 20)) { /* do not keep a huge scratch after a big upload */
+        free(c->wbuf);
+        c->wbuf = NULL;
+        c->wcap = 0;
+    }
+    return rc;
+}
+
+static int resolve_and_connect(ec_client *c, int64_t deadline, ec_error *err)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+    int g = getaddrinfo(c->host, c->port, &hints, &res);
+    if (g != 0)
+        return ec_fail(err, EC_ERR_TRANSPORT, 0, "cannot resolve %s: %s", c->host, gai_strerror(g));
+    int last = ECONNREFUSED;
+    bool timed_out = false;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        int fd =
+            socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+        if (fd < 0) {
+            last = errno;
+            continue;
+        }
+        int r = connect(fd, ai->ai_addr, ai->ai_addrlen);
+        if (r < 0 && errno == EINPROGRESS) {
+            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            int pr;
+            do
+                pr = poll(&pfd, 1, remaining(deadline));
+            while (pr < 0 && errno == EINTR);
+            if (pr == 0) {
+                timed_out = true;
+                close(fd);
+                continue;
+            }
+            int soerr = 0;
+            socklen_t sl = sizeof soerr;
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+            r = soerr ? -1 : 0;
+            errno = soerr;
+        }
+        if (r < 0) {
+            last = errno;
+            close(fd);
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        c->fd = fd;
+        freeaddrinfo(res);
+        return 0;
+    }
+    freeaddrinfo(res);
+    if (timed_out)
+        return ec_fail(err, EC_ERR_TIMEOUT, 0, "timed out connecting to %s:%s", c->host, c->port);
+    return ec_fail(err, EC_ERR_TRANSPORT, 0, "cannot connect to %s:%s: %s", c->host, c->port,
+                   strerror(last));
+}
+
+/* Reads whatever is available into rbuf. Returns bytes read, 0 on EAGAIN, -1 on EOF or
+ * error (connection dropped). */
+static ssize_t read_some(ec_client *c)
+{
+    if (c->rcap - c->rlen < 65536) {
+        c->rcap = c->rcap ? c->rcap * 2 : 131072;
+        c->rbuf = xrealloc(c->rbuf, c->rcap);
+    }
+    for (;;) {
+        ssize_t r = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, MSG_DONTWAIT);
+        if (r > 0) {
+            c->rlen += (size_t)r;
+            return r;
+        }
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        conn_drop(c);
+        return -1;
+    }
+}
+
+static int handshake(ec_client *c, int64_t deadline, ec_error *err)
+{
+    uint8_t rnd[16];
+    if (RAND_bytes(rnd, sizeof rnd) != 1) arc4random_buf(rnd, sizeof rnd);
+    char key[25] = {0};
+    base64_encode(rnd, sizeof rnd, key);
+    char *req = NULL;
+    size_t reqlen = 0;
+    FILE *f = open_memstream(&req, &reqlen);
+    fprintf(f,
+            "GET %s HTTP/1.1\r\nHost: %s:%s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n",
+            c->path, c->host, c->port, key);
+    if (c->token) fprintf(f, "Authorization: Bearer %s\r\n", c->token);
+    fputs("\r\n", f);
+    fclose(f);
+    int rc = send_all(c, (const uint8_t *)req, reqlen, deadline, err);
+    free(req);
+    if (rc) return rc;
+    /* Read the response head; whatever follows it is already WebSocket data. */
+    char *end = NULL;
+    while (!end) {
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+        int pr = poll(&pfd, 1, remaining(deadline));
+        if (pr == 0) {
+            conn_drop(c);
+            return ec_fail(err, EC_ERR_TIMEOUT, 0, "timed out waiting for the upgrade");
+        }
+        if (pr < 0 && errno == EINTR) continue;
+        if (read_some(c) < 0)
+            return ec_fail(err, EC_ERR_TRANSPORT, 0,
+                           "server closed the connection during the upgrade");
+        end = memmem(c->rbuf, c->rlen, "\r\n\r\n", 4);
+        if (!end && c->rlen > 16384) {
+            conn_drop(c);
+            return ec_fail(err, EC_ERR_PROTOCOL, 0, "oversized upgrade response");
+        }
+    }
+    size_t head_len = (size_t)(end - (char *)c->rbuf) + 4;
+    char *head = xstrndup((char *)c->rbuf, head_len);
+    memmove(c->rbuf, c->rbuf + head_len, c->rlen - head_len);
+    c->rlen -= head_len;
+    int status = 0;
+    sscanf(head, "HTTP/1.%*d %d", &status);
+    if (status != 101) {
+        char *eol = strstr(head, "\r\n");
+        if (eol) *eol = 0;
+        conn_drop(c);
+        rc = ec_fail(err, EC_ERR_TRANSPORT, status, "WebSocket upgrade refused: %s", head);
+        free(head);
+        return rc;
+    }
+    /* Check Sec-WebSocket-Accept = base64(SHA-1(key + GUID)). */
+    char src[64];
+    snprintf(src, sizeof src, "%s%s", key, WS_GUID);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    EVP_Digest(src, strlen(src), md, &mdlen, EVP_sha1(), NULL);
+    char want[32] = {0};
+    base64_encode(md, mdlen, want);
+    bool ok = false;
+    for (char *line = strstr(head, "\r\n"); line; line = strstr(line + 2, "\r\n")) {
+        const char *name = "sec-websocket-accept:";
+        if (strncasecmp(line + 2, name, strlen(name)) == 0) {
+            const char *v = line + 2 + strlen(name);
+            while (*v == ' ' || *v == '\t')
+                v++;
+            ok = strncmp(v, want, strlen(want)) == 0;
+            break;
+        }
+    }
+    free(head);
+    if (!ok) {
+        conn_drop(c);
+        return ec_fail(err, EC_ERR_PROTOCOL, 0, "bad Sec-WebSocket-Accept from the server");
+    }
+    return 0;
+}
+
+/* ---- pending requests ---------------------------------------------------------- */
+
+static struct ec_pending *pending_new(ec_client *c, int kind, const char *method, json_t *params)
+{
+    struct ec_pending *p = xcalloc(1, sizeof *p);
+    p->id = c->next_id++;
+    p->kind = kind;
+    p->method = xstrdup(method);
+    p->params = params; /* owned */
+    p->next = c->pending;
+    c->pending = p;
+    return p;
+}
+
+static void pending_unlink_free(ec_client *c, struct ec_pending *p)
+{
+    for (struct ec_pending **pp = &c->pending; *pp; pp = &(*pp)->next) {
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    }
+    free(p->method);
+    json_decref(p->params);
+    json_decref(p->result);
+    free(p);
+}
+
+static int pending_send(ec_client *c, struct ec_pending *p, ec_error *err)
+{
+    char *text = ec_msg_request(p->id, p->method, p->params);
+    int rc = send_frame(c, EC_WS_TEXT, text, strlen(text), err);
+    free(text);
+    /* A failed send never reached the server as a whole frame: it is not in flight,
+     * so it may go again after a reconnect whatever the method. */
+    p->sent = rc == 0;
+    return rc;
+}
+
+static void pending_fail(struct ec_pending *p, ec_err_kind kind, const char *fmt, const char *m)
+{
+    p->done = true;
+    ec_fail(&p->err, kind, 0, fmt, m);
+}
+
+/* ---- incoming messages ----------------------------------------------------------- */
+
+static ec_process *proc_find(ec_client *c, const char *id)
+{
+    for (ec_process *p = c->procs; p; p = p->next)
+        if (strcmp(p->id, id) == 0) return p;
+    return NULL;
+}
+
+static void on_read_reply(ec_client *c, struct ec_pending *pd, struct ec_msg *m)
+{
+    ec_process *p = pd->proc;
+    if (!p) return;
+    p->read_pending = NULL;
+    p->last_progress_ms = ec_now_ms();
+    if (m->kind == EC_MSG_RESPONSE) {
+        if (ec_track_on_read_result(&p->t, m->result) != 0) {
+            p->broken = true;
+            ec_fail(&p->broken_err, EC_ERR_PROTOCOL, 0, "malformed process/read result");
+        }
+        return;
+    }
+    ec_track_on_read_failed(&p->t);
+    /* A read that the server refuses will be refused again: stop here. */
+    p->broken = true;
+    ec_fail(&p->broken_err, EC_ERR_SERVER, m->err_code, "process/read: %s", m->err_message);
+}
+
+static void handle_message(ec_client *c, const char *text, size_t len)
+{
+    struct ec_msg m;
+    if (ec_msg_parse(text, len, &m) != 0) {
+        if (c->hook) c->hook(c->hook_ud, text, len);
+        return;
+    }
+    if ((m.kind == EC_MSG_RESPONSE || m.kind == EC_MSG_ERROR) && m.id_is_int) {
+        for (struct ec_pending *pd = c->pending; pd; pd = pd->next) {
+            if (pd->id != m.id || pd->done) continue;
+            if (pd->kind == EC_PENDING_READ) {
+                on_read_reply(c, pd, &m);
+                pending_unlink_free(c, pd);
+            } else {
+                pd->done = true;
+                if (m.kind == EC_MSG_RESPONSE) {
+                    pd->result = json_incref(m.result);
+                } else {
+                    ec_fail(&pd->err, EC_ERR_SERVER, m.err_code, "%s", m.err_message);
+                }
+            }
+            ec_msg_clear(&m);
+            return;
+        }
+    }
+    if (m.kind == EC_MSG_NOTIFICATION && strncmp(m.method, "process/", 8) == 0) {
+        const char *pid = json_string_value(json_object_get(m.params, "processId"));
+        ec_process *p = pid ? proc_find(c, pid) : NULL;
+        if (p) {
+            ec_track_on_notification(&p->t, m.method, m.params);
+            p->last_progress_ms = ec_now_ms();
+            ec_msg_clear(&m);
+            return;
+        }
+    }
+    if (c->hook) c->hook(c->hook_ud, text, len);
+    ec_msg_clear(&m);
+}
+
+/* Parses complete frames out of rbuf. Returns -1 when the connection must be
+ * dropped (protocol error or a Close from the server). */
+static int handle_frames(ec_client *c)
+{
+    size_t off = 0;
+    int rc = 0;
+    while (c->fd >= 0) {
+        struct ec_ws_frame f;
+        int r = ec_ws_parse(c->rbuf + off, c->rlen - off, EC_MAX_MESSAGE, &f);
+        if (r == 0) break;
+        if (r < 0) {
+            rc = -1;
+            break;
+        }
+        uint8_t *payload = c->rbuf + off + f.header_len;
+        size_t n = (size_t)f.payload_len;
+        if (f.masked) ec_ws_unmask(payload, n, f.mask);
+        off += f.header_len + n;
+        switch (f.opcode) {
+        case EC_WS_PING:
+            send_frame(c, EC_WS_PONG, payload, n, NULL);
+            break;
+        case EC_WS_PONG:
+            break;
+        case EC_WS_CLOSE:
+            send_frame(c, EC_WS_CLOSE, payload, n < 2 ? n : 2, NULL);
+            rc = -1;
+            goto out;
+        default:
+            if (f.opcode != EC_WS_CONT) {
+                if (c->in_msg) {
+                    rc = -1;
+                    goto out;
+                }
+                c->in_msg = true;
+                c->msglen = 0;
+            } else if (!c->in_msg) {
+                rc = -1;
+                goto out;
+            }
+            if (f.fin && c->msglen == 0) {
+                c->in_msg = false;
+                handle_message(c, (const char *)payload, n);
+                break;
+            }
+            if (c->msglen + n > EC_MAX_MESSAGE) {
+                rc = -1;
+                goto out;
+            }
+            if (c->msglen + n > c->msgcap) {
+                c->msgcap = c->msglen + n + 4096;
+                c->msgbuf = xrealloc(c->msgbuf, c->msgcap);
+            }
+            memcpy(c->msgbuf + c->msglen, payload, n);
+            c->msglen += n;
+            if (f.fin) {
+                c->in_msg = false;
+                handle_message(c, (const char *)c->msgbuf, c->msglen);
+                c->msglen = 0;
+            }
+        }
+    }
+out:
+    if (c->fd >= 0 && off > 0) {
+        memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+        c->rlen -= off;
+    }
+    if (rc < 0) conn_drop(c);
+    /* Do not keep tens of MiB around after one large message. */
+    if (c->rlen == 0 && c->rcap > (4u << 20)) {
+        free(c->rbuf);
+        c->rbuf = NULL;
+        c->rcap = 0;
+    }
+    if (!c->in_msg && c->msgcap > (4u << 20)) {
+        free(c->msgbuf);
+        c->msgbuf = NULL;
+        c->msgcap = 0;
+    }
+    return rc;
+}
+
+/* Sends the catch-up reads the trackers ask for. */
+static void kick_reads(ec_client *c)
+{
+    if (c->fd < 0 || c->reconnecting) return;
+    for (ec_process *p = c->procs; p; p = p->next) {
+        if (p->broken || p->read_pending || !ec_track_wants_read(&p->t)) continue;
+        json_t *params = ec_track_read_params(&p->t, p->id);
+        struct ec_pending *pd = pending_new(c, EC_PENDING_READ, "process/read", params);
+        pd->proc = p;
+        p->read_pending = pd;
+        if (pending_send(c, pd, NULL) != 0) return; /* the loss is handled by the next pump */
+    }
+}
+
+static int reconnect(ec_client *c, ec_error *err);
+
+/* Connection loss: reconnect (once, shared) or fail everything. */
+static int handle_loss(ec_client *c, ec_error *err)
+{
+    if (c->dead) {
+        err_copy(err, &c->dead_err);
+        return -(int)c->dead_err.kind;
+    }
+    if (c->reconnecting)
+        return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost during reconnect");
+    /* In-flight calls that must not be replayed fail now; reads are re-issued from the
+     * trackers' afterSeq; writes keep their writeId and are re-sent. */
+    for (struct ec_pending *pd = c->pending, *next; pd; pd = next) {
+        next = pd->next;
+        if (pd->done) continue;
+        if (pd->kind == EC_PENDING_READ) {
+            if (pd->proc) {
+                pd->proc->read_pending = NULL;
+                ec_track_on_read_failed(&pd->proc->t);
+            }
+            pending_unlink_free(c, pd);
+        } else if (!((pd->kind == EC_PENDING_RETRY || !pd->sent) && c->reconnect_timeout_ms > 0 &&
+                     c->session_id)) {
+            pending_fail(pd, EC_ERR_TRANSPORT, "connection lost while waiting for %s; not replayed",
+                         pd->method);
+        }
+    }
+    if (c->reconnect_timeout_ms <= 0 || !c->session_id) {
+        c->dead = true;
+        ec_fail(&c->dead_err, EC_ERR_TRANSPORT, 0, "connection to the server lost");
+        for (struct ec_pending *pd = c->pending; pd; pd = pd->next)
+            if (!pd->done)
+                pending_fail(pd, EC_ERR_TRANSPORT, "connection lost while waiting for %s",
+                             pd->method);
+        err_copy(err, &c->dead_err);
+        return -EC_ERR_TRANSPORT;
+    }
+    for (ec_process *p = c->procs; p; p = p->next)
+        ec_track_on_resume(&p->t);
+    return reconnect(c, err);
+}
+
+/* One poll + read + dispatch step, waiting at most timeout_ms. Returns 0 (maybe
+ * nothing happened) or a negative kind when the connection is gone for good. */
+static int pump(ec_client *c, int timeout_ms, ec_error *err)
+{
+    if (c->fd < 0) {
+        if (c->reconnecting) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
+        int rc = handle_loss(c, err);
+        if (rc) return rc;
+        kick_reads(c);
+        return 0;
+    }
+    struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+    int r = poll(&pfd, 1, timeout_ms);
+    if (r < 0 && errno != EINTR)
+        return ec_fail(err, EC_ERR_TRANSPORT, 0, "poll: %s", strerror(errno));
+    if (r > 0) {
+        /* A bounded batch per call: the caller gets to consume events in between, and
+         * a fast producer is held back by TCP flow control instead of piling up here. */
+        size_t budget = EC_PUMP_BUDGET;
+        for (;;) {
+            ssize_t n = read_some(c);
+            if (n < 0) break;
+            if (handle_frames(c) < 0 || n == 0) break;
+            if ((size_t)n >= budget) break;
+            budget -= (size_t)n;
+        }
+    }
+    if (c->fd < 0) return pump(c, 0, err);
+    kick_reads(c);
+    return 0;
+}
+
+/* Waits for pd to complete. Takes pd out of the table. */
+static int pending_wait(ec_client *c, struct ec_pending *pd, int64_t deadline, json_t **result,
+                        ec_error *err)
+{
+    int rc = 0;
+    while (!pd->done) {
+        int left = remaining(deadline);
+        if (left == 0) {
+            rc = ec_fail(err, EC_ERR_TIMEOUT, 0, "%s timed out", pd->method);
+            goto out;
+        }
+        rc = pump(c, left, err);
+        if (rc && !pd->done) goto out;
+    }
+    if (pd->err.kind != EC_OK) {
+        err_copy(err, &pd->err);
+        rc = -(int)pd->err.kind;
+    } else {
+        rc = 0;
+        if (result) {
+            *result = pd->result;
+            pd->result = NULL;
+        }
+    }
+out:
+    pending_unlink_free(c, pd);
+    return rc;
+}
+
+int ec_call_kind(ec_client *c, int kind, const char *method, json_t *params, json_t **result,
+                 ec_error *err)
+{
+    if (result) *result = NULL;
+    if (c->dead) {
+        json_decref(params);
+        err_copy(err, &c->dead_err);
+        return -(int)c->dead_err.kind;
+    }
+    if (!c->reconnecting) {
+        /* Notice a loss that happened since the last call (EOF already queued) and
+         * resume before sending, rather than fail a request the server never saw. */
+        int rc = pump(c, 0, err);
+        if (rc) {
+            json_decref(params);
+            return rc;
+        }
+    }
+    struct ec_pending *pd = pending_new(c, kind, method, params);
+    int64_t deadline = ec_deadline(c->call_timeout_ms);
+    pending_send(c, pd, NULL); /* a failed send shows up as a loss in the wait */
+    return pending_wait(c, pd, deadline, result, err);
+}
+
+int ec_client_call(ec_client *c, const char *method, json_t *params, json_t **result, ec_error *err)
+{
+    return ec_call_kind(c, EC_PENDING_CALL, method, params, result, err);
+}
+
+/* initialize (+ initialized) on the current connection. */
+static int do_initialize(ec_client *c, int64_t deadline, const char *resume, ec_error *err)
+{
+    json_t *params = json_pack("{s:s}", "clientName", c->client_name);
+    if (resume) json_object_set_new(params, "resumeSessionId", json_string(resume));
+    struct ec_pending *pd = pending_new(c, EC_PENDING_CALL, "initialize", params);
+    pending_send(c, pd, NULL);
+    json_t *res = NULL;
+    int rc = pending_wait(c, pd, deadline, &res, err);
+    if (rc) return rc;
+    const char *sid = json_string_value(json_object_get(res, "sessionId"));
+    if (!sid) {
+        json_decref(res);
+        return ec_fail(err, EC_ERR_PROTOCOL, 0, "initialize result has no sessionId");
+    }
+    if (!c->session_id) c->session_id = xstrdup(sid);
+    json_t *info = json_object_get(res, "environmentInfo");
+    if (json_is_object(info)) {
+        json_decref(c->env_info);
+        c->env_info = json_incref(info);
+    }
+    json_decref(res);
+    const char *note = "{\"method\":\"initialized\",\"params\":{}}";
+    return send_frame(c, EC_WS_TEXT, note, strlen(note), err);
+}
+
+static int reconnect(ec_client *c, ec_error *err)
+{
+    c->reconnecting = true;
+    int64_t deadline = ec_deadline(c->reconnect_timeout_ms);
+    int rc;
+    ec_error e = {0};
+    int delay = 25;
+    for (;;) {
+        conn_drop(c);
+        rc = resolve_and_connect(c, deadline, &e);
+        if (rc == 0) rc = handshake(c, deadline, &e);
+        if (rc == 0) rc = do_initialize(c, deadline, c->session_id, &e);
+        if (rc == 0) break;
+        /* -32010: the server has not noticed the old socket's close yet. */
+        bool retry = rc != -EC_ERR_SERVER || e.code == -32010;
+        if (!retry) {
+            c->dead = true;
+            ec_fail(&c->dead_err, EC_ERR_SESSION_LOST, e.code, "cannot resume session %s: %s",
+                    c->session_id, e.message);
+            break;
+        }
+        if (remaining(deadline) == 0) {
+            c->dead = true;
+            ec_fail(&c->dead_err, EC_ERR_TRANSPORT, 0, "connection lost; reconnect failed: %s",
+                    e.message);
+            break;
+        }
+        int left = remaining(deadline);
+        usleep((useconds_t)(delay < left ? delay : left) * 1000);
+        if (delay < 500) delay *= 2;
+    }
+    c->reconnecting = false;
+    if (c->dead) {
+        conn_drop(c);
+        for (struct ec_pending *pd = c->pending; pd; pd = pd->next)
+            if (!pd->done)
+                pending_fail(pd, c->dead_err.kind, "connection lost while waiting for %s",
+                             pd->method);
+        err_copy(err, &c->dead_err);
+        return -(int)c->dead_err.kind;
+    }
+    c->reconnects++;
+    /* Writes in flight go again with new request ids and the same writeId; so do
+     * requests that never left this client. */
+    for (struct ec_pending *pd = c->pending; pd; pd = pd->next) {
+        if (pd->done || (pd->kind != EC_PENDING_RETRY && pd->sent)) continue;
+        pd->id = c->next_id++;
+        pending_send(c, pd, NULL);
+    }
+    return 0;
+}
+
+/* ---- public client API ------------------------------------------------------------ */
+
+int ec_client_connect(const ec_client_options *o, ec_client **out, ec_error *err)
+{
+    *out = NULL;
+    if (!o) return ec_fail(err, EC_ERR_USAGE, 0, "no options");
+    ec_client *c = xcalloc(1, sizeof *c);
+    c->fd = -1;
+    c->next_id = 1;
+    int rc = ec_url_parse(o->url, &c->host, &c->port, &c->path, err);
+    if (rc) goto fail;
+    c->token = o->bearer_token ? xstrdup(o->bearer_token) : NULL;
+    c->client_name = xstrdup(o->client_name ? o->client_name : "exec-client");
+    c->call_timeout_ms = o->call_timeout_ms ? o->call_timeout_ms : 60000;
+    c->reconnect_timeout_ms = o->reconnect_timeout_ms;
+    c->lag_ms = o->lag_ms > 0 ? o->lag_ms : 5000;
+    int64_t deadline = ec_deadline(o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000);
+    rc = resolve_and_connect(c, deadline, err);
+    if (rc == 0) rc = handshake(c, deadline, err);
+    if (rc == 0 && !o->skip_initialize) {
+        c->reconnecting = true; /* no resume before there is a session */
+        rc = do_initialize(c, deadline, NULL, err);
+        c->reconnecting = false;
+    }
+    if (rc) goto fail;
+    *out = c;
+    return 0;
+fail:
+    ec_client_close(c);
+    return rc;
+}
+
+void ec_client_close(ec_client *c)
+{
+    if (!c) return;
+    if (c->fd >= 0) {
+        uint8_t code[2] = {0x03, 0xE8}; /* 1000 normal closure */
+        send_frame(c, EC_WS_CLOSE, code, 2, NULL);
+    }
+    conn_drop(c);
+    while (c->procs)
+        ec_process_free(c->procs);
+    while (c->pending)
+        pending_unlink_free(c, c->pending);
+    json_decref(c->env_info);
+    free(c->session_id);
+    free(c->host);
+    free(c->port);
+    free(c->path);
+    free(c->token);
+    free(c->client_name);
+    free(c->rbuf);
+    free(c->msgbuf);
+    free(c->wbuf);
+    free(c);
+}
+
+const char *ec_client_session_id(const ec_client *c)
+{
+    return c->session_id;
+}
+
+json_t *ec_client_environment_info(const ec_client *c)
+{
+    return c->env_info;
+}
+
+bool ec_client_has_capability(const ec_client *c, const char *name)
+{
+    json_t *caps = json_object_get(c->env_info, "capabilities");
+    return json_is_true(json_object_get(caps, name));
+}
+
+int ec_client_fd(const ec_client *c)
+{
+    return c->fd;
+}
+
+unsigned ec_client_reconnects(const ec_client *c)
+{
+    return c->reconnects;
+}
+
+int ec_client_process_ready(ec_client *c, ec_error *err)
+{
+    return ec_client_poll(c, 0, err);
+}
+
+int ec_client_poll(ec_client *c, int timeout_ms, ec_error *err)
+{
+    if (c->dead) {
+        err_copy(err, &c->dead_err);
+        return -(int)c->dead_err.kind;
+    }
+    return pump(c, timeout_ms, err);
+}
+
+void ec_client_set_message_hook(ec_client *c, ec_message_fn fn, void *ud)
+{
+    c->hook = fn;
+    c->hook_ud = ud;
+}
+
+int ec_client_send_text(ec_client *c, const char *text, size_t len, ec_error *err)
+{
+    if (c->dead) {
+        err_copy(err, &c->dead_err);
+        return -(int)c->dead_err.kind;
+    }
+    if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
+    return send_frame(c, EC_WS_TEXT, text, len, err);
+}
+
+/* ---- processes ------------------------------------------------------------------ */
+
+int ec_process_start(ec_client *c, const ec_start_options *o, ec_process **out, ec_error *err)
+{
+    *out = NULL;
+    if (!o || !o->argv || !o->argv[0])
+        return ec_fail(err, EC_ERR_USAGE, 0, "argv must not be empty");
+    char idbuf[32];
+    const char *id = o->process_id;
+    if (!id) {
+        snprintf(idbuf, sizeof idbuf, "ec-%u", ++c->proc_counter);
+        id = idbuf;
+    }
+    if (proc_find(c, id))
+        return ec_fail(err, EC_ERR_USAGE, 0, "process id %s is already in use", id);
+    char *cwd = ec_path_to_uri(o->cwd ? o->cwd : "/");
+    if (!cwd) return ec_fail(err, EC_ERR_USAGE, 0, "cwd must be an absolute path");
+    json_t *argv = json_array();
+    for (size_t i = 0; o->argv[i]; i++)
+        json_array_append_new(argv, json_string(o->argv[i]));
+    json_t *env = json_object();
+    for (size_t i = 0; o->env && o->env[i]; i++) {
+        const char *eq = strchr(o->env[i], '=');
+        if (!eq || eq == o->env[i]) continue;
+        char *k = xstrndup(o->env[i], (size_t)(eq - o->env[i]));
+        json_object_set_new(env, k, json_string(eq + 1));
+        free(k);
+    }
+    json_t *params = json_pack("{s:s, s:o, s:s, s:o, s:b, s:b}", "processId", id, "argv", argv,
+                               "cwd", cwd, "env", env, "tty", o->tty, "pipeStdin", o->pipe_stdin);
+    free(cwd);
+    if (!params) return ec_fail(err, EC_ERR_USAGE, 0, "argv, env or cwd is not valid UTF-8");
+    if (o->arg0) json_object_set_new(params, "arg0", json_string(o->arg0));
+    /* Register the handle first: notifications may precede the start reply. */
+    ec_process *p = xcalloc(1, sizeof *p);
+    p->c = c;
+    p->id = xstrdup(id);
+    ec_track_init(&p->t);
+    p->last_progress_ms = ec_now_ms();
+    p->next = c->procs;
+    c->procs = p;
+    json_t *res = NULL;
+    int rc = ec_call_kind(c, EC_PENDING_CALL, "process/start", params, &res, err);
+    json_decref(res);
+    if (rc) {
+        ec_process_free(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+int ec_process_next_event(ec_process *p, int timeout_ms, ec_event *ev, ec_error *err)
+{
+    ec_client *c = p->c;
+    ec_pevent_free(p->cur);
+    p->cur = NULL;
+    memset(ev, 0, sizeof *ev);
+    int64_t deadline = ec_deadline(timeout_ms);
+    bool polled = false;
+    for (;;) {
+        struct ec_pevent *e = ec_track_pop(&p->t);
+        if (e) {
+            p->cur = e;
+            p->last_progress_ms = ec_now_ms();
+            ev->type = e->type;
+            ev->seq = e->seq;
+            ev->stream = e->stream;
+            ev->data = e->data;
+            ev->len = e->len;
+            ev->exit_code = e->exit_code;
+            ev->sandbox_denied = e->sandbox_denied;
+            return 0;
+        }
+        if (p->t.closed_queued) return ec_fail(err, EC_ERR_USAGE, 0, "process %s is closed", p->id);
+        if (p->broken) {
+            err_copy(err, &p->broken_err);
+            return -(int)p->broken_err.kind;
+        }
+        if (c->dead) {
+            err_copy(err, &c->dead_err);
+            return -(int)c->dead_err.kind;
+        }
+        int left = remaining(deadline);
+        if (left == 0 && polled)
+            return ec_fail(err, EC_ERR_TIMEOUT, 0, "no event from process %s", p->id);
+        /* Exited but no close for lag_ms: the only loss a seq gap cannot reveal is a
+         * missing tail, so ask once what we missed. */
+        int64_t lag_at = p->last_progress_ms + c->lag_ms;
+        int64_t now = ec_now_ms();
+        if (p->t.exit_queued && !p->read_pending && now >= lag_at) {
+            p->t.need_read = true;
+            p->last_progress_ms = now;
+        }
+        kick_reads(c);
+        int wait = left;
+        int lag_left = (int)(lag_at - now);
+        if (lag_left < 1) lag_left = c->lag_ms;
+        if (wait < 0 || wait > lag_left) wait = lag_left;
+        int rc = pump(c, wait, err);
+        polled = true;
+        /* Events that arrived before a loss are still delivered first. */
+        if (rc && !p->t.q_head) return rc;
+    }
+}
+
+int ec_process_write(ec_process *p, const void *data, size_t len, ec_error *err)
+{
+    char *b64 = xmalloc(base64_encoded_len(len) + 1);
+    b64[base64_encode(data, len, b64)] = 0;
+    char wid[24];
+    snprintf(wid, sizeof wid, "%llu", (unsigned long long)++p->next_write_id);
+    json_t *params = json_pack("{s:s, s:s, s:s}", "processId", p->id, "chunk", b64, "writeId", wid);
+    free(b64);
+    json_t *res = NULL;
+    int rc = ec_call_kind(p->c, EC_PENDING_RETRY, "process/write", params, &res, err);
+    if (rc) return rc;
+    const char *st = json_string_value(json_object_get(res, "status"));
+    if (st && strcmp(st, "accepted") != 0 && strcmp(st, "starting") != 0)
+        rc = ec_fail(err, EC_ERR_SERVER, -32600, "process/write: %s", st);
+    json_decref(res);
+    return rc;
+}
+
+int ec_process_interrupt(ec_process *p, ec_error *err)
+{
+    json_t *params = json_pack("{s:s, s:s}", "processId", p->id, "signal", "interrupt");
+    return ec_call_kind(p->c, EC_PENDING_CALL, "process/signal", params, NULL, err);
+}
+
+int ec_process_terminate(ec_process *p, bool *was_running, ec_error *err)
+{
+    json_t *res = NULL;
+    json_t *params = json_pack("{s:s}", "processId", p->id);
+    int rc = ec_call_kind(p->c, EC_PENDING_CALL, "process/terminate", params, &res, err);
+    if (rc == 0 && was_running) *was_running = json_is_true(json_object_get(res, "running"));
+    json_decref(res);
+    return rc;
+}
+
+const char *ec_process_id(const ec_process *p)
+{
+    return p->id;
+}
+
+bool ec_process_closed(const ec_process *p)
+{
+    return p->t.closed_queued && !p->t.q_head;
+}
+
+void ec_process_get_stats(const ec_process *p, ec_process_stats *out)
+{
+    out->reads_sent = p->t.reads_sent;
+    out->duplicates_dropped = p->t.duplicates_dropped;
+    out->gaps_detected = p->t.gaps_detected;
+    out->resyncs = p->t.resyncs;
+    out->lags = p->t.lags;
+}
+
+void ec_process_free(ec_process *p)
+{
+    if (!p) return;
+    ec_client *c = p->c;
+    for (ec_process **pp = &c->procs; *pp; pp = &(*pp)->next) {
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    }
+    if (p->read_pending) p->read_pending->proc = NULL; /* its reply is then dropped */
+    ec_track_free(&p->t);
+    ec_pevent_free(p->cur);
+    free(p->id);
+    free(p);
+}

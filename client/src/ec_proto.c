@@ -1,0 +1,447 @@
+/* ec_proto: WebSocket frame codec, JSON-RPC message encode/classify, and the
+ * per-process event tracker (see ec_proto.h). No I/O anywhere in this file. */
+#include "ec_proto.h"
+
+#include "util/base64.h"
+#include "util/mem.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- WebSocket frames ---------------------------------------------------------- */
+
+int ec_ws_parse(const uint8_t *buf, size_t n, uint64_t max_payload, struct ec_ws_frame *f)
+{
+    if (n < 2) return 0;
+    memset(f, 0, sizeof *f);
+    f->fin = buf[0] & 0x80;
+    if (buf[0] & 0x70) return -1; /* no extension was negotiated, so RSV bits must be clear */
+    f->opcode = buf[0] & 0x0F;
+    if (!(f->opcode <= 2 || (f->opcode >= 8 && f->opcode <= 10))) return -1;
+    f->masked = buf[1] & 0x80;
+    uint64_t len = buf[1] & 0x7F;
+    size_t h = 2;
+    if (len == 126) {
+        if (n < 4) return 0;
+        len = (uint64_t)buf[2] << 8 | buf[3];
+        h = 4;
+    } else if (len == 127) {
+        if (n < 10) return 0;
+        len = 0;
+        for (int i = 0; i < 8; i++)
+            len = len << 8 | buf[2 + i];
+        h = 10;
+    }
+    if (f->opcode >= 8 && (len > 125 || !f->fin)) return -1;
+    if (len > max_payload) return -1;
+    if (f->masked) {
+        if (n < h + 4) return 0;
+        memcpy(f->mask, buf + h, 4);
+        h += 4;
+    }
+    f->header_len = h;
+    f->payload_len = len;
+    return n - h >= len ? 1 : 0;
+}
+
+void ec_ws_unmask(uint8_t *p, size_t n, const uint8_t mask[4])
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] ^= mask[i & 3];
+}
+
+void ec_ws_encode(uint8_t **out, size_t *out_len, size_t *out_cap, int opcode, const void *payload,
+                  size_t n, const uint8_t *mask)
+{
+    size_t need = *out_len + 14 + n;
+    if (need > *out_cap) {
+        size_t cap = *out_cap ? *out_cap : 256;
+        while (cap < need)
+            cap *= 2;
+        *out = xrealloc(*out, cap);
+        *out_cap = cap;
+    }
+    uint8_t *p = *out + *out_len;
+    *p++ = 0x80 | (uint8_t)opcode;
+    uint8_t mbit = mask ? 0x80 : 0;
+    if (n < 126) {
+        *p++ = mbit | (uint8_t)n;
+    } else if (n <= 0xFFFF) {
+        *p++ = mbit | 126;
+        *p++ = (uint8_t)(n >> 8);
+        *p++ = (uint8_t)n;
+    } else {
+        *p++ = mbit | 127;
+        for (int i = 7; i >= 0; i--)
+            *p++ = (uint8_t)((uint64_t)n >> (8 * i));
+    }
+    if (mask) {
+        memcpy(p, mask, 4);
+        p += 4;
+    }
+    if (n) memcpy(p, payload, n);
+    if (mask) ec_ws_unmask(p, n, mask);
+    p += n;
+    *out_len = (size_t)(p - *out);
+}
+
+/* ---- JSON-RPC messages ----------------------------------------------------------- */
+
+char *ec_msg_request(int64_t id, const char *method, json_t *params)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_integer(id));
+    json_object_set_new(o, "method", json_string(method));
+    if (params) json_object_set(o, "params", params);
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return s;
+}
+
+int ec_msg_parse(const char *text, size_t len, struct ec_msg *msg)
+{
+    memset(msg, 0, sizeof *msg);
+    msg->kind = EC_MSG_INVALID;
+    json_t *root = json_loadb(text, len, JSON_ALLOW_NUL, NULL);
+    if (!root) return -1;
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return -1;
+    }
+    msg->root = root;
+    json_t *id = json_object_get(root, "id");
+    if (json_is_integer(id)) {
+        msg->id_is_int = true;
+        msg->id = json_integer_value(id);
+    }
+    json_t *method = json_object_get(root, "method");
+    if (json_is_string(method)) {
+        msg->method = json_string_value(method);
+        msg->params = json_object_get(root, "params");
+        msg->kind = id ? EC_MSG_REQUEST : EC_MSG_NOTIFICATION;
+        return 0;
+    }
+    json_t *result = json_object_get(root, "result");
+    if (result) {
+        msg->result = result;
+        msg->kind = EC_MSG_RESPONSE;
+        return 0;
+    }
+    json_t *error = json_object_get(root, "error");
+    if (json_is_object(error)) {
+        msg->kind = EC_MSG_ERROR;
+        msg->err_code = json_integer_value(json_object_get(error, "code"));
+        const char *m = json_string_value(json_object_get(error, "message"));
+        msg->err_message = m ? m : "(no message)";
+    }
+    return 0;
+}
+
+void ec_msg_clear(struct ec_msg *msg)
+{
+    json_decref(msg->root);
+    memset(msg, 0, sizeof *msg);
+}
+
+/* ---- per-process event tracking ------------------------------------------------- */
+
+int ec_stream_parse(const char *s)
+{
+    if (!s) return -1;
+    if (strcmp(s, "stdout") == 0) return EC_STREAM_STDOUT;
+    if (strcmp(s, "stderr") == 0) return EC_STREAM_STDERR;
+    if (strcmp(s, "pty") == 0) return EC_STREAM_PTY;
+    return -1;
+}
+
+void ec_track_init(struct ec_track *t)
+{
+    memset(t, 0, sizeof *t);
+}
+
+void ec_pevent_free(struct ec_pevent *e)
+{
+    if (!e) return;
+    free(e->data);
+    free(e);
+}
+
+static void list_free(struct ec_pevent *e)
+{
+    while (e) {
+        struct ec_pevent *next = e->next;
+        ec_pevent_free(e);
+        e = next;
+    }
+}
+
+void ec_track_free(struct ec_track *t)
+{
+    list_free(t->held);
+    list_free(t->q_head);
+    ec_pevent_free(t->exit_wait);
+    ec_pevent_free(t->close_wait);
+    memset(t, 0, sizeof *t);
+}
+
+/* Appends a ready event. Exit and close are queued at most once each, and nothing is
+ * queued after close (a late duplicate must not follow the last event). */
+static void enqueue(struct ec_track *t, struct ec_pevent *e)
+{
+    if (t->closed_queued || (e->type == EC_EVENT_EXITED && t->exit_queued)) {
+        t->duplicates_dropped++;
+        ec_pevent_free(e);
+        return;
+    }
+    if (e->type == EC_EVENT_EXITED && t->exit_unknown) {
+        /* An older server's exit: hold it (and the close after it) until one read has
+         * told the whole outcome. */
+        t->exit_queued = true;
+        t->exit_wait = e;
+        t->need_read = true;
+        return;
+    }
+    if (e->type == EC_EVENT_CLOSED && t->exit_wait) {
+        ec_pevent_free(t->close_wait);
+        t->close_wait = e;
+        return;
+    }
+    if (e->type == EC_EVENT_EXITED) t->exit_queued = true;
+    if (e->type == EC_EVENT_CLOSED) {
+        t->closed_queued = true;
+        t->need_read = false;
+    }
+    t->queued_bytes += e->len;
+    e->next = NULL;
+    if (t->q_tail)
+        t->q_tail->next = e;
+    else
+        t->q_head = e;
+    t->q_tail = e;
+}
+
+/* Moves held events that now continue the contiguous prefix into the queue, and
+ * drops held ones already covered. */
+static void drain_held(struct ec_track *t)
+{
+    while (t->held) {
+        struct ec_pevent *e = t->held;
+        if (e->seq <= t->last_seq) {
+            t->held = e->next;
+            t->duplicates_dropped++;
+            ec_pevent_free(e);
+            continue;
+        }
+        if (e->seq != t->last_seq + 1) break;
+        t->held = e->next;
+        t->last_seq = e->seq;
+        enqueue(t, e);
+    }
+}
+
+/* Takes in one event with a server seq: drop a duplicate, queue the next one in order,
+ * or hold one past a gap (and ask for a read). */
+static void take(struct ec_track *t, struct ec_pevent *e)
+{
+    size_t max = t->max_queued ? t->max_queued : EC_TRACK_MAX_QUEUED;
+    if (!t->lagged && e->type == EC_EVENT_OUTPUT && !t->closed_queued &&
+        t->queued_bytes + e->len > max) {
+        t->lagged = true;
+        t->lags++;
+    }
+    if (t->lagged) {
+        /* Everything pushed while lagging is dropped; the catch-up read recovers it. */
+        ec_pevent_free(e);
+        return;
+    }
+    if (e->seq <= t->last_seq) {
+        t->duplicates_dropped++;
+        ec_pevent_free(e);
+        return;
+    }
+    if (e->seq == t->last_seq + 1) {
+        t->last_seq = e->seq;
+        enqueue(t, e);
+        drain_held(t);
+        return;
+    }
+    /* Past a gap: keep it sorted in the held list, unless it is a duplicate there. */
+    struct ec_pevent **pp = &t->held;
+    while (*pp && (*pp)->seq < e->seq)
+        pp = &(*pp)->next;
+    if (*pp && (*pp)->seq == e->seq) {
+        t->duplicates_dropped++;
+        ec_pevent_free(e);
+        return;
+    }
+    e->next = *pp;
+    *pp = e;
+    if (!t->need_read && !t->read_in_flight) t->gaps_detected++;
+    t->need_read = true;
+}
+
+static struct ec_pevent *pevent_new(ec_event_type type, uint64_t seq)
+{
+    struct ec_pevent *e = xcalloc(1, sizeof *e);
+    e->type = type;
+    e->seq = seq;
+    return e;
+}
+
+static int decode_chunk(const char *b64, struct ec_pevent *e)
+{
+    size_t n = strlen(b64);
+    e->data = xmalloc(base64_decoded_max(n) + 1);
+    char detail[64];
+    if (base64_decode(b64, n, e->data, &e->len, detail, sizeof detail) != 0) return -1;
+    return 0;
+}
+
+int ec_track_on_notification(struct ec_track *t, const char *method, json_t *params)
+{
+    json_t *jseq = json_object_get(params, "seq");
+    if (!json_is_integer(jseq) || json_integer_value(jseq) < 1) return -1;
+    uint64_t seq = (uint64_t)json_integer_value(jseq);
+    if (strcmp(method, "process/output") == 0) {
+        int stream = ec_stream_parse(json_string_value(json_object_get(params, "stream")));
+        const char *chunk = json_string_value(json_object_get(params, "chunk"));
+        if (stream < 0 || !chunk) return -1;
+        struct ec_pevent *e = pevent_new(EC_EVENT_OUTPUT, seq);
+        e->stream = (ec_stream)stream;
+        if (decode_chunk(chunk, e) != 0) {
+            ec_pevent_free(e);
+            return -1;
+        }
+        take(t, e);
+        return 0;
+    }
+    if (strcmp(method, "process/exited") == 0) {
+        json_t *code = json_object_get(params, "exitCode");
+        if (!json_is_integer(code)) return -1;
+        struct ec_pevent *e = pevent_new(EC_EVENT_EXITED, seq);
+        e->exit_code = (int)json_integer_value(code);
+        json_t *denied = json_object_get(params, "sandboxDenied");
+        e->sandbox_denied = json_is_true(denied);
+        /* An older server omits sandboxDenied: only a read tells the whole outcome. */
+        if (!json_is_boolean(denied) && !t->exit_queued) t->exit_unknown = true;
+        take(t, e);
+        return 0;
+    }
+    if (strcmp(method, "process/closed") == 0) {
+        take(t, pevent_new(EC_EVENT_CLOSED, seq));
+        return 0;
+    }
+    return -1;
+}
+
+int ec_track_on_read_result(struct ec_track *t, json_t *result)
+{
+    t->read_in_flight = false;
+    json_t *chunks = json_object_get(result, "chunks");
+    json_t *next = json_object_get(result, "nextSeq");
+    if (!json_is_array(chunks) || !json_is_integer(next)) {
+        t->need_read = true;
+        return -1;
+    }
+    size_t i;
+    json_t *c;
+    json_array_foreach(chunks, i, c)
+    {
+        json_t *jseq = json_object_get(c, "seq");
+        int stream = ec_stream_parse(json_string_value(json_object_get(c, "stream")));
+        const char *chunk = json_string_value(json_object_get(c, "chunk"));
+        if (!json_is_integer(jseq) || stream < 0 || !chunk) continue;
+        uint64_t seq = (uint64_t)json_integer_value(jseq);
+        if (seq <= t->last_seq) {
+            t->duplicates_dropped++;
+            continue;
+        }
+        struct ec_pevent *e = pevent_new(EC_EVENT_OUTPUT, seq);
+        e->stream = (ec_stream)stream;
+        if (decode_chunk(chunk, e) != 0) {
+            ec_pevent_free(e);
+            continue;
+        }
+        /* Chunks skip the seqs of exit/close, so take them as they come. */
+        t->last_seq = seq;
+        enqueue(t, e);
+    }
+    uint64_t nx = (uint64_t)json_integer_value(next);
+    bool exited = json_is_true(json_object_get(result, "exited"));
+    bool closed = json_is_true(json_object_get(result, "closed"));
+    /* Held exit/close events at or below nextSeq-1 are superseded by the flags below,
+     * but a held exit carries the same data: let it through first when in range. */
+    /* A result that says exited tells sandboxDenied too: no exit needs another read. */
+    if (exited) t->exit_unknown = false;
+    if (exited && !t->exit_queued) {
+        struct ec_pevent *e = pevent_new(EC_EVENT_EXITED, 0);
+        e->exit_code = (int)json_integer_value(json_object_get(result, "exitCode"));
+        e->sandbox_denied = json_is_true(json_object_get(result, "sandboxDenied"));
+        enqueue(t, e);
+    }
+    if (t->exit_wait && exited) {
+        /* The read answered what the old server's exit left out. */
+        struct ec_pevent *x = t->exit_wait, *cl = t->close_wait;
+        t->exit_wait = t->close_wait = NULL;
+        x->sandbox_denied = json_is_true(json_object_get(result, "sandboxDenied"));
+        t->exit_queued = false;
+        enqueue(t, x);
+        if (cl) enqueue(t, cl);
+    }
+    if (nx > 0 && nx - 1 > t->last_seq) t->last_seq = nx - 1;
+    if (closed) enqueue(t, pevent_new(EC_EVENT_CLOSED, nx ? nx - 1 : 0));
+    drain_held(t);
+    /* Anything still held is past another gap that opened after this read. */
+    t->need_read = t->held != NULL && !t->closed_queued;
+    return 0;
+}
+
+void ec_track_on_read_failed(struct ec_track *t)
+{
+    t->read_in_flight = false;
+    t->need_read = !t->closed_queued;
+}
+
+void ec_track_on_resume(struct ec_track *t)
+{
+    if (t->closed_queued) return;
+    t->resyncs++;
+    t->read_in_flight = false;
+    t->need_read = true;
+    struct ec_pevent *e = pevent_new(EC_EVENT_RESYNC, t->last_seq);
+    /* The resync marker is not a server event: append it without the seq checks. */
+    if (t->q_tail)
+        t->q_tail->next = e;
+    else
+        t->q_head = e;
+    t->q_tail = e;
+}
+
+bool ec_track_wants_read(const struct ec_track *t)
+{
+    return t->need_read && !t->read_in_flight && !t->closed_queued;
+}
+
+json_t *ec_track_read_params(struct ec_track *t, const char *process_id)
+{
+    t->read_in_flight = true;
+    t->reads_sent++;
+    return json_pack("{s:s, s:I, s:i}", "processId", process_id, "afterSeq",
+                     (json_int_t)t->last_seq, "waitMs", 0);
+}
+
+struct ec_pevent *ec_track_pop(struct ec_track *t)
+{
+    struct ec_pevent *e = t->q_head;
+    if (!e) return NULL;
+    t->q_head = e->next;
+    if (!t->q_head) t->q_tail = NULL;
+    e->next = NULL;
+    t->queued_bytes -= e->len;
+    /* Caught up after lagging: one read fetches what was dropped meanwhile. */
+    if (t->lagged && !t->q_head) {
+        t->lagged = false;
+        t->need_read = true;
+    }
+    return e;
+}

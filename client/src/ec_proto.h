@@ -1,0 +1,146 @@
+/* ec_proto: the sans-I/O core of the client library.
+ *
+ * Three pure pieces that take bytes or JSON in and give bytes or structs out, so the
+ * unit tests (and the fault-injecting proxy of the live tests) can drive them without
+ * a socket:
+ *  - ec_ws_*: RFC 6455 frame parsing and (masked) frame encoding;
+ *  - ec_msg_*: JSON-RPC request encoding and incoming-message classification;
+ *  - ec_track_*: the per-process event tracker: seq de-duplication, gap detection,
+ *    completion from pushed events, and when one process/read is needed.
+ * Nothing here allocates global state; every struct is owned by its caller. */
+#ifndef EC_PROTO_H
+#define EC_PROTO_H
+
+#include "execclient.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- WebSocket frames ---- */
+
+enum {
+    EC_WS_CONT = 0,
+    EC_WS_TEXT = 1,
+    EC_WS_BINARY = 2,
+    EC_WS_CLOSE = 8,
+    EC_WS_PING = 9,
+    EC_WS_PONG = 10
+};
+
+struct ec_ws_frame {
+    bool fin;
+    int opcode;
+    bool masked;
+    uint8_t mask[4];
+    size_t header_len; /* bytes before the payload */
+    uint64_t payload_len;
+};
+
+/* Parses the frame header at buf[0..n). Returns 1 when the whole frame (header and
+ * payload) is in the buffer, 0 when more bytes are needed, -1 on a protocol error
+ * (reserved bits, bad opcode, oversized control frame, payload over max_payload). */
+int ec_ws_parse(const uint8_t *buf, size_t n, uint64_t max_payload, struct ec_ws_frame *f);
+
+/* XORs n payload bytes with the mask, in place (mask offset starts at 0). */
+void ec_ws_unmask(uint8_t *p, size_t n, const uint8_t mask[4]);
+
+/* Appends one frame (fin=1) with the payload masked by `mask` (NULL: unmasked, as a
+ * server would send) to *out (grown with realloc; *out_len and *out_cap updated). */
+void ec_ws_encode(uint8_t **out, size_t *out_len, size_t *out_cap, int opcode, const void *payload,
+                  size_t n, const uint8_t *mask);
+
+/* ---- JSON-RPC messages ---- */
+
+/* Compact JSON text of {"id":id,"method":m,"params":p}. Borrows params. Caller frees. */
+char *ec_msg_request(int64_t id, const char *method, json_t *params);
+
+enum ec_msg_kind {
+    EC_MSG_INVALID,
+    EC_MSG_RESPONSE,
+    EC_MSG_ERROR,
+    EC_MSG_NOTIFICATION,
+    EC_MSG_REQUEST
+};
+
+struct ec_msg {
+    enum ec_msg_kind kind;
+    json_t *root; /* owned: the whole message */
+    bool id_is_int;
+    int64_t id;         /* integer ids (ours); others are not matched */
+    const char *method; /* borrowed from root */
+    json_t *params;     /* borrowed */
+    json_t *result;     /* borrowed */
+    int64_t err_code;
+    const char *err_message; /* borrowed */
+};
+
+/* Classifies one incoming message. Returns 0 (msg->root owned by msg; release with
+ * ec_msg_clear) or -1 when it is not a JSON object. */
+int ec_msg_parse(const char *text, size_t len, struct ec_msg *msg);
+void ec_msg_clear(struct ec_msg *msg);
+
+/* ---- per-process event tracking ---- */
+
+struct ec_pevent {
+    struct ec_pevent *next;
+    ec_event_type type;
+    uint64_t seq;
+    ec_stream stream;
+    uint8_t *data; /* owned */
+    size_t len;
+    int exit_code;
+    bool sandbox_denied;
+};
+
+struct ec_track {
+    uint64_t last_seq;        /* every event with seq <= last_seq has been taken in */
+    struct ec_pevent *held;   /* out-of-order events past a gap, ascending seq */
+    struct ec_pevent *q_head; /* ready for the user, in order */
+    struct ec_pevent *q_tail;
+    bool exit_queued, closed_queued;
+    bool exit_unknown;           /* the exit lacked sandboxDenied (an older server) */
+    struct ec_pevent *exit_wait; /* that exit, held until a read tells sandboxDenied */
+    struct ec_pevent *close_wait; /* close, held behind exit_wait */
+    bool need_read; /* a gap, an exit without sandboxDenied, a resume, lag */
+    bool read_in_flight;
+    size_t queued_bytes; /* output bytes waiting in q_head.. for the user */
+    size_t max_queued;   /* over this the tracker lags: 0 means EC_TRACK_MAX_QUEUED */
+    bool lagged;         /* pushed events are being dropped until the user catches up */
+    uint64_t reads_sent, duplicates_dropped, gaps_detected, resyncs, lags;
+};
+
+/* A consumer that falls this far behind stops buffering pushed output; once it has
+ * caught up, one process/read(afterSeq) fetches what was skipped (from the server's
+ * retained window). Bounds the client's memory per process. */
+#define EC_TRACK_MAX_QUEUED (32u << 20)
+
+void ec_track_init(struct ec_track *t);
+void ec_track_free(struct ec_track *t);
+
+/* Feeds one process/output|exited|closed notification's params (borrowed). Returns 0,
+ * or -1 when the params are malformed (the notification is ignored). */
+int ec_track_on_notification(struct ec_track *t, const char *method, json_t *params);
+
+/* Applies a process/read result (borrowed): output chunks past last_seq in order, then
+ * exited/closed, then the held events that follow. Clears need_read/read_in_flight. */
+int ec_track_on_read_result(struct ec_track *t, json_t *result);
+
+/* The read failed (transport or server): allow another one later. */
+void ec_track_on_read_failed(struct ec_track *t);
+
+/* After a reconnect: queue an EC_EVENT_RESYNC and ask for one catch-up read. */
+void ec_track_on_resume(struct ec_track *t);
+
+/* Whether a process/read should be sent now, and its params (new reference). */
+bool ec_track_wants_read(const struct ec_track *t);
+json_t *ec_track_read_params(struct ec_track *t, const char *process_id);
+
+/* Pops the next ready event (caller frees it with ec_pevent_free) or NULL. */
+struct ec_pevent *ec_track_pop(struct ec_track *t);
+void ec_pevent_free(struct ec_pevent *e);
+
+/* Decoded stream name, or -1. */
+int ec_stream_parse(const char *s);
+
+#endif

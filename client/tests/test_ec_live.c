@@ -1,0 +1,896 @@
+/* Live tests of libexecclient against the real exec-server, over real sockets.
+ *
+ * Faults are injected by a small TCP proxy (a thread in this test) between the
+ * client and the server: it forwards WebSocket frames and can drop one process/output
+ * notification (a seq gap), cut the connection after a given notification or right
+ * after forwarding a given client request, and refuse connections for a while. It
+ * also counts the client's requests by method, so the tests can prove "zero
+ * process/read" and "exactly one" at the wire.
+ *
+ * usage: test_ec_live PATH-TO-exec-server */
+#include "ec_proto.h"
+#include "execclient.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int failures;
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- the server ------------------------------------------------------------------ */
+
+static pid_t server_pid;
+static char server_url[128];
+static int server_port;
+
+static void server_start(const char *bin)
+{
+    int pfd[2];
+    if (pipe(pfd) != 0) abort();
+    server_pid = fork();
+    if (server_pid == 0) {
+        dup2(pfd[1], 1);
+        close(pfd[0]);
+        close(pfd[1]);
+        execl(bin, bin, "--listen", "ws://127.0.0.1:0", "--session-ttl", "2", (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
+    FILE *f = fdopen(pfd[0], "r");
+    if (!fgets(server_url, sizeof server_url, f)) {
+        fprintf(stderr, "server did not print its URL\n");
+        exit(1);
+    }
+    fclose(f);
+    server_url[strcspn(server_url, "\r\n")] = 0;
+    server_port = atoi(strrchr(server_url, ':') + 1);
+}
+
+static void server_stop(void)
+{
+    kill(server_pid, SIGTERM);
+    int st;
+    waitpid(server_pid, &st, 0);
+}
+
+/* ---- the fault-injecting proxy -------------------------------------------------- */
+
+struct side {
+    int fd;
+    uint8_t *buf;
+    size_t len, cap;
+    bool upgraded; /* the HTTP head has gone through; frames follow */
+};
+
+struct pair {
+    bool used;
+    struct side cl, sv; /* bytes read from the client / from the server */
+};
+
+static struct proxy {
+    pthread_mutex_t mu;
+    int listen_fd;
+    int port;
+    bool stop;
+    /* faults, each fires once */
+    uint64_t drop_output_seq;      /* drop the server's process/output with this seq */
+    uint64_t cut_after_output_seq; /* cut after forwarding the process/output with this seq */
+    char cut_after_method[64];     /* cut right after forwarding this client request */
+    int64_t refuse_until_ms;       /* close new connections until then */
+    int64_t refuse_after_cut_ms;   /* when a cut fires, refuse for this long */
+    bool drop_exited;              /* drop the first process/exited */
+    bool strip_sandbox_denied;     /* re-send process/exited without sandboxDenied (old server) */
+    char *rewrite;                 /* verdict 4: the text to send instead of the frame */
+    bool fragment_outputs;         /* re-send process/output as 3 fragments + pings between */
+    /* observations */
+    int reads, starts, writes, initializes, connections, pongs;
+    char client_head[2048]; /* the last HTTP upgrade request from the client */
+    struct pair pairs[8];
+} px = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void side_free(struct side *s)
+{
+    if (s->fd >= 0) close(s->fd);
+    free(s->buf);
+    memset(s, 0, sizeof *s);
+    s->fd = -1;
+}
+
+static void pair_cut(struct pair *p)
+{
+    side_free(&p->cl);
+    side_free(&p->sv);
+    p->used = false;
+    if (px.refuse_after_cut_ms) {
+        px.refuse_until_ms = now_ms() + px.refuse_after_cut_ms;
+        px.refuse_after_cut_ms = 0;
+    }
+}
+
+static int connect_server(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)server_port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static bool send_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w <= 0) return false;
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* What to do with one whole frame: 0 forward, 1 drop, 2 forward then cut, 3 forward
+ * fragmented (with pings between), 4 send px.rewrite instead. */
+static int judge(bool from_client, const uint8_t *frame, const struct ec_ws_frame *f)
+{
+    if (from_client && f->opcode == EC_WS_PONG && f->payload_len == 2) px.pongs++;
+    if (f->opcode != EC_WS_TEXT && f->opcode != EC_WS_BINARY) return 0;
+    size_t n = (size_t)f->payload_len;
+    char *text = malloc(n + 1);
+    memcpy(text, frame + f->header_len, n);
+    if (f->masked) ec_ws_unmask((uint8_t *)text, n, f->mask);
+    text[n] = 0;
+    int verdict = 0;
+    struct ec_msg m;
+    if (ec_msg_parse(text, n, &m) == 0 && m.method) {
+        if (from_client) {
+            if (strcmp(m.method, "process/read") == 0) px.reads++;
+            if (strcmp(m.method, "process/start") == 0) px.starts++;
+            if (strcmp(m.method, "process/write") == 0) px.writes++;
+            if (strcmp(m.method, "initialize") == 0) px.initializes++;
+            if (px.cut_after_method[0] && strcmp(m.method, px.cut_after_method) == 0) {
+                px.cut_after_method[0] = 0;
+                verdict = 2;
+            }
+        } else if (strcmp(m.method, "process/exited") == 0 && px.drop_exited) {
+            px.drop_exited = false;
+            verdict = 1;
+        } else if (strcmp(m.method, "process/exited") == 0 && px.strip_sandbox_denied) {
+            json_object_del(m.params, "sandboxDenied");
+            px.rewrite = json_dumps(m.root, JSON_COMPACT);
+            verdict = 4;
+        } else if (strcmp(m.method, "process/output") == 0) {
+            uint64_t seq = (uint64_t)json_integer_value(json_object_get(m.params, "seq"));
+            if (px.drop_output_seq && seq == px.drop_output_seq) {
+                px.drop_output_seq = 0;
+                verdict = 1;
+            } else if (px.cut_after_output_seq && seq == px.cut_after_output_seq) {
+                px.cut_after_output_seq = 0;
+                verdict = 2;
+            } else if (px.fragment_outputs && !f->masked) {
+                verdict = 3;
+            }
+        }
+    }
+    ec_msg_clear(&m);
+    free(text);
+    return verdict;
+}
+
+/* Sends an unmasked (server-side) frame payload as three fragments with a Ping
+ * between them, as RFC 6455 allows. */
+static bool send_fragmented(int fd, int opcode, const uint8_t *payload, size_t n)
+{
+    uint8_t *out = NULL;
+    size_t len = 0, cap = 0;
+    size_t a = n / 3, b = 2 * n / 3;
+    ec_ws_encode(&out, &len, &cap, opcode, payload, a, NULL);
+    out[0] &= 0x7F; /* not FIN */
+    size_t mark = len;
+    ec_ws_encode(&out, &len, &cap, EC_WS_PING, "px", 2, NULL);
+    ec_ws_encode(&out, &len, &cap, EC_WS_CONT, payload + a, b - a, NULL);
+    out[mark + 4] &= 0x7F;
+    ec_ws_encode(&out, &len, &cap, EC_WS_CONT, payload + b, n - b, NULL);
+    bool ok = send_all(fd, out, len);
+    free(out);
+    return ok;
+}
+
+/* Moves complete units from `from` to `to`. Returns false when the pair was cut. */
+static bool forward(struct pair *p, struct side *from, struct side *to, bool from_client)
+{
+    size_t off = 0;
+    bool cut = false;
+    if (!from->upgraded) {
+        uint8_t *end = memmem(from->buf, from->len, "\r\n\r\n", 4);
+        if (!end) return true;
+        off = (size_t)(end - from->buf) + 4;
+        if (from_client) {
+            size_t k = off < sizeof px.client_head - 1 ? off : sizeof px.client_head - 1;
+            memcpy(px.client_head, from->buf, k);
+            px.client_head[k] = 0;
+        }
+        if (!send_all(to->fd, from->buf, off)) cut = true;
+        from->upgraded = true;
+    }
+    while (!cut) {
+        struct ec_ws_frame f;
+        int r = ec_ws_parse(from->buf + off, from->len - off, 1ull << 32, &f);
+        if (r < 0) {
+            cut = true;
+            break;
+        }
+        if (r == 0) break;
+        size_t total = f.header_len + (size_t)f.payload_len;
+        int v = judge(from_client, from->buf + off, &f);
+        if (v == 4) {
+            uint8_t *out = NULL;
+            size_t len = 0, cap = 0;
+            ec_ws_encode(&out, &len, &cap, EC_WS_TEXT, px.rewrite, strlen(px.rewrite), NULL);
+            if (!send_all(to->fd, out, len)) cut = true;
+            free(out);
+            free(px.rewrite);
+            px.rewrite = NULL;
+        } else if (v == 3) {
+            if (!send_fragmented(to->fd, f.opcode, from->buf + off + f.header_len,
+                                 (size_t)f.payload_len))
+                cut = true;
+        } else if (v != 1 && !send_all(to->fd, from->buf + off, total)) {
+            cut = true;
+        }
+        off += total;
+        if (v == 2) cut = true;
+    }
+    if (cut) {
+        pair_cut(p);
+        return false;
+    }
+    memmove(from->buf, from->buf + off, from->len - off);
+    from->len -= off;
+    return true;
+}
+
+static bool side_read(struct side *s)
+{
+    if (s->cap - s->len < 65536) {
+        s->cap = s->cap ? s->cap * 2 : 131072;
+        s->buf = realloc(s->buf, s->cap);
+    }
+    ssize_t r = recv(s->fd, s->buf + s->len, s->cap - s->len, 0);
+    if (r <= 0) return false;
+    s->len += (size_t)r;
+    return true;
+}
+
+static void *proxy_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        struct pollfd pfd[1 + 16];
+        int n = 0;
+        pthread_mutex_lock(&px.mu);
+        if (px.stop) {
+            pthread_mutex_unlock(&px.mu);
+            break;
+        }
+        pfd[n++] = (struct pollfd){.fd = px.listen_fd, .events = POLLIN};
+        for (int i = 0; i < 8; i++) {
+            pfd[n++] =
+                (struct pollfd){.fd = px.pairs[i].used ? px.pairs[i].cl.fd : -1, .events = POLLIN};
+            pfd[n++] =
+                (struct pollfd){.fd = px.pairs[i].used ? px.pairs[i].sv.fd : -1, .events = POLLIN};
+        }
+        pthread_mutex_unlock(&px.mu);
+        if (poll(pfd, (nfds_t)n, 50) <= 0) continue;
+        pthread_mutex_lock(&px.mu);
+        if (pfd[0].revents & POLLIN) {
+            int cfd = accept4(px.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+            if (cfd >= 0) {
+                int sfd = now_ms() < px.refuse_until_ms ? -1 : connect_server();
+                int slot = -1;
+                for (int i = 0; i < 8 && slot < 0; i++)
+                    if (!px.pairs[i].used) slot = i;
+                if (sfd < 0 || slot < 0) {
+                    close(cfd);
+                    if (sfd >= 0) close(sfd);
+                } else {
+                    struct pair *p = &px.pairs[slot];
+                    memset(p, 0, sizeof *p);
+                    p->used = true;
+                    p->cl.fd = cfd;
+                    p->sv.fd = sfd;
+                    px.connections++;
+                }
+            }
+        }
+        for (int i = 0; i < 8; i++) {
+            struct pair *p = &px.pairs[i];
+            short cr = pfd[1 + 2 * i].revents, sr = pfd[2 + 2 * i].revents;
+            if (!p->used) continue;
+            if (cr && pfd[1 + 2 * i].fd == p->cl.fd) {
+                if (!side_read(&p->cl)) {
+                    pair_cut(p);
+                    continue;
+                }
+                if (!forward(p, &p->cl, &p->sv, true)) continue;
+            }
+            if (sr && pfd[2 + 2 * i].fd == p->sv.fd) {
+                if (!side_read(&p->sv)) {
+                    pair_cut(p);
+                    continue;
+                }
+                forward(p, &p->sv, &p->cl, false);
+            }
+        }
+        pthread_mutex_unlock(&px.mu);
+    }
+    return NULL;
+}
+
+static pthread_t proxy_thread;
+
+static void proxy_start(void)
+{
+    px.listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(px.listen_fd, (struct sockaddr *)&a, sizeof a);
+    listen(px.listen_fd, 16);
+    socklen_t al = sizeof a;
+    getsockname(px.listen_fd, (struct sockaddr *)&a, &al);
+    px.port = ntohs(a.sin_port);
+    for (int i = 0; i < 8; i++)
+        px.pairs[i].cl.fd = px.pairs[i].sv.fd = -1;
+    pthread_create(&proxy_thread, NULL, proxy_main, NULL);
+}
+
+static void proxy_stop(void)
+{
+    pthread_mutex_lock(&px.mu);
+    px.stop = true;
+    pthread_mutex_unlock(&px.mu);
+    pthread_join(proxy_thread, NULL);
+    for (int i = 0; i < 8; i++)
+        if (px.pairs[i].used) pair_cut(&px.pairs[i]);
+    close(px.listen_fd);
+}
+
+/* Resets faults and counters between tests. */
+static void proxy_reset(void)
+{
+    pthread_mutex_lock(&px.mu);
+    px.drop_output_seq = px.cut_after_output_seq = 0;
+    px.cut_after_method[0] = 0;
+    px.refuse_until_ms = px.refuse_after_cut_ms = 0;
+    px.fragment_outputs = px.drop_exited = px.strip_sandbox_denied = false;
+    px.reads = px.starts = px.writes = px.initializes = px.connections = px.pongs = 0;
+    px.client_head[0] = 0;
+    pthread_mutex_unlock(&px.mu);
+}
+
+static int px_get(int *counter)
+{
+    pthread_mutex_lock(&px.mu);
+    int v = *counter;
+    pthread_mutex_unlock(&px.mu);
+    return v;
+}
+
+/* ---- helpers ------------------------------------------------------------------- */
+
+static ec_client *connect_via_proxy(int reconnect_ms)
+{
+    char url[64];
+    snprintf(url, sizeof url, "ws://127.0.0.1:%d", px.port);
+    ec_client_options o = {.url = url,
+                           .client_name = "test_ec_live",
+                           .reconnect_timeout_ms = reconnect_ms,
+                           .call_timeout_ms = 30000};
+    ec_client *c = NULL;
+    ec_error e = {0};
+    int rc = ec_client_connect(&o, &c, &e);
+    if (rc != 0) {
+        fprintf(stderr, "connect failed: %s\n", e.message);
+        exit(1);
+    }
+    return c;
+}
+
+struct collected {
+    char out[4096], err[4096];
+    size_t out_len, err_len;
+    int exit_code;
+    int exits, closes, resyncs;
+    int rc; /* 0 or the failing kind */
+};
+
+static const char *const test_env[] = {"PATH=/usr/bin:/bin", NULL};
+
+static void collect(ec_process *p, struct collected *r, int timeout_ms)
+{
+    memset(r, 0, sizeof *r);
+    r->exit_code = -1;
+    int64_t deadline = now_ms() + timeout_ms;
+    for (;;) {
+        ec_event ev;
+        ec_error e = {0};
+        int left = (int)(deadline - now_ms());
+        int rc = ec_process_next_event(p, left > 0 ? left : 0, &ev, &e);
+        if (rc) {
+            r->rc = rc;
+            if (rc != -EC_ERR_SESSION_LOST) fprintf(stderr, "collect: %s\n", e.message);
+            return;
+        }
+        switch (ev.type) {
+        case EC_EVENT_OUTPUT: {
+            bool is_err = ev.stream == EC_STREAM_STDERR;
+            char *dst = is_err ? r->err : r->out;
+            size_t *len = is_err ? &r->err_len : &r->out_len;
+            if (*len + ev.len < 4095) {
+                memcpy(dst + *len, ev.data, ev.len);
+                *len += ev.len;
+                dst[*len] = 0;
+            }
+            break;
+        }
+        case EC_EVENT_EXITED:
+            r->exits++;
+            r->exit_code = ev.exit_code;
+            break;
+        case EC_EVENT_CLOSED:
+            r->closes++;
+            return;
+        case EC_EVENT_RESYNC:
+            r->resyncs++;
+            break;
+        }
+    }
+}
+
+static ec_process *start_sh(ec_client *c, const char *script)
+{
+    const char *argv[] = {"/bin/sh", "-c", script, NULL};
+    ec_start_options so = {.argv = argv, .cwd = "/tmp", .env = test_env};
+    ec_process *p = NULL;
+    ec_error e = {0};
+    if (ec_process_start(c, &so, &p, &e) != 0) {
+        fprintf(stderr, "start failed: %s\n", e.message);
+        failures++;
+    }
+    return p;
+}
+
+/* ---- tests -------------------------------------------------------------------- */
+
+static void test_pushed_events_complete_with_zero_reads(void)
+{
+    proxy_reset();
+    ec_client *c = connect_via_proxy(0);
+    ec_process *p = start_sh(c, "echo one; echo two >&2; exit 3");
+    struct collected r;
+    collect(p, &r, 20000);
+    CHECK(r.rc == 0);
+    CHECK(strcmp(r.out, "one\n") == 0);
+    CHECK(strcmp(r.err, "two\n") == 0);
+    CHECK(r.exit_code == 3 && r.exits == 1 && r.closes == 1);
+    ec_process_stats st;
+    ec_process_get_stats(p, &st);
+    CHECK(st.reads_sent == 0);
+    CHECK(px_get(&px.reads) == 0);
+    CHECK(ec_process_closed(p));
+    ec_event ev;
+    CHECK(ec_process_next_event(p, 0, &ev, NULL) == -EC_ERR_USAGE);
+    ec_process_free(p);
+    ec_client_close(c);
+}
+
+static void test_gap_recovered_with_exactly_one_read(void)
+{
+    proxy_reset();
+    px.drop_output_seq = 2;
+    ec_client *c = connect_via_proxy(0);
+    ec_process *p = start_sh(c, "echo a; sleep 0.3; echo b; sleep 0.3; echo c; exit 5");
+    struct collected r;
+    collect(p, &r, 20000);
+    CHECK(r.rc == 0);
+    CHECK(strcmp(r.out, "a\nb\nc\n") == 0);
+    CHECK(r.exit_code == 5 && r.exits == 1 && r.closes == 1);
+    ec_process_stats st;
+    ec_process_get_stats(p, &st);
+    CHECK(st.gaps_detected == 1);
+    CHECK(st.reads_sent == 1);
+    CHECK(px_get(&px.reads) == 1);
+    ec_process_free(p);
+    ec_client_close(c);
+}
+
+/* A lost exit notification shows up as a seq gap at close: one read recovers it. */
+static void test_lost_exit_recovered_with_one_read(void)
+{
+    proxy_reset();
+    px.drop_exited = true;
+    ec_client *c = connect_via_proxy(0);
+    ec_process *p = start_sh(c, "echo x; exit 9");
+    struct collected r;
+    collect(p, &r, 20000);
+    CHECK(r.rc == 0 && strcmp(r.out, "x\n") == 0);
+    CHECK(r.exit_code == 9 && r.exits == 1 && r.closes == 1);
+    ec_process_stats st;
+    ec_process_get_stats(p, &st);
+    CHECK(st.reads_sent == 1 && st.gaps_detected == 1);
+    CHECK(px_get(&px.reads) == 1);
+    ec_process_free(p);
+    ec_client_close(c);
+}
+
+/* An exit without sandboxDenied (an older server) costs exactly one read. */
+static void test_old_server_exit_costs_one_read(void)
+{
+    proxy_reset();
+    px.strip_sandbox_denied = true;
+    ec_client *c = connect_via_proxy(0);
+    ec_process *p = start_sh(c, "echo y; exit 4");
+    struct collected r;
+    collect(p, &r, 20000);
+    CHECK(r.rc == 0 && strcmp(r.out, "y\n") == 0);
+    CHECK(r.exit_code == 4 && r.exits == 1 && r.closes == 1);
+    ec_process_stats st;
+    ec_process_get_stats(p, &st);
+    CHECK(st.reads_sent == 1 && st.gaps_detected == 0);
+    CHECK(px_get(&px.reads) == 1);
+    ec_process_free(p);
+    ec_client_close(c);
+}
+
+static void test_reconnect_mid_command(void)
+{
+    proxy_reset();
+    px.cut_after_output_seq = 1;
+    ec_client *c = connect_via_proxy(15000);
+    char *sid = strdup(ec_client_session_id(c));
+    ec_process *p = start_sh(c, "echo one; sleep 0.5; echo two; sleep 0.5; echo three");
+    struct collected r;
+    collect(p, &r, 30000);
+    CHECK(r.rc == 0);
+    CHECK(strcmp(r.out, "one\ntwo\nthree\n") == 0); /* complete, nothing twice */
+    CHECK(r.exit_code == 0 && r.closes == 1);
+    CHECK(r.resyncs == 1);
+    CHECK(ec_client_reconnects(c) == 1);
+    CHECK(strcmp(ec_client_session_id(c), sid) == 0);
+    CHECK(px_get(&px.initializes) == 2);
+    ec_process_stats st;
+    ec_process_get_stats(p, &st);
+    CHECK(st.resyncs == 1 && st.reads_sent == 1);
+    /* The client keeps working on the resumed session. */
+    ec_process *q = start_sh(c, "echo after");
+    collect(q, &r, 20000);
+    CHECK(strcmp(r.out, "after\n") == 0);
+    ec_process_free(q);
+    ec_process_free(p);
+    free(sid);
+    ec_client_close(c);
+}
+
+/* The server side goes away while the client is idle: the next call resumes first and
+ * succeeds (nothing was in flight, so nothing fails). */
+static void test_idle_drop_resumes_before_the_next_call(void)
+{
+    proxy_reset();
+    ec_client *c = connect_via_proxy(15000);
+    pthread_mutex_lock(&px.mu);
+    for (int i = 0; i < 8; i++)
+        if (px.pairs[i].used) pair_cut(&px.pairs[i]);
+    pthread_mutex_unlock(&px.mu);
+    usleep(200 * 1000);
+    ec_error e = {0};
+    json_t *res = NULL;
+    CHECK(ec_client_call(c, "environment/status", NULL, &res, &e) == 0);
+    CHECK(json_is_string(json_object_get(res, "status")));
+    json_decref(res);
+    CHECK(ec_client_reconnects(c) == 1);
+    ec_client_close(c);
+}
+
+static void test_start_in_flight_is_not_replayed(void)
+{
+    proxy_reset();
+    snprintf(px.cut_after_method, sizeof px.cut_after_method, "process/start");
+    ec_client *c = connect_via_proxy(15000);
+    const char *argv[] = {"/bin/sh", "-c", "echo started", NULL};
+    ec_start_options so = {.argv = argv, .cwd = "/tmp", .env = test_env, .process_id = "once"};
+    ec_process *p = NULL;
+    ec_error e = {0};
+    int rc = ec_process_start(c, &so, &p, &e);
+    CHECK(rc == -EC_ERR_TRANSPORT && e.kind == EC_ERR_TRANSPORT);
+    CHECK(strstr(e.message, "not replayed") != NULL);
+    CHECK(p == NULL);
+    CHECK(px_get(&px.starts) == 1);
+    /* The client resumed; the process that did start is visible under its id, and a
+     * second start of the same id is the caller's decision: it says "already exists". */
+    json_t *res = NULL;
+    rc = ec_client_call(
+        c, "process/read",
+        json_pack("{s:s, s:i, s:i}", "processId", "once", "afterSeq", 0, "waitMs", 2000), &res, &e);
+    CHECK(rc == 0);
+    json_decref(res);
+    CHECK(px_get(&px.starts) == 1);
+    CHECK(ec_client_reconnects(c) == 1);
+    ec_client_close(c);
+}
+
+static void test_write_retried_with_same_write_id(void)
+{
+    proxy_reset();
+    ec_client *c = connect_via_proxy(15000);
+    const char *argv[] = {"/bin/sh", "-c", "read x; echo got:$x; read y; echo got:$y", NULL};
+    ec_start_options so = {.argv = argv, .cwd = "/tmp", .env = test_env, .pipe_stdin = true};
+    ec_process *p = NULL;
+    ec_error e = {0};
+    CHECK(ec_process_start(c, &so, &p, &e) == 0);
+    pthread_mutex_lock(&px.mu);
+    snprintf(px.cut_after_method, sizeof px.cut_after_method, "process/write");
+    pthread_mutex_unlock(&px.mu);
+    CHECK(ec_process_write(p, "x1\n", 3, &e) == 0); /* forwarded, reply lost, re-sent */
+    CHECK(ec_process_write(p, "y2\n", 3, &e) == 0);
+    struct collected r;
+    collect(p, &r, 20000);
+    CHECK(strcmp(r.out, "got:x1\ngot:y2\n") == 0);
+    CHECK(px_get(&px.writes) == 3);
+    CHECK(ec_client_reconnects(c) == 1);
+    ec_process_free(p);
+    ec_client_close(c);
+}
+
+static void test_unknown_session_is_terminal(void)
+{
+    proxy_reset();
+    px.cut_after_output_seq = 1;
+    px.refuse_after_cut_ms = 3500; /* longer than the server's 2 s session TTL */
+    ec_client *c = connect_via_proxy(15000);
+    ec_process *p = start_sh(c, "echo one; sleep 30");
+    struct collected r;
+    collect(p, &r, 30000);
+    CHECK(r.rc == -EC_ERR_SESSION_LOST);
+    CHECK(strcmp(r.out, "one\n") == 0); /* what came before the loss is delivered */
+    CHECK(r.resyncs == 1);              /* the waiting caller was woken */
+    ec_error e = {0};
+    CHECK(ec_client_call(c, "environment/status", NULL, NULL, &e) == -EC_ERR_SESSION_LOST);
+    CHECK(e.kind == EC_ERR_SESSION_LOST && strstr(e.message, "unknown session") != NULL);
+    ec_process_free(p);
+    ec_client_close(c);
+}
+
+static void test_error_kinds_and_fs(void)
+{
+    proxy_reset();
+    ec_client *c = connect_via_proxy(0);
+    ec_error e = {0};
+    char dir[] = "/tmp/ec_live_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[256], sub[256], copy[256];
+    snprintf(path, sizeof path, "%s/a b.txt", dir);
+    snprintf(sub, sizeof sub, "%s/d/e", dir);
+    snprintf(copy, sizeof copy, "%s/d/e/copy.txt", dir);
+
+    uint8_t *data;
+    size_t n;
+    CHECK(ec_fs_read_file(c, path, &data, &n, &e) == -EC_ERR_SERVER);
+    CHECK(e.kind == EC_ERR_SERVER && e.code == -32004);
+    CHECK(ec_fs_read_file(c, "relative", &data, &n, &e) == -EC_ERR_USAGE);
+
+    CHECK(ec_fs_write_file(c, path, "hello\0world", 11, &e) == 0);
+    CHECK(ec_fs_read_file(c, path, &data, &n, &e) == 0);
+    CHECK(n == 11 && memcmp(data, "hello\0world", 11) == 0);
+    free(data);
+    ec_metadata md;
+    CHECK(ec_fs_get_metadata(c, path, &md, &e) == 0 && md.is_file && md.size == 11);
+    CHECK(ec_fs_create_directory(c, sub, true, &e) == 0);
+    CHECK(ec_fs_copy(c, path, copy, false, &e) == 0);
+    ec_dirent *ents;
+    CHECK(ec_fs_read_directory(c, dir, &ents, &n, &e) == 0 && n == 2);
+    ec_dirents_free(ents, n);
+    ec_walk_entry *w;
+    bool trunc = true;
+    CHECK(ec_fs_walk(c, dir, NULL, &w, &n, &trunc, &e) == 0 && n == 4 && !trunc);
+    bool saw_space = false;
+    for (size_t i = 0; i < n; i++)
+        saw_space |= strcmp(w[i].path, path) == 0;
+    CHECK(saw_space);
+    ec_walk_entries_free(w, n);
+    char *canon = NULL;
+    char dotted[300];
+    snprintf(dotted, sizeof dotted, "%s/d/../a b.txt", dir);
+    CHECK(ec_fs_canonicalize(c, dotted, &canon, &e) == 0 && canon && strcmp(canon, path) == 0);
+    free(canon);
+    /* Random-access reads. */
+    CHECK(ec_fs_open(c, "h1", path, false, &e) == 0);
+    bool eof = false;
+    CHECK(ec_fs_read_block(c, "h1", 6, 100, &data, &n, &eof, &e) == 0);
+    CHECK(n == 5 && memcmp(data, "world", 5) == 0 && eof);
+    free(data);
+    CHECK(ec_fs_close(c, "h1", &e) == 0);
+    CHECK(ec_fs_remove(c, dir, true, false, &e) == 0);
+    CHECK(ec_fs_get_metadata(c, dir, &md, &e) == -EC_ERR_SERVER && e.code == -32004);
+
+    /* A timeout is its own kind, and the connection stays usable after it. */
+    ec_process *p = start_sh(c, "sleep 5");
+    ec_event ev;
+    CHECK(ec_process_next_event(p, 200, &ev, &e) == -EC_ERR_TIMEOUT && e.kind == EC_ERR_TIMEOUT);
+    bool was = false;
+    CHECK(ec_process_terminate(p, &was, &e) == 0 && was);
+    struct collected r;
+    collect(p, &r, 20000);
+    CHECK(r.exit_code == 137);
+    CHECK(ec_client_call(c, "no/such", NULL, NULL, &e) == -EC_ERR_SERVER && e.code == -32601);
+    ec_process_free(p);
+    ec_client_close(c);
+}
+
+/* A fast producer must not push the consumer into lag: the client reads the socket
+ * in bounded batches, so TCP flow control holds the server back. */
+static void test_bulk_output_is_complete_without_lag(void)
+{
+    proxy_reset();
+    ec_client *c = connect_via_proxy(0);
+    ec_process *p = start_sh(c, "head -c 50331648 /dev/zero");
+    uint64_t total = 0;
+    bool nonzero = false, closed = false;
+    int64_t deadline = now_ms() + 120000;
+    while (!closed && now_ms() < deadline) {
+        ec_event ev;
+        ec_error e = {0};
+        if (ec_process_next_event(p, 5000, &ev, &e) != 0) break;
+        if (ev.type == EC_EVENT_OUTPUT) {
+            total += ev.len;
+            for (size_t i = 0; i < ev.len; i++)
+                nonzero |= ev.data[i] != 0;
+        }
+        closed = ev.type == EC_EVENT_CLOSED;
+    }
+    CHECK(closed);
+    CHECK(total == 50331648);
+    CHECK(!nonzero);
+    ec_process_stats st;
+    ec_process_get_stats(p, &st);
+    CHECK(st.lags == 0 && st.reads_sent == 0 && st.gaps_detected == 0);
+    ec_process_free(p);
+    ec_client_close(c);
+}
+
+static void test_event_loop_api(void)
+{
+    proxy_reset();
+    ec_client *c = connect_via_proxy(0);
+    ec_process *p = start_sh(c, "for i in 1 2 3; do echo line$i; done");
+    char out[256] = "";
+    bool closed = false;
+    int64_t deadline = now_ms() + 20000;
+    while (!closed && now_ms() < deadline) {
+        struct pollfd pfd = {.fd = ec_client_fd(c), .events = POLLIN};
+        poll(&pfd, 1, 1000);
+        CHECK(ec_client_process_ready(c, NULL) == 0);
+        ec_event ev;
+        while (ec_process_next_event(p, 0, &ev, NULL) == 0) {
+            if (ev.type == EC_EVENT_OUTPUT) strncat(out, (const char *)ev.data, ev.len);
+            if (ev.type == EC_EVENT_CLOSED) closed = true;
+        }
+    }
+    CHECK(closed);
+    CHECK(strcmp(out, "line1\nline2\nline3\n") == 0);
+    ec_process_free(p);
+    ec_client_close(c);
+}
+
+static void test_fragments_pings_and_bearer_token(void)
+{
+    proxy_reset();
+    px.fragment_outputs = true;
+    char url[64];
+    snprintf(url, sizeof url, "ws://127.0.0.1:%d/", px.port);
+    ec_client_options o = {.url = url, .bearer_token = "s3cret"};
+    ec_client *c = NULL;
+    ec_error e = {0};
+    CHECK(ec_client_connect(&o, &c, &e) == 0);
+    pthread_mutex_lock(&px.mu);
+    CHECK(strstr(px.client_head, "\r\nAuthorization: Bearer s3cret\r\n") != NULL);
+    CHECK(strstr(px.client_head, "GET / HTTP/1.1\r\n") == px.client_head);
+    pthread_mutex_unlock(&px.mu);
+    ec_process *p = start_sh(c, "printf 'abcdefghijklmnopqrstuvwxyz'; sleep 0.2; echo 0123456789");
+    struct collected r;
+    collect(p, &r, 20000);
+    CHECK(r.rc == 0 && r.closes == 1);
+    CHECK(strcmp(r.out, "abcdefghijklmnopqrstuvwxyz0123456789\n") == 0);
+    /* One Pong per injected Ping, payload echoed (the proxy thread may see the last one
+     * a moment after the client delivered the event). */
+    for (int i = 0; i < 100 && px_get(&px.pongs) < 2; i++)
+        usleep(20 * 1000);
+    CHECK(px_get(&px.pongs) == 2);
+    ec_process_free(p);
+    ec_client_close(c);
+}
+
+static void test_connect_errors(void)
+{
+    ec_client *c = NULL;
+    ec_error e = {0};
+    ec_client_options o = {.url = "http://127.0.0.1:1"};
+    CHECK(ec_client_connect(&o, &c, &e) == -EC_ERR_USAGE && c == NULL);
+    o.url = "ws://127.0.0.1:1";
+    CHECK(ec_client_connect(&o, &c, &e) == -EC_ERR_TRANSPORT);
+    CHECK(strstr(e.message, "refused") != NULL);
+    char url[64];
+    snprintf(url, sizeof url, "ws://127.0.0.1:%d/other", server_port);
+    o.url = url;
+    CHECK(ec_client_connect(&o, &c, &e) == -EC_ERR_TRANSPORT);
+    CHECK(strstr(e.message, "404") != NULL);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_ec_live PATH-TO-exec-server\n");
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN); /* the proxy writes to sockets it may have lost */
+    server_start(argv[1]);
+    proxy_start();
+    struct {
+        const char *name;
+        void (*fn)(void);
+    } tests[] = {
+        {"pushed_events_complete_with_zero_reads", test_pushed_events_complete_with_zero_reads},
+        {"gap_recovered_with_exactly_one_read", test_gap_recovered_with_exactly_one_read},
+        {"lost_exit_recovered_with_one_read", test_lost_exit_recovered_with_one_read},
+        {"old_server_exit_costs_one_read", test_old_server_exit_costs_one_read},
+        {"reconnect_mid_command", test_reconnect_mid_command},
+        {"idle_drop_resumes_before_the_next_call", test_idle_drop_resumes_before_the_next_call},
+        {"start_in_flight_is_not_replayed", test_start_in_flight_is_not_replayed},
+        {"write_retried_with_same_write_id", test_write_retried_with_same_write_id},
+        {"unknown_session_is_terminal", test_unknown_session_is_terminal},
+        {"error_kinds_and_fs", test_error_kinds_and_fs},
+        {"bulk_output_is_complete_without_lag", test_bulk_output_is_complete_without_lag},
+        {"event_loop_api", test_event_loop_api},
+        {"fragments_pings_and_bearer_token", test_fragments_pings_and_bearer_token},
+        {"connect_errors", test_connect_errors},
+    };
+    for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
+        int before = failures;
+        int64_t t0 = now_ms();
+        tests[i].fn();
+        printf("%s %s (%lld ms)\n", failures == before ? "ok  " : "FAIL", tests[i].name,
+               (long long)(now_ms() - t0));
+        fflush(stdout);
+    }
+    proxy_stop();
+    server_stop();
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    return 0;
+}
