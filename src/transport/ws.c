@@ -45,6 +45,15 @@ struct ws_conn {
     wslay_event_context_ptr ws;
     const uint8_t *in;      /* bytes being fed to wslay by the recv callback */
     size_t in_len;
+    /* Frame splitter in front of wslay (ws_feed): whole, final, masked data frames
+     * are unmasked and dispatched here; every other frame goes to wslay as is. */
+    uint8_t fh[14];         /* header of the frame being received */
+    size_t fh_len, fh_need; /* bytes of it so far / its full size once known */
+    uint64_t payload_left;  /* payload bytes of the current frame still to come */
+    bool to_wslay;          /* the current frame is being forwarded to wslay */
+    bool in_fragmented;     /* wslay is reassembling a fragmented message */
+    uint8_t *frame;         /* fast-path frame: header + payload gathered */
+    size_t frame_len;
     int handles_open;       /* tcp + ping timer, counted down by close callbacks */
 };
 
@@ -127,6 +136,7 @@ static void ws_destroy(struct conn *c)
 {
     struct ws_conn *w = (struct ws_conn *)c;
     if (w->ws) wslay_event_context_free(w->ws);
+    free(w->frame);
     buf_free(&w->head);
     free(w);
 }
@@ -183,11 +193,11 @@ static void ws_drain(struct ws_conn *w)
     if (!wslay_event_want_read(w->ws) && !wslay_event_want_write(w->ws)) conn_close(&w->base);
 }
 
-static void ws_feed(struct ws_conn *w, const char *data, size_t len)
+/* Hands bytes to wslay (control frames, fragments, anything unusual). */
+static void wslay_feed(struct ws_conn *w, const uint8_t *data, size_t len)
 {
-    w->in = (const uint8_t *)data;
+    w->in = data;
     w->in_len = len;
-    conn_ref(&w->base); /* dispatch may close us; keep the object alive */
     while (w->in_len > 0 && !uv_is_closing((uv_handle_t *)&w->tcp)) {
         if (wslay_event_recv(w->ws) != 0) {
             conn_close(&w->base);
@@ -196,6 +206,124 @@ static void ws_feed(struct ws_conn *w, const char *data, size_t len)
         if (!wslay_event_want_read(w->ws)) break;
     }
     w->in_len = 0;
+}
+
+static void unmask(uint8_t *p, size_t n, const uint8_t key[4])
+{
+    uint32_t k32;
+    memcpy(&k32, key, 4);
+    uint64_t k64 = (uint64_t)k32 << 32 | k32;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, p + i, 8);
+        v ^= k64;
+        memcpy(p + i, &v, 8);
+    }
+    for (; i < n; i++) p[i] ^= key[i & 3];
+}
+
+static bool all_ascii(const uint8_t *p, size_t n)
+{
+    unsigned high = 0;
+    for (size_t i = 0; i < n; i++) high |= p[i];
+    return high < 0x80;
+}
+
+/* A whole fast-path frame (header h of hlen bytes, masked payload p): unmask and
+ * dispatch. Text with non-ASCII bytes goes to wslay instead (re-masked), which
+ * validates its UTF-8 and closes on bad input like before. */
+static void fast_frame(struct ws_conn *w, const uint8_t *h, size_t hlen, uint8_t *p, size_t n)
+{
+    const uint8_t *key = h + hlen - 4;
+    unmask(p, n, key);
+    if ((h[0] & 0x0f) == WSLAY_TEXT_FRAME && !all_ascii(p, n)) {
+        unmask(p, n, key);
+        wslay_feed(w, h, hlen);
+        wslay_feed(w, p, n);
+        return;
+    }
+    if (!w->base.open || wslay_event_get_close_sent(w->ws)) return;
+    rpc_dispatch(&w->base, (const char *)p, n);
+}
+
+/* Splits incoming bytes into frames. The common frame (final, masked, text or
+ * binary, within the frame limit, outside a fragmented message) skips wslay, whose
+ * receive path copies in 4 KiB steps and unmasks a byte at a time (perf: 70% of
+ * the server's time on a 1 MiB fs/writeBlock). Frames wholly inside this read are
+ * unmasked in place (the read slab is ours); larger ones are gathered first. */
+static void ws_feed(struct ws_conn *w, const char *data, size_t len)
+{
+    uint8_t *p = (uint8_t *)data, *e = p + len;
+    conn_ref(&w->base); /* dispatch may close us; keep the object alive */
+    while (p < e && !uv_is_closing((uv_handle_t *)&w->tcp) && wslay_event_want_read(w->ws)) {
+        if (w->to_wslay) {
+            size_t n = (size_t)(e - p) < w->payload_left ? (size_t)(e - p) : w->payload_left;
+            wslay_feed(w, p, n);
+            p += n;
+            w->payload_left -= n;
+            if (w->payload_left == 0) w->to_wslay = false;
+            continue;
+        }
+        if (w->frame) {
+            size_t n = (size_t)(e - p) < w->payload_left ? (size_t)(e - p) : w->payload_left;
+            memcpy(w->frame + w->frame_len, p, n);
+            w->frame_len += n;
+            p += n;
+            w->payload_left -= n;
+            if (w->payload_left == 0) {
+                uint8_t *f = w->frame;
+                w->frame = NULL;
+                fast_frame(w, w->fh, w->fh_need, f + w->fh_need, w->frame_len - w->fh_need);
+                free(f);
+            }
+            continue;
+        }
+        /* Header: 2 bytes, then the extended length and the mask key. */
+        if (w->fh_len < 2) {
+            w->fh[w->fh_len++] = *p++;
+            if (w->fh_len == 2) {
+                size_t ext = (w->fh[1] & 0x7f) == 126 ? 2 : (w->fh[1] & 0x7f) == 127 ? 8 : 0;
+                w->fh_need = 2 + ext + ((w->fh[1] & 0x80) ? 4 : 0);
+            }
+            if (w->fh_len < 2 || w->fh_len < w->fh_need) continue;
+        } else if (w->fh_len < w->fh_need) {
+            size_t n = w->fh_need - w->fh_len < (size_t)(e - p) ? w->fh_need - w->fh_len
+                                                               : (size_t)(e - p);
+            memcpy(w->fh + w->fh_len, p, n);
+            w->fh_len += n;
+            p += n;
+            if (w->fh_len < w->fh_need) continue;
+        }
+        uint8_t b0 = w->fh[0], b1 = w->fh[1];
+        uint64_t plen = b1 & 0x7f;
+        if (plen == 126) plen = (uint64_t)w->fh[2] << 8 | w->fh[3];
+        else if (plen == 127)
+            for (int i = 0; i < 8; i++) plen = (i ? plen << 8 : 0) | w->fh[2 + i];
+        int op = b0 & 0x0f;
+        bool fast = !w->in_fragmented && (b0 & 0xf0) == 0x80 && (b1 & 0x80) &&
+                    (op == WSLAY_TEXT_FRAME || op == WSLAY_BINARY_FRAME) && plen <= WS_MAX_FRAME;
+        w->fh_len = 0;
+        if (!fast) {
+            if (op == WSLAY_TEXT_FRAME || op == WSLAY_BINARY_FRAME)
+                w->in_fragmented = !(b0 & 0x80);
+            else if (op == WSLAY_CONTINUATION_FRAME && (b0 & 0x80))
+                w->in_fragmented = false;
+            wslay_feed(w, w->fh, w->fh_need);
+            w->payload_left = plen;
+            w->to_wslay = plen > 0;
+            continue;
+        }
+        if ((uint64_t)(e - p) >= plen) {
+            fast_frame(w, w->fh, w->fh_need, p, (size_t)plen);
+            p += plen;
+            continue;
+        }
+        w->frame = xmalloc(w->fh_need + (size_t)plen);
+        memcpy(w->frame, w->fh, w->fh_need);
+        w->frame_len = w->fh_need;
+        w->payload_left = plen;
+    }
     ws_drain(w);
     conn_unref(&w->base);
 }
