@@ -445,171 +445,232 @@ static bool have_ref(void)
     return O.ref != NULL;
 }
 
-/* ------------------------------------------------------------------ 1. one-shot */
+static bool start_or_fail(struct server *s, int which, struct row **rs, int nr);
 
-static struct cell oneshot_one(struct server *s)
+/* ------------------------------------------------------------------ interleaving */
+
+/* Scenarios 1-3 compare against a floor, and the machine's load drifts: the floor
+ * runs are interleaved with our server's (floor, ours, floor, ...) so the ratio
+ * sees the same conditions. The reference runs on its own right after: with the
+ * reference merely running and connected, the driver's own posix_spawn floor went
+ * from 0.55 to 3.2 ms here, so it is never up while ours or the floor is measured. */
+struct pair {
+    struct server s[2];
+    struct wsc c[2];
+    bool up[2];
+    struct track tr[2]; /* scenario 1: one tracker over all runs */
+};
+
+static void pair_start(struct pair *p, struct row *r, int only)
 {
-    struct wsc c;
-    struct cell out;
-    if (!connect_server(s, &c, &out)) return out;
-    int warm = 10, n = O.oneshot_n;
-    double *t = xcalloc((size_t)n, sizeof *t);
-    struct track tr;
-    track_init(&tr, "o", n + warm, false);
-    char params[256];
-    for (int i = 0; i < n + warm; i++) {
-        start_params(params, sizeof params, "o", i, "[\"/bin/true\"]");
-        double t0 = now_s();
-        wsc_request(&c, "process/start", params);
-        if (track_pump(&c, &tr, i + 1, i + 1, 30000) < 0) {
-            out = failure("%s", tr.err);
-            goto done;
+    memset(p, 0, sizeof *p);
+    for (int w = only; w == only; w++) {
+        if (!start_or_fail(&p->s[w], w, &r, 1)) continue;
+        struct cell err;
+        if (!connect_server(&p->s[w], &p->c[w], &err)) {
+            record(r, w, err);
+            server_stop(&p->s[w]);
+            continue;
         }
-        if (i >= warm) t[i - warm] = (now_s() - t0) * 1e3;
+        p->up[w] = true;
     }
-    out = stats(t, n);
-done:
-    track_free(&tr);
-    free(t);
-    wsc_close(&c);
-    return out;
 }
 
-static struct cell oneshot_floor(void)
+static void pair_fail(struct pair *p, struct row *r, int w, const char *err)
 {
-    int n = O.oneshot_n, warm = 10;
-    double *t = xcalloc((size_t)n, sizeof *t);
-    char *argv[] = {"/bin/true", NULL};
-    for (int i = 0; i < n + warm; i++) {
-        double t0 = now_s();
-        pid_t pid;
-        if (posix_spawn(&pid, argv[0], NULL, NULL, argv, environ) != 0) {
-            free(t);
-            return failure("posix_spawn failed");
+    record(r, w, failure("%s", err));
+    wsc_close(&p->c[w]);
+    server_stop(&p->s[w]);
+    p->up[w] = false;
+}
+
+static void pair_stop(struct pair *p)
+{
+    for (int w = 0; w < 2; w++)
+        if (p->up[w]) {
+            wsc_close(&p->c[w]);
+            server_stop(&p->s[w]);
         }
-        waitpid(pid, NULL, 0);
-        if (i >= warm) t[i - warm] = (now_s() - t0) * 1e3;
+}
+
+/* ------------------------------------------------------------------ 1. one-shot */
+
+/* One process/start of /bin/true -> process/closed, in ms; < 0 on failure. */
+static double oneshot_once(struct wsc *c, struct track *tr, int i)
+{
+    char params[256];
+    start_params(params, sizeof params, "o", i, "[\"/bin/true\"]");
+    double t0 = now_s();
+    wsc_request(c, "process/start", params);
+    if (track_pump(c, tr, i + 1, i + 1, 30000) < 0) return -1;
+    return (now_s() - t0) * 1e3;
+}
+
+static double spawn_once(void)
+{
+    char *argv[] = {"/bin/true", NULL};
+    double t0 = now_s();
+    pid_t pid;
+    if (posix_spawn(&pid, argv[0], NULL, NULL, argv, environ) != 0) return -1;
+    waitpid(pid, NULL, 0);
+    return (now_s() - t0) * 1e3;
+}
+
+static void scenario_oneshot(struct row *r)
+{
+    struct pair p;
+    int warm = 10, n = O.oneshot_n, block = 10;
+    double *t[3];
+    for (int k = 0; k < 3; k++) t[k] = xcalloc((size_t)n, sizeof(double));
+    for (int w = 0; w < (O.ref ? 2 : 1); w++) {
+        pair_start(&p, r, w);
+        track_init(&p.tr[w], "o", n + warm, false);
+        /* Blocks of 10 of each kind, in turn. */
+        for (int i0 = 0; i0 < n + warm; i0 += block) {
+            int i1 = i0 + block < n + warm ? i0 + block : n + warm;
+            for (int i = i0; i < i1 && w == 0; i++) {
+                double v = spawn_once();
+                if (i >= warm) t[2][i - warm] = v;
+            }
+            for (int i = i0; i < i1 && p.up[w]; i++) {
+                double v = oneshot_once(&p.c[w], &p.tr[w], i);
+                if (v < 0) pair_fail(&p, r, w, p.tr[w].err);
+                else if (i >= warm) t[w][i - warm] = v;
+            }
+        }
+        if (p.up[w]) record(r, w, stats(t[w], n));
+        track_free(&p.tr[w]);
+        pair_stop(&p);
     }
-    struct cell c = stats(t, n);
-    free(t);
-    return c;
+    r->floor = stats(t[2], n);
+    for (int k = 0; k < 3; k++) free(t[k]);
 }
 
 /* ------------------------------------------------------------------ 2. streaming */
 
-static struct cell stream_one(struct server *s, size_t bytes, int runs)
+/* One run of `head -c bytes /dev/zero` through the server; MB/s, or < 0 with err. */
+static double stream_once(struct wsc *c, int which, int run, size_t bytes, char *err,
+                          size_t errlen)
 {
-    struct wsc c;
-    struct cell out;
-    if (!connect_server(s, &c, &out)) return out;
-    double *rate = xcalloc((size_t)runs, sizeof *rate);
-    char argv[128], params[512];
+    char argv[128], params[512], prefix[16];
     snprintf(argv, sizeof argv, "[\"/usr/bin/head\",\"-c\",\"%zu\",\"/dev/zero\"]", bytes);
-    for (int r = 0; r < runs; r++) {
-        struct track tr;
-        char prefix[16];
-        snprintf(prefix, sizeof prefix, "s%d_", r);
-        track_init(&tr, prefix, 1, true);
-        start_params(params, sizeof params, prefix, 0, argv);
-        double t0 = now_s();
-        wsc_request(&c, "process/start", params);
-        int rc = track_pump(&c, &tr, 1, 1, TIMEOUT_MS);
-        double dt = now_s() - t0;
-        if (rc == 0 && tr.bytes != bytes)
-            snprintf(tr.err, sizeof tr.err, "received %llu of %zu bytes",
-                     (unsigned long long)tr.bytes, bytes);
-        /* The reference sends output and exit from separate tasks and may break seq
-         * order (PROTOCOL.md 5.7); ours must not. */
-        if (rc == 0 && tr.order_errors && s->which == 0)
-            snprintf(tr.err, sizeof tr.err, "%d notifications out of seq order",
-                     tr.order_errors);
-        if (tr.err[0]) {
-            out = failure("%s", tr.err);
-            track_free(&tr);
-            goto done;
-        }
-        rate[r] = bytes / dt / 1e6;
-        track_free(&tr);
-    }
-    out = stats(rate, runs);
-    out.dist = false;
-done:
-    free(rate);
-    wsc_close(&c);
-    return out;
+    struct track tr;
+    snprintf(prefix, sizeof prefix, "s%d_", run);
+    track_init(&tr, prefix, 1, true);
+    start_params(params, sizeof params, prefix, 0, argv);
+    double t0 = now_s();
+    wsc_request(c, "process/start", params);
+    int rc = track_pump(c, &tr, 1, 1, TIMEOUT_MS);
+    double dt = now_s() - t0;
+    if (rc == 0 && tr.bytes != bytes)
+        snprintf(tr.err, sizeof tr.err, "received %llu of %zu bytes",
+                 (unsigned long long)tr.bytes, bytes);
+    /* The reference sends output and exit from separate tasks and may break seq
+     * order (PROTOCOL.md 5.7); ours must not. */
+    if (rc == 0 && tr.order_errors && which == 0)
+        snprintf(tr.err, sizeof tr.err, "%d notifications out of seq order", tr.order_errors);
+    double rate = tr.err[0] ? -1 : bytes / dt / 1e6;
+    snprintf(err, errlen, "%s", tr.err);
+    track_free(&tr);
+    return rate;
 }
 
-static struct cell stream_floor(size_t bytes, int runs)
+static double stream_floor_once(size_t bytes)
 {
-    double *rate = xcalloc((size_t)runs, sizeof *rate);
     char count[32];
     snprintf(count, sizeof count, "%zu", bytes);
     char *argv[] = {"/usr/bin/head", "-c", count, "/dev/zero", NULL};
-    for (int r = 0; r < runs; r++) {
-        uint64_t got;
-        double dt = pipe_floor(argv, &got);
-        rate[r] = got / dt / 1e6;
+    uint64_t got;
+    double dt = pipe_floor(argv, &got);
+    return got / dt / 1e6;
+}
+
+static void scenario_stream(struct row *r)
+{
+    struct pair p;
+    int runs = O.runs;
+    double *t[3];
+    for (int k = 0; k < 3; k++) t[k] = xcalloc((size_t)runs, sizeof(double));
+    char err[200];
+    for (int w = 0; w < (O.ref ? 2 : 1); w++) {
+        pair_start(&p, r, w);
+        for (int run = 0; run < runs; run++) {
+            if (w == 0) t[2][run] = stream_floor_once(O.stream_bytes);
+            if (!p.up[w]) continue;
+            double v = stream_once(&p.c[w], w, run, O.stream_bytes, err, sizeof err);
+            if (v < 0) pair_fail(&p, r, w, err);
+            else t[w][run] = v;
+        }
+        if (p.up[w]) {
+            struct cell c = stats(t[w], runs);
+            c.dist = false;
+            record(r, w, c);
+        }
+        pair_stop(&p);
     }
-    struct cell c = stats(rate, runs);
-    c.dist = false;
-    free(rate);
-    return c;
+    r->floor = stats(t[2], runs);
+    r->floor.dist = false;
+    for (int k = 0; k < 3; k++) free(t[k]);
 }
 
 /* ------------------------------------------------------------------ 3. fan-out */
 
-static struct cell fanout_one(struct server *s)
+/* n process/start of /bin/true pipelined, until all are closed; ms or < 0. */
+static double fanout_once(struct wsc *c, int run, char *err, size_t errlen)
 {
-    struct wsc c;
-    struct cell out;
-    if (!connect_server(s, &c, &out)) return out;
-    int n = O.fanout_n, runs = O.runs;
-    double *t = xcalloc((size_t)runs, sizeof *t);
-    char params[256];
-    for (int r = 0; r < runs; r++) {
-        struct track tr;
-        char prefix[16];
-        snprintf(prefix, sizeof prefix, "f%d_", r);
-        track_init(&tr, prefix, n, false);
-        double t0 = now_s();
-        for (int i = 0; i < n; i++) {
-            start_params(params, sizeof params, prefix, i, "[\"/bin/true\"]");
-            wsc_request(&c, "process/start", params);
-        }
-        int rc = track_pump(&c, &tr, n, n, TIMEOUT_MS);
-        t[r] = (now_s() - t0) * 1e3;
-        if (rc < 0) {
-            out = failure("%s", tr.err);
-            track_free(&tr);
-            goto done;
-        }
-        track_free(&tr);
+    int n = O.fanout_n;
+    char params[256], prefix[16];
+    struct track tr;
+    snprintf(prefix, sizeof prefix, "f%d_", run);
+    track_init(&tr, prefix, n, false);
+    double t0 = now_s();
+    for (int i = 0; i < n; i++) {
+        start_params(params, sizeof params, prefix, i, "[\"/bin/true\"]");
+        wsc_request(c, "process/start", params);
     }
-    out = stats(t, runs);
-done:
-    free(t);
-    wsc_close(&c);
-    return out;
+    int rc = track_pump(c, &tr, n, n, TIMEOUT_MS);
+    double ms = (now_s() - t0) * 1e3;
+    snprintf(err, errlen, "%s", tr.err);
+    track_free(&tr);
+    return rc < 0 ? -1 : ms;
 }
 
-static struct cell fanout_floor(void)
+static double fanout_floor_once(void)
 {
-    int n = O.fanout_n, runs = O.runs;
-    double *t = xcalloc((size_t)runs, sizeof *t);
+    int n = O.fanout_n;
     pid_t *pids = xcalloc((size_t)n, sizeof *pids);
     char *argv[] = {"/bin/true", NULL};
-    for (int r = 0; r < runs; r++) {
-        double t0 = now_s();
-        for (int i = 0; i < n; i++)
-            if (posix_spawn(&pids[i], argv[0], NULL, NULL, argv, environ) != 0) pids[i] = -1;
-        for (int i = 0; i < n; i++)
-            if (pids[i] > 0) waitpid(pids[i], NULL, 0);
-        t[r] = (now_s() - t0) * 1e3;
-    }
-    struct cell c = stats(t, runs);
+    double t0 = now_s();
+    for (int i = 0; i < n; i++)
+        if (posix_spawn(&pids[i], argv[0], NULL, NULL, argv, environ) != 0) pids[i] = -1;
+    for (int i = 0; i < n; i++)
+        if (pids[i] > 0) waitpid(pids[i], NULL, 0);
+    double ms = (now_s() - t0) * 1e3;
     free(pids);
-    free(t);
-    return c;
+    return ms;
+}
+
+static void scenario_fanout(struct row *r)
+{
+    struct pair p;
+    int runs = O.runs;
+    double *t[3];
+    for (int k = 0; k < 3; k++) t[k] = xcalloc((size_t)runs, sizeof(double));
+    char err[200];
+    for (int w = 0; w < (O.ref ? 2 : 1); w++) {
+        pair_start(&p, r, w);
+        for (int run = 0; run < runs; run++) {
+            if (w == 0) t[2][run] = fanout_floor_once();
+            if (!p.up[w]) continue;
+            double v = fanout_once(&p.c[w], run, err, sizeof err);
+            if (v < 0) pair_fail(&p, r, w, err);
+            else t[w][run] = v;
+        }
+        if (p.up[w]) record(r, w, stats(t[w], runs));
+        pair_stop(&p);
+    }
+    r->floor = stats(t[2], runs);
+    for (int k = 0; k < 3; k++) free(t[k]);
 }
 
 /* ------------------------------------------------------------------ 4. many connections */
@@ -1111,24 +1172,14 @@ static void run_scenarios(void)
         struct row *r = row_get(name, K_MS);
         progress("%s", name);
         r->has_floor = true;
-        r->floor = oneshot_floor();
-        for (int w = 0; w < nservers(); w++)
-            if (start_or_fail(&s, w, &r, 1)) {
-                record(r, w, oneshot_one(&s));
-                server_stop(&s);
-            }
+        scenario_oneshot(r);
     }
     if (O.scenarios & (1u << 2)) {
         snprintf(name, sizeof name, "2. streaming %zu MiB stdout (MB/s)", O.stream_bytes >> 20);
         struct row *r = row_get(name, K_MBS);
         progress("%s", name);
         r->has_floor = true;
-        r->floor = stream_floor(O.stream_bytes, O.runs);
-        for (int w = 0; w < nservers(); w++)
-            if (start_or_fail(&s, w, &r, 1)) {
-                record(r, w, stream_one(&s, O.stream_bytes, O.runs));
-                server_stop(&s);
-            }
+        scenario_stream(r);
     }
     if (O.scenarios & (1u << 3)) {
         snprintf(name, sizeof name, "3. fan-out %d x /bin/true, one connection (ms)",
@@ -1136,12 +1187,7 @@ static void run_scenarios(void)
         struct row *r = row_get(name, K_MS);
         progress("%s", name);
         r->has_floor = true;
-        r->floor = fanout_floor();
-        for (int w = 0; w < nservers(); w++)
-            if (start_or_fail(&s, w, &r, 1)) {
-                record(r, w, fanout_one(&s));
-                server_stop(&s);
-            }
+        scenario_fanout(r);
     }
     if (O.scenarios & (1u << 4)) {
         snprintf(name, sizeof name, "4. %d connections: init + one command each (ms)",
