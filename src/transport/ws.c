@@ -54,6 +54,13 @@ struct ws_conn {
     bool in_fragmented;     /* wslay is reassembling a fragmented message */
     uint8_t *frame;         /* fast-path frame: header + payload gathered */
     size_t frame_len;
+    /* A fragmented message reassembled here (fragments of a fast-path message). */
+    bool reasm;             /* between its first fragment and its final one */
+    bool to_msg;            /* the current frame's payload goes to msg */
+    uint8_t msg_op;         /* text or binary */
+    uint8_t msg_key[4];     /* mask key of the current fragment */
+    uint8_t *msg;
+    size_t msg_len, frag_start;
     int handles_open;       /* tcp + ping timer, counted down by close callbacks */
 };
 
@@ -137,6 +144,7 @@ static void ws_destroy(struct conn *c)
     struct ws_conn *w = (struct ws_conn *)c;
     if (w->ws) wslay_event_context_free(w->ws);
     free(w->frame);
+    free(w->msg);
     buf_free(&w->head);
     free(w);
 }
@@ -247,6 +255,51 @@ static void fast_frame(struct ws_conn *w, const uint8_t *h, size_t hlen, uint8_t
     rpc_dispatch(&w->base, (const char *)p, n);
 }
 
+/* Strict UTF-8 (no overlongs, surrogates or values above U+10FFFF). */
+static bool valid_utf8(const uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        uint8_t c = p[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k;
+        uint32_t cp, min;
+        if ((c & 0xe0) == 0xc0) k = 1, cp = c & 0x1f, min = 0x80;
+        else if ((c & 0xf0) == 0xe0) k = 2, cp = c & 0x0f, min = 0x800;
+        else if ((c & 0xf8) == 0xf0) k = 3, cp = c & 0x07, min = 0x10000;
+        else return false;
+        for (size_t j = 1; j <= k; j++) {
+            if (i + j >= n || (p[i + j] & 0xc0) != 0x80) return false;
+            cp = cp << 6 | (p[i + j] & 0x3f);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+        i += k + 1;
+    }
+    return true;
+}
+
+/* The final fragment of a reassembled message arrived: dispatch it. Text that is
+ * not UTF-8 drops the connection, as wslay's validation did. */
+static void msg_complete(struct ws_conn *w)
+{
+    uint8_t *m = w->msg;
+    size_t n = w->msg_len;
+    w->msg = NULL;
+    w->msg_len = 0;
+    w->reasm = false;
+    if (w->msg_op == WSLAY_TEXT_FRAME && !all_ascii(m, n) && !valid_utf8(m, n)) {
+        free(m);
+        conn_close(&w->base);
+        return;
+    }
+    if (w->base.open && !wslay_event_get_close_sent(w->ws))
+        rpc_dispatch(&w->base, (const char *)m, n);
+    free(m);
+}
+
 /* Splits incoming bytes into frames. The common frame (final, masked, text or
  * binary, within the frame limit, outside a fragmented message) skips wslay, whose
  * receive path copies in 4 KiB steps and unmasks a byte at a time (perf: 70% of
@@ -263,6 +316,19 @@ static void ws_feed(struct ws_conn *w, const char *data, size_t len)
             p += n;
             w->payload_left -= n;
             if (w->payload_left == 0) w->to_wslay = false;
+            continue;
+        }
+        if (w->to_msg) {
+            size_t n = (size_t)(e - p) < w->payload_left ? (size_t)(e - p) : w->payload_left;
+            memcpy(w->msg + w->msg_len, p, n);
+            w->msg_len += n;
+            p += n;
+            w->payload_left -= n;
+            if (w->payload_left == 0) {
+                w->to_msg = false;
+                unmask(w->msg + w->frag_start, w->msg_len - w->frag_start, w->msg_key);
+                if (!w->reasm) msg_complete(w);
+            }
             continue;
         }
         if (w->frame) {
@@ -301,9 +367,36 @@ static void ws_feed(struct ws_conn *w, const char *data, size_t len)
         else if (plen == 127)
             for (int i = 0; i < 8; i++) plen = (i ? plen << 8 : 0) | w->fh[2 + i];
         int op = b0 & 0x0f;
-        bool fast = !w->in_fragmented && (b0 & 0xf0) == 0x80 && (b1 & 0x80) &&
-                    (op == WSLAY_TEXT_FRAME || op == WSLAY_BINARY_FRAME) && plen <= WS_MAX_FRAME;
+        bool is_data = op == WSLAY_TEXT_FRAME || op == WSLAY_BINARY_FRAME;
+        bool sane = (b0 & 0x70) == 0 && (b1 & 0x80) && plen <= WS_MAX_FRAME;
+        bool fin = b0 & 0x80;
         w->fh_len = 0;
+        /* Fragments: the first of a message, and every continuation of one we are
+         * reassembling, are gathered into msg (unmasked per fragment). */
+        if (sane && !w->in_fragmented &&
+            ((is_data && !fin && !w->reasm) || (op == WSLAY_CONTINUATION_FRAME && w->reasm))) {
+            if (w->msg_len + plen > WS_MAX_MESSAGE) {
+                conn_close(&w->base); /* over the 64 MiB message limit */
+                break;
+            }
+            if (is_data) {
+                w->reasm = true;
+                w->msg_op = (uint8_t)op;
+            }
+            if (fin) w->reasm = false;
+            memcpy(w->msg_key, w->fh + w->fh_need - 4, 4);
+            w->msg = xrealloc(w->msg, w->msg_len + (size_t)plen + 1);
+            w->frag_start = w->msg_len;
+            w->payload_left = plen;
+            if (plen > 0) w->to_msg = true;
+            else if (!w->reasm) msg_complete(w);
+            continue;
+        }
+        if (w->reasm && is_data) {
+            conn_close(&w->base); /* a new message inside a fragmented one */
+            break;
+        }
+        bool fast = !w->in_fragmented && !w->reasm && sane && fin && is_data;
         if (!fast) {
             if (op == WSLAY_TEXT_FRAME || op == WSLAY_BINARY_FRAME)
                 w->in_fragmented = !(b0 & 0x80);
