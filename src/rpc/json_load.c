@@ -32,15 +32,28 @@ static const char *string_end(const char *p, const char *e)
     }
 }
 
-/* Printable ASCII, no backslash: the JSON text is the string's value as is. */
+/* Printable ASCII, no backslash: the JSON text is the string's value as is.
+ * Eight bytes per step with the classic "has a byte less than / more than / equal
+ * to" word tricks (exact as yes/no answers), so the scan runs near memory speed. */
 static bool plain(const char *p, size_t n)
 {
-    unsigned bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)p[i];
-        bad |= (unsigned)(c < 0x20) | (unsigned)(c > 0x7e) | (unsigned)(c == '\\');
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t bad = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, p + i, 8);
+        uint64_t bs = v ^ (ones * '\\');
+        bad |= ((v - ones * 0x20) & ~v)                /* a byte < 0x20 */
+               | ((v + ones * (127 - 0x7e)) | v)       /* a byte > 0x7e */
+               | ((bs - ones) & ~bs);                  /* a backslash */
     }
-    return !bad;
+    if (bad & highs) return false;
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c < 0x20 || c > 0x7e || c == '\\') return false;
+    }
+    return true;
 }
 
 /* A placeholder no client can guess: \u0001 + a per-process random tag + index. */

@@ -233,9 +233,15 @@ static void unmask(uint8_t *p, size_t n, const uint8_t key[4])
 
 static bool all_ascii(const uint8_t *p, size_t n)
 {
-    unsigned high = 0;
-    for (size_t i = 0; i < n; i++) high |= p[i];
-    return high < 0x80;
+    uint64_t high = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, p + i, 8);
+        high |= v;
+    }
+    for (; i < n; i++) high |= p[i];
+    return (high & 0x8080808080808080ull) == 0;
 }
 
 /* A whole fast-path frame (header h of hlen bytes, masked payload p): unmask and
