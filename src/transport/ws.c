@@ -1,8 +1,11 @@
 /* ws: WebSocket transport on libuv + wslay.
  *
- * Incoming bytes go first through the sans-I/O upgrade parser, then into wslay,
- * which reassembles fragmented messages, validates UTF-8 of text messages, answers
- * pings and performs the close handshake. Outgoing data messages bypass wslay: its
+ * Incoming bytes go first through the sans-I/O upgrade parser, then through a frame
+ * splitter (ws_feed): ordinary data frames and fragmented messages are unmasked and
+ * dispatched here (wslay's receive path copies in 4 KiB steps and unmasks byte by
+ * byte, which dominated large requests); control frames and anything unusual go to
+ * wslay, which answers pings, performs the close handshake and rejects protocol
+ * violations. Text must be UTF-8 on both paths. Outgoing data messages bypass wslay: its
  * queue copies every message, while ours already has room for the frame header in
  * front of the payload (BUF_MSG_HEADROOM), so a server frame (never masked) is
  * written in place with no copy. wslay's own frames (pong, close, ping) are small
