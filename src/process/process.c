@@ -32,8 +32,9 @@
 #include "util/mem.h"
 #include "util/oserr.h"
 
-#define READ_CHUNK 8192
-#define READS_PER_WAKEUP 16   /* fairness: at most 128 KiB per fd per loop turn */
+#define READ_CHUNK 8192       /* largest output chunk (PROTOCOL.md 5.1.2) */
+#define READ_BATCH (64 * 1024) /* one read() empties a default-sized pipe... */
+#define READS_PER_WAKEUP 4    /* ...fairness: at most 256 KiB per fd per loop turn */
 #define MAX_WRITE_IDS 4096    /* remembered writeIds per process, like the reference */
 #define PTY_DRAIN_MS 1000     /* after exit, how long a PTY may stay open (grandchild) */
 
@@ -99,7 +100,7 @@ struct proc_table {
     struct proc *head;
 };
 
-static uint8_t scratch[READ_CHUNK];
+static uint8_t scratch[READ_BATCH];
 
 /* ---- table ---------------------------------------------------------------- */
 
@@ -391,14 +392,37 @@ static void out_start(struct out_src *o)
     o->polling = true;
 }
 
+static void out_drain_reads(struct out_src *o);
+
 static void out_drain(struct out_src *o)
 {
     struct proc *p = o->p;
+    /* Gather this turn's notifications into one socket write (see conn_cork). */
+    struct conn *corked = proc_conn(p);
+    if (corked) {
+        conn_ref(corked);
+        conn_cork(corked);
+    }
+    out_drain_reads(o);
+    if (corked) {
+        conn_uncork(corked);
+        conn_unref(corked);
+    }
+}
+
+static void out_drain_reads(struct out_src *o)
+{
+    struct proc *p = o->p;
     for (int i = 0; i < READS_PER_WAKEUP && o->fd >= 0; i++) {
+        /* Large reads (one syscall, one wakeup of a writer blocked on a full pipe),
+         * cut into protocol-sized chunks. */
         ssize_t n = read(o->fd, scratch, sizeof scratch);
         if (n > 0) {
-            struct log_chunk *c = event_log_append(&p->log, o->stream, scratch, (size_t)n);
-            notify_output(p, c);
+            for (ssize_t off = 0; off < n; off += READ_CHUNK) {
+                size_t len = (size_t)(n - off) < READ_CHUNK ? (size_t)(n - off) : READ_CHUNK;
+                struct log_chunk *c = event_log_append(&p->log, o->stream, scratch + off, len);
+                notify_output(p, c);
+            }
             wake_waiters(p);
             struct conn *conn = proc_conn(p);
             if (conn && conn_is_congested(conn)) {

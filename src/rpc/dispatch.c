@@ -6,6 +6,7 @@
  * are ordered exactly as the messages arrived even though the requests themselves
  * complete concurrently (PROTOCOL.md section 3.4). */
 #include "rpc/dispatch.h"
+#include "rpc/json_load.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -182,7 +183,7 @@ static const char *check_trace(const json_t *trace, char *detail, size_t n)
 void rpc_dispatch(struct conn *c, const char *data, size_t len)
 {
     json_error_t jerr;
-    json_t *msg = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *msg = json_load_message(data, len, JSON_REJECT_DUPLICATES, &jerr);
     char detail[256];
     if (!msg) {
         snprintf(detail, sizeof detail, "%s at line %d column %d", jerr.text, jerr.line,

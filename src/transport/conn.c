@@ -11,8 +11,19 @@
 struct conn_wreq {
     uv_write_t req;
     struct conn *conn;
-    char *mem;
     size_t len;
+    unsigned nmem;
+    char *mem[]; /* storage freed once written */
+};
+
+/* Messages gathered while corked: frames as slices of their own storage. */
+#define CONN_BATCH_BUFS 64
+struct conn_batch {
+    uv_stream_t *stream;
+    unsigned nbufs, nmem;
+    size_t len;
+    uv_buf_t bufs[CONN_BATCH_BUFS];
+    char *mem[CONN_BATCH_BUFS];
 };
 
 void conn_init(struct conn *c, const struct conn_ops *ops, uv_loop_t *loop, const char *kind)
@@ -90,7 +101,7 @@ static void write_done(uv_write_t *req, int status)
     struct conn_wreq *w = (struct conn_wreq *)req;
     struct conn *c = w->conn;
     c->queued -= w->len;
-    free(w->mem);
+    for (unsigned i = 0; i < w->nmem; i++) free(w->mem[i]);
     free(w);
     if (status < 0 && c->open) conn_close(c);
     if (c->congested && c->queued < CONN_LOW_WATER) {
@@ -100,19 +111,21 @@ static void write_done(uv_write_t *req, int status)
     conn_unref(c);
 }
 
-/* Queues bufs (slices of mem) behind whatever is already queued. */
-static void queue_write(struct conn *c, uv_stream_t *stream, char *mem, const uv_buf_t *bufs,
-                        unsigned nbufs, size_t len)
+/* Queues bufs (slices of the nmem blocks of mem) behind whatever is already queued;
+ * the blocks are freed once written. */
+static void queue_write(struct conn *c, uv_stream_t *stream, char *const *mem, unsigned nmem,
+                        const uv_buf_t *bufs, unsigned nbufs, size_t len)
 {
-    struct conn_wreq *w = xmalloc(sizeof *w);
+    struct conn_wreq *w = xmalloc(sizeof *w + nmem * sizeof *mem);
     w->conn = c;
-    w->mem = mem;
     w->len = len;
+    w->nmem = nmem;
+    memcpy(w->mem, mem, nmem * sizeof *mem);
     c->queued += len;
     conn_ref(c);
     if (uv_write(&w->req, stream, bufs, nbufs, write_done) < 0) {
         c->queued -= len;
-        free(mem);
+        for (unsigned i = 0; i < nmem; i++) free(mem[i]);
         free(w);
         conn_unref(c);
         conn_close(c);
@@ -121,32 +134,31 @@ static void queue_write(struct conn *c, uv_stream_t *stream, char *mem, const uv
     if (!c->congested && c->queued >= CONN_HIGH_WATER) c->congested = true;
 }
 
-void conn_write(struct conn *c, uv_stream_t *stream, char *mem, const uv_buf_t *bufs,
-                unsigned nbufs)
+/* Writes bufs: straight to the kernel when nothing is queued (most messages leave
+ * at once with no queue entry), and queues only what it did not take (no copy:
+ * slices of mem). */
+static void write_bufs(struct conn *c, uv_stream_t *stream, char *const *mem, unsigned nmem,
+                       const uv_buf_t *bufs, unsigned nbufs, size_t len)
 {
-    size_t len = 0;
-    for (unsigned i = 0; i < nbufs; i++) len += bufs[i].len;
     if (c->queued > 0) {
-        queue_write(c, stream, mem, bufs, nbufs, len);
+        queue_write(c, stream, mem, nmem, bufs, nbufs, len);
         return;
     }
-    /* Nothing queued: try the kernel first, so most messages leave at once with no
-     * queue entry, and queue only what it did not take (no copy: slices of mem). */
     int n = uv_try_write(stream, bufs, nbufs);
     if (n < 0 && n != UV_EAGAIN) {
-        free(mem);
+        for (unsigned i = 0; i < nmem; i++) free(mem[i]);
         conn_close(c);
         return;
     }
     size_t done = n > 0 ? (size_t)n : 0;
     if (done == len) {
-        free(mem);
+        for (unsigned i = 0; i < nmem; i++) free(mem[i]);
         return;
     }
-    uv_buf_t rest[4];
+    uv_buf_t rest[CONN_BATCH_BUFS];
     unsigned k = 0;
     size_t skip = done;
-    for (unsigned i = 0; i < nbufs && k < 4; i++) {
+    for (unsigned i = 0; i < nbufs && k < CONN_BATCH_BUFS; i++) {
         if (skip >= bufs[i].len) {
             skip -= bufs[i].len;
             continue;
@@ -154,7 +166,57 @@ void conn_write(struct conn *c, uv_stream_t *stream, char *mem, const uv_buf_t *
         rest[k++] = uv_buf_init(bufs[i].base + skip, (unsigned)(bufs[i].len - skip));
         skip = 0;
     }
-    queue_write(c, stream, mem, rest, k, len - done);
+    queue_write(c, stream, mem, nmem, rest, k, len - done);
+}
+
+static void batch_flush(struct conn *c)
+{
+    struct conn_batch *b = c->batch;
+    if (!b || b->nbufs == 0) return;
+    unsigned nbufs = b->nbufs, nmem = b->nmem;
+    b->nbufs = b->nmem = 0;
+    b->len = 0;
+    size_t len = 0;
+    for (unsigned i = 0; i < nbufs; i++) len += b->bufs[i].len;
+    if (!c->open) {
+        for (unsigned i = 0; i < nmem; i++) free(b->mem[i]);
+        return;
+    }
+    write_bufs(c, b->stream, b->mem, nmem, b->bufs, nbufs, len);
+}
+
+void conn_write(struct conn *c, uv_stream_t *stream, char *mem, const uv_buf_t *bufs,
+                unsigned nbufs)
+{
+    size_t len = 0;
+    for (unsigned i = 0; i < nbufs; i++) len += bufs[i].len;
+    if (c->corked && nbufs <= CONN_BATCH_BUFS) {
+        struct conn_batch *b = c->batch;
+        if (!b) {
+            b = c->batch = xmalloc(sizeof *b);
+            b->nbufs = b->nmem = 0;
+            b->len = 0;
+        }
+        if (b->nbufs + nbufs > CONN_BATCH_BUFS || b->nmem == CONN_BATCH_BUFS) batch_flush(c);
+        b->stream = stream;
+        memcpy(b->bufs + b->nbufs, bufs, nbufs * sizeof *bufs);
+        b->nbufs += nbufs;
+        b->mem[b->nmem++] = mem;
+        b->len += len;
+        return;
+    }
+    batch_flush(c); /* keep order if a message is too big for the batch */
+    write_bufs(c, stream, &mem, 1, bufs, nbufs, len);
+}
+
+void conn_cork(struct conn *c)
+{
+    c->corked++;
+}
+
+void conn_uncork(struct conn *c)
+{
+    if (--c->corked == 0) batch_flush(c);
 }
 
 void conn_close(struct conn *c)
@@ -169,6 +231,9 @@ void conn_closed(struct conn *c)
     c->open = false;
     if (c->session) session_detach(c->session, c);
     c->session = NULL;
+    batch_flush(c); /* not open any more: frees whatever was gathered */
+    free(c->batch);
+    c->batch = NULL;
     for (int i = 0; i < CONN_SLOT_COUNT; i++) {
         if (c->slots[i] && c->slot_free[i]) c->slot_free[i](c->slots[i]);
         c->slots[i] = NULL;

@@ -21,6 +21,13 @@ struct session;
  * empty). Dropped silently when the connection is closing or closed. */
 void conn_send(struct conn *c, struct buf *msg);
 
+/* Batching: between conn_cork and conn_uncork (nestable) the messages sent are
+ * gathered and leave in one writev at the last uncork, in order. Producers that
+ * emit many messages in one loop turn (process output) use it to pay one syscall
+ * and one peer wakeup per turn instead of one per message. */
+void conn_cork(struct conn *c);
+void conn_uncork(struct conn *c);
+
 bool conn_is_open(const struct conn *c);
 void conn_ref(struct conn *c);
 void conn_unref(struct conn *c);

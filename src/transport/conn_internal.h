@@ -29,6 +29,8 @@ struct conn {
     bool initialized;       /* initialize succeeded on this connection */
     bool ready;             /* the initialized notification arrived */
     struct session *session;/* attached session or NULL */
+    int corked;             /* conn_cork depth */
+    struct conn_batch *batch; /* messages gathered while corked (lazily allocated) */
     void *slots[CONN_SLOT_COUNT];
     void (*slot_free[CONN_SLOT_COUNT])(void *);
 };

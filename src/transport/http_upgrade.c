@@ -8,12 +8,12 @@
  * and keeps the parser free of state. */
 #include "transport/http_upgrade.h"
 
-#include <openssl/sha.h>
 #include <stdbool.h>
 #include <string.h>
 #include <strings.h>
 
 #include "util/base64.h"
+#include "util/sha1.h"
 
 static const char WS_GUID[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
@@ -191,8 +191,8 @@ static enum http_outcome accept_upgrade(struct http_request_info *info, struct b
     char material[24 + sizeof WS_GUID];
     memcpy(material, key.p, key.n);
     memcpy(material + key.n, WS_GUID, sizeof WS_GUID - 1);
-    unsigned char digest[SHA_DIGEST_LENGTH];
-    SHA1((const unsigned char *)material, key.n + sizeof WS_GUID - 1, digest);
+    uint8_t digest[SHA1_LEN];
+    sha1(material, key.n + sizeof WS_GUID - 1, digest);
     char accept[32];
     size_t alen = base64_encode(digest, sizeof digest, accept);
     info->status = 101;

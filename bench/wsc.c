@@ -1,0 +1,499 @@
+/* wsc: minimal blocking WebSocket JSON-RPC client of the benchmark driver (see wsc.h). */
+#include "wsc.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/mem.h"
+
+/* Free space wanted before each recv(); the buffer starts at 4x this and grows. */
+#define RECV_CHUNK (64u << 10)
+
+double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ------------------------------------------------------------------ JSON scan */
+
+static const char *js_ws(const char *p, const char *e)
+{
+    while (p < e && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    return p;
+}
+
+/* p at the opening quote; returns the byte after the closing quote, or NULL. Base64
+ * and most text have no escapes, so memchr jumps over the whole value. */
+static const char *js_skip_str(const char *p, const char *e)
+{
+    p++;
+    for (;;) {
+        const char *q = memchr(p, '"', (size_t)(e - p));
+        if (!q) return NULL;
+        size_t bs = 0;
+        for (const char *b = q; b > p && b[-1] == '\\'; b--) bs++;
+        if (bs % 2 == 0) return q + 1;
+        p = q + 1;
+    }
+}
+
+static const char *js_skip(const char *p, const char *e)
+{
+    if (p >= e) return NULL;
+    if (*p == '"') return js_skip_str(p, e);
+    if (*p == '{' || *p == '[') {
+        int depth = 0;
+        while (p < e) {
+            char ch = *p;
+            if (ch == '"') {
+                p = js_skip_str(p, e);
+                if (!p) return NULL;
+                continue;
+            }
+            if (ch == '{' || ch == '[') depth++;
+            else if (ch == '}' || ch == ']') {
+                if (--depth == 0) return p + 1;
+            }
+            p++;
+        }
+        return NULL;
+    }
+    while (p < e && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\n' &&
+           *p != '\r' && *p != '\t')
+        p++;
+    return p;
+}
+
+bool js_get(struct span v, const char *key, struct span *out)
+{
+    const char *p = v.p, *e = v.p + v.n;
+    size_t kl = strlen(key);
+    p = js_ws(p, e);
+    if (p >= e || *p != '{') return false;
+    p++;
+    for (;;) {
+        p = js_ws(p, e);
+        if (p >= e || *p == '}' || *p != '"') return false;
+        const char *ks = p + 1;
+        const char *ke = js_skip_str(p, e);
+        if (!ke) return false;
+        p = js_ws(ke, e);
+        if (p >= e || *p != ':') return false;
+        p = js_ws(p + 1, e);
+        const char *ve = js_skip(p, e);
+        if (!ve) return false;
+        if ((size_t)(ke - 1 - ks) == kl && memcmp(ks, key, kl) == 0) {
+            out->p = p;
+            out->n = (size_t)(ve - p);
+            return true;
+        }
+        p = js_ws(ve, e);
+        if (p < e && *p == ',') p++;
+        else return false;
+    }
+}
+
+bool js_str(struct span v, struct span *out)
+{
+    if (v.n < 2 || v.p[0] != '"') return false;
+    out->p = v.p + 1;
+    out->n = v.n - 2;
+    return true;
+}
+
+bool js_u64(struct span v, uint64_t *out)
+{
+    if (v.n == 0 || v.n > 20) return false;
+    uint64_t r = 0;
+    for (size_t i = 0; i < v.n; i++) {
+        if (v.p[i] < '0' || v.p[i] > '9') return false;
+        r = r * 10 + (uint64_t)(v.p[i] - '0');
+    }
+    *out = r;
+    return true;
+}
+
+bool js_i64(struct span v, int64_t *out)
+{
+    uint64_t u;
+    if (v.n > 0 && v.p[0] == '-') {
+        if (!js_u64((struct span){v.p + 1, v.n - 1}, &u)) return false;
+        *out = -(int64_t)u;
+        return true;
+    }
+    if (!js_u64(v, &u)) return false;
+    *out = (int64_t)u;
+    return true;
+}
+
+bool span_eq(struct span s, const char *lit)
+{
+    size_t n = strlen(lit);
+    return s.n == n && memcmp(s.p, lit, n) == 0;
+}
+
+size_t span_count(struct span s, const char *lit)
+{
+    size_t n = strlen(lit), count = 0;
+    const char *p = s.p, *e = s.p + s.n;
+    while (p < e) {
+        const char *q = memmem(p, (size_t)(e - p), lit, n);
+        if (!q) break;
+        count++;
+        p = q + n;
+    }
+    return count;
+}
+
+/* ------------------------------------------------------------------ socket */
+
+static int write_all_v(int fd, struct iovec *iov, int cnt)
+{
+    while (cnt > 0) {
+        ssize_t w = writev(fd, iov, cnt);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        size_t left = (size_t)w;
+        while (cnt > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++;
+            cnt--;
+        }
+        if (cnt > 0) {
+            iov->iov_base = (char *)iov->iov_base + left;
+            iov->iov_len -= left;
+        }
+    }
+    return 0;
+}
+
+int wsc_open(struct wsc *c, int port)
+{
+    memset(c, 0, sizeof *c);
+    c->next_id = 1;
+    c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (c->fd < 0) return -errno;
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int rc;
+    if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    static const char req[] = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+                              "Connection: Upgrade\r\nSec-WebSocket-Key: "
+                              "dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+    struct iovec iov = {(void *)req, sizeof req - 1};
+    rc = write_all_v(c->fd, &iov, 1);
+    if (rc < 0) goto fail;
+    c->cap = RECV_CHUNK * 4;
+    c->buf = xmalloc(c->cap);
+    /* Read the 101 response; anything after the blank line is already frames. */
+    for (;;) {
+        long r = wsc_fill(c);
+        if (r < 0) {
+            rc = (int)r;
+            goto fail;
+        }
+        char *hdr_end = memmem(c->buf, c->end, "\r\n\r\n", 4);
+        if (!hdr_end) continue;
+        if (c->end < 12 || memcmp(c->buf + 9, "101", 3) != 0) {
+            rc = -ECONNREFUSED;
+            goto fail;
+        }
+        c->start = (size_t)(hdr_end + 4 - c->buf);
+        return 0;
+    }
+fail:
+    wsc_close(c);
+    return rc;
+}
+
+void wsc_close(struct wsc *c)
+{
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+    free(c->buf);
+    free(c->frag);
+    c->buf = c->frag = NULL;
+    c->cap = c->start = c->end = c->frag_len = c->frag_cap = 0;
+}
+
+long wsc_fill(struct wsc *c)
+{
+    if (c->start == c->end) c->start = c->end = 0;
+    if (c->cap - c->end < RECV_CHUNK) {
+        if (c->start > 0) {
+            memmove(c->buf, c->buf + c->start, c->end - c->start);
+            c->end -= c->start;
+            c->start = 0;
+        }
+        if (c->cap - c->end < RECV_CHUNK) {
+            c->cap *= 2;
+            c->buf = xrealloc(c->buf, c->cap);
+        }
+    }
+    for (;;) {
+        ssize_t r = recv(c->fd, c->buf + c->end, c->cap - c->end, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return -errno;
+        if (r == 0) return -EPIPE;
+        c->end += (size_t)r;
+        return r;
+    }
+}
+
+static int send_frame(struct wsc *c, int opcode, bool fin, const struct iovec *iov,
+                      int iovcnt)
+{
+    size_t n = 0;
+    for (int i = 0; i < iovcnt; i++) n += iov[i].iov_len;
+    unsigned char h[14];
+    size_t hl = 0;
+    h[hl++] = (unsigned char)((fin ? 0x80 : 0) | opcode);
+    if (n < 126) {
+        h[hl++] = (unsigned char)(0x80 | n);
+    } else if (n < 65536) {
+        h[hl++] = 0x80 | 126;
+        h[hl++] = (unsigned char)(n >> 8);
+        h[hl++] = (unsigned char)n;
+    } else {
+        h[hl++] = 0x80 | 127;
+        for (int i = 7; i >= 0; i--) h[hl++] = (unsigned char)(n >> (8 * i));
+    }
+    /* A zero masking key: legal, and XOR with it is the identity. */
+    memset(h + hl, 0, 4);
+    hl += 4;
+    struct iovec v[16];
+    if (iovcnt > 15) return -EINVAL;
+    v[0].iov_base = h;
+    v[0].iov_len = hl;
+    memcpy(v + 1, iov, sizeof *iov * (size_t)iovcnt);
+    return write_all_v(c->fd, v, iovcnt + 1);
+}
+
+/* Frames above this go out as several fragments: servers drop frames over 16 MiB
+ * (PROTOCOL.md 1.3) even when the whole message is within the 64 MiB limit. */
+#define MAX_FRAME (8u << 20)
+
+int wsc_sendv(struct wsc *c, const struct iovec *iov, int iovcnt)
+{
+    size_t total = 0;
+    for (int i = 0; i < iovcnt; i++) total += iov[i].iov_len;
+    if (total <= MAX_FRAME) return send_frame(c, 1, true, iov, iovcnt);
+    /* Cut the pieces into MAX_FRAME slices: text frame, continuations, FIN last. */
+    size_t off = 0;
+    int i = 0;
+    size_t in = 0; /* offset inside iov[i] */
+    while (off < total) {
+        struct iovec part[15];
+        int np = 0;
+        size_t want = total - off < MAX_FRAME ? total - off : MAX_FRAME, got = 0;
+        while (got < want && np < 15) {
+            size_t take = iov[i].iov_len - in;
+            if (take > want - got) take = want - got;
+            part[np].iov_base = (char *)iov[i].iov_base + in;
+            part[np++].iov_len = take;
+            got += take;
+            in += take;
+            if (in == iov[i].iov_len) {
+                i++;
+                in = 0;
+            }
+        }
+        int rc = send_frame(c, off == 0 ? 1 : 0, off + got == total, part, np);
+        if (rc < 0) return rc;
+        off += got;
+    }
+    return 0;
+}
+
+int wsc_send(struct wsc *c, const char *p, size_t n)
+{
+    struct iovec iov = {(void *)p, n};
+    return wsc_sendv(c, &iov, 1);
+}
+
+uint64_t wsc_request(struct wsc *c, const char *method, const char *params)
+{
+    uint64_t id = c->next_id++;
+    char head[256];
+    int hl = snprintf(head, sizeof head, "{\"id\":%llu,\"method\":\"%s\",\"params\":",
+                      (unsigned long long)id, method);
+    struct iovec iov[3] = {{head, (size_t)hl}, {(void *)params, strlen(params)}, {"}", 1}};
+    if (wsc_sendv(c, iov, 3) < 0) return 0;
+    return id;
+}
+
+int wsc_notify(struct wsc *c, const char *method, const char *params)
+{
+    char head[256];
+    int hl = snprintf(head, sizeof head, "{\"method\":\"%s\",\"params\":", method);
+    struct iovec iov[3] = {{head, (size_t)hl}, {(void *)params, strlen(params)}, {"}", 1}};
+    return wsc_sendv(c, iov, 3);
+}
+
+int wsc_next(struct wsc *c, struct span *msg)
+{
+    for (;;) {
+        size_t avail = c->end - c->start;
+        const unsigned char *h = (const unsigned char *)c->buf + c->start;
+        if (avail < 2) return 0;
+        bool fin = h[0] & 0x80;
+        int op = h[0] & 0x0f;
+        bool masked = h[1] & 0x80;
+        uint64_t len = h[1] & 0x7f;
+        size_t hl = 2;
+        if (len == 126) {
+            if (avail < 4) return 0;
+            len = (uint64_t)h[2] << 8 | h[3];
+            hl = 4;
+        } else if (len == 127) {
+            if (avail < 10) return 0;
+            len = 0;
+            for (int i = 0; i < 8; i++) len = len << 8 | h[2 + i];
+            hl = 10;
+        }
+        size_t mk = hl;
+        if (masked) hl += 4;
+        if (avail < hl + len) {
+            /* Make sure the whole frame fits once it has arrived. */
+            if (c->start + hl + len + RECV_CHUNK > c->cap && hl + len + RECV_CHUNK > c->cap) {
+                size_t ncap = c->cap;
+                while (ncap < hl + len + RECV_CHUNK) ncap *= 2;
+                memmove(c->buf, c->buf + c->start, avail);
+                c->end = avail;
+                c->start = 0;
+                c->buf = xrealloc(c->buf, ncap);
+                c->cap = ncap;
+            }
+            return 0;
+        }
+        char *payload = c->buf + c->start + hl;
+        if (masked)
+            for (uint64_t i = 0; i < len; i++) payload[i] ^= (char)h[mk + (i & 3)];
+        c->start += hl + len;
+        switch (op) {
+        case 0x8:
+            return -EPIPE;
+        case 0x9: {
+            struct iovec iov = {payload, len};
+            send_frame(c, 0xA, true, &iov, 1);
+            continue;
+        }
+        case 0xA:
+            continue;
+        case 0x0:
+        case 0x1:
+        case 0x2:
+            if (op != 0 && fin && !c->in_frag) {
+                msg->p = payload;
+                msg->n = len;
+                return 1;
+            }
+            if (op != 0) {
+                c->in_frag = true;
+                c->frag_len = 0;
+            } else if (!c->in_frag) {
+                return -EPROTO;
+            }
+            if (c->frag_len + len > c->frag_cap) {
+                c->frag_cap = (c->frag_len + len) * 2;
+                c->frag = xrealloc(c->frag, c->frag_cap);
+            }
+            memcpy(c->frag + c->frag_len, payload, len);
+            c->frag_len += len;
+            if (fin) {
+                c->in_frag = false;
+                msg->p = c->frag;
+                msg->n = c->frag_len;
+                return 1;
+            }
+            continue;
+        default:
+            return -EPROTO;
+        }
+    }
+}
+
+int wsc_wait(struct wsc *c, struct span *msg, int timeout_ms)
+{
+    double deadline = now_s() + timeout_ms / 1000.0;
+    for (;;) {
+        int rc = wsc_next(c, msg);
+        if (rc != 0) return rc;
+        int left = (int)((deadline - now_s()) * 1000.0);
+        if (left < 0) return -ETIMEDOUT;
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+        int pr = poll(&pfd, 1, left);
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr < 0) return -errno;
+        if (pr == 0) return -ETIMEDOUT;
+        long r = wsc_fill(c);
+        if (r < 0) return (int)r;
+    }
+}
+
+int wsc_await(struct wsc *c, uint64_t id, wsc_handler h, void *ud, struct span *result,
+              char *err, size_t errlen, int timeout_ms)
+{
+    double deadline = now_s() + timeout_ms / 1000.0;
+    for (;;) {
+        struct span m, v;
+        int left = (int)((deadline - now_s()) * 1000.0);
+        int rc = wsc_wait(c, &m, left < 0 ? 0 : left);
+        if (rc < 0) {
+            snprintf(err, errlen, "%s", rc == -ETIMEDOUT ? "timed out" : strerror(-rc));
+            return rc;
+        }
+        uint64_t got;
+        /* Responses have an "id" and no "method"; notifications the reverse. */
+        if (m.n > 0 && js_get(m, "id", &v) && js_u64(v, &got) && got == id) {
+            if (js_get(m, "result", result)) return 0;
+            struct span e, msgv;
+            if (js_get(m, "error", &e) && js_get(e, "message", &msgv) && js_str(msgv, &v))
+                snprintf(err, errlen, "%.*s", (int)v.n, v.p);
+            else
+                snprintf(err, errlen, "bad response");
+            return -EPROTO;
+        }
+        if (h) h(ud, m);
+    }
+}
+
+int wsc_call(struct wsc *c, const char *method, const char *params, wsc_handler h, void *ud,
+             struct span *result, char *err, size_t errlen, int timeout_ms)
+{
+    uint64_t id = wsc_request(c, method, params);
+    if (id == 0) {
+        snprintf(err, errlen, "send failed");
+        return -EPIPE;
+    }
+    return wsc_await(c, id, h, ud, result, err, errlen, timeout_ms);
+}
+
+int wsc_handshake(struct wsc *c, char *err, size_t errlen)
+{
+    struct span r;
+    int rc = wsc_call(c, "initialize", "{\"clientName\":\"exec-bench\"}", NULL, NULL, &r, err,
+                      errlen, 30000);
+    if (rc < 0) return rc;
+    rc = wsc_notify(c, "initialized", "{}");
+    if (rc < 0) snprintf(err, errlen, "send failed");
+    return rc;
+}

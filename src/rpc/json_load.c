@@ -1,0 +1,158 @@
+/* json_load: json_loadb with large printable string values spliced in by memcpy
+ * (see json_load.h). */
+#include "rpc/json_load.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "util/buf.h"
+
+#define MAX_BIG 16 /* messages carry one payload string; more is unusual */
+
+struct big {
+    const char *p;
+    size_t n;
+};
+
+/* End of the string whose opening quote is at p (the byte after the closing
+ * quote), or NULL. */
+static const char *string_end(const char *p, const char *e)
+{
+    p++;
+    for (;;) {
+        const char *q = memchr(p, '"', (size_t)(e - p));
+        if (!q) return NULL;
+        size_t bs = 0;
+        for (const char *b = q; b > p && b[-1] == '\\'; b--) bs++;
+        if (bs % 2 == 0) return q + 1;
+        p = q + 1;
+    }
+}
+
+/* Printable ASCII, no backslash: the JSON text is the string's value as is.
+ * Eight bytes per step with the classic "has a byte less than / more than / equal
+ * to" word tricks (exact as yes/no answers), so the scan runs near memory speed. */
+static bool plain(const char *p, size_t n)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t bad = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, p + i, 8);
+        uint64_t bs = v ^ (ones * '\\');
+        bad |= ((v - ones * 0x20) & ~v)                /* a byte < 0x20 */
+               | ((v + ones * (127 - 0x7e)) | v)       /* a byte > 0x7e */
+               | ((bs - ones) & ~bs);                  /* a backslash */
+    }
+    if (bad & highs) return false;
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c < 0x20 || c > 0x7e || c == '\\') return false;
+    }
+    return true;
+}
+
+/* A placeholder no client can guess: \u0001 + a per-process random tag + index. */
+static char tag[24];
+
+static void make_tag(void)
+{
+    if (tag[0]) return;
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+        r = (uint64_t)(uintptr_t)&r ^ 0x9E3779B97F4A7C15ull;
+    snprintf(tag, sizeof tag, "%016llx", (unsigned long long)r);
+}
+
+/* Replaces placeholder strings under v by their big values. Returns how many. */
+static int splice(json_t *v, const struct big *bigs, int nbig, int depth)
+{
+    if (depth > 64) return 0;
+    int found = 0;
+    if (json_is_object(v)) {
+        const char *k;
+        json_t *x;
+        json_object_foreach(v, k, x) {
+            if (json_is_string(x)) {
+                const char *s = json_string_value(x);
+                if (s[0] == '\1' && strncmp(s + 1, tag, 16) == 0) {
+                    int i = s[17] - 'a';
+                    if (i >= 0 && i < nbig) {
+                        json_object_set_new(v, k, json_stringn_nocheck(bigs[i].p, bigs[i].n));
+                        found++;
+                    }
+                }
+            } else {
+                found += splice(x, bigs, nbig, depth + 1);
+            }
+        }
+    } else if (json_is_array(v)) {
+        for (size_t j = 0; j < json_array_size(v); j++) {
+            json_t *x = json_array_get(v, j);
+            if (json_is_string(x)) {
+                const char *s = json_string_value(x);
+                if (s[0] == '\1' && strncmp(s + 1, tag, 16) == 0) {
+                    int i = s[17] - 'a';
+                    if (i >= 0 && i < nbig) {
+                        json_array_set_new(v, j, json_stringn_nocheck(bigs[i].p, bigs[i].n));
+                        found++;
+                    }
+                }
+            } else {
+                found += splice(x, bigs, nbig, depth + 1);
+            }
+        }
+    }
+    return found;
+}
+
+json_t *json_load_message(const char *data, size_t len, size_t flags, json_error_t *err)
+{
+    if (len < JSON_LOAD_BIG_STRING) return json_loadb(data, len, flags, err);
+    struct big bigs[MAX_BIG];
+    int nbig = 0;
+    const char *p = data, *e = data + len;
+    while (p < e) {
+        const char *q = memchr(p, '"', (size_t)(e - p));
+        if (!q) break;
+        const char *end = string_end(q, e);
+        if (!end) break;
+        size_t n = (size_t)(end - q) - 2;
+        if (n >= JSON_LOAD_BIG_STRING) {
+            /* Only values: a key is followed by ':'. */
+            const char *a = end;
+            while (a < e && (*a == ' ' || *a == '\t' || *a == '\n' || *a == '\r')) a++;
+            if ((a >= e || *a != ':') && plain(q + 1, n)) {
+                if (nbig == MAX_BIG) return json_loadb(data, len, flags, err);
+                bigs[nbig].p = q + 1;
+                bigs[nbig++].n = n;
+            }
+        }
+        p = end;
+    }
+    if (nbig == 0) return json_loadb(data, len, flags, err);
+
+    make_tag();
+    struct buf copy;
+    buf_init(&copy);
+    const char *from = data;
+    for (int i = 0; i < nbig; i++) {
+        buf_append(&copy, from, (size_t)(bigs[i].p - from)); /* up to and with the quote */
+        buf_puts(&copy, "\\u0001");
+        buf_puts(&copy, tag);
+        buf_putc(&copy, (char)('a' + i));
+        from = bigs[i].p + bigs[i].n; /* the closing quote comes next */
+    }
+    buf_append(&copy, from, (size_t)(e - from));
+    json_t *msg = json_loadb(copy.data, copy.len, flags, err);
+    buf_free(&copy);
+    if (!msg || splice(msg, bigs, nbig, 0) != nbig) {
+        json_decref(msg);
+        return json_loadb(data, len, flags, err);
+    }
+    return msg;
+}
