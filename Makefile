@@ -2,12 +2,16 @@
 #   make        release build into build/ (server binary: build/exec-server)
 #   make run    release build, then start the server on the default address
 #   make test   ASan+UBSan build into build/asan/, then every test through ctest
+#               (including a few seconds of each fuzz target, built into build/fuzz/)
+#   make fuzz   clang libFuzzer build into build/fuzz/, then each target for FUZZ_TIME s
 BUILD     := build
 ASAN      := build/asan
+FUZZ      := build/fuzz
+FUZZ_TIME ?= 600
 ARGS      ?=
 CMAKE_GEN := -G Ninja
 
-.PHONY: all deps run test clean
+.PHONY: all deps run test fuzz fuzz-build clean
 
 all: deps
 	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -19,10 +23,21 @@ deps:
 run: all
 	./$(BUILD)/exec-server $(ARGS)
 
-test: deps
-	cmake -S . -B $(ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DEXEC_SANITIZE=ON >/dev/null
+test: deps fuzz-build
+	cmake -S . -B $(ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DEXEC_SANITIZE=ON \
+	      -DEXEC_FUZZ_BUILD_DIR=$(abspath $(FUZZ)) >/dev/null
 	cmake --build $(ASAN)
 	cd $(ASAN) && ctest -j2 --output-on-failure --timeout 300
+
+# The fuzzers need clang (libFuzzer); CC is read only when build/fuzz is first configured.
+fuzz-build: deps
+	CC=clang cmake -S . -B $(FUZZ) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DEXEC_FUZZ=ON \
+	      -DCMAKE_C_FLAGS_DEBUG="-g -O1" \
+	      -DEXEC_SANITIZE=ON >/dev/null
+	cmake --build $(FUZZ) --target fuzzers
+
+fuzz: fuzz-build
+	./tests/fuzz/run.sh $(FUZZ) $(FUZZ_TIME)
 
 clean:
 	rm -rf $(BUILD)

@@ -115,6 +115,8 @@ void rpc_reply_errno(struct rpc_req *req, int errnum)
     rpc_reply_error(req, rpc_errno_code(errnum), "%s", text);
 }
 
+bool rpc_dry_run;
+
 bool rpc_check_ready(struct rpc_req *req)
 {
     if (!req->conn->initialized) {
@@ -125,6 +127,11 @@ bool rpc_check_ready(struct rpc_req *req)
     if (!req->conn->ready) {
         rpc_reply_error(req, RPC_INVALID_REQUEST, "client must send initialized before using %s methods",
                         req->method->family);
+        return false;
+    }
+    if (rpc_dry_run) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST, "dry run: %s stops after the gate",
+                        req->method->name);
         return false;
     }
     return true;
