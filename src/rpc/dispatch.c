@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "fs/fs_util.h"
 #include "transport/conn_internal.h"
 #include "util/mem.h"
 #include "util/oserr.h"
@@ -194,7 +195,14 @@ void rpc_dispatch(struct conn *c, const char *data, size_t len)
     if (!msg) {
         snprintf(detail, sizeof detail, "%s at line %d column %d", jerr.text, jerr.line,
                  jerr.column);
-        malformed(c, detail);
+        /* jansson quotes the input near the error, which may be invalid UTF-8 (or cut
+         * mid-character); the reply must stay valid JSON in a text frame (fuzz find). */
+        struct buf clean;
+        buf_init(&clean);
+        fs_utf8_lossy(&clean, detail, strlen(detail));
+        buf_putc(&clean, '\0');
+        malformed(c, clean.data);
+        buf_free(&clean);
         return;
     }
     if (!json_is_object(msg)) {
