@@ -19,6 +19,7 @@
 
 #include "core/log.h"
 #include "rpc/dispatch.h"
+#include "transport/auth.h"
 #include "transport/conn_internal.h"
 #include "transport/http_upgrade.h"
 #include "util/mem.h"
@@ -254,6 +255,10 @@ static void ws_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     if (o == HTTP_INCOMPLETE) {
         buf_free(&reply);
         return;
+    }
+    if (o == HTTP_WEBSOCKET && !auth_admit(info.authorization, &reply)) {
+        log_info("%s: websocket upgrade refused (401)", conn_peer(&w->base));
+        o = HTTP_REPLY;
     }
     uv_buf_t ub = uv_buf_init(reply.data, (unsigned)reply.len);
     char *mem = buf_steal(&reply);
