@@ -5,12 +5,15 @@
  * HTTP/1.1 response whose status line matches info->status; an upgrade consumes
  * part of the input and is decided the same way from exactly that part (so bytes
  * after the head, which belong to the WebSocket, never change the answer); the
- * Authorization copy is always a NUL-terminated string. */
+ * Authorization copy is always a NUL-terminated string. Accepted upgrades then go
+ * through the capability-token check (transport/auth, token "sekret"): a refusal must
+ * turn the 101 into a complete 401. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "transport/auth.h"
 #include "transport/http_upgrade.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -49,7 +52,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         if (reply2.len != reply.len || memcmp(reply2.data, reply.data, reply.len) != 0) abort();
         if (strcmp(again.authorization, info.authorization) != 0) abort();
-        buf_free(&reply2);
+        buf_free(&reply2);        static struct auth_key key;
+        static bool have_key;
+        if (!have_key) {
+            have_key = true;
+            if (auth_key_from_token("sekret", 6, &key) != 0) abort();
+            auth_configure(&key);
+        }
+        enum auth_verdict v = auth_check(&key, info.authorization);
+        if (v != AUTH_OK && v != AUTH_MISSING && v != AUTH_BAD_HEADER && v != AUTH_WRONG) abort();
+        if (auth_admit(info.authorization, &reply) != (v == AUTH_OK)) abort();
+        if (v != AUTH_OK) {
+            const char *body = auth_verdict_text(v);
+            size_t bl = strlen(body);
+            if (reply.len < 40 || memcmp(reply.data, "HTTP/1.1 401 ", 13) != 0 ||
+                memcmp(reply.data + reply.len - bl, body, bl) != 0)
+                abort();
+        }
     }
     buf_free(&reply);
     return 0;

@@ -3,8 +3,9 @@
  * frames, then JSON-RPC dispatch in dry-run mode: no process, no file).
  *
  * Input layout: byte 0 selects the mode (bit 0 set: the input is the raw byte
- * stream, HTTP head included; clear: a valid upgrade request is sent first so the
- * mutations go into frames); byte 1 is the size of each received chunk (0 = all at
+ * stream, HTTP head included; clear: a valid upgrade request, carrying the right
+ * bearer token, is sent first so the mutations go into frames; bit 1 set: the
+ * capability-token check (token "sekret") is on); byte 1 is the size of each received chunk (0 = all at
  * once), which exercises frames split across reads. The connection is served over
  * one end of a socketpair through ws_conn_open_fd (no listener, no TCP); the other
  * end is drained and discarded. Each input gets a fresh connection that is closed
@@ -21,6 +22,7 @@
 
 #include "rpc/dispatch.h"
 #include "session/session.h"
+#include "transport/auth.h"
 #include "transport/conn.h"
 #include "transport/conn_internal.h"
 #include "transport/ws.h"
@@ -32,6 +34,7 @@ static const char upgrade[] = "GET / HTTP/1.1\r\n"
                               "Upgrade: websocket\r\n"
                               "Connection: Upgrade\r\n"
                               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                              "Authorization: Bearer sekret\r\n"
                               "Sec-WebSocket-Version: 13\r\n\r\n";
 
 static void drain(int fd)
@@ -53,6 +56,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (size < 2) return 0;
     bool raw = data[0] & 1;
+    static struct auth_key key;
+    if (auth_key_from_token("sekret", 6, &key) != 0) abort();
+    auth_configure(data[0] & 2 ? &key : NULL);
     size_t chunk = data[1] ? data[1] : size;
     data += 2;
     size -= 2;
