@@ -4,10 +4,12 @@
 #   make test   ASan+UBSan build into build/asan/, then every test through ctest
 #               (including a few seconds of each fuzz target, built into build/fuzz/)
 #   make fuzz   clang libFuzzer build into build/fuzz/, then each target for FUZZ_TIME s
+#               (default 600; FUZZ_TARGETS="ws uri" runs only those)
 BUILD     := build
 ASAN      := build/asan
 FUZZ      := build/fuzz
 FUZZ_TIME ?= 600
+FUZZ_TARGETS ?=
 ARGS      ?=
 CMAKE_GEN := -G Ninja
 
@@ -37,7 +39,7 @@ fuzz-build: deps
 	cmake --build $(FUZZ) --target fuzzers
 
 fuzz: fuzz-build
-	./tests/fuzz/run.sh $(FUZZ) $(FUZZ_TIME)
+	./tests/fuzz/run.sh $(FUZZ) $(FUZZ_TIME) $(FUZZ_TARGETS)
 
 clean:
 	rm -rf $(BUILD)

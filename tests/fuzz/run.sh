@@ -2,16 +2,20 @@
 # `make fuzz`: runs every libFuzzer target of a fuzz build for SECONDS each, in turn,
 # over a growing corpus kept in the build dir (seeded from tests/fuzz/corpus/<target>),
 # then prints each target's executions and final coverage line. A crash stops the
-# run; the reproducer is left in BUILD/fuzz-artifacts/.
-#   run.sh BUILD_DIR SECONDS
+# run; the reproducer is left in BUILD/fuzz-artifacts/. TARGETs (e.g. "ws uri") limit
+# the run to those; the default is every fuzz_* in BUILD_DIR.
+#   run.sh BUILD_DIR SECONDS [TARGET...]
 set -eu
 build=$1 secs=$2
+shift 2
+only=" $* "
 src=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$build/fuzz-corpus" "$build/fuzz-logs" "$build/fuzz-artifacts"
 summary=""
 for f in "$build"/fuzz_*; do
     [ -x "$f" ] || continue
     t=${f##*/fuzz_}
+    [ "$only" = "  " ] || case "$only" in *" $t "*) ;; *) continue ;; esac
     mkdir -p "$build/fuzz-corpus/$t"
     log="$build/fuzz-logs/$t.log"
     seeds="$src/corpus/$t"
