@@ -2,14 +2,20 @@
 #   make        release build into build/ (server binary: build/exec-server)
 #   make run    release build, then start the server on the default address
 #   make test   ASan+UBSan build into build/asan/, then every test through ctest
+#               (including a few seconds of each fuzz target, built into build/fuzz/)
 #   make bench  release build, then bench/exec-bench against ours and the reference
 #               (installed into ~/.cache/codex-ref by npm when missing); BENCH_ARGS=...
+#   make fuzz   clang libFuzzer build into build/fuzz/, then each target for FUZZ_TIME s
+#               (default 600; FUZZ_TARGETS="ws uri" runs only those)
 BUILD     := build
 ASAN      := build/asan
+FUZZ      := build/fuzz
+FUZZ_TIME ?= 600
+FUZZ_TARGETS ?=
 ARGS      ?=
 CMAKE_GEN := -G Ninja
 
-.PHONY: all deps run test bench clean
+.PHONY: all deps run test bench fuzz fuzz-build clean
 
 all: deps
 	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -21,8 +27,9 @@ deps:
 run: all
 	./$(BUILD)/exec-server $(ARGS)
 
-test: deps
-	cmake -S . -B $(ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DEXEC_SANITIZE=ON >/dev/null
+test: deps fuzz-build
+	cmake -S . -B $(ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DEXEC_SANITIZE=ON \
+	      -DEXEC_FUZZ_BUILD_DIR=$(abspath $(FUZZ)) >/dev/null
 	cmake --build $(ASAN)
 	cd $(ASAN) && ctest -j2 --output-on-failure --timeout 300
 
@@ -33,6 +40,16 @@ bench: all
 	  npm install --prefix $(REF_DIR) @openai/codex@0.169.0 || \
 	  echo "make bench: could not install the reference; running ours only"
 	./$(BUILD)/exec-bench $(BENCH_ARGS)
+
+# The fuzzers need clang (libFuzzer); CC is read only when build/fuzz is first configured.
+fuzz-build: deps
+	CC=clang cmake -S . -B $(FUZZ) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DEXEC_FUZZ=ON \
+	      -DCMAKE_C_FLAGS_DEBUG="-g -O1" \
+	      -DEXEC_SANITIZE=ON >/dev/null
+	cmake --build $(FUZZ) --target fuzzers
+
+fuzz: fuzz-build
+	./tests/fuzz/run.sh $(FUZZ) $(FUZZ_TIME) $(FUZZ_TARGETS)
 
 clean:
 	rm -rf $(BUILD)

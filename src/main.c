@@ -1,11 +1,13 @@
 /* main: command line, signals and the event loop of the exec-server daemon.
  *
  *   exec-server [--listen URL] [--session-ttl SECONDS] [--log-level LEVEL]
+ *               [--ws-auth capability-token (--ws-token-file PATH | --ws-token-sha256 HEX)]
  *               [--help] [--version]
  *
  * In WebSocket mode the bound URL is printed as one line on stdout once listening;
  * everything else goes to stderr. SIGTERM/SIGINT stop accepting, kill every
  * managed process group and exit 0. */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <signal.h>
@@ -16,6 +18,7 @@
 
 #include "core/log.h"
 #include "session/session.h"
+#include "transport/auth.h"
 #include "transport/stdio.h"
 #include "transport/ws.h"
 
@@ -36,6 +39,11 @@ static const char usage[] =
     "  --session-ttl SECONDS   how long a disconnected session and its processes\n"
     "                          wait to be resumed (default 80)\n"
     "  --log-level LEVEL       error, warn, info or debug (default warn)\n"
+    "  --ws-auth MODE          capability-token: every WebSocket upgrade must carry\n"
+    "                          `Authorization: Bearer <token>` (401 otherwise;\n"
+    "                          /readyz stays open). Off by default\n"
+    "  --ws-token-file PATH    file holding the token (surrounding whitespace trimmed)\n"
+    "  --ws-token-sha256 HEX   the token's SHA-256 as 64 hex digits, instead of the file\n"
     "  --help                  print this help\n"
     "  --version               print the version\n";
 
@@ -104,10 +112,66 @@ static int parse_ws_url(const char *url, char *host, size_t hostlen, int *port)
     return 0;
 }
 
+/* Validates the --ws-auth flags (the reference's wording) and turns the check on.
+ * Returns 0, or -1 after printing why. */
+static int configure_auth(const char *mode, const char *file, const char *hex)
+{
+    if (!mode) {
+        if (!file && !hex) return 0;
+        fprintf(stderr,
+                "exec-server: websocket auth flags require `--ws-auth capability-token`\n");
+        return -1;
+    }
+    if (strcmp(mode, "capability-token") != 0) {
+        fprintf(stderr, "exec-server: invalid value '%s' for '--ws-auth <MODE>'; expected "
+                        "capability-token\n", mode);
+        return -1;
+    }
+    if (file && hex) {
+        fprintf(stderr,
+                "exec-server: `--ws-token-file` and `--ws-token-sha256` are mutually exclusive\n");
+        return -1;
+    }
+    struct auth_key key;
+    if (file) {
+        char err[512];
+        if (auth_key_from_file(file, &key, err, sizeof err) < 0) {
+            fprintf(stderr, "exec-server: %s\n", err);
+            return -1;
+        }
+    } else if (hex) {
+        if (auth_key_from_hex(hex, &key) < 0) {
+            fprintf(stderr,
+                    "exec-server: --ws-token-sha256 must be a 64-character hex SHA-256 digest\n");
+            return -1;
+        }
+    } else {
+        fprintf(stderr, "exec-server: `--ws-token-file` or `--ws-token-sha256` is required when "
+                        "`--ws-auth capability-token` is set\n");
+        return -1;
+    }
+    auth_configure(&key);
+    return 0;
+}
+
+/* Whether a numeric listen host is a loopback address (127.0.0.0/8 or ::1). */
+static bool is_loopback(const char *host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1) {
+        if (IN6_IS_ADDR_LOOPBACK(&a6)) return true;
+        return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127;
+    }
+    return false;
+}
+
 int main(int argc, char **argv)
 {
     const char *listen_url = "ws://127.0.0.1:0";
     uint64_t ttl_ms = 80000;
+    const char *ws_auth = NULL, *token_file = NULL, *token_sha256 = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
@@ -119,9 +183,10 @@ int main(int argc, char **argv)
             printf("exec-server %s\n", EXEC_SERVER_VERSION);
             return 0;
         }
-        const char *names[] = {"--listen", "--session-ttl", "--log-level"};
+        const char *names[] = {"--listen",  "--session-ttl",   "--log-level",
+                               "--ws-auth", "--ws-token-file", "--ws-token-sha256"};
         int which = -1;
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < (int)(sizeof names / sizeof names[0]); k++) {
             size_t n = strlen(names[k]);
             if (strncmp(a, names[k], n) == 0 && (a[n] == '\0' || a[n] == '=')) {
                 which = k;
@@ -148,6 +213,12 @@ int main(int argc, char **argv)
                 return 2;
             }
             ttl_ms = (uint64_t)(secs * 1000);
+        } else if (which == 3) {
+            ws_auth = val;
+        } else if (which == 4) {
+            token_file = val;
+        } else if (which == 5) {
+            token_sha256 = val;
         } else {
             if (log_level_parse(val, &log_threshold) < 0) {
                 fprintf(stderr,
@@ -176,6 +247,8 @@ int main(int argc, char **argv)
         }
     }
 
+    if (configure_auth(ws_auth, token_file, token_sha256) < 0) return 2;
+
     /* A vanished peer must be an error code on write, not a process-wide kill. */
     signal(SIGPIPE, SIG_IGN);
     loop = uv_default_loop();
@@ -194,6 +267,12 @@ int main(int argc, char **argv)
             fprintf(stderr, "exec-server: cannot listen on %s: %s\n", listen_url, uv_strerror(r));
             return 1;
         }
+        if (!auth_enabled() && !is_loopback(host))
+            fprintf(stderr,
+                    "exec-server: WARNING: listening on %s without --ws-auth: anyone who can "
+                    "reach this address can run processes and read and write files as this "
+                    "user. Use --ws-auth capability-token, or listen on 127.0.0.1.\n",
+                    url);
         printf("%s\n", url);
         fflush(stdout);
         log_info("listening on %s", url);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "fs/fs_util.h"
 #include "transport/conn_internal.h"
 #include "util/mem.h"
 #include "util/oserr.h"
@@ -116,6 +117,8 @@ void rpc_reply_errno(struct rpc_req *req, int errnum)
     rpc_reply_error(req, rpc_errno_code(errnum), "%s", text);
 }
 
+bool rpc_dry_run;
+
 bool rpc_check_ready(struct rpc_req *req)
 {
     if (!req->conn->initialized) {
@@ -126,6 +129,11 @@ bool rpc_check_ready(struct rpc_req *req)
     if (!req->conn->ready) {
         rpc_reply_error(req, RPC_INVALID_REQUEST, "client must send initialized before using %s methods",
                         req->method->family);
+        return false;
+    }
+    if (rpc_dry_run) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST, "dry run: %s stops after the gate",
+                        req->method->name);
         return false;
     }
     return true;
@@ -188,7 +196,14 @@ void rpc_dispatch(struct conn *c, const char *data, size_t len)
     if (!msg) {
         snprintf(detail, sizeof detail, "%s at line %d column %d", jerr.text, jerr.line,
                  jerr.column);
-        malformed(c, detail);
+        /* jansson quotes the input near the error, which may be invalid UTF-8 (or cut
+         * mid-character); the reply must stay valid JSON in a text frame (fuzz find). */
+        struct buf clean;
+        buf_init(&clean);
+        fs_utf8_lossy(&clean, detail, strlen(detail));
+        buf_putc(&clean, '\0');
+        malformed(c, clean.data);
+        buf_free(&clean);
         return;
     }
     if (!json_is_object(msg)) {

@@ -18,4 +18,9 @@ void rpc_dispatch(struct conn *c, const char *data, size_t len);
  * Handlers call it after decoding their params (params are decoded first). */
 bool rpc_check_ready(struct rpc_req *req);
 
+/* Fuzzing switch, false in the daemon: when set, a request that passes the gate is
+ * answered with a -32600 "dry run" error instead of running, so every handler stops
+ * after decoding its params and the gate: no process is spawned, no file touched. */
+extern bool rpc_dry_run;
+
 #endif

@@ -22,6 +22,7 @@
 
 #include "core/log.h"
 #include "rpc/dispatch.h"
+#include "transport/auth.h"
 #include "transport/conn_internal.h"
 #include "transport/http_upgrade.h"
 #include "util/mem.h"
@@ -135,7 +136,7 @@ static void ws_close(struct conn *c)
     if (uv_is_closing((uv_handle_t *)&w->tcp)) return;
     w->base.open = false;
     if (w->prev) w->prev->next = w->next;
-    else w->listener->conns = w->next;
+    else if (w->listener) w->listener->conns = w->next;
     if (w->next) w->next->prev = w->prev;
     w->prev = w->next = NULL;
     uv_close((uv_handle_t *)&w->ping, ws_handle_closed);
@@ -485,6 +486,10 @@ static void ws_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         buf_free(&reply);
         return;
     }
+    if (o == HTTP_WEBSOCKET && !auth_admit(info.authorization, &reply)) {
+        log_info("%s: websocket upgrade refused (401)", conn_peer(&w->base));
+        o = HTTP_REPLY;
+    }
     uv_buf_t ub = uv_buf_init(reply.data, (unsigned)reply.len);
     char *mem = buf_steal(&reply);
     conn_write(&w->base, s, mem, &ub, 1);
@@ -543,6 +548,30 @@ static void ws_on_connection(uv_stream_t *server, int status)
         }
     }
     uv_read_start((uv_stream_t *)&w->tcp, ws_alloc, ws_read_cb);
+}
+
+struct conn *ws_conn_open_fd(uv_loop_t *loop, uv_os_sock_t fd)
+{
+    struct ws_conn *w = xcalloc(1, sizeof *w);
+    conn_init(&w->base, &ws_ops, loop, "websocket");
+    uv_tcp_init(loop, &w->tcp);
+    uv_timer_init(loop, &w->ping);
+    w->tcp.data = w->ping.data = w;
+    w->handles_open = 2;
+    snprintf(w->base.peer, sizeof w->base.peer, "fd:%d", (int)fd);
+    if (uv_tcp_open(&w->tcp, fd) != 0) {
+        ws_close(&w->base);
+        return NULL;
+    }
+    return &w->base;
+}
+
+void ws_conn_receive(struct conn *c, const char *data, size_t len)
+{
+    struct ws_conn *w = (struct ws_conn *)c;
+    if (!w->base.open || len == 0) return;
+    uv_buf_t b = uv_buf_init((char *)data, (unsigned)len);
+    ws_read_cb((uv_stream_t *)&w->tcp, (ssize_t)len, &b);
 }
 
 int ws_listen(uv_loop_t *loop, const char *host, int port, struct ws_listener **out, char *url,

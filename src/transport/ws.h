@@ -14,4 +14,12 @@ int ws_listen(uv_loop_t *loop, const char *host, int port, struct ws_listener **
 /* Stops accepting and closes every connection. */
 void ws_shutdown(struct ws_listener *l);
 
+/* Sans-I/O entry for the fuzzer: serves an already-connected stream socket fd (owned
+ * from then on) as an accepted connection that is not read from; ws_conn_receive then
+ * hands it bytes exactly as the read callback would (HTTP head, then frames). Replies
+ * go to fd. Close with conn_close() and run the loop to free it. Returns NULL (fd
+ * left to the caller) when libuv refuses the fd. */
+struct conn *ws_conn_open_fd(uv_loop_t *loop, uv_os_sock_t fd);
+void ws_conn_receive(struct conn *c, const char *data, size_t len);
+
 #endif

@@ -1,0 +1,138 @@
+/* auth: capability-token check of WebSocket upgrades (see auth.h). */
+#include "transport/auth.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "util/oserr.h"
+
+static struct auth_key configured;
+static bool enabled;
+
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+int auth_key_from_hex(const char *hex, struct auth_key *out)
+{
+    if (strlen(hex) != 2 * sizeof out->sha256) return -EINVAL;
+    for (size_t i = 0; i < sizeof out->sha256; i++) {
+        int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0) return -EINVAL;
+        out->sha256[i] = (unsigned char)(hi << 4 | lo);
+    }
+    return 0;
+}
+
+int auth_key_from_token(const char *content, size_t len, struct auth_key *out)
+{
+    while (len && is_space(content[len - 1])) len--;
+    while (len && is_space(*content)) {
+        content++;
+        len--;
+    }
+    if (len == 0) return -ENODATA;
+    if (len > AUTH_TOKEN_MAX) return -E2BIG;
+    SHA256((const unsigned char *)content, len, out->sha256);
+    return 0;
+}
+
+int auth_key_from_file(const char *path, struct auth_key *out, char *err, size_t errlen)
+{
+    char text[4096];
+    size_t len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int e = fd < 0 ? errno : 0;
+    while (!e) {
+        ssize_t n = read(fd, text + len, sizeof text - len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) e = errno;
+        if (n <= 0) break;
+        len += (size_t)n;
+        if (len == sizeof text) break; /* far beyond AUTH_TOKEN_MAX: refused below */
+    }
+    if (fd >= 0) close(fd);
+    if (e) {
+        char why[256];
+        oserr_format(e, why, sizeof why);
+        snprintf(err, errlen, "failed to read websocket auth secret %s: %s", path, why);
+        OPENSSL_cleanse(text, sizeof text);
+        return -1;
+    }
+    int r = auth_key_from_token(text, len, out);
+    OPENSSL_cleanse(text, sizeof text);
+    if (r == -ENODATA) snprintf(err, errlen, "websocket auth secret %s must not be empty", path);
+    else if (r == -E2BIG)
+        snprintf(err, errlen, "websocket auth secret %s is longer than %d bytes", path,
+                 AUTH_TOKEN_MAX);
+    return r < 0 ? -1 : 0;
+}
+
+enum auth_verdict auth_check(const struct auth_key *key, const char *authorization)
+{
+    if (authorization[0] == '\0') return AUTH_MISSING;
+    /* "<scheme> <token>": the scheme is case-insensitive, the separator a space, and
+     * blanks around the token are not part of it (the reference does the same). */
+    const char *sp = strchr(authorization, ' ');
+    if (!sp || (size_t)(sp - authorization) != 6 || strncasecmp(authorization, "Bearer", 6) != 0)
+        return AUTH_BAD_HEADER;
+    const char *tok = sp;
+    while (*tok == ' ') tok++;
+    size_t len = strlen(tok);
+    while (len && tok[len - 1] == ' ') len--;
+    if (len == 0) return AUTH_BAD_HEADER;
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)tok, len, digest);
+    return CRYPTO_memcmp(digest, key->sha256, sizeof digest) == 0 ? AUTH_OK : AUTH_WRONG;
+}
+
+const char *auth_verdict_text(enum auth_verdict v)
+{
+    switch (v) {
+    case AUTH_OK: return "ok";
+    case AUTH_MISSING: return "missing websocket bearer token";
+    case AUTH_BAD_HEADER: return "invalid authorization header";
+    default: return "invalid websocket bearer token";
+    }
+}
+
+void auth_configure(const struct auth_key *key)
+{
+    enabled = key != NULL;
+    if (key) configured = *key;
+    else OPENSSL_cleanse(&configured, sizeof configured);
+}
+
+bool auth_enabled(void)
+{
+    return enabled;
+}
+
+bool auth_admit(const char *authorization, struct buf *reply)
+{
+    if (!enabled) return true;
+    enum auth_verdict v = auth_check(&configured, authorization);
+    if (v == AUTH_OK) return true;
+    const char *body = auth_verdict_text(v);
+    buf_reset(reply);
+    buf_printf(reply,
+               "HTTP/1.1 401 Unauthorized\r\ncontent-length: %zu\r\nconnection: close\r\n"
+               "content-type: text/plain; charset=utf-8\r\nwww-authenticate: Bearer\r\n\r\n%s",
+               strlen(body), body);
+    return false;
+}

@@ -1,0 +1,63 @@
+/* auth: capability-token authentication of WebSocket upgrades
+ * (`--ws-auth capability-token`, like the reference server).
+ *
+ * The daemon keeps only the SHA-256 of the token, taken from --ws-token-file (the
+ * file's content, surrounding whitespace trimmed) or given as --ws-token-sha256. An
+ * upgrade must then carry `Authorization: Bearer <token>`; the presented token is
+ * hashed and the digests compared with CRYPTO_memcmp, so neither the time taken nor
+ * anything else depends on how much of the token was right. A refused upgrade gets
+ * a 401 with a short text body (the reference's wording) and `WWW-Authenticate:
+ * Bearer`, and the connection is closed. Only requests that would upgrade are
+ * checked: /readyz, 403 for Origin, 404 and the other plain answers are unchanged.
+ * Off until auth_configure() is called with a key. */
+#ifndef EXEC_TRANSPORT_AUTH_H
+#define EXEC_TRANSPORT_AUTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "util/buf.h"
+
+/* Longest token that fits the Authorization header the upgrade parser keeps
+ * (511 bytes, "Bearer " included). */
+#define AUTH_TOKEN_MAX 504
+
+struct auth_key {
+    unsigned char sha256[32];
+};
+
+enum auth_verdict {
+    AUTH_OK,
+    AUTH_MISSING,    /* no Authorization header (or an empty one) */
+    AUTH_BAD_HEADER, /* not "Bearer <token>" */
+    AUTH_WRONG,      /* a bearer token that does not match */
+};
+
+/* Pure: parses 64 hex digits (either case). Returns 0 or -EINVAL. */
+int auth_key_from_hex(const char *hex, struct auth_key *out);
+
+/* Pure: the key of a token given as file content: surrounding ASCII whitespace is
+ * trimmed. Returns 0, -ENODATA when nothing is left, -E2BIG above AUTH_TOKEN_MAX. */
+int auth_key_from_token(const char *content, size_t len, struct auth_key *out);
+
+/* Reads the token file at path. On failure returns -1 and writes the complete
+ * message for the user into err (errlen bytes). */
+int auth_key_from_file(const char *path, struct auth_key *out, char *err, size_t errlen);
+
+/* Pure: judges an Authorization header value ("" when absent) against key. */
+enum auth_verdict auth_check(const struct auth_key *key, const char *authorization);
+
+/* The 401 body for a refusal, e.g. "missing websocket bearer token". */
+const char *auth_verdict_text(enum auth_verdict v);
+
+/* Process-wide switch: with a key, every WebSocket upgrade is checked (the key is
+ * copied); NULL turns checking off. */
+void auth_configure(const struct auth_key *key);
+bool auth_enabled(void);
+
+/* Called by the listener for a request the upgrade parser accepted, with the 101 in
+ * *reply. Returns true to upgrade; false after replacing *reply with the 401 (the
+ * caller then sends it and closes, as for any other plain HTTP reply). */
+bool auth_admit(const char *authorization, struct buf *reply);
+
+#endif

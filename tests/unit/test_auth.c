@@ -1,0 +1,150 @@
+/* Unit tests for transport/auth: the pure token check (header forms, verdicts, hex
+ * keys, trimming of file content), the token file reader's errors, and the 401 that
+ * auth_admit writes in place of the 101. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "transport/auth.h"
+
+/* SHA-256("sekret") */
+#define SEKRET_HEX "bb757689c39373a6cac9ef6ba55616c6249d7500ca4d443f1130c4766453a412"
+
+static struct auth_key key_of(const char *token)
+{
+    struct auth_key k;
+    assert_int_equal(auth_key_from_token(token, strlen(token), &k), 0);
+    return k;
+}
+
+static void test_hex_keys(void **state)
+{
+    struct auth_key a, b, c = key_of("sekret");
+    assert_int_equal(auth_key_from_hex(SEKRET_HEX, &a), 0);
+    assert_memory_equal(a.sha256, c.sha256, 32);
+    char upper[65];
+    for (int i = 0; i < 65; i++)
+        upper[i] = (char)(SEKRET_HEX[i] >= 'a' ? SEKRET_HEX[i] - 32 : SEKRET_HEX[i]);
+    assert_int_equal(auth_key_from_hex(upper, &b), 0);
+    assert_memory_equal(a.sha256, b.sha256, 32);
+    char bad[66];
+    strcpy(bad, SEKRET_HEX);
+    bad[63] = '\0';
+    assert_int_equal(auth_key_from_hex(bad, &b), -EINVAL); /* 63 digits */
+    strcpy(bad, SEKRET_HEX);
+    strcat(bad, "0");
+    assert_int_equal(auth_key_from_hex(bad, &b), -EINVAL); /* 65 digits */
+    strcpy(bad, SEKRET_HEX);
+    bad[10] = 'g';
+    assert_int_equal(auth_key_from_hex(bad, &b), -EINVAL);
+    assert_int_equal(auth_key_from_hex("", &b), -EINVAL);
+}
+
+static void test_token_trimming(void **state)
+{
+    struct auth_key a = key_of("sekret"), b;
+    assert_int_equal(auth_key_from_token(" \tsekret\r\n\n", 11, &b), 0);
+    assert_memory_equal(a.sha256, b.sha256, 32);
+    assert_int_equal(auth_key_from_token("sek ret", 7, &b), 0); /* inner blanks kept */
+    assert_memory_not_equal(a.sha256, b.sha256, 32);
+    assert_int_equal(auth_key_from_token("\n \r\n", 4, &b), -ENODATA);
+    assert_int_equal(auth_key_from_token("", 0, &b), -ENODATA);
+    char big[AUTH_TOKEN_MAX + 2];
+    memset(big, 'x', sizeof big);
+    assert_int_equal(auth_key_from_token(big, AUTH_TOKEN_MAX, &b), 0);
+    assert_int_equal(auth_key_from_token(big, AUTH_TOKEN_MAX + 1, &b), -E2BIG);
+}
+
+static void test_verdicts(void **state)
+{
+    struct auth_key k = key_of("sekret");
+    assert_int_equal(auth_check(&k, "Bearer sekret"), AUTH_OK);
+    assert_int_equal(auth_check(&k, "bearer sekret"), AUTH_OK);
+    assert_int_equal(auth_check(&k, "BEARER   sekret  "), AUTH_OK);
+    assert_int_equal(auth_check(&k, ""), AUTH_MISSING);
+    assert_int_equal(auth_check(&k, "Bearer sekreT"), AUTH_WRONG);
+    assert_int_equal(auth_check(&k, "Bearer sekre"), AUTH_WRONG);
+    assert_int_equal(auth_check(&k, "Bearer sekret2"), AUTH_WRONG);
+    assert_int_equal(auth_check(&k, "Bearer sek ret"), AUTH_WRONG);
+    assert_int_equal(auth_check(&k, "Bearer " SEKRET_HEX), AUTH_WRONG); /* the hash is no token */
+    assert_int_equal(auth_check(&k, "Basic sekret"), AUTH_BAD_HEADER);
+    assert_int_equal(auth_check(&k, "Bearer"), AUTH_BAD_HEADER);
+    assert_int_equal(auth_check(&k, "Bearer    "), AUTH_BAD_HEADER);
+    assert_int_equal(auth_check(&k, "Bearer\tsekret"), AUTH_BAD_HEADER);
+    assert_int_equal(auth_check(&k, "Bearersekret"), AUTH_BAD_HEADER);
+    assert_int_equal(auth_check(&k, "sekret"), AUTH_BAD_HEADER);
+    assert_string_equal(auth_verdict_text(AUTH_MISSING), "missing websocket bearer token");
+    assert_string_equal(auth_verdict_text(AUTH_WRONG), "invalid websocket bearer token");
+    assert_string_equal(auth_verdict_text(AUTH_BAD_HEADER), "invalid authorization header");
+}
+
+static void test_token_file(void **state)
+{
+    char path[] = "/tmp/test_auth_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "sekret\n", 7), 7);
+    close(fd);
+    struct auth_key k, want = key_of("sekret");
+    char err[512] = "";
+    assert_int_equal(auth_key_from_file(path, &k, err, sizeof err), 0);
+    assert_memory_equal(k.sha256, want.sha256, 32);
+
+    fd = open(path, O_WRONLY | O_TRUNC);
+    assert_int_equal(write(fd, "\n", 1), 1);
+    close(fd);
+    assert_int_equal(auth_key_from_file(path, &k, err, sizeof err), -1);
+    char expect[600];
+    snprintf(expect, sizeof expect, "websocket auth secret %s must not be empty", path);
+    assert_string_equal(err, expect);
+    unlink(path);
+
+    assert_int_equal(auth_key_from_file(path, &k, err, sizeof err), -1);
+    snprintf(expect, sizeof expect,
+             "failed to read websocket auth secret %s: No such file or directory (os error 2)",
+             path);
+    assert_string_equal(err, expect);
+}
+
+static void test_admit(void **state)
+{
+    struct buf reply;
+    buf_init(&reply);
+    buf_puts(&reply, "HTTP/1.1 101 Switching Protocols\r\n\r\n");
+    auth_configure(NULL);
+    assert_false(auth_enabled());
+    assert_true(auth_admit("", &reply)); /* off: everything passes, reply untouched */
+    assert_int_equal(reply.len, 36);
+
+    struct auth_key k = key_of("sekret");
+    auth_configure(&k);
+    assert_true(auth_enabled());
+    assert_true(auth_admit("Bearer sekret", &reply));
+    assert_int_equal(reply.len, 36);
+    assert_false(auth_admit("Bearer nope", &reply));
+    buf_putc(&reply, '\0');
+    assert_string_equal(reply.data,
+                        "HTTP/1.1 401 Unauthorized\r\ncontent-length: 30\r\nconnection: close\r\n"
+                        "content-type: text/plain; charset=utf-8\r\nwww-authenticate: Bearer\r\n"
+                        "\r\ninvalid websocket bearer token");
+    auth_configure(NULL);
+    buf_free(&reply);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hex_keys),    cmocka_unit_test(test_token_trimming),
+        cmocka_unit_test(test_verdicts),    cmocka_unit_test(test_token_file),
+        cmocka_unit_test(test_admit),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
