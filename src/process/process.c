@@ -17,9 +17,11 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "core/limits.h"
 #include "core/log.h"
 #include "fs/uri.h"
 #include "process/event_log.h"
+#include "process/guardian.h"
 #include "process/spawn.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
@@ -217,8 +219,11 @@ static void proc_free(struct proc *p)
         rpc_req_free(w->req);
         waiter_remove(w);
     }
+    /* Also after the leader exited: background grandchildren may still be in its
+     * group, and a group never outlives its entry (nor the guardian's record). */
+    kill(-p->pid, SIGKILL);
+    guardian_untrack(p->pid);
     if (p->pid_open) {
-        kill(-p->pid, SIGKILL);
         uv_close((uv_handle_t *)&p->pid_poll, handle_closed);
         reap_later(p->pid_poll.loop, p->pidfd);
         p->pid_open = false;
@@ -247,12 +252,27 @@ void proc_table_detached(struct proc_table *t, struct conn *c)
             w = n;
         }
     }
+    /* The old connection's queue is gone: nothing of the logs is in flight. */
+    for (struct proc *p = t->head; p; p = p->next) {
+        for (struct log_chunk *ch = p->log.head; ch; ch = ch->next) ch->wire_end = 0;
+        p->log.evicted_wire_end = 0;
+    }
     /* Detached output is recorded in the retained log, never held back. */
     proc_table_resume_output(t);
 }
 
 void proc_table_attached(struct proc_table *t, struct conn *c)
 {
+}
+
+bool proc_table_output_safe(const struct proc_table *t, uint64_t written_total)
+{
+    /* A process's notifications are queued in seq order and its log keeps the
+     * newest chunks: if the newest evicted chunk has left the queue, every chunk
+     * still queued is retained. */
+    for (const struct proc *p = t->head; p; p = p->next)
+        if (p->log.evicted_wire_end > written_total) return false;
+    return true;
 }
 
 /* ---- notifications and reads -------------------------------------------- */
@@ -268,7 +288,7 @@ static void put_chunk_fields(struct buf *b, const struct log_chunk *c)
     buf_putc(b, '"');
 }
 
-static void notify_output(struct proc *p, const struct log_chunk *c)
+static void notify_output(struct proc *p, struct log_chunk *c)
 {
     struct conn *conn = proc_conn(p);
     if (!conn) return;
@@ -281,6 +301,7 @@ static void notify_output(struct proc *p, const struct log_chunk *c)
     put_chunk_fields(&b, c);
     buf_puts(&b, "}}");
     conn_send(conn, &b);
+    c->wire_end = conn_sent_total(conn);
 }
 
 static void notify_event(struct proc *p, const char *method, uint64_t seq, bool with_exit)
@@ -588,6 +609,16 @@ static void handle_start(struct rpc_req *req)
     if (proc_find(t, id)) {
         free(cwd_path);
         return rpc_reply_error(req, RPC_INVALID_REQUEST, "process %s already exists", id);
+    }
+    unsigned live = 0;
+    for (struct proc *q = t->head; q; q = q->next) live += !q->closed;
+    if (live >= server_limits.max_processes) {
+        free(cwd_path);
+        return rpc_reply_error(req, RPC_INVALID_REQUEST,
+                               "process limit reached: this session already has %u running "
+                               "processes (--max-processes %u); wait for one to exit or "
+                               "terminate one",
+                               live, server_limits.max_processes);
     }
     const char *program = json_string_value(json_array_get(argv, 0));
     if (!*program) {

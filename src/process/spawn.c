@@ -24,6 +24,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "process/guardian.h"
 #include "util/mem.h"
 
 static int set_nonblock_cloexec(int fd)
@@ -170,6 +171,16 @@ int spawn_child(const struct spawn_request *rq, struct spawn_result *out)
     }
     out->pid = pid;
     out->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (out->pidfd < 0) {
+        /* Out of fds (EMFILE) after the exec: a child we cannot watch is killed. */
+        err = errno;
+        kill(-pid, SIGKILL);
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        goto fail;
+    }
+    guardian_track(pid);
     if (rq->tty) {
         close(slave);
         out->out_fd = master;

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/limits.h"
+#include "core/log.h"
 #include "session/session.h"
 #include "util/mem.h"
 
@@ -59,6 +61,16 @@ const char *conn_kind(const struct conn *c)
     return c->kind;
 }
 
+uint64_t conn_sent_total(const struct conn *c)
+{
+    return c->sent_total;
+}
+
+uint64_t conn_written_total(const struct conn *c)
+{
+    return c->written_total;
+}
+
 size_t conn_queued_bytes(const struct conn *c)
 {
     return c->queued;
@@ -85,14 +97,49 @@ void conn_slot_set(struct conn *c, enum conn_slot slot, void *state, void (*free
     c->slot_free[slot] = free_fn;
 }
 
+/* Whether closing now would lose nothing a resuming client cannot read back:
+ * every process output notification still queued is also in its retained log. */
+static bool backlog_safe_to_drop(struct conn *c)
+{
+    return !c->session || session_output_safe(c->session, c->written_total);
+}
+
+/* The backlog passed the hard limit: the client is not reading. Close it if that
+ * loses nothing; otherwise stop reading its requests (no new replies) and let
+ * write_done close it once the queued output is safe. */
+static void backlog_over_limit(struct conn *c)
+{
+    if (!c->backlogged) {
+        c->backlogged = true;
+        log_warn("connection %s: %zu bytes of output queued, over the limit of %zu "
+                 "(--max-queued-bytes); the client is not reading",
+                 c->peer, c->queued, server_limits.max_queued);
+        if (c->ops->set_reading) c->ops->set_reading(c, false);
+    }
+    if (backlog_safe_to_drop(c)) {
+        log_warn("connection %s: closing the slow client (its process output is kept for "
+                 "resume)", c->peer);
+        conn_close(c);
+    }
+}
+
 static void write_done(uv_write_t *req, int status)
 {
     struct conn_wreq *w = (struct conn_wreq *)req;
     struct conn *c = w->conn;
     c->queued -= w->len;
+    if (status == 0) c->written_total += w->len;
     free(w->mem);
     free(w);
     if (status < 0 && c->open) conn_close(c);
+    if (c->backlogged && c->open) {
+        if (c->queued < CONN_LOW_WATER) {
+            c->backlogged = false;
+            if (c->ops->set_reading) c->ops->set_reading(c, true);
+        } else if (backlog_safe_to_drop(c)) {
+            backlog_over_limit(c);
+        }
+    }
     if (c->congested && c->queued < CONN_LOW_WATER) {
         c->congested = false;
         if (c->session) session_output_unblocked(c->session);
@@ -104,6 +151,13 @@ static void write_done(uv_write_t *req, int status)
 static void queue_write(struct conn *c, uv_stream_t *stream, char *mem, const uv_buf_t *bufs,
                         unsigned nbufs, size_t len)
 {
+    if (c->queued > server_limits.max_queued && c->open) {
+        backlog_over_limit(c);
+        if (!c->open) {
+            free(mem);
+            return;
+        }
+    }
     struct conn_wreq *w = xmalloc(sizeof *w);
     w->conn = c;
     w->mem = mem;
@@ -126,6 +180,7 @@ void conn_write(struct conn *c, uv_stream_t *stream, char *mem, const uv_buf_t *
 {
     size_t len = 0;
     for (unsigned i = 0; i < nbufs; i++) len += bufs[i].len;
+    c->sent_total += len;
     if (c->queued > 0) {
         queue_write(c, stream, mem, bufs, nbufs, len);
         return;
@@ -139,6 +194,7 @@ void conn_write(struct conn *c, uv_stream_t *stream, char *mem, const uv_buf_t *
         return;
     }
     size_t done = n > 0 ? (size_t)n : 0;
+    c->written_total += done;
     if (done == len) {
         free(mem);
         return;

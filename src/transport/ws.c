@@ -17,20 +17,21 @@
 #include <string.h>
 #include <wslay/wslay.h>
 
+#include "core/limits.h"
 #include "core/log.h"
 #include "rpc/dispatch.h"
 #include "transport/conn_internal.h"
 #include "transport/http_upgrade.h"
 #include "util/mem.h"
 
-#define WS_MAX_FRAME (16u << 20)
-#define WS_MAX_MESSAGE (64u << 20)
 #define WS_PING_INTERVAL_MS 30000
+#define WS_HANDSHAKE_MS 10000 /* a peer that never finishes its request head is dropped */
 
 struct ws_listener {
     uv_tcp_t tcp;
     uv_loop_t *loop;
     struct ws_conn *conns; /* every live connection, for shutdown */
+    unsigned nconns;       /* length of conns, for --max-connections */
 };
 
 struct ws_conn {
@@ -46,6 +47,8 @@ struct ws_conn {
     const uint8_t *in;      /* bytes being fed to wslay by the recv callback */
     size_t in_len;
     int handles_open;       /* tcp + ping timer, counted down by close callbacks */
+    bool over_limit;        /* accepted past --max-connections: the upgrade gets a 503 */
+    bool reading;           /* uv_read_start is in effect */
 };
 
 static void ws_drain(struct ws_conn *w);
@@ -83,8 +86,14 @@ static void ws_frame_start_cb(wslay_event_context_ptr ctx,
                               const struct wslay_event_on_frame_recv_start_arg *arg, void *user)
 {
     /* A single frame above 16 MiB is refused like the reference does. */
-    if (arg->payload_length > WS_MAX_FRAME)
+    struct ws_conn *w = user;
+    size_t max = server_limits.max_message < LIMITS_MAX_FRAME ? server_limits.max_message
+                                                              : LIMITS_MAX_FRAME;
+    if (arg->payload_length > max) {
+        log_warn("connection %s: frame of %llu bytes exceeds the limit of %zu; closing (1009)",
+                 w->base.peer, (unsigned long long)arg->payload_length, max);
         wslay_event_queue_close(ctx, WSLAY_CODE_MESSAGE_TOO_BIG, NULL, 0);
+    }
 }
 
 static void ws_msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *arg,
@@ -119,6 +128,7 @@ static void ws_close(struct conn *c)
     else w->listener->conns = w->next;
     if (w->next) w->next->prev = w->prev;
     w->prev = w->next = NULL;
+    w->listener->nconns--;
     uv_close((uv_handle_t *)&w->ping, ws_handle_closed);
     uv_close((uv_handle_t *)&w->tcp, ws_handle_closed);
 }
@@ -159,10 +169,23 @@ static void ws_send(struct conn *c, struct buf *msg)
     conn_write(c, (uv_stream_t *)&w->tcp, mem, &b, 1);
 }
 
+static void ws_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b);
+static void ws_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *b);
+
+static void ws_set_reading(struct conn *c, bool on)
+{
+    struct ws_conn *w = (struct ws_conn *)c;
+    if (uv_is_closing((uv_handle_t *)&w->tcp) || on == w->reading) return;
+    w->reading = on;
+    if (on) uv_read_start((uv_stream_t *)&w->tcp, ws_alloc, ws_read_cb);
+    else uv_read_stop((uv_stream_t *)&w->tcp);
+}
+
 static const struct conn_ops ws_ops = {
     .send = ws_send,
     .close = ws_close,
     .destroy = ws_destroy,
+    .set_reading = ws_set_reading,
 };
 
 static void ws_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
@@ -196,6 +219,11 @@ static void ws_feed(struct ws_conn *w, const char *data, size_t len)
         if (!wslay_event_want_read(w->ws)) break;
     }
     w->in_len = 0;
+    if (wslay_event_get_close_sent(w->ws) &&
+        wslay_event_get_status_code_sent(w->ws) == WSLAY_CODE_MESSAGE_TOO_BIG &&
+        !uv_is_closing((uv_handle_t *)&w->tcp) && wslay_event_want_write(w->ws))
+        log_warn("connection %s: message over the limit of %zu bytes (--max-message-bytes); "
+                 "closing (1009)", w->base.peer, server_limits.max_message);
     ws_drain(w);
     conn_unref(&w->base);
 }
@@ -211,7 +239,7 @@ static void ws_ping_cb(uv_timer_t *t)
 static void ws_upgrade(struct ws_conn *w, size_t consumed)
 {
     wslay_event_context_server_init(&w->ws, &ws_callbacks, w);
-    wslay_event_config_set_max_recv_msg_length(w->ws, WS_MAX_MESSAGE);
+    wslay_event_config_set_max_recv_msg_length(w->ws, server_limits.max_message);
     w->upgraded = true;
     uv_timer_start(&w->ping, ws_ping_cb, WS_PING_INTERVAL_MS, WS_PING_INTERVAL_MS);
     size_t rest = w->head.len - consumed;
@@ -255,11 +283,29 @@ static void ws_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         buf_free(&reply);
         return;
     }
+    if (o == HTTP_WEBSOCKET && w->over_limit) {
+        /* Past --max-connections: say so instead of upgrading. */
+        log_warn("connection %s refused: %u connections open (--max-connections %u)",
+                 w->base.peer, w->listener->nconns, server_limits.max_connections);
+        buf_free(&reply);
+        buf_init(&reply);
+        char body[160];
+        int bl = snprintf(body, sizeof body,
+                          "too many connections: this server allows %u (--max-connections)\n",
+                          server_limits.max_connections);
+        buf_printf(&reply,
+                   "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; "
+                   "charset=utf-8\r\ncontent-length: %d\r\nretry-after: 1\r\n"
+                   "connection: close\r\n\r\n%s",
+                   bl, body);
+        o = HTTP_REPLY;
+    }
     uv_buf_t ub = uv_buf_init(reply.data, (unsigned)reply.len);
     char *mem = buf_steal(&reply);
     conn_write(&w->base, s, mem, &ub, 1);
     if (o == HTTP_REPLY) {
         w->close_after_write = true;
+        w->reading = false;
         uv_read_stop(s);
         /* uv_close waits for queued writes? No: it cancels them. Shut down first. */
         /* uv_close would cancel the queued reply: shut down, then close. */
@@ -276,10 +322,24 @@ static void ws_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     ws_upgrade(w, info.consumed);
 }
 
+static void ws_handshake_timeout(uv_timer_t *t)
+{
+    struct ws_conn *w = t->data;
+    if (w->upgraded) return;
+    log_info("connection %s: no complete request within %d ms; closing", w->base.peer,
+             WS_HANDSHAKE_MS);
+    conn_close(&w->base);
+}
+
 static void ws_on_connection(uv_stream_t *server, int status)
 {
     struct ws_listener *l = server->data;
-    if (status < 0) return;
+    if (status < 0) {
+        /* libuv already accepted and closed the peer (its EMFILE reserve fd), so
+         * the backlog drains instead of waking us forever. */
+        log_warn("accept failed: %s", uv_strerror(status));
+        return;
+    }
     struct ws_conn *w = xcalloc(1, sizeof *w);
     conn_init(&w->base, &ws_ops, l->loop, "websocket");
     w->listener = l;
@@ -294,6 +354,16 @@ static void ws_on_connection(uv_stream_t *server, int status)
     w->next = l->conns;
     if (l->conns) l->conns->prev = w;
     l->conns = w;
+    l->nconns++;
+    if (l->nconns > 2 * server_limits.max_connections) {
+        /* A flood: not even a 503, the fd bound comes first. */
+        log_warn("connection refused: %u connections open (--max-connections %u)", l->nconns - 1,
+                 server_limits.max_connections);
+        conn_close(&w->base);
+        return;
+    }
+    w->over_limit = l->nconns > server_limits.max_connections;
+    uv_timer_start(&w->ping, ws_handshake_timeout, WS_HANDSHAKE_MS, 0);
     uv_tcp_nodelay(&w->tcp, 1);
     struct sockaddr_storage ss;
     int sl = sizeof ss;
@@ -312,6 +382,7 @@ static void ws_on_connection(uv_stream_t *server, int status)
             snprintf(w->base.peer, sizeof w->base.peer, "[%s]:%d", ip, port);
         }
     }
+    w->reading = true;
     uv_read_start((uv_stream_t *)&w->tcp, ws_alloc, ws_read_cb);
 }
 
