@@ -15,8 +15,9 @@
  *                    message is queued behind a backlog already above it, the client
  *                    is not reading: it is closed as soon as every process output
  *                    chunk still in its queue is also in the retained event logs
- *                    (so a resume loses nothing); until then its requests are no
- *                    longer read. One reply of any size always fits (the check is on
+ *                    (so a resume loses nothing); until then, or until its backlog
+ *                    is back under the limit, its requests are not read. One reply
+ *                    of any size always fits (the check is on
  *                    the backlog before it). Process output alone never gets here:
  *                    it pauses at CONN_HIGH_WATER.
  *   max_detached     detached sessions kept for resume. When one more detaches,

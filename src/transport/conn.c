@@ -133,7 +133,8 @@ static void write_done(uv_write_t *req, int status)
     free(w);
     if (status < 0 && c->open) conn_close(c);
     if (c->backlogged && c->open) {
-        if (c->queued < CONN_LOW_WATER) {
+        if (c->queued <= server_limits.max_queued) {
+            /* It reads after all: back under the limit, serve it again. */
             c->backlogged = false;
             if (c->ops->set_reading) c->ops->set_reading(c, true);
         } else if (backlog_safe_to_drop(c)) {

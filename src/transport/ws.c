@@ -10,11 +10,15 @@
 #include "transport/ws.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <wslay/wslay.h>
 
 #include "core/limits.h"
@@ -26,12 +30,30 @@
 
 #define WS_PING_INTERVAL_MS 30000
 #define WS_HANDSHAKE_MS 10000 /* a peer that never finishes its request head is dropped */
+#define WS_LINGER_MS 30000    /* how long a slow client's socket drains after its close */
 
 struct ws_listener {
     uv_tcp_t tcp;
     uv_loop_t *loop;
     struct ws_conn *conns; /* every live connection, for shutdown */
     unsigned nconns;       /* length of conns, for --max-connections */
+    struct ws_linger *lingers; /* sockets of closed slow clients still draining */
+};
+
+/* A slow client closed for its backlog (conn.c) must still receive what the
+ * kernel already holds for it: only our own queue may be dropped, because only
+ * that is known to be in the retained logs. A plain close() with unread requests
+ * in the receive queue (we stopped reading them) would send a RST, and a RST
+ * discards the peer's unread receive queue. So the socket is kept open through a
+ * dup: FIN after the buffered data, incoming bytes read and discarded, closed at
+ * the peer's EOF or after WS_LINGER_MS. */
+struct ws_linger {
+    uv_poll_t poll;
+    uv_timer_t timer;
+    int fd;
+    int handles_open;
+    struct ws_listener *listener;
+    struct ws_linger *prev, *next;
 };
 
 struct ws_conn {
@@ -49,6 +71,7 @@ struct ws_conn {
     int handles_open;       /* tcp + ping timer, counted down by close callbacks */
     bool over_limit;        /* accepted past --max-connections: the upgrade gets a 503 */
     bool reading;           /* uv_read_start is in effect */
+    bool told_too_big;      /* the 1009 close was logged */
 };
 
 static void ws_drain(struct ws_conn *w);
@@ -92,6 +115,7 @@ static void ws_frame_start_cb(wslay_event_context_ptr ctx,
     if (arg->payload_length > max) {
         log_warn("connection %s: frame of %llu bytes exceeds the limit of %zu; closing (1009)",
                  w->base.peer, (unsigned long long)arg->payload_length, max);
+        w->told_too_big = true;
         wslay_event_queue_close(ctx, WSLAY_CODE_MESSAGE_TOO_BIG, NULL, 0);
     }
 }
@@ -119,10 +143,77 @@ static void ws_handle_closed(uv_handle_t *h)
     conn_closed(&w->base);
 }
 
+static void linger_handle_closed(uv_handle_t *h)
+{
+    struct ws_linger *lg = h->data;
+    if (--lg->handles_open > 0) return;
+    close(lg->fd);
+    free(lg);
+}
+
+static void linger_end(struct ws_linger *lg)
+{
+    if (uv_is_closing((uv_handle_t *)&lg->timer)) return;
+    if (lg->prev) lg->prev->next = lg->next;
+    else lg->listener->lingers = lg->next;
+    if (lg->next) lg->next->prev = lg->prev;
+    uv_close((uv_handle_t *)&lg->poll, linger_handle_closed);
+    uv_close((uv_handle_t *)&lg->timer, linger_handle_closed);
+}
+
+/* After a bounded read burst: ends the linger unless input is merely pending. */
+static void linger_end_if_eof(struct ws_linger *lg)
+{
+    char c;
+    ssize_t n = recv(lg->fd, &c, 1, MSG_DONTWAIT | MSG_PEEK);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) linger_end(lg);
+}
+
+static void linger_read(uv_poll_t *h, int status, int events)
+{
+    struct ws_linger *lg = h->data;
+    char sink[16384];
+    for (int i = 0; status == 0 && i < 64; i++) { /* bounded: the poll fires again */
+        ssize_t n = recv(lg->fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (n > 0 || (n < 0 && errno == EINTR)) continue;
+        if (n < 0 && errno == EAGAIN) return;
+        break; /* EOF or error: the peer is done with it */
+    }
+    if (status < 0 || !(events & UV_READABLE) || (events & UV_DISCONNECT)) linger_end(lg);
+    else linger_end_if_eof(lg);
+}
+
+static void linger_timeout(uv_timer_t *t)
+{
+    linger_end(t->data);
+}
+
+static void ws_linger_start(struct ws_conn *w)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&w->tcp, &fd) != 0) return;
+    int d = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    if (d < 0) return;
+    struct ws_linger *lg = xcalloc(1, sizeof *lg);
+    lg->fd = d;
+    lg->listener = w->listener;
+    uv_poll_init_socket(w->base.loop, &lg->poll, d);
+    uv_timer_init(w->base.loop, &lg->timer);
+    lg->poll.data = lg->timer.data = lg;
+    lg->handles_open = 2;
+    lg->next = w->listener->lingers;
+    if (lg->next) lg->next->prev = lg;
+    w->listener->lingers = lg;
+    uv_poll_start(&lg->poll, UV_READABLE | UV_DISCONNECT, linger_read);
+    uv_timer_start(&lg->timer, linger_timeout, WS_LINGER_MS, 0);
+}
+
 static void ws_close(struct conn *c)
 {
     struct ws_conn *w = (struct ws_conn *)c;
     if (uv_is_closing((uv_handle_t *)&w->tcp)) return;
+    struct ws_linger *lg_before = w->listener->lingers;
+    if (w->base.backlogged) ws_linger_start(w);
     w->base.open = false;
     if (w->prev) w->prev->next = w->next;
     else w->listener->conns = w->next;
@@ -131,6 +222,8 @@ static void ws_close(struct conn *c)
     w->listener->nconns--;
     uv_close((uv_handle_t *)&w->ping, ws_handle_closed);
     uv_close((uv_handle_t *)&w->tcp, ws_handle_closed);
+    /* The dup keeps the socket: FIN goes out after what the kernel holds. */
+    if (w->listener->lingers != lg_before) shutdown(w->listener->lingers->fd, SHUT_WR);
 }
 
 static void ws_destroy(struct conn *c)
@@ -219,12 +312,14 @@ static void ws_feed(struct ws_conn *w, const char *data, size_t len)
         if (!wslay_event_want_read(w->ws)) break;
     }
     w->in_len = 0;
-    if (wslay_event_get_close_sent(w->ws) &&
-        wslay_event_get_status_code_sent(w->ws) == WSLAY_CODE_MESSAGE_TOO_BIG &&
-        !uv_is_closing((uv_handle_t *)&w->tcp) && wslay_event_want_write(w->ws))
+    ws_drain(w);
+    /* wslay closed a too-long fragmented message itself; say why. */
+    if (!w->told_too_big && wslay_event_get_close_sent(w->ws) &&
+        wslay_event_get_status_code_sent(w->ws) == WSLAY_CODE_MESSAGE_TOO_BIG) {
+        w->told_too_big = true;
         log_warn("connection %s: message over the limit of %zu bytes (--max-message-bytes); "
                  "closing (1009)", w->base.peer, server_limits.max_message);
-    ws_drain(w);
+    }
     conn_unref(&w->base);
 }
 
@@ -416,5 +511,6 @@ int ws_listen(uv_loop_t *loop, const char *host, int port, struct ws_listener **
 void ws_shutdown(struct ws_listener *l)
 {
     while (l->conns) conn_close(&l->conns->base);
+    while (l->lingers) linger_end(l->lingers);
     uv_close((uv_handle_t *)&l->tcp, (uv_close_cb)free);
 }
