@@ -175,6 +175,7 @@ int spawn_child(const struct spawn_request *rq, struct spawn_result *out)
         /* Out of fds (EMFILE) after the exec: a child we cannot watch is killed. */
         err = errno;
         kill(-pid, SIGKILL);
+        kill(pid, SIGKILL); /* in case it has not reached setsid() (fork-like vfork) */
         int st;
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
         }
