@@ -177,7 +177,7 @@ static void reaper_cb(uv_poll_t *h, int status, int events)
 {
     struct reaper *r = h->data;
     siginfo_t si = {0};
-    if (waitid(P_PIDFD, (id_t)r->pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid == 0) return;
+    if (spawn_wait(r->pidfd, &si) == 0 && si.si_pid == 0) return;
     uv_close((uv_handle_t *)&r->poll, reaper_closed);
     close(r->pidfd);
 }
@@ -467,7 +467,7 @@ static void pid_cb(uv_poll_t *h, int status, int events)
 {
     struct proc *p = h->data;
     siginfo_t si = {0};
-    if (waitid(P_PIDFD, (id_t)p->pidfd, &si, WEXITED | WNOHANG) < 0) {
+    if (spawn_wait(p->pidfd, &si) < 0) {
         p->exit_code = -1;
     } else if (si.si_pid == 0) {
         return;
