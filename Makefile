@@ -8,7 +8,7 @@ BUILD     := build
 ASAN      := build/asan
 VG        := build/vg
 VALGRIND  ?= valgrind --leak-check=full --error-exitcode=99 --child-silent-after-fork=yes \
-             --show-leak-kinds=definite,possible -q
+             --show-leak-kinds=definite,possible --suppressions=$(CURDIR)/tests/valgrind.supp -q
 ARGS      ?=
 CMAKE_GEN := -G Ninja
 

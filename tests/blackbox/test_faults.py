@@ -157,7 +157,7 @@ def test_guardian_leaves_with_the_server(_):
         s.close()
         srv.stop()
         wait_until(lambda: not ({p for p in all_pids() if _comm(p) == "exec-guardian"}
-                                - before - {srv.pid}), 5, "the guardian to exit")
+                                - before - {srv.pid}), 5 * TIMEOUT_SCALE, "the guardian to exit")
     finally:
         srv.kill()
 
