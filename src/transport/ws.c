@@ -432,7 +432,12 @@ static void ws_on_connection(uv_stream_t *server, int status)
     if (status < 0) {
         /* libuv already accepted and closed the peer (its EMFILE reserve fd), so
          * the backlog drains instead of waking us forever. */
-        log_warn("accept failed: %s", uv_strerror(status));
+        static uint64_t last_ms; /* once a second: an fd shortage must not flood the log */
+        uint64_t now = uv_now(l->loop);
+        if (last_ms == 0 || now - last_ms >= 1000) {
+            last_ms = now;
+            log_warn("accept failed: %s (connections are refused meanwhile)", uv_strerror(status));
+        }
         return;
     }
     struct ws_conn *w = xcalloc(1, sizeof *w);

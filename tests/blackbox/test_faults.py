@@ -385,10 +385,13 @@ def test_emfile_on_accept_does_not_spin(_):
         for _ in range(80):  # far past the fd limit
             socks.append(socket.create_connection((srv.host, srv.port)))
         time.sleep(0.5)
+        assert fd_count(srv.pid) >= 46, "fd limit not reached: %d fds" % fd_count(srv.pid)
         c0 = cpu_seconds(srv.pid)
         time.sleep(2.0)
         used = cpu_seconds(srv.pid) - c0
+        print("  at the fd limit with 80 pending connections: %.2f s CPU in 2 s" % used)
         assert used < 0.5, "server used %.2f s of CPU in 2 s at the fd limit" % used
+        # (libuv's reserve-fd trick accepts and closes the excess quietly.)
         assert s.call("environment/status") == {"status": "ready"}
         for k in socks:
             k.close()
