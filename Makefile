@@ -7,15 +7,20 @@
 #               (installed into ~/.cache/codex-ref by npm when missing); BENCH_ARGS=...
 #   make fuzz   clang libFuzzer build into build/fuzz/, then each target for FUZZ_TIME s
 #               (default 600; FUZZ_TARGETS="ws uri" runs only those)
+#   make valgrind  RelWithDebInfo build into build/vg/, then the black-box tests with
+#               the server under valgrind (leaks and invalid accesses fail a test)
 BUILD     := build
 ASAN      := build/asan
 FUZZ      := build/fuzz
 FUZZ_TIME ?= 600
 FUZZ_TARGETS ?=
+VG        := build/vg
+VALGRIND  ?= valgrind --leak-check=full --error-exitcode=99 --child-silent-after-fork=yes \
+             --show-leak-kinds=definite,possible --suppressions=$(CURDIR)/tests/valgrind.supp -q
 ARGS      ?=
 CMAKE_GEN := -G Ninja
 
-.PHONY: all deps run test bench fuzz fuzz-build clean
+.PHONY: all deps run test bench fuzz fuzz-build valgrind clean
 
 all: deps
 	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -50,6 +55,12 @@ fuzz-build: deps
 
 fuzz: fuzz-build
 	./tests/fuzz/run.sh $(FUZZ) $(FUZZ_TIME) $(FUZZ_TARGETS)
+
+valgrind: deps
+	cmake -S . -B $(VG) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(VG)
+	cd $(VG) && EXEC_SERVER_WRAPPER="$(VALGRIND)" ctest -j2 -R blackbox --output-on-failure \
+	    --timeout 3000
 
 clean:
 	rm -rf $(BUILD)

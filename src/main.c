@@ -2,7 +2,8 @@
  *
  *   exec-server [--listen URL] [--session-ttl SECONDS] [--log-level LEVEL]
  *               [--ws-auth capability-token (--ws-token-file PATH | --ws-token-sha256 HEX)]
- *               [--help] [--version]
+ *               [--max-connections N] [--max-processes N] [--max-message-bytes N]
+ *               [--max-queued-bytes N] [--max-detached-sessions N] [--help] [--version]
  *
  * In WebSocket mode the bound URL is printed as one line on stdout once listening;
  * everything else goes to stderr. SIGTERM/SIGINT stop accepting, kill every
@@ -16,7 +17,9 @@
 #include <string.h>
 #include <uv.h>
 
+#include "core/limits.h"
 #include "core/log.h"
+#include "process/guardian.h"
 #include "session/session.h"
 #include "transport/auth.h"
 #include "transport/stdio.h"
@@ -44,6 +47,22 @@ static const char usage[] =
     "                          /readyz stays open). Off by default\n"
     "  --ws-token-file PATH    file holding the token (surrounding whitespace trimmed)\n"
     "  --ws-token-sha256 HEX   the token's SHA-256 as 64 hex digits, instead of the file\n"
+    "\n"
+    "Limits (BYTES may end in K, M or G, powers of 1024):\n"
+    "  --max-connections N     open connections; one more gets HTTP 503 (default 256)\n"
+    "  --max-processes N       unfinished processes per session; one more process/start\n"
+    "                          fails with a JSON-RPC error (default 1024)\n"
+    "  --max-message-bytes BYTES\n"
+    "                          largest incoming message; a larger one closes the\n"
+    "                          connection with WebSocket status 1009 (default 64M;\n"
+    "                          one frame is further capped at 16M)\n"
+    "  --max-queued-bytes BYTES\n"
+    "                          unsent output backlog of a connection that stops reading\n"
+    "                          before it is closed; its process output stays resumable\n"
+    "                          (default 256M)\n"
+    "  --max-detached-sessions N\n"
+    "                          disconnected sessions kept for resume; past it the one\n"
+    "                          detached longest ago expires at once (default 64)\n"
     "  --help                  print this help\n"
     "  --version               print the version\n";
 
@@ -72,6 +91,26 @@ static void on_signal(uv_signal_t *s, int signum)
 static void on_stdio_eof(void)
 {
     shutdown_server();
+}
+
+/* Parses a count, or with `bytes` a size with an optional K/M/G suffix. */
+static int parse_limit(const char *val, bool bytes, unsigned long long max, unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    if (!isdigit((unsigned char)val[0])) return -1;
+    unsigned long long v = strtoull(val, &end, 10);
+    if (errno) return -1;
+    if (bytes && *end) {
+        int shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20
+                  : *end == 'G' || *end == 'g' ? 30 : -1;
+        if (shift < 0 || end[1] || v > (max >> shift)) return -1;
+        v <<= shift;
+        end++;
+    }
+    if (*end || v > max) return -1;
+    *out = v;
+    return 0;
 }
 
 /* Parses ws://IP:PORT. Returns 0 and fills host/port, or -1. */
@@ -183,8 +222,10 @@ int main(int argc, char **argv)
             printf("exec-server %s\n", EXEC_SERVER_VERSION);
             return 0;
         }
-        const char *names[] = {"--listen",  "--session-ttl",   "--log-level",
-                               "--ws-auth", "--ws-token-file", "--ws-token-sha256"};
+        const char *names[] = {"--listen",          "--session-ttl",       "--log-level",
+                               "--max-connections", "--max-processes",     "--max-message-bytes",
+                               "--max-queued-bytes", "--max-detached-sessions",
+                               "--ws-auth",         "--ws-token-file",     "--ws-token-sha256"};
         int which = -1;
         for (int k = 0; k < (int)(sizeof names / sizeof names[0]); k++) {
             size_t n = strlen(names[k]);
@@ -213,12 +254,26 @@ int main(int argc, char **argv)
                 return 2;
             }
             ttl_ms = (uint64_t)(secs * 1000);
-        } else if (which == 3) {
+        } else if (which == 8) {
             ws_auth = val;
-        } else if (which == 4) {
+        } else if (which == 9) {
             token_file = val;
-        } else if (which == 5) {
+        } else if (which == 10) {
             token_sha256 = val;
+        } else if (which >= 3) {
+            bool bytes = which == 5 || which == 6;
+            unsigned long long v, max = bytes ? (1ull << 40) : 1000000;
+            if (parse_limit(val, bytes, max, &v) < 0 || (which != 7 && v == 0)) {
+                fprintf(stderr, "exec-server: invalid %s `%s`; expected %s\n", names[which], val,
+                        bytes ? "a positive byte count (K, M, G allowed)"
+                              : which == 7 ? "a count" : "a positive count");
+                return 2;
+            }
+            if (which == 3) server_limits.max_connections = (unsigned)v;
+            else if (which == 4) server_limits.max_processes = (unsigned)v;
+            else if (which == 5) server_limits.max_message = (size_t)v;
+            else if (which == 6) server_limits.max_queued = (size_t)v;
+            else server_limits.max_detached = (unsigned)v;
         } else {
             if (log_level_parse(val, &log_threshold) < 0) {
                 fprintf(stderr,
@@ -249,6 +304,11 @@ int main(int argc, char **argv)
 
     if (configure_auth(ws_auth, token_file, token_sha256) < 0) return 2;
 
+    /* Before the loop exists (no threads yet): the watchdog that kills our
+     * process groups if this process dies without cleaning up. */
+    int gr = guardian_start();
+    if (gr < 0) log_warn("cannot start the guardian process (%s); children may outlive a "
+                         "crashed server", strerror(-gr));
     /* A vanished peer must be an error code on write, not a process-wide kill. */
     signal(SIGPIPE, SIG_IGN);
     loop = uv_default_loop();

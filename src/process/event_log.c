@@ -32,6 +32,7 @@ struct log_chunk *event_log_append(struct event_log *log, enum log_stream stream
     c->seq = log->next_seq++;
     c->len = (uint32_t)len;
     c->stream = (uint8_t)stream;
+    c->wire_end = 0;
     memcpy(c->data, data, len);
     if (log->tail) log->tail->next = c;
     else log->head = c;
@@ -44,6 +45,7 @@ struct log_chunk *event_log_append(struct event_log *log, enum log_stream stream
         log->head = old->next;
         log->bytes -= old->len;
         log->count--;
+        log->evicted_wire_end = old->wire_end;
         free(old);
     }
     return c;

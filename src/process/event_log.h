@@ -20,6 +20,8 @@ struct log_chunk {
     uint64_t seq;
     uint32_t len;
     uint8_t stream;         /* enum log_stream */
+    uint64_t wire_end;      /* stream offset just past its notification on the
+                               attached connection (conn_sent_total), 0 if none */
     uint8_t data[];
 };
 
@@ -28,6 +30,7 @@ struct event_log {
     size_t bytes;                  /* raw bytes retained */
     size_t count;                  /* chunks retained */
     uint64_t next_seq;             /* next unassigned seq (starts at 1) */
+    uint64_t evicted_wire_end;     /* wire_end of the newest evicted chunk */
 };
 
 void event_log_init(struct event_log *log);

@@ -17,9 +17,11 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "core/limits.h"
 #include "core/log.h"
 #include "fs/uri.h"
 #include "process/event_log.h"
+#include "process/guardian.h"
 #include "process/spawn.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
@@ -181,7 +183,7 @@ static void reaper_cb(uv_poll_t *h, int status, int events)
 {
     struct reaper *r = h->data;
     siginfo_t si = {0};
-    if (waitid(P_PIDFD, (id_t)r->pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid == 0) return;
+    if (spawn_wait(r->pidfd, &si) == 0 && si.si_pid == 0) return;
     uv_close((uv_handle_t *)&r->poll, reaper_closed);
     close(r->pidfd);
 }
@@ -223,8 +225,11 @@ static void proc_free(struct proc *p)
         rpc_req_free(w->req);
         waiter_remove(w);
     }
+    /* Also after the leader exited: background grandchildren may still be in its
+     * group, and a group never outlives its entry (nor the guardian's record). */
+    kill(-p->pid, SIGKILL);
+    guardian_untrack(p->pid);
     if (p->pid_open) {
-        kill(-p->pid, SIGKILL);
         uv_close((uv_handle_t *)&p->pid_poll, handle_closed);
         reap_later(p->pid_poll.loop, p->pidfd);
         p->pid_open = false;
@@ -253,12 +258,27 @@ void proc_table_detached(struct proc_table *t, struct conn *c)
             w = n;
         }
     }
+    /* The old connection's queue is gone: nothing of the logs is in flight. */
+    for (struct proc *p = t->head; p; p = p->next) {
+        for (struct log_chunk *ch = p->log.head; ch; ch = ch->next) ch->wire_end = 0;
+        p->log.evicted_wire_end = 0;
+    }
     /* Detached output is recorded in the retained log, never held back. */
     proc_table_resume_output(t);
 }
 
 void proc_table_attached(struct proc_table *t, struct conn *c)
 {
+}
+
+bool proc_table_output_safe(const struct proc_table *t, uint64_t written_total)
+{
+    /* A process's notifications are queued in seq order and its log keeps the
+     * newest chunks: if the newest evicted chunk has left the queue, every chunk
+     * still queued is retained. */
+    for (const struct proc *p = t->head; p; p = p->next)
+        if (p->log.evicted_wire_end > written_total) return false;
+    return true;
 }
 
 /* ---- notifications and reads -------------------------------------------- */
@@ -274,7 +294,7 @@ static void put_chunk_fields(struct buf *b, const struct log_chunk *c)
     buf_putc(b, '"');
 }
 
-static void notify_output(struct proc *p, const struct log_chunk *c)
+static void notify_output(struct proc *p, struct log_chunk *c)
 {
     struct conn *conn = proc_conn(p);
     if (!conn) return;
@@ -287,6 +307,7 @@ static void notify_output(struct proc *p, const struct log_chunk *c)
     put_chunk_fields(&b, c);
     buf_puts(&b, "}}");
     conn_send(conn, &b);
+    c->wire_end = conn_sent_total(conn);
 }
 
 static void notify_event(struct proc *p, const char *method, uint64_t seq, bool with_exit)
@@ -476,7 +497,7 @@ static void pid_cb(uv_poll_t *h, int status, int events)
 {
     struct proc *p = h->data;
     siginfo_t si = {0};
-    if (waitid(P_PIDFD, (id_t)p->pidfd, &si, WEXITED | WNOHANG) < 0) {
+    if (spawn_wait(p->pidfd, &si) < 0) {
         p->exit_code = -1;
     } else if (si.si_pid == 0) {
         return;
@@ -606,13 +627,22 @@ static void handle_start(struct rpc_req *req)
     size_t argc = json_array_size(argv);
     struct proc_table *t = req->session->procs;
     const char *program = argc ? json_string_value(json_array_get(argv, 0)) : "";
-    if (argc == 0 || proc_find(t, id) || !*program) {
+    unsigned live = 0;
+    for (struct proc *q = t->head; q; q = q->next) live += !q->closed;
+    bool over_limit = live >= server_limits.max_processes;
+    if (argc == 0 || proc_find(t, id) || !*program || over_limit) {
         if (sandboxed) sandbox_prepared_free(&prep);
         sandbox_policy_free(&pol);
         free(cwd_path);
         if (argc == 0) return rpc_reply_error(req, RPC_INVALID_PARAMS, "argv must not be empty");
         if (proc_find(t, id))
             return rpc_reply_error(req, RPC_INVALID_REQUEST, "process %s already exists", id);
+        if (over_limit)
+            return rpc_reply_error(req, RPC_INVALID_REQUEST,
+                                   "process limit reached: this session already has %u running "
+                                   "processes (--max-processes %u); wait for one to exit or "
+                                   "terminate one",
+                                   live, server_limits.max_processes);
         return rpc_reply_error(req, RPC_INTERNAL_ERROR, "missing program for pipe spawn");
     }
 

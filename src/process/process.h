@@ -8,6 +8,9 @@
 #ifndef EXEC_PROCESS_PROCESS_H
 #define EXEC_PROCESS_PROCESS_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 struct session;
 struct conn;
 struct proc_table;
@@ -19,6 +22,9 @@ void proc_table_destroy(struct proc_table *t);
 void proc_table_detached(struct proc_table *t, struct conn *c);
 /* The session was resumed on c. */
 void proc_table_attached(struct proc_table *t, struct conn *c);
+/* Whether every output notification the attached connection has queued past
+ * stream offset written_total is still in its process's retained log. */
+bool proc_table_output_safe(const struct proc_table *t, uint64_t written_total);
 /* The attached connection drained its write queue: resume paused readers. */
 void proc_table_resume_output(struct proc_table *t);
 

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -24,8 +25,113 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "process/guardian.h"
 #include "sandbox/enforce.h"
 #include "util/mem.h"
+
+/* Fallback where pidfd_open is missing (valgrind 3.19 does not know syscall 434,
+ * so the whole process path would be untestable under it): a detached thread
+ * blocks in waitid(P_PID) for the child, keeps its status and makes an eventfd
+ * readable; spawn_wait() hands the status out as waitid(P_PIDFD) would. */
+struct pidwatch {
+    struct pidwatch *next;
+    int fd;        /* the eventfd the caller polls (owned by the caller) */
+    pid_t pid;
+    bool done;     /* the thread reaped the child; si holds its status */
+    siginfo_t si;
+};
+static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pidwatch *watches;
+
+struct watch_arg {
+    pid_t pid;
+    int wfd; /* a dup of the eventfd, owned by the thread */
+};
+
+static void *watch_thread(void *arg)
+{
+    struct watch_arg a = *(struct watch_arg *)arg;
+    free(arg);
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    while (waitid(P_PID, (id_t)a.pid, &si, WEXITED) < 0 && errno == EINTR) {
+    }
+    pthread_mutex_lock(&watch_lock);
+    for (struct pidwatch *w = watches; w; w = w->next) {
+        if (w->pid == a.pid && !w->done) {
+            w->si = si;
+            w->done = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&watch_lock);
+    uint64_t one = 1;
+    ssize_t r = write(a.wfd, &one, sizeof one);
+    (void)r;
+    close(a.wfd);
+    return NULL;
+}
+
+static int pidfd_fallback(pid_t pid)
+{
+    int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (efd < 0) return -1;
+    struct watch_arg *a = xmalloc(sizeof *a);
+    a->pid = pid;
+    a->wfd = fcntl(efd, F_DUPFD_CLOEXEC, 3);
+    if (a->wfd < 0) {
+        int err = errno;
+        free(a);
+        close(efd);
+        errno = err;
+        return -1;
+    }
+    struct pidwatch *w = xcalloc(1, sizeof *w);
+    w->fd = efd;
+    w->pid = pid;
+    pthread_mutex_lock(&watch_lock);
+    w->next = watches;
+    watches = w;
+    pthread_mutex_unlock(&watch_lock);
+    pthread_attr_t attr;
+    pthread_t t;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int r = pthread_create(&t, &attr, watch_thread, a);
+    pthread_attr_destroy(&attr);
+    if (r != 0) {
+        pthread_mutex_lock(&watch_lock);
+        watches = w->next; /* still the head: only this thread adds */
+        pthread_mutex_unlock(&watch_lock);
+        free(w);
+        close(a->wfd);
+        free(a);
+        close(efd);
+        errno = r;
+        return -1;
+    }
+    return efd;
+}
+
+int spawn_wait(int pidfd, siginfo_t *si)
+{
+    pthread_mutex_lock(&watch_lock);
+    for (struct pidwatch **pp = &watches; *pp; pp = &(*pp)->next) {
+        struct pidwatch *w = *pp;
+        if (w->fd != pidfd) continue;
+        if (w->done) {
+            *si = w->si;
+            *pp = w->next;
+            free(w);
+        } else {
+            memset(si, 0, sizeof *si);
+        }
+        pthread_mutex_unlock(&watch_lock);
+        return 0;
+    }
+    pthread_mutex_unlock(&watch_lock);
+    return waitid(P_PIDFD, (id_t)pidfd, si, WEXITED | WNOHANG);
+}
 
 static int set_nonblock_cloexec(int fd)
 {
@@ -180,6 +286,24 @@ int spawn_child(const struct spawn_request *rq, struct spawn_result *out)
     }
     out->pid = pid;
     out->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (out->pidfd < 0 && errno == ENOSYS) {
+        out->pidfd = pidfd_fallback(pid);
+        /* Where pidfd_open is missing, vfork may be emulated by fork (valgrind):
+         * then the child may not have reached setsid() yet, and a group kill
+         * right after the start would miss it. Wait (bounded) until it has. */
+        for (int i = 0; out->pidfd >= 0 && i < 2000 && getpgid(pid) != pid; i++) usleep(500);
+    }
+    if (out->pidfd < 0) {
+        /* Out of fds (EMFILE) after the exec: a child we cannot watch is killed. */
+        err = errno;
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL); /* in case it has not reached setsid() (fork-like vfork) */
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        goto fail;
+    }
+    guardian_track(pid);
     if (rq->tty) {
         close(slave);
         out->out_fd = master;

@@ -2,6 +2,7 @@
 #ifndef EXEC_PROCESS_SPAWN_H
 #define EXEC_PROCESS_SPAWN_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -30,5 +31,10 @@ struct spawn_result {
  * be started (program not found, cwd missing, exec format error...). All returned
  * fds are non-blocking and close-on-exec. */
 int spawn_child(const struct spawn_request *rq, struct spawn_result *out);
+
+/* waitid(P_PIDFD, pidfd, si, WEXITED | WNOHANG) for a pidfd from spawn_child,
+ * also when it is the eventfd of the no-pidfd_open fallback. si->si_pid is 0
+ * while the child runs. Returns 0 or -1 with errno. */
+int spawn_wait(int pidfd, siginfo_t *si);
 
 #endif

@@ -8,6 +8,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "core/limits.h"
 #include "core/log.h"
 #include "fs/uri.h"
 #include "process/process.h"
@@ -20,6 +21,7 @@
 static struct session *sessions;
 static uv_loop_t *session_loop;
 static uint64_t session_ttl_ms = 80000;
+static uint64_t detach_counter;
 
 void session_configure(uv_loop_t *loop, uint64_t detached_ttl_ms)
 {
@@ -83,7 +85,27 @@ void session_detach(struct session *s, struct conn *c)
         session_destroy(s);
         return;
     }
+    s->detach_order = ++detach_counter;
     uv_timer_start(&s->ttl, session_expired, session_ttl_ms, 0);
+    /* Over max_detached: the session detached longest ago expires now. */
+    size_t detached = 0;
+    struct session *oldest = NULL;
+    for (struct session *o = sessions; o; o = o->next) {
+        if (o->conn) continue;
+        detached++;
+        if (!oldest || o->detach_order < oldest->detach_order) oldest = o;
+    }
+    if (detached > server_limits.max_detached && oldest) {
+        log_warn("session %s expired early: %zu detached sessions exceed the limit of %u "
+                 "(--max-detached-sessions); killing its processes",
+                 oldest->id, detached, server_limits.max_detached);
+        session_destroy(oldest);
+    }
+}
+
+bool session_output_safe(struct session *s, uint64_t written_total)
+{
+    return proc_table_output_safe(s->procs, written_total);
 }
 
 void session_output_unblocked(struct session *s)

@@ -6,6 +6,7 @@
 #define EXEC_SESSION_SESSION_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <uv.h>
 
 struct conn;
@@ -17,6 +18,7 @@ struct session {
     struct proc_table *procs; /* owned */
     uv_timer_t ttl;           /* runs while detached */
     uv_loop_t *loop;
+    uint64_t detach_order;    /* when it detached (a counter), for max_detached */
     struct session *prev, *next;
 };
 
@@ -26,6 +28,10 @@ void session_configure(uv_loop_t *loop, uint64_t detached_ttl_ms);
 void session_detach(struct session *s, struct conn *c);
 /* Called by conn when its write queue dropped below the low-water mark. */
 void session_output_unblocked(struct session *s);
+/* Whether every process output notification that the attached connection has
+ * not yet written (its stream offset is past written_total) is still in its
+ * process's retained log, so dropping the queue loses nothing (conn.c). */
+bool session_output_safe(struct session *s, uint64_t written_total);
 /* Kills every process of every session and frees them (shutdown, stdio EOF). */
 void session_destroy_all(void);
 

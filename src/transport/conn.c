@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/limits.h"
+#include "core/log.h"
 #include "session/session.h"
 #include "util/mem.h"
 
@@ -70,6 +72,16 @@ const char *conn_kind(const struct conn *c)
     return c->kind;
 }
 
+uint64_t conn_sent_total(const struct conn *c)
+{
+    return c->sent_total;
+}
+
+uint64_t conn_written_total(const struct conn *c)
+{
+    return c->written_total;
+}
+
 size_t conn_queued_bytes(const struct conn *c)
 {
     return c->queued;
@@ -96,14 +108,50 @@ void conn_slot_set(struct conn *c, enum conn_slot slot, void *state, void (*free
     c->slot_free[slot] = free_fn;
 }
 
+/* Whether closing now would lose nothing a resuming client cannot read back:
+ * every process output notification still queued is also in its retained log. */
+static bool backlog_safe_to_drop(struct conn *c)
+{
+    return !c->session || session_output_safe(c->session, c->written_total);
+}
+
+/* The backlog passed the hard limit: the client is not reading. Close it if that
+ * loses nothing; otherwise stop reading its requests (no new replies) and let
+ * write_done close it once the queued output is safe. */
+static void backlog_over_limit(struct conn *c)
+{
+    if (!c->backlogged) {
+        c->backlogged = true;
+        log_warn("connection %s: %zu bytes of output queued, over the limit of %zu "
+                 "(--max-queued-bytes); the client is not reading",
+                 c->peer, c->queued, server_limits.max_queued);
+        if (c->ops->set_reading) c->ops->set_reading(c, false);
+    }
+    if (backlog_safe_to_drop(c)) {
+        log_warn("connection %s: closing the slow client (its process output is kept for "
+                 "resume)", c->peer);
+        conn_close(c);
+    }
+}
+
 static void write_done(uv_write_t *req, int status)
 {
     struct conn_wreq *w = (struct conn_wreq *)req;
     struct conn *c = w->conn;
     c->queued -= w->len;
+    if (status == 0) c->written_total += w->len;
     for (unsigned i = 0; i < w->nmem; i++) free(w->mem[i]);
     free(w);
     if (status < 0 && c->open) conn_close(c);
+    if (c->backlogged && c->open) {
+        if (c->queued <= server_limits.max_queued) {
+            /* It reads after all: back under the limit, serve it again. */
+            c->backlogged = false;
+            if (c->ops->set_reading) c->ops->set_reading(c, true);
+        } else if (backlog_safe_to_drop(c)) {
+            backlog_over_limit(c);
+        }
+    }
     if (c->congested && c->queued < CONN_LOW_WATER) {
         c->congested = false;
         if (c->session) session_output_unblocked(c->session);
@@ -116,6 +164,13 @@ static void write_done(uv_write_t *req, int status)
 static void queue_write(struct conn *c, uv_stream_t *stream, char *const *mem, unsigned nmem,
                         const uv_buf_t *bufs, unsigned nbufs, size_t len)
 {
+    if (c->queued > server_limits.max_queued && c->open) {
+        backlog_over_limit(c);
+        if (!c->open) {
+            for (unsigned i = 0; i < nmem; i++) free(mem[i]);
+            return;
+        }
+    }
     struct conn_wreq *w = xmalloc(sizeof *w + nmem * sizeof *mem);
     w->conn = c;
     w->len = len;
@@ -151,6 +206,7 @@ static void write_bufs(struct conn *c, uv_stream_t *stream, char *const *mem, un
         return;
     }
     size_t done = n > 0 ? (size_t)n : 0;
+    c->written_total += done;
     if (done == len) {
         for (unsigned i = 0; i < nmem; i++) free(mem[i]);
         return;
@@ -190,6 +246,9 @@ void conn_write(struct conn *c, uv_stream_t *stream, char *mem, const uv_buf_t *
 {
     size_t len = 0;
     for (unsigned i = 0; i < nbufs; i++) len += bufs[i].len;
+    /* Counted when handed over, batched or not, so a notification's wire end
+     * (process.c) is never below the bytes that precede it. */
+    c->sent_total += len;
     if (c->corked && nbufs <= CONN_BATCH_BUFS) {
         struct conn_batch *b = c->batch;
         if (!b) {

@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "util/buf.h"
 
@@ -39,6 +40,12 @@ const char *conn_kind(const struct conn *c);
 
 /* Bytes handed to the kernel-facing write queue and not yet written. */
 size_t conn_queued_bytes(const struct conn *c);
+
+/* Running byte offset of the outgoing stream just after the last queued message,
+ * and how far of it the kernel has taken: a message ending at offset E has left
+ * the queue once conn_written_total() >= E. */
+uint64_t conn_sent_total(const struct conn *c);
+uint64_t conn_written_total(const struct conn *c);
 
 /* The session attached to this connection, or NULL before initialize. */
 struct session *conn_session(const struct conn *c);

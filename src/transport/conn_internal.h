@@ -15,6 +15,9 @@ struct conn_ops {
     void (*close)(struct conn *c);
     /* Frees the transport object (refcount reached zero after close). */
     void (*destroy)(struct conn *c);
+    /* Stops (false) or resumes (true) reading requests: a client over the queued
+     * output limit gets no new replies (optional). */
+    void (*set_reading)(struct conn *c, bool on);
 };
 
 struct conn {
@@ -26,6 +29,10 @@ struct conn {
     const char *kind;       /* "websocket" or "stdio" */
     size_t queued;          /* bytes in uv_write requests not yet completed */
     bool congested;         /* queued crossed CONN_HIGH_WATER and not yet below LOW */
+    bool backlogged;        /* queued passed server_limits.max_queued: input stopped,
+                               closed once its queued process output is safe */
+    uint64_t sent_total;    /* bytes ever handed to the kernel-facing write path */
+    uint64_t written_total; /* of those, bytes the kernel has taken */
     bool initialized;       /* initialize succeeded on this connection */
     bool ready;             /* the initialized notification arrived */
     struct session *session;/* attached session or NULL */

@@ -1,18 +1,17 @@
 /* stdio: one JSON-RPC message per line on stdin/stdout. '\n' ends a message, a
  * preceding '\r' is dropped, blank lines are skipped, and a line longer than the
- * WebSocket message limit ends the connection. */
+ * message limit (--max-message-bytes) ends the connection. */
 #include "transport/stdio.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/limits.h"
 #include "core/log.h"
 #include "rpc/dispatch.h"
 #include "transport/conn_internal.h"
 #include "util/mem.h"
-
-#define STDIO_MAX_LINE (64u << 20)
 
 struct stdio_conn {
     struct conn base;
@@ -56,18 +55,29 @@ static void stdio_send(struct conn *c, struct buf *msg)
     conn_write(c, (uv_stream_t *)&s->out, mem, &b, 1);
 }
 
-static const struct conn_ops stdio_ops = {
-    .send = stdio_send,
-    .close = stdio_close,
-    .destroy = stdio_destroy,
-};
-
 static void stdio_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 {
     static char slab[65536];
     b->base = slab;
     b->len = sizeof slab;
 }
+
+static void stdio_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b);
+
+static void stdio_set_reading(struct conn *c, bool on)
+{
+    struct stdio_conn *s = (struct stdio_conn *)c;
+    if (uv_is_closing((uv_handle_t *)&s->in)) return;
+    if (on) uv_read_start((uv_stream_t *)&s->in, stdio_alloc, stdio_read);
+    else uv_read_stop((uv_stream_t *)&s->in);
+}
+
+static const struct conn_ops stdio_ops = {
+    .send = stdio_send,
+    .close = stdio_close,
+    .destroy = stdio_destroy,
+    .set_reading = stdio_set_reading,
+};
 
 static void stdio_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
 {
@@ -82,7 +92,11 @@ static void stdio_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         if (!nl) {
             buf_append(&s->line, p, (size_t)(end - p));
-            if (s->line.len > STDIO_MAX_LINE) conn_close(&s->base);
+            if (s->line.len > server_limits.max_message) {
+                log_warn("stdio: line over the limit of %zu bytes (--max-message-bytes); "
+                         "closing", server_limits.max_message);
+                conn_close(&s->base);
+            }
             break;
         }
         const char *msg = p;

@@ -13,13 +13,18 @@
 #include "transport/ws.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <wslay/wslay.h>
 
+#include "core/limits.h"
 #include "core/log.h"
 #include "rpc/dispatch.h"
 #include "transport/auth.h"
@@ -27,14 +32,32 @@
 #include "transport/http_upgrade.h"
 #include "util/mem.h"
 
-#define WS_MAX_FRAME (16u << 20)
-#define WS_MAX_MESSAGE (64u << 20)
 #define WS_PING_INTERVAL_MS 30000
+#define WS_HANDSHAKE_MS 10000 /* a peer that never finishes its request head is dropped */
+#define WS_LINGER_MS 30000    /* how long a slow client's socket drains after its close */
 
 struct ws_listener {
     uv_tcp_t tcp;
     uv_loop_t *loop;
     struct ws_conn *conns; /* every live connection, for shutdown */
+    unsigned nconns;       /* length of conns, for --max-connections */
+    struct ws_linger *lingers; /* sockets of closed slow clients still draining */
+};
+
+/* A slow client closed for its backlog (conn.c) must still receive what the
+ * kernel already holds for it: only our own queue may be dropped, because only
+ * that is known to be in the retained logs. A plain close() with unread requests
+ * in the receive queue (we stopped reading them) would send a RST, and a RST
+ * discards the peer's unread receive queue. So the socket is kept open through a
+ * dup: FIN after the buffered data, incoming bytes read and discarded, closed at
+ * the peer's EOF or after WS_LINGER_MS. */
+struct ws_linger {
+    uv_poll_t poll;
+    uv_timer_t timer;
+    int fd;
+    int handles_open;
+    struct ws_listener *listener;
+    struct ws_linger *prev, *next;
 };
 
 struct ws_conn {
@@ -66,6 +89,9 @@ struct ws_conn {
     uint8_t *msg;
     size_t msg_len, frag_start;
     int handles_open;       /* tcp + ping timer, counted down by close callbacks */
+    bool over_limit;        /* accepted past --max-connections: the upgrade gets a 503 */
+    bool reading;           /* uv_read_start is in effect */
+    bool told_too_big;      /* the 1009 close was logged */
 };
 
 static void ws_drain(struct ws_conn *w);
@@ -103,8 +129,15 @@ static void ws_frame_start_cb(wslay_event_context_ptr ctx,
                               const struct wslay_event_on_frame_recv_start_arg *arg, void *user)
 {
     /* A single frame above 16 MiB is refused like the reference does. */
-    if (arg->payload_length > WS_MAX_FRAME)
+    struct ws_conn *w = user;
+    size_t max = server_limits.max_message < LIMITS_MAX_FRAME ? server_limits.max_message
+                                                              : LIMITS_MAX_FRAME;
+    if (arg->payload_length > max) {
+        log_warn("connection %s: frame of %llu bytes exceeds the limit of %zu; closing (1009)",
+                 w->base.peer, (unsigned long long)arg->payload_length, max);
+        w->told_too_big = true;
         wslay_event_queue_close(ctx, WSLAY_CODE_MESSAGE_TOO_BIG, NULL, 0);
+    }
 }
 
 static void ws_msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *arg,
@@ -130,17 +163,87 @@ static void ws_handle_closed(uv_handle_t *h)
     conn_closed(&w->base);
 }
 
+static void linger_handle_closed(uv_handle_t *h)
+{
+    struct ws_linger *lg = h->data;
+    if (--lg->handles_open > 0) return;
+    close(lg->fd);
+    free(lg);
+}
+
+static void linger_end(struct ws_linger *lg)
+{
+    if (uv_is_closing((uv_handle_t *)&lg->timer)) return;
+    if (lg->prev) lg->prev->next = lg->next;
+    else lg->listener->lingers = lg->next;
+    if (lg->next) lg->next->prev = lg->prev;
+    uv_close((uv_handle_t *)&lg->poll, linger_handle_closed);
+    uv_close((uv_handle_t *)&lg->timer, linger_handle_closed);
+}
+
+/* After a bounded read burst: ends the linger unless input is merely pending. */
+static void linger_end_if_eof(struct ws_linger *lg)
+{
+    char c;
+    ssize_t n = recv(lg->fd, &c, 1, MSG_DONTWAIT | MSG_PEEK);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) linger_end(lg);
+}
+
+static void linger_read(uv_poll_t *h, int status, int events)
+{
+    struct ws_linger *lg = h->data;
+    char sink[16384];
+    for (int i = 0; status == 0 && i < 64; i++) { /* bounded: the poll fires again */
+        ssize_t n = recv(lg->fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (n > 0 || (n < 0 && errno == EINTR)) continue;
+        if (n < 0 && errno == EAGAIN) return;
+        break; /* EOF or error: the peer is done with it */
+    }
+    if (status < 0 || !(events & UV_READABLE) || (events & UV_DISCONNECT)) linger_end(lg);
+    else linger_end_if_eof(lg);
+}
+
+static void linger_timeout(uv_timer_t *t)
+{
+    linger_end(t->data);
+}
+
+static void ws_linger_start(struct ws_conn *w)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&w->tcp, &fd) != 0) return;
+    int d = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    if (d < 0) return;
+    struct ws_linger *lg = xcalloc(1, sizeof *lg);
+    lg->fd = d;
+    lg->listener = w->listener;
+    uv_poll_init_socket(w->base.loop, &lg->poll, d);
+    uv_timer_init(w->base.loop, &lg->timer);
+    lg->poll.data = lg->timer.data = lg;
+    lg->handles_open = 2;
+    lg->next = w->listener->lingers;
+    if (lg->next) lg->next->prev = lg;
+    w->listener->lingers = lg;
+    uv_poll_start(&lg->poll, UV_READABLE | UV_DISCONNECT, linger_read);
+    uv_timer_start(&lg->timer, linger_timeout, WS_LINGER_MS, 0);
+}
+
 static void ws_close(struct conn *c)
 {
     struct ws_conn *w = (struct ws_conn *)c;
     if (uv_is_closing((uv_handle_t *)&w->tcp)) return;
+    struct ws_linger *lg_before = w->listener->lingers;
+    if (w->base.backlogged) ws_linger_start(w);
     w->base.open = false;
     if (w->prev) w->prev->next = w->next;
     else if (w->listener) w->listener->conns = w->next;
     if (w->next) w->next->prev = w->prev;
     w->prev = w->next = NULL;
+    w->listener->nconns--;
     uv_close((uv_handle_t *)&w->ping, ws_handle_closed);
     uv_close((uv_handle_t *)&w->tcp, ws_handle_closed);
+    /* The dup keeps the socket: FIN goes out after what the kernel holds. */
+    if (w->listener->lingers != lg_before) shutdown(w->listener->lingers->fd, SHUT_WR);
 }
 
 static void ws_destroy(struct conn *c)
@@ -181,10 +284,23 @@ static void ws_send(struct conn *c, struct buf *msg)
     conn_write(c, (uv_stream_t *)&w->tcp, mem, &b, 1);
 }
 
+static void ws_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b);
+static void ws_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *b);
+
+static void ws_set_reading(struct conn *c, bool on)
+{
+    struct ws_conn *w = (struct ws_conn *)c;
+    if (uv_is_closing((uv_handle_t *)&w->tcp) || on == w->reading) return;
+    w->reading = on;
+    if (on) uv_read_start((uv_stream_t *)&w->tcp, ws_alloc, ws_read_cb);
+    else uv_read_stop((uv_stream_t *)&w->tcp);
+}
+
 static const struct conn_ops ws_ops = {
     .send = ws_send,
     .close = ws_close,
     .destroy = ws_destroy,
+    .set_reading = ws_set_reading,
 };
 
 static void ws_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
@@ -378,15 +494,20 @@ static void ws_feed(struct ws_conn *w, const char *data, size_t len)
             for (int i = 0; i < 8; i++) plen = (i ? plen << 8 : 0) | w->fh[2 + i];
         int op = b0 & 0x0f;
         bool is_data = op == WSLAY_TEXT_FRAME || op == WSLAY_BINARY_FRAME;
-        bool sane = (b0 & 0x70) == 0 && (b1 & 0x80) && plen <= WS_MAX_FRAME;
+        /* Anything over the limits goes to wslay, which closes with 1009 (frame_start_cb). */
+        size_t max_frame = server_limits.max_message < LIMITS_MAX_FRAME ? server_limits.max_message
+                                                                        : LIMITS_MAX_FRAME;
+        bool sane = (b0 & 0x70) == 0 && (b1 & 0x80) && plen <= max_frame;
         bool fin = b0 & 0x80;
         w->fh_len = 0;
         /* Fragments: the first of a message, and every continuation of one we are
          * reassembling, are gathered into msg (unmasked per fragment). */
         if (sane && !w->in_fragmented &&
             ((is_data && !fin && !w->reasm) || (op == WSLAY_CONTINUATION_FRAME && w->reasm))) {
-            if (w->msg_len + plen > WS_MAX_MESSAGE) {
-                conn_close(&w->base); /* over the 64 MiB message limit */
+            if (w->msg_len + plen > server_limits.max_message) {
+                log_warn("connection %s: message exceeds %zu bytes (--max-message-bytes); "
+                         "closing", w->base.peer, server_limits.max_message);
+                conn_close(&w->base);
                 break;
             }
             if (is_data) {
@@ -428,6 +549,13 @@ static void ws_feed(struct ws_conn *w, const char *data, size_t len)
         w->payload_left = plen;
     }
     ws_drain(w);
+    /* wslay closed a too-long fragmented message itself; say why. */
+    if (!w->told_too_big && wslay_event_get_close_sent(w->ws) &&
+        wslay_event_get_status_code_sent(w->ws) == WSLAY_CODE_MESSAGE_TOO_BIG) {
+        w->told_too_big = true;
+        log_warn("connection %s: message over the limit of %zu bytes (--max-message-bytes); "
+                 "closing (1009)", w->base.peer, server_limits.max_message);
+    }
     conn_unref(&w->base);
 }
 
@@ -442,7 +570,7 @@ static void ws_ping_cb(uv_timer_t *t)
 static void ws_upgrade(struct ws_conn *w, size_t consumed)
 {
     wslay_event_context_server_init(&w->ws, &ws_callbacks, w);
-    wslay_event_config_set_max_recv_msg_length(w->ws, WS_MAX_MESSAGE);
+    wslay_event_config_set_max_recv_msg_length(w->ws, server_limits.max_message);
     w->upgraded = true;
     uv_timer_start(&w->ping, ws_ping_cb, WS_PING_INTERVAL_MS, WS_PING_INTERVAL_MS);
     size_t rest = w->head.len - consumed;
@@ -489,12 +617,29 @@ static void ws_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     if (o == HTTP_WEBSOCKET && !auth_admit(info.authorization, &reply)) {
         log_info("%s: websocket upgrade refused (401)", conn_peer(&w->base));
         o = HTTP_REPLY;
+    } else if (o == HTTP_WEBSOCKET && w->over_limit) {
+        /* Past --max-connections: say so instead of upgrading. */
+        log_warn("connection %s refused: %u connections open (--max-connections %u)",
+                 w->base.peer, w->listener->nconns, server_limits.max_connections);
+        buf_free(&reply);
+        buf_init(&reply);
+        char body[160];
+        int bl = snprintf(body, sizeof body,
+                          "too many connections: this server allows %u (--max-connections)\n",
+                          server_limits.max_connections);
+        buf_printf(&reply,
+                   "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; "
+                   "charset=utf-8\r\ncontent-length: %d\r\nretry-after: 1\r\n"
+                   "connection: close\r\n\r\n%s",
+                   bl, body);
+        o = HTTP_REPLY;
     }
     uv_buf_t ub = uv_buf_init(reply.data, (unsigned)reply.len);
     char *mem = buf_steal(&reply);
     conn_write(&w->base, s, mem, &ub, 1);
     if (o == HTTP_REPLY) {
         w->close_after_write = true;
+        w->reading = false;
         uv_read_stop(s);
         /* uv_close waits for queued writes? No: it cancels them. Shut down first. */
         /* uv_close would cancel the queued reply: shut down, then close. */
@@ -511,10 +656,29 @@ static void ws_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     ws_upgrade(w, info.consumed);
 }
 
+static void ws_handshake_timeout(uv_timer_t *t)
+{
+    struct ws_conn *w = t->data;
+    if (w->upgraded) return;
+    log_info("connection %s: no complete request within %d ms; closing", w->base.peer,
+             WS_HANDSHAKE_MS);
+    conn_close(&w->base);
+}
+
 static void ws_on_connection(uv_stream_t *server, int status)
 {
     struct ws_listener *l = server->data;
-    if (status < 0) return;
+    if (status < 0) {
+        /* libuv already accepted and closed the peer (its EMFILE reserve fd), so
+         * the backlog drains instead of waking us forever. */
+        static uint64_t last_ms; /* once a second: an fd shortage must not flood the log */
+        uint64_t now = uv_now(l->loop);
+        if (last_ms == 0 || now - last_ms >= 1000) {
+            last_ms = now;
+            log_warn("accept failed: %s (connections are refused meanwhile)", uv_strerror(status));
+        }
+        return;
+    }
     struct ws_conn *w = xcalloc(1, sizeof *w);
     conn_init(&w->base, &ws_ops, l->loop, "websocket");
     w->listener = l;
@@ -529,6 +693,16 @@ static void ws_on_connection(uv_stream_t *server, int status)
     w->next = l->conns;
     if (l->conns) l->conns->prev = w;
     l->conns = w;
+    l->nconns++;
+    if (l->nconns > 2 * server_limits.max_connections) {
+        /* A flood: not even a 503, the fd bound comes first. */
+        log_warn("connection refused: %u connections open (--max-connections %u)", l->nconns - 1,
+                 server_limits.max_connections);
+        conn_close(&w->base);
+        return;
+    }
+    w->over_limit = l->nconns > server_limits.max_connections;
+    uv_timer_start(&w->ping, ws_handshake_timeout, WS_HANDSHAKE_MS, 0);
     uv_tcp_nodelay(&w->tcp, 1);
     struct sockaddr_storage ss;
     int sl = sizeof ss;
@@ -547,6 +721,7 @@ static void ws_on_connection(uv_stream_t *server, int status)
             snprintf(w->base.peer, sizeof w->base.peer, "[%s]:%d", ip, port);
         }
     }
+    w->reading = true;
     uv_read_start((uv_stream_t *)&w->tcp, ws_alloc, ws_read_cb);
 }
 
@@ -604,5 +779,6 @@ int ws_listen(uv_loop_t *loop, const char *host, int port, struct ws_listener **
 void ws_shutdown(struct ws_listener *l)
 {
     while (l->conns) conn_close(&l->conns->base);
+    while (l->lingers) linger_end(l->lingers);
     uv_close((uv_handle_t *)&l->tcp, (uv_close_cb)free);
 }

@@ -10,6 +10,12 @@ Pieces:
   * proc helpers    - find leftover children (by marker env var / parent chain), count fds.
   * run_tests       - a tiny runner: runs every test_* function, prints a summary.
 
+Running our server under a wrapper (e.g. valgrind, see `make valgrind`):
+  EXEC_SERVER_WRAPPER="valgrind --leak-check=full --error-exitcode=99"
+                                     prefixes our server's command line (never the
+                                     reference's); EXEC_TEST_TIMEOUT_SCALE=N stretches
+                                     every deadline N times (default 1; 8 with a wrapper).
+
 Selecting the server under test:
   EXEC_SERVER=/path/to/exec-server   (set by ctest)
   EXEC_SERVER=ref                    run against the installed reference (`codex exec-server`)
@@ -23,6 +29,7 @@ import glob
 import hashlib
 import json
 import os
+import shlex
 import select
 import signal
 import socket
@@ -34,7 +41,9 @@ import time
 import traceback
 import uuid
 
-DEFAULT_TIMEOUT = 10.0
+WRAPPER = shlex.split(os.environ.get("EXEC_SERVER_WRAPPER", ""))
+TIMEOUT_SCALE = float(os.environ.get("EXEC_TEST_TIMEOUT_SCALE", "8" if WRAPPER else "1"))
+DEFAULT_TIMEOUT = 10.0 * TIMEOUT_SCALE
 REF_GLOB = os.path.expanduser(
     "~/.cache/codex-ref/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex")
 MARKER_VAR = "EXECBB_MARKER"
@@ -121,6 +130,8 @@ class Server:
                     raise TestSkip("reference server has no --session-ttl")
                 cmd += ["--session-ttl", str(ttl)]
             cmd += list(extra_args)
+            if not reference:
+                cmd = WRAPPER + cmd
         self.cmd = cmd
         self.listen = listen
         self.proc = None
@@ -195,7 +206,7 @@ class Server:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(15)
+                self.proc.wait(15 * TIMEOUT_SCALE)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
@@ -208,7 +219,9 @@ class Server:
             assert rc == 0, "server exit status %r after SIGTERM; stderr:\n%s" % (
                 rc, self.stderr_text())
             err = self.stderr_text(1 << 20)
-            for bad in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+            for bad in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                        "Invalid read", "Invalid write", "definitely lost in loss record",
+                        "uninitialised value"):
                 assert bad not in err, "sanitizer report in server stderr:\n" + err[-6000:]
         return rc
 
@@ -1006,6 +1019,7 @@ def run_tests(namespace, per_test_timeout=60):
     def on_alarm(signum, frame):
         raise TestTimeout("test exceeded %ss" % per_test_timeout)
 
+    per_test_timeout = int(per_test_timeout * TIMEOUT_SCALE)
     signal.signal(signal.SIGALRM, on_alarm)
     for name, fn in tests:
         if getattr(fn, "ours_only", False) and IS_REF:

@@ -349,6 +349,8 @@ def test_hundred_concurrent_processes(srv):
 
 
 def test_exec_failures(srv):
+    if WRAPPER:
+        raise TestSkip("under valgrind vfork runs like fork: exec errors are exit 127")
     s = srv.session()
     cwd = "file://" + srv.workdir
     base = {"cwd": cwd, "env": dict(PATH_ENV), "tty": False}
@@ -529,6 +531,8 @@ def test_pty_path_lookup_without_path_ours(srv):
 
 
 def test_output_after_exit_and_lingering_grandchild(srv):
+    if WRAPPER:
+        raise TestSkip("timing (1 s PTY drain) does not hold under valgrind")
     s = srv.session()
     mk = new_marker()
     s.start("late", ["/bin/sh", "-c", "(sleep 0.6; echo late) & echo early; exit 0"],

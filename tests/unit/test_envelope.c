@@ -40,7 +40,7 @@ static void mem_destroy(struct conn *c)
 {
 }
 
-static const struct conn_ops mem_ops = {mem_send, mem_close, mem_destroy};
+static const struct conn_ops mem_ops = {mem_send, mem_close, mem_destroy, NULL};
 
 static struct memconn *mc;
 
