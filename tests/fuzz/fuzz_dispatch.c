@@ -51,7 +51,7 @@ static void mem_destroy(struct conn *c)
     free(c);
 }
 
-static const struct conn_ops mem_ops = {mem_send, mem_close, mem_destroy};
+static const struct conn_ops mem_ops = {mem_send, mem_close, mem_destroy, NULL};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
