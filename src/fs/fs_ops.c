@@ -1,0 +1,650 @@
+/* fs_ops: the blocking filesystem operations behind the fs methods (PROTOCOL.md
+ * section 6).
+ *
+ * Each do_* function performs one operation described by a struct fs_work (see
+ * fs_work.h): it does all the file I/O and writes the result JSON text straight
+ * into fw->out, or records an error with set_err/set_msg. run_op dispatches on
+ * the op. This code runs either on a libuv pool thread or, for a sandboxed
+ * request, inside the session's sandbox helper (fs_methods.c, fs_sandboxed.h);
+ * it never touches the loop, the connection or the handle table. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs/fs_tree.h"
+#include "fs/fs_util.h"
+#include "fs/fs_walk.h"
+#include "fs/fs_work.h"
+#include "fs/uri.h"
+#include "rpc/rpc.h"
+#include "util/base64.h"
+#include "util/buf.h"
+#include "util/mem.h"
+
+#define FS_READ_LIMIT 536870912ull
+#define READDIR_LIMIT 50000
+
+/* ---- outcome ---------------------------------------------------------------------- */
+
+void set_err(struct fs_work *fw, int e)
+{
+    if (!fw->err && !fw->msg) fw->err = e ? e : EIO;
+}
+
+void set_msg(struct fs_work *fw, int code, const char *fmt, ...)
+{
+    if (fw->err || fw->msg) return;
+    struct buf b;
+    buf_init(&b);
+    va_list ap;
+    va_start(ap, fmt);
+    buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    buf_putc(&b, '\0');
+    fw->msg = buf_steal(&b);
+    fw->code = code;
+}
+
+bool failed(const struct fs_work *fw)
+{
+    return fw->err || fw->msg;
+}
+
+/* ``path `<path>` is not a file``, the path shown as Rust's Path::display does
+ * (invalid UTF-8 replaced, so the reply stays valid JSON). */
+static void not_a_file(struct fs_work *fw, const char *path)
+{
+    struct buf b;
+    buf_init(&b);
+    fs_utf8_lossy(&b, path, strlen(path));
+    buf_putc(&b, '\0');
+    set_msg(fw, RPC_INVALID_REQUEST, "path `%s` is not a file", b.data);
+    buf_free(&b);
+}
+
+/* ---- readFile / writeFile ------------------------------------------------------ */
+
+static bool read_full(int fd, char *p, size_t n, size_t *got, int *err)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = read(fd, p + done, n - done);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            *err = errno;
+            *got = done;
+            return false;
+        }
+        if (r == 0) break;
+        done += (size_t)r;
+    }
+    *got = done;
+    return true;
+}
+
+/* followSymlinks:false. Opens the parent directory of path one component at a
+ * time without following symlinks (a symlinked component fails with ENOTDIR) and
+ * points *leaf at the last component. Returns an O_PATH descriptor, or -1 with
+ * errno set. path must be absolute with no trailing slash. */
+static int open_parent_nofollow(const char *path, const char **leaf)
+{
+    const char *last = strrchr(path, '/');
+    *leaf = last[1] ? last + 1 : ".";
+    int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    const char *p = path + 1;
+    while (p < last) {
+        const char *e = memchr(p, '/', (size_t)(last - p));
+        if (!e) e = last;
+        size_t n = (size_t)(e - p);
+        if (n > 0) {
+            char comp[NAME_MAX + 1];
+            if (n > NAME_MAX) {
+                close(fd);
+                errno = ENAMETOOLONG;
+                return -1;
+            }
+            memcpy(comp, p, n);
+            comp[n] = '\0';
+            int nfd = openat(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            int e2 = errno;
+            close(fd);
+            if (nfd < 0) {
+                errno = e2;
+                return -1;
+            }
+            fd = nfd;
+        }
+        p = e + 1;
+    }
+    return fd;
+}
+
+static int open_regular(struct fs_work *fw, const char *path)
+{
+    int fd;
+    if (fw->nofollow) {
+        const char *leaf;
+        int pfd = open_parent_nofollow(path, &leaf);
+        if (pfd < 0) {
+            set_err(fw, errno);
+            return -1;
+        }
+        fd = openat(pfd, leaf, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+        int e = errno;
+        close(pfd);
+        errno = e;
+    } else {
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    }
+    if (fd < 0) {
+        set_err(fw, errno);
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        set_err(fw, errno);
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        not_a_file(fw, path);
+        close(fd);
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+/* Large reply buffers are filled once, front to back: ask for transparent huge
+ * pages so the first touch costs one fault per 2 MiB instead of per 4 KiB. */
+static void advise_huge(char *p, size_t n)
+{
+    const uintptr_t huge = 2u << 20;
+    if (n < 2 * huge) return;
+    uintptr_t start = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+    uintptr_t end = ((uintptr_t)p + n) & ~(huge - 1);
+    if (end > start) madvise((void *)start, end - start, MADV_HUGEPAGE);
+}
+
+static void do_read_file(struct fs_work *fw)
+{
+    if (fw->nofollow) fs_path_strip_slashes(fw->path);
+    int fd = open_regular(fw, fw->path);
+    if (fd < 0) return;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        set_err(fw, errno);
+        close(fd);
+        return;
+    }
+    if ((uint64_t)st.st_size > FS_READ_LIMIT) {
+        set_msg(fw, RPC_INVALID_REQUEST, "file is too large to read: limit is %llu bytes",
+                (unsigned long long)FS_READ_LIMIT);
+        close(fd);
+        return;
+    }
+    enum { CHUNK = 3 << 20 };
+    char *chunk = xmalloc(CHUNK);
+    buf_reserve(&fw->out, base64_encoded_len((size_t)st.st_size) + 64);
+    advise_huge(fw->out.data + fw->out.len, fw->out.cap - fw->out.len);
+    buf_puts(&fw->out, "{\"dataBase64\":\"");
+    uint64_t total = 0;
+    for (;;) {
+        size_t got;
+        int e = 0;
+        if (!read_full(fd, chunk, CHUNK, &got, &e)) {
+            set_err(fw, e);
+            break;
+        }
+        total += got;
+        if (total > FS_READ_LIMIT) {
+            set_msg(fw, RPC_INVALID_REQUEST, "file is too large to read: limit is %llu bytes",
+                    (unsigned long long)FS_READ_LIMIT);
+            break;
+        }
+        char *dst = buf_extend(&fw->out, base64_encoded_len(got));
+        base64_encode(chunk, got, dst);
+        if (got < CHUNK) break;
+    }
+    buf_puts(&fw->out, "\"}");
+    free(chunk);
+    close(fd);
+}
+
+static void do_write_file(struct fs_work *fw)
+{
+    uint8_t *data = xmalloc(base64_decoded_max(fw->b64_len) + 1);
+    size_t n = 0;
+    char detail[128];
+    if (base64_decode(fw->b64, fw->b64_len, data, &n, detail, sizeof detail) < 0) {
+        set_msg(fw, RPC_INVALID_REQUEST, "fs/writeFile requires valid base64 dataBase64: %s",
+                detail);
+        free(data);
+        return;
+    }
+    free(fw->b64);
+    fw->b64 = NULL;
+    int fd;
+    if (fw->nofollow) {
+        const char *leaf;
+        fs_path_strip_slashes(fw->path);
+        int pfd = open_parent_nofollow(fw->path, &leaf);
+        fd = pfd < 0
+                 ? -1
+                 : openat(pfd, leaf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
+        int e = errno;
+        if (pfd >= 0) close(pfd);
+        errno = e;
+    } else {
+        fd = open(fw->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    }
+    if (fd < 0) {
+        set_err(fw, errno);
+        free(data);
+        return;
+    }
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(fd, data + done, n - done);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            set_err(fw, errno);
+            break;
+        }
+        done += (size_t)w;
+    }
+    if (close(fd) < 0 && !failed(fw)) set_err(fw, errno);
+    free(data);
+    if (!failed(fw)) buf_puts(&fw->out, "{}");
+}
+
+/* ---- createDirectory / getMetadata / canonicalize ------------------------------ */
+
+static void do_create_dir(struct fs_work *fw)
+{
+    fs_path_strip_slashes(fw->path);
+    if (fw->nofollow) {
+        int e = 0;
+        if (fw->recursive) {
+            e = mkdir_all_nofollow(fw->path);
+        } else {
+            const char *leaf;
+            int pfd = open_parent_nofollow(fw->path, &leaf);
+            if (pfd < 0 || mkdirat(pfd, leaf, 0777) < 0) e = errno;
+            if (pfd >= 0) close(pfd);
+        }
+        if (e)
+            set_err(fw, e);
+        else
+            buf_puts(&fw->out, "{}");
+        return;
+    }
+    if (fw->recursive) {
+        int e = mkdir_all(fw->path);
+        if (e) set_err(fw, e);
+    } else if (mkdir(fw->path, 0777) < 0) {
+        set_err(fw, errno);
+    }
+    if (!failed(fw)) buf_puts(&fw->out, "{}");
+}
+
+static int64_t ts_ms(int64_t sec, uint32_t nsec)
+{
+    if (sec < 0) return 0;
+    return sec * 1000 + nsec / 1000000;
+}
+
+static void do_metadata(struct fs_work *fw)
+{
+    struct statx sx;
+    struct stat lst;
+    if (fw->nofollow) {
+        const char *leaf;
+        fs_path_strip_slashes(fw->path);
+        int pfd = open_parent_nofollow(fw->path, &leaf);
+        if (pfd < 0) {
+            set_err(fw, errno);
+            return;
+        }
+        int r = statx(pfd, leaf, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, &sx);
+        int e = errno;
+        close(pfd);
+        if (r < 0) {
+            set_err(fw, e);
+            return;
+        }
+        if (S_ISLNK(sx.stx_mode)) {
+            set_msg(fw, RPC_INVALID_REQUEST, "path contains a symbolic link");
+            return;
+        }
+        lst.st_mode = sx.stx_mode;
+    } else {
+        if (statx(AT_FDCWD, fw->path, 0, STATX_BASIC_STATS | STATX_BTIME, &sx) < 0) {
+            set_err(fw, errno);
+            return;
+        }
+        if (lstat(fw->path, &lst) < 0) {
+            set_err(fw, errno);
+            return;
+        }
+    }
+    int64_t created =
+        (sx.stx_mask & STATX_BTIME) ? ts_ms(sx.stx_btime.tv_sec, sx.stx_btime.tv_nsec) : 0;
+    buf_printf(&fw->out,
+               "{\"isDirectory\":%s,\"isFile\":%s,\"isSymlink\":%s,\"size\":%llu,"
+               "\"createdAtMs\":%lld,\"modifiedAtMs\":%lld}",
+               S_ISDIR(sx.stx_mode) ? "true" : "false", S_ISREG(sx.stx_mode) ? "true" : "false",
+               S_ISLNK(lst.st_mode) ? "true" : "false", (unsigned long long)sx.stx_size,
+               (long long)created, (long long)ts_ms(sx.stx_mtime.tv_sec, sx.stx_mtime.tv_nsec));
+}
+
+static void put_uri(struct buf *b, const char *path, size_t len)
+{
+    char *u = uri_from_path(path, len);
+    buf_put_json_str(b, u, strlen(u));
+    free(u);
+}
+
+static void do_canonicalize(struct fs_work *fw)
+{
+    char *r = realpath(fw->path, NULL);
+    if (!r) {
+        set_err(fw, errno);
+        return;
+    }
+    buf_puts(&fw->out, "{\"path\":");
+    put_uri(&fw->out, r, strlen(r));
+    buf_putc(&fw->out, '}');
+    free(r);
+}
+
+/* ---- readDirectory --------------------------------------------------------------- */
+
+static void do_read_dir(struct fs_work *fw)
+{
+    DIR *dir = opendir(fw->path);
+    if (!dir) {
+        set_err(fw, errno);
+        return;
+    }
+    buf_puts(&fw->out, "{\"entries\":[");
+    size_t n = 0;
+    bool first = true;
+    struct buf name;
+    buf_init(&name);
+    for (;;) {
+        errno = 0;
+        struct dirent *de = readdir(dir);
+        if (!de) {
+            if (errno) set_err(fw, errno);
+            break;
+        }
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        n++;
+        if (n > READDIR_LIMIT) continue;
+        struct stat st;
+        if (fstatat(dirfd(dir), de->d_name, &st, 0) < 0) continue;
+        if (!first) buf_putc(&fw->out, ',');
+        first = false;
+        buf_reset(&name);
+        fs_utf8_lossy(&name, de->d_name, strlen(de->d_name));
+        buf_puts(&fw->out, "{\"fileName\":");
+        buf_put_json_str(&fw->out, name.data ? name.data : "", name.len);
+        buf_printf(&fw->out, ",\"isDirectory\":%s,\"isFile\":%s}",
+                   S_ISDIR(st.st_mode) ? "true" : "false", S_ISREG(st.st_mode) ? "true" : "false");
+    }
+    buf_free(&name);
+    closedir(dir);
+    if (n > READDIR_LIMIT)
+        set_msg(fw, RPC_INTERNAL_ERROR, "fs/readDirectory returned %zu entries; limit is %d", n,
+                READDIR_LIMIT);
+    buf_puts(&fw->out, "]}");
+}
+
+/* ---- remove ----------------------------------------------------------------------- */
+
+static void do_remove_nofollow(struct fs_work *fw)
+{
+    const char *leaf;
+    fs_path_strip_slashes(fw->path);
+    int pfd = open_parent_nofollow(fw->path, &leaf);
+    struct stat st;
+    int e = 0;
+    if (pfd < 0 || fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        e = errno;
+    } else if (fw->recursive) {
+        set_msg(fw, RPC_INTERNAL_ERROR, "recursive no-follow removal is unsupported");
+    } else if (S_ISLNK(st.st_mode)) {
+        set_msg(fw, RPC_INVALID_REQUEST, "path contains a symbolic link");
+    } else if (unlinkat(pfd, leaf, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0) {
+        e = errno;
+    }
+    if (pfd >= 0) close(pfd);
+    if (e == ENOENT && fw->force) e = 0;
+    if (e) set_err(fw, e);
+    if (!failed(fw)) buf_puts(&fw->out, "{}");
+}
+
+static void do_remove(struct fs_work *fw)
+{
+    if (fw->nofollow) {
+        do_remove_nofollow(fw);
+        return;
+    }
+    struct stat st;
+    if (lstat(fw->path, &st) < 0) {
+        if (errno == ENOENT && fw->force) {
+            buf_puts(&fw->out, "{}");
+            return;
+        }
+        set_err(fw, errno);
+        return;
+    }
+    int e = 0;
+    if (S_ISDIR(st.st_mode)) {
+        if (fw->recursive)
+            e = remove_tree_at(AT_FDCWD, fw->path);
+        else if (rmdir(fw->path) < 0)
+            e = errno;
+    } else if (unlink(fw->path) < 0) {
+        e = errno;
+    }
+    if (e == ENOENT && fw->force) e = 0;
+    if (e)
+        set_err(fw, e);
+    else
+        buf_puts(&fw->out, "{}");
+}
+
+/* ---- copy ------------------------------------------------------------------------- */
+
+static void do_copy(struct fs_work *fw)
+{
+    struct stat st;
+    if (lstat(fw->path, &st) < 0) {
+        set_err(fw, errno);
+        return;
+    }
+    int e = 0;
+    if (S_ISREG(st.st_mode)) {
+        e = copy_file(fw->path, fw->path2);
+    } else if (S_ISLNK(st.st_mode)) {
+        e = copy_link(fw->path, fw->path2);
+    } else if (S_ISDIR(st.st_mode)) {
+        if (!fw->recursive) {
+            set_msg(fw, RPC_INVALID_REQUEST,
+                    "fs/copy requires recursive: true when sourcePath is a directory");
+            return;
+        }
+        char *s = realpath(fw->path, NULL);
+        if (!s) {
+            set_err(fw, errno);
+            return;
+        }
+        char *d = resolve_existing_prefix(fw->path2);
+        size_t sl = strlen(s);
+        bool inside = d && strncmp(d, s, sl) == 0 &&
+                      (d[sl] == '\0' || d[sl] == '/' || (sl == 1 && s[0] == '/'));
+        free(s);
+        free(d);
+        if (inside) {
+            set_msg(fw, RPC_INVALID_REQUEST,
+                    "fs/copy cannot copy a directory to itself or one of its descendants");
+            return;
+        }
+        fs_path_strip_slashes(fw->path2);
+        e = mkdir_all(fw->path2);
+        if (!e) e = copy_tree(fw->path, fw->path2);
+    } else {
+        set_msg(fw, RPC_INVALID_REQUEST,
+                "fs/copy only supports regular files, directories, and symlinks");
+        return;
+    }
+    if (e)
+        set_err(fw, e);
+    else
+        buf_puts(&fw->out, "{}");
+}
+
+/* ---- open / readBlock ----------------------------------------------------------- */
+
+static void do_open(struct fs_work *fw)
+{
+    if (!fw->replace) {
+        fw->fd = open_regular(fw, fw->path);
+        return;
+    }
+    /* O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking. */
+    int fd = open(fw->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0666);
+    if (fd < 0) {
+        set_err(fw, errno);
+        return;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        set_err(fw, errno);
+        close(fd);
+        return;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        not_a_file(fw, fw->path);
+        close(fd);
+        return;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    fw->fd = fd;
+}
+
+static void do_write_block(struct fs_work *fw)
+{
+    if (fw->offset > (uint64_t)INT64_MAX) {
+        set_err(fw, EINVAL);
+        return;
+    }
+    size_t done = 0;
+    while (done < fw->data_len) {
+        ssize_t w =
+            pwrite(fw->h->fd, fw->data + done, fw->data_len - done, (off_t)(fw->offset + done));
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            set_err(fw, errno);
+            return;
+        }
+        done += (size_t)w;
+    }
+    /* An empty chunk still reports a read-only handle. */
+    if (fw->data_len == 0 && pwrite(fw->h->fd, "", 0, (off_t)fw->offset) < 0) {
+        set_err(fw, errno);
+        return;
+    }
+    buf_puts(&fw->out, "{}");
+}
+
+static void do_read_block(struct fs_work *fw)
+{
+    if (fw->offset > (uint64_t)INT64_MAX) {
+        set_err(fw, EINVAL);
+        return;
+    }
+    char *data = xmalloc(fw->len);
+    size_t done = 0;
+    while (done < fw->len) {
+        uint64_t off = fw->offset + done;
+        if (off > (uint64_t)INT64_MAX) break;
+        ssize_t r = pread(fw->h->fd, data + done, fw->len - done, (off_t)off);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            set_err(fw, errno);
+            free(data);
+            return;
+        }
+        if (r == 0) break;
+        done += (size_t)r;
+    }
+    buf_reserve(&fw->out, base64_encoded_len(done) + 40);
+    buf_puts(&fw->out, "{\"chunk\":\"");
+    buf_put_base64(&fw->out, data, done);
+    buf_printf(&fw->out, "\",\"eof\":%s}", done < fw->len ? "true" : "false");
+    free(data);
+}
+
+/* ---- dispatch ------------------------------------------------------------------- */
+
+void run_op(struct fs_work *fw)
+{
+    switch (fw->op) {
+    case OP_READ_FILE:
+        do_read_file(fw);
+        break;
+    case OP_WRITE_FILE:
+        do_write_file(fw);
+        break;
+    case OP_CREATE_DIR:
+        do_create_dir(fw);
+        break;
+    case OP_METADATA:
+        do_metadata(fw);
+        break;
+    case OP_CANONICALIZE:
+        do_canonicalize(fw);
+        break;
+    case OP_READ_DIR:
+        do_read_dir(fw);
+        break;
+    case OP_REMOVE:
+        do_remove(fw);
+        break;
+    case OP_COPY:
+        do_copy(fw);
+        break;
+    case OP_WALK: {
+        struct fs_walk_opts o = {fw->max_depth, fw->max_dirs, fw->max_entries, fw->follow_dir_links,
+                                 fw->prune_hidden};
+        int e = fs_walk(fw->path, &o, &fw->out);
+        if (e) set_err(fw, e);
+        break;
+    }
+    case OP_OPEN:
+        do_open(fw);
+        break;
+    case OP_READ_BLOCK:
+        do_read_block(fw);
+        break;
+    case OP_WRITE_BLOCK:
+        do_write_block(fw);
+        break;
+    }
+}

@@ -1,0 +1,88 @@
+/* fs_work: the work item shared by the fs request plumbing and the fs operations.
+ *
+ * fs_methods.c decodes a request into a struct fs_work and runs it on the libuv
+ * thread pool or hands it to the session's sandbox helper; fs_ops.c holds the
+ * blocking operation code (run_op) that fills in its result or error, whichever
+ * side it runs on. Internal to src/fs. */
+#ifndef EXEC_FS_FS_WORK_H
+#define EXEC_FS_FS_WORK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "util/buf.h"
+
+#define FS_HANDLE_ID_MAX 32
+
+struct rpc_req;
+
+/* An open file handle (fs/open), reference counted on the loop thread. */
+struct fs_handle {
+    int refs;
+    int fd;
+    size_t id_len;
+    char id[FS_HANDLE_ID_MAX + 1];
+};
+
+enum fs_op {
+    OP_READ_FILE,
+    OP_WRITE_FILE,
+    OP_CREATE_DIR,
+    OP_METADATA,
+    OP_CANONICALIZE,
+    OP_READ_DIR,
+    OP_REMOVE,
+    OP_COPY,
+    OP_WALK,
+    OP_OPEN,
+    OP_READ_BLOCK,
+    OP_WRITE_BLOCK,
+};
+
+struct fs_work {
+    uv_work_t w;
+    struct rpc_req *req;
+    enum fs_op op;
+    char *path, *path2;
+    size_t path_len, path2_len;
+    bool recursive, force;
+    bool nofollow; /* followSymlinks:false (PROTOCOL.md section 6.13) */
+    /* writeFile */
+    char *b64;
+    size_t b64_len;
+    /* walk */
+    uint64_t max_depth, max_dirs, max_entries;
+    bool follow_dir_links, prune_hidden;
+    /* open / readBlock */
+    char hid[FS_HANDLE_ID_MAX + 1];
+    size_t hid_len;
+    int fd;
+    struct fs_handle *h;
+    uint64_t offset, len;
+    bool replace;  /* fs/open mode "replace" */
+    uint8_t *data; /* fs/writeBlock: decoded chunk */
+    size_t data_len;
+    /* outcome */
+    struct buf out; /* the reply message, begun on the loop thread */
+    int err;        /* errno to report, or 0 */
+    int code;       /* validation error code when msg is set */
+    char *msg;      /* validation error text */
+    /* sandboxed: run in the session's helper for this policy (sandbox/helper.h) */
+    char *sb_json;     /* owned: the sandbox object as compact JSON, or NULL */
+    char sb_owner[40]; /* the session id */
+};
+
+/* Records errno e (EIO for 0) as the outcome unless one is already recorded. */
+void set_err(struct fs_work *fw, int e);
+/* Records a validation error (code and formatted text) unless one is recorded. */
+void set_msg(struct fs_work *fw, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Whether an error has been recorded. */
+bool failed(const struct fs_work *fw);
+
+/* Runs fw's operation (blocking): on a pool thread, or in the sandbox helper. */
+void run_op(struct fs_work *fw);
+
+#endif
