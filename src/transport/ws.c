@@ -232,18 +232,19 @@ static void ws_close(struct conn *c)
 {
     struct ws_conn *w = (struct ws_conn *)c;
     if (uv_is_closing((uv_handle_t *)&w->tcp)) return;
-    struct ws_linger *lg_before = w->listener->lingers;
-    if (w->base.backlogged) ws_linger_start(w);
+    /* The fuzz target's connection has no listener. */
+    struct ws_linger *lg_before = w->listener ? w->listener->lingers : NULL;
+    if (w->base.backlogged && w->listener) ws_linger_start(w);
     w->base.open = false;
     if (w->prev) w->prev->next = w->next;
     else if (w->listener) w->listener->conns = w->next;
     if (w->next) w->next->prev = w->prev;
     w->prev = w->next = NULL;
-    w->listener->nconns--;
+    if (w->listener) w->listener->nconns--;
     uv_close((uv_handle_t *)&w->ping, ws_handle_closed);
     uv_close((uv_handle_t *)&w->tcp, ws_handle_closed);
     /* The dup keeps the socket: FIN goes out after what the kernel holds. */
-    if (w->listener->lingers != lg_before) shutdown(w->listener->lingers->fd, SHUT_WR);
+    if (w->listener && w->listener->lingers != lg_before) shutdown(w->listener->lingers->fd, SHUT_WR);
 }
 
 static void ws_destroy(struct conn *c)
@@ -505,9 +506,13 @@ static void ws_feed(struct ws_conn *w, const char *data, size_t len)
         if (sane && !w->in_fragmented &&
             ((is_data && !fin && !w->reasm) || (op == WSLAY_CONTINUATION_FRAME && w->reasm))) {
             if (w->msg_len + plen > server_limits.max_message) {
+                /* Same answer as wslay gives an oversized single frame: close 1009. */
                 log_warn("connection %s: message exceeds %zu bytes (--max-message-bytes); "
-                         "closing", w->base.peer, server_limits.max_message);
-                conn_close(&w->base);
+                         "closing (1009)", w->base.peer, server_limits.max_message);
+                w->told_too_big = true;
+                wslay_event_queue_close(w->ws, WSLAY_CODE_MESSAGE_TOO_BIG, NULL, 0);
+                wslay_event_shutdown_read(w->ws); /* the rest of the input is not framed */
+                ws_drain(w);
                 break;
             }
             if (is_data) {
