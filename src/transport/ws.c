@@ -750,8 +750,12 @@ void ws_conn_receive(struct conn *c, const char *data, size_t len)
 {
     struct ws_conn *w = (struct ws_conn *)c;
     if (!w->base.open || len == 0) return;
-    uv_buf_t b = uv_buf_init((char *)data, (unsigned)len);
+    /* The read path unmasks frames in place, so it gets a writable copy. */
+    char *copy = xmalloc(len);
+    memcpy(copy, data, len);
+    uv_buf_t b = uv_buf_init(copy, (unsigned)len);
     ws_read_cb((uv_stream_t *)&w->tcp, (ssize_t)len, &b);
+    free(copy);
 }
 
 int ws_listen(uv_loop_t *loop, const char *host, int port, struct ws_listener **out, char *url,
