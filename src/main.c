@@ -49,7 +49,7 @@ static const char usage[] =
     "  --ws-token-sha256 HEX   the token's SHA-256 as 64 hex digits, instead of the file\n"
     "\n"
     "Limits (BYTES may end in K, M or G, powers of 1024):\n"
-    "  --max-connections N     open connections; one more gets HTTP 503 (default 256)\n"
+    "  --max-connections N     open connections; one more gets HTTP 503 (default 1024)\n"
     "  --max-processes N       unfinished processes per session; one more process/start\n"
     "                          fails with a JSON-RPC error (default 1024)\n"
     "  --max-message-bytes BYTES\n"
