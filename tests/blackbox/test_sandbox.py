@@ -464,4 +464,9 @@ if __name__ == "__main__":
     if not IS_REF and landlock_abi() < 1:
         print("SKIP: Landlock is not available on this kernel")
         sys.exit(SKIP)
+    if WRAPPER:
+        # valgrind 3.19 does not know the Landlock system calls, so the server (rightly)
+        # fails closed on every sandboxed request; nothing here can be exercised.
+        print("SKIP: Landlock is not available under " + WRAPPER[0])
+        sys.exit(SKIP)
     run_tests(globals(), per_test_timeout=120)
