@@ -1,0 +1,156 @@
+/* bench.h: declarations shared by the modules of exec-bench, the benchmark driver:
+ * the options, the result table (rows and cells), the servers under test, process
+ * tracking and the scenario helpers of bench_core.c, and the scenarios of
+ * scenarios_proc.c (1-4) and scenarios_fs.c (5-7) that bench.c runs. */
+
+#ifndef EXEC_BENCH_H
+#define EXEC_BENCH_H
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "util/base64.h"
+#include "util/mem.h"
+#include "wsc.h"
+
+extern char **environ;
+
+#define REF_GLOB "/.cache/codex-ref/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex"
+#define TIMEOUT_MS 120000
+
+struct opts {
+    const char *ours, *ref;
+    unsigned scenarios; /* bit i = scenario i */
+    bool quick;
+    int runs;
+    int oneshot_n;
+    size_t stream_bytes;
+    int fanout_n;
+    int conns_n;
+    size_t file_bytes;
+    int walk_entries;
+    int mem_procs;
+    size_t mem_stream_bytes;
+    double mem_stream_secs;
+    int sandbox_n;
+    char tmp[PATH_MAX];
+};
+
+extern struct opts O;
+
+enum kind { K_MS, K_MBS, K_MB };
+
+struct cell {
+    bool ok;
+    bool dist; /* p95 meaningful */
+    double p50, p95;
+    char err[200];
+};
+
+struct row {
+    char name[96];
+    enum kind kind;
+    struct cell v[2]; /* ours, reference */
+    struct cell floor;
+    bool has_floor;
+};
+
+
+struct server {
+    int which; /* 0 ours, 1 reference */
+    pid_t pid;
+    int port;
+    int out_fd;
+    char exe[PATH_MAX];
+};
+
+struct track {
+    char prefix[16];
+    int n;
+    uint64_t *last_seq;
+    bool *closed;
+    int closed_count;
+    int responses;
+    uint64_t bytes;
+    int order_errors;
+    bool decode;
+    uint8_t *scratch;
+    size_t scratch_cap;
+    char err[200];
+};
+
+struct pair {
+    struct server s[2];
+    struct wsc c[2];
+    bool up[2];
+    struct track tr[2]; /* scenario 1: one tracker over all runs */
+};
+
+struct mem_result {
+    struct cell idle, live, noread;
+    double noread_growth; /* MB over the second half of the window */
+};
+
+typedef struct cell (*scen_fn)(struct server *s, struct wsc *c, void *arg);
+
+extern struct row rows[64];
+extern int nrows;
+extern bool ours_failed;
+extern char *file_big, *file_out, *walk_root;
+extern char *b64_data;
+extern size_t b64_len;
+
+struct row *row_get(const char *name, enum kind kind);
+struct cell stats(double *s, int n);
+struct cell value(double v);
+struct cell failure(const char *fmt, ...);
+void server_stop(struct server *s);
+double server_rss_mb(const struct server *s);
+void track_init(struct track *t, const char *prefix, int n, bool decode);
+void track_free(struct track *t);
+void track_msg(void *ud, struct span m);
+int track_pump(struct wsc *c, struct track *t, int closed, int responses, int timeout_ms);
+void start_params(char *out, size_t n, const char *prefix, int idx, const char *argv_json);
+double pipe_floor(char *const argv[], uint64_t *bytes);
+bool connect_server(struct server *s, struct wsc *c, struct cell *out);
+void record(struct row *r, int which, struct cell c);
+bool have_ref(void);
+void pair_start(struct pair *p, struct row *r, int only);
+void pair_fail(struct pair *p, struct row *r, int w, const char *err);
+void pair_stop(struct pair *p);
+int nservers(void);
+const char *server_name(int which);
+bool start_or_fail(struct server *s, int which, struct row **rs, int nr);
+void progress(const char *fmt, ...);
+void scenario_oneshot(struct row *r);
+void scenario_stream(struct row *r);
+void scenario_fanout(struct row *r);
+struct cell conns_run(struct server *s);
+void make_file(const char *path, size_t bytes);
+void make_tree(const char *root, int entries);
+int walk_total(void);
+struct cell readfile_one(struct server *s);
+struct cell writefile_one(struct server *s, size_t bytes);
+struct cell writeblock_one(struct server *s);
+struct cell walk_one(struct server *s);
+struct cell cmd_floor(char *const argv[], const char *out_path);
+struct mem_result mem_run(struct server *s);
+struct cell sandbox_one(struct server *s, bool sandboxed, const char *ws);
+struct cell write4k_floor(const char *ws);
+
+#endif
