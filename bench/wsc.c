@@ -1,6 +1,8 @@
 /* wsc: minimal blocking WebSocket JSON-RPC client of the benchmark driver (see wsc.h). */
 #include "wsc.h"
 
+#include "rpc/json_load.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -33,31 +35,16 @@ static const char *js_ws(const char *p, const char *e)
     return p;
 }
 
-/* p at the opening quote; returns the byte after the closing quote, or NULL. Base64
- * and most text have no escapes, so memchr jumps over the whole value. */
-static const char *js_skip_str(const char *p, const char *e)
-{
-    p++;
-    for (;;) {
-        const char *q = memchr(p, '"', (size_t)(e - p));
-        if (!q) return NULL;
-        size_t bs = 0;
-        for (const char *b = q; b > p && b[-1] == '\\'; b--) bs++;
-        if (bs % 2 == 0) return q + 1;
-        p = q + 1;
-    }
-}
-
 static const char *js_skip(const char *p, const char *e)
 {
     if (p >= e) return NULL;
-    if (*p == '"') return js_skip_str(p, e);
+    if (*p == '"') return json_string_end(p, e);
     if (*p == '{' || *p == '[') {
         int depth = 0;
         while (p < e) {
             char ch = *p;
             if (ch == '"') {
-                p = js_skip_str(p, e);
+                p = json_string_end(p, e);
                 if (!p) return NULL;
                 continue;
             }
@@ -86,7 +73,7 @@ bool js_get(struct span v, const char *key, struct span *out)
         p = js_ws(p, e);
         if (p >= e || *p == '}' || *p != '"') return false;
         const char *ks = p + 1;
-        const char *ke = js_skip_str(p, e);
+        const char *ke = json_string_end(p, e);
         if (!ke) return false;
         p = js_ws(ke, e);
         if (p >= e || *p != ':') return false;

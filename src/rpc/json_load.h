@@ -20,4 +20,9 @@
 /* Same contract as json_loadb(data, len, flags, err): a new reference or NULL. */
 json_t *json_load_message(const char *data, size_t len, size_t flags, json_error_t *err);
 
+/* End of the JSON string whose opening quote is at p (the byte after the closing
+ * quote; memchr jumps over escape-free values), or NULL when e comes first. A pointer
+ * into the caller's bytes. Also the bench driver's scanner. */
+const char *json_string_end(const char *p, const char *e);
+
 #endif
