@@ -163,6 +163,10 @@ class CutProxy:
         self.marker = marker
         self.refuse = refuse_after_cut
         self.cut = False
+        # The reference may push the first output before the process/start reply; a
+        # cut between the two is a start in flight, which the client rightly refuses
+        # to replay. So cut only once both the marker and the start reply went by.
+        self.seen_marker = self.seen_start = False
         self.connections = 0
         self.lsock = socket.socket()
         self.lsock.bind(("127.0.0.1", 0))
@@ -197,7 +201,12 @@ class CutProxy:
                 if data:
                     other.sendall(data)
                 from_server = s is pair[1]
-                if not data or (from_server and not self.cut and self.marker in data):
+                if from_server and self.marker in data:
+                    self.seen_marker = True
+                if from_server and b'"sandboxType"' in data:
+                    self.seen_start = True
+                if not data or (from_server and not self.cut and self.seen_marker
+                                and self.seen_start):
                     if data:
                         self.cut = True
                     for x in pair:
