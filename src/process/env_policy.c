@@ -1,0 +1,214 @@
+/* env_policy: the child's environment from process/start's `envPolicy` and `env`.
+ * See env_policy.h for the rules (PROTOCOL.md §5.1.3). */
+#include "process/env_policy.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/buf.h"
+#include "util/mem.h"
+
+/* "core" on Unix: what a login shell needs to find programs, files and a locale. */
+static const char *const core_names[] = {"PATH",   "SHELL",    "TMPDIR", "TEMP",
+                                         "TMP",    "HOME",     "LANG",   "LC_ALL",
+                                         "LC_CTYPE", "LOGNAME", "USER",  NULL};
+static const char *const default_excludes[] = {"*KEY*", "*SECRET*", "*TOKEN*", NULL};
+
+bool env_name_matches(const char *pat, const char *name)
+{
+    /* Iterative glob with one backtrack point: linear enough for env names and
+     * never recursive, so a hostile pattern cannot blow the stack. */
+    const char *star = NULL, *resume = NULL;
+    while (*name) {
+        if (*pat == '*') {
+            star = pat++;
+            resume = name;
+        } else if (*pat == '?' ||
+                   (*pat && tolower((unsigned char)*pat) == tolower((unsigned char)*name))) {
+            pat++;
+            name++;
+        } else if (star) {
+            pat = star + 1;
+            name = ++resume;
+        } else {
+            return false;
+        }
+    }
+    while (*pat == '*') pat++;
+    return *pat == '\0';
+}
+
+static bool matches_any_json(json_t *patterns, const char *name)
+{
+    size_t i;
+    json_t *p;
+    json_array_foreach(patterns, i, p) if (env_name_matches(json_string_value(p), name)) return true;
+    return false;
+}
+
+static bool matches_any(const char *const *patterns, const char *name)
+{
+    for (; *patterns; patterns++)
+        if (env_name_matches(*patterns, name)) return true;
+    return false;
+}
+
+static bool is_core(const char *name)
+{
+    for (const char *const *c = core_names; *c; c++)
+        if (strcasecmp(*c, name) == 0) return true;
+    return false;
+}
+
+/* serde's text for a non-string where a string belongs, as the reference words it
+ * for policy members (it decodes them through an untyped value: "number"). */
+static bool check_strings(struct pdec *d, json_t *container)
+{
+    const char *k;
+    size_t i;
+    json_t *v;
+    char what[128];
+    if (json_is_array(container)) {
+        json_array_foreach(container, i, v)
+        {
+            if (json_is_string(v)) continue;
+            if (json_is_number(v)) snprintf(what, sizeof what, "number");
+            else pdec_describe(v, what, sizeof what);
+            pdec_fail(d, "invalid type: %s, expected a string", what);
+            return false;
+        }
+    } else {
+        json_object_foreach(container, k, v)
+        {
+            if (json_is_string(v)) continue;
+            if (json_is_number(v)) snprintf(what, sizeof what, "number");
+            else pdec_describe(v, what, sizeof what);
+            pdec_fail(d, "invalid type: %s, expected a string", what);
+            return false;
+        }
+    }
+    return true;
+}
+
+void env_policy_decode(struct pdec *d, struct env_policy *out, bool *present)
+{
+    memset(out, 0, sizeof *out);
+    *present = false;
+    json_t *obj = pdec_object(d, "envPolicy", PDEC_OPTIONAL);
+    if (!obj || d->failed) return;
+    struct pdec sub;
+    static const char *const variants[] = {"core", "all", "none", NULL};
+    if (pdec_begin(&sub, obj, "ShellEnvironmentPolicy")) {
+        int inherit = pdec_enum(&sub, "inherit", PDEC_REQUIRED, variants, 0);
+        out->ignore_default_excludes = pdec_bool(&sub, "ignoreDefaultExcludes", PDEC_REQUIRED, false);
+        out->exclude = pdec_array(&sub, "exclude", PDEC_REQUIRED);
+        out->set = pdec_object(&sub, "set", PDEC_REQUIRED);
+        out->include_only = pdec_array(&sub, "includeOnly", PDEC_REQUIRED);
+        if (!sub.failed) {
+            out->inherit = inherit == 1 ? ENV_INHERIT_ALL
+                           : inherit == 2 ? ENV_INHERIT_NONE
+                                          : ENV_INHERIT_CORE;
+            if (check_strings(&sub, out->exclude) && check_strings(&sub, out->set))
+                check_strings(&sub, out->include_only);
+        }
+    }
+    if (sub.failed) {
+        pdec_fail(d, "%s", sub.err);
+        return;
+    }
+    *present = true;
+}
+
+/* A growable envp with replace-by-name. */
+struct envv {
+    char **v;
+    size_t n, cap;
+};
+
+static size_t name_len(const char *kv)
+{
+    const char *eq = strchr(kv, '=');
+    return eq ? (size_t)(eq - kv) : strlen(kv);
+}
+
+static void envv_put(struct envv *e, const char *name, const char *value)
+{
+    struct buf kv;
+    buf_init(&kv);
+    buf_printf(&kv, "%s=%s", name, value);
+    buf_putc(&kv, '\0');
+    size_t nl = strlen(name);
+    for (size_t i = 0; i < e->n; i++) {
+        if (name_len(e->v[i]) == nl && memcmp(e->v[i], name, nl) == 0) {
+            free(e->v[i]);
+            e->v[i] = buf_steal(&kv);
+            return;
+        }
+    }
+    if (e->n + 1 >= e->cap) {
+        e->cap = e->cap ? e->cap * 2 : 32;
+        e->v = xrealloc(e->v, e->cap * sizeof *e->v);
+    }
+    e->v[e->n++] = buf_steal(&kv);
+    e->v[e->n] = NULL;
+}
+
+static void envv_remove_at(struct envv *e, size_t i)
+{
+    free(e->v[i]);
+    memmove(&e->v[i], &e->v[i + 1], (e->n - i) * sizeof *e->v); /* moves the NULL too */
+    e->n--;
+}
+
+char **env_build(char *const *server_env, const struct env_policy *pol, json_t *env)
+{
+    struct envv e = {0};
+    e.cap = 32;
+    e.v = xcalloc(e.cap, sizeof *e.v);
+    char name[1024];
+    if (pol && pol->inherit != ENV_INHERIT_NONE) {
+        for (char *const *s = server_env; s && *s; s++) {
+            size_t nl = name_len(*s);
+            if (nl == 0 || nl >= sizeof name || !(*s)[nl]) continue;
+            memcpy(name, *s, nl);
+            name[nl] = '\0';
+            if (pol->inherit == ENV_INHERIT_CORE && !is_core(name)) continue;
+            if (!pol->ignore_default_excludes && matches_any(default_excludes, name)) continue;
+            if (matches_any_json(pol->exclude, name)) continue;
+            envv_put(&e, name, *s + nl + 1);
+        }
+    }
+    const char *k;
+    json_t *v;
+    if (pol) {
+        json_object_foreach(pol->set, k, v) envv_put(&e, k, json_string_value(v));
+        if (json_array_size(pol->include_only)) {
+            for (size_t i = 0; i < e.n;) {
+                size_t nl = name_len(e.v[i]);
+                if (nl >= sizeof name) nl = sizeof name - 1;
+                memcpy(name, e.v[i], nl);
+                name[nl] = '\0';
+                if (matches_any_json(pol->include_only, name)) i++;
+                else envv_remove_at(&e, i);
+            }
+        }
+    }
+    json_object_foreach(env, k, v) envv_put(&e, k, json_string_value(v));
+    return e.v;
+}
+
+void env_free(char **envp)
+{
+    if (!envp) return;
+    for (char **s = envp; *s; s++) free(*s);
+    free(envp);
+}
+
+const char *env_get(char *const *envp, const char *name)
+{
+    size_t nl = strlen(name);
+    for (char *const *s = envp; s && *s; s++)
+        if (name_len(*s) == nl && memcmp(*s, name, nl) == 0) return *s + nl + 1;
+    return NULL;
+}
