@@ -1,0 +1,398 @@
+#!/usr/bin/env python3
+"""Real codex as the client: `codex app-server` drives the server under test through a turn.
+
+The harness is the real codex 0.169.0 binary from npm (installed into ~/.cache/codex-ref
+when missing; the test is skipped only when npm cannot install it). It runs as
+`codex app-server` on stdio with a temporary CODEX_HOME whose config.toml points its model
+provider at a scripted Responses-API server in this file, so the "model" is a fixed list of
+tool calls. `environment/add` registers the server under test (through a TCP proxy that can
+drop the connection) and `thread/start` selects it, so every command codex runs and every
+file apply_patch writes goes through our WebSocket.
+
+One turn checks what a user of codex would notice:
+  1. exec_command: the output shows the server's HOME and PATH (envPolicy, §5.1.3), no
+     profile errors, the server's own environment (a marker only the server has), and the
+     exit code;
+  2. exec_command with tty:true: a TTY (`tty` names a /dev/pts device), left running;
+  3. write_stdin to that TTY session: the line is read and echoed back;
+  4. exec_command of a command that outlives a dropped WebSocket; the proxy cuts every
+     connection; write_stdin then polls the session and gets the output produced after the
+     drop (codex reconnects and resumes the session, §9);
+  5. exec_command `apply_patch` with a patch: the file changes on disk.
+The same test passes against the reference (EXEC_SERVER=ref)."""
+import json
+import os
+import re
+import select
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import http.server
+import socketserver
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import *  # noqa
+
+CODEX_VERSION = "0.169.0"
+REF_DIR = os.path.expanduser("~/.cache/codex-ref")
+# Only the server under test has this in its environment, so a command that prints it ran
+# there (codex app-server is started without it).
+SERVER_MARK_VAR = "EXECBB_SERVER_MARK"
+SERVER_MARK = "mark-" + MARKER
+
+
+def codex_binary():
+    found = find_reference()
+    if found:
+        return found
+    try:
+        subprocess.run(["npm", "install", "--prefix", REF_DIR, "@openai/codex@" + CODEX_VERSION],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600,
+                       check=True)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise TestSkip("npm could not install @openai/codex@%s: %s" % (CODEX_VERSION, e))
+    found = find_reference()
+    if not found:
+        raise TestSkip("npm installed @openai/codex but no codex binary was found")
+    return found
+
+
+class Proxy:
+    """TCP forwarder between codex and the server under test; cut() drops every
+    connection at once, as a network failure would."""
+
+    def __init__(self, host, port):
+        self.target = (host, port)
+        self.lsock = socket.socket()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(16)
+        self.port = self.lsock.getsockname()[1]
+        self.lock = threading.Lock()
+        self.pairs = []
+        self.accepted = 0
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            try:
+                u = socket.create_connection(self.target)
+            except OSError:
+                c.close()
+                continue
+            with self.lock:
+                self.pairs.append((c, u))
+                self.accepted += 1
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a, b):
+        try:
+            while True:
+                d = a.recv(65536)
+                if not d:
+                    break
+                b.sendall(d)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self):
+        with self.lock:
+            pairs, self.pairs = self.pairs, []
+        for c, u in pairs:
+            for s in (c, u):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+        return len(pairs)
+
+    def close(self):
+        self.closed = True
+        self.lsock.close()
+        self.cut()
+
+
+def sse_body(items, response_id):
+    events = [{"type": "response.created", "response": {"id": response_id}}]
+    events += [{"type": "response.output_item.done", "item": it} for it in items]
+    events.append({"type": "response.completed", "response": {
+        "id": response_id, "usage": {"input_tokens": 1, "input_tokens_details": None,
+                                     "output_tokens": 1, "output_tokens_details": None,
+                                     "total_tokens": 2}}})
+    return "".join("event: %s\ndata: %s\n\n" % (e["type"], json.dumps(e)) for e in events).encode()
+
+
+def function_call(call_id, name, args):
+    return {"type": "function_call", "call_id": call_id, "name": name,
+            "arguments": json.dumps(args)}
+
+
+def assistant_message(text):
+    return {"type": "message", "role": "assistant", "id": "msg-final",
+            "content": [{"type": "output_text", "text": text}]}
+
+
+class ScriptedModel:
+    """A Responses-API endpoint whose answers come from `steps`: each step is a function
+    of the tool outputs so far ({call_id: output text}) returning the output items of one
+    model response. Requests after the last step get a final assistant message."""
+
+    def __init__(self, steps):
+        self.steps = list(steps)
+        self.outputs = {}
+        self.requests = 0
+        self.errors = []
+        model = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _send(self, code, ctype, data):
+                self.send_response(code)
+                self.send_header("content-type", ctype)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self._send(200, "application/json", b'{"models":[]}')
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                try:
+                    items = model.answer(json.loads(body))
+                except Exception as e:  # noqa: the test thread reports it
+                    model.errors.append(repr(e))
+                    items = [assistant_message("script error")]
+                model.requests += 1
+                self._send(200, "text/event-stream", sse_body(items, "resp-%d" % model.requests))
+
+        class Srv(socketserver.ThreadingMixIn, http.server.HTTPServer):
+            daemon_threads = True
+
+        self.httpd = Srv(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def answer(self, body):
+        for item in body.get("input", []):
+            if item.get("type") in ("function_call_output", "custom_tool_call_output"):
+                out = item.get("output")
+                if isinstance(out, list):
+                    out = "".join(p.get("text", "") for p in out if isinstance(p, dict))
+                self.outputs[item["call_id"]] = out
+        if not self.steps:
+            return [assistant_message("done")]
+        return self.steps.pop(0)(self.outputs)
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class AppServer:
+    """`codex app-server` on stdio, spoken to in its JSON-RPC (one JSON object a line)."""
+
+    def __init__(self, codex, home, cwd):
+        env = {k: v for k, v in os.environ.items() if k != SERVER_MARK_VAR}
+        env.update(CODEX_HOME=home, RUST_LOG="warn")
+        self.stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([codex, "app-server"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.stderr, env=env,
+                                     cwd=cwd)
+        self.buf = b""
+        self.next_id = 0
+        self.notes = []
+
+    def send(self, obj):
+        self.proc.stdin.write((json.dumps(obj) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def recv(self, deadline):
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Timeout("codex app-server said nothing in time; stderr:\n%s"
+                              % self.stderr_text())
+            r, _, _ = select.select([self.proc.stdout], [], [], left)
+            if r:
+                d = os.read(self.proc.stdout.fileno(), 65536)
+                if not d:
+                    raise AssertionError("codex app-server exited (rc=%s); stderr:\n%s"
+                                         % (self.proc.poll(), self.stderr_text()))
+                self.buf += d
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def call(self, method, params, timeout=DEFAULT_TIMEOUT * 3):
+        self.next_id += 1
+        rid = self.next_id
+        self.send({"id": rid, "method": method, "params": params})
+        deadline = time.monotonic() + timeout
+        while True:
+            m = self.recv(deadline)
+            if m.get("id") == rid and ("result" in m or "error" in m):
+                assert "error" not in m, "%s failed: %r" % (method, m["error"])
+                return m["result"]
+            self.notes.append(m)
+
+    def wait_method(self, method, timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            m = self.recv(deadline)
+            self.notes.append(m)
+            if m.get("method") == method:
+                return m
+
+    def stderr_text(self):
+        self.stderr.seek(0)
+        return self.stderr.read().decode(errors="replace")[-4000:]
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def session_id_of(output):
+    m = re.search(r"session ID (\d+)", output or "")
+    assert m, "no running session in the tool output: %r" % output
+    return int(m.group(1))
+
+
+@needs_own_server
+def test_codex_drives_a_turn(_):
+    codex = codex_binary()
+    os.environ[SERVER_MARK_VAR] = SERVER_MARK  # inherited by the server under test only
+    try:
+        srv = Server()
+    finally:
+        del os.environ[SERVER_MARK_VAR]
+    home = tempfile.mkdtemp(prefix="execbb-codex-home-")
+    work = tempfile.mkdtemp(prefix="execbb-codex-work-")
+    proxy = Proxy(srv.host, srv.port)
+    cut_count = []
+
+    def cut_then(step):
+        def run(outputs):
+            cut_count.append(proxy.cut())
+            return step(outputs)
+        return run
+
+    patch = ("*** Begin Patch\n*** Add File: notes.txt\n+written by apply_patch\n"
+             "*** Update File: existing.txt\n@@\n-old line\n+new line\n*** End Patch\n")
+    with open(os.path.join(work, "existing.txt"), "w") as f:
+        f.write("old line\n")
+    steps = [
+        lambda o: [function_call("env", "exec_command", {
+            "cmd": "echo mark=$%s; echo home=$HOME; echo path=$PATH; exit 3" % SERVER_MARK_VAR,
+            "workdir": work, "yield_time_ms": 5000})],
+        lambda o: [function_call("tty", "exec_command", {
+            "cmd": "printf 'ready\\n'; IFS= read -r line; echo \"got:$line\"; tty",
+            "tty": True, "workdir": work, "yield_time_ms": 1000})],
+        lambda o: [function_call("tty-write", "write_stdin", {
+            "session_id": session_id_of(o.get("tty")), "chars": "hello\n",
+            "yield_time_ms": 5000})],
+        lambda o: [function_call("long", "exec_command", {
+            "cmd": "echo before-drop; sleep 2; echo after-drop",
+            "workdir": work, "yield_time_ms": 500})],
+        cut_then(lambda o: [function_call("poll", "write_stdin", {
+            "session_id": session_id_of(o.get("long")), "chars": "",
+            "yield_time_ms": 15000})]),
+        lambda o: [function_call("patch", "exec_command", {
+            "cmd": "apply_patch <<'EOF'\n%sEOF\n" % patch, "workdir": work,
+            "yield_time_ms": 5000})],
+    ]
+    model = ScriptedModel(steps)
+    with open(os.path.join(home, "config.toml"), "w") as f:
+        f.write('model = "mock-model"\nmodel_provider = "mock"\napproval_policy = "never"\n'
+                'sandbox_mode = "danger-full-access"\n\n[model_providers.mock]\n'
+                'name = "mock"\nbase_url = "http://127.0.0.1:%d/v1"\nwire_api = "responses"\n'
+                'request_max_retries = 0\nstream_max_retries = 0\n' % model.port)
+    app = AppServer(codex, home, work)
+    try:
+        app.call("initialize", {"clientInfo": {"name": "execbb", "version": "0.1"},
+                                "capabilities": {"experimentalApi": True}})
+        app.send({"method": "initialized"})
+        app.call("environment/add", {"environmentId": "under-test",
+                                     "execServerUrl": "ws://127.0.0.1:%d" % proxy.port})
+        thread = app.call("thread/start", {
+            "cwd": work, "environments": [{"environmentId": "under-test", "cwd": work}]})
+        app.call("turn/start", {"threadId": thread["thread"]["id"],
+                                "input": [{"type": "text", "text": "run the script"}]})
+        done = app.wait_method("turn/completed", DEFAULT_TIMEOUT * 9)
+        assert not model.errors, model.errors
+        assert done["params"]["turn"]["status"] == "completed", done
+        out = model.outputs
+        ctx = "\ntool outputs: %s" % json.dumps(out, indent=1)
+        if os.environ.get("EXECBB_VERBOSE"):
+            print(ctx, "\nconnections through the proxy:", proxy.accepted)
+
+        # 1. the server's environment, no profile errors, the exit code
+        env_out = out.get("env", "")
+        assert "mark=" + SERVER_MARK in env_out, "the command did not run on the server under " \
+            "test" + ctx
+        home_m = re.search(r"^home=(.*)$", env_out, re.M)
+        path_m = re.search(r"^path=(.*)$", env_out, re.M)
+        assert home_m and home_m.group(1) == os.environ.get("HOME"), ctx
+        assert path_m and "/usr/bin" in path_m.group(1).split(":"), ctx
+        for bad in ("command not found", "No such file", "bashrc"):
+            assert bad not in env_out, (bad, ctx)
+        assert "Process exited with code 3" in env_out, ctx
+        execs = {n["params"]["item"]["id"]: n["params"]["item"] for n in app.notes
+                 if n.get("method") == "item/completed"
+                 and n["params"]["item"].get("type") == "commandExecution"}
+        assert execs.get("env", {}).get("exitCode") == 3, execs.get("env")
+
+        # 2 + 3. a TTY session, then a write to it
+        assert "ready" in out.get("tty", "") and "Process running with session ID" in \
+            out["tty"], ctx
+        tty_out = out.get("tty-write", "")
+        assert "got:hello" in tty_out and "/dev/pts/" in tty_out, ctx
+        assert "Process exited with code 0" in tty_out, ctx
+
+        # 4. the drop: codex reconnected and the session's later output arrived
+        assert cut_count and cut_count[0] >= 1, "nothing to cut: %r" % cut_count
+        assert proxy.accepted >= 2, "codex did not reconnect (%d connections)" % proxy.accepted
+        assert "after-drop" in out.get("poll", ""), ctx
+        assert "Process exited with code 0" in out["poll"], ctx
+
+        # 5. apply_patch through the environment's file system
+        with open(os.path.join(work, "notes.txt")) as f:
+            assert f.read() == "written by apply_patch\n", ctx
+        with open(os.path.join(work, "existing.txt")) as f:
+            assert f.read() == "new line\n", ctx
+    finally:
+        app.close()
+        model.close()
+        proxy.close()
+        srv.stop()
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    run_tests(globals(), per_test_timeout=240)
