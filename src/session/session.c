@@ -149,7 +149,7 @@ static json_t *environment_info(void)
     json_t *caps = json_pack(
         "{s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b}", "networkProxyLaunch", 0,
         "networkProxyReviewDomains", 0, "credentialMasking", 0, "credentialMaskingCustomProviders",
-        0, "capabilityDiscoverySandbox", 0, "fsWatchMissing", 0, "capabilityDiscoveryV2", 0,
+        0, "capabilityDiscoverySandbox", 0, "fsWatchMissing", 0, "capabilityDiscoveryV2", 1,
         "environmentConfigRead", 0, "httpHeaderEnvVars", 0, "sandboxedFileStreaming", 0,
         "fileWriteStreaming", 1, "shellSnapshotV2", 0, "windowsMxc", 0,
         "linuxRootWritePreservesDevices", 0, "linuxApprovedRootWritePreservesRestrictions", 0);

@@ -10,6 +10,7 @@ drop the connection) and `thread/start` selects it, so every command codex runs 
 file apply_patch writes goes through our WebSocket.
 
 One turn checks what a user of codex would notice:
+  0. the project's AGENTS.md, found through the server's fs methods, reaches the model;
   1. exec_command: the output shows the server's HOME and PATH (envPolicy, §5.1.3), no
      profile errors, the server's own environment (a marker only the server has), and the
      exit code;
@@ -158,6 +159,7 @@ class ScriptedModel:
         self.outputs = {}
         self.requests = 0
         self.errors = []
+        self.first_request = None
         model = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -194,6 +196,8 @@ class ScriptedModel:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def answer(self, body):
+        if self.first_request is None:
+            self.first_request = json.dumps(body)
         for item in body.get("input", []):
             if item.get("type") in ("function_call_output", "custom_tool_call_output"):
                 out = item.get("output")
@@ -306,6 +310,9 @@ def test_codex_drives_a_turn(_):
              "*** Update File: existing.txt\n@@\n-old line\n+new line\n*** End Patch\n")
     with open(os.path.join(work, "existing.txt"), "w") as f:
         f.write("old line\n")
+    agents_mark = "agents-" + MARKER
+    with open(os.path.join(work, "AGENTS.md"), "w") as f:
+        f.write("Project rule %s: be brief.\n" % agents_mark)
     steps = [
         lambda o: [function_call("env", "exec_command", {
             "cmd": "echo mark=$%s; echo home=$HOME; echo path=$PATH; exit 3" % SERVER_MARK_VAR,
@@ -350,6 +357,10 @@ def test_codex_drives_a_turn(_):
         ctx = "\ntool outputs: %s" % json.dumps(out, indent=1)
         if os.environ.get("EXECBB_VERBOSE"):
             print(ctx, "\nconnections through the proxy:", proxy.accepted)
+
+        # 0. the project's AGENTS.md, read through the environment's file system,
+        # reached the model (capabilityDiscoveryV2)
+        assert agents_mark in (model.first_request or ""), "AGENTS.md was not discovered"
 
         # 1. the server's environment, no profile errors, the exit code
         env_out = out.get("env", "")
