@@ -10,6 +10,7 @@
 
 #include "core/limits.h"
 #include "core/log.h"
+#include "fs/fs_watch.h"
 #include "fs/uri.h"
 #include "process/process.h"
 #include "rpc/dispatch.h"
@@ -62,6 +63,7 @@ static void session_destroy(struct session *s)
     if (s->conn) s->conn->session = NULL;
     s->conn = NULL;
     proc_table_destroy(s->procs);
+    fs_watch_table_destroy(s->watches);
     sandbox_helper_release_owner(s->id); /* its warm sandbox helpers die with it */
     s->ttl.data = s;
     uv_close((uv_handle_t *)&s->ttl, session_free_cb);
@@ -149,7 +151,7 @@ static json_t *environment_info(void)
     json_t *caps = json_pack(
         "{s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b}", "networkProxyLaunch", 0,
         "networkProxyReviewDomains", 0, "credentialMasking", 0, "credentialMaskingCustomProviders",
-        0, "capabilityDiscoverySandbox", 0, "fsWatchMissing", 0, "capabilityDiscoveryV2", 1,
+        0, "capabilityDiscoverySandbox", 0, "fsWatchMissing", 1, "capabilityDiscoveryV2", 0,
         "environmentConfigRead", 0, "httpHeaderEnvVars", 0, "sandboxedFileStreaming", 0,
         "fileWriteStreaming", 1, "shellSnapshotV2", 0, "windowsMxc", 0,
         "linuxRootWritePreservesDevices", 0, "linuxApprovedRootWritePreservesRestrictions", 0);

@@ -216,13 +216,22 @@ class ScriptedModel:
 class AppServer:
     """`codex app-server` on stdio, spoken to in its JSON-RPC (one JSON object a line)."""
 
-    def __init__(self, codex, home, cwd):
+    def __init__(self, codex, home, cwd, hide=None):
         env = {k: v for k, v in os.environ.items() if k != SERVER_MARK_VAR}
         env.update(CODEX_HOME=home, RUST_LOG="warn")
         self.stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([codex, "app-server"], stdin=subprocess.PIPE,
+        argv = [codex, "app-server"]
+        if hide:
+            # A private mount namespace with an empty tmpfs over `hide`: codex sees only
+            # an empty `cwd` there, so whatever it reads or writes in the project has to
+            # go through the server under test.
+            argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                    'mount -t tmpfs execbb "$1" && mkdir -p "$2" && cd "$2" && '
+                    'shift 2 && exec "$@"', "sh", hide, cwd] + argv
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.stderr, env=env,
                                      cwd=cwd)
+        self.hidden = bool(hide)
         self.buf = b""
         self.next_id = 0
         self.notes = []
@@ -281,6 +290,16 @@ class AppServer:
                 self.proc.wait()
 
 
+def can_hide():
+    """Whether a private mount namespace can be made here (root, unshare present)."""
+    try:
+        return subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
 def session_id_of(output):
     m = re.search(r"session ID (\d+)", output or "")
     assert m, "no running session in the tool output: %r" % output
@@ -296,7 +315,9 @@ def test_codex_drives_a_turn(_):
     finally:
         del os.environ[SERVER_MARK_VAR]
     home = tempfile.mkdtemp(prefix="execbb-codex-home-")
-    work = tempfile.mkdtemp(prefix="execbb-codex-work-")
+    hidden = tempfile.mkdtemp(prefix="execbb-codex-project-")
+    work = os.path.join(hidden, "work")
+    os.mkdir(work)
     proxy = Proxy(srv.host, srv.port)
     cut_count = []
 
@@ -339,7 +360,7 @@ def test_codex_drives_a_turn(_):
                 'sandbox_mode = "danger-full-access"\n\n[model_providers.mock]\n'
                 'name = "mock"\nbase_url = "http://127.0.0.1:%d/v1"\nwire_api = "responses"\n'
                 'request_max_retries = 0\nstream_max_retries = 0\n' % model.port)
-    app = AppServer(codex, home, work)
+    app = AppServer(codex, home, work, hide=hidden if can_hide() else None)
     try:
         app.call("initialize", {"clientInfo": {"name": "execbb", "version": "0.1"},
                                 "capabilities": {"experimentalApi": True}})
@@ -359,8 +380,9 @@ def test_codex_drives_a_turn(_):
             print(ctx, "\nconnections through the proxy:", proxy.accepted)
 
         # 0. the project's AGENTS.md, read through the environment's file system,
-        # reached the model (capabilityDiscoveryV2)
-        assert agents_mark in (model.first_request or ""), "AGENTS.md was not discovered"
+        # reached the model (capabilityDiscoveryV2; codex cannot read it itself)
+        if app.hidden:
+            assert agents_mark in (model.first_request or ""), "AGENTS.md was not discovered"
 
         # 1. the server's environment, no profile errors, the exit code
         env_out = out.get("env", "")
@@ -402,7 +424,7 @@ def test_codex_drives_a_turn(_):
         proxy.close()
         srv.stop()
         shutil.rmtree(home, ignore_errors=True)
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(hidden, ignore_errors=True)
 
 
 if __name__ == "__main__":
