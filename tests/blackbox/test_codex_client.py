@@ -413,6 +413,12 @@ def test_codex_drives_a_turn(_):
         assert "after-drop" in out.get("poll", ""), ctx
         assert "Process exited with code 0" in out["poll"], ctx
 
+        # no complaint about the executor (version, capabilities) reached the user
+        for n in app.notes:
+            if n.get("method") in ("warning", "error", "configWarning"):
+                text = json.dumps(n).lower()
+                assert "executor" not in text and "exec-server" not in text, n
+
         # 5. apply_patch through the environment's file system
         with open(os.path.join(work, "notes.txt")) as f:
             assert f.read() == "written by apply_patch\n", ctx
