@@ -291,5 +291,85 @@ def test_open_enforces_the_per_connection_limit_and_close_releases_capacity(srv)
     s.close()
 
 
+# ---- file_system/shared.rs (remote cases) --------------------------------------------
+
+def _u(p):
+    return "file://" + p
+
+
+def test_file_system_get_metadata_returns_expected_fields(srv):
+    """file_system/shared.rs file_system_get_metadata_returns_expected_fields."""
+    s = srv.session()
+    p = os.path.join(srv.workdir, "note.txt")
+    with open(p, "w") as f:
+        f.write("hello")
+    m = s.call("fs/getMetadata", {"path": _u(p), "sandbox": None})
+    assert m["isDirectory"] is False and m["isFile"] is True and m["isSymlink"] is False, m
+    assert m["modifiedAtMs"] > 0, m
+    s.close()
+
+
+def test_file_system_methods_cover_surface_area(srv):
+    """file_system/shared.rs file_system_methods_cover_surface_area (the wire calls)."""
+    s = srv.session()
+    t = srv.workdir + "/surface"
+    src, nested = t + "/source", t + "/source/nested"
+    s.call("fs/createDirectory", {"path": _u(nested), "recursive": True, "sandbox": None})
+    s.call("fs/writeFile", {"path": _u(nested + "/note.txt"), "dataBase64": b64(b"hello from trait"),
+                            "sandbox": None})
+    s.call("fs/writeFile", {"path": _u(src + "/root.txt"),
+                            "dataBase64": b64(b"hello from source root"), "sandbox": None})
+    r = s.call("fs/readFile", {"path": _u(nested + "/note.txt"), "sandbox": None})
+    assert unb64(r["dataBase64"]) == b"hello from trait", r
+    s.call("fs/copy", {"sourcePath": _u(nested + "/note.txt"), "destinationPath": _u(t + "/copy.txt"),
+                       "recursive": False, "sandbox": None})
+    with open(t + "/copy.txt") as f:
+        assert f.read() == "hello from trait"
+    s.call("fs/copy", {"sourcePath": _u(src), "destinationPath": _u(t + "/copied"),
+                       "recursive": True, "sandbox": None})
+    with open(t + "/copied/nested/note.txt") as f:
+        assert f.read() == "hello from trait"
+    entries = s.call("fs/readDirectory", {"path": _u(src), "sandbox": None})["entries"]
+    entries = sorted(({k: e[k] for k in ("fileName", "isDirectory", "isFile")} for e in entries),
+                     key=lambda e: e["fileName"])
+    assert entries == [{"fileName": "nested", "isDirectory": True, "isFile": False},
+                       {"fileName": "root.txt", "isDirectory": False, "isFile": True}], entries
+    s.call("fs/remove", {"path": _u(t + "/copied"), "recursive": True, "force": True,
+                         "sandbox": None})
+    assert not os.path.exists(t + "/copied")
+    s.close()
+
+
+def test_file_system_write_file_reports_missing_parent(srv):
+    """file_system/shared.rs file_system_write_file_reports_missing_parent (NotFound)."""
+    s = srv.session()
+    p = srv.workdir + "/missing/note.txt"
+    code, _ = s.error("fs/writeFile", {"path": _u(p), "dataBase64": b64(b"x"), "sandbox": None})
+    assert code == -32004 and not os.path.exists(p), code
+    s.close()
+
+
+def test_file_system_copy_rejects_directory_without_recursive(srv):
+    """file_system/shared.rs file_system_copy_rejects_directory_without_recursive."""
+    s = srv.session()
+    os.makedirs(srv.workdir + "/cp-src", exist_ok=True)
+    code, msg = s.error("fs/copy", {"sourcePath": _u(srv.workdir + "/cp-src"),
+                                    "destinationPath": _u(srv.workdir + "/cp-dest"),
+                                    "recursive": False, "sandbox": None})
+    assert msg == "fs/copy requires recursive: true when sourcePath is a directory", msg
+    s.close()
+
+
+def test_file_system_copy_rejects_copying_directory_into_descendant(srv):
+    """file_system/shared.rs file_system_copy_rejects_copying_directory_into_descendant."""
+    s = srv.session()
+    os.makedirs(srv.workdir + "/desc-src/nested", exist_ok=True)
+    code, msg = s.error("fs/copy", {"sourcePath": _u(srv.workdir + "/desc-src"),
+                                    "destinationPath": _u(srv.workdir + "/desc-src/nested/copy"),
+                                    "recursive": True, "sandbox": None})
+    assert msg == "fs/copy cannot copy a directory to itself or one of its descendants", msg
+    s.close()
+
+
 if __name__ == "__main__":
     run_tests(globals())
