@@ -155,6 +155,12 @@ static json_t *environment_info(void)
         "environmentConfigRead", 0, "httpHeaderEnvVars", 0, "sandboxedFileStreaming", 0,
         "fileWriteStreaming", 1, "shellSnapshotV2", 0, "windowsMxc", 0,
         "linuxRootWritePreservesDevices", 0, "linuxApprovedRootWritePreservesRestrictions", 0);
+    /* Ours (PROTOCOL.md §11 (g)): terminal and stdin controls a client may use
+     * once it sees them here; the reference has none of them. */
+    json_object_set_new(caps, "processStartSize", json_true());
+    json_object_set_new(caps, "processResize", json_true());
+    json_object_set_new(caps, "processCloseStdin", json_true());
+    json_object_set_new(caps, "processSignalAny", json_true());
     json_t *info = json_object();
     json_object_set_new(info, "shell", json_pack("{s:s,s:s}", "name", base, "path", shell));
     json_object_set_new(info, "executorVersion", json_string(EXEC_SERVER_VERSION));
