@@ -438,8 +438,10 @@ static void pid_cb(uv_poll_t *h, int status, int events)
     } else if (si.si_code == CLD_EXITED) {
         p->exit_code = si.si_status;
     } else {
-        /* The reference reports 1 for any signal death on a PTY, 128+N on pipes. */
-        p->exit_code = p->tty ? 1 : 128 + si.si_status;
+        /* 128+N in both modes, as a shell reports it (PROTOCOL.md §5.9 "Ours"; the
+         * reference says 1 for any signal death on a PTY, which a terminal client
+         * cannot turn back into the signal). */
+        p->exit_code = 128 + si.si_status;
     }
     uv_close((uv_handle_t *)&p->pid_poll, handle_closed);
     close(p->pidfd);

@@ -87,6 +87,12 @@ void session_detach(struct session *s, struct conn *c)
         session_destroy(s);
         return;
     }
+    if (s->ending) {
+        /* The client said it is done (session/close): nothing to resume. */
+        log_info("session %s ended by its client", s->id);
+        session_destroy(s);
+        return;
+    }
     s->detach_order = ++detach_counter;
     uv_timer_start(&s->ttl, session_expired, session_ttl_ms, 0);
     /* Over max_detached: the session detached longest ago expires now. */
@@ -161,6 +167,7 @@ static json_t *environment_info(void)
     json_object_set_new(caps, "processResize", json_true());
     json_object_set_new(caps, "processCloseStdin", json_true());
     json_object_set_new(caps, "processSignalAny", json_true());
+    json_object_set_new(caps, "sessionClose", json_true());
     json_t *info = json_object();
     json_object_set_new(info, "shell", json_pack("{s:s,s:s}", "name", base, "path", shell));
     json_object_set_new(info, "executorVersion", json_string(EXEC_SERVER_VERSION));
@@ -229,9 +236,24 @@ static void handle_env_status(struct rpc_req *req)
     rpc_reply_json(req, json_pack("{s:s}", "status", "ready"));
 }
 
+/* session/close (ours, capability sessionClose): the client is done with the
+ * session, so when this connection closes the session ends at once (its processes
+ * are killed) instead of waiting out the resume TTL. A short-lived CLI call leaves
+ * nothing behind this way. */
+static void handle_session_close(struct rpc_req *req)
+{
+    struct pdec d;
+    pdec_unit(&d, req->params);
+    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (!rpc_check_ready(req)) return;
+    req->session->ending = true;
+    rpc_reply_json(req, json_object());
+}
+
 const struct rpc_method session_methods[] = {
     {"initialize", "initialize", handle_initialize},
     {"environment/info", "environment info", handle_env_info},
     {"environment/status", "environment status", handle_env_status},
+    {"session/close", "session", handle_session_close},
     {NULL, NULL, NULL},
 };

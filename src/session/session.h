@@ -21,6 +21,7 @@ struct session {
     uv_timer_t ttl;           /* runs while detached */
     uv_loop_t *loop;
     uint64_t detach_order;    /* when it detached (a counter), for max_detached */
+    bool ending;              /* session/close: end with this connection, no TTL */
     struct session *prev, *next;
 };
 

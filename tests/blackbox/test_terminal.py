@@ -5,11 +5,13 @@ pipe after every written byte; the terminal's VEOF on a PTY), process/signal wit
 signal. Against the reference, only the check that it lacks them runs."""
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *  # noqa
 
-CAPS = ("processStartSize", "processResize", "processCloseStdin", "processSignalAny")
+CAPS = ("processStartSize", "processResize", "processCloseStdin", "processSignalAny",
+        "sessionClose")
 
 
 def test_reference_lacks_them(srv):
@@ -124,6 +126,27 @@ def test_signal_any(srv):
     assert s.error("process/signal", {"processId": "k", "signal": 99999})[0] == -32602
     assert s.error("process/signal", {"processId": "k"}) == (-32602, "missing field `signal`")
     s.close()
+
+
+@ours_only
+def test_session_close_ends_with_the_connection(srv):
+    """session/close: closing the connection then ends the session at once (its
+    processes die, resume is refused) instead of after the TTL."""
+    s = srv.session()
+    mk = "bb-close-" + MARKER
+    s.start("bg", ["sleep", "300"], env={"PATH": "/usr/bin:/bin", MARKER_VAR: mk},
+            marker=False)
+    sid = s.session_id
+    assert s.call("session/close", {}) == {}
+    s.close()
+    deadline = time.monotonic() + DEFAULT_TIMEOUT
+    while time.monotonic() < deadline and marked_pids(mk):
+        time.sleep(0.05)
+    assert not marked_pids(mk), "the session's process outlived session/close"
+    r = srv.session(init=False)
+    m = r.request("initialize", {"clientName": "x", "resumeSessionId": sid})
+    assert "error" in m, m
+    r.close()
 
 
 if __name__ == "__main__":
