@@ -5,15 +5,12 @@
  *   exec-client [--url URL] fs cat|put|ls|stat|rm|cp|mkdir|walk ...
  *   exec-client [--url URL] rpc [--raw]
  *
- * `run` behaves like `ssh host cmd`: remote stdout/stderr to local stdout/stderr, exit
- * with the remote status (128+N for signal N). The protocol has no way to close a
- * process's stdin, so when local stdin is not a terminal it is read to EOF first (up to
- * 64 MiB) and the command is run as `sh -c 'head -c N | "$@"'`, which gives it exactly
- * those bytes and then EOF; a longer or endless stream is forwarded as it comes, without
- * an EOF at the end (-n skips stdin altogether). Exit codes of the client itself: 2 for usage
- * errors, 1 for a server-side error in fs/rpc, 255 when the server cannot be reached or
+ * `run` behaves like `ssh host cmd` and `shell` like `ssh host` (cli_run.c says how,
+ * and how it falls back against a server without our terminal extensions). Exit codes
+ * of the client itself: 2 for usage errors, 1 for a server-side error in fs/rpc, 3 when
+ * the server refuses the credentials, 255 when the server cannot be reached or
  * the connection is lost (also for `run`, like ssh). */
-#include "execclient.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,24 +26,22 @@
 #include <time.h>
 #include <unistd.h>
 
-#define EXIT_USAGE 2
-#define EXIT_REMOTE 1
-#define EXIT_CONN 255
 #define BIG_FILE (4u << 20)
 #define BLOCK (1u << 20)
-#define STDIN_BLOCK (256u << 10)
-#define STDIN_BUFFER_MAX (64u << 20) /* piped stdin up to this size gets an exact EOF */
 
-static const char *usage_text =
+const char *usage_text =
     "usage: exec-client [--url URL] [--token TOKEN] [--timeout-ms N] [--reconnect-ms N]\n"
     "                   COMMAND ...\n"
     "\n"
     "Commands:\n"
     "  run [--tty] [-n] [--cwd DIR] [--env K=V]... -- CMD [ARGS...]\n"
     "        run CMD remotely; stdout/stderr stream back, the exit status is the remote\n"
-    "        one (128+N for signal N). Non-tty stdin is sent to CMD (-n: send none).\n"
+    "        one (128+N for signal N). stdin is sent to CMD as it comes and its end\n"
+    "        is passed on (-n: send none); Ctrl-C, SIGTERM and SIGHUP are forwarded;\n"
+    "        --tty: a remote PTY sized like this window, resized with it\n"
     "  shell [--cwd DIR] [--env K=V]...\n"
-    "        interactive shell on a remote PTY (Ctrl-C goes to the remote side)\n"
+    "        login shell on a remote PTY in the remote home (Ctrl-C goes to the\n"
+    "        remote side; end of input ends it)\n"
     "  fs cat PATH            print a remote file\n"
     "  fs put LOCAL|- PATH    upload a local file (or stdin)\n"
     "  fs ls PATH             list a directory (directories end in /)\n"
@@ -64,20 +59,15 @@ static const char *usage_text =
     "  --timeout-ms N   connect/call timeout (default 10000 / 60000)\n"
     "  --reconnect-ms N run/shell: resume the session for up to N ms when the\n"
     "                   connection drops (default 30000; 0: never)\n"
+    "  -V, --version    print the version\n"
     "  -h, --help       this text\n"
     "Remote relative paths are taken relative to the server's working directory.\n"
-    "Exit status: 2 usage error, 1 remote error (fs, rpc), 255 server unreachable or\n"
-    "connection lost; run/shell otherwise exit with the remote command's status.\n";
+    "Exit status: 2 usage error, 1 remote error (fs, rpc), 3 authentication refused,\n"
+    "255 server unreachable or connection lost; run/shell otherwise exit with the\n"
+    "remote command's status (128+N for signal N).\n";
 
-struct cli {
-    const char *url;
-    const char *token;
-    int timeout_ms;
-    int reconnect_ms;
-    ec_client *c;
-};
 
-static void die_usage(const char *fmt, const char *arg)
+void die_usage(const char *fmt, const char *arg)
 {
     fprintf(stderr, "exec-client: ");
     fprintf(stderr, fmt, arg);
@@ -85,7 +75,7 @@ static void die_usage(const char *fmt, const char *arg)
     exit(EXIT_USAGE);
 }
 
-static int err_exit_code(const ec_error *e)
+int err_exit_code(const ec_error *e)
 {
     switch (e->kind) {
     case EC_ERR_USAGE:
@@ -97,7 +87,7 @@ static int err_exit_code(const ec_error *e)
     }
 }
 
-static void die_err(const char *what, const ec_error *e)
+void die_err(const char *what, const ec_error *e)
 {
     if (e->kind == EC_ERR_SERVER)
         fprintf(stderr, "exec-client: %s: %s (code %lld)\n", what, e->message, (long long)e->code);
@@ -106,8 +96,21 @@ static void die_err(const char *what, const ec_error *e)
     exit(err_exit_code(e));
 }
 
+/* A terminal user sees the connection drop and come back instead of a silent
+ * pause (stderr only, and only when it is a terminal). */
+static void on_reconnect(void *ud, int phase)
+{
+    (void)ud;
+    if (!isatty(STDERR_FILENO)) return;
+    const char *text = phase == EC_RECONNECTING ? "connection lost; reconnecting..."
+                       : phase == EC_RECONNECTED ? "reconnected"
+                                                 : "could not reconnect";
+    /* \r\n: the terminal may be in raw mode during `run --tty` / `shell`. */
+    fprintf(stderr, "\r\nexec-client: %s\r\n", text);
+}
+
 /* resume: run/shell survive a dropped connection by resuming the session. */
-static void connect_or_die(struct cli *cli, bool raw, bool resume)
+void connect_or_die(struct cli *cli, bool raw, bool resume)
 {
     ec_client_options o = {
         .url = cli->url,
@@ -117,12 +120,24 @@ static void connect_or_die(struct cli *cli, bool raw, bool resume)
         .call_timeout_ms = cli->timeout_ms > 0 ? cli->timeout_ms : 60000,
         .reconnect_timeout_ms = resume ? cli->reconnect_ms : 0,
         .skip_initialize = raw,
+        .on_reconnect = on_reconnect,
     };
     ec_error e = {0};
     if (ec_client_connect(&o, &cli->c, &e) != 0) {
         if (e.kind == EC_ERR_USAGE) {
             fprintf(stderr, "exec-client: %s\n", e.message);
             exit(EXIT_USAGE);
+        }
+        if (e.kind == EC_ERR_TRANSPORT && e.code == 401) {
+            const char *why = strstr(e.message, "Unauthorized: ");
+            fprintf(stderr,
+                    "exec-client: %s refused the connection: authentication failed%s%s\n"
+                    "hint: %s\n",
+                    cli->url, why ? ": " : "", why ? why + strlen("Unauthorized: ") : "",
+                    cli->token ? "check the token given with --token or EXEC_SERVER_TOKEN"
+                               : "this server needs a token: pass --token TOKEN or set "
+                                 "EXEC_SERVER_TOKEN");
+            exit(EXIT_AUTH);
         }
         fprintf(stderr, "exec-client: cannot reach server at %s: %s\n",
                 cli->url ? cli->url : "(none)", e.message);
@@ -131,7 +146,7 @@ static void connect_or_die(struct cli *cli, bool raw, bool resume)
 }
 
 /* The remote cwd from environmentInfo, as a native path (static storage), or "/". */
-static const char *remote_cwd(struct cli *cli)
+const char *remote_cwd(struct cli *cli)
 {
     static char *cached;
     if (cached) return cached;
@@ -143,7 +158,7 @@ static const char *remote_cwd(struct cli *cli)
 }
 
 /* Remote path for a user argument (caller frees). */
-static char *remote_path(struct cli *cli, const char *arg)
+char *remote_path(struct cli *cli, const char *arg)
 {
     if (arg[0] == '/') return strdup(arg);
     const char *cwd = remote_cwd(cli);
@@ -153,7 +168,7 @@ static char *remote_path(struct cli *cli, const char *arg)
     return p;
 }
 
-static int write_all(int fd, const void *p, size_t n)
+int write_all(int fd, const void *p, size_t n)
 {
     const char *s = p;
     while (n > 0) {
@@ -168,7 +183,7 @@ static int write_all(int fd, const void *p, size_t n)
 
 /* Reads all of fd into memory (caller frees). */
 /* Reads fd until EOF or `max` bytes (caller frees *out); *eof tells which. */
-static int slurp_max(int fd, size_t max, uint8_t **out, size_t *len, bool *eof)
+int slurp_max(int fd, size_t max, uint8_t **out, size_t *len, bool *eof)
 {
     size_t cap = 65536, n = 0;
     uint8_t *buf = malloc(cap);
@@ -216,300 +231,6 @@ static int slurp(int fd, uint8_t **out, size_t *len)
     *out = buf;
     *len = n;
     return 0;
-}
-
-/* ---- terminal handling --------------------------------------------------------- */
-
-static struct termios saved_tio;
-static volatile sig_atomic_t tio_saved;
-static volatile sig_atomic_t got_signal;
-
-static void tty_restore(void)
-{
-    if (tio_saved) {
-        tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved_tio);
-        tio_saved = 0;
-    }
-}
-
-static void on_signal(int sig)
-{
-    /* Restore the terminal at once (tcsetattr is async-signal-safe), then let the main
-     * loop notice the flag and leave through its normal exit path. */
-    tty_restore();
-    got_signal = sig;
-}
-
-static void tty_raw(void)
-{
-    if (tcgetattr(STDIN_FILENO, &saved_tio) != 0) return;
-    struct termios raw = saved_tio;
-    cfmakeraw(&raw);
-    tio_saved = 1;
-    atexit(tty_restore);
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigemptyset(&sa.sa_mask);
-    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
-        sigaction(sigs[i], &sa, NULL);
-    tcsetattr(STDIN_FILENO, TCSAFLUSH, &raw);
-}
-
-/* ---- run / shell ---------------------------------------------------------------- */
-
-struct run_opts {
-    bool tty;
-    bool no_stdin;
-    const char *cwd;
-    const char **env; /* "K=V" */
-    size_t nenv;
-};
-
-static void env_add(struct run_opts *ro, const char *kv)
-{
-    ro->env = realloc(ro->env, (ro->nenv + 2) * sizeof *ro->env);
-    ro->env[ro->nenv++] = kv;
-    ro->env[ro->nenv] = NULL;
-}
-
-static bool env_has(const struct run_opts *ro, const char *key)
-{
-    size_t k = strlen(key);
-    for (size_t i = 0; i < ro->nenv; i++)
-        if (strncmp(ro->env[i], key, k) == 0 && ro->env[i][k] == '=') return true;
-    return false;
-}
-
-/* The remote environment: --env values, then defaults a login would give. */
-static void env_defaults(struct run_opts *ro, bool tty)
-{
-    if (!env_has(ro, "PATH"))
-        env_add(ro, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-    if (tty) {
-        static char term[128], lines[32], cols[32];
-        const char *t = getenv("TERM");
-        snprintf(term, sizeof term, "TERM=%s", t && *t ? t : "xterm");
-        if (!env_has(ro, "TERM")) env_add(ro, term);
-        /* The protocol cannot resize the PTY: pass the size the shell should assume. */
-        struct winsize ws;
-        if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col) {
-            snprintf(lines, sizeof lines, "LINES=%u", ws.ws_row);
-            snprintf(cols, sizeof cols, "COLUMNS=%u", ws.ws_col);
-            if (!env_has(ro, "LINES")) env_add(ro, lines);
-            if (!env_has(ro, "COLUMNS")) env_add(ro, cols);
-        }
-    }
-}
-
-/* Drives a started process to its close: first feeds `input` a block at a time,
- * then (fwd_stdin) forwards whatever local stdin delivers. Returns the exit status for
- * the CLI. */
-static int pump_process(struct cli *cli, ec_process *p, bool fwd_stdin, const uint8_t *input,
-                        size_t input_len)
-{
-    int exit_code = -1;
-    ec_error e = {0};
-    bool stdin_open = fwd_stdin;
-    size_t in_off = 0;
-    for (;;) {
-        if (got_signal) {
-            tty_restore();
-            bool was = false;
-            ec_process_terminate(p, &was, NULL);
-            return 128 + got_signal;
-        }
-        ec_event ev;
-        int rc;
-        if (in_off < input_len) {
-            /* Feed buffered input a block at a time and forward the output that came
-             * meanwhile before the next block, so the output queue stays short. */
-            rc = ec_process_next_event(p, 0, &ev, &e);
-            if (rc == -EC_ERR_TIMEOUT) {
-                size_t n = input_len - in_off < STDIN_BLOCK ? input_len - in_off : STDIN_BLOCK;
-                if (ec_process_write(p, input + in_off, n, &e) != 0) {
-                    in_off = input_len; /* exited without reading it all: its status tells */
-                    stdin_open = false;
-                } else {
-                    in_off += n;
-                }
-                continue;
-            }
-        } else if (!stdin_open) {
-            rc = ec_process_next_event(p, 1000, &ev, &e);
-        } else {
-            rc = ec_process_next_event(p, 0, &ev, &e);
-            if (rc == -EC_ERR_TIMEOUT) {
-                struct pollfd pfd[2] = {{.fd = ec_client_fd(cli->c), .events = POLLIN},
-                                        {.fd = STDIN_FILENO, .events = POLLIN}};
-                int pr = poll(pfd, 2, 1000);
-                if (pr < 0 && errno != EINTR) break;
-                if (pr > 0 && (pfd[1].revents & (POLLIN | POLLHUP))) {
-                    char buf[65536];
-                    ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
-                    if (n <= 0) {
-                        stdin_open = false;
-                    } else if (ec_process_write(p, buf, (size_t)n, &e) != 0) {
-                        if (e.kind != EC_ERR_SERVER) {
-                            tty_restore();
-                            die_err("write", &e);
-                        }
-                        stdin_open = false; /* the process no longer takes input */
-                    }
-                }
-                if (pr > 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)))
-                    ec_client_process_ready(cli->c, NULL);
-                continue;
-            }
-        }
-        if (rc == -EC_ERR_TIMEOUT) continue;
-        if (rc != 0) {
-            tty_restore();
-            die_err("connection", &e);
-        }
-        switch (ev.type) {
-        case EC_EVENT_OUTPUT:
-            write_all(ev.stream == EC_STREAM_STDERR ? STDERR_FILENO : STDOUT_FILENO, ev.data,
-                      ev.len);
-            break;
-        case EC_EVENT_EXITED:
-            exit_code = ev.exit_code;
-            break;
-        case EC_EVENT_CLOSED:
-            tty_restore();
-            if (exit_code < 0 || exit_code > 255) return 255;
-            return exit_code;
-        case EC_EVENT_RESYNC:
-            break;
-        }
-    }
-    tty_restore();
-    return EXIT_CONN;
-}
-
-static int parse_run_opts(int argc, char **argv, struct run_opts *ro, bool allow_tty)
-{
-    static const struct option longs[] = {{"tty", no_argument, 0, 't'},
-                                          {"cwd", required_argument, 0, 'C'},
-                                          {"env", required_argument, 0, 'e'},
-                                          {"help", no_argument, 0, 'h'},
-                                          {0, 0, 0, 0}};
-    optind = 1;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "+tnC:e:h", longs, NULL)) != -1) {
-        switch (ch) {
-        case 't':
-            if (!allow_tty) die_usage("%s: --tty is implied", argv[0]);
-            ro->tty = true;
-            break;
-        case 'n':
-            ro->no_stdin = true;
-            break;
-        case 'C':
-            ro->cwd = optarg;
-            break;
-        case 'e':
-            if (!strchr(optarg, '=') || optarg[0] == '=')
-                die_usage("--env expects K=V, got `%s`", optarg);
-            env_add(ro, optarg);
-            break;
-        case 'h':
-            fputs(usage_text, stdout);
-            exit(0);
-        default:
-            die_usage("%s: bad option", argv[0]);
-        }
-    }
-    return optind;
-}
-
-static int cmd_run(struct cli *cli, int argc, char **argv)
-{
-    struct run_opts ro = {0};
-    int i = parse_run_opts(argc, argv, &ro, true);
-    if (i >= argc)
-        die_usage("%s", "run: missing command (exec-client run [options] -- CMD ARGS...)");
-    bool local_tty = isatty(STDIN_FILENO);
-    /* Non-tty stdin is read to EOF up front: the protocol cannot send EOF later. */
-    uint8_t *input = NULL;
-    size_t input_len = 0;
-    bool input_eof = true;
-    if (!ro.tty && !local_tty && !ro.no_stdin) {
-        struct stat st;
-        bool devnull = fstat(STDIN_FILENO, &st) == 0 && S_ISCHR(st.st_mode);
-        if (!devnull &&
-            slurp_max(STDIN_FILENO, STDIN_BUFFER_MAX, &input, &input_len, &input_eof) != 0) {
-            fprintf(stderr, "exec-client: reading stdin: %s\n", strerror(errno));
-            return EXIT_CONN;
-        }
-    }
-    /* Input that ended within the buffer gets an exact EOF through `head -c`; a longer
-     * (or endless) stream is forwarded as it comes, and the command never sees EOF. */
-    bool wrap = input_len > 0 && input_eof;
-    bool stream = !input_eof;
-    connect_or_die(cli, false, true);
-    env_defaults(&ro, ro.tty);
-    char *cwd = remote_path(cli, ro.cwd ? ro.cwd : ".");
-    const char **cargv = calloc((size_t)(argc - i) + 5, sizeof *cargv);
-    size_t k = 0;
-    char script[64];
-    if (wrap) {
-        snprintf(script, sizeof script, "head -c %zu | \"$@\"", input_len);
-        cargv[k++] = "/bin/sh";
-        cargv[k++] = "-c";
-        cargv[k++] = script;
-        cargv[k++] = "exec-client-stdin";
-    }
-    for (int j = i; j < argc; j++)
-        cargv[k++] = argv[j];
-    ec_start_options so = {.argv = cargv,
-                           .cwd = cwd,
-                           .env = ro.env,
-                           .tty = ro.tty,
-                           .pipe_stdin = input_len > 0 || stream};
-    ec_process *p = NULL;
-    ec_error e = {0};
-    int rc;
-    if (ec_process_start(cli->c, &so, &p, &e) != 0) {
-        /* Like a shell: 127 when the command cannot be started remotely. */
-        fprintf(stderr, "exec-client: cannot start `%s`: %s\n", argv[i], e.message);
-        rc = e.kind == EC_ERR_SERVER ? 127 : err_exit_code(&e);
-        free(input);
-        goto out;
-    }
-    bool interactive = ro.tty && local_tty;
-    if (interactive) tty_raw();
-    rc = pump_process(cli, p, interactive || stream, input, input_len);
-    free(input);
-    ec_process_free(p);
-out:
-    free(cargv);
-    free(cwd);
-    free(ro.env);
-    return rc;
-}
-
-static int cmd_shell(struct cli *cli, int argc, char **argv)
-{
-    struct run_opts ro = {0};
-    int i = parse_run_opts(argc, argv, &ro, false);
-    if (i < argc) die_usage("shell: unexpected argument `%s`", argv[i]);
-    connect_or_die(cli, false, true);
-    env_defaults(&ro, true);
-    json_t *info = ec_client_environment_info(cli->c);
-    const char *sh = json_string_value(json_object_get(json_object_get(info, "shell"), "path"));
-    if (!sh) sh = "/bin/sh";
-    char *cwd = remote_path(cli, ro.cwd ? ro.cwd : ".");
-    const char *cargv[] = {sh, "-i", NULL};
-    ec_start_options so = {.argv = cargv, .cwd = cwd, .env = ro.env, .tty = true};
-    ec_process *p = NULL;
-    ec_error e = {0};
-    if (ec_process_start(cli->c, &so, &p, &e) != 0) die_err("start shell", &e);
-    if (isatty(STDIN_FILENO)) tty_raw();
-    int rc = pump_process(cli, p, true, NULL, 0);
-    ec_process_free(p);
-    free(cwd);
-    free(ro.env);
-    return rc;
 }
 
 /* ---- fs ------------------------------------------------------------------------ */
@@ -831,10 +552,14 @@ int main(int argc, char **argv)
                                           {"timeout-ms", required_argument, 0, 'm'},
                                           {"reconnect-ms", required_argument, 0, 'R'},
                                           {"help", no_argument, 0, 'h'},
+                                          {"version", no_argument, 0, 'V'},
                                           {0, 0, 0, 0}};
     int ch;
-    while ((ch = getopt_long(argc, argv, "+h", longs, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "+hV", longs, NULL)) != -1) {
         switch (ch) {
+        case 'V':
+            printf("exec-client %s (libexecclient)\n", EXEC_SERVER_VERSION);
+            return 0;
         case 'u':
             cli.url = optarg;
             break;

@@ -72,7 +72,14 @@ typedef struct ec_client_options {
     int lag_ms;               /* exited but no close after this long while waiting:
                                  one catch-up process/read; default 5000 */
     bool skip_initialize;     /* connect only (raw tools such as `exec-client rpc`) */
+    /* Called (from inside whatever call noticed it) when the connection drops and a
+     * resume starts (EC_RECONNECTING), succeeds (EC_RECONNECTED) or fails for good
+     * (EC_RECONNECT_FAILED). Optional; it must not call back into the client. */
+    void (*on_reconnect)(void *ud, int phase);
+    void *on_reconnect_ud;
 } ec_client_options;
+
+enum { EC_RECONNECTING = 1, EC_RECONNECTED = 2, EC_RECONNECT_FAILED = 3 };
 
 /* Connects, upgrades to WebSocket, then initialize + initialized (unless
  * skip_initialize). On success *out is a new client the caller closes with
@@ -136,6 +143,13 @@ typedef struct ec_start_options {
     bool tty;                /* run on a PTY (output stream EC_STREAM_PTY) */
     bool pipe_stdin;         /* pipe mode: accept ec_process_write() */
     const char *arg0;        /* optional argv[0] seen by the child */
+    /* The PTY's initial window (tty only; 0 = the server's 24 x 80). Sent only when
+     * the server advertises processStartSize; otherwise ignored. */
+    unsigned short rows, cols;
+    /* "all", "core" or "none": the child starts from the server's environment
+     * filtered this way (envPolicy, PROTOCOL.md §5.1.3), and `env` is laid on top.
+     * NULL: `env` is the whole environment. */
+    const char *env_inherit;
 } ec_start_options;
 
 typedef enum ec_stream { EC_STREAM_STDOUT, EC_STREAM_STDERR, EC_STREAM_PTY } ec_stream;
@@ -178,6 +192,20 @@ EC_API int ec_process_next_event(ec_process *p, int timeout_ms, ec_event *ev, ec
 EC_API int ec_process_write(ec_process *p, const void *data, size_t len, ec_error *err);
 /* SIGINT to the process group (process/signal interrupt). */
 EC_API int ec_process_interrupt(ec_process *p, ec_error *err);
+/* Any signal to the process group: "interrupt", a name ("TERM", "SIGHUP") or a
+ * number as text. Beyond interrupt it needs the server's processSignalAny
+ * capability: without it -EC_ERR_USAGE (nothing is sent). */
+EC_API int ec_process_signal(ec_process *p, const char *signal, ec_error *err);
+/* Resizes the process's PTY (the child gets SIGWINCH). Needs processResize:
+ * without it -EC_ERR_USAGE (nothing is sent). */
+EC_API int ec_process_resize(ec_process *p, unsigned rows, unsigned cols, ec_error *err);
+/* End of input: after the bytes already written, a pipe is closed and a PTY gets
+ * its EOF character. Needs processCloseStdin: without it -EC_ERR_USAGE. */
+EC_API int ec_process_close_stdin(ec_process *p, ec_error *err);
+/* Tells the server the session is finished: it ends (its processes are killed)
+ * when this connection closes, instead of waiting to be resumed. Needs the
+ * sessionClose capability; without it this is a no-op returning 0. */
+EC_API int ec_client_end_session(ec_client *c, ec_error *err);
 /* SIGKILL to the process group; *was_running (may be NULL) from the reply. */
 EC_API int ec_process_terminate(ec_process *p, bool *was_running, ec_error *err);
 

@@ -313,8 +313,19 @@ static int handshake(ec_client *c, int64_t deadline, ec_error *err)
     if (status != 101) {
         char *eol = strstr(head, "\r\n");
         if (eol) *eol = 0;
+        /* The server's reason, when its body came with the head (ours sends both in
+         * one write): the first line, printable bytes only. */
+        char reason[200] = "";
+        size_t n = 0;
+        for (size_t i = 0; i < c->rlen && n + 1 < sizeof reason; i++) {
+            unsigned char ch = c->rbuf[i];
+            if (ch == '\r' || ch == '\n') break;
+            if (ch >= 0x20 && ch < 0x7f) reason[n++] = (char)ch;
+        }
+        reason[n] = 0;
         conn_drop(c);
-        rc = ec_fail(err, EC_ERR_TRANSPORT, status, "WebSocket upgrade refused: %s", head);
+        rc = ec_fail(err, EC_ERR_TRANSPORT, status, "WebSocket upgrade refused: %s%s%s", head,
+                     n ? ": " : "", reason);
         free(head);
         return rc;
     }
@@ -715,6 +726,7 @@ static int do_initialize(ec_client *c, int64_t deadline, const char *resume, ec_
 static int reconnect(ec_client *c, ec_error *err)
 {
     c->reconnecting = true;
+    if (c->on_reconnect) c->on_reconnect(c->on_reconnect_ud, EC_RECONNECTING);
     int64_t deadline = ec_deadline(c->reconnect_timeout_ms);
     int rc;
     ec_error e = {0};
@@ -751,9 +763,11 @@ static int reconnect(ec_client *c, ec_error *err)
                 pending_fail(pd, c->dead_err.kind, "connection lost while waiting for %s",
                              pd->method);
         err_copy(err, &c->dead_err);
+        if (c->on_reconnect) c->on_reconnect(c->on_reconnect_ud, EC_RECONNECT_FAILED);
         return -(int)c->dead_err.kind;
     }
     c->reconnects++;
+    if (c->on_reconnect) c->on_reconnect(c->on_reconnect_ud, EC_RECONNECTED);
     /* Writes in flight go again with new request ids and the same writeId; so do
      * requests that never left this client. */
     for (struct ec_pending *pd = c->pending; pd; pd = pd->next) {
@@ -780,6 +794,8 @@ int ec_client_connect(const ec_client_options *o, ec_client **out, ec_error *err
     c->call_timeout_ms = o->call_timeout_ms ? o->call_timeout_ms : 60000;
     c->reconnect_timeout_ms = o->reconnect_timeout_ms;
     c->lag_ms = o->lag_ms > 0 ? o->lag_ms : 5000;
+    c->on_reconnect = o->on_reconnect;
+    c->on_reconnect_ud = o->on_reconnect_ud;
     int64_t deadline = ec_deadline(o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000);
     rc = resolve_and_connect(c, deadline, err);
     if (rc == 0) rc = handshake(c, deadline, err);
@@ -910,6 +926,13 @@ int ec_process_start(ec_client *c, const ec_start_options *o, ec_process **out, 
     free(cwd);
     if (!params) return ec_fail(err, EC_ERR_USAGE, 0, "argv, env or cwd is not valid UTF-8");
     if (o->arg0) json_object_set_new(params, "arg0", json_string(o->arg0));
+    if (o->tty && o->rows && o->cols && ec_client_has_capability(c, "processStartSize"))
+        json_object_set_new(params, "size", json_pack("{s:i, s:i}", "rows", (int)o->rows, "cols",
+                                                      (int)o->cols));
+    if (o->env_inherit)
+        json_object_set_new(params, "envPolicy",
+                            json_pack("{s:s, s:b, s:[], s:{}, s:[]}", "inherit", o->env_inherit,
+                                      "ignoreDefaultExcludes", 0, "exclude", "set", "includeOnly"));
     /* Register the handle first: notifications may precede the start reply. */
     ec_process *p = xcalloc(1, sizeof *p);
     p->c = c;

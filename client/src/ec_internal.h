@@ -63,6 +63,8 @@ struct ec_client {
     unsigned reconnects;
     ec_message_fn hook;
     void *hook_ud;
+    void (*on_reconnect)(void *ud, int phase);
+    void *on_reconnect_ud;
 };
 
 int ec_fail(ec_error *err, ec_err_kind kind, int64_t code, const char *fmt, ...)

@@ -1,0 +1,40 @@
+/* cli: what the exec-client command modules share (exec_client.c: options, fs and
+ * rpc commands; cli_run.c: run and shell). */
+#ifndef EXEC_CLIENT_CLI_H
+#define EXEC_CLIENT_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "execclient.h"
+
+#define EXIT_REMOTE 1  /* a server-side error in fs/rpc */
+#define EXIT_USAGE 2
+#define EXIT_AUTH 3    /* the server refused our credentials (HTTP 401) */
+#define EXIT_CONN 255  /* unreachable, or the connection was lost (like ssh) */
+
+struct cli {
+    const char *url;
+    const char *token;
+    int timeout_ms;
+    int reconnect_ms;
+    ec_client *c;
+};
+
+extern const char *usage_text;
+
+void die_usage(const char *fmt, const char *arg) __attribute__((noreturn));
+int err_exit_code(const ec_error *e);
+void die_err(const char *what, const ec_error *e) __attribute__((noreturn));
+/* raw: no initialize; resume: reconnect and resume when the connection drops. */
+void connect_or_die(struct cli *cli, bool raw, bool resume);
+const char *remote_cwd(struct cli *cli);
+char *remote_path(struct cli *cli, const char *arg);
+int write_all(int fd, const void *p, size_t n);
+int slurp_max(int fd, size_t max, uint8_t **out, size_t *len, bool *eof);
+
+int cmd_run(struct cli *cli, int argc, char **argv);
+int cmd_shell(struct cli *cli, int argc, char **argv);
+
+#endif

@@ -1,0 +1,476 @@
+/* cli_run: `exec-client run` and `exec-client shell`, made to feel like ssh.
+ *
+ * Against a server that advertises the terminal extensions (ours, PROTOCOL.md
+ * §11 (g)) the remote command gets:
+ *   - the local window size at start and on every SIGWINCH (process/resize);
+ *   - local stdin as it comes, in every mode, and end of input when it ends
+ *     (process/closeStdin: a pipe closes, a PTY gets ^D), so `echo hi | run -- cat`
+ *     and `run --tty` with piped input finish; `shell` with piped input or
+ *     /dev/null runs a login shell on pipes, as ssh does without a terminal;
+ *   - SIGINT, SIGTERM, SIGHUP and SIGQUIT of the client forwarded as the same signal.
+ *     After SIGINT the client waits for the command (a third SIGINT terminates it
+ *     and gives up); after the others the client is going away, so the command
+ *     gets 2 s to exit and is then terminated (the client exits 128+N);
+ *   - a login-like environment: HOME, USER, LOGNAME, LANG, SHELL and PATH from the
+ *     server (envPolicy inherit "core"), TERM from here, `--env` on top; `shell`
+ *     starts a login shell in the remote home;
+ *   - the exit status of the remote command, 128+N for a signal death;
+ *   - a clean end: on a normal exit the session is closed (session/close), so no
+ *     detached session lingers on the server.
+ * Against the reference (no extensions) it falls back: piped stdin is read to EOF
+ * first (up to 64 MiB) and fed through `head -c N`, so the command still sees EOF;
+ * LINES/COLUMNS stand in for the window size; signals other than SIGINT terminate
+ * the remote process. */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define STDIN_BLOCK (256u << 10)
+#define STDIN_BUFFER_MAX (64u << 20) /* fallback: piped stdin up to this gets an exact EOF */
+
+/* ---- local terminal and signals ------------------------------------------------ */
+
+static struct termios saved_tio;
+static volatile sig_atomic_t tio_saved;
+static volatile sig_atomic_t pending_sig; /* the last forwarded-kind signal */
+static volatile sig_atomic_t sig_count[65];
+static volatile sig_atomic_t got_winch;
+
+static void tty_restore(void)
+{
+    if (tio_saved) {
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved_tio);
+        tio_saved = 0;
+    }
+}
+
+static void on_signal(int sig)
+{
+    if (sig == SIGWINCH) {
+        got_winch = 1;
+        return;
+    }
+    pending_sig = sig;
+    if (sig > 0 && sig < 65) sig_count[sig]++;
+}
+
+/* Handlers without SA_RESTART: a signal interrupts poll() so the loop sees it. */
+static void install_signals(void)
+{
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+        sigaction(sigs[i], &sa, NULL);
+}
+
+static void tty_raw(void)
+{
+    if (tcgetattr(STDIN_FILENO, &saved_tio) != 0) return;
+    struct termios raw = saved_tio;
+    cfmakeraw(&raw);
+    tio_saved = 1;
+    atexit(tty_restore);
+    tcsetattr(STDIN_FILENO, TCSAFLUSH, &raw);
+}
+
+static bool window_size(unsigned short *rows, unsigned short *cols)
+{
+    struct winsize ws;
+    int fds[] = {STDOUT_FILENO, STDIN_FILENO, STDERR_FILENO};
+    for (size_t i = 0; i < 3; i++) {
+        if (ioctl(fds[i], TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col) {
+            *rows = ws.ws_row;
+            *cols = ws.ws_col;
+            return true;
+        }
+    }
+    return false;
+}
+
+static const char *signal_name(int sig)
+{
+    switch (sig) {
+    case SIGINT:
+        return "INT";
+    case SIGTERM:
+        return "TERM";
+    case SIGHUP:
+        return "HUP";
+    case SIGQUIT:
+        return "QUIT";
+    default:
+        return "TERM";
+    }
+}
+
+/* ---- options and environment ----------------------------------------------------- */
+
+struct run_opts {
+    bool tty;
+    bool no_stdin;
+    const char *cwd;
+    const char **env; /* "K=V" */
+    size_t nenv;
+};
+
+static void env_add(struct run_opts *ro, const char *kv)
+{
+    ro->env = realloc(ro->env, (ro->nenv + 2) * sizeof *ro->env);
+    ro->env[ro->nenv++] = kv;
+    ro->env[ro->nenv] = NULL;
+}
+
+static bool env_has(const struct run_opts *ro, const char *key)
+{
+    size_t k = strlen(key);
+    for (size_t i = 0; i < ro->nenv; i++)
+        if (strncmp(ro->env[i], key, k) == 0 && ro->env[i][k] == '=') return true;
+    return false;
+}
+
+/* What a login gives beyond the server's core variables (inherited by envPolicy):
+ * TERM for a terminal, and LINES/COLUMNS only where the window cannot be sized. */
+static void env_defaults(struct run_opts *ro, bool tty, bool can_size)
+{
+    if (!tty) return;
+    static char term[128], lines[32], cols[32];
+    const char *t = getenv("TERM");
+    snprintf(term, sizeof term, "TERM=%s", t && *t ? t : "xterm");
+    if (!env_has(ro, "TERM")) env_add(ro, term);
+    unsigned short r, c;
+    if (!can_size && window_size(&r, &c)) {
+        snprintf(lines, sizeof lines, "LINES=%u", r);
+        snprintf(cols, sizeof cols, "COLUMNS=%u", c);
+        if (!env_has(ro, "LINES")) env_add(ro, lines);
+        if (!env_has(ro, "COLUMNS")) env_add(ro, cols);
+    }
+}
+
+static int parse_run_opts(int argc, char **argv, struct run_opts *ro, bool allow_tty)
+{
+    static const struct option longs[] = {{"tty", no_argument, 0, 't'},
+                                          {"cwd", required_argument, 0, 'C'},
+                                          {"env", required_argument, 0, 'e'},
+                                          {"help", no_argument, 0, 'h'},
+                                          {0, 0, 0, 0}};
+    optind = 1;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "+tnC:e:h", longs, NULL)) != -1) {
+        switch (ch) {
+        case 't':
+            if (!allow_tty) die_usage("%s: --tty is implied", argv[0]);
+            ro->tty = true;
+            break;
+        case 'n':
+            ro->no_stdin = true;
+            break;
+        case 'C':
+            ro->cwd = optarg;
+            break;
+        case 'e':
+            if (!strchr(optarg, '=') || optarg[0] == '=')
+                die_usage("--env expects K=V, got `%s`", optarg);
+            env_add(ro, optarg);
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            exit(0);
+        default:
+            die_usage("%s: bad option", argv[0]);
+        }
+    }
+    return optind;
+}
+
+/* ---- the pump ------------------------------------------------------------------- */
+
+struct pump {
+    struct cli *cli;
+    ec_process *p;
+    bool fwd_stdin;       /* local stdin is forwarded as it comes */
+    bool eof_supported;   /* processCloseStdin: stdin's end is passed on */
+    bool resize;          /* processResize and a remote PTY */
+    const uint8_t *input; /* fallback: buffered stdin fed a block at a time */
+    size_t input_len, in_off;
+    int dying_sig;        /* SIGTERM/SIGHUP/SIGQUIT came: the client is going away */
+    int64_t dying_deadline;
+};
+
+#define GRACE_MS 2000 /* how long the remote command may take to follow our signal */
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Forwards a client signal; returns an exit status when the client gives up. */
+static int forward_signal(struct pump *pm, int sig)
+{
+    ec_error e = {0};
+    if (sig_count[sig] >= 3) {
+        /* The remote side ignores it: stop waiting, like a third Ctrl-C on ssh. */
+        tty_restore();
+        ec_process_terminate(pm->p, NULL, NULL);
+        fprintf(stderr, "\r\nexec-client: terminated the remote process after %s x3\r\n",
+                signal_name(sig));
+        return 128 + sig;
+    }
+    if (sig != SIGINT && !pm->dying_sig) {
+        /* The client is asked to go away: the remote command gets the same signal
+         * and a moment to act on it, then it is terminated (see pump_process). */
+        pm->dying_sig = sig;
+        pm->dying_deadline = now_ms() + GRACE_MS;
+    }
+    if (ec_process_signal(pm->p, signal_name(sig), &e) == 0) return -1;
+    if (e.kind == EC_ERR_USAGE) {
+        /* An older server knows only interrupt: end the command instead. */
+        ec_process_terminate(pm->p, NULL, NULL);
+        return -1;
+    }
+    return -1; /* the connection trouble shows up in the event loop */
+}
+
+static void send_stdin_eof(struct pump *pm)
+{
+    pm->fwd_stdin = false;
+    if (!pm->eof_supported) return;
+    ec_error e = {0};
+    ec_process_close_stdin(pm->p, &e); /* an exited process needs no EOF */
+}
+
+/* One read of local stdin, forwarded. */
+static void pump_stdin(struct pump *pm)
+{
+    char buf[65536];
+    ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+    if (n <= 0) {
+        send_stdin_eof(pm);
+        return;
+    }
+    ec_error e = {0};
+    if (ec_process_write(pm->p, buf, (size_t)n, &e) != 0) {
+        if (e.kind != EC_ERR_SERVER) {
+            tty_restore();
+            die_err("write", &e);
+        }
+        pm->fwd_stdin = false; /* the process no longer takes input */
+    }
+}
+
+/* Drives a started process to its close; returns the CLI's exit status. */
+static int pump_process(struct pump *pm)
+{
+    int exit_code = -1;
+    ec_error e = {0};
+    for (;;) {
+        if (pending_sig) {
+            int sig = pending_sig;
+            pending_sig = 0;
+            int rc = forward_signal(pm, sig);
+            if (rc >= 0) return rc;
+        }
+        if (pm->dying_sig && now_ms() >= pm->dying_deadline) {
+            tty_restore();
+            ec_process_terminate(pm->p, NULL, NULL);
+            return 128 + pm->dying_sig;
+        }
+        if (got_winch) {
+            got_winch = 0;
+            unsigned short r, c;
+            if (pm->resize && window_size(&r, &c)) ec_process_resize(pm->p, r, c, NULL);
+        }
+        ec_event ev;
+        int rc = ec_process_next_event(pm->p, 0, &ev, &e);
+        if (rc == -EC_ERR_TIMEOUT) {
+            if (pm->in_off < pm->input_len) {
+                size_t n = pm->input_len - pm->in_off;
+                if (n > STDIN_BLOCK) n = STDIN_BLOCK;
+                if (ec_process_write(pm->p, pm->input + pm->in_off, n, &e) != 0)
+                    pm->in_off = pm->input_len; /* exited without reading it all */
+                else
+                    pm->in_off += n;
+                continue;
+            }
+            struct pollfd pfd[2] = {{.fd = ec_client_fd(pm->cli->c), .events = POLLIN},
+                                    {.fd = STDIN_FILENO, .events = POLLIN}};
+            int pr = poll(pfd, pm->fwd_stdin ? 2 : 1, pm->dying_sig ? 100 : 1000);
+            if (pr < 0 && errno != EINTR) break;
+            if (pr > 0 && pm->fwd_stdin && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)))
+                pump_stdin(pm);
+            if (pr > 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)))
+                ec_client_process_ready(pm->cli->c, NULL);
+            else if (pfd[0].fd < 0)
+                ec_client_process_ready(pm->cli->c, NULL); /* resumes a dropped link */
+            continue;
+        }
+        if (rc != 0) {
+            tty_restore();
+            die_err("connection", &e);
+        }
+        switch (ev.type) {
+        case EC_EVENT_OUTPUT:
+            write_all(ev.stream == EC_STREAM_STDERR ? STDERR_FILENO : STDOUT_FILENO, ev.data,
+                      ev.len);
+            break;
+        case EC_EVENT_EXITED:
+            exit_code = ev.exit_code;
+            break;
+        case EC_EVENT_CLOSED:
+            tty_restore();
+            if (exit_code < 0 || exit_code > 255) return 255;
+            return exit_code;
+        case EC_EVENT_RESYNC:
+            break;
+        }
+    }
+    tty_restore();
+    return EXIT_CONN;
+}
+
+/* ---- run / shell ------------------------------------------------------------------ */
+
+static bool stdin_is_devnull(void)
+{
+    struct stat st, dn;
+    return fstat(STDIN_FILENO, &st) == 0 && stat("/dev/null", &dn) == 0 &&
+           S_ISCHR(st.st_mode) && st.st_rdev == dn.st_rdev;
+}
+
+/* Starts argv (already built) and pumps it; frees nothing of the caller's. */
+static int start_and_pump(struct cli *cli, const char **cargv, const char *cwd,
+                          struct run_opts *ro, bool fwd_stdin, bool pipe_stdin,
+                          const uint8_t *input, size_t input_len)
+{
+    ec_client *c = cli->c;
+    bool resize = ro->tty && ec_client_has_capability(c, "processResize");
+    ec_start_options so = {.argv = cargv,
+                           .cwd = cwd,
+                           .env = ro->env,
+                           .tty = ro->tty,
+                           .pipe_stdin = pipe_stdin,
+                           .env_inherit = "core"};
+    if (ro->tty) window_size(&so.rows, &so.cols);
+    ec_process *p = NULL;
+    ec_error e = {0};
+    if (ec_process_start(c, &so, &p, &e) != 0) {
+        /* Like a shell: 127 when the command cannot be started remotely. */
+        fprintf(stderr, "exec-client: cannot start `%s`: %s\n", cargv[0], e.message);
+        return e.kind == EC_ERR_SERVER ? 127 : err_exit_code(&e);
+    }
+    if (ro->tty && isatty(STDIN_FILENO) && fwd_stdin) tty_raw();
+    struct pump pm = {.cli = cli,
+                      .p = p,
+                      .fwd_stdin = fwd_stdin,
+                      .eof_supported = ec_client_has_capability(c, "processCloseStdin"),
+                      .resize = resize,
+                      .input = input,
+                      .input_len = input_len};
+    if (resize) {
+        unsigned short r, cl;
+        /* The window may have changed between the start and now. */
+        if (window_size(&r, &cl) && (r != so.rows || cl != so.cols))
+            ec_process_resize(p, r, cl, NULL);
+    }
+    int rc = pump_process(&pm);
+    ec_process_free(p);
+    /* A finished call leaves nothing behind on the server. */
+    if (rc != EXIT_CONN) ec_client_end_session(c, NULL);
+    return rc;
+}
+
+int cmd_run(struct cli *cli, int argc, char **argv)
+{
+    struct run_opts ro = {0};
+    int i = parse_run_opts(argc, argv, &ro, true);
+    if (i >= argc)
+        die_usage("%s", "run: missing command (exec-client run [options] -- CMD ARGS...)");
+    install_signals();
+    connect_or_die(cli, false, true);
+    bool eof_ok = ec_client_has_capability(cli->c, "processCloseStdin");
+    env_defaults(&ro, ro.tty, ec_client_has_capability(cli->c, "processResize"));
+    char *cwd = remote_path(cli, ro.cwd ? ro.cwd : ".");
+    const char **cargv = calloc((size_t)(argc - i) + 5, sizeof *cargv);
+    size_t k = 0;
+    char script[64];
+    uint8_t *input = NULL;
+    size_t input_len = 0;
+    bool fwd = !ro.no_stdin && !stdin_is_devnull();
+    bool pipe_stdin = fwd && !ro.tty;
+    if (fwd && !eof_ok && !ro.tty) {
+        /* Fallback without closeStdin: a terminal is not forwarded (it could never
+         * end); a pipe is read to EOF up to 64 MiB and fed through `head -c N`. */
+        bool input_eof = true;
+        if (isatty(STDIN_FILENO)) {
+            fwd = pipe_stdin = false;
+        } else if (slurp_max(STDIN_FILENO, STDIN_BUFFER_MAX, &input, &input_len, &input_eof) !=
+                   0) {
+            fprintf(stderr, "exec-client: reading stdin: %s\n", strerror(errno));
+            free(cargv);
+            free(cwd);
+            free(ro.env);
+            return EXIT_CONN;
+        }
+        if (input_len > 0 && input_eof) {
+            snprintf(script, sizeof script, "head -c %zu | \"$@\"", input_len);
+            cargv[k++] = "/bin/sh";
+            cargv[k++] = "-c";
+            cargv[k++] = script;
+            cargv[k++] = "exec-client-stdin";
+        }
+        fwd = !input_eof; /* a longer stream goes on as it comes, without an EOF */
+        pipe_stdin = input_len > 0 || fwd;
+    }
+    for (int j = i; j < argc; j++)
+        cargv[k++] = argv[j];
+    int rc = start_and_pump(cli, cargv, cwd, &ro, fwd, pipe_stdin, input, input_len);
+    free(input);
+    free(cargv);
+    free(cwd);
+    free(ro.env);
+    return rc;
+}
+
+int cmd_shell(struct cli *cli, int argc, char **argv)
+{
+    struct run_opts ro = {0};
+    int i = parse_run_opts(argc, argv, &ro, false);
+    if (i < argc) die_usage("shell: unexpected argument `%s`", argv[i]);
+    install_signals();
+    connect_or_die(cli, false, true);
+    bool eof_ok = ec_client_has_capability(cli->c, "processCloseStdin");
+    /* Like ssh: a terminal gets a remote PTY; piped input (or /dev/null) is run by a
+     * login shell on pipes and ends it at EOF. (The terminal's EOF character would be
+     * lost if it reached the PTY before the shell switched its line editor on.) */
+    ro.tty = isatty(STDIN_FILENO) || !eof_ok;
+    env_defaults(&ro, ro.tty, ec_client_has_capability(cli->c, "processResize"));
+    json_t *info = ec_client_environment_info(cli->c);
+    const char *sh = json_string_value(json_object_get(json_object_get(info, "shell"), "path"));
+    if (!sh) sh = "/bin/sh";
+    /* Like a login: the remote home unless --cwd says otherwise. */
+    char *cwd = NULL;
+    const char *home = json_string_value(json_object_get(info, "userHomeDir"));
+    if (ro.cwd) cwd = remote_path(cli, ro.cwd);
+    else if (home) cwd = ec_uri_to_path(home);
+    if (!cwd) cwd = remote_path(cli, ".");
+    const char *cargv[] = {sh, "-l", NULL};
+    bool fwd = !stdin_is_devnull() || eof_ok;
+    int rc = start_and_pump(cli, cargv, cwd, &ro, fwd, !ro.tty, NULL, 0);
+    free(cwd);
+    free(ro.env);
+    return rc;
+}
