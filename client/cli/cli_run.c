@@ -332,6 +332,7 @@ static int pump_process(struct pump *pm)
             break;
         case EC_EVENT_CLOSED:
             tty_restore();
+            if (pm->dying_sig) return 128 + pm->dying_sig; /* as if the signal killed us */
             if (exit_code < 0 || exit_code > 255) return 255;
             return exit_code;
         case EC_EVENT_RESYNC:

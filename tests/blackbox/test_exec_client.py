@@ -445,7 +445,7 @@ def test_rpc_lines(srv):
     need_client()
     lines = (b'{"id":1,"method":"environment/status"}\n'
              b'{"id":2,"method":"process/start","params":{"processId":"r1","argv":["echo","hi"],'
-             b'"cwd":"/tmp","env":{"PATH":"/bin:/usr/bin"},"tty":false}}\n'
+             b'"cwd":"file:///tmp","env":{"PATH":"/bin:/usr/bin"},"tty":false}}\n'
              b'{"id":3,"method":"no/such"}\n')
     r = ec(srv, "rpc", stdin=lines)
     assert r.returncode == 0, r
