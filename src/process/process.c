@@ -20,6 +20,7 @@
 #include "core/limits.h"
 #include "core/log.h"
 #include "fs/uri.h"
+#include "process/env_policy.h"
 #include "process/event_log.h"
 #include "process/guardian.h"
 #include "process/spawn.h"
@@ -588,6 +589,8 @@ static void handle_start(struct rpc_req *req)
     bool pipe_stdin = pdec_bool(&d, "pipeStdin", PDEC_OPTIONAL_NONNULL, false);
     const char *arg0 = pdec_string(&d, "arg0", PDEC_OPTIONAL);
     json_t *sandbox = pdec_object(&d, "sandbox", PDEC_OPTIONAL);
+    struct env_policy env_pol;
+    env_policy_decode(&d, "envPolicy", &env_pol);
     size_t i;
     json_t *v;
     if (!d.failed) {
@@ -652,19 +655,8 @@ static void handle_start(struct rpc_req *req)
         free(cargv[0]);
         cargv[0] = xstrdup(arg0);
     }
-    char **cenv = xcalloc(json_object_size(env) + 1, sizeof *cenv);
-    const char *path_env = NULL;
-    size_t ne = 0;
-    const char *k;
-    json_object_foreach(env, k, v)
-    {
-        struct buf kv;
-        buf_init(&kv);
-        buf_printf(&kv, "%s=%s", k, json_string_value(v));
-        buf_putc(&kv, '\0');
-        cenv[ne++] = buf_steal(&kv);
-        if (strcmp(k, "PATH") == 0) path_env = json_string_value(v);
-    }
+    char **cenv = env_policy_build(&env_pol, environ, env);
+    const char *path_env = env_lookup(cenv, "PATH");
 
     struct spawn_request rq = {
         .program = program,
@@ -681,7 +673,7 @@ static void handle_start(struct rpc_req *req)
     if (sandboxed) sandbox_prepared_free(&prep);
     sandbox_policy_free(&pol);
     free_strv(cargv);
-    free_strv(cenv);
+    env_free(cenv);
     free(cwd_path);
     if (err) {
         char text[256];
