@@ -799,16 +799,11 @@ static void handle_write(struct rpc_req *req)
     it->next = NULL;
     struct proc *p = proc_find(req->session->procs, id);
     const char *fail = NULL;
-    if (!p) {
+    /* Results, not errors (§5.3): the codex client maps these statuses itself. */
+    if (!p || !p->had_stdin) {
         free(it);
-        return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
-    }
-    if (!p->had_stdin) {
-        free(it);
-        return rpc_reply_error(req, RPC_INVALID_REQUEST,
-                               "process %s does not accept stdin writes (started without tty or "
-                               "pipeStdin)",
-                               id);
+        return rpc_reply_json(req, json_pack("{s:s}", "status",
+                                             p ? "stdinClosed" : "unknownProcess"));
     }
     if (p->terminated && !p->exited) fail = "failed to write to process stdin";
     if (fail) {

@@ -13,15 +13,6 @@ from harness import *  # noqa
 
 # label -> {"ref": normalised text, "ours": normalised text}
 KNOWN_DIFFS = {
-    # §11 (e) 1: write to an unknown process
-    "write-unknown": {
-        "ref": '{"id":"<id>","result":{"status":"unknownProcess"}}',
-        "ours": '{"error":{"code":-32600,"message":"unknown process id nope"},"id":"<id>"}'},
-    # §11 (e) 2: write to a pipe process without pipeStdin
-    "write-no-stdin": {
-        "ref": '{"id":"<id>","result":{"status":"stdinClosed"}}',
-        "ours": '{"error":{"code":-32600,"message":"process proc-1 does not accept stdin writes '
-                '(started without tty or pipeStdin)"},"id":"<id>"}'},
     # §11 (d): bare absolute cwd accepted by ours
     "start-bare-cwd": {
         "ref": '{"error":{"code":-32602,"message":"invalid URI: relative URL without a base"},'

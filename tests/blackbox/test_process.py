@@ -448,33 +448,14 @@ def test_new_process_group(srv):
     s.close()
 
 
-def test_write_outcomes_reference(srv):
-    if not IS_REF:
-        raise TestSkip("reference-only behaviour")
+def test_write_outcomes(srv):
+    # §5.3: statuses, not errors (the codex client maps them to its own errors)
     s = srv.session()
     assert s.write("nope", b"x", "w1") == {"status": "unknownProcess"}
     s.start("np", ["sleep", "30"])
     assert s.write("np", b"x", "w1") == {"status": "stdinClosed"}
-    s.terminate("np")
-    s.close()
-
-
-@ours_only
-def test_write_unknown_process_ours(srv):
-    s = srv.session()
-    assert s.error("process/write", {"processId": "nope", "chunk": "eA==", "writeId": "w1"}) \
-        == (-32600, "unknown process id nope")
-    s.close()
-
-
-@ours_only
-def test_write_without_pipe_stdin_ours(srv):
-    s = srv.session()
-    s.start("np", ["sleep", "30"])
-    code, msg = s.error("process/write", {"processId": "np", "chunk": "eA==", "writeId": "w1"})
-    assert code == -32600, msg
-    assert msg == "process np does not accept stdin writes (started without tty or pipeStdin)", \
-        msg
+    if not IS_REF:  # ours: writeId is optional (§11 (c))
+        assert s.write("np", b"x") == {"status": "stdinClosed"}
     s.terminate("np")
     s.collect_until_closed("np")
     s.close()
