@@ -175,6 +175,50 @@ def make_handler(script):
 # A TCP proxy in front of the exec-server, so the test can drop codex's connection
 # ---------------------------------------------------------------------------------------
 
+class ClientFrameTap:
+    """Decodes the client's (masked) WebSocket text frames to record the JSON-RPC
+    methods codex calls; unfragmented frames are all codex sends."""
+
+    def __init__(self, out):
+        self.buf = b""
+        self.upgraded = False
+        self.out = out
+
+    def feed(self, data):
+        self.buf += data
+        if not self.upgraded:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            self.buf = self.buf[end + 4:]
+            self.upgraded = True
+        while len(self.buf) >= 2:
+            op, ln = self.buf[0] & 0x0F, self.buf[1] & 0x7F
+            at = 2
+            if ln == 126:
+                if len(self.buf) < 4:
+                    return
+                ln, at = int.from_bytes(self.buf[2:4], "big"), 4
+            elif ln == 127:
+                if len(self.buf) < 10:
+                    return
+                ln, at = int.from_bytes(self.buf[2:10], "big"), 10
+            masked = self.buf[1] & 0x80
+            key = self.buf[at:at + 4] if masked else b"\0\0\0\0"
+            at += 4 if masked else 0
+            if len(self.buf) < at + ln:
+                return
+            payload = bytes(c ^ key[i % 4] for i, c in enumerate(self.buf[at:at + ln]))
+            self.buf = self.buf[at + ln:]
+            if op in (1, 2):
+                try:
+                    m = json.loads(payload)
+                except ValueError:
+                    continue
+                if isinstance(m, dict) and "method" in m:
+                    self.out.append((m["method"], m.get("params")))
+
+
 class DropProxy:
     def __init__(self, host, port):
         self.target = (host, port)
@@ -184,6 +228,7 @@ class DropProxy:
         self.port = self.ls.getsockname()[1]
         self.conns = []
         self.accepted = 0
+        self.methods = []  # (method, params) of every request codex sent, in order
         self.lock = threading.Lock()
         self.stopping = False
         threading.Thread(target=self._accept, daemon=True).start()
@@ -204,9 +249,9 @@ class DropProxy:
                 self.accepted += 1
             threading.Thread(target=self._pump, args=(c, u), daemon=True).start()
 
-    @staticmethod
-    def _pump(a, b):
+    def _pump(self, a, b):
         socks = [a, b]
+        tap = ClientFrameTap(self.methods)
         try:
             while True:
                 r, _, _ = select.select(socks, [], [])
@@ -214,6 +259,8 @@ class DropProxy:
                     d = s.recv(65536)
                     if not d:
                         raise OSError
+                    if s is a:
+                        tap.feed(d)
                     (b if s is a else a).sendall(d)
         except OSError:
             for s in socks:
@@ -477,6 +524,17 @@ def run_turns(rig):
         assert f.read() == "alpha\ngamma\n", tool_outputs(sc.requests[-1])
     with open(os.path.join(rig.work, "added.txt")) as f:
         assert f.read() == "created by apply_patch\n"
+
+    # --- what codex sent on the wire ------------------------------------------------
+    sent = rig.proxy.methods
+    starts = [p for m, p in sent if m == "process/start"]
+    assert len(starts) == 3 and all(p.get("envPolicy") for p in starts), starts
+    inits = [p for m, p in sent if m == "initialize"]
+    assert len(inits) >= 2 and inits[-1].get("resumeSessionId"), inits  # resumed after the drop
+    writes = [p for m, p in sent if m == "process/write"]
+    assert writes and writes[0]["writeId"], writes
+    written = [p["path"] for m, p in sent if m == "fs/writeFile"]
+    assert any(w.endswith("/notes.txt") for w in written), written  # apply_patch via fs/*
 
 
 if __name__ == "__main__":
