@@ -415,7 +415,13 @@ class Rig:
         threading.Thread(target=self.http.serve_forever, daemon=True).start()
         with open(os.path.join(self.home, "config.toml"), "w") as f:
             f.write(CONFIG.format(port=self.http.server_address[1]))
+        probe = srv.session()
+        self.capabilities = probe.call("environment/info", {})["capabilities"]
+        probe.close()
         self.proxy = DropProxy(srv.host, srv.port)
+        self.agents_marker = "agents-md-" + uuid.uuid4().hex[:8]
+        with open(os.path.join(self.work, "AGENTS.md"), "w") as f:
+            f.write("Project note: %s\n" % self.agents_marker)
         self.app = AppServer(self.codex, self.home, self.work)
         self.app.request("initialize", {"clientInfo": {"name": "execbb", "version": "0"},
                                         "capabilities": {"experimentalApi": True}})
@@ -526,7 +532,13 @@ def run_turns(rig):
         assert f.read() == "created by apply_patch\n"
 
     # --- what codex sent on the wire ------------------------------------------------
+    # AGENTS.md of the environment's cwd reached the model (read through fs/*)
+    assert rig.agents_marker in json.dumps(sc.requests[0]), "AGENTS.md not in the prompt"
     sent = rig.proxy.methods
+    reads = [p["path"] for m, p in sent if m == "fs/readFile"]
+    assert any(r.endswith("/AGENTS.md") for r in reads), reads
+    if rig.capabilities.get("fsWatchMissing"):
+        assert any(m == "fs/watchMissing" for m, _ in sent), [m for m, _ in sent]
     starts = [p for m, p in sent if m == "process/start"]
     assert len(starts) == 3 and all(p.get("envPolicy") for p in starts), starts
     inits = [p for m, p in sent if m == "initialize"]
