@@ -8,6 +8,7 @@
 #include "process/env_policy.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -17,6 +18,14 @@
 #include "util/mem.h"
 
 /* ---- decoding ---------------------------------------------------------------- */
+
+/* The reference decodes envPolicy from an already-parsed JSON value, where serde names
+ * any number just "number" (not "integer `1`" as when reading text). */
+static void describe(const json_t *v, char *out, size_t outlen)
+{
+    if (json_is_number(v)) snprintf(out, outlen, "number");
+    else pdec_describe(v, out, outlen);
+}
 
 /* inherit's variants, in the order the reference lists them in its error text. */
 static const char *const inherit_variants[] = {"core", "all", "none", NULL};
@@ -31,7 +40,7 @@ static bool decode_string_array(struct pdec *d, const char *key, json_t **out)
     {
         if (!json_is_string(v)) {
             char what[128];
-            pdec_describe(v, what, sizeof what);
+            describe(v, what, sizeof what);
             pdec_fail(d, "invalid type: %s, expected a string", what);
             return false;
         }
@@ -46,6 +55,10 @@ bool env_policy_decode(struct pdec *d, const char *key, struct env_policy *out)
     json_t *v = json_object_get(d->obj, key);
     if (!v || json_is_null(v)) return true;
 
+    if (json_is_number(v)) {
+        pdec_fail(d, "invalid type: number, expected struct ExecEnvPolicy");
+        return false;
+    }
     struct pdec sub;
     if (pdec_begin(&sub, v, "ExecEnvPolicy")) {
         int inh = pdec_enum(&sub, "inherit", PDEC_REQUIRED, inherit_variants, -1);
@@ -60,7 +73,7 @@ bool env_policy_decode(struct pdec *d, const char *key, struct env_policy *out)
             {
                 if (!json_is_string(sv)) {
                     char what[128];
-                    pdec_describe(sv, what, sizeof what);
+                    describe(sv, what, sizeof what);
                     pdec_fail(&sub, "invalid type: %s, expected a string", what);
                     break;
                 }

@@ -105,7 +105,17 @@ def test_malformed_policy_errors(srv):
     code, msg = s.error("process/start", dict(base, envPolicy={"inherit": "all"}))[:2]
     assert (code, msg) == (-32602, "missing field `ignoreDefaultExcludes`"), (code, msg)
     code, msg = s.error("process/start", dict(base, envPolicy=policy("some")))[:2]
-    assert code == -32602 and msg.startswith("unknown variant `some`"), (code, msg)
+    assert (code, msg) == (-32602, "unknown variant `some`, expected one of `core`, `all`, "
+                           "`none`"), (code, msg)
+    for bad in (policy(exclude=[1]), policy(set_={"A": 1})):
+        assert s.error("process/start", dict(base, envPolicy=bad)) == \
+            (-32602, "invalid type: number, expected a string")
+    assert s.error("process/start", dict(base, envPolicy=dict(policy(), exclude=None))) == \
+        (-32602, "invalid type: null, expected a sequence")
+    # unknown members are ignored
+    r = s.call("process/start", dict(base, processId="extra", envPolicy=dict(policy(), x=1)))
+    assert r["processId"] == "extra", r
+    s.collect_until_closed("extra")
     s.close()
 
 

@@ -153,10 +153,10 @@ static void test_decode_errors(void **state)
     expect_decode_error(POL("some", "false", "[]", "{}", "[]"),
                         "unknown variant `some`, expected one of `core`, `all`, `none`");
     expect_decode_error(POL("all", "false", "[1]", "{}", "[]"),
-                        "invalid type: integer `1`, expected a string");
+                        "invalid type: number, expected a string");
     expect_decode_error(POL("all", "false", "[]", "{\"A\":true}", "[]"),
                         "invalid type: boolean `true`, expected a string");
-    expect_decode_error("5", "invalid type: integer `5`, expected struct ExecEnvPolicy");
+    expect_decode_error("5", "invalid type: number, expected struct ExecEnvPolicy");
 }
 
 static void test_lookup(void **state)
