@@ -402,7 +402,7 @@ supports_websockets = false
 class Rig:
     """Everything one codex run needs; torn down by close()."""
 
-    def __init__(self, srv):
+    def __init__(self, srv, token=None):
         self.codex = ensure_codex()
         self.srv = srv
         self.tmp = tempfile.mkdtemp(prefix="execbb-codex-")
@@ -415,7 +415,7 @@ class Rig:
         threading.Thread(target=self.http.serve_forever, daemon=True).start()
         with open(os.path.join(self.home, "config.toml"), "w") as f:
             f.write(CONFIG.format(port=self.http.server_address[1]))
-        probe = srv.session()
+        probe = srv.session(headers=["Authorization: Bearer " + token] if token else ())
         self.capabilities = probe.call("environment/info", {})["capabilities"]
         probe.close()
         self.proxy = DropProxy(srv.host, srv.port)
@@ -426,8 +426,10 @@ class Rig:
         self.app.request("initialize", {"clientInfo": {"name": "execbb", "version": "0"},
                                         "capabilities": {"experimentalApi": True}})
         self.app.send({"method": "initialized"})
-        self.app.request("environment/add", {
-            "environmentId": "bb", "execServerUrl": "ws://127.0.0.1:%d" % self.proxy.port})
+        add = {"environmentId": "bb", "execServerUrl": "ws://127.0.0.1:%d" % self.proxy.port}
+        if token:
+            add["authBearerToken"] = token
+        self.app.request("environment/add", add)
         r = self.app.request("thread/start", {
             "cwd": self.work, "environments": [{"environmentId": "bb", "cwd": self.work}]})
         self.thread_id = r["thread"]["id"]
@@ -470,6 +472,32 @@ def test_codex_turns(_):
         if rig:
             rig.close()
         srv.stop()
+
+
+@needs_own_server
+def test_codex_with_capability_token(_):
+    # --ws-auth capability-token on the server, authBearerToken in environment/add
+    token = "tok-" + uuid.uuid4().hex
+    tdir = tempfile.mkdtemp(prefix="execbb-token-")
+    tfile = os.path.join(tdir, "token")
+    with open(tfile, "w") as f:
+        f.write(token + "\n")
+    srv = Server(extra_args=["--ws-auth", "capability-token", "--ws-token-file", tfile])
+    rig = None
+    try:
+        rig = Rig(srv, token=token)
+        rig.script.add([call_item("exec_command", {"cmd": "echo authed", "workdir": rig.work},
+                                  "a1")])
+        rig.script.add([message_item("done")])
+        done, _ = rig.turn("run it")
+        assert done["params"]["turn"]["status"] == "completed", done
+        out = tool_outputs(rig.script.requests[-1])["a1"]
+        assert "authed" in out and "exited with code 0" in out, out
+    finally:
+        if rig:
+            rig.close()
+        srv.stop()
+        shutil.rmtree(tdir, ignore_errors=True)
 
 
 def run_turns(rig):
