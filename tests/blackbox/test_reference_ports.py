@@ -187,5 +187,48 @@ def test_health_rs_serves_readyz_alongside_websocket(srv):
     s.close()
 
 
+# -- file_stream.rs (the wire part: fs/open, fs/readBlock, fs/close) ------------------------
+
+BLOCK = 1024 * 1024
+
+
+def test_file_stream_rs_stops_after_exact_block_boundary(srv):
+    import tempfile
+    d = tempfile.mkdtemp(prefix="execbb-stream-")
+    path = os.path.join(d, "exact-blocks.bin")
+    with open(path, "wb") as f:
+        f.write(b"x" * (2 * BLOCK))
+    s = srv.session()
+    s.call("fs/open", {"handleId": "blk", "path": "file://" + path})
+    sizes, eof, off = [], False, 0
+    while not eof:
+        r = s.call("fs/readBlock", {"handleId": "blk", "offset": off, "len": BLOCK})
+        n = len(unb64(r["chunk"]))
+        if n:
+            sizes.append(n)
+        off += n
+        eof = r["eof"]
+        assert n or eof, r
+    assert sizes == [BLOCK, BLOCK], sizes
+    assert s.call("fs/close", {"handleId": "blk"}) == {}
+    s.close()
+
+
+def test_file_stream_rs_completed_streams_release_handle_capacity(srv):
+    import tempfile
+    d = tempfile.mkdtemp(prefix="execbb-stream-")
+    path = os.path.join(d, "repeated.txt")
+    with open(path, "wb") as f:
+        f.write(b"repeated")
+    s = srv.session()
+    for i in range(129):  # one more than the 128-handle limit
+        h = "h%d" % i
+        s.call("fs/open", {"handleId": h, "path": "file://" + path})
+        r = s.call("fs/readBlock", {"handleId": h, "offset": 0, "len": BLOCK})
+        assert unb64(r["chunk"]) == b"repeated" and r["eof"], r
+        s.call("fs/close", {"handleId": h})
+    s.close()
+
+
 if __name__ == "__main__":
     run_tests(globals())
