@@ -405,7 +405,15 @@ class Rig:
     def __init__(self, srv, token=None):
         self.codex = ensure_codex()
         self.srv = srv
+        self.app = self.proxy = self.http = None
         self.tmp = tempfile.mkdtemp(prefix="execbb-codex-")
+        try:
+            self._setup(srv, token)
+        except BaseException:
+            self.close()
+            raise
+
+    def _setup(self, srv, token):
         self.home = os.path.join(self.tmp, "home")
         self.work = os.path.join(self.tmp, "work")
         os.makedirs(self.home)
@@ -442,12 +450,14 @@ class Rig:
         return n, self.app.notes[start:]
 
     def close(self):
-        self.app.close()
-        self.proxy.close()
-        self.http.shutdown()
-        self.http.server_close()
+        if self.app:
+            self.app.close()
+        if self.proxy:
+            self.proxy.close()
+        if self.http:
+            self.http.shutdown()
+            self.http.server_close()
         shutil.rmtree(self.tmp, ignore_errors=True)
-
 
 
 def completed_commands(notes):
