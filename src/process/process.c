@@ -23,6 +23,7 @@
 #include "process/env_policy.h"
 #include "process/event_log.h"
 #include "process/guardian.h"
+#include "process/proc_internal.h"
 #include "process/spawn.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
@@ -35,74 +36,6 @@
 #include "util/mem.h"
 #include "util/oserr.h"
 
-#define READ_CHUNK 8192       /* largest output chunk (PROTOCOL.md 5.1.2) */
-#define READ_BATCH (64 * 1024) /* one read() empties a default-sized pipe... */
-#define READS_PER_WAKEUP 4    /* ...fairness: at most 256 KiB per fd per loop turn */
-#define MAX_WRITE_IDS 4096    /* remembered writeIds per process, like the reference */
-#define PTY_DRAIN_MS 1000     /* after exit, how long a PTY may stay open (grandchild) */
-
-struct proc;
-
-struct waiter {
-    struct waiter *next, *prev;
-    struct proc *p;
-    struct rpc_req *req;
-    uint64_t after;
-    uint64_t max_bytes;
-    bool has_max;
-    uv_timer_t timer;
-};
-
-struct out_src {
-    struct proc *p;
-    int fd;               /* -1 once at EOF */
-    uv_poll_t poll;
-    bool polling;
-    enum log_stream stream;
-};
-
-struct wq_item {
-    struct wq_item *next;
-    size_t off, len;
-    uint8_t data[];
-};
-
-struct proc {
-    struct proc *next, *prev;
-    struct proc_table *table;
-    char *id;
-    struct buf id_json;      /* the processId as a quoted JSON string, written once */
-    bool tty;
-    pid_t pid;
-    int pidfd;
-    uv_poll_t pid_poll;
-    bool pid_open;
-    struct out_src out[2];
-    int nout;
-    int in_fd;               /* -1 when the child has no writable stdin */
-    bool had_stdin;
-    uv_poll_t in_poll;
-    bool in_polling, in_init;
-    struct wq_item *wq_head, *wq_tail;
-    bool exited, closed, terminated, paused;
-    int exit_code;
-    bool sandboxed;          /* a sandbox was applied to the child */
-    bool sandbox_denied;     /* PROTOCOL.md 10.5, computed at exit */
-    uint64_t exit_seq, close_seq;
-    uv_timer_t timer;        /* PTY drain deadline, then the eviction timer */
-    struct event_log log;
-    char **write_ids;        /* ring of the last MAX_WRITE_IDS accepted writeIds */
-    size_t nwrite_ids, write_ids_next;
-    struct waiter *waiters;
-    int handles;             /* open uv handles; freed when it reaches zero */
-    bool freeing;
-};
-
-struct proc_table {
-    struct session *session;
-    struct proc *head;
-};
-
 static uint8_t scratch[READ_BATCH];
 
 /* ---- table ---------------------------------------------------------------- */
@@ -114,7 +47,7 @@ struct proc_table *proc_table_new(struct session *s)
     return t;
 }
 
-static struct proc *proc_find(struct proc_table *t, const char *id)
+struct proc *proc_find(struct proc_table *t, const char *id)
 {
     for (struct proc *p = t->head; p; p = p->next)
         if (strcmp(p->id, id) == 0) return p;
@@ -505,8 +438,10 @@ static void pid_cb(uv_poll_t *h, int status, int events)
     } else if (si.si_code == CLD_EXITED) {
         p->exit_code = si.si_status;
     } else {
-        /* The reference reports 1 for any signal death on a PTY, 128+N on pipes. */
-        p->exit_code = p->tty ? 1 : 128 + si.si_status;
+        /* 128+N in both modes, as a shell reports it (PROTOCOL.md §5.9 "Ours"; the
+         * reference says 1 for any signal death on a PTY, which a terminal client
+         * cannot turn back into the signal). */
+        p->exit_code = 128 + si.si_status;
     }
     uv_close((uv_handle_t *)&p->pid_poll, handle_closed);
     close(p->pidfd);
@@ -527,7 +462,7 @@ static void pid_cb(uv_poll_t *h, int status, int events)
 
 static void in_cb(uv_poll_t *h, int status, int events);
 
-static void in_flush(struct proc *p)
+void proc_stdin_flush(struct proc *p)
 {
     while (p->wq_head && p->in_fd >= 0) {
         struct wq_item *it = p->wq_head;
@@ -547,6 +482,10 @@ static void in_flush(struct proc *p)
         }
     }
     if (p->in_fd < 0) return;
+    if (!p->wq_head && p->eof_requested && !p->tty) {
+        close_stdin(p); /* every byte written first, then the child sees EOF */
+        return;
+    }
     bool want = p->wq_head != NULL;
     if (want && !p->in_polling) uv_poll_start(&p->in_poll, UV_WRITABLE, in_cb);
     if (!want && p->in_polling) uv_poll_stop(&p->in_poll);
@@ -555,7 +494,7 @@ static void in_flush(struct proc *p)
 
 static void in_cb(uv_poll_t *h, int status, int events)
 {
-    in_flush(h->data);
+    proc_stdin_flush(h->data);
 }
 
 /* ---- methods -------------------------------------------------------------- */
@@ -590,7 +529,10 @@ static void handle_start(struct rpc_req *req)
     const char *arg0 = pdec_string(&d, "arg0", PDEC_OPTIONAL);
     json_t *sandbox = pdec_object(&d, "sandbox", PDEC_OPTIONAL);
     struct env_policy env_pol;
-    env_policy_decode(&d, "envPolicy", &env_pol);
+    bool has_env_pol;
+    env_policy_decode(&d, &env_pol, &has_env_pol);
+    unsigned short rows = 0, cols = 0;
+    proc_decode_size(&d, &rows, &cols);
     size_t i;
     json_t *v;
     if (!d.failed) {
@@ -655,8 +597,9 @@ static void handle_start(struct rpc_req *req)
         free(cargv[0]);
         cargv[0] = xstrdup(arg0);
     }
-    char **cenv = env_policy_build(&env_pol, environ, env);
-    const char *path_env = env_lookup(cenv, "PATH");
+    extern char **environ;
+    char **cenv = env_build(environ, has_env_pol ? &env_pol : NULL, env);
+    const char *path_env = env_get(cenv, "PATH");
 
     struct spawn_request rq = {
         .program = program,
@@ -665,6 +608,8 @@ static void handle_start(struct rpc_req *req)
         .path_env = path_env,
         .cwd = cwd_path,
         .tty = tty,
+        .rows = rows,
+        .cols = cols,
         .pipe_stdin = pipe_stdin,
         .sandbox = sandboxed ? &prep : NULL,
     };
@@ -799,11 +744,11 @@ static void handle_write(struct rpc_req *req)
     it->next = NULL;
     struct proc *p = proc_find(req->session->procs, id);
     const char *fail = NULL;
-    /* Results, not errors (§5.3): the codex client maps these statuses itself. */
-    if (!p || !p->had_stdin) {
+    /* Statuses, not errors (PROTOCOL.md §5.3): codex's client maps these results
+     * to its own errors and treats a JSON-RPC error here as a broken connection. */
+    if (!p || !p->had_stdin || p->eof_requested) {
         free(it);
-        return rpc_reply_json(req, json_pack("{s:s}", "status",
-                                             p ? "stdinClosed" : "unknownProcess"));
+        return rpc_reply_json(req, json_pack("{s:s}", "status", p ? "stdinClosed" : "unknownProcess"));
     }
     if (p->terminated && !p->exited) fail = "failed to write to process stdin";
     if (fail) {
@@ -819,7 +764,7 @@ static void handle_write(struct rpc_req *req)
         if (p->wq_tail) p->wq_tail->next = it;
         else p->wq_head = it;
         p->wq_tail = it;
-        in_flush(p);
+        proc_stdin_flush(p);
     } else {
         free(it);
     }
@@ -843,25 +788,13 @@ static void handle_terminate(struct rpc_req *req)
     rpc_reply_json(req, json_pack("{s:b}", "running", running));
 }
 
-static void handle_signal(struct rpc_req *req)
-{
-    static const char *const signals[] = {"interrupt", NULL};
-    struct pdec d;
-    pdec_begin(&d, req->params, "SignalParams");
-    const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
-    pdec_enum(&d, "signal", PDEC_REQUIRED, signals, 0);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-    if (!rpc_check_ready(req)) return;
-    struct proc *p = proc_find(req->session->procs, id);
-    if (p && !p->exited) kill(-p->pid, SIGINT);
-    rpc_reply_json(req, json_object());
-}
-
 const struct rpc_method process_methods[] = {
     {"process/start", "exec", handle_start},
     {"process/read", "exec", handle_read},
     {"process/write", "exec", handle_write},
     {"process/terminate", "exec", handle_terminate},
-    {"process/signal", "exec", handle_signal},
+    {"process/signal", "exec", proc_handle_signal},
+    {"process/resize", "exec", proc_handle_resize},
+    {"process/closeStdin", "exec", proc_handle_close_stdin},
     {NULL, NULL, NULL},
 };

@@ -238,7 +238,7 @@ int spawn_child(const struct spawn_request *rq, struct spawn_result *out)
     int master = -1, slave = -1, outp[2] = {-1, -1}, errp[2] = {-1, -1}, inp[2] = {-1, -1};
     int devnull = -1;
     if (rq->tty) {
-        struct winsize ws = {.ws_row = 24, .ws_col = 80};
+        struct winsize ws = {.ws_row = rq->rows ? rq->rows : 24, .ws_col = rq->cols ? rq->cols : 80};
         if (openpty(&master, &slave, NULL, NULL, &ws) < 0) {
             err = errno;
             goto fail;

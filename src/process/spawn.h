@@ -15,6 +15,7 @@ struct spawn_request {
     const char *path_env;  /* PATH from envp, or NULL */
     const char *cwd;       /* absolute directory */
     bool tty;
+    unsigned short rows, cols; /* the PTY's initial size; 0 = 24 x 80 */
     bool pipe_stdin;
     const struct sandbox_prepared *sandbox; /* applied in the child before exec, or NULL */
 };

@@ -15,12 +15,13 @@
 
 #include "core/log.h"
 #include "fs/fs_util.h"
+#include "fs/fs_watch.h"
 #include "transport/conn_internal.h"
 #include "util/mem.h"
 #include "util/oserr.h"
 
 static const struct rpc_method *const method_tables[] = {session_methods, process_methods,
-                                                         fs_methods};
+                                                         fs_methods, fs_watch_methods};
 
 static const struct rpc_method *find_method(const char *name)
 {

@@ -10,6 +10,7 @@
 
 #include "core/limits.h"
 #include "core/log.h"
+#include "fs/fs_watch.h"
 #include "fs/uri.h"
 #include "process/process.h"
 #include "rpc/dispatch.h"
@@ -62,6 +63,7 @@ static void session_destroy(struct session *s)
     if (s->conn) s->conn->session = NULL;
     s->conn = NULL;
     proc_table_destroy(s->procs);
+    fs_watch_table_destroy(s->watches);
     sandbox_helper_release_owner(s->id); /* its warm sandbox helpers die with it */
     s->ttl.data = s;
     uv_close((uv_handle_t *)&s->ttl, session_free_cb);
@@ -82,6 +84,12 @@ void session_detach(struct session *s, struct conn *c)
     proc_table_detached(s->procs, c);
     if (strcmp(conn_kind(c), "stdio") == 0) {
         /* There is no resume over stdio: the only connection is gone. */
+        session_destroy(s);
+        return;
+    }
+    if (s->ending) {
+        /* The client said it is done (session/close): nothing to resume. */
+        log_info("session %s ended by its client", s->id);
         session_destroy(s);
         return;
     }
@@ -149,10 +157,17 @@ static json_t *environment_info(void)
     json_t *caps = json_pack(
         "{s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b}", "networkProxyLaunch", 0,
         "networkProxyReviewDomains", 0, "credentialMasking", 0, "credentialMaskingCustomProviders",
-        0, "capabilityDiscoverySandbox", 0, "fsWatchMissing", 0, "capabilityDiscoveryV2", 0,
+        0, "capabilityDiscoverySandbox", 0, "fsWatchMissing", 1, "capabilityDiscoveryV2", 0,
         "environmentConfigRead", 0, "httpHeaderEnvVars", 0, "sandboxedFileStreaming", 0,
         "fileWriteStreaming", 1, "shellSnapshotV2", 0, "windowsMxc", 0,
         "linuxRootWritePreservesDevices", 0, "linuxApprovedRootWritePreservesRestrictions", 0);
+    /* Ours (PROTOCOL.md §11 (g)): terminal and stdin controls a client may use
+     * once it sees them here; the reference has none of them. */
+    json_object_set_new(caps, "processStartSize", json_true());
+    json_object_set_new(caps, "processResize", json_true());
+    json_object_set_new(caps, "processCloseStdin", json_true());
+    json_object_set_new(caps, "processSignalAny", json_true());
+    json_object_set_new(caps, "sessionClose", json_true());
     json_t *info = json_object();
     json_object_set_new(info, "shell", json_pack("{s:s,s:s}", "name", base, "path", shell));
     json_object_set_new(info, "executorVersion", json_string(EXEC_SERVER_VERSION));
@@ -221,9 +236,24 @@ static void handle_env_status(struct rpc_req *req)
     rpc_reply_json(req, json_pack("{s:s}", "status", "ready"));
 }
 
+/* session/close (ours, capability sessionClose): the client is done with the
+ * session, so when this connection closes the session ends at once (its processes
+ * are killed) instead of waiting out the resume TTL. A short-lived CLI call leaves
+ * nothing behind this way. */
+static void handle_session_close(struct rpc_req *req)
+{
+    struct pdec d;
+    pdec_unit(&d, req->params);
+    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (!rpc_check_ready(req)) return;
+    req->session->ending = true;
+    rpc_reply_json(req, json_object());
+}
+
 const struct rpc_method session_methods[] = {
     {"initialize", "initialize", handle_initialize},
     {"environment/info", "environment info", handle_env_info},
     {"environment/status", "environment status", handle_env_status},
+    {"session/close", "session", handle_session_close},
     {NULL, NULL, NULL},
 };

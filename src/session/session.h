@@ -11,14 +11,17 @@
 
 struct conn;
 struct proc_table;
+struct fs_watch_table;
 
 struct session {
     char id[37];              /* UUID v4 text */
     struct conn *conn;        /* attached connection (not counted), or NULL */
     struct proc_table *procs; /* owned */
+    struct fs_watch_table *watches; /* owned, NULL until fs/watchMissing */
     uv_timer_t ttl;           /* runs while detached */
     uv_loop_t *loop;
     uint64_t detach_order;    /* when it detached (a counter), for max_detached */
+    bool ending;              /* session/close: end with this connection, no TTL */
     struct session *prev, *next;
 };
 

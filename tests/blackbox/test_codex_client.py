@@ -1,26 +1,29 @@
 #!/usr/bin/env python3
-"""Real codex as the client of the server under test.
+"""Real codex as the client: `codex app-server` drives the server under test through a turn.
 
-Runs `codex app-server --listen stdio://` (the npm package @openai/codex, installed into
-~/.cache/codex-ref when missing) with a temporary CODEX_HOME whose config.toml points a
-model provider at a scripted Responses-API server in this file. codex is told about our
-server with `environment/add {environmentId, execServerUrl}` (through a small TCP proxy
-that can drop the connection) and `thread/start` selects that environment. Each turn's
-model replies are scripted tool calls (exec_command, write_stdin, apply_patch) followed by
-a final message; the test then checks what codex reported back to the model and what
-happened on disk:
-  - a command's output shows a non-empty $HOME and PATH and no profile errors (envPolicy);
-  - exit codes;
-  - a TTY command, and a write to a TTY session;
-  - a dropped connection that codex resumes (the TTY session survives the drop);
-  - an apply_patch edit whose file changes on disk.
+The harness is the real codex 0.169.0 binary from npm (installed into ~/.cache/codex-ref
+when missing; the test is skipped only when npm cannot install it). It runs as
+`codex app-server` on stdio with a temporary CODEX_HOME whose config.toml points its model
+provider at a scripted Responses-API server in this file, so the "model" is a fixed list of
+tool calls. `environment/add` registers the server under test (through a TCP proxy that can
+drop the connection) and `thread/start` selects it, so every command codex runs and every
+file apply_patch writes goes through our WebSocket.
 
-EXEC_SERVER=ref runs the same turns against `codex exec-server`. Exit 77 (skip) only
-when codex cannot be installed."""
+One turn checks what a user of codex would notice:
+  0. the project's AGENTS.md, found through the server's fs methods, reaches the model;
+  1. exec_command: the output shows the server's HOME and PATH (envPolicy, §5.1.3), no
+     profile errors, the server's own environment (a marker only the server has), and the
+     exit code;
+  2. exec_command with tty:true: a TTY (`tty` names a /dev/pts device), left running;
+  3. write_stdin to that TTY session: the line is read and echoed back;
+  4. exec_command of a command that outlives a dropped WebSocket; the proxy cuts every
+     connection; write_stdin then polls the session and gets the output produced after the
+     drop (codex reconnects and resumes the session, §9);
+  5. exec_command `apply_patch` with a patch: the file changes on disk.
+The same test passes against the reference (EXEC_SERVER=ref)."""
 import json
 import os
 import re
-import queue
 import select
 import shutil
 import socket
@@ -29,214 +32,56 @@ import sys
 import tempfile
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import http.server
+import socketserver
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *  # noqa
 
 CODEX_VERSION = "0.169.0"
-CACHE = os.path.expanduser("~/.cache/codex-ref")
-CODEX_BIN = os.path.join(CACHE, "node_modules/@openai/codex-linux-x64/vendor/"
-                         "x86_64-unknown-linux-musl/bin/codex")
-TIMEOUT = 30 * TIMEOUT_SCALE
+REF_DIR = os.path.expanduser("~/.cache/codex-ref")
+# Only the server under test has this in its environment, so a command that prints it ran
+# there (codex app-server is started without it).
+SERVER_MARK_VAR = "EXECBB_SERVER_MARK"
+SERVER_MARK = "mark-" + MARKER
 
 
-def ensure_codex():
-    """The codex binary, installing the npm package into the cache when missing."""
-    if os.access(CODEX_BIN, os.X_OK):
-        return CODEX_BIN
-    npm = shutil.which("npm")
-    if not npm:
-        raise TestSkip("codex %s is not installed and npm is not available" % CODEX_VERSION)
-    os.makedirs(CACHE, exist_ok=True)
-    r = subprocess.run([npm, "install", "--prefix", CACHE, "--no-audit", "--no-fund",
-                        "@openai/codex@" + CODEX_VERSION], capture_output=True, text=True,
-                       timeout=600)
-    if r.returncode != 0 or not os.access(CODEX_BIN, os.X_OK):
-        raise TestSkip("npm could not install @openai/codex@%s: %s" % (
-            CODEX_VERSION, (r.stderr or r.stdout)[-500:]))
-    return CODEX_BIN
+def codex_binary():
+    found = find_reference()
+    if found:
+        return found
+    try:
+        subprocess.run(["npm", "install", "--prefix", REF_DIR, "@openai/codex@" + CODEX_VERSION],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600,
+                       check=True)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise TestSkip("npm could not install @openai/codex@%s: %s" % (CODEX_VERSION, e))
+    found = find_reference()
+    if not found:
+        raise TestSkip("npm installed @openai/codex but no codex binary was found")
+    return found
 
 
-# ---------------------------------------------------------------------------------------
-# Scripted Responses API
-# ---------------------------------------------------------------------------------------
+class Proxy:
+    """TCP forwarder between codex and the server under test; cut() drops every
+    connection at once, as a network failure would."""
 
-class ModelScript:
-    """Each POST /v1/responses takes the next scripted reply. A reply is a function of the
-    request body returning a list of output items, so later steps can read earlier tool
-    outputs (e.g. the session id of a TTY command)."""
-
-    def __init__(self):
-        self.replies = queue.Queue()
-        self.requests = []
-        self.lock = threading.Lock()
-
-    def add(self, reply):
-        self.replies.put(reply)
-
-    def next_items(self, body):
-        with self.lock:
-            self.requests.append(body)
-        try:
-            reply = self.replies.get_nowait()
-        except queue.Empty:
-            return [message_item("(no more scripted replies)")]
-        return reply(body) if callable(reply) else reply
-
-
-def message_item(text):
-    return {"type": "message", "role": "assistant", "id": "msg_" + uuid.uuid4().hex[:8],
-            "content": [{"type": "output_text", "text": text}]}
-
-
-def call_item(name, args, call_id):
-    return {"type": "function_call", "id": "fc_" + call_id, "call_id": call_id, "name": name,
-            "arguments": json.dumps(args)}
-
-
-def custom_call_item(name, text, call_id):
-    return {"type": "custom_tool_call", "id": "ctc_" + call_id, "call_id": call_id,
-            "name": name, "input": text}
-
-
-def tool_outputs(body):
-    """call_id -> output text of every function/custom tool output in a request."""
-    out = {}
-    for it in body.get("input", []):
-        if it.get("type") in ("function_call_output", "custom_tool_call_output"):
-            o = it.get("output")
-            if isinstance(o, list):
-                o = "".join(p.get("text", "") for p in o if isinstance(p, dict))
-            elif isinstance(o, dict):
-                o = o.get("content") or json.dumps(o)
-            out[it["call_id"]] = o
-    return out
-
-
-def tool_names(body):
-    names = {}
-    for t in body.get("tools", []):
-        names[t.get("name")] = t.get("type")
-    return names
-
-
-def make_handler(script):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *a):
-            pass
-
-        def do_GET(self):
-            body = json.dumps({"models": [], "data": []}).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_POST(self):
-            n = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(n)
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                body = {}
-            if not self.path.endswith("/responses"):
-                self.send_response(404)
-                self.send_header("content-length", "0")
-                self.end_headers()
-                return
-            items = script.next_items(body)
-            rid = "resp_" + uuid.uuid4().hex[:8]
-            events = [("response.created", {"type": "response.created",
-                                            "response": {"id": rid}})]
-            for it in items:
-                events.append(("response.output_item.done",
-                               {"type": "response.output_item.done", "item": it}))
-            events.append(("response.completed", {
-                "type": "response.completed",
-                "response": {"id": rid, "usage": {
-                    "input_tokens": 10, "input_tokens_details": None, "output_tokens": 5,
-                    "output_tokens_details": None, "total_tokens": 15}}}))
-            data = b"".join(b"event: %s\ndata: %s\n\n" % (e.encode(), json.dumps(d).encode())
-                            for e, d in events)
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    return Handler
-
-
-# ---------------------------------------------------------------------------------------
-# A TCP proxy in front of the exec-server, so the test can drop codex's connection
-# ---------------------------------------------------------------------------------------
-
-class ClientFrameTap:
-    """Decodes the client's (masked) WebSocket text frames to record the JSON-RPC
-    methods codex calls; unfragmented frames are all codex sends."""
-
-    def __init__(self, out):
-        self.buf = b""
-        self.upgraded = False
-        self.out = out
-
-    def feed(self, data):
-        self.buf += data
-        if not self.upgraded:
-            end = self.buf.find(b"\r\n\r\n")
-            if end < 0:
-                return
-            self.buf = self.buf[end + 4:]
-            self.upgraded = True
-        while len(self.buf) >= 2:
-            op, ln = self.buf[0] & 0x0F, self.buf[1] & 0x7F
-            at = 2
-            if ln == 126:
-                if len(self.buf) < 4:
-                    return
-                ln, at = int.from_bytes(self.buf[2:4], "big"), 4
-            elif ln == 127:
-                if len(self.buf) < 10:
-                    return
-                ln, at = int.from_bytes(self.buf[2:10], "big"), 10
-            masked = self.buf[1] & 0x80
-            key = self.buf[at:at + 4] if masked else b"\0\0\0\0"
-            at += 4 if masked else 0
-            if len(self.buf) < at + ln:
-                return
-            payload = bytes(c ^ key[i % 4] for i, c in enumerate(self.buf[at:at + ln]))
-            self.buf = self.buf[at + ln:]
-            if op in (1, 2):
-                try:
-                    m = json.loads(payload)
-                except ValueError:
-                    continue
-                if isinstance(m, dict) and "method" in m:
-                    self.out.append((m["method"], m.get("params")))
-
-
-class DropProxy:
     def __init__(self, host, port):
         self.target = (host, port)
-        self.ls = socket.socket()
-        self.ls.bind(("127.0.0.1", 0))
-        self.ls.listen(8)
-        self.port = self.ls.getsockname()[1]
-        self.conns = []
-        self.accepted = 0
-        self.methods = []  # (method, params) of every request codex sent, in order
+        self.lsock = socket.socket()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(16)
+        self.port = self.lsock.getsockname()[1]
         self.lock = threading.Lock()
-        self.stopping = False
+        self.pairs = []
+        self.accepted = 0
+        self.closed = False
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
-        while not self.stopping:
+        while not self.closed:
             try:
-                c, _ = self.ls.accept()
+                c, _ = self.lsock.accept()
             except OSError:
                 return
             try:
@@ -245,352 +90,348 @@ class DropProxy:
                 c.close()
                 continue
             with self.lock:
-                self.conns.append((c, u))
+                self.pairs.append((c, u))
                 self.accepted += 1
-            threading.Thread(target=self._pump, args=(c, u), daemon=True).start()
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
 
-    def _pump(self, a, b):
-        socks = [a, b]
-        tap = ClientFrameTap(self.methods)
+    @staticmethod
+    def _pump(a, b):
         try:
             while True:
-                r, _, _ = select.select(socks, [], [])
-                for s in r:
-                    d = s.recv(65536)
-                    if not d:
-                        raise OSError
-                    if s is a:
-                        tap.feed(d)
-                    (b if s is a else a).sendall(d)
+                d = a.recv(65536)
+                if not d:
+                    break
+                b.sendall(d)
         except OSError:
-            for s in socks:
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                s.close()
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
-    def drop_all(self):
+    def cut(self):
         with self.lock:
-            conns, self.conns = self.conns, []
-        for c, u in conns:
+            pairs, self.pairs = self.pairs, []
+        for c, u in pairs:
             for s in (c, u):
                 try:
                     s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+                s.close()
+        return len(pairs)
 
     def close(self):
-        self.stopping = True
-        self.drop_all()
-        self.ls.close()
+        self.closed = True
+        self.lsock.close()
+        self.cut()
 
 
-# ---------------------------------------------------------------------------------------
-# codex app-server over stdio
-# ---------------------------------------------------------------------------------------
+def sse_body(items, response_id):
+    events = [{"type": "response.created", "response": {"id": response_id}}]
+    events += [{"type": "response.output_item.done", "item": it} for it in items]
+    events.append({"type": "response.completed", "response": {
+        "id": response_id, "usage": {"input_tokens": 1, "input_tokens_details": None,
+                                     "output_tokens": 1, "output_tokens_details": None,
+                                     "total_tokens": 2}}})
+    return "".join("event: %s\ndata: %s\n\n" % (e["type"], json.dumps(e)) for e in events).encode()
+
+
+def function_call(call_id, name, args):
+    return {"type": "function_call", "call_id": call_id, "name": name,
+            "arguments": json.dumps(args)}
+
+
+def assistant_message(text):
+    return {"type": "message", "role": "assistant", "id": "msg-final",
+            "content": [{"type": "output_text", "text": text}]}
+
+
+class ScriptedModel:
+    """A Responses-API endpoint whose answers come from `steps`: each step is a function
+    of the tool outputs so far ({call_id: output text}) returning the output items of one
+    model response. Requests after the last step get a final assistant message."""
+
+    def __init__(self, steps):
+        self.steps = list(steps)
+        self.outputs = {}
+        self.requests = 0
+        self.errors = []
+        self.first_request = None
+        model = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _send(self, code, ctype, data):
+                self.send_response(code)
+                self.send_header("content-type", ctype)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self._send(200, "application/json", b'{"models":[]}')
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                try:
+                    items = model.answer(json.loads(body))
+                except Exception as e:  # noqa: the test thread reports it
+                    model.errors.append(repr(e))
+                    items = [assistant_message("script error")]
+                model.requests += 1
+                self._send(200, "text/event-stream", sse_body(items, "resp-%d" % model.requests))
+
+        class Srv(socketserver.ThreadingMixIn, http.server.HTTPServer):
+            daemon_threads = True
+
+        self.httpd = Srv(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def answer(self, body):
+        if self.first_request is None:
+            self.first_request = json.dumps(body)
+        for item in body.get("input", []):
+            if item.get("type") in ("function_call_output", "custom_tool_call_output"):
+                out = item.get("output")
+                if isinstance(out, list):
+                    out = "".join(p.get("text", "") for p in out if isinstance(p, dict))
+                self.outputs[item["call_id"]] = out
+        if not self.steps:
+            return [assistant_message("done")]
+        return self.steps.pop(0)(self.outputs)
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
 
 class AppServer:
-    def __init__(self, codex, home, workdir):
-        env = dict(os.environ)
-        env["CODEX_HOME"] = home
-        env["RUST_LOG"] = env.get("CODEX_TEST_RUST_LOG", "warn")
-        self.stderr = open(os.path.join(home, "app-server.stderr"), "wb")
-        self.proc = subprocess.Popen([codex, "app-server", "--listen", "stdio://"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.stderr, cwd=workdir, env=env)
-        self.home = home
-        self.msgs = queue.Queue()
-        self.notes = []
-        self.next_id = 0
-        threading.Thread(target=self._read, daemon=True).start()
+    """`codex app-server` on stdio, spoken to in its JSON-RPC (one JSON object a line)."""
 
-    def _read(self):
-        for line in self.proc.stdout:
-            try:
-                self.msgs.put(json.loads(line))
-            except ValueError:
-                pass
-        self.msgs.put(None)
+    def __init__(self, codex, home, cwd, hide=None):
+        env = {k: v for k, v in os.environ.items() if k != SERVER_MARK_VAR}
+        env.update(CODEX_HOME=home, RUST_LOG="warn")
+        self.stderr = tempfile.TemporaryFile()
+        argv = [codex, "app-server"]
+        if hide:
+            # A private mount namespace with an empty tmpfs over `hide`: codex sees only
+            # an empty `cwd` there, so whatever it reads or writes in the project has to
+            # go through the server under test.
+            argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                    'mount -t tmpfs execbb "$1" && mkdir -p "$2" && cd "$2" && '
+                    'shift 2 && exec "$@"', "sh", hide, cwd] + argv
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.stderr, env=env,
+                                     cwd=cwd)
+        self.hidden = bool(hide)
+        self.buf = b""
+        self.next_id = 0
+        self.notes = []
 
     def send(self, obj):
         self.proc.stdin.write((json.dumps(obj) + "\n").encode())
         self.proc.stdin.flush()
 
-    def _handle(self, m):
-        if m is None:
-            raise AssertionError("codex app-server exited; stderr:\n" + self.stderr_text())
-        if "method" in m and "id" in m:
-            # a server request (approvals and the like): decline what we do not expect
-            self.send({"id": m["id"], "error": {"code": -32601, "message": "not supported"}})
-            self.notes.append(m)
-        elif "method" in m:
-            self.notes.append(m)
+    def recv(self, deadline):
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Timeout("codex app-server said nothing in time; stderr:\n%s"
+                              % self.stderr_text())
+            r, _, _ = select.select([self.proc.stdout], [], [], left)
+            if r:
+                d = os.read(self.proc.stdout.fileno(), 65536)
+                if not d:
+                    raise AssertionError("codex app-server exited (rc=%s); stderr:\n%s"
+                                         % (self.proc.poll(), self.stderr_text()))
+                self.buf += d
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
 
-    def request(self, method, params, timeout=TIMEOUT):
+    def call(self, method, params, timeout=DEFAULT_TIMEOUT * 3):
         self.next_id += 1
         rid = self.next_id
         self.send({"id": rid, "method": method, "params": params})
         deadline = time.monotonic() + timeout
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise Timeout("no reply to %s; stderr:\n%s" % (method, self.stderr_text()))
-            try:
-                m = self.msgs.get(timeout=left)
-            except queue.Empty:
-                continue
-            if m is not None and m.get("id") == rid and "method" not in m:
-                if "error" in m:
-                    raise AssertionError("%s failed: %s" % (method, m["error"]))
+            m = self.recv(deadline)
+            if m.get("id") == rid and ("result" in m or "error" in m):
+                assert "error" not in m, "%s failed: %r" % (method, m["error"])
                 return m["result"]
-            self._handle(m)
+            self.notes.append(m)
 
-    def wait_note(self, pred, timeout=TIMEOUT, start=0):
+    def wait_method(self, method, timeout):
         deadline = time.monotonic() + timeout
         while True:
-            for n in self.notes[start:]:
-                if pred(n):
-                    return n
-            start = len(self.notes)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise Timeout("notification not seen; last: %s\nstderr:\n%s" % (
-                    json.dumps(self.notes[-5:])[:3000], self.stderr_text()))
-            try:
-                m = self.msgs.get(timeout=left)
-            except queue.Empty:
-                continue
-            self._handle(m)
+            m = self.recv(deadline)
+            self.notes.append(m)
+            if m.get("method") == method:
+                return m
 
     def stderr_text(self):
-        try:
-            with open(os.path.join(self.home, "app-server.stderr"), "rb") as f:
-                return f.read()[-4000:].decode(errors="replace")
-        except OSError:
-            return ""
+        self.stderr.seek(0)
+        return self.stderr.read().decode(errors="replace")[-4000:]
 
     def close(self):
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.stderr.close()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
 
 
-CONFIG = """model = "mock-model"
-model_provider = "mock"
-approval_policy = "never"
-sandbox_mode = "danger-full-access"
-include_apply_patch_tool = true
-
-[model_providers.mock]
-name = "mock"
-base_url = "http://127.0.0.1:{port}/v1"
-wire_api = "responses"
-request_max_retries = 0
-stream_max_retries = 0
-supports_websockets = false
-"""
-
-
-class Rig:
-    """Everything one codex run needs; torn down by close()."""
-
-    def __init__(self, srv, token=None):
-        self.codex = ensure_codex()
-        self.srv = srv
-        self.app = self.proxy = self.http = None
-        self.tmp = tempfile.mkdtemp(prefix="execbb-codex-")
-        try:
-            self._setup(srv, token)
-        except BaseException:
-            self.close()
-            raise
-
-    def _setup(self, srv, token):
-        self.home = os.path.join(self.tmp, "home")
-        self.work = os.path.join(self.tmp, "work")
-        os.makedirs(self.home)
-        os.makedirs(self.work)
-        self.script = ModelScript()
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(self.script))
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
-        with open(os.path.join(self.home, "config.toml"), "w") as f:
-            f.write(CONFIG.format(port=self.http.server_address[1]))
-        probe = srv.session(headers=["Authorization: Bearer " + token] if token else ())
-        self.capabilities = probe.call("environment/info", {})["capabilities"]
-        probe.close()
-        self.proxy = DropProxy(srv.host, srv.port)
-        self.agents_marker = "agents-md-" + uuid.uuid4().hex[:8]
-        with open(os.path.join(self.work, "AGENTS.md"), "w") as f:
-            f.write("Project note: %s\n" % self.agents_marker)
-        self.app = AppServer(self.codex, self.home, self.work)
-        self.app.request("initialize", {"clientInfo": {"name": "execbb", "version": "0"},
-                                        "capabilities": {"experimentalApi": True}})
-        self.app.send({"method": "initialized"})
-        add = {"environmentId": "bb", "execServerUrl": "ws://127.0.0.1:%d" % self.proxy.port}
-        if token:
-            add["authBearerToken"] = token
-        self.app.request("environment/add", add)
-        r = self.app.request("thread/start", {
-            "cwd": self.work, "environments": [{"environmentId": "bb", "cwd": self.work}]})
-        self.thread_id = r["thread"]["id"]
-
-    def turn(self, text, timeout=TIMEOUT):
-        start = len(self.app.notes)
-        self.app.request("turn/start", {"threadId": self.thread_id,
-                                        "input": [{"type": "text", "text": text}]})
-        n = self.app.wait_note(lambda n: n.get("method") == "turn/completed", timeout, start)
-        return n, self.app.notes[start:]
-
-    def close(self):
-        if self.app:
-            self.app.close()
-        if self.proxy:
-            self.proxy.close()
-        if self.http:
-            self.http.shutdown()
-            self.http.server_close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-
-def completed_commands(notes):
-    return [n["params"]["item"] for n in notes if n.get("method") == "item/completed"
-            and n["params"]["item"].get("type") == "commandExecution"]
+def can_hide():
+    """Whether a private mount namespace can be made here (root, unshare present)."""
+    try:
+        return subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def session_id_of(output):
     m = re.search(r"session ID (\d+)", output or "")
-    assert m, "no session id in tool output: %r" % output
+    assert m, "no running session in the tool output: %r" % output
     return int(m.group(1))
 
 
 @needs_own_server
-def test_codex_turns(_):
-    srv = Server()
-    rig = None
+def test_codex_drives_a_turn(_):
+    codex = codex_binary()
+    os.environ[SERVER_MARK_VAR] = SERVER_MARK  # inherited by the server under test only
     try:
-        rig = Rig(srv)
-        run_turns(rig)
+        srv = Server()
     finally:
-        if rig:
-            rig.close()
-        srv.stop()
+        del os.environ[SERVER_MARK_VAR]
+    home = tempfile.mkdtemp(prefix="execbb-codex-home-")
+    hidden = tempfile.mkdtemp(prefix="execbb-codex-project-")
+    work = os.path.join(hidden, "work")
+    os.mkdir(work)
+    proxy = Proxy(srv.host, srv.port)
+    cut_count = []
 
+    def cut_then(step):
+        def run(outputs):
+            cut_count.append(proxy.cut())
+            return step(outputs)
+        return run
 
-@needs_own_server
-def test_codex_with_capability_token(_):
-    # --ws-auth capability-token on the server, authBearerToken in environment/add
-    token = "tok-" + uuid.uuid4().hex
-    tdir = tempfile.mkdtemp(prefix="execbb-token-")
-    tfile = os.path.join(tdir, "token")
-    with open(tfile, "w") as f:
-        f.write(token + "\n")
-    srv = Server(extra_args=["--ws-auth", "capability-token", "--ws-token-file", tfile])
-    rig = None
+    patch = ("*** Begin Patch\n*** Add File: notes.txt\n+written by apply_patch\n"
+             "*** Update File: existing.txt\n@@\n-old line\n+new line\n*** End Patch\n")
+    with open(os.path.join(work, "existing.txt"), "w") as f:
+        f.write("old line\n")
+    agents_mark = "agents-" + MARKER
+    with open(os.path.join(work, "AGENTS.md"), "w") as f:
+        f.write("Project rule %s: be brief.\n" % agents_mark)
+    steps = [
+        lambda o: [function_call("env", "exec_command", {
+            "cmd": "echo mark=$%s; echo home=$HOME; echo path=$PATH; exit 3" % SERVER_MARK_VAR,
+            "workdir": work, "yield_time_ms": 5000})],
+        lambda o: [function_call("tty", "exec_command", {
+            "cmd": "printf 'ready\\n'; IFS= read -r line; echo \"got:$line\"; tty",
+            "tty": True, "workdir": work, "yield_time_ms": 1000})],
+        lambda o: [function_call("tty-write", "write_stdin", {
+            "session_id": session_id_of(o.get("tty")), "chars": "hello\n",
+            "yield_time_ms": 5000})],
+        lambda o: [function_call("long", "exec_command", {
+            "cmd": "echo before-drop; sleep 2; echo after-drop",
+            "workdir": work, "yield_time_ms": 500})],
+        cut_then(lambda o: [function_call("poll", "write_stdin", {
+            "session_id": session_id_of(o.get("long")), "chars": "",
+            "yield_time_ms": 15000})]),
+        lambda o: [function_call("patch", "exec_command", {
+            "cmd": "apply_patch <<'EOF'\n%sEOF\n" % patch, "workdir": work,
+            "yield_time_ms": 5000})],
+    ]
+    model = ScriptedModel(steps)
+    with open(os.path.join(home, "config.toml"), "w") as f:
+        f.write('model = "mock-model"\nmodel_provider = "mock"\napproval_policy = "never"\n'
+                'sandbox_mode = "danger-full-access"\n\n[model_providers.mock]\n'
+                'name = "mock"\nbase_url = "http://127.0.0.1:%d/v1"\nwire_api = "responses"\n'
+                'request_max_retries = 0\nstream_max_retries = 0\n' % model.port)
+    app = AppServer(codex, home, work, hide=hidden if can_hide() else None)
     try:
-        rig = Rig(srv, token=token)
-        rig.script.add([call_item("exec_command", {"cmd": "echo authed", "workdir": rig.work},
-                                  "a1")])
-        rig.script.add([message_item("done")])
-        done, _ = rig.turn("run it")
+        app.call("initialize", {"clientInfo": {"name": "execbb", "version": "0.1"},
+                                "capabilities": {"experimentalApi": True}})
+        app.send({"method": "initialized"})
+        app.call("environment/add", {"environmentId": "under-test",
+                                     "execServerUrl": "ws://127.0.0.1:%d" % proxy.port})
+        thread = app.call("thread/start", {
+            "cwd": work, "environments": [{"environmentId": "under-test", "cwd": work}]})
+        app.call("turn/start", {"threadId": thread["thread"]["id"],
+                                "input": [{"type": "text", "text": "run the script"}]})
+        done = app.wait_method("turn/completed", DEFAULT_TIMEOUT * 9)
+        assert not model.errors, model.errors
         assert done["params"]["turn"]["status"] == "completed", done
-        out = tool_outputs(rig.script.requests[-1])["a1"]
-        assert "authed" in out and "exited with code 0" in out, out
+        out = model.outputs
+        ctx = "\ntool outputs: %s" % json.dumps(out, indent=1)
+        if os.environ.get("EXECBB_VERBOSE"):
+            print(ctx, "\nconnections through the proxy:", proxy.accepted)
+
+        # 0. the project's AGENTS.md, read through the environment's file system,
+        # reached the model (capabilityDiscoveryV2; codex cannot read it itself)
+        if app.hidden:
+            assert agents_mark in (model.first_request or ""), "AGENTS.md was not discovered"
+
+        # 1. the server's environment, no profile errors, the exit code
+        env_out = out.get("env", "")
+        assert "mark=" + SERVER_MARK in env_out, "the command did not run on the server under " \
+            "test" + ctx
+        home_m = re.search(r"^home=(.*)$", env_out, re.M)
+        path_m = re.search(r"^path=(.*)$", env_out, re.M)
+        assert home_m and home_m.group(1) == os.environ.get("HOME"), ctx
+        assert path_m and "/usr/bin" in path_m.group(1).split(":"), ctx
+        for bad in ("command not found", "No such file", "bashrc"):
+            assert bad not in env_out, (bad, ctx)
+        assert "Process exited with code 3" in env_out, ctx
+        execs = {n["params"]["item"]["id"]: n["params"]["item"] for n in app.notes
+                 if n.get("method") == "item/completed"
+                 and n["params"]["item"].get("type") == "commandExecution"}
+        assert execs.get("env", {}).get("exitCode") == 3, execs.get("env")
+
+        # 2 + 3. a TTY session, then a write to it
+        assert "ready" in out.get("tty", "") and "Process running with session ID" in \
+            out["tty"], ctx
+        tty_out = out.get("tty-write", "")
+        assert "got:hello" in tty_out and "/dev/pts/" in tty_out, ctx
+        assert "Process exited with code 0" in tty_out, ctx
+
+        # 4. the drop: codex reconnected and the session's later output arrived
+        assert cut_count and cut_count[0] >= 1, "nothing to cut: %r" % cut_count
+        assert proxy.accepted >= 2, "codex did not reconnect (%d connections)" % proxy.accepted
+        assert "after-drop" in out.get("poll", ""), ctx
+        assert "Process exited with code 0" in out["poll"], ctx
+
+        # no complaint about the executor (version, capabilities) reached the user
+        for n in app.notes:
+            if n.get("method") in ("warning", "error", "configWarning"):
+                text = json.dumps(n).lower()
+                assert "executor" not in text and "exec-server" not in text, n
+
+        # 5. apply_patch through the environment's file system
+        with open(os.path.join(work, "notes.txt")) as f:
+            assert f.read() == "written by apply_patch\n", ctx
+        with open(os.path.join(work, "existing.txt")) as f:
+            assert f.read() == "new line\n", ctx
     finally:
-        if rig:
-            rig.close()
+        app.close()
+        model.close()
+        proxy.close()
         srv.stop()
-        shutil.rmtree(tdir, ignore_errors=True)
-
-
-def run_turns(rig):
-    sc = rig.script
-    # --- turn 1: environment of a command (envPolicy), exit codes ----------------
-    sc.add([call_item("exec_command", {
-        "cmd": "echo HOME=$HOME; echo PATH=$PATH; exit 3", "workdir": rig.work}, "env1")])
-    sc.add([call_item("exec_command", {"cmd": "echo fine", "workdir": rig.work}, "ok1")])
-    sc.add([message_item("turn 1 done")])
-    done, notes = rig.turn("show the environment")
-    assert done["params"]["turn"]["status"] == "completed", done
-    outs = tool_outputs(sc.requests[-1])
-    env_out = outs["env1"]
-    assert "Process exited with code 3" in env_out, env_out
-    assert re.search(r"^HOME=/\S+$", env_out, re.M), env_out
-    assert re.search(r"^PATH=\S*/usr/bin\S*$", env_out, re.M), env_out
-    assert "command not found" not in env_out and "No such file" not in env_out, env_out
-    assert "Process exited with code 0" in outs["ok1"] and "fine" in outs["ok1"], outs
-    codes = {c["id"]: c["exitCode"] for c in completed_commands(notes)}
-    assert codes == {"env1": 3, "ok1": 0}, codes
-
-    # --- turn 2: a TTY command, a dropped connection, a write to the TTY session ----
-    sc.add([call_item("exec_command", {
-        "cmd": "tty; printf 'ready\\n'; IFS= read -r line; echo got:$line",
-        "workdir": rig.work, "tty": True, "yield_time_ms": 1000}, "tty1")])
-    accepted_before = []
-
-    def drop_then_write(body):
-        out = tool_outputs(body)["tty1"]
-        sid = session_id_of(out)
-        accepted_before.append(rig.proxy.accepted)
-        rig.proxy.drop_all()
-        return [call_item("write_stdin", {"session_id": sid, "chars": "hello\n",
-                                          "yield_time_ms": 3000}, "w1")]
-
-    sc.add(drop_then_write)
-    sc.add([message_item("turn 2 done")])
-    done, notes = rig.turn("use a terminal")
-    assert done["params"]["turn"]["status"] == "completed", done
-    outs = tool_outputs(sc.requests[-1])
-    assert "/dev/pts/" in outs["tty1"] and "ready" in outs["tty1"], outs["tty1"]
-    assert "got:hello" in outs["w1"], outs["w1"]
-    assert "Process exited with code 0" in outs["w1"], outs["w1"]
-    assert rig.proxy.accepted > accepted_before[0], "codex did not reconnect"
-
-    # --- turn 3: apply_patch edits a file -------------------------------------------
-    target = os.path.join(rig.work, "notes.txt")
-    with open(target, "w") as f:
-        f.write("alpha\nbeta\n")
-    patch = ("*** Begin Patch\n*** Update File: notes.txt\n@@\n alpha\n-beta\n+gamma\n"
-             "*** Add File: added.txt\n+created by apply_patch\n*** End Patch\n")
-    sc.add([call_item("exec_command", {
-        "cmd": "apply_patch <<'EOF'\n" + patch + "EOF\n", "workdir": rig.work}, "p1")])
-    sc.add([message_item("turn 3 done")])
-    done, notes = rig.turn("edit the file")
-    assert done["params"]["turn"]["status"] == "completed", done
-    with open(target) as f:
-        assert f.read() == "alpha\ngamma\n", tool_outputs(sc.requests[-1])
-    with open(os.path.join(rig.work, "added.txt")) as f:
-        assert f.read() == "created by apply_patch\n"
-
-    # --- what codex sent on the wire ------------------------------------------------
-    # AGENTS.md of the environment's cwd reached the model (read through fs/*)
-    assert rig.agents_marker in json.dumps(sc.requests[0]), "AGENTS.md not in the prompt"
-    sent = rig.proxy.methods
-    reads = [p["path"] for m, p in sent if m == "fs/readFile"]
-    assert any(r.endswith("/AGENTS.md") for r in reads), reads
-    if rig.capabilities.get("fsWatchMissing"):
-        assert any(m == "fs/watchMissing" for m, _ in sent), [m for m, _ in sent]
-    starts = [p for m, p in sent if m == "process/start"]
-    assert len(starts) == 3 and all(p.get("envPolicy") for p in starts), starts
-    inits = [p for m, p in sent if m == "initialize"]
-    assert len(inits) >= 2 and inits[-1].get("resumeSessionId"), inits  # resumed after the drop
-    writes = [p for m, p in sent if m == "process/write"]
-    assert writes and writes[0]["writeId"], writes
-    written = [p["path"] for m, p in sent if m == "fs/writeFile"]
-    assert any(w.endswith("/notes.txt") for w in written), written  # apply_patch via fs/*
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(hidden, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    try:
-        ensure_codex()
-    except TestSkip as e:
-        print("SKIP: %s" % e)
-        sys.exit(SKIP)
-    run_tests(globals(), per_test_timeout=120)
+    run_tests(globals(), per_test_timeout=240)

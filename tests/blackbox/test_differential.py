@@ -13,6 +13,11 @@ from harness import *  # noqa
 
 # label -> {"ref": normalised text, "ours": normalised text}
 KNOWN_DIFFS = {
+    # §11 (g): any signal by name or number (the reference knows only "interrupt")
+    "signal-bad": {
+        "ref": '{"error":{"code":-32602,"message":"unknown variant `kill`, expected '
+               '`interrupt`"},"id":"<id>"}',
+        "ours": '{"id":"<id>","result":{}}'},
     # §11 (d): bare absolute cwd accepted by ours
     "start-bare-cwd": {
         "ref": '{"error":{"code":-32602,"message":"invalid URI: relative URL without a base"},'

@@ -1,186 +1,204 @@
-/* Unit tests for process/env_policy: every step of PROTOCOL.md section 5.1.3 (inherit
- * all/core/none, default excludes, exclude, set, includeOnly, `env` wins), the
- * pattern matcher, and the decode errors for malformed policies. */
+/* Unit tests for process/env_policy: PROTOCOL.md §5.1.3, step by step.
+ *
+ * The server environment is a fixed array, so every rule is checked without
+ * touching the test's own environ. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "process/env_policy.h"
 
-static char *const server_env[] = {
-    "PATH=/usr/bin:/bin", "HOME=/home/u", "LANG=C.UTF-8", "Path_lower=x", "API_KEY=k",
-    "MY_SECRET_THING=s", "gh_token=t", "PLAIN=p", "PLAIN=second", "NOEQUALS", "=novalue",
-    "shell=/bin/zsh", NULL};
+static char *server_env[] = {"PATH=/usr/bin:/bin", "HOME=/home/u", "LANG=C.UTF-8",
+                             "SHELL=/bin/bash",    "USER=u",       "EDITOR=vi",
+                             "API_KEY=k1",         "my_secret=s",  "GH_TOKEN=t",
+                             "lower_key=lk",       "ZZ_EXP=zz",    "PYENV_ROOT=/p",
+                             NULL};
 
-/* Decodes `policy_json` (an envPolicy object, or "null") and builds with `env_json`. */
-static char **build(const char *policy_json, const char *env_json)
+static json_t *parse(const char *text)
 {
-    char params[2048];
-    snprintf(params, sizeof params, "{\"envPolicy\":%s}", policy_json);
-    json_t *p = json_loads(params, 0, NULL);
-    assert_non_null(p);
-    json_t *env = json_loads(env_json, 0, NULL);
-    assert_non_null(env);
+    json_error_t e;
+    json_t *v = json_loads(text, 0, &e);
+    assert_non_null(v);
+    return v;
+}
+
+/* Builds from params text {"envPolicy":..., "env":...}; returns the envp. */
+static char **build(const char *params_text, json_t **keep)
+{
+    json_t *params = parse(params_text);
     struct pdec d;
-    pdec_begin(&d, p, "ExecParams");
+    pdec_begin(&d, params, "ExecParams");
     struct env_policy pol;
-    if (!env_policy_decode(&d, "envPolicy", &pol)) fail_msg("decode failed: %s", d.err);
-    char **envp = env_policy_build(&pol, server_env, env);
-    json_decref(p);
-    json_decref(env);
-    return envp;
+    bool present;
+    env_policy_decode(&d, &pol, &present);
+    assert_false(d.failed);
+    json_t *env = json_object_get(params, "env");
+    char **out = env_build(server_env, present ? &pol : NULL, env ? env : json_object());
+    *keep = params;
+    return out;
 }
 
-/* Joins envp with spaces for compact comparisons. */
-static void expect_env(char **envp, const char *want)
+static size_t count(char **envp)
 {
-    char got[4096] = "";
-    for (char **e = envp; *e; e++) {
-        if (e != envp) strcat(got, " ");
-        strcat(got, *e);
-    }
-    assert_string_equal(got, want);
-    env_free(envp);
+    size_t n = 0;
+    while (envp[n]) n++;
+    return n;
 }
 
-#define POL(inherit, ide, exclude, set, include)                                            \
-    "{\"inherit\":\"" inherit "\",\"ignoreDefaultExcludes\":" ide ",\"exclude\":" exclude \
-    ",\"set\":" set ",\"includeOnly\":" include "}"
-
-static void test_absent_policy_is_exactly_env(void **state)
+static const char *decode_error(const char *params_text)
 {
-    (void)state;
-    expect_env(build("null", "{\"ZZ\":\"1\",\"A\":\"2\"}"), "A=2 ZZ=1");
-    expect_env(build("null", "{}"), "");
-}
-
-static void test_inherit_all_with_default_excludes(void **state)
-{
-    (void)state;
-    expect_env(build(POL("all", "false", "[]", "{}", "[]"), "{\"ZZ\":\"1\"}"),
-               "HOME=/home/u LANG=C.UTF-8 PATH=/usr/bin:/bin PLAIN=p Path_lower=x ZZ=1 "
-               "shell=/bin/zsh");
-}
-
-static void test_ignore_default_excludes_keeps_secrets(void **state)
-{
-    (void)state;
-    expect_env(build(POL("all", "true", "[]", "{}", "[\"*key*\",\"*SECRET*\",\"GH_*\"]"), "{}"),
-               "API_KEY=k MY_SECRET_THING=s gh_token=t");
-}
-
-static void test_inherit_core_case_insensitive(void **state)
-{
-    (void)state;
-    /* `shell` matches SHELL case-insensitively; Path_lower is not a core name */
-    expect_env(build(POL("core", "false", "[]", "{}", "[]"), "{}"),
-               "HOME=/home/u LANG=C.UTF-8 PATH=/usr/bin:/bin shell=/bin/zsh");
-}
-
-static void test_inherit_none_then_set(void **state)
-{
-    (void)state;
-    expect_env(build(POL("none", "false", "[]", "{\"S\":\"1\",\"TOKEN_X\":\"kept\"}", "[]"), "{}"),
-               "S=1 TOKEN_X=kept");
-}
-
-static void test_exclude_patterns(void **state)
-{
-    (void)state;
-    expect_env(build(POL("all", "false", "[\"pla?n\",\"*_LOWER\",\"s*\"]", "{}", "[]"), "{}"),
-               "HOME=/home/u LANG=C.UTF-8 PATH=/usr/bin:/bin");
-}
-
-static void test_set_before_include_only(void **state)
-{
-    (void)state;
-    /* set happens before includeOnly, so a set name outside includeOnly is dropped;
-     * env comes after and always survives */
-    expect_env(build(POL("all", "false", "[]", "{\"S\":\"1\",\"HOME\":\"/other\"}",
-                         "[\"home\",\"PATH\"]"),
-                     "{\"Q\":\"q\"}"),
-               "HOME=/other PATH=/usr/bin:/bin Q=q");
-}
-
-static void test_env_wins_over_set(void **state)
-{
-    (void)state;
-    expect_env(build(POL("none", "false", "[]", "{\"ZZ\":\"set\"}", "[]"), "{\"ZZ\":\"1\"}"),
-               "ZZ=1");
-    expect_env(build(POL("all", "false", "[]", "{}", "[]"), "{\"PATH\":\"/p\",\"API_KEY\":\"e\"}"),
-               "API_KEY=e HOME=/home/u LANG=C.UTF-8 PATH=/p PLAIN=p Path_lower=x shell=/bin/zsh");
-}
-
-static void test_pattern_match(void **state)
-{
-    (void)state;
-    assert_true(env_pattern_match("*", ""));
-    assert_true(env_pattern_match("*KEY*", "api_key"));
-    assert_true(env_pattern_match("*KEY*", "KEY"));
-    assert_true(env_pattern_match("a*b*c", "aXXbYYbc"));
-    assert_true(env_pattern_match("?x", "Ax"));
-    assert_false(env_pattern_match("?x", "x"));
-    assert_false(env_pattern_match("abc", "abcd"));
-    assert_false(env_pattern_match("a*d", "abc"));
-    assert_true(env_pattern_match("**", "z"));
-}
-
-static void expect_decode_error(const char *policy_json, const char *want)
-{
-    char params[1024];
-    snprintf(params, sizeof params, "{\"envPolicy\":%s}", policy_json);
-    json_t *p = json_loads(params, 0, NULL);
-    assert_non_null(p);
+    static char err[512];
+    json_t *params = parse(params_text);
     struct pdec d;
-    pdec_begin(&d, p, "ExecParams");
+    pdec_begin(&d, params, "ExecParams");
     struct env_policy pol;
-    assert_false(env_policy_decode(&d, "envPolicy", &pol));
-    assert_true(d.failed);
-    assert_string_equal(d.err, want);
-    assert_false(pol.present);
-    json_decref(p);
+    bool present;
+    env_policy_decode(&d, &pol, &present);
+    strcpy(err, d.failed ? d.err : "");
+    json_decref(params);
+    return err;
 }
 
-static void test_decode_errors(void **state)
+static void no_policy_is_exactly_env(void **state)
 {
     (void)state;
-    expect_decode_error("{\"inherit\":\"all\"}", "missing field `ignoreDefaultExcludes`");
-    expect_decode_error(POL("some", "false", "[]", "{}", "[]"),
-                        "unknown variant `some`, expected one of `core`, `all`, `none`");
-    expect_decode_error(POL("all", "false", "[1]", "{}", "[]"),
-                        "invalid type: number, expected a string");
-    expect_decode_error(POL("all", "false", "[]", "{\"A\":true}", "[]"),
-                        "invalid type: boolean `true`, expected a string");
-    expect_decode_error("5", "invalid type: number, expected struct ExecEnvPolicy");
+    json_t *keep;
+    char **e = build("{\"env\":{\"ZZ\":\"1\"}}", &keep);
+    assert_int_equal(count(e), 1);
+    assert_string_equal(e[0], "ZZ=1");
+    env_free(e);
+    json_decref(keep);
+    e = build("{\"envPolicy\":null,\"env\":{}}", &keep);
+    assert_int_equal(count(e), 0);
+    env_free(e);
+    json_decref(keep);
 }
 
-static void test_lookup(void **state)
+static void inherit_all_drops_default_excludes(void **state)
 {
     (void)state;
-    char *const envp[] = {"PATHX=1", "PATH=/a", NULL};
-    assert_string_equal(env_lookup(envp, "PATH"), "/a");
-    assert_null(env_lookup(envp, "PAT"));
+    json_t *keep;
+    char **e = build("{\"envPolicy\":{\"inherit\":\"all\",\"ignoreDefaultExcludes\":false,"
+                     "\"exclude\":[],\"set\":{},\"includeOnly\":[]},\"env\":{\"ZZ\":\"1\"}}",
+                     &keep);
+    assert_string_equal(env_get(e, "HOME"), "/home/u");
+    assert_string_equal(env_get(e, "EDITOR"), "vi");
+    assert_string_equal(env_get(e, "ZZ"), "1");
+    /* *KEY*, *SECRET*, *TOKEN*, case-insensitively */
+    assert_null(env_get(e, "API_KEY"));
+    assert_null(env_get(e, "my_secret"));
+    assert_null(env_get(e, "GH_TOKEN"));
+    assert_null(env_get(e, "lower_key"));
+    assert_int_equal(count(e), 9);
+    env_free(e);
+    json_decref(keep);
+}
+
+static void inherit_core_and_set_and_env_wins(void **state)
+{
+    (void)state;
+    json_t *keep;
+    char **e = build("{\"envPolicy\":{\"inherit\":\"core\",\"ignoreDefaultExcludes\":false,"
+                     "\"exclude\":[],\"set\":{\"ZZ\":\"set\",\"Q\":\"q\",\"HOME\":\"/h2\"},"
+                     "\"includeOnly\":[]},\"env\":{\"ZZ\":\"env\"}}",
+                     &keep);
+    assert_string_equal(env_get(e, "PATH"), "/usr/bin:/bin");
+    assert_string_equal(env_get(e, "HOME"), "/h2"); /* set replaces the inherited value */
+    assert_string_equal(env_get(e, "ZZ"), "env");   /* env wins over set */
+    assert_string_equal(env_get(e, "Q"), "q");
+    assert_string_equal(env_get(e, "USER"), "u");
+    assert_null(env_get(e, "EDITOR")); /* not a core name */
+    assert_null(env_get(e, "PYENV_ROOT"));
+    assert_int_equal(count(e), 7); /* PATH HOME LANG SHELL USER ZZ Q */
+    env_free(e);
+    json_decref(keep);
+}
+
+static void none_with_set_keeps_secrets_from_set(void **state)
+{
+    (void)state;
+    json_t *keep;
+    char **e = build("{\"envPolicy\":{\"inherit\":\"none\",\"ignoreDefaultExcludes\":false,"
+                     "\"exclude\":[],\"set\":{\"A_KEY\":\"x\"},\"includeOnly\":[]},\"env\":{}}",
+                     &keep);
+    assert_int_equal(count(e), 1);
+    assert_string_equal(e[0], "A_KEY=x");
+    env_free(e);
+    json_decref(keep);
+}
+
+static void exclude_and_include_only_globs(void **state)
+{
+    (void)state;
+    json_t *keep;
+    char **e = build("{\"envPolicy\":{\"inherit\":\"all\",\"ignoreDefaultExcludes\":true,"
+                     "\"exclude\":[\"zz_*\",\"PYENV*\"],\"set\":{},"
+                     "\"includeOnly\":[\"*key*\",\"z?_exp\",\"P*\"]},\"env\":{\"ZZ\":\"1\"}}",
+                     &keep);
+    assert_string_equal(env_get(e, "API_KEY"), "k1");
+    assert_string_equal(env_get(e, "lower_key"), "lk");
+    assert_string_equal(env_get(e, "PATH"), "/usr/bin:/bin");
+    assert_null(env_get(e, "ZZ_EXP"));     /* excluded before includeOnly */
+    assert_null(env_get(e, "PYENV_ROOT")); /* excluded */
+    assert_null(env_get(e, "HOME"));       /* not included */
+    assert_string_equal(env_get(e, "ZZ"), "1"); /* env is laid on after includeOnly */
+    assert_int_equal(count(e), 4);
+    env_free(e);
+    json_decref(keep);
+}
+
+static void glob_matching(void **state)
+{
+    (void)state;
+    assert_true(env_name_matches("*", ""));
+    assert_true(env_name_matches("*KEY*", "my_key_2"));
+    assert_true(env_name_matches("a?c", "ABC"));
+    assert_false(env_name_matches("a?c", "ac"));
+    assert_true(env_name_matches("a*b*c", "axxbyyc"));
+    assert_false(env_name_matches("a*b*c", "axxbyy"));
+    assert_true(env_name_matches("PATH", "path"));
+    assert_false(env_name_matches("PATH", "PATHX"));
+    assert_true(env_name_matches("**x", "x"));
+}
+
+static void decode_errors_use_serde_wording(void **state)
+{
+    (void)state;
+    assert_string_equal(decode_error("{\"envPolicy\":{\"inherit\":\"all\"}}"),
+                        "missing field `ignoreDefaultExcludes`");
+    assert_string_equal(
+        decode_error("{\"envPolicy\":{\"inherit\":\"bogus\",\"ignoreDefaultExcludes\":false,"
+                     "\"exclude\":[],\"set\":{},\"includeOnly\":[]}}"),
+        "unknown variant `bogus`, expected one of `core`, `all`, `none`");
+    assert_string_equal(
+        decode_error("{\"envPolicy\":{\"inherit\":\"none\",\"ignoreDefaultExcludes\":false,"
+                     "\"exclude\":[1],\"set\":{},\"includeOnly\":[]}}"),
+        "invalid type: number, expected a string");
+    assert_string_equal(
+        decode_error("{\"envPolicy\":{\"inherit\":\"none\",\"ignoreDefaultExcludes\":false,"
+                     "\"exclude\":[],\"set\":{\"X\":1},\"includeOnly\":[]}}"),
+        "invalid type: number, expected a string");
+    /* unknown members are ignored, as the reference does */
+    assert_string_equal(
+        decode_error("{\"envPolicy\":{\"inherit\":\"none\",\"ignoreDefaultExcludes\":false,"
+                     "\"exclude\":[],\"set\":{},\"includeOnly\":[],\"extra\":1}}"),
+        "");
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_absent_policy_is_exactly_env),
-        cmocka_unit_test(test_inherit_all_with_default_excludes),
-        cmocka_unit_test(test_ignore_default_excludes_keeps_secrets),
-        cmocka_unit_test(test_inherit_core_case_insensitive),
-        cmocka_unit_test(test_inherit_none_then_set),
-        cmocka_unit_test(test_exclude_patterns),
-        cmocka_unit_test(test_set_before_include_only),
-        cmocka_unit_test(test_env_wins_over_set),
-        cmocka_unit_test(test_pattern_match),
-        cmocka_unit_test(test_decode_errors),
-        cmocka_unit_test(test_lookup),
+        cmocka_unit_test(no_policy_is_exactly_env),
+        cmocka_unit_test(inherit_all_drops_default_excludes),
+        cmocka_unit_test(inherit_core_and_set_and_env_wins),
+        cmocka_unit_test(none_with_set_keeps_secrets_from_set),
+        cmocka_unit_test(exclude_and_include_only_globs),
+        cmocka_unit_test(glob_matching),
+        cmocka_unit_test(decode_errors_use_serde_wording),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,103 @@
+/* proc_internal: the process record shared by the process method modules.
+ *
+ * process.c owns the lifecycle (spawn, output, exit, close, eviction, read,
+ * write, terminate); process_tty.c adds the terminal and stdin controls that
+ * are ours (resize, closeStdin, any signal). Nothing outside src/process
+ * includes this header. */
+#ifndef EXEC_PROCESS_PROC_INTERNAL_H
+#define EXEC_PROCESS_PROC_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "process/event_log.h"
+#include "rpc/rpc.h"
+#include "util/buf.h"
+
+#define READ_CHUNK 8192       /* largest output chunk (PROTOCOL.md 5.1.2) */
+#define READ_BATCH (64 * 1024) /* one read() empties a default-sized pipe... */
+#define READS_PER_WAKEUP 4    /* ...fairness: at most 256 KiB per fd per loop turn */
+#define MAX_WRITE_IDS 4096    /* remembered writeIds per process, like the reference */
+#define PTY_DRAIN_MS 1000     /* after exit, how long a PTY may stay open (grandchild) */
+
+struct proc;
+
+struct waiter {
+    struct waiter *next, *prev;
+    struct proc *p;
+    struct rpc_req *req;
+    uint64_t after;
+    uint64_t max_bytes;
+    bool has_max;
+    uv_timer_t timer;
+};
+
+struct out_src {
+    struct proc *p;
+    int fd;               /* -1 once at EOF */
+    uv_poll_t poll;
+    bool polling;
+    enum log_stream stream;
+};
+
+struct wq_item {
+    struct wq_item *next;
+    size_t off, len;
+    uint8_t data[];
+};
+
+struct proc {
+    struct proc *next, *prev;
+    struct proc_table *table;
+    char *id;
+    struct buf id_json;      /* the processId as a quoted JSON string, written once */
+    bool tty;
+    pid_t pid;
+    int pidfd;
+    uv_poll_t pid_poll;
+    bool pid_open;
+    struct out_src out[2];
+    int nout;
+    int in_fd;               /* -1 when the child has no writable stdin */
+    bool had_stdin;
+    bool eof_requested;      /* process/closeStdin: no more writes; a pipe closes once
+                                its queue drains, a PTY got its VEOF byte queued */
+    uv_poll_t in_poll;
+    bool in_polling, in_init;
+    struct wq_item *wq_head, *wq_tail;
+    bool exited, closed, terminated, paused;
+    int exit_code;
+    bool sandboxed;          /* a sandbox was applied to the child */
+    bool sandbox_denied;     /* PROTOCOL.md 10.5, computed at exit */
+    uint64_t exit_seq, close_seq;
+    uv_timer_t timer;        /* PTY drain deadline, then the eviction timer */
+    struct event_log log;
+    char **write_ids;        /* ring of the last MAX_WRITE_IDS accepted writeIds */
+    size_t nwrite_ids, write_ids_next;
+    struct waiter *waiters;
+    int handles;             /* open uv handles; freed when it reaches zero */
+    bool freeing;
+};
+
+struct proc_table {
+    struct session *session;
+    struct proc *head;
+};
+
+/* The process `id` of table t, or NULL. */
+struct proc *proc_find(struct proc_table *t, const char *id);
+/* Writes queued stdin bytes without blocking; polls for writability when the
+ * child is not reading. Closes stdin once the queue is empty if EOF was asked. */
+void proc_stdin_flush(struct proc *p);
+
+/* process_tty.c: the extension methods and the start-time size. */
+struct pdec;
+/* Decodes process/start's optional `size: {rows, cols}` (ours; each 1-65535). */
+void proc_decode_size(struct pdec *d, unsigned short *rows, unsigned short *cols);
+void proc_handle_resize(struct rpc_req *req);
+void proc_handle_close_stdin(struct rpc_req *req);
+void proc_handle_signal(struct rpc_req *req);
+
+#endif
