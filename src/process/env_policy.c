@@ -3,6 +3,7 @@
 #include "process/env_policy.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,6 +96,20 @@ void env_policy_decode(struct pdec *d, struct env_policy *out, bool *present)
 {
     memset(out, 0, sizeof *out);
     *present = false;
+    /* Non-object values: the reference's texts, which name the struct and call any
+     * number just "number" (it decodes from a parsed value, not from text). */
+    json_t *raw = json_is_object(d->obj) ? json_object_get(d->obj, "envPolicy") : NULL;
+    if (!d->failed && raw && !json_is_null(raw) && !json_is_object(raw)) {
+        char what[128];
+        if (json_is_number(raw)) snprintf(what, sizeof what, "number");
+        else pdec_describe(raw, what, sizeof what);
+        if (json_is_array(raw) && json_array_size(raw) != 5)
+            pdec_fail(d, "invalid length %zu, expected struct ExecEnvPolicy with 5 elements",
+                      json_array_size(raw));
+        else
+            pdec_fail(d, "invalid type: %s, expected struct ExecEnvPolicy", what);
+        return;
+    }
     json_t *obj = pdec_object(d, "envPolicy", PDEC_OPTIONAL);
     if (!obj || d->failed) return;
     struct pdec sub;

@@ -433,5 +433,59 @@ def test_codex_drives_a_turn(_):
         shutil.rmtree(hidden, ignore_errors=True)
 
 
+@needs_own_server
+def test_codex_with_capability_token(_):
+    """README's remote setup: the server runs with --ws-auth capability-token and codex
+    passes the token as `authBearerToken` in environment/add (the reference takes the
+    same flags)."""
+    codex = codex_binary()
+    tmp = tempfile.mkdtemp(prefix="execbb-codex-token-")
+    home, work = os.path.join(tmp, "home"), os.path.join(tmp, "work")
+    os.mkdir(home)
+    os.mkdir(work)
+    token = "tok-" + MARKER
+    with open(os.path.join(tmp, "token"), "w") as f:
+        f.write(token + "\n")
+    srv = Server(extra_args=["--ws-auth", "capability-token",
+                             "--ws-token-file", os.path.join(tmp, "token")])
+    proxy = Proxy(srv.host, srv.port)
+    model = ScriptedModel([lambda o: [function_call("authed", "exec_command", {
+        "cmd": "echo authed-ok", "workdir": work, "yield_time_ms": 5000})]])
+    with open(os.path.join(home, "config.toml"), "w") as f:
+        f.write('model = "mock-model"\nmodel_provider = "mock"\napproval_policy = "never"\n'
+                'sandbox_mode = "danger-full-access"\n\n[model_providers.mock]\n'
+                'name = "mock"\nbase_url = "http://127.0.0.1:%d/v1"\nwire_api = "responses"\n'
+                'request_max_retries = 0\nstream_max_retries = 0\n' % model.port)
+    app = AppServer(codex, home, work)
+    try:
+        app.call("initialize", {"clientInfo": {"name": "execbb", "version": "0.1"},
+                                "capabilities": {"experimentalApi": True}})
+        app.send({"method": "initialized"})
+        app.call("environment/add", {"environmentId": "under-test",
+                                     "execServerUrl": "ws://127.0.0.1:%d" % proxy.port,
+                                     "authBearerToken": token})
+        thread = app.call("thread/start", {
+            "cwd": work, "environments": [{"environmentId": "under-test", "cwd": work}]})
+        app.call("turn/start", {"threadId": thread["thread"]["id"],
+                                "input": [{"type": "text", "text": "run it"}]})
+        done = app.wait_method("turn/completed", DEFAULT_TIMEOUT * 9)
+        assert not model.errors, model.errors
+        assert done["params"]["turn"]["status"] == "completed", done
+        out = model.outputs.get("authed", "")
+        assert "authed-ok" in out and "Process exited with code 0" in out, model.outputs
+        assert proxy.accepted >= 1, proxy.accepted
+    finally:
+        app.close()
+        model.close()
+        proxy.close()
+        srv.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 if __name__ == "__main__":
+    try:
+        codex_binary()  # install before the clock starts; exit 77 when npm cannot
+    except TestSkip as e:
+        print("SKIP: %s" % e)
+        sys.exit(SKIP)
     run_tests(globals(), per_test_timeout=240)

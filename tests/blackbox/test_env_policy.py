@@ -97,6 +97,9 @@ def test_policy_errors(srv):
                                 "`none`")
     assert err(policy(exclude=[1])) == (-32602, "invalid type: number, expected a string")
     assert err(policy(set_={"X": 1})) == (-32602, "invalid type: number, expected a string")
+    assert err(5) == (-32602, "invalid type: number, expected struct ExecEnvPolicy")
+    assert err(True) == (-32602, "invalid type: boolean `true`, expected struct ExecEnvPolicy")
+    assert err([]) == (-32602, "invalid length 0, expected struct ExecEnvPolicy with 5 elements")
     s.close()
 
 

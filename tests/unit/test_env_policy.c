@@ -182,6 +182,14 @@ static void decode_errors_use_serde_wording(void **state)
         decode_error("{\"envPolicy\":{\"inherit\":\"none\",\"ignoreDefaultExcludes\":false,"
                      "\"exclude\":[],\"set\":{\"X\":1},\"includeOnly\":[]}}"),
         "invalid type: number, expected a string");
+    /* a non-object policy: the reference names the struct, and any number "number" */
+    assert_string_equal(decode_error("{\"envPolicy\":5}"),
+                        "invalid type: number, expected struct ExecEnvPolicy");
+    assert_string_equal(decode_error("{\"envPolicy\":\"x\"}"),
+                        "invalid type: string \"x\", expected struct ExecEnvPolicy");
+    assert_string_equal(decode_error("{\"envPolicy\":[]}"),
+                        "invalid length 0, expected struct ExecEnvPolicy with 5 elements");
+    assert_string_equal(decode_error("{\"envPolicy\":null}"), "");
     /* unknown members are ignored, as the reference does */
     assert_string_equal(
         decode_error("{\"envPolicy\":{\"inherit\":\"none\",\"ignoreDefaultExcludes\":false,"
