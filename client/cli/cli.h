@@ -33,8 +33,10 @@ const char *remote_cwd(struct cli *cli);
 char *remote_path(struct cli *cli, const char *arg);
 int write_all(int fd, const void *p, size_t n);
 int slurp_max(int fd, size_t max, uint8_t **out, size_t *len, bool *eof);
+int slurp(int fd, uint8_t **out, size_t *len);
 
 int cmd_run(struct cli *cli, int argc, char **argv);
 int cmd_shell(struct cli *cli, int argc, char **argv);
+int cmd_fs(struct cli *cli, int argc, char **argv);
 
 #endif

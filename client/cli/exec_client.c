@@ -26,8 +26,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BIG_FILE (4u << 20)
-#define BLOCK (1u << 20)
 
 const char *usage_text =
     "usage: exec-client [--url URL] [--token TOKEN] [--timeout-ms N] [--reconnect-ms N]\n"
@@ -43,9 +41,10 @@ const char *usage_text =
     "        login shell on a remote PTY in the remote home (Ctrl-C goes to the\n"
     "        remote side; end of input ends it)\n"
     "  fs cat PATH            print a remote file\n"
-    "  fs put LOCAL|- PATH    upload a local file (or stdin)\n"
-    "  fs ls PATH             list a directory (directories end in /)\n"
-    "  fs stat PATH           show metadata\n"
+    "  fs get PATH LOCAL|-    download a remote file (keeps its mode; progress on a tty)\n"
+    "  fs put LOCAL|- PATH    upload a local file or stdin (keeps the local file's mode)\n"
+    "  fs ls [-l] PATH        list a directory (directories end in /; -l: long form)\n"
+    "  fs stat PATH           show metadata (type, size, mode, owner, times)\n"
     "  fs rm [-r] [-f] PATH   remove (-r: recursive, -f: no error if missing)\n"
     "  fs cp [-r] SRC DST     copy on the remote side\n"
     "  fs mkdir [-p] PATH     create a directory (-p: with parents)\n"
@@ -210,7 +209,7 @@ int slurp_max(int fd, size_t max, uint8_t **out, size_t *len, bool *eof)
     return 0;
 }
 
-static int slurp(int fd, uint8_t **out, size_t *len)
+int slurp(int fd, uint8_t **out, size_t *len)
 {
     size_t cap = 65536, n = 0;
     uint8_t *buf = malloc(cap);
@@ -233,241 +232,11 @@ static int slurp(int fd, uint8_t **out, size_t *len)
     return 0;
 }
 
-/* ---- fs ------------------------------------------------------------------------ */
-
-struct progress {
-    bool on;
-    uint64_t total;
-    int64_t last_ms;
-};
-
 static int64_t mono_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void progress_init(struct progress *pg, uint64_t total)
-{
-    pg->on = total >= BIG_FILE && isatty(STDERR_FILENO);
-    pg->total = total;
-    pg->last_ms = 0;
-}
-
-static void progress_show(struct progress *pg, uint64_t done, bool final)
-{
-    if (!pg->on) return;
-    int64_t now = mono_ms();
-    if (!final && now - pg->last_ms < 100) return;
-    pg->last_ms = now;
-    int pct = pg->total ? (int)(done * 100 / pg->total) : 100;
-    char bar[31];
-    int fill = pct * 30 / 100;
-    for (int i = 0; i < 30; i++)
-        bar[i] = i < fill ? '#' : '.';
-    bar[30] = 0;
-    fprintf(stderr, "\r[%s] %3d%% %llu/%llu KiB", bar, pct, (unsigned long long)(done >> 10),
-            (unsigned long long)(pg->total >> 10));
-    if (final) fputc('\n', stderr);
-}
-
-static int fs_cat(struct cli *cli, const char *path)
-{
-    ec_error e = {0};
-    ec_metadata md;
-    if (ec_fs_get_metadata(cli->c, path, &md, &e) != 0) die_err(path, &e);
-    if (md.is_directory) {
-        fprintf(stderr, "exec-client: %s: is a directory\n", path);
-        return EXIT_REMOTE;
-    }
-    if (md.size < BIG_FILE) {
-        uint8_t *data;
-        size_t n;
-        if (ec_fs_read_file(cli->c, path, &data, &n, &e) != 0) die_err(path, &e);
-        int rc = write_all(STDOUT_FILENO, data, n);
-        free(data);
-        return rc ? EXIT_REMOTE : 0;
-    }
-    /* Large file: 1 MiB blocks through a read handle, with a progress bar. */
-    const char *h = "exec-client-cat";
-    if (ec_fs_open(cli->c, h, path, false, &e) != 0) die_err(path, &e);
-    struct progress pg;
-    progress_init(&pg, md.size);
-    uint64_t off = 0;
-    for (;;) {
-        uint8_t *data;
-        size_t n;
-        bool eof = false;
-        if (ec_fs_read_block(cli->c, h, off, BLOCK, &data, &n, &eof, &e) != 0) die_err(path, &e);
-        int wr = write_all(STDOUT_FILENO, data, n);
-        free(data);
-        if (wr) return EXIT_REMOTE;
-        off += n;
-        progress_show(&pg, off, false);
-        if (eof || n == 0) break;
-    }
-    progress_show(&pg, off, true);
-    ec_fs_close(cli->c, h, NULL);
-    return 0;
-}
-
-/* Reads up to n bytes (less only at EOF). Returns the count or -1. */
-static ssize_t read_full(int fd, uint8_t *buf, size_t n)
-{
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = read(fd, buf + got, n - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return -1;
-        if (r == 0) break;
-        got += (size_t)r;
-    }
-    return (ssize_t)got;
-}
-
-static int fs_put(struct cli *cli, const char *local, const char *path)
-{
-    int fd = strcmp(local, "-") == 0 ? STDIN_FILENO : open(local, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        fprintf(stderr, "exec-client: %s: %s\n", local, strerror(errno));
-        return EXIT_USAGE;
-    }
-    ec_error e = {0};
-    struct stat st;
-    bool big_file = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= BIG_FILE;
-    if (!big_file || !ec_client_has_capability(cli->c, "fileWriteStreaming")) {
-        /* Small, not a regular file, or no write streaming: one fs/writeFile. */
-        uint8_t *data;
-        size_t n;
-        if (slurp(fd, &data, &n) != 0) {
-            fprintf(stderr, "exec-client: %s: %s\n", local, strerror(errno));
-            return EXIT_USAGE;
-        }
-        if (fd != STDIN_FILENO) close(fd);
-        if (ec_fs_write_file(cli->c, path, data, n, &e) != 0) die_err(path, &e);
-        free(data);
-        return 0;
-    }
-    /* A large regular file streams in 1 MiB blocks: memory stays flat. */
-    const char *h = "exec-client-put";
-    if (ec_fs_open(cli->c, h, path, true, &e) != 0) die_err(path, &e);
-    struct progress pg;
-    progress_init(&pg, (uint64_t)st.st_size);
-    uint8_t *block = malloc(BLOCK);
-    uint64_t off = 0;
-    for (;;) {
-        ssize_t n = read_full(fd, block, BLOCK);
-        if (n < 0) {
-            fprintf(stderr, "exec-client: %s: %s\n", local, strerror(errno));
-            return EXIT_USAGE;
-        }
-        if (n == 0) break;
-        if (ec_fs_write_block(cli->c, h, off, block, (size_t)n, &e) != 0) die_err(path, &e);
-        off += (uint64_t)n;
-        progress_show(&pg, off, false);
-    }
-    progress_show(&pg, off, true);
-    free(block);
-    if (fd != STDIN_FILENO) close(fd);
-    if (ec_fs_close(cli->c, h, &e) != 0) die_err(path, &e);
-    return 0;
-}
-
-static int cmp_dirent(const void *a, const void *b)
-{
-    return strcmp(((const ec_dirent *)a)->name, ((const ec_dirent *)b)->name);
-}
-
-static int cmd_fs(struct cli *cli, int argc, char **argv)
-{
-    if (argc < 2)
-        die_usage("%s", "fs: missing subcommand (cat, put, ls, stat, rm, cp, mkdir, walk)");
-    const char *sub = argv[1];
-    bool rflag = false, fflag = false, pflag = false;
-    unsigned max_depth = 0;
-    static const struct option longs[] = {{"max-depth", required_argument, 0, 'd'},
-                                          {"recursive", no_argument, 0, 'r'},
-                                          {"force", no_argument, 0, 'f'},
-                                          {"parents", no_argument, 0, 'p'},
-                                          {0, 0, 0, 0}};
-    optind = 2;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "+rRfp", longs, NULL)) != -1) {
-        switch (ch) {
-        case 'r':
-        case 'R':
-            rflag = true;
-            break;
-        case 'f':
-            fflag = true;
-            break;
-        case 'p':
-            pflag = true;
-            break;
-        case 'd':
-            max_depth = (unsigned)atoi(optarg);
-            break;
-        default:
-            die_usage("fs %s: bad option", sub);
-        }
-    }
-    int nargs = argc - optind;
-    char **args = argv + optind;
-    int want = strcmp(sub, "put") == 0 || strcmp(sub, "cp") == 0 ? 2 : 1;
-    if (strcmp(sub, "cat") && strcmp(sub, "put") && strcmp(sub, "ls") && strcmp(sub, "stat") &&
-        strcmp(sub, "rm") && strcmp(sub, "cp") && strcmp(sub, "mkdir") && strcmp(sub, "walk"))
-        die_usage("fs: unknown subcommand `%s`", sub);
-    if (nargs != want) die_usage("fs %s: wrong number of arguments", sub);
-    connect_or_die(cli, false, false);
-    ec_error e = {0};
-    int rc = 0;
-    char *path = remote_path(cli, args[want - 1]);
-    if (strcmp(sub, "cat") == 0) {
-        rc = fs_cat(cli, path);
-    } else if (strcmp(sub, "put") == 0) {
-        rc = fs_put(cli, args[0], path);
-    } else if (strcmp(sub, "ls") == 0) {
-        ec_dirent *ents;
-        size_t n;
-        if (ec_fs_read_directory(cli->c, path, &ents, &n, &e) != 0) die_err(path, &e);
-        qsort(ents, n, sizeof *ents, cmp_dirent);
-        for (size_t i = 0; i < n; i++)
-            printf("%s%s\n", ents[i].name, ents[i].is_directory ? "/" : "");
-        ec_dirents_free(ents, n);
-    } else if (strcmp(sub, "stat") == 0) {
-        ec_metadata md;
-        if (ec_fs_get_metadata(cli->c, path, &md, &e) != 0) die_err(path, &e);
-        printf("path: %s\ntype: %s\nsymlink: %s\nsize: %llu\nmodifiedAtMs: %lld\n"
-               "createdAtMs: %lld\n",
-               path,
-               md.is_directory ? "directory"
-               : md.is_file    ? "file"
-                               : "other",
-               md.is_symlink ? "yes" : "no", (unsigned long long)md.size,
-               (long long)md.modified_at_ms, (long long)md.created_at_ms);
-    } else if (strcmp(sub, "rm") == 0) {
-        if (ec_fs_remove(cli->c, path, rflag, fflag, &e) != 0) die_err(path, &e);
-    } else if (strcmp(sub, "cp") == 0) {
-        char *src = remote_path(cli, args[0]);
-        if (ec_fs_copy(cli->c, src, path, rflag, &e) != 0) die_err(src, &e);
-        free(src);
-    } else if (strcmp(sub, "mkdir") == 0) {
-        if (ec_fs_create_directory(cli->c, path, pflag, &e) != 0) die_err(path, &e);
-    } else if (strcmp(sub, "walk") == 0) {
-        ec_walk_options wo = {.max_depth = max_depth ? max_depth : 64};
-        ec_walk_entry *ents;
-        size_t n;
-        bool trunc = false;
-        if (ec_fs_walk(cli->c, path, &wo, &ents, &n, &trunc, &e) != 0) die_err(path, &e);
-        for (size_t i = 0; i < n; i++)
-            printf("%s%s\n", ents[i].path, ents[i].is_directory ? "/" : "");
-        if (trunc) fprintf(stderr, "exec-client: walk truncated at the server's limits\n");
-        ec_walk_entries_free(ents, n);
-    }
-    free(path);
-    fflush(stdout);
-    return rc;
 }
 
 /* ---- rpc ----------------------------------------------------------------------- */

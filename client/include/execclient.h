@@ -232,6 +232,12 @@ typedef struct ec_metadata {
     bool is_directory, is_file, is_symlink;
     uint64_t size;
     int64_t created_at_ms, modified_at_ms;
+    /* Our server's extension (the reference reports none of these): has_mode says
+     * whether mode/uid/gid were given; owner/group are "" when unknown. */
+    bool has_mode;
+    unsigned mode; /* permission bits, 0-07777 */
+    unsigned uid, gid;
+    char owner[64], group[64];
 } ec_metadata;
 
 typedef struct ec_dirent {
@@ -257,6 +263,9 @@ EC_API int ec_fs_write_file(ec_client *c, const char *path, const void *data, si
 EC_API int ec_fs_create_directory(ec_client *c, const char *path, bool recursive, ec_error *err);
 EC_API int ec_fs_get_metadata(ec_client *c, const char *path, ec_metadata *out, ec_error *err);
 EC_API int ec_fs_remove(ec_client *c, const char *path, bool recursive, bool force, ec_error *err);
+/* chmod: permission bits (0-07777). Needs the fsPermissions capability (ours):
+ * without it -EC_ERR_USAGE and nothing is sent. */
+EC_API int ec_fs_set_permissions(ec_client *c, const char *path, unsigned mode, ec_error *err);
 EC_API int ec_fs_copy(ec_client *c, const char *src, const char *dst, bool recursive,
                       ec_error *err);
 /* *out: native path, caller frees. */

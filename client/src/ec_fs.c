@@ -9,6 +9,7 @@
 #include "util/base64.h"
 #include "util/mem.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -152,9 +153,30 @@ int ec_fs_get_metadata(ec_client *c, const char *path, ec_metadata *out, ec_erro
         out->size = (uint64_t)json_integer_value(json_object_get(res, "size"));
         out->created_at_ms = json_integer_value(json_object_get(res, "createdAtMs"));
         out->modified_at_ms = json_integer_value(json_object_get(res, "modifiedAtMs"));
+        json_t *mode = json_object_get(res, "mode");
+        out->has_mode = json_is_integer(mode);
+        out->mode = (unsigned)json_integer_value(mode);
+        out->uid = (unsigned)json_integer_value(json_object_get(res, "uid"));
+        out->gid = (unsigned)json_integer_value(json_object_get(res, "gid"));
+        const char *o = json_string_value(json_object_get(res, "owner"));
+        const char *g = json_string_value(json_object_get(res, "group"));
+        snprintf(out->owner, sizeof out->owner, "%s", o ? o : "");
+        snprintf(out->group, sizeof out->group, "%s", g ? g : "");
     }
     json_decref(res);
     return rc;
+}
+
+int ec_fs_set_permissions(ec_client *c, const char *path, unsigned mode, ec_error *err)
+{
+    if (!ec_client_has_capability(c, "fsPermissions"))
+        return ec_fail(err, EC_ERR_USAGE, 0,
+                       "the server does not support this (no fsPermissions capability)");
+    json_t *params = path_params("path", path, err);
+    if (!params) return -EC_ERR_USAGE;
+    json_object_del(params, "sandbox");
+    json_object_set_new(params, "mode", json_integer(mode & 07777));
+    return ec_client_call(c, "fs/setPermissions", params, NULL, err);
 }
 
 int ec_fs_remove(ec_client *c, const char *path, bool recursive, bool force, ec_error *err)

@@ -10,6 +10,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -344,10 +346,27 @@ static void do_metadata(struct fs_work *fw)
         (sx.stx_mask & STATX_BTIME) ? ts_ms(sx.stx_btime.tv_sec, sx.stx_btime.tv_nsec) : 0;
     buf_printf(&fw->out,
                "{\"isDirectory\":%s,\"isFile\":%s,\"isSymlink\":%s,\"size\":%llu,"
-               "\"createdAtMs\":%lld,\"modifiedAtMs\":%lld}",
+               "\"createdAtMs\":%lld,\"modifiedAtMs\":%lld",
                S_ISDIR(sx.stx_mode) ? "true" : "false", S_ISREG(sx.stx_mode) ? "true" : "false",
                S_ISLNK(lst.st_mode) ? "true" : "false", (unsigned long long)sx.stx_size,
                (long long)created, (long long)ts_ms(sx.stx_mtime.tv_sec, sx.stx_mtime.tv_nsec));
+    /* Ours (PROTOCOL.md §11 (h)): permission bits and owner, for `ls -l`-like
+     * clients and for keeping modes across copies. Names only when this host can
+     * resolve them (a sandboxed helper may not read the user database). */
+    buf_printf(&fw->out, ",\"mode\":%u,\"uid\":%u,\"gid\":%u", (unsigned)(sx.stx_mode & 07777),
+               (unsigned)sx.stx_uid, (unsigned)sx.stx_gid);
+    char nb[1024];
+    struct passwd pw, *pwp = NULL;
+    if (getpwuid_r(sx.stx_uid, &pw, nb, sizeof nb, &pwp) == 0 && pwp) {
+        buf_puts(&fw->out, ",\"owner\":");
+        buf_put_json_str(&fw->out, pwp->pw_name, strlen(pwp->pw_name));
+    }
+    struct group gr, *grp = NULL;
+    if (getgrgid_r(sx.stx_gid, &gr, nb, sizeof nb, &grp) == 0 && grp) {
+        buf_puts(&fw->out, ",\"group\":");
+        buf_put_json_str(&fw->out, grp->gr_name, strlen(grp->gr_name));
+    }
+    buf_putc(&fw->out, '}');
 }
 
 static void put_uri(struct buf *b, const char *path, size_t len)

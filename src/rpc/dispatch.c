@@ -21,7 +21,8 @@
 #include "util/oserr.h"
 
 static const struct rpc_method *const method_tables[] = {session_methods, process_methods,
-                                                         fs_methods, fs_watch_methods};
+                                                         fs_methods, fs_watch_methods,
+                                                         fs_mode_methods};
 
 static const struct rpc_method *find_method(const char *name)
 {

@@ -168,6 +168,7 @@ static json_t *environment_info(void)
     json_object_set_new(caps, "processCloseStdin", json_true());
     json_object_set_new(caps, "processSignalAny", json_true());
     json_object_set_new(caps, "sessionClose", json_true());
+    json_object_set_new(caps, "fsPermissions", json_true());
     json_t *info = json_object();
     json_object_set_new(info, "shell", json_pack("{s:s,s:s}", "name", base, "path", shell));
     json_object_set_new(info, "executorVersion", json_string(EXEC_SERVER_VERSION));

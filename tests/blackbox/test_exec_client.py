@@ -384,7 +384,7 @@ def check_fs_round_trip(srv, big=True):
     r = ec(srv, "fs", "ls", d + "/r")
     assert r.returncode == 0 and r.stdout == b"stdin.txt\nsub dir/\n", r
     r = ec(srv, "fs", "stat", d + "/r/stdin.txt")
-    assert r.returncode == 0 and b"type: file" in r.stdout and b"size: 11" in r.stdout, r
+    assert r.returncode == 0 and b"Type: regular file" in r.stdout and b"Size: 11" in r.stdout, r
     r = ec(srv, "fs", "cp", "-r", d + "/r", d + "/copy")
     assert r.returncode == 0, r
     r = ec(srv, "fs", "walk", d + "/copy")

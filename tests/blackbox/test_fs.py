@@ -153,7 +153,15 @@ def test_get_metadata(srv):
     os.symlink(d, d + "/ld")
     os.mkfifo(d + "/fifo")
     r = s.call("fs/getMetadata", {"path": uri(d + "/f")})
-    assert set(r) == {"isDirectory", "isFile", "isSymlink", "size", "createdAtMs", "modifiedAtMs"}, r
+    base = {"isDirectory", "isFile", "isSymlink", "size", "createdAtMs", "modifiedAtMs"}
+    if IS_REF:
+        assert set(r) == base, r
+    else:
+        # ours adds permission bits and owner (§11 (h))
+        assert base | {"mode", "uid", "gid"} <= set(r) <= base | {"mode", "uid", "gid", "owner",
+                                                                  "group"}, r
+        st = os.stat(d + "/f")
+        assert (r["mode"], r["uid"], r["gid"]) == (st.st_mode & 0o7777, st.st_uid, st.st_gid), r
     assert (r["isDirectory"], r["isFile"], r["isSymlink"], r["size"]) == (False, True, False, 5), r
     assert r["modifiedAtMs"] == 1861920000000, r
     assert isinstance(r["createdAtMs"], int) and r["createdAtMs"] >= 0

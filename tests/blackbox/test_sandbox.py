@@ -162,6 +162,10 @@ def test_fs_reads(srv):
         if method == "fs/readDirectory":
             key = lambda e: e["fileName"]
             want, got = sorted(want["entries"], key=key), sorted(got["entries"], key=key)
+        if method == "fs/getMetadata":
+            # owner/group names need the user database, which the sandbox may hide
+            for k in ("owner", "group"):
+                want.pop(k, None), got.pop(k, None)
         assert got == want, (method, got, want)
     expect_denied(s, "fs/getMetadata", {"path": uri(t.out + "/f"), "sandbox": ro})
     expect_denied(s, "fs/readDirectory", {"path": uri(t.out), "sandbox": ro})
