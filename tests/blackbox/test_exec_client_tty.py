@@ -115,6 +115,11 @@ def test_piped_input_ends_instead_of_hanging(srv):
     r = subprocess.run([CLIENT, "--url", srv.url, "shell"], stdin=subprocess.DEVNULL,
                        capture_output=True, timeout=30)
     assert r.returncode == 0, r
+    # a login-like environment from the server side (envPolicy "core")
+    r = ec(srv, "run", "--", "/bin/sh", "-c", 'echo "home=$HOME lang=$LANG"', env={
+        "HOME": "/nonexistent-client-home"})
+    assert r.stdout == ("home=%s lang=%s\n" % (os.environ.get("HOME", ""),
+                                               os.environ.get("LANG", ""))).encode(), r
 
 
 @ours_only
