@@ -22,7 +22,7 @@
 
 static const struct rpc_method *const method_tables[] = {session_methods, process_methods,
                                                          fs_methods, fs_watch_methods,
-                                                         fs_mode_methods};
+                                                         fs_mode_methods, http_methods};
 
 static const struct rpc_method *find_method(const char *name)
 {

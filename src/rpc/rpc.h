@@ -50,6 +50,7 @@ extern const struct rpc_method session_methods[];
 extern const struct rpc_method process_methods[];
 extern const struct rpc_method fs_methods[];
 extern const struct rpc_method fs_mode_methods[];
+extern const struct rpc_method http_methods[];
 
 /* Sends {"id":..,"result":result}; steals result; frees req. */
 void rpc_reply_json(struct rpc_req *req, json_t *result);

@@ -102,6 +102,11 @@ void *conn_slot_get(const struct conn *c, enum conn_slot slot)
     return c->slots[slot];
 }
 
+void conn_slot_on_unblocked(struct conn *c, enum conn_slot slot, void (*fn)(void *))
+{
+    c->slot_unblocked[slot] = fn;
+}
+
 void conn_slot_set(struct conn *c, enum conn_slot slot, void *state, void (*free_fn)(void *))
 {
     c->slots[slot] = state;
@@ -155,6 +160,8 @@ static void write_done(uv_write_t *req, int status)
     if (c->congested && c->queued < CONN_LOW_WATER) {
         c->congested = false;
         if (c->session) session_output_unblocked(c->session);
+        for (int i = 0; i < CONN_SLOT_COUNT; i++)
+            if (c->slots[i] && c->slot_unblocked[i]) c->slot_unblocked[i](c->slots[i]);
     }
     conn_unref(c);
 }

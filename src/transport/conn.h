@@ -55,6 +55,9 @@ struct session *conn_session(const struct conn *c);
 enum conn_slot { CONN_SLOT_FS, CONN_SLOT_HTTP, CONN_SLOT_COUNT };
 void *conn_slot_get(const struct conn *c, enum conn_slot slot);
 void conn_slot_set(struct conn *c, enum conn_slot slot, void *state, void (*free_fn)(void *));
+/* fn(state) runs when the connection's write queue drains below CONN_LOW_WATER
+ * after being congested: a slot's producer that paused itself resumes. */
+void conn_slot_on_unblocked(struct conn *c, enum conn_slot slot, void (*fn)(void *));
 
 /* Output flow control: called by the transport when the queue crosses the marks.
  * Above CONN_HIGH_WATER the session's producers stop reading their children;

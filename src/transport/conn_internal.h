@@ -40,6 +40,7 @@ struct conn {
     struct conn_batch *batch; /* messages gathered while corked (lazily allocated) */
     void *slots[CONN_SLOT_COUNT];
     void (*slot_free[CONN_SLOT_COUNT])(void *);
+    void (*slot_unblocked[CONN_SLOT_COUNT])(void *);
 };
 
 void conn_init(struct conn *c, const struct conn_ops *ops, uv_loop_t *loop, const char *kind);

@@ -1,0 +1,25 @@
+/* curl_loop: libcurl's multi interface on the libuv loop (see curl_loop.c). */
+#ifndef EXEC_HTTP_CURL_LOOP_H
+#define EXEC_HTTP_CURL_LOOP_H
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <uv.h>
+
+/* One transfer. The owner sets easy (configured) and done, then adds it; done runs
+ * once on the loop when the transfer ends, after the handle left the multi. */
+struct curl_loop_job {
+    CURL *easy;
+    void (*done)(struct curl_loop_job *job, CURLcode result);
+};
+
+/* Starts the transfer (the first call sets the loop up). Returns 0 or -1. */
+int curl_loop_add(uv_loop_t *loop, struct curl_loop_job *job);
+/* Aborts a transfer in progress: done is not called. */
+void curl_loop_remove(struct curl_loop_job *job);
+/* Resumes a transfer whose write callback returned CURL_WRITEFUNC_PAUSE. */
+void curl_loop_unpause(struct curl_loop_job *job);
+/* Frees the multi handle (daemon shutdown; every job must be removed first). */
+void curl_loop_shutdown(void);
+
+#endif
