@@ -51,11 +51,13 @@ struct http_req {
     uint64_t seq;
     bool result_sent;
     bool paused;
+    unsigned round; /* the last table_unblocked round that resumed it */
 };
 
 struct http_table {
     struct conn *conn; /* not counted: the table dies with the connection */
     struct http_req *head;
+    unsigned round;
 };
 
 static void req_free(struct http_req *r)
@@ -99,11 +101,18 @@ static void table_free(void *state)
 static void table_unblocked(void *state)
 {
     struct http_table *t = state;
-    for (struct http_req *r = t->head; r; r = r->next) {
-        if (!r->paused) continue;
+    unsigned round = ++t->round;
+    /* Unpausing runs curl, which may finish (and free) any transfer or pause this
+     * one again: walk from the head after each, visiting each transfer once. */
+    for (struct http_req *r = t->head; r;) {
+        if (!r->paused || r->round == round) {
+            r = r->next;
+            continue;
+        }
+        r->round = round;
         r->paused = false;
-        curl_loop_unpause(&r->job); /* may finish and free r: the list is walked again */
-        return table_unblocked(state);
+        curl_loop_unpause(&r->job);
+        r = t->head;
     }
 }
 
@@ -125,12 +134,13 @@ static json_t *result_json(struct http_req *r, bool with_body)
 {
     json_t *res = json_object();
     json_object_set_new(res, "status", json_integer(r->status));
-    json_object_set(res, "headers", r->resp_headers ? r->resp_headers : json_array());
+    json_object_set_new(res, "headers",
+                        r->resp_headers ? json_incref(r->resp_headers) : json_array());
     if (with_body) {
         struct buf b;
         buf_init(&b);
         buf_put_base64(&b, r->body_buf.data, r->body_buf.len);
-        json_object_set_new(res, "bodyBase64", json_stringn(b.data, b.len));
+        json_object_set_new(res, "bodyBase64", json_stringn(b.len ? b.data : "", b.len));
         buf_free(&b);
     } else {
         json_object_set_new(res, "bodyBase64", json_string(""));
