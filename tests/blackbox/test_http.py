@@ -286,7 +286,10 @@ def test_value_env_var(srv):
     s.close()
 
 
+@ours_only
 def test_request_id_reservation(srv):
+    """Needs concurrent requests (§11 (a)): the reference runs one request at a time,
+    so its first stream is usually over before it reads the second."""
     s = srv.session()
     m = req(s, {"url": BASE + "/slow?s=1", "requestId": "dup", "streamResponse": True}, )
     # the first is in flight: a second stream with the same id is refused...
@@ -303,12 +306,13 @@ def test_request_id_reservation(srv):
 
 def test_many_concurrent_requests(srv):
     s = srv.session()
+    # 200-203 only: 204 and 205 must not carry the body the echo sends
     ids = [s.send_request("http/request", {"method": "GET", "url": BASE + "/echo?status=%d" %
-                                           (200 + i), "requestId": "c%d" % i})
+                                           (200 + i % 4), "requestId": "c%d" % i})
            for i in range(20)]
     for i, rid in enumerate(ids):
         m = s.wait_response(rid, timeout=DEFAULT_TIMEOUT * 3)
-        assert m["result"]["status"] == 200 + i, m
+        assert "result" in m and m["result"]["status"] == 200 + i % 4, m
     s.close()
 
 
