@@ -202,6 +202,7 @@ static void run_scenarios(void)
                     progress("   ours: memory still growing while the client does not read");
             }
     }
+    if (O.scenarios & (1u << 8)) scenario_http();
     if (O.scenarios & (1u << 7)) {
         char ws[PATH_MAX + 16];
         snprintf(ws, sizeof ws, "%s/ws", O.tmp);
@@ -346,7 +347,7 @@ static void usage(FILE *f)
             "  --ours PATH          our server (default: exec-server beside exec-bench)\n"
             "  --ref PATH           reference codex binary (default: ~" REF_GLOB ")\n"
             "  --no-ref             run only our server\n"
-            "  --scenarios LIST     comma-separated scenario numbers 1-7 (default: all)\n"
+            "  --scenarios LIST     comma-separated scenario numbers 1-8 (default: all)\n"
             "  --quick              small sizes for a smoke test\n"
             "  --runs N             repetitions of streaming, fan-out, connections, files\n"
             "  --oneshot N          sequential one-shot runs (500)\n"
@@ -372,7 +373,7 @@ static char ours_default[PATH_MAX];
 
 int main(int argc, char **argv)
 {
-    O = (struct opts){.scenarios = 0xFE, .runs = 5, .oneshot_n = 500, .stream_bytes = 256u << 20,
+    O = (struct opts){.scenarios = 0x1FE, .http_bytes = 256u << 20, .runs = 5, .oneshot_n = 500, .stream_bytes = 256u << 20,
                       .fanout_n = 200, .conns_n = 500, .file_bytes = 64u << 20,
                       .walk_entries = 50000, .mem_procs = 500,
                       .mem_stream_bytes = 1000000000, .mem_stream_secs = 3, .sandbox_n = 200};
@@ -393,6 +394,7 @@ int main(int argc, char **argv)
             O.mem_stream_bytes = 100000000;
             O.mem_stream_secs = 1;
             O.sandbox_n = 20;
+            O.http_bytes = 8u << 20;
             if (!runs_set) O.runs = 2;
         } else if (strcmp(a, "--no-ref") == 0) no_ref = true;
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -403,7 +405,7 @@ int main(int argc, char **argv)
         else if (OPT("--scenarios")) {
             O.scenarios = 0;
             for (const char *p = v; *p; p++)
-                if (*p >= '1' && *p <= '7') O.scenarios |= 1u << (*p - '0');
+                if (*p >= '1' && *p <= '8') O.scenarios |= 1u << (*p - '0');
         } else if (OPT("--runs")) {
             O.runs = atoi(v);
             runs_set = true;

@@ -1,7 +1,8 @@
 /* bench.h: declarations shared by the modules of exec-bench, the benchmark driver:
  * the options, the result table (rows and cells), the servers under test, process
  * tracking and the scenario helpers of bench_core.c, and the scenarios of
- * scenarios_proc.c (1-4) and scenarios_fs.c (5-7) that bench.c runs. */
+ * scenarios_proc.c (1-4), scenarios_fs.c (5-7) and scenarios_http.c (8) that bench.c
+ * runs. */
 
 #ifndef EXEC_BENCH_H
 #define EXEC_BENCH_H
@@ -23,6 +24,9 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "util/base64.h"
 #include "util/mem.h"
@@ -48,6 +52,7 @@ struct opts {
     size_t mem_stream_bytes;
     double mem_stream_secs;
     int sandbox_n;
+    size_t http_bytes;
     char tmp[PATH_MAX];
 };
 
@@ -149,6 +154,7 @@ struct cell writefile_one(struct server *s, size_t bytes);
 struct cell writeblock_one(struct server *s);
 struct cell walk_one(struct server *s);
 struct cell cmd_floor(char *const argv[], const char *out_path);
+void scenario_http(void);
 struct mem_result mem_run(struct server *s);
 struct cell sandbox_one(struct server *s, bool sandboxed, const char *ws);
 struct cell write4k_floor(const char *ws);

@@ -281,7 +281,7 @@ static void iso_time(int64_t ms, char *out, size_t n)
     time_t t = (time_t)(ms / 1000);
     struct tm tm;
     localtime_r(&t, &tm);
-    char base[64], zone[16];
+    char base[24], zone[8];
     strftime(base, sizeof base, "%Y-%m-%d %H:%M:%S", &tm);
     strftime(zone, sizeof zone, "%z", &tm);
     snprintf(out, n, "%s.%03d %s", base, (int)(ms % 1000), zone);
