@@ -2,7 +2,7 @@
 #ifndef EXEC_HTTP_CURL_LOOP_H
 #define EXEC_HTTP_CURL_LOOP_H
 
-#include <curl/curl.h>
+#include "http/curl_dl.h"
 #include <stdbool.h>
 #include <uv.h>
 

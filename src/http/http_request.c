@@ -62,8 +62,8 @@ struct http_table {
 
 static void req_free(struct http_req *r)
 {
-    if (r->job.easy) curl_easy_cleanup(r->job.easy);
-    curl_slist_free_all(r->hdrs);
+    if (r->job.easy) cdl.easy_cleanup(r->job.easy);
+    cdl.slist_free_all(r->hdrs);
     free(r->body);
     free(r->request_id);
     free(r->url);
@@ -202,10 +202,10 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ud)
     }
     if (len == 0) {
         long code = 0;
-        curl_easy_getinfo(r->job.easy, CURLINFO_RESPONSE_CODE, &code);
+        cdl.easy_getinfo(r->job.easy, CURLINFO_RESPONSE_CODE, &code);
         r->status = code;
         char *redirect = NULL;
-        if (r->follow) curl_easy_getinfo(r->job.easy, CURLINFO_REDIRECT_URL, &redirect);
+        if (r->follow) cdl.easy_getinfo(r->job.easy, CURLINFO_REDIRECT_URL, &redirect);
         bool final = code >= 200 && !(code >= 300 && code < 400 && redirect);
         if (final && r->stream) send_result(r, false);
         return n;
@@ -335,7 +335,7 @@ static const char *url_error_text(CURLUcode uc)
     case CURLUE_BAD_HOSTNAME:
         return "invalid domain character";
     default:
-        return curl_url_strerror(uc);
+        return cdl.url_strerror(uc);
     }
 }
 
@@ -372,6 +372,10 @@ static void handle_http_request(struct rpc_req *req)
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
 
+    const char *why = NULL;
+    if (curl_dl_load(&why) < 0)
+        return rpc_reply_error(req, RPC_INTERNAL_ERROR, "failed to build http/request client: %s",
+                               why);
     if (!is_token(method))
         return rpc_reply_error(req, RPC_INVALID_PARAMS,
                                "http/request method is invalid: invalid HTTP method");
@@ -382,9 +386,9 @@ static void handle_http_request(struct rpc_req *req)
     if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)
         return rpc_reply_error(req, RPC_INVALID_PARAMS,
                                "http/request only supports http and https URLs, got %s", scheme);
-    CURLU *cu = curl_url();
-    CURLUcode uc = curl_url_set(cu, CURLUPART_URL, url, 0);
-    curl_url_cleanup(cu);
+    CURLU *cu = cdl.url();
+    CURLUcode uc = cdl.url_set(cu, CURLUPART_URL, url, 0);
+    cdl.url_cleanup(cu);
     if (uc != CURLUE_OK)
         return rpc_reply_error(req, RPC_INVALID_PARAMS, "http/request url is invalid: %s",
                                url_error_text(uc));
@@ -437,7 +441,7 @@ static void handle_http_request(struct rpc_req *req)
         if (val.len > 1) buf_printf(&line, ": %s", val.data);
         else buf_putc(&line, ';');
         buf_putc(&line, '\0');
-        r->hdrs = curl_slist_append(r->hdrs, line.data);
+        r->hdrs = cdl.slist_append(r->hdrs, line.data);
         buf_free(&val);
         buf_free(&line);
     }
@@ -466,42 +470,42 @@ static void handle_http_request(struct rpc_req *req)
     r->url = xstrdup(url);
     r->tab = t;
     r->req = req;
-    r->hdrs = curl_slist_append(r->hdrs, "Expect:"); /* no 100-continue round trip */
+    r->hdrs = cdl.slist_append(r->hdrs, "Expect:"); /* no 100-continue round trip */
 
-    CURL *e = curl_easy_init();
+    CURL *e = cdl.easy_init();
     r->job.easy = e;
     r->job.done = on_done;
-    curl_easy_setopt(e, CURLOPT_URL, url);
-    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
-    if (strcmp(method, "HEAD") == 0) curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
+    cdl.easy_setopt(e, CURLOPT_URL, url);
+    cdl.easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+    if (strcmp(method, "HEAD") == 0) cdl.easy_setopt(e, CURLOPT_NOBODY, 1L);
+    cdl.easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
     if (r->body) {
-        curl_easy_setopt(e, CURLOPT_POSTFIELDS, (char *)r->body);
-        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
+        cdl.easy_setopt(e, CURLOPT_POSTFIELDS, (char *)r->body);
+        cdl.easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
     }
-    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, r->follow ? 1L : 0L);
-    curl_easy_setopt(e, CURLOPT_MAXREDIRS, (long)HTTP_MAX_REDIRECTS);
-    curl_easy_setopt(e, CURLOPT_AUTOREFERER, 1L);
+    cdl.easy_setopt(e, CURLOPT_FOLLOWLOCATION, r->follow ? 1L : 0L);
+    cdl.easy_setopt(e, CURLOPT_MAXREDIRS, (long)HTTP_MAX_REDIRECTS);
+    cdl.easy_setopt(e, CURLOPT_AUTOREFERER, 1L);
     /* A followed redirect keeps the method (the reference does not turn POST into GET). */
-    curl_easy_setopt(e, CURLOPT_POSTREDIR, (long)CURL_REDIR_POST_ALL);
-    curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, NULL);
-    curl_easy_setopt(e, CURLOPT_NOPROXY, "localhost,127.0.0.0/8,::1");
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)HTTP_CURL_BUFFER);
-    if (has_timeout) curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+    cdl.easy_setopt(e, CURLOPT_POSTREDIR, (long)CURL_REDIR_POST_ALL);
+    cdl.easy_setopt(e, CURLOPT_ACCEPT_ENCODING, NULL);
+    cdl.easy_setopt(e, CURLOPT_NOPROXY, "localhost,127.0.0.0/8,::1");
+    cdl.easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    cdl.easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    cdl.easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    cdl.easy_setopt(e, CURLOPT_BUFFERSIZE, (long)HTTP_CURL_BUFFER);
+    if (has_timeout) cdl.easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
     /* The standard curl / OpenSSL variables name extra trust (a private CA): libcurl
      * itself reads none of them, only its built-in bundle path. */
     const char *ca = getenv("CURL_CA_BUNDLE");
     if (!ca || !*ca) ca = getenv("SSL_CERT_FILE");
-    if (ca && *ca) curl_easy_setopt(e, CURLOPT_CAINFO, ca);
+    if (ca && *ca) cdl.easy_setopt(e, CURLOPT_CAINFO, ca);
     const char *cadir = getenv("SSL_CERT_DIR");
-    if (cadir && *cadir) curl_easy_setopt(e, CURLOPT_CAPATH, cadir);
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+    if (cadir && *cadir) cdl.easy_setopt(e, CURLOPT_CAPATH, cadir);
+    cdl.easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    cdl.easy_setopt(e, CURLOPT_HEADERDATA, r);
+    cdl.easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    cdl.easy_setopt(e, CURLOPT_WRITEDATA, r);
     r->next = t->head;
     t->head = r;
     if (curl_loop_add(req->loop, &r->job) < 0) {
