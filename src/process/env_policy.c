@@ -64,30 +64,26 @@ static bool is_core(const char *name)
 
 /* serde's text for a non-string where a string belongs, as the reference words it
  * for policy members (it decodes them through an untyped value: "number"). */
+static bool check_string(struct pdec *d, json_t *v)
+{
+    if (json_is_string(v)) return true;
+    char what[128];
+    if (json_is_number(v)) snprintf(what, sizeof what, "number");
+    else pdec_describe(v, what, sizeof what);
+    pdec_fail(d, "invalid type: %s, expected a string", what);
+    return false;
+}
+
+/* Every member of an array or every value of an object is a string. */
 static bool check_strings(struct pdec *d, json_t *container)
 {
     const char *k;
     size_t i;
     json_t *v;
-    char what[128];
     if (json_is_array(container)) {
-        json_array_foreach(container, i, v)
-        {
-            if (json_is_string(v)) continue;
-            if (json_is_number(v)) snprintf(what, sizeof what, "number");
-            else pdec_describe(v, what, sizeof what);
-            pdec_fail(d, "invalid type: %s, expected a string", what);
-            return false;
-        }
+        json_array_foreach(container, i, v) if (!check_string(d, v)) return false;
     } else {
-        json_object_foreach(container, k, v)
-        {
-            if (json_is_string(v)) continue;
-            if (json_is_number(v)) snprintf(what, sizeof what, "number");
-            else pdec_describe(v, what, sizeof what);
-            pdec_fail(d, "invalid type: %s, expected a string", what);
-            return false;
-        }
+        json_object_foreach(container, k, v) if (!check_string(d, v)) return false;
     }
     return true;
 }

@@ -921,6 +921,33 @@ def descendants(root):
     return out
 
 
+def rss_kib(pid):
+    """Resident memory of pid in KiB (0 when it is gone)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def server_with_env(env, **kw):
+    """A Server whose process environment has `env` laid over this process's (the
+    test's own environment is left as it was)."""
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return Server(**kw)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def marked_pids(marker=None):
     """Live (non-zombie) processes whose environment contains MARKER_VAR=marker."""
     needle = ("%s=%s" % (MARKER_VAR, marker or MARKER)).encode()

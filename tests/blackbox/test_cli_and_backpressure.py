@@ -53,14 +53,6 @@ def test_ipv6_listen_prints_bound_url(srv):
         s6.stop()
 
 
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def test_stalled_client_bounded_memory_then_complete(srv):
     """40 MB of output while the client reads nothing for 3 s: the child is held
     back (not finished), server RSS grows by far less than the output, and once

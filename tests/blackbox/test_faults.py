@@ -229,14 +229,6 @@ class FastReader:
             buf += chunk
 
 
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 BIG_TOTAL = int(os.environ.get("EXEC_BIG_OUTPUT_BYTES", str(1 << 30)))
 
 

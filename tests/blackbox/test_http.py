@@ -326,17 +326,7 @@ def test_https_with_a_private_ca(_):
     ctx.load_cert_chain(cert, key)
     httpsd = start_http(ctx)
     url = "https://127.0.0.1:%d/echo" % httpsd.server_address[1]
-    old = {k: os.environ.get(k) for k in ("CURL_CA_BUNDLE", "SSL_CERT_FILE")}
-    os.environ["CURL_CA_BUNDLE"] = ca
-    os.environ["SSL_CERT_FILE"] = ca
-    try:
-        srv = Server()
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    srv = server_with_env({"CURL_CA_BUNDLE": ca, "SSL_CERT_FILE": ca})
     try:
         s = srv.session()
         r = call(s, {"url": url})
@@ -357,14 +347,6 @@ def test_https_with_a_private_ca(_):
 
 
 test_https_with_a_private_ca.own_server = True
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def test_stalled_reader_pauses_the_transfer(srv):

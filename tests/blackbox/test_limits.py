@@ -310,13 +310,5 @@ def test_max_detached_sessions_expires_the_oldest(_):
         srv.kill()
 
 
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 if __name__ == "__main__":
     run_tests(globals(), per_test_timeout=120)

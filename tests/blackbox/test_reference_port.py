@@ -103,17 +103,7 @@ def test_exec_process_selects_env_from_spawn_site(_):
     """exec_process.rs exec_process_selects_env_from_spawn_site ("remote uses server env
     instead of request env"): what the codex client sends for a remote environment, an
     inheriting envPolicy, gives the child the executor's variables and PATH."""
-    old = {k: os.environ.get(k) for k in (TEST_ENV_KEY, "PATH")}
-    os.environ[TEST_ENV_KEY] = "exec-server"
-    os.environ["PATH"] = SERVER_PATH_VALUE
-    try:
-        srv = Server()
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    srv = server_with_env({TEST_ENV_KEY: "exec-server", "PATH": SERVER_PATH_VALUE})
     try:
         s = srv.session()
         policy = {"inherit": "all", "ignoreDefaultExcludes": False, "exclude": [], "set": {},
