@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,8 @@ static const char usage[] =
     "  --session-ttl SECONDS   how long a disconnected session and its processes\n"
     "                          wait to be resumed (default 80)\n"
     "  --log-level LEVEL       error, warn, info or debug (default warn)\n"
+    "  --exit-on-stdin-close   exit when the parent-owned standard input pipe closes\n"
+    "                          (also CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE=1)\n"
     "  --ws-auth MODE          capability-token: every WebSocket upgrade must carry\n"
     "                          `Authorization: Bearer <token>` (401 otherwise;\n"
     "                          /readyz stays open). Off by default\n"
@@ -85,6 +88,22 @@ static void shutdown_server(void)
 static void on_signal(uv_signal_t *s, int signum)
 {
     log_info("received %s; shutting down", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    shutdown_server();
+}
+
+/* --exit-on-stdin-close: the parent that owns our stdin pipe is gone (or closed it),
+ * so stop as on SIGTERM. Bytes on the pipe mean nothing and are discarded. */
+static bool exit_on_stdin_close;
+static uv_poll_t stdin_poll;
+
+static void on_stdin(uv_poll_t *h, int status, int events)
+{
+    char buf[4096];
+    ssize_t n = status < 0 ? -1 : read(STDIN_FILENO, buf, sizeof buf);
+    if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR))) return;
+    log_info("standard input closed; shutting down (--exit-on-stdin-close)");
+    uv_poll_stop(h);
+    uv_close((uv_handle_t *)h, NULL);
     shutdown_server();
 }
 
@@ -222,6 +241,10 @@ int main(int argc, char **argv)
             printf("exec-server %s\n", EXEC_SERVER_VERSION);
             return 0;
         }
+        if (strcmp(a, "--exit-on-stdin-close") == 0) {
+            exit_on_stdin_close = true;
+            continue;
+        }
         const char *names[] = {"--listen",          "--session-ttl",       "--log-level",
                                "--max-connections", "--max-processes",     "--max-message-bytes",
                                "--max-queued-bytes", "--max-detached-sessions",
@@ -318,6 +341,20 @@ int main(int argc, char **argv)
     uv_signal_start(&sig_term, on_signal, SIGTERM);
     uv_signal_start(&sig_int, on_signal, SIGINT);
 
+    if (getenv("CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE") &&
+        strcmp(getenv("CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE"), "") != 0 &&
+        strcmp(getenv("CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE"), "0") != 0 &&
+        strcmp(getenv("CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE"), "false") != 0)
+        exit_on_stdin_close = true;
+    /* Over stdio, stdin is the transport and its end already stops the server. */
+    if (exit_on_stdin_close && !stdio_mode) {
+        int fl = fcntl(STDIN_FILENO, F_GETFL);
+        if (fl >= 0) fcntl(STDIN_FILENO, F_SETFL, fl | O_NONBLOCK);
+        if (uv_poll_init(loop, &stdin_poll, STDIN_FILENO) == 0)
+            uv_poll_start(&stdin_poll, UV_READABLE | UV_DISCONNECT, on_stdin);
+        else
+            log_warn("--exit-on-stdin-close: standard input cannot be watched; ignoring");
+    }
     if (stdio_mode) {
         if (stdio_serve(loop, on_stdio_eof) != 0) exit_status = 1;
     } else {

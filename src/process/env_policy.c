@@ -223,3 +223,47 @@ const char *env_get(char *const *envp, const char *name)
         if (name_len(*s) == nl && memcmp(*s, name, nl) == 0) return *s + nl + 1;
     return NULL;
 }
+
+static bool lower_hex(const char *s, size_t n, bool *all_zero)
+{
+    *all_zero = true;
+    for (size_t i = 0; i < n; i++) {
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return false;
+        if (s[i] != '0') *all_zero = false;
+    }
+    return true;
+}
+
+bool trace_parent_valid(const char *s)
+{
+    /* "00-<32 hex>-<16 hex>-<2 hex>" (55 characters for version 00). */
+    bool zero;
+    if (strlen(s) != 55 || s[2] != '-' || s[35] != '-' || s[52] != '-') return false;
+    if (!lower_hex(s, 2, &zero) || strncmp(s, "ff", 2) == 0) return false;
+    if (!lower_hex(s + 3, 32, &zero) || zero) return false;
+    if (!lower_hex(s + 36, 16, &zero) || zero) return false;
+    return lower_hex(s + 53, 2, &zero);
+}
+
+/* tracestate: at most 512 visible ASCII characters, no control bytes. */
+static bool trace_state_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 512) return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e) return false;
+    return true;
+}
+
+char **env_add_trace(char **envp, json_t *trace)
+{
+    const char *tp = json_string_value(json_object_get(trace, "traceparent"));
+    if (!tp || !trace_parent_valid(tp) || env_get(envp, "TRACEPARENT")) return envp;
+    const char *ts = json_string_value(json_object_get(trace, "tracestate"));
+    struct envv e = {.v = envp};
+    while (e.v[e.n]) e.n++;
+    e.cap = e.n + 1;
+    envv_put(&e, "TRACEPARENT", tp);
+    if (ts && trace_state_valid(ts) && !env_get(e.v, "TRACESTATE")) envv_put(&e, "TRACESTATE", ts);
+    return e.v;
+}

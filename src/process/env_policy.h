@@ -43,6 +43,14 @@ void env_policy_decode(struct pdec *d, struct env_policy *out, bool *present);
 char **env_build(char *const *server_env, const struct env_policy *policy, json_t *env);
 void env_free(char **envp);
 
+/* W3C trace context (PROTOCOL.md §2.1): when `trace` (a request's trace object) has
+ * a valid `traceparent`, the child gets TRACEPARENT and, if valid, TRACESTATE, unless
+ * the request's env already names them. Returns the (possibly reallocated) envp. */
+char **env_add_trace(char **envp, json_t *trace);
+/* Whether s is a W3C traceparent: version-traceid-parentid-flags in lowercase hex,
+ * version not ff, ids not all zero. */
+bool trace_parent_valid(const char *s);
+
 /* The value of NAME in an envp array, or NULL. */
 const char *env_get(char *const *envp, const char *name);
 

@@ -599,6 +599,7 @@ static void handle_start(struct rpc_req *req)
     }
     extern char **environ;
     char **cenv = env_build(environ, has_env_pol ? &env_pol : NULL, env);
+    if (req->trace) cenv = env_add_trace(cenv, req->trace);
     const char *path_env = env_get(cenv, "PATH");
 
     struct spawn_request rq = {

@@ -57,6 +57,7 @@ void rpc_req_free(struct rpc_req *req)
 {
     json_decref(req->id);
     json_decref(req->params);
+    json_decref(req->trace);
     conn_unref(req->conn);
     free(req);
 }
@@ -269,6 +270,12 @@ void rpc_dispatch(struct conn *c, const char *data, size_t len)
     req->id = json_incref(id);
     json_t *params = json_object_get(msg, "params");
     req->params = params ? json_incref(params) : NULL;
+    json_t *trace = json_object_get(msg, "trace");
+    req->trace = json_is_object(trace) ? json_incref(trace) : NULL;
+    if (req->trace && log_threshold >= LOG_DEBUG) {
+        const char *tp = json_string_value(json_object_get(req->trace, "traceparent"));
+        if (tp) log_debug("%s: %s traceparent=%.60s", conn_peer(c), name, tp);
+    }
     req->method = mt;
     req->loop = c->loop;
     mt->handler(req);

@@ -33,6 +33,7 @@ struct rpc_req {
                                        returns unless the module keeps its own hold */
     json_t *id;                     /* owned: string or integer, echoed as given */
     json_t *params;                 /* owned: NULL when absent */
+    json_t *trace;                  /* owned: the W3C trace context object, or NULL */
     const struct rpc_method *method;
     uv_loop_t *loop;
 };

@@ -618,13 +618,15 @@ class Rpc:
         raise WaitFailed("%s\n--- transcript ---\n%s" % (what, self.transcript()))
 
     # -- requests --
-    def send_request(self, method, params=None, id=None, omit_params=False):
+    def send_request(self, method, params=None, id=None, omit_params=False, trace=None):
         if id is None:
             id = self.next_id
             self.next_id += 1
         msg = {"id": id, "method": method}
         if not omit_params:
             msg["params"] = params
+        if trace is not None:
+            msg["trace"] = trace
         self.pending.add(self.key(id))
         self.send_obj(msg)
         return id

@@ -197,6 +197,36 @@ static void decode_errors_use_serde_wording(void **state)
         "");
 }
 
+static void trace_context(void **state)
+{
+    (void)state;
+    const char *tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    assert_true(trace_parent_valid(tp));
+    assert_false(trace_parent_valid("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01"));
+    assert_false(trace_parent_valid("ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+    assert_false(trace_parent_valid("00-00000000000000000000000000000000-00f067aa0ba902b7-01"));
+    assert_false(trace_parent_valid("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01"));
+    assert_false(trace_parent_valid("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"));
+    json_t *keep;
+    char **e = build("{\"env\":{\"A\":\"1\"}}", &keep);
+    json_t *trace = json_pack("{s:s, s:s}", "traceparent", tp, "tracestate", "k=v");
+    e = env_add_trace(e, trace);
+    assert_string_equal(env_get(e, "TRACEPARENT"), tp);
+    assert_string_equal(env_get(e, "TRACESTATE"), "k=v");
+    assert_string_equal(env_get(e, "A"), "1");
+    assert_int_equal(count(e), 3);
+    env_free(e);
+    json_decref(keep);
+    /* the request's env wins */
+    e = build("{\"env\":{\"TRACEPARENT\":\"mine\"}}", &keep);
+    e = env_add_trace(e, trace);
+    assert_string_equal(env_get(e, "TRACEPARENT"), "mine");
+    assert_int_equal(count(e), 1);
+    env_free(e);
+    json_decref(keep);
+    json_decref(trace);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -207,6 +237,7 @@ int main(void)
         cmocka_unit_test(exclude_and_include_only_globs),
         cmocka_unit_test(glob_matching),
         cmocka_unit_test(decode_errors_use_serde_wording),
+        cmocka_unit_test(trace_context),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
