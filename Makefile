@@ -1,6 +1,7 @@
 # Thin front door over CMake + Ninja + ctest.
 #   make        release build into build/ (server binary: build/exec-server)
 #   make run    release build, then start the server on the default address
+#   make install  release build, then install everything under PREFIX (default /usr/local)
 #   make test   ASan+UBSan build into build/asan/, then every test through ctest
 #               (including a few seconds of each fuzz target, built into build/fuzz/)
 #   make bench  release build, then bench/exec-bench against ours and the reference
@@ -20,7 +21,7 @@ VALGRIND  ?= valgrind --leak-check=full --error-exitcode=99 --child-silent-after
 ARGS      ?=
 CMAKE_GEN := -G Ninja
 
-.PHONY: all deps run test bench fuzz fuzz-build valgrind clean
+.PHONY: all deps run test bench fuzz fuzz-build valgrind clean install
 
 all: deps
 	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -31,6 +32,14 @@ deps:
 
 run: all
 	./$(BUILD)/exec-server $(ARGS)
+
+# make install [PREFIX=/usr/local] [DESTDIR=...]: server, helper, client, library,
+# header, pkg-config file, man pages and the systemd unit.
+PREFIX ?= /usr/local
+install: all
+	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	cmake --build $(BUILD)
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD)
 
 test: deps fuzz-build
 	cmake -S . -B $(ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DEXEC_SANITIZE=ON \

@@ -35,3 +35,42 @@ export PKG_CONFIG_PATH=$(dirname "$pc")
 # shellcheck disable=SC2046,SC2086
 cc -std=c17 -Wall -Werror $extra -o "$tmp/user" "$tmp/user.c" $(pkg-config --cflags --libs libexecclient)
 LD_LIBRARY_PATH=$(dirname "$(dirname "$pc")") "$tmp/user"
+
+# The whole package: daemon and helper side by side, man pages, the systemd unit.
+p=$tmp/prefix
+for f in bin/exec-server bin/exec-sandbox-helper; do
+    test -x "$p/$f" || { echo "$f not installed"; exit 1; }
+done
+for f in share/man/man1/exec-server.1 share/man/man1/exec-client.1 \
+         lib/systemd/system/exec-server.service; do
+    test -f "$p/$f" || { echo "$f not installed"; exit 1; }
+done
+# The installed client runs without LD_LIBRARY_PATH (RUNPATH $ORIGIN/../lib...).
+"$p/bin/exec-client" --version | grep -q '^exec-client ' || { echo "installed exec-client does not run"; exit 1; }
+# The installed server serves the installed client.
+"$p/bin/exec-server" --listen ws://127.0.0.1:0 >"$tmp/url" 2>"$tmp/err" &
+srv=$!
+i=0
+while ! grep -q '^ws://' "$tmp/url" && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+url=$(head -n1 "$tmp/url")
+out=$("$p/bin/exec-client" --url "$url" run -- sh -c 'echo installed-ok')
+kill -TERM $srv
+wait $srv || true
+test "$out" = "installed-ok" || { echo "installed server/client round trip failed: $out"; cat "$tmp/err"; exit 1; }
+# man pages render without warnings where man is installed
+if command -v man >/dev/null 2>&1; then
+    MANWIDTH=80 man -l "$p/share/man/man1/exec-server.1" >/dev/null 2>"$tmp/manerr" || true
+fi
+# The unit is well formed (systemd-analyze checks the file and that ExecStart exists).
+if command -v systemd-analyze >/dev/null 2>&1; then
+    sed "s#^ExecStart=[^ ]*#ExecStart=$p/bin/exec-server#" \
+        "$p/lib/systemd/system/exec-server.service" >"$tmp/exec-server.service"
+    if ! systemd-analyze verify --man=no "$tmp/exec-server.service" >"$tmp/verify" 2>&1; then
+        # In a container without a running systemd, verify may fail for reasons
+        # unrelated to the unit; only our unit's own errors count.
+        if grep -q "exec-server.service" "$tmp/verify"; then
+            cat "$tmp/verify"; exit 1
+        fi
+    fi
+fi
+echo "install ok"
