@@ -50,6 +50,10 @@ static const char usage[] =
     "                          /readyz stays open). Off by default\n"
     "  --ws-token-file PATH    file holding the token (surrounding whitespace trimmed)\n"
     "  --ws-token-sha256 HEX   the token's SHA-256 as 64 hex digits, instead of the file\n"
+    "  --ws-auth signed-bearer-token: the bearer is an HS256 JWT signed with the secret\n"
+    "                          in --ws-shared-secret-file PATH (at least 32 bytes); exp is\n"
+    "                          required; --ws-issuer ISS and --ws-audience AUD must match\n"
+    "                          when given; --ws-max-clock-skew-seconds N (default 30)\n"
     "\n"
     "Limits (BYTES may end in K, M or G, powers of 1024):\n"
     "  --max-connections N     open connections; one more gets HTTP 503 (default 1024)\n"
@@ -172,17 +176,67 @@ static int parse_ws_url(const char *url, char *host, size_t hostlen, int *port)
 
 /* Validates the --ws-auth flags (the reference's wording) and turns the check on.
  * Returns 0, or -1 after printing why. */
-static int configure_auth(const char *mode, const char *file, const char *hex)
+struct jwt_opts {
+    const char *secret_file, *issuer, *audience;
+    int64_t skew;
+    bool skew_set;
+};
+
+/* A flag value trimmed of blanks, or NULL when nothing is left (as the reference). */
+static const char *trimmed(const char *v, char *buf, size_t n)
 {
+    if (!v) return NULL;
+    while (*v == ' ' || *v == '\t') v++;
+    snprintf(buf, n, "%s", v);
+    size_t len = strlen(buf);
+    while (len && (buf[len - 1] == ' ' || buf[len - 1] == '\t')) buf[--len] = 0;
+    return len ? buf : NULL;
+}
+
+/* The reference's rules and texts for the --ws-* flags. */
+static int configure_auth(const char *mode, const char *file, const char *hex,
+                          const struct jwt_opts *jwt)
+{
+    bool jwt_flags = jwt->secret_file || jwt->issuer || jwt->audience || jwt->skew_set;
     if (!mode) {
-        if (!file && !hex) return 0;
-        fprintf(stderr,
-                "exec-server: websocket auth flags require `--ws-auth capability-token`\n");
+        if (!file && !hex && !jwt_flags) return 0;
+        fprintf(stderr, "exec-server: websocket auth flags require `--ws-auth capability-token` "
+                        "or `--ws-auth signed-bearer-token`\n");
         return -1;
+    }
+    if (strcmp(mode, "signed-bearer-token") == 0) {
+        if (file || hex) {
+            fprintf(stderr, "exec-server: `--ws-token-file` and `--ws-token-sha256` require "
+                            "`--ws-auth capability-token`, not `signed-bearer-token`\n");
+            return -1;
+        }
+        if (!jwt->secret_file) {
+            fprintf(stderr, "exec-server: `--ws-shared-secret-file` is required when `--ws-auth "
+                            "signed-bearer-token` is set\n");
+            return -1;
+        }
+        if (jwt->secret_file[0] != '/') {
+            fprintf(stderr, "exec-server: --ws-shared-secret-file must be an absolute path\n");
+            return -1;
+        }
+        char ib[512], ab[512], err[600];
+        if (auth_configure_jwt(jwt->secret_file, trimmed(jwt->issuer, ib, sizeof ib),
+                               trimmed(jwt->audience, ab, sizeof ab), jwt->skew, err,
+                               sizeof err) < 0) {
+            fprintf(stderr, "exec-server: %s\n", err);
+            return -1;
+        }
+        return 0;
     }
     if (strcmp(mode, "capability-token") != 0) {
         fprintf(stderr, "exec-server: invalid value '%s' for '--ws-auth <MODE>'; expected "
-                        "capability-token\n", mode);
+                        "capability-token or signed-bearer-token\n", mode);
+        return -1;
+    }
+    if (jwt_flags) {
+        fprintf(stderr, "exec-server: `--ws-shared-secret-file`, `--ws-issuer`, `--ws-audience`, "
+                        "and `--ws-max-clock-skew-seconds` require `--ws-auth "
+                        "signed-bearer-token`\n");
         return -1;
     }
     if (file && hex) {
@@ -230,6 +284,7 @@ int main(int argc, char **argv)
     const char *listen_url = "ws://127.0.0.1:0";
     uint64_t ttl_ms = 80000;
     const char *ws_auth = NULL, *token_file = NULL, *token_sha256 = NULL;
+    struct jwt_opts jwt = {.skew = 30};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
@@ -248,7 +303,9 @@ int main(int argc, char **argv)
         const char *names[] = {"--listen",          "--session-ttl",       "--log-level",
                                "--max-connections", "--max-processes",     "--max-message-bytes",
                                "--max-queued-bytes", "--max-detached-sessions",
-                               "--ws-auth",         "--ws-token-file",     "--ws-token-sha256"};
+                               "--ws-auth",         "--ws-token-file",     "--ws-token-sha256",
+                               "--ws-shared-secret-file", "--ws-issuer",   "--ws-audience",
+                               "--ws-max-clock-skew-seconds"};
         int which = -1;
         for (int k = 0; k < (int)(sizeof names / sizeof names[0]); k++) {
             size_t n = strlen(names[k]);
@@ -283,6 +340,23 @@ int main(int argc, char **argv)
             token_file = val;
         } else if (which == 10) {
             token_sha256 = val;
+        } else if (which == 11) {
+            jwt.secret_file = val;
+        } else if (which == 12) {
+            jwt.issuer = val;
+        } else if (which == 13) {
+            jwt.audience = val;
+        } else if (which == 14) {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(val, &end, 10);
+            if (errno || *end || !*val || val[0] == '-' || v > (unsigned long long)INT64_MAX) {
+                fprintf(stderr, "exec-server: invalid --ws-max-clock-skew-seconds `%s`; expected "
+                                "seconds\n", val);
+                return 2;
+            }
+            jwt.skew = (int64_t)v;
+            jwt.skew_set = true;
         } else if (which >= 3) {
             bool bytes = which == 5 || which == 6;
             unsigned long long v, max = bytes ? (1ull << 40) : 1000000;
@@ -325,7 +399,7 @@ int main(int argc, char **argv)
         }
     }
 
-    if (configure_auth(ws_auth, token_file, token_sha256) < 0) return 2;
+    if (configure_auth(ws_auth, token_file, token_sha256, &jwt) < 0) return 2;
 
     /* Before the loop exists (no threads yet): the watchdog that kills our
      * process groups if this process dies without cleaning up. */

@@ -8,8 +8,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "transport/jwt.h"
 #include "util/oserr.h"
 
 static struct auth_key configured;
@@ -83,19 +86,30 @@ int auth_key_from_file(const char *path, struct auth_key *out, char *err, size_t
     return r < 0 ? -1 : 0;
 }
 
-enum auth_verdict auth_check(const struct auth_key *key, const char *authorization)
+/* "<scheme> <token>": the scheme is case-insensitive, the separator a space, and
+ * blanks around the token are not part of it (the reference does the same). */
+static enum auth_verdict bearer_token(const char *authorization, const char **tok, size_t *len)
 {
     if (authorization[0] == '\0') return AUTH_MISSING;
-    /* "<scheme> <token>": the scheme is case-insensitive, the separator a space, and
-     * blanks around the token are not part of it (the reference does the same). */
     const char *sp = strchr(authorization, ' ');
     if (!sp || (size_t)(sp - authorization) != 6 || strncasecmp(authorization, "Bearer", 6) != 0)
         return AUTH_BAD_HEADER;
-    const char *tok = sp;
-    while (*tok == ' ') tok++;
-    size_t len = strlen(tok);
-    while (len && tok[len - 1] == ' ') len--;
-    if (len == 0) return AUTH_BAD_HEADER;
+    const char *t = sp;
+    while (*t == ' ') t++;
+    size_t n = strlen(t);
+    while (n && t[n - 1] == ' ') n--;
+    if (n == 0) return AUTH_BAD_HEADER;
+    *tok = t;
+    *len = n;
+    return AUTH_OK;
+}
+
+enum auth_verdict auth_check(const struct auth_key *key, const char *authorization)
+{
+    const char *tok;
+    size_t len;
+    enum auth_verdict v = bearer_token(authorization, &tok, &len);
+    if (v != AUTH_OK) return v;
     unsigned char digest[SHA256_DIGEST_LENGTH];
     SHA256((const unsigned char *)tok, len, digest);
     return CRYPTO_memcmp(digest, key->sha256, sizeof digest) == 0 ? AUTH_OK : AUTH_WRONG;
@@ -109,6 +123,61 @@ const char *auth_verdict_text(enum auth_verdict v)
     case AUTH_BAD_HEADER: return "invalid authorization header";
     default: return "invalid websocket bearer token";
     }
+}
+
+/* signed-bearer-token mode (jwt.c): the secret and the expected claims. */
+static bool jwt_mode;
+static uint8_t jwt_secret[4096];
+static size_t jwt_secret_len;
+static char *jwt_issuer, *jwt_audience;
+static int64_t jwt_skew;
+
+int auth_configure_jwt(const char *secret_file, const char *issuer, const char *audience,
+                       int64_t skew, char *err, size_t errlen)
+{
+    char text[sizeof jwt_secret + 1];
+    size_t len = 0;
+    int fd = open(secret_file, O_RDONLY | O_CLOEXEC);
+    int e = fd < 0 ? errno : 0;
+    while (!e && len < sizeof text) {
+        ssize_t n = read(fd, text + len, sizeof text - len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) e = errno;
+        if (n <= 0) break;
+        len += (size_t)n;
+    }
+    if (fd >= 0) close(fd);
+    if (e) {
+        char why[256];
+        oserr_format(e, why, sizeof why);
+        snprintf(err, errlen, "failed to read websocket auth secret %s: %s", secret_file, why);
+        return -1;
+    }
+    const char *t = text;
+    while (len && is_space(t[len - 1])) len--;
+    while (len && is_space(*t)) t++, len--;
+    int rc = 0;
+    if (len == 0) {
+        snprintf(err, errlen, "websocket auth secret %s must not be empty", secret_file);
+        rc = -1;
+    } else if (len < AUTH_JWT_SECRET_MIN) {
+        snprintf(err, errlen, "signed websocket bearer secret %s must be at least %d bytes",
+                 secret_file, AUTH_JWT_SECRET_MIN);
+        rc = -1;
+    } else if (len > sizeof jwt_secret) {
+        snprintf(err, errlen, "signed websocket bearer secret %s is longer than %zu bytes",
+                 secret_file, sizeof jwt_secret);
+        rc = -1;
+    } else {
+        memcpy(jwt_secret, t, len);
+        jwt_secret_len = len;
+        jwt_issuer = issuer ? strdup(issuer) : NULL;
+        jwt_audience = audience ? strdup(audience) : NULL;
+        jwt_skew = skew;
+        jwt_mode = enabled = true;
+    }
+    OPENSSL_cleanse(text, sizeof text);
+    return rc;
 }
 
 void auth_configure(const struct auth_key *key)
@@ -126,9 +195,24 @@ bool auth_enabled(void)
 bool auth_admit(const char *authorization, struct buf *reply)
 {
     if (!enabled) return true;
-    enum auth_verdict v = auth_check(&configured, authorization);
-    if (v == AUTH_OK) return true;
-    const char *body = auth_verdict_text(v);
+    const char *body;
+    if (jwt_mode) {
+        const char *tok;
+        size_t len;
+        enum auth_verdict v = bearer_token(authorization, &tok, &len);
+        if (v != AUTH_OK) {
+            body = auth_verdict_text(v);
+        } else {
+            enum jwt_verdict jv = jwt_verify(tok, len, jwt_secret, jwt_secret_len, jwt_issuer,
+                                             jwt_audience, jwt_skew, (int64_t)time(NULL));
+            if (jv == JWT_OK) return true;
+            body = jwt_verdict_text(jv);
+        }
+    } else {
+        enum auth_verdict v = auth_check(&configured, authorization);
+        if (v == AUTH_OK) return true;
+        body = auth_verdict_text(v);
+    }
     buf_reset(reply);
     buf_printf(reply,
                "HTTP/1.1 401 Unauthorized\r\ncontent-length: %zu\r\nconnection: close\r\n"

@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "util/buf.h"
 
@@ -53,6 +54,12 @@ const char *auth_verdict_text(enum auth_verdict v);
 /* Process-wide switch: with a key, every WebSocket upgrade is checked (the key is
  * copied); NULL turns checking off. */
 void auth_configure(const struct auth_key *key);
+/* signed-bearer-token mode (`--ws-auth signed-bearer-token`, jwt.h): the shared
+ * secret is read from secret_file (whitespace trimmed, at least AUTH_JWT_SECRET_MIN
+ * bytes); issuer/audience may be NULL. Returns 0, or -1 with the message in err. */
+#define AUTH_JWT_SECRET_MIN 32
+int auth_configure_jwt(const char *secret_file, const char *issuer, const char *audience,
+                       int64_t skew, char *err, size_t errlen);
 bool auth_enabled(void);
 
 /* Called by the listener for a request the upgrade parser accepted, with the 101 in

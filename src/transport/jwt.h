@@ -1,0 +1,31 @@
+/* jwt: verification of HS256 JSON Web Tokens for `--ws-auth signed-bearer-token`.
+ *
+ * The reference's rules exactly: the header's alg must be HS256; the signature is
+ * HMAC-SHA-256 of "header.payload" with the shared secret, compared in constant
+ * time; `exp` (an integer) is required; then, with `skew` seconds of tolerance,
+ * now > exp is "expired", now < nbf is "not valid yet"; a configured issuer must
+ * equal `iss`; a configured audience must equal `aud` or be one of its members.
+ * Segments are base64url without padding. Pure: the caller passes the time. */
+#ifndef EXEC_TRANSPORT_JWT_H
+#define EXEC_TRANSPORT_JWT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum jwt_verdict {
+    JWT_OK,
+    JWT_INVALID,   /* malformed, wrong algorithm, bad signature, no integer exp */
+    JWT_EXPIRED,
+    JWT_NOT_YET,
+    JWT_ISSUER,
+    JWT_AUDIENCE,
+};
+
+enum jwt_verdict jwt_verify(const char *token, size_t len, const uint8_t *secret,
+                            size_t secret_len, const char *issuer, const char *audience,
+                            int64_t skew, int64_t now);
+
+/* The 401 body the reference sends for a verdict. */
+const char *jwt_verdict_text(enum jwt_verdict v);
+
+#endif
