@@ -70,6 +70,7 @@ struct proc {
     bool exited, closed, terminated, paused;
     int exit_code;
     bool sandboxed;          /* a sandbox was applied to the child */
+    uint64_t start_ns;       /* spawn time, for the process duration metric */
     bool sandbox_denied;     /* PROTOCOL.md 10.5, computed at exit */
     uint64_t exit_seq, close_seq;
     uv_timer_t timer;        /* PTY drain deadline, then the eviction timer */

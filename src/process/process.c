@@ -19,6 +19,7 @@
 
 #include "core/limits.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "fs/uri.h"
 #include "process/env_policy.h"
 #include "process/event_log.h"
@@ -443,6 +444,7 @@ static void pid_cb(uv_poll_t *h, int status, int events)
          * cannot turn back into the signal). */
         p->exit_code = 128 + si.si_status;
     }
+    metrics_process_exited(p->exit_code == 0, metrics_now_ns() - p->start_ns);
     uv_close((uv_handle_t *)&p->pid_poll, handle_closed);
     close(p->pidfd);
     p->pid_open = false;
@@ -636,6 +638,8 @@ static void handle_start(struct rpc_req *req)
     p->sandboxed = sandboxed;
     p->pid = sr.pid;
     p->pidfd = sr.pidfd;
+    p->start_ns = metrics_now_ns();
+    metrics_process_started();
     event_log_init(&p->log);
     uv_loop_t *loop = req->loop;
     uv_timer_init(loop, &p->timer);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/metrics.h"
 #include "fs/fs_util.h"
 #include "fs/fs_watch.h"
 #include "transport/conn_internal.h"
@@ -72,6 +73,7 @@ void rpc_result_begin(struct rpc_req *req, struct buf *b)
 
 void rpc_result_finish(struct rpc_req *req, struct buf *b)
 {
+    metrics_request_done(req->method->name, true, metrics_now_ns() - req->start_ns);
     buf_putc(b, '}');
     conn_send(req->conn, b);
     rpc_req_free(req);
@@ -97,6 +99,7 @@ void rpc_reply_error(struct rpc_req *req, int code, const char *fmt, ...)
     buf_vprintf(&msg, fmt, ap);
     va_end(ap);
     buf_putc(&msg, '\0');
+    metrics_request_done(req->method->name, false, metrics_now_ns() - req->start_ns);
     send_error(req->conn, req->id, code, msg.data);
     buf_free(&msg);
     rpc_req_free(req);
@@ -277,6 +280,7 @@ void rpc_dispatch(struct conn *c, const char *data, size_t len)
         if (tp) log_debug("%s: %s traceparent=%.60s", conn_peer(c), name, tp);
     }
     req->method = mt;
+    req->start_ns = metrics_now_ns();
     req->loop = c->loop;
     mt->handler(req);
 out:

@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <uv.h>
 
 #include "util/buf.h"
@@ -36,6 +37,7 @@ struct rpc_req {
     json_t *trace;                  /* owned: the W3C trace context object, or NULL */
     const struct rpc_method *method;
     uv_loop_t *loop;
+    uint64_t start_ns;              /* arrival, for the request duration metric */
 };
 
 typedef void (*rpc_handler_fn)(struct rpc_req *req);

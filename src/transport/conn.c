@@ -7,6 +7,7 @@
 
 #include "core/limits.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "session/session.h"
 #include "util/mem.h"
 
@@ -36,6 +37,7 @@ void conn_init(struct conn *c, const struct conn_ops *ops, uv_loop_t *loop, cons
     c->refs = 1;
     c->open = true;
     c->kind = kind;
+    metrics_connection_opened(kind);
 }
 
 void conn_send(struct conn *c, struct buf *msg)
@@ -295,6 +297,7 @@ void conn_close(struct conn *c)
 void conn_closed(struct conn *c)
 {
     c->open = false;
+    metrics_connection_closed(c->kind);
     if (c->session) session_detach(c->session, c);
     c->session = NULL;
     batch_flush(c); /* not open any more: frees whatever was gathered */

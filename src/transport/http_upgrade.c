@@ -259,6 +259,11 @@ enum http_outcome http_upgrade_parse(const char *data, size_t len, struct http_r
     if (path.n == 7 && memcmp(path.p, "/readyz", 7) == 0) {
         return reply(info, out, get || head_method ? 200 : 405, NULL, NULL);
     }
+    if (path.n == 8 && memcmp(path.p, "/metrics", 8) == 0) {
+        if (!get && !head_method) return reply(info, out, 405, NULL, NULL);
+        info->head_only = head_method;
+        return HTTP_METRICS;
+    }
     if (!(path.n == 1 && path.p[0] == '/')) return reply(info, out, 404, NULL, NULL);
     if (!get) return reply(info, out, 405, "Request method must be `GET`", NULL);
     if (!h.has_connection || !list_contains(h.connection, "upgrade")) {

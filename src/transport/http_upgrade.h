@@ -7,6 +7,7 @@
 #ifndef EXEC_TRANSPORT_HTTP_UPGRADE_H
 #define EXEC_TRANSPORT_HTTP_UPGRADE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "util/buf.h"
@@ -18,12 +19,14 @@ enum http_outcome {
     HTTP_INCOMPLETE, /* the head has not ended yet; call again with more bytes */
     HTTP_WEBSOCKET,  /* a valid upgrade: send *reply (the 101), then speak WebSocket */
     HTTP_REPLY,      /* send *reply, then close the connection */
+    HTTP_METRICS,    /* GET or HEAD /metrics: the caller answers (auth, then the text) */
 };
 
 struct http_request_info {
     size_t consumed;         /* bytes of the head (incl. the blank line), for HTTP_WEBSOCKET */
     int status;              /* status code written into the reply */
     char authorization[512]; /* the Authorization header value, "" when absent or too long */
+    bool head_only;          /* HTTP_METRICS: a HEAD request (headers, no body) */
 };
 
 /* Parses data[0..len). Appends the complete response to *reply (a plain buf, no

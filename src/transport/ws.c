@@ -26,6 +26,7 @@
 
 #include "core/limits.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "rpc/dispatch.h"
 #include "transport/auth.h"
 #include "transport/conn_internal.h"
@@ -619,11 +620,29 @@ static void ws_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         buf_free(&reply);
         return;
     }
-    if (o == HTTP_WEBSOCKET && !auth_admit(info.authorization, &reply)) {
+    if (o == HTTP_METRICS) {
+        /* The metrics are behind the same authentication as the upgrade. */
+        if (auth_admit(info.authorization, &reply)) {
+            struct buf body;
+            buf_init(&body);
+            metrics_render(&body);
+            buf_printf(&reply,
+                       "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4; "
+                       "charset=utf-8\r\ncontent-length: %zu\r\nconnection: close\r\n\r\n",
+                       body.len);
+            if (!info.head_only) buf_append(&reply, body.data, body.len);
+            buf_free(&body);
+        } else {
+            log_info("%s: /metrics refused (401)", conn_peer(&w->base));
+        }
+        o = HTTP_REPLY;
+    } else if (o == HTTP_WEBSOCKET && !auth_admit(info.authorization, &reply)) {
         log_info("%s: websocket upgrade refused (401)", conn_peer(&w->base));
+        metrics_connection_rejected("websocket", "unauthorized");
         o = HTTP_REPLY;
     } else if (o == HTTP_WEBSOCKET && w->over_limit) {
         /* Past --max-connections: say so instead of upgrading. */
+        metrics_connection_rejected("websocket", "over_limit");
         log_warn("connection %s refused: %u connections open (--max-connections %u)",
                  w->base.peer, w->listener->nconns, server_limits.max_connections);
         buf_free(&reply);

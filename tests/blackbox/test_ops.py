@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Operator-facing behaviour: --exit-on-stdin-close (both servers) and W3C trace context
-reaching a child's environment (ours: TRACEPARENT / TRACESTATE)."""
+"""Operator-facing behaviour: --exit-on-stdin-close, W3C trace context reaching a child's
+environment (TRACEPARENT / TRACESTATE), and Prometheus metrics on GET /metrics (all ours)."""
 import os
 import subprocess
 import sys
@@ -58,6 +58,97 @@ def test_exit_on_stdin_close(_):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def parse_prometheus(text):
+    """A small parser of the text exposition format: {(name, frozenset(labels)): value};
+    also checks that every sample belongs to a family announced by # TYPE."""
+    import re
+    samples, types = {}, {}
+    line_re = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? ([0-9eE+\-.]+|\+Inf|NaN)$')
+    label_re = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+    for line in text.splitlines():
+        if not line:
+            continue
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ", 3)
+            types[name] = kind
+            continue
+        if line.startswith("#"):
+            continue
+        m = line_re.match(line)
+        assert m, "bad exposition line: %r" % line
+        name, labels = m.group(1), frozenset(label_re.findall(m.group(3) or ""))
+        base = re.sub(r"_(bucket|sum|count)$", "", name)
+        assert name in types or base in types, "sample of an undeclared family: %r" % line
+        samples[(name, labels)] = float(m.group(4))
+    return samples, types
+
+
+def scrape(srv, auth=None):
+    req = "GET /metrics HTTP/1.1\r\nHost: x\r\n%s\r\n" % (
+        ("Authorization: Bearer %s\r\n" % auth) if auth else "")
+    return http_raw(srv.host, srv.port, req)
+
+
+def value(samples, name, **labels):
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+@ours_only
+def test_metrics_move_as_requests_run(srv):
+    status, hdrs, body = scrape(srv)
+    assert status == 200 and hdrs["content-type"].startswith("text/plain; version=0.0.4"), hdrs
+    before, types = parse_prometheus(body.decode())
+    assert types["exec_server_requests_total"] == "counter"
+    assert types["exec_server_request_duration_seconds"] == "histogram"
+    assert types["exec_server_connections_active"] == "gauge"
+    s = srv.session()
+    for i in range(3):
+        s.start("m%d" % i, ["true"])
+        s.collect_until_closed("m%d" % i)
+    s.error("fs/readFile", {"path": "file:///nonexistent-execbb"})
+    _, _, body = scrape(srv)
+    after, _ = parse_prometheus(body.decode())
+    d = lambda name, **l: value(after, name, **l) - value(before, name, **l)  # noqa
+    assert d("exec_server_requests_total", operation="process/start", result="ok") == 3, after
+    assert d("exec_server_requests_total", operation="fs/readFile", result="error") == 1
+    assert d("exec_server_request_duration_seconds_count", operation="process/start",
+             result="ok") == 3
+    assert d("exec_server_processes_total") == 3
+    assert d("exec_server_process_duration_seconds_count", result="success") == 3
+    assert value(after, "exec_server_connections_active", transport="websocket") >= 1
+    # no ids, paths or commands in any label
+    for (name, labels), _ in after.items():
+        for k, v in labels:
+            assert k in ("transport", "result", "operation", "le"), (name, k)
+            assert "/" not in v or k == "operation", (name, k, v)
+    s.close()
+
+
+@ours_only
+@needs_own_server
+def test_metrics_behind_auth(_):
+    import tempfile
+    fd, tok = tempfile.mkstemp(prefix="execbb-tok-")
+    os.write(fd, b"metrics-token-123")
+    os.close(fd)
+    srv = Server(extra_args=["--ws-auth", "capability-token", "--ws-token-file", tok])
+    try:
+        assert scrape(srv)[0] == 401
+        assert scrape(srv, "wrong")[0] == 401
+        up = ("GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+              "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        for _ in range(2):
+            assert http_raw(srv.host, srv.port, up)[0] == 401  # refused upgrades count
+        status, _, body = scrape(srv, "metrics-token-123")
+        assert status == 200 and b"exec_server_connections_total" in body
+        samples, _ = parse_prometheus(body.decode())
+        assert value(samples, "exec_server_connections_total", transport="websocket",
+                     result="rejected") >= 2, samples
+    finally:
+        srv.stop()
+        os.unlink(tok)
 
 
 if __name__ == "__main__":

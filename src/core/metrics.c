@@ -1,0 +1,159 @@
+/* metrics: Prometheus counters of the server (see metrics.h). */
+#include "core/metrics.h"
+
+#include <string.h>
+#include <uv.h>
+
+/* Histogram bounds in seconds, shared by both histograms. */
+static const double bounds[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 300};
+#define NB (sizeof bounds / sizeof bounds[0])
+
+struct hist {
+    uint64_t buckets[NB]; /* cumulative on output, per-bucket here */
+    uint64_t count;
+    double sum;
+};
+
+static void hist_add(struct hist *h, uint64_t ns)
+{
+    double s = (double)ns / 1e9;
+    for (size_t i = 0; i < NB; i++) {
+        if (s <= bounds[i]) {
+            h->buckets[i]++;
+            break;
+        }
+    }
+    h->count++;
+    h->sum += s;
+}
+
+enum { T_WS, T_STDIO, T_N };
+static const char *const transports[T_N] = {"websocket", "stdio"};
+static int64_t conns_active[T_N];
+static uint64_t conns_accepted[T_N], conns_rejected[T_N];
+
+#define MAX_OPS 64 /* more than the methods we implement */
+struct op {
+    const char *name;
+    uint64_t total[2]; /* error, ok */
+    struct hist dur[2];
+};
+static struct op ops[MAX_OPS];
+static size_t nops;
+
+static int64_t procs_active;
+static uint64_t procs_total;
+static struct hist proc_dur[2]; /* failure, success */
+
+uint64_t metrics_now_ns(void)
+{
+    return uv_hrtime();
+}
+
+static int tindex(const char *t)
+{
+    return t && strcmp(t, "stdio") == 0 ? T_STDIO : T_WS;
+}
+
+void metrics_connection_opened(const char *transport)
+{
+    int i = tindex(transport);
+    conns_active[i]++;
+    conns_accepted[i]++;
+}
+
+void metrics_connection_closed(const char *transport)
+{
+    conns_active[tindex(transport)]--;
+}
+
+void metrics_connection_rejected(const char *transport, const char *reason)
+{
+    (void)reason;
+    conns_rejected[tindex(transport)]++;
+}
+
+void metrics_request_done(const char *operation, bool ok, uint64_t duration_ns)
+{
+    struct op *o = NULL;
+    for (size_t i = 0; i < nops; i++)
+        if (ops[i].name == operation || strcmp(ops[i].name, operation) == 0) o = &ops[i];
+    if (!o) {
+        if (nops == MAX_OPS) return;
+        o = &ops[nops++];
+        o->name = operation;
+    }
+    o->total[ok]++;
+    hist_add(&o->dur[ok], duration_ns);
+}
+
+void metrics_process_started(void)
+{
+    procs_active++;
+    procs_total++;
+}
+
+void metrics_process_exited(bool success, uint64_t duration_ns)
+{
+    procs_active--;
+    hist_add(&proc_dur[success], duration_ns);
+}
+
+static void hist_render(struct buf *out, const char *name, const char *labels,
+                        const struct hist *h)
+{
+    uint64_t cum = 0;
+    for (size_t i = 0; i < NB; i++) {
+        cum += h->buckets[i];
+        buf_printf(out, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, *labels ? "," : "",
+                   bounds[i], (unsigned long long)cum);
+    }
+    buf_printf(out, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, *labels ? "," : "",
+               (unsigned long long)h->count);
+    buf_printf(out, "%s_sum{%s} %.9f\n%s_count{%s} %llu\n", name, labels, h->sum, name, labels,
+               (unsigned long long)h->count);
+}
+
+void metrics_render(struct buf *out)
+{
+    char labels[160];
+    buf_puts(out, "# HELP exec_server_connections_active Open client connections.\n"
+                  "# TYPE exec_server_connections_active gauge\n");
+    for (int t = 0; t < T_N; t++)
+        buf_printf(out, "exec_server_connections_active{transport=\"%s\"} %lld\n", transports[t],
+                   (long long)conns_active[t]);
+    buf_puts(out, "# HELP exec_server_connections_total Client connections by outcome.\n"
+                  "# TYPE exec_server_connections_total counter\n");
+    for (int t = 0; t < T_N; t++) {
+        buf_printf(out, "exec_server_connections_total{transport=\"%s\",result=\"accepted\"} %llu\n",
+                   transports[t], (unsigned long long)conns_accepted[t]);
+        buf_printf(out, "exec_server_connections_total{transport=\"%s\",result=\"rejected\"} %llu\n",
+                   transports[t], (unsigned long long)conns_rejected[t]);
+    }
+    buf_puts(out, "# HELP exec_server_requests_total JSON-RPC requests answered, by method.\n"
+                  "# TYPE exec_server_requests_total counter\n");
+    for (size_t i = 0; i < nops; i++)
+        for (int ok = 1; ok >= 0; ok--)
+            buf_printf(out, "exec_server_requests_total{operation=\"%s\",result=\"%s\"} %llu\n",
+                       ops[i].name, ok ? "ok" : "error", (unsigned long long)ops[i].total[ok]);
+    buf_puts(out, "# HELP exec_server_request_duration_seconds Time from a request's arrival "
+                  "to its reply.\n# TYPE exec_server_request_duration_seconds histogram\n");
+    for (size_t i = 0; i < nops; i++)
+        for (int ok = 1; ok >= 0; ok--) {
+            snprintf(labels, sizeof labels, "operation=\"%s\",result=\"%s\"", ops[i].name,
+                     ok ? "ok" : "error");
+            hist_render(out, "exec_server_request_duration_seconds", labels, &ops[i].dur[ok]);
+        }
+    buf_printf(out, "# HELP exec_server_processes_active Managed processes not yet exited.\n"
+                    "# TYPE exec_server_processes_active gauge\n"
+                    "exec_server_processes_active %lld\n"
+                    "# HELP exec_server_processes_total Managed processes started.\n"
+                    "# TYPE exec_server_processes_total counter\n"
+                    "exec_server_processes_total %llu\n",
+               (long long)procs_active, (unsigned long long)procs_total);
+    buf_puts(out, "# HELP exec_server_process_duration_seconds Managed process lifetimes, by "
+                  "exit status (success: exit code 0).\n"
+                  "# TYPE exec_server_process_duration_seconds histogram\n");
+    hist_render(out, "exec_server_process_duration_seconds", "result=\"success\"", &proc_dur[1]);
+    hist_render(out, "exec_server_process_duration_seconds", "result=\"failure\"", &proc_dur[0]);
+}

@@ -1,0 +1,30 @@
+/* metrics: the server's counters, in Prometheus text format on GET /metrics.
+ *
+ * Names and labels follow the reference's observability plan (codex-rs/exec-server
+ * observability.md: exec_server.connections.active ... in OTel naming, here in
+ * Prometheus form): bounded label domains only (transport, operation = the JSON-RPC
+ * method name of an implemented method, result), never ids, paths or commands.
+ * Recording is a few integer adds on the loop thread: no allocation, no locks. */
+#ifndef EXEC_CORE_METRICS_H
+#define EXEC_CORE_METRICS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util/buf.h"
+
+void metrics_connection_opened(const char *transport); /* "websocket" or "stdio" */
+void metrics_connection_closed(const char *transport);
+void metrics_connection_rejected(const char *transport, const char *reason);
+/* operation: a static method name (the method table's string). */
+void metrics_request_done(const char *operation, bool ok, uint64_t duration_ns);
+void metrics_process_started(void);
+void metrics_process_exited(bool success, uint64_t duration_ns);
+
+/* Appends the exposition text (format 0.0.4). */
+void metrics_render(struct buf *out);
+
+/* Monotonic nanoseconds (uv_hrtime), for durations. */
+uint64_t metrics_now_ns(void);
+
+#endif
