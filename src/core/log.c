@@ -2,6 +2,7 @@
 #include "core/log.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -38,4 +39,31 @@ void log_msg(enum log_level level, const char *fmt, ...)
     va_end(ap);
     /* One write per line so concurrent writers do not interleave mid-line. */
     fprintf(stderr, "%s\n", line);
+}
+
+const char *log_value(const char *s, char *out, size_t n)
+{
+    bool bare = *s != '\0';
+    for (const char *p = s; *p && bare; p++)
+        bare = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+               strchr("._:/@+-", *p);
+    if (bare) {
+        snprintf(out, n, "%s", s);
+        return out;
+    }
+    size_t k = 0;
+    if (k + 1 < n) out[k++] = '"';
+    for (const unsigned char *p = (const unsigned char *)s; *p && k + 5 < n; p++) {
+        if (*p == '"' || *p == '\\') {
+            out[k++] = '\\';
+            out[k++] = (char)*p;
+        } else if (*p < 0x20 || *p >= 0x7f) {
+            k += (size_t)snprintf(out + k, n - k, "\\x%02x", *p);
+        } else {
+            out[k++] = (char)*p;
+        }
+    }
+    if (k + 1 < n) out[k++] = '"';
+    out[k < n ? k : n - 1] = '\0';
+    return out;
 }

@@ -445,6 +445,14 @@ static void pid_cb(uv_poll_t *h, int status, int events)
         p->exit_code = 128 + si.si_status;
     }
     metrics_process_exited(p->exit_code == 0, metrics_now_ns() - p->start_ns);
+    {
+        char idv[160];
+        log_event("event=process_exit session=%s process_id=%s pid=%d exit_code=%d "
+                  "duration_ms=%llu",
+                  p->table->session->id, log_value(p->id, idv, sizeof idv), (int)p->pid,
+                  p->exit_code,
+                  (unsigned long long)((metrics_now_ns() - p->start_ns) / 1000000));
+    }
     uv_close((uv_handle_t *)&p->pid_poll, handle_closed);
     close(p->pidfd);
     p->pid_open = false;
@@ -640,6 +648,14 @@ static void handle_start(struct rpc_req *req)
     p->pidfd = sr.pidfd;
     p->start_ns = metrics_now_ns();
     metrics_process_started();
+    {
+        char idv[160], a0[200];
+        log_event("event=process_start session=%s process_id=%s pid=%d argv0=%s tty=%s "
+                  "sandboxed=%s",
+                  req->session->id, log_value(id, idv, sizeof idv), (int)sr.pid,
+                  log_value(program, a0, sizeof a0), tty ? "true" : "false",
+                  sandboxed ? "true" : "false");
+    }
     event_log_init(&p->log);
     uv_loop_t *loop = req->loop;
     uv_timer_init(loop, &p->timer);

@@ -72,7 +72,7 @@ static void session_destroy(struct session *s)
 static void session_expired(uv_timer_t *t)
 {
     struct session *s = t->data;
-    log_info("session %s expired after %llu ms detached; killing its processes", s->id,
+    log_event("event=session_expire session=%s detached_ms=%llu processes=killed", s->id,
              (unsigned long long)session_ttl_ms);
     session_destroy(s);
 }
@@ -89,10 +89,12 @@ void session_detach(struct session *s, struct conn *c)
     }
     if (s->ending) {
         /* The client said it is done (session/close): nothing to resume. */
-        log_info("session %s ended by its client", s->id);
+        log_event("event=session_end session=%s peer=%s reason=session_close", s->id, c->peer);
         session_destroy(s);
         return;
     }
+    log_event("event=session_detach session=%s peer=%s ttl_ms=%llu", s->id, c->peer,
+              (unsigned long long)session_ttl_ms);
     s->detach_order = ++detach_counter;
     uv_timer_start(&s->ttl, session_expired, session_ttl_ms, 0);
     /* Over max_detached: the session detached longest ago expires now. */
@@ -203,6 +205,7 @@ static void handle_initialize(struct rpc_req *req)
                                    "session %s is already attached to another connection", s->id);
         attach(s, c);
         proc_table_attached(s->procs, c);
+        log_event("event=session_attach session=%s peer=%s resumed=true", s->id, c->peer);
     } else {
         s = xcalloc(1, sizeof *s);
         uuid_v4(s->id);
@@ -214,6 +217,7 @@ static void handle_initialize(struct rpc_req *req)
         if (sessions) sessions->prev = s;
         sessions = s;
         attach(s, c);
+        log_event("event=session_attach session=%s peer=%s resumed=false", s->id, c->peer);
     }
     json_t *res = json_object();
     json_object_set_new(res, "sessionId", json_string(s->id));

@@ -298,6 +298,7 @@ void conn_closed(struct conn *c)
 {
     c->open = false;
     metrics_connection_closed(c->kind);
+    log_event("event=connection_close transport=%s peer=%s", c->kind, c->peer);
     if (c->session) session_detach(c->session, c);
     c->session = NULL;
     batch_flush(c); /* not open any more: frees whatever was gathered */

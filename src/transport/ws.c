@@ -633,11 +633,11 @@ static void ws_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
             if (!info.head_only) buf_append(&reply, body.data, body.len);
             buf_free(&body);
         } else {
-            log_info("%s: /metrics refused (401)", conn_peer(&w->base));
+            log_event("event=auth result=refused peer=%s target=/metrics", conn_peer(&w->base));
         }
         o = HTTP_REPLY;
     } else if (o == HTTP_WEBSOCKET && !auth_admit(info.authorization, &reply)) {
-        log_info("%s: websocket upgrade refused (401)", conn_peer(&w->base));
+        log_event("event=auth result=refused peer=%s target=websocket", conn_peer(&w->base));
         metrics_connection_rejected("websocket", "unauthorized");
         o = HTTP_REPLY;
     } else if (o == HTTP_WEBSOCKET && w->over_limit) {
@@ -677,6 +677,7 @@ static void ws_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         }
         return;
     }
+    if (auth_enabled()) log_event("event=auth result=ok peer=%s", conn_peer(&w->base));
     ws_upgrade(w, info.consumed);
 }
 
@@ -745,6 +746,7 @@ static void ws_on_connection(uv_stream_t *server, int status)
             snprintf(w->base.peer, sizeof w->base.peer, "[%s]:%d", ip, port);
         }
     }
+    log_event("event=connection_open transport=websocket peer=%s", w->base.peer);
     w->reading = true;
     uv_read_start((uv_stream_t *)&w->tcp, ws_alloc, ws_read_cb);
 }

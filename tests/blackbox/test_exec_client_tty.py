@@ -239,7 +239,7 @@ def test_a_finished_call_leaves_no_session(_):
         assert ec(srv, "run", "--", "true").returncode == 0
         assert ec(srv, "fs", "ls", "/").returncode == 0
         deadline = time.monotonic() + DEFAULT_TIMEOUT
-        while srv.stderr_text().count("ended by its client") < 2:
+        while srv.stderr_text().count("event=session_end") < 2:
             assert time.monotonic() < deadline, srv.stderr_text()
             time.sleep(0.05)
     finally:

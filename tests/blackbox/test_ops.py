@@ -151,5 +151,37 @@ def test_metrics_behind_auth(_):
         os.unlink(tok)
 
 
+@ours_only
+@needs_own_server
+def test_structured_log_lines(_):
+    srv = Server(extra_args=["--log-level", "info"])
+    try:
+        s = srv.session()
+        secret = "env-secret-" + MARKER
+        s.start("log 1", ["/bin/echo", "hello"], env={"PATH": "/usr/bin:/bin", "SECRET": secret})
+        s.collect_until_closed("log 1")
+        s.close()
+        deadline = time.monotonic() + DEFAULT_TIMEOUT
+        while "event=connection_close" not in srv.stderr_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        text = srv.stderr_text()
+        events = {}
+        for line in text.splitlines():
+            if " event=" in line:
+                kv = dict(p.split("=", 1) for p in line.split(" event=", 1)[1].split(" ")
+                          if "=" in p)
+                events.setdefault(line.split(" event=", 1)[1].split(" ")[0], []).append(kv)
+        for ev in ("connection_open", "session_attach", "process_start", "process_exit",
+                   "session_detach", "connection_close"):
+            assert ev in events, (ev, text)
+        assert events["connection_open"][0]["peer"].startswith("127.0.0.1:"), events
+        start = events["process_start"][0]
+        assert start["argv0"] == "/bin/echo" and start["process_id"] == '"log' , start
+        assert events["process_exit"][0]["exit_code"] == "0", events
+        assert secret not in text and "hello" not in text, text  # no env values, no argv
+    finally:
+        srv.stop()
+
+
 if __name__ == "__main__":
     run_tests(globals())
