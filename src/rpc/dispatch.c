@@ -17,13 +17,15 @@
 #include "core/metrics.h"
 #include "fs/fs_util.h"
 #include "fs/fs_watch.h"
+#include "session/env_config.h"
 #include "transport/conn_internal.h"
 #include "util/mem.h"
 #include "util/oserr.h"
 
 static const struct rpc_method *const method_tables[] = {session_methods, process_methods,
                                                          fs_methods, fs_watch_methods,
-                                                         fs_mode_methods, http_methods};
+                                                         fs_mode_methods, http_methods,
+                                                         env_config_methods};
 
 static const struct rpc_method *find_method(const char *name)
 {

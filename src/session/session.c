@@ -160,7 +160,7 @@ static json_t *environment_info(void)
         "{s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b}", "networkProxyLaunch", 0,
         "networkProxyReviewDomains", 0, "credentialMasking", 0, "credentialMaskingCustomProviders",
         0, "capabilityDiscoverySandbox", 0, "fsWatchMissing", 1, "capabilityDiscoveryV2", 0,
-        "environmentConfigRead", 0, "httpHeaderEnvVars", 1, "sandboxedFileStreaming", 0,
+        "environmentConfigRead", 1, "httpHeaderEnvVars", 1, "sandboxedFileStreaming", 0,
         "fileWriteStreaming", 1, "shellSnapshotV2", 0, "windowsMxc", 0,
         "linuxRootWritePreservesDevices", 0, "linuxApprovedRootWritePreservesRestrictions", 0);
     /* Ours (PROTOCOL.md §11 (g)): terminal and stdin controls a client may use
