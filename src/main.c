@@ -24,6 +24,7 @@
 #include "session/session.h"
 #include "transport/auth.h"
 #include "transport/stdio.h"
+#include "transport/tls.h"
 #include "transport/ws.h"
 
 static uv_loop_t *loop;
@@ -43,6 +44,8 @@ static const char usage[] =
     "  --session-ttl SECONDS   how long a disconnected session and its processes\n"
     "                          wait to be resumed (default 80)\n"
     "  --log-level LEVEL       error, warn, info or debug (default warn)\n"
+    "  --tls-cert FILE, --tls-key FILE  with --listen wss://IP:PORT: the PEM certificate\n"
+    "                          chain and key (TLS 1.2+ AEAD or 1.3; re-read on SIGHUP)\n"
     "  --exit-on-stdin-close   exit when the parent-owned standard input pipe closes\n"
     "                          (also CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE=1)\n"
     "  --ws-auth MODE          capability-token: every WebSocket upgrade must carry\n"
@@ -78,6 +81,8 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
     if (!uv_is_closing(h)) uv_close(h, NULL);
 }
 
+static uv_signal_t sig_hup; /* wss only: certificate reload */
+
 static void shutdown_server(void)
 {
     if (listener) ws_shutdown(listener);
@@ -87,6 +92,10 @@ static void shutdown_server(void)
     uv_signal_stop(&sig_int);
     if (!uv_is_closing((uv_handle_t *)&sig_term)) uv_close((uv_handle_t *)&sig_term, NULL);
     if (!uv_is_closing((uv_handle_t *)&sig_int)) uv_close((uv_handle_t *)&sig_int, NULL);
+    if (tls_server_enabled() && !uv_is_closing((uv_handle_t *)&sig_hup)) {
+        uv_signal_stop(&sig_hup);
+        uv_close((uv_handle_t *)&sig_hup, NULL);
+    }
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -109,6 +118,12 @@ static void on_stdin(uv_poll_t *h, int status, int events)
     uv_poll_stop(h);
     uv_close((uv_handle_t *)h, NULL);
     shutdown_server();
+}
+
+/* SIGHUP: re-read the TLS certificate and key (new connections use them). */
+static void on_sighup(uv_signal_t *s, int signum)
+{
+    tls_server_reload();
 }
 
 static void on_stdio_eof(void)
@@ -139,7 +154,7 @@ static int parse_limit(const char *val, bool bytes, unsigned long long max, unsi
 /* Parses ws://IP:PORT. Returns 0 and fills host/port, or -1. */
 static int parse_ws_url(const char *url, char *host, size_t hostlen, int *port)
 {
-    const char *p = url + 5; /* after "ws://" */
+    const char *p = strchr(url, ':') + 3; /* after "ws://" or "wss://" */
     const char *colon;
     if (*p == '[') {
         const char *close = strchr(p, ']');
@@ -285,6 +300,7 @@ int main(int argc, char **argv)
     uint64_t ttl_ms = 80000;
     const char *ws_auth = NULL, *token_file = NULL, *token_sha256 = NULL;
     struct jwt_opts jwt = {.skew = 30};
+    const char *tls_cert = NULL, *tls_key = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
@@ -305,7 +321,7 @@ int main(int argc, char **argv)
                                "--max-queued-bytes", "--max-detached-sessions",
                                "--ws-auth",         "--ws-token-file",     "--ws-token-sha256",
                                "--ws-shared-secret-file", "--ws-issuer",   "--ws-audience",
-                               "--ws-max-clock-skew-seconds"};
+                               "--ws-max-clock-skew-seconds", "--tls-cert", "--tls-key"};
         int which = -1;
         for (int k = 0; k < (int)(sizeof names / sizeof names[0]); k++) {
             size_t n = strlen(names[k]);
@@ -346,6 +362,10 @@ int main(int argc, char **argv)
             jwt.issuer = val;
         } else if (which == 13) {
             jwt.audience = val;
+        } else if (which == 15) {
+            tls_cert = val;
+        } else if (which == 16) {
+            tls_key = val;
         } else if (which == 14) {
             char *end;
             errno = 0;
@@ -385,11 +405,26 @@ int main(int argc, char **argv)
     char host[64];
     int port = 0;
     if (!stdio_mode) {
-        if (strncmp(listen_url, "ws://", 5) != 0) {
+        bool wss = strncmp(listen_url, "wss://", 6) == 0;
+        if (strncmp(listen_url, "ws://", 5) != 0 && !wss) {
             fprintf(stderr,
-                    "exec-server: unsupported --listen URL `%s`; expected `ws://IP:PORT` or `stdio`\n",
+                    "exec-server: unsupported --listen URL `%s`; expected `ws://IP:PORT`, "
+                    "`wss://IP:PORT` or `stdio`\n",
                     listen_url);
             return 2;
+        }
+        if (wss != (tls_cert != NULL || tls_key != NULL) || (wss && !(tls_cert && tls_key))) {
+            fprintf(stderr, wss ? "exec-server: `wss://` needs --tls-cert FILE and --tls-key FILE\n"
+                                : "exec-server: --tls-cert and --tls-key need a `wss://` --listen "
+                                  "URL\n");
+            return 2;
+        }
+        if (wss) {
+            char err[800];
+            if (tls_server_configure(tls_cert, tls_key, err, sizeof err) < 0) {
+                fprintf(stderr, "exec-server: %s\n", err);
+                return 2;
+            }
         }
         if (parse_ws_url(listen_url, host, sizeof host, &port) < 0) {
             fprintf(stderr,
@@ -397,6 +432,9 @@ int main(int argc, char **argv)
                     listen_url);
             return 2;
         }
+    } else if (tls_cert || tls_key) {
+        fprintf(stderr, "exec-server: --tls-cert and --tls-key need a `wss://` --listen URL\n");
+        return 2;
     }
 
     if (configure_auth(ws_auth, token_file, token_sha256, &jwt) < 0) return 2;
@@ -414,6 +452,10 @@ int main(int argc, char **argv)
     uv_signal_init(loop, &sig_int);
     uv_signal_start(&sig_term, on_signal, SIGTERM);
     uv_signal_start(&sig_int, on_signal, SIGINT);
+    if (tls_server_enabled()) {
+        uv_signal_init(loop, &sig_hup);
+        uv_signal_start(&sig_hup, on_sighup, SIGHUP);
+    }
 
     if (getenv("CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE") &&
         strcmp(getenv("CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE"), "") != 0 &&

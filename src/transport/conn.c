@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "session/session.h"
+#include "transport/tls.h"
 #include "util/mem.h"
 
 struct conn_wreq {
@@ -204,6 +205,25 @@ static void queue_write(struct conn *c, uv_stream_t *stream, char *const *mem, u
 static void write_bufs(struct conn *c, uv_stream_t *stream, char *const *mem, unsigned nmem,
                        const uv_buf_t *bufs, unsigned nbufs, size_t len)
 {
+    if (c->tls) {
+        /* wss: encrypt, then queue the ciphertext; the flow accounting stays in
+         * payload bytes (sent_total is counted in them), so a write completes
+         * `len` payload bytes whatever its ciphertext size. */
+        bool ok = true;
+        for (unsigned i = 0; i < nbufs && ok; i++)
+            ok = tls_write(c->tls, bufs[i].base, bufs[i].len) == 0;
+        for (unsigned i = 0; i < nmem; i++) free(mem[i]);
+        if (!ok) {
+            conn_close(c);
+            return;
+        }
+        char *ct;
+        size_t n = tls_take_output(c->tls, &ct);
+        uv_buf_t ub = uv_buf_init(ct, (unsigned)n);
+        if (n) queue_write(c, stream, &ct, 1, &ub, 1, len);
+        else c->written_total += len;
+        return;
+    }
     if (c->queued > 0) {
         queue_write(c, stream, mem, nmem, bufs, nbufs, len);
         return;
@@ -232,6 +252,15 @@ static void write_bufs(struct conn *c, uv_stream_t *stream, char *const *mem, un
         skip = 0;
     }
     queue_write(c, stream, mem, nmem, rest, k, len - done);
+}
+
+void conn_tls_flush(struct conn *c, uv_stream_t *stream)
+{
+    char *ct;
+    size_t n = tls_take_output(c->tls, &ct);
+    if (n == 0) return;
+    uv_buf_t ub = uv_buf_init(ct, (unsigned)n);
+    queue_write(c, stream, &ct, 1, &ub, 1, 0);
 }
 
 static void batch_flush(struct conn *c)
@@ -308,5 +337,7 @@ void conn_closed(struct conn *c)
         if (c->slots[i] && c->slot_free[i]) c->slot_free[i](c->slots[i]);
         c->slots[i] = NULL;
     }
+    tls_session_free(c->tls);
+    c->tls = NULL;
     conn_unref(c);
 }

@@ -41,12 +41,16 @@ struct conn {
     void *slots[CONN_SLOT_COUNT];
     void (*slot_free[CONN_SLOT_COUNT])(void *);
     void (*slot_unblocked[CONN_SLOT_COUNT])(void *);
+    struct tls_session *tls; /* wss: every byte out is encrypted first (tls.c) */
 };
 
 void conn_init(struct conn *c, const struct conn_ops *ops, uv_loop_t *loop, const char *kind);
 /* Queues bufs on stream with flow accounting; `mem` is freed when written. */
 void conn_write(struct conn *c, uv_stream_t *stream, char *mem, const uv_buf_t *bufs,
                 unsigned nbufs);
+/* wss: queues the ciphertext the TLS session has produced by itself (handshake
+ * records); counts as no payload. */
+void conn_tls_flush(struct conn *c, uv_stream_t *stream);
 /* Transport calls this once the connection is fully closed: detaches the session,
  * frees module slots and drops the transport's reference. */
 void conn_closed(struct conn *c);

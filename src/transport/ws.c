@@ -30,6 +30,7 @@
 #include "rpc/dispatch.h"
 #include "transport/auth.h"
 #include "transport/conn_internal.h"
+#include "transport/tls.h"
 #include "transport/http_upgrade.h"
 #include "util/mem.h"
 
@@ -598,6 +599,30 @@ static void ws_shutdown_cb(uv_shutdown_t *sd, int status)
     conn_unref(&w->base);
 }
 
+static void ws_on_bytes(struct ws_conn *w, uv_stream_t *s, char *data, size_t n);
+
+/* wss: ciphertext in, plaintext to ws_on_bytes; the handshake's own records out. */
+static void ws_on_tls(struct ws_conn *w, uv_stream_t *s, const char *data, size_t n)
+{
+    if (tls_feed(w->base.tls, data, n) < 0) {
+        conn_close(&w->base);
+        return;
+    }
+    char plain[16384];
+    for (;;) {
+        long r = tls_read(w->base.tls, plain, sizeof plain);
+        if (r < 0) {
+            conn_tls_flush(&w->base, s); /* an alert, if any, goes out first */
+            conn_close(&w->base);
+            return;
+        }
+        if (r == 0) break;
+        ws_on_bytes(w, s, plain, (size_t)r);
+        if (!w->base.open || w->close_after_write || !w->base.tls) return;
+    }
+    conn_tls_flush(&w->base, s);
+}
+
 static void ws_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 {
     struct ws_conn *w = s->data;
@@ -606,12 +631,19 @@ static void ws_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         return;
     }
     if (nread == 0) return;
+    if (w->base.tls) ws_on_tls(w, s, b->base, (size_t)nread);
+    else ws_on_bytes(w, s, b->base, (size_t)nread);
+}
+
+/* Plaintext from the peer: the HTTP head until the upgrade, then WebSocket frames. */
+static void ws_on_bytes(struct ws_conn *w, uv_stream_t *s, char *data, size_t nread)
+{
     if (w->upgraded) {
-        ws_feed(w, b->base, (size_t)nread);
+        ws_feed(w, data, nread);
         return;
     }
     if (w->close_after_write) return;
-    buf_append(&w->head, b->base, (size_t)nread);
+    buf_append(&w->head, data, nread);
     struct http_request_info info;
     struct buf reply;
     buf_init(&reply);
@@ -746,7 +778,9 @@ static void ws_on_connection(uv_stream_t *server, int status)
             snprintf(w->base.peer, sizeof w->base.peer, "[%s]:%d", ip, port);
         }
     }
-    log_event("event=connection_open transport=websocket peer=%s", w->base.peer);
+    if (tls_server_enabled()) w->base.tls = tls_session_new();
+    log_event("event=connection_open transport=websocket peer=%s tls=%s", w->base.peer,
+              w->base.tls ? "true" : "false");
     w->reading = true;
     uv_read_start((uv_stream_t *)&w->tcp, ws_alloc, ws_read_cb);
 }
@@ -801,7 +835,8 @@ int ws_listen(uv_loop_t *loop, const char *host, int port, struct ws_listener **
     uv_tcp_getsockname(&l->tcp, (struct sockaddr *)&ss, &sl);
     int bound = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                          : ((struct sockaddr_in *)&ss)->sin_port);
-    snprintf(url, urllen, v6 ? "ws://[%s]:%d" : "ws://%s:%d", host, bound);
+    const char *scheme = tls_server_enabled() ? "wss" : "ws";
+    snprintf(url, urllen, v6 ? "%s://[%s]:%d" : "%s://%s:%d", scheme, host, bound);
     *out = l;
     return 0;
 }

@@ -168,8 +168,8 @@ class Server:
                                                           self.stderr_text()))
                 line += b
         self.url = line.decode().strip()
-        assert self.url.startswith("ws://"), "bad URL line %r" % self.url
-        hostport = self.url[len("ws://"):].rstrip("/")
+        assert self.url.startswith(("ws://", "wss://")), "bad URL line %r" % self.url
+        hostport = self.url.split("://", 1)[1].rstrip("/")
         host, _, port = hostport.rpartition(":")
         self.host = host.strip("[]")
         self.port = int(port)
@@ -191,6 +191,8 @@ class Server:
         return text[-limit:]
 
     def connect(self, **kw):
+        if self.url and self.url.startswith("wss://") and "ssl_context" not in kw:
+            kw["ssl_context"] = getattr(self, "ssl_context", None)
         return WebSocket(self.host, self.port, **kw)
 
     def session(self, init=True, client_name="blackbox", **kw):
@@ -298,9 +300,12 @@ OP_CONT, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0, 1, 2, 8, 9, 10
 
 
 class WebSocket:
-    def __init__(self, host, port, path="/", headers=(), timeout=DEFAULT_TIMEOUT):
+    def __init__(self, host, port, path="/", headers=(), timeout=DEFAULT_TIMEOUT,
+                 ssl_context=None):
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if ssl_context is not None:  # wss://
+            self.sock = ssl_context.wrap_socket(self.sock, server_hostname=host)
         self.buf = b""
         self.closed = False
         key = base64.b64encode(os.urandom(16)).decode()

@@ -1,0 +1,28 @@
+/* tls: TLS for the listener over memory BIOs (see tls.c). */
+#ifndef EXEC_TRANSPORT_TLS_H
+#define EXEC_TRANSPORT_TLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct tls_session;
+
+/* Loads the certificate chain and key (PEM). Returns 0, or -1 with err set. */
+int tls_server_configure(const char *cert, const char *key, char *err, size_t n);
+bool tls_server_enabled(void);
+/* SIGHUP: re-read both files; on failure the old pair stays (logged). */
+void tls_server_reload(void);
+void tls_server_shutdown(void);
+
+struct tls_session *tls_session_new(void);
+void tls_session_free(struct tls_session *t);
+/* Ciphertext from the socket. Returns 0 or -1. */
+int tls_feed(struct tls_session *t, const void *data, size_t n);
+/* Plaintext out: >0 bytes, 0 when more ciphertext is needed, -1 on error or close. */
+long tls_read(struct tls_session *t, void *out, size_t cap);
+/* Plaintext in; the ciphertext waits in the session for tls_take_output. 0 or -1. */
+int tls_write(struct tls_session *t, const void *data, size_t n);
+/* Ciphertext to send (handshake records included): *out is malloc'd, NULL if none. */
+size_t tls_take_output(struct tls_session *t, char **out);
+
+#endif
