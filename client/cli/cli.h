@@ -17,6 +17,7 @@
 struct cli {
     const char *url;
     const char *token;
+    const char *ca_file; /* wss:// trust, --ca-file */
     int timeout_ms;
     int reconnect_ms;
     ec_client *c;

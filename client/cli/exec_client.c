@@ -53,7 +53,9 @@ const char *usage_text =
     "                         (--raw: skip the initialize handshake)\n"
     "\n"
     "Options:\n"
-    "  --url URL        server URL, ws://HOST:PORT (default: $EXEC_SERVER_URL)\n"
+    "  --url URL        server URL, ws://HOST:PORT or wss://HOST:PORT (default:\n"
+    "                   $EXEC_SERVER_URL)\n"
+    "  --ca-file FILE   wss://: trust the CA(s) in FILE instead of the system store\n"
     "  --token TOKEN    send Authorization: Bearer TOKEN (default: $EXEC_SERVER_TOKEN)\n"
     "  --timeout-ms N   connect/call timeout (default 10000 / 60000)\n"
     "  --reconnect-ms N run/shell: resume the session for up to N ms when the\n"
@@ -120,6 +122,7 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
         .reconnect_timeout_ms = resume ? cli->reconnect_ms : 0,
         .skip_initialize = raw,
         .on_reconnect = on_reconnect,
+        .ca_file = cli->ca_file,
     };
     ec_error e = {0};
     if (ec_client_connect(&o, &cli->c, &e) != 0) {
@@ -322,6 +325,7 @@ int main(int argc, char **argv)
                                           {"reconnect-ms", required_argument, 0, 'R'},
                                           {"help", no_argument, 0, 'h'},
                                           {"version", no_argument, 0, 'V'},
+                                          {"ca-file", required_argument, 0, 'A'},
                                           {0, 0, 0, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "+hV", longs, NULL)) != -1) {
@@ -329,6 +333,9 @@ int main(int argc, char **argv)
         case 'V':
             printf("exec-client %s (libexecclient)\n", EXEC_SERVER_VERSION);
             return 0;
+        case 'A':
+            cli.ca_file = optarg;
+            break;
         case 'u':
             cli.url = optarg;
             break;

@@ -1,6 +1,6 @@
 /* execclient: the C client library of exec-server (libexecclient).
  *
- * Speaks PROTOCOL.md over one WebSocket (ws:// only) to our exec-server or to the
+ * Speaks PROTOCOL.md over one WebSocket (ws:// or wss://) to our exec-server or to the
  * reference `codex exec-server`. Plain sockets and poll(); no libuv, no threads, no
  * global state, and no signal handlers touched (sends use MSG_NOSIGNAL).
  *
@@ -77,6 +77,9 @@ typedef struct ec_client_options {
      * (EC_RECONNECT_FAILED). Optional; it must not call back into the client. */
     void (*on_reconnect)(void *ud, int phase);
     void *on_reconnect_ud;
+    /* wss:// only: PEM file of the CA(s) to trust instead of the system store
+     * (which honours SSL_CERT_FILE / SSL_CERT_DIR). Copied. */
+    const char *ca_file;
 } ec_client_options;
 
 enum { EC_RECONNECTING = 1, EC_RECONNECTED = 2, EC_RECONNECT_FAILED = 3 };

@@ -23,7 +23,10 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/evp.h>
+#include <openssl/err.h>
 #include <openssl/rand.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -99,15 +102,16 @@ int64_t ec_deadline(int timeout_ms)
 
 /* ---- URL ----------------------------------------------------------------------- */
 
-int ec_url_parse(const char *url, char **host, char **port, char **path, ec_error *err)
+int ec_url_parse(const char *url, char **host, char **port, char **path, bool *tls,
+                 ec_error *err)
 {
     if (!url || !*url)
         return ec_fail(err, EC_ERR_USAGE, 0, "no server URL (use --url or EXEC_SERVER_URL)");
-    if (strncmp(url, "wss://", 6) == 0)
-        return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: wss:// (TLS) is not supported", url);
-    if (strncmp(url, "ws://", 5) != 0)
-        return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: expected ws://HOST:PORT", url);
-    const char *p = url + 5, *h0, *h1;
+    *tls = strncmp(url, "wss://", 6) == 0;
+    if (strncmp(url, "ws://", 5) != 0 && !*tls)
+        return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: expected ws://HOST:PORT or "
+                                             "wss://HOST:PORT", url);
+    const char *p = url + (*tls ? 6 : 5), *h0, *h1;
     if (*p == '[') {
         h0 = p + 1;
         h1 = strchr(h0, ']');
@@ -120,8 +124,8 @@ int ec_url_parse(const char *url, char **host, char **port, char **path, ec_erro
         h1 = p;
     }
     if (h1 == h0) return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: no host", url);
-    const char *port0 = "80";
-    size_t port_len = 2;
+    const char *port0 = *tls ? "443" : "80";
+    size_t port_len = *tls ? 3 : 2;
     if (*p == ':') {
         port0 = ++p;
         while (*p >= '0' && *p <= '9')
@@ -142,6 +146,10 @@ int ec_url_parse(const char *url, char **host, char **port, char **path, ec_erro
 
 static void conn_drop(ec_client *c)
 {
+    if (c->ssl) {
+        SSL_free(c->ssl);
+        c->ssl = NULL;
+    }
     if (c->fd >= 0) close(c->fd);
     c->fd = -1;
     c->rlen = 0;
@@ -154,6 +162,27 @@ static int send_all(ec_client *c, const uint8_t *buf, size_t n, int64_t deadline
 {
     while (n > 0) {
         if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
+        if (c->ssl) {
+            int w = SSL_write(c->ssl, buf, (int)(n > INT32_MAX ? INT32_MAX : n));
+            if (w > 0) {
+                buf += w;
+                n -= (size_t)w;
+                continue;
+            }
+            int e = SSL_get_error(c->ssl, w);
+            if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
+                struct pollfd pfd = {.fd = c->fd,
+                                     .events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT};
+                if (poll(&pfd, 1, remaining(deadline)) == 0) {
+                    conn_drop(c);
+                    return ec_fail(err, EC_ERR_TIMEOUT, 0, "timed out sending to the server");
+                }
+                continue;
+            }
+            ERR_clear_error();
+            conn_drop(c);
+            return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost (TLS)");
+        }
         ssize_t w = send(c->fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w > 0) {
             buf += w;
@@ -253,6 +282,29 @@ static ssize_t read_some(ec_client *c)
         c->rcap = c->rcap ? c->rcap * 2 : 131072;
         c->rbuf = xrealloc(c->rbuf, c->rcap);
     }
+    if (c->ssl) {
+        /* Drain everything TLS has decrypted: plaintext left inside the SSL object
+         * would not wake a poll() on the socket. */
+        ssize_t total = 0;
+        for (;;) {
+            if (c->rcap - c->rlen < 16384) {
+                c->rcap *= 2;
+                c->rbuf = xrealloc(c->rbuf, c->rcap);
+            }
+            int r = SSL_read(c->ssl, c->rbuf + c->rlen, (int)(c->rcap - c->rlen));
+            if (r > 0) {
+                c->rlen += (size_t)r;
+                total += r;
+                continue;
+            }
+            int e = SSL_get_error(c->ssl, r);
+            if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return total;
+            ERR_clear_error();
+            if (total > 0) return total; /* report the data; the loss shows next time */
+            conn_drop(c);
+            return -1;
+        }
+    }
     for (;;) {
         ssize_t r = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, MSG_DONTWAIT);
         if (r > 0) {
@@ -266,8 +318,65 @@ static ssize_t read_some(ec_client *c)
     }
 }
 
+/* wss: TLS over the connected socket, the server's certificate checked against the
+ * CA file (or the system store; SSL_CERT_FILE / SSL_CERT_DIR are honoured) and the
+ * URL's host (a name or an IP address). */
+static int tls_connect(ec_client *c, int64_t deadline, ec_error *err)
+{
+    if (!c->tls) return 0;
+    if (!c->ssl_ctx) {
+        c->ssl_ctx = SSL_CTX_new(TLS_client_method());
+        SSL_CTX_set_min_proto_version(c->ssl_ctx, TLS1_2_VERSION);
+        SSL_CTX_set_verify(c->ssl_ctx, SSL_VERIFY_PEER, NULL);
+        bool ok = c->ca_file ? SSL_CTX_load_verify_locations(c->ssl_ctx, c->ca_file, NULL) == 1
+                             : SSL_CTX_set_default_verify_paths(c->ssl_ctx) == 1;
+        if (!ok) {
+            ERR_clear_error();
+            SSL_CTX_free(c->ssl_ctx);
+            c->ssl_ctx = NULL;
+            conn_drop(c);
+            return ec_fail(err, EC_ERR_USAGE, 0, "cannot load the CA file %s",
+                           c->ca_file ? c->ca_file : "(system)");
+        }
+    }
+    c->ssl = SSL_new(c->ssl_ctx);
+    SSL_set_fd(c->ssl, c->fd);
+    X509_VERIFY_PARAM *vp = SSL_get0_param(c->ssl);
+    if (X509_VERIFY_PARAM_set1_ip_asc(vp, c->host) != 1) {
+        SSL_set_tlsext_host_name(c->ssl, c->host);
+        SSL_set1_host(c->ssl, c->host);
+    }
+    for (;;) {
+        int r = SSL_connect(c->ssl);
+        if (r == 1) return 0;
+        int e = SSL_get_error(c->ssl, r);
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+            struct pollfd pfd = {.fd = c->fd, .events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT};
+            if (poll(&pfd, 1, remaining(deadline)) == 0) {
+                conn_drop(c);
+                return ec_fail(err, EC_ERR_TIMEOUT, 0, "timed out in the TLS handshake");
+            }
+            continue;
+        }
+        long vr = SSL_get_verify_result(c->ssl);
+        unsigned long ee = ERR_get_error();
+        char why[256];
+        if (vr != X509_V_OK)
+            snprintf(why, sizeof why, "certificate verify failed: %s",
+                     X509_verify_cert_error_string(vr));
+        else
+            ERR_error_string_n(ee, why, sizeof why);
+        ERR_clear_error();
+        conn_drop(c);
+        return ec_fail(err, EC_ERR_TRANSPORT, 0, "TLS handshake with %s:%s failed: %s", c->host,
+                       c->port, why);
+    }
+}
+
 static int handshake(ec_client *c, int64_t deadline, ec_error *err)
 {
+    int trc = tls_connect(c, deadline, err);
+    if (trc) return trc;
     uint8_t rnd[16];
     if (RAND_bytes(rnd, sizeof rnd) != 1) arc4random_buf(rnd, sizeof rnd);
     char key[25] = {0};
@@ -787,7 +896,8 @@ int ec_client_connect(const ec_client_options *o, ec_client **out, ec_error *err
     ec_client *c = xcalloc(1, sizeof *c);
     c->fd = -1;
     c->next_id = 1;
-    int rc = ec_url_parse(o->url, &c->host, &c->port, &c->path, err);
+    int rc = ec_url_parse(o->url, &c->host, &c->port, &c->path, &c->tls, err);
+    c->ca_file = o->ca_file ? xstrdup(o->ca_file) : NULL;
     if (rc) goto fail;
     c->token = o->bearer_token ? xstrdup(o->bearer_token) : NULL;
     c->client_name = xstrdup(o->client_name ? o->client_name : "exec-client");
@@ -830,6 +940,8 @@ void ec_client_close(ec_client *c)
     free(c->port);
     free(c->path);
     free(c->token);
+    free(c->ca_file);
+    SSL_CTX_free(c->ssl_ctx);
     free(c->client_name);
     free(c->rbuf);
     free(c->msgbuf);

@@ -65,6 +65,10 @@ struct ec_client {
     void *hook_ud;
     void (*on_reconnect)(void *ud, int phase);
     void *on_reconnect_ud;
+    bool tls;               /* wss:// */
+    char *ca_file;          /* owned, or NULL: the system store */
+    struct ssl_ctx_st *ssl_ctx;
+    struct ssl_st *ssl;     /* the connection's TLS session, NULL for ws:// */
 };
 
 int ec_fail(ec_error *err, ec_err_kind kind, int64_t code, const char *fmt, ...)
@@ -73,6 +77,7 @@ int64_t ec_now_ms(void);
 int64_t ec_deadline(int timeout_ms);
 int ec_call_kind(ec_client *c, int kind, const char *method, json_t *params, json_t **result,
                  ec_error *err);
-int ec_url_parse(const char *url, char **host, char **port, char **path, ec_error *err);
+int ec_url_parse(const char *url, char **host, char **port, char **path, bool *tls,
+                 ec_error *err);
 
 #endif

@@ -167,6 +167,42 @@ def test_sighup_reloads_the_certificate(_):
         srv.stop()
 
 
+def client_path():
+    here = os.path.dirname(os.path.abspath(__file__))
+    cand = os.path.join(os.path.dirname(SERVER_PATH or ""), "exec-client")
+    return cand if SERVER_PATH and os.access(cand, os.X_OK) else None
+
+
+@ours_only
+@needs_own_server
+def test_exec_client_over_wss(_):
+    client = client_path()
+    if not client:
+        raise TestSkip("exec-client not built")
+    pki = Pki()
+    srv = tls_server(pki)
+    try:
+        env = dict(os.environ)
+        env.pop("SSL_CERT_FILE", None)
+        r = subprocess.run([client, "--url", srv.url, "--ca-file", pki.path("ca.pem"), "run",
+                            "--", "sh", "-c", "echo over-tls; exit 3"], capture_output=True,
+                           timeout=60, env=env, stdin=subprocess.DEVNULL)
+        assert (r.returncode, r.stdout) == (3, b"over-tls\n"), r
+        r = subprocess.run([client, "--url", srv.url, "--ca-file", pki.path("ca.pem"), "fs",
+                            "stat", "/"], capture_output=True, timeout=60, env=env)
+        assert r.returncode == 0 and b"directory" in r.stdout, r
+        # the CA from the standard variable, when no --ca-file
+        r = subprocess.run([client, "--url", srv.url, "run", "--", "true"], capture_output=True,
+                           timeout=60, env=dict(env, SSL_CERT_FILE=pki.path("ca.pem")))
+        assert r.returncode == 0, r
+        # a CA that did not sign the server: refused with a clear message
+        r = subprocess.run([client, "--url", srv.url, "--ca-file", pki.path("other.pem"), "run",
+                            "--", "true"], capture_output=True, timeout=60, env=env)
+        assert r.returncode == 255 and b"certificate verify failed" in r.stderr, r
+    finally:
+        srv.stop()
+
+
 @ours_only
 def test_usage_errors(_):
     pki = Pki()
