@@ -12,6 +12,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -301,47 +302,55 @@ int main(int argc, char **argv)
     const char *ws_auth = NULL, *token_file = NULL, *token_sha256 = NULL;
     struct jwt_opts jwt = {.skew = 30};
     const char *tls_cert = NULL, *tls_key = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = NULL;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    enum {
+        OPT_LISTEN = 256, OPT_TTL, OPT_LOG, OPT_MAX_CONN, OPT_MAX_PROC, OPT_MAX_MSG, OPT_MAX_QUEUED,
+        OPT_MAX_DETACHED, OPT_WS_AUTH, OPT_TOKEN_FILE, OPT_TOKEN_SHA, OPT_SECRET_FILE, OPT_ISSUER,
+        OPT_AUDIENCE, OPT_SKEW, OPT_TLS_CERT, OPT_TLS_KEY, OPT_EXIT_STDIN,
+    };
+    static const struct option longs[] = {
+        {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},
+        {"listen", required_argument, 0, OPT_LISTEN},
+        {"session-ttl", required_argument, 0, OPT_TTL},
+        {"log-level", required_argument, 0, OPT_LOG},
+        {"max-connections", required_argument, 0, OPT_MAX_CONN},
+        {"max-processes", required_argument, 0, OPT_MAX_PROC},
+        {"max-message-bytes", required_argument, 0, OPT_MAX_MSG},
+        {"max-queued-bytes", required_argument, 0, OPT_MAX_QUEUED},
+        {"max-detached-sessions", required_argument, 0, OPT_MAX_DETACHED},
+        {"ws-auth", required_argument, 0, OPT_WS_AUTH},
+        {"ws-token-file", required_argument, 0, OPT_TOKEN_FILE},
+        {"ws-token-sha256", required_argument, 0, OPT_TOKEN_SHA},
+        {"ws-shared-secret-file", required_argument, 0, OPT_SECRET_FILE},
+        {"ws-issuer", required_argument, 0, OPT_ISSUER},
+        {"ws-audience", required_argument, 0, OPT_AUDIENCE},
+        {"ws-max-clock-skew-seconds", required_argument, 0, OPT_SKEW},
+        {"tls-cert", required_argument, 0, OPT_TLS_CERT},
+        {"tls-key", required_argument, 0, OPT_TLS_KEY},
+        {"exit-on-stdin-close", no_argument, 0, OPT_EXIT_STDIN},
+        {0, 0, 0, 0},
+    };
+    opterr = 0; /* our own messages, in the words the tests and users know */
+    int ch, li = 0;
+    while ((ch = getopt_long(argc, argv, "+:hV", longs, &li)) != -1) {
+        const char *val = optarg;
+        switch (ch) {
+        case 'h':
             fputs(usage, stdout);
             return 0;
-        }
-        if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0) {
+        case 'V':
             printf("exec-server %s\n", EXEC_SERVER_VERSION);
             return 0;
-        }
-        if (strcmp(a, "--exit-on-stdin-close") == 0) {
-            exit_on_stdin_close = true;
-            continue;
-        }
-        const char *names[] = {"--listen",          "--session-ttl",       "--log-level",
-                               "--max-connections", "--max-processes",     "--max-message-bytes",
-                               "--max-queued-bytes", "--max-detached-sessions",
-                               "--ws-auth",         "--ws-token-file",     "--ws-token-sha256",
-                               "--ws-shared-secret-file", "--ws-issuer",   "--ws-audience",
-                               "--ws-max-clock-skew-seconds", "--tls-cert", "--tls-key"};
-        int which = -1;
-        for (int k = 0; k < (int)(sizeof names / sizeof names[0]); k++) {
-            size_t n = strlen(names[k]);
-            if (strncmp(a, names[k], n) == 0 && (a[n] == '\0' || a[n] == '=')) {
-                which = k;
-                if (a[n] == '=') val = a + n + 1;
-                else if (i + 1 < argc) val = argv[++i];
-                else {
-                    fprintf(stderr, "exec-server: %s needs a value (see --help)\n", names[k]);
-                    return 2;
-                }
-            }
-        }
-        if (which < 0) {
-            fprintf(stderr, "exec-server: unknown argument `%s` (see --help)\n", a);
+        case ':':
+            fprintf(stderr, "exec-server: %s needs a value (see --help)\n", argv[optind - 1]);
             return 2;
-        }
-        if (which == 0) {
+        case '?':
+            fprintf(stderr, "exec-server: unknown argument `%s` (see --help)\n", argv[optind - 1]);
+            return 2;
+        case OPT_LISTEN:
             listen_url = val;
-        } else if (which == 1) {
+            break;
+        case OPT_TTL: {
             char *end;
             errno = 0;
             double secs = strtod(val, &end);
@@ -350,23 +359,57 @@ int main(int argc, char **argv)
                 return 2;
             }
             ttl_ms = (uint64_t)(secs * 1000);
-        } else if (which == 8) {
+            break;
+        }
+        case OPT_LOG:
+            if (log_level_parse(val, &log_threshold) < 0) {
+                fprintf(stderr,
+                        "exec-server: invalid --log-level `%s`; expected error, warn, info or debug\n",
+                        val);
+                return 2;
+            }
+            break;
+        case OPT_MAX_CONN:
+        case OPT_MAX_PROC:
+        case OPT_MAX_MSG:
+        case OPT_MAX_QUEUED:
+        case OPT_MAX_DETACHED: {
+            bool bytes = ch == OPT_MAX_MSG || ch == OPT_MAX_QUEUED;
+            unsigned long long v, max = bytes ? (1ull << 40) : 1000000;
+            if (parse_limit(val, bytes, max, &v) < 0 || (ch != OPT_MAX_DETACHED && v == 0)) {
+                fprintf(stderr, "exec-server: invalid --%s `%s`; expected %s\n", longs[li].name,
+                        val,
+                        bytes                     ? "a positive byte count (K, M, G allowed)"
+                        : ch == OPT_MAX_DETACHED ? "a count"
+                                                  : "a positive count");
+                return 2;
+            }
+            if (ch == OPT_MAX_CONN) server_limits.max_connections = (unsigned)v;
+            else if (ch == OPT_MAX_PROC) server_limits.max_processes = (unsigned)v;
+            else if (ch == OPT_MAX_MSG) server_limits.max_message = (size_t)v;
+            else if (ch == OPT_MAX_QUEUED) server_limits.max_queued = (size_t)v;
+            else server_limits.max_detached = (unsigned)v;
+            break;
+        }
+        case OPT_WS_AUTH:
             ws_auth = val;
-        } else if (which == 9) {
+            break;
+        case OPT_TOKEN_FILE:
             token_file = val;
-        } else if (which == 10) {
+            break;
+        case OPT_TOKEN_SHA:
             token_sha256 = val;
-        } else if (which == 11) {
+            break;
+        case OPT_SECRET_FILE:
             jwt.secret_file = val;
-        } else if (which == 12) {
+            break;
+        case OPT_ISSUER:
             jwt.issuer = val;
-        } else if (which == 13) {
+            break;
+        case OPT_AUDIENCE:
             jwt.audience = val;
-        } else if (which == 15) {
-            tls_cert = val;
-        } else if (which == 16) {
-            tls_key = val;
-        } else if (which == 14) {
+            break;
+        case OPT_SKEW: {
             char *end;
             errno = 0;
             unsigned long long v = strtoull(val, &end, 10);
@@ -377,28 +420,22 @@ int main(int argc, char **argv)
             }
             jwt.skew = (int64_t)v;
             jwt.skew_set = true;
-        } else if (which >= 3) {
-            bool bytes = which == 5 || which == 6;
-            unsigned long long v, max = bytes ? (1ull << 40) : 1000000;
-            if (parse_limit(val, bytes, max, &v) < 0 || (which != 7 && v == 0)) {
-                fprintf(stderr, "exec-server: invalid %s `%s`; expected %s\n", names[which], val,
-                        bytes ? "a positive byte count (K, M, G allowed)"
-                              : which == 7 ? "a count" : "a positive count");
-                return 2;
-            }
-            if (which == 3) server_limits.max_connections = (unsigned)v;
-            else if (which == 4) server_limits.max_processes = (unsigned)v;
-            else if (which == 5) server_limits.max_message = (size_t)v;
-            else if (which == 6) server_limits.max_queued = (size_t)v;
-            else server_limits.max_detached = (unsigned)v;
-        } else {
-            if (log_level_parse(val, &log_threshold) < 0) {
-                fprintf(stderr,
-                        "exec-server: invalid --log-level `%s`; expected error, warn, info or debug\n",
-                        val);
-                return 2;
-            }
+            break;
         }
+        case OPT_TLS_CERT:
+            tls_cert = val;
+            break;
+        case OPT_TLS_KEY:
+            tls_key = val;
+            break;
+        case OPT_EXIT_STDIN:
+            exit_on_stdin_close = true;
+            break;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "exec-server: unknown argument `%s` (see --help)\n", argv[optind]);
+        return 2;
     }
 
     bool stdio_mode = strcmp(listen_url, "stdio") == 0 || strcmp(listen_url, "stdio://") == 0;

@@ -361,5 +361,35 @@ def test_file_system_copy_rejects_copying_directory_into_descendant(srv):
     s.close()
 
 
+def test_stream_rejects_fifo_without_waiting_for_a_writer(srv):
+    """file_stream.rs stream_rejects_fifo_without_waiting_for_a_writer: fs/open of a FIFO
+    answers at once with -32600 "path `P` is not a file" (ported by the `port` helper)."""
+    s = srv.session()
+    p = os.path.join(srv.workdir, "named-pipe-open")
+    os.mkfifo(p)
+    try:
+        code, msg = s.error("fs/open", {"handleId": uuid.uuid4().hex, "path": "file://" + p,
+                                        "sandbox": None})
+        assert (code, msg) == (-32600, "path `%s` is not a file" % p), (code, msg)
+    finally:
+        os.unlink(p)
+    s.close()
+
+
+def test_file_system_copy_rejects_standalone_fifo_source(srv):
+    """file_system_unix.rs file_system_copy_rejects_standalone_fifo_source."""
+    s = srv.session()
+    p = os.path.join(srv.workdir, "named-pipe-copy")
+    os.mkfifo(p)
+    try:
+        code, msg = s.error("fs/copy", {"sourcePath": "file://" + p,
+                                        "destinationPath": "file://" + p + ".copied",
+                                        "recursive": False, "sandbox": None})
+        assert msg == "fs/copy only supports regular files, directories, and symlinks", msg
+    finally:
+        os.unlink(p)
+    s.close()
+
+
 if __name__ == "__main__":
     run_tests(globals())
