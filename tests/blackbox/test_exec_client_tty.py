@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *  # noqa
-from test_exec_client import CLIENT, ec, need_client, reap  # noqa
+from test_exec_client import CLIENT, CutProxy, ec, need_client, reap  # noqa
 
 
 def set_winsize(fd, rows, cols):
@@ -221,6 +221,27 @@ def test_authentication_failure_is_explained(_):
         assert r.returncode == 0, r
     finally:
         srv.stop()
+
+
+def test_reconnecting_line_on_a_terminal(srv):
+    """A dropped connection shows on the terminal, then the command goes on."""
+    need_client()
+    px = CutProxy(srv, b"b25lCg==")  # cut right after the chunk "one\n"
+    try:
+        pid, fd = pty.fork()
+        if pid == 0:
+            e = dict(os.environ, TERM="xterm")
+            e.pop("EXEC_SERVER_URL", None)
+            os.execve(CLIENT, [CLIENT, "--url", px.url, "run", "-n", "--", "sh", "-c",
+                               "echo one; sleep 1; echo two"], e)
+        t = Tty.__new__(Tty)
+        t.pid, t.fd, t.out, t.status = pid, fd, b"", None
+        t.read_until(b"two")
+        assert t.finish() == 0, t.out
+        assert b"connection lost; reconnecting..." in t.out and b"reconnected" in t.out, t.out
+        assert px.connections == 2, px.connections
+    finally:
+        px.close()
 
 
 def test_version(srv):
