@@ -242,7 +242,7 @@ static void call_done(struct curl_loop_job *job, CURLcode rc)
 }
 
 /* A W3C traceparent with fresh random trace and span ids (sampled). */
-static void traceparent(char out[64])
+static void traceparent(char out[96])
 {
     uint8_t r[24];
     if (RAND_bytes(r, sizeof r) != 1) memset(r, 1, sizeof r);
@@ -271,7 +271,7 @@ static struct registry_call *start(struct registry_client *rc, const char *what,
     snprintf(url, sizeof url, "%s/cloud/environment/%s/%s", rc->base, rc->env_escaped, what);
     c->hdrs = cdl.slist_append(c->hdrs, "Content-Type: application/json");
     c->hdrs = cdl.slist_append(c->hdrs, "Accept: application/json");
-    char tp[64];
+    char tp[96];
     traceparent(tp);
     c->hdrs = cdl.slist_append(c->hdrs, tp);
     for (char **h = rc->auth; *h; h++) c->hdrs = cdl.slist_append(c->hdrs, *h);
