@@ -205,6 +205,11 @@ def test_registers_and_serves_process_and_fs(cloud, ex):
     body = reg[0]["json"]
     assert set(body) == {"security_profile", "executor_public_key"}, body
     assert body["security_profile"] == "noise_hybrid_ik_v1"
+    up = [u for u in cloud.upgrades if u["role"] == "environment"][0]
+    names = [k.lower() for k, _ in up["headers"]]
+    assert names[:6] == ["host", "connection", "upgrade", "sec-websocket-version",
+                         "sec-websocket-key", "x-request-id"], names
+    assert "authorization" not in names
     assert ex.readyz() == 200
     h = RelayHarness(cloud)
     h.initialize()
@@ -322,7 +327,17 @@ def test_usage_and_registration_errors(_srv):
     assert rc == 2 and "noise" in err, err
     rc, err = run(["--remote", "http://127.0.0.1:9", "--environment-id", "x",
                    "--registration-bearer-stdin"])
-    assert rc == 2 and "bearer" in err, err
+    assert rc == 1 and "newline-terminated registration bearer" in err, err
+    rc, err = run(["--remote", "http://127.0.0.1:9", "--environment-id", "x",
+                   "--registration-bearer-stdin"], stdin=b" padded\n")
+    assert rc == 1 and "invalid registration bearer" in err, err
+    rc, err = run(["--remote", "http://127.0.0.1:9", "--environment-id", "a/b",
+                   "--registration-bearer-stdin"], stdin=b"t\n")
+    assert rc == 2 and "--environment-id" in err, err
+    env = dict(os.environ, CODEX_API_KEY="k")
+    p = subprocess.run([SERVER_PATH, "--remote", "http://example.com", "--environment-id", "x"],
+                       env=env, capture_output=True, timeout=DEFAULT_TIMEOUT)
+    assert p.returncode == 1 and b"loopback" in p.stderr, p.stderr
     rc, _ = run(["--help"])
     assert rc == 0
     cloud = fake_cloud.FakeCloud(token=TOKEN)
@@ -337,6 +352,52 @@ def test_usage_and_registration_errors(_srv):
 
 
 test_usage_and_registration_errors.own_server = True
+
+
+def test_reference_executor_through_relay_harness(_srv):
+    """Interop the other way: the reference executor registered with the fake registry,
+    driven by our harness code (relay-harness) through the fake rendezvous; the same
+    rejections hold."""
+    need_tools()
+    ref = find_reference()
+    if not ref:
+        raise TestSkip("reference codex not installed (make bench installs it)")
+    cloud = fake_cloud.FakeCloud(token=TOKEN)
+    home = tempfile.mkdtemp(prefix="rxhome-", dir="/var/tmp")
+    env = dict(os.environ, CODEX_HOME=home, CODEX_API_KEY=TOKEN, RUST_LOG="warn")
+    proc = subprocess.Popen([ref, "exec-server", "--remote", cloud.base_url,
+                             "--environment-id", ENV_ID], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        cloud.wait_for(lambda c: c.environment_connected(ENV_ID), DEFAULT_TIMEOUT,
+                       "the reference's rendezvous socket")
+        h = RelayHarness(cloud)
+        h.initialize()
+        r = h.request("process/start", {"processId": "p1", "argv": ["/bin/sh", "-c",
+                                                                      "echo ref-hello"],
+                                        "cwd": "file:///", "env": {}, "tty": False})
+        assert "result" in r, r
+        h.notifications("process/closed", 1)
+        out = b"".join(unb64(m["params"]["chunk"]) for m in h.pending
+                       if m.get("method") == "process/output")
+        assert out == b"ref-hello\n", out
+        rc, err = h.close()
+        assert rc == 0, err
+        for mode in ("wrong-key", "foreign-prologue", "unauthorized-key", "bad-authorization",
+                     "tamper", "replay"):
+            rc, err = RelayHarness(cloud, mode).outcome()
+            assert rc == 3 and "RESULT reset noise_relay_protocol_error" in err, (mode, rc, err)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(DEFAULT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        cloud.stop()
+
+
+test_reference_executor_through_relay_harness.own_server = True
 
 if __name__ == "__main__":
     run_tests(globals(), per_test_timeout=90)
