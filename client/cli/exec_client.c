@@ -4,6 +4,7 @@
  *   exec-client [--url URL] shell
  *   exec-client [--url URL] fs cat|put|ls|stat|rm|cp|mkdir|walk ...
  *   exec-client [--url URL] rpc [--raw]
+ *   exec-client --remote REGISTRY_URL --environment-id ID COMMAND ...   (remote mode)
  *
  * `run` behaves like `ssh host cmd` and `shell` like `ssh host` (cli_run.c says how,
  * and how it falls back against a server without our terminal extensions). Exit codes
@@ -29,6 +30,8 @@
 
 const char *usage_text =
     "usage: exec-client [--url URL] [--token TOKEN] [--timeout-ms N] [--reconnect-ms N]\n"
+    "                   COMMAND ...\n"
+    "       exec-client --remote REGISTRY_URL --environment-id ID [--token TOKEN] ...\n"
     "                   COMMAND ...\n"
     "\n"
     "Commands:\n"
@@ -56,7 +59,12 @@ const char *usage_text =
     "  --url URL        server URL, ws://HOST:PORT or wss://HOST:PORT (default:\n"
     "                   $EXEC_SERVER_URL)\n"
     "  --ca-file FILE   wss://: trust the CA(s) in FILE instead of the system store\n"
-    "  --token TOKEN    send Authorization: Bearer TOKEN (default: $EXEC_SERVER_TOKEN)\n"
+    "  --token TOKEN    send Authorization: Bearer TOKEN (default: $EXEC_SERVER_TOKEN);\n"
+    "                   with --remote it goes to the registry only\n"
+    "  --remote URL     remote mode: reach the executor registered at this environment\n"
+    "                   registry (http:// or https:// base URL) through its rendezvous,\n"
+    "                   end-to-end encrypted (Noise) and pinned to the executor's key\n"
+    "  --environment-id ID  the environment to reach (with --remote)\n"
     "  --timeout-ms N   connect/call timeout (default 10000 / 60000)\n"
     "  --reconnect-ms N run/shell: resume the session for up to N ms when the\n"
     "                   connection drops (default 30000; 0: never)\n"
@@ -123,12 +131,19 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
         .skip_initialize = raw,
         .on_reconnect = on_reconnect,
         .ca_file = cli->ca_file,
+        .remote_url = cli->remote,
+        .environment_id = cli->environment_id,
     };
     ec_error e = {0};
     if (ec_client_connect(&o, &cli->c, &e) != 0) {
         if (e.kind == EC_ERR_USAGE) {
             fprintf(stderr, "exec-client: %s\n", e.message);
             exit(EXIT_USAGE);
+        }
+        if (e.kind == EC_ERR_TRANSPORT && (e.code == 401 || e.code == 403) && cli->remote) {
+            fprintf(stderr, "exec-client: the registry %s refused the credentials: %s\n",
+                    cli->remote, e.message);
+            exit(EXIT_AUTH);
         }
         if (e.kind == EC_ERR_TRANSPORT && e.code == 401) {
             const char *why = strstr(e.message, "Unauthorized: ");
@@ -141,8 +156,12 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
                                  "EXEC_SERVER_TOKEN");
             exit(EXIT_AUTH);
         }
-        fprintf(stderr, "exec-client: cannot reach server at %s: %s\n",
-                cli->url ? cli->url : "(none)", e.message);
+        if (cli->remote)
+            fprintf(stderr, "exec-client: cannot reach environment %s through %s: %s\n",
+                    cli->environment_id, cli->remote, e.message);
+        else
+            fprintf(stderr, "exec-client: cannot reach server at %s: %s\n",
+                    cli->url ? cli->url : "(none)", e.message);
         exit(EXIT_CONN);
     }
 }
@@ -326,6 +345,8 @@ int main(int argc, char **argv)
                                           {"help", no_argument, 0, 'h'},
                                           {"version", no_argument, 0, 'V'},
                                           {"ca-file", required_argument, 0, 'A'},
+                                          {"remote", required_argument, 0, 'r'},
+                                          {"environment-id", required_argument, 0, 'E'},
                                           {0, 0, 0, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "+hV", longs, NULL)) != -1) {
@@ -335,6 +356,12 @@ int main(int argc, char **argv)
             return 0;
         case 'A':
             cli.ca_file = optarg;
+            break;
+        case 'r':
+            cli.remote = optarg;
+            break;
+        case 'E':
+            cli.environment_id = optarg;
             break;
         case 'u':
             cli.url = optarg;
@@ -360,7 +387,15 @@ int main(int argc, char **argv)
         fputs(usage_text, stderr);
         return EXIT_USAGE;
     }
-    if (!cli.url || !*cli.url) {
+    if (cli.remote && (!cli.environment_id || !*cli.environment_id)) {
+        fprintf(stderr, "exec-client: --remote needs --environment-id ID\n");
+        return EXIT_USAGE;
+    }
+    if (cli.environment_id && !cli.remote) {
+        fprintf(stderr, "exec-client: --environment-id needs --remote REGISTRY_URL\n");
+        return EXIT_USAGE;
+    }
+    if (!cli.remote && (!cli.url || !*cli.url)) {
         fprintf(stderr, "exec-client: no server URL: pass --url ws://HOST:PORT or set "
                         "EXEC_SERVER_URL\n");
         return EXIT_USAGE;
