@@ -14,7 +14,7 @@
 
 /* Plaintext per record (NOISE_RECORD_PLAINTEXT_LEN upstream): ciphertext + frame stay
  * far below the 256 KiB WebSocket cap. */
-#define EC_RELAY_RECORD RELAY_FRAMING_RECORD_MAX
+#define EC_RELAY_RECORD RELAY_RECORD_PLAINTEXT_MAX
 #define EC_RELAY_SCRATCH (NOISE_IK_MAX_MESSAGE + 64)
 
 static int fail(struct ec_relay *r, int code, const char *fmt, ...)
@@ -86,7 +86,7 @@ int ec_relay_start(struct ec_relay *r, const struct ec_relay_params *p, ec_relay
 {
     memset(r, 0, sizeof *r);
     relay_order_init(&r->order);
-    relay_framing_rx_init(&r->rx);
+    relay_reasm_init(&r->rx);
     r->emit = emit;
     r->on_message = on_message;
     r->ud = ud;
@@ -143,7 +143,7 @@ static int on_record(void *ctx, uint32_t seq, const uint8_t *rec, size_t len)
     size_t n = 0;
     int rc = noise_ik_transport_decrypt(r->tx, rec, len, r->scratch, EC_RELAY_SCRATCH, &n);
     if (rc) return fail(r, rc, "a relay record did not decrypt");
-    rc = relay_framing_rx_push(&r->rx, r->scratch, n, on_plain_message, r);
+    rc = relay_reasm_push(&r->rx, r->scratch, n, on_plain_message, r);
     if (rc) return fail(r, rc, "bad message framing: %s", relay_strerror(rc));
     return 0;
 }
@@ -208,24 +208,21 @@ static void request_trace(const char *text, size_t len, char *tp, size_t tpcap, 
 int ec_relay_send(struct ec_relay *r, const char *text, size_t len)
 {
     if (r->state != EC_RELAY_OPEN) return -ENOTCONN;
-    if (len == 0 || len > RELAY_FRAMING_MESSAGE_MAX)
+    struct relay_framer fr;
+    if (relay_framer_init(&fr, text, len) != 0)
         return -EMSGSIZE; /* refused before any nonce is spent: the stream lives on */
     char tp[256], ts[1024];
     request_trace(text, len, tp, sizeof tp, ts, sizeof ts);
-    /* Records are cut from the 4-byte big-endian length prefix followed by the text. */
-    uint8_t prefix[4] = {(uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
-                         (uint8_t)len};
-    size_t total = len + 4, off = 0;
     uint8_t *plain = malloc(EC_RELAY_RECORD);
     if (!plain) return fail(r, -ENOMEM, "out of memory");
     int rc = 0;
     bool first = true;
-    while (off < total) {
-        size_t n = total - off < EC_RELAY_RECORD ? total - off : EC_RELAY_RECORD;
-        for (size_t i = 0; i < n; i++) {
-            size_t k = off + i;
-            plain[i] = k < 4 ? prefix[k] : (uint8_t)text[k - 4];
-        }
+    struct relay_chunk ch;
+    while (relay_framer_next(&fr, &ch)) {
+        /* The Noise engine takes one buffer: prefix and slice side by side. */
+        if (ch.head_len) memcpy(plain, ch.head, ch.head_len);
+        memcpy(plain + ch.head_len, ch.body, ch.body_len);
+        size_t n = ch.head_len + ch.body_len;
         if (r->send_seq == UINT32_MAX) {
             rc = fail(r, -EOVERFLOW, "relay sequence numbers exhausted");
             break;
@@ -255,7 +252,6 @@ int ec_relay_send(struct ec_relay *r, const char *text, size_t len)
             fail(r, rc, "cannot send a relay data frame");
             break;
         }
-        off += n;
     }
     free(plain);
     return rc;
@@ -266,7 +262,7 @@ void ec_relay_free(struct ec_relay *r)
     noise_ik_handshake_free(r->hs);
     noise_ik_transport_free(r->tx);
     relay_order_free(&r->order);
-    relay_framing_rx_free(&r->rx);
+    relay_reasm_free(&r->rx);
     free(r->scratch);
     char keep[sizeof r->error];
     memcpy(keep, r->error, sizeof keep);

@@ -43,7 +43,7 @@ struct ec_relay {
     struct noise_ik_transport *tx;     /* owned, once open */
     uint32_t send_seq;                 /* seq of our next data frame */
     struct relay_order order;          /* inbound ciphertext, back in seq order */
-    struct relay_framing_rx rx;        /* inbound plaintext -> messages */
+    struct relay_reasm rx;             /* inbound plaintext -> messages */
     ec_relay_emit_fn emit;
     ec_relay_message_fn on_message;
     void *ud;                          /* for emit and on_message */
