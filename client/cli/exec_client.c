@@ -68,6 +68,7 @@ const char *usage_text =
     "  --timeout-ms N   connect/call timeout (default 10000 / 60000)\n"
     "  --reconnect-ms N run/shell: resume the session for up to N ms when the\n"
     "                   connection drops (default 30000; 0: never)\n"
+    "  -v, --verbose    report the session id and reconnects on stderr\n"
     "  -V, --version    print the version\n"
     "  -h, --help       this text\n"
     "Remote relative paths are taken relative to the server's working directory.\n"
@@ -109,13 +110,18 @@ void die_err(const char *what, const ec_error *e)
  * pause (stderr only, and only when it is a terminal). */
 static void on_reconnect(void *ud, int phase)
 {
-    (void)ud;
-    if (!isatty(STDERR_FILENO)) return;
+    struct cli *cli = ud;
+    bool tty = isatty(STDERR_FILENO);
+    if (!tty && !cli->verbose) return;
     const char *text = phase == EC_RECONNECTING ? "connection lost; reconnecting..."
                        : phase == EC_RECONNECTED ? "reconnected"
                                                  : "could not reconnect";
     /* \r\n: the terminal may be in raw mode during `run --tty` / `shell`. */
-    fprintf(stderr, "\r\nexec-client: %s\r\n", text);
+    if (phase == EC_RECONNECTED && cli->verbose && cli->c)
+        fprintf(stderr, "%sexec-client: %s, session %s resumed\r\n", tty ? "\r\n" : "", text,
+                ec_client_session_id(cli->c));
+    else
+        fprintf(stderr, "%sexec-client: %s\r\n", tty ? "\r\n" : "", text);
 }
 
 /* resume: run/shell survive a dropped connection by resuming the session. */
@@ -130,6 +136,7 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
         .reconnect_timeout_ms = resume ? cli->reconnect_ms : 0,
         .skip_initialize = raw,
         .on_reconnect = on_reconnect,
+        .on_reconnect_ud = cli,
         .ca_file = cli->ca_file,
         .remote_url = cli->remote,
         .environment_id = cli->environment_id,
@@ -164,6 +171,8 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
                     cli->url ? cli->url : "(none)", e.message);
         exit(EXIT_CONN);
     }
+    if (cli->verbose && ec_client_session_id(cli->c))
+        fprintf(stderr, "exec-client: connected, session %s\n", ec_client_session_id(cli->c));
 }
 
 /* The remote cwd from environmentInfo, as a native path (static storage), or "/". */
@@ -344,13 +353,17 @@ int main(int argc, char **argv)
                                           {"reconnect-ms", required_argument, 0, 'R'},
                                           {"help", no_argument, 0, 'h'},
                                           {"version", no_argument, 0, 'V'},
+                                          {"verbose", no_argument, 0, 'v'},
                                           {"ca-file", required_argument, 0, 'A'},
                                           {"remote", required_argument, 0, 'r'},
                                           {"environment-id", required_argument, 0, 'E'},
                                           {0, 0, 0, 0}};
     int ch;
-    while ((ch = getopt_long(argc, argv, "+hV", longs, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "+hVv", longs, NULL)) != -1) {
         switch (ch) {
+        case 'v':
+            cli.verbose = true;
+            break;
         case 'V':
             printf("exec-client %s (libexecclient)\n", EXEC_SERVER_VERSION);
             return 0;

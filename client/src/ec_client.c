@@ -911,7 +911,14 @@ static int do_initialize(ec_client *c, int64_t deadline, const char *resume, ec_
         json_decref(res);
         return ec_fail(err, EC_ERR_PROTOCOL, 0, "initialize result has no sessionId");
     }
-    if (!c->session_id) c->session_id = xstrdup(sid);
+    if (!c->session_id) {
+        c->session_id = xstrdup(sid);
+    } else if (strcmp(sid, c->session_id) != 0) {
+        /* A resume that lands in another session would hand our process handles to
+         * strangers' ids: terminal, like an unknown session. */
+        json_decref(res);
+        return ec_fail(err, EC_ERR_SERVER, 0, "resume answered with another session (%s)", sid);
+    }
     json_t *info = json_object_get(res, "environmentInfo");
     if (json_is_object(info)) {
         json_decref(c->env_info);
@@ -1020,6 +1027,9 @@ fail:
 void ec_client_close(ec_client *c)
 {
     if (!c) return;
+    if (c->fd >= 0) {
+        if (c->ml->on_close) c->ml->on_close(c);
+    }
     if (c->fd >= 0) {
         uint8_t code[2] = {0x03, 0xE8}; /* 1000 normal closure */
         send_frame(c, EC_WS_CLOSE, code, 2, NULL);

@@ -56,6 +56,9 @@ struct ec_msg_layer {
      * each JSON-RPC message it yields to ec_deliver(). Returns -1 when the connection
      * must be dropped. */
     int (*on_ws_message)(ec_client *c, int opcode, const uint8_t *p, size_t n);
+    /* The client is closing a live connection (before the WebSocket Close). May be
+     * NULL. */
+    void (*on_close)(ec_client *c);
     /* The physical connection is gone: forget what belonged to it. May be NULL. */
     void (*on_drop)(ec_client *c);
     /* Frees ml_state. May be NULL. */

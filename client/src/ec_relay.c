@@ -257,6 +257,19 @@ int ec_relay_send(struct ec_relay *r, const char *text, size_t len)
     return rc;
 }
 
+int ec_relay_reset_frame(const char *stream_id, const char *reason, uint8_t **out, size_t *len)
+{
+    struct relay_frame f;
+    memset(&f, 0, sizeof f);
+    f.version = RELAY_FRAME_VERSION;
+    f.stream_id.ptr = stream_id;
+    f.stream_id.len = strlen(stream_id);
+    f.body = RELAY_BODY_RESET;
+    f.reason.ptr = reason;
+    f.reason.len = strlen(reason);
+    return relay_frame_encode_alloc(&f, out, len);
+}
+
 void ec_relay_free(struct ec_relay *r)
 {
     noise_ik_handshake_free(r->hs);

@@ -82,6 +82,13 @@ int ec_relay_on_frame(struct ec_relay *r, const uint8_t *buf, size_t len);
  * nonce was spent cannot be sent again). */
 int ec_relay_send(struct ec_relay *r, const char *text, size_t len);
 
+/* A reset frame for stream_id with reason (e.g. a stream this harness abandoned when
+ * its socket dropped: the executor learns it is gone and lets the session go, instead
+ * of holding it attached to a dead stream). *out is the caller's (free()). 0 or a
+ * RELAY_E_* code. */
+int ec_relay_reset_frame(const char *stream_id, const char *reason, uint8_t **out,
+                         size_t *len);
+
 /* Frees everything and wipes the keys; r can be started again. */
 void ec_relay_free(struct ec_relay *r);
 

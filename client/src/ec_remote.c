@@ -28,7 +28,13 @@ struct ec_remote {
     bool busy;         /* inside an ec_relay call: a drop must not free it under it */
     bool free_pending; /* the drop happened while busy */
     char last_error[160];
+    /* The stream of the connection that dropped, to reset on the next one: the
+     * executor cannot see a harness socket die behind the rendezvous, and would keep
+     * the session attached to that stream (resume answered -32010 for ever). */
+    char abandoned[37];
 };
+
+#define EC_RESET_REASON "harness_disconnected"
 
 static struct ec_remote *rm_of(ec_client *c)
 {
@@ -38,6 +44,10 @@ static struct ec_remote *rm_of(ec_client *c)
 static void relay_release(struct ec_remote *rm)
 {
     if (rm->relay.error[0]) memcpy(rm->last_error, rm->relay.error, sizeof rm->last_error);
+    /* Only a stream the executor accepted is worth a reset; one it reset itself is
+     * already gone there. */
+    if (rm->relay.state == EC_RELAY_OPEN)
+        memcpy(rm->abandoned, rm->relay.stream_id, sizeof rm->abandoned);
     ec_relay_free(&rm->relay);
     rm->relay.error[0] = 0;
 }
@@ -88,6 +98,16 @@ static int remote_open(ec_client *c, int64_t deadline, ec_error *err)
         if (rc) {
             ec_bundle_clear(&b);
             return rc;
+        }
+        if (rm->abandoned[0]) {
+            /* Best effort, before our new stream: a rendezvous that refuses it costs
+             * nothing, the resume then retries on -32010 until the executor notices. */
+            uint8_t *fb = NULL;
+            size_t fl = 0;
+            if (ec_relay_reset_frame(rm->abandoned, EC_RESET_REASON, &fb, &fl) == 0)
+                ec_conn_send_ws(c, EC_WS_BINARY, fb, fl, NULL);
+            free(fb);
+            rm->abandoned[0] = 0;
         }
         struct ec_relay_params p = {.self = &rm->key,
                                     .executor = &b.executor_key,
@@ -156,6 +176,19 @@ static int remote_on_ws_message(ec_client *c, int opcode, const uint8_t *p, size
     return rc < 0 ? -1 : 0;
 }
 
+/* A clean goodbye: the executor drops the stream (and detaches the session) now. */
+static void remote_on_close(ec_client *c)
+{
+    struct ec_remote *rm = rm_of(c);
+    if (rm->relay.state != EC_RELAY_OPEN) return;
+    uint8_t *fb = NULL;
+    size_t fl = 0;
+    if (ec_relay_reset_frame(rm->relay.stream_id, EC_RESET_REASON, &fb, &fl) == 0)
+        ec_conn_send_ws(c, EC_WS_BINARY, fb, fl, NULL);
+    free(fb);
+    rm->relay.state = EC_RELAY_FAILED; /* not abandoned: nothing to reset later */
+}
+
 static void remote_on_drop(ec_client *c)
 {
     struct ec_remote *rm = rm_of(c);
@@ -186,6 +219,7 @@ static const struct ec_msg_layer remote_layer = {
     .open = remote_open,
     .send = remote_send,
     .on_ws_message = remote_on_ws_message,
+    .on_close = remote_on_close,
     .on_drop = remote_on_drop,
     .destroy = remote_destroy,
 };
