@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
+#include <openssl/rand.h>
 
 /* Plaintext per record (NOISE_RECORD_PLAINTEXT_LEN upstream): ciphertext + frame stay
  * far below the 256 KiB WebSocket cap. */
@@ -32,19 +32,11 @@ static int fail(struct ec_relay *r, int code, const char *fmt, ...)
     return code < 0 ? code : -EPROTO;
 }
 
+/* OpenSSL's CSPRNG when the caller gives none (the Noise engine draws its own). */
 static int rng_default(void *ctx, uint8_t *out, size_t n)
 {
     (void)ctx;
-    while (n > 0) {
-        ssize_t g = getrandom(out, n, 0);
-        if (g < 0) {
-            if (errno == EINTR) continue;
-            return -EIO;
-        }
-        out += g;
-        n -= (size_t)g;
-    }
-    return 0;
+    return RAND_bytes(out, (int)n) == 1 ? 0 : -EIO;
 }
 
 int ec_relay_uuid4(char out[37], noise_ik_rng_fn rng, void *rng_ctx)

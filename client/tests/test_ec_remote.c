@@ -13,14 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "ec_check.h"
 
 /* ---- a captured frame list and message list ---- */
 
@@ -448,10 +441,5 @@ int main(void)
     test_bundle();
     test_retry_policy();
     test_uuid();
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("test_ec_remote: all checks passed\n");
-    return 0;
+    EC_CHECK_EXIT("test_ec_remote");
 }
