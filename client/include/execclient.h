@@ -80,6 +80,17 @@ typedef struct ec_client_options {
     /* wss:// only: PEM file of the CA(s) to trust instead of the system store
      * (which honours SSL_CERT_FILE / SSL_CERT_DIR). Copied. */
     const char *ca_file;
+    /* Remote mode (REMOTE.md): reach the executor registered as `environment_id` at
+     * the environment registry whose base URL (http:// or https://) is `remote_url`,
+     * instead of dialing `url` (which is then ignored). Every physical connection
+     * (the first and each reconnect) asks the registry for a fresh connect bundle,
+     * sending `bearer_token` there (never to the rendezvous), pins the executor key
+     * the bundle names, and carries the JSON-RPC messages Noise-encrypted in relay
+     * frames through the rendezvous. The client's own Noise key is made once and kept
+     * across reconnects. ca_file also applies to an https registry and a wss
+     * rendezvous. Both copied. */
+    const char *remote_url;
+    const char *environment_id;
 } ec_client_options;
 
 enum { EC_RECONNECTING = 1, EC_RECONNECTED = 2, EC_RECONNECT_FAILED = 3 };
