@@ -287,7 +287,7 @@ int relay_frame_decode(const uint8_t *buf, size_t len, struct relay_frame *out)
     memset(out, 0, sizeof *out);
     if (len > RELAY_FRAME_MAX_LEN) return RELAY_E_TOO_BIG;
     struct segments seg = {0, 0};
-    struct cur c = {buf, buf + len};
+    struct cur c = {buf, len ? buf + len : buf}; /* NULL + 0 is undefined */
     while (c.p < c.end) {
         uint32_t field;
         unsigned wt;
