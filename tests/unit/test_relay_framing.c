@@ -41,7 +41,8 @@ static int on_msg(void *ctx, const uint8_t *msg, size_t len)
 
 static void sink_free(struct sink *s)
 {
-    for (unsigned i = 0; i < s->count; i++) free(s->msg[i]);
+    for (unsigned i = 0; i < s->count; i++)
+        free(s->msg[i]);
     memset(s, 0, sizeof *s);
 }
 
@@ -159,8 +160,7 @@ static void test_rejects_declared_length_above_limit_without_payload(void **stat
     /* length 0, split across two records: judged when the fourth byte arrives */
     relay_reasm_init(&r);
     assert_int_equal(relay_reasm_push(&r, (const uint8_t *)"\0\0", 2, on_msg, &s), 0);
-    assert_int_equal(relay_reasm_push(&r, (const uint8_t *)"\0\0", 2, on_msg, &s),
-                     RELAY_E_MSG_LEN);
+    assert_int_equal(relay_reasm_push(&r, (const uint8_t *)"\0\0", 2, on_msg, &s), RELAY_E_MSG_LEN);
     relay_reasm_free(&r);
 
     /* exactly 64 MiB is accepted, and only what arrives is buffered */
@@ -257,7 +257,8 @@ static void test_max_message_round_trip(void **state)
 {
     size_t len = RELAY_MESSAGE_MAX;
     uint8_t *msg = malloc(len);
-    for (size_t i = 0; i < len; i++) msg[i] = (uint8_t)(i * 131 >> 7);
+    for (size_t i = 0; i < len; i++)
+        msg[i] = (uint8_t)(i * 131 >> 7);
     struct relay_framer f;
     struct relay_chunk c;
     struct relay_reasm r;

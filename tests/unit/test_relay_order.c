@@ -28,8 +28,8 @@ static int deliver(void *ctx, uint32_t seq, const uint8_t *rec, size_t len)
 {
     struct log *l = ctx;
     if (l->fail_at >= 0 && (uint32_t)l->fail_at == seq) return -5;
-    l->len += (size_t)snprintf(l->text + l->len, sizeof l->text - l->len, "%u:%.*s ", seq,
-                               (int)len, rec ? (const char *)rec : "");
+    l->len += (size_t)snprintf(l->text + l->len, sizeof l->text - l->len, "%u:%.*s ", seq, (int)len,
+                               rec ? (const char *)rec : "");
     l->count++;
     return 0;
 }
@@ -101,7 +101,8 @@ static void test_rejects_unbounded_reordering(void **state)
 
     /* all 64 slots of the window can be held at once, and all come out */
     relay_order_init(&o);
-    for (uint32_t seq = 1; seq <= 64; seq++) assert_int_equal(push(&o, &l, seq, "r"), 0);
+    for (uint32_t seq = 1; seq <= 64; seq++)
+        assert_int_equal(push(&o, &l, seq, "r"), 0);
     assert_int_equal(o.pending, 64);
     assert_int_equal(push(&o, &l, 0, "r"), 0);
     assert_int_equal(l.count, 65);
@@ -130,7 +131,8 @@ static void test_window_slides(void **state)
     struct relay_order o;
     struct log l = {.fail_at = -1};
     relay_order_init(&o);
-    for (uint32_t seq = 0; seq < 100; seq++) assert_int_equal(push(&o, &l, seq, "a"), 0);
+    for (uint32_t seq = 0; seq < 100; seq++)
+        assert_int_equal(push(&o, &l, seq, "a"), 0);
     assert_int_equal(push(&o, &l, 164, "last"), 0);
     assert_int_equal(push(&o, &l, 165, "x"), RELAY_E_REORDER_WINDOW);
     relay_order_free(&o);
