@@ -54,7 +54,7 @@ int relay_order_push(struct relay_order *o, uint32_t seq, const uint8_t *rec, si
         s->data = len ? xmemdup(rec, len) : NULL;
         s->len = len;
         s->seq = seq;
-        s->used = 1;
+        s->used = true;
         o->pending++;
         o->pending_bytes += len;
         return 0;
@@ -68,7 +68,7 @@ int relay_order_push(struct relay_order *o, uint32_t seq, const uint8_t *rec, si
          * deliver fails. */
         uint8_t *data = s->data;
         size_t n = s->len;
-        *s = (struct relay_order_slot){NULL, 0, 0, 0};
+        *s = (struct relay_order_slot){NULL, 0, 0, false};
         o->pending--;
         o->pending_bytes -= n;
         rc = deliver_next(o, data, n, deliver, ctx);

@@ -14,6 +14,7 @@
 #ifndef EXEC_PROTO_RELAY_ORDER_H
 #define EXEC_PROTO_RELAY_ORDER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,7 +34,7 @@ struct relay_order_slot {
     uint8_t *data; /* owned copy of the ciphertext (NULL for an empty record) */
     size_t len;    /* bytes at data */
     uint32_t seq;  /* its sequence number */
-    int used;      /* 1 while the slot holds a record */
+    bool used;     /* the slot holds a record */
 };
 
 struct relay_order {
