@@ -236,7 +236,9 @@ function cArray(name, bytes) {
     lines.push('    ' + Array.from(bytes.slice(i, i + 16), (b) => `0x${b.toString(16).padStart(2, '0')},`).join(' '));
   return `static const uint8_t ${name}[${bytes.length}] = {\n${lines.join('\n')}\n};\n`;
 }
-const cString = (name, s) => `static const char ${name}[] =\n${s.match(/.{1,72}/g).map((l) => `    "${l}"`).join('\n')};\n`;
+// Only JSON text with base64 goes here: escaping the quote is all C needs.
+const cString = (name, s) => `static const char ${name}[] =\n${s.match(/.{1,64}/g)
+  .map((l) => `    "${l.replaceAll('"', '\\"')}"`).join('\n')};\n`;
 
 function header() {
   const iStatic = staticKey(streamRng('noise-ik initiator static'));
