@@ -20,9 +20,10 @@ import string
 import subprocess
 import sys
 
+import oracle_setup
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SKIP = 77
 EBADMSG = 74
 ROUNDS = int(os.environ.get("NOISE_ORACLE_ROUNDS", "3"))
 SIZES = [0, 1, 15, 16, 17, 1000, 61440, 65519]
@@ -124,20 +125,9 @@ def prologue_mismatch(make_ini, make_res):
 
 
 def main():
-    inst = subprocess.run(["bash", os.path.join(ROOT, "tests/oracle/install.sh")],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if inst.returncode == SKIP:
-        print("SKIP: " + inst.stderr.strip())
-        return SKIP
-    if inst.returncode != 0:
-        print("FAIL: tests/oracle/install.sh exited %d: %s" % (inst.returncode, inst.stderr))
-        return 1
-    node_modules = inst.stdout.strip()
-    cpeer = os.environ.get("NOISE_IK_PEER") or os.path.join(os.environ.get("EXEC_BUILD_DIR", ""),
-                                                            "noise-ik-peer")
-    if not os.access(cpeer, os.X_OK):
-        print("FAIL: %s not built (set EXEC_BUILD_DIR or NOISE_IK_PEER)" % cpeer)
-        return 1
+    node_modules, cpeer, rc = oracle_setup.prepare("noise-ik-peer", "NOISE_IK_PEER")
+    if rc is not None:
+        return rc
     oracle = os.path.join(ROOT, "tests/oracle/noise_ik_oracle.mjs")
 
     def c(role, payload="", stream="stream-1"):
