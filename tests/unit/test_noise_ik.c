@@ -439,6 +439,46 @@ static void test_state_misuse_and_rng_failure(void **state)
     free(pro);
 }
 
+/* ML-KEM's FIPS 203 input check: a public key with a coefficient >= q is refused
+ * wherever we encapsulate to it (the pinned key: caller error; a peer's key: the
+ * peer's fault), even though Noise itself would carry any 1184 bytes. */
+static void test_invalid_mlkem_public_keys(void **state)
+{
+    (void)state;
+    struct noise_ik_static_key ikey, rkey;
+    struct noise_ik_public_key bad_r;
+    struct noise_ik_handshake *ini, *res;
+    size_t plen, n;
+    uint8_t *pro = default_prologue(&plen);
+    uint8_t msg1[NOISE_IK_MSG1_OVERHEAD], msg2[NOISE_IK_MSG2_BYTES];
+    assert_int_equal(noise_ik_static_key_generate(&ikey, NULL, NULL), 0);
+    assert_int_equal(noise_ik_static_key_generate(&rkey, NULL, NULL), 0);
+
+    bad_r = rkey.pub;
+    bad_r.mlkem[0] = 0xff; /* first 12-bit coefficient = 0x?ff | 0xf00 >= 3329 */
+    bad_r.mlkem[1] |= 0x0f;
+    assert_int_equal(noise_ik_initiator_new(&ini, &ikey, &bad_r, pro, plen, NULL, NULL), 0);
+    assert_int_equal(noise_ik_write_message1(ini, NULL, 0, msg1, sizeof msg1, &n), -EINVAL);
+    noise_ik_handshake_free(ini);
+
+    /* An initiator whose own static ML-KEM key is malformed: msg 1 authenticates
+     * (Noise proves possession of X25519 keys, not ML-KEM validity), msg 2 cannot
+     * be written. */
+    ikey.pub.mlkem[0] = 0xff;
+    ikey.pub.mlkem[1] |= 0x0f;
+    assert_int_equal(noise_ik_initiator_new(&ini, &ikey, &rkey.pub, pro, plen, NULL, NULL), 0);
+    assert_int_equal(noise_ik_responder_new(&res, &rkey, pro, plen, NULL, NULL), 0);
+    assert_int_equal(noise_ik_write_message1(ini, NULL, 0, msg1, sizeof msg1, &n), 0);
+    assert_int_equal(noise_ik_read_message1(res, msg1, n, NULL, NULL), 0);
+    assert_int_equal(noise_ik_write_message2(res, msg2), -EBADMSG);
+    assert_false(noise_ik_handshake_complete(res));
+    noise_ik_handshake_free(ini);
+    noise_ik_handshake_free(res);
+    noise_ik_static_key_wipe(&ikey);
+    noise_ik_static_key_wipe(&rkey);
+    free(pro);
+}
+
 /* ---- transport ------------------------------------------------------------------ */
 
 /* transport_rejects_tampered_ciphertext */
@@ -699,6 +739,7 @@ int main(void)
         cmocka_unit_test(test_initiator_rejects_altered_message2),
         cmocka_unit_test(test_responder_rejects_altered_message1),
         cmocka_unit_test(test_state_misuse_and_rng_failure),
+        cmocka_unit_test(test_invalid_mlkem_public_keys),
         cmocka_unit_test(test_transport_rejects_tampered_ciphertext),
         cmocka_unit_test(test_transport_rejects_replayed_ciphertext),
         cmocka_unit_test(test_transport_size_limits),
