@@ -258,6 +258,111 @@ def test_bad_harness_frames_get_a_reset(_):
             ws.abort()
 
 
+_ORACLE = []
+
+
+def noise_harness(rig, **kw):
+    """A Noise harness connected through the fake cloud (skips when the npm oracle packages
+    cannot be installed)."""
+    import noise_client
+    if not _ORACLE:
+        _ORACLE.append(noise_client.oracle_modules())
+    if not _ORACLE[0]:
+        raise TestSkip("npm could not install the @noble oracle packages (tests/oracle)")
+    return noise_client.NoiseHarness(rig.cloud, TOKEN, ENV_ID, _ORACLE[0], timeout=T, **kw)
+
+
+@needs_own_server
+def test_noise_session_end_to_end(_):
+    """A real hybrid-IK handshake and JSON-RPC over encrypted data frames."""
+    import noise_client
+    with Rig() as rig:
+        rig.wait_connected()
+        h = noise_harness(rig)
+        try:
+            assert (h.msg1_len, h.msg2_len) == (3568 + len(h.bundle["harness_key_authorization"]),
+                                                3424), (h.msg1_len, h.msg2_len)
+            v = [r for r in rig.cloud.requests if r["path"].endswith("/validate")]
+            assert len(v) == 1 and v[0]["response"] == {"valid": True}, v
+            hv = dict((k.lower(), val) for k, val in v[0]["headers"])
+            assert hv.get("authorization") == "Bearer " + TOKEN, hv
+            assert hv.get("x-codex-noise-stream-id") == h.stream_id, hv
+            body = json.loads(v[0]["body"])
+            assert list(body) == ["executor_registration_id", "harness_public_key",
+                                  "harness_key_authorization"], list(body)
+            assert body["harness_public_key"] == h.public_key
+            assert v[0]["body"] == json.dumps(body, separators=(",", ":")).encode()
+            init = h.request("initialize", {"clientName": "noise-blackbox"})
+            assert init.get("sessionId"), init
+            h.send({"method": "initialized", "params": {}})
+            h.request("process/start", {"processId": "p1", "argv": ["/bin/echo", "via-noise"],
+                                        "cwd": "file:///", "env": {}, "tty": False})
+            out, deadline = b"", time.monotonic() + T
+            while b"via-noise" not in out and time.monotonic() < deadline:
+                r = h.request("process/read", {"processId": "p1", "afterSeq": 0,
+                                               "waitMs": 500})
+                out = b"".join(base64.b64decode(c["chunk"]) for c in r["chunks"])
+            assert out == b"via-noise\n", out
+            # A message bigger than one Noise record (60 KiB plaintext) spans several frames.
+            tmp = tempfile.NamedTemporaryFile(prefix="execbb-noise-", delete=False)
+            data = os.urandom(150000)
+            tmp.write(data)
+            tmp.close()
+            try:
+                r = h.request("fs/readFile", {"path": "file://" + tmp.name})
+                assert base64.b64decode(r["dataBase64"]) == data
+            finally:
+                os.unlink(tmp.name)
+            frames = [f for f in rig.cloud.frames if f["stream_id"] == h.stream_id]
+            data_e2h = [f for f in frames if f["dir"] == "e2h" and f["body"] == "data"]
+            assert max(len(f["raw"]) for f in data_e2h) <= 61456 + 64
+            assert len([f for f in data_e2h if len(f["raw"]) > 61456]) >= 2
+            for needle in ("process/start", "noise-blackbox", "via-noise", "initialize"):
+                assert not rig.cloud.cleartext_hits(needle), "%r in clear" % needle
+        finally:
+            h.close()
+
+
+@needs_own_server
+def test_noise_authorization_is_checked(_):
+    """The executor asks /validate and resets the stream unless it answers valid:true;
+    a reused (single-use) authorization is refused."""
+    import noise_client
+    with Rig() as rig:
+        rig.wait_connected()
+        h = noise_harness(rig)
+        auth = h.bundle["harness_key_authorization"]
+        h.close()
+        # Replay: same key material is not available to a new harness, so replay the
+        # authorization with a fresh key: the fake answers valid:false (key mismatch, used).
+        rig.cloud.override_response("connect", harness_key_authorization=auth)
+        try:
+            noise_harness(rig)
+            raise AssertionError("handshake with a replayed authorization succeeded")
+        except noise_client.HarnessError as e:
+            assert "noise_relay_protocol_error" in str(e), e
+        v = [r for r in rig.cloud.requests if r["path"].endswith("/validate")]
+        assert [r["response"] for r in v] == [{"valid": True}, {"valid": False}], \
+            [r["response"] for r in v]
+        rig.cloud.override_response("connect")
+        rig.cloud.fail_next("validate", 403, "forbidden", "no")
+        try:
+            noise_harness(rig)
+            raise AssertionError("handshake succeeded although /validate answered 403")
+        except noise_client.HarnessError as e:
+            assert "noise_relay_protocol_error" in str(e), e
+        # 401 from /validate (the executor's own registry credential was refused): the
+        # executor finishes the handshake with an authenticated rejection payload instead.
+        rig.cloud.fail_next("validate", 401, "unauthorized", "no")
+        try:
+            noise_harness(rig)
+            raise AssertionError("handshake succeeded although /validate answered 401")
+        except noise_client.HarnessError as e:
+            assert "codex-registry-authentication-rejected/v1" in str(e), e
+        assert rig.cloud.environment_connected(ENV_ID)
+        assert len(rig.registers()) == 1, "a refused harness must not cause a re-register"
+
+
 def _post(path, doc):
     body = json.dumps(doc)
     return ("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"

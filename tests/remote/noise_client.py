@@ -142,7 +142,7 @@ class NoiseHarness:
         out = self.crypto.call(op="msg2", msg=base64.b64encode(inner[1]).decode())
         self.msg2_variant = out.get("variant")
         if base64.b64decode(out["payload"]):
-            raise HarnessError("non-empty msg2 payload")
+            raise HarnessError("non-empty msg2 payload: %r" % base64.b64decode(out["payload"])[:500])
 
     def send(self, obj):
         body = json.dumps(obj, separators=(",", ":")).encode()
