@@ -140,7 +140,7 @@ static void stream_remove(struct relay_stream *s, bool notify_conn)
     }
     if (s->state == ST_PENDING) d->pending--;
     else d->live--;
-    if (s->validation) registry_call_cancel(s->validation);
+    if (s->validation) d->ops->cancel(d->arg, s->validation);
     s->validation = NULL;
     struct conn *c = s->conn;
     s->conn = NULL;
