@@ -17,7 +17,7 @@
 #include "proto/relay_frame.h"
 #include "proto/relay_framing.h"
 #include "proto/relay_order.h"
-#include "remote/relay_conn.h"
+#include "transport/relay_conn.h"
 #include "transport/conn.h"
 #include "util/mem.h"
 
