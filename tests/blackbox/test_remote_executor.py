@@ -312,6 +312,115 @@ def test_failure_budget_closes_the_socket(cloud, ex):
     assert rc == 0, err
 
 
+class TlsFront:
+    """A TLS terminator in front of the fake rendezvous: wss://127.0.0.1:PORT -> the
+    fake's plain port, one thread pair per connection. The registry is patched to hand
+    the executor wss:// URLs; the executor trusts the test CA through SSL_CERT_FILE."""
+
+    def __init__(self, cloud, d):
+        import ssl
+        import socket as so
+        import threading
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                        "k.pem", "-out", "c.pem", "-days", "2", "-subj", "/CN=127.0.0.1",
+                        "-addext", "subjectAltName=IP:127.0.0.1"], cwd=d, check=True,
+                       capture_output=True)
+        self.ca = os.path.join(d, "c.pem")
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(self.ca, os.path.join(d, "k.pem"))
+        self.lsock = so.create_server(("127.0.0.1", 0))
+        self.port = self.lsock.getsockname()[1]
+        self.handshakes = 0
+
+        def pump(a, b):
+            try:
+                while True:
+                    data = a.recv(65536)
+                    if not data:
+                        break
+                    b.sendall(data)
+            except OSError:
+                pass
+            for s_ in (a, b):
+                try:
+                    s_.shutdown(so.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        def accept():
+            while True:
+                try:
+                    raw, _ = self.lsock.accept()
+                except OSError:
+                    return
+                try:
+                    tls = ctx.wrap_socket(raw, server_side=True)
+                except (OSError, ssl.SSLError):
+                    raw.close()
+                    continue
+                self.handshakes += 1
+                up = so.create_connection((cloud.host, cloud.port))
+                threading.Thread(target=pump, args=(tls, up), daemon=True).start()
+                threading.Thread(target=pump, args=(up, tls), daemon=True).start()
+
+        threading.Thread(target=accept, daemon=True).start()
+        orig = cloud._ws_url
+
+        def wss_url(kind, env, role, reg):
+            u = orig(kind, env, role, reg)
+            if role != "environment":
+                return u
+            return u.replace("ws://%s:%d" % (cloud.host, cloud.port),
+                             "wss://127.0.0.1:%d" % self.port)
+        cloud._ws_url = wss_url
+
+    def close(self):
+        self.lsock.close()
+
+
+def test_wss_rendezvous(_srv):
+    """The executor's rendezvous socket over TLS (wss://, OpenSSL memory BIOs)."""
+    need_tools()
+    cloud = fake_cloud.FakeCloud(token=TOKEN)
+    d = tempfile.mkdtemp(prefix="rexec-tls-")
+    front = TlsFront(cloud, d)
+    ex = Executor(cloud, env_extra={"SSL_CERT_FILE": front.ca})
+    try:
+        cloud.wait_for(lambda c: c.environment_connected(ENV_ID), DEFAULT_TIMEOUT,
+                       "the executor's wss:// socket")
+        assert front.handshakes >= 1
+        h = RelayHarness(cloud)
+        h.initialize()
+        with tempfile.NamedTemporaryFile(delete=False) as f:
+            f.write(os.urandom(300 * 1024))
+            path = f.name
+        try:
+            r = h.request("fs/readFile", {"path": "file://" + path})
+            assert unb64(r["result"]["dataBase64"]) == open(path, "rb").read()
+        finally:
+            os.unlink(path)
+        rc, err = h.close()
+        assert rc == 0, err
+        err = ex.stop()
+        assert "wss://127.0.0.1:%d/cloud-agent" % front.port in err, err
+        # Without the CA the certificate is refused: no connection, not ready, retrying.
+        ex = Executor(cloud, env_extra={"SSL_CERT_FILE": "/nonexistent"})
+        n = front.handshakes
+        time.sleep(1.0)
+        assert ex.readyz() == 503
+        assert front.handshakes == n, "a TLS session was established without the CA"
+        assert "connect_failed" in ex.stderr()
+        ex.stop()
+    finally:
+        if ex.proc.poll() is None:
+            ex.proc.kill()
+        front.close()
+        cloud.stop()
+
+
+test_wss_rendezvous.own_server = True
+
+
 def test_pong_deadline_reconnects(_srv):
     """A rendezvous that never answers pings: the executor closes after the pong deadline
     (shortened here) and reconnects with the same URL; /metrics counts the reason."""
