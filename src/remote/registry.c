@@ -283,15 +283,15 @@ static struct registry_call *start(struct registry_client *rc, const char *what,
     return c;
 }
 
-int registry_register(struct registry_client *rc, const char *key_json, registry_register_cb cb,
-                      void *arg)
+struct registry_call *registry_register(struct registry_client *rc, const char *key_json,
+                                        registry_register_cb cb, void *arg)
 {
     struct registry_call *c =
         start(rc, "register", registry_register_body(key_json), REGISTRY_REGISTER_TIMEOUT_MS);
-    if (!c) return -EINVAL;
+    if (!c) return NULL;
     c->reg_cb = cb;
     c->arg = arg;
-    return 0;
+    return c;
 }
 
 struct registry_call *registry_validate(struct registry_client *rc, const char *registration_id,

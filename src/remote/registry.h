@@ -52,9 +52,10 @@ struct registry_call;
  * response arrived. */
 typedef void (*registry_register_cb)(void *arg, int result, int http_status,
                                      struct registry_registration *reg, const char *why);
-/* Starts /register. Returns 0 (cb runs once, asynchronously) or a negative code. */
-int registry_register(struct registry_client *rc, const char *key_json, registry_register_cb cb,
-                      void *arg);
+/* Starts /register. Returns the call (cb runs once, asynchronously, unless it is
+ * cancelled with registry_call_cancel) or NULL when it could not start. */
+struct registry_call *registry_register(struct registry_client *rc, const char *key_json,
+                                        registry_register_cb cb, void *arg);
 
 /* valid: the registry said {"valid": true}; false for any other answer, error or
  * timeout (10 s). */

@@ -34,6 +34,7 @@ struct remote {
     char *key_json;                 /* our public key JSON */
     struct registry_client *registry;
     struct registry_registration reg;
+    struct registry_call *registering; /* the /register call in flight, or NULL */
     struct rv_ws *ws;               /* the rendezvous socket, NULL between attempts */
     struct relay_demux *demux;      /* while ws is open */
     uv_timer_t retry;
@@ -77,6 +78,7 @@ static void on_registered(void *arg, int result, int http_status,
                           struct registry_registration *reg, const char *why)
 {
     bool first = arg == NULL;
+    R->registering = NULL; /* the call frees itself after this callback */
     uint64_t dur = metrics_now_ns() - R->attempt_started_ns;
     metrics_remote_registration(result == 0, dur);
     if (R->stopping) return;
@@ -103,8 +105,8 @@ static void on_registered(void *arg, int result, int http_status,
 static void start_registration(bool first)
 {
     R->attempt_started_ns = metrics_now_ns();
-    if (registry_register(R->registry, R->key_json, on_registered, first ? NULL : R) < 0)
-        fatal("cannot start the registration request");
+    R->registering = registry_register(R->registry, R->key_json, on_registered, first ? NULL : R);
+    if (!R->registering) fatal("cannot start the registration request");
 }
 
 /* ---- the demux's view of the socket ---- */
@@ -269,6 +271,9 @@ void remote_stop(void)
     uv_timer_stop(&R->retry);
     uv_close((uv_handle_t *)&R->retry, NULL);
     if (R->ws) rv_ws_close(R->ws, "local_shutdown");
+    /* A registration in flight would hold the loop open until it times out. */
+    registry_call_cancel(R->registering);
+    R->registering = NULL;
     /* R itself stays: late callbacks (the socket's close, a registry answer) still
      * look at it; the process is exiting. */
 }

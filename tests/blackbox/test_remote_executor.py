@@ -478,6 +478,23 @@ def test_usage_and_registration_errors(_srv):
     assert p.returncode == 1 and b"loopback" in p.stderr, p.stderr
     rc, _ = run(["--help"])
     assert rc == 0
+    # SIGTERM while the registry has not answered yet: out at once, status 0.
+    import socket as so
+    silent = so.create_server(("127.0.0.1", 0))
+    try:
+        p = subprocess.Popen([SERVER_PATH, "--remote", "http://127.0.0.1:%d" %
+                              silent.getsockname()[1], "--environment-id", ENV_ID,
+                              "--registration-bearer-stdin"], stdin=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        p.stdin.write(b"t\n")
+        p.stdin.flush()
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        p.terminate()
+        _, err = p.communicate(timeout=DEFAULT_TIMEOUT)
+        assert p.returncode == 0 and time.monotonic() - t0 < 3, (p.returncode, err)
+    finally:
+        silent.close()
     cloud = fake_cloud.FakeCloud(token=TOKEN)
     try:
         cloud.fail_next("register", 503, "unavailable", "try later", count=100)
