@@ -9,6 +9,7 @@ after the rendezvous drops the socket and session resume on a new stream, a 4xx 
 re-registers, the rejected handshakes (wrong executor key, foreign prologue, harness key
 the registry did not authorize, forged authorization, tampered record, replayed record)
 and the 8-failure budget, no secrets in the log, usage errors. Every wait is bounded."""
+import base64
 import json
 import os
 import select
@@ -229,6 +230,31 @@ def test_registers_and_serves_process_and_fs(cloud, ex):
         assert unb64(r["result"]["dataBase64"]) == open(path, "rb").read(), str(r)[:200]
     finally:
         os.unlink(path)
+    # Harness -> executor spanning many records (the reassembly side).
+    blob = os.urandom(700 * 1024)
+    target = tempfile.mktemp(prefix="rexec-w-")
+    try:
+        r = h.request("fs/writeFile", {"path": "file://" + target,
+                                       "dataBase64": base64.b64encode(blob).decode()})
+        assert r.get("result") == {}, str(r)[:300]
+        assert open(target, "rb").read() == blob
+    finally:
+        if os.path.exists(target):
+            os.unlink(target)
+    # Several streams at once on the one socket.
+    others = [RelayHarness(cloud) for _ in range(4)]
+    for o in others:
+        o.initialize()
+    for i, o in enumerate(others):
+        r = o.request("process/start", {"processId": "q", "argv": ["/bin/echo", "s%d" % i],
+                                        "cwd": "/", "env": {}, "tty": False})
+        assert "result" in r, r
+    for i, o in enumerate(others):
+        o.notifications("process/closed", 1)
+        out = b"".join(unb64(m["params"]["chunk"]) for m in o.pending
+                       if m.get("method") == "process/output")
+        assert out == b"s%d\n" % i, out
+        assert o.close()[0] == 0
     for needle in ("initialize", "process/start", "relay-harness", "relay-hello"):
         assert not cloud.cleartext_hits(needle), "%r crossed the relay in clear" % needle
     rc, err = h.close()
