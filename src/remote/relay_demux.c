@@ -155,9 +155,9 @@ static void stream_remove(struct relay_stream *s, bool notify_conn)
 static void stream_fail(struct relay_stream *s, const char *why)
 {
     if (s->dead) return;
-    char idv[64];
+    char idv[64], whyv[80];
     log_event("event=relay_stream noise_event=stream noise_outcome=error noise_reason=%s "
-              "stream=%s", why, log_value(s->id, idv, sizeof idv));
+              "stream=%s", log_value(why, whyv, sizeof whyv), log_value(s->id, idv, sizeof idv));
     send_reset_id(s->d, s->id, strlen(s->id));
     stream_remove(s, true);
 }
@@ -184,6 +184,16 @@ static void handshake_failed(struct relay_demux *d, const char *id, size_t n, co
     count_failure(d);
 }
 
+/* Drops a busy mark; frees the stream if it died meanwhile. Returns true if it did. */
+static bool unbusy(struct relay_stream *s)
+{
+    if (--s->busy == 0 && s->dead) {
+        stream_release(s);
+        return true;
+    }
+    return false;
+}
+
 int relay_stream_send(struct relay_stream *st, const uint8_t *msg, size_t len)
 {
     if (st->dead || st->state != ST_LIVE) return -ENOTCONN;
@@ -194,19 +204,24 @@ int relay_stream_send(struct relay_stream *st, const uint8_t *msg, size_t len)
     }
     struct relay_chunk ch;
     static uint8_t pt[RELAY_RECORD_PLAINTEXT_MAX];
-    while (relay_framer_next(&fr, &ch)) {
+    int r = 0;
+    /* Accounting a frame may close the connection (backlog limit), which resets and
+     * unlinks the stream: keep it allocated until this loop is done with it. */
+    st->busy++;
+    while (!st->dead && relay_framer_next(&fr, &ch)) {
         if (st->send_exhausted) {
             stream_fail(st, "sequence_exhausted");
-            return -EOVERFLOW;
+            r = -EOVERFLOW;
+            break;
         }
         memcpy(pt, ch.head, ch.head_len);
         memcpy(pt + ch.head_len, ch.body, ch.body_len);
         size_t ct_len;
-        int r = noise_ik_transport_encrypt(st->tx, pt, ch.head_len + ch.body_len, rec_buf,
-                                           sizeof rec_buf, &ct_len);
+        r = noise_ik_transport_encrypt(st->tx, pt, ch.head_len + ch.body_len, rec_buf,
+                                       sizeof rec_buf, &ct_len);
         if (r < 0) {
             stream_fail(st, "encrypt_failed");
-            return r;
+            break;
         }
         struct relay_frame f = {.version = RELAY_FRAME_VERSION,
                                 .stream_id = {st->id, strlen(st->id)},
@@ -217,9 +232,10 @@ int relay_stream_send(struct relay_stream *st, const uint8_t *msg, size_t len)
         if (st->send_seq == UINT32_MAX) st->send_exhausted = true;
         else st->send_seq++;
         send_frame(st->d, &f, st->conn);
-        if (st->dead) return -ENOTCONN; /* closed as a slow client */
     }
-    return 0;
+    if (st->dead && r == 0) r = -ENOTCONN;
+    unbusy(st);
+    return r;
 }
 
 void relay_stream_conn_closed(struct relay_stream *st)
@@ -263,11 +279,7 @@ static void on_data(struct relay_demux *d, const struct relay_frame *f)
     }
     s->busy++;
     int r = relay_order_push(&s->order, f->seq, f->payload, f->payload_len, on_record, s);
-    s->busy--;
-    if (s->dead) {
-        if (!s->busy) stream_release(s);
-        return;
-    }
+    if (unbusy(s) || s->dead) return;
     if (r < 0) stream_fail(s, r == -EBADMSG ? "decrypt_failed" : relay_strerror(r));
 }
 

@@ -447,6 +447,49 @@ def test_wss_rendezvous(_srv):
 test_wss_rendezvous.own_server = True
 
 
+def test_slow_harness_is_closed_by_the_backlog_limit(_srv):
+    """A harness that stops reading while its process floods stdout: the stream's queued
+    bytes pass --max-queued-bytes and the executor drops that stream (its output stays
+    resumable) without harm to the server."""
+    need_tools()
+    # The departing harness's stream is reset towards the executor (as a client that
+    # reconnects does), so its session can be resumed.
+    cloud = fake_cloud.FakeCloud(token=TOKEN, reset_on_harness_close=True)
+    ex = Executor(cloud, extra=["--max-queued-bytes", "2M"])
+    try:
+        cloud.wait_for(lambda c: c.environment_connected(ENV_ID), DEFAULT_TIMEOUT, "socket")
+        h = RelayHarness(cloud)
+        sid = h.initialize()
+        h.request("process/start", {"processId": "big", "argv": ["/usr/bin/head", "-c",
+                                                                 "200000000", "/dev/zero"],
+                                    "cwd": "/", "env": {}, "tty": False})
+        # Stop reading: relay-harness blocks on its stdout, the relay backs up.
+        wait_until(lambda: "slow client" in ex.stderr() or "over the limit" in ex.stderr(),
+                   30, "the backlog limit to act")
+        h.proc.kill()
+        h.proc.wait()
+        h2 = RelayHarness(cloud)
+        deadline = time.monotonic() + DEFAULT_TIMEOUT
+        while True:
+            r = h2.request("initialize", {"clientName": "t", "resumeSessionId": sid})
+            if "result" in r or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert r.get("result", {}).get("sessionId") == sid, r
+        h2.send({"method": "initialized", "params": {}})
+        r = h2.request("process/terminate", {"processId": "big"})
+        assert "result" in r or "error" in r, r
+        assert h2.close()[0] == 0
+        ex.stop()
+    finally:
+        if ex.proc.poll() is None:
+            ex.proc.kill()
+        cloud.stop()
+
+
+test_slow_harness_is_closed_by_the_backlog_limit.own_server = True
+
+
 def test_pong_deadline_reconnects(_srv):
     """A rendezvous that never answers pings: the executor closes after the pong deadline
     (shortened here) and reconnects with the same URL; /metrics counts the reason."""
