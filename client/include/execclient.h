@@ -91,6 +91,12 @@ typedef struct ec_client_options {
      * rendezvous. Both copied. */
     const char *remote_url;
     const char *environment_id;
+    /* Remote mode only: while ec_process_next_event() waits on a running process that
+     * has been quiet this long, one process/read asks the executor for news. A stream
+     * that died at the executor's end (its rendezvous socket dropped) then gets reset
+     * and the session is resumed on a new one, instead of waiting for ever. Default
+     * 30000; <0 never. */
+    int liveness_ms;
 } ec_client_options;
 
 enum { EC_RECONNECTING = 1, EC_RECONNECTED = 2, EC_RECONNECT_FAILED = 3 };

@@ -244,6 +244,8 @@ int ec_remote_init(ec_client *c, const ec_client_options *o, ec_error *err)
     rm->token = o->bearer_token ? xstrdup(o->bearer_token) : NULL;
     c->ml = &remote_layer;
     c->ml_state = rm;
+    /* Behind a rendezvous the executor's side of a stream can vanish silently. */
+    c->liveness_ms = o->liveness_ms < 0 ? 0 : o->liveness_ms > 0 ? o->liveness_ms : 30000;
     if (noise_ik_static_key_generate(&rm->key, NULL, NULL) != 0)
         return ec_fail(err, EC_ERR_TRANSPORT, 0, "cannot generate the harness Noise key");
     rm->key_json = noise_ik_public_key_to_json(&rm->key.pub);

@@ -9,7 +9,9 @@ The same scenarios run against two executors:
              while our exec-server has no --remote).
 Scenarios: a process with stdout, stderr and an exit code; an fs write then read of a
 file spanning several relay records; a resume after the rendezvous drops the harness
-socket (the same session, the output complete, exactly once); a 401 on the rendezvous
+socket (the same session, the output complete, exactly once); the same after the
+executor's own rendezvous socket drops (found by the client's liveness read); a 401 on
+the rendezvous
 upgrade (one fresh bundle) and a transient registry error (retried). Throughout, no
 frame the rendezvous saw may carry "initialize" or "process/start" in clear.
 Every wait is bounded; exit 77 when nothing could run."""
@@ -200,6 +202,41 @@ def scenario_resume(ex):
     check_no_cleartext(ex)
 
 
+def scenario_executor_drop(ex):
+    """The executor's rendezvous socket drops (its streams die with it) while the client
+    waits on a quiet process; the harness socket stays up, so only the client's liveness
+    read notices: the executor resets the unknown stream (or never answers) and the
+    client resumes on a new stream once the executor is back."""
+    n = 40
+    script = "echo first; sleep 3; for i in $(seq 1 %d); do echo line-$i; done; exit 4" % n
+    before_streams = harness_streams(ex)
+    p = client(ex, "-v", "--reconnect-ms", "25000", "--liveness-ms", "1000", "run", "-n", "--",
+               "sh", "-c", script, popen=True)
+    try:
+        # The process runs once the client has had a few data frames answered on its
+        # stream (initialize, process/start, its output): everything is encrypted, so
+        # count frames rather than look for text.
+        def started(c):
+            new = harness_streams(ex) - before_streams
+            return new and sum(1 for f in c.frames if f["dir"] == "e2h" and f["body"] == "data"
+                               and f["stream_id"] in new) >= 3
+        ex.cloud.wait_for(started, 20, "the process to start")
+        time.sleep(0.3)
+        assert ex.cloud.drop_environment(ENV_ID) == 1, "no executor socket to drop"
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+    lines = out.decode().split()
+    assert lines == ["first"] + ["line-%d" % i for i in range(1, n + 1)], \
+        "output not complete exactly once: %r\nstderr: %s" % (lines, err.decode())
+    assert p.returncode == 4, (p.returncode, err.decode())
+    assert b"reconnected, session" in err, err.decode()
+    ex.cloud.wait_for(lambda c: c.environment_connected(ENV_ID), 30, "the executor back")
+    check_no_cleartext(ex)
+
+
 def scenario_upgrade_401(ex):
     before = connects(ex)
     ex.cloud.reject_upgrades(401, role="harness", count=1)
@@ -220,8 +257,8 @@ def scenario_registry_transient(ex):
                                                                           r.stderr)
 
 
-SCENARIOS = [scenario_process, scenario_fs, scenario_resume, scenario_upgrade_401,
-             scenario_registry_transient]
+SCENARIOS = [scenario_process, scenario_fs, scenario_resume, scenario_executor_drop,
+             scenario_upgrade_401, scenario_registry_transient]
 
 
 def main():
