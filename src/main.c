@@ -159,37 +159,43 @@ static void on_remote_fatal(void)
     shutdown_server();
 }
 
-/* Trims blanks at both ends in place; returns s. */
-static char *trim_inplace(char *s)
-{
-    while (*s == ' ' || *s == '\t') s++;
-    size_t n = strlen(s);
-    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
-        s[--n] = '\0';
-    return s;
-}
-
-/* --registration-bearer-stdin: one line from stdin, read before the loop starts.
- * Returns a malloc'd token or NULL after printing why. */
+/* --registration-bearer-stdin: one LF-terminated line of at most 16 KiB (a CR
+ * before the LF is dropped), read before the loop starts; no blank or padded
+ * value. The reference's rules and texts (docs/REMOTE_NOTES.md §1). Returns a
+ * malloc'd token or NULL after printing why. */
 static char *read_bearer_line(void)
 {
     char *line = NULL;
     size_t cap = 0;
     ssize_t n = getline(&line, &cap, stdin);
-    if (n <= 0) {
+    if (n <= 0 || line[n - 1] != '\n' || n - 1 > 16384) {
         free(line);
-        fprintf(stderr, "exec-server: --registration-bearer-stdin: no bearer on standard input\n");
+        fprintf(stderr, "exec-server: expected a newline-terminated registration bearer of at "
+                        "most 16 KiB\n");
         return NULL;
     }
-    char *t = trim_inplace(line);
-    if (!*t || strlen(t) > 4096) {
+    line[--n] = '\0';
+    if (n && line[n - 1] == '\r') line[--n] = '\0';
+    bool bad = n == 0 || line[0] == ' ' || line[0] == '\t' || line[n - 1] == ' ' ||
+               line[n - 1] == '\t';
+    for (ssize_t i = 0; i < n && !bad; i++)
+        bad = (unsigned char)line[i] < 0x20 || line[i] == 0x7f;
+    if (bad) {
+        memset(line, 0, (size_t)n);
         free(line);
-        fprintf(stderr, "exec-server: --registration-bearer-stdin: the bearer is empty or too "
-                        "long\n");
+        fprintf(stderr, "exec-server: invalid registration bearer\n");
         return NULL;
     }
-    memmove(line, t, strlen(t) + 1);
     return line;
+}
+
+/* --environment-id: what goes into the registry's URL path. 0.169.0 interpolates it
+ * raw; ours keeps the older upstream rule that stops path injection. */
+static bool environment_id_ok(const char *id)
+{
+    size_t n = strlen(id);
+    return n >= 1 && n <= 256 &&
+           strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") == n;
 }
 
 /* Parses a count, or with `bytes` a size with an optional K/M/G suffix. */
@@ -558,17 +564,26 @@ int main(int argc, char **argv)
                             "ws://IP:PORT endpoint\n");
             return 2;
         }
+        if (!environment_id_ok(e)) {
+            fprintf(stderr, "exec-server: invalid --environment-id `%s`; expected 1 to 256 "
+                            "characters of A-Z, a-z, 0-9, `_` and `-`\n", e);
+            return 2;
+        }
         if (bearer_stdin) {
             bearer = read_bearer_line();
-            if (!bearer) return 2;
+            if (!bearer) return 1;
         } else if (getenv("CODEX_API_KEY") && *getenv("CODEX_API_KEY")) {
             if (!remote_api_key_url_allowed(u)) {
-                fprintf(stderr, "exec-server: CODEX_API_KEY is only sent to https://*.openai.com, "
-                                "https://*.openai.org or a loopback registry; use "
-                                "--registration-bearer-stdin for %s\n", u);
-                return 2;
+                fprintf(stderr, "exec-server: remote exec-server API-key authentication is "
+                                "restricted to HTTPS openai.com and openai.org hosts and "
+                                "subdomains or loopback hosts\n");
+                return 1;
             }
             bearer = xstrdup(getenv("CODEX_API_KEY"));
+        } else {
+            fprintf(stderr, "exec-server: remote exec-server registration requires a bearer: "
+                            "use --registration-bearer-stdin or set CODEX_API_KEY\n");
+            return 1;
         }
         remote_mode = true;
         remote_url = u;

@@ -47,8 +47,8 @@ _Static_assert(MLKEM_PKE_DK_BYTES + 32 == MLKEM768_EK_BYTES, "ek layout");
 _Static_assert(MLKEM_CT_U_BYTES + 32 * MLKEM_DV == MLKEM768_CT_BYTES, "ct layout");
 
 /* How many SHAKE128 bytes SampleNTT squeezes first. OpenSSL 3.0's EVP_DigestFinalXOF can
- * be called only once per absorbed input (incremental squeezing arrived in 3.2), so we
- * cannot draw 168-byte blocks on demand as Algorithm 7 does. Instead we squeeze 4 blocks
+ * be called only once per absorbed input (EVP_DigestSqueeze arrived in 3.3), so we cannot
+ * draw 168-byte blocks on demand as Algorithm 7 does. Instead we squeeze 4 blocks
  * (672 bytes = 448 candidates, each accepted with probability q/4096 ~ 0.81, about 364
  * expected) at once. Fewer than 256 of 448 are accepted with probability ~2^-105, and only
  * then do we squeeze again, twice as long: SHAKE output is prefix-consistent, so the longer

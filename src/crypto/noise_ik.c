@@ -276,7 +276,7 @@ json_t *noise_ik_public_key_to_json(const struct noise_ik_public_key *pub)
 static int decode_member(const json_t *obj, const char *name, uint8_t *dst, size_t want)
 {
     const json_t *v = json_object_get(obj, name);
-    uint8_t tmp[MLKEM768_EK_BYTES + 3];
+    uint8_t tmp[NOISE_IK_MLKEM_B64_LEN / 4 * 3 + 3]; /* base64_decoded_max of the longest */
     char err[64];
     size_t got = 0, slen;
     if (!json_is_string(v)) return -EINVAL;
@@ -439,6 +439,14 @@ void noise_ik_handshake_free(struct noise_ik_handshake *hs)
     EVP_CIPHER_CTX_free(hs->cipher);
     OPENSSL_cleanse(hs, sizeof *hs);
     free(hs);
+}
+
+/* Once the split keys are derivable, the ephemeral secrets have done their job. */
+static void hs_done(struct noise_ik_handshake *hs)
+{
+    hs->state = HS_DONE;
+    OPENSSL_cleanse(hs->e_priv, sizeof hs->e_priv);
+    OPENSSL_cleanse(hs->e_kem_dk, sizeof hs->e_kem_dk);
 }
 
 /* A failed handshake keeps no usable secrets and refuses every later step. */
@@ -628,7 +636,7 @@ int noise_ik_write_message2(struct noise_ik_handshake *hs, uint8_t out[NOISE_IK_
     pos += w;
     OPENSSL_cleanse(m, sizeof m);
     OPENSSL_cleanse(ss, sizeof ss);
-    hs->state = HS_DONE;
+    hs_done(hs);
     return 0;
 fail:
     OPENSSL_cleanse(m, sizeof m);
@@ -662,9 +670,7 @@ int noise_ik_read_message2(struct noise_ik_handshake *hs, const uint8_t *msg, si
     if ((rc = mix_dh(hs, hs->s.x25519_priv, hs->re)) < 0) goto fail; /* se */
     if ((rc = decrypt_and_hash(&hs->ss, hs->cipher, msg + pos, TAGLEN, empty)) < 0) goto fail;
     OPENSSL_cleanse(ss, sizeof ss);
-    /* The ephemeral secrets are no longer needed once the keys are derived. */
-    OPENSSL_cleanse(hs->e_kem_dk, sizeof hs->e_kem_dk);
-    hs->state = HS_DONE;
+    hs_done(hs);
     return 0;
 fail:
     OPENSSL_cleanse(ss, sizeof ss);

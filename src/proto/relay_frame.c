@@ -56,9 +56,9 @@ enum {
 /* Unicode White_Space, what Rust's char::is_whitespace (and so str::trim) uses. */
 static bool is_white_space(uint32_t cp)
 {
-    return (cp >= 0x09 && cp <= 0x0d) || cp == 0x20 || cp == 0x85 || cp == 0xa0 ||
-           cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 ||
-           cp == 0x202f || cp == 0x205f || cp == 0x3000;
+    return (cp >= 0x09 && cp <= 0x0d) || cp == 0x20 || cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
+           (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f ||
+           cp == 0x205f || cp == 0x3000;
 }
 
 /* True when s[0..n) is valid UTF-8 by Rust's str::from_utf8 rules (shortest form, no
@@ -257,11 +257,16 @@ static int decode_body(struct cur *c, struct relay_frame *f, struct segments *se
         if (rc < 0) return rc;
         switch (f->body) {
         case RELAY_BODY_DATA:
-            if (field == 1) rc = get_u32(c, wt, &f->seq);
-            else if (field == 2) rc = get_u32(c, wt, &seg->index);
-            else if (field == 3) rc = get_u32(c, wt, &seg->count);
-            else if (field == 4) rc = get_bytes(c, wt, &f->payload, &f->payload_len);
-            else rc = skip_field(c, field, wt, 1);
+            if (field == 1)
+                rc = get_u32(c, wt, &f->seq);
+            else if (field == 2)
+                rc = get_u32(c, wt, &seg->index);
+            else if (field == 3)
+                rc = get_u32(c, wt, &seg->count);
+            else if (field == 4)
+                rc = get_bytes(c, wt, &f->payload, &f->payload_len);
+            else
+                rc = skip_field(c, field, wt, 1);
             break;
         case RELAY_BODY_RESUME:
             rc = field == 1 ? get_u32(c, wt, &f->next_seq) : skip_field(c, field, wt, 1);
@@ -287,7 +292,7 @@ int relay_frame_decode(const uint8_t *buf, size_t len, struct relay_frame *out)
     memset(out, 0, sizeof *out);
     if (len > RELAY_FRAME_MAX_LEN) return RELAY_E_TOO_BIG;
     struct segments seg = {0, 0};
-    struct cur c = {buf, buf + len};
+    struct cur c = {buf, len ? buf + len : buf}; /* NULL + 0 is undefined */
     while (c.p < c.end) {
         uint32_t field;
         unsigned wt;

@@ -47,16 +47,16 @@ struct relay_str {
  * for relay_frame_encode they borrow from the caller. Fields that the body kind does
  * not use are ignored by encode and zero after decode. */
 struct relay_frame {
-    uint32_t version;           /* RELAY_FRAME_VERSION */
-    struct relay_str stream_id; /* virtual stream id (the harness's UUIDv4 text) */
-    uint32_t ack;               /* cumulative ack: always 0 on upstream main */
-    uint32_t ack_bits;          /* selective-ack bitmap: always 0 on upstream main */
-    enum relay_body body;       /* which body member is present */
-    uint32_t seq;               /* DATA: record sequence number, from 0 per direction */
-    const uint8_t *payload;     /* DATA: ciphertext record; HANDSHAKE: Noise message */
-    size_t payload_len;         /* bytes at payload; both kinds require > 0 */
-    uint32_t next_seq;          /* RESUME */
-    struct relay_str reason;    /* RESET: non-empty */
+    uint32_t version;             /* RELAY_FRAME_VERSION */
+    struct relay_str stream_id;   /* virtual stream id (the harness's UUIDv4 text) */
+    uint32_t ack;                 /* cumulative ack: always 0 on upstream main */
+    uint32_t ack_bits;            /* selective-ack bitmap: always 0 on upstream main */
+    enum relay_body body;         /* which body member is present */
+    uint32_t seq;                 /* DATA: record sequence number, from 0 per direction */
+    const uint8_t *payload;       /* DATA: ciphertext record; HANDSHAKE: Noise message */
+    size_t payload_len;           /* bytes at payload; both kinds require > 0 */
+    uint32_t next_seq;            /* RESUME */
+    struct relay_str reason;      /* RESET: non-empty */
     struct relay_str traceparent; /* field 11, W3C traceparent; ptr NULL = absent */
     struct relay_str tracestate;  /* field 12, W3C tracestate; ptr NULL = absent */
 };

@@ -24,9 +24,9 @@
 
 #include "proto/relay_err.h"
 
-#define RELAY_LENGTH_PREFIX 4                   /* bytes of the big-endian length */
-#define RELAY_RECORD_PLAINTEXT_MAX (60 * 1024)  /* NOISE_RECORD_PLAINTEXT_LEN: 61,440 */
-#define RELAY_MESSAGE_MAX (64u * 1024 * 1024)   /* MAX_NOISE_JSONRPC_MESSAGE_LEN */
+#define RELAY_LENGTH_PREFIX 4                  /* bytes of the big-endian length */
+#define RELAY_RECORD_PLAINTEXT_MAX (60 * 1024) /* NOISE_RECORD_PLAINTEXT_LEN: 61,440 */
+#define RELAY_MESSAGE_MAX (64u * 1024 * 1024)  /* MAX_NOISE_JSONRPC_MESSAGE_LEN */
 
 /* ---- outbound ---- */
 

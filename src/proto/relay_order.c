@@ -17,7 +17,8 @@ void relay_order_init(struct relay_order *o)
 
 void relay_order_free(struct relay_order *o)
 {
-    for (unsigned i = 0; i < RELAY_ORDER_MAX_DISTANCE; i++) free(o->slot[i].data);
+    for (unsigned i = 0; i < RELAY_ORDER_MAX_DISTANCE; i++)
+        free(o->slot[i].data);
     memset(o, 0, sizeof *o);
 }
 
@@ -44,7 +45,8 @@ int relay_order_push(struct relay_order *o, uint32_t seq, const uint8_t *rec, si
     if (seq < o->next_seq || (s->used && s->seq == seq)) return 0; /* duplicate */
     if (seq > o->next_seq) {
         int rc = 0;
-        if (seq - o->next_seq > RELAY_ORDER_MAX_DISTANCE) rc = RELAY_E_REORDER_WINDOW;
+        if (seq - o->next_seq > RELAY_ORDER_MAX_DISTANCE)
+            rc = RELAY_E_REORDER_WINDOW;
         else if (o->pending >= RELAY_ORDER_MAX_PENDING ||
                  len > RELAY_ORDER_MAX_PENDING_BYTES - o->pending_bytes)
             rc = RELAY_E_REORDER_FULL;
@@ -52,7 +54,7 @@ int relay_order_push(struct relay_order *o, uint32_t seq, const uint8_t *rec, si
         s->data = len ? xmemdup(rec, len) : NULL;
         s->len = len;
         s->seq = seq;
-        s->used = 1;
+        s->used = true;
         o->pending++;
         o->pending_bytes += len;
         return 0;
@@ -66,7 +68,7 @@ int relay_order_push(struct relay_order *o, uint32_t seq, const uint8_t *rec, si
          * deliver fails. */
         uint8_t *data = s->data;
         size_t n = s->len;
-        *s = (struct relay_order_slot){NULL, 0, 0, 0};
+        *s = (struct relay_order_slot){NULL, 0, 0, false};
         o->pending--;
         o->pending_bytes -= n;
         rc = deliver_next(o, data, n, deliver, ctx);

@@ -14,13 +14,14 @@
 #ifndef EXEC_PROTO_RELAY_ORDER_H
 #define EXEC_PROTO_RELAY_ORDER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "proto/relay_err.h"
 
-#define RELAY_ORDER_MAX_DISTANCE 64            /* seq - next_seq allowed while buffering */
-#define RELAY_ORDER_MAX_PENDING 64             /* records held at once */
+#define RELAY_ORDER_MAX_DISTANCE 64             /* seq - next_seq allowed while buffering */
+#define RELAY_ORDER_MAX_PENDING 64              /* records held at once */
 #define RELAY_ORDER_MAX_PENDING_BYTES (1 << 20) /* ciphertext bytes held at once */
 
 /* Receives one record in seq order. rec is borrowed for the call only. A negative
@@ -30,10 +31,10 @@ typedef int (*relay_order_deliver_fn)(void *ctx, uint32_t seq, const uint8_t *re
 
 /* A record held until the gap before it closes. */
 struct relay_order_slot {
-    uint8_t *data;   /* owned copy of the ciphertext (NULL for an empty record) */
-    size_t len;      /* bytes at data */
-    uint32_t seq;    /* its sequence number */
-    int used;        /* 1 while the slot holds a record */
+    uint8_t *data; /* owned copy of the ciphertext (NULL for an empty record) */
+    size_t len;    /* bytes at data */
+    uint32_t seq;  /* its sequence number */
+    bool used;     /* the slot holds a record */
 };
 
 struct relay_order {

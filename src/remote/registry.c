@@ -1,7 +1,7 @@
 /* registry: the environment registry client (see registry.h).
  *
  * Each call is one curl easy handle on the shared multi (curl_loop): POST with the
- * JSON body, the auth header lines, Content-Type/Accept and a traceparent; the
+ * JSON body, the auth header lines and Content-Type/Accept; the
  * response body is collected up to REGISTRY_MAX_BODY. Redirects are never followed
  * (CURLOPT_FOLLOWLOCATION stays off and a 3xx is an error). /validate runs under
  * its 10 s timeout; /register has a generous one so a stalled registry cannot
@@ -11,7 +11,6 @@
 
 #include <errno.h>
 #include <jansson.h>
-#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,20 +240,6 @@ static void call_done(struct curl_loop_job *job, CURLcode rc)
     registry_registration_clear(&reg);
 }
 
-/* A W3C traceparent with fresh random trace and span ids (sampled). */
-static void traceparent(char out[96])
-{
-    uint8_t r[24];
-    if (RAND_bytes(r, sizeof r) != 1) memset(r, 1, sizeof r);
-    r[0] |= 1; /* all-zero ids are invalid */
-    r[16] |= 1;
-    char *p = out + sprintf(out, "traceparent: 00-");
-    for (int i = 0; i < 16; i++) p += sprintf(p, "%02x", r[i]);
-    *p++ = '-';
-    for (int i = 16; i < 24; i++) p += sprintf(p, "%02x", r[i]);
-    strcpy(p, "-01");
-}
-
 static struct registry_call *start(struct registry_client *rc, const char *what, char *body,
                                    long timeout_ms)
 {
@@ -270,10 +255,9 @@ static struct registry_call *start(struct registry_client *rc, const char *what,
     char url[4096];
     snprintf(url, sizeof url, "%s/cloud/environment/%s/%s", rc->base, rc->env_escaped, what);
     c->hdrs = cdl.slist_append(c->hdrs, "Content-Type: application/json");
-    c->hdrs = cdl.slist_append(c->hdrs, "Accept: application/json");
-    char tp[96];
-    traceparent(tp);
-    c->hdrs = cdl.slist_append(c->hdrs, tp);
+    /* As 0.169.0 sends it: no traceparent without a tracing exporter (REMOTE_NOTES
+     * §2), Accept: any. */
+    c->hdrs = cdl.slist_append(c->hdrs, "Accept: */*");
     for (char **h = rc->auth; *h; h++) c->hdrs = cdl.slist_append(c->hdrs, *h);
     CURL *e = c->job.easy = cdl.easy_init();
     if (!e) {

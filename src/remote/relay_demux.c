@@ -388,10 +388,9 @@ void relay_demux_on_message(struct relay_demux *d, const uint8_t *p, size_t n)
     struct relay_frame f;
     int r = relay_frame_decode(p, n, &f);
     if (r < 0) {
-        /* Not a frame we can route: the reference counts malformed input against
-         * the handshake budget so a peer cannot spin us forever. */
+        /* Not a frame we can route: dropped, never answered and never fatal to the
+         * socket (what 0.169.0 does, REMOTE_NOTES §3). */
         log_debug("remote: dropping an invalid relay frame (%s)", relay_strerror(r));
-        count_failure(d);
         return;
     }
     switch (f.body) {

@@ -1,8 +1,9 @@
 /* remote: registration, the rendezvous connection loop and readiness (remote.h).
  *
  * One state object for the process (remote mode has one registration). The loop:
- * connect to the registered URL; on success reset the backoff and serve until the
- * socket ends; then wait the backoff and double it (1 -> 30 s). A refused upgrade
+ * connect to the registered URL, serve until the socket ends, then sleep a jittered
+ * backoff that doubles up to 30 s and is not reset by success (0.169.0's policy,
+ * docs/REMOTE_NOTES.md §4; REMOTE.md describes an older one). A refused upgrade
  * with a 4xx status means the signed URL is no longer accepted: register again
  * (a failing re-registration is fatal, as in the reference) and connect to the new
  * URL. Everything runs on the loop thread. */
@@ -36,7 +37,8 @@ struct remote {
     struct rv_ws *ws;               /* the rendezvous socket, NULL between attempts */
     struct relay_demux *demux;      /* while ws is open */
     uv_timer_t retry;
-    uint64_t backoff_ms, backoff_first_ms;
+    uint64_t backoff_unit_ms;       /* 1000 (tests shrink it) */
+    unsigned retries;               /* reconnect attempts so far (never reset) */
     uint64_t ping_ms, pong_ms;
     uint64_t attempt_started_ns;
     unsigned attempt;
@@ -55,12 +57,20 @@ static void fatal(const char *what)
     if (R->on_fatal) R->on_fatal();
 }
 
+/* The sleep before the next attempt, as 0.169.0 does it (REMOTE_NOTES §4): a
+ * random time in [b/2, b] with b = min(unit * 2^n, 30 units) for the n-th retry;
+ * n is not reset by a successful connection. unit is 1 s (a test knob shrinks it). */
 static void schedule_retry(void)
 {
     if (R->stopping) return;
-    uv_timer_start(&R->retry, (uv_timer_cb)connect_now, R->backoff_ms, 0);
-    R->backoff_ms = R->backoff_ms * 2 > REMOTE_BACKOFF_MAX_MS ? REMOTE_BACKOFF_MAX_MS
-                                                               : R->backoff_ms * 2;
+    uint64_t b = R->backoff_unit_ms;
+    for (unsigned i = 0; i < R->retries && b < 30 * R->backoff_unit_ms; i++) b *= 2;
+    if (b > 30 * R->backoff_unit_ms) b = 30 * R->backoff_unit_ms;
+    uint32_t r = 0;
+    if (RAND_bytes((unsigned char *)&r, sizeof r) != 1) r = 0;
+    uint64_t sleep_ms = b / 2 + (b / 2 ? r % (b / 2 + 1) : 0);
+    R->retries++;
+    uv_timer_start(&R->retry, (uv_timer_cb)connect_now, sleep_ms, 0);
 }
 
 static void on_registered(void *arg, int result, int http_status,
@@ -129,7 +139,6 @@ static const struct relay_demux_ops demux_ops = {
 static void ws_opened(void *arg)
 {
     metrics_remote_connect(true, metrics_now_ns() - R->attempt_started_ns);
-    R->backoff_ms = R->backoff_first_ms;
     R->demux = relay_demux_new(R->loop, &R->identity, R->env_id, R->reg.registration_id,
                                &demux_ops, NULL);
     readiness_set(true);
@@ -205,8 +214,12 @@ static void connect_now(void)
                            .connect_timeout_ms = 10000};
     int r = rv_ws_open(R->loop, &o, &ws_ops, NULL, &R->ws);
     if (r < 0) {
+        /* Not ws:// or wss://: a connect failure like any other (as 0.169.0). */
         R->ws = NULL;
-        fatal("the registry returned a rendezvous URL that is not ws:// or wss://");
+        log_warn("remote: the registry's rendezvous URL is not ws:// or wss://");
+        metrics_remote_connect(false, 0);
+        metrics_remote_reconnect("connect_failed");
+        schedule_retry();
     }
 }
 
@@ -219,7 +232,7 @@ int remote_start(uv_loop_t *loop, const struct remote_opts *opts, void (*on_fata
     R->name = xstrdup(opts->name ? opts->name : "codex-exec-server");
     R->ping_ms = opts->ping_ms;
     R->pong_ms = opts->pong_deadline_ms;
-    R->backoff_first_ms = R->backoff_ms = opts->backoff_ms ? opts->backoff_ms : 1000;
+    R->backoff_unit_ms = opts->backoff_ms ? opts->backoff_ms : 1000;
     int r = noise_ik_static_key_generate(&R->identity, NULL, NULL);
     if (r < 0) return r;
     json_t *kj = noise_ik_public_key_to_json(&R->identity.pub);

@@ -4,8 +4,8 @@
  * Generates one Noise identity per process, registers its public key with the
  * environment registry, then holds one WebSocket to the rendezvous URL the registry
  * returned and serves harnesses on it as relay virtual streams (relay_demux).
- * Reconnects with backoff 1, 2, 4 ... 30 s; an upgrade refused with a 4xx
- * re-registers first, any other failure reuses the URL. /readyz is 200 only while
+ * Reconnects with a jittered backoff of 0.5-1, 1-2, 2-4 ... 15-30 s; an upgrade
+ * refused with a 4xx re-registers at once, any other failure reuses the URL. /readyz is 200 only while
  * registered and connected. Log lines carry no keys, authorizations, signed URLs
  * or plaintext. */
 #ifndef EXEC_REMOTE_REMOTE_H
@@ -22,7 +22,7 @@ struct remote_opts {
     const char *bearer;         /* registry bearer token, or NULL for none */
     uint64_t ping_ms;           /* 0 = 30 s */
     uint64_t pong_deadline_ms;  /* 0 = 60 s */
-    uint64_t backoff_ms;        /* first reconnect delay, 0 = 1 s (cap 30 s) */
+    uint64_t backoff_ms;        /* backoff unit, 0 = 1 s (sleeps up to 30 units) */
 };
 
 /* Starts registering. on_fatal runs (once) when the executor cannot go on: the

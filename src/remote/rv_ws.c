@@ -455,8 +455,9 @@ static void send_upgrade_request(struct rv_ws *ws)
     buf_printf(&r, "GET %s HTTP/1.1\r\nHost: %s%s%s", ws->url.target, v6 ? "[" : "",
                ws->url.host, v6 ? "]" : "");
     if (!default_port) buf_printf(&r, ":%d", ws->url.port);
-    buf_printf(&r, "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
-                   "Sec-WebSocket-Version: 13\r\n", ws->key);
+    /* The reference's header order (docs/REMOTE_NOTES.md §3). */
+    buf_printf(&r, "\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+                   "Sec-WebSocket-Key: %s\r\n", ws->key);
     for (char **h = ws->headers; h && *h; h++) buf_printf(&r, "%s\r\n", *h);
     buf_puts(&r, "\r\n");
     size_t len = r.len;

@@ -10,6 +10,12 @@
 //   node noise_ik_oracle.mjs NODE_MODULES peer initiator|responder
 //        line protocol on stdin/stdout for the live cross-handshake test (see
 //        tests/blackbox/test_noise_ik_oracle.py); fresh random keys.
+//   node noise_ik_oracle.mjs NODE_MODULES clatter-vector FILE
+//        replays a vector that Rust Clatter 2.2.0 generated for hybridXX
+//        (25519+MLKEM768, ChaChaPoly, SHA256, DummyRng from 0xdeadbeef; the format
+//        of go-clatter's testdata/vectors/hybrid_xx_x25519_mlkem768_chacha_sha256.txt)
+//        through this model's token interpreter: evidence that the model's token
+//        semantics and responder token order are Clatter's, not just our reading.
 //
 // NODE_MODULES is the directory printed by tests/oracle/install.sh (ESM ignores
 // NODE_PATH, so the packages are imported by absolute path).
@@ -25,6 +31,7 @@ if (!nm || !mode) {
 const load = (p) => import(pathToFileURL(`${nm}/${p}`).href);
 const { x25519 } = await load('@noble/curves/ed25519.js');
 const { gcm } = await load('@noble/ciphers/aes.js');
+const { chacha20poly1305 } = await load('@noble/ciphers/chacha.js');
 const { sha256 } = await load('@noble/hashes/sha2.js');
 const { hkdf } = await load('@noble/hashes/hkdf.js');
 const { ml_kem768 } = await load('@noble/post-quantum/ml-kem.js');
@@ -35,12 +42,17 @@ const SUITE = 'Noise_hybridIK_X25519+MLKEM768_AESGCM_SHA256';
 const PROLOGUE_LABEL = 'codex-exec-server-relay-noise/v1';
 const MAX_MESSAGE = 65535;
 // Clatter noise_hybrid_ik(): pre-message `<- s`, then one message per side.
-const PATTERN = {
+const HYBRID_IK = {
   preResponder: ['s'],
   messages: [
     ['skem', 'e', 'es', 's', 'ss'], // initiator
     ['ekem', 'skem', 'e', 'ee', 'se'], // responder
   ],
+};
+// Clatter noise_hybrid_xx(), only for replaying Clatter's own vectors.
+const HYBRID_XX = {
+  preResponder: [],
+  messages: [['e'], ['ekem', 'e', 'ee', 's', 'es'], ['skem', 's', 'se'], ['skem']],
 };
 
 const cat = (...parts) => {
@@ -99,17 +111,25 @@ function prologue(env, reg, stream) {
   return cat(part(PROLOGUE_LABEL), part(env), part(reg), part(stream));
 }
 
-const nonce = (n) => {
+// Noise nonces: AESGCM puts the counter big-endian after 4 zero bytes, ChaChaPoly
+// little-endian.
+const AESGCM = (k, n, ad) => {
   const iv = new Uint8Array(12);
   new DataView(iv.buffer).setBigUint64(4, BigInt(n));
-  return iv;
+  return gcm(k, iv, ad);
 };
+const CHACHAPOLY = (k, n, ad) => {
+  const iv = new Uint8Array(12);
+  new DataView(iv.buffer).setBigUint64(4, BigInt(n), true);
+  return chacha20poly1305(k, iv, ad);
+};
+const OUR_SUITE = { name: PROTOCOL_NAME, pattern: HYBRID_IK, aead: AESGCM };
 
 class CipherState {
-  constructor(k) { this.k = k; this.n = 0; }
-  encrypt(ad, pt) { const c = gcm(this.k, nonce(this.n), ad).encrypt(pt); this.n++; return c; }
+  constructor(k, aead) { this.k = k; this.n = 0; this.aead = aead; }
+  encrypt(ad, pt) { const c = this.aead(this.k, this.n, ad).encrypt(pt); this.n++; return c; }
   decrypt(ad, ct) {
-    const p = gcm(this.k, nonce(this.n), ad).decrypt(ct); // throws on a bad tag
+    const p = this.aead(this.k, this.n, ad).decrypt(ct); // throws on a bad tag
     this.n++;
     return p;
   }
@@ -117,16 +137,17 @@ class CipherState {
 
 class Handshake {
   // s: our static; rs: the responder's public key (initiator only).
-  constructor(initiator, s, rs, prologueBytes, rng) {
-    this.initiator = initiator; this.s = s; this.rng = rng;
+  constructor(initiator, s, rs, prologueBytes, rng, suite = OUR_SUITE) {
+    this.initiator = initiator; this.s = s; this.rng = rng; this.suite = suite;
     this.rs = rs ?? null; this.re = null; this.e = null; this.msgIndex = 0;
-    // The name is 43 bytes (> HASHLEN), so Noise hashes it rather than padding it.
-    this.h = sha256(enc.encode(PROTOCOL_NAME));
+    // Both names are longer than HASHLEN, so Noise hashes them rather than padding.
+    if (suite.name.length <= 32) throw new Error('short protocol names are not modelled');
+    this.h = sha256(enc.encode(suite.name));
     this.ck = this.h.slice();
     this.cs = null;
     this.mixHash(prologueBytes);
     const rpub = initiator ? rs : s;
-    for (const t of PATTERN.preResponder) {
+    for (const t of suite.pattern.preResponder) {
       if (t !== 's') throw new Error('unsupported pre-message');
       this.mixHash(rpub.xpub);
       this.mixHash(rpub.kemPub);
@@ -135,11 +156,12 @@ class Handshake {
   mixHash(d) { this.h = sha256(cat(this.h, d)); }
   mixKey(ikm) {
     const o = hkdf(sha256, ikm, this.ck, new Uint8Array(0), 64);
-    this.ck = o.slice(0, 32); this.cs = new CipherState(o.slice(32, 64));
+    this.ck = o.slice(0, 32); this.cs = new CipherState(o.slice(32, 64), this.suite.aead);
   }
   mixKeyAndHash(ikm) {
     const o = hkdf(sha256, ikm, this.ck, new Uint8Array(0), 96);
-    this.ck = o.slice(0, 32); this.mixHash(o.slice(32, 64)); this.cs = new CipherState(o.slice(64, 96));
+    this.ck = o.slice(0, 32); this.mixHash(o.slice(32, 64));
+    this.cs = new CipherState(o.slice(64, 96), this.suite.aead);
   }
   encryptAndHash(pt) {
     const c = this.cs ? this.cs.encrypt(this.h, pt) : pt.slice();
@@ -161,7 +183,7 @@ class Handshake {
     return x25519.getSharedSecret(mine, theirs);
   }
   tokens() {
-    const t = PATTERN.messages[this.msgIndex];
+    const t = this.suite.pattern.messages[this.msgIndex];
     if (!t) throw new Error('handshake already finished');
     return t;
   }
@@ -223,7 +245,8 @@ class Handshake {
   }
   split() {
     const o = hkdf(sha256, new Uint8Array(0), this.ck, new Uint8Array(0), 64);
-    const i2r = new CipherState(o.slice(0, 32)), r2i = new CipherState(o.slice(32, 64));
+    const i2r = new CipherState(o.slice(0, 32), this.suite.aead);
+    const r2i = new CipherState(o.slice(32, 64), this.suite.aead);
     return this.initiator ? { send: i2r, recv: r2i } : { send: r2i, recv: i2r };
   }
 }
@@ -236,7 +259,9 @@ function cArray(name, bytes) {
     lines.push('    ' + Array.from(bytes.slice(i, i + 16), (b) => `0x${b.toString(16).padStart(2, '0')},`).join(' '));
   return `static const uint8_t ${name}[${bytes.length}] = {\n${lines.join('\n')}\n};\n`;
 }
-const cString = (name, s) => `static const char ${name}[] =\n${s.match(/.{1,72}/g).map((l) => `    "${l}"`).join('\n')};\n`;
+// Only JSON text with base64 goes here: escaping the quote is all C needs.
+const cString = (name, s) => `static const char ${name}[] =\n${s.match(/.{1,64}/g)
+  .map((l) => `    "${l.replaceAll('"', '\\"')}"`).join('\n')};\n`;
 
 function header() {
   const iStatic = staticKey(streamRng('noise-ik initiator static'));
@@ -345,6 +370,50 @@ async function peer(isInitiator) {
   }
 }
 
+// ---- Clatter's own vector ---------------------------------------------------------
+
+async function clatterVector(path) {
+  const { readFileSync } = await import('node:fs');
+  const text = readFileSync(path, 'utf8');
+  const field = (re) => (text.match(re) ?? [])[1];
+  if (field(/^pattern: (\S+)/m) !== 'hybridXX' || field(/^cipher: (\S+)/m) !== 'ChaChaPoly' ||
+      field(/^hash: (\S+)/m) !== 'SHA256' || field(/^kem: (\S+)/m) !== 'MlKem768')
+    throw new Error('only the hybridXX 25519+MLKEM768 ChaChaPoly SHA256 vector is modelled');
+  const msgs = [...text.matchAll(/^msg\[(\d+)\] (initiator|responder): ([0-9a-f]+)$/gm)].map((m) => unhex(m[3]));
+  const hashes = [...text.matchAll(/^h\[(\d+)\]: ([0-9a-f]+)$/gm)].map((m) => m[2]);
+  const transports = [...text.matchAll(/^transport\[(\d+)\] (initiator|responder): ([0-9a-f]+)$/gm)]
+    .map((m) => ({ sender: m[2], data: m[3] }));
+  // Clatter's DummyRng: one counter shared by both sides, byte = counter++ mod 256.
+  let counter = 0xdeadbeefn;
+  const dummy = (n) => Uint8Array.from({ length: n }, () => Number(counter++ % 256n));
+  // The generator draws alice DH, bob DH, alice KEM, bob KEM, then the handshake's own.
+  const a = { xpriv: dummy(32) }, b = { xpriv: dummy(32) };
+  for (const k of [a, b]) k.xpub = x25519.getPublicKey(k.xpriv);
+  for (const k of [a, b]) { const kp = ml_kem768.keygen(dummy(64)); k.kemPub = kp.publicKey; k.kemSec = kp.secretKey; }
+  const suite = { name: 'Noise_hybridXX_25519+MLKEM768_ChaChaPoly_SHA256', pattern: HYBRID_XX, aead: CHACHAPOLY };
+  const pro = unhex(field(/^prologue_hex: ([0-9a-f]*)/m));
+  const ini = new Handshake(true, a, null, pro, dummy, suite);
+  const res = new Handshake(false, b, null, pro, dummy, suite);
+  msgs.forEach((want, i) => {
+    const [w, r] = i % 2 === 0 ? [ini, res] : [res, ini];
+    const got = w.write(new Uint8Array(0));
+    if (hex(got) !== hex(want)) throw new Error(`msg[${i}] differs from Clatter's`);
+    r.read(got);
+    if (hashes[i] && hex(w.h) !== hashes[i]) throw new Error(`h[${i}] differs from Clatter's`);
+  });
+  const ti = ini.split(), tr = res.split();
+  const payloads = ['Scream without a sound', 'Flying off the handle', 'Eugene gene the dance machine'];
+  transports.forEach((t, i) => {
+    const [s, r] = t.sender === 'initiator' ? [ti, tr] : [tr, ti];
+    const c = s.send.encrypt(new Uint8Array(0), enc.encode(payloads[i]));
+    if (hex(c) !== t.data) throw new Error(`transport[${i}] differs from Clatter's`);
+    r.recv.decrypt(new Uint8Array(0), c);
+  });
+  console.log(`clatter-vector: ${msgs.length} handshake messages, ${hashes.length} hashes and ` +
+    `${transports.length} transport records match Clatter byte for byte`);
+}
+
 if (mode === 'header') header();
+else if (mode === 'clatter-vector') await clatterVector(role);
 else if (mode === 'peer') await peer(role === 'initiator');
 else { console.error(`unknown mode ${mode}`); process.exit(2); }

@@ -215,13 +215,17 @@ class WsConn:
     def send_ping(self, data=b""):
         self._send_raw(9, data)
 
-    def close(self, code=1000, reason=""):
+    def close(self, code=1000, reason="", linger=2.0):
+        """Send a close frame; the reader sees the peer's close reply (or EOF), and the
+        TCP connection is shut down after `linger` seconds in any case."""
         try:
             self._send_raw(8, struct.pack(">H", code) + reason.encode())
         except WsClosed:
             pass
         self.closed = True
-        self.abort(shutdown_only=True)
+        t = threading.Timer(linger, self.abort, kwargs={"shutdown_only": True})
+        t.daemon = True
+        t.start()
 
     def abort(self, shutdown_only=False):
         """Drop the TCP connection without a close frame (shutdown wakes the reader)."""
@@ -391,6 +395,7 @@ class FakeCloud:
         self.harness_conns = []   # every live harness WsConn
         self.rejects = []         # [status, role or None, remaining]
         self.failures = {}        # endpoint -> [(status, code, message)] queued
+        self.overrides = {}       # endpoint -> {member: value or None (delete)} on success
         self.registration_seq = 0
         self.stopping = False
         self.listener = socket.create_server((host, port), backlog=64)
@@ -416,6 +421,12 @@ class FakeCloud:
         'direct/register') with an error body."""
         with self.lock:
             self.failures.setdefault(endpoint, []).extend([(status, code, message)] * count)
+
+    def override_response(self, endpoint, **members):
+        """Replace (or with None, delete) members of every later successful response of
+        endpoint, e.g. override_response('register', security_profile='other')."""
+        with self.lock:
+            self.overrides[endpoint] = members
 
     def drop_environment(self, env=None, graceful=False):
         """Drop the environment socket(s): a close frame 1001 if graceful, else a TCP reset
@@ -604,7 +615,15 @@ class FakeCloud:
             if not isinstance(body, dict):
                 raise HttpError(400, "bad_request", "body must be an object")
             req["json"] = body
-            return 200, getattr(self, "_ep_" + endpoint.replace("/", "_"))(env, body)
+            doc = getattr(self, "_ep_" + endpoint.replace("/", "_"))(env, body)
+            with self.lock:
+                override = self.overrides.get(endpoint)
+            for k, v in (override or {}).items():  # test knob: corrupt a success body
+                if v is None:
+                    doc.pop(k, None)
+                else:
+                    doc[k] = v
+            return 200, doc
         except HttpError as e:
             return e.status, {"error": {"code": e.code, "message": e.message}}
 

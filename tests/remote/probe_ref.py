@@ -39,6 +39,58 @@ def show_upgrade(u, t0):
         print("   %s: %s" % (k, v))
 
 
+def post_json(cloud, path, doc, token):
+    import urllib.request
+    req = urllib.request.Request(cloud.base_url + path, data=json.dumps(doc).encode(),
+                                 headers={"content-type": "application/json",
+                                          "authorization": "Bearer " + token})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def fake_key():
+    import base64
+    return {"suite": fake_cloud.SUITE,
+            "x25519_public_key": base64.b64encode(os.urandom(32)).decode(),
+            "mlkem768_public_key": base64.b64encode(os.urandom(1184)).decode()}
+
+
+def harness_garbage(cloud, token):
+    """Play a harness without Noise: what does the executor answer to bad frames?"""
+    cloud.wait_for(lambda c: c.environment_connected("env-1"), 20, "env socket")
+    bundle = post_json(cloud, "/cloud/environment/env-1/connect",
+                       {"harness_public_key": fake_key()}, token)
+    print("BUNDLE keys", sorted(bundle))
+    st, _, ws = fake_cloud.ws_connect(bundle["url"])
+    mk = fake_cloud.make_frame
+    steps = [
+        ("resume s-1", mk("s-1", "resume")),
+        ("handshake s-1 garbage 3600B", mk("s-1", "handshake",
+                                           fake_cloud.pb_len(1, os.urandom(3600)))),
+        ("data s-unknown", mk("s-unknown", "data", b"\x18\x01" + fake_cloud.pb_len(4, b"xx"))),
+        ("heartbeat s-2", mk("s-2", "heartbeat")),
+        ("ack s-2", mk("s-2", "ack_frame")),
+        ("reset s-3", mk("s-3", "reset", fake_cloud.pb_len(1, b"bye"))),
+        ("version 2 handshake s-4", b"\x08\x02" + mk("s-4", "handshake",
+                                     fake_cloud.pb_len(1, b"x"))[2:]),
+        ("empty handshake s-5", mk("s-5", "handshake")),
+    ]
+    for label, frame in steps:
+        n = len(cloud.frames)
+        ws.send_binary(frame)
+        time.sleep(0.7)
+        with cloud.lock:
+            new = [f for f in cloud.frames[n:] if f["dir"] == "e2h"]
+        print("STEP %-28s -> e2h %s" % (label, [(f["stream_id"], f["body"],
+                                              f["parsed"] and f["parsed"]["body_bytes"]) for f in new]))
+    for i in range(10):
+        if not cloud.environment_connected("env-1"):
+            print("ENV SOCKET CLOSED after %d more garbage handshakes" % i)
+            break
+        ws.send_binary(mk("g-%d" % i, "handshake", fake_cloud.pb_len(1, os.urandom(3600))))
+        time.sleep(0.5)
+
+
 def run(scenario, seconds):
     home = tempfile.mkdtemp(prefix="rxhome-", dir="/var/tmp")
     token = "tok-probe"
@@ -66,6 +118,9 @@ def run(scenario, seconds):
         env["CODEX_API_KEY"] = token
     if scenario.startswith("reject"):
         cloud.reject_upgrades(int(scenario[6:]), role="environment", count=1000)
+    if scenario.startswith("override_"):
+        k, _, v = scenario[9:].partition("=")
+        cloud.override_response("register", **{k: None if v == "DEL" else v})
     if scenario == "register_fail":
         cloud.fail_next("register", 503, "unavailable", "try later", count=1000)
     print("CMD", " ".join(cmd))
@@ -106,6 +161,8 @@ def run(scenario, seconds):
             cloud.wait_for(lambda c: c.environment_connected("env-1"), 20, "env socket")
             time.sleep(float(os.environ.get("PROBE_STABLE", "65")))
             cloud.drop_environment("env-1")
+        if scenario == "harness_garbage":
+            harness_garbage(cloud, token)
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.2)

@@ -380,6 +380,30 @@ int main(int argc, char **argv)
     if (tamper || replay) {
         const char *init = "{\"id\":1,\"method\":\"initialize\",\"params\":{\"clientName\":\"t\"}}";
         send_message(tx, init, strlen(init), tamper, replay);
+        /* The executor must reset the stream rather than answer. Only the reset or
+         * the socket's end stop this wait (the test bounds it). */
+        for (;;) {
+            uint8_t *msg;
+            size_t n;
+            if (!ws_recv(&msg, &n)) {
+                fprintf(stderr, "RESULT closed\n");
+                return 4;
+            }
+            struct relay_frame in;
+            bool mine = relay_frame_decode(msg, n, &in) == 0 &&
+                        in.stream_id.len == strlen(stream_id) &&
+                        memcmp(in.stream_id.ptr, stream_id, in.stream_id.len) == 0;
+            if (mine && in.body == RELAY_BODY_RESET) {
+                fprintf(stderr, "RESULT reset %.*s\n", (int)in.reason.len, in.reason.ptr);
+                return 3;
+            }
+            /* A replayed copy follows a genuine record, which may be answered first. */
+            if (mine && in.body == RELAY_BODY_DATA && !replay) {
+                fprintf(stderr, "RESULT answered\n");
+                return 5;
+            }
+            free(msg);
+        }
     }
 
     char *line = NULL;
