@@ -237,6 +237,27 @@ def scenario_executor_drop(ex):
     check_no_cleartext(ex)
 
 
+def scenario_trace(ex):
+    """REMOTE.md §5.1: a request's W3C trace context is copied, in clear, into the first
+    data frame of that request only; everything else stays encrypted."""
+    tp = "00-%s-%s-01" % (os.urandom(16).hex(), os.urandom(8).hex())
+    before = len(ex.cloud.frames)
+    pad = "x" * 100000  # a request spanning several records
+    req = ('{"id":77,"method":"fs/getMetadata","trace":{"traceparent":"%s","tracestate":'
+           '"k=v"},"params":{"path":"file:///%s"}}\n' % (tp, pad))
+    r = client(ex, "rpc", stdin=req.encode())
+    assert r.returncode == 0 and b'"id":77' in r.stdout, (r.returncode, r.stderr)
+    with ex.cloud.lock:
+        mine = [f for f in ex.cloud.frames[before:] if f["dir"] == "h2e" and f["body"] == "data"]
+    traced = [f for f in mine if f["parsed"]["traceparent"]]
+    assert len(traced) == 1 and traced[0]["parsed"]["traceparent"] == tp, \
+        [f["parsed"]["traceparent"] for f in mine]
+    i = mine.index(traced[0])
+    assert i + 1 < len(mine) and not mine[i + 1]["parsed"]["traceparent"], \
+        "the request's later records must not carry the trace"
+    check_no_cleartext(ex)
+
+
 def scenario_upgrade_401(ex):
     before = connects(ex)
     ex.cloud.reject_upgrades(401, role="harness", count=1)
@@ -258,7 +279,7 @@ def scenario_registry_transient(ex):
 
 
 SCENARIOS = [scenario_process, scenario_fs, scenario_resume, scenario_executor_drop,
-             scenario_upgrade_401, scenario_registry_transient]
+             scenario_trace, scenario_upgrade_401, scenario_registry_transient]
 
 
 def main():
