@@ -10,10 +10,11 @@ The same scenarios run against two executors:
 Scenarios: a process with stdout, stderr and an exit code; an fs write then read of a
 file spanning several relay records; a resume after the rendezvous drops the harness
 socket (the same session, the output complete, exactly once); the same after the
-executor's own rendezvous socket drops (found by the client's liveness read); a 401 on
-the rendezvous
-upgrade (one fresh bundle) and a transient registry error (retried). Throughout, no
-frame the rendezvous saw may carry "initialize" or "process/start" in clear.
+executor's own rendezvous socket drops (found by the client's liveness read); a
+request's trace context in clear in its first data frame only (REMOTE.md §5.1); a 401
+on the rendezvous upgrade (one fresh bundle) and a transient registry error (retried).
+Throughout, no frame the rendezvous saw may carry "initialize" or "process/start" in
+clear.
 Every wait is bounded; exit 77 when nothing could run."""
 import glob
 import os
