@@ -141,6 +141,27 @@ def check_no_cleartext(ex):
     assert len(shakes) >= 2, "expected handshake frames both ways, saw %d" % len(shakes)
 
 
+def drop_during(ex, p, ready, what, delay, drop):
+    """Waits (bounded) for ready(cloud), sleeps delay, calls drop() (which must report a
+    victim), then collects the client's output. The client is killed if anything fails."""
+    try:
+        ex.cloud.wait_for(ready, 20, what)
+        time.sleep(delay)
+        assert drop() >= 1, "nothing to drop"
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+    return out, err
+
+
+def check_lines(out, err, want):
+    lines = out.decode().split()
+    assert lines == want, "output not complete exactly once: %r\nstderr: %s" % (
+        lines, err.decode())
+
+
 # ---- scenarios ------------------------------------------------------------------------
 
 def scenario_process(ex):
@@ -176,20 +197,10 @@ def scenario_resume(ex):
     script = "for i in $(seq 1 %d); do echo line-$i; sleep 0.05; done; exit 5" % n
     p = client(ex, "-v", "--reconnect-ms", "25000", "run", "-n", "--", "sh", "-c", script,
                popen=True)
-    try:
-        # Drop the harness socket once the process is running and has printed.
-        ex.cloud.wait_for(lambda c: len(harness_streams(ex) - before_streams) >= 1, 20,
-                          "the client's relay stream")
-        time.sleep(0.6)
-        assert ex.cloud.drop_harness() >= 1, "no harness socket to drop"
-        out, err = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait(10)
-    lines = out.decode().split()
-    assert lines == ["line-%d" % i for i in range(1, n + 1)], \
-        "output not complete exactly once: %r\nstderr: %s" % (lines, err.decode())
+    # Drop the harness socket once the process is running and has printed.
+    out, err = drop_during(ex, p, lambda c: len(harness_streams(ex) - before_streams) >= 1,
+                           "the client's relay stream", 0.6, ex.cloud.drop_harness)
+    check_lines(out, err, ["line-%d" % i for i in range(1, n + 1)])
     assert p.returncode == 5, (p.returncode, err.decode())
     text = err.decode()
     first = [ln for ln in text.splitlines() if "connected, session " in ln]
@@ -213,25 +224,18 @@ def scenario_executor_drop(ex):
     before_streams = harness_streams(ex)
     p = client(ex, "-v", "--reconnect-ms", "25000", "--liveness-ms", "1000", "run", "-n", "--",
                "sh", "-c", script, popen=True)
-    try:
-        # The process runs once the client has had a few data frames answered on its
-        # stream (initialize, process/start, its output): everything is encrypted, so
-        # count frames rather than look for text.
-        def started(c):
-            new = harness_streams(ex) - before_streams
-            return new and sum(1 for f in c.frames if f["dir"] == "e2h" and f["body"] == "data"
-                               and f["stream_id"] in new) >= 3
-        ex.cloud.wait_for(started, 20, "the process to start")
-        time.sleep(0.3)
-        assert ex.cloud.drop_environment(ENV_ID) == 1, "no executor socket to drop"
-        out, err = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait(10)
-    lines = out.decode().split()
-    assert lines == ["first"] + ["line-%d" % i for i in range(1, n + 1)], \
-        "output not complete exactly once: %r\nstderr: %s" % (lines, err.decode())
+
+    # The process runs once the client has had a few data frames answered on its stream
+    # (initialize, process/start, its output): everything is encrypted, so count frames
+    # rather than look for text.
+    def started(c):
+        new = harness_streams(ex) - before_streams
+        return new and sum(1 for f in c.frames if f["dir"] == "e2h" and f["body"] == "data"
+                           and f["stream_id"] in new) >= 3
+
+    out, err = drop_during(ex, p, started, "the process to start", 0.3,
+                           lambda: ex.cloud.drop_environment(ENV_ID))
+    check_lines(out, err, ["first"] + ["line-%d" % i for i in range(1, n + 1)])
     assert p.returncode == 4, (p.returncode, err.decode())
     assert b"reconnected, session" in err, err.decode()
     ex.cloud.wait_for(lambda c: c.environment_connected(ENV_ID), 30, "the executor back")
