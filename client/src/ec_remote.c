@@ -89,7 +89,10 @@ static int remote_open(ec_client *c, int64_t deadline, ec_error *err)
         struct ec_bundle b;
         int rc = ec_registry_connect(&rq, rm->key_json, deadline, &b, err);
         if (rc) return rc;
-        rc = ec_conn_set_url(c, b.url, err);
+        rc = ec_conn_set_url(c, b.url, NULL);
+        if (rc) /* not echoed: the query holds the rendezvous signature */
+            rc = ec_fail(err, EC_ERR_PROTOCOL, 0,
+                         "registry: the rendezvous URL is not a ws:// or wss:// URL");
         if (rc == 0) rc = ec_conn_open_ws(c, deadline, err);
         if (rc == -EC_ERR_TRANSPORT && err && err->code == 401 && attempt == 0) {
             ec_bundle_clear(&b); /* a stale signed URL: one fresh bundle */
