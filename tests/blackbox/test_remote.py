@@ -277,6 +277,19 @@ def scenario_registry_transient(ex):
     r = client(ex, "run", "-n", "--", "true")
     assert r.returncode == 0, r.stderr
     assert connects(ex) - before == 2, "a 503 from /connect must be retried once"
+    before = connects(ex)
+    ex.cloud.fail_next("connect", 409, "environment_offline", "executor away")
+    r = client(ex, "run", "-n", "--", "true")
+    assert r.returncode == 0, r.stderr
+    assert connects(ex) - before == 2, "409 environment_offline must be retried"
+    # Not transient: a bad token (exit 3, the registry's reason) and an unknown
+    # environment (exit 255), each after exactly one request.
+    before = connects(ex)
+    r = subprocess.run([CLIENT, "--remote", ex.cloud.base_url, "--environment-id", ENV_ID,
+                        "--token", "wrong", "run", "-n", "--", "true"], capture_output=True,
+                       timeout=60)
+    assert r.returncode == 3 and b"401" in r.stderr, (r.returncode, r.stderr)
+    assert connects(ex) - before == 1, "a 401 from the registry must not be retried"
     ex.cloud.fail_next("connect", 404, "environment_not_found", "no such environment")
     r = client(ex, "run", "-n", "--", "true")
     assert r.returncode == 255 and b"environment_not_found" in r.stderr, (r.returncode,
