@@ -17,7 +17,7 @@
 #include "proto/relay_frame.h"
 #include "proto/relay_framing.h"
 #include "proto/relay_order.h"
-#include "remote/relay_conn.h"
+#include "transport/relay_conn.h"
 #include "transport/conn.h"
 #include "util/mem.h"
 
@@ -140,7 +140,7 @@ static void stream_remove(struct relay_stream *s, bool notify_conn)
     }
     if (s->state == ST_PENDING) d->pending--;
     else d->live--;
-    if (s->validation) registry_call_cancel(s->validation);
+    if (s->validation) d->ops->cancel(d->arg, s->validation);
     s->validation = NULL;
     struct conn *c = s->conn;
     s->conn = NULL;

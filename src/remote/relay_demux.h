@@ -43,6 +43,8 @@ struct relay_demux_ops {
     struct registry_call *(*validate)(void *arg, const char *harness_key_json,
                                       const char *authorization, registry_validate_cb cb,
                                       void *cb_arg);
+    /* Abandons a validation started by validate (its cb is then never called). */
+    void (*cancel)(void *arg, struct registry_call *call);
 };
 
 /* A demux for one physical connection. identity is borrowed (it outlives the

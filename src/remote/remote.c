@@ -128,10 +128,16 @@ static struct registry_call *demux_validate(void *arg, const char *harness_key_j
                              cb, cb_arg);
 }
 
+static void demux_cancel(void *arg, struct registry_call *call)
+{
+    registry_call_cancel(call);
+}
+
 static const struct relay_demux_ops demux_ops = {
     .send = demux_send,
     .close_socket = demux_close,
     .validate = demux_validate,
+    .cancel = demux_cancel,
 };
 
 /* ---- the rendezvous socket ---- */

@@ -312,6 +312,35 @@ def test_failure_budget_closes_the_socket(cloud, ex):
     assert rc == 0, err
 
 
+def test_pong_deadline_reconnects(_srv):
+    """A rendezvous that never answers pings: the executor closes after the pong deadline
+    (shortened here) and reconnects with the same URL; /metrics counts the reason."""
+    need_tools()
+    cloud = fake_cloud.FakeCloud(token=TOKEN, answer_pings=False)
+    ex = Executor(cloud, env_extra={"EXEC_SERVER_REMOTE_PING_MS": "150",
+                                    "EXEC_SERVER_REMOTE_PONG_MS": "300"})
+    try:
+        cloud.wait_for(lambda c: len([u for u in c.upgrades if u["role"] == "environment"]) >= 2,
+                       DEFAULT_TIMEOUT, "a reconnect after the pong deadline")
+        pings = [e for e in cloud.events if e[1] == "ping"]
+        assert pings and all(e[2][1] == b"" for e in pings), pings[:3]
+        assert len([r for r in cloud.requests if r["path"].endswith("/register")]) == 1
+        host_port = ex.url[len("ws://"):]
+        with urllib.request.urlopen("http://%s/metrics" % host_port, timeout=5) as r:
+            text = r.read().decode()
+        line = [l for l in text.splitlines()
+                if l.startswith('exec_server_remote_reconnects_total{reason="pong_timeout"}')]
+        assert line and int(line[0].split()[-1]) >= 1, line
+        ex.stop()
+    finally:
+        if ex.proc.poll() is None:
+            ex.proc.kill()
+        cloud.stop()
+
+
+test_pong_deadline_reconnects.own_server = True
+
+
 def test_usage_and_registration_errors(_srv):
     need_tools()
     def run(args, stdin=b""):

@@ -259,6 +259,34 @@ static void send_message(struct noise_ik_transport *tx, const char *msg, size_t 
     }
 }
 
+/* Decodes a frame and tells whether it is for our stream; a reset for it ends the
+ * program (exit 3) after saying so. */
+static bool own_frame(const uint8_t *msg, size_t n, struct relay_frame *in)
+{
+    bool mine = relay_frame_decode(msg, n, in) == 0 && in->stream_id.len == strlen(stream_id) &&
+                memcmp(in->stream_id.ptr, stream_id, in->stream_id.len) == 0;
+    if (mine && in->body == RELAY_BODY_RESET) {
+        fprintf(stderr, "RESULT reset %.*s\n", (int)in->reason.len, in->reason.ptr);
+        exit(3);
+    }
+    return mine;
+}
+
+/* Blocking: the next frame for our stream (*msg owns its bytes); exit 4 when the
+ * socket ends. */
+static void next_own_frame(struct relay_frame *in, uint8_t **msg)
+{
+    for (;;) {
+        size_t n;
+        if (!ws_recv(msg, &n)) {
+            fprintf(stderr, "RESULT closed\n");
+            exit(4);
+        }
+        if (own_frame(*msg, n, in)) return;
+        free(*msg);
+    }
+}
+
 static int print_message(void *ctx, const uint8_t *msg, size_t len)
 {
     fwrite(msg, 1, len, stdout);
@@ -352,20 +380,9 @@ int main(int argc, char **argv)
     relay_reasm_init(&reasm);
     for (;;) {
         uint8_t *msg;
-        size_t n;
-        if (!ws_recv(&msg, &n)) {
-            fprintf(stderr, "RESULT closed\n");
-            return 4;
-        }
         struct relay_frame in;
-        int r = relay_frame_decode(msg, n, &in);
-        bool mine = r == 0 && in.stream_id.len == strlen(stream_id) &&
-                    memcmp(in.stream_id.ptr, stream_id, in.stream_id.len) == 0;
-        if (mine && in.body == RELAY_BODY_RESET) {
-            fprintf(stderr, "RESULT reset %.*s\n", (int)in.reason.len, in.reason.ptr);
-            return 3;
-        }
-        if (mine && in.body == RELAY_BODY_HANDSHAKE) {
+        next_own_frame(&in, &msg);
+        if (in.body == RELAY_BODY_HANDSHAKE) {
             if (noise_ik_read_message2(hs, in.payload, in.payload_len) < 0 ||
                 noise_ik_transport_new(hs, &tx) < 0)
                 die("%s", "msg 2 does not authenticate");
@@ -384,21 +401,10 @@ int main(int argc, char **argv)
          * the socket's end stop this wait (the test bounds it). */
         for (;;) {
             uint8_t *msg;
-            size_t n;
-            if (!ws_recv(&msg, &n)) {
-                fprintf(stderr, "RESULT closed\n");
-                return 4;
-            }
             struct relay_frame in;
-            bool mine = relay_frame_decode(msg, n, &in) == 0 &&
-                        in.stream_id.len == strlen(stream_id) &&
-                        memcmp(in.stream_id.ptr, stream_id, in.stream_id.len) == 0;
-            if (mine && in.body == RELAY_BODY_RESET) {
-                fprintf(stderr, "RESULT reset %.*s\n", (int)in.reason.len, in.reason.ptr);
-                return 3;
-            }
+            next_own_frame(&in, &msg);
             /* A replayed copy follows a genuine record, which may be answered first. */
-            if (mine && in.body == RELAY_BODY_DATA && !replay) {
+            if (in.body == RELAY_BODY_DATA && !replay) {
                 fprintf(stderr, "RESULT answered\n");
                 return 5;
             }
@@ -438,12 +444,7 @@ int main(int argc, char **argv)
         int r;
         while ((r = ws_next(&msg, &n)) == 1) {
             struct relay_frame in;
-            if (relay_frame_decode(msg, n, &in) == 0 && in.stream_id.len == strlen(stream_id) &&
-                memcmp(in.stream_id.ptr, stream_id, in.stream_id.len) == 0) {
-                if (in.body == RELAY_BODY_RESET) {
-                    fprintf(stderr, "RESULT reset %.*s\n", (int)in.reason.len, in.reason.ptr);
-                    return 3;
-                }
+            if (own_frame(msg, n, &in)) {
                 if (in.body == RELAY_BODY_DATA) {
                     size_t pn;
                     if (in.seq != recv_seq++ ||

@@ -1,8 +1,9 @@
 /* relay_conn: a relay virtual stream as a `struct conn` (the third transport beside
- * WebSocket and stdio). The only file that knows conn_internal.h in remote mode,
- * so porting onto a refactored transport interface touches this file alone. */
-#ifndef EXEC_REMOTE_RELAY_CONN_H
-#define EXEC_REMOTE_RELAY_CONN_H
+ * WebSocket and stdio). The only remote-mode file that knows conn_internal.h, so
+ * porting onto a refactored transport interface touches this file alone; it lives
+ * in transport/ because *_internal.h headers stay inside their folder. */
+#ifndef EXEC_TRANSPORT_RELAY_CONN_H
+#define EXEC_TRANSPORT_RELAY_CONN_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -5,7 +5,7 @@
  * usual high/low water marks and backlog limit apply per stream. close resets the
  * stream at the demux and finishes on the next loop turn (a uv_idle handle's
  * close callback), never inside the caller's stack, like the other transports. */
-#include "remote/relay_conn.h"
+#include "transport/relay_conn.h"
 
 #include <stdio.h>
 #include <stdlib.h>
