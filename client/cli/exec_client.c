@@ -364,6 +364,7 @@ int main(int argc, char **argv)
                                           {"liveness-ms", required_argument, 0, 'L'},
                                           {0, 0, 0, 0}};
     int ch;
+    bool url_given = false; /* --url, not just $EXEC_SERVER_URL */
     while ((ch = getopt_long(argc, argv, "+hVv", longs, NULL)) != -1) {
         switch (ch) {
         case 'v':
@@ -386,6 +387,7 @@ int main(int argc, char **argv)
             break;
         case 'u':
             cli.url = optarg;
+            url_given = true;
             break;
         case 'T':
             cli.token = optarg;
@@ -410,6 +412,10 @@ int main(int argc, char **argv)
     }
     if (cli.remote && (!cli.environment_id || !*cli.environment_id)) {
         fprintf(stderr, "exec-client: --remote needs --environment-id ID\n");
+        return EXIT_USAGE;
+    }
+    if (cli.remote && url_given) {
+        fprintf(stderr, "exec-client: --url and --remote exclude each other\n");
         return EXIT_USAGE;
     }
     if (cli.environment_id && !cli.remote) {
