@@ -65,6 +65,9 @@ const char *usage_text =
     "                   registry (http:// or https:// base URL) through its rendezvous,\n"
     "                   end-to-end encrypted (Noise) and pinned to the executor's key\n"
     "  --environment-id ID  the environment to reach (with --remote)\n"
+    "  --liveness-ms N  remote mode: ask a quiet process for news after N ms, so a\n"
+    "                   stream lost at the executor's end is resumed (default 30000;\n"
+    "                   -1: never)\n"
     "  --timeout-ms N   connect/call timeout (default 10000 / 60000)\n"
     "  --reconnect-ms N run/shell: resume the session for up to N ms when the\n"
     "                   connection drops (default 30000; 0: never)\n"
@@ -140,6 +143,7 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
         .ca_file = cli->ca_file,
         .remote_url = cli->remote,
         .environment_id = cli->environment_id,
+        .liveness_ms = cli->liveness_ms,
     };
     ec_error e = {0};
     if (ec_client_connect(&o, &cli->c, &e) != 0) {
@@ -357,8 +361,10 @@ int main(int argc, char **argv)
                                           {"ca-file", required_argument, 0, 'A'},
                                           {"remote", required_argument, 0, 'r'},
                                           {"environment-id", required_argument, 0, 'E'},
+                                          {"liveness-ms", required_argument, 0, 'L'},
                                           {0, 0, 0, 0}};
     int ch;
+    bool url_given = false; /* --url, not just $EXEC_SERVER_URL */
     while ((ch = getopt_long(argc, argv, "+hVv", longs, NULL)) != -1) {
         switch (ch) {
         case 'v':
@@ -376,8 +382,12 @@ int main(int argc, char **argv)
         case 'E':
             cli.environment_id = optarg;
             break;
+        case 'L':
+            cli.liveness_ms = atoi(optarg);
+            break;
         case 'u':
             cli.url = optarg;
+            url_given = true;
             break;
         case 'T':
             cli.token = optarg;
@@ -402,6 +412,10 @@ int main(int argc, char **argv)
     }
     if (cli.remote && (!cli.environment_id || !*cli.environment_id)) {
         fprintf(stderr, "exec-client: --remote needs --environment-id ID\n");
+        return EXIT_USAGE;
+    }
+    if (cli.remote && url_given) {
+        fprintf(stderr, "exec-client: --url and --remote exclude each other\n");
         return EXIT_USAGE;
     }
     if (cli.environment_id && !cli.remote) {

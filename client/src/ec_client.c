@@ -1212,11 +1212,28 @@ int ec_process_next_event(ec_process *p, int timeout_ms, ec_event *ev, ec_error 
             p->t.need_read = true;
             p->last_progress_ms = now;
         }
+        /* Remote mode: a quiet running process is asked for news now and then; the
+         * answer (or the executor's reset of a stream it no longer has) proves the
+         * path alive or starts the resume. */
+        int64_t probe_at = p->last_progress_ms + c->liveness_ms;
+        if (c->liveness_ms > 0 && now >= probe_at && c->fd >= 0) {
+            if (p->read_pending) {
+                /* A read (never a long poll) unanswered that long: the path is dead
+                 * somewhere behind the rendezvous; resume on a new stream. */
+                ec_conn_drop(c);
+            } else if (!p->t.exit_queued) {
+                p->t.need_read = true;
+            }
+            p->last_progress_ms = now;
+            probe_at = now + c->liveness_ms;
+        }
         kick_reads(c);
         int wait = left;
         int lag_left = (int)(lag_at - now);
         if (lag_left < 1) lag_left = c->lag_ms;
         if (wait < 0 || wait > lag_left) wait = lag_left;
+        int probe_left = (int)(probe_at - now);
+        if (c->liveness_ms > 0 && probe_left > 0 && wait > probe_left) wait = probe_left;
         int rc = pump(c, wait, err);
         polled = true;
         /* Events that arrived before a loss are still delivered first. */

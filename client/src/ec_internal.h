@@ -70,6 +70,7 @@ struct ec_client {
     void *ml_state;                /* the layer's own state, owned through ml->destroy */
     char *host, *port, *path, *token, *client_name; /* owned */
     int call_timeout_ms, reconnect_timeout_ms, lag_ms;
+    int liveness_ms; /* >0: probe a quiet process this often (remote mode) */
     int fd;
     uint8_t *rbuf; /* raw bytes from the socket */
     size_t rlen, rcap;

@@ -179,12 +179,13 @@ int ec_registry_connect(const struct ec_registry_req *rq, const json_t *harness_
     size_t ulen = blen + strlen(rq->environment_id) * 3 + 64;
     char *url = xmalloc(ulen);
     int off = snprintf(url, ulen, "%.*s/cloud/environment/", (int)blen, rq->base_url);
-    /* The id is a path segment: percent-encode anything outside the unreserved set. */
+    /* The id is one path segment. The reference interpolates it raw, so every byte a
+     * segment may hold (RFC 3986 pchar) stays as it is; only the rest ('/', '?', '#',
+     * '%', spaces, controls, non-ASCII) is percent-encoded so it cannot change the URL. */
     for (const unsigned char *p = (const unsigned char *)rq->environment_id; *p; p++) {
-        bool unreserved = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
-                          (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.' ||
-                          *p == '~';
-        off += snprintf(url + off, ulen - (size_t)off, unreserved ? "%c" : "%%%02X", *p);
+        bool pchar = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+                     (*p >= '0' && *p <= '9') || (*p && strchr("-._~!$&'()*+,;=:@", *p));
+        off += snprintf(url + off, ulen - (size_t)off, pchar ? "%c" : "%%%02X", *p);
     }
     snprintf(url + off, ulen - (size_t)off, "/connect");
     json_t *req = json_pack("{s:O}", "harness_public_key", harness_key);

@@ -89,7 +89,10 @@ static int remote_open(ec_client *c, int64_t deadline, ec_error *err)
         struct ec_bundle b;
         int rc = ec_registry_connect(&rq, rm->key_json, deadline, &b, err);
         if (rc) return rc;
-        rc = ec_conn_set_url(c, b.url, err);
+        rc = ec_conn_set_url(c, b.url, NULL);
+        if (rc) /* not echoed: the query holds the rendezvous signature */
+            rc = ec_fail(err, EC_ERR_PROTOCOL, 0,
+                         "registry: the rendezvous URL is not a ws:// or wss:// URL");
         if (rc == 0) rc = ec_conn_open_ws(c, deadline, err);
         if (rc == -EC_ERR_TRANSPORT && err && err->code == 401 && attempt == 0) {
             ec_bundle_clear(&b); /* a stale signed URL: one fresh bundle */
@@ -244,6 +247,8 @@ int ec_remote_init(ec_client *c, const ec_client_options *o, ec_error *err)
     rm->token = o->bearer_token ? xstrdup(o->bearer_token) : NULL;
     c->ml = &remote_layer;
     c->ml_state = rm;
+    /* Behind a rendezvous the executor's side of a stream can vanish silently. */
+    c->liveness_ms = o->liveness_ms < 0 ? 0 : o->liveness_ms > 0 ? o->liveness_ms : 30000;
     if (noise_ik_static_key_generate(&rm->key, NULL, NULL) != 0)
         return ec_fail(err, EC_ERR_TRANSPORT, 0, "cannot generate the harness Noise key");
     rm->key_json = noise_ik_public_key_to_json(&rm->key.pub);

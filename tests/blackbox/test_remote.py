@@ -9,9 +9,12 @@ The same scenarios run against two executors:
              while our exec-server has no --remote).
 Scenarios: a process with stdout, stderr and an exit code; an fs write then read of a
 file spanning several relay records; a resume after the rendezvous drops the harness
-socket (the same session, the output complete, exactly once); a 401 on the rendezvous
-upgrade (one fresh bundle) and a transient registry error (retried). Throughout, no
-frame the rendezvous saw may carry "initialize" or "process/start" in clear.
+socket (the same session, the output complete, exactly once); the same after the
+executor's own rendezvous socket drops (found by the client's liveness read); a
+request's trace context in clear in its first data frame only (REMOTE.md §5.1); a 401
+on the rendezvous upgrade (one fresh bundle) and a transient registry error (retried).
+Throughout, no frame the rendezvous saw may carry "initialize" or "process/start" in
+clear.
 Every wait is bounded; exit 77 when nothing could run."""
 import glob
 import os
@@ -138,6 +141,27 @@ def check_no_cleartext(ex):
     assert len(shakes) >= 2, "expected handshake frames both ways, saw %d" % len(shakes)
 
 
+def drop_during(ex, p, ready, what, delay, drop):
+    """Waits (bounded) for ready(cloud), sleeps delay, calls drop() (which must report a
+    victim), then collects the client's output. The client is killed if anything fails."""
+    try:
+        ex.cloud.wait_for(ready, 20, what)
+        time.sleep(delay)
+        assert drop() >= 1, "nothing to drop"
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+    return out, err
+
+
+def check_lines(out, err, want):
+    lines = out.decode().split()
+    assert lines == want, "output not complete exactly once: %r\nstderr: %s" % (
+        lines, err.decode())
+
+
 # ---- scenarios ------------------------------------------------------------------------
 
 def scenario_process(ex):
@@ -173,20 +197,10 @@ def scenario_resume(ex):
     script = "for i in $(seq 1 %d); do echo line-$i; sleep 0.05; done; exit 5" % n
     p = client(ex, "-v", "--reconnect-ms", "25000", "run", "-n", "--", "sh", "-c", script,
                popen=True)
-    try:
-        # Drop the harness socket once the process is running and has printed.
-        ex.cloud.wait_for(lambda c: len(harness_streams(ex) - before_streams) >= 1, 20,
-                          "the client's relay stream")
-        time.sleep(0.6)
-        assert ex.cloud.drop_harness() >= 1, "no harness socket to drop"
-        out, err = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait(10)
-    lines = out.decode().split()
-    assert lines == ["line-%d" % i for i in range(1, n + 1)], \
-        "output not complete exactly once: %r\nstderr: %s" % (lines, err.decode())
+    # Drop the harness socket once the process is running and has printed.
+    out, err = drop_during(ex, p, lambda c: len(harness_streams(ex) - before_streams) >= 1,
+                           "the client's relay stream", 0.6, ex.cloud.drop_harness)
+    check_lines(out, err, ["line-%d" % i for i in range(1, n + 1)])
     assert p.returncode == 5, (p.returncode, err.decode())
     text = err.decode()
     first = [ln for ln in text.splitlines() if "connected, session " in ln]
@@ -197,6 +211,55 @@ def scenario_resume(ex):
     # A reconnect is a new bundle and a new stream (REMOTE.md §2.3).
     assert connects(ex) - before_connects >= 2, "no fresh bundle after the drop"
     assert len(harness_streams(ex) - before_streams) >= 2, "no new stream after the drop"
+    check_no_cleartext(ex)
+
+
+def scenario_executor_drop(ex):
+    """The executor's rendezvous socket drops (its streams die with it) while the client
+    waits on a quiet process; the harness socket stays up, so only the client's liveness
+    read notices: the executor resets the unknown stream (or never answers) and the
+    client resumes on a new stream once the executor is back."""
+    n = 40
+    script = "echo first; sleep 3; for i in $(seq 1 %d); do echo line-$i; done; exit 4" % n
+    before_streams = harness_streams(ex)
+    p = client(ex, "-v", "--reconnect-ms", "25000", "--liveness-ms", "1000", "run", "-n", "--",
+               "sh", "-c", script, popen=True)
+
+    # The process runs once the client has had a few data frames answered on its stream
+    # (initialize, process/start, its output): everything is encrypted, so count frames
+    # rather than look for text.
+    def started(c):
+        new = harness_streams(ex) - before_streams
+        return new and sum(1 for f in c.frames if f["dir"] == "e2h" and f["body"] == "data"
+                           and f["stream_id"] in new) >= 3
+
+    out, err = drop_during(ex, p, started, "the process to start", 0.3,
+                           lambda: ex.cloud.drop_environment(ENV_ID))
+    check_lines(out, err, ["first"] + ["line-%d" % i for i in range(1, n + 1)])
+    assert p.returncode == 4, (p.returncode, err.decode())
+    assert b"reconnected, session" in err, err.decode()
+    ex.cloud.wait_for(lambda c: c.environment_connected(ENV_ID), 30, "the executor back")
+    check_no_cleartext(ex)
+
+
+def scenario_trace(ex):
+    """REMOTE.md §5.1: a request's W3C trace context is copied, in clear, into the first
+    data frame of that request only; everything else stays encrypted."""
+    tp = "00-%s-%s-01" % (os.urandom(16).hex(), os.urandom(8).hex())
+    before = len(ex.cloud.frames)
+    pad = "x" * 100000  # a request spanning several records
+    req = ('{"id":77,"method":"fs/getMetadata","trace":{"traceparent":"%s","tracestate":'
+           '"k=v"},"params":{"path":"file:///%s"}}\n' % (tp, pad))
+    r = client(ex, "rpc", stdin=req.encode())
+    assert r.returncode == 0 and b'"id":77' in r.stdout, (r.returncode, r.stderr)
+    with ex.cloud.lock:
+        mine = [f for f in ex.cloud.frames[before:] if f["dir"] == "h2e" and f["body"] == "data"]
+    traced = [f for f in mine if f["parsed"]["traceparent"]]
+    assert len(traced) == 1 and traced[0]["parsed"]["traceparent"] == tp, \
+        [f["parsed"]["traceparent"] for f in mine]
+    i = mine.index(traced[0])
+    assert i + 1 < len(mine) and not mine[i + 1]["parsed"]["traceparent"], \
+        "the request's later records must not carry the trace"
     check_no_cleartext(ex)
 
 
@@ -214,14 +277,27 @@ def scenario_registry_transient(ex):
     r = client(ex, "run", "-n", "--", "true")
     assert r.returncode == 0, r.stderr
     assert connects(ex) - before == 2, "a 503 from /connect must be retried once"
+    before = connects(ex)
+    ex.cloud.fail_next("connect", 409, "environment_offline", "executor away")
+    r = client(ex, "run", "-n", "--", "true")
+    assert r.returncode == 0, r.stderr
+    assert connects(ex) - before == 2, "409 environment_offline must be retried"
+    # Not transient: a bad token (exit 3, the registry's reason) and an unknown
+    # environment (exit 255), each after exactly one request.
+    before = connects(ex)
+    r = subprocess.run([CLIENT, "--remote", ex.cloud.base_url, "--environment-id", ENV_ID,
+                        "--token", "wrong", "run", "-n", "--", "true"], capture_output=True,
+                       timeout=60)
+    assert r.returncode == 3 and b"401" in r.stderr, (r.returncode, r.stderr)
+    assert connects(ex) - before == 1, "a 401 from the registry must not be retried"
     ex.cloud.fail_next("connect", 404, "environment_not_found", "no such environment")
     r = client(ex, "run", "-n", "--", "true")
     assert r.returncode == 255 and b"environment_not_found" in r.stderr, (r.returncode,
                                                                           r.stderr)
 
 
-SCENARIOS = [scenario_process, scenario_fs, scenario_resume, scenario_upgrade_401,
-             scenario_registry_transient]
+SCENARIOS = [scenario_process, scenario_fs, scenario_resume, scenario_executor_drop,
+             scenario_trace, scenario_upgrade_401, scenario_registry_transient]
 
 
 def main():
