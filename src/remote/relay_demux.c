@@ -26,19 +26,19 @@ enum stream_state { ST_PENDING, ST_LIVE };
 struct relay_stream {
     struct relay_demux *d;
     struct relay_stream *next;
-    char *id;                          /* stream_id (owned) */
-    uint64_t instance;                 /* unique per demux, for stale validations */
+    char *id;          /* stream_id (owned) */
+    uint64_t instance; /* unique per demux, for stale validations */
     enum stream_state state;
-    struct noise_ik_handshake *hs;     /* pending: msg 1 read, awaiting validation */
-    struct registry_call *validation;  /* pending: the /validate call in flight */
-    struct noise_ik_transport *tx;     /* live */
-    struct relay_order order;          /* live: inbound ciphertext in seq order */
-    struct relay_reasm reasm;          /* live: inbound messages from records */
-    uint32_t send_seq;                 /* live: seq of the next outbound data frame */
-    bool send_exhausted;               /* send_seq reached UINT32_MAX */
-    struct conn *conn;                 /* live: the connection (one reference held) */
-    int busy;                          /* deliveries in progress */
-    bool dead;                         /* unlinked; free once not busy */
+    struct noise_ik_handshake *hs;    /* pending: msg 1 read, awaiting validation */
+    struct registry_call *validation; /* pending: the /validate call in flight */
+    struct noise_ik_transport *tx;    /* live */
+    struct relay_order order;         /* live: inbound ciphertext in seq order */
+    struct relay_reasm reasm;         /* live: inbound messages from records */
+    uint32_t send_seq;                /* live: seq of the next outbound data frame */
+    bool send_exhausted;              /* send_seq reached UINT32_MAX */
+    struct conn *conn;                /* live: the connection (one reference held) */
+    int busy;                         /* deliveries in progress */
+    bool dead;                        /* unlinked; free once not busy */
 };
 
 struct relay_demux {
@@ -138,15 +138,19 @@ static void stream_remove(struct relay_stream *s, bool notify_conn)
             break;
         }
     }
-    if (s->state == ST_PENDING) d->pending--;
-    else d->live--;
+    if (s->state == ST_PENDING)
+        d->pending--;
+    else
+        d->live--;
     if (s->validation) d->ops->cancel(d->arg, s->validation);
     s->validation = NULL;
     struct conn *c = s->conn;
     s->conn = NULL;
     if (c) {
-        if (notify_conn) relay_conn_detach(c);
-        else conn_unref(c);
+        if (notify_conn)
+            relay_conn_detach(c);
+        else
+            conn_unref(c);
     }
     if (!s->busy) stream_release(s);
 }
@@ -157,7 +161,8 @@ static void stream_fail(struct relay_stream *s, const char *why)
     if (s->dead) return;
     char idv[64], whyv[80];
     log_event("event=relay_stream noise_event=stream noise_outcome=error noise_reason=%s "
-              "stream=%s", log_value(why, whyv, sizeof whyv), log_value(s->id, idv, sizeof idv));
+              "stream=%s",
+              log_value(why, whyv, sizeof whyv), log_value(s->id, idv, sizeof idv));
     send_reset_id(s->d, s->id, strlen(s->id));
     stream_remove(s, true);
 }
@@ -167,7 +172,8 @@ static void count_failure(struct relay_demux *d)
     if (++d->failures >= RELAY_MAX_FAILED_HANDSHAKES && !d->closing) {
         d->closing = true;
         log_warn("remote: %u failed Noise handshakes on one rendezvous connection; "
-                 "reconnecting", d->failures);
+                 "reconnecting",
+                 d->failures);
         d->ops->close_socket(d->arg, "read_error");
     }
 }
@@ -179,7 +185,8 @@ static void handshake_failed(struct relay_demux *d, const char *id, size_t n, co
     memcpy(tmp, id, k);
     tmp[k] = '\0';
     log_event("event=relay_handshake noise_event=handshake noise_outcome=error noise_reason=%s "
-              "stream=%s", why, log_value(tmp, idv, sizeof idv));
+              "stream=%s",
+              why, log_value(tmp, idv, sizeof idv));
     send_reset_id(d, id, n);
     count_failure(d);
 }
@@ -229,8 +236,10 @@ int relay_stream_send(struct relay_stream *st, const uint8_t *msg, size_t len)
                                 .seq = st->send_seq,
                                 .payload = rec_buf,
                                 .payload_len = ct_len};
-        if (st->send_seq == UINT32_MAX) st->send_exhausted = true;
-        else st->send_seq++;
+        if (st->send_seq == UINT32_MAX)
+            st->send_exhausted = true;
+        else
+            st->send_seq++;
         send_frame(st->d, &f, st->conn);
     }
     if (st->dead && r == 0) r = -ENOTCONN;
@@ -299,7 +308,8 @@ static void on_validated(void *arg, bool valid)
     char idv[64];
     if (!valid) {
         log_event("event=relay_handshake noise_event=authorization noise_outcome=error "
-                  "noise_reason=rejected stream=%s", log_value(s->id, idv, sizeof idv));
+                  "noise_reason=rejected stream=%s",
+                  log_value(s->id, idv, sizeof idv));
         send_reset_id(d, s->id, strlen(s->id));
         stream_remove(s, true);
         count_failure(d);
@@ -338,8 +348,10 @@ static void on_handshake(struct relay_demux *d, const struct relay_frame *f)
     if (old) {
         bool was_pending = old->state == ST_PENDING;
         stream_remove(old, true);
-        if (was_pending) handshake_failed(d, id, idn, "duplicate_handshake");
-        else send_reset_id(d, id, idn);
+        if (was_pending)
+            handshake_failed(d, id, idn, "duplicate_handshake");
+        else
+            send_reset_id(d, id, idn);
         return;
     }
     if (d->live >= RELAY_MAX_LIVE_STREAMS || d->pending >= RELAY_MAX_PENDING_STREAMS) {
@@ -360,7 +372,8 @@ static void on_handshake(struct relay_demux *d, const struct relay_frame *f)
     size_t payload_len = 0;
     if (r == 0) r = noise_ik_read_message1(hs, f->payload, f->payload_len, &payload, &payload_len);
     const char *why = NULL;
-    if (r < 0) why = "bad_message1";
+    if (r < 0)
+        why = "bad_message1";
     else if (payload_len == 0 || payload_len > RELAY_MAX_AUTHORIZATION)
         why = "authorization_size";
     else if (!valid_utf8(payload, payload_len) || memchr(payload, 0, payload_len))
@@ -426,7 +439,8 @@ void relay_demux_on_message(struct relay_demux *d, const uint8_t *p, size_t n)
 void relay_demux_free(struct relay_demux *d)
 {
     if (!d) return;
-    while (d->streams) stream_remove(d->streams, true);
+    while (d->streams)
+        stream_remove(d->streams, true);
     free(d->env_id);
     free(d->reg_id);
     free(d);

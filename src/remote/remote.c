@@ -31,15 +31,15 @@ struct remote {
     uv_loop_t *loop;
     char *env_id, *name;
     struct noise_ik_static_key identity;
-    char *key_json;                 /* our public key JSON */
+    char *key_json; /* our public key JSON */
     struct registry_client *registry;
     struct registry_registration reg;
     struct registry_call *registering; /* the /register call in flight, or NULL */
-    struct rv_ws *ws;               /* the rendezvous socket, NULL between attempts */
-    struct relay_demux *demux;      /* while ws is open */
+    struct rv_ws *ws;                  /* the rendezvous socket, NULL between attempts */
+    struct relay_demux *demux;         /* while ws is open */
     uv_timer_t retry;
-    uint64_t backoff_unit_ms;       /* 1000 (tests shrink it) */
-    unsigned retries;               /* reconnect attempts so far (never reset) */
+    uint64_t backoff_unit_ms; /* 1000 (tests shrink it) */
+    unsigned retries;         /* reconnect attempts so far (never reset) */
     uint64_t ping_ms, pong_ms;
     uint64_t attempt_started_ns;
     unsigned attempt;
@@ -65,7 +65,8 @@ static void schedule_retry(void)
 {
     if (R->stopping) return;
     uint64_t b = R->backoff_unit_ms;
-    for (unsigned i = 0; i < R->retries && b < 30 * R->backoff_unit_ms; i++) b *= 2;
+    for (unsigned i = 0; i < R->retries && b < 30 * R->backoff_unit_ms; i++)
+        b *= 2;
     if (b > 30 * R->backoff_unit_ms) b = 30 * R->backoff_unit_ms;
     uint32_t r = 0;
     if (RAND_bytes((unsigned char *)&r, sizeof r) != 1) r = 0;
@@ -74,8 +75,8 @@ static void schedule_retry(void)
     uv_timer_start(&R->retry, (uv_timer_cb)connect_now, sleep_ms, 0);
 }
 
-static void on_registered(void *arg, int result, int http_status,
-                          struct registry_registration *reg, const char *why)
+static void on_registered(void *arg, int result, int http_status, struct registry_registration *reg,
+                          const char *why)
 {
     bool first = arg == NULL;
     R->registering = NULL; /* the call frees itself after this callback */
@@ -84,7 +85,8 @@ static void on_registered(void *arg, int result, int http_status,
     if (R->stopping) return;
     if (result < 0) {
         log_event("event=remote_registration noise_event=registration noise_outcome=error "
-                  "status=%d", http_status);
+                  "status=%d",
+                  http_status);
         char msg[256];
         snprintf(msg, sizeof msg, "%s registration failed: %s%s%.0d", first ? "the" : "re-",
                  why ? why : "error", http_status ? ", HTTP status " : "", http_status);
@@ -97,9 +99,12 @@ static void on_registered(void *arg, int result, int http_status,
     char u[512];
     rv_ws_url_redacted(R->reg.url, u, sizeof u);
     log_event("event=remote_registration noise_event=registration noise_outcome=ok "
-              "security_profile=" REGISTRY_SECURITY_PROFILE " rendezvous=%s", u);
-    if (first) connect_now();
-    else schedule_retry();
+              "security_profile=" REGISTRY_SECURITY_PROFILE " rendezvous=%s",
+              u);
+    if (first)
+        connect_now();
+    else
+        schedule_retry();
 }
 
 static void start_registration(bool first)
@@ -147,11 +152,12 @@ static const struct relay_demux_ops demux_ops = {
 static void ws_opened(void *arg)
 {
     metrics_remote_connect(true, metrics_now_ns() - R->attempt_started_ns);
-    R->demux = relay_demux_new(R->loop, &R->identity, R->env_id, R->reg.registration_id,
-                               &demux_ops, NULL);
+    R->demux =
+        relay_demux_new(R->loop, &R->identity, R->env_id, R->reg.registration_id, &demux_ops, NULL);
     readiness_set(true);
     log_event("event=remote_rendezvous noise_event=rendezvous_connection noise_outcome=ok "
-              "connection_attempt=%u", R->attempt);
+              "connection_attempt=%u",
+              R->attempt);
 }
 
 static void ws_binary(void *arg, const uint8_t *p, size_t n)
@@ -172,7 +178,8 @@ static void ws_closed(void *arg, int http_status, const char *reason)
     const char *why = rejected ? "registration_rejected" : reason;
     metrics_remote_reconnect(why);
     log_event("event=remote_rendezvous noise_event=rendezvous_connection noise_outcome=%s "
-              "noise_reason=%s status=%d", was_open ? "disconnected" : "error", why, http_status);
+              "noise_reason=%s status=%d",
+              was_open ? "disconnected" : "error", why, http_status);
     if (rejected) {
         start_registration(false);
         return;
@@ -187,8 +194,8 @@ static const struct rv_ws_ops ws_ops = {
 };
 
 /* A header value from the environment, if it is a safe one-line value. */
-static void env_header(const char *var, const char *name, char *out, size_t n,
-                       const char **lines, size_t *k)
+static void env_header(const char *var, const char *name, char *out, size_t n, const char **lines,
+                       size_t *k)
 {
     const char *v = getenv(var);
     if (!v || !*v || strlen(v) > 256) return;
@@ -208,7 +215,8 @@ static void connect_now(void)
     if (RAND_bytes(rnd, sizeof rnd) != 1) memset(rnd, 7, sizeof rnd);
     char reqid[64], cluster[300], caller[300];
     int p = snprintf(reqid, sizeof reqid, "x-request-id: req_");
-    for (int i = 0; i < 16; i++) p += snprintf(reqid + p, sizeof reqid - (size_t)p, "%02x", rnd[i]);
+    for (int i = 0; i < 16; i++)
+        p += snprintf(reqid + p, sizeof reqid - (size_t)p, "%02x", rnd[i]);
     const char *lines[4];
     size_t k = 0;
     lines[k++] = reqid;

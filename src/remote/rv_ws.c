@@ -36,7 +36,7 @@ struct rv_ws {
     void *arg;
     enum rv_state state;
     struct rv_ws_url url;
-    char **headers;          /* owned copies of the extra header lines */
+    char **headers; /* owned copies of the extra header lines */
     uint64_t ping_ms, pong_deadline_ms;
     uv_getaddrinfo_t gai;
     uv_connect_t connect_req;
@@ -49,19 +49,19 @@ struct rv_ws {
     char key[25];            /* Sec-WebSocket-Key (base64 of 16 random bytes) */
     struct buf head;         /* response head received so far */
     wslay_event_context_ptr ws;
-    const uint8_t *in;       /* plaintext being fed to wslay */
+    const uint8_t *in; /* plaintext being fed to wslay */
     size_t in_len;
-    uint64_t ping_sent_at;   /* uv_now of the outstanding Ping, 0 if none */
-    size_t queued;           /* bytes in uv_write requests not yet completed */
-    int http_status;         /* a refused upgrade's status */
-    const char *reason;      /* why it closed (first reason wins) */
+    uint64_t ping_sent_at; /* uv_now of the outstanding Ping, 0 if none */
+    size_t queued;         /* bytes in uv_write requests not yet completed */
+    int http_status;       /* a refused upgrade's status */
+    const char *reason;    /* why it closed (first reason wins) */
 };
 
 struct rv_wreq {
     uv_write_t req;
     struct rv_ws *ws;
-    size_t wire_len;   /* bytes on the socket (ciphertext for wss) */
-    size_t msg_len;    /* the message's length, for done */
+    size_t wire_len; /* bytes on the socket (ciphertext for wss) */
+    size_t msg_len;  /* the message's length, for done */
     rv_ws_sent_fn done;
     void *done_arg;
     char *mem;
@@ -145,7 +145,8 @@ static void release(struct rv_ws *ws)
     if (ws->ws) wslay_event_context_free(ws->ws);
     tls_session_free(ws->tls);
     buf_free(&ws->head);
-    for (char **h = ws->headers; h && *h; h++) free(*h);
+    for (char **h = ws->headers; h && *h; h++)
+        free(*h);
     free(ws->headers);
     free(ws);
 }
@@ -270,12 +271,14 @@ int rv_ws_send(struct rv_ws *ws, const uint8_t *p, size_t n, rv_ws_sent_fn done,
         f[3] = (uint8_t)n;
     } else {
         f[1] = 0x80 | 127;
-        for (int i = 0; i < 8; i++) f[2 + i] = (uint8_t)((uint64_t)n >> (56 - 8 * i));
+        for (int i = 0; i < 8; i++)
+            f[2 + i] = (uint8_t)((uint64_t)n >> (56 - 8 * i));
     }
     uint8_t *key = f + hlen;
     mask_bytes(key, 4);
     uint8_t *dst = key + 4;
-    for (size_t i = 0; i < n; i++) dst[i] = p[i] ^ key[i & 3];
+    for (size_t i = 0; i < n; i++)
+        dst[i] = p[i] ^ key[i & 3];
     return raw_write(ws, (char *)f, hlen + 4 + n, n, done, done_arg);
 }
 
@@ -311,8 +314,8 @@ static int wslay_genmask_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t le
     return 0;
 }
 
-static void wslay_msg_cb(wslay_event_context_ptr ctx,
-                         const struct wslay_event_on_msg_recv_arg *arg, void *user)
+static void wslay_msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *arg,
+                         void *user)
 {
     struct rv_ws *ws = user;
     if (ws->state != RV_OPEN) return;
@@ -340,8 +343,7 @@ static void wslay_drain(struct rv_ws *ws)
         finish(ws, "write_error");
         return;
     }
-    if (!wslay_event_want_read(ws->ws) && !wslay_event_want_write(ws->ws))
-        finish(ws, "peer_close");
+    if (!wslay_event_want_read(ws->ws) && !wslay_event_want_write(ws->ws)) finish(ws, "peer_close");
 }
 
 static void feed_frames(struct rv_ws *ws, const uint8_t *p, size_t n)
@@ -392,7 +394,8 @@ static void upgrade_response(struct rv_ws *ws, size_t head_end)
         const char *l = line + 2;
         if (strncasecmp(l, "sec-websocket-accept:", 21) != 0) continue;
         l += 21;
-        while (*l == ' ' || *l == '\t') l++;
+        while (*l == ' ' || *l == '\t')
+            l++;
         size_t vn = strcspn(l, " \t\r");
         ok = vn == strlen(want) && memcmp(l, want, vn) == 0;
         break;
@@ -452,13 +455,16 @@ static void send_upgrade_request(struct rv_ws *ws)
     buf_init(&r);
     bool v6 = strchr(ws->url.host, ':') != NULL;
     bool default_port = ws->url.port == (ws->url.tls ? 443 : 80);
-    buf_printf(&r, "GET %s HTTP/1.1\r\nHost: %s%s%s", ws->url.target, v6 ? "[" : "",
-               ws->url.host, v6 ? "]" : "");
+    buf_printf(&r, "GET %s HTTP/1.1\r\nHost: %s%s%s", ws->url.target, v6 ? "[" : "", ws->url.host,
+               v6 ? "]" : "");
     if (!default_port) buf_printf(&r, ":%d", ws->url.port);
     /* The reference's header order (docs/REMOTE_NOTES.md §3). */
-    buf_printf(&r, "\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
-                   "Sec-WebSocket-Key: %s\r\n", ws->key);
-    for (char **h = ws->headers; h && *h; h++) buf_printf(&r, "%s\r\n", *h);
+    buf_printf(&r,
+               "\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+               "Sec-WebSocket-Key: %s\r\n",
+               ws->key);
+    for (char **h = ws->headers; h && *h; h++)
+        buf_printf(&r, "%s\r\n", *h);
     buf_puts(&r, "\r\n");
     size_t len = r.len;
     raw_write(ws, buf_steal(&r), len, 0, NULL, NULL);
@@ -540,8 +546,10 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     ws->pending--;
     if (ws->state == RV_CLOSING || status < 0 || !res) {
         if (res) uv_freeaddrinfo(res);
-        if (ws->state != RV_CLOSING) finish(ws, "connect_failed");
-        else if (ws->pending == 0) release(ws);
+        if (ws->state != RV_CLOSING)
+            finish(ws, "connect_failed");
+        else if (ws->pending == 0)
+            release(ws);
         return;
     }
     ws->state = RV_CONNECTING;
@@ -588,16 +596,18 @@ int rv_ws_open(uv_loop_t *loop, const struct rv_ws_opts *opts, const struct rv_w
     ws->ping_ms = opts->ping_ms ? opts->ping_ms : 30000;
     ws->pong_deadline_ms = opts->pong_deadline_ms ? opts->pong_deadline_ms : 60000;
     size_t nh = 0;
-    for (const char *const *h = opts->headers; h && *h; h++) nh++;
+    for (const char *const *h = opts->headers; h && *h; h++)
+        nh++;
     ws->headers = xcalloc(nh + 1, sizeof *ws->headers);
-    for (size_t i = 0; i < nh; i++) ws->headers[i] = xstrdup(opts->headers[i]);
+    for (size_t i = 0; i < nh; i++)
+        ws->headers[i] = xstrdup(opts->headers[i]);
     buf_init(&ws->head);
     uv_tcp_init(loop, &ws->tcp);
     uv_timer_init(loop, &ws->timer);
     ws->tcp.data = ws->timer.data = ws;
     ws->pending = 2; /* tcp + timer */
-    uv_timer_start(&ws->timer, on_timer, opts->connect_timeout_ms ? opts->connect_timeout_ms : 10000,
-                   0);
+    uv_timer_start(&ws->timer, on_timer,
+                   opts->connect_timeout_ms ? opts->connect_timeout_ms : 10000, 0);
     ws->gai.data = ws;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     char port[8];

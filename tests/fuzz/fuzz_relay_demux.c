@@ -75,7 +75,8 @@ static const struct relay_demux_ops ops = {f_send, f_close, f_validate, f_cancel
 static int det_rng(void *ctx, uint8_t *out, size_t n)
 {
     uint8_t *c = ctx;
-    for (size_t i = 0; i < n; i++) out[i] = (uint8_t)(*c += 0x9d);
+    for (size_t i = 0; i < n; i++)
+        out[i] = (uint8_t)(*c += 0x9d);
     return 0;
 }
 
@@ -99,8 +100,11 @@ static void init_once(void)
         size_t n;
         noise_ik_write_message1(hs, (const uint8_t *)"hka-auth", 8, m1, sizeof m1, &n);
         noise_ik_handshake_free(hs);
-        struct relay_frame f = {.version = 1, .stream_id = {sid, 2}, .body = RELAY_BODY_HANDSHAKE,
-                                .payload = m1, .payload_len = n};
+        struct relay_frame f = {.version = 1,
+                                .stream_id = {sid, 2},
+                                .body = RELAY_BODY_HANDSHAKE,
+                                .payload = m1,
+                                .payload_len = n};
         relay_frame_encode_alloc(&f, &genuine[i], &genuine_len[i]);
     }
 }
@@ -121,8 +125,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     init_once();
     nv = closes = 0;
-    struct relay_demux *d =
-        relay_demux_new(uv_default_loop(), &exec_key, "env", "reg", &ops, NULL);
+    struct relay_demux *d = relay_demux_new(uv_default_loop(), &exec_key, "env", "reg", &ops, NULL);
     size_t i = 0;
     while (i < size) {
         uint8_t op = data[i++];
