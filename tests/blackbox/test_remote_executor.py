@@ -172,31 +172,41 @@ class RelayHarness:
         return rc, err
 
 
-def with_cloud(fn):
-    """Runs fn(cloud, executor) with a fresh fake cloud and executor."""
-    def wrapper(_srv):
-        need_tools()
-        cloud = fake_cloud.FakeCloud(token=TOKEN)
-        ex = None
-        try:
-            ex = Executor(cloud)
-            cloud.wait_for(lambda c: c.environment_connected(ENV_ID), DEFAULT_TIMEOUT,
-                           "the executor's rendezvous socket")
-            fn(cloud, ex)
-            err = ex.stop()
-            for secret in (TOKEN, "hka-", "sig="):
-                assert secret not in err, "log line reveals %r:\n%s" % (secret, err)
-        finally:
-            if ex and ex.proc.poll() is None:
-                ex.proc.kill()
-            cloud.stop()
-    wrapper.own_server = True
-    wrapper.__name__ = fn.__name__
-    wrapper.__code__ = wrapper.__code__.replace(co_firstlineno=fn.__code__.co_firstlineno)
-    return wrapper
+def with_cloud(cloud_kw=None, prepare=None, **ex_kw):
+    """Runs fn(cloud, executor) with a fresh fake cloud (FakeCloud(**cloud_kw)) and our
+    executor (Executor(cloud, **ex_kw)) connected to it; afterwards the executor must
+    stop cleanly and its log must hold no secret. prepare(cloud), if given, runs before
+    the executor starts and returns extra environment for it."""
+    def deco(fn):
+        def wrapper(_srv):
+            need_tools()
+            cloud = fake_cloud.FakeCloud(token=TOKEN, **(cloud_kw or {}))
+            ex = None
+            try:
+                kw = dict(ex_kw)
+                if prepare:
+                    kw["env_extra"] = dict(kw.get("env_extra") or {}, **prepare(cloud))
+                ex = Executor(cloud, **kw)
+                cloud.wait_for(lambda c: c.environment_connected(ENV_ID), DEFAULT_TIMEOUT,
+                               "the executor's rendezvous socket")
+                fn(cloud, ex)
+                err = ex.stop()
+                for secret in (TOKEN, "hka-", "sig="):
+                    assert secret not in err, "log line reveals %r:\n%s" % (secret, err)
+            finally:
+                if ex and ex.proc.poll() is None:
+                    ex.proc.kill()
+                if getattr(cloud, "front", None):
+                    cloud.front.close()
+                cloud.stop()
+        wrapper.own_server = True
+        wrapper.__name__ = fn.__name__
+        wrapper.__code__ = wrapper.__code__.replace(co_firstlineno=fn.__code__.co_firstlineno)
+        return wrapper
+    return deco
 
 
-@with_cloud
+@with_cloud()
 def test_registers_and_serves_process_and_fs(cloud, ex):
     reg = [r for r in cloud.requests if r["path"].endswith("/register")]
     assert len(reg) == 1, reg
@@ -261,7 +271,7 @@ def test_registers_and_serves_process_and_fs(cloud, ex):
     assert rc == 0, err
 
 
-@with_cloud
+@with_cloud()
 def test_reconnects_after_drop_and_resumes_session(cloud, ex):
     h = RelayHarness(cloud)
     sid = h.initialize()
@@ -292,7 +302,7 @@ def test_reconnects_after_drop_and_resumes_session(cloud, ex):
     assert rc == 0, err
 
 
-@with_cloud
+@with_cloud()
 def test_upgrade_4xx_registers_again(cloud, ex):
     cloud.reject_upgrades(401, role="environment", count=1)
     cloud.drop_environment(ENV_ID)
@@ -305,7 +315,7 @@ def test_upgrade_4xx_registers_again(cloud, ex):
     assert rc == 0, err
 
 
-@with_cloud
+@with_cloud()
 def test_rejects_bad_handshakes_and_records(cloud, ex):
     for mode, why in (("wrong-key", "bad_message1"), ("foreign-prologue", "bad_message1"),
                       ("unauthorized-key", "rejected"), ("bad-authorization", "rejected"),
@@ -322,7 +332,7 @@ def test_rejects_bad_handshakes_and_records(cloud, ex):
     assert rc == 0, err
 
 
-@with_cloud
+@with_cloud()
 def test_failure_budget_closes_the_socket(cloud, ex):
     n_up = len([u for u in cloud.upgrades if u["role"] == "environment"])
     for _ in range(8):
@@ -404,119 +414,95 @@ class TlsFront:
         self.lsock.close()
 
 
-def test_wss_rendezvous(_srv):
+def tls_front(cloud):
+    cloud.front = TlsFront(cloud, tempfile.mkdtemp(prefix="rexec-tls-"))
+    return {"SSL_CERT_FILE": cloud.front.ca}
+
+
+@with_cloud(prepare=tls_front)
+def test_wss_rendezvous(cloud, ex):
     """The executor's rendezvous socket over TLS (wss://, OpenSSL memory BIOs)."""
-    need_tools()
-    cloud = fake_cloud.FakeCloud(token=TOKEN)
-    d = tempfile.mkdtemp(prefix="rexec-tls-")
-    front = TlsFront(cloud, d)
-    ex = Executor(cloud, env_extra={"SSL_CERT_FILE": front.ca})
+    front = cloud.front
+    assert front.handshakes >= 1
+    h = RelayHarness(cloud)
+    h.initialize()
+    with tempfile.NamedTemporaryFile(delete=False) as f:
+        f.write(os.urandom(300 * 1024))
+        path = f.name
     try:
-        cloud.wait_for(lambda c: c.environment_connected(ENV_ID), DEFAULT_TIMEOUT,
-                       "the executor's wss:// socket")
-        assert front.handshakes >= 1
-        h = RelayHarness(cloud)
-        h.initialize()
-        with tempfile.NamedTemporaryFile(delete=False) as f:
-            f.write(os.urandom(300 * 1024))
-            path = f.name
-        try:
-            r = h.request("fs/readFile", {"path": "file://" + path})
-            assert unb64(r["result"]["dataBase64"]) == open(path, "rb").read()
-        finally:
-            os.unlink(path)
-        rc, err = h.close()
-        assert rc == 0, err
-        err = ex.stop()
-        assert "wss://127.0.0.1:%d/cloud-agent" % front.port in err, err
-        # Without the CA the certificate is refused: no connection, not ready, retrying.
-        ex = Executor(cloud, env_extra={"SSL_CERT_FILE": "/nonexistent"})
+        r = h.request("fs/readFile", {"path": "file://" + path})
+        assert unb64(r["result"]["dataBase64"]) == open(path, "rb").read()
+    finally:
+        os.unlink(path)
+    rc, err = h.close()
+    assert rc == 0, err
+    assert "wss://127.0.0.1:%d/cloud-agent" % front.port in ex.stderr()
+    # Without the CA the certificate is refused: no connection, not ready, retrying.
+    ex2 = Executor(cloud, env_extra={"SSL_CERT_FILE": "/nonexistent"})
+    try:
         n = front.handshakes
         time.sleep(1.0)
-        assert ex.readyz() == 503
+        assert ex2.readyz() == 503
         assert front.handshakes == n, "a TLS session was established without the CA"
-        assert "connect_failed" in ex.stderr()
-        ex.stop()
+        assert "connect_failed" in ex2.stderr()
+        ex2.stop()
     finally:
-        if ex.proc.poll() is None:
-            ex.proc.kill()
-        front.close()
-        cloud.stop()
+        if ex2.proc.poll() is None:
+            ex2.proc.kill()
 
 
-test_wss_rendezvous.own_server = True
 
 
-def test_slow_harness_is_closed_by_the_backlog_limit(_srv):
+@with_cloud(cloud_kw={"reset_on_harness_close": True}, extra=["--max-queued-bytes", "2M"])
+def test_slow_harness_is_closed_by_the_backlog_limit(cloud, ex):
     """A harness that stops reading while its process floods stdout: the stream's queued
     bytes pass --max-queued-bytes and the executor drops that stream (its output stays
-    resumable) without harm to the server."""
-    need_tools()
-    # The departing harness's stream is reset towards the executor (as a client that
-    # reconnects does), so its session can be resumed.
-    cloud = fake_cloud.FakeCloud(token=TOKEN, reset_on_harness_close=True)
-    ex = Executor(cloud, extra=["--max-queued-bytes", "2M"])
-    try:
-        cloud.wait_for(lambda c: c.environment_connected(ENV_ID), DEFAULT_TIMEOUT, "socket")
-        h = RelayHarness(cloud)
-        sid = h.initialize()
-        h.request("process/start", {"processId": "big", "argv": ["/usr/bin/head", "-c",
-                                                                 "200000000", "/dev/zero"],
-                                    "cwd": "/", "env": {}, "tty": False})
-        # Stop reading: relay-harness blocks on its stdout, the relay backs up.
-        wait_until(lambda: "slow client" in ex.stderr() or "over the limit" in ex.stderr(),
-                   30, "the backlog limit to act")
-        h.proc.kill()
-        h.proc.wait()
-        h2 = RelayHarness(cloud)
-        deadline = time.monotonic() + DEFAULT_TIMEOUT
-        while True:
-            r = h2.request("initialize", {"clientName": "t", "resumeSessionId": sid})
-            if "result" in r or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        assert r.get("result", {}).get("sessionId") == sid, r
-        h2.send({"method": "initialized", "params": {}})
-        r = h2.request("process/terminate", {"processId": "big"})
-        assert "result" in r or "error" in r, r
-        assert h2.close()[0] == 0
-        ex.stop()
-    finally:
-        if ex.proc.poll() is None:
-            ex.proc.kill()
-        cloud.stop()
+    resumable) without harm to the server. The fake resets a departing harness's stream
+    towards the executor (as a reconnecting client does), so the session resumes."""
+    h = RelayHarness(cloud)
+    sid = h.initialize()
+    h.request("process/start", {"processId": "big", "argv": ["/usr/bin/head", "-c",
+                                                             "200000000", "/dev/zero"],
+                                "cwd": "/", "env": {}, "tty": False})
+    # Stop reading: relay-harness blocks on its stdout, the relay backs up.
+    wait_until(lambda: "slow client" in ex.stderr() or "over the limit" in ex.stderr(),
+               30, "the backlog limit to act")
+    h.proc.kill()
+    h.proc.wait()
+    h2 = RelayHarness(cloud)
+    deadline = time.monotonic() + DEFAULT_TIMEOUT
+    while True:
+        r = h2.request("initialize", {"clientName": "t", "resumeSessionId": sid})
+        if "result" in r or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert r.get("result", {}).get("sessionId") == sid, r
+    h2.send({"method": "initialized", "params": {}})
+    r = h2.request("process/terminate", {"processId": "big"})
+    assert "result" in r or "error" in r, r
+    assert h2.close()[0] == 0
 
 
-test_slow_harness_is_closed_by_the_backlog_limit.own_server = True
 
 
-def test_pong_deadline_reconnects(_srv):
+@with_cloud(cloud_kw={"answer_pings": False},
+            env_extra={"EXEC_SERVER_REMOTE_PING_MS": "150", "EXEC_SERVER_REMOTE_PONG_MS": "300"})
+def test_pong_deadline_reconnects(cloud, ex):
     """A rendezvous that never answers pings: the executor closes after the pong deadline
     (shortened here) and reconnects with the same URL; /metrics counts the reason."""
-    need_tools()
-    cloud = fake_cloud.FakeCloud(token=TOKEN, answer_pings=False)
-    ex = Executor(cloud, env_extra={"EXEC_SERVER_REMOTE_PING_MS": "150",
-                                    "EXEC_SERVER_REMOTE_PONG_MS": "300"})
-    try:
-        cloud.wait_for(lambda c: len([u for u in c.upgrades if u["role"] == "environment"]) >= 2,
-                       DEFAULT_TIMEOUT, "a reconnect after the pong deadline")
-        pings = [e for e in cloud.events if e[1] == "ping"]
-        assert pings and all(e[2][1] == b"" for e in pings), pings[:3]
-        assert len([r for r in cloud.requests if r["path"].endswith("/register")]) == 1
-        host_port = ex.url[len("ws://"):]
-        with urllib.request.urlopen("http://%s/metrics" % host_port, timeout=5) as r:
-            text = r.read().decode()
-        line = [l for l in text.splitlines()
-                if l.startswith('exec_server_remote_reconnects_total{reason="pong_timeout"}')]
-        assert line and int(line[0].split()[-1]) >= 1, line
-        ex.stop()
-    finally:
-        if ex.proc.poll() is None:
-            ex.proc.kill()
-        cloud.stop()
+    cloud.wait_for(lambda c: len([u for u in c.upgrades if u["role"] == "environment"]) >= 2,
+                   DEFAULT_TIMEOUT, "a reconnect after the pong deadline")
+    pings = [e for e in cloud.events if e[1] == "ping"]
+    assert pings and all(e[2][1] == b"" for e in pings), pings[:3]
+    assert len([r for r in cloud.requests if r["path"].endswith("/register")]) == 1
+    host_port = ex.url[len("ws://"):]
+    with urllib.request.urlopen("http://%s/metrics" % host_port, timeout=5) as r:
+        text = r.read().decode()
+    line = [l for l in text.splitlines()
+            if l.startswith('exec_server_remote_reconnects_total{reason="pong_timeout"}')]
+    assert line and int(line[0].split()[-1]) >= 1, line
 
 
-test_pong_deadline_reconnects.own_server = True
 
 
 def test_usage_and_registration_errors(_srv):
