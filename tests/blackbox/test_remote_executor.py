@@ -304,6 +304,11 @@ def test_reconnects_after_drop_and_resumes_session(cloud, ex):
 
 @with_cloud()
 def test_upgrade_4xx_registers_again(cloud, ex):
+    # A close frame (1001) first: the same URL again, no registration.
+    cloud.drop_environment(ENV_ID, graceful=True)
+    cloud.wait_for(lambda c: len([u for u in c.upgrades if u["role"] == "environment"]) == 2
+                   and c.environment_connected(ENV_ID), DEFAULT_TIMEOUT, "reconnect after 1001")
+    assert len([r for r in cloud.requests if r["path"].endswith("/register")]) == 1
     cloud.reject_upgrades(401, role="environment", count=1)
     cloud.drop_environment(ENV_ID)
     cloud.wait_for(lambda c: len([r for r in c.requests if r["path"].endswith("/register")]) == 2,
@@ -557,6 +562,14 @@ def test_usage_and_registration_errors(_srv):
                        "--registration-bearer-stdin"], stdin=(TOKEN + "\n").encode())
         assert rc == 1 and "registration failed" in err, (rc, err)
         assert TOKEN not in err
+        cloud.failures.clear()
+        cloud.fail_next("register", 307, "moved", "elsewhere")
+        rc, err = run(["--remote", cloud.base_url, "--environment-id", ENV_ID,
+                       "--registration-bearer-stdin"], stdin=(TOKEN + "\n").encode())
+        assert rc == 1 and "redirect (not followed)" in err, (rc, err)
+        rc, err = run(["--remote", cloud.base_url, "--environment-id", ENV_ID,
+                       "--registration-bearer-stdin"], stdin=b"wrong-token\n")
+        assert rc == 1 and "refused our credentials" in err, (rc, err)
     finally:
         cloud.stop()
 
