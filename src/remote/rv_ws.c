@@ -41,13 +41,16 @@ struct rv_ws {
     uv_getaddrinfo_t gai;
     uv_connect_t connect_req;
     uv_tcp_t tcp;
-    uv_timer_t timer;        /* connect deadline, then the Ping / Pong timer */
-    int pending;             /* handles and requests whose callbacks are still due */
-    bool resolving;          /* gai is in flight */
-    struct tls_session *tls; /* wss only */
-    bool request_sent;       /* the upgrade request is out */
-    char key[25];            /* Sec-WebSocket-Key (base64 of 16 random bytes) */
-    struct buf head;         /* response head received so far */
+    uv_timer_t timer;           /* connect deadline, then the Ping / Pong timer */
+    int pending;                /* handles and requests whose callbacks are still due */
+    bool resolving;             /* gai is in flight */
+    struct addrinfo *addrs;     /* resolved addresses (owned), tried in order */
+    struct addrinfo *next_addr; /* the next one to try after a failed connect */
+    bool recycling;             /* tcp is closing to be re-initialised for the next address */
+    struct tls_session *tls;    /* wss only */
+    bool request_sent;          /* the upgrade request is out */
+    char key[25];               /* Sec-WebSocket-Key (base64 of 16 random bytes) */
+    struct buf head;            /* response head received so far */
     wslay_event_context_ptr ws;
     const uint8_t *in; /* plaintext being fed to wslay */
     size_t in_len;
@@ -136,12 +139,14 @@ static void finish(struct rv_ws *ws, const char *reason)
     ws->state = RV_CLOSING;
     if (ws->resolving) uv_cancel((uv_req_t *)&ws->gai);
     uv_close((uv_handle_t *)&ws->timer, handle_closed);
-    uv_close((uv_handle_t *)&ws->tcp, handle_closed);
+    /* A tcp handle being recycled is already closing; its callback finishes it. */
+    if (!ws->recycling) uv_close((uv_handle_t *)&ws->tcp, handle_closed);
 }
 
 static void release(struct rv_ws *ws)
 {
     ws->ops->on_closed(ws->arg, ws->http_status, ws->reason ? ws->reason : "local_shutdown");
+    if (ws->addrs) uv_freeaddrinfo(ws->addrs);
     if (ws->ws) wslay_event_context_free(ws->ws);
     tls_session_free(ws->tls);
     buf_free(&ws->head);
@@ -522,6 +527,22 @@ static void rv_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     }
 }
 
+static void connect_next(struct rv_ws *ws);
+
+/* The recycled tcp handle is closed: a fresh one for the next address. */
+static void tcp_recycled(uv_handle_t *h)
+{
+    struct rv_ws *ws = h->data;
+    ws->recycling = false;
+    if (ws->state == RV_CLOSING) {
+        if (--ws->pending == 0) release(ws);
+        return;
+    }
+    uv_tcp_init(ws->loop, &ws->tcp);
+    ws->tcp.data = ws;
+    connect_next(ws);
+}
+
 static void on_connected(uv_connect_t *req, int status)
 {
     struct rv_ws *ws = req->data;
@@ -531,7 +552,14 @@ static void on_connected(uv_connect_t *req, int status)
         return;
     }
     if (status < 0) {
-        finish(ws, "connect_failed");
+        if (!ws->next_addr) {
+            finish(ws, "connect_failed");
+            return;
+        }
+        /* Another address of the name (say IPv4 after IPv6): a failed handle cannot
+         * connect again, so close it and start over with a new one. */
+        ws->recycling = true;
+        uv_close((uv_handle_t *)&ws->tcp, tcp_recycled);
         return;
     }
     uv_tcp_nodelay(&ws->tcp, 1);
@@ -551,6 +579,19 @@ static void on_connected(uv_connect_t *req, int status)
     }
 }
 
+static void connect_next(struct rv_ws *ws)
+{
+    struct addrinfo *ai = ws->next_addr;
+    ws->next_addr = ai->ai_next;
+    ws->connect_req.data = ws;
+    int r = uv_tcp_connect(&ws->connect_req, &ws->tcp, ai->ai_addr, on_connected);
+    if (r < 0) {
+        finish(ws, "connect_failed");
+        return;
+    }
+    ws->pending++;
+}
+
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 {
     struct rv_ws *ws = req->data;
@@ -565,14 +606,8 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
         return;
     }
     ws->state = RV_CONNECTING;
-    ws->connect_req.data = ws;
-    int r = uv_tcp_connect(&ws->connect_req, &ws->tcp, res->ai_addr, on_connected);
-    uv_freeaddrinfo(res);
-    if (r < 0) {
-        finish(ws, "connect_failed");
-        return;
-    }
-    ws->pending++;
+    ws->addrs = ws->next_addr = res;
+    connect_next(ws);
 }
 
 static void on_timer(uv_timer_t *t)
