@@ -363,6 +363,40 @@ def test_noise_authorization_is_checked(_):
         assert len(rig.registers()) == 1, "a refused harness must not cause a re-register"
 
 
+@needs_own_server
+def test_noise_resume_after_harness_drop(_):
+    """The rendezvous drops a harness mid-command (and resets its stream towards the
+    executor); a new harness resumes the session and reads the output produced meanwhile."""
+    with Rig() as rig:
+        rig.wait_connected()
+        h = noise_harness(rig)
+        try:
+            sid = h.request("initialize", {"clientName": "resume-1"})["sessionId"]
+            h.send({"method": "initialized", "params": {}})
+            h.request("process/start", {"processId": "long", "argv": [
+                "/bin/sh", "-c", "echo before; sleep 1; echo after"], "cwd": "file:///",
+                "env": {}, "tty": False})
+            assert rig.cloud.drop_harness(h.stream_id) == 1
+        finally:
+            h.close()
+        # The executor is told through a reset frame on that stream (fake_cloud default).
+        rig.wait(lambda c: [f for f in c.frames if f["stream_id"] == h.stream_id
+                            and f["dir"] == "h2e" and f["body"] == "reset"], "reset sent")
+        h2 = noise_harness(rig)
+        try:
+            r = h2.request("initialize", {"clientName": "resume-2", "resumeSessionId": sid})
+            assert r["sessionId"] == sid, r
+            h2.send({"method": "initialized", "params": {}})
+            out, deadline = b"", time.monotonic() + T
+            while b"after" not in out and time.monotonic() < deadline:
+                rr = h2.request("process/read", {"processId": "long", "afterSeq": 0,
+                                                 "waitMs": 500})
+                out = b"".join(base64.b64decode(c["chunk"]) for c in rr["chunks"])
+            assert out == b"before\nafter\n", out
+        finally:
+            h2.close()
+
+
 def _post(path, doc):
     body = json.dumps(doc)
     return ("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"

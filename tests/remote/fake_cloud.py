@@ -371,11 +371,14 @@ class FakeCloud:
 
     def __init__(self, host="127.0.0.1", port=0, token=None, authorization_ttl=60.0,
                  single_use_authorizations=True, ping_interval=None,
-                 reset_on_harness_close=False, answer_pings=True):
+                 reset_on_harness_close=True, answer_pings=True):
         """token: expected bearer (None = accept any request without checking auth).
         ping_interval: seconds between rendezvous->peer pings (None = never ping).
         reset_on_harness_close: send the environment a `reset` frame for every stream
-        a departing harness socket owned (unknown whether the hosted service does)."""
+        a departing harness socket owned. Whether the hosted service does this is unknown,
+        but codex 0.169.0 has no other way to learn that a harness left: without it the
+        stream and its session stay attached and `initialize{resumeSessionId}` fails with
+        -32010 "already attached" (docs/REMOTE_NOTES.md §5b)."""
         self.token = token
         self.authorization_ttl = authorization_ttl
         self.single_use = single_use_authorizations
@@ -758,10 +761,10 @@ class FakeCloud:
             return 401, "bad_signature"
         return 101, None
 
-    def _record_frame(self, direction, env, raw, parsed, opcode=2):
+    def _record_frame(self, direction, env, raw, parsed, opcode=2, synthetic=False):
         with self.lock:
             self.frames.append({"t": time.monotonic(), "dir": direction, "env": env,
-                                "opcode": opcode,
+                                "opcode": opcode, "synthetic": synthetic,
                                 "stream_id": parsed and parsed["stream_id"],
                                 "body": parsed and parsed["body"], "raw": raw,
                                 "parsed": parsed})
@@ -855,16 +858,18 @@ class FakeCloud:
                 self.lock.notify_all()
             if self.reset_on_harness_close and target is not None:
                 for sid in owned:
+                    frame = make_frame(sid, "reset", pb_len(1, b"harness_disconnected"))
+                    # Recorded as h2e with synthetic=True: the fake, not a harness, sent it.
+                    self._record_frame("h2e", env, frame, parse_frame(frame), synthetic=True)
                     try:
-                        target.send_binary(make_frame(sid, "reset",
-                                                      pb_len(1, b"harness_disconnected")))
+                        target.send_binary(frame)
                     except WsClosed:
                         pass
             conn.abort()
 
     def _serve_direct(self, conn, env):
         """Direct transport: the executor's socket carries plain JSON-RPC text messages.
-        The fake records them; a test can talk to the executor through direct_peer()."""
+        The fake records them; a test talks to the executor through direct_send()."""
         with self.lock:
             self.env_socks[env] = conn
         self._event("direct_connected", env)
