@@ -805,11 +805,14 @@ class FakeCloud:
         except WsClosed as e:
             self._event("environment_closed", (env, str(e)))
         finally:
-            with self.lock:
-                if self.env_socks.get(env) is conn:
-                    del self.env_socks[env]
-                self.lock.notify_all()
-            conn.abort()
+            self._forget_environment(env, conn)
+
+    def _forget_environment(self, env, conn):
+        with self.lock:
+            if self.env_socks.get(env) is conn:  # a replacement may already be registered
+                del self.env_socks[env]
+            self.lock.notify_all()
+        conn.abort()
 
     def _serve_harness(self, conn, env):
         owned = set()
@@ -881,11 +884,7 @@ class FakeCloud:
         except WsClosed as e:
             self._event("direct_closed", (env, str(e)))
         finally:
-            with self.lock:
-                if self.env_socks.get(env) is conn:
-                    del self.env_socks[env]
-                self.lock.notify_all()
-            conn.abort()
+            self._forget_environment(env, conn)
 
     def direct_send(self, env, obj):
         """Send one JSON-RPC message (as a text frame) to a direct-mode executor."""
