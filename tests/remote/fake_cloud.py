@@ -583,11 +583,11 @@ class FakeCloud:
             if hdr.get("upgrade", "").lower() == "websocket":
                 self._serve_upgrade(sock, req, hdr)
                 return
-            with self.lock:
-                self.requests.append(req)
-                self.lock.notify_all()
             status, doc = self._registry(req, hdr)
             req["status"], req["response"] = status, doc
+            with self.lock:  # recorded complete (with its answer) before the peer sees it
+                self.requests.append(req)
+                self.lock.notify_all()
             self._respond(sock, status, doc)
         except HttpError as e:
             self._respond(sock, e.status, {"error": {"code": e.code, "message": e.message}})
