@@ -32,28 +32,11 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "remote"))
 from harness import *  # noqa
 import fake_cloud  # noqa
+from test_codex_client import codex_binary  # npm-installs codex 0.169.0 when missing
 
-CODEX_VERSION = "0.169.0"
-REF_DIR = os.path.expanduser("~/.cache/codex-ref")
 TOKEN = "tok-" + uuid.uuid4().hex
 ENV_ID = "env-1"
 T = DEFAULT_TIMEOUT
-
-
-def codex_binary():
-    found = find_reference()
-    if found:
-        return found
-    try:
-        subprocess.run(["npm", "install", "--prefix", REF_DIR, "@openai/codex@" + CODEX_VERSION],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600,
-                       check=True)
-    except (OSError, subprocess.SubprocessError) as e:
-        raise TestSkip("npm could not install @openai/codex@%s: %s" % (CODEX_VERSION, e))
-    found = find_reference()
-    if not found:
-        raise TestSkip("npm installed @openai/codex but no codex binary was found")
-    return found
 
 
 def executor_cmd():
@@ -272,6 +255,16 @@ def noise_harness(rig, **kw):
     return noise_client.NoiseHarness(rig.cloud, TOKEN, ENV_ID, _ORACLE[0], timeout=T, **kw)
 
 
+def read_output(h, process_id, needle):
+    """Poll process/read (bounded by T) until `needle` shows up; return all output."""
+    out, deadline = b"", time.monotonic() + T
+    while needle not in out and time.monotonic() < deadline:
+        r = h.request("process/read", {"processId": process_id, "afterSeq": 0,
+                                       "waitMs": 500})
+        out = b"".join(base64.b64decode(c["chunk"]) for c in r["chunks"])
+    return out
+
+
 @needs_own_server
 def test_noise_session_end_to_end(_):
     """A real hybrid-IK handshake and JSON-RPC over encrypted data frames."""
@@ -297,11 +290,7 @@ def test_noise_session_end_to_end(_):
             h.send({"method": "initialized", "params": {}})
             h.request("process/start", {"processId": "p1", "argv": ["/bin/echo", "via-noise"],
                                         "cwd": "file:///", "env": {}, "tty": False})
-            out, deadline = b"", time.monotonic() + T
-            while b"via-noise" not in out and time.monotonic() < deadline:
-                r = h.request("process/read", {"processId": "p1", "afterSeq": 0,
-                                               "waitMs": 500})
-                out = b"".join(base64.b64decode(c["chunk"]) for c in r["chunks"])
+            out = read_output(h, "p1", b"via-noise")
             assert out == b"via-noise\n", out
             # A message bigger than one Noise record (60 KiB plaintext) spans several frames.
             tmp = tempfile.NamedTemporaryFile(prefix="execbb-noise-", delete=False)
@@ -335,32 +324,57 @@ def test_noise_authorization_is_checked(_):
         h.close()
         # Replay: same key material is not available to a new harness, so replay the
         # authorization with a fresh key: the fake answers valid:false (key mismatch, used).
+        def refused(why, expect):
+            try:
+                noise_harness(rig).close()
+            except noise_client.HarnessError as e:
+                assert expect in str(e), (why, e)
+                return
+            raise AssertionError("handshake succeeded although " + why)
+
         rig.cloud.override_response("connect", harness_key_authorization=auth)
-        try:
-            noise_harness(rig)
-            raise AssertionError("handshake with a replayed authorization succeeded")
-        except noise_client.HarnessError as e:
-            assert "noise_relay_protocol_error" in str(e), e
-        v = [r for r in rig.cloud.requests if r["path"].endswith("/validate")]
-        assert [r["response"] for r in v] == [{"valid": True}, {"valid": False}], \
-            [r["response"] for r in v]
+        refused("the authorization was replayed", "noise_relay_protocol_error")
+        v = [r["response"] for r in rig.cloud.requests if r["path"].endswith("/validate")]
+        assert v == [{"valid": True}, {"valid": False}], v
         rig.cloud.override_response("connect")
         rig.cloud.fail_next("validate", 403, "forbidden", "no")
-        try:
-            noise_harness(rig)
-            raise AssertionError("handshake succeeded although /validate answered 403")
-        except noise_client.HarnessError as e:
-            assert "noise_relay_protocol_error" in str(e), e
+        refused("/validate answered 403", "noise_relay_protocol_error")
         # 401 from /validate (the executor's own registry credential was refused): the
         # executor finishes the handshake with an authenticated rejection payload instead.
         rig.cloud.fail_next("validate", 401, "unauthorized", "no")
-        try:
-            noise_harness(rig)
-            raise AssertionError("handshake succeeded although /validate answered 401")
-        except noise_client.HarnessError as e:
-            assert "codex-registry-authentication-rejected/v1" in str(e), e
+        refused("/validate answered 401", "codex-registry-authentication-rejected/v1")
         assert rig.cloud.environment_connected(ENV_ID)
         assert len(rig.registers()) == 1, "a refused harness must not cause a re-register"
+
+
+@needs_own_server
+def test_noise_resume_after_harness_drop(_):
+    """The rendezvous drops a harness mid-command (and resets its stream towards the
+    executor); a new harness resumes the session and reads the output produced meanwhile."""
+    with Rig() as rig:
+        rig.wait_connected()
+        h = noise_harness(rig)
+        try:
+            sid = h.request("initialize", {"clientName": "resume-1"})["sessionId"]
+            h.send({"method": "initialized", "params": {}})
+            h.request("process/start", {"processId": "long", "argv": [
+                "/bin/sh", "-c", "echo before; sleep 1; echo after"], "cwd": "file:///",
+                "env": {}, "tty": False})
+            assert rig.cloud.drop_harness(h.stream_id) == 1
+        finally:
+            h.close()
+        # The executor is told through a reset frame on that stream (fake_cloud default).
+        rig.wait(lambda c: [f for f in c.frames if f["stream_id"] == h.stream_id
+                            and f["dir"] == "h2e" and f["body"] == "reset"], "reset sent")
+        h2 = noise_harness(rig)
+        try:
+            r = h2.request("initialize", {"clientName": "resume-2", "resumeSessionId": sid})
+            assert r["sessionId"] == sid, r
+            h2.send({"method": "initialized", "params": {}})
+            out = read_output(h2, "long", b"after")
+            assert out == b"before\nafter\n", out
+        finally:
+            h2.close()
 
 
 def _post(path, doc):

@@ -23,16 +23,25 @@ One TCP port serves both parts (Python 3 standard library only):
     sockets. Frames are protobuf RelayMessageFrames; only field 2 (stream_id) is read:
     harness->environment frames are forwarded unchanged to the environment socket and
     the harness socket becomes the owner of that stream_id; environment->harness frames
-    go to the owner of their stream_id. Nothing is decrypted or rewritten.
-    GET /cloud-agent/fake/ws/direct/{id}?sig=...   direct transport: the executor socket
-    (a test drives it as the client through `direct_client()`).
+    go to the owner of their stream_id. Nothing is decrypted or rewritten. When a harness
+    socket goes away, the environment gets `reset{"harness_disconnected"}` for each stream
+    it owned (reset_on_harness_close; see REMOTE_NOTES §5b for why).
+    GET /cloud-agent/fake/ws/direct/{id}?role=environment&sig=...   direct transport: the
+    executor's socket carries cleartext JSON-RPC; a test talks to it via direct_send().
+  Signatures are HMAC-SHA256(secret, role, environment, registration id): a re-register
+  invalidates the previous URLs (they then get 401). Harness-key authorizations are bound
+  to the registration id and the harness key, single use, 60 s TTL (knobs).
 
 Knobs for tests (all thread-safe): drop_environment(), drop_harness(),
 reject_upgrades(status, role, count), fail_next(endpoint, status, code, message),
-requests / upgrades / frames / events records, wait_for(...), stop().
+override_response(endpoint, member=value|None), answer_pings / ping_interval /
+reset_on_harness_close (constructor), records requests / upgrades / frames / events,
+cleartext_hits(needle), wait_for(pred, timeout), stop(). A Noise harness for driving an
+executor through it is in tests/remote/noise_client.py.
 
-Standalone:  python3 tests/remote/fake_cloud.py --port 0 [--token T]
-prints one line `FAKE_CLOUD url=http://127.0.0.1:PORT token=T` and serves until SIGINT/SIGTERM.
+Standalone:  python3 tests/remote/fake_cloud.py --port 0 [--token T] [--host H]
+[--public-host NAME] prints one line `FAKE_CLOUD url=http://HOST:PORT token=T` and serves
+until SIGINT/SIGTERM (--log prints requests and upgrades on stderr).
 """
 
 import argparse
@@ -381,11 +390,14 @@ class FakeCloud:
 
     def __init__(self, host="127.0.0.1", port=0, token=None, authorization_ttl=60.0,
                  single_use_authorizations=True, ping_interval=None,
-                 reset_on_harness_close=False, answer_pings=True):
+                 reset_on_harness_close=True, answer_pings=True, public_host=None):
         """token: expected bearer (None = accept any request without checking auth).
         ping_interval: seconds between rendezvous->peer pings (None = never ping).
         reset_on_harness_close: send the environment a `reset` frame for every stream
-        a departing harness socket owned (unknown whether the hosted service does)."""
+        a departing harness socket owned. Whether the hosted service does this is unknown,
+        but codex 0.169.0 has no other way to learn that a harness left: without it the
+        stream and its session stay attached and `initialize{resumeSessionId}` fails with
+        -32010 "already attached" (docs/REMOTE_NOTES.md §5b)."""
         self.token = token
         self.authorization_ttl = authorization_ttl
         self.single_use = single_use_authorizations
@@ -410,7 +422,9 @@ class FakeCloud:
         self.stopping = False
         self.listener = socket.create_server((host, port), backlog=64)
         self.host, self.port = self.listener.getsockname()[:2]
-        self.base_url = "http://%s:%d" % (self.host, self.port)
+        # Name put into the URLs handed out (a wildcard bind address is not dialable).
+        self.public_host = public_host or self.host
+        self.base_url = "http://%s:%d" % (self.public_host, self.port)
         self.threads = []
         t = threading.Thread(target=self._accept_loop, daemon=True)
         t.start()
@@ -579,11 +593,11 @@ class FakeCloud:
             if hdr.get("upgrade", "").lower() == "websocket":
                 self._serve_upgrade(sock, req, hdr)
                 return
-            with self.lock:
-                self.requests.append(req)
-                self.lock.notify_all()
             status, doc = self._registry(req, hdr)
             req["status"], req["response"] = status, doc
+            with self.lock:  # recorded complete (with its answer) before the peer sees it
+                self.requests.append(req)
+                self.lock.notify_all()
             self._respond(sock, status, doc)
         except HttpError as e:
             self._respond(sock, e.status, {"error": {"code": e.code, "message": e.message}})
@@ -640,7 +654,7 @@ class FakeCloud:
     def _ws_url(self, kind, env, role, reg):
         sig = self._sign(role, env, reg)
         return "ws://%s:%d/cloud-agent/fake/ws/%s/%s?role=%s&sig=%s" % (
-            self.host, self.port, kind, env, role, sig)
+            self.public_host, self.port, kind, env, role, sig)
 
     def _ep_register(self, env, body):
         if body.get("security_profile") != SECURITY_PROFILE:
@@ -768,10 +782,10 @@ class FakeCloud:
             return 401, "bad_signature"
         return 101, None
 
-    def _record_frame(self, direction, env, raw, parsed, opcode=2):
+    def _record_frame(self, direction, env, raw, parsed, opcode=2, synthetic=False):
         with self.lock:
             self.frames.append({"t": time.monotonic(), "dir": direction, "env": env,
-                                "opcode": opcode,
+                                "opcode": opcode, "synthetic": synthetic,
                                 "stream_id": parsed and parsed["stream_id"],
                                 "body": parsed and parsed["body"], "raw": raw,
                                 "parsed": parsed})
@@ -812,11 +826,14 @@ class FakeCloud:
         except WsClosed as e:
             self._event("environment_closed", (env, str(e)))
         finally:
-            with self.lock:
-                if self.env_socks.get(env) is conn:
-                    del self.env_socks[env]
-                self.lock.notify_all()
-            conn.abort()
+            self._forget_environment(env, conn)
+
+    def _forget_environment(self, env, conn):
+        with self.lock:
+            if self.env_socks.get(env) is conn:  # a replacement may already be registered
+                del self.env_socks[env]
+            self.lock.notify_all()
+        conn.abort()
 
     def _serve_harness(self, conn, env):
         owned = set()
@@ -865,16 +882,18 @@ class FakeCloud:
                 self.lock.notify_all()
             if self.reset_on_harness_close and target is not None:
                 for sid in owned:
+                    frame = make_frame(sid, "reset", pb_len(1, b"harness_disconnected"))
+                    # Recorded as h2e with synthetic=True: the fake, not a harness, sent it.
+                    self._record_frame("h2e", env, frame, parse_frame(frame), synthetic=True)
                     try:
-                        target.send_binary(make_frame(sid, "reset",
-                                                      pb_len(1, b"harness_disconnected")))
+                        target.send_binary(frame)
                     except WsClosed:
                         pass
             conn.abort()
 
     def _serve_direct(self, conn, env):
         """Direct transport: the executor's socket carries plain JSON-RPC text messages.
-        The fake records them; a test can talk to the executor through direct_peer()."""
+        The fake records them; a test talks to the executor through direct_send()."""
         with self.lock:
             self.env_socks[env] = conn
         self._event("direct_connected", env)
@@ -886,11 +905,7 @@ class FakeCloud:
         except WsClosed as e:
             self._event("direct_closed", (env, str(e)))
         finally:
-            with self.lock:
-                if self.env_socks.get(env) is conn:
-                    del self.env_socks[env]
-                self.lock.notify_all()
-            conn.abort()
+            self._forget_environment(env, conn)
 
     def direct_send(self, env, obj):
         """Send one JSON-RPC message (as a text frame) to a direct-mode executor."""
@@ -903,6 +918,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--public-host", default=None,
+                    help="host name to put in issued URLs (default: the bind address)")
     ap.add_argument("--token", default=None,
                     help="expected registry bearer (default: a random one is generated)")
     ap.add_argument("--no-auth", action="store_true", help="accept any registry request")
@@ -910,7 +927,8 @@ def main(argv=None):
     ap.add_argument("--log", action="store_true", help="print requests/upgrades on stderr")
     args = ap.parse_args(argv)
     token = None if args.no_auth else (args.token or "fake-" + secrets.token_hex(16))
-    cloud = FakeCloud(args.host, args.port, token=token, ping_interval=args.ping_interval)
+    cloud = FakeCloud(args.host, args.port, token=token, ping_interval=args.ping_interval,
+                      public_host=args.public_host)
     print("FAKE_CLOUD url=%s token=%s" % (cloud.base_url, token or ""), flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *a: stop.set())

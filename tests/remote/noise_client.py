@@ -140,7 +140,6 @@ class NoiseHarness:
         inner = dict((n, v) for n, _, v in fake_cloud.pb_fields(f["body_bytes"]))
         self.msg2_len = len(inner[1])
         out = self.crypto.call(op="msg2", msg=base64.b64encode(inner[1]).decode())
-        self.msg2_variant = out.get("variant")
         if base64.b64decode(out["payload"]):
             raise HarnessError("non-empty msg2 payload: %r" % base64.b64decode(out["payload"])[:500])
 

@@ -193,6 +193,8 @@ def run(scenario, seconds):
     err = "\n".join(l for l in err.splitlines() if "inotify" not in l)
     print("STDERR (tail)\n" + err[-4000:])
     cloud.stop()
+    import shutil
+    shutil.rmtree(home, ignore_errors=True)
 
 
 if __name__ == "__main__":
