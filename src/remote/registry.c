@@ -248,7 +248,7 @@ static void call_done(struct curl_loop_job *job, CURLcode rc)
 }
 
 static struct registry_call *start(struct registry_client *rc, const char *what, char *body,
-                                   long timeout_ms)
+                                   long timeout_ms, const char *first_header)
 {
     const char *why;
     if (!body || curl_dl_load(&why) < 0) {
@@ -261,12 +261,13 @@ static struct registry_call *start(struct registry_client *rc, const char *what,
     buf_init(&c->resp);
     char url[4096];
     snprintf(url, sizeof url, "%s/cloud/environment/%s/%s", rc->base, rc->env_escaped, what);
+    /* The headers and their order as 0.169.0 sends them (REMOTE_NOTES §2, §5a): no
+     * traceparent without a tracing exporter, Accept: any. */
+    if (first_header) c->hdrs = cdl.slist_append(c->hdrs, first_header);
     c->hdrs = cdl.slist_append(c->hdrs, "Content-Type: application/json");
-    /* As 0.169.0 sends it: no traceparent without a tracing exporter (REMOTE_NOTES
-     * §2), Accept: any. */
-    c->hdrs = cdl.slist_append(c->hdrs, "Accept: */*");
     for (char **h = rc->auth; *h; h++)
         c->hdrs = cdl.slist_append(c->hdrs, *h);
+    c->hdrs = cdl.slist_append(c->hdrs, "Accept: */*");
     CURL *e = c->job.easy = cdl.easy_init();
     if (!e) {
         call_free(c);
@@ -295,7 +296,7 @@ struct registry_call *registry_register(struct registry_client *rc, const char *
                                         registry_register_cb cb, void *arg)
 {
     struct registry_call *c =
-        start(rc, "register", registry_register_body(key_json), REGISTRY_REGISTER_TIMEOUT_MS);
+        start(rc, "register", registry_register_body(key_json), REGISTRY_REGISTER_TIMEOUT_MS, NULL);
     if (!c) return NULL;
     c->reg_cb = cb;
     c->arg = arg;
@@ -303,12 +304,15 @@ struct registry_call *registry_register(struct registry_client *rc, const char *
 }
 
 struct registry_call *registry_validate(struct registry_client *rc, const char *registration_id,
-                                        const char *harness_key_json, const char *authorization,
-                                        registry_validate_cb cb, void *arg)
+                                        const char *stream_id, const char *harness_key_json,
+                                        const char *authorization, registry_validate_cb cb,
+                                        void *arg)
 {
+    char sh[200];
+    snprintf(sh, sizeof sh, "x-codex-noise-stream-id: %s", stream_id);
     struct registry_call *c = start(
         rc, "validate", registry_validate_body(registration_id, harness_key_json, authorization),
-        REGISTRY_VALIDATE_TIMEOUT_MS);
+        REGISTRY_VALIDATE_TIMEOUT_MS, sh);
     if (!c) return NULL;
     c->is_validate = true;
     c->val_cb = cb;

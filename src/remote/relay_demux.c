@@ -362,6 +362,14 @@ static void on_handshake(struct relay_demux *d, const struct relay_frame *f)
         handshake_failed(d, id, idn, "stream_id_too_long");
         return;
     }
+    /* The id travels in an HTTP header of /validate: visible ASCII only (a harness's
+     * UUIDv4 always is), so nothing can be injected into the request. */
+    for (size_t i = 0; i < idn; i++) {
+        if (id[i] <= 0x20 || id[i] >= 0x7f) {
+            handshake_failed(d, id, idn, "stream_id_not_ascii");
+            return;
+        }
+    }
     char *sid = xstrndup(id, idn);
     size_t plen;
     uint8_t *prologue = noise_ik_prologue(d->env_id, d->reg_id, sid, &plen);
@@ -397,7 +405,7 @@ static void on_handshake(struct relay_demux *d, const struct relay_frame *f)
     char *key_json = json_dumps(kj, JSON_COMPACT);
     json_decref(kj);
     char *auth = xstrndup((const char *)payload, payload_len);
-    s->validation = d->ops->validate(d->arg, key_json, auth, on_validated, s);
+    s->validation = d->ops->validate(d->arg, s->id, key_json, auth, on_validated, s);
     memset(auth, 0, payload_len);
     free(auth);
     free(key_json);

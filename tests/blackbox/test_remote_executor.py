@@ -224,6 +224,17 @@ def test_registers_and_serves_process_and_fs(cloud, ex):
     assert ex.readyz() == 200
     h = RelayHarness(cloud)
     h.initialize()
+    val = [r for r in cloud.requests if r["path"].endswith("/validate")]
+    assert len(val) == 1, val
+    vh = [(k.lower(), v) for k, v in val[0]["headers"]]
+    names = [k for k, _ in vh]
+    assert names.index("x-codex-noise-stream-id") < names.index("content-type") < \
+        names.index("authorization") < names.index("accept"), names
+    vd = dict(vh)
+    assert vd["authorization"] == "Bearer " + TOKEN
+    assert vd["x-codex-noise-stream-id"] in {f["stream_id"] for f in cloud.frames}, vd
+    assert list(val[0]["json"]) == ["executor_registration_id", "harness_public_key",
+                                    "harness_key_authorization"], val[0]["json"]
     r = h.request("process/start", {"processId": "p1", "argv": ["/bin/sh", "-c",
                                                                   "echo relay-hello"],
                                     "cwd": "/", "env": {}, "tty": False})

@@ -46,8 +46,8 @@ static void f_close(void *arg, const char *reason)
     closes++;
 }
 
-static struct registry_call *f_validate(void *arg, const char *key, const char *auth,
-                                        registry_validate_cb cb, void *cb_arg)
+static struct registry_call *f_validate(void *arg, const char *sid, const char *key,
+                                        const char *auth, registry_validate_cb cb, void *cb_arg)
 {
     if (nv == MAXV) return NULL;
     vcb[nv] = cb;

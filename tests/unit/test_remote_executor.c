@@ -136,8 +136,8 @@ static void fake_close(void *arg, const char *reason)
     F.closed++;
 }
 
-static struct registry_call *fake_validate(void *arg, const char *key_json, const char *auth,
-                                           registry_validate_cb cb, void *cb_arg)
+static struct registry_call *fake_validate(void *arg, const char *sid, const char *key_json,
+                                           const char *auth, registry_validate_cb cb, void *cb_arg)
 {
     struct noise_ik_public_key k;
     assert_int_equal(noise_ik_public_key_parse(key_json, strlen(key_json), &k), 0);
