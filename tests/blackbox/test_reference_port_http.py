@@ -6,9 +6,10 @@ Like the reference, each test answers the executor's HTTP call from an ad-hoc pe
 raw socket (not an HTTP server library), so it sees exactly the request line, headers
 and body on the wire and controls exactly what comes back (fixed length or chunked,
 held open). `http_client.rs` tests the client library against a scripted fake server
-and has nothing to port (docs/REFERENCE_TESTS.md). Runs against both servers; every
-request carries a `requestId` because 0.169.0 requires one even for buffered requests
-(the newer stored source makes it optional)."""
+and has nothing to port (docs/REFERENCE_TESTS.md). The stored versions of the file
+differ (redirectPolicy and the proxy test in one, a nullable timeout and an optional
+requestId in another); the union is ported. Runs against both servers; every request
+carries a `requestId` because 0.169.0 requires one even for buffered requests."""
 import base64
 import os
 import select
@@ -351,15 +352,18 @@ def test_exec_server_http_request_rejects_duplicate_stream_request_ids(srv):
         peer.close()
 
 
-def test_exec_server_http_request_honors_optional_timeout(srv):
-    """http_request.rs exec_server_http_request_honors_optional_timeout: without
-    timeoutMs a response 100 ms late succeeds; with timeoutMs 10 the same slow peer gives
-    -32603 "http/request failed: ..."."""
+def _slow_peer_with_and_without_timeout(srv, case, unbounded):
+    """The two halves of the timeout tests: `unbounded` (params without a deadline) and
+    a response 100 ms late succeeds; timeoutMs 10 and the same slow peer give -32603
+    "http/request failed: ..."."""
     peer = Peer()
     try:
         s = srv.session(client_name="exec-server-http-test")
-        url = peer.base + "/mcp?case=optional-timeout"
-        rid = s.send_request("http/request", http_params("GET", url, "buffered-request"))
+        url = peer.base + "/mcp?case=" + case
+        p = http_params("GET", url, "buffered-request")
+        p.pop("timeoutMs")
+        p.update(unbounded)
+        rid = s.send_request("http/request", p)
         c = peer.accept()
 
         def late():
@@ -386,6 +390,20 @@ def test_exec_server_http_request_honors_optional_timeout(srv):
         s.close()
     finally:
         peer.close()
+
+
+def test_exec_server_http_request_honors_optional_timeout(srv):
+    """http_request.rs exec_server_http_request_honors_optional_timeout: omitting
+    timeoutMs leaves the request unbounded; an explicit short timeout still fails."""
+    _slow_peer_with_and_without_timeout(srv, "optional-timeout", {})
+
+
+def test_exec_server_http_request_honors_nullable_timeout(srv):
+    """http_request.rs exec_server_http_request_honors_nullable_timeout (another stored
+    version of the file): `timeoutMs: null` disables the deadline; an explicit short
+    timeout still fails. That version leaves requestId out of buffered requests, which
+    0.169.0 refuses (``missing field `requestId` ``), so one is sent here."""
+    _slow_peer_with_and_without_timeout(srv, "nullable-timeout", {"timeoutMs": None})
 
 
 if __name__ == "__main__":
