@@ -439,9 +439,15 @@ def test_codex_drives_a_turn(_):
             print("methods codex sent:", json.dumps(sorted(set(proxy.methods))))
 
         # 0. the project's AGENTS.md, read through the environment's file system,
-        # reached the model (capabilityDiscoveryV2; codex cannot read it itself)
+        # reached the model (through fs/getMetadata, fs/readFile and fs/watchMissing;
+        # codex cannot read it itself)
         if app.hidden:
             assert agents_mark in (model.first_request or ""), "AGENTS.md was not discovered"
+
+        # the proxy saw the turn's requests; an ordinary turn needs no capability
+        # discovery method (capabilityRoots/discoverV1 serves selected plugin roots)
+        assert "process/start" in proxy.methods and "fs/readFile" in proxy.methods, \
+            proxy.methods
 
         # 1. the server's environment, no profile errors, the exit code
         env_out = out.get("env", "")
