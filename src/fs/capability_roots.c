@@ -128,20 +128,20 @@ struct scan {
 static void warn(struct scan *sc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void warn(struct scan *sc, const char *fmt, ...)
 {
-    struct buf b;
-    buf_init(&b);
+    /* Two URIs of at most PATH_MAX bytes each, percent-encoded, fit. */
+    static _Thread_local char text[32768];
     va_list ap;
     va_start(ap, fmt);
-    buf_vprintf(&b, fmt, ap);
+    int n = vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
+    if (n < 0) return;
     if (sc->any_warning) buf_putc(&sc->warnings, ',');
     sc->any_warning = true;
     struct buf s;
     buf_init(&s);
-    fs_utf8_lossy(&s, b.data ? b.data : "", b.len);
+    fs_utf8_lossy(&s, text, strnlen(text, sizeof text));
     buf_put_json_str(&sc->warnings, s.data ? s.data : "", s.len);
     buf_free(&s);
-    buf_free(&b);
 }
 
 static bool budget_fits(const struct scan *sc, size_t n)
@@ -647,6 +647,16 @@ struct disc_work {
     struct buf out; /* the reply, begun on the loop thread */
 };
 
+/* A root's entry that holds only an error. */
+static void put_root_error(struct buf *out, const char *error)
+{
+    struct scan sc = {0};
+    buf_init(&sc.warnings);
+    struct text_file none[3] = {{0}};
+    finish(out, none, false, NULL, NULL, &sc, error);
+    buf_free(&sc.warnings);
+}
+
 static void disc_run(uv_work_t *w)
 {
     struct disc_work *dw = w->data;
@@ -664,11 +674,7 @@ static void disc_run(uv_work_t *w)
         char *uri = xmemdup(r->uri, r->uri_len + 1);
         uri[r->uri_len] = '\0';
         if (r->refusal) {
-            struct scan sc = {0};
-            buf_init(&sc.warnings);
-            struct text_file none[3] = {{0}};
-            finish(&one, none, false, NULL, NULL, &sc, r->refusal);
-            buf_free(&sc.warnings);
+            put_root_error(&one, r->refusal);
         } else if (!r->sb_json) {
             caproots_scan(r->path, uri, &one);
         } else {
@@ -685,11 +691,7 @@ static void disc_run(uv_work_t *w)
             if (failed(&fw)) {
                 char os[256];
                 if (!fw.msg) oserr_format(fw.err, os, sizeof os);
-                struct scan sc = {0};
-                buf_init(&sc.warnings);
-                struct text_file none[3] = {{0}};
-                finish(&one, none, false, NULL, NULL, &sc, fw.msg ? fw.msg : os);
-                buf_free(&sc.warnings);
+                put_root_error(&one, fw.msg ? fw.msg : os);
             } else {
                 buf_append(&one, fw.out.data, fw.out.len);
             }
