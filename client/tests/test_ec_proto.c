@@ -6,14 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "ec_check.h"
 
 static void test_ws_roundtrip(void)
 {
@@ -340,10 +333,5 @@ int main(void)
     test_track_lag_bounds_memory_and_reads_once();
     test_track_malformed();
     test_uri();
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("test_ec_proto: all checks passed\n");
-    return 0;
+    EC_CHECK_EXIT("test_ec_proto");
 }
