@@ -14,12 +14,12 @@
  * with 64*eta bytes out, and the XOF of SampleNTT = SHAKE128. One EVP_MD_CTX per public call
  * is reinitialised for each hash. */
 #include "crypto/mlkem768.h"
+#include "crypto/random.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -447,20 +447,6 @@ static int mlkem_begin(EVP_MD_CTX **ctx)
     return *ctx ? 0 : -EIO;
 }
 
-static int mlkem_random(uint8_t *out, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = getrandom(out, len, 0);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return -EIO;
-        }
-        out += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 int mlkem768_keypair_derand(uint8_t ek[MLKEM768_EK_BYTES], uint8_t dk[MLKEM768_DK_BYTES],
                             const uint8_t d[MLKEM768_SEED_BYTES],
                             const uint8_t z[MLKEM768_SEED_BYTES])
@@ -486,7 +472,7 @@ out:
 int mlkem768_keypair(uint8_t ek[MLKEM768_EK_BYTES], uint8_t dk[MLKEM768_DK_BYTES])
 {
     uint8_t dz[64];
-    int rc = mlkem_random(dz, sizeof dz);
+    int rc = crypto_random_bytes(dz, sizeof dz);
     if (rc == 0)
         rc = mlkem768_keypair_derand(ek, dk, dz, dz + 32);
     else {
@@ -534,7 +520,7 @@ int mlkem768_encaps(uint8_t ct[MLKEM768_CT_BYTES], uint8_t ss[MLKEM768_SS_BYTES]
                     const uint8_t ek[MLKEM768_EK_BYTES])
 {
     uint8_t m[32];
-    int rc = mlkem_random(m, sizeof m);
+    int rc = crypto_random_bytes(m, sizeof m);
     if (rc == 0)
         rc = mlkem768_encaps_derand(ct, ss, ek, m);
     else {

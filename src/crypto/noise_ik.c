@@ -10,12 +10,12 @@
  * come from OpenSSL 3.0 EVP (X25519, AES-256-GCM, SHA-256, HMAC) and the project's
  * own ML-KEM-768 (crypto/mlkem768.h). */
 #include "crypto/noise_ik.h"
+#include "crypto/random.h"
 
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -34,16 +34,7 @@
 static int default_rng(void *ctx, uint8_t *out, size_t n)
 {
     (void)ctx;
-    while (n > 0) {
-        ssize_t got = getrandom(out, n, 0);
-        if (got < 0) {
-            if (errno == EINTR) continue;
-            return -EIO;
-        }
-        out += got;
-        n -= (size_t)got;
-    }
-    return 0;
+    return crypto_random_bytes(out, n);
 }
 
 /* h = SHA-256(a || b); out may alias a. */

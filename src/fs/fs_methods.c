@@ -108,7 +108,7 @@ struct fs_wire_rep {
  * on the fd fs/open passed back. */
 static bool op_served_by_helper(uint32_t op)
 {
-    return op <= OP_OPEN && op != OP_READ_BLOCK && op != OP_WRITE_BLOCK;
+    return (op <= OP_OPEN && op != OP_READ_BLOCK && op != OP_WRITE_BLOCK) || op == OP_DISCOVER;
 }
 
 int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out)
@@ -215,11 +215,15 @@ static void run_sandboxed(struct fs_work *fw)
     buf_free(&rp);
 }
 
-static void work_cb(uv_work_t *w)
+void fs_work_run(struct fs_work *fw)
 {
-    struct fs_work *fw = w->data;
     if (fw->sb_json) run_sandboxed(fw);
     else run_op(fw);
+}
+
+static void work_cb(uv_work_t *w)
+{
+    fs_work_run(w->data);
 }
 
 static void fw_free(struct fs_work *fw)

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs/capability_roots.h"
 #include "fs/fs_tree.h"
 #include "fs/fs_util.h"
 #include "fs/fs_walk.h"
@@ -664,6 +665,9 @@ void run_op(struct fs_work *fw)
         break;
     case OP_WRITE_BLOCK:
         do_write_block(fw);
+        break;
+    case OP_DISCOVER:
+        caproots_scan(fw->path, fw->path2 ? fw->path2 : "", &fw->out);
         break;
     }
 }

@@ -39,6 +39,7 @@ enum fs_op {
     OP_OPEN,
     OP_READ_BLOCK,
     OP_WRITE_BLOCK,
+    OP_DISCOVER, /* capabilityRoots/discoverV1, one root (capability_roots.h) */
 };
 
 struct fs_work {
@@ -84,5 +85,8 @@ bool failed(const struct fs_work *fw);
 
 /* Runs fw's operation (blocking): on a pool thread, or in the sandbox helper. */
 void run_op(struct fs_work *fw);
+/* Runs fw (blocking, on a pool thread): in the session's sandbox helper when fw->sb_json
+ * is set, else directly. The outcome is in fw as after run_op. */
+void fs_work_run(struct fs_work *fw);
 
 #endif

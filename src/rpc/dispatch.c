@@ -15,6 +15,7 @@
 
 #include "core/log.h"
 #include "core/metrics.h"
+#include "fs/capability_roots.h"
 #include "fs/fs_util.h"
 #include "fs/fs_watch.h"
 #include "session/env_config.h"
@@ -25,7 +26,8 @@
 static const struct rpc_method *const method_tables[] = {session_methods, process_methods,
                                                          fs_methods, fs_watch_methods,
                                                          fs_mode_methods, http_methods,
-                                                         env_config_methods};
+                                                         env_config_methods,
+                                                         capability_roots_methods};
 
 static const struct rpc_method *find_method(const char *name)
 {
