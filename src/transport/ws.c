@@ -33,6 +33,7 @@
 #include "transport/tls.h"
 #include "transport/http_upgrade.h"
 #include "util/mem.h"
+#include "util/ws_mask.h"
 
 #define WS_PING_INTERVAL_MS 30000
 #define WS_HANDSHAKE_MS 10000 /* a peer that never finishes its request head is dropped */
@@ -339,21 +340,6 @@ static void wslay_feed(struct ws_conn *w, const uint8_t *data, size_t len)
     w->in_len = 0;
 }
 
-static void unmask(uint8_t *p, size_t n, const uint8_t key[4])
-{
-    uint32_t k32;
-    memcpy(&k32, key, 4);
-    uint64_t k64 = (uint64_t)k32 << 32 | k32;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t v;
-        memcpy(&v, p + i, 8);
-        v ^= k64;
-        memcpy(p + i, &v, 8);
-    }
-    for (; i < n; i++) p[i] ^= key[i & 3];
-}
-
 static bool all_ascii(const uint8_t *p, size_t n)
 {
     uint64_t high = 0;
@@ -373,9 +359,9 @@ static bool all_ascii(const uint8_t *p, size_t n)
 static void fast_frame(struct ws_conn *w, const uint8_t *h, size_t hlen, uint8_t *p, size_t n)
 {
     const uint8_t *key = h + hlen - 4;
-    unmask(p, n, key);
+    ws_mask(p, n, key);
     if ((h[0] & 0x0f) == WSLAY_TEXT_FRAME && !all_ascii(p, n)) {
-        unmask(p, n, key);
+        ws_mask(p, n, key);
         wslay_feed(w, h, hlen);
         wslay_feed(w, p, n);
         return;
@@ -455,7 +441,7 @@ static void ws_feed(struct ws_conn *w, const char *data, size_t len)
             w->payload_left -= n;
             if (w->payload_left == 0) {
                 w->to_msg = false;
-                unmask(w->msg + w->frag_start, w->msg_len - w->frag_start, w->msg_key);
+                ws_mask(w->msg + w->frag_start, w->msg_len - w->frag_start, w->msg_key);
                 if (!w->reasm) msg_complete(w);
             }
             continue;
