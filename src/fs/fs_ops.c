@@ -28,6 +28,7 @@
 #include "fs/fs_walk.h"
 #include "fs/fs_work.h"
 #include "fs/uri.h"
+#include "proto/utf8.h"
 #include "rpc/rpc.h"
 #include "util/base64.h"
 #include "util/buf.h"
@@ -68,7 +69,7 @@ static void not_a_file(struct fs_work *fw, const char *path)
 {
     struct buf b;
     buf_init(&b);
-    fs_utf8_lossy(&b, path, strlen(path));
+    utf8_lossy(&b, path, strlen(path));
     buf_putc(&b, '\0');
     set_msg(fw, RPC_INVALID_REQUEST, "path `%s` is not a file", b.data);
     buf_free(&b);
@@ -418,7 +419,7 @@ static void do_read_dir(struct fs_work *fw)
         if (!first) buf_putc(&fw->out, ',');
         first = false;
         buf_reset(&name);
-        fs_utf8_lossy(&name, de->d_name, strlen(de->d_name));
+        utf8_lossy(&name, de->d_name, strlen(de->d_name));
         buf_puts(&fw->out, "{\"fileName\":");
         buf_put_json_str(&fw->out, name.data ? name.data : "", name.len);
         buf_printf(&fw->out, ",\"isDirectory\":%s,\"isFile\":%s}",

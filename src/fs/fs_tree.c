@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "fs/fs_util.h"
+#include "util/buf.h"
 #include "util/mem.h"
 
 bool is_dir(const char *path)

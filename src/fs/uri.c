@@ -9,6 +9,7 @@
  * or ".." component, a drive-letter-like first component) is sent in the server's
  * `file:///%00/bad/path/<base64url>` form, which uri_to_path also takes back. */
 #include "fs/uri.h"
+#include "proto/utf8.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -144,39 +145,6 @@ static size_t pct_decode(const char *s, size_t n, char *d)
     return o;
 }
 
-static bool valid_utf8(const unsigned char *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = s[i];
-        size_t k;
-        uint32_t cp;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if (c >= 0xC2 && c <= 0xDF) {
-            k = 1, cp = c & 0x1F;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            k = 2, cp = c & 0x0F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            k = 3, cp = c & 0x07;
-        } else {
-            return false;
-        }
-        if (n - i <= k) return false;
-        for (size_t j = 1; j <= k; j++) {
-            if ((s[i + j] & 0xC0) != 0x80) return false;
-            cp = cp << 6 | (s[i + j] & 0x3F);
-        }
-        /* Overlong forms, surrogates and values above U+10FFFF. */
-        if ((k == 2 && cp < 0x800) || (k == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-            (cp >= 0xD800 && cp <= 0xDFFF))
-            return false;
-        i += k + 1;
-    }
-    return true;
-}
-
 /* WHATWG forbidden domain code points (the ASCII ones; the rest is left to IDNA). */
 static bool forbidden_in_domain(unsigned char c)
 {
@@ -202,7 +170,7 @@ static int parse_host(const char *s, size_t n, struct parsed *p, struct uri_erro
     }
     char *h = xmalloc(n);
     size_t hn = pct_decode(s, n, h);
-    bool bad = !valid_utf8((const unsigned char *)h, hn);
+    bool bad = !utf8_valid(h, hn);
     for (size_t i = 0; i < hn && !bad; i++) {
         if (forbidden_in_domain((unsigned char)h[i])) bad = true;
         if (h[i] >= 'A' && h[i] <= 'Z') h[i] = (char)(h[i] | 0x20);

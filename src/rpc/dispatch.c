@@ -15,7 +15,7 @@
 
 #include "core/log.h"
 #include "core/metrics.h"
-#include "fs/fs_util.h"
+#include "proto/utf8.h"
 #include "fs/fs_watch.h"
 #include "session/env_config.h"
 #include "transport/conn_internal.h"
@@ -208,7 +208,7 @@ void rpc_dispatch(struct conn *c, const char *data, size_t len)
          * mid-character); the reply must stay valid JSON in a text frame (fuzz find). */
         struct buf clean;
         buf_init(&clean);
-        fs_utf8_lossy(&clean, detail, strlen(detail));
+        utf8_lossy(&clean, detail, strlen(detail));
         buf_putc(&clean, '\0');
         malformed(c, clean.data);
         buf_free(&clean);

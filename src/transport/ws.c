@@ -27,6 +27,7 @@
 #include "core/limits.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "proto/utf8.h"
 #include "rpc/dispatch.h"
 #include "transport/auth.h"
 #include "transport/conn_internal.h"
@@ -384,32 +385,6 @@ static void fast_frame(struct ws_conn *w, const uint8_t *h, size_t hlen, uint8_t
     rpc_dispatch(&w->base, (const char *)p, n);
 }
 
-/* Strict UTF-8 (no overlongs, surrogates or values above U+10FFFF). */
-static bool valid_utf8(const uint8_t *p, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        uint8_t c = p[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t k;
-        uint32_t cp, min;
-        if ((c & 0xe0) == 0xc0) k = 1, cp = c & 0x1f, min = 0x80;
-        else if ((c & 0xf0) == 0xe0) k = 2, cp = c & 0x0f, min = 0x800;
-        else if ((c & 0xf8) == 0xf0) k = 3, cp = c & 0x07, min = 0x10000;
-        else return false;
-        for (size_t j = 1; j <= k; j++) {
-            if (i + j >= n || (p[i + j] & 0xc0) != 0x80) return false;
-            cp = cp << 6 | (p[i + j] & 0x3f);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-        i += k + 1;
-    }
-    return true;
-}
-
 /* The final fragment of a reassembled message arrived: dispatch it. Text that is
  * not UTF-8 drops the connection, as wslay's validation did. */
 static void msg_complete(struct ws_conn *w)
@@ -419,7 +394,7 @@ static void msg_complete(struct ws_conn *w)
     w->msg = NULL;
     w->msg_len = 0;
     w->reasm = false;
-    if (w->msg_op == WSLAY_TEXT_FRAME && !all_ascii(m, n) && !valid_utf8(m, n)) {
+    if (w->msg_op == WSLAY_TEXT_FRAME && !utf8_valid(m, n)) {
         free(m);
         conn_close(&w->base);
         return;

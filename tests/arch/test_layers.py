@@ -16,7 +16,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SRC = os.path.join(ROOT, "src")
 
 KNOWN = {
-    "src/rpc/dispatch.c -> fs/fs_util.h",
     "src/rpc/dispatch.c -> fs/fs_watch.h",
     "src/rpc/dispatch.c -> session/env_config.h",
     "src/rpc/dispatch.c -> transport/conn_internal.h",
