@@ -22,6 +22,8 @@
 #include "core/limits.h"
 #include "core/log.h"
 #include "process/guardian.h"
+#include "rpc/dispatch.h"
+#include "server/server_methods.h"
 #include "session/session.h"
 #include "transport/auth.h"
 #include "transport/stdio.h"
@@ -485,6 +487,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     loop = uv_default_loop();
     session_configure(loop, ttl_ms);
+    server_methods_register();
     uv_signal_init(loop, &sig_term);
     uv_signal_init(loop, &sig_int);
     uv_signal_start(&sig_term, on_signal, SIGTERM);
@@ -509,10 +512,10 @@ int main(int argc, char **argv)
             log_warn("--exit-on-stdin-close: standard input cannot be watched; ignoring");
     }
     if (stdio_mode) {
-        if (stdio_serve(loop, on_stdio_eof) != 0) exit_status = 1;
+        if (stdio_serve(loop, rpc_dispatch, on_stdio_eof) != 0) exit_status = 1;
     } else {
         char url[128];
-        int r = ws_listen(loop, host, port, &listener, url, sizeof url);
+        int r = ws_listen(loop, host, port, rpc_dispatch, &listener, url, sizeof url);
         if (r != 0) {
             fprintf(stderr, "exec-server: cannot listen on %s: %s\n", listen_url, uv_strerror(r));
             return 1;

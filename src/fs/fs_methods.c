@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs/fs_methods.h"
 #include "fs/fs_sandboxed.h"
 #include "fs/fs_walk.h"
 #include "fs/fs_work.h"
@@ -326,7 +327,7 @@ static json_t *decode_sandbox(struct pdec *d)
 static void fw_sandbox(struct fs_work *fw, json_t *sb)
 {
     fw->sb_json = json_dumps(sb, JSON_COMPACT | JSON_SORT_KEYS);
-    snprintf(fw->sb_owner, sizeof fw->sb_owner, "%s", fw->req->session->id);
+    snprintf(fw->sb_owner, sizeof fw->sb_owner, "%s", session_of(fw->req->conn)->id);
 }
 
 /* Converts a URI param to a native path, replying on failure. */

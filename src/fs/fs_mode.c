@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fs/fs_methods.h"
 #include "fs/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"

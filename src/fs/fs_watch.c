@@ -297,7 +297,7 @@ static void handle_watch_missing(struct rpc_req *req)
         return rpc_reply_error(req, ue.code, "%s", ue.message);
     }
 
-    struct session *s = req->session;
+    struct session *s = session_of(req->conn);
     if (!s->watches) s->watches = fs_watch_table_new(s, req->loop);
     struct fs_watch_table *t = s->watches;
     bool stale = w->present && !path_exists(w->present);

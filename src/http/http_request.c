@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "http/curl_loop.h"
+#include "http/http_request.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
 #include "transport/conn.h"

@@ -580,7 +580,7 @@ static void handle_start(struct rpc_req *req)
                                "sandbox intent cannot be enforced on this executor");
     }
     size_t argc = json_array_size(argv);
-    struct proc_table *t = req->session->procs;
+    struct proc_table *t = session_of(req->conn)->procs;
     const char *program = argc ? json_string_value(json_array_get(argv, 0)) : "";
     unsigned live = 0;
     for (struct proc *q = t->head; q; q = q->next) live += !q->closed;
@@ -652,7 +652,7 @@ static void handle_start(struct rpc_req *req)
         char idv[160], a0[200];
         log_event("event=process_start session=%s process_id=%s pid=%d argv0=%s tty=%s "
                   "sandboxed=%s",
-                  req->session->id, log_value(id, idv, sizeof idv), (int)sr.pid,
+                  session_of(req->conn)->id, log_value(id, idv, sizeof idv), (int)sr.pid,
                   log_value(program, a0, sizeof a0), tty ? "true" : "false",
                   sandboxed ? "true" : "false");
     }
@@ -708,7 +708,7 @@ static void handle_read(struct rpc_req *req)
     uint64_t wait_ms = pdec_u64(&d, "waitMs", PDEC_OPTIONAL, 0, NULL);
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
-    struct proc *p = proc_find(req->session->procs, id);
+    struct proc *p = proc_find(session_of(req->conn)->procs, id);
     if (!p) return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
     if (wait_ms == 0 || read_ready(p, after)) return reply_read(req, p, after, has_max, max_bytes);
     struct waiter *w = xcalloc(1, sizeof *w);
@@ -763,7 +763,7 @@ static void handle_write(struct rpc_req *req)
     }
     it->off = 0;
     it->next = NULL;
-    struct proc *p = proc_find(req->session->procs, id);
+    struct proc *p = proc_find(session_of(req->conn)->procs, id);
     const char *fail = NULL;
     /* Statuses, not errors (PROTOCOL.md §5.3): codex's client maps these results
      * to its own errors and treats a JSON-RPC error here as a broken connection. */
@@ -799,7 +799,7 @@ static void handle_terminate(struct rpc_req *req)
     const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
-    struct proc *p = proc_find(req->session->procs, id);
+    struct proc *p = proc_find(session_of(req->conn)->procs, id);
     bool running = p && !p->exited;
     if (running) {
         kill(-p->pid, SIGKILL);

@@ -81,7 +81,7 @@ void proc_handle_signal(struct rpc_req *req)
     if (!d.failed) sig = decode_signal(&d, v);
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
-    struct proc *p = proc_find(req->session->procs, id);
+    struct proc *p = proc_find(session_of(req->conn)->procs, id);
     if (p && !p->exited) kill(-p->pid, sig);
     rpc_reply_json(req, json_object());
 }
@@ -126,7 +126,7 @@ void proc_handle_resize(struct rpc_req *req)
     unsigned short cols = decode_dim(&d, "cols");
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
-    struct proc *p = proc_find(req->session->procs, id);
+    struct proc *p = proc_find(session_of(req->conn)->procs, id);
     if (!p) return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
     if (!p->tty)
         return rpc_reply_error(req, RPC_INVALID_REQUEST,
@@ -146,7 +146,7 @@ void proc_handle_close_stdin(struct rpc_req *req)
     const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
-    struct proc *p = proc_find(req->session->procs, id);
+    struct proc *p = proc_find(session_of(req->conn)->procs, id);
     if (!p) return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
     if (p->eof_requested || p->in_fd < 0) return rpc_reply_json(req, json_object());
     p->eof_requested = true;

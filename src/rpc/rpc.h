@@ -16,7 +16,6 @@
 #include "util/buf.h"
 
 struct conn;
-struct session;
 
 enum rpc_code {
     RPC_INVALID_REQUEST = -32600,
@@ -28,10 +27,8 @@ enum rpc_code {
 };
 
 struct rpc_req {
-    struct conn *conn;              /* counted reference, released by the reply */
-    struct session *session;        /* attached session at dispatch (NULL before
-                                       initialize); valid only until the handler
-                                       returns unless the module keeps its own hold */
+    struct conn *conn;              /* counted reference, released by the reply;
+                                       its owner (session_of) is the session */
     json_t *id;                     /* owned: string or integer, echoed as given */
     json_t *params;                 /* owned: NULL when absent */
     json_t *trace;                  /* owned: the W3C trace context object, or NULL */
@@ -48,12 +45,8 @@ struct rpc_method {
     rpc_handler_fn handler;
 };
 
-/* NULL-name-terminated tables, one per method module. */
-extern const struct rpc_method session_methods[];
-extern const struct rpc_method process_methods[];
-extern const struct rpc_method fs_methods[];
-extern const struct rpc_method fs_mode_methods[];
-extern const struct rpc_method http_methods[];
+/* Method tables are NULL-name-terminated, one per method module, declared in the
+ * module's header and registered with rpc_register_methods (dispatch.h). */
 
 /* Sends {"id":..,"result":result}; steals result; frees req. */
 void rpc_reply_json(struct rpc_req *req, json_t *result);

@@ -16,7 +16,7 @@
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
 #include "sandbox/helper.h"
-#include "transport/conn_internal.h"
+#include "transport/conn.h"
 #include "util/mem.h"
 
 static struct session *sessions;
@@ -60,7 +60,7 @@ static void session_destroy(struct session *s)
     if (s->prev) s->prev->next = s->next;
     else sessions = s->next;
     if (s->next) s->next->prev = s->prev;
-    if (s->conn) s->conn->session = NULL;
+    if (s->conn) conn_set_owner(s->conn, NULL, NULL);
     s->conn = NULL;
     proc_table_destroy(s->procs);
     fs_watch_table_destroy(s->watches);
@@ -77,23 +77,26 @@ static void session_expired(uv_timer_t *t)
     session_destroy(s);
 }
 
-void session_detach(struct session *s, struct conn *c)
+/* conn_owner_ops.closed: the bound connection is gone. */
+static void session_conn_closed(void *owner, struct conn *c)
 {
+    struct session *s = owner;
     if (s->conn != c) return;
     s->conn = NULL;
     proc_table_detached(s->procs, c);
-    if (strcmp(conn_kind(c), "stdio") == 0) {
+    if (conn_flags(c) & CONN_F_NO_RESUME) {
         /* There is no resume over stdio: the only connection is gone. */
         session_destroy(s);
         return;
     }
     if (s->ending) {
         /* The client said it is done (session/close): nothing to resume. */
-        log_event("event=session_end session=%s peer=%s reason=session_close", s->id, c->peer);
+        log_event("event=session_end session=%s peer=%s reason=session_close", s->id,
+                  conn_peer(c));
         session_destroy(s);
         return;
     }
-    log_event("event=session_detach session=%s peer=%s ttl_ms=%llu", s->id, c->peer,
+    log_event("event=session_detach session=%s peer=%s ttl_ms=%llu", s->id, conn_peer(c),
               (unsigned long long)session_ttl_ms);
     s->detach_order = ++detach_counter;
     uv_timer_start(&s->ttl, session_expired, session_ttl_ms, 0);
@@ -113,14 +116,30 @@ void session_detach(struct session *s, struct conn *c)
     }
 }
 
-bool session_output_safe(struct session *s, uint64_t written_total)
+/* conn_owner_ops.output_safe: every process output notification the connection
+ * has queued past written_total is still in its process's retained log. */
+static bool session_conn_output_safe(void *owner, const struct conn *c, uint64_t written_total)
 {
+    struct session *s = owner;
     return proc_table_output_safe(s->procs, written_total);
 }
 
-void session_output_unblocked(struct session *s)
+/* conn_owner_ops.unblocked: the session's producers are its processes. */
+static void session_conn_unblocked(void *owner, struct conn *c)
 {
+    struct session *s = owner;
     proc_table_resume_output(s->procs);
+}
+
+static const struct conn_owner_ops session_conn_owner = {
+    .closed = session_conn_closed,
+    .unblocked = session_conn_unblocked,
+    .output_safe = session_conn_output_safe,
+};
+
+struct session *session_of(const struct conn *c)
+{
+    return conn_owner(c, &session_conn_owner);
 }
 
 void session_destroy_all(void)
@@ -132,8 +151,8 @@ static void attach(struct session *s, struct conn *c)
 {
     uv_timer_stop(&s->ttl);
     s->conn = c;
-    c->session = s;
-    c->initialized = true;
+    conn_set_owner(c, &session_conn_owner, s);
+    rpc_conn_set_initialized(c);
 }
 
 static json_t *uri_json(const char *path)
@@ -193,7 +212,7 @@ static void handle_initialize(struct rpc_req *req)
     const char *resume = pdec_string(&d, "resumeSessionId", PDEC_OPTIONAL);
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     struct conn *c = req->conn;
-    if (c->initialized)
+    if (rpc_conn_initialized(c))
         return rpc_reply_error(req, RPC_INVALID_REQUEST,
                                "initialize may only be sent once per connection");
     struct session *s;
@@ -205,7 +224,7 @@ static void handle_initialize(struct rpc_req *req)
                                    "session %s is already attached to another connection", s->id);
         attach(s, c);
         proc_table_attached(s->procs, c);
-        log_event("event=session_attach session=%s peer=%s resumed=true", s->id, c->peer);
+        log_event("event=session_attach session=%s peer=%s resumed=true", s->id, conn_peer(c));
     } else {
         s = xcalloc(1, sizeof *s);
         uuid_v4(s->id);
@@ -217,7 +236,7 @@ static void handle_initialize(struct rpc_req *req)
         if (sessions) sessions->prev = s;
         sessions = s;
         attach(s, c);
-        log_event("event=session_attach session=%s peer=%s resumed=false", s->id, c->peer);
+        log_event("event=session_attach session=%s peer=%s resumed=false", s->id, conn_peer(c));
     }
     json_t *res = json_object();
     json_object_set_new(res, "sessionId", json_string(s->id));
@@ -251,7 +270,7 @@ static void handle_session_close(struct rpc_req *req)
     pdec_unit(&d, req->params);
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
-    req->session->ending = true;
+    session_of(req->conn)->ending = true;
     rpc_reply_json(req, json_object());
 }
 

@@ -28,7 +28,6 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "proto/utf8.h"
-#include "rpc/dispatch.h"
 #include "transport/auth.h"
 #include "transport/conn_internal.h"
 #include "transport/tls.h"
@@ -42,6 +41,7 @@
 struct ws_listener {
     uv_tcp_t tcp;
     uv_loop_t *loop;
+    conn_message_fn on_message; /* every connection's message reader */
     struct ws_conn *conns; /* every live connection, for shutdown */
     unsigned nconns;       /* length of conns, for --max-connections */
     struct ws_linger *lingers; /* sockets of closed slow clients still draining */
@@ -149,7 +149,7 @@ static void ws_msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_m
     struct ws_conn *w = user;
     if (arg->opcode != WSLAY_TEXT_FRAME && arg->opcode != WSLAY_BINARY_FRAME) return;
     if (!w->base.open || wslay_event_get_close_sent(ctx)) return;
-    rpc_dispatch(&w->base, (const char *)arg->msg, arg->msg_length);
+    conn_deliver(&w->base, (const char *)arg->msg, arg->msg_length);
 }
 
 static const struct wslay_event_callbacks ws_callbacks = {
@@ -301,6 +301,7 @@ static void ws_set_reading(struct conn *c, bool on)
 }
 
 static const struct conn_ops ws_ops = {
+    .kind = "websocket",
     .send = ws_send,
     .close = ws_close,
     .destroy = ws_destroy,
@@ -382,7 +383,7 @@ static void fast_frame(struct ws_conn *w, const uint8_t *h, size_t hlen, uint8_t
         return;
     }
     if (!w->base.open || wslay_event_get_close_sent(w->ws)) return;
-    rpc_dispatch(&w->base, (const char *)p, n);
+    conn_deliver(&w->base, (const char *)p, n);
 }
 
 /* The final fragment of a reassembled message arrived: dispatch it. Text that is
@@ -400,7 +401,7 @@ static void msg_complete(struct ws_conn *w)
         return;
     }
     if (w->base.open && !wslay_event_get_close_sent(w->ws))
-        rpc_dispatch(&w->base, (const char *)m, n);
+        conn_deliver(&w->base, (const char *)m, n);
     free(m);
 }
 
@@ -712,7 +713,7 @@ static void ws_on_connection(uv_stream_t *server, int status)
         return;
     }
     struct ws_conn *w = xcalloc(1, sizeof *w);
-    conn_init(&w->base, &ws_ops, l->loop, "websocket");
+    conn_init(&w->base, &ws_ops, l->loop, l->on_message);
     w->listener = l;
     uv_tcp_init(l->loop, &w->tcp);
     uv_timer_init(l->loop, &w->ping);
@@ -760,10 +761,10 @@ static void ws_on_connection(uv_stream_t *server, int status)
     uv_read_start((uv_stream_t *)&w->tcp, ws_alloc, ws_read_cb);
 }
 
-struct conn *ws_conn_open_fd(uv_loop_t *loop, uv_os_sock_t fd)
+struct conn *ws_conn_open_fd(uv_loop_t *loop, uv_os_sock_t fd, conn_message_fn on_message)
 {
     struct ws_conn *w = xcalloc(1, sizeof *w);
-    conn_init(&w->base, &ws_ops, loop, "websocket");
+    conn_init(&w->base, &ws_ops, loop, on_message);
     uv_tcp_init(loop, &w->tcp);
     uv_timer_init(loop, &w->ping);
     w->tcp.data = w->ping.data = w;
@@ -788,8 +789,8 @@ void ws_conn_receive(struct conn *c, const char *data, size_t len)
     free(copy);
 }
 
-int ws_listen(uv_loop_t *loop, const char *host, int port, struct ws_listener **out, char *url,
-              size_t urllen)
+int ws_listen(uv_loop_t *loop, const char *host, int port, conn_message_fn on_message,
+              struct ws_listener **out, char *url, size_t urllen)
 {
     struct sockaddr_storage ss;
     bool v6 = strchr(host, ':') != NULL;
@@ -798,6 +799,7 @@ int ws_listen(uv_loop_t *loop, const char *host, int port, struct ws_listener **
     if (r != 0) return r;
     struct ws_listener *l = xcalloc(1, sizeof *l);
     l->loop = loop;
+    l->on_message = on_message;
     uv_tcp_init(loop, &l->tcp);
     l->tcp.data = l;
     r = uv_tcp_bind(&l->tcp, (struct sockaddr *)&ss, 0);

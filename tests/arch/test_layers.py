@@ -15,15 +15,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SRC = os.path.join(ROOT, "src")
 
-KNOWN = {
-    "src/rpc/dispatch.c -> fs/fs_watch.h",
-    "src/rpc/dispatch.c -> session/env_config.h",
-    "src/rpc/dispatch.c -> transport/conn_internal.h",
-    "src/session/session.c -> transport/conn_internal.h",
-    "src/transport/conn.c -> session/session.h",
-    "src/transport/stdio.c -> rpc/dispatch.h",
-    "src/transport/ws.c -> rpc/dispatch.h",
-}
+KNOWN = set()
 
 
 def read_layers():
