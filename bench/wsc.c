@@ -1,7 +1,7 @@
 /* wsc: minimal blocking WebSocket JSON-RPC client of the benchmark driver (see wsc.h). */
 #include "wsc.h"
 
-#include "rpc/json_load.h"
+#include "proto/json_load.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

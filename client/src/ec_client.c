@@ -14,7 +14,8 @@
  * generic calls) fails instead of being replayed. */
 #include "ec_internal.h"
 
-#include "util/base64.h"
+#include "proto/base64.h"
+#include "proto/http_upgrade.h"
 #include "util/mem.h"
 
 #include <errno.h>
@@ -22,7 +23,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/evp.h>
 #include <openssl/err.h>
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
@@ -38,7 +38,6 @@
 
 #define EC_MAX_MESSAGE (64u << 20)
 #define EC_PUMP_BUDGET (1u << 20) /* socket bytes handled per pump() call */
-#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 const char *ec_err_kind_name(ec_err_kind kind)
 {
@@ -438,14 +437,10 @@ static int handshake(ec_client *c, int64_t deadline, ec_error *err)
         free(head);
         return rc;
     }
-    /* Check Sec-WebSocket-Accept = base64(SHA-1(key + GUID)). */
-    char src[64];
-    snprintf(src, sizeof src, "%s%s", key, WS_GUID);
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned mdlen = 0;
-    EVP_Digest(src, strlen(src), md, &mdlen, EVP_sha1(), NULL);
-    char want[32] = {0};
-    base64_encode(md, mdlen, want);
+    /* Check Sec-WebSocket-Accept = base64(SHA-1(key + GUID)), computed by the same
+     * code the server answers with. */
+    char want[HTTP_WS_ACCEPT_LEN + 1];
+    http_ws_accept_key(key, strlen(key), want);
     bool ok = false;
     for (char *line = strstr(head, "\r\n"); line; line = strstr(line + 2, "\r\n")) {
         const char *name = "sec-websocket-accept:";

@@ -2,7 +2,7 @@
  * per-process event tracker (see ec_proto.h). No I/O anywhere in this file. */
 #include "ec_proto.h"
 
-#include "util/base64.h"
+#include "proto/base64.h"
 #include "util/mem.h"
 
 #include <stdlib.h>

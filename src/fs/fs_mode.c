@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "fs/fs_methods.h"
-#include "fs/uri.h"
+#include "proto/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
 #include "util/mem.h"

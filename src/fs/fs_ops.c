@@ -27,10 +27,10 @@
 #include "fs/fs_util.h"
 #include "fs/fs_walk.h"
 #include "fs/fs_work.h"
-#include "fs/uri.h"
+#include "proto/uri.h"
 #include "proto/utf8.h"
 #include "rpc/rpc.h"
-#include "util/base64.h"
+#include "proto/base64.h"
 #include "util/buf.h"
 #include "util/mem.h"
 

@@ -28,7 +28,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "fs/uri.h"
+#include "proto/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
 #include "session/session.h"

@@ -23,7 +23,7 @@
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
 #include "transport/conn.h"
-#include "util/base64.h"
+#include "proto/base64.h"
 #include "util/buf.h"
 #include "util/mem.h"
 

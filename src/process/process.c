@@ -20,7 +20,7 @@
 #include "core/limits.h"
 #include "core/log.h"
 #include "core/metrics.h"
-#include "fs/uri.h"
+#include "proto/uri.h"
 #include "process/env_policy.h"
 #include "process/event_log.h"
 #include "process/guardian.h"
@@ -33,7 +33,7 @@
 #include "sandbox/policy.h"
 #include "session/session.h"
 #include "transport/conn.h"
-#include "util/base64.h"
+#include "proto/base64.h"
 #include "util/mem.h"
 #include "util/oserr.h"
 

@@ -6,7 +6,7 @@
  * are ordered exactly as the messages arrived even though the requests themselves
  * complete concurrently (PROTOCOL.md section 3.4). */
 #include "rpc/dispatch.h"
-#include "rpc/json_load.h"
+#include "proto/json_load.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fs/uri.h"
+#include "proto/uri.h"
 #include "rpc/params.h"
 #include "rpc/rpc.h"
 #include "util/mem.h"

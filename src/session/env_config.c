@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fs/uri.h"
+#include "proto/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
 #include "util/buf.h"

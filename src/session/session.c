@@ -11,7 +11,7 @@
 #include "core/limits.h"
 #include "core/log.h"
 #include "fs/fs_watch.h"
-#include "fs/uri.h"
+#include "proto/uri.h"
 #include "process/process.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"

@@ -31,7 +31,7 @@
 #include "transport/auth.h"
 #include "transport/conn_internal.h"
 #include "transport/tls.h"
-#include "transport/http_upgrade.h"
+#include "proto/http_upgrade.h"
 #include "util/mem.h"
 
 #define WS_PING_INTERVAL_MS 30000

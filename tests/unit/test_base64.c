@@ -1,4 +1,4 @@
-/* Unit tests for util/base64: round trips and the reference decoder's error texts.
+/* Unit tests for proto/base64: round trips and the reference decoder's error texts.
  *
  * The error strings reach clients verbatim (bad base64 in process/http params is
  * a -32602 with this text), so they are pinned here. */
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "util/base64.h"
+#include "proto/base64.h"
 
 static void roundtrip(const uint8_t *src, size_t n)
 {

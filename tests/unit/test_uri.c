@@ -1,4 +1,4 @@
-/* Unit tests for fs/uri: every row of PROTOCOL.md section 6.1's parsing table, the
+/* Unit tests for proto/uri: every row of PROTOCOL.md section 6.1's parsing table, the
  * encoding rules for server-produced URIs, and round trips of names that are not
  * UTF-8 or have no plain URL form. */
 #include <setjmp.h>
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "fs/uri.h"
+#include "proto/uri.h"
 
 static void expect_path(const char *uri, bool bare, const char *want, size_t want_len)
 {

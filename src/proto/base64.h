@@ -6,8 +6,8 @@
  * the client it is sent to). Decoding requires canonical padding and gives the
  * error texts of the reference server's decoder, e.g. "Invalid symbol 33, offset 0."
  * and "Invalid padding". Pure functions, no I/O. */
-#ifndef EXEC_UTIL_BASE64_H
-#define EXEC_UTIL_BASE64_H
+#ifndef EXEC_PROTO_BASE64_H
+#define EXEC_PROTO_BASE64_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /* base64: standard padded table codec (see base64.h for why it is our own). */
-#include "util/base64.h"
+#include "proto/base64.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* json_load: json_loadb with large printable string values spliced in by memcpy
  * (see json_load.h). */
-#include "rpc/json_load.h"
+#include "proto/json_load.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -9,8 +9,8 @@
  * the real value back with json_stringn_nocheck (one memcpy, no per-character
  * work). Anything unusual, and every parse error, falls back to json_loadb on the
  * original bytes, so results and error texts are exactly json_loadb's. */
-#ifndef EXEC_RPC_JSON_LOAD_H
-#define EXEC_RPC_JSON_LOAD_H
+#ifndef EXEC_PROTO_JSON_LOAD_H
+#define EXEC_PROTO_JSON_LOAD_H
 
 #include <jansson.h>
 #include <stddef.h>

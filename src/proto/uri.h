@@ -3,8 +3,8 @@
  * Paths travel as percent-encoded file: URIs, which carry any byte, so file names
  * that are not UTF-8 work both ways. Used by every fs method and by
  * process/start's cwd. Pure functions, no I/O; unit-tested and fuzzed. */
-#ifndef EXEC_FS_URI_H
-#define EXEC_FS_URI_H
+#ifndef EXEC_PROTO_URI_H
+#define EXEC_PROTO_URI_H
 
 #include <stdbool.h>
 #include <stddef.h>

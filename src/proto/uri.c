@@ -8,7 +8,7 @@
  * it encodes parses back to the same bytes; a path with no such URL form (a NUL, a "."
  * or ".." component, a drive-letter-like first component) is sent in the server's
  * `file:///%00/bad/path/<base64url>` form, which uri_to_path also takes back. */
-#include "fs/uri.h"
+#include "proto/uri.h"
 #include "proto/utf8.h"
 
 #include <stdarg.h>
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/base64.h"
+#include "proto/base64.h"
 #include "util/buf.h"
 #include "util/mem.h"
 
