@@ -491,7 +491,7 @@ static void pending_unlink_free(ec_client *c, struct ec_pending *p)
 static int pending_send(ec_client *c, struct ec_pending *p, ec_error *err)
 {
     char *text = ec_msg_request(p->id, p->method, p->params);
-    int rc = send_frame(c, EC_WS_TEXT, text, strlen(text), err);
+    int rc = send_frame(c, WS_OP_TEXT, text, strlen(text), err);
     free(text);
     /* A failed send never reached the server as a whole frame: it is not in flight,
      * so it may go again after a reconnect whatever the method. */
@@ -579,7 +579,7 @@ static int handle_frames(ec_client *c)
     size_t off = 0;
     int rc = 0;
     while (c->fd >= 0) {
-        struct ec_ws_frame f;
+        struct ws_frame f;
         int r = ec_ws_parse(c->rbuf + off, c->rlen - off, EC_MAX_MESSAGE, &f);
         if (r == 0) break;
         if (r < 0) {
@@ -588,20 +588,20 @@ static int handle_frames(ec_client *c)
         }
         uint8_t *payload = c->rbuf + off + f.header_len;
         size_t n = (size_t)f.payload_len;
-        if (f.masked) ec_ws_unmask(payload, n, f.mask);
+        if (f.masked) ws_frame_unmask(payload, n, f.mask);
         off += f.header_len + n;
         switch (f.opcode) {
-        case EC_WS_PING:
-            send_frame(c, EC_WS_PONG, payload, n, NULL);
+        case WS_OP_PING:
+            send_frame(c, WS_OP_PONG, payload, n, NULL);
             break;
-        case EC_WS_PONG:
+        case WS_OP_PONG:
             break;
-        case EC_WS_CLOSE:
-            send_frame(c, EC_WS_CLOSE, payload, n < 2 ? n : 2, NULL);
+        case WS_OP_CLOSE:
+            send_frame(c, WS_OP_CLOSE, payload, n < 2 ? n : 2, NULL);
             rc = -1;
             goto out;
         default:
-            if (f.opcode != EC_WS_CONT) {
+            if (f.opcode != WS_OP_CONT) {
                 if (c->in_msg) {
                     rc = -1;
                     goto out;
@@ -824,7 +824,7 @@ static int do_initialize(ec_client *c, int64_t deadline, const char *resume, ec_
     }
     json_decref(res);
     const char *note = "{\"method\":\"initialized\",\"params\":{}}";
-    return send_frame(c, EC_WS_TEXT, note, strlen(note), err);
+    return send_frame(c, WS_OP_TEXT, note, strlen(note), err);
 }
 
 static int reconnect(ec_client *c, ec_error *err)
@@ -922,7 +922,7 @@ void ec_client_close(ec_client *c)
     if (!c) return;
     if (c->fd >= 0) {
         uint8_t code[2] = {0x03, 0xE8}; /* 1000 normal closure */
-        send_frame(c, EC_WS_CLOSE, code, 2, NULL);
+        send_frame(c, WS_OP_CLOSE, code, 2, NULL);
     }
     conn_drop(c);
     while (c->procs)
@@ -997,7 +997,7 @@ int ec_client_send_text(ec_client *c, const char *text, size_t len, ec_error *er
         return -(int)c->dead_err.kind;
     }
     if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
-    return send_frame(c, EC_WS_TEXT, text, len, err);
+    return send_frame(c, WS_OP_TEXT, text, len, err);
 }
 
 /* ---- processes ------------------------------------------------------------------ */

@@ -156,14 +156,14 @@ static bool send_all(int fd, const uint8_t *p, size_t n)
 
 /* What to do with one whole frame: 0 forward, 1 drop, 2 forward then cut, 3 forward
  * fragmented (with pings between), 4 send px.rewrite instead. */
-static int judge(bool from_client, const uint8_t *frame, const struct ec_ws_frame *f)
+static int judge(bool from_client, const uint8_t *frame, const struct ws_frame *f)
 {
-    if (from_client && f->opcode == EC_WS_PONG && f->payload_len == 2) px.pongs++;
-    if (f->opcode != EC_WS_TEXT && f->opcode != EC_WS_BINARY) return 0;
+    if (from_client && f->opcode == WS_OP_PONG && f->payload_len == 2) px.pongs++;
+    if (f->opcode != WS_OP_TEXT && f->opcode != WS_OP_BINARY) return 0;
     size_t n = (size_t)f->payload_len;
     char *text = malloc(n + 1);
     memcpy(text, frame + f->header_len, n);
-    if (f->masked) ec_ws_unmask((uint8_t *)text, n, f->mask);
+    if (f->masked) ws_frame_unmask((uint8_t *)text, n, f->mask);
     text[n] = 0;
     int verdict = 0;
     struct ec_msg m;
@@ -212,10 +212,10 @@ static bool send_fragmented(int fd, int opcode, const uint8_t *payload, size_t n
     ec_ws_encode(&out, &len, &cap, opcode, payload, a, NULL);
     out[0] &= 0x7F; /* not FIN */
     size_t mark = len;
-    ec_ws_encode(&out, &len, &cap, EC_WS_PING, "px", 2, NULL);
-    ec_ws_encode(&out, &len, &cap, EC_WS_CONT, payload + a, b - a, NULL);
+    ec_ws_encode(&out, &len, &cap, WS_OP_PING, "px", 2, NULL);
+    ec_ws_encode(&out, &len, &cap, WS_OP_CONT, payload + a, b - a, NULL);
     out[mark + 4] &= 0x7F;
-    ec_ws_encode(&out, &len, &cap, EC_WS_CONT, payload + b, n - b, NULL);
+    ec_ws_encode(&out, &len, &cap, WS_OP_CONT, payload + b, n - b, NULL);
     bool ok = send_all(fd, out, len);
     free(out);
     return ok;
@@ -239,7 +239,7 @@ static bool forward(struct pair *p, struct side *from, struct side *to, bool fro
         from->upgraded = true;
     }
     while (!cut) {
-        struct ec_ws_frame f;
+        struct ws_frame f;
         int r = ec_ws_parse(from->buf + off, from->len - off, 1ull << 32, &f);
         if (r < 0) {
             cut = true;
@@ -251,7 +251,7 @@ static bool forward(struct pair *p, struct side *from, struct side *to, bool fro
         if (v == 4) {
             uint8_t *out = NULL;
             size_t len = 0, cap = 0;
-            ec_ws_encode(&out, &len, &cap, EC_WS_TEXT, px.rewrite, strlen(px.rewrite), NULL);
+            ec_ws_encode(&out, &len, &cap, WS_OP_TEXT, px.rewrite, strlen(px.rewrite), NULL);
             if (!send_all(to->fd, out, len)) cut = true;
             free(out);
             free(px.rewrite);

@@ -26,14 +26,14 @@ static void test_ws_roundtrip(void)
         uint8_t *out = NULL;
         size_t len = 0, cap = 0;
         const uint8_t mask[4] = {1, 2, 3, 4};
-        ec_ws_encode(&out, &len, &cap, EC_WS_TEXT, payload, n, mask);
-        struct ec_ws_frame f;
+        ec_ws_encode(&out, &len, &cap, WS_OP_TEXT, payload, n, mask);
+        struct ws_frame f;
         /* Every strict prefix needs more bytes. */
         CHECK(ec_ws_parse(out, len - 1, 1u << 30, &f) == 0);
         CHECK(ec_ws_parse(out, len, 1u << 30, &f) == 1);
-        CHECK(f.fin && f.opcode == EC_WS_TEXT && f.masked && f.payload_len == n);
+        CHECK(f.fin && f.opcode == WS_OP_TEXT && f.masked && f.payload_len == n);
         CHECK(f.header_len + n == len);
-        ec_ws_unmask(out + f.header_len, n, f.mask);
+        ws_frame_unmask(out + f.header_len, n, f.mask);
         CHECK(memcmp(out + f.header_len, payload, n) == 0);
         /* Over the limit is a protocol error. */
         if (n > 0) CHECK(ec_ws_parse(out, len, n - 1, &f) == -1);
@@ -42,7 +42,7 @@ static void test_ws_roundtrip(void)
     }
     /* Unmasked (server) frame, RSV bits, oversized ping. */
     uint8_t srv[] = {0x81, 0x02, 'h', 'i'};
-    struct ec_ws_frame f;
+    struct ws_frame f;
     CHECK(ec_ws_parse(srv, sizeof srv, 100, &f) == 1 && !f.masked && f.payload_len == 2);
     uint8_t rsv[] = {0xC1, 0x00};
     CHECK(ec_ws_parse(rsv, sizeof rsv, 100, &f) == -1);

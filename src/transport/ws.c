@@ -28,6 +28,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "proto/utf8.h"
+#include "proto/ws_frame.h"
 #include "transport/auth.h"
 #include "transport/conn_internal.h"
 #include "transport/tls.h"
@@ -270,19 +271,9 @@ static void ws_send(struct conn *c, struct buf *msg)
     }
     size_t len = msg->len - BUF_MSG_HEADROOM;
     uint8_t *payload = (uint8_t *)msg->data + BUF_MSG_HEADROOM;
-    size_t hlen = len < 126 ? 2 : len < 65536 ? 4 : 10;
+    size_t hlen = ws_frame_header_len(len, false); /* servers never mask */
     uint8_t *h = payload - hlen;
-    h[0] = 0x81; /* FIN + text */
-    if (len < 126) {
-        h[1] = (uint8_t)len;
-    } else if (len < 65536) {
-        h[1] = 126;
-        h[2] = (uint8_t)(len >> 8);
-        h[3] = (uint8_t)len;
-    } else {
-        h[1] = 127;
-        for (int i = 0; i < 8; i++) h[2 + i] = (uint8_t)((uint64_t)len >> (56 - 8 * i));
-    }
+    ws_frame_encode(h, true, WS_OP_TEXT, len, NULL);
     char *mem = buf_steal(msg);
     uv_buf_t b = uv_buf_init((char *)h, (unsigned)(hlen + len));
     conn_write(c, (uv_stream_t *)&w->tcp, mem, &b, 1);
@@ -341,21 +332,6 @@ static void wslay_feed(struct ws_conn *w, const uint8_t *data, size_t len)
     w->in_len = 0;
 }
 
-static void unmask(uint8_t *p, size_t n, const uint8_t key[4])
-{
-    uint32_t k32;
-    memcpy(&k32, key, 4);
-    uint64_t k64 = (uint64_t)k32 << 32 | k32;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t v;
-        memcpy(&v, p + i, 8);
-        v ^= k64;
-        memcpy(p + i, &v, 8);
-    }
-    for (; i < n; i++) p[i] ^= key[i & 3];
-}
-
 static bool all_ascii(const uint8_t *p, size_t n)
 {
     uint64_t high = 0;
@@ -375,9 +351,9 @@ static bool all_ascii(const uint8_t *p, size_t n)
 static void fast_frame(struct ws_conn *w, const uint8_t *h, size_t hlen, uint8_t *p, size_t n)
 {
     const uint8_t *key = h + hlen - 4;
-    unmask(p, n, key);
+    ws_frame_unmask(p, n, key);
     if ((h[0] & 0x0f) == WSLAY_TEXT_FRAME && !all_ascii(p, n)) {
-        unmask(p, n, key);
+        ws_frame_unmask(p, n, key);
         wslay_feed(w, h, hlen);
         wslay_feed(w, p, n);
         return;
@@ -431,7 +407,7 @@ static void ws_feed(struct ws_conn *w, const char *data, size_t len)
             w->payload_left -= n;
             if (w->payload_left == 0) {
                 w->to_msg = false;
-                unmask(w->msg + w->frag_start, w->msg_len - w->frag_start, w->msg_key);
+                ws_frame_unmask(w->msg + w->frag_start, w->msg_len - w->frag_start, w->msg_key);
                 if (!w->reasm) msg_complete(w);
             }
             continue;
@@ -453,10 +429,7 @@ static void ws_feed(struct ws_conn *w, const char *data, size_t len)
         /* Header: 2 bytes, then the extended length and the mask key. */
         if (w->fh_len < 2) {
             w->fh[w->fh_len++] = *p++;
-            if (w->fh_len == 2) {
-                size_t ext = (w->fh[1] & 0x7f) == 126 ? 2 : (w->fh[1] & 0x7f) == 127 ? 8 : 0;
-                w->fh_need = 2 + ext + ((w->fh[1] & 0x80) ? 4 : 0);
-            }
+            if (w->fh_len == 2) w->fh_need = ws_frame_header_size(w->fh[1]);
             if (w->fh_len < 2 || w->fh_len < w->fh_need) continue;
         } else if (w->fh_len < w->fh_need) {
             size_t n = w->fh_need - w->fh_len < (size_t)(e - p) ? w->fh_need - w->fh_len
@@ -466,18 +439,16 @@ static void ws_feed(struct ws_conn *w, const char *data, size_t len)
             p += n;
             if (w->fh_len < w->fh_need) continue;
         }
-        uint8_t b0 = w->fh[0], b1 = w->fh[1];
-        uint64_t plen = b1 & 0x7f;
-        if (plen == 126) plen = (uint64_t)w->fh[2] << 8 | w->fh[3];
-        else if (plen == 127)
-            for (int i = 0; i < 8; i++) plen = (i ? plen << 8 : 0) | w->fh[2 + i];
-        int op = b0 & 0x0f;
+        struct ws_frame fr;
+        ws_frame_decode(w->fh, w->fh_need, &fr);
+        uint64_t plen = fr.payload_len;
+        int op = fr.opcode;
         bool is_data = op == WSLAY_TEXT_FRAME || op == WSLAY_BINARY_FRAME;
         /* Anything over the limits goes to wslay, which closes with 1009 (frame_start_cb). */
         size_t max_frame = server_limits.max_message < LIMITS_MAX_FRAME ? server_limits.max_message
                                                                         : LIMITS_MAX_FRAME;
-        bool sane = (b0 & 0x70) == 0 && (b1 & 0x80) && plen <= max_frame;
-        bool fin = b0 & 0x80;
+        bool sane = fr.rsv == 0 && fr.masked && plen <= max_frame;
+        bool fin = fr.fin;
         w->fh_len = 0;
         /* Fragments: the first of a message, and every continuation of one we are
          * reassembling, are gathered into msg (unmasked per fragment). */
@@ -498,7 +469,7 @@ static void ws_feed(struct ws_conn *w, const char *data, size_t len)
                 w->msg_op = (uint8_t)op;
             }
             if (fin) w->reasm = false;
-            memcpy(w->msg_key, w->fh + w->fh_need - 4, 4);
+            memcpy(w->msg_key, fr.mask, 4);
             w->msg = xrealloc(w->msg, w->msg_len + (size_t)plen + 1);
             w->frag_start = w->msg_len;
             w->payload_left = plen;
@@ -513,8 +484,8 @@ static void ws_feed(struct ws_conn *w, const char *data, size_t len)
         bool fast = !w->in_fragmented && !w->reasm && sane && fin && is_data;
         if (!fast) {
             if (op == WSLAY_TEXT_FRAME || op == WSLAY_BINARY_FRAME)
-                w->in_fragmented = !(b0 & 0x80);
-            else if (op == WSLAY_CONTINUATION_FRAME && (b0 & 0x80))
+                w->in_fragmented = !fin;
+            else if (op == WSLAY_CONTINUATION_FRAME && fin)
                 w->in_fragmented = false;
             wslay_feed(w, w->fh, w->fh_need);
             w->payload_left = plen;
