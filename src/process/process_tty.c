@@ -82,7 +82,7 @@ void proc_handle_signal(struct rpc_req *req)
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
     struct proc *p = proc_find(session_of(req->conn)->procs, id);
-    if (p && !p->exited) kill(-p->pid, sig);
+    if (p && p->state == PROC_RUNNING) kill(-p->pid, sig);
     rpc_reply_json(req, json_object());
 }
 
@@ -155,13 +155,9 @@ void proc_handle_close_stdin(struct rpc_req *req)
         unsigned char veof = 4; /* ^D */
         if (tcgetattr(p->in_fd, &t) == 0 && t.c_cc[VEOF] != _POSIX_VDISABLE) veof = t.c_cc[VEOF];
         struct wq_item *it = xmalloc(sizeof *it + 1);
-        it->next = NULL;
-        it->off = 0;
         it->len = 1;
         it->data[0] = veof;
-        if (p->wq_tail) p->wq_tail->next = it;
-        else p->wq_head = it;
-        p->wq_tail = it;
+        proc_stdin_push(p, it);
     }
     proc_stdin_flush(p);
     rpc_reply_json(req, json_object());
