@@ -39,13 +39,13 @@ static const char *js_ws(const char *p, const char *e)
 static const char *js_skip(const char *p, const char *e)
 {
     if (p >= e) return NULL;
-    if (*p == '"') return json_string_end(p, e);
+    if (*p == '"') return json_load_string_end(p, e);
     if (*p == '{' || *p == '[') {
         int depth = 0;
         while (p < e) {
             char ch = *p;
             if (ch == '"') {
-                p = json_string_end(p, e);
+                p = json_load_string_end(p, e);
                 if (!p) return NULL;
                 continue;
             }
@@ -74,7 +74,7 @@ bool js_get(struct span v, const char *key, struct span *out)
         p = js_ws(p, e);
         if (p >= e || *p == '}' || *p != '"') return false;
         const char *ks = p + 1;
-        const char *ke = json_string_end(p, e);
+        const char *ke = json_load_string_end(p, e);
         if (!ke) return false;
         p = js_ws(ke, e);
         if (p >= e || *p != ':') return false;

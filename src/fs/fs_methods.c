@@ -147,18 +147,18 @@ int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out)
     fw->b64 = xmemdup(p, h.b64_len + 1);
     fw->b64[h.b64_len] = 0;
     fw->b64_len = h.b64_len;
-    run_op(fw);
+    fs_work_run(fw);
     rc = 0;
     goto out;
 bad:
-    set_msg(fw, RPC_INTERNAL_ERROR, "malformed sandbox helper request");
+    fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "malformed sandbox helper request");
 out:;
     struct fs_wire_rep r = {fw->err, fw->code, fw->msg ? strlen(fw->msg) : 0,
-                            failed(fw) ? 0 : fw->out.len};
+                            fs_work_failed(fw) ? 0 : fw->out.len};
     buf_append(reply, &r, sizeof r);
     if (fw->msg) buf_append(reply, fw->msg, r.msg_len);
     if (r.out_len) buf_append(reply, fw->out.data, r.out_len);
-    if (!failed(fw) && fw->op == OP_OPEN) *fd_out = fw->fd;
+    if (!fs_work_failed(fw) && fw->op == OP_OPEN) *fd_out = fw->fd;
     else if (fw->fd >= 0) close(fw->fd);
     free(fw->path);
     free(fw->path2);
@@ -191,18 +191,19 @@ static void run_sandboxed(struct fs_work *fw)
     buf_free(&rq);
     struct fs_wire_rep r;
     if (rc == SB_CALL_UNENFORCEABLE) {
-        set_msg(fw, RPC_INVALID_REQUEST, "filesystem sandbox cannot be enforced on this executor");
+        fs_work_set_msg(fw, RPC_INVALID_REQUEST,
+                        "filesystem sandbox cannot be enforced on this executor");
     } else if (rc == SB_CALL_CLOSED) {
-        set_msg(fw, RPC_INTERNAL_ERROR, "session closed");
+        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "session closed");
     } else if (rc < 0) {
-        set_msg(fw, RPC_INTERNAL_ERROR, "sandbox helper exited during the request");
+        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "sandbox helper exited during the request");
     } else if (rp.len < sizeof r || (memcpy(&r, rp.data, sizeof r), 0) ||
                r.msg_len > rp.len - sizeof r || r.out_len != rp.len - sizeof r - r.msg_len) {
-        set_msg(fw, RPC_INTERNAL_ERROR, "malformed sandbox helper reply");
+        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "malformed sandbox helper reply");
     } else if (r.msg_len) {
-        set_msg(fw, r.code, "%.*s", (int)r.msg_len, rp.data + sizeof r);
+        fs_work_set_msg(fw, r.code, "%.*s", (int)r.msg_len, rp.data + sizeof r);
     } else if (r.err) {
-        set_err(fw, r.err);
+        fs_work_set_err(fw, r.err);
     } else {
         buf_append(&fw->out, rp.data + sizeof r + r.msg_len, r.out_len);
         if (fw->op == OP_OPEN && fd >= 0) {
@@ -211,8 +212,8 @@ static void run_sandboxed(struct fs_work *fw)
         }
     }
     if (fd >= 0) close(fd);
-    if (fw->op == OP_OPEN && !failed(fw) && fw->fd < 0)
-        set_msg(fw, RPC_INTERNAL_ERROR, "sandbox helper returned no file");
+    if (fw->op == OP_OPEN && !fs_work_failed(fw) && fw->fd < 0)
+        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "sandbox helper returned no file");
     buf_free(&rp);
 }
 
@@ -220,7 +221,7 @@ static void work_cb(uv_work_t *w)
 {
     struct fs_work *fw = w->data;
     if (fw->sb_json) run_sandboxed(fw);
-    else run_op(fw);
+    else fs_work_run(fw);
 }
 
 static void fw_free(struct fs_work *fw)
@@ -240,24 +241,24 @@ static void open_finish(struct fs_work *fw)
     struct rpc_req *req = fw->req;
     if (!conn_is_open(req->conn)) {
         close(fw->fd);
-        set_msg(fw, RPC_INTERNAL_ERROR, "connection closed");
+        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "connection closed");
         return;
     }
     struct fs_table *t = table_get(req->conn, true);
     if (!t) {
         close(fw->fd);
-        set_msg(fw, RPC_INTERNAL_ERROR, "connection closed");
+        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "connection closed");
         return;
     }
     if (table_find(t, fw->hid, fw->hid_len) >= 0) {
         close(fw->fd);
-        set_msg(fw, RPC_INVALID_REQUEST, "file handle `%s` already exists", fw->hid);
+        fs_work_set_msg(fw, RPC_INVALID_REQUEST, "file handle `%s` already exists", fw->hid);
         return;
     }
     if (t->count >= FS_MAX_HANDLES) {
         close(fw->fd);
-        set_msg(fw, RPC_INVALID_REQUEST, "at most %d file handles may be open per connection",
-                FS_MAX_HANDLES);
+        fs_work_set_msg(fw, RPC_INVALID_REQUEST,
+                        "at most %d file handles may be open per connection", FS_MAX_HANDLES);
         return;
     }
     struct fs_handle *h = xcalloc(1, sizeof *h);
@@ -281,9 +282,10 @@ static void after_cb(uv_work_t *w, int status)
 {
     struct fs_work *fw = w->data;
     struct rpc_req *req = fw->req;
-    if (fw->op == OP_OPEN && !failed(fw)) open_finish(fw);
+    if (fw->op == OP_OPEN && !fs_work_failed(fw)) open_finish(fw);
     if (fw->h) handle_unref(fw->h);
-    if (status < 0 && !failed(fw)) set_msg(fw, RPC_INTERNAL_ERROR, "%s", uv_strerror(status));
+    if (status < 0 && !fs_work_failed(fw))
+        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "%s", uv_strerror(status));
     if (fw->msg) {
         rpc_reply_error(req, fw->code, "%s", fw->msg);
     } else if (fw->err) {
@@ -300,7 +302,7 @@ static void submit(struct fs_work *fw)
     fw->w.data = fw;
     int r = uv_queue_work(fw->req->loop, &fw->w, work_cb, after_cb);
     if (r < 0) {
-        set_msg(fw, RPC_INTERNAL_ERROR, "%s", uv_strerror(r));
+        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "%s", uv_strerror(r));
         after_cb(&fw->w, 0);
     }
 }

@@ -17,33 +17,33 @@
 #include "util/buf.h"
 #include "util/mem.h"
 
-bool is_dir(const char *path)
+bool fs_tree_is_dir(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 /* std::fs::create_dir_all: returns 0 or an errno. */
-int mkdir_all(char *path)
+int fs_tree_mkdir_all(char *path)
 {
     if (mkdir(path, 0777) == 0) return 0;
     int e = errno;
-    if (e != ENOENT) return is_dir(path) ? 0 : e;
+    if (e != ENOENT) return fs_tree_is_dir(path) ? 0 : e;
     char *slash = strrchr(path, '/');
     if (!slash || slash == path) return e;
     *slash = '\0';
-    int pe = mkdir_all(path);
+    int pe = fs_tree_mkdir_all(path);
     *slash = '/';
     if (pe) return pe;
     if (mkdir(path, 0777) == 0) return 0;
     e = errno;
-    return is_dir(path) ? 0 : e;
+    return fs_tree_is_dir(path) ? 0 : e;
 }
 
 /* mkdir -p without following symlinks: every existing component must be a real
  * directory (a symlink or file gives ENOTDIR; an existing non-directory leaf
  * gives EEXIST). Returns 0 or an errno. */
-int mkdir_all_nofollow(const char *path)
+int fs_tree_mkdir_all_nofollow(const char *path)
 {
     int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return errno;
@@ -82,7 +82,7 @@ int mkdir_all_nofollow(const char *path)
 
 /* Removes the directory `name` under dirfd and everything below it, never following
  * symlinks. Returns 0 or an errno. */
-int remove_tree_at(int parent, const char *name)
+int fs_tree_remove_at(int parent, const char *name)
 {
     int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return errno;
@@ -108,7 +108,7 @@ int remove_tree_at(int parent, const char *name)
             break;
         }
         if (S_ISDIR(st.st_mode)) {
-            err = remove_tree_at(fd, de->d_name);
+            err = fs_tree_remove_at(fd, de->d_name);
             if (err) break;
         } else if (unlinkat(fd, de->d_name, 0) < 0 && errno != ENOENT) {
             err = errno;
@@ -121,7 +121,7 @@ int remove_tree_at(int parent, const char *name)
     return 0;
 }
 
-int copy_file(const char *src, const char *dst)
+int fs_tree_copy_file(const char *src, const char *dst)
 {
     int in = open(src, O_RDONLY | O_CLOEXEC);
     if (in < 0) return errno;
@@ -173,7 +173,7 @@ int copy_file(const char *src, const char *dst)
     return err;
 }
 
-int copy_link(const char *src, const char *dst)
+int fs_tree_copy_link(const char *src, const char *dst)
 {
     char target[PATH_MAX + 1];
     ssize_t n = readlink(src, target, PATH_MAX);
@@ -183,11 +183,11 @@ int copy_link(const char *src, const char *dst)
     return 0;
 }
 
-int copy_tree(const char *src, const char *dst)
+int fs_tree_copy(const char *src, const char *dst)
 {
     int e = 0;
     if (mkdir(dst, 0777) < 0 && errno != EEXIST) return errno;
-    if (!is_dir(dst)) return EEXIST;
+    if (!fs_tree_is_dir(dst)) return EEXIST;
     DIR *dir = opendir(src);
     if (!dir) return errno;
     for (;;) {
@@ -203,11 +203,11 @@ int copy_tree(const char *src, const char *dst)
         if (lstat(s, &st) < 0)
             e = errno;
         else if (S_ISDIR(st.st_mode))
-            e = copy_tree(s, d);
+            e = fs_tree_copy(s, d);
         else if (S_ISREG(st.st_mode))
-            e = copy_file(s, d);
+            e = fs_tree_copy_file(s, d);
         else if (S_ISLNK(st.st_mode))
-            e = copy_link(s, d);
+            e = fs_tree_copy_link(s, d);
         free(s);
         free(d);
         if (e) break;
@@ -217,7 +217,7 @@ int copy_tree(const char *src, const char *dst)
 }
 
 /* realpath of the longest existing prefix of p, plus the remaining components. */
-char *resolve_existing_prefix(const char *p)
+char *fs_tree_resolve_existing_prefix(const char *p)
 {
     char *cur = xstrdup(p);
     fs_path_strip_slashes(cur);

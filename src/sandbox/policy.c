@@ -43,7 +43,7 @@ struct entries {
     size_t n, cap;
 };
 
-void sb_paths_add(struct sb_paths *l, const char *path)
+void sandbox_paths_add(struct sb_paths *l, const char *path)
 {
     for (size_t i = 0; i < l->n; i++)
         if (strcmp(l->v[i], path) == 0) return;
@@ -54,7 +54,7 @@ void sb_paths_add(struct sb_paths *l, const char *path)
     l->v[l->n++] = xstrdup(path);
 }
 
-void sb_paths_free(struct sb_paths *l)
+void sandbox_paths_free(struct sb_paths *l)
 {
     for (size_t i = 0; i < l->n; i++) free(l->v[i]);
     free(l->v);
@@ -63,10 +63,10 @@ void sb_paths_free(struct sb_paths *l)
 
 void sandbox_policy_free(struct sandbox_policy *p)
 {
-    sb_paths_free(&p->readable);
-    sb_paths_free(&p->writable);
-    sb_paths_free(&p->readonly_sub);
-    sb_paths_free(&p->denied);
+    sandbox_paths_free(&p->readable);
+    sandbox_paths_free(&p->writable);
+    sandbox_paths_free(&p->readonly_sub);
+    sandbox_paths_free(&p->denied);
     free(p->cwd);
     memset(p, 0, sizeof *p);
 }
@@ -425,15 +425,16 @@ static void classify(struct entries *es, struct sandbox_policy *out)
         int parent = anc ? anc->access : 0;
         switch (en->access) {
         case ACC_READ:
-            if (parent == ACC_WRITE) sb_paths_add(&out->readonly_sub, en->path);
-            else sb_paths_add(&out->readable, en->path);
+            if (parent == ACC_WRITE) sandbox_paths_add(&out->readonly_sub, en->path);
+            else sandbox_paths_add(&out->readable, en->path);
             break;
         case ACC_WRITE:
-            sb_paths_add(&out->writable, en->path);
+            sandbox_paths_add(&out->writable, en->path);
             break;
         case ACC_DENY:
             /* Outside every granted root Landlock already denies. */
-            if (parent == ACC_READ || parent == ACC_WRITE) sb_paths_add(&out->denied, en->path);
+            if (parent == ACC_READ || parent == ACC_WRITE)
+                sandbox_paths_add(&out->denied, en->path);
             break;
         }
     }
@@ -504,7 +505,7 @@ int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandb
         char *r = uri_path(json_string_value(v), err);
         if (!r) goto fail;
         char *c = canon(r);
-        sb_paths_add(&cx.roots, c);
+        sandbox_paths_add(&cx.roots, c);
         free(c);
         free(r);
     }
@@ -512,7 +513,7 @@ int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandb
     {
         char *r = uri_path(json_string_value(v), err);
         if (!r) goto fail;
-        sb_paths_add(&cx.tmpdirs, r);
+        sandbox_paths_add(&cx.tmpdirs, r);
         free(r);
     }
 
@@ -579,8 +580,8 @@ int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandb
     out->cwd = cx.cwd;
     cx.cwd = NULL;
     entries_free(&es);
-    sb_paths_free(&cx.roots);
-    sb_paths_free(&cx.tmpdirs);
+    sandbox_paths_free(&cx.roots);
+    sandbox_paths_free(&cx.tmpdirs);
     return 0;
 
 decode_fail:
@@ -589,8 +590,8 @@ decode_fail:
 fail:
     entries_free(&es);
     free(cx.cwd);
-    sb_paths_free(&cx.roots);
-    sb_paths_free(&cx.tmpdirs);
+    sandbox_paths_free(&cx.roots);
+    sandbox_paths_free(&cx.tmpdirs);
     sandbox_policy_free(out);
     return -1;
 }

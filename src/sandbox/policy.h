@@ -58,7 +58,7 @@ bool sandbox_policy_needs_process(const struct sandbox_policy *p);
 void sandbox_policy_free(struct sandbox_policy *p);
 
 /* Helpers for path lists (also used by the enforcement code). */
-void sb_paths_add(struct sb_paths *l, const char *path);
-void sb_paths_free(struct sb_paths *l);
+void sandbox_paths_add(struct sb_paths *l, const char *path);
+void sandbox_paths_free(struct sb_paths *l);
 
 #endif
