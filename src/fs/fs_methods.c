@@ -317,7 +317,7 @@ static bool to_path(struct rpc_req *req, const char *uri, size_t len, char **out
 {
     struct uri_error ue;
     if (uri_to_path(uri, len, false, out, out_len, &ue) < 0) {
-        rpc_reply_error(req, ue.code, "%s", ue.message);
+        rpc_reply_error(req, rpc_uri_error_code(&ue), "%s", ue.message);
         return false;
     }
     return true;

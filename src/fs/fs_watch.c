@@ -288,13 +288,13 @@ static void handle_watch_missing(struct rpc_req *req)
                         &ue) < 0) {
             w->nmissing = i;
             watch_free(w);
-            return rpc_reply_error(req, ue.code, "%s", ue.message);
+            return rpc_reply_error(req, rpc_uri_error_code(&ue), "%s", ue.message);
         }
     }
     w->nmissing = n;
     if (present && uri_to_path(present, strlen(present), false, &w->present, &plen, &ue) < 0) {
         watch_free(w);
-        return rpc_reply_error(req, ue.code, "%s", ue.message);
+        return rpc_reply_error(req, rpc_uri_error_code(&ue), "%s", ue.message);
     }
 
     struct session *s = session_of(req->conn);

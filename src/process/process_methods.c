@@ -79,7 +79,8 @@ static void handle_start(struct rpc_req *req)
     size_t cwd_len;
     struct uri_error uerr;
     if (uri_to_path(cwd, strlen(cwd), true, &cwd_path, &cwd_len, &uerr) < 0) {
-        if (uerr.kind == URI_ERR_HOST || uerr.kind == URI_ERR_PLATFORM)
+        if (uerr.kind == URI_ERR_HOST || uerr.kind == URI_ERR_DRIVE ||
+            uerr.kind == URI_ERR_PLATFORM)
             rpc_reply_error(req, RPC_INVALID_PARAMS,
                             "cwd URI `%s` is not valid on this exec-server host: %s", cwd,
                             uerr.message);

@@ -21,9 +21,6 @@
 #include "util/buf.h"
 #include "util/mem.h"
 
-#define ERR_INVALID_PARAMS (-32602)
-#define ERR_INVALID_REQUEST (-32600)
-
 /* The prefix of the server's form for paths without a URL form. */
 #define BAD_PATH_PREFIX "file:///%00/bad/path/"
 
@@ -45,14 +42,13 @@ struct parsed {
     bool drive; /* the first segment is a Windows drive letter */
 };
 
-static void set_err(struct uri_error *err, enum uri_error_kind kind, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+static void set_err(struct uri_error *err, enum uri_error_kind kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
-static void set_err(struct uri_error *err, enum uri_error_kind kind, int code, const char *fmt, ...)
+static void set_err(struct uri_error *err, enum uri_error_kind kind, const char *fmt, ...)
 {
     va_list ap;
     err->kind = kind;
-    err->code = code;
     va_start(ap, fmt);
     vsnprintf(err->message, sizeof err->message, fmt, ap);
     va_end(ap);
@@ -161,7 +157,7 @@ static int parse_host(const char *s, size_t n, struct parsed *p, struct uri_erro
 {
     if (s[0] == '[') {
         if (s[n - 1] != ']' || n < 3) {
-            set_err(err, URI_ERR_SYNTAX, ERR_INVALID_PARAMS, "invalid URI: invalid IPv6 address");
+            set_err(err, URI_ERR_SYNTAX, "invalid URI: invalid IPv6 address");
             return -1;
         }
         p->host = xmemdup(s, n);
@@ -177,8 +173,7 @@ static int parse_host(const char *s, size_t n, struct parsed *p, struct uri_erro
     }
     if (bad) {
         free(h);
-        set_err(err, URI_ERR_SYNTAX, ERR_INVALID_PARAMS,
-                "invalid URI: invalid international domain name");
+        set_err(err, URI_ERR_SYNTAX, "invalid URI: invalid international domain name");
         return -1;
     }
     if (hn == 9 && memcmp(h, "localhost", 9) == 0) {
@@ -232,8 +227,8 @@ static char parse_path(char *s, size_t n, size_t pos, struct parsed *p)
 }
 
 /* Writes 'uri' (our serialization of what was parsed) is invalid on 'linux'. */
-static void invalid_on_linux(struct uri_error *err, enum uri_error_kind kind, int code,
-                             const char *s, const struct parsed *p)
+static void invalid_on_linux(struct uri_error *err, enum uri_error_kind kind, const char *s,
+                             const struct parsed *p)
 {
     struct buf b;
     buf_init(&b);
@@ -256,9 +251,9 @@ static void invalid_on_linux(struct uri_error *err, enum uri_error_kind kind, in
         }
     }
     if (b.len > MSG_URI_MAX)
-        set_err(err, kind, code, "'%.*s...' is invalid on 'linux'", MSG_URI_MAX, b.data);
+        set_err(err, kind, "'%.*s...' is invalid on 'linux'", MSG_URI_MAX, b.data);
     else
-        set_err(err, kind, code, "'%.*s' is invalid on 'linux'", (int)b.len, b.data);
+        set_err(err, kind, "'%.*s' is invalid on 'linux'", (int)b.len, b.data);
     buf_free(&b);
 }
 
@@ -319,7 +314,7 @@ static int bare_path(const char *uri, size_t len, char **out, size_t *out_len,
             else
                 buf_putc(&b, (char)c);
         }
-        set_err(err, URI_ERR_PLATFORM, ERR_INVALID_PARAMS, "'%.*s%s' is invalid on 'linux'",
+        set_err(err, URI_ERR_PLATFORM, "'%.*s%s' is invalid on 'linux'",
                 (int)(b.len > MSG_URI_MAX ? MSG_URI_MAX : b.len), b.data,
                 b.len > MSG_URI_MAX ? "..." : "");
         buf_free(&b);
@@ -362,14 +357,13 @@ int uri_to_path(const char *uri, size_t len, bool allow_bare_path, char **out, s
             i++;
     }
     if (i == 0 || i >= n || s[i] != ':') {
-        set_err(err, URI_ERR_SYNTAX, ERR_INVALID_PARAMS,
-                "invalid URI: relative URL without a base");
+        set_err(err, URI_ERR_SYNTAX, "invalid URI: relative URL without a base");
         goto out;
     }
     if (!ieq(s, i, "file")) {
         for (size_t k = 0; k < i; k++)
             if (s[k] >= 'A' && s[k] <= 'Z') s[k] = (char)(s[k] | 0x20);
-        set_err(err, URI_ERR_SCHEME, ERR_INVALID_PARAMS, "unsupported path URI scheme `%.*s`",
+        set_err(err, URI_ERR_SCHEME, "unsupported path URI scheme `%.*s`",
                 (int)(i > 200 ? 200 : i), s);
         goto out;
     }
@@ -394,21 +388,19 @@ int uri_to_path(const char *uri, size_t len, bool allow_bare_path, char **out, s
     char end = parse_path(s, n, pos, &p);
 
     if (end == '?') {
-        set_err(err, URI_ERR_QUERY, ERR_INVALID_PARAMS,
-                "query parameters are not allowed in path URIs");
+        set_err(err, URI_ERR_QUERY, "query parameters are not allowed in path URIs");
         goto out;
     }
     if (end == '#') {
-        set_err(err, URI_ERR_FRAGMENT, ERR_INVALID_PARAMS,
-                "fragments are not allowed in path URIs");
+        set_err(err, URI_ERR_FRAGMENT, "fragments are not allowed in path URIs");
         goto out;
     }
     if (p.host) {
-        invalid_on_linux(err, URI_ERR_HOST, ERR_INVALID_REQUEST, s, &p);
+        invalid_on_linux(err, URI_ERR_HOST, s, &p);
         goto out;
     }
     if (p.drive) {
-        invalid_on_linux(err, URI_ERR_HOST, ERR_INVALID_PARAMS, s, &p);
+        invalid_on_linux(err, URI_ERR_DRIVE, s, &p);
         goto out;
     }
 
@@ -418,7 +410,7 @@ int uri_to_path(const char *uri, size_t len, bool allow_bare_path, char **out, s
         /* A relative result would resolve against our cwd; refuse it too. */
         if (plen == 0 || path[0] != '/' || memchr(path, '\0', plen)) {
             free(path);
-            invalid_on_linux(err, URI_ERR_PLATFORM, ERR_INVALID_PARAMS, s, &p);
+            invalid_on_linux(err, URI_ERR_PLATFORM, s, &p);
             goto out;
         }
     } else {
@@ -434,7 +426,7 @@ int uri_to_path(const char *uri, size_t len, bool allow_bare_path, char **out, s
         path[plen] = '\0';
         if (memchr(path, '\0', plen)) {
             free(path);
-            invalid_on_linux(err, URI_ERR_PLATFORM, ERR_INVALID_PARAMS, s, &p);
+            invalid_on_linux(err, URI_ERR_PLATFORM, s, &p);
             goto out;
         }
     }

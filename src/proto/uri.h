@@ -16,11 +16,13 @@ enum uri_error_kind {
     URI_ERR_FRAGMENT,  /* "fragments are not allowed in path URIs" (-32602) */
     URI_ERR_PLATFORM,  /* "'<uri>' is invalid on 'linux'": NUL byte (-32602) */
     URI_ERR_HOST,      /* "'<uri>' is invalid on 'linux'": foreign host (-32600) */
+    URI_ERR_DRIVE,     /* "'<uri>' is invalid on 'linux'": a Windows drive (-32602) */
 };
 
+/* A codec reports what went wrong; the JSON-RPC code each kind gets (shown above,
+ * the reference's) is the rpc layer's business: rpc_uri_error_code(). */
 struct uri_error {
     enum uri_error_kind kind;
-    int code;           /* the JSON-RPC error code the reference uses */
     char message[512];  /* the reference's text */
 };
 

@@ -15,6 +15,7 @@
 
 #include "core/log.h"
 #include "core/metrics.h"
+#include "proto/uri.h"
 #include "proto/utf8.h"
 #include "transport/conn.h"
 #include "util/mem.h"
@@ -149,6 +150,11 @@ int rpc_errno_code(int errnum)
     case EINVAL: return RPC_INVALID_REQUEST;
     default: return RPC_INTERNAL_ERROR;
     }
+}
+
+int rpc_uri_error_code(const struct uri_error *e)
+{
+    return e->kind == URI_ERR_HOST ? RPC_INVALID_REQUEST : RPC_INVALID_PARAMS;
 }
 
 void rpc_reply_errno(struct rpc_req *req, int errnum)

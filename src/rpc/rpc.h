@@ -16,6 +16,7 @@
 #include "util/buf.h"
 
 struct conn;
+struct uri_error;
 
 enum rpc_code {
     RPC_INVALID_REQUEST = -32600,
@@ -59,6 +60,9 @@ void rpc_reply_error(struct rpc_req *req, int code, const char *fmt, ...)
 void rpc_reply_errno(struct rpc_req *req, int errnum);
 /* The fs error code for an errno (see rpc_reply_errno). */
 int rpc_errno_code(int errnum);
+/* The code the reference gives a file: URI error (proto/uri.h): -32600 for a
+ * foreign host, -32602 for everything else. */
+int rpc_uri_error_code(const struct uri_error *e);
 
 /* Hand-written results for hot paths: rpc_result_begin starts b as a message and
  * writes `{"id":<id>,"result":`; the caller appends the result JSON text; then

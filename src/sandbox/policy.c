@@ -133,7 +133,7 @@ static char *uri_path(const char *uri, struct sandbox_error *e)
     size_t len = 0;
     struct uri_error ue;
     if (uri_to_path(uri, strlen(uri), false, &out, &len, &ue) < 0) {
-        e->code = ue.code;
+        e->code = rpc_uri_error_code(&ue);
         snprintf(e->message, sizeof e->message, "%s", ue.message);
         return NULL;
     }
