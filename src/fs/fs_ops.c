@@ -282,7 +282,7 @@ static void do_create_dir(struct fs_work *fw)
     if (fw->nofollow) {
         int e = 0;
         if (fw->recursive) {
-            e = fs_tree_mkdir_all_nofollow(fw->path);
+            e = -fs_tree_mkdir_all_nofollow(fw->path);
         } else {
             const char *leaf;
             int pfd = open_parent_nofollow(fw->path, &leaf);
@@ -296,7 +296,7 @@ static void do_create_dir(struct fs_work *fw)
         return;
     }
     if (fw->recursive) {
-        int e = fs_tree_mkdir_all(fw->path);
+        int e = -fs_tree_mkdir_all(fw->path);
         if (e) fs_work_set_err(fw, e);
     } else if (mkdir(fw->path, 0777) < 0) {
         fs_work_set_err(fw, errno);
@@ -476,7 +476,7 @@ static void do_remove(struct fs_work *fw)
     int e = 0;
     if (S_ISDIR(st.st_mode)) {
         if (fw->recursive)
-            e = fs_tree_remove_at(AT_FDCWD, fw->path);
+            e = -fs_tree_remove_at(AT_FDCWD, fw->path);
         else if (rmdir(fw->path) < 0)
             e = errno;
     } else if (unlink(fw->path) < 0) {
@@ -500,9 +500,9 @@ static void do_copy(struct fs_work *fw)
     }
     int e = 0;
     if (S_ISREG(st.st_mode)) {
-        e = fs_tree_copy_file(fw->path, fw->path2);
+        e = -fs_tree_copy_file(fw->path, fw->path2);
     } else if (S_ISLNK(st.st_mode)) {
-        e = fs_tree_copy_link(fw->path, fw->path2);
+        e = -fs_tree_copy_link(fw->path, fw->path2);
     } else if (S_ISDIR(st.st_mode)) {
         if (!fw->recursive) {
             fs_work_set_msg(fw, RPC_INVALID_REQUEST,
@@ -526,8 +526,8 @@ static void do_copy(struct fs_work *fw)
             return;
         }
         fs_path_strip_slashes(fw->path2);
-        e = fs_tree_mkdir_all(fw->path2);
-        if (!e) e = fs_tree_copy(fw->path, fw->path2);
+        e = -fs_tree_mkdir_all(fw->path2);
+        if (!e) e = -fs_tree_copy(fw->path, fw->path2);
     } else {
         fs_work_set_msg(fw, RPC_INVALID_REQUEST,
                         "fs/copy only supports regular files, directories, and symlinks");

@@ -1,5 +1,5 @@
 /* fs_tree: blocking whole-tree helpers for fs/remove and fs/copy (run on the
- * thread pool only). Each returns 0 or a positive errno. */
+ * thread pool only). Each returns 0 or a negative errno, like libuv. */
 #ifndef EXEC_FS_FS_TREE_H
 #define EXEC_FS_FS_TREE_H
 
