@@ -18,6 +18,15 @@ struct wire_rep_head {
     uint64_t msg_len, out_len;
 };
 
+/* Copies a frame's fixed header (hlen bytes) into head; returns the length of
+ * the body after it, or -EPROTO when the frame is shorter than the header. */
+static long take_head(const void *frame, size_t len, void *head, size_t hlen)
+{
+    if (len < hlen) return -EPROTO;
+    memcpy(head, frame, hlen);
+    return (long)(len - hlen);
+}
+
 void fs_wire_encode_request(struct buf *out, const struct fs_wire_request *rq)
 {
     struct wire_req_head h = {
@@ -36,9 +45,9 @@ void fs_wire_encode_request(struct buf *out, const struct fs_wire_request *rq)
 int fs_wire_decode_request(const void *frame, size_t len, struct fs_wire_request *rq)
 {
     struct wire_req_head h;
-    if (len < sizeof h) return -EPROTO;
-    memcpy(&h, frame, sizeof h);
-    size_t body = len - sizeof h;
+    long r = take_head(frame, len, &h, sizeof h);
+    if (r < 0) return (int)r;
+    uint64_t body = (uint64_t)r;
     /* Each length within the body first, so the sum cannot wrap. */
     if (h.path_len > body || h.path2_len > body || h.b64_len > body ||
         h.path_len + h.path2_len + h.b64_len != body)
@@ -65,9 +74,9 @@ void fs_wire_encode_reply(struct buf *out, const struct fs_wire_reply *rp)
 int fs_wire_decode_reply(const void *frame, size_t len, struct fs_wire_reply *rp)
 {
     struct wire_rep_head h;
-    if (len < sizeof h) return -EPROTO;
-    memcpy(&h, frame, sizeof h);
-    size_t body = len - sizeof h;
+    long r = take_head(frame, len, &h, sizeof h);
+    if (r < 0) return (int)r;
+    uint64_t body = (uint64_t)r;
     if (h.msg_len > body || h.out_len != body - h.msg_len) return -EPROTO;
     const char *p = (const char *)frame + sizeof h;
     *rp = (struct fs_wire_reply){.err = h.err, .code = h.code, .msg = p, .msg_len = h.msg_len,
