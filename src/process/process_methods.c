@@ -154,9 +154,9 @@ static void handle_start(struct rpc_req *req)
     };
     struct spawn_result sr;
     int err = spawn_child(&rq, &sr);
-    if (err) {
+    if (err < 0) {
         char text[256];
-        oserr_format(err, text, sizeof text);
+        oserr_format(-err, text, sizeof text);
         rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
         goto out;
     }
