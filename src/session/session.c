@@ -1,5 +1,6 @@
-/* session: registry, attach/detach/resume, detached TTL, initialize and the
- * environment methods (see session.h). */
+/* session: the registry, attach/detach/resume and the detached TTL (see
+ * session.h). The methods (initialize, environment/info and status, session/close) are in
+ * session_methods.c. */
 #include "session/session.h"
 
 #include <stdio.h>
@@ -11,10 +12,8 @@
 #include "core/limits.h"
 #include "core/log.h"
 #include "fs/fs_watch.h"
-#include "proto/uri.h"
 #include "process/process.h"
 #include "rpc/dispatch.h"
-#include "rpc/params.h"
 #include "sandbox/helper.h"
 #include "transport/conn.h"
 #include "util/mem.h"
@@ -43,7 +42,7 @@ static void uuid_v4(char out[37])
              r[13], r[14], r[15]);
 }
 
-static struct session *session_find(const char *id)
+struct session *session_find(const char *id)
 {
     for (struct session *s = sessions; s; s = s->next)
         if (strcmp(s->id, id) == 0) return s;
@@ -155,129 +154,25 @@ static void attach(struct session *s, struct conn *c)
     rpc_conn_set_initialized(c);
 }
 
-static json_t *uri_json(const char *path)
+struct session *session_create(struct conn *c)
 {
-    char *u = uri_from_path(path, strlen(path));
-    json_t *j = json_string(u);
-    free(u);
-    return j ? j : json_null();
+    struct session *s = xcalloc(1, sizeof *s);
+    uuid_v4(s->id);
+    s->loop = session_loop;
+    uv_timer_init(session_loop, &s->ttl);
+    s->ttl.data = s;
+    s->procs = proc_table_new(s);
+    s->next = sessions;
+    if (sessions) sessions->prev = s;
+    sessions = s;
+    attach(s, c);
+    log_event("event=session_attach session=%s peer=%s resumed=false", s->id, conn_peer(c));
+    return s;
 }
 
-/* What environment/info and initialize report about this host. Capabilities we
- * do not implement are false so clients never send the fields they gate. */
-static json_t *environment_info(void)
+void session_resume(struct session *s, struct conn *c)
 {
-    const char *shell = getenv("SHELL");
-    if (!shell || shell[0] != '/') shell = "/bin/sh";
-    const char *base = strrchr(shell, '/') + 1;
-    char cwd[4096];
-    if (!getcwd(cwd, sizeof cwd)) strcpy(cwd, "/");
-    const char *home = getenv("HOME");
-    const char *tmp = getenv("TMPDIR");
-    if (!tmp || tmp[0] != '/') tmp = "/tmp";
-    json_t *caps = json_pack(
-        "{s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b}", "networkProxyLaunch", 0,
-        "networkProxyReviewDomains", 0, "credentialMasking", 0, "credentialMaskingCustomProviders",
-        0, "capabilityDiscoverySandbox", 0, "fsWatchMissing", 1, "capabilityDiscoveryV2", 0,
-        "environmentConfigRead", 1, "httpHeaderEnvVars", 1, "sandboxedFileStreaming", 0,
-        "fileWriteStreaming", 1, "shellSnapshotV2", 0, "windowsMxc", 0,
-        "linuxRootWritePreservesDevices", 0, "linuxApprovedRootWritePreservesRestrictions", 0);
-    /* Ours (PROTOCOL.md §11 (g)): terminal and stdin controls a client may use
-     * once it sees them here; the reference has none of them. */
-    json_object_set_new(caps, "processStartSize", json_true());
-    json_object_set_new(caps, "processResize", json_true());
-    json_object_set_new(caps, "processCloseStdin", json_true());
-    json_object_set_new(caps, "processSignalAny", json_true());
-    json_object_set_new(caps, "sessionClose", json_true());
-    json_object_set_new(caps, "fsPermissions", json_true());
-    json_t *info = json_object();
-    json_object_set_new(info, "shell", json_pack("{s:s,s:s}", "name", base, "path", shell));
-    json_object_set_new(info, "executorVersion", json_string(EXEC_SERVER_VERSION));
-    json_object_set_new(info, "providerId", json_string("exec-server-c"));
-    json_object_set_new(info, "cwd", uri_json(cwd));
-    if (home && home[0] == '/') json_object_set_new(info, "userHomeDir", uri_json(home));
-    json_object_set_new(info, "platformOs", json_string("linux"));
-    json_object_set_new(info, "prependPathDirs", json_array());
-    json_object_set_new(info, "temporaryDirectories", json_array());
-    json_object_set_new(info, "tempDir", uri_json(tmp));
-    json_object_set_new(info, "capabilities", caps);
-    return info;
+    attach(s, c);
+    proc_table_attached(s->procs, c);
+    log_event("event=session_attach session=%s peer=%s resumed=true", s->id, conn_peer(c));
 }
-
-static void handle_initialize(struct rpc_req *req)
-{
-    struct pdec d;
-    pdec_begin(&d, req->params, "InitializeParams");
-    pdec_string(&d, "clientName", PDEC_REQUIRED);
-    const char *resume = pdec_string(&d, "resumeSessionId", PDEC_OPTIONAL);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-    struct conn *c = req->conn;
-    if (rpc_conn_initialized(c))
-        return rpc_reply_error(req, RPC_INVALID_REQUEST,
-                               "initialize may only be sent once per connection");
-    struct session *s;
-    if (resume) {
-        s = session_find(resume);
-        if (!s) return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown session id %s", resume);
-        if (s->conn)
-            return rpc_reply_error(req, RPC_SESSION_ATTACHED,
-                                   "session %s is already attached to another connection", s->id);
-        attach(s, c);
-        proc_table_attached(s->procs, c);
-        log_event("event=session_attach session=%s peer=%s resumed=true", s->id, conn_peer(c));
-    } else {
-        s = xcalloc(1, sizeof *s);
-        uuid_v4(s->id);
-        s->loop = session_loop;
-        uv_timer_init(session_loop, &s->ttl);
-        s->ttl.data = s;
-        s->procs = proc_table_new(s);
-        s->next = sessions;
-        if (sessions) sessions->prev = s;
-        sessions = s;
-        attach(s, c);
-        log_event("event=session_attach session=%s peer=%s resumed=false", s->id, conn_peer(c));
-    }
-    json_t *res = json_object();
-    json_object_set_new(res, "sessionId", json_string(s->id));
-    json_object_set_new(res, "environmentInfo", environment_info());
-    rpc_reply_json(req, res);
-}
-
-static void handle_env_info(struct rpc_req *req)
-{
-    struct pdec d;
-    if (!pdec_unit(&d, req->params)) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-    if (!rpc_check_ready(req)) return;
-    rpc_reply_json(req, environment_info());
-}
-
-static void handle_env_status(struct rpc_req *req)
-{
-    struct pdec d;
-    if (!pdec_unit(&d, req->params)) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-    if (!rpc_check_ready(req)) return;
-    rpc_reply_json(req, json_pack("{s:s}", "status", "ready"));
-}
-
-/* session/close (ours, capability sessionClose): the client is done with the
- * session, so when this connection closes the session ends at once (its processes
- * are killed) instead of waiting out the resume TTL. A short-lived CLI call leaves
- * nothing behind this way. */
-static void handle_session_close(struct rpc_req *req)
-{
-    struct pdec d;
-    pdec_unit(&d, req->params);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-    if (!rpc_check_ready(req)) return;
-    session_of(req->conn)->ending = true;
-    rpc_reply_json(req, json_object());
-}
-
-const struct rpc_method session_methods[] = {
-    {"initialize", "initialize", handle_initialize},
-    {"environment/info", "environment info", handle_env_info},
-    {"environment/status", "environment status", handle_env_status},
-    {"session/close", "session", handle_session_close},
-    {NULL, NULL, NULL},
-};

@@ -31,6 +31,13 @@ struct session {
 
 /* Server-wide settings read by sessions. */
 void session_configure(uv_loop_t *loop, uint64_t detached_ttl_ms);
+/* The session with this id, or NULL. */
+struct session *session_find(const char *id);
+/* A new session bound to c (initialize without resumeSessionId); owned by the
+ * registry, which destroys it when it ends. */
+struct session *session_create(struct conn *c);
+/* Binds the detached session s to c (initialize with resumeSessionId). */
+void session_resume(struct session *s, struct conn *c);
 /* The session bound to c, or NULL before initialize (not a counted reference:
  * valid on the loop thread while c is its binding). */
 struct session *session_of(const struct conn *c);
