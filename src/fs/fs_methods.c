@@ -38,6 +38,7 @@
 #include "sandbox/enforce.h"
 #include "sandbox/helper.h"
 #include "sandbox/policy.h"
+#include "sandbox/sandbox_rpc.h"
 #include "session/session.h"
 #include "transport/conn.h"
 #include "proto/base64.h"
@@ -335,7 +336,7 @@ static int check_common(struct rpc_req *req, struct pdec *d, json_t *sb, bool re
     struct sandbox_policy pol;
     struct sandbox_error se;
     if (sandbox_policy_parse(sb, NULL, &pol, &se) < 0) {
-        rpc_reply_error(req, se.code, "%s", se.message);
+        rpc_reply_error(req, sandbox_error_code(&se), "%s", se.message);
         return -1;
     }
     bool need = sandbox_policy_needs_fs(&pol, reads, writes);

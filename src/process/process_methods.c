@@ -19,6 +19,7 @@
 #include "rpc/params.h"
 #include "sandbox/enforce.h"
 #include "sandbox/policy.h"
+#include "sandbox/sandbox_rpc.h"
 #include "session/session.h"
 #include "util/mem.h"
 #include "util/oserr.h"
@@ -92,7 +93,7 @@ static void handle_start(struct rpc_req *req)
      * so the child only makes system calls. Whatever cannot be enforced is refused. */
     struct sandbox_error serr;
     if (sandbox_policy_parse(sandbox, cwd_path, &pol, &serr) < 0) {
-        rpc_reply_error(req, serr.code, "%s", serr.message);
+        rpc_reply_error(req, sandbox_error_code(&serr), "%s", serr.message);
         goto out;
     }
     have_pol = true;

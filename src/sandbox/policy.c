@@ -133,13 +133,13 @@ static char *uri_path(const char *uri, struct sandbox_error *e)
     size_t len = 0;
     struct uri_error ue;
     if (uri_to_path(uri, strlen(uri), false, &out, &len, &ue) < 0) {
-        e->code = rpc_uri_error_code(&ue);
+        e->kind = ue.kind == URI_ERR_HOST ? SANDBOX_ERR_FOREIGN_HOST : SANDBOX_ERR_INVALID;
         snprintf(e->message, sizeof e->message, "%s", ue.message);
         return NULL;
     }
     if (strlen(out) != len) { /* embedded NUL cannot name a file */
         free(out);
-        e->code = RPC_INVALID_PARAMS;
+        e->kind = SANDBOX_ERR_INVALID;
         snprintf(e->message, sizeof e->message, "'%s' is invalid on 'linux'", uri);
         return NULL;
     }
@@ -247,7 +247,7 @@ static int glob_expand(const char *pattern, const char *cwd, int access, int max
     free(base);
     free(pat);
     if (rc < 0) {
-        e->code = RPC_INVALID_REQUEST;
+        e->kind = SANDBOX_ERR_TOO_MANY;
         snprintf(e->message, sizeof e->message,
                  "sandbox glob pattern `%s` matches too many paths to enforce", pattern);
         return -1;
@@ -337,7 +337,7 @@ static int decode_entry(struct pdec *d, json_t *ent, struct ctx *cx, int glob_de
         for (size_t i = 0; i < cx->roots.n; i++) {
             if (subpath && *subpath) {
                 if (subpath[0] == '/' || strstr(subpath, "..")) {
-                    e->code = RPC_INVALID_PARAMS;
+                    e->kind = SANDBOX_ERR_INVALID;
                     snprintf(e->message, sizeof e->message,
                              "project root subpath `%s` must be relative", subpath);
                     return -1;
@@ -496,7 +496,7 @@ int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandb
         cx.cwd = xstrdup(fallback_cwd);
     }
     if (json_array_size(roots) + json_array_size(tmps) > MAX_ENTRIES) {
-        err->code = RPC_INVALID_REQUEST;
+        err->kind = SANDBOX_ERR_TOO_MANY;
         snprintf(err->message, sizeof err->message, "sandbox has too many entries to enforce");
         goto fail;
     }
@@ -552,7 +552,7 @@ int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandb
                     }
                     if (f.failed) break;
                     if (es.n > MAX_ENTRIES) {
-                        err->code = RPC_INVALID_REQUEST;
+                        err->kind = SANDBOX_ERR_TOO_MANY;
                         snprintf(err->message, sizeof err->message,
                                  "sandbox has too many entries to enforce");
                         goto fail;
@@ -571,7 +571,7 @@ int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandb
         goto decode_fail;
     }
     if (cx.dynamic && !cx.cwd) {
-        err->code = RPC_INVALID_PARAMS;
+        err->kind = SANDBOX_ERR_INVALID;
         snprintf(err->message, sizeof err->message,
                  "file system sandbox context with dynamic permissions requires cwd");
         goto fail;
@@ -585,7 +585,7 @@ int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandb
     return 0;
 
 decode_fail:
-    err->code = RPC_INVALID_PARAMS;
+    err->kind = SANDBOX_ERR_INVALID;
     snprintf(err->message, sizeof err->message, "%s", s.err);
 fail:
     entries_free(&es);

@@ -36,9 +36,15 @@ struct sandbox_policy {
     char *cwd;                    /* the resolved sandbox cwd, or NULL */
 };
 
-/* Errors: code is the JSON-RPC code, message the text the reference uses. */
+/* What went wrong, and the text the reference uses. The JSON-RPC code a kind
+ * gets is the handlers' business (sandbox_error_code, sandbox_rpc.h). */
+enum sandbox_error_kind {
+    SANDBOX_ERR_INVALID,      /* malformed, or no path on this host (-32602) */
+    SANDBOX_ERR_FOREIGN_HOST, /* a path URI names another host (-32600, like uri's) */
+    SANDBOX_ERR_TOO_MANY,     /* more paths than can be enforced (-32600) */
+};
 struct sandbox_error {
-    int code;
+    enum sandbox_error_kind kind;
     char message[512];
 };
 
