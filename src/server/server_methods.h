@@ -1,6 +1,6 @@
 /* server_methods: which JSON-RPC methods this server serves. The executables and
  * the tests that dispatch whole messages register the same set, so rpc itself
- * never names a method module (docs/ARCHITECTURE.md, layer 4). */
+ * never names a method module (docs/ARCHITECTURE.md, top layer). */
 #ifndef EXEC_SERVER_SERVER_METHODS_H
 #define EXEC_SERVER_SERVER_METHODS_H
 
