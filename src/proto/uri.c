@@ -9,6 +9,8 @@
  * or ".." component, a drive-letter-like first component) is sent in the server's
  * `file:///%00/bad/path/<base64url>` form, which uri_to_path also takes back. */
 #include "proto/uri.h"
+
+#include <errno.h>
 #include "proto/utf8.h"
 
 #include <stdarg.h>
@@ -158,7 +160,7 @@ static int parse_host(const char *s, size_t n, struct parsed *p, struct uri_erro
     if (s[0] == '[') {
         if (s[n - 1] != ']' || n < 3) {
             set_err(err, URI_ERR_SYNTAX, "invalid URI: invalid IPv6 address");
-            return -1;
+            return -EINVAL;
         }
         p->host = xmemdup(s, n);
         p->host_len = n;
@@ -174,7 +176,7 @@ static int parse_host(const char *s, size_t n, struct parsed *p, struct uri_erro
     if (bad) {
         free(h);
         set_err(err, URI_ERR_SYNTAX, "invalid URI: invalid international domain name");
-        return -1;
+        return -EINVAL;
     }
     if (hn == 9 && memcmp(h, "localhost", 9) == 0) {
         free(h);
@@ -318,7 +320,7 @@ static int bare_path(const char *uri, size_t len, char **out, size_t *out_len,
                 (int)(b.len > MSG_URI_MAX ? MSG_URI_MAX : b.len), b.data,
                 b.len > MSG_URI_MAX ? "..." : "");
         buf_free(&b);
-        return -1;
+        return -EINVAL;
     }
     char *p = xmalloc(len + 1);
     memcpy(p, uri, len);
@@ -347,7 +349,7 @@ int uri_to_path(const char *uri, size_t len, bool allow_bare_path, char **out, s
     s[n] = '\0';
 
     struct parsed p = {0};
-    int rc = -1;
+    int rc = -EINVAL;
 
     size_t i = 0;
     if (n > 0 && is_alpha((unsigned char)s[0])) {

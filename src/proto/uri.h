@@ -31,7 +31,7 @@ struct uri_error {
  * true a string starting with '/' is taken as a native path as is (process/start's
  * cwd, PROTOCOL.md decision (d)). On success returns 0 and stores a malloc'd,
  * NUL-terminated path (the caller frees it) in *out and its length in *out_len.
- * On failure returns -1 and fills *err. */
+ * On failure returns -EINVAL and fills *err. */
 int uri_to_path(const char *uri, size_t len, bool allow_bare_path, char **out, size_t *out_len,
                 struct uri_error *err);
 

@@ -593,7 +593,7 @@ fail:
     sandbox_paths_free(&cx.roots);
     sandbox_paths_free(&cx.tmpdirs);
     sandbox_policy_free(out);
-    return -1;
+    return -EINVAL;
 }
 
 bool sandbox_policy_needs_fs(const struct sandbox_policy *p, bool reads, bool writes)

@@ -51,7 +51,7 @@ struct sandbox_error {
 /* Parses a sandbox object (NULL or JSON null: no sandbox). fallback_cwd (may be
  * NULL) is used when the object has no cwd (process/start's request cwd). On
  * success returns 0 and fills *out (free with sandbox_policy_free). On failure
- * returns -1 with *err filled and *out left empty. */
+ * returns -EINVAL with *err filled and *out left empty. */
 int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandbox_policy *out,
                          struct sandbox_error *err);
 

@@ -1,6 +1,7 @@
 /* Unit tests for sandbox/policy: the wire shapes of PROTOCOL.md section 10.2, the
  * resolution and precedence rules of section 10.3 (special kinds, carve-outs,
  * "requires cwd", full-disk shortcuts) and the serde-worded decode errors. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -151,7 +152,7 @@ static void test_requires_cwd(void **state)
     const char *j = "{\"permissions\":{\"type\":\"managed\",\"file_system\":{\"type\":"
                     "\"restricted\",\"entries\":[" PROJ_WRITE "]},\"network\":\"enabled\"},"
                     "\"workspaceRoots\":[\"file://%s/ws\"],\"windowsSandboxLevel\":\"disabled\"}";
-    assert_int_equal(parse(j, NULL, &p, &e), -1);
+    assert_int_equal(parse(j, NULL, &p, &e), -EINVAL);
     assert_int_equal(sandbox_error_code(&e), -32602);
     assert_string_equal(e.message,
                         "file system sandbox context with dynamic permissions requires cwd");
