@@ -22,6 +22,7 @@
 #include "core/limits.h"
 #include "core/log.h"
 #include "process/guardian.h"
+#include "remote/remote.h"
 #include "rpc/dispatch.h"
 #include "server/server_methods.h"
 #include "session/session.h"
@@ -29,11 +30,13 @@
 #include "transport/stdio.h"
 #include "transport/tls.h"
 #include "transport/ws.h"
+#include "util/mem.h"
 
 static uv_loop_t *loop;
 static struct ws_listener *listener;
 static uv_signal_t sig_term, sig_int;
 static int exit_status;
+static bool remote_mode;
 
 static const char usage[] =
     "Usage: exec-server [OPTIONS]\n"
@@ -76,6 +79,23 @@ static const char usage[] =
     "  --max-detached-sessions N\n"
     "                          disconnected sessions kept for resume; past it the one\n"
     "                          detached longest ago expires at once (default 64)\n"
+    "\n"
+    "Remote mode (an environment registry and its rendezvous relay, Noise encrypted):\n"
+    "  --remote URL            register this exec-server as a remote environment with\n"
+    "                          the registry at URL and serve harnesses through its\n"
+    "                          rendezvous (no local listener unless --listen is given,\n"
+    "                          which then serves /readyz, /metrics and WebSocket\n"
+    "                          clients locally; /readyz is 200 only while registered\n"
+    "                          and connected)\n"
+    "  --environment-id ID     environment to register (required with --remote)\n"
+    "  --remote-transport noise  the relay transport (noise, the default, is the only\n"
+    "                          one supported)\n"
+    "  --name NAME             human-readable environment name (kept, not sent)\n"
+    "  --registration-bearer-stdin\n"
+    "                          read one registration bearer token line from stdin\n"
+    "                          (otherwise CODEX_API_KEY, allowed only for https to\n"
+    "                          openai.com / openai.org or a loopback registry)\n"
+    "\n"
     "  --help                  print this help\n"
     "  --version               print the version\n";
 
@@ -90,6 +110,7 @@ static void shutdown_server(void)
 {
     if (listener) ws_shutdown(listener);
     listener = NULL;
+    if (remote_mode) remote_stop();
     session_destroy_all();
     uv_signal_stop(&sig_term);
     uv_signal_stop(&sig_int);
@@ -132,6 +153,51 @@ static void on_sighup(uv_signal_t *s, int signum)
 static void on_stdio_eof(void)
 {
     shutdown_server();
+}
+
+static void on_remote_fatal(void)
+{
+    exit_status = 1;
+    shutdown_server();
+}
+
+/* --registration-bearer-stdin: one LF-terminated line of at most 16 KiB (a CR
+ * before the LF is dropped), read before the loop starts; no blank or padded
+ * value. The reference's rules and texts (docs/REMOTE_NOTES.md §1). Returns a
+ * malloc'd token or NULL after printing why. */
+static char *read_bearer_line(void)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n = getline(&line, &cap, stdin);
+    if (n <= 0 || line[n - 1] != '\n' || n - 1 > 16384) {
+        free(line);
+        fprintf(stderr, "exec-server: expected a newline-terminated registration bearer of at "
+                        "most 16 KiB\n");
+        return NULL;
+    }
+    line[--n] = '\0';
+    if (n && line[n - 1] == '\r') line[--n] = '\0';
+    bool bad = n == 0 || line[0] == ' ' || line[0] == '\t' || line[n - 1] == ' ' ||
+               line[n - 1] == '\t';
+    for (ssize_t i = 0; i < n && !bad; i++)
+        bad = (unsigned char)line[i] < 0x20 || line[i] == 0x7f;
+    if (bad) {
+        memset(line, 0, (size_t)n);
+        free(line);
+        fprintf(stderr, "exec-server: invalid registration bearer\n");
+        return NULL;
+    }
+    return line;
+}
+
+/* --environment-id: what goes into the registry's URL path. 0.169.0 interpolates it
+ * raw; ours keeps the older upstream rule that stops path injection. */
+static bool environment_id_ok(const char *id)
+{
+    size_t n = strlen(id);
+    return n >= 1 && n <= 256 &&
+           strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") == n;
 }
 
 /* Parses a count, or with `bytes` a size with an optional K/M/G suffix. */
@@ -307,8 +373,12 @@ int main(int argc, char **argv)
     enum {
         OPT_LISTEN = 256, OPT_TTL, OPT_LOG, OPT_MAX_CONN, OPT_MAX_PROC, OPT_MAX_MSG, OPT_MAX_QUEUED,
         OPT_MAX_DETACHED, OPT_WS_AUTH, OPT_TOKEN_FILE, OPT_TOKEN_SHA, OPT_SECRET_FILE, OPT_ISSUER,
-        OPT_AUDIENCE, OPT_SKEW, OPT_TLS_CERT, OPT_TLS_KEY, OPT_EXIT_STDIN,
+        OPT_AUDIENCE, OPT_SKEW, OPT_TLS_CERT, OPT_TLS_KEY, OPT_EXIT_STDIN, OPT_REMOTE,
+        OPT_ENV_ID, OPT_REMOTE_TRANSPORT, OPT_NAME, OPT_BEARER_STDIN, OPT_CREDENTIAL_STDIN,
+        OPT_AGENT_IDENTITY,
     };
+    const char *remote_url = NULL, *environment_id = NULL, *remote_name = NULL;
+    bool bearer_stdin = false, listen_given = false;
     static const struct option longs[] = {
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
@@ -330,6 +400,13 @@ int main(int argc, char **argv)
         {"tls-cert", required_argument, 0, OPT_TLS_CERT},
         {"tls-key", required_argument, 0, OPT_TLS_KEY},
         {"exit-on-stdin-close", no_argument, 0, OPT_EXIT_STDIN},
+        {"remote", required_argument, 0, OPT_REMOTE},
+        {"environment-id", required_argument, 0, OPT_ENV_ID},
+        {"remote-transport", required_argument, 0, OPT_REMOTE_TRANSPORT},
+        {"name", required_argument, 0, OPT_NAME},
+        {"registration-bearer-stdin", no_argument, 0, OPT_BEARER_STDIN},
+        {"executor-credential-stdin", no_argument, 0, OPT_CREDENTIAL_STDIN},
+        {"use-agent-identity-auth", no_argument, 0, OPT_AGENT_IDENTITY},
         {0, 0, 0, 0},
     };
     opterr = 0; /* our own messages, in the words the tests and users know */
@@ -351,7 +428,32 @@ int main(int argc, char **argv)
             return 2;
         case OPT_LISTEN:
             listen_url = val;
+            listen_given = true;
             break;
+        case OPT_REMOTE:
+            remote_url = val;
+            break;
+        case OPT_ENV_ID:
+            environment_id = val;
+            break;
+        case OPT_NAME:
+            remote_name = val;
+            break;
+        case OPT_REMOTE_TRANSPORT:
+            if (strcmp(val, "noise") != 0) {
+                fprintf(stderr, "exec-server: unsupported --remote-transport `%s`; only `noise` "
+                                "is supported\n", val);
+                return 2;
+            }
+            break;
+        case OPT_BEARER_STDIN:
+            bearer_stdin = true;
+            break;
+        case OPT_CREDENTIAL_STDIN:
+        case OPT_AGENT_IDENTITY:
+            fprintf(stderr, "exec-server: %s is not supported by this exec-server; use "
+                            "--registration-bearer-stdin or CODEX_API_KEY\n", argv[optind - 1]);
+            return 2;
         case OPT_TTL: {
             char *end;
             errno = 0;
@@ -440,6 +542,56 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    char *bearer = NULL;
+    char env_id_buf[512], remote_buf[2048];
+    if (remote_url || environment_id || bearer_stdin || remote_name) {
+        const char *u = trimmed(remote_url, remote_buf, sizeof remote_buf);
+        const char *e = trimmed(environment_id, env_id_buf, sizeof env_id_buf);
+        if (!u) {
+            fprintf(stderr, "exec-server: --environment-id, --name and "
+                            "--registration-bearer-stdin require --remote URL\n");
+            return 2;
+        }
+        if (!e) {
+            fprintf(stderr, "exec-server: --remote requires a non-empty --environment-id\n");
+            return 2;
+        }
+        if (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) {
+            fprintf(stderr, "exec-server: invalid --remote URL `%s`; expected http:// or "
+                            "https://\n", u);
+            return 2;
+        }
+        if (listen_given && strncmp(listen_url, "ws://", 5) != 0) {
+            fprintf(stderr, "exec-server: with --remote, --listen may only be a local "
+                            "ws://IP:PORT endpoint\n");
+            return 2;
+        }
+        if (!environment_id_ok(e)) {
+            fprintf(stderr, "exec-server: invalid --environment-id `%s`; expected 1 to 256 "
+                            "characters of A-Z, a-z, 0-9, `_` and `-`\n", e);
+            return 2;
+        }
+        if (bearer_stdin) {
+            bearer = read_bearer_line();
+            if (!bearer) return 1;
+        } else if (getenv("CODEX_API_KEY") && *getenv("CODEX_API_KEY")) {
+            if (!remote_api_key_url_allowed(u)) {
+                fprintf(stderr, "exec-server: remote exec-server API-key authentication is "
+                                "restricted to HTTPS openai.com and openai.org hosts and "
+                                "subdomains or loopback hosts\n");
+                return 1;
+            }
+            bearer = xstrdup(getenv("CODEX_API_KEY"));
+        } else {
+            fprintf(stderr, "exec-server: remote exec-server registration requires a bearer: "
+                            "use --registration-bearer-stdin or set CODEX_API_KEY\n");
+            return 1;
+        }
+        remote_mode = true;
+        remote_url = u;
+        environment_id = e;
+    }
+
     bool stdio_mode = strcmp(listen_url, "stdio") == 0 || strcmp(listen_url, "stdio://") == 0;
     char host[64];
     int port = 0;
@@ -511,7 +663,32 @@ int main(int argc, char **argv)
         else
             log_warn("--exit-on-stdin-close: standard input cannot be watched; ignoring");
     }
-    if (stdio_mode) {
+    if (remote_mode) {
+        struct remote_opts ro = {.base_url = remote_url,
+                                 .environment_id = environment_id,
+                                 .name = remote_name,
+                                 .bearer = bearer,
+                                 .on_message = rpc_dispatch};
+        /* Test knobs (undocumented): shorter liveness and backoff timers. */
+        if (getenv("EXEC_SERVER_REMOTE_PING_MS"))
+            ro.ping_ms = strtoull(getenv("EXEC_SERVER_REMOTE_PING_MS"), NULL, 10);
+        if (getenv("EXEC_SERVER_REMOTE_PONG_MS"))
+            ro.pong_deadline_ms = strtoull(getenv("EXEC_SERVER_REMOTE_PONG_MS"), NULL, 10);
+        if (getenv("EXEC_SERVER_REMOTE_BACKOFF_MS"))
+            ro.backoff_ms = strtoull(getenv("EXEC_SERVER_REMOTE_BACKOFF_MS"), NULL, 10);
+        int rr = remote_start(loop, &ro, on_remote_fatal);
+        if (bearer) {
+            memset(bearer, 0, strlen(bearer));
+            free(bearer);
+        }
+        if (rr < 0) {
+            fprintf(stderr, "exec-server: cannot start remote mode: %s\n", strerror(-rr));
+            return 1;
+        }
+    }
+    if (remote_mode && !listen_given) {
+        /* Remote only: no local listener. */
+    } else if (stdio_mode) {
         if (stdio_serve(loop, rpc_dispatch, on_stdio_eof) != 0) exit_status = 1;
     } else {
         char url[128];
@@ -536,5 +713,6 @@ int main(int argc, char **argv)
     uv_walk(loop, close_walk_cb, NULL);
     uv_run(loop, UV_RUN_DEFAULT);
     uv_loop_close(loop);
+    if (remote_mode) remote_cleanup();
     return exit_status;
 }

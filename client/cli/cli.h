@@ -18,6 +18,10 @@ struct cli {
     const char *url;
     const char *token;
     const char *ca_file; /* wss:// trust, --ca-file */
+    const char *remote;  /* --remote: registry base URL (remote mode) */
+    const char *environment_id; /* --environment-id, with --remote */
+    bool verbose;               /* -v: connection milestones on stderr */
+    int liveness_ms;            /* --liveness-ms, remote mode (0: the library's) */
     int timeout_ms;
     int reconnect_ms;
     ec_client *c;

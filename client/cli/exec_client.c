@@ -4,6 +4,7 @@
  *   exec-client [--url URL] shell
  *   exec-client [--url URL] fs cat|put|ls|stat|rm|cp|mkdir|walk ...
  *   exec-client [--url URL] rpc [--raw]
+ *   exec-client --remote REGISTRY_URL --environment-id ID COMMAND ...   (remote mode)
  *
  * `run` behaves like `ssh host cmd` and `shell` like `ssh host` (cli_run.c says how,
  * and how it falls back against a server without our terminal extensions). Exit codes
@@ -29,6 +30,8 @@
 
 const char *usage_text =
     "usage: exec-client [--url URL] [--token TOKEN] [--timeout-ms N] [--reconnect-ms N]\n"
+    "                   COMMAND ...\n"
+    "       exec-client --remote REGISTRY_URL --environment-id ID [--token TOKEN] ...\n"
     "                   COMMAND ...\n"
     "\n"
     "Commands:\n"
@@ -56,10 +59,19 @@ const char *usage_text =
     "  --url URL        server URL, ws://HOST:PORT or wss://HOST:PORT (default:\n"
     "                   $EXEC_SERVER_URL)\n"
     "  --ca-file FILE   wss://: trust the CA(s) in FILE instead of the system store\n"
-    "  --token TOKEN    send Authorization: Bearer TOKEN (default: $EXEC_SERVER_TOKEN)\n"
+    "  --token TOKEN    send Authorization: Bearer TOKEN (default: $EXEC_SERVER_TOKEN);\n"
+    "                   with --remote it goes to the registry only\n"
+    "  --remote URL     remote mode: reach the executor registered at this environment\n"
+    "                   registry (http:// or https:// base URL) through its rendezvous,\n"
+    "                   end-to-end encrypted (Noise) and pinned to the executor's key\n"
+    "  --environment-id ID  the environment to reach (with --remote)\n"
+    "  --liveness-ms N  remote mode: ask a quiet process for news after N ms, so a\n"
+    "                   stream lost at the executor's end is resumed (default 30000;\n"
+    "                   -1: never)\n"
     "  --timeout-ms N   connect/call timeout (default 10000 / 60000)\n"
     "  --reconnect-ms N run/shell: resume the session for up to N ms when the\n"
     "                   connection drops (default 30000; 0: never)\n"
+    "  -v, --verbose    report the session id and reconnects on stderr\n"
     "  -V, --version    print the version\n"
     "  -h, --help       this text\n"
     "Remote relative paths are taken relative to the server's working directory.\n"
@@ -101,13 +113,18 @@ void die_err(const char *what, const ec_error *e)
  * pause (stderr only, and only when it is a terminal). */
 static void on_reconnect(void *ud, int phase)
 {
-    (void)ud;
-    if (!isatty(STDERR_FILENO)) return;
+    struct cli *cli = ud;
+    bool tty = isatty(STDERR_FILENO);
+    if (!tty && !cli->verbose) return;
     const char *text = phase == EC_RECONNECTING ? "connection lost; reconnecting..."
                        : phase == EC_RECONNECTED ? "reconnected"
                                                  : "could not reconnect";
     /* \r\n: the terminal may be in raw mode during `run --tty` / `shell`. */
-    fprintf(stderr, "\r\nexec-client: %s\r\n", text);
+    if (phase == EC_RECONNECTED && cli->verbose && cli->c)
+        fprintf(stderr, "%sexec-client: %s, session %s resumed\r\n", tty ? "\r\n" : "", text,
+                ec_client_session_id(cli->c));
+    else
+        fprintf(stderr, "%sexec-client: %s\r\n", tty ? "\r\n" : "", text);
 }
 
 /* resume: run/shell survive a dropped connection by resuming the session. */
@@ -122,13 +139,22 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
         .reconnect_timeout_ms = resume ? cli->reconnect_ms : 0,
         .skip_initialize = raw,
         .on_reconnect = on_reconnect,
+        .on_reconnect_ud = cli,
         .ca_file = cli->ca_file,
+        .remote_url = cli->remote,
+        .environment_id = cli->environment_id,
+        .liveness_ms = cli->liveness_ms,
     };
     ec_error e = {0};
     if (ec_client_connect(&o, &cli->c, &e) != 0) {
         if (e.kind == EC_ERR_USAGE) {
             fprintf(stderr, "exec-client: %s\n", e.message);
             exit(EXIT_USAGE);
+        }
+        if (e.kind == EC_ERR_TRANSPORT && (e.code == 401 || e.code == 403) && cli->remote) {
+            fprintf(stderr, "exec-client: the registry %s refused the credentials: %s\n",
+                    cli->remote, e.message);
+            exit(EXIT_AUTH);
         }
         if (e.kind == EC_ERR_TRANSPORT && e.code == 401) {
             const char *why = strstr(e.message, "Unauthorized: ");
@@ -141,10 +167,16 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
                                  "EXEC_SERVER_TOKEN");
             exit(EXIT_AUTH);
         }
-        fprintf(stderr, "exec-client: cannot reach server at %s: %s\n",
-                cli->url ? cli->url : "(none)", e.message);
+        if (cli->remote)
+            fprintf(stderr, "exec-client: cannot reach environment %s through %s: %s\n",
+                    cli->environment_id, cli->remote, e.message);
+        else
+            fprintf(stderr, "exec-client: cannot reach server at %s: %s\n",
+                    cli->url ? cli->url : "(none)", e.message);
         exit(EXIT_CONN);
     }
+    if (cli->verbose && ec_client_session_id(cli->c))
+        fprintf(stderr, "exec-client: connected, session %s\n", ec_client_session_id(cli->c));
 }
 
 /* The remote cwd from environmentInfo, as a native path (static storage), or "/". */
@@ -325,19 +357,37 @@ int main(int argc, char **argv)
                                           {"reconnect-ms", required_argument, 0, 'R'},
                                           {"help", no_argument, 0, 'h'},
                                           {"version", no_argument, 0, 'V'},
+                                          {"verbose", no_argument, 0, 'v'},
                                           {"ca-file", required_argument, 0, 'A'},
+                                          {"remote", required_argument, 0, 'r'},
+                                          {"environment-id", required_argument, 0, 'E'},
+                                          {"liveness-ms", required_argument, 0, 'L'},
                                           {0, 0, 0, 0}};
     int ch;
-    while ((ch = getopt_long(argc, argv, "+hV", longs, NULL)) != -1) {
+    bool url_given = false; /* --url, not just $EXEC_SERVER_URL */
+    while ((ch = getopt_long(argc, argv, "+hVv", longs, NULL)) != -1) {
         switch (ch) {
+        case 'v':
+            cli.verbose = true;
+            break;
         case 'V':
             printf("exec-client %s (libexecclient)\n", EXEC_SERVER_VERSION);
             return 0;
         case 'A':
             cli.ca_file = optarg;
             break;
+        case 'r':
+            cli.remote = optarg;
+            break;
+        case 'E':
+            cli.environment_id = optarg;
+            break;
+        case 'L':
+            cli.liveness_ms = atoi(optarg);
+            break;
         case 'u':
             cli.url = optarg;
+            url_given = true;
             break;
         case 'T':
             cli.token = optarg;
@@ -360,7 +410,19 @@ int main(int argc, char **argv)
         fputs(usage_text, stderr);
         return EXIT_USAGE;
     }
-    if (!cli.url || !*cli.url) {
+    if (cli.remote && (!cli.environment_id || !*cli.environment_id)) {
+        fprintf(stderr, "exec-client: --remote needs --environment-id ID\n");
+        return EXIT_USAGE;
+    }
+    if (cli.remote && url_given) {
+        fprintf(stderr, "exec-client: --url and --remote exclude each other\n");
+        return EXIT_USAGE;
+    }
+    if (cli.environment_id && !cli.remote) {
+        fprintf(stderr, "exec-client: --environment-id needs --remote REGISTRY_URL\n");
+        return EXIT_USAGE;
+    }
+    if (!cli.remote && (!cli.url || !*cli.url)) {
         fprintf(stderr, "exec-client: no server URL: pass --url ws://HOST:PORT or set "
                         "EXEC_SERVER_URL\n");
         return EXIT_USAGE;

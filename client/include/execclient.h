@@ -1,7 +1,8 @@
 /* execclient: the C client library of exec-server (libexecclient).
  *
  * Speaks PROTOCOL.md over one WebSocket (ws:// or wss://) to our exec-server or to the
- * reference `codex exec-server`. Plain sockets and poll(); no libuv, no threads, no
+ * reference `codex exec-server`, or (remote mode, REMOTE.md) through an environment
+ * registry and its rendezvous relay, Noise-encrypted end to end. Plain sockets and poll(); no libuv, no threads, no
  * global state, and no signal handlers touched (sends use MSG_NOSIGNAL).
  *
  * Two ways to drive it:
@@ -62,8 +63,10 @@ EC_API const char *ec_err_kind_name(ec_err_kind kind);
 typedef struct ec_client ec_client;
 
 typedef struct ec_client_options {
-    const char *url;          /* ws://HOST:PORT[/PATH]; required. Copied. */
-    const char *bearer_token; /* sent as "Authorization: Bearer <token>" when set. Copied. */
+    const char *url;          /* ws://HOST:PORT[/PATH]; required unless remote_url is
+                                 set (below). Copied. */
+    const char *bearer_token; /* sent as "Authorization: Bearer <token>" when set (to the
+                                 registry in remote mode). Copied. */
     const char *client_name;  /* initialize.clientName; default "exec-client". Copied. */
     int connect_timeout_ms;   /* TCP connect + upgrade + initialize; default 10000 */
     int call_timeout_ms;      /* per blocking call; default 60000; <0 waits forever */
@@ -80,6 +83,23 @@ typedef struct ec_client_options {
     /* wss:// only: PEM file of the CA(s) to trust instead of the system store
      * (which honours SSL_CERT_FILE / SSL_CERT_DIR). Copied. */
     const char *ca_file;
+    /* Remote mode (REMOTE.md): reach the executor registered as `environment_id` at
+     * the environment registry whose base URL (http:// or https://) is `remote_url`,
+     * instead of dialing `url` (which is then ignored). Every physical connection
+     * (the first and each reconnect) asks the registry for a fresh connect bundle,
+     * sending `bearer_token` there (never to the rendezvous), pins the executor key
+     * the bundle names, and carries the JSON-RPC messages Noise-encrypted in relay
+     * frames through the rendezvous. The client's own Noise key is made once and kept
+     * across reconnects. ca_file also applies to an https registry and a wss
+     * rendezvous. Both copied. */
+    const char *remote_url;
+    const char *environment_id;
+    /* Remote mode only: while ec_process_next_event() waits on a running process that
+     * has been quiet this long, one process/read asks the executor for news. A stream
+     * that died at the executor's end (its rendezvous socket dropped) then gets reset
+     * and the session is resumed on a new one, instead of waiting for ever. Default
+     * 30000; <0 never. */
+    int liveness_ms;
 } ec_client_options;
 
 enum { EC_RECONNECTING = 1, EC_RECONNECTED = 2, EC_RECONNECT_FAILED = 3 };

@@ -94,6 +94,11 @@ static int remaining(int64_t deadline)
     return r > 0x3fffffff ? 0x3fffffff : (int)r;
 }
 
+int ec_remaining(int64_t deadline)
+{
+    return remaining(deadline);
+}
+
 int64_t ec_deadline(int timeout_ms)
 {
     return timeout_ms < 0 ? -1 : ec_now_ms() + timeout_ms;
@@ -133,11 +138,14 @@ int ec_url_parse(const char *url, char **host, char **port, char **path, bool *t
         if (port_len == 0 || port_len > 5 || atoi(port0) > 65535 || atoi(port0) == 0)
             return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: bad port", url);
     }
-    if (*p && *p != '/')
+    if (*p && *p != '/' && *p != '?')
         return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: expected ws://HOST:PORT", url);
     *host = xstrndup(h0, (size_t)(h1 - h0));
     *port = xstrndup(port0, port_len);
-    *path = xstrdup(*p ? p : "/");
+    /* The request target: a query straight after the authority gets its "/". */
+    size_t plen = strlen(p);
+    *path = xmalloc(plen + 2);
+    snprintf(*path, plen + 2, "%s%s", *p == '/' ? "" : "/", p);
     return 0;
 }
 
@@ -145,6 +153,7 @@ int ec_url_parse(const char *url, char **host, char **port, char **path, bool *t
 
 static void conn_drop(ec_client *c)
 {
+    if (c->fd >= 0 && c->ml->on_drop) c->ml->on_drop(c);
     if (c->ssl) {
         SSL_free(c->ssl);
         c->ssl = NULL;
@@ -460,6 +469,78 @@ static int handshake(ec_client *c, int64_t deadline, ec_error *err)
     return 0;
 }
 
+/* ---- the shared connection, for message layers ------------------------------------- */
+
+int ec_conn_set_url(ec_client *c, const char *url, ec_error *err)
+{
+    char *host, *port, *path;
+    bool tls;
+    int rc = ec_url_parse(url, &host, &port, &path, &tls, err);
+    if (rc) return rc;
+    free(c->host);
+    free(c->port);
+    free(c->path);
+    c->host = host;
+    c->port = port;
+    c->path = path;
+    c->tls = tls;
+    return 0;
+}
+
+int ec_conn_open_ws(ec_client *c, int64_t deadline, ec_error *err)
+{
+    int rc = resolve_and_connect(c, deadline, err);
+    if (rc == 0) rc = handshake(c, deadline, err);
+    return rc;
+}
+
+int ec_conn_send_ws(ec_client *c, int opcode, const void *payload, size_t n, ec_error *err)
+{
+    if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
+    return send_frame(c, opcode, payload, n, err);
+}
+
+void ec_conn_drop(ec_client *c)
+{
+    conn_drop(c);
+}
+
+static int handle_frames(ec_client *c);
+
+int ec_conn_read(ec_client *c, int timeout_ms, ec_error *err)
+{
+    if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
+    struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+    int r = poll(&pfd, 1, timeout_ms);
+    if (r > 0 && read_some(c) >= 0) handle_frames(c);
+    if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
+    return 0;
+}
+
+/* The plain layer: one JSON-RPC message per WebSocket text message. */
+static int plain_open(ec_client *c, int64_t deadline, ec_error *err)
+{
+    return ec_conn_open_ws(c, deadline, err);
+}
+
+static int plain_send(ec_client *c, const char *text, size_t len, ec_error *err)
+{
+    return send_frame(c, WS_OP_TEXT, text, len, err);
+}
+
+static int plain_on_ws_message(ec_client *c, int opcode, const uint8_t *p, size_t n)
+{
+    (void)opcode; /* binary messages are taken as JSON too, as before */
+    ec_deliver(c, (const char *)p, n);
+    return 0;
+}
+
+static const struct ec_msg_layer plain_layer = {
+    .open = plain_open,
+    .send = plain_send,
+    .on_ws_message = plain_on_ws_message,
+};
+
 /* ---- pending requests ---------------------------------------------------------- */
 
 static struct ec_pending *pending_new(ec_client *c, int kind, const char *method, json_t *params)
@@ -491,7 +572,8 @@ static void pending_unlink_free(ec_client *c, struct ec_pending *p)
 static int pending_send(ec_client *c, struct ec_pending *p, ec_error *err)
 {
     char *text = ec_msg_request(p->id, p->method, p->params);
-    int rc = send_frame(c, WS_OP_TEXT, text, strlen(text), err);
+    int rc = c->fd >= 0 ? c->ml->send(c, text, strlen(text), err)
+                        : ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
     free(text);
     /* A failed send never reached the server as a whole frame: it is not in flight,
      * so it may go again after a reconnect whatever the method. */
@@ -533,7 +615,7 @@ static void on_read_reply(ec_client *c, struct ec_pending *pd, struct ec_msg *m)
     ec_fail(&p->broken_err, EC_ERR_SERVER, m->err_code, "process/read: %s", m->err_message);
 }
 
-static void handle_message(ec_client *c, const char *text, size_t len)
+void ec_deliver(ec_client *c, const char *text, size_t len)
 {
     struct ec_msg m;
     if (ec_msg_parse(text, len, &m) != 0) {
@@ -608,13 +690,17 @@ static int handle_frames(ec_client *c)
                 }
                 c->in_msg = true;
                 c->msglen = 0;
+                c->msg_opcode = f.opcode;
             } else if (!c->in_msg) {
                 rc = -1;
                 goto out;
             }
             if (f.fin && c->msglen == 0) {
                 c->in_msg = false;
-                handle_message(c, (const char *)payload, n);
+                if (c->ml->on_ws_message(c, f.opcode, payload, n) < 0) {
+                    rc = -1;
+                    goto out;
+                }
                 break;
             }
             if (c->msglen + n > EC_MAX_MESSAGE) {
@@ -629,8 +715,12 @@ static int handle_frames(ec_client *c)
             c->msglen += n;
             if (f.fin) {
                 c->in_msg = false;
-                handle_message(c, (const char *)c->msgbuf, c->msglen);
+                int mr = c->ml->on_ws_message(c, c->msg_opcode, c->msgbuf, c->msglen);
                 c->msglen = 0;
+                if (mr < 0) {
+                    rc = -1;
+                    goto out;
+                }
             }
         }
     }
@@ -816,7 +906,14 @@ static int do_initialize(ec_client *c, int64_t deadline, const char *resume, ec_
         json_decref(res);
         return ec_fail(err, EC_ERR_PROTOCOL, 0, "initialize result has no sessionId");
     }
-    if (!c->session_id) c->session_id = xstrdup(sid);
+    if (!c->session_id) {
+        c->session_id = xstrdup(sid);
+    } else if (strcmp(sid, c->session_id) != 0) {
+        /* A resume that lands in another session would hand our process handles to
+         * strangers' ids: terminal, like an unknown session. */
+        json_decref(res);
+        return ec_fail(err, EC_ERR_SERVER, 0, "resume answered with another session (%s)", sid);
+    }
     json_t *info = json_object_get(res, "environmentInfo");
     if (json_is_object(info)) {
         json_decref(c->env_info);
@@ -824,7 +921,7 @@ static int do_initialize(ec_client *c, int64_t deadline, const char *resume, ec_
     }
     json_decref(res);
     const char *note = "{\"method\":\"initialized\",\"params\":{}}";
-    return send_frame(c, WS_OP_TEXT, note, strlen(note), err);
+    return c->ml->send(c, note, strlen(note), err);
 }
 
 static int reconnect(ec_client *c, ec_error *err)
@@ -837,8 +934,7 @@ static int reconnect(ec_client *c, ec_error *err)
     int delay = 25;
     for (;;) {
         conn_drop(c);
-        rc = resolve_and_connect(c, deadline, &e);
-        if (rc == 0) rc = handshake(c, deadline, &e);
+        rc = c->ml->open(c, deadline, &e);
         if (rc == 0) rc = do_initialize(c, deadline, c->session_id, &e);
         if (rc == 0) break;
         /* -32010: the server has not noticed the old socket's close yet. */
@@ -889,12 +985,19 @@ int ec_client_connect(const ec_client_options *o, ec_client **out, ec_error *err
     *out = NULL;
     if (!o) return ec_fail(err, EC_ERR_USAGE, 0, "no options");
     ec_client *c = xcalloc(1, sizeof *c);
+    c->ml = &plain_layer;
     c->fd = -1;
     c->next_id = 1;
-    int rc = ec_url_parse(o->url, &c->host, &c->port, &c->path, &c->tls, err);
     c->ca_file = o->ca_file ? xstrdup(o->ca_file) : NULL;
+    int rc;
+    if (o->remote_url) {
+        /* The token goes to the registry only; the rendezvous URL is signed. */
+        rc = ec_remote_init(c, o, err);
+    } else {
+        rc = ec_url_parse(o->url, &c->host, &c->port, &c->path, &c->tls, err);
+        c->token = o->bearer_token ? xstrdup(o->bearer_token) : NULL;
+    }
     if (rc) goto fail;
-    c->token = o->bearer_token ? xstrdup(o->bearer_token) : NULL;
     c->client_name = xstrdup(o->client_name ? o->client_name : "exec-client");
     c->call_timeout_ms = o->call_timeout_ms ? o->call_timeout_ms : 60000;
     c->reconnect_timeout_ms = o->reconnect_timeout_ms;
@@ -902,8 +1005,7 @@ int ec_client_connect(const ec_client_options *o, ec_client **out, ec_error *err
     c->on_reconnect = o->on_reconnect;
     c->on_reconnect_ud = o->on_reconnect_ud;
     int64_t deadline = ec_deadline(o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000);
-    rc = resolve_and_connect(c, deadline, err);
-    if (rc == 0) rc = handshake(c, deadline, err);
+    rc = c->ml->open(c, deadline, err);
     if (rc == 0 && !o->skip_initialize) {
         c->reconnecting = true; /* no resume before there is a session */
         rc = do_initialize(c, deadline, NULL, err);
@@ -921,10 +1023,14 @@ void ec_client_close(ec_client *c)
 {
     if (!c) return;
     if (c->fd >= 0) {
+        if (c->ml->on_close) c->ml->on_close(c);
+    }
+    if (c->fd >= 0) {
         uint8_t code[2] = {0x03, 0xE8}; /* 1000 normal closure */
         send_frame(c, WS_OP_CLOSE, code, 2, NULL);
     }
     conn_drop(c);
+    if (c->ml->destroy) c->ml->destroy(c);
     while (c->procs)
         ec_process_free(c->procs);
     while (c->pending)
@@ -997,7 +1103,7 @@ int ec_client_send_text(ec_client *c, const char *text, size_t len, ec_error *er
         return -(int)c->dead_err.kind;
     }
     if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
-    return send_frame(c, WS_OP_TEXT, text, len, err);
+    return c->ml->send(c, text, len, err);
 }
 
 /* ---- processes ------------------------------------------------------------------ */
@@ -1101,11 +1207,28 @@ int ec_process_next_event(ec_process *p, int timeout_ms, ec_event *ev, ec_error 
             p->t.need_read = true;
             p->last_progress_ms = now;
         }
+        /* Remote mode: a quiet running process is asked for news now and then; the
+         * answer (or the executor's reset of a stream it no longer has) proves the
+         * path alive or starts the resume. */
+        int64_t probe_at = p->last_progress_ms + c->liveness_ms;
+        if (c->liveness_ms > 0 && now >= probe_at && c->fd >= 0) {
+            if (p->read_pending) {
+                /* A read (never a long poll) unanswered that long: the path is dead
+                 * somewhere behind the rendezvous; resume on a new stream. */
+                ec_conn_drop(c);
+            } else if (!p->t.exit_queued) {
+                p->t.need_read = true;
+            }
+            p->last_progress_ms = now;
+            probe_at = now + c->liveness_ms;
+        }
         kick_reads(c);
         int wait = left;
         int lag_left = (int)(lag_at - now);
         if (lag_left < 1) lag_left = c->lag_ms;
         if (wait < 0 || wait > lag_left) wait = lag_left;
+        int probe_left = (int)(probe_at - now);
+        if (c->liveness_ms > 0 && probe_left > 0 && wait > probe_left) wait = probe_left;
         int rc = pump(c, wait, err);
         polled = true;
         /* Events that arrived before a loss are still delivered first. */

@@ -40,15 +40,44 @@ struct ec_process {
     ec_error broken_err;
 };
 
+/* The message layer: how one JSON-RPC message crosses a physical connection. Everything
+ * above it (initialize and resume, calls, process tracking, fs) is the same whichever
+ * layer runs; below it both layers share the socket, TLS and WebSocket code of
+ * ec_client.c. The plain layer (ec_client.c) sends each message as one text message on
+ * a ws:// or wss:// URL; the relay layer (ec_remote.c) asks an environment registry for a
+ * connect bundle, then carries Noise-encrypted records in relay frames (REMOTE.md). */
+struct ec_msg_layer {
+    /* Opens a new physical connection and makes it ready for messages (for the relay:
+     * bundle, upgrade, handshake). On failure the connection is dropped. */
+    int (*open)(ec_client *c, int64_t deadline, ec_error *err);
+    /* Sends one JSON-RPC message. On failure the connection is dropped. */
+    int (*send)(ec_client *c, const char *text, size_t len, ec_error *err);
+    /* One whole WebSocket data message (opcode WS_OP_TEXT or WS_OP_BINARY); it hands
+     * each JSON-RPC message it yields to ec_deliver(). Returns -1 when the connection
+     * must be dropped. */
+    int (*on_ws_message)(ec_client *c, int opcode, const uint8_t *p, size_t n);
+    /* The client is closing a live connection (before the WebSocket Close). May be
+     * NULL. */
+    void (*on_close)(ec_client *c);
+    /* The physical connection is gone: forget what belonged to it. May be NULL. */
+    void (*on_drop)(ec_client *c);
+    /* Frees ml_state. May be NULL. */
+    void (*destroy)(ec_client *c);
+};
+
 struct ec_client {
+    const struct ec_msg_layer *ml; /* static; never NULL */
+    void *ml_state;                /* the layer's own state, owned through ml->destroy */
     char *host, *port, *path, *token, *client_name; /* owned */
     int call_timeout_ms, reconnect_timeout_ms, lag_ms;
+    int liveness_ms; /* >0: probe a quiet process this often (remote mode) */
     int fd;
     uint8_t *rbuf; /* raw bytes from the socket */
     size_t rlen, rcap;
     uint8_t *msgbuf; /* a fragmented message being reassembled */
     size_t msglen, msgcap;
     bool in_msg;
+    int msg_opcode; /* the opcode of the message being reassembled */
     uint8_t *wbuf; /* scratch for outgoing frames */
     size_t wlen, wcap;
     int64_t next_id;
@@ -79,5 +108,25 @@ int ec_call_kind(ec_client *c, int kind, const char *method, json_t *params, jso
                  ec_error *err);
 int ec_url_parse(const char *url, char **host, char **port, char **path, bool *tls,
                  ec_error *err);
+/* Remaining ms until deadline (-1: none), clamped at 0. */
+int ec_remaining(int64_t deadline);
+
+/* For message layers (ec_client.c): the shared physical connection. */
+/* Replaces the target (host, port, path, TLS) with url's. */
+int ec_conn_set_url(ec_client *c, const char *url, ec_error *err);
+/* TCP connect, TLS for wss, WebSocket upgrade (with the bearer token when c->token is
+ * set). A refused upgrade fails with EC_ERR_TRANSPORT and code = the HTTP status. */
+int ec_conn_open_ws(ec_client *c, int64_t deadline, ec_error *err);
+/* One WebSocket message (opcode WS_OP_TEXT / WS_OP_BINARY / control). */
+int ec_conn_send_ws(ec_client *c, int opcode, const void *payload, size_t n, ec_error *err);
+/* Waits up to timeout_ms for input and handles what came (through ml->on_ws_message).
+ * Returns 0, or -EC_ERR_TRANSPORT once the connection is gone. */
+int ec_conn_read(ec_client *c, int timeout_ms, ec_error *err);
+void ec_conn_drop(ec_client *c);
+/* One decoded JSON-RPC message, to the request table / process trackers / hook. */
+void ec_deliver(ec_client *c, const char *text, size_t len);
+
+/* ec_remote.c: switch c to the relay layer for remote_url + environment_id. */
+int ec_remote_init(ec_client *c, const ec_client_options *o, ec_error *err);
 
 #endif

@@ -27,8 +27,8 @@ static void hist_add(struct hist *h, uint64_t ns)
     h->sum += s;
 }
 
-enum { T_WS, T_STDIO, T_N };
-static const char *const transports[T_N] = {"websocket", "stdio"};
+enum { T_WS, T_STDIO, T_RELAY, T_N };
+static const char *const transports[T_N] = {"websocket", "stdio", "relay"};
 static int64_t conns_active[T_N];
 static uint64_t conns_accepted[T_N], conns_rejected[T_N];
 
@@ -41,6 +41,17 @@ struct op {
 static struct op ops[MAX_OPS];
 static size_t nops;
 
+/* Remote mode (REMOTE.md §5.3). */
+static uint64_t remote_registrations[2], remote_connects[2]; /* error, success */
+static struct hist remote_registration_dur[2], remote_connect_dur[2];
+static const char *const reconnect_reasons[] = {"peer_close",     "read_error",
+                                                "write_error",    "pong_timeout",
+                                                "local_shutdown", "registration_rejected",
+                                                "connect_failed"};
+#define NREASONS (sizeof reconnect_reasons / sizeof reconnect_reasons[0])
+static uint64_t remote_reconnects[NREASONS];
+static bool remote_mode;
+
 static int64_t procs_active;
 static uint64_t procs_total;
 static struct hist proc_dur[2]; /* failure, success */
@@ -52,7 +63,8 @@ uint64_t metrics_now_ns(void)
 
 static int tindex(const char *t)
 {
-    return t && strcmp(t, "stdio") == 0 ? T_STDIO : T_WS;
+    if (t && strcmp(t, "stdio") == 0) return T_STDIO;
+    return t && strcmp(t, "relay") == 0 ? T_RELAY : T_WS;
 }
 
 void metrics_connection_opened(const char *transport)
@@ -97,6 +109,26 @@ void metrics_process_exited(bool success, uint64_t duration_ns)
 {
     procs_active--;
     hist_add(&proc_dur[success], duration_ns);
+}
+
+void metrics_remote_registration(bool ok, uint64_t duration_ns)
+{
+    remote_mode = true;
+    remote_registrations[ok]++;
+    hist_add(&remote_registration_dur[ok], duration_ns);
+}
+
+void metrics_remote_connect(bool ok, uint64_t duration_ns)
+{
+    remote_mode = true;
+    remote_connects[ok]++;
+    hist_add(&remote_connect_dur[ok], duration_ns);
+}
+
+void metrics_remote_reconnect(const char *reason)
+{
+    for (size_t i = 0; i < NREASONS; i++)
+        if (strcmp(reconnect_reasons[i], reason) == 0) remote_reconnects[i]++;
 }
 
 static void hist_render(struct buf *out, const char *name, const char *labels,
@@ -156,4 +188,25 @@ void metrics_render(struct buf *out)
                   "# TYPE exec_server_process_duration_seconds histogram\n");
     hist_render(out, "exec_server_process_duration_seconds", "result=\"success\"", &proc_dur[1]);
     hist_render(out, "exec_server_process_duration_seconds", "result=\"failure\"", &proc_dur[0]);
+    if (!remote_mode) return;
+    static const char *const names[2][2] = {
+        {"exec_server_remote_registration_total", "exec_server_remote_registration_duration_seconds"},
+        {"exec_server_remote_rendezvous_connect_total",
+         "exec_server_remote_rendezvous_connect_duration_seconds"}};
+    const uint64_t *totals[2] = {remote_registrations, remote_connects};
+    const struct hist *durs[2] = {remote_registration_dur, remote_connect_dur};
+    for (int k = 0; k < 2; k++) {
+        buf_printf(out, "# TYPE %s counter\n", names[k][0]);
+        for (int ok = 1; ok >= 0; ok--)
+            buf_printf(out, "%s{result=\"%s\"} %llu\n", names[k][0], ok ? "success" : "error",
+                       (unsigned long long)totals[k][ok]);
+        buf_printf(out, "# TYPE %s histogram\n", names[k][1]);
+        for (int ok = 1; ok >= 0; ok--)
+            hist_render(out, names[k][1], ok ? "result=\"success\"" : "result=\"error\"",
+                        &durs[k][ok]);
+    }
+    buf_puts(out, "# TYPE exec_server_remote_reconnects_total counter\n");
+    for (size_t i = 0; i < NREASONS; i++)
+        buf_printf(out, "exec_server_remote_reconnects_total{reason=\"%s\"} %llu\n",
+                   reconnect_reasons[i], (unsigned long long)remote_reconnects[i]);
 }

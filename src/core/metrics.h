@@ -13,12 +13,18 @@
 
 #include "util/buf.h"
 
-void metrics_connection_opened(const char *transport); /* "websocket" or "stdio" */
+void metrics_connection_opened(const char *transport); /* "websocket", "stdio" or "relay" */
 void metrics_connection_closed(const char *transport);
 void metrics_connection_rejected(const char *transport, const char *reason);
 /* operation: a static method name (the method table's string). */
 void metrics_request_done(const char *operation, bool ok, uint64_t duration_ns);
 void metrics_process_started(void);
+/* Remote mode: one registration or rendezvous connect attempt, and a reconnect by
+ * reason (peer_close, read_error, write_error, pong_timeout, local_shutdown,
+ * registration_rejected, connect_failed; anything else is not counted). */
+void metrics_remote_registration(bool ok, uint64_t duration_ns);
+void metrics_remote_connect(bool ok, uint64_t duration_ns);
+void metrics_remote_reconnect(const char *reason);
 void metrics_process_exited(bool success, uint64_t duration_ns);
 
 /* Appends the exposition text (format 0.0.4). */

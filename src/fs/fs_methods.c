@@ -96,7 +96,7 @@ static int table_find(struct fs_table *t, const char *id, size_t len)
  * on the fd fs/open passed back. */
 static bool op_served_by_helper(uint32_t op)
 {
-    return op <= OP_OPEN && op != OP_READ_BLOCK && op != OP_WRITE_BLOCK;
+    return (op <= OP_OPEN && op != OP_READ_BLOCK && op != OP_WRITE_BLOCK) || op == OP_DISCOVER;
 }
 
 /* A NUL-terminated copy of a frame slice (the caller frees). */
@@ -136,7 +136,7 @@ int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out)
         fw->path2_len = rq.path2_len;
         fw->b64 = dup_slice(rq.b64, rq.b64_len);
         fw->b64_len = rq.b64_len;
-        fs_work_run(fw);
+        fs_ops_run(fw);
     }
     bool failed = fs_work_failed(fw);
     struct fs_wire_reply rp = {.err = fw->err, .code = fw->code, .msg = fw->msg,
@@ -198,11 +198,15 @@ static void run_sandboxed(struct fs_work *fw)
     buf_free(&rp);
 }
 
+void fs_work_run(struct fs_work *fw)
+{
+    if (fw->sb_json) run_sandboxed(fw);
+    else fs_ops_run(fw);
+}
+
 static void work_cb(uv_work_t *w)
 {
-    struct fs_work *fw = w->data;
-    if (fw->sb_json) run_sandboxed(fw);
-    else fs_work_run(fw);
+    fs_work_run(w->data);
 }
 
 static void fw_free(struct fs_work *fw)

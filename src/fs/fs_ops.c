@@ -3,7 +3,7 @@
  *
  * Each do_* function performs one operation described by a struct fs_work (see
  * fs_work.h): it does all the file I/O and writes the result JSON text straight
- * into fw->out, or records an error with set_err/set_msg. fs_work_run dispatches on
+ * into fw->out, or records an error with fs_work_set_err/set_msg. fs_ops_run dispatches on
  * the op. This code runs either on a libuv pool thread or, for a sandboxed
  * request, inside the session's sandbox helper (fs_methods.c, fs_sandboxed.h);
  * it never touches the loop, the connection or the handle table. */
@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs/capability_roots.h"
 #include "fs/fs_tree.h"
 #include "fs/fs_util.h"
 #include "fs/fs_walk.h"
@@ -624,7 +625,7 @@ static void do_read_block(struct fs_work *fw)
 
 /* ---- dispatch ------------------------------------------------------------------- */
 
-void fs_work_run(struct fs_work *fw)
+void fs_ops_run(struct fs_work *fw)
 {
     switch (fw->op) {
     case OP_READ_FILE:
@@ -666,6 +667,9 @@ void fs_work_run(struct fs_work *fw)
         break;
     case OP_WRITE_BLOCK:
         do_write_block(fw);
+        break;
+    case OP_DISCOVER:
+        caproots_scan(fw->path, fw->path2 ? fw->path2 : "", &fw->out);
         break;
     }
 }

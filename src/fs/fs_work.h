@@ -2,7 +2,7 @@
  *
  * fs_methods.c decodes a request into a struct fs_work and runs it on the libuv
  * thread pool or hands it to the session's sandbox helper; fs_ops.c holds the
- * blocking operation code (fs_work_run) that fills in its result or error, whichever
+ * blocking operation code (fs_ops_run) that fills in its result or error, whichever
  * side it runs on. Internal to src/fs. */
 #ifndef EXEC_FS_FS_WORK_H
 #define EXEC_FS_FS_WORK_H
@@ -39,6 +39,7 @@ enum fs_op {
     OP_OPEN,
     OP_READ_BLOCK,
     OP_WRITE_BLOCK,
+    OP_DISCOVER, /* capabilityRoots/discoverV1, one root (capability_roots.h) */
 };
 
 struct fs_work {
@@ -82,7 +83,11 @@ void fs_work_set_msg(struct fs_work *fw, int code, const char *fmt, ...)
 /* Whether an error has been recorded. */
 bool fs_work_failed(const struct fs_work *fw);
 
-/* Runs fw's operation (blocking): on a pool thread, or in the sandbox helper. */
+/* Runs fw's operation directly (blocking): on a pool thread, or inside the sandbox
+ * helper. */
+void fs_ops_run(struct fs_work *fw);
+/* Runs fw (blocking, on a pool thread): in the session's sandbox helper when fw->sb_json
+ * is set, else directly. The outcome is in fw as after fs_ops_run. */
 void fs_work_run(struct fs_work *fw);
 
 #endif

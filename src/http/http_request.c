@@ -340,6 +340,40 @@ static const char *url_error_text(CURLUcode uc)
     }
 }
 
+/* The hosts that go direct whatever the proxy variables say: literal loopback always,
+ * plus the environment's NO_PROXY (read before no_proxy, and set-but-empty counts, as
+ * the reference reads them). Setting CURLOPT_NOPROXY replaces libcurl's own reading
+ * of those variables, so they must be folded in here or a NO_PROXY host would go
+ * through the proxy. A `*` entry anywhere means no proxy at all, which libcurl only
+ * understands as the whole list. Returns a heap string the caller frees. */
+static char *noproxy_list(void)
+{
+    const char *env = getenv("NO_PROXY");
+    if (!env) env = getenv("no_proxy");
+    struct buf b;
+    buf_init(&b);
+    buf_puts(&b, "localhost,127.0.0.0/8,::1");
+    for (const char *p = env ? env : ""; *p;) {
+        size_t n = strcspn(p, ",");
+        const char *s = p, *e = p + n;
+        while (s < e && isspace((unsigned char)*s)) s++;
+        while (e > s && isspace((unsigned char)e[-1])) e--;
+        if (e - s == 1 && *s == '*') {
+            buf_reset(&b);
+            buf_puts(&b, "*");
+            break;
+        }
+        if (e > s) {
+            buf_putc(&b, ',');
+            buf_append(&b, s, (size_t)(e - s));
+        }
+        p += n;
+        if (*p == ',') p++;
+    }
+    buf_putc(&b, '\0');
+    return buf_steal(&b);
+}
+
 static void handle_http_request(struct rpc_req *req)
 {
     static const char *const policies[] = {"follow", "stop", NULL};
@@ -490,7 +524,9 @@ static void handle_http_request(struct rpc_req *req)
     /* A followed redirect keeps the method (the reference does not turn POST into GET). */
     curl_dl_fns.easy_setopt(e, CURLOPT_POSTREDIR, (long)CURL_REDIR_POST_ALL);
     curl_dl_fns.easy_setopt(e, CURLOPT_ACCEPT_ENCODING, NULL);
-    curl_dl_fns.easy_setopt(e, CURLOPT_NOPROXY, "localhost,127.0.0.0/8,::1");
+    char *noproxy = noproxy_list();
+    curl_dl_fns.easy_setopt(e, CURLOPT_NOPROXY, noproxy); /* libcurl keeps its own copy */
+    free(noproxy);
     curl_dl_fns.easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_dl_fns.easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_dl_fns.easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");

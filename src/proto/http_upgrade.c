@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/readiness.h"
 #include "proto/base64.h"
 #include "proto/sha1.h"
 
@@ -120,6 +121,7 @@ static const char *reason(int status)
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 431: return "Request Header Fields Too Large";
+    case 503: return "Service Unavailable";
     default: return "Error";
     }
 }
@@ -265,7 +267,8 @@ enum http_outcome http_upgrade_parse(const char *data, size_t len, struct http_r
     bool get = h.method.n == 3 && memcmp(h.method.p, "GET", 3) == 0;
     bool head_method = h.method.n == 4 && memcmp(h.method.p, "HEAD", 4) == 0;
     if (path.n == 7 && memcmp(path.p, "/readyz", 7) == 0) {
-        return reply(info, out, get || head_method ? 200 : 405, NULL, NULL);
+        if (!get && !head_method) return reply(info, out, 405, NULL, NULL);
+        return reply(info, out, readiness_ok() ? 200 : 503, NULL, NULL);
     }
     if (path.n == 8 && memcmp(path.p, "/metrics", 8) == 0) {
         if (!get && !head_method) return reply(info, out, 405, NULL, NULL);

@@ -164,14 +164,10 @@ static void backlog_over_limit(struct conn *c)
     }
 }
 
-static void write_done(uv_write_t *req, int status)
+void conn_account_written(struct conn *c, size_t len, int status)
 {
-    struct conn_wreq *w = (struct conn_wreq *)req;
-    struct conn *c = w->conn;
-    c->queued -= w->len;
-    if (status == 0) c->written_total += w->len;
-    for (unsigned i = 0; i < w->nmem; i++) free(w->mem[i]);
-    free(w);
+    c->queued -= len;
+    if (status == 0) c->written_total += len;
     if (status < 0 && c->open) conn_close(c);
     if (c->backlogged && c->open) {
         if (c->queued <= server_limits.max_queued) {
@@ -188,7 +184,29 @@ static void write_done(uv_write_t *req, int status)
         for (int i = 0; i < CONN_SLOT_COUNT; i++)
             if (c->slots[i] && c->slot_unblocked[i]) c->slot_unblocked[i](c->slots[i]);
     }
+}
+
+static void write_done(uv_write_t *req, int status)
+{
+    struct conn_wreq *w = (struct conn_wreq *)req;
+    struct conn *c = w->conn;
+    size_t len = w->len;
+    for (unsigned i = 0; i < w->nmem; i++) free(w->mem[i]);
+    free(w);
+    conn_account_written(c, len, status);
     conn_unref(c);
+}
+
+bool conn_account_queued(struct conn *c, size_t len)
+{
+    c->sent_total += len;
+    if (c->queued > server_limits.max_queued && c->open) {
+        backlog_over_limit(c);
+        if (!c->open) return false;
+    }
+    c->queued += len;
+    if (!c->congested && c->queued >= CONN_HIGH_WATER) c->congested = true;
+    return true;
 }
 
 /* Queues bufs (slices of the nmem blocks of mem) behind whatever is already queued;

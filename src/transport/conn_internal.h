@@ -55,6 +55,13 @@ void conn_write(struct conn *c, uv_stream_t *stream, char *mem, const uv_buf_t *
 /* wss: queues the ciphertext the TLS session has produced by itself (handshake
  * records); counts as no payload. */
 void conn_tls_flush(struct conn *c, uv_stream_t *stream);
+/* For a transport that queues its bytes elsewhere (a relay virtual stream shares
+ * one physical socket): len payload bytes were handed to its write path. Returns
+ * false when the backlog limit closed the connection instead (drop the bytes). */
+bool conn_account_queued(struct conn *c, size_t len);
+/* ...and len of them were taken by the kernel (status 0) or dropped (< 0): the
+ * same back-pressure, backlog and unblock logic as conn_write's completions. */
+void conn_account_written(struct conn *c, size_t len, int status);
 /* Transport calls this once the connection is fully closed: tells the owner,
  * frees module slots and drops the transport's reference. */
 void conn_closed(struct conn *c);

@@ -26,6 +26,7 @@ struct tls_session {
 };
 
 static SSL_CTX *server_ctx;
+static SSL_CTX *client_ctx; /* remote mode's wss:// rendezvous client, made on first use */
 static char *cert_path, *key_path;
 
 static void last_error(char *err, size_t n, const char *what)
@@ -101,6 +102,8 @@ void tls_server_shutdown(void)
 {
     SSL_CTX_free(server_ctx);
     server_ctx = NULL;
+    SSL_CTX_free(client_ctx);
+    client_ctx = NULL;
     free(cert_path);
     free(key_path);
     cert_path = key_path = NULL;
@@ -118,11 +121,56 @@ struct tls_session *tls_session_new(void)
     return t;
 }
 
+struct tls_session *tls_client_session_new(const char *host, char *err, size_t n)
+{
+    if (!client_ctx) {
+        SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+        if (!ctx) {
+            last_error(err, n, "cannot create a TLS client context");
+            return NULL;
+        }
+        SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+        SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+        if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+            last_error(err, n, "cannot load the system trust store");
+            SSL_CTX_free(ctx);
+            return NULL;
+        }
+        client_ctx = ctx;
+    }
+    struct tls_session *t = xcalloc(1, sizeof *t);
+    t->ssl = SSL_new(client_ctx);
+    t->rbio = BIO_new(BIO_s_mem());
+    t->wbio = BIO_new(BIO_s_mem());
+    BIO_set_mem_eof_return(t->rbio, -1);
+    SSL_set_bio(t->ssl, t->rbio, t->wbio);
+    SSL_set_connect_state(t->ssl);
+    /* SNI only for names (RFC 6066 forbids literal addresses); the certificate
+     * check covers both. */
+    bool literal = strchr(host, ':') || strspn(host, "0123456789.") == strlen(host);
+    if (!literal) SSL_set_tlsext_host_name(t->ssl, host);
+    if (SSL_set1_host(t->ssl, host) != 1) {
+        last_error(err, n, "cannot set the TLS peer name");
+        tls_session_free(t);
+        return NULL;
+    }
+    /* Writes the ClientHello into the write BIO for the caller to send. */
+    SSL_do_handshake(t->ssl);
+    ERR_clear_error();
+    return t;
+}
+
 void tls_session_free(struct tls_session *t)
 {
     if (!t) return;
     SSL_free(t->ssl);
     free(t);
+}
+
+bool tls_is_established(const struct tls_session *t)
+{
+    return SSL_is_init_finished(t->ssl);
 }
 
 int tls_feed(struct tls_session *t, const void *data, size_t n)

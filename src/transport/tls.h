@@ -15,7 +15,13 @@ void tls_server_reload(void);
 void tls_server_shutdown(void);
 
 struct tls_session *tls_session_new(void);
+/* A client session to `host` (SNI and certificate name check against the system
+ * trust store; SSL_CERT_FILE / SSL_CERT_DIR are honoured). The handshake starts
+ * with the first tls_take_output. Returns NULL with err set. Caller frees. */
+struct tls_session *tls_client_session_new(const char *host, char *err, size_t n);
 void tls_session_free(struct tls_session *t);
+/* Whether the handshake has completed (a client writes only after it). */
+bool tls_is_established(const struct tls_session *t);
 /* Ciphertext from the socket. Returns 0 or -1. */
 int tls_feed(struct tls_session *t, const void *data, size_t n);
 /* Plaintext out: >0 bytes, 0 when more ciphertext is needed, -1 on error or close. */

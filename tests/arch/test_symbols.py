@@ -12,12 +12,14 @@ PREFIXES = (
     # floor: util, proto, core, crypto
     "buf_", "xmalloc", "xcalloc", "xrealloc", "xstrdup", "xstrndup", "xmemdup", "oserr_",
     "base64_", "sha1", "json_load_", "http_", "uri_", "utf8_", "ws_frame_", "log_",
-    "metrics_", "limits_", "server_limits", "mlkem", "noise_", "relay_",
+    "metrics_", "limits_", "server_limits", "readiness_", "mlkem", "noise_", "relay_",
+    "crypto_",
     # transport, rpc
     "conn_", "ws_", "stdio_", "tls_", "auth_", "jwt_", "rpc_", "pdec_",
+    "remote_", "registry_", "rv_ws_",
     # domains and wiring
     "session_", "env_config_", "proc_", "process_", "spawn_", "guardian_", "event_log_",
-    "env_", "fs_", "sandbox_", "denied_", "curl_", "server_",
+    "env_", "fs_", "capability_roots_", "caproots_", "sandbox_", "denied_", "curl_", "server_",
 )
 
 

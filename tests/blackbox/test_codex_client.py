@@ -34,6 +34,7 @@ import threading
 import time
 import http.server
 import socketserver
+import struct
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *  # noqa
@@ -62,9 +63,62 @@ def codex_binary():
     return found
 
 
+class ClientFrames:
+    """Reads the client-to-server half of one proxied WebSocket connection (the
+    HTTP upgrade, then masked frames) and records the JSON-RPC method of every
+    message codex sends, so a test can tell which methods a turn used."""
+
+    def __init__(self, sink):
+        self.sink = sink
+        self.buf = b""
+        self.upgraded = False
+        self.parts = b""
+
+    def feed(self, data):
+        self.buf += data
+        if not self.upgraded:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            self.buf = self.buf[end + 4:]
+            self.upgraded = True
+        while len(self.buf) >= 2:
+            b0, b1 = self.buf[0], self.buf[1]
+            n, at = b1 & 0x7F, 2
+            if n == 126:
+                if len(self.buf) < 4:
+                    return
+                n, at = struct.unpack(">H", self.buf[2:4])[0], 4
+            elif n == 127:
+                if len(self.buf) < 10:
+                    return
+                n, at = struct.unpack(">Q", self.buf[2:10])[0], 10
+            key = b""
+            if b1 & 0x80:
+                key, at = self.buf[at:at + 4], at + 4
+            if len(self.buf) < at + n:
+                return
+            payload = self.buf[at:at + n]
+            self.buf = self.buf[at + n:]
+            if key:
+                payload = bytes(c ^ key[i % 4] for i, c in enumerate(payload))
+            opcode = b0 & 0x0F
+            if opcode in (0, 1, 2):
+                self.parts += payload
+                if b0 & 0x80:
+                    text, self.parts = self.parts, b""
+                    try:
+                        method = json.loads(text).get("method")
+                    except (ValueError, AttributeError):
+                        method = None
+                    if method:
+                        self.sink.append(method)
+
+
 class Proxy:
     """TCP forwarder between codex and the server under test; cut() drops every
-    connection at once, as a network failure would."""
+    connection at once, as a network failure would. `methods` lists the JSON-RPC
+    methods codex sent, in order."""
 
     def __init__(self, host, port):
         self.target = (host, port)
@@ -76,6 +130,7 @@ class Proxy:
         self.pairs = []
         self.accepted = 0
         self.closed = False
+        self.methods = []
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
@@ -92,16 +147,19 @@ class Proxy:
             with self.lock:
                 self.pairs.append((c, u))
                 self.accepted += 1
-            for a, b in ((c, u), (u, c)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+            frames = ClientFrames(self.methods)
+            for a, b, f in ((c, u, frames), (u, c, None)):
+                threading.Thread(target=self._pump, args=(a, b, f), daemon=True).start()
 
     @staticmethod
-    def _pump(a, b):
+    def _pump(a, b, frames):
         try:
             while True:
                 d = a.recv(65536)
                 if not d:
                     break
+                if frames is not None:
+                    frames.feed(d)
                 b.sendall(d)
         except OSError:
             pass
@@ -378,11 +436,18 @@ def test_codex_drives_a_turn(_):
         ctx = "\ntool outputs: %s" % json.dumps(out, indent=1)
         if os.environ.get("EXECBB_VERBOSE"):
             print(ctx, "\nconnections through the proxy:", proxy.accepted)
+            print("methods codex sent:", json.dumps(sorted(set(proxy.methods))))
 
         # 0. the project's AGENTS.md, read through the environment's file system,
-        # reached the model (capabilityDiscoveryV2; codex cannot read it itself)
+        # reached the model (through fs/getMetadata, fs/readFile and fs/watchMissing;
+        # codex cannot read it itself)
         if app.hidden:
             assert agents_mark in (model.first_request or ""), "AGENTS.md was not discovered"
+
+        # the proxy saw the turn's requests; an ordinary turn needs no capability
+        # discovery method (capabilityRoots/discoverV1 serves selected plugin roots)
+        assert "process/start" in proxy.methods and "fs/readFile" in proxy.methods, \
+            proxy.methods
 
         # 1. the server's environment, no profile errors, the exit code
         env_out = out.get("env", "")

@@ -9,6 +9,7 @@ import hashlib
 import http.server
 import json
 import os
+import select
 import socket
 import socketserver
 import ssl
@@ -347,6 +348,56 @@ def test_https_with_a_private_ca(_):
 
 
 test_https_with_a_private_ca.own_server = True
+
+
+def test_no_proxy_from_environment(_):
+    """NO_PROXY is honoured alongside the loopback bypass: a listed host (suffix match,
+    spaces trimmed, `*` anywhere = all) goes direct, an unlisted one through the proxy.
+    The .invalid host cannot resolve, so going direct is the DNS failure, and the proxy
+    must have seen nothing by the time the answer is in."""
+    proxy = socket.socket()
+    proxy.bind(("127.0.0.1", 0))
+    proxy.listen(4)
+    purl = "http://127.0.0.1:%d" % proxy.getsockname()[1]
+    url = "http://host.noproxy.invalid/x"
+    try:
+        for no_proxy, direct in (("other.invalid, noproxy.invalid ", True),
+                                 ("other.invalid,*", True), ("other.invalid", False)):
+            srv = server_with_env({"http_proxy": purl, "HTTP_PROXY": purl,
+                                   "NO_PROXY": no_proxy, "no_proxy": no_proxy})
+            try:
+                s = srv.session()
+                rid = s.send_request("http/request", {"method": "GET", "url": url,
+                                                      "requestId": "np", "timeoutMs": 5000})
+                if not direct:
+                    proxy.settimeout(DEFAULT_TIMEOUT)
+                    conn, _ = proxy.accept()
+                    conn.settimeout(DEFAULT_TIMEOUT)
+                    head = b""
+                    while b"\r\n\r\n" not in head:
+                        chunk = conn.recv(4096)
+                        assert chunk, head
+                        head += chunk
+                    assert head.startswith(b"GET %s HTTP/1.1\r\n" % url.encode()), head
+                    conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n"
+                                 b"connection: close\r\n\r\nok")
+                    conn.close()
+                m = s.wait_response(rid)
+                if direct:
+                    assert m.get("error") == {"code": -32603, "message": "http/request failed: "
+                                              "error sending request for url (%s)" % url}, m
+                    r, _, _ = select.select([proxy], [], [], 0)
+                    assert not r, "NO_PROXY=%r: the request went to the proxy" % no_proxy
+                else:
+                    assert m["result"]["status"] == 200, m
+                s.close()
+            finally:
+                srv.stop()
+    finally:
+        proxy.close()
+
+
+test_no_proxy_from_environment.own_server = True
 
 
 def test_stalled_reader_pauses_the_transfer(srv):

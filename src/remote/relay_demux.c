@@ -1,0 +1,424 @@
+/* relay_demux: virtual streams over one rendezvous socket (see relay_demux.h).
+ *
+ * Streams live in one list (at most 160 entries, so a linear search is fine).
+ * Each has a unique instance number: a validation answer for a stream that was
+ * reset and reopened under the same id meanwhile finds a different instance and
+ * is ignored. While a stream's inbound records are being delivered (a dispatch may
+ * close its own connection, which resets the stream), the stream is marked busy
+ * and its memory is released only when the delivery unwinds. */
+#include "remote/relay_demux.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "proto/relay_frame.h"
+#include "proto/relay_framing.h"
+#include "proto/relay_order.h"
+#include "transport/relay_conn.h"
+#include "transport/conn.h"
+#include "util/mem.h"
+
+enum stream_state { ST_PENDING, ST_LIVE };
+
+struct relay_stream {
+    struct relay_demux *d;
+    struct relay_stream *next;
+    char *id;                          /* stream_id (owned) */
+    uint64_t instance;                 /* unique per demux, for stale validations */
+    enum stream_state state;
+    struct noise_ik_handshake *hs;     /* pending: msg 1 read, awaiting validation */
+    struct registry_call *validation;  /* pending: the /validate call in flight */
+    struct noise_ik_transport *tx;     /* live */
+    struct relay_order order;          /* live: inbound ciphertext in seq order */
+    struct relay_reasm reasm;          /* live: inbound messages from records */
+    uint32_t send_seq;                 /* live: seq of the next outbound data frame */
+    bool send_exhausted;               /* send_seq reached UINT32_MAX */
+    struct conn *conn;                 /* live: the connection (one reference held) */
+    int busy;                          /* deliveries in progress */
+    bool dead;                         /* unlinked; free once not busy */
+};
+
+struct relay_demux {
+    uv_loop_t *loop;
+    conn_message_fn on_message; /* every stream connection's message reader */
+    const struct noise_ik_static_key *identity;
+    char *env_id, *reg_id;
+    const struct relay_demux_ops *ops;
+    void *arg;
+    struct relay_stream *streams;
+    unsigned live, pending, failures;
+    uint64_t next_instance;
+    bool closing; /* the failure budget closed the socket: ignore further input */
+};
+
+/* Scratch for one record's plaintext / ciphertext (the loop is single-threaded). */
+static uint8_t rec_buf[NOISE_IK_MAX_MESSAGE];
+
+unsigned relay_demux_live(const struct relay_demux *d)
+{
+    return d->live;
+}
+
+unsigned relay_demux_pending(const struct relay_demux *d)
+{
+    return d->pending;
+}
+
+unsigned relay_demux_failures(const struct relay_demux *d)
+{
+    return d->failures;
+}
+
+struct relay_demux *relay_demux_new(uv_loop_t *loop, const struct noise_ik_static_key *identity,
+                                    const char *environment_id, const char *registration_id,
+                                    const struct relay_demux_ops *ops, void *arg,
+                                    conn_message_fn on_message)
+{
+    struct relay_demux *d = xcalloc(1, sizeof *d);
+    d->loop = loop;
+    d->on_message = on_message;
+    d->identity = identity;
+    d->env_id = xstrdup(environment_id);
+    d->reg_id = xstrdup(registration_id);
+    d->ops = ops;
+    d->arg = arg;
+    return d;
+}
+
+static struct relay_stream *find(struct relay_demux *d, const char *id, size_t n)
+{
+    for (struct relay_stream *s = d->streams; s; s = s->next)
+        if (strlen(s->id) == n && memcmp(s->id, id, n) == 0) return s;
+    return NULL;
+}
+
+static void send_frame(struct relay_demux *d, const struct relay_frame *f, struct conn *acct)
+{
+    uint8_t *out;
+    size_t n;
+    if (relay_frame_encode_alloc(f, &out, &n) < 0) return;
+    if (acct && !relay_conn_queued(acct, n)) {
+        free(out);
+        return;
+    }
+    int r = d->ops->send(d->arg, out, n, acct ? relay_conn_sent : NULL, acct);
+    if (r < 0 && acct) relay_conn_sent(acct, n, r);
+    free(out);
+}
+
+static void send_reset_id(struct relay_demux *d, const char *id, size_t n)
+{
+    struct relay_frame f = {.version = RELAY_FRAME_VERSION,
+                            .stream_id = {id, n},
+                            .body = RELAY_BODY_RESET,
+                            .reason = {RELAY_RESET_REASON, strlen(RELAY_RESET_REASON)}};
+    send_frame(d, &f, NULL);
+}
+
+static void stream_release(struct relay_stream *s)
+{
+    noise_ik_handshake_free(s->hs);
+    noise_ik_transport_free(s->tx);
+    relay_order_free(&s->order);
+    relay_reasm_free(&s->reasm);
+    free(s->id);
+    free(s);
+}
+
+/* Unlinks s and tears it down. notify_conn: close its connection (false when the
+ * connection is the one closing). */
+static void stream_remove(struct relay_stream *s, bool notify_conn)
+{
+    struct relay_demux *d = s->d;
+    if (s->dead) return;
+    s->dead = true;
+    for (struct relay_stream **pp = &d->streams; *pp; pp = &(*pp)->next) {
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    }
+    if (s->state == ST_PENDING) d->pending--;
+    else d->live--;
+    if (s->validation) d->ops->cancel(d->arg, s->validation);
+    s->validation = NULL;
+    struct conn *c = s->conn;
+    s->conn = NULL;
+    if (c) {
+        if (notify_conn) relay_conn_detach(c);
+        else conn_unref(c);
+    }
+    if (!s->busy) stream_release(s);
+}
+
+/* A protocol error on s: reset it at the peer and drop it. */
+static void stream_fail(struct relay_stream *s, const char *why)
+{
+    if (s->dead) return;
+    char idv[64];
+    log_event("event=relay_stream noise_event=stream noise_outcome=error noise_reason=%s "
+              "stream=%s", why, log_value(s->id, idv, sizeof idv));
+    send_reset_id(s->d, s->id, strlen(s->id));
+    stream_remove(s, true);
+}
+
+static void count_failure(struct relay_demux *d)
+{
+    if (++d->failures >= RELAY_MAX_FAILED_HANDSHAKES && !d->closing) {
+        d->closing = true;
+        log_warn("remote: %u failed Noise handshakes on one rendezvous connection; "
+                 "reconnecting", d->failures);
+        d->ops->close_socket(d->arg, "read_error");
+    }
+}
+
+static void handshake_failed(struct relay_demux *d, const char *id, size_t n, const char *why)
+{
+    char idv[64], tmp[130];
+    size_t k = n < sizeof tmp - 1 ? n : sizeof tmp - 1;
+    memcpy(tmp, id, k);
+    tmp[k] = '\0';
+    log_event("event=relay_handshake noise_event=handshake noise_outcome=error noise_reason=%s "
+              "stream=%s", why, log_value(tmp, idv, sizeof idv));
+    send_reset_id(d, id, n);
+    count_failure(d);
+}
+
+int relay_stream_send(struct relay_stream *st, const uint8_t *msg, size_t len)
+{
+    if (st->dead || st->state != ST_LIVE) return -ENOTCONN;
+    struct relay_framer fr;
+    if (relay_framer_init(&fr, msg, len) < 0) {
+        stream_fail(st, "message_too_large");
+        return -EMSGSIZE;
+    }
+    struct relay_chunk ch;
+    static uint8_t pt[RELAY_RECORD_PLAINTEXT_MAX];
+    while (relay_framer_next(&fr, &ch)) {
+        if (st->send_exhausted) {
+            stream_fail(st, "sequence_exhausted");
+            return -EOVERFLOW;
+        }
+        memcpy(pt, ch.head, ch.head_len);
+        memcpy(pt + ch.head_len, ch.body, ch.body_len);
+        size_t ct_len;
+        int r = noise_ik_transport_encrypt(st->tx, pt, ch.head_len + ch.body_len, rec_buf,
+                                           sizeof rec_buf, &ct_len);
+        if (r < 0) {
+            stream_fail(st, "encrypt_failed");
+            return r;
+        }
+        struct relay_frame f = {.version = RELAY_FRAME_VERSION,
+                                .stream_id = {st->id, strlen(st->id)},
+                                .body = RELAY_BODY_DATA,
+                                .seq = st->send_seq,
+                                .payload = rec_buf,
+                                .payload_len = ct_len};
+        if (st->send_seq == UINT32_MAX) st->send_exhausted = true;
+        else st->send_seq++;
+        send_frame(st->d, &f, st->conn);
+        if (st->dead) return -ENOTCONN; /* closed as a slow client */
+    }
+    return 0;
+}
+
+void relay_stream_conn_closed(struct relay_stream *st)
+{
+    /* The stream's processor ended: the reference resets the stream then. */
+    if (st->dead) return;
+    send_reset_id(st->d, st->id, strlen(st->id));
+    stream_remove(st, false);
+}
+
+static int on_message(void *ctx, const uint8_t *msg, size_t len)
+{
+    struct relay_stream *s = ctx;
+    if (s->dead || !s->conn) return -ENOTCONN;
+    relay_conn_deliver(s->conn, msg, len);
+    return s->dead ? -ENOTCONN : 0;
+}
+
+static int on_record(void *ctx, uint32_t seq, const uint8_t *rec, size_t len)
+{
+    struct relay_stream *s = ctx;
+    static uint8_t plain[NOISE_IK_MAX_MESSAGE];
+    size_t n;
+    int r = noise_ik_transport_decrypt(s->tx, rec, len, plain, sizeof plain, &n);
+    if (r < 0) return r;
+    return relay_reasm_push(&s->reasm, plain, n, on_message, s);
+}
+
+static void on_data(struct relay_demux *d, const struct relay_frame *f)
+{
+    struct relay_stream *s = find(d, f->stream_id.ptr, f->stream_id.len);
+    if (!s || s->state == ST_PENDING) {
+        /* Unknown stream, or early data during validation (counts as a failure). */
+        if (s) {
+            stream_remove(s, true);
+            handshake_failed(d, f->stream_id.ptr, f->stream_id.len, "early_data");
+        } else {
+            send_reset_id(d, f->stream_id.ptr, f->stream_id.len);
+        }
+        return;
+    }
+    s->busy++;
+    int r = relay_order_push(&s->order, f->seq, f->payload, f->payload_len, on_record, s);
+    s->busy--;
+    if (s->dead) {
+        if (!s->busy) stream_release(s);
+        return;
+    }
+    if (r < 0) stream_fail(s, r == -EBADMSG ? "decrypt_failed" : relay_strerror(r));
+}
+
+/* Strict UTF-8 (jansson's check, which the registry JSON needs anyway). */
+static bool valid_utf8(const uint8_t *p, size_t n)
+{
+    json_t *j = json_stringn((const char *)p, n);
+    json_decref(j);
+    return j != NULL;
+}
+
+static void on_validated(void *arg, bool valid)
+{
+    struct relay_stream *s = arg;
+    struct relay_demux *d = s->d;
+    s->validation = NULL; /* the call freed itself */
+    char idv[64];
+    if (!valid) {
+        log_event("event=relay_handshake noise_event=authorization noise_outcome=error "
+                  "noise_reason=rejected stream=%s", log_value(s->id, idv, sizeof idv));
+        send_reset_id(d, s->id, strlen(s->id));
+        stream_remove(s, true);
+        count_failure(d);
+        return;
+    }
+    uint8_t msg2[NOISE_IK_MSG2_BYTES];
+    if (noise_ik_write_message2(s->hs, msg2) < 0 || noise_ik_transport_new(s->hs, &s->tx) < 0) {
+        stream_fail(s, "handshake_failed");
+        count_failure(d);
+        return;
+    }
+    noise_ik_handshake_free(s->hs);
+    s->hs = NULL;
+    struct relay_frame f = {.version = RELAY_FRAME_VERSION,
+                            .stream_id = {s->id, strlen(s->id)},
+                            .body = RELAY_BODY_HANDSHAKE,
+                            .payload = msg2,
+                            .payload_len = sizeof msg2};
+    send_frame(d, &f, NULL);
+    if (s->dead) return;
+    d->pending--;
+    d->live++;
+    s->state = ST_LIVE;
+    relay_order_init(&s->order);
+    relay_reasm_init(&s->reasm);
+    s->conn = relay_conn_new(d->loop, s, s->id, d->on_message);
+    log_event("event=relay_stream noise_event=handshake noise_outcome=ok stream=%s live=%u",
+              log_value(s->id, idv, sizeof idv), d->live);
+}
+
+static void on_handshake(struct relay_demux *d, const struct relay_frame *f)
+{
+    const char *id = f->stream_id.ptr;
+    size_t idn = f->stream_id.len;
+    struct relay_stream *old = find(d, id, idn);
+    if (old) {
+        bool was_pending = old->state == ST_PENDING;
+        stream_remove(old, true);
+        if (was_pending) handshake_failed(d, id, idn, "duplicate_handshake");
+        else send_reset_id(d, id, idn);
+        return;
+    }
+    if (d->live >= RELAY_MAX_LIVE_STREAMS || d->pending >= RELAY_MAX_PENDING_STREAMS) {
+        send_reset_id(d, id, idn);
+        return;
+    }
+    if (idn > 128) {
+        handshake_failed(d, id, idn, "stream_id_too_long");
+        return;
+    }
+    char *sid = xstrndup(id, idn);
+    size_t plen;
+    uint8_t *prologue = noise_ik_prologue(d->env_id, d->reg_id, sid, &plen);
+    struct noise_ik_handshake *hs = NULL;
+    int r = noise_ik_responder_new(&hs, d->identity, prologue, plen, NULL, NULL);
+    free(prologue);
+    const uint8_t *payload = NULL;
+    size_t payload_len = 0;
+    if (r == 0) r = noise_ik_read_message1(hs, f->payload, f->payload_len, &payload, &payload_len);
+    const char *why = NULL;
+    if (r < 0) why = "bad_message1";
+    else if (payload_len == 0 || payload_len > RELAY_MAX_AUTHORIZATION)
+        why = "authorization_size";
+    else if (!valid_utf8(payload, payload_len) || memchr(payload, 0, payload_len))
+        why = "authorization_not_utf8";
+    if (why) {
+        noise_ik_handshake_free(hs);
+        free(sid);
+        handshake_failed(d, id, idn, why);
+        return;
+    }
+    struct relay_stream *s = xcalloc(1, sizeof *s);
+    s->d = d;
+    s->id = sid;
+    s->instance = ++d->next_instance;
+    s->state = ST_PENDING;
+    s->hs = hs;
+    s->next = d->streams;
+    d->streams = s;
+    d->pending++;
+    json_t *kj = noise_ik_public_key_to_json(noise_ik_remote_static(hs));
+    char *key_json = json_dumps(kj, JSON_COMPACT);
+    json_decref(kj);
+    char *auth = xstrndup((const char *)payload, payload_len);
+    s->validation = d->ops->validate(d->arg, key_json, auth, on_validated, s);
+    memset(auth, 0, payload_len);
+    free(auth);
+    free(key_json);
+    if (!s->validation) {
+        stream_remove(s, true);
+        handshake_failed(d, id, idn, "validation_unavailable");
+    }
+}
+
+void relay_demux_on_message(struct relay_demux *d, const uint8_t *p, size_t n)
+{
+    if (d->closing) return;
+    struct relay_frame f;
+    int r = relay_frame_decode(p, n, &f);
+    if (r < 0) {
+        /* Not a frame we can route: dropped, never answered and never fatal to the
+         * socket (what 0.169.0 does, REMOTE_NOTES §3). */
+        log_debug("remote: dropping an invalid relay frame (%s)", relay_strerror(r));
+        return;
+    }
+    switch (f.body) {
+    case RELAY_BODY_HANDSHAKE:
+        on_handshake(d, &f);
+        break;
+    case RELAY_BODY_DATA:
+        on_data(d, &f);
+        break;
+    case RELAY_BODY_RESET: {
+        /* Unauthenticated: drop the stream silently, log nothing of the reason. */
+        struct relay_stream *s = find(d, f.stream_id.ptr, f.stream_id.len);
+        if (s) stream_remove(s, true);
+        break;
+    }
+    default:
+        break; /* ack, resume, heartbeat: ignored */
+    }
+}
+
+void relay_demux_free(struct relay_demux *d)
+{
+    if (!d) return;
+    while (d->streams) stream_remove(d->streams, true);
+    free(d->env_id);
+    free(d->reg_id);
+    free(d);
+}

@@ -1,0 +1,80 @@
+/* relay_demux: the executor's virtual streams on one physical rendezvous socket
+ * (REMOTE.md §2.6).
+ *
+ * Every binary message from rendezvous is one RelayMessageFrame. A `handshake`
+ * frame opens a pending stream: Noise msg 1 is read (the prologue binds the
+ * environment, this registration and the stream id), its payload (the harness-key
+ * authorization, UTF-8, at most 4096 bytes) and the harness's static key go to the
+ * registry's /validate, and only an explicit {"valid": true} completes the
+ * handshake with msg 2 and makes the stream live. A live stream is a `struct conn`
+ * (relay_conn.c) on the same dispatch path as WebSocket and stdio: data frames go
+ * reorder -> decrypt -> reassemble -> rpc_dispatch, replies go frame -> encrypt ->
+ * data frames. Any per-stream error resets that stream with reason
+ * `noise_relay_protocol_error`; limits are 128 live and 32 pending streams, and 8
+ * failed handshakes close the physical socket (the owner then reconnects).
+ * Nothing secret is logged: stream ids only. */
+#ifndef EXEC_REMOTE_RELAY_DEMUX_H
+#define EXEC_REMOTE_RELAY_DEMUX_H
+
+#include "transport/conn.h"
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "crypto/noise_ik.h"
+#include "remote/registry.h"
+#include "remote/rv_ws.h"
+
+#define RELAY_MAX_LIVE_STREAMS 128
+#define RELAY_MAX_PENDING_STREAMS 32
+#define RELAY_MAX_FAILED_HANDSHAKES 8
+#define RELAY_MAX_AUTHORIZATION 4096
+#define RELAY_RESET_REASON "noise_relay_protocol_error"
+
+struct relay_demux;
+struct relay_stream;
+
+/* How the demux reaches the world; arg is the owner's. */
+struct relay_demux_ops {
+    /* Writes one binary WebSocket message (a whole frame). done as rv_ws_send. */
+    int (*send)(void *arg, const uint8_t *p, size_t n, rv_ws_sent_fn done, void *done_arg);
+    /* Closes the physical socket (failure budget spent); reason is a metric label. */
+    void (*close_socket)(void *arg, const char *reason);
+    /* Starts /validate; NULL when it cannot start (the handshake then fails). */
+    struct registry_call *(*validate)(void *arg, const char *harness_key_json,
+                                      const char *authorization, registry_validate_cb cb,
+                                      void *cb_arg);
+    /* Abandons a validation started by validate (its cb is then never called). */
+    void (*cancel)(void *arg, struct registry_call *call);
+};
+
+/* A demux for one physical connection. identity is borrowed (it outlives the
+ * demux); the ids are copied; each stream's messages go to on_message. Caller
+ * frees with relay_demux_free. */
+struct relay_demux *relay_demux_new(uv_loop_t *loop, const struct noise_ik_static_key *identity,
+                                    const char *environment_id, const char *registration_id,
+                                    const struct relay_demux_ops *ops, void *arg,
+                                    conn_message_fn on_message);
+
+/* One binary message received on the physical socket. */
+void relay_demux_on_message(struct relay_demux *d, const uint8_t *p, size_t n);
+
+/* The physical socket is gone: cancels pending validations and closes every live
+ * stream's connection (their sessions stay for resume), then frees d. */
+void relay_demux_free(struct relay_demux *d);
+
+/* Counters for tests and logs. */
+unsigned relay_demux_live(const struct relay_demux *d);
+unsigned relay_demux_pending(const struct relay_demux *d);
+unsigned relay_demux_failures(const struct relay_demux *d);
+
+/* ---- used by relay_conn.c (the conn glue) ---- */
+
+/* Frames, encrypts and sends one JSON-RPC message on a live stream. Each data
+ * frame's bytes are accounted on the stream's conn (queued now, written when the
+ * socket took them). Returns 0 or a negative code (the stream was reset). */
+int relay_stream_send(struct relay_stream *st, const uint8_t *msg, size_t len);
+/* The conn closed by itself (e.g. shut down as a slow client): reset the stream. */
+void relay_stream_conn_closed(struct relay_stream *st);
+
+#endif

@@ -1,0 +1,317 @@
+/* remote: registration, the rendezvous connection loop and readiness (remote.h).
+ *
+ * One state object for the process (remote mode has one registration). The loop:
+ * connect to the registered URL, serve until the socket ends, then sleep a jittered
+ * backoff that doubles up to 30 s and is not reset by success (0.169.0's policy,
+ * docs/REMOTE_NOTES.md §4; REMOTE.md describes an older one). A refused upgrade
+ * with a 4xx status means the signed URL is no longer accepted: register again
+ * (a failing re-registration is fatal, as in the reference) and connect to the new
+ * URL. Everything runs on the loop thread. */
+#include "remote/remote.h"
+
+#include <errno.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/log.h"
+#include "core/metrics.h"
+#include "core/readiness.h"
+#include "crypto/noise_ik.h"
+#include "remote/registry.h"
+#include "remote/relay_demux.h"
+#include "remote/rv_ws.h"
+#include "util/mem.h"
+
+#define REMOTE_BACKOFF_MAX_MS 30000
+
+struct remote {
+    uv_loop_t *loop;
+    char *env_id, *name;
+    struct noise_ik_static_key identity;
+    char *key_json;                 /* our public key JSON */
+    struct registry_client *registry;
+    struct registry_registration reg;
+    struct rv_ws *ws;               /* the rendezvous socket, NULL between attempts */
+    struct relay_demux *demux;      /* while ws is open */
+    uv_timer_t retry;
+    uint64_t backoff_unit_ms;       /* 1000 (tests shrink it) */
+    unsigned retries;               /* reconnect attempts so far (never reset) */
+    uint64_t ping_ms, pong_ms;
+    uint64_t attempt_started_ns;
+    unsigned attempt;
+    bool stopping;
+    void (*on_fatal)(void);
+    conn_message_fn on_message; /* handed to each demux for its streams */
+};
+
+static struct remote *R;
+
+static void connect_now(void);
+
+static void fatal(const char *what)
+{
+    log_error("remote: %s; exiting", what);
+    readiness_set(false);
+    if (R->on_fatal) R->on_fatal();
+}
+
+/* The sleep before the next attempt, as 0.169.0 does it (REMOTE_NOTES §4): a
+ * random time in [b/2, b] with b = min(unit * 2^n, 30 units) for the n-th retry;
+ * n is not reset by a successful connection. unit is 1 s (a test knob shrinks it). */
+static void schedule_retry(void)
+{
+    if (R->stopping) return;
+    uint64_t b = R->backoff_unit_ms;
+    for (unsigned i = 0; i < R->retries && b < 30 * R->backoff_unit_ms; i++) b *= 2;
+    if (b > 30 * R->backoff_unit_ms) b = 30 * R->backoff_unit_ms;
+    uint32_t r = 0;
+    if (RAND_bytes((unsigned char *)&r, sizeof r) != 1) r = 0;
+    uint64_t sleep_ms = b / 2 + (b / 2 ? r % (b / 2 + 1) : 0);
+    R->retries++;
+    uv_timer_start(&R->retry, (uv_timer_cb)connect_now, sleep_ms, 0);
+}
+
+static void on_registered(void *arg, int result, int http_status,
+                          struct registry_registration *reg, const char *why)
+{
+    bool first = arg == NULL;
+    uint64_t dur = metrics_now_ns() - R->attempt_started_ns;
+    metrics_remote_registration(result == 0, dur);
+    if (R->stopping) return;
+    if (result < 0) {
+        log_event("event=remote_registration noise_event=registration noise_outcome=error "
+                  "status=%d", http_status);
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s registration failed: %s%s%.0d", first ? "the" : "re-",
+                 why ? why : "error", http_status ? ", HTTP status " : "", http_status);
+        fatal(msg);
+        return;
+    }
+    registry_registration_clear(&R->reg);
+    R->reg = *reg;
+    memset(reg, 0, sizeof *reg); /* taken */
+    char u[512];
+    rv_ws_url_redacted(R->reg.url, u, sizeof u);
+    log_event("event=remote_registration noise_event=registration noise_outcome=ok "
+              "security_profile=" REGISTRY_SECURITY_PROFILE " rendezvous=%s", u);
+    if (first) connect_now();
+    else schedule_retry();
+}
+
+static void start_registration(bool first)
+{
+    R->attempt_started_ns = metrics_now_ns();
+    if (registry_register(R->registry, R->key_json, on_registered, first ? NULL : R) < 0)
+        fatal("cannot start the registration request");
+}
+
+/* ---- the demux's view of the socket ---- */
+
+static int demux_send(void *arg, const uint8_t *p, size_t n, rv_ws_sent_fn done, void *done_arg)
+{
+    if (!R->ws) return -ENOTCONN;
+    return rv_ws_send(R->ws, p, n, done, done_arg);
+}
+
+static void demux_close(void *arg, const char *reason)
+{
+    if (R->ws) rv_ws_close(R->ws, reason);
+}
+
+static struct registry_call *demux_validate(void *arg, const char *harness_key_json,
+                                            const char *authorization, registry_validate_cb cb,
+                                            void *cb_arg)
+{
+    return registry_validate(R->registry, R->reg.registration_id, harness_key_json, authorization,
+                             cb, cb_arg);
+}
+
+static void demux_cancel(void *arg, struct registry_call *call)
+{
+    registry_call_cancel(call);
+}
+
+static const struct relay_demux_ops demux_ops = {
+    .send = demux_send,
+    .close_socket = demux_close,
+    .validate = demux_validate,
+    .cancel = demux_cancel,
+};
+
+/* ---- the rendezvous socket ---- */
+
+static void ws_opened(void *arg)
+{
+    metrics_remote_connect(true, metrics_now_ns() - R->attempt_started_ns);
+    R->demux = relay_demux_new(R->loop, &R->identity, R->env_id, R->reg.registration_id,
+                               &demux_ops, NULL, R->on_message);
+    readiness_set(true);
+    log_event("event=remote_rendezvous noise_event=rendezvous_connection noise_outcome=ok "
+              "connection_attempt=%u", R->attempt);
+}
+
+static void ws_binary(void *arg, const uint8_t *p, size_t n)
+{
+    if (R->demux) relay_demux_on_message(R->demux, p, n);
+}
+
+static void ws_closed(void *arg, int http_status, const char *reason)
+{
+    bool was_open = R->demux != NULL;
+    R->ws = NULL;
+    readiness_set(false);
+    relay_demux_free(R->demux);
+    R->demux = NULL;
+    if (!was_open) metrics_remote_connect(false, metrics_now_ns() - R->attempt_started_ns);
+    if (R->stopping) return;
+    bool rejected = !was_open && http_status >= 400 && http_status < 500;
+    const char *why = rejected ? "registration_rejected" : reason;
+    metrics_remote_reconnect(why);
+    log_event("event=remote_rendezvous noise_event=rendezvous_connection noise_outcome=%s "
+              "noise_reason=%s status=%d", was_open ? "disconnected" : "error", why, http_status);
+    if (rejected) {
+        start_registration(false);
+        return;
+    }
+    schedule_retry();
+}
+
+static const struct rv_ws_ops ws_ops = {
+    .on_open = ws_opened,
+    .on_binary = ws_binary,
+    .on_closed = ws_closed,
+};
+
+/* A header value from the environment, if it is a safe one-line value. */
+static void env_header(const char *var, const char *name, char *out, size_t n,
+                       const char **lines, size_t *k)
+{
+    const char *v = getenv(var);
+    if (!v || !*v || strlen(v) > 256) return;
+    for (const char *c = v; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) return;
+    snprintf(out, n, "%s: %s", name, v);
+    lines[(*k)++] = out;
+}
+
+static void connect_now(void)
+{
+    if (R->stopping || R->ws) return;
+    R->attempt++;
+    R->attempt_started_ns = metrics_now_ns();
+    /* x-request-id as the reference sends it: "req_" and 32 hex digits. */
+    uint8_t rnd[16];
+    if (RAND_bytes(rnd, sizeof rnd) != 1) memset(rnd, 7, sizeof rnd);
+    char reqid[64], cluster[300], caller[300];
+    int p = snprintf(reqid, sizeof reqid, "x-request-id: req_");
+    for (int i = 0; i < 16; i++) p += snprintf(reqid + p, sizeof reqid - (size_t)p, "%02x", rnd[i]);
+    const char *lines[4];
+    size_t k = 0;
+    lines[k++] = reqid;
+    env_header("OPENAI_CLUSTER", "x-cluster-name", cluster, sizeof cluster, lines, &k);
+    env_header("DD_SERVICE", "x-openai-internal-caller", caller, sizeof caller, lines, &k);
+    lines[k] = NULL;
+    struct rv_ws_opts o = {.url = R->reg.url,
+                           .headers = lines,
+                           .ping_ms = R->ping_ms,
+                           .pong_deadline_ms = R->pong_ms,
+                           .connect_timeout_ms = 10000};
+    int r = rv_ws_open(R->loop, &o, &ws_ops, NULL, &R->ws);
+    if (r < 0) {
+        /* Not ws:// or wss://: a connect failure like any other (as 0.169.0). */
+        R->ws = NULL;
+        log_warn("remote: the registry's rendezvous URL is not ws:// or wss://");
+        metrics_remote_connect(false, 0);
+        metrics_remote_reconnect("connect_failed");
+        schedule_retry();
+    }
+}
+
+int remote_start(uv_loop_t *loop, const struct remote_opts *opts, void (*on_fatal)(void))
+{
+    R = xcalloc(1, sizeof *R);
+    R->loop = loop;
+    R->on_fatal = on_fatal;
+    R->env_id = xstrdup(opts->environment_id);
+    R->name = xstrdup(opts->name ? opts->name : "codex-exec-server");
+    R->ping_ms = opts->ping_ms;
+    R->pong_ms = opts->pong_deadline_ms;
+    R->backoff_unit_ms = opts->backoff_ms ? opts->backoff_ms : 1000;
+    R->on_message = opts->on_message;
+    int r = noise_ik_static_key_generate(&R->identity, NULL, NULL);
+    if (r < 0) return r;
+    json_t *kj = noise_ik_public_key_to_json(&R->identity.pub);
+    R->key_json = json_dumps(kj, JSON_COMPACT);
+    json_decref(kj);
+    char auth[8192];
+    const char *hdrs[2] = {NULL, NULL};
+    if (opts->bearer && *opts->bearer) {
+        if (strlen(opts->bearer) > sizeof auth - 32) return -EINVAL;
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", opts->bearer);
+        hdrs[0] = auth;
+    }
+    R->registry = registry_client_new(loop, opts->base_url, opts->environment_id, hdrs);
+    memset(auth, 0, sizeof auth);
+    uv_timer_init(loop, &R->retry);
+    readiness_set(false);
+    char idv[128];
+    log_event("event=remote_start environment=%s", log_value(R->env_id, idv, sizeof idv));
+    start_registration(true);
+    return 0;
+}
+
+void remote_stop(void)
+{
+    if (!R || R->stopping) return;
+    R->stopping = true;
+    readiness_set(false);
+    uv_timer_stop(&R->retry);
+    uv_close((uv_handle_t *)&R->retry, NULL);
+    if (R->ws) rv_ws_close(R->ws, "local_shutdown");
+    /* R itself stays: late callbacks (the socket's close, a registry answer) still
+     * look at it; the process is exiting. */
+}
+
+void remote_cleanup(void)
+{
+    if (!R) return;
+    relay_demux_free(R->demux);
+    registry_client_free(R->registry);
+    registry_registration_clear(&R->reg);
+    noise_ik_static_key_wipe(&R->identity);
+    free(R->key_json);
+    free(R->env_id);
+    free(R->name);
+    free(R);
+    R = NULL;
+}
+
+static bool host_suffix(const char *host, size_t n, const char *dom)
+{
+    size_t d = strlen(dom);
+    if (n == d) return strncasecmp(host, dom, n) == 0;
+    return n > d && host[n - d - 1] == '.' && strncasecmp(host + n - d, dom, d) == 0;
+}
+
+bool remote_api_key_url_allowed(const char *url)
+{
+    bool https = strncasecmp(url, "https://", 8) == 0;
+    if (!https && strncasecmp(url, "http://", 7) != 0) return false;
+    const char *h = url + (https ? 8 : 7);
+    size_t n;
+    if (*h == '[') {
+        const char *e = strchr(h, ']');
+        if (!e) return false;
+        h++;
+        n = (size_t)(e - h);
+        return n == 3 && memcmp(h, "::1", 3) == 0;
+    }
+    n = strcspn(h, ":/?#");
+    if (memchr(h, '@', n)) return false;
+    if (n == 9 && strncasecmp(h, "localhost", 9) == 0) return true;
+    if (n > 4 && strncmp(h, "127.", 4) == 0 && strspn(h, "0123456789.") >= n) return true;
+    return https && (host_suffix(h, n, "openai.com") || host_suffix(h, n, "openai.org"));
+}

@@ -1,0 +1,615 @@
+/* rv_ws: the rendezvous WebSocket client (see rv_ws.h).
+ *
+ * States run resolve -> connect -> (TLS) -> upgrade -> open -> closing. Receiving
+ * goes through wslay in client mode, which answers Pings, performs the close
+ * handshake, enforces the message cap and rejects protocol violations; Pongs clear
+ * the deadline. Outgoing binary messages are framed here (header + masked copy in
+ * one allocation, one write), wslay's own control frames go through its send
+ * callback; both are written whole and synchronously queued on the socket, so
+ * frames never interleave. Every write request remembers its completion callback,
+ * which is how a relay virtual stream accounts its queued bytes. */
+#include "remote/rv_ws.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <openssl/rand.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <wslay/wslay.h>
+
+#include "core/log.h"
+#include "transport/tls.h"
+#include "proto/base64.h"
+#include "util/buf.h"
+#include "util/mem.h"
+#include "proto/sha1.h"
+
+#define RV_WS_MAX_HEAD 16384
+
+enum rv_state { RV_RESOLVING, RV_CONNECTING, RV_UPGRADING, RV_OPEN, RV_CLOSING };
+
+struct rv_ws {
+    uv_loop_t *loop;
+    const struct rv_ws_ops *ops;
+    void *arg;
+    enum rv_state state;
+    struct rv_ws_url url;
+    char **headers;          /* owned copies of the extra header lines */
+    uint64_t ping_ms, pong_deadline_ms;
+    uv_getaddrinfo_t gai;
+    uv_connect_t connect_req;
+    uv_tcp_t tcp;
+    uv_timer_t timer;        /* connect deadline, then the Ping / Pong timer */
+    int pending;             /* handles and requests whose callbacks are still due */
+    bool resolving;          /* gai is in flight */
+    struct tls_session *tls; /* wss only */
+    bool request_sent;       /* the upgrade request is out */
+    char key[25];            /* Sec-WebSocket-Key (base64 of 16 random bytes) */
+    struct buf head;         /* response head received so far */
+    wslay_event_context_ptr ws;
+    const uint8_t *in;       /* plaintext being fed to wslay */
+    size_t in_len;
+    uint64_t ping_sent_at;   /* uv_now of the outstanding Ping, 0 if none */
+    size_t queued;           /* bytes in uv_write requests not yet completed */
+    int http_status;         /* a refused upgrade's status */
+    const char *reason;      /* why it closed (first reason wins) */
+};
+
+struct rv_wreq {
+    uv_write_t req;
+    struct rv_ws *ws;
+    size_t wire_len;   /* bytes on the socket (ciphertext for wss) */
+    size_t msg_len;    /* the message's length, for done */
+    rv_ws_sent_fn done;
+    void *done_arg;
+    char *mem;
+};
+
+int rv_ws_parse_url(const char *url, struct rv_ws_url *u)
+{
+    memset(u, 0, sizeof *u);
+    const char *p;
+    if (strncmp(url, "ws://", 5) == 0) {
+        p = url + 5;
+    } else if (strncmp(url, "wss://", 6) == 0) {
+        p = url + 6;
+        u->tls = 1;
+    } else {
+        return -EINVAL;
+    }
+    const char *host_end, *rest;
+    if (*p == '[') {
+        host_end = strchr(p, ']');
+        if (!host_end) return -EINVAL;
+        p++;
+        rest = host_end + 1;
+    } else {
+        host_end = p + strcspn(p, ":/?#");
+        rest = host_end;
+    }
+    size_t hn = (size_t)(host_end - p);
+    if (hn == 0 || hn >= sizeof u->host || memchr(p, '@', hn)) return -EINVAL;
+    memcpy(u->host, p, hn);
+    u->port = u->tls ? 443 : 80;
+    if (*rest == ':') {
+        long v = 0;
+        const char *d = rest + 1;
+        if (!isdigit((unsigned char)*d)) return -EINVAL;
+        for (; isdigit((unsigned char)*d); d++) {
+            v = v * 10 + (*d - '0');
+            if (v > 65535) return -EINVAL;
+        }
+        if (v == 0) return -EINVAL;
+        u->port = (int)v;
+        rest = d;
+    }
+    if (*rest && *rest != '/' && *rest != '?') return -EINVAL;
+    size_t tn = strcspn(rest, "#");
+    if (tn + 2 > sizeof u->target) return -EINVAL;
+    if (*rest != '/') u->target[0] = '/';
+    strncat(u->target, rest, tn);
+    for (const char *c = u->target; *c; c++)
+        if ((unsigned char)*c <= 0x20 || *c == 0x7f) return -EINVAL;
+    return 0;
+}
+
+void rv_ws_url_redacted(const char *url, char *out, size_t n)
+{
+    size_t k = strcspn(url, "?#");
+    snprintf(out, n, "%.*s%s", (int)k, url, url[k] ? "?<redacted>" : "");
+}
+
+size_t rv_ws_queued(const struct rv_ws *ws)
+{
+    return ws->queued;
+}
+
+static void handle_closed(uv_handle_t *h);
+
+/* Ends the connection once; on_closed runs after the last handle closed. */
+static void finish(struct rv_ws *ws, const char *reason)
+{
+    if (!ws->reason) ws->reason = reason;
+    if (ws->state == RV_CLOSING) return;
+    ws->state = RV_CLOSING;
+    if (ws->resolving) uv_cancel((uv_req_t *)&ws->gai);
+    uv_close((uv_handle_t *)&ws->timer, handle_closed);
+    uv_close((uv_handle_t *)&ws->tcp, handle_closed);
+}
+
+static void release(struct rv_ws *ws)
+{
+    ws->ops->on_closed(ws->arg, ws->http_status, ws->reason ? ws->reason : "local_shutdown");
+    if (ws->ws) wslay_event_context_free(ws->ws);
+    tls_session_free(ws->tls);
+    buf_free(&ws->head);
+    for (char **h = ws->headers; h && *h; h++) free(*h);
+    free(ws->headers);
+    free(ws);
+}
+
+static void handle_closed(uv_handle_t *h)
+{
+    struct rv_ws *ws = h->data;
+    if (--ws->pending == 0) release(ws);
+}
+
+void rv_ws_close(struct rv_ws *ws, const char *reason)
+{
+    finish(ws, reason);
+}
+
+static void write_done(uv_write_t *req, int status)
+{
+    struct rv_wreq *w = (struct rv_wreq *)req;
+    struct rv_ws *ws = w->ws;
+    ws->queued -= w->wire_len;
+    if (w->done) w->done(w->done_arg, w->msg_len, status);
+    free(w->mem);
+    free(w);
+    if (status < 0) finish(ws, "write_error");
+    if (--ws->pending == 0) release(ws);
+}
+
+/* Queues plaintext bytes on the socket (encrypting them for wss). Takes mem. */
+static int raw_write(struct rv_ws *ws, char *mem, size_t len, size_t msg_len, rv_ws_sent_fn done,
+                     void *done_arg)
+{
+    if (ws->state == RV_CLOSING) {
+        free(mem);
+        return -ENOTCONN;
+    }
+    char *wire = mem;
+    size_t wire_len = len;
+    if (ws->tls) {
+        int r = len ? tls_write(ws->tls, mem, len) : 0;
+        free(mem);
+        if (r < 0) {
+            finish(ws, "write_error");
+            return -EIO;
+        }
+        wire_len = tls_take_output(ws->tls, &wire);
+        if (wire_len == 0) {
+            /* Nothing to put on the wire (cannot happen for len > 0): complete now
+             * through the same path so done stays asynchronous. */
+            wire = xmalloc(1);
+        }
+    }
+    struct rv_wreq *w = xcalloc(1, sizeof *w);
+    w->ws = ws;
+    w->wire_len = wire_len;
+    w->msg_len = msg_len;
+    w->done = done;
+    w->done_arg = done_arg;
+    w->mem = wire;
+    uv_buf_t b = uv_buf_init(wire, (unsigned)wire_len);
+    int r = uv_write(&w->req, (uv_stream_t *)&ws->tcp, &b, 1, write_done);
+    if (r < 0) {
+        free(wire);
+        free(w);
+        finish(ws, "write_error");
+        return r;
+    }
+    ws->queued += wire_len;
+    ws->pending++;
+    return 0;
+}
+
+/* TLS handshake records produced by the session itself. */
+static void tls_flush(struct rv_ws *ws)
+{
+    char *ct;
+    size_t n = tls_take_output(ws->tls, &ct);
+    if (n == 0) return;
+    struct rv_wreq *w = xcalloc(1, sizeof *w);
+    w->ws = ws;
+    w->wire_len = n;
+    w->mem = ct;
+    uv_buf_t b = uv_buf_init(ct, (unsigned)n);
+    if (uv_write(&w->req, (uv_stream_t *)&ws->tcp, &b, 1, write_done) < 0) {
+        free(ct);
+        free(w);
+        finish(ws, "write_error");
+        return;
+    }
+    ws->queued += n;
+    ws->pending++;
+}
+
+/* Random bytes for masking keys, drawn from OpenSSL in batches. */
+static void mask_bytes(uint8_t *out, size_t n)
+{
+    static uint8_t pool[4096];
+    static size_t left;
+    while (n) {
+        if (left == 0) {
+            if (RAND_bytes(pool, sizeof pool) != 1) abort(); /* no entropy: cannot mask */
+            left = sizeof pool;
+        }
+        size_t k = n < left ? n : left;
+        memcpy(out, pool + sizeof pool - left, k);
+        left -= k;
+        out += k;
+        n -= k;
+    }
+}
+
+int rv_ws_send(struct rv_ws *ws, const uint8_t *p, size_t n, rv_ws_sent_fn done, void *done_arg)
+{
+    if (ws->state != RV_OPEN || wslay_event_get_close_sent(ws->ws)) return -ENOTCONN;
+    size_t hlen = n < 126 ? 2 : n < 65536 ? 4 : 10;
+    uint8_t *f = xmalloc(hlen + 4 + n);
+    f[0] = 0x80 | WSLAY_BINARY_FRAME;
+    if (n < 126) {
+        f[1] = (uint8_t)(0x80 | n);
+    } else if (n < 65536) {
+        f[1] = 0x80 | 126;
+        f[2] = (uint8_t)(n >> 8);
+        f[3] = (uint8_t)n;
+    } else {
+        f[1] = 0x80 | 127;
+        for (int i = 0; i < 8; i++) f[2 + i] = (uint8_t)((uint64_t)n >> (56 - 8 * i));
+    }
+    uint8_t *key = f + hlen;
+    mask_bytes(key, 4);
+    uint8_t *dst = key + 4;
+    for (size_t i = 0; i < n; i++) dst[i] = p[i] ^ key[i & 3];
+    return raw_write(ws, (char *)f, hlen + 4 + n, n, done, done_arg);
+}
+
+static ssize_t wslay_recv_cb(wslay_event_context_ptr ctx, uint8_t *data, size_t len, int flags,
+                             void *user)
+{
+    struct rv_ws *ws = user;
+    if (ws->in_len == 0) {
+        wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+        return -1;
+    }
+    size_t n = len < ws->in_len ? len : ws->in_len;
+    memcpy(data, ws->in, n);
+    ws->in += n;
+    ws->in_len -= n;
+    return (ssize_t)n;
+}
+
+static ssize_t wslay_send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len,
+                             int flags, void *user)
+{
+    struct rv_ws *ws = user;
+    if (raw_write(ws, xmemdup(data, len), len, 0, NULL, NULL) < 0) {
+        wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+        return -1;
+    }
+    return (ssize_t)len;
+}
+
+static int wslay_genmask_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, void *user)
+{
+    mask_bytes(buf, len);
+    return 0;
+}
+
+static void wslay_msg_cb(wslay_event_context_ptr ctx,
+                         const struct wslay_event_on_msg_recv_arg *arg, void *user)
+{
+    struct rv_ws *ws = user;
+    if (ws->state != RV_OPEN) return;
+    if (arg->opcode == WSLAY_PONG) {
+        ws->ping_sent_at = 0;
+        return;
+    }
+    /* Text is not part of the relay protocol: the executor drops it. */
+    if (arg->opcode != WSLAY_BINARY_FRAME || wslay_event_get_close_sent(ctx)) return;
+    ws->ops->on_binary(ws->arg, arg->msg, arg->msg_length);
+}
+
+static const struct wslay_event_callbacks wslay_cbs = {
+    .recv_callback = wslay_recv_cb,
+    .send_callback = wslay_send_cb,
+    .genmask_callback = wslay_genmask_cb,
+    .on_msg_recv_callback = wslay_msg_cb,
+};
+
+/* Sends what wslay queued (pongs, close) and ends once the close handshake is over. */
+static void wslay_drain(struct rv_ws *ws)
+{
+    if (ws->state != RV_OPEN) return;
+    if (wslay_event_want_write(ws->ws) && wslay_event_send(ws->ws) != 0) {
+        finish(ws, "write_error");
+        return;
+    }
+    if (!wslay_event_want_read(ws->ws) && !wslay_event_want_write(ws->ws))
+        finish(ws, "peer_close");
+}
+
+static void feed_frames(struct rv_ws *ws, const uint8_t *p, size_t n)
+{
+    ws->in = p;
+    ws->in_len = n;
+    while (ws->in_len > 0 && ws->state == RV_OPEN) {
+        if (wslay_event_recv(ws->ws) != 0) {
+            /* Over the message cap or a protocol violation: wslay queued a close. */
+            wslay_event_send(ws->ws);
+            finish(ws, "read_error");
+            break;
+        }
+        if (!wslay_event_want_read(ws->ws)) break;
+    }
+    ws->in_len = 0;
+    wslay_drain(ws);
+}
+
+static void on_timer(uv_timer_t *t);
+
+/* The upgrade response head is complete at head_end: check it, then go open. */
+static void upgrade_response(struct rv_ws *ws, size_t head_end)
+{
+    const char *h = ws->head.data;
+    int status = 0;
+    if (head_end < 12 || strncmp(h, "HTTP/1.1 ", 9) != 0 || !isdigit((unsigned char)h[9]) ||
+        !isdigit((unsigned char)h[10]) || !isdigit((unsigned char)h[11])) {
+        finish(ws, "connect_failed");
+        return;
+    }
+    status = (h[9] - '0') * 100 + (h[10] - '0') * 10 + (h[11] - '0');
+    if (status != 101) {
+        ws->http_status = status;
+        finish(ws, "connect_failed");
+        return;
+    }
+    /* Expected accept: base64(SHA-1(key ++ GUID)), RFC 6455 §4.2.2. */
+    char cat[25 + 36];
+    snprintf(cat, sizeof cat, "%s258EAFA5-E914-47DA-95CA-C5AB0DC85B11", ws->key);
+    uint8_t dg[SHA1_LEN];
+    sha1(cat, strlen(cat), dg);
+    char want[29];
+    want[base64_encode(dg, sizeof dg, want)] = '\0';
+    bool ok = false;
+    for (const char *line = strstr(h, "\r\n"); line && line + 2 < h + head_end;
+         line = strstr(line + 2, "\r\n")) {
+        const char *l = line + 2;
+        if (strncasecmp(l, "sec-websocket-accept:", 21) != 0) continue;
+        l += 21;
+        while (*l == ' ' || *l == '\t') l++;
+        size_t vn = strcspn(l, " \t\r");
+        ok = vn == strlen(want) && memcmp(l, want, vn) == 0;
+        break;
+    }
+    if (!ok) {
+        finish(ws, "connect_failed");
+        return;
+    }
+    if (wslay_event_context_client_init(&ws->ws, &wslay_cbs, ws) != 0) {
+        finish(ws, "connect_failed");
+        return;
+    }
+    wslay_event_config_set_max_recv_msg_length(ws->ws, RV_WS_MAX_MESSAGE);
+    ws->state = RV_OPEN;
+    uv_timer_start(&ws->timer, on_timer, ws->ping_ms, ws->ping_ms);
+    ws->ops->on_open(ws->arg);
+    if (ws->state != RV_OPEN) return;
+    size_t rest = ws->head.len - head_end;
+    if (rest) {
+        uint8_t *copy = xmemdup(ws->head.data + head_end, rest);
+        buf_free(&ws->head);
+        feed_frames(ws, copy, rest);
+        free(copy);
+    } else {
+        buf_free(&ws->head);
+    }
+}
+
+static void on_plaintext(struct rv_ws *ws, const uint8_t *p, size_t n)
+{
+    if (ws->state == RV_OPEN) {
+        feed_frames(ws, p, n);
+        return;
+    }
+    if (ws->state != RV_UPGRADING) return;
+    size_t before = ws->head.len;
+    buf_append(&ws->head, p, n);
+    size_t from = before > 3 ? before - 3 : 0;
+    for (size_t i = from; i + 4 <= ws->head.len; i++) {
+        if (memcmp(ws->head.data + i, "\r\n\r\n", 4) == 0) {
+            buf_putc(&ws->head, '\0'); /* for the string scans; not counted below */
+            ws->head.len--;
+            upgrade_response(ws, i + 4);
+            return;
+        }
+    }
+    if (ws->head.len > RV_WS_MAX_HEAD) finish(ws, "connect_failed");
+}
+
+static void send_upgrade_request(struct rv_ws *ws)
+{
+    ws->request_sent = true;
+    uint8_t nonce[16];
+    mask_bytes(nonce, sizeof nonce);
+    ws->key[base64_encode(nonce, sizeof nonce, ws->key)] = '\0';
+    struct buf r;
+    buf_init(&r);
+    bool v6 = strchr(ws->url.host, ':') != NULL;
+    bool default_port = ws->url.port == (ws->url.tls ? 443 : 80);
+    buf_printf(&r, "GET %s HTTP/1.1\r\nHost: %s%s%s", ws->url.target, v6 ? "[" : "",
+               ws->url.host, v6 ? "]" : "");
+    if (!default_port) buf_printf(&r, ":%d", ws->url.port);
+    /* The reference's header order (docs/REMOTE_NOTES.md §3). */
+    buf_printf(&r, "\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+                   "Sec-WebSocket-Key: %s\r\n", ws->key);
+    for (char **h = ws->headers; h && *h; h++) buf_printf(&r, "%s\r\n", *h);
+    buf_puts(&r, "\r\n");
+    size_t len = r.len;
+    raw_write(ws, buf_steal(&r), len, 0, NULL, NULL);
+}
+
+static void rv_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    static char slab[65536];
+    b->base = slab;
+    b->len = sizeof slab;
+}
+
+static void rv_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+{
+    struct rv_ws *ws = s->data;
+    if (nread == 0) return;
+    if (nread < 0) {
+        finish(ws, ws->state == RV_OPEN ? (nread == UV_EOF ? "peer_close" : "read_error")
+                                        : "connect_failed");
+        return;
+    }
+    if (!ws->tls) {
+        on_plaintext(ws, (const uint8_t *)b->base, (size_t)nread);
+        return;
+    }
+    if (tls_feed(ws->tls, b->base, (size_t)nread) < 0) {
+        finish(ws, "read_error");
+        return;
+    }
+    static uint8_t pt[65536];
+    for (;;) {
+        long k = tls_read(ws->tls, pt, sizeof pt);
+        tls_flush(ws); /* handshake records, alerts */
+        if (ws->state == RV_CLOSING) return;
+        if (k < 0) {
+            finish(ws, ws->state == RV_OPEN ? "read_error" : "connect_failed");
+            return;
+        }
+        if (!ws->request_sent && tls_is_established(ws->tls)) send_upgrade_request(ws);
+        if (k == 0) return;
+        on_plaintext(ws, pt, (size_t)k);
+        if (ws->state == RV_CLOSING) return;
+    }
+}
+
+static void on_connected(uv_connect_t *req, int status)
+{
+    struct rv_ws *ws = req->data;
+    ws->pending--;
+    if (ws->state == RV_CLOSING) {
+        if (ws->pending == 0) release(ws);
+        return;
+    }
+    if (status < 0) {
+        finish(ws, "connect_failed");
+        return;
+    }
+    uv_tcp_nodelay(&ws->tcp, 1);
+    ws->state = RV_UPGRADING;
+    uv_read_start((uv_stream_t *)&ws->tcp, rv_alloc, rv_read);
+    if (ws->url.tls) {
+        char err[256];
+        ws->tls = tls_client_session_new(ws->url.host, err, sizeof err);
+        if (!ws->tls) {
+            log_warn("remote: %s", err);
+            finish(ws, "connect_failed");
+            return;
+        }
+        tls_flush(ws); /* ClientHello */
+    } else {
+        send_upgrade_request(ws);
+    }
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    struct rv_ws *ws = req->data;
+    ws->resolving = false;
+    ws->pending--;
+    if (ws->state == RV_CLOSING || status < 0 || !res) {
+        if (res) uv_freeaddrinfo(res);
+        if (ws->state != RV_CLOSING) finish(ws, "connect_failed");
+        else if (ws->pending == 0) release(ws);
+        return;
+    }
+    ws->state = RV_CONNECTING;
+    ws->connect_req.data = ws;
+    int r = uv_tcp_connect(&ws->connect_req, &ws->tcp, res->ai_addr, on_connected);
+    uv_freeaddrinfo(res);
+    if (r < 0) {
+        finish(ws, "connect_failed");
+        return;
+    }
+    ws->pending++;
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    struct rv_ws *ws = t->data;
+    if (ws->state != RV_OPEN) {
+        finish(ws, "connect_failed"); /* the connect deadline */
+        return;
+    }
+    uint64_t now = uv_now(ws->loop);
+    if (ws->ping_sent_at) {
+        if (now - ws->ping_sent_at >= ws->pong_deadline_ms) finish(ws, "pong_timeout");
+        return; /* no new Ping while one is outstanding */
+    }
+    struct wslay_event_msg m = {.opcode = WSLAY_PING, .msg = (const uint8_t *)"", .msg_length = 0};
+    if (wslay_event_queue_msg(ws->ws, &m) == 0) {
+        ws->ping_sent_at = now ? now : 1;
+        wslay_drain(ws);
+    }
+}
+
+int rv_ws_open(uv_loop_t *loop, const struct rv_ws_opts *opts, const struct rv_ws_ops *ops,
+               void *arg, struct rv_ws **out)
+{
+    struct rv_ws *ws = xcalloc(1, sizeof *ws);
+    if (rv_ws_parse_url(opts->url, &ws->url) < 0) {
+        free(ws);
+        return -EINVAL;
+    }
+    ws->loop = loop;
+    ws->ops = ops;
+    ws->arg = arg;
+    ws->ping_ms = opts->ping_ms ? opts->ping_ms : 30000;
+    ws->pong_deadline_ms = opts->pong_deadline_ms ? opts->pong_deadline_ms : 60000;
+    size_t nh = 0;
+    for (const char *const *h = opts->headers; h && *h; h++) nh++;
+    ws->headers = xcalloc(nh + 1, sizeof *ws->headers);
+    for (size_t i = 0; i < nh; i++) ws->headers[i] = xstrdup(opts->headers[i]);
+    buf_init(&ws->head);
+    uv_tcp_init(loop, &ws->tcp);
+    uv_timer_init(loop, &ws->timer);
+    ws->tcp.data = ws->timer.data = ws;
+    ws->pending = 2; /* tcp + timer */
+    uv_timer_start(&ws->timer, on_timer, opts->connect_timeout_ms ? opts->connect_timeout_ms : 10000,
+                   0);
+    ws->gai.data = ws;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    char port[8];
+    snprintf(port, sizeof port, "%d", ws->url.port);
+    ws->state = RV_RESOLVING;
+    int r = uv_getaddrinfo(loop, &ws->gai, on_resolved, ws->url.host, port, &hints);
+    if (r < 0) {
+        finish(ws, "connect_failed");
+    } else {
+        ws->resolving = true;
+        ws->pending++;
+    }
+    *out = ws;
+    return 0;
+}

@@ -1,0 +1,101 @@
+/* relay_conn: conn_ops for relay virtual streams (see relay_conn.h).
+ *
+ * send hands the message to the demux (frame, encrypt, data frames on the shared
+ * socket), whose frames are accounted here with conn_account_queued/written so the
+ * usual high/low water marks and backlog limit apply per stream. close resets the
+ * stream at the demux and finishes on the next loop turn (a uv_idle handle's
+ * close callback), never inside the caller's stack, like the other transports. */
+#include "transport/relay_conn.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "remote/relay_demux.h"
+#include "transport/conn_internal.h"
+#include "util/mem.h"
+
+struct relay_conn {
+    struct conn base;
+    struct relay_stream *st; /* NULL once detached */
+    uv_idle_t closer;        /* closed to finish a close on the next turn */
+};
+
+static void relay_closer_closed(uv_handle_t *h)
+{
+    struct relay_conn *rc = h->data;
+    conn_closed(&rc->base);
+}
+
+static void relay_close(struct conn *c)
+{
+    struct relay_conn *rc = (struct relay_conn *)c;
+    struct relay_stream *st = rc->st;
+    rc->st = NULL;
+    if (st) relay_stream_conn_closed(st);
+    if (!uv_is_closing((uv_handle_t *)&rc->closer))
+        uv_close((uv_handle_t *)&rc->closer, relay_closer_closed);
+}
+
+static void relay_destroy(struct conn *c)
+{
+    free(c);
+}
+
+static void relay_send(struct conn *c, struct buf *msg)
+{
+    struct relay_conn *rc = (struct relay_conn *)c;
+    if (rc->st) {
+        relay_stream_send(rc->st, (const uint8_t *)msg->data + BUF_MSG_HEADROOM,
+                          msg->len - BUF_MSG_HEADROOM);
+    }
+    buf_free(msg);
+}
+
+/* A relay stream is resumable and has a peer name: no kind flags. */
+static const struct conn_ops relay_ops = {
+    .kind = "relay",
+    .send = relay_send,
+    .close = relay_close,
+    .destroy = relay_destroy,
+};
+
+struct conn *relay_conn_new(uv_loop_t *loop, struct relay_stream *st, const char *stream_id,
+                            conn_message_fn on_message)
+{
+    struct relay_conn *rc = xcalloc(1, sizeof *rc);
+    conn_init(&rc->base, &relay_ops, loop, on_message);
+    snprintf(rc->base.peer, sizeof rc->base.peer, "relay:%.40s", stream_id);
+    rc->st = st;
+    uv_idle_init(loop, &rc->closer);
+    rc->closer.data = rc;
+    conn_ref(&rc->base); /* the demux's reference */
+    return &rc->base;
+}
+
+void relay_conn_detach(struct conn *c)
+{
+    struct relay_conn *rc = (struct relay_conn *)c;
+    rc->st = NULL;
+    conn_close(c);
+    conn_unref(c);
+}
+
+void relay_conn_deliver(struct conn *c, const uint8_t *msg, size_t len)
+{
+    if (!c->open) return;
+    conn_deliver(c, (const char *)msg, len);
+}
+
+bool relay_conn_queued(struct conn *c, size_t n)
+{
+    if (!conn_account_queued(c, n)) return false;
+    conn_ref(c);
+    return true;
+}
+
+void relay_conn_sent(void *arg, size_t n, int status)
+{
+    struct conn *c = arg;
+    conn_account_written(c, n, status);
+    conn_unref(c);
+}

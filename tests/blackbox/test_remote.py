@@ -1,0 +1,350 @@
+#!/usr/bin/env python3
+"""Remote mode end to end (issue 15): exec-client --remote drives an executor through a
+registry + rendezvous (tests/remote/fake_cloud.py), Noise-encrypted, key pinned.
+
+The same scenarios run against two executors:
+  reference  `codex exec-server --remote URL --environment-id ID` (0.169.0, from
+             ~/.cache/codex-ref; skipped with a message when it is not installed);
+  ours       `exec-server --remote URL --environment-id ID` (skipped with a message
+             while our exec-server has no --remote).
+Scenarios: a process with stdout, stderr and an exit code; an fs write then read of a
+file spanning several relay records; a resume after the rendezvous drops the harness
+socket (the same session, the output complete, exactly once); the same after the
+executor's own rendezvous socket drops (found by the client's liveness read); a
+request's trace context in clear in its first data frame only (REMOTE.md §5.1); a 401
+on the rendezvous upgrade (one fresh bundle) and a transient registry error (retried).
+Throughout, no frame the rendezvous saw may carry "initialize" or "process/start" in
+clear.
+Every wait is bounded; exit 77 when nothing could run."""
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "remote"))
+sys.path.insert(0, HERE)
+import fake_cloud  # noqa: E402
+
+SKIP = 77
+ENV_ID = "env-remote-test"
+TOKEN = "tok-" + os.urandom(8).hex()
+REF_GLOB = os.path.expanduser(
+    "~/.cache/codex-ref/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex")
+
+
+def find_build_file(name):
+    bdir = os.environ.get("EXEC_BUILD_DIR")
+    cands = [os.path.join(bdir, name)] if bdir else []
+    cands += [os.path.join(ROOT, d, name) for d in ("build/asan", "build", "build/dev")]
+    for c in cands:
+        if os.access(c, os.X_OK):
+            return os.path.normpath(c)
+    return None
+
+
+CLIENT = find_build_file("exec-client")
+
+
+def our_server():
+    p = os.environ.get("EXEC_SERVER") or find_build_file("exec-server")
+    if not p or os.path.basename(p) == "codex" or not os.access(p, os.X_OK):
+        return None, "our exec-server is not built"
+    try:
+        h = subprocess.run([p, "--help"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, "cannot run %s: %s" % (p, e)
+    if b"--remote" not in h.stdout + h.stderr:
+        return None, "our exec-server has no --remote yet (the rexec work is not merged)"
+    return p, None
+
+
+def reference():
+    hits = sorted(glob.glob(REF_GLOB))
+    if not hits:
+        return None, "the reference codex is not installed (~/.cache/codex-ref)"
+    return hits[0], None
+
+
+class Executor:
+    """One executor process registered at a fresh fake cloud."""
+
+    def __init__(self, kind, path):
+        self.kind = kind
+        self.cloud = fake_cloud.FakeCloud(token=TOKEN)
+        self.home = tempfile.mkdtemp(prefix="remote-test-")
+        env = dict(os.environ, CODEX_HOME=self.home, CODEX_API_KEY=TOKEN,
+                   RUST_LOG=os.environ.get("RUST_LOG", "warn"))
+        cmd = [path, "exec-server"] if kind == "reference" else [path]
+        cmd += ["--remote", self.cloud.base_url, "--environment-id", ENV_ID]
+        self.err = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(cmd, env=env, cwd=self.home, stdin=subprocess.PIPE,
+                                     stdout=subprocess.DEVNULL, stderr=self.err,
+                                     start_new_session=True)
+        try:
+            self.cloud.wait_for(lambda c: c.environment_connected(ENV_ID), 30,
+                                "the %s executor to reach the rendezvous" % kind)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stderr_text(self):
+        self.err.seek(0)
+        return self.err.read().decode("utf-8", "replace")[-4000:]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self.cloud.stop()
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+def client(ex, *args, stdin=b"", timeout=60, popen=False):
+    argv = [CLIENT, "--remote", ex.cloud.base_url, "--environment-id", ENV_ID,
+            "--token", TOKEN] + list(args)
+    env = dict(os.environ)
+    env.pop("EXEC_SERVER_URL", None)
+    if popen:
+        return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env)
+    return subprocess.run(argv, input=stdin, capture_output=True, timeout=timeout, env=env)
+
+
+def connects(ex):
+    with ex.cloud.lock:
+        return sum(1 for r in ex.cloud.requests if r["path"].endswith("/connect"))
+
+
+def harness_streams(ex):
+    with ex.cloud.lock:
+        return {f["stream_id"] for f in ex.cloud.frames if f["dir"] == "h2e"}
+
+
+def check_no_cleartext(ex):
+    for needle in ("initialize", "process/start", "clientName", "exec-client"):
+        hits = ex.cloud.cleartext_hits(needle)
+        assert not hits, "%d frame(s) carried %r in clear" % (len(hits), needle)
+    with ex.cloud.lock:
+        data = [f for f in ex.cloud.frames if f["body"] == "data"]
+        shakes = [f for f in ex.cloud.frames if f["body"] == "handshake"]
+    assert len(data) >= 4, "expected encrypted data frames, saw %d" % len(data)
+    assert len(shakes) >= 2, "expected handshake frames both ways, saw %d" % len(shakes)
+
+
+def drop_during(ex, p, ready, what, delay, drop):
+    """Waits (bounded) for ready(cloud), sleeps delay, calls drop() (which must report a
+    victim), then collects the client's output. The client is killed if anything fails."""
+    try:
+        ex.cloud.wait_for(ready, 20, what)
+        time.sleep(delay)
+        assert drop() >= 1, "nothing to drop"
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+    return out, err
+
+
+def check_lines(out, err, want):
+    lines = out.decode().split()
+    assert lines == want, "output not complete exactly once: %r\nstderr: %s" % (
+        lines, err.decode())
+
+
+# ---- scenarios ------------------------------------------------------------------------
+
+def scenario_process(ex):
+    r = client(ex, "run", "-n", "--", "sh", "-c",
+               "echo out-line; echo err-line >&2; exit 7")
+    assert r.returncode == 7, (r.returncode, r.stderr)
+    assert r.stdout == b"out-line\n", r.stdout
+    assert b"err-line" in r.stderr, r.stderr
+    check_no_cleartext(ex)
+
+
+def scenario_fs(ex):
+    data = os.urandom(150 * 1024) + b"tail"  # base64 > 61,440: several records each way
+    with tempfile.TemporaryDirectory() as d:
+        local = os.path.join(d, "up.bin")
+        with open(local, "wb") as f:
+            f.write(data)
+        remote = os.path.join(ex.home, "remote.bin")
+        r = client(ex, "fs", "put", local, remote)
+        assert r.returncode == 0, r.stderr
+        with open(remote, "rb") as f:
+            assert f.read() == data, "the executor's file differs"
+        r = client(ex, "fs", "cat", remote)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == data, "read back %d bytes, want %d" % (len(r.stdout), len(data))
+    check_no_cleartext(ex)
+
+
+def scenario_resume(ex):
+    before_connects = connects(ex)
+    before_streams = harness_streams(ex)
+    n = 60
+    script = "for i in $(seq 1 %d); do echo line-$i; sleep 0.05; done; exit 5" % n
+    p = client(ex, "-v", "--reconnect-ms", "25000", "run", "-n", "--", "sh", "-c", script,
+               popen=True)
+    # Drop the harness socket once the process is running and has printed.
+    out, err = drop_during(ex, p, lambda c: len(harness_streams(ex) - before_streams) >= 1,
+                           "the client's relay stream", 0.6, ex.cloud.drop_harness)
+    check_lines(out, err, ["line-%d" % i for i in range(1, n + 1)])
+    assert p.returncode == 5, (p.returncode, err.decode())
+    text = err.decode()
+    first = [ln for ln in text.splitlines() if "connected, session " in ln]
+    again = [ln for ln in text.splitlines() if "reconnected, session " in ln]
+    assert first and again, "no session / reconnect report on stderr: %s" % text
+    sid = first[0].rsplit("session ", 1)[1].strip()
+    assert again[0].split("session ", 1)[1].split()[0] == sid, text
+    # A reconnect is a new bundle and a new stream (REMOTE.md §2.3).
+    assert connects(ex) - before_connects >= 2, "no fresh bundle after the drop"
+    assert len(harness_streams(ex) - before_streams) >= 2, "no new stream after the drop"
+    check_no_cleartext(ex)
+
+
+def scenario_executor_drop(ex):
+    """The executor's rendezvous socket drops (its streams die with it) while the client
+    waits on a quiet process; the harness socket stays up, so only the client's liveness
+    read notices: the executor resets the unknown stream (or never answers) and the
+    client resumes on a new stream once the executor is back."""
+    n = 40
+    script = "echo first; sleep 3; for i in $(seq 1 %d); do echo line-$i; done; exit 4" % n
+    before_streams = harness_streams(ex)
+    p = client(ex, "-v", "--reconnect-ms", "25000", "--liveness-ms", "1000", "run", "-n", "--",
+               "sh", "-c", script, popen=True)
+
+    # The process runs once the client has had a few data frames answered on its stream
+    # (initialize, process/start, its output): everything is encrypted, so count frames
+    # rather than look for text.
+    def started(c):
+        new = harness_streams(ex) - before_streams
+        return new and sum(1 for f in c.frames if f["dir"] == "e2h" and f["body"] == "data"
+                           and f["stream_id"] in new) >= 3
+
+    out, err = drop_during(ex, p, started, "the process to start", 0.3,
+                           lambda: ex.cloud.drop_environment(ENV_ID))
+    check_lines(out, err, ["first"] + ["line-%d" % i for i in range(1, n + 1)])
+    assert p.returncode == 4, (p.returncode, err.decode())
+    assert b"reconnected, session" in err, err.decode()
+    ex.cloud.wait_for(lambda c: c.environment_connected(ENV_ID), 30, "the executor back")
+    check_no_cleartext(ex)
+
+
+def scenario_trace(ex):
+    """REMOTE.md §5.1: a request's W3C trace context is copied, in clear, into the first
+    data frame of that request only; everything else stays encrypted."""
+    tp = "00-%s-%s-01" % (os.urandom(16).hex(), os.urandom(8).hex())
+    before = len(ex.cloud.frames)
+    pad = "x" * 100000  # a request spanning several records
+    req = ('{"id":77,"method":"fs/getMetadata","trace":{"traceparent":"%s","tracestate":'
+           '"k=v"},"params":{"path":"file:///%s"}}\n' % (tp, pad))
+    r = client(ex, "rpc", stdin=req.encode())
+    assert r.returncode == 0 and b'"id":77' in r.stdout, (r.returncode, r.stderr)
+    with ex.cloud.lock:
+        mine = [f for f in ex.cloud.frames[before:] if f["dir"] == "h2e" and f["body"] == "data"]
+    traced = [f for f in mine if f["parsed"]["traceparent"]]
+    assert len(traced) == 1 and traced[0]["parsed"]["traceparent"] == tp, \
+        [f["parsed"]["traceparent"] for f in mine]
+    i = mine.index(traced[0])
+    assert i + 1 < len(mine) and not mine[i + 1]["parsed"]["traceparent"], \
+        "the request's later records must not carry the trace"
+    check_no_cleartext(ex)
+
+
+def scenario_upgrade_401(ex):
+    before = connects(ex)
+    ex.cloud.reject_upgrades(401, role="harness", count=1)
+    r = client(ex, "run", "-n", "--", "true")
+    assert r.returncode == 0, r.stderr
+    assert connects(ex) - before == 2, "a 401 upgrade must fetch exactly one fresh bundle"
+
+
+def scenario_registry_transient(ex):
+    before = connects(ex)
+    ex.cloud.fail_next("connect", 503, "unavailable", "try later")
+    r = client(ex, "run", "-n", "--", "true")
+    assert r.returncode == 0, r.stderr
+    assert connects(ex) - before == 2, "a 503 from /connect must be retried once"
+    before = connects(ex)
+    ex.cloud.fail_next("connect", 409, "environment_offline", "executor away")
+    r = client(ex, "run", "-n", "--", "true")
+    assert r.returncode == 0, r.stderr
+    assert connects(ex) - before == 2, "409 environment_offline must be retried"
+    # Not transient: a bad token (exit 3, the registry's reason) and an unknown
+    # environment (exit 255), each after exactly one request.
+    before = connects(ex)
+    r = subprocess.run([CLIENT, "--remote", ex.cloud.base_url, "--environment-id", ENV_ID,
+                        "--token", "wrong", "run", "-n", "--", "true"], capture_output=True,
+                       timeout=60)
+    assert r.returncode == 3 and b"401" in r.stderr, (r.returncode, r.stderr)
+    assert connects(ex) - before == 1, "a 401 from the registry must not be retried"
+    ex.cloud.fail_next("connect", 404, "environment_not_found", "no such environment")
+    r = client(ex, "run", "-n", "--", "true")
+    assert r.returncode == 255 and b"environment_not_found" in r.stderr, (r.returncode,
+                                                                          r.stderr)
+
+
+SCENARIOS = [scenario_process, scenario_fs, scenario_resume, scenario_executor_drop,
+             scenario_trace, scenario_upgrade_401, scenario_registry_transient]
+
+
+def main():
+    if CLIENT is None:
+        print("SKIP: exec-client is not built")
+        return SKIP
+    only = set(sys.argv[1:])
+    passed = failed = skipped = 0
+    for kind, finder in (("reference", reference), ("ours", our_server)):
+        path, why = finder()
+        if path is None:
+            print("SKIP %s executor: %s" % (kind, why))
+            skipped += 1
+            continue
+        print("executor %s: %s" % (kind, path))
+        try:
+            ex = Executor(kind, path)
+        except BaseException as e:  # noqa
+            print("FAIL %s executor did not come up: %s" % (kind, e))
+            failed += 1
+            continue
+        try:
+            for sc in SCENARIOS:
+                if only and sc.__name__ not in only:
+                    continue
+                t0 = time.monotonic()
+                try:
+                    sc(ex)
+                    passed += 1
+                    print("PASS %s/%s (%.2fs)" % (kind, sc.__name__, time.monotonic() - t0))
+                except BaseException as e:  # noqa
+                    if isinstance(e, KeyboardInterrupt):
+                        raise
+                    failed += 1
+                    print("FAIL %s/%s (%.2fs): %s" % (kind, sc.__name__,
+                                                     time.monotonic() - t0, e))
+                    if ex.proc.poll() is not None:
+                        print("executor exited (%s); stderr:\n%s" % (ex.proc.returncode,
+                                                                    ex.stderr_text()))
+                sys.stdout.flush()
+        finally:
+            ex.stop()
+    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
+    if failed:
+        return 1
+    return 0 if passed else SKIP
+
+
+if __name__ == "__main__":
+    sys.exit(main())

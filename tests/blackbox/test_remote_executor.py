@@ -1,0 +1,432 @@
+#!/usr/bin/env python3
+"""Remote mode, executor side (issue 15): our `exec-server --remote URL --environment-id ID`
+against tests/remote/fake_cloud.py (local registry + rendezvous), driven by the C harness
+tests/remote/relay_harness.c (registry /connect, rendezvous socket, Noise initiator).
+
+Checks: registration body and auth, JSON-RPC through the relay (process and fs) with no
+cleartext on the wire, /readyz following the registration + relay connection, reconnect
+after the rendezvous drops the socket and session resume on a new stream, a 4xx upgrade
+re-registers, the rejected handshakes (wrong executor key, foreign prologue, harness key
+the registry did not authorize, forged authorization, tampered record, replayed record)
+and the 8-failure budget, no secrets in the log, usage errors. Every wait is bounded."""
+import json
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "remote"))
+from harness import *  # noqa
+import fake_cloud  # noqa
+
+TOKEN = "tok-remote-test-5f2a"
+ENV_ID = "env-rexec"
+BUILD = os.environ.get("EXEC_BUILD_DIR", "")
+RELAY_HARNESS = os.path.join(BUILD, "relay-harness")
+
+
+def need_tools():
+    if not SERVER_PATH or IS_REF:
+        raise TestSkip("needs our exec-server (EXEC_SERVER)")
+    if not os.access(RELAY_HARNESS, os.X_OK):
+        raise TestSkip("relay-harness not built (EXEC_BUILD_DIR)")
+
+
+class Executor:
+    """Our executor in remote mode, with a local --listen for /readyz."""
+
+    def __init__(self, cloud, extra=(), env_extra=None, listen=True):
+        env = dict(os.environ, EXEC_SERVER_REMOTE_BACKOFF_MS="200")
+        env.pop("CODEX_API_KEY", None)
+        env.update(env_extra or {})
+        cmd = WRAPPER + [SERVER_PATH, "--remote", cloud.base_url, "--environment-id", ENV_ID,
+                         "--registration-bearer-stdin", "--log-level", "info"]
+        if listen:
+            cmd += ["--listen", "ws://127.0.0.1:0"]
+        cmd += list(extra)
+        self.errf = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.errf, env=env)
+        self.proc.stdin.write((TOKEN + "\n").encode())
+        self.proc.stdin.flush()
+        self.url = None
+        if listen:
+            r, _, _ = select.select([self.proc.stdout], [], [], DEFAULT_TIMEOUT)
+            assert r, "executor printed no URL; stderr:\n" + self.stderr()
+            self.url = self.proc.stdout.readline().decode().strip()
+            assert self.url.startswith("ws://"), self.url + self.stderr()
+
+    def readyz(self):
+        host_port = self.url[len("ws://"):]
+        try:
+            with urllib.request.urlopen("http://%s/readyz" % host_port, timeout=5) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    def stderr(self):
+        self.errf.seek(0)
+        return self.errf.read().decode("utf-8", "replace")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(DEFAULT_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError("executor did not stop on SIGTERM")
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+        err = self.stderr()
+        assert self.proc.returncode == 0, "executor exit %s:\n%s" % (self.proc.returncode, err)
+        assert "Sanitizer" not in err, err
+        return err
+
+
+class RelayHarness:
+    """relay-harness as a JSON-RPC pipe: one message per line each way."""
+
+    def __init__(self, cloud, mode="ok"):
+        env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")
+        self.proc = subprocess.Popen([RELAY_HARNESS, "--registry", cloud.base_url,
+                                      "--environment-id", ENV_ID, "--token", TOKEN,
+                                      "--mode", mode],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=env)
+        self.buf = b""
+        self.pending = []
+        self.next_id = 100
+
+    def outcome(self, timeout=DEFAULT_TIMEOUT):
+        """Waits for the harness to end; returns (rc, stderr)."""
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate()
+            raise AssertionError("relay-harness did not finish: " + err.decode())
+        return self.proc.returncode, err.decode("utf-8", "replace")
+
+    def send(self, msg):
+        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def recv(self, timeout=DEFAULT_TIMEOUT):
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            r, _, _ = select.select([self.proc.stdout], [], [], max(left, 0))
+            if not r:
+                raise Timeout("no message from the executor within %ss" % timeout)
+            chunk = os.read(self.proc.stdout.fileno(), 65536)
+            if not chunk:
+                err = self.proc.stderr.read().decode("utf-8", "replace")
+                raise ConnectionClosed("relay-harness ended: " + err)
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return json.loads(line)
+
+    def request(self, method, params, timeout=DEFAULT_TIMEOUT):
+        self.next_id += 1
+        rid = self.next_id
+        self.send({"id": rid, "method": method, "params": params})
+        deadline = time.monotonic() + timeout
+        while True:
+            for i, m in enumerate(self.pending):
+                if m.get("id") == rid:
+                    return self.pending.pop(i)
+            m = self.recv(max(deadline - time.monotonic(), 0.01))
+            if m.get("id") == rid:
+                return m
+            self.pending.append(m)
+
+    def notifications(self, method, count, timeout=DEFAULT_TIMEOUT):
+        deadline = time.monotonic() + timeout
+        got = [m for m in self.pending if m.get("method") == method]
+        while len(got) < count:
+            m = self.recv(max(deadline - time.monotonic(), 0.01))
+            self.pending.append(m)
+            if m.get("method") == method:
+                got.append(m)
+        return got
+
+    def initialize(self, resume=None):
+        params = {"clientName": "relay-harness"}
+        if resume:
+            params["resumeSessionId"] = resume
+        r = self.request("initialize", params)
+        assert "result" in r, r
+        self.send({"method": "initialized", "params": {}})
+        return r["result"]["sessionId"]
+
+    def close(self):
+        rc, err = self.outcome()
+        return rc, err
+
+
+def with_cloud(fn):
+    """Runs fn(cloud, executor) with a fresh fake cloud and executor."""
+    def wrapper(_srv):
+        need_tools()
+        cloud = fake_cloud.FakeCloud(token=TOKEN)
+        ex = None
+        try:
+            ex = Executor(cloud)
+            cloud.wait_for(lambda c: c.environment_connected(ENV_ID), DEFAULT_TIMEOUT,
+                           "the executor's rendezvous socket")
+            fn(cloud, ex)
+            err = ex.stop()
+            for secret in (TOKEN, "hka-", "sig="):
+                assert secret not in err, "log line reveals %r:\n%s" % (secret, err)
+        finally:
+            if ex and ex.proc.poll() is None:
+                ex.proc.kill()
+            cloud.stop()
+    wrapper.own_server = True
+    wrapper.__name__ = fn.__name__
+    wrapper.__code__ = wrapper.__code__.replace(co_firstlineno=fn.__code__.co_firstlineno)
+    return wrapper
+
+
+@with_cloud
+def test_registers_and_serves_process_and_fs(cloud, ex):
+    reg = [r for r in cloud.requests if r["path"].endswith("/register")]
+    assert len(reg) == 1, reg
+    hdrs = {k.lower(): v for k, v in reg[0]["headers"]}
+    assert hdrs.get("authorization") == "Bearer " + TOKEN
+    assert hdrs.get("content-type") == "application/json"
+    body = reg[0]["json"]
+    assert set(body) == {"security_profile", "executor_public_key"}, body
+    assert body["security_profile"] == "noise_hybrid_ik_v1"
+    up = [u for u in cloud.upgrades if u["role"] == "environment"][0]
+    names = [k.lower() for k, _ in up["headers"]]
+    assert names[:6] == ["host", "connection", "upgrade", "sec-websocket-version",
+                         "sec-websocket-key", "x-request-id"], names
+    assert "authorization" not in names
+    assert ex.readyz() == 200
+    h = RelayHarness(cloud)
+    h.initialize()
+    r = h.request("process/start", {"processId": "p1", "argv": ["/bin/sh", "-c",
+                                                                  "echo relay-hello"],
+                                    "cwd": "/", "env": {}, "tty": False})
+    assert r.get("result", {}).get("processId") == "p1", r
+    h.notifications("process/closed", 1)
+    out = b"".join(unb64(m["params"]["chunk"]) for m in h.pending
+                   if m.get("method") == "process/output")
+    assert out == b"relay-hello\n", out
+    with tempfile.NamedTemporaryFile(delete=False) as f:
+        f.write(os.urandom(200 * 1024))  # several Noise records each way
+        path = f.name
+    try:
+        r = h.request("fs/readFile", {"path": "file://" + path})
+        assert unb64(r["result"]["dataBase64"]) == open(path, "rb").read(), str(r)[:200]
+    finally:
+        os.unlink(path)
+    for needle in ("initialize", "process/start", "relay-harness", "relay-hello"):
+        assert not cloud.cleartext_hits(needle), "%r crossed the relay in clear" % needle
+    rc, err = h.close()
+    assert rc == 0, err
+
+
+@with_cloud
+def test_reconnects_after_drop_and_resumes_session(cloud, ex):
+    h = RelayHarness(cloud)
+    sid = h.initialize()
+    r = h.request("process/start", {"processId": "p1", "argv": ["/bin/sh", "-c",
+                                                                  "sleep 1; echo after-drop"],
+                                    "cwd": "/", "env": {}, "tty": False})
+    assert "result" in r, r
+    def env_upgrades(c):
+        return len([u for u in c.upgrades if u["role"] == "environment"])
+    n_up = env_upgrades(cloud)
+    cloud.drop_environment(ENV_ID)
+    h.outcome()  # its stream died with the executor's socket
+    wait_until(lambda: ex.readyz() == 503 or env_upgrades(cloud) > n_up, 5, "readyz 503")
+    cloud.wait_for(lambda c: env_upgrades(c) > n_up and c.environment_connected(ENV_ID),
+                   DEFAULT_TIMEOUT, "reconnect")
+    wait_until(lambda: ex.readyz() == 200, 5, "readyz 200 after reconnect")
+    # Same registration (plain drop reuses the URL): one /register in all.
+    assert len([r for r in cloud.requests if r["path"].endswith("/register")]) == 1
+    h2 = RelayHarness(cloud)
+    assert h2.initialize(resume=sid) == sid
+    deadline = time.monotonic() + DEFAULT_TIMEOUT
+    out = b""
+    while b"after-drop" not in out and time.monotonic() < deadline:
+        r = h2.request("process/read", {"processId": "p1", "afterSeq": 0, "waitMs": 500})
+        out = b"".join(unb64(c["chunk"]) for c in r["result"].get("chunks", []))
+    assert b"after-drop" in out, r
+    rc, err = h2.close()
+    assert rc == 0, err
+
+
+@with_cloud
+def test_upgrade_4xx_registers_again(cloud, ex):
+    cloud.reject_upgrades(401, role="environment", count=1)
+    cloud.drop_environment(ENV_ID)
+    cloud.wait_for(lambda c: len([r for r in c.requests if r["path"].endswith("/register")]) == 2,
+                   DEFAULT_TIMEOUT, "re-registration after a 401 upgrade")
+    cloud.wait_for(lambda c: c.environment_connected(ENV_ID), DEFAULT_TIMEOUT, "reconnect")
+    h = RelayHarness(cloud)
+    h.initialize()
+    rc, err = h.close()
+    assert rc == 0, err
+
+
+@with_cloud
+def test_rejects_bad_handshakes_and_records(cloud, ex):
+    for mode, why in (("wrong-key", "bad_message1"), ("foreign-prologue", "bad_message1"),
+                      ("unauthorized-key", "rejected"), ("bad-authorization", "rejected"),
+                      ("tamper", "decrypt_failed"), ("replay", "decrypt_failed")):
+        rc, err = RelayHarness(cloud, mode).outcome()
+        assert rc == 3 and "RESULT reset noise_relay_protocol_error" in err, (mode, rc, err)
+        assert ("RESULT open" in err) == (mode in ("tamper", "replay")), (mode, err)
+        wait_until(lambda: "noise_reason=" + why in ex.stderr(), 5, "log of " + mode)
+    # Four handshake failures so far: the socket stays, and a good harness works.
+    assert cloud.environment_connected(ENV_ID)
+    h = RelayHarness(cloud)
+    h.initialize()
+    rc, err = h.close()
+    assert rc == 0, err
+
+
+@with_cloud
+def test_failure_budget_closes_the_socket(cloud, ex):
+    n_up = len([u for u in cloud.upgrades if u["role"] == "environment"])
+    for _ in range(8):
+        rc, err = RelayHarness(cloud, "wrong-key").outcome()
+        assert rc in (3, 4), err
+    cloud.wait_for(lambda c: len([u for u in c.upgrades if u["role"] == "environment"]) > n_up
+                   and c.environment_connected(ENV_ID), DEFAULT_TIMEOUT,
+                   "reconnect after 8 failed handshakes")
+    assert "8 failed Noise handshakes" in ex.stderr()
+    h = RelayHarness(cloud)
+    h.initialize()
+    rc, err = h.close()
+    assert rc == 0, err
+
+
+def test_pong_deadline_reconnects(_srv):
+    """A rendezvous that never answers pings: the executor closes after the pong deadline
+    (shortened here) and reconnects with the same URL; /metrics counts the reason."""
+    need_tools()
+    cloud = fake_cloud.FakeCloud(token=TOKEN, answer_pings=False)
+    ex = Executor(cloud, env_extra={"EXEC_SERVER_REMOTE_PING_MS": "150",
+                                    "EXEC_SERVER_REMOTE_PONG_MS": "300"})
+    try:
+        cloud.wait_for(lambda c: len([u for u in c.upgrades if u["role"] == "environment"]) >= 2,
+                       DEFAULT_TIMEOUT, "a reconnect after the pong deadline")
+        pings = [e for e in cloud.events if e[1] == "ping"]
+        assert pings and all(e[2][1] == b"" for e in pings), pings[:3]
+        assert len([r for r in cloud.requests if r["path"].endswith("/register")]) == 1
+        host_port = ex.url[len("ws://"):]
+        with urllib.request.urlopen("http://%s/metrics" % host_port, timeout=5) as r:
+            text = r.read().decode()
+        line = [l for l in text.splitlines()
+                if l.startswith('exec_server_remote_reconnects_total{reason="pong_timeout"}')]
+        assert line and int(line[0].split()[-1]) >= 1, line
+        ex.stop()
+    finally:
+        if ex.proc.poll() is None:
+            ex.proc.kill()
+        cloud.stop()
+
+
+test_pong_deadline_reconnects.own_server = True
+
+
+def test_usage_and_registration_errors(_srv):
+    need_tools()
+    def run(args, stdin=b""):
+        p = subprocess.run([SERVER_PATH] + args, input=stdin, capture_output=True,
+                           timeout=DEFAULT_TIMEOUT)
+        return p.returncode, p.stderr.decode()
+    rc, err = run(["--remote", "http://127.0.0.1:9"])
+    assert rc == 2 and "--environment-id" in err, err
+    rc, err = run(["--environment-id", "x"])
+    assert rc == 2 and "--remote" in err, err
+    rc, err = run(["--remote", "http://127.0.0.1:9", "--environment-id", "x",
+                   "--remote-transport", "direct"])
+    assert rc == 2 and "noise" in err, err
+    rc, err = run(["--remote", "http://127.0.0.1:9", "--environment-id", "x",
+                   "--registration-bearer-stdin"])
+    assert rc == 1 and "newline-terminated registration bearer" in err, err
+    rc, err = run(["--remote", "http://127.0.0.1:9", "--environment-id", "x",
+                   "--registration-bearer-stdin"], stdin=b" padded\n")
+    assert rc == 1 and "invalid registration bearer" in err, err
+    rc, err = run(["--remote", "http://127.0.0.1:9", "--environment-id", "a/b",
+                   "--registration-bearer-stdin"], stdin=b"t\n")
+    assert rc == 2 and "--environment-id" in err, err
+    env = dict(os.environ, CODEX_API_KEY="k")
+    p = subprocess.run([SERVER_PATH, "--remote", "http://example.com", "--environment-id", "x"],
+                       env=env, capture_output=True, timeout=DEFAULT_TIMEOUT)
+    assert p.returncode == 1 and b"loopback" in p.stderr, p.stderr
+    rc, _ = run(["--help"])
+    assert rc == 0
+    cloud = fake_cloud.FakeCloud(token=TOKEN)
+    try:
+        cloud.fail_next("register", 503, "unavailable", "try later", count=100)
+        rc, err = run(["--remote", cloud.base_url, "--environment-id", ENV_ID,
+                       "--registration-bearer-stdin"], stdin=(TOKEN + "\n").encode())
+        assert rc == 1 and "registration failed" in err, (rc, err)
+        assert TOKEN not in err
+    finally:
+        cloud.stop()
+
+
+test_usage_and_registration_errors.own_server = True
+
+
+def test_reference_executor_through_relay_harness(_srv):
+    """Interop the other way: the reference executor registered with the fake registry,
+    driven by our harness code (relay-harness) through the fake rendezvous; the same
+    rejections hold."""
+    need_tools()
+    ref = find_reference()
+    if not ref:
+        raise TestSkip("reference codex not installed (make bench installs it)")
+    cloud = fake_cloud.FakeCloud(token=TOKEN)
+    home = tempfile.mkdtemp(prefix="rxhome-", dir="/var/tmp")
+    env = dict(os.environ, CODEX_HOME=home, CODEX_API_KEY=TOKEN, RUST_LOG="warn")
+    proc = subprocess.Popen([ref, "exec-server", "--remote", cloud.base_url,
+                             "--environment-id", ENV_ID], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        cloud.wait_for(lambda c: c.environment_connected(ENV_ID), DEFAULT_TIMEOUT,
+                       "the reference's rendezvous socket")
+        h = RelayHarness(cloud)
+        h.initialize()
+        r = h.request("process/start", {"processId": "p1", "argv": ["/bin/sh", "-c",
+                                                                      "echo ref-hello"],
+                                        "cwd": "file:///", "env": {}, "tty": False})
+        assert "result" in r, r
+        h.notifications("process/closed", 1)
+        out = b"".join(unb64(m["params"]["chunk"]) for m in h.pending
+                       if m.get("method") == "process/output")
+        assert out == b"ref-hello\n", out
+        rc, err = h.close()
+        assert rc == 0, err
+        for mode in ("wrong-key", "foreign-prologue", "unauthorized-key", "bad-authorization",
+                     "tamper", "replay"):
+            rc, err = RelayHarness(cloud, mode).outcome()
+            assert rc == 3 and "RESULT reset noise_relay_protocol_error" in err, (mode, rc, err)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(DEFAULT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        cloud.stop()
+
+
+test_reference_executor_through_relay_harness.own_server = True
+
+if __name__ == "__main__":
+    run_tests(globals(), per_test_timeout=90)
