@@ -4,7 +4,11 @@
  *               [--ws-auth capability-token (--ws-token-file PATH | --ws-token-sha256 HEX)]
  *               [--max-connections N] [--max-processes N] [--max-message-bytes N]
  *               [--max-queued-bytes N] [--max-detached-sessions N] [--help] [--version]
+ *   exec-server --remote URL --environment-id ID [--registration-bearer-stdin]
+ *               [--remote-transport noise] [--name NAME] [--listen ws://IP:PORT] ...
  *
+ * Remote mode (src/remote) registers with an environment registry and serves
+ * harnesses through its rendezvous relay; a --listen beside it is a local endpoint.
  * In WebSocket mode the bound URL is printed as one line on stdout once listening;
  * everything else goes to stderr. SIGTERM/SIGINT stop accepting, kill every
  * managed process group and exit 0. */

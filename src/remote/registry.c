@@ -24,7 +24,7 @@
 
 struct registry_client {
     uv_loop_t *loop;
-    char *base;        /* base URL without trailing '/' */
+    char *base; /* base URL without trailing '/' */
     char *env_id;
     char *env_escaped; /* environment id as one percent-encoded path segment */
     char **auth;       /* owned header lines */
@@ -104,13 +104,16 @@ int registry_parse_register(const char *body, size_t n, const char *environment_
     const char *prof = json_string_value(json_object_get(j, "security_profile"));
     const char *reg = json_string_value(json_object_get(j, "executor_registration_id"));
     int r = -EPROTO;
-    if (!json_is_object(j)) *why = "the registry's answer is not a JSON object";
+    if (!json_is_object(j))
+        *why = "the registry's answer is not a JSON object";
     else if (!env || strcmp(env, environment_id) != 0)
         *why = "the registry answered for a different environment";
     else if (!prof || strcmp(prof, REGISTRY_SECURITY_PROFILE) != 0)
         *why = "the registry answered with an unsupported security profile";
-    else if (blank(url)) *why = "the registry's answer has no rendezvous url";
-    else if (blank(reg)) *why = "the registry's answer has no executor_registration_id";
+    else if (blank(url))
+        *why = "the registry's answer has no rendezvous url";
+    else if (blank(reg))
+        *why = "the registry's answer has no executor_registration_id";
     else {
         out->environment_id = xstrdup(env);
         out->url = xstrdup(url);
@@ -152,14 +155,17 @@ struct registry_client *registry_client_new(uv_loop_t *loop, const char *base_ur
     struct registry_client *rc = xcalloc(1, sizeof *rc);
     rc->loop = loop;
     size_t n = strlen(base_url);
-    while (n && base_url[n - 1] == '/') n--;
+    while (n && base_url[n - 1] == '/')
+        n--;
     rc->base = xstrndup(base_url, n);
     rc->env_id = xstrdup(environment_id);
     rc->env_escaped = escape_segment(environment_id);
     size_t nh = 0;
-    for (const char *const *h = auth_headers; h && *h; h++) nh++;
+    for (const char *const *h = auth_headers; h && *h; h++)
+        nh++;
     rc->auth = xcalloc(nh + 1, sizeof *rc->auth);
-    for (size_t i = 0; i < nh; i++) rc->auth[i] = xstrdup(auth_headers[i]);
+    for (size_t i = 0; i < nh; i++)
+        rc->auth[i] = xstrdup(auth_headers[i]);
     return rc;
 }
 
@@ -222,13 +228,14 @@ static void call_done(struct curl_loop_job *job, CURLcode rc)
     if (rc != CURLE_OK) {
         result = -EIO;
         why = rc == CURLE_OPERATION_TIMEDOUT ? "the registry did not answer in time"
-              : c->too_big                     ? "the registry's answer is too large"
-                                               : "the registry could not be reached";
+              : c->too_big                   ? "the registry's answer is too large"
+                                             : "the registry could not be reached";
     } else if (!ok) {
         result = status == 401 || status == 403 ? -EACCES : -EPROTO;
         why = status == 401 || status == 403 ? "the registry refused our credentials"
-              : status >= 300 && status < 400 ? "the registry answered with a redirect (not followed)"
-                                              : "the registry answered with an error status";
+              : status >= 300 && status < 400
+                  ? "the registry answered with a redirect (not followed)"
+                  : "the registry answered with an error status";
     } else {
         result = registry_parse_register(c->resp.data ? c->resp.data : "", c->resp.len,
                                          c->rc->env_id, &reg, &why);
@@ -241,7 +248,7 @@ static void call_done(struct curl_loop_job *job, CURLcode rc)
 }
 
 static struct registry_call *start(struct registry_client *rc, const char *what, char *body,
-                                   long timeout_ms)
+                                   long timeout_ms, const char *first_header)
 {
     const char *why;
     if (!body || curl_dl_load(&why) < 0) {
@@ -254,11 +261,13 @@ static struct registry_call *start(struct registry_client *rc, const char *what,
     buf_init(&c->resp);
     char url[4096];
     snprintf(url, sizeof url, "%s/cloud/environment/%s/%s", rc->base, rc->env_escaped, what);
+    /* The headers and their order as 0.169.0 sends them (REMOTE_NOTES §2, §5a): no
+     * traceparent without a tracing exporter, Accept: any. */
+    if (first_header) c->hdrs = curl_dl_fns.slist_append(c->hdrs, first_header);
     c->hdrs = curl_dl_fns.slist_append(c->hdrs, "Content-Type: application/json");
-    /* As 0.169.0 sends it: no traceparent without a tracing exporter (REMOTE_NOTES
-     * §2), Accept: any. */
+    for (char **h = rc->auth; *h; h++)
+        c->hdrs = curl_dl_fns.slist_append(c->hdrs, *h);
     c->hdrs = curl_dl_fns.slist_append(c->hdrs, "Accept: */*");
-    for (char **h = rc->auth; *h; h++) c->hdrs = curl_dl_fns.slist_append(c->hdrs, *h);
     CURL *e = c->job.easy = curl_dl_fns.easy_init();
     if (!e) {
         call_free(c);
@@ -283,24 +292,27 @@ static struct registry_call *start(struct registry_client *rc, const char *what,
     return c;
 }
 
-int registry_register(struct registry_client *rc, const char *key_json, registry_register_cb cb,
-                      void *arg)
+struct registry_call *registry_register(struct registry_client *rc, const char *key_json,
+                                        registry_register_cb cb, void *arg)
 {
     struct registry_call *c =
-        start(rc, "register", registry_register_body(key_json), REGISTRY_REGISTER_TIMEOUT_MS);
-    if (!c) return -EINVAL;
+        start(rc, "register", registry_register_body(key_json), REGISTRY_REGISTER_TIMEOUT_MS, NULL);
+    if (!c) return NULL;
     c->reg_cb = cb;
     c->arg = arg;
-    return 0;
+    return c;
 }
 
 struct registry_call *registry_validate(struct registry_client *rc, const char *registration_id,
-                                        const char *harness_key_json, const char *authorization,
-                                        registry_validate_cb cb, void *arg)
+                                        const char *stream_id, const char *harness_key_json,
+                                        const char *authorization, registry_validate_cb cb,
+                                        void *arg)
 {
-    struct registry_call *c =
-        start(rc, "validate", registry_validate_body(registration_id, harness_key_json, authorization),
-              REGISTRY_VALIDATE_TIMEOUT_MS);
+    char sh[200];
+    snprintf(sh, sizeof sh, "x-codex-noise-stream-id: %s", stream_id);
+    struct registry_call *c = start(
+        rc, "validate", registry_validate_body(registration_id, harness_key_json, authorization),
+        REGISTRY_VALIDATE_TIMEOUT_MS, sh);
     if (!c) return NULL;
     c->is_validate = true;
     c->val_cb = cb;

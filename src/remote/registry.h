@@ -52,18 +52,22 @@ struct registry_call;
  * response arrived. */
 typedef void (*registry_register_cb)(void *arg, int result, int http_status,
                                      struct registry_registration *reg, const char *why);
-/* Starts /register. Returns 0 (cb runs once, asynchronously) or a negative code. */
-int registry_register(struct registry_client *rc, const char *key_json, registry_register_cb cb,
-                      void *arg);
+/* Starts /register. Returns the call (cb runs once, asynchronously, unless it is
+ * cancelled with registry_call_cancel) or NULL when it could not start. */
+struct registry_call *registry_register(struct registry_client *rc, const char *key_json,
+                                        registry_register_cb cb, void *arg);
 
 /* valid: the registry said {"valid": true}; false for any other answer, error or
  * timeout (10 s). */
 typedef void (*registry_validate_cb)(void *arg, bool valid);
-/* Starts /validate. Returns the call (cancel it with registry_call_cancel; cb is
- * then never called) or NULL when it could not start. */
+/* Starts /validate for the harness on stream_id (sent as x-codex-noise-stream-id, as
+ * 0.169.0 does; the caller guarantees it is visible ASCII of at most 128 bytes).
+ * Returns the call (cancel it with registry_call_cancel; cb is then never called)
+ * or NULL when it could not start. */
 struct registry_call *registry_validate(struct registry_client *rc, const char *registration_id,
-                                        const char *harness_key_json, const char *authorization,
-                                        registry_validate_cb cb, void *arg);
+                                        const char *stream_id, const char *harness_key_json,
+                                        const char *authorization, registry_validate_cb cb,
+                                        void *arg);
 void registry_call_cancel(struct registry_call *call);
 
 #endif

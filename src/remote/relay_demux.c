@@ -26,19 +26,19 @@ enum stream_state { ST_PENDING, ST_LIVE };
 struct relay_stream {
     struct relay_demux *d;
     struct relay_stream *next;
-    char *id;                          /* stream_id (owned) */
-    uint64_t instance;                 /* unique per demux, for stale validations */
+    char *id;          /* stream_id (owned) */
+    uint64_t instance; /* unique per demux, for stale validations */
     enum stream_state state;
-    struct noise_ik_handshake *hs;     /* pending: msg 1 read, awaiting validation */
-    struct registry_call *validation;  /* pending: the /validate call in flight */
-    struct noise_ik_transport *tx;     /* live */
-    struct relay_order order;          /* live: inbound ciphertext in seq order */
-    struct relay_reasm reasm;          /* live: inbound messages from records */
-    uint32_t send_seq;                 /* live: seq of the next outbound data frame */
-    bool send_exhausted;               /* send_seq reached UINT32_MAX */
-    struct conn *conn;                 /* live: the connection (one reference held) */
-    int busy;                          /* deliveries in progress */
-    bool dead;                         /* unlinked; free once not busy */
+    struct noise_ik_handshake *hs;    /* pending: msg 1 read, awaiting validation */
+    struct registry_call *validation; /* pending: the /validate call in flight */
+    struct noise_ik_transport *tx;    /* live */
+    struct relay_order order;         /* live: inbound ciphertext in seq order */
+    struct relay_reasm reasm;         /* live: inbound messages from records */
+    uint32_t send_seq;                /* live: seq of the next outbound data frame */
+    bool send_exhausted;              /* send_seq reached UINT32_MAX */
+    struct conn *conn;                /* live: the connection (one reference held) */
+    int busy;                         /* deliveries in progress */
+    bool dead;                        /* unlinked; free once not busy */
 };
 
 struct relay_demux {
@@ -141,15 +141,19 @@ static void stream_remove(struct relay_stream *s, bool notify_conn)
             break;
         }
     }
-    if (s->state == ST_PENDING) d->pending--;
-    else d->live--;
+    if (s->state == ST_PENDING)
+        d->pending--;
+    else
+        d->live--;
     if (s->validation) d->ops->cancel(d->arg, s->validation);
     s->validation = NULL;
     struct conn *c = s->conn;
     s->conn = NULL;
     if (c) {
-        if (notify_conn) relay_conn_detach(c);
-        else conn_unref(c);
+        if (notify_conn)
+            relay_conn_detach(c);
+        else
+            conn_unref(c);
     }
     if (!s->busy) stream_release(s);
 }
@@ -158,9 +162,10 @@ static void stream_remove(struct relay_stream *s, bool notify_conn)
 static void stream_fail(struct relay_stream *s, const char *why)
 {
     if (s->dead) return;
-    char idv[64];
+    char idv[64], whyv[80];
     log_event("event=relay_stream noise_event=stream noise_outcome=error noise_reason=%s "
-              "stream=%s", why, log_value(s->id, idv, sizeof idv));
+              "stream=%s",
+              log_value(why, whyv, sizeof whyv), log_value(s->id, idv, sizeof idv));
     send_reset_id(s->d, s->id, strlen(s->id));
     stream_remove(s, true);
 }
@@ -170,7 +175,8 @@ static void count_failure(struct relay_demux *d)
     if (++d->failures >= RELAY_MAX_FAILED_HANDSHAKES && !d->closing) {
         d->closing = true;
         log_warn("remote: %u failed Noise handshakes on one rendezvous connection; "
-                 "reconnecting", d->failures);
+                 "reconnecting",
+                 d->failures);
         d->ops->close_socket(d->arg, "read_error");
     }
 }
@@ -182,9 +188,20 @@ static void handshake_failed(struct relay_demux *d, const char *id, size_t n, co
     memcpy(tmp, id, k);
     tmp[k] = '\0';
     log_event("event=relay_handshake noise_event=handshake noise_outcome=error noise_reason=%s "
-              "stream=%s", why, log_value(tmp, idv, sizeof idv));
+              "stream=%s",
+              why, log_value(tmp, idv, sizeof idv));
     send_reset_id(d, id, n);
     count_failure(d);
+}
+
+/* Drops a busy mark; frees the stream if it died meanwhile. Returns true if it did. */
+static bool unbusy(struct relay_stream *s)
+{
+    if (--s->busy == 0 && s->dead) {
+        stream_release(s);
+        return true;
+    }
+    return false;
 }
 
 int relay_stream_send(struct relay_stream *st, const uint8_t *msg, size_t len)
@@ -197,19 +214,24 @@ int relay_stream_send(struct relay_stream *st, const uint8_t *msg, size_t len)
     }
     struct relay_chunk ch;
     static uint8_t pt[RELAY_RECORD_PLAINTEXT_MAX];
-    while (relay_framer_next(&fr, &ch)) {
+    int r = 0;
+    /* Accounting a frame may close the connection (backlog limit), which resets and
+     * unlinks the stream: keep it allocated until this loop is done with it. */
+    st->busy++;
+    while (!st->dead && relay_framer_next(&fr, &ch)) {
         if (st->send_exhausted) {
             stream_fail(st, "sequence_exhausted");
-            return -EOVERFLOW;
+            r = -EOVERFLOW;
+            break;
         }
         memcpy(pt, ch.head, ch.head_len);
         memcpy(pt + ch.head_len, ch.body, ch.body_len);
         size_t ct_len;
-        int r = noise_ik_transport_encrypt(st->tx, pt, ch.head_len + ch.body_len, rec_buf,
-                                           sizeof rec_buf, &ct_len);
+        r = noise_ik_transport_encrypt(st->tx, pt, ch.head_len + ch.body_len, rec_buf,
+                                       sizeof rec_buf, &ct_len);
         if (r < 0) {
             stream_fail(st, "encrypt_failed");
-            return r;
+            break;
         }
         struct relay_frame f = {.version = RELAY_FRAME_VERSION,
                                 .stream_id = {st->id, strlen(st->id)},
@@ -217,12 +239,15 @@ int relay_stream_send(struct relay_stream *st, const uint8_t *msg, size_t len)
                                 .seq = st->send_seq,
                                 .payload = rec_buf,
                                 .payload_len = ct_len};
-        if (st->send_seq == UINT32_MAX) st->send_exhausted = true;
-        else st->send_seq++;
+        if (st->send_seq == UINT32_MAX)
+            st->send_exhausted = true;
+        else
+            st->send_seq++;
         send_frame(st->d, &f, st->conn);
-        if (st->dead) return -ENOTCONN; /* closed as a slow client */
     }
-    return 0;
+    if (st->dead && r == 0) r = -ENOTCONN;
+    unbusy(st);
+    return r;
 }
 
 void relay_stream_conn_closed(struct relay_stream *st)
@@ -266,11 +291,7 @@ static void on_data(struct relay_demux *d, const struct relay_frame *f)
     }
     s->busy++;
     int r = relay_order_push(&s->order, f->seq, f->payload, f->payload_len, on_record, s);
-    s->busy--;
-    if (s->dead) {
-        if (!s->busy) stream_release(s);
-        return;
-    }
+    if (unbusy(s) || s->dead) return;
     if (r < 0) stream_fail(s, r == -EBADMSG ? "decrypt_failed" : relay_strerror(r));
 }
 
@@ -290,7 +311,8 @@ static void on_validated(void *arg, bool valid)
     char idv[64];
     if (!valid) {
         log_event("event=relay_handshake noise_event=authorization noise_outcome=error "
-                  "noise_reason=rejected stream=%s", log_value(s->id, idv, sizeof idv));
+                  "noise_reason=rejected stream=%s",
+                  log_value(s->id, idv, sizeof idv));
         send_reset_id(d, s->id, strlen(s->id));
         stream_remove(s, true);
         count_failure(d);
@@ -329,8 +351,10 @@ static void on_handshake(struct relay_demux *d, const struct relay_frame *f)
     if (old) {
         bool was_pending = old->state == ST_PENDING;
         stream_remove(old, true);
-        if (was_pending) handshake_failed(d, id, idn, "duplicate_handshake");
-        else send_reset_id(d, id, idn);
+        if (was_pending)
+            handshake_failed(d, id, idn, "duplicate_handshake");
+        else
+            send_reset_id(d, id, idn);
         return;
     }
     if (d->live >= RELAY_MAX_LIVE_STREAMS || d->pending >= RELAY_MAX_PENDING_STREAMS) {
@@ -340,6 +364,14 @@ static void on_handshake(struct relay_demux *d, const struct relay_frame *f)
     if (idn > 128) {
         handshake_failed(d, id, idn, "stream_id_too_long");
         return;
+    }
+    /* The id travels in an HTTP header of /validate: visible ASCII only (a harness's
+     * UUIDv4 always is), so nothing can be injected into the request. */
+    for (size_t i = 0; i < idn; i++) {
+        if (id[i] <= 0x20 || id[i] >= 0x7f) {
+            handshake_failed(d, id, idn, "stream_id_not_ascii");
+            return;
+        }
     }
     char *sid = xstrndup(id, idn);
     size_t plen;
@@ -351,7 +383,8 @@ static void on_handshake(struct relay_demux *d, const struct relay_frame *f)
     size_t payload_len = 0;
     if (r == 0) r = noise_ik_read_message1(hs, f->payload, f->payload_len, &payload, &payload_len);
     const char *why = NULL;
-    if (r < 0) why = "bad_message1";
+    if (r < 0)
+        why = "bad_message1";
     else if (payload_len == 0 || payload_len > RELAY_MAX_AUTHORIZATION)
         why = "authorization_size";
     else if (!valid_utf8(payload, payload_len) || memchr(payload, 0, payload_len))
@@ -375,7 +408,7 @@ static void on_handshake(struct relay_demux *d, const struct relay_frame *f)
     char *key_json = json_dumps(kj, JSON_COMPACT);
     json_decref(kj);
     char *auth = xstrndup((const char *)payload, payload_len);
-    s->validation = d->ops->validate(d->arg, key_json, auth, on_validated, s);
+    s->validation = d->ops->validate(d->arg, s->id, key_json, auth, on_validated, s);
     memset(auth, 0, payload_len);
     free(auth);
     free(key_json);
@@ -417,7 +450,8 @@ void relay_demux_on_message(struct relay_demux *d, const uint8_t *p, size_t n)
 void relay_demux_free(struct relay_demux *d)
 {
     if (!d) return;
-    while (d->streams) stream_remove(d->streams, true);
+    while (d->streams)
+        stream_remove(d->streams, true);
     free(d->env_id);
     free(d->reg_id);
     free(d);

@@ -41,9 +41,9 @@ struct relay_demux_ops {
     /* Closes the physical socket (failure budget spent); reason is a metric label. */
     void (*close_socket)(void *arg, const char *reason);
     /* Starts /validate; NULL when it cannot start (the handshake then fails). */
-    struct registry_call *(*validate)(void *arg, const char *harness_key_json,
-                                      const char *authorization, registry_validate_cb cb,
-                                      void *cb_arg);
+    struct registry_call *(*validate)(void *arg, const char *stream_id,
+                                      const char *harness_key_json, const char *authorization,
+                                      registry_validate_cb cb, void *cb_arg);
     /* Abandons a validation started by validate (its cb is then never called). */
     void (*cancel)(void *arg, struct registry_call *call);
 };

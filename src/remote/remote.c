@@ -25,20 +25,22 @@
 #include "remote/rv_ws.h"
 #include "util/mem.h"
 
-#define REMOTE_BACKOFF_MAX_MS 30000
+#define REMOTE_STABLE_UNITS 120 /* a connection up this many units resets the backoff */
 
 struct remote {
     uv_loop_t *loop;
     char *env_id, *name;
     struct noise_ik_static_key identity;
-    char *key_json;                 /* our public key JSON */
+    char *key_json; /* our public key JSON */
     struct registry_client *registry;
     struct registry_registration reg;
-    struct rv_ws *ws;               /* the rendezvous socket, NULL between attempts */
-    struct relay_demux *demux;      /* while ws is open */
+    struct registry_call *registering; /* the /register call in flight, or NULL */
+    struct rv_ws *ws;                  /* the rendezvous socket, NULL between attempts */
+    struct relay_demux *demux;         /* while ws is open */
     uv_timer_t retry;
-    uint64_t backoff_unit_ms;       /* 1000 (tests shrink it) */
-    unsigned retries;               /* reconnect attempts so far (never reset) */
+    uint64_t backoff_unit_ms; /* 1000 (tests shrink it) */
+    unsigned retries;         /* reconnect attempts since the last stable connection */
+    uint64_t opened_ms;       /* uv_now when the current socket opened */
     uint64_t ping_ms, pong_ms;
     uint64_t attempt_started_ns;
     unsigned attempt;
@@ -59,13 +61,16 @@ static void fatal(const char *what)
 }
 
 /* The sleep before the next attempt, as 0.169.0 does it (REMOTE_NOTES §4): a
- * random time in [b/2, b] with b = min(unit * 2^n, 30 units) for the n-th retry;
- * n is not reset by a successful connection. unit is 1 s (a test knob shrinks it). */
+ * random time in [b/2, b] with b = min(unit * 2^n, 30 units) for the n-th retry.
+ * n is not reset by a connection that drops soon; 0.169.0 resets it after one that
+ * stayed up somewhere between 65 and 200 s (measured), REMOTE_STABLE_UNITS units
+ * here. unit is 1 s (a test knob shrinks it). */
 static void schedule_retry(void)
 {
     if (R->stopping) return;
     uint64_t b = R->backoff_unit_ms;
-    for (unsigned i = 0; i < R->retries && b < 30 * R->backoff_unit_ms; i++) b *= 2;
+    for (unsigned i = 0; i < R->retries && b < 30 * R->backoff_unit_ms; i++)
+        b *= 2;
     if (b > 30 * R->backoff_unit_ms) b = 30 * R->backoff_unit_ms;
     uint32_t r = 0;
     if (RAND_bytes((unsigned char *)&r, sizeof r) != 1) r = 0;
@@ -74,16 +79,18 @@ static void schedule_retry(void)
     uv_timer_start(&R->retry, (uv_timer_cb)connect_now, sleep_ms, 0);
 }
 
-static void on_registered(void *arg, int result, int http_status,
-                          struct registry_registration *reg, const char *why)
+static void on_registered(void *arg, int result, int http_status, struct registry_registration *reg,
+                          const char *why)
 {
     bool first = arg == NULL;
+    R->registering = NULL; /* the call frees itself after this callback */
     uint64_t dur = metrics_now_ns() - R->attempt_started_ns;
     metrics_remote_registration(result == 0, dur);
     if (R->stopping) return;
     if (result < 0) {
         log_event("event=remote_registration noise_event=registration noise_outcome=error "
-                  "status=%d", http_status);
+                  "status=%d",
+                  http_status);
         char msg[256];
         snprintf(msg, sizeof msg, "%s registration failed: %s%s%.0d", first ? "the" : "re-",
                  why ? why : "error", http_status ? ", HTTP status " : "", http_status);
@@ -96,16 +103,19 @@ static void on_registered(void *arg, int result, int http_status,
     char u[512];
     rv_ws_url_redacted(R->reg.url, u, sizeof u);
     log_event("event=remote_registration noise_event=registration noise_outcome=ok "
-              "security_profile=" REGISTRY_SECURITY_PROFILE " rendezvous=%s", u);
-    if (first) connect_now();
-    else schedule_retry();
+              "security_profile=" REGISTRY_SECURITY_PROFILE " rendezvous=%s",
+              u);
+    if (first)
+        connect_now();
+    else
+        schedule_retry();
 }
 
 static void start_registration(bool first)
 {
     R->attempt_started_ns = metrics_now_ns();
-    if (registry_register(R->registry, R->key_json, on_registered, first ? NULL : R) < 0)
-        fatal("cannot start the registration request");
+    R->registering = registry_register(R->registry, R->key_json, on_registered, first ? NULL : R);
+    if (!R->registering) fatal("cannot start the registration request");
 }
 
 /* ---- the demux's view of the socket ---- */
@@ -121,12 +131,12 @@ static void demux_close(void *arg, const char *reason)
     if (R->ws) rv_ws_close(R->ws, reason);
 }
 
-static struct registry_call *demux_validate(void *arg, const char *harness_key_json,
-                                            const char *authorization, registry_validate_cb cb,
-                                            void *cb_arg)
+static struct registry_call *demux_validate(void *arg, const char *stream_id,
+                                            const char *harness_key_json, const char *authorization,
+                                            registry_validate_cb cb, void *cb_arg)
 {
-    return registry_validate(R->registry, R->reg.registration_id, harness_key_json, authorization,
-                             cb, cb_arg);
+    return registry_validate(R->registry, R->reg.registration_id, stream_id, harness_key_json,
+                             authorization, cb, cb_arg);
 }
 
 static void demux_cancel(void *arg, struct registry_call *call)
@@ -148,9 +158,11 @@ static void ws_opened(void *arg)
     metrics_remote_connect(true, metrics_now_ns() - R->attempt_started_ns);
     R->demux = relay_demux_new(R->loop, &R->identity, R->env_id, R->reg.registration_id,
                                &demux_ops, NULL, R->on_message);
+    R->opened_ms = uv_now(R->loop);
     readiness_set(true);
     log_event("event=remote_rendezvous noise_event=rendezvous_connection noise_outcome=ok "
-              "connection_attempt=%u", R->attempt);
+              "connection_attempt=%u",
+              R->attempt);
 }
 
 static void ws_binary(void *arg, const uint8_t *p, size_t n)
@@ -167,11 +179,14 @@ static void ws_closed(void *arg, int http_status, const char *reason)
     R->demux = NULL;
     if (!was_open) metrics_remote_connect(false, metrics_now_ns() - R->attempt_started_ns);
     if (R->stopping) return;
+    if (was_open && uv_now(R->loop) - R->opened_ms >= REMOTE_STABLE_UNITS * R->backoff_unit_ms)
+        R->retries = 0;
     bool rejected = !was_open && http_status >= 400 && http_status < 500;
     const char *why = rejected ? "registration_rejected" : reason;
     metrics_remote_reconnect(why);
     log_event("event=remote_rendezvous noise_event=rendezvous_connection noise_outcome=%s "
-              "noise_reason=%s status=%d", was_open ? "disconnected" : "error", why, http_status);
+              "noise_reason=%s status=%d",
+              was_open ? "disconnected" : "error", why, http_status);
     if (rejected) {
         start_registration(false);
         return;
@@ -186,8 +201,8 @@ static const struct rv_ws_ops ws_ops = {
 };
 
 /* A header value from the environment, if it is a safe one-line value. */
-static void env_header(const char *var, const char *name, char *out, size_t n,
-                       const char **lines, size_t *k)
+static void env_header(const char *var, const char *name, char *out, size_t n, const char **lines,
+                       size_t *k)
 {
     const char *v = getenv(var);
     if (!v || !*v || strlen(v) > 256) return;
@@ -207,7 +222,8 @@ static void connect_now(void)
     if (RAND_bytes(rnd, sizeof rnd) != 1) memset(rnd, 7, sizeof rnd);
     char reqid[64], cluster[300], caller[300];
     int p = snprintf(reqid, sizeof reqid, "x-request-id: req_");
-    for (int i = 0; i < 16; i++) p += snprintf(reqid + p, sizeof reqid - (size_t)p, "%02x", rnd[i]);
+    for (int i = 0; i < 16; i++)
+        p += snprintf(reqid + p, sizeof reqid - (size_t)p, "%02x", rnd[i]);
     const char *lines[4];
     size_t k = 0;
     lines[k++] = reqid;
@@ -271,6 +287,9 @@ void remote_stop(void)
     uv_timer_stop(&R->retry);
     uv_close((uv_handle_t *)&R->retry, NULL);
     if (R->ws) rv_ws_close(R->ws, "local_shutdown");
+    /* A registration in flight would hold the loop open until it times out. */
+    registry_call_cancel(R->registering);
+    R->registering = NULL;
     /* R itself stays: late callbacks (the socket's close, a registry answer) still
      * look at it; the process is exiting. */
 }

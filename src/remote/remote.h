@@ -5,9 +5,9 @@
  * environment registry, then holds one WebSocket to the rendezvous URL the registry
  * returned and serves harnesses on it as relay virtual streams (relay_demux).
  * Reconnects with a jittered backoff of 0.5-1, 1-2, 2-4 ... 15-30 s; an upgrade
- * refused with a 4xx re-registers at once, any other failure reuses the URL. /readyz is 200 only while
- * registered and connected. Log lines carry no keys, authorizations, signed URLs
- * or plaintext. */
+ * refused with a 4xx re-registers at once, any other failure reuses the URL. /readyz is 200 only
+ * while registered and connected. Log lines carry no keys, authorizations, signed URLs or
+ * plaintext. */
 #ifndef EXEC_REMOTE_REMOTE_H
 #define EXEC_REMOTE_REMOTE_H
 

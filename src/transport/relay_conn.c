@@ -4,21 +4,62 @@
  * socket), whose frames are accounted here with conn_account_queued/written so the
  * usual high/low water marks and backlog limit apply per stream. close resets the
  * stream at the demux and finishes on the next loop turn (a uv_idle handle's
- * close callback), never inside the caller's stack, like the other transports. */
+ * close callback), never inside the caller's stack, like the other transports.
+ * set_reading(false) (a client over the backlog limit) cannot stop the shared
+ * socket, so the stream's incoming messages wait in a bounded queue instead (more
+ * than RELAY_CONN_MAX_HELD closes the stream, as the reference resets a stream whose
+ * inbound queue is full) and are dispatched from the same idle handle once reading
+ * resumes. */
 #include "transport/relay_conn.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "remote/relay_demux.h"
 #include "transport/conn_internal.h"
 #include "util/mem.h"
 
+#define RELAY_CONN_MAX_HELD 128
+
+struct held_msg {
+    struct held_msg *next;
+    size_t len;
+    char data[];
+};
+
 struct relay_conn {
     struct conn base;
     struct relay_stream *st; /* NULL once detached */
-    uv_idle_t closer;        /* closed to finish a close on the next turn */
+    uv_idle_t idle;          /* drains held messages; closed to finish a close */
+    bool paused;             /* set_reading(false) is in effect */
+    struct held_msg *held, **held_tail; /* messages received while paused */
+    unsigned nheld;
 };
+
+static void drain_held(uv_idle_t *h)
+{
+    struct relay_conn *rc = h->data;
+    conn_ref(&rc->base);
+    while (rc->held && !rc->paused && rc->base.open) {
+        struct held_msg *m = rc->held;
+        rc->held = m->next;
+        if (!rc->held) rc->held_tail = &rc->held;
+        rc->nheld--;
+        conn_deliver(&rc->base, m->data, m->len);
+        free(m);
+    }
+    if (!rc->held || rc->paused || !rc->base.open) uv_idle_stop(h);
+    conn_unref(&rc->base);
+}
+
+static void relay_set_reading(struct conn *c, bool on)
+{
+    struct relay_conn *rc = (struct relay_conn *)c;
+    rc->paused = !on;
+    if (on && rc->held && !uv_is_closing((uv_handle_t *)&rc->idle))
+        uv_idle_start(&rc->idle, drain_held);
+}
 
 static void relay_closer_closed(uv_handle_t *h)
 {
@@ -32,12 +73,18 @@ static void relay_close(struct conn *c)
     struct relay_stream *st = rc->st;
     rc->st = NULL;
     if (st) relay_stream_conn_closed(st);
-    if (!uv_is_closing((uv_handle_t *)&rc->closer))
-        uv_close((uv_handle_t *)&rc->closer, relay_closer_closed);
+    if (!uv_is_closing((uv_handle_t *)&rc->idle))
+        uv_close((uv_handle_t *)&rc->idle, relay_closer_closed);
 }
 
 static void relay_destroy(struct conn *c)
 {
+    struct relay_conn *rc = (struct relay_conn *)c;
+    while (rc->held) {
+        struct held_msg *m = rc->held;
+        rc->held = m->next;
+        free(m);
+    }
     free(c);
 }
 
@@ -57,6 +104,7 @@ static const struct conn_ops relay_ops = {
     .send = relay_send,
     .close = relay_close,
     .destroy = relay_destroy,
+    .set_reading = relay_set_reading,
 };
 
 struct conn *relay_conn_new(uv_loop_t *loop, struct relay_stream *st, const char *stream_id,
@@ -66,8 +114,9 @@ struct conn *relay_conn_new(uv_loop_t *loop, struct relay_stream *st, const char
     conn_init(&rc->base, &relay_ops, loop, on_message);
     snprintf(rc->base.peer, sizeof rc->base.peer, "relay:%.40s", stream_id);
     rc->st = st;
-    uv_idle_init(loop, &rc->closer);
-    rc->closer.data = rc;
+    uv_idle_init(loop, &rc->idle);
+    rc->idle.data = rc;
+    rc->held_tail = &rc->held;
     conn_ref(&rc->base); /* the demux's reference */
     return &rc->base;
 }
@@ -82,8 +131,23 @@ void relay_conn_detach(struct conn *c)
 
 void relay_conn_deliver(struct conn *c, const uint8_t *msg, size_t len)
 {
+    struct relay_conn *rc = (struct relay_conn *)c;
     if (!c->open) return;
-    conn_deliver(c, (const char *)msg, len);
+    if (!rc->paused && !rc->held) {
+        conn_deliver(c, (const char *)msg, len);
+        return;
+    }
+    if (rc->nheld >= RELAY_CONN_MAX_HELD) {
+        conn_close(c);
+        return;
+    }
+    struct held_msg *m = xmalloc(sizeof *m + len);
+    m->next = NULL;
+    m->len = len;
+    memcpy(m->data, msg, len);
+    *rc->held_tail = m;
+    rc->held_tail = &m->next;
+    rc->nheld++;
 }
 
 bool relay_conn_queued(struct conn *c, size_t n)

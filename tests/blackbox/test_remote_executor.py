@@ -9,6 +9,7 @@ after the rendezvous drops the socket and session resume on a new stream, a 4xx 
 re-registers, the rejected handshakes (wrong executor key, foreign prologue, harness key
 the registry did not authorize, forged authorization, tampered record, replayed record)
 and the 8-failure budget, no secrets in the log, usage errors. Every wait is bounded."""
+import base64
 import json
 import os
 import select
@@ -171,31 +172,41 @@ class RelayHarness:
         return rc, err
 
 
-def with_cloud(fn):
-    """Runs fn(cloud, executor) with a fresh fake cloud and executor."""
-    def wrapper(_srv):
-        need_tools()
-        cloud = fake_cloud.FakeCloud(token=TOKEN)
-        ex = None
-        try:
-            ex = Executor(cloud)
-            cloud.wait_for(lambda c: c.environment_connected(ENV_ID), DEFAULT_TIMEOUT,
-                           "the executor's rendezvous socket")
-            fn(cloud, ex)
-            err = ex.stop()
-            for secret in (TOKEN, "hka-", "sig="):
-                assert secret not in err, "log line reveals %r:\n%s" % (secret, err)
-        finally:
-            if ex and ex.proc.poll() is None:
-                ex.proc.kill()
-            cloud.stop()
-    wrapper.own_server = True
-    wrapper.__name__ = fn.__name__
-    wrapper.__code__ = wrapper.__code__.replace(co_firstlineno=fn.__code__.co_firstlineno)
-    return wrapper
+def with_cloud(cloud_kw=None, prepare=None, **ex_kw):
+    """Runs fn(cloud, executor) with a fresh fake cloud (FakeCloud(**cloud_kw)) and our
+    executor (Executor(cloud, **ex_kw)) connected to it; afterwards the executor must
+    stop cleanly and its log must hold no secret. prepare(cloud), if given, runs before
+    the executor starts and returns extra environment for it."""
+    def deco(fn):
+        def wrapper(_srv):
+            need_tools()
+            cloud = fake_cloud.FakeCloud(token=TOKEN, **(cloud_kw or {}))
+            ex = None
+            try:
+                kw = dict(ex_kw)
+                if prepare:
+                    kw["env_extra"] = dict(kw.get("env_extra") or {}, **prepare(cloud))
+                ex = Executor(cloud, **kw)
+                cloud.wait_for(lambda c: c.environment_connected(ENV_ID), DEFAULT_TIMEOUT,
+                               "the executor's rendezvous socket")
+                fn(cloud, ex)
+                err = ex.stop()
+                for secret in (TOKEN, "hka-", "sig="):
+                    assert secret not in err, "log line reveals %r:\n%s" % (secret, err)
+            finally:
+                if ex and ex.proc.poll() is None:
+                    ex.proc.kill()
+                if getattr(cloud, "front", None):
+                    cloud.front.close()
+                cloud.stop()
+        wrapper.own_server = True
+        wrapper.__name__ = fn.__name__
+        wrapper.__code__ = wrapper.__code__.replace(co_firstlineno=fn.__code__.co_firstlineno)
+        return wrapper
+    return deco
 
 
-@with_cloud
+@with_cloud()
 def test_registers_and_serves_process_and_fs(cloud, ex):
     reg = [r for r in cloud.requests if r["path"].endswith("/register")]
     assert len(reg) == 1, reg
@@ -213,6 +224,17 @@ def test_registers_and_serves_process_and_fs(cloud, ex):
     assert ex.readyz() == 200
     h = RelayHarness(cloud)
     h.initialize()
+    val = [r for r in cloud.requests if r["path"].endswith("/validate")]
+    assert len(val) == 1, val
+    vh = [(k.lower(), v) for k, v in val[0]["headers"]]
+    names = [k for k, _ in vh]
+    assert names.index("x-codex-noise-stream-id") < names.index("content-type") < \
+        names.index("authorization") < names.index("accept"), names
+    vd = dict(vh)
+    assert vd["authorization"] == "Bearer " + TOKEN
+    assert vd["x-codex-noise-stream-id"] in {f["stream_id"] for f in cloud.frames}, vd
+    assert list(val[0]["json"]) == ["executor_registration_id", "harness_public_key",
+                                    "harness_key_authorization"], val[0]["json"]
     r = h.request("process/start", {"processId": "p1", "argv": ["/bin/sh", "-c",
                                                                   "echo relay-hello"],
                                     "cwd": "/", "env": {}, "tty": False})
@@ -229,13 +251,38 @@ def test_registers_and_serves_process_and_fs(cloud, ex):
         assert unb64(r["result"]["dataBase64"]) == open(path, "rb").read(), str(r)[:200]
     finally:
         os.unlink(path)
+    # Harness -> executor spanning many records (the reassembly side).
+    blob = os.urandom(700 * 1024)
+    target = tempfile.mktemp(prefix="rexec-w-")
+    try:
+        r = h.request("fs/writeFile", {"path": "file://" + target,
+                                       "dataBase64": base64.b64encode(blob).decode()})
+        assert r.get("result") == {}, str(r)[:300]
+        assert open(target, "rb").read() == blob
+    finally:
+        if os.path.exists(target):
+            os.unlink(target)
+    # Several streams at once on the one socket.
+    others = [RelayHarness(cloud) for _ in range(4)]
+    for o in others:
+        o.initialize()
+    for i, o in enumerate(others):
+        r = o.request("process/start", {"processId": "q", "argv": ["/bin/echo", "s%d" % i],
+                                        "cwd": "/", "env": {}, "tty": False})
+        assert "result" in r, r
+    for i, o in enumerate(others):
+        o.notifications("process/closed", 1)
+        out = b"".join(unb64(m["params"]["chunk"]) for m in o.pending
+                       if m.get("method") == "process/output")
+        assert out == b"s%d\n" % i, out
+        assert o.close()[0] == 0
     for needle in ("initialize", "process/start", "relay-harness", "relay-hello"):
         assert not cloud.cleartext_hits(needle), "%r crossed the relay in clear" % needle
     rc, err = h.close()
     assert rc == 0, err
 
 
-@with_cloud
+@with_cloud()
 def test_reconnects_after_drop_and_resumes_session(cloud, ex):
     h = RelayHarness(cloud)
     sid = h.initialize()
@@ -266,8 +313,13 @@ def test_reconnects_after_drop_and_resumes_session(cloud, ex):
     assert rc == 0, err
 
 
-@with_cloud
+@with_cloud()
 def test_upgrade_4xx_registers_again(cloud, ex):
+    # A close frame (1001) first: the same URL again, no registration.
+    cloud.drop_environment(ENV_ID, graceful=True)
+    cloud.wait_for(lambda c: len([u for u in c.upgrades if u["role"] == "environment"]) == 2
+                   and c.environment_connected(ENV_ID), DEFAULT_TIMEOUT, "reconnect after 1001")
+    assert len([r for r in cloud.requests if r["path"].endswith("/register")]) == 1
     cloud.reject_upgrades(401, role="environment", count=1)
     cloud.drop_environment(ENV_ID)
     cloud.wait_for(lambda c: len([r for r in c.requests if r["path"].endswith("/register")]) == 2,
@@ -279,7 +331,7 @@ def test_upgrade_4xx_registers_again(cloud, ex):
     assert rc == 0, err
 
 
-@with_cloud
+@with_cloud()
 def test_rejects_bad_handshakes_and_records(cloud, ex):
     for mode, why in (("wrong-key", "bad_message1"), ("foreign-prologue", "bad_message1"),
                       ("unauthorized-key", "rejected"), ("bad-authorization", "rejected"),
@@ -296,7 +348,7 @@ def test_rejects_bad_handshakes_and_records(cloud, ex):
     assert rc == 0, err
 
 
-@with_cloud
+@with_cloud()
 def test_failure_budget_closes_the_socket(cloud, ex):
     n_up = len([u for u in cloud.upgrades if u["role"] == "environment"])
     for _ in range(8):
@@ -312,33 +364,161 @@ def test_failure_budget_closes_the_socket(cloud, ex):
     assert rc == 0, err
 
 
-def test_pong_deadline_reconnects(_srv):
+class TlsFront:
+    """A TLS terminator in front of the fake rendezvous: wss://127.0.0.1:PORT -> the
+    fake's plain port, one thread pair per connection. The registry is patched to hand
+    the executor wss:// URLs; the executor trusts the test CA through SSL_CERT_FILE."""
+
+    def __init__(self, cloud, d):
+        import ssl
+        import socket as so
+        import threading
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                        "k.pem", "-out", "c.pem", "-days", "2", "-subj", "/CN=127.0.0.1",
+                        "-addext", "subjectAltName=IP:127.0.0.1"], cwd=d, check=True,
+                       capture_output=True)
+        self.ca = os.path.join(d, "c.pem")
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(self.ca, os.path.join(d, "k.pem"))
+        self.lsock = so.create_server(("127.0.0.1", 0))
+        self.port = self.lsock.getsockname()[1]
+        self.handshakes = 0
+
+        def pump(a, b):
+            try:
+                while True:
+                    data = a.recv(65536)
+                    if not data:
+                        break
+                    b.sendall(data)
+            except OSError:
+                pass
+            for s_ in (a, b):
+                try:
+                    s_.shutdown(so.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        def accept():
+            while True:
+                try:
+                    raw, _ = self.lsock.accept()
+                except OSError:
+                    return
+                try:
+                    tls = ctx.wrap_socket(raw, server_side=True)
+                except (OSError, ssl.SSLError):
+                    raw.close()
+                    continue
+                self.handshakes += 1
+                up = so.create_connection((cloud.host, cloud.port))
+                threading.Thread(target=pump, args=(tls, up), daemon=True).start()
+                threading.Thread(target=pump, args=(up, tls), daemon=True).start()
+
+        threading.Thread(target=accept, daemon=True).start()
+        orig = cloud._ws_url
+
+        def wss_url(kind, env, role, reg):
+            u = orig(kind, env, role, reg)
+            if role != "environment":
+                return u
+            return u.replace("ws://%s:%d" % (cloud.host, cloud.port),
+                             "wss://127.0.0.1:%d" % self.port)
+        cloud._ws_url = wss_url
+
+    def close(self):
+        self.lsock.close()
+
+
+def tls_front(cloud):
+    cloud.front = TlsFront(cloud, tempfile.mkdtemp(prefix="rexec-tls-"))
+    return {"SSL_CERT_FILE": cloud.front.ca}
+
+
+@with_cloud(prepare=tls_front)
+def test_wss_rendezvous(cloud, ex):
+    """The executor's rendezvous socket over TLS (wss://, OpenSSL memory BIOs)."""
+    front = cloud.front
+    assert front.handshakes >= 1
+    h = RelayHarness(cloud)
+    h.initialize()
+    with tempfile.NamedTemporaryFile(delete=False) as f:
+        f.write(os.urandom(300 * 1024))
+        path = f.name
+    try:
+        r = h.request("fs/readFile", {"path": "file://" + path})
+        assert unb64(r["result"]["dataBase64"]) == open(path, "rb").read()
+    finally:
+        os.unlink(path)
+    rc, err = h.close()
+    assert rc == 0, err
+    assert "wss://127.0.0.1:%d/cloud-agent" % front.port in ex.stderr()
+    # Without the CA the certificate is refused: no connection, not ready, retrying.
+    ex2 = Executor(cloud, env_extra={"SSL_CERT_FILE": "/nonexistent"})
+    try:
+        n = front.handshakes
+        time.sleep(1.0)
+        assert ex2.readyz() == 503
+        assert front.handshakes == n, "a TLS session was established without the CA"
+        assert "connect_failed" in ex2.stderr()
+        ex2.stop()
+    finally:
+        if ex2.proc.poll() is None:
+            ex2.proc.kill()
+
+
+
+
+@with_cloud(cloud_kw={"reset_on_harness_close": True}, extra=["--max-queued-bytes", "2M"])
+def test_slow_harness_is_closed_by_the_backlog_limit(cloud, ex):
+    """A harness that stops reading while its process floods stdout: the stream's queued
+    bytes pass --max-queued-bytes and the executor drops that stream (its output stays
+    resumable) without harm to the server. The fake resets a departing harness's stream
+    towards the executor (as a reconnecting client does), so the session resumes."""
+    h = RelayHarness(cloud)
+    sid = h.initialize()
+    h.request("process/start", {"processId": "big", "argv": ["/usr/bin/head", "-c",
+                                                             "200000000", "/dev/zero"],
+                                "cwd": "/", "env": {}, "tty": False})
+    # Stop reading: relay-harness blocks on its stdout, the relay backs up.
+    wait_until(lambda: "slow client" in ex.stderr() or "over the limit" in ex.stderr(),
+               30, "the backlog limit to act")
+    h.proc.kill()
+    h.proc.wait()
+    h2 = RelayHarness(cloud)
+    deadline = time.monotonic() + DEFAULT_TIMEOUT
+    while True:
+        r = h2.request("initialize", {"clientName": "t", "resumeSessionId": sid})
+        if "result" in r or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert r.get("result", {}).get("sessionId") == sid, r
+    h2.send({"method": "initialized", "params": {}})
+    r = h2.request("process/terminate", {"processId": "big"})
+    assert "result" in r or "error" in r, r
+    assert h2.close()[0] == 0
+
+
+
+
+@with_cloud(cloud_kw={"answer_pings": False},
+            env_extra={"EXEC_SERVER_REMOTE_PING_MS": "150", "EXEC_SERVER_REMOTE_PONG_MS": "300"})
+def test_pong_deadline_reconnects(cloud, ex):
     """A rendezvous that never answers pings: the executor closes after the pong deadline
     (shortened here) and reconnects with the same URL; /metrics counts the reason."""
-    need_tools()
-    cloud = fake_cloud.FakeCloud(token=TOKEN, answer_pings=False)
-    ex = Executor(cloud, env_extra={"EXEC_SERVER_REMOTE_PING_MS": "150",
-                                    "EXEC_SERVER_REMOTE_PONG_MS": "300"})
-    try:
-        cloud.wait_for(lambda c: len([u for u in c.upgrades if u["role"] == "environment"]) >= 2,
-                       DEFAULT_TIMEOUT, "a reconnect after the pong deadline")
-        pings = [e for e in cloud.events if e[1] == "ping"]
-        assert pings and all(e[2][1] == b"" for e in pings), pings[:3]
-        assert len([r for r in cloud.requests if r["path"].endswith("/register")]) == 1
-        host_port = ex.url[len("ws://"):]
-        with urllib.request.urlopen("http://%s/metrics" % host_port, timeout=5) as r:
-            text = r.read().decode()
-        line = [l for l in text.splitlines()
-                if l.startswith('exec_server_remote_reconnects_total{reason="pong_timeout"}')]
-        assert line and int(line[0].split()[-1]) >= 1, line
-        ex.stop()
-    finally:
-        if ex.proc.poll() is None:
-            ex.proc.kill()
-        cloud.stop()
+    cloud.wait_for(lambda c: len([u for u in c.upgrades if u["role"] == "environment"]) >= 2,
+                   DEFAULT_TIMEOUT, "a reconnect after the pong deadline")
+    pings = [e for e in cloud.events if e[1] == "ping"]
+    assert pings and all(e[2][1] == b"" for e in pings), pings[:3]
+    assert len([r for r in cloud.requests if r["path"].endswith("/register")]) == 1
+    host_port = ex.url[len("ws://"):]
+    with urllib.request.urlopen("http://%s/metrics" % host_port, timeout=5) as r:
+        text = r.read().decode()
+    line = [l for l in text.splitlines()
+            if l.startswith('exec_server_remote_reconnects_total{reason="pong_timeout"}')]
+    assert line and int(line[0].split()[-1]) >= 1, line
 
 
-test_pong_deadline_reconnects.own_server = True
 
 
 def test_usage_and_registration_errors(_srv):
@@ -369,6 +549,23 @@ def test_usage_and_registration_errors(_srv):
     assert p.returncode == 1 and b"loopback" in p.stderr, p.stderr
     rc, _ = run(["--help"])
     assert rc == 0
+    # SIGTERM while the registry has not answered yet: out at once, status 0.
+    import socket as so
+    silent = so.create_server(("127.0.0.1", 0))
+    try:
+        p = subprocess.Popen([SERVER_PATH, "--remote", "http://127.0.0.1:%d" %
+                              silent.getsockname()[1], "--environment-id", ENV_ID,
+                              "--registration-bearer-stdin"], stdin=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        p.stdin.write(b"t\n")
+        p.stdin.flush()
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        p.terminate()
+        _, err = p.communicate(timeout=DEFAULT_TIMEOUT)
+        assert p.returncode == 0 and time.monotonic() - t0 < 3, (p.returncode, err)
+    finally:
+        silent.close()
     cloud = fake_cloud.FakeCloud(token=TOKEN)
     try:
         cloud.fail_next("register", 503, "unavailable", "try later", count=100)
@@ -376,6 +573,14 @@ def test_usage_and_registration_errors(_srv):
                        "--registration-bearer-stdin"], stdin=(TOKEN + "\n").encode())
         assert rc == 1 and "registration failed" in err, (rc, err)
         assert TOKEN not in err
+        cloud.failures.clear()
+        cloud.fail_next("register", 307, "moved", "elsewhere")
+        rc, err = run(["--remote", cloud.base_url, "--environment-id", ENV_ID,
+                       "--registration-bearer-stdin"], stdin=(TOKEN + "\n").encode())
+        assert rc == 1 and "redirect (not followed)" in err, (rc, err)
+        rc, err = run(["--remote", cloud.base_url, "--environment-id", ENV_ID,
+                       "--registration-bearer-stdin"], stdin=b"wrong-token\n")
+        assert rc == 1 and "refused our credentials" in err, (rc, err)
     finally:
         cloud.stop()
 

@@ -123,7 +123,8 @@ static void ws_send(int opcode, const uint8_t *p, size_t n)
         hl = 4;
     } else {
         h[1] = 0x80 | 127;
-        for (int i = 0; i < 8; i++) h[2 + i] = (uint8_t)((uint64_t)n >> (56 - 8 * i));
+        for (int i = 0; i < 8; i++)
+            h[2 + i] = (uint8_t)((uint64_t)n >> (56 - 8 * i));
         hl = 10;
     }
     uint8_t key[4];
@@ -132,7 +133,8 @@ static void ws_send(int opcode, const uint8_t *p, size_t n)
     hl += 4;
     uint8_t *m = malloc(hl + n);
     memcpy(m, h, hl);
-    for (size_t i = 0; i < n; i++) m[hl + i] = p[i] ^ key[i & 3];
+    for (size_t i = 0; i < n; i++)
+        m[hl + i] = p[i] ^ key[i & 3];
     write_all(ws_fd, m, hl + n);
     free(m);
 }
@@ -161,7 +163,8 @@ static int ws_next(uint8_t **out, size_t *out_len)
         } else if (n == 127) {
             if (rlen < 10) return 0;
             n = 0;
-            for (int i = 0; i < 8; i++) n = n << 8 | rbuf[2 + i];
+            for (int i = 0; i < 8; i++)
+                n = n << 8 | rbuf[2 + i];
             hl = 10;
         }
         if (rlen < hl + n) return 0;
@@ -248,8 +251,8 @@ static void send_message(struct noise_ik_transport *tx, const char *msg, size_t 
         size_t n;
         noise_ik_transport_encrypt(tx, pt, ch.head_len + ch.body_len, ct, sizeof ct, &n);
         if (first && tamper) ct[n / 2] ^= 0x01;
-        struct relay_frame f = {.body = RELAY_BODY_DATA, .seq = send_seq++, .payload = ct,
-                                .payload_len = n};
+        struct relay_frame f = {
+            .body = RELAY_BODY_DATA, .seq = send_seq++, .payload = ct, .payload_len = n};
         send_frame(&f);
         if (first && replay) {
             f.seq = send_seq++;
@@ -320,11 +323,16 @@ int main(int argc, char **argv)
     };
     int ch;
     while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
-        if (ch == 'r') registry = optarg;
-        else if (ch == 'e') env = optarg;
-        else if (ch == 't') token = optarg;
-        else if (ch == 'm') mode = optarg;
-        else return 2;
+        if (ch == 'r')
+            registry = optarg;
+        else if (ch == 'e')
+            env = optarg;
+        else if (ch == 't')
+            token = optarg;
+        else if (ch == 'm')
+            mode = optarg;
+        else
+            return 2;
     }
     if (!registry || !env) die("%s", "--registry and --environment-id are required");
 

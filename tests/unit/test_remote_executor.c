@@ -47,7 +47,8 @@ static void test_url_parse(void **state)
     assert_string_equal(out, "wss://h/ws/environment/e?<redacted>");
 }
 
-static const char KEY[] = "{\"suite\":\"S\",\"x25519_public_key\":\"A\",\"mlkem768_public_key\":\"B\"}";
+static const char KEY[] =
+    "{\"suite\":\"S\",\"x25519_public_key\":\"A\",\"mlkem768_public_key\":\"B\"}";
 
 static void test_registry_bodies(void **state)
 {
@@ -57,9 +58,10 @@ static void test_registry_bodies(void **state)
                            "\"B\"}}");
     free(b);
     b = registry_validate_body("reg-1", KEY, "hka-x");
-    assert_string_equal(b, "{\"executor_registration_id\":\"reg-1\",\"harness_public_key\":{\"suite\":"
-                           "\"S\",\"x25519_public_key\":\"A\",\"mlkem768_public_key\":\"B\"},"
-                           "\"harness_key_authorization\":\"hka-x\"}");
+    assert_string_equal(b,
+                        "{\"executor_registration_id\":\"reg-1\",\"harness_public_key\":{\"suite\":"
+                        "\"S\",\"x25519_public_key\":\"A\",\"mlkem768_public_key\":\"B\"},"
+                        "\"harness_key_authorization\":\"hka-x\"}");
     free(b);
     assert_null(registry_register_body("[1]"));
 }
@@ -135,8 +137,8 @@ static void fake_close(void *arg, const char *reason)
     F.closed++;
 }
 
-static struct registry_call *fake_validate(void *arg, const char *key_json, const char *auth,
-                                           registry_validate_cb cb, void *cb_arg)
+static struct registry_call *fake_validate(void *arg, const char *sid, const char *key_json,
+                                           const char *auth, registry_validate_cb cb, void *cb_arg)
 {
     struct noise_ik_public_key k;
     assert_int_equal(noise_ik_public_key_parse(key_json, strlen(key_json), &k), 0);
@@ -158,7 +160,8 @@ static struct noise_ik_static_key exec_key, harness_key;
 
 static void reset_fake(void)
 {
-    for (int i = 0; i < F.nsent; i++) free(F.raw[i]);
+    for (int i = 0; i < F.nsent; i++)
+        free(F.raw[i]);
     memset(&F, 0, sizeof F);
 }
 
@@ -178,15 +181,18 @@ static struct noise_ik_handshake *handshake(struct relay_demux *d, const char *s
     size_t plen;
     uint8_t *pro = noise_ik_prologue("env", "reg", sid, &plen);
     struct noise_ik_handshake *hs;
-    assert_int_equal(noise_ik_initiator_new(&hs, &harness_key, &exec_key.pub, pro, plen, NULL, NULL),
-                     0);
+    assert_int_equal(
+        noise_ik_initiator_new(&hs, &harness_key, &exec_key.pub, pro, plen, NULL, NULL), 0);
     free(pro);
     static uint8_t m1[NOISE_IK_MAX_MESSAGE];
     size_t n;
-    assert_int_equal(noise_ik_write_message1(hs, (const uint8_t *)auth, auth_len, m1, sizeof m1, &n),
-                     0);
-    struct relay_frame f = {.version = 1, .stream_id = {sid, strlen(sid)},
-                            .body = RELAY_BODY_HANDSHAKE, .payload = m1, .payload_len = n};
+    assert_int_equal(
+        noise_ik_write_message1(hs, (const uint8_t *)auth, auth_len, m1, sizeof m1, &n), 0);
+    struct relay_frame f = {.version = 1,
+                            .stream_id = {sid, strlen(sid)},
+                            .body = RELAY_BODY_HANDSHAKE,
+                            .payload = m1,
+                            .payload_len = n};
     feed(d, &f);
     return hs;
 }
@@ -251,8 +257,11 @@ static void test_demux_limits(void **state)
     assert_int_equal(relay_demux_failures(d), 1); /* a full table is not the peer's fault */
     /* Early data on a pending stream: reset + failure. */
     uint8_t junk[32] = {1};
-    struct relay_frame data = {.version = 1, .stream_id = {"p-0", 3}, .body = RELAY_BODY_DATA,
-                               .payload = junk, .payload_len = sizeof junk};
+    struct relay_frame data = {.version = 1,
+                               .stream_id = {"p-0", 3},
+                               .body = RELAY_BODY_DATA,
+                               .payload = junk,
+                               .payload_len = sizeof junk};
     feed(d, &data);
     assert_int_equal(relay_demux_failures(d), 2);
     assert_int_equal(relay_demux_pending(d), RELAY_MAX_PENDING_STREAMS - 1);
@@ -273,8 +282,10 @@ static void test_demux_limits(void **state)
     uint8_t garbage[3600] = {0};
     for (int i = 0; i < 5; i++) {
         snprintf(sid, sizeof sid, "g-%d", i);
-        struct relay_frame g = {.version = 1, .stream_id = {sid, strlen(sid)},
-                                .body = RELAY_BODY_HANDSHAKE, .payload = garbage,
+        struct relay_frame g = {.version = 1,
+                                .stream_id = {sid, strlen(sid)},
+                                .body = RELAY_BODY_HANDSHAKE,
+                                .payload = garbage,
                                 .payload_len = sizeof garbage};
         feed(d, &g);
     }
