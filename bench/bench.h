@@ -28,7 +28,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "util/base64.h"
+#include "proto/base64.h"
 #include "util/mem.h"
 #include "wsc.h"
 

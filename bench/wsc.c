@@ -1,7 +1,8 @@
 /* wsc: minimal blocking WebSocket JSON-RPC client of the benchmark driver (see wsc.h). */
 #include "wsc.h"
 
-#include "rpc/json_load.h"
+#include "proto/json_load.h"
+#include "proto/ws_frame.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -38,13 +39,13 @@ static const char *js_ws(const char *p, const char *e)
 static const char *js_skip(const char *p, const char *e)
 {
     if (p >= e) return NULL;
-    if (*p == '"') return json_string_end(p, e);
+    if (*p == '"') return json_load_string_end(p, e);
     if (*p == '{' || *p == '[') {
         int depth = 0;
         while (p < e) {
             char ch = *p;
             if (ch == '"') {
-                p = json_string_end(p, e);
+                p = json_load_string_end(p, e);
                 if (!p) return NULL;
                 continue;
             }
@@ -73,7 +74,7 @@ bool js_get(struct span v, const char *key, struct span *out)
         p = js_ws(p, e);
         if (p >= e || *p == '}' || *p != '"') return false;
         const char *ks = p + 1;
-        const char *ke = json_string_end(p, e);
+        const char *ke = json_load_string_end(p, e);
         if (!ke) return false;
         p = js_ws(ke, e);
         if (p >= e || *p != ':') return false;
@@ -250,22 +251,10 @@ static int send_frame(struct wsc *c, int opcode, bool fin, const struct iovec *i
 {
     size_t n = 0;
     for (int i = 0; i < iovcnt; i++) n += iov[i].iov_len;
-    unsigned char h[14];
-    size_t hl = 0;
-    h[hl++] = (unsigned char)((fin ? 0x80 : 0) | opcode);
-    if (n < 126) {
-        h[hl++] = (unsigned char)(0x80 | n);
-    } else if (n < 65536) {
-        h[hl++] = 0x80 | 126;
-        h[hl++] = (unsigned char)(n >> 8);
-        h[hl++] = (unsigned char)n;
-    } else {
-        h[hl++] = 0x80 | 127;
-        for (int i = 7; i >= 0; i--) h[hl++] = (unsigned char)(n >> (8 * i));
-    }
+    uint8_t h[WS_FRAME_MAX_HEADER];
     /* A zero masking key: legal, and XOR with it is the identity. */
-    memset(h + hl, 0, 4);
-    hl += 4;
+    static const uint8_t zero_key[4];
+    size_t hl = ws_frame_encode(h, fin, opcode, n, zero_key);
     struct iovec v[16];
     if (iovcnt > 15) return -EINVAL;
     v[0].iov_base = h;
@@ -341,23 +330,12 @@ int wsc_next(struct wsc *c, struct span *msg)
         size_t avail = c->end - c->start;
         const unsigned char *h = (const unsigned char *)c->buf + c->start;
         if (avail < 2) return 0;
-        bool fin = h[0] & 0x80;
-        int op = h[0] & 0x0f;
-        bool masked = h[1] & 0x80;
-        uint64_t len = h[1] & 0x7f;
-        size_t hl = 2;
-        if (len == 126) {
-            if (avail < 4) return 0;
-            len = (uint64_t)h[2] << 8 | h[3];
-            hl = 4;
-        } else if (len == 127) {
-            if (avail < 10) return 0;
-            len = 0;
-            for (int i = 0; i < 8; i++) len = len << 8 | h[2 + i];
-            hl = 10;
-        }
-        size_t mk = hl;
-        if (masked) hl += 4;
+        struct ws_frame fr;
+        if (ws_frame_decode(h, avail, &fr) == 0) return 0;
+        bool fin = fr.fin;
+        int op = fr.opcode;
+        uint64_t len = fr.payload_len;
+        size_t hl = fr.header_len;
         if (avail < hl + len) {
             /* Make sure the whole frame fits once it has arrived. */
             if (c->start + hl + len + RECV_CHUNK > c->cap && hl + len + RECV_CHUNK > c->cap) {
@@ -372,8 +350,7 @@ int wsc_next(struct wsc *c, struct span *msg)
             return 0;
         }
         char *payload = c->buf + c->start + hl;
-        if (masked)
-            for (uint64_t i = 0; i < len; i++) payload[i] ^= (char)h[mk + (i & 3)];
+        if (fr.masked) ws_frame_unmask((uint8_t *)payload, len, fr.mask);
         c->start += hl + len;
         switch (op) {
         case 0x8:

@@ -27,6 +27,8 @@
 #include "core/log.h"
 #include "process/guardian.h"
 #include "remote/remote.h"
+#include "rpc/dispatch.h"
+#include "server/server_methods.h"
 #include "session/session.h"
 #include "transport/auth.h"
 #include "transport/stdio.h"
@@ -641,6 +643,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     loop = uv_default_loop();
     session_configure(loop, ttl_ms);
+    server_methods_register();
     uv_signal_init(loop, &sig_term);
     uv_signal_init(loop, &sig_int);
     uv_signal_start(&sig_term, on_signal, SIGTERM);
@@ -668,7 +671,8 @@ int main(int argc, char **argv)
         struct remote_opts ro = {.base_url = remote_url,
                                  .environment_id = environment_id,
                                  .name = remote_name,
-                                 .bearer = bearer};
+                                 .bearer = bearer,
+                                 .on_message = rpc_dispatch};
         /* Test knobs (undocumented): shorter liveness and backoff timers. */
         if (getenv("EXEC_SERVER_REMOTE_PING_MS"))
             ro.ping_ms = strtoull(getenv("EXEC_SERVER_REMOTE_PING_MS"), NULL, 10);
@@ -689,10 +693,10 @@ int main(int argc, char **argv)
     if (remote_mode && !listen_given) {
         /* Remote only: no local listener. */
     } else if (stdio_mode) {
-        if (stdio_serve(loop, on_stdio_eof) != 0) exit_status = 1;
+        if (stdio_serve(loop, rpc_dispatch, on_stdio_eof) != 0) exit_status = 1;
     } else {
         char url[128];
-        int r = ws_listen(loop, host, port, &listener, url, sizeof url);
+        int r = ws_listen(loop, host, port, rpc_dispatch, &listener, url, sizeof url);
         if (r != 0) {
             fprintf(stderr, "exec-server: cannot listen on %s: %s\n", listen_url, uv_strerror(r));
             return 1;

@@ -14,7 +14,8 @@
  * generic calls) fails instead of being replayed. */
 #include "ec_internal.h"
 
-#include "util/base64.h"
+#include "proto/base64.h"
+#include "proto/http_upgrade.h"
 #include "util/mem.h"
 
 #include <errno.h>
@@ -22,7 +23,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/evp.h>
 #include <openssl/err.h>
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
@@ -38,7 +38,6 @@
 
 #define EC_MAX_MESSAGE (64u << 20)
 #define EC_PUMP_BUDGET (1u << 20) /* socket bytes handled per pump() call */
-#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 const char *ec_err_kind_name(ec_err_kind kind)
 {
@@ -447,14 +446,10 @@ static int handshake(ec_client *c, int64_t deadline, ec_error *err)
         free(head);
         return rc;
     }
-    /* Check Sec-WebSocket-Accept = base64(SHA-1(key + GUID)). */
-    char src[64];
-    snprintf(src, sizeof src, "%s%s", key, WS_GUID);
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned mdlen = 0;
-    EVP_Digest(src, strlen(src), md, &mdlen, EVP_sha1(), NULL);
-    char want[32] = {0};
-    base64_encode(md, mdlen, want);
+    /* Check Sec-WebSocket-Accept = base64(SHA-1(key + GUID)), computed by the same
+     * code the server answers with. */
+    char want[HTTP_WS_ACCEPT_LEN + 1];
+    http_ws_accept_key(key, strlen(key), want);
     bool ok = false;
     for (char *line = strstr(head, "\r\n"); line; line = strstr(line + 2, "\r\n")) {
         const char *name = "sec-websocket-accept:";
@@ -530,7 +525,7 @@ static int plain_open(ec_client *c, int64_t deadline, ec_error *err)
 
 static int plain_send(ec_client *c, const char *text, size_t len, ec_error *err)
 {
-    return send_frame(c, EC_WS_TEXT, text, len, err);
+    return send_frame(c, WS_OP_TEXT, text, len, err);
 }
 
 static int plain_on_ws_message(ec_client *c, int opcode, const uint8_t *p, size_t n)
@@ -666,7 +661,7 @@ static int handle_frames(ec_client *c)
     size_t off = 0;
     int rc = 0;
     while (c->fd >= 0) {
-        struct ec_ws_frame f;
+        struct ws_frame f;
         int r = ec_ws_parse(c->rbuf + off, c->rlen - off, EC_MAX_MESSAGE, &f);
         if (r == 0) break;
         if (r < 0) {
@@ -675,20 +670,20 @@ static int handle_frames(ec_client *c)
         }
         uint8_t *payload = c->rbuf + off + f.header_len;
         size_t n = (size_t)f.payload_len;
-        if (f.masked) ec_ws_unmask(payload, n, f.mask);
+        if (f.masked) ws_frame_unmask(payload, n, f.mask);
         off += f.header_len + n;
         switch (f.opcode) {
-        case EC_WS_PING:
-            send_frame(c, EC_WS_PONG, payload, n, NULL);
+        case WS_OP_PING:
+            send_frame(c, WS_OP_PONG, payload, n, NULL);
             break;
-        case EC_WS_PONG:
+        case WS_OP_PONG:
             break;
-        case EC_WS_CLOSE:
-            send_frame(c, EC_WS_CLOSE, payload, n < 2 ? n : 2, NULL);
+        case WS_OP_CLOSE:
+            send_frame(c, WS_OP_CLOSE, payload, n < 2 ? n : 2, NULL);
             rc = -1;
             goto out;
         default:
-            if (f.opcode != EC_WS_CONT) {
+            if (f.opcode != WS_OP_CONT) {
                 if (c->in_msg) {
                     rc = -1;
                     goto out;
@@ -1032,7 +1027,7 @@ void ec_client_close(ec_client *c)
     }
     if (c->fd >= 0) {
         uint8_t code[2] = {0x03, 0xE8}; /* 1000 normal closure */
-        send_frame(c, EC_WS_CLOSE, code, 2, NULL);
+        send_frame(c, WS_OP_CLOSE, code, 2, NULL);
     }
     conn_drop(c);
     if (c->ml->destroy) c->ml->destroy(c);

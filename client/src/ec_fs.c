@@ -6,7 +6,7 @@
  * replayed after a reconnect (they fail with EC_ERR_TRANSPORT instead). */
 #include "ec_internal.h"
 
-#include "util/base64.h"
+#include "proto/base64.h"
 #include "util/mem.h"
 
 #include <stdio.h>

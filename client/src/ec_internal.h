@@ -52,7 +52,7 @@ struct ec_msg_layer {
     int (*open)(ec_client *c, int64_t deadline, ec_error *err);
     /* Sends one JSON-RPC message. On failure the connection is dropped. */
     int (*send)(ec_client *c, const char *text, size_t len, ec_error *err);
-    /* One whole WebSocket data message (opcode EC_WS_TEXT or EC_WS_BINARY); it hands
+    /* One whole WebSocket data message (opcode WS_OP_TEXT or WS_OP_BINARY); it hands
      * each JSON-RPC message it yields to ec_deliver(). Returns -1 when the connection
      * must be dropped. */
     int (*on_ws_message)(ec_client *c, int opcode, const uint8_t *p, size_t n);
@@ -117,7 +117,7 @@ int ec_conn_set_url(ec_client *c, const char *url, ec_error *err);
 /* TCP connect, TLS for wss, WebSocket upgrade (with the bearer token when c->token is
  * set). A refused upgrade fails with EC_ERR_TRANSPORT and code = the HTTP status. */
 int ec_conn_open_ws(ec_client *c, int64_t deadline, ec_error *err);
-/* One WebSocket message (opcode EC_WS_TEXT / EC_WS_BINARY / control). */
+/* One WebSocket message (opcode WS_OP_TEXT / WS_OP_BINARY / control). */
 int ec_conn_send_ws(ec_client *c, int opcode, const void *payload, size_t n, ec_error *err);
 /* Waits up to timeout_ms for input and handles what came (through ml->on_ws_message).
  * Returns 0, or -EC_ERR_TRANSPORT once the connection is gone. */

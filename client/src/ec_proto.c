@@ -2,7 +2,7 @@
  * per-process event tracker (see ec_proto.h). No I/O anywhere in this file. */
 #include "ec_proto.h"
 
-#include "util/base64.h"
+#include "proto/base64.h"
 #include "util/mem.h"
 
 #include <stdlib.h>
@@ -10,44 +10,13 @@
 
 /* ---- WebSocket frames ---------------------------------------------------------- */
 
-int ec_ws_parse(const uint8_t *buf, size_t n, uint64_t max_payload, struct ec_ws_frame *f)
+int ec_ws_parse(const uint8_t *buf, size_t n, uint64_t max_payload, struct ws_frame *f)
 {
-    if (n < 2) return 0;
-    memset(f, 0, sizeof *f);
-    f->fin = buf[0] & 0x80;
-    if (buf[0] & 0x70) return -1; /* no extension was negotiated, so RSV bits must be clear */
-    f->opcode = buf[0] & 0x0F;
-    if (!(f->opcode <= 2 || (f->opcode >= 8 && f->opcode <= 10))) return -1;
-    f->masked = buf[1] & 0x80;
-    uint64_t len = buf[1] & 0x7F;
-    size_t h = 2;
-    if (len == 126) {
-        if (n < 4) return 0;
-        len = (uint64_t)buf[2] << 8 | buf[3];
-        h = 4;
-    } else if (len == 127) {
-        if (n < 10) return 0;
-        len = 0;
-        for (int i = 0; i < 8; i++)
-            len = len << 8 | buf[2 + i];
-        h = 10;
-    }
-    if (f->opcode >= 8 && (len > 125 || !f->fin)) return -1;
-    if (len > max_payload) return -1;
-    if (f->masked) {
-        if (n < h + 4) return 0;
-        memcpy(f->mask, buf + h, 4);
-        h += 4;
-    }
-    f->header_len = h;
-    f->payload_len = len;
-    return n - h >= len ? 1 : 0;
-}
-
-void ec_ws_unmask(uint8_t *p, size_t n, const uint8_t mask[4])
-{
-    for (size_t i = 0; i < n; i++)
-        p[i] ^= mask[i & 3];
+    /* Validity needs only the first two bytes and the length, so a bad frame is
+     * refused before its payload arrives (an over-long one never will). */
+    if (ws_frame_decode(buf, n, f) == 0) return 0;
+    if (!ws_frame_valid(f) || f->payload_len > max_payload) return -1;
+    return n - f->header_len >= f->payload_len ? 1 : 0;
 }
 
 void ec_ws_encode(uint8_t **out, size_t *out_len, size_t *out_cap, int opcode, const void *payload,
@@ -62,25 +31,9 @@ void ec_ws_encode(uint8_t **out, size_t *out_len, size_t *out_cap, int opcode, c
         *out_cap = cap;
     }
     uint8_t *p = *out + *out_len;
-    *p++ = 0x80 | (uint8_t)opcode;
-    uint8_t mbit = mask ? 0x80 : 0;
-    if (n < 126) {
-        *p++ = mbit | (uint8_t)n;
-    } else if (n <= 0xFFFF) {
-        *p++ = mbit | 126;
-        *p++ = (uint8_t)(n >> 8);
-        *p++ = (uint8_t)n;
-    } else {
-        *p++ = mbit | 127;
-        for (int i = 7; i >= 0; i--)
-            *p++ = (uint8_t)((uint64_t)n >> (8 * i));
-    }
-    if (mask) {
-        memcpy(p, mask, 4);
-        p += 4;
-    }
+    p += ws_frame_encode(p, true, opcode, n, mask);
     if (n) memcpy(p, payload, n);
-    if (mask) ec_ws_unmask(p, n, mask);
+    if (mask) ws_frame_unmask(p, n, mask);
     p += n;
     *out_len = (size_t)(p - *out);
 }

@@ -3,7 +3,7 @@
  * Three pure pieces that take bytes or JSON in and give bytes or structs out, so the
  * unit tests (and the fault-injecting proxy of the live tests) can drive them without
  * a socket:
- *  - ec_ws_*: RFC 6455 frame parsing and (masked) frame encoding;
+ *  - ec_ws_*: the client's frame policy and (masked) encoding over proto/ws_frame;
  *  - ec_msg_*: JSON-RPC request encoding and incoming-message classification;
  *  - ec_track_*: the per-process event tracker: seq de-duplication, gap detection,
  *    completion from pushed events, and when one process/read is needed.
@@ -17,33 +17,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* ---- WebSocket frames ---- */
+#include "proto/ws_frame.h"
 
-enum {
-    EC_WS_CONT = 0,
-    EC_WS_TEXT = 1,
-    EC_WS_BINARY = 2,
-    EC_WS_CLOSE = 8,
-    EC_WS_PING = 9,
-    EC_WS_PONG = 10
-};
+/* ---- WebSocket frames (the header codec is the server's: proto/ws_frame.h) ---- */
 
-struct ec_ws_frame {
-    bool fin;
-    int opcode;
-    bool masked;
-    uint8_t mask[4];
-    size_t header_len; /* bytes before the payload */
-    uint64_t payload_len;
-};
-
-/* Parses the frame header at buf[0..n). Returns 1 when the whole frame (header and
- * payload) is in the buffer, 0 when more bytes are needed, -1 on a protocol error
- * (reserved bits, bad opcode, oversized control frame, payload over max_payload). */
-int ec_ws_parse(const uint8_t *buf, size_t n, uint64_t max_payload, struct ec_ws_frame *f);
-
-/* XORs n payload bytes with the mask, in place (mask offset starts at 0). */
-void ec_ws_unmask(uint8_t *p, size_t n, const uint8_t mask[4]);
+/* The client's receive policy over ws_frame_decode: returns 1 when the whole frame
+ * (header and payload) is in buf[0..n), 0 when more bytes are needed, -1 on a
+ * protocol error (ws_frame_valid fails, or the payload is over max_payload). */
+int ec_ws_parse(const uint8_t *buf, size_t n, uint64_t max_payload, struct ws_frame *f);
 
 /* Appends one frame (fin=1) with the payload masked by `mask` (NULL: unmasked, as a
  * server would send) to *out (grown with realloc; *out_len and *out_cap updated). */

@@ -69,7 +69,7 @@ static void leave(struct ec_remote *rm)
 static int relay_emit(void *ud, const uint8_t *frame, size_t len)
 {
     ec_client *c = ud;
-    return ec_conn_send_ws(c, EC_WS_BINARY, frame, len, NULL) == 0 ? 0 : -EPIPE;
+    return ec_conn_send_ws(c, WS_OP_BINARY, frame, len, NULL) == 0 ? 0 : -EPIPE;
 }
 
 static void relay_message(void *ud, const char *text, size_t len)
@@ -108,7 +108,7 @@ static int remote_open(ec_client *c, int64_t deadline, ec_error *err)
             uint8_t *fb = NULL;
             size_t fl = 0;
             if (ec_relay_reset_frame(rm->abandoned, EC_RESET_REASON, &fb, &fl) == 0)
-                ec_conn_send_ws(c, EC_WS_BINARY, fb, fl, NULL);
+                ec_conn_send_ws(c, WS_OP_BINARY, fb, fl, NULL);
             free(fb);
             rm->abandoned[0] = 0;
         }
@@ -167,7 +167,7 @@ static int remote_send(ec_client *c, const char *text, size_t len, ec_error *err
 static int remote_on_ws_message(ec_client *c, int opcode, const uint8_t *p, size_t n)
 {
     struct ec_remote *rm = rm_of(c);
-    if (opcode != EC_WS_BINARY) {
+    if (opcode != WS_OP_BINARY) {
         snprintf(rm->last_error, sizeof rm->last_error,
                  "the rendezvous sent a text message (relay frames are binary)");
         return -1;
@@ -187,7 +187,7 @@ static void remote_on_close(ec_client *c)
     uint8_t *fb = NULL;
     size_t fl = 0;
     if (ec_relay_reset_frame(rm->relay.stream_id, EC_RESET_REASON, &fb, &fl) == 0)
-        ec_conn_send_ws(c, EC_WS_BINARY, fb, fl, NULL);
+        ec_conn_send_ws(c, WS_OP_BINARY, fb, fl, NULL);
     free(fb);
     rm->relay.state = EC_RELAY_FAILED; /* not abandoned: nothing to reset later */
 }

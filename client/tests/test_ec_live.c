@@ -13,6 +13,9 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -25,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ec_check.h"
+#include <cmocka.h>
 
 static int64_t now_ms(void)
 {
@@ -149,14 +152,14 @@ static bool send_all(int fd, const uint8_t *p, size_t n)
 
 /* What to do with one whole frame: 0 forward, 1 drop, 2 forward then cut, 3 forward
  * fragmented (with pings between), 4 send px.rewrite instead. */
-static int judge(bool from_client, const uint8_t *frame, const struct ec_ws_frame *f)
+static int judge(bool from_client, const uint8_t *frame, const struct ws_frame *f)
 {
-    if (from_client && f->opcode == EC_WS_PONG && f->payload_len == 2) px.pongs++;
-    if (f->opcode != EC_WS_TEXT && f->opcode != EC_WS_BINARY) return 0;
+    if (from_client && f->opcode == WS_OP_PONG && f->payload_len == 2) px.pongs++;
+    if (f->opcode != WS_OP_TEXT && f->opcode != WS_OP_BINARY) return 0;
     size_t n = (size_t)f->payload_len;
     char *text = malloc(n + 1);
     memcpy(text, frame + f->header_len, n);
-    if (f->masked) ec_ws_unmask((uint8_t *)text, n, f->mask);
+    if (f->masked) ws_frame_unmask((uint8_t *)text, n, f->mask);
     text[n] = 0;
     int verdict = 0;
     struct ec_msg m;
@@ -205,10 +208,10 @@ static bool send_fragmented(int fd, int opcode, const uint8_t *payload, size_t n
     ec_ws_encode(&out, &len, &cap, opcode, payload, a, NULL);
     out[0] &= 0x7F; /* not FIN */
     size_t mark = len;
-    ec_ws_encode(&out, &len, &cap, EC_WS_PING, "px", 2, NULL);
-    ec_ws_encode(&out, &len, &cap, EC_WS_CONT, payload + a, b - a, NULL);
+    ec_ws_encode(&out, &len, &cap, WS_OP_PING, "px", 2, NULL);
+    ec_ws_encode(&out, &len, &cap, WS_OP_CONT, payload + a, b - a, NULL);
     out[mark + 4] &= 0x7F;
-    ec_ws_encode(&out, &len, &cap, EC_WS_CONT, payload + b, n - b, NULL);
+    ec_ws_encode(&out, &len, &cap, WS_OP_CONT, payload + b, n - b, NULL);
     bool ok = send_all(fd, out, len);
     free(out);
     return ok;
@@ -232,7 +235,7 @@ static bool forward(struct pair *p, struct side *from, struct side *to, bool fro
         from->upgraded = true;
     }
     while (!cut) {
-        struct ec_ws_frame f;
+        struct ws_frame f;
         int r = ec_ws_parse(from->buf + off, from->len - off, 1ull << 32, &f);
         if (r < 0) {
             cut = true;
@@ -244,7 +247,7 @@ static bool forward(struct pair *p, struct side *from, struct side *to, bool fro
         if (v == 4) {
             uint8_t *out = NULL;
             size_t len = 0, cap = 0;
-            ec_ws_encode(&out, &len, &cap, EC_WS_TEXT, px.rewrite, strlen(px.rewrite), NULL);
+            ec_ws_encode(&out, &len, &cap, WS_OP_TEXT, px.rewrite, strlen(px.rewrite), NULL);
             if (!send_all(to->fd, out, len)) cut = true;
             free(out);
             free(px.rewrite);
@@ -471,38 +474,35 @@ static ec_process *start_sh(ec_client *c, const char *script)
     ec_start_options so = {.argv = argv, .cwd = "/tmp", .env = test_env};
     ec_process *p = NULL;
     ec_error e = {0};
-    if (ec_process_start(c, &so, &p, &e) != 0) {
-        fprintf(stderr, "start failed: %s\n", e.message);
-        failures++;
-    }
+    if (ec_process_start(c, &so, &p, &e) != 0) fail_msg("start failed: %s", e.message);
     return p;
 }
 
 /* ---- tests -------------------------------------------------------------------- */
 
-static void test_pushed_events_complete_with_zero_reads(void)
+static void test_pushed_events_complete_with_zero_reads(void **state)
 {
     proxy_reset();
     ec_client *c = connect_via_proxy(0);
     ec_process *p = start_sh(c, "echo one; echo two >&2; exit 3");
     struct collected r;
     collect(p, &r, 20000);
-    CHECK(r.rc == 0);
-    CHECK(strcmp(r.out, "one\n") == 0);
-    CHECK(strcmp(r.err, "two\n") == 0);
-    CHECK(r.exit_code == 3 && r.exits == 1 && r.closes == 1);
+    assert_true(r.rc == 0);
+    assert_true(strcmp(r.out, "one\n") == 0);
+    assert_true(strcmp(r.err, "two\n") == 0);
+    assert_true(r.exit_code == 3 && r.exits == 1 && r.closes == 1);
     ec_process_stats st;
     ec_process_get_stats(p, &st);
-    CHECK(st.reads_sent == 0);
-    CHECK(px_get(&px.reads) == 0);
-    CHECK(ec_process_closed(p));
+    assert_true(st.reads_sent == 0);
+    assert_true(px_get(&px.reads) == 0);
+    assert_true(ec_process_closed(p));
     ec_event ev;
-    CHECK(ec_process_next_event(p, 0, &ev, NULL) == -EC_ERR_USAGE);
+    assert_true(ec_process_next_event(p, 0, &ev, NULL) == -EC_ERR_USAGE);
     ec_process_free(p);
     ec_client_close(c);
 }
 
-static void test_gap_recovered_with_exactly_one_read(void)
+static void test_gap_recovered_with_exactly_one_read(void **state)
 {
     proxy_reset();
     px.drop_output_seq = 2;
@@ -510,20 +510,20 @@ static void test_gap_recovered_with_exactly_one_read(void)
     ec_process *p = start_sh(c, "echo a; sleep 0.3; echo b; sleep 0.3; echo c; exit 5");
     struct collected r;
     collect(p, &r, 20000);
-    CHECK(r.rc == 0);
-    CHECK(strcmp(r.out, "a\nb\nc\n") == 0);
-    CHECK(r.exit_code == 5 && r.exits == 1 && r.closes == 1);
+    assert_true(r.rc == 0);
+    assert_true(strcmp(r.out, "a\nb\nc\n") == 0);
+    assert_true(r.exit_code == 5 && r.exits == 1 && r.closes == 1);
     ec_process_stats st;
     ec_process_get_stats(p, &st);
-    CHECK(st.gaps_detected == 1);
-    CHECK(st.reads_sent == 1);
-    CHECK(px_get(&px.reads) == 1);
+    assert_true(st.gaps_detected == 1);
+    assert_true(st.reads_sent == 1);
+    assert_true(px_get(&px.reads) == 1);
     ec_process_free(p);
     ec_client_close(c);
 }
 
 /* A lost exit notification shows up as a seq gap at close: one read recovers it. */
-static void test_lost_exit_recovered_with_one_read(void)
+static void test_lost_exit_recovered_with_one_read(void **state)
 {
     proxy_reset();
     px.drop_exited = true;
@@ -531,18 +531,18 @@ static void test_lost_exit_recovered_with_one_read(void)
     ec_process *p = start_sh(c, "echo x; exit 9");
     struct collected r;
     collect(p, &r, 20000);
-    CHECK(r.rc == 0 && strcmp(r.out, "x\n") == 0);
-    CHECK(r.exit_code == 9 && r.exits == 1 && r.closes == 1);
+    assert_true(r.rc == 0 && strcmp(r.out, "x\n") == 0);
+    assert_true(r.exit_code == 9 && r.exits == 1 && r.closes == 1);
     ec_process_stats st;
     ec_process_get_stats(p, &st);
-    CHECK(st.reads_sent == 1 && st.gaps_detected == 1);
-    CHECK(px_get(&px.reads) == 1);
+    assert_true(st.reads_sent == 1 && st.gaps_detected == 1);
+    assert_true(px_get(&px.reads) == 1);
     ec_process_free(p);
     ec_client_close(c);
 }
 
 /* An exit without sandboxDenied (an older server) costs exactly one read. */
-static void test_old_server_exit_costs_one_read(void)
+static void test_old_server_exit_costs_one_read(void **state)
 {
     proxy_reset();
     px.strip_sandbox_denied = true;
@@ -550,17 +550,17 @@ static void test_old_server_exit_costs_one_read(void)
     ec_process *p = start_sh(c, "echo y; exit 4");
     struct collected r;
     collect(p, &r, 20000);
-    CHECK(r.rc == 0 && strcmp(r.out, "y\n") == 0);
-    CHECK(r.exit_code == 4 && r.exits == 1 && r.closes == 1);
+    assert_true(r.rc == 0 && strcmp(r.out, "y\n") == 0);
+    assert_true(r.exit_code == 4 && r.exits == 1 && r.closes == 1);
     ec_process_stats st;
     ec_process_get_stats(p, &st);
-    CHECK(st.reads_sent == 1 && st.gaps_detected == 0);
-    CHECK(px_get(&px.reads) == 1);
+    assert_true(st.reads_sent == 1 && st.gaps_detected == 0);
+    assert_true(px_get(&px.reads) == 1);
     ec_process_free(p);
     ec_client_close(c);
 }
 
-static void test_reconnect_mid_command(void)
+static void test_reconnect_mid_command(void **state)
 {
     proxy_reset();
     px.cut_after_output_seq = 1;
@@ -569,20 +569,20 @@ static void test_reconnect_mid_command(void)
     ec_process *p = start_sh(c, "echo one; sleep 0.5; echo two; sleep 0.5; echo three");
     struct collected r;
     collect(p, &r, 30000);
-    CHECK(r.rc == 0);
-    CHECK(strcmp(r.out, "one\ntwo\nthree\n") == 0); /* complete, nothing twice */
-    CHECK(r.exit_code == 0 && r.closes == 1);
-    CHECK(r.resyncs == 1);
-    CHECK(ec_client_reconnects(c) == 1);
-    CHECK(strcmp(ec_client_session_id(c), sid) == 0);
-    CHECK(px_get(&px.initializes) == 2);
+    assert_true(r.rc == 0);
+    assert_true(strcmp(r.out, "one\ntwo\nthree\n") == 0); /* complete, nothing twice */
+    assert_true(r.exit_code == 0 && r.closes == 1);
+    assert_true(r.resyncs == 1);
+    assert_true(ec_client_reconnects(c) == 1);
+    assert_true(strcmp(ec_client_session_id(c), sid) == 0);
+    assert_true(px_get(&px.initializes) == 2);
     ec_process_stats st;
     ec_process_get_stats(p, &st);
-    CHECK(st.resyncs == 1 && st.reads_sent == 1);
+    assert_true(st.resyncs == 1 && st.reads_sent == 1);
     /* The client keeps working on the resumed session. */
     ec_process *q = start_sh(c, "echo after");
     collect(q, &r, 20000);
-    CHECK(strcmp(r.out, "after\n") == 0);
+    assert_true(strcmp(r.out, "after\n") == 0);
     ec_process_free(q);
     ec_process_free(p);
     free(sid);
@@ -591,7 +591,7 @@ static void test_reconnect_mid_command(void)
 
 /* The server side goes away while the client is idle: the next call resumes first and
  * succeeds (nothing was in flight, so nothing fails). */
-static void test_idle_drop_resumes_before_the_next_call(void)
+static void test_idle_drop_resumes_before_the_next_call(void **state)
 {
     proxy_reset();
     ec_client *c = connect_via_proxy(15000);
@@ -602,14 +602,14 @@ static void test_idle_drop_resumes_before_the_next_call(void)
     usleep(200 * 1000);
     ec_error e = {0};
     json_t *res = NULL;
-    CHECK(ec_client_call(c, "environment/status", NULL, &res, &e) == 0);
-    CHECK(json_is_string(json_object_get(res, "status")));
+    assert_true(ec_client_call(c, "environment/status", NULL, &res, &e) == 0);
+    assert_true(json_is_string(json_object_get(res, "status")));
     json_decref(res);
-    CHECK(ec_client_reconnects(c) == 1);
+    assert_true(ec_client_reconnects(c) == 1);
     ec_client_close(c);
 }
 
-static void test_start_in_flight_is_not_replayed(void)
+static void test_start_in_flight_is_not_replayed(void **state)
 {
     proxy_reset();
     snprintf(px.cut_after_method, sizeof px.cut_after_method, "process/start");
@@ -619,24 +619,24 @@ static void test_start_in_flight_is_not_replayed(void)
     ec_process *p = NULL;
     ec_error e = {0};
     int rc = ec_process_start(c, &so, &p, &e);
-    CHECK(rc == -EC_ERR_TRANSPORT && e.kind == EC_ERR_TRANSPORT);
-    CHECK(strstr(e.message, "not replayed") != NULL);
-    CHECK(p == NULL);
-    CHECK(px_get(&px.starts) == 1);
+    assert_true(rc == -EC_ERR_TRANSPORT && e.kind == EC_ERR_TRANSPORT);
+    assert_true(strstr(e.message, "not replayed") != NULL);
+    assert_true(p == NULL);
+    assert_true(px_get(&px.starts) == 1);
     /* The client resumed; the process that did start is visible under its id, and a
      * second start of the same id is the caller's decision: it says "already exists". */
     json_t *res = NULL;
     rc = ec_client_call(
         c, "process/read",
         json_pack("{s:s, s:i, s:i}", "processId", "once", "afterSeq", 0, "waitMs", 2000), &res, &e);
-    CHECK(rc == 0);
+    assert_true(rc == 0);
     json_decref(res);
-    CHECK(px_get(&px.starts) == 1);
-    CHECK(ec_client_reconnects(c) == 1);
+    assert_true(px_get(&px.starts) == 1);
+    assert_true(ec_client_reconnects(c) == 1);
     ec_client_close(c);
 }
 
-static void test_write_retried_with_same_write_id(void)
+static void test_write_retried_with_same_write_id(void **state)
 {
     proxy_reset();
     ec_client *c = connect_via_proxy(15000);
@@ -644,22 +644,22 @@ static void test_write_retried_with_same_write_id(void)
     ec_start_options so = {.argv = argv, .cwd = "/tmp", .env = test_env, .pipe_stdin = true};
     ec_process *p = NULL;
     ec_error e = {0};
-    CHECK(ec_process_start(c, &so, &p, &e) == 0);
+    assert_true(ec_process_start(c, &so, &p, &e) == 0);
     pthread_mutex_lock(&px.mu);
     snprintf(px.cut_after_method, sizeof px.cut_after_method, "process/write");
     pthread_mutex_unlock(&px.mu);
-    CHECK(ec_process_write(p, "x1\n", 3, &e) == 0); /* forwarded, reply lost, re-sent */
-    CHECK(ec_process_write(p, "y2\n", 3, &e) == 0);
+    assert_true(ec_process_write(p, "x1\n", 3, &e) == 0); /* forwarded, reply lost, re-sent */
+    assert_true(ec_process_write(p, "y2\n", 3, &e) == 0);
     struct collected r;
     collect(p, &r, 20000);
-    CHECK(strcmp(r.out, "got:x1\ngot:y2\n") == 0);
-    CHECK(px_get(&px.writes) == 3);
-    CHECK(ec_client_reconnects(c) == 1);
+    assert_true(strcmp(r.out, "got:x1\ngot:y2\n") == 0);
+    assert_true(px_get(&px.writes) == 3);
+    assert_true(ec_client_reconnects(c) == 1);
     ec_process_free(p);
     ec_client_close(c);
 }
 
-static void test_unknown_session_is_terminal(void)
+static void test_unknown_session_is_terminal(void **state)
 {
     proxy_reset();
     px.cut_after_output_seq = 1;
@@ -668,23 +668,23 @@ static void test_unknown_session_is_terminal(void)
     ec_process *p = start_sh(c, "echo one; sleep 30");
     struct collected r;
     collect(p, &r, 30000);
-    CHECK(r.rc == -EC_ERR_SESSION_LOST);
-    CHECK(strcmp(r.out, "one\n") == 0); /* what came before the loss is delivered */
-    CHECK(r.resyncs == 1);              /* the waiting caller was woken */
+    assert_true(r.rc == -EC_ERR_SESSION_LOST);
+    assert_true(strcmp(r.out, "one\n") == 0); /* what came before the loss is delivered */
+    assert_true(r.resyncs == 1);              /* the waiting caller was woken */
     ec_error e = {0};
-    CHECK(ec_client_call(c, "environment/status", NULL, NULL, &e) == -EC_ERR_SESSION_LOST);
-    CHECK(e.kind == EC_ERR_SESSION_LOST && strstr(e.message, "unknown session") != NULL);
+    assert_true(ec_client_call(c, "environment/status", NULL, NULL, &e) == -EC_ERR_SESSION_LOST);
+    assert_true(e.kind == EC_ERR_SESSION_LOST && strstr(e.message, "unknown session") != NULL);
     ec_process_free(p);
     ec_client_close(c);
 }
 
-static void test_error_kinds_and_fs(void)
+static void test_error_kinds_and_fs(void **state)
 {
     proxy_reset();
     ec_client *c = connect_via_proxy(0);
     ec_error e = {0};
     char dir[] = "/tmp/ec_live_XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
+    assert_true(mkdtemp(dir) != NULL);
     char path[256], sub[256], copy[256];
     snprintf(path, sizeof path, "%s/a b.txt", dir);
     snprintf(sub, sizeof sub, "%s/d/e", dir);
@@ -692,61 +692,61 @@ static void test_error_kinds_and_fs(void)
 
     uint8_t *data;
     size_t n;
-    CHECK(ec_fs_read_file(c, path, &data, &n, &e) == -EC_ERR_SERVER);
-    CHECK(e.kind == EC_ERR_SERVER && e.code == -32004);
-    CHECK(ec_fs_read_file(c, "relative", &data, &n, &e) == -EC_ERR_USAGE);
+    assert_true(ec_fs_read_file(c, path, &data, &n, &e) == -EC_ERR_SERVER);
+    assert_true(e.kind == EC_ERR_SERVER && e.code == -32004);
+    assert_true(ec_fs_read_file(c, "relative", &data, &n, &e) == -EC_ERR_USAGE);
 
-    CHECK(ec_fs_write_file(c, path, "hello\0world", 11, &e) == 0);
-    CHECK(ec_fs_read_file(c, path, &data, &n, &e) == 0);
-    CHECK(n == 11 && memcmp(data, "hello\0world", 11) == 0);
+    assert_true(ec_fs_write_file(c, path, "hello\0world", 11, &e) == 0);
+    assert_true(ec_fs_read_file(c, path, &data, &n, &e) == 0);
+    assert_true(n == 11 && memcmp(data, "hello\0world", 11) == 0);
     free(data);
     ec_metadata md;
-    CHECK(ec_fs_get_metadata(c, path, &md, &e) == 0 && md.is_file && md.size == 11);
-    CHECK(ec_fs_create_directory(c, sub, true, &e) == 0);
-    CHECK(ec_fs_copy(c, path, copy, false, &e) == 0);
+    assert_true(ec_fs_get_metadata(c, path, &md, &e) == 0 && md.is_file && md.size == 11);
+    assert_true(ec_fs_create_directory(c, sub, true, &e) == 0);
+    assert_true(ec_fs_copy(c, path, copy, false, &e) == 0);
     ec_dirent *ents;
-    CHECK(ec_fs_read_directory(c, dir, &ents, &n, &e) == 0 && n == 2);
+    assert_true(ec_fs_read_directory(c, dir, &ents, &n, &e) == 0 && n == 2);
     ec_dirents_free(ents, n);
     ec_walk_entry *w;
     bool trunc = true;
-    CHECK(ec_fs_walk(c, dir, NULL, &w, &n, &trunc, &e) == 0 && n == 4 && !trunc);
+    assert_true(ec_fs_walk(c, dir, NULL, &w, &n, &trunc, &e) == 0 && n == 4 && !trunc);
     bool saw_space = false;
     for (size_t i = 0; i < n; i++)
         saw_space |= strcmp(w[i].path, path) == 0;
-    CHECK(saw_space);
+    assert_true(saw_space);
     ec_walk_entries_free(w, n);
     char *canon = NULL;
     char dotted[300];
     snprintf(dotted, sizeof dotted, "%s/d/../a b.txt", dir);
-    CHECK(ec_fs_canonicalize(c, dotted, &canon, &e) == 0 && canon && strcmp(canon, path) == 0);
+    assert_true(ec_fs_canonicalize(c, dotted, &canon, &e) == 0 && canon && strcmp(canon, path) == 0);
     free(canon);
     /* Random-access reads. */
-    CHECK(ec_fs_open(c, "h1", path, false, &e) == 0);
+    assert_true(ec_fs_open(c, "h1", path, false, &e) == 0);
     bool eof = false;
-    CHECK(ec_fs_read_block(c, "h1", 6, 100, &data, &n, &eof, &e) == 0);
-    CHECK(n == 5 && memcmp(data, "world", 5) == 0 && eof);
+    assert_true(ec_fs_read_block(c, "h1", 6, 100, &data, &n, &eof, &e) == 0);
+    assert_true(n == 5 && memcmp(data, "world", 5) == 0 && eof);
     free(data);
-    CHECK(ec_fs_close(c, "h1", &e) == 0);
-    CHECK(ec_fs_remove(c, dir, true, false, &e) == 0);
-    CHECK(ec_fs_get_metadata(c, dir, &md, &e) == -EC_ERR_SERVER && e.code == -32004);
+    assert_true(ec_fs_close(c, "h1", &e) == 0);
+    assert_true(ec_fs_remove(c, dir, true, false, &e) == 0);
+    assert_true(ec_fs_get_metadata(c, dir, &md, &e) == -EC_ERR_SERVER && e.code == -32004);
 
     /* A timeout is its own kind, and the connection stays usable after it. */
     ec_process *p = start_sh(c, "sleep 5");
     ec_event ev;
-    CHECK(ec_process_next_event(p, 200, &ev, &e) == -EC_ERR_TIMEOUT && e.kind == EC_ERR_TIMEOUT);
+    assert_true(ec_process_next_event(p, 200, &ev, &e) == -EC_ERR_TIMEOUT && e.kind == EC_ERR_TIMEOUT);
     bool was = false;
-    CHECK(ec_process_terminate(p, &was, &e) == 0 && was);
+    assert_true(ec_process_terminate(p, &was, &e) == 0 && was);
     struct collected r;
     collect(p, &r, 20000);
-    CHECK(r.exit_code == 137);
-    CHECK(ec_client_call(c, "no/such", NULL, NULL, &e) == -EC_ERR_SERVER && e.code == -32601);
+    assert_true(r.exit_code == 137);
+    assert_true(ec_client_call(c, "no/such", NULL, NULL, &e) == -EC_ERR_SERVER && e.code == -32601);
     ec_process_free(p);
     ec_client_close(c);
 }
 
 /* A fast producer must not push the consumer into lag: the client reads the socket
  * in bounded batches, so TCP flow control holds the server back. */
-static void test_bulk_output_is_complete_without_lag(void)
+static void test_bulk_output_is_complete_without_lag(void **state)
 {
     proxy_reset();
     ec_client *c = connect_via_proxy(0);
@@ -765,17 +765,17 @@ static void test_bulk_output_is_complete_without_lag(void)
         }
         closed = ev.type == EC_EVENT_CLOSED;
     }
-    CHECK(closed);
-    CHECK(total == 50331648);
-    CHECK(!nonzero);
+    assert_true(closed);
+    assert_true(total == 50331648);
+    assert_true(!nonzero);
     ec_process_stats st;
     ec_process_get_stats(p, &st);
-    CHECK(st.lags == 0 && st.reads_sent == 0 && st.gaps_detected == 0);
+    assert_true(st.lags == 0 && st.reads_sent == 0 && st.gaps_detected == 0);
     ec_process_free(p);
     ec_client_close(c);
 }
 
-static void test_event_loop_api(void)
+static void test_event_loop_api(void **state)
 {
     proxy_reset();
     ec_client *c = connect_via_proxy(0);
@@ -786,20 +786,20 @@ static void test_event_loop_api(void)
     while (!closed && now_ms() < deadline) {
         struct pollfd pfd = {.fd = ec_client_fd(c), .events = POLLIN};
         poll(&pfd, 1, 1000);
-        CHECK(ec_client_process_ready(c, NULL) == 0);
+        assert_true(ec_client_process_ready(c, NULL) == 0);
         ec_event ev;
         while (ec_process_next_event(p, 0, &ev, NULL) == 0) {
             if (ev.type == EC_EVENT_OUTPUT) strncat(out, (const char *)ev.data, ev.len);
             if (ev.type == EC_EVENT_CLOSED) closed = true;
         }
     }
-    CHECK(closed);
-    CHECK(strcmp(out, "line1\nline2\nline3\n") == 0);
+    assert_true(closed);
+    assert_true(strcmp(out, "line1\nline2\nline3\n") == 0);
     ec_process_free(p);
     ec_client_close(c);
 }
 
-static void test_fragments_pings_and_bearer_token(void)
+static void test_fragments_pings_and_bearer_token(void **state)
 {
     proxy_reset();
     px.fragment_outputs = true;
@@ -808,39 +808,56 @@ static void test_fragments_pings_and_bearer_token(void)
     ec_client_options o = {.url = url, .bearer_token = "s3cret"};
     ec_client *c = NULL;
     ec_error e = {0};
-    CHECK(ec_client_connect(&o, &c, &e) == 0);
+    assert_true(ec_client_connect(&o, &c, &e) == 0);
     pthread_mutex_lock(&px.mu);
-    CHECK(strstr(px.client_head, "\r\nAuthorization: Bearer s3cret\r\n") != NULL);
-    CHECK(strstr(px.client_head, "GET / HTTP/1.1\r\n") == px.client_head);
+    assert_true(strstr(px.client_head, "\r\nAuthorization: Bearer s3cret\r\n") != NULL);
+    assert_true(strstr(px.client_head, "GET / HTTP/1.1\r\n") == px.client_head);
     pthread_mutex_unlock(&px.mu);
     ec_process *p = start_sh(c, "printf 'abcdefghijklmnopqrstuvwxyz'; sleep 0.2; echo 0123456789");
     struct collected r;
     collect(p, &r, 20000);
-    CHECK(r.rc == 0 && r.closes == 1);
-    CHECK(strcmp(r.out, "abcdefghijklmnopqrstuvwxyz0123456789\n") == 0);
+    assert_true(r.rc == 0 && r.closes == 1);
+    assert_true(strcmp(r.out, "abcdefghijklmnopqrstuvwxyz0123456789\n") == 0);
     /* One Pong per injected Ping, payload echoed (the proxy thread may see the last one
      * a moment after the client delivered the event). */
     for (int i = 0; i < 100 && px_get(&px.pongs) < 2; i++)
         usleep(20 * 1000);
-    CHECK(px_get(&px.pongs) == 2);
+    assert_true(px_get(&px.pongs) == 2);
     ec_process_free(p);
     ec_client_close(c);
 }
 
-static void test_connect_errors(void)
+static void test_connect_errors(void **state)
 {
     ec_client *c = NULL;
     ec_error e = {0};
     ec_client_options o = {.url = "http://127.0.0.1:1"};
-    CHECK(ec_client_connect(&o, &c, &e) == -EC_ERR_USAGE && c == NULL);
+    assert_true(ec_client_connect(&o, &c, &e) == -EC_ERR_USAGE && c == NULL);
     o.url = "ws://127.0.0.1:1";
-    CHECK(ec_client_connect(&o, &c, &e) == -EC_ERR_TRANSPORT);
-    CHECK(strstr(e.message, "refused") != NULL);
+    assert_true(ec_client_connect(&o, &c, &e) == -EC_ERR_TRANSPORT);
+    assert_true(strstr(e.message, "refused") != NULL);
     char url[64];
     snprintf(url, sizeof url, "ws://127.0.0.1:%d/other", server_port);
     o.url = url;
-    CHECK(ec_client_connect(&o, &c, &e) == -EC_ERR_TRANSPORT);
-    CHECK(strstr(e.message, "404") != NULL);
+    assert_true(ec_client_connect(&o, &c, &e) == -EC_ERR_TRANSPORT);
+    assert_true(strstr(e.message, "404") != NULL);
+}
+
+static const char *server_bin;
+
+/* One server and one proxy for the whole group, as before the cmocka port. */
+static int group_setup(void **state)
+{
+    server_start(server_bin);
+    proxy_start();
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    proxy_stop();
+    server_stop();
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -850,40 +867,22 @@ int main(int argc, char **argv)
         return 2;
     }
     signal(SIGPIPE, SIG_IGN); /* the proxy writes to sockets it may have lost */
-    server_start(argv[1]);
-    proxy_start();
-    struct {
-        const char *name;
-        void (*fn)(void);
-    } tests[] = {
-        {"pushed_events_complete_with_zero_reads", test_pushed_events_complete_with_zero_reads},
-        {"gap_recovered_with_exactly_one_read", test_gap_recovered_with_exactly_one_read},
-        {"lost_exit_recovered_with_one_read", test_lost_exit_recovered_with_one_read},
-        {"old_server_exit_costs_one_read", test_old_server_exit_costs_one_read},
-        {"reconnect_mid_command", test_reconnect_mid_command},
-        {"idle_drop_resumes_before_the_next_call", test_idle_drop_resumes_before_the_next_call},
-        {"start_in_flight_is_not_replayed", test_start_in_flight_is_not_replayed},
-        {"write_retried_with_same_write_id", test_write_retried_with_same_write_id},
-        {"unknown_session_is_terminal", test_unknown_session_is_terminal},
-        {"error_kinds_and_fs", test_error_kinds_and_fs},
-        {"bulk_output_is_complete_without_lag", test_bulk_output_is_complete_without_lag},
-        {"event_loop_api", test_event_loop_api},
-        {"fragments_pings_and_bearer_token", test_fragments_pings_and_bearer_token},
-        {"connect_errors", test_connect_errors},
+    server_bin = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pushed_events_complete_with_zero_reads),
+        cmocka_unit_test(test_gap_recovered_with_exactly_one_read),
+        cmocka_unit_test(test_lost_exit_recovered_with_one_read),
+        cmocka_unit_test(test_old_server_exit_costs_one_read),
+        cmocka_unit_test(test_reconnect_mid_command),
+        cmocka_unit_test(test_idle_drop_resumes_before_the_next_call),
+        cmocka_unit_test(test_start_in_flight_is_not_replayed),
+        cmocka_unit_test(test_write_retried_with_same_write_id),
+        cmocka_unit_test(test_unknown_session_is_terminal),
+        cmocka_unit_test(test_error_kinds_and_fs),
+        cmocka_unit_test(test_bulk_output_is_complete_without_lag),
+        cmocka_unit_test(test_event_loop_api),
+        cmocka_unit_test(test_fragments_pings_and_bearer_token),
+        cmocka_unit_test(test_connect_errors),
     };
-    for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
-        int before = failures;
-        int64_t t0 = now_ms();
-        tests[i].fn();
-        printf("%s %s (%lld ms)\n", failures == before ? "ok  " : "FAIL", tests[i].name,
-               (long long)(now_ms() - t0));
-        fflush(stdout);
-    }
-    proxy_stop();
-    server_stop();
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
-        return 1;
-    }
-    return 0;
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -2,13 +2,16 @@
  * per-process event tracker, with byte strings and JSON in and structs out. */
 #include "ec_proto.h"
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ec_check.h"
+#include <cmocka.h>
 
-static void test_ws_roundtrip(void)
+static void test_ws_roundtrip(void **state)
 {
     size_t sizes[] = {0, 5, 125, 126, 65535, 65536, 200000};
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
@@ -19,71 +22,71 @@ static void test_ws_roundtrip(void)
         uint8_t *out = NULL;
         size_t len = 0, cap = 0;
         const uint8_t mask[4] = {1, 2, 3, 4};
-        ec_ws_encode(&out, &len, &cap, EC_WS_TEXT, payload, n, mask);
-        struct ec_ws_frame f;
+        ec_ws_encode(&out, &len, &cap, WS_OP_TEXT, payload, n, mask);
+        struct ws_frame f;
         /* Every strict prefix needs more bytes. */
-        CHECK(ec_ws_parse(out, len - 1, 1u << 30, &f) == 0);
-        CHECK(ec_ws_parse(out, len, 1u << 30, &f) == 1);
-        CHECK(f.fin && f.opcode == EC_WS_TEXT && f.masked && f.payload_len == n);
-        CHECK(f.header_len + n == len);
-        ec_ws_unmask(out + f.header_len, n, f.mask);
-        CHECK(memcmp(out + f.header_len, payload, n) == 0);
+        assert_true(ec_ws_parse(out, len - 1, 1u << 30, &f) == 0);
+        assert_true(ec_ws_parse(out, len, 1u << 30, &f) == 1);
+        assert_true(f.fin && f.opcode == WS_OP_TEXT && f.masked && f.payload_len == n);
+        assert_true(f.header_len + n == len);
+        ws_frame_unmask(out + f.header_len, n, f.mask);
+        assert_true(memcmp(out + f.header_len, payload, n) == 0);
         /* Over the limit is a protocol error. */
-        if (n > 0) CHECK(ec_ws_parse(out, len, n - 1, &f) == -1);
+        if (n > 0) assert_true(ec_ws_parse(out, len, n - 1, &f) == -1);
         free(out);
         free(payload);
     }
     /* Unmasked (server) frame, RSV bits, oversized ping. */
     uint8_t srv[] = {0x81, 0x02, 'h', 'i'};
-    struct ec_ws_frame f;
-    CHECK(ec_ws_parse(srv, sizeof srv, 100, &f) == 1 && !f.masked && f.payload_len == 2);
+    struct ws_frame f;
+    assert_true(ec_ws_parse(srv, sizeof srv, 100, &f) == 1 && !f.masked && f.payload_len == 2);
     uint8_t rsv[] = {0xC1, 0x00};
-    CHECK(ec_ws_parse(rsv, sizeof rsv, 100, &f) == -1);
+    assert_true(ec_ws_parse(rsv, sizeof rsv, 100, &f) == -1);
     uint8_t bigping[] = {0x89, 126, 0, 200};
-    CHECK(ec_ws_parse(bigping, sizeof bigping, 1000, &f) == -1);
+    assert_true(ec_ws_parse(bigping, sizeof bigping, 1000, &f) == -1);
     uint8_t badop[] = {0x83, 0};
-    CHECK(ec_ws_parse(badop, sizeof badop, 100, &f) == -1);
+    assert_true(ec_ws_parse(badop, sizeof badop, 100, &f) == -1);
 }
 
-static void test_messages(void)
+static void test_messages(void **state)
 {
     json_t *params = json_pack("{s:s}", "clientName", "t");
     char *s = ec_msg_request(7, "initialize", params);
-    CHECK(strcmp(s, "{\"id\":7,\"method\":\"initialize\",\"params\":{\"clientName\":\"t\"}}") == 0);
+    assert_true(strcmp(s, "{\"id\":7,\"method\":\"initialize\",\"params\":{\"clientName\":\"t\"}}") == 0);
     free(s);
     json_decref(params);
 
     struct ec_msg m;
     const char *r = "{\"id\":3,\"result\":{\"running\":true}}";
-    CHECK(ec_msg_parse(r, strlen(r), &m) == 0);
-    CHECK(m.kind == EC_MSG_RESPONSE && m.id_is_int && m.id == 3);
-    CHECK(json_is_true(json_object_get(m.result, "running")));
+    assert_true(ec_msg_parse(r, strlen(r), &m) == 0);
+    assert_true(m.kind == EC_MSG_RESPONSE && m.id_is_int && m.id == 3);
+    assert_true(json_is_true(json_object_get(m.result, "running")));
     ec_msg_clear(&m);
 
     const char *e = "{\"error\":{\"code\":-32600,\"message\":\"unknown process id x\"},\"id\":4}";
-    CHECK(ec_msg_parse(e, strlen(e), &m) == 0);
-    CHECK(m.kind == EC_MSG_ERROR && m.id == 4 && m.err_code == -32600);
-    CHECK(strcmp(m.err_message, "unknown process id x") == 0);
+    assert_true(ec_msg_parse(e, strlen(e), &m) == 0);
+    assert_true(m.kind == EC_MSG_ERROR && m.id == 4 && m.err_code == -32600);
+    assert_true(strcmp(m.err_message, "unknown process id x") == 0);
     ec_msg_clear(&m);
 
     const char *n = "{\"method\":\"process/closed\",\"params\":{\"processId\":\"p\",\"seq\":4}}";
-    CHECK(ec_msg_parse(n, strlen(n), &m) == 0);
-    CHECK(m.kind == EC_MSG_NOTIFICATION && strcmp(m.method, "process/closed") == 0);
+    assert_true(ec_msg_parse(n, strlen(n), &m) == 0);
+    assert_true(m.kind == EC_MSG_NOTIFICATION && strcmp(m.method, "process/closed") == 0);
     ec_msg_clear(&m);
 
     const char *sid = "{\"id\":\"s-1\",\"result\":{}}";
-    CHECK(ec_msg_parse(sid, strlen(sid), &m) == 0 && m.kind == EC_MSG_RESPONSE && !m.id_is_int);
+    assert_true(ec_msg_parse(sid, strlen(sid), &m) == 0 && m.kind == EC_MSG_RESPONSE && !m.id_is_int);
     ec_msg_clear(&m);
-    CHECK(ec_msg_parse("[1]", 3, &m) == -1);
-    CHECK(ec_msg_parse("not json", 8, &m) == -1);
+    assert_true(ec_msg_parse("[1]", 3, &m) == -1);
+    assert_true(ec_msg_parse("not json", 8, &m) == -1);
 }
 
 /* Feeds a notification given as JSON text of its params. */
 static void feed(struct ec_track *t, const char *method, const char *params)
 {
     json_t *p = json_loads(params, 0, NULL);
-    CHECK(p != NULL);
-    CHECK(ec_track_on_notification(t, method, p) == 0);
+    assert_true(p != NULL);
+    assert_true(ec_track_on_notification(t, method, p) == 0);
     json_decref(p);
 }
 
@@ -114,7 +117,7 @@ static void drain(struct ec_track *t, char *out, size_t cap)
     }
 }
 
-static void test_track_in_order_needs_no_read(void)
+static void test_track_in_order_needs_no_read(void **state)
 {
     struct ec_track t;
     ec_track_init(&t);
@@ -122,19 +125,19 @@ static void test_track_in_order_needs_no_read(void)
     feed(&t, "process/exited", "{\"seq\":2,\"exitCode\":3,\"sandboxDenied\":false}");
     feed(&t, "process/output", "{\"seq\":3,\"stream\":\"stderr\",\"chunk\":\"b29wcw==\"}");
     feed(&t, "process/closed", "{\"seq\":4}");
-    CHECK(!ec_track_wants_read(&t));
+    assert_true(!ec_track_wants_read(&t));
     char s[256];
     drain(&t, s, sizeof s);
-    CHECK(strcmp(s, "o1:hi x2:3 o3:oops c4 ") == 0);
-    CHECK(t.reads_sent == 0 && t.gaps_detected == 0);
+    assert_true(strcmp(s, "o1:hi x2:3 o3:oops c4 ") == 0);
+    assert_true(t.reads_sent == 0 && t.gaps_detected == 0);
     /* Late duplicates after close are dropped. */
     feed(&t, "process/output", "{\"seq\":3,\"stream\":\"stderr\",\"chunk\":\"b29wcw==\"}");
     drain(&t, s, sizeof s);
-    CHECK(strcmp(s, "") == 0 && t.duplicates_dropped == 1);
+    assert_true(strcmp(s, "") == 0 && t.duplicates_dropped == 1);
     ec_track_free(&t);
 }
 
-static void test_track_duplicates(void)
+static void test_track_duplicates(void **state)
 {
     struct ec_track t;
     ec_track_init(&t);
@@ -143,12 +146,12 @@ static void test_track_duplicates(void)
     feed(&t, "process/output", "{\"seq\":2,\"stream\":\"pty\",\"chunk\":\"Yg==\"}");
     char s[256];
     drain(&t, s, sizeof s);
-    CHECK(strcmp(s, "o1:a o2:b ") == 0);
-    CHECK(t.duplicates_dropped == 1 && !ec_track_wants_read(&t));
+    assert_true(strcmp(s, "o1:a o2:b ") == 0);
+    assert_true(t.duplicates_dropped == 1 && !ec_track_wants_read(&t));
     ec_track_free(&t);
 }
 
-static void test_track_gap_one_read(void)
+static void test_track_gap_one_read(void **state)
 {
     struct ec_track t;
     ec_track_init(&t);
@@ -156,53 +159,53 @@ static void test_track_gap_one_read(void)
     /* seq 2 is lost on the way. */
     feed(&t, "process/output", "{\"seq\":3,\"stream\":\"stdout\",\"chunk\":\"Yw==\"}");
     feed(&t, "process/exited", "{\"seq\":4,\"exitCode\":0,\"sandboxDenied\":false}");
-    CHECK(ec_track_wants_read(&t));
-    CHECK(t.gaps_detected == 1);
+    assert_true(ec_track_wants_read(&t));
+    assert_true(t.gaps_detected == 1);
     char s[256];
     drain(&t, s, sizeof s);
-    CHECK(strcmp(s, "o1:a ") == 0); /* nothing past the gap leaks out of order */
+    assert_true(strcmp(s, "o1:a ") == 0); /* nothing past the gap leaks out of order */
     json_t *rp = ec_track_read_params(&t, "p");
-    CHECK(json_integer_value(json_object_get(rp, "afterSeq")) == 1);
+    assert_true(json_integer_value(json_object_get(rp, "afterSeq")) == 1);
     json_decref(rp);
-    CHECK(!ec_track_wants_read(&t)); /* exactly one read in flight */
+    assert_true(!ec_track_wants_read(&t)); /* exactly one read in flight */
     feed(&t, "process/closed", "{\"seq\":5}");
-    CHECK(!ec_track_wants_read(&t));
+    assert_true(!ec_track_wants_read(&t));
     json_t *res = json_loads("{\"chunks\":[{\"seq\":2,\"stream\":\"stdout\",\"chunk\":\"Yg==\"},"
                              "{\"seq\":3,\"stream\":\"stdout\",\"chunk\":\"Yw==\"}],"
                              "\"nextSeq\":6,\"exited\":true,\"exitCode\":0,\"closed\":true,"
                              "\"failure\":null,\"sandboxDenied\":false}",
                              0, NULL);
-    CHECK(ec_track_on_read_result(&t, res) == 0);
+    assert_true(ec_track_on_read_result(&t, res) == 0);
     json_decref(res);
     drain(&t, s, sizeof s);
-    CHECK(strcmp(s, "o2:b o3:c x0:0 c5 ") == 0);
-    CHECK(t.reads_sent == 1 && !ec_track_wants_read(&t));
+    assert_true(strcmp(s, "o2:b o3:c x0:0 c5 ") == 0);
+    assert_true(t.reads_sent == 1 && !ec_track_wants_read(&t));
     ec_track_free(&t);
 }
 
-static void test_track_old_server_exit(void)
+static void test_track_old_server_exit(void **state)
 {
     struct ec_track t;
     ec_track_init(&t);
     feed(&t, "process/exited", "{\"seq\":1,\"exitCode\":2}");
-    CHECK(ec_track_wants_read(&t));
+    assert_true(ec_track_wants_read(&t));
     json_t *rp = ec_track_read_params(&t, "p");
     json_decref(rp);
     json_t *res = json_loads("{\"chunks\":[],\"nextSeq\":2,\"exited\":true,\"exitCode\":2,"
                              "\"closed\":false,\"sandboxDenied\":true}",
                              0, NULL);
-    CHECK(ec_track_on_read_result(&t, res) == 0);
+    assert_true(ec_track_on_read_result(&t, res) == 0);
     json_decref(res);
-    CHECK(!ec_track_wants_read(&t));
+    assert_true(!ec_track_wants_read(&t));
     feed(&t, "process/closed", "{\"seq\":2}");
     char s[256];
     drain(&t, s, sizeof s);
-    CHECK(strcmp(s, "x1:2 c2 ") == 0);
-    CHECK(t.reads_sent == 1);
+    assert_true(strcmp(s, "x1:2 c2 ") == 0);
+    assert_true(t.reads_sent == 1);
     ec_track_free(&t);
 }
 
-static void test_track_old_server_close_waits_for_the_read(void)
+static void test_track_old_server_close_waits_for_the_read(void **state)
 {
     struct ec_track t;
     ec_track_init(&t);
@@ -211,34 +214,34 @@ static void test_track_old_server_close_waits_for_the_read(void)
     feed(&t, "process/closed", "{\"seq\":3}");
     char s[256];
     drain(&t, s, sizeof s);
-    CHECK(strcmp(s, "o1:a ") == 0); /* exit and close wait for the read */
-    CHECK(ec_track_wants_read(&t));
+    assert_true(strcmp(s, "o1:a ") == 0); /* exit and close wait for the read */
+    assert_true(ec_track_wants_read(&t));
     json_t *rp = ec_track_read_params(&t, "p");
-    CHECK(json_integer_value(json_object_get(rp, "afterSeq")) == 3);
+    assert_true(json_integer_value(json_object_get(rp, "afterSeq")) == 3);
     json_decref(rp);
     json_t *res = json_loads("{\"chunks\":[],\"nextSeq\":4,\"exited\":true,\"exitCode\":1,"
                              "\"closed\":true,\"sandboxDenied\":true}",
                              0, NULL);
-    CHECK(ec_track_on_read_result(&t, res) == 0);
+    assert_true(ec_track_on_read_result(&t, res) == 0);
     json_decref(res);
     struct ec_pevent *e = ec_track_pop(&t);
-    CHECK(e && e->type == EC_EVENT_EXITED && e->seq == 2 && e->sandbox_denied);
+    assert_true(e && e->type == EC_EVENT_EXITED && e->seq == 2 && e->sandbox_denied);
     ec_pevent_free(e);
     drain(&t, s, sizeof s);
-    CHECK(strcmp(s, "c3 ") == 0);
-    CHECK(t.reads_sent == 1 && !ec_track_wants_read(&t));
+    assert_true(strcmp(s, "c3 ") == 0);
+    assert_true(t.reads_sent == 1 && !ec_track_wants_read(&t));
     ec_track_free(&t);
 }
 
-static void test_track_resume(void)
+static void test_track_resume(void **state)
 {
     struct ec_track t;
     ec_track_init(&t);
     feed(&t, "process/output", "{\"seq\":1,\"stream\":\"stdout\",\"chunk\":\"YQ==\"}");
     ec_track_on_resume(&t);
-    CHECK(ec_track_wants_read(&t) && t.resyncs == 1);
+    assert_true(ec_track_wants_read(&t) && t.resyncs == 1);
     json_t *rp = ec_track_read_params(&t, "p");
-    CHECK(json_integer_value(json_object_get(rp, "afterSeq")) == 1);
+    assert_true(json_integer_value(json_object_get(rp, "afterSeq")) == 1);
     json_decref(rp);
     /* Live notifications may come before the catch-up read's reply. */
     feed(&t, "process/output", "{\"seq\":3,\"stream\":\"stdout\",\"chunk\":\"Yw==\"}");
@@ -246,18 +249,18 @@ static void test_track_resume(void)
                              "{\"seq\":3,\"stream\":\"stdout\",\"chunk\":\"Yw==\"}],"
                              "\"nextSeq\":4,\"exited\":false,\"exitCode\":null,\"closed\":false}",
                              0, NULL);
-    CHECK(ec_track_on_read_result(&t, res) == 0);
+    assert_true(ec_track_on_read_result(&t, res) == 0);
     json_decref(res);
     feed(&t, "process/exited", "{\"seq\":4,\"exitCode\":0,\"sandboxDenied\":false}");
     feed(&t, "process/closed", "{\"seq\":5}");
     char s[256];
     drain(&t, s, sizeof s);
-    CHECK(strcmp(s, "o1:a R o2:b o3:c x4:0 c5 ") == 0);
-    CHECK(t.reads_sent == 1 && t.duplicates_dropped == 1);
+    assert_true(strcmp(s, "o1:a R o2:b o3:c x4:0 c5 ") == 0);
+    assert_true(t.reads_sent == 1 && t.duplicates_dropped == 1);
     ec_track_free(&t);
 }
 
-static void test_track_lag_bounds_memory_and_reads_once(void)
+static void test_track_lag_bounds_memory_and_reads_once(void **state)
 {
     struct ec_track t;
     ec_track_init(&t);
@@ -267,71 +270,73 @@ static void test_track_lag_bounds_memory_and_reads_once(void)
     /* The consumer is 4 bytes behind: seq 3 and everything after it is dropped. */
     feed(&t, "process/output", "{\"seq\":3,\"stream\":\"stdout\",\"chunk\":\"Y2M=\"}");
     feed(&t, "process/exited", "{\"seq\":4,\"exitCode\":0,\"sandboxDenied\":false}");
-    CHECK(t.lagged && t.lags == 1 && !ec_track_wants_read(&t));
+    assert_true(t.lagged && t.lags == 1 && !ec_track_wants_read(&t));
     char s[256];
     drain(&t, s, sizeof s);
-    CHECK(strcmp(s, "o1:aa o2:bb ") == 0);
-    CHECK(!t.lagged && ec_track_wants_read(&t)); /* caught up: exactly one read */
+    assert_true(strcmp(s, "o1:aa o2:bb ") == 0);
+    assert_true(!t.lagged && ec_track_wants_read(&t)); /* caught up: exactly one read */
     json_t *rp = ec_track_read_params(&t, "p");
-    CHECK(json_integer_value(json_object_get(rp, "afterSeq")) == 2);
+    assert_true(json_integer_value(json_object_get(rp, "afterSeq")) == 2);
     json_decref(rp);
     json_t *res = json_loads("{\"chunks\":[{\"seq\":3,\"stream\":\"stdout\",\"chunk\":\"Y2M=\"}],"
                              "\"nextSeq\":5,\"exited\":true,\"exitCode\":0,\"closed\":false}",
                              0, NULL);
-    CHECK(ec_track_on_read_result(&t, res) == 0);
+    assert_true(ec_track_on_read_result(&t, res) == 0);
     json_decref(res);
     feed(&t, "process/closed", "{\"seq\":5}");
     drain(&t, s, sizeof s);
-    CHECK(strcmp(s, "o3:cc x0:0 c5 ") == 0);
-    CHECK(t.reads_sent == 1 && t.queued_bytes == 0);
+    assert_true(strcmp(s, "o3:cc x0:0 c5 ") == 0);
+    assert_true(t.reads_sent == 1 && t.queued_bytes == 0);
     ec_track_free(&t);
 }
 
-static void test_track_malformed(void)
+static void test_track_malformed(void **state)
 {
     struct ec_track t;
     ec_track_init(&t);
     json_t *p = json_loads("{\"seq\":1,\"stream\":\"bogus\",\"chunk\":\"YQ==\"}", 0, NULL);
-    CHECK(ec_track_on_notification(&t, "process/output", p) == -1);
+    assert_true(ec_track_on_notification(&t, "process/output", p) == -1);
     json_decref(p);
     p = json_loads("{\"seq\":1,\"stream\":\"stdout\",\"chunk\":\"!!\"}", 0, NULL);
-    CHECK(ec_track_on_notification(&t, "process/output", p) == -1);
+    assert_true(ec_track_on_notification(&t, "process/output", p) == -1);
     json_decref(p);
     p = json_loads("{\"stream\":\"stdout\",\"chunk\":\"YQ==\"}", 0, NULL);
-    CHECK(ec_track_on_notification(&t, "process/output", p) == -1);
+    assert_true(ec_track_on_notification(&t, "process/output", p) == -1);
     json_decref(p);
-    CHECK(ec_track_pop(&t) == NULL);
+    assert_true(ec_track_pop(&t) == NULL);
     ec_track_free(&t);
 }
 
-static void test_uri(void)
+static void test_uri(void **state)
 {
     char *u = ec_path_to_uri("/tmp/a b/%é");
-    CHECK(strcmp(u, "file:///tmp/a%20b/%25%C3%A9") == 0);
+    assert_true(strcmp(u, "file:///tmp/a%20b/%25%C3%A9") == 0);
     char *p = ec_uri_to_path(u);
-    CHECK(strcmp(p, "/tmp/a b/%é") == 0);
+    assert_true(strcmp(p, "/tmp/a b/%é") == 0);
     free(u);
     free(p);
-    CHECK(ec_path_to_uri("rel/x") == NULL);
+    assert_true(ec_path_to_uri("rel/x") == NULL);
     p = ec_uri_to_path("file://localhost/etc");
-    CHECK(p && strcmp(p, "/etc") == 0);
+    assert_true(p && strcmp(p, "/etc") == 0);
     free(p);
-    CHECK(ec_uri_to_path("file://server/share") == NULL);
-    CHECK(ec_uri_to_path("http://x/") == NULL);
+    assert_true(ec_uri_to_path("file://server/share") == NULL);
+    assert_true(ec_uri_to_path("http://x/") == NULL);
 }
 
 int main(void)
 {
-    test_ws_roundtrip();
-    test_messages();
-    test_track_in_order_needs_no_read();
-    test_track_duplicates();
-    test_track_gap_one_read();
-    test_track_old_server_exit();
-    test_track_old_server_close_waits_for_the_read();
-    test_track_resume();
-    test_track_lag_bounds_memory_and_reads_once();
-    test_track_malformed();
-    test_uri();
-    EC_CHECK_EXIT("test_ec_proto");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ws_roundtrip),
+        cmocka_unit_test(test_messages),
+        cmocka_unit_test(test_track_in_order_needs_no_read),
+        cmocka_unit_test(test_track_duplicates),
+        cmocka_unit_test(test_track_gap_one_read),
+        cmocka_unit_test(test_track_old_server_exit),
+        cmocka_unit_test(test_track_old_server_close_waits_for_the_read),
+        cmocka_unit_test(test_track_resume),
+        cmocka_unit_test(test_track_lag_bounds_memory_and_reads_once),
+        cmocka_unit_test(test_track_malformed),
+        cmocka_unit_test(test_uri),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }

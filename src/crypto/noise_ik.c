@@ -21,7 +21,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include "util/base64.h"
+#include "proto/base64.h"
 #include "util/mem.h"
 
 #define HASHLEN NOISE_IK_HASH_BYTES

@@ -41,12 +41,14 @@
 #include "fs/fs_util.h"
 #include "fs/fs_walk.h"
 #include "fs/fs_work.h"
-#include "fs/uri.h"
+#include "proto/uri.h"
+#include "proto/utf8.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
 #include "rpc/rpc.h"
 #include "sandbox/enforce.h"
 #include "sandbox/policy.h"
+#include "sandbox/sandbox_rpc.h"
 #include "session/session.h"
 #include "util/mem.h"
 #include "util/oserr.h"
@@ -139,7 +141,7 @@ static void warn(struct scan *sc, const char *fmt, ...)
     sc->any_warning = true;
     struct buf s;
     buf_init(&s);
-    fs_utf8_lossy(&s, text, strnlen(text, sizeof text));
+    utf8_lossy(&s, text, strnlen(text, sizeof text));
     buf_put_json_str(&sc->warnings, s.data ? s.data : "", s.len);
     buf_free(&s);
 }
@@ -446,7 +448,7 @@ static void finish(struct buf *out, const struct text_file *plugin_files, bool p
     if (error) {
         struct buf s;
         buf_init(&s);
-        fs_utf8_lossy(&s, error, strlen(error));
+        utf8_lossy(&s, error, strlen(error));
         buf_put_json_str(out, s.data ? s.data : "", s.len);
         buf_free(&s);
     } else {
@@ -688,7 +690,7 @@ static void disc_run(uv_work_t *w)
             fw.sb_json = r->sb_json;
             snprintf(fw.sb_owner, sizeof fw.sb_owner, "%s", dw->owner);
             fs_work_run(&fw);
-            if (failed(&fw)) {
+            if (fs_work_failed(&fw)) {
                 char os[256];
                 if (!fw.msg) oserr_format(fw.err, os, sizeof os);
                 put_root_error(&one, fw.msg ? fw.msg : os);
@@ -768,7 +770,7 @@ static bool decode_root(struct pdec *d, json_t *v, struct root_req *r, struct rp
     size_t plen;
     struct uri_error ue;
     if (uri_to_path(uri, ulen, false, &r->path, &plen, &ue) < 0) {
-        *code = ue.code;
+        *code = rpc_uri_error_code(&ue);
         pdec_fail(d, "%s", ue.message);
         return false;
     }
@@ -780,7 +782,7 @@ static bool decode_root(struct pdec *d, json_t *v, struct root_req *r, struct rp
     struct sandbox_policy pol;
     struct sandbox_error se;
     if (sandbox_policy_parse(sb, NULL, &pol, &se) < 0) {
-        *code = se.code;
+        *code = sandbox_error_code(&se);
         pdec_fail(d, "%s", se.message);
         return false;
     }
@@ -824,7 +826,7 @@ static void handle_discover(struct rpc_req *req)
                                "capability root discovery accepts at most %d roots",
                                CAPROOTS_MAX_ROOTS);
     }
-    snprintf(dw->owner, sizeof dw->owner, "%s", req->session->id);
+    snprintf(dw->owner, sizeof dw->owner, "%s", session_of(req->conn)->id);
     rpc_result_begin(req, &dw->out);
     dw->w.data = dw;
     int r = uv_queue_work(req->loop, &dw->w, disc_run, disc_done);

@@ -26,19 +26,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs/fs_methods.h"
 #include "fs/fs_sandboxed.h"
 #include "fs/fs_walk.h"
+#include "fs/fs_wire.h"
 #include "fs/fs_work.h"
-#include "fs/uri.h"
+#include "proto/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
 #include "rpc/rpc.h"
 #include "sandbox/enforce.h"
 #include "sandbox/helper.h"
 #include "sandbox/policy.h"
+#include "sandbox/sandbox_rpc.h"
 #include "session/session.h"
 #include "transport/conn.h"
-#include "util/base64.h"
+#include "proto/base64.h"
 #include "util/buf.h"
 #include "util/mem.h"
 #include "util/oserr.h"
@@ -89,21 +92,6 @@ static int table_find(struct fs_table *t, const char *id, size_t len)
 }
 /* ---- the sandbox helper's side and ours ---------------------------------------------- */
 
-/* The request frame: this header, then path, path2 and b64 bytes. Both ends are the
- * same build, so the layout is native. */
-struct fs_wire_req {
-    uint32_t op;
-    uint8_t recursive, force, nofollow, follow_dir_links, prune_hidden, replace, pad[2];
-    uint64_t max_depth, max_dirs, max_entries;
-    uint64_t path_len, path2_len, b64_len;
-};
-
-/* The reply frame: this header, then msg_len bytes of message, out_len of result. */
-struct fs_wire_rep {
-    int32_t err, code;
-    uint64_t msg_len, out_len;
-};
-
 /* The operations a helper serves: path-based ones; handle I/O stays in the daemon
  * on the fd fs/open passed back. */
 static bool op_served_by_helper(uint32_t op)
@@ -111,53 +99,51 @@ static bool op_served_by_helper(uint32_t op)
     return (op <= OP_OPEN && op != OP_READ_BLOCK && op != OP_WRITE_BLOCK) || op == OP_DISCOVER;
 }
 
+/* A NUL-terminated copy of a frame slice (the caller frees). */
+static char *dup_slice(const char *p, size_t n)
+{
+    char *d = xmalloc(n + 1);
+    if (n) memcpy(d, p, n);
+    d[n] = '\0';
+    return d;
+}
+
 int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out)
 {
     *fd_out = -1;
-    struct fs_wire_req h;
     struct fs_work *fw = xcalloc(1, sizeof *fw);
     fw->fd = -1;
     buf_init(&fw->out);
-    int rc = -1;
-    const char *p = (const char *)req + sizeof h;
-    if (len < sizeof h) goto bad;
-    memcpy(&h, req, sizeof h);
-    if (h.path_len > len || h.path2_len > len || h.b64_len > len ||
-        h.path_len + h.path2_len + h.b64_len != len - sizeof h || !op_served_by_helper(h.op))
-        goto bad;
-    fw->op = (enum fs_op)h.op;
-    fw->recursive = h.recursive;
-    fw->force = h.force;
-    fw->nofollow = h.nofollow;
-    fw->follow_dir_links = h.follow_dir_links;
-    fw->prune_hidden = h.prune_hidden;
-    fw->replace = h.replace;
-    fw->max_depth = h.max_depth;
-    fw->max_dirs = h.max_dirs;
-    fw->max_entries = h.max_entries;
-    fw->path = xmemdup(p, h.path_len + 1);
-    fw->path[h.path_len] = 0;
-    fw->path_len = h.path_len;
-    p += h.path_len;
-    fw->path2 = xmemdup(p, h.path2_len + 1);
-    fw->path2[h.path2_len] = 0;
-    fw->path2_len = h.path2_len;
-    p += h.path2_len;
-    fw->b64 = xmemdup(p, h.b64_len + 1);
-    fw->b64[h.b64_len] = 0;
-    fw->b64_len = h.b64_len;
-    run_op(fw);
-    rc = 0;
-    goto out;
-bad:
-    set_msg(fw, RPC_INTERNAL_ERROR, "malformed sandbox helper request");
-out:;
-    struct fs_wire_rep r = {fw->err, fw->code, fw->msg ? strlen(fw->msg) : 0,
-                            failed(fw) ? 0 : fw->out.len};
-    buf_append(reply, &r, sizeof r);
-    if (fw->msg) buf_append(reply, fw->msg, r.msg_len);
-    if (r.out_len) buf_append(reply, fw->out.data, r.out_len);
-    if (!failed(fw) && fw->op == OP_OPEN) *fd_out = fw->fd;
+    struct fs_wire_request rq;
+    int rc = fs_wire_decode_request(req, len, &rq);
+    if (rc == 0 && !op_served_by_helper(rq.op)) rc = -EPROTO;
+    if (rc < 0) {
+        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "malformed sandbox helper request");
+    } else {
+        fw->op = (enum fs_op)rq.op;
+        fw->recursive = rq.recursive;
+        fw->force = rq.force;
+        fw->nofollow = rq.nofollow;
+        fw->follow_dir_links = rq.follow_dir_links;
+        fw->prune_hidden = rq.prune_hidden;
+        fw->replace = rq.replace;
+        fw->max_depth = rq.max_depth;
+        fw->max_dirs = rq.max_dirs;
+        fw->max_entries = rq.max_entries;
+        fw->path = dup_slice(rq.path, rq.path_len);
+        fw->path_len = rq.path_len;
+        fw->path2 = dup_slice(rq.path2, rq.path2_len);
+        fw->path2_len = rq.path2_len;
+        fw->b64 = dup_slice(rq.b64, rq.b64_len);
+        fw->b64_len = rq.b64_len;
+        fs_ops_run(fw);
+    }
+    bool failed = fs_work_failed(fw);
+    struct fs_wire_reply rp = {.err = fw->err, .code = fw->code, .msg = fw->msg,
+                               .msg_len = fw->msg ? strlen(fw->msg) : 0,
+                               .out = fw->out.data, .out_len = failed ? 0 : fw->out.len};
+    fs_wire_encode_reply(reply, &rp);
+    if (!failed && fw->op == OP_OPEN) *fd_out = fw->fd;
     else if (fw->fd >= 0) close(fw->fd);
     free(fw->path);
     free(fw->path2);
@@ -165,60 +151,57 @@ out:;
     free(fw->msg);
     buf_free(&fw->out);
     free(fw);
-    return rc;
+    return rc < 0 ? -1 : 0;
 }
 
 /* Runs fw in the sandbox helper of its session and policy (on a pool thread). */
 static void run_sandboxed(struct fs_work *fw)
 {
-    struct fs_wire_req h = {
+    struct fs_wire_request h = {
         .op = fw->op, .recursive = fw->recursive, .force = fw->force, .nofollow = fw->nofollow,
         .follow_dir_links = fw->follow_dir_links, .prune_hidden = fw->prune_hidden,
         .replace = fw->replace, .max_depth = fw->max_depth, .max_dirs = fw->max_dirs,
-        .max_entries = fw->max_entries, .path_len = fw->path_len,
-        .path2_len = fw->path2 ? fw->path2_len : 0, .b64_len = fw->b64 ? fw->b64_len : 0};
+        .max_entries = fw->max_entries, .path = fw->path, .path_len = fw->path_len,
+        .path2 = fw->path2, .path2_len = fw->path2 ? fw->path2_len : 0,
+        .b64 = fw->b64, .b64_len = fw->b64 ? fw->b64_len : 0};
     struct buf rq, rp;
     buf_init(&rq);
     buf_init(&rp);
-    buf_reserve(&rq, sizeof h + h.path_len + h.path2_len + h.b64_len);
-    buf_append(&rq, &h, sizeof h);
-    buf_append(&rq, fw->path, h.path_len);
-    if (h.path2_len) buf_append(&rq, fw->path2, h.path2_len);
-    if (h.b64_len) buf_append(&rq, fw->b64, h.b64_len);
+    fs_wire_encode_request(&rq, &h);
     int fd = -1;
     int rc = sandbox_helper_call(fw->sb_owner, fw->sb_json, rq.data, rq.len, &rp, &fd);
     buf_free(&rq);
-    struct fs_wire_rep r;
+    struct fs_wire_reply r;
     if (rc == SB_CALL_UNENFORCEABLE) {
-        set_msg(fw, RPC_INVALID_REQUEST, "filesystem sandbox cannot be enforced on this executor");
+        fs_work_set_msg(fw, RPC_INVALID_REQUEST,
+                        "filesystem sandbox cannot be enforced on this executor");
     } else if (rc == SB_CALL_CLOSED) {
-        set_msg(fw, RPC_INTERNAL_ERROR, "session closed");
+        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "session closed");
     } else if (rc < 0) {
-        set_msg(fw, RPC_INTERNAL_ERROR, "sandbox helper exited during the request");
-    } else if (rp.len < sizeof r || (memcpy(&r, rp.data, sizeof r), 0) ||
-               r.msg_len > rp.len - sizeof r || r.out_len != rp.len - sizeof r - r.msg_len) {
-        set_msg(fw, RPC_INTERNAL_ERROR, "malformed sandbox helper reply");
+        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "sandbox helper exited during the request");
+    } else if (fs_wire_decode_reply(rp.data, rp.len, &r) < 0) {
+        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "malformed sandbox helper reply");
     } else if (r.msg_len) {
-        set_msg(fw, r.code, "%.*s", (int)r.msg_len, rp.data + sizeof r);
+        fs_work_set_msg(fw, r.code, "%.*s", (int)r.msg_len, r.msg);
     } else if (r.err) {
-        set_err(fw, r.err);
+        fs_work_set_err(fw, r.err);
     } else {
-        buf_append(&fw->out, rp.data + sizeof r + r.msg_len, r.out_len);
+        buf_append(&fw->out, r.out, r.out_len);
         if (fw->op == OP_OPEN && fd >= 0) {
             fw->fd = fd;
             fd = -1;
         }
     }
     if (fd >= 0) close(fd);
-    if (fw->op == OP_OPEN && !failed(fw) && fw->fd < 0)
-        set_msg(fw, RPC_INTERNAL_ERROR, "sandbox helper returned no file");
+    if (fw->op == OP_OPEN && !fs_work_failed(fw) && fw->fd < 0)
+        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "sandbox helper returned no file");
     buf_free(&rp);
 }
 
 void fs_work_run(struct fs_work *fw)
 {
     if (fw->sb_json) run_sandboxed(fw);
-    else run_op(fw);
+    else fs_ops_run(fw);
 }
 
 static void work_cb(uv_work_t *w)
@@ -243,24 +226,24 @@ static void open_finish(struct fs_work *fw)
     struct rpc_req *req = fw->req;
     if (!conn_is_open(req->conn)) {
         close(fw->fd);
-        set_msg(fw, RPC_INTERNAL_ERROR, "connection closed");
+        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "connection closed");
         return;
     }
     struct fs_table *t = table_get(req->conn, true);
     if (!t) {
         close(fw->fd);
-        set_msg(fw, RPC_INTERNAL_ERROR, "connection closed");
+        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "connection closed");
         return;
     }
     if (table_find(t, fw->hid, fw->hid_len) >= 0) {
         close(fw->fd);
-        set_msg(fw, RPC_INVALID_REQUEST, "file handle `%s` already exists", fw->hid);
+        fs_work_set_msg(fw, RPC_INVALID_REQUEST, "file handle `%s` already exists", fw->hid);
         return;
     }
     if (t->count >= FS_MAX_HANDLES) {
         close(fw->fd);
-        set_msg(fw, RPC_INVALID_REQUEST, "at most %d file handles may be open per connection",
-                FS_MAX_HANDLES);
+        fs_work_set_msg(fw, RPC_INVALID_REQUEST,
+                        "at most %d file handles may be open per connection", FS_MAX_HANDLES);
         return;
     }
     struct fs_handle *h = xcalloc(1, sizeof *h);
@@ -284,9 +267,10 @@ static void after_cb(uv_work_t *w, int status)
 {
     struct fs_work *fw = w->data;
     struct rpc_req *req = fw->req;
-    if (fw->op == OP_OPEN && !failed(fw)) open_finish(fw);
+    if (fw->op == OP_OPEN && !fs_work_failed(fw)) open_finish(fw);
     if (fw->h) handle_unref(fw->h);
-    if (status < 0 && !failed(fw)) set_msg(fw, RPC_INTERNAL_ERROR, "%s", uv_strerror(status));
+    if (status < 0 && !fs_work_failed(fw))
+        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "%s", uv_strerror(status));
     if (fw->msg) {
         rpc_reply_error(req, fw->code, "%s", fw->msg);
     } else if (fw->err) {
@@ -303,7 +287,7 @@ static void submit(struct fs_work *fw)
     fw->w.data = fw;
     int r = uv_queue_work(fw->req->loop, &fw->w, work_cb, after_cb);
     if (r < 0) {
-        set_msg(fw, RPC_INTERNAL_ERROR, "%s", uv_strerror(r));
+        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "%s", uv_strerror(r));
         after_cb(&fw->w, 0);
     }
 }
@@ -330,7 +314,7 @@ static json_t *decode_sandbox(struct pdec *d)
 static void fw_sandbox(struct fs_work *fw, json_t *sb)
 {
     fw->sb_json = json_dumps(sb, JSON_COMPACT | JSON_SORT_KEYS);
-    snprintf(fw->sb_owner, sizeof fw->sb_owner, "%s", fw->req->session->id);
+    snprintf(fw->sb_owner, sizeof fw->sb_owner, "%s", session_of(fw->req->conn)->id);
 }
 
 /* Converts a URI param to a native path, replying on failure. */
@@ -338,7 +322,7 @@ static bool to_path(struct rpc_req *req, const char *uri, size_t len, char **out
 {
     struct uri_error ue;
     if (uri_to_path(uri, len, false, out, out_len, &ue) < 0) {
-        rpc_reply_error(req, ue.code, "%s", ue.message);
+        rpc_reply_error(req, rpc_uri_error_code(&ue), "%s", ue.message);
         return false;
     }
     return true;
@@ -356,7 +340,7 @@ static int check_common(struct rpc_req *req, struct pdec *d, json_t *sb, bool re
     struct sandbox_policy pol;
     struct sandbox_error se;
     if (sandbox_policy_parse(sb, NULL, &pol, &se) < 0) {
-        rpc_reply_error(req, se.code, "%s", se.message);
+        rpc_reply_error(req, sandbox_error_code(&se), "%s", se.message);
         return -1;
     }
     bool need = sandbox_policy_needs_fs(&pol, reads, writes);

@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/uri.h"
+#include "fs/fs_methods.h"
+#include "proto/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
 #include "util/mem.h"
@@ -46,7 +47,7 @@ static void handle_set_permissions(struct rpc_req *req)
     size_t plen;
     struct uri_error ue;
     if (uri_to_path(uri, ulen, false, &path, &plen, &ue) < 0)
-        return rpc_reply_error(req, ue.code, "%s", ue.message);
+        return rpc_reply_error(req, rpc_uri_error_code(&ue), "%s", ue.message);
     struct chmod_work *w = xcalloc(1, sizeof *w);
     w->req = req;
     w->fs.data = w;

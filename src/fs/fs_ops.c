@@ -3,7 +3,7 @@
  *
  * Each do_* function performs one operation described by a struct fs_work (see
  * fs_work.h): it does all the file I/O and writes the result JSON text straight
- * into fw->out, or records an error with set_err/set_msg. run_op dispatches on
+ * into fw->out, or records an error with fs_work_set_err/set_msg. fs_ops_run dispatches on
  * the op. This code runs either on a libuv pool thread or, for a sandboxed
  * request, inside the session's sandbox helper (fs_methods.c, fs_sandboxed.h);
  * it never touches the loop, the connection or the handle table. */
@@ -28,9 +28,10 @@
 #include "fs/fs_util.h"
 #include "fs/fs_walk.h"
 #include "fs/fs_work.h"
-#include "fs/uri.h"
+#include "proto/uri.h"
+#include "proto/utf8.h"
 #include "rpc/rpc.h"
-#include "util/base64.h"
+#include "proto/base64.h"
 #include "util/buf.h"
 #include "util/mem.h"
 
@@ -39,12 +40,12 @@
 
 /* ---- outcome ---------------------------------------------------------------------- */
 
-void set_err(struct fs_work *fw, int e)
+void fs_work_set_err(struct fs_work *fw, int e)
 {
     if (!fw->err && !fw->msg) fw->err = e ? e : EIO;
 }
 
-void set_msg(struct fs_work *fw, int code, const char *fmt, ...)
+void fs_work_set_msg(struct fs_work *fw, int code, const char *fmt, ...)
 {
     if (fw->err || fw->msg) return;
     struct buf b;
@@ -58,7 +59,7 @@ void set_msg(struct fs_work *fw, int code, const char *fmt, ...)
     fw->code = code;
 }
 
-bool failed(const struct fs_work *fw)
+bool fs_work_failed(const struct fs_work *fw)
 {
     return fw->err || fw->msg;
 }
@@ -69,9 +70,9 @@ static void not_a_file(struct fs_work *fw, const char *path)
 {
     struct buf b;
     buf_init(&b);
-    fs_utf8_lossy(&b, path, strlen(path));
+    utf8_lossy(&b, path, strlen(path));
     buf_putc(&b, '\0');
-    set_msg(fw, RPC_INVALID_REQUEST, "path `%s` is not a file", b.data);
+    fs_work_set_msg(fw, RPC_INVALID_REQUEST, "path `%s` is not a file", b.data);
     buf_free(&b);
 }
 
@@ -140,7 +141,7 @@ static int open_regular(struct fs_work *fw, const char *path)
         const char *leaf;
         int pfd = open_parent_nofollow(path, &leaf);
         if (pfd < 0) {
-            set_err(fw, errno);
+            fs_work_set_err(fw, errno);
             return -1;
         }
         fd = openat(pfd, leaf, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
@@ -151,12 +152,12 @@ static int open_regular(struct fs_work *fw, const char *path)
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     }
     if (fd < 0) {
-        set_err(fw, errno);
+        fs_work_set_err(fw, errno);
         return -1;
     }
     struct stat st;
     if (fstat(fd, &st) < 0) {
-        set_err(fw, errno);
+        fs_work_set_err(fw, errno);
         close(fd);
         return -1;
     }
@@ -188,13 +189,13 @@ static void do_read_file(struct fs_work *fw)
     if (fd < 0) return;
     struct stat st;
     if (fstat(fd, &st) < 0) {
-        set_err(fw, errno);
+        fs_work_set_err(fw, errno);
         close(fd);
         return;
     }
     if ((uint64_t)st.st_size > FS_READ_LIMIT) {
-        set_msg(fw, RPC_INVALID_REQUEST, "file is too large to read: limit is %llu bytes",
-                (unsigned long long)FS_READ_LIMIT);
+        fs_work_set_msg(fw, RPC_INVALID_REQUEST, "file is too large to read: limit is %llu bytes",
+                        (unsigned long long)FS_READ_LIMIT);
         close(fd);
         return;
     }
@@ -208,13 +209,14 @@ static void do_read_file(struct fs_work *fw)
         size_t got;
         int e = 0;
         if (!read_full(fd, chunk, CHUNK, &got, &e)) {
-            set_err(fw, e);
+            fs_work_set_err(fw, e);
             break;
         }
         total += got;
         if (total > FS_READ_LIMIT) {
-            set_msg(fw, RPC_INVALID_REQUEST, "file is too large to read: limit is %llu bytes",
-                    (unsigned long long)FS_READ_LIMIT);
+            fs_work_set_msg(fw, RPC_INVALID_REQUEST,
+                            "file is too large to read: limit is %llu bytes",
+                            (unsigned long long)FS_READ_LIMIT);
             break;
         }
         char *dst = buf_extend(&fw->out, base64_encoded_len(got));
@@ -232,8 +234,8 @@ static void do_write_file(struct fs_work *fw)
     size_t n = 0;
     char detail[128];
     if (base64_decode(fw->b64, fw->b64_len, data, &n, detail, sizeof detail) < 0) {
-        set_msg(fw, RPC_INVALID_REQUEST, "fs/writeFile requires valid base64 dataBase64: %s",
-                detail);
+        fs_work_set_msg(fw, RPC_INVALID_REQUEST,
+                        "fs/writeFile requires valid base64 dataBase64: %s", detail);
         free(data);
         return;
     }
@@ -254,7 +256,7 @@ static void do_write_file(struct fs_work *fw)
         fd = open(fw->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     }
     if (fd < 0) {
-        set_err(fw, errno);
+        fs_work_set_err(fw, errno);
         free(data);
         return;
     }
@@ -263,14 +265,14 @@ static void do_write_file(struct fs_work *fw)
         ssize_t w = write(fd, data + done, n - done);
         if (w < 0) {
             if (errno == EINTR) continue;
-            set_err(fw, errno);
+            fs_work_set_err(fw, errno);
             break;
         }
         done += (size_t)w;
     }
-    if (close(fd) < 0 && !failed(fw)) set_err(fw, errno);
+    if (close(fd) < 0 && !fs_work_failed(fw)) fs_work_set_err(fw, errno);
     free(data);
-    if (!failed(fw)) buf_puts(&fw->out, "{}");
+    if (!fs_work_failed(fw)) buf_puts(&fw->out, "{}");
 }
 
 /* ---- createDirectory / getMetadata / canonicalize ------------------------------ */
@@ -281,7 +283,7 @@ static void do_create_dir(struct fs_work *fw)
     if (fw->nofollow) {
         int e = 0;
         if (fw->recursive) {
-            e = mkdir_all_nofollow(fw->path);
+            e = -fs_tree_mkdir_all_nofollow(fw->path);
         } else {
             const char *leaf;
             int pfd = open_parent_nofollow(fw->path, &leaf);
@@ -289,18 +291,18 @@ static void do_create_dir(struct fs_work *fw)
             if (pfd >= 0) close(pfd);
         }
         if (e)
-            set_err(fw, e);
+            fs_work_set_err(fw, e);
         else
             buf_puts(&fw->out, "{}");
         return;
     }
     if (fw->recursive) {
-        int e = mkdir_all(fw->path);
-        if (e) set_err(fw, e);
+        int e = -fs_tree_mkdir_all(fw->path);
+        if (e) fs_work_set_err(fw, e);
     } else if (mkdir(fw->path, 0777) < 0) {
-        set_err(fw, errno);
+        fs_work_set_err(fw, errno);
     }
-    if (!failed(fw)) buf_puts(&fw->out, "{}");
+    if (!fs_work_failed(fw)) buf_puts(&fw->out, "{}");
 }
 
 static int64_t ts_ms(int64_t sec, uint32_t nsec)
@@ -318,28 +320,28 @@ static void do_metadata(struct fs_work *fw)
         fs_path_strip_slashes(fw->path);
         int pfd = open_parent_nofollow(fw->path, &leaf);
         if (pfd < 0) {
-            set_err(fw, errno);
+            fs_work_set_err(fw, errno);
             return;
         }
         int r = statx(pfd, leaf, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, &sx);
         int e = errno;
         close(pfd);
         if (r < 0) {
-            set_err(fw, e);
+            fs_work_set_err(fw, e);
             return;
         }
         if (S_ISLNK(sx.stx_mode)) {
-            set_msg(fw, RPC_INVALID_REQUEST, "path contains a symbolic link");
+            fs_work_set_msg(fw, RPC_INVALID_REQUEST, "path contains a symbolic link");
             return;
         }
         lst.st_mode = sx.stx_mode;
     } else {
         if (statx(AT_FDCWD, fw->path, 0, STATX_BASIC_STATS | STATX_BTIME, &sx) < 0) {
-            set_err(fw, errno);
+            fs_work_set_err(fw, errno);
             return;
         }
         if (lstat(fw->path, &lst) < 0) {
-            set_err(fw, errno);
+            fs_work_set_err(fw, errno);
             return;
         }
     }
@@ -381,7 +383,7 @@ static void do_canonicalize(struct fs_work *fw)
 {
     char *r = realpath(fw->path, NULL);
     if (!r) {
-        set_err(fw, errno);
+        fs_work_set_err(fw, errno);
         return;
     }
     buf_puts(&fw->out, "{\"path\":");
@@ -396,7 +398,7 @@ static void do_read_dir(struct fs_work *fw)
 {
     DIR *dir = opendir(fw->path);
     if (!dir) {
-        set_err(fw, errno);
+        fs_work_set_err(fw, errno);
         return;
     }
     buf_puts(&fw->out, "{\"entries\":[");
@@ -408,7 +410,7 @@ static void do_read_dir(struct fs_work *fw)
         errno = 0;
         struct dirent *de = readdir(dir);
         if (!de) {
-            if (errno) set_err(fw, errno);
+            if (errno) fs_work_set_err(fw, errno);
             break;
         }
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
@@ -419,7 +421,7 @@ static void do_read_dir(struct fs_work *fw)
         if (!first) buf_putc(&fw->out, ',');
         first = false;
         buf_reset(&name);
-        fs_utf8_lossy(&name, de->d_name, strlen(de->d_name));
+        utf8_lossy(&name, de->d_name, strlen(de->d_name));
         buf_puts(&fw->out, "{\"fileName\":");
         buf_put_json_str(&fw->out, name.data ? name.data : "", name.len);
         buf_printf(&fw->out, ",\"isDirectory\":%s,\"isFile\":%s}",
@@ -428,8 +430,8 @@ static void do_read_dir(struct fs_work *fw)
     buf_free(&name);
     closedir(dir);
     if (n > READDIR_LIMIT)
-        set_msg(fw, RPC_INTERNAL_ERROR, "fs/readDirectory returned %zu entries; limit is %d", n,
-                READDIR_LIMIT);
+        fs_work_set_msg(fw, RPC_INTERNAL_ERROR,
+                        "fs/readDirectory returned %zu entries; limit is %d", n, READDIR_LIMIT);
     buf_puts(&fw->out, "]}");
 }
 
@@ -445,16 +447,16 @@ static void do_remove_nofollow(struct fs_work *fw)
     if (pfd < 0 || fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
         e = errno;
     } else if (fw->recursive) {
-        set_msg(fw, RPC_INTERNAL_ERROR, "recursive no-follow removal is unsupported");
+        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "recursive no-follow removal is unsupported");
     } else if (S_ISLNK(st.st_mode)) {
-        set_msg(fw, RPC_INVALID_REQUEST, "path contains a symbolic link");
+        fs_work_set_msg(fw, RPC_INVALID_REQUEST, "path contains a symbolic link");
     } else if (unlinkat(pfd, leaf, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0) {
         e = errno;
     }
     if (pfd >= 0) close(pfd);
     if (e == ENOENT && fw->force) e = 0;
-    if (e) set_err(fw, e);
-    if (!failed(fw)) buf_puts(&fw->out, "{}");
+    if (e) fs_work_set_err(fw, e);
+    if (!fs_work_failed(fw)) buf_puts(&fw->out, "{}");
 }
 
 static void do_remove(struct fs_work *fw)
@@ -469,13 +471,13 @@ static void do_remove(struct fs_work *fw)
             buf_puts(&fw->out, "{}");
             return;
         }
-        set_err(fw, errno);
+        fs_work_set_err(fw, errno);
         return;
     }
     int e = 0;
     if (S_ISDIR(st.st_mode)) {
         if (fw->recursive)
-            e = remove_tree_at(AT_FDCWD, fw->path);
+            e = -fs_tree_remove_at(AT_FDCWD, fw->path);
         else if (rmdir(fw->path) < 0)
             e = errno;
     } else if (unlink(fw->path) < 0) {
@@ -483,7 +485,7 @@ static void do_remove(struct fs_work *fw)
     }
     if (e == ENOENT && fw->force) e = 0;
     if (e)
-        set_err(fw, e);
+        fs_work_set_err(fw, e);
     else
         buf_puts(&fw->out, "{}");
 }
@@ -494,46 +496,46 @@ static void do_copy(struct fs_work *fw)
 {
     struct stat st;
     if (lstat(fw->path, &st) < 0) {
-        set_err(fw, errno);
+        fs_work_set_err(fw, errno);
         return;
     }
     int e = 0;
     if (S_ISREG(st.st_mode)) {
-        e = copy_file(fw->path, fw->path2);
+        e = -fs_tree_copy_file(fw->path, fw->path2);
     } else if (S_ISLNK(st.st_mode)) {
-        e = copy_link(fw->path, fw->path2);
+        e = -fs_tree_copy_link(fw->path, fw->path2);
     } else if (S_ISDIR(st.st_mode)) {
         if (!fw->recursive) {
-            set_msg(fw, RPC_INVALID_REQUEST,
-                    "fs/copy requires recursive: true when sourcePath is a directory");
+            fs_work_set_msg(fw, RPC_INVALID_REQUEST,
+                            "fs/copy requires recursive: true when sourcePath is a directory");
             return;
         }
         char *s = realpath(fw->path, NULL);
         if (!s) {
-            set_err(fw, errno);
+            fs_work_set_err(fw, errno);
             return;
         }
-        char *d = resolve_existing_prefix(fw->path2);
+        char *d = fs_tree_resolve_existing_prefix(fw->path2);
         size_t sl = strlen(s);
         bool inside = d && strncmp(d, s, sl) == 0 &&
                       (d[sl] == '\0' || d[sl] == '/' || (sl == 1 && s[0] == '/'));
         free(s);
         free(d);
         if (inside) {
-            set_msg(fw, RPC_INVALID_REQUEST,
-                    "fs/copy cannot copy a directory to itself or one of its descendants");
+            fs_work_set_msg(fw, RPC_INVALID_REQUEST,
+                            "fs/copy cannot copy a directory to itself or one of its descendants");
             return;
         }
         fs_path_strip_slashes(fw->path2);
-        e = mkdir_all(fw->path2);
-        if (!e) e = copy_tree(fw->path, fw->path2);
+        e = -fs_tree_mkdir_all(fw->path2);
+        if (!e) e = -fs_tree_copy(fw->path, fw->path2);
     } else {
-        set_msg(fw, RPC_INVALID_REQUEST,
-                "fs/copy only supports regular files, directories, and symlinks");
+        fs_work_set_msg(fw, RPC_INVALID_REQUEST,
+                        "fs/copy only supports regular files, directories, and symlinks");
         return;
     }
     if (e)
-        set_err(fw, e);
+        fs_work_set_err(fw, e);
     else
         buf_puts(&fw->out, "{}");
 }
@@ -549,12 +551,12 @@ static void do_open(struct fs_work *fw)
     /* O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking. */
     int fd = open(fw->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0666);
     if (fd < 0) {
-        set_err(fw, errno);
+        fs_work_set_err(fw, errno);
         return;
     }
     struct stat st;
     if (fstat(fd, &st) < 0) {
-        set_err(fw, errno);
+        fs_work_set_err(fw, errno);
         close(fd);
         return;
     }
@@ -571,7 +573,7 @@ static void do_open(struct fs_work *fw)
 static void do_write_block(struct fs_work *fw)
 {
     if (fw->offset > (uint64_t)INT64_MAX) {
-        set_err(fw, EINVAL);
+        fs_work_set_err(fw, EINVAL);
         return;
     }
     size_t done = 0;
@@ -580,14 +582,14 @@ static void do_write_block(struct fs_work *fw)
             pwrite(fw->h->fd, fw->data + done, fw->data_len - done, (off_t)(fw->offset + done));
         if (w < 0) {
             if (errno == EINTR) continue;
-            set_err(fw, errno);
+            fs_work_set_err(fw, errno);
             return;
         }
         done += (size_t)w;
     }
     /* An empty chunk still reports a read-only handle. */
     if (fw->data_len == 0 && pwrite(fw->h->fd, "", 0, (off_t)fw->offset) < 0) {
-        set_err(fw, errno);
+        fs_work_set_err(fw, errno);
         return;
     }
     buf_puts(&fw->out, "{}");
@@ -596,7 +598,7 @@ static void do_write_block(struct fs_work *fw)
 static void do_read_block(struct fs_work *fw)
 {
     if (fw->offset > (uint64_t)INT64_MAX) {
-        set_err(fw, EINVAL);
+        fs_work_set_err(fw, EINVAL);
         return;
     }
     char *data = xmalloc(fw->len);
@@ -607,7 +609,7 @@ static void do_read_block(struct fs_work *fw)
         ssize_t r = pread(fw->h->fd, data + done, fw->len - done, (off_t)off);
         if (r < 0) {
             if (errno == EINTR) continue;
-            set_err(fw, errno);
+            fs_work_set_err(fw, errno);
             free(data);
             return;
         }
@@ -623,7 +625,7 @@ static void do_read_block(struct fs_work *fw)
 
 /* ---- dispatch ------------------------------------------------------------------- */
 
-void run_op(struct fs_work *fw)
+void fs_ops_run(struct fs_work *fw)
 {
     switch (fw->op) {
     case OP_READ_FILE:
@@ -654,7 +656,7 @@ void run_op(struct fs_work *fw)
         struct fs_walk_opts o = {fw->max_depth, fw->max_dirs, fw->max_entries, fw->follow_dir_links,
                                  fw->prune_hidden};
         int e = fs_walk(fw->path, &o, &fw->out);
-        if (e) set_err(fw, e);
+        if (e) fs_work_set_err(fw, e);
         break;
     }
     case OP_OPEN:

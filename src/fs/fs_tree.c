@@ -14,38 +14,39 @@
 #include <unistd.h>
 
 #include "fs/fs_util.h"
+#include "util/buf.h"
 #include "util/mem.h"
 
-bool is_dir(const char *path)
+bool fs_tree_is_dir(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* std::fs::create_dir_all: returns 0 or an errno. */
-int mkdir_all(char *path)
+/* std::fs::create_dir_all: returns 0 or a negative errno. */
+int fs_tree_mkdir_all(char *path)
 {
     if (mkdir(path, 0777) == 0) return 0;
     int e = errno;
-    if (e != ENOENT) return is_dir(path) ? 0 : e;
+    if (e != ENOENT) return fs_tree_is_dir(path) ? 0 : -e;
     char *slash = strrchr(path, '/');
-    if (!slash || slash == path) return e;
+    if (!slash || slash == path) return -e;
     *slash = '\0';
-    int pe = mkdir_all(path);
+    int pe = fs_tree_mkdir_all(path);
     *slash = '/';
     if (pe) return pe;
     if (mkdir(path, 0777) == 0) return 0;
     e = errno;
-    return is_dir(path) ? 0 : e;
+    return fs_tree_is_dir(path) ? 0 : -e;
 }
 
 /* mkdir -p without following symlinks: every existing component must be a real
  * directory (a symlink or file gives ENOTDIR; an existing non-directory leaf
- * gives EEXIST). Returns 0 or an errno. */
-int mkdir_all_nofollow(const char *path)
+ * gives EEXIST). Returns 0 or a negative errno. */
+int fs_tree_mkdir_all_nofollow(const char *path)
 {
     int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return errno;
+    if (fd < 0) return -errno;
     const char *p = path + 1;
     int err = 0;
     while (*p) {
@@ -55,19 +56,19 @@ int mkdir_all_nofollow(const char *path)
         if (n > 0) {
             char comp[NAME_MAX + 1];
             if (n > NAME_MAX) {
-                err = ENAMETOOLONG;
+                err = -ENAMETOOLONG;
                 break;
             }
             memcpy(comp, p, n);
             comp[n] = '\0';
             bool created = mkdirat(fd, comp, 0777) == 0;
             if (!created && errno != EEXIST) {
-                err = errno;
+                err = -errno;
                 break;
             }
             int nfd = openat(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (nfd < 0) {
-                err = (*e == '\0' && errno == ENOTDIR) ? EEXIST : errno;
+                err = (*e == '\0' && errno == ENOTDIR) ? -EEXIST : -errno;
                 break;
             }
             close(fd);
@@ -80,14 +81,14 @@ int mkdir_all_nofollow(const char *path)
 }
 
 /* Removes the directory `name` under dirfd and everything below it, never following
- * symlinks. Returns 0 or an errno. */
-int remove_tree_at(int parent, const char *name)
+ * symlinks. Returns 0 or a negative errno. */
+int fs_tree_remove_at(int parent, const char *name)
 {
     int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return errno;
+    if (fd < 0) return -errno;
     DIR *dir = fdopendir(fd);
     if (!dir) {
-        int e = errno;
+        int e = -errno;
         close(fd);
         return e;
     }
@@ -96,37 +97,37 @@ int remove_tree_at(int parent, const char *name)
         errno = 0;
         struct dirent *de = readdir(dir);
         if (!de) {
-            if (errno) err = errno;
+            if (errno) err = -errno;
             break;
         }
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
         struct stat st;
         if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
             if (errno == ENOENT) continue;
-            err = errno;
+            err = -errno;
             break;
         }
         if (S_ISDIR(st.st_mode)) {
-            err = remove_tree_at(fd, de->d_name);
+            err = fs_tree_remove_at(fd, de->d_name);
             if (err) break;
         } else if (unlinkat(fd, de->d_name, 0) < 0 && errno != ENOENT) {
-            err = errno;
+            err = -errno;
             break;
         }
     }
     closedir(dir);
     if (err) return err;
-    if (unlinkat(parent, name, AT_REMOVEDIR) < 0) return errno;
+    if (unlinkat(parent, name, AT_REMOVEDIR) < 0) return -errno;
     return 0;
 }
 
-int copy_file(const char *src, const char *dst)
+int fs_tree_copy_file(const char *src, const char *dst)
 {
     int in = open(src, O_RDONLY | O_CLOEXEC);
-    if (in < 0) return errno;
+    if (in < 0) return -errno;
     struct stat st;
     if (fstat(in, &st) < 0) {
-        int e = errno;
+        int e = -errno;
         close(in);
         return e;
     }
@@ -139,7 +140,7 @@ int copy_file(const char *src, const char *dst)
     }
     int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, st.st_mode & 07777);
     if (out < 0) {
-        int e = errno;
+        int e = -errno;
         close(in);
         return e;
     }
@@ -149,7 +150,7 @@ int copy_file(const char *src, const char *dst)
         ssize_t r = read(in, b, 1 << 20);
         if (r < 0) {
             if (errno == EINTR) continue;
-            err = errno;
+            err = -errno;
             break;
         }
         if (r == 0) break;
@@ -158,7 +159,7 @@ int copy_file(const char *src, const char *dst)
             ssize_t w = write(out, b + done, (size_t)(r - done));
             if (w < 0) {
                 if (errno == EINTR) continue;
-                err = errno;
+                err = -errno;
                 break;
             }
             done += w;
@@ -166,47 +167,47 @@ int copy_file(const char *src, const char *dst)
         if (err) break;
     }
     free(b);
-    if (!err && fchmod(out, st.st_mode & 07777) < 0) err = errno;
-    if (close(out) < 0 && !err) err = errno;
+    if (!err && fchmod(out, st.st_mode & 07777) < 0) err = -errno;
+    if (close(out) < 0 && !err) err = -errno;
     close(in);
     return err;
 }
 
-int copy_link(const char *src, const char *dst)
+int fs_tree_copy_link(const char *src, const char *dst)
 {
     char target[PATH_MAX + 1];
     ssize_t n = readlink(src, target, PATH_MAX);
-    if (n < 0) return errno;
+    if (n < 0) return -errno;
     target[n] = '\0';
-    if (symlink(target, dst) < 0) return errno;
+    if (symlink(target, dst) < 0) return -errno;
     return 0;
 }
 
-int copy_tree(const char *src, const char *dst)
+int fs_tree_copy(const char *src, const char *dst)
 {
     int e = 0;
-    if (mkdir(dst, 0777) < 0 && errno != EEXIST) return errno;
-    if (!is_dir(dst)) return EEXIST;
+    if (mkdir(dst, 0777) < 0 && errno != EEXIST) return -errno;
+    if (!fs_tree_is_dir(dst)) return -EEXIST;
     DIR *dir = opendir(src);
-    if (!dir) return errno;
+    if (!dir) return -errno;
     for (;;) {
         errno = 0;
         struct dirent *de = readdir(dir);
         if (!de) {
-            if (errno) e = errno;
+            if (errno) e = -errno;
             break;
         }
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
         char *s = fs_path_join(src, de->d_name), *d = fs_path_join(dst, de->d_name);
         struct stat st;
         if (lstat(s, &st) < 0)
-            e = errno;
+            e = -errno;
         else if (S_ISDIR(st.st_mode))
-            e = copy_tree(s, d);
+            e = fs_tree_copy(s, d);
         else if (S_ISREG(st.st_mode))
-            e = copy_file(s, d);
+            e = fs_tree_copy_file(s, d);
         else if (S_ISLNK(st.st_mode))
-            e = copy_link(s, d);
+            e = fs_tree_copy_link(s, d);
         free(s);
         free(d);
         if (e) break;
@@ -216,7 +217,7 @@ int copy_tree(const char *src, const char *dst)
 }
 
 /* realpath of the longest existing prefix of p, plus the remaining components. */
-char *resolve_existing_prefix(const char *p)
+char *fs_tree_resolve_existing_prefix(const char *p)
 {
     char *cur = xstrdup(p);
     fs_path_strip_slashes(cur);

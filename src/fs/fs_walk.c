@@ -14,7 +14,7 @@
 
 #include "fs/fs_util.h"
 #include "fs/fs_walk.h"
-#include "fs/uri.h"
+#include "proto/uri.h"
 #include "util/mem.h"
 #include "util/oserr.h"
 

@@ -28,7 +28,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "fs/uri.h"
+#include "proto/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
 #include "session/session.h"
@@ -288,16 +288,16 @@ static void handle_watch_missing(struct rpc_req *req)
                         &ue) < 0) {
             w->nmissing = i;
             watch_free(w);
-            return rpc_reply_error(req, ue.code, "%s", ue.message);
+            return rpc_reply_error(req, rpc_uri_error_code(&ue), "%s", ue.message);
         }
     }
     w->nmissing = n;
     if (present && uri_to_path(present, strlen(present), false, &w->present, &plen, &ue) < 0) {
         watch_free(w);
-        return rpc_reply_error(req, ue.code, "%s", ue.message);
+        return rpc_reply_error(req, rpc_uri_error_code(&ue), "%s", ue.message);
     }
 
-    struct session *s = req->session;
+    struct session *s = session_of(req->conn);
     if (!s->watches) s->watches = fs_watch_table_new(s, req->loop);
     struct fs_watch_table *t = s->watches;
     bool stale = w->present && !path_exists(w->present);

@@ -2,7 +2,7 @@
  *
  * fs_methods.c decodes a request into a struct fs_work and runs it on the libuv
  * thread pool or hands it to the session's sandbox helper; fs_ops.c holds the
- * blocking operation code (run_op) that fills in its result or error, whichever
+ * blocking operation code (fs_ops_run) that fills in its result or error, whichever
  * side it runs on. Internal to src/fs. */
 #ifndef EXEC_FS_FS_WORK_H
 #define EXEC_FS_FS_WORK_H
@@ -76,17 +76,18 @@ struct fs_work {
 };
 
 /* Records errno e (EIO for 0) as the outcome unless one is already recorded. */
-void set_err(struct fs_work *fw, int e);
+void fs_work_set_err(struct fs_work *fw, int e);
 /* Records a validation error (code and formatted text) unless one is recorded. */
-void set_msg(struct fs_work *fw, int code, const char *fmt, ...)
+void fs_work_set_msg(struct fs_work *fw, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Whether an error has been recorded. */
-bool failed(const struct fs_work *fw);
+bool fs_work_failed(const struct fs_work *fw);
 
-/* Runs fw's operation (blocking): on a pool thread, or in the sandbox helper. */
-void run_op(struct fs_work *fw);
+/* Runs fw's operation directly (blocking): on a pool thread, or inside the sandbox
+ * helper. */
+void fs_ops_run(struct fs_work *fw);
 /* Runs fw (blocking, on a pool thread): in the session's sandbox helper when fw->sb_json
- * is set, else directly. The outcome is in fw as after run_op. */
+ * is set, else directly. The outcome is in fw as after fs_ops_run. */
 void fs_work_run(struct fs_work *fw);
 
 #endif

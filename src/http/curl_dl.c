@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-struct curl_dl cdl;
+struct curl_dl curl_dl_fns;
 
 int curl_dl_load(const char **why)
 {
@@ -26,7 +26,7 @@ int curl_dl_load(const char **why)
         const char *name;
         void **slot;
     } syms[] = {
-#define SYM(field, name) {name, (void **)&cdl.field}
+#define SYM(field, name) {name, (void **)&curl_dl_fns.field}
         SYM(global_init, "curl_global_init"),
         SYM(global_cleanup, "curl_global_cleanup"),
         SYM(easy_init, "curl_easy_init"),

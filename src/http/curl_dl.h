@@ -35,7 +35,7 @@ struct curl_dl {
     const char *(*url_strerror)(CURLUcode);
 };
 
-extern struct curl_dl cdl;
+extern struct curl_dl curl_dl_fns;
 
 /* Loads libcurl once. Returns 0, or -1 with a reason in why (static text). */
 int curl_dl_load(const char **why);

@@ -28,13 +28,13 @@ static void check_done(void)
 {
     CURLMsg *m;
     int left;
-    while ((m = cdl.multi_info_read(multi, &left))) {
+    while ((m = curl_dl_fns.multi_info_read(multi, &left))) {
         if (m->msg != CURLMSG_DONE) continue;
         CURL *easy = m->easy_handle;
         CURLcode rc = m->data.result;
         struct curl_loop_job *job = NULL;
-        cdl.easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&job);
-        cdl.multi_remove_handle(multi, easy);
+        curl_dl_fns.easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&job);
+        curl_dl_fns.multi_remove_handle(multi, easy);
         if (job && job->done) job->done(job, rc);
     }
 }
@@ -47,14 +47,14 @@ static void on_poll(uv_poll_t *h, int status, int events)
     if (events & UV_READABLE) flags |= CURL_CSELECT_IN;
     if (events & UV_WRITABLE) flags |= CURL_CSELECT_OUT;
     int running;
-    cdl.multi_socket_action(multi, sc->fd, flags, &running);
+    curl_dl_fns.multi_socket_action(multi, sc->fd, flags, &running);
     check_done();
 }
 
 static void on_timer(uv_timer_t *t)
 {
     int running;
-    cdl.multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    curl_dl_fns.multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &running);
     check_done();
 }
 
@@ -70,7 +70,7 @@ static int socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *s
         if (sc) {
             uv_poll_stop(&sc->poll);
             uv_close((uv_handle_t *)&sc->poll, sock_closed);
-            cdl.multi_assign(multi, s, NULL);
+            curl_dl_fns.multi_assign(multi, s, NULL);
         }
         return 0;
     }
@@ -82,7 +82,7 @@ static int socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *s
             return -1;
         }
         sc->poll.data = sc;
-        cdl.multi_assign(multi, s, sc);
+        curl_dl_fns.multi_assign(multi, s, sc);
     }
     int ev = 0;
     if (what == CURL_POLL_IN || what == CURL_POLL_INOUT) ev |= UV_READABLE;
@@ -105,42 +105,42 @@ static void init_once(uv_loop_t *loop)
 {
     if (started) return;
     started = true;
-    cdl.global_init(CURL_GLOBAL_DEFAULT);
-    multi = cdl.multi_init();
+    curl_dl_fns.global_init(CURL_GLOBAL_DEFAULT);
+    multi = curl_dl_fns.multi_init();
     loop_of = loop;
     uv_timer_init(loop, &timer);
     uv_unref((uv_handle_t *)&timer); /* an idle timer must not keep the loop alive */
-    cdl.multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
-    cdl.multi_setopt(multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+    curl_dl_fns.multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+    curl_dl_fns.multi_setopt(multi, CURLMOPT_TIMERFUNCTION, timer_cb);
 }
 
 int curl_loop_add(uv_loop_t *loop, struct curl_loop_job *job)
 {
     init_once(loop);
-    cdl.easy_setopt(job->easy, CURLOPT_PRIVATE, (char *)job);
-    return cdl.multi_add_handle(multi, job->easy) == CURLM_OK ? 0 : -1;
+    curl_dl_fns.easy_setopt(job->easy, CURLOPT_PRIVATE, (char *)job);
+    return curl_dl_fns.multi_add_handle(multi, job->easy) == CURLM_OK ? 0 : -1;
 }
 
 void curl_loop_remove(struct curl_loop_job *job)
 {
-    if (multi) cdl.multi_remove_handle(multi, job->easy);
+    if (multi) curl_dl_fns.multi_remove_handle(multi, job->easy);
 }
 
 void curl_loop_unpause(struct curl_loop_job *job)
 {
-    cdl.easy_pause(job->easy, CURLPAUSE_CONT);
+    curl_dl_fns.easy_pause(job->easy, CURLPAUSE_CONT);
     /* Unpausing may deliver buffered data right away or finish the transfer. */
     int running;
-    cdl.multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    curl_dl_fns.multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &running);
     check_done();
 }
 
 void curl_loop_shutdown(void)
 {
     if (!started) return;
-    cdl.multi_cleanup(multi);
+    curl_dl_fns.multi_cleanup(multi);
     multi = NULL;
     uv_close((uv_handle_t *)&timer, NULL);
-    cdl.global_cleanup();
+    curl_dl_fns.global_cleanup();
     started = false;
 }

@@ -19,10 +19,11 @@
 #include <string.h>
 
 #include "http/curl_loop.h"
+#include "http/http_request.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
 #include "transport/conn.h"
-#include "util/base64.h"
+#include "proto/base64.h"
 #include "util/buf.h"
 #include "util/mem.h"
 
@@ -62,8 +63,8 @@ struct http_table {
 
 static void req_free(struct http_req *r)
 {
-    if (r->job.easy) cdl.easy_cleanup(r->job.easy);
-    cdl.slist_free_all(r->hdrs);
+    if (r->job.easy) curl_dl_fns.easy_cleanup(r->job.easy);
+    curl_dl_fns.slist_free_all(r->hdrs);
     free(r->body);
     free(r->request_id);
     free(r->url);
@@ -202,10 +203,10 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ud)
     }
     if (len == 0) {
         long code = 0;
-        cdl.easy_getinfo(r->job.easy, CURLINFO_RESPONSE_CODE, &code);
+        curl_dl_fns.easy_getinfo(r->job.easy, CURLINFO_RESPONSE_CODE, &code);
         r->status = code;
         char *redirect = NULL;
-        if (r->follow) cdl.easy_getinfo(r->job.easy, CURLINFO_REDIRECT_URL, &redirect);
+        if (r->follow) curl_dl_fns.easy_getinfo(r->job.easy, CURLINFO_REDIRECT_URL, &redirect);
         bool final = code >= 200 && !(code >= 300 && code < 400 && redirect);
         if (final && r->stream) send_result(r, false);
         return n;
@@ -335,7 +336,7 @@ static const char *url_error_text(CURLUcode uc)
     case CURLUE_BAD_HOSTNAME:
         return "invalid domain character";
     default:
-        return cdl.url_strerror(uc);
+        return curl_dl_fns.url_strerror(uc);
     }
 }
 
@@ -420,9 +421,9 @@ static void handle_http_request(struct rpc_req *req)
     if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)
         return rpc_reply_error(req, RPC_INVALID_PARAMS,
                                "http/request only supports http and https URLs, got %s", scheme);
-    CURLU *cu = cdl.url();
-    CURLUcode uc = cdl.url_set(cu, CURLUPART_URL, url, 0);
-    cdl.url_cleanup(cu);
+    CURLU *cu = curl_dl_fns.url();
+    CURLUcode uc = curl_dl_fns.url_set(cu, CURLUPART_URL, url, 0);
+    curl_dl_fns.url_cleanup(cu);
     if (uc != CURLUE_OK)
         return rpc_reply_error(req, RPC_INVALID_PARAMS, "http/request url is invalid: %s",
                                url_error_text(uc));
@@ -475,7 +476,7 @@ static void handle_http_request(struct rpc_req *req)
         if (val.len > 1) buf_printf(&line, ": %s", val.data);
         else buf_putc(&line, ';');
         buf_putc(&line, '\0');
-        r->hdrs = cdl.slist_append(r->hdrs, line.data);
+        r->hdrs = curl_dl_fns.slist_append(r->hdrs, line.data);
         buf_free(&val);
         buf_free(&line);
     }
@@ -504,44 +505,44 @@ static void handle_http_request(struct rpc_req *req)
     r->url = xstrdup(url);
     r->tab = t;
     r->req = req;
-    r->hdrs = cdl.slist_append(r->hdrs, "Expect:"); /* no 100-continue round trip */
+    r->hdrs = curl_dl_fns.slist_append(r->hdrs, "Expect:"); /* no 100-continue round trip */
 
-    CURL *e = cdl.easy_init();
+    CURL *e = curl_dl_fns.easy_init();
     r->job.easy = e;
     r->job.done = on_done;
-    cdl.easy_setopt(e, CURLOPT_URL, url);
-    cdl.easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
-    if (strcmp(method, "HEAD") == 0) cdl.easy_setopt(e, CURLOPT_NOBODY, 1L);
-    cdl.easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
+    curl_dl_fns.easy_setopt(e, CURLOPT_URL, url);
+    curl_dl_fns.easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+    if (strcmp(method, "HEAD") == 0) curl_dl_fns.easy_setopt(e, CURLOPT_NOBODY, 1L);
+    curl_dl_fns.easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
     if (r->body) {
-        cdl.easy_setopt(e, CURLOPT_POSTFIELDS, (char *)r->body);
-        cdl.easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
+        curl_dl_fns.easy_setopt(e, CURLOPT_POSTFIELDS, (char *)r->body);
+        curl_dl_fns.easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
     }
-    cdl.easy_setopt(e, CURLOPT_FOLLOWLOCATION, r->follow ? 1L : 0L);
-    cdl.easy_setopt(e, CURLOPT_MAXREDIRS, (long)HTTP_MAX_REDIRECTS);
-    cdl.easy_setopt(e, CURLOPT_AUTOREFERER, 1L);
+    curl_dl_fns.easy_setopt(e, CURLOPT_FOLLOWLOCATION, r->follow ? 1L : 0L);
+    curl_dl_fns.easy_setopt(e, CURLOPT_MAXREDIRS, (long)HTTP_MAX_REDIRECTS);
+    curl_dl_fns.easy_setopt(e, CURLOPT_AUTOREFERER, 1L);
     /* A followed redirect keeps the method (the reference does not turn POST into GET). */
-    cdl.easy_setopt(e, CURLOPT_POSTREDIR, (long)CURL_REDIR_POST_ALL);
-    cdl.easy_setopt(e, CURLOPT_ACCEPT_ENCODING, NULL);
+    curl_dl_fns.easy_setopt(e, CURLOPT_POSTREDIR, (long)CURL_REDIR_POST_ALL);
+    curl_dl_fns.easy_setopt(e, CURLOPT_ACCEPT_ENCODING, NULL);
     char *noproxy = noproxy_list();
-    cdl.easy_setopt(e, CURLOPT_NOPROXY, noproxy); /* libcurl keeps its own copy */
+    curl_dl_fns.easy_setopt(e, CURLOPT_NOPROXY, noproxy); /* libcurl keeps its own copy */
     free(noproxy);
-    cdl.easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    cdl.easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    cdl.easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    cdl.easy_setopt(e, CURLOPT_BUFFERSIZE, (long)HTTP_CURL_BUFFER);
-    if (has_timeout) cdl.easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+    curl_dl_fns.easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_dl_fns.easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_dl_fns.easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_dl_fns.easy_setopt(e, CURLOPT_BUFFERSIZE, (long)HTTP_CURL_BUFFER);
+    if (has_timeout) curl_dl_fns.easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
     /* The standard curl / OpenSSL variables name extra trust (a private CA): libcurl
      * itself reads none of them, only its built-in bundle path. */
     const char *ca = getenv("CURL_CA_BUNDLE");
     if (!ca || !*ca) ca = getenv("SSL_CERT_FILE");
-    if (ca && *ca) cdl.easy_setopt(e, CURLOPT_CAINFO, ca);
+    if (ca && *ca) curl_dl_fns.easy_setopt(e, CURLOPT_CAINFO, ca);
     const char *cadir = getenv("SSL_CERT_DIR");
-    if (cadir && *cadir) cdl.easy_setopt(e, CURLOPT_CAPATH, cadir);
-    cdl.easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-    cdl.easy_setopt(e, CURLOPT_HEADERDATA, r);
-    cdl.easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-    cdl.easy_setopt(e, CURLOPT_WRITEDATA, r);
+    if (cadir && *cadir) curl_dl_fns.easy_setopt(e, CURLOPT_CAPATH, cadir);
+    curl_dl_fns.easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_dl_fns.easy_setopt(e, CURLOPT_HEADERDATA, r);
+    curl_dl_fns.easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_dl_fns.easy_setopt(e, CURLOPT_WRITEDATA, r);
     r->next = t->head;
     t->head = r;
     if (curl_loop_add(req->loop, &r->job) < 0) {

@@ -234,7 +234,7 @@ static bool lower_hex(const char *s, size_t n, bool *all_zero)
     return true;
 }
 
-bool trace_parent_valid(const char *s)
+bool env_trace_parent_valid(const char *s)
 {
     /* "00-<32 hex>-<16 hex>-<2 hex>" (55 characters for version 00). */
     bool zero;
@@ -258,7 +258,7 @@ static bool trace_state_valid(const char *s)
 char **env_add_trace(char **envp, json_t *trace)
 {
     const char *tp = json_string_value(json_object_get(trace, "traceparent"));
-    if (!tp || !trace_parent_valid(tp) || env_get(envp, "TRACEPARENT")) return envp;
+    if (!tp || !env_trace_parent_valid(tp) || env_get(envp, "TRACEPARENT")) return envp;
     const char *ts = json_string_value(json_object_get(trace, "tracestate"));
     struct envv e = {.v = envp};
     while (e.v[e.n]) e.n++;

@@ -49,7 +49,7 @@ void env_free(char **envp);
 char **env_add_trace(char **envp, json_t *trace);
 /* Whether s is a W3C traceparent: version-traceid-parentid-flags in lowercase hex,
  * version not ff, ids not all zero. */
-bool trace_parent_valid(const char *s);
+bool env_trace_parent_valid(const char *s);
 
 /* The value of NAME in an envp array, or NULL. */
 const char *env_get(char *const *envp, const char *name);

@@ -1,9 +1,10 @@
-/* proc_internal: the process record shared by the process method modules.
+/* proc_internal: the process record, shared by the model and the handlers.
  *
- * process.c owns the lifecycle (spawn, output, exit, close, eviction, read,
- * write, terminate); process_tty.c adds the terminal and stdin controls that
- * are ours (resize, closeStdin, any signal). Nothing outside src/process
- * includes this header. */
+ * proc.c owns the model and its lifecycle (table, output, exit, close, eviction,
+ * long-poll reads, the stdin queue); process_methods.c has the JSON-RPC handlers
+ * (start, read, write, terminate) and process_tty.c the terminal and stdin
+ * controls that are ours (resize, closeStdin, any signal). Nothing outside
+ * src/process includes this header. */
 #ifndef EXEC_PROCESS_PROC_INTERNAL_H
 #define EXEC_PROCESS_PROC_INTERNAL_H
 
@@ -48,6 +49,14 @@ struct wq_item {
     uint8_t data[];
 };
 
+/* Where a process is in its life, only ever forward (tmux's job.c has the same
+ * three): RUNNING until its exit status is known; EXITED once it is (process/exited
+ * sent) while output may still be draining; CLOSED once every output fd has
+ * drained (process/closed sent), kept PROC_RETAIN_MS for reads, then evicted.
+ * Orthogonal to it: `terminated` (SIGKILL sent) and `paused` (output readers
+ * stopped for flow control). */
+enum proc_state { PROC_RUNNING, PROC_EXITED, PROC_CLOSED };
+
 struct proc {
     struct proc *next, *prev;
     struct proc_table *table;
@@ -67,7 +76,9 @@ struct proc {
     uv_poll_t in_poll;
     bool in_polling, in_init;
     struct wq_item *wq_head, *wq_tail;
-    bool exited, closed, terminated, paused;
+    enum proc_state state;
+    bool terminated;         /* process/terminate sent SIGKILL */
+    bool paused;             /* output readers stopped: the connection is congested */
     int exit_code;
     bool sandboxed;          /* a sandbox was applied to the child */
     uint64_t start_ns;       /* spawn time, for the process duration metric */
@@ -87,8 +98,34 @@ struct proc_table {
     struct proc *head;
 };
 
+struct spawn_result;
+
 /* The process `id` of table t, or NULL. */
 struct proc *proc_find(struct proc_table *t, const char *id);
+/* Processes of t that have not closed yet (what --max-processes counts). */
+unsigned proc_table_live(const struct proc_table *t);
+/* Records a spawned child in t (owned by t from now on) with its handles set up
+ * but not yet watched: the caller replies to process/start first, then calls
+ * proc_watch so no notification precedes the response. */
+struct proc *proc_add(struct proc_table *t, const char *id, bool tty, bool sandboxed,
+                      const struct spawn_result *sr, uv_loop_t *loop);
+void proc_watch(struct proc *p);
+/* Whether a read after `after` has something to return now (or the end). */
+bool proc_read_ready(const struct proc *p, uint64_t after);
+/* Answers a process/read from p's event log (takes req). */
+void proc_reply_read(struct rpc_req *req, struct proc *p, uint64_t after, bool has_max,
+                     uint64_t max_bytes);
+/* Parks a process/read (takes req) until p has something after `after` or wait_ms
+ * passes, then answers it like proc_reply_read. */
+void proc_wait_read(struct rpc_req *req, struct proc *p, uint64_t after, bool has_max,
+                    uint64_t max_bytes, uint64_t wait_ms);
+/* Queues decoded stdin bytes (takes it; dropped when the child has no stdin or
+ * it is empty) and writes what the pipe takes now. */
+void proc_stdin_push(struct proc *p, struct wq_item *it);
+/* Closes the child's stdin (idempotent). */
+void proc_close_stdin(struct proc *p);
+/* process/terminate: SIGKILL to the process group, stdin closed. */
+void proc_kill(struct proc *p);
 /* Writes queued stdin bytes without blocking; polls for writability when the
  * child is not reading. Closes stdin once the queue is empty if EOF was asked. */
 void proc_stdin_flush(struct proc *p);

@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "rpc/rpc.h"
+
 struct session;
 struct conn;
 struct proc_table;
@@ -30,5 +32,8 @@ void proc_table_resume_output(struct proc_table *t);
 
 /* Retention of a closed process before eviction (80 s like the reference). */
 #define PROC_RETAIN_MS 80000
+
+/* process/start, read, write, terminate, and the terminal methods. */
+extern const struct rpc_method process_methods[];
 
 #endif

@@ -81,8 +81,8 @@ void proc_handle_signal(struct rpc_req *req)
     if (!d.failed) sig = decode_signal(&d, v);
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
-    struct proc *p = proc_find(req->session->procs, id);
-    if (p && !p->exited) kill(-p->pid, sig);
+    struct proc *p = proc_find(session_of(req->conn)->procs, id);
+    if (p && p->state == PROC_RUNNING) kill(-p->pid, sig);
     rpc_reply_json(req, json_object());
 }
 
@@ -126,7 +126,7 @@ void proc_handle_resize(struct rpc_req *req)
     unsigned short cols = decode_dim(&d, "cols");
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
-    struct proc *p = proc_find(req->session->procs, id);
+    struct proc *p = proc_find(session_of(req->conn)->procs, id);
     if (!p) return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
     if (!p->tty)
         return rpc_reply_error(req, RPC_INVALID_REQUEST,
@@ -146,7 +146,7 @@ void proc_handle_close_stdin(struct rpc_req *req)
     const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
-    struct proc *p = proc_find(req->session->procs, id);
+    struct proc *p = proc_find(session_of(req->conn)->procs, id);
     if (!p) return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
     if (p->eof_requested || p->in_fd < 0) return rpc_reply_json(req, json_object());
     p->eof_requested = true;
@@ -155,13 +155,9 @@ void proc_handle_close_stdin(struct rpc_req *req)
         unsigned char veof = 4; /* ^D */
         if (tcgetattr(p->in_fd, &t) == 0 && t.c_cc[VEOF] != _POSIX_VDISABLE) veof = t.c_cc[VEOF];
         struct wq_item *it = xmalloc(sizeof *it + 1);
-        it->next = NULL;
-        it->off = 0;
         it->len = 1;
         it->data[0] = veof;
-        if (p->wq_tail) p->wq_tail->next = it;
-        else p->wq_head = it;
-        p->wq_tail = it;
+        proc_stdin_push(p, it);
     }
     proc_stdin_flush(p);
     rpc_reply_json(req, json_object());

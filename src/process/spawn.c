@@ -130,7 +130,7 @@ int spawn_wait(int pidfd, siginfo_t *si)
         return 0;
     }
     pthread_mutex_unlock(&watch_lock);
-    return waitid(P_PIDFD, (id_t)pidfd, si, WEXITED | WNOHANG);
+    return waitid(P_PIDFD, (id_t)pidfd, si, WEXITED | WNOHANG) < 0 ? -errno : 0;
 }
 
 static int set_nonblock_cloexec(int fd)
@@ -233,7 +233,7 @@ int spawn_child(const struct spawn_request *rq, struct spawn_result *out)
 {
     int err = 0;
     char *exe = resolve_program(rq->program, rq->path_env, &err);
-    if (!exe) return err;
+    if (!exe) return -err;
 
     int master = -1, slave = -1, outp[2] = {-1, -1}, errp[2] = {-1, -1}, inp[2] = {-1, -1};
     int devnull = -1;
@@ -328,5 +328,5 @@ fail:
     int fds[] = {master, slave, outp[0], outp[1], errp[0], errp[1], inp[0], inp[1], devnull};
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         if (fds[i] >= 0) close(fds[i]);
-    return err;
+    return -err;
 }

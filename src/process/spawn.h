@@ -28,14 +28,14 @@ struct spawn_result {
     int in_fd;    /* stdin pipe, a dup of the PTY master, or -1 */
 };
 
-/* Starts the child. Returns 0, or a positive errno describing why it could not
+/* Starts the child. Returns 0, or a negative errno describing why it could not
  * be started (program not found, cwd missing, exec format error...). All returned
  * fds are non-blocking and close-on-exec. */
 int spawn_child(const struct spawn_request *rq, struct spawn_result *out);
 
 /* waitid(P_PIDFD, pidfd, si, WEXITED | WNOHANG) for a pidfd from spawn_child,
  * also when it is the eventfd of the no-pidfd_open fallback. si->si_pid is 0
- * while the child runs. Returns 0 or -1 with errno. */
+ * while the child runs. Returns 0 or a negative errno. */
 int spawn_wait(int pidfd, siginfo_t *si);
 
 #endif

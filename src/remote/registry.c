@@ -198,8 +198,8 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *user)
 
 static void call_free(struct registry_call *c)
 {
-    if (c->job.easy) cdl.easy_cleanup(c->job.easy);
-    cdl.slist_free_all(c->hdrs);
+    if (c->job.easy) curl_dl_fns.easy_cleanup(c->job.easy);
+    curl_dl_fns.slist_free_all(c->hdrs);
     if (c->body) {
         memset(c->body, 0, strlen(c->body)); /* may hold an authorization */
         free(c->body);
@@ -212,7 +212,7 @@ static void call_done(struct curl_loop_job *job, CURLcode rc)
 {
     struct registry_call *c = (struct registry_call *)job;
     long status = 0;
-    cdl.easy_getinfo(job->easy, CURLINFO_RESPONSE_CODE, &status);
+    curl_dl_fns.easy_getinfo(job->easy, CURLINFO_RESPONSE_CODE, &status);
     bool ok = rc == CURLE_OK && status >= 200 && status < 300;
     if (c->is_validate) {
         bool valid = ok && registry_parse_validate(c->resp.data ? c->resp.data : "", c->resp.len);
@@ -263,27 +263,27 @@ static struct registry_call *start(struct registry_client *rc, const char *what,
     snprintf(url, sizeof url, "%s/cloud/environment/%s/%s", rc->base, rc->env_escaped, what);
     /* The headers and their order as 0.169.0 sends them (REMOTE_NOTES §2, §5a): no
      * traceparent without a tracing exporter, Accept: any. */
-    if (first_header) c->hdrs = cdl.slist_append(c->hdrs, first_header);
-    c->hdrs = cdl.slist_append(c->hdrs, "Content-Type: application/json");
+    if (first_header) c->hdrs = curl_dl_fns.slist_append(c->hdrs, first_header);
+    c->hdrs = curl_dl_fns.slist_append(c->hdrs, "Content-Type: application/json");
     for (char **h = rc->auth; *h; h++)
-        c->hdrs = cdl.slist_append(c->hdrs, *h);
-    c->hdrs = cdl.slist_append(c->hdrs, "Accept: */*");
-    CURL *e = c->job.easy = cdl.easy_init();
+        c->hdrs = curl_dl_fns.slist_append(c->hdrs, *h);
+    c->hdrs = curl_dl_fns.slist_append(c->hdrs, "Accept: */*");
+    CURL *e = c->job.easy = curl_dl_fns.easy_init();
     if (!e) {
         call_free(c);
         return NULL;
     }
-    cdl.easy_setopt(e, CURLOPT_URL, url);
-    cdl.easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    cdl.easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-    cdl.easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    cdl.easy_setopt(e, CURLOPT_HTTPHEADER, c->hdrs);
-    cdl.easy_setopt(e, CURLOPT_POSTFIELDS, c->body);
-    cdl.easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)strlen(c->body));
-    cdl.easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-    cdl.easy_setopt(e, CURLOPT_WRITEDATA, c);
-    cdl.easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
-    cdl.easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+    curl_dl_fns.easy_setopt(e, CURLOPT_URL, url);
+    curl_dl_fns.easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_dl_fns.easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_dl_fns.easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_dl_fns.easy_setopt(e, CURLOPT_HTTPHEADER, c->hdrs);
+    curl_dl_fns.easy_setopt(e, CURLOPT_POSTFIELDS, c->body);
+    curl_dl_fns.easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)strlen(c->body));
+    curl_dl_fns.easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_dl_fns.easy_setopt(e, CURLOPT_WRITEDATA, c);
+    curl_dl_fns.easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_dl_fns.easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
     c->job.done = call_done;
     if (curl_loop_add(rc->loop, &c->job) < 0) {
         call_free(c);

@@ -43,6 +43,7 @@ struct relay_stream {
 
 struct relay_demux {
     uv_loop_t *loop;
+    conn_message_fn on_message; /* every stream connection's message reader */
     const struct noise_ik_static_key *identity;
     char *env_id, *reg_id;
     const struct relay_demux_ops *ops;
@@ -73,10 +74,12 @@ unsigned relay_demux_failures(const struct relay_demux *d)
 
 struct relay_demux *relay_demux_new(uv_loop_t *loop, const struct noise_ik_static_key *identity,
                                     const char *environment_id, const char *registration_id,
-                                    const struct relay_demux_ops *ops, void *arg)
+                                    const struct relay_demux_ops *ops, void *arg,
+                                    conn_message_fn on_message)
 {
     struct relay_demux *d = xcalloc(1, sizeof *d);
     d->loop = loop;
+    d->on_message = on_message;
     d->identity = identity;
     d->env_id = xstrdup(environment_id);
     d->reg_id = xstrdup(registration_id);
@@ -335,7 +338,7 @@ static void on_validated(void *arg, bool valid)
     s->state = ST_LIVE;
     relay_order_init(&s->order);
     relay_reasm_init(&s->reasm);
-    s->conn = relay_conn_new(d->loop, s, s->id);
+    s->conn = relay_conn_new(d->loop, s, s->id, d->on_message);
     log_event("event=relay_stream noise_event=handshake noise_outcome=ok stream=%s live=%u",
               log_value(s->id, idv, sizeof idv), d->live);
 }

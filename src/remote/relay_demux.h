@@ -16,6 +16,7 @@
 #ifndef EXEC_REMOTE_RELAY_DEMUX_H
 #define EXEC_REMOTE_RELAY_DEMUX_H
 
+#include "transport/conn.h"
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -48,10 +49,12 @@ struct relay_demux_ops {
 };
 
 /* A demux for one physical connection. identity is borrowed (it outlives the
- * demux); the ids are copied. Caller frees with relay_demux_free. */
+ * demux); the ids are copied; each stream's messages go to on_message. Caller
+ * frees with relay_demux_free. */
 struct relay_demux *relay_demux_new(uv_loop_t *loop, const struct noise_ik_static_key *identity,
                                     const char *environment_id, const char *registration_id,
-                                    const struct relay_demux_ops *ops, void *arg);
+                                    const struct relay_demux_ops *ops, void *arg,
+                                    conn_message_fn on_message);
 
 /* One binary message received on the physical socket. */
 void relay_demux_on_message(struct relay_demux *d, const uint8_t *p, size_t n);

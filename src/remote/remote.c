@@ -46,6 +46,7 @@ struct remote {
     unsigned attempt;
     bool stopping;
     void (*on_fatal)(void);
+    conn_message_fn on_message; /* handed to each demux for its streams */
 };
 
 static struct remote *R;
@@ -155,8 +156,8 @@ static const struct relay_demux_ops demux_ops = {
 static void ws_opened(void *arg)
 {
     metrics_remote_connect(true, metrics_now_ns() - R->attempt_started_ns);
-    R->demux =
-        relay_demux_new(R->loop, &R->identity, R->env_id, R->reg.registration_id, &demux_ops, NULL);
+    R->demux = relay_demux_new(R->loop, &R->identity, R->env_id, R->reg.registration_id,
+                               &demux_ops, NULL, R->on_message);
     R->opened_ms = uv_now(R->loop);
     readiness_set(true);
     log_event("event=remote_rendezvous noise_event=rendezvous_connection noise_outcome=ok "
@@ -255,6 +256,7 @@ int remote_start(uv_loop_t *loop, const struct remote_opts *opts, void (*on_fata
     R->ping_ms = opts->ping_ms;
     R->pong_ms = opts->pong_deadline_ms;
     R->backoff_unit_ms = opts->backoff_ms ? opts->backoff_ms : 1000;
+    R->on_message = opts->on_message;
     int r = noise_ik_static_key_generate(&R->identity, NULL, NULL);
     if (r < 0) return r;
     json_t *kj = noise_ik_public_key_to_json(&R->identity.pub);

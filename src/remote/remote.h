@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "transport/conn.h"
+
 struct remote_opts {
     const char *base_url;       /* --remote, trimmed */
     const char *environment_id; /* --environment-id, trimmed, non-empty */
@@ -23,6 +25,7 @@ struct remote_opts {
     uint64_t ping_ms;           /* 0 = 30 s */
     uint64_t pong_deadline_ms;  /* 0 = 60 s */
     uint64_t backoff_ms;        /* backoff unit, 0 = 1 s (sleeps up to 30 units) */
+    conn_message_fn on_message; /* reader of every stream's messages (rpc_dispatch) */
 };
 
 /* Starts registering. on_fatal runs (once) when the executor cannot go on: the

@@ -21,11 +21,11 @@
 
 #include "core/log.h"
 #include "transport/tls.h"
-#include "util/base64.h"
+#include "proto/base64.h"
 #include "util/buf.h"
 #include "util/mem.h"
-#include "util/sha1.h"
-#include "util/ws_mask.h"
+#include "proto/sha1.h"
+#include "proto/ws_frame.h"
 
 #define RV_WS_MAX_HEAD 16384
 
@@ -266,25 +266,15 @@ static void mask_bytes(uint8_t *out, size_t n)
 int rv_ws_send(struct rv_ws *ws, const uint8_t *p, size_t n, rv_ws_sent_fn done, void *done_arg)
 {
     if (ws->state != RV_OPEN || wslay_event_get_close_sent(ws->ws)) return -ENOTCONN;
-    size_t hlen = n < 126 ? 2 : n < 65536 ? 4 : 10;
-    uint8_t *f = xmalloc(hlen + 4 + n);
-    f[0] = 0x80 | WSLAY_BINARY_FRAME;
-    if (n < 126) {
-        f[1] = (uint8_t)(0x80 | n);
-    } else if (n < 65536) {
-        f[1] = 0x80 | 126;
-        f[2] = (uint8_t)(n >> 8);
-        f[3] = (uint8_t)n;
-    } else {
-        f[1] = 0x80 | 127;
-        for (int i = 0; i < 8; i++)
-            f[2 + i] = (uint8_t)((uint64_t)n >> (56 - 8 * i));
-    }
-    uint8_t *key = f + hlen;
+    /* A client frame: masked, header from the shared codec (proto/ws_frame). */
+    size_t hlen = ws_frame_header_len(n, true);
+    uint8_t *f = xmalloc(hlen + n);
+    uint8_t key[4];
     mask_bytes(key, 4);
-    memcpy(key + 4, p, n);
-    ws_mask(key + 4, n, key); /* word-wise: a byte loop was a quarter of our CPU */
-    return raw_write(ws, (char *)f, hlen + 4 + n, n, done, done_arg);
+    ws_frame_encode(f, true, WS_OP_BINARY, n, key);
+    memcpy(f + hlen, p, n);
+    ws_frame_unmask(f + hlen, n, key); /* word-wise: a byte loop was a quarter of our CPU */
+    return raw_write(ws, (char *)f, hlen + n, n, done, done_arg);
 }
 
 static ssize_t wslay_recv_cb(wslay_event_context_ptr ctx, uint8_t *data, size_t len, int flags,

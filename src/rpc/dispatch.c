@@ -6,7 +6,7 @@
  * are ordered exactly as the messages arrived even though the requests themselves
  * complete concurrently (PROTOCOL.md section 3.4). */
 #include "rpc/dispatch.h"
-#include "rpc/json_load.h"
+#include "proto/json_load.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -15,26 +15,58 @@
 
 #include "core/log.h"
 #include "core/metrics.h"
-#include "fs/capability_roots.h"
-#include "fs/fs_util.h"
-#include "fs/fs_watch.h"
-#include "session/env_config.h"
-#include "transport/conn_internal.h"
+#include "proto/uri.h"
+#include "proto/utf8.h"
+#include "transport/conn.h"
 #include "util/mem.h"
 #include "util/oserr.h"
 
-static const struct rpc_method *const method_tables[] = {session_methods, process_methods,
-                                                         fs_methods, fs_watch_methods,
-                                                         fs_mode_methods, http_methods,
-                                                         env_config_methods,
-                                                         capability_roots_methods};
+#define RPC_MAX_TABLES 16
+static const struct rpc_method *method_tables[RPC_MAX_TABLES];
+static size_t n_method_tables;
+
+void rpc_register_methods(const struct rpc_method *table)
+{
+    for (size_t t = 0; t < n_method_tables; t++)
+        if (method_tables[t] == table) return;
+    if (n_method_tables == RPC_MAX_TABLES) abort(); /* a build-time mistake */
+    method_tables[n_method_tables++] = table;
+}
 
 static const struct rpc_method *find_method(const char *name)
 {
-    for (size_t t = 0; t < sizeof method_tables / sizeof method_tables[0]; t++)
+    for (size_t t = 0; t < n_method_tables; t++)
         for (const struct rpc_method *m = method_tables[t]; m->name; m++)
             if (strcmp(m->name, name) == 0) return m;
     return NULL;
+}
+
+/* The lifecycle gate's per-connection state (CONN_SLOT_RPC), allocated when
+ * initialize succeeds: no slot means not initialized. */
+struct rpc_gate {
+    bool initialized; /* initialize succeeded on this connection */
+    bool ready;       /* the initialized notification arrived */
+};
+
+static struct rpc_gate *gate_of(const struct conn *c)
+{
+    return conn_slot_get(c, CONN_SLOT_RPC);
+}
+
+bool rpc_conn_initialized(const struct conn *c)
+{
+    struct rpc_gate *g = gate_of(c);
+    return g && g->initialized;
+}
+
+void rpc_conn_set_initialized(struct conn *c)
+{
+    struct rpc_gate *g = gate_of(c);
+    if (!g) {
+        g = xcalloc(1, sizeof *g);
+        conn_slot_set(c, CONN_SLOT_RPC, g, free);
+    }
+    g->initialized = true;
 }
 
 static void put_id(struct buf *b, const json_t *id)
@@ -120,6 +152,11 @@ int rpc_errno_code(int errnum)
     }
 }
 
+int rpc_uri_error_code(const struct uri_error *e)
+{
+    return e->kind == URI_ERR_HOST ? RPC_INVALID_REQUEST : RPC_INVALID_PARAMS;
+}
+
 void rpc_reply_errno(struct rpc_req *req, int errnum)
 {
     char text[256];
@@ -131,12 +168,13 @@ bool rpc_dry_run;
 
 bool rpc_check_ready(struct rpc_req *req)
 {
-    if (!req->conn->initialized) {
+    struct rpc_gate *g = gate_of(req->conn);
+    if (!g || !g->initialized) {
         rpc_reply_error(req, RPC_INVALID_REQUEST, "client must call initialize before using %s methods",
                         req->method->family);
         return false;
     }
-    if (!req->conn->ready) {
+    if (!g->ready) {
         rpc_reply_error(req, RPC_INVALID_REQUEST, "client must send initialized before using %s methods",
                         req->method->family);
         return false;
@@ -153,7 +191,7 @@ static void malformed(struct conn *c, const char *detail)
 {
     struct buf m;
     buf_init(&m);
-    if (strcmp(conn_kind(c), "stdio") == 0)
+    if (conn_flags(c) & CONN_F_ANON_PEER)
         buf_printf(&m, "failed to parse JSON-RPC message from exec-server stdio: %s", detail);
     else
         buf_printf(&m, "failed to parse websocket JSON-RPC message from exec-server websocket %s: %s",
@@ -210,7 +248,7 @@ void rpc_dispatch(struct conn *c, const char *data, size_t len)
          * mid-character); the reply must stay valid JSON in a text frame (fuzz find). */
         struct buf clean;
         buf_init(&clean);
-        fs_utf8_lossy(&clean, detail, strlen(detail));
+        utf8_lossy(&clean, detail, strlen(detail));
         buf_putc(&clean, '\0');
         malformed(c, clean.data);
         buf_free(&clean);
@@ -250,11 +288,12 @@ void rpc_dispatch(struct conn *c, const char *data, size_t len)
     const char *name = json_string_value(method);
     if (!id) {
         if (strcmp(name, "initialized") == 0) {
-            if (!c->initialized) {
+            struct rpc_gate *g = gate_of(c);
+            if (!g || !g->initialized) {
                 log_info("%s sent initialized before initialize; closing", conn_peer(c));
                 conn_close(c);
             } else {
-                c->ready = true;
+                g->ready = true;
             }
         } else {
             char m[300];
@@ -273,7 +312,6 @@ void rpc_dispatch(struct conn *c, const char *data, size_t len)
     struct rpc_req *req = xcalloc(1, sizeof *req);
     req->conn = c;
     conn_ref(c);
-    req->session = c->session;
     req->id = json_incref(id);
     json_t *params = json_object_get(msg, "params");
     req->params = params ? json_incref(params) : NULL;
@@ -285,7 +323,7 @@ void rpc_dispatch(struct conn *c, const char *data, size_t len)
     }
     req->method = mt;
     req->start_ns = metrics_now_ns();
-    req->loop = c->loop;
+    req->loop = conn_loop(c);
     mt->handler(req);
 out:
     json_decref(msg);

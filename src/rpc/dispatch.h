@@ -10,8 +10,20 @@
 
 struct conn;
 
-/* Handles one complete message received on c. */
+/* Handles one complete message received on c (a conn_message_fn: transports are
+ * started with it). */
 void rpc_dispatch(struct conn *c, const char *data, size_t len);
+
+/* Adds a NULL-name-terminated method table (static storage, not copied) to those
+ * rpc_dispatch looks names up in. Registering a table again does nothing. The
+ * executables register theirs at start (server/server_methods.c), so rpc never
+ * names a method module. */
+void rpc_register_methods(const struct rpc_method *table);
+
+/* The lifecycle gate's state, which rpc keeps per connection: whether initialize
+ * succeeded on c. The initialize handler sets it; `initialized` needs it. */
+bool rpc_conn_initialized(const struct conn *c);
+void rpc_conn_set_initialized(struct conn *c);
 
 /* The lifecycle gate: returns true when req's connection may use its method's
  * family; otherwise replies with the documented -32600 and returns false.

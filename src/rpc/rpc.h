@@ -16,7 +16,7 @@
 #include "util/buf.h"
 
 struct conn;
-struct session;
+struct uri_error;
 
 enum rpc_code {
     RPC_INVALID_REQUEST = -32600,
@@ -28,10 +28,8 @@ enum rpc_code {
 };
 
 struct rpc_req {
-    struct conn *conn;              /* counted reference, released by the reply */
-    struct session *session;        /* attached session at dispatch (NULL before
-                                       initialize); valid only until the handler
-                                       returns unless the module keeps its own hold */
+    struct conn *conn;              /* counted reference, released by the reply;
+                                       its owner (session_of) is the session */
     json_t *id;                     /* owned: string or integer, echoed as given */
     json_t *params;                 /* owned: NULL when absent */
     json_t *trace;                  /* owned: the W3C trace context object, or NULL */
@@ -48,12 +46,8 @@ struct rpc_method {
     rpc_handler_fn handler;
 };
 
-/* NULL-name-terminated tables, one per method module. */
-extern const struct rpc_method session_methods[];
-extern const struct rpc_method process_methods[];
-extern const struct rpc_method fs_methods[];
-extern const struct rpc_method fs_mode_methods[];
-extern const struct rpc_method http_methods[];
+/* Method tables are NULL-name-terminated, one per method module, declared in the
+ * module's header and registered with rpc_register_methods (dispatch.h). */
 
 /* Sends {"id":..,"result":result}; steals result; frees req. */
 void rpc_reply_json(struct rpc_req *req, json_t *result);
@@ -66,6 +60,9 @@ void rpc_reply_error(struct rpc_req *req, int code, const char *fmt, ...)
 void rpc_reply_errno(struct rpc_req *req, int errnum);
 /* The fs error code for an errno (see rpc_reply_errno). */
 int rpc_errno_code(int errnum);
+/* The code the reference gives a file: URI error (proto/uri.h): -32600 for a
+ * foreign host, -32602 for everything else. */
+int rpc_uri_error_code(const struct uri_error *e);
 
 /* Hand-written results for hot paths: rpc_result_begin starts b as a message and
  * writes `{"id":<id>,"result":`; the caller appends the result JSON text; then

@@ -80,7 +80,7 @@ static int read_all(int fd, void *p, size_t n)
     return 0;
 }
 
-int sb_frame_send(int fd, const void *p, size_t n, int pass_fd)
+int sandbox_frame_send(int fd, const void *p, size_t n, int pass_fd)
 {
     if (n > SB_FRAME_MAX) return -EMSGSIZE;
     uint32_t len = (uint32_t)n;
@@ -111,7 +111,7 @@ int sb_frame_send(int fd, const void *p, size_t n, int pass_fd)
     return write_all(fd, p, n);
 }
 
-int sb_frame_recv(int fd, struct buf *out, int *fd_out)
+int sandbox_frame_recv(int fd, struct buf *out, int *fd_out)
 {
     if (fd_out) *fd_out = -1;
     uint32_t len;
@@ -242,8 +242,8 @@ static struct sb_helper *helper_start(const char *owner, const char *policy, int
     pthread_mutex_init(&h->io, NULL);
     struct buf ans;
     buf_init(&ans);
-    *rc = sb_frame_send(h->fd, policy, strlen(policy), -1);
-    if (!*rc) *rc = sb_frame_recv(h->fd, &ans, NULL);
+    *rc = sandbox_frame_send(h->fd, policy, strlen(policy), -1);
+    if (!*rc) *rc = sandbox_frame_recv(h->fd, &ans, NULL);
     bool ok = !*rc && ans.len == 2 && memcmp(ans.data, "ok", 2) == 0;
     if (!ok)
         log_warn("sandbox helper refused the policy: %.*s", (int)(ans.len > 200 ? 200 : ans.len),
@@ -338,8 +338,8 @@ int sandbox_helper_call(const char *owner, const char *policy_json, const void *
         return rc == SB_CALL_CLOSED ? rc : SB_CALL_UNENFORCEABLE;
     }
     pthread_mutex_lock(&h->io);
-    rc = h->retired ? -EPIPE : sb_frame_send(h->fd, req, req_len, -1);
-    if (!rc) rc = sb_frame_recv(h->fd, reply, fd_out);
+    rc = h->retired ? -EPIPE : sandbox_frame_send(h->fd, req, req_len, -1);
+    if (!rc) rc = sandbox_frame_recv(h->fd, reply, fd_out);
     pthread_mutex_unlock(&h->io);
     struct sb_helper *dead = NULL;
     pthread_mutex_lock(&pool_lock);

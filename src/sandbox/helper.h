@@ -45,7 +45,7 @@ void sandbox_helper_release_owner(const char *owner);
 int sandbox_helper_pid(const char *owner, const char *policy_json);
 
 /* Frame I/O shared with the helper executable. Return 0 or -errno (-EPIPE at EOF). */
-int sb_frame_send(int fd, const void *p, size_t n, int pass_fd);
-int sb_frame_recv(int fd, struct buf *out, int *fd_out);
+int sandbox_frame_send(int fd, const void *p, size_t n, int pass_fd);
+int sandbox_frame_recv(int fd, struct buf *out, int *fd_out);
 
 #endif

@@ -33,7 +33,7 @@ const char *__asan_default_options(void)
 
 static int refuse(const char *why)
 {
-    sb_frame_send(SOCK_FD, why, strlen(why), -1);
+    sandbox_frame_send(SOCK_FD, why, strlen(why), -1);
     return 1;
 }
 
@@ -47,7 +47,7 @@ int main(int argc, char **argv)
 
     struct buf in;
     buf_init(&in);
-    if (sb_frame_recv(SOCK_FD, &in, NULL) < 0) return 1;
+    if (sandbox_frame_recv(SOCK_FD, &in, NULL) < 0) return 1;
     json_error_t je;
     json_t *j = json_loadb(in.data, in.len, 0, &je);
     buf_free(&in);
@@ -69,13 +69,13 @@ int main(int argc, char **argv)
     }
     sandbox_prepared_free(&prep);
     if (chdir("/") < 0) return refuse("chdir");
-    if (sb_frame_send(SOCK_FD, "ok", 2, -1) < 0) return 1;
+    if (sandbox_frame_send(SOCK_FD, "ok", 2, -1) < 0) return 1;
 
     for (;;) {
         struct buf req, reply;
         buf_init(&req);
         buf_init(&reply);
-        rc = sb_frame_recv(SOCK_FD, &req, NULL);
+        rc = sandbox_frame_recv(SOCK_FD, &req, NULL);
         if (rc < 0) {
             buf_free(&req);
             break;
@@ -83,7 +83,7 @@ int main(int argc, char **argv)
         int fd = -1;
         fs_helper_serve(req.data, req.len, &reply, &fd);
         buf_free(&req);
-        rc = sb_frame_send(SOCK_FD, reply.data, reply.len, fd);
+        rc = sandbox_frame_send(SOCK_FD, reply.data, reply.len, fd);
         if (fd >= 0) close(fd);
         buf_free(&reply);
         if (rc < 0) break;

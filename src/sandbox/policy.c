@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fs/uri.h"
+#include "proto/uri.h"
 #include "rpc/params.h"
 #include "rpc/rpc.h"
 #include "util/mem.h"
@@ -43,7 +43,7 @@ struct entries {
     size_t n, cap;
 };
 
-void sb_paths_add(struct sb_paths *l, const char *path)
+void sandbox_paths_add(struct sb_paths *l, const char *path)
 {
     for (size_t i = 0; i < l->n; i++)
         if (strcmp(l->v[i], path) == 0) return;
@@ -54,7 +54,7 @@ void sb_paths_add(struct sb_paths *l, const char *path)
     l->v[l->n++] = xstrdup(path);
 }
 
-void sb_paths_free(struct sb_paths *l)
+void sandbox_paths_free(struct sb_paths *l)
 {
     for (size_t i = 0; i < l->n; i++) free(l->v[i]);
     free(l->v);
@@ -63,10 +63,10 @@ void sb_paths_free(struct sb_paths *l)
 
 void sandbox_policy_free(struct sandbox_policy *p)
 {
-    sb_paths_free(&p->readable);
-    sb_paths_free(&p->writable);
-    sb_paths_free(&p->readonly_sub);
-    sb_paths_free(&p->denied);
+    sandbox_paths_free(&p->readable);
+    sandbox_paths_free(&p->writable);
+    sandbox_paths_free(&p->readonly_sub);
+    sandbox_paths_free(&p->denied);
     free(p->cwd);
     memset(p, 0, sizeof *p);
 }
@@ -133,13 +133,13 @@ static char *uri_path(const char *uri, struct sandbox_error *e)
     size_t len = 0;
     struct uri_error ue;
     if (uri_to_path(uri, strlen(uri), false, &out, &len, &ue) < 0) {
-        e->code = ue.code;
+        e->kind = ue.kind == URI_ERR_HOST ? SANDBOX_ERR_FOREIGN_HOST : SANDBOX_ERR_INVALID;
         snprintf(e->message, sizeof e->message, "%s", ue.message);
         return NULL;
     }
     if (strlen(out) != len) { /* embedded NUL cannot name a file */
         free(out);
-        e->code = RPC_INVALID_PARAMS;
+        e->kind = SANDBOX_ERR_INVALID;
         snprintf(e->message, sizeof e->message, "'%s' is invalid on 'linux'", uri);
         return NULL;
     }
@@ -247,7 +247,7 @@ static int glob_expand(const char *pattern, const char *cwd, int access, int max
     free(base);
     free(pat);
     if (rc < 0) {
-        e->code = RPC_INVALID_REQUEST;
+        e->kind = SANDBOX_ERR_TOO_MANY;
         snprintf(e->message, sizeof e->message,
                  "sandbox glob pattern `%s` matches too many paths to enforce", pattern);
         return -1;
@@ -337,7 +337,7 @@ static int decode_entry(struct pdec *d, json_t *ent, struct ctx *cx, int glob_de
         for (size_t i = 0; i < cx->roots.n; i++) {
             if (subpath && *subpath) {
                 if (subpath[0] == '/' || strstr(subpath, "..")) {
-                    e->code = RPC_INVALID_PARAMS;
+                    e->kind = SANDBOX_ERR_INVALID;
                     snprintf(e->message, sizeof e->message,
                              "project root subpath `%s` must be relative", subpath);
                     return -1;
@@ -425,15 +425,16 @@ static void classify(struct entries *es, struct sandbox_policy *out)
         int parent = anc ? anc->access : 0;
         switch (en->access) {
         case ACC_READ:
-            if (parent == ACC_WRITE) sb_paths_add(&out->readonly_sub, en->path);
-            else sb_paths_add(&out->readable, en->path);
+            if (parent == ACC_WRITE) sandbox_paths_add(&out->readonly_sub, en->path);
+            else sandbox_paths_add(&out->readable, en->path);
             break;
         case ACC_WRITE:
-            sb_paths_add(&out->writable, en->path);
+            sandbox_paths_add(&out->writable, en->path);
             break;
         case ACC_DENY:
             /* Outside every granted root Landlock already denies. */
-            if (parent == ACC_READ || parent == ACC_WRITE) sb_paths_add(&out->denied, en->path);
+            if (parent == ACC_READ || parent == ACC_WRITE)
+                sandbox_paths_add(&out->denied, en->path);
             break;
         }
     }
@@ -495,7 +496,7 @@ int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandb
         cx.cwd = xstrdup(fallback_cwd);
     }
     if (json_array_size(roots) + json_array_size(tmps) > MAX_ENTRIES) {
-        err->code = RPC_INVALID_REQUEST;
+        err->kind = SANDBOX_ERR_TOO_MANY;
         snprintf(err->message, sizeof err->message, "sandbox has too many entries to enforce");
         goto fail;
     }
@@ -504,7 +505,7 @@ int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandb
         char *r = uri_path(json_string_value(v), err);
         if (!r) goto fail;
         char *c = canon(r);
-        sb_paths_add(&cx.roots, c);
+        sandbox_paths_add(&cx.roots, c);
         free(c);
         free(r);
     }
@@ -512,7 +513,7 @@ int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandb
     {
         char *r = uri_path(json_string_value(v), err);
         if (!r) goto fail;
-        sb_paths_add(&cx.tmpdirs, r);
+        sandbox_paths_add(&cx.tmpdirs, r);
         free(r);
     }
 
@@ -551,7 +552,7 @@ int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandb
                     }
                     if (f.failed) break;
                     if (es.n > MAX_ENTRIES) {
-                        err->code = RPC_INVALID_REQUEST;
+                        err->kind = SANDBOX_ERR_TOO_MANY;
                         snprintf(err->message, sizeof err->message,
                                  "sandbox has too many entries to enforce");
                         goto fail;
@@ -570,7 +571,7 @@ int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandb
         goto decode_fail;
     }
     if (cx.dynamic && !cx.cwd) {
-        err->code = RPC_INVALID_PARAMS;
+        err->kind = SANDBOX_ERR_INVALID;
         snprintf(err->message, sizeof err->message,
                  "file system sandbox context with dynamic permissions requires cwd");
         goto fail;
@@ -579,20 +580,20 @@ int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandb
     out->cwd = cx.cwd;
     cx.cwd = NULL;
     entries_free(&es);
-    sb_paths_free(&cx.roots);
-    sb_paths_free(&cx.tmpdirs);
+    sandbox_paths_free(&cx.roots);
+    sandbox_paths_free(&cx.tmpdirs);
     return 0;
 
 decode_fail:
-    err->code = RPC_INVALID_PARAMS;
+    err->kind = SANDBOX_ERR_INVALID;
     snprintf(err->message, sizeof err->message, "%s", s.err);
 fail:
     entries_free(&es);
     free(cx.cwd);
-    sb_paths_free(&cx.roots);
-    sb_paths_free(&cx.tmpdirs);
+    sandbox_paths_free(&cx.roots);
+    sandbox_paths_free(&cx.tmpdirs);
     sandbox_policy_free(out);
-    return -1;
+    return -EINVAL;
 }
 
 bool sandbox_policy_needs_fs(const struct sandbox_policy *p, bool reads, bool writes)

@@ -36,16 +36,22 @@ struct sandbox_policy {
     char *cwd;                    /* the resolved sandbox cwd, or NULL */
 };
 
-/* Errors: code is the JSON-RPC code, message the text the reference uses. */
+/* What went wrong, and the text the reference uses. The JSON-RPC code a kind
+ * gets is the handlers' business (sandbox_error_code, sandbox_rpc.h). */
+enum sandbox_error_kind {
+    SANDBOX_ERR_INVALID,      /* malformed, or no path on this host (-32602) */
+    SANDBOX_ERR_FOREIGN_HOST, /* a path URI names another host (-32600, like uri's) */
+    SANDBOX_ERR_TOO_MANY,     /* more paths than can be enforced (-32600) */
+};
 struct sandbox_error {
-    int code;
+    enum sandbox_error_kind kind;
     char message[512];
 };
 
 /* Parses a sandbox object (NULL or JSON null: no sandbox). fallback_cwd (may be
  * NULL) is used when the object has no cwd (process/start's request cwd). On
  * success returns 0 and fills *out (free with sandbox_policy_free). On failure
- * returns -1 with *err filled and *out left empty. */
+ * returns -EINVAL with *err filled and *out left empty. */
 int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandbox_policy *out,
                          struct sandbox_error *err);
 
@@ -58,7 +64,7 @@ bool sandbox_policy_needs_process(const struct sandbox_policy *p);
 void sandbox_policy_free(struct sandbox_policy *p);
 
 /* Helpers for path lists (also used by the enforcement code). */
-void sb_paths_add(struct sb_paths *l, const char *path);
-void sb_paths_free(struct sb_paths *l);
+void sandbox_paths_add(struct sb_paths *l, const char *path);
+void sandbox_paths_free(struct sb_paths *l);
 
 #endif

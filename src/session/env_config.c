@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fs/uri.h"
+#include "proto/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
 #include "util/buf.h"
@@ -311,7 +311,7 @@ static void handle_config_read(struct rpc_req *req)
     size_t plen;
     struct uri_error ue;
     if (uri_to_path(cwd, clen, false, &cwd_path, &plen, &ue) < 0)
-        return rpc_reply_error(req, ue.code, "%s", ue.message);
+        return rpc_reply_error(req, rpc_uri_error_code(&ue), "%s", ue.message);
     free(cwd_path);
     if (json_array_size(config_paths) == 0 && json_array_size(req_paths) == 0)
         return rpc_reply_error(req, RPC_INVALID_PARAMS,

@@ -1,13 +1,17 @@
 /* session: the unit a client resumes. A session owns its processes; a connection
- * is only its current binding. On disconnect the session is detached and kept for
- * the TTL, then its processes are killed (PROTOCOL.md section 9). Also implements
- * initialize and the environment methods. */
+ * is only its current binding, to which the session installs itself as the owner
+ * (conn_owner_ops: it hears of the close and of the output flow). On disconnect
+ * the session is detached and kept for the TTL, then its processes are killed
+ * (PROTOCOL.md section 9). Also implements initialize and the environment
+ * methods. */
 #ifndef EXEC_SESSION_SESSION_H
 #define EXEC_SESSION_SESSION_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
+
+#include "rpc/rpc.h"
 
 struct conn;
 struct proc_table;
@@ -27,15 +31,20 @@ struct session {
 
 /* Server-wide settings read by sessions. */
 void session_configure(uv_loop_t *loop, uint64_t detached_ttl_ms);
-/* Called by conn when its connection closes. */
-void session_detach(struct session *s, struct conn *c);
-/* Called by conn when its write queue dropped below the low-water mark. */
-void session_output_unblocked(struct session *s);
-/* Whether every process output notification that the attached connection has
- * not yet written (its stream offset is past written_total) is still in its
- * process's retained log, so dropping the queue loses nothing (conn.c). */
-bool session_output_safe(struct session *s, uint64_t written_total);
+/* The session with this id, or NULL. */
+struct session *session_find(const char *id);
+/* A new session bound to c (initialize without resumeSessionId); owned by the
+ * registry, which destroys it when it ends. */
+struct session *session_create(struct conn *c);
+/* Binds the detached session s to c (initialize with resumeSessionId). */
+void session_resume(struct session *s, struct conn *c);
+/* The session bound to c, or NULL before initialize (not a counted reference:
+ * valid on the loop thread while c is its binding). */
+struct session *session_of(const struct conn *c);
 /* Kills every process of every session and frees them (shutdown, stdio EOF). */
 void session_destroy_all(void);
+
+/* initialize, environment/info, environment/status, session/close. */
+extern const struct rpc_method session_methods[];
 
 #endif

@@ -1,5 +1,6 @@
-/* conn: reference counting, flow-controlled writes and teardown shared by the
- * WebSocket and stdio transports (see conn.h / conn_internal.h). */
+/* conn: reference counting, flow-controlled writes, the owner interface and
+ * teardown shared by the WebSocket and stdio transports (see conn.h and
+ * conn_internal.h). */
 #include "transport/conn_internal.h"
 
 #include <stdlib.h>
@@ -8,7 +9,6 @@
 #include "core/limits.h"
 #include "core/log.h"
 #include "core/metrics.h"
-#include "session/session.h"
 #include "transport/tls.h"
 #include "util/mem.h"
 
@@ -30,15 +30,37 @@ struct conn_batch {
     char *mem[CONN_BATCH_BUFS];
 };
 
-void conn_init(struct conn *c, const struct conn_ops *ops, uv_loop_t *loop, const char *kind)
+void conn_init(struct conn *c, const struct conn_ops *ops, uv_loop_t *loop,
+               conn_message_fn on_message)
 {
     memset(c, 0, sizeof *c);
     c->ops = ops;
     c->loop = loop;
     c->refs = 1;
     c->open = true;
-    c->kind = kind;
-    metrics_connection_opened(kind);
+    c->on_message = on_message;
+    metrics_connection_opened(ops->kind);
+}
+
+void conn_deliver(struct conn *c, const char *data, size_t len)
+{
+    if (c->on_message) c->on_message(c, data, len);
+}
+
+unsigned conn_flags(const struct conn *c)
+{
+    return c->ops->flags;
+}
+
+void conn_set_owner(struct conn *c, const struct conn_owner_ops *ops, void *owner)
+{
+    c->owner_ops = ops;
+    c->owner = ops ? owner : NULL;
+}
+
+void *conn_owner(const struct conn *c, const struct conn_owner_ops *ops)
+{
+    return c->owner_ops == ops ? c->owner : NULL;
 }
 
 void conn_send(struct conn *c, struct buf *msg)
@@ -53,6 +75,11 @@ void conn_send(struct conn *c, struct buf *msg)
 bool conn_is_open(const struct conn *c)
 {
     return c->open;
+}
+
+uv_loop_t *conn_loop(const struct conn *c)
+{
+    return c->loop;
 }
 
 void conn_ref(struct conn *c)
@@ -72,7 +99,7 @@ const char *conn_peer(const struct conn *c)
 
 const char *conn_kind(const struct conn *c)
 {
-    return c->kind;
+    return c->ops->kind;
 }
 
 uint64_t conn_sent_total(const struct conn *c)
@@ -95,11 +122,6 @@ bool conn_is_congested(const struct conn *c)
     return c->congested;
 }
 
-struct session *conn_session(const struct conn *c)
-{
-    return c->session;
-}
-
 void *conn_slot_get(const struct conn *c, enum conn_slot slot)
 {
     return c->slots[slot];
@@ -120,7 +142,7 @@ void conn_slot_set(struct conn *c, enum conn_slot slot, void *state, void (*free
  * every process output notification still queued is also in its retained log. */
 static bool backlog_safe_to_drop(struct conn *c)
 {
-    return !c->session || session_output_safe(c->session, c->written_total);
+    return !c->owner_ops || c->owner_ops->output_safe(c->owner, c, c->written_total);
 }
 
 /* The backlog passed the hard limit: the client is not reading. Close it if that
@@ -158,7 +180,7 @@ void conn_account_written(struct conn *c, size_t len, int status)
     }
     if (c->congested && c->queued < CONN_LOW_WATER) {
         c->congested = false;
-        if (c->session) session_output_unblocked(c->session);
+        if (c->owner_ops) c->owner_ops->unblocked(c->owner, c);
         for (int i = 0; i < CONN_SLOT_COUNT; i++)
             if (c->slots[i] && c->slot_unblocked[i]) c->slot_unblocked[i](c->slots[i]);
     }
@@ -344,10 +366,12 @@ void conn_close(struct conn *c)
 void conn_closed(struct conn *c)
 {
     c->open = false;
-    metrics_connection_closed(c->kind);
-    log_event("event=connection_close transport=%s peer=%s", c->kind, c->peer);
-    if (c->session) session_detach(c->session, c);
-    c->session = NULL;
+    metrics_connection_closed(c->ops->kind);
+    log_event("event=connection_close transport=%s peer=%s", c->ops->kind, c->peer);
+    const struct conn_owner_ops *owner_ops = c->owner_ops;
+    void *owner = c->owner;
+    conn_set_owner(c, NULL, NULL);
+    if (owner_ops) owner_ops->closed(owner, c);
     batch_flush(c); /* not open any more: frees whatever was gathered */
     free(c->batch);
     c->batch = NULL;

@@ -1,6 +1,11 @@
-/* conn: one client connection, whatever carries it (WebSocket or stdio lines).
+/* conn: one client connection, whatever carries it (WebSocket or stdio lines;
+ * relay streams in remote mode).
  *
- * The rpc layer and the method modules see only this interface. A connection is
+ * The layers above see only this interface and never the transports, and the
+ * transport never names them: complete incoming messages go to the conn_message_fn
+ * its listener was started with (rpc's), and once a session binds the connection
+ * it installs itself as the owner (struct conn_owner_ops) to hear about the close
+ * and the output flow. How transport kinds differ is a set of flags. A connection is
  * reference counted: an in-flight request holds a reference, so a reply computed
  * on the thread pool after the peer went away is simply dropped. Outgoing messages
  * are handed over whole (one JSON-RPC message each) in a buf started with
@@ -12,11 +17,25 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <uv.h>
 
 #include "util/buf.h"
 
 struct conn;
-struct session;
+
+/* Receives each complete incoming message (data is valid during the call only).
+ * The transport holds a reference on c for the call; the callee may close c. */
+typedef void (*conn_message_fn)(struct conn *c, const char *data, size_t len);
+
+/* How a transport kind differs (conn_flags), so nobody compares kind names. */
+enum conn_flag {
+    /* The only connection there will be (stdio): there is no resume, so whatever
+     * is bound to it ends with it. */
+    CONN_F_NO_RESUME = 1u << 0,
+    /* No peer address to name (stdio): error texts name the transport only. */
+    CONN_F_ANON_PEER = 1u << 1,
+};
+unsigned conn_flags(const struct conn *c);
 
 /* Queues one complete message. Takes ownership of msg's storage (msg is left
  * empty). Dropped silently when the connection is closing or closed. */
@@ -29,11 +48,15 @@ void conn_send(struct conn *c, struct buf *msg);
 void conn_cork(struct conn *c);
 void conn_uncork(struct conn *c);
 
+/* Asks the transport to close (idempotent); the owner hears of it once closed. */
+void conn_close(struct conn *c);
 bool conn_is_open(const struct conn *c);
+/* The loop c runs on. */
+uv_loop_t *conn_loop(const struct conn *c);
 void conn_ref(struct conn *c);
 void conn_unref(struct conn *c);
 
-/* "IP:PORT" of the peer for WebSocket connections, "stdio" otherwise. */
+/* "IP:PORT" of the peer for WebSocket connections, "stdio" otherwise. Owned by c. */
 const char *conn_peer(const struct conn *c);
 /* Transport name used in protocol texts: "websocket" or "stdio". */
 const char *conn_kind(const struct conn *c);
@@ -47,21 +70,36 @@ size_t conn_queued_bytes(const struct conn *c);
 uint64_t conn_sent_total(const struct conn *c);
 uint64_t conn_written_total(const struct conn *c);
 
-/* The session attached to this connection, or NULL before initialize. */
-struct session *conn_session(const struct conn *c);
+/* The owner of a bound connection (the session): the transport calls these and
+ * knows nothing else about it. All three run on the loop thread. */
+struct conn_owner_ops {
+    /* c has closed (it stays valid during the call): drop the binding. The owner
+     * is uninstalled before the call. */
+    void (*closed)(void *owner, struct conn *c);
+    /* c's write queue drained below CONN_LOW_WATER after being congested: resume
+     * the producers that paused. */
+    void (*unblocked)(void *owner, struct conn *c);
+    /* Whether dropping every byte queued past written_total (a slow client's
+     * backlog) loses nothing the client cannot read back after a resume. */
+    bool (*output_safe)(void *owner, const struct conn *c, uint64_t written_total);
+};
+/* Installs (or with ops NULL removes) c's owner; owner is not owned by c. */
+void conn_set_owner(struct conn *c, const struct conn_owner_ops *ops, void *owner);
+/* c's owner if it was installed with these ops, else NULL (a typed lookup). */
+void *conn_owner(const struct conn *c, const struct conn_owner_ops *ops);
 
-/* Per-connection state owned by other modules (open file handles, HTTP streams).
- * free_fn runs once when the connection closes. */
-enum conn_slot { CONN_SLOT_FS, CONN_SLOT_HTTP, CONN_SLOT_COUNT };
+/* Per-connection state owned by other modules (the rpc lifecycle gate, open file
+ * handles, HTTP streams). free_fn runs once when the connection closes. */
+enum conn_slot { CONN_SLOT_RPC, CONN_SLOT_FS, CONN_SLOT_HTTP, CONN_SLOT_COUNT };
 void *conn_slot_get(const struct conn *c, enum conn_slot slot);
 void conn_slot_set(struct conn *c, enum conn_slot slot, void *state, void (*free_fn)(void *));
 /* fn(state) runs when the connection's write queue drains below CONN_LOW_WATER
  * after being congested: a slot's producer that paused itself resumes. */
 void conn_slot_on_unblocked(struct conn *c, enum conn_slot slot, void (*fn)(void *));
 
-/* Output flow control: called by the transport when the queue crosses the marks.
- * Above CONN_HIGH_WATER the session's producers stop reading their children;
- * below CONN_LOW_WATER they resume. */
+/* Output flow control: above CONN_HIGH_WATER the producers (the owner's processes,
+ * the slots' streams) stop reading their sources; below CONN_LOW_WATER they are
+ * told to resume (conn_owner_ops.unblocked, conn_slot_on_unblocked). */
 #define CONN_HIGH_WATER (4u << 20)
 #define CONN_LOW_WATER (1u << 20)
 bool conn_is_congested(const struct conn *c);

@@ -1,5 +1,5 @@
-/* conn_internal: the connection object shared by the transports (ws.c, stdio.c)
- * and the rpc layer. Method modules use only conn.h. */
+/* conn_internal: the connection object shared by the transports (ws.c, stdio.c,
+ * tls.c). Private to transport/: everything else uses conn.h. */
 #ifndef EXEC_TRANSPORT_CONN_INTERNAL_H
 #define EXEC_TRANSPORT_CONN_INTERNAL_H
 
@@ -9,6 +9,8 @@
 #include "transport/conn.h"
 
 struct conn_ops {
+    const char *kind; /* "websocket" or "stdio": metrics label and log texts */
+    unsigned flags;   /* enum conn_flag */
     /* Writes one message (payload at msg->data + BUF_MSG_HEADROOM). Takes msg. */
     void (*send)(struct conn *c, struct buf *msg);
     /* Starts closing the transport; conn_closed() is called once it is closed. */
@@ -26,16 +28,15 @@ struct conn {
     int refs;               /* the transport holds one until closed; requests hold one each */
     bool open;              /* false once closing started: sends are dropped */
     char peer[64];          /* "IP:PORT" or "stdio" */
-    const char *kind;       /* "websocket" or "stdio" */
+    conn_message_fn on_message; /* where complete incoming messages go */
     size_t queued;          /* bytes in uv_write requests not yet completed */
     bool congested;         /* queued crossed CONN_HIGH_WATER and not yet below LOW */
     bool backlogged;        /* queued passed server_limits.max_queued: input stopped,
                                closed once its queued process output is safe */
     uint64_t sent_total;    /* bytes ever handed to the kernel-facing write path */
     uint64_t written_total; /* of those, bytes the kernel has taken */
-    bool initialized;       /* initialize succeeded on this connection */
-    bool ready;             /* the initialized notification arrived */
-    struct session *session;/* attached session or NULL */
+    const struct conn_owner_ops *owner_ops; /* the bound owner (a session) or NULL */
+    void *owner;            /* not owned */
     int corked;             /* conn_cork depth */
     struct conn_batch *batch; /* messages gathered while corked (lazily allocated) */
     void *slots[CONN_SLOT_COUNT];
@@ -44,7 +45,10 @@ struct conn {
     struct tls_session *tls; /* wss: every byte out is encrypted first (tls.c) */
 };
 
-void conn_init(struct conn *c, const struct conn_ops *ops, uv_loop_t *loop, const char *kind);
+void conn_init(struct conn *c, const struct conn_ops *ops, uv_loop_t *loop,
+               conn_message_fn on_message);
+/* Hands one complete incoming message to the reader (transports call it). */
+void conn_deliver(struct conn *c, const char *data, size_t len);
 /* Queues bufs on stream with flow accounting; `mem` is freed when written. */
 void conn_write(struct conn *c, uv_stream_t *stream, char *mem, const uv_buf_t *bufs,
                 unsigned nbufs);
@@ -58,10 +62,8 @@ bool conn_account_queued(struct conn *c, size_t len);
 /* ...and len of them were taken by the kernel (status 0) or dropped (< 0): the
  * same back-pressure, backlog and unblock logic as conn_write's completions. */
 void conn_account_written(struct conn *c, size_t len, int status);
-/* Transport calls this once the connection is fully closed: detaches the session,
+/* Transport calls this once the connection is fully closed: tells the owner,
  * frees module slots and drops the transport's reference. */
 void conn_closed(struct conn *c);
-/* Asks the transport to close (idempotent). */
-void conn_close(struct conn *c);
 
 #endif

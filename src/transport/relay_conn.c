@@ -17,7 +17,6 @@
 #include <string.h>
 
 #include "remote/relay_demux.h"
-#include "rpc/dispatch.h"
 #include "transport/conn_internal.h"
 #include "util/mem.h"
 
@@ -47,7 +46,7 @@ static void drain_held(uv_idle_t *h)
         rc->held = m->next;
         if (!rc->held) rc->held_tail = &rc->held;
         rc->nheld--;
-        rpc_dispatch(&rc->base, m->data, m->len);
+        conn_deliver(&rc->base, m->data, m->len);
         free(m);
     }
     if (!rc->held || rc->paused || !rc->base.open) uv_idle_stop(h);
@@ -99,17 +98,20 @@ static void relay_send(struct conn *c, struct buf *msg)
     buf_free(msg);
 }
 
+/* A relay stream is resumable and has a peer name: no kind flags. */
 static const struct conn_ops relay_ops = {
+    .kind = "relay",
     .send = relay_send,
     .close = relay_close,
     .destroy = relay_destroy,
     .set_reading = relay_set_reading,
 };
 
-struct conn *relay_conn_new(uv_loop_t *loop, struct relay_stream *st, const char *stream_id)
+struct conn *relay_conn_new(uv_loop_t *loop, struct relay_stream *st, const char *stream_id,
+                            conn_message_fn on_message)
 {
     struct relay_conn *rc = xcalloc(1, sizeof *rc);
-    conn_init(&rc->base, &relay_ops, loop, "relay");
+    conn_init(&rc->base, &relay_ops, loop, on_message);
     snprintf(rc->base.peer, sizeof rc->base.peer, "relay:%.40s", stream_id);
     rc->st = st;
     uv_idle_init(loop, &rc->idle);
@@ -132,7 +134,7 @@ void relay_conn_deliver(struct conn *c, const uint8_t *msg, size_t len)
     struct relay_conn *rc = (struct relay_conn *)c;
     if (!c->open) return;
     if (!rc->paused && !rc->held) {
-        rpc_dispatch(c, (const char *)msg, len);
+        conn_deliver(c, (const char *)msg, len);
         return;
     }
     if (rc->nheld >= RELAY_CONN_MAX_HELD) {

@@ -10,12 +10,15 @@
 #include <stdint.h>
 #include <uv.h>
 
-struct conn;
+#include "transport/conn.h"
+
 struct relay_stream;
 
 /* A new open connection (kind "relay", peer "relay:<stream id prefix>") bound to
- * st. The demux owns one reference until relay_conn_detach. */
-struct conn *relay_conn_new(uv_loop_t *loop, struct relay_stream *st, const char *stream_id);
+ * st, its messages going to on_message. The demux owns one reference until
+ * relay_conn_detach. */
+struct conn *relay_conn_new(uv_loop_t *loop, struct relay_stream *st, const char *stream_id,
+                            conn_message_fn on_message);
 /* The stream is gone (reset, socket lost): unbinds it and closes the connection;
  * the session detaches and stays resumable. Drops the demux's reference. */
 void relay_conn_detach(struct conn *c);

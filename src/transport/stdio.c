@@ -9,7 +9,6 @@
 
 #include "core/limits.h"
 #include "core/log.h"
-#include "rpc/dispatch.h"
 #include "transport/conn_internal.h"
 #include "util/mem.h"
 
@@ -73,6 +72,8 @@ static void stdio_set_reading(struct conn *c, bool on)
 }
 
 static const struct conn_ops stdio_ops = {
+    .kind = "stdio",
+    .flags = CONN_F_NO_RESUME | CONN_F_ANON_PEER,
     .send = stdio_send,
     .close = stdio_close,
     .destroy = stdio_destroy,
@@ -107,17 +108,17 @@ static void stdio_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
             len = s->line.len;
         }
         if (len && msg[len - 1] == '\r') len--;
-        if (len) rpc_dispatch(&s->base, msg, len);
+        if (len) conn_deliver(&s->base, msg, len);
         buf_reset(&s->line);
         p = nl + 1;
     }
     conn_unref(&s->base);
 }
 
-int stdio_serve(uv_loop_t *loop, void (*on_eof)(void))
+int stdio_serve(uv_loop_t *loop, conn_message_fn on_message, void (*on_eof)(void))
 {
     struct stdio_conn *s = xcalloc(1, sizeof *s);
-    conn_init(&s->base, &stdio_ops, loop, "stdio");
+    conn_init(&s->base, &stdio_ops, loop, on_message);
     strcpy(s->base.peer, "stdio");
     s->on_eof = on_eof;
     uv_pipe_init(loop, &s->in, 0);

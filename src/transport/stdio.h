@@ -4,8 +4,11 @@
 
 #include <uv.h>
 
-/* Starts serving the single stdio connection. on_eof runs once stdin ends and the
- * connection has closed (the server then shuts down: there is no resume). */
-int stdio_serve(uv_loop_t *loop, void (*on_eof)(void));
+#include "transport/conn.h"
+
+/* Starts serving the single stdio connection; each line goes to on_message.
+ * on_eof runs once stdin ends and the connection has closed (the server then
+ * shuts down: there is no resume). */
+int stdio_serve(uv_loop_t *loop, conn_message_fn on_message, void (*on_eof)(void));
 
 #endif

@@ -27,13 +27,13 @@
 #include "core/limits.h"
 #include "core/log.h"
 #include "core/metrics.h"
-#include "rpc/dispatch.h"
+#include "proto/utf8.h"
+#include "proto/ws_frame.h"
 #include "transport/auth.h"
 #include "transport/conn_internal.h"
 #include "transport/tls.h"
-#include "transport/http_upgrade.h"
+#include "proto/http_upgrade.h"
 #include "util/mem.h"
-#include "util/ws_mask.h"
 
 #define WS_PING_INTERVAL_MS 30000
 #define WS_HANDSHAKE_MS 10000 /* a peer that never finishes its request head is dropped */
@@ -42,6 +42,7 @@
 struct ws_listener {
     uv_tcp_t tcp;
     uv_loop_t *loop;
+    conn_message_fn on_message; /* every connection's message reader */
     struct ws_conn *conns; /* every live connection, for shutdown */
     unsigned nconns;       /* length of conns, for --max-connections */
     struct ws_linger *lingers; /* sockets of closed slow clients still draining */
@@ -149,7 +150,7 @@ static void ws_msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_m
     struct ws_conn *w = user;
     if (arg->opcode != WSLAY_TEXT_FRAME && arg->opcode != WSLAY_BINARY_FRAME) return;
     if (!w->base.open || wslay_event_get_close_sent(ctx)) return;
-    rpc_dispatch(&w->base, (const char *)arg->msg, arg->msg_length);
+    conn_deliver(&w->base, (const char *)arg->msg, arg->msg_length);
 }
 
 static const struct wslay_event_callbacks ws_callbacks = {
@@ -270,19 +271,9 @@ static void ws_send(struct conn *c, struct buf *msg)
     }
     size_t len = msg->len - BUF_MSG_HEADROOM;
     uint8_t *payload = (uint8_t *)msg->data + BUF_MSG_HEADROOM;
-    size_t hlen = len < 126 ? 2 : len < 65536 ? 4 : 10;
+    size_t hlen = ws_frame_header_len(len, false); /* servers never mask */
     uint8_t *h = payload - hlen;
-    h[0] = 0x81; /* FIN + text */
-    if (len < 126) {
-        h[1] = (uint8_t)len;
-    } else if (len < 65536) {
-        h[1] = 126;
-        h[2] = (uint8_t)(len >> 8);
-        h[3] = (uint8_t)len;
-    } else {
-        h[1] = 127;
-        for (int i = 0; i < 8; i++) h[2 + i] = (uint8_t)((uint64_t)len >> (56 - 8 * i));
-    }
+    ws_frame_encode(h, true, WS_OP_TEXT, len, NULL);
     char *mem = buf_steal(msg);
     uv_buf_t b = uv_buf_init((char *)h, (unsigned)(hlen + len));
     conn_write(c, (uv_stream_t *)&w->tcp, mem, &b, 1);
@@ -301,6 +292,7 @@ static void ws_set_reading(struct conn *c, bool on)
 }
 
 static const struct conn_ops ws_ops = {
+    .kind = "websocket",
     .send = ws_send,
     .close = ws_close,
     .destroy = ws_destroy,
@@ -359,41 +351,15 @@ static bool all_ascii(const uint8_t *p, size_t n)
 static void fast_frame(struct ws_conn *w, const uint8_t *h, size_t hlen, uint8_t *p, size_t n)
 {
     const uint8_t *key = h + hlen - 4;
-    ws_mask(p, n, key);
+    ws_frame_unmask(p, n, key);
     if ((h[0] & 0x0f) == WSLAY_TEXT_FRAME && !all_ascii(p, n)) {
-        ws_mask(p, n, key);
+        ws_frame_unmask(p, n, key);
         wslay_feed(w, h, hlen);
         wslay_feed(w, p, n);
         return;
     }
     if (!w->base.open || wslay_event_get_close_sent(w->ws)) return;
-    rpc_dispatch(&w->base, (const char *)p, n);
-}
-
-/* Strict UTF-8 (no overlongs, surrogates or values above U+10FFFF). */
-static bool valid_utf8(const uint8_t *p, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        uint8_t c = p[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t k;
-        uint32_t cp, min;
-        if ((c & 0xe0) == 0xc0) k = 1, cp = c & 0x1f, min = 0x80;
-        else if ((c & 0xf0) == 0xe0) k = 2, cp = c & 0x0f, min = 0x800;
-        else if ((c & 0xf8) == 0xf0) k = 3, cp = c & 0x07, min = 0x10000;
-        else return false;
-        for (size_t j = 1; j <= k; j++) {
-            if (i + j >= n || (p[i + j] & 0xc0) != 0x80) return false;
-            cp = cp << 6 | (p[i + j] & 0x3f);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-        i += k + 1;
-    }
-    return true;
+    conn_deliver(&w->base, (const char *)p, n);
 }
 
 /* The final fragment of a reassembled message arrived: dispatch it. Text that is
@@ -405,13 +371,13 @@ static void msg_complete(struct ws_conn *w)
     w->msg = NULL;
     w->msg_len = 0;
     w->reasm = false;
-    if (w->msg_op == WSLAY_TEXT_FRAME && !all_ascii(m, n) && !valid_utf8(m, n)) {
+    if (w->msg_op == WSLAY_TEXT_FRAME && !utf8_valid(m, n)) {
         free(m);
         conn_close(&w->base);
         return;
     }
     if (w->base.open && !wslay_event_get_close_sent(w->ws))
-        rpc_dispatch(&w->base, (const char *)m, n);
+        conn_deliver(&w->base, (const char *)m, n);
     free(m);
 }
 
@@ -441,7 +407,7 @@ static void ws_feed(struct ws_conn *w, const char *data, size_t len)
             w->payload_left -= n;
             if (w->payload_left == 0) {
                 w->to_msg = false;
-                ws_mask(w->msg + w->frag_start, w->msg_len - w->frag_start, w->msg_key);
+                ws_frame_unmask(w->msg + w->frag_start, w->msg_len - w->frag_start, w->msg_key);
                 if (!w->reasm) msg_complete(w);
             }
             continue;
@@ -463,10 +429,7 @@ static void ws_feed(struct ws_conn *w, const char *data, size_t len)
         /* Header: 2 bytes, then the extended length and the mask key. */
         if (w->fh_len < 2) {
             w->fh[w->fh_len++] = *p++;
-            if (w->fh_len == 2) {
-                size_t ext = (w->fh[1] & 0x7f) == 126 ? 2 : (w->fh[1] & 0x7f) == 127 ? 8 : 0;
-                w->fh_need = 2 + ext + ((w->fh[1] & 0x80) ? 4 : 0);
-            }
+            if (w->fh_len == 2) w->fh_need = ws_frame_header_size(w->fh[1]);
             if (w->fh_len < 2 || w->fh_len < w->fh_need) continue;
         } else if (w->fh_len < w->fh_need) {
             size_t n = w->fh_need - w->fh_len < (size_t)(e - p) ? w->fh_need - w->fh_len
@@ -476,18 +439,16 @@ static void ws_feed(struct ws_conn *w, const char *data, size_t len)
             p += n;
             if (w->fh_len < w->fh_need) continue;
         }
-        uint8_t b0 = w->fh[0], b1 = w->fh[1];
-        uint64_t plen = b1 & 0x7f;
-        if (plen == 126) plen = (uint64_t)w->fh[2] << 8 | w->fh[3];
-        else if (plen == 127)
-            for (int i = 0; i < 8; i++) plen = (i ? plen << 8 : 0) | w->fh[2 + i];
-        int op = b0 & 0x0f;
+        struct ws_frame fr;
+        ws_frame_decode(w->fh, w->fh_need, &fr);
+        uint64_t plen = fr.payload_len;
+        int op = fr.opcode;
         bool is_data = op == WSLAY_TEXT_FRAME || op == WSLAY_BINARY_FRAME;
         /* Anything over the limits goes to wslay, which closes with 1009 (frame_start_cb). */
         size_t max_frame = server_limits.max_message < LIMITS_MAX_FRAME ? server_limits.max_message
                                                                         : LIMITS_MAX_FRAME;
-        bool sane = (b0 & 0x70) == 0 && (b1 & 0x80) && plen <= max_frame;
-        bool fin = b0 & 0x80;
+        bool sane = fr.rsv == 0 && fr.masked && plen <= max_frame;
+        bool fin = fr.fin;
         w->fh_len = 0;
         /* Fragments: the first of a message, and every continuation of one we are
          * reassembling, are gathered into msg (unmasked per fragment). */
@@ -508,7 +469,7 @@ static void ws_feed(struct ws_conn *w, const char *data, size_t len)
                 w->msg_op = (uint8_t)op;
             }
             if (fin) w->reasm = false;
-            memcpy(w->msg_key, w->fh + w->fh_need - 4, 4);
+            memcpy(w->msg_key, fr.mask, 4);
             w->msg = xrealloc(w->msg, w->msg_len + (size_t)plen + 1);
             w->frag_start = w->msg_len;
             w->payload_left = plen;
@@ -523,8 +484,8 @@ static void ws_feed(struct ws_conn *w, const char *data, size_t len)
         bool fast = !w->in_fragmented && !w->reasm && sane && fin && is_data;
         if (!fast) {
             if (op == WSLAY_TEXT_FRAME || op == WSLAY_BINARY_FRAME)
-                w->in_fragmented = !(b0 & 0x80);
-            else if (op == WSLAY_CONTINUATION_FRAME && (b0 & 0x80))
+                w->in_fragmented = !fin;
+            else if (op == WSLAY_CONTINUATION_FRAME && fin)
                 w->in_fragmented = false;
             wslay_feed(w, w->fh, w->fh_need);
             w->payload_left = plen;
@@ -723,7 +684,7 @@ static void ws_on_connection(uv_stream_t *server, int status)
         return;
     }
     struct ws_conn *w = xcalloc(1, sizeof *w);
-    conn_init(&w->base, &ws_ops, l->loop, "websocket");
+    conn_init(&w->base, &ws_ops, l->loop, l->on_message);
     w->listener = l;
     uv_tcp_init(l->loop, &w->tcp);
     uv_timer_init(l->loop, &w->ping);
@@ -771,10 +732,10 @@ static void ws_on_connection(uv_stream_t *server, int status)
     uv_read_start((uv_stream_t *)&w->tcp, ws_alloc, ws_read_cb);
 }
 
-struct conn *ws_conn_open_fd(uv_loop_t *loop, uv_os_sock_t fd)
+struct conn *ws_conn_open_fd(uv_loop_t *loop, uv_os_sock_t fd, conn_message_fn on_message)
 {
     struct ws_conn *w = xcalloc(1, sizeof *w);
-    conn_init(&w->base, &ws_ops, loop, "websocket");
+    conn_init(&w->base, &ws_ops, loop, on_message);
     uv_tcp_init(loop, &w->tcp);
     uv_timer_init(loop, &w->ping);
     w->tcp.data = w->ping.data = w;
@@ -799,8 +760,8 @@ void ws_conn_receive(struct conn *c, const char *data, size_t len)
     free(copy);
 }
 
-int ws_listen(uv_loop_t *loop, const char *host, int port, struct ws_listener **out, char *url,
-              size_t urllen)
+int ws_listen(uv_loop_t *loop, const char *host, int port, conn_message_fn on_message,
+              struct ws_listener **out, char *url, size_t urllen)
 {
     struct sockaddr_storage ss;
     bool v6 = strchr(host, ':') != NULL;
@@ -809,6 +770,7 @@ int ws_listen(uv_loop_t *loop, const char *host, int port, struct ws_listener **
     if (r != 0) return r;
     struct ws_listener *l = xcalloc(1, sizeof *l);
     l->loop = loop;
+    l->on_message = on_message;
     uv_tcp_init(loop, &l->tcp);
     l->tcp.data = l;
     r = uv_tcp_bind(&l->tcp, (struct sockaddr *)&ss, 0);

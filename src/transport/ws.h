@@ -5,12 +5,15 @@
 
 #include <uv.h>
 
+#include "transport/conn.h"
+
 struct ws_listener;
 
-/* Binds host:port (numeric IPv4/IPv6) and starts accepting. On success returns 0,
- * stores the listener and writes the bound URL ("ws://127.0.0.1:43567") into url. */
-int ws_listen(uv_loop_t *loop, const char *host, int port, struct ws_listener **out, char *url,
-              size_t urllen);
+/* Binds host:port (numeric IPv4/IPv6) and starts accepting; every connection's
+ * messages go to on_message. On success returns 0, stores the listener and writes
+ * the bound URL ("ws://127.0.0.1:43567") into url. */
+int ws_listen(uv_loop_t *loop, const char *host, int port, conn_message_fn on_message,
+              struct ws_listener **out, char *url, size_t urllen);
 /* Stops accepting and closes every connection. */
 void ws_shutdown(struct ws_listener *l);
 
@@ -19,7 +22,7 @@ void ws_shutdown(struct ws_listener *l);
  * hands it bytes exactly as the read callback would (HTTP head, then frames). Replies
  * go to fd. Close with conn_close() and run the loop to free it. Returns NULL (fd
  * left to the caller) when libuv refuses the fd. */
-struct conn *ws_conn_open_fd(uv_loop_t *loop, uv_os_sock_t fd);
+struct conn *ws_conn_open_fd(uv_loop_t *loop, uv_os_sock_t fd, conn_message_fn on_message);
 void ws_conn_receive(struct conn *c, const char *data, size_t len);
 
 #endif

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/base64.h"
+#include "proto/base64.h"
 #include "util/mem.h"
 
 void buf_init(struct buf *b)

@@ -174,6 +174,19 @@ class Server:
         self.host = host.strip("[]")
         self.port = int(port)
 
+    # `with Server(...) as srv:` is the one way a test owns a server: a clean exit
+    # stops it and checks its exit status and sanitizer output (stop()); an exception
+    # kills it so the failure, not a shutdown complaint, is what gets reported.
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.stop()
+        else:
+            self.kill()
+        return False
+
     @property
     def pid(self):
         return self.proc.pid

@@ -246,8 +246,7 @@ def test_stalled_reader_of_1gb_output_bounded_and_complete(_):
     known pattern while the client reads nothing for 3 s: server RSS stays bounded
     and the child is held back; then every byte arrives in order (length and
     SHA-256 of the stream checked as it is read)."""
-    srv = Server()
-    try:
+    with Server() as srv:
         s = srv.session()
         total = BIG_TOTAL
         if WRAPPER:
@@ -283,9 +282,6 @@ def test_stalled_reader_of_1gb_output_bounded_and_complete(_):
         print("  %d MiB through the stalled-then-reading client in %.1f s; server RSS %d MiB"
               % (total >> 20, elapsed, peak >> 10))
         s.t.ws.shutdown()
-        srv.stop()
-    finally:
-        srv.kill()
 
 
 # ---- malformed flood -----------------------------------------------------------------
@@ -302,8 +298,7 @@ MALFORMED = [
 
 @needs_own_server
 def test_10000_malformed_inputs_do_not_disturb_another_connection(_):
-    srv = Server()
-    try:
+    with Server() as srv:
         bad = srv.connect()
         good = srv.session()
         n = 10000
@@ -355,9 +350,6 @@ def test_10000_malformed_inputs_do_not_disturb_another_connection(_):
         assert lat[-1] < 5 * TIMEOUT_SCALE, "a round trip took %.1f s" % lat[-1]
         good.close()
         r.close()
-        srv.stop()
-    finally:
-        srv.kill()
 
 
 # ---- fd exhaustion -------------------------------------------------------------------
@@ -460,8 +452,7 @@ def rst_close(sock):
 @ours_only
 @needs_own_server
 def test_disconnects_mid_handshake_frame_and_write_leak_no_fds(_):
-    srv = Server(extra_args=["--max-detached-sessions", "0"])
-    try:
+    with Server(extra_args=["--max-detached-sessions", "0"]) as srv:
         path = os.path.join(srv.workdir, "big.bin")
         with open(path, "wb") as f:
             f.write(os.urandom(8 << 20))
@@ -490,9 +481,6 @@ def test_disconnects_mid_handshake_frame_and_write_leak_no_fds(_):
         wait_until(lambda: fd_count(srv.pid) <= before, 10 * TIMEOUT_SCALE,
                    "fd count back to %d (now %d)" % (before, fd_count(srv.pid)))
         assert srv.session().call("environment/status") == {"status": "ready"}
-        srv.stop()
-    finally:
-        srv.kill()
 
 
 if __name__ == "__main__":

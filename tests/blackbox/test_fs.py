@@ -664,8 +664,10 @@ def test_large_read_does_not_block(srv):
     m = s.wait_response(rid, timeout=120)
     total = time.monotonic() - t0
     assert "result" in m and len(m["result"]["dataBase64"]) == (50 * 1024 * 1024 + 2) // 3 * 4
-    # the status reply came back well before the readFile reply was complete
-    assert st < 1.0 and st < total, (st, total)
+    # the status reply came back well before the readFile reply was complete: a
+    # bound relative to the read itself (a loaded machine slows both), not a fixed
+    # number of seconds
+    assert st * 4 < total, (st, total)
     s.close()
     other.close()
     shutil.rmtree(d)

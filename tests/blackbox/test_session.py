@@ -31,13 +31,22 @@ def resume(srv, sid, timeout=5.0):
 def test_resume_catch_up_12_7(srv):
     a = srv.session()
     sid = a.session_id
-    a.start("proc-1", ["/bin/sh", "-c", "echo one; sleep 1; echo two; sleep 30"])
+    # "two" is printed while detached: the child waits for `go` (made after the
+    # close) and says when it has printed through `done`; no fixed sleeps.
+    go = os.path.join(srv.workdir, "catch-up-go-%s" % sid)
+    done = os.path.join(srv.workdir, "catch-up-done-%s" % sid)
+    a.start("proc-1", ["/bin/sh", "-c",
+                       "echo one; while [ ! -e '%s' ]; do sleep 0.02; done; echo two; "
+                       ": > '%s'; sleep 30" % (go, done)])
     a.wait_notification(lambda n: n.get("seq") == 1, process_id="proc-1")
     assert a.output_so_far("proc-1")["stdout"] == b"one\n"
     a.close()
-    time.sleep(1.6)  # "two" is printed while detached
+    open(go, "w").close()
+    wait_until(lambda: os.path.exists(done), 10, "the detached child to print")
     b = resume(srv, sid)
-    rd = b.read("proc-1", after_seq=1, wait_ms=0)
+    # The server may read "two" from the pipe a moment after the child wrote it:
+    # a long poll returns as soon as it is in the log.
+    rd = b.read("proc-1", after_seq=1, wait_ms=5000)
     assert [(c["seq"], unb64(c["chunk"])) for c in rd["chunks"]] == [(2, b"two\n")], rd
     assert rd["nextSeq"] == 3 and rd["exited"] is False and rd["closed"] is False, rd
     # a third connection cannot take the attached session
@@ -174,9 +183,14 @@ def test_resume_own_live_session_conflict(srv):
 def test_process_closes_while_detached(srv):
     a = srv.session()
     sid = a.session_id
-    a.start("bg", ["/bin/sh", "-c", "sleep 0.5; echo done; exit 6"])
+    pidfile = os.path.join(srv.workdir, "bg-pid-%s" % sid)
+    a.start("bg", ["/bin/sh", "-c", "echo $$ > '%s'; sleep 0.5; echo done; exit 6" % pidfile])
     a.close()
-    time.sleep(1.2)
+    # Closed while detached: wait until the server has reaped the child (its /proc
+    # entry stays, a zombie, until then) instead of sleeping for a guessed time.
+    pid = int(wait_until(lambda: os.path.exists(pidfile) and open(pidfile).read().strip(),
+                         10, "the child's pid"))
+    wait_until(lambda: not os.path.exists("/proc/%d" % pid), 10, "the server to reap the child")
     b = resume(srv, sid)
     rd = b.read("bg", after_seq=0, wait_ms=3000)
     if not rd["closed"]:
@@ -192,8 +206,7 @@ def test_process_closes_while_detached(srv):
 
 @needs_own_server
 def test_ttl_expiry_kills_processes(_):
-    srv = Server(ttl=TTL)
-    try:
+    with Server(ttl=TTL) as srv:
         mk = "bb-" + uuid.uuid4().hex[:12]
         a = srv.session()
         sid = a.session_id
@@ -215,15 +228,11 @@ def test_ttl_expiry_kills_processes(_):
         assert (code, msg) == (-32600, "unknown session id %s" % sid), msg
         s.initialize()
         s.close()
-        srv.stop()
-    finally:
-        srv.kill()
 
 
 @needs_own_server
 def test_resume_within_ttl_cancels_expiry(_):
-    srv = Server(ttl=TTL)
-    try:
+    with Server(ttl=TTL) as srv:
         mk = "bb-" + uuid.uuid4().hex[:12]
         a = srv.session()
         sid = a.session_id
@@ -239,9 +248,6 @@ def test_resume_within_ttl_cancels_expiry(_):
         # detach again: the TTL starts afresh and kills it
         b.close()
         wait_no_marked(mk, TTL + 6)
-        srv.stop()
-    finally:
-        srv.kill()
 
 
 @needs_own_server

@@ -3,7 +3,7 @@
 messages that skip wslay must behave exactly like those that go through it —
 UTF-8 rules for text, fragments split anywhere (inside a multi-byte character, inside
 a frame header across TCP segments), control frames between fragments, and large
-payload strings (rpc/json_load.c) decoded to the same bytes."""
+payload strings (proto/json_load.c) decoded to the same bytes."""
 import base64
 import json
 import os

@@ -1,4 +1,4 @@
-/* libFuzzer target for util/base64.
+/* libFuzzer target for proto/base64.
  *
  * Two properties: encoding any bytes and decoding the result gives the bytes back;
  * and since the decoder accepts only canonical padded text, whatever it accepts
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/base64.h"
+#include "proto/base64.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "rpc/dispatch.h"
+#include "server/server_methods.h"
 #include "session/session.h"
 #include "transport/conn_internal.h"
 
@@ -51,7 +52,8 @@ static void mem_destroy(struct conn *c)
     free(c);
 }
 
-static const struct conn_ops mem_ops = {mem_send, mem_close, mem_destroy, NULL};
+static const struct conn_ops mem_ops = {
+    .kind = "websocket", .send = mem_send, .close = mem_close, .destroy = mem_destroy};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -61,9 +63,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         once = true;
         rpc_dry_run = true;
         session_configure(loop, 80000);
+        server_methods_register();
     }
     struct memconn *mc = calloc(1, sizeof *mc);
-    conn_init(&mc->base, &mem_ops, loop, "websocket");
+    conn_init(&mc->base, &mem_ops, loop, rpc_dispatch);
     strcpy(mc->base.peer, "127.0.0.1:50000");
 
     const char *p = (const char *)data, *end = p + size;

@@ -1,4 +1,4 @@
-/* libFuzzer target for transport/http_upgrade.
+/* libFuzzer target for proto/http_upgrade.
  *
  * Feeds arbitrary bytes as a received request head. Whatever the parser decides
  * must be a well-formed decision: no reply while incomplete; otherwise one complete
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "transport/auth.h"
-#include "transport/http_upgrade.h"
+#include "proto/http_upgrade.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -20,6 +20,7 @@
 #include "proto/relay_frame.h"
 #include "remote/relay_demux.h"
 #include "rpc/dispatch.h"
+#include "server/server_methods.h"
 
 #define MAXV 64
 
@@ -86,6 +87,7 @@ static void init_once(void)
     if (done) return;
     done = 1;
     rpc_dry_run = true; /* a request that gets through is answered without running */
+    server_methods_register();
     uint8_t seed = 1;
     noise_ik_static_key_generate(&exec_key, det_rng, &seed);
     noise_ik_static_key_generate(&harness_key, det_rng, &seed);
@@ -125,7 +127,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     init_once();
     nv = closes = 0;
-    struct relay_demux *d = relay_demux_new(uv_default_loop(), &exec_key, "env", "reg", &ops, NULL);
+    struct relay_demux *d =
+        relay_demux_new(uv_default_loop(), &exec_key, "env", "reg", &ops, NULL, rpc_dispatch);
     size_t i = 0;
     while (i < size) {
         uint8_t op = data[i++];

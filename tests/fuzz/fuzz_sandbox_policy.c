@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sandbox/policy.h"
+#include "sandbox/sandbox_rpc.h"
 
 static void check_list(const struct sb_paths *l)
 {
@@ -23,7 +24,8 @@ static void check(json_t *j, const char *fallback)
     struct sandbox_error e;
     if (sandbox_policy_parse(j, fallback, &p, &e) != 0) {
         if (!memchr(e.message, '\0', sizeof e.message) || !e.message[0]) abort();
-        if (e.code != -32602 && e.code != -32600) abort();
+        int code = sandbox_error_code(&e);
+        if (code != -32602 && code != -32600) abort();
         if (p.readable.n || p.writable.n || p.cwd) abort(); /* nothing half-filled */
         return;
     }

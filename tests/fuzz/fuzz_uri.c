@@ -1,4 +1,4 @@
-/* libFuzzer target for fs/uri.
+/* libFuzzer target for proto/uri.
  *
  * Feeds arbitrary bytes to uri_to_path with and without the bare-path flag. Whatever
  * it accepts must be a path the daemon can hand to the kernel (absolute, no NUL),
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/uri.h"
+#include "proto/uri.h"
 
 static void check(const uint8_t *data, size_t size, bool bare)
 {

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "rpc/dispatch.h"
+#include "server/server_methods.h"
 #include "session/session.h"
 #include "transport/auth.h"
 #include "transport/conn.h"
@@ -53,6 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         signal(SIGPIPE, SIG_IGN);
         rpc_dry_run = true;
         session_configure(loop, 80000);
+        server_methods_register();
     }
     if (size < 2) return 0;
     bool raw = data[0] & 1;
@@ -70,7 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
     setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
     fcntl(sv[1], F_SETFL, O_NONBLOCK);
-    struct conn *c = ws_conn_open_fd(loop, sv[0]);
+    struct conn *c = ws_conn_open_fd(loop, sv[0], rpc_dispatch);
     if (!c) abort();
     conn_ref(c); /* keep it inspectable after a close from inside */
     if (!raw) ws_conn_receive(c, upgrade, sizeof upgrade - 1);

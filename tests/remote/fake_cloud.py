@@ -927,12 +927,13 @@ def main(argv=None):
     ap.add_argument("--log", action="store_true", help="print requests/upgrades on stderr")
     args = ap.parse_args(argv)
     token = None if args.no_auth else (args.token or "fake-" + secrets.token_hex(16))
-    # Handlers before the URL line: whoever reads the line may stop us at once.
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *a: stop.set())
-    signal.signal(signal.SIGINT, lambda *a: stop.set())
     cloud = FakeCloud(args.host, args.port, token=token, ping_interval=args.ping_interval,
                       public_host=args.public_host)
+    stop = threading.Event()
+    # Handlers first: whoever reads the line below may signal at once (a SIGTERM
+    # before them killed the process with -15 on a loaded machine).
+    signal.signal(signal.SIGTERM, lambda *a: stop.set())
+    signal.signal(signal.SIGINT, lambda *a: stop.set())
     print("FAKE_CLOUD url=%s token=%s" % (cloud.base_url, token or ""), flush=True)
     seen = [0, 0]
     while not stop.wait(0.2):

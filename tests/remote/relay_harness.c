@@ -32,7 +32,7 @@
 #include "proto/relay_frame.h"
 #include "proto/relay_framing.h"
 #include "remote/rv_ws.h"
-#include "util/base64.h"
+#include "proto/base64.h"
 
 static void die(const char *fmt, const char *arg)
 {

@@ -1,7 +1,8 @@
-/* Unit tests for util/base64: round trips and the reference decoder's error texts.
+/* Unit tests for proto/base64: round trips and the reference decoder's error texts.
  *
  * The error strings reach clients verbatim (bad base64 in process/http params is
  * a -32602 with this text), so they are pinned here. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "util/base64.h"
+#include "proto/base64.h"
 
 static void roundtrip(const uint8_t *src, size_t n)
 {
@@ -89,7 +90,7 @@ static void fails_with(const char *src, const char *want)
     uint8_t dec[64];
     size_t n = 0;
     char err[64] = "";
-    assert_int_equal(base64_decode(src, strlen(src), dec, &n, err, sizeof err), -1);
+    assert_int_equal(base64_decode(src, strlen(src), dec, &n, err, sizeof err), -EINVAL);
     assert_string_equal(err, want);
 }
 
@@ -163,13 +164,13 @@ static void test_fast_paths(void **state)
             enc[pos] = (char)c;
             char want[64];
             snprintf(want, sizeof want, "Invalid symbol %d, offset %zu.", c, pos);
-            assert_int_equal(base64_decode(enc, elen, dec, &dlen, err, sizeof err), -1);
+            assert_int_equal(base64_decode(enc, elen, dec, &dlen, err, sizeof err), -EINVAL);
             assert_string_equal(err, want);
             enc[pos] = saved;
         }
     }
     enc[50001] = '!';
-    assert_int_equal(base64_decode(enc, elen, dec, &dlen, err, sizeof err), -1);
+    assert_int_equal(base64_decode(enc, elen, dec, &dlen, err, sizeof err), -EINVAL);
     assert_string_equal(err, "Invalid symbol 33, offset 50001.");
 }
 

@@ -201,12 +201,12 @@ static void trace_context(void **state)
 {
     (void)state;
     const char *tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-    assert_true(trace_parent_valid(tp));
-    assert_false(trace_parent_valid("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01"));
-    assert_false(trace_parent_valid("ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
-    assert_false(trace_parent_valid("00-00000000000000000000000000000000-00f067aa0ba902b7-01"));
-    assert_false(trace_parent_valid("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01"));
-    assert_false(trace_parent_valid("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"));
+    assert_true(env_trace_parent_valid(tp));
+    assert_false(env_trace_parent_valid("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01"));
+    assert_false(env_trace_parent_valid("ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+    assert_false(env_trace_parent_valid("00-00000000000000000000000000000000-00f067aa0ba902b7-01"));
+    assert_false(env_trace_parent_valid("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01"));
+    assert_false(env_trace_parent_valid("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"));
     json_t *keep;
     char **e = build("{\"env\":{\"A\":\"1\"}}", &keep);
     json_t *trace = json_pack("{s:s, s:s}", "traceparent", tp, "tracestate", "k=v");

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "rpc/dispatch.h"
+#include "server/server_methods.h"
 #include "session/session.h"
 #include "transport/conn_internal.h"
 
@@ -40,14 +41,16 @@ static void mem_destroy(struct conn *c)
 {
 }
 
-static const struct conn_ops mem_ops = {mem_send, mem_close, mem_destroy, NULL};
+static const struct conn_ops mem_ops = {
+    .kind = "websocket", .send = mem_send, .close = mem_close, .destroy = mem_destroy};
 
 static struct memconn *mc;
 
 static int setup(void **state)
 {
     mc = calloc(1, sizeof *mc);
-    conn_init(&mc->base, &mem_ops, uv_default_loop(), "websocket");
+    conn_init(&mc->base, &mem_ops, uv_default_loop(), rpc_dispatch);
+    server_methods_register();
     strcpy(mc->base.peer, "127.0.0.1:50000");
     session_configure(uv_default_loop(), 80000);
     return 0;
@@ -55,6 +58,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
+    conn_closed(&mc->base); /* what the transport does: frees the rpc gate slot */
     session_destroy_all();
     uv_run(uv_default_loop(), UV_RUN_NOWAIT);
     free(mc);

@@ -1,4 +1,4 @@
-/* Unit tests for transport/http_upgrade: the listener's HTTP answers.
+/* Unit tests for proto/http_upgrade: the listener's HTTP answers.
  *
  * Each rule of PROTOCOL.md 1.2 gets a case, in the order the parser applies
  * them, plus the RFC 6455 handshake example and byte-by-byte feeding (a client
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "transport/http_upgrade.h"
+#include "proto/http_upgrade.h"
 
 #define UPGRADE_HEADERS                                                                        \
     "Host: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"                         \
@@ -316,9 +316,22 @@ static void test_query_and_absolute_target(void **state)
     buf_free(&out);
 }
 
+/* The accept key alone (the client checks the server's with it): RFC 6455 1.3. */
+static void test_accept_key(void **state)
+{
+    char out[HTTP_WS_ACCEPT_LEN + 1];
+    http_ws_accept_key("dGhlIHNhbXBsZSBub25jZQ==", 24, out);
+    assert_string_equal(out, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+    char longkey[65];
+    memset(longkey, 'a', sizeof longkey);
+    http_ws_accept_key(longkey, sizeof longkey, out);
+    assert_string_equal(out, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_accept_key),
         cmocka_unit_test(test_rfc_example),
         cmocka_unit_test(test_bytes_after_head_not_consumed),
         cmocka_unit_test(test_byte_by_byte),

@@ -1,4 +1,4 @@
-/* Unit tests for rpc/json_load: json_load_message must give exactly what json_loadb
+/* Unit tests for proto/json_load: json_load_message must give exactly what json_loadb
  * gives (same tree, same error text) whatever the message, with or without big
  * strings to splice. */
 #include <setjmp.h>
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "rpc/json_load.h"
+#include "proto/json_load.h"
 
 static char *big(size_t n, char fill)
 {

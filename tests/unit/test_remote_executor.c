@@ -20,6 +20,7 @@
 #include "remote/relay_demux.h"
 #include "remote/remote.h"
 #include "remote/rv_ws.h"
+#include "rpc/dispatch.h"
 
 static void test_url_parse(void **state)
 {
@@ -204,8 +205,8 @@ static int last_body(void)
 static void test_demux_validation_gates_msg2(void **state)
 {
     reset_fake();
-    struct relay_demux *d =
-        relay_demux_new(uv_default_loop(), &exec_key, "env", "reg", &fake_ops, NULL);
+    struct relay_demux *d = relay_demux_new(uv_default_loop(), &exec_key, "env", "reg",
+                                            &fake_ops, NULL, rpc_dispatch);
     struct noise_ik_handshake *hs = handshake(d, "s-1", "hka-1", 5);
     assert_int_equal(F.validations, 1);
     assert_string_equal(F.last_auth, "hka-1");
@@ -232,8 +233,8 @@ static void test_demux_validation_gates_msg2(void **state)
 static void test_demux_limits(void **state)
 {
     reset_fake();
-    struct relay_demux *d =
-        relay_demux_new(uv_default_loop(), &exec_key, "env", "reg", &fake_ops, NULL);
+    struct relay_demux *d = relay_demux_new(uv_default_loop(), &exec_key, "env", "reg",
+                                            &fake_ops, NULL, rpc_dispatch);
     /* Authorization over 4096 bytes: never reaches the registry. */
     static char big[4097];
     memset(big, 'a', sizeof big);

@@ -1,4 +1,4 @@
-/* Unit tests for util/sha1: the FIPS 180 vectors, every padding boundary against
+/* Unit tests for proto/sha1: the FIPS 180 vectors, every padding boundary against
  * OpenSSL's SHA1, and the RFC 6455 accept-key example. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,8 +10,8 @@
 #include <cmocka.h>
 #include <openssl/sha.h>
 
-#include "util/base64.h"
-#include "util/sha1.h"
+#include "proto/base64.h"
+#include "proto/sha1.h"
 
 static void hex(const uint8_t *d, char *out)
 {

@@ -6,8 +6,8 @@
  * the client it is sent to). Decoding requires canonical padding and gives the
  * error texts of the reference server's decoder, e.g. "Invalid symbol 33, offset 0."
  * and "Invalid padding". Pure functions, no I/O. */
-#ifndef EXEC_UTIL_BASE64_H
-#define EXEC_UTIL_BASE64_H
+#ifndef EXEC_PROTO_BASE64_H
+#define EXEC_PROTO_BASE64_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -30,7 +30,7 @@ static inline size_t base64_decoded_max(size_t n)
 size_t base64_encode(const void *src, size_t n, char *dst);
 
 /* Decodes n characters of src into dst (base64_decoded_max(n) bytes). On success
- * returns 0 and sets *out_len. On invalid input returns -1 and writes a
+ * returns 0 and sets *out_len. On invalid input returns -EINVAL and writes a
  * NUL-terminated description into err (errlen bytes, 64 is plenty). */
 int base64_decode(const char *src, size_t n, uint8_t *dst, size_t *out_len, char *err,
                   size_t errlen);

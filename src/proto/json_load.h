@@ -9,8 +9,8 @@
  * the real value back with json_stringn_nocheck (one memcpy, no per-character
  * work). Anything unusual, and every parse error, falls back to json_loadb on the
  * original bytes, so results and error texts are exactly json_loadb's. */
-#ifndef EXEC_RPC_JSON_LOAD_H
-#define EXEC_RPC_JSON_LOAD_H
+#ifndef EXEC_PROTO_JSON_LOAD_H
+#define EXEC_PROTO_JSON_LOAD_H
 
 #include <jansson.h>
 #include <stddef.h>
@@ -23,6 +23,6 @@ json_t *json_load_message(const char *data, size_t len, size_t flags, json_error
 /* End of the JSON string whose opening quote is at p (the byte after the closing
  * quote; memchr jumps over escape-free values), or NULL when e comes first. A pointer
  * into the caller's bytes. Also the bench driver's scanner. */
-const char *json_string_end(const char *p, const char *e);
+const char *json_load_string_end(const char *p, const char *e);
 
 #endif

@@ -8,7 +8,10 @@
  * it encodes parses back to the same bytes; a path with no such URL form (a NUL, a "."
  * or ".." component, a drive-letter-like first component) is sent in the server's
  * `file:///%00/bad/path/<base64url>` form, which uri_to_path also takes back. */
-#include "fs/uri.h"
+#include "proto/uri.h"
+
+#include <errno.h>
+#include "proto/utf8.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -16,12 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/base64.h"
+#include "proto/base64.h"
 #include "util/buf.h"
 #include "util/mem.h"
-
-#define ERR_INVALID_PARAMS (-32602)
-#define ERR_INVALID_REQUEST (-32600)
 
 /* The prefix of the server's form for paths without a URL form. */
 #define BAD_PATH_PREFIX "file:///%00/bad/path/"
@@ -44,14 +44,13 @@ struct parsed {
     bool drive; /* the first segment is a Windows drive letter */
 };
 
-static void set_err(struct uri_error *err, enum uri_error_kind kind, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+static void set_err(struct uri_error *err, enum uri_error_kind kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
-static void set_err(struct uri_error *err, enum uri_error_kind kind, int code, const char *fmt, ...)
+static void set_err(struct uri_error *err, enum uri_error_kind kind, const char *fmt, ...)
 {
     va_list ap;
     err->kind = kind;
-    err->code = code;
     va_start(ap, fmt);
     vsnprintf(err->message, sizeof err->message, fmt, ap);
     va_end(ap);
@@ -144,39 +143,6 @@ static size_t pct_decode(const char *s, size_t n, char *d)
     return o;
 }
 
-static bool valid_utf8(const unsigned char *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = s[i];
-        size_t k;
-        uint32_t cp;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if (c >= 0xC2 && c <= 0xDF) {
-            k = 1, cp = c & 0x1F;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            k = 2, cp = c & 0x0F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            k = 3, cp = c & 0x07;
-        } else {
-            return false;
-        }
-        if (n - i <= k) return false;
-        for (size_t j = 1; j <= k; j++) {
-            if ((s[i + j] & 0xC0) != 0x80) return false;
-            cp = cp << 6 | (s[i + j] & 0x3F);
-        }
-        /* Overlong forms, surrogates and values above U+10FFFF. */
-        if ((k == 2 && cp < 0x800) || (k == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-            (cp >= 0xD800 && cp <= 0xDFFF))
-            return false;
-        i += k + 1;
-    }
-    return true;
-}
-
 /* WHATWG forbidden domain code points (the ASCII ones; the rest is left to IDNA). */
 static bool forbidden_in_domain(unsigned char c)
 {
@@ -193,8 +159,8 @@ static int parse_host(const char *s, size_t n, struct parsed *p, struct uri_erro
 {
     if (s[0] == '[') {
         if (s[n - 1] != ']' || n < 3) {
-            set_err(err, URI_ERR_SYNTAX, ERR_INVALID_PARAMS, "invalid URI: invalid IPv6 address");
-            return -1;
+            set_err(err, URI_ERR_SYNTAX, "invalid URI: invalid IPv6 address");
+            return -EINVAL;
         }
         p->host = xmemdup(s, n);
         p->host_len = n;
@@ -202,16 +168,15 @@ static int parse_host(const char *s, size_t n, struct parsed *p, struct uri_erro
     }
     char *h = xmalloc(n);
     size_t hn = pct_decode(s, n, h);
-    bool bad = !valid_utf8((const unsigned char *)h, hn);
+    bool bad = !utf8_valid(h, hn);
     for (size_t i = 0; i < hn && !bad; i++) {
         if (forbidden_in_domain((unsigned char)h[i])) bad = true;
         if (h[i] >= 'A' && h[i] <= 'Z') h[i] = (char)(h[i] | 0x20);
     }
     if (bad) {
         free(h);
-        set_err(err, URI_ERR_SYNTAX, ERR_INVALID_PARAMS,
-                "invalid URI: invalid international domain name");
-        return -1;
+        set_err(err, URI_ERR_SYNTAX, "invalid URI: invalid international domain name");
+        return -EINVAL;
     }
     if (hn == 9 && memcmp(h, "localhost", 9) == 0) {
         free(h);
@@ -264,8 +229,8 @@ static char parse_path(char *s, size_t n, size_t pos, struct parsed *p)
 }
 
 /* Writes 'uri' (our serialization of what was parsed) is invalid on 'linux'. */
-static void invalid_on_linux(struct uri_error *err, enum uri_error_kind kind, int code,
-                             const char *s, const struct parsed *p)
+static void invalid_on_linux(struct uri_error *err, enum uri_error_kind kind, const char *s,
+                             const struct parsed *p)
 {
     struct buf b;
     buf_init(&b);
@@ -288,9 +253,9 @@ static void invalid_on_linux(struct uri_error *err, enum uri_error_kind kind, in
         }
     }
     if (b.len > MSG_URI_MAX)
-        set_err(err, kind, code, "'%.*s...' is invalid on 'linux'", MSG_URI_MAX, b.data);
+        set_err(err, kind, "'%.*s...' is invalid on 'linux'", MSG_URI_MAX, b.data);
     else
-        set_err(err, kind, code, "'%.*s' is invalid on 'linux'", (int)b.len, b.data);
+        set_err(err, kind, "'%.*s' is invalid on 'linux'", (int)b.len, b.data);
     buf_free(&b);
 }
 
@@ -351,11 +316,11 @@ static int bare_path(const char *uri, size_t len, char **out, size_t *out_len,
             else
                 buf_putc(&b, (char)c);
         }
-        set_err(err, URI_ERR_PLATFORM, ERR_INVALID_PARAMS, "'%.*s%s' is invalid on 'linux'",
+        set_err(err, URI_ERR_PLATFORM, "'%.*s%s' is invalid on 'linux'",
                 (int)(b.len > MSG_URI_MAX ? MSG_URI_MAX : b.len), b.data,
                 b.len > MSG_URI_MAX ? "..." : "");
         buf_free(&b);
-        return -1;
+        return -EINVAL;
     }
     char *p = xmalloc(len + 1);
     memcpy(p, uri, len);
@@ -384,7 +349,7 @@ int uri_to_path(const char *uri, size_t len, bool allow_bare_path, char **out, s
     s[n] = '\0';
 
     struct parsed p = {0};
-    int rc = -1;
+    int rc = -EINVAL;
 
     size_t i = 0;
     if (n > 0 && is_alpha((unsigned char)s[0])) {
@@ -394,14 +359,13 @@ int uri_to_path(const char *uri, size_t len, bool allow_bare_path, char **out, s
             i++;
     }
     if (i == 0 || i >= n || s[i] != ':') {
-        set_err(err, URI_ERR_SYNTAX, ERR_INVALID_PARAMS,
-                "invalid URI: relative URL without a base");
+        set_err(err, URI_ERR_SYNTAX, "invalid URI: relative URL without a base");
         goto out;
     }
     if (!ieq(s, i, "file")) {
         for (size_t k = 0; k < i; k++)
             if (s[k] >= 'A' && s[k] <= 'Z') s[k] = (char)(s[k] | 0x20);
-        set_err(err, URI_ERR_SCHEME, ERR_INVALID_PARAMS, "unsupported path URI scheme `%.*s`",
+        set_err(err, URI_ERR_SCHEME, "unsupported path URI scheme `%.*s`",
                 (int)(i > 200 ? 200 : i), s);
         goto out;
     }
@@ -426,21 +390,19 @@ int uri_to_path(const char *uri, size_t len, bool allow_bare_path, char **out, s
     char end = parse_path(s, n, pos, &p);
 
     if (end == '?') {
-        set_err(err, URI_ERR_QUERY, ERR_INVALID_PARAMS,
-                "query parameters are not allowed in path URIs");
+        set_err(err, URI_ERR_QUERY, "query parameters are not allowed in path URIs");
         goto out;
     }
     if (end == '#') {
-        set_err(err, URI_ERR_FRAGMENT, ERR_INVALID_PARAMS,
-                "fragments are not allowed in path URIs");
+        set_err(err, URI_ERR_FRAGMENT, "fragments are not allowed in path URIs");
         goto out;
     }
     if (p.host) {
-        invalid_on_linux(err, URI_ERR_HOST, ERR_INVALID_REQUEST, s, &p);
+        invalid_on_linux(err, URI_ERR_HOST, s, &p);
         goto out;
     }
     if (p.drive) {
-        invalid_on_linux(err, URI_ERR_HOST, ERR_INVALID_PARAMS, s, &p);
+        invalid_on_linux(err, URI_ERR_DRIVE, s, &p);
         goto out;
     }
 
@@ -450,7 +412,7 @@ int uri_to_path(const char *uri, size_t len, bool allow_bare_path, char **out, s
         /* A relative result would resolve against our cwd; refuse it too. */
         if (plen == 0 || path[0] != '/' || memchr(path, '\0', plen)) {
             free(path);
-            invalid_on_linux(err, URI_ERR_PLATFORM, ERR_INVALID_PARAMS, s, &p);
+            invalid_on_linux(err, URI_ERR_PLATFORM, s, &p);
             goto out;
         }
     } else {
@@ -466,7 +428,7 @@ int uri_to_path(const char *uri, size_t len, bool allow_bare_path, char **out, s
         path[plen] = '\0';
         if (memchr(path, '\0', plen)) {
             free(path);
-            invalid_on_linux(err, URI_ERR_PLATFORM, ERR_INVALID_PARAMS, s, &p);
+            invalid_on_linux(err, URI_ERR_PLATFORM, s, &p);
             goto out;
         }
     }

@@ -1,6 +1,6 @@
 /* json_load: json_loadb with large printable string values spliced in by memcpy
  * (see json_load.h). */
-#include "rpc/json_load.h"
+#include "proto/json_load.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -17,7 +17,7 @@ struct big {
     size_t n;
 };
 
-const char *json_string_end(const char *p, const char *e)
+const char *json_load_string_end(const char *p, const char *e)
 {
     p++;
     for (;;) {
@@ -117,7 +117,7 @@ json_t *json_load_message(const char *data, size_t len, size_t flags, json_error
     while (p < e) {
         const char *q = memchr(p, '"', (size_t)(e - p));
         if (!q) break;
-        const char *end = json_string_end(q, e);
+        const char *end = json_load_string_end(q, e);
         if (!end) break;
         size_t n = (size_t)(end - q) - 2;
         if (n >= JSON_LOAD_BIG_STRING) {

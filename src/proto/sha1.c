@@ -1,5 +1,5 @@
 /* sha1: plain FIPS 180-4 SHA-1 (see sha1.h for why it is our own). */
-#include "util/sha1.h"
+#include "proto/sha1.h"
 
 #include <string.h>
 

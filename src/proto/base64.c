@@ -1,6 +1,7 @@
 /* base64: standard padded table codec (see base64.h for why it is our own). */
-#include "util/base64.h"
+#include "proto/base64.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -218,7 +219,7 @@ static int decode_strict(const char *src, size_t n, uint8_t *dst, size_t *out_le
     while (sym < n && dec_table[s[sym]] != 0xFF) sym++;
     if (sym < n && s[sym] != '=') {
         snprintf(err, errlen, "Invalid symbol %u, offset %zu.", s[sym], sym);
-        return -1;
+        return -EINVAL;
     }
     /* Like the reference decoder, data after the padding, or padding where no
      * padding can be (a quad's first or second symbol), is reported as the first
@@ -226,22 +227,22 @@ static int decode_strict(const char *src, size_t n, uint8_t *dst, size_t *out_le
     for (size_t i = sym; i < n; i++) {
         if (s[i] != '=') {
             snprintf(err, errlen, "Invalid symbol %u, offset %zu.", (unsigned)'=', sym);
-            return -1;
+            return -EINVAL;
         }
     }
     size_t rem = sym % 4;
     if (sym < n && rem < 2) {
         snprintf(err, errlen, "Invalid symbol %u, offset %zu.", (unsigned)'=', sym);
-        return -1;
+        return -EINVAL;
     }
     if (rem == 1) {
         snprintf(err, errlen, "Invalid input length: %zu", n);
-        return -1;
+        return -EINVAL;
     }
     size_t pad = n - sym;
     if ((rem == 0 && pad != 0) || (rem != 0 && pad != 4 - rem)) {
         snprintf(err, errlen, "Invalid padding");
-        return -1;
+        return -EINVAL;
     }
     uint8_t *d = dst;
     size_t i = 0;
@@ -261,7 +262,7 @@ static int decode_strict(const char *src, size_t n, uint8_t *dst, size_t *out_le
         if (unused) {
             size_t last = i + rem - 1;
             snprintf(err, errlen, "Invalid last symbol %u, offset %zu.", s[last], last);
-            return -1;
+            return -EINVAL;
         }
         *d++ = (uint8_t)(v >> 16);
         if (rem == 3) *d++ = (uint8_t)(v >> 8);

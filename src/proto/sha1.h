@@ -5,8 +5,8 @@
  * daemon about 2.2 MB of resident memory for hashing 60 bytes once per
  * connection (measured: idle RSS 3.5 MB -> 5.7 MB after the first upgrade). Not for
  * security uses (SHA-1 is broken for those); pure function, no I/O. */
-#ifndef EXEC_UTIL_SHA1_H
-#define EXEC_UTIL_SHA1_H
+#ifndef EXEC_PROTO_SHA1_H
+#define EXEC_PROTO_SHA1_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -3,8 +3,8 @@
  * Paths travel as percent-encoded file: URIs, which carry any byte, so file names
  * that are not UTF-8 work both ways. Used by every fs method and by
  * process/start's cwd. Pure functions, no I/O; unit-tested and fuzzed. */
-#ifndef EXEC_FS_URI_H
-#define EXEC_FS_URI_H
+#ifndef EXEC_PROTO_URI_H
+#define EXEC_PROTO_URI_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -16,11 +16,13 @@ enum uri_error_kind {
     URI_ERR_FRAGMENT,  /* "fragments are not allowed in path URIs" (-32602) */
     URI_ERR_PLATFORM,  /* "'<uri>' is invalid on 'linux'": NUL byte (-32602) */
     URI_ERR_HOST,      /* "'<uri>' is invalid on 'linux'": foreign host (-32600) */
+    URI_ERR_DRIVE,     /* "'<uri>' is invalid on 'linux'": a Windows drive (-32602) */
 };
 
+/* A codec reports what went wrong; the JSON-RPC code each kind gets (shown above,
+ * the reference's) is the rpc layer's business: rpc_uri_error_code(). */
 struct uri_error {
     enum uri_error_kind kind;
-    int code;           /* the JSON-RPC error code the reference uses */
     char message[512];  /* the reference's text */
 };
 
@@ -29,7 +31,7 @@ struct uri_error {
  * true a string starting with '/' is taken as a native path as is (process/start's
  * cwd, PROTOCOL.md decision (d)). On success returns 0 and stores a malloc'd,
  * NUL-terminated path (the caller frees it) in *out and its length in *out_len.
- * On failure returns -1 and fills *err. */
+ * On failure returns -EINVAL and fills *err. */
 int uri_to_path(const char *uri, size_t len, bool allow_bare_path, char **out, size_t *out_len,
                 struct uri_error *err);
 

@@ -4,8 +4,8 @@
  * does (PROTOCOL.md section 1.2): wait for more, answer and close (readyz, 403 for
  * any Origin header, 400/404/405 and malformed requests), or switch to WebSocket
  * with the 101 response it wrote. Unit-tested and fuzzed. */
-#ifndef EXEC_TRANSPORT_HTTP_UPGRADE_H
-#define EXEC_TRANSPORT_HTTP_UPGRADE_H
+#ifndef EXEC_PROTO_HTTP_UPGRADE_H
+#define EXEC_PROTO_HTTP_UPGRADE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -28,6 +28,15 @@ struct http_request_info {
     char authorization[512]; /* the Authorization header value, "" when absent or too long */
     bool head_only;          /* HTTP_METRICS: a HEAD request (headers, no body) */
 };
+
+/* Length of a Sec-WebSocket-Accept value (base64 of a SHA-1 digest). */
+#define HTTP_WS_ACCEPT_LEN 28
+
+/* Writes the Sec-WebSocket-Accept value for a Sec-WebSocket-Key (key_len bytes):
+ * base64(SHA-1(key + the RFC 6455 GUID)), HTTP_WS_ACCEPT_LEN chars and a NUL. The
+ * server answers with it; the client checks the server's answer against it. Keys
+ * longer than 64 bytes (never valid) give an empty string. */
+void http_ws_accept_key(const char *key, size_t key_len, char out[HTTP_WS_ACCEPT_LEN + 1]);
 
 /* Parses data[0..len). Appends the complete response to *reply (a plain buf, no
  * message headroom) for HTTP_WEBSOCKET and HTTP_REPLY. */

@@ -6,15 +6,15 @@
  * the reference's WebSocket extractor. Everything is recomputed from the start of
  * data on each call; heads are at most HTTP_MAX_HEAD bytes, so that stays cheap
  * and keeps the parser free of state. */
-#include "transport/http_upgrade.h"
+#include "proto/http_upgrade.h"
 
 #include <stdbool.h>
 #include <string.h>
 #include <strings.h>
 
 #include "core/readiness.h"
-#include "util/base64.h"
-#include "util/sha1.h"
+#include "proto/base64.h"
+#include "proto/sha1.h"
 
 static const char WS_GUID[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
@@ -187,16 +187,24 @@ static bool key_valid(struct span key)
     return base64_decode(key.p, key.n, raw, &n, err, sizeof err) == 0 && n == 16;
 }
 
+void http_ws_accept_key(const char *key, size_t key_len, char out[HTTP_WS_ACCEPT_LEN + 1])
+{
+    char material[64 + sizeof WS_GUID];
+    out[0] = '\0';
+    if (key_len > 64) return;
+    memcpy(material, key, key_len);
+    memcpy(material + key_len, WS_GUID, sizeof WS_GUID - 1);
+    uint8_t digest[SHA1_LEN];
+    sha1(material, key_len + sizeof WS_GUID - 1, digest);
+    out[base64_encode(digest, sizeof digest, out)] = '\0';
+}
+
 static enum http_outcome accept_upgrade(struct http_request_info *info, struct buf *out,
                                         struct span key)
 {
-    char material[24 + sizeof WS_GUID];
-    memcpy(material, key.p, key.n);
-    memcpy(material + key.n, WS_GUID, sizeof WS_GUID - 1);
-    uint8_t digest[SHA1_LEN];
-    sha1(material, key.n + sizeof WS_GUID - 1, digest);
-    char accept[32];
-    size_t alen = base64_encode(digest, sizeof digest, accept);
+    char accept[HTTP_WS_ACCEPT_LEN + 1];
+    http_ws_accept_key(key.p, key.n, accept);
+    size_t alen = strlen(accept);
     info->status = 101;
     buf_printf(out,
                "HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: "

@@ -1,6 +1,8 @@
-/* process: process/start, read, write, signal, terminate, and the pushed
- * process/output, process/exited and process/closed notifications (see
- * process.h; rules in PROTOCOL.md section 5).
+/* proc: the process model: the per-session table, the output pump with the pushed
+ * process/output, process/exited and process/closed notifications, the long-poll
+ * readers of the event log, the stdin queue and reaping (see process.h and
+ * proc_internal.h; rules in PROTOCOL.md section 5). The JSON-RPC handlers that
+ * drive it are in process_methods.c.
  *
  * The output path: read() into one scratch buffer, one copy into the event log,
  * then base64 straight into the outgoing frame's buffer, written in place by the
@@ -20,22 +22,16 @@
 #include "core/limits.h"
 #include "core/log.h"
 #include "core/metrics.h"
-#include "fs/uri.h"
-#include "process/env_policy.h"
 #include "process/event_log.h"
 #include "process/guardian.h"
 #include "process/proc_internal.h"
 #include "process/spawn.h"
 #include "rpc/dispatch.h"
-#include "rpc/params.h"
 #include "sandbox/denied.h"
-#include "sandbox/enforce.h"
-#include "sandbox/policy.h"
 #include "session/session.h"
 #include "transport/conn.h"
-#include "util/base64.h"
+#include "proto/base64.h"
 #include "util/mem.h"
-#include "util/oserr.h"
 
 static uint8_t scratch[READ_BATCH];
 
@@ -88,7 +84,7 @@ static void close_out(struct out_src *o)
     o->polling = false;
 }
 
-static void close_stdin(struct proc *p)
+void proc_close_stdin(struct proc *p)
 {
     if (p->in_fd < 0) return;
     uv_close((uv_handle_t *)&p->in_poll, handle_closed);
@@ -170,7 +166,7 @@ static void proc_free(struct proc *p)
         p->pid_open = false;
     }
     for (int i = 0; i < p->nout; i++) close_out(&p->out[i]);
-    close_stdin(p);
+    proc_close_stdin(p);
     uv_close((uv_handle_t *)&p->timer, handle_closed);
 }
 
@@ -264,14 +260,14 @@ static void notify_event(struct proc *p, const char *method, uint64_t seq, bool 
     conn_send(conn, &b);
 }
 
-static bool read_ready(const struct proc *p, uint64_t after)
+bool proc_read_ready(const struct proc *p, uint64_t after)
 {
-    return event_log_after(&p->log, after) != NULL || p->closed ||
-           (p->exited && after < p->exit_seq);
+    return event_log_after(&p->log, after) != NULL || p->state == PROC_CLOSED ||
+           (p->state >= PROC_EXITED && after < p->exit_seq);
 }
 
-static void reply_read(struct rpc_req *req, struct proc *p, uint64_t after, bool has_max,
-                       uint64_t max_bytes)
+void proc_reply_read(struct rpc_req *req, struct proc *p, uint64_t after, bool has_max,
+                     uint64_t max_bytes)
 {
     struct buf b;
     rpc_result_begin(req, &b);
@@ -290,10 +286,11 @@ static void reply_read(struct rpc_req *req, struct proc *p, uint64_t after, bool
     uint64_t next = has_max && n > 0 ? last + 1 : p->log.next_seq;
     buf_puts(&b, "],\"nextSeq\":");
     buf_put_u64(&b, next);
-    buf_puts(&b, p->exited ? ",\"exited\":true,\"exitCode\":" : ",\"exited\":false,\"exitCode\":null");
-    if (p->exited) buf_put_i64(&b, p->exit_code);
-    buf_puts(&b, p->closed ? ",\"closed\":true" : ",\"closed\":false");
-    buf_puts(&b, p->exited && p->sandbox_denied ? ",\"failure\":null,\"sandboxDenied\":true}"
+    bool exited = p->state >= PROC_EXITED;
+    buf_puts(&b, exited ? ",\"exited\":true,\"exitCode\":" : ",\"exited\":false,\"exitCode\":null");
+    if (exited) buf_put_i64(&b, p->exit_code);
+    buf_puts(&b, p->state == PROC_CLOSED ? ",\"closed\":true" : ",\"closed\":false");
+    buf_puts(&b, exited && p->sandbox_denied ? ",\"failure\":null,\"sandboxDenied\":true}"
                                                 : ",\"failure\":null,\"sandboxDenied\":false}");
     rpc_result_finish(req, &b);
 }
@@ -303,8 +300,8 @@ static void wake_waiters(struct proc *p)
     struct waiter *w = p->waiters;
     while (w) {
         struct waiter *n = w->next;
-        if (read_ready(p, w->after)) {
-            reply_read(w->req, p, w->after, w->has_max, w->max_bytes);
+        if (proc_read_ready(p, w->after)) {
+            proc_reply_read(w->req, p, w->after, w->has_max, w->max_bytes);
             waiter_remove(w);
         }
         w = n;
@@ -314,7 +311,7 @@ static void wake_waiters(struct proc *p)
 static void waiter_timeout(uv_timer_t *t)
 {
     struct waiter *w = t->data;
-    reply_read(w->req, w->p, w->after, w->has_max, w->max_bytes);
+    proc_reply_read(w->req, w->p, w->after, w->has_max, w->max_bytes);
     waiter_remove(w);
 }
 
@@ -327,12 +324,12 @@ static void evict_cb(uv_timer_t *t)
 
 static void check_closed(struct proc *p)
 {
-    if (p->closed || !p->exited) return;
+    if (p->state != PROC_EXITED) return;
     for (int i = 0; i < p->nout; i++)
         if (p->out[i].fd >= 0) return;
-    p->closed = true;
+    p->state = PROC_CLOSED;
     p->close_seq = event_log_take_seq(&p->log);
-    close_stdin(p);
+    proc_close_stdin(p);
     notify_event(p, "process/closed", p->close_seq, false);
     wake_waiters(p);
     uv_timer_stop(&p->timer);
@@ -459,7 +456,7 @@ static void pid_cb(uv_poll_t *h, int status, int events)
     /* Output already in the pipes belongs before the exit when we can see it. */
     for (int i = 0; i < p->nout; i++)
         if (p->out[i].polling) out_drain(&p->out[i]);
-    p->exited = true;
+    p->state = PROC_EXITED;
     p->sandbox_denied = sandbox_denied_verdict(p->sandboxed, p->exit_code, &p->log);
     p->exit_seq = event_log_take_seq(&p->log);
     notify_event(p, "process/exited", p->exit_seq, true);
@@ -481,7 +478,7 @@ void proc_stdin_flush(struct proc *p)
         if (n < 0 && errno == EAGAIN) break;
         if (n < 0) {
             /* EPIPE and friends: the child stopped reading; the bytes go nowhere. */
-            close_stdin(p);
+            proc_close_stdin(p);
             return;
         }
         it->off += (size_t)n;
@@ -493,7 +490,7 @@ void proc_stdin_flush(struct proc *p)
     }
     if (p->in_fd < 0) return;
     if (!p->wq_head && p->eof_requested && !p->tty) {
-        close_stdin(p); /* every byte written first, then the child sees EOF */
+        proc_close_stdin(p); /* every byte written first, then the child sees EOF */
         return;
     }
     bool want = p->wq_head != NULL;
@@ -507,136 +504,32 @@ static void in_cb(uv_poll_t *h, int status, int events)
     proc_stdin_flush(h->data);
 }
 
-/* ---- methods -------------------------------------------------------------- */
-
-static void free_strv(char **v)
+void proc_stdin_push(struct proc *p, struct wq_item *it)
 {
-    if (!v) return;
-    for (char **s = v; *s; s++) free(*s);
-    free(v);
+    if (p->in_fd < 0 || it->len == 0) {
+        free(it); /* nowhere to write, or nothing: accepted all the same */
+        return;
+    }
+    it->off = 0;
+    it->next = NULL;
+    if (p->wq_tail) p->wq_tail->next = it;
+    else p->wq_head = it;
+    p->wq_tail = it;
+    proc_stdin_flush(p);
 }
 
-/* argv items and env values are strings (serde's Vec<String> / map of String). */
-static bool require_string(struct pdec *d, json_t *v)
-{
-    if (json_is_string(v)) return true;
-    char what[128];
-    pdec_describe(v, what, sizeof what);
-    pdec_fail(d, "invalid type: %s, expected a string", what);
-    return false;
-}
+/* ---- lifecycle ------------------------------------------------------------ */
 
-static void handle_start(struct rpc_req *req)
+unsigned proc_table_live(const struct proc_table *t)
 {
-    struct pdec d;
-    pdec_begin(&d, req->params, "ExecParams");
-    const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
-    json_t *argv = pdec_array(&d, "argv", PDEC_REQUIRED);
-    const char *cwd = pdec_string(&d, "cwd", PDEC_REQUIRED);
-    json_t *env = pdec_object(&d, "env", PDEC_REQUIRED);
-    bool tty = pdec_bool(&d, "tty", PDEC_REQUIRED, false);
-    bool pipe_stdin = pdec_bool(&d, "pipeStdin", PDEC_OPTIONAL_NONNULL, false);
-    const char *arg0 = pdec_string(&d, "arg0", PDEC_OPTIONAL);
-    json_t *sandbox = pdec_object(&d, "sandbox", PDEC_OPTIONAL);
-    struct env_policy env_pol;
-    bool has_env_pol;
-    env_policy_decode(&d, &env_pol, &has_env_pol);
-    unsigned short rows = 0, cols = 0;
-    proc_decode_size(&d, &rows, &cols);
-    size_t i;
-    json_t *v;
-    if (!d.failed) {
-        json_array_foreach(argv, i, v) if (!require_string(&d, v)) break;
-        const char *k;
-        json_object_foreach(env, k, v) if (!require_string(&d, v)) break;
-    }
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-    if (!rpc_check_ready(req)) return;
-
-    char *cwd_path = NULL;
-    size_t cwd_len;
-    struct uri_error uerr;
-    if (uri_to_path(cwd, strlen(cwd), true, &cwd_path, &cwd_len, &uerr) < 0) {
-        if (uerr.kind == URI_ERR_HOST || uerr.kind == URI_ERR_PLATFORM)
-            return rpc_reply_error(req, RPC_INVALID_PARAMS,
-                                   "cwd URI `%s` is not valid on this exec-server host: %s", cwd,
-                                   uerr.message);
-        return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", uerr.message);
-    }
-    /* The sandbox: parsed, then prepared here (allocations, the Landlock ruleset)
-     * so the child only makes system calls. Whatever cannot be enforced is refused. */
-    struct sandbox_policy pol;
-    struct sandbox_error serr;
-    if (sandbox_policy_parse(sandbox, cwd_path, &pol, &serr) < 0) {
-        free(cwd_path);
-        return rpc_reply_error(req, serr.code, "%s", serr.message);
-    }
-    struct sandbox_prepared prep;
-    bool sandboxed = sandbox_policy_needs_process(&pol);
-    if (sandboxed && sandbox_prepare(&pol, &prep) < 0) {
-        sandbox_policy_free(&pol);
-        free(cwd_path);
-        return rpc_reply_error(req, RPC_INVALID_PARAMS,
-                               "sandbox intent cannot be enforced on this executor");
-    }
-    size_t argc = json_array_size(argv);
-    struct proc_table *t = req->session->procs;
-    const char *program = argc ? json_string_value(json_array_get(argv, 0)) : "";
     unsigned live = 0;
-    for (struct proc *q = t->head; q; q = q->next) live += !q->closed;
-    bool over_limit = live >= server_limits.max_processes;
-    if (argc == 0 || proc_find(t, id) || !*program || over_limit) {
-        if (sandboxed) sandbox_prepared_free(&prep);
-        sandbox_policy_free(&pol);
-        free(cwd_path);
-        if (argc == 0) return rpc_reply_error(req, RPC_INVALID_PARAMS, "argv must not be empty");
-        if (proc_find(t, id))
-            return rpc_reply_error(req, RPC_INVALID_REQUEST, "process %s already exists", id);
-        if (over_limit)
-            return rpc_reply_error(req, RPC_INVALID_REQUEST,
-                                   "process limit reached: this session already has %u running "
-                                   "processes (--max-processes %u); wait for one to exit or "
-                                   "terminate one",
-                                   live, server_limits.max_processes);
-        return rpc_reply_error(req, RPC_INTERNAL_ERROR, "missing program for pipe spawn");
-    }
+    for (const struct proc *q = t->head; q; q = q->next) live += q->state != PROC_CLOSED;
+    return live;
+}
 
-    char **cargv = xcalloc(argc + 1, sizeof *cargv);
-    json_array_foreach(argv, i, v) cargv[i] = xstrdup(json_string_value(v));
-    if (arg0) {
-        free(cargv[0]);
-        cargv[0] = xstrdup(arg0);
-    }
-    extern char **environ;
-    char **cenv = env_build(environ, has_env_pol ? &env_pol : NULL, env);
-    if (req->trace) cenv = env_add_trace(cenv, req->trace);
-    const char *path_env = env_get(cenv, "PATH");
-
-    struct spawn_request rq = {
-        .program = program,
-        .argv = cargv,
-        .envp = cenv,
-        .path_env = path_env,
-        .cwd = cwd_path,
-        .tty = tty,
-        .rows = rows,
-        .cols = cols,
-        .pipe_stdin = pipe_stdin,
-        .sandbox = sandboxed ? &prep : NULL,
-    };
-    struct spawn_result sr;
-    int err = spawn_child(&rq, &sr);
-    if (sandboxed) sandbox_prepared_free(&prep);
-    sandbox_policy_free(&pol);
-    free_strv(cargv);
-    env_free(cenv);
-    free(cwd_path);
-    if (err) {
-        char text[256];
-        oserr_format(err, text, sizeof text);
-        return rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
-    }
-
+struct proc *proc_add(struct proc_table *t, const char *id, bool tty, bool sandboxed,
+                      const struct spawn_result *sr, uv_loop_t *loop)
+{
     struct proc *p = xcalloc(1, sizeof *p);
     p->table = t;
     p->id = xstrdup(id);
@@ -644,28 +537,19 @@ static void handle_start(struct rpc_req *req)
     buf_put_json_str(&p->id_json, id, strlen(id));
     p->tty = tty;
     p->sandboxed = sandboxed;
-    p->pid = sr.pid;
-    p->pidfd = sr.pidfd;
+    p->pid = sr->pid;
+    p->pidfd = sr->pidfd;
     p->start_ns = metrics_now_ns();
     metrics_process_started();
-    {
-        char idv[160], a0[200];
-        log_event("event=process_start session=%s process_id=%s pid=%d argv0=%s tty=%s "
-                  "sandboxed=%s",
-                  req->session->id, log_value(id, idv, sizeof idv), (int)sr.pid,
-                  log_value(program, a0, sizeof a0), tty ? "true" : "false",
-                  sandboxed ? "true" : "false");
-    }
     event_log_init(&p->log);
-    uv_loop_t *loop = req->loop;
     uv_timer_init(loop, &p->timer);
     p->timer.data = p;
     p->handles = 1;
-    uv_poll_init(loop, &p->pid_poll, sr.pidfd);
+    uv_poll_init(loop, &p->pid_poll, sr->pidfd);
     p->pid_poll.data = p;
     p->pid_open = true;
     p->handles++;
-    int fds[2] = {sr.out_fd, sr.err_fd};
+    int fds[2] = {sr->out_fd, sr->err_fd};
     for (int s = 0; s < 2; s++) {
         if (fds[s] < 0) continue;
         struct out_src *o = &p->out[p->nout++];
@@ -676,8 +560,8 @@ static void handle_start(struct rpc_req *req)
         o->poll.data = p; /* every handle points at the proc (see handle_closed) */
         p->handles++;
     }
-    p->in_fd = sr.in_fd;
-    p->had_stdin = sr.in_fd >= 0;
+    p->in_fd = sr->in_fd;
+    p->had_stdin = sr->in_fd >= 0;
     if (p->in_fd >= 0) {
         uv_poll_init(loop, &p->in_poll, p->in_fd);
         p->in_poll.data = p;
@@ -687,30 +571,18 @@ static void handle_start(struct rpc_req *req)
     p->next = t->head;
     if (t->head) t->head->prev = p;
     t->head = p;
+    return p;
+}
 
-    /* The response goes out before any notification of the new process. */
-    json_t *res = json_pack("{s:s,s:s}", "processId", id, "sandboxType",
-                            sandboxed ? "linuxSeccomp" : "none");
-    rpc_reply_json(req, res);
-
+void proc_watch(struct proc *p)
+{
     uv_poll_start(&p->pid_poll, UV_READABLE, pid_cb);
     for (int s = 0; s < p->nout; s++) out_start(&p->out[s]);
 }
 
-static void handle_read(struct rpc_req *req)
+void proc_wait_read(struct rpc_req *req, struct proc *p, uint64_t after, bool has_max,
+                    uint64_t max_bytes, uint64_t wait_ms)
 {
-    struct pdec d;
-    pdec_begin(&d, req->params, "ReadParams");
-    const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
-    uint64_t after = pdec_u64(&d, "afterSeq", PDEC_OPTIONAL, 0, NULL);
-    bool has_max = false;
-    uint64_t max_bytes = pdec_u64(&d, "maxBytes", PDEC_OPTIONAL, 0, &has_max);
-    uint64_t wait_ms = pdec_u64(&d, "waitMs", PDEC_OPTIONAL, 0, NULL);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-    if (!rpc_check_ready(req)) return;
-    struct proc *p = proc_find(req->session->procs, id);
-    if (!p) return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
-    if (wait_ms == 0 || read_ready(p, after)) return reply_read(req, p, after, has_max, max_bytes);
     struct waiter *w = xcalloc(1, sizeof *w);
     w->p = p;
     w->req = req;
@@ -725,97 +597,9 @@ static void handle_read(struct rpc_req *req)
     p->waiters = w;
 }
 
-static bool write_id_seen(struct proc *p, const char *wid)
+void proc_kill(struct proc *p)
 {
-    for (size_t i = 0; i < p->nwrite_ids; i++)
-        if (strcmp(p->write_ids[i], wid) == 0) return true;
-    return false;
+    kill(-p->pid, SIGKILL);
+    p->terminated = true;
+    proc_close_stdin(p);
 }
-
-static void write_id_remember(struct proc *p, const char *wid)
-{
-    if (!p->write_ids) p->write_ids = xcalloc(MAX_WRITE_IDS, sizeof *p->write_ids);
-    if (p->nwrite_ids < MAX_WRITE_IDS) {
-        p->write_ids[p->nwrite_ids++] = xstrdup(wid);
-        return;
-    }
-    free(p->write_ids[p->write_ids_next]);
-    p->write_ids[p->write_ids_next] = xstrdup(wid);
-    p->write_ids_next = (p->write_ids_next + 1) % MAX_WRITE_IDS;
-}
-
-static void handle_write(struct rpc_req *req)
-{
-    struct pdec d;
-    pdec_begin(&d, req->params, "WriteParams");
-    const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
-    size_t clen = 0;
-    const char *chunk = pdec_string_len(&d, "chunk", PDEC_REQUIRED, &clen);
-    const char *wid = pdec_string(&d, "writeId", PDEC_OPTIONAL);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-    if (!rpc_check_ready(req)) return;
-    if (wid && !*wid) return rpc_reply_error(req, RPC_INVALID_PARAMS, "writeId must not be empty");
-    struct wq_item *it = xmalloc(sizeof *it + base64_decoded_max(clen));
-    char err[96];
-    if (base64_decode(chunk, clen, it->data, &it->len, err, sizeof err) < 0) {
-        free(it);
-        return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", err);
-    }
-    it->off = 0;
-    it->next = NULL;
-    struct proc *p = proc_find(req->session->procs, id);
-    const char *fail = NULL;
-    /* Statuses, not errors (PROTOCOL.md §5.3): codex's client maps these results
-     * to its own errors and treats a JSON-RPC error here as a broken connection. */
-    if (!p || !p->had_stdin || p->eof_requested) {
-        free(it);
-        return rpc_reply_json(req, json_pack("{s:s}", "status", p ? "stdinClosed" : "unknownProcess"));
-    }
-    if (p->terminated && !p->exited) fail = "failed to write to process stdin";
-    if (fail) {
-        free(it);
-        return rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", fail);
-    }
-    if (wid && write_id_seen(p, wid)) {
-        free(it);
-        return rpc_reply_json(req, json_pack("{s:s}", "status", "accepted"));
-    }
-    if (wid) write_id_remember(p, wid);
-    if (p->in_fd >= 0 && it->len > 0) {
-        if (p->wq_tail) p->wq_tail->next = it;
-        else p->wq_head = it;
-        p->wq_tail = it;
-        proc_stdin_flush(p);
-    } else {
-        free(it);
-    }
-    rpc_reply_json(req, json_pack("{s:s}", "status", "accepted"));
-}
-
-static void handle_terminate(struct rpc_req *req)
-{
-    struct pdec d;
-    pdec_begin(&d, req->params, "TerminateParams");
-    const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-    if (!rpc_check_ready(req)) return;
-    struct proc *p = proc_find(req->session->procs, id);
-    bool running = p && !p->exited;
-    if (running) {
-        kill(-p->pid, SIGKILL);
-        p->terminated = true;
-        close_stdin(p);
-    }
-    rpc_reply_json(req, json_pack("{s:b}", "running", running));
-}
-
-const struct rpc_method process_methods[] = {
-    {"process/start", "exec", handle_start},
-    {"process/read", "exec", handle_read},
-    {"process/write", "exec", handle_write},
-    {"process/terminate", "exec", handle_terminate},
-    {"process/signal", "exec", proc_handle_signal},
-    {"process/resize", "exec", proc_handle_resize},
-    {"process/closeStdin", "exec", proc_handle_close_stdin},
-    {NULL, NULL, NULL},
-};

@@ -1,0 +1,11 @@
+/* fs_methods: the fs JSON-RPC methods (fs_methods.c: files, directories, handles,
+ * walks, copies; fs_mode.c: permissions). Their tables, registered with rpc. */
+#ifndef EXEC_FS_FS_METHODS_H
+#define EXEC_FS_FS_METHODS_H
+
+#include "rpc/rpc.h"
+
+extern const struct rpc_method fs_methods[];
+extern const struct rpc_method fs_mode_methods[];
+
+#endif

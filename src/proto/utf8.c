@@ -1,0 +1,82 @@
+/* utf8: see utf8.h. One decoder (utf8_seq) serves both the checker and the lossy
+ * conversion, so they can never disagree on what is valid. */
+#include "proto/utf8.h"
+
+#include <stdint.h>
+#include <string.h>
+
+/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0 if invalid;
+ * *bad gets the length of the maximal invalid prefix to replace (>= 1). The
+ * second-byte bounds exclude overlong forms (E0, F0), surrogates (ED) and values
+ * above U+10FFFF (F4). */
+static size_t utf8_seq(const unsigned char *s, size_t n, size_t *bad)
+{
+    unsigned char c = s[0];
+    size_t need;
+    unsigned char lo = 0x80, hi = 0xBF;
+    *bad = 1;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) {
+        need = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        need = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else {
+        return 0;
+    }
+    for (size_t i = 1; i < need; i++) {
+        if (i >= n) return 0;
+        unsigned char x = s[i];
+        unsigned char l = i == 1 ? lo : 0x80, h = i == 1 ? hi : 0xBF;
+        if (x < l || x > h) return 0;
+        *bad = i + 1;
+    }
+    return need;
+}
+
+bool utf8_valid(const void *s, size_t n)
+{
+    const unsigned char *p = s;
+    size_t i = 0;
+    while (i < n) {
+        /* ASCII runs (nearly all JSON) eight bytes at a time. */
+        while (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, p + i, 8);
+            if (w & 0x8080808080808080ull) break;
+            i += 8;
+        }
+        if (i >= n) break;
+        if (p[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t bad;
+        size_t k = utf8_seq(p + i, n - i, &bad);
+        if (!k) return false;
+        i += k;
+    }
+    return true;
+}
+
+void utf8_lossy(struct buf *b, const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        size_t bad;
+        size_t k = utf8_seq(p + i, n - i, &bad);
+        if (k) {
+            buf_append(b, p + i, k);
+            i += k;
+        } else {
+            buf_append(b, "\xEF\xBF\xBD", 3);
+            i += bad;
+        }
+    }
+}

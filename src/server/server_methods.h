@@ -1,0 +1,10 @@
+/* server_methods: which JSON-RPC methods this server serves. The executables and
+ * the tests that dispatch whole messages register the same set, so rpc itself
+ * never names a method module (docs/ARCHITECTURE.md, top layer). */
+#ifndef EXEC_SERVER_SERVER_METHODS_H
+#define EXEC_SERVER_SERVER_METHODS_H
+
+/* Registers every method table with rpc (idempotent). */
+void server_methods_register(void);
+
+#endif

@@ -1,0 +1,132 @@
+/* session_methods: initialize (create or resume a session), environment/info,
+ * environment/status and session/close (ours), over the registry in session.c
+ * (PROTOCOL.md sections 3 and 9). */
+#include "session/session.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proto/uri.h"
+#include "rpc/dispatch.h"
+#include "rpc/params.h"
+#include "transport/conn.h"
+
+static json_t *uri_json(const char *path)
+{
+    char *u = uri_from_path(path, strlen(path));
+    json_t *j = json_string(u);
+    free(u);
+    return j ? j : json_null();
+}
+
+/* What environment/info and initialize report about this host. Capabilities we
+ * do not implement are false so clients never send the fields they gate.
+ * capabilityDiscoverySandbox: capabilityRoots/discoverV1 scans a root that carries
+ * a sandbox inside the sandbox helper (fs/capability_roots.c). capabilityDiscoveryV2
+ * stays false: it promises `capabilities/discoverV2` (the executor's own inventory of
+ * installed plugins and skills, prewarmed and watched), which we do not implement. */
+static json_t *environment_info(void)
+{
+    const char *shell = getenv("SHELL");
+    if (!shell || shell[0] != '/') shell = "/bin/sh";
+    const char *base = strrchr(shell, '/') + 1;
+    char cwd[4096];
+    if (!getcwd(cwd, sizeof cwd)) strcpy(cwd, "/");
+    const char *home = getenv("HOME");
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || tmp[0] != '/') tmp = "/tmp";
+    json_t *caps = json_pack(
+        "{s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b}", "networkProxyLaunch", 0,
+        "networkProxyReviewDomains", 0, "credentialMasking", 0, "credentialMaskingCustomProviders",
+        0, "capabilityDiscoverySandbox", 1, "fsWatchMissing", 1, "capabilityDiscoveryV2", 0,
+        "environmentConfigRead", 1, "httpHeaderEnvVars", 1, "sandboxedFileStreaming", 0,
+        "fileWriteStreaming", 1, "shellSnapshotV2", 0, "windowsMxc", 0,
+        "linuxRootWritePreservesDevices", 0, "linuxApprovedRootWritePreservesRestrictions", 0);
+    /* Ours (PROTOCOL.md §11 (g)): terminal and stdin controls a client may use
+     * once it sees them here; the reference has none of them. */
+    json_object_set_new(caps, "processStartSize", json_true());
+    json_object_set_new(caps, "processResize", json_true());
+    json_object_set_new(caps, "processCloseStdin", json_true());
+    json_object_set_new(caps, "processSignalAny", json_true());
+    json_object_set_new(caps, "sessionClose", json_true());
+    json_object_set_new(caps, "fsPermissions", json_true());
+    json_t *info = json_object();
+    json_object_set_new(info, "shell", json_pack("{s:s,s:s}", "name", base, "path", shell));
+    json_object_set_new(info, "executorVersion", json_string(EXEC_SERVER_VERSION));
+    json_object_set_new(info, "providerId", json_string("exec-server-c"));
+    json_object_set_new(info, "cwd", uri_json(cwd));
+    if (home && home[0] == '/') json_object_set_new(info, "userHomeDir", uri_json(home));
+    json_object_set_new(info, "platformOs", json_string("linux"));
+    json_object_set_new(info, "prependPathDirs", json_array());
+    json_object_set_new(info, "temporaryDirectories", json_array());
+    json_object_set_new(info, "tempDir", uri_json(tmp));
+    json_object_set_new(info, "capabilities", caps);
+    return info;
+}
+
+static void handle_initialize(struct rpc_req *req)
+{
+    struct pdec d;
+    pdec_begin(&d, req->params, "InitializeParams");
+    pdec_string(&d, "clientName", PDEC_REQUIRED);
+    const char *resume = pdec_string(&d, "resumeSessionId", PDEC_OPTIONAL);
+    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    struct conn *c = req->conn;
+    if (rpc_conn_initialized(c))
+        return rpc_reply_error(req, RPC_INVALID_REQUEST,
+                               "initialize may only be sent once per connection");
+    struct session *s;
+    if (resume) {
+        s = session_find(resume);
+        if (!s) return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown session id %s", resume);
+        if (s->conn)
+            return rpc_reply_error(req, RPC_SESSION_ATTACHED,
+                                   "session %s is already attached to another connection", s->id);
+        session_resume(s, c);
+    } else {
+        s = session_create(c);
+    }
+    json_t *res = json_object();
+    json_object_set_new(res, "sessionId", json_string(s->id));
+    json_object_set_new(res, "environmentInfo", environment_info());
+    rpc_reply_json(req, res);
+}
+
+static void handle_env_info(struct rpc_req *req)
+{
+    struct pdec d;
+    if (!pdec_unit(&d, req->params)) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (!rpc_check_ready(req)) return;
+    rpc_reply_json(req, environment_info());
+}
+
+static void handle_env_status(struct rpc_req *req)
+{
+    struct pdec d;
+    if (!pdec_unit(&d, req->params)) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (!rpc_check_ready(req)) return;
+    rpc_reply_json(req, json_pack("{s:s}", "status", "ready"));
+}
+
+/* session/close (ours, capability sessionClose): the client is done with the
+ * session, so when this connection closes the session ends at once (its processes
+ * are killed) instead of waiting out the resume TTL. A short-lived CLI call leaves
+ * nothing behind this way. */
+static void handle_session_close(struct rpc_req *req)
+{
+    struct pdec d;
+    pdec_unit(&d, req->params);
+    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (!rpc_check_ready(req)) return;
+    session_of(req->conn)->ending = true;
+    rpc_reply_json(req, json_object());
+}
+
+const struct rpc_method session_methods[] = {
+    {"initialize", "initialize", handle_initialize},
+    {"environment/info", "environment info", handle_env_info},
+    {"environment/status", "environment status", handle_env_status},
+    {"session/close", "session", handle_session_close},
+    {NULL, NULL, NULL},
+};

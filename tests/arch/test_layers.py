@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Layer-order check: no file under src/ includes a header from a higher layer.
+
+The layer table is read from docs/ARCHITECTURE.md (section "Layers"), the one place it
+is written down; this test only enforces it. Also checked: *_internal.h headers are
+private to their folder, and every folder under src/ is in the table.
+
+KNOWN lists violations that existed when the test was written; each fix removes its
+line, and the test fails if a listed violation no longer exists (so the list only
+shrinks)."""
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SRC = os.path.join(ROOT, "src")
+
+KNOWN = {
+    # The registry client drives libcurl through http/'s loop glue; curl_loop and
+    # curl_dl are infrastructure, not the http/request domain: moving them below
+    # transport (e.g. a src/net/) clears this.
+    "src/remote/registry.c -> http/curl_loop.h",
+}
+
+
+def read_layers():
+    doc = open(os.path.join(ROOT, "docs", "ARCHITECTURE.md")).read()
+    layers = {}
+    for m in re.finditer(r"^\|\s*(\d+)\s*\|\s*([a-z_, ]+?)\s*\|", doc, re.M):
+        for folder in m.group(2).split(","):
+            layers[folder.strip()] = int(m.group(1))
+    if "main" not in layers or "transport" not in layers:
+        sys.exit("docs/ARCHITECTURE.md: no layer table found")
+    return layers
+
+
+def layer_of(rel, layers):
+    """Layer of a file given by its path relative to src/."""
+    if rel == "main.c" or rel.endswith("_main.c"):
+        return layers["main"], "main"
+    folder = rel.split("/")[0] if "/" in rel else ""
+    if folder not in layers:
+        return None, folder
+    return layers[folder], folder
+
+
+def main():
+    layers = read_layers()
+    found = set()
+    problems = []
+    for dirpath, _, files in os.walk(SRC):
+        for name in sorted(files):
+            if not name.endswith((".c", ".h")):
+                continue
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, SRC)
+            mine, folder = layer_of(rel, layers)
+            if mine is None:
+                problems.append(f"src/{rel}: folder '{folder}' is not in docs/ARCHITECTURE.md")
+                continue
+            own_folder = rel.split("/")[0]
+            for n, line in enumerate(open(path, encoding="utf-8", errors="replace"), 1):
+                m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+                if not m:
+                    continue
+                inc = m.group(1)
+                if "/" not in inc:
+                    continue  # same folder
+                inc_folder = inc.split("/")[0]
+                theirs = layers.get(inc_folder)
+                key = f"src/{rel} -> {inc}"
+                if theirs is None:
+                    problems.append(f"src/{rel}:{n}: includes {inc} from unknown folder")
+                elif theirs > mine:
+                    found.add(key)
+                    if key not in KNOWN:
+                        problems.append(f"src/{rel}:{n}: includes {inc} (layer {theirs}) "
+                                        f"from layer {mine}")
+                elif inc.endswith("_internal.h") and inc_folder != own_folder:
+                    found.add(key)
+                    if key not in KNOWN:
+                        problems.append(f"src/{rel}:{n}: includes {inc}, private to {inc_folder}/")
+    for stale in sorted(KNOWN - found):
+        problems.append(f"fixed, remove from KNOWN in tests/arch/test_layers.py: {stale}")
+    for p in problems:
+        print(p)
+    print(f"layers: {len(found & KNOWN)} known violation(s) left, {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

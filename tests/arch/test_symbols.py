@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""Every global symbol the server libraries define carries its module's prefix
+(house style: `module_verb`, like libuv), so no un-prefixed name (`failed`,
+`run_op`, `copy_tree` were) can clash or hide where it lives.
+
+Usage: test_symbols.py LIB.a... (ctest passes execcore and execproto). The prefixes
+are the module names below; a new module adds its prefix here."""
+import subprocess
+import sys
+
+PREFIXES = (
+    # floor: util, proto, core, crypto
+    "buf_", "xmalloc", "xcalloc", "xrealloc", "xstrdup", "xstrndup", "xmemdup", "oserr_",
+    "base64_", "sha1", "json_load_", "http_", "uri_", "utf8_", "ws_frame_", "log_",
+    "metrics_", "limits_", "server_limits", "readiness_", "mlkem", "noise_", "relay_",
+    "crypto_",
+    # transport, rpc
+    "conn_", "ws_", "stdio_", "tls_", "auth_", "jwt_", "rpc_", "pdec_",
+    "remote_", "registry_", "rv_ws_",
+    # domains and wiring
+    "session_", "env_config_", "proc_", "process_", "spawn_", "guardian_", "event_log_",
+    "env_", "fs_", "capability_roots_", "caproots_", "sandbox_", "denied_", "curl_", "server_",
+)
+
+
+def main():
+    bad = []
+    for lib in sys.argv[1:]:
+        out = subprocess.run(["nm", "-g", "--defined-only", lib], capture_output=True,
+                             text=True, check=True).stdout
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) != 3 or parts[1] not in "TDBRVW" and parts[1] not in "tdbr":
+                continue
+            name = parts[2]
+            if name.startswith("__") or name.startswith(PREFIXES):
+                continue
+            bad.append("%s: %s" % (lib.rsplit("/", 1)[-1], name))
+    for b in sorted(set(bad)):
+        print("no module prefix:", b)
+    print("symbols: %d without a module prefix" % len(set(bad)))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

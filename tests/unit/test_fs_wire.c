@@ -1,0 +1,99 @@
+/* Unit tests for fs/fs_wire: request and reply frames round trip, and every frame
+ * whose lengths do not add up (short, long, overflowing) is refused. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "fs/fs_wire.h"
+
+static void test_request_round_trip(void **state)
+{
+    struct fs_wire_request rq = {.op = 3, .recursive = true, .nofollow = true,
+                                 .replace = true, .max_depth = 7, .max_dirs = 1u << 20,
+                                 .max_entries = 42, .path = "/tmp/a", .path_len = 6,
+                                 .path2 = "/tmp/b\xff", .path2_len = 7};
+    struct buf b;
+    buf_init(&b);
+    fs_wire_encode_request(&b, &rq);
+    struct fs_wire_request got;
+    assert_int_equal(fs_wire_decode_request(b.data, b.len, &got), 0);
+    assert_int_equal(got.op, 3);
+    assert_true(got.recursive && got.nofollow && got.replace);
+    assert_false(got.force || got.follow_dir_links || got.prune_hidden);
+    assert_int_equal(got.max_depth, 7);
+    assert_int_equal(got.max_dirs, 1u << 20);
+    assert_int_equal(got.max_entries, 42);
+    assert_int_equal(got.path_len, 6);
+    assert_memory_equal(got.path, "/tmp/a", 6);
+    assert_int_equal(got.path2_len, 7);
+    assert_memory_equal(got.path2, "/tmp/b\xff", 7);
+    assert_int_equal(got.b64_len, 0);
+    /* One byte short or one byte over: refused. */
+    assert_int_equal(fs_wire_decode_request(b.data, b.len - 1, &got), -EPROTO);
+    buf_putc(&b, 'x');
+    assert_int_equal(fs_wire_decode_request(b.data, b.len, &got), -EPROTO);
+    assert_int_equal(fs_wire_decode_request(b.data, 3, &got), -EPROTO);
+    buf_free(&b);
+}
+
+static void test_request_lengths_cannot_wrap(void **state)
+{
+    struct fs_wire_request rq = {.op = 1, .path = "abc", .path_len = 3};
+    struct buf b;
+    buf_init(&b);
+    fs_wire_encode_request(&b, &rq);
+    /* Forge path2_len and b64_len so that the three add up to the body modulo 2^64. */
+    size_t head = b.len - 3;
+    uint64_t big = UINT64_MAX - 1;
+    memcpy(b.data + head - 16, &big, 8); /* path2_len */
+    uint64_t two = 2; /* b64_len: 3 + (2^64 - 2) + 2 wraps to exactly the body, 3 */
+    memcpy(b.data + head - 8, &two, 8);
+    struct fs_wire_request got;
+    assert_int_equal(fs_wire_decode_request(b.data, b.len, &got), -EPROTO);
+    buf_free(&b);
+}
+
+static void test_reply_round_trip(void **state)
+{
+    struct buf b;
+    buf_init(&b);
+    struct fs_wire_reply rp = {.err = 0, .code = -32600, .msg = "nope", .msg_len = 4};
+    fs_wire_encode_reply(&b, &rp);
+    struct fs_wire_reply got;
+    assert_int_equal(fs_wire_decode_reply(b.data, b.len, &got), 0);
+    assert_int_equal(got.code, -32600);
+    assert_int_equal(got.msg_len, 4);
+    assert_memory_equal(got.msg, "nope", 4);
+    assert_int_equal(got.out_len, 0);
+    assert_int_equal(fs_wire_decode_reply(b.data, b.len - 1, &got), -EPROTO);
+    buf_reset(&b);
+    struct fs_wire_reply ok = {.out = "{\"x\":1}", .out_len = 7};
+    fs_wire_encode_reply(&b, &ok);
+    assert_int_equal(fs_wire_decode_reply(b.data, b.len, &got), 0);
+    assert_int_equal(got.err, 0);
+    assert_int_equal(got.msg_len, 0);
+    assert_memory_equal(got.out, "{\"x\":1}", 7);
+    buf_reset(&b);
+    struct fs_wire_reply e = {.err = ENOENT};
+    fs_wire_encode_reply(&b, &e);
+    assert_int_equal(fs_wire_decode_reply(b.data, b.len, &got), 0);
+    assert_int_equal(got.err, ENOENT);
+    assert_int_equal(fs_wire_decode_reply(b.data, 2, &got), -EPROTO);
+    buf_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_request_round_trip),
+        cmocka_unit_test(test_request_lengths_cannot_wrap),
+        cmocka_unit_test(test_reply_round_trip),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
