@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/curl_loop.h"
+#include "transport/curl_loop.h"
 #include "http/http_request.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"

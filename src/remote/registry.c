@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/curl_loop.h"
+#include "transport/curl_loop.h"
 #include "util/buf.h"
 #include "util/mem.h"
 

@@ -1,5 +1,5 @@
 /* curl_dl: libcurl, loaded on first use (see curl_dl.h for why). */
-#include "http/curl_dl.h"
+#include "transport/curl_dl.h"
 
 #include <dlfcn.h>
 #include <stdbool.h>

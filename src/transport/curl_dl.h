@@ -2,11 +2,11 @@
  *
  * Linking libcurl loads it and its ~30 dependencies (TLS, HTTP/2, IDN, LDAP, SSH,
  * compression...) into every exec-server at start, which more than doubled the idle
- * RSS (3.7 -> 8.2 MB) for a feature many sessions never use. So http/request loads it
- * with dlopen("libcurl.so.4") the first time it is needed, and calls it through this
- * table. The curl headers still give the types and constants. */
-#ifndef EXEC_HTTP_CURL_DL_H
-#define EXEC_HTTP_CURL_DL_H
+ * RSS (3.7 -> 8.2 MB) for a feature many sessions never use. So it is loaded
+ * with dlopen("libcurl.so.4") the first time http/request or remote's registry client
+ * needs it, and called through this table. The curl headers still give the types and constants. */
+#ifndef EXEC_TRANSPORT_CURL_DL_H
+#define EXEC_TRANSPORT_CURL_DL_H
 
 #define CURL_DISABLE_TYPECHECK 1 /* its checking macros would wrap our pointers */
 #include <curl/curl.h>
