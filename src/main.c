@@ -204,66 +204,67 @@ static bool environment_id_ok(const char *id)
            strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") == n;
 }
 
-/* Parses a count, or with `bytes` a size with an optional K/M/G suffix. */
+/* Parses a count, or with `bytes` a size with an optional K/M/G suffix. Returns 0 or
+ * -EINVAL. */
 static int parse_limit(const char *val, bool bytes, unsigned long long max, unsigned long long *out)
 {
     char *end;
     errno = 0;
-    if (!isdigit((unsigned char)val[0])) return -1;
+    if (!isdigit((unsigned char)val[0])) return -EINVAL;
     unsigned long long v = strtoull(val, &end, 10);
-    if (errno) return -1;
+    if (errno) return -EINVAL;
     if (bytes && *end) {
         int shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20
                   : *end == 'G' || *end == 'g' ? 30 : -1;
-        if (shift < 0 || end[1] || v > (max >> shift)) return -1;
+        if (shift < 0 || end[1] || v > (max >> shift)) return -EINVAL;
         v <<= shift;
         end++;
     }
-    if (*end || v > max) return -1;
+    if (*end || v > max) return -EINVAL;
     *out = v;
     return 0;
 }
 
-/* Parses ws://IP:PORT. Returns 0 and fills host/port, or -1. */
+/* Parses ws://IP:PORT. Returns 0 and fills host/port, or -EINVAL. */
 static int parse_ws_url(const char *url, char *host, size_t hostlen, int *port)
 {
     const char *p = strchr(url, ':') + 3; /* after "ws://" or "wss://" */
     const char *colon;
     if (*p == '[') {
         const char *close = strchr(p, ']');
-        if (!close || close[1] != ':') return -1;
+        if (!close || close[1] != ':') return -EINVAL;
         size_t n = (size_t)(close - p - 1);
-        if (n == 0 || n >= hostlen) return -1;
+        if (n == 0 || n >= hostlen) return -EINVAL;
         memcpy(host, p + 1, n);
         host[n] = '\0';
         colon = close + 1;
         struct sockaddr_in6 a6;
-        if (uv_ip6_addr(host, 0, &a6) != 0) return -1;
+        if (uv_ip6_addr(host, 0, &a6) != 0) return -EINVAL;
     } else {
         colon = strrchr(p, ':');
-        if (!colon) return -1;
+        if (!colon) return -EINVAL;
         size_t n = (size_t)(colon - p);
-        if (n == 0 || n >= hostlen) return -1;
+        if (n == 0 || n >= hostlen) return -EINVAL;
         memcpy(host, p, n);
         host[n] = '\0';
         struct sockaddr_in a4;
-        if (uv_ip4_addr(host, 0, &a4) != 0 || strchr(host, ':')) return -1;
+        if (uv_ip4_addr(host, 0, &a4) != 0 || strchr(host, ':')) return -EINVAL;
         /* uv_ip4_addr (inet_pton) accepts only dotted quads: host names fail. */
     }
     const char *d = colon + 1;
-    if (!*d) return -1;
+    if (!*d) return -EINVAL;
     long v = 0;
     for (; *d; d++) {
-        if (!isdigit((unsigned char)*d)) return -1;
+        if (!isdigit((unsigned char)*d)) return -EINVAL;
         v = v * 10 + (*d - '0');
-        if (v > 65535) return -1;
+        if (v > 65535) return -EINVAL;
     }
     *port = (int)v;
     return 0;
 }
 
 /* Validates the --ws-auth flags (the reference's wording) and turns the check on.
- * Returns 0, or -1 after printing why. */
+ * Returns 0, or -EINVAL after printing why. */
 struct jwt_opts {
     const char *secret_file, *issuer, *audience;
     int64_t skew;
@@ -290,65 +291,65 @@ static int configure_auth(const char *mode, const char *file, const char *hex,
         if (!file && !hex && !jwt_flags) return 0;
         fprintf(stderr, "exec-server: websocket auth flags require `--ws-auth capability-token` "
                         "or `--ws-auth signed-bearer-token`\n");
-        return -1;
+        return -EINVAL;
     }
     if (strcmp(mode, "signed-bearer-token") == 0) {
         if (file || hex) {
             fprintf(stderr, "exec-server: `--ws-token-file` and `--ws-token-sha256` require "
                             "`--ws-auth capability-token`, not `signed-bearer-token`\n");
-            return -1;
+            return -EINVAL;
         }
         if (!jwt->secret_file) {
             fprintf(stderr, "exec-server: `--ws-shared-secret-file` is required when `--ws-auth "
                             "signed-bearer-token` is set\n");
-            return -1;
+            return -EINVAL;
         }
         if (jwt->secret_file[0] != '/') {
             fprintf(stderr, "exec-server: --ws-shared-secret-file must be an absolute path\n");
-            return -1;
+            return -EINVAL;
         }
         char ib[512], ab[512], err[600];
         if (auth_configure_jwt(jwt->secret_file, trimmed(jwt->issuer, ib, sizeof ib),
                                trimmed(jwt->audience, ab, sizeof ab), jwt->skew, err,
                                sizeof err) < 0) {
             fprintf(stderr, "exec-server: %s\n", err);
-            return -1;
+            return -EINVAL;
         }
         return 0;
     }
     if (strcmp(mode, "capability-token") != 0) {
         fprintf(stderr, "exec-server: invalid value '%s' for '--ws-auth <MODE>'; expected "
                         "capability-token or signed-bearer-token\n", mode);
-        return -1;
+        return -EINVAL;
     }
     if (jwt_flags) {
         fprintf(stderr, "exec-server: `--ws-shared-secret-file`, `--ws-issuer`, `--ws-audience`, "
                         "and `--ws-max-clock-skew-seconds` require `--ws-auth "
                         "signed-bearer-token`\n");
-        return -1;
+        return -EINVAL;
     }
     if (file && hex) {
         fprintf(stderr,
                 "exec-server: `--ws-token-file` and `--ws-token-sha256` are mutually exclusive\n");
-        return -1;
+        return -EINVAL;
     }
     struct auth_key key;
     if (file) {
         char err[512];
         if (auth_key_from_file(file, &key, err, sizeof err) < 0) {
             fprintf(stderr, "exec-server: %s\n", err);
-            return -1;
+            return -EINVAL;
         }
     } else if (hex) {
         if (auth_key_from_hex(hex, &key) < 0) {
             fprintf(stderr,
                     "exec-server: --ws-token-sha256 must be a 64-character hex SHA-256 digest\n");
-            return -1;
+            return -EINVAL;
         }
     } else {
         fprintf(stderr, "exec-server: `--ws-token-file` or `--ws-token-sha256` is required when "
                         "`--ws-auth capability-token` is set\n");
-        return -1;
+        return -EINVAL;
     }
     auth_configure(&key);
     return 0;

@@ -1,6 +1,7 @@
 /* log: leveled diagnostics on stderr (see log.h). */
 #include "core/log.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,7 +20,7 @@ int log_level_parse(const char *name, enum log_level *out)
             return 0;
         }
     }
-    return -1;
+    return -EINVAL;
 }
 
 void log_msg(enum log_level level, const char *fmt, ...)

@@ -9,7 +9,7 @@ enum log_level { LOG_ERROR = 0, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
 extern enum log_level log_threshold;
 
-/* Parses "error", "warn", "info", "debug"; returns 0 or -1 for an unknown name. */
+/* Parses "error", "warn", "info", "debug"; returns 0 or -EINVAL for an unknown name. */
 int log_level_parse(const char *name, enum log_level *out);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

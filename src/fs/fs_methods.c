@@ -151,7 +151,7 @@ int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out)
     free(fw->msg);
     buf_free(&fw->out);
     free(fw);
-    return rc < 0 ? -1 : 0;
+    return rc;
 }
 
 /* Runs fw in the sandbox helper of its session and policy (on a pool thread). */
@@ -328,28 +328,28 @@ static bool to_path(struct rpc_req *req, const char *uri, size_t len, char **out
     return true;
 }
 
-/* Common tail of params checking: decode errors, the sandbox, the gate. Returns -1
- * when it replied, 1 when the operation (reading and/or writing) needs the sandbox
+/* Common tail of params checking: decode errors, the sandbox, the gate. Returns
+ * -EINVAL when it replied (with the error), 1 when the operation (reading and/or writing) needs the sandbox
  * (PROTOCOL.md 10.3: full-disk access for it runs directly), else 0. */
 static int check_common(struct rpc_req *req, struct pdec *d, json_t *sb, bool reads, bool writes)
 {
     if (d->failed) {
         rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d->err);
-        return -1;
+        return -EINVAL;
     }
     struct sandbox_policy pol;
     struct sandbox_error se;
     if (sandbox_policy_parse(sb, NULL, &pol, &se) < 0) {
         rpc_reply_error(req, sandbox_error_code(&se), "%s", se.message);
-        return -1;
+        return -EINVAL;
     }
     bool need = sandbox_policy_needs_fs(&pol, reads, writes);
     sandbox_policy_free(&pol);
-    if (!rpc_check_ready(req)) return -1;
+    if (!rpc_check_ready(req)) return -EINVAL;
     if (need && sandbox_landlock_abi() < 1) {
         rpc_reply_error(req, RPC_INVALID_REQUEST,
                         "filesystem sandbox cannot be enforced on this executor");
-        return -1;
+        return -EINVAL;
     }
     return need;
 }

@@ -12,8 +12,8 @@
 
 /* Serves one request frame: appends the reply frame to *reply and sets *fd_out to
  * an fd to pass back (fs/open) or -1. Only the operations of a fixed table are
- * accepted; anything else gets an error reply. Returns 0, or -1 for a malformed
- * frame (the reply then says so). */
+ * accepted; anything else gets an error reply. Returns 0, or -EPROTO for a malformed
+ * frame or an operation the helper does not serve (the reply then says so). */
 int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out);
 
 #endif

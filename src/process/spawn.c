@@ -72,6 +72,8 @@ static void *watch_thread(void *arg)
     return NULL;
 }
 
+/* Stands in for pidfd_open where the kernel lacks it (an eventfd a watcher thread
+ * signals), so it keeps that syscall's convention: an fd, or -1 with errno set. */
 static int pidfd_fallback(pid_t pid)
 {
     int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -133,11 +135,13 @@ int spawn_wait(int pidfd, siginfo_t *si)
     return waitid(P_PIDFD, (id_t)pidfd, si, WEXITED | WNOHANG) < 0 ? -errno : 0;
 }
 
+/* Returns 0 or -errno. */
 static int set_nonblock_cloexec(int fd)
 {
     int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return -1;
-    return fcntl(fd, F_SETFD, FD_CLOEXEC);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+        return -errno;
+    return 0;
 }
 
 /* PATH search as execvp does it, done in the parent so both modes agree. Returns a

@@ -8,6 +8,7 @@
  * and keeps the parser free of state. */
 #include "proto/http_upgrade.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <string.h>
 #include <strings.h>
@@ -55,38 +56,38 @@ static struct span trim(struct span s)
     return s;
 }
 
-/* Parses "METHOD SP target SP HTTP/1.x". Returns 0 or -1 when malformed. */
+/* Parses "METHOD SP target SP HTTP/1.x". Returns 0 or -EINVAL when malformed. */
 static int parse_request_line(struct span line, struct head *h)
 {
     const char *p = line.p, *end = line.p + line.n;
     const char *m = p;
     while (p < end && is_tchar((unsigned char)*p)) p++;
-    if (p == m || p == end || *p != ' ') return -1;
+    if (p == m || p == end || *p != ' ') return -EINVAL;
     h->method = (struct span){m, (size_t)(p - m)};
     const char *t = ++p;
     while (p < end && (unsigned char)*p > 0x20 && *p != 0x7f) p++;
-    if (p == t || p == end || *p != ' ') return -1;
+    if (p == t || p == end || *p != ' ') return -EINVAL;
     h->target = (struct span){t, (size_t)(p - t)};
     struct span ver = {p + 1, (size_t)(end - p - 1)};
     if (ver.n == 8 && memcmp(ver.p, "HTTP/1.1", 8) == 0) h->http10 = false;
     else if (ver.n == 8 && memcmp(ver.p, "HTTP/1.0", 8) == 0) h->http10 = true;
-    else return -1;
+    else return -EINVAL;
     return 0;
 }
 
-/* Parses one "Name: value" line into h. Returns 0 or -1 when malformed. */
+/* Parses one "Name: value" line into h. Returns 0 or -EINVAL when malformed. */
 static int parse_header(struct span line, struct head *h)
 {
     const char *p = line.p, *end = line.p + line.n;
     while (p < end && is_tchar((unsigned char)*p)) p++;
     /* No whitespace before the colon (RFC 9112 5.1), and no obsolete line folding:
      * both are request-smuggling vectors, so a strict server refuses them. */
-    if (p == line.p || p == end || *p != ':') return -1;
+    if (p == line.p || p == end || *p != ':') return -EINVAL;
     struct span name = {line.p, (size_t)(p - line.p)};
     struct span value = {p + 1, (size_t)(end - p - 1)};
     for (size_t i = 0; i < value.n; i++) {
         unsigned char c = (unsigned char)value.p[i];
-        if ((c < 0x20 && c != '\t') || c == 0x7f) return -1;
+        if ((c < 0x20 && c != '\t') || c == 0x7f) return -EINVAL;
     }
     value = trim(value);
 

@@ -187,7 +187,7 @@ struct glob_scan {
     struct entries *out;
 };
 
-/* Walks base (not following symlinks) adding every match. Returns -1 when the
+/* Walks base (not following symlinks) adding every match. Returns -E2BIG when the
  * scan exceeds its budget. */
 static int glob_walk(struct glob_scan *g, const char *base, const char *rel, int depth)
 {
@@ -200,13 +200,13 @@ static int glob_walk(struct glob_scan *g, const char *base, const char *rel, int
     while ((de = readdir(d))) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
         if (++g->visits > GLOB_MAX_VISITS) {
-            rc = -1;
+            rc = -E2BIG;
             break;
         }
         char *r = *rel ? join(rel, de->d_name) : xstrdup(de->d_name);
         if (glob_match(g->pattern, r) && g->out->n >= MAX_ENTRIES) {
             free(r);
-            rc = -1;
+            rc = -E2BIG;
             break;
         }
         if (glob_match(g->pattern, r)) {
@@ -223,7 +223,8 @@ static int glob_walk(struct glob_scan *g, const char *base, const char *rel, int
     return rc;
 }
 
-/* Expands pattern (absolute, or relative to cwd). */
+/* Expands pattern (absolute, or relative to cwd). Returns 0, or -E2BIG with e filled
+ * when it matches too many paths. */
 static int glob_expand(const char *pattern, const char *cwd, int access, int max_depth,
                        struct entries *out, struct sandbox_error *e)
 {
@@ -250,7 +251,7 @@ static int glob_expand(const char *pattern, const char *cwd, int access, int max
         e->kind = SANDBOX_ERR_TOO_MANY;
         snprintf(e->message, sizeof e->message,
                  "sandbox glob pattern `%s` matches too many paths to enforce", pattern);
-        return -1;
+        return rc;
     }
     return 0;
 }
@@ -277,7 +278,7 @@ static void add_minimal(struct entries *es)
     }
 }
 
-/* Decodes one entry into es. Returns -1 with e filled on a non-serde error;
+/* Decodes one entry into es. Returns -EINVAL or -E2BIG with e filled on a non-serde error;
  * serde errors go to d. */
 static int decode_entry(struct pdec *d, json_t *ent, struct ctx *cx, int glob_depth,
                         struct entries *es, struct sandbox_error *e)
@@ -315,7 +316,7 @@ static int decode_entry(struct pdec *d, json_t *ent, struct ctx *cx, int glob_de
     }
     if (p) {
         char *np = uri_path(p, e);
-        if (!np) return -1;
+        if (!np) return -EINVAL; /* uri_path filled e */
         entries_add(es, np, access, false);
         free(np);
         return 0;
@@ -340,7 +341,7 @@ static int decode_entry(struct pdec *d, json_t *ent, struct ctx *cx, int glob_de
                     e->kind = SANDBOX_ERR_INVALID;
                     snprintf(e->message, sizeof e->message,
                              "project root subpath `%s` must be relative", subpath);
-                    return -1;
+                    return -EINVAL;
                 }
                 char *j = join(cx->roots.v[i], subpath);
                 entries_add(es, j, access, false);

@@ -75,7 +75,7 @@ int auth_key_from_file(const char *path, struct auth_key *out, char *err, size_t
         oserr_format(e, why, sizeof why);
         snprintf(err, errlen, "failed to read websocket auth secret %s: %s", path, why);
         OPENSSL_cleanse(text, sizeof text);
-        return -1;
+        return -e;
     }
     int r = auth_key_from_token(text, len, out);
     OPENSSL_cleanse(text, sizeof text);
@@ -83,7 +83,7 @@ int auth_key_from_file(const char *path, struct auth_key *out, char *err, size_t
     else if (r == -E2BIG)
         snprintf(err, errlen, "websocket auth secret %s is longer than %d bytes", path,
                  AUTH_TOKEN_MAX);
-    return r < 0 ? -1 : 0;
+    return r;
 }
 
 /* "<scheme> <token>": the scheme is case-insensitive, the separator a space, and
@@ -151,7 +151,7 @@ int auth_configure_jwt(const char *secret_file, const char *issuer, const char *
         char why[256];
         oserr_format(e, why, sizeof why);
         snprintf(err, errlen, "failed to read websocket auth secret %s: %s", secret_file, why);
-        return -1;
+        return -e;
     }
     const char *t = text;
     while (len && is_space(t[len - 1])) len--;
@@ -159,15 +159,15 @@ int auth_configure_jwt(const char *secret_file, const char *issuer, const char *
     int rc = 0;
     if (len == 0) {
         snprintf(err, errlen, "websocket auth secret %s must not be empty", secret_file);
-        rc = -1;
+        rc = -ENODATA;
     } else if (len < AUTH_JWT_SECRET_MIN) {
         snprintf(err, errlen, "signed websocket bearer secret %s must be at least %d bytes",
                  secret_file, AUTH_JWT_SECRET_MIN);
-        rc = -1;
+        rc = -EINVAL;
     } else if (len > sizeof jwt_secret) {
         snprintf(err, errlen, "signed websocket bearer secret %s is longer than %zu bytes",
                  secret_file, sizeof jwt_secret);
-        rc = -1;
+        rc = -E2BIG;
     } else {
         memcpy(jwt_secret, t, len);
         jwt_secret_len = len;

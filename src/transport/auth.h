@@ -41,8 +41,9 @@ int auth_key_from_hex(const char *hex, struct auth_key *out);
  * trimmed. Returns 0, -ENODATA when nothing is left, -E2BIG above AUTH_TOKEN_MAX. */
 int auth_key_from_token(const char *content, size_t len, struct auth_key *out);
 
-/* Reads the token file at path. On failure returns -1 and writes the complete
- * message for the user into err (errlen bytes). */
+/* Reads the token file at path. On failure returns a negative errno-style code (the
+ * read's errno, or auth_key_from_token's) and writes the complete message for the user
+ * into err (errlen bytes). */
 int auth_key_from_file(const char *path, struct auth_key *out, char *err, size_t errlen);
 
 /* Pure: judges an Authorization header value ("" when absent) against key. */
@@ -56,7 +57,8 @@ const char *auth_verdict_text(enum auth_verdict v);
 void auth_configure(const struct auth_key *key);
 /* signed-bearer-token mode (`--ws-auth signed-bearer-token`, jwt.h): the shared
  * secret is read from secret_file (whitespace trimmed, at least AUTH_JWT_SECRET_MIN
- * bytes); issuer/audience may be NULL. Returns 0, or -1 with the message in err. */
+ * bytes); issuer/audience may be NULL. Returns 0, or with the message in err: the
+ * read's -errno, -ENODATA (empty), -EINVAL (too short) or -E2BIG (too long). */
 #define AUTH_JWT_SECRET_MIN 32
 int auth_configure_jwt(const char *secret_file, const char *issuer, const char *audience,
                        int64_t skew, char *err, size_t errlen);

@@ -2,6 +2,7 @@
 #include "transport/curl_dl.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -9,18 +10,19 @@ struct curl_dl curl_dl_fns;
 
 int curl_dl_load(const char **why)
 {
-    static bool tried, ok;
+    static bool tried;
+    static int rc; /* 0, or the first attempt's error, repeated to later callers */
     static const char *reason;
     if (tried) {
-        if (!ok && why) *why = reason;
-        return ok ? 0 : -1;
+        if (rc < 0 && why) *why = reason;
+        return rc;
     }
     tried = true;
     void *h = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         reason = "libcurl.so.4 could not be loaded";
         if (why) *why = reason;
-        return -1;
+        return rc = -ELIBACC;
     }
     struct {
         const char *name;
@@ -56,9 +58,8 @@ int curl_dl_load(const char **why)
             reason = "libcurl.so.4 lacks a function http/request needs (too old)";
             if (why) *why = reason;
             dlclose(h);
-            return -1;
+            return rc = -ENOSYS;
         }
     }
-    ok = true;
     return 0;
 }

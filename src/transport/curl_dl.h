@@ -37,7 +37,8 @@ struct curl_dl {
 
 extern struct curl_dl curl_dl_fns;
 
-/* Loads libcurl once. Returns 0, or -1 with a reason in why (static text). */
+/* Loads libcurl once. Returns 0, or with a reason in why (static text) -ELIBACC (no
+ * libcurl.so.4) or -ENOSYS (it lacks a function we call); later calls repeat it. */
 int curl_dl_load(const char **why);
 
 #endif

@@ -10,6 +10,7 @@
  * shares it. */
 #include "transport/curl_loop.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 #include "util/mem.h"
@@ -79,7 +80,7 @@ static int socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *s
         sc->fd = s;
         if (uv_poll_init_socket(loop_of, &sc->poll, s) < 0) {
             free(sc);
-            return -1;
+            return -1; /* libcurl's socket-callback contract: -1 is its error value */
         }
         sc->poll.data = sc;
         curl_dl_fns.multi_assign(multi, s, sc);
@@ -118,7 +119,8 @@ int curl_loop_add(uv_loop_t *loop, struct curl_loop_job *job)
 {
     init_once(loop);
     curl_dl_fns.easy_setopt(job->easy, CURLOPT_PRIVATE, (char *)job);
-    return curl_dl_fns.multi_add_handle(multi, job->easy) == CURLM_OK ? 0 : -1;
+    CURLMcode mc = curl_dl_fns.multi_add_handle(multi, job->easy);
+    return mc == CURLM_OK ? 0 : mc == CURLM_OUT_OF_MEMORY ? -ENOMEM : -EINVAL;
 }
 
 void curl_loop_remove(struct curl_loop_job *job)

@@ -13,7 +13,8 @@ struct curl_loop_job {
     void (*done)(struct curl_loop_job *job, CURLcode result);
 };
 
-/* Starts the transfer (the first call sets the loop up). Returns 0 or -1. */
+/* Starts the transfer (the first call sets the loop up). Returns 0, -ENOMEM, or
+ * -EINVAL (libcurl refused the handle). */
 int curl_loop_add(uv_loop_t *loop, struct curl_loop_job *job);
 /* Aborts a transfer in progress: done is not called. */
 void curl_loop_remove(struct curl_loop_job *job);

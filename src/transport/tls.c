@@ -11,6 +11,7 @@
  * place. */
 #include "transport/tls.h"
 
+#include <errno.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <stdio.h>
@@ -71,7 +72,7 @@ static SSL_CTX *load_ctx(const char *cert, const char *key, char *err, size_t n)
 int tls_server_configure(const char *cert, const char *key, char *err, size_t n)
 {
     SSL_CTX *ctx = load_ctx(cert, key, err, n);
-    if (!ctx) return -1;
+    if (!ctx) return -EINVAL; /* unreadable or unusable certificate or key */
     server_ctx = ctx;
     cert_path = xstrdup(cert);
     key_path = xstrdup(key);
@@ -175,7 +176,8 @@ bool tls_is_established(const struct tls_session *t)
 
 int tls_feed(struct tls_session *t, const void *data, size_t n)
 {
-    return BIO_write(t->rbio, data, (int)n) == (int)n ? 0 : -1;
+    /* a memory BIO only fails to grow */
+    return BIO_write(t->rbio, data, (int)n) == (int)n ? 0 : -ENOMEM;
 }
 
 long tls_read(struct tls_session *t, void *out, size_t cap)
@@ -185,7 +187,8 @@ long tls_read(struct tls_session *t, void *out, size_t cap)
     int e = SSL_get_error(t->ssl, r);
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return 0;
     ERR_clear_error();
-    return -1; /* a protocol error, or the peer's close_notify */
+    return e == SSL_ERROR_ZERO_RETURN ? -ESHUTDOWN /* the peer's close_notify */
+                                      : -EPROTO;
 }
 
 int tls_write(struct tls_session *t, const void *data, size_t n)
@@ -195,7 +198,7 @@ int tls_write(struct tls_session *t, const void *data, size_t n)
         int r = SSL_write(t->ssl, (const char *)data + done, (int)(n - done));
         if (r <= 0) {
             ERR_clear_error();
-            return -1; /* memory BIOs never want more room: this is a real failure */
+            return -EIO; /* memory BIOs never want more room: this is a real failure */
         }
         done += (size_t)r;
     }

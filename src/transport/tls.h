@@ -7,7 +7,7 @@
 
 struct tls_session;
 
-/* Loads the certificate chain and key (PEM). Returns 0, or -1 with err set. */
+/* Loads the certificate chain and key (PEM). Returns 0, or -EINVAL with err set. */
 int tls_server_configure(const char *cert, const char *key, char *err, size_t n);
 bool tls_server_enabled(void);
 /* SIGHUP: re-read both files; on failure the old pair stays (logged). */
@@ -22,11 +22,12 @@ struct tls_session *tls_client_session_new(const char *host, char *err, size_t n
 void tls_session_free(struct tls_session *t);
 /* Whether the handshake has completed (a client writes only after it). */
 bool tls_is_established(const struct tls_session *t);
-/* Ciphertext from the socket. Returns 0 or -1. */
+/* Ciphertext from the socket. Returns 0 or -ENOMEM. */
 int tls_feed(struct tls_session *t, const void *data, size_t n);
-/* Plaintext out: >0 bytes, 0 when more ciphertext is needed, -1 on error or close. */
+/* Plaintext out: >0 bytes, 0 when more ciphertext is needed, -EPROTO on
+ * error, -ESHUTDOWN on the peer's close_notify. */
 long tls_read(struct tls_session *t, void *out, size_t cap);
-/* Plaintext in; the ciphertext waits in the session for tls_take_output. 0 or -1. */
+/* Plaintext in; the ciphertext waits in the session for tls_take_output. 0 or -EIO. */
 int tls_write(struct tls_session *t, const void *data, size_t n);
 /* Ciphertext to send (handshake records included): *out is malloc'd, NULL if none. */
 size_t tls_take_output(struct tls_session *t, char **out);

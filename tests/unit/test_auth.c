@@ -101,13 +101,13 @@ static void test_token_file(void **state)
     fd = open(path, O_WRONLY | O_TRUNC);
     assert_int_equal(write(fd, "\n", 1), 1);
     close(fd);
-    assert_int_equal(auth_key_from_file(path, &k, err, sizeof err), -1);
+    assert_int_equal(auth_key_from_file(path, &k, err, sizeof err), -ENODATA);
     char expect[600];
     snprintf(expect, sizeof expect, "websocket auth secret %s must not be empty", path);
     assert_string_equal(err, expect);
     unlink(path);
 
-    assert_int_equal(auth_key_from_file(path, &k, err, sizeof err), -1);
+    assert_int_equal(auth_key_from_file(path, &k, err, sizeof err), -ENOENT);
     snprintf(expect, sizeof expect,
              "failed to read websocket auth secret %s: No such file or directory (os error 2)",
              path);
