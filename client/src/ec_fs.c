@@ -1,40 +1,65 @@
 /* ec_fs: typed wrappers for the fs methods, and native path <-> file: URI.
  *
- * Paths go out as `file://` + the percent-encoded absolute path (every byte outside
- * the unreserved set and '/' is encoded, so any Linux file name survives the trip and
- * the JSON stays valid UTF-8) and come back percent-decoded. None of these calls is
+ * Paths go out through the server's own encoder (proto/uri's uri_from_path: `file://`
+ * + the percent-encoded absolute path, every byte that is not printable ASCII, or is
+ * one a URL parser would read specially, encoded, so any Linux file name survives the
+ * trip and the JSON stays valid UTF-8) and come back percent-decoded. None of these calls is
  * replayed after a reconnect (they fail with EC_ERR_TRANSPORT instead). */
 #include "ec_internal.h"
 
 #include "proto/base64.h"
+#include "proto/uri.h"
 #include "util/mem.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* Resolves "." and ".." segments lexically, as the server's URI parser did with the
+ * URIs this client used to send (file:///a/../b named /b: WHATWG path parsing, never
+ * above the root, a final dot segment leaving a trailing slash). uri_from_path sends a
+ * path with dot segments in its opaque form, taken literally, which would let the
+ * kernel resolve ".." after a symlink instead; resolving here first keeps what a path
+ * names the same as before. Returns a malloc'd absolute path. */
+static char *ec_path_resolve_dots(const char *path)
+{
+    size_t n = strlen(path);
+    char *out = xmalloc(n + 2);
+    size_t o = 0;
+    const char *s = path + 1; /* past the leading '/' */
+    for (;;) {
+        const char *e = strchr(s, '/');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        if (len == 2 && s[0] == '.' && s[1] == '.') {
+            /* drop the last segment ("/x" of out), never the root */
+            while (o > 0 && out[o - 1] != '/')
+                o--;
+            if (o > 0) o--;
+            if (!e) out[o++] = '/';
+        } else if (len == 1 && s[0] == '.') {
+            if (!e) out[o++] = '/';
+        } else {
+            out[o++] = '/';
+            memcpy(out + o, s, len);
+            o += len;
+        }
+        if (!e) break;
+        s = e + 1;
+    }
+    out[o] = 0;
+    return out;
+}
+
+/* The server's encoder (proto/uri, from execproto) after resolving dot segments: one
+ * encoder on both sides, so a path the server's parser would misread (a first
+ * component like "C:", taken as a Windows drive) goes in its opaque form instead. */
 char *ec_path_to_uri(const char *path)
 {
     if (!path || path[0] != '/') return NULL;
-    static const char hex[] = "0123456789ABCDEF";
-    size_t n = strlen(path);
-    char *out = xmalloc(7 + 3 * n + 1), *o = out;
-    memcpy(o, "file://", 7);
-    o += 7;
-    for (const unsigned char *s = (const unsigned char *)path; *s; s++) {
-        unsigned char ch = *s;
-        bool plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                     (ch >= '0' && ch <= '9') || strchr("/-._~!$&'()*+,;=:@", ch);
-        if (plain) {
-            *o++ = (char)ch;
-        } else {
-            *o++ = '%';
-            *o++ = hex[ch >> 4];
-            *o++ = hex[ch & 15];
-        }
-    }
-    *o = 0;
-    return out;
+    char *p = ec_path_resolve_dots(path);
+    char *uri = uri_from_path(p, strlen(p));
+    free(p);
+    return uri;
 }
 
 static int hexval(char ch)

@@ -1,6 +1,7 @@
 /* Unit tests of the client's sans-I/O core: WebSocket frames, JSON-RPC messages and the
  * per-process event tracker, with byte strings and JSON in and structs out. */
 #include "ec_proto.h"
+#include "proto/uri.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -307,6 +308,76 @@ static void test_track_malformed(void **state)
     ec_track_free(&t);
 }
 
+/* The client's encoder before it used proto/uri's (kept here as the reference): every
+ * byte outside the unreserved set, the sub-delims, ':', '@' and '/' percent-encoded,
+ * dot segments sent as they are (the server's parser resolved them). */
+static char *old_path_to_uri(const char *path)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    char *out = malloc(7 + 3 * strlen(path) + 1), *o = out;
+    memcpy(o, "file://", 7);
+    o += 7;
+    for (const unsigned char *s = (const unsigned char *)path; *s; s++) {
+        bool plain = (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+                     (*s >= '0' && *s <= '9') || strchr("/-._~!$&'()*+,;=:@", *s);
+        if (plain) {
+            *o++ = (char)*s;
+        } else {
+            *o++ = '%';
+            *o++ = hex[*s >> 4];
+            *o++ = hex[*s & 15];
+        }
+    }
+    *o = 0;
+    return out;
+}
+
+/* What the server makes of a URI: its path, or "error" when it refuses it. */
+static char *server_path(const char *uri)
+{
+    char *path;
+    size_t len;
+    struct uri_error err;
+    if (uri_to_path(uri, strlen(uri), false, &path, &len, &err) < 0) return strdup("error");
+    return path;
+}
+
+/* Switching to the server's encoder must not change which path the server acts on:
+ * the old URI and the new one parse to the same path (dot segments included, which
+ * the client now resolves itself), and where the old one was refused (a first
+ * component like "C:", read as a Windows drive) the new one names the path itself. */
+static void test_uri_same_path_for_server(void **state)
+{
+    (void)state;
+    static const char *const paths[] = {
+        "/", "/tmp", "/tmp/", "/tmp/a b/%\xc3\xa9", "/a/../b", "/a/b/..", "/a/b/../",
+        "/a/./b", "/a/.", "/.", "/..", "/../..", "/../x", "/a//b/../c", "/a//..",
+        "/x/..y/.z/...", "/q?x#f", "/[v6]^|\\`{}<>\"", "/%2e%2E/x", "/tab\there",
+        "/\x7f\x01\xff", "/a/.%2e/b", "//srv/share", "/a|b/c:d",
+    };
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        char *o = old_path_to_uri(paths[i]), *n = ec_path_to_uri(paths[i]);
+        char *po = server_path(o), *pn = server_path(n);
+        if (strcmp(po, pn) != 0) fail_msg("%s: old %s -> %s, new %s -> %s", paths[i], o, po, n, pn);
+        free(o);
+        free(n);
+        free(po);
+        free(pn);
+    }
+    /* Old: refused as a Windows drive; new: the opaque form, parsed back literally. */
+    static const char *const drives[] = {"/C:", "/C:/x", "/c|/y", "/x/../C:/z"};
+    for (size_t i = 0; i < sizeof drives / sizeof drives[0]; i++) {
+        char *o = old_path_to_uri(drives[i]), *n = ec_path_to_uri(drives[i]);
+        char *po = server_path(o), *pn = server_path(n);
+        const char *want = strncmp(drives[i], "/x/../", 6) == 0 ? drives[i] + 5 : drives[i];
+        if (strcmp(pn, want) != 0) fail_msg("%s: new %s -> %s", drives[i], n, pn);
+        free(o);
+        free(n);
+        free(po);
+        free(pn);
+    }
+}
+
 static void test_uri(void **state)
 {
     char *u = ec_path_to_uri("/tmp/a b/%é");
@@ -337,6 +408,7 @@ int main(void)
         cmocka_unit_test(test_track_lag_bounds_memory_and_reads_once),
         cmocka_unit_test(test_track_malformed),
         cmocka_unit_test(test_uri),
+        cmocka_unit_test(test_uri_same_path_for_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
