@@ -1,12 +1,12 @@
 /* rv_ws: the rendezvous WebSocket client (see rv_ws.h).
  *
  * States run resolve -> connect -> (TLS) -> upgrade -> open -> closing. Receiving
- * goes through wslay in client mode, which answers Pings, performs the close
- * handshake, enforces the message cap and rejects protocol violations; Pongs clear
- * the deadline. Outgoing binary messages are framed here (header + masked copy in
- * one allocation, one write), wslay's own control frames go through its send
- * callback; both are written whole and synchronously queued on the socket, so
- * frames never interleave. Every write request remembers its completion callback,
+ * goes through proto/ws_reader in the client role (the server's own state machine),
+ * whose events this file acts on: Pings are answered, a Close is echoed, the
+ * message cap and protocol violations close with the reader's code, Pongs clear
+ * the deadline. Outgoing messages and control frames are framed here (header +
+ * masked copy in one allocation, one write), written whole and synchronously queued
+ * on the socket, so frames never interleave. Every write request remembers its completion callback,
  * which is how a relay virtual stream accounts its queued bytes. */
 #include "remote/rv_ws.h"
 
@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <wslay/wslay.h>
 
 #include "core/log.h"
 #include "transport/tls.h"
@@ -26,6 +25,7 @@
 #include "util/mem.h"
 #include "proto/sha1.h"
 #include "proto/ws_frame.h"
+#include "proto/ws_reader.h"
 
 #define RV_WS_MAX_HEAD 16384
 
@@ -52,9 +52,8 @@ struct rv_ws {
     bool request_sent;          /* the upgrade request is out */
     char key[25];               /* Sec-WebSocket-Key (base64 of 16 random bytes) */
     struct buf head;            /* response head received so far */
-    wslay_event_context_ptr ws;
-    const uint8_t *in; /* plaintext being fed to wslay */
-    size_t in_len;
+    struct ws_reader rd;   /* frames from the rendezvous, once open */
+    bool close_sent;       /* our Close is out: nothing may follow it */
     uint64_t ping_sent_at; /* uv_now of the outstanding Ping, 0 if none */
     size_t queued;         /* bytes in uv_write requests not yet completed */
     int http_status;       /* a refused upgrade's status */
@@ -148,7 +147,7 @@ static void release(struct rv_ws *ws)
 {
     ws->ops->on_closed(ws->arg, ws->http_status, ws->reason ? ws->reason : "local_shutdown");
     if (ws->addrs) uv_freeaddrinfo(ws->addrs);
-    if (ws->ws) wslay_event_context_free(ws->ws);
+    ws_reader_free(&ws->rd);
     tls_session_free(ws->tls);
     buf_free(&ws->head);
     for (char **h = ws->headers; h && *h; h++)
@@ -265,7 +264,7 @@ static void mask_bytes(uint8_t *out, size_t n)
 
 int rv_ws_send(struct rv_ws *ws, const uint8_t *p, size_t n, rv_ws_sent_fn done, void *done_arg)
 {
-    if (ws->state != RV_OPEN || wslay_event_get_close_sent(ws->ws)) return -ENOTCONN;
+    if (ws->state != RV_OPEN || ws->close_sent) return -ENOTCONN;
     /* A client frame: masked, header from the shared codec (proto/ws_frame). */
     size_t hlen = ws_frame_header_len(n, true);
     uint8_t *f = xmalloc(hlen + n);
@@ -277,85 +276,60 @@ int rv_ws_send(struct rv_ws *ws, const uint8_t *p, size_t n, rv_ws_sent_fn done,
     return raw_write(ws, (char *)f, hlen + n, n, done, done_arg);
 }
 
-static ssize_t wslay_recv_cb(wslay_event_context_ptr ctx, uint8_t *data, size_t len, int flags,
-                             void *user)
+/* Writes one control frame, masked like every client frame; nothing after a Close. */
+static void send_control(struct rv_ws *ws, int op, const uint8_t *p, size_t n)
 {
-    struct rv_ws *ws = user;
-    if (ws->in_len == 0) {
-        wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
-        return -1;
-    }
-    size_t n = len < ws->in_len ? len : ws->in_len;
-    memcpy(data, ws->in, n);
-    ws->in += n;
-    ws->in_len -= n;
-    return (ssize_t)n;
+    if (ws->close_sent) return;
+    if (op == WS_OP_CLOSE) ws->close_sent = true;
+    size_t hlen = ws_frame_header_len(n, true);
+    uint8_t *f = xmalloc(hlen + n);
+    uint8_t key[4];
+    mask_bytes(key, 4);
+    ws_frame_encode(f, true, op, n, key);
+    if (n) memcpy(f + hlen, p, n);
+    ws_frame_unmask(f + hlen, n, key);
+    raw_write(ws, (char *)f, hlen + n, 0, NULL, NULL);
 }
 
-static ssize_t wslay_send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len,
-                             int flags, void *user)
+/* Sends our Close with code (the echo of the peer's, or the reader's verdict on
+ * a violation) and ends: the write is queued before the handle closes. */
+static void close_with(struct rv_ws *ws, int code, const char *reason)
 {
-    struct rv_ws *ws = user;
-    if (raw_write(ws, xmemdup(data, len), len, 0, NULL, NULL) < 0) {
-        wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
-        return -1;
-    }
-    return (ssize_t)len;
+    uint8_t p[2];
+    send_control(ws, WS_OP_CLOSE, p, ws_close_payload(code, p));
+    finish(ws, reason);
 }
 
-static int wslay_genmask_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, void *user)
+/* Frames from the rendezvous (buf is unmasked in place, so it must be writable). */
+static void feed_frames(struct rv_ws *ws, uint8_t *p, size_t n)
 {
-    mask_bytes(buf, len);
-    return 0;
-}
-
-static void wslay_msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *arg,
-                         void *user)
-{
-    struct rv_ws *ws = user;
-    if (ws->state != RV_OPEN) return;
-    if (arg->opcode == WSLAY_PONG) {
-        ws->ping_sent_at = 0;
-        return;
-    }
-    /* Text is not part of the relay protocol: the executor drops it. */
-    if (arg->opcode != WSLAY_BINARY_FRAME || wslay_event_get_close_sent(ctx)) return;
-    ws->ops->on_binary(ws->arg, arg->msg, arg->msg_length);
-}
-
-static const struct wslay_event_callbacks wslay_cbs = {
-    .recv_callback = wslay_recv_cb,
-    .send_callback = wslay_send_cb,
-    .genmask_callback = wslay_genmask_cb,
-    .on_msg_recv_callback = wslay_msg_cb,
-};
-
-/* Sends what wslay queued (pongs, close) and ends once the close handshake is over. */
-static void wslay_drain(struct rv_ws *ws)
-{
-    if (ws->state != RV_OPEN) return;
-    if (wslay_event_want_write(ws->ws) && wslay_event_send(ws->ws) != 0) {
-        finish(ws, "write_error");
-        return;
-    }
-    if (!wslay_event_want_read(ws->ws) && !wslay_event_want_write(ws->ws)) finish(ws, "peer_close");
-}
-
-static void feed_frames(struct rv_ws *ws, const uint8_t *p, size_t n)
-{
-    ws->in = p;
-    ws->in_len = n;
-    while (ws->in_len > 0 && ws->state == RV_OPEN) {
-        if (wslay_event_recv(ws->ws) != 0) {
-            /* Over the message cap or a protocol violation: wslay queued a close. */
-            wslay_event_send(ws->ws);
-            finish(ws, "read_error");
+    uint8_t *e = p + n;
+    while (p < e && ws->state == RV_OPEN) {
+        struct ws_event ev;
+        p += ws_reader_feed(&ws->rd, p, (size_t)(e - p), &ev);
+        switch (ev.kind) {
+        case WS_EV_MESSAGE:
+            /* Text is not part of the relay protocol: the executor drops it. */
+            if (ev.opcode == WS_OP_BINARY && !ws->close_sent)
+                ws->ops->on_binary(ws->arg, ev.data, ev.len);
+            break;
+        case WS_EV_PING:
+            send_control(ws, WS_OP_PONG, ev.data, ev.len);
+            break;
+        case WS_EV_PONG:
+            ws->ping_sent_at = 0;
+            break;
+        case WS_EV_CLOSE:
+            close_with(ws, ev.code, "peer_close");
+            break;
+        case WS_EV_ERROR:
+            /* Over the message cap (1009) or a protocol violation. */
+            close_with(ws, ev.code, "read_error");
+            break;
+        case WS_EV_NONE:
             break;
         }
-        if (!wslay_event_want_read(ws->ws)) break;
     }
-    ws->in_len = 0;
-    wslay_drain(ws);
 }
 
 static void on_timer(uv_timer_t *t);
@@ -399,11 +373,7 @@ static void upgrade_response(struct rv_ws *ws, size_t head_end)
         finish(ws, "connect_failed");
         return;
     }
-    if (wslay_event_context_client_init(&ws->ws, &wslay_cbs, ws) != 0) {
-        finish(ws, "connect_failed");
-        return;
-    }
-    wslay_event_config_set_max_recv_msg_length(ws->ws, RV_WS_MAX_MESSAGE);
+    ws_reader_init(&ws->rd, WS_ROLE_CLIENT, RV_WS_MAX_MESSAGE, RV_WS_MAX_MESSAGE);
     ws->state = RV_OPEN;
     uv_timer_start(&ws->timer, on_timer, ws->ping_ms, ws->ping_ms);
     ws->ops->on_open(ws->arg);
@@ -419,7 +389,7 @@ static void upgrade_response(struct rv_ws *ws, size_t head_end)
     }
 }
 
-static void on_plaintext(struct rv_ws *ws, const uint8_t *p, size_t n)
+static void on_plaintext(struct rv_ws *ws, uint8_t *p, size_t n)
 {
     if (ws->state == RV_OPEN) {
         feed_frames(ws, p, n);
@@ -482,7 +452,7 @@ static void rv_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         return;
     }
     if (!ws->tls) {
-        on_plaintext(ws, (const uint8_t *)b->base, (size_t)nread);
+        on_plaintext(ws, (uint8_t *)b->base, (size_t)nread);
         return;
     }
     if (tls_feed(ws->tls, b->base, (size_t)nread) < 0) {
@@ -600,11 +570,9 @@ static void on_timer(uv_timer_t *t)
         if (now - ws->ping_sent_at >= ws->pong_deadline_ms) finish(ws, "pong_timeout");
         return; /* no new Ping while one is outstanding */
     }
-    struct wslay_event_msg m = {.opcode = WSLAY_PING, .msg = (const uint8_t *)"", .msg_length = 0};
-    if (wslay_event_queue_msg(ws->ws, &m) == 0) {
-        ws->ping_sent_at = now ? now : 1;
-        wslay_drain(ws);
-    }
+    if (ws->close_sent) return;
+    ws->ping_sent_at = now ? now : 1;
+    send_control(ws, WS_OP_PING, NULL, 0);
 }
 
 int rv_ws_open(uv_loop_t *loop, const struct rv_ws_opts *opts, const struct rv_ws_ops *ops,

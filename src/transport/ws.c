@@ -1,15 +1,14 @@
-/* ws: WebSocket transport on libuv + wslay.
+/* ws: WebSocket transport on libuv.
  *
- * Incoming bytes go first through the sans-I/O upgrade parser, then through a frame
- * splitter (ws_feed): ordinary data frames and fragmented messages are unmasked and
- * dispatched here (wslay's receive path copies in 4 KiB steps and unmasks byte by
- * byte, which dominated large requests); control frames and anything unusual go to
- * wslay, which answers pings, performs the close handshake and rejects protocol
- * violations. Text must be UTF-8 on both paths. Outgoing data messages bypass wslay: its
- * queue copies every message, while ours already has room for the frame header in
- * front of the payload (BUF_MSG_HEADROOM), so a server frame (never masked) is
- * written in place with no copy. wslay's own frames (pong, close, ping) are small
- * and are flushed synchronously, so the two never interleave mid-frame. */
+ * Incoming bytes go first through the sans-I/O upgrade parser, then through the
+ * receive state machine proto/ws_reader, which unmasks a frame that sits wholly in
+ * the read slab in place and hands it up with no copy, gathers split frames and
+ * fragmented messages, and reports pings, closes and violations; this file only
+ * acts on its events (deliver, Pong, echo the Close, Close with the reader's code).
+ * Outgoing data messages already have room for the frame header in front of the
+ * payload (BUF_MSG_HEADROOM), so a server frame (never masked) is written in place
+ * with no copy. Control frames (ping, pong, close) are small and written whole, so
+ * nothing interleaves mid-frame. */
 #include "transport/ws.h"
 
 #include <arpa/inet.h>
@@ -22,13 +21,12 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <wslay/wslay.h>
 
 #include "core/limits.h"
 #include "core/log.h"
 #include "core/metrics.h"
-#include "proto/utf8.h"
 #include "proto/ws_frame.h"
+#include "proto/ws_reader.h"
 #include "transport/auth.h"
 #include "transport/conn_internal.h"
 #include "transport/tls.h"
@@ -73,91 +71,11 @@ struct ws_conn {
     bool upgraded;          /* the 101 was sent; bytes are WebSocket frames */
     bool close_after_write; /* an HTTP reply is out; close once written */
     struct buf head;        /* HTTP request head received so far */
-    wslay_event_context_ptr ws;
-    const uint8_t *in;      /* bytes being fed to wslay by the recv callback */
-    size_t in_len;
-    /* Frame splitter in front of wslay (ws_feed): whole, final, masked data frames
-     * are unmasked and dispatched here; every other frame goes to wslay as is. */
-    uint8_t fh[14];         /* header of the frame being received */
-    size_t fh_len, fh_need; /* bytes of it so far / its full size once known */
-    uint64_t payload_left;  /* payload bytes of the current frame still to come */
-    bool to_wslay;          /* the current frame is being forwarded to wslay */
-    bool in_fragmented;     /* wslay is reassembling a fragmented message */
-    uint8_t *frame;         /* fast-path frame: header + payload gathered */
-    size_t frame_len;
-    /* A fragmented message reassembled here (fragments of a fast-path message). */
-    bool reasm;             /* between its first fragment and its final one */
-    bool to_msg;            /* the current frame's payload goes to msg */
-    uint8_t msg_op;         /* text or binary */
-    uint8_t msg_key[4];     /* mask key of the current fragment */
-    uint8_t *msg;
-    size_t msg_len, frag_start;
+    struct ws_reader rd;    /* frames and messages from the peer (after the upgrade) */
+    bool close_sent;        /* our Close is out: nothing else may follow it */
     int handles_open;       /* tcp + ping timer, counted down by close callbacks */
     bool over_limit;        /* accepted past --max-connections: the upgrade gets a 503 */
     bool reading;           /* uv_read_start is in effect */
-    bool told_too_big;      /* the 1009 close was logged */
-};
-
-static void ws_drain(struct ws_conn *w);
-
-static ssize_t ws_recv_cb(wslay_event_context_ptr ctx, uint8_t *data, size_t len, int flags,
-                          void *user)
-{
-    struct ws_conn *w = user;
-    if (w->in_len == 0) {
-        wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
-        return -1;
-    }
-    size_t n = len < w->in_len ? len : w->in_len;
-    memcpy(data, w->in, n);
-    w->in += n;
-    w->in_len -= n;
-    return (ssize_t)n;
-}
-
-static ssize_t ws_send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
-                          void *user)
-{
-    struct ws_conn *w = user;
-    if (uv_is_closing((uv_handle_t *)&w->tcp)) {
-        wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
-        return -1;
-    }
-    char *mem = xmemdup(data, len);
-    uv_buf_t b = uv_buf_init(mem, (unsigned)len);
-    conn_write(&w->base, (uv_stream_t *)&w->tcp, mem, &b, 1);
-    return (ssize_t)len;
-}
-
-static void ws_frame_start_cb(wslay_event_context_ptr ctx,
-                              const struct wslay_event_on_frame_recv_start_arg *arg, void *user)
-{
-    /* A single frame above 16 MiB is refused like the reference does. */
-    struct ws_conn *w = user;
-    size_t max = server_limits.max_message < LIMITS_MAX_FRAME ? server_limits.max_message
-                                                              : LIMITS_MAX_FRAME;
-    if (arg->payload_length > max) {
-        log_warn("connection %s: frame of %llu bytes exceeds the limit of %zu; closing (1009)",
-                 w->base.peer, (unsigned long long)arg->payload_length, max);
-        w->told_too_big = true;
-        wslay_event_queue_close(ctx, WSLAY_CODE_MESSAGE_TOO_BIG, NULL, 0);
-    }
-}
-
-static void ws_msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *arg,
-                      void *user)
-{
-    struct ws_conn *w = user;
-    if (arg->opcode != WSLAY_TEXT_FRAME && arg->opcode != WSLAY_BINARY_FRAME) return;
-    if (!w->base.open || wslay_event_get_close_sent(ctx)) return;
-    conn_deliver(&w->base, (const char *)arg->msg, arg->msg_length);
-}
-
-static const struct wslay_event_callbacks ws_callbacks = {
-    .recv_callback = ws_recv_cb,
-    .send_callback = ws_send_cb,
-    .on_frame_recv_start_callback = ws_frame_start_cb,
-    .on_msg_recv_callback = ws_msg_cb,
 };
 
 static void ws_handle_closed(uv_handle_t *h)
@@ -254,9 +172,7 @@ static void ws_close(struct conn *c)
 static void ws_destroy(struct conn *c)
 {
     struct ws_conn *w = (struct ws_conn *)c;
-    if (w->ws) wslay_event_context_free(w->ws);
-    free(w->frame);
-    free(w->msg);
+    ws_reader_free(&w->rd);
     buf_free(&w->head);
     free(w);
 }
@@ -264,7 +180,7 @@ static void ws_destroy(struct conn *c)
 static void ws_send(struct conn *c, struct buf *msg)
 {
     struct ws_conn *w = (struct ws_conn *)c;
-    if (!w->upgraded || wslay_event_get_close_sent(w->ws) ||
+    if (!w->upgraded || w->close_sent ||
         uv_is_closing((uv_handle_t *)&w->tcp)) {
         buf_free(msg);
         return;
@@ -306,209 +222,64 @@ static void ws_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
     b->len = sizeof slab;
 }
 
-/* Sends whatever wslay has queued and closes once the close handshake is over. */
-static void ws_drain(struct ws_conn *w)
+/* Writes one control frame whole (a server's frames are never masked). */
+static void ws_send_control(struct ws_conn *w, int op, const uint8_t *p, size_t n)
 {
-    if (uv_is_closing((uv_handle_t *)&w->tcp)) return;
-    if (wslay_event_want_write(w->ws) && wslay_event_send(w->ws) != 0) {
-        conn_close(&w->base);
-        return;
-    }
-    if (!wslay_event_want_read(w->ws) && !wslay_event_want_write(w->ws)) conn_close(&w->base);
+    if (w->close_sent || uv_is_closing((uv_handle_t *)&w->tcp)) return;
+    size_t h = ws_frame_header_len(n, false);
+    char *mem = xmalloc(h + n);
+    ws_frame_encode((uint8_t *)mem, true, op, n, NULL);
+    if (n) memcpy(mem + h, p, n);
+    uv_buf_t b = uv_buf_init(mem, (unsigned)(h + n));
+    conn_write(&w->base, (uv_stream_t *)&w->tcp, mem, &b, 1);
 }
 
-/* Hands bytes to wslay (control frames, fragments, anything unusual). */
-static void wslay_feed(struct ws_conn *w, const uint8_t *data, size_t len)
+/* Sends our Close (code, or an empty one for WS_CLOSE_NO_STATUS) and ends the
+ * connection: the server never waits for a reply, because it only closes first on
+ * a violation, and after a peer's Close ours is the reply. The frame is queued
+ * before the handle closes, as the reply to a 1009 relies on. */
+static void ws_close_with(struct ws_conn *w, int code)
 {
-    w->in = data;
-    w->in_len = len;
-    while (w->in_len > 0 && !uv_is_closing((uv_handle_t *)&w->tcp)) {
-        if (wslay_event_recv(w->ws) != 0) {
-            conn_close(&w->base);
-            break;
-        }
-        if (!wslay_event_want_read(w->ws)) break;
-    }
-    w->in_len = 0;
+    uint8_t p[2];
+    ws_send_control(w, WS_OP_CLOSE, p, ws_close_payload(code, p));
+    w->close_sent = true;
+    conn_close(&w->base);
 }
 
-static bool all_ascii(const uint8_t *p, size_t n)
-{
-    uint64_t high = 0;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t v;
-        memcpy(&v, p + i, 8);
-        high |= v;
-    }
-    for (; i < n; i++) high |= p[i];
-    return (high & 0x8080808080808080ull) == 0;
-}
-
-/* A whole fast-path frame (header h of hlen bytes, masked payload p): unmask and
- * dispatch. Text with non-ASCII bytes goes to wslay instead (re-masked), which
- * validates its UTF-8 and closes on bad input like before. */
-static void fast_frame(struct ws_conn *w, const uint8_t *h, size_t hlen, uint8_t *p, size_t n)
-{
-    const uint8_t *key = h + hlen - 4;
-    ws_frame_unmask(p, n, key);
-    if ((h[0] & 0x0f) == WSLAY_TEXT_FRAME && !all_ascii(p, n)) {
-        ws_frame_unmask(p, n, key);
-        wslay_feed(w, h, hlen);
-        wslay_feed(w, p, n);
-        return;
-    }
-    if (!w->base.open || wslay_event_get_close_sent(w->ws)) return;
-    conn_deliver(&w->base, (const char *)p, n);
-}
-
-/* The final fragment of a reassembled message arrived: dispatch it. Text that is
- * not UTF-8 drops the connection, as wslay's validation did. */
-static void msg_complete(struct ws_conn *w)
-{
-    uint8_t *m = w->msg;
-    size_t n = w->msg_len;
-    w->msg = NULL;
-    w->msg_len = 0;
-    w->reasm = false;
-    if (w->msg_op == WSLAY_TEXT_FRAME && !utf8_valid(m, n)) {
-        free(m);
-        conn_close(&w->base);
-        return;
-    }
-    if (w->base.open && !wslay_event_get_close_sent(w->ws))
-        conn_deliver(&w->base, (const char *)m, n);
-    free(m);
-}
-
-/* Splits incoming bytes into frames. The common frame (final, masked, text or
- * binary, within the frame limit, outside a fragmented message) skips wslay, whose
- * receive path copies in 4 KiB steps and unmasks a byte at a time (perf: 70% of
- * the server's time on a 1 MiB fs/writeBlock). Frames wholly inside this read are
- * unmasked in place (the read slab is ours); larger ones are gathered first. */
-static void ws_feed(struct ws_conn *w, const char *data, size_t len)
+/* Runs incoming bytes through the reader and acts on its events. data is the read
+ * slab (or a copy of ours): frames are unmasked in it in place. */
+static void ws_feed(struct ws_conn *w, char *data, size_t len)
 {
     uint8_t *p = (uint8_t *)data, *e = p + len;
     conn_ref(&w->base); /* dispatch may close us; keep the object alive */
-    while (p < e && !uv_is_closing((uv_handle_t *)&w->tcp) && wslay_event_want_read(w->ws)) {
-        if (w->to_wslay) {
-            size_t n = (size_t)(e - p) < w->payload_left ? (size_t)(e - p) : w->payload_left;
-            wslay_feed(w, p, n);
-            p += n;
-            w->payload_left -= n;
-            if (w->payload_left == 0) w->to_wslay = false;
-            continue;
-        }
-        if (w->to_msg) {
-            size_t n = (size_t)(e - p) < w->payload_left ? (size_t)(e - p) : w->payload_left;
-            memcpy(w->msg + w->msg_len, p, n);
-            w->msg_len += n;
-            p += n;
-            w->payload_left -= n;
-            if (w->payload_left == 0) {
-                w->to_msg = false;
-                ws_frame_unmask(w->msg + w->frag_start, w->msg_len - w->frag_start, w->msg_key);
-                if (!w->reasm) msg_complete(w);
-            }
-            continue;
-        }
-        if (w->frame) {
-            size_t n = (size_t)(e - p) < w->payload_left ? (size_t)(e - p) : w->payload_left;
-            memcpy(w->frame + w->frame_len, p, n);
-            w->frame_len += n;
-            p += n;
-            w->payload_left -= n;
-            if (w->payload_left == 0) {
-                uint8_t *f = w->frame;
-                w->frame = NULL;
-                fast_frame(w, w->fh, w->fh_need, f + w->fh_need, w->frame_len - w->fh_need);
-                free(f);
-            }
-            continue;
-        }
-        /* Header: 2 bytes, then the extended length and the mask key. */
-        if (w->fh_len < 2) {
-            w->fh[w->fh_len++] = *p++;
-            if (w->fh_len == 2) w->fh_need = ws_frame_header_size(w->fh[1]);
-            if (w->fh_len < 2 || w->fh_len < w->fh_need) continue;
-        } else if (w->fh_len < w->fh_need) {
-            size_t n = w->fh_need - w->fh_len < (size_t)(e - p) ? w->fh_need - w->fh_len
-                                                               : (size_t)(e - p);
-            memcpy(w->fh + w->fh_len, p, n);
-            w->fh_len += n;
-            p += n;
-            if (w->fh_len < w->fh_need) continue;
-        }
-        struct ws_frame fr;
-        ws_frame_decode(w->fh, w->fh_need, &fr);
-        uint64_t plen = fr.payload_len;
-        int op = fr.opcode;
-        bool is_data = op == WSLAY_TEXT_FRAME || op == WSLAY_BINARY_FRAME;
-        /* Anything over the limits goes to wslay, which closes with 1009 (frame_start_cb). */
-        size_t max_frame = server_limits.max_message < LIMITS_MAX_FRAME ? server_limits.max_message
-                                                                        : LIMITS_MAX_FRAME;
-        bool sane = fr.rsv == 0 && fr.masked && plen <= max_frame;
-        bool fin = fr.fin;
-        w->fh_len = 0;
-        /* Fragments: the first of a message, and every continuation of one we are
-         * reassembling, are gathered into msg (unmasked per fragment). */
-        if (sane && !w->in_fragmented &&
-            ((is_data && !fin && !w->reasm) || (op == WSLAY_CONTINUATION_FRAME && w->reasm))) {
-            if (w->msg_len + plen > server_limits.max_message) {
-                /* Same answer as wslay gives an oversized single frame: close 1009. */
-                log_warn("connection %s: message exceeds %zu bytes (--max-message-bytes); "
-                         "closing (1009)", w->base.peer, server_limits.max_message);
-                w->told_too_big = true;
-                wslay_event_queue_close(w->ws, WSLAY_CODE_MESSAGE_TOO_BIG, NULL, 0);
-                wslay_event_shutdown_read(w->ws); /* the rest of the input is not framed */
-                ws_drain(w);
-                break;
-            }
-            if (is_data) {
-                w->reasm = true;
-                w->msg_op = (uint8_t)op;
-            }
-            if (fin) w->reasm = false;
-            memcpy(w->msg_key, fr.mask, 4);
-            w->msg = xrealloc(w->msg, w->msg_len + (size_t)plen + 1);
-            w->frag_start = w->msg_len;
-            w->payload_left = plen;
-            if (plen > 0) w->to_msg = true;
-            else if (!w->reasm) msg_complete(w);
-            continue;
-        }
-        if (w->reasm && is_data) {
-            conn_close(&w->base); /* a new message inside a fragmented one */
+    while (p < e && !uv_is_closing((uv_handle_t *)&w->tcp)) {
+        struct ws_event ev;
+        p += ws_reader_feed(&w->rd, p, (size_t)(e - p), &ev);
+        switch (ev.kind) {
+        case WS_EV_MESSAGE:
+            if (w->base.open && !w->close_sent)
+                conn_deliver(&w->base, (const char *)ev.data, ev.len);
+            break;
+        case WS_EV_PING:
+            ws_send_control(w, WS_OP_PONG, ev.data, ev.len);
+            break;
+        case WS_EV_CLOSE:
+            ws_close_with(w, ev.code); /* the echo */
+            break;
+        case WS_EV_ERROR:
+            if (ev.code == WS_CLOSE_TOO_BIG)
+                log_warn("connection %s: message over the limit of %zu bytes "
+                         "(--max-message-bytes; one frame at most %llu); closing (1009)",
+                         w->base.peer, w->rd.max_message, (unsigned long long)w->rd.max_frame);
+            else
+                log_info("connection %s: WebSocket protocol violation; closing (%d)",
+                         w->base.peer, ev.code);
+            ws_close_with(w, ev.code);
+            break;
+        case WS_EV_PONG:
+        case WS_EV_NONE:
             break;
         }
-        bool fast = !w->in_fragmented && !w->reasm && sane && fin && is_data;
-        if (!fast) {
-            if (op == WSLAY_TEXT_FRAME || op == WSLAY_BINARY_FRAME)
-                w->in_fragmented = !fin;
-            else if (op == WSLAY_CONTINUATION_FRAME && fin)
-                w->in_fragmented = false;
-            wslay_feed(w, w->fh, w->fh_need);
-            w->payload_left = plen;
-            w->to_wslay = plen > 0;
-            continue;
-        }
-        if ((uint64_t)(e - p) >= plen) {
-            fast_frame(w, w->fh, w->fh_need, p, (size_t)plen);
-            p += plen;
-            continue;
-        }
-        w->frame = xmalloc(w->fh_need + (size_t)plen);
-        memcpy(w->frame, w->fh, w->fh_need);
-        w->frame_len = w->fh_need;
-        w->payload_left = plen;
-    }
-    ws_drain(w);
-    /* wslay closed a too-long fragmented message itself; say why. */
-    if (!w->told_too_big && wslay_event_get_close_sent(w->ws) &&
-        wslay_event_get_status_code_sent(w->ws) == WSLAY_CODE_MESSAGE_TOO_BIG) {
-        w->told_too_big = true;
-        log_warn("connection %s: message over the limit of %zu bytes (--max-message-bytes); "
-                 "closing (1009)", w->base.peer, server_limits.max_message);
     }
     conn_unref(&w->base);
 }
@@ -516,15 +287,15 @@ static void ws_feed(struct ws_conn *w, const char *data, size_t len)
 static void ws_ping_cb(uv_timer_t *t)
 {
     struct ws_conn *w = t->data;
-    struct wslay_event_msg ping = {.opcode = WSLAY_PING, .msg = NULL, .msg_length = 0};
-    wslay_event_queue_msg(w->ws, &ping);
-    ws_drain(w);
+    ws_send_control(w, WS_OP_PING, NULL, 0);
 }
 
 static void ws_upgrade(struct ws_conn *w, size_t consumed)
 {
-    wslay_event_context_server_init(&w->ws, &ws_callbacks, w);
-    wslay_event_config_set_max_recv_msg_length(w->ws, server_limits.max_message);
+    /* A single frame above 16 MiB is refused like the reference does. */
+    size_t max_frame = server_limits.max_message < LIMITS_MAX_FRAME ? server_limits.max_message
+                                                                    : LIMITS_MAX_FRAME;
+    ws_reader_init(&w->rd, WS_ROLE_SERVER, max_frame, server_limits.max_message);
     w->upgraded = true;
     uv_timer_start(&w->ping, ws_ping_cb, WS_PING_INTERVAL_MS, WS_PING_INTERVAL_MS);
     size_t rest = w->head.len - consumed;

@@ -1,5 +1,5 @@
 /* libFuzzer target for the receive side of a WebSocket connection (transport/ws:
- * the HTTP upgrade, then wslay's frame parsing, reassembly, UTF-8 checks, control
+ * the HTTP upgrade, then proto/ws_reader's frame parsing, reassembly, UTF-8 checks, control
  * frames, then JSON-RPC dispatch in dry-run mode: no process, no file).
  *
  * Input layout: byte 0 selects the mode (bit 0 set: the input is the raw byte
