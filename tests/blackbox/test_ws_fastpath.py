@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""WebSocket receive fast path (ws.c frame splitter, §1.3): frames and fragmented
-messages that skip wslay must behave exactly like those that go through it —
+"""WebSocket receive path (proto/ws_reader, §1.3): frames handed up in place and
+fragmented messages gathered across reads must behave alike —
 UTF-8 rules for text, fragments split anywhere (inside a multi-byte character, inside
 a frame header across TCP segments), control frames between fragments, and large
 payload strings (proto/json_load.c) decoded to the same bytes."""
