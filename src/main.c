@@ -6,9 +6,12 @@
  *               [--max-queued-bytes N] [--max-detached-sessions N] [--help] [--version]
  *   exec-server --remote URL --environment-id ID [--registration-bearer-stdin]
  *               [--remote-transport noise] [--name NAME] [--listen ws://IP:PORT] ...
+ *   exec-server forward --connect ws://HOST:PORT --remote URL --environment-id ID ...
  *
  * Remote mode (src/remote) registers with an environment registry and serves
  * harnesses through its rendezvous relay; a --listen beside it is a local endpoint.
+ * `forward` registers the same way but relays each harness stream to the
+ * destination exec-server at --connect instead of serving it here.
  * In WebSocket mode the bound URL is printed as one line on stdout once listening;
  * everything else goes to stderr. SIGTERM/SIGINT stop accepting, kill every
  * managed process group and exit 0. */
@@ -27,6 +30,7 @@
 #include "core/log.h"
 #include "process/guardian.h"
 #include "remote/remote.h"
+#include "remote/rv_ws.h"
 #include "rpc/dispatch.h"
 #include "server/server_methods.h"
 #include "session/session.h"
@@ -99,6 +103,14 @@ static const char usage[] =
     "                          read one registration bearer token line from stdin\n"
     "                          (otherwise CODEX_API_KEY, allowed only for https to\n"
     "                          openai.com / openai.org or a loopback registry)\n"
+    "\n"
+    "Usage: exec-server forward --connect ws://HOST:PORT --remote URL --environment-id ID\n"
+    "                           [remote-mode options]\n"
+    "  Registers like --remote, but relays every harness stream, once its Noise\n"
+    "  handshake is done, to the exec-server WebSocket at --connect (one connection\n"
+    "  per stream, JSON-RPC messages unchanged) instead of serving it here. A\n"
+    "  destination that refuses or closes resets the stream.\n"
+    "  --connect URL           the destination exec-server (ws://HOST:PORT[/PATH])\n"
     "\n"
     "  --help                  print this help\n"
     "  --version               print the version\n";
@@ -379,8 +391,16 @@ int main(int argc, char **argv)
         OPT_MAX_DETACHED, OPT_WS_AUTH, OPT_TOKEN_FILE, OPT_TOKEN_SHA, OPT_SECRET_FILE, OPT_ISSUER,
         OPT_AUDIENCE, OPT_SKEW, OPT_TLS_CERT, OPT_TLS_KEY, OPT_EXIT_STDIN, OPT_REMOTE,
         OPT_ENV_ID, OPT_REMOTE_TRANSPORT, OPT_NAME, OPT_BEARER_STDIN, OPT_CREDENTIAL_STDIN,
-        OPT_AGENT_IDENTITY,
+        OPT_AGENT_IDENTITY, OPT_CONNECT,
     };
+    /* `exec-server forward ...`: the same options plus --connect. */
+    bool forward_mode = argc > 1 && strcmp(argv[1], "forward") == 0;
+    const char *connect_url = NULL;
+    if (forward_mode) {
+        argv[1] = argv[0];
+        argv++;
+        argc--;
+    }
     const char *remote_url = NULL, *environment_id = NULL, *remote_name = NULL;
     bool bearer_stdin = false, listen_given = false;
     static const struct option longs[] = {
@@ -411,6 +431,7 @@ int main(int argc, char **argv)
         {"registration-bearer-stdin", no_argument, 0, OPT_BEARER_STDIN},
         {"executor-credential-stdin", no_argument, 0, OPT_CREDENTIAL_STDIN},
         {"use-agent-identity-auth", no_argument, 0, OPT_AGENT_IDENTITY},
+        {"connect", required_argument, 0, OPT_CONNECT},
         {0, 0, 0, 0},
     };
     opterr = 0; /* our own messages, in the words the tests and users know */
@@ -436,6 +457,13 @@ int main(int argc, char **argv)
             break;
         case OPT_REMOTE:
             remote_url = val;
+            break;
+        case OPT_CONNECT:
+            if (!forward_mode) {
+                fprintf(stderr, "exec-server: --connect is an option of `exec-server forward`\n");
+                return 2;
+            }
+            connect_url = val;
             break;
         case OPT_ENV_ID:
             environment_id = val;
@@ -544,6 +572,23 @@ int main(int argc, char **argv)
     if (optind < argc) {
         fprintf(stderr, "exec-server: unknown argument `%s` (see --help)\n", argv[optind]);
         return 2;
+    }
+
+    if (forward_mode) {
+        struct rv_ws_url cu;
+        if (!connect_url) {
+            fprintf(stderr, "exec-server: forward requires --connect ws://HOST:PORT\n");
+            return 2;
+        }
+        if (rv_ws_parse_url(connect_url, &cu) < 0 || cu.tls) {
+            fprintf(stderr, "exec-server: invalid --connect URL `%s`; expected "
+                            "ws://HOST:PORT\n", connect_url);
+            return 2;
+        }
+        if (!remote_url) {
+            fprintf(stderr, "exec-server: forward requires --remote URL and --environment-id ID\n");
+            return 2;
+        }
     }
 
     char *bearer = NULL;
@@ -672,7 +717,8 @@ int main(int argc, char **argv)
                                  .environment_id = environment_id,
                                  .name = remote_name,
                                  .bearer = bearer,
-                                 .on_message = rpc_dispatch};
+                                 .on_message = rpc_dispatch,
+                                 .forward_url = connect_url};
         /* Test knobs (undocumented): shorter liveness and backoff timers. */
         if (getenv("EXEC_SERVER_REMOTE_PING_MS"))
             ro.ping_ms = strtoull(getenv("EXEC_SERVER_REMOTE_PING_MS"), NULL, 10);

@@ -22,7 +22,9 @@
 #include "crypto/noise_ik.h"
 #include "remote/registry.h"
 #include "remote/relay_demux.h"
+#include "remote/relay_fwd.h"
 #include "remote/rv_ws.h"
+#include "transport/relay_conn.h"
 #include "util/mem.h"
 
 #define REMOTE_STABLE_UNITS 120 /* a connection up this many units resets the backoff */
@@ -46,7 +48,9 @@ struct remote {
     unsigned attempt;
     bool stopping;
     void (*on_fatal)(void);
-    conn_message_fn on_message; /* handed to each demux for its streams */
+    struct relay_conn_kind serve;    /* streams served by our rpc */
+    struct relay_fwd_kind forward;   /* or forwarded to a destination */
+    const struct relay_sink_kind *sinks; /* the one in use */
 };
 
 static struct remote *R;
@@ -157,7 +161,7 @@ static void ws_opened(void *arg)
 {
     metrics_remote_connect(true, metrics_now_ns() - R->attempt_started_ns);
     R->demux = relay_demux_new(R->loop, &R->identity, R->env_id, R->reg.registration_id,
-                               &demux_ops, NULL, R->on_message);
+                               &demux_ops, NULL, R->sinks);
     R->opened_ms = uv_now(R->loop);
     readiness_set(true);
     log_event("event=remote_rendezvous noise_event=rendezvous_connection noise_outcome=ok "
@@ -256,7 +260,13 @@ int remote_start(uv_loop_t *loop, const struct remote_opts *opts, void (*on_fata
     R->ping_ms = opts->ping_ms;
     R->pong_ms = opts->pong_deadline_ms;
     R->backoff_unit_ms = opts->backoff_ms ? opts->backoff_ms : 1000;
-    R->on_message = opts->on_message;
+    if (opts->forward_url) {
+        if (relay_fwd_kind_init(&R->forward, opts->forward_url) < 0) return -EINVAL;
+        R->sinks = &R->forward.base;
+    } else {
+        relay_conn_kind_init(&R->serve, opts->on_message);
+        R->sinks = &R->serve.base;
+    }
     int r = noise_ik_static_key_generate(&R->identity, NULL, NULL);
     if (r < 0) return r;
     json_t *kj = noise_ik_public_key_to_json(&R->identity.pub);

@@ -21,6 +21,7 @@
 #include "remote/remote.h"
 #include "remote/rv_ws.h"
 #include "rpc/dispatch.h"
+#include "transport/relay_conn.h"
 
 static void test_url_parse(void **state)
 {
@@ -157,6 +158,7 @@ static void fake_cancel(void *arg, struct registry_call *call)
 static const struct relay_demux_ops fake_ops = {fake_send, fake_close, fake_validate, fake_cancel};
 
 static struct noise_ik_static_key exec_key, harness_key;
+static struct relay_conn_kind serve_kind; /* streams served by rpc_dispatch */
 
 static void reset_fake(void)
 {
@@ -206,7 +208,7 @@ static void test_demux_validation_gates_msg2(void **state)
 {
     reset_fake();
     struct relay_demux *d = relay_demux_new(uv_default_loop(), &exec_key, "env", "reg",
-                                            &fake_ops, NULL, rpc_dispatch);
+                                            &fake_ops, NULL, &serve_kind.base);
     struct noise_ik_handshake *hs = handshake(d, "s-1", "hka-1", 5);
     assert_int_equal(F.validations, 1);
     assert_string_equal(F.last_auth, "hka-1");
@@ -234,7 +236,7 @@ static void test_demux_limits(void **state)
 {
     reset_fake();
     struct relay_demux *d = relay_demux_new(uv_default_loop(), &exec_key, "env", "reg",
-                                            &fake_ops, NULL, rpc_dispatch);
+                                            &fake_ops, NULL, &serve_kind.base);
     /* Authorization over 4096 bytes: never reaches the registry. */
     static char big[4097];
     memset(big, 'a', sizeof big);
@@ -300,6 +302,7 @@ int main(void)
 {
     noise_ik_static_key_generate(&exec_key, NULL, NULL);
     noise_ik_static_key_generate(&harness_key, NULL, NULL);
+    relay_conn_kind_init(&serve_kind, rpc_dispatch);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_url_parse),
         cmocka_unit_test(test_registry_bodies),
