@@ -6,6 +6,8 @@
  *               [--max-queued-bytes N] [--max-detached-sessions N] [--help] [--version]
  *   exec-server --remote URL --environment-id ID [--registration-bearer-stdin]
  *               [--remote-transport noise] [--name NAME] [--listen ws://IP:PORT] ...
+ *   exec-server --remote URL --environment-id ID --remote-transport direct --aws-sigv4
+ *               [--aws-region REGION] [--aws-service SERVICE] ...
  *   exec-server forward --connect ws://HOST:PORT --remote URL --environment-id ID ...
  *
  * Remote mode (src/remote) registers with an environment registry and serves
@@ -96,8 +98,16 @@ static const char usage[] =
     "                          clients locally; /readyz is 200 only while registered\n"
     "                          and connected)\n"
     "  --environment-id ID     environment to register (required with --remote)\n"
-    "  --remote-transport noise  the relay transport (noise, the default, is the only\n"
-    "                          one supported)\n"
+    "  --remote-transport noise|direct\n"
+    "                          noise (default): harnesses through the rendezvous relay,\n"
+    "                          Noise encrypted. direct: POST .../direct/register, then\n"
+    "                          serve one plain JSON-RPC WebSocket at the URL it returns\n"
+    "                          (TLS only; requires --aws-sigv4)\n"
+    "  --aws-sigv4             sign the direct registration and WebSocket upgrade with\n"
+    "                          AWS SigV4; credentials from AWS_ACCESS_KEY_ID,\n"
+    "                          AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN\n"
+    "  --aws-region REGION     signing region (default AWS_REGION, AWS_DEFAULT_REGION)\n"
+    "  --aws-service SERVICE   signing service (default execute-api)\n"
     "  --name NAME             human-readable environment name (kept, not sent)\n"
     "  --registration-bearer-stdin\n"
     "                          read one registration bearer token line from stdin\n"
@@ -391,8 +401,11 @@ int main(int argc, char **argv)
         OPT_MAX_DETACHED, OPT_WS_AUTH, OPT_TOKEN_FILE, OPT_TOKEN_SHA, OPT_SECRET_FILE, OPT_ISSUER,
         OPT_AUDIENCE, OPT_SKEW, OPT_TLS_CERT, OPT_TLS_KEY, OPT_EXIT_STDIN, OPT_REMOTE,
         OPT_ENV_ID, OPT_REMOTE_TRANSPORT, OPT_NAME, OPT_BEARER_STDIN, OPT_CREDENTIAL_STDIN,
-        OPT_AGENT_IDENTITY, OPT_CONNECT,
+        OPT_AGENT_IDENTITY, OPT_CONNECT, OPT_AWS_SIGV4, OPT_AWS_PROFILE, OPT_AWS_REGION,
+        OPT_AWS_SERVICE,
     };
+    bool direct = false, aws_sigv4 = false;
+    const char *aws_region = NULL, *aws_service = "execute-api";
     /* `exec-server forward ...`: the same options plus --connect. */
     bool forward_mode = argc > 1 && strcmp(argv[1], "forward") == 0;
     const char *connect_url = NULL;
@@ -432,6 +445,10 @@ int main(int argc, char **argv)
         {"executor-credential-stdin", no_argument, 0, OPT_CREDENTIAL_STDIN},
         {"use-agent-identity-auth", no_argument, 0, OPT_AGENT_IDENTITY},
         {"connect", required_argument, 0, OPT_CONNECT},
+        {"aws-sigv4", no_argument, 0, OPT_AWS_SIGV4},
+        {"aws-profile", required_argument, 0, OPT_AWS_PROFILE},
+        {"aws-region", required_argument, 0, OPT_AWS_REGION},
+        {"aws-service", required_argument, 0, OPT_AWS_SERVICE},
         {0, 0, 0, 0},
     };
     opterr = 0; /* our own messages, in the words the tests and users know */
@@ -472,11 +489,25 @@ int main(int argc, char **argv)
             remote_name = val;
             break;
         case OPT_REMOTE_TRANSPORT:
-            if (strcmp(val, "noise") != 0) {
-                fprintf(stderr, "exec-server: unsupported --remote-transport `%s`; only `noise` "
-                                "is supported\n", val);
+            if (strcmp(val, "noise") != 0 && strcmp(val, "direct") != 0) {
+                fprintf(stderr, "exec-server: unsupported --remote-transport `%s`; expected "
+                                "`noise` or `direct`\n", val);
                 return 2;
             }
+            direct = strcmp(val, "direct") == 0;
+            break;
+        case OPT_AWS_SIGV4:
+            aws_sigv4 = true;
+            break;
+        case OPT_AWS_PROFILE:
+            fprintf(stderr, "exec-server: --aws-profile is not supported by this exec-server; "
+                            "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY\n");
+            return 2;
+        case OPT_AWS_REGION:
+            aws_region = val;
+            break;
+        case OPT_AWS_SERVICE:
+            aws_service = val;
             break;
         case OPT_BEARER_STDIN:
             bearer_stdin = true;
@@ -591,6 +622,50 @@ int main(int argc, char **argv)
         }
     }
 
+    /* --remote-transport direct: SigV4 credentials from the environment, as the
+     * AWS SDK's environment provider reads them (0.169.0 requires --aws-sigv4). */
+    const char *aws_access = NULL, *aws_secret = NULL, *aws_token = NULL;
+    if (aws_sigv4 && bearer_stdin) {
+        fprintf(stderr, "exec-server: --aws-sigv4 cannot be used with "
+                        "--registration-bearer-stdin\n");
+        return 2;
+    }
+    if (direct || aws_sigv4) {
+        if (!direct) {
+            fprintf(stderr, "exec-server: --aws-sigv4 signs `--remote-transport direct` "
+                            "requests only\n");
+            return 2;
+        }
+        if (!aws_sigv4) {
+            fprintf(stderr, "exec-server: --remote-transport direct requires --aws-sigv4\n");
+            return 2;
+        }
+        if (forward_mode) {
+            fprintf(stderr, "exec-server: forward supports the noise transport only\n");
+            return 2;
+        }
+        aws_access = getenv("AWS_ACCESS_KEY_ID");
+        aws_secret = getenv("AWS_SECRET_ACCESS_KEY");
+        aws_token = getenv("AWS_SESSION_TOKEN");
+        if (!aws_region || !*aws_region) aws_region = getenv("AWS_REGION");
+        if (!aws_region || !*aws_region) aws_region = getenv("AWS_DEFAULT_REGION");
+        if (!aws_access || !*aws_access || !aws_secret || !*aws_secret) {
+            fprintf(stderr, "exec-server: --aws-sigv4 needs AWS credentials: set "
+                            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and "
+                            "AWS_SESSION_TOKEN for temporary ones)\n");
+            return 1;
+        }
+        if (!aws_region || !*aws_region) {
+            fprintf(stderr, "exec-server: --aws-sigv4 needs a region: --aws-region, AWS_REGION "
+                            "or AWS_DEFAULT_REGION\n");
+            return 1;
+        }
+        if (!*aws_service) {
+            fprintf(stderr, "exec-server: --aws-service must not be empty\n");
+            return 2;
+        }
+    }
+
     char *bearer = NULL;
     char env_id_buf[512], remote_buf[2048];
     if (remote_url || environment_id || bearer_stdin || remote_name) {
@@ -620,7 +695,14 @@ int main(int argc, char **argv)
                             "characters of A-Z, a-z, 0-9, `_` and `-`\n", e);
             return 2;
         }
-        if (bearer_stdin) {
+        if (direct) {
+            /* SigV4 instead of a bearer; the base must be https or loopback http. */
+            if (strncmp(u, "http://", 7) == 0 && !remote_api_key_url_allowed(u)) {
+                fprintf(stderr, "exec-server: --remote-transport direct needs an https:// "
+                                "registry URL (or http:// to a loopback host)\n");
+                return 2;
+            }
+        } else if (bearer_stdin) {
             bearer = read_bearer_line();
             if (!bearer) return 1;
         } else if (getenv("CODEX_API_KEY") && *getenv("CODEX_API_KEY")) {
@@ -718,7 +800,13 @@ int main(int argc, char **argv)
                                  .name = remote_name,
                                  .bearer = bearer,
                                  .on_message = rpc_dispatch,
-                                 .forward_url = connect_url};
+                                 .forward_url = connect_url,
+                                 .direct = direct,
+                                 .aws_access_key = aws_access,
+                                 .aws_secret_key = aws_secret,
+                                 .aws_session_token = aws_token,
+                                 .aws_region = aws_region,
+                                 .aws_service = aws_service};
         /* Test knobs (undocumented): shorter liveness and backoff timers. */
         if (getenv("EXEC_SERVER_REMOTE_PING_MS"))
             ro.ping_ms = strtoull(getenv("EXEC_SERVER_REMOTE_PING_MS"), NULL, 10);

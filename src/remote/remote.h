@@ -29,6 +29,12 @@ struct remote_opts {
     conn_message_fn on_message; /* reader of every stream's messages (rpc_dispatch) */
     const char *forward_url;    /* `exec-server forward --connect`: relay every stream to
                                  * this ws:// exec-server instead (on_message unused) */
+    /* --remote-transport direct (docs/REMOTE_NOTES.md §6): a SigV4-signed
+     * /direct/register, then one plain JSON-RPC WebSocket served by on_message.
+     * The strings are copied; bearer and forward_url must be NULL. */
+    bool direct;
+    const char *aws_access_key, *aws_secret_key, *aws_session_token; /* token may be NULL */
+    const char *aws_region, *aws_service;
 };
 
 /* Starts registering. on_fatal runs (once) when the executor cannot go on: the
