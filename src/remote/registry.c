@@ -98,6 +98,20 @@ static bool blank(const char *s)
     return true;
 }
 
+/* Takes the checked members into out; NULL why means they passed. */
+static int registration_take(const char *why_in, const char **why, const char *env,
+                             const char *url, const char *reg, struct registry_registration *out)
+{
+    if (why_in) {
+        *why = why_in;
+        return -EPROTO;
+    }
+    out->environment_id = xstrdup(env);
+    out->url = xstrdup(url);
+    out->registration_id = xstrdup(reg);
+    return 0;
+}
+
 int registry_parse_register(const char *body, size_t n, const char *environment_id,
                             struct registry_registration *out, const char **why)
 {
@@ -107,23 +121,18 @@ int registry_parse_register(const char *body, size_t n, const char *environment_
     const char *url = json_string_value(json_object_get(j, "url"));
     const char *prof = json_string_value(json_object_get(j, "security_profile"));
     const char *reg = json_string_value(json_object_get(j, "executor_registration_id"));
-    int r = -EPROTO;
+    const char *bad = NULL;
     if (!json_is_object(j))
-        *why = "the registry's answer is not a JSON object";
+        bad = "the registry's answer is not a JSON object";
     else if (!env || strcmp(env, environment_id) != 0)
-        *why = "the registry answered for a different environment";
+        bad = "the registry answered for a different environment";
     else if (!prof || strcmp(prof, REGISTRY_SECURITY_PROFILE) != 0)
-        *why = "the registry answered with an unsupported security profile";
+        bad = "the registry answered with an unsupported security profile";
     else if (blank(url))
-        *why = "the registry's answer has no rendezvous url";
+        bad = "the registry's answer has no rendezvous url";
     else if (blank(reg))
-        *why = "the registry's answer has no executor_registration_id";
-    else {
-        out->environment_id = xstrdup(env);
-        out->url = xstrdup(url);
-        out->registration_id = xstrdup(reg);
-        r = 0;
-    }
+        bad = "the registry's answer has no executor_registration_id";
+    int r = registration_take(bad, why, env, url, reg, out);
     json_decref(j);
     return r;
 }
@@ -145,25 +154,20 @@ int registry_parse_direct_register(const char *body, size_t n, const char *envir
     const char *url = json_string_value(json_object_get(j, "url"));
     const char *reg = json_string_value(json_object_get(j, "registration_id"));
     struct rv_ws_url u;
-    int r = -EPROTO;
+    const char *bad = NULL;
     if (!json_is_object(j))
-        *why = "the registry's answer is not a JSON object";
+        bad = "the registry's answer is not a JSON object";
     else if (!env || strcmp(env, environment_id) != 0)
-        *why = "the registry answered for a different environment";
+        bad = "the registry answered for a different environment";
     else if (!tr || strcmp(tr, REGISTRY_DIRECT_TRANSPORT) != 0)
-        *why = "the registry answered with an unsupported transport";
+        bad = "the registry answered with an unsupported transport";
     else if (blank(reg))
-        *why = "the registry's answer has no registration_id";
+        bad = "the registry's answer has no registration_id";
     else if (blank(url))
-        *why = "the registry's answer has no url";
+        bad = "the registry's answer has no url";
     else if (rv_ws_parse_url(url, &u) < 0 || (!u.tls && !loopback_host(u.host)))
-        *why = "the registry's direct url must be wss:// (or ws:// to a loopback host)";
-    else {
-        out->environment_id = xstrdup(env);
-        out->url = xstrdup(url);
-        out->registration_id = xstrdup(reg);
-        r = 0;
-    }
+        bad = "the registry's direct url must be wss:// (or ws:// to a loopback host)";
+    int r = registration_take(bad, why, env, url, reg, out);
     json_decref(j);
     return r;
 }

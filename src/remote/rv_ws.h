@@ -66,8 +66,8 @@ typedef void (*rv_ws_sent_fn)(void *arg, size_t len, int status);
 int rv_ws_send(struct rv_ws *ws, const uint8_t *p, size_t n, rv_ws_sent_fn done, void *done_arg);
 
 /* Stops (false) or resumes (true) reading the socket once it is open; frames
- * already received are still delivered. ws:// only (a TLS session may hold
- * records that only the next read would release). */
+ * already received are still delivered (for wss every record a read brought is
+ * decrypted and delivered at once, so nothing waits inside the TLS session). */
 void rv_ws_set_reading(struct rv_ws *ws, bool on);
 
 /* Starts closing (idempotent); reason as for on_closed. */

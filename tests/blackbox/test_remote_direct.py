@@ -10,42 +10,25 @@ then fs/getMetadata, answered as text); a dropped socket reconnects to the same 
 without registering again; a 409 upgrade registers again; a 401 upgrade and a
 registry refusing the signature are fatal (exit 1, a message); usage errors. Every
 wait is bounded; exit 77 when nothing could run."""
-import glob
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "tests", "remote"))
+sys.path.insert(0, os.path.join(HERE, "..", "remote"))
 import fake_cloud  # noqa: E402
+from remote_testlib import (our_server, reference, run_one, skip_reason,  # noqa: E402
+                            stop_group, summary)  # noqa: E402
 
 SKIP = 77
 ENV_ID = "env-direct-test"
 AK = "AKIDEXAMPLE"
 SK = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
-REF_GLOB = os.path.expanduser(
-    "~/.cache/codex-ref/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex")
-
-
-def find_build_file(name):
-    bdir = os.environ.get("EXEC_BUILD_DIR")
-    cands = [os.path.join(bdir, name)] if bdir else []
-    cands += [os.path.join(ROOT, d, name) for d in ("build/asan", "build", "build/dev")]
-    for c in cands:
-        if os.access(c, os.X_OK):
-            return os.path.normpath(c)
-    return None
-
-
-SERVER = os.environ.get("EXEC_SERVER") or find_build_file("exec-server")
-if SERVER and os.path.basename(SERVER) == "codex":
-    SERVER = find_build_file("exec-server")
+SERVER = our_server()
 
 
 class Executor:
@@ -112,14 +95,7 @@ class Executor:
         return found[0]
 
     def stop(self):
-        rc = self.proc.poll()
-        if rc is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                rc = self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
+        rc = stop_group(self.proc)
         self.cloud.stop()
         shutil.rmtree(self.home, ignore_errors=True)
         return rc
@@ -185,14 +161,19 @@ def scenario_409_registers_again(kind, path):
         ex.stop()
 
 
+def exits_1(ex):
+    """Waits (bounded) for the executor to give up with exit 1; returns its stderr."""
+    rc = ex.proc.wait(20)
+    assert rc == 1, (rc, ex.stderr_text())
+    return ex.stderr_text()
+
+
 def scenario_401_is_fatal(kind, path):
     ex = Executor(kind, path)
     try:
         ex.cloud.reject_upgrades(401, count=5)
         ex.cloud.drop_environment(ENV_ID)
-        rc = ex.proc.wait(20)
-        assert rc == 1, rc
-        text = ex.stderr_text()
+        text = exits_1(ex)
         assert "401" in text and "sig=" not in text, text
     finally:
         ex.stop()
@@ -201,9 +182,8 @@ def scenario_401_is_fatal(kind, path):
 def scenario_bad_signature_is_fatal(kind, path):
     ex = Executor(kind, path, secret="not-the-secret", wait=False)
     try:
-        rc = ex.proc.wait(20)
-        assert rc == 1, rc
-        assert "403" in ex.stderr_text() or "refused" in ex.stderr_text(), ex.stderr_text()
+        text = exits_1(ex)
+        assert "403" in text or "refused" in text, text
         with ex.cloud.lock:
             assert ex.cloud.sigv4_checks == [("direct/register", False)], ex.cloud.sigv4_checks
     finally:
@@ -235,33 +215,23 @@ SCENARIOS = [(scenario_signed_register_and_rpc, True), (scenario_reconnect_same_
 
 
 def main():
-    if SERVER is None:
-        print("SKIP: exec-server is not built")
-        return SKIP
-    h = subprocess.run([SERVER, "--help"], capture_output=True, timeout=10)
-    if b"--aws-sigv4" not in h.stdout:
-        print("SKIP: this exec-server has no direct transport")
+    why = skip_reason(SERVER, "--aws-sigv4", "direct transport")
+    if why:
+        print("SKIP: " + why)
         return SKIP
     only = set(sys.argv[1:])
-    refs = sorted(glob.glob(REF_GLOB))
     passed = failed = 0
-    for kind, path in (("reference", refs[0] if refs else None), ("ours", SERVER)):
+    for kind, path in (("reference", reference()), ("ours", SERVER)):
         if path is None:
             print("SKIP reference: the reference codex is not installed")
             continue
         for sc, both in SCENARIOS:
             if (kind == "reference" and not both) or (only and sc.__name__ not in only):
                 continue
-            t0 = time.monotonic()
-            try:
-                sc(kind, path)
-                passed += 1
-                print("PASS %s/%s (%.2fs)" % (kind, sc.__name__, time.monotonic() - t0))
-            except BaseException as e:  # noqa
-                failed += 1
-                print("FAIL %s/%s: %r" % (kind, sc.__name__, e))
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else (0 if passed else SKIP)
+            p, f = run_one("%s/%s" % (kind, sc.__name__), sc, kind, path)
+            passed += p
+            failed += f
+    return summary(passed, failed)
 
 
 if __name__ == "__main__":

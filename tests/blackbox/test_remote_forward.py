@@ -13,11 +13,9 @@ must fail with an error, within a bound, not hang. Throughout: the destination i
 contacted before a stream exists, and no destination socket stays open in the
 forwarder after its streams ended (counted in /proc/PID/fd and at the destination).
 Every wait is bounded; exit 77 when nothing could run."""
-import glob
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -26,37 +24,16 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "tests", "remote"))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "remote"))
 import fake_cloud  # noqa: E402
+from remote_testlib import (find_build_file, fs_round_trip, our_server, reference,  # noqa: E402
+                            run_one, skip_reason, stop_group, summary)  # noqa: E402
 
 SKIP = 77
 ENV_ID = "env-forward-test"
 TOKEN = "tok-" + os.urandom(8).hex()
-REF_GLOB = os.path.expanduser(
-    "~/.cache/codex-ref/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex")
-
-
-def find_build_file(name):
-    bdir = os.environ.get("EXEC_BUILD_DIR")
-    cands = [os.path.join(bdir, name)] if bdir else []
-    cands += [os.path.join(ROOT, d, name) for d in ("build/asan", "build", "build/dev")]
-    for c in cands:
-        if os.access(c, os.X_OK):
-            return os.path.normpath(c)
-    return None
-
-
 CLIENT = find_build_file("exec-client")
-SERVER = os.environ.get("EXEC_SERVER") or find_build_file("exec-server")
-if SERVER and os.path.basename(SERVER) == "codex":
-    SERVER = find_build_file("exec-server")
-
-
-def reference():
-    hits = sorted(glob.glob(REF_GLOB))
-    return hits[0] if hits else None
+SERVER = our_server()
 
 
 class Destination:
@@ -105,13 +82,7 @@ class Destination:
         return n
 
     def stop(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
+        stop_group(self.proc)
         shutil.rmtree(self.home, ignore_errors=True)
 
 
@@ -197,15 +168,7 @@ class Forwarder:
         return self.err.read().decode("utf-8", "replace")[-3000:]
 
     def stop(self):
-        rc = self.proc.poll()
-        if rc is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                rc = self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-                rc = "killed"
+        rc = stop_group(self.proc)
         self.cloud.stop()
         shutil.rmtree(self.home, ignore_errors=True)
         return rc
@@ -238,19 +201,7 @@ def scenario_process(fw, dest):
 
 
 def scenario_fs(fw, dest):
-    data = os.urandom(150 * 1024) + b"tail"  # several relay records each way
-    with tempfile.TemporaryDirectory() as d:
-        local = os.path.join(d, "up.bin")
-        with open(local, "wb") as f:
-            f.write(data)
-        remote = os.path.join(dest.home, "remote.bin")
-        r = client(fw, "fs", "put", local, remote)
-        assert r.returncode == 0, r.stderr
-        with open(remote, "rb") as f:
-            assert f.read() == data, "the destination's file differs"
-        r = client(fw, "fs", "cat", remote)
-        assert r.returncode == 0, r.stderr
-        assert r.stdout == data, "read back %d bytes, want %d" % (len(r.stdout), len(data))
+    fs_round_trip(lambda *a: client(fw, *a), dest.home, "destination")
 
 
 def scenario_rpc(fw, dest):
@@ -322,15 +273,10 @@ def run_destination(kind, path, only):
         for sc in SCENARIOS:
             if only and sc.__name__ not in only:
                 continue
-            t0 = time.monotonic()
-            try:
-                sc(fw, dest)
-                passed += 1
-                print("PASS %s/%s (%.2fs)" % (kind, sc.__name__, time.monotonic() - t0))
-            except BaseException as e:  # noqa
-                failed += 1
-                print("FAIL %s/%s: %r\n  forwarder stderr: %s" % (kind, sc.__name__, e,
-                                                                   fw.stderr_text()))
+            p, f = run_one("%s/%s" % (kind, sc.__name__), sc, fw, dest,
+                           on_fail=lambda: "forwarder stderr: " + fw.stderr_text())
+            passed += p
+            failed += f
     except BaseException as e:  # noqa
         failed += 1
         print("FAIL %s: %r" % (kind, e))
@@ -378,12 +324,10 @@ def run_refuser():
 
 
 def main():
-    if CLIENT is None or SERVER is None:
-        print("SKIP: exec-client or exec-server is not built")
-        return SKIP
-    h = subprocess.run([SERVER, "--help"], capture_output=True, timeout=10)
-    if b"forward" not in h.stdout:
-        print("SKIP: this exec-server has no forward subcommand")
+    why = "exec-client is not built" if CLIENT is None else \
+        skip_reason(SERVER, "forward", "forward subcommand")
+    if why:
+        print("SKIP: " + why)
         return SKIP
     only = set(sys.argv[1:])
     passed = failed = 0
@@ -398,8 +342,7 @@ def main():
         p, f = run_refuser()
         passed += p
         failed += f
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else (0 if passed else SKIP)
+    return summary(passed, failed)
 
 
 if __name__ == "__main__":
