@@ -91,6 +91,33 @@ static void test_registry_answers(void **state)
     assert_false(registry_parse_validate("nope", 4));
 }
 
+/* REMOTE_NOTES §6: the direct answer's checks. */
+static void check_direct(const char *tr, const char *url, const char *env, int want)
+{
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"environment_id\":\"e\",\"transport\":\"%s\",\"registration_id\":\"r\","
+             "\"url\":\"%s\"}",
+             tr, url);
+    struct registry_registration r;
+    const char *why = NULL;
+    assert_int_equal(registry_parse_direct_register(body, strlen(body), env, &r, &why), want);
+    if (want == 0) assert_string_equal(r.url, url);
+    registry_registration_clear(&r);
+}
+
+static void test_direct_answers(void **state)
+{
+    check_direct("direct_jsonrpc_v1", "wss://relay.example.com/d?x=1", "e", 0);
+    check_direct("direct_jsonrpc_v1", "ws://127.0.0.1:9/d", "e", 0);
+    check_direct("direct_jsonrpc_v1", "ws://localhost:9/d", "e", 0);
+    check_direct("direct_jsonrpc_v1", "ws://relay.example.com/d", "e", -EPROTO);
+    check_direct("direct_jsonrpc_v1", "https://relay.example.com/d", "e", -EPROTO);
+    check_direct("direct_jsonrpc_v1", " ", "e", -EPROTO);
+    check_direct("noise", "wss://relay.example.com/d", "e", -EPROTO);
+    check_direct("direct_jsonrpc_v1", "wss://relay.example.com/d", "other", -EPROTO);
+}
+
 static void test_api_key_hosts(void **state)
 {
     assert_true(remote_api_key_url_allowed("https://api.openai.com"));
@@ -308,6 +335,7 @@ int main(void)
         cmocka_unit_test(test_registry_bodies),
         cmocka_unit_test(test_registry_answers),
         cmocka_unit_test(test_api_key_hosts),
+        cmocka_unit_test(test_direct_answers),
         cmocka_unit_test(test_demux_validation_gates_msg2),
         cmocka_unit_test(test_demux_limits),
     };
