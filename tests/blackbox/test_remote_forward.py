@@ -66,9 +66,9 @@ class Destination:
             raise RuntimeError("the %s destination printed no URL: %r" % (kind, buf))
         self.port = int(self.url.rsplit(":", 1)[1])
 
-    def established(self):
-        """TCP connections established to the destination's port (any process)."""
-        n = 0
+    def conns(self):
+        """Peer ports of the TCP connections established to the destination's port."""
+        peers = set()
         for f in ("/proc/net/tcp", "/proc/net/tcp6"):
             try:
                 with open(f) as fh:
@@ -76,10 +76,13 @@ class Destination:
                     for line in fh:
                         p = line.split()
                         if p[3] == "01" and int(p[1].rsplit(":", 1)[1], 16) == self.port:
-                            n += 1
+                            peers.add(int(p[2].rsplit(":", 1)[1], 16))
             except OSError:
                 pass
-        return n
+        return peers
+
+    def established(self):
+        return len(self.conns())
 
     def stop(self):
         stop_group(self.proc)
@@ -246,6 +249,26 @@ def scenario_client_gone(fw, dest):
     wait_until(lambda: dest.established() == 0, 15, "the destination socket to close")
 
 
+def scenario_rendezvous_drop(fw, dest):
+    """The forwarder's rendezvous socket drops: every stream on it dies, and so does
+    its destination socket (the client then resumes on a new stream)."""
+    argv = [CLIENT, "--remote", fw.cloud.base_url, "--environment-id", ENV_ID, "--token",
+            TOKEN, "--reconnect-ms", "20000", "run", "-n", "--", "sleep", "30"]
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: dest.established() >= 1, 20, "the stream's destination socket")
+        first = dest.conns()
+        assert fw.cloud.drop_environment(ENV_ID) == 1
+        wait_until(lambda: not (first & dest.conns()), 15,
+                   "the dropped stream's destination socket to close")
+    finally:
+        p.kill()
+        p.wait(10)
+    fw.cloud.wait_for(lambda c: c.environment_connected(ENV_ID), 30, "the forwarder back")
+    wait_until(lambda: dest.established() == 0, 15, "every destination socket to close")
+
+
 def scenario_no_leak(fw, dest):
     """After the streams ended, the forwarder holds no destination socket."""
     wait_until(lambda: fw.sockets() == fw.base_sockets and dest.established() == 0, 15,
@@ -254,7 +277,7 @@ def scenario_no_leak(fw, dest):
 
 
 SCENARIOS = [scenario_process, scenario_fs, scenario_rpc, scenario_big, scenario_client_gone,
-             scenario_no_leak]
+             scenario_rendezvous_drop, scenario_no_leak]
 
 
 def run_destination(kind, path, only):
