@@ -6,9 +6,14 @@
  *               [--max-queued-bytes N] [--max-detached-sessions N] [--help] [--version]
  *   exec-server --remote URL --environment-id ID [--registration-bearer-stdin]
  *               [--remote-transport noise] [--name NAME] [--listen ws://IP:PORT] ...
+ *   exec-server --remote URL --environment-id ID --remote-transport direct --aws-sigv4
+ *               [--aws-region REGION] [--aws-service SERVICE] ...
+ *   exec-server forward --connect ws://HOST:PORT --remote URL --environment-id ID ...
  *
  * Remote mode (src/remote) registers with an environment registry and serves
  * harnesses through its rendezvous relay; a --listen beside it is a local endpoint.
+ * `forward` registers the same way but relays each harness stream to the
+ * destination exec-server at --connect instead of serving it here.
  * In WebSocket mode the bound URL is printed as one line on stdout once listening;
  * everything else goes to stderr. SIGTERM/SIGINT stop accepting, kill every
  * managed process group and exit 0. */
@@ -27,6 +32,7 @@
 #include "core/log.h"
 #include "process/guardian.h"
 #include "remote/remote.h"
+#include "remote/rv_ws.h"
 #include "rpc/dispatch.h"
 #include "server/server_methods.h"
 #include "session/session.h"
@@ -92,13 +98,30 @@ static const char usage[] =
     "                          clients locally; /readyz is 200 only while registered\n"
     "                          and connected)\n"
     "  --environment-id ID     environment to register (required with --remote)\n"
-    "  --remote-transport noise  the relay transport (noise, the default, is the only\n"
-    "                          one supported)\n"
+    "  --remote-transport noise|direct\n"
+    "                          noise (default): harnesses through the rendezvous relay,\n"
+    "                          Noise encrypted. direct: POST .../direct/register, then\n"
+    "                          serve one plain JSON-RPC WebSocket at the URL it returns\n"
+    "                          (wss://, or ws:// to a loopback host; requires\n"
+    "                          --aws-sigv4)\n"
+    "  --aws-sigv4             sign the direct registration and WebSocket upgrade with\n"
+    "                          AWS SigV4; credentials from AWS_ACCESS_KEY_ID,\n"
+    "                          AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN\n"
+    "  --aws-region REGION     signing region (default AWS_REGION, AWS_DEFAULT_REGION)\n"
+    "  --aws-service SERVICE   signing service (default execute-api)\n"
     "  --name NAME             human-readable environment name (kept, not sent)\n"
     "  --registration-bearer-stdin\n"
     "                          read one registration bearer token line from stdin\n"
     "                          (otherwise CODEX_API_KEY, allowed only for https to\n"
     "                          openai.com / openai.org or a loopback registry)\n"
+    "\n"
+    "Usage: exec-server forward --connect ws://HOST:PORT --remote URL --environment-id ID\n"
+    "                           [remote-mode options]\n"
+    "  Registers like --remote, but relays every harness stream, once its Noise\n"
+    "  handshake is done, to the exec-server WebSocket at --connect (one connection\n"
+    "  per stream, JSON-RPC messages unchanged) instead of serving it here. A\n"
+    "  destination that refuses or closes resets the stream.\n"
+    "  --connect URL           the destination exec-server (ws://HOST:PORT[/PATH])\n"
     "\n"
     "  --help                  print this help\n"
     "  --version               print the version\n";
@@ -380,8 +403,19 @@ int main(int argc, char **argv)
         OPT_MAX_DETACHED, OPT_WS_AUTH, OPT_TOKEN_FILE, OPT_TOKEN_SHA, OPT_SECRET_FILE, OPT_ISSUER,
         OPT_AUDIENCE, OPT_SKEW, OPT_TLS_CERT, OPT_TLS_KEY, OPT_EXIT_STDIN, OPT_REMOTE,
         OPT_ENV_ID, OPT_REMOTE_TRANSPORT, OPT_NAME, OPT_BEARER_STDIN, OPT_CREDENTIAL_STDIN,
-        OPT_AGENT_IDENTITY,
+        OPT_AGENT_IDENTITY, OPT_CONNECT, OPT_AWS_SIGV4, OPT_AWS_PROFILE, OPT_AWS_REGION,
+        OPT_AWS_SERVICE,
     };
+    bool direct = false, aws_sigv4 = false;
+    const char *aws_region = NULL, *aws_service = "execute-api";
+    /* `exec-server forward ...`: the same options plus --connect. */
+    bool forward_mode = argc > 1 && strcmp(argv[1], "forward") == 0;
+    const char *connect_url = NULL;
+    if (forward_mode) {
+        argv[1] = argv[0];
+        argv++;
+        argc--;
+    }
     const char *remote_url = NULL, *environment_id = NULL, *remote_name = NULL;
     bool bearer_stdin = false, listen_given = false;
     static const struct option longs[] = {
@@ -412,6 +446,11 @@ int main(int argc, char **argv)
         {"registration-bearer-stdin", no_argument, 0, OPT_BEARER_STDIN},
         {"executor-credential-stdin", no_argument, 0, OPT_CREDENTIAL_STDIN},
         {"use-agent-identity-auth", no_argument, 0, OPT_AGENT_IDENTITY},
+        {"connect", required_argument, 0, OPT_CONNECT},
+        {"aws-sigv4", no_argument, 0, OPT_AWS_SIGV4},
+        {"aws-profile", required_argument, 0, OPT_AWS_PROFILE},
+        {"aws-region", required_argument, 0, OPT_AWS_REGION},
+        {"aws-service", required_argument, 0, OPT_AWS_SERVICE},
         {0, 0, 0, 0},
     };
     opterr = 0; /* our own messages, in the words the tests and users know */
@@ -438,6 +477,13 @@ int main(int argc, char **argv)
         case OPT_REMOTE:
             remote_url = val;
             break;
+        case OPT_CONNECT:
+            if (!forward_mode) {
+                fprintf(stderr, "exec-server: --connect is an option of `exec-server forward`\n");
+                return 2;
+            }
+            connect_url = val;
+            break;
         case OPT_ENV_ID:
             environment_id = val;
             break;
@@ -445,11 +491,25 @@ int main(int argc, char **argv)
             remote_name = val;
             break;
         case OPT_REMOTE_TRANSPORT:
-            if (strcmp(val, "noise") != 0) {
-                fprintf(stderr, "exec-server: unsupported --remote-transport `%s`; only `noise` "
-                                "is supported\n", val);
+            if (strcmp(val, "noise") != 0 && strcmp(val, "direct") != 0) {
+                fprintf(stderr, "exec-server: unsupported --remote-transport `%s`; expected "
+                                "`noise` or `direct`\n", val);
                 return 2;
             }
+            direct = strcmp(val, "direct") == 0;
+            break;
+        case OPT_AWS_SIGV4:
+            aws_sigv4 = true;
+            break;
+        case OPT_AWS_PROFILE:
+            fprintf(stderr, "exec-server: --aws-profile is not supported by this exec-server; "
+                            "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY\n");
+            return 2;
+        case OPT_AWS_REGION:
+            aws_region = val;
+            break;
+        case OPT_AWS_SERVICE:
+            aws_service = val;
             break;
         case OPT_BEARER_STDIN:
             bearer_stdin = true;
@@ -547,6 +607,67 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    if (forward_mode) {
+        struct rv_ws_url cu;
+        if (!connect_url) {
+            fprintf(stderr, "exec-server: forward requires --connect ws://HOST:PORT\n");
+            return 2;
+        }
+        if (rv_ws_parse_url(connect_url, &cu) < 0 || cu.tls) {
+            fprintf(stderr, "exec-server: invalid --connect URL `%s`; expected "
+                            "ws://HOST:PORT\n", connect_url);
+            return 2;
+        }
+        if (!remote_url) {
+            fprintf(stderr, "exec-server: forward requires --remote URL and --environment-id ID\n");
+            return 2;
+        }
+    }
+
+    /* --remote-transport direct: SigV4 credentials from the environment, as the
+     * AWS SDK's environment provider reads them (0.169.0 requires --aws-sigv4). */
+    const char *aws_access = NULL, *aws_secret = NULL, *aws_token = NULL;
+    if (aws_sigv4 && bearer_stdin) {
+        fprintf(stderr, "exec-server: --aws-sigv4 cannot be used with "
+                        "--registration-bearer-stdin\n");
+        return 2;
+    }
+    if (direct || aws_sigv4) {
+        if (!direct) {
+            fprintf(stderr, "exec-server: --aws-sigv4 signs `--remote-transport direct` "
+                            "requests only\n");
+            return 2;
+        }
+        if (!aws_sigv4) {
+            fprintf(stderr, "exec-server: --remote-transport direct requires --aws-sigv4\n");
+            return 2;
+        }
+        if (forward_mode) {
+            fprintf(stderr, "exec-server: forward supports the noise transport only\n");
+            return 2;
+        }
+        aws_access = getenv("AWS_ACCESS_KEY_ID");
+        aws_secret = getenv("AWS_SECRET_ACCESS_KEY");
+        aws_token = getenv("AWS_SESSION_TOKEN");
+        if (!aws_region || !*aws_region) aws_region = getenv("AWS_REGION");
+        if (!aws_region || !*aws_region) aws_region = getenv("AWS_DEFAULT_REGION");
+        if (!aws_access || !*aws_access || !aws_secret || !*aws_secret) {
+            fprintf(stderr, "exec-server: --aws-sigv4 needs AWS credentials: set "
+                            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and "
+                            "AWS_SESSION_TOKEN for temporary ones)\n");
+            return 1;
+        }
+        if (!aws_region || !*aws_region) {
+            fprintf(stderr, "exec-server: --aws-sigv4 needs a region: --aws-region, AWS_REGION "
+                            "or AWS_DEFAULT_REGION\n");
+            return 1;
+        }
+        if (!*aws_service) {
+            fprintf(stderr, "exec-server: --aws-service must not be empty\n");
+            return 2;
+        }
+    }
+
     char *bearer = NULL;
     char env_id_buf[512], remote_buf[2048];
     if (remote_url || environment_id || bearer_stdin || remote_name) {
@@ -576,7 +697,14 @@ int main(int argc, char **argv)
                             "characters of A-Z, a-z, 0-9, `_` and `-`\n", e);
             return 2;
         }
-        if (bearer_stdin) {
+        if (direct) {
+            /* SigV4 instead of a bearer; the base must be https or loopback http. */
+            if (strncmp(u, "http://", 7) == 0 && !remote_api_key_url_allowed(u)) {
+                fprintf(stderr, "exec-server: --remote-transport direct needs an https:// "
+                                "registry URL (or http:// to a loopback host)\n");
+                return 2;
+            }
+        } else if (bearer_stdin) {
             bearer = read_bearer_line();
             if (!bearer) return 1;
         } else if (getenv("CODEX_API_KEY") && *getenv("CODEX_API_KEY")) {
@@ -673,7 +801,14 @@ int main(int argc, char **argv)
                                  .environment_id = environment_id,
                                  .name = remote_name,
                                  .bearer = bearer,
-                                 .on_message = rpc_dispatch};
+                                 .on_message = rpc_dispatch,
+                                 .forward_url = connect_url,
+                                 .direct = direct,
+                                 .aws_access_key = aws_access,
+                                 .aws_secret_key = aws_secret,
+                                 .aws_session_token = aws_token,
+                                 .aws_region = aws_region,
+                                 .aws_service = aws_service};
         /* Test knobs (undocumented): shorter liveness and backoff timers. */
         if (getenv("EXEC_SERVER_REMOTE_PING_MS"))
             ro.ping_ms = strtoull(getenv("EXEC_SERVER_REMOTE_PING_MS"), NULL, 10);

@@ -14,7 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "remote/rv_ws.h"
+#include "remote/sigv4.h"
 #include "transport/curl_loop.h"
 #include "util/buf.h"
 #include "util/mem.h"
@@ -38,6 +41,7 @@ struct registry_call {
     struct buf resp;
     bool too_big;
     bool is_validate;
+    bool is_direct;
     registry_register_cb reg_cb;
     registry_validate_cb val_cb;
     void *arg;
@@ -94,6 +98,20 @@ static bool blank(const char *s)
     return true;
 }
 
+/* Takes the checked members into out; NULL why means they passed. */
+static int registration_take(const char *why_in, const char **why, const char *env,
+                             const char *url, const char *reg, struct registry_registration *out)
+{
+    if (why_in) {
+        *why = why_in;
+        return -EPROTO;
+    }
+    out->environment_id = xstrdup(env);
+    out->url = xstrdup(url);
+    out->registration_id = xstrdup(reg);
+    return 0;
+}
+
 int registry_parse_register(const char *body, size_t n, const char *environment_id,
                             struct registry_registration *out, const char **why)
 {
@@ -103,23 +121,53 @@ int registry_parse_register(const char *body, size_t n, const char *environment_
     const char *url = json_string_value(json_object_get(j, "url"));
     const char *prof = json_string_value(json_object_get(j, "security_profile"));
     const char *reg = json_string_value(json_object_get(j, "executor_registration_id"));
-    int r = -EPROTO;
+    const char *bad = NULL;
     if (!json_is_object(j))
-        *why = "the registry's answer is not a JSON object";
+        bad = "the registry's answer is not a JSON object";
     else if (!env || strcmp(env, environment_id) != 0)
-        *why = "the registry answered for a different environment";
+        bad = "the registry answered for a different environment";
     else if (!prof || strcmp(prof, REGISTRY_SECURITY_PROFILE) != 0)
-        *why = "the registry answered with an unsupported security profile";
+        bad = "the registry answered with an unsupported security profile";
     else if (blank(url))
-        *why = "the registry's answer has no rendezvous url";
+        bad = "the registry's answer has no rendezvous url";
     else if (blank(reg))
-        *why = "the registry's answer has no executor_registration_id";
-    else {
-        out->environment_id = xstrdup(env);
-        out->url = xstrdup(url);
-        out->registration_id = xstrdup(reg);
-        r = 0;
-    }
+        bad = "the registry's answer has no executor_registration_id";
+    int r = registration_take(bad, why, env, url, reg, out);
+    json_decref(j);
+    return r;
+}
+
+/* Whether a parsed URL's host is loopback (localhost, 127.0.0.0/8, ::1). */
+static bool loopback_host(const char *h)
+{
+    if (strcmp(h, "localhost") == 0 || strcmp(h, "::1") == 0) return true;
+    return strncmp(h, "127.", 4) == 0 && strspn(h, "0123456789.") == strlen(h);
+}
+
+int registry_parse_direct_register(const char *body, size_t n, const char *environment_id,
+                                   struct registry_registration *out, const char **why)
+{
+    memset(out, 0, sizeof *out);
+    json_t *j = json_loadb(body, n, 0, NULL);
+    const char *env = json_string_value(json_object_get(j, "environment_id"));
+    const char *tr = json_string_value(json_object_get(j, "transport"));
+    const char *url = json_string_value(json_object_get(j, "url"));
+    const char *reg = json_string_value(json_object_get(j, "registration_id"));
+    struct rv_ws_url u;
+    const char *bad = NULL;
+    if (!json_is_object(j))
+        bad = "the registry's answer is not a JSON object";
+    else if (!env || strcmp(env, environment_id) != 0)
+        bad = "the registry answered for a different environment";
+    else if (!tr || strcmp(tr, REGISTRY_DIRECT_TRANSPORT) != 0)
+        bad = "the registry answered with an unsupported transport";
+    else if (blank(reg))
+        bad = "the registry's answer has no registration_id";
+    else if (blank(url))
+        bad = "the registry's answer has no url";
+    else if (rv_ws_parse_url(url, &u) < 0 || (!u.tls && !loopback_host(u.host)))
+        bad = "the registry's direct url must be wss:// (or ws:// to a loopback host)";
+    int r = registration_take(bad, why, env, url, reg, out);
     json_decref(j);
     return r;
 }
@@ -237,8 +285,8 @@ static void call_done(struct curl_loop_job *job, CURLcode rc)
                   ? "the registry answered with a redirect (not followed)"
                   : "the registry answered with an error status";
     } else {
-        result = registry_parse_register(c->resp.data ? c->resp.data : "", c->resp.len,
-                                         c->rc->env_id, &reg, &why);
+        result = (c->is_direct ? registry_parse_direct_register : registry_parse_register)(
+            c->resp.data ? c->resp.data : "", c->resp.len, c->rc->env_id, &reg, &why);
     }
     registry_register_cb cb = c->reg_cb;
     void *arg = c->arg;
@@ -248,7 +296,8 @@ static void call_done(struct curl_loop_job *job, CURLcode rc)
 }
 
 static struct registry_call *start(struct registry_client *rc, const char *what, char *body,
-                                   long timeout_ms, const char *first_header)
+                                   long timeout_ms, const char *first_header,
+                                   const char *const *signed_headers)
 {
     const char *why;
     if (!body || curl_dl_load(&why) < 0) {
@@ -265,6 +314,8 @@ static struct registry_call *start(struct registry_client *rc, const char *what,
      * traceparent without a tracing exporter, Accept: any. */
     if (first_header) c->hdrs = curl_dl_fns.slist_append(c->hdrs, first_header);
     c->hdrs = curl_dl_fns.slist_append(c->hdrs, "Content-Type: application/json");
+    for (const char *const *h = signed_headers; h && *h; h++)
+        c->hdrs = curl_dl_fns.slist_append(c->hdrs, *h);
     for (char **h = rc->auth; *h; h++)
         c->hdrs = curl_dl_fns.slist_append(c->hdrs, *h);
     c->hdrs = curl_dl_fns.slist_append(c->hdrs, "Accept: */*");
@@ -296,7 +347,8 @@ struct registry_call *registry_register(struct registry_client *rc, const char *
                                         registry_register_cb cb, void *arg)
 {
     struct registry_call *c =
-        start(rc, "register", registry_register_body(key_json), REGISTRY_REGISTER_TIMEOUT_MS, NULL);
+        start(rc, "register", registry_register_body(key_json), REGISTRY_REGISTER_TIMEOUT_MS, NULL,
+              NULL);
     if (!c) return NULL;
     c->reg_cb = cb;
     c->arg = arg;
@@ -312,10 +364,58 @@ struct registry_call *registry_validate(struct registry_client *rc, const char *
     snprintf(sh, sizeof sh, "x-codex-noise-stream-id: %s", stream_id);
     struct registry_call *c = start(
         rc, "validate", registry_validate_body(registration_id, harness_key_json, authorization),
-        REGISTRY_VALIDATE_TIMEOUT_MS, sh);
+        REGISTRY_VALIDATE_TIMEOUT_MS, sh, NULL);
     if (!c) return NULL;
     c->is_validate = true;
     c->val_cb = cb;
+    c->arg = arg;
+    return c;
+}
+
+struct registry_call *registry_direct_register(struct registry_client *rc,
+                                               const struct sigv4_key *key,
+                                               registry_register_cb cb, void *arg)
+{
+    static const char body[] = "{\"transport\":\"" REGISTRY_DIRECT_TRANSPORT "\"}";
+    /* What goes on the wire, to sign it: the Host header is set explicitly so curl
+     * sends exactly the value signed (it would drop a default port). */
+    const char *p = strstr(rc->base, "://");
+    if (!p) return NULL;
+    p += 3;
+    size_t hn = strcspn(p, "/?#");
+    char host[300], target[4096];
+    if (hn == 0 || hn >= sizeof host) return NULL;
+    memcpy(host, p, hn);
+    host[hn] = '\0';
+    int tn = snprintf(target, sizeof target, "%.*s/cloud/environment/%s/direct/register",
+                      (int)strcspn(p + hn, "?#"), p + hn, rc->env_escaped);
+    if (tn < 0 || (size_t)tn >= sizeof target) return NULL;
+    if (target[0] != '/') return NULL;
+    struct sigv4_request sr = {.method = "POST",
+                               .host = host,
+                               .target = target,
+                               .content_type = "application/json",
+                               .body = (const uint8_t *)body,
+                               .body_len = sizeof body - 1};
+    char date[SIGV4_DATE_LEN + 1], auth[1024];
+    if (sigv4_sign(key, &sr, time(NULL), date, auth, sizeof auth) < 0) return NULL;
+    char h_date[64], h_auth[1100], h_host[320], h_tok[4200];
+    snprintf(h_host, sizeof h_host, "Host: %s", host);
+    snprintf(h_date, sizeof h_date, "x-amz-date: %s", date);
+    snprintf(h_auth, sizeof h_auth, "authorization: %s", auth);
+    const char *hdrs[5] = {h_date, h_auth, NULL, NULL, NULL};
+    size_t k = 2;
+    if (key->session_token && *key->session_token) {
+        snprintf(h_tok, sizeof h_tok, "x-amz-security-token: %s", key->session_token);
+        hdrs[k++] = h_tok;
+    }
+    hdrs[k++] = h_host;
+    struct registry_call *c = start(rc, "direct/register", xstrdup(body),
+                                    REGISTRY_REGISTER_TIMEOUT_MS, NULL, hdrs);
+    memset(h_tok, 0, sizeof h_tok);
+    if (!c) return NULL;
+    c->is_direct = true;
+    c->reg_cb = cb;
     c->arg = arg;
     return c;
 }

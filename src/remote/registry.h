@@ -13,6 +13,7 @@
 #include <uv.h>
 
 #define REGISTRY_SECURITY_PROFILE "noise_hybrid_ik_v1"
+#define REGISTRY_DIRECT_TRANSPORT "direct_jsonrpc_v1"
 #define REGISTRY_VALIDATE_TIMEOUT_MS 10000
 
 struct registry_registration {
@@ -34,6 +35,11 @@ char *registry_validate_body(const char *registration_id, const char *harness_ke
  * with a reason in why (static text). */
 int registry_parse_register(const char *body, size_t n, const char *environment_id,
                             struct registry_registration *out, const char **why);
+/* Checks a /direct/register response (docs/REMOTE_NOTES.md §6): environment id and
+ * transport "direct_jsonrpc_v1" must match, registration_id and url be non-blank,
+ * and the url be wss://, or ws:// to a loopback host. Fills out as above. */
+int registry_parse_direct_register(const char *body, size_t n, const char *environment_id,
+                                   struct registry_registration *out, const char **why);
 /* A /validate response: true only for an explicit "valid": true. */
 bool registry_parse_validate(const char *body, size_t n);
 
@@ -56,6 +62,15 @@ typedef void (*registry_register_cb)(void *arg, int result, int http_status,
  * cancelled with registry_call_cancel) or NULL when it could not start. */
 struct registry_call *registry_register(struct registry_client *rc, const char *key_json,
                                         registry_register_cb cb, void *arg);
+
+/* Starts POST .../direct/register with {"transport":"direct_jsonrpc_v1"}, signed
+ * with SigV4 (key borrowed for the call only) over content-type, host and
+ * x-amz-date at the current time. cb as for registry_register (reg.url is the
+ * direct WebSocket URL). NULL when it could not start. */
+struct sigv4_key;
+struct registry_call *registry_direct_register(struct registry_client *rc,
+                                               const struct sigv4_key *key,
+                                               registry_register_cb cb, void *arg);
 
 /* valid: the registry said {"valid": true}; false for any other answer, error or
  * timeout (10 s). */

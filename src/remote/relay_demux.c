@@ -17,8 +17,6 @@
 #include "proto/relay_frame.h"
 #include "proto/relay_framing.h"
 #include "proto/relay_order.h"
-#include "transport/relay_conn.h"
-#include "transport/conn.h"
 #include "util/mem.h"
 
 enum stream_state { ST_PENDING, ST_LIVE };
@@ -36,14 +34,14 @@ struct relay_stream {
     struct relay_reasm reasm;         /* live: inbound messages from records */
     uint32_t send_seq;                /* live: seq of the next outbound data frame */
     bool send_exhausted;              /* send_seq reached UINT32_MAX */
-    struct conn *conn;                /* live: the connection (one reference held) */
+    void *sink;                       /* live: where its messages go (held until detach) */
     int busy;                         /* deliveries in progress */
     bool dead;                        /* unlinked; free once not busy */
 };
 
 struct relay_demux {
     uv_loop_t *loop;
-    conn_message_fn on_message; /* every stream connection's message reader */
+    const struct relay_sink_kind *sinks; /* makes each live stream's sink */
     const struct noise_ik_static_key *identity;
     char *env_id, *reg_id;
     const struct relay_demux_ops *ops;
@@ -75,11 +73,11 @@ unsigned relay_demux_failures(const struct relay_demux *d)
 struct relay_demux *relay_demux_new(uv_loop_t *loop, const struct noise_ik_static_key *identity,
                                     const char *environment_id, const char *registration_id,
                                     const struct relay_demux_ops *ops, void *arg,
-                                    conn_message_fn on_message)
+                                    const struct relay_sink_kind *sinks)
 {
     struct relay_demux *d = xcalloc(1, sizeof *d);
     d->loop = loop;
-    d->on_message = on_message;
+    d->sinks = sinks;
     d->identity = identity;
     d->env_id = xstrdup(environment_id);
     d->reg_id = xstrdup(registration_id);
@@ -95,17 +93,19 @@ static struct relay_stream *find(struct relay_demux *d, const char *id, size_t n
     return NULL;
 }
 
-static void send_frame(struct relay_demux *d, const struct relay_frame *f, struct conn *acct)
+/* Sends one frame; acct (a live stream's sink, or NULL) accounts its bytes. */
+static void send_frame(struct relay_demux *d, const struct relay_frame *f, void *acct)
 {
+    const struct relay_sink_ops *so = d->sinks->ops;
     uint8_t *out;
     size_t n;
     if (relay_frame_encode_alloc(f, &out, &n) < 0) return;
-    if (acct && !relay_conn_queued(acct, n)) {
+    if (acct && !so->queued(acct, n)) {
         free(out);
         return;
     }
-    int r = d->ops->send(d->arg, out, n, acct ? relay_conn_sent : NULL, acct);
-    if (r < 0 && acct) relay_conn_sent(acct, n, r);
+    int r = d->ops->send(d->arg, out, n, acct ? so->sent : NULL, acct);
+    if (r < 0 && acct) so->sent(acct, n, r);
     free(out);
 }
 
@@ -128,9 +128,9 @@ static void stream_release(struct relay_stream *s)
     free(s);
 }
 
-/* Unlinks s and tears it down. notify_conn: close its connection (false when the
- * connection is the one closing). */
-static void stream_remove(struct relay_stream *s, bool notify_conn)
+/* Unlinks s and tears it down. notify_sink: close its sink (false when the sink
+ * is the one closing). */
+static void stream_remove(struct relay_stream *s, bool notify_sink)
 {
     struct relay_demux *d = s->d;
     if (s->dead) return;
@@ -147,13 +147,13 @@ static void stream_remove(struct relay_stream *s, bool notify_conn)
         d->live--;
     if (s->validation) d->ops->cancel(d->arg, s->validation);
     s->validation = NULL;
-    struct conn *c = s->conn;
-    s->conn = NULL;
-    if (c) {
-        if (notify_conn)
-            relay_conn_detach(c);
+    void *sink = s->sink;
+    s->sink = NULL;
+    if (sink) {
+        if (notify_sink)
+            d->sinks->ops->detach(sink);
         else
-            conn_unref(c);
+            d->sinks->ops->release(sink);
     }
     if (!s->busy) stream_release(s);
 }
@@ -243,14 +243,14 @@ int relay_stream_send(struct relay_stream *st, const uint8_t *msg, size_t len)
             st->send_exhausted = true;
         else
             st->send_seq++;
-        send_frame(st->d, &f, st->conn);
+        send_frame(st->d, &f, st->sink);
     }
     if (st->dead && r == 0) r = -ENOTCONN;
     unbusy(st);
     return r;
 }
 
-void relay_stream_conn_closed(struct relay_stream *st)
+void relay_stream_sink_closed(struct relay_stream *st)
 {
     /* The stream's processor ended: the reference resets the stream then. */
     if (st->dead) return;
@@ -261,8 +261,8 @@ void relay_stream_conn_closed(struct relay_stream *st)
 static int on_message(void *ctx, const uint8_t *msg, size_t len)
 {
     struct relay_stream *s = ctx;
-    if (s->dead || !s->conn) return -ENOTCONN;
-    relay_conn_deliver(s->conn, msg, len);
+    if (s->dead || !s->sink) return -ENOTCONN;
+    s->d->sinks->ops->deliver(s->sink, msg, len);
     return s->dead ? -ENOTCONN : 0;
 }
 
@@ -338,7 +338,11 @@ static void on_validated(void *arg, bool valid)
     s->state = ST_LIVE;
     relay_order_init(&s->order);
     relay_reasm_init(&s->reasm);
-    s->conn = relay_conn_new(d->loop, s, s->id, d->on_message);
+    s->sink = d->sinks->open(d->sinks, d->loop, s, s->id);
+    if (!s->sink) {
+        stream_fail(s, "sink_refused");
+        return;
+    }
     log_event("event=relay_stream noise_event=handshake noise_outcome=ok stream=%s live=%u",
               log_value(s->id, idv, sizeof idv), d->live);
 }

@@ -6,17 +6,19 @@
  * environment, this registration and the stream id), its payload (the harness-key
  * authorization, UTF-8, at most 4096 bytes) and the harness's static key go to the
  * registry's /validate, and only an explicit {"valid": true} completes the
- * handshake with msg 2 and makes the stream live. A live stream is a `struct conn`
- * (relay_conn.c) on the same dispatch path as WebSocket and stdio: data frames go
- * reorder -> decrypt -> reassemble -> rpc_dispatch, replies go frame -> encrypt ->
- * data frames. Any per-stream error resets that stream with reason
+ * handshake with msg 2 and makes the stream live. A live stream's decrypted
+ * messages go to its sink, made by the demux's sink kind when the stream goes live:
+ * a `struct conn` (transport/relay_conn.c) on the same dispatch path as WebSocket
+ * and stdio, or a forwarder to a destination exec-server (remote/relay_fwd.c, for
+ * `exec-server forward`). Data frames go reorder -> decrypt -> reassemble -> sink,
+ * the sink's messages go frame -> encrypt -> data frames. Any per-stream error resets that stream with reason
  * `noise_relay_protocol_error`; limits are 128 live and 32 pending streams, and 8
  * failed handshakes close the physical socket (the owner then reconnects).
  * Nothing secret is logged: stream ids only. */
 #ifndef EXEC_REMOTE_RELAY_DEMUX_H
 #define EXEC_REMOTE_RELAY_DEMUX_H
 
-#include "transport/conn.h"
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -48,13 +50,39 @@ struct relay_demux_ops {
     void (*cancel)(void *arg, struct registry_call *call);
 };
 
-/* A demux for one physical connection. identity is borrowed (it outlives the
- * demux); the ids are copied; each stream's messages go to on_message. Caller
- * frees with relay_demux_free. */
+/* A live stream's sink as the demux drives it; sink is what kind->open returned. */
+struct relay_sink_ops {
+    /* One complete decrypted inbound message; msg is valid only during the call. The
+     * sink may end the stream from here (relay_stream_sink_closed). */
+    void (*deliver)(void *sink, const uint8_t *msg, size_t len);
+    /* Accounting for one outbound data frame of n bytes about to go on the socket:
+     * false when the sink is over its backlog limit and closed the stream instead.
+     * On true, sent(sink, n, status) follows exactly once. */
+    bool (*queued)(void *sink, size_t n);
+    rv_ws_sent_fn sent;
+    /* The stream is gone (reset, socket lost, demux freed): the sink closes itself
+     * and the demux lets go of it. Not called after relay_stream_sink_closed. */
+    void (*detach)(void *sink);
+    /* After relay_stream_sink_closed: the demux lets go of the sink. */
+    void (*release)(void *sink);
+};
+
+/* What the demux makes of a stream that just went live. Owners embed it in a
+ * larger struct holding their configuration (open gets the kind back). */
+struct relay_sink_kind {
+    /* The sink for st (kept until detach or release), or NULL to refuse the stream
+     * (it is reset). stream_id is the demux's copy (valid while st lives). */
+    void *(*open)(const struct relay_sink_kind *kind, uv_loop_t *loop, struct relay_stream *st,
+                  const char *stream_id);
+    const struct relay_sink_ops *ops;
+};
+
+/* A demux for one physical connection. identity and sinks are borrowed (they
+ * outlive the demux); the ids are copied. Caller frees with relay_demux_free. */
 struct relay_demux *relay_demux_new(uv_loop_t *loop, const struct noise_ik_static_key *identity,
                                     const char *environment_id, const char *registration_id,
                                     const struct relay_demux_ops *ops, void *arg,
-                                    conn_message_fn on_message);
+                                    const struct relay_sink_kind *sinks);
 
 /* One binary message received on the physical socket. */
 void relay_demux_on_message(struct relay_demux *d, const uint8_t *p, size_t n);
@@ -68,13 +96,14 @@ unsigned relay_demux_live(const struct relay_demux *d);
 unsigned relay_demux_pending(const struct relay_demux *d);
 unsigned relay_demux_failures(const struct relay_demux *d);
 
-/* ---- used by relay_conn.c (the conn glue) ---- */
+/* ---- used by the sinks (transport/relay_conn.c, remote/relay_fwd.c) ---- */
 
 /* Frames, encrypts and sends one JSON-RPC message on a live stream. Each data
- * frame's bytes are accounted on the stream's conn (queued now, written when the
+ * frame's bytes are accounted on the stream's sink (queued now, sent when the
  * socket took them). Returns 0 or a negative code (the stream was reset). */
 int relay_stream_send(struct relay_stream *st, const uint8_t *msg, size_t len);
-/* The conn closed by itself (e.g. shut down as a slow client): reset the stream. */
-void relay_stream_conn_closed(struct relay_stream *st);
+/* The sink ended by itself (a conn shut down as a slow client, a destination that
+ * refused or closed): reset the stream; the demux then calls ops->release. */
+void relay_stream_sink_closed(struct relay_stream *st);
 
 #endif

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "core/log.h"
 #include "core/metrics.h"
@@ -22,7 +23,11 @@
 #include "crypto/noise_ik.h"
 #include "remote/registry.h"
 #include "remote/relay_demux.h"
+#include "remote/relay_fwd.h"
 #include "remote/rv_ws.h"
+#include "remote/sigv4.h"
+#include "transport/direct_conn.h"
+#include "transport/relay_conn.h"
 #include "util/mem.h"
 
 #define REMOTE_STABLE_UNITS 120 /* a connection up this many units resets the backoff */
@@ -46,7 +51,14 @@ struct remote {
     unsigned attempt;
     bool stopping;
     void (*on_fatal)(void);
-    conn_message_fn on_message; /* handed to each demux for its streams */
+    struct relay_conn_kind serve;    /* streams served by our rpc */
+    struct relay_fwd_kind forward;   /* or forwarded to a destination */
+    const struct relay_sink_kind *sinks; /* the one in use */
+    /* --remote-transport direct */
+    bool direct;
+    struct conn *dconn; /* the direct socket's connection, while open */
+    conn_message_fn on_message;
+    char *aws[5]; /* access key, secret, session token (or NULL), region, service */
 };
 
 static struct remote *R;
@@ -68,6 +80,18 @@ static void fatal(const char *what)
 static void schedule_retry(void)
 {
     if (R->stopping) return;
+    if (R->direct) {
+        /* 0.169.0's direct policy (REMOTE_NOTES §6): 500 ms * 2^min(n, 4), at most
+         * 5 s, plus up to 50 % jitter; reset by a successful connect. */
+        unsigned n = R->retries < 4 ? R->retries : 4;
+        uint64_t base = (R->backoff_unit_ms / 2) << n;
+        if (base > 5 * R->backoff_unit_ms) base = 5 * R->backoff_unit_ms;
+        uint32_t jr = 0;
+        if (RAND_bytes((unsigned char *)&jr, sizeof jr) != 1) jr = 0;
+        R->retries++;
+        uv_timer_start(&R->retry, (uv_timer_cb)connect_now, base + jr % (base / 2 + 1), 0);
+        return;
+    }
     uint64_t b = R->backoff_unit_ms;
     for (unsigned i = 0; i < R->retries && b < 30 * R->backoff_unit_ms; i++)
         b *= 2;
@@ -114,7 +138,13 @@ static void on_registered(void *arg, int result, int http_status, struct registr
 static void start_registration(bool first)
 {
     R->attempt_started_ns = metrics_now_ns();
-    R->registering = registry_register(R->registry, R->key_json, on_registered, first ? NULL : R);
+    if (R->direct) {
+        struct sigv4_key k = {R->aws[0], R->aws[1], R->aws[2], R->aws[3], R->aws[4]};
+        R->registering = registry_direct_register(R->registry, &k, on_registered, first ? NULL : R);
+    } else {
+        R->registering =
+            registry_register(R->registry, R->key_json, on_registered, first ? NULL : R);
+    }
     if (!R->registering) fatal("cannot start the registration request");
 }
 
@@ -156,8 +186,18 @@ static const struct relay_demux_ops demux_ops = {
 static void ws_opened(void *arg)
 {
     metrics_remote_connect(true, metrics_now_ns() - R->attempt_started_ns);
+    if (R->direct) {
+        R->dconn = direct_conn_new(R->loop, R->ws, R->on_message);
+        R->opened_ms = uv_now(R->loop);
+        R->retries = 0;
+        readiness_set(true);
+        log_event("event=remote_direct noise_event=direct_connection noise_outcome=ok "
+                  "connection_attempt=%u",
+                  R->attempt);
+        return;
+    }
     R->demux = relay_demux_new(R->loop, &R->identity, R->env_id, R->reg.registration_id,
-                               &demux_ops, NULL, R->on_message);
+                               &demux_ops, NULL, R->sinks);
     R->opened_ms = uv_now(R->loop);
     readiness_set(true);
     log_event("event=remote_rendezvous noise_event=rendezvous_connection noise_outcome=ok "
@@ -167,14 +207,49 @@ static void ws_opened(void *arg)
 
 static void ws_binary(void *arg, const uint8_t *p, size_t n)
 {
+    if (R->dconn) direct_conn_deliver(R->dconn, p, n);
     if (R->demux) relay_demux_on_message(R->demux, p, n);
+}
+
+/* The direct socket ended (REMOTE_NOTES §6): 409 registers again, 401, 403 and
+ * any other 4xx but 408 and 429 are fatal, the rest retries the same URL. */
+static void direct_closed(bool was_open, int http_status, const char *reason)
+{
+    if (R->dconn) direct_conn_detach(R->dconn);
+    R->dconn = NULL;
+    if (!was_open) metrics_remote_connect(false, metrics_now_ns() - R->attempt_started_ns);
+    if (R->stopping) return;
+    log_event("event=remote_direct noise_event=direct_connection noise_outcome=%s "
+              "noise_reason=%s status=%d",
+              was_open ? "disconnected" : "error", reason, http_status);
+    if (!was_open && http_status == 409) {
+        metrics_remote_reconnect("registration_rejected");
+        start_registration(false);
+        return;
+    }
+    if (!was_open && http_status >= 400 && http_status < 500 && http_status != 408 &&
+        http_status != 429) {
+        char u[512], msg[700];
+        rv_ws_url_redacted(R->reg.url, u, sizeof u);
+        u[strcspn(u, "?")] = '\0';
+        snprintf(msg, sizeof msg, "failed to connect to exec-server websocket `%s`: HTTP error: %d",
+                 u, http_status);
+        fatal(msg);
+        return;
+    }
+    metrics_remote_reconnect(reason);
+    schedule_retry();
 }
 
 static void ws_closed(void *arg, int http_status, const char *reason)
 {
-    bool was_open = R->demux != NULL;
+    bool was_open = R->demux != NULL || R->dconn != NULL;
     R->ws = NULL;
     readiness_set(false);
+    if (R->direct) {
+        direct_closed(was_open, http_status, reason);
+        return;
+    }
     relay_demux_free(R->demux);
     R->demux = NULL;
     if (!was_open) metrics_remote_connect(false, metrics_now_ns() - R->attempt_started_ns);
@@ -212,11 +287,64 @@ static void env_header(const char *var, const char *name, char *out, size_t n, c
     lines[(*k)++] = out;
 }
 
+/* The direct socket's upgrade, signed (host;x-amz-date; 0.169.0 sends no
+ * x-request-id there). */
+static void connect_direct(void)
+{
+    struct rv_ws_url u;
+    char date[SIGV4_DATE_LEN + 1], auth[1024], host[300];
+    char h_date[64], h_auth[1100], h_tok[4200];
+    const char *lines[4] = {NULL, NULL, NULL, NULL};
+    int r = rv_ws_parse_url(R->reg.url, &u);
+    if (r == 0) {
+        bool v6 = strchr(u.host, ':') != NULL;
+        bool default_port = u.port == (u.tls ? 443 : 80);
+        char port[16] = "";
+        if (!default_port) snprintf(port, sizeof port, ":%d", u.port);
+        snprintf(host, sizeof host, "%s%s%s%s", v6 ? "[" : "", u.host, v6 ? "]" : "", port);
+        struct sigv4_key k = {R->aws[0], R->aws[1], R->aws[2], R->aws[3], R->aws[4]};
+        struct sigv4_request sr = {.method = "GET", .host = host, .target = u.target};
+        r = sigv4_sign(&k, &sr, time(NULL), date, auth, sizeof auth);
+    }
+    if (r == 0) {
+        snprintf(h_date, sizeof h_date, "x-amz-date: %s", date);
+        snprintf(h_auth, sizeof h_auth, "authorization: %s", auth);
+        lines[0] = h_date;
+        lines[1] = h_auth;
+        if (R->aws[2]) {
+            snprintf(h_tok, sizeof h_tok, "x-amz-security-token: %s", R->aws[2]);
+            lines[2] = h_tok;
+        }
+        /* The same limits as --listen: 64 MiB messages; no Ping (0.169.0 sends none
+         * on this socket). */
+        struct rv_ws_opts o = {.url = R->reg.url,
+                               .headers = lines,
+                               .connect_timeout_ms = 10000,
+                               .max_message = 64u * 1024u * 1024u,
+                               .fragment = 8u * 1024u * 1024u,
+                               .text = true,
+                               .no_ping = true};
+        r = rv_ws_open(R->loop, &o, &ws_ops, NULL, &R->ws);
+        memset(h_tok, 0, sizeof h_tok);
+    }
+    if (r < 0) {
+        R->ws = NULL;
+        log_warn("remote: cannot connect to the registry's direct URL");
+        metrics_remote_connect(false, 0);
+        metrics_remote_reconnect("connect_failed");
+        schedule_retry();
+    }
+}
+
 static void connect_now(void)
 {
     if (R->stopping || R->ws) return;
     R->attempt++;
     R->attempt_started_ns = metrics_now_ns();
+    if (R->direct) {
+        connect_direct();
+        return;
+    }
     /* x-request-id as the reference sends it: "req_" and 32 hex digits. */
     uint8_t rnd[16];
     if (RAND_bytes(rnd, sizeof rnd) != 1) memset(rnd, 7, sizeof rnd);
@@ -256,7 +384,22 @@ int remote_start(uv_loop_t *loop, const struct remote_opts *opts, void (*on_fata
     R->ping_ms = opts->ping_ms;
     R->pong_ms = opts->pong_deadline_ms;
     R->backoff_unit_ms = opts->backoff_ms ? opts->backoff_ms : 1000;
+    R->direct = opts->direct;
     R->on_message = opts->on_message;
+    if (R->direct) {
+        const char *a[5] = {opts->aws_access_key, opts->aws_secret_key, opts->aws_session_token,
+                            opts->aws_region, opts->aws_service};
+        for (int i = 0; i < 5; i++)
+            R->aws[i] = a[i] && *a[i] ? xstrdup(a[i]) : NULL;
+        if (!R->aws[0] || !R->aws[1] || !R->aws[3] || !R->aws[4]) return -EINVAL;
+    }
+    if (opts->forward_url) {
+        if (relay_fwd_kind_init(&R->forward, opts->forward_url) < 0) return -EINVAL;
+        R->sinks = &R->forward.base;
+    } else {
+        relay_conn_kind_init(&R->serve, opts->on_message);
+        R->sinks = &R->serve.base;
+    }
     int r = noise_ik_static_key_generate(&R->identity, NULL, NULL);
     if (r < 0) return r;
     json_t *kj = noise_ik_public_key_to_json(&R->identity.pub);
@@ -302,6 +445,10 @@ void remote_cleanup(void)
     registry_registration_clear(&R->reg);
     noise_ik_static_key_wipe(&R->identity);
     free(R->key_json);
+    for (int i = 0; i < 5; i++) {
+        if (R->aws[i]) memset(R->aws[i], 0, strlen(R->aws[i])); /* secrets */
+        free(R->aws[i]);
+    }
     free(R->env_id);
     free(R->name);
     free(R);

@@ -7,7 +7,8 @@
  * Reconnects with a jittered backoff of 0.5-1, 1-2, 2-4 ... 15-30 s; an upgrade
  * refused with a 4xx re-registers at once, any other failure reuses the URL. /readyz is 200 only
  * while registered and connected. Log lines carry no keys, authorizations, signed URLs or
- * plaintext. */
+ * plaintext. With opts.forward_url (`exec-server forward`), each stream is relayed to
+ * that destination exec-server (relay_fwd.c) instead of being served here. */
 #ifndef EXEC_REMOTE_REMOTE_H
 #define EXEC_REMOTE_REMOTE_H
 
@@ -26,11 +27,19 @@ struct remote_opts {
     uint64_t pong_deadline_ms;  /* 0 = 60 s */
     uint64_t backoff_ms;        /* backoff unit, 0 = 1 s (sleeps up to 30 units) */
     conn_message_fn on_message; /* reader of every stream's messages (rpc_dispatch) */
+    const char *forward_url;    /* `exec-server forward --connect`: relay every stream to
+                                 * this ws:// exec-server instead (on_message unused) */
+    /* --remote-transport direct (docs/REMOTE_NOTES.md §6): a SigV4-signed
+     * /direct/register, then one plain JSON-RPC WebSocket served by on_message.
+     * The strings are copied; bearer and forward_url must be NULL. */
+    bool direct;
+    const char *aws_access_key, *aws_secret_key, *aws_session_token; /* token may be NULL */
+    const char *aws_region, *aws_service;
 };
 
 /* Starts registering. on_fatal runs (once) when the executor cannot go on: the
- * registration or a re-registration failed. Returns 0 or a negative code. The
- * options are copied. */
+ * registration or a re-registration failed. Returns 0 or a negative code (-EINVAL:
+ * forward_url is not a ws:// URL). The options are copied. */
 int remote_start(uv_loop_t *loop, const struct remote_opts *opts, void (*on_fatal)(void));
 
 /* Closes the rendezvous socket and every stream, stops reconnecting (shutdown). */

@@ -39,6 +39,9 @@ struct rv_ws {
     struct rv_ws_url url;
     char **headers; /* owned copies of the extra header lines */
     uint64_t ping_ms, pong_deadline_ms;
+    size_t max_message, fragment;
+    bool text, no_ping;
+    bool reading; /* uv_read_start is in effect */
     uv_getaddrinfo_t gai;
     uv_connect_t connect_req;
     uv_tcp_t tcp;
@@ -130,6 +133,8 @@ size_t rv_ws_queued(const struct rv_ws *ws)
 }
 
 static void handle_closed(uv_handle_t *h);
+static void rv_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b);
+static void rv_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b);
 
 /* Ends the connection once; on_closed runs after the last handle closed. */
 static void finish(struct rv_ws *ws, const char *reason)
@@ -265,15 +270,37 @@ static void mask_bytes(uint8_t *out, size_t n)
 int rv_ws_send(struct rv_ws *ws, const uint8_t *p, size_t n, rv_ws_sent_fn done, void *done_arg)
 {
     if (ws->state != RV_OPEN || ws->close_sent) return -ENOTCONN;
-    /* A client frame: masked, header from the shared codec (proto/ws_frame). */
-    size_t hlen = ws_frame_header_len(n, true);
-    uint8_t *f = xmalloc(hlen + n);
-    uint8_t key[4];
-    mask_bytes(key, 4);
-    ws_frame_encode(f, true, WS_OP_BINARY, n, key);
-    memcpy(f + hlen, p, n);
-    ws_frame_unmask(f + hlen, n, key); /* word-wise: a byte loop was a quarter of our CPU */
-    return raw_write(ws, (char *)f, hlen + n, n, done, done_arg);
+    /* Client frames: masked, headers from the shared codec (proto/ws_frame). Frames
+     * of one message are queued back to back, so nothing interleaves with them;
+     * done rides on the last one. */
+    size_t off = 0;
+    int op = ws->text ? WS_OP_TEXT : WS_OP_BINARY;
+    do {
+        size_t k = n - off;
+        if (ws->fragment && k > ws->fragment) k = ws->fragment;
+        bool fin = off + k == n;
+        size_t hlen = ws_frame_header_len(k, true);
+        uint8_t *f = xmalloc(hlen + k);
+        uint8_t key[4];
+        mask_bytes(key, 4);
+        ws_frame_encode(f, fin, off == 0 ? op : WS_OP_CONT, k, key);
+        if (k) memcpy(f + hlen, p + off, k);
+        ws_frame_unmask(f + hlen, k, key); /* word-wise: a byte loop was a quarter of our CPU */
+        int r = raw_write(ws, (char *)f, hlen + k, n, fin ? done : NULL, done_arg);
+        if (r < 0) return r; /* the socket is finishing: nothing more of it goes out */
+        off += k;
+    } while (off < n);
+    return 0;
+}
+
+void rv_ws_set_reading(struct rv_ws *ws, bool on)
+{
+    if (ws->state != RV_OPEN || on == ws->reading) return;
+    ws->reading = on;
+    if (on)
+        uv_read_start((uv_stream_t *)&ws->tcp, rv_alloc, rv_read);
+    else
+        uv_read_stop((uv_stream_t *)&ws->tcp);
 }
 
 /* Writes one control frame, masked like every client frame; nothing after a Close. */
@@ -309,8 +336,10 @@ static void feed_frames(struct rv_ws *ws, uint8_t *p, size_t n)
         p += ws_reader_feed(&ws->rd, p, (size_t)(e - p), &ev);
         switch (ev.kind) {
         case WS_EV_MESSAGE:
-            /* Text is not part of the relay protocol: the executor drops it. */
-            if (ev.opcode == WS_OP_BINARY && !ws->close_sent)
+            /* Text is not part of the relay protocol: the executor drops it (a
+             * JSON-RPC destination speaks text, opts.text). */
+            if ((ev.opcode == WS_OP_BINARY || (ws->text && ev.opcode == WS_OP_TEXT)) &&
+                !ws->close_sent)
                 ws->ops->on_binary(ws->arg, ev.data, ev.len);
             break;
         case WS_EV_PING:
@@ -373,9 +402,13 @@ static void upgrade_response(struct rv_ws *ws, size_t head_end)
         finish(ws, "connect_failed");
         return;
     }
-    ws_reader_init(&ws->rd, WS_ROLE_CLIENT, RV_WS_MAX_MESSAGE, RV_WS_MAX_MESSAGE);
+    ws_reader_init(&ws->rd, WS_ROLE_CLIENT, ws->max_message, ws->max_message);
     ws->state = RV_OPEN;
-    uv_timer_start(&ws->timer, on_timer, ws->ping_ms, ws->ping_ms);
+    ws->reading = true;
+    if (ws->no_ping)
+        uv_timer_stop(&ws->timer);
+    else
+        uv_timer_start(&ws->timer, on_timer, ws->ping_ms, ws->ping_ms);
     ws->ops->on_open(ws->arg);
     if (ws->state != RV_OPEN) return;
     size_t rest = ws->head.len - head_end;
@@ -588,6 +621,10 @@ int rv_ws_open(uv_loop_t *loop, const struct rv_ws_opts *opts, const struct rv_w
     ws->arg = arg;
     ws->ping_ms = opts->ping_ms ? opts->ping_ms : 30000;
     ws->pong_deadline_ms = opts->pong_deadline_ms ? opts->pong_deadline_ms : 60000;
+    ws->max_message = opts->max_message ? opts->max_message : RV_WS_MAX_MESSAGE;
+    ws->fragment = opts->fragment;
+    ws->text = opts->text;
+    ws->no_ping = opts->no_ping;
     size_t nh = 0;
     for (const char *const *h = opts->headers; h && *h; h++)
         nh++;

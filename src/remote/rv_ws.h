@@ -6,10 +6,17 @@
  * (text is dropped), 256 KiB message cap, TCP_NODELAY, a Ping every ping interval
  * with no new Ping while a Pong is outstanding, and a Pong deadline after which
  * the socket closes with reason "pong_timeout". Nothing here knows about relay
- * frames: whole binary messages go up, whole binary messages go down. */
+ * frames: whole binary messages go up, whole binary messages go down.
+ *
+ * The same client also dials a plain JSON-RPC exec-server (`exec-server forward`,
+ * relay_fwd.c): opts.text sends text messages and delivers text as well as binary
+ * ones, opts.max_message raises the cap, opts.fragment splits large outgoing
+ * messages, opts.no_ping turns the Ping timer off, and rv_ws_set_reading stops and
+ * resumes reading for back-pressure. */
 #ifndef EXEC_REMOTE_RV_WS_H
 #define EXEC_REMOTE_RV_WS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -21,7 +28,8 @@ struct rv_ws;
 struct rv_ws_ops {
     /* The upgrade succeeded (101 with the right accept key). */
     void (*on_open)(void *arg);
-    /* One whole binary message; p is valid only during the call. */
+    /* One whole binary message (or text, with opts.text); p is valid only during
+     * the call. */
     void (*on_binary)(void *arg, const uint8_t *p, size_t n);
     /* Called once when the connection is over and every handle is closed; the
      * rv_ws is freed right after it returns. http_status: the status of a refused
@@ -36,6 +44,10 @@ struct rv_ws_opts {
     uint64_t ping_ms;            /* 30 000 */
     uint64_t pong_deadline_ms;   /* 60 000 */
     uint64_t connect_timeout_ms; /* DNS + TCP + TLS + upgrade, 10 000 */
+    size_t max_message;          /* largest incoming message, 0 = RV_WS_MAX_MESSAGE */
+    size_t fragment;             /* largest outgoing frame payload, 0 = no fragmenting */
+    bool text;                   /* send text messages; deliver text ones too */
+    bool no_ping;                /* no Ping timer (the socket's peer does liveness) */
 };
 
 /* Starts connecting. Returns 0 (ops->on_closed will be called exactly once), or a
@@ -52,6 +64,11 @@ typedef void (*rv_ws_sent_fn)(void *arg, size_t len, int status);
  * always asynchronously. Returns 0, or -ENOTCONN when the socket is not open (done
  * is not called then). */
 int rv_ws_send(struct rv_ws *ws, const uint8_t *p, size_t n, rv_ws_sent_fn done, void *done_arg);
+
+/* Stops (false) or resumes (true) reading the socket once it is open; frames
+ * already received are still delivered (for wss every record a read brought is
+ * decrypted and delivered at once, so nothing waits inside the TLS session). */
+void rv_ws_set_reading(struct rv_ws *ws, bool on);
 
 /* Starts closing (idempotent); reason as for on_closed. */
 void rv_ws_close(struct rv_ws *ws, const char *reason);

@@ -72,7 +72,7 @@ static void relay_close(struct conn *c)
     struct relay_conn *rc = (struct relay_conn *)c;
     struct relay_stream *st = rc->st;
     rc->st = NULL;
-    if (st) relay_stream_conn_closed(st);
+    if (st) relay_stream_sink_closed(st);
     if (!uv_is_closing((uv_handle_t *)&rc->idle))
         uv_close((uv_handle_t *)&rc->idle, relay_closer_closed);
 }
@@ -107,8 +107,10 @@ static const struct conn_ops relay_ops = {
     .set_reading = relay_set_reading,
 };
 
-struct conn *relay_conn_new(uv_loop_t *loop, struct relay_stream *st, const char *stream_id,
-                            conn_message_fn on_message)
+/* A new open connection bound to st; the demux owns one reference until
+ * detach or release. */
+static struct conn *relay_conn_new(uv_loop_t *loop, struct relay_stream *st,
+                                   const char *stream_id, conn_message_fn on_message)
 {
     struct relay_conn *rc = xcalloc(1, sizeof *rc);
     conn_init(&rc->base, &relay_ops, loop, on_message);
@@ -121,16 +123,21 @@ struct conn *relay_conn_new(uv_loop_t *loop, struct relay_stream *st, const char
     return &rc->base;
 }
 
-void relay_conn_detach(struct conn *c)
+/* The stream is gone (reset, socket lost): unbinds it and closes the connection;
+ * the session detaches and stays resumable. Drops the demux's reference. */
+static void relay_conn_detach(void *sink)
 {
+    struct conn *c = sink;
     struct relay_conn *rc = (struct relay_conn *)c;
     rc->st = NULL;
     conn_close(c);
     conn_unref(c);
 }
 
-void relay_conn_deliver(struct conn *c, const uint8_t *msg, size_t len)
+/* One complete inbound JSON-RPC message. */
+static void relay_conn_deliver(void *sink, const uint8_t *msg, size_t len)
 {
+    struct conn *c = sink;
     struct relay_conn *rc = (struct relay_conn *)c;
     if (!c->open) return;
     if (!rc->paused && !rc->held) {
@@ -150,16 +157,48 @@ void relay_conn_deliver(struct conn *c, const uint8_t *msg, size_t len)
     rc->nheld++;
 }
 
-bool relay_conn_queued(struct conn *c, size_t n)
+/* Accounting for a data frame of n bytes about to be sent for c: false when the
+ * connection is over its backlog limit and closed instead. */
+static bool relay_conn_queued(void *sink, size_t n)
 {
+    struct conn *c = sink;
     if (!conn_account_queued(c, n)) return false;
     conn_ref(c);
     return true;
 }
 
-void relay_conn_sent(void *arg, size_t n, int status)
+/* rv_ws_sent_fn for those frames (arg = the conn, referenced by relay_conn_queued). */
+static void relay_conn_sent(void *arg, size_t n, int status)
 {
     struct conn *c = arg;
     conn_account_written(c, n, status);
     conn_unref(c);
+}
+
+/* The connection closed itself and reset the stream: the demux's reference goes. */
+static void relay_conn_release(void *sink)
+{
+    conn_unref(sink);
+}
+
+static const struct relay_sink_ops relay_conn_sink_ops = {
+    .deliver = relay_conn_deliver,
+    .queued = relay_conn_queued,
+    .sent = relay_conn_sent,
+    .detach = relay_conn_detach,
+    .release = relay_conn_release,
+};
+
+static void *relay_conn_open(const struct relay_sink_kind *kind, uv_loop_t *loop,
+                             struct relay_stream *st, const char *stream_id)
+{
+    const struct relay_conn_kind *k = (const struct relay_conn_kind *)kind;
+    return relay_conn_new(loop, st, stream_id, k->on_message);
+}
+
+void relay_conn_kind_init(struct relay_conn_kind *k, conn_message_fn on_message)
+{
+    k->base.open = relay_conn_open;
+    k->base.ops = &relay_conn_sink_ops;
+    k->on_message = on_message;
 }

@@ -34,18 +34,7 @@ import fake_cloud  # noqa: E402
 SKIP = 77
 ENV_ID = "env-remote-test"
 TOKEN = "tok-" + os.urandom(8).hex()
-REF_GLOB = os.path.expanduser(
-    "~/.cache/codex-ref/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex")
-
-
-def find_build_file(name):
-    bdir = os.environ.get("EXEC_BUILD_DIR")
-    cands = [os.path.join(bdir, name)] if bdir else []
-    cands += [os.path.join(ROOT, d, name) for d in ("build/asan", "build", "build/dev")]
-    for c in cands:
-        if os.access(c, os.X_OK):
-            return os.path.normpath(c)
-    return None
+from remote_testlib import REF_GLOB, find_build_file, fs_round_trip  # noqa: E402
 
 
 CLIENT = find_build_file("exec-client")
@@ -174,19 +163,7 @@ def scenario_process(ex):
 
 
 def scenario_fs(ex):
-    data = os.urandom(150 * 1024) + b"tail"  # base64 > 61,440: several records each way
-    with tempfile.TemporaryDirectory() as d:
-        local = os.path.join(d, "up.bin")
-        with open(local, "wb") as f:
-            f.write(data)
-        remote = os.path.join(ex.home, "remote.bin")
-        r = client(ex, "fs", "put", local, remote)
-        assert r.returncode == 0, r.stderr
-        with open(remote, "rb") as f:
-            assert f.read() == data, "the executor's file differs"
-        r = client(ex, "fs", "cat", remote)
-        assert r.returncode == 0, r.stderr
-        assert r.stdout == data, "read back %d bytes, want %d" % (len(r.stdout), len(data))
+    fs_round_trip(lambda *a: client(ex, *a), ex.home, "executor")
     check_no_cleartext(ex)
 
 

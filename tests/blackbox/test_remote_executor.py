@@ -533,6 +533,9 @@ def test_usage_and_registration_errors(_srv):
     assert rc == 2 and "--remote" in err, err
     rc, err = run(["--remote", "http://127.0.0.1:9", "--environment-id", "x",
                    "--remote-transport", "direct"])
+    assert rc == 2 and "--aws-sigv4" in err, err  # as 0.169.0: direct needs SigV4
+    rc, err = run(["--remote", "http://127.0.0.1:9", "--environment-id", "x",
+                   "--remote-transport", "quic"])
     assert rc == 2 and "noise" in err, err
     rc, err = run(["--remote", "http://127.0.0.1:9", "--environment-id", "x",
                    "--registration-bearer-stdin"])

@@ -21,6 +21,7 @@
 #include "remote/relay_demux.h"
 #include "rpc/dispatch.h"
 #include "server/server_methods.h"
+#include "transport/relay_conn.h"
 
 #define MAXV 64
 
@@ -81,6 +82,8 @@ static int det_rng(void *ctx, uint8_t *out, size_t n)
     return 0;
 }
 
+static struct relay_conn_kind serve_kind; /* streams served by rpc_dispatch */
+
 static void init_once(void)
 {
     static int done;
@@ -88,6 +91,7 @@ static void init_once(void)
     done = 1;
     rpc_dry_run = true; /* a request that gets through is answered without running */
     server_methods_register();
+    relay_conn_kind_init(&serve_kind, rpc_dispatch);
     uint8_t seed = 1;
     noise_ik_static_key_generate(&exec_key, det_rng, &seed);
     noise_ik_static_key_generate(&harness_key, det_rng, &seed);
@@ -128,7 +132,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     init_once();
     nv = closes = 0;
     struct relay_demux *d =
-        relay_demux_new(uv_default_loop(), &exec_key, "env", "reg", &ops, NULL, rpc_dispatch);
+        relay_demux_new(uv_default_loop(), &exec_key, "env", "reg", &ops, NULL, &serve_kind.base);
     size_t i = 0;
     while (i < size) {
         uint8_t op = data[i++];

@@ -58,6 +58,7 @@ import struct
 import sys
 import threading
 import time
+import urllib.parse
 import uuid
 
 SECURITY_PROFILE = "noise_hybrid_ik_v1"
@@ -390,7 +391,8 @@ class FakeCloud:
 
     def __init__(self, host="127.0.0.1", port=0, token=None, authorization_ttl=60.0,
                  single_use_authorizations=True, ping_interval=None,
-                 reset_on_harness_close=True, answer_pings=True, public_host=None):
+                 reset_on_harness_close=True, answer_pings=True, public_host=None,
+                 aws_secret=None):
         """token: expected bearer (None = accept any request without checking auth).
         ping_interval: seconds between rendezvous->peer pings (None = never ping).
         reset_on_harness_close: send the environment a `reset` frame for every stream
@@ -399,6 +401,10 @@ class FakeCloud:
         stream and its session stay attached and `initialize{resumeSessionId}` fails with
         -32010 "already attached" (docs/REMOTE_NOTES.md §5b)."""
         self.token = token
+        # aws_secret: verify the SigV4 signature of direct/register and of direct
+        # upgrades with this secret access key (None: only check the scheme is there).
+        self.aws_secret = aws_secret
+        self.sigv4_checks = []    # (what, ok) for every verified signature
         self.authorization_ttl = authorization_ttl
         self.single_use = single_use_authorizations
         self.ping_interval = ping_interval
@@ -628,6 +634,8 @@ class FakeCloud:
                 # an AWS4-HMAC-SHA256 Authorization header is present (no verification).
                 if not hdr.get("authorization", "").startswith("AWS4-HMAC-SHA256 "):
                     raise HttpError(401, "unauthorized", "missing SigV4 authorization")
+                if not self._sigv4_ok("direct/register", req, hdr):
+                    raise HttpError(403, "forbidden", "SigV4 signature does not match")
             elif self.token is not None and hdr.get("authorization") != "Bearer " + self.token:
                 raise HttpError(401, "unauthorized", "missing or wrong bearer token")
             if "application/json" not in hdr.get("content-type", ""):
@@ -773,6 +781,8 @@ class FakeCloud:
                     r[2] -= 1
                     return r[0], "injected"
             reg = self.registrations.get(env)
+        if kind == "direct" and not self._sigv4_ok("direct/upgrade", req, hdr):
+            return 403, "bad_sigv4"
         if role not in ("environment", "harness") or (kind == "direct" and role != "environment"):
             return 400, "bad_role"
         if reg is None:
@@ -781,6 +791,48 @@ class FakeCloud:
         if not hmac.compare_digest(req["query"].get("sig", ""), want):
             return 401, "bad_signature"
         return 101, None
+
+    def _sigv4_ok(self, what, req, hdr):
+        """Recomputes an AWS SigV4 header signature (an independent implementation of
+        the published algorithm) with self.aws_secret; records and returns the result.
+        Without aws_secret every request passes unchecked."""
+        if self.aws_secret is None:
+            return True
+        ok = False
+        try:
+            m = re.match(r"AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/"
+                         r"aws4_request, SignedHeaders=([a-z0-9;-]+), Signature=([0-9a-f]{64})$",
+                         hdr.get("authorization", ""))
+            amz = hdr.get("x-amz-date", "")
+            if m and amz[:8] == m.group(2):
+                _ak, date, region, service, signed, sig = m.groups()
+                path, _, query = req["target"].partition("?")
+                enc = lambda v, safe: urllib.parse.quote(v, safe=safe)  # noqa: E731
+                canon_path = enc(path, "/-_.~")
+                pairs = []
+                for part in query.split("&") if query else []:
+                    k, _, v = part.partition("=")
+                    pairs.append((enc(urllib.parse.unquote(k), "-_.~"),
+                                  enc(urllib.parse.unquote(v), "-_.~")))
+                canon_query = "&".join("%s=%s" % kv for kv in sorted(pairs))
+                names = signed.split(";")
+                canon_headers = "".join("%s:%s\n" % (n, hdr.get(n, "").strip()) for n in names)
+                creq = "\n".join([req["method"], canon_path, canon_query, canon_headers, signed,
+                                  hashlib.sha256(req.get("body", b"")).hexdigest()])
+                scope = "%s/%s/%s/aws4_request" % (date, region, service)
+                sts = "\n".join(["AWS4-HMAC-SHA256", amz, scope,
+                                 hashlib.sha256(creq.encode()).hexdigest()])
+                key = ("AWS4" + self.aws_secret).encode()
+                for part in (date, region, service, "aws4_request"):
+                    key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+                want = hmac.new(key, sts.encode(), hashlib.sha256).hexdigest()
+                ok = hmac.compare_digest(want, sig) and "host" in names and \
+                    "x-amz-date" in names
+        except (ValueError, KeyError):
+            ok = False
+        with self.lock:
+            self.sigv4_checks.append((what, ok))
+        return ok
 
     def _record_frame(self, direction, env, raw, parsed, opcode=2, synthetic=False):
         with self.lock:

@@ -21,6 +21,7 @@
 #include "remote/remote.h"
 #include "remote/rv_ws.h"
 #include "rpc/dispatch.h"
+#include "transport/relay_conn.h"
 
 static void test_url_parse(void **state)
 {
@@ -90,6 +91,33 @@ static void test_registry_answers(void **state)
     assert_false(registry_parse_validate("nope", 4));
 }
 
+/* REMOTE_NOTES §6: the direct answer's checks. */
+static void check_direct(const char *tr, const char *url, const char *env, int want)
+{
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"environment_id\":\"e\",\"transport\":\"%s\",\"registration_id\":\"r\","
+             "\"url\":\"%s\"}",
+             tr, url);
+    struct registry_registration r;
+    const char *why = NULL;
+    assert_int_equal(registry_parse_direct_register(body, strlen(body), env, &r, &why), want);
+    if (want == 0) assert_string_equal(r.url, url);
+    registry_registration_clear(&r);
+}
+
+static void test_direct_answers(void **state)
+{
+    check_direct("direct_jsonrpc_v1", "wss://relay.example.com/d?x=1", "e", 0);
+    check_direct("direct_jsonrpc_v1", "ws://127.0.0.1:9/d", "e", 0);
+    check_direct("direct_jsonrpc_v1", "ws://localhost:9/d", "e", 0);
+    check_direct("direct_jsonrpc_v1", "ws://relay.example.com/d", "e", -EPROTO);
+    check_direct("direct_jsonrpc_v1", "https://relay.example.com/d", "e", -EPROTO);
+    check_direct("direct_jsonrpc_v1", " ", "e", -EPROTO);
+    check_direct("noise", "wss://relay.example.com/d", "e", -EPROTO);
+    check_direct("direct_jsonrpc_v1", "wss://relay.example.com/d", "other", -EPROTO);
+}
+
 static void test_api_key_hosts(void **state)
 {
     assert_true(remote_api_key_url_allowed("https://api.openai.com"));
@@ -157,6 +185,7 @@ static void fake_cancel(void *arg, struct registry_call *call)
 static const struct relay_demux_ops fake_ops = {fake_send, fake_close, fake_validate, fake_cancel};
 
 static struct noise_ik_static_key exec_key, harness_key;
+static struct relay_conn_kind serve_kind; /* streams served by rpc_dispatch */
 
 static void reset_fake(void)
 {
@@ -206,7 +235,7 @@ static void test_demux_validation_gates_msg2(void **state)
 {
     reset_fake();
     struct relay_demux *d = relay_demux_new(uv_default_loop(), &exec_key, "env", "reg",
-                                            &fake_ops, NULL, rpc_dispatch);
+                                            &fake_ops, NULL, &serve_kind.base);
     struct noise_ik_handshake *hs = handshake(d, "s-1", "hka-1", 5);
     assert_int_equal(F.validations, 1);
     assert_string_equal(F.last_auth, "hka-1");
@@ -234,7 +263,7 @@ static void test_demux_limits(void **state)
 {
     reset_fake();
     struct relay_demux *d = relay_demux_new(uv_default_loop(), &exec_key, "env", "reg",
-                                            &fake_ops, NULL, rpc_dispatch);
+                                            &fake_ops, NULL, &serve_kind.base);
     /* Authorization over 4096 bytes: never reaches the registry. */
     static char big[4097];
     memset(big, 'a', sizeof big);
@@ -300,11 +329,13 @@ int main(void)
 {
     noise_ik_static_key_generate(&exec_key, NULL, NULL);
     noise_ik_static_key_generate(&harness_key, NULL, NULL);
+    relay_conn_kind_init(&serve_kind, rpc_dispatch);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_url_parse),
         cmocka_unit_test(test_registry_bodies),
         cmocka_unit_test(test_registry_answers),
         cmocka_unit_test(test_api_key_hosts),
+        cmocka_unit_test(test_direct_answers),
         cmocka_unit_test(test_demux_validation_gates_msg2),
         cmocka_unit_test(test_demux_limits),
     };
