@@ -173,6 +173,7 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--no-ref", action="store_true")
     a = ap.parse_args()
+    a.build = os.path.abspath(a.build)  # the servers run with cwd in a temp dir
     harness = os.path.join(a.build, "relay-harness")
     ours = os.path.join(a.build, "exec-server")
     for f in (harness, ours):
