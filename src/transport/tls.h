@@ -7,7 +7,8 @@
 
 struct tls_session;
 
-/* Loads the certificate chain and key (PEM). Returns 0, or -EINVAL with err set. */
+/* Loads libssl (dlopen, see tls.c) and the certificate chain and key (PEM). Returns 0,
+ * or with err set -ELIBACC (libssl cannot be loaded) or -EINVAL (bad certificate/key). */
 int tls_server_configure(const char *cert, const char *key, char *err, size_t n);
 bool tls_server_enabled(void);
 /* SIGHUP: re-read both files; on failure the old pair stays (logged). */
@@ -17,7 +18,8 @@ void tls_server_shutdown(void);
 struct tls_session *tls_session_new(void);
 /* A client session to `host` (SNI and certificate name check against the system
  * trust store; SSL_CERT_FILE / SSL_CERT_DIR are honoured). The handshake starts
- * with the first tls_take_output. Returns NULL with err set. Caller frees. */
+ * with the first tls_take_output. Returns NULL with err set (also when libssl cannot
+ * be loaded). Caller frees. */
 struct tls_session *tls_client_session_new(const char *host, char *err, size_t n);
 void tls_session_free(struct tls_session *t);
 /* Whether the handshake has completed (a client writes only after it). */
