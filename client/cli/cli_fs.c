@@ -36,6 +36,8 @@ static void fs_die(const char *sub, const char *path, const ec_error *e)
         (strstr(msg, "Is a directory") || strstr(msg, "Directory not empty") ||
          strstr(msg, "requires recursive") || strstr(msg, "is a directory")))
         hint = " (use -r)";
+    /* fs/copy words a directory source in its own parameters; say it like cp(1). */
+    if (strstr(msg, "requires recursive")) snprintf(msg, sizeof msg, "Is a directory");
     if (strcmp(sub, "mkdir") == 0 && strstr(msg, "No such file")) hint = " (use -p)";
     if (e->kind == EC_ERR_SERVER && e->code == -32004 && !strstr(msg, "No such file"))
         snprintf(msg, sizeof msg, "No such file or directory");

@@ -199,6 +199,8 @@ def test_fs_get_and_put_keep_modes(srv):
     assert b"Mode: 0741 (-rwxr----x)" in r.stdout, r
     r = ec(srv, "fs", "rm", os.path.dirname(remote))
     assert r.returncode == 1 and b"(use -r)" in r.stderr and b"code" not in r.stderr, r
+    r = ec(srv, "fs", "cp", os.path.dirname(remote), os.path.join(d, "copy"))
+    assert r.returncode == 1 and r.stderr.endswith(b": Is a directory (use -r)\n"), r
     r = ec(srv, "fs", "cat", os.path.join(d, "missing"))
     assert r.returncode == 1 and r.stderr.endswith(b": No such file or directory\n"), r
 
