@@ -1,10 +1,9 @@
-/* ec_client: the connection layer of libexecclient.
+/* ec_client: the client of libexecclient above its socket (which is ec_conn.c).
  *
- * One blocking TCP socket driven with poll(): ws:// URL parsing, connect with a
- * deadline, the HTTP upgrade (optional bearer token), masked framing, ping/pong/close,
- * request/response matching by integer id, and reconnect + resume. Pushed process
- * events go to the sans-I/O trackers of ec_proto.c; this file only moves bytes and
- * decides when to send process/read.
+ * WebSocket frames read off the connection (ping/pong/close, reassembly), the plain
+ * message layer, request/response matching by integer id, and reconnect + resume.
+ * Pushed process events go to the sans-I/O trackers of ec_proto.c; this file only
+ * moves messages and decides when to send process/read.
  *
  * Reconnect rules (issue 5): one attempt shared by the whole client (`reconnecting`
  * guards against nesting); initialize{resumeSessionId} retried while the server still
@@ -15,24 +14,15 @@
 #include "ec_internal.h"
 
 #include "proto/base64.h"
-#include "proto/http_upgrade.h"
 #include "util/mem.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <openssl/err.h>
-#include <openssl/rand.h>
 #include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -104,407 +94,6 @@ int64_t ec_deadline(int timeout_ms)
     return timeout_ms < 0 ? -1 : ec_now_ms() + timeout_ms;
 }
 
-/* ---- URL ----------------------------------------------------------------------- */
-
-int ec_url_parse(const char *url, char **host, char **port, char **path, bool *tls,
-                 ec_error *err)
-{
-    if (!url || !*url)
-        return ec_fail(err, EC_ERR_USAGE, 0, "no server URL (use --url or EXEC_SERVER_URL)");
-    *tls = strncmp(url, "wss://", 6) == 0;
-    if (strncmp(url, "ws://", 5) != 0 && !*tls)
-        return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: expected ws://HOST:PORT or "
-                                             "wss://HOST:PORT", url);
-    const char *p = url + (*tls ? 6 : 5), *h0, *h1;
-    if (*p == '[') {
-        h0 = p + 1;
-        h1 = strchr(h0, ']');
-        if (!h1) return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: unclosed [", url);
-        p = h1 + 1;
-    } else {
-        h0 = p;
-        while (*p && *p != ':' && *p != '/')
-            p++;
-        h1 = p;
-    }
-    if (h1 == h0) return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: no host", url);
-    const char *port0 = *tls ? "443" : "80";
-    size_t port_len = *tls ? 3 : 2;
-    if (*p == ':') {
-        port0 = ++p;
-        while (*p >= '0' && *p <= '9')
-            p++;
-        port_len = (size_t)(p - port0);
-        if (port_len == 0 || port_len > 5 || atoi(port0) > 65535 || atoi(port0) == 0)
-            return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: bad port", url);
-    }
-    if (*p && *p != '/' && *p != '?')
-        return ec_fail(err, EC_ERR_USAGE, 0, "bad URL `%s`: expected ws://HOST:PORT", url);
-    *host = xstrndup(h0, (size_t)(h1 - h0));
-    *port = xstrndup(port0, port_len);
-    /* The request target: a query straight after the authority gets its "/". */
-    size_t plen = strlen(p);
-    *path = xmalloc(plen + 2);
-    snprintf(*path, plen + 2, "%s%s", *p == '/' ? "" : "/", p);
-    return 0;
-}
-
-/* ---- socket I/O ------------------------------------------------------------------ */
-
-static void conn_drop(ec_client *c)
-{
-    if (c->fd >= 0 && c->ml->on_drop) c->ml->on_drop(c);
-    if (c->ssl) {
-        SSL_free(c->ssl);
-        c->ssl = NULL;
-    }
-    if (c->fd >= 0) close(c->fd);
-    c->fd = -1;
-    c->rlen = 0;
-    c->msglen = 0;
-    c->in_msg = false;
-}
-
-/* Sends all of buf before the deadline. On failure the connection is dropped. */
-static int send_all(ec_client *c, const uint8_t *buf, size_t n, int64_t deadline, ec_error *err)
-{
-    while (n > 0) {
-        if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
-        if (c->ssl) {
-            int w = SSL_write(c->ssl, buf, (int)(n > INT32_MAX ? INT32_MAX : n));
-            if (w > 0) {
-                buf += w;
-                n -= (size_t)w;
-                continue;
-            }
-            int e = SSL_get_error(c->ssl, w);
-            if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
-                struct pollfd pfd = {.fd = c->fd,
-                                     .events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT};
-                if (poll(&pfd, 1, remaining(deadline)) == 0) {
-                    conn_drop(c);
-                    return ec_fail(err, EC_ERR_TIMEOUT, 0, "timed out sending to the server");
-                }
-                continue;
-            }
-            ERR_clear_error();
-            conn_drop(c);
-            return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost (TLS)");
-        }
-        ssize_t w = send(c->fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w > 0) {
-            buf += w;
-            n -= (size_t)w;
-            continue;
-        }
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            struct pollfd pfd = {.fd = c->fd, .events = POLLOUT};
-            int r = poll(&pfd, 1, remaining(deadline));
-            if (r == 0) {
-                conn_drop(c); /* a half-sent frame cannot be resumed */
-                return ec_fail(err, EC_ERR_TIMEOUT, 0, "timed out sending to the server");
-            }
-            continue;
-        }
-        int e = errno;
-        conn_drop(c);
-        return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost: %s", strerror(e));
-    }
-    return 0;
-}
-
-static int send_frame(ec_client *c, int opcode, const void *payload, size_t n, ec_error *err)
-{
-    uint8_t mask[4];
-    if (RAND_bytes(mask, 4) != 1) arc4random_buf(mask, 4);
-    c->wlen = 0;
-    ec_ws_encode(&c->wbuf, &c->wlen, &c->wcap, opcode, payload, n, mask);
-    int64_t deadline = ec_deadline(c->call_timeout_ms < 0 ? 60000 : c->call_timeout_ms);
-    int rc = send_all(c, c->wbuf, c->wlen, deadline, err);
-    if (c->wcap > (1u << 20)) { /* do not keep a huge scratch after a big upload */
-        free(c->wbuf);
-        c->wbuf = NULL;
-        c->wcap = 0;
-    }
-    return rc;
-}
-
-static int resolve_and_connect(ec_client *c, int64_t deadline, ec_error *err)
-{
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-    struct addrinfo *res = NULL;
-    int g = getaddrinfo(c->host, c->port, &hints, &res);
-    if (g != 0)
-        return ec_fail(err, EC_ERR_TRANSPORT, 0, "cannot resolve %s: %s", c->host, gai_strerror(g));
-    int last = ECONNREFUSED;
-    bool timed_out = false;
-    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        int fd =
-            socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
-        if (fd < 0) {
-            last = errno;
-            continue;
-        }
-        int r = connect(fd, ai->ai_addr, ai->ai_addrlen);
-        if (r < 0 && errno == EINPROGRESS) {
-            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-            int pr;
-            do
-                pr = poll(&pfd, 1, remaining(deadline));
-            while (pr < 0 && errno == EINTR);
-            if (pr == 0) {
-                timed_out = true;
-                close(fd);
-                continue;
-            }
-            int soerr = 0;
-            socklen_t sl = sizeof soerr;
-            getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
-            r = soerr ? -1 : 0;
-            errno = soerr;
-        }
-        if (r < 0) {
-            last = errno;
-            close(fd);
-            continue;
-        }
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        c->fd = fd;
-        freeaddrinfo(res);
-        return 0;
-    }
-    freeaddrinfo(res);
-    if (timed_out)
-        return ec_fail(err, EC_ERR_TIMEOUT, 0, "timed out connecting to %s:%s", c->host, c->port);
-    return ec_fail(err, EC_ERR_TRANSPORT, 0, "cannot connect to %s:%s: %s", c->host, c->port,
-                   strerror(last));
-}
-
-/* Reads whatever is available into rbuf. Returns bytes read, 0 on EAGAIN, -1 on EOF or
- * error (connection dropped). */
-static ssize_t read_some(ec_client *c)
-{
-    if (c->rcap - c->rlen < 65536) {
-        c->rcap = c->rcap ? c->rcap * 2 : 131072;
-        c->rbuf = xrealloc(c->rbuf, c->rcap);
-    }
-    if (c->ssl) {
-        /* Drain everything TLS has decrypted: plaintext left inside the SSL object
-         * would not wake a poll() on the socket. */
-        ssize_t total = 0;
-        for (;;) {
-            if (c->rcap - c->rlen < 16384) {
-                c->rcap *= 2;
-                c->rbuf = xrealloc(c->rbuf, c->rcap);
-            }
-            int r = SSL_read(c->ssl, c->rbuf + c->rlen, (int)(c->rcap - c->rlen));
-            if (r > 0) {
-                c->rlen += (size_t)r;
-                total += r;
-                continue;
-            }
-            int e = SSL_get_error(c->ssl, r);
-            if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return total;
-            ERR_clear_error();
-            if (total > 0) return total; /* report the data; the loss shows next time */
-            conn_drop(c);
-            return -1;
-        }
-    }
-    for (;;) {
-        ssize_t r = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, MSG_DONTWAIT);
-        if (r > 0) {
-            c->rlen += (size_t)r;
-            return r;
-        }
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-        conn_drop(c);
-        return -1;
-    }
-}
-
-/* wss: TLS over the connected socket, the server's certificate checked against the
- * CA file (or the system store; SSL_CERT_FILE / SSL_CERT_DIR are honoured) and the
- * URL's host (a name or an IP address). */
-static int tls_connect(ec_client *c, int64_t deadline, ec_error *err)
-{
-    if (!c->tls) return 0;
-    if (!c->ssl_ctx) {
-        c->ssl_ctx = SSL_CTX_new(TLS_client_method());
-        SSL_CTX_set_min_proto_version(c->ssl_ctx, TLS1_2_VERSION);
-        SSL_CTX_set_verify(c->ssl_ctx, SSL_VERIFY_PEER, NULL);
-        bool ok = c->ca_file ? SSL_CTX_load_verify_locations(c->ssl_ctx, c->ca_file, NULL) == 1
-                             : SSL_CTX_set_default_verify_paths(c->ssl_ctx) == 1;
-        if (!ok) {
-            ERR_clear_error();
-            SSL_CTX_free(c->ssl_ctx);
-            c->ssl_ctx = NULL;
-            conn_drop(c);
-            return ec_fail(err, EC_ERR_USAGE, 0, "cannot load the CA file %s",
-                           c->ca_file ? c->ca_file : "(system)");
-        }
-    }
-    c->ssl = SSL_new(c->ssl_ctx);
-    SSL_set_fd(c->ssl, c->fd);
-    X509_VERIFY_PARAM *vp = SSL_get0_param(c->ssl);
-    if (X509_VERIFY_PARAM_set1_ip_asc(vp, c->host) != 1) {
-        SSL_set_tlsext_host_name(c->ssl, c->host);
-        SSL_set1_host(c->ssl, c->host);
-    }
-    for (;;) {
-        int r = SSL_connect(c->ssl);
-        if (r == 1) return 0;
-        int e = SSL_get_error(c->ssl, r);
-        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-            struct pollfd pfd = {.fd = c->fd, .events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT};
-            if (poll(&pfd, 1, remaining(deadline)) == 0) {
-                conn_drop(c);
-                return ec_fail(err, EC_ERR_TIMEOUT, 0, "timed out in the TLS handshake");
-            }
-            continue;
-        }
-        long vr = SSL_get_verify_result(c->ssl);
-        unsigned long ee = ERR_get_error();
-        char why[256];
-        if (vr != X509_V_OK)
-            snprintf(why, sizeof why, "certificate verify failed: %s",
-                     X509_verify_cert_error_string(vr));
-        else
-            ERR_error_string_n(ee, why, sizeof why);
-        ERR_clear_error();
-        conn_drop(c);
-        return ec_fail(err, EC_ERR_TRANSPORT, 0, "TLS handshake with %s:%s failed: %s", c->host,
-                       c->port, why);
-    }
-}
-
-static int handshake(ec_client *c, int64_t deadline, ec_error *err)
-{
-    int trc = tls_connect(c, deadline, err);
-    if (trc) return trc;
-    uint8_t rnd[16];
-    if (RAND_bytes(rnd, sizeof rnd) != 1) arc4random_buf(rnd, sizeof rnd);
-    char key[25] = {0};
-    base64_encode(rnd, sizeof rnd, key);
-    char *req = NULL;
-    size_t reqlen = 0;
-    FILE *f = open_memstream(&req, &reqlen);
-    fprintf(f,
-            "GET %s HTTP/1.1\r\nHost: %s:%s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n",
-            c->path, c->host, c->port, key);
-    if (c->token) fprintf(f, "Authorization: Bearer %s\r\n", c->token);
-    fputs("\r\n", f);
-    fclose(f);
-    int rc = send_all(c, (const uint8_t *)req, reqlen, deadline, err);
-    free(req);
-    if (rc) return rc;
-    /* Read the response head; whatever follows it is already WebSocket data. */
-    char *end = NULL;
-    while (!end) {
-        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
-        int pr = poll(&pfd, 1, remaining(deadline));
-        if (pr == 0) {
-            conn_drop(c);
-            return ec_fail(err, EC_ERR_TIMEOUT, 0, "timed out waiting for the upgrade");
-        }
-        if (pr < 0 && errno == EINTR) continue;
-        if (read_some(c) < 0)
-            return ec_fail(err, EC_ERR_TRANSPORT, 0,
-                           "server closed the connection during the upgrade");
-        end = memmem(c->rbuf, c->rlen, "\r\n\r\n", 4);
-        if (!end && c->rlen > 16384) {
-            conn_drop(c);
-            return ec_fail(err, EC_ERR_PROTOCOL, 0, "oversized upgrade response");
-        }
-    }
-    size_t head_len = (size_t)(end - (char *)c->rbuf) + 4;
-    char *head = xstrndup((char *)c->rbuf, head_len);
-    memmove(c->rbuf, c->rbuf + head_len, c->rlen - head_len);
-    c->rlen -= head_len;
-    int status = 0;
-    sscanf(head, "HTTP/1.%*d %d", &status);
-    if (status != 101) {
-        char *eol = strstr(head, "\r\n");
-        if (eol) *eol = 0;
-        /* The server's reason, when its body came with the head (ours sends both in
-         * one write): the first line, printable bytes only. */
-        char reason[200] = "";
-        size_t n = 0;
-        for (size_t i = 0; i < c->rlen && n + 1 < sizeof reason; i++) {
-            unsigned char ch = c->rbuf[i];
-            if (ch == '\r' || ch == '\n') break;
-            if (ch >= 0x20 && ch < 0x7f) reason[n++] = (char)ch;
-        }
-        reason[n] = 0;
-        conn_drop(c);
-        rc = ec_fail(err, EC_ERR_TRANSPORT, status, "WebSocket upgrade refused: %s%s%s", head,
-                     n ? ": " : "", reason);
-        free(head);
-        return rc;
-    }
-    /* Check Sec-WebSocket-Accept = base64(SHA-1(key + GUID)), computed by the same
-     * code the server answers with. */
-    char want[HTTP_WS_ACCEPT_LEN + 1];
-    http_ws_accept_key(key, strlen(key), want);
-    bool ok = false;
-    for (char *line = strstr(head, "\r\n"); line; line = strstr(line + 2, "\r\n")) {
-        const char *name = "sec-websocket-accept:";
-        if (strncasecmp(line + 2, name, strlen(name)) == 0) {
-            const char *v = line + 2 + strlen(name);
-            while (*v == ' ' || *v == '\t')
-                v++;
-            ok = strncmp(v, want, strlen(want)) == 0;
-            break;
-        }
-    }
-    free(head);
-    if (!ok) {
-        conn_drop(c);
-        return ec_fail(err, EC_ERR_PROTOCOL, 0, "bad Sec-WebSocket-Accept from the server");
-    }
-    return 0;
-}
-
-/* ---- the shared connection, for message layers ------------------------------------- */
-
-int ec_conn_set_url(ec_client *c, const char *url, ec_error *err)
-{
-    char *host, *port, *path;
-    bool tls;
-    int rc = ec_url_parse(url, &host, &port, &path, &tls, err);
-    if (rc) return rc;
-    free(c->host);
-    free(c->port);
-    free(c->path);
-    c->host = host;
-    c->port = port;
-    c->path = path;
-    c->tls = tls;
-    return 0;
-}
-
-int ec_conn_open_ws(ec_client *c, int64_t deadline, ec_error *err)
-{
-    int rc = resolve_and_connect(c, deadline, err);
-    if (rc == 0) rc = handshake(c, deadline, err);
-    return rc;
-}
-
-int ec_conn_send_ws(ec_client *c, int opcode, const void *payload, size_t n, ec_error *err)
-{
-    if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
-    return send_frame(c, opcode, payload, n, err);
-}
-
-void ec_conn_drop(ec_client *c)
-{
-    conn_drop(c);
-}
-
 static int handle_frames(ec_client *c);
 
 int ec_conn_read(ec_client *c, int timeout_ms, ec_error *err)
@@ -512,7 +101,7 @@ int ec_conn_read(ec_client *c, int timeout_ms, ec_error *err)
     if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
     struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
     int r = poll(&pfd, 1, timeout_ms);
-    if (r > 0 && read_some(c) >= 0) handle_frames(c);
+    if (r > 0 && ec_conn_read_some(c) >= 0) handle_frames(c);
     if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
     return 0;
 }
@@ -525,7 +114,7 @@ static int plain_open(ec_client *c, int64_t deadline, ec_error *err)
 
 static int plain_send(ec_client *c, const char *text, size_t len, ec_error *err)
 {
-    return send_frame(c, WS_OP_TEXT, text, len, err);
+    return ec_conn_send_ws(c, WS_OP_TEXT, text, len, err);
 }
 
 static int plain_on_ws_message(ec_client *c, int opcode, const uint8_t *p, size_t n)
@@ -674,12 +263,12 @@ static int handle_frames(ec_client *c)
         off += f.header_len + n;
         switch (f.opcode) {
         case WS_OP_PING:
-            send_frame(c, WS_OP_PONG, payload, n, NULL);
+            ec_conn_send_ws(c, WS_OP_PONG, payload, n, NULL);
             break;
         case WS_OP_PONG:
             break;
         case WS_OP_CLOSE:
-            send_frame(c, WS_OP_CLOSE, payload, n < 2 ? n : 2, NULL);
+            ec_conn_send_ws(c, WS_OP_CLOSE, payload, n < 2 ? n : 2, NULL);
             rc = -1;
             goto out;
         default:
@@ -729,7 +318,7 @@ out:
         memmove(c->rbuf, c->rbuf + off, c->rlen - off);
         c->rlen -= off;
     }
-    if (rc < 0) conn_drop(c);
+    if (rc < 0) ec_conn_drop(c);
     /* Do not keep tens of MiB around after one large message. */
     if (c->rlen == 0 && c->rcap > (4u << 20)) {
         free(c->rbuf);
@@ -821,7 +410,7 @@ static int pump(ec_client *c, int timeout_ms, ec_error *err)
          * a fast producer is held back by TCP flow control instead of piling up here. */
         size_t budget = EC_PUMP_BUDGET;
         for (;;) {
-            ssize_t n = read_some(c);
+            ssize_t n = ec_conn_read_some(c);
             if (n < 0) break;
             if (handle_frames(c) < 0 || n == 0) break;
             if ((size_t)n >= budget) break;
@@ -933,7 +522,7 @@ static int reconnect(ec_client *c, ec_error *err)
     ec_error e = {0};
     int delay = 25;
     for (;;) {
-        conn_drop(c);
+        ec_conn_drop(c);
         rc = c->ml->open(c, deadline, &e);
         if (rc == 0) rc = do_initialize(c, deadline, c->session_id, &e);
         if (rc == 0) break;
@@ -957,7 +546,7 @@ static int reconnect(ec_client *c, ec_error *err)
     }
     c->reconnecting = false;
     if (c->dead) {
-        conn_drop(c);
+        ec_conn_drop(c);
         for (struct ec_pending *pd = c->pending; pd; pd = pd->next)
             if (!pd->done)
                 pending_fail(pd, c->dead_err.kind, "connection lost while waiting for %s",
@@ -1027,9 +616,9 @@ void ec_client_close(ec_client *c)
     }
     if (c->fd >= 0) {
         uint8_t code[2] = {0x03, 0xE8}; /* 1000 normal closure */
-        send_frame(c, WS_OP_CLOSE, code, 2, NULL);
+        ec_conn_send_ws(c, WS_OP_CLOSE, code, 2, NULL);
     }
-    conn_drop(c);
+    ec_conn_drop(c);
     if (c->ml->destroy) c->ml->destroy(c);
     while (c->procs)
         ec_process_free(c->procs);
@@ -1140,8 +729,8 @@ int ec_process_start(ec_client *c, const ec_start_options *o, ec_process **out, 
     if (!params) return ec_fail(err, EC_ERR_USAGE, 0, "argv, env or cwd is not valid UTF-8");
     if (o->arg0) json_object_set_new(params, "arg0", json_string(o->arg0));
     if (o->tty && o->rows && o->cols && ec_client_has_capability(c, "processStartSize"))
-        json_object_set_new(params, "size", json_pack("{s:i, s:i}", "rows", (int)o->rows, "cols",
-                                                      (int)o->cols));
+        json_object_set_new(params, "size",
+                            json_pack("{s:i, s:i}", "rows", (int)o->rows, "cols", (int)o->cols));
     if (o->env_inherit)
         json_object_set_new(params, "envPolicy",
                             json_pack("{s:s, s:b, s:[], s:{}, s:[]}", "inherit", o->env_inherit,

@@ -123,6 +123,9 @@ int ec_conn_send_ws(ec_client *c, int opcode, const void *payload, size_t n, ec_
  * Returns 0, or -EC_ERR_TRANSPORT once the connection is gone. */
 int ec_conn_read(ec_client *c, int timeout_ms, ec_error *err);
 void ec_conn_drop(ec_client *c);
+/* Reads what the socket has into the client's input buffer (ec_conn.c); < 0 when the
+ * connection was lost (and dropped). */
+ssize_t ec_conn_read_some(ec_client *c);
 /* One decoded JSON-RPC message, to the request table / process trackers / hook. */
 void ec_deliver(ec_client *c, const char *text, size_t len);
 
