@@ -59,47 +59,6 @@ static const char *const manifest_dirs[] = {".codex-plugin", ".claude-plugin", "
 
 /* ---- pure helpers ----------------------------------------------------------------- */
 
-bool caproots_utf8_check(const char *s, size_t n, size_t *valid_up_to, size_t *error_len)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n) {
-        unsigned char b = p[i];
-        if (b < 0x80) {
-            i++;
-            continue;
-        }
-        size_t w = b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
-        *valid_up_to = i;
-        if (!w) {
-            *error_len = 1;
-            return false;
-        }
-        if (i + 1 >= n) goto incomplete;
-        unsigned char lo = 0x80, hi = 0xBF, c = p[i + 1];
-        if (b == 0xE0) lo = 0xA0;
-        else if (b == 0xED) hi = 0x9F;
-        else if (b == 0xF0) lo = 0x90;
-        else if (b == 0xF4) hi = 0x8F;
-        if (c < lo || c > hi) {
-            *error_len = 1;
-            return false;
-        }
-        for (size_t k = 2; k < w; k++) {
-            if (i + k >= n) goto incomplete;
-            if ((p[i + k] & 0xC0) != 0x80) {
-                *error_len = k;
-                return false;
-            }
-        }
-        i += w;
-    }
-    return true;
-incomplete:
-    *error_len = 0;
-    return false;
-}
-
 int caproots_declared_path(const char *decl, const char **rel)
 {
     if (strncmp(decl, "./", 2) != 0) return 1;
@@ -263,7 +222,7 @@ static bool read_optional(struct scan *sc, const char *path, struct text_file *f
         warn(sc, "failed to read capability file %s: %s", uri, os);
     } else if (got > CAPROOTS_MAX_FILE || !budget_fits(sc, got)) {
         warn(sc, "capability file %s exceeded its read limit", uri);
-    } else if (!caproots_utf8_check(data, got, &bad_at, &bad_len)) {
+    } else if (!utf8_check(data, got, &bad_at, &bad_len)) {
         if (bad_len)
             warn(sc, "capability file %s is not UTF-8: invalid utf-8 sequence of %zu bytes from "
                      "index %zu", uri, bad_len, bad_at);

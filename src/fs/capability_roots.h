@@ -29,10 +29,6 @@ extern const struct rpc_method capability_roots_methods[];
  * every failure is reported in it (root-local), never as an RPC error. */
 void caproots_scan(const char *root, const char *root_uri, struct buf *out);
 
-/* Checks s (n bytes) as UTF-8 the way Rust's from_utf8 does. Returns true when valid;
- * otherwise stores the index of the first bad byte in *valid_up_to and the length of
- * the invalid sequence in *error_len (0 when the input ends inside a sequence). */
-bool caproots_utf8_check(const char *s, size_t n, size_t *valid_up_to, size_t *error_len);
 
 /* Validates a path declared in a plugin manifest (`"mcpServers": "./x.json"`).
  * Returns 0 and stores the part below the root in *rel (borrowed from decl), or

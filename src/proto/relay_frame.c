@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto/utf8.h"
 #include "util/mem.h"
 
 enum wire_type {
@@ -51,70 +52,17 @@ enum {
 /* prost stops at 100 nested messages/groups; only skipped groups can nest here. */
 #define MAX_DEPTH 100
 
-/* ---- UTF-8 --------------------------------------------------------------------- */
-
-/* Unicode White_Space, what Rust's char::is_whitespace (and so str::trim) uses. */
-static bool is_white_space(uint32_t cp)
-{
-    return (cp >= 0x09 && cp <= 0x0d) || cp == 0x20 || cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
-           (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f ||
-           cp == 0x205f || cp == 0x3000;
-}
-
-/* True when s[0..n) is valid UTF-8 by Rust's str::from_utf8 rules (shortest form, no
- * surrogates, nothing above U+10FFFF). *all_space, when asked for, says whether every
- * code point is white space (true for the empty string). */
-static bool utf8_scan(const uint8_t *s, size_t n, bool *all_space)
-{
-    bool space = true;
-    size_t i = 0;
-    while (i < n) {
-        uint32_t cp = s[i];
-        size_t more;
-        uint8_t lo = 0x80, hi = 0xbf; /* bounds of the second byte */
-        if (cp < 0x80) {
-            more = 0;
-        } else if (cp >= 0xc2 && cp <= 0xdf) {
-            more = 1;
-            cp &= 0x1f;
-        } else if (cp >= 0xe0 && cp <= 0xef) {
-            more = 2;
-            if (cp == 0xe0) lo = 0xa0; /* overlong */
-            if (cp == 0xed) hi = 0x9f; /* surrogates */
-            cp &= 0x0f;
-        } else if (cp >= 0xf0 && cp <= 0xf4) {
-            more = 3;
-            if (cp == 0xf0) lo = 0x90; /* overlong */
-            if (cp == 0xf4) hi = 0x8f; /* above U+10FFFF */
-            cp &= 0x07;
-        } else {
-            return false;
-        }
-        if (n - i - 1 < more) return false;
-        for (size_t k = 1; k <= more; k++) {
-            uint8_t b = s[i + k];
-            if (k == 1 ? (b < lo || b > hi) : (b & 0xc0) != 0x80) return false;
-            cp = cp << 6 | (b & 0x3f);
-        }
-        if (space && !is_white_space(cp)) space = false;
-        i += more + 1;
-    }
-    if (all_space) *all_space = space;
-    return true;
-}
-
 static bool str_utf8(struct relay_str s)
 {
-    return s.len == 0 || utf8_scan((const uint8_t *)s.ptr, s.len, NULL);
+    return utf8_valid(s.ptr, s.len);
 }
 
 /* ---- checks -------------------------------------------------------------------- */
 
 int relay_frame_check(const struct relay_frame *f)
 {
-    bool blank = true;
-    if (f->stream_id.len && !utf8_scan((const uint8_t *)f->stream_id.ptr, f->stream_id.len, &blank))
-        return RELAY_E_UTF8;
+    if (!str_utf8(f->stream_id)) return RELAY_E_UTF8;
+    bool blank = utf8_all_white_space(f->stream_id.ptr, f->stream_id.len);
     if (!str_utf8(f->traceparent) || !str_utf8(f->tracestate)) return RELAY_E_UTF8;
     if (f->body == RELAY_BODY_RESET && !str_utf8(f->reason)) return RELAY_E_UTF8;
     if (f->version != RELAY_FRAME_VERSION) return RELAY_E_VERSION;
@@ -203,7 +151,7 @@ static int get_str(struct cur *c, unsigned wt, struct relay_str *s)
     const uint8_t *p;
     size_t n;
     if (get_bytes(c, wt, &p, &n) < 0) return RELAY_E_MALFORMED;
-    if (!utf8_scan(p, n, NULL)) return RELAY_E_UTF8;
+    if (!utf8_valid(p, n)) return RELAY_E_UTF8;
     s->ptr = (const char *)p;
     s->len = n;
     return 0;

@@ -64,6 +64,50 @@ bool utf8_valid(const void *s, size_t n)
     return true;
 }
 
+bool utf8_check(const void *s, size_t n, size_t *valid_up_to, size_t *error_len)
+{
+    const unsigned char *p = s;
+    for (size_t i = 0; i < n;) {
+        size_t bad;
+        size_t k = utf8_seq(p + i, n - i, &bad);
+        if (k) {
+            i += k;
+            continue;
+        }
+        *valid_up_to = i;
+        /* A good lead whose valid continuation runs into the end may yet complete. */
+        bool lead = p[i] >= 0xC2 && p[i] <= 0xF4;
+        *error_len = lead && i + bad == n ? 0 : bad;
+        return false;
+    }
+    return true;
+}
+
+/* Unicode White_Space. */
+static bool white_space(uint32_t cp)
+{
+    return (cp >= 0x09 && cp <= 0x0d) || cp == 0x20 || cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
+           (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f ||
+           cp == 0x205f || cp == 0x3000;
+}
+
+bool utf8_all_white_space(const void *s, size_t n)
+{
+    const unsigned char *p = s;
+    for (size_t i = 0; i < n;) {
+        size_t bad;
+        size_t k = utf8_seq(p + i, n - i, &bad);
+        if (!k) return false;
+        static const unsigned char lead_mask[5] = {0, 0x7f, 0x1f, 0x0f, 0x07};
+        uint32_t cp = p[i] & lead_mask[k];
+        for (size_t j = 1; j < k; j++)
+            cp = cp << 6 | (p[i + j] & 0x3f);
+        if (!white_space(cp)) return false;
+        i += k;
+    }
+    return true;
+}
+
 void utf8_lossy(struct buf *b, const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;

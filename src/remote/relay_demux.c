@@ -17,6 +17,7 @@
 #include "proto/relay_frame.h"
 #include "proto/relay_framing.h"
 #include "proto/relay_order.h"
+#include "proto/utf8.h"
 #include "util/mem.h"
 
 enum stream_state { ST_PENDING, ST_LIVE };
@@ -295,14 +296,6 @@ static void on_data(struct relay_demux *d, const struct relay_frame *f)
     if (r < 0) stream_fail(s, r == -EBADMSG ? "decrypt_failed" : relay_strerror(r));
 }
 
-/* Strict UTF-8 (jansson's check, which the registry JSON needs anyway). */
-static bool valid_utf8(const uint8_t *p, size_t n)
-{
-    json_t *j = json_stringn((const char *)p, n);
-    json_decref(j);
-    return j != NULL;
-}
-
 static void on_validated(void *arg, bool valid)
 {
     struct relay_stream *s = arg;
@@ -391,7 +384,7 @@ static void on_handshake(struct relay_demux *d, const struct relay_frame *f)
         why = "bad_message1";
     else if (payload_len == 0 || payload_len > RELAY_MAX_AUTHORIZATION)
         why = "authorization_size";
-    else if (!valid_utf8(payload, payload_len) || memchr(payload, 0, payload_len))
+    else if (!utf8_valid(payload, payload_len) || memchr(payload, 0, payload_len))
         why = "authorization_not_utf8";
     if (why) {
         noise_ik_handshake_free(hs);

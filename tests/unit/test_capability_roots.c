@@ -12,11 +12,12 @@
 #include <cmocka.h>
 
 #include "fs/capability_roots.h"
+#include "proto/utf8.h"
 
 static void bad(const char *s, size_t n, size_t at, size_t len)
 {
     size_t got_at = 99, got_len = 99;
-    assert_false(caproots_utf8_check(s, n, &got_at, &got_len));
+    assert_false(utf8_check(s, n, &got_at, &got_len));
     assert_int_equal(got_at, at);
     assert_int_equal(got_len, len);
 }
@@ -25,8 +26,8 @@ static void test_utf8(void **state)
 {
     (void)state;
     size_t a, l;
-    assert_true(caproots_utf8_check("", 0, &a, &l));
-    assert_true(caproots_utf8_check("h\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80", 10, &a, &l));
+    assert_true(utf8_check("", 0, &a, &l));
+    assert_true(utf8_check("h\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80", 10, &a, &l));
     bad("ok\xFF\xFE", 4, 2, 1);          /* never a lead byte */
     bad("ab\xE2\x82", 4, 2, 0);          /* ends inside a sequence */
     bad("\xE2\x82x", 3, 0, 2);           /* third byte not a continuation */

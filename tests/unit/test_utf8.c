@@ -54,6 +54,32 @@ static void test_invalid(void **state)
 }
 
 /* The eight-byte ASCII skip must not hide a bad byte at any position. */
+/* utf8_check agrees with utf8_valid and places errors as Rust's Utf8Error does. */
+static void test_check_position(void **state)
+{
+    (void)state;
+    size_t at = 99, len = 99;
+    assert_true(utf8_check("h\xC3\xA9", 3, &at, &len));
+    assert_int_equal(at, 99); /* untouched on success */
+    assert_false(utf8_check("ab\xE2\x82", 4, &at, &len));
+    assert_int_equal(at, 2);
+    assert_int_equal(len, 0); /* may still complete */
+    assert_false(utf8_check("ab\xFF", 3, &at, &len));
+    assert_int_equal(len, 1); /* never a lead byte, even at the end */
+    assert_false(utf8_check("\xF0\x9F\x98x", 4, &at, &len));
+    assert_int_equal(at, 0);
+    assert_int_equal(len, 3);
+}
+
+static void test_white_space(void **state)
+{
+    (void)state;
+    assert_true(utf8_all_white_space("", 0));
+    assert_true(utf8_all_white_space(" \t\r\n\xC2\xA0\xE3\x80\x80", 9)); /* NBSP, U+3000 */
+    assert_false(utf8_all_white_space(" s1 ", 4));
+    assert_false(utf8_all_white_space("\xE2\x80\x8B", 3)); /* U+200B is not White_Space */
+}
+
 static void test_valid_long(void **state)
 {
     (void)state;
@@ -83,6 +109,8 @@ int main(void)
         cmocka_unit_test(test_valid),
         cmocka_unit_test(test_invalid),
         cmocka_unit_test(test_valid_long),
+        cmocka_unit_test(test_check_position),
+        cmocka_unit_test(test_white_space),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
