@@ -12,9 +12,8 @@
 #include <string.h>
 #include <openssl/rand.h>
 
-/* Plaintext per record (NOISE_RECORD_PLAINTEXT_LEN upstream): ciphertext + frame stay
- * far below the 256 KiB WebSocket cap. */
-#define EC_RELAY_RECORD RELAY_RECORD_PLAINTEXT_MAX
+/* One record's ciphertext (at most a Noise message); with its frame it stays far
+ * below the 256 KiB WebSocket cap. */
 #define EC_RELAY_SCRATCH (NOISE_IK_MAX_MESSAGE + 64)
 
 static int fail(struct ec_relay *r, int code, const char *fmt, ...)
@@ -205,22 +204,17 @@ int ec_relay_send(struct ec_relay *r, const char *text, size_t len)
         return -EMSGSIZE; /* refused before any nonce is spent: the stream lives on */
     char tp[256], ts[1024];
     request_trace(text, len, tp, sizeof tp, ts, sizeof ts);
-    uint8_t *plain = malloc(EC_RELAY_RECORD);
-    if (!plain) return fail(r, -ENOMEM, "out of memory");
     int rc = 0;
     bool first = true;
     struct relay_chunk ch;
     while (relay_framer_next(&fr, &ch)) {
-        /* The Noise engine takes one buffer: prefix and slice side by side. */
-        if (ch.head_len) memcpy(plain, ch.head, ch.head_len);
-        memcpy(plain + ch.head_len, ch.body, ch.body_len);
-        size_t n = ch.head_len + ch.body_len;
         if (r->send_seq == UINT32_MAX) {
             rc = fail(r, -EOVERFLOW, "relay sequence numbers exhausted");
             break;
         }
         size_t clen = 0;
-        rc = noise_ik_transport_encrypt(r->tx, plain, n, r->scratch, EC_RELAY_SCRATCH, &clen);
+        rc = noise_ik_transport_encrypt2(r->tx, ch.head, ch.head_len, ch.body, ch.body_len,
+                                         r->scratch, EC_RELAY_SCRATCH, &clen);
         if (rc) {
             fail(r, rc, "cannot encrypt a relay record");
             break;
@@ -245,7 +239,6 @@ int ec_relay_send(struct ec_relay *r, const char *text, size_t len)
             break;
         }
     }
-    free(plain);
     return rc;
 }
 

@@ -90,16 +90,19 @@ static void gcm_nonce(uint64_t n, uint8_t iv[12])
 
 /* out (len + 16 bytes, may equal in) = AES-256-GCM(key, nonce n, ad, in) || tag. */
 static int gcm_seal(EVP_CIPHER_CTX *c, const uint8_t key[KEYLEN], uint64_t n, const uint8_t *ad,
-                    size_t adlen, const uint8_t *in, size_t len, uint8_t *out)
+                    size_t adlen, const uint8_t *in, size_t len, const uint8_t *in2, size_t len2,
+                    uint8_t *out)
 {
     uint8_t iv[12];
     int outl = 0, finl = 0;
     gcm_nonce(n, iv);
     if (!EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, iv)) return -EIO;
     if (adlen && !EVP_EncryptUpdate(c, NULL, &outl, ad, (int)adlen)) return -EIO;
+    /* GCM is a stream mode: each update writes exactly its input's length. */
     if (len && !EVP_EncryptUpdate(c, out, &outl, in, (int)len)) return -EIO;
-    if (!EVP_EncryptFinal_ex(c, out + outl, &finl)) return -EIO;
-    if (!EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, TAGLEN, out + len)) return -EIO;
+    if (len2 && !EVP_EncryptUpdate(c, out + len, &outl, in2, (int)len2)) return -EIO;
+    if (!EVP_EncryptFinal_ex(c, out + len + len2, &finl)) return -EIO;
+    if (!EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, TAGLEN, out + len + len2)) return -EIO;
     return 0;
 }
 
@@ -204,7 +207,7 @@ static int encrypt_and_hash(struct symstate *ss, EVP_CIPHER_CTX *c, const uint8_
 {
     int rc;
     if (ss->has_key) {
-        if ((rc = gcm_seal(c, ss->k, ss->n, ss->h, HASHLEN, pt, len, out)) < 0) return rc;
+        if ((rc = gcm_seal(c, ss->k, ss->n, ss->h, HASHLEN, pt, len, NULL, 0, out)) < 0) return rc;
         ss->n++;
         len += TAGLEN;
     } else if (len) {
@@ -731,12 +734,23 @@ void noise_ik_transport_free(struct noise_ik_transport *t)
 int noise_ik_transport_encrypt(struct noise_ik_transport *t, const uint8_t *in, size_t len,
                                uint8_t *out, size_t cap, size_t *out_len)
 {
+    return noise_ik_transport_encrypt2(t, in, len, NULL, 0, out, cap, out_len);
+}
+
+int noise_ik_transport_encrypt2(struct noise_ik_transport *t, const uint8_t *head, size_t hlen,
+                                const uint8_t *body, size_t blen, uint8_t *out, size_t cap,
+                                size_t *out_len)
+{
     int rc;
-    if (!t || !out || !out_len || (!in && len)) return -EINVAL;
-    if (len > NOISE_IK_MAX_RECORD_PLAINTEXT || cap < len + TAGLEN) return -EMSGSIZE;
+    if (!t || !out || !out_len || (!head && hlen) || (!body && blen)) return -EINVAL;
+    size_t len = hlen + blen;
+    if (hlen > NOISE_IK_MAX_RECORD_PLAINTEXT || len > NOISE_IK_MAX_RECORD_PLAINTEXT ||
+        cap < len + TAGLEN)
+        return -EMSGSIZE;
     /* Noise reserves nonce 2^64-1; reaching it ends the channel. */
     if (t->send.n == UINT64_MAX) return -EOVERFLOW;
-    if ((rc = gcm_seal(t->send.ctx, t->send.k, t->send.n, NULL, 0, in, len, out)) < 0) return rc;
+    rc = gcm_seal(t->send.ctx, t->send.k, t->send.n, NULL, 0, head, hlen, body, blen, out);
+    if (rc < 0) return rc;
     t->send.n++;
     *out_len = len + TAGLEN;
     return 0;

@@ -152,6 +152,11 @@ void noise_ik_transport_free(struct noise_ik_transport *t);
  * or a short cap; -EOVERFLOW once the nonces are exhausted. */
 int noise_ik_transport_encrypt(struct noise_ik_transport *t, const uint8_t *in, size_t len,
                                uint8_t *out, size_t cap, size_t *out_len);
+/* The same record from two pieces (head || body), e.g. a length prefix and a slice of
+ * the message, without first copying them into one buffer. out must not overlap them. */
+int noise_ik_transport_encrypt2(struct noise_ik_transport *t, const uint8_t *head, size_t hlen,
+                                const uint8_t *body, size_t blen, uint8_t *out, size_t cap,
+                                size_t *out_len);
 /* Decrypts one record (the next in order): out (cap ≥ len - 16; may equal in).
  * -EMSGSIZE for len < 16 or > NOISE_IK_MAX_MESSAGE; -EBADMSG when it does not
  * authenticate, in which case out is zeroed and the receive nonce does not advance. */

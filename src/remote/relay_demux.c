@@ -214,7 +214,6 @@ int relay_stream_send(struct relay_stream *st, const uint8_t *msg, size_t len)
         return -EMSGSIZE;
     }
     struct relay_chunk ch;
-    static uint8_t pt[RELAY_RECORD_PLAINTEXT_MAX];
     int r = 0;
     /* Accounting a frame may close the connection (backlog limit), which resets and
      * unlinks the stream: keep it allocated until this loop is done with it. */
@@ -225,11 +224,9 @@ int relay_stream_send(struct relay_stream *st, const uint8_t *msg, size_t len)
             r = -EOVERFLOW;
             break;
         }
-        memcpy(pt, ch.head, ch.head_len);
-        memcpy(pt + ch.head_len, ch.body, ch.body_len);
         size_t ct_len;
-        r = noise_ik_transport_encrypt(st->tx, pt, ch.head_len + ch.body_len, rec_buf,
-                                       sizeof rec_buf, &ct_len);
+        r = noise_ik_transport_encrypt2(st->tx, ch.head, ch.head_len, ch.body, ch.body_len,
+                                        rec_buf, sizeof rec_buf, &ct_len);
         if (r < 0) {
             stream_fail(st, "encrypt_failed");
             break;
