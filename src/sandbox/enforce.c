@@ -373,13 +373,17 @@ static int view_in_place(struct view *v)
     size_t nw = count(s->writable);
     int *tree = xcalloc(nw + 1, sizeof *tree);
     int rc = 0;
+    /* "/" writable (an approved full write): the tree stays as the host has it;
+     * only the carve-outs, covers, /dev and /proc below apply. */
+    bool all_writable = !s->enforce_fs;
+    for (size_t i = 0; i < nw; i++) all_writable |= !strcmp(s->writable[i], "/");
     for (size_t i = 0; i < nw; i++) tree[i] = -1;
-    for (size_t i = 0; i < nw && !rc; i++) {
+    for (size_t i = 0; i < nw && !rc && !all_writable; i++) {
         tree[i] = clone_tree(s->writable[i]);
         if (tree[i] == -ENOENT) tree[i] = -1; /* nothing there to write to */
         else if (tree[i] < 0) rc = tree[i], v->step = "clone a writable root";
     }
-    if (!rc && s->enforce_fs && (rc = set_ro("/", true, true)) < 0) v->step = "read-only /";
+    if (!rc && !all_writable && (rc = set_ro("/", true, true)) < 0) v->step = "read-only /";
     for (size_t i = 0; i < nw; i++) {
         if (tree[i] < 0) continue;
         if (!rc && (rc = attach_tree(tree[i], s->writable[i])) < 0) v->step = "writable root";

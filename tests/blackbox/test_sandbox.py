@@ -441,6 +441,34 @@ def test_helpers_die_with_session(_):
         srv.stop()
 
 
+def test_root_write_keeps_devices_and_denials(srv):
+    """An approved write to "/" (linuxRootWritePreservesDevices,
+    linuxApprovedRootWritePreservesRestrictions): the child writes anywhere, the
+    standard devices work, and a `none` entry is still denied."""
+    t = Tree()
+    s = srv.session()
+    caps = s.call("environment/info", {})["capabilities"]
+    assert caps["linuxRootWritePreservesDevices"] and caps[
+        "linuxApprovedRootWritePreservesRestrictions"], caps
+    assert caps["sandboxedFileStreaming"], caps
+    secret = t.d + "/secret"
+    os.makedirs(secret)
+    with open(secret + "/s", "w") as fh:
+        fh.write("topsecret")
+    sb = policy([entry("root", access="write"), entry(path=secret, access="none")],
+                cwd=t.ws, roots=[t.ws])
+    target = t.out + "/written"
+    s.start("rw", ["/bin/sh", "-c", "echo x > /dev/null && echo devnull-ok; "
+                   "head -c 4 /dev/urandom | wc -c; cat %s/s; echo w > %s && echo wrote"
+                   % (secret, target)], cwd=uri(t.ws), sandbox=sb)
+    s.collect_until_closed("rw")
+    out = s.output_so_far("rw")
+    assert b"devnull-ok" in out["stdout"] and b"4" in out["stdout"], out
+    assert b"wrote" in out["stdout"] and open(target).read() == "w\n", out
+    assert b"topsecret" not in out["stdout"] and FAMILY.search(out["stderr"].decode()), out
+    t.cleanup()
+
+
 @ours_only
 @needs_own_server
 def test_fail_closed_without_namespaces(_):
