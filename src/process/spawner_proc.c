@@ -7,7 +7,7 @@
  * its descriptors and execs, and learns an exec failure through shared memory.
  *
  * A sandboxed child is a fork (clone(CLONE_PARENT) with fresh user, PID, mount,
- * IPC and, network restricted, network namespaces): the sandbox's init, PID 1 of
+ * IPC, UTS and, network restricted, network namespaces): the sandbox's init, PID 1 of
  * its namespace. It builds the view (sandbox/enforce), vforks the command, which
  * confines itself and execs, and then only waits: when the command exits the init
  * exits with its status (128+N for a signal, as a shell reports it) and the kernel
@@ -42,7 +42,8 @@
 #define CHILD_STACK (64 * 1024)
 
 static spawner_serve_fn serve_fn;
-#define FD_BASE 64 /* received descriptors are moved up here, clear of 0..N targets */
+#define FD_BASE (3 + FDFRAME_MAX_FDS) /* received descriptors are moved up here, clear of
+                                         the 0, 1, 2, 3... they are placed on */
 
 /* One decoded request with its descriptors, as the child sees it. */
 struct job {
@@ -276,7 +277,6 @@ static __attribute__((noreturn)) void sandbox_init(struct job *j, bool userns, u
     sigset_t all;
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, NULL);
-    int step = 0;
     if ((j->r.flags & SPAWN_F_TTY) && ioctl(j->in, TIOCSCTTY, 0) < 0) {
         spawner_record(j->status, SPAWN_REC_SETUP, errno);
         _exit(127);
@@ -324,7 +324,6 @@ static __attribute__((noreturn)) void sandbox_init(struct job *j, bool userns, u
             listeners[nl++] = s;
         }
     }
-    (void)step;
     int sfd = signalfd(-1, &all, SFD_CLOEXEC | SFD_NONBLOCK);
     j->child_err = 0;
     pid_t cmd = vfork_command(j, &conf);
@@ -344,7 +343,7 @@ static void start_sandboxed(struct job *j)
 {
     uid_t uid = geteuid();
     gid_t gid = getegid();
-    int ns = CLONE_NEWNS | CLONE_NEWIPC;
+    int ns = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
     if (!(j->r.flags & SPAWN_F_PID_INHERIT)) ns |= CLONE_NEWPID;
     if (j->r.flags & SPAWN_F_NET_RESTRICTED) ns |= CLONE_NEWNET;
     bool userns = true;
