@@ -773,13 +773,6 @@ int main(int argc, char **argv)
     int gr = guardian_start();
     if (gr < 0) log_warn("cannot start the guardian process (%s); children may outlive a "
                          "crashed server", strerror(-gr));
-    /* Every child is started from the spawner, a small process made now while this
-     * one holds almost nothing. */
-    int sp = spawner_start();
-    if (sp < 0) {
-        fprintf(stderr, "exec-server: cannot start the spawner process: %s\n", strerror(-sp));
-        return 1;
-    }
     /* A vanished peer must be an error code on write, not a process-wide kill. */
     signal(SIGPIPE, SIG_IGN);
     loop = uv_default_loop();
@@ -789,6 +782,14 @@ int main(int argc, char **argv)
     uv_signal_init(loop, &sig_int);
     uv_signal_start(&sig_term, on_signal, SIGTERM);
     uv_signal_start(&sig_int, on_signal, SIGINT);
+    /* Every child is started from the spawner, a small process made now while this
+     * one holds almost nothing (after the signal handlers: a SIGTERM during its start
+     * must be an orderly exit, not a kill). */
+    int sp = spawner_start();
+    if (sp < 0) {
+        fprintf(stderr, "exec-server: cannot start the spawner process: %s\n", strerror(-sp));
+        return 1;
+    }
     if (tls_server_enabled()) {
         uv_signal_init(loop, &sig_hup);
         uv_signal_start(&sig_hup, on_sighup, SIGHUP);
