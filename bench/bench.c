@@ -36,6 +36,12 @@ static void run_scenarios(void)
         progress("%s", name);
         r->has_floor = true;
         scenario_oneshot(r);
+        snprintf(name, sizeof name, "1b. one-shot /bin/true, ReadOnly sandbox (ms; floor: "
+                                    "ours unsandboxed)");
+        r = row_get(name, K_MS);
+        progress("%s", name);
+        r->has_floor = true;
+        scenario_oneshot_sandboxed(r);
     }
     if (O.scenarios & (1u << 2)) {
         snprintf(name, sizeof name, "2. streaming %zu MiB stdout (MB/s)", O.stream_bytes >> 20);

@@ -143,6 +143,7 @@ const char *server_name(int which);
 bool start_or_fail(struct server *s, int which, struct row **rs, int nr);
 void progress(const char *fmt, ...);
 void scenario_oneshot(struct row *r);
+void scenario_oneshot_sandboxed(struct row *r);
 void scenario_stream(struct row *r);
 void scenario_fanout(struct row *r);
 struct cell conns_run(struct server *s);

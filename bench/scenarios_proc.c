@@ -3,13 +3,19 @@
 
 #include "bench.h"
 
-static double oneshot_once(struct wsc *c, struct track *tr, int i)
+/* One /bin/true start (process id i, the nth on the connection counting from 1) to
+ * process/closed; with sandbox (a JSON member text, or NULL) under that sandbox. */
+static double oneshot_once(struct wsc *c, struct track *tr, int i, int nth, const char *sandbox)
 {
-    char params[256];
+    char params[2 * PATH_MAX + 1024];
     start_params(params, sizeof params, "o", i, "[\"/bin/true\"]");
+    if (sandbox) {
+        size_t l = strlen(params);
+        snprintf(params + l - 1, sizeof params - l + 1, ",%s}", sandbox);
+    }
     double t0 = now_s();
     wsc_request(c, "process/start", params);
-    if (track_pump(c, tr, i + 1, i + 1, 30000) < 0) return -1;
+    if (track_pump(c, tr, nth, nth, 30000) < 0) return -1;
     return (now_s() - t0) * 1e3;
 }
 
@@ -40,7 +46,7 @@ void scenario_oneshot(struct row *r)
                 if (i >= warm) t[2][i - warm] = v;
             }
             for (int i = i0; i < i1 && p.up[w]; i++) {
-                double v = oneshot_once(&p.c[w], &p.tr[w], i);
+                double v = oneshot_once(&p.c[w], &p.tr[w], i, i + 1, NULL);
                 if (v < 0) pair_fail(&p, r, w, p.tr[w].err);
                 else if (i >= warm) t[w][i - warm] = v;
             }
@@ -50,6 +56,50 @@ void scenario_oneshot(struct row *r)
         pair_stop(&p);
     }
     r->floor = stats(t[2], n);
+    for (int k = 0; k < 3; k++) free(t[k]);
+}
+
+/* 1b: the same one-shot under a ReadOnly sandbox ({root: read}, network
+ * restricted), ours and the reference; the floor column is ours without a sandbox
+ * in the same run (blocks of ten of each, in turn), so the row shows what the
+ * namespaces cost. */
+void scenario_oneshot_sandboxed(struct row *r)
+{
+    struct pair p;
+    int warm = 5, n = O.oneshot_n / 5 > 20 ? O.oneshot_n / 5 : 20, block = 10;
+    char sb[PATH_MAX + 512];
+    snprintf(sb, sizeof sb,
+             "\"sandbox\":{\"permissions\":{\"type\":\"managed\",\"file_system\":{"
+             "\"type\":\"restricted\",\"entries\":[{\"path\":{\"type\":\"special\","
+             "\"value\":{\"kind\":\"root\"}},\"access\":\"read\"}]},\"network\":"
+             "\"restricted\"},\"cwd\":\"file:///tmp\",\"windowsSandboxLevel\":\"disabled\"}");
+    double *t[3];
+    for (int k = 0; k < 3; k++) t[k] = xcalloc((size_t)n, sizeof(double));
+    for (int w = 0; w < (O.ref ? 2 : 1); w++) {
+        pair_start(&p, r, w);
+        /* Ours runs both kinds on one connection: ids 0..n+warm sandboxed, then
+         * the unsandboxed ones after them. */
+        track_init(&p.tr[w], "o", 2 * (n + warm), false);
+        int nth = 0;
+        for (int i0 = 0; i0 < n + warm && p.up[w]; i0 += block) {
+            int i1 = i0 + block < n + warm ? i0 + block : n + warm;
+            for (int i = i0; i < i1 && p.up[w]; i++) {
+                double v = oneshot_once(&p.c[w], &p.tr[w], i, ++nth, sb);
+                if (v < 0) pair_fail(&p, r, w, p.tr[w].err);
+                else if (i >= warm) t[w][i - warm] = v;
+            }
+            for (int i = i0; i < i1 && w == 0 && p.up[w]; i++) {
+                int id = n + warm + i;
+                double v = oneshot_once(&p.c[w], &p.tr[w], id, ++nth, NULL);
+                if (v < 0) pair_fail(&p, r, w, p.tr[w].err);
+                else if (i >= warm) t[2][i - warm] = v;
+            }
+        }
+        if (p.up[w]) record(r, w, stats(t[w], n));
+        if (w == 0 && p.up[w]) r->floor = stats(t[2], n);
+        track_free(&p.tr[w]);
+        pair_stop(&p);
+    }
     for (int k = 0; k < 3; k++) free(t[k]);
 }
 

@@ -31,6 +31,8 @@
 #include "core/limits.h"
 #include "core/log.h"
 #include "process/guardian.h"
+#include "process/spawner.h"
+#include "fs/fs_sandboxed.h"
 #include "remote/remote.h"
 #include "remote/rv_ws.h"
 #include "rpc/dispatch.h"
@@ -393,6 +395,9 @@ static bool is_loopback(const char *host)
 
 int main(int argc, char **argv)
 {
+    /* The spawner is this same program, started once by the daemon (spawner.h). */
+    if (argc == 2 && strcmp(argv[1], SPAWNER_ARG) == 0)
+        return spawner_main(SPAWNER_SOCK_FD, fs_helper_run);
     const char *listen_url = "ws://127.0.0.1:0";
     uint64_t ttl_ms = 80000;
     const char *ws_auth = NULL, *token_file = NULL, *token_sha256 = NULL;
@@ -777,6 +782,14 @@ int main(int argc, char **argv)
     uv_signal_init(loop, &sig_int);
     uv_signal_start(&sig_term, on_signal, SIGTERM);
     uv_signal_start(&sig_int, on_signal, SIGINT);
+    /* Every child is started from the spawner, a small process made now while this
+     * one holds almost nothing (after the signal handlers: a SIGTERM during its start
+     * must be an orderly exit, not a kill). */
+    int sp = spawner_start();
+    if (sp < 0) {
+        fprintf(stderr, "exec-server: cannot start the spawner process: %s\n", strerror(-sp));
+        return 1;
+    }
     if (tls_server_enabled()) {
         uv_signal_init(loop, &sig_hup);
         uv_signal_start(&sig_hup, on_sighup, SIGHUP);
@@ -854,5 +867,6 @@ int main(int argc, char **argv)
     uv_run(loop, UV_RUN_DEFAULT);
     uv_loop_close(loop);
     if (remote_mode) remote_cleanup();
+    spawner_stop();
     return exit_status;
 }

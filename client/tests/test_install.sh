@@ -36,9 +36,10 @@ export PKG_CONFIG_PATH=$(dirname "$pc")
 cc -std=c17 -Wall -Werror $extra -o "$tmp/user" "$tmp/user.c" $(pkg-config --cflags --libs libexecclient)
 LD_LIBRARY_PATH=$(dirname "$(dirname "$pc")") "$tmp/user"
 
-# The whole package: daemon and helper side by side, man pages, the systemd unit.
+# The whole package: the daemon (its spawner and sandbox helpers are itself), man
+# pages, the systemd unit.
 p=$tmp/prefix
-for f in bin/exec-server bin/exec-sandbox-helper; do
+for f in bin/exec-server; do
     test -x "$p/$f" || { echo "$f not installed"; exit 1; }
 done
 for f in share/man/man1/exec-server.1 share/man/man1/exec-client.1 \

@@ -169,16 +169,20 @@ static void run_sandboxed(struct fs_work *fw)
     buf_init(&rp);
     fs_wire_encode_request(&rq, &h);
     int fd = -1;
-    int rc = sandbox_helper_call(fw->sb_owner, fw->sb_json, rq.data, rq.len, &rp, &fd);
+    char why[512];
+    int rc = sandbox_helper_call(fw->sb_owner, fw->sb_json, rq.data, rq.len, &rp, &fd, why,
+                                 sizeof why);
     buf_free(&rq);
     struct fs_wire_reply r;
-    if (rc == SB_CALL_UNENFORCEABLE) {
-        fs_work_set_msg(fw, RPC_INVALID_REQUEST,
-                        "filesystem sandbox cannot be enforced on this executor");
+    if (rc == SB_CALL_UNENFORCEABLE || rc == SB_CALL_REFUSED) {
+        fs_work_set_msg(fw, RPC_INVALID_REQUEST, "%s", why);
+    } else if (rc == SB_CALL_NO_RESOURCES) {
+        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "%s", why);
     } else if (rc == SB_CALL_CLOSED) {
         fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "session closed");
     } else if (rc < 0) {
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "sandbox helper exited during the request");
+        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "%s",
+                        why[0] ? why : "sandbox helper exited during the request");
     } else if (fs_wire_decode_reply(rp.data, rp.len, &r) < 0) {
         fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "malformed sandbox helper reply");
     } else if (r.msg_len) {

@@ -16,4 +16,8 @@
  * frame or an operation the helper does not serve (the reply then says so). */
 int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out);
 
+/* The helper's whole life on its socket (fs_helper_loop.c): says "ok", then serves
+ * request frames until EOF. Returns an exit status. */
+int fs_helper_run(int sock);
+
 #endif

@@ -28,6 +28,7 @@
 #include "process/spawn.h"
 #include "rpc/dispatch.h"
 #include "sandbox/denied.h"
+#include "sandbox/placeholders.h"
 #include "session/session.h"
 #include "transport/conn.h"
 #include "proto/base64.h"
@@ -160,6 +161,8 @@ static void proc_free(struct proc *p)
      * group, and a group never outlives its entry (nor the guardian's record). */
     kill(-p->pid, SIGKILL);
     guardian_untrack(p->pid);
+    sandbox_placeholders_release(p->placeholders);
+    p->placeholders = NULL;
     if (p->pid_open) {
         uv_close((uv_handle_t *)&p->pid_poll, handle_closed);
         reap_later(p->pid_poll.loop, p->pidfd);
@@ -453,6 +456,9 @@ static void pid_cb(uv_poll_t *h, int status, int events)
     uv_close((uv_handle_t *)&p->pid_poll, handle_closed);
     close(p->pidfd);
     p->pid_open = false;
+    /* The sandbox (its namespaces) ended with its init. */
+    sandbox_placeholders_release(p->placeholders);
+    p->placeholders = NULL;
     /* Output already in the pipes belongs before the exit when we can see it. */
     for (int i = 0; i < p->nout; i++)
         if (p->out[i].polling) out_drain(&p->out[i]);

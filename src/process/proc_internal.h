@@ -78,6 +78,7 @@ struct proc {
     struct wq_item *wq_head, *wq_tail;
     enum proc_state state;
     bool terminated;         /* process/terminate sent SIGKILL */
+    struct sb_placeholders *placeholders; /* held while its sandbox may live */
     bool paused;             /* output readers stopped: the connection is congested */
     int exit_code;
     bool sandboxed;          /* a sandbox was applied to the child */

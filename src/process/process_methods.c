@@ -4,6 +4,7 @@
  * its event log live there (PROTOCOL.md section 5). */
 #include "process/process.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -18,6 +19,7 @@
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
 #include "sandbox/enforce.h"
+#include "sandbox/placeholders.h"
 #include "sandbox/policy.h"
 #include "sandbox/sandbox_rpc.h"
 #include "session/session.h"
@@ -75,7 +77,7 @@ static void handle_start(struct rpc_req *req)
     char **cargv = NULL, **cenv = NULL;
     bool have_pol = false, sandboxed = false;
     struct sandbox_policy pol;
-    struct sandbox_prepared prep;
+    struct sb_placeholders *ph = NULL;
 
     size_t cwd_len;
     struct uri_error uerr;
@@ -98,7 +100,7 @@ static void handle_start(struct rpc_req *req)
     }
     have_pol = true;
     if (sandbox_policy_needs_process(&pol)) {
-        if (sandbox_prepare(&pol, &prep) < 0) {
+        if (sandbox_policy_check(&pol) < 0) {
             rpc_reply_error(req, RPC_INVALID_PARAMS,
                             "sandbox intent cannot be enforced on this executor");
             goto out;
@@ -151,10 +153,21 @@ static void handle_start(struct rpc_req *req)
         .rows = rows,
         .cols = cols,
         .pipe_stdin = pipe_stdin,
-        .sandbox = sandboxed ? &prep : NULL,
+        .sandbox = sandboxed ? &pol : NULL,
+        .pid_inherit = sandbox_pid_namespace_inherit,
+        .proxy_fd = -1,
+        .refusal = sandboxed ? pol.refusal : NULL,
     };
+    if (sandboxed && !pol.refusal) ph = sandbox_placeholders_acquire(&pol.placeholders);
     struct spawn_result sr;
-    int err = spawn_child(&rq, &sr);
+    int sberr = 0;
+    int err = spawn_child(&rq, &sr, &sberr);
+    if (err == SPAWN_ERR_SANDBOX) {
+        log_warn("process %s: the sandbox could not be set up: %s", id, strerror(sberr));
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "sandbox intent cannot be enforced on this "
+                                                 "executor");
+        goto out;
+    }
     if (err < 0) {
         char text[256];
         oserr_format(-err, text, sizeof text);
@@ -163,6 +176,8 @@ static void handle_start(struct rpc_req *req)
     }
 
     struct proc *p = proc_add(t, id, tty, sandboxed, &sr, req->loop);
+    p->placeholders = ph;
+    ph = NULL;
     {
         char idv[160], a0[200];
         log_event("event=process_start session=%s process_id=%s pid=%d argv0=%s tty=%s "
@@ -176,7 +191,7 @@ static void handle_start(struct rpc_req *req)
                                   sandboxed ? "linuxSeccomp" : "none"));
     proc_watch(p);
 out:
-    if (sandboxed) sandbox_prepared_free(&prep);
+    sandbox_placeholders_release(ph);
     if (have_pol) sandbox_policy_free(&pol);
     free_strv(cargv);
     env_free(cenv);

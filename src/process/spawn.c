@@ -1,12 +1,12 @@
-/* spawn: starts a child with vfork + execve.
+/* spawn: starts a child through the spawner (process/spawner.h).
  *
- * vfork keeps spawning cheap whatever the daemon's size (no page-table copy), and
- * lets the child report an exec failure by writing errno into the parent's memory
- * before _exit, so no error pipe is needed. Between vfork and execve the child
- * makes only system calls: every signal was blocked by the parent first (so no
- * handler of ours can run on the shared stack), dispositions are reset to default
- * and the mask is cleared just before execve. Both modes start a new session, so
- * the child's pid is its process group and terminate reaches grandchildren. */
+ * The daemon resolves the program on PATH, makes the child's pipes or PTY and a
+ * status pipe, hands the child's ends to the spawner, and reads the outcome: the
+ * pid, then whether the program runs, could not be executed, or could not be
+ * sandboxed. The child is the daemon's own (CLONE_PARENT): it is watched and
+ * reaped through a pidfd as before. Both modes start a new session, so the
+ * child's pid is its process group and terminate reaches grandchildren; a
+ * sandboxed child's pid is its sandbox init, whose group holds the command. */
 #include "process/spawn.h"
 
 #include <errno.h>
@@ -26,8 +26,12 @@
 #include <unistd.h>
 
 #include "process/guardian.h"
-#include "sandbox/enforce.h"
+#include "process/spawner.h"
+#include "sandbox/policy.h"
+#include "util/fdframe.h"
 #include "util/mem.h"
+
+#define FDS_MAX FDFRAME_MAX_FDS
 
 /* Fallback where pidfd_open is missing (valgrind 3.19 does not know syscall 434,
  * so the whole process path would be untestable under it): a detached thread
@@ -183,65 +187,112 @@ static char *resolve_program(const char *prog, const char *path_env, int *err)
     return NULL;
 }
 
-/* What the vfork child needs, gathered so the child code sits in its own frame
- * (no caller locals can be clobbered by vfork's second return). */
-struct child_setup {
-    const char *exe;
-    const struct spawn_request *rq;
-    int slave, in_r, devnull, out_w, err_w;
-};
+/* A start that takes this long means the spawner or a sandbox init is stuck. */
+#define SPAWN_TIMEOUT_MS 30000
 
-static __attribute__((noinline)) pid_t vfork_exec(const struct child_setup *cs,
-                                                  volatile int *child_err)
+static const char *const *paths_v(const struct sb_paths *l)
 {
-    const struct spawn_request *rq = cs->rq;
-    pid_t pid = vfork();
-    if (pid != 0) return pid;
-    for (int sig = 1; sig < NSIG; sig++) {
-        if (sig == SIGKILL || sig == SIGSTOP) continue;
-        struct sigaction sa = {.sa_handler = SIG_DFL};
-        sigaction(sig, &sa, NULL);
-    }
-    setsid();
-    /* Die with the daemon even if it is SIGKILLed (the group kill cannot run). */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (rq->tty) {
-        if (ioctl(cs->slave, TIOCSCTTY, 0) < 0) goto fail;
-        if (dup2(cs->slave, 0) < 0 || dup2(cs->slave, 1) < 0 || dup2(cs->slave, 2) < 0) goto fail;
-    } else {
-        if (dup2(rq->pipe_stdin ? cs->in_r : cs->devnull, 0) < 0 || dup2(cs->out_w, 1) < 0 ||
-            dup2(cs->err_w, 2) < 0)
-            goto fail;
-    }
-    /* The sandbox goes on before chdir: a cwd inside a writable root must resolve
-     * in the new mount view, not keep the read-only one. */
-    if (rq->sandbox) {
-        int rc = sandbox_apply(rq->sandbox);
-        if (rc < 0) {
-            errno = -rc;
-            goto fail;
-        }
-    }
-    if (chdir(rq->cwd) < 0) goto fail;
-    syscall(SYS_close_range, 3, ~0U, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    execve(cs->exe, rq->argv, rq->envp);
-fail:
-    *child_err = errno ? errno : EIO;
-    _exit(127);
+    return (const char *const *)l->v;
 }
 
-int spawn_child(const struct spawn_request *rq, struct spawn_result *out)
+/* Fills the request's sandbox part from the resolved policy. */
+static void wire_sandbox(const struct spawn_request *rq, struct spawn_wire_req *w)
+{
+    const struct sandbox_policy *p = rq->sandbox;
+    w->flags |= SPAWN_F_SANDBOX;
+    if (p->enforce_fs) w->flags |= SPAWN_F_ENFORCE_FS;
+    if (p->net_restricted) w->flags |= SPAWN_F_NET_RESTRICTED;
+    if (rq->pid_inherit) w->flags |= SPAWN_F_PID_INHERIT;
+    const struct sb_paths *lists[] = {&p->readable, &p->writable, &p->readonly_sub, &p->denied,
+                                      &p->placeholders};
+    for (int i = 0; i < 5; i++) {
+        w->list[SPAWN_L_READABLE + i] = paths_v(lists[i]);
+        w->nlist[SPAWN_L_READABLE + i] = lists[i]->n;
+    }
+    if (rq->proxy_fd >= 0) {
+        w->flags |= SPAWN_F_PROXY;
+        w->proxy_ports[0] = rq->proxy_ports[0];
+        w->proxy_ports[1] = rq->proxy_ports[1];
+        w->n_init_fds = 1;
+    }
+}
+
+static size_t strv_len(char *const *v)
+{
+    size_t n = 0;
+    while (v[n]) n++;
+    return n;
+}
+
+/* Sends the request and reads its outcome. Returns 0 with *pid, or -errno /
+ * SPAWN_ERR_SANDBOX (with *sandbox_err). */
+static int run_request(const struct spawn_request *rq, const char *exe, const int *stdio,
+                       int nstdio, pid_t *pid, int *sandbox_err)
+{
+    struct spawn_wire_req w = {.rows = rq->rows ? rq->rows : 24, .cols = rq->cols ? rq->cols : 80,
+                               .exe = rq->refusal ? rq->refusal : exe ? exe : "", .cwd = rq->cwd,
+                               .n_extra_fds = rq->n_extra_fds};
+    if (rq->tty) w.flags |= SPAWN_F_TTY;
+    if (rq->pipe_stdin) w.flags |= SPAWN_F_PIPE_STDIN;
+    if (rq->refusal) w.flags |= SPAWN_F_REFUSE;
+    if (rq->serve) w.flags |= SPAWN_F_SERVE;
+    w.list[SPAWN_L_ARGV] = (const char *const *)rq->argv;
+    w.nlist[SPAWN_L_ARGV] = strv_len(rq->argv);
+    w.list[SPAWN_L_ENVP] = (const char *const *)rq->envp;
+    w.nlist[SPAWN_L_ENVP] = strv_len(rq->envp);
+    if (rq->sandbox && !rq->refusal) wire_sandbox(rq, &w);
+    int st[2];
+    if (pipe2(st, O_CLOEXEC | O_NONBLOCK) < 0) return -errno;
+    int fds[FDS_MAX];
+    int n = 0;
+    fds[n++] = st[1];
+    for (int i = 0; i < nstdio; i++) fds[n++] = stdio[i];
+    for (unsigned i = 0; i < rq->n_extra_fds; i++) fds[n++] = rq->extra_fds[i];
+    if (w.n_init_fds) fds[n++] = rq->proxy_fd;
+    int rc = spawner_request(&w, fds, n);
+    close(st[1]);
+    struct spawn_outcome o;
+    if (!rc) rc = spawner_wait(st[0], SPAWN_TIMEOUT_MS, &o);
+    close(st[0]);
+    if (rc < 0) {
+        if (rc != -ETIMEDOUT && rc != -EPIPE) return rc;
+        /* No verdict: whatever was started must not live on unwatched. */
+        if (o.pid > 0) {
+            kill(o.pid, SIGKILL);
+            while (waitpid(o.pid, NULL, 0) < 0 && errno == EINTR) {
+            }
+        }
+        *sandbox_err = rc == -ETIMEDOUT ? ETIMEDOUT : EPIPE;
+        return rq->sandbox ? SPAWN_ERR_SANDBOX : -EAGAIN;
+    }
+    if (o.err) {
+        if (o.pid > 0)
+            while (waitpid(o.pid, NULL, 0) < 0 && errno == EINTR) {
+            }
+        if (o.setup_failed) {
+            *sandbox_err = o.err;
+            return SPAWN_ERR_SANDBOX;
+        }
+        return -o.err;
+    }
+    *pid = o.pid;
+    return 0;
+}
+
+int spawn_child(const struct spawn_request *rq, struct spawn_result *out, int *sandbox_err)
 {
     int err = 0;
-    char *exe = resolve_program(rq->program, rq->path_env, &err);
-    if (!exe) return -err;
+    *sandbox_err = 0;
+    if (rq->n_extra_fds > FDS_MAX - 6) return -EINVAL;
+    bool exec = !rq->refusal && !rq->serve;
+    char *exe = exec ? resolve_program(rq->program, rq->path_env, &err) : NULL;
+    if (!exe && exec) return -err;
 
     int master = -1, slave = -1, outp[2] = {-1, -1}, errp[2] = {-1, -1}, inp[2] = {-1, -1};
     int devnull = -1;
-    if (rq->tty) {
+    if (rq->stdio) {
+        /* The caller wires the child itself. */
+    } else if (rq->tty) {
         struct winsize ws = {.ws_row = rq->rows ? rq->rows : 24, .ws_col = rq->cols ? rq->cols : 80};
         if (openpty(&master, &slave, NULL, NULL, &ws) < 0) {
             err = errno;
@@ -266,49 +317,48 @@ int spawn_child(const struct spawn_request *rq, struct spawn_result *out)
             goto fail;
         }
     }
-
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    volatile int child_err = 0;
-    struct child_setup cs = {exe, rq, slave, inp[0], devnull, outp[1], errp[1]};
-    pid_t pid = vfork_exec(&cs, &child_err);
-    int vfork_err = errno;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int stdio[3], nstdio;
+    if (rq->stdio) {
+        memcpy(stdio, rq->stdio, sizeof stdio);
+        nstdio = 3;
+    } else if (rq->tty) {
+        stdio[0] = slave;
+        nstdio = 1;
+    } else {
+        stdio[0] = rq->pipe_stdin ? inp[0] : devnull;
+        stdio[1] = outp[1];
+        stdio[2] = errp[1];
+        nstdio = 3;
+    }
+    pid_t pid = -1;
+    int rc = run_request(rq, exe, stdio, nstdio, &pid, sandbox_err);
     free(exe);
     exe = NULL;
-    if (pid < 0) {
-        err = vfork_err;
-        goto fail;
-    }
-    if (child_err) {
-        err = child_err;
-        int st;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    if (rc < 0) {
+        if (rc == SPAWN_ERR_SANDBOX) {
+            err = 0;
+            goto fail_sandbox;
         }
+        err = -rc;
         goto fail;
     }
     out->pid = pid;
     out->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (out->pidfd < 0 && errno == ENOSYS) {
-        out->pidfd = pidfd_fallback(pid);
-        /* Where pidfd_open is missing, vfork may be emulated by fork (valgrind):
-         * then the child may not have reached setsid() yet, and a group kill
-         * right after the start would miss it. Wait (bounded) until it has. */
-        for (int i = 0; out->pidfd >= 0 && i < 2000 && getpgid(pid) != pid; i++) usleep(500);
-    }
+    if (out->pidfd < 0 && errno == ENOSYS) out->pidfd = pidfd_fallback(pid);
     if (out->pidfd < 0) {
         /* Out of fds (EMFILE) after the exec: a child we cannot watch is killed. */
         err = errno;
         kill(-pid, SIGKILL);
-        kill(pid, SIGKILL); /* in case it has not reached setsid() (fork-like vfork) */
+        kill(pid, SIGKILL);
         int st;
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
         }
         goto fail;
     }
     guardian_track(pid);
-    if (rq->tty) {
+    if (rq->stdio) {
+        out->out_fd = out->err_fd = out->in_fd = -1;
+    } else if (rq->tty) {
         close(slave);
         out->out_fd = master;
         out->err_fd = -1;
@@ -327,10 +377,11 @@ int spawn_child(const struct spawn_request *rq, struct spawn_result *out)
     }
     return 0;
 
+fail_sandbox:
 fail:
     free(exe);
     int fds[] = {master, slave, outp[0], outp[1], errp[0], errp[1], inp[0], inp[1], devnull};
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         if (fds[i] >= 0) close(fds[i]);
-    return -err;
+    return err ? -err : SPAWN_ERR_SANDBOX;
 }

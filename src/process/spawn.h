@@ -1,4 +1,5 @@
-/* spawn: fork/exec of one child on a PTY or on pipes (DESIGN.md pitfalls 2-5). */
+/* spawn: starting one child on a PTY or on pipes (DESIGN.md pitfalls 2-5),
+ * sandboxed or not, through the spawner process (process/spawner.h). */
 #ifndef EXEC_PROCESS_SPAWN_H
 #define EXEC_PROCESS_SPAWN_H
 
@@ -6,7 +7,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-struct sandbox_prepared;
+struct sandbox_policy;
 
 struct spawn_request {
     const char *program;   /* argv[0] as given: resolved on PATH unless it has a '/' */
@@ -17,7 +18,18 @@ struct spawn_request {
     bool tty;
     unsigned short rows, cols; /* the PTY's initial size; 0 = 24 x 80 */
     bool pipe_stdin;
-    const struct sandbox_prepared *sandbox; /* applied in the child before exec, or NULL */
+    const int *stdio;      /* the child's 0, 1, 2 as given (no pipes are made and the
+                              result has no fds), or NULL */
+    const struct sandbox_policy *sandbox; /* confine the child to it, or NULL */
+    bool pid_inherit;      /* sandboxed: no PID namespace (--linux-sandbox-pid-namespace) */
+    const int *extra_fds;  /* given to the child as 3, 4, ... (not closed here) */
+    unsigned n_extra_fds;
+    int proxy_fd;          /* managed network: the proxy's socketpair end for the
+                              sandbox's init, or -1 (not closed here) */
+    unsigned short proxy_ports[2]; /* HTTP, SOCKS5 ports in the child's netns; 0 = none */
+    const char *refusal;   /* run nothing: print this on stderr and exit 1 */
+    bool serve;            /* sandboxed, no exec: run the spawner's serve function on
+                              extra fd 0 (the fs helper) */
 };
 
 struct spawn_result {
@@ -29,9 +41,11 @@ struct spawn_result {
 };
 
 /* Starts the child. Returns 0, or a negative errno describing why it could not
- * be started (program not found, cwd missing, exec format error...). All returned
- * fds are non-blocking and close-on-exec. */
-int spawn_child(const struct spawn_request *rq, struct spawn_result *out);
+ * be started (program not found, cwd missing, exec format error...), or
+ * SPAWN_ERR_SANDBOX with *sandbox_err the errno when the sandbox could not be set
+ * up. All returned fds are non-blocking and close-on-exec. */
+#define SPAWN_ERR_SANDBOX (-100000)
+int spawn_child(const struct spawn_request *rq, struct spawn_result *out, int *sandbox_err);
 
 /* waitid(P_PIDFD, pidfd, si, WEXITED | WNOHANG) for a pidfd from spawn_child,
  * also when it is the eventfd of the no-pidfd_open fallback. si->si_pid is 0

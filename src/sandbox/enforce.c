@@ -1,37 +1,42 @@
-/* enforce: Landlock + mount namespace + seccomp (see enforce.h for the layers).
+/* enforce: the sandbox's mount view, Landlock rules and capability drop (see
+ * enforce.h for the layers).
+ *
+ * sandbox_setup runs in the sandbox's init, a process of its own (a copy of the
+ * small spawner, not of the daemon), so it may allocate and format freely.
+ * sandbox_confine runs in the command between vfork and execve and only makes
+ * system calls on memory prepared by sandbox_setup.
  *
  * Debian's <linux/landlock.h> stops at ABI 2 while this kernel speaks 7, so the
  * constants and the attribute layouts are defined here and the handled rights are
  * masked by the ABI the kernel reports (DESIGN.md pitfall 12).
  *
- * The seccomp program is written by hand rather than with libseccomp: it must be
- * built before vfork and installed in the child with a single system call, while
- * seccomp_load() allocates and is not async-signal-safe. It is small enough to
- * read: wrong architecture -> kill, socket(!AF_UNIX) -> EACCES, io_uring_setup ->
- * EPERM (io_uring can create sockets without the socket system call). */
+ * Bind mounts are made from file descriptors (open_tree + move_mount) taken before
+ * the tree is made read-only: a clone keeps each mount's own flags, so a writable
+ * root comes back exactly as the host has it (a read-only submount stays
+ * read-only), and nothing is resolved twice by path. */
 #include "sandbox/enforce.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <limits.h>
 #include <fcntl.h>
-#include <linux/audit.h>
-#include <linux/seccomp.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <net/if.h>
 #include <sched.h>
-#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "sandbox/policy.h"
 #include "util/mem.h"
 
 #define SB_OLDROOT "/.oldroot"
@@ -44,9 +49,35 @@
 #ifndef SYS_mount_setattr
 #define SYS_mount_setattr 442
 #endif
+#ifndef SYS_open_tree
+#define SYS_open_tree 428
+#define SYS_move_mount 429
+#endif
 #ifndef AT_RECURSIVE
 #define AT_RECURSIVE 0x8000
 #endif
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef OPEN_TREE_CLOEXEC
+#define OPEN_TREE_CLOEXEC O_CLOEXEC
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
+#endif
+#ifndef PR_CAP_AMBIENT
+#define PR_CAP_AMBIENT 47
+#define PR_CAP_AMBIENT_CLEAR_ALL 4
+#endif
+#ifndef SECBIT_NOROOT
+#define SECBIT_NOROOT (1 << 0)
+#define SECBIT_NOROOT_LOCKED (1 << 1)
+#define SECBIT_NO_SETUID_FIXUP (1 << 2)
+#define SECBIT_NO_SETUID_FIXUP_LOCKED (1 << 3)
+#define SECBIT_KEEP_CAPS_LOCKED (1 << 5)
+#endif
+#define SECBIT_NO_CAP_AMBIENT_RAISE_ (1 << 6)
+#define SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED_ (1 << 7)
 
 #define LL_CREATE_RULESET_VERSION (1U << 0)
 #define LL_RULE_PATH_BENEATH 1
@@ -55,15 +86,18 @@
 #define LL_FS_WRITE_FILE (1ULL << 1)
 #define LL_FS_READ_FILE (1ULL << 2)
 #define LL_FS_READ_DIR (1ULL << 3)
-#define LL_FS_REFER (1ULL << 13)    /* ABI 2 */
-#define LL_FS_TRUNCATE (1ULL << 14) /* ABI 3 */
+#define LL_FS_REFER (1ULL << 13)     /* ABI 2 */
+#define LL_FS_TRUNCATE (1ULL << 14)  /* ABI 3 */
 #define LL_FS_IOCTL_DEV (1ULL << 15) /* ABI 5 */
 #define LL_NET_BIND_TCP (1ULL << 0)  /* ABI 4 */
 #define LL_NET_CONNECT_TCP (1ULL << 1)
-#define LL_SCOPE_SIGNAL (1ULL << 1)  /* ABI 6 */
+#define LL_SCOPE_ABSTRACT_UNIX (1ULL << 0) /* ABI 6 */
+#define LL_SCOPE_SIGNAL (1ULL << 1)
 
 #define LL_FS_READ (LL_FS_EXECUTE | LL_FS_READ_FILE | LL_FS_READ_DIR)
-#define LL_FS_FILE_ONLY (LL_FS_EXECUTE | LL_FS_WRITE_FILE | LL_FS_READ_FILE | LL_FS_TRUNCATE | LL_FS_IOCTL_DEV)
+#define LL_FS_FILE_ONLY                                                                            \
+    (LL_FS_EXECUTE | LL_FS_WRITE_FILE | LL_FS_READ_FILE | LL_FS_TRUNCATE | LL_FS_IOCTL_DEV)
+#define LL_FS_DEVICE (LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_IOCTL_DEV | LL_FS_READ_DIR)
 
 /* struct landlock_ruleset_attr as of ABI 6; the size passed tells the kernel which
  * prefix we mean. */
@@ -83,6 +117,10 @@ struct sb_mount_attr {
 };
 #define SB_MOUNT_ATTR_RDONLY 0x1ULL
 
+/* The device nodes a fresh /dev gets, bound from the host's (bubblewrap's list). */
+static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
+#define NDEV 6
+
 int sandbox_landlock_abi(void)
 {
     long v = syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
@@ -97,6 +135,372 @@ static uint64_t fs_rights_for_abi(int abi)
     if (abi >= 5) r |= LL_FS_IOCTL_DEV;
     return r;
 }
+
+bool sandbox_pid_namespace_inherit;
+
+int sandbox_check(const struct sandbox_spec *spec)
+{
+    struct seccomp_prog probe;
+    if (seccomp_build(SECCOMP_NET_NONE, &probe) < 0) return -EOPNOTSUPP;
+    if (spec->enforce_fs && sandbox_landlock_abi() < 1) return -EOPNOTSUPP;
+    return 0;
+}
+
+int sandbox_policy_check(const struct sandbox_policy *p)
+{
+    struct sandbox_spec spec = {.enforce_fs = p->enforce_fs, .net_restricted = p->net_restricted};
+    return sandbox_check(&spec);
+}
+
+/* ---- helpers ---------------------------------------------------------------------- */
+
+static int write_file(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    size_t n = strlen(text);
+    int rc = write(fd, text, n) == (ssize_t)n ? 0 : -EPERM;
+    close(fd);
+    return rc;
+}
+
+static int set_ro(const char *path, bool ro, bool recursive)
+{
+    struct sb_mount_attr a = {0};
+    if (ro) a.attr_set = SB_MOUNT_ATTR_RDONLY;
+    else a.attr_clr = SB_MOUNT_ATTR_RDONLY;
+    return syscall(SYS_mount_setattr, AT_FDCWD, path, recursive ? AT_RECURSIVE : 0, &a,
+                   sizeof a) < 0
+               ? -errno
+               : 0;
+}
+
+/* A detached copy of the mount tree at path (recursive), or -errno. */
+static int clone_tree(const char *path)
+{
+    long fd = syscall(SYS_open_tree, AT_FDCWD, path,
+                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
+    return fd < 0 ? -errno : (int)fd;
+}
+
+/* Attaches a tree from clone_tree at path and closes the fd. */
+static int attach_tree(int fd, const char *path)
+{
+    long r = syscall(SYS_move_mount, fd, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH);
+    int rc = r < 0 ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
+/* A read-only recursive bind of src at dst. */
+static int bind_ro(const char *src, const char *dst)
+{
+    int fd = clone_tree(src);
+    if (fd < 0) return fd;
+    int rc = attach_tree(fd, dst);
+    return rc < 0 ? rc : set_ro(dst, true, true);
+}
+
+static bool path_under(const char *anc, const char *p)
+{
+    size_t n = strlen(anc);
+    return strncmp(anc, p, n) == 0 && p[n] == '/';
+}
+
+/* mkdir -p of path's components (the last one as a file when !dir). */
+static int make_path(const char *path, bool dir)
+{
+    char buf[PATH_MAX];
+    size_t n = strlen(path);
+    if (n >= sizeof buf) return -ENAMETOOLONG;
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != 0) continue;
+        char c = buf[i];
+        buf[i] = 0;
+        if (c == 0 && !dir) {
+            int fd = open(buf, O_WRONLY | O_CREAT | O_CLOEXEC, 0);
+            if (fd < 0 && errno != EEXIST) return -errno;
+            if (fd >= 0) close(fd);
+        } else if (mkdir(buf, 0755) < 0 && errno != EEXIST) {
+            return -errno;
+        }
+        buf[i] = c;
+    }
+    return 0;
+}
+
+/* The object bound over denied files. Preferably a device node on a nodev mount:
+ * opening it fails with EACCES, the reference's error for a denied read. Without
+ * CAP_MKNOD (user namespace) an empty mode-000 file: nothing of the original leaks
+ * either, but a read succeeds empty. */
+static int make_cover(const char *path)
+{
+    if (mknod(path, S_IFCHR, makedev(1, 3)) == 0) return 0;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    close(fd);
+    return 0;
+}
+
+static size_t count(const char *const *v)
+{
+    size_t n = 0;
+    while (v && v[n]) n++;
+    return n;
+}
+
+/* ---- the mount view --------------------------------------------------------------- */
+
+struct view {
+    const struct sandbox_spec *s;
+    bool newroot;          /* "/" is not readable: a fresh tmpfs root */
+    int dev_fd[NDEV];      /* O_PATH fds of the host's device nodes */
+    const char *step;
+};
+
+#define FAIL(v, what)                                                                              \
+    do {                                                                                           \
+        (v)->step = (what);                                                                        \
+        return -errno;                                                                             \
+    } while (0)
+#define CHECK(v, expr, what)                                                                       \
+    do {                                                                                           \
+        int rc_ = (expr);                                                                          \
+        if (rc_ < 0) {                                                                             \
+            (v)->step = (what);                                                                    \
+            return rc_;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* A fresh /dev: a tmpfs with the host's harmless nodes bound in, the usual
+ * symlinks, and a devpts instance of its own (bubblewrap's --dev). */
+static int mount_dev(struct view *v)
+{
+    if (mkdir("/dev", 0755) < 0 && errno != EEXIST) FAIL(v, "mkdir /dev");
+    if (mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0)
+        FAIL(v, "mount /dev");
+    char path[64];
+    for (int i = 0; i < NDEV; i++) {
+        if (v->dev_fd[i] < 0) continue;
+        snprintf(path, sizeof path, "/dev/%s", dev_nodes[i]);
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0) FAIL(v, "create a /dev node");
+        close(fd);
+        long t = syscall(SYS_open_tree, v->dev_fd[i], "",
+                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+        if (t < 0) FAIL(v, "bind a /dev node");
+        CHECK(v, attach_tree((int)t, path), "bind a /dev node");
+    }
+    static const char *const links[][2] = {{"/proc/self/fd", "/dev/fd"},
+                                           {"/proc/self/fd/0", "/dev/stdin"},
+                                           {"/proc/self/fd/1", "/dev/stdout"},
+                                           {"/proc/self/fd/2", "/dev/stderr"},
+                                           {"pts/ptmx", "/dev/ptmx"}};
+    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
+        if (symlink(links[i][0], links[i][1]) < 0) FAIL(v, "/dev symlinks");
+    if (mkdir("/dev/shm", 01777) < 0 || mkdir("/dev/pts", 0755) < 0) FAIL(v, "mkdir /dev/pts");
+    if (chmod("/dev/shm", 01777) < 0) FAIL(v, "chmod /dev/shm");
+    if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+              "newinstance,ptmxmode=0666,mode=620") < 0)
+        FAIL(v, "mount devpts");
+    return 0;
+}
+
+/* A fresh /proc for the PID namespace, with the host-wide knobs read-only (as
+ * bubblewrap's --proc does; best effort, like it). */
+static int mount_proc(struct view *v)
+{
+    if (mkdir("/proc", 0555) < 0 && errno != EEXIST) FAIL(v, "mkdir /proc");
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+        FAIL(v, "mount /proc");
+    static const char *const cover[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq",
+                                        "/proc/bus", NULL};
+    for (int i = 0; cover[i]; i++) {
+        if (mount(cover[i], cover[i], NULL, MS_BIND | MS_REC, NULL) == 0)
+            set_ro(cover[i], true, true);
+    }
+    return 0;
+}
+
+#define COVER "/dev/.sandbox-cover"
+
+/* Read-only carve-outs, placeholders for missing protected names, and covers for
+ * denied paths (after the private /dev exists): the same in both kinds of view. */
+static int mount_carveouts(struct view *v)
+{
+    const struct sandbox_spec *s = v->s;
+    for (const char *const *p = s->readonly_sub; p && *p; p++) {
+        int rc = bind_ro(*p, *p);
+        if (rc == -ENOENT) continue; /* gone meanwhile: nothing to protect */
+        CHECK(v, rc, "read-only carve-out");
+    }
+    for (const char *const *p = s->placeholders; p && *p; p++) {
+        /* The daemon made the empty mount point; cover it whatever it holds now. */
+        if (mount("tmpfs", *p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "mode=0555,size=4k") < 0) {
+            /* No root there to write into (its bind was skipped): nothing to cover. */
+            if (errno == ENOENT) continue;
+            FAIL(v, "protected-name placeholder");
+        }
+    }
+    bool have_cover = false;
+    for (const char *const *p = s->denied; p && *p; p++) {
+        struct stat st;
+        if (lstat(*p, &st) < 0) continue;
+        if (S_ISDIR(st.st_mode)) {
+            if (mount("tmpfs", *p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                      "mode=000,size=4k") < 0)
+                FAIL(v, "cover a denied directory");
+            continue;
+        }
+        /* The cover file sits on the private /dev (a nodev tmpfs) until it is bound
+         * everywhere; the binds keep it after it is unlinked. */
+        if (!have_cover) CHECK(v, make_cover(COVER), "cover file");
+        have_cover = true;
+        if (mount(COVER, *p, NULL, MS_BIND, NULL) < 0) FAIL(v, "cover a denied file");
+        set_ro(*p, true, false);
+    }
+    if (have_cover) unlink(COVER);
+    return 0;
+}
+
+/* "/" readable: the host tree in place, read-only, with the writable roots
+ * attached back from clones taken before. */
+static int view_in_place(struct view *v)
+{
+    const struct sandbox_spec *s = v->s;
+    size_t nw = count(s->writable);
+    int *tree = xcalloc(nw + 1, sizeof *tree);
+    int rc = 0;
+    /* "/" writable (an approved full write): the tree stays as the host has it;
+     * only the carve-outs, covers, /dev and /proc below apply. */
+    bool all_writable = !s->enforce_fs;
+    for (size_t i = 0; i < nw; i++) all_writable |= !strcmp(s->writable[i], "/");
+    for (size_t i = 0; i < nw; i++) tree[i] = -1;
+    for (size_t i = 0; i < nw && !rc && !all_writable; i++) {
+        tree[i] = clone_tree(s->writable[i]);
+        if (tree[i] == -ENOENT) tree[i] = -1; /* nothing there to write to */
+        else if (tree[i] < 0) rc = tree[i], v->step = "clone a writable root";
+    }
+    if (!rc && !all_writable && (rc = set_ro("/", true, true)) < 0) v->step = "read-only /";
+    for (size_t i = 0; i < nw; i++) {
+        if (tree[i] < 0) continue;
+        if (!rc && (rc = attach_tree(tree[i], s->writable[i])) < 0) v->step = "writable root";
+        else if (rc) close(tree[i]);
+    }
+    free(tree);
+    if (rc) return rc;
+    if ((rc = mount_dev(v)) < 0) return rc;
+    if (!s->pid_inherit && (rc = mount_proc(v)) < 0) return rc;
+    return mount_carveouts(v);
+}
+
+/* "/" not readable: a tmpfs root holding only the granted roots (pivot_root), so
+ * paths outside them are not even visible. */
+static int view_new_root(struct view *v)
+{
+    const struct sandbox_spec *s = v->s;
+    if (mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0)
+        FAIL(v, "stage the new root");
+    if (mkdir("/proc" SB_OLDROOT, 0700) < 0 || chdir("/proc") < 0 ||
+        syscall(SYS_pivot_root, ".", "." SB_OLDROOT) < 0 || chdir("/") < 0)
+        FAIL(v, "pivot_root");
+    /* Roots shortest first, so a root nested in another is attached inside it. */
+    size_t nr = count(s->readable), nw = count(s->writable), n = nr + nw;
+    const char **root = xcalloc(n + 1, sizeof *root);
+    bool *writable = xcalloc(n + 1, sizeof *writable);
+    for (size_t i = 0; i < n; i++) {
+        root[i] = i < nr ? s->readable[i] : s->writable[i - nr];
+        writable[i] = i >= nr;
+    }
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && strlen(root[j]) < strlen(root[j - 1]); j--) {
+            const char *t = root[j];
+            root[j] = root[j - 1];
+            root[j - 1] = t;
+            bool w = writable[j];
+            writable[j] = writable[j - 1];
+            writable[j - 1] = w;
+        }
+    int rc = 0;
+    char old[PATH_MAX + sizeof SB_OLDROOT];
+    for (size_t i = 0; i < n && !rc; i++) {
+        snprintf(old, sizeof old, SB_OLDROOT "%s", root[i]);
+        struct stat st;
+        if (stat(old, &st) < 0) continue; /* nothing to show */
+        bool nested = false;
+        for (size_t j = 0; j < i && !nested; j++) nested = path_under(root[j], root[i]);
+        /* A nested root already exists inside its (bound) parent: creating it would
+         * write to the real file system. */
+        if (!nested && (rc = make_path(root[i], S_ISDIR(st.st_mode))) < 0) {
+            v->step = "new root: mount point";
+            break;
+        }
+        int t = clone_tree(old);
+        if (t < 0 || (rc = attach_tree(t, root[i])) < 0) {
+            rc = t < 0 ? t : rc;
+            v->step = "new root: bind a root";
+            break;
+        }
+        if (!writable[i] && (rc = set_ro(root[i], true, true)) < 0) v->step = "new root: read-only";
+    }
+    free(root);
+    free(writable);
+    if (rc) return rc;
+    /* Top-level symlinks are kept so /bin/sh still names /usr/bin/sh. */
+    DIR *d = opendir(SB_OLDROOT);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (de->d_type != DT_LNK) continue;
+        char name[300], target[PATH_MAX];
+        snprintf(name, sizeof name, SB_OLDROOT "/%s", de->d_name);
+        ssize_t l = readlink(name, target, sizeof target - 1);
+        if (l <= 0) continue;
+        target[l] = 0;
+        snprintf(name, sizeof name, "/%s", de->d_name);
+        if (symlink(target, name) < 0 && errno != EEXIST) {
+            closedir(d);
+            FAIL(v, "new root: symlinks");
+        }
+    }
+    if (d) closedir(d);
+    if ((rc = mount_dev(v)) < 0) return rc;
+    /* proc may be mounted only while a full one is visible: before the old root goes. */
+    if (!s->pid_inherit) {
+        if ((rc = mount_proc(v)) < 0) return rc;
+    } else {
+        if (mkdir("/proc", 0555) < 0 && errno != EEXIST) FAIL(v, "mkdir /proc");
+        CHECK(v, bind_ro(SB_OLDROOT "/proc", "/proc"), "bind /proc");
+    }
+    if ((rc = mount_carveouts(v)) < 0) return rc;
+    if (umount2(SB_OLDROOT, MNT_DETACH) < 0 || rmdir(SB_OLDROOT) < 0) FAIL(v, "drop the old root");
+    CHECK(v, set_ro("/", true, false), "read-only new root");
+    return 0;
+}
+
+static int build_view(struct view *v)
+{
+    const struct sandbox_spec *s = v->s;
+    /* Nothing done here may propagate back to the host's mount table. */
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) FAIL(v, "make / private");
+    char path[64];
+    for (int i = 0; i < NDEV; i++) {
+        snprintf(path, sizeof path, "/dev/%s", dev_nodes[i]);
+        v->dev_fd[i] = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    }
+    v->newroot = s->enforce_fs;
+    for (const char *const *p = s->readable; p && *p; p++)
+        if (!strcmp(*p, "/")) v->newroot = false;
+    for (const char *const *p = s->writable; p && *p; p++)
+        if (!strcmp(*p, "/")) v->newroot = false;
+    int rc = v->newroot ? view_new_root(v) : view_in_place(v);
+    for (int i = 0; i < NDEV; i++)
+        if (v->dev_fd[i] >= 0) close(v->dev_fd[i]);
+    return rc;
+}
+
+/* ---- Landlock ------------------------------------------------------------------------ */
 
 /* Adds a path_beneath rule; a missing path is skipped (nothing to grant). */
 static int add_rule(int rfd, const char *path, uint64_t access)
@@ -113,340 +517,129 @@ static int add_rule(int rfd, const char *path, uint64_t access)
     return rc;
 }
 
-static void build_filter(struct sandbox_prepared *sp)
+/* The ruleset, built in the finished view (so /dev/pts is the private instance).
+ * Without file enforcement every path stays allowed, but the process still gets a
+ * Landlock domain: its ptrace and signal scoping keep processes outside closed. */
+static int build_ruleset(const struct sandbox_spec *s, int *out)
 {
-#if defined(__x86_64__)
-    const uint32_t arch = AUDIT_ARCH_X86_64;
-#else
-    const uint32_t arch = AUDIT_ARCH_AARCH64;
-#endif
-    struct sock_filter f[] = {
-        /* 0 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        /* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
-        /* 2 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-        /* 3 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-#if defined(__x86_64__)
-        /* 4: x32 system calls would dodge the numbers below */
-        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000U, 3, 0),
-#else
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xffffffffU, 3, 0),
-#endif
-        /* 5 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socket, 3, 0),
-        /* 6 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_io_uring_setup, 1, 0),
-        /* 7 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        /* 8 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-        /* 9: socket(domain, ...): the low 32 bits of args[0] */
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
-        /* 10 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 1),
-        /* 11 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        /* 12 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EACCES),
-    };
-    _Static_assert(sizeof f / sizeof f[0] <= SB_BPF_MAX, "filter too long");
-    memcpy(sp->filter, f, sizeof f);
-    sp->prog.len = sizeof f / sizeof f[0];
-    sp->prog.filter = sp->filter;
-}
-
-int sandbox_prepare(const struct sandbox_policy *pol, struct sandbox_prepared *sp)
-{
-    memset(sp, 0, sizeof *sp);
-    sp->ruleset_fd = -1;
-    int rc = 0;
+    *out = -1;
     int abi = sandbox_landlock_abi();
-    if (pol->enforce_fs && abi < 1) return -EOPNOTSUPP;
-#if !defined(__x86_64__) && !defined(__aarch64__)
-    if (pol->net_restricted) return -EOPNOTSUPP;
-#endif
-    if (pol->net_restricted) {
-        build_filter(sp);
-        sp->seccomp = true;
-    }
-    struct ll_ruleset_attr ra = {0};
-    size_t ra_size = abi >= 6 ? sizeof ra : abi >= 4 ? 16 : 8;
+    if (abi < 1) return s->enforce_fs ? -EOPNOTSUPP : 0;
     uint64_t all = fs_rights_for_abi(abi);
-    if (pol->enforce_fs) ra.handled_access_fs = all;
-    if (pol->net_restricted && abi >= 4) ra.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
-    /* A confined process may not signal anything outside its sandbox (the daemon,
-     * other jobs); its own descendants share the domain and stay reachable. */
-    if (abi >= 6) ra.scoped = LL_SCOPE_SIGNAL;
-    if (ra.handled_access_fs || ra.handled_access_net || ra.scoped) {
-        long fd = syscall(SYS_landlock_create_ruleset, &ra, ra_size, 0);
-        if (fd < 0) return -errno;
-        sp->ruleset_fd = (int)fd;
+    struct ll_ruleset_attr ra = {.handled_access_fs = all};
+    size_t ra_size = abi >= 6 ? sizeof ra : abi >= 4 ? 16 : 8;
+    if (s->net_restricted && !s->net_proxy && abi >= 4)
+        ra.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
+    /* No signals to processes outside the sandbox (the daemon, other jobs); with the
+     * network restricted, no abstract Unix sockets outside either. */
+    if (abi >= 6)
+        ra.scoped = LL_SCOPE_SIGNAL | (s->net_restricted ? LL_SCOPE_ABSTRACT_UNIX : 0);
+    long fd = syscall(SYS_landlock_create_ruleset, &ra, ra_size, 0);
+    if (fd < 0) return -errno;
+    int rfd = (int)fd, rc = 0;
+    if (!s->enforce_fs) {
+        rc = add_rule(rfd, "/", all);
+    } else {
+        for (const char *const *p = s->readable; p && *p && !rc; p++)
+            rc = add_rule(rfd, *p, LL_FS_READ & all);
+        for (const char *const *p = s->writable; p && *p && !rc; p++) rc = add_rule(rfd, *p, all);
+        /* The private /dev and /proc every program expects. */
+        static const char *const devs[] = {"/dev/null", "/dev/zero", "/dev/full",
+                                           "/dev/random", "/dev/urandom", "/dev/tty",
+                                           "/dev/pts", NULL};
+        for (int i = 0; devs[i] && !rc; i++) rc = add_rule(rfd, devs[i], LL_FS_DEVICE & all);
+        if (!rc) rc = add_rule(rfd, "/dev", LL_FS_READ_DIR);
+        if (!rc) rc = add_rule(rfd, "/dev/shm", all);
+        if (!rc) rc = add_rule(rfd, "/proc", (LL_FS_READ | LL_FS_WRITE_FILE) & all);
     }
-    if (!pol->enforce_fs) return 0;
-
-    for (size_t i = 0; i < pol->readable.n && !rc; i++)
-        rc = add_rule(sp->ruleset_fd, pol->readable.v[i], LL_FS_READ & all);
-    for (size_t i = 0; i < pol->writable.n && !rc; i++)
-        rc = add_rule(sp->ruleset_fd, pol->writable.v[i], all);
-    /* Terminals and the harmless devices every shell expects to write. */
-    static const char *const devs[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random",
-                                       "/dev/urandom", "/dev/tty", "/dev/pts", "/dev/ptmx", NULL};
-    for (int i = 0; devs[i] && !rc; i++)
-        rc = add_rule(sp->ruleset_fd, devs[i],
-                      (LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_IOCTL_DEV | LL_FS_READ_DIR) & all);
-    if (rc) goto fail;
-
-    sp->mountns = true;
-    if (geteuid() != 0) {
-        sp->userns = true;
-        snprintf(sp->uid_map, sizeof sp->uid_map, "%u %u 1\n", geteuid(), geteuid());
-        snprintf(sp->gid_map, sizeof sp->gid_map, "%u %u 1\n", getegid(), getegid());
+    if (rc) {
+        close(rfd);
+        return rc;
     }
-    sp->rw = (const char *const *)pol->writable.v;
-    sp->nrw = pol->writable.n;
-    sp->ro = (const char *const *)pol->readonly_sub.v;
-    sp->nro = pol->readonly_sub.n;
-    sp->hide = (const char *const *)pol->denied.v;
-    sp->nhide = pol->denied.n;
-    /* Without a readable "/", paths outside the roots must not even be visible
-     * (stat, canonicalize): build a fresh root holding only the granted roots. */
-    sp->newroot = true;
-    const struct sb_paths *lists[2] = {&pol->readable, &pol->writable};
-    for (int l = 0; l < 2; l++)
-        for (size_t i = 0; i < lists[l]->n; i++)
-            if (!strcmp(lists[l]->v[i], "/")) sp->newroot = false;
-    if (sp->newroot) {
-        size_t cap = pol->readable.n + pol->writable.n + 1;
-        sp->root_new = xcalloc(cap, sizeof *sp->root_new);
-        sp->root_old = xcalloc(cap, sizeof *sp->root_old);
-        sp->root_kind = xcalloc(cap, 1);
-        for (int l = 0; l < 2; l++) {
-            for (size_t i = 0; i < lists[l]->n; i++) {
-                const char *p = lists[l]->v[i];
-                struct stat st;
-                if (stat(p, &st) < 0) continue; /* nothing to show */
-                size_t k = sp->nroots++;
-                sp->root_new[k] = p;
-                sp->root_kind[k] = S_ISDIR(st.st_mode);
-                sp->root_old[k] = xmalloc(strlen(p) + sizeof SB_OLDROOT);
-                strcpy(sp->root_old[k], SB_OLDROOT);
-                strcat(sp->root_old[k], p);
-            }
-        }
-        /* Top-level symlinks are kept so /bin/sh still names /usr/bin/sh. */
-        DIR *d = opendir("/");
-        struct dirent *de;
-        while (d && (de = readdir(d))) {
-            if (de->d_type != DT_LNK || sp->nlinks >= 64) continue;
-            char name[300], target[PATH_MAX];
-            snprintf(name, sizeof name, "/%s", de->d_name);
-            ssize_t n = readlink(name, target, sizeof target - 1);
-            if (n <= 0) continue;
-            target[n] = 0;
-            sp->link_name = xrealloc(sp->link_name, (sp->nlinks + 1) * sizeof(char *));
-            sp->link_target = xrealloc(sp->link_target, (sp->nlinks + 1) * sizeof(char *));
-            sp->link_name[sp->nlinks] = xstrdup(name);
-            sp->link_target[sp->nlinks++] = xstrdup(target);
-        }
-        if (d) closedir(d);
-        /* Shortest first, so a root nested in another is bound after (inside) it. */
-        for (size_t i = 1; i < sp->nroots; i++)
-            for (size_t j = i; j > 0 && strlen(sp->root_new[j]) < strlen(sp->root_new[j - 1]); j--) {
-                const char *tn = sp->root_new[j];
-                sp->root_new[j] = sp->root_new[j - 1];
-                sp->root_new[j - 1] = tn;
-                char *to = sp->root_old[j];
-                sp->root_old[j] = sp->root_old[j - 1];
-                sp->root_old[j - 1] = to;
-                unsigned char tk = sp->root_kind[j];
-                sp->root_kind[j] = sp->root_kind[j - 1];
-                sp->root_kind[j - 1] = tk;
-            }
-    }
-    sp->hide_is_dir = xcalloc(sp->nhide + 1, 1);
-    for (size_t i = 0; i < sp->nhide; i++) {
-        struct stat st;
-        if (stat(sp->hide[i], &st) < 0) sp->hide_is_dir[i] = 2;
-        else if (S_ISDIR(st.st_mode)) sp->hide_is_dir[i] = 1;
-        else sp->hide_files = true;
-    }
+    *out = rfd;
     return 0;
-fail:
-    sandbox_prepared_free(sp);
+}
+
+/* ---- setup and confine --------------------------------------------------------------- */
+
+static int loopback_up(void)
+{
+    int sk = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (sk < 0) return -errno;
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+    int rc = 0;
+    if (ioctl(sk, SIOCGIFFLAGS, &ifr) < 0) rc = -errno;
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (!rc && ioctl(sk, SIOCSIFFLAGS, &ifr) < 0) rc = -errno;
+    close(sk);
     return rc;
 }
 
-void sandbox_prepared_free(struct sandbox_prepared *sp)
+int sandbox_setup(const struct sandbox_spec *spec, bool userns, uid_t uid, gid_t gid,
+                  struct sandbox_confinement *c, const char **step)
 {
-    if (sp->ruleset_fd >= 0) close(sp->ruleset_fd);
-    free(sp->hide_is_dir);
-    for (size_t i = 0; i < sp->nroots; i++) free(sp->root_old[i]);
-    free(sp->root_old);
-    free(sp->root_new);
-    free(sp->root_kind);
-    for (size_t i = 0; i < sp->nlinks; i++) {
-        free(sp->link_name[i]);
-        free(sp->link_target[i]);
-    }
-    free(sp->link_name);
-    free(sp->link_target);
-    memset(sp, 0, sizeof *sp);
-    sp->ruleset_fd = -1;
-}
-
-/* ---- the async-signal-safe part ------------------------------------------------- */
-
-static int write_file(const char *path, const char *text)
-{
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return -errno;
-    size_t n = strlen(text);
-    int rc = write(fd, text, n) == (ssize_t)n ? 0 : -EPERM;
-    close(fd);
-    return rc;
-}
-
-static int set_ro(const char *path, bool ro)
-{
-    struct sb_mount_attr a = {0};
-    if (ro) a.attr_set = SB_MOUNT_ATTR_RDONLY;
-    else a.attr_clr = SB_MOUNT_ATTR_RDONLY;
-    return syscall(SYS_mount_setattr, AT_FDCWD, path, AT_RECURSIVE, &a, sizeof a) < 0 ? -errno : 0;
-}
-
-#define SB_EMPTY "/proc/.sandbox-empty"
-#define SB_EMPTY_NEWROOT "/.sandbox-empty"
-
-/* The object bound over denied files. Preferably a device node on a nodev mount:
- * opening it fails with EACCES, the reference's error for a denied read. Without
- * CAP_MKNOD (user namespace) an empty mode-000 file: nothing of the original leaks
- * either, but a read succeeds empty. */
-static int make_cover(const char *path)
-{
-    if (mknod(path, S_IFCHR, makedev(1, 3)) == 0) return 0;
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0);
-    if (fd < 0) return -errno;
-    close(fd);
-    return 0;
-}
-
-static bool path_under(const char *anc, const char *p)
-{
-    size_t n = strlen(anc);
-    return strncmp(anc, p, n) == 0 && p[n] == '/';
-}
-
-/* mkdir -p of path's components in the new root (the last one as a file when
- * !dir). No allocation: a stack copy. */
-static int make_path(const char *path, bool dir)
-{
-    char buf[4096];
-    size_t n = strlen(path);
-    if (n >= sizeof buf) return -ENAMETOOLONG;
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] != '/' && buf[i] != 0) continue;
-        char c = buf[i];
-        buf[i] = 0;
-        bool last = c == 0;
-        if (last && !dir) {
-            int fd = open(buf, O_WRONLY | O_CREAT | O_CLOEXEC, 0);
-            if (fd < 0 && errno != EEXIST) return -errno;
-            if (fd >= 0) close(fd);
-        } else if (mkdir(buf, 0755) < 0 && errno != EEXIST) {
-            return -errno;
-        }
-        buf[i] = c;
-    }
-    return 0;
-}
-
-/* Replaces the root with a tmpfs holding only the granted roots, each a recursive
- * bind of the original. The tmpfs is staged on /proc, which pivot_root vacates. */
-static int build_newroot(const struct sandbox_prepared *sp)
-{
+    c->ruleset_fd = -1;
+    *step = "";
     int rc;
-    if (mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0) return -errno;
-    if (mkdir("/proc" SB_OLDROOT, 0700) < 0) return -errno;
-    if (chdir("/proc") < 0) return -errno;
-    if (syscall(SYS_pivot_root, ".", "." SB_OLDROOT) < 0) return -errno;
-    if (chdir("/") < 0) return -errno;
-    for (size_t i = 0; i < sp->nroots; i++) {
-        bool nested = false;
-        for (size_t j = 0; j < i && !nested; j++)
-            nested = sp->root_kind[j] && path_under(sp->root_new[j], sp->root_new[i]);
-        /* A nested root already exists inside its (bound) parent: creating it
-         * would write to the real file system. */
-        if (!nested && (rc = make_path(sp->root_new[i], sp->root_kind[i])) < 0) return rc;
-        if (mount(sp->root_old[i], sp->root_new[i], NULL, MS_BIND | MS_REC, NULL) < 0)
-            return -errno;
-    }
-    for (size_t i = 0; i < sp->nlinks; i++)
-        if (symlink(sp->link_target[i], sp->link_name[i]) < 0 && errno != EEXIST) return -errno;
-    if (sp->hide_files) {
-        if ((rc = make_cover(SB_EMPTY_NEWROOT)) < 0) return rc;
-    }
-    if (umount2(SB_OLDROOT, MNT_DETACH) < 0) return -errno;
-    if (rmdir(SB_OLDROOT) < 0) return -errno;
-    return 0;
-}
-
-static int build_mounts(const struct sandbox_prepared *sp)
-{
-    int rc;
-    if (unshare(CLONE_NEWNS | (sp->userns ? CLONE_NEWUSER : 0)) < 0) return -errno;
-    if (sp->userns) {
+    if (userns) {
+        char map[64];
+        *step = "user namespace id maps";
         if ((rc = write_file("/proc/self/setgroups", "deny")) < 0) return rc;
-        if ((rc = write_file("/proc/self/uid_map", sp->uid_map)) < 0) return rc;
-        if ((rc = write_file("/proc/self/gid_map", sp->gid_map)) < 0) return rc;
+        snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+        if ((rc = write_file("/proc/self/uid_map", map)) < 0) return rc;
+        snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+        if ((rc = write_file("/proc/self/gid_map", map)) < 0) return rc;
     }
-    /* Nothing we do here may propagate back to the host's mount table. */
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) return -errno;
-    if (sp->newroot && (rc = build_newroot(sp)) < 0) return rc;
-    if ((rc = set_ro("/", true)) < 0) return rc;
-    for (size_t i = 0; i < sp->nrw; i++) {
-        if (mount(sp->rw[i], sp->rw[i], NULL, MS_BIND | MS_REC, NULL) < 0) {
-            if (errno == ENOENT) continue; /* nothing there to write to */
-            return -errno;
-        }
-        if ((rc = set_ro(sp->rw[i], false)) < 0) return rc;
+    struct view v = {.s = spec};
+    if ((rc = build_view(&v)) < 0) {
+        *step = v.step;
+        return rc;
     }
-    for (size_t i = 0; i < sp->nro; i++) {
-        if (mount(sp->ro[i], sp->ro[i], NULL, MS_BIND | MS_REC, NULL) < 0) {
-            if (errno == ENOENT) continue;
-            return -errno;
-        }
-        if ((rc = set_ro(sp->ro[i], true)) < 0) return rc;
+    if (spec->net_restricted && (rc = loopback_up()) < 0) {
+        *step = "loopback";
+        return rc;
     }
-    /* Denied files are covered by an empty mode-000 file. It must live on a mount
-     * that can be bound (a memfd's cannot), so a tmpfs is put over /proc for the time
-     * it takes to create and bind it, then detached; the binds keep it alive. */
-    if (sp->hide_files && sp->newroot) {
-        for (size_t i = 0; i < sp->nhide; i++) {
-            if (sp->hide_is_dir[i] != 0) continue;
-            if (mount(SB_EMPTY_NEWROOT, sp->hide[i], NULL, MS_BIND, NULL) < 0) return -errno;
-            if ((rc = set_ro(sp->hide[i], true)) < 0) return rc;
-        }
-    } else if (sp->hide_files) {
-        if (mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=000,size=4k") < 0)
-            return -errno;
-        if ((rc = make_cover(SB_EMPTY)) < 0) return rc;
-        for (size_t i = 0; i < sp->nhide; i++) {
-            if (sp->hide_is_dir[i] != 0) continue;
-            if (mount(SB_EMPTY, sp->hide[i], NULL, MS_BIND, NULL) < 0) return -errno;
-            if ((rc = set_ro(sp->hide[i], true)) < 0) return rc;
-        }
-        if (umount2("/proc", MNT_DETACH) < 0) return -errno;
+    if ((rc = build_ruleset(spec, &c->ruleset_fd)) < 0) {
+        *step = "landlock ruleset";
+        return rc;
     }
-    for (size_t i = 0; i < sp->nhide; i++) {
-        if (sp->hide_is_dir[i] != 1) continue;
-        if (mount("tmpfs", sp->hide[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                  "mode=000,size=4k") < 0)
-            return -errno;
+    enum seccomp_net net = !spec->net_restricted ? SECCOMP_NET_OPEN
+                           : spec->net_proxy     ? SECCOMP_NET_INET_ONLY
+                                                 : SECCOMP_NET_NONE;
+    if ((rc = seccomp_build(net, &c->seccomp)) < 0) {
+        *step = "seccomp filter";
+        return rc;
     }
     return 0;
 }
 
-int sandbox_apply(const struct sandbox_prepared *sp)
+/* Drops every capability for good: the bounding set first (needs CAP_SETPCAP),
+ * then ambient, securebits so exec as uid 0 gains nothing, then the sets. */
+static int drop_caps(void)
+{
+    for (int cap = 0; cap <= 63; cap++)
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL) return -errno;
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+        return -errno;
+    unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                         SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+                         SECBIT_NO_CAP_AMBIENT_RAISE_ | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED_;
+    if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) < 0) return -errno;
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct d[2];
+    memset(d, 0, sizeof d);
+    if (syscall(SYS_capset, &h, d) < 0) return -errno;
+    return 0;
+}
+
+int sandbox_confine(const struct sandbox_confinement *c)
 {
     int rc;
-    if (sp->mountns && (rc = build_mounts(sp)) < 0) return rc;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) return -errno;
-    if (sp->ruleset_fd >= 0 && syscall(SYS_landlock_restrict_self, sp->ruleset_fd, 0) < 0)
+    if (c->ruleset_fd >= 0 && syscall(SYS_landlock_restrict_self, c->ruleset_fd, 0) < 0)
         return -errno;
-    if (sp->seccomp && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &sp->prog, 0, 0) < 0)
-        return -errno;
-    return 0;
+    if ((rc = drop_caps()) < 0) return rc;
+    return seccomp_install(&c->seccomp);
 }

@@ -1,69 +1,78 @@
-/* enforce: applying a sandbox_policy to the calling process with the kernel.
+/* enforce: turning a resolved sandbox into kernel state, in the sandboxed child.
  *
- * Three layers, all fail closed:
- *  - a private mount namespace where the whole tree is read-only, writable roots are
- *    read-write bind mounts, carve-outs under them read-only bind mounts and denied
- *    paths are covered by empty read-only mounts (so writes outside the writable
- *    roots, chmod included, fail with EROFS as with the reference's bubblewrap);
- *  - Landlock (ABI probed at run time) allowing reads only under readable roots and
- *    writes only under writable ones, and TCP bind/connect not at all when the
- *    network is restricted (ABI 4+), and no signals to processes outside the
- *    sandbox (ABI 6+);
- *  - PR_SET_NO_NEW_PRIVS and a seccomp filter that makes socket() for any family but
- *    AF_UNIX fail with EACCES when the network is restricted.
- *
- * sandbox_prepare does everything that allocates or may fail softly (opening the
- * ruleset, building the BPF program, classifying denied paths), in the parent; sandbox_apply makes only raw system calls on prepared memory, so it is
- * safe between vfork and execve. */
+ * A sandboxed child is started by the spawner with clone(2) into fresh user, PID,
+ * mount, IPC and (network restricted) network namespaces; it becomes the
+ * sandbox's init (PID 1), sets the view up with sandbox_setup, then vforks the
+ * command, which confines itself with sandbox_confine and execs. The layers, all
+ * failing closed, point by point like the reference's bubblewrap:
+ *  - the user namespace maps only our own uid and gid (setgroups denied), and every
+ *    capability is dropped before exec (bounding set, ambient, inheritable,
+ *    permitted, effective; securebits locked so exec as uid 0 gains none);
+ *    where the kernel refuses a user namespace to root, the same explicit drop
+ *    is the whole protection;
+ *  - a private mount view: the tree read-only, writable roots bound read-write,
+ *    carve-outs read-only, protected names that do not exist covered by read-only
+ *    empty directories, denied paths covered; a fresh /proc for the PID namespace;
+ *    a fresh /dev (tmpfs, the harmless device nodes bound in, a private devpts:
+ *    no terminal of the host is reachable); without a readable "/", a fresh root
+ *    holding only the granted roots;
+ *  - Landlock (ABI probed at run time): reads only under readable roots, writes
+ *    only under writable ones, no TCP when the network is restricted, no signals
+ *    or abstract Unix sockets outside the sandbox (ABI 6+); its ptrace rule keeps
+ *    /proc/<pid>/{mem,environ} of outside processes closed even without a PID
+ *    namespace;
+ *  - PR_SET_NO_NEW_PRIVS and the seccomp filter of sandbox/seccomp.h. */
 #ifndef EXEC_SANDBOX_ENFORCE_H
 #define EXEC_SANDBOX_ENFORCE_H
 
-#include <linux/filter.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
 
-#include "sandbox/policy.h"
+#include "sandbox/seccomp.h"
 
-#define SB_BPF_MAX 16
-
-struct sandbox_prepared {
-    bool mountns;            /* build the private mount view */
-    bool userns;             /* not root: also a user namespace to be allowed to mount */
-    char uid_map[32], gid_map[32]; /* "0 <uid> 1\n" lines for the user namespace */
-    const char *const *rw;   /* borrowed from the policy */
-    size_t nrw;
-    const char *const *ro;
-    size_t nro;
-    const char *const *hide;
-    size_t nhide;
-    unsigned char *hide_is_dir; /* owned; per hide entry: dir (1), file (0), missing (2) */
-    bool hide_files;         /* some denied path is a file (needs the staging tmpfs) */
-    bool newroot;            /* "/" is not readable: the view is a fresh tmpfs root with
-                                only the granted roots bound in (pivot_root) */
-    size_t nroots;           /* granted roots to bind into the new root, shortest first */
-    const char **root_new;   /* owned array; strings borrowed from the policy */
-    char **root_old;         /* owned: "/.oldroot" + path */
-    unsigned char *root_kind; /* owned: 1 directory, 0 other file */
-    size_t nlinks;           /* top-level symlinks of "/" (merged /usr: /bin -> usr/bin) */
-    char **link_name, **link_target; /* owned, recreated in the new root */
-    int ruleset_fd;          /* Landlock ruleset, or -1 */
-    bool seccomp;
-    struct sock_filter filter[SB_BPF_MAX];
-    struct sock_fprog prog;
+/* A resolved sandbox as the spawner receives it (see sandbox/policy.h for what
+ * each list holds). The strings are borrowed. */
+struct sandbox_spec {
+    bool enforce_fs;     /* the view and Landlock's file rules apply */
+    bool net_restricted; /* own network namespace, no sockets */
+    bool net_proxy;      /* managed network: IP sockets to the init's loopback relay only */
+    bool pid_inherit;    /* --linux-sandbox-pid-namespace inherit: no PID namespace */
+    const char *const *readable, *const *writable, *const *readonly_sub, *const *denied,
+        *const *placeholders; /* NULL-terminated */
 };
+
+/* What sandbox_setup prepares for sandbox_confine. */
+struct sandbox_confinement {
+    int ruleset_fd; /* Landlock ruleset, or -1 where Landlock is unavailable and not needed */
+    struct seccomp_prog seccomp;
+};
+
+/* --linux-sandbox-pid-namespace inherit: sandboxed children share the daemon's
+ * PID namespace (default false: each gets its own). Set once at start. */
+extern bool sandbox_pid_namespace_inherit;
+
+struct sandbox_policy;
 
 /* The Landlock ABI version of the running kernel, or 0 when unavailable. */
 int sandbox_landlock_abi(void);
 
-/* Prepares pol (which must outlive *sp) for sandbox_apply. Returns 0, or -errno
- * when the policy cannot be enforced here (no Landlock, no seccomp for this
- * architecture...): the caller must then refuse, never run unconfined. */
-int sandbox_prepare(const struct sandbox_policy *pol, struct sandbox_prepared *sp);
+/* Whether this host can enforce spec at all (Landlock for file rules, a known
+ * architecture for the filter). Returns 0 or a negative errno. */
+int sandbox_check(const struct sandbox_spec *spec);
+/* The same for a parsed policy. */
+int sandbox_policy_check(const struct sandbox_policy *p);
 
-/* Confines the calling process. Async-signal-safe. Returns 0 or -errno; on failure
- * the process may be partly confined and must exit. */
-int sandbox_apply(const struct sandbox_prepared *sp);
+/* In the sandbox's init, right after clone() made its namespaces: writes the id
+ * maps (when userns), builds the mount view, brings loopback up in a fresh
+ * network namespace, and prepares the confinement. uid/gid are the spawner's
+ * ids outside. Returns 0, or -errno with *step naming what failed (static text). */
+int sandbox_setup(const struct sandbox_spec *spec, bool userns, uid_t uid, gid_t gid,
+                  struct sandbox_confinement *c, const char **step);
 
-/* Closes the prepared fds and frees what prepare allocated. */
-void sandbox_prepared_free(struct sandbox_prepared *sp);
+/* Confines the calling process (the command, between vfork and execve):
+ * no_new_privs, Landlock, every capability dropped, seccomp last. Only system
+ * calls: async-signal-safe. Returns 0 or -errno; on failure the caller exits. */
+int sandbox_confine(const struct sandbox_confinement *c);
 
 #endif

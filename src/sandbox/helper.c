@@ -1,4 +1,13 @@
-/* helper: a pool of warm sandbox helpers keyed by (session id, policy text).
+/* helper: a pool of warm sandbox helpers keyed by policy text.
+ *
+ * A helper is started like any sandboxed child (process/spawn, in namespaces of
+ * its own with the policy's view, Landlock, no capabilities and the seccomp
+ * filter) and serves requests until retired. Helpers are shared by every session
+ * that uses the same policy (the confinement depends on nothing else); each keeps
+ * the set of sessions that used it and is retired when the last of them ends, and
+ * the pool holds at most HELPERS_MAX of them, evicting the least recently used
+ * idle one beyond that. A helper found dead before a request is replaced
+ * transparently; one that dies during a request fails that request.
  *
  * Locking: one global mutex guards the list and the reference counts; each helper
  * has its own mutex held for the whole request/reply exchange, so requests to one
@@ -13,7 +22,6 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,145 +31,57 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <jansson.h>
+#include <poll.h>
+
 #include "core/log.h"
+#include "process/spawn.h"
+#include "sandbox/enforce.h"
+#include "sandbox/placeholders.h"
+#include "sandbox/policy.h"
+#include "util/fdframe.h"
 #include "util/mem.h"
 
-#define HELPERS_PER_OWNER 8
-#define HELPERS_PER_POLICY 2
+#define HELPERS_MAX 64       /* warm helpers server-wide */
+#define HELPERS_PER_POLICY 2 /* concurrent requests with one policy run in parallel */
 #define DEAD_OWNERS 64
 
 struct sb_helper {
     struct sb_helper *next;
-    char owner[40];
-    char *policy;          /* owned: the sandbox JSON it applied */
-    pid_t pid;
+    char *policy;          /* owned: the sandbox JSON it was started with */
+    pid_t pid;             /* its sandbox init: killing it ends the helper */
     int fd;                /* our end of the socketpair */
     int refs;              /* list membership counts as one */
     bool retired;          /* killed / leaving; never handed out again */
     bool transient;        /* serves one call only, never in the pool */
+    unsigned long long used; /* when it was last handed out (pool clock) */
+    char **owners;         /* owned: the sessions that used it */
+    size_t nowners;
+    struct sb_placeholders *ph; /* the placeholder directories its view mounts on */
     pthread_mutex_t io;    /* held during one exchange */
 };
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sb_helper *pool;
+static unsigned long long pool_clock;
 static char dead_owners[DEAD_OWNERS][40];
 static int dead_next;
 
-/* ---- frames ------------------------------------------------------------------------ */
-
-static int write_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n) {
-        ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -errno;
-        }
-        c += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static int read_all(int fd, void *p, size_t n)
-{
-    char *c = p;
-    while (n) {
-        ssize_t r = read(fd, c, n);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            return -errno;
-        }
-        if (r == 0) return -EPIPE;
-        c += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
 int sandbox_frame_send(int fd, const void *p, size_t n, int pass_fd)
 {
-    if (n > SB_FRAME_MAX) return -EMSGSIZE;
-    uint32_t len = (uint32_t)n;
-    struct iovec iov = {&len, sizeof len};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (pass_fd >= 0) {
-        mh.msg_control = u.buf;
-        mh.msg_controllen = sizeof u.buf;
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
-    }
-    ssize_t w;
-    do {
-        w = sendmsg(fd, &mh, MSG_NOSIGNAL);
-    } while (w < 0 && errno == EINTR);
-    if (w < 0) return -errno;
-    if ((size_t)w < sizeof len) {
-        int rc = write_all(fd, (char *)&len + w, sizeof len - (size_t)w);
-        if (rc) return rc;
-    }
-    return write_all(fd, p, n);
+    return fdframe_send(fd, p, n, &pass_fd, pass_fd >= 0 ? 1 : 0);
 }
 
 int sandbox_frame_recv(int fd, struct buf *out, int *fd_out)
 {
-    if (fd_out) *fd_out = -1;
-    uint32_t len;
-    struct iovec iov = {&len, sizeof len};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                        .msg_controllen = sizeof u.buf};
-    ssize_t r;
-    do {
-        r = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-    } while (r < 0 && errno == EINTR);
-    if (r < 0) return -errno;
-    if (r == 0) return -EPIPE;
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-            int got;
-            memcpy(&got, CMSG_DATA(cm), sizeof got);
-            if (fd_out && *fd_out < 0) *fd_out = got;
-            else close(got);
-        }
-    }
-    int rc = 0;
-    if ((size_t)r < sizeof len) rc = read_all(fd, (char *)&len + r, sizeof len - (size_t)r);
-    if (!rc && len > SB_FRAME_MAX) rc = -EMSGSIZE;
-    if (!rc) rc = read_all(fd, buf_extend(out, len), len);
-    if (rc && fd_out && *fd_out >= 0) {
-        close(*fd_out);
-        *fd_out = -1;
-    }
+    int got[1], n = 0;
+    int rc = fdframe_recv(fd, out, got, 1, &n);
+    if (fd_out) *fd_out = n ? got[0] : -1;
+    else if (n) close(got[0]);
     return rc;
 }
 
 /* ---- helper processes ------------------------------------------------------------------ */
-
-/* The helper binary sits next to the daemon's own executable. */
-static int helper_path(char *out, size_t n)
-{
-    char self[PATH_MAX];
-    ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (l < 0) return -errno;
-    self[l] = 0;
-    char *slash = strrchr(self, '/');
-    if (!slash) return -ENOENT;
-    *slash = 0;
-    if ((size_t)snprintf(out, n, "%s/%s", self, SB_HELPER_NAME) >= n) return -ENAMETOOLONG;
-    return 0;
-}
 
 static void helper_destroy(struct sb_helper *h)
 {
@@ -170,6 +90,9 @@ static void helper_destroy(struct sb_helper *h)
     int st;
     while (waitpid(h->pid, &st, 0) < 0 && errno == EINTR) {
     }
+    sandbox_placeholders_release(h->ph);
+    for (size_t i = 0; i < h->nowners; i++) free(h->owners[i]);
+    free(h->owners);
     pthread_mutex_destroy(&h->io);
     free(h->policy);
     free(h);
@@ -197,63 +120,88 @@ static struct sb_helper *retire_locked(struct sb_helper *h)
     return unref_locked(h);
 }
 
-/* Starts a helper and hands it the policy. Returns NULL with *rc set. */
-static struct sb_helper *helper_start(const char *owner, const char *policy, int *rc)
+/* What went wrong starting a helper, in the words a client should read: a host
+ * that cannot sandbox is not the same as one that ran out of something. */
+static int start_failed(int err, char *why, size_t n)
 {
-    char path[PATH_MAX];
-    if ((*rc = helper_path(path, sizeof path)) < 0) return NULL;
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-        *rc = -errno;
+    if (err == -EMFILE || err == -ENFILE || err == -ENOMEM || err == -EAGAIN || err == -ENOSPC) {
+        snprintf(why, n, "cannot start the filesystem sandbox helper: %s", strerror(-err));
+        return SB_CALL_NO_RESOURCES;
+    }
+    snprintf(why, n, "filesystem sandbox cannot be enforced on this executor");
+    return SB_CALL_UNENFORCEABLE;
+}
+
+/* Starts a helper confined to policy. Returns NULL with *rc set (and why filled). */
+static struct sb_helper *helper_start(const char *policy, int *rc, char *why, size_t whyn)
+{
+    json_error_t je;
+    json_t *j = json_loads(policy, 0, &je);
+    struct sandbox_policy pol;
+    struct sandbox_error serr;
+    if (!j || sandbox_policy_parse(j, NULL, &pol, &serr) < 0) {
+        json_decref(j);
+        snprintf(why, whyn, "%s", j ? serr.message : "bad sandbox policy");
+        *rc = SB_CALL_REFUSED;
         return NULL;
     }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, sv[1], 3); /* dup2 clears CLOEXEC on fd 3 */
-    posix_spawnattr_t at;
-    posix_spawnattr_init(&at);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&at, &none);
-    posix_spawnattr_setsigdefault(&at, &all);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    char ppid[24];
-    snprintf(ppid, sizeof ppid, "%d", (int)getpid());
-    char *argv[] = {(char *)SB_HELPER_NAME, ppid, NULL};
-    /* LeakSanitizer cannot work under the helper's confinement (DESIGN.md pitfall 12). */
-    char *envp[] = {(char *)"ASAN_OPTIONS=detect_leaks=0", NULL};
-    pid_t pid;
-    int e = posix_spawn(&pid, path, &fa, &at, argv, envp);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&at);
-    close(sv[1]);
-    if (e) {
-        close(sv[0]);
-        *rc = -e;
+    json_decref(j);
+    if (pol.refusal) {
+        snprintf(why, whyn, "%s", pol.refusal);
+        sandbox_policy_free(&pol);
+        *rc = SB_CALL_REFUSED;
         return NULL;
     }
-    struct sb_helper *h = xcalloc(1, sizeof *h);
-    snprintf(h->owner, sizeof h->owner, "%s", owner);
+    int sv[2] = {-1, -1}, devnull = -1;
+    struct sb_helper *h = NULL;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
+        (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
+        *rc = start_failed(-errno, why, whyn);
+        goto out;
+    }
+    struct sb_placeholders *ph = sandbox_placeholders_acquire(&pol.placeholders);
+    char *argv[] = {(char *)"exec-sandbox-helper", NULL};
+    char *envp[] = {NULL};
+    int stdio[3] = {devnull, devnull, STDERR_FILENO};
+    struct spawn_request rq = {.argv = argv, .envp = envp, .cwd = "/", .serve = true,
+                               .stdio = stdio, .sandbox = &pol,
+                               .pid_inherit = sandbox_pid_namespace_inherit,
+                               .extra_fds = &sv[1], .n_extra_fds = 1, .proxy_fd = -1};
+    struct spawn_result sr;
+    int sberr = 0;
+    int err = spawn_child(&rq, &sr, &sberr);
+    if (err < 0) {
+        sandbox_placeholders_release(ph);
+        if (err == SPAWN_ERR_SANDBOX)
+            log_warn("sandbox helper: the sandbox could not be set up: %s", strerror(sberr));
+        *rc = start_failed(err == SPAWN_ERR_SANDBOX ? -sberr : err, why, whyn);
+        goto out;
+    }
+    close(sr.pidfd); /* reaped with waitpid when retired */
+    h = xcalloc(1, sizeof *h);
     h->policy = xstrdup(policy);
-    h->pid = pid;
+    h->pid = sr.pid;
     h->fd = sv[0];
+    sv[0] = -1;
     h->refs = 1;
+    h->ph = ph;
     pthread_mutex_init(&h->io, NULL);
     struct buf ans;
     buf_init(&ans);
-    *rc = sandbox_frame_send(h->fd, policy, strlen(policy), -1);
-    if (!*rc) *rc = sandbox_frame_recv(h->fd, &ans, NULL);
+    *rc = sandbox_frame_recv(h->fd, &ans, NULL);
     bool ok = !*rc && ans.len == 2 && memcmp(ans.data, "ok", 2) == 0;
-    if (!ok)
-        log_warn("sandbox helper refused the policy: %.*s", (int)(ans.len > 200 ? 200 : ans.len),
-                 ans.len ? ans.data : "(no answer)");
     buf_free(&ans);
     if (!ok) {
+        log_warn("sandbox helper did not start (%d)", *rc);
         helper_destroy(h);
-        *rc = SB_CALL_UNENFORCEABLE;
-        return NULL;
+        h = NULL;
+        *rc = start_failed(-EIO, why, whyn);
     }
+out:
+    if (sv[0] >= 0) close(sv[0]);
+    if (sv[1] >= 0) close(sv[1]);
+    if (devnull >= 0) close(devnull);
+    sandbox_policy_free(&pol);
     return h;
 }
 
@@ -264,8 +212,17 @@ static bool owner_dead_locked(const char *owner)
     return false;
 }
 
+static void add_owner_locked(struct sb_helper *h, const char *owner)
+{
+    for (size_t i = 0; i < h->nowners; i++)
+        if (!strcmp(h->owners[i], owner)) return;
+    h->owners = xrealloc(h->owners, (h->nowners + 1) * sizeof *h->owners);
+    h->owners[h->nowners++] = xstrdup(owner);
+}
+
 /* Finds or starts the helper, returning it with a reference held. */
-static struct sb_helper *helper_get(const char *owner, const char *policy, int *rc)
+static struct sb_helper *helper_get(const char *owner, const char *policy, int *rc, char *why,
+                                    size_t whyn)
 {
     pthread_mutex_lock(&pool_lock);
     if (owner_dead_locked(owner)) {
@@ -273,17 +230,16 @@ static struct sb_helper *helper_get(const char *owner, const char *policy, int *
         *rc = SB_CALL_CLOSED;
         return NULL;
     }
-    int count = 0, same = 0;
-    struct sb_helper *victim = NULL, *idle = NULL, *busy = NULL;
+    int total = 0, same = 0;
+    struct sb_helper *lru = NULL, *idle = NULL, *busy = NULL;
     for (struct sb_helper *h = pool; h; h = h->next) {
-        if (strcmp(h->owner, owner)) continue;
-        count++;
+        total++;
         if (!strcmp(h->policy, policy)) {
             same++;
             if (h->refs == 1 && !idle) idle = h; /* only the pool holds it */
             else if (!busy || h->refs < busy->refs) busy = h;
-        } else if (h->refs == 1) {
-            victim = h;
+        } else if (h->refs == 1 && (!lru || h->used < lru->used)) {
+            lru = h;
         }
     }
     /* Reuse an idle helper; when all are busy, queue on the least loaded one unless
@@ -291,16 +247,18 @@ static struct sb_helper *helper_get(const char *owner, const char *policy, int *
     struct sb_helper *pick = idle ? idle : same >= HELPERS_PER_POLICY ? busy : NULL;
     if (pick) {
         pick->refs++;
+        pick->used = ++pool_clock;
+        add_owner_locked(pick, owner);
         pthread_mutex_unlock(&pool_lock);
         return pick;
     }
-    /* Bound the helpers one session can keep: evict an idle one. */
-    struct sb_helper *dead = count >= HELPERS_PER_OWNER && victim ? retire_locked(victim) : NULL;
+    /* Bound the helpers the server keeps: evict the least recently used idle one. */
+    struct sb_helper *dead = total >= HELPERS_MAX && lru ? retire_locked(lru) : NULL;
     pthread_mutex_unlock(&pool_lock);
     if (dead) helper_destroy(dead);
 
     /* Started outside the lock: a slow start must not stall other sessions. */
-    struct sb_helper *h = helper_start(owner, policy, rc);
+    struct sb_helper *h = helper_start(policy, rc, why, whyn);
     if (!h) return NULL;
     pthread_mutex_lock(&pool_lock);
     if (owner_dead_locked(owner)) {
@@ -309,12 +267,14 @@ static struct sb_helper *helper_get(const char *owner, const char *policy, int *
         *rc = SB_CALL_CLOSED;
         return NULL;
     }
+    add_owner_locked(h, owner);
+    h->used = ++pool_clock;
     /* Other threads may have started helpers for the same key meanwhile: this one
      * serves this call, and joins the pool only while the key is below its bound;
      * otherwise it is retired and dies when the call drops it. */
     same = 0;
     for (struct sb_helper *o = pool; o; o = o->next)
-        if (!strcmp(o->owner, owner) && !strcmp(o->policy, policy)) same++;
+        if (!strcmp(o->policy, policy)) same++;
     if (same < HELPERS_PER_POLICY) {
         h->next = pool;
         pool = h;
@@ -326,34 +286,60 @@ static struct sb_helper *helper_get(const char *owner, const char *policy, int *
     return h;
 }
 
-int sandbox_helper_call(const char *owner, const char *policy_json, const void *req,
-                        size_t req_len, struct buf *reply, int *fd_out)
+/* Whether a helper died while it sat idle: its socket is readable (EOF) or hung up
+ * before we asked anything. */
+static bool helper_gone(const struct sb_helper *h)
 {
-    *fd_out = -1;
-    int rc = 0;
-    struct sb_helper *h = helper_get(owner, policy_json, &rc);
-    if (!h) {
-        /* Could not start (no helper binary, no resources) or confine: fail closed. */
-        if (rc != SB_CALL_CLOSED) log_warn("sandbox helper unavailable (%d)", rc);
-        return rc == SB_CALL_CLOSED ? rc : SB_CALL_UNENFORCEABLE;
-    }
-    pthread_mutex_lock(&h->io);
-    rc = h->retired ? -EPIPE : sandbox_frame_send(h->fd, req, req_len, -1);
-    if (!rc) rc = sandbox_frame_recv(h->fd, reply, fd_out);
-    pthread_mutex_unlock(&h->io);
+    struct pollfd p = {h->fd, POLLIN, 0};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR));
+}
+
+/* Drops the call's reference; retires h first when asked. */
+static void helper_put(struct sb_helper *h, bool retire)
+{
     struct sb_helper *dead = NULL;
     pthread_mutex_lock(&pool_lock);
-    if (rc) dead = retire_locked(h); /* a broken exchange leaves the socket unusable */
+    if (retire) dead = retire_locked(h);
     struct sb_helper *last = unref_locked(h);
     pthread_mutex_unlock(&pool_lock);
     if (dead && dead != last) helper_destroy(dead);
     if (last) helper_destroy(last);
-    return rc ? SB_CALL_DIED : 0;
+}
+
+int sandbox_helper_call(const char *owner, const char *policy_json, const void *req,
+                        size_t req_len, struct buf *reply, int *fd_out, char *why, size_t whyn)
+{
+    *fd_out = -1;
+    why[0] = 0;
+    for (int attempt = 0;; attempt++) {
+        int rc = 0;
+        struct sb_helper *h = helper_get(owner, policy_json, &rc, why, whyn);
+        if (!h) {
+            if (rc != SB_CALL_CLOSED) log_warn("sandbox helper unavailable: %s", why);
+            return rc;
+        }
+        pthread_mutex_lock(&h->io);
+        if (!h->retired && helper_gone(h)) {
+            /* Died between requests (killed, OOM): nothing of this request ran yet,
+             * so a fresh helper may take it. */
+            pthread_mutex_unlock(&h->io);
+            helper_put(h, true);
+            if (attempt == 0) continue;
+            snprintf(why, whyn, "sandbox helper exited before the request");
+            return SB_CALL_DIED;
+        }
+        rc = h->retired ? -EPIPE : sandbox_frame_send(h->fd, req, req_len, -1);
+        if (!rc) rc = sandbox_frame_recv(h->fd, reply, fd_out);
+        pthread_mutex_unlock(&h->io);
+        /* A broken exchange leaves the socket unusable. */
+        helper_put(h, rc != 0);
+        return rc ? SB_CALL_DIED : 0;
+    }
 }
 
 void sandbox_helper_release_owner(const char *owner)
 {
-    struct sb_helper *dead[64];
+    struct sb_helper *dead[HELPERS_MAX + 8];
     int nd = 0;
     pthread_mutex_lock(&pool_lock);
     snprintf(dead_owners[dead_next], sizeof dead_owners[0], "%s", owner);
@@ -361,9 +347,15 @@ void sandbox_helper_release_owner(const char *owner)
     struct sb_helper *h = pool;
     while (h) {
         struct sb_helper *next = h->next;
-        if (!strcmp(h->owner, owner)) {
+        for (size_t i = 0; i < h->nowners; i++) {
+            if (strcmp(h->owners[i], owner)) continue;
+            free(h->owners[i]);
+            h->owners[i] = h->owners[--h->nowners];
+            break;
+        }
+        if (h->nowners == 0) {
             struct sb_helper *d = retire_locked(h);
-            if (d && nd < 64) dead[nd++] = d;
+            if (d && nd < (int)(sizeof dead / sizeof dead[0])) dead[nd++] = d;
         }
         h = next;
     }
@@ -373,10 +365,20 @@ void sandbox_helper_release_owner(const char *owner)
 
 int sandbox_helper_pid(const char *owner, const char *policy_json)
 {
+    (void)owner;
     int pid = -1;
     pthread_mutex_lock(&pool_lock);
     for (struct sb_helper *h = pool; h; h = h->next)
-        if (!strcmp(h->owner, owner) && !strcmp(h->policy, policy_json)) pid = h->pid;
+        if (!strcmp(h->policy, policy_json)) pid = h->pid;
     pthread_mutex_unlock(&pool_lock);
     return pid;
+}
+
+int sandbox_helper_count(void)
+{
+    int n = 0;
+    pthread_mutex_lock(&pool_lock);
+    for (struct sb_helper *h = pool; h; h = h->next) n++;
+    pthread_mutex_unlock(&pool_lock);
+    return n;
 }

@@ -1,18 +1,16 @@
 /* helper: the daemon side of the sandboxed fs helper processes.
  *
- * A helper is the small executable exec-sandbox-helper (next to the daemon binary)
- * that confines itself once with a policy and then serves fs requests over a
- * socketpair. One helper is kept warm per (session, policy) and reused, so a
- * sandboxed fs operation costs one round trip instead of a process start. Calls are
- * blocking and meant for the libuv thread pool; each helper serves one request at a
- * time (a mutex); when requests overlap a second helper is started for the same key,
- * so two run in parallel and the rest queue. A helper that dies fails its
- * in-flight request with a clear error and is replaced on the next call.
+ * A helper is a sandboxed child of the spawner that does not exec anything: once
+ * confined by the policy it serves fs requests over a socketpair (fs_helper_run). A
+ * helper is kept warm per policy and shared by the sessions using that policy, so
+ * a sandboxed fs operation costs one round trip instead of a process start. Calls
+ * are blocking and meant for the libuv thread pool; each helper serves one request
+ * at a time (a mutex); when requests overlap a second helper is started for the
+ * same policy, so two run in parallel and the rest queue. A helper found dead
+ * before a request is replaced; one that dies during it fails that request.
  *
- * The wire between daemon and helper: frames of a 4-byte native-endian length and
- * that many bytes. First the daemon sends the policy (the sandbox JSON) and the
- * helper answers "ok" or an error text; then request/reply frames, a reply may
- * carry one fd (SCM_RIGHTS) for fs/open. */
+ * The wire between daemon and helper: frames (util/fdframe). The helper first
+ * says "ok"; then request/reply frames, a reply may carry one fd for fs/open. */
 #ifndef EXEC_SANDBOX_HELPER_H
 #define EXEC_SANDBOX_HELPER_H
 
@@ -22,27 +20,32 @@
 #include "util/buf.h"
 
 #define SB_FRAME_MAX (1u << 30)
-#define SB_HELPER_NAME "exec-sandbox-helper"
 
 /* Outcomes of sandbox_helper_call besides 0. */
 enum {
-    SB_CALL_UNENFORCEABLE = -1001, /* the helper could not confine itself (or not start) */
+    SB_CALL_UNENFORCEABLE = -1001, /* this host cannot sandbox (why says so) */
     SB_CALL_DIED = -1002,          /* the helper died during the request */
     SB_CALL_CLOSED = -1003,        /* the session is gone */
+    SB_CALL_NO_RESOURCES = -1004,  /* the helper could not start: something ran out */
+    SB_CALL_REFUSED = -1005,       /* the policy cannot be enforced on this tree */
 };
 
-/* Runs one request frame in the helper for (owner, policy_json), starting it when
- * needed. On 0 the reply frame is appended to *reply and *fd_out holds a received
- * fd (caller owns it) or -1. Blocking; thread-safe. */
+/* Runs one request frame for session owner in the helper for policy_json, starting
+ * it when needed. On 0 the reply frame is appended to *reply and *fd_out holds a
+ * received fd (caller owns it) or -1. On failure returns an SB_CALL_* code with a
+ * message for the client in why. Blocking; thread-safe. */
 int sandbox_helper_call(const char *owner, const char *policy_json, const void *req,
-                        size_t req_len, struct buf *reply, int *fd_out);
+                        size_t req_len, struct buf *reply, int *fd_out, char *why,
+                        size_t whyn);
 
-/* Kills every helper of owner (a session id) and refuses new ones for it. Called
- * when the session ends. */
+/* A session ended: it uses its helpers no more (those no other session uses are
+ * killed) and gets no new ones. */
 void sandbox_helper_release_owner(const char *owner);
 
 /* The pid of the live helper for (owner, policy_json), or -1 (tests, diagnostics). */
 int sandbox_helper_pid(const char *owner, const char *policy_json);
+/* How many helpers are alive (tests, metrics). */
+int sandbox_helper_count(void);
 
 /* Frame I/O shared with the helper executable. Return 0 or -errno (-EPIPE at EOF). */
 int sandbox_frame_send(int fd, const void *p, size_t n, int pass_fd);

@@ -67,7 +67,9 @@ void sandbox_policy_free(struct sandbox_policy *p)
     sandbox_paths_free(&p->writable);
     sandbox_paths_free(&p->readonly_sub);
     sandbox_paths_free(&p->denied);
+    sandbox_paths_free(&p->placeholders);
     free(p->cwd);
+    free(p->refusal);
     memset(p, 0, sizeof *p);
 }
 
@@ -385,6 +387,47 @@ static char *gitdir_of(const char *root)
     return res;
 }
 
+const char *const sandbox_protected_names[] = {".agents", ".aws", ".codex", ".git", NULL};
+
+/* The explicit entry for exactly path, or NULL. */
+static const struct entry *entry_for(const struct entries *es, const char *path)
+{
+    for (size_t i = 0; i < es->n; i++)
+        if (!strcmp(es->v[i].path, path)) return &es->v[i];
+    return NULL;
+}
+
+/* Keeps the protected names under one writable root read-only: an existing one
+ * becomes a read-only carve-out, a missing one a placeholder, a symlink a refusal
+ * (a read-only bind would protect the link's target, and the link itself could be
+ * replaced: the reference refuses the same way). */
+static void protect_root(struct entries *es, const char *root, struct sandbox_policy *out)
+{
+    for (int k = 0; sandbox_protected_names[k]; k++) {
+        char *j = join(root, sandbox_protected_names[k]);
+        const struct entry *own = entry_for(es, j);
+        struct stat st;
+        if (own && !own->implicit && own->access == ACC_WRITE) {
+            /* The client made it writable on purpose. */
+        } else if (lstat(j, &st) < 0) {
+            if (errno == ENOENT) sandbox_paths_add(&out->placeholders, j);
+        } else if (S_ISLNK(st.st_mode)) {
+            if (!out->refusal)
+                out->refusal = xasprintf("cannot enforce sandbox read-only path %s because it "
+                                         "crosses writable symlink %s", j, j);
+        } else {
+            entries_add(es, j, ACC_READ, true);
+        }
+        free(j);
+    }
+    char *gd = gitdir_of(root);
+    if (gd) {
+        struct stat st;
+        if (stat(gd, &st) == 0) entries_add(es, gd, ACC_READ, true);
+        free(gd);
+    }
+}
+
 /* Splits resolved entries into what Landlock and the mounts enforce. */
 static void classify(struct entries *es, struct sandbox_policy *out)
 {
@@ -392,21 +435,10 @@ static void classify(struct entries *es, struct sandbox_policy *out)
      * normal precedence applies (an explicit entry for the same path wins). */
     size_t n0 = es->n;
     for (size_t i = 0; i < n0; i++) {
-        if (es->v[i].access != ACC_WRITE) continue;
+        if (es->v[i].access != ACC_WRITE || es->v[i].implicit) continue;
+        if (!strcmp(es->v[i].path, "/")) continue; /* full write: nothing to keep */
         char *root = xstrdup(es->v[i].path);
-        static const char *const subs[] = {".git", ".agents", ".codex"};
-        for (int k = 0; k < 3; k++) {
-            char *j = join(root, subs[k]);
-            struct stat st;
-            if (lstat(j, &st) == 0) entries_add(es, j, ACC_READ, true);
-            free(j);
-        }
-        char *gd = gitdir_of(root);
-        if (gd) {
-            struct stat st;
-            if (stat(gd, &st) == 0) entries_add(es, gd, ACC_READ, true);
-            free(gd);
-        }
+        protect_root(es, root, out);
         free(root);
     }
     bool any_deny = false, root_read = false, root_write = false;

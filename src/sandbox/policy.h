@@ -33,8 +33,16 @@ struct sandbox_policy {
     struct sb_paths writable;     /* Landlock read+write rules, read-write bind mounts */
     struct sb_paths readonly_sub; /* read-only bind mounts under writable roots */
     struct sb_paths denied;       /* hidden: under a readable or writable root */
+    struct sb_paths placeholders; /* protected names missing under a writable root:
+                                     covered by read-only empty directories */
     char *cwd;                    /* the resolved sandbox cwd, or NULL */
+    char *refusal;                /* why this policy cannot be enforced on this tree
+                                     (a protected name is a symlink), or NULL */
 };
+
+/* The names kept read-only under every writable root, whether or not they exist
+ * (the reference's list): NULL-terminated. */
+extern const char *const sandbox_protected_names[];
 
 /* What went wrong, and the text the reference uses. The JSON-RPC code a kind
  * gets is the handlers' business (sandbox_error_code, sandbox_rpc.h). */

@@ -1,6 +1,7 @@
 /* mem: allocation wrappers that abort on exhaustion (see mem.h). */
 #include "util/mem.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,4 +51,15 @@ void *xmemdup(const void *p, size_t n)
     void *q = xmalloc(n);
     if (n) memcpy(q, p, n);
     return q;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    int n = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (n < 0) oom(strlen(fmt));
+    return s;
 }

@@ -10,7 +10,8 @@ import sys
 
 PREFIXES = (
     # floor: util, proto, core, crypto
-    "buf_", "xmalloc", "xcalloc", "xrealloc", "xstrdup", "xstrndup", "xmemdup", "oserr_",
+    "buf_", "xmalloc", "xcalloc", "xrealloc", "xstrdup", "xstrndup", "xmemdup", "xasprintf",
+    "oserr_", "fdframe_",
     "base64_", "sha1", "json_load_", "http_", "uri_", "utf8_", "ws_frame_", "log_",
     "metrics_", "limits_", "server_limits", "readiness_", "mlkem", "noise_", "relay_",
     "crypto_",
@@ -18,7 +19,8 @@ PREFIXES = (
     "conn_", "ws_", "stdio_", "tls_", "auth_", "jwt_", "rpc_", "pdec_",
     "remote_", "registry_", "rv_ws_", "sigv4_", "direct_conn_",
     # domains and wiring
-    "session_", "env_config_", "proc_", "process_", "spawn_", "guardian_", "event_log_",
+    "session_", "env_config_", "proc_", "process_", "spawn_", "spawner_", "guardian_",
+    "event_log_", "seccomp_",
     "env_", "fs_", "capability_roots_", "caproots_", "sandbox_", "denied_", "curl_", "server_",
 )
 

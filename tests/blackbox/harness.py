@@ -922,7 +922,20 @@ def all_pids():
     return [int(d) for d in os.listdir("/proc") if d.isdigit()]
 
 
+def _comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+# The server's own long-lived helper processes, not children it was asked to run.
+SERVER_HELPERS = ("exec-spawner",)
+
+
 def descendants(root):
+    """Processes below root, except the server's own spawner."""
     parent = {}
     for pid in all_pids():
         st = _proc_stat(pid)
@@ -930,6 +943,8 @@ def descendants(root):
             parent[pid] = st[1]
     out = []
     for pid in parent:
+        if _comm(pid) in SERVER_HELPERS:
+            continue
         p = parent.get(pid)
         seen = 0
         while p and seen < 64:

@@ -386,6 +386,7 @@ def test_helper_killed_mid_request(srv):
     s.call("fs/writeFile", p)  # warm: the same helper serves the next request
     assert sorted(set(helper_pids(srv)) - before) == pids
     # Stop the helper so the next request is certainly in flight, then kill it.
+    # (A helper is the init of its own PID namespace: it serves without exec.)
     os.kill(pids[0], signal.SIGSTOP)
     rid = s.send_request("fs/writeFile", dict(p, dataBase64=b64("2")))
     time.sleep(0.5)
@@ -440,28 +441,70 @@ def test_helpers_die_with_session(_):
         srv.stop()
 
 
+def test_root_write_keeps_devices_and_denials(srv):
+    """An approved write to "/" (linuxRootWritePreservesDevices,
+    linuxApprovedRootWritePreservesRestrictions): the child writes anywhere, the
+    standard devices work, and a `none` entry is still denied."""
+    t = Tree()
+    s = srv.session()
+    caps = s.call("environment/info", {})["capabilities"]
+    assert caps["linuxRootWritePreservesDevices"] and caps[
+        "linuxApprovedRootWritePreservesRestrictions"], caps
+    assert caps["sandboxedFileStreaming"], caps
+    secret = t.d + "/secret"
+    os.makedirs(secret)
+    with open(secret + "/s", "w") as fh:
+        fh.write("topsecret")
+    sb = policy([entry("root", access="write"), entry(path=secret, access="none")],
+                cwd=t.ws, roots=[t.ws])
+    target = t.out + "/written"
+    s.start("rw", ["/bin/sh", "-c", "echo x > /dev/null && echo devnull-ok; "
+                   "head -c 4 /dev/urandom | wc -c; cat %s/s; echo w > %s && echo wrote"
+                   % (secret, target)], cwd=uri(t.ws), sandbox=sb)
+    s.collect_until_closed("rw")
+    out = s.output_so_far("rw")
+    assert b"devnull-ok" in out["stdout"] and b"4" in out["stdout"], out
+    assert b"wrote" in out["stdout"] and open(target).read() == "w\n", out
+    assert b"topsecret" not in out["stdout"] and FAMILY.search(out["stderr"].decode()), out
+    t.cleanup()
+
+
 @ours_only
 @needs_own_server
-def test_fail_closed_without_helper(_):
-    # the daemon copied alone, without exec-sandbox-helper next to it
-    tmp = tempfile.mkdtemp(prefix="sbx-bin-")
-    exe = tmp + "/exec-server"
-    shutil.copy(SERVER_PATH, exe)
-    srv = Server(cmd=[exe, "--listen", "ws://127.0.0.1:0"])
+def test_fail_closed_without_namespaces(_):
+    """A host that refuses namespaces (no-namespaces wraps the server in a seccomp
+    filter that makes every namespace-creating call fail): sandboxed requests are
+    refused, never run unconfined, while unsandboxed ones still work."""
+    if IS_REF:
+        raise TestSkip("ours: the wrapper is our test tool")
+    tool = os.path.join(os.environ.get("EXEC_BUILD_DIR", os.path.dirname(SERVER_PATH)),
+                        "no-namespaces")
+    if not os.access(tool, os.X_OK):
+        raise TestSkip("no-namespaces test tool not built")
+    srv = Server(cmd=[tool, SERVER_PATH, "--listen", "ws://127.0.0.1:0"])
     t = Tree()
     try:
         s = srv.session()
+        marker = t.ws + "/work/ran"
+        err = s.error("process/start", {"processId": "p", "argv": ["/bin/sh", "-c",
+                                                                     "touch " + marker],
+                                        "cwd": uri(t.ws), "env": {"PATH": "/usr/bin:/bin"},
+                                        "tty": False, "sandbox": t.sb})
+        assert err == (-32602, "sandbox intent cannot be enforced on this executor"), err
         err = s.error("fs/writeFile", {"path": uri(t.ws + "/work/x"), "dataBase64": b64("x"),
                                        "sandbox": t.sb})
-        assert err == (-32600, "filesystem sandbox cannot be enforced on this executor"), err
-        assert not os.path.exists(t.ws + "/work/x")
+        assert err[0] == -32600 and "sandbox" in err[1], err
+        assert not os.path.exists(t.ws + "/work/x") and not os.path.exists(marker)
         # requests that need no enforcement still run
         s.call("fs/readFile", {"path": uri(t.out + "/f"), "sandbox": t.sb})
+        s.start("u", ["/bin/sh", "-c", "echo unsandboxed"], cwd=uri(t.ws))
+        s.collect_until_closed("u")
+        assert b"unsandboxed" in s.output_so_far("u")["stdout"]
+        assert not os.path.exists(t.ws + "/.git/x")
         s.close()
     finally:
         srv.stop()
         t.cleanup()
-        shutil.rmtree(tmp)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,37 @@
+/* fs_helper_loop: the sandboxed fs helper's life, in a sandbox's init.
+ *
+ * The spawner starts a helper as a sandboxed child that does not exec: once its
+ * namespaces, view, Landlock rules, capability drop and seccomp filter are in
+ * place it calls this loop on its end of a socketpair (process/spawner.h,
+ * SPAWN_F_SERVE). It says "ok" and from then on serves only the fs request frames
+ * fs_helper_serve accepts, one at a time, until the daemon closes the socket.
+ * Everything it does is checked by the kernel, not by this program. */
+#include <signal.h>
+#include <unistd.h>
+
+#include "fs/fs_sandboxed.h"
+#include "sandbox/helper.h"
+#include "util/buf.h"
+
+int fs_helper_run(int sock)
+{
+    signal(SIGPIPE, SIG_IGN);
+    if (sandbox_frame_send(sock, "ok", 2, -1) < 0) return 1;
+    for (;;) {
+        struct buf req, reply;
+        buf_init(&req);
+        buf_init(&reply);
+        if (sandbox_frame_recv(sock, &req, NULL) < 0) {
+            buf_free(&req);
+            break;
+        }
+        int fd = -1;
+        fs_helper_serve(req.data, req.len, &reply, &fd);
+        buf_free(&req);
+        int rc = sandbox_frame_send(sock, reply.data, reply.len, fd);
+        if (fd >= 0) close(fd);
+        buf_free(&reply);
+        if (rc < 0) break;
+    }
+    return 0;
+}

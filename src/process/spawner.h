@@ -1,0 +1,66 @@
+/* spawner: the small process every child of the daemon is started from.
+ *
+ * Forking from the daemon itself costs in proportion to the daemon: its fd table
+ * (one socket per connection) is copied into each child and closed again there,
+ * which with 10,000 connections made a one-shot command 4x slower, and a sandbox
+ * needs its init process to be a real copy of something small. So at start the
+ * daemon executes itself once more as the spawner (argv[1] "--internal-spawner",
+ * a socket on fd 3): a process with a handful of fds that, for each request
+ * (process/spawn_wire), starts the child with clone(CLONE_PARENT), so the child is
+ * still the daemon's own and reaped through its pidfd exactly as before.
+ *
+ * A request carries the child's descriptors and the write end of a status pipe;
+ * the spawner and the child report on it with fixed 5-byte records (a tag and a
+ * native int32): 'P' pid, then 'S' (the program is running) or 'E' errno (exec
+ * failed) or 'F' errno (the sandbox could not be set up). The pipe's reader
+ * decides the start at 'S', 'E' or 'F'. A spawner that dies is restarted on the
+ * next request. */
+#ifndef EXEC_PROCESS_SPAWNER_H
+#define EXEC_PROCESS_SPAWNER_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "process/spawn_wire.h"
+
+#define SPAWNER_ARG "--internal-spawner"
+#define SPAWNER_SOCK_FD 3
+
+enum { SPAWN_REC_PID = 'P', SPAWN_REC_STARTED = 'S', SPAWN_REC_EXEC = 'E', SPAWN_REC_SETUP = 'F' };
+#define SPAWN_REC_LEN 5
+
+/* Starts the spawner. Call early, before any thread and listener exists. Returns 0
+ * or -errno. */
+int spawner_start(void);
+
+/* Closes the spawner's socket (it exits on EOF) and reaps it. */
+void spawner_stop(void);
+
+/* Sends one request with fds (the status pipe's write end first). Thread-safe;
+ * restarts a dead spawner once. Returns 0 or -errno. */
+int spawner_request(const struct spawn_wire_req *r, const int *fds, int nfds);
+
+struct spawn_outcome {
+    pid_t pid;         /* > 0 once 'P' arrived */
+    int err;           /* errno of 'E' or 'F', 0 when started */
+    bool setup_failed; /* 'F': the sandbox, not the program, failed */
+};
+
+/* Reads status records from status_r until the start is decided, waiting at most
+ * timeout_ms. Returns 0 (see o->err), -ETIMEDOUT, or -EPIPE when the pipe ended
+ * without a decision. */
+int spawner_wait(int status_r, int timeout_ms, struct spawn_outcome *o);
+
+/* What a SPAWN_F_SERVE child runs once confined: serves on sock, returns an exit
+ * status. */
+typedef int (*spawner_serve_fn)(int sock);
+
+/* The spawner process: serves requests from sock until EOF. serve is what a
+ * SPAWN_F_SERVE request runs (the top layer passes the sandboxed fs helper's loop,
+ * so this module needs no knowledge of it). Returns the exit status. */
+int spawner_main(int sock, spawner_serve_fn serve);
+
+/* Writes one status record (async-signal-safe). */
+void spawner_record(int fd, char tag, int value);
+
+#endif

@@ -1,0 +1,427 @@
+/* spawner_proc: the spawner process itself (see spawner.h): requests in, children
+ * out.
+ *
+ * The spawner is single-threaded and owns nothing but its socket, so it may fork
+ * freely. An ordinary child is started with clone(CLONE_VM | CLONE_VFORK |
+ * CLONE_PARENT) on a stack of its own: the spawner waits while the child sets up
+ * its descriptors and execs, and learns an exec failure through shared memory.
+ *
+ * A sandboxed child is a fork (clone(CLONE_PARENT) with fresh user, PID, mount,
+ * IPC, UTS and, network restricted, network namespaces): the sandbox's init, PID 1 of
+ * its namespace. It builds the view (sandbox/enforce), vforks the command, which
+ * confines itself and execs, and then only waits: when the command exits the init
+ * exits with its status (128+N for a signal, as a shell reports it) and the kernel
+ * kills whatever the command left behind in the namespace. The init ignores the
+ * signals a process group receives (terminate sends SIGKILL, which it cannot), so
+ * signals reach the command as they would unsandboxed. With a managed network the
+ * init also accepts connections on loopback inside the namespace and hands each
+ * socket to the daemon's proxy over a socketpair (SCM_RIGHTS, a 1-byte tag). */
+#include "process/spawner.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sandbox/enforce.h"
+#include "util/fdframe.h"
+
+#define CHILD_STACK (64 * 1024)
+
+static spawner_serve_fn serve_fn;
+#define FD_BASE (3 + FDFRAME_MAX_FDS) /* received descriptors are moved up here, clear of
+                                         the 0, 1, 2, 3... they are placed on */
+
+/* One decoded request with its descriptors, as the child sees it. */
+struct job {
+    struct spawn_wire_req r;
+    int fds[FDFRAME_MAX_FDS];
+    int nfds;
+    int status;      /* the status pipe's write end */
+    int in, out, err; /* the child's 0, 1, 2 (all the PTY slave with SPAWN_F_TTY) */
+    const int *extra; /* to 3, 4, ... */
+    const int *init_fds;
+    volatile int child_err; /* errno of a failed exec, written by the vfork child */
+};
+
+/* ---- the child's common tail ------------------------------------------------------- */
+
+/* Puts the descriptors in place, resets signals and execs. Only system calls. */
+static void child_exec(struct job *j, bool tty, const struct sandbox_confinement *conf)
+{
+    if (tty) {
+        if (dup2(j->in, 0) < 0 || dup2(j->in, 1) < 0 || dup2(j->in, 2) < 0) goto fail;
+    } else if (dup2(j->in, 0) < 0 || dup2(j->out, 1) < 0 || dup2(j->err, 2) < 0) {
+        goto fail;
+    }
+    for (uint32_t i = 0; i < j->r.n_extra_fds; i++)
+        if (dup2(j->extra[i], 3 + (int)i) < 0) goto fail;
+    if (chdir(j->r.cwd) < 0) goto fail;
+    /* Confinement needs the Landlock ruleset's fd: before the descriptors go. */
+    if (conf) {
+        int rc = sandbox_confine(conf);
+        if (rc < 0) {
+            errno = -rc;
+            goto fail;
+        }
+    }
+    if (syscall(SYS_close_range, 3 + j->r.n_extra_fds, ~0U, 0) < 0) {
+        /* Before Linux 5.9: a bounded loop (the spawner's own table is small). */
+        for (int fd = 3 + (int)j->r.n_extra_fds; fd < 1024; fd++) close(fd);
+    }
+    for (int sig = 1; sig < NSIG; sig++) {
+        if (sig == SIGKILL || sig == SIGSTOP) continue;
+        struct sigaction sa = {.sa_handler = SIG_DFL};
+        sigaction(sig, &sa, NULL);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execve(j->r.exe, (char *const *)j->r.list[SPAWN_L_ARGV], (char *const *)j->r.list[SPAWN_L_ENVP]);
+fail:
+    j->child_err = errno ? errno : EIO;
+    _exit(127);
+}
+
+/* ---- ordinary children ---------------------------------------------------------------- */
+
+static __attribute__((no_sanitize("address", "undefined"))) int plain_child(void *arg)
+{
+    struct job *j = arg;
+    setsid();
+    /* Die with the daemon even if it is SIGKILLed (the group kill cannot run). */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if ((j->r.flags & SPAWN_F_TTY) && ioctl(j->in, TIOCSCTTY, 0) < 0) {
+        j->child_err = errno;
+        _exit(127);
+    }
+    if (j->r.flags & SPAWN_F_REFUSE) {
+        int fd = (j->r.flags & SPAWN_F_TTY) ? j->in : j->err;
+        ssize_t w = write(fd, j->r.exe, strlen(j->r.exe));
+        w = write(fd, "\n", 1);
+        (void)w;
+        _exit(1);
+    }
+    child_exec(j, j->r.flags & SPAWN_F_TTY, NULL);
+    return 127;
+}
+
+static void start_plain(struct job *j, char *stack)
+{
+    j->child_err = 0;
+    pid_t pid = clone(plain_child, stack + CHILD_STACK,
+                      CLONE_VM | CLONE_VFORK | CLONE_PARENT | SIGCHLD, j);
+    if (pid < 0) {
+        spawner_record(j->status, SPAWN_REC_EXEC, errno);
+        return;
+    }
+    spawner_record(j->status, SPAWN_REC_PID, pid);
+    if (j->child_err) spawner_record(j->status, SPAWN_REC_EXEC, j->child_err);
+    else spawner_record(j->status, SPAWN_REC_STARTED, 0);
+}
+
+/* ---- sandboxed children: the init --------------------------------------------------------- */
+
+static int listen_loopback(uint16_t port)
+{
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0) return -errno;
+    int one = 1;
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (bind(s, (struct sockaddr *)&a, sizeof a) < 0 || listen(s, 128) < 0) {
+        int e = errno;
+        close(s);
+        return -e;
+    }
+    return s;
+}
+
+/* Hands an accepted connection to the daemon's proxy. */
+static void pass_conn(int proxy, int conn, char tag)
+{
+    struct iovec iov = {&tag, 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof u);
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                        .msg_controllen = sizeof u.buf};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &conn, sizeof conn);
+    while (sendmsg(proxy, &mh, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+    }
+}
+
+static int exit_code(int st)
+{
+    return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
+}
+
+/* Kills what the command left behind when there is no PID namespace to do it:
+ * every orphan came to us (a subreaper), so our children are all of them. */
+static void kill_leftovers(void)
+{
+    for (int round = 0; round < 1000; round++) {
+        char path[64], buf[4096];
+        snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+        if (fd >= 0) close(fd);
+        if (n <= 0) break;
+        buf[n] = 0;
+        for (char *p = buf; *p;) {
+            char *end;
+            long pid = strtol(p, &end, 10);
+            if (end == p) break;
+            kill((pid_t)pid, SIGKILL);
+            p = end;
+        }
+        while (waitpid(-1, NULL, WNOHANG) > 0) {
+        }
+        int st;
+        if (waitpid(-1, &st, 0) < 0 && errno == ECHILD) break;
+    }
+}
+
+/* The init's life after the command started: reap, relay connections, and exit
+ * with the command's status. */
+static __attribute__((noreturn)) void init_wait(pid_t cmd, const struct spawn_wire_req *r,
+                                                int proxy, const int *listeners, int nl,
+                                                int sfd)
+{
+    for (;;) {
+        struct pollfd p[3];
+        int np = 0;
+        p[np++] = (struct pollfd){sfd, POLLIN, 0};
+        for (int i = 0; i < nl; i++) p[np++] = (struct pollfd){listeners[i], POLLIN, 0};
+        if (poll(p, (nfds_t)np, -1) < 0 && errno != EINTR) _exit(1);
+        for (int i = 0; i < nl; i++) {
+            if (!(p[1 + i].revents & POLLIN)) continue;
+            int c;
+            while ((c = accept4(listeners[i], NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+                pass_conn(proxy, c, r->proxy_ports[0] && i == 0 ? 'H' : 'S');
+                close(c);
+            }
+        }
+        if (!(p[0].revents & POLLIN)) continue;
+        struct signalfd_siginfo si;
+        while (read(sfd, &si, sizeof si) > 0) {
+        }
+        int st;
+        pid_t w;
+        while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
+            if (w != cmd) continue;
+            if (r->flags & SPAWN_F_PID_INHERIT) kill_leftovers();
+            _exit(exit_code(st));
+        }
+    }
+}
+
+/* The sandboxed fs helper: no exec (nothing of the host need be visible to load a
+ * program from); the init confines itself and serves. */
+static __attribute__((noreturn)) void serve_confined(struct job *j, struct sandbox_confinement *c)
+{
+    int sock = j->r.n_extra_fds && serve_fn ? j->extra[0] : -1;
+    int rc = sock < 0 ? -EPROTO : chdir("/") < 0 ? -errno : sandbox_confine(c);
+    if (rc < 0) {
+        spawner_record(j->status, SPAWN_REC_SETUP, -rc);
+        _exit(127);
+    }
+    spawner_record(j->status, SPAWN_REC_STARTED, 0);
+    for (int i = 0; i < j->nfds; i++)
+        if (j->fds[i] != sock) close(j->fds[i]);
+    if (c->ruleset_fd >= 0) close(c->ruleset_fd);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    _exit(serve_fn(sock));
+}
+
+static __attribute__((noinline)) pid_t vfork_command(struct job *j,
+                                                     const struct sandbox_confinement *c)
+{
+    pid_t pid = vfork();
+    if (pid == 0) child_exec(j, j->r.flags & SPAWN_F_TTY, c);
+    return pid;
+}
+
+/* Runs in the init (PID 1 of the new namespaces, or a subreaper without a PID
+ * namespace). Never returns. */
+static __attribute__((noreturn)) void sandbox_init(struct job *j, bool userns, uid_t uid, gid_t gid)
+{
+    close(SPAWNER_SOCK_FD);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    prctl(PR_SET_NAME, "exec-sandbox");
+    setsid();
+    if (j->r.flags & SPAWN_F_PID_INHERIT) prctl(PR_SET_CHILD_SUBREAPER, 1);
+    /* The process group's signals are the command's business; SIGKILL still ends us. */
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+    if ((j->r.flags & SPAWN_F_TTY) && ioctl(j->in, TIOCSCTTY, 0) < 0) {
+        spawner_record(j->status, SPAWN_REC_SETUP, errno);
+        _exit(127);
+    }
+    struct sandbox_spec spec = {
+        .enforce_fs = j->r.flags & SPAWN_F_ENFORCE_FS,
+        .net_restricted = j->r.flags & SPAWN_F_NET_RESTRICTED,
+        .net_proxy = j->r.flags & SPAWN_F_PROXY,
+        .pid_inherit = j->r.flags & SPAWN_F_PID_INHERIT,
+        .readable = j->r.list[SPAWN_L_READABLE],
+        .writable = j->r.list[SPAWN_L_WRITABLE],
+        .readonly_sub = j->r.list[SPAWN_L_READONLY_SUB],
+        .denied = j->r.list[SPAWN_L_DENIED],
+        .placeholders = j->r.list[SPAWN_L_PLACEHOLDERS],
+    };
+    struct sandbox_confinement conf;
+    const char *what = "";
+    int rc = sandbox_setup(&spec, userns, uid, gid, &conf, &what);
+    if (rc < 0) {
+        fprintf(stderr, "exec-server: sandbox setup failed at %s: %s\n", what, strerror(-rc));
+        spawner_record(j->status, SPAWN_REC_SETUP, -rc);
+        _exit(127);
+    }
+    /* The command needs the ruleset while it puts its own 0, 1, 2, 3... in place. */
+    if (conf.ruleset_fd >= 0 && conf.ruleset_fd < FD_BASE) {
+        int h = fcntl(conf.ruleset_fd, F_DUPFD_CLOEXEC, FD_BASE);
+        close(conf.ruleset_fd);
+        conf.ruleset_fd = h;
+        if (h < 0) {
+            spawner_record(j->status, SPAWN_REC_SETUP, errno);
+            _exit(127);
+        }
+    }
+    if (j->r.flags & SPAWN_F_SERVE) serve_confined(j, &conf);
+    int listeners[2], nl = 0;
+    int proxy = j->r.n_init_fds ? j->init_fds[0] : -1;
+    if ((j->r.flags & SPAWN_F_PROXY) && proxy >= 0) {
+        for (int i = 0; i < 2; i++) {
+            if (!j->r.proxy_ports[i]) continue;
+            int s = listen_loopback(j->r.proxy_ports[i]);
+            if (s < 0) {
+                spawner_record(j->status, SPAWN_REC_SETUP, -s);
+                _exit(127);
+            }
+            listeners[nl++] = s;
+        }
+    }
+    int sfd = signalfd(-1, &all, SFD_CLOEXEC | SFD_NONBLOCK);
+    j->child_err = 0;
+    pid_t cmd = vfork_command(j, &conf);
+    if (cmd < 0 || j->child_err) {
+        spawner_record(j->status, SPAWN_REC_EXEC, cmd < 0 ? errno : j->child_err);
+        _exit(127);
+    }
+    spawner_record(j->status, SPAWN_REC_STARTED, 0);
+    /* Keep nothing of the command's: its pipes must reach EOF when it is gone. */
+    for (int i = 0; i < j->nfds; i++)
+        if (j->fds[i] != proxy) close(j->fds[i]);
+    if (conf.ruleset_fd >= 0) close(conf.ruleset_fd);
+    init_wait(cmd, &j->r, proxy, listeners, nl, sfd);
+}
+
+static void start_sandboxed(struct job *j)
+{
+    uid_t uid = geteuid();
+    gid_t gid = getegid();
+    int ns = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
+    if (!(j->r.flags & SPAWN_F_PID_INHERIT)) ns |= CLONE_NEWPID;
+    if (j->r.flags & SPAWN_F_NET_RESTRICTED) ns |= CLONE_NEWNET;
+    bool userns = true;
+    long pid = syscall(SYS_clone, CLONE_PARENT | CLONE_NEWUSER | ns | SIGCHLD, NULL, NULL, NULL, 0);
+    if (pid < 0 && uid == 0 && (errno == EPERM || errno == EINVAL || errno == ENOSPC)) {
+        /* No user namespace for root here (disabled or exhausted): the namespaces
+         * are made as root, and the command still drops every capability. */
+        userns = false;
+        pid = syscall(SYS_clone, CLONE_PARENT | ns | SIGCHLD, NULL, NULL, NULL, 0);
+    }
+    if (pid == 0) sandbox_init(j, userns, uid, gid);
+    if (pid < 0) {
+        spawner_record(j->status, SPAWN_REC_SETUP, errno);
+        return;
+    }
+    spawner_record(j->status, SPAWN_REC_PID, (int)pid);
+}
+
+/* ---- the request loop ------------------------------------------------------------------- */
+
+/* Moves received descriptors above FD_BASE (close-on-exec) so that placing the
+ * child's 0, 1, 2, 3... can never overwrite one still to be placed. */
+static int lift_fds(struct job *j)
+{
+    for (int i = 0; i < j->nfds; i++) {
+        int h = fcntl(j->fds[i], F_DUPFD_CLOEXEC, FD_BASE);
+        if (h < 0) return -errno;
+        close(j->fds[i]);
+        j->fds[i] = h;
+    }
+    return 0;
+}
+
+/* Assigns the descriptors to their roles; -EPROTO when the counts do not add up. */
+static int assign_fds(struct job *j)
+{
+    bool tty = j->r.flags & SPAWN_F_TTY;
+    int stdio = tty ? 1 : 3;
+    if (j->nfds != 1 + stdio + (int)j->r.n_extra_fds + (int)j->r.n_init_fds) return -EPROTO;
+    j->status = j->fds[0];
+    j->in = j->fds[1];
+    j->out = tty ? j->fds[1] : j->fds[2];
+    j->err = tty ? j->fds[1] : j->fds[3];
+    j->extra = j->fds + 1 + stdio;
+    j->init_fds = j->extra + j->r.n_extra_fds;
+    return 0;
+}
+
+int spawner_main(int sk, spawner_serve_fn serve)
+{
+    serve_fn = serve;
+    signal(SIGPIPE, SIG_IGN);
+    prctl(PR_SET_NAME, "exec-spawner");
+    /* Die with the daemon: a spawner without it would only hold its pipes open. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    char *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED) return 1;
+    struct buf in;
+    buf_init(&in);
+    for (;;) {
+        static struct job j;
+        memset(&j, 0, sizeof j);
+        buf_reset(&in);
+        int rc = fdframe_recv(sk, &in, j.fds, FDFRAME_MAX_FDS, &j.nfds);
+        if (rc < 0) break;
+        void *arena = NULL;
+        if (spawn_wire_decode(in.data, in.len, &j.r, &arena) < 0 || lift_fds(&j) < 0 ||
+            assign_fds(&j) < 0) {
+            if (j.nfds > 0) spawner_record(j.fds[0], SPAWN_REC_SETUP, EPROTO);
+        } else if (j.r.flags & SPAWN_F_SANDBOX) {
+            start_sandboxed(&j);
+        } else {
+            start_plain(&j, stack);
+        }
+        for (int i = 0; i < j.nfds; i++) close(j.fds[i]);
+        free(arena);
+    }
+    buf_free(&in);
+    return 0;
+}

@@ -1,0 +1,74 @@
+/* placeholders: reference-counted mount-point directories (see placeholders.h). */
+#include "sandbox/placeholders.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/mem.h"
+
+/* One directory this server created, with its number of users. */
+struct ph_entry {
+    struct ph_entry *next;
+    char *path;
+    unsigned users;
+};
+
+struct sb_placeholders {
+    size_t n;
+    struct ph_entry *e[]; /* the entries this use holds */
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ph_entry *entries;
+
+struct sb_placeholders *sandbox_placeholders_acquire(const struct sb_paths *paths)
+{
+    if (!paths->n) return NULL;
+    struct sb_placeholders *h = xcalloc(1, sizeof *h + paths->n * sizeof h->e[0]);
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < paths->n; i++) {
+        struct ph_entry *e = entries;
+        while (e && strcmp(e->path, paths->v[i])) e = e->next;
+        if (!e) {
+            /* Made by someone else meanwhile (EEXIST) is not ours to remove. */
+            if (mkdir(paths->v[i], 0755) < 0) continue;
+            e = xcalloc(1, sizeof *e);
+            e->path = xstrdup(paths->v[i]);
+            e->next = entries;
+            entries = e;
+        }
+        e->users++;
+        h->e[h->n++] = e;
+    }
+    pthread_mutex_unlock(&lock);
+    if (!h->n) {
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+void sandbox_placeholders_release(struct sb_placeholders *h)
+{
+    if (!h) return;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < h->n; i++) {
+        struct ph_entry *e = h->e[i];
+        if (--e->users) continue;
+        rmdir(e->path); /* fails harmlessly once something was put inside */
+        for (struct ph_entry **pp = &entries; *pp; pp = &(*pp)->next) {
+            if (*pp == e) {
+                *pp = e->next;
+                break;
+            }
+        }
+        free(e->path);
+        free(e);
+    }
+    pthread_mutex_unlock(&lock);
+    free(h);
+}

@@ -1,0 +1,200 @@
+/* seccomp: the sandboxed child's system-call filter (see seccomp.h).
+ *
+ * Hand-written BPF rather than libseccomp: the program is installed between vfork
+ * and execve, where libseccomp's allocating seccomp_load() may not run; building
+ * it is cheap and happens before the vfork. */
+#include "sandbox/seccomp.h"
+
+#include <errno.h>
+#include <linux/audit.h>
+#include <sched.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#if defined(__x86_64__)
+#define SC_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define SC_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+#define SC_LOAD_NR BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr))
+#define SC_LOAD_ARG_LO(i) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[i]))
+#define SC_ERRNO(e) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((e) & SECCOMP_RET_DATA))
+
+/* nr -> errno e. */
+#define SC_DENY(nr, e) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), SC_ERRNO(e)
+/* nr with the low 32 bits of argument i equal to v -> errno e; reloads nr. */
+#define SC_DENY_ARG_EQ(nr, i, v, e)                                                                \
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 4), SC_LOAD_ARG_LO(i),                            \
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)(v), 0, 1), SC_ERRNO(e), SC_LOAD_NR
+/* nr with argument i's low 32 bits having any of mask's bits -> errno e; reloads nr. */
+#define SC_DENY_ARG_BITS(nr, i, mask, e)                                                           \
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 4), SC_LOAD_ARG_LO(i),                            \
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, (uint32_t)(mask), 0, 1), SC_ERRNO(e), SC_LOAD_NR
+/* nr with argument i's low 32 bits not equal to any of a, b -> errno e; reloads nr. */
+#define SC_DENY_ARG_NOT2(nr, i, a, b, e)                                                           \
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 5), SC_LOAD_ARG_LO(i),                            \
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)(a), 2, 0),                                  \
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)(b), 1, 0), SC_ERRNO(e), SC_LOAD_NR
+
+#ifndef __NR_io_uring_setup
+#define __NR_io_uring_setup 425
+#define __NR_io_uring_enter 426
+#define __NR_io_uring_register 427
+#endif
+#ifndef __NR_open_tree
+#define __NR_open_tree 428
+#define __NR_move_mount 429
+#define __NR_fsopen 430
+#define __NR_fsconfig 431
+#define __NR_fsmount 432
+#define __NR_fspick 433
+#endif
+#ifndef __NR_mount_setattr
+#define __NR_mount_setattr 442
+#endif
+#ifndef __NR_clone3
+#define __NR_clone3 435
+#endif
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+#define SC_NS_FLAGS                                                                                \
+    (CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET |     \
+     CLONE_NEWCGROUP | CLONE_NEWTIME)
+
+#ifdef SC_AUDIT_ARCH
+static const struct sock_filter prologue[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SC_AUDIT_ARCH, 1, 0),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+    SC_LOAD_NR,
+#if defined(__x86_64__)
+    /* x32 numbers share the arch value: refuse them all. */
+    BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000U, 0, 1),
+    SC_ERRNO(ENOSYS),
+#endif
+};
+
+/* What no sandboxed child needs, denied with EPERM like the reference does. */
+static const struct sock_filter base_rules[] = {
+    /* Other processes and the kernel's attack surface. */
+    SC_DENY(__NR_ptrace, EPERM),
+    SC_DENY(__NR_process_vm_readv, EPERM),
+    SC_DENY(__NR_process_vm_writev, EPERM),
+    SC_DENY(__NR_kcmp, EPERM),
+    SC_DENY(__NR_io_uring_setup, EPERM),
+    SC_DENY(__NR_io_uring_enter, EPERM),
+    SC_DENY(__NR_io_uring_register, EPERM),
+    SC_DENY(__NR_bpf, EPERM),
+    SC_DENY(__NR_perf_event_open, EPERM),
+    SC_DENY(__NR_userfaultfd, EPERM),
+    SC_DENY(__NR_keyctl, EPERM),
+    SC_DENY(__NR_add_key, EPERM),
+    SC_DENY(__NR_request_key, EPERM),
+    SC_DENY(__NR_open_by_handle_at, EPERM),
+    SC_DENY(__NR_name_to_handle_at, EPERM),
+    /* Host-wide state. */
+    SC_DENY(__NR_init_module, EPERM),
+    SC_DENY(__NR_finit_module, EPERM),
+    SC_DENY(__NR_delete_module, EPERM),
+    SC_DENY(__NR_kexec_load, EPERM),
+    SC_DENY(__NR_kexec_file_load, EPERM),
+    SC_DENY(__NR_reboot, EPERM),
+    SC_DENY(__NR_swapon, EPERM),
+    SC_DENY(__NR_swapoff, EPERM),
+    SC_DENY(__NR_acct, EPERM),
+    SC_DENY(__NR_settimeofday, EPERM),
+    SC_DENY(__NR_clock_settime, EPERM),
+    SC_DENY(__NR_clock_adjtime, EPERM),
+    SC_DENY(__NR_adjtimex, EPERM),
+    SC_DENY(__NR_syslog, EPERM),
+    SC_DENY(__NR_sethostname, EPERM),
+    SC_DENY(__NR_setdomainname, EPERM),
+    SC_DENY(__NR_quotactl, EPERM),
+    SC_DENY(__NR_vhangup, EPERM),
+#if defined(__x86_64__)
+    SC_DENY(__NR_ioperm, EPERM),
+    SC_DENY(__NR_iopl, EPERM),
+    SC_DENY(__NR_uselib, EPERM),
+#endif
+    /* The mount table and namespaces: the view is fixed once the child runs. */
+    SC_DENY(__NR_mount, EPERM),
+    SC_DENY(__NR_umount2, EPERM),
+    SC_DENY(__NR_pivot_root, EPERM),
+    SC_DENY(__NR_chroot, EPERM),
+    SC_DENY(__NR_open_tree, EPERM),
+    SC_DENY(__NR_move_mount, EPERM),
+    SC_DENY(__NR_fsopen, EPERM),
+    SC_DENY(__NR_fsconfig, EPERM),
+    SC_DENY(__NR_fsmount, EPERM),
+    SC_DENY(__NR_fspick, EPERM),
+    SC_DENY(__NR_mount_setattr, EPERM),
+    SC_DENY(__NR_setns, EPERM),
+    SC_DENY_ARG_BITS(__NR_unshare, 0, SC_NS_FLAGS, EPERM),
+    SC_DENY_ARG_BITS(__NR_clone, 0, SC_NS_FLAGS, EPERM),
+    /* clone3 passes its flags in memory a filter cannot read: ENOSYS makes libc
+     * fall back to clone(2), whose flags are checked above. */
+    SC_DENY(__NR_clone3, ENOSYS),
+    /* Typing into a terminal's input queue. */
+    SC_DENY_ARG_EQ(__NR_ioctl, 1, TIOCSTI, EPERM),
+    SC_DENY_ARG_EQ(__NR_ioctl, 1, TIOCLINUX, EPERM),
+    /* Execution domains that turn off ASLR or change the syscall ABI. */
+    SC_DENY_ARG_NOT2(__NR_personality, 0, 0, 0xffffffffu, EPERM),
+};
+
+static const struct sock_filter net_none[] = {
+    SC_DENY(__NR_socket, EPERM),
+};
+
+static const struct sock_filter net_inet_only[] = {
+    SC_DENY_ARG_NOT2(__NR_socket, 0, AF_INET, AF_INET6, EPERM),
+};
+
+static const struct sock_filter epilogue[] = {
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+};
+
+static size_t put(struct seccomp_prog *out, size_t at, const struct sock_filter *f, size_t n)
+{
+    memcpy(out->insns + at, f, n * sizeof *f);
+    return at + n;
+}
+#endif
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+int seccomp_build(enum seccomp_net net, struct seccomp_prog *out)
+{
+    memset(out, 0, sizeof *out);
+#ifndef SC_AUDIT_ARCH
+    (void)net;
+    return -EOPNOTSUPP;
+#else
+    _Static_assert(NELEM(prologue) + NELEM(base_rules) + NELEM(net_inet_only) + NELEM(epilogue) <=
+                       SECCOMP_PROG_MAX,
+                   "seccomp program too long");
+    _Static_assert(NELEM(net_none) <= NELEM(net_inet_only), "net rule sizes");
+    size_t n = put(out, 0, prologue, NELEM(prologue));
+    if (net == SECCOMP_NET_NONE) n = put(out, n, net_none, NELEM(net_none));
+    if (net == SECCOMP_NET_INET_ONLY) n = put(out, n, net_inet_only, NELEM(net_inet_only));
+    n = put(out, n, base_rules, NELEM(base_rules));
+    n = put(out, n, epilogue, NELEM(epilogue));
+    out->prog.len = (unsigned short)n;
+    out->prog.filter = out->insns;
+    return 0;
+#endif
+}
+
+int seccomp_install(const struct seccomp_prog *p)
+{
+    if (p->prog.len == 0) return -EINVAL;
+    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &p->prog, 0, 0) < 0 ? -errno : 0;
+}

@@ -1,0 +1,45 @@
+/* seccomp: the system-call filter of a sandboxed child.
+ *
+ * The filter denies, with an errno the program can handle, the calls the
+ * reference's sandbox denies and those that would let a confined process reach
+ * past its namespaces: kernel attack surface (io_uring, bpf, perf_event_open,
+ * userfaultfd, keyrings), another process's memory (ptrace, process_vm_*),
+ * mounting and namespace games, host-wide knobs (reboot, swap, clocks, modules,
+ * kexec, hostname), and terminal input injection (TIOCSTI, TIOCLINUX). With the
+ * network restricted it also denies socket(2) for every family: the child's own
+ * network namespace is empty and no Unix socket of the host may be reached.
+ *
+ * Each rule is self-contained (OpenSSH's sandbox-seccomp-filter.c style: no jump
+ * offsets to count across rules). The program first checks the architecture and
+ * kills the process on any other (an i386 or x32 entry would dodge the numbers);
+ * on an architecture this file does not know, building fails closed. */
+#ifndef EXEC_SANDBOX_SECCOMP_H
+#define EXEC_SANDBOX_SECCOMP_H
+
+#include <linux/filter.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define SECCOMP_PROG_MAX 256
+
+struct seccomp_prog {
+    struct sock_filter insns[SECCOMP_PROG_MAX];
+    struct sock_fprog prog;
+};
+
+enum seccomp_net {
+    SECCOMP_NET_OPEN,       /* network enabled: sockets allowed */
+    SECCOMP_NET_NONE,       /* restricted: no socket(2) at all */
+    SECCOMP_NET_INET_ONLY,  /* managed proxy: IP sockets in the private netns, no
+                               Unix sockets (the proxy listens on loopback) */
+};
+
+/* Builds the filter into *out. Returns 0, or -EOPNOTSUPP on an architecture the
+ * filter does not know (the caller must then refuse to run the child). */
+int seccomp_build(enum seccomp_net net, struct seccomp_prog *out);
+
+/* Installs a filter built by seccomp_build on the calling thread (needs
+ * no_new_privs or CAP_SYS_ADMIN). Async-signal-safe. Returns 0 or -errno. */
+int seccomp_install(const struct seccomp_prog *p);
+
+#endif

@@ -1,0 +1,26 @@
+/* fdframe: length-prefixed frames over a stream socket, with file descriptors.
+ *
+ * A frame is a 4-byte native-endian length and that many bytes; up to
+ * FDFRAME_MAX_FDS descriptors ride along (SCM_RIGHTS) with its first bytes. Both
+ * ends are processes of this program on one machine (the daemon and its spawner,
+ * the daemon and a sandbox helper), so native byte order is the wire order.
+ * Calls block; callers serialise use of one socket themselves. */
+#ifndef EXEC_UTIL_FDFRAME_H
+#define EXEC_UTIL_FDFRAME_H
+
+#include <stddef.h>
+
+#include "util/buf.h"
+
+#define FDFRAME_MAX_FDS 16
+#define FDFRAME_MAX_LEN (1u << 30)
+
+/* Sends p[0..n) with fds[0..nfds). Returns 0 or -errno (-EMSGSIZE when too long). */
+int fdframe_send(int sock, const void *p, size_t n, const int *fds, int nfds);
+
+/* Receives one frame, appending its bytes to *out. Received descriptors (close-on-exec)
+ * go to fds[0..*nfds) up to maxfds; extra ones are closed. Returns 0, -EPIPE at a
+ * clean end of stream, or -errno; on failure no descriptor is left open. */
+int fdframe_recv(int sock, struct buf *out, int *fds, int maxfds, int *nfds);
+
+#endif
