@@ -86,7 +86,9 @@ static const struct sock_filter base_rules[] = {
     SC_DENY(__NR_add_key, EPERM),
     SC_DENY(__NR_request_key, EPERM),
     SC_DENY(__NR_open_by_handle_at, EPERM),
-    SC_DENY(__NR_name_to_handle_at, EPERM),
+    /* The hypervisor's vsock ports (a VM's host side) are never the child's. */
+    SC_DENY_ARG_EQ(__NR_socket, 0, AF_VSOCK, EPERM),
+    SC_DENY_ARG_EQ(__NR_socketpair, 0, AF_VSOCK, EPERM),
     /* Host-wide state. */
     SC_DENY(__NR_init_module, EPERM),
     SC_DENY(__NR_finit_module, EPERM),
@@ -136,8 +138,27 @@ static const struct sock_filter base_rules[] = {
     SC_DENY_ARG_NOT2(__NR_personality, 0, 0, 0xffffffffu, EPERM),
 };
 
+/* No network: no socket at all (stricter than the reference, which allows
+ * socket(AF_UNIX) and stops its connect), and every call that addresses or
+ * configures a socket denied like the reference does, so even a socket this
+ * process did not create (an inherited one) is of no use. socketpair(AF_UNIX)
+ * stays: it reaches nothing but itself. */
 static const struct sock_filter net_none[] = {
     SC_DENY(__NR_socket, EPERM),
+    SC_DENY_ARG_NOT2(__NR_socketpair, 0, AF_UNIX, AF_UNIX, EPERM),
+    SC_DENY(__NR_connect, EPERM),
+    SC_DENY(__NR_accept, EPERM),
+    SC_DENY(__NR_accept4, EPERM),
+    SC_DENY(__NR_bind, EPERM),
+    SC_DENY(__NR_listen, EPERM),
+    SC_DENY(__NR_sendto, EPERM),
+    SC_DENY(__NR_sendmmsg, EPERM),
+    SC_DENY(__NR_recvmmsg, EPERM),
+    SC_DENY(__NR_shutdown, EPERM),
+    SC_DENY(__NR_getsockname, EPERM),
+    SC_DENY(__NR_getpeername, EPERM),
+    SC_DENY(__NR_setsockopt, EPERM),
+    SC_DENY(__NR_getsockopt, EPERM),
 };
 
 static const struct sock_filter net_inet_only[] = {
@@ -164,10 +185,11 @@ int seccomp_build(enum seccomp_net net, struct seccomp_prog *out)
     (void)net;
     return -EOPNOTSUPP;
 #else
-    _Static_assert(NELEM(prologue) + NELEM(base_rules) + NELEM(net_inet_only) + NELEM(epilogue) <=
+    _Static_assert(NELEM(prologue) + NELEM(base_rules) + NELEM(net_none) +
+                           NELEM(net_inet_only) + NELEM(epilogue) <=
                        SECCOMP_PROG_MAX,
                    "seccomp program too long");
-    _Static_assert(NELEM(net_none) <= NELEM(net_inet_only), "net rule sizes");
+
     size_t n = put(out, 0, prologue, NELEM(prologue));
     if (net == SECCOMP_NET_NONE) n = put(out, n, net_none, NELEM(net_none));
     if (net == SECCOMP_NET_INET_ONLY) n = put(out, n, net_inet_only, NELEM(net_inet_only));

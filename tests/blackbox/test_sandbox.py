@@ -580,8 +580,12 @@ def test_fail_closed_without_namespaces(_):
                                        "sandbox": t.sb})
         assert err[0] == -32600 and "sandbox" in err[1], err
         assert not os.path.exists(t.ws + "/work/x") and not os.path.exists(marker)
-        # requests that need no enforcement still run
-        s.call("fs/readFile", {"path": uri(t.out + "/f"), "sandbox": t.sb})
+        # a sandboxed read is refused too, even with the whole disk readable (it is
+        # served in the helper's view, never by the server itself)
+        err = s.error("fs/readFile", {"path": uri(t.out + "/f"), "sandbox": t.sb})
+        assert err[0] == -32600 and "sandbox" in err[1], err
+        # unsandboxed requests still run
+        s.call("fs/readFile", {"path": uri(t.out + "/f")})
         s.start("u", ["/bin/sh", "-c", "echo unsandboxed"], cwd=uri(t.ws))
         s.collect_until_closed("u")
         assert b"unsandboxed" in s.output_so_far("u")["stdout"]
