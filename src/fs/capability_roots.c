@@ -682,6 +682,8 @@ static void disc_free(struct disc_work *dw)
 static void disc_done(uv_work_t *w, int status)
 {
     struct disc_work *dw = w->data;
+    for (size_t i = 0; i < dw->n; i++)
+        if (dw->roots[i].sb_json) fs_helper_sweep_arm(dw->req->loop);
     if (status < 0) rpc_reply_error(dw->req, RPC_INTERNAL_ERROR, "%s", uv_strerror(status));
     else rpc_result_finish(dw->req, &dw->out);
     disc_free(dw);
@@ -747,12 +749,7 @@ static bool decode_root(struct pdec *d, json_t *v, struct root_req *r, struct rp
     }
     bool need = sandbox_policy_needs_fs(&pol, true, false);
     sandbox_policy_free(&pol);
-    if (need) {
-        if (sandbox_landlock_abi() < 1)
-            r->refusal = "filesystem sandbox is unavailable on this executor";
-        else
-            r->sb_json = json_dumps(sb, JSON_COMPACT | JSON_SORT_KEYS);
-    }
+    if (need) r->sb_json = json_dumps(sb, JSON_COMPACT | JSON_SORT_KEYS);
     (void)req;
     return true;
 fail:

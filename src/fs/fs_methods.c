@@ -267,10 +267,52 @@ static void open_finish(struct fs_work *fw)
     buf_putc(&fw->out, '}');
 }
 
+/* ---- idle helpers ------------------------------------------------------------------ */
+
+/* A warm helper serves a burst of requests (an apply_patch's writes); idle longer
+ * than this it is retired, and with it the empty placeholder directories its view
+ * mounts on, so the workspace is back as it was soon after the burst. */
+#define HELPER_IDLE_MS 3000
+
+static uv_timer_t sweep_timer;
+static bool sweep_init, sweep_busy;
+static uv_work_t sweep_work;
+static int sweep_left;
+
+static void sweep_run(uv_work_t *w)
+{
+    sweep_left = sandbox_helper_sweep(HELPER_IDLE_MS);
+}
+
+static void sweep_done(uv_work_t *w, int status)
+{
+    sweep_busy = false;
+    if (status == 0 && sweep_left == 0) uv_timer_stop(&sweep_timer);
+}
+
+static void sweep_tick(uv_timer_t *t)
+{
+    if (sweep_busy) return;
+    sweep_busy = uv_queue_work(t->loop, &sweep_work, sweep_run, sweep_done) == 0;
+}
+
+/* Starts the sweep after a sandboxed request (it stops once no helper is left). */
+void fs_helper_sweep_arm(uv_loop_t *loop)
+{
+    if (!sweep_init) {
+        uv_timer_init(loop, &sweep_timer);
+        uv_unref((uv_handle_t *)&sweep_timer); /* never what keeps the loop alive */
+        sweep_init = true;
+    }
+    if (!uv_is_active((uv_handle_t *)&sweep_timer))
+        uv_timer_start(&sweep_timer, sweep_tick, HELPER_IDLE_MS / 2, HELPER_IDLE_MS / 2);
+}
+
 static void after_cb(uv_work_t *w, int status)
 {
     struct fs_work *fw = w->data;
     struct rpc_req *req = fw->req;
+    if (fw->sb_json) fs_helper_sweep_arm(req->loop);
     if (fw->op == OP_OPEN && !fs_work_failed(fw)) open_finish(fw);
     if (fw->h) handle_unref(fw->h);
     if (status < 0 && !fs_work_failed(fw))
@@ -350,11 +392,6 @@ static int check_common(struct rpc_req *req, struct pdec *d, json_t *sb, bool re
     bool need = sandbox_policy_needs_fs(&pol, reads, writes);
     sandbox_policy_free(&pol);
     if (!rpc_check_ready(req)) return -EINVAL;
-    if (need && sandbox_landlock_abi() < 1) {
-        rpc_reply_error(req, RPC_INVALID_REQUEST,
-                        "filesystem sandbox cannot be enforced on this executor");
-        return -EINVAL;
-    }
     return need;
 }
 

@@ -90,4 +90,8 @@ void fs_ops_run(struct fs_work *fw);
  * is set, else directly. The outcome is in fw as after fs_ops_run. */
 void fs_work_run(struct fs_work *fw);
 
+/* After a request served by a sandbox helper (on the loop thread): keeps the sweep
+ * that retires idle helpers running. */
+void fs_helper_sweep_arm(uv_loop_t *loop);
+
 #endif

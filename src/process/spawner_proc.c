@@ -241,6 +241,7 @@ static __attribute__((noreturn)) void init_wait(pid_t cmd, const struct spawn_wi
 static __attribute__((noreturn)) void serve_confined(struct job *j, struct sandbox_confinement *c)
 {
     int sock = j->r.n_extra_fds && serve_fn ? j->extra[0] : -1;
+    prctl(PR_SET_NAME, "exec-sbx-helper");
     int rc = sock < 0 ? -EPROTO : chdir("/") < 0 ? -errno : sandbox_confine(c);
     if (rc < 0) {
         spawner_record(j->status, SPAWN_REC_SETUP, -rc);

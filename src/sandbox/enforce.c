@@ -65,6 +65,18 @@
 #ifndef MOVE_MOUNT_F_EMPTY_PATH
 #define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
 #endif
+#ifndef MOVE_MOUNT_T_EMPTY_PATH
+#define MOVE_MOUNT_T_EMPTY_PATH 0x00000040
+#endif
+#ifndef SYS_openat2
+#define SYS_openat2 437
+#endif
+#define SB_RESOLVE_NO_SYMLINKS 0x04
+#define SB_RESOLVE_NO_MAGICLINKS 0x02
+
+struct sb_open_how {
+    uint64_t flags, mode, resolve;
+};
 #ifndef PR_CAP_AMBIENT
 #define PR_CAP_AMBIENT 47
 #define PR_CAP_AMBIENT_CLEAR_ALL 4
@@ -140,10 +152,12 @@ bool sandbox_pid_namespace_inherit;
 
 int sandbox_check(const struct sandbox_spec *spec)
 {
+    /* Landlock is defense in depth where the kernel has it: the mount view alone
+     * expresses every policy (only the granted roots visible, writes only under
+     * writable ones, denied paths covered). The filter cannot be done without. */
+    (void)spec;
     struct seccomp_prog probe;
-    if (seccomp_build(SECCOMP_NET_NONE, &probe) < 0) return -EOPNOTSUPP;
-    if (spec->enforce_fs && sandbox_landlock_abi() < 1) return -EOPNOTSUPP;
-    return 0;
+    return seccomp_build(SECCOMP_NET_NONE, &probe) < 0 ? -EOPNOTSUPP : 0;
 }
 
 int sandbox_policy_check(const struct sandbox_policy *p)
@@ -175,20 +189,58 @@ static int set_ro(const char *path, bool ro, bool recursive)
                : 0;
 }
 
+/* An O_PATH descriptor of path resolved with no symbolic link anywhere on the way.
+ * The daemon sends canonical paths (realpath), so a link found now was swapped in
+ * since: fail (ELOOP) rather than bind or cover something else. Kernels without
+ * openat2 (before 5.6) get O_NOFOLLOW on the last component. */
+static int open_exact(const char *path)
+{
+    struct sb_open_how how = {.flags = O_PATH | O_CLOEXEC,
+                              .resolve = SB_RESOLVE_NO_SYMLINKS | SB_RESOLVE_NO_MAGICLINKS};
+    long fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
+    if (fd < 0 && errno == ENOSYS) fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    return fd < 0 ? -errno : (int)fd;
+}
+
 /* A detached copy of the mount tree at path (recursive), or -errno. */
 static int clone_tree(const char *path)
 {
-    long fd = syscall(SYS_open_tree, AT_FDCWD, path,
-                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
-    return fd < 0 ? -errno : (int)fd;
+    int at = open_exact(path);
+    if (at < 0) return at;
+    long fd = syscall(SYS_open_tree, at, "",
+                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+    int rc = fd < 0 ? -errno : (int)fd;
+    close(at);
+    return rc;
 }
 
 /* Attaches a tree from clone_tree at path and closes the fd. */
 static int attach_tree(int fd, const char *path)
 {
-    long r = syscall(SYS_move_mount, fd, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH);
+    int at = open_exact(path);
+    if (at < 0) {
+        close(fd);
+        return at;
+    }
+    long r = syscall(SYS_move_mount, fd, "", at, "",
+                     MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
     int rc = r < 0 ? -errno : 0;
+    close(at);
     close(fd);
+    return rc;
+}
+
+/* mount(2) of a new file system onto path, resolved as open_exact does (the mount
+ * goes through the descriptor's /proc/self/fd link, which names that object). */
+static int mount_exact(const char *path, const char *fstype, unsigned long flags,
+                       const char *data)
+{
+    int at = open_exact(path);
+    if (at < 0) return at;
+    char link[64];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", at);
+    int rc = mount(fstype, link, fstype, flags, data) < 0 ? -errno : 0;
+    close(at);
     return rc;
 }
 
@@ -337,28 +389,33 @@ static int mount_carveouts(struct view *v)
     }
     for (const char *const *p = s->placeholders; p && *p; p++) {
         /* The daemon made the empty mount point; cover it whatever it holds now. */
-        if (mount("tmpfs", *p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                  "mode=0555,size=4k") < 0) {
-            /* No root there to write into (its bind was skipped): nothing to cover. */
-            if (errno == ENOENT) continue;
-            FAIL(v, "protected-name placeholder");
-        }
+        int rc = mount_exact(*p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                             "mode=0555,size=4k");
+        /* No root there to write into (its bind was skipped): nothing to cover. */
+        if (rc == -ENOENT) continue;
+        CHECK(v, rc, "protected-name placeholder");
     }
     bool have_cover = false;
     for (const char *const *p = s->denied; p && *p; p++) {
         struct stat st;
         if (lstat(*p, &st) < 0) continue;
         if (S_ISDIR(st.st_mode)) {
-            if (mount("tmpfs", *p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                      "mode=000,size=4k") < 0)
-                FAIL(v, "cover a denied directory");
+            CHECK(v, mount_exact(*p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                                 "mode=000,size=4k"),
+                  "cover a denied directory");
             continue;
         }
         /* The cover file sits on the private /dev (a nodev tmpfs) until it is bound
          * everywhere; the binds keep it after it is unlinked. */
         if (!have_cover) CHECK(v, make_cover(COVER), "cover file");
         have_cover = true;
-        if (mount(COVER, *p, NULL, MS_BIND, NULL) < 0) FAIL(v, "cover a denied file");
+        int at = open_exact(*p);
+        CHECK(v, at, "cover a denied file");
+        char link[64];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", at);
+        int rc = mount(COVER, link, NULL, MS_BIND, NULL) < 0 ? -errno : 0;
+        close(at);
+        CHECK(v, rc, "cover a denied file");
         set_ro(*p, true, false);
     }
     if (have_cover) unlink(COVER);
@@ -524,7 +581,7 @@ static int build_ruleset(const struct sandbox_spec *s, int *out)
 {
     *out = -1;
     int abi = sandbox_landlock_abi();
-    if (abi < 1) return s->enforce_fs ? -EOPNOTSUPP : 0;
+    if (abi < 1) return 0; /* the mount view alone enforces the policy */
     uint64_t all = fs_rights_for_abi(abi);
     struct ll_ruleset_attr ra = {.handled_access_fs = all};
     size_t ra_size = abi >= 6 ? sizeof ra : abi >= 4 ? 16 : 8;

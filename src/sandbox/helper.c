@@ -29,6 +29,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -55,6 +56,7 @@ struct sb_helper {
     bool retired;          /* killed / leaving; never handed out again */
     bool transient;        /* serves one call only, never in the pool */
     unsigned long long used; /* when it was last handed out (pool clock) */
+    long long idle_since;  /* monotonic ms of its last use */
     char **owners;         /* owned: the sessions that used it */
     size_t nowners;
     struct sb_placeholders *ph; /* the placeholder directories its view mounts on */
@@ -294,11 +296,19 @@ static bool helper_gone(const struct sb_helper *h)
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR));
 }
 
+static long long mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* Drops the call's reference; retires h first when asked. */
 static void helper_put(struct sb_helper *h, bool retire)
 {
     struct sb_helper *dead = NULL;
     pthread_mutex_lock(&pool_lock);
+    h->idle_since = mono_ms();
     if (retire) dead = retire_locked(h);
     struct sb_helper *last = unref_locked(h);
     pthread_mutex_unlock(&pool_lock);
@@ -372,6 +382,28 @@ int sandbox_helper_pid(const char *owner, const char *policy_json)
         if (!strcmp(h->policy, policy_json)) pid = h->pid;
     pthread_mutex_unlock(&pool_lock);
     return pid;
+}
+
+int sandbox_helper_sweep(int idle_ms)
+{
+    struct sb_helper *dead[HELPERS_MAX + 8];
+    int nd = 0, left = 0;
+    long long now = mono_ms();
+    pthread_mutex_lock(&pool_lock);
+    struct sb_helper *h = pool;
+    while (h) {
+        struct sb_helper *next = h->next;
+        if (h->refs == 1 && now - h->idle_since >= idle_ms) {
+            struct sb_helper *d = retire_locked(h);
+            if (d && nd < (int)(sizeof dead / sizeof dead[0])) dead[nd++] = d;
+        } else {
+            left++;
+        }
+        h = next;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    for (int i = 0; i < nd; i++) helper_destroy(dead[i]);
+    return left;
 }
 
 int sandbox_helper_count(void)

@@ -44,6 +44,10 @@ void sandbox_helper_release_owner(const char *owner);
 
 /* The pid of the live helper for (owner, policy_json), or -1 (tests, diagnostics). */
 int sandbox_helper_pid(const char *owner, const char *policy_json);
+/* Retires the helpers idle for idle_ms or more (their placeholder directories go
+ * with them). Blocking (reaps); returns how many helpers are left. */
+int sandbox_helper_sweep(int idle_ms);
+
 /* How many helpers are alive (tests, metrics). */
 int sandbox_helper_count(void);
 

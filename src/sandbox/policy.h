@@ -27,8 +27,8 @@ struct sandbox_policy {
     bool sandboxed;      /* a non-null sandbox object was given */
     bool enforce_fs;     /* managed + restricted: the file system needs the kernel */
     bool net_restricted; /* the network must be denied (except AF_UNIX) */
-    bool full_read;      /* root readable and nothing denied: reads run directly */
-    bool full_write;     /* root writable and nothing denied: writes run directly */
+    bool full_read;      /* root readable and nothing denied */
+    bool full_write;     /* root writable and nothing denied */
     struct sb_paths readable;     /* Landlock read rules */
     struct sb_paths writable;     /* Landlock read+write rules, read-write bind mounts */
     struct sb_paths readonly_sub; /* read-only bind mounts under writable roots */
@@ -63,7 +63,7 @@ struct sandbox_error {
 int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandbox_policy *out,
                          struct sandbox_error *err);
 
-/* Whether an fs operation that reads (and/or writes) needs kernel enforcement. */
+/* Whether an fs operation that reads (and/or writes) must run in the sandbox helper. */
 bool sandbox_policy_needs_fs(const struct sandbox_policy *p, bool reads, bool writes);
 
 /* Whether process/start must confine the child at all. */

@@ -3,9 +3,10 @@
  * The filter denies, with an errno the program can handle, the calls the
  * reference's sandbox denies and those that would let a confined process reach
  * past its namespaces: kernel attack surface (io_uring, bpf, perf_event_open,
- * userfaultfd, keyrings), another process's memory (ptrace, process_vm_*),
- * mounting and namespace games, host-wide knobs (reboot, swap, clocks, modules,
- * kexec, hostname), and terminal input injection (TIOCSTI, TIOCLINUX). With the
+ * userfaultfd, keyrings, open_by_handle_at), another process's memory (ptrace,
+ * process_vm_*), vsock (a VM's line to its hypervisor), the
+ * mount table and setns, host-wide knobs (reboot, swap, clocks, modules, kexec,
+ * hostname), and terminal input injection (TIOCSTI, TIOCLINUX). With the
  * network restricted it also denies socket(2) for every family: the child's own
  * network namespace is empty and no Unix socket of the host may be reached.
  *
