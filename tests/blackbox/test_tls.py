@@ -158,7 +158,8 @@ def test_sighup_reloads_the_certificate(_):
         with open(pki.path("srv.key"), "w") as f:
             f.write("not a key\n")
         srv.proc.send_signal(signal.SIGHUP)
-        time.sleep(0.3)
+        wait_until(lambda: "keeping the current TLS certificate" in srv.stderr_text(),
+                   what="the failed reload's warning")
         assert serial_of(srv, pki) == 2002
         s = srv.session()
         assert s.call("environment/status") == {"status": "ready"}
