@@ -125,6 +125,14 @@ EC_API bool ec_client_has_capability(const ec_client *c, const char *name);
  * fetch it again after each ec_client_process_ready(). -1 when disconnected. */
 EC_API int ec_client_fd(const ec_client *c);
 
+/* Keep-alive for interactive hosts (what ssh's ServerAliveInterval does): ms since
+ * the last byte arrived from the server (-1 while disconnected), and a WebSocket Ping
+ * to provoke one (a live server answers at once, even while its processes are
+ * quiet). A host that sees no byte for a while after its pings can give up instead
+ * of waiting on a server that hangs. The Ping is sent without waiting; 0 or an error. */
+EC_API int ec_client_idle_ms(const ec_client *c);
+EC_API int ec_client_ping(ec_client *c, ec_error *err);
+
 /* Non-blocking: reads what the socket has, answers pings, matches replies and
  * queues pushed process events on their handles (and starts any catch-up reads they
  * need). Returns 0, or a negative kind when the connection is lost for good. If the
