@@ -229,6 +229,7 @@ struct pump {
     bool line_start;      /* the last byte typed ended a line (or nothing typed yet) */
     bool tilde;           /* a ~ at the start of a line waits for its second byte */
     int64_t last_ping_ms; /* keep-alive: when the last Ping went out */
+    int64_t ping_at;      /* when the first Ping still unanswered went out, or 0 */
     bool warned;          /* the "not answering" line has been printed */
     bool quit;            /* ~. was typed */
 };
@@ -347,27 +348,33 @@ static int keepalive(struct pump *pm)
     int idle = ec_client_idle_ms(pm->cli->c);
     if (ka <= 0 || idle < 0) return -1; /* off, or between reconnects */
     int64_t now = now_ms();
-    if (idle < ka) {
+    if (pm->ping_at && idle <= now - pm->ping_at) {
+        /* Something arrived since the first unanswered Ping (on loopback the Pong
+         * can come within the same millisecond). */
         if (pm->warned) fprintf(stderr, "\r\nexec-client: the server answers again\r\n");
+        pm->ping_at = 0;
         pm->warned = false;
-        return -1;
     }
-    if (now - pm->last_ping_ms >= ka) {
+    if (idle < ka) return -1;
+    if (!pm->ping_at || now - pm->last_ping_ms >= ka) {
+        if (!pm->ping_at) pm->ping_at = now;
         pm->last_ping_ms = now;
         ec_client_ping(pm->cli->c, NULL);
+        return -1;
     }
+    int waited = (int)(now - pm->ping_at);
     const char *where = pm->cli->remote ? pm->cli->remote : pm->cli->url;
-    if (idle >= 2 * ka && !pm->warned && isatty(STDERR_FILENO)) {
+    if (waited >= ka && !pm->warned && isatty(STDERR_FILENO)) {
         pm->warned = true;
         fprintf(stderr, "\r\nexec-client: no answer from %s for %d s; giving up in %d s "
                         "(~. disconnects now)\r\n",
-                where, idle / 1000, (3 * ka - idle + 999) / 1000);
+                where, (idle + 500) / 1000, (2 * ka - waited + 999) / 1000);
     }
-    if (idle < 3 * ka) return -1;
+    if (waited < 2 * ka) return -1;
     tty_restore();
     fprintf(stderr, "\r\nexec-client: no answer from %s for %d s; giving up "
                     "(--keepalive-ms)\n",
-            where, idle / 1000);
+            where, (idle + 500) / 1000);
     return EXIT_CONN;
 }
 
@@ -407,7 +414,9 @@ static int pump_process(struct pump *pm)
             }
             struct pollfd pfd[2] = {{.fd = ec_client_fd(pm->cli->c), .events = POLLIN},
                                     {.fd = STDIN_FILENO, .events = POLLIN}};
-            int pr = poll(pfd, pm->fwd_stdin ? 2 : 1, pm->dying_sig ? 100 : 1000);
+            int ka = pm->cli->keepalive_ms;
+            int pr = poll(pfd, pm->fwd_stdin ? 2 : 1,
+                          pm->dying_sig ? 100 : ka > 0 && ka < 2000 ? ka / 2 : 1000);
             if (pr < 0 && errno != EINTR) break;
             if (pr > 0 && pm->fwd_stdin && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)))
                 pump_stdin(pm);

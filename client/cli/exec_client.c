@@ -320,10 +320,11 @@ static int read_token_file(const char *path, const char **out)
         free(data);
         return -1;
     }
-    char *tok = strndup((const char *)data + a, n - a);
+    static char *tok; /* lives as long as the process */
+    tok = strndup((const char *)data + a, n - a);
     memset(data, 0, n);
     free(data);
-    *out = tok; /* lives as long as the process */
+    *out = tok;
     return 0;
 }
 

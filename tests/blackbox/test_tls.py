@@ -200,6 +200,11 @@ def test_exec_client_over_wss(_):
         r = subprocess.run([client, "--url", srv.url, "--ca-file", pki.path("other.pem"), "run",
                             "--", "true"], capture_output=True, timeout=60, env=env)
         assert r.returncode == 255 and b"certificate verify failed" in r.stderr, r
+        assert b"hint: the certificate is not signed by a CA in the --ca-file" in r.stderr, r
+        # no --ca-file at all: the hint says which option is missing
+        r = subprocess.run([client, "--url", srv.url, "run", "--", "true"], capture_output=True,
+                           timeout=60, env=env)
+        assert r.returncode == 255 and b"hint: " in r.stderr and b"--ca-file FILE" in r.stderr, r
     finally:
         srv.stop()
 
