@@ -130,7 +130,10 @@ static const char usage[] =
     "  --connect URL           the destination exec-server (ws://HOST:PORT[/PATH])\n"
     "\n"
     "  --help                  print this help\n"
-    "  --version               print the version\n";
+    "  --version               print the version\n"
+    "\n"
+    "More: man exec-server (TLS, authentication, /metrics, logging, signals, units);\n"
+    "the protocol and remote mode: docs/PROTOCOL.md and docs/REMOTE.md in the sources.\n";
 
 static void close_walk_cb(uv_handle_t *h, void *arg)
 {

@@ -90,7 +90,8 @@ const char *usage_text =
     "~~ sends one ~, ~? lists them.\n"
     "Exit status: 2 usage error, 1 remote error (fs, rpc), 3 authentication refused,\n"
     "255 server unreachable or connection lost; run/shell otherwise exit with the\n"
-    "remote command's status (128+N for signal N).\n";
+    "remote command's status (128+N for signal N).\n"
+    "More: man exec-client; the protocol: docs/PROTOCOL.md in the exec-server sources.\n";
 
 
 void die_usage(const char *fmt, const char *arg)
