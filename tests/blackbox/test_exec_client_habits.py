@@ -88,6 +88,12 @@ def test_shell_sets_user_and_logname_from_passwd(_):
         assert r.returncode == 0 and ("user=%s logname=%s\n" % (me, me)).encode() in r.stdout, r
 
 
+def fails(srv, status, message, *args):
+    """exec-client ARGS exits with status and exactly the one-line message."""
+    r = ec(srv, *args)
+    assert (r.returncode, r.stderr) == (status, ("exec-client: %s\n" % message).encode()), r
+
+
 @ours_only
 def test_fs_directory_targets_like_scp(srv):
     need_client()
@@ -103,12 +109,10 @@ def test_fs_directory_targets_like_scp(srv):
         assert ec(srv, "fs", "put", d + "/f", d + "/rdir/").returncode == 0
         assert ec(srv, "fs", "put", d + "/f", d + "/rdir").returncode == 0
         assert os.listdir(d + "/rdir") == ["f"]
-        r = ec(srv, "fs", "put", d + "/f", d + "/nodir/")
-        assert r.returncode == 1 and r.stderr == (
-            "exec-client: fs put %s/nodir/: No such file or directory\n" % d).encode(), r
-        r = ec(srv, "fs", "put", d + "/ldir", d + "/rdir")
-        assert r.returncode == 2 and r.stderr == (
-            "exec-client: fs put %s/ldir: Is a directory (use -r)\n" % d).encode(), r
+        fails(srv, 1, "fs put %s/nodir/: No such file or directory" % d,
+              "fs", "put", d + "/f", d + "/nodir/")
+        fails(srv, 2, "fs put %s/ldir: Is a directory (use -r)" % d,
+              "fs", "put", d + "/ldir", d + "/rdir")
         r = ec(srv, "fs", "put", "-r", d + "/ldir", d + "/rdir")
         assert r.returncode == 0, r
         with open(d + "/rdir/ldir/sub/b") as f:
@@ -121,24 +125,20 @@ def test_fs_directory_targets_like_scp(srv):
         assert r.returncode == 0 and os.listdir(d + "/down") == ["f"], r
         assert ec(srv, "fs", "get", d + "/ldir/a", d + "/down/").returncode == 0
         assert sorted(os.listdir(d + "/down")) == ["a", "f"]
-        r = ec(srv, "fs", "get", d + "/ldir", d + "/down")
-        assert r.returncode == 1 and r.stderr == (
-            "exec-client: fs get %s/ldir: Is a directory (use -r)\n" % d).encode(), r
+        fails(srv, 1, "fs get %s/ldir: Is a directory (use -r)" % d,
+              "fs", "get", d + "/ldir", d + "/down")
         assert ec(srv, "fs", "get", "-r", d + "/ldir", d + "/down").returncode == 0
         with open(d + "/down/ldir/sub/b") as f:
             assert f.read() == "B"
-        r = ec(srv, "fs", "get", d + "/f", d + "/nolocal/")
-        assert r.returncode == 2 and r.stderr == (
-            "exec-client: fs get: %s/nolocal/: No such file or directory\n" % d).encode(), r
-        r = ec(srv, "fs", "get", d + "/missing", d + "/down")
-        assert r.returncode == 1 and r.stderr == (
-            "exec-client: fs get %s/missing: No such file or directory\n" % d).encode(), r
+        fails(srv, 2, "fs get: %s/nolocal/: No such file or directory" % d,
+              "fs", "get", d + "/f", d + "/nolocal/")
+        fails(srv, 1, "fs get %s/missing: No such file or directory" % d,
+              "fs", "get", d + "/missing", d + "/down")
         # cp: into an existing directory, -r for a tree
         assert ec(srv, "fs", "cp", d + "/f", d + "/ldir").returncode == 0
         assert os.path.exists(d + "/ldir/f")
-        r = ec(srv, "fs", "cp", d + "/ldir", d + "/rdir")
-        assert r.returncode == 1 and r.stderr == (
-            "exec-client: fs cp %s/ldir: Is a directory (use -r)\n" % d).encode(), r
+        fails(srv, 1, "fs cp %s/ldir: Is a directory (use -r)" % d,
+              "fs", "cp", d + "/ldir", d + "/rdir")
         assert ec(srv, "fs", "cp", "-r", d + "/ldir/sub", d + "/rdir").returncode == 0
         assert os.path.exists(d + "/rdir/sub/b")
         r = ec(srv, "fs", "mkdir", "-r", d + "/x")
