@@ -87,6 +87,11 @@ if command -v systemd-analyze >/dev/null 2>&1; then
         sed "s#^ExecStart=[^ ]*#ExecStart=$p/bin/exec-server#" "$p/lib/systemd/$u" >"$tmp/units/$name"
         grep -q "^ExecStart=$p/bin/exec-server " "$tmp/units/$name" || { echo "$u: no ExecStart"; exit 1; }
         grep -q '^ExecReload=' "$tmp/units/$name" || { echo "$u: no ExecReload"; exit 1; }
+        # stdout (the URL line) may go nowhere, but then stderr must be named: its
+        # default, inherit, would follow stdout into /dev/null with every log line.
+        if grep -q '^StandardOutput=null' "$tmp/units/$name"; then
+            grep -q '^StandardError=journal' "$tmp/units/$name" || { echo "$u: logs lost"; exit 1; }
+        fi
         if ! systemd-analyze verify --man=no "$tmp/units/$name" >"$tmp/verify" 2>&1; then
             # In a container without a running systemd, verify may fail for reasons
             # unrelated to the unit; only our unit's own errors count.
