@@ -36,6 +36,7 @@
 #include "remote/remote.h"
 #include "remote/rv_ws.h"
 #include "rpc/dispatch.h"
+#include "server/reload.h"
 #include "server/server_methods.h"
 #include "session/session.h"
 #include "transport/auth.h"
@@ -61,7 +62,9 @@ static const char usage[] =
     "                          (default ws://127.0.0.1:0, any free loopback port)\n"
     "  --session-ttl SECONDS   how long a disconnected session and its processes\n"
     "                          wait to be resumed (default 80)\n"
-    "  --log-level LEVEL       error, warn, info or debug (default warn)\n"
+    "  --log-level LEVEL       error, warn, notice, info or debug (default notice);\n"
+    "                          debug adds one line per request (method, id, duration,\n"
+    "                          error). Under systemd lines carry <N> priorities\n"
     "  --tls-cert FILE, --tls-key FILE  with --listen wss://IP:PORT: the PEM certificate\n"
     "                          chain and key (TLS 1.2+ AEAD or 1.3; re-read on SIGHUP)\n"
     "  --exit-on-stdin-close   exit when the parent-owned standard input pipe closes\n"
@@ -75,6 +78,11 @@ static const char usage[] =
     "                          in --ws-shared-secret-file PATH (at least 32 bytes); exp is\n"
     "                          required; --ws-issuer ISS and --ws-audience AUD must match\n"
     "                          when given; --ws-max-clock-skew-seconds N (default 30)\n"
+    "  --allow-unauthenticated listen on an address that is not loopback without\n"
+    "                          --ws-auth (refused otherwise: anyone who reaches it runs\n"
+    "                          commands as this user)\n"
+    "                          (SIGHUP re-reads the TLS pair, the token file and the\n"
+    "                          JWT secret, on every listener)\n"
     "\n"
     "Limits (BYTES may end in K, M or G, powers of 1024):\n"
     "  --max-connections N     open connections; one more gets HTTP 503 (default 1024)\n"
@@ -126,14 +134,15 @@ static const char usage[] =
     "  --connect URL           the destination exec-server (ws://HOST:PORT[/PATH])\n"
     "\n"
     "  --help                  print this help\n"
-    "  --version               print the version\n";
+    "  --version               print the version\n"
+    "\n"
+    "More: man exec-server (TLS, authentication, /metrics, logging, signals, units);\n"
+    "the protocol and remote mode: docs/PROTOCOL.md and docs/REMOTE.md in the sources.\n";
 
 static void close_walk_cb(uv_handle_t *h, void *arg)
 {
     if (!uv_is_closing(h)) uv_close(h, NULL);
 }
-
-static uv_signal_t sig_hup; /* wss only: certificate reload */
 
 static void shutdown_server(void)
 {
@@ -145,10 +154,7 @@ static void shutdown_server(void)
     uv_signal_stop(&sig_int);
     if (!uv_is_closing((uv_handle_t *)&sig_term)) uv_close((uv_handle_t *)&sig_term, NULL);
     if (!uv_is_closing((uv_handle_t *)&sig_int)) uv_close((uv_handle_t *)&sig_int, NULL);
-    if (tls_server_enabled() && !uv_is_closing((uv_handle_t *)&sig_hup)) {
-        uv_signal_stop(&sig_hup);
-        uv_close((uv_handle_t *)&sig_hup, NULL);
-    }
+    reload_stop();
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -171,12 +177,6 @@ static void on_stdin(uv_poll_t *h, int status, int events)
     uv_poll_stop(h);
     uv_close((uv_handle_t *)h, NULL);
     shutdown_server();
-}
-
-/* SIGHUP: re-read the TLS certificate and key (new connections use them). */
-static void on_sighup(uv_signal_t *s, int signum)
-{
-    tls_server_reload();
 }
 
 static void on_stdio_eof(void)
@@ -377,6 +377,7 @@ static int configure_auth(const char *mode, const char *file, const char *hex,
         return -EINVAL;
     }
     auth_configure(&key);
+    auth_set_token_file(file);
     return 0;
 }
 
@@ -409,8 +410,9 @@ int main(int argc, char **argv)
         OPT_AUDIENCE, OPT_SKEW, OPT_TLS_CERT, OPT_TLS_KEY, OPT_EXIT_STDIN, OPT_REMOTE,
         OPT_ENV_ID, OPT_REMOTE_TRANSPORT, OPT_NAME, OPT_BEARER_STDIN, OPT_CREDENTIAL_STDIN,
         OPT_AGENT_IDENTITY, OPT_CONNECT, OPT_AWS_SIGV4, OPT_AWS_PROFILE, OPT_AWS_REGION,
-        OPT_AWS_SERVICE,
+        OPT_AWS_SERVICE, OPT_ALLOW_UNAUTH,
     };
+    bool allow_unauth = false;
     bool direct = false, aws_sigv4 = false;
     const char *aws_region = NULL, *aws_service = "execute-api";
     /* `exec-server forward ...`: the same options plus --connect. */
@@ -456,6 +458,7 @@ int main(int argc, char **argv)
         {"aws-profile", required_argument, 0, OPT_AWS_PROFILE},
         {"aws-region", required_argument, 0, OPT_AWS_REGION},
         {"aws-service", required_argument, 0, OPT_AWS_SERVICE},
+        {"allow-unauthenticated", no_argument, 0, OPT_ALLOW_UNAUTH},
         {0, 0, 0, 0},
     };
     opterr = 0; /* our own messages, in the words the tests and users know */
@@ -538,7 +541,8 @@ int main(int argc, char **argv)
         case OPT_LOG:
             if (log_level_parse(val, &log_threshold) < 0) {
                 fprintf(stderr,
-                        "exec-server: invalid --log-level `%s`; expected error, warn, info or debug\n",
+                        "exec-server: invalid --log-level `%s`; expected error, warn, notice, info or "
+                        "debug\n",
                         val);
                 return 2;
             }
@@ -604,6 +608,9 @@ int main(int argc, char **argv)
             break;
         case OPT_EXIT_STDIN:
             exit_on_stdin_close = true;
+            break;
+        case OPT_ALLOW_UNAUTH:
+            allow_unauth = true;
             break;
         }
     }
@@ -767,6 +774,17 @@ int main(int argc, char **argv)
     }
 
     if (configure_auth(ws_auth, token_file, token_sha256, &jwt) < 0) return 2;
+    /* Anyone who reaches a listener without auth runs commands as this user: beyond
+     * loopback that takes an explicit --allow-unauthenticated. */
+    if (!stdio_mode && !(remote_mode && !listen_given) && !auth_enabled() && !is_loopback(host) &&
+        !allow_unauth) {
+        fprintf(stderr, "exec-server: refusing to listen on %s without --ws-auth: anyone who "
+                        "can reach it could run processes and read and write files as this "
+                        "user. Use --ws-auth capability-token --ws-token-file FILE, listen on "
+                        "127.0.0.1, or pass --allow-unauthenticated to accept that\n",
+                listen_url);
+        return 2;
+    }
 
     /* Before the loop exists (no threads yet): the watchdog that kills our
      * process groups if this process dies without cleaning up. */
@@ -790,10 +808,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "exec-server: cannot start the spawner process: %s\n", strerror(-sp));
         return 1;
     }
-    if (tls_server_enabled()) {
-        uv_signal_init(loop, &sig_hup);
-        uv_signal_start(&sig_hup, on_sighup, SIGHUP);
-    }
+    reload_start(loop); /* SIGHUP: re-read certificates and keys, never exit */
 
     if (getenv("CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE") &&
         strcmp(getenv("CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE"), "") != 0 &&
@@ -851,11 +866,9 @@ int main(int argc, char **argv)
             return 1;
         }
         if (!auth_enabled() && !is_loopback(host))
-            fprintf(stderr,
-                    "exec-server: WARNING: listening on %s without --ws-auth: anyone who can "
-                    "reach this address can run processes and read and write files as this "
-                    "user. Use --ws-auth capability-token, or listen on 127.0.0.1.\n",
-                    url);
+            log_warn("WARNING: listening on %s without --ws-auth (--allow-unauthenticated): "
+                     "anyone who can reach this address can run processes and read and write "
+                     "files as this user", url);
         printf("%s\n", url);
         fflush(stdout);
         log_info("listening on %s", url);

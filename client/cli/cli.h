@@ -24,6 +24,7 @@ struct cli {
     int liveness_ms;            /* --liveness-ms, remote mode (0: the library's) */
     int timeout_ms;
     int reconnect_ms;
+    int keepalive_ms;           /* run/shell: ping after this much silence; give up at 3x */
     ec_client *c;
 };
 

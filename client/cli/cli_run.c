@@ -118,11 +118,13 @@ static const char *signal_name(int sig)
 /* ---- options and environment ----------------------------------------------------- */
 
 struct run_opts {
+    bool dashdash; /* the command followed `--`: exec it as given */
     bool tty;
     bool no_stdin;
     const char *cwd;
     const char **env; /* "K=V" */
     size_t nenv;
+    const char *shown; /* the command as the user wrote it, for errors */
 };
 
 static void env_add(struct run_opts *ro, const char *kv)
@@ -191,7 +193,24 @@ static int parse_run_opts(int argc, char **argv, struct run_opts *ro, bool allow
             die_usage("%s: bad option", argv[0]);
         }
     }
+    ro->dashdash = optind > 1 && strcmp(argv[optind - 1], "--") == 0;
     return optind;
+}
+
+/* ssh runs a command through the remote user's shell; we exec argv as given, unless
+ * the command is one word holding shell syntax (`run 'echo a; echo b'`), which goes
+ * to the remote shell like ssh's. After `--` argv is always exec'd as it is. */
+static bool needs_shell(const char *word)
+{
+    return strpbrk(word, " \t\n;&|<>()$`\\\"'*?[]#~=%{}!") != NULL;
+}
+
+/* The remote user's shell (environment/info), or /bin/sh. */
+static const char *remote_shell(struct cli *cli)
+{
+    json_t *info = ec_client_environment_info(cli->c);
+    const char *sh = json_string_value(json_object_get(json_object_get(info, "shell"), "path"));
+    return sh && *sh ? sh : "/bin/sh";
 }
 
 /* ---- the pump ------------------------------------------------------------------- */
@@ -206,6 +225,13 @@ struct pump {
     size_t input_len, in_off;
     int dying_sig;        /* SIGTERM/SIGHUP/SIGQUIT came: the client is going away */
     int64_t dying_deadline;
+    bool escapes;         /* a local terminal in raw mode: ~. and friends (like ssh) */
+    bool line_start;      /* the last byte typed ended a line (or nothing typed yet) */
+    bool tilde;           /* a ~ at the start of a line waits for its second byte */
+    int64_t last_ping_ms; /* keep-alive: when the last Ping went out */
+    int64_t ping_at;      /* when the first Ping still unanswered went out, or 0 */
+    bool warned;          /* the "not answering" line has been printed */
+    bool quit;            /* ~. was typed */
 };
 
 #define GRACE_MS 2000 /* how long the remote command may take to follow our signal */
@@ -252,15 +278,55 @@ static void send_stdin_eof(struct pump *pm)
     ec_process_close_stdin(pm->p, &e); /* an exited process needs no EOF */
 }
 
+/* ssh's escapes on typed input: after a newline (or at the very start) `~.`
+ * disconnects, `~~` sends one `~`, `~?` lists them; a `~` followed by anything else
+ * goes through with it. Filters in[0..n) into out; returns out's length. */
+static size_t apply_escapes(struct pump *pm, const char *in, size_t n, char *out)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = in[i];
+        if (pm->tilde) {
+            pm->tilde = false;
+            if (ch == '.') {
+                pm->quit = true;
+                return k;
+            }
+            if (ch == '?') {
+                fprintf(stderr, "\r\nSupported escape sequences:\r\n"
+                                " ~.  - disconnect\r\n ~?  - this message\r\n"
+                                " ~~  - send the escape character by typing it twice\r\n"
+                                "(Note that escapes are only recognized immediately after "
+                                "newline.)\r\n");
+                pm->line_start = false;
+                continue;
+            }
+            if (ch != '~') out[k++] = '~';
+        } else if (ch == '~' && pm->line_start) {
+            pm->tilde = true;
+            continue;
+        }
+        out[k++] = ch;
+        pm->line_start = ch == '\r' || ch == '\n';
+    }
+    return k;
+}
+
 /* One read of local stdin, forwarded. */
 static void pump_stdin(struct pump *pm)
 {
-    char buf[65536];
-    ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+    char raw[65536], buf[65536];
+    ssize_t n = read(STDIN_FILENO, raw, sizeof raw);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
     if (n <= 0) {
         send_stdin_eof(pm);
         return;
+    }
+    if (pm->escapes) {
+        n = (ssize_t)apply_escapes(pm, raw, (size_t)n, buf);
+        if (n == 0) return;
+    } else {
+        memcpy(buf, raw, (size_t)n);
     }
     ec_error e = {0};
     if (ec_process_write(pm->p, buf, (size_t)n, &e) != 0) {
@@ -270,6 +336,46 @@ static void pump_stdin(struct pump *pm)
         }
         pm->fwd_stdin = false; /* the process no longer takes input */
     }
+}
+
+/* ssh's ServerAlive, always on: a server silent for keepalive_ms gets a Ping (a live
+ * one answers at once, even while its processes are quiet); silent for 3x that, it is
+ * given up on with exit 255, instead of waiting on a server that hangs. Returns -1
+ * to go on, or the exit status. */
+static int keepalive(struct pump *pm)
+{
+    int ka = pm->cli->keepalive_ms;
+    int idle = ec_client_idle_ms(pm->cli->c);
+    if (ka <= 0 || idle < 0) return -1; /* off, or between reconnects */
+    int64_t now = now_ms();
+    if (pm->ping_at && idle <= now - pm->ping_at) {
+        /* Something arrived since the first unanswered Ping (on loopback the Pong
+         * can come within the same millisecond). */
+        if (pm->warned) fprintf(stderr, "\r\nexec-client: the server answers again\r\n");
+        pm->ping_at = 0;
+        pm->warned = false;
+    }
+    if (idle < ka) return -1;
+    if (!pm->ping_at || now - pm->last_ping_ms >= ka) {
+        if (!pm->ping_at) pm->ping_at = now;
+        pm->last_ping_ms = now;
+        ec_client_ping(pm->cli->c, NULL);
+        return -1;
+    }
+    int waited = (int)(now - pm->ping_at);
+    const char *where = pm->cli->remote ? pm->cli->remote : pm->cli->url;
+    if (waited >= ka && !pm->warned && isatty(STDERR_FILENO)) {
+        pm->warned = true;
+        fprintf(stderr, "\r\nexec-client: no answer from %s for %d s; giving up in %d s "
+                        "(~. disconnects now)\r\n",
+                where, (idle + 500) / 1000, (2 * ka - waited + 999) / 1000);
+    }
+    if (waited < 2 * ka) return -1;
+    tty_restore();
+    fprintf(stderr, "\r\nexec-client: no answer from %s for %d s; giving up "
+                    "(--keepalive-ms)\n",
+            where, (idle + 500) / 1000);
+    return EXIT_CONN;
 }
 
 /* Drives a started process to its close; returns the CLI's exit status. */
@@ -308,10 +414,20 @@ static int pump_process(struct pump *pm)
             }
             struct pollfd pfd[2] = {{.fd = ec_client_fd(pm->cli->c), .events = POLLIN},
                                     {.fd = STDIN_FILENO, .events = POLLIN}};
-            int pr = poll(pfd, pm->fwd_stdin ? 2 : 1, pm->dying_sig ? 100 : 1000);
+            int ka = pm->cli->keepalive_ms;
+            int pr = poll(pfd, pm->fwd_stdin ? 2 : 1,
+                          pm->dying_sig ? 100 : ka > 0 && ka < 2000 ? ka / 2 : 1000);
             if (pr < 0 && errno != EINTR) break;
             if (pr > 0 && pm->fwd_stdin && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)))
                 pump_stdin(pm);
+            if (pm->quit) {
+                tty_restore();
+                fprintf(stderr, "\r\nexec-client: connection to %s closed (~.)\n",
+                        pm->cli->remote ? pm->cli->remote : pm->cli->url);
+                return EXIT_CONN;
+            }
+            int rc_alive = keepalive(pm);
+            if (rc_alive >= 0) return rc_alive;
             if (pr > 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)))
                 ec_client_process_ready(pm->cli->c, NULL);
             else if (pfd[0].fd < 0)
@@ -369,13 +485,32 @@ static int start_and_pump(struct cli *cli, const char **cargv, const char *cwd,
     ec_process *p = NULL;
     ec_error e = {0};
     if (ec_process_start(c, &so, &p, &e) != 0) {
-        /* Like a shell: 127 when the command cannot be started remotely. */
-        fprintf(stderr, "exec-client: cannot start `%s`: %s\n", cargv[0], e.message);
+        /* Like a shell: 127 when the command cannot be started remotely. The server's
+         * errno does not say whether the program or the directory is missing: ask. */
+        ec_metadata md;
+        ec_error me = {0};
+        if (e.kind == EC_ERR_SERVER &&
+            (strstr(e.message, "No such file") || strstr(e.message, "Not a directory"))) {
+            int gr = ec_fs_get_metadata(c, cwd, &md, &me);
+            const char *why = gr != 0 && me.kind == EC_ERR_SERVER ? "No such file or directory"
+                              : gr == 0 && !md.is_directory     ? "Not a directory"
+                                                                : NULL;
+            if (why) {
+                fprintf(stderr, "exec-client: %s %s: %s\n", ro->cwd ? "--cwd" : "remote home",
+                        cwd, why);
+                return 127;
+            }
+        }
+        fprintf(stderr, "exec-client: cannot start `%s`: %s\n", ro->shown ? ro->shown : cargv[0],
+                e.message);
         return e.kind == EC_ERR_SERVER ? 127 : err_exit_code(&e);
     }
     if (ro->tty && isatty(STDIN_FILENO) && fwd_stdin) tty_raw();
     struct pump pm = {.cli = cli,
                       .p = p,
+                      .escapes = tio_saved,
+                      .line_start = true,
+                      .last_ping_ms = now_ms(),
                       .fwd_stdin = fwd_stdin,
                       .eof_supported = ec_client_has_capability(c, "processCloseStdin"),
                       .resize = resize,
@@ -399,11 +534,13 @@ int cmd_run(struct cli *cli, int argc, char **argv)
     struct run_opts ro = {0};
     int i = parse_run_opts(argc, argv, &ro, true);
     if (i >= argc)
-        die_usage("%s", "run: missing command (exec-client run [options] -- CMD ARGS...)");
+        die_usage("%s", "run: missing command (exec-client run [options] 'SHELL COMMAND' or "
+                              "exec-client run [options] -- CMD ARGS...)");
     install_signals();
     connect_or_die(cli, false, true);
     bool eof_ok = ec_client_has_capability(cli->c, "processCloseStdin");
     env_defaults(&ro, ro.tty, ec_client_has_capability(cli->c, "processResize"));
+    /* Like ssh: the remote home unless --cwd says otherwise. */
     char *cwd = remote_path(cli, ro.cwd ? ro.cwd : ".");
     const char **cargv = calloc((size_t)(argc - i) + 5, sizeof *cargv);
     size_t k = 0;
@@ -436,6 +573,11 @@ int cmd_run(struct cli *cli, int argc, char **argv)
         fwd = !input_eof; /* a longer stream goes on as it comes, without an EOF */
         pipe_stdin = input_len > 0 || fwd;
     }
+    if (!ro.dashdash && argc - i == 1 && needs_shell(argv[i])) {
+        cargv[k++] = remote_shell(cli);
+        cargv[k++] = "-c";
+        ro.shown = argv[i];
+    }
     for (int j = i; j < argc; j++)
         cargv[k++] = argv[j];
     int rc = start_and_pump(cli, cargv, cwd, &ro, fwd, pipe_stdin, input, input_len);
@@ -459,16 +601,16 @@ int cmd_shell(struct cli *cli, int argc, char **argv)
      * lost if it reached the PTY before the shell switched its line editor on.) */
     ro.tty = isatty(STDIN_FILENO) || !eof_ok;
     env_defaults(&ro, ro.tty, ec_client_has_capability(cli->c, "processResize"));
-    json_t *info = ec_client_environment_info(cli->c);
-    const char *sh = json_string_value(json_object_get(json_object_get(info, "shell"), "path"));
-    if (!sh) sh = "/bin/sh";
+    const char *sh = remote_shell(cli);
     /* Like a login: the remote home unless --cwd says otherwise. */
-    char *cwd = NULL;
-    const char *home = json_string_value(json_object_get(info, "userHomeDir"));
-    if (ro.cwd) cwd = remote_path(cli, ro.cwd);
-    else if (home) cwd = ec_uri_to_path(home);
-    if (!cwd) cwd = remote_path(cli, ".");
-    const char *cargv[] = {sh, "-l", NULL};
+    char *cwd = remote_path(cli, ro.cwd ? ro.cwd : ".");
+    /* Like sshd: USER and LOGNAME from the password database (the server's own
+     * environment may have neither, e.g. under systemd), then the login shell. */
+    const char *cargv[] = {"/bin/sh", "-c",
+                           "if u=$(id -un 2>/dev/null); then USER=$u LOGNAME=$u; "
+                           "export USER LOGNAME; fi; exec \"$0\" -l",
+                           sh, NULL};
+    ro.shown = sh;
     bool fwd = !stdin_is_devnull() || eof_ok;
     int rc = start_and_pump(cli, cargv, cwd, &ro, fwd, !ro.tty, NULL, 0);
     free(cwd);

@@ -35,8 +35,11 @@ const char *usage_text =
     "                   COMMAND ...\n"
     "\n"
     "Commands:\n"
+    "  run [--tty] [-n] [--cwd DIR] [--env K=V]... 'SHELL COMMAND'\n"
     "  run [--tty] [-n] [--cwd DIR] [--env K=V]... -- CMD [ARGS...]\n"
-    "        run CMD remotely; stdout/stderr stream back, the exit status is the remote\n"
+    "        run a command remotely: one argument with shell syntax goes to the remote\n"
+    "        user's shell (like ssh); after -- argv is run as given (no shell).\n"
+    "        stdout/stderr stream back, the exit status is the remote\n"
     "        one (128+N for signal N). stdin is sent to CMD as it comes and its end\n"
     "        is passed on (-n: send none); Ctrl-C, SIGTERM and SIGHUP are forwarded;\n"
     "        --tty: a remote PTY sized like this window, resized with it\n"
@@ -44,12 +47,15 @@ const char *usage_text =
     "        login shell on a remote PTY in the remote home (Ctrl-C goes to the\n"
     "        remote side; end of input ends it)\n"
     "  fs cat PATH            print a remote file\n"
-    "  fs get PATH LOCAL|-    download a remote file (keeps its mode; progress on a tty)\n"
-    "  fs put LOCAL|- PATH    upload a local file or stdin (keeps the local file's mode)\n"
+    "  fs get [-r] PATH LOCAL|-  download (keeps the mode; progress on a tty); into\n"
+    "                         LOCAL/NAME when LOCAL is a directory, like scp\n"
+    "  fs put [-r] LOCAL|- PATH  upload a file or stdin (keeps the local mode); into\n"
+    "                         PATH/NAME when PATH is a remote directory, like scp\n"
     "  fs ls [-l] PATH        list a directory (directories end in /; -l: long form)\n"
     "  fs stat PATH           show metadata (type, size, mode, owner, times)\n"
     "  fs rm [-r] [-f] PATH   remove (-r: recursive, -f: no error if missing)\n"
-    "  fs cp [-r] SRC DST     copy on the remote side\n"
+    "  fs cp [-r] SRC DST     copy on the remote side (into DST/NAME when DST is a\n"
+    "                         directory, like cp)\n"
     "  fs mkdir [-p] PATH     create a directory (-p: with parents)\n"
     "  fs walk [--max-depth N] PATH   list a tree breadth-first\n"
     "  rpc [--raw]            send JSON-RPC lines from stdin, print every message back\n"
@@ -61,6 +67,8 @@ const char *usage_text =
     "  --ca-file FILE   wss://: trust the CA(s) in FILE instead of the system store\n"
     "  --token TOKEN    send Authorization: Bearer TOKEN (default: $EXEC_SERVER_TOKEN);\n"
     "                   with --remote it goes to the registry only\n"
+    "  --token-file FILE  the token is FILE's content (white space trimmed); keeps it\n"
+    "                   out of the process list, which shows --token's argument\n"
     "  --remote URL     remote mode: reach the executor registered at this environment\n"
     "                   registry (http:// or https:// base URL) through its rendezvous,\n"
     "                   end-to-end encrypted (Noise) and pinned to the executor's key\n"
@@ -71,13 +79,19 @@ const char *usage_text =
     "  --timeout-ms N   connect/call timeout (default 10000 / 60000)\n"
     "  --reconnect-ms N run/shell: resume the session for up to N ms when the\n"
     "                   connection drops (default 30000; 0: never)\n"
+    "  --keepalive-ms N run/shell: ping a server silent for N ms and give up (exit 255)\n"
+    "                   when it stays silent for 3N ms (default 5000; 0: never)\n"
     "  -v, --verbose    report the session id and reconnects on stderr\n"
     "  -V, --version    print the version\n"
     "  -h, --help       this text\n"
-    "Remote relative paths are taken relative to the server's working directory.\n"
+    "Remote paths: relative ones (and ~/...) start in the remote home directory, and\n"
+    "run starts there unless --cwd says otherwise, as with ssh and scp.\n"
+    "Escapes (run --tty and shell, at the start of a line, as in ssh): ~. disconnects,\n"
+    "~~ sends one ~, ~? lists them.\n"
     "Exit status: 2 usage error, 1 remote error (fs, rpc), 3 authentication refused,\n"
     "255 server unreachable or connection lost; run/shell otherwise exit with the\n"
-    "remote command's status (128+N for signal N).\n";
+    "remote command's status (128+N for signal N).\n"
+    "More: man exec-client; the protocol: docs/PROTOCOL.md in the exec-server sources.\n";
 
 
 void die_usage(const char *fmt, const char *arg)
@@ -135,7 +149,11 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
         .bearer_token = cli->token,
         .client_name = "exec-client",
         .connect_timeout_ms = cli->timeout_ms > 0 ? cli->timeout_ms : 10000,
-        .call_timeout_ms = cli->timeout_ms > 0 ? cli->timeout_ms : 60000,
+        /* run/shell: a hung server is given up on at the keep-alive's pace rather
+         * than after a minute's silence inside one call. */
+        .call_timeout_ms = cli->timeout_ms > 0                      ? cli->timeout_ms
+                           : resume && cli->keepalive_ms > 0 ? 3 * cli->keepalive_ms
+                                                                    : 60000,
         .reconnect_timeout_ms = resume ? cli->reconnect_ms : 0,
         .skip_initialize = raw,
         .on_reconnect = on_reconnect,
@@ -173,29 +191,40 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
         else
             fprintf(stderr, "exec-client: cannot reach server at %s: %s\n",
                     cli->url ? cli->url : "(none)", e.message);
+        if (strstr(e.message, "certificate verify failed"))
+            fprintf(stderr, "hint: %s\n",
+                    cli->ca_file ? "the certificate is not signed by a CA in the --ca-file given"
+                                 : "a server with its own CA needs --ca-file FILE (the CA's PEM "
+                                   "certificate)");
         exit(EXIT_CONN);
     }
     if (cli->verbose && ec_client_session_id(cli->c))
         fprintf(stderr, "exec-client: connected, session %s\n", ec_client_session_id(cli->c));
 }
 
-/* The remote cwd from environmentInfo, as a native path (static storage), or "/". */
+/* Where relative remote paths start, for every command alike: the remote user's
+ * home (environmentInfo.userHomeDir), as ssh and scp do; the server's working
+ * directory when it does not say, then "/". A native path (static storage). */
 const char *remote_cwd(struct cli *cli)
 {
     static char *cached;
     if (cached) return cached;
     json_t *info = ec_client_environment_info(cli->c);
-    const char *uri = json_string_value(json_object_get(info, "cwd"));
+    const char *uri = json_string_value(json_object_get(info, "userHomeDir"));
+    if (!uri) uri = json_string_value(json_object_get(info, "cwd"));
     cached = uri ? ec_uri_to_path(uri) : NULL;
     if (!cached) cached = strdup("/");
     return cached;
 }
 
-/* Remote path for a user argument (caller frees). */
+/* Remote path for a user argument (caller frees): absolute as given; "~" and "~/..."
+ * and anything relative start in the remote home. */
 char *remote_path(struct cli *cli, const char *arg)
 {
     if (arg[0] == '/') return strdup(arg);
     const char *cwd = remote_cwd(cli);
+    if (strcmp(arg, "~") == 0 || strcmp(arg, ".") == 0) return strdup(cwd);
+    if (strncmp(arg, "~/", 2) == 0) arg += 2;
     size_t n = strlen(cwd) + strlen(arg) + 2;
     char *p = malloc(n);
     snprintf(p, n, "%s%s%s", cwd, cwd[strlen(cwd) - 1] == '/' ? "" : "/", arg);
@@ -264,6 +293,39 @@ int slurp(int fd, uint8_t **out, size_t *len)
     }
     *out = buf;
     *len = n;
+    return 0;
+}
+
+/* --token-file: the token is the file's content, surrounding white space trimmed
+ * (so it stays out of argv, which ps shows). Returns 0, or prints why and -1. */
+static int read_token_file(const char *path, const char **out)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    uint8_t *data = NULL;
+    size_t n = 0;
+    bool eof;
+    if (fd < 0 || slurp_max(fd, 65536, &data, &n, &eof) != 0) {
+        fprintf(stderr, "exec-client: --token-file %s: %s\n", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    close(fd);
+    size_t a = 0;
+    while (a < n && (data[a] == ' ' || data[a] == '\t' || data[a] == '\n' || data[a] == '\r'))
+        a++;
+    while (n > a && (data[n - 1] == ' ' || data[n - 1] == '\t' || data[n - 1] == '\n' ||
+                     data[n - 1] == '\r'))
+        n--;
+    if (n == a) {
+        fprintf(stderr, "exec-client: --token-file %s: the file holds no token\n", path);
+        free(data);
+        return -1;
+    }
+    static char *tok; /* lives as long as the process */
+    tok = strndup((const char *)data + a, n - a);
+    memset(data, 0, n);
+    free(data);
+    *out = tok;
     return 0;
 }
 
@@ -350,7 +412,8 @@ int main(int argc, char **argv)
 {
     struct cli cli = {.url = getenv("EXEC_SERVER_URL"),
                       .token = getenv("EXEC_SERVER_TOKEN"),
-                      .reconnect_ms = 30000};
+                      .reconnect_ms = 30000,
+                      .keepalive_ms = 5000};
     static const struct option longs[] = {{"url", required_argument, 0, 'u'},
                                           {"token", required_argument, 0, 'T'},
                                           {"timeout-ms", required_argument, 0, 'm'},
@@ -362,7 +425,10 @@ int main(int argc, char **argv)
                                           {"remote", required_argument, 0, 'r'},
                                           {"environment-id", required_argument, 0, 'E'},
                                           {"liveness-ms", required_argument, 0, 'L'},
+                                          {"token-file", required_argument, 0, 'F'},
+                                          {"keepalive-ms", required_argument, 0, 'K'},
                                           {0, 0, 0, 0}};
+    const char *token_file = NULL;
     int ch;
     bool url_given = false; /* --url, not just $EXEC_SERVER_URL */
     while ((ch = getopt_long(argc, argv, "+hVv", longs, NULL)) != -1) {
@@ -391,6 +457,13 @@ int main(int argc, char **argv)
             break;
         case 'T':
             cli.token = optarg;
+            token_file = NULL;
+            break;
+        case 'F':
+            token_file = optarg;
+            break;
+        case 'K':
+            cli.keepalive_ms = atoi(optarg);
             break;
         case 'm':
             cli.timeout_ms = atoi(optarg);
@@ -410,6 +483,7 @@ int main(int argc, char **argv)
         fputs(usage_text, stderr);
         return EXIT_USAGE;
     }
+    if (token_file && read_token_file(token_file, &cli.token) != 0) return EXIT_USAGE;
     if (cli.remote && (!cli.environment_id || !*cli.environment_id)) {
         fprintf(stderr, "exec-client: --remote needs --environment-id ID\n");
         return EXIT_USAGE;

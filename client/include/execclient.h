@@ -1,7 +1,8 @@
 /* execclient: the C client library of exec-server (libexecclient).
  *
- * Speaks PROTOCOL.md over one WebSocket (ws:// or wss://) to our exec-server or to the
- * reference `codex exec-server`, or (remote mode, REMOTE.md) through an environment
+ * Speaks the exec-server protocol (docs/PROTOCOL.md in the exec-server sources;
+ * execclient(3)) over one WebSocket (ws:// or wss://) to our exec-server or to the
+ * reference `codex exec-server`, or (remote mode, docs/REMOTE.md) through an environment
  * registry and its rendezvous relay, Noise-encrypted end to end. Plain sockets and poll(); no libuv, no threads, no
  * global state, and no signal handlers touched (sends use MSG_NOSIGNAL).
  *
@@ -83,7 +84,7 @@ typedef struct ec_client_options {
     /* wss:// only: PEM file of the CA(s) to trust instead of the system store
      * (which honours SSL_CERT_FILE / SSL_CERT_DIR). Copied. */
     const char *ca_file;
-    /* Remote mode (REMOTE.md): reach the executor registered as `environment_id` at
+    /* Remote mode (docs/REMOTE.md): reach the executor registered as `environment_id` at
      * the environment registry whose base URL (http:// or https://) is `remote_url`,
      * instead of dialing `url` (which is then ignored). Every physical connection
      * (the first and each reconnect) asks the registry for a fresh connect bundle,
@@ -124,6 +125,14 @@ EC_API bool ec_client_has_capability(const ec_client *c, const char *name);
 /* The socket to poll for POLLIN in a host event loop; changes after a reconnect, so
  * fetch it again after each ec_client_process_ready(). -1 when disconnected. */
 EC_API int ec_client_fd(const ec_client *c);
+
+/* Keep-alive for interactive hosts (what ssh's ServerAliveInterval does): ms since
+ * the last byte arrived from the server (-1 while disconnected), and a WebSocket Ping
+ * to provoke one (a live server answers at once, even while its processes are
+ * quiet). A host that sees no byte for a while after its pings can give up instead
+ * of waiting on a server that hangs. The Ping is sent without waiting; 0 or an error. */
+EC_API int ec_client_idle_ms(const ec_client *c);
+EC_API int ec_client_ping(ec_client *c, ec_error *err);
 
 /* Non-blocking: reads what the socket has, answers pings, matches replies and
  * queues pushed process events on their handles (and starts any catch-up reads they
@@ -170,7 +179,7 @@ typedef struct ec_start_options {
      * the server advertises processStartSize; otherwise ignored. */
     unsigned short rows, cols;
     /* "all", "core" or "none": the child starts from the server's environment
-     * filtered this way (envPolicy, PROTOCOL.md §5.1.3), and `env` is laid on top.
+     * filtered this way (envPolicy, docs/PROTOCOL.md §5.1.3), and `env` is laid on top.
      * NULL: `env` is the whole environment. */
     const char *env_inherit;
 } ec_start_options;

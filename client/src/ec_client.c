@@ -660,6 +660,18 @@ int ec_client_fd(const ec_client *c)
     return c->fd;
 }
 
+int ec_client_idle_ms(const ec_client *c)
+{
+    if (c->fd < 0) return -1;
+    int64_t d = ec_now_ms() - c->last_rx_ms;
+    return d > INT32_MAX ? INT32_MAX : (int)d;
+}
+
+int ec_client_ping(ec_client *c, ec_error *err)
+{
+    return ec_conn_send_ws(c, WS_OP_PING, NULL, 0, err);
+}
+
 unsigned ec_client_reconnects(const ec_client *c)
 {
     return c->reconnects;

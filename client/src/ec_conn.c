@@ -196,6 +196,7 @@ static int resolve_and_connect(ec_client *c, int64_t deadline, ec_error *err)
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         c->fd = fd;
+        c->last_rx_ms = ec_now_ms();
         freeaddrinfo(res);
         return 0;
     }
@@ -227,6 +228,7 @@ ssize_t ec_conn_read_some(ec_client *c)
             if (r > 0) {
                 c->rlen += (size_t)r;
                 total += r;
+                c->last_rx_ms = ec_now_ms();
                 continue;
             }
             int e = SSL_get_error(c->ssl, r);
@@ -241,6 +243,7 @@ ssize_t ec_conn_read_some(ec_client *c)
         ssize_t r = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, MSG_DONTWAIT);
         if (r > 0) {
             c->rlen += (size_t)r;
+            c->last_rx_ms = ec_now_ms();
             return r;
         }
         if (r < 0 && errno == EINTR) continue;

@@ -72,6 +72,7 @@ struct ec_client {
     int call_timeout_ms, reconnect_timeout_ms, lag_ms;
     int liveness_ms; /* >0: probe a quiet process this often (remote mode) */
     int fd;
+    int64_t last_rx_ms; /* ec_now_ms() of the last byte from the server (or the connect) */
     uint8_t *rbuf; /* raw bytes from the socket */
     size_t rlen, rcap;
     uint8_t *msgbuf; /* a fragmented message being reassembled */

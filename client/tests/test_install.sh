@@ -37,13 +37,14 @@ cc -std=c17 -Wall -Werror $extra -o "$tmp/user" "$tmp/user.c" $(pkg-config --cfl
 LD_LIBRARY_PATH=$(dirname "$(dirname "$pc")") "$tmp/user"
 
 # The whole package: the daemon (its spawner and sandbox helpers are itself), man
-# pages, the systemd unit.
+# pages, the three systemd units.
 p=$tmp/prefix
 for f in bin/exec-server; do
     test -x "$p/$f" || { echo "$f not installed"; exit 1; }
 done
-for f in share/man/man1/exec-server.1 share/man/man1/exec-client.1 \
-         lib/systemd/system/exec-server.service; do
+for f in share/man/man1/exec-server.1 share/man/man1/exec-client.1 share/man/man3/execclient.3 \
+         lib/systemd/system/exec-server.service lib/systemd/system/exec-server@.service \
+         lib/systemd/user/exec-server.service; do
     test -f "$p/$f" || { echo "$f not installed"; exit 1; }
 done
 # The installed client runs without LD_LIBRARY_PATH (RUNPATH $ORIGIN/../lib...).
@@ -55,23 +56,47 @@ i=0
 while ! grep -q '^ws://' "$tmp/url" && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
 url=$(head -n1 "$tmp/url")
 out=$("$p/bin/exec-client" --url "$url" run -- sh -c 'echo installed-ok')
+# ...and a sandboxed read (served by its sandbox helper) is answered, not
+# refused as unenforceable.
+echo sandboxed > "$tmp/sbx.txt"
+req='{"id":1,"method":"fs/readFile","params":{"path":"file://'$tmp'/sbx.txt","sandbox":{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[{"path":{"type":"path","path":"file://'$tmp'"},"access":"read"}]},"network":"restricted"},"windowsSandboxLevel":"disabled"}}}'
+sbx=$(echo "$req" | "$p/bin/exec-client" --url "$url" rpc 2>/dev/null)
 kill -TERM $srv
 wait $srv || true
 test "$out" = "installed-ok" || { echo "installed server/client round trip failed: $out"; cat "$tmp/err"; exit 1; }
-# man pages render without warnings where man is installed
-if command -v man >/dev/null 2>&1; then
-    MANWIDTH=80 man -l "$p/share/man/man1/exec-server.1" >/dev/null 2>"$tmp/manerr" || true
-fi
-# The unit is well formed (systemd-analyze checks the file and that ExecStart exists).
+case "$sbx" in
+*'"dataBase64":"c2FuZGJveGVkCg=="'*) ;;
+*) echo "the installed server did not run a sandboxed read: $sbx"; exit 1 ;;
+esac
+# The units are well formed for this prefix (systemd-analyze checks the files and that
+# ExecStart exists). The template is checked as an instance for the current user; the
+# user unit as a plain unit (checking it under --user needs a running user manager).
 if command -v systemd-analyze >/dev/null 2>&1; then
-    sed "s#^ExecStart=[^ ]*#ExecStart=$p/bin/exec-server#" \
-        "$p/lib/systemd/system/exec-server.service" >"$tmp/exec-server.service"
-    if ! systemd-analyze verify --man=no "$tmp/exec-server.service" >"$tmp/verify" 2>&1; then
-        # In a container without a running systemd, verify may fail for reasons
-        # unrelated to the unit; only our unit's own errors count.
-        if grep -q "exec-server.service" "$tmp/verify"; then
-            cat "$tmp/verify"; exit 1
+    me=$(id -un)
+    mkdir -p "$tmp/units"
+    for u in system/exec-server.service "system/exec-server@.service" user/exec-server.service; do
+        name=$(basename "$u")
+        case "$u" in
+        system/exec-server@.service) name="exec-server@$me.service" ;;
+        user/*) name=exec-server-user.service ;;
+        esac
+        sed "s#^ExecStart=[^ ]*#ExecStart=$p/bin/exec-server#" "$p/lib/systemd/$u" >"$tmp/units/$name"
+        grep -q "^ExecStart=$p/bin/exec-server " "$tmp/units/$name" || { echo "$u: no ExecStart"; exit 1; }
+        grep -q '^ExecReload=' "$tmp/units/$name" || { echo "$u: no ExecReload"; exit 1; }
+        # stdout (the URL line) may go nowhere, but then stderr must be named: its
+        # default, inherit, would follow stdout into /dev/null with every log line.
+        if grep -q '^StandardOutput=null' "$tmp/units/$name"; then
+            grep -q '^StandardError=journal' "$tmp/units/$name" || { echo "$u: logs lost"; exit 1; }
         fi
-    fi
+        if ! systemd-analyze verify --man=no "$tmp/units/$name" >"$tmp/verify" 2>&1; then
+            # In a container without a running systemd, verify may fail for reasons
+            # unrelated to the unit; only our unit's own errors count.
+            if grep -q "$name" "$tmp/verify"; then
+                cat "$tmp/verify"; exit 1
+            fi
+        fi
+        if grep -q "$name" "$tmp/verify"; then cat "$tmp/verify"; exit 1; fi
+    done
+    grep -q '^User=%i' "$p/lib/systemd/system/exec-server@.service" || { echo "template without User=%i"; exit 1; }
 fi
 echo "install ok"

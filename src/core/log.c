@@ -5,12 +5,33 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
-enum log_level log_threshold = LOG_WARN;
+enum log_level log_threshold = LOG_NOTICE;
 
-static const char *const level_names[] = {"error", "warn", "info", "debug"};
+static const char *const level_names[] = {"error", "warn", "notice", "info", "debug"};
+/* syslog priorities (sd-daemon.h's SD_ERR ... SD_DEBUG) of the levels above. */
+static const char priorities[] = {'3', '4', '5', '6', '7'};
+
+/* systemd sets JOURNAL_STREAM=DEV:INO for a service whose stderr (or stdout) is
+ * connected to the journal; it counts only while stderr is still that stream
+ * (a child of the service may have its stderr redirected). */
+bool log_to_journal(void)
+{
+    static int cached = -1;
+    if (cached >= 0) return cached;
+    cached = 0;
+    const char *js = getenv("JOURNAL_STREAM");
+    unsigned long long dev, ino;
+    struct stat st;
+    if (js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 && fstat(STDERR_FILENO, &st) == 0)
+        cached = (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+    return cached;
+}
 
 int log_level_parse(const char *name, enum log_level *out)
 {
@@ -26,14 +47,20 @@ int log_level_parse(const char *name, enum log_level *out)
 void log_msg(enum log_level level, const char *fmt, ...)
 {
     if (level > log_threshold) return;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
     char line[2048];
-    int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s exec-server: ",
+    int n;
+    if (log_to_journal()) {
+        /* The journal stamps the time and reads the priority from the prefix. */
+        n = snprintf(line, sizeof line, "<%c>", priorities[level]);
+    } else {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        struct tm tm;
+        gmtime_r(&ts.tv_sec, &tm);
+        n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-6s exec-server: ",
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
                      tm.tm_sec, ts.tv_nsec / 1000000, level_names[level]);
+    }
     va_list ap;
     va_start(ap, fmt);
     if (n > 0 && (size_t)n < sizeof line) vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);

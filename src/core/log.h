@@ -1,20 +1,33 @@
 /* log: leveled diagnostics on stderr. stdout is reserved for the bound URL (and,
- * in stdio mode, for protocol messages), so nothing here ever writes to it. */
+ * in stdio mode, for protocol messages), so nothing here ever writes to it.
+ *
+ * Levels, most to least severe: error, warn, notice, info, debug; the default
+ * threshold is notice (what an operator wants to see once: the server is up,
+ * remote mode registered). A line is "TIMESTAMP LEVEL exec-server: TEXT"; under
+ * systemd (stderr is the journal's stream, $JOURNAL_STREAM) it is "<N>TEXT" instead,
+ * N the syslog priority (3 error ... 7 debug), so `journalctl -p warning` filters
+ * by level and the journal's own timestamp is the only one. */
 #ifndef EXEC_CORE_LOG_H
 #define EXEC_CORE_LOG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
-enum log_level { LOG_ERROR = 0, LOG_WARN, LOG_INFO, LOG_DEBUG };
+enum log_level { LOG_ERROR = 0, LOG_WARN, LOG_NOTICE, LOG_INFO, LOG_DEBUG };
 
 extern enum log_level log_threshold;
 
-/* Parses "error", "warn", "info", "debug"; returns 0 or -EINVAL for an unknown name. */
+/* Parses "error", "warn", "notice", "info", "debug"; returns 0 or -EINVAL. */
 int log_level_parse(const char *name, enum log_level *out);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Whether stderr is the systemd journal's stream (then lines carry <N> prefixes
+ * and no timestamp). Decided once, on the first line. */
+bool log_to_journal(void);
+
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
+#define log_notice(...) log_msg(LOG_NOTICE, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
 #define log_debug(...)                                                                             \
     do {                                                                                           \

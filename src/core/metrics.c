@@ -1,7 +1,12 @@
 /* metrics: Prometheus counters of the server (see metrics.h). */
 #include "core/metrics.h"
 
+#include <dirent.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 #include <uv.h>
 
 /* Histogram bounds in seconds, shared by both histograms. */
@@ -27,8 +32,8 @@ static void hist_add(struct hist *h, uint64_t ns)
     h->sum += s;
 }
 
-enum { T_WS, T_STDIO, T_RELAY, T_N };
-static const char *const transports[T_N] = {"websocket", "stdio", "relay"};
+enum { T_WS, T_HTTP, T_STDIO, T_RELAY, T_N };
+static const char *const transports[T_N] = {"websocket", "http", "stdio", "relay"};
 static int64_t conns_active[T_N];
 static uint64_t conns_accepted[T_N], conns_rejected[T_N];
 
@@ -63,8 +68,40 @@ uint64_t metrics_now_ns(void)
 
 static int tindex(const char *t)
 {
-    if (t && strcmp(t, "stdio") == 0) return T_STDIO;
-    return t && strcmp(t, "relay") == 0 ? T_RELAY : T_WS;
+    for (int i = 0; t && i < T_N; i++)
+        if (strcmp(t, transports[i]) == 0) return i;
+    return T_WS;
+}
+
+void metrics_connection_retag(const char *from, const char *to)
+{
+    int f = tindex(from), t = tindex(to);
+    conns_active[f]--;
+    conns_accepted[f]--;
+    conns_active[t]++;
+    conns_accepted[t]++;
+}
+
+static const char *const auth_reasons[] = {"missing_token", "invalid_header", "invalid_token",
+                                           "invalid_jwt",   "expired",        "not_yet_valid",
+                                           "wrong_issuer",  "wrong_audience", "other"};
+#define NAUTH (sizeof auth_reasons / sizeof auth_reasons[0])
+static uint64_t auth_refusals[NAUTH];
+
+void metrics_auth_refused(const char *reason)
+{
+    size_t i = 0;
+    while (i + 1 < NAUTH && (!reason || strcmp(reason, auth_reasons[i]) != 0))
+        i++;
+    auth_refusals[i]++;
+}
+
+static int64_t sessions_attached, sessions_detached;
+
+void metrics_sessions_changed(int attached, int detached)
+{
+    sessions_attached += attached;
+    sessions_detached += detached;
 }
 
 void metrics_connection_opened(const char *transport)
@@ -146,9 +183,87 @@ static void hist_render(struct buf *out, const char *name, const char *labels,
                (unsigned long long)h->count);
 }
 
+/* The standard process_* families of Prometheus client libraries, from /proc. */
+static void process_render(struct buf *out)
+{
+    static double start_time; /* seconds since the epoch, taken at the first scrape */
+    long ticks = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    unsigned long long utime = 0, stime = 0, starttime = 0, vsize = 0;
+    long long rss = 0;
+    FILE *f = fopen("/proc/self/stat", "re");
+    if (f) {
+        char line[1024];
+        if (fgets(line, sizeof line, f)) {
+            /* After "pid (comm) ": comm may hold spaces, so start past the last ')'. */
+            const char *p = strrchr(line, ')');
+            if (p &&
+                sscanf(p + 2,
+                       "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d "
+                       "%*d %*d %llu %llu %lld",
+                       &utime, &stime, &starttime, &vsize, &rss) != 5)
+                utime = stime = starttime = vsize = 0, rss = 0;
+        }
+        fclose(f);
+    }
+    if (start_time == 0 && ticks > 0) {
+        /* starttime is in ticks after boot: add the boot time from /proc/stat. */
+        unsigned long long btime = 0;
+        FILE *st = fopen("/proc/stat", "re");
+        char line[256];
+        while (st && fgets(line, sizeof line, st))
+            if (sscanf(line, "btime %llu", &btime) == 1) break;
+        if (st) fclose(st);
+        if (btime) start_time = (double)btime + (double)starttime / (double)ticks;
+    }
+    unsigned long long fds = 0;
+    DIR *d = opendir("/proc/self/fd");
+    for (struct dirent *e; d && (e = readdir(d));)
+        fds += e->d_name[0] != '.';
+    if (d) {
+        closedir(d);
+        fds--; /* the directory's own descriptor */
+    }
+    struct rlimit rl = {0};
+    getrlimit(RLIMIT_NOFILE, &rl);
+    buf_printf(out,
+               "# HELP process_cpu_seconds_total Total user and system CPU time spent in "
+               "seconds.\n# TYPE process_cpu_seconds_total counter\n"
+               "process_cpu_seconds_total %.2f\n"
+               "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+               "# TYPE process_resident_memory_bytes gauge\n"
+               "process_resident_memory_bytes %lld\n"
+               "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n"
+               "# TYPE process_virtual_memory_bytes gauge\n"
+               "process_virtual_memory_bytes %llu\n"
+               "# HELP process_open_fds Number of open file descriptors.\n"
+               "# TYPE process_open_fds gauge\nprocess_open_fds %llu\n"
+               "# HELP process_max_fds Maximum number of open file descriptors.\n"
+               "# TYPE process_max_fds gauge\nprocess_max_fds %llu\n"
+               "# HELP process_start_time_seconds Start time of the process since unix epoch "
+               "in seconds.\n# TYPE process_start_time_seconds gauge\n"
+               "process_start_time_seconds %.2f\n",
+               ticks > 0 ? (double)(utime + stime) / (double)ticks : 0.0, rss * page, vsize, fds,
+               (unsigned long long)rl.rlim_cur, start_time);
+}
+
 void metrics_render(struct buf *out)
 {
     char labels[160];
+    buf_puts(out, "# HELP exec_server_build_info The running exec-server's version.\n"
+                  "# TYPE exec_server_build_info gauge\n"
+                  "exec_server_build_info{version=\"" EXEC_SERVER_VERSION "\"} 1\n");
+    process_render(out);
+    buf_printf(out, "# HELP exec_server_sessions Sessions by state: attached to a connection, "
+                    "or detached and waiting to be resumed.\n"
+                    "# TYPE exec_server_sessions gauge\n"
+                    "exec_server_sessions{state=\"attached\"} %lld\n"
+                    "exec_server_sessions{state=\"detached\"} %lld\n",
+               (long long)sessions_attached, (long long)sessions_detached);
+    buf_puts(out, "# HELP exec_server_auth_refusals_total Refused logins (401) by reason.\n"
+                  "# TYPE exec_server_auth_refusals_total counter\n");
+    for (size_t i = 0; i < NAUTH; i++)
+        buf_printf(out, "exec_server_auth_refusals_total{reason=\"%s\"} %llu\n", auth_reasons[i],
+                   (unsigned long long)auth_refusals[i]);
     buf_puts(out, "# HELP exec_server_connections_active Open client connections.\n"
                   "# TYPE exec_server_connections_active gauge\n");
     for (int t = 0; t < T_N; t++)
@@ -193,19 +308,27 @@ void metrics_render(struct buf *out)
         {"exec_server_remote_registration_total", "exec_server_remote_registration_duration_seconds"},
         {"exec_server_remote_rendezvous_connect_total",
          "exec_server_remote_rendezvous_connect_duration_seconds"}};
+    static const char *const helps[2][2] = {
+        {"Registrations with the environment registry, by result.",
+         "Time a registration with the environment registry took."},
+        {"Connections to the registry's rendezvous relay, by result.",
+         "Time a connection to the rendezvous relay took."}};
     const uint64_t *totals[2] = {remote_registrations, remote_connects};
     const struct hist *durs[2] = {remote_registration_dur, remote_connect_dur};
     for (int k = 0; k < 2; k++) {
-        buf_printf(out, "# TYPE %s counter\n", names[k][0]);
+        buf_printf(out, "# HELP %s %s\n# TYPE %s counter\n", names[k][0], helps[k][0],
+                   names[k][0]);
         for (int ok = 1; ok >= 0; ok--)
             buf_printf(out, "%s{result=\"%s\"} %llu\n", names[k][0], ok ? "success" : "error",
                        (unsigned long long)totals[k][ok]);
-        buf_printf(out, "# TYPE %s histogram\n", names[k][1]);
+        buf_printf(out, "# HELP %s %s\n# TYPE %s histogram\n", names[k][1], helps[k][1],
+                   names[k][1]);
         for (int ok = 1; ok >= 0; ok--)
             hist_render(out, names[k][1], ok ? "result=\"success\"" : "result=\"error\"",
                         &durs[k][ok]);
     }
-    buf_puts(out, "# TYPE exec_server_remote_reconnects_total counter\n");
+    buf_puts(out, "# HELP exec_server_remote_reconnects_total Rendezvous reconnects, by "
+                  "reason.\n# TYPE exec_server_remote_reconnects_total counter\n");
     for (size_t i = 0; i < NREASONS; i++)
         buf_printf(out, "exec_server_remote_reconnects_total{reason=\"%s\"} %llu\n",
                    reconnect_reasons[i], (unsigned long long)remote_reconnects[i]);

@@ -13,9 +13,18 @@
 
 #include "util/buf.h"
 
-void metrics_connection_opened(const char *transport); /* "websocket", "stdio" or "relay" */
+/* transport: "websocket", "http" (a listener connection not upgraded), "stdio" or
+ * "relay". */
+void metrics_connection_opened(const char *transport);
 void metrics_connection_closed(const char *transport);
 void metrics_connection_rejected(const char *transport, const char *reason);
+/* An open connection changes what it is (accepted as http, then upgraded). */
+void metrics_connection_retag(const char *from, const char *to);
+/* A refused login, by auth_refusal reason (an unknown reason counts as "other"). */
+void metrics_auth_refused(const char *reason);
+/* Sessions move between attached (bound to a connection) and detached (waiting to
+ * be resumed): +1/-1 to each gauge. */
+void metrics_sessions_changed(int attached, int detached);
 /* operation: a static method name (the method table's string). */
 void metrics_request_done(const char *operation, bool ok, uint64_t duration_ns);
 void metrics_process_started(void);

@@ -171,6 +171,16 @@ static void handle_start(struct rpc_req *req)
     if (err < 0) {
         char text[256];
         oserr_format(-err, text, sizeof text);
+        if (log_threshold >= LOG_DEBUG) {
+            /* The reply carries only the errno text; the operator also gets which
+             * program and directory it was about, and the errno's name. */
+            char idv[160], a0[200], cv[300];
+            const char *ename = strerrorname_np(-err);
+            log_debug("event=process_start_failed session=%s process_id=%s argv0=%s cwd=%s "
+                      "errno=%s error=%s",
+                      s->id, log_value(id, idv, sizeof idv), log_value(program, a0, sizeof a0),
+                      log_value(cwd_path, cv, sizeof cv), ename ? ename : "?", text);
+        }
         rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
         goto out;
     }

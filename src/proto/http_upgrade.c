@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -220,6 +221,7 @@ enum http_outcome http_upgrade_parse(const char *data, size_t len, struct http_r
     info->consumed = 0;
     info->status = 0;
     info->authorization[0] = '\0';
+    info->method[0] = info->path[0] = '\0';
 
     if (len == 0) return HTTP_INCOMPLETE; /* data may be NULL then */
 
@@ -262,8 +264,10 @@ enum http_outcome http_upgrade_parse(const char *data, size_t len, struct http_r
         info->authorization[h.auth.n] = '\0';
     }
 
-    if (h.has_origin) return reply(info, out, 403, NULL, NULL);
     struct span path = target_path(h.target);
+    snprintf(info->method, sizeof info->method, "%.*s", (int)h.method.n, h.method.p);
+    snprintf(info->path, sizeof info->path, "%.*s", (int)path.n, path.p);
+    if (h.has_origin) return reply(info, out, 403, NULL, NULL);
     /* Methods are case-sensitive (RFC 9110 9.1). */
     bool get = h.method.n == 3 && memcmp(h.method.p, "GET", 3) == 0;
     bool head_method = h.method.n == 4 && memcmp(h.method.p, "HEAD", 4) == 0;

@@ -27,6 +27,8 @@ struct http_request_info {
     int status;              /* status code written into the reply */
     char authorization[512]; /* the Authorization header value, "" when absent or too long */
     bool head_only;          /* HTTP_METRICS: a HEAD request (headers, no body) */
+    char method[8];          /* the request method, cut to 7 bytes ("" if malformed) */
+    char path[64];           /* the target's path, cut to 63 bytes, for logs */
 };
 
 /* Length of a Sec-WebSocket-Accept value (base64 of a SHA-1 digest). */

@@ -40,6 +40,7 @@ struct registry_call {
     char *body;
     struct buf resp;
     bool too_big;
+    char curl_err[CURL_ERROR_SIZE]; /* libcurl's words for a failed transfer */
     bool is_validate;
     bool is_direct;
     registry_register_cb reg_cb;
@@ -272,12 +273,19 @@ static void call_done(struct curl_loop_job *job, CURLcode rc)
     }
     struct registry_registration reg = {0};
     const char *why = NULL;
+    char why_buf[CURL_ERROR_SIZE + 64];
     int result;
     if (rc != CURLE_OK) {
         result = -EIO;
         why = rc == CURLE_OPERATION_TIMEDOUT ? "the registry did not answer in time"
               : c->too_big                   ? "the registry's answer is too large"
                                              : "the registry could not be reached";
+        if (rc != CURLE_OPERATION_TIMEDOUT && !c->too_big && c->curl_err[0]) {
+            /* Say why, in libcurl's words ("Failed to connect to ... port 9: Couldn't
+             * connect to server"): the operator's next step depends on it. */
+            snprintf(why_buf, sizeof why_buf, "%s (%s)", why, c->curl_err);
+            why = why_buf;
+        }
     } else if (!ok) {
         result = status == 401 || status == 403 ? -EACCES : -EPROTO;
         why = status == 401 || status == 403 ? "the registry refused our credentials"
@@ -325,6 +333,7 @@ static struct registry_call *start(struct registry_client *rc, const char *what,
         return NULL;
     }
     curl_dl_fns.easy_setopt(e, CURLOPT_URL, url);
+    curl_dl_fns.easy_setopt(e, CURLOPT_ERRORBUFFER, c->curl_err);
     curl_dl_fns.easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_dl_fns.easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
     curl_dl_fns.easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");

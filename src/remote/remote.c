@@ -35,6 +35,8 @@
 struct remote {
     uv_loop_t *loop;
     char *env_id, *name;
+    char *base_url;  /* the registry, for messages */
+    bool announced;  /* "registered and connected" has been said (once) */
     struct noise_ik_static_key identity;
     char *key_json; /* our public key JSON */
     struct registry_client *registry;
@@ -116,8 +118,9 @@ static void on_registered(void *arg, int result, int http_status, struct registr
                   "status=%d",
                   http_status);
         char msg[256];
-        snprintf(msg, sizeof msg, "%s registration failed: %s%s%.0d", first ? "the" : "re-",
-                 why ? why : "error", http_status ? ", HTTP status " : "", http_status);
+        snprintf(msg, sizeof msg, "%s with the registry at %s failed: %s%s%.0d",
+                 first ? "registration" : "re-registration", R->base_url, why ? why : "error",
+                 http_status ? ", HTTP status " : "", http_status);
         fatal(msg);
         return;
     }
@@ -183,6 +186,19 @@ static const struct relay_demux_ops demux_ops = {
 
 /* ---- the rendezvous socket ---- */
 
+/* The first time the executor is reachable, say so at the default log level (once:
+ * later reconnects are info events). */
+static void remote_announce(void)
+{
+    if (R->announced) return;
+    R->announced = true;
+    char idv[128];
+    log_notice("remote: registered environment %s with %s and connected to its %s; serving "
+               "harnesses",
+               log_value(R->env_id, idv, sizeof idv), R->base_url,
+               R->direct ? "direct WebSocket" : "rendezvous");
+}
+
 static void ws_opened(void *arg)
 {
     metrics_remote_connect(true, metrics_now_ns() - R->attempt_started_ns);
@@ -191,6 +207,7 @@ static void ws_opened(void *arg)
         R->opened_ms = uv_now(R->loop);
         R->retries = 0;
         readiness_set(true);
+        remote_announce();
         log_event("event=remote_direct noise_event=direct_connection noise_outcome=ok "
                   "connection_attempt=%u",
                   R->attempt);
@@ -200,6 +217,7 @@ static void ws_opened(void *arg)
                                &demux_ops, NULL, R->sinks);
     R->opened_ms = uv_now(R->loop);
     readiness_set(true);
+    remote_announce();
     log_event("event=remote_rendezvous noise_event=rendezvous_connection noise_outcome=ok "
               "connection_attempt=%u",
               R->attempt);
@@ -380,6 +398,7 @@ int remote_start(uv_loop_t *loop, const struct remote_opts *opts, void (*on_fata
     R->loop = loop;
     R->on_fatal = on_fatal;
     R->env_id = xstrdup(opts->environment_id);
+    R->base_url = xstrdup(opts->base_url);
     R->name = xstrdup(opts->name ? opts->name : "codex-exec-server");
     R->ping_ms = opts->ping_ms;
     R->pong_ms = opts->pong_deadline_ms;
@@ -450,6 +469,7 @@ void remote_cleanup(void)
         free(R->aws[i]);
     }
     free(R->env_id);
+    free(R->base_url);
     free(R->name);
     free(R);
     R = NULL;

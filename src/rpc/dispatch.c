@@ -90,6 +90,32 @@ static void send_error(struct conn *c, const json_t *id, int code, const char *m
     conn_send(c, &b);
 }
 
+/* A request id as a log value (strings quoted when they need it). */
+static const char *id_text(const json_t *id, char *out, size_t n)
+{
+    if (json_is_integer(id)) snprintf(out, n, "%lld", (long long)json_integer_value(id));
+    else if (json_is_string(id)) log_value(json_string_value(id), out, n);
+    else snprintf(out, n, "null");
+    return out;
+}
+
+/* --log-level debug: one line per answered request (method, id, time, outcome). */
+static void log_request(const struct rpc_req *req, int code, const char *error)
+{
+    if (log_threshold < LOG_DEBUG) return;
+    char idv[96], errv[320];
+    unsigned long long us = (metrics_now_ns() - req->start_ns) / 1000;
+    if (!error) {
+        log_debug("event=request peer=%s method=%s id=%s duration_us=%llu result=ok",
+                  conn_peer(req->conn), req->method->name, id_text(req->id, idv, sizeof idv), us);
+        return;
+    }
+    log_debug("event=request peer=%s method=%s id=%s duration_us=%llu result=error code=%d "
+              "error=%s",
+              conn_peer(req->conn), req->method->name, id_text(req->id, idv, sizeof idv), us, code,
+              log_value(error, errv, sizeof errv));
+}
+
 void rpc_req_free(struct rpc_req *req)
 {
     json_decref(req->id);
@@ -110,6 +136,7 @@ void rpc_result_begin(struct rpc_req *req, struct buf *b)
 void rpc_result_finish(struct rpc_req *req, struct buf *b)
 {
     metrics_request_done(req->method->name, true, metrics_now_ns() - req->start_ns);
+    log_request(req, 0, NULL);
     buf_putc(b, '}');
     conn_send(req->conn, b);
     rpc_req_free(req);
@@ -136,6 +163,7 @@ void rpc_reply_error(struct rpc_req *req, int code, const char *fmt, ...)
     va_end(ap);
     buf_putc(&msg, '\0');
     metrics_request_done(req->method->name, false, metrics_now_ns() - req->start_ns);
+    log_request(req, code, msg.data);
     send_error(req->conn, req->id, code, msg.data);
     buf_free(&msg);
     rpc_req_free(req);
@@ -197,6 +225,11 @@ static void malformed(struct conn *c, const char *detail)
         buf_printf(&m, "failed to parse websocket JSON-RPC message from exec-server websocket %s: %s",
                    conn_peer(c), detail);
     buf_putc(&m, '\0');
+    if (log_threshold >= LOG_DEBUG) {
+        char dv[320];
+        log_debug("event=parse_error peer=%s error=%s", conn_peer(c),
+                  log_value(detail, dv, sizeof dv));
+    }
     send_error(c, NULL, RPC_INVALID_REQUEST, m.data);
     buf_free(&m);
 }
@@ -298,6 +331,9 @@ void rpc_dispatch(struct conn *c, const char *data, size_t len)
         } else {
             char m[300];
             snprintf(m, sizeof m, "unexpected notification `%s`", name);
+            char nv[128];
+            log_debug("event=notification peer=%s method=%s result=error code=%d", conn_peer(c),
+                      log_value(name, nv, sizeof nv), RPC_INVALID_REQUEST);
             send_error(c, NULL, RPC_INVALID_REQUEST, m);
         }
         goto out;
@@ -306,6 +342,13 @@ void rpc_dispatch(struct conn *c, const char *data, size_t len)
     if (!mt) {
         char m[300];
         snprintf(m, sizeof m, "exec-server stub does not implement `%s` yet", name);
+        if (log_threshold >= LOG_DEBUG) {
+            char nv[128], idv[96];
+            log_debug("event=request peer=%s method=%s id=%s result=error code=%d "
+                      "error=unknown_method",
+                      conn_peer(c), log_value(name, nv, sizeof nv), id_text(id, idv, sizeof idv),
+                      RPC_METHOD_NOT_FOUND);
+        }
         send_error(c, id, RPC_METHOD_NOT_FOUND, m);
         goto out;
     }

@@ -11,6 +11,7 @@
 
 #include "core/limits.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "fs/fs_watch.h"
 #include "process/process.h"
 #include "rpc/dispatch.h"
@@ -59,6 +60,9 @@ static void session_destroy(struct session *s)
     if (s->prev) s->prev->next = s->next;
     else sessions = s->next;
     if (s->next) s->next->prev = s->prev;
+    /* The TTL timer runs exactly while the session is detached. */
+    if (s->conn) metrics_sessions_changed(-1, 0);
+    else if (uv_is_active((uv_handle_t *)&s->ttl)) metrics_sessions_changed(0, -1);
     if (s->conn) conn_set_owner(s->conn, NULL, NULL);
     s->conn = NULL;
     proc_table_destroy(s->procs);
@@ -73,6 +77,7 @@ static void session_expired(uv_timer_t *t)
     struct session *s = t->data;
     log_event("event=session_expire session=%s detached_ms=%llu processes=killed", s->id,
              (unsigned long long)session_ttl_ms);
+    metrics_sessions_changed(0, -1); /* the fired timer is no longer active */
     session_destroy(s);
 }
 
@@ -82,6 +87,7 @@ static void session_conn_closed(void *owner, struct conn *c)
     struct session *s = owner;
     if (s->conn != c) return;
     s->conn = NULL;
+    metrics_sessions_changed(-1, 0);
     proc_table_detached(s->procs, c);
     if (conn_flags(c) & CONN_F_NO_RESUME) {
         /* There is no resume over stdio: the only connection is gone. */
@@ -99,6 +105,7 @@ static void session_conn_closed(void *owner, struct conn *c)
               (unsigned long long)session_ttl_ms);
     s->detach_order = ++detach_counter;
     uv_timer_start(&s->ttl, session_expired, session_ttl_ms, 0);
+    metrics_sessions_changed(0, 1);
     /* Over max_detached: the session detached longest ago expires now. */
     size_t detached = 0;
     struct session *oldest = NULL;
@@ -148,6 +155,8 @@ void session_destroy_all(void)
 
 static void attach(struct session *s, struct conn *c)
 {
+    if (uv_is_active((uv_handle_t *)&s->ttl)) metrics_sessions_changed(0, -1);
+    metrics_sessions_changed(1, 0);
     uv_timer_stop(&s->ttl);
     s->conn = c;
     conn_set_owner(c, &session_conn_owner, s);

@@ -17,6 +17,14 @@
 
 static struct auth_key configured;
 static bool enabled;
+static char *reload_path; /* the token or secret file SIGHUP re-reads, if any */
+
+void auth_set_token_file(const char *path)
+{
+    if (reload_path == path) return;
+    free(reload_path);
+    reload_path = path ? strdup(path) : NULL;
+}
 
 static bool is_space(char c)
 {
@@ -175,6 +183,7 @@ int auth_configure_jwt(const char *secret_file, const char *issuer, const char *
         jwt_audience = audience ? strdup(audience) : NULL;
         jwt_skew = skew;
         jwt_mode = enabled = true;
+        auth_set_token_file(secret_file);
     }
     OPENSSL_cleanse(text, sizeof text);
     return rc;
@@ -192,26 +201,53 @@ bool auth_enabled(void)
     return enabled;
 }
 
-bool auth_admit(const char *authorization, struct buf *reply)
+static const char *verdict_reason(enum auth_verdict v)
+{
+    switch (v) {
+    case AUTH_MISSING: return "missing_token";
+    case AUTH_BAD_HEADER: return "invalid_header";
+    default: return "invalid_token";
+    }
+}
+
+static const char *jwt_reason(enum jwt_verdict v)
+{
+    switch (v) {
+    case JWT_EXPIRED: return "expired";
+    case JWT_NOT_YET: return "not_yet_valid";
+    case JWT_ISSUER: return "wrong_issuer";
+    case JWT_AUDIENCE: return "wrong_audience";
+    default: return "invalid_jwt";
+    }
+}
+
+bool auth_admit(const char *authorization, struct buf *reply, struct auth_refusal *why)
 {
     if (!enabled) return true;
-    const char *body;
+    const char *body, *reason;
     if (jwt_mode) {
         const char *tok;
         size_t len;
         enum auth_verdict v = bearer_token(authorization, &tok, &len);
         if (v != AUTH_OK) {
             body = auth_verdict_text(v);
+            reason = verdict_reason(v);
         } else {
             enum jwt_verdict jv = jwt_verify(tok, len, jwt_secret, jwt_secret_len, jwt_issuer,
                                              jwt_audience, jwt_skew, (int64_t)time(NULL));
             if (jv == JWT_OK) return true;
             body = jwt_verdict_text(jv);
+            reason = jwt_reason(jv);
         }
     } else {
         enum auth_verdict v = auth_check(&configured, authorization);
         if (v == AUTH_OK) return true;
         body = auth_verdict_text(v);
+        reason = verdict_reason(v);
+    }
+    if (why) {
+        why->text = body;
+        why->reason = reason;
     }
     buf_reset(reply);
     buf_printf(reply,
@@ -219,4 +255,25 @@ bool auth_admit(const char *authorization, struct buf *reply)
                "content-type: text/plain; charset=utf-8\r\nwww-authenticate: Bearer\r\n\r\n%s",
                strlen(body), body);
     return false;
+}
+
+int auth_reload(char *err, size_t errlen)
+{
+    if (!enabled || !reload_path) return 0;
+    if (jwt_mode) {
+        /* The claims stay as configured; only the secret is re-read. A bad file
+         * changes nothing (auth_configure_jwt takes the new values only when valid). */
+        char *iss = jwt_issuer, *aud = jwt_audience;
+        int rc = auth_configure_jwt(reload_path, iss, aud, jwt_skew, err, errlen);
+        if (rc == 0) {
+            free(iss);
+            free(aud);
+        }
+        return rc;
+    }
+    struct auth_key key;
+    int rc = auth_key_from_file(reload_path, &key, err, errlen);
+    if (rc == 0) configured = key;
+    OPENSSL_cleanse(&key, sizeof key);
+    return rc;
 }

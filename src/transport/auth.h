@@ -64,9 +64,27 @@ int auth_configure_jwt(const char *secret_file, const char *issuer, const char *
                        int64_t skew, char *err, size_t errlen);
 bool auth_enabled(void);
 
+/* Why a request was refused: text is the 401 body (the reference's wording), reason
+ * a short label from a fixed set (missing_token, invalid_header, invalid_token,
+ * invalid_jwt, expired, not_yet_valid, wrong_issuer, wrong_audience) for logs and
+ * metrics. Both are static strings. */
+struct auth_refusal {
+    const char *text;
+    const char *reason;
+};
+
 /* Called by the listener for a request the upgrade parser accepted, with the 101 in
  * *reply. Returns true to upgrade; false after replacing *reply with the 401 (the
- * caller then sends it and closes, as for any other plain HTTP reply). */
-bool auth_admit(const char *authorization, struct buf *reply);
+ * caller then sends it and closes, as for any other plain HTTP reply) and, when why
+ * is not NULL, filling *why. */
+bool auth_admit(const char *authorization, struct buf *reply, struct auth_refusal *why);
+
+/* SIGHUP: re-reads the token file or the JWT secret file the server was started
+ * with (a --ws-token-sha256 digest has nothing to re-read). On failure the old key
+ * stays and the message is in err. Returns 0 (also when there is nothing to reload)
+ * or the negative error of auth_key_from_file / auth_configure_jwt. */
+int auth_reload(char *err, size_t errlen);
+/* The --ws-token-file path auth_reload re-reads (copied; NULL forgets it). */
+void auth_set_token_file(const char *path);
 
 #endif

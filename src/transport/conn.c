@@ -39,7 +39,14 @@ void conn_init(struct conn *c, const struct conn_ops *ops, uv_loop_t *loop,
     c->refs = 1;
     c->open = true;
     c->on_message = on_message;
-    metrics_connection_opened(ops->kind);
+    c->transport = ops->kind;
+    metrics_connection_opened(c->transport);
+}
+
+void conn_set_transport(struct conn *c, const char *word)
+{
+    metrics_connection_retag(c->transport, word);
+    c->transport = word;
 }
 
 void conn_deliver(struct conn *c, const char *data, size_t len)
@@ -366,8 +373,8 @@ void conn_close(struct conn *c)
 void conn_closed(struct conn *c)
 {
     c->open = false;
-    metrics_connection_closed(c->ops->kind);
-    log_event("event=connection_close transport=%s peer=%s", c->ops->kind, c->peer);
+    metrics_connection_closed(c->transport);
+    log_event("event=connection_close transport=%s peer=%s", c->transport, c->peer);
     const struct conn_owner_ops *owner_ops = c->owner_ops;
     void *owner = c->owner;
     conn_set_owner(c, NULL, NULL);

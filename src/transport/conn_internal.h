@@ -28,6 +28,8 @@ struct conn {
     int refs;               /* the transport holds one until closed; requests hold one each */
     bool open;              /* false once closing started: sends are dropped */
     char peer[64];          /* "IP:PORT" or "stdio" */
+    const char *transport;  /* log word and metrics label: ops->kind, or "http" for a
+                               listener connection not (yet) upgraded (static) */
     conn_message_fn on_message; /* where complete incoming messages go */
     size_t queued;          /* bytes in uv_write requests not yet completed */
     bool congested;         /* queued crossed CONN_HIGH_WATER and not yet below LOW */
@@ -47,6 +49,9 @@ struct conn {
 
 void conn_init(struct conn *c, const struct conn_ops *ops, uv_loop_t *loop,
                conn_message_fn on_message);
+/* Renames what the connection is (metrics and logs): the WebSocket listener's
+ * connections are "http" until they upgrade. word must be static. */
+void conn_set_transport(struct conn *c, const char *word);
 /* Hands one complete incoming message to the reader (transports call it). */
 void conn_deliver(struct conn *c, const char *data, size_t len);
 /* Queues bufs on stream with flow accounting; `mem` is freed when written. */

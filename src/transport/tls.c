@@ -169,19 +169,15 @@ bool tls_server_enabled(void)
     return server_ctx != NULL;
 }
 
-void tls_server_reload(void)
+int tls_server_reload(char *err, size_t n)
 {
-    if (!server_ctx) return;
-    char err[700];
-    SSL_CTX *ctx = load_ctx(cert_path, key_path, err, sizeof err);
-    if (!ctx) {
-        log_warn("TLS reload failed, keeping the current certificate: %s", err);
-        return;
-    }
+    if (!server_ctx) return 0;
+    SSL_CTX *ctx = load_ctx(cert_path, key_path, err, n);
+    if (!ctx) return -EINVAL;
     /* Sessions hold their own reference: live connections keep the old pair. */
     libssl.SSL_CTX_free(server_ctx);
     server_ctx = ctx;
-    log_event("event=tls_reload cert=%s", cert_path);
+    return 0;
 }
 
 void tls_server_shutdown(void)

@@ -11,8 +11,10 @@ struct tls_session;
  * or with err set -ELIBACC (libssl cannot be loaded) or -EINVAL (bad certificate/key). */
 int tls_server_configure(const char *cert, const char *key, char *err, size_t n);
 bool tls_server_enabled(void);
-/* SIGHUP: re-read both files; on failure the old pair stays (logged). */
-void tls_server_reload(void);
+/* SIGHUP: re-reads both files (new connections get the new pair, live ones keep
+ * theirs). Returns 0 (also when TLS is off) or -EINVAL with the reason in err, the
+ * old pair staying in force. */
+int tls_server_reload(char *err, size_t n);
 void tls_server_shutdown(void);
 
 struct tls_session *tls_session_new(void);

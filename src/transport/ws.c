@@ -353,6 +353,16 @@ static void ws_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     else ws_on_bytes(w, s, b->base, (size_t)nread);
 }
 
+/* A refused login: the reason the client is told, in the log (info) and the
+ * metrics, never the presented token. */
+static void ws_log_refusal(struct ws_conn *w, const char *target, const struct auth_refusal *why)
+{
+    metrics_auth_refused(why->reason);
+    char tv[96];
+    log_event("event=auth result=refused peer=%s target=%s reason=%s detail=%s",
+              conn_peer(&w->base), target, why->reason, log_value(why->text, tv, sizeof tv));
+}
+
 /* Plaintext from the peer: the HTTP head until the upgrade, then WebSocket frames. */
 static void ws_on_bytes(struct ws_conn *w, uv_stream_t *s, char *data, size_t nread)
 {
@@ -370,9 +380,10 @@ static void ws_on_bytes(struct ws_conn *w, uv_stream_t *s, char *data, size_t nr
         buf_free(&reply);
         return;
     }
+    struct auth_refusal why = {0};
     if (o == HTTP_METRICS) {
         /* The metrics are behind the same authentication as the upgrade. */
-        if (auth_admit(info.authorization, &reply)) {
+        if (auth_admit(info.authorization, &reply, &why)) {
             struct buf body;
             buf_init(&body);
             metrics_render(&body);
@@ -382,13 +393,16 @@ static void ws_on_bytes(struct ws_conn *w, uv_stream_t *s, char *data, size_t nr
                        body.len);
             if (!info.head_only) buf_append(&reply, body.data, body.len);
             buf_free(&body);
+            info.status = 200;
         } else {
-            log_event("event=auth result=refused peer=%s target=/metrics", conn_peer(&w->base));
+            ws_log_refusal(w, "/metrics", &why);
+            info.status = 401;
         }
         o = HTTP_REPLY;
-    } else if (o == HTTP_WEBSOCKET && !auth_admit(info.authorization, &reply)) {
-        log_event("event=auth result=refused peer=%s target=websocket", conn_peer(&w->base));
+    } else if (o == HTTP_WEBSOCKET && !auth_admit(info.authorization, &reply, &why)) {
+        ws_log_refusal(w, "websocket", &why);
         metrics_connection_rejected("websocket", "unauthorized");
+        info.status = 401;
         o = HTTP_REPLY;
     } else if (o == HTTP_WEBSOCKET && w->over_limit) {
         /* Past --max-connections: say so instead of upgrading. */
@@ -406,7 +420,14 @@ static void ws_on_bytes(struct ws_conn *w, uv_stream_t *s, char *data, size_t nr
                    "charset=utf-8\r\ncontent-length: %d\r\nretry-after: 1\r\n"
                    "connection: close\r\n\r\n%s",
                    bl, body);
+        info.status = 503;
         o = HTTP_REPLY;
+    }
+    if (o == HTTP_REPLY && log_threshold >= LOG_INFO) {
+        char mv[32], pv[96];
+        log_event("event=http_request transport=http peer=%s method=%s path=%s status=%d",
+                  conn_peer(&w->base), log_value(info.method, mv, sizeof mv),
+                  log_value(info.path, pv, sizeof pv), info.status);
     }
     uv_buf_t ub = uv_buf_init(reply.data, (unsigned)reply.len);
     char *mem = buf_steal(&reply);
@@ -428,6 +449,8 @@ static void ws_on_bytes(struct ws_conn *w, uv_stream_t *s, char *data, size_t nr
         return;
     }
     if (auth_enabled()) log_event("event=auth result=ok peer=%s", conn_peer(&w->base));
+    conn_set_transport(&w->base, "websocket");
+    log_event("event=websocket_upgrade transport=websocket peer=%s", conn_peer(&w->base));
     ws_upgrade(w, info.consumed);
 }
 
@@ -497,7 +520,9 @@ static void ws_on_connection(uv_stream_t *server, int status)
         }
     }
     if (tls_server_enabled()) w->base.tls = tls_session_new();
-    log_event("event=connection_open transport=websocket peer=%s tls=%s", w->base.peer,
+    /* HTTP until it upgrades: /readyz and /metrics are not WebSocket connections. */
+    conn_set_transport(&w->base, "http");
+    log_event("event=connection_open transport=http peer=%s tls=%s", w->base.peer,
               w->base.tls ? "true" : "false");
     w->reading = true;
     uv_read_start((uv_stream_t *)&w->tcp, ws_alloc, ws_read_cb);

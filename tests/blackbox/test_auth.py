@@ -160,8 +160,13 @@ def test_bad_flag_combinations_exit_2(srv):
 
 @ours_only
 @needs_own_server
-def test_non_loopback_listen_warns_without_auth(_):
-    srv = Server(listen="ws://0.0.0.0:0")
+def test_non_loopback_listen_needs_auth_or_the_flag(_):
+    try:
+        Server(listen="ws://0.0.0.0:0")
+        raise AssertionError("a non-loopback listener without auth started")
+    except AssertionError as e:
+        assert "exited (rc=2)" in str(e) and "--allow-unauthenticated" in str(e), e
+    srv = Server(listen="ws://0.0.0.0:0", extra_args=["--allow-unauthenticated"])
     try:
         err = srv.stderr_text()
         assert "WARNING" in err and "without --ws-auth" in err and srv.url in err, err

@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -86,6 +87,34 @@ def test_claims(_):
         assert_401(srv, "invalid websocket jwt", "Authorization: Bearer abc")
         status, _, _ = http_raw(srv.host, srv.port, "GET /readyz HTTP/1.1\r\n\r\n")
         assert status == 200
+    finally:
+        srv.stop()
+        os.unlink(path)
+
+
+@ours_only
+@needs_own_server
+def test_refusal_reason_logged_and_secret_reloaded(_):
+    """The log says why a login was refused (what the client is told, as a reason
+    label too); SIGHUP re-reads the secret file: new tokens verify, old ones not."""
+    path = secret_file()
+    now = int(time.time())
+    srv = jwt_server(path, "--log-level", "info")
+    try:
+        assert_401(srv, "expired websocket jwt",
+                   "Authorization: Bearer " + jwt({"exp": now - 3600}))
+        wait_until(lambda: "event=auth result=refused" in srv.stderr_text(), what="refusal")
+        line = [l for l in srv.stderr_text().splitlines() if "event=auth" in l][0]
+        assert "reason=expired" in line and 'detail="expired websocket jwt"' in line, line
+        new = "a-new-secret-that-is-long-enough-0123456789"
+        with open(path, "w") as f:
+            f.write(new + "\n")
+        srv.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: "event=reload result=ok reloaded=auth" in srv.stderr_text(),
+                   what="reload")
+        works(srv, "Authorization: Bearer " + jwt({"exp": now + 300}, secret=new))
+        assert_401(srv, "invalid websocket jwt", "Authorization: Bearer " + jwt({"exp": now + 300}))
+        srv.session(headers=["Authorization: Bearer " + jwt({"exp": now + 300}, secret=new)]).close()
     finally:
         srv.stop()
         os.unlink(path)

@@ -2,6 +2,7 @@
 """Operator-facing behaviour: --exit-on-stdin-close, W3C trace context reaching a child's
 environment (TRACEPARENT / TRACESTATE), and Prometheus metrics on GET /metrics (all ours)."""
 import os
+import re
 import subprocess
 import sys
 import time
@@ -121,9 +122,51 @@ def test_metrics_move_as_requests_run(srv):
     # no ids, paths or commands in any label
     for (name, labels), _ in after.items():
         for k, v in labels:
-            assert k in ("transport", "result", "operation", "le"), (name, k)
+            assert k in ("transport", "result", "operation", "le", "reason", "state",
+                         "version"), (name, k)
             assert "/" not in v or k == "operation", (name, k, v)
     s.close()
+
+
+@ours_only
+@needs_own_server
+def test_metrics_process_build_and_sessions(_):
+    """Every family has # HELP and # TYPE; build info, the standard process_* families
+    (checked against /proc), and the attached/detached session gauges."""
+    with Server(ttl=30) as srv:
+        _, _, body = scrape(srv)
+        text = body.decode()
+        samples, types = parse_prometheus(text)
+        helps = {l.split(" ")[2] for l in text.splitlines() if l.startswith("# HELP ")}
+        assert set(types) <= helps, set(types) - helps
+        build = [(dict(l), v) for (n, l), v in samples.items() if n == "exec_server_build_info"]
+        assert len(build) == 1 and build[0][1] == 1, build
+        assert re.match(r"^\d+\.\d+\.\d+", build[0][0]["version"]), build
+        for fam, kind in (("process_cpu_seconds_total", "counter"),
+                          ("process_resident_memory_bytes", "gauge"),
+                          ("process_open_fds", "gauge"), ("process_max_fds", "gauge"),
+                          ("process_start_time_seconds", "gauge"),
+                          ("process_virtual_memory_bytes", "gauge")):
+            assert types.get(fam) == kind, (fam, types.get(fam))
+        rss = value(samples, "process_resident_memory_bytes")
+        assert 1 << 20 < rss < 4 << 30, rss
+        fds = value(samples, "process_open_fds")
+        assert abs(fds - fd_count(srv.pid)) <= 3, (fds, fd_count(srv.pid))
+        start = value(samples, "process_start_time_seconds")
+        assert abs(start - time.time()) < 600, start
+        assert value(samples, "exec_server_sessions", state="attached") == 0
+        a, b = srv.session(), srv.session()
+        _, _, body = scrape(srv)
+        samples, _ = parse_prometheus(body.decode())
+        assert value(samples, "exec_server_sessions", state="attached") == 2, samples
+        a.close()  # the connection drops: the session waits to be resumed
+        def gauges():
+            smp, _ = parse_prometheus(scrape(srv)[2].decode())
+            return (value(smp, "exec_server_sessions", state="attached"),
+                    value(smp, "exec_server_sessions", state="detached"))
+        wait_until(lambda: gauges() == (1, 1), what="one attached, one detached")
+        b.close()
+        wait_until(lambda: gauges() == (0, 2), what="both detached")
 
 
 @ours_only
@@ -146,6 +189,13 @@ def test_metrics_behind_auth(_):
         samples, _ = parse_prometheus(body.decode())
         assert value(samples, "exec_server_connections_total", transport="websocket",
                      result="rejected") >= 2, samples
+        # refusals by reason: two without a token (scrape + 2 upgrades: 3), one wrong
+        assert value(samples, "exec_server_auth_refusals_total", reason="missing_token") == 3
+        assert value(samples, "exec_server_auth_refusals_total", reason="invalid_token") == 1
+        # the scrapes themselves are plain HTTP, not WebSocket connections
+        assert value(samples, "exec_server_connections_active", transport="http") >= 1
+        assert value(samples, "exec_server_connections_total", transport="websocket",
+                     result="accepted") == 0, samples
     finally:
         srv.stop()
         os.unlink(tok)

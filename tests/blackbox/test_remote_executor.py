@@ -313,6 +313,32 @@ def test_reconnects_after_drop_and_resumes_session(cloud, ex):
     assert rc == 0, err
 
 
+@with_cloud(extra=["--log-level", "notice"])
+def test_says_once_that_it_is_registered(cloud, ex):
+    """At the default log level a healthy executor says once that it registered and is
+    connected (not again after a reconnect); its remote metric families have # HELP."""
+    wait_until(lambda: "registered environment" in ex.stderr(), DEFAULT_TIMEOUT, "the notice")
+    line = [l for l in ex.stderr().splitlines() if "registered environment" in l]
+    assert len(line) == 1 and " notice " in line[0] and ENV_ID in line[0], line
+    assert cloud.base_url in line[0] and "rendezvous" in line[0], line
+    def env_upgrades(c):
+        return len([u for u in c.upgrades if u["role"] == "environment"])
+    n_up = env_upgrades(cloud)
+    cloud.drop_environment(ENV_ID)
+    cloud.wait_for(lambda c: env_upgrades(c) > n_up and c.environment_connected(ENV_ID),
+                   DEFAULT_TIMEOUT, "reconnect")
+    wait_until(lambda: ex.readyz() == 200, 5, "readyz 200 after reconnect")
+    assert ex.stderr().count("registered environment") == 1, ex.stderr()
+    assert "event=" not in ex.stderr(), ex.stderr()  # info events stay below the default
+    host_port = ex.url[len("ws://"):]
+    with urllib.request.urlopen("http://%s/metrics" % host_port, timeout=5) as r:
+        text = r.read().decode()
+    types = [l.split()[2] for l in text.splitlines() if l.startswith("# TYPE ")]
+    helps = {l.split()[2] for l in text.splitlines() if l.startswith("# HELP ")}
+    remote = [t for t in types if t.startswith("exec_server_remote_")]
+    assert len(remote) == 5 and set(remote) <= helps, (remote, helps)
+
+
 @with_cloud()
 def test_upgrade_4xx_registers_again(cloud, ex):
     # A close frame (1001) first: the same URL again, no registration.
@@ -521,6 +547,16 @@ def test_pong_deadline_reconnects(cloud, ex):
 
 
 
+def so_free_port():
+    """A loopback port nobody listens on (bound, then closed)."""
+    import socket as so
+    s = so.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 def test_usage_and_registration_errors(_srv):
     need_tools()
     def run(args, stdin=b""):
@@ -552,6 +588,12 @@ def test_usage_and_registration_errors(_srv):
     assert p.returncode == 1 and b"loopback" in p.stderr, p.stderr
     rc, _ = run(["--help"])
     assert rc == 0
+    # An unreachable registry: the exit says where and why (libcurl's words).
+    dead = so_free_port()
+    rc, err = run(["--remote", "http://127.0.0.1:%d" % dead, "--environment-id", "x",
+                   "--registration-bearer-stdin"], stdin=b"t\n")
+    assert rc == 1 and "registry at http://127.0.0.1:%d failed" % dead in err, err
+    assert "could not be reached (" in err and "onnect" in err, err
     # SIGTERM while the registry has not answered yet: out at once, status 0.
     import socket as so
     silent = so.create_server(("127.0.0.1", 0))
@@ -574,7 +616,8 @@ def test_usage_and_registration_errors(_srv):
         cloud.fail_next("register", 503, "unavailable", "try later", count=100)
         rc, err = run(["--remote", cloud.base_url, "--environment-id", ENV_ID,
                        "--registration-bearer-stdin"], stdin=(TOKEN + "\n").encode())
-        assert rc == 1 and "registration failed" in err, (rc, err)
+        assert rc == 1 and "registration with the registry at %s failed" % cloud.base_url \
+            in err and "HTTP status 503" in err, (rc, err)
         assert TOKEN not in err
         cloud.failures.clear()
         cloud.fail_next("register", 307, "moved", "elsewhere")

@@ -158,7 +158,8 @@ def test_sighup_reloads_the_certificate(_):
         with open(pki.path("srv.key"), "w") as f:
             f.write("not a key\n")
         srv.proc.send_signal(signal.SIGHUP)
-        time.sleep(0.3)
+        wait_until(lambda: "keeping the current TLS certificate" in srv.stderr_text(),
+                   what="the failed reload's warning")
         assert serial_of(srv, pki) == 2002
         s = srv.session()
         assert s.call("environment/status") == {"status": "ready"}
@@ -199,6 +200,11 @@ def test_exec_client_over_wss(_):
         r = subprocess.run([client, "--url", srv.url, "--ca-file", pki.path("other.pem"), "run",
                             "--", "true"], capture_output=True, timeout=60, env=env)
         assert r.returncode == 255 and b"certificate verify failed" in r.stderr, r
+        assert b"hint: the certificate is not signed by a CA in the --ca-file" in r.stderr, r
+        # no --ca-file at all: the hint says which option is missing
+        r = subprocess.run([client, "--url", srv.url, "run", "--", "true"], capture_output=True,
+                           timeout=60, env=env)
+        assert r.returncode == 255 and b"hint: " in r.stderr and b"--ca-file FILE" in r.stderr, r
     finally:
         srv.stop()
 

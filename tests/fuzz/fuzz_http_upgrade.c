@@ -66,7 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         enum auth_verdict v = auth_check(&key, info.authorization);
         if (v != AUTH_OK && v != AUTH_MISSING && v != AUTH_BAD_HEADER && v != AUTH_WRONG) abort();
-        if (auth_admit(info.authorization, &reply) != (v == AUTH_OK)) abort();
+        if (auth_admit(info.authorization, &reply, NULL) != (v == AUTH_OK)) abort();
         if (v != AUTH_OK) {
             const char *body = auth_verdict_text(v);
             size_t bl = strlen(body);

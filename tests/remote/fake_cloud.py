@@ -2,8 +2,8 @@
 """A local environment registry + rendezvous relay for tests and self-hosters.
 
 THIS IS A TEST DOUBLE, not the hosted service. It implements what
-/work/shared/REMOTE.md (§1, §2.1, §4.1) and docs/REMOTE_NOTES.md say the
-executor and the harness observe on the wire, and nothing of the hosted
+docs/REMOTE.md (§1, §2.1, §4.1) says the executor and the harness observe
+on the wire, and nothing of the hosted
 service's real policy (accounts, quotas, URL signing scheme, expiry rules,
 what it does with a harness socket when the executor leaves). Where the
 hosted behaviour is unknown the choice made here is named in a comment.
@@ -25,7 +25,7 @@ One TCP port serves both parts (Python 3 standard library only):
     the harness socket becomes the owner of that stream_id; environment->harness frames
     go to the owner of their stream_id. Nothing is decrypted or rewritten. When a harness
     socket goes away, the environment gets `reset{"harness_disconnected"}` for each stream
-    it owned (reset_on_harness_close; see REMOTE_NOTES §5b for why).
+    it owned (reset_on_harness_close; see docs/REMOTE_NOTES.md §5b for why).
     GET /cloud-agent/fake/ws/direct/{id}?role=environment&sig=...   direct transport: the
     executor's socket carries cleartext JSON-RPC; a test talks to it via direct_send().
   Signatures are HMAC-SHA256(secret, role, environment, registration id): a re-register
@@ -966,16 +966,50 @@ class FakeCloud:
         conn.send_text(json.dumps(obj))
 
 
+USAGE_EPILOG = """\
+what it is:
+  A local stand-in for an environment registry and its rendezvous relay, so remote
+  mode can be tried and tested on one machine. It is not the hosted service: no
+  accounts, no quotas, nothing persisted; everything lives until it stops.
+
+remote mode on one machine, in three commands (each in its own terminal):
+  python3 tests/remote/fake_cloud.py --port 8800 --token devtoken
+  echo devtoken | ./build/exec-server --remote http://127.0.0.1:8800 \\
+      --environment-id dev --registration-bearer-stdin
+  ./build/exec-client --remote http://127.0.0.1:8800 --environment-id dev \\
+      --token devtoken run 'uname -a'
+
+output:
+  One line on stdout once it listens, `FAKE_CLOUD url=http://HOST:PORT token=TOKEN`;
+  it serves until SIGINT or SIGTERM. With --log, each registry request and
+  rendezvous upgrade is printed on stderr.
+
+endpoints (one port for both parts):
+  POST /cloud/environment/ID/register | connect | validate | direct/register
+  GET  /cloud-agent/fake/ws/environment/ID?role=environment|harness&sig=...
+
+See docs/REMOTE_QUICKSTART.md and docs/REMOTE.md.
+"""
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=0)
+    ap = argparse.ArgumentParser(
+        prog="fake_cloud.py",
+        description="A local environment registry + rendezvous relay (a test double) for "
+                    "exec-server's remote mode.",
+        epilog=USAGE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--host", default="127.0.0.1",
+                    help="address to listen on (default: 127.0.0.1)")
+    ap.add_argument("--port", type=int, default=0,
+                    help="TCP port; 0 picks a free one (default: 0)")
     ap.add_argument("--public-host", default=None,
                     help="host name to put in issued URLs (default: the bind address)")
     ap.add_argument("--token", default=None,
                     help="expected registry bearer (default: a random one is generated)")
     ap.add_argument("--no-auth", action="store_true", help="accept any registry request")
-    ap.add_argument("--ping-interval", type=float, default=None)
+    ap.add_argument("--ping-interval", type=float, default=None, metavar="SECONDS",
+                    help="send WebSocket pings to connected sockets this often (default: "
+                         "never)")
     ap.add_argument("--log", action="store_true", help="print requests/upgrades on stderr")
     args = ap.parse_args(argv)
     token = None if args.no_auth else (args.token or "fake-" + secrets.token_hex(16))

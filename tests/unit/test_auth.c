@@ -121,15 +121,18 @@ static void test_admit(void **state)
     buf_puts(&reply, "HTTP/1.1 101 Switching Protocols\r\n\r\n");
     auth_configure(NULL);
     assert_false(auth_enabled());
-    assert_true(auth_admit("", &reply)); /* off: everything passes, reply untouched */
+    assert_true(auth_admit("", &reply, NULL)); /* off: everything passes, reply untouched */
     assert_int_equal(reply.len, 36);
 
     struct auth_key k = key_of("sekret");
     auth_configure(&k);
     assert_true(auth_enabled());
-    assert_true(auth_admit("Bearer sekret", &reply));
+    assert_true(auth_admit("Bearer sekret", &reply, NULL));
     assert_int_equal(reply.len, 36);
-    assert_false(auth_admit("Bearer nope", &reply));
+    struct auth_refusal why = {0};
+    assert_false(auth_admit("Bearer nope", &reply, &why));
+    assert_string_equal(why.reason, "invalid_token");
+    assert_string_equal(why.text, "invalid websocket bearer token");
     buf_putc(&reply, '\0');
     assert_string_equal(reply.data,
                         "HTTP/1.1 401 Unauthorized\r\ncontent-length: 30\r\nconnection: close\r\n"
@@ -139,10 +142,56 @@ static void test_admit(void **state)
     buf_free(&reply);
 }
 
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* SIGHUP's auth_reload: the token file is read again; a file that no longer holds a
+ * token leaves the old one in force. */
+static void test_reload_token_file(void **state)
+{
+    char dir[] = "/tmp/test_auth_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[64];
+    snprintf(path, sizeof path, "%s/token", dir);
+    write_file(path, "first\n");
+    struct auth_key k;
+    char err[256];
+    assert_int_equal(auth_key_from_file(path, &k, err, sizeof err), 0);
+    auth_configure(&k);
+    auth_set_token_file(path);
+    struct buf reply;
+    buf_init(&reply);
+    struct auth_refusal why = {0};
+    assert_true(auth_admit("Bearer first", &reply, NULL));
+    assert_false(auth_admit("", &reply, &why));
+    assert_string_equal(why.reason, "missing_token");
+
+    write_file(path, "second\n");
+    assert_int_equal(auth_reload(err, sizeof err), 0);
+    assert_true(auth_admit("Bearer second", &reply, NULL));
+    assert_false(auth_admit("Bearer first", &reply, NULL));
+
+    write_file(path, "  \n");
+    assert_int_equal(auth_reload(err, sizeof err), -ENODATA);
+    assert_non_null(strstr(err, path));
+    assert_true(auth_admit("Bearer second", &reply, NULL));
+
+    auth_set_token_file(NULL);
+    auth_configure(NULL);
+    buf_free(&reply);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hex_keys),    cmocka_unit_test(test_token_trimming),
+        cmocka_unit_test(test_hex_keys),    cmocka_unit_test(test_reload_token_file),    cmocka_unit_test(test_token_trimming),
         cmocka_unit_test(test_verdicts),    cmocka_unit_test(test_token_file),
         cmocka_unit_test(test_admit),
     };
