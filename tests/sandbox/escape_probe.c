@@ -1014,6 +1014,28 @@ static void at_connect_tcp(const char *name, const char *arg)
                    arg);
 }
 
+/* A listening socket in the file system: a way in for unsandboxed host processes. */
+static void at_listen_path(const char *name, const char *arg)
+{
+    struct sockaddr_un sa;
+    if (!need_arg(name, arg))
+        return;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", arg);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0) {
+        emit(name, errno, "socket");
+        return;
+    }
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        emit(name, errno, "bind %s", arg);
+    } else {
+        emit(name, rc_err(listen(fd, 1)), "listen %s", arg);
+    }
+    close(fd);
+}
+
 /* Network interfaces visible (a private network namespace shows only lo). */
 static void at_netif(const char *name, const char *arg)
 {
@@ -1255,51 +1277,67 @@ static void at_quotactl(const char *name, const char *arg)
 /* Each system call number in [lo, hi] with every argument -1 (bad pointer, bad fd,
  * bad flags), in a child of its own: a filter's EPERM against the kernel's own EFAULT,
  * EBADF or EINVAL. Calls that cannot be made safely this way are skipped. */
+static void sweep_one(const char *name, long nr);
+
 static void at_sweep(const char *name, const char *arg)
 {
     long lo = 0, hi = 460;
+    if (arg && strchr(arg, ',')) {
+        char list[1024];
+        snprintf(list, sizeof list, "%s", arg);
+        for (char *save = NULL, *t = strtok_r(list, ",", &save); t;
+             t = strtok_r(NULL, ",", &save))
+            sweep_one(name, strtol(t, NULL, 10));
+        return;
+    }
     if (arg && *arg)
         sscanf(arg, "%ld-%ld", &lo, &hi);
-    for (long nr = lo; nr <= hi; nr++) {
-        char label[64];
-        snprintf(label, sizeof label, "%s:%ld", name, nr);
-        switch (nr) {
-        case SYS_fork: case SYS_vfork: case SYS_clone: case SYS_clone3:
-        case SYS_exit: case SYS_exit_group: case SYS_rt_sigreturn: case SYS_pause:
-        case SYS_vhangup: case SYS_sync: case SYS_restart_syscall:
-        case SYS_sched_yield: case SYS_munlockall:
-            emit_res(label, "SKIP", "not swept");
-            continue;
-        default:
-            break;
-        }
-        int pfd[2];
-        if (pipe(pfd) < 0)
-            return;
-        pid_t c = fork();
-        if (c == 0) {
-            close(pfd[0]);
-            alarm(2);
-            long r = syscall(nr, -1L, -1L, -1L, -1L, -1L, -1L);
-            int e = r < 0 ? errno : 0;
-            ssize_t w = write(pfd[1], &e, sizeof e);
-            (void)w;
-            _exit(0);
-        }
-        close(pfd[1]);
-        int e = -1, st = 0;
-        ssize_t got = c > 0 ? read(pfd[0], &e, sizeof e) : -1;
-        close(pfd[0]);
-        if (c > 0)
-            waitpid(c, &st, 0);
-        if (got == (ssize_t)sizeof e)
-            emit(label, e, "all args -1");
-        else if (WIFSIGNALED(st))
-            emit_res(label, WTERMSIG(st) == SIGALRM ? "TIMEOUT" : "SIGNAL", "signal %d",
-                     WTERMSIG(st));
-        else
-            emit_res(label, "EXITED", "status %d", WEXITSTATUS(st));
+    for (long nr = lo; nr <= hi; nr++)
+        sweep_one(name, nr);
+}
+
+static void sweep_one(const char *name, long nr)
+{
+    char label[64];
+    snprintf(label, sizeof label, "%s:%ld", name, nr);
+    switch (nr) {
+    case SYS_fork: case SYS_vfork: case SYS_clone: case SYS_clone3:
+    case SYS_exit: case SYS_exit_group: case SYS_rt_sigreturn: case SYS_pause:
+    case SYS_vhangup: case SYS_sync: case SYS_restart_syscall:
+    case SYS_sched_yield: case SYS_munlockall:
+        emit_res(label, "SKIP", "not swept");
+        return;
+    default:
+        break;
     }
+    int pfd[2];
+    if (pipe(pfd) < 0) {
+        emit(label, errno, "pipe");
+        return;
+    }
+    pid_t c = fork();
+    if (c == 0) {
+        close(pfd[0]);
+        alarm(2);
+        long r = syscall(nr, -1L, -1L, -1L, -1L, -1L, -1L);
+        int e = r < 0 ? errno : 0;
+        ssize_t w = write(pfd[1], &e, sizeof e);
+        (void)w;
+        _exit(0);
+    }
+    close(pfd[1]);
+    int e = -1, st = 0;
+    ssize_t got = c > 0 ? read(pfd[0], &e, sizeof e) : -1;
+    close(pfd[0]);
+    if (c > 0)
+        waitpid(c, &st, 0);
+    if (got == (ssize_t)sizeof e)
+        emit(label, e, "all args -1");
+    else if (WIFSIGNALED(st))
+        emit_res(label, WTERMSIG(st) == SIGALRM ? "TIMEOUT" : "SIGNAL", "signal %d",
+                 WTERMSIG(st));
+    else
+        emit_res(label, "EXITED", "status %d", WEXITSTATUS(st));
 }
 
 /* Host side (needs CAP_SYS_ADMIN): print every seccomp filter attached to PID, as
@@ -1418,6 +1456,7 @@ static const struct {
     {"connect_path", at_connect_path, "PATH  AF_UNIX pathname socket; ping and read the reply"},
     {"connect_abstract", at_connect_abstract, "NAME  abstract AF_UNIX socket \\0NAME"},
     {"connect_tcp", at_connect_tcp, "IPV4:PORT"},
+    {"listen_path", at_listen_path, "PATH  bind and listen on a pathname AF_UNIX socket"},
     {"netif", at_netif, "network interfaces in /proc/net/dev"},
     {"caps", at_caps, "capability sets, NoNewPrivs, Seccomp (ok = CapEff not 0)"},
     {"capset", at_capset, "raise every capability"},
@@ -1437,7 +1476,7 @@ static const struct {
     {"fanotify", at_fanotify, ""},
     {"vhangup", at_vhangup, ""},
     {"quotactl", at_quotactl, ""},
-    {"sweep", at_sweep, "[LO-HI]  every syscall number with all arguments -1"},
+    {"sweep", at_sweep, "[LO-HI|NR,NR,...]  system calls with every argument -1"},
     {"seccomp_dump", at_seccomp_dump, "PID  (host side) the seccomp filters of PID"},
 };
 
