@@ -5,8 +5,10 @@ reading its lines, and reading back the seccomp filters of a sandboxed process."
 
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 from harness import (IS_REF, MARKER_VAR, SERVER_PATH, all_pids, wait_until)
@@ -164,6 +166,42 @@ def ancestors_cmdlines(pid, stop_pid):
     return out
 
 
+class Daemon:
+    """A host daemon on a socket (AF_UNIX pathname or abstract, or AF_INET) that answers
+    "pong" to whatever it is sent; counts the connections it accepted."""
+
+    def __init__(self, family, address):
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        if family == socket.AF_INET:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(address)
+        self.sock.listen(16)
+        self.accepted = 0
+        threading.Thread(target=self.loop, daemon=True).start()
+
+    def loop(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            try:
+                c.settimeout(2)
+                c.recv(64)
+                c.sendall(b"pong\n")
+            except OSError:
+                pass
+            c.close()
+
+    def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
 def scratch(prefix):
     d = tempfile.mkdtemp(prefix=prefix)
     os.chmod(d, 0o755)
@@ -172,4 +210,4 @@ def scratch(prefix):
 
 __all__ = ["uri", "special", "policy", "MODES", "find_probe", "world_copy", "parse",
            "run_probe", "find_marked", "dump_filters", "sandboxed_sleeper",
-           "ancestors_cmdlines", "scratch", "MARKER_VAR"]
+           "ancestors_cmdlines", "scratch", "Daemon", "MARKER_VAR"]

@@ -25,7 +25,6 @@ setpriv, copying what that user cannot reach into a world-readable directory. Wi
 the test runs everything as the current user and says so. Exit 77 only when the kernel has
 no Landlock (ours) or there is no server/probe.
 """
-import errno as errno_mod
 import os
 import pwd
 import re
@@ -34,16 +33,15 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *  # noqa
-from harness import find_reference  # noqa
 import seccomp_filter as sf  # noqa
-from sandbox_attack import (dump_filters, find_marked, find_probe, parse, policy,  # noqa
-                            sandboxed_sleeper, scratch, uri, world_copy)
+from sandbox_attack import (Daemon, dump_filters, find_marked, find_probe, parse,  # noqa
+                            policy, sandboxed_sleeper, scratch, uri, world_copy)
+from test_sandbox import landlock_abi  # noqa
 
 # Errno families (names as escape-probe prints them).
 PID = {"ESRCH", "ENOENT", "EPERM", "EACCES"}            # another process: hidden or refused
@@ -79,52 +77,9 @@ class ref_allowed:
 OK = "ok"  # a positive control: the sandbox must allow it (or the denials prove nothing)
 
 
-def landlock_abi():
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    return max(0, libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1)))
-
-
 # ---------------------------------------------------------------------------------------
 # The world: the server (as root or as an unprivileged user) and its victims
 # ---------------------------------------------------------------------------------------
-
-class Daemon:
-    """A host daemon on a socket that answers "pong"; counts who connected."""
-
-    def __init__(self, family, address):
-        self.sock = socket.socket(family, socket.SOCK_STREAM)
-        if family == socket.AF_INET:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(address)
-        self.sock.listen(16)
-        self.accepted = 0
-        self.thread = threading.Thread(target=self.loop, daemon=True)
-        self.thread.start()
-
-    def loop(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            try:
-                c.settimeout(2)
-                c.recv(64)
-                c.sendall(b"pong\n")
-            except OSError:
-                pass
-            c.close()
-
-    def close(self):
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
-
 
 class World:
     def __init__(self):
@@ -164,10 +119,7 @@ class World:
         self.tcp_port = self.daemon_tcp.sock.getsockname()[1]
         for d in (self.daemon_path, self.daemon_abstract, self.daemon_tcp):
             self.cleanup.append(d.close)
-        self.unrelated = subprocess.Popen(
-            ["sleep", "3600"], env={"PATH": "/usr/bin:/bin", "MY_SECRET_TOKEN": SECRET,
-                                    "PROBETAG": "unrelated-" + self.tag},
-            **self.drop_kw())
+        self.spawn_unrelated()
         self.cleanup.append(self.stop_unrelated)
         self.srv = self.start_server()
         with open("/proc/%d/status" % self.srv.pid) as f:
@@ -205,6 +157,13 @@ class World:
         with open(path, "w") as f:
             f.write(text)
         os.chown(path, self.uid, self.gid)
+
+    def spawn_unrelated(self):
+        """An unrelated process of the server's uid with a secret in its environment."""
+        self.unrelated = subprocess.Popen(
+            ["sleep", "3600"], env={"PATH": "/usr/bin:/bin", "MY_SECRET_TOKEN": SECRET,
+                                    "PROBETAG": "unrelated-" + self.tag},
+            **self.drop_kw())
 
     def stop_unrelated(self):
         self.unrelated.kill()
@@ -252,23 +211,15 @@ class World:
         if self.switched:
             # The reference keeps helper binaries in $HOME/.codex and refuses a home under
             # /tmp; /var/tmp is accepted.
-            home = self.mkdir(tempfile.mkdtemp(prefix="escape-home-", dir="/var/tmp"))
+            home = self.mkdir(tempfile.mkdtemp(prefix="escape-home-", dir="/var/tmp" if
+                                               os.path.isdir("/var/tmp") else None))
             self.cleanup.append(lambda: shutil.rmtree(home, ignore_errors=True))
             env["HOME"] = home
             cmd = ["setpriv", "--reuid=%d" % self.uid, "--regid=%d" % self.gid,
                    "--clear-groups", "--"] + cmd
-        old = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            srv = Server(cmd=cmd, reference=IS_REF, start=False)
-            os.chmod(srv.workdir, 0o755)
-            srv.start()
-        finally:
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        srv = server_with_env(env, cmd=cmd, reference=IS_REF, start=False)
+        os.chmod(srv.workdir, 0o755)  # its cwd, for a user who is not root
+        srv.start()
         return srv
 
     def start_tty_victim(self):
@@ -604,9 +555,7 @@ def test_signals(_):
     def post(v, mode, ws, res, text):
         v.check(mode, "killterm", w.unrelated.poll() is None, "the unrelated process died")
         if w.unrelated.poll() is not None:
-            w.unrelated = subprocess.Popen(
-                ["sleep", "3600"], env={"PATH": "/usr/bin:/bin", "MY_SECRET_TOKEN": SECRET},
-                **w.drop_kw())
+            w.spawn_unrelated()
     run_cases(w, cases, post=post)
 
 

@@ -312,55 +312,65 @@ static void at_write(const char *name, const char *arg)
     close(fd);
 }
 
-static void at_mkdir(const char *name, const char *arg)
+/* The one-path and two-path ("A:B") file calls, errno as the result. */
+static int do_mkdir(const char *p)
+{
+    return mkdir(p, 0755);
+}
+
+static int do_chmod(const char *p)
+{
+    return chmod(p, 0777);
+}
+
+static void one_path(const char *name, const char *arg, int (*op)(const char *))
 {
     if (need_arg(name, arg))
-        emit(name, rc_err(mkdir(arg, 0755)), "%s", arg);
+        emit(name, rc_err(op(arg)), "%s", arg);
+}
+
+static void two_paths(const char *name, const char *arg, int (*op)(const char *, const char *))
+{
+    char a[PATH_MAX], b[PATH_MAX];
+    if (!need_arg(name, arg))
+        return;
+    split2(arg, a, sizeof a, b, sizeof b);
+    emit(name, rc_err(op(a, b)), "%s, %s", a, b);
+}
+
+static void at_mkdir(const char *name, const char *arg)
+{
+    one_path(name, arg, do_mkdir);
 }
 
 static void at_rmdir(const char *name, const char *arg)
 {
-    if (need_arg(name, arg))
-        emit(name, rc_err(rmdir(arg)), "%s", arg);
+    one_path(name, arg, rmdir);
 }
 
 static void at_unlink(const char *name, const char *arg)
 {
-    if (need_arg(name, arg))
-        emit(name, rc_err(unlink(arg)), "%s", arg);
+    one_path(name, arg, unlink);
 }
 
 static void at_chmod(const char *name, const char *arg)
 {
-    if (need_arg(name, arg))
-        emit(name, rc_err(chmod(arg, 0777)), "%s", arg);
+    one_path(name, arg, do_chmod);
 }
 
 static void at_rename(const char *name, const char *arg)
 {
-    char a[PATH_MAX], b[PATH_MAX];
-    if (!need_arg(name, arg))
-        return;
-    split2(arg, a, sizeof a, b, sizeof b);
-    emit(name, rc_err(rename(a, b)), "%s -> %s", a, b);
+    two_paths(name, arg, rename);
 }
 
 static void at_link(const char *name, const char *arg)
 {
-    char a[PATH_MAX], b[PATH_MAX];
-    if (!need_arg(name, arg))
-        return;
-    split2(arg, a, sizeof a, b, sizeof b);
-    emit(name, rc_err(link(a, b)), "%s -> %s", a, b);
+    two_paths(name, arg, link);
 }
 
 static void at_symlink(const char *name, const char *arg)
 {
-    char a[PATH_MAX], b[PATH_MAX];
-    if (!need_arg(name, arg))
-        return;
-    split2(arg, a, sizeof a, b, sizeof b);
-    emit(name, rc_err(symlink(a, b)), "%s -> %s", b, a);
+    two_paths(name, arg, symlink);
 }
 
 static void mknod_common(const char *name, const char *path, mode_t type, dev_t dev)

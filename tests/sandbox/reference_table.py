@@ -14,16 +14,17 @@ escape-probe (build/asan or build, or EXEC_PROBE=...)."""
 import os
 import pty
 import re
+import shutil
 import socket
 import subprocess
 import sys
-import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "blackbox"))
 from harness import IS_REF, SERVER_PATH, Server  # noqa: E402
 import seccomp_filter as sf  # noqa: E402
-from sandbox_attack import (MODES, ancestors_cmdlines, dump_filters, find_probe,  # noqa: E402
-                            policy, run_probe, sandboxed_sleeper, scratch, world_copy)
+from sandbox_attack import (MODES, Daemon, ancestors_cmdlines, dump_filters,  # noqa: E402
+                            find_probe, policy, run_probe, sandboxed_sleeper, scratch,
+                            world_copy)
 
 FAMILIES = [("AF_UNIX", 1), ("AF_INET", 2), ("AF_INET6", 10), ("AF_NETLINK", 16),
             ("AF_PACKET", 17), ("AF_ALG", 38), ("AF_VSOCK", 40)]
@@ -92,32 +93,6 @@ def attempts(v):
     ]
 
 
-class Daemon:
-    """A host daemon on a Unix socket (pathname or abstract) that answers "pong"."""
-
-    def __init__(self, address):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(address)
-        self.sock.listen(16)
-        self.accepted = 0
-        threading.Thread(target=self.loop, daemon=True).start()
-
-    def loop(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            try:
-                c.settimeout(2)
-                c.recv(64)
-                c.sendall(b"pong\n")
-            except OSError:
-                pass
-            c.close()
-
-
 def main():
     if os.geteuid() != 0:
         sys.exit("reference_table.py: needs root (PTRACE_SECCOMP_GET_FILTER)")
@@ -134,7 +109,7 @@ def main():
         f.write("outside")
     unix = top + "/daemon.sock"
     abstract = "reftable-%d" % os.getpid()
-    daemons = [Daemon(unix), Daemon("\0" + abstract)]
+    daemons = [Daemon(socket.AF_UNIX, unix), Daemon(socket.AF_UNIX, "\0" + abstract)]
     tcp = socket.socket()
     tcp.bind(("127.0.0.1", 0))
     tcp.listen(8)
@@ -174,6 +149,10 @@ def main():
     finally:
         unrelated.kill()
         unrelated.wait()
+        for d in daemons:
+            d.close()
+        shutil.rmtree(top, ignore_errors=True)
+        shutil.rmtree(bindir, ignore_errors=True)
     print_tables(rows, filters, bwrap, plan, daemons)
 
 
