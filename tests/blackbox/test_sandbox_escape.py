@@ -206,18 +206,21 @@ class World:
         return dst + "/bin/codex"
 
     def start_server(self):
-        cmd = self.server_cmd()
-        env = {"ESCAPE_SERVER_SECRET": SERVER_SECRET}
+        # The environment goes on the command line (env(1) execs, so the pid stays the
+        # server's): a secret for the /proc/<server>/environ attacks, and for a user who is
+        # not root a HOME of its own (the reference keeps helper binaries in
+        # $HOME/.codex and refuses a home under /tmp; /var/tmp is accepted).
+        env = ["ESCAPE_SERVER_SECRET=" + SERVER_SECRET]
+        drop = []
         if self.switched:
-            # The reference keeps helper binaries in $HOME/.codex and refuses a home under
-            # /tmp; /var/tmp is accepted.
             home = self.mkdir(tempfile.mkdtemp(prefix="escape-home-", dir="/var/tmp" if
                                                os.path.isdir("/var/tmp") else None))
             self.cleanup.append(lambda: shutil.rmtree(home, ignore_errors=True))
-            env["HOME"] = home
-            cmd = ["setpriv", "--reuid=%d" % self.uid, "--regid=%d" % self.gid,
-                   "--clear-groups", "--"] + cmd
-        srv = server_with_env(env, cmd=cmd, reference=IS_REF, start=False)
+            env.append("HOME=" + home)
+            drop = ["setpriv", "--reuid=%d" % self.uid, "--regid=%d" % self.gid,
+                    "--clear-groups", "--"]
+        srv = Server(cmd=drop + ["env"] + env + self.server_cmd(), reference=IS_REF,
+                     start=False)
         os.chmod(srv.workdir, 0o755)  # its cwd, for a user who is not root
         srv.start()
         return srv
@@ -320,7 +323,10 @@ def probe(w, mode, attempts, ws, env=None):
     assert r.get("sandboxType") == "linuxSeccomp", r
     out = w.s.collect_until_closed(pid, timeout=120)
     text = (out["stdout"] + out["stderr"]).decode(errors="replace")
-    return parse(out["stdout"].decode(errors="replace")), text
+    results = parse(out["stdout"].decode(errors="replace"))
+    assert results, "the probe did not run under %s: exit %s, output %r" % (
+        mode[0], out["exit_code"], text[-600:])
+    return results, text
 
 
 def shell(w, mode, script, ws, env=None, tty=False):
