@@ -1,0 +1,1209 @@
+#!/usr/bin/env python3
+"""Sandbox escapes (issue 20), tried as an attacker would: every attack of the issue and the
+usual ones, from a command started by process/start under ReadOnly, WorkspaceWrite and
+WorkspaceWrite with the network enabled, and from sandboxed fs/* requests. Each case
+asserts the denial itself (which errno family, and that nothing changed on the host: no
+file, no injected command run by the victim shell, hostname unchanged, no secret in any
+output), never just a non-zero exit.
+
+The system calls a shell cannot make come from tests/sandbox/escape_probe.c (escape-probe in
+the build directory); its attempts and their results are listed in
+docs/SANDBOX_REFERENCE.md, measured against the reference. A case the reference itself does
+not deny is marked ref_allowed(reason): nothing is asserted about it (it is printed), for
+ours too. Where the reference's errno and ours may differ (EROFS/EACCES/EPERM/ENOENT...),
+the case accepts the family listed with it.
+
+Victims: an unsandboxed interactive shell on a pty started through the server (an agent's
+shell), host daemons on a pathname Unix socket outside every root and on an abstract one,
+a TCP listener on loopback, an unrelated process of the server's uid with
+MY_SECRET_TOKEN=hunter2 in its environment, a secret in the server's own environment,
+workspaces with and without .git and with .git -> ../realgit.
+
+Two ways to run (both in ctest): ESCAPE_USER=root (default) runs the server as root, the
+systemd unit's case; ESCAPE_USER=unprivileged runs it as uid 65534 (ESCAPE_UID=...) through
+setpriv, copying what that user cannot reach into a world-readable directory. Without root
+the test runs everything as the current user and says so. Exit 77 only when the kernel has
+no Landlock (ours) or there is no server/probe.
+"""
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import *  # noqa
+import seccomp_filter as sf  # noqa
+from sandbox_attack import (Daemon, dump_filters, find_marked, find_probe, parse,  # noqa
+                            policy, sandboxed_sleeper, scratch, uri, world_copy)
+from test_sandbox import landlock_abi  # noqa
+
+# Errno families (names as escape-probe prints them).
+PID = {"ESRCH", "ENOENT", "EPERM", "EACCES"}            # another process: hidden or refused
+FILTER = {"EPERM", "EACCES", "ENOSYS"}                  # a call refused outright
+PRIV = {"EPERM", "EACCES", "ENOSYS"}                    # needs a capability the sandbox lacks
+# EEXIST and EISDIR: the reference's placeholder for a missing protected name is an empty
+# read-only directory, so mkdir finds it there and a write to the name hits a directory.
+FS = {"EROFS", "EACCES", "EPERM", "ENOENT", "EXDEV", "EEXIST", "EISDIR", "ENOTDIR", "EBUSY",
+      "ENOTEMPTY"}
+TTY = {"ENOENT", "EACCES", "EPERM", "EIO", "ENXIO", "ENODEV"}
+FAMILY = re.compile(r"read-only file system|no such file or directory|permission denied|"
+                    r"operation not permitted|is not permitted|cross-device|file exists|"
+                    r"not a directory|is a directory", re.I)
+
+RESTRICTED, ENABLED = "restricted", "enabled"
+MODES = [("ReadOnly", "ro", RESTRICTED), ("WorkspaceWrite", "ww", RESTRICTED),
+         ("WorkspaceWrite+net", "ww", ENABLED)]
+PROTECTED = (".git", ".codex", ".agents", ".aws")
+SECRET = "hunter2"
+SERVER_SECRET = "swordfish-" + uuid.uuid4().hex[:8]
+
+
+class ref_allowed:
+    """The reference does not deny this. Without `ours`, nothing is asserted for either
+    server (a call that reaches nothing outside the sandbox); with it, the reference's
+    answer is only printed and ours must meet `ours` (a hole the reference has)."""
+
+    def __init__(self, why, ours=None):
+        self.why = why
+        self.ours = ours
+
+
+OK = "ok"  # a positive control: the sandbox must allow it (or the denials prove nothing)
+
+
+# ---------------------------------------------------------------------------------------
+# The world: the server (as root or as an unprivileged user) and its victims
+# ---------------------------------------------------------------------------------------
+
+class World:
+    def __init__(self):
+        self.as_root = os.geteuid() == 0
+        want = os.environ.get("ESCAPE_USER", "root")
+        if want == "unprivileged" and self.as_root:
+            self.uid = int(os.environ.get("ESCAPE_UID", "65534"))
+            self.gid = pwd.getpwuid(self.uid).pw_gid if self._known(self.uid) else self.uid
+        else:
+            self.uid, self.gid = os.geteuid(), os.getegid()
+        self.tag = uuid.uuid4().hex[:10]
+        self.cleanup = []
+        try:
+            self.setup()
+        except BaseException:
+            self.close(stop=False)
+            raise
+
+    def setup(self):
+        self.bindir = scratch("escape-bin-")
+        self.cleanup.append(lambda: shutil.rmtree(self.bindir, ignore_errors=True))
+        probe = find_probe()
+        if probe is None:
+            raise TestSkip("escape-probe is not built")
+        self.probe = world_copy(probe, self.bindir)
+        self.top = scratch("escape-")
+        self.cleanup.append(lambda: shutil.rmtree(self.top, ignore_errors=True))
+        self.out = self.mkdir(self.top + "/outside")  # outside every root, owned by the uid
+        self.write(self.out + "/file", "outside")
+        self.write(self.out + "/secret.txt", "outside secret")
+        self.sock_path = self.out + "/daemon.sock"
+        self.daemon_path = Daemon(socket.AF_UNIX, self.sock_path)
+        os.chmod(self.sock_path, 0o666)
+        self.abstract = "escape-abstract-" + self.tag
+        self.daemon_abstract = Daemon(socket.AF_UNIX, "\0" + self.abstract)
+        self.daemon_tcp = Daemon(socket.AF_INET, ("127.0.0.1", 0))
+        self.tcp_port = self.daemon_tcp.sock.getsockname()[1]
+        for d in (self.daemon_path, self.daemon_abstract, self.daemon_tcp):
+            self.cleanup.append(d.close)
+        self.spawn_unrelated()
+        self.cleanup.append(self.stop_unrelated)
+        self.srv = self.start_server()
+        with open("/proc/%d/status" % self.srv.pid) as f:
+            uid = int(re.search(r"^Uid:\s+(\d+)", f.read(), re.M).group(1))
+        assert uid == self.uid, "the server runs as uid %d, not %d" % (uid, self.uid)
+        self.s = self.srv.session()
+        self.start_tty_victim()
+
+    @staticmethod
+    def _known(uid):
+        try:
+            pwd.getpwuid(uid)
+            return True
+        except KeyError:
+            return False
+
+    @property
+    def unprivileged(self):
+        return self.uid != 0
+
+    @property
+    def switched(self):
+        return self.uid != os.geteuid()
+
+    def drop_kw(self):
+        return {"user": self.uid, "group": self.gid, "extra_groups": []} if self.switched else {}
+
+    def mkdir(self, path, mode=0o755):
+        os.makedirs(path, exist_ok=True)
+        os.chmod(path, mode)
+        os.chown(path, self.uid, self.gid)
+        return path
+
+    def write(self, path, text):
+        with open(path, "w") as f:
+            f.write(text)
+        os.chown(path, self.uid, self.gid)
+
+    def spawn_unrelated(self):
+        """An unrelated process of the server's uid with a secret in its environment."""
+        self.unrelated = subprocess.Popen(
+            ["sleep", "3600"], env={"PATH": "/usr/bin:/bin", "MY_SECRET_TOKEN": SECRET,
+                                    "PROBETAG": "unrelated-" + self.tag},
+            **self.drop_kw())
+
+    def stop_unrelated(self):
+        self.unrelated.kill()
+        self.unrelated.wait()
+
+    def server_cmd(self):
+        if not IS_REF:
+            if not self.switched:
+                return [SERVER_PATH, "--listen", "ws://127.0.0.1:0"]
+            # the build tree may sit under a directory the user cannot enter
+            helper = os.path.join(os.path.dirname(SERVER_PATH), "exec-sandbox-helper")
+            exe = world_copy(SERVER_PATH, self.bindir)
+            if os.path.exists(helper):
+                world_copy(helper, self.bindir)
+            return [exe, "--listen", "ws://127.0.0.1:0"]
+        ref = SERVER_PATH
+        if self.switched:
+            ref = self.reference_copy(ref)
+        return [ref, "exec-server", "--listen", "ws://127.0.0.1:0"]
+
+    def reference_copy(self, ref):
+        """The reference's package (bin/codex, codex-resources/bwrap) hard-linked (copied
+        across file systems) into a directory the user can reach; it finds its bwrap
+        relative to itself."""
+        pkg = os.path.dirname(os.path.dirname(ref))
+        dst = self.bindir + "/ref"
+        for rel in ("bin/codex", "codex-resources/bwrap", "codex-package.json"):
+            src = os.path.join(pkg, rel)
+            if not os.path.exists(src):
+                continue
+            os.makedirs(os.path.dirname(os.path.join(dst, rel)), exist_ok=True)
+            try:
+                os.link(src, os.path.join(dst, rel))
+            except OSError:
+                shutil.copy2(src, os.path.join(dst, rel))
+        for root, dirs, _ in os.walk(dst):
+            for d in dirs:
+                os.chmod(os.path.join(root, d), 0o755)
+        os.chmod(dst, 0o755)
+        return dst + "/bin/codex"
+
+    def start_server(self):
+        # The environment goes on the command line (env(1) execs, so the pid stays the
+        # server's): a secret for the /proc/<server>/environ attacks, and for a user who is
+        # not root a HOME of its own (the reference keeps helper binaries in
+        # $HOME/.codex and refuses a home under /tmp; /var/tmp is accepted).
+        env = ["ESCAPE_SERVER_SECRET=" + SERVER_SECRET]
+        drop = []
+        if self.switched:
+            home = self.mkdir(tempfile.mkdtemp(prefix="escape-home-", dir="/var/tmp" if
+                                               os.path.isdir("/var/tmp") else None))
+            self.cleanup.append(lambda: shutil.rmtree(home, ignore_errors=True))
+            env.append("HOME=" + home)
+            drop = ["setpriv", "--reuid=%d" % self.uid, "--regid=%d" % self.gid,
+                    "--clear-groups", "--"]
+        srv = Server(cmd=drop + ["env"] + env + self.server_cmd(), reference=IS_REF,
+                     start=False)
+        os.chmod(srv.workdir, 0o755)  # its cwd, for a user who is not root
+        srv.start()
+        return srv
+
+    def start_tty_victim(self):
+        """An unsandboxed interactive shell on a pty, started through the server like an
+        agent's shell; its /dev/pts/N is the target of the tty attacks."""
+        tag = "victim-" + self.tag
+        self.s.start("victim", ["/bin/sh", "-i"], tty=True, cwd=uri(self.top),
+                     env={"PATH": "/usr/bin:/bin", "PS1": "$ ", "PROBETAG": tag})
+        pid = wait_until(lambda: (find_marked(tag, "/bin/sh") or [None])[0],
+                         what="the victim shell")
+        self.victim_pts = os.readlink("/proc/%d/fd/0" % pid)
+        assert self.victim_pts.startswith("/dev/pts/"), self.victim_pts
+        self.sync_victim()
+
+    def sync_victim(self):
+        """Have the victim shell run one command and wait for its output: every input
+        queued before (an injected command included) has been run by then."""
+        n = uuid.uuid4().int % 100000
+        self.s.write("victim", "echo SYNC-$((%d+1))\n" % n, write_id="sync-%d" % n)
+        want = ("SYNC-%d" % (n + 1)).encode()
+        self.s.wait_for(lambda: want in self.s.output_so_far("victim")["pty"],
+                        what="the victim shell's answer")
+        return self.s.output_so_far("victim")["pty"]
+
+    def fresh_ws(self, git=None):
+        """A new workspace: git None (no .git), "dir" (.git/config, .git/hooks, .codex/),
+        or "symlink" (.git -> ../realgit)."""
+        d = self.mkdir(tempfile.mkdtemp(prefix="ws-", dir=self.top))
+        ws = self.mkdir(d + "/ws")
+        if git == "dir":
+            self.mkdir(ws + "/.git")
+            self.mkdir(ws + "/.git/hooks")
+            self.write(ws + "/.git/config", "[core]\n")
+            self.mkdir(ws + "/.codex")
+            self.write(ws + "/.codex/config.toml", "model = \"x\"\n")
+        elif git == "symlink":
+            self.mkdir(d + "/realgit")
+            self.write(d + "/realgit/config", "[core]\n")
+            os.symlink("../realgit", ws + "/.git")
+            os.lchown(ws + "/.git", self.uid, self.gid)
+        return ws
+
+    def close(self, stop=True):
+        err = None
+        srv = getattr(self, "srv", None)
+        try:
+            if stop and srv is not None:
+                self.s.close()
+                srv.stop()
+            elif srv is not None:
+                srv.kill()
+        except AssertionError as e:
+            err = e
+        for f in reversed(self.cleanup):
+            try:
+                f()
+            except Exception:  # noqa
+                pass
+        if err:
+            raise err
+
+
+WORLD = None
+STEP = [0]
+
+
+def world():
+    global WORLD
+    if WORLD is not None and not WORLD.srv.alive():
+        print("note: the server is gone (%s); starting a new world" % WORLD.srv.proc.returncode)
+        try:
+            WORLD.close()
+        except AssertionError:
+            pass
+        WORLD = None
+    if WORLD is None:
+        WORLD = World()
+    return WORLD
+
+
+def pid_name(w, base):
+    STEP[0] += 1
+    return "%s-%d" % (base, STEP[0])
+
+
+# ---------------------------------------------------------------------------------------
+# Running attempts and judging them
+# ---------------------------------------------------------------------------------------
+
+def probe(w, mode, attempts, ws, env=None):
+    """Run the probe with `attempts` under `mode`; returns (results, stdout+stderr text)."""
+    _, kind, net = mode
+    sb = policy(kind, ws, net)
+    pid = pid_name(w, "probe")
+    envd = {"PATH": "/usr/bin:/bin"}
+    envd.update(env or {})
+    r = w.s.start(pid, [w.probe] + list(attempts), cwd=uri(ws), sandbox=sb, env=envd)
+    assert r.get("sandboxType") == "linuxSeccomp", r
+    out = w.s.collect_until_closed(pid, timeout=120)
+    text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+    results = parse(out["stdout"].decode(errors="replace"))
+    assert results, "the probe did not run under %s: exit %s, output %r" % (
+        mode[0], out["exit_code"], text[-600:])
+    return results, text
+
+
+def shell(w, mode, script, ws, env=None, tty=False):
+    _, kind, net = mode
+    pid = pid_name(w, "sh")
+    envd = {"PATH": "/usr/bin:/bin"}
+    envd.update(env or {})
+    w.s.start(pid, ["/bin/sh", "-c", script], cwd=uri(ws), sandbox=policy(kind, ws, net),
+              env=envd, tty=tty)
+    out = w.s.collect_until_closed(pid, timeout=60)
+    return out, (out["stdout"] + out["stderr"] + out["pty"]).decode(errors="replace")
+
+
+class Verdicts:
+    """Collects every failed case of a test, so one run lists all holes at once."""
+
+    def __init__(self):
+        self.bad = []
+
+    def fail(self, mode, what, why):
+        self.bad.append("[%s] %s: %s" % (mode[0] if mode else "-", what, why))
+
+    def check(self, mode, what, cond, why):
+        if not cond:
+            self.fail(mode, what, why)
+
+    def done(self):
+        assert not self.bad, "%d escape(s):\n  " % len(self.bad) + "\n  ".join(self.bad)
+
+
+def unique(items):
+    out = []
+    for i in items:
+        if i not in out:
+            out.append(i)
+    return out
+
+
+def expect_for(expect, mode):
+    if isinstance(expect, dict):
+        return expect[mode[2]]
+    return expect
+
+
+def judge(v, mode, results, cases):
+    """cases: [(key, expect)]; key is the probe's result name."""
+    for key, expect in cases:
+        expect = expect_for(expect, mode)
+        got = results.get(key)
+        if expect is None:  # run for its effect; the host checks judge it
+            continue
+        if isinstance(expect, ref_allowed):
+            if IS_REF or expect.ours is None:
+                print("    [%s] %s -> %s (reference-allowed: %s)" % (
+                    mode[0], key, got[0] if got else "missing", expect.why))
+                continue
+            expect = expect.ours
+        if got is None:
+            v.fail(mode, key, "no result from the probe (it did not run?)")
+            continue
+        res, detail = got
+        if expect == OK:
+            v.check(mode, key, res == "ok", "the sandbox refused a legitimate %s: %s %s"
+                    % (key, res, detail))
+        else:
+            v.check(mode, key, res in expect, "not denied as expected (want one of %s): %s %s"
+                    % ("/".join(sorted(expect)), res, detail))
+
+
+def run_cases(w, cases, ws_kind=None, modes=MODES, post=None, env=None):
+    """cases: [(attempt, key, expect)] with {ws}, {out}, {srv}, ... placeholders. Runs
+    every mode in a fresh workspace and calls post(v, mode, ws, results, text)."""
+    v = Verdicts()
+    for mode in modes:
+        ws = w.fresh_ws(ws_kind)
+        subst = {"ws": ws, "out": w.out, "srv": w.srv.pid, "unrel": w.unrelated.pid,
+                 "pts": w.victim_pts, "sock": w.sock_path, "abs": w.abstract,
+                 "port": w.tcp_port}
+        attempts = [a.format(**subst) for a, _, _ in cases]
+        results, text = probe(w, mode, attempts, ws, env=env)
+        judge(v, mode, results, [(k, e) for _, k, e in cases])
+        for secret in (SECRET, SERVER_SECRET):
+            v.check(mode, "secrets", secret not in text, "%r in the probe's output" % secret)
+        if post:
+            post(v, mode, ws, results, text)
+    v.done()
+
+
+# ---------------------------------------------------------------------------------------
+# The cases
+# ---------------------------------------------------------------------------------------
+
+@needs_own_server
+def test_capabilities(_):
+    w = world()
+    root_ok = ref_allowed("uid 0 inside already; setuid(0) changes nothing") \
+        if not w.unprivileged else {"EPERM", "EINVAL"}
+    cases = [
+        ("caps", "caps", {"NOCAPS"}),
+        ("capset", "capset", PRIV),
+        ("setgroups", "setgroups", PRIV | {"EINVAL"}),
+        ("setresuid=4242", "setresuid", PRIV | {"EINVAL"}),
+        ("setuid0", "setuid0", root_ok),
+    ]
+
+    def post(v, mode, ws, res, text):
+        caps = res.get("caps", ("", ""))[1]
+        v.check(mode, "CapEff", "CapEff=0000000000000000" in caps, caps)
+        v.check(mode, "CapBnd", "CapBnd=0000000000000000" in caps, caps)
+        v.check(mode, "NoNewPrivs", "NoNewPrivs=1" in caps, caps)
+    run_cases(w, cases, post=post)
+
+
+@needs_own_server
+def test_tty_injection(_):
+    """Issue item 0: TIOCSTI and plain writes into the pty of an unsandboxed shell."""
+    w = world()
+    pwned = w.out + "/PWNED-tiocsti"
+    spoof = "SPOOFED-" + w.tag
+    cases = [
+        ("tiocsti={pts}:touch %s\\n" % pwned, "tiocsti", TTY),
+        ("ptywrite={pts}:%s\\n" % spoof, "ptywrite", TTY),
+        ("ptslist", "ptslist", {"ENOENT", "EACCES", "EPERM", "EIO"}),
+        ("tioclinux={pts}", "tioclinux", TTY | {"EINVAL", "ENOTTY"}),
+        ("tioclinux=/dev/tty0", "tioclinux#2", TTY | {"EINVAL", "ENOTTY"}),
+    ]
+
+    def post(v, mode, ws, res, text):
+        out = w.sync_victim()
+        v.check(mode, "tiocsti", not os.path.exists(pwned),
+                "the victim shell ran the injected command (%s exists)" % pwned)
+        v.check(mode, "ptywrite", spoof.encode() not in out,
+                "the victim's terminal shows the spoofed text")
+        opened = res.get("ptslist", ("", ""))[1]
+        v.check(mode, "ptslist", os.path.basename(w.victim_pts) not in
+                opened.partition("opened=")[2].split(","), opened)
+        if os.path.exists(pwned):
+            os.unlink(pwned)
+    run_cases(w, cases, post=post)
+
+
+@needs_own_server
+def test_shell_tty_injection(_):
+    """The same through a shell: printf into the victim's pty."""
+    w = world()
+    spoof = "SHELLSPOOF-" + w.tag
+    v = Verdicts()
+    for mode in MODES:
+        ws = w.fresh_ws()
+        out, text = shell(w, mode, "printf '%s\\n' > %s; echo rc=$?" % (spoof, w.victim_pts), ws)
+        v.check(mode, "printf > pty", "rc=0" not in text, text)
+        v.check(mode, "printf > pty", FAMILY.search(text), text)
+        v.check(mode, "printf > pty", spoof.encode() not in w.sync_victim(),
+                "the victim's terminal shows the text")
+    v.done()
+
+
+@needs_own_server
+def test_proc_isolation(_):
+    """Issue item 2: no other process is visible; no environ, mem, root, cwd, ns of it."""
+    w = world()
+    cases = [
+        ("listproc={srv},{unrel}", "listproc", {"ENOENT"}),
+        ("read=/proc/{unrel}/environ:%s" % SECRET, "read", PID),
+        ("read=/proc/{srv}/environ:%s" % SERVER_SECRET, "read#2", PID),
+        ("read=/proc/{srv}/cmdline", "read#3", PID),
+        ("mem={srv}", "mem", PID),
+        ("mem={unrel}", "mem#2", PID),
+        ("readlink=/proc/{srv}/root", "readlink", PID),
+        ("readlink=/proc/{srv}/cwd", "readlink#2", PID),
+        ("read=/proc/{srv}/root{out}/secret.txt", "read#4", PID),
+        ("setns={srv}", None, None),
+        ("setns={unrel}", None, None),
+    ]
+
+    v = Verdicts()
+    for mode in MODES:
+        ws = w.fresh_ws()
+        subst = {"srv": w.srv.pid, "unrel": w.unrelated.pid, "out": w.out}
+        attempts = [a.format(**subst) for a, _, _ in cases]
+        results, text = probe(w, mode, attempts, ws)
+        judge(v, mode, results, [(k, e) for _, k, e in cases if k])
+        for k, (r, d) in results.items():
+            if k.startswith("setns:"):
+                v.check(mode, k, r in PID, "not denied: %s %s" % (r, d))
+        v.check(mode, "setns", any(k.startswith("setns:") for k in results), "no setns result")
+        for secret in (SECRET, SERVER_SECRET):
+            v.check(mode, "secrets", secret not in text, "%r in the probe's output" % secret)
+        d = results.get("read", ("", ""))[1]
+        v.check(mode, "environ", "needle=yes" not in d, "the unrelated process's secret: " + d)
+        # and with a shell, the way the issue found it
+        out, stext = shell(w, mode, "cat /proc/%d/environ /proc/%d/environ; ls /proc"
+                           % (w.srv.pid, w.unrelated.pid), ws)
+        for secret in (SECRET, SERVER_SECRET):
+            v.check(mode, "cat environ", secret not in stext, "%r printed" % secret)
+        listed = set(re.findall(r"^(\d+)$", out["stdout"].decode(errors="replace"), re.M))
+        v.check(mode, "ls /proc", str(w.srv.pid) not in listed and
+                str(w.unrelated.pid) not in listed, "host pids listed: %s" % sorted(listed)[:20])
+    v.done()
+
+
+@needs_own_server
+def test_ptrace_family(_):
+    w = world()
+    net_ok = ref_allowed("the reference's filter allows ptrace and process_vm_* with the "
+                         "network enabled; the PID namespace still hides every other process")
+    cases = [
+        ("ptrace_attach={srv}", "ptrace_attach", PID),
+        ("ptrace_attach={unrel}", "ptrace_attach#2", PID),
+        ("ptrace_traceme", "ptrace_traceme", {RESTRICTED: FILTER, ENABLED: net_ok}),
+        ("process_vm_readv=self", "process_vm_readv", {RESTRICTED: FILTER, ENABLED: net_ok}),
+        ("process_vm_readv={unrel}", "process_vm_readv#2", PID | FILTER),
+        ("process_vm_writev", "process_vm_writev", {RESTRICTED: FILTER, ENABLED: net_ok}),
+        ("pidfd_getfd={srv}", "pidfd_getfd", PID),
+        ("kcmp={srv}", "kcmp", PID),
+        ("prlimit={srv}", "prlimit", PID),
+        ("setpriority={unrel}", "setpriority", PID),
+    ]
+    run_cases(w, cases)
+
+
+@needs_own_server
+def test_signals(_):
+    """kill of the server and of an unrelated process of the same uid."""
+    w = world()
+    cases = [
+        ("kill0={srv}", "kill0", PID),
+        ("kill0={unrel}", "kill0#2", PID),
+        ("killterm={unrel}", "killterm", PID),
+    ]
+
+    def post(v, mode, ws, res, text):
+        v.check(mode, "killterm", w.unrelated.poll() is None, "the unrelated process died")
+        if w.unrelated.poll() is not None:
+            w.spawn_unrelated()
+    run_cases(w, cases, post=post)
+
+
+@needs_own_server
+def test_kill_server(_):
+    w = world()
+    v = Verdicts()
+    for mode in MODES:
+        ws = w.fresh_ws()
+        res, _ = probe(w, mode, ["killterm=%d" % w.srv.pid], ws)
+        judge(v, mode, res, [("killterm", PID)])
+        v.check(mode, "server", w.srv.alive(), "the server was killed from the sandbox")
+        if not w.srv.alive():
+            break
+    v.done()
+
+
+@needs_own_server
+def test_kernel_facilities(_):
+    w = world()
+    cases = [
+        ("io_uring_setup", "io_uring_setup", FILTER),
+        ("io_uring_enter", "io_uring_enter", FILTER),
+        ("io_uring_register", "io_uring_register", FILTER),
+        ("bpf", "bpf", PRIV),
+        ("perf_event_open", "perf_event_open",
+         ref_allowed("self-monitoring is allowed by perf_event_paranoid<=2")),
+        ("keyctl", "keyctl", ref_allowed("keyrings are per user namespace")),
+        ("add_key", "add_key", ref_allowed("the process keyring")),
+        ("request_key", "request_key", ref_allowed("ENOKEY: allowed, no such key")),
+        ("init_module", "init_module", PRIV),
+        ("finit_module", "finit_module", PRIV | {"EBADF"}),
+        ("delete_module", "delete_module", PRIV),
+        ("kexec_load", "kexec_load", PRIV),
+        ("kexec_file_load", "kexec_file_load", PRIV),
+        ("swapon", "swapon", PRIV),
+        ("swapoff", "swapoff", PRIV),
+        ("reboot", "reboot", PRIV),
+        ("acct", "acct", PRIV),
+        ("settimeofday", "settimeofday", PRIV),
+        ("clock_settime", "clock_settime", PRIV),
+        ("clock_adjtime", "clock_adjtime", PRIV),
+        ("syslog", "syslog", PRIV),
+        ("ioperm", "ioperm", PRIV),
+        ("iopl", "iopl", PRIV),
+        ("fanotify", "fanotify", PRIV),
+        ("vhangup", "vhangup", PRIV),
+        ("quotactl", "quotactl", PRIV | {"ENOENT", "ENOTBLK"}),
+        ("userfaultfd", "userfaultfd:kernel", PRIV),
+        ("userfaultfd", "userfaultfd:user", ref_allowed("UFFD_USER_MODE_ONLY is unprivileged")),
+        ("open_by_handle", "open_by_handle:open_by_handle_at", PRIV),
+        ("open_by_handle", "open_by_handle:name_to_handle_at",
+         ref_allowed("a handle alone opens nothing")),
+        ("personality", "personality", ref_allowed("affects only the caller")),
+    ]
+    attempts = unique(a for a, _, _ in cases)  # some attempts report two results
+    v = Verdicts()
+    for mode in MODES:
+        ws = w.fresh_ws()
+        res, text = probe(w, mode, attempts, ws)
+        judge(v, mode, res, [(k, e) for _, k, e in cases])
+    v.done()
+
+
+@needs_own_server
+def test_mounts(_):
+    """The mount family, and the ways out of a read-only bind: remount, umount, clear
+    MOUNT_ATTR_RDONLY, then write."""
+    w = world()
+    cases = [
+        ("mount={ws}", "mount", PRIV | {"EROFS"}),
+        ("bindmount={out}:{ws}", "bindmount", PRIV | {"EROFS"}),
+        ("remount_rw=/", "remount_rw", PRIV),
+        ("remount_rw={ws}/.git", "remount_rw#2", PRIV),
+        ("mount_setattr_rw=/", "mount_setattr_rw", PRIV),
+        ("mount_setattr_rw={ws}/.git", "mount_setattr_rw#2", PRIV),
+        ("umount={ws}/.git", "umount", PRIV | {"EINVAL"}),
+        ("umount=/proc", "umount#2", PRIV),
+        ("pivot_root", "pivot_root", PRIV),
+        ("chroot", "chroot", PRIV),
+        ("fsopen", "fsopen", PRIV),
+        ("fspick", "fspick", PRIV),
+        ("open_tree", "open_tree", PRIV),
+        ("move_mount", "move_mount", PRIV),
+        ("write={ws}/.git/config", "write", FS),
+        ("write={out}/after-mounts", "write#2", FS),
+    ]
+
+    def post(v, mode, ws, res, text):
+        v.check(mode, ".git/config", open(ws + "/.git/config").read() == "[core]\n",
+                "changed on the host")
+        v.check(mode, "outside", not os.path.exists(w.out + "/after-mounts"), "file created")
+    run_cases(w, cases, ws_kind="dir", post=post)
+
+
+@needs_own_server
+def test_namespaces(_):
+    w = world()
+    nested = ref_allowed("a nested user namespace holds no capability outside itself")
+    cases = [("unshare", "unshare:user", nested), ("clone", "clone:user", nested)]
+    for ns in ("mnt", "net", "pid", "uts", "ipc", "cgroup", "time"):
+        cases.append((None, "unshare:" + ns, PRIV))
+        if ns != "time":
+            cases.append((None, "clone:" + ns, PRIV))
+    v = Verdicts()
+    for mode in MODES:
+        ws = w.fresh_ws()
+        res, _ = probe(w, mode, ["unshare", "clone"], ws)
+        judge(v, mode, res, [(k, e) for _, k, e in cases])
+    v.done()
+
+
+@needs_own_server
+def test_hostname(_):
+    """sethostname and setdomainname to a new value: denied, and the host's unchanged.
+    (If the sandbox lets it through, the old names are put back at once.)"""
+    w = world()
+    pwned = "pwned-" + w.tag
+    before = socket.gethostname()
+    with open("/proc/sys/kernel/domainname") as f:
+        dom_before = f.read().strip()
+    v = Verdicts()
+    try:
+        for mode in MODES:
+            ws = w.fresh_ws()
+            res, _ = probe(w, mode, ["sethostname=" + pwned, "setdomainname=" + pwned], ws)
+            judge(v, mode, res, [("sethostname", PRIV), ("setdomainname", PRIV)])
+            v.check(mode, "hostname", socket.gethostname() != pwned,
+                    "the host's hostname became %r" % pwned)
+            with open("/proc/sys/kernel/domainname") as f:
+                v.check(mode, "domainname", f.read().strip() != pwned,
+                        "the host's domainname became %r" % pwned)
+            restore_names(pwned, before, dom_before)
+            out, text = shell(w, mode, 'hostname "$(hostname)"; echo rc=$?', ws)
+            v.check(mode, "hostname(1)", "rc=0" not in text, text)
+    finally:
+        restore_names(pwned, before, dom_before)
+    v.done()
+
+
+def restore_names(pwned, host, dom):
+    if os.geteuid() != 0:
+        return
+    if socket.gethostname() == pwned:
+        socket.sethostname(host)
+    with open("/proc/sys/kernel/domainname") as f:
+        if f.read().strip() == pwned:
+            with open("/proc/sys/kernel/domainname", "w") as g:
+                g.write(dom)
+
+
+@needs_own_server
+def test_mknod(_):
+    w = world()
+    cases = [("mknod_chr={ws}/chr", "mknod_chr", PRIV | FS),
+             ("mknod_blk={ws}/blk", "mknod_blk", PRIV | FS),
+             ("mknod_blk={out}/blk", "mknod_blk#2", PRIV | FS)]
+
+    def post(v, mode, ws, res, text):
+        for p in (ws + "/chr", ws + "/blk", w.out + "/blk"):
+            v.check(mode, "mknod", not os.path.lexists(p), "%s exists on the host" % p)
+    run_cases(w, cases, post=post)
+
+
+@needs_own_server
+def test_sockets(_):
+    """Issue item 4: with the network restricted nothing reaches a host daemon, Unix
+    sockets included. With it enabled the reference allows IP and Unix sockets."""
+    w = world()
+    net = ref_allowed("the network is enabled")
+    cases = [
+        ("socket", "socket:inet", {RESTRICTED: FILTER, ENABLED: net}),
+        ("socket", "socket:inet6", {RESTRICTED: FILTER, ENABLED: net}),
+        ("socket", "socket:netlink", {RESTRICTED: FILTER, ENABLED: net}),
+        ("socket", "socket:packet", FILTER),
+        ("socket", "socket:inet_raw", FILTER),
+        ("socket", "socket:vsock", FILTER),
+        ("socket", "socket:unix", ref_allowed("socket(AF_UNIX) is allowed; connect is not")),
+        ("socketpair", "socketpair", ref_allowed("socketpair(AF_UNIX) is allowed")),
+        ("connect_path={sock}", "connect_path", {RESTRICTED: FILTER | {"ENOENT"},
+                                                 ENABLED: net}),
+        ("connect_abstract={abs}", "connect_abstract", {RESTRICTED: FILTER | {"ECONNREFUSED"},
+                                                        ENABLED: net}),
+        ("connect_tcp=127.0.0.1:{port}", "connect_tcp", {RESTRICTED: FILTER | {"ENETUNREACH",
+                                                                                "ECONNREFUSED"},
+                                                          ENABLED: net}),
+        ("listen_path={ws}/listen.sock", "listen_path", {RESTRICTED: FILTER | FS,
+                                                         ENABLED: net}),
+        ("netif", "netif", ref_allowed("informational: the interfaces seen")),
+    ]
+    attempts = unique(a for a, _, _ in cases)
+    v = Verdicts()
+    for mode in MODES:
+        ws = w.fresh_ws()
+        before = [d.accepted for d in (w.daemon_path, w.daemon_abstract, w.daemon_tcp)]
+        subst = {"sock": w.sock_path, "abs": w.abstract, "port": w.tcp_port, "ws": ws}
+        res, text = probe(w, mode, [a.format(**subst) for a in attempts], ws)
+        judge(v, mode, res, [(k, e) for _, k, e in cases])
+        if mode[2] == RESTRICTED:
+            after = [d.accepted for d in (w.daemon_path, w.daemon_abstract, w.daemon_tcp)]
+            v.check(mode, "daemons", after == before, "a host daemon accepted a connection "
+                    "(pathname, abstract, tcp): %s -> %s" % (before, after))
+            v.check(mode, "daemons", "pong" not in text, "a daemon's reply reached the sandbox")
+            nets = res.get("netif", ("", ""))[1]
+            v.check(mode, "netif", nets.startswith("count=1 names=lo") or
+                    res.get("netif", ("",))[0] != "ok", "host interfaces visible: " + nets)
+            # the same with a shell tool
+            out, stext = shell(w, mode, "python3 -c \"import socket; s=socket.socket("
+                               "socket.AF_UNIX); s.connect('%s'); s.send(b'x'); "
+                               "print(s.recv(9))\"" % w.sock_path, ws)
+            v.check(mode, "python connect", "pong" not in stext and out["exit_code"] != 0,
+                    stext)
+    v.done()
+
+
+# The reference's filter (docs/SANDBOX_REFERENCE.md), x86_64: what it denies with EPERM.
+REF_DENIED = {
+    RESTRICTED: ["socket", "connect", "accept", "sendto", "shutdown", "bind", "listen",
+                 "getsockname", "getpeername", "socketpair", "setsockopt", "getsockopt",
+                 "ptrace", "accept4", "recvmmsg", "sendmmsg", "process_vm_readv",
+                 "process_vm_writev", "io_uring_setup", "io_uring_enter",
+                 "io_uring_register"],
+    ENABLED: ["io_uring_setup", "io_uring_enter", "io_uring_register"],
+}
+
+
+@needs_own_server
+def test_filter_sweep(_):
+    """Every system call the reference's filter denies, called with every argument -1:
+    the kernel alone answers EBADF/EFAULT/EINVAL/ESRCH, a filter EPERM (or EACCES). A
+    baseline without a sandbox shows the kernel's own answer is not already a denial."""
+    w = world()
+    names = sf.syscall_names()
+    v = Verdicts()
+    base_pid = pid_name(w, "sweep-base")
+    allnr = sorted(set(names[n] for n in REF_DENIED[RESTRICTED]))
+    w.s.start(base_pid, [w.probe, "sweep=" + ",".join(map(str, allnr))], cwd=uri(w.top))
+    base = parse(w.s.collect_until_closed(base_pid)["stdout"].decode())
+    for mode in MODES:
+        ws = w.fresh_ws()
+        nrs = [names[n] for n in REF_DENIED[mode[2]]]
+        res, _ = probe(w, mode, ["sweep=" + ",".join(map(str, nrs))], ws)
+        for n in REF_DENIED[mode[2]]:
+            key = "sweep:%d" % names[n]
+            b = base.get(key, ("?", ""))[0]
+            if b in FILTER:
+                print("    %s: %s already without a sandbox; not a test of the filter" % (n, b))
+                continue
+            got = res.get(key, ("missing", ""))[0]
+            v.check(mode, n, got in FILTER, "allowed through (%s; %s without a sandbox)"
+                    % (got, b))
+    v.done()
+
+
+@needs_own_server
+def test_filter_readback(_):
+    """The installed seccomp filters, read back (root only: PTRACE_SECCOMP_GET_FILTER):
+    the reference's denials per syscall, and the architecture checks: an i386 call and an
+    unknown architecture are killed, an x32 number does not slip past."""
+    if os.geteuid() != 0:
+        raise TestSkip("reading another process's seccomp filter needs root")
+    w = world()
+    names = sf.syscall_names()
+    v = Verdicts()
+    for mode in MODES:
+        ws = w.fresh_ws()
+        tag = "filter-%s-%s" % (w.tag, STEP[0])
+        pid = pid_name(w, "hold")
+        sleeper = sandboxed_sleeper(w.s, pid, ws, policy(mode[1], ws, mode[2]), tag)
+        filters = dump_filters(w.probe, sleeper)
+        w.s.terminate(pid)
+        w.s.collect_until_closed(pid)
+        if filters is None:
+            v.fail(mode, "filter", "could not be read back")
+            continue
+        v.check(mode, "filter", filters, "no seccomp filter installed")
+        for n in REF_DENIED[mode[2]]:
+            args = (socket.AF_INET,) if n in ("socket", "socketpair") else ()
+            act = sf.combined(filters, names[n], args=args)
+            v.check(mode, n, sf.denied(act), "allowed by the filter (%s)" % sf.describe(act))
+        act = sf.combined(filters, names["socket"], args=(40,))  # AF_VSOCK
+        v.check(mode, "socket(AF_VSOCK)", sf.denied(act), sf.describe(act))
+        i386 = sf.combined(filters, 3, arch=sf.AUDIT_ARCH_I386)
+        v.check(mode, "i386", i386 & sf.ACTION_FULL in (sf.RET_KILL_PROCESS,
+                                                        sf.RET_KILL_THREAD),
+                "an i386 system call is not killed: " + sf.describe(i386))
+        other = sf.combined(filters, 0, arch=0x12345678)
+        v.check(mode, "unknown arch", sf.denied(other),
+                "an unknown architecture is allowed: " + sf.describe(other))
+        x32 = sf.combined(filters, names["socket"] | sf.X32_SYSCALL_BIT, args=(2,))
+        if IS_REF:
+            print("    [%s] x32 socket(AF_INET) -> %s (reference-allowed: its filter has no "
+                  "x32 check; this kernel has no x32 ABI)" % (mode[0], sf.describe(x32)))
+        else:  # fail closed: on a kernel with the x32 ABI this number is a real call
+            v.check(mode, "x32", sf.denied(x32), "x32 socket(AF_INET) passes: " +
+                    sf.describe(x32))
+    v.done()
+
+
+def host_protected_absent(v, mode, ws, what):
+    for name in PROTECTED:
+        p = os.path.join(ws, name)
+        v.check(mode, what, not os.path.lexists(p), "%s exists on the host afterwards "
+                "(%s)" % (name, sorted(os.listdir(p)) if os.path.isdir(p) else "file"))
+
+
+@needs_own_server
+def test_protected_missing_process(_):
+    """Issue item 3: a missing .git/.codex/.agents/.aws cannot be created, directly or by
+    renaming, symlinking or hard-linking a prepared one into place."""
+    w = world()
+    cases = [
+        ("write={ws}/control", "write", {"ro": FS, "ww": OK}),
+        ("mkdir={ws}/.git", "mkdir", FS),
+        ("write={ws}/.git/config", "write#2", FS),
+        ("mkdir={ws}/.codex", "mkdir#2", FS),
+        ("write={ws}/.codex/config.toml", "write#3", FS),
+        ("write={ws}/.agents/x", "write#4", FS),
+        ("mkdir={ws}/.agents", "mkdir#3", FS),
+        ("mkdir={ws}/.aws", "mkdir#4", FS),
+        ("write={ws}/.aws/credentials", "write#5", FS),
+        ("mkdir={ws}/stage", "mkdir#5", {"ro": FS, "ww": OK}),
+        ("write={ws}/stage/config", "write#6", {"ro": FS, "ww": OK}),
+        ("rename={ws}/stage:{ws}/.git", "rename", FS),
+        ("symlink=stage:{ws}/.git", "symlink", FS),
+        ("symlink=stage:{ws}/.codex", "symlink#2", FS),
+        ("link={ws}/stage/config:{ws}/.git", "link", FS),
+        ("write={ws}/.git:gitdir\\: /tmp/evil\\n", "write#7", FS),
+        ("rename={ws}/control:{ws}/.aws", "rename#2", FS),
+    ]
+
+    def per_mode(expect, mode):
+        return expect[mode[1]] if isinstance(expect, dict) and "ro" in expect else expect
+
+    v = Verdicts()
+    for mode in MODES:
+        ws = w.fresh_ws()
+        res, text = probe(w, mode, [a.format(ws=ws) for a, _, _ in cases], ws)
+        judge(v, mode, res, [(k, per_mode(e, mode)) for _, k, e in cases])
+        host_protected_absent(v, mode, ws, "probe")
+        # and the issue's shell line
+        ws = w.fresh_ws()
+        out, stext = shell(w, mode, "mkdir .git; echo x > .git/config; mkdir .codex; "
+                           "mkdir -p .agents/skills; echo k > .aws; ls -a", ws)
+        host_protected_absent(v, mode, ws, "shell")
+    v.done()
+
+
+@needs_own_server
+def test_protected_existing_process(_):
+    """An existing .git and .codex stay as they are: no write, no rename away and
+    replace, no chmod, no new hook."""
+    w = world()
+    cases = [
+        ("write={ws}/.git/config:[core]\\n\\tfsmonitor = touch /tmp/pwned\\n", "write", FS),
+        ("write={ws}/.git/hooks/pre-commit", "write#2", FS),
+        ("write={ws}/.codex/config.toml", "write#3", FS),
+        ("chmod={ws}/.git/config", "chmod", FS),
+        ("unlink={ws}/.git/config", "unlink", FS),
+        ("rename={ws}/.git:{ws}/git-moved", "rename", FS),
+        ("rename={ws}/.codex:{ws}/codex-moved", "rename#2", FS),
+        ("rmdir={ws}/.git/hooks", "rmdir", FS),
+        ("mkdir={ws}/.git/newdir", "mkdir", FS),
+        ("write={ws}/ok", "write#4", None),  # control: ReadOnly refuses, WorkspaceWrite not
+    ]
+
+    def post(v, mode, ws, res, text):
+        v.check(mode, ".git/config", open(ws + "/.git/config").read() == "[core]\n",
+                "changed on the host")
+        v.check(mode, ".git", sorted(os.listdir(ws + "/.git")) == ["config", "hooks"],
+                "changed: %s" % sorted(os.listdir(ws + "/.git")))
+        v.check(mode, ".git/hooks", os.listdir(ws + "/.git/hooks") == [], "a hook was planted")
+        v.check(mode, ".codex", open(ws + "/.codex/config.toml").read() == "model = \"x\"\n",
+                "changed on the host")
+        v.check(mode, "moved", not os.path.exists(ws + "/git-moved") and
+                not os.path.exists(ws + "/codex-moved"), "renamed away")
+        mode_bits = os.stat(ws + "/.git/config").st_mode & 0o777
+        v.check(mode, "chmod", mode_bits != 0o777, "mode changed")
+
+    v = Verdicts()
+    for mode in MODES:
+        ws = w.fresh_ws("dir")
+        mcases = [(a, k, (FS if mode[1] == "ro" else OK) if k == "write#4" else e)
+                  for a, k, e in cases]
+        res, text = probe(w, mode, [a.format(ws=ws) for a, _, _ in mcases], ws)
+        judge(v, mode, res, [(k, e) for _, k, e in mcases])
+        post(v, mode, ws, res, text)
+        # the classic swap through a shell
+        ws = w.fresh_ws("dir")
+        shell(w, mode, "mv .git .git.old && mkdir .git && echo evil > .git/config; "
+                       "rm -rf .codex; mkdir -p .codex && echo evil > .codex/config.toml", ws)
+        v.check(mode, "mv .git", open(ws + "/.git/config").read() == "[core]\n" and
+                not os.path.exists(ws + "/.git.old"), "the .git swap worked")
+        v.check(mode, "rm .codex", os.path.exists(ws + "/.codex/config.toml") and
+                open(ws + "/.codex/config.toml").read() == "model = \"x\"\n",
+                ".codex replaced")
+    v.done()
+
+
+@needs_own_server
+def test_protected_symlink(_):
+    """Issue item 5: .git -> ../realgit in a writable root: the reference refuses to run
+    the command (the link could be swapped); at the least the link must survive and
+    nothing may be written through it."""
+    w = world()
+    v = Verdicts()
+    for mode in MODES:
+        if mode[1] != "ww":
+            continue
+        ws = w.fresh_ws("symlink")
+        real = os.path.join(os.path.dirname(ws), "realgit")
+        marker = "RAN-" + w.tag
+        script = ("echo %s; rm .git && mkdir .git && echo evil > .git/config; "
+                  "echo x >> .git/config" % marker)
+        pid = pid_name(w, "symlink")
+        try:
+            w.s.start(pid, ["/bin/sh", "-c", script], cwd=uri(ws),
+                      sandbox=policy("ww", ws, mode[2]), env={"PATH": "/usr/bin:/bin"})
+            out = w.s.collect_until_closed(pid, timeout=60)
+            text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+            refused = marker not in text and out["exit_code"] != 0
+            how = text
+        except RpcError as e:  # refusing at process/start is as good
+            refused, how, text = True, str(e), str(e)
+        v.check(mode, ".git link", os.path.islink(ws + "/.git") and
+                os.readlink(ws + "/.git") == "../realgit", "the symlink was replaced")
+        v.check(mode, "realgit", open(real + "/config").read() == "[core]\n",
+                "written through the symlink")
+        # the reference: "cannot enforce sandbox read-only path ... because it crosses
+        # writable symlink"; ours may word it differently but must refuse too
+        v.check(mode, "refused", refused and (not IS_REF or "symlink" in how),
+                "the command ran with a symlinked .git in a writable root: " + text[-300:])
+        # the same through sandboxed fs requests
+        sb = policy("ww", ws, mode[2])
+        for method, params in [
+                ("fs/writeFile", {"path": uri(ws + "/.git/config"), "dataBase64": b64("e")}),
+                ("fs/remove", {"path": uri(ws + "/.git"), "recursive": False}),
+                ("fs/createDirectory", {"path": uri(ws + "/.git/hooks")})]:
+            m = w.s.request(method, dict(params, sandbox=sb))
+            v.check(mode, method, "error" in m, "succeeded: %s" % m)
+        v.check(mode, ".git link (fs)", os.path.islink(ws + "/.git"), "replaced by fs/*")
+        v.check(mode, "realgit (fs)", sorted(os.listdir(real)) == ["config"] and
+                open(real + "/config").read() == "[core]\n", "written through the link")
+    v.done()
+
+
+@needs_own_server
+def test_protected_fs(_):
+    """Issue item 3 by fs/*: fs/writeFile and fs/createDirectory into missing protected
+    names, and into existing ones."""
+    w = world()
+    v = Verdicts()
+    for mode in MODES:
+        if mode[1] != "ww":
+            continue
+        ws = w.fresh_ws()
+        sb = policy("ww", ws, mode[2])
+        w.s.call("fs/writeFile", {"path": uri(ws + "/control"), "dataBase64": b64("c"),
+                                  "sandbox": sb})
+        v.check(mode, "control", os.path.exists(ws + "/control"), "fs/writeFile refused")
+        reqs = [("fs/createDirectory", {"path": uri(ws + "/" + n)}) for n in PROTECTED]
+        reqs += [("fs/createDirectory", {"path": uri(ws + "/.git/hooks"), "recursive": True}),
+                 ("fs/writeFile", {"path": uri(ws + "/.git/config"), "dataBase64": b64("x")}),
+                 ("fs/writeFile", {"path": uri(ws + "/.codex/config.toml"),
+                                   "dataBase64": b64("x")}),
+                 ("fs/writeFile", {"path": uri(ws + "/.aws"), "dataBase64": b64("x")}),
+                 ("fs/writeFile", {"path": uri(ws + "/.agents"), "dataBase64": b64("x")}),
+                 ("fs/copy", {"sourcePath": uri(ws + "/control"),
+                              "destinationPath": uri(ws + "/.git"), "recursive": False})]
+        for method, params in reqs:
+            m = w.s.request(method, dict(params, sandbox=sb))
+            what = "%s %s" % (method, params.get("path", params.get("destinationPath")))
+            if "error" in m:
+                v.check(mode, what, FAMILY.search(m["error"]["message"]), m["error"])
+            elif method != "fs/createDirectory" or "recursive" in params:
+                v.fail(mode, what, "succeeded")
+            # else: the reference answers {} (its read-only placeholder directory is there
+            # already); what counts is that nothing lands on the host (checked below)
+        host_protected_absent(v, mode, ws, "fs")
+        # existing ones
+        ws = w.fresh_ws("dir")
+        sb = policy("ww", ws, mode[2])
+        for method, params in [
+                ("fs/writeFile", {"path": uri(ws + "/.git/config"), "dataBase64": b64("x")}),
+                ("fs/writeFile", {"path": uri(ws + "/.git/hooks/post-checkout"),
+                                  "dataBase64": b64("x")}),
+                ("fs/remove", {"path": uri(ws + "/.git"), "recursive": True}),
+                ("fs/remove", {"path": uri(ws + "/.codex/config.toml")}),
+                ("fs/copy", {"sourcePath": uri(ws + "/.git"), "destinationPath":
+                             uri(ws + "/.codex/x"), "recursive": True})]:
+            m = w.s.request(method, dict(params, sandbox=sb))
+            v.check(mode, method, "error" in m and FAMILY.search(m["error"]["message"]),
+                    "not denied: %s" % m)
+        v.check(mode, ".git", open(ws + "/.git/config").read() == "[core]\n" and
+                os.listdir(ws + "/.git/hooks") == [], "changed on the host")
+        v.check(mode, ".codex", sorted(os.listdir(ws + "/.codex")) == ["config.toml"],
+                "changed on the host")
+    v.done()
+
+
+@needs_own_server
+def test_fs_path_tricks(_):
+    """Sandboxed fs/* with `..`, percent-encoded dots and slashes, /proc/self/root, and
+    /proc/<server>/environ: nothing outside the root is written, no secret is read."""
+    w = world()
+    v = Verdicts()
+    for mode in MODES:
+        ws = w.fresh_ws()
+        sb = policy(mode[1], ws, mode[2])
+        rel_out = os.path.relpath(w.out, ws)
+        targets = [
+            "file://" + ws + "/../" + os.path.relpath(w.out, os.path.dirname(ws)) + "/dotdot",
+            "file://" + ws + "/%2e%2e/" + os.path.relpath(w.out, os.path.dirname(ws)) + "/pct",
+            "file://" + ws + "/%2E%2E%2F" + os.path.relpath(w.out, os.path.dirname(ws)) +
+            "/pct2",
+            "file://" + ws + "/" + rel_out.replace("/", "%2F") + "/pct3",
+            "file:///proc/self/root" + w.out + "/procroot",
+            "file:///proc/%d/root%s/srvroot" % (w.srv.pid, w.out),
+            "file://" + w.out + "/plain",
+        ]
+        for t in targets:
+            m = w.s.request("fs/writeFile", {"path": t, "dataBase64": b64("x"), "sandbox": sb})
+            v.check(mode, "fs/writeFile " + t, "error" in m, "succeeded")
+        for name in ("dotdot", "pct", "pct2", "pct3", "procroot", "srvroot", "plain"):
+            v.check(mode, "outside/" + name, not os.path.exists(w.out + "/" + name),
+                    "written outside the root")
+        m = w.s.request("fs/createDirectory", {"path": "file://" + ws + "/../escape-dir",
+                                               "sandbox": sb})
+        v.check(mode, "fs/createDirectory ..", not os.path.exists(
+            os.path.join(os.path.dirname(ws), "escape-dir")), "created: %s" % m)
+        for path, secret in [("/proc/%d/environ" % w.srv.pid, SERVER_SECRET),
+                             ("/proc/%d/environ" % w.unrelated.pid, SECRET),
+                             ("/proc/%d/root/proc/%d/environ" % (w.srv.pid, w.srv.pid),
+                              SERVER_SECRET)]:
+            m = w.s.request("fs/readFile", {"path": uri(path), "sandbox": sb})
+            data = unb64(m["result"]["dataBase64"]) if "result" in m else b""
+            if IS_REF:
+                # the reference's sandboxed reads see the host's /proc: a hole of its own
+                print("    [%s] fs/readFile %s -> %s (reference-allowed: its fs reads are "
+                      "not in a PID namespace)" % (mode[0], path, "secret read" if
+                                                   secret.encode() in data else "no secret"))
+                continue
+            v.check(mode, "fs/readFile " + path, secret.encode() not in data,
+                    "the secret was read")
+    v.done()
+
+
+@needs_own_server
+def test_links_out_of_root(_):
+    """Symlink, hard link and rename out of the writable root, and writes outside it."""
+    w = world()
+    ww = {"ro": FS, "ww": OK}
+    cases = [
+        ("symlink={out}/file:{ws}/lnk", "symlink", ww),
+        ("write={ws}/lnk", "write", FS),
+        ("symlink={out}:{ws}/dirlnk", "symlink#2", ww),
+        ("write={ws}/dirlnk/through", "write#2", FS),
+        ("link={out}/file:{ws}/hard", "link", FS),
+        ("write={ws}/hard", "write#3", None),  # a new file unless the link was made
+        ("rename={out}/file:{ws}/moved-in", "rename", FS),
+        ("write={ws}/mine", "write#4", ww),
+        ("rename={ws}/mine:{out}/moved-out", "rename#2", FS),
+        ("write={out}/new", "write#5", FS),
+        ("write=/proc/self/root{out}/procroot", "write#6", FS),
+        ("mkdir={out}/newdir", "mkdir", FS),
+        ("unlink={out}/file", "unlink", FS),
+        ("chmod={out}/file", "chmod", FS),
+    ]
+    v = Verdicts()
+    for mode in MODES:
+        ws = w.fresh_ws()
+        mcases = [(a, k, e[mode[1]] if isinstance(e, dict) else e) for a, k, e in cases]
+        res, text = probe(w, mode, [a.format(ws=ws, out=w.out) for a, _, _ in mcases], ws)
+        judge(v, mode, res, [(k, e) for _, k, e in mcases])
+        v.check(mode, "outside/file", open(w.out + "/file").read() == "outside",
+                "changed on the host")
+        v.check(mode, "outside", sorted(os.listdir(w.out)) == ["daemon.sock", "file",
+                                                               "secret.txt"],
+                "outside changed: %s" % sorted(os.listdir(w.out)))
+        v.check(mode, "outside/file mode", os.stat(w.out + "/file").st_mode & 0o777 == 0o644,
+                "mode changed")
+        if mode[1] == "ww":
+            # a symlink planted by the sandboxed command, then followed by a sandboxed fs
+            # request
+            sb = policy("ww", ws, mode[2])
+            m = w.s.request("fs/writeFile", {"path": uri(ws + "/dirlnk/via-fs"),
+                                             "dataBase64": b64("x"), "sandbox": sb})
+            v.check(mode, "fs/writeFile through a planted symlink", "error" in m and
+                    not os.path.exists(w.out + "/via-fs"), "written outside: %s" % m)
+    v.done()
+
+
+@needs_own_server
+def test_no_survivors(_):
+    """Issue item 6: `setsid sleep 1000 &` (and a double fork) inside a sandbox do not
+    outlive the process."""
+    w = world()
+    v = Verdicts()
+    for mode in MODES:
+        ws = w.fresh_ws()
+        tag = "survivor-%s-%d" % (w.tag, STEP[0])
+        quiet = ">/dev/null 2>&1 </dev/null"
+        out, text = shell(w, mode, "setsid sleep 1000 %s & (setsid sleep 1001 %s &) & "
+                          "nohup sleep 1002 %s & echo started" % (quiet, quiet, quiet), ws,
+                          env={"PROBETAG": tag})
+        v.check(mode, "started", "started" in text, text)
+        try:
+            wait_until(lambda: not find_marked(tag), timeout=10,
+                       what="the sandboxed background processes to end")
+        except Timeout:
+            left = find_marked(tag)
+            v.fail(mode, "setsid sleep", "still running after the process closed: %s" % left)
+            for p in left:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+    v.done()
+
+
+if __name__ == "__main__":
+    if SERVER_PATH is None:
+        print("SKIP: no server binary")
+        sys.exit(SKIP)
+    if not IS_REF and landlock_abi() < 1:
+        print("SKIP: Landlock is not available on this kernel")
+        sys.exit(SKIP)
+    if WRAPPER:
+        print("SKIP: the sandbox cannot be enforced under " + WRAPPER[0])
+        sys.exit(SKIP)
+    if find_probe() is None:
+        print("SKIP: escape-probe is not built (cmake --build BUILD --target escape-probe)")
+        sys.exit(SKIP)
+    want = os.environ.get("ESCAPE_USER", "root")
+    if os.geteuid() != 0:
+        print("NOTE: not root: the server runs as uid %d (ESCAPE_USER=%s cannot be honoured)"
+              % (os.geteuid(), want))
+    print("escape suite: server as %s" % ("uid %s" % os.environ.get("ESCAPE_UID", "65534")
+                                        if want == "unprivileged" and os.geteuid() == 0
+                                        else "uid %d" % os.geteuid()))
+    try:
+        run_tests(globals(), per_test_timeout=240)
+    finally:
+        if WORLD is not None:
+            WORLD.close()
