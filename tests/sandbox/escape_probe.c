@@ -1065,8 +1065,12 @@ static void at_netif(const char *name, const char *arg)
         char *s = line;
         while (*s == ' ')
             s++;
-        size_t l = strlen(list);
-        snprintf(list + l, sizeof list - l, "%s%s", l ? "," : "", s);
+        size_t l = strlen(list), k = strlen(s);
+        if (l + k + 2 > sizeof list)
+            break; /* enough names to report */
+        if (l)
+            list[l++] = ',';
+        memcpy(list + l, s, k + 1);
         n++;
     }
     fclose(f);
