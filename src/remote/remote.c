@@ -21,6 +21,7 @@
 #include "core/metrics.h"
 #include "core/readiness.h"
 #include "crypto/noise_ik.h"
+#include "proto/hex.h"
 #include "remote/registry.h"
 #include "remote/relay_demux.h"
 #include "remote/relay_fwd.h"
@@ -348,10 +349,8 @@ static void connect_now(void)
     /* x-request-id as the reference sends it: "req_" and 32 hex digits. */
     uint8_t rnd[16];
     if (RAND_bytes(rnd, sizeof rnd) != 1) memset(rnd, 7, sizeof rnd);
-    char reqid[64], cluster[300], caller[300];
-    int p = snprintf(reqid, sizeof reqid, "x-request-id: req_");
-    for (int i = 0; i < 16; i++)
-        p += snprintf(reqid + p, sizeof reqid - (size_t)p, "%02x", rnd[i]);
+    char reqid[64] = "x-request-id: req_", cluster[300], caller[300];
+    hex_encode(rnd, sizeof rnd, reqid + strlen(reqid));
     const char *lines[4];
     size_t k = 0;
     lines[k++] = reqid;
