@@ -19,7 +19,7 @@ PREFIXES = (
     "remote_", "registry_", "rv_ws_", "sigv4_", "direct_conn_",
     # domains and wiring
     "session_", "env_config_", "proc_", "process_", "spawn_", "guardian_", "event_log_",
-    "env_", "fs_", "capability_roots_", "caproots_", "sandbox_", "denied_", "curl_", "server_",
+    "env_", "fs_", "capability_roots_", "caproots_", "sandbox_", "denied_", "curl_", "server_", "config_", "options_",
 )
 
 
