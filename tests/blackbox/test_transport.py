@@ -356,10 +356,11 @@ def test_stdio_input_from_a_file_or_dev_null(_):
         out.seek(0)
         lines = [json.loads(l) for l in out.read().splitlines()]
     assert r.returncode == 0, (r.returncode, r.stderr)
+    if IS_REF:  # 0.169.0 races the end of the file: it may stop before answering
+        return
     by_id = {m.get("id"): m for m in lines}
     assert "sessionId" in by_id[1]["result"], (lines, r.stderr)
-    if not IS_REF:  # the reference may stop at the end of the file before answering 2
-        assert by_id[2]["error"]["code"] == -32601, lines
+    assert by_id[2]["error"]["code"] == -32601, lines
 
 
 if __name__ == "__main__":
