@@ -404,12 +404,19 @@ int remote_start(uv_loop_t *loop, const struct remote_opts *opts, void (*on_fata
     json_t *kj = noise_ik_public_key_to_json(&R->identity.pub);
     R->key_json = json_dumps(kj, JSON_COMPACT);
     json_decref(kj);
-    char auth[8192];
-    const char *hdrs[2] = {NULL, NULL};
+    char auth[16384 + 64], account[512];
+    const char *hdrs[3] = {NULL, NULL, NULL};
     if (opts->bearer && *opts->bearer) {
         if (strlen(opts->bearer) > sizeof auth - 32) return -EINVAL;
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", opts->bearer);
         hdrs[0] = auth;
+        /* The ChatGPT account the token belongs to, in 0.169.0's header. */
+        if (opts->chatgpt_account_id && *opts->chatgpt_account_id) {
+            if (strlen(opts->chatgpt_account_id) > sizeof account - 32) return -EINVAL;
+            snprintf(account, sizeof account, "chatgpt-account-id: %s",
+                     opts->chatgpt_account_id);
+            hdrs[1] = account;
+        }
     }
     R->registry = registry_client_new(loop, opts->base_url, opts->environment_id, hdrs);
     memset(auth, 0, sizeof auth);

@@ -13,14 +13,24 @@
 #include <string.h>
 #include <uv.h>
 
+#include <jansson.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "remote/aws_profile.h"
 #include "remote/remote.h"
 #include "remote/rv_ws.h"
+#include "server/codex_config.h"
 #include "transport/auth.h"
+#include "transport/jwt.h"
 #include "transport/tls.h"
 #include "util/mem.h"
 
 struct server_config server_config;
-static bool given[64];
+static struct aws_profile aws_files; /* --aws-sigv4 keys read from the shared files */
+/* Where each option was last given on the command line (1, 2, ...), 0 for never. */
+static unsigned given[64];
+static unsigned given_count;
 
 #define C server_config
 
@@ -34,11 +44,17 @@ __attribute__((format(printf, 1, 2))) static void usage_error(const char *fmt, .
     va_end(ap);
 }
 
-bool config_given(const char *name)
+/* The position of an option on the command line, 0 when it was not given. */
+static unsigned given_at(const char *name)
 {
     const struct opt_spec *o = options_find(name);
     if (!o) abort(); /* a misspelt name in our own code */
     return given[o - options_table];
+}
+
+bool config_given(const char *name)
+{
+    return given_at(name) != 0;
 }
 
 /* getopt_long's table and short-option string, from the option table. */
@@ -81,30 +97,12 @@ static int apply_env(void)
             if (*v && strcmp(v, "0") != 0 && strcmp(v, "false") != 0) *(bool *)o->target = true;
         } else if (o->env_rule == OPT_ENV_BOOL) {
             if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
-                fprintf(stderr, "exec-server: invalid value '%s' for '--%s' (from %s; expected "
-                                "true or false)\n", v, o->name, o->env);
+                fprintf(stderr, "exec-server: invalid value '%s' for '--%s'\n  (from %s: "
+                                "expected true or false)\n", v, o->name, o->env);
                 return 2;
             }
             *(bool *)o->target = strcmp(v, "true") == 0;
         }
-    }
-    return CONFIG_OK;
-}
-
-/* Options this exec-server reads but refuses. */
-static int refuse_unsupported(void)
-{
-    static const char *const refused[] = {"executor-credential-stdin", "use-agent-identity-auth"};
-    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
-        if (config_given(refused[i])) {
-            fprintf(stderr, "exec-server: --%s is not supported by this exec-server; use "
-                            "--registration-bearer-stdin or CODEX_API_KEY\n", refused[i]);
-            return 2;
-        }
-    if (config_given("aws-profile")) {
-        fprintf(stderr, "exec-server: --aws-profile is not supported by this exec-server; "
-                        "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY\n");
-        return 2;
     }
     return CONFIG_OK;
 }
@@ -117,6 +115,7 @@ int config_parse(int argc, char **argv)
     config_free();
     memset(&C, 0, sizeof C);
     memset(given, 0, sizeof given);
+    given_count = 0;
     options_reset();
     build_getopt(longs, shorts, sizeof shorts);
     /* `exec-server forward ...`: the same parser over the rest. */
@@ -157,14 +156,13 @@ int config_parse(int argc, char **argv)
             usage_error("%s", err);
             return 2;
         }
-        given[o - options_table] = true;
+        given[o - options_table] = ++given_count;
     }
     if (optind < argc) {
         usage_error("unknown argument `%s` (see --help)", argv[optind]);
         return 2;
     }
-    int r = refuse_unsupported();
-    return r != CONFIG_OK ? r : apply_env();
+    return apply_env();
 }
 
 /* ---- validation ---- */
@@ -257,6 +255,57 @@ static int parse_ws_url(const char *url, char *host, size_t hostlen, int *port)
     return 0;
 }
 
+/* The rules 0.169.0's argument parser enforces between the remote-mode flags, in
+ * its words (exit 2). */
+static int validate_relations(void)
+{
+    /* The ways to authenticate to the registry exclude each other; clap names the
+     * first two given, in command-line order. */
+    static const char *const ways[] = {"registration-bearer-stdin", "executor-credential-stdin",
+                                       "chatgpt-token-stdin", "use-agent-identity-auth",
+                                       "aws-sigv4"};
+    const char *first = NULL, *second = NULL;
+    unsigned at1 = 0, at2 = 0;
+    for (size_t i = 0; i < sizeof ways / sizeof ways[0]; i++) {
+        unsigned at = given_at(ways[i]);
+        if (!at) continue;
+        if (!at1 || at < at1) {
+            second = first, at2 = at1;
+            first = ways[i], at1 = at;
+        } else if (!at2 || at < at2) {
+            second = ways[i], at2 = at;
+        }
+    }
+    if (second) {
+        usage_error("the argument '--%s' cannot be used with '--%s'", first, second);
+        return 2;
+    }
+    if (C.chatgpt_account_id && !C.chatgpt_token_stdin) {
+        usage_error("--chatgpt-account-id requires --chatgpt-token-stdin");
+        return 2;
+    }
+    if (C.aws_profile && !C.aws_sigv4) {
+        usage_error("--aws-profile requires --aws-sigv4");
+        return 2;
+    }
+    static const char *const need_remote[] = {"chatgpt-token-stdin", "executor-credential-stdin",
+                                              "use-agent-identity-auth"};
+    for (size_t i = 0; i < sizeof need_remote / sizeof need_remote[0]; i++)
+        if (config_given(need_remote[i]) && !C.remote_url) {
+            usage_error("--%s requires --remote URL and --environment-id ID", need_remote[i]);
+            return 2;
+        }
+    return CONFIG_OK;
+}
+
+/* -c, --enable, --disable, --strict-config (server/codex_config.c). */
+static int validate_codex(void)
+{
+    int r = codex_config_check(&C.codex_overrides, &C.codex_enable, &C.codex_disable,
+                               C.strict_config);
+    return r ? r : CONFIG_OK;
+}
+
 /* `exec-server forward`: the destination and the registration it needs. */
 static int validate_forward(void)
 {
@@ -277,15 +326,55 @@ static int validate_forward(void)
     return CONFIG_OK;
 }
 
-/* --remote-transport direct: SigV4 credentials from the environment, as the AWS
- * SDK's environment provider reads them (0.169.0 requires --aws-sigv4). */
+/* --aws-sigv4's keys: the environment's (AWS_ACCESS_KEY_ID, ...) unless --aws-profile
+ * names a profile; else the shared files' profile (AWS_PROFILE, or default). Returns
+ * CONFIG_OK or an exit status. */
+static int resolve_aws_keys(void)
+{
+    const char *ak = getenv("AWS_ACCESS_KEY_ID"), *sk = getenv("AWS_SECRET_ACCESS_KEY");
+    const char *name = C.aws_profile;
+    if (!name && ak && *ak && sk && *sk) {
+        C.aws_access = ak;
+        C.aws_secret = sk;
+        C.aws_token = getenv("AWS_SESSION_TOKEN");
+    }
+    if (!name) name = getenv("AWS_PROFILE") && *getenv("AWS_PROFILE") ? getenv("AWS_PROFILE")
+                                                                     : "default";
+    char files[2200];
+    aws_profile_load(name, &aws_files, files, sizeof files);
+    if (!C.aws_access && aws_files.found && !(aws_files.access_key && aws_files.secret_key)) {
+        if (aws_files.indirect) {
+            usage_error("AWS profile `%s` gets its credentials through %s, which this "
+                        "exec-server does not support: only static keys (aws_access_key_id, "
+                        "aws_secret_access_key, aws_session_token) are read", name,
+                        aws_files.indirect);
+            return 1;
+        }
+        if (C.aws_profile) {
+            usage_error("AWS profile `%s` has no aws_access_key_id and aws_secret_access_key "
+                        "in %s", name, files);
+            return 1;
+        }
+    }
+    if (C.aws_profile && !aws_files.found) {
+        usage_error("AWS profile `%s` not found in %s", name, files);
+        return 1;
+    }
+    if (!C.aws_access) {
+        C.aws_access = aws_files.access_key;
+        C.aws_secret = aws_files.secret_key;
+        C.aws_token = aws_files.session_token;
+    }
+    if (!C.aws_region || !*C.aws_region) C.aws_region = getenv("AWS_REGION");
+    if (!C.aws_region || !*C.aws_region) C.aws_region = getenv("AWS_DEFAULT_REGION");
+    if (!C.aws_region || !*C.aws_region) C.aws_region = aws_files.region;
+    return CONFIG_OK;
+}
+
+/* --remote-transport direct with --aws-sigv4 (0.169.0 requires one with the other). */
 static int validate_sigv4(void)
 {
     C.direct = C.remote_transport == 1;
-    if (C.aws_sigv4 && C.bearer_stdin) {
-        usage_error("--aws-sigv4 cannot be used with --registration-bearer-stdin");
-        return 2;
-    }
     if (!C.direct && !C.aws_sigv4) return CONFIG_OK;
     if (!C.direct) {
         usage_error("--aws-sigv4 signs `--remote-transport direct` requests only");
@@ -299,19 +388,17 @@ static int validate_sigv4(void)
         usage_error("forward supports the noise transport only");
         return 2;
     }
-    C.aws_access = getenv("AWS_ACCESS_KEY_ID");
-    C.aws_secret = getenv("AWS_SECRET_ACCESS_KEY");
-    C.aws_token = getenv("AWS_SESSION_TOKEN");
-    if (!C.aws_region || !*C.aws_region) C.aws_region = getenv("AWS_REGION");
-    if (!C.aws_region || !*C.aws_region) C.aws_region = getenv("AWS_DEFAULT_REGION");
+    int r = resolve_aws_keys();
+    if (r != CONFIG_OK) return r;
     if (!C.aws_access || !*C.aws_access || !C.aws_secret || !*C.aws_secret) {
         usage_error("--aws-sigv4 needs AWS credentials: set AWS_ACCESS_KEY_ID and "
-                    "AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones)");
+                    "AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones), or "
+                    "give --aws-profile a profile with static keys");
         return 1;
     }
     if (!C.aws_region || !*C.aws_region) {
-        usage_error("--aws-sigv4 needs a region: --aws-region, AWS_REGION or "
-                    "AWS_DEFAULT_REGION");
+        usage_error("--aws-sigv4 needs a region: --aws-region, AWS_REGION, "
+                    "AWS_DEFAULT_REGION or the profile's region");
         return 1;
     }
     if (!*C.aws_service) {
@@ -319,6 +406,73 @@ static int validate_sigv4(void)
         return 2;
     }
     return CONFIG_OK;
+}
+
+/* --chatgpt-token-stdin: one line holding a JWT whose account (its claim or
+ * --chatgpt-account-id) goes beside it. The reference's rules and texts; the 16 KiB
+ * bound is ours (0.169.0's is not known). */
+static int read_chatgpt_token(const char *url)
+{
+    const char *h = url + 8;
+    size_t authority = strcspn(h, "/?#");
+    struct stat st;
+    if (strncmp(url, "https://", 8) != 0 || memchr(h, '@', authority) || strchr(url, '#')) {
+        usage_error("ChatGPT token registry URLs must use HTTPS without userinfo or fragments");
+        return 1;
+    }
+    if (fstat(STDIN_FILENO, &st) < 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
+        usage_error("ChatGPT token stdin must be a pipe or socket");
+        return 1;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n = getline(&line, &cap, stdin);
+    json_t *claims = NULL;
+    const char *why = NULL, *claim = NULL, *flag = C.chatgpt_account_id;
+    if (n <= 0 || line[n - 1] != '\n' || n - 1 > 16384) {
+        why = "expected a bounded, newline-terminated ChatGPT access token";
+    } else {
+        line[--n] = '\0';
+        if (n && line[n - 1] == '\r') line[--n] = '\0';
+        claims = jwt_claims(line, (size_t)n);
+        claim = json_string_value(json_object_get(
+            json_object_get(claims, "https://api.openai.com/auth"), "chatgpt_account_id"));
+        if (!claims) why = "invalid ChatGPT access token";
+        else if (claim && *claim && flag && strcmp(claim, flag) != 0)
+            why = "--chatgpt-account-id does not match the token";
+        else if (!(claim && *claim) && !(flag && *flag))
+            why = "token has no ChatGPT account ID; supply --chatgpt-account-id";
+    }
+    if (!why) {
+        C.chatgpt_account = xstrdup(claim && *claim ? claim : flag);
+        for (const char *p = C.chatgpt_account; *p && !why; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                why = "ChatGPT account id is not a valid HTTP header";
+    }
+    json_decref(claims);
+    if (why) {
+        if (line) memset(line, 0, cap);
+        free(line);
+        usage_error("%s", why);
+        return 1;
+    }
+    C.bearer = line;
+    return CONFIG_OK;
+}
+
+/* --use-agent-identity-auth: the reference's first check, then ours. */
+static int refuse_agent_identity(void)
+{
+    const char *t = getenv("CODEX_ACCESS_TOKEN");
+    if (!t || !*t) {
+        usage_error("CODEX_ACCESS_TOKEN is required when --use-agent-identity-auth is set");
+        return 1;
+    }
+    usage_error("--use-agent-identity-auth is not supported by this exec-server: Agent "
+                "Identity auth registers an Agent task with the backend and signs each "
+                "registry request with that task's key, an exchange that is not public; use "
+                "--registration-bearer-stdin or CODEX_API_KEY (docs/FLAGS.md)");
+    return 1;
 }
 
 /* The registry bearer: SigV4 instead for direct, else the stdin line or
@@ -333,6 +487,16 @@ static int resolve_bearer(const char *url)
                         "to a loopback host)");
             return 2;
         }
+    } else if (C.credential_stdin) {
+        usage_error("--executor-credential-stdin is not supported by this exec-server: the "
+                    "format of the rotating executor credential frames codex 0.169.0 reads "
+                    "is not public; use --registration-bearer-stdin or CODEX_API_KEY "
+                    "(docs/FLAGS.md)");
+        return 1;
+    } else if (C.agent_identity) {
+        return refuse_agent_identity();
+    } else if (C.chatgpt_token_stdin) {
+        return read_chatgpt_token(url);
     } else if (C.bearer_stdin) {
         C.bearer = read_bearer_line();
         if (!C.bearer) return 1;
@@ -493,8 +657,9 @@ static int configure_auth(void)
 
 int config_validate(void)
 {
-    int (*const steps[])(void) = {validate_forward, validate_sigv4, validate_remote,
-                                  validate_listen, configure_auth};
+    int (*const steps[])(void) = {validate_relations, validate_codex, validate_forward,
+                                  validate_sigv4,     validate_remote, validate_listen,
+                                  configure_auth};
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
         int r = steps[i]();
         if (r != CONFIG_OK) return r;
@@ -508,5 +673,14 @@ void config_free(void)
         memset(C.bearer, 0, strlen(C.bearer));
         free(C.bearer);
         C.bearer = NULL;
+    }
+    free(C.chatgpt_account);
+    C.chatgpt_account = NULL;
+    aws_profile_clear(&aws_files);
+    C.aws_access = C.aws_secret = C.aws_token = NULL;
+    struct opt_list *lists[] = {&C.codex_overrides, &C.codex_enable, &C.codex_disable};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        free(lists[i]->v);
+        *lists[i] = (struct opt_list){0};
     }
 }

@@ -40,6 +40,10 @@ struct server_config {
     bool aws_sigv4;
     const char *aws_profile, *aws_region, *aws_service;
     const char *connect_url;
+    bool chatgpt_token_stdin;
+    const char *chatgpt_account_id;
+    struct opt_list codex_overrides, codex_enable, codex_disable;
+    bool strict_config;
 
     /* The command: `exec-server forward ...` when set. */
     bool forward;
@@ -49,6 +53,7 @@ struct server_config {
     char host[64];
     int port;
     char *bearer; /* registry bearer (malloc'd, wiped by config_free) */
+    char *chatgpt_account; /* --chatgpt-token-stdin: the account sent beside it */
     const char *aws_access, *aws_secret, *aws_token;
     char env_id_buf[512], remote_buf[2048];
 };

@@ -12,20 +12,40 @@
 #include "core/log.h"
 #include "server/config.h"
 
-static int parse_log_level(const char *value, void *target)
+static int parse_log_level(const char *value, void *target, const char **why)
 {
     return log_level_parse(value, target);
 }
 
+/* --concurrent-requests: a positive count, with the reasons Rust's integer parser
+ * gives (the reference's argument parser reports them). */
+static int parse_positive(const char *value, void *target, const char **why)
+{
+    const char *d = value + (*value == '+');
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(d, &end, 10);
+    if (!*d) *why = ": cannot parse integer from empty string";
+    else if (!isdigit((unsigned char)*d) || *end) *why = ": invalid digit found in string";
+    else if (errno == ERANGE) *why = ": number too large to fit in target type";
+    else if (v == 0) *why = ": number would be zero for non-zero type";
+    else {
+        *(uint64_t *)target = v;
+        return 0;
+    }
+    return -EINVAL;
+}
+
 static const char *const ws_auth_modes[] = {"capability-token", "signed-bearer-token", NULL};
 static const char *const remote_transports[] = {"noise", "direct", NULL};
+static const char *const pid_namespaces[] = {"isolate", "inherit", NULL};
 
 #define C server_config
 #define L server_limits
 /* Where a value goes, and its size for the numeric kinds. */
 #define TO(field) .target = &(field), .size = sizeof(field)
 
-enum { SEC_GENERAL, SEC_WS_AUTH, SEC_LIMITS, SEC_REMOTE, SEC_FORWARD };
+enum { SEC_GENERAL, SEC_WS_AUTH, SEC_LIMITS, SEC_REMOTE, SEC_FORWARD, SEC_CODEX };
 
 const struct opt_section options_sections[] = {
     [SEC_GENERAL] = {"Options", NULL},
@@ -34,6 +54,9 @@ const struct opt_section options_sections[] = {
     [SEC_REMOTE] = {"Remote mode",
                     "An environment registry and its rendezvous relay, Noise encrypted."},
     [SEC_FORWARD] = {"Forward", "Options of `exec-server forward` only."},
+    [SEC_CODEX] = {"Codex configuration",
+                   "Accepted and checked as `codex exec-server` 0.169.0 checks them; no key "
+                   "or feature changes what this exec-server does (docs/FLAGS.md)."},
 };
 const size_t options_section_count = sizeof options_sections / sizeof options_sections[0];
 
@@ -64,6 +87,22 @@ const struct opt_spec options_table[] = {
      .env_rule = OPT_ENV_TRUTHY,
      .help = "exit when the parent-owned standard input pipe closes (over stdio, the end of "
              "standard input always stops the server)"},
+    {.name = "concurrent-requests", .meta = "COUNT", .kind = OPT_PARSE, .modes = OPT_SERVE,
+     TO(L.max_concurrent_requests), .parse = parse_positive, .style = OPT_CLAP,
+     .help = "requests of one connection that run at once; later ones wait in arrival "
+             "order (process/terminate and fs/close never wait behind them). Default: no "
+             "limit (the reference's default is 1, one request at a time)"},
+    {.name = "linux-sandbox-pid-namespace", .meta = "MODE", .kind = OPT_CHOICE,
+     .modes = OPT_BOTH, TO(L.sandbox_pid_namespace), .choices = pid_namespaces,
+     .style = OPT_CLAP, .bad = ": expected 'isolate' or 'inherit'", .def = "isolate",
+     .help = "PID namespace of sandboxed commands: isolate, or inherit ours, which lets "
+             "them signal other processes of the same user; use inherit only on a "
+             "dedicated host. Requests cannot change it"},
+    {.name = "proxy-private-ips-via-upstream", .kind = OPT_FLAG, .modes = OPT_BOTH,
+     TO(L.proxy_private_ips_via_upstream),
+     .env = "CODEX_EXEC_SERVER_PROXY_PRIVATE_IPS_VIA_UPSTREAM", .env_rule = OPT_ENV_BOOL,
+     .help = "let permitted private-IP destinations use the configured upstream proxy of "
+             "the managed network proxy (direct when none applies; loopback stays local)"},
     /* ---- WebSocket authentication ---- */
     {.name = "ws-auth", .meta = "MODE", .kind = OPT_CHOICE, .modes = OPT_BOTH,
      .section = SEC_WS_AUTH, TO(C.ws_auth), .choices = ws_auth_modes, .style = OPT_CLAP,
@@ -147,25 +186,50 @@ const struct opt_spec options_table[] = {
      .help = "read one registration bearer token line (at most 16 KiB, newline-terminated) "
              "from standard input; otherwise CODEX_API_KEY, allowed only for https to "
              "openai.com / openai.org or a loopback registry"},
+    {.name = "chatgpt-token-stdin", .kind = OPT_FLAG, .modes = OPT_SERVE,
+     .section = SEC_REMOTE, TO(C.chatgpt_token_stdin),
+     .help = "read a ChatGPT access token (a JWT, one line) from standard input, a pipe or "
+             "socket, and register with it as the bearer, with its account in the "
+             "chatgpt-account-id header; the registry must be https",
+     .more = "The account is the token's chatgpt_account_id claim or --chatgpt-account-id. "
+             "0.169.0 then loads a ChatGPT account policy over the network before it "
+             "registers; that request is not public, so this exec-server does not make it."},
+    {.name = "chatgpt-account-id", .meta = "ID", .kind = OPT_STRING, .modes = OPT_SERVE,
+     .section = SEC_REMOTE, TO(C.chatgpt_account_id),
+     .help = "with --chatgpt-token-stdin: the ChatGPT account; must match the token's "
+             "account claim when it has one"},
     {.name = "executor-credential-stdin", .kind = OPT_FLAG, .modes = OPT_BOTH,
      .section = SEC_REMOTE, TO(C.credential_stdin),
-     .help = "not supported: use --registration-bearer-stdin or CODEX_API_KEY"},
+     .help = "accepted, then refused at start: the format of 0.169.0's rotating executor "
+             "credential frames is not public; use --registration-bearer-stdin or "
+             "CODEX_API_KEY"},
     {.name = "use-agent-identity-auth", .kind = OPT_FLAG, .modes = OPT_BOTH,
      .section = SEC_REMOTE, TO(C.agent_identity),
-     .help = "not supported: use --registration-bearer-stdin or CODEX_API_KEY"},
+     .help = "accepted, then refused at start (after the reference's CODEX_ACCESS_TOKEN "
+             "check): the Agent task registration behind Agent Identity auth is not public; "
+             "use --registration-bearer-stdin or CODEX_API_KEY"},
     {.name = "aws-sigv4", .kind = OPT_FLAG, .modes = OPT_BOTH, .section = SEC_REMOTE,
      TO(C.aws_sigv4),
      .help = "sign the direct registration and WebSocket upgrade with AWS SigV4; credentials "
-             "from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN",
+             "from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, else from "
+             "the profile's static keys in the shared credentials and config files",
      .more = "The registration signs content-type;host;x-amz-date, the upgrade "
              "host;x-amz-date; a session token is sent as x-amz-security-token and signed. "
              "Not with --registration-bearer-stdin."},
     {.name = "aws-profile", .meta = "PROFILE", .kind = OPT_STRING, .modes = OPT_BOTH,
      .section = SEC_REMOTE, TO(C.aws_profile),
-     .help = "not supported: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"},
+     .help = "with --aws-sigv4: take the keys (aws_access_key_id, aws_secret_access_key, "
+             "aws_session_token) and region of this profile from the shared credentials "
+             "file (AWS_SHARED_CREDENTIALS_FILE, default ~/.aws/credentials) and config file "
+             "(AWS_CONFIG_FILE, default ~/.aws/config), ahead of AWS_ACCESS_KEY_ID and "
+             "friends. Without it: the environment's keys, else profile AWS_PROFILE or "
+             "default",
+     .more = "Only static keys are read: a profile that assumes a role (role_arn), uses SSO "
+             "or a credential_process is refused with that reason."},
     {.name = "aws-region", .meta = "REGION", .kind = OPT_STRING, .modes = OPT_BOTH,
      .section = SEC_REMOTE, TO(C.aws_region),
-     .help = "signing region (default AWS_REGION, then AWS_DEFAULT_REGION)"},
+     .help = "signing region (default AWS_REGION, then AWS_DEFAULT_REGION, then the "
+             "profile's region)"},
     {.name = "aws-service", .meta = "SERVICE", .kind = OPT_STRING, .modes = OPT_BOTH,
      .section = SEC_REMOTE, TO(C.aws_service), .def = "execute-api",
      .help = "signing service"},
@@ -174,6 +238,20 @@ const struct opt_spec options_table[] = {
      .section = SEC_FORWARD, TO(C.connect_url),
      .help = "the destination exec-server (ws://HOST:PORT[/PATH]) every harness stream is "
              "relayed to, one WebSocket per stream"},
+    /* ---- Codex configuration (server/codex_config.c) ---- */
+    {.name = "config", .short_name = 'c', .meta = "KEY=VALUE", .kind = OPT_LIST,
+     .modes = OPT_BOTH, .section = SEC_CODEX, TO(C.codex_overrides),
+     .help = "a Codex configuration override (repeatable), e.g. `-c model=\"o3\"`; "
+             "checked, then ignored with a warning"},
+    {.name = "enable", .meta = "FEATURE", .kind = OPT_LIST, .modes = OPT_BOTH,
+     .section = SEC_CODEX, TO(C.codex_enable),
+     .help = "a Codex feature to enable (repeatable); an unknown name is an error"},
+    {.name = "disable", .meta = "FEATURE", .kind = OPT_LIST, .modes = OPT_BOTH,
+     .section = SEC_CODEX, TO(C.codex_disable),
+     .help = "a Codex feature to disable (repeatable); an unknown name is an error"},
+    {.name = "strict-config", .kind = OPT_FLAG, .modes = OPT_BOTH, .section = SEC_CODEX,
+     TO(C.strict_config),
+     .help = "make a -c override that 0.169.0 would reject an error instead of a warning"},
     /* ---- the end ---- */
     {.name = "help", .short_name = 'h', .kind = OPT_ACTION, .modes = OPT_BOTH,
      .help = "print this help"},
@@ -241,11 +319,12 @@ static int parse_choice(const char *val, const struct opt_spec *o, int *index)
     return -EINVAL;
 }
 
-static void bad_value(const struct opt_spec *o, const char *value, char *err, size_t n)
+static void bad_value(const struct opt_spec *o, const char *value, const char *why, char *err,
+                      size_t n)
 {
     if (o->style == OPT_CLAP)
         snprintf(err, n, "invalid value '%s' for '--%s <%s>'%s", value, o->name, o->meta,
-                 o->bad ? o->bad : "");
+                 why ? why : o->bad ? o->bad : "");
     else
         snprintf(err, n, "%s --%s `%s`; expected %s", o->bad ? o->bad : "invalid", o->name,
                  value, o->expect);
@@ -256,6 +335,7 @@ int options_store(const struct opt_spec *o, const char *value, char *err, size_t
     unsigned long long v;
     uint64_t ms;
     int index, r = 0;
+    const char *why = NULL;
     switch (o->kind) {
     case OPT_ACTION:
         break;
@@ -287,10 +367,10 @@ int options_store(const struct opt_spec *o, const char *value, char *err, size_t
         if (r == 0) *(int *)o->target = index;
         break;
     case OPT_PARSE:
-        r = o->parse(value, o->target);
+        r = o->parse(value, o->target, &why);
         break;
     }
-    if (r < 0) bad_value(o, value, err, errlen);
+    if (r < 0) bad_value(o, value, why, err, errlen);
     return r < 0 ? -EINVAL : 0;
 }
 
@@ -316,8 +396,9 @@ void options_reset(void)
         case OPT_CHOICE:
             *(int *)o->target = -1;
             break;
-        default:
-            break; /* numbers: only their default below */
+        default: /* numbers: zero unless they have a default below */
+            memset(o->target, 0, o->size);
+            break;
         }
         char err[256];
         /* A default that does not parse is a mistake in the table itself. */

@@ -24,7 +24,7 @@ enum opt_kind {
     OPT_BYTES,   /* a count with an optional K, M or G suffix (powers of 1024) */
     OPT_SECONDS, /* decimal seconds, a fraction allowed, within [min, max]: stored in ms */
     OPT_CHOICE,  /* one of choices[]: its index (int); -1 when not given */
-    OPT_PARSE,   /* parse(value, target) decides (0 or -EINVAL) */
+    OPT_PARSE,   /* parse(value, target, &why) decides (0 or -EINVAL with a reason) */
 };
 
 /* Which command takes an option. */
@@ -58,7 +58,8 @@ struct opt_spec {
     size_t size;          /* sizeof *target for the numeric kinds (4 or 8) */
     unsigned long long min, max;
     const char *const *choices; /* OPT_CHOICE: NULL-terminated */
-    int (*parse)(const char *value, void *target); /* OPT_PARSE */
+    /* OPT_PARSE: 0, or -EINVAL with *why set (the error's tail in OPT_CLAP style) */
+    int (*parse)(const char *value, void *target, const char **why);
     enum opt_style style;
     const char *bad;      /* the error's verb ("invalid" when NULL) or, OPT_CLAP, its tail */
     const char *expect;   /* OPT_OURS: what a good value is, for the error text */

@@ -134,6 +134,7 @@ static int start_remote(void)
                              .environment_id = C.environment_id,
                              .name = C.remote_name,
                              .bearer = C.bearer,
+                             .chatgpt_account_id = C.chatgpt_account,
                              .on_message = rpc_dispatch,
                              .forward_url = C.connect_url,
                              .direct = C.direct,

@@ -16,10 +16,10 @@ PREFIXES = (
     "crypto_",
     # transport, rpc
     "conn_", "ws_", "stdio_", "tls_", "auth_", "jwt_", "rpc_", "pdec_",
-    "remote_", "registry_", "rv_ws_", "sigv4_", "direct_conn_",
+    "remote_", "registry_", "rv_ws_", "sigv4_", "aws_profile_", "direct_conn_",
     # domains and wiring
     "session_", "env_config_", "proc_", "process_", "spawn_", "guardian_", "event_log_",
-    "env_", "fs_", "capability_roots_", "caproots_", "sandbox_", "denied_", "curl_", "server_", "config_", "options_",
+    "env_", "fs_", "capability_roots_", "caproots_", "sandbox_", "denied_", "curl_", "server_", "config_", "options_", "codex_config_",
 )
 
 

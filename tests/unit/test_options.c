@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "core/limits.h"
+#include "server/codex_config.h"
 #include "server/config.h"
 #include "server/options.h"
 
@@ -143,6 +144,68 @@ static void test_error_texts(void **state)
                              "capability-token or signed-bearer-token");
 }
 
+static void test_compat_options(void **state)
+{
+    assert_int_equal(parse(NULL), CONFIG_OK);
+    assert_int_equal(limits_sandbox_pid_namespace(), LIMITS_PID_NS_ISOLATE);
+    assert_int_equal(server_limits.max_concurrent_requests, 0); /* no limit */
+    assert_false(limits_proxy_private_ips_via_upstream());
+    assert_int_equal(parse("--linux-sandbox-pid-namespace", "inherit", "--concurrent-requests",
+                           "+3", "--proxy-private-ips-via-upstream", NULL),
+                     CONFIG_OK);
+    assert_int_equal(limits_sandbox_pid_namespace(), LIMITS_PID_NS_INHERIT);
+    assert_int_equal(server_limits.max_concurrent_requests, 3);
+    assert_true(limits_proxy_private_ips_via_upstream());
+    assert_int_equal(parse("--linux-sandbox-pid-namespace", "Isolate", NULL), 2);
+    assert_int_equal(parse("--concurrent-requests", "0", NULL), 2);
+    /* Back to the defaults on the next parse. */
+    assert_int_equal(parse(NULL), CONFIG_OK);
+    assert_int_equal(limits_sandbox_pid_namespace(), LIMITS_PID_NS_ISOLATE);
+    assert_int_equal(server_limits.max_concurrent_requests, 0);
+    assert_int_equal(parse("-c", "a=1", "--config", "b=2", "--enable", "x", "--disable", "y",
+                           "--strict-config", NULL),
+                     CONFIG_OK);
+    assert_int_equal(server_config.codex_overrides.n, 2);
+    assert_string_equal(server_config.codex_overrides.v[1], "b=2");
+    assert_int_equal(server_config.codex_enable.n, 1);
+    assert_int_equal(server_config.codex_disable.n, 1);
+    assert_true(server_config.strict_config);
+    assert_int_equal(parse("forward", "--concurrent-requests", "2", NULL), 2);
+    char err[256];
+    assert_int_equal(options_store(options_find("concurrent-requests"), "abc", err, sizeof err),
+                     -EINVAL);
+    assert_string_equal(err, "invalid value 'abc' for '--concurrent-requests <COUNT>': invalid "
+                             "digit found in string");
+}
+
+static void test_codex_config_rules(void **state)
+{
+    const char *ok[] = {"model=\"o3\"", "features.shell_snapshot=true", "otel.x=1",
+                        "features.network_proxy={enabled=true}", "web_search=\"live\""};
+    const char *bad[] = {"foo=1", "nokey", "features.nope=true", "features.shell_snapshot=1",
+                         "features.shell_snapshot=maybe", "profile=x", "tui2.x=1"};
+    const char *feat[] = {"shell_snapshot", "collab"}, *nofeat[] = {"nope"};
+    struct opt_list none = {0}, one = {0}, f = {feat, 2}, nf = {nofeat, 1};
+    FILE *saved = stderr;
+    stderr = fopen("/dev/null", "w");
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        one = (struct opt_list){&ok[i], 1};
+        assert_int_equal(codex_config_check(&one, &none, &none, true), 0);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        one = (struct opt_list){&bad[i], 1};
+        assert_int_equal(codex_config_check(&one, &none, &none, true), 1);
+        assert_int_equal(codex_config_check(&one, &none, &none, false), 0); /* a warning */
+    }
+    assert_int_equal(codex_config_check(&none, &f, &f, false), 0);
+    assert_int_equal(codex_config_check(&none, &nf, &none, false), 1);
+    assert_int_equal(codex_config_check(&none, &none, &nf, false), 1);
+    fclose(stderr);
+    stderr = saved;
+    assert_true(codex_config_feature_known("guardianv2.thread_context"));
+    assert_false(codex_config_feature_known("Shell_snapshot"));
+}
+
 /* Every option the command takes is in its --help, and every option in the page. */
 static void test_help_and_man_list_every_option(void **state)
 {
@@ -184,6 +247,8 @@ int main(void)
         cmocka_unit_test(test_values_and_bounds),
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_error_texts),
+        cmocka_unit_test(test_compat_options),
+        cmocka_unit_test(test_codex_config_rules),
         cmocka_unit_test(test_help_and_man_list_every_option),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
