@@ -143,8 +143,9 @@ static bool top_key_known(const char *key, size_t n)
 static const char *not_boolean(const char *v, char *out, size_t n)
 {
     size_t len = strlen(v);
+    const char *digits = v + (*v == '-' || *v == '+');
     if (strcmp(v, "true") == 0 || strcmp(v, "false") == 0) return NULL;
-    if (len && strspn(v + (*v == '-' || *v == '+'), "0123456789_") == len - (*v == '-' || *v == '+'))
+    if (*digits && strspn(digits, "0123456789_") == strlen(digits))
         snprintf(out, n, "invalid type: integer `%s`, expected a boolean", v);
     else if (len && strspn(v, "0123456789+-_.eE") == len && strchr(v, '.'))
         snprintf(out, n, "invalid type: floating point `%s`, expected a boolean", v);
@@ -153,7 +154,8 @@ static const char *not_boolean(const char *v, char *out, size_t n)
     else if (*v == '{')
         snprintf(out, n, "invalid type: map, expected a boolean");
     else if (len >= 2 && (*v == '"' || *v == '\'') && v[len - 1] == *v)
-        snprintf(out, n, "invalid type: string \"%.*s\", expected a boolean", (int)len - 2, v + 1);
+        snprintf(out, n, "invalid type: string \"%.*s\", expected a boolean", (int)len - 2,
+                 v + 1);
     else
         snprintf(out, n, "invalid type: string \"%s\", expected a boolean", v);
     return out;

@@ -140,8 +140,9 @@ int config_parse(int argc, char **argv)
             return 2;
         }
         if (!(o->modes & mode)) {
-            if (mode == OPT_SERVE) usage_error("--%s is an option of `exec-server forward`", o->name);
-            else usage_error("--%s is not an option of `exec-server forward`", o->name);
+            usage_error(mode == OPT_SERVE ? "--%s is an option of `exec-server forward`"
+                                          : "--%s is not an option of `exec-server forward`",
+                        o->name);
             return 2;
         }
         if (strcmp(o->name, "help") == 0) {

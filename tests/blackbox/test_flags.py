@@ -291,21 +291,6 @@ def test_concurrent_requests_two_slots(_):
         s.close()
 
 
-def make_ca(d):
-    """A test CA and a certificate for 127.0.0.1 signed by it (ca, cert, key paths)."""
-    def openssl(*args):
-        subprocess.run(["openssl"] + list(args), check=True, capture_output=True, cwd=d)
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
-            "ca.pem", "-days", "2", "-subj", "/CN=execbb flags CA")
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "srv.key", "-out", "srv.csr",
-            "-subj", "/CN=127.0.0.1")
-    with open(os.path.join(d, "ext.cnf"), "w") as f:
-        f.write("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
-    openssl("x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-out", "srv.pem", "-days", "2", "-extfile", "ext.cnf")
-    return [os.path.join(d, n) for n in ("ca.pem", "srv.pem", "srv.key")]
-
-
 class Registry(http.server.BaseHTTPRequestHandler):
     seen = []
 
