@@ -291,6 +291,50 @@ def test_concurrent_requests_two_slots(_):
         s.close()
 
 
+@needs_own_server
+def test_concurrent_requests_initialized_waits_in_line(_):
+    """An `initialized` that arrives behind waiting requests waits with them (the gate
+    sees messages in arrival order) and the connection carries on."""
+    if IS_REF:
+        raise TestSkip("ours: checks the order of the gate's effects under the cap")
+    with Server(extra_args=["--concurrent-requests", "1"]) as srv:
+        s = srv.session()
+        s.start("lp", ["sleep", "30"])
+        ids = {"read": s.send_request("process/read",
+                                      {"processId": "lp", "afterSeq": 0, "waitMs": 60000}),
+               "status": s.send_request("environment/status", None)}
+        s.notify("initialized", {})
+        ids["status2"] = s.send_request("environment/status", None)
+        ids["kill"] = s.send_request("process/terminate", {"processId": "lp"})
+        order = order_of_answers(s, ids, 20)
+        assert order == ["kill", "read", "status", "status2"], order
+        assert s.call("environment/status") == {"status": "ready"}
+        s.close()
+
+
+@needs_own_server
+def test_concurrent_requests_wait_is_bounded(_):
+    """What waits for a slot is bounded (here by --max-queued-bytes 2K): past it the
+    client is closed, with a line in the log naming the flag."""
+    if IS_REF:
+        raise TestSkip("ours: the bound of the waiting line")
+    with Server(extra_args=["--concurrent-requests", "1", "--max-queued-bytes", "2K"]) as srv:
+        s = srv.session()
+        s.start("lp", ["sleep", "30"])
+        s.send_request("process/read", {"processId": "lp", "afterSeq": 0, "waitMs": 60000})
+        for i in range(40):
+            s.send_raw(json.dumps({"id": 1000 + i, "method": "environment/status",
+                                   "params": None, "pad": "x" * 80}))
+        deadline = time.monotonic() + DEFAULT_TIMEOUT
+        while s.pump(max(0.01, deadline - time.monotonic())) is not None:
+            assert time.monotonic() < deadline, "the connection stayed open"
+        wait_until(lambda: "--concurrent-requests slot" in srv.stderr_text(), DEFAULT_TIMEOUT,
+                   "the log line")
+        c = srv.session()
+        assert c.call("environment/status") == {"status": "ready"}
+        c.close()
+
+
 class Registry(http.server.BaseHTTPRequestHandler):
     seen = []
 
