@@ -8,6 +8,7 @@
 #include "ec_internal.h"
 
 #include "proto/base64.h"
+#include "proto/hex.h"
 #include "proto/uri.h"
 #include "util/mem.h"
 
@@ -62,14 +63,6 @@ char *ec_path_to_uri(const char *path)
     return uri;
 }
 
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9') return ch - '0';
-    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
-    return -1;
-}
-
 char *ec_uri_to_path(const char *uri)
 {
     if (!uri || strncmp(uri, "file:", 5) != 0) return NULL;
@@ -83,8 +76,10 @@ char *ec_uri_to_path(const char *uri)
     }
     char *out = xmalloc(strlen(p) + 1), *o = out;
     for (; *p; p++) {
-        if (*p == '%' && hexval(p[1]) >= 0 && hexval(p[2]) >= 0) {
-            *o++ = (char)(hexval(p[1]) << 4 | hexval(p[2]));
+        int hi = *p == '%' ? hex_value((unsigned char)p[1]) : -1;
+        int lo = hi >= 0 ? hex_value((unsigned char)p[2]) : -1;
+        if (lo >= 0) {
+            *o++ = (char)(hi << 4 | lo);
             p += 2;
         } else {
             *o++ = *p;

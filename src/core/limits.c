@@ -7,4 +7,16 @@ struct server_limits server_limits = {
     .max_message = LIMITS_DEFAULT_MAX_MESSAGE,
     .max_queued = LIMITS_DEFAULT_MAX_QUEUED,
     .max_detached = LIMITS_DEFAULT_MAX_DETACHED,
+    .sandbox_pid_namespace = LIMITS_PID_NS_ISOLATE,
 };
+
+enum limits_pid_namespace limits_sandbox_pid_namespace(void)
+{
+    return server_limits.sandbox_pid_namespace == LIMITS_PID_NS_INHERIT ? LIMITS_PID_NS_INHERIT
+                                                                        : LIMITS_PID_NS_ISOLATE;
+}
+
+bool limits_proxy_private_ips_via_upstream(void)
+{
+    return server_limits.proxy_private_ips_via_upstream;
+}

@@ -23,11 +23,26 @@
  *   max_detached     detached sessions kept for resume. When one more detaches,
  *                    the session detached longest ago expires at once (its
  *                    processes are killed), so a reconnect storm cannot pile up
- *                    sessions, while the newest disconnects stay resumable. */
+ *                    sessions, while the newest disconnects stay resumable.
+ *   max_concurrent_requests
+ *                    requests of one connection running at once
+ *                    (--concurrent-requests); later ones wait in arrival order
+ *                    (rpc/dispatch.c). 0: no limit.
+ *
+ * And two startup policies the command line sets for modules that read them:
+ *   sandbox_pid_namespace   --linux-sandbox-pid-namespace: whether sandboxed
+ *                    children get their own PID namespace (isolate, the default)
+ *                    or share ours (inherit: they may signal other processes of
+ *                    the same user). Requests cannot change it.
+ *   proxy_private_ips_via_upstream  --proxy-private-ips-via-upstream: permitted
+ *                    private-IP destinations may use the configured upstream
+ *                    proxy (for the managed network proxy). */
 #ifndef EXEC_CORE_LIMITS_H
 #define EXEC_CORE_LIMITS_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define LIMITS_DEFAULT_MAX_CONNECTIONS 1024u
 #define LIMITS_DEFAULT_MAX_PROCESSES 1024u
@@ -36,15 +51,25 @@
 #define LIMITS_DEFAULT_MAX_QUEUED (256u << 20)
 #define LIMITS_DEFAULT_MAX_DETACHED 64u
 
+enum limits_pid_namespace { LIMITS_PID_NS_ISOLATE = 0, LIMITS_PID_NS_INHERIT = 1 };
+
 struct server_limits {
     unsigned max_connections;
     unsigned max_processes;
     size_t max_message;
     size_t max_queued;
     unsigned max_detached;
+    uint64_t max_concurrent_requests;
+    int sandbox_pid_namespace; /* enum limits_pid_namespace */
+    bool proxy_private_ips_via_upstream;
 };
 
-/* The limits in force; main.c fills it before the loop starts. */
+/* The limits in force; server/config.c fills it before the loop starts. */
 extern struct server_limits server_limits;
+
+/* --linux-sandbox-pid-namespace (LIMITS_PID_NS_ISOLATE unless inherit was given). */
+enum limits_pid_namespace limits_sandbox_pid_namespace(void);
+/* --proxy-private-ips-via-upstream (or CODEX_EXEC_SERVER_PROXY_PRIVATE_IPS_VIA_UPSTREAM). */
+bool limits_proxy_private_ips_via_upstream(void);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto/hex.h"
 #include "util/buf.h"
 #include "util/mem.h"
 
@@ -226,12 +227,8 @@ const char *env_get(char *const *envp, const char *name)
 
 static bool lower_hex(const char *s, size_t n, bool *all_zero)
 {
-    *all_zero = true;
-    for (size_t i = 0; i < n; i++) {
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return false;
-        if (s[i] != '0') *all_zero = false;
-    }
-    return true;
+    *all_zero = strspn(s, "0") >= n;
+    return hex_is_lower(s, n);
 }
 
 bool env_trace_parent_valid(const char *s)

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "proto/base64.h"
+#include "proto/hex.h"
 #include "util/buf.h"
 #include "util/mem.h"
 
@@ -66,14 +67,6 @@ static bool is_digit(unsigned char c)
     return c >= '0' && c <= '9';
 }
 
-static int hex_val(unsigned char c)
-{
-    if (is_digit(c)) return c - '0';
-    c |= 0x20;
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-}
-
 /* Special URLs (file is one) treat a backslash as a slash. */
 static bool is_slash(char c)
 {
@@ -96,8 +89,7 @@ static bool in_encode_set(unsigned char c)
 
 static void put_pct(struct buf *b, unsigned char c)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    char e[3] = {'%', hex[c >> 4], hex[c & 15]};
+    char e[3] = {'%', hex_upper[c >> 4], hex_upper[c & 15]};
     buf_append(b, e, 3);
 }
 
@@ -132,8 +124,8 @@ static size_t pct_decode(const char *s, size_t n, char *d)
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         int hi, lo;
-        if (s[i] == '%' && i + 2 < n && (hi = hex_val((unsigned char)s[i + 1])) >= 0 &&
-            (lo = hex_val((unsigned char)s[i + 2])) >= 0) {
+        if (s[i] == '%' && i + 2 < n && (hi = hex_value((unsigned char)s[i + 1])) >= 0 &&
+            (lo = hex_value((unsigned char)s[i + 2])) >= 0) {
             d[o++] = (char)(hi << 4 | lo);
             i += 2;
         } else {

@@ -344,6 +344,10 @@ static struct registry_call *start(struct registry_client *rc, const char *what,
     curl_dl_fns.easy_setopt(e, CURLOPT_WRITEDATA, c);
     curl_dl_fns.easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
     curl_dl_fns.easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+    /* Extra trust for an https registry, as http/request reads it. */
+    const char *ca = getenv("CURL_CA_BUNDLE");
+    if (!ca || !*ca) ca = getenv("SSL_CERT_FILE");
+    if (ca && *ca) curl_dl_fns.easy_setopt(e, CURLOPT_CAINFO, ca);
     c->job.done = call_done;
     if (curl_loop_add(rc->loop, &c->job) < 0) {
         call_free(c);

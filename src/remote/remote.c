@@ -21,6 +21,7 @@
 #include "core/metrics.h"
 #include "core/readiness.h"
 #include "crypto/noise_ik.h"
+#include "proto/hex.h"
 #include "remote/registry.h"
 #include "remote/relay_demux.h"
 #include "remote/relay_fwd.h"
@@ -366,10 +367,8 @@ static void connect_now(void)
     /* x-request-id as the reference sends it: "req_" and 32 hex digits. */
     uint8_t rnd[16];
     if (RAND_bytes(rnd, sizeof rnd) != 1) memset(rnd, 7, sizeof rnd);
-    char reqid[64], cluster[300], caller[300];
-    int p = snprintf(reqid, sizeof reqid, "x-request-id: req_");
-    for (int i = 0; i < 16; i++)
-        p += snprintf(reqid + p, sizeof reqid - (size_t)p, "%02x", rnd[i]);
+    char reqid[64] = "x-request-id: req_", cluster[300], caller[300];
+    hex_encode(rnd, sizeof rnd, reqid + strlen(reqid));
     const char *lines[4];
     size_t k = 0;
     lines[k++] = reqid;
@@ -424,12 +423,19 @@ int remote_start(uv_loop_t *loop, const struct remote_opts *opts, void (*on_fata
     json_t *kj = noise_ik_public_key_to_json(&R->identity.pub);
     R->key_json = json_dumps(kj, JSON_COMPACT);
     json_decref(kj);
-    char auth[8192];
-    const char *hdrs[2] = {NULL, NULL};
+    char auth[16384 + 64], account[512];
+    const char *hdrs[3] = {NULL, NULL, NULL};
     if (opts->bearer && *opts->bearer) {
         if (strlen(opts->bearer) > sizeof auth - 32) return -EINVAL;
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", opts->bearer);
         hdrs[0] = auth;
+        /* The ChatGPT account the token belongs to, in 0.169.0's header. */
+        if (opts->chatgpt_account_id && *opts->chatgpt_account_id) {
+            if (strlen(opts->chatgpt_account_id) > sizeof account - 32) return -EINVAL;
+            snprintf(account, sizeof account, "chatgpt-account-id: %s",
+                     opts->chatgpt_account_id);
+            hdrs[1] = account;
+        }
     }
     R->registry = registry_client_new(loop, opts->base_url, opts->environment_id, hdrs);
     memset(auth, 0, sizeof auth);

@@ -23,6 +23,8 @@ struct remote_opts {
     const char *environment_id; /* --environment-id, trimmed, non-empty */
     const char *name;           /* --name (kept, not transmitted, as the reference) */
     const char *bearer;         /* registry bearer token, or NULL for none */
+    const char *chatgpt_account_id; /* sent as chatgpt-account-id with the bearer
+                                       (--chatgpt-token-stdin), or NULL */
     uint64_t ping_ms;           /* 0 = 30 s */
     uint64_t pong_deadline_ms;  /* 0 = 60 s */
     uint64_t backoff_ms;        /* backoff unit, 0 = 1 s (sleeps up to 30 units) */

@@ -14,25 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto/hex.h"
 #include "util/buf.h"
 #include "util/mem.h"
-
-static void hex(const uint8_t *p, size_t n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[p[i] >> 4];
-        out[2 * i + 1] = digits[p[i] & 15];
-    }
-    out[2 * n] = '\0';
-}
 
 static void sha256_hex(const void *p, size_t n, char out[65])
 {
     uint8_t d[32];
     unsigned dl = 0;
     EVP_Digest(p, n, d, &dl, EVP_sha256(), NULL);
-    hex(d, 32, out);
+    hex_encode(d, 32, out);
 }
 
 static void hmac(const uint8_t *key, size_t kn, const char *msg, size_t mn, uint8_t out[32])
@@ -59,14 +50,6 @@ static void uri_encode(struct buf *b, const char *p, size_t n, bool keep_slash)
     }
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 /* Percent-decodes p[0..n) into a new string (an invalid escape stays literal). */
 static char *uri_decode(const char *p, size_t n, size_t *out_n)
 {
@@ -74,8 +57,8 @@ static char *uri_decode(const char *p, size_t n, size_t *out_n)
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         int h, l;
-        if (p[i] == '%' && i + 2 < n && (h = hexval(p[i + 1])) >= 0 &&
-            (l = hexval(p[i + 2])) >= 0) {
+        if (p[i] == '%' && i + 2 < n && (h = hex_value((unsigned char)p[i + 1])) >= 0 &&
+            (l = hex_value((unsigned char)p[i + 2])) >= 0) {
             o[k++] = (char)(h * 16 + l);
             i += 2;
         } else {
@@ -209,7 +192,7 @@ int sigv4_sign(const struct sigv4_key *k, const struct sigv4_request *r, time_t 
     hmac(b, 32, sts.data, sts.len, a);
     buf_free(&sts);
     char sig[65];
-    hex(a, 32, sig);
+    hex_encode(a, 32, sig);
     OPENSSL_cleanse(a, sizeof a);
     OPENSSL_cleanse(b, sizeof b);
     int n = snprintf(auth, auth_n,

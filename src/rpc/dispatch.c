@@ -4,7 +4,16 @@
  * Every handler runs synchronously on the loop thread in arrival order up to its
  * first asynchronous step, so the gate and the effects of initialize/initialized
  * are ordered exactly as the messages arrived even though the requests themselves
- * complete concurrently (PROTOCOL.md section 3.4). */
+ * complete concurrently (PROTOCOL.md section 3.4).
+ *
+ * --concurrent-requests N (server_limits.max_concurrent_requests) caps the requests
+ * of one connection that run at once: a request is counted from its dispatch until
+ * its reply. Past the cap, requests wait in arrival order and start as slots free
+ * up; an `initialized` that arrives behind waiting requests waits with them, so the
+ * gate still sees the messages in the order they came. process/terminate and
+ * fs/close of a ready connection never wait (the reference's "control lane"). What
+ * waits is bounded (RPC_MAX_HELD messages, --max-queued-bytes of them): past that
+ * the client is closed. No cap (0): every request starts at once, as before. */
 #include "rpc/dispatch.h"
 #include "proto/json_load.h"
 
@@ -13,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/limits.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "proto/uri.h"
@@ -41,16 +51,52 @@ static const struct rpc_method *find_method(const char *name)
     return NULL;
 }
 
-/* The lifecycle gate's per-connection state (CONN_SLOT_RPC), allocated when
- * initialize succeeds: no slot means not initialized. */
+#define RPC_MAX_HELD 65536
+
+/* A message waiting for a --concurrent-requests slot. */
+struct rpc_held {
+    struct rpc_held *next;
+    struct rpc_req *req; /* NULL: an `initialized` notification */
+    size_t bytes;
+};
+
+/* rpc's per-connection state (CONN_SLOT_RPC): the lifecycle gate, allocated when
+ * initialize succeeds or, with a request cap, at the first request; no slot means
+ * not initialized. */
 struct rpc_gate {
     bool initialized; /* initialize succeeded on this connection */
     bool ready;       /* the initialized notification arrived */
+    bool pumping;     /* pump() is on the stack */
+    uint64_t running; /* counted requests not yet answered */
+    struct rpc_held *head, *tail;
+    size_t held, held_bytes;
 };
 
 static struct rpc_gate *gate_of(const struct conn *c)
 {
     return conn_slot_get(c, CONN_SLOT_RPC);
+}
+
+static void gate_free(void *p)
+{
+    struct rpc_gate *g = p;
+    while (g->head) {
+        struct rpc_held *h = g->head;
+        g->head = h->next;
+        if (h->req) rpc_req_free(h->req);
+        free(h);
+    }
+    free(g);
+}
+
+static struct rpc_gate *gate_get(struct conn *c)
+{
+    struct rpc_gate *g = gate_of(c);
+    if (!g) {
+        g = xcalloc(1, sizeof *g);
+        conn_slot_set(c, CONN_SLOT_RPC, g, gate_free);
+    }
+    return g;
 }
 
 bool rpc_conn_initialized(const struct conn *c)
@@ -61,12 +107,97 @@ bool rpc_conn_initialized(const struct conn *c)
 
 void rpc_conn_set_initialized(struct conn *c)
 {
+    gate_get(c)->initialized = true;
+}
+
+/* The `initialized` notification: opens the gate, or closes a connection that has
+ * not initialized (the reference does). */
+static void on_initialized(struct conn *c)
+{
     struct rpc_gate *g = gate_of(c);
-    if (!g) {
-        g = xcalloc(1, sizeof *g);
-        conn_slot_set(c, CONN_SLOT_RPC, g, free);
+    if (!g || !g->initialized) {
+        log_info("%s sent initialized before initialize; closing", conn_peer(c));
+        conn_close(c);
+    } else {
+        g->ready = true;
     }
-    g->initialized = true;
+}
+
+/* Starts a request, counting it against the cap when there is one. */
+static void run(struct rpc_gate *g, struct rpc_req *req)
+{
+    if (g) {
+        g->running++;
+        req->counted = true;
+    }
+    req->method->handler(req);
+}
+
+/* Starts what waits, in order, while slots are free. A handler may answer at once
+ * (rpc_req_free calls back here: the flag keeps that flat) or close the connection
+ * (its slot, g, is then freed: checked before every use). */
+static void pump(struct conn *c, struct rpc_gate *g)
+{
+    if (g->pumping) return;
+    g->pumping = true;
+    conn_ref(c);
+    uint64_t cap = server_limits.max_concurrent_requests;
+    while (gate_of(c) == g && conn_is_open(c) && g->head && (!g->head->req || g->running < cap)) {
+        struct rpc_held *h = g->head;
+        g->head = h->next;
+        if (!g->head) g->tail = NULL;
+        g->held--;
+        g->held_bytes -= h->bytes;
+        struct rpc_req *req = h->req;
+        free(h);
+        if (req) run(g, req);
+        else on_initialized(c);
+    }
+    if (gate_of(c) == g) g->pumping = false;
+    conn_unref(c);
+}
+
+/* Queues a message behind the waiting ones (req NULL: `initialized`). */
+static void hold(struct conn *c, struct rpc_gate *g, struct rpc_req *req, size_t bytes)
+{
+    if (g->held >= RPC_MAX_HELD || g->held_bytes + bytes > server_limits.max_queued) {
+        log_warn("%s: %zu messages (%zu bytes) already wait for a --concurrent-requests slot "
+                 "(at most %d and --max-queued-bytes); closing the connection", conn_peer(c),
+                 g->held, g->held_bytes, RPC_MAX_HELD);
+        if (req) rpc_req_free(req);
+        conn_close(c);
+        return;
+    }
+    struct rpc_held *h = xcalloc(1, sizeof *h);
+    h->req = req;
+    h->bytes = bytes;
+    if (g->tail) g->tail->next = h;
+    else g->head = h;
+    g->tail = h;
+    g->held++;
+    g->held_bytes += bytes;
+}
+
+/* Whether a request may pass waiting ones: PROTOCOL.md 3.4 rule 5. */
+static bool control_lane(const struct rpc_req *req)
+{
+    return strcmp(req->method->name, "process/terminate") == 0 ||
+           strcmp(req->method->name, "fs/close") == 0;
+}
+
+/* A request that passed envelope checks: runs now, or waits for a slot. */
+static void start_request(struct conn *c, struct rpc_req *req, size_t bytes)
+{
+    uint64_t cap = server_limits.max_concurrent_requests;
+    if (!cap) {
+        run(NULL, req);
+        return;
+    }
+    struct rpc_gate *g = gate_get(c);
+    if ((g->head || g->running >= cap) && !(control_lane(req) && g->ready))
+        hold(c, g, req, bytes);
+    else
+        run(g, req);
 }
 
 static void put_id(struct buf *b, const json_t *id)
@@ -118,11 +249,19 @@ static void log_request(const struct rpc_req *req, int code, const char *error)
 
 void rpc_req_free(struct rpc_req *req)
 {
+    struct conn *c = req->conn;
+    bool counted = req->counted;
     json_decref(req->id);
     json_decref(req->params);
     json_decref(req->trace);
-    conn_unref(req->conn);
     free(req);
+    /* Its slot is free: what waits may start (unless the connection is gone). */
+    struct rpc_gate *g = counted ? gate_of(c) : NULL;
+    if (g) {
+        g->running--;
+        pump(c, g);
+    }
+    conn_unref(c);
 }
 
 void rpc_result_begin(struct rpc_req *req, struct buf *b)
@@ -322,12 +461,8 @@ void rpc_dispatch(struct conn *c, const char *data, size_t len)
     if (!id) {
         if (strcmp(name, "initialized") == 0) {
             struct rpc_gate *g = gate_of(c);
-            if (!g || !g->initialized) {
-                log_info("%s sent initialized before initialize; closing", conn_peer(c));
-                conn_close(c);
-            } else {
-                g->ready = true;
-            }
+            if (g && g->head) hold(c, g, NULL, 0); /* after the requests before it */
+            else on_initialized(c);
         } else {
             char m[300];
             snprintf(m, sizeof m, "unexpected notification `%s`", name);
@@ -367,7 +502,7 @@ void rpc_dispatch(struct conn *c, const char *data, size_t len)
     req->method = mt;
     req->start_ns = metrics_now_ns();
     req->loop = conn_loop(c);
-    mt->handler(req);
+    start_request(c, req, len);
 out:
     json_decref(msg);
 }

@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -36,6 +37,8 @@ struct rpc_req {
     const struct rpc_method *method;
     uv_loop_t *loop;
     uint64_t start_ns;              /* arrival, for the request duration metric */
+    bool counted;                   /* holds one of its connection's
+                                       --concurrent-requests slots until freed */
 };
 
 typedef void (*rpc_handler_fn)(struct rpc_req *req);

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proto/hex.h"
 #include "transport/jwt.h"
 #include "util/oserr.h"
 
@@ -31,23 +32,10 @@ static bool is_space(char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 int auth_key_from_hex(const char *hex, struct auth_key *out)
 {
     if (strlen(hex) != 2 * sizeof out->sha256) return -EINVAL;
-    for (size_t i = 0; i < sizeof out->sha256; i++) {
-        int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
-        if (hi < 0 || lo < 0) return -EINVAL;
-        out->sha256[i] = (unsigned char)(hi << 4 | lo);
-    }
-    return 0;
+    return hex_decode(hex, 2 * sizeof out->sha256, out->sha256);
 }
 
 int auth_key_from_token(const char *content, size_t len, struct auth_key *out)

@@ -152,3 +152,14 @@ const char *jwt_verdict_text(enum jwt_verdict v)
     default: return "invalid websocket jwt";
     }
 }
+
+json_t *jwt_claims(const char *token, size_t len)
+{
+    const char *d1 = memchr(token, '.', len);
+    const char *d2 = d1 ? memchr(d1 + 1, '.', len - (size_t)(d1 + 1 - token)) : NULL;
+    if (!d1 || !d2 || memchr(d2 + 1, '.', len - (size_t)(d2 + 1 - token))) return NULL;
+    json_t *header = segment_json(token, (size_t)(d1 - token));
+    if (!header) return NULL;
+    json_decref(header);
+    return segment_json(d1 + 1, (size_t)(d2 - d1 - 1));
+}

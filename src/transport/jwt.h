@@ -25,6 +25,13 @@ enum jwt_verdict jwt_verify(const char *token, size_t len, const uint8_t *secret
                             size_t secret_len, const char *issuer, const char *audience,
                             int64_t skew, int64_t now);
 
+/* The claims (payload object) of a token of three base64url segments whose header
+ * and payload are JSON objects, without checking the signature: for tokens this
+ * server only passes on (the ChatGPT access token of --chatgpt-token-stdin). NULL
+ * when malformed; the caller owns the result. */
+struct json_t;
+struct json_t *jwt_claims(const char *token, size_t len);
+
 /* The 401 body the reference sends for a verdict. */
 const char *jwt_verdict_text(enum jwt_verdict v);
 

@@ -12,17 +12,17 @@ PREFIXES = (
     # floor: util, proto, core, crypto
     "buf_", "xmalloc", "xcalloc", "xrealloc", "xstrdup", "xstrndup", "xmemdup", "xasprintf",
     "oserr_", "fdframe_",
-    "base64_", "sha1", "json_load_", "http_", "uri_", "utf8_", "ws_frame_", "log_",
+    "base64_", "hex_", "sha1", "json_load_", "http_", "uri_", "utf8_", "ws_frame_", "log_",
     "metrics_", "limits_", "server_limits", "readiness_", "mlkem", "noise_", "relay_",
     "crypto_",
     # transport, rpc
     "conn_", "ws_", "stdio_", "tls_", "auth_", "jwt_", "rpc_", "pdec_",
-    "remote_", "registry_", "rv_ws_", "sigv4_", "direct_conn_",
+    "remote_", "registry_", "rv_ws_", "sigv4_", "aws_profile_", "direct_conn_",
     # domains and wiring
     "session_", "env_config_", "proc_", "process_", "spawn_", "spawner_", "guardian_",
     "event_log_", "seccomp_",
     "env_", "fs_", "capability_roots_", "caproots_", "sandbox_", "denied_", "curl_", "server_",
-    "reload_",
+    "reload_", "config_", "options_", "codex_config_",
 )
 
 

@@ -258,6 +258,23 @@ class Server:
 # Raw HTTP
 # ---------------------------------------------------------------------------------------
 
+def make_ca(d):
+    """A test CA and a certificate for 127.0.0.1 signed by it, made with the openssl
+    command in directory d: returns the paths (ca.pem, srv.pem, srv.key). Raises OSError
+    or CalledProcessError when openssl cannot (callers skip)."""
+    def run(*args):
+        subprocess.run(["openssl"] + list(args), check=True, capture_output=True, cwd=d)
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+        "-days", "2", "-subj", "/CN=execbb test CA")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "srv.key", "-out", "srv.csr",
+        "-subj", "/CN=127.0.0.1")
+    with open(os.path.join(d, "ext.cnf"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
+    run("x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "srv.pem", "-days", "2", "-extfile", "ext.cnf")
+    return os.path.join(d, "ca.pem"), os.path.join(d, "srv.pem"), os.path.join(d, "srv.key")
+
+
 def http_raw(host, port, request, timeout=DEFAULT_TIMEOUT):
     """Send `request` (str/bytes) and return (status, headers dict lowercased, body bytes).
     Reads until Content-Length is satisfied or the connection closes."""

@@ -121,20 +121,6 @@ HTTPD = start_http()
 BASE = "http://127.0.0.1:%d" % HTTPD.server_address[1]
 
 
-def make_ca(d):
-    def run(*args):
-        subprocess.run(["openssl"] + list(args), check=True, capture_output=True, cwd=d)
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
-        "-days", "2", "-subj", "/CN=execbb test CA")
-    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "srv.key", "-out", "srv.csr",
-        "-subj", "/CN=127.0.0.1")
-    with open(os.path.join(d, "ext.cnf"), "w") as f:
-        f.write("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
-    run("x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-        "-CAcreateserial", "-out", "srv.pem", "-days", "2", "-extfile", "ext.cnf")
-    return os.path.join(d, "ca.pem"), os.path.join(d, "srv.pem"), os.path.join(d, "srv.key")
-
-
 def req(s, params, timeout=DEFAULT_TIMEOUT):
     p = {"method": "GET", "requestId": "r-" + uuid.uuid4().hex[:8]}
     p.update(params)

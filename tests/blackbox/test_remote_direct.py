@@ -4,8 +4,9 @@
 signature with its own implementation of the algorithm (checked here against the
 reference codex 0.169.0's signatures too, when it is installed).
 
-Scenarios (ours; the first two also for the reference): the signed /direct/register
-(body, headers) and the signed upgrade; JSON-RPC over the direct socket (initialize,
+Scenarios (ours; the first three also for the reference): the signed /direct/register
+(body, headers) and the signed upgrade; the keys and region of an --aws-profile from the
+shared credentials and config files; JSON-RPC over the direct socket (initialize,
 then fs/getMetadata, answered as text); a dropped socket reconnects to the same URL
 without registering again; a 409 upgrade registers again; a 401 upgrade and a
 registry refusing the signature are fatal (exit 1, a message); usage errors. Every
@@ -32,15 +33,19 @@ SERVER = our_server()
 
 
 class Executor:
-    def __init__(self, kind, path, secret=SK, extra=(), wait=True):
+    def __init__(self, kind, path, secret=SK, extra=(), wait=True, env_extra=None,
+                 env_drop=()):
         self.kind = kind
         self.cloud = fake_cloud.FakeCloud(token=None, aws_secret=SK)
         self.home = tempfile.mkdtemp(prefix="direct-test-")
         env = dict(os.environ, CODEX_HOME=self.home, AWS_ACCESS_KEY_ID=AK,
                    AWS_SECRET_ACCESS_KEY=secret, AWS_REGION="us-east-1", RUST_LOG="warn",
-                   EXEC_SERVER_REMOTE_BACKOFF_MS="1000")
-        for k in ("CODEX_API_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+                   EXEC_SERVER_REMOTE_BACKOFF_MS="1000",
+                   AWS_SHARED_CREDENTIALS_FILE="/nonexistent/credentials",
+                   AWS_CONFIG_FILE="/nonexistent/config")
+        for k in ("CODEX_API_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE") + tuple(env_drop):
             env.pop(k, None)
+        env.update(env_extra or {})
         cmd = [path, "exec-server"] if kind == "reference" else [path]
         cmd += ["--remote", self.cloud.base_url, "--environment-id", ENV_ID,
                 "--remote-transport", "direct", "--aws-sigv4"] + list(extra)
@@ -131,6 +136,34 @@ def scenario_signed_register_and_rpc(kind, path):
     assert kind == "reference" or rc == 0, "exit %r on SIGTERM" % rc
 
 
+def scenario_aws_profile(kind, path):
+    """--aws-profile: the keys and the region come from the shared credentials and config
+    files (no AWS_* keys in the environment); the registration and upgrade are signed
+    with them (the registry checks each signature)."""
+    d = tempfile.mkdtemp(prefix="direct-aws-")
+    creds, conf = os.path.join(d, "credentials"), os.path.join(d, "config")
+    with open(creds, "w") as f:
+        f.write("[default]\naws_access_key_id = AKIDWRONG\naws_secret_access_key = wrong\n\n"
+                "# the one to use\n[execbb]\naws_access_key_id = %s\n"
+                "aws_secret_access_key=%s\n" % (AK, SK))
+    with open(conf, "w") as f:
+        f.write("[default]\nregion = eu-west-3\n[profile execbb]\nregion = us-east-1\n")
+    ex = Executor(kind, path, extra=["--aws-profile", "execbb"],
+                  env_extra={"AWS_SHARED_CREDENTIALS_FILE": creds, "AWS_CONFIG_FILE": conf},
+                  env_drop=("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION",
+                            "AWS_DEFAULT_REGION"))
+    try:
+        auth = dict((k.lower(), v) for k, v in ex.registrations()[0]["headers"])["authorization"]
+        assert "Credential=%s/" % AK in auth and "/us-east-1/execute-api/" in auth, auth
+        with ex.cloud.lock:
+            checks = list(ex.cloud.sigv4_checks)
+        assert checks == [("direct/register", True), ("direct/upgrade", True)], checks
+    finally:
+        rc = ex.stop()
+        shutil.rmtree(d, ignore_errors=True)
+    assert kind == "reference" or rc == 0, "exit %r on SIGTERM" % rc
+
+
 def scenario_reconnect_same_url(kind, path):
     ex = Executor(kind, path)
     try:
@@ -191,7 +224,9 @@ def scenario_bad_signature_is_fatal(kind, path):
 
 
 def scenario_usage(kind, path):
-    env = dict(os.environ, AWS_ACCESS_KEY_ID=AK, AWS_SECRET_ACCESS_KEY=SK, AWS_REGION="x")
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=AK, AWS_SECRET_ACCESS_KEY=SK, AWS_REGION="x",
+               AWS_SHARED_CREDENTIALS_FILE="/nonexistent/credentials",
+               AWS_CONFIG_FILE="/nonexistent/config")
     base = [path, "--remote", "http://127.0.0.1:9", "--environment-id", "e"]
     cases = [(base + ["--remote-transport", "direct"], 2, "--aws-sigv4"),
              (base + ["--remote-transport", "direct", "--aws-sigv4",
@@ -209,7 +244,8 @@ def scenario_usage(kind, path):
     assert r.returncode == 1 and b"AWS_ACCESS_KEY_ID" in r.stderr, r.stderr
 
 
-SCENARIOS = [(scenario_signed_register_and_rpc, True), (scenario_reconnect_same_url, True),
+SCENARIOS = [(scenario_signed_register_and_rpc, True), (scenario_aws_profile, True),
+             (scenario_reconnect_same_url, True),
              (scenario_409_registers_again, False), (scenario_401_is_fatal, False),
              (scenario_bad_signature_is_fatal, False), (scenario_usage, False)]
 

@@ -1,0 +1,562 @@
+/* options: the option table and what is derived from it (see options.h). */
+#include "server/options.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/limits.h"
+#include "core/log.h"
+#include "server/config.h"
+
+static int parse_log_level(const char *value, void *target, const char **why)
+{
+    return log_level_parse(value, target);
+}
+
+/* --concurrent-requests: a positive count, with the reasons Rust's integer parser
+ * gives (the reference's argument parser reports them). */
+static int parse_positive(const char *value, void *target, const char **why)
+{
+    const char *d = value + (*value == '+');
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(d, &end, 10);
+    if (!*d) *why = ": cannot parse integer from empty string";
+    else if (!isdigit((unsigned char)*d) || *end) *why = ": invalid digit found in string";
+    else if (errno == ERANGE) *why = ": number too large to fit in target type";
+    else if (v == 0) *why = ": number would be zero for non-zero type";
+    else {
+        *(uint64_t *)target = v;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+static const char *const ws_auth_modes[] = {"capability-token", "signed-bearer-token", NULL};
+static const char *const remote_transports[] = {"noise", "direct", NULL};
+static const char *const pid_namespaces[] = {"isolate", "inherit", NULL};
+
+#define C server_config
+#define L server_limits
+/* Where a value goes, and its size for the numeric kinds. */
+#define TO(field) .target = &(field), .size = sizeof(field)
+
+enum { SEC_GENERAL, SEC_WS_AUTH, SEC_LIMITS, SEC_REMOTE, SEC_FORWARD, SEC_CODEX };
+
+const struct opt_section options_sections[] = {
+    [SEC_GENERAL] = {"Options", NULL},
+    [SEC_WS_AUTH] = {"WebSocket authentication", "Off by default; /readyz stays open."},
+    [SEC_LIMITS] = {"Limits", "BYTES may end in K, M or G (powers of 1024)."},
+    [SEC_REMOTE] = {"Remote mode",
+                    "An environment registry and its rendezvous relay, Noise encrypted."},
+    [SEC_FORWARD] = {"Forward", "Options of `exec-server forward` only."},
+    [SEC_CODEX] = {"Codex configuration",
+                   "Accepted and checked as `codex exec-server` 0.169.0 checks them; no key "
+                   "or feature changes what this exec-server does (docs/FLAGS.md)."},
+};
+const size_t options_section_count = sizeof options_sections / sizeof options_sections[0];
+
+const struct opt_spec options_table[] = {
+    /* ---- general ---- */
+    {.name = "listen", .meta = "URL", .kind = OPT_STRING, .modes = OPT_BOTH, TO(C.listen_url),
+     .def = "ws://127.0.0.1:0", .def_note = "any free loopback port",
+     .help = "ws://IP:PORT (IPv4 or [IPv6]), wss://IP:PORT (with --tls-cert and --tls-key) or "
+             "stdio (also stdio://): where JSON-RPC clients connect. In WebSocket mode the bound "
+             "URL is printed as one line on standard output once listening; a non-loopback "
+             "address requires --ws-auth or --allow-unauthenticated",
+     .more = "With --remote, an optional local ws://IP:PORT endpoint that serves /readyz "
+             "(200 only while registered and connected to the rendezvous), /metrics and "
+             "WebSocket clients."},
+    {.name = "session-ttl", .meta = "SECONDS", .kind = OPT_SECONDS, .modes = OPT_BOTH,
+     TO(C.session_ttl_ms), .max = 86400 * 365, .expect = "seconds", .def = "80",
+     .help = "how long a disconnected session and its processes wait to be resumed"},
+    {.name = "log-level", .meta = "LEVEL", .kind = OPT_PARSE, .modes = OPT_BOTH,
+     TO(log_threshold), .parse = parse_log_level,
+     .expect = "error, warn, notice, info or debug", .def = "notice",
+     .help = "error, warn, notice, info or debug; logs go to standard error. debug adds one "
+             "line per request (method, id, duration, error); under systemd lines carry <N> "
+             "priorities (journalctl -p works)"},
+    {.name = "tls-cert", .meta = "FILE", .kind = OPT_STRING, .modes = OPT_BOTH, TO(C.tls_cert),
+     .help = "with --listen wss://IP:PORT: the PEM certificate chain (TLS 1.2+ AEAD or 1.3; "
+             "re-read on SIGHUP)"},
+    {.name = "tls-key", .meta = "FILE", .kind = OPT_STRING, .modes = OPT_BOTH, TO(C.tls_key),
+     .help = "with --listen wss://IP:PORT: the PEM private key (re-read on SIGHUP)"},
+    {.name = "exit-on-stdin-close", .kind = OPT_FLAG, .modes = OPT_BOTH,
+     TO(C.exit_on_stdin_close), .env = "CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE",
+     .env_rule = OPT_ENV_TRUTHY,
+     .help = "exit when the parent-owned standard input pipe closes (over stdio, the end of "
+             "standard input always stops the server)"},
+    {.name = "concurrent-requests", .meta = "COUNT", .kind = OPT_PARSE, .modes = OPT_SERVE,
+     TO(L.max_concurrent_requests), .parse = parse_positive, .style = OPT_CLAP,
+     .help = "requests of one connection that run at once; later ones wait in arrival "
+             "order (process/terminate and fs/close never wait behind them). Default: no "
+             "limit (the reference's default is 1, one request at a time)"},
+    {.name = "linux-sandbox-pid-namespace", .meta = "MODE", .kind = OPT_CHOICE,
+     .modes = OPT_BOTH, TO(L.sandbox_pid_namespace), .choices = pid_namespaces,
+     .style = OPT_CLAP, .bad = ": expected 'isolate' or 'inherit'", .def = "isolate",
+     .help = "PID namespace of sandboxed commands: isolate, or inherit ours, which lets "
+             "them signal other processes of the same user; use inherit only on a "
+             "dedicated host. Requests cannot change it"},
+    {.name = "proxy-private-ips-via-upstream", .kind = OPT_FLAG, .modes = OPT_BOTH,
+     TO(L.proxy_private_ips_via_upstream),
+     .env = "CODEX_EXEC_SERVER_PROXY_PRIVATE_IPS_VIA_UPSTREAM", .env_rule = OPT_ENV_BOOL,
+     .help = "let permitted private-IP destinations use the configured upstream proxy of "
+             "the managed network proxy (direct when none applies; loopback stays local)"},
+    {.name = "allow-unauthenticated", .kind = OPT_FLAG, .modes = OPT_BOTH,
+     .section = SEC_WS_AUTH, TO(C.allow_unauthenticated),
+     .help = "listen on an address that is not loopback without --ws-auth (refused "
+             "otherwise: anyone who reaches it runs commands as this user)"},
+    /* ---- WebSocket authentication ---- */
+    {.name = "ws-auth", .meta = "MODE", .kind = OPT_CHOICE, .modes = OPT_BOTH,
+     .section = SEC_WS_AUTH, TO(C.ws_auth), .choices = ws_auth_modes, .style = OPT_CLAP,
+     .bad = "; expected capability-token or signed-bearer-token",
+     .help = "capability-token: every WebSocket upgrade must carry `Authorization: Bearer "
+             "<token>` (401 otherwise), the token given by --ws-token-file or "
+             "--ws-token-sha256. signed-bearer-token: the bearer is an HS256 JWT signed with "
+             "the secret in --ws-shared-secret-file; exp is required"},
+    {.name = "ws-token-file", .meta = "PATH", .kind = OPT_STRING, .modes = OPT_BOTH,
+     .section = SEC_WS_AUTH, TO(C.ws_token_file),
+     .help = "file holding the capability token (surrounding whitespace trimmed)"},
+    {.name = "ws-token-sha256", .meta = "HEX", .kind = OPT_STRING, .modes = OPT_BOTH,
+     .section = SEC_WS_AUTH, TO(C.ws_token_sha256),
+     .help = "the token's SHA-256 as 64 hex digits, instead of the file"},
+    {.name = "ws-shared-secret-file", .meta = "PATH", .kind = OPT_STRING, .modes = OPT_BOTH,
+     .section = SEC_WS_AUTH, TO(C.ws_secret_file),
+     .help = "signed-bearer-token: absolute path of the HS256 secret (at least 32 bytes)"},
+    {.name = "ws-issuer", .meta = "ISS", .kind = OPT_STRING, .modes = OPT_BOTH,
+     .section = SEC_WS_AUTH, TO(C.ws_issuer),
+     .help = "signed-bearer-token: the iss claim must equal ISS (blanks trimmed)"},
+    {.name = "ws-audience", .meta = "AUD", .kind = OPT_STRING, .modes = OPT_BOTH,
+     .section = SEC_WS_AUTH, TO(C.ws_audience),
+     .help = "signed-bearer-token: the aud claim must hold AUD (blanks trimmed)"},
+    {.name = "ws-max-clock-skew-seconds", .meta = "SECONDS", .kind = OPT_COUNT,
+     .modes = OPT_BOTH, .section = SEC_WS_AUTH, TO(C.ws_skew), .max = INT64_MAX,
+     .expect = "seconds", .def = "30",
+     .help = "signed-bearer-token: leeway for the exp and nbf claims"},
+    /* ---- limits ---- */
+    {.name = "max-connections", .meta = "N", .kind = OPT_COUNT, .modes = OPT_BOTH,
+     .section = SEC_LIMITS, TO(L.max_connections), .min = 1, .max = 1000000,
+     .expect = "a positive count", .def = "1024",
+     .help = "open connections; one more gets HTTP 503"},
+    {.name = "max-processes", .meta = "N", .kind = OPT_COUNT, .modes = OPT_BOTH,
+     .section = SEC_LIMITS, TO(L.max_processes), .min = 1, .max = 1000000,
+     .expect = "a positive count", .def = "1024",
+     .help = "unfinished processes per session; one more process/start fails with a "
+             "JSON-RPC error"},
+    {.name = "max-message-bytes", .meta = "BYTES", .kind = OPT_BYTES, .modes = OPT_BOTH,
+     .section = SEC_LIMITS, TO(L.max_message), .min = 1, .max = 1ull << 40,
+     .expect = "a positive byte count (K, M, G allowed)", .def = "64M",
+     .help = "largest incoming message; a larger one closes the connection with WebSocket "
+             "status 1009 (one frame is further capped at 16M)"},
+    {.name = "max-queued-bytes", .meta = "BYTES", .kind = OPT_BYTES, .modes = OPT_BOTH,
+     .section = SEC_LIMITS, TO(L.max_queued), .min = 1, .max = 1ull << 40,
+     .expect = "a positive byte count (K, M, G allowed)", .def = "256M",
+     .help = "unsent output backlog of a connection that stops reading before it is "
+             "closed; its process output stays resumable"},
+    {.name = "max-detached-sessions", .meta = "N", .kind = OPT_COUNT, .modes = OPT_BOTH,
+     .section = SEC_LIMITS, TO(L.max_detached), .max = 1000000, .expect = "a count",
+     .def = "64",
+     .help = "disconnected sessions kept for resume; past it the one detached longest ago "
+             "expires at once"},
+    /* ---- remote mode ---- */
+    {.name = "remote", .meta = "URL", .kind = OPT_STRING, .modes = OPT_BOTH,
+     .section = SEC_REMOTE, TO(C.remote_url),
+     .help = "register this exec-server as a remote environment with the registry at URL "
+             "(http:// or https://) and serve harnesses through its rendezvous; no local "
+             "listener unless --listen is given",
+},
+    {.name = "environment-id", .meta = "ID", .kind = OPT_STRING, .modes = OPT_BOTH,
+     .section = SEC_REMOTE, TO(C.environment_id),
+     .help = "environment to register (required with --remote): 1 to 256 characters of "
+             "A-Z, a-z, 0-9, _ and -"},
+    {.name = "remote-transport", .meta = "noise|direct", .kind = OPT_CHOICE,
+     .modes = OPT_BOTH, .section = SEC_REMOTE, TO(C.remote_transport),
+     .choices = remote_transports, .bad = "unsupported", .expect = "`noise` or `direct`",
+     .def = "noise",
+     .help = "noise: harnesses through the rendezvous relay, Noise encrypted. direct: POST "
+             ".../direct/register, then serve one plain JSON-RPC WebSocket at the URL it "
+             "returns (wss://, or ws:// to a loopback host); requires --aws-sigv4",
+     .more = "With direct the registration body is {\"transport\":\"direct_jsonrpc_v1\"} and "
+             "the registry must be https (or loopback http). A dropped socket reconnects to "
+             "the same URL after 0.5 s times 2^min(n,4), at most 5 s, plus up to 50% "
+             "jitter; a 409 upgrade answer registers again; 401, 403 and other 4xx answers "
+             "(but 408 and 429) are fatal."},
+    {.name = "name", .meta = "NAME", .kind = OPT_STRING, .modes = OPT_BOTH,
+     .section = SEC_REMOTE, TO(C.remote_name),
+     .help = "human-readable environment name (kept, not sent)"},
+    {.name = "registration-bearer-stdin", .kind = OPT_FLAG, .modes = OPT_BOTH,
+     .section = SEC_REMOTE, TO(C.bearer_stdin),
+     .help = "read one registration bearer token line (at most 16 KiB, newline-terminated) "
+             "from standard input; otherwise CODEX_API_KEY, allowed only for https to "
+             "openai.com / openai.org or a loopback registry"},
+    {.name = "chatgpt-token-stdin", .kind = OPT_FLAG, .modes = OPT_SERVE,
+     .section = SEC_REMOTE, TO(C.chatgpt_token_stdin),
+     .help = "read a ChatGPT access token (a JWT, one line) from standard input, a pipe or "
+             "socket, and register with it as the bearer, with its account in the "
+             "chatgpt-account-id header; the registry must be https",
+     .more = "The account is the token's chatgpt_account_id claim or --chatgpt-account-id. "
+             "0.169.0 then loads a ChatGPT account policy over the network before it "
+             "registers; that request is not public, so this exec-server does not make it."},
+    {.name = "chatgpt-account-id", .meta = "ID", .kind = OPT_STRING, .modes = OPT_SERVE,
+     .section = SEC_REMOTE, TO(C.chatgpt_account_id),
+     .help = "with --chatgpt-token-stdin: the ChatGPT account; must match the token's "
+             "account claim when it has one"},
+    {.name = "executor-credential-stdin", .kind = OPT_FLAG, .modes = OPT_BOTH,
+     .section = SEC_REMOTE, TO(C.credential_stdin),
+     .help = "accepted, then refused at start: the format of 0.169.0's rotating executor "
+             "credential frames is not public; use --registration-bearer-stdin or "
+             "CODEX_API_KEY"},
+    {.name = "use-agent-identity-auth", .kind = OPT_FLAG, .modes = OPT_BOTH,
+     .section = SEC_REMOTE, TO(C.agent_identity),
+     .help = "accepted, then refused at start (after the reference's CODEX_ACCESS_TOKEN "
+             "check): the Agent task registration behind Agent Identity auth is not public; "
+             "use --registration-bearer-stdin or CODEX_API_KEY"},
+    {.name = "aws-sigv4", .kind = OPT_FLAG, .modes = OPT_BOTH, .section = SEC_REMOTE,
+     TO(C.aws_sigv4),
+     .help = "sign the direct registration and WebSocket upgrade with AWS SigV4; credentials "
+             "from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, else from "
+             "the profile's static keys in the shared credentials and config files",
+     .more = "The registration signs content-type;host;x-amz-date, the upgrade "
+             "host;x-amz-date; a session token is sent as x-amz-security-token and signed. "
+             "Not with --registration-bearer-stdin."},
+    {.name = "aws-profile", .meta = "PROFILE", .kind = OPT_STRING, .modes = OPT_BOTH,
+     .section = SEC_REMOTE, TO(C.aws_profile),
+     .help = "with --aws-sigv4: take the keys (aws_access_key_id, aws_secret_access_key, "
+             "aws_session_token) and region of this profile from the shared credentials "
+             "file (AWS_SHARED_CREDENTIALS_FILE, default ~/.aws/credentials) and config file "
+             "(AWS_CONFIG_FILE, default ~/.aws/config), ahead of AWS_ACCESS_KEY_ID and "
+             "friends. Without it: the environment's keys, else profile AWS_PROFILE or "
+             "default",
+     .more = "Only static keys are read: a profile that assumes a role (role_arn), uses SSO "
+             "or a credential_process is refused with that reason."},
+    {.name = "aws-region", .meta = "REGION", .kind = OPT_STRING, .modes = OPT_BOTH,
+     .section = SEC_REMOTE, TO(C.aws_region),
+     .help = "signing region (default AWS_REGION, then AWS_DEFAULT_REGION, then the "
+             "profile's region)"},
+    {.name = "aws-service", .meta = "SERVICE", .kind = OPT_STRING, .modes = OPT_BOTH,
+     .section = SEC_REMOTE, TO(C.aws_service), .def = "execute-api",
+     .help = "signing service"},
+    /* ---- forward ---- */
+    {.name = "connect", .meta = "URL", .kind = OPT_STRING, .modes = OPT_FORWARD,
+     .section = SEC_FORWARD, TO(C.connect_url),
+     .help = "the destination exec-server (ws://HOST:PORT[/PATH]) every harness stream is "
+             "relayed to, one WebSocket per stream"},
+    /* ---- Codex configuration (server/codex_config.c) ---- */
+    {.name = "config", .short_name = 'c', .meta = "KEY=VALUE", .kind = OPT_LIST,
+     .modes = OPT_BOTH, .section = SEC_CODEX, TO(C.codex_overrides),
+     .help = "a Codex configuration override (repeatable), e.g. `-c model=\"o3\"`; "
+             "checked, then ignored with a warning"},
+    {.name = "enable", .meta = "FEATURE", .kind = OPT_LIST, .modes = OPT_BOTH,
+     .section = SEC_CODEX, TO(C.codex_enable),
+     .help = "a Codex feature to enable (repeatable); an unknown name is an error"},
+    {.name = "disable", .meta = "FEATURE", .kind = OPT_LIST, .modes = OPT_BOTH,
+     .section = SEC_CODEX, TO(C.codex_disable),
+     .help = "a Codex feature to disable (repeatable); an unknown name is an error"},
+    {.name = "strict-config", .kind = OPT_FLAG, .modes = OPT_BOTH, .section = SEC_CODEX,
+     TO(C.strict_config),
+     .help = "make a -c override that 0.169.0 would reject an error instead of a warning"},
+    /* ---- the end ---- */
+    {.name = "help", .short_name = 'h', .kind = OPT_ACTION, .modes = OPT_BOTH,
+     .help = "print this help"},
+    {.name = "version", .short_name = 'V', .kind = OPT_ACTION, .modes = OPT_BOTH,
+     .help = "print the version"},
+};
+const size_t options_count = sizeof options_table / sizeof options_table[0];
+
+const struct opt_spec *options_find(const char *name)
+{
+    for (size_t i = 0; i < options_count; i++)
+        if (strcmp(options_table[i].name, name) == 0) return &options_table[i];
+    return NULL;
+}
+
+/* ---- values ---- */
+
+static void store_uint(const struct opt_spec *o, unsigned long long v)
+{
+    if (o->size == sizeof(unsigned)) *(unsigned *)o->target = (unsigned)v;
+    else *(uint64_t *)o->target = v;
+}
+
+/* A count, or with bytes a size with an optional K/M/G suffix: digits only (no sign,
+ * no blanks), within [min, max]. Returns 0 or -EINVAL. */
+static int parse_count(const char *val, bool bytes, const struct opt_spec *o,
+                       unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    if (!isdigit((unsigned char)val[0])) return -EINVAL;
+    unsigned long long v = strtoull(val, &end, 10);
+    if (errno) return -EINVAL;
+    if (bytes && *end) {
+        int shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20
+                  : *end == 'G' || *end == 'g' ? 30 : -1;
+        if (shift < 0 || end[1] || v > (o->max >> shift)) return -EINVAL;
+        v <<= shift;
+        end++;
+    }
+    if (*end || v > o->max || v < o->min) return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+static int parse_seconds(const char *val, const struct opt_spec *o, uint64_t *ms)
+{
+    char *end;
+    errno = 0;
+    double secs = strtod(val, &end);
+    if (errno || *end || end == val || isnan(secs) || secs < (double)o->min ||
+        secs > (double)o->max)
+        return -EINVAL;
+    *ms = (uint64_t)(secs * 1000);
+    return 0;
+}
+
+static int parse_choice(const char *val, const struct opt_spec *o, int *index)
+{
+    for (int i = 0; o->choices[i]; i++)
+        if (strcmp(val, o->choices[i]) == 0) {
+            *index = i;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+static void bad_value(const struct opt_spec *o, const char *value, const char *why, char *err,
+                      size_t n)
+{
+    if (o->style == OPT_CLAP)
+        snprintf(err, n, "invalid value '%s' for '--%s <%s>'%s", value, o->name, o->meta,
+                 why ? why : o->bad ? o->bad : "");
+    else
+        snprintf(err, n, "%s --%s `%s`; expected %s", o->bad ? o->bad : "invalid", o->name,
+                 value, o->expect);
+}
+
+int options_store(const struct opt_spec *o, const char *value, char *err, size_t errlen)
+{
+    unsigned long long v;
+    uint64_t ms;
+    int index, r = 0;
+    const char *why = NULL;
+    switch (o->kind) {
+    case OPT_ACTION:
+        break;
+    case OPT_FLAG:
+        *(bool *)o->target = true;
+        break;
+    case OPT_STRING:
+        *(const char **)o->target = value;
+        break;
+    case OPT_LIST: {
+        struct opt_list *l = o->target;
+        const char **grown = realloc(l->v, (l->n + 1) * sizeof *l->v);
+        if (!grown) abort();
+        l->v = grown;
+        l->v[l->n++] = value;
+        break;
+    }
+    case OPT_COUNT:
+    case OPT_BYTES:
+        r = parse_count(value, o->kind == OPT_BYTES, o, &v);
+        if (r == 0) store_uint(o, v);
+        break;
+    case OPT_SECONDS:
+        r = parse_seconds(value, o, &ms);
+        if (r == 0) *(uint64_t *)o->target = ms;
+        break;
+    case OPT_CHOICE:
+        r = parse_choice(value, o, &index);
+        if (r == 0) *(int *)o->target = index;
+        break;
+    case OPT_PARSE:
+        r = o->parse(value, o->target, &why);
+        break;
+    }
+    if (r < 0) bad_value(o, value, why, err, errlen);
+    return r < 0 ? -EINVAL : 0;
+}
+
+void options_reset(void)
+{
+    for (size_t i = 0; i < options_count; i++) {
+        const struct opt_spec *o = &options_table[i];
+        switch (o->kind) {
+        case OPT_ACTION:
+            continue;
+        case OPT_FLAG:
+            *(bool *)o->target = false;
+            break;
+        case OPT_STRING:
+            *(const char **)o->target = NULL;
+            break;
+        case OPT_LIST: {
+            struct opt_list *l = o->target;
+            free(l->v);
+            *l = (struct opt_list){0};
+            break;
+        }
+        case OPT_CHOICE:
+            *(int *)o->target = -1;
+            break;
+        default: /* numbers: zero unless they have a default below */
+            memset(o->target, 0, o->size);
+            break;
+        }
+        char err[256];
+        /* A default that does not parse is a mistake in the table itself. */
+        if (o->def && options_store(o, o->def, err, sizeof err) < 0) abort();
+    }
+}
+
+/* ---- --help ---- */
+
+/* Writes text wrapped to width, every line but the first indented by indent
+ * (the first continues at column col). */
+static void wrap(FILE *out, const char *text, int col, int indent, int width)
+{
+    const char *p = text;
+    while (*p) {
+        while (*p == ' ') p++;
+        size_t w = strcspn(p, " ");
+        if (col > indent && col + 1 + (int)w > width) {
+            fprintf(out, "\n%*s", indent, "");
+            col = indent;
+        } else if (col > indent) {
+            fputc(' ', out);
+            col++;
+        }
+        fwrite(p, 1, w, out);
+        col += (int)w;
+        p += w;
+    }
+    fputc('\n', out);
+}
+
+/* The help text with its default and environment variable, into b. */
+static void describe(const struct opt_spec *o, char *b, size_t n)
+{
+    int k = snprintf(b, n, "%s", o->help);
+    if (o->def && k >= 0 && (size_t)k < n)
+        k += snprintf(b + k, n - (size_t)k, " (default %s%s%s)", o->def,
+                      o->def_note ? ", " : "", o->def_note ? o->def_note : "");
+    if (o->env && k >= 0 && (size_t)k < n)
+        snprintf(b + k, n - (size_t)k, " (also %s=%s)", o->env,
+                 o->env_rule == OPT_ENV_BOOL ? "true" : "1");
+}
+
+static void help_row(FILE *out, const struct opt_spec *o)
+{
+    char label[96], text[2048];
+    int n = snprintf(label, sizeof label, "  %s%s%s--%s%s%s", o->short_name ? "-" : "",
+                     o->short_name ? (char[2]){o->short_name, 0} : "", o->short_name ? ", " : "",
+                     o->name, o->meta ? " " : "", o->meta ? o->meta : "");
+    describe(o, text, sizeof text);
+    fputs(label, out);
+    if (n <= 24) {
+        fprintf(out, "%*s", 26 - n, "");
+        wrap(out, text, 26, 26, 90);
+    } else {
+        fprintf(out, "\n%26s", "");
+        wrap(out, text, 26, 26, 90);
+    }
+}
+
+void options_print_help(FILE *out, unsigned mode)
+{
+    if (mode == OPT_FORWARD)
+        fputs("Usage: exec-server forward --connect ws://HOST:PORT --remote URL "
+              "--environment-id ID [OPTIONS]\n\n"
+              "Registers like --remote, but relays every harness stream, once its Noise\n"
+              "handshake is done, to the exec-server WebSocket at --connect (one connection\n"
+              "per stream, JSON-RPC messages unchanged) instead of serving it here. A\n"
+              "destination that refuses or closes resets the stream.\n",
+              out);
+    else
+        fputs("Usage: exec-server [OPTIONS]\n"
+              "       exec-server forward --connect ws://HOST:PORT --remote URL "
+              "--environment-id ID [OPTIONS]\n\n"
+              "Runs and drives processes and files on this machine for a remote client, over\n"
+              "one WebSocket (or stdin/stdout) speaking JSON-RPC. `exec-server forward --help`\n"
+              "describes the forward command.\n",
+              out);
+    for (size_t s = 0; s < options_section_count; s++) {
+        bool any = false;
+        for (size_t i = 0; i < options_count; i++) {
+            const struct opt_spec *o = &options_table[i];
+            if (o->section != s || !(o->modes & mode)) continue;
+            if (!any) {
+                fprintf(out, "\n%s:\n", options_sections[s].title);
+                if (options_sections[s].intro) fprintf(out, "  %s\n", options_sections[s].intro);
+                any = true;
+            }
+            help_row(out, o);
+        }
+    }
+}
+
+/* ---- the man page's OPTIONS section ---- */
+
+/* Writes text escaped for roff; `x` becomes bold x. */
+static void roff_text(FILE *out, const char *text)
+{
+    bool bold = false;
+    if (*text == '.' || *text == '\'') fputs("\\&", out);
+    for (const char *p = text; *p; p++) {
+        if (*p == '`') {
+            fputs(bold ? "\\fR" : "\\fB", out);
+            bold = !bold;
+        } else if (*p == '\\') {
+            fputs("\\e", out);
+        } else if (*p == '-') {
+            fputs("\\-", out);
+        } else {
+            fputc(*p, out);
+        }
+    }
+    if (bold) fputs("\\fR", out);
+}
+
+static void man_row(FILE *out, const struct opt_spec *o)
+{
+    fputs(".TP\n", out);
+    if (o->short_name) fprintf(out, "\\fB\\-%c\\fR, ", o->short_name);
+    fputs("\\fB\\-\\-", out);
+    roff_text(out, o->name);
+    fputs("\\fR", out);
+    if (o->meta) {
+        fputs(" \\fI", out);
+        roff_text(out, o->meta);
+        fputs("\\fR", out);
+    }
+    fputc('\n', out);
+    char text[2048];
+    describe(o, text, sizeof text);
+    roff_text(out, text);
+    fputs(".\n", out);
+    if (o->modes == OPT_SERVE) fputs("Not with \\fBexec\\-server forward\\fR.\n", out);
+    if (o->more) {
+        roff_text(out, o->more);
+        fputc('\n', out);
+    }
+}
+
+void options_print_man(FILE *out)
+{
+    fputs(".SH OPTIONS\n", out);
+    for (size_t s = 0; s < options_section_count; s++) {
+        fputs(".SS ", out);
+        roff_text(out, options_sections[s].title);
+        fputc('\n', out);
+        if (options_sections[s].intro) {
+            roff_text(out, options_sections[s].intro);
+            fputc('\n', out);
+        }
+        for (size_t i = 0; i < options_count; i++)
+            if (options_table[i].section == s) man_row(out, &options_table[i]);
+    }
+}

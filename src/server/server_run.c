@@ -1,0 +1,199 @@
+/* server_run: signals, listeners, remote mode and the loop (see server_run.h). */
+#include "server/server_run.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "core/log.h"
+#include "core/limits.h"
+#include "process/guardian.h"
+#include "process/spawner.h"
+#include "remote/remote.h"
+#include "rpc/dispatch.h"
+#include "sandbox/enforce.h"
+#include "server/config.h"
+#include "server/reload.h"
+#include "server/server_methods.h"
+#include "session/session.h"
+#include "transport/auth.h"
+#include "transport/stdio.h"
+#include "transport/tls.h"
+#include "transport/ws.h"
+
+#define C server_config
+
+static uv_loop_t *loop;
+static struct ws_listener *listener;
+static uv_signal_t sig_term, sig_int;
+static uv_poll_t stdin_poll;
+static int exit_status;
+
+static void close_walk_cb(uv_handle_t *h, void *arg)
+{
+    if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+static void close_signal(uv_signal_t *s)
+{
+    uv_signal_stop(s);
+    if (!uv_is_closing((uv_handle_t *)s)) uv_close((uv_handle_t *)s, NULL);
+}
+
+static void shutdown_server(void)
+{
+    if (listener) ws_shutdown(listener);
+    listener = NULL;
+    if (C.remote_mode) remote_stop();
+    session_destroy_all();
+    close_signal(&sig_term);
+    close_signal(&sig_int);
+    reload_stop();
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    log_info("received %s; shutting down", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    shutdown_server();
+}
+
+/* --exit-on-stdin-close: the parent that owns our stdin pipe is gone (or closed it),
+ * so stop as on SIGTERM. Bytes on the pipe mean nothing and are discarded. */
+static void on_stdin(uv_poll_t *h, int status, int events)
+{
+    char buf[4096];
+    ssize_t n = status < 0 ? -1 : read(STDIN_FILENO, buf, sizeof buf);
+    if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR))) return;
+    log_info("standard input closed; shutting down (--exit-on-stdin-close)");
+    uv_poll_stop(h);
+    uv_close((uv_handle_t *)h, NULL);
+    shutdown_server();
+}
+
+static void on_stdio_eof(void)
+{
+    shutdown_server();
+}
+
+static void on_remote_fatal(void)
+{
+    exit_status = 1;
+    shutdown_server();
+}
+
+static void start_signals(void)
+{
+    uv_signal_init(loop, &sig_term);
+    uv_signal_init(loop, &sig_int);
+    uv_signal_start(&sig_term, on_signal, SIGTERM);
+    uv_signal_start(&sig_int, on_signal, SIGINT);
+    reload_start(loop); /* SIGHUP: re-read certificates and keys, never exit */
+}
+
+/* --exit-on-stdin-close outside stdio mode (over stdio, stdin is the transport and
+ * its end already stops the server). */
+static void watch_stdin(void)
+{
+    if (!C.exit_on_stdin_close || C.stdio_mode) return;
+    int fl = fcntl(STDIN_FILENO, F_GETFL);
+    if (fl >= 0) fcntl(STDIN_FILENO, F_SETFL, fl | O_NONBLOCK);
+    if (uv_poll_init(loop, &stdin_poll, STDIN_FILENO) == 0)
+        uv_poll_start(&stdin_poll, UV_READABLE | UV_DISCONNECT, on_stdin);
+    else
+        log_warn("--exit-on-stdin-close: standard input cannot be watched; ignoring");
+}
+
+static int start_remote(void)
+{
+    struct remote_opts ro = {.base_url = C.remote_url,
+                             .environment_id = C.environment_id,
+                             .name = C.remote_name,
+                             .bearer = C.bearer,
+                             .chatgpt_account_id = C.chatgpt_account,
+                             .on_message = rpc_dispatch,
+                             .forward_url = C.connect_url,
+                             .direct = C.direct,
+                             .aws_access_key = C.aws_access,
+                             .aws_secret_key = C.aws_secret,
+                             .aws_session_token = C.aws_token,
+                             .aws_region = C.aws_region,
+                             .aws_service = C.aws_service};
+    /* Test knobs (undocumented): shorter liveness and backoff timers. */
+    if (getenv("EXEC_SERVER_REMOTE_PING_MS"))
+        ro.ping_ms = strtoull(getenv("EXEC_SERVER_REMOTE_PING_MS"), NULL, 10);
+    if (getenv("EXEC_SERVER_REMOTE_PONG_MS"))
+        ro.pong_deadline_ms = strtoull(getenv("EXEC_SERVER_REMOTE_PONG_MS"), NULL, 10);
+    if (getenv("EXEC_SERVER_REMOTE_BACKOFF_MS"))
+        ro.backoff_ms = strtoull(getenv("EXEC_SERVER_REMOTE_BACKOFF_MS"), NULL, 10);
+    int rr = remote_start(loop, &ro, on_remote_fatal);
+    config_free(); /* the bearer: remote_start copied what it needs */
+    if (rr < 0) {
+        fprintf(stderr, "exec-server: cannot start remote mode: %s\n", strerror(-rr));
+        return 1;
+    }
+    return 0;
+}
+
+/* The local listener: none (remote only), stdio or WebSocket. */
+static int start_listener(void)
+{
+    if (C.remote_mode && !config_given("listen")) return 0;
+    if (C.stdio_mode) {
+        if (stdio_serve(loop, rpc_dispatch, on_stdio_eof) != 0) exit_status = 1;
+        return 0;
+    }
+    char url[128];
+    int r = ws_listen(loop, C.host, C.port, rpc_dispatch, &listener, url, sizeof url);
+    if (r != 0) {
+        fprintf(stderr, "exec-server: cannot listen on %s: %s\n", C.listen_url, uv_strerror(r));
+        return 1;
+    }
+    if (!auth_enabled() && !config_host_is_loopback(C.host))
+        log_warn("WARNING: listening on %s without --ws-auth (--allow-unauthenticated): "
+                 "anyone who can reach this address can run processes and read and write "
+                 "files as this user", url);
+    printf("%s\n", url);
+    fflush(stdout);
+    log_info("listening on %s", url);
+    return 0;
+}
+
+int server_run(void)
+{
+    /* Before the loop exists (no threads yet): the watchdog that kills our
+     * process groups if this process dies without cleaning up. */
+    int gr = guardian_start();
+    if (gr < 0) log_warn("cannot start the guardian process (%s); children may outlive a "
+                         "crashed server", strerror(-gr));
+    /* A vanished peer must be an error code on write, not a process-wide kill. */
+    signal(SIGPIPE, SIG_IGN);
+    loop = uv_default_loop();
+    session_configure(loop, C.session_ttl_ms);
+    server_methods_register();
+    start_signals();
+    /* Every child is started from the spawner, a small process made now while this
+     * one holds almost nothing (after the signal handlers: a SIGTERM during its start
+     * must be an orderly exit, not a kill). */
+    sandbox_pid_namespace_inherit = limits_sandbox_pid_namespace() == LIMITS_PID_NS_INHERIT;
+    int sp = spawner_start();
+    if (sp < 0) {
+        fprintf(stderr, "exec-server: cannot start the spawner process: %s\n", strerror(-sp));
+        return 1;
+    }
+    watch_stdin();
+    if (C.remote_mode && start_remote() != 0) return 1;
+    if (start_listener() != 0) return 1;
+    uv_run(loop, UV_RUN_DEFAULT);
+    /* Everything is closed by now unless shutdown raced a close: finish the rest. */
+    uv_walk(loop, close_walk_cb, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+    uv_loop_close(loop);
+    if (C.remote_mode) remote_cleanup();
+    spawner_stop();
+    return exit_status;
+}
