@@ -30,6 +30,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -79,8 +80,13 @@ static void child_exec(struct job *j, bool tty, const struct sandbox_confinement
         }
     }
     if (syscall(SYS_close_range, 3 + j->r.n_extra_fds, ~0U, 0) < 0) {
-        /* Before Linux 5.9: a bounded loop (the spawner's own table is small). */
-        for (int fd = 3 + (int)j->r.n_extra_fds; fd < 1024; fd++) close(fd);
+        /* Before Linux 5.9: every descriptor up to the limit. The spawner's table is
+         * small and starts low, so this is a short loop in practice, and /proc (which
+         * a sandbox may not show) is not needed for it. */
+        struct rlimit rl;
+        long top = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 ? (long)rl.rlim_cur
+                                                                              : 65536;
+        for (long fd = 3 + (long)j->r.n_extra_fds; fd < top; fd++) close((int)fd);
     }
     for (int sig = 1; sig < NSIG; sig++) {
         if (sig == SIGKILL || sig == SIGSTOP) continue;
@@ -101,11 +107,14 @@ fail:
 static __attribute__((no_sanitize("address", "undefined"))) int plain_child(void *arg)
 {
     struct job *j = arg;
-    setsid();
-    /* Die with the daemon even if it is SIGKILLed (the group kill cannot run). */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if ((j->r.flags & SPAWN_F_TTY) && ioctl(j->in, TIOCSCTTY, 0) < 0) {
-        j->child_err = errno;
+    /* Every call is checked, as libuv's uv__process_child_init does: a child that is
+     * not its own group leader would escape terminate, one without the death signal
+     * would outlive a SIGKILLed daemon. */
+    if (setsid() < 0 ||
+        /* Die with the daemon even if it is SIGKILLed (the group kill cannot run). */
+        prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ||
+        ((j->r.flags & SPAWN_F_TTY) && ioctl(j->in, TIOCSCTTY, 0) < 0)) {
+        j->child_err = errno ? errno : EIO;
         _exit(127);
     }
     if (j->r.flags & SPAWN_F_REFUSE) {
@@ -270,9 +279,11 @@ static __attribute__((noinline)) pid_t vfork_command(struct job *j,
 static __attribute__((noreturn)) void sandbox_init(struct job *j, bool userns, uid_t uid, gid_t gid)
 {
     close(SPAWNER_SOCK_FD);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
     prctl(PR_SET_NAME, "exec-sandbox");
-    setsid();
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || setsid() < 0) {
+        spawner_record(j->status, SPAWN_REC_SETUP, errno);
+        _exit(127);
+    }
     if (j->r.flags & SPAWN_F_PID_INHERIT) prctl(PR_SET_CHILD_SUBREAPER, 1);
     /* The process group's signals are the command's business; SIGKILL still ends us. */
     sigset_t all;
