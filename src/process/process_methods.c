@@ -4,12 +4,14 @@
  * its event log live there (PROTOCOL.md section 5). */
 #include "process/process.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
 
 #include "core/limits.h"
 #include "core/log.h"
+#include "netproxy/netproxy.h"
 #include "process/env_policy.h"
 #include "process/proc_internal.h"
 #include "process/spawn.h"
@@ -61,6 +63,8 @@ static void handle_start(struct rpc_req *req)
     env_policy_decode(&d, &env_pol, &has_env_pol);
     unsigned short rows = 0, cols = 0;
     proc_decode_size(&d, &rows, &cols);
+    struct netproxy_params netp;
+    netproxy_params_decode(&d, &netp);
     size_t i;
     json_t *v;
     if (!d.failed) {
@@ -68,10 +72,14 @@ static void handle_start(struct rpc_req *req)
         const char *k;
         json_object_foreach(env, k, v) if (!require_string(&d, v)) break;
     }
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-    if (!rpc_check_ready(req)) return;
+    if (d.failed) {
+        netproxy_params_free(&netp);
+        return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    }
+    if (!rpc_check_ready(req)) return netproxy_params_free(&netp);
 
     char *cwd_path = NULL;
+    struct netproxy *proxy = NULL;
     char **cargv = NULL, **cenv = NULL;
     bool have_pol = false, sandboxed = false;
     struct sandbox_policy pol;
@@ -111,6 +119,12 @@ static void handle_start(struct rpc_req *req)
     struct proc_table *t = s->procs;
     const char *program = argc ? json_string_value(json_array_get(argv, 0)) : "";
     unsigned live = proc_table_live(t);
+    char nerr[512];
+    if (netproxy_validate(&netp, nerr, sizeof nerr) < 0) {
+        /* before argv, like the reference's prepare_exec_request */
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", nerr);
+        goto out;
+    }
     if (argc == 0) {
         rpc_reply_error(req, RPC_INVALID_PARAMS, "argv must not be empty");
         goto out;
@@ -131,6 +145,13 @@ static void handle_start(struct rpc_req *req)
         rpc_reply_error(req, RPC_INTERNAL_ERROR, "missing program for pipe spawn");
         goto out;
     }
+    if (netp.present) {
+        int nrc = netproxy_start(req->loop, &netp, s, id, &proxy, nerr, sizeof nerr);
+        if (nrc < 0) {
+            rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", nerr);
+            goto out;
+        }
+    }
 
     cargv = xcalloc(argc + 1, sizeof *cargv);
     json_array_foreach(argv, i, v) cargv[i] = xstrdup(json_string_value(v));
@@ -141,6 +162,7 @@ static void handle_start(struct rpc_req *req)
     extern char **environ;
     cenv = env_build(environ, has_env_pol ? &env_pol : NULL, env);
     if (req->trace) cenv = env_add_trace(cenv, req->trace);
+    if (proxy) cenv = netproxy_child_env(proxy, cenv);
     struct spawn_request rq = {
         .program = program,
         .argv = cargv,
@@ -163,6 +185,8 @@ static void handle_start(struct rpc_req *req)
     }
 
     struct proc *p = proc_add(t, id, tty, sandboxed, &sr, req->loop);
+    p->netproxy = proxy;
+    proxy = NULL;
     {
         char idv[160], a0[200];
         log_event("event=process_start session=%s process_id=%s pid=%d argv0=%s tty=%s "
@@ -176,6 +200,8 @@ static void handle_start(struct rpc_req *req)
                                   sandboxed ? "linuxSeccomp" : "none"));
     proc_watch(p);
 out:
+    netproxy_release(proxy);
+    netproxy_params_free(&netp);
     if (sandboxed) sandbox_prepared_free(&prep);
     if (have_pol) sandbox_policy_free(&pol);
     free_strv(cargv);

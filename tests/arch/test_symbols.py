@@ -20,6 +20,7 @@ PREFIXES = (
     # domains and wiring
     "session_", "env_config_", "proc_", "process_", "spawn_", "guardian_", "event_log_",
     "env_", "fs_", "capability_roots_", "caproots_", "sandbox_", "denied_", "curl_", "server_",
+    "netproxy_", "np_",
 )
 
 
