@@ -1,0 +1,535 @@
+#!/usr/bin/env python3
+"""The managed-network proxy (PROTOCOL.md §5.10): process/start with `networkProxy` runs
+the child behind a policy proxy inside the server. Local HTTP servers on 127.0.0.1 stand in
+for the internet; each behaviour is judged by what the local server received and what the
+child (tests/blackbox/netproxy_client.py) read back.
+
+Names: against ours the server is started with EXEC_SERVER_TEST_RESOLVE (the proxy's
+test-only resolver override, src/netproxy/netproxy.h) mapping np-a.test and np-b.test to
+127.0.0.1. Against the reference (EXEC_SERVER=ref) two aliases of 127.0.0.1 from
+/etc/hosts play those parts, and the tests that need them skip when there are none."""
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+os.environ["EXEC_SERVER_TEST_RESOLVE"] = "np-a.test=127.0.0.1,np-b.test=127.0.0.1"
+from harness import *  # noqa
+
+CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netproxy_client.py")
+
+
+def loopback_aliases():
+    names = []
+    try:
+        with open("/etc/hosts") as f:
+            for line in f:
+                parts = line.split("#", 1)[0].split()
+                if len(parts) >= 2 and parts[0] == "127.0.0.1":
+                    names += [n for n in parts[1:] if n != "localhost" and "." not in n]
+    except OSError:
+        pass
+    return sorted(set(names))
+
+
+if IS_REF:
+    _aliases = loopback_aliases()
+    HOST_A, HOST_B = (_aliases + [None, None])[:2]
+else:
+    HOST_A, HOST_B = "np-a.test", "np-b.test"
+
+
+def need_names():
+    if not HOST_B:
+        raise TestSkip("no second name for 127.0.0.1 (the reference has no resolver override)")
+
+
+class Recorder(BaseHTTPRequestHandler):
+    """The stand-in for the internet: records every request it gets."""
+    protocol_version = "HTTP/1.1"
+    got = []
+
+    def handle_any(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        Recorder.got.append({"method": self.command, "path": self.path,
+                             "headers": {k.lower(): v for k, v in self.headers.items()},
+                             "body": body.decode("latin-1")})
+        out = b"hello from " + self.path.encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(out)
+
+    do_GET = do_POST = do_HEAD = do_OPTIONS = do_PUT = handle_any
+
+    def log_message(self, *a):
+        pass
+
+
+_httpd = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+threading.Thread(target=_httpd.serve_forever, daemon=True).start()
+PORT = _httpd.server_address[1]
+
+
+def received(path):
+    return [g for g in Recorder.got if g["path"] == path]
+
+
+def netproxy(domains, mode="full", local=True, socks=False, timeout=None, **proxy):
+    p = {"enabled": True, "enableSocks5": socks, "enableSocks5Udp": False,
+         "allowUpstreamProxy": False, "dangerouslyAllowAllUnixSockets": False, "mode": mode,
+         "domains": domains, "unixSockets": None, "allowLocalBinding": local}
+    p.update(proxy)
+    out = {"proxy": p}
+    if timeout is not None:
+        out["policyDecisionTimeoutMs"] = timeout
+    return out
+
+
+def allow(m):
+    return {"id": m["id"], "result": {"decision": {"type": "allow"}}}
+
+
+def run_child(rpc, pid, spec, np, answer=None, env=None, extra=None):
+    """Starts the client child behind the proxy; answers policy requests with answer(msg)
+    (None: no answer); returns (result dict, decisions, policy requests)."""
+    e = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    e.update(env or {})
+    params = dict(extra or {})
+    params["networkProxy"] = np
+    rpc.start(pid, [sys.executable, CLIENT, json.dumps(spec)], env=e, **params)
+    decisions, requests = [], []
+    deadline = time.monotonic() + DEFAULT_TIMEOUT * 2
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            rpc.fail("process %s did not close" % pid)
+        try:
+            m = rpc.pump(left)
+        except Timeout:
+            continue
+        if m is None:
+            rpc.fail("connection closed while running %s" % pid)
+        meth = m.get("method")
+        if meth == "network/policyRequest":
+            requests.append(m)
+            if answer:
+                reply = answer(m)
+                if reply is not None:
+                    rpc.send_obj(reply)
+        elif meth == "network/policyDecision" and m["params"]["processId"] == pid:
+            decisions.append(m["params"])
+        elif meth == "process/closed" and m["params"]["processId"] == pid:
+            break
+    out = summarize(rpc.notes.get(pid, []))
+    assert out["exit_code"] == 0, (out, decisions)
+    text = out["stdout"].decode().strip()
+    return (json.loads(text) if text else {}), decisions, requests
+
+
+def wait_request(rpc, pid):
+    """The next network/policyRequest for pid, whole (the harness files its params only)."""
+    while True:
+        m = rpc.pump(DEFAULT_TIMEOUT)
+        if m is None:
+            rpc.fail("connection closed before a policy request")
+        if m.get("method") == "network/policyRequest" and m["params"]["processId"] == pid:
+            return m
+
+
+def url(host, path):
+    return "http://%s:%d%s" % (host, PORT, path)
+
+
+def check_decision(d, pid, decision, source, reason, protocol="http", host=None, method="GET",
+                   override=False, scope="domain"):
+    assert d["processId"] == pid and d["decision"] == decision and d["source"] == source, d
+    assert d["reason"] == reason and d["protocol"] == protocol and d["scope"] == scope, d
+    assert d["port"] == PORT and d["policyOverride"] is override, d
+    assert d["client"].startswith("127.0.0.1:"), d
+    assert (d.get("method") == method) if method else "method" not in d, d
+    if host:
+        assert d["host"] == host, d
+    assert list(d) == ["processId", "timestamp", "scope", "decision", "source", "reason",
+                       "protocol", "host", "port"] + (["method"] if method else []) + \
+        ["client", "policyOverride"], list(d)
+
+
+# ---------------------------------------------------------------------------------------
+
+def test_child_environment(srv):
+    """§5.10's variable list, exactly; the client's own proxy variables are replaced; each
+    process gets its own ports."""
+    s = srv.session()
+    env, _, _ = run_child(s, "e1", {"mode": "env"}, netproxy({"x.test": "allow"}, socks=True),
+                          env={"HTTP_PROXY": "http://mine:1", "NO_PROXY": "a.com", "KEEP": "1"})
+    http = env["HTTP_PROXY"]
+    assert http.startswith("http://127.0.0.1:") and http != "http://mine:1", env
+    socks = env["ALL_PROXY"]
+    assert socks.startswith("socks5h://127.0.0.1:") and socks.split(":")[-1] != http.split(":")[-1]
+    local = "localhost,127.0.0.1,::1,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16"
+    want = {v: http for v in (
+        "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "WS_PROXY", "WSS_PROXY",
+        "ws_proxy", "wss_proxy", "YARN_HTTP_PROXY", "YARN_HTTPS_PROXY", "npm_config_http_proxy",
+        "npm_config_https_proxy", "npm_config_proxy", "NPM_CONFIG_HTTP_PROXY",
+        "NPM_CONFIG_HTTPS_PROXY", "NPM_CONFIG_PROXY", "BUNDLE_HTTP_PROXY", "BUNDLE_HTTPS_PROXY",
+        "PIP_PROXY", "DOCKER_HTTP_PROXY", "DOCKER_HTTPS_PROXY")}
+    want.update({v: socks for v in ("ALL_PROXY", "all_proxy", "FTP_PROXY", "ftp_proxy")})
+    want.update({v: local for v in ("NO_PROXY", "no_proxy", "npm_config_noproxy",
+                                    "NPM_CONFIG_NOPROXY", "BUNDLE_NO_PROXY")})
+    want.update({"NODE_USE_ENV_PROXY": "1", "ELECTRON_GET_USE_PROXY": "true",
+                 "CODEX_NETWORK_PROXY_ACTIVE": "1", "CODEX_NETWORK_ALLOW_LOCAL_BINDING": "1",
+                 "KEEP": "1", "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                 MARKER_VAR: MARKER})
+    for k in ("PWD", "SHLVL", "_", "LC_CTYPE"):  # what a shell or the runtime may add
+        env.pop(k, None)
+    assert env == want, {k: (env.get(k), want.get(k)) for k in set(env) | set(want)
+                         if env.get(k) != want.get(k)}
+    env2, _, _ = run_child(s, "e2", {"mode": "env"}, netproxy({"x.test": "allow"}, local=False))
+    assert env2["ALL_PROXY"] == env2["HTTP_PROXY"] != http, env2
+    assert env2["NO_PROXY"] == "" and env2["CODEX_NETWORK_ALLOW_LOCAL_BINDING"] == "0", env2
+    s.close()
+
+
+def test_allow_deny_and_not_listed(srv):
+    need_names()
+    s = srv.session()
+    np = netproxy({HOST_A: "allow", HOST_B: "deny"})
+    r, dec, _ = run_child(s, "a1", {"mode": "http", "url": url(HOST_A, "/allowed"),
+                                    "headers": {"X-Keep": "1", "Connection": "X-Hop",
+                                                "X-Hop": "gone", "Proxy-Authorization": "no"}},
+                          np)
+    assert r["status"] == 200 and r["body"] == "hello from /allowed", r
+    got = received("/allowed")
+    assert len(got) == 1, got
+    h = got[0]["headers"]
+    assert h["host"] == "%s:%d" % (HOST_A, PORT) and h["x-keep"] == "1", h
+    for hop in ("proxy-connection", "proxy-authorization", "x-hop"):
+        assert hop not in h, h
+    assert len(dec) == 1, dec
+    check_decision(dec[0], "a1", "allow", "baseline_policy", "allow", host=HOST_A)
+
+    r, dec, _ = run_child(s, "a2", {"mode": "http", "url": url(HOST_B, "/denied")}, np)
+    assert r["status"] == 403 and r["headers"]["content-type"] == "application/json", r
+    assert r["headers"]["x-proxy-error"] == "blocked-by-denylist", r
+    assert json.loads(r["body"]) == {
+        "status": "blocked", "host": HOST_B, "reason": "denied", "decision": "deny",
+        "source": "baseline_policy", "protocol": "http", "port": PORT,
+        "message": "Domain denied by the sandbox policy."}, r
+    assert list(json.loads(r["body"])) == ["status", "host", "reason", "decision", "source",
+                                           "protocol", "port", "message"]
+    check_decision(dec[0], "a2", "deny", "baseline_policy", "denied", host=HOST_B)
+
+    r, dec, req = run_child(s, "a3", {"mode": "http", "url": url(HOST_B, "/unlisted")},
+                            netproxy({HOST_A: "allow"}))
+    assert r["status"] == 403 and r["headers"]["x-proxy-error"] == "blocked-by-allowlist", r
+    assert json.loads(r["body"])["message"] == "Domain not in allowlist.", r
+    assert not req, req  # no policyDecisionTimeoutMs: nothing is asked
+    check_decision(dec[0], "a3", "deny", "baseline_policy", "not_allowed")
+    assert not received("/denied") and not received("/unlisted")
+    s.close()
+
+
+def test_wildcard_patterns(srv):
+    """`*.x` matches subdomains but not the apex, `**.x` both, `*` every host; deny wins.
+    Judged on refusals, so no name needs to resolve."""
+    s = srv.session()
+    np = netproxy({"*.example.com": "deny", "**.apex.org": "deny", "Mixed.CASE.com.": "deny",
+                   "region*.v2.argo.com": "deny", "*.ok.example.com": "allow"})
+    cases = [("example.com", "not_allowed"), ("api.example.com", "denied"),
+             ("a.ok.example.com", "denied"), ("apex.org", "denied"), ("x.apex.org", "denied"),
+             ("mixed.case.com", "denied"), ("region1.v2.argo.com", "denied"),
+             ("foo.region1.v2.argo.com", "not_allowed")]
+    for i, (host, reason) in enumerate(cases):
+        r, _, _ = run_child(s, "w%d" % i, {"mode": "http", "url": url(host, "/w")}, np)
+        assert r["status"] == 403 and json.loads(r["body"])["reason"] == reason, (host, r)
+    s.close()
+
+
+def test_policy_request_answers(srv):
+    """An unlisted host with policyDecisionTimeoutMs is put to the client as a JSON-RPC
+    request with the server's own ids from 1; only allow passes; each request asks again."""
+    need_names()
+    s = srv.session()
+    np = netproxy({HOST_A: "allow"}, timeout=5000)
+    spec = {"mode": "http", "url": url(HOST_B, "/asked")}
+    r, dec, req = run_child(s, "q1", spec, np, answer=allow)
+    assert r["status"] == 200 and len(received("/asked")) == 1, r
+    assert req[0] == {"id": 1, "method": "network/policyRequest", "params": {
+        "processId": "q1", "request": {"protocol": "http", "host": HOST_B, "port": PORT}}}, req
+    check_decision(dec[0], "q1", "allow", "decider", "not_allowed", override=True)
+
+    r, dec, req = run_child(s, "q2", spec, np, answer=lambda m: {
+        "id": m["id"], "result": {"decision": {"type": "deny", "reason": "nope"}}})
+    assert req[0]["id"] == 2, req
+    body = json.loads(r["body"])
+    assert r["status"] == 403 and r["headers"]["x-proxy-error"] == "blocked-by-policy", r
+    assert body["reason"] == "nope" and body["source"] == "decider", body
+    assert body["message"] == "Request blocked by network policy.", body
+    check_decision(dec[0], "q2", "deny", "decider", "nope")
+
+    r, dec, _ = run_child(s, "q3", spec, np, answer=lambda m: {
+        "id": m["id"], "result": {"decision": {"type": "ask", "reason": "hmm"}}})
+    assert json.loads(r["body"])["decision"] == "ask", r
+    check_decision(dec[0], "q3", "ask", "decider", "hmm")
+
+    for pid, reply in (("q4", lambda m: {"id": m["id"], "error": {"code": -1, "message": "x"}}),
+                       ("q5", lambda m: {"id": m["id"], "result": {"decision": "allow"}})):
+        r, dec, _ = run_child(s, pid, spec, np, answer=reply)
+        assert r["status"] == 403 and json.loads(r["body"])["reason"] == "not_allowed", r
+        check_decision(dec[0], pid, "deny", "decider", "not_allowed")
+    assert len(received("/asked")) == 1
+    # a late answer (the request timed out) and a repeated one are ignored
+    s.send_obj({"id": 1, "result": {"decision": {"type": "allow"}}})
+    assert s.call("environment/status") == {"status": "ready"}
+    s.close()
+
+
+def test_policy_request_timeout(srv):
+    need_names()
+    s = srv.session()
+    t0 = time.monotonic()
+    r, dec, req = run_child(s, "t1", {"mode": "http", "url": url(HOST_B, "/late")},
+                            netproxy({HOST_A: "allow"}, timeout=300))
+    assert len(req) == 1 and r["status"] == 403, r
+    check_decision(dec[0], "t1", "deny", "decider", "not_allowed")
+    assert time.monotonic() - t0 >= 0.3
+    s.send_obj({"id": req[0]["id"], "result": {"decision": {"type": "allow"}}})
+    assert s.call("environment/status") == {"status": "ready"}
+    assert not received("/late")
+    s.close()
+
+
+def test_response_with_foreign_id_closes(srv):
+    """Only responses to ids the server sent are accepted: a string id closes the
+    connection (verified), and so does any response on a fresh connection."""
+    need_names()
+    s = srv.session()
+    s.start("x1", [sys.executable, CLIENT, json.dumps({"mode": "http", "url": url(HOST_B, "/x")})],
+            networkProxy=netproxy({HOST_A: "allow"}, timeout=20000))
+    m = wait_request(s, "x1")
+    s.send_obj({"id": str(m["id"]), "result": {"decision": {"type": "allow"}}})
+    assert s.wait_closed(), "a response with a string id must close the connection"
+    s2 = srv.session()
+    s2.send_obj({"id": 1, "result": {}})
+    assert s2.wait_closed()
+
+
+def test_pending_request_connection_drop(srv):
+    """Settled on 0.169.0: a policy request pending when the connection drops is denied at
+    once (the child gets its 403 long before the timeout)."""
+    need_names()
+    s = srv.session()
+    out = os.path.join(srv.workdir, "drop.out")
+    spec = json.dumps({"mode": "http", "url": url(HOST_B, "/dropped")})
+    s.start("p1", ["/bin/sh", "-c", '"$0" "$1" "$2" > "$3"', sys.executable, CLIENT, spec, out],
+            networkProxy=netproxy({HOST_A: "allow"}, timeout=60000))
+    wait_request(s, "p1")
+    t0 = time.monotonic()
+    s.close()
+
+    def done():
+        try:
+            with open(out) as f:
+                return f.read().strip()
+        except OSError:
+            return ""
+    wait_until(done, timeout=DEFAULT_TIMEOUT, what="the child's answer")
+    r = json.loads(done())
+    assert r["status"] == 403 and json.loads(r["body"])["reason"] == "not_allowed", r
+    assert time.monotonic() - t0 < 30
+    assert not received("/dropped")
+
+
+def test_limited_mode(srv):
+    need_names()
+    s = srv.session()
+    np = netproxy({HOST_A: "allow"}, mode="limited")
+    for i, method in enumerate(("GET", "HEAD", "OPTIONS")):
+        r, dec, _ = run_child(s, "l%d" % i, {"mode": "http", "method": method,
+                                             "url": url(HOST_A, "/lim-" + method)}, np)
+        assert r["status"] == 200 and received("/lim-" + method), (method, r)
+    r, dec, _ = run_child(s, "lp", {"mode": "http", "method": "POST", "body": "a=b",
+                                    "url": url(HOST_A, "/lim-POST")}, np)
+    assert r["status"] == 403 and r["headers"]["x-proxy-error"] == "blocked-by-method-policy", r
+    assert json.loads(r["body"])["message"] == "Method not allowed in limited mode.", r
+    assert [d["decision"] for d in dec] == ["allow", "deny"], dec
+    check_decision(dec[1], "lp", "deny", "mode_guard", "method_not_allowed", method="POST",
+                   scope="non_domain")
+    r, dec, _ = run_child(s, "lc", {"mode": "connect", "host": HOST_A, "port": PORT,
+                                    "path": "/lim-CONNECT"}, np)
+    assert r["connect"] == 403 and r["body"] == "MITM required for limited HTTPS.", r
+    check_decision(dec[1], "lc", "deny", "mode_guard", "mitm_required", method="CONNECT",
+                   protocol="https_connect", scope="non_domain")
+    assert not received("/lim-POST") and not received("/lim-CONNECT")
+    s.close()
+
+
+def test_connect_tunnel(srv):
+    need_names()
+    s = srv.session()
+    np = netproxy({HOST_A: "allow", HOST_B: "deny"})
+    r, dec, _ = run_child(s, "c1", {"mode": "connect", "host": HOST_A, "port": PORT,
+                                    "path": "/tunnel"}, np)
+    assert r["connect"] == 200 and r["body"] == "hello from /tunnel", r
+    check_decision(dec[0], "c1", "allow", "baseline_policy", "allow", protocol="https_connect",
+                   method="CONNECT")
+    r, dec, _ = run_child(s, "c2", {"mode": "connect", "host": HOST_B, "port": PORT}, np)
+    assert r["connect"] == 403 and r["body"] == "Domain denied by the sandbox policy.", r
+    s.close()
+
+
+def test_local_binding(srv):
+    """allowLocalBinding false: a name resolving to loopback is refused even when listed or
+    allowed by the client; an explicitly listed loopback literal passes."""
+    need_names()
+    s = srv.session()
+    np = netproxy({HOST_A: "allow", "127.0.0.1": "allow"}, local=False, timeout=5000)
+    r, dec, req = run_child(s, "b1", {"mode": "http", "url": url(HOST_A, "/local-name")}, np)
+    assert r["status"] == 403 and not req, r
+    body = json.loads(r["body"])
+    assert body["reason"] == "not_allowed_local", body
+    assert body["message"] == "Sandbox policy blocks local/private network addresses.", body
+    check_decision(dec[0], "b1", "deny", "baseline_policy", "not_allowed_local")
+    r, dec, req = run_child(s, "b2", {"mode": "http", "url": url(HOST_B, "/local-asked")}, np,
+                            answer=allow)
+    assert len(req) == 1 and json.loads(r["body"])["reason"] == "not_allowed_local", r
+    assert len(dec) == 1, dec
+    r, _, _ = run_child(s, "b3", {"mode": "http", "url": url("127.0.0.1", "/local-literal")}, np)
+    assert r["status"] == 200 and received("/local-literal"), r
+    r, _, req = run_child(s, "b4", {"mode": "http", "url": url("10.1.2.3", "/private")}, np,
+                          answer=allow)
+    assert json.loads(r["body"])["reason"] == "not_allowed_local" and not req, r
+    assert not received("/local-name") and not received("/local-asked")
+    s.close()
+
+
+def test_socks5(srv):
+    need_names()
+    s = srv.session()
+    np = netproxy({HOST_A: "allow", HOST_B: "deny"}, socks=True, timeout=5000)
+    r, dec, _ = run_child(s, "s1", {"mode": "socks", "host": HOST_A, "port": PORT,
+                                    "path": "/socks"}, np)
+    assert r["rep"] == 0 and r["body"] == "hello from /socks", r
+    check_decision(dec[0], "s1", "allow", "baseline_policy", "allow", protocol="socks5_tcp",
+                   method=None)
+    r, dec, _ = run_child(s, "s2", {"mode": "socks", "host": HOST_B, "port": PORT}, np)
+    assert r["rep"] == 2, r  # connection not allowed by ruleset
+    r, dec, req = run_child(s, "s3", {"mode": "socks", "host": "np-c.test", "port": PORT},
+                            np, answer=lambda m: {"id": m["id"], "result": {
+                                "decision": {"type": "deny", "reason": "no"}}})
+    assert r["rep"] == 2 and req[0]["params"]["request"]["protocol"] == "socks5_tcp", (r, req)
+    r, dec, _ = run_child(s, "s4", {"mode": "socks", "host": HOST_A, "port": PORT},
+                          netproxy({HOST_A: "allow"}, socks=True, mode="limited"))
+    assert r["rep"] == 2, r
+    assert [(d["source"], d["reason"]) for d in dec] == [("mode_guard", "method_not_allowed")]
+    s.close()
+
+
+def test_decode_errors(srv):
+    """Verified on 0.169.0, text for text."""
+    s = srv.session()
+    base = netproxy({"x.test": "allow"})["proxy"]
+    cases = [
+        ({"networkProxy": 1}, "invalid type: number, expected struct RemoteNetworkProxyLaunchConfig"),
+        ({"networkProxy": {}}, "missing field `proxy`"),
+        ({"networkProxy": {"proxy": {"enabled": True}}}, "missing field `enableSocks5`"),
+        ({"networkProxy": {"proxy": dict(base, enabled=False)}},
+         "invalid network proxy config: executor-local network proxy launch requires an "
+         "enabled proxy"),
+        ({"networkProxy": {"proxy": dict(base, mode="open")}},
+         "unknown variant `open`, expected `limited` or `full`"),
+        ({"networkProxy": {"proxy": dict(base, domains={"a": "maybe"})}},
+         "unknown variant `maybe`, expected one of `none`, `allow`, `deny`"),
+        ({"networkProxy": {"proxy": dict(base, domains=["a"])}},
+         "invalid type: sequence, expected a map"),
+        ({"networkProxy": {"proxy": base, "policyDecisionTimeoutMs": 0}},
+         "network policy decision callback timeout must be nonzero"),
+        ({"networkProxy": {"proxy": base, "policyDecisionTimeoutMs": -1}}, "invalid number"),
+        ({"enforceManagedNetwork": None}, "invalid type: null, expected a boolean"),
+        ({"networkProxy": {"proxy": dict(base, unixSockets=["/x"])}},
+         "invalid type: sequence, expected struct NetworkUnixSocketPermissions"),
+        ({"networkProxy": {"proxy": dict(base, domains={"*": "deny"})}},
+         "invalid network proxy config: invalid value for network.denied_domains: * (allowed "
+         "exact hosts or scoped wildcards like *.example.com or **.example.com)"),
+        ({"networkProxy": {"proxy": dict(base, domains={"***.a.com": "allow"})}},
+         "invalid network proxy config: unsupported repeated wildcard: ***.a.com"),
+        ({"networkProxy": {"proxy": dict(base, credentialProviders={"v": {"bogus": 1}})}},
+         "unknown field `bogus`, expected one of `env`, `patterns`, `url_prefixes`, "
+         "`url_prefix_from_env`, `auth`, `header`, `prefix`"),
+        ({"networkProxy": {"proxy": base, "environmentId": 5}},
+         "invalid type: number, expected a string"),
+        ({"managedNetwork": "x"},
+         "invalid type: string \"x\", expected struct ManagedNetworkSandboxContext"),
+    ]
+    for i, (extra, want) in enumerate(cases):
+        p = {"processId": "d%d" % i, "argv": ["/bin/true"], "cwd": "file:///tmp",
+             "env": {}, "tty": False}
+        p.update(extra)
+        code, msg = s.error("process/start", p)
+        assert (code, msg) == (-32602, want), (extra, code, msg)
+    # accepted and without effect here: null proxy, managedNetwork, unixSockets, unknown keys
+    for i, extra in enumerate([{"networkProxy": None}, {"managedNetwork": {"x": 1}},
+                               {"enforceManagedNetwork": True},
+                               {"networkProxy": {"proxy": dict(base, unixSockets={"/s": "allow"},
+                                                               bogus=1)}}]):
+        p = {"processId": "ok%d" % i, "argv": ["/bin/true"], "cwd": "file:///tmp", "env": {},
+             "tty": False}
+        p.update(extra)
+        assert s.call("process/start", p) == {"processId": "ok%d" % i, "sandboxType": "none"}
+    s.close()
+
+
+def test_unix_socket_and_bad_requests(srv):
+    need_names()
+    s = srv.session()
+    np = netproxy({HOST_A: "allow", HOST_B: "deny"}, unixSockets={"/tmp/x.sock": "allow"})
+    r, dec, _ = run_child(s, "u1", {"mode": "http", "url": url(HOST_A, "/unix"),
+                                    "headers": {"x-unix-socket": "/tmp/x.sock"}}, np)
+    assert r["status"] == 501 and r["body"] == "unix sockets unsupported", r
+    assert (dec[0]["source"], dec[0]["reason"], dec[0]["host"], dec[0]["port"]) == \
+        ("proxy_state", "unix_socket_unsupported", "unix-socket", 0), dec
+    r, _, _ = run_child(s, "u2", {"mode": "http", "url": url(HOST_A, "/spoof"),
+                                  "headers": {"Host": HOST_B}}, np)
+    assert r["status"] == 400 and r["body"] == "Host header does not match request target", r
+    assert not received("/unix") and not received("/spoof")
+    s.close()
+
+
+def test_proxy_ends_with_the_process(srv):
+    s = srv.session()
+    env, _, _ = run_child(s, "z1", {"mode": "env"}, netproxy({"x.test": "allow"}))
+    port = int(env["HTTP_PROXY"].rsplit(":", 1)[1])
+
+    def refused():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return False
+        except OSError:
+            return True
+    wait_until(refused, timeout=DEFAULT_TIMEOUT, what="the proxy's listener to close")
+    s.close()
+
+
+@ours_only
+def test_decision_metrics(srv):
+    need_names()
+    s = srv.session()
+    run_child(s, "m1", {"mode": "http", "url": url(HOST_B, "/metric")},
+              netproxy({HOST_B: "deny"}, mode="limited"))
+    status, _, body = http_raw(srv.host, srv.port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    text = body.decode()
+    line = 'exec_server_network_policy_decisions_total{decision="deny",mode="limited",' \
+           'source="baseline_policy"}'
+    assert any(l.startswith(line) and int(l.split()[-1]) >= 1 for l in text.splitlines()), text
+    s.close()
+
+
+if __name__ == "__main__":
+    run_tests(globals(), per_test_timeout=120)
