@@ -207,7 +207,7 @@ int netproxy_start(uv_loop_t *loop, struct netproxy_params *p, struct session *s
     struct netproxy *np = xcalloc(1, sizeof *np);
     np->loop = loop;
     np->params = *p;
-    p->domains = p->providers = NULL; /* taken */
+    p->domains = p->providers = p->review = NULL; /* taken */
     np->session = session;
     np->process_id = xstrdup(process_id);
     np->clients.next = np->clients.prev = &np->clients;
@@ -223,6 +223,9 @@ int netproxy_start(uv_loop_t *loop, struct netproxy_params *p, struct session *s
                                                           : NP_PERM_NONE;
         np_policy_add(&np->policy, k, perm, why, sizeof why); /* validated before */
     }
+    size_t ri;
+    json_array_foreach(np->params.review, ri, v)
+        np_policy_add(&np->policy, json_string_value(v), NP_PERM_REVIEW, why, sizeof why);
     np->policy.allow_local_binding = np->params.allow_local_binding;
     int rc = listen_on(np, &np->http_l, &np->http_port);
     if (rc == 0 && np->params.enable_socks5) rc = listen_on(np, &np->socks_l, &np->socks_port);

@@ -57,6 +57,7 @@ struct netproxy_params {
     uint64_t timeout_ms;          /* policyDecisionTimeoutMs */
     json_t *domains;              /* owned copy of proxy.domains (object) or NULL */
     json_t *providers;            /* owned copy of proxy.credentialProviders or NULL */
+    json_t *review;               /* owned copy of proxy.reviewDomains (array) or NULL */
 };
 
 /* Decodes enforceManagedNetwork, managedNetwork (shape only) and networkProxy from

@@ -151,6 +151,7 @@ static void decode_proxy(struct pdec *d, json_t *proxy, struct netproxy_params *
     if (d->failed) return;
     p->domains = domains ? json_deep_copy(domains) : NULL;
     p->providers = providers ? json_deep_copy(providers) : NULL;
+    p->review = review ? json_deep_copy(review) : NULL;
 }
 
 static void params_decode(struct pdec *d, struct netproxy_params *p);
@@ -213,7 +214,9 @@ int netproxy_validate(const struct netproxy_params *p, char *err, size_t n)
     int rc = 0;
     json_object_foreach(p->domains, k, v)
     {
-        const char *s = json_string_value(v);
+        const char *s = json_is_string(v) ? json_string_value(v)
+                                          : json_object_iter_key(json_object_iter(v));
+        if (!s) s = "none";
         enum np_perm perm = strcmp(s, "allow") == 0  ? NP_PERM_ALLOW
                             : strcmp(s, "deny") == 0 ? NP_PERM_DENY
                                                      : NP_PERM_NONE;
@@ -221,6 +224,15 @@ int netproxy_validate(const struct netproxy_params *p, char *err, size_t n)
             snprintf(err, n, "invalid network proxy config: %s", why);
             rc = -EINVAL;
             break;
+        }
+    }
+    size_t i;
+    json_array_foreach(p->review, i, v)
+    {
+        if (rc < 0) break;
+        if (np_policy_add(&pol, json_string_value(v), NP_PERM_REVIEW, why, sizeof why) < 0) {
+            snprintf(err, n, "invalid network proxy config: %s", why);
+            rc = -EINVAL;
         }
     }
     np_policy_free(&pol);
@@ -231,5 +243,6 @@ void netproxy_params_free(struct netproxy_params *p)
 {
     json_decref(p->domains);
     json_decref(p->providers);
-    p->domains = p->providers = NULL;
+    json_decref(p->review);
+    p->domains = p->providers = p->review = NULL;
 }

@@ -208,8 +208,10 @@ int np_policy_add(struct np_policy *p, const char *pattern, enum np_perm perm, c
         return -EINVAL;
     }
     if (perm == NP_PERM_NONE) return 0;
-    char ***v = perm == NP_PERM_ALLOW ? &p->allow : &p->deny;
-    size_t *nv = perm == NP_PERM_ALLOW ? &p->n_allow : &p->n_deny;
+    char ***v = perm == NP_PERM_ALLOW ? &p->allow : perm == NP_PERM_DENY ? &p->deny : &p->review;
+    size_t *nv = perm == NP_PERM_ALLOW  ? &p->n_allow
+                 : perm == NP_PERM_DENY ? &p->n_deny
+                                        : &p->n_review;
     char cand[NP_HOST_MAX + 4];
     if (*prefix) {
         if (prefix[1] == '*') push(v, nv, host); /* "**." also matches the apex */
@@ -233,6 +235,7 @@ void np_policy_free(struct np_policy *p)
 {
     free_list(p->allow, p->n_allow);
     free_list(p->deny, p->n_deny);
+    free_list(p->review, p->n_review);
     free_list(p->allow_exact, p->n_allow_exact);
     memset(p, 0, sizeof *p);
 }
@@ -378,7 +381,8 @@ enum np_reason np_policy_baseline(const struct np_policy *p, const char *host,
             *check_resolved = true;
         }
     }
-    if (!any_match(p->allow, p->n_allow, host)) return NP_REASON_NOT_ALLOWED;
+    if (!any_match(p->allow, p->n_allow, host) || any_match(p->review, p->n_review, host))
+        return NP_REASON_NOT_ALLOWED;
     return NP_REASON_ALLOW;
 }
 

@@ -28,13 +28,18 @@
 /* The longest host we handle (DNS names are at most 253 bytes). */
 #define NP_HOST_MAX 256
 
-enum np_perm { NP_PERM_NONE, NP_PERM_ALLOW, NP_PERM_DENY };
+/* REVIEW: proxy.reviewDomains, hosts that always go to the client's decider as if
+ * no allow entry listed them (verified: an allowlisted host under review is asked,
+ * and denied as not_allowed without policyDecisionTimeoutMs; deny still wins). */
+enum np_perm { NP_PERM_NONE, NP_PERM_ALLOW, NP_PERM_DENY, NP_PERM_REVIEW };
 
 struct np_policy {
     char **allow;      /* compiled allow candidates ("?*.x" for "*.x") */
     size_t n_allow;
     char **deny;
     size_t n_deny;
+    char **review;
+    size_t n_review;
     char **allow_exact; /* allow entries without wildcards, normalised: the explicit
                            allowlisting a local literal needs */
     size_t n_allow_exact;

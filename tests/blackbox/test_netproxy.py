@@ -163,6 +163,13 @@ def check_decision(d, pid, decision, source, reason, protocol="http", host=None,
 
 # ---------------------------------------------------------------------------------------
 
+def test_capabilities(srv):
+    s = srv.session()
+    caps = s.call("environment/info", {})["capabilities"]
+    assert caps["networkProxyLaunch"] is True and caps["networkProxyReviewDomains"] is True, caps
+    s.close()
+
+
 def test_child_environment(srv):
     """§5.10's variable list, exactly; the client's own proxy variables are replaced; each
     process gets its own ports."""
@@ -288,6 +295,39 @@ def test_policy_request_answers(srv):
     # a late answer (the request timed out) and a repeated one are ignored
     s.send_obj({"id": 1, "result": {"decision": {"type": "allow"}}})
     assert s.call("environment/status") == {"status": "ready"}
+    s.close()
+
+
+def test_review_domains(srv):
+    """proxy.reviewDomains (capability networkProxyReviewDomains), settled on 0.169.0: a host
+    under review is asked even when an allow entry lists it, and refused as not_allowed
+    without policyDecisionTimeoutMs; deny still wins; patterns are checked like domains."""
+    need_names()
+    s = srv.session()
+    spec = {"mode": "http", "url": url(HOST_A, "/reviewed")}
+    r, dec, req = run_child(s, "v1", spec, netproxy({HOST_A: "allow"}, timeout=5000,
+                                                    reviewDomains=[HOST_A]),
+                            answer=lambda m: {"id": m["id"], "result": {
+                                "decision": {"type": "deny", "reason": "rev"}}})
+    assert len(req) == 1 and json.loads(r["body"])["reason"] == "rev", r
+    r, dec, req = run_child(s, "v2", spec, netproxy({HOST_A: "allow"}, timeout=5000,
+                                                    reviewDomains=[HOST_A]), answer=allow)
+    assert r["status"] == 200 and len(received("/reviewed")) == 1, r
+    check_decision(dec[0], "v2", "allow", "decider", "not_allowed", override=True)
+    r, dec, req = run_child(s, "v3", spec, netproxy({HOST_A: "allow"}, reviewDomains=[HOST_A]))
+    assert json.loads(r["body"])["reason"] == "not_allowed" and not req, r
+    r, dec, req = run_child(s, "v4", spec, netproxy({HOST_A: "deny"}, timeout=5000,
+                                                    reviewDomains=["*"]), answer=allow)
+    assert json.loads(r["body"])["reason"] == "denied" and not req, r
+    r, _, _ = run_child(s, "v5", spec, netproxy({HOST_A: "allow"}, timeout=5000,
+                                                reviewDomains=["*." + HOST_A]))
+    assert r["status"] == 200, r
+    code, msg = s.error("process/start", {
+        "processId": "v6", "argv": ["/bin/true"], "cwd": "file:///tmp", "env": {}, "tty": False,
+        "networkProxy": netproxy({}, reviewDomains=["a b"])})
+    assert (code, msg) == (-32602, "invalid network proxy config: unsupported domain pattern "
+                                   "syntax: a b"), msg
+    assert len(received("/reviewed")) == 2
     s.close()
 
 

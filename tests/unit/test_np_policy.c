@@ -212,6 +212,28 @@ static void test_local_binding_order(void **state)
     np_policy_free(&p);
 }
 
+static void test_review(void **state)
+{
+    (void)state;
+    struct np_policy p = {.allow_local_binding = true};
+    add(&p, "listed.test", NP_PERM_ALLOW);
+    add(&p, "*.listed.test", NP_PERM_ALLOW);
+    add(&p, "listed.test", NP_PERM_REVIEW);
+    add(&p, "bad.test", NP_PERM_DENY);
+    add(&p, "*", NP_PERM_REVIEW);
+    /* under review: as if no allow entry listed it (the decider is asked) */
+    assert_int_equal(decide(&p, "listed.test", NULL), NP_REASON_NOT_ALLOWED);
+    assert_int_equal(decide(&p, "a.listed.test", NULL), NP_REASON_NOT_ALLOWED);
+    assert_int_equal(decide(&p, "bad.test", NULL), NP_REASON_DENIED);
+    np_policy_free(&p);
+    struct np_policy q = {.allow_local_binding = true};
+    add(&q, "listed.test", NP_PERM_ALLOW);
+    add(&q, "*.listed.test", NP_PERM_REVIEW);
+    assert_int_equal(decide(&q, "listed.test", NULL), NP_REASON_ALLOW);
+    assert_int_equal(decide(&q, "x.listed.test", NULL), NP_REASON_NOT_ALLOWED);
+    np_policy_free(&q);
+}
+
 static void test_messages(void **state)
 {
     (void)state;
@@ -253,6 +275,7 @@ int main(void)
         cmocka_unit_test(test_validation_texts), cmocka_unit_test(test_normalize),
         cmocka_unit_test(test_classification),   cmocka_unit_test(test_local_binding_order),
         cmocka_unit_test(test_messages),         cmocka_unit_test(test_matcher_edges),
+        cmocka_unit_test(test_review),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
