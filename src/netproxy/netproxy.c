@@ -539,6 +539,15 @@ static void report(struct np_client *c, const char *scope, const char *decision,
 
 /* Refuses the connection in its protocol's way after reporting the decision. */
 static void refuse(struct np_client *c, const char *scope, const char *decision,
+                   const char *source, const char *reason);
+
+void np_refuse(struct np_client *c, const char *scope, const char *decision, const char *source,
+               const char *reason)
+{
+    refuse(c, scope, decision, source, reason);
+}
+
+static void refuse(struct np_client *c, const char *scope, const char *decision,
                    const char *source, const char *reason)
 {
     report(c, scope, decision, source, reason, false);
@@ -1012,9 +1021,12 @@ static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 {
     struct np_client *c = s->data;
     if (n > 0) {
-        if (np_mitm_active(c, true)) np_mitm_feed(c, true, b->base, (size_t)n);
-        else np_from_upstream(c, b->base, (size_t)n);
-        if (np_mitm_active(c, true)) free(b->base);
+        if (np_mitm_active(c, true)) {
+            np_mitm_feed(c, true, b->base, (size_t)n);
+            free(b->base);
+        } else {
+            np_from_upstream(c, b->base, (size_t)n);
+        }
         return;
     }
     free(b->base);
@@ -1121,6 +1133,8 @@ static void http_request(struct np_client *c)
             return;
         }
         c->upgrade = np_http_find(&h, "Upgrade") && np_http_lists(&h, "Connection", "upgrade");
+        free(c->forward_path);
+        c->forward_path = xstrndup(t.path, t.path_len);
         buf_init(&c->head_out);
         np_http_forward_head(&h, &t, np_cred_rewrite_fn(c), c, &c->head_out);
     }

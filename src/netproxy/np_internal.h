@@ -117,6 +117,9 @@ void np_write_owned(struct np_client *c, bool to_up, char *data, size_t len);
 void np_write_copy(struct np_client *c, bool to_up, const void *data, size_t len);
 void np_send(struct np_client *c, bool to_up, const void *data, size_t len);
 void np_decide(struct np_client *c);
+/* Reports a refusal and answers the client in its protocol's way. */
+void np_refuse(struct np_client *c, const char *scope, const char *decision, const char *source,
+               const char *reason);
 void np_upstream_ready(struct np_client *c);
 void np_request_bytes(struct np_client *c, const char *data, size_t n);
 void np_from_client(struct np_client *c, char *data, size_t n);

@@ -109,10 +109,15 @@ def main():
             if spec.get("auth_env"):
                 headers["Authorization"] = spec.get("auth_scheme", "Bearer") + " " + \
                     os.environ[spec["auth_env"]]
+            if spec.get("basic_env"):
+                import base64
+                headers["Authorization"] = "Basic " + base64.b64encode(
+                    ("x-access-token:" + os.environ[spec["basic_env"]]).encode()).decode()
         s.sendall(request_bytes(spec.get("method", "GET"), spec.get("path", "/"),
                                 target, headers, spec.get("body")))
         r = read_response(s)
         r["connect"] = 200
+        r["sent"] = headers.get("Authorization")
         print(json.dumps(r))
         return
     if mode == "socks":

@@ -10,14 +10,49 @@ test-only resolver override, src/netproxy/netproxy.h) mapping np-a.test and np-b
 /etc/hosts play those parts, and the tests that need them skip when there are none."""
 import json
 import os
+import re
+import shutil
 import socket
+import ssl
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-os.environ["EXEC_SERVER_TEST_RESOLVE"] = "np-a.test=127.0.0.1,np-b.test=127.0.0.1"
+os.environ["EXEC_SERVER_TEST_RESOLVE"] = \
+    "np-a.test=127.0.0.1,np-b.test=127.0.0.1,api.github.com=127.0.0.1"
+# Credential masking: a test CA the server trusts for its upstream TLS (SSL_CERT_FILE) and a
+# CODEX_HOME of its own for the interception CA it makes.
+CERTS = tempfile.mkdtemp(prefix="np-certs-")
+
+
+def make_certs():
+    if not shutil.which("openssl"):
+        return False
+    ext = os.path.join(CERTS, "ext.cnf")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=DNS:np-a.test,DNS:api.github.com\nbasicConstraints=CA:FALSE\n"
+                "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n"
+                "authorityKeyIdentifier=keyid\n")
+    run = lambda *a: subprocess.run(["openssl"] + list(a), cwd=CERTS, check=True,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj",
+        "/CN=np-test-ca", "-addext", "basicConstraints=critical,CA:TRUE", "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign")
+    run("req", *ec, "-keyout", "leaf.key", "-out", "leaf.csr", "-subj", "/CN=np-a.test")
+    run("x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "leaf.pem", "-days", "2", "-extfile", ext)
+    return True
+
+
+HAVE_CERTS = make_certs()
+if HAVE_CERTS:
+    os.environ["SSL_CERT_FILE"] = os.path.join(CERTS, "ca.pem")
+os.environ["CODEX_HOME"] = os.path.join(CERTS, "codex-home")
 from harness import *  # noqa
 
 CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netproxy_client.py")
@@ -75,6 +110,14 @@ class Recorder(BaseHTTPRequestHandler):
 _httpd = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
 threading.Thread(target=_httpd.serve_forever, daemon=True).start()
 PORT = _httpd.server_address[1]
+HTTPS_PORT = None
+if HAVE_CERTS:
+    _httpsd = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    _ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    _ctx.load_cert_chain(os.path.join(CERTS, "leaf.pem"), os.path.join(CERTS, "leaf.key"))
+    _httpsd.socket = _ctx.wrap_socket(_httpsd.socket, server_side=True)
+    threading.Thread(target=_httpsd.serve_forever, daemon=True).start()
+    HTTPS_PORT = _httpsd.server_address[1]
 
 
 def received(path):
@@ -554,6 +597,111 @@ def test_proxy_ends_with_the_process(srv):
         except OSError:
             return True
     wait_until(refused, timeout=DEFAULT_TIMEOUT, what="the proxy's listener to close")
+    s.close()
+
+
+VENDOR_REAL = "vendor_" + "qwertyuiopasdfghjklzxcvb"
+GH_REAL = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+
+def masking_proxy(**kw):
+    providers = {"vendor": {"env": ["VENDOR_TOKEN"], "patterns": ["^vendor_[a-z]{24}$"],
+                            "url_prefixes": ["https://np-a.test:%d/v1" % HTTPS_PORT]},
+                 "broken": {"env": ["BROKEN_TOKEN"], "patterns": []}}
+    return netproxy({"np-a.test": "allow", "api.github.com": "allow"}, credentialMasking=True,
+                    credentialProviders=providers, **kw)
+
+
+def masked_env():
+    return {"VENDOR_TOKEN": VENDOR_REAL, "GH_TOKEN": GH_REAL, "NOT_A_SECRET": VENDOR_REAL,
+            "BROKEN_TOKEN": "kept-as-is"}
+
+
+@ours_only
+def test_credential_masking_child_env(srv):
+    """The child sees dummies of the real values' shape and the CA bundle variables; the
+    bundle holds the server's trust store and the interception CA. (0.169.0 never managed
+    to mask on this host, §8.3, so this is ours only.)"""
+    if not HAVE_CERTS:
+        raise TestSkip("no openssl command to make the test certificates")
+    s = srv.session()
+    env, _, _ = run_child(s, "k1", {"mode": "env"}, masking_proxy(), env=masked_env())
+    v, g = env["VENDOR_TOKEN"], env["GH_TOKEN"]
+    assert v != VENDOR_REAL and re.fullmatch(r"vendor_[a-z]{24}", v), v
+    assert g != GH_REAL and g.startswith("ghp_") and len(g) == len(GH_REAL), g
+    assert re.fullmatch(r"ghp_[A-Za-z0-9]+", g), g
+    assert env["NOT_A_SECRET"] == VENDOR_REAL and env["BROKEN_TOKEN"] == "kept-as-is", env
+    for real in (VENDOR_REAL, GH_REAL[4:]):
+        assert not any(real in val for k, val in env.items() if k != "NOT_A_SECRET"), env
+    bundle = env["SSL_CERT_FILE"]
+    for var in ("CODEX_CA_CERTIFICATE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE",
+                "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO", "PIP_CERT", "CARGO_HTTP_CAINFO",
+                "NPM_CONFIG_CAFILE", "npm_config_cafile", "BUNDLE_SSL_CA_CERT"):
+        assert env[var] == bundle, (var, env.get(var))
+    assert bundle.startswith(os.environ["CODEX_HOME"] + "/proxy/"), bundle
+    with open(bundle) as f:
+        text = f.read()
+    with open(os.path.join(CERTS, "ca.pem")) as f:
+        assert f.read().strip() in text  # the server's trust store comes first
+    assert text.count("BEGIN CERTIFICATE") == 2, text
+    key = os.path.join(os.environ["CODEX_HOME"], "proxy", "exec-server-mitm-ca.key")
+    assert os.stat(key).st_mode & 0o077 == 0, oct(os.stat(key).st_mode)
+    caps = s.call("environment/info", {})["capabilities"]
+    assert caps["credentialMasking"] is True and caps["credentialMaskingCustomProviders"] is True
+    s.close()
+
+
+@ours_only
+def test_credential_masking_swaps_in_the_real_value(srv):
+    """The local HTTPS server behind the interception receives the real token, and only for
+    the provider's URL prefixes; everywhere else it receives the dummy the child sent."""
+    if not HAVE_CERTS:
+        raise TestSkip("no openssl command to make the test certificates")
+    s = srv.session()
+    np = masking_proxy()
+
+    def https(pid, host, path, **kw):
+        spec = dict({"mode": "https", "host": host, "port": HTTPS_PORT, "path": path}, **kw)
+        r, _, _ = run_child(s, pid, spec, np, env=masked_env())
+        assert r.get("status") == 200, r
+        got = received(path)
+        assert len(got) == 1, got
+        return r["sent"], got[0]["headers"].get("authorization")
+
+    sent, got = https("h1", "np-a.test", "/v1/data", auth_env="VENDOR_TOKEN")
+    assert sent != "Bearer " + VENDOR_REAL and got == "Bearer " + VENDOR_REAL, (sent, got)
+    sent, got = https("h2", "np-a.test", "/v1x/outside", auth_env="VENDOR_TOKEN")
+    assert got == sent != "Bearer " + VENDOR_REAL, (sent, got)
+    sent, got = https("h3", "api.github.com", "/user", auth_env="GH_TOKEN", auth_scheme="token")
+    assert got == "token " + GH_REAL and sent != got, (sent, got)
+    sent, got = https("h4", "api.github.com", "/repo.git/info/refs", basic_env="GH_TOKEN")
+    import base64
+    assert base64.b64decode(got.split(" ", 1)[1]) == ("x-access-token:" + GH_REAL).encode(), got
+    sent, got = https("h5", "api.github.com", "/vendor-elsewhere", auth_env="VENDOR_TOKEN")
+    assert got == sent and VENDOR_REAL not in got, (sent, got)
+    # a host no provider names is tunnelled untouched: its own certificate reaches the child
+    r, _, _ = run_child(s, "h6", {"mode": "https", "host": "np-a.test", "port": PORT,
+                                  "path": "/plain"}, netproxy({"np-a.test": "allow"}))
+    assert "tls_error" in r, r  # the plain HTTP server cannot speak TLS: nothing intercepted
+    s.close()
+
+
+@ours_only
+def test_limited_mode_with_interception(srv):
+    """With masking on, limited mode can see HTTPS methods: GET passes, POST is refused."""
+    if not HAVE_CERTS:
+        raise TestSkip("no openssl command to make the test certificates")
+    s = srv.session()
+    np = masking_proxy(mode="limited")
+    r, _, _ = run_child(s, "i1", {"mode": "https", "host": "np-a.test", "port": HTTPS_PORT,
+                                  "path": "/v1/get"}, np, env=masked_env())
+    assert r["status"] == 200 and received("/v1/get"), r
+    r, dec, _ = run_child(s, "i2", {"mode": "https", "host": "np-a.test", "port": HTTPS_PORT,
+                                    "path": "/v1/post", "method": "POST", "body": "x"}, np,
+                          env=masked_env())
+    assert r["status"] == 403 and json.loads(r["body"])["reason"] == "method_not_allowed", r
+    assert dec[-1]["source"] == "mode_guard" and dec[-1]["method"] == "POST", dec
+    assert not received("/v1/post")
     s.close()
 
 
