@@ -56,6 +56,25 @@
 
 static bool private_ips_via_upstream;
 
+/* Read buffers are recycled: a fresh 64 KiB malloc per read came back from the kernel
+ * as new pages every time (glibc trims the heap top after each free), which cost the
+ * relay more CPU than the copying itself. A few dozen are kept (2 MiB at most). */
+#define NP_POOL_MAX 32
+static char *pool[NP_POOL_MAX];
+static int pool_n;
+
+static char *pool_get(void)
+{
+    return pool_n ? pool[--pool_n] : xmalloc(NP_READ_SIZE);
+}
+
+static void pool_put(char *p)
+{
+    if (!p) return;
+    if (pool_n < NP_POOL_MAX) pool[pool_n++] = p;
+    else free(p);
+}
+
 void netproxy_configure(bool via_upstream)
 {
     private_ips_via_upstream = via_upstream;
@@ -136,7 +155,7 @@ static void timestamp(char *out, size_t n)
     gmtime_r(&tv.tv_sec, &tm);
     char base[32];
     strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out, n, "%s.%03ldZ", base, (long)(tv.tv_usec / 1000));
+    snprintf(out, n, "%.20s.%03dZ", base, (int)(tv.tv_usec / 1000) % 1000);
 }
 
 static void http_date(char *out, size_t n)
@@ -376,6 +395,7 @@ struct np_wreq {
     uv_write_t w;
     struct np_client *c;
     bool to_up;
+    bool pooled;      /* data is a read buffer, back to the pool when written */
     char *data;
 };
 
@@ -385,7 +405,8 @@ static void on_written(uv_write_t *w, int status)
 {
     struct np_wreq *r = (struct np_wreq *)w;
     struct np_client *c = r->c;
-    free(r->data);
+    if (r->pooled) pool_put(r->data);
+    else free(r->data);
     free(r);
     if (status < 0 && status != UV_ECANCELED) {
         np_client_close(c);
@@ -397,28 +418,36 @@ static void on_written(uv_write_t *w, int status)
     client_unref(c);
 }
 
-/* Queues data (taking ownership of the malloc'd block) on the client side (to_up
- * false) or the upstream side. */
-void np_write_owned(struct np_client *c, bool to_up, char *data, size_t len)
+static void write_buf(struct np_client *c, bool to_up, char *data, size_t len, bool pooled)
 {
     uv_stream_t *s = to_up ? (uv_stream_t *)c->up : (uv_stream_t *)&c->down;
     if (c->closed || !s || len == 0) {
-        free(data);
+        if (pooled) pool_put(data);
+        else free(data);
         return;
     }
     struct np_wreq *r = xmalloc(sizeof *r);
     r->c = c;
     r->to_up = to_up;
+    r->pooled = pooled;
     r->data = data;
     uv_buf_t b = uv_buf_init(data, (unsigned)len);
     client_ref(c);
     int rc = uv_write(&r->w, s, &b, 1, on_written);
     if (rc < 0) {
-        free(data);
+        if (pooled) pool_put(data);
+        else free(data);
         free(r);
         client_unref(c);
         np_client_close(c);
     }
+}
+
+/* Queues data (taking ownership of the malloc'd block) on the client side (to_up
+ * false) or the upstream side. */
+void np_write_owned(struct np_client *c, bool to_up, char *data, size_t len)
+{
+    write_buf(c, to_up, data, len, false);
 }
 
 void np_write_copy(struct np_client *c, bool to_up, const void *data, size_t len)
@@ -881,7 +910,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 {
     (void)h;
     (void)suggested;
-    b->base = xmalloc(NP_READ_SIZE);
+    b->base = pool_get();
     b->len = NP_READ_SIZE;
 }
 
@@ -904,14 +933,16 @@ static void read_resume(struct np_client *c, bool up_side)
     }
 }
 
-/* Forwards n bytes read from one side to the other (raw relay), taking the buffer. */
-static void relay_bytes(struct np_client *c, bool to_up, char *data, size_t n)
+/* Forwards n bytes read from one side to the other (raw relay), taking the buffer
+ * (a read buffer from the pool when pooled, else a malloc'd one). */
+static void relay_buf(struct np_client *c, bool to_up, char *data, size_t n, bool pooled)
 {
     if (np_mitm_active(c, to_up)) {
         np_mitm_send(c, to_up, data, n);
-        free(data);
+        if (pooled) pool_put(data);
+        else free(data);
     } else {
-        np_write_owned(c, to_up, data, n);
+        write_buf(c, to_up, data, n, pooled);
     }
     uv_stream_t *dst = to_up ? (uv_stream_t *)c->up : (uv_stream_t *)&c->down;
     if (!c->closed && dst && uv_stream_get_write_queue_size(dst) > NP_HIGH_WATER) {
@@ -923,6 +954,11 @@ static void relay_bytes(struct np_client *c, bool to_up, char *data, size_t n)
             c->up_paused = true;
         }
     }
+}
+
+static void relay_bytes(struct np_client *c, bool to_up, char *data, size_t n)
+{
+    relay_buf(c, to_up, data, n, false);
 }
 
 /* Client bytes (plaintext) once the upstream is connected. */
@@ -1023,13 +1059,16 @@ static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     if (n > 0) {
         if (np_mitm_active(c, true)) {
             np_mitm_feed(c, true, b->base, (size_t)n);
-            free(b->base);
+            pool_put(b->base);
+        } else if (c->mode_up == NP_MODE_RAW) {
+            relay_buf(c, false, b->base, (size_t)n, true); /* the fast path: no copy */
         } else {
-            np_from_upstream(c, b->base, (size_t)n);
+            np_from_upstream(c, xmemdup(b->base, (size_t)n), (size_t)n);
+            pool_put(b->base);
         }
         return;
     }
-    free(b->base);
+    pool_put(b->base);
     if (n == 0) return;
     uv_read_stop(s);
     c->up_eof = true;
@@ -1221,16 +1260,19 @@ static void on_down_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     if (n > 0) {
         if (np_mitm_active(c, false)) {
             np_mitm_feed(c, false, b->base, (size_t)n);
-            free(b->base);
+            pool_put(b->base);
+        } else if (c->stage == NP_STAGE_CONNECT && c->up && c->mode == NP_MODE_RAW) {
+            relay_buf(c, true, b->base, (size_t)n, true);
         } else if (c->stage == NP_STAGE_CONNECT && c->up && c->mode != NP_MODE_NONE) {
-            np_from_client(c, b->base, (size_t)n);
+            np_from_client(c, xmemdup(b->base, (size_t)n), (size_t)n);
+            pool_put(b->base);
         } else {
             np_request_bytes(c, b->base, (size_t)n);
-            free(b->base);
+            pool_put(b->base);
         }
         return;
     }
-    free(b->base);
+    pool_put(b->base);
     if (n == 0) return;
     c->down_eof = true;
     c->reading_down = false;
