@@ -30,6 +30,7 @@
 
 #include "core/limits.h"
 #include "core/log.h"
+#include "netproxy/netproxy.h"
 #include "process/guardian.h"
 #include "remote/remote.h"
 #include "remote/rv_ws.h"
@@ -64,6 +65,11 @@ static const char usage[] =
     "                          chain and key (TLS 1.2+ AEAD or 1.3; re-read on SIGHUP)\n"
     "  --exit-on-stdin-close   exit when the parent-owned standard input pipe closes\n"
     "                          (also CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE=1)\n"
+    "  --proxy-private-ips-via-upstream\n"
+    "                          managed-network proxies with allowUpstreamProxy send\n"
+    "                          permitted private destinations through the upstream\n"
+    "                          proxy too (loopback stays local); also\n"
+    "                          CODEX_EXEC_SERVER_PROXY_PRIVATE_IPS_VIA_UPSTREAM=1\n"
     "  --ws-auth MODE          capability-token: every WebSocket upgrade must carry\n"
     "                          `Authorization: Bearer <token>` (401 otherwise;\n"
     "                          /readyz stays open). Off by default\n"
@@ -404,7 +410,7 @@ int main(int argc, char **argv)
         OPT_AUDIENCE, OPT_SKEW, OPT_TLS_CERT, OPT_TLS_KEY, OPT_EXIT_STDIN, OPT_REMOTE,
         OPT_ENV_ID, OPT_REMOTE_TRANSPORT, OPT_NAME, OPT_BEARER_STDIN, OPT_CREDENTIAL_STDIN,
         OPT_AGENT_IDENTITY, OPT_CONNECT, OPT_AWS_SIGV4, OPT_AWS_PROFILE, OPT_AWS_REGION,
-        OPT_AWS_SERVICE,
+        OPT_AWS_SERVICE, OPT_PROXY_PRIVATE_UPSTREAM,
     };
     bool direct = false, aws_sigv4 = false;
     const char *aws_region = NULL, *aws_service = "execute-api";
@@ -451,6 +457,7 @@ int main(int argc, char **argv)
         {"aws-profile", required_argument, 0, OPT_AWS_PROFILE},
         {"aws-region", required_argument, 0, OPT_AWS_REGION},
         {"aws-service", required_argument, 0, OPT_AWS_SERVICE},
+        {"proxy-private-ips-via-upstream", no_argument, 0, OPT_PROXY_PRIVATE_UPSTREAM},
         {0, 0, 0, 0},
     };
     opterr = 0; /* our own messages, in the words the tests and users know */
@@ -599,6 +606,9 @@ int main(int argc, char **argv)
             break;
         case OPT_EXIT_STDIN:
             exit_on_stdin_close = true;
+            break;
+        case OPT_PROXY_PRIVATE_UPSTREAM:
+            netproxy_configure(true);
             break;
         }
     }

@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -78,6 +79,45 @@ static void pool_put(char *p)
 void netproxy_configure(bool via_upstream)
 {
     private_ips_via_upstream = via_upstream;
+}
+
+static bool private_via_upstream(void)
+{
+    const char *e = getenv("CODEX_EXEC_SERVER_PROXY_PRIVATE_IPS_VIA_UPSTREAM");
+    return private_ips_via_upstream ||
+           (e && (strcmp(e, "1") == 0 || strcasecmp(e, "true") == 0));
+}
+
+/* An upstream proxy from the server's environment: http://host[:port] only (the
+ * reference takes HTTP(S) proxies only; anything else is ignored with a warning). */
+static void upstream_from_env(const char *const *names, char *host, size_t hn, uint16_t *port)
+{
+    for (const char *const *n = names; *n; n++) {
+        const char *v = getenv(*n);
+        if (!v || !*v) continue;
+        if (strncasecmp(v, "http://", 7) != 0) {
+            log_warn("network proxy: %s is not an http:// proxy; upstream proxying ignores it",
+                     *n);
+            continue;
+        }
+        const char *a = v + 7;
+        size_t al = strcspn(a, "/");
+        char auth[NP_HOST_MAX];
+        if (al >= sizeof auth || memchr(a, '@', al)) continue;
+        memcpy(auth, a, al);
+        auth[al] = '\0';
+        uint16_t p = 80;
+        char *colon = auth[0] == '[' ? strstr(auth, "]:") : strrchr(auth, ':');
+        if (colon) {
+            char *ps = auth[0] == '[' ? colon + 2 : colon + 1;
+            long pv = strtol(ps, NULL, 10);
+            if (pv > 0 && pv < 65536) p = (uint16_t)pv;
+            *(auth[0] == '[' ? colon + 1 : colon) = '\0';
+        }
+        np_host_normalize(auth, host, hn);
+        *port = p;
+        return;
+    }
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -246,6 +286,16 @@ int netproxy_start(uv_loop_t *loop, struct netproxy_params *p, struct session *s
     json_array_foreach(np->params.review, ri, v)
         np_policy_add(&np->policy, json_string_value(v), NP_PERM_REVIEW, why, sizeof why);
     np->policy.allow_local_binding = np->params.allow_local_binding;
+    if (np->params.allow_upstream_proxy) {
+        static const char *const http_names[] = {"HTTP_PROXY", "http_proxy", "ALL_PROXY",
+                                                  "all_proxy", NULL};
+        static const char *const https_names[] = {"HTTPS_PROXY", "https_proxy", "ALL_PROXY",
+                                                   "all_proxy", NULL};
+        upstream_from_env(http_names, np->up_http_host, sizeof np->up_http_host,
+                          &np->up_http_port);
+        upstream_from_env(https_names, np->up_connect_host, sizeof np->up_connect_host,
+                          &np->up_connect_port);
+    }
     int rc = listen_on(np, &np->http_l, &np->http_port);
     if (rc == 0 && np->params.enable_socks5) rc = listen_on(np, &np->socks_l, &np->socks_port);
     if (rc < 0) {
@@ -614,6 +664,8 @@ static void refuse(struct np_client *c, const char *scope, const char *decision,
 
 static void connect_next(struct np_client *c);
 static void proceed_allowed(struct np_client *c);
+static void resolve(struct np_client *c);
+static void tunnel_ready(struct np_client *c);
 
 static void upstream_failed(struct np_client *c, int err)
 {
@@ -634,6 +686,40 @@ static void upstream_failed(struct np_client *c, int err)
     reply_simple(c, 502, "Bad Gateway", "text/plain", NULL, "upstream failure");
 }
 
+/* allowUpstreamProxy: whether this connection goes through the server's upstream
+ * proxy. Loopback destinations never do; other non-public ones only with
+ * --proxy-private-ips-via-upstream; a name the proxy could not resolve does (the
+ * upstream may know it). When it does, the socket's target becomes the upstream
+ * proxy, being resolved when this returns true. */
+static bool route_upstream(struct np_client *c)
+{
+    struct netproxy *np = c->np;
+    bool forward = c->kind == NP_KIND_HTTP && !c->is_connect;
+    const char *uh = forward ? np->up_http_host : np->up_connect_host;
+    uint16_t up = forward ? np->up_http_port : np->up_connect_port;
+    if (!np->params.allow_upstream_proxy || !uh[0]) return false;
+    if (np_host_is_loopback(c->host)) return false;
+    if (!c->resolve_err) {
+        bool any_private = false;
+        for (int i = 0; i < c->naddrs; i++) {
+            const struct sockaddr *sa = (struct sockaddr *)&c->addrs[i];
+            bool loop = sa->sa_family == AF_INET
+                            ? (ntohl(((struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127
+                            : IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)sa)->sin6_addr);
+            if (loop) return false;
+            if (np_addr_non_public(sa)) any_private = true;
+        }
+        if (any_private && !private_via_upstream()) return false;
+    }
+    c->via_upstream = true;
+    snprintf(c->conn_host, sizeof c->conn_host, "%s", uh);
+    c->conn_port = up;
+    c->have_addrs = false;
+    c->resolve_err = 0;
+    resolve(c);
+    return true;
+}
+
 /* After the addresses are known (c->resolved): the local check when it applies. */
 static void resolved(struct np_client *c)
 {
@@ -647,6 +733,10 @@ static void resolved(struct np_client *c)
     if (c->stage == NP_STAGE_CHECK) {
         proceed_allowed(c);
         return;
+    }
+    if (!c->route_decided) {
+        c->route_decided = true;
+        if (route_upstream(c)) return; /* resolving the upstream proxy now */
     }
     if (c->resolve_err) {
         upstream_failed(c, c->resolve_err);
@@ -686,8 +776,12 @@ static void resolve(struct np_client *c)
     struct sockaddr_storage ss = {0};
     struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+    if (!c->conn_host[0]) {
+        snprintf(c->conn_host, sizeof c->conn_host, "%s", c->host);
+        c->conn_port = c->port;
+    }
     char ip[NP_HOST_MAX];
-    snprintf(ip, sizeof ip, "%s", c->host);
+    snprintf(ip, sizeof ip, "%s", c->conn_host);
     char *pct = strchr(ip, '%');
     if (pct) *pct = '\0';
     bool found = false;
@@ -700,14 +794,14 @@ static void resolve(struct np_client *c)
         found = true;
     } else {
         for (size_t i = 0; i < n_overrides; i++)
-            if (strcmp(overrides[i].name, c->host) == 0) {
+            if (strcmp(overrides[i].name, c->conn_host) == 0) {
                 ss = overrides[i].addr;
                 found = true;
                 break;
             }
     }
     if (found) {
-        set_port(&ss, c->port);
+        set_port(&ss, c->conn_port);
         c->addrs[0] = ss;
         c->naddrs = 1;
         c->resolve_err = 0;
@@ -717,10 +811,10 @@ static void resolve(struct np_client *c)
     }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     char port[8];
-    snprintf(port, sizeof port, "%u", c->port);
+    snprintf(port, sizeof port, "%u", c->conn_port);
     c->gai.data = c;
     client_ref(c);
-    int rc = uv_getaddrinfo(c->np->loop, &c->gai, on_gai, c->host, port, &hints);
+    int rc = uv_getaddrinfo(c->np->loop, &c->gai, on_gai, c->conn_host, port, &hints);
     if (rc < 0) {
         client_unref(c);
         c->resolve_err = rc;
@@ -1010,6 +1104,26 @@ void np_from_upstream(struct np_client *c, char *data, size_t n)
         relay_bytes(c, false, data, n);
         return;
     }
+    if (c->mode_up == NP_MODE_UPCONNECT) {
+        /* the upstream proxy's answer to our CONNECT */
+        buf_append(&c->resp, data, n);
+        free(data);
+        struct np_http_head h;
+        int rc = np_http_parse_response(c->resp.data, c->resp.len, &h);
+        if (rc == 0) return;
+        if (rc < 0 || h.status / 100 != 2) {
+            buf_reset(&c->resp);
+            upstream_failed(c, UV_ECONNREFUSED);
+            return;
+        }
+        size_t rest = c->resp.len - (size_t)rc;
+        char *early = rest ? xmemdup(c->resp.data + rc, rest) : NULL;
+        buf_reset(&c->resp);
+        c->mode_up = NP_MODE_NONE;
+        tunnel_ready(c);
+        if (early) np_from_upstream(c, early, rest);
+        return;
+    }
     /* the response head: gather, rewrite, pass */
     buf_append(&c->resp, data, n);
     free(data);
@@ -1090,10 +1204,41 @@ static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     if (c->down_eof) c->finish_on_shutdown = true;
 }
 
-/* The upstream connection is up: answer the client and start relaying. */
+/* The upstream connection is up: answer the client and start relaying (through an
+ * upstream proxy: first its CONNECT, or the request in absolute form). */
 void np_upstream_ready(struct np_client *c)
 {
     c->up->data = c;
+    if (c->via_upstream && (c->kind == NP_KIND_SOCKS || c->is_connect)) {
+        char req[2 * NP_HOST_MAX + 96];
+        bool v6 = strchr(c->host, ':') != NULL;
+        int n = snprintf(req, sizeof req, "CONNECT %s%s%s:%u HTTP/1.1\r\nHost: %s%s%s:%u\r\n\r\n",
+                         v6 ? "[" : "", c->host, v6 ? "]" : "", c->port, v6 ? "[" : "", c->host,
+                         v6 ? "]" : "", c->port);
+        np_write_copy(c, true, req, (size_t)n);
+        c->mode_up = NP_MODE_UPCONNECT;
+        uv_read_start((uv_stream_t *)c->up, on_alloc, on_up_read);
+        return;
+    }
+    if (c->via_upstream && c->head_out.len) {
+        /* absolute-form for the upstream proxy: "GET http://host:port/path ..." */
+        char *sp = memchr(c->head_out.data, ' ', c->head_out.len);
+        if (sp) {
+            struct buf h;
+            buf_init(&h);
+            bool v6 = strchr(c->host, ':') != NULL;
+            buf_append(&h, c->head_out.data, (size_t)(sp - c->head_out.data) + 1);
+            buf_printf(&h, "http://%s%s%s:%u", v6 ? "[" : "", c->host, v6 ? "]" : "", c->port);
+            buf_append(&h, sp + 1, c->head_out.len - (size_t)(sp - c->head_out.data) - 1);
+            buf_free(&c->head_out);
+            c->head_out = h;
+        }
+    }
+    tunnel_ready(c);
+}
+
+static void tunnel_ready(struct np_client *c)
+{
     if (c->kind == NP_KIND_SOCKS) {
         struct sockaddr_storage ss;
         int len = sizeof ss;

@@ -39,6 +39,7 @@ enum np_mode {
     NP_MODE_HEAD,       /* upstream: the response head, then RAW */
     NP_MODE_HOLD,       /* client: held until an upgrade's 101 */
     NP_MODE_DISCARD,    /* client: after its one request, dropped */
+    NP_MODE_UPCONNECT,  /* upstream: an upstream proxy's answer to our CONNECT */
 };
 
 struct np_cred;
@@ -82,6 +83,10 @@ struct np_client {
     int resolve_err, last_err;
     struct sockaddr_storage addrs[NP_MAX_ADDRS];
     int naddrs, addr_i;
+    /* where the socket goes: the destination, or an upstream proxy (allowUpstreamProxy) */
+    char conn_host[NP_HOST_MAX];
+    uint16_t conn_port;
+    bool route_decided, via_upstream;
     /* relay */
     enum np_mode mode, mode_up;
     bool down_wanted, reading_down, down_paused, up_paused;
@@ -105,6 +110,9 @@ struct netproxy {
     int handles;                /* handles and clients still to let go of */
     bool released;
     struct np_cred *cred;       /* credential masking, or NULL */
+    /* allowUpstreamProxy: the server's HTTP_PROXY / HTTPS_PROXY (http:// only) */
+    char up_http_host[NP_HOST_MAX], up_connect_host[NP_HOST_MAX];
+    uint16_t up_http_port, up_connect_port;
     struct np_mitm *mitm;       /* the CA and leaf certificates, or NULL */
 };
 

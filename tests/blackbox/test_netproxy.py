@@ -23,7 +23,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ["EXEC_SERVER_TEST_RESOLVE"] = \
-    "np-a.test=127.0.0.1,np-b.test=127.0.0.1,api.github.com=127.0.0.1"
+    "np-a.test=127.0.0.1,np-b.test=127.0.0.1,api.github.com=127.0.0.1," \
+    "public.test=192.88.99.1,private.test=10.9.9.9"
 # Credential masking: a test CA the server trusts for its upstream TLS (SSL_CERT_FILE) and a
 # CODEX_HOME of its own for the interception CA it makes.
 CERTS = tempfile.mkdtemp(prefix="np-certs-")
@@ -703,6 +704,91 @@ def test_limited_mode_with_interception(srv):
     assert dec[-1]["source"] == "mode_guard" and dec[-1]["method"] == "POST", dec
     assert not received("/v1/post")
     s.close()
+
+
+class FakeUpstream:
+    """The server's own upstream proxy (allowUpstreamProxy): records the first line of every
+    request and answers by itself, so nothing leaves the machine."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.lines = []
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    @staticmethod
+    def head(conn):
+        data = b""
+        while b"\r\n\r\n" not in data:
+            c = conn.recv(4096)
+            if not c:
+                break
+            data += c
+        return data.split(b"\r\n", 1)[0].decode()
+
+    def serve(self):
+        while True:
+            conn, _ = self.sock.accept()
+            try:
+                line = self.head(conn)
+                self.lines.append(line)
+                body = b"via-upstream"
+                if line.startswith("CONNECT "):
+                    conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    self.lines.append("inner " + self.head(conn))
+                    body = b"via-upstream-tunnel"
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+                             % len(body) + body)
+            finally:
+                conn.close()
+
+
+def server_with_upstream(up, extra_args=()):
+    saved = {k: os.environ.get(k) for k in ("HTTP_PROXY", "HTTPS_PROXY")}
+    os.environ["HTTP_PROXY"] = os.environ["HTTPS_PROXY"] = "http://127.0.0.1:%d" % up.port
+    try:
+        return Server(extra_args=extra_args)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@ours_only
+@needs_own_server
+def test_upstream_proxy(_):
+    """allowUpstreamProxy: public destinations go through the server's HTTP(S)_PROXY (HTTP in
+    absolute form, CONNECT and SOCKS5 as CONNECT); loopback stays local; private addresses
+    go upstream only with --proxy-private-ips-via-upstream."""
+    up = FakeUpstream()
+    np = netproxy({"public.test": "allow", "private.test": "allow", "np-a.test": "allow"},
+                  socks=True, allowUpstreamProxy=True)
+    with server_with_upstream(up) as srv:
+        s = srv.session()
+        r, _, _ = run_child(s, "up1", {"mode": "http", "url": "http://public.test/pub"}, np)
+        assert r["body"] == "via-upstream", r
+        assert up.lines[-1] == "GET http://public.test:80/pub HTTP/1.1", up.lines
+        r, _, _ = run_child(s, "up2", {"mode": "connect", "host": "public.test", "port": 443,
+                                       "path": "/tun"}, np)
+        assert r["connect"] == 200 and r["body"] == "via-upstream-tunnel", r
+        assert up.lines[-2:] == ["CONNECT public.test:443 HTTP/1.1", "inner GET /tun HTTP/1.1"]
+        r, _, _ = run_child(s, "up3", {"mode": "socks", "host": "public.test", "port": 443,
+                                       "path": "/sock"}, np)
+        assert r["rep"] == 0 and r["body"] == "via-upstream-tunnel", r
+        n = len(up.lines)
+        r, _, _ = run_child(s, "up4", {"mode": "http", "url": url("np-a.test", "/loop")}, np)
+        assert r["status"] == 200 and received("/loop") and len(up.lines) == n, up.lines
+        s.close()
+    with server_with_upstream(up, ["--proxy-private-ips-via-upstream"]) as srv:
+        s = srv.session()
+        r, _, _ = run_child(s, "up5", {"mode": "http", "url": "http://private.test/priv"}, np)
+        assert r["body"] == "via-upstream", r
+        assert up.lines[-1] == "GET http://private.test:80/priv HTTP/1.1", up.lines
+        s.close()
 
 
 @ours_only
