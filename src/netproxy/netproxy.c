@@ -584,16 +584,16 @@ static void put_field(struct buf *b, const char *k, const char *v, bool first)
 
 /* Reports one decision: network/policyDecision to the attached connection (none
  * while the session is detached), the counter, an info line (host, port, decision;
- * never a body, a header or a credential). */
-static void report(struct np_client *c, const char *scope, const char *decision,
-                   const char *source, const char *reason, bool override)
+ * never a body, a header or a credential). method NULL: none (SOCKS). */
+void np_report(struct netproxy *np, const char *scope, const char *decision, const char *source,
+               const char *reason, const char *protocol, const char *host, uint16_t port,
+               const char *method, const char *client, bool override)
 {
-    struct netproxy *np = c->np;
     metrics_netproxy_decision(decision, np->params.limited ? "limited" : "full", source);
     char hv[NP_HOST_MAX * 2], idv[160];
     log_info("network policy: process=%s %s %s:%u -> %s (%s, %s)",
-             log_value(np->process_id, idv, sizeof idv), kind_protocol(c),
-             log_value(c->host, hv, sizeof hv), c->port, decision, source, reason);
+             log_value(np->process_id, idv, sizeof idv), protocol,
+             log_value(host, hv, sizeof hv), port, decision, source, reason);
     struct conn *conn = np->session ? np->session->conn : NULL;
     if (!conn) return;
     char ts[40];
@@ -607,13 +607,20 @@ static void report(struct np_client *c, const char *scope, const char *decision,
     put_field(&b, "decision", decision, false);
     put_field(&b, "source", source, false);
     put_field(&b, "reason", reason, false);
-    put_field(&b, "protocol", kind_protocol(c), false);
-    put_field(&b, "host", c->host, false);
-    buf_printf(&b, ",\"port\":%u", c->port);
-    if (c->kind == NP_KIND_HTTP && c->method[0]) put_field(&b, "method", c->method, false);
-    put_field(&b, "client", c->peer, false);
+    put_field(&b, "protocol", protocol, false);
+    put_field(&b, "host", host, false);
+    buf_printf(&b, ",\"port\":%u", port);
+    if (method) put_field(&b, "method", method, false);
+    put_field(&b, "client", client, false);
     buf_printf(&b, ",\"policyOverride\":%s}}", override ? "true" : "false");
     conn_send(conn, &b);
+}
+
+static void report(struct np_client *c, const char *scope, const char *decision,
+                   const char *source, const char *reason, bool override)
+{
+    np_report(c->np, scope, decision, source, reason, kind_protocol(c), c->host, c->port,
+              c->kind == NP_KIND_HTTP && c->method[0] ? c->method : NULL, c->peer, override);
 }
 
 /* Refuses the connection in its protocol's way after reporting the decision. */
@@ -823,6 +830,31 @@ static void resolve(struct np_client *c)
         return;
     }
     c->gai_busy = true;
+}
+
+int np_resolve_now(const char *host, uint16_t port, struct sockaddr_storage *out)
+{
+    memset(out, 0, sizeof *out);
+    struct sockaddr_in *s4 = (struct sockaddr_in *)out;
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)out;
+    char ip[NP_HOST_MAX];
+    snprintf(ip, sizeof ip, "%s", host);
+    char *pct = strchr(ip, '%');
+    if (pct) *pct = '\0';
+    if (inet_pton(AF_INET, ip, &s4->sin_addr) == 1) {
+        s4->sin_family = AF_INET;
+    } else if (inet_pton(AF_INET6, ip, &s6->sin6_addr) == 1) {
+        s6->sin6_family = AF_INET6;
+        if (pct) s6->sin6_scope_id = if_nametoindex(pct + 1);
+    } else {
+        size_t i = 0;
+        for (; i < n_overrides; i++)
+            if (strcmp(overrides[i].name, host) == 0) break;
+        if (i == n_overrides) return 0;
+        *out = overrides[i].addr;
+    }
+    set_port(out, port);
+    return 1;
 }
 
 static void on_connected(uv_connect_t *req, int status)

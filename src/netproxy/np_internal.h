@@ -125,6 +125,13 @@ void np_write_owned(struct np_client *c, bool to_up, char *data, size_t len);
 void np_write_copy(struct np_client *c, bool to_up, const void *data, size_t len);
 void np_send(struct np_client *c, bool to_up, const void *data, size_t len);
 void np_decide(struct np_client *c);
+/* Reports one decision (notification, metric, log line). */
+void np_report(struct netproxy *np, const char *scope, const char *decision, const char *source,
+               const char *reason, const char *protocol, const char *host, uint16_t port,
+               const char *method, const char *client, bool override);
+/* Resolves host for the UDP relay: an IP literal or a test override at once
+ * (returns 1 with *out set), else 0 (the caller uses uv_getaddrinfo). */
+int np_resolve_now(const char *host, uint16_t port, struct sockaddr_storage *out);
 /* Reports a refusal and answers the client in its protocol's way. */
 void np_refuse(struct np_client *c, const char *scope, const char *decision, const char *source,
                const char *reason);

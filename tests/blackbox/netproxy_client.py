@@ -138,6 +138,32 @@ def main():
         out["rep"] = 0
         print(json.dumps(out))
         return
+    if mode == "udp":
+        # SOCKS5 UDP ASSOCIATE from a socket of our own, then one datagram per target
+        s = socket.create_connection(proxy_addr("ALL_PROXY"), timeout=30)
+        s.sendall(b"\x05\x01\x00")
+        s.recv(2)
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.bind(("127.0.0.1", 0))
+        u.settimeout(spec.get("wait", 2))
+        s.sendall(b"\x05\x03\x00\x01\x7f\x00\x00\x01" + struct.pack(">H", u.getsockname()[1]))
+        r = s.recv(10)
+        if len(r) < 10 or r[1] != 0:
+            print(json.dumps({"rep": r[1] if len(r) > 1 else -1}))
+            return
+        relay = (socket.inet_ntoa(r[4:8]), struct.unpack(">H", r[8:10])[0])
+        replies = []
+        for host, port, payload in spec["send"]:
+            hb = host.encode()
+            u.sendto(b"\x00\x00\x00\x03" + bytes([len(hb)]) + hb + struct.pack(">H", port) +
+                     payload.encode(), relay)
+            try:
+                d, _ = u.recvfrom(65536)
+                replies.append(d[10:].decode("latin-1") if d[3] == 1 else "?")
+            except socket.timeout:
+                replies.append(None)
+        print(json.dumps({"rep": 0, "replies": replies}))
+        return
     raise SystemExit("unknown mode " + mode)
 
 

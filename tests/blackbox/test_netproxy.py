@@ -516,6 +516,38 @@ def test_socks5(srv):
     s.close()
 
 
+@ours_only
+def test_socks5_udp(srv):
+    """UDP ASSOCIATE: a datagram to an allowed host reaches the local UDP server and its
+    reply comes back; a denied one goes nowhere; each destination is decided (and
+    reported) once per association. (0.169.0 forwarded but sent no reply back here.)"""
+    need_names()
+    echo = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    echo.bind(("127.0.0.1", 0))
+    got = []
+
+    def serve():
+        while True:
+            d, a = echo.recvfrom(65536)
+            got.append(d)
+            echo.sendto(b"echo:" + d, a)
+    threading.Thread(target=serve, daemon=True).start()
+    port = echo.getsockname()[1]
+    s = srv.session()
+    np = netproxy({HOST_A: "allow", HOST_B: "deny"}, socks=True, enableSocks5Udp=True)
+    r, dec, _ = run_child(s, "ud1", {"mode": "udp", "send": [
+        [HOST_A, port, "one"], [HOST_A, port, "two"], [HOST_B, port, "no"]], "wait": 1}, np)
+    assert r["replies"] == ["echo:one", "echo:two", None], r
+    assert got == [b"one", b"two"], got
+    assert [(d["protocol"], d["host"], d["decision"]) for d in dec] == [
+        ("socks5_udp", HOST_A, "allow"), ("socks5_udp", HOST_B, "deny")], dec
+    assert "method" not in dec[0], dec
+    r, _, _ = run_child(s, "ud2", {"mode": "udp", "send": []},
+                        netproxy({HOST_A: "allow"}, socks=True, enableSocks5Udp=False))
+    assert r["rep"] == 7, r  # command not supported, as the reference answers
+    s.close()
+
+
 def test_decode_errors(srv):
     """Verified on 0.169.0, text for text."""
     s = srv.session()
