@@ -133,18 +133,26 @@ static void web_stop(pid_t web)
     }
 }
 
-void scenario_http(void)
+/* A file of `bytes` in O.tmp/sub served by a web server of its own: its pid, the
+ * file's path and URL. */
+static pid_t serve_body(const char *sub, size_t bytes, char *path, size_t pn, char *url, size_t un)
 {
-    char dir[PATH_MAX + 16], path[PATH_MAX + 32], name[96];
-    snprintf(dir, sizeof dir, "%s/www", O.tmp);
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/%s", O.tmp, sub);
     mkdir(dir, 0755);
-    snprintf(path, sizeof path, "%s/body.bin", dir);
-    make_file(path, O.http_bytes);
-    /* The web server: python's, on a port it picks from the one we reserve. */
+    snprintf(path, pn, "%s/body.bin", dir);
+    make_file(path, bytes);
     int port = 0;
     pid_t web = web_start(dir, &port);
-    char url[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/body.bin", port);
+    snprintf(url, un, "http://127.0.0.1:%d/body.bin", port);
+    return web;
+}
+
+void scenario_http(void)
+{
+    char path[PATH_MAX + 48], name[96], url[128];
+    /* The web server: python's, on a port it picks from the one we reserve. */
+    pid_t web = serve_body("www", O.http_bytes, path, sizeof path, url, sizeof url);
     snprintf(name, sizeof name, "8. http/request streamed %zu MiB (ms)", O.http_bytes >> 20);
     struct row *r = row_get(name, K_MS);
     progress("%s", name);
@@ -274,15 +282,8 @@ static struct cell proxy_floor(const char *url)
 
 void scenario_proxy(void)
 {
-    char dir[PATH_MAX + 16], path[PATH_MAX + 32], name[96];
-    snprintf(dir, sizeof dir, "%s/www-proxy", O.tmp);
-    mkdir(dir, 0755);
-    snprintf(path, sizeof path, "%s/body.bin", dir);
-    make_file(path, O.proxy_bytes);
-    int port = 0;
-    pid_t web = web_start(dir, &port);
-    char url[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/body.bin", port);
+    char path[PATH_MAX + 48], name[96], url[128];
+    pid_t web = serve_body("www-proxy", O.proxy_bytes, path, sizeof path, url, sizeof url);
     snprintf(name, sizeof name, "9. %zu MiB download through the network proxy (ms)",
              O.proxy_bytes >> 20);
     struct row *r = row_get(name, K_MS);

@@ -780,36 +780,11 @@ static void resolve(struct np_client *c)
         resolved(c);
         return;
     }
-    struct sockaddr_storage ss = {0};
-    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
     if (!c->conn_host[0]) {
         snprintf(c->conn_host, sizeof c->conn_host, "%s", c->host);
         c->conn_port = c->port;
     }
-    char ip[NP_HOST_MAX];
-    snprintf(ip, sizeof ip, "%s", c->conn_host);
-    char *pct = strchr(ip, '%');
-    if (pct) *pct = '\0';
-    bool found = false;
-    if (inet_pton(AF_INET, ip, &s4->sin_addr) == 1) {
-        s4->sin_family = AF_INET;
-        found = true;
-    } else if (inet_pton(AF_INET6, ip, &s6->sin6_addr) == 1) {
-        s6->sin6_family = AF_INET6;
-        if (pct) s6->sin6_scope_id = if_nametoindex(pct + 1);
-        found = true;
-    } else {
-        for (size_t i = 0; i < n_overrides; i++)
-            if (strcmp(overrides[i].name, c->conn_host) == 0) {
-                ss = overrides[i].addr;
-                found = true;
-                break;
-            }
-    }
-    if (found) {
-        set_port(&ss, c->conn_port);
-        c->addrs[0] = ss;
+    if (np_resolve_now(c->conn_host, c->conn_port, &c->addrs[0])) {
         c->naddrs = 1;
         c->resolve_err = 0;
         c->have_addrs = true;
@@ -986,17 +961,24 @@ static void on_ask_timeout(uv_timer_t *t)
     decider_denied(c, "deny", NULL);
 }
 
+struct rpc_call *np_ask(struct netproxy *np, const char *protocol, const char *host,
+                        uint16_t port, rpc_call_fn fn, void *ctx)
+{
+    struct conn *conn = np->session ? np->session->conn : NULL;
+    if (!conn) return NULL; /* detached: nobody to ask */
+    json_t *params = json_pack("{s:s,s:{s:s,s:s,s:i}}", "processId", np->process_id, "request",
+                               "protocol", protocol, "host", host, "port", (int)port);
+    return rpc_call_start(conn, "network/policyRequest", params, fn, ctx);
+}
+
 static void ask(struct np_client *c)
 {
     struct netproxy *np = c->np;
-    struct conn *conn = np->session ? np->session->conn : NULL;
-    if (!conn || np->n_asks >= NP_MAX_ASKS) {
+    if (np->n_asks >= NP_MAX_ASKS) {
         decider_denied(c, "deny", NULL);
         return;
     }
-    json_t *params = json_pack("{s:s,s:{s:s,s:s,s:i}}", "processId", np->process_id, "request",
-                               "protocol", c->protocol, "host", c->host, "port", (int)c->port);
-    c->call = rpc_call_start(conn, "network/policyRequest", params, on_answer, c);
+    c->call = np_ask(np, c->protocol, c->host, c->port, on_answer, c);
     if (!c->call) {
         decider_denied(c, "deny", NULL);
         return;

@@ -13,6 +13,7 @@
 #include "netproxy/np_http.h"
 #include "netproxy/np_policy.h"
 #include "netproxy/np_socks.h"
+#include "rpc/dispatch.h"
 #include "util/buf.h"
 
 #define NP_MAX_ADDRS 16
@@ -125,6 +126,11 @@ void np_write_owned(struct np_client *c, bool to_up, char *data, size_t len);
 void np_write_copy(struct np_client *c, bool to_up, const void *data, size_t len);
 void np_send(struct np_client *c, bool to_up, const void *data, size_t len);
 void np_decide(struct np_client *c);
+/* Sends network/policyRequest to the connection the session is attached to; NULL
+ * when none is (or it is closing): the caller denies. */
+struct rpc_call *np_ask(struct netproxy *np, const char *protocol, const char *host,
+                        uint16_t port, void (*fn)(void *, enum rpc_call_outcome, json_t *),
+                        void *ctx);
 /* Reports one decision (notification, metric, log line). */
 void np_report(struct netproxy *np, const char *scope, const char *decision, const char *source,
                const char *reason, const char *protocol, const char *host, uint16_t port,

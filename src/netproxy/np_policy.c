@@ -297,16 +297,22 @@ bool np_addr_non_public(const struct sockaddr *sa)
     return true;
 }
 
-bool np_host_is_ip_literal(const char *host, bool *non_public)
+/* Parses an IP literal host, its IPv6 scope (`%x`) ignored. */
+static bool parse_literal(const char *host, struct in6_addr *a6, struct in_addr *a4, bool *v6)
 {
     char ip[NP_HOST_MAX];
     snprintf(ip, sizeof ip, "%s", host);
     char *pct = strchr(ip, '%');
     if (pct) *pct = '\0';
+    return parse_ip(ip, a6, a4, v6);
+}
+
+bool np_host_is_ip_literal(const char *host, bool *non_public)
+{
     struct in6_addr a6;
     struct in_addr a4;
     bool v6;
-    if (!parse_ip(ip, &a6, &a4, &v6)) return false;
+    if (!parse_literal(host, &a6, &a4, &v6)) return false;
     if (non_public) *non_public = v6 ? v6_non_public(&a6) : v4_non_public(&a4);
     return true;
 }
@@ -314,14 +320,10 @@ bool np_host_is_ip_literal(const char *host, bool *non_public)
 bool np_host_is_loopback(const char *host)
 {
     if (strcmp(host, "localhost") == 0) return true;
-    char ip[NP_HOST_MAX];
-    snprintf(ip, sizeof ip, "%s", host);
-    char *pct = strchr(ip, '%');
-    if (pct) *pct = '\0';
     struct in6_addr a6;
     struct in_addr a4;
     bool v6;
-    if (!parse_ip(ip, &a6, &a4, &v6)) return false;
+    if (!parse_literal(host, &a6, &a4, &v6)) return false;
     if (!v6) return (ntohl(a4.s_addr) >> 24) == 127;
     return IN6_IS_ADDR_LOOPBACK(&a6);
 }

@@ -27,7 +27,6 @@
 
 #include "core/log.h"
 #include "rpc/dispatch.h"
-#include "session/session.h"
 #include "util/mem.h"
 
 #define UDP_MAX_DESTS 64
@@ -226,15 +225,11 @@ static void decide(struct udp_dest *d)
         deny(d, "domain", "deny", "baseline_policy", np_reason_name(d->baseline));
         return;
     }
-    struct conn *conn = np->session ? np->session->conn : NULL;
-    if (!np->params.has_timeout || !conn) {
-        deny(d, "domain", "deny", np->params.has_timeout ? "decider" : "baseline_policy",
-             "not_allowed");
+    if (!np->params.has_timeout) {
+        deny(d, "domain", "deny", "baseline_policy", "not_allowed");
         return;
     }
-    json_t *params = json_pack("{s:s,s:{s:s,s:s,s:i}}", "processId", np->process_id, "request",
-                               "protocol", "socks5_udp", "host", d->host, "port", (int)d->port);
-    d->call = rpc_call_start(conn, "network/policyRequest", params, on_answer, d);
+    d->call = np_ask(np, "socks5_udp", d->host, d->port, on_answer, d);
     if (!d->call) {
         deny(d, "domain", "deny", "decider", "not_allowed");
         return;

@@ -202,15 +202,24 @@ void tls_server_shutdown(void)
     cert_path = key_path = NULL;
 }
 
-struct tls_session *tls_session_new(void)
+/* A session on ctx over a pair of memory BIOs; NULL when SSL_new fails. */
+static struct tls_session *session_on(SSL_CTX *ctx)
 {
+    SSL *ssl = libssl.SSL_new(ctx);
+    if (!ssl) return NULL;
     struct tls_session *t = xcalloc(1, sizeof *t);
-    t->ssl = libssl.SSL_new(server_ctx);
+    t->ssl = ssl;
     t->rbio = BIO_new(BIO_s_mem());
     t->wbio = BIO_new(BIO_s_mem());
     BIO_set_mem_eof_return(t->rbio, -1); /* empty means "more to come", not EOF */
     libssl.SSL_set_bio(t->ssl, t->rbio, t->wbio);
-    libssl.SSL_set_accept_state(t->ssl);
+    return t;
+}
+
+struct tls_session *tls_session_new(void)
+{
+    struct tls_session *t = session_on(server_ctx);
+    if (t) libssl.SSL_set_accept_state(t->ssl);
     return t;
 }
 
@@ -237,12 +246,11 @@ struct tls_session *tls_client_session_new(const char *host, char *err, size_t n
         }
         client_ctx = ctx;
     }
-    struct tls_session *t = xcalloc(1, sizeof *t);
-    t->ssl = libssl.SSL_new(client_ctx);
-    t->rbio = BIO_new(BIO_s_mem());
-    t->wbio = BIO_new(BIO_s_mem());
-    BIO_set_mem_eof_return(t->rbio, -1);
-    libssl.SSL_set_bio(t->ssl, t->rbio, t->wbio);
+    struct tls_session *t = session_on(client_ctx);
+    if (!t) {
+        last_error(err, n, "cannot create a TLS session");
+        return NULL;
+    }
     libssl.SSL_set_connect_state(t->ssl);
     /* SNI only for names (RFC 6066 forbids literal addresses); the certificate
      * check covers both. */
@@ -279,19 +287,13 @@ struct tls_session *tls_mitm_session_new(X509 *cert, EVP_PKEY *key, char *err, s
         libssl.SSL_CTX_ctrl(ctx, SSL_CTRL_MODE, SSL_MODE_ENABLE_PARTIAL_WRITE, NULL);
         mitm_ctx = ctx;
     }
-    struct tls_session *t = xcalloc(1, sizeof *t);
-    t->ssl = libssl.SSL_new(mitm_ctx);
-    if (!t->ssl || libssl.SSL_use_certificate(t->ssl, cert) != 1 ||
+    struct tls_session *t = session_on(mitm_ctx);
+    if (!t || libssl.SSL_use_certificate(t->ssl, cert) != 1 ||
         libssl.SSL_use_PrivateKey(t->ssl, key) != 1) {
         last_error(err, n, "cannot use the interception certificate");
-        if (t->ssl) libssl.SSL_free(t->ssl);
-        free(t);
+        tls_session_free(t);
         return NULL;
     }
-    t->rbio = BIO_new(BIO_s_mem());
-    t->wbio = BIO_new(BIO_s_mem());
-    BIO_set_mem_eof_return(t->rbio, -1);
-    libssl.SSL_set_bio(t->ssl, t->rbio, t->wbio);
     libssl.SSL_set_accept_state(t->ssl);
     return t;
 }
