@@ -112,7 +112,7 @@ static pid_t web_start(const char *dir, int *port_out)
     pid_t web;
     if (posix_spawn(&web, py[0], &fa, NULL, py, environ) != 0) web = -1;
     posix_spawn_file_actions_destroy(&fa);
-    for (int i = 0; i < 100; i++) {
+    for (int i = 0; i < 600; i++) { /* 30 s: python starts slowly on a loaded machine */
         int fd = socket(AF_INET, SOCK_STREAM, 0);
         struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -250,7 +250,7 @@ static struct cell proxy_floor(const char *url)
     struct cell out;
     for (int r = 0; r < O.runs; r++) {
         char *argv[] = {"/usr/bin/curl", "-s", "--noproxy", "*", "-o", "/dev/null", "-w",
-                        "%{time_total}", (char *)url, NULL};
+                        "%{time_total} %{size_download}", (char *)url, NULL};
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0) return failure("pipe");
         posix_spawn_file_actions_t fa;
@@ -269,9 +269,10 @@ static struct cell proxy_floor(const char *url)
         close(p[0]);
         if (rc == 0) waitpid(pid, NULL, 0);
         double secs = time_total(text);
-        if (rc != 0 || secs < 0) {
+        char *sp = strchr(text, ' ');
+        if (rc != 0 || secs < 0 || !sp || strtoull(sp + 1, NULL, 10) != O.proxy_bytes) {
             free(t);
-            return failure("curl failed");
+            return failure("curl printed \"%.60s\"", text);
         }
         t[r] = secs * 1e3;
     }
