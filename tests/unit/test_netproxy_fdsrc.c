@@ -107,6 +107,27 @@ static struct netproxy *start(uv_loop_t *loop, bool socks)
     return np;
 }
 
+/* The init's part: accepts a connection itself and hands it to the proxy with tag;
+ * returns the client end. */
+static int hand_over(int sp, char tag)
+{
+    int client, accepted;
+    tcp_pair(&client, &accepted);
+    send_fd(sp, tag, accepted);
+    close(accepted); /* the proxy has its own copy now */
+    return client;
+}
+
+/* A proxy on loop with an fd source attached: sp[1] is the init's end. */
+static struct netproxy *start_with_source(uv_loop_t *loop, bool socks, int sp[2])
+{
+    uv_loop_init(loop);
+    struct netproxy *np = start(loop, socks);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+    assert_int_equal(netproxy_attach_fd_source(np, sp[0]), 0);
+    return np;
+}
+
 static void finish(uv_loop_t *loop, struct netproxy *np)
 {
     netproxy_release(np);
@@ -119,18 +140,11 @@ static void test_http_by_fd(void **state)
 {
     (void)state;
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    struct netproxy *np = start(&loop, false);
     int sp[2];
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
-    assert_int_equal(netproxy_attach_fd_source(np, sp[0]), 0);
-
+    struct netproxy *np = start_with_source(&loop, false, sp);
     uint16_t up_port;
     int up_l = listen_local(&up_port);
-    int client, accepted;
-    tcp_pair(&client, &accepted);
-    send_fd(sp[1], 'H', accepted);
-    close(accepted); /* the proxy has its own copy now */
+    int client = hand_over(sp[1], 'H');
 
     char req[256];
     int rl = snprintf(req, sizeof req,
@@ -166,9 +180,7 @@ static void test_http_by_fd(void **state)
     close(client);
 
     /* a denied host is refused the same way as on the listener */
-    tcp_pair(&client, &accepted);
-    send_fd(sp[1], 'H', accepted);
-    close(accepted);
+    client = hand_over(sp[1], 'H');
     const char *bad = "GET http://blocked.test/ HTTP/1.1\r\nHost: blocked.test\r\n\r\n";
     assert_int_equal(write(client, bad, strlen(bad)), (ssize_t)strlen(bad));
     read_all(&loop, client, back, sizeof back);
@@ -177,9 +189,7 @@ static void test_http_by_fd(void **state)
     close(client);
 
     /* a SOCKS tag on a proxy without SOCKS5: the socket is closed, nothing served */
-    tcp_pair(&client, &accepted);
-    send_fd(sp[1], 'S', accepted);
-    close(accepted);
+    client = hand_over(sp[1], 'S');
     assert_int_equal(read_all(&loop, client, back, sizeof back), 0);
     close(client);
 
@@ -192,17 +202,11 @@ static void test_socks_by_fd(void **state)
 {
     (void)state;
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    struct netproxy *np = start(&loop, true);
     int sp[2];
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
-    assert_int_equal(netproxy_attach_fd_source(np, sp[0]), 0);
+    struct netproxy *np = start_with_source(&loop, true, sp);
     uint16_t up_port;
     int up_l = listen_local(&up_port);
-    int client, accepted;
-    tcp_pair(&client, &accepted);
-    send_fd(sp[1], 'S', accepted);
-    close(accepted);
+    int client = hand_over(sp[1], 'S');
     uint8_t hello[] = {5, 1, 0};
     assert_int_equal(write(client, hello, 3), 3);
     uint8_t r[16];
