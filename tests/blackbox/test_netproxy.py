@@ -28,6 +28,8 @@ os.environ["EXEC_SERVER_TEST_RESOLVE"] = \
 # Credential masking: a test CA the server trusts for its upstream TLS (SSL_CERT_FILE) and a
 # CODEX_HOME of its own for the interception CA it makes.
 CERTS = tempfile.mkdtemp(prefix="np-certs-")
+import atexit  # noqa: E402
+atexit.register(shutil.rmtree, CERTS, True)
 
 
 def make_certs():
