@@ -209,6 +209,7 @@ static void run_scenarios(void)
             }
     }
     if (O.scenarios & (1u << 8)) scenario_http();
+    if (O.scenarios & (1u << 9)) scenario_proxy();
     if (O.scenarios & (1u << 7)) {
         char ws[PATH_MAX + 16];
         snprintf(ws, sizeof ws, "%s/ws", O.tmp);
@@ -342,6 +343,9 @@ static void print_targets(void)
         target("RSS bounded while a client does not read", true,
                r->v[0].p50 - idle->v[0].p50 < 32, "(peak %.1f MB, idle + %.1f MB)", r->v[0].p50,
                r->v[0].p50 - idle->v[0].p50);
+    if ((r = row_find("9.")) && r->v[0].ok && r->floor.ok)
+        target("download through the network proxy within 1.3x of direct (issue 24)", true,
+               r->v[0].p50 <= 1.3 * r->floor.p50, "(%.2fx)", r->v[0].p50 / r->floor.p50);
 }
 
 /* ------------------------------------------------------------------ main */
@@ -353,7 +357,7 @@ static void usage(FILE *f)
             "  --ours PATH          our server (default: exec-server beside exec-bench)\n"
             "  --ref PATH           reference codex binary (default: ~" REF_GLOB ")\n"
             "  --no-ref             run only our server\n"
-            "  --scenarios LIST     comma-separated scenario numbers 1-8 (default: all)\n"
+            "  --scenarios LIST     comma-separated scenario numbers 1-9 (default: all)\n"
             "  --quick              small sizes for a smoke test\n"
             "  --runs N             repetitions of streaming, fan-out, connections, files\n"
             "  --oneshot N          sequential one-shot runs (500)\n"
@@ -364,7 +368,8 @@ static void usage(FILE *f)
             "  --walk N             entries in the walked tree (50000)\n"
             "  --procs N            live processes for the memory figure (500)\n"
             "  --mem-stream-mb N    size of the unread stream in MB (1000)\n"
-            "  --sandbox-n N        sandboxed writes (200)\n");
+            "  --sandbox-n N        sandboxed writes (200)\n"
+            "  --proxy-mib N        download through the network proxy, MiB (64)\n");
 }
 
 static void cleanup_tmp(void)
@@ -379,7 +384,7 @@ static char ours_default[PATH_MAX];
 
 int main(int argc, char **argv)
 {
-    O = (struct opts){.scenarios = 0x1FE, .http_bytes = 256u << 20, .runs = 5, .oneshot_n = 500, .stream_bytes = 256u << 20,
+    O = (struct opts){.scenarios = 0x3FE, .http_bytes = 256u << 20, .proxy_bytes = 64u << 20, .runs = 5, .oneshot_n = 500, .stream_bytes = 256u << 20,
                       .fanout_n = 200, .conns_n = 500, .file_bytes = 64u << 20,
                       .walk_entries = 50000, .mem_procs = 500,
                       .mem_stream_bytes = 1000000000, .mem_stream_secs = 3, .sandbox_n = 200};
@@ -401,6 +406,7 @@ int main(int argc, char **argv)
             O.mem_stream_secs = 1;
             O.sandbox_n = 20;
             O.http_bytes = 8u << 20;
+            O.proxy_bytes = 8u << 20;
             if (!runs_set) O.runs = 2;
         } else if (strcmp(a, "--no-ref") == 0) no_ref = true;
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -411,7 +417,7 @@ int main(int argc, char **argv)
         else if (OPT("--scenarios")) {
             O.scenarios = 0;
             for (const char *p = v; *p; p++)
-                if (*p >= '1' && *p <= '8') O.scenarios |= 1u << (*p - '0');
+                if (*p >= '1' && *p <= '9') O.scenarios |= 1u << (*p - '0');
         } else if (OPT("--runs")) {
             O.runs = atoi(v);
             runs_set = true;
@@ -424,6 +430,7 @@ int main(int argc, char **argv)
         else if (OPT("--procs")) O.mem_procs = atoi(v);
         else if (OPT("--mem-stream-mb")) O.mem_stream_bytes = (size_t)atol(v) * 1000000;
         else if (OPT("--sandbox-n")) O.sandbox_n = atoi(v);
+        else if (OPT("--proxy-mib")) O.proxy_bytes = (size_t)atol(v) << 20;
         else {
             fprintf(stderr, "exec-bench: unknown or incomplete option %s\n", a);
             usage(stderr);

@@ -1,7 +1,7 @@
 /* bench.h: declarations shared by the modules of exec-bench, the benchmark driver:
  * the options, the result table (rows and cells), the servers under test, process
  * tracking and the scenario helpers of bench_core.c, and the scenarios of
- * scenarios_proc.c (1-4), scenarios_fs.c (5-7) and scenarios_http.c (8) that bench.c
+ * scenarios_proc.c (1-4), scenarios_fs.c (5-7) and scenarios_http.c (8, 9) that bench.c
  * runs. */
 
 #ifndef EXEC_BENCH_H
@@ -53,6 +53,7 @@ struct opts {
     double mem_stream_secs;
     int sandbox_n;
     size_t http_bytes;
+    size_t proxy_bytes;
     char tmp[PATH_MAX];
 };
 
@@ -156,6 +157,7 @@ struct cell writeblock_one(struct server *s);
 struct cell walk_one(struct server *s);
 struct cell cmd_floor(char *const argv[], const char *out_path);
 void scenario_http(void);
+void scenario_proxy(void);
 struct mem_result mem_run(struct server *s);
 struct cell sandbox_one(struct server *s, bool sandboxed, const char *ws);
 struct cell write4k_floor(const char *ws);

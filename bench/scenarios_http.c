@@ -1,9 +1,16 @@
-/* scenarios_http.c: scenario 8 of exec-bench, a streamed http/request download.
+/* scenarios_http.c: scenarios 8 and 9 of exec-bench.
  *
- * A local `python3 -m http.server` serves a file of O.http_bytes; each server under
- * test downloads it with http/request {streamResponse:true} while the driver decodes
- * every http/request/bodyDelta and checks the byte count. The floor is `curl -o
- * /dev/null` of the same URL: the same HTTP work with no JSON-RPC in between. */
+ * 8: a streamed http/request download. A local `python3 -m http.server` serves a file
+ * of O.http_bytes; each server under test downloads it with http/request
+ * {streamResponse:true} while the driver decodes every http/request/bodyDelta and
+ * checks the byte count. The floor is `curl -o /dev/null` of the same URL: the same
+ * HTTP work with no JSON-RPC in between.
+ *
+ * 9: a download through the managed-network proxy. The same kind of server serves
+ * O.proxy_bytes; a process/start with `networkProxy` runs curl in the child, which
+ * goes through the server's policy proxy; the figure is curl's own time_total, so
+ * the process start is not counted. The floor is the same curl straight to the web
+ * server, and the ratio to it is the proxy's cost (target <= 1.3x). */
 #include "bench.h"
 
 struct http_count {
@@ -80,14 +87,10 @@ done:
     return out;
 }
 
-void scenario_http(void)
+/* Starts `python3 -m http.server` on a free port serving dir; returns its pid (or -1)
+ * and the port once it answers. */
+static pid_t web_start(const char *dir, int *port_out)
 {
-    char dir[PATH_MAX + 16], path[PATH_MAX + 32], name[96];
-    snprintf(dir, sizeof dir, "%s/www", O.tmp);
-    mkdir(dir, 0755);
-    snprintf(path, sizeof path, "%s/body.bin", dir);
-    make_file(path, O.http_bytes);
-    /* The web server: python's, on a port it picks from the one we reserve. */
     int port = 0;
     {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -101,7 +104,7 @@ void scenario_http(void)
     char portbuf[16];
     snprintf(portbuf, sizeof portbuf, "%d", port);
     char *py[] = {"/usr/bin/env", "python3", "-m", "http.server", "--bind", "127.0.0.1",
-                  "--directory", dir, portbuf, NULL};
+                  "--directory", (char *)dir, portbuf, NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
@@ -109,10 +112,7 @@ void scenario_http(void)
     pid_t web;
     if (posix_spawn(&web, py[0], &fa, NULL, py, environ) != 0) web = -1;
     posix_spawn_file_actions_destroy(&fa);
-    char url[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/body.bin", port);
-    /* Wait until it answers. */
-    for (int i = 0; i < 100; i++) {
+    for (int i = 0; i < 600; i++) { /* 30 s: python starts slowly on a loaded machine */
         int fd = socket(AF_INET, SOCK_STREAM, 0);
         struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -121,6 +121,38 @@ void scenario_http(void)
         if (ok) break;
         usleep(50000);
     }
+    *port_out = port;
+    return web;
+}
+
+static void web_stop(pid_t web)
+{
+    if (web > 0) {
+        kill(web, SIGTERM);
+        waitpid(web, NULL, 0);
+    }
+}
+
+/* A file of `bytes` in O.tmp/sub served by a web server of its own: its pid, the
+ * file's path and URL. */
+static pid_t serve_body(const char *sub, size_t bytes, char *path, size_t pn, char *url, size_t un)
+{
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/%s", O.tmp, sub);
+    mkdir(dir, 0755);
+    snprintf(path, pn, "%s/body.bin", dir);
+    make_file(path, bytes);
+    int port = 0;
+    pid_t web = web_start(dir, &port);
+    snprintf(url, un, "http://127.0.0.1:%d/body.bin", port);
+    return web;
+}
+
+void scenario_http(void)
+{
+    char path[PATH_MAX + 48], name[96], url[128];
+    /* The web server: python's, on a port it picks from the one we reserve. */
+    pid_t web = serve_body("www", O.http_bytes, path, sizeof path, url, sizeof url);
     snprintf(name, sizeof name, "8. http/request streamed %zu MiB (ms)", O.http_bytes >> 20);
     struct row *r = row_get(name, K_MS);
     progress("%s", name);
@@ -133,9 +165,138 @@ void scenario_http(void)
             record(r, w, http_one(&s, url));
             server_stop(&s);
         }
-    if (web > 0) {
-        kill(web, SIGTERM);
-        waitpid(web, NULL, 0);
+    web_stop(web);
+    unlink(path);
+}
+
+/* ------------------------------------------------------------------ 9. the proxy */
+
+/* curl's time_total (seconds) from its -w output; < 0 when absent. */
+static double time_total(const char *out)
+{
+    char *end;
+    double v = strtod(out, &end);
+    return end == out ? -1 : v;
+}
+
+/* One download by curl in a child behind the server's proxy: curl's time in ms, or a
+ * failure. */
+static struct cell proxy_one(struct server *s, const char *url)
+{
+    struct wsc c;
+    struct cell out;
+    if (!connect_server(s, &c, &out)) return out;
+    double *t = xcalloc((size_t)O.runs, sizeof *t);
+    char params[2048];
+    char *text = xmalloc(4096);
+    for (int r = 0; r < O.runs; r++) {
+        char id[32];
+        snprintf(id, sizeof id, "px%d", r);
+        snprintf(params, sizeof params,
+                 "{\"processId\":\"%s\",\"argv\":[\"/usr/bin/curl\",\"-s\",\"--noproxy\",\"\","
+                 "\"-o\",\"/dev/null\",\"-w\",\"%%{time_total} %%{size_download}\",\"%s\"],"
+                 "\"cwd\":\"file:///tmp\",\"env\":{\"PATH\":\"/usr/bin:/bin\"},\"tty\":false,"
+                 "\"networkProxy\":{\"proxy\":{\"enabled\":true,\"enableSocks5\":false,"
+                 "\"enableSocks5Udp\":false,\"allowUpstreamProxy\":false,"
+                 "\"dangerouslyAllowAllUnixSockets\":false,\"mode\":\"full\","
+                 "\"domains\":{\"127.0.0.1\":\"allow\"},\"allowLocalBinding\":true}}}",
+                 id, url);
+        wsc_request(&c, "process/start", params);
+        size_t tl = 0;
+        bool closed = false;
+        while (!closed) {
+            struct span m, p, v, pid, chunk;
+            if (wsc_wait(&c, &m, TIMEOUT_MS) < 0) {
+                out = failure("no process/closed");
+                goto done;
+            }
+            if (js_get(m, "error", &v)) {
+                out = failure("process/start failed: %.*s", (int)(v.n > 150 ? 150 : v.n), v.p);
+                goto done;
+            }
+            if (!js_get(m, "method", &v) || !js_get(m, "params", &p) ||
+                !js_get(p, "processId", &pid) || !js_str(pid, &pid) || !span_eq(pid, id))
+                continue;
+            if (span_eq(v, "\"process/closed\"")) closed = true;
+            else if (span_eq(v, "\"process/output\"") && js_get(p, "chunk", &chunk) &&
+                     js_str(chunk, &chunk) && tl + base64_decoded_max(chunk.n) < 4000) {
+                size_t got = 0;
+                char e[64];
+                if (base64_decode(chunk.p, chunk.n, (uint8_t *)text + tl, &got, e, sizeof e) == 0)
+                    tl += got;
+            }
+        }
+        text[tl] = '\0';
+        double secs = time_total(text);
+        char *sp = strchr(text, ' ');
+        if (secs < 0 || !sp || strtoull(sp + 1, NULL, 10) != O.proxy_bytes) {
+            out = failure("curl through the proxy printed \"%.60s\"", text);
+            goto done;
+        }
+        t[r] = secs * 1e3;
     }
+    out = stats(t, O.runs);
+done:
+    free(text);
+    free(t);
+    wsc_close(&c);
+    return out;
+}
+
+/* The same curl, straight to the web server. */
+static struct cell proxy_floor(const char *url)
+{
+    double *t = xcalloc((size_t)O.runs, sizeof *t);
+    struct cell out;
+    for (int r = 0; r < O.runs; r++) {
+        char *argv[] = {"/usr/bin/curl", "-s", "--noproxy", "*", "-o", "/dev/null", "-w",
+                        "%{time_total} %{size_download}", (char *)url, NULL};
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0) return failure("pipe");
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+        pid_t pid;
+        int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+        posix_spawn_file_actions_destroy(&fa);
+        close(p[1]);
+        char text[128] = "";
+        size_t n = 0;
+        ssize_t k;
+        while (n < sizeof text - 1 && (k = read(p[0], text + n, sizeof text - 1 - n)) > 0)
+            n += (size_t)k;
+        text[n] = '\0';
+        close(p[0]);
+        if (rc == 0) waitpid(pid, NULL, 0);
+        double secs = time_total(text);
+        char *sp = strchr(text, ' ');
+        if (rc != 0 || secs < 0 || !sp || strtoull(sp + 1, NULL, 10) != O.proxy_bytes) {
+            free(t);
+            return failure("curl printed \"%.60s\"", text);
+        }
+        t[r] = secs * 1e3;
+    }
+    out = stats(t, O.runs);
+    free(t);
+    return out;
+}
+
+void scenario_proxy(void)
+{
+    char path[PATH_MAX + 48], name[96], url[128];
+    pid_t web = serve_body("www-proxy", O.proxy_bytes, path, sizeof path, url, sizeof url);
+    snprintf(name, sizeof name, "9. %zu MiB download through the network proxy (ms)",
+             O.proxy_bytes >> 20);
+    struct row *r = row_get(name, K_MS);
+    progress("%s", name);
+    r->has_floor = true;
+    r->floor = proxy_floor(url);
+    struct server s;
+    for (int w = 0; w < nservers(); w++)
+        if (start_or_fail(&s, w, &r, 1)) {
+            record(r, w, proxy_one(&s, url));
+            server_stop(&s);
+        }
+    web_stop(web);
     unlink(path);
 }

@@ -61,6 +61,30 @@ static int64_t procs_active;
 static uint64_t procs_total;
 static struct hist proc_dur[2]; /* failure, success */
 
+/* The managed-network proxy's decisions: decision x mode x source. */
+static const char *const np_decisions[] = {"allow", "deny", "ask"};
+static const char *const np_modes[] = {"full", "limited"};
+static const char *const np_sources[] = {"baseline_policy", "decider", "mode_guard",
+                                         "proxy_state"};
+static uint64_t np_counts[3][2][4];
+static bool np_used;
+
+static int find_label(const char *const *v, int n, const char *s)
+{
+    for (int i = 0; i < n; i++)
+        if (s && strcmp(v[i], s) == 0) return i;
+    return -1;
+}
+
+void metrics_netproxy_decision(const char *decision, const char *mode, const char *source)
+{
+    int d = find_label(np_decisions, 3, decision), m = find_label(np_modes, 2, mode),
+        s = find_label(np_sources, 4, source);
+    if (d < 0 || m < 0 || s < 0) return;
+    np_counts[d][m][s]++;
+    np_used = true;
+}
+
 uint64_t metrics_now_ns(void)
 {
     return uv_hrtime();
@@ -303,6 +327,19 @@ void metrics_render(struct buf *out)
                   "# TYPE exec_server_process_duration_seconds histogram\n");
     hist_render(out, "exec_server_process_duration_seconds", "result=\"success\"", &proc_dur[1]);
     hist_render(out, "exec_server_process_duration_seconds", "result=\"failure\"", &proc_dur[0]);
+    if (np_used) {
+        buf_puts(out, "# HELP exec_server_network_policy_decisions_total Managed-network proxy "
+                      "decisions, by decision, mode and source.\n"
+                      "# TYPE exec_server_network_policy_decisions_total counter\n");
+        for (int d = 0; d < 3; d++)
+            for (int m = 0; m < 2; m++)
+                for (int s = 0; s < 4; s++)
+                    buf_printf(out,
+                               "exec_server_network_policy_decisions_total{decision=\"%s\","
+                               "mode=\"%s\",source=\"%s\"} %llu\n",
+                               np_decisions[d], np_modes[m], np_sources[s],
+                               (unsigned long long)np_counts[d][m][s]);
+    }
     if (!remote_mode) return;
     static const char *const names[2][2] = {
         {"exec_server_remote_registration_total", "exec_server_remote_registration_duration_seconds"},

@@ -36,6 +36,11 @@ void metrics_remote_connect(bool ok, uint64_t duration_ns);
 void metrics_remote_reconnect(const char *reason);
 void metrics_process_exited(bool success, uint64_t duration_ns);
 
+/* The managed-network proxy: one policy decision. decision "allow", "deny" or "ask";
+ * mode "full" or "limited"; source "baseline_policy", "decider", "mode_guard" or
+ * "proxy_state" (anything else is not counted). */
+void metrics_netproxy_decision(const char *decision, const char *mode, const char *source);
+
 /* Appends the exposition text (format 0.0.4). */
 void metrics_render(struct buf *out);
 

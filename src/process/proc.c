@@ -29,6 +29,7 @@
 #include "rpc/dispatch.h"
 #include "sandbox/denied.h"
 #include "sandbox/placeholders.h"
+#include "netproxy/netproxy.h"
 #include "session/session.h"
 #include "transport/conn.h"
 #include "proto/base64.h"
@@ -152,6 +153,8 @@ static void proc_free(struct proc *p)
         if (p->next) p->next->prev = p->prev;
     }
     p->table = NULL;
+    netproxy_release(p->netproxy);
+    p->netproxy = NULL;
     while (p->waiters) {
         struct waiter *w = p->waiters;
         rpc_req_free(w->req);
@@ -331,6 +334,8 @@ static void check_closed(struct proc *p)
     for (int i = 0; i < p->nout; i++)
         if (p->out[i].fd >= 0) return;
     p->state = PROC_CLOSED;
+    netproxy_release(p->netproxy); /* its proxy ends with it, as the reference's does */
+    p->netproxy = NULL;
     p->close_seq = event_log_take_seq(&p->log);
     proc_close_stdin(p);
     notify_event(p, "process/closed", p->close_seq, false);

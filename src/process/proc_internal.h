@@ -92,6 +92,7 @@ struct proc {
     struct waiter *waiters;
     int handles;             /* open uv handles; freed when it reaches zero */
     bool freeing;
+    struct netproxy *netproxy; /* its managed-network proxy, released at close */
 };
 
 struct proc_table {

@@ -6,11 +6,14 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <string.h>
 #include <uv.h>
 
 #include "core/limits.h"
 #include "core/log.h"
+#include "netproxy/netproxy.h"
 #include "process/env_policy.h"
 #include "process/proc_internal.h"
 #include "process/spawn.h"
@@ -63,6 +66,8 @@ static void handle_start(struct rpc_req *req)
     env_policy_decode(&d, &env_pol, &has_env_pol);
     unsigned short rows = 0, cols = 0;
     proc_decode_size(&d, &rows, &cols);
+    struct netproxy_params netp;
+    netproxy_params_decode(&d, &netp);
     size_t i;
     json_t *v;
     if (!d.failed) {
@@ -70,10 +75,14 @@ static void handle_start(struct rpc_req *req)
         const char *k;
         json_object_foreach(env, k, v) if (!require_string(&d, v)) break;
     }
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-    if (!rpc_check_ready(req)) return;
+    if (d.failed) {
+        netproxy_params_free(&netp);
+        return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    }
+    if (!rpc_check_ready(req)) return netproxy_params_free(&netp);
 
     char *cwd_path = NULL;
+    struct netproxy *proxy = NULL;
     char **cargv = NULL, **cenv = NULL;
     bool have_pol = false, sandboxed = false;
     struct sandbox_policy pol;
@@ -113,6 +122,12 @@ static void handle_start(struct rpc_req *req)
     struct proc_table *t = s->procs;
     const char *program = argc ? json_string_value(json_array_get(argv, 0)) : "";
     unsigned live = proc_table_live(t);
+    char nerr[512];
+    if (netproxy_validate(&netp, nerr, sizeof nerr) < 0) {
+        /* before argv, like the reference's prepare_exec_request */
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", nerr);
+        goto out;
+    }
     if (argc == 0) {
         rpc_reply_error(req, RPC_INVALID_PARAMS, "argv must not be empty");
         goto out;
@@ -133,6 +148,13 @@ static void handle_start(struct rpc_req *req)
         rpc_reply_error(req, RPC_INTERNAL_ERROR, "missing program for pipe spawn");
         goto out;
     }
+    if (netp.present) {
+        int nrc = netproxy_start(req->loop, &netp, s, id, &proxy, nerr, sizeof nerr);
+        if (nrc < 0) {
+            rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", nerr);
+            goto out;
+        }
+    }
 
     cargv = xcalloc(argc + 1, sizeof *cargv);
     json_array_foreach(argv, i, v) cargv[i] = xstrdup(json_string_value(v));
@@ -143,6 +165,27 @@ static void handle_start(struct rpc_req *req)
     extern char **environ;
     cenv = env_build(environ, has_env_pol ? &env_pol : NULL, env);
     if (req->trace) cenv = env_add_trace(cenv, req->trace);
+    if (proxy) cenv = netproxy_child_env(proxy, cenv);
+    /* The managed network inside a sandbox (enforceManagedNetwork): the child's own
+     * network namespace reaches the proxy only, through its init, which listens on
+     * the proxy's ports on loopback in there and hands each connection over. */
+    int bridge[2] = {-1, -1};
+    bool bridged = sandboxed && pol.net_restricted && netp.enforce_managed_network;
+    const char *refusal = sandboxed ? pol.refusal : NULL;
+    int refusal_code = 0;
+    if (bridged && !proxy && !refusal) {
+        refusal = "exec-server sandbox: failed to prepare host proxy routing bridge: managed "
+                  "proxy mode requires proxy environment variables";
+        refusal_code = 101; /* the reference's sandbox wrapper panics with 101 */
+    } else if (bridged && proxy &&
+               socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, bridge) < 0) {
+        char text[256];
+        oserr_format(errno, text, sizeof text);
+        rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
+        goto out;
+    }
+    uint16_t ports[2] = {0, 0};
+    if (bridge[0] >= 0) netproxy_ports(proxy, &ports[0], &ports[1]);
     struct spawn_request rq = {
         .program = program,
         .argv = cargv,
@@ -155,13 +198,21 @@ static void handle_start(struct rpc_req *req)
         .pipe_stdin = pipe_stdin,
         .sandbox = sandboxed ? &pol : NULL,
         .pid_inherit = sandbox_pid_namespace_inherit,
-        .proxy_fd = -1,
-        .refusal = sandboxed ? pol.refusal : NULL,
+        .proxy_fd = bridge[1],
+        .proxy_ports = {ports[0], ports[1]},
+        .refusal = refusal,
+        .refusal_code = refusal_code,
     };
-    if (sandboxed && !pol.refusal) ph = sandbox_placeholders_acquire(&pol.placeholders);
+    if (sandboxed && !refusal) ph = sandbox_placeholders_acquire(&pol.placeholders);
     struct spawn_result sr;
     int sberr = 0;
     int err = spawn_child(&rq, &sr, &sberr);
+    if (bridge[1] >= 0) close(bridge[1]);
+    if (err == 0 && bridge[0] >= 0) {
+        if (netproxy_attach_fd_source(proxy, bridge[0]) < 0) close(bridge[0]);
+        bridge[0] = -1;
+    }
+    if (bridge[0] >= 0) close(bridge[0]);
     if (err == SPAWN_ERR_SANDBOX) {
         log_warn("process %s: the sandbox could not be set up: %s", id, strerror(sberr));
         rpc_reply_error(req, RPC_INVALID_PARAMS, "sandbox intent cannot be enforced on this "
@@ -188,6 +239,8 @@ static void handle_start(struct rpc_req *req)
     struct proc *p = proc_add(t, id, tty, sandboxed, &sr, req->loop);
     p->placeholders = ph;
     ph = NULL;
+    p->netproxy = proxy;
+    proxy = NULL;
     {
         char idv[160], a0[200];
         log_event("event=process_start session=%s process_id=%s pid=%d argv0=%s tty=%s "
@@ -202,6 +255,8 @@ static void handle_start(struct rpc_req *req)
     proc_watch(p);
 out:
     sandbox_placeholders_release(ph);
+    netproxy_release(proxy);
+    netproxy_params_free(&netp);
     if (have_pol) sandbox_policy_free(&pol);
     free_strv(cargv);
     env_free(cenv);

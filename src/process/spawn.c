@@ -234,7 +234,10 @@ static int run_request(const struct spawn_request *rq, const char *exe, const in
                                .n_extra_fds = rq->n_extra_fds};
     if (rq->tty) w.flags |= SPAWN_F_TTY;
     if (rq->pipe_stdin) w.flags |= SPAWN_F_PIPE_STDIN;
-    if (rq->refusal) w.flags |= SPAWN_F_REFUSE;
+    if (rq->refusal) {
+        w.flags |= SPAWN_F_REFUSE;
+        w.refuse_code = (uint32_t)rq->refusal_code;
+    }
     if (rq->serve) w.flags |= SPAWN_F_SERVE;
     w.list[SPAWN_L_ARGV] = (const char *const *)rq->argv;
     w.nlist[SPAWN_L_ARGV] = strv_len(rq->argv);

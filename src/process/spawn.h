@@ -27,7 +27,8 @@ struct spawn_request {
     int proxy_fd;          /* managed network: the proxy's socketpair end for the
                               sandbox's init, or -1 (not closed here) */
     unsigned short proxy_ports[2]; /* HTTP, SOCKS5 ports in the child's netns; 0 = none */
-    const char *refusal;   /* run nothing: print this on stderr and exit 1 */
+    const char *refusal;   /* run nothing: print this on stderr and exit refusal_code */
+    int refusal_code;      /* 0 means 1 */
     bool serve;            /* sandboxed, no exec: run the spawner's serve function on
                               extra fd 0 (the fs helper) */
 };

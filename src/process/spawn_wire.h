@@ -19,7 +19,7 @@
 #include "util/buf.h"
 
 #define SPAWN_WIRE_MAGIC 0x45585350u /* "EXSP" */
-#define SPAWN_WIRE_VERSION 1u
+#define SPAWN_WIRE_VERSION 2u
 
 enum {
     SPAWN_F_TTY = 1u << 0,            /* fds: status, slave */
@@ -56,6 +56,7 @@ struct spawn_wire_req {
                                 (HTTP, SOCKS5; 0 = none) */
     uint32_t n_extra_fds;    /* descriptors the child gets at 3, 4, ... */
     uint32_t n_init_fds;     /* descriptors for the sandbox init (the proxy socket) */
+    uint32_t refuse_code;    /* with SPAWN_F_REFUSE: the exit status */
     const char *exe;         /* the resolved program path */
     const char *cwd;
     const char *const *list[SPAWN_WIRE_NLISTS]; /* NULL-terminated; NULL = empty */

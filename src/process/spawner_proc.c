@@ -122,7 +122,7 @@ static __attribute__((no_sanitize("address", "undefined"))) int plain_child(void
         ssize_t w = write(fd, j->r.exe, strlen(j->r.exe));
         w = write(fd, "\n", 1);
         (void)w;
-        _exit(1);
+        _exit(j->r.refuse_code ? (int)(j->r.refuse_code & 0xff) : 1);
     }
     child_exec(j, j->r.flags & SPAWN_F_TTY, NULL);
     return 127;

@@ -63,6 +63,15 @@ struct rpc_held {
 /* rpc's per-connection state (CONN_SLOT_RPC): the lifecycle gate, allocated when
  * initialize succeeds or, with a request cap, at the first request; no slot means
  * not initialized. */
+/* A request the server sent on a connection and whose response it waits for. */
+struct rpc_call {
+    struct rpc_call *next, *prev;
+    struct rpc_gate *gate;
+    int64_t id;
+    rpc_call_fn fn;
+    void *ctx;
+};
+
 struct rpc_gate {
     bool initialized; /* initialize succeeded on this connection */
     bool ready;       /* the initialized notification arrived */
@@ -70,6 +79,8 @@ struct rpc_gate {
     uint64_t running; /* counted requests not yet answered */
     struct rpc_held *head, *tail;
     size_t held, held_bytes;
+    int64_t last_call_id;  /* ids of the requests the server sent: 1..last_call_id */
+    struct rpc_call calls; /* list head of those still waiting for their response */
 };
 
 static struct rpc_gate *gate_of(const struct conn *c)
@@ -77,6 +88,14 @@ static struct rpc_gate *gate_of(const struct conn *c)
     return conn_slot_get(c, CONN_SLOT_RPC);
 }
 
+static void call_unlink(struct rpc_call *call)
+{
+    call->prev->next = call->next;
+    call->next->prev = call->prev;
+}
+
+/* The connection closed: every call still waiting is answered "closed", then the
+ * gate goes. A callback may not start calls on this connection (it is closing). */
 static void gate_free(void *p)
 {
     struct rpc_gate *g = p;
@@ -86,6 +105,12 @@ static void gate_free(void *p)
         if (h->req) rpc_req_free(h->req);
         free(h);
     }
+    while (g->calls.next != &g->calls) {
+        struct rpc_call *call = g->calls.next;
+        call_unlink(call);
+        call->fn(call->ctx, RPC_CALL_CLOSED, NULL);
+        free(call);
+    }
     free(g);
 }
 
@@ -94,9 +119,77 @@ static struct rpc_gate *gate_get(struct conn *c)
     struct rpc_gate *g = gate_of(c);
     if (!g) {
         g = xcalloc(1, sizeof *g);
+        g->calls.next = g->calls.prev = &g->calls;
         conn_slot_set(c, CONN_SLOT_RPC, g, gate_free);
     }
     return g;
+}
+
+struct rpc_call *rpc_call_start(struct conn *c, const char *method, json_t *params,
+                                rpc_call_fn fn, void *ctx)
+{
+    struct rpc_gate *g = gate_of(c);
+    if (!g || !g->initialized || !conn_is_open(c)) {
+        json_decref(params);
+        return NULL;
+    }
+    struct rpc_call *call = xcalloc(1, sizeof *call);
+    call->gate = g;
+    call->id = ++g->last_call_id;
+    call->fn = fn;
+    call->ctx = ctx;
+    call->next = &g->calls;
+    call->prev = g->calls.prev;
+    g->calls.prev->next = call;
+    g->calls.prev = call;
+    struct buf b;
+    buf_init_msg(&b);
+    buf_puts(&b, "{\"id\":");
+    buf_put_i64(&b, call->id);
+    buf_puts(&b, ",\"method\":");
+    buf_put_json_str(&b, method, strlen(method));
+    buf_puts(&b, ",\"params\":");
+    char *text = json_dumps(params, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
+    buf_puts(&b, text ? text : "null");
+    free(text);
+    json_decref(params);
+    buf_putc(&b, '}');
+    conn_send(c, &b);
+    return call;
+}
+
+void rpc_call_cancel(struct rpc_call *call)
+{
+    if (!call) return;
+    call_unlink(call);
+    free(call);
+}
+
+/* A response object from the client. Only responses to ids this server sent on c
+ * are expected: one still pending goes to its callback; a late or repeated one (the
+ * call timed out or was answered) is dropped. Anything else (an id never sent, a
+ * string id, any response before initialize) is a protocol violation, and the
+ * connection closes like the reference does (PROTOCOL.md section 3.3). */
+static void client_response(struct conn *c, json_t *msg, json_t *id)
+{
+    struct rpc_gate *g = gate_of(c);
+    if (!g || !json_is_integer(id) || json_integer_value(id) < 1 ||
+        json_integer_value(id) > g->last_call_id) {
+        log_info("%s sent a response to a request it was never sent; closing", conn_peer(c));
+        conn_close(c);
+        return;
+    }
+    int64_t n = json_integer_value(id);
+    for (struct rpc_call *call = g->calls.next; call != &g->calls; call = call->next) {
+        if (call->id != n) continue;
+        call_unlink(call);
+        json_t *result = json_object_get(msg, "result");
+        if (result) call->fn(call->ctx, RPC_CALL_RESULT, result);
+        else call->fn(call->ctx, RPC_CALL_ERROR, json_object_get(msg, "error"));
+        free(call);
+        return;
+    }
+    log_debug("%s answered request %lld late or twice; ignored", conn_peer(c), (long long)n);
 }
 
 bool rpc_conn_initialized(const struct conn *c)
@@ -447,10 +540,7 @@ void rpc_dispatch(struct conn *c, const char *data, size_t len)
     }
     if (!method) {
         if (json_object_get(msg, "result") || (json_object_get(msg, "error") && id)) {
-            /* We never send requests, so a response from the client is a protocol
-             * violation: close like the reference does. */
-            log_info("%s sent a response object; closing", conn_peer(c));
-            conn_close(c);
+            client_response(c, msg, id);
         } else {
             malformed(c, json_object_get(msg, "error") ? "missing field `id`"
                                                       : "missing field `error`");

@@ -30,6 +30,23 @@ void rpc_conn_set_initialized(struct conn *c);
  * Handlers call it after decoding their params (params are decoded first). */
 bool rpc_check_ready(struct rpc_req *req);
 
+/* Requests the server sends to the client (network/policyRequest). Each connection
+ * numbers them with integer ids from 1. The callback runs once, on the loop thread:
+ * with the response's `result` (RPC_CALL_RESULT) or `error` object (RPC_CALL_ERROR),
+ * both borrowed for the call, or with NULL when the connection closed first
+ * (RPC_CALL_CLOSED, from inside the close). */
+enum rpc_call_outcome { RPC_CALL_RESULT, RPC_CALL_ERROR, RPC_CALL_CLOSED };
+typedef void (*rpc_call_fn)(void *ctx, enum rpc_call_outcome outcome, json_t *value);
+struct rpc_call;
+/* Sends {"id":N,"method":method,"params":params} on c (steals params). Returns the
+ * pending call, or NULL (callback never runs) when c is not initialized or is
+ * closing. */
+struct rpc_call *rpc_call_start(struct conn *c, const char *method, json_t *params,
+                                rpc_call_fn fn, void *ctx);
+/* Forgets a pending call: its callback will not run and a late response to its id
+ * is ignored. NULL is allowed. */
+void rpc_call_cancel(struct rpc_call *call);
+
 /* Fuzzing switch, false in the daemon: when set, a request that passes the gate is
  * answered with a -32600 "dry run" error instead of running, so every handler stops
  * after decoding its params and the gate: no process is spawned, no file touched. */

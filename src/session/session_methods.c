@@ -25,7 +25,11 @@ static json_t *uri_json(const char *path)
  * capabilityDiscoverySandbox: capabilityRoots/discoverV1 scans a root that carries
  * a sandbox inside the sandbox helper (fs/capability_roots.c). capabilityDiscoveryV2
  * stays false: it promises `capabilities/discoverV2` (the executor's own inventory of
- * installed plugins and skills, prewarmed and watched), which we do not implement. */
+ * installed plugins and skills, prewarmed and watched), which we do not implement.
+ * networkProxyLaunch and networkProxyReviewDomains: process/start's networkProxy runs
+ * the child behind src/netproxy (with proxy.reviewDomains); credentialMasking and
+ * credentialMaskingCustomProviders: its proxy.credentialMasking and
+ * proxy.credentialProviders (src/netproxy/np_cred.c). */
 static json_t *environment_info(void)
 {
     const char *shell = getenv("SHELL");
@@ -37,9 +41,9 @@ static json_t *environment_info(void)
     const char *tmp = getenv("TMPDIR");
     if (!tmp || tmp[0] != '/') tmp = "/tmp";
     json_t *caps = json_pack(
-        "{s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b}", "networkProxyLaunch", 0,
-        "networkProxyReviewDomains", 0, "credentialMasking", 0, "credentialMaskingCustomProviders",
-        0, "capabilityDiscoverySandbox", 1, "fsWatchMissing", 1, "capabilityDiscoveryV2", 0,
+        "{s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b}", "networkProxyLaunch", 1,
+        "networkProxyReviewDomains", 1, "credentialMasking", 1, "credentialMaskingCustomProviders",
+        1, "capabilityDiscoverySandbox", 1, "fsWatchMissing", 1, "capabilityDiscoveryV2", 0,
         "environmentConfigRead", 1, "httpHeaderEnvVars", 1, "sandboxedFileStreaming", 1,
         "fileWriteStreaming", 1, "shellSnapshotV2", 0, "windowsMxc", 0,
         "linuxRootWritePreservesDevices", 1, "linuxApprovedRootWritePreservesRestrictions", 1);

@@ -60,7 +60,10 @@
     X(SSL_is_init_finished)                                                                        \
     X(SSL_read)                                                                                    \
     X(SSL_write)                                                                                   \
-    X(SSL_get_error)
+    X(SSL_get_error)                                                                               \
+    X(SSL_use_certificate)                                                                         \
+    X(SSL_use_PrivateKey)                                                                          \
+    X(SSL_shutdown)
 
 #define TLS_SSL_SLOT(name) __typeof__(name) *name;
 static struct {
@@ -108,6 +111,7 @@ struct tls_session {
 
 static SSL_CTX *server_ctx;
 static SSL_CTX *client_ctx; /* remote mode's wss:// rendezvous client, made on first use */
+static SSL_CTX *mitm_ctx;   /* the network proxy's interception: a certificate per session */
 static char *cert_path, *key_path;
 
 static void last_error(char *err, size_t n, const char *what)
@@ -187,20 +191,31 @@ void tls_server_shutdown(void)
     server_ctx = NULL;
     if (client_ctx) libssl.SSL_CTX_free(client_ctx);
     client_ctx = NULL;
+    if (mitm_ctx) libssl.SSL_CTX_free(mitm_ctx);
+    mitm_ctx = NULL;
     free(cert_path);
     free(key_path);
     cert_path = key_path = NULL;
 }
 
-struct tls_session *tls_session_new(void)
+/* A session on ctx over a pair of memory BIOs; NULL when SSL_new fails. */
+static struct tls_session *session_on(SSL_CTX *ctx)
 {
+    SSL *ssl = libssl.SSL_new(ctx);
+    if (!ssl) return NULL;
     struct tls_session *t = xcalloc(1, sizeof *t);
-    t->ssl = libssl.SSL_new(server_ctx);
+    t->ssl = ssl;
     t->rbio = BIO_new(BIO_s_mem());
     t->wbio = BIO_new(BIO_s_mem());
     BIO_set_mem_eof_return(t->rbio, -1); /* empty means "more to come", not EOF */
     libssl.SSL_set_bio(t->ssl, t->rbio, t->wbio);
-    libssl.SSL_set_accept_state(t->ssl);
+    return t;
+}
+
+struct tls_session *tls_session_new(void)
+{
+    struct tls_session *t = session_on(server_ctx);
+    if (t) libssl.SSL_set_accept_state(t->ssl);
     return t;
 }
 
@@ -227,12 +242,11 @@ struct tls_session *tls_client_session_new(const char *host, char *err, size_t n
         }
         client_ctx = ctx;
     }
-    struct tls_session *t = xcalloc(1, sizeof *t);
-    t->ssl = libssl.SSL_new(client_ctx);
-    t->rbio = BIO_new(BIO_s_mem());
-    t->wbio = BIO_new(BIO_s_mem());
-    BIO_set_mem_eof_return(t->rbio, -1);
-    libssl.SSL_set_bio(t->ssl, t->rbio, t->wbio);
+    struct tls_session *t = session_on(client_ctx);
+    if (!t) {
+        last_error(err, n, "cannot create a TLS session");
+        return NULL;
+    }
     libssl.SSL_set_connect_state(t->ssl);
     /* SNI only for names (RFC 6066 forbids literal addresses); the certificate
      * check covers both. */
@@ -249,6 +263,41 @@ struct tls_session *tls_client_session_new(const char *host, char *err, size_t n
     libssl.SSL_do_handshake(t->ssl);
     ERR_clear_error();
     return t;
+}
+
+struct tls_session *tls_mitm_session_new(X509 *cert, EVP_PKEY *key, char *err, size_t n)
+{
+    if (!mitm_ctx) {
+        char why[400];
+        if (ssl_load(why, sizeof why) < 0) {
+            snprintf(err, n, "credential masking: %s", why);
+            return NULL;
+        }
+        SSL_CTX *ctx = libssl.SSL_CTX_new(libssl.TLS_server_method());
+        if (!ctx) {
+            last_error(err, n, "cannot create a TLS context");
+            return NULL;
+        }
+        libssl.SSL_CTX_ctrl(ctx, SSL_CTRL_SET_MIN_PROTO_VERSION, TLS1_2_VERSION, NULL);
+        libssl.SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+        libssl.SSL_CTX_ctrl(ctx, SSL_CTRL_MODE, SSL_MODE_ENABLE_PARTIAL_WRITE, NULL);
+        mitm_ctx = ctx;
+    }
+    struct tls_session *t = session_on(mitm_ctx);
+    if (!t || libssl.SSL_use_certificate(t->ssl, cert) != 1 ||
+        libssl.SSL_use_PrivateKey(t->ssl, key) != 1) {
+        last_error(err, n, "cannot use the interception certificate");
+        tls_session_free(t);
+        return NULL;
+    }
+    libssl.SSL_set_accept_state(t->ssl);
+    return t;
+}
+
+void tls_close_notify(struct tls_session *t)
+{
+    if (libssl.SSL_is_init_finished(t->ssl)) libssl.SSL_shutdown(t->ssl);
+    ERR_clear_error();
 }
 
 void tls_session_free(struct tls_session *t)

@@ -23,6 +23,14 @@ struct tls_session *tls_session_new(void);
  * with the first tls_take_output. Returns NULL with err set (also when libssl cannot
  * be loaded). Caller frees. */
 struct tls_session *tls_client_session_new(const char *host, char *err, size_t n);
+/* A server session presenting cert/key (the network proxy's interception: one
+ * certificate per intercepted host, made by the caller). NULL with err set. */
+struct x509_st;
+struct evp_pkey_st;
+struct tls_session *tls_mitm_session_new(struct x509_st *cert, struct evp_pkey_st *key, char *err,
+                                         size_t n);
+/* Queues a close_notify (sent with the next tls_take_output) once established. */
+void tls_close_notify(struct tls_session *t);
 void tls_session_free(struct tls_session *t);
 /* Whether the handshake has completed (a client writes only after it). */
 bool tls_is_established(const struct tls_session *t);

@@ -23,6 +23,7 @@ PREFIXES = (
     "event_log_", "seccomp_",
     "env_", "fs_", "capability_roots_", "caproots_", "sandbox_", "denied_", "curl_", "server_",
     "reload_", "config_", "options_", "codex_config_",
+    "netproxy_", "np_",
 )
 
 

@@ -1,0 +1,176 @@
+/* np_internal: the proxy's structures, shared by netproxy.c (connections and
+ * policy), np_mitm.c (TLS interception), np_cred.c (credential masking) and
+ * np_udp.c (SOCKS5 UDP). Nothing outside src/netproxy includes it. */
+#ifndef EXEC_NETPROXY_NP_INTERNAL_H
+#define EXEC_NETPROXY_NP_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+#include "netproxy/netproxy.h"
+#include "netproxy/np_http.h"
+#include "netproxy/np_policy.h"
+#include "netproxy/np_socks.h"
+#include "rpc/dispatch.h"
+#include "util/buf.h"
+
+#define NP_MAX_ADDRS 16
+
+enum np_kind { NP_KIND_HTTP, NP_KIND_SOCKS };
+
+/* Where a proxied connection is. */
+enum np_stage {
+    NP_STAGE_HEAD,           /* reading the HTTP request head */
+    NP_STAGE_SOCKS_GREETING,
+    NP_STAGE_SOCKS_REQUEST,
+    NP_STAGE_DECIDE,         /* the policy is looking at it */
+    NP_STAGE_ASK,            /* waiting for the client's answer */
+    NP_STAGE_CHECK,          /* allowed; resolving to check for local addresses */
+    NP_STAGE_CONNECT,        /* resolving / connecting / relaying */
+    NP_STAGE_UDP,            /* a SOCKS5 UDP association's control connection */
+};
+
+/* What bytes from a side mean once the upstream is connected. */
+enum np_mode {
+    NP_MODE_NONE,
+    NP_MODE_RAW,        /* relayed as they are */
+    NP_MODE_HTTP_BODY,  /* client: the request body, framed by np_body */
+    NP_MODE_HEAD,       /* upstream: the response head, then RAW */
+    NP_MODE_HOLD,       /* client: held until an upgrade's 101 */
+    NP_MODE_DISCARD,    /* client: after its one request, dropped */
+    NP_MODE_UPCONNECT,  /* upstream: an upstream proxy's answer to our CONNECT */
+};
+
+struct np_cred;
+struct np_mitm;
+struct np_mitm_conn;
+struct np_udp;
+struct rpc_call;
+struct np_fdsrc;
+
+struct np_client {
+    struct np_client *next, *prev;
+    struct netproxy *np;
+    int refs;
+    enum np_kind kind;
+    enum np_stage stage;
+    uv_tcp_t down;           /* the proxied client */
+    uv_tcp_t *up;            /* the upstream, NULL until connecting */
+    uv_timer_t timer;        /* the policy request's deadline */
+    char peer[80];           /* the client's "ip:port", reported as `client` */
+    struct buf in;           /* client bytes not yet consumed */
+    /* the destination */
+    char host[NP_HOST_MAX];
+    uint16_t port;
+    const char *protocol;    /* http, https_connect, socks5_tcp, socks5_udp */
+    char method[24];
+    bool is_connect;
+    /* HTTP forwarding */
+    struct buf head_out;     /* the request head to send upstream */
+    struct np_body body;
+    bool upgrade, is_forward;
+    char *forward_path;
+    struct buf resp;         /* the response head being gathered */
+    uint16_t mitm_port;      /* inside an intercepted tunnel: its port (Host default) */
+    /* the decision */
+    enum np_reason baseline;
+    bool check_resolved, decider_allowed;
+    struct rpc_call *call;
+    /* resolution and connection */
+    uv_getaddrinfo_t gai;
+    bool gai_busy, have_addrs;
+    int resolve_err, last_err;
+    struct sockaddr_storage addrs[NP_MAX_ADDRS];
+    int naddrs, addr_i;
+    /* where the socket goes: the destination, or an upstream proxy (allowUpstreamProxy) */
+    char conn_host[NP_HOST_MAX];
+    uint16_t conn_port;
+    bool route_decided, via_upstream;
+    /* relay */
+    enum np_mode mode, mode_up;
+    bool down_wanted, reading_down, down_paused, up_paused;
+    bool down_eof, up_eof;
+    bool finishing, finish_on_shutdown, closed;
+    struct np_mitm_conn *mitm;  /* TLS on both sides of an intercepted tunnel */
+    struct np_udp *udp;
+};
+
+struct netproxy {
+    uv_loop_t *loop;
+    struct netproxy_params params;
+    struct np_policy policy;
+    struct session *session;
+    char *process_id;
+    uv_tcp_t *http_l, *socks_l;
+    uint16_t http_port, socks_port;
+    struct np_client clients;   /* list head */
+    int n_clients, n_asks;
+    struct np_fdsrc *fdsrcs;
+    int handles;                /* handles and clients still to let go of */
+    bool released;
+    struct np_cred *cred;       /* credential masking, or NULL */
+    /* allowUpstreamProxy: the server's HTTP_PROXY / HTTPS_PROXY (http:// only) */
+    char up_http_host[NP_HOST_MAX], up_connect_host[NP_HOST_MAX];
+    uint16_t up_http_port, up_connect_port;
+    struct np_mitm *mitm;       /* the CA and leaf certificates, or NULL */
+};
+
+/* netproxy.c, for the other files */
+void np_addr_text(const struct sockaddr *sa, char *out, size_t n);
+char **np_env_put(char **envp, const char *name, const char *value);
+void np_client_close(struct np_client *c);
+void np_finish(struct np_client *c);
+void np_write_owned(struct np_client *c, bool to_up, char *data, size_t len);
+void np_write_copy(struct np_client *c, bool to_up, const void *data, size_t len);
+void np_send(struct np_client *c, bool to_up, const void *data, size_t len);
+void np_decide(struct np_client *c);
+/* Sends network/policyRequest to the connection the session is attached to; NULL
+ * when none is (or it is closing): the caller denies. */
+struct rpc_call *np_ask(struct netproxy *np, const char *protocol, const char *host,
+                        uint16_t port, void (*fn)(void *, enum rpc_call_outcome, json_t *),
+                        void *ctx);
+/* Reports one decision (notification, metric, log line). */
+void np_report(struct netproxy *np, const char *scope, const char *decision, const char *source,
+               const char *reason, const char *protocol, const char *host, uint16_t port,
+               const char *method, const char *client, bool override);
+/* Resolves host for the UDP relay: an IP literal or a test override at once
+ * (returns 1 with *out set), else 0 (the caller uses uv_getaddrinfo). */
+int np_resolve_now(const char *host, uint16_t port, struct sockaddr_storage *out);
+/* Reports a refusal and answers the client in its protocol's way. */
+void np_refuse(struct np_client *c, const char *scope, const char *decision, const char *source,
+               const char *reason);
+void np_upstream_ready(struct np_client *c);
+void np_request_bytes(struct np_client *c, const char *data, size_t n);
+void np_from_client(struct np_client *c, char *data, size_t n);
+void np_from_upstream(struct np_client *c, char *data, size_t n);
+
+/* np_cred.c: credential masking */
+struct np_cred *np_cred_new(json_t *providers);
+void np_cred_free(struct np_cred *cr);
+char **np_cred_child_env(struct netproxy *np, char **envp);
+/* The header rewrite for requests to c's destination (NULL when nothing applies). */
+np_http_rewrite_fn np_cred_rewrite_fn(struct np_client *c);
+/* Whether a CONNECT to c's destination should be intercepted (a provider's
+ * destination, or limited mode with masking on). */
+bool np_cred_wants(const struct np_client *c);
+
+/* np_mitm.c: TLS interception */
+int np_mitm_init(struct netproxy *np, char *err, size_t n);
+void np_mitm_free(struct netproxy *np);
+bool np_mitm_wanted(const struct np_client *c);
+int np_mitm_start(struct np_client *c);
+bool np_mitm_active(const struct np_client *c, bool up_side);
+void np_mitm_feed(struct np_client *c, bool from_up, const char *data, size_t n);
+void np_mitm_send(struct np_client *c, bool to_up, const void *data, size_t n);
+void np_mitm_close_notify(struct np_client *c);
+void np_mitm_close_notify_up(struct np_client *c);
+void np_mitm_client_free(struct np_client *c);
+const char *np_mitm_bundle_path(const struct netproxy *np);
+
+/* np_udp.c: SOCKS5 UDP ASSOCIATE */
+void np_udp_start(struct np_client *c, const struct np_socks_addr *client_addr);
+void np_udp_close(struct np_client *c);
+
+#endif

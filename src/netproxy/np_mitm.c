@@ -1,0 +1,538 @@
+/* np_mitm: TLS interception for credential masking (and for limited mode's method
+ * check on HTTPS when masking is on).
+ *
+ * The CA is made once per install and kept in $CODEX_HOME/proxy (default
+ * ~/.codex/proxy; the reference keeps its own there too, under other names):
+ * exec-server-mitm-ca.pem and exec-server-mitm-ca.key (0600, the directory 0700).
+ * The child trusts it through a bundle, the server's own trust store (SSL_CERT_FILE,
+ * else the Debian bundle) followed by the CA, written once per content as
+ * exec-server-ca-bundle-<hash>.pem and named by the CA variables of PROTOCOL.md 8.3.
+ * All of that is read or written once per server, on the first process that asks for
+ * masking (a few hundred kilobytes of local files, like the reference does).
+ *
+ * A CONNECT is intercepted when its destination is one a masked secret may go to,
+ * or always in limited mode: the proxy answers the TLS handshake itself with a leaf
+ * certificate for the host (P-256, signed by the CA, cached per host), opens its own
+ * TLS session to the real server (verified against the server's trust store, name
+ * checked), and handles the one HTTP/1.1 request inside like a forwarded one: the
+ * method guard, the credential header, "Connection: close". libssl comes through
+ * transport/tls (dlopen'ed there); the certificates are libcrypto, which is linked. */
+#include "netproxy/np_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/bn.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/sha.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "transport/tls.h"
+#include "util/mem.h"
+
+#define LEAF_CACHE 64
+
+struct np_mitm {
+    bool tried;
+    int err;
+    char why[4400];
+    X509 *ca;
+    EVP_PKEY *ca_key;
+    EVP_PKEY *leaf_key;  /* one key for every leaf (fresh per server run) */
+    char *bundle;
+    struct {
+        char host[NP_HOST_MAX];
+        X509 *cert;
+    } cache[LEAF_CACHE];
+    size_t next;
+};
+static struct np_mitm state;
+
+struct np_mitm_conn {
+    struct tls_session *down, *up;
+    struct buf pend_up;   /* plaintext for the server, waiting for its handshake */
+    bool up_ready, inner_head;
+};
+
+/* ---------------------------------------------------------------------------------- */
+/* Files */
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    struct buf b;
+    buf_init(&b);
+    char tmp[65536];
+    size_t n;
+    while ((n = fread(tmp, 1, sizeof tmp, f)) > 0) buf_append(&b, tmp, n);
+    fclose(f);
+    *len = b.len;
+    buf_putc(&b, '\0');
+    return buf_steal(&b);
+}
+
+/* Writes path atomically (a temporary name, then rename) with mode. */
+static int write_file(const char *path, const void *data, size_t len, mode_t mode)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0) return -errno;
+    const char *p = data;
+    while (len) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            return -e;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    if (fsync(fd) < 0 || close(fd) < 0 || rename(tmp, path) < 0) {
+        int e = errno;
+        unlink(tmp);
+        return -e;
+    }
+    return 0;
+}
+
+static char *bio_text(BIO *b, size_t *len)
+{
+    char *p;
+    long n = BIO_get_mem_data(b, &p);
+    *len = (size_t)n;
+    return xmemdup(p, (size_t)n);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Certificates */
+
+static bool add_ext(X509 *cert, X509 *issuer, int nid, const char *value)
+{
+    X509V3_CTX ctx;
+    X509V3_set_ctx_nodb(&ctx);
+    X509V3_set_ctx(&ctx, issuer, cert, NULL, NULL, 0);
+    X509_EXTENSION *ext = X509V3_EXT_conf_nid(NULL, &ctx, nid, value);
+    if (!ext) return false;
+    bool ok = X509_add_ext(cert, ext, -1) == 1;
+    X509_EXTENSION_free(ext);
+    return ok;
+}
+
+static bool random_serial(X509 *cert)
+{
+    BIGNUM *bn = BN_new();
+    bool ok = bn && BN_rand(bn, 120, BN_RAND_TOP_ANY, BN_RAND_BOTTOM_ANY) == 1 &&
+              BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(cert)) != NULL;
+    BN_free(bn);
+    return ok;
+}
+
+static X509 *new_cert(EVP_PKEY *key, const char *cn, long from_s, long days)
+{
+    X509 *x = X509_new();
+    if (!x || X509_set_version(x, 2) != 1 || !random_serial(x) ||
+        !X509_gmtime_adj(X509_getm_notBefore(x), from_s) ||
+        !X509_gmtime_adj(X509_getm_notAfter(x), days * 86400L) || X509_set_pubkey(x, key) != 1 ||
+        X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_UTF8,
+                                   (const unsigned char *)cn, -1, -1, 0) != 1) {
+        X509_free(x);
+        return NULL;
+    }
+    return x;
+}
+
+static int make_ca(const char *dir, const char *cert_path, const char *key_path)
+{
+    EVP_PKEY *key = EVP_EC_gen("P-256");
+    X509 *x = key ? new_cert(key, "exec-server network proxy MITM CA", -3600, 3650) : NULL;
+    if (!x || X509_set_issuer_name(x, X509_get_subject_name(x)) != 1 ||
+        !add_ext(x, x, NID_basic_constraints, "critical,CA:TRUE") ||
+        !add_ext(x, x, NID_key_usage, "critical,keyCertSign,cRLSign,digitalSignature") ||
+        !add_ext(x, x, NID_subject_key_identifier, "hash") || X509_sign(x, key, EVP_sha256()) == 0) {
+        X509_free(x);
+        EVP_PKEY_free(key);
+        return -EIO;
+    }
+    BIO *kb = BIO_new(BIO_s_mem()), *cb = BIO_new(BIO_s_mem());
+    PEM_write_bio_PrivateKey(kb, key, NULL, NULL, 0, NULL, NULL);
+    PEM_write_bio_X509(cb, x);
+    size_t kl, cl;
+    char *kt = bio_text(kb, &kl), *ct = bio_text(cb, &cl);
+    BIO_free(kb);
+    BIO_free(cb);
+    (void)dir;
+    /* the key first: a certificate without its key would be useless */
+    int rc = write_file(key_path, kt, kl, 0600);
+    if (rc == 0) rc = write_file(cert_path, ct, cl, 0644);
+    explicit_bzero(kt, kl);
+    free(kt);
+    free(ct);
+    state.ca = x;
+    state.ca_key = key;
+    return rc;
+}
+
+static int load_ca(const char *cert_path, const char *key_path)
+{
+    size_t cl, kl;
+    char *ct = read_file(cert_path, &cl), *kt = read_file(key_path, &kl);
+    int rc = -ENOENT;
+    if (ct && kt) {
+        BIO *cb = BIO_new_mem_buf(ct, (int)cl), *kb = BIO_new_mem_buf(kt, (int)kl);
+        state.ca = PEM_read_bio_X509(cb, NULL, NULL, NULL);
+        state.ca_key = PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL);
+        BIO_free(cb);
+        BIO_free(kb);
+        rc = state.ca && state.ca_key && X509_check_private_key(state.ca, state.ca_key) == 1
+                 ? 0
+                 : -EINVAL;
+    }
+    free(ct);
+    if (kt) explicit_bzero(kt, kl);
+    free(kt);
+    ERR_clear_error();
+    return rc;
+}
+
+/* The child's bundle: the server's trust store, then the CA. */
+static int write_bundle(const char *dir)
+{
+    const char *sys = getenv("SSL_CERT_FILE");
+    if (!sys || !*sys) sys = "/etc/ssl/certs/ca-certificates.crt";
+    size_t sl = 0;
+    char *roots = read_file(sys, &sl);
+    struct buf b;
+    buf_init(&b);
+    if (roots) {
+        buf_append(&b, roots, sl);
+        if (sl && roots[sl - 1] != '\n') buf_putc(&b, '\n');
+    }
+    free(roots);
+    BIO *cb = BIO_new(BIO_s_mem());
+    PEM_write_bio_X509(cb, state.ca);
+    size_t cl;
+    char *ct = bio_text(cb, &cl);
+    BIO_free(cb);
+    buf_append(&b, ct, cl);
+    free(ct);
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)b.data, b.len, md);
+    char path[4200];
+    int o = snprintf(path, sizeof path, "%s/exec-server-ca-bundle-", dir);
+    for (int i = 0; i < 8; i++) o += snprintf(path + o, sizeof path - (size_t)o, "%02x", md[i]);
+    snprintf(path + o, sizeof path - (size_t)o, ".pem");
+    struct stat st;
+    int rc = stat(path, &st) == 0 && (size_t)st.st_size == b.len ? 0
+                                                                  : write_file(path, b.data, b.len, 0644);
+    buf_free(&b);
+    if (rc == 0) state.bundle = xstrdup(path);
+    return rc;
+}
+
+static void load_once(void)
+{
+    if (state.tried) return;
+    state.tried = true;
+    const char *home = getenv("CODEX_HOME");
+    char dir[4096];
+    if (home && *home) snprintf(dir, sizeof dir, "%s/proxy", home);
+    else snprintf(dir, sizeof dir, "%s/.codex/proxy", getenv("HOME") ? getenv("HOME") : "/tmp");
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%s", dir);
+    char *slash = strrchr(parent, '/');
+    if (slash && slash != parent) {
+        *slash = '\0';
+        mkdir(parent, 0700);
+    }
+    mkdir(dir, 0700);
+    char cert[4200], key[4200];
+    snprintf(cert, sizeof cert, "%s/exec-server-mitm-ca.pem", dir);
+    snprintf(key, sizeof key, "%s/exec-server-mitm-ca.key", dir);
+    int rc = load_ca(cert, key);
+    if (rc == -ENOENT) {
+        X509_free(state.ca);
+        EVP_PKEY_free(state.ca_key);
+        state.ca = NULL;
+        state.ca_key = NULL;
+        rc = make_ca(dir, cert, key);
+        if (rc == 0) log_info("network proxy: made the MITM CA %s", cert);
+    }
+    if (rc == 0) rc = write_bundle(dir);
+    if (rc == 0) {
+        state.leaf_key = EVP_EC_gen("P-256");
+        if (!state.leaf_key) rc = -EIO;
+    }
+    if (rc < 0) {
+        state.err = rc;
+        snprintf(state.why, sizeof state.why,
+                 "credential masking: cannot set up the interception CA in %s: %s", dir,
+                 strerror(-rc));
+        log_warn("%s", state.why);
+    }
+    ERR_clear_error();
+}
+
+static X509 *leaf_for(const char *host)
+{
+    for (size_t i = 0; i < LEAF_CACHE; i++)
+        if (state.cache[i].cert && strcmp(state.cache[i].host, host) == 0) return state.cache[i].cert;
+    X509 *x = new_cert(state.leaf_key, host, -3600, 397);
+    bool literal = np_host_is_ip_literal(host, NULL);
+    char san[NP_HOST_MAX + 8];
+    snprintf(san, sizeof san, "%s:%s", literal ? "IP" : "DNS", host);
+    if (!x || X509_set_issuer_name(x, X509_get_subject_name(state.ca)) != 1 ||
+        !add_ext(x, state.ca, NID_basic_constraints, "critical,CA:FALSE") ||
+        !add_ext(x, state.ca, NID_key_usage, "critical,digitalSignature,keyEncipherment") ||
+        !add_ext(x, state.ca, NID_ext_key_usage, "serverAuth") ||
+        !add_ext(x, state.ca, NID_subject_alt_name, san) ||
+        !add_ext(x, state.ca, NID_subject_key_identifier, "hash") ||
+        !add_ext(x, state.ca, NID_authority_key_identifier, "keyid:always") ||
+        X509_sign(x, state.ca_key, EVP_sha256()) == 0) {
+        X509_free(x);
+        ERR_clear_error();
+        return NULL;
+    }
+    size_t slot = state.next++ % LEAF_CACHE;
+    X509_free(state.cache[slot].cert);
+    state.cache[slot].cert = x;
+    snprintf(state.cache[slot].host, sizeof state.cache[slot].host, "%s", host);
+    return x;
+}
+
+/* ---------------------------------------------------------------------------------- */
+
+int np_mitm_init(struct netproxy *np, char *err, size_t n)
+{
+    load_once();
+    if (state.err) {
+        snprintf(err, n, "%s", state.why);
+        return state.err;
+    }
+    np->mitm = &state;
+    return 0;
+}
+
+void np_mitm_free(struct netproxy *np)
+{
+    np->mitm = NULL; /* the CA and the leaves are the server's, kept for the next one */
+}
+
+const char *np_mitm_bundle_path(const struct netproxy *np)
+{
+    return np->mitm ? state.bundle : NULL;
+}
+
+bool np_mitm_wanted(const struct np_client *c)
+{
+    if (!c->np->mitm || !c->is_connect) return false;
+    return c->np->params.limited || np_cred_wants(c);
+}
+
+bool np_mitm_active(const struct np_client *c, bool up_side)
+{
+    (void)up_side;
+    return c->mitm != NULL;
+}
+
+/* Sends what a TLS session has for its socket. */
+static void flush_side(struct np_client *c, bool to_up)
+{
+    struct np_mitm_conn *m = c->mitm;
+    if (!m) return;
+    char *out = NULL;
+    size_t n = tls_take_output(to_up ? m->up : m->down, &out);
+    if (n) np_write_owned(c, to_up, out, n);
+    else free(out);
+}
+
+int np_mitm_start(struct np_client *c)
+{
+    char err[400];
+    X509 *leaf = leaf_for(c->host);
+    if (!leaf) return -EIO;
+    struct np_mitm_conn *m = xcalloc(1, sizeof *m);
+    buf_init(&m->pend_up);
+    m->down = tls_mitm_session_new(leaf, state.leaf_key, err, sizeof err);
+    m->up = m->down ? tls_client_session_new(c->host, err, sizeof err) : NULL;
+    if (!m->down || !m->up) {
+        char hv[NP_HOST_MAX * 2];
+        log_warn("network proxy: cannot intercept %s: %s", log_value(c->host, hv, sizeof hv), err);
+        tls_session_free(m->down);
+        tls_session_free(m->up);
+        free(m);
+        return -EIO;
+    }
+    c->mitm = m;
+    c->mitm_port = c->port;
+    c->mode = c->mode_up = NP_MODE_NONE;
+    flush_side(c, true); /* the ClientHello */
+    if (c->in.len) {
+        /* the client's ClientHello may have come right behind its CONNECT */
+        char *d = xmemdup(c->in.data, c->in.len);
+        size_t n = c->in.len;
+        buf_reset(&c->in);
+        np_mitm_feed(c, false, d, n);
+        free(d);
+    }
+    return 0;
+}
+
+/* The request inside the tunnel: its head once, then its body. */
+static void inner_plain(struct np_client *c, const char *data, size_t n)
+{
+    struct np_mitm_conn *m = c->mitm;
+    if (m->inner_head) {
+        np_from_client(c, xmemdup(data, n), n);
+        return;
+    }
+    buf_append(&c->in, data, n);
+    if (c->in.len > NP_HTTP_HEAD_MAX) {
+        np_client_close(c);
+        return;
+    }
+    struct np_http_head h;
+    int rc = np_http_parse_request(c->in.data, c->in.len, &h);
+    if (rc == 0) return;
+    m->inner_head = true;
+    static const char bad[] = "HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+    if (rc < 0) {
+        np_send(c, false, bad, sizeof bad - 1);
+        np_finish(c);
+        return;
+    }
+    struct np_http_target t;
+    const char *why;
+    char tunnel_host[NP_HOST_MAX];
+    snprintf(tunnel_host, sizeof tunnel_host, "%s", c->host);
+    if (np_http_target(&h, c->mitm_port, &t, &why) < 0 || t.scheme[0] ||
+        strcmp(t.host, tunnel_host) != 0 || t.port != c->mitm_port) {
+        /* the request must be for the host the tunnel was allowed to */
+        np_send(c, false, bad, sizeof bad - 1);
+        np_finish(c);
+        return;
+    }
+    snprintf(c->method, sizeof c->method, "%.*s", (int)(h.method_len < 23 ? h.method_len : 23),
+             h.method);
+    c->is_connect = false; /* from here on an ordinary request, refused as one */
+    if (c->np->params.limited && !np_method_allowed_limited(c->method)) {
+        np_refuse(c, "non_domain", "deny", "mode_guard", "method_not_allowed");
+        return;
+    }
+    if (np_body_init(&c->body, &h) < 0) {
+        np_send(c, false, bad, sizeof bad - 1);
+        np_finish(c);
+        return;
+    }
+    c->upgrade = false;
+    free(c->forward_path);
+    c->forward_path = xstrndup(t.path, t.path_len);
+    struct buf head;
+    buf_init(&head);
+    np_http_forward_head(&h, &t, np_cred_rewrite_fn(c), c, &head);
+    np_mitm_send(c, true, head.data, head.len);
+    if (head.data) explicit_bzero(head.data, head.len);
+    buf_free(&head);
+    c->is_forward = true;
+    c->mode_up = NP_MODE_HEAD;
+    c->mode = c->body.done ? NP_MODE_DISCARD : NP_MODE_HTTP_BODY;
+    size_t rest = c->in.len - (size_t)rc;
+    char *d = rest ? xmemdup(c->in.data + rc, rest) : NULL;
+    buf_reset(&c->in);
+    if (d) np_from_client(c, d, rest);
+}
+
+void np_mitm_feed(struct np_client *c, bool from_up, const char *data, size_t n)
+{
+    struct np_mitm_conn *m = c->mitm;
+    struct tls_session *t = from_up ? m->up : m->down;
+    if (tls_feed(t, data, n) < 0) {
+        np_client_close(c);
+        return;
+    }
+    char plain[16384];
+    for (;;) {
+        long r = tls_read(t, plain, sizeof plain);
+        flush_side(c, from_up);
+        if (c->closed || !c->mitm) return;
+        if (from_up && !m->up_ready && tls_is_established(m->up)) {
+            m->up_ready = true;
+            if (m->pend_up.len) {
+                tls_write(m->up, m->pend_up.data, m->pend_up.len);
+                explicit_bzero(m->pend_up.data, m->pend_up.len);
+                buf_reset(&m->pend_up);
+                flush_side(c, true);
+            }
+        }
+        if (r > 0) {
+            if (from_up) np_from_upstream(c, xmemdup(plain, (size_t)r), (size_t)r);
+            else inner_plain(c, plain, (size_t)r);
+            if (c->closed || c->finishing) return;
+            continue;
+        }
+        if (r == 0) return;
+        if (r == -ESHUTDOWN && from_up && c->is_forward) {
+            np_finish(c); /* the server's close_notify ends the response */
+            return;
+        }
+        if (r == -EPROTO) {
+            char hv[NP_HOST_MAX * 2];
+            log_info("network proxy: TLS with %s for %s failed", from_up ? "the server" : "the client",
+                     log_value(c->host, hv, sizeof hv));
+        }
+        np_client_close(c);
+        return;
+    }
+}
+
+void np_mitm_send(struct np_client *c, bool to_up, const void *data, size_t n)
+{
+    struct np_mitm_conn *m = c->mitm;
+    if (!m || c->closed) return;
+    if (to_up && !m->up_ready) {
+        buf_append(&m->pend_up, data, n);
+        return;
+    }
+    if (tls_write(to_up ? m->up : m->down, data, n) < 0) {
+        np_client_close(c);
+        return;
+    }
+    flush_side(c, to_up);
+}
+
+void np_mitm_close_notify(struct np_client *c)
+{
+    if (!c->mitm) return;
+    tls_close_notify(c->mitm->down);
+    flush_side(c, false);
+}
+
+void np_mitm_close_notify_up(struct np_client *c)
+{
+    if (!c->mitm) return;
+    tls_close_notify(c->mitm->up);
+    flush_side(c, true);
+}
+
+void np_mitm_client_free(struct np_client *c)
+{
+    struct np_mitm_conn *m = c->mitm;
+    if (!m) return;
+    tls_session_free(m->down);
+    tls_session_free(m->up);
+    if (m->pend_up.data) explicit_bzero(m->pend_up.data, m->pend_up.len);
+    buf_free(&m->pend_up);
+    free(m);
+    c->mitm = NULL;
+}
