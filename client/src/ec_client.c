@@ -392,7 +392,9 @@ static int handle_loss(ec_client *c, ec_error *err)
     if (c->reconnecting)
         return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost during reconnect");
     /* In-flight calls that must not be replayed fail now; reads are re-issued from the
-     * trackers' afterSeq; writes keep their writeId and are re-sent. */
+     * trackers' afterSeq; writes keep their writeId and are re-sent. Without a resume
+     * to come, every call fails below, with why the connection went. */
+    bool resume = c->reconnect_timeout_ms > 0 && c->session_id && !c->ml->no_resume;
     for (struct ec_pending *pd = c->pending, *next; pd; pd = next) {
         next = pd->next;
         if (pd->done) continue;
@@ -402,22 +404,23 @@ static int handle_loss(ec_client *c, ec_error *err)
                 ec_track_on_read_failed(&pd->proc->t);
             }
             pending_unlink_free(c, pd);
-        } else if (!((pd->kind == EC_PENDING_RETRY || !pd->sent) && c->reconnect_timeout_ms > 0 &&
-                     c->session_id)) {
+        } else if (resume && pd->kind != EC_PENDING_RETRY && pd->sent) {
             pending_fail(pd, EC_ERR_TRANSPORT, "connection lost while waiting for %s; not replayed",
                          pd->method);
         }
     }
     ec_http_on_loss(c); /* streams belong to the connection: never resumed */
-    if (c->reconnect_timeout_ms <= 0 || !c->session_id || c->ml->no_resume) {
+    if (!resume) {
         char why[200];
-        ec_fail(&c->dead_err, EC_ERR_TRANSPORT, 0, "connection to the server lost%s",
-                loss_suffix(c, why, sizeof why));
+        const char *suffix = loss_suffix(c, why, sizeof why);
+        ec_fail(&c->dead_err, EC_ERR_TRANSPORT, 0, "connection to the server lost%s", suffix);
         mark_dead(c);
-        for (struct ec_pending *pd = c->pending; pd; pd = pd->next)
-            if (!pd->done)
-                pending_fail(pd, EC_ERR_TRANSPORT, "connection lost while waiting for %s",
-                             pd->method);
+        for (struct ec_pending *pd = c->pending; pd; pd = pd->next) {
+            if (pd->done) continue;
+            char what[300];
+            snprintf(what, sizeof what, "%s%s", pd->method, suffix);
+            pending_fail(pd, EC_ERR_TRANSPORT, "connection lost while waiting for %s", what);
+        }
         err_copy(err, &c->dead_err);
         return -EC_ERR_TRANSPORT;
     }

@@ -195,8 +195,13 @@ static int get_secs(const json_t *v, const char *where, const char *field, int *
     if (!(s >= 0) || !isfinite(s))
         return ec_fail(err, EC_ERR_USAGE, 0, "%s`%s` must be a non-negative number of seconds",
                        where, field);
-    double m = ceil(s * 1000.0);
-    *ms = m > 0x7fffffff ? 0x7fffffff : (int)m;
+    double m = s * 1000.0;
+    if (m >= 0x7fffffff) {
+        *ms = 0x7fffffff;
+    } else {
+        *ms = (int)m;
+        if (*ms < m) (*ms)++; /* rounded up: a partial millisecond still counts */
+    }
     return 0;
 }
 

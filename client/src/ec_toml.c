@@ -454,7 +454,7 @@ static int parse_key_part(struct tp *p, char **out)
             buf_free(&b);
             return -1;
         }
-        if (memchr(b.data, 0, b.len)) {
+        if (b.len && memchr(b.data, 0, b.len)) {
             buf_free(&b);
             return fail_at(p, at, "a key containing U+0000 is not supported");
         }
