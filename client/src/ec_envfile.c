@@ -52,13 +52,6 @@ struct ec_env_file {
     bool include_local;
 };
 
-static void strv_free(char **v)
-{
-    for (size_t i = 0; v && v[i]; i++)
-        free(v[i]);
-    free(v);
-}
-
 static void entry_clear(struct ec_env_entry *e)
 {
     free(e->id);
@@ -71,8 +64,8 @@ static void entry_clear(struct ec_env_entry *e)
     free(e->environment_id);
     free(e->ca_file);
     free(e->cwd);
-    strv_free(e->argv);
-    strv_free(e->env);
+    ec_strv_free(e->argv);
+    ec_strv_free(e->env);
 }
 
 void ec_env_file_free(ec_env_file *f)

@@ -38,25 +38,6 @@ static char *dup_or_null(const char *s)
     return s ? xstrdup(s) : NULL;
 }
 
-static char **strv_dup(const char *const *v)
-{
-    if (!v) return NULL;
-    size_t n = 0;
-    while (v[n])
-        n++;
-    char **out = xcalloc(n + 1, sizeof *out);
-    for (size_t i = 0; i < n; i++)
-        out[i] = xstrdup(v[i]);
-    return out;
-}
-
-static void strv_free(char **v)
-{
-    for (size_t i = 0; v && v[i]; i++)
-        free(v[i]);
-    free(v);
-}
-
 static struct env_cfg *cfg_new(const ec_client_options *o)
 {
     struct env_cfg *c = xcalloc(1, sizeof *c);
@@ -68,8 +49,8 @@ static struct env_cfg *cfg_new(const ec_client_options *o)
     c->o.remote_url = c->remote = dup_or_null(o->remote_url);
     c->o.environment_id = c->envid = dup_or_null(o->environment_id);
     c->o.program_cwd = c->cwd = dup_or_null(o->program_cwd);
-    c->argv = strv_dup(o->program_argv);
-    c->env = strv_dup(o->program_env);
+    c->argv = ec_strv_dup(o->program_argv);
+    c->env = ec_strv_dup(o->program_env);
     c->o.program_argv = (const char *const *)c->argv;
     c->o.program_env = (const char *const *)c->env;
     return c;
@@ -94,8 +75,8 @@ static void cfg_unref(void *p)
     free(c->remote);
     free(c->envid);
     free(c->cwd);
-    strv_free(c->argv);
-    strv_free(c->env);
+    ec_strv_free(c->argv);
+    ec_strv_free(c->env);
     free(c);
 }
 

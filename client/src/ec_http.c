@@ -10,7 +10,6 @@
  * to the connection: a loss fails them, a resume does not bring them back. */
 #include "ec_internal.h"
 
-#include "proto/base64.h"
 #include "util/mem.h"
 
 #include <stdio.h>
@@ -72,34 +71,13 @@ static json_t *request_params(ec_client *c, const ec_http_req *rq, bool stream, 
         return NULL;
     }
     if (rq->body) {
-        char *b64 = xmalloc(base64_encoded_len(rq->body_len) + 1);
-        b64[base64_encode(rq->body, rq->body_len, b64)] = 0;
+        char *b64 = ec_b64_encode(rq->body, rq->body_len);
         json_object_set_new(p, "bodyBase64", json_string(b64));
         free(b64);
     }
     if (rq->timeout_ms > 0) json_object_set_new(p, "timeoutMs", json_integer(rq->timeout_ms));
     if (rq->no_redirects) json_object_set_new(p, "redirectPolicy", json_string("stop"));
     return p;
-}
-
-static int decode_b64(const char *s, uint8_t **out, size_t *len, ec_error *err)
-{
-    *out = NULL;
-    *len = 0;
-    if (!s) return ec_fail(err, EC_ERR_PROTOCOL, 0, "http/request: reply without base64 data");
-    size_t n = strlen(s);
-    uint8_t *buf = xmalloc(base64_decoded_max(n) + 1);
-    char detail[64];
-    size_t got = 0;
-    if (base64_decode(s, n, buf, &got, detail, sizeof detail) != 0) {
-        free(buf);
-        return ec_fail(err, EC_ERR_PROTOCOL, 0, "http/request: bad base64 from the server: %s",
-                       detail);
-    }
-    buf[got] = 0;
-    *out = buf;
-    *len = got;
-    return 0;
 }
 
 void ec_http_resp_clear(ec_http_resp *r)
@@ -136,7 +114,7 @@ static int parse_result(json_t *res, bool stream, ec_http_resp *out, ec_error *e
         out->headers[out->n_headers++].value = xstrdup(value);
     }
     if (stream) return 0;
-    int rc = decode_b64(json_string_value(json_object_get(res, "bodyBase64")), &out->body,
+    int rc = ec_b64_decode(json_string_value(json_object_get(res, "bodyBase64")), &out->body,
                         &out->body_len, err);
     if (rc) ec_http_resp_clear(out);
     return rc;
@@ -242,7 +220,7 @@ bool ec_http_on_delta(ec_client *c, json_t *params)
     uint8_t *data = NULL;
     size_t len = 0;
     ec_error e = {0};
-    if (decode_b64(json_string_value(json_object_get(params, "deltaBase64")), &data, &len, &e)) {
+    if (ec_b64_decode(json_string_value(json_object_get(params, "deltaBase64")), &data, &len, &e)) {
         stream_fail(s, e.kind, e.message);
         return true;
     }

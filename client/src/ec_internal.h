@@ -148,6 +148,16 @@ void ec_deliver(ec_client *c, const char *text, size_t len);
 /* ec_remote.c: switch c to the relay layer for remote_url + environment_id. */
 int ec_remote_init(ec_client *c, const ec_client_options *o, ec_error *err);
 
+/* ec_fs.c: base64 of the wire. Decoding fails with EC_ERR_PROTOCOL; *data is
+ * NUL-terminated (not counted). Both results: caller frees. */
+int ec_b64_decode(const char *s, uint8_t **data, size_t *len, ec_error *err);
+char *ec_b64_encode(const void *data, size_t len);
+
+/* ec_stdio.c: NULL-terminated string vectors (argv, "K=V" lists): a deep copy (NULL
+ * for NULL) and its release. */
+char **ec_strv_dup(const char *const *v);
+void ec_strv_free(char **v);
+
 /* ec_stdio.c: switch c to the stdio layer for program_argv (program mode). */
 int ec_program_init(ec_client *c, const ec_client_options *o, ec_error *err);
 

@@ -52,10 +52,11 @@ static struct ec_stdio *st_of(ec_client *c)
     return c->ml_state;
 }
 
-static char **strv_dup(const char *const *v)
+char **ec_strv_dup(const char *const *v)
 {
+    if (!v) return NULL;
     size_t n = 0;
-    while (v && v[n])
+    while (v[n])
         n++;
     char **out = xcalloc(n + 1, sizeof *out);
     for (size_t i = 0; i < n; i++)
@@ -63,7 +64,7 @@ static char **strv_dup(const char *const *v)
     return out;
 }
 
-static void strv_free(char **v)
+void ec_strv_free(char **v)
 {
     for (size_t i = 0; v && v[i]; i++)
         free(v[i]);
@@ -263,8 +264,8 @@ static void stdio_destroy(ec_client *c)
     if (!st) return;
     stop_program(st, 0);
     if (st->pidfd >= 0) close(st->pidfd);
-    strv_free(st->argv);
-    strv_free(st->env);
+    ec_strv_free(st->argv);
+    ec_strv_free(st->env);
     free(st->cwd);
     free(st);
     c->ml_state = NULL;
@@ -295,8 +296,8 @@ int ec_program_init(ec_client *c, const ec_client_options *o, ec_error *err)
         return ec_fail(err, EC_ERR_USAGE, 0, "program cwd `%s` must be an absolute path",
                        o->program_cwd);
     struct ec_stdio *st = xcalloc(1, sizeof *st);
-    st->argv = strv_dup(o->program_argv);
-    st->env = strv_dup(o->program_env);
+    st->argv = ec_strv_dup(o->program_argv);
+    st->env = ec_strv_dup(o->program_env);
     st->cwd = o->program_cwd ? xstrdup(o->program_cwd) : NULL;
     st->stderr_fd = o->program_stderr_fd;
     st->pidfd = -1;
