@@ -493,8 +493,9 @@ EC_API int ec_envs_wait(ec_envs *e, const char *id, int timeout_ms, ec_error *er
  * a ready environment is captured with its handle; a starting, failed or missing one
  * is recorded as such, without a handle; an idle one is asked to start (and recorded
  * as starting). wait_ms > 0 first starts the idle ones among them and waits up to
- * that long for those starting to become ready or fail; 0 does not wait (a later step
- * sees them ready). Never NULL; release it with ec_step_release. */
+ * that long (< 0: as long as it takes) for those starting to become ready or fail; 0
+ * does not wait (a later step sees them ready). Never NULL; release it with
+ * ec_step_release. */
 EC_API ec_step *ec_envs_capture(ec_envs *e, const char *const *ids, size_t n, int wait_ms);
 /* The selected ids in order (duplicates taken once): count and the i-th (borrowed
  * from the step). */
