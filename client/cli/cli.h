@@ -1,5 +1,5 @@
 /* cli: what the exec-client command modules share (exec_client.c: options, fs and
- * rpc commands; cli_run.c: run and shell). */
+ * rpc commands; cli_run.c: run and shell; cli_env.c: --environment). */
 #ifndef EXEC_CLIENT_CLI_H
 #define EXEC_CLIENT_CLI_H
 
@@ -26,6 +26,11 @@ struct cli {
     int reconnect_ms;
     int keepalive_ms;           /* run/shell: ping after this much silence; give up at 3x */
     ec_client *c;
+    /* --environment NAME (cli_env.c): the environments file and NAME's options */
+    const char *environment;
+    const char *environments_file; /* --environments FILE; NULL: CODEX_HOME's */
+    ec_env_file *env_file;
+    const ec_client_options *env; /* borrowed from env_file */
 };
 
 extern const char *usage_text;
@@ -40,6 +45,10 @@ char *remote_path(struct cli *cli, const char *arg);
 int write_all(int fd, const void *p, size_t n);
 int slurp_max(int fd, size_t max, uint8_t **out, size_t *len, bool *eof);
 int slurp(int fd, uint8_t **out, size_t *len);
+
+/* cli_env.c: resolves --environment (exits with a message when it cannot). */
+void cli_use_environment(struct cli *cli, bool token_given, bool ca_given);
+void cli_env_done(struct cli *cli);
 
 int cmd_run(struct cli *cli, int argc, char **argv);
 int cmd_shell(struct cli *cli, int argc, char **argv);

@@ -5,6 +5,7 @@
  *   exec-client [--url URL] fs cat|put|ls|stat|rm|cp|mkdir|walk ...
  *   exec-client [--url URL] rpc [--raw]
  *   exec-client --remote REGISTRY_URL --environment-id ID COMMAND ...   (remote mode)
+ *   exec-client --environment NAME COMMAND ...   (NAME from environments.toml)
  *
  * `run` behaves like `ssh host cmd` and `shell` like `ssh host` (cli_run.c says how,
  * and how it falls back against a server without our terminal extensions). Exit codes
@@ -33,6 +34,7 @@ const char *usage_text =
     "                   COMMAND ...\n"
     "       exec-client --remote REGISTRY_URL --environment-id ID [--token TOKEN] ...\n"
     "                   COMMAND ...\n"
+    "       exec-client --environment NAME [--environments FILE] ... COMMAND ...\n"
     "\n"
     "Commands:\n"
     "  run [--tty] [-n] [--cwd DIR] [--env K=V]... 'SHELL COMMAND'\n"
@@ -73,6 +75,11 @@ const char *usage_text =
     "                   registry (http:// or https:// base URL) through its rendezvous,\n"
     "                   end-to-end encrypted (Noise) and pinned to the executor's key\n"
     "  --environment-id ID  the environment to reach (with --remote)\n"
+    "  --environment NAME   reach environment NAME of an environments.toml (codex's\n"
+    "                   file: a url, a program spoken to over its stdin/stdout, or a\n"
+    "                   remote registry + environment id), instead of --url/--remote\n"
+    "  --environments FILE  that file (default: $CODEX_HOME/environments.toml,\n"
+    "                   CODEX_HOME defaulting to ~/.codex)\n"
     "  --liveness-ms N  remote mode: ask a quiet process for news after N ms, so a\n"
     "                   stream lost at the executor's end is resumed (default 30000;\n"
     "                   -1: never)\n"
@@ -163,11 +170,22 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
         .environment_id = cli->environment_id,
         .liveness_ms = cli->liveness_ms,
     };
+    if (cli->env) { /* --environment: its program and connect timeout too */
+        o.program_argv = cli->env->program_argv;
+        o.program_env = cli->env->program_env;
+        o.program_cwd = cli->env->program_cwd;
+        if (cli->timeout_ms <= 0) o.connect_timeout_ms = cli->env->connect_timeout_ms;
+    }
     ec_error e = {0};
     if (ec_client_connect(&o, &cli->c, &e) != 0) {
         if (e.kind == EC_ERR_USAGE) {
             fprintf(stderr, "exec-client: %s\n", e.message);
             exit(EXIT_USAGE);
+        }
+        if (cli->env && o.program_argv) {
+            fprintf(stderr, "exec-client: cannot reach environment `%s`: %s\n",
+                    cli->environment, e.message);
+            exit(EXIT_CONN);
         }
         if (e.kind == EC_ERR_TRANSPORT && (e.code == 401 || e.code == 403) && cli->remote) {
             fprintf(stderr, "exec-client: the registry %s refused the credentials: %s\n",
@@ -427,10 +445,13 @@ int main(int argc, char **argv)
                                           {"liveness-ms", required_argument, 0, 'L'},
                                           {"token-file", required_argument, 0, 'F'},
                                           {"keepalive-ms", required_argument, 0, 'K'},
+                                          {"environment", required_argument, 0, 'N'},
+                                          {"environments", required_argument, 0, 'X'},
                                           {0, 0, 0, 0}};
     const char *token_file = NULL;
     int ch;
     bool url_given = false; /* --url, not just $EXEC_SERVER_URL */
+    bool token_given = false, ca_given = false;
     while ((ch = getopt_long(argc, argv, "+hVv", longs, NULL)) != -1) {
         switch (ch) {
         case 'v':
@@ -441,6 +462,13 @@ int main(int argc, char **argv)
             return 0;
         case 'A':
             cli.ca_file = optarg;
+            ca_given = true;
+            break;
+        case 'N':
+            cli.environment = optarg;
+            break;
+        case 'X':
+            cli.environments_file = optarg;
             break;
         case 'r':
             cli.remote = optarg;
@@ -458,9 +486,11 @@ int main(int argc, char **argv)
         case 'T':
             cli.token = optarg;
             token_file = NULL;
+            token_given = true;
             break;
         case 'F':
             token_file = optarg;
+            token_given = true;
             break;
         case 'K':
             cli.keepalive_ms = atoi(optarg);
@@ -484,6 +514,16 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     if (token_file && read_token_file(token_file, &cli.token) != 0) return EXIT_USAGE;
+    if (cli.environments_file && !cli.environment) {
+        fprintf(stderr, "exec-client: --environments needs --environment NAME\n");
+        return EXIT_USAGE;
+    }
+    if (cli.environment && (url_given || cli.remote || cli.environment_id)) {
+        fprintf(stderr, "exec-client: --environment excludes --url, --remote and "
+                        "--environment-id\n");
+        return EXIT_USAGE;
+    }
+    if (cli.environment) cli_use_environment(&cli, token_given, ca_given);
     if (cli.remote && (!cli.environment_id || !*cli.environment_id)) {
         fprintf(stderr, "exec-client: --remote needs --environment-id ID\n");
         return EXIT_USAGE;
@@ -496,7 +536,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "exec-client: --environment-id needs --remote REGISTRY_URL\n");
         return EXIT_USAGE;
     }
-    if (!cli.remote && (!cli.url || !*cli.url)) {
+    if (!cli.env && !cli.remote && (!cli.url || !*cli.url)) {
         fprintf(stderr, "exec-client: no server URL: pass --url ws://HOST:PORT or set "
                         "EXEC_SERVER_URL\n");
         return EXIT_USAGE;
@@ -518,5 +558,6 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     ec_client_close(cli.c);
+    cli_env_done(&cli);
     return rc;
 }

@@ -3,8 +3,11 @@
  * Speaks the exec-server protocol (docs/PROTOCOL.md in the exec-server sources;
  * execclient(3)) over one WebSocket (ws:// or wss://) to our exec-server or to the
  * reference `codex exec-server`, or (remote mode, docs/REMOTE.md) through an environment
- * registry and its rendezvous relay, Noise-encrypted end to end. Plain sockets and poll(); no libuv, no threads, no
- * global state, and no signal handlers touched (sends use MSG_NOSIGNAL).
+ * registry and its rendezvous relay, Noise-encrypted end to end, or (program mode) to
+ * a local command such as `exec-server --listen stdio` over its stdin/stdout.
+ * Plain sockets and poll(); no libuv, no global state, and no signal handlers touched
+ * (sends use MSG_NOSIGNAL). A client creates no threads; the one object that does is
+ * ec_envs (below), which connects its environments in the background.
  *
  * Two ways to drive it:
  *  - blocking: every call waits for its reply (with the client's call timeout), and
@@ -22,7 +25,9 @@
  * frees" means free() (or the named *_free function).
  *
  * Threads: a client and its process handles belong to one thread at a time (no
- * internal locks); use one client per thread, or lock around them.
+ * internal locks); use one client per thread, or lock around them. Each object added
+ * for many environments (ec_env_file, ec_envs, ec_step, ec_http_stream) says its own
+ * rule where it is declared.
  *
  * Paths: fs functions and the process cwd take native absolute paths; the library
  * converts them to and from `file:` URIs. */
@@ -101,6 +106,20 @@ typedef struct ec_client_options {
      * and the session is resumed on a new one, instead of waiting for ever. Default
      * 30000; <0 never. */
     int liveness_ms;
+    /* Program mode: start this command (argv[0] looked up in PATH, in a process group
+     * of its own) and speak newline-delimited JSON-RPC over its stdin/stdout, e.g.
+     * {"exec-server", "--listen", "stdio", NULL} or an ssh command line that runs one
+     * remotely. Takes precedence over url and remote_url (then ignored). There is no
+     * resume over stdio: when the program exits the client is lost for good
+     * (reconnect_timeout_ms is ignored), and the error says how it exited. Closing the
+     * client closes the program's stdin, waits up to 2 s for it to exit, then kills
+     * its process group. NULL-terminated; copied. */
+    const char *const *program_argv;
+    const char *const *program_env; /* "K=V" set on top of this process's environment
+                                       (NULL-terminated; copied) */
+    const char *program_cwd;        /* the program's working directory; NULL: ours */
+    int program_stderr_fd;          /* the program's stderr: 0 = ours (inherited), -1 =
+                                       /dev/null, otherwise this descriptor */
 } ec_client_options;
 
 enum { EC_RECONNECTING = 1, EC_RECONNECTED = 2, EC_RECONNECT_FAILED = 3 };
@@ -322,6 +341,217 @@ EC_API int ec_fs_read_block(ec_client *c, const char *handle_id, uint64_t offset
 EC_API int ec_fs_write_block(ec_client *c, const char *handle_id, uint64_t offset, const void *data,
                              size_t len, ec_error *err);
 EC_API int ec_fs_close(ec_client *c, const char *handle_id, ec_error *err);
+
+/* ---- http/request -------------------------------------------------------------- */
+
+/* The server makes an HTTP(S) request on the client's behalf (PROTOCOL.md §7). */
+typedef struct ec_http_header {
+    const char *name;  /* request: borrowed; response: lowercase, owned by the response */
+    const char *value;
+} ec_http_header;
+
+typedef struct ec_http_req {
+    const char *method;            /* sent as is ("GET", "POST", ...); NULL: "GET" */
+    const char *url;               /* absolute http:// or https:// URL */
+    const ec_http_header *headers; /* n_headers of them, order and repeats kept */
+    size_t n_headers;
+    const void *body; /* NULL: no body */
+    size_t body_len;
+    int timeout_ms;          /* whole-request deadline at the server; 0: none */
+    bool no_redirects;       /* redirectPolicy "stop": a 3xx comes back as is (default:
+                                up to 10 redirects are followed) */
+    const char *request_id;  /* NULL: the library picks a unique one */
+} ec_http_req;
+
+typedef struct ec_http_resp {
+    int status;              /* any status: 4xx and 5xx are results, not errors */
+    ec_http_header *headers; /* in received order, duplicates kept */
+    size_t n_headers;
+    uint8_t *body;           /* the buffered body (NUL-terminated, not counted in
+                                body_len); NULL for a streamed request */
+    size_t body_len;
+} ec_http_resp;
+
+/* Buffered: status, headers and the whole body in *out, which the caller clears with
+ * ec_http_resp_clear(). A request the server could not make (refused, timed out) is
+ * EC_ERR_SERVER with its message. Not replayed after a reconnect. */
+EC_API int ec_http_request(ec_client *c, const ec_http_req *rq, ec_http_resp *out,
+                           ec_error *err);
+EC_API void ec_http_resp_clear(ec_http_resp *r);
+
+/* Streamed: returns as soon as the headers are in (*head: status and headers, no
+ * body; the caller clears it); the body then comes in pieces from
+ * ec_http_stream_next(). The stream belongs to the client (the same one-thread rule)
+ * and to its connection: a connection loss fails it with EC_ERR_TRANSPORT, even when
+ * the session is resumed. Pieces are queued as they arrive, up to 64 MiB ahead of the
+ * reader (beyond that the stream fails): keep reading. The caller frees the stream
+ * with ec_http_stream_free(), or ec_client_close() does. */
+typedef struct ec_http_stream ec_http_stream;
+EC_API int ec_http_request_stream(ec_client *c, const ec_http_req *rq, ec_http_resp *head,
+                                  ec_http_stream **out, ec_error *err);
+/* The next piece: *data (owned by the stream, valid until the next call on it) and
+ * *len; after the last piece one more call sets *done (with *len 0). timeout_ms: 0
+ * polls, <0 waits forever. A body the server could not finish reading is
+ * EC_ERR_SERVER with its reason. After done: -EC_ERR_USAGE. */
+EC_API int ec_http_stream_next(ec_http_stream *s, int timeout_ms, const uint8_t **data,
+                               size_t *len, bool *done, ec_error *err);
+EC_API void ec_http_stream_free(ec_http_stream *s);
+
+/* ---- environments.toml ------------------------------------------------------------ */
+
+/* The file codex reads from CODEX_HOME, one ec_client_options per environment. The
+ * schema is codex's: `default = "ID"|"local"|"none"`, `include_local = BOOL`, and
+ * per `[[environments]]` an `id` (ASCII letters, digits, '-', '_'; at most 64; not
+ * "local" or "none") and exactly one transport: `url = "ws://..."` (or wss://), or
+ * `program = "CMD"` with optional `args = [..]`, `env = {K = "V"}` and `cwd` (spoken
+ * to over its stdin/stdout); timeouts `connect_timeout_sec` (url) and
+ * `initialize_timeout_sec`. Ours also takes `auth_bearer_token` (with url: sent on
+ * the upgrade; with remote: to the registry only), `remote = "https://REGISTRY"`
+ * with `environment_id = "ID"` (remote mode, a third transport) and `ca_file`.
+ * Relative paths (cwd, ca_file) are taken from the file's directory. Unknown fields
+ * are errors, as in codex. Errors are EC_ERR_USAGE with "line L, column C: ..." for
+ * TOML syntax. An ec_env_file is immutable: any thread may read it; free it once. */
+typedef struct ec_env_file ec_env_file;
+
+/* path NULL: $CODEX_HOME/environments.toml, CODEX_HOME defaulting to ~/.codex. */
+EC_API int ec_env_file_load(const char *path, ec_env_file **out, ec_error *err);
+/* The same from text; config_dir (may be NULL: relative paths are then refused) is
+ * where relative paths start. */
+EC_API int ec_env_file_parse(const char *text, size_t len, const char *config_dir,
+                             ec_env_file **out, ec_error *err);
+EC_API size_t ec_env_file_count(const ec_env_file *f);
+/* The i-th environment in file order: its id and its options (borrowed: valid until
+ * ec_env_file_free). The options carry the transport, the token, the connect timeout
+ * and reconnect_timeout_ms 30000 (0 for a program); copy them to change the rest. */
+EC_API const char *ec_env_file_id(const ec_env_file *f, size_t i);
+EC_API const ec_client_options *ec_env_file_options(const ec_env_file *f, size_t i);
+EC_API const ec_client_options *ec_env_file_find(const ec_env_file *f, const char *id);
+/* The default environment: an id, "local" (codex's in-process executor, which this
+ * library does not have), or NULL for none. */
+EC_API const char *ec_env_file_default(const ec_env_file *f);
+EC_API bool ec_env_file_include_local(const ec_env_file *f);
+EC_API void ec_env_file_free(ec_env_file *f);
+
+/* ---- environments and step snapshots ------------------------------------------------ */
+
+/* Many environments the way codex holds them (seed 003). An environment is a stable
+ * id that always names the same logical executor; its handle (an ec_client) is only
+ * this process's current connection to it and may be replaced. A harness persists
+ * ids, and for each step of its work captures the ready handles of the ids it selected
+ * (ec_envs_capture): every call of that step goes through those exact handles
+ * (ec_step_client), whatever happens to the registry meanwhile, and the next step
+ * captures its own view.
+ *
+ * Environments connect lazily, in a background thread each: added idle, they start
+ * when first used (captured, waited for, or ec_envs_start), and a capture does not
+ * wait for them unless asked to (wait_ms). States: idle -> starting -> ready or
+ * failed (with the reason); a ready handle that is lost for good (its reconnect window
+ * passed, its session is gone, its program exited) becomes failed at the next look.
+ * Within its reconnect window a handle reconnects and resumes as any client does
+ * (reconnect_timeout_ms). A failed environment stays failed until ec_envs_start
+ * retries it or ec_envs_add replaces it.
+ *
+ * Threads and ownership: every ec_envs_* function is safe from any thread (one
+ * internal lock; none blocks on the network while holding it). The library creates
+ * one thread per connect under way (signals blocked); ec_envs_free waits for them.
+ * An ec_step is used by one thread at a time and released once. The clients a step
+ * hands out keep the one-thread rule of any ec_client, and two steps that captured
+ * the same handle share it: do not use it from two threads at once. A handle lives as
+ * long as its environment still has it or a step holds it: process handles and
+ * streams made through a step's client are valid until the step is released if the
+ * environment was replaced or removed meanwhile, else until that too happens. */
+typedef struct ec_envs ec_envs;
+typedef struct ec_step ec_step;
+
+typedef enum ec_env_state {
+    EC_ENV_MISSING = 0, /* no environment by that id */
+    EC_ENV_IDLE,        /* added, not started yet (lazy) */
+    EC_ENV_STARTING,    /* connecting in the background */
+    EC_ENV_READY,       /* connected: its handle serves calls */
+    EC_ENV_FAILED,      /* the connect failed or the handle was lost for good */
+} ec_env_state;
+
+/* Static text: "missing", "idle", "starting", "ready", "failed". */
+EC_API const char *ec_env_state_name(ec_env_state s);
+
+EC_API ec_envs *ec_envs_new(void);
+/* Drops every environment and waits for connects under way (each bounded by its
+ * connect timeout). Steps still held keep their handles until released. */
+EC_API void ec_envs_free(ec_envs *e);
+
+/* Adds environment `id` (any non-empty text) with the options (deep-copied; the
+ * on_reconnect callback and its ud are kept as they are and called from whatever
+ * thread uses the handle), or replaces the options of the one that exists: its
+ * current handle is dropped (steps that captured it keep it), and the new handle is
+ * made at the next start. start: connect now instead of at first use. */
+EC_API int ec_envs_add(ec_envs *e, const char *id, const ec_client_options *o, bool start,
+                       ec_error *err);
+/* Every environment of the file, idle (lazy), in file order. */
+EC_API int ec_envs_add_file(ec_envs *e, const ec_env_file *f, ec_error *err);
+/* -EC_ERR_USAGE when there is no such environment. */
+EC_API int ec_envs_remove(ec_envs *e, const char *id, ec_error *err);
+/* Idle or failed: start connecting (in the background). Otherwise nothing. */
+EC_API int ec_envs_start(ec_envs *e, const char *id, ec_error *err);
+/* Current state; for EC_ENV_FAILED, *reason (may be NULL) gets why. */
+EC_API ec_env_state ec_envs_state(ec_envs *e, const char *id, ec_error *reason);
+/* Starts the environment if idle, then waits up to timeout_ms (<0: no limit) until it
+ * is ready (0) or failed (its reason, with the kind of the failure). */
+EC_API int ec_envs_wait(ec_envs *e, const char *id, int timeout_ms, ec_error *err);
+
+/* One step's snapshot of ids[0..n) (ids NULL: every environment), taken in one look:
+ * a ready environment is captured with its handle; a starting, failed or missing one
+ * is recorded as such, without a handle; an idle one is asked to start (and recorded
+ * as starting). wait_ms > 0 first starts the idle ones among them and waits up to
+ * that long (< 0: as long as it takes) for those starting to become ready or fail; 0
+ * does not wait (a later step sees them ready). Never NULL; release it with
+ * ec_step_release. */
+EC_API ec_step *ec_envs_capture(ec_envs *e, const char *const *ids, size_t n, int wait_ms);
+/* The selected ids in order (duplicates taken once): count and the i-th (borrowed
+ * from the step). */
+EC_API size_t ec_step_count(const ec_step *s);
+EC_API const char *ec_step_id(const ec_step *s, size_t i);
+/* The state captured for id (EC_ENV_MISSING also when id was not selected); for
+ * EC_ENV_FAILED *reason (may be NULL) is borrowed from the step. */
+EC_API ec_env_state ec_step_state(const ec_step *s, const char *id, const char **reason);
+/* The handle captured for id, NULL unless it was ready. Borrowed: valid until the
+ * step is released (see above for longer). */
+EC_API ec_client *ec_step_client(const ec_step *s, const char *id);
+EC_API void ec_step_release(ec_step *s);
+
+/* Capability roots (seed 003): a thread's durable selection "root `id` at `path` in
+ * environment `environment_id`", resolved per step through the step's captured
+ * handles with capabilityRoots/discoverV1. Results are cached by (environment id,
+ * path) in the ec_envs, not by handle: replacing an environment's handle neither
+ * invalidates nor rediscovers them (one id names stable contents);
+ * ec_envs_forget_roots drops them. A root-local failure (the `error` field) is
+ * returned but not cached. */
+typedef struct ec_selected_root {
+    const char *id;             /* the root's stable id, e.g. "demo@1" */
+    const char *environment_id;
+    const char *path;           /* native absolute path in that environment */
+} ec_selected_root;
+
+typedef struct ec_resolved_root {
+    char *id, *environment_id, *path; /* owned by the array */
+    ec_client *client;  /* the step's captured handle (borrowed from the step) */
+    json_t *discovery;  /* the root's discoverV1 entry: plugin, skills,
+                           namespaceManifests, warnings, error (a reference the array
+                           owns; its "id" is this root's). Read-only: its members are
+                           shared with the cache */
+} ec_resolved_root;
+
+/* Resolves roots[0..n) for this step, in order: a root whose environment the step
+ * captured ready is resolved (from the cache, else one discoverV1 request per
+ * environment for the roots it lacks); the others are omitted, as are the roots of
+ * an environment whose discovery request failed (err, when not NULL, then gets the
+ * first such failure while the call still returns 0). *out: caller frees with
+ * ec_resolved_roots_free(*out, *nout). -EC_ERR_USAGE for a root without an id,
+ * environment id or absolute path. */
+EC_API int ec_step_resolve_roots(ec_step *s, const ec_selected_root *roots, size_t n,
+                                 ec_resolved_root **out, size_t *nout, ec_error *err);
+EC_API void ec_resolved_roots_free(ec_resolved_root *r, size_t n);
+/* Drops the cached discovery of environment_id (NULL: of every environment). */
+EC_API void ec_envs_forget_roots(ec_envs *e, const char *environment_id);
 
 /* Native absolute path -> file: URI (caller frees), or NULL for a relative path. */
 EC_API char *ec_path_to_uri(const char *path);

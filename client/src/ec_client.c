@@ -229,6 +229,11 @@ void ec_deliver(ec_client *c, const char *text, size_t len)
             return;
         }
     }
+    if (m.kind == EC_MSG_NOTIFICATION && strcmp(m.method, "http/request/bodyDelta") == 0 &&
+        ec_http_on_delta(c, m.params)) {
+        ec_msg_clear(&m);
+        return;
+    }
     if (m.kind == EC_MSG_NOTIFICATION && strncmp(m.method, "process/", 8) == 0) {
         const char *pid = json_string_value(json_object_get(m.params, "processId"));
         ec_process *p = pid ? proc_find(c, pid) : NULL;
@@ -247,6 +252,11 @@ void ec_deliver(ec_client *c, const char *text, size_t len)
  * dropped (protocol error or a Close from the server). */
 static int handle_frames(ec_client *c)
 {
+    if (c->ml->on_input) {
+        int r = c->ml->on_input(c);
+        if (r < 0) ec_conn_drop(c);
+        return r;
+    }
     size_t off = 0;
     int rc = 0;
     while (c->fd >= 0) {
@@ -349,6 +359,29 @@ static void kick_reads(ec_client *c)
 
 static int reconnect(ec_client *c, ec_error *err);
 
+/* dead_err is set: the client is lost for good (readable from other threads). */
+static void mark_dead(ec_client *c)
+{
+    c->dead = true;
+    __atomic_store_n(&c->gone, 1, __ATOMIC_RELEASE);
+}
+
+bool ec_client_lost(const ec_client *c, ec_error *why)
+{
+    if (!__atomic_load_n(&c->gone, __ATOMIC_ACQUIRE)) return false;
+    if (why) *why = c->dead_err;
+    return true;
+}
+
+/* " (why)" when the message layer knows why the connection went, else "". */
+static const char *loss_suffix(ec_client *c, char *buf, size_t n)
+{
+    const char *why = c->ml->loss_reason ? c->ml->loss_reason(c) : NULL;
+    if (!why || !*why) return "";
+    snprintf(buf, n, ": %s", why);
+    return buf;
+}
+
 /* Connection loss: reconnect (once, shared) or fail everything. */
 static int handle_loss(ec_client *c, ec_error *err)
 {
@@ -359,7 +392,9 @@ static int handle_loss(ec_client *c, ec_error *err)
     if (c->reconnecting)
         return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost during reconnect");
     /* In-flight calls that must not be replayed fail now; reads are re-issued from the
-     * trackers' afterSeq; writes keep their writeId and are re-sent. */
+     * trackers' afterSeq; writes keep their writeId and are re-sent. Without a resume
+     * to come, every call fails below, with why the connection went. */
+    bool resume = c->reconnect_timeout_ms > 0 && c->session_id && !c->ml->no_resume;
     for (struct ec_pending *pd = c->pending, *next; pd; pd = next) {
         next = pd->next;
         if (pd->done) continue;
@@ -369,19 +404,23 @@ static int handle_loss(ec_client *c, ec_error *err)
                 ec_track_on_read_failed(&pd->proc->t);
             }
             pending_unlink_free(c, pd);
-        } else if (!((pd->kind == EC_PENDING_RETRY || !pd->sent) && c->reconnect_timeout_ms > 0 &&
-                     c->session_id)) {
+        } else if (resume && pd->kind != EC_PENDING_RETRY && pd->sent) {
             pending_fail(pd, EC_ERR_TRANSPORT, "connection lost while waiting for %s; not replayed",
                          pd->method);
         }
     }
-    if (c->reconnect_timeout_ms <= 0 || !c->session_id) {
-        c->dead = true;
-        ec_fail(&c->dead_err, EC_ERR_TRANSPORT, 0, "connection to the server lost");
-        for (struct ec_pending *pd = c->pending; pd; pd = pd->next)
-            if (!pd->done)
-                pending_fail(pd, EC_ERR_TRANSPORT, "connection lost while waiting for %s",
-                             pd->method);
+    ec_http_on_loss(c); /* streams belong to the connection: never resumed */
+    if (!resume) {
+        char why[200];
+        const char *suffix = loss_suffix(c, why, sizeof why);
+        ec_fail(&c->dead_err, EC_ERR_TRANSPORT, 0, "connection to the server lost%s", suffix);
+        mark_dead(c);
+        for (struct ec_pending *pd = c->pending; pd; pd = pd->next) {
+            if (pd->done) continue;
+            char what[300];
+            snprintf(what, sizeof what, "%s%s", pd->method, suffix);
+            pending_fail(pd, EC_ERR_TRANSPORT, "connection lost while waiting for %s", what);
+        }
         err_copy(err, &c->dead_err);
         return -EC_ERR_TRANSPORT;
     }
@@ -395,7 +434,10 @@ static int handle_loss(ec_client *c, ec_error *err)
 static int pump(ec_client *c, int timeout_ms, ec_error *err)
 {
     if (c->fd < 0) {
-        if (c->reconnecting) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
+        char why[200];
+        if (c->reconnecting)
+            return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost%s",
+                           loss_suffix(c, why, sizeof why));
         int rc = handle_loss(c, err);
         if (rc) return rc;
         kick_reads(c);
@@ -529,15 +571,15 @@ static int reconnect(ec_client *c, ec_error *err)
         /* -32010: the server has not noticed the old socket's close yet. */
         bool retry = rc != -EC_ERR_SERVER || e.code == -32010;
         if (!retry) {
-            c->dead = true;
             ec_fail(&c->dead_err, EC_ERR_SESSION_LOST, e.code, "cannot resume session %s: %s",
                     c->session_id, e.message);
+            mark_dead(c);
             break;
         }
         if (remaining(deadline) == 0) {
-            c->dead = true;
             ec_fail(&c->dead_err, EC_ERR_TRANSPORT, 0, "connection lost; reconnect failed: %s",
                     e.message);
+            mark_dead(c);
             break;
         }
         int left = remaining(deadline);
@@ -579,7 +621,9 @@ int ec_client_connect(const ec_client_options *o, ec_client **out, ec_error *err
     c->next_id = 1;
     c->ca_file = o->ca_file ? xstrdup(o->ca_file) : NULL;
     int rc;
-    if (o->remote_url) {
+    if (o->program_argv) {
+        rc = ec_program_init(c, o, err);
+    } else if (o->remote_url) {
         /* The token goes to the registry only; the rendezvous URL is signed. */
         rc = ec_remote_init(c, o, err);
     } else {
@@ -620,6 +664,7 @@ void ec_client_close(ec_client *c)
     }
     ec_conn_drop(c);
     if (c->ml->destroy) c->ml->destroy(c);
+    ec_http_free_all(c);
     while (c->procs)
         ec_process_free(c->procs);
     while (c->pending)

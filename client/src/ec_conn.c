@@ -422,6 +422,13 @@ int ec_conn_open_ws(ec_client *c, int64_t deadline, ec_error *err)
     return rc;
 }
 
+int ec_conn_send_raw(ec_client *c, const void *buf, size_t n, ec_error *err)
+{
+    if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
+    int64_t deadline = ec_deadline(c->call_timeout_ms < 0 ? 60000 : c->call_timeout_ms);
+    return send_all(c, buf, n, deadline, err);
+}
+
 int ec_conn_send_ws(ec_client *c, int opcode, const void *payload, size_t n, ec_error *err)
 {
     if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");

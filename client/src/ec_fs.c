@@ -103,7 +103,7 @@ static json_t *path_params(const char *key, const char *path, ec_error *err)
     return o;
 }
 
-static int decode_b64(const char *s, uint8_t **data, size_t *len, ec_error *err)
+int ec_b64_decode(const char *s, uint8_t **data, size_t *len, ec_error *err)
 {
     if (!s) return ec_fail(err, EC_ERR_PROTOCOL, 0, "reply without base64 data");
     size_t n = strlen(s);
@@ -120,7 +120,7 @@ static int decode_b64(const char *s, uint8_t **data, size_t *len, ec_error *err)
     return 0;
 }
 
-static char *encode_b64(const void *data, size_t len)
+char *ec_b64_encode(const void *data, size_t len)
 {
     char *b = xmalloc(base64_encoded_len(len) + 1);
     b[base64_encode(data, len, b)] = 0;
@@ -136,7 +136,7 @@ int ec_fs_read_file(ec_client *c, const char *path, uint8_t **data, size_t *len,
     json_t *res = NULL;
     int rc = ec_client_call(c, "fs/readFile", params, &res, err);
     if (rc == 0)
-        rc = decode_b64(json_string_value(json_object_get(res, "dataBase64")), data, len, err);
+        rc = ec_b64_decode(json_string_value(json_object_get(res, "dataBase64")), data, len, err);
     json_decref(res);
     return rc;
 }
@@ -145,7 +145,7 @@ int ec_fs_write_file(ec_client *c, const char *path, const void *data, size_t le
 {
     json_t *params = path_params("path", path, err);
     if (!params) return -EC_ERR_USAGE;
-    char *b = encode_b64(data, len);
+    char *b = ec_b64_encode(data, len);
     json_object_set_new(params, "dataBase64", json_string(b));
     free(b);
     return ec_client_call(c, "fs/writeFile", params, NULL, err);
@@ -343,7 +343,7 @@ int ec_fs_read_block(ec_client *c, const char *handle_id, uint64_t offset, size_
     json_t *res = NULL;
     int rc = ec_client_call(c, "fs/readBlock", params, &res, err);
     if (rc == 0) {
-        rc = decode_b64(json_string_value(json_object_get(res, "chunk")), data, n, err);
+        rc = ec_b64_decode(json_string_value(json_object_get(res, "chunk")), data, n, err);
         if (eof) *eof = json_is_true(json_object_get(res, "eof"));
     }
     json_decref(res);
@@ -353,7 +353,7 @@ int ec_fs_read_block(ec_client *c, const char *handle_id, uint64_t offset, size_
 int ec_fs_write_block(ec_client *c, const char *handle_id, uint64_t offset, const void *data,
                       size_t len, ec_error *err)
 {
-    char *b = encode_b64(data, len);
+    char *b = ec_b64_encode(data, len);
     json_t *params = json_pack("{s:s, s:I, s:s}", "handleId", handle_id, "offset",
                                (json_int_t)offset, "chunk", b);
     free(b);

@@ -6,7 +6,9 @@
 #include "ec_proto.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 enum {
     EC_PENDING_CALL,  /* a blocking call; fails if the connection drops */
@@ -63,6 +65,15 @@ struct ec_msg_layer {
     void (*on_drop)(ec_client *c);
     /* Frees ml_state. May be NULL. */
     void (*destroy)(ec_client *c);
+    /* Takes the raw bytes read into c->rbuf instead of the WebSocket frame parser
+     * (the stdio layer's JSON lines); returns -1 when the connection must be dropped.
+     * May be NULL. */
+    int (*on_input)(ec_client *c);
+    /* Why the connection was lost, when the layer knows better than "lost" (a program
+     * that exited: its status). May be NULL, or return NULL. */
+    const char *(*loss_reason)(ec_client *c);
+    /* The transport cannot resume a session (stdio): a loss is terminal. */
+    bool no_resume;
 };
 
 struct ec_client {
@@ -99,6 +110,11 @@ struct ec_client {
     char *ca_file;          /* owned, or NULL: the system store */
     struct ssl_ctx_st *ssl_ctx;
     struct ssl_st *ssl;     /* the connection's TLS session, NULL for ws:// */
+    /* Set (atomically, after dead_err) when the client is dead: ec_envs reads it from
+     * other threads to find a handle lost for good without touching the client. */
+    int gone;
+    struct ec_http_stream *http_streams; /* streamed http/request bodies (ec_http.c) */
+    unsigned http_counter;
 };
 
 int ec_fail(ec_error *err, ec_err_kind kind, int64_t code, const char *fmt, ...)
@@ -132,5 +148,35 @@ void ec_deliver(ec_client *c, const char *text, size_t len);
 
 /* ec_remote.c: switch c to the relay layer for remote_url + environment_id. */
 int ec_remote_init(ec_client *c, const ec_client_options *o, ec_error *err);
+
+/* ec_fs.c: base64 of the wire. Decoding fails with EC_ERR_PROTOCOL; *data is
+ * NUL-terminated (not counted). Both results: caller frees. */
+int ec_b64_decode(const char *s, uint8_t **data, size_t *len, ec_error *err);
+char *ec_b64_encode(const void *data, size_t len);
+
+/* ec_stdio.c: NULL-terminated string vectors (argv, "K=V" lists): a deep copy (NULL
+ * for NULL) and its release. */
+char **ec_strv_dup(const char *const *v);
+void ec_strv_free(char **v);
+
+/* ec_stdio.c: switch c to the stdio layer for program_argv (program mode). */
+int ec_program_init(ec_client *c, const ec_client_options *o, ec_error *err);
+
+/* ec_conn.c: bytes as they are (no WebSocket frame) on the connection; on failure the
+ * connection is dropped. */
+int ec_conn_send_raw(ec_client *c, const void *buf, size_t n, ec_error *err);
+
+/* ec_client.c: whether the client is dead (lost for good), safe to call from another
+ * thread than the one using it; *why (may be NULL) gets the reason then. */
+bool ec_client_lost(const ec_client *c, ec_error *why);
+
+/* ec_http.c: an http/request/bodyDelta notification's params; true when it belonged
+ * to one of the client's streams (consumed). */
+bool ec_http_on_delta(ec_client *c, json_t *params);
+/* ec_http.c: the connection is gone: every open stream fails (streams are not
+ * resumed). */
+void ec_http_on_loss(ec_client *c);
+/* ec_http.c: ec_client_close frees the streams still open. */
+void ec_http_free_all(ec_client *c);
 
 #endif
