@@ -78,12 +78,12 @@ def main():
         for d in ("ws-dir", "stdio-dir", "remote-dir"):
             os.mkdir(os.path.join(home, d))
         ws, url = start([SERVER, "--listen", "ws://127.0.0.1:0"], os.path.join(home, "ws-dir"),
-                        "ws", first_line=True)
+                        "ws", {"HOME": os.path.join(home, "ws-dir")}, first_line=True)
         procs.append(ws)
         cloud = fake_cloud.FakeCloud(token=TOKEN)
         remote, _ = start([SERVER, "--remote", cloud.base_url, "--environment-id", ENV_ID],
                           os.path.join(home, "remote-dir"), "remote",
-                          {"CODEX_API_KEY": TOKEN})
+                          {"CODEX_API_KEY": TOKEN, "HOME": os.path.join(home, "remote-dir")})
         procs.append(remote)
         cloud.wait_for(lambda c: c.environment_connected(ENV_ID), 30,
                        "the executor to reach the rendezvous")
@@ -91,10 +91,11 @@ def main():
             'default = "ws"\n'
             '[[environments]]\nid = "ws"\nurl = "%s"\n\n'
             '[[environments]]\nid = "stdio"\nprogram = "%s"\nargs = ["--listen", "stdio"]\n'
-            'env = { MARK = "stdio" }\ncwd = "stdio-dir"\ninitialize_timeout_sec = 20\n\n'
+            'env = { MARK = "stdio", HOME = "%s" }\ncwd = "stdio-dir"\n'
+            'initialize_timeout_sec = 20\n\n'
             '[[environments]]\nid = "remote"\nremote = "%s"\nenvironment_id = "%s"\n'
             'auth_bearer_token = "%s"\nconnect_timeout_sec = 20\n'
-            % (url, SERVER, cloud.base_url, ENV_ID, TOKEN))
+            % (url, SERVER, os.path.join(home, "stdio-dir"), cloud.base_url, ENV_ID, TOKEN))
         good = os.path.join(home, "good.toml")
         with open(good, "w") as f:
             f.write(toml)
@@ -119,15 +120,14 @@ def main():
             "ws: ", "stdio: ", "remote: "], (r.returncode, r.stdout)
 
         # exec-client --environment NAME, from CODEX_HOME's file or --environments FILE;
-        # each server says who it is (its MARK); `run` starts in the remote home, as ssh
-        # does, so the directory says nothing here
+        # `run` starts in the remote home, as ssh does, and each server has its own
         for name, extra in (("ws", []), ("stdio", []), ("remote", ["--environments", good])):
-            r = subprocess.run([CLIENT] + extra + ["--environment", name, "run", "--", "sh",
-                                                   "-c", "echo $MARK"],
+            r = subprocess.run([CLIENT] + extra + ["--environment", name, "run", "--", "pwd"],
                                capture_output=True, timeout=120, env=env)
             out = r.stdout.decode().strip()
             print("exec-client --environment %s: %r %s" % (name, out, r.stderr.decode().strip()))
-            assert r.returncode == 0 and out == name, (name, r.returncode, out)
+            assert r.returncode == 0 and out == os.path.realpath(
+                os.path.join(home, name + "-dir")), (name, r.returncode, out)
         r = subprocess.run([CLIENT, "--environment", "stdio", "run", "--", "sh", "-c", "exit 5"],
                            capture_output=True, timeout=120, env=env)
         assert r.returncode == 5, r.returncode
