@@ -6,8 +6,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 
+#include "crypto/random.h"
 #include "util/buf.h"
 
 #define MAX_BIG 16 /* messages carry one payload string; more is unusual */
@@ -60,9 +60,8 @@ static char tag[24];
 static void make_tag(void)
 {
     if (tag[0]) return;
-    uint64_t r = 0;
-    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
-        r = (uint64_t)(uintptr_t)&r ^ 0x9E3779B97F4A7C15ull;
+    uint64_t r;
+    crypto_random_bytes(&r, sizeof r);
     snprintf(tag, sizeof tag, "%016llx", (unsigned long long)r);
 }
 
