@@ -11,15 +11,17 @@
  *   max_message      bytes of one incoming WebSocket message (or stdio line); a
  *                    single frame is further capped at 16 MiB like the reference.
  *                    Over-limit: WebSocket close 1009 and a log line.
- *   max_queued       bytes of unsent output backlog of one connection. When a new
+ *   max_queued       bytes of unsent output backlog of one connection: what is
+ *                    queued behind the write the kernel is taking now. When a new
  *                    message is queued behind a backlog already above it, the client
  *                    is not reading: it is closed as soon as every process output
  *                    chunk still in its queue is also in the retained event logs
  *                    (so a resume loses nothing); until then, or until its backlog
- *                    is back under the limit, its requests are not read. One reply
- *                    of any size always fits (the check is on
- *                    the backlog before it). Process output alone never gets here:
- *                    it pauses at CONN_HIGH_WATER.
+ *                    is back under the limit, its requests are not read. A single
+ *                    reply of any size (a 256 MiB fs/readFile) is never counted
+ *                    while it is the one being written, so a client that reads gets
+ *                    it and the replies after it. Process output alone never gets
+ *                    here: it pauses at CONN_HIGH_WATER.
  *   max_detached     detached sessions kept for resume. When one more detaches,
  *                    the session detached longest ago expires at once (its
  *                    processes are killed), so a reconnect storm cannot pile up

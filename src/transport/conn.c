@@ -89,7 +89,10 @@ void conn_ref(struct conn *c)
 
 void conn_unref(struct conn *c)
 {
-    if (--c->refs == 0) c->ops->destroy(c);
+    if (--c->refs == 0) {
+        free(c->wq);
+        c->ops->destroy(c);
+    }
 }
 
 const char *conn_peer(const struct conn *c)
@@ -138,6 +141,42 @@ void conn_slot_set(struct conn *c, enum conn_slot slot, void *state, void (*free
     c->slot_free[slot] = free_fn;
 }
 
+/* ---- the backlog ------------------------------------------------------------------
+ * Writes complete in the order they were queued, so a ring of their lengths tells
+ * which one the kernel is taking now. The limit (--max-queued-bytes) is on what is
+ * queued behind that one: a single reply larger than the limit (a 256 MiB fs/readFile)
+ * is delivered to a client that reads it, and the requests answered after it are not
+ * lost; a client that stops reading still piles replies up behind it and is closed. */
+
+static void wq_push(struct conn *c, size_t len)
+{
+    if (c->wq_n == c->wq_cap) {
+        unsigned cap = c->wq_cap ? 2 * c->wq_cap : 16;
+        size_t *q = xmalloc(cap * sizeof *q);
+        for (unsigned i = 0; i < c->wq_n; i++) q[i] = c->wq[(c->wq_head + i) % c->wq_cap];
+        free(c->wq);
+        c->wq = q;
+        c->wq_cap = cap;
+        c->wq_head = 0;
+    }
+    c->wq[(c->wq_head + c->wq_n) % c->wq_cap] = len;
+    c->wq_n++;
+}
+
+static void wq_pop(struct conn *c)
+{
+    if (c->wq_n == 0) return;
+    c->wq_head = (c->wq_head + 1) % c->wq_cap;
+    c->wq_n--;
+}
+
+/* Bytes queued behind the write in progress (what --max-queued-bytes bounds). */
+static size_t conn_backlog(const struct conn *c)
+{
+    size_t head = c->wq_n ? c->wq[c->wq_head] : 0;
+    return c->queued > head ? c->queued - head : 0;
+}
+
 /* Whether closing now would lose nothing a resuming client cannot read back:
  * every process output notification still queued is also in its retained log. */
 static bool backlog_safe_to_drop(struct conn *c)
@@ -152,9 +191,9 @@ static void backlog_over_limit(struct conn *c)
 {
     if (!c->backlogged) {
         c->backlogged = true;
-        log_warn("connection %s: %zu bytes of output queued, over the limit of %zu "
-                 "(--max-queued-bytes); the client is not reading",
-                 c->peer, c->queued, server_limits.max_queued);
+        log_warn("connection %s: %zu bytes of output queued behind the message being "
+                 "written, over the limit of %zu (--max-queued-bytes); the client is not "
+                 "reading", c->peer, conn_backlog(c), server_limits.max_queued);
         if (c->ops->set_reading) c->ops->set_reading(c, false);
     }
     if (backlog_safe_to_drop(c)) {
@@ -167,10 +206,11 @@ static void backlog_over_limit(struct conn *c)
 void conn_account_written(struct conn *c, size_t len, int status)
 {
     c->queued -= len;
+    wq_pop(c);
     if (status == 0) c->written_total += len;
     if (status < 0 && c->open) conn_close(c);
     if (c->backlogged && c->open) {
-        if (c->queued <= server_limits.max_queued) {
+        if (conn_backlog(c) <= server_limits.max_queued) {
             /* It reads after all: back under the limit, serve it again. */
             c->backlogged = false;
             if (c->ops->set_reading) c->ops->set_reading(c, true);
@@ -200,11 +240,12 @@ static void write_done(uv_write_t *req, int status)
 bool conn_account_queued(struct conn *c, size_t len)
 {
     c->sent_total += len;
-    if (c->queued > server_limits.max_queued && c->open) {
+    if (conn_backlog(c) > server_limits.max_queued && c->open) {
         backlog_over_limit(c);
         if (!c->open) return false;
     }
     c->queued += len;
+    wq_push(c, len);
     if (!c->congested && c->queued >= CONN_HIGH_WATER) c->congested = true;
     return true;
 }
@@ -214,7 +255,7 @@ bool conn_account_queued(struct conn *c, size_t len)
 static void queue_write(struct conn *c, uv_stream_t *stream, char *const *mem, unsigned nmem,
                         const uv_buf_t *bufs, unsigned nbufs, size_t len)
 {
-    if (c->queued > server_limits.max_queued && c->open) {
+    if (conn_backlog(c) > server_limits.max_queued && c->open) {
         backlog_over_limit(c);
         if (!c->open) {
             for (unsigned i = 0; i < nmem; i++) free(mem[i]);
@@ -227,9 +268,11 @@ static void queue_write(struct conn *c, uv_stream_t *stream, char *const *mem, u
     w->nmem = nmem;
     memcpy(w->mem, mem, nmem * sizeof *mem);
     c->queued += len;
+    wq_push(c, len);
     conn_ref(c);
     if (uv_write(&w->req, stream, bufs, nbufs, write_done) < 0) {
         c->queued -= len;
+        c->wq_n--; /* the entry just pushed */
         for (unsigned i = 0; i < nmem; i++) free(mem[i]);
         free(w);
         conn_unref(c);
