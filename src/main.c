@@ -3,7 +3,8 @@
  *   exec-server [--listen URL] [--session-ttl SECONDS] [--log-level LEVEL]
  *               [--ws-auth capability-token (--ws-token-file PATH | --ws-token-sha256 HEX)]
  *               [--max-connections N] [--max-processes N] [--max-message-bytes N]
- *               [--max-queued-bytes N] [--max-detached-sessions N] [--help] [--version]
+ *               [--max-queued-bytes N] [--max-detached-sessions N] [--max-total-processes N]
+ *               [--max-connections-per-peer N] [--max-read-buffer-bytes N] [--help] [--version]
  *   exec-server --remote URL --environment-id ID [--registration-bearer-stdin]
  *               [--remote-transport noise] [--name NAME] [--listen ws://IP:PORT] ...
  *   exec-server --remote URL --environment-id ID --remote-transport direct --aws-sigv4
@@ -76,8 +77,15 @@ static const char usage[] =
     "\n"
     "Limits (BYTES may end in K, M or G, powers of 1024):\n"
     "  --max-connections N     open connections; one more gets HTTP 503 (default 1024)\n"
+    "  --max-connections-per-peer N\n"
+    "                          open connections from one IP address (default 512)\n"
     "  --max-processes N       unfinished processes per session; one more process/start\n"
     "                          fails with a JSON-RPC error (default 1024)\n"
+    "  --max-total-processes N the same over all sessions (default 4096)\n"
+    "  --max-read-buffer-bytes BYTES\n"
+    "                          file content read into memory for fs/readFile replies at\n"
+    "                          once, server-wide; a file of unknown size (/proc) that\n"
+    "                          passes it fails (default 256M)\n"
     "  --max-message-bytes BYTES\n"
     "                          largest incoming message; a larger one closes the\n"
     "                          connection with WebSocket status 1009 (default 64M;\n"
@@ -404,7 +412,7 @@ int main(int argc, char **argv)
         OPT_AUDIENCE, OPT_SKEW, OPT_TLS_CERT, OPT_TLS_KEY, OPT_EXIT_STDIN, OPT_REMOTE,
         OPT_ENV_ID, OPT_REMOTE_TRANSPORT, OPT_NAME, OPT_BEARER_STDIN, OPT_CREDENTIAL_STDIN,
         OPT_AGENT_IDENTITY, OPT_CONNECT, OPT_AWS_SIGV4, OPT_AWS_PROFILE, OPT_AWS_REGION,
-        OPT_AWS_SERVICE,
+        OPT_AWS_SERVICE, OPT_MAX_TOTAL_PROC, OPT_MAX_PEER, OPT_MAX_READ_BUF,
     };
     bool direct = false, aws_sigv4 = false;
     const char *aws_region = NULL, *aws_service = "execute-api";
@@ -429,6 +437,9 @@ int main(int argc, char **argv)
         {"max-message-bytes", required_argument, 0, OPT_MAX_MSG},
         {"max-queued-bytes", required_argument, 0, OPT_MAX_QUEUED},
         {"max-detached-sessions", required_argument, 0, OPT_MAX_DETACHED},
+        {"max-total-processes", required_argument, 0, OPT_MAX_TOTAL_PROC},
+        {"max-connections-per-peer", required_argument, 0, OPT_MAX_PEER},
+        {"max-read-buffer-bytes", required_argument, 0, OPT_MAX_READ_BUF},
         {"ws-auth", required_argument, 0, OPT_WS_AUTH},
         {"ws-token-file", required_argument, 0, OPT_TOKEN_FILE},
         {"ws-token-sha256", required_argument, 0, OPT_TOKEN_SHA},
@@ -542,8 +553,11 @@ int main(int argc, char **argv)
         case OPT_MAX_PROC:
         case OPT_MAX_MSG:
         case OPT_MAX_QUEUED:
-        case OPT_MAX_DETACHED: {
-            bool bytes = ch == OPT_MAX_MSG || ch == OPT_MAX_QUEUED;
+        case OPT_MAX_DETACHED:
+        case OPT_MAX_TOTAL_PROC:
+        case OPT_MAX_PEER:
+        case OPT_MAX_READ_BUF: {
+            bool bytes = ch == OPT_MAX_MSG || ch == OPT_MAX_QUEUED || ch == OPT_MAX_READ_BUF;
             unsigned long long v, max = bytes ? (1ull << 40) : 1000000;
             if (parse_limit(val, bytes, max, &v) < 0 || (ch != OPT_MAX_DETACHED && v == 0)) {
                 fprintf(stderr, "exec-server: invalid --%s `%s`; expected %s\n", longs[li].name,
@@ -557,6 +571,9 @@ int main(int argc, char **argv)
             else if (ch == OPT_MAX_PROC) server_limits.max_processes = (unsigned)v;
             else if (ch == OPT_MAX_MSG) server_limits.max_message = (size_t)v;
             else if (ch == OPT_MAX_QUEUED) server_limits.max_queued = (size_t)v;
+            else if (ch == OPT_MAX_TOTAL_PROC) server_limits.max_total_processes = (unsigned)v;
+            else if (ch == OPT_MAX_PEER) server_limits.max_connections_per_peer = (unsigned)v;
+            else if (ch == OPT_MAX_READ_BUF) server_limits.max_read_buffer = (size_t)v;
             else server_limits.max_detached = (unsigned)v;
             break;
         }
@@ -768,8 +785,10 @@ int main(int argc, char **argv)
     int gr = guardian_start();
     if (gr < 0) log_warn("cannot start the guardian process (%s); children may outlive a "
                          "crashed server", strerror(-gr));
-    /* A vanished peer must be an error code on write, not a process-wide kill. */
+    /* A vanished peer must be an error code on write, not a process-wide kill; so must
+     * a write past a file size limit (EFBIG: fs/writeFile fails, the server lives). */
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN);
     loop = uv_default_loop();
     session_configure(loop, ttl_ms);
     server_methods_register();

@@ -6,8 +6,22 @@
  *                    answered `503 Service Unavailable` with a text body, so the
  *                    client learns why; past twice the limit a new connection is
  *                    closed at once (the fd bound must hold against a flood).
+ *   max_connections_per_peer
+ *                    live TCP connections from one peer IP address; one more is
+ *                    answered 503 like the above, so one peer cannot take every
+ *                    slot (half of the default max_connections).
  *   max_processes    processes of one session that have not yet closed; one more
  *                    process/start fails with -32600 "process limit reached ...".
+ *   max_total_processes
+ *                    the same over every session of the server: --max-processes
+ *                    alone let each new session start another 1,024.
+ *   max_read_buffer  bytes of file content being read into memory for fs/readFile
+ *                    replies at once, server-wide (fs/fs_budget.h): a file of known
+ *                    size waits for its whole reply's room (alone, it may exceed the
+ *                    budget: one reply of any size fits); a file whose size is
+ *                    unknown (stat says 0: /proc, /sys) is read in steps against the
+ *                    budget and fails once a step does not fit. Without it, four
+ *                    reads of /proc/self/pagemap held 2.5 GiB.
  *   max_message      bytes of one incoming WebSocket message (or stdio line); a
  *                    single frame is further capped at 16 MiB like the reference.
  *                    Over-limit: WebSocket close 1009 and a log line.
@@ -32,7 +46,10 @@
 #include <stddef.h>
 
 #define LIMITS_DEFAULT_MAX_CONNECTIONS 1024u
+#define LIMITS_DEFAULT_MAX_CONNECTIONS_PER_PEER 512u
 #define LIMITS_DEFAULT_MAX_PROCESSES 1024u
+#define LIMITS_DEFAULT_MAX_TOTAL_PROCESSES 4096u
+#define LIMITS_DEFAULT_MAX_READ_BUFFER (256u << 20)
 #define LIMITS_DEFAULT_MAX_MESSAGE (64u << 20)
 #define LIMITS_MAX_FRAME (16u << 20)
 #define LIMITS_DEFAULT_MAX_QUEUED (256u << 20)
@@ -40,7 +57,10 @@
 
 struct server_limits {
     unsigned max_connections;
+    unsigned max_connections_per_peer;
     unsigned max_processes;
+    unsigned max_total_processes;
+    size_t max_read_buffer;
     size_t max_message;
     size_t max_queued;
     unsigned max_detached;

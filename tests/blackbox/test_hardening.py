@@ -240,7 +240,7 @@ def test_server_wide_process_cap(_):
                 "processId": "b2", "argv": ["true"], "cwd": uri(srv.workdir),
                 "env": env, "tty": False})
             assert code == -32600 and "--max-total-processes 3" in msg, (code, msg)
-            assert "3 processes" in msg, msg
+            assert "3 running processes" in msg, msg
             # One exits and closes: room again, in any session.
             a.terminate("a1")
             a.collect_until_closed("a1")
