@@ -23,7 +23,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/limits.h"
 #include "fs/capability_roots.h"
+#include "fs/fs_budget.h"
 #include "fs/fs_tree.h"
 #include "fs/fs_util.h"
 #include "fs/fs_walk.h"
@@ -182,6 +184,28 @@ static void advise_huge(char *p, size_t n)
     if (end > start) madvise((void *)start, end - start, MADV_HUGEPAGE);
 }
 
+/* Takes n bytes of the read budget for fw (fs_budget.h). False when fw must wait
+ * (fw->budget_wait; it holds nothing) or has failed (recorded). */
+static bool read_budget_take(struct fs_work *fw, size_t n, bool alone_ok)
+{
+    switch (fs_budget_take(n, fw->budget_held, alone_ok)) {
+    case FS_BUDGET_OK:
+        fw->budget_held += n;
+        return true;
+    case FS_BUDGET_WAIT:
+        fw->budget_wait = true;
+        fw->budget_need = n;
+        return false;
+    default:
+        fs_work_set_msg(fw, RPC_INVALID_REQUEST,
+                        "file is larger than its stat size (0 for /proc and /sys files) and "
+                        "its content passed the server's read budget of %zu bytes "
+                        "(--max-read-buffer-bytes), which the reads in flight share",
+                        server_limits.max_read_buffer);
+        return false;
+    }
+}
+
 static void do_read_file(struct fs_work *fw)
 {
     if (fw->nofollow) fs_path_strip_slashes(fw->path);
@@ -199,10 +223,20 @@ static void do_read_file(struct fs_work *fw)
         close(fd);
         return;
     }
+    /* The known size's reply is taken whole; whatever comes past it (a /proc file
+     * says 0), one step at a time, never past the budget. */
+    uint64_t known = (uint64_t)st.st_size;
+    if (known > 0) {
+        if (!read_budget_take(fw, base64_encoded_len((size_t)known) + 64, true)) {
+            close(fd);
+            return;
+        }
+        buf_reserve(&fw->out, base64_encoded_len((size_t)known) + 64);
+        advise_huge(fw->out.data + fw->out.len, fw->out.cap - fw->out.len);
+    }
     enum { CHUNK = 3 << 20 };
+    size_t out0 = fw->out.len;
     char *chunk = xmalloc(CHUNK);
-    buf_reserve(&fw->out, base64_encoded_len((size_t)st.st_size) + 64);
-    advise_huge(fw->out.data + fw->out.len, fw->out.cap - fw->out.len);
     buf_puts(&fw->out, "{\"dataBase64\":\"");
     uint64_t total = 0;
     for (;;) {
@@ -219,11 +253,15 @@ static void do_read_file(struct fs_work *fw)
                             (unsigned long long)FS_READ_LIMIT);
             break;
         }
+        if (total > known && !read_budget_take(fw, base64_encoded_len(got), false)) {
+            fw->out.len = out0; /* waiting: the reply starts over when it runs again */
+            break;
+        }
         char *dst = buf_extend(&fw->out, base64_encoded_len(got));
         base64_encode(chunk, got, dst);
         if (got < CHUNK) break;
     }
-    buf_puts(&fw->out, "\"}");
+    if (!fw->budget_wait) buf_puts(&fw->out, "\"}");
     free(chunk);
     close(fd);
 }

@@ -65,6 +65,10 @@ struct fs_work {
     bool replace;  /* fs/open mode "replace" */
     uint8_t *data; /* fs/writeBlock: decoded chunk */
     size_t data_len;
+    /* the read budget (fs_budget.h): room held, and room wanted when told to wait */
+    size_t budget_held, budget_need;
+    bool budget_wait;            /* ran into FS_BUDGET_WAIT: run again later */
+    struct fs_work *next_parked; /* fs_methods.c's list of those waiting */
     /* outcome */
     struct buf out; /* the reply message, begun on the loop thread */
     int err;        /* errno to report, or 0 */

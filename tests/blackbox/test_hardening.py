@@ -51,10 +51,12 @@ def test_pseudo_file_reads_are_bounded(_):
             errors.append(msg["error"]["message"])
         peak = vm_kib(srv.pid, "VmHWM")
         grew_mib = (peak - base) / 1024
-        # 4 x 640 MiB before; the budget (256 MiB of base64) plus a read step per
-        # pool thread, the allocator's slack and the sanitizer's shadow after.
-        assert grew_mib < 900, ("server peak RSS grew by %.0f MiB (from %.0f MiB)"
+        # Before: 2.5 GiB (4.2 GiB under ASan). After: the budget (256 MiB of base64)
+        # plus a read step per pool thread: 261 MiB in a release build; ASan's
+        # quarantine and realloc copies add up to ~500 MiB more.
+        assert grew_mib < 1024, ("server peak RSS grew by %.0f MiB (from %.0f MiB)"
                                 % (grew_mib, base / 1024), errors)
+        print("peak RSS grew by %.0f MiB" % grew_mib)
         assert any("--max-read-buffer-bytes" in e for e in errors), errors
         # Small pseudo-files still read whole, and the budget is all given back.
         r = s.call("fs/readFile", {"path": uri("/proc/self/status")})
