@@ -128,6 +128,7 @@ int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out)
         fw->follow_dir_links = rq.follow_dir_links;
         fw->prune_hidden = rq.prune_hidden;
         fw->replace = rq.replace;
+        fw->fsync = rq.fsync;
         fw->max_depth = rq.max_depth;
         fw->max_dirs = rq.max_dirs;
         fw->max_entries = rq.max_entries;
@@ -165,8 +166,8 @@ static void run_sandboxed(struct fs_work *fw)
     struct fs_wire_request h = {
         .op = fw->op, .recursive = fw->recursive, .force = fw->force, .nofollow = fw->nofollow,
         .follow_dir_links = fw->follow_dir_links, .prune_hidden = fw->prune_hidden,
-        .replace = fw->replace, .max_depth = fw->max_depth, .max_dirs = fw->max_dirs,
-        .max_entries = fw->max_entries, .path = fw->path, .path_len = fw->path_len,
+        .replace = fw->replace, .fsync = fw->fsync, .max_depth = fw->max_depth,
+        .max_dirs = fw->max_dirs, .max_entries = fw->max_entries, .path = fw->path, .path_len = fw->path_len,
         .path2 = fw->path2, .path2_len = fw->path2 ? fw->path2_len : 0,
         .b64 = fw->b64, .b64_len = fw->b64 ? fw->b64_len : 0};
     struct buf rq, rp;
@@ -486,10 +487,12 @@ static void handle_write_file(struct rpc_req *req)
     const char *uri = pdec_string_len(&d, "path", PDEC_REQUIRED, &ulen);
     const char *b64 = pdec_string_len(&d, "dataBase64", PDEC_REQUIRED, &blen);
     bool follow = pdec_bool(&d, "followSymlinks", PDEC_OPTIONAL, true);
+    bool sync = pdec_bool(&d, "fsync", PDEC_OPTIONAL, false); /* ours */
     json_t *sbj = decode_sandbox(&d);
     int sb = check_common(req, &d, sbj, false, true);
     if (sb < 0) return;
     struct fs_work *fw = fw_new(req, OP_WRITE_FILE);
+    fw->fsync = sync;
     if (!to_path(req, uri, ulen, &fw->path, &fw->path_len)) {
         fw_free(fw);
         return;

@@ -53,6 +53,7 @@ struct fs_work {
     /* writeFile */
     char *b64;
     size_t b64_len;
+    bool fsync; /* ours: fsync the file (and its directory) before replying */
     /* walk */
     uint64_t max_depth, max_dirs, max_entries;
     bool follow_dir_links, prune_hidden;
