@@ -26,7 +26,7 @@
  *                    single frame is further capped at 16 MiB like the reference.
  *                    Over-limit: WebSocket close 1009 and a log line.
  *   max_queued       bytes of unsent output backlog of one connection: what is
- *                    queued behind the write the kernel is taking now. When a new
+ *                    queued behind the message the kernel is taking now. When a new
  *                    message is queued behind a backlog already above it, the client
  *                    is not reading: it is closed as soon as every process output
  *                    chunk still in its queue is also in the retained event logs

@@ -127,7 +127,7 @@ def test_queued_behind_a_large_reply_still_bounded(_):
         with open(path, "wb") as f:
             f.write(os.urandom(8 * MiB))
         ws = s.t.ws
-        first = s.send_request("fs/readFile", {"path": uri(path)})
+        s.send_request("fs/readFile", {"path": uri(path)})
         deadline = time.monotonic() + 60 * TIMEOUT_SCALE
         while not ws.buf:
             ws._fill(deadline)
@@ -136,10 +136,12 @@ def test_queued_behind_a_large_reply_still_bounded(_):
         def closed_in_log():
             if "the client is not reading" in srv.stderr_text(1 << 20):
                 return True
-            s.send_request("environment/status")
+            try:
+                s.send_request("environment/status")
+            except OSError:
+                pass  # closed under us: the log line tells
             return False
         wait_until(closed_in_log, 60 * TIMEOUT_SCALE, "the slow client to be detected")
-        assert first is not None
 
 
 # ---- 3. u64 params >= 2^63 keep the request id --------------------------------------
