@@ -167,7 +167,8 @@ static void run_sandboxed(struct fs_work *fw)
         .op = fw->op, .recursive = fw->recursive, .force = fw->force, .nofollow = fw->nofollow,
         .follow_dir_links = fw->follow_dir_links, .prune_hidden = fw->prune_hidden,
         .replace = fw->replace, .fsync = fw->fsync, .max_depth = fw->max_depth,
-        .max_dirs = fw->max_dirs, .max_entries = fw->max_entries, .path = fw->path, .path_len = fw->path_len,
+        .max_dirs = fw->max_dirs, .max_entries = fw->max_entries, .path = fw->path,
+        .path_len = fw->path_len,
         .path2 = fw->path2, .path2_len = fw->path2 ? fw->path2_len : 0,
         .b64 = fw->b64, .b64_len = fw->b64 ? fw->b64_len : 0};
     struct buf rq, rp;

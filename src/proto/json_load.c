@@ -160,7 +160,8 @@ bool json_load_u64(const json_t *v, uint64_t *out)
     return found;
 }
 
-/* One integer literal the lexer refused: its text and what replaces it. */
+/* One integer literal jansson refused: the real it becomes, and its exact value
+ * when it is a u64. */
 struct num_lit {
     double d;
     uint64_t u;

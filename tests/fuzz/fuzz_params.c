@@ -82,7 +82,8 @@ static void check_edges(const uint8_t *data, size_t size)
 {
     struct lit lits[MAX_LITS];
     size_t n = 0;
-    for (; n < MAX_LITS && size >= 9; n++, data += 9, size -= 9) make_lit(&lits[n], data[0], data + 1);
+    for (; n < MAX_LITS && size >= 9; n++, data += 9, size -= 9)
+        make_lit(&lits[n], data[0], data + 1);
     if (n == 0) return;
     struct buf b;
     buf_init(&b);
