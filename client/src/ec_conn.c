@@ -7,6 +7,7 @@
  * frames and messages. Every failure drops the connection so the caller can resume. */
 #include "ec_internal.h"
 
+#include "crypto/random.h"
 #include "proto/base64.h"
 #include "proto/http_upgrade.h"
 #include "util/mem.h"
@@ -17,7 +18,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
-#include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
@@ -141,7 +141,7 @@ static int send_all(ec_client *c, const uint8_t *buf, size_t n, int64_t deadline
 static int send_frame(ec_client *c, int opcode, const void *payload, size_t n, ec_error *err)
 {
     uint8_t mask[4];
-    if (RAND_bytes(mask, 4) != 1) arc4random_buf(mask, 4);
+    crypto_random_bytes(mask, sizeof mask);
     c->wlen = 0;
     ec_ws_encode(&c->wbuf, &c->wlen, &c->wcap, opcode, payload, n, mask);
     int64_t deadline = ec_deadline(c->call_timeout_ms < 0 ? 60000 : c->call_timeout_ms);
@@ -314,7 +314,7 @@ static int handshake(ec_client *c, int64_t deadline, ec_error *err)
     int trc = tls_connect(c, deadline, err);
     if (trc) return trc;
     uint8_t rnd[16];
-    if (RAND_bytes(rnd, sizeof rnd) != 1) arc4random_buf(rnd, sizeof rnd);
+    crypto_random_bytes(rnd, sizeof rnd);
     char key[25] = {0};
     base64_encode(rnd, sizeof rnd, key);
     char *req = NULL;

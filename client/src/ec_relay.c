@@ -2,6 +2,7 @@
  * frames leave through the emit callback and messages through on_message. */
 #include "ec_relay.h"
 
+#include "crypto/random.h"
 #include "proto/relay_frame.h"
 
 #include <errno.h>
@@ -10,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <openssl/rand.h>
 
 /* One record's ciphertext (at most a Noise message); with its frame it stays far
  * below the 256 KiB WebSocket cap. */
@@ -31,11 +31,12 @@ static int fail(struct ec_relay *r, int code, const char *fmt, ...)
     return code < 0 ? code : -EPROTO;
 }
 
-/* OpenSSL's CSPRNG when the caller gives none (the Noise engine draws its own). */
+/* The kernel's CSPRNG when the caller gives none (the Noise engine draws its own). */
 static int rng_default(void *ctx, uint8_t *out, size_t n)
 {
     (void)ctx;
-    return RAND_bytes(out, (int)n) == 1 ? 0 : -EIO;
+    crypto_random_bytes(out, n);
+    return 0;
 }
 
 int ec_relay_uuid4(char out[37], noise_ik_rng_fn rng, void *rng_ctx)

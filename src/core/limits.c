@@ -3,7 +3,10 @@
 
 struct server_limits server_limits = {
     .max_connections = LIMITS_DEFAULT_MAX_CONNECTIONS,
+    .max_connections_per_peer = LIMITS_DEFAULT_MAX_CONNECTIONS_PER_PEER,
     .max_processes = LIMITS_DEFAULT_MAX_PROCESSES,
+    .max_total_processes = LIMITS_DEFAULT_MAX_TOTAL_PROCESSES,
+    .max_read_buffer = LIMITS_DEFAULT_MAX_READ_BUFFER,
     .max_message = LIMITS_DEFAULT_MAX_MESSAGE,
     .max_queued = LIMITS_DEFAULT_MAX_QUEUED,
     .max_detached = LIMITS_DEFAULT_MAX_DETACHED,

@@ -6,20 +6,36 @@
  *                    answered `503 Service Unavailable` with a text body, so the
  *                    client learns why; past twice the limit a new connection is
  *                    closed at once (the fd bound must hold against a flood).
+ *   max_connections_per_peer
+ *                    live TCP connections from one peer IP address; one more is
+ *                    answered 503 like the above, so one peer cannot take every
+ *                    slot (half of the default max_connections).
  *   max_processes    processes of one session that have not yet closed; one more
  *                    process/start fails with -32600 "process limit reached ...".
+ *   max_total_processes
+ *                    the same over every session of the server: --max-processes
+ *                    alone let each new session start another 1,024.
+ *   max_read_buffer  bytes of file content being read into memory for fs/readFile
+ *                    replies at once, server-wide (fs/fs_budget.h): a file of known
+ *                    size waits for its whole reply's room (alone, it may exceed the
+ *                    budget: one reply of any size fits); a file whose size is
+ *                    unknown (stat says 0: /proc, /sys) is read in steps against the
+ *                    budget and fails once a step does not fit. Without it, four
+ *                    reads of /proc/self/pagemap held 2.5 GiB.
  *   max_message      bytes of one incoming WebSocket message (or stdio line); a
  *                    single frame is further capped at 16 MiB like the reference.
  *                    Over-limit: WebSocket close 1009 and a log line.
- *   max_queued       bytes of unsent output backlog of one connection. When a new
+ *   max_queued       bytes of unsent output backlog of one connection: what is
+ *                    queued behind the message the kernel is taking now. When a new
  *                    message is queued behind a backlog already above it, the client
  *                    is not reading: it is closed as soon as every process output
  *                    chunk still in its queue is also in the retained event logs
  *                    (so a resume loses nothing); until then, or until its backlog
- *                    is back under the limit, its requests are not read. One reply
- *                    of any size always fits (the check is on
- *                    the backlog before it). Process output alone never gets here:
- *                    it pauses at CONN_HIGH_WATER.
+ *                    is back under the limit, its requests are not read. A single
+ *                    reply of any size (a 256 MiB fs/readFile) is never counted
+ *                    while it is the one being written, so a client that reads gets
+ *                    it and the replies after it. Process output alone never gets
+ *                    here: it pauses at CONN_HIGH_WATER.
  *   max_detached     detached sessions kept for resume. When one more detaches,
  *                    the session detached longest ago expires at once (its
  *                    processes are killed), so a reconnect storm cannot pile up
@@ -45,7 +61,10 @@
 #include <stdint.h>
 
 #define LIMITS_DEFAULT_MAX_CONNECTIONS 1024u
+#define LIMITS_DEFAULT_MAX_CONNECTIONS_PER_PEER 512u
 #define LIMITS_DEFAULT_MAX_PROCESSES 1024u
+#define LIMITS_DEFAULT_MAX_TOTAL_PROCESSES 4096u
+#define LIMITS_DEFAULT_MAX_READ_BUFFER (256u << 20)
 #define LIMITS_DEFAULT_MAX_MESSAGE (64u << 20)
 #define LIMITS_MAX_FRAME (16u << 20)
 #define LIMITS_DEFAULT_MAX_QUEUED (256u << 20)
@@ -55,7 +74,10 @@ enum limits_pid_namespace { LIMITS_PID_NS_ISOLATE = 0, LIMITS_PID_NS_INHERIT = 1
 
 struct server_limits {
     unsigned max_connections;
+    unsigned max_connections_per_peer;
     unsigned max_processes;
+    unsigned max_total_processes;
+    size_t max_read_buffer;
     size_t max_message;
     size_t max_queued;
     unsigned max_detached;

@@ -472,13 +472,8 @@ out:
 int mlkem768_keypair(uint8_t ek[MLKEM768_EK_BYTES], uint8_t dk[MLKEM768_DK_BYTES])
 {
     uint8_t dz[64];
-    int rc = crypto_random_bytes(dz, sizeof dz);
-    if (rc == 0)
-        rc = mlkem768_keypair_derand(ek, dk, dz, dz + 32);
-    else {
-        OPENSSL_cleanse(dk, MLKEM768_DK_BYTES);
-        memset(ek, 0, MLKEM768_EK_BYTES);
-    }
+    crypto_random_bytes(dz, sizeof dz);
+    int rc = mlkem768_keypair_derand(ek, dk, dz, dz + 32);
     OPENSSL_cleanse(dz, sizeof dz);
     return rc;
 }
@@ -520,13 +515,8 @@ int mlkem768_encaps(uint8_t ct[MLKEM768_CT_BYTES], uint8_t ss[MLKEM768_SS_BYTES]
                     const uint8_t ek[MLKEM768_EK_BYTES])
 {
     uint8_t m[32];
-    int rc = crypto_random_bytes(m, sizeof m);
-    if (rc == 0)
-        rc = mlkem768_encaps_derand(ct, ss, ek, m);
-    else {
-        memset(ct, 0, MLKEM768_CT_BYTES);
-        OPENSSL_cleanse(ss, MLKEM768_SS_BYTES);
-    }
+    crypto_random_bytes(m, sizeof m);
+    int rc = mlkem768_encaps_derand(ct, ss, ek, m);
     OPENSSL_cleanse(m, sizeof m);
     return rc;
 }

@@ -11,7 +11,7 @@
  * the caller must free. All are thread-safe. They return 0, or a negative errno-style code:
  *   -EINVAL  encaps: ek fails the FIPS 203 modulus check (a coefficient >= q);
  *            decaps: dk fails the hash check (the stored H(ek) does not match its ek);
- *   -EIO     OpenSSL (SHA3/SHAKE) or getrandom(2) failed;
+ *   -EIO     OpenSSL (SHA3/SHAKE) failed (getrandom(2) failing aborts: crypto/random.h);
  *   -ENOMEM  an allocation failed (only in SampleNTT's re-squeeze, see mlkem768.c).
  * On failure the output buffers are zeroed, never left half-written with secrets.
  *

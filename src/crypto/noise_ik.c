@@ -34,7 +34,8 @@
 static int default_rng(void *ctx, uint8_t *out, size_t n)
 {
     (void)ctx;
-    return crypto_random_bytes(out, n);
+    crypto_random_bytes(out, n);
+    return 0;
 }
 
 /* h = SHA-256(a || b); out may alias a. */

@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs/fs_budget.h"
 #include "fs/fs_methods.h"
 #include "fs/fs_sandboxed.h"
 #include "fs/fs_walk.h"
@@ -127,6 +128,7 @@ int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out)
         fw->follow_dir_links = rq.follow_dir_links;
         fw->prune_hidden = rq.prune_hidden;
         fw->replace = rq.replace;
+        fw->fsync = rq.fsync;
         fw->max_depth = rq.max_depth;
         fw->max_dirs = rq.max_dirs;
         fw->max_entries = rq.max_entries;
@@ -137,7 +139,11 @@ int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out)
         fw->b64 = dup_slice(rq.b64, rq.b64_len);
         fw->b64_len = rq.b64_len;
         fs_ops_run(fw);
+        /* One request at a time here, so a read never waits for another; if it
+         * were told to, it is refused rather than stuck. */
+        if (fw->budget_wait) fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "read budget busy");
     }
+    fs_budget_give(fw->budget_held);
     bool failed = fs_work_failed(fw);
     struct fs_wire_reply rp = {.err = fw->err, .code = fw->code, .msg = fw->msg,
                                .msg_len = fw->msg ? strlen(fw->msg) : 0,
@@ -160,8 +166,9 @@ static void run_sandboxed(struct fs_work *fw)
     struct fs_wire_request h = {
         .op = fw->op, .recursive = fw->recursive, .force = fw->force, .nofollow = fw->nofollow,
         .follow_dir_links = fw->follow_dir_links, .prune_hidden = fw->prune_hidden,
-        .replace = fw->replace, .max_depth = fw->max_depth, .max_dirs = fw->max_dirs,
-        .max_entries = fw->max_entries, .path = fw->path, .path_len = fw->path_len,
+        .replace = fw->replace, .fsync = fw->fsync, .max_depth = fw->max_depth,
+        .max_dirs = fw->max_dirs, .max_entries = fw->max_entries, .path = fw->path,
+        .path_len = fw->path_len,
         .path2 = fw->path2, .path2_len = fw->path2 ? fw->path2_len : 0,
         .b64 = fw->b64, .b64_len = fw->b64 ? fw->b64_len : 0};
     struct buf rq, rp;
@@ -191,6 +198,10 @@ static void run_sandboxed(struct fs_work *fw)
         fs_work_set_err(fw, r.err);
     } else {
         buf_append(&fw->out, r.out, r.out_len);
+        if (fw->op == OP_READ_FILE) { /* in memory here too: counted, though late */
+            fs_budget_force(r.out_len);
+            fw->budget_held += r.out_len;
+        }
         if (fw->op == OP_OPEN && fd >= 0) {
             fw->fd = fd;
             fd = -1;
@@ -213,8 +224,14 @@ static void work_cb(uv_work_t *w)
     fs_work_run(w->data);
 }
 
+static void resume_parked(void);
+
 static void fw_free(struct fs_work *fw)
 {
+    if (fw->budget_held) {
+        fs_budget_give(fw->budget_held);
+        resume_parked();
+    }
     free(fw->path);
     free(fw->path2);
     free(fw->b64);
@@ -308,10 +325,62 @@ void fs_helper_sweep_arm(uv_loop_t *loop)
         uv_timer_start(&sweep_timer, sweep_tick, HELPER_IDLE_MS / 2, HELPER_IDLE_MS / 2);
 }
 
+/* ---- reads waiting for the read budget (fs_budget.h) ------------------------------
+ * A read told to wait holds nothing; it is parked here, on the loop thread, and run
+ * again when room is given back, so no pool thread ever blocks on the budget. */
+
+static struct fs_work *parked, **parked_tail = &parked;
+
+static void after_cb(uv_work_t *w, int status);
+
+static void run_again(struct fs_work *fw)
+{
+    int r = uv_queue_work(fw->req->loop, &fw->w, work_cb, after_cb);
+    if (r < 0) {
+        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "%s", uv_strerror(r));
+        after_cb(&fw->w, 0);
+    }
+}
+
+static void park(struct fs_work *fw)
+{
+    fw->budget_wait = false;
+    if (fs_budget_fits(fw->budget_need)) { /* room was given back meanwhile */
+        run_again(fw);
+        return;
+    }
+    fw->next_parked = NULL;
+    *parked_tail = fw;
+    parked_tail = &fw->next_parked;
+}
+
+/* Room was given back: the parked reads that fit now run again, in order. */
+static void resume_parked(void)
+{
+    struct fs_work *list = parked;
+    parked = NULL;
+    parked_tail = &parked;
+    while (list) {
+        struct fs_work *fw = list;
+        list = fw->next_parked;
+        if (fs_budget_fits(fw->budget_need)) {
+            run_again(fw);
+        } else {
+            fw->next_parked = NULL;
+            *parked_tail = fw;
+            parked_tail = &fw->next_parked;
+        }
+    }
+}
+
 static void after_cb(uv_work_t *w, int status)
 {
     struct fs_work *fw = w->data;
     struct rpc_req *req = fw->req;
+    if (fw->budget_wait && status == 0 && !fs_work_failed(fw)) {
+        park(fw);
+        return;
+    }
     if (fw->sb_json) fs_helper_sweep_arm(req->loop);
     if (fw->op == OP_OPEN && !fs_work_failed(fw)) open_finish(fw);
     if (fw->h) handle_unref(fw->h);
@@ -460,10 +529,12 @@ static void handle_write_file(struct rpc_req *req)
     const char *uri = pdec_string_len(&d, "path", PDEC_REQUIRED, &ulen);
     const char *b64 = pdec_string_len(&d, "dataBase64", PDEC_REQUIRED, &blen);
     bool follow = pdec_bool(&d, "followSymlinks", PDEC_OPTIONAL, true);
+    bool sync = pdec_bool(&d, "fsync", PDEC_OPTIONAL, false); /* ours */
     json_t *sbj = decode_sandbox(&d);
     int sb = check_common(req, &d, sbj, false, true);
     if (sb < 0) return;
     struct fs_work *fw = fw_new(req, OP_WRITE_FILE);
+    fw->fsync = sync;
     if (!to_path(req, uri, ulen, &fw->path, &fw->path_len)) {
         fw_free(fw);
         return;

@@ -23,7 +23,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/limits.h"
+#include "crypto/random.h"
 #include "fs/capability_roots.h"
+#include "fs/fs_budget.h"
 #include "fs/fs_tree.h"
 #include "fs/fs_util.h"
 #include "fs/fs_walk.h"
@@ -182,6 +185,28 @@ static void advise_huge(char *p, size_t n)
     if (end > start) madvise((void *)start, end - start, MADV_HUGEPAGE);
 }
 
+/* Takes n bytes of the read budget for fw (fs_budget.h). False when fw must wait
+ * (fw->budget_wait; it holds nothing) or has failed (recorded). */
+static bool read_budget_take(struct fs_work *fw, size_t n, bool alone_ok)
+{
+    switch (fs_budget_take(n, fw->budget_held, alone_ok)) {
+    case FS_BUDGET_OK:
+        fw->budget_held += n;
+        return true;
+    case FS_BUDGET_WAIT:
+        fw->budget_wait = true;
+        fw->budget_need = n;
+        return false;
+    default:
+        fs_work_set_msg(fw, RPC_INVALID_REQUEST,
+                        "file is larger than its stat size (0 for /proc and /sys files) and "
+                        "its content passed the server's read budget of %zu bytes "
+                        "(--max-read-buffer-bytes), which the reads in flight share",
+                        server_limits.max_read_buffer);
+        return false;
+    }
+}
+
 static void do_read_file(struct fs_work *fw)
 {
     if (fw->nofollow) fs_path_strip_slashes(fw->path);
@@ -199,10 +224,20 @@ static void do_read_file(struct fs_work *fw)
         close(fd);
         return;
     }
+    /* The known size's reply is taken whole; whatever comes past it (a /proc file
+     * says 0), one step at a time, never past the budget. */
+    uint64_t known = (uint64_t)st.st_size;
+    if (known > 0) {
+        if (!read_budget_take(fw, base64_encoded_len((size_t)known) + 64, true)) {
+            close(fd);
+            return;
+        }
+        buf_reserve(&fw->out, base64_encoded_len((size_t)known) + 64);
+        advise_huge(fw->out.data + fw->out.len, fw->out.cap - fw->out.len);
+    }
     enum { CHUNK = 3 << 20 };
+    size_t out0 = fw->out.len;
     char *chunk = xmalloc(CHUNK);
-    buf_reserve(&fw->out, base64_encoded_len((size_t)st.st_size) + 64);
-    advise_huge(fw->out.data + fw->out.len, fw->out.cap - fw->out.len);
     buf_puts(&fw->out, "{\"dataBase64\":\"");
     uint64_t total = 0;
     for (;;) {
@@ -219,13 +254,119 @@ static void do_read_file(struct fs_work *fw)
                             (unsigned long long)FS_READ_LIMIT);
             break;
         }
+        if (total > known && !read_budget_take(fw, base64_encoded_len(got), false)) {
+            fw->out.len = out0; /* waiting: the reply starts over when it runs again */
+            break;
+        }
         char *dst = buf_extend(&fw->out, base64_encoded_len(got));
         base64_encode(chunk, got, dst);
         if (got < CHUNK) break;
     }
-    buf_puts(&fw->out, "\"}");
+    if (!fw->budget_wait) buf_puts(&fw->out, "\"}");
     free(chunk);
     close(fd);
+}
+
+/* followSymlinks:true: the parent directory of path as an O_PATH descriptor
+ * (symlinks in it followed, as open(2) would) and *leaf pointing at the last
+ * component; -1 when path has no last component (a trailing slash) or the parent
+ * cannot be opened (the in-place write then reports what open(2) says). */
+static int open_parent(const char *path, const char **leaf)
+{
+    const char *last = strrchr(path, '/');
+    if (!last || !last[1]) return -1;
+    *leaf = last + 1;
+    size_t dl = last == path ? 1 : (size_t)(last - path);
+    char dir[PATH_MAX];
+    if (dl >= sizeof dir) return -1;
+    memcpy(dir, path, dl);
+    dir[dl] = '\0';
+    return open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
+/* Writes data[0..n) to fd; 0 or an errno. */
+static int write_all(int fd, const uint8_t *data, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(fd, data + done, n - done);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return errno;
+        }
+        done += (size_t)w;
+    }
+    return 0;
+}
+
+/* fs/writeFile as an editor saves: the new content goes to a file beside the old
+ * one in the same directory, which then replaces it with one rename(2), so a write
+ * that fails half-way (ENOSPC, EFBIG, EIO) leaves the old content whole instead of
+ * a truncated file. It applies to an existing regular file with one link that we
+ * may write; it keeps the mode and the owner. It does not apply, and the file is
+ * written in place as before, to a new file, a hard-linked file (the other names
+ * must see the change), a symlink's target seen through the link, special files,
+ * or when the directory does not let us add a file or the owner cannot be kept.
+ * Extended attributes (ACLs, security labels) are not carried over, and the file
+ * gets a new inode. fw->fsync: the new file and then the directory are fsync'd
+ * before the reply. Returns false when it does not apply. */
+static bool write_replace(struct fs_work *fw, const uint8_t *data, size_t n)
+{
+    const char *leaf;
+    int pfd = fw->nofollow ? open_parent_nofollow(fw->path, &leaf) : open_parent(fw->path, &leaf);
+    if (pfd < 0) return false;
+    struct stat st;
+    bool applies = fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+                   st.st_nlink == 1;
+    if (applies) {
+        /* Only a file we may write in place: a read-only file stays refused. */
+        int probe = openat(pfd, leaf, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        applies = probe >= 0;
+        if (probe >= 0) close(probe);
+    }
+    char tmp[NAME_MAX + 1];
+    int fd = -1;
+    for (int tries = 0; applies && tries < 8; tries++) {
+        uint8_t r[6];
+        crypto_random_bytes(r, sizeof r);
+        int keep = (int)strlen(leaf);
+        if (keep > NAME_MAX - 24) keep = NAME_MAX - 24;
+        snprintf(tmp, sizeof tmp, ".%.*s.%02x%02x%02x%02x%02x%02x.tmp", keep, leaf, r[0], r[1],
+                 r[2], r[3], r[4], r[5]);
+        fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd >= 0 || errno != EEXIST) break;
+    }
+    if (fd < 0) {
+        int e = errno;
+        close(pfd);
+        if (!applies || (e != ENOSPC && e != EDQUOT)) return false; /* e.g. EACCES: in place */
+        fs_work_set_err(fw, e); /* no room for a second file: in place could lose both */
+        return true;
+    }
+    int e = 0;
+    struct stat tst;
+    if (fstat(fd, &tst) < 0) e = errno;
+    /* The owner first: chown clears set-id bits, which fchmod then restores. */
+    else if ((tst.st_uid != st.st_uid || tst.st_gid != st.st_gid) &&
+             fchown(fd, st.st_uid, st.st_gid) < 0)
+        e = -1;
+    else if (fchmod(fd, st.st_mode & 07777) < 0)
+        e = -1;
+    if (e == 0) e = write_all(fd, data, n);
+    if (e == 0 && fw->fsync && fsync(fd) < 0) e = errno;
+    if (close(fd) < 0 && e == 0) e = errno;
+    if (e == 0 && renameat(pfd, tmp, pfd, leaf) < 0)
+        e = errno == EACCES || errno == EPERM || errno == EXDEV ? -1 : errno;
+    if (e != 0) unlinkat(pfd, tmp, 0);
+    if (e == 0 && fw->fsync) {
+        int dfd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0 || fsync(dfd) < 0) e = errno;
+        if (dfd >= 0) close(dfd);
+    }
+    close(pfd);
+    if (e < 0) return false; /* the owner, mode or rename were not ours to keep: in place */
+    if (e > 0) fs_work_set_err(fw, e);
+    return true;
 }
 
 static void do_write_file(struct fs_work *fw)
@@ -241,10 +382,15 @@ static void do_write_file(struct fs_work *fw)
     }
     free(fw->b64);
     fw->b64 = NULL;
+    if (fw->nofollow) fs_path_strip_slashes(fw->path);
+    if (write_replace(fw, data, n)) {
+        free(data);
+        if (!fs_work_failed(fw)) buf_puts(&fw->out, "{}");
+        return;
+    }
     int fd;
     if (fw->nofollow) {
         const char *leaf;
-        fs_path_strip_slashes(fw->path);
         int pfd = open_parent_nofollow(fw->path, &leaf);
         fd = pfd < 0
                  ? -1
@@ -260,16 +406,9 @@ static void do_write_file(struct fs_work *fw)
         free(data);
         return;
     }
-    size_t done = 0;
-    while (done < n) {
-        ssize_t w = write(fd, data + done, n - done);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            fs_work_set_err(fw, errno);
-            break;
-        }
-        done += (size_t)w;
-    }
+    int e = write_all(fd, data, n);
+    if (e) fs_work_set_err(fw, e);
+    if (!e && fw->fsync && fsync(fd) < 0) fs_work_set_err(fw, errno);
     if (close(fd) < 0 && !fs_work_failed(fw)) fs_work_set_err(fw, errno);
     free(data);
     if (!fs_work_failed(fw)) buf_puts(&fw->out, "{}");

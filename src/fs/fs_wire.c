@@ -7,7 +7,7 @@
 /* The request frame: this header, then path, path2 and b64 bytes. */
 struct wire_req_head {
     uint32_t op;
-    uint8_t recursive, force, nofollow, follow_dir_links, prune_hidden, replace, pad[2];
+    uint8_t recursive, force, nofollow, follow_dir_links, prune_hidden, replace, fsync, pad;
     uint64_t max_depth, max_dirs, max_entries;
     uint64_t path_len, path2_len, b64_len;
 };
@@ -32,7 +32,7 @@ void fs_wire_encode_request(struct buf *out, const struct fs_wire_request *rq)
     struct wire_req_head h = {
         .op = rq->op, .recursive = rq->recursive, .force = rq->force,
         .nofollow = rq->nofollow, .follow_dir_links = rq->follow_dir_links,
-        .prune_hidden = rq->prune_hidden, .replace = rq->replace,
+        .prune_hidden = rq->prune_hidden, .replace = rq->replace, .fsync = rq->fsync,
         .max_depth = rq->max_depth, .max_dirs = rq->max_dirs, .max_entries = rq->max_entries,
         .path_len = rq->path_len, .path2_len = rq->path2_len, .b64_len = rq->b64_len};
     buf_reserve(out, sizeof h + h.path_len + h.path2_len + h.b64_len);
@@ -56,7 +56,8 @@ int fs_wire_decode_request(const void *frame, size_t len, struct fs_wire_request
     *rq = (struct fs_wire_request){
         .op = h.op, .recursive = h.recursive, .force = h.force, .nofollow = h.nofollow,
         .follow_dir_links = h.follow_dir_links, .prune_hidden = h.prune_hidden,
-        .replace = h.replace, .max_depth = h.max_depth, .max_dirs = h.max_dirs,
+        .replace = h.replace, .fsync = h.fsync, .max_depth = h.max_depth,
+        .max_dirs = h.max_dirs,
         .max_entries = h.max_entries, .path = p, .path_len = h.path_len,
         .path2 = p + h.path_len, .path2_len = h.path2_len,
         .b64 = p + h.path_len + h.path2_len, .b64_len = h.b64_len};

@@ -16,7 +16,7 @@
 
 struct fs_wire_request {
     uint32_t op; /* enum fs_op (fs_work.h); which ops a helper serves is its policy */
-    bool recursive, force, nofollow, follow_dir_links, prune_hidden, replace;
+    bool recursive, force, nofollow, follow_dir_links, prune_hidden, replace, fsync;
     uint64_t max_depth, max_dirs, max_entries;
     /* Borrowed: the caller's strings on encode, slices of the frame on decode
      * (not NUL-terminated); NULL with length 0 when absent. */

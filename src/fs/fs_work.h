@@ -53,6 +53,7 @@ struct fs_work {
     /* writeFile */
     char *b64;
     size_t b64_len;
+    bool fsync; /* ours: fsync the file (and its directory) before replying */
     /* walk */
     uint64_t max_depth, max_dirs, max_entries;
     bool follow_dir_links, prune_hidden;
@@ -65,6 +66,10 @@ struct fs_work {
     bool replace;  /* fs/open mode "replace" */
     uint8_t *data; /* fs/writeBlock: decoded chunk */
     size_t data_len;
+    /* the read budget (fs_budget.h): room held, and room wanted when told to wait */
+    size_t budget_held, budget_need;
+    bool budget_wait;            /* ran into FS_BUDGET_WAIT: run again later */
+    struct fs_work *next_parked; /* fs_methods.c's list of those waiting */
     /* outcome */
     struct buf out; /* the reply message, begun on the loop thread */
     int err;        /* errno to report, or 0 */

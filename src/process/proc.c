@@ -143,10 +143,19 @@ static void waiter_remove(struct waiter *w)
     uv_close((uv_handle_t *)&w->timer, waiter_closed);
 }
 
+/* Processes not yet closed, over every session (--max-total-processes). */
+static unsigned live_total;
+
+unsigned proc_live_total(void)
+{
+    return live_total;
+}
+
 static void proc_free(struct proc *p)
 {
     if (p->freeing) return;
     p->freeing = true;
+    if (p->state != PROC_CLOSED) live_total--; /* killed with its session */
     if (p->table) {
         if (p->prev) p->prev->next = p->next;
         else p->table->head = p->next;
@@ -336,6 +345,7 @@ static void check_closed(struct proc *p)
     p->state = PROC_CLOSED;
     netproxy_release(p->netproxy); /* its proxy ends with it, as the reference's does */
     p->netproxy = NULL;
+    live_total--;
     p->close_seq = event_log_take_seq(&p->log);
     proc_close_stdin(p);
     notify_event(p, "process/closed", p->close_seq, false);
@@ -551,6 +561,7 @@ struct proc *proc_add(struct proc_table *t, const char *id, bool tty, bool sandb
     p->pid = sr->pid;
     p->pidfd = sr->pidfd;
     p->start_ns = metrics_now_ns();
+    live_total++;
     metrics_process_started();
     event_log_init(&p->log);
     uv_timer_init(loop, &p->timer);

@@ -106,6 +106,8 @@ struct spawn_result;
 struct proc *proc_find(struct proc_table *t, const char *id);
 /* Processes of t that have not closed yet (what --max-processes counts). */
 unsigned proc_table_live(const struct proc_table *t);
+/* The same over every table of the server (what --max-total-processes counts). */
+unsigned proc_live_total(void);
 /* Records a spawned child in t (owned by t from now on) with its handles set up
  * but not yet watched: the caller replies to process/start first, then calls
  * proc_watch so no notification precedes the response. */

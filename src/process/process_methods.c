@@ -144,6 +144,14 @@ static void handle_start(struct rpc_req *req)
                         live, server_limits.max_processes);
         goto out;
     }
+    if (proc_live_total() >= server_limits.max_total_processes) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST,
+                        "process limit reached: this server already has %u running "
+                        "processes (--max-total-processes %u); wait for one to exit or "
+                        "terminate one",
+                        proc_live_total(), server_limits.max_total_processes);
+        goto out;
+    }
     if (!*program) {
         rpc_reply_error(req, RPC_INTERNAL_ERROR, "missing program for pipe spawn");
         goto out;

@@ -2,13 +2,18 @@
  * (see json_load.h). */
 #include "proto/json_load.h"
 
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
+#include "crypto/random.h"
 #include "util/buf.h"
+#include "util/mem.h"
 
 #define MAX_BIG 16 /* messages carry one payload string; more is unusual */
 
@@ -57,12 +62,12 @@ static bool plain(const char *p, size_t n)
 /* A placeholder no client can guess: \u0001 + a per-process random tag + index. */
 static char tag[24];
 
-static void make_tag(void)
+static pthread_once_t tag_once = PTHREAD_ONCE_INIT;
+
+static void draw_tag(void)
 {
-    if (tag[0]) return;
-    uint64_t r = 0;
-    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
-        r = (uint64_t)(uintptr_t)&r ^ 0x9E3779B97F4A7C15ull;
+    uint64_t r;
+    crypto_random_bytes(&r, sizeof r);
     snprintf(tag, sizeof tag, "%016llx", (unsigned long long)r);
 }
 
@@ -108,7 +113,193 @@ static int splice(json_t *v, const struct big *bigs, int nbig, int depth)
     return found;
 }
 
-json_t *json_load_message(const char *data, size_t len, size_t flags, json_error_t *err)
+/* ---- integers past int64 -------------------------------------------------------- */
+
+#define MAX_BIG_INTS 1024 /* per message; more and the message stays malformed */
+
+/* The reals made from literals in [2^63, 2^64) and their exact values. Each entry
+ * holds a reference, so the pointer cannot be reused by another value while it is
+ * listed; an entry whose only reference is ours (its message is gone) is dropped at
+ * the next rescue. Locked: messages may be loaded on more than one thread. */
+struct big_int {
+    json_t *v;
+    uint64_t u;
+};
+static pthread_mutex_t big_int_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct big_int *big_ints;
+static size_t nbig_ints, capbig_ints;
+
+/* Caller holds big_int_mu. */
+static void big_ints_sweep(void)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < nbig_ints; i++) {
+        if (big_ints[i].v->refcount <= 1) json_decref(big_ints[i].v);
+        else big_ints[k++] = big_ints[i];
+    }
+    nbig_ints = k;
+}
+
+bool json_load_u64(const json_t *v, uint64_t *out)
+{
+    if (json_is_integer(v)) {
+        if (json_integer_value(v) < 0) return false;
+        *out = (uint64_t)json_integer_value(v);
+        return true;
+    }
+    if (!json_is_real(v) || json_real_value(v) < 9223372036854775808.0) return false;
+    bool found = false;
+    pthread_mutex_lock(&big_int_mu);
+    for (size_t i = 0; i < nbig_ints && !found; i++) {
+        if (big_ints[i].v == v) {
+            *out = big_ints[i].u;
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&big_int_mu);
+    return found;
+}
+
+/* One integer literal jansson refused: the real it becomes, and its exact value
+ * when it is a u64. */
+struct num_lit {
+    double d;
+    uint64_t u;
+    bool is_u64;
+};
+
+/* Whether p[0..n) is a JSON integer literal (-?(0|[1-9][0-9]*)). */
+static bool int_literal(const char *p, size_t n)
+{
+    size_t i = p[0] == '-';
+    if (i >= n) return false;
+    if (p[i] == '0') return n == i + 1;
+    for (; i < n; i++)
+        if (p[i] < '0' || p[i] > '9') return false;
+    return true;
+}
+
+/* The value a placeholder string "\u0001<tag>n<index>" stands for (a new real,
+ * registered when it is a u64), or NULL when x is not one. */
+static json_t *placeholder_number(const json_t *x, const struct num_lit *lits, size_t nlits)
+{
+    const char *s = json_string_value(x);
+    if (!s || s[0] != '\1' || strncmp(s + 1, tag, 16) != 0 || s[17] != 'n') return NULL;
+    size_t i = strtoul(s + 18, NULL, 10);
+    if (i >= nlits) return NULL;
+    json_t *r = json_real(lits[i].d);
+    if (r && lits[i].is_u64) {
+        pthread_mutex_lock(&big_int_mu);
+        if (nbig_ints == capbig_ints) {
+            capbig_ints = capbig_ints ? 2 * capbig_ints : 16;
+            big_ints = xrealloc(big_ints, capbig_ints * sizeof *big_ints);
+        }
+        big_ints[nbig_ints++] = (struct big_int){json_incref(r), lits[i].u};
+        pthread_mutex_unlock(&big_int_mu);
+    }
+    return r;
+}
+
+/* Replaces the placeholders under v by their numbers. Returns how many. */
+static size_t splice_numbers(json_t *v, const struct num_lit *lits, size_t nlits, int depth)
+{
+    if (depth > 4096) return 0;
+    size_t found = 0;
+    const char *k;
+    json_t *x, *r;
+    size_t j;
+    if (json_is_object(v)) {
+        json_object_foreach(v, k, x) {
+            if ((r = placeholder_number(x, lits, nlits))) {
+                json_object_set_new(v, k, r);
+                found++;
+            } else {
+                found += splice_numbers(x, lits, nlits, depth + 1);
+            }
+        }
+    } else if (json_is_array(v)) {
+        json_array_foreach(v, j, x) {
+            if ((r = placeholder_number(x, lits, nlits))) {
+                json_array_set_new(v, j, r);
+                found++;
+            } else {
+                found += splice_numbers(x, lits, nlits, depth + 1);
+            }
+        }
+    }
+    return found;
+}
+
+/* jansson refused an integer literal outside int64: parse again with each such
+ * literal as a real (see json_load.h). NULL when the message has another problem
+ * too, or a literal that is no finite double: the caller keeps jansson's error. */
+static json_t *load_big_ints(const char *data, size_t len, size_t flags)
+{
+    struct num_lit *lits = NULL;
+    size_t nlits = 0;
+    struct buf copy;
+    buf_init(&copy);
+    json_t *msg = NULL;
+    const char *p = data, *e = data + len, *from = data;
+    pthread_once(&tag_once, draw_tag);
+    while (p < e) {
+        if (*p == '"') {
+            p = json_load_string_end(p, e);
+            if (!p) goto out;
+            continue;
+        }
+        if (*p != '-' && (*p < '0' || *p > '9')) {
+            p++;
+            continue;
+        }
+        const char *q = p;
+        while (q < e && (*q == '-' || *q == '+' || *q == '.' || *q == 'e' || *q == 'E' ||
+                         (*q >= '0' && *q <= '9')))
+            q++;
+        size_t n = (size_t)(q - p);
+        char num[400];
+        if (int_literal(p, n)) {
+            if (n >= sizeof num) goto out; /* hundreds of digits: past any double */
+            memcpy(num, p, n);
+            num[n] = '\0';
+            errno = 0;
+            (void)strtoll(num, NULL, 10);
+            if (errno == ERANGE) {
+                struct num_lit l = {.d = strtod(num, NULL)};
+                if (!isfinite(l.d) || nlits == MAX_BIG_INTS) goto out;
+                if (num[0] != '-') {
+                    errno = 0;
+                    l.u = strtoull(num, NULL, 10);
+                    l.is_u64 = errno != ERANGE;
+                }
+                if (nlits % 16 == 0) lits = xrealloc(lits, (nlits + 16) * sizeof *lits);
+                buf_append(&copy, from, (size_t)(p - from));
+                buf_printf(&copy, "\"\\u0001%sn%zu\"", tag, nlits);
+                lits[nlits++] = l;
+                from = q;
+            }
+        }
+        p = q;
+    }
+    if (nlits == 0) goto out;
+    buf_append(&copy, from, (size_t)(e - from));
+    json_error_t e2;
+    msg = json_loadb(copy.data, copy.len, flags, &e2);
+    pthread_mutex_lock(&big_int_mu);
+    big_ints_sweep();
+    pthread_mutex_unlock(&big_int_mu);
+    if (msg && splice_numbers(msg, lits, nlits, 0) != nlits) {
+        json_decref(msg);
+        msg = NULL;
+    }
+out:
+    free(lits);
+    buf_free(&copy);
+    return msg;
+}
+
+/* json_loadb, with big strings spliced in. */
+static json_t *load_spliced(const char *data, size_t len, size_t flags, json_error_t *err)
 {
     if (len < JSON_LOAD_BIG_STRING) return json_loadb(data, len, flags, err);
     struct big bigs[MAX_BIG];
@@ -134,7 +325,7 @@ json_t *json_load_message(const char *data, size_t len, size_t flags, json_error
     }
     if (nbig == 0) return json_loadb(data, len, flags, err);
 
-    make_tag();
+    pthread_once(&tag_once, draw_tag);
     struct buf copy;
     buf_init(&copy);
     const char *from = data;
@@ -152,5 +343,14 @@ json_t *json_load_message(const char *data, size_t len, size_t flags, json_error
         json_decref(msg);
         return json_loadb(data, len, flags, err);
     }
+    return msg;
+}
+
+json_t *json_load_message(const char *data, size_t len, size_t flags, json_error_t *err)
+{
+    json_t *msg = load_spliced(data, len, flags, err);
+    /* jansson's words for an integer outside int64 ("too big integer", "too big
+     * negative integer"): read those as serde_json would before giving up. */
+    if (!msg && strncmp(err->text, "too big ", 8) == 0) msg = load_big_ints(data, len, flags);
     return msg;
 }

@@ -10,7 +10,6 @@
 #include "remote/remote.h"
 
 #include <errno.h>
-#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +21,7 @@
 #include "core/readiness.h"
 #include "crypto/noise_ik.h"
 #include "proto/hex.h"
+#include "crypto/random.h"
 #include "remote/registry.h"
 #include "remote/relay_demux.h"
 #include "remote/relay_fwd.h"
@@ -89,8 +89,8 @@ static void schedule_retry(void)
         unsigned n = R->retries < 4 ? R->retries : 4;
         uint64_t base = (R->backoff_unit_ms / 2) << n;
         if (base > 5 * R->backoff_unit_ms) base = 5 * R->backoff_unit_ms;
-        uint32_t jr = 0;
-        if (RAND_bytes((unsigned char *)&jr, sizeof jr) != 1) jr = 0;
+        uint32_t jr;
+        crypto_random_bytes(&jr, sizeof jr);
         R->retries++;
         uv_timer_start(&R->retry, (uv_timer_cb)connect_now, base + jr % (base / 2 + 1), 0);
         return;
@@ -99,8 +99,8 @@ static void schedule_retry(void)
     for (unsigned i = 0; i < R->retries && b < 30 * R->backoff_unit_ms; i++)
         b *= 2;
     if (b > 30 * R->backoff_unit_ms) b = 30 * R->backoff_unit_ms;
-    uint32_t r = 0;
-    if (RAND_bytes((unsigned char *)&r, sizeof r) != 1) r = 0;
+    uint32_t r;
+    crypto_random_bytes(&r, sizeof r);
     uint64_t sleep_ms = b / 2 + (b / 2 ? r % (b / 2 + 1) : 0);
     R->retries++;
     uv_timer_start(&R->retry, (uv_timer_cb)connect_now, sleep_ms, 0);
@@ -366,7 +366,7 @@ static void connect_now(void)
     }
     /* x-request-id as the reference sends it: "req_" and 32 hex digits. */
     uint8_t rnd[16];
-    if (RAND_bytes(rnd, sizeof rnd) != 1) memset(rnd, 7, sizeof rnd);
+    crypto_random_bytes(rnd, sizeof rnd);
     char reqid[64] = "x-request-id: req_", cluster[300], caller[300];
     hex_encode(rnd, sizeof rnd, reqid + strlen(reqid));
     const char *lines[4];

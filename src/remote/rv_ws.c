@@ -12,13 +12,13 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <openssl/rand.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
+#include "crypto/random.h"
 #include "transport/tls.h"
 #include "proto/base64.h"
 #include "util/buf.h"
@@ -256,7 +256,7 @@ static void mask_bytes(uint8_t *out, size_t n)
     static size_t left;
     while (n) {
         if (left == 0) {
-            if (RAND_bytes(pool, sizeof pool) != 1) abort(); /* no entropy: cannot mask */
+            crypto_random_bytes(pool, sizeof pool);
             left = sizeof pool;
         }
         size_t k = n < left ? n : left;

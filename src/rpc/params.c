@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto/json_load.h"
+
 void pdec_fail(struct pdec *d, const char *fmt, ...)
 {
     if (d->failed) return;
@@ -116,6 +118,11 @@ void pdec_describe(const json_t *v, char *out, size_t outlen)
         snprintf(out, outlen, "integer `%" JSON_INTEGER_FORMAT "`", json_integer_value(v));
         break;
     case JSON_REAL: {
+        uint64_t u;
+        if (json_load_u64(v, &u)) { /* an integer literal past int64 (json_load.h) */
+            snprintf(out, outlen, "integer `%" PRIu64 "`", u);
+            break;
+        }
         char num[400];
         describe_real(json_real_value(v), num, sizeof num);
         snprintf(out, outlen, "floating point `%s`", num);
@@ -218,18 +225,16 @@ uint64_t pdec_u64(struct pdec *d, const char *key, enum pdec_presence p, uint64_
     if (present) *present = false;
     json_t *v = member(d, key, p, "u64");
     if (!v) return def;
+    uint64_t u;
+    if (json_load_u64(v, &u)) { /* the full range, 2^63 and up included */
+        if (present) *present = true;
+        return u;
+    }
     /* The reference reports negatives and reals for unsigned fields as a bare
      * "invalid number" (PROTOCOL.md 2.4), not serde's usual invalid-type text. */
-    if (json_is_real(v) || (json_is_integer(v) && json_integer_value(v) < 0)) {
-        pdec_fail(d, "invalid number");
-        return def;
-    }
-    if (!json_is_integer(v)) {
-        fail_type(d, v, "u64");
-        return def;
-    }
-    if (present) *present = true;
-    return (uint64_t)json_integer_value(v);
+    if (json_is_number(v)) pdec_fail(d, "invalid number");
+    else fail_type(d, v, "u64");
+    return def;
 }
 
 int64_t pdec_i64(struct pdec *d, const char *key, enum pdec_presence p, int64_t def,
@@ -238,6 +243,11 @@ int64_t pdec_i64(struct pdec *d, const char *key, enum pdec_presence p, int64_t 
     if (present) *present = false;
     json_t *v = member(d, key, p, "i64");
     if (!v) return def;
+    uint64_t u;
+    if (json_is_real(v) && json_load_u64(v, &u)) {
+        pdec_fail(d, "invalid value: integer `%" PRIu64 "`, expected i64", u);
+        return def;
+    }
     if (!json_is_integer(v)) {
         fail_type(d, v, "i64");
         return def;

@@ -173,6 +173,8 @@ int server_run(void)
                          "crashed server", strerror(-gr));
     /* A vanished peer must be an error code on write, not a process-wide kill. */
     signal(SIGPIPE, SIG_IGN);
+    /* A write past RLIMIT_FSIZE must fail with EFBIG, not kill the server. */
+    signal(SIGXFSZ, SIG_IGN);
     loop = uv_default_loop();
     session_configure(loop, C.session_ttl_ms);
     server_methods_register();

@@ -6,12 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "core/limits.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "crypto/random.h"
 #include "fs/fs_watch.h"
 #include "process/process.h"
 #include "rpc/dispatch.h"
@@ -33,9 +33,7 @@ void session_configure(uv_loop_t *loop, uint64_t detached_ttl_ms)
 static void uuid_v4(char out[37])
 {
     uint8_t r[16];
-    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
-        for (size_t i = 0; i < sizeof r; i++) r[i] = (uint8_t)random();
-    }
+    crypto_random_bytes(r, sizeof r); /* the id is what a resume presents: unguessable */
     r[6] = (uint8_t)((r[6] & 0x0F) | 0x40);
     r[8] = (uint8_t)((r[8] & 0x3F) | 0x80);
     snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",

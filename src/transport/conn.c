@@ -16,6 +16,7 @@ struct conn_wreq {
     uv_write_t req;
     struct conn *conn;
     size_t len;
+    unsigned nmsg; /* messages it ends, each an entry of conn->wq */
     unsigned nmem;
     char *mem[]; /* storage freed once written */
 };
@@ -27,7 +28,8 @@ struct conn_batch {
     unsigned nbufs, nmem;
     size_t len;
     uv_buf_t bufs[CONN_BATCH_BUFS];
-    char *mem[CONN_BATCH_BUFS];
+    char *mem[CONN_BATCH_BUFS];      /* one block per message */
+    size_t msg_len[CONN_BATCH_BUFS]; /* ...and its length */
 };
 
 void conn_init(struct conn *c, const struct conn_ops *ops, uv_loop_t *loop,
@@ -96,7 +98,10 @@ void conn_ref(struct conn *c)
 
 void conn_unref(struct conn *c)
 {
-    if (--c->refs == 0) c->ops->destroy(c);
+    if (--c->refs == 0) {
+        free(c->wq);
+        c->ops->destroy(c);
+    }
 }
 
 const char *conn_peer(const struct conn *c)
@@ -145,6 +150,45 @@ void conn_slot_set(struct conn *c, enum conn_slot slot, void *state, void (*free
     c->slot_free[slot] = free_fn;
 }
 
+/* ---- the backlog ------------------------------------------------------------------
+ * Writes complete in the order they were queued, so a ring of the queued messages'
+ * lengths (what of each is still queued) tells which message the kernel is taking
+ * now. The limit (--max-queued-bytes) is on what is queued behind that one message:
+ * a single reply larger than the limit (a 256 MiB fs/readFile) is delivered to a
+ * client that reads it, and the requests answered after it are not lost; a client
+ * that stops reading still piles messages up behind it and is closed. (A relay
+ * stream accounts frames, not messages: there the head is one frame.) */
+
+static void wq_push(struct conn *c, size_t len)
+{
+    if (c->wq_n == c->wq_cap) {
+        unsigned cap = c->wq_cap ? 2 * c->wq_cap : 16;
+        size_t *q = xmalloc(cap * sizeof *q);
+        for (unsigned i = 0; i < c->wq_n; i++) q[i] = c->wq[(c->wq_head + i) % c->wq_cap];
+        free(c->wq);
+        c->wq = q;
+        c->wq_cap = cap;
+        c->wq_head = 0;
+    }
+    c->wq[(c->wq_head + c->wq_n) % c->wq_cap] = len;
+    c->wq_n++;
+}
+
+static void wq_pop(struct conn *c, unsigned n)
+{
+    if (n > c->wq_n) n = c->wq_n;
+    if (n == 0) return;
+    c->wq_head = (c->wq_head + n) % c->wq_cap;
+    c->wq_n -= n;
+}
+
+/* Bytes queued behind the message being written (what --max-queued-bytes bounds). */
+static size_t conn_backlog(const struct conn *c)
+{
+    size_t head = c->wq_n ? c->wq[c->wq_head] : 0;
+    return c->queued > head ? c->queued - head : 0;
+}
+
 /* Whether closing now would lose nothing a resuming client cannot read back:
  * every process output notification still queued is also in its retained log. */
 static bool backlog_safe_to_drop(struct conn *c)
@@ -159,9 +203,9 @@ static void backlog_over_limit(struct conn *c)
 {
     if (!c->backlogged) {
         c->backlogged = true;
-        log_warn("connection %s: %zu bytes of output queued, over the limit of %zu "
-                 "(--max-queued-bytes); the client is not reading",
-                 c->peer, c->queued, server_limits.max_queued);
+        log_warn("connection %s: %zu bytes of output queued behind the message being "
+                 "written, over the limit of %zu (--max-queued-bytes); the client is not "
+                 "reading", c->peer, conn_backlog(c), server_limits.max_queued);
         if (c->ops->set_reading) c->ops->set_reading(c, false);
     }
     if (backlog_safe_to_drop(c)) {
@@ -171,13 +215,15 @@ static void backlog_over_limit(struct conn *c)
     }
 }
 
-void conn_account_written(struct conn *c, size_t len, int status)
+/* len bytes ending nmsg queued messages were written (status 0) or dropped. */
+static void account_written(struct conn *c, size_t len, unsigned nmsg, int status)
 {
     c->queued -= len;
+    wq_pop(c, nmsg);
     if (status == 0) c->written_total += len;
     if (status < 0 && c->open) conn_close(c);
     if (c->backlogged && c->open) {
-        if (c->queued <= server_limits.max_queued) {
+        if (conn_backlog(c) <= server_limits.max_queued) {
             /* It reads after all: back under the limit, serve it again. */
             c->backlogged = false;
             if (c->ops->set_reading) c->ops->set_reading(c, true);
@@ -193,35 +239,44 @@ void conn_account_written(struct conn *c, size_t len, int status)
     }
 }
 
+void conn_account_written(struct conn *c, size_t len, int status)
+{
+    account_written(c, len, 1, status);
+}
+
 static void write_done(uv_write_t *req, int status)
 {
     struct conn_wreq *w = (struct conn_wreq *)req;
     struct conn *c = w->conn;
     size_t len = w->len;
+    unsigned nmsg = w->nmsg;
     for (unsigned i = 0; i < w->nmem; i++) free(w->mem[i]);
     free(w);
-    conn_account_written(c, len, status);
+    account_written(c, len, nmsg, status);
     conn_unref(c);
 }
 
 bool conn_account_queued(struct conn *c, size_t len)
 {
     c->sent_total += len;
-    if (c->queued > server_limits.max_queued && c->open) {
+    if (conn_backlog(c) > server_limits.max_queued && c->open) {
         backlog_over_limit(c);
         if (!c->open) return false;
     }
     c->queued += len;
+    wq_push(c, len);
     if (!c->congested && c->queued >= CONN_HIGH_WATER) c->congested = true;
     return true;
 }
 
 /* Queues bufs (slices of the nmem blocks of mem) behind whatever is already queued;
- * the blocks are freed once written. */
+ * the blocks are freed once written. They hold what is left of nmsg messages, of
+ * msg_left[i] bytes each. */
 static void queue_write(struct conn *c, uv_stream_t *stream, char *const *mem, unsigned nmem,
-                        const uv_buf_t *bufs, unsigned nbufs, size_t len)
+                        const uv_buf_t *bufs, unsigned nbufs, size_t len,
+                        const size_t *msg_left, unsigned nmsg)
 {
-    if (c->queued > server_limits.max_queued && c->open) {
+    if (conn_backlog(c) > server_limits.max_queued && c->open) {
         backlog_over_limit(c);
         if (!c->open) {
             for (unsigned i = 0; i < nmem; i++) free(mem[i]);
@@ -231,12 +286,15 @@ static void queue_write(struct conn *c, uv_stream_t *stream, char *const *mem, u
     struct conn_wreq *w = xmalloc(sizeof *w + nmem * sizeof *mem);
     w->conn = c;
     w->len = len;
+    w->nmsg = nmsg;
     w->nmem = nmem;
     memcpy(w->mem, mem, nmem * sizeof *mem);
     c->queued += len;
+    for (unsigned i = 0; i < nmsg; i++) wq_push(c, msg_left[i]);
     conn_ref(c);
     if (uv_write(&w->req, stream, bufs, nbufs, write_done) < 0) {
         c->queued -= len;
+        c->wq_n -= nmsg; /* the entries just pushed */
         for (unsigned i = 0; i < nmem; i++) free(mem[i]);
         free(w);
         conn_unref(c);
@@ -246,11 +304,11 @@ static void queue_write(struct conn *c, uv_stream_t *stream, char *const *mem, u
     if (!c->congested && c->queued >= CONN_HIGH_WATER) c->congested = true;
 }
 
-/* Writes bufs: straight to the kernel when nothing is queued (most messages leave
- * at once with no queue entry), and queues only what it did not take (no copy:
- * slices of mem). */
+/* Writes bufs, the nmem messages of msg_len[i] bytes each (one block of mem each):
+ * straight to the kernel when nothing is queued (most messages leave at once with
+ * no queue entry), and queues only what it did not take (no copy: slices of mem). */
 static void write_bufs(struct conn *c, uv_stream_t *stream, char *const *mem, unsigned nmem,
-                       const uv_buf_t *bufs, unsigned nbufs, size_t len)
+                       const size_t *msg_len, const uv_buf_t *bufs, unsigned nbufs, size_t len)
 {
     if (c->tls) {
         /* wss: encrypt, then queue the ciphertext; the flow accounting stays in
@@ -267,12 +325,12 @@ static void write_bufs(struct conn *c, uv_stream_t *stream, char *const *mem, un
         char *ct;
         size_t n = tls_take_output(c->tls, &ct);
         uv_buf_t ub = uv_buf_init(ct, (unsigned)n);
-        if (n) queue_write(c, stream, &ct, 1, &ub, 1, len);
+        if (n) queue_write(c, stream, &ct, 1, &ub, 1, len, msg_len, nmem);
         else c->written_total += len;
         return;
     }
     if (c->queued > 0) {
-        queue_write(c, stream, mem, nmem, bufs, nbufs, len);
+        queue_write(c, stream, mem, nmem, bufs, nbufs, len, msg_len, nmem);
         return;
     }
     int n = uv_try_write(stream, bufs, nbufs);
@@ -287,6 +345,18 @@ static void write_bufs(struct conn *c, uv_stream_t *stream, char *const *mem, un
         for (unsigned i = 0; i < nmem; i++) free(mem[i]);
         return;
     }
+    /* What is left of each message: the first ones the kernel took are gone. */
+    size_t left[CONN_BATCH_BUFS];
+    unsigned nleft = 0;
+    size_t taken = done;
+    for (unsigned i = 0; i < nmem; i++) {
+        if (taken >= msg_len[i]) {
+            taken -= msg_len[i];
+            continue;
+        }
+        left[nleft++] = msg_len[i] - taken;
+        taken = 0;
+    }
     uv_buf_t rest[CONN_BATCH_BUFS];
     unsigned k = 0;
     size_t skip = done;
@@ -298,7 +368,7 @@ static void write_bufs(struct conn *c, uv_stream_t *stream, char *const *mem, un
         rest[k++] = uv_buf_init(bufs[i].base + skip, (unsigned)(bufs[i].len - skip));
         skip = 0;
     }
-    queue_write(c, stream, mem, nmem, rest, k, len - done);
+    queue_write(c, stream, mem, nmem, rest, k, len - done, left, nleft);
 }
 
 void conn_tls_flush(struct conn *c, uv_stream_t *stream)
@@ -307,7 +377,7 @@ void conn_tls_flush(struct conn *c, uv_stream_t *stream)
     size_t n = tls_take_output(c->tls, &ct);
     if (n == 0) return;
     uv_buf_t ub = uv_buf_init(ct, (unsigned)n);
-    queue_write(c, stream, &ct, 1, &ub, 1, 0);
+    queue_write(c, stream, &ct, 1, &ub, 1, 0, NULL, 0);
 }
 
 static void batch_flush(struct conn *c)
@@ -323,7 +393,7 @@ static void batch_flush(struct conn *c)
         for (unsigned i = 0; i < nmem; i++) free(b->mem[i]);
         return;
     }
-    write_bufs(c, b->stream, b->mem, nmem, b->bufs, nbufs, len);
+    write_bufs(c, b->stream, b->mem, nmem, b->msg_len, b->bufs, nbufs, len);
 }
 
 void conn_write(struct conn *c, uv_stream_t *stream, char *mem, const uv_buf_t *bufs,
@@ -345,12 +415,13 @@ void conn_write(struct conn *c, uv_stream_t *stream, char *mem, const uv_buf_t *
         b->stream = stream;
         memcpy(b->bufs + b->nbufs, bufs, nbufs * sizeof *bufs);
         b->nbufs += nbufs;
+        b->msg_len[b->nmem] = len;
         b->mem[b->nmem++] = mem;
         b->len += len;
         return;
     }
     batch_flush(c); /* keep order if a message is too big for the batch */
-    write_bufs(c, stream, &mem, 1, bufs, nbufs, len);
+    write_bufs(c, stream, &mem, 1, &len, bufs, nbufs, len);
 }
 
 void conn_cork(struct conn *c)

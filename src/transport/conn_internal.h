@@ -33,8 +33,11 @@ struct conn {
     conn_message_fn on_message; /* where complete incoming messages go */
     size_t queued;          /* bytes in uv_write requests not yet completed */
     bool congested;         /* queued crossed CONN_HIGH_WATER and not yet below LOW */
-    bool backlogged;        /* queued passed server_limits.max_queued: input stopped,
-                               closed once its queued process output is safe */
+    bool backlogged;        /* the backlog (what is queued behind the message being
+                               written) passed server_limits.max_queued: input
+                               stopped, closed once its queued process output is safe */
+    size_t *wq;             /* queued bytes of each queued message, oldest first: a */
+    unsigned wq_cap, wq_head, wq_n; /* ring of wq_cap slots, wq_n used from wq_head */
     uint64_t sent_total;    /* bytes ever handed to the kernel-facing write path */
     uint64_t written_total; /* of those, bytes the kernel has taken */
     const struct conn_owner_ops *owner_ops; /* the bound owner (a session) or NULL */

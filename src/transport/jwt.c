@@ -54,7 +54,10 @@ static json_t *segment_json(const char *s, size_t n)
     size_t len;
     if (!b64url_decode(s, n, &raw, &len)) return NULL;
     json_error_t e;
-    json_t *j = json_loadb((const char *)raw, len, 0, &e);
+    /* A key twice (`exp` expired then valid, `alg` two ways) means whatever the
+     * last-wins parser here reads may differ from what the issuer or another
+     * verifier read: reject, as the reference does. */
+    json_t *j = json_loadb((const char *)raw, len, JSON_REJECT_DUPLICATES, &e);
     free(raw);
     if (j && !json_is_object(j)) {
         json_decref(j);

@@ -75,8 +75,19 @@ struct ws_conn {
     bool close_sent;        /* our Close is out: nothing else may follow it */
     int handles_open;       /* tcp + ping timer, counted down by close callbacks */
     bool over_limit;        /* accepted past --max-connections: the upgrade gets a 503 */
+    bool over_peer_limit;   /* ...or past --max-connections-per-peer */
+    char ip[INET6_ADDRSTRLEN]; /* the peer's address without the port */
     bool reading;           /* uv_read_start is in effect */
 };
+
+/* Live connections from w's peer address, w included. */
+static unsigned peer_count(const struct ws_conn *w)
+{
+    unsigned n = 0;
+    for (const struct ws_conn *o = w->listener->conns; o; o = o->next)
+        n += strcmp(o->ip, w->ip) == 0;
+    return n;
+}
 
 static void ws_handle_closed(uv_handle_t *h)
 {
@@ -404,17 +415,28 @@ static void ws_on_bytes(struct ws_conn *w, uv_stream_t *s, char *data, size_t nr
         metrics_connection_rejected("websocket", "unauthorized");
         info.status = 401;
         o = HTTP_REPLY;
-    } else if (o == HTTP_WEBSOCKET && w->over_limit) {
-        /* Past --max-connections: say so instead of upgrading. */
+    } else if (o == HTTP_WEBSOCKET && (w->over_limit || w->over_peer_limit)) {
+        /* Past --max-connections (or its per-peer share): say so instead of upgrading. */
         metrics_connection_rejected("websocket", "over_limit");
-        log_warn("connection %s refused: %u connections open (--max-connections %u)",
-                 w->base.peer, w->listener->nconns, server_limits.max_connections);
-        buf_free(&reply);
-        buf_init(&reply);
-        char body[160];
-        int bl = snprintf(body, sizeof body,
+        char body[200];
+        int bl;
+        if (w->over_limit) {
+            log_warn("connection %s refused: %u connections open (--max-connections %u)",
+                     w->base.peer, w->listener->nconns, server_limits.max_connections);
+            bl = snprintf(body, sizeof body,
                           "too many connections: this server allows %u (--max-connections)\n",
                           server_limits.max_connections);
+        } else {
+            log_warn("connection %s refused: %u connections open from %s "
+                     "(--max-connections-per-peer %u)", w->base.peer, peer_count(w), w->ip,
+                     server_limits.max_connections_per_peer);
+            bl = snprintf(body, sizeof body,
+                          "too many connections from %s: this server allows %u per address "
+                          "(--max-connections-per-peer)\n",
+                          w->ip, server_limits.max_connections_per_peer);
+        }
+        buf_free(&reply);
+        buf_init(&reply);
         buf_printf(&reply,
                    "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; "
                    "charset=utf-8\r\ncontent-length: %d\r\nretry-after: 1\r\n"
@@ -519,6 +541,8 @@ static void ws_on_connection(uv_stream_t *server, int status)
             snprintf(w->base.peer, sizeof w->base.peer, "[%s]:%d", ip, port);
         }
     }
+    memcpy(w->ip, ip, sizeof w->ip);
+    w->over_peer_limit = peer_count(w) > server_limits.max_connections_per_peer;
     if (tls_server_enabled()) w->base.tls = tls_session_new();
     /* HTTP until it upgrades: /readyz and /metrics are not WebSocket connections. */
     conn_set_transport(&w->base, "http");

@@ -135,6 +135,38 @@ def test_no_issuer_or_audience_configured(_):
         os.unlink(path)
 
 
+def jwt_raw(head_text, body_text, secret=SECRET):
+    """A correctly signed token over exactly these header and claims texts (so a
+    key can appear twice, which json.dumps cannot write)."""
+    head, body = b64url(head_text.encode()), b64url(body_text.encode())
+    sig = hmac.new(secret.encode(), ("%s.%s" % (head, body)).encode(), hashlib.sha256).digest()
+    return "%s.%s.%s" % (head, body, b64url(sig))
+
+
+@needs_own_server
+def test_duplicate_keys_rejected(_):
+    """Issue 21 item 6: a signed token with `exp` twice (the first expired, the last in
+    the future) was accepted because the last one won; a duplicate in the JOSE header
+    (an `alg` that a different parser would read differently) likewise. The reference
+    rejects both."""
+    path = secret_file()
+    now = int(time.time())
+    srv = jwt_server(path)
+    try:
+        head = '{"alg":"HS256","typ":"JWT"}'
+        works(srv, "Authorization: Bearer " + jwt_raw(head, '{"exp":%d}' % (now + 300)))
+        for h, body in [
+                (head, '{"exp":%d,"exp":%d}' % (now - 3600, now + 300)),
+                (head, '{"exp":%d,"exp":%d}' % (now + 300, now + 300)),
+                (head, '{"exp":%d,"sub":"a","sub":"b"}' % (now + 300)),
+                ('{"alg":"none","alg":"HS256","typ":"JWT"}', '{"exp":%d}' % (now + 300)),
+                ('{"alg":"HS256","typ":"JWT","typ":"JWT"}', '{"exp":%d}' % (now + 300))]:
+            assert_401(srv, "invalid websocket jwt", "Authorization: Bearer " + jwt_raw(h, body))
+    finally:
+        srv.stop()
+        os.unlink(path)
+
+
 @ours_only
 def test_flag_errors(_):
     short = secret_file("too-short")

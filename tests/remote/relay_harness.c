@@ -24,11 +24,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "crypto/noise_ik.h"
+#include "crypto/random.h"
 #include "proto/relay_frame.h"
 #include "proto/relay_framing.h"
 #include "remote/rv_ws.h"
@@ -128,7 +128,7 @@ static void ws_send(int opcode, const uint8_t *p, size_t n)
         hl = 10;
     }
     uint8_t key[4];
-    getrandom(key, 4, 0);
+    crypto_random_bytes(key, sizeof key);
     memcpy(h + hl, key, 4);
     hl += 4;
     uint8_t *m = malloc(hl + n);
@@ -301,7 +301,7 @@ static int print_message(void *ctx, const uint8_t *msg, size_t len)
 static void uuid4(char out[37])
 {
     uint8_t r[16];
-    getrandom(r, sizeof r, 0);
+    crypto_random_bytes(r, sizeof r);
     r[6] = (r[6] & 0x0f) | 0x40;
     r[8] = (r[8] & 0x3f) | 0x80;
     char *p = out;

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -151,6 +152,41 @@ static void exclude_and_include_only_globs(void **state)
     json_decref(keep);
 }
 
+/* Many names (the hash index grows and is rebuilt after includeOnly): every name once,
+ * the last value of each, in first-seen order. */
+static void many_names_keep_order_and_last_value(void **state)
+{
+    (void)state;
+    json_t *set = json_object(), *env = json_object(), *inc = json_array();
+    for (int i = 0; i < 5000; i++) {
+        char k[16], v[16];
+        snprintf(k, sizeof k, "S%d", i);
+        snprintf(v, sizeof v, "s%d", i);
+        json_object_set_new(set, k, json_string(v));
+        snprintf(k, sizeof k, "E%d", i);
+        snprintf(v, sizeof v, "e%d", i);
+        json_object_set_new(env, k, json_string(v));
+    }
+    json_object_set_new(env, "S7", json_string("from-env")); /* env over set */
+    json_object_set_new(env, "PATH", json_string("/x"));     /* env over inherited */
+    json_array_append_new(inc, json_string("S*"));
+    json_array_append_new(inc, json_string("PATH"));
+    struct env_policy pol = {.inherit = ENV_INHERIT_ALL, .ignore_default_excludes = true,
+                             .exclude = json_array(), .set = set, .include_only = inc};
+    char **e = env_build(server_env, &pol, env);
+    assert_int_equal(count(e), 2 + 5000 + 5000); /* PATH, SHELL (S*), set, env */
+    assert_string_equal(e[0], "PATH=/x");        /* inherited first, replaced in place */
+    assert_string_equal(env_get(e, "S4999"), "s4999");
+    assert_string_equal(env_get(e, "S7"), "from-env");
+    assert_string_equal(env_get(e, "E0"), "e0");
+    assert_null(env_get(e, "HOME")); /* not in includeOnly */
+    env_free(e);
+    json_decref(pol.exclude);
+    json_decref(set);
+    json_decref(env);
+    json_decref(inc);
+}
+
 static void glob_matching(void **state)
 {
     (void)state;
@@ -235,6 +271,7 @@ int main(void)
         cmocka_unit_test(inherit_core_and_set_and_env_wins),
         cmocka_unit_test(none_with_set_keeps_secrets_from_set),
         cmocka_unit_test(exclude_and_include_only_globs),
+        cmocka_unit_test(many_names_keep_order_and_last_value),
         cmocka_unit_test(glob_matching),
         cmocka_unit_test(decode_errors_use_serde_wording),
         cmocka_unit_test(trace_context),

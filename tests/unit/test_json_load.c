@@ -1,6 +1,7 @@
 /* Unit tests for proto/json_load: json_load_message must give exactly what json_loadb
  * gives (same tree, same error text) whatever the message, with or without big
- * strings to splice. */
+ * strings to splice, except for integers outside int64, which it reads where jansson
+ * gives up. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -87,11 +88,78 @@ static void test_many_big_strings_fall_back(void **state)
     free(s);
 }
 
+/* Integers outside int64: jansson fails the whole message ("too big integer"); the
+ * loader reads each as a real instead, and one in [2^63, 2^64) keeps its exact value
+ * for json_load_u64 (issue 21: the request's id was lost). */
+static json_t *load(const char *msg)
+{
+    json_error_t e;
+    return json_load_message(msg, strlen(msg), JSON_REJECT_DUPLICATES, &e);
+}
+
+static void test_integers_past_int64(void **state)
+{
+    (void)state;
+    json_t *m = load("{\"id\":7,\"p\":{\"a\":18446744073709551615,\"b\":9223372036854775808,"
+                     "\"c\":[18446744073709551616,-9223372036854775809,5,-1],"
+                     "\"s\":\"18446744073709551615\",\"r\":1e19}}");
+    assert_non_null(m);
+    assert_int_equal(json_integer_value(json_object_get(m, "id")), 7);
+    json_t *p = json_object_get(m, "p");
+    uint64_t u = 0;
+    assert_true(json_load_u64(json_object_get(p, "a"), &u));
+    assert_true(u == UINT64_MAX);
+    assert_true(json_load_u64(json_object_get(p, "b"), &u));
+    assert_true(u == 9223372036854775808ull);
+    json_t *c = json_object_get(p, "c");
+    assert_true(json_is_real(json_array_get(c, 0))); /* past u64: a float, as serde_json */
+    assert_false(json_load_u64(json_array_get(c, 0), &u));
+    assert_true(json_is_real(json_array_get(c, 1)));
+    assert_false(json_load_u64(json_array_get(c, 1), &u));
+    assert_true(json_load_u64(json_array_get(c, 2), &u) && u == 5);
+    assert_false(json_load_u64(json_array_get(c, 3), &u));
+    assert_string_equal(json_string_value(json_object_get(p, "s")), "18446744073709551615");
+    assert_false(json_load_u64(json_object_get(p, "r"), &u)); /* written as a real */
+    /* A copy of the value is just a real: only the loaded node carries the integer. */
+    json_t *copy = json_real(json_real_value(json_object_get(p, "a")));
+    assert_false(json_load_u64(copy, &u));
+    json_decref(copy);
+    json_decref(m);
+    /* Other errors keep jansson's text; a literal past any double stays an error. */
+    json_error_t e;
+    const char *bad = "{\"a\":18446744073709551615,}";
+    assert_null(json_load_message(bad, strlen(bad), 0, &e));
+    assert_null(load("{\"a\":1" "000000000000000000000000000000000000000000000000000000000000"
+                     "0000000000000000000000000000000000000000000000000000000000000000000000"
+                     "0000000000000000000000000000000000000000000000000000000000000000000000"
+                     "0000000000000000000000000000000000000000000000000000000000000000000000"
+                     "0000000000000000000000000000000000000000000000000000000000000000000000"
+                     "00000000000000000000000000000000000000000000000000000000000000000000}"));
+    /* Many messages: entries of freed messages are dropped, live ones stay exact. */
+    json_t *keep = load("[18446744073709551614]");
+    for (int i = 0; i < 100; i++) json_decref(load("[18446744073709551615]"));
+    assert_true(json_load_u64(json_array_get(keep, 0), &u) && u == UINT64_MAX - 1);
+    json_decref(keep);
+    /* A big integer inside a message with a big spliced string. */
+    char *s = big(100000, 0);
+    size_t n = strlen(s) + 100;
+    char *msg = malloc(n);
+    snprintf(msg, n, "{\"d\":\"%s\",\"o\":18446744073709551615}", s);
+    m = load(msg);
+    assert_non_null(m);
+    assert_int_equal(json_string_length(json_object_get(m, "d")), 100000);
+    assert_true(json_load_u64(json_object_get(m, "o"), &u) && u == UINT64_MAX);
+    json_decref(m);
+    free(msg);
+    free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_equal_to_jansson),
         cmocka_unit_test(test_many_big_strings_fall_back),
+        cmocka_unit_test(test_integers_past_int64),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

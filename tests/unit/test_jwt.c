@@ -15,6 +15,11 @@
 #define TOK_HS384 "eyJhbGciOiJIUzM4NCIsInR5cCI6IkpXVCJ9.eyJleHAiOjIwMDB9.L72AvCaeB0aLpUNy218rWRc2-ayWfthgLhaUZxu_uS8"
 #define TOK_OTHERKEY "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJleHAiOjIwMDB9.PdAg_B9ay6MYVC_ulfGp1vS55uBMzhyY4EJW7-Ob6Ks"
 
+/* Signed correctly, but with a key twice: {"exp":1000,"exp":2000} (the first expired at
+ * 1500, the last valid) and a header {"alg":"none","alg":"HS256"}. */
+#define TOK_DUP_EXP "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJleHAiOjEwMDAsImV4cCI6MjAwMH0.OPc0kvzNiH3ce761qW3YLcLyXAg3AkUp6Itnvzn9AVA"
+#define TOK_DUP_ALG "eyJhbGciOiJub25lIiwiYWxnIjoiSFMyNTYifQ.eyJleHAiOjIwMDB9.bB0CU7ieL5MPw94CYabMibppumrr9HvzK3os8nz-52U"
+
 #define SECRET "unit-test-secret-of-at-least-32-bytes!"
 
 static enum jwt_verdict check(const char *tok, const char *iss, const char *aud, int64_t skew,
@@ -51,6 +56,8 @@ static void malformed(void **state)
     memcpy(t, TOK_GOOD, sizeof t);
     t[sizeof t - 2] ^= 1; /* one signature character off */
     assert_int_equal(check(t, NULL, NULL, 0, 1500), JWT_INVALID);
+    assert_int_equal(check(TOK_DUP_EXP, NULL, NULL, 0, 1500), JWT_INVALID);
+    assert_int_equal(check(TOK_DUP_ALG, NULL, NULL, 0, 1500), JWT_INVALID);
     assert_string_equal(jwt_verdict_text(JWT_EXPIRED), "expired websocket jwt");
 }
 

@@ -10,12 +10,14 @@
 
 #include <cmocka.h>
 
+#include "proto/json_load.h"
 #include "rpc/params.h"
 
+/* Through the server's loader, which reads integers past int64 (json_load.h). */
 static json_t *parse(const char *text)
 {
     json_error_t e;
-    json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
+    json_t *v = json_load_message(text, strlen(text), JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
     assert_non_null(v);
     return v;
 }
@@ -219,6 +221,28 @@ static void test_u64(void **state)
               "invalid type: string \"1\", expected u64");
     ONE_FIELD("{\"afterSeq\":false}", pdec_u64(&d, "afterSeq", PDEC_OPTIONAL, 0, NULL),
               "invalid type: boolean `false`, expected u64");
+    /* The full u64 range, as serde reads it; past it, a float: "invalid number". */
+    {
+        json_t *v = parse("{\"a\":18446744073709551615,\"b\":9223372036854775808,"
+                          "\"c\":9223372036854775807}");
+        struct pdec d;
+        bool present = false;
+        pdec_begin(&d, v, "S");
+        assert_true(pdec_u64(&d, "a", PDEC_REQUIRED, 9, &present) == UINT64_MAX);
+        assert_true(present);
+        assert_true(pdec_u64(&d, "b", PDEC_REQUIRED, 9, NULL) == (uint64_t)INT64_MAX + 1);
+        assert_true(pdec_u64(&d, "c", PDEC_REQUIRED, 9, NULL) == (uint64_t)INT64_MAX);
+        assert_false(d.failed);
+        json_decref(v);
+    }
+    ONE_FIELD("{\"n\":18446744073709551616}", pdec_u64(&d, "n", PDEC_OPTIONAL, 0, NULL),
+              "invalid number");
+    ONE_FIELD("{\"n\":-9223372036854775809}", pdec_u64(&d, "n", PDEC_OPTIONAL, 0, NULL),
+              "invalid number");
+    ONE_FIELD("{\"n\":18446744073709551615}", pdec_string(&d, "n", PDEC_OPTIONAL),
+              "invalid type: integer `18446744073709551615`, expected a string");
+    ONE_FIELD("{\"n\":18446744073709551615}", pdec_bool(&d, "n", PDEC_OPTIONAL, false),
+              "invalid type: integer `18446744073709551615`, expected a boolean");
 }
 
 static void test_i64(void **state)
@@ -241,6 +265,8 @@ static void test_i64(void **state)
               "invalid type: floating point `1.5`, expected i64");
     ONE_FIELD("{\"a\":\"x\"}", pdec_i64(&d, "a", PDEC_OPTIONAL, 0, NULL),
               "invalid type: string \"x\", expected i64");
+    ONE_FIELD("{\"a\":9223372036854775808}", pdec_i64(&d, "a", PDEC_OPTIONAL, 0, NULL),
+              "invalid value: integer `9223372036854775808`, expected i64");
 }
 
 static void test_object_array(void **state)
