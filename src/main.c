@@ -31,6 +31,7 @@
 #include "core/limits.h"
 #include "core/log.h"
 #include "process/guardian.h"
+#include "process/process_path.h"
 #include "process/spawner.h"
 #include "fs/fs_sandboxed.h"
 #include "remote/remote.h"
@@ -775,6 +776,7 @@ int main(int argc, char **argv)
                          "crashed server", strerror(-gr));
     /* A vanished peer must be an error code on write, not a process-wide kill. */
     signal(SIGPIPE, SIG_IGN);
+    process_path_init(); /* `rg` first on the PATH children inherit (before any thread) */
     loop = uv_default_loop();
     session_configure(loop, ttl_ms);
     server_methods_register();

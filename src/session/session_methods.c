@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "process/process_path.h"
 #include "proto/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
@@ -58,7 +59,9 @@ static json_t *environment_info(void)
     json_object_set_new(info, "cwd", uri_json(cwd));
     if (home && home[0] == '/') json_object_set_new(info, "userHomeDir", uri_json(home));
     json_object_set_new(info, "platformOs", json_string("linux"));
-    json_object_set_new(info, "prependPathDirs", json_array());
+    json_t *prepend = json_array();
+    if (process_path_dir()) json_array_append_new(prepend, uri_json(process_path_dir()));
+    json_object_set_new(info, "prependPathDirs", prepend);
     json_object_set_new(info, "temporaryDirectories", json_array());
     json_object_set_new(info, "tempDir", uri_json(tmp));
     json_object_set_new(info, "capabilities", caps);
