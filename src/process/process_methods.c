@@ -7,12 +7,15 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "core/limits.h"
 #include "core/log.h"
 #include "process/env_policy.h"
 #include "process/proc_internal.h"
+#include "process/shell_snapshot.h"
 #include "process/spawn.h"
 #include "proto/base64.h"
 #include "proto/uri.h"
@@ -43,9 +46,150 @@ static bool require_string(struct pdec *d, json_t *v)
     return false;
 }
 
+/* A process/start that passed its checks: what the spawn needs, kept while a
+ * shell snapshot is captured (the strings are borrowed from req's params). */
+struct start_job {
+    struct rpc_req *req;
+    struct proc_table *t;
+    const char *id, *program;
+    json_t *env;
+    bool tty, pipe_stdin, sandboxed, have_pol;
+    unsigned short rows, cols;
+    char **cargv, **cenv;
+    char *cwd_path;
+    struct sandbox_policy pol;
+    enum proc_snapshot_shell shell;
+};
+
+static void job_free(struct start_job *j)
+{
+    if (j->have_pol) sandbox_policy_free(&j->pol);
+    free_strv(j->cargv);
+    env_free(j->cenv);
+    free(j->cwd_path);
+    free(j);
+}
+
+/* The state for /dev/fd/3: a memfd whose first line closes it again. */
+static int snapshot_fd(const struct proc_snapshot *snap)
+{
+    int fd = memfd_create("exec-server-shell-snapshot", MFD_CLOEXEC);
+    if (fd < 0) return -1;
+    static const char head[] = "exec 3<&-\n";
+    if (write(fd, head, sizeof head - 1) != (ssize_t)(sizeof head - 1) ||
+        write(fd, snap->state, snap->state_len) != (ssize_t)snap->state_len) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Spawns the job's command (with the snapshot restored when snap is given), replies,
+ * then watches it. Frees the job. */
+static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
+{
+    struct rpc_req *req = j->req;
+    struct proc_table *t = j->t;
+    const char *id = j->id;
+    struct sb_placeholders *ph = NULL;
+    char **argv = j->cargv, **envp = j->cenv, **snap_argv = NULL, **snap_env = NULL;
+    char *snap_script = NULL;
+    int state_fd = -1;
+    if (snap) {
+        const char *flag;
+        char **extra = NULL;
+        size_t nextra = 0;
+        proc_snapshot_command(j->shell, snap, j->cargv[2], &flag, &snap_script, &extra, &nextra);
+        size_t argc = 0;
+        while (j->cargv[argc]) argc++;
+        snap_argv = xcalloc(argc + 1, sizeof *snap_argv);
+        memcpy(snap_argv, j->cargv, argc * sizeof *snap_argv);
+        snap_argv[1] = (char *)flag;
+        snap_argv[2] = snap_script;
+        snap_env = proc_snapshot_env(j->cenv, j->env, snap, extra, nextra);
+        argv = snap_argv;
+        envp = snap_env;
+        if (snap->fd_source && (state_fd = snapshot_fd(snap)) < 0) {
+            /* Without the state the prelude would fail: run the plain command. */
+            argv = j->cargv;
+            envp = j->cenv;
+        }
+    }
+    struct spawn_request rq = {
+        .program = j->program,
+        .argv = argv,
+        .envp = envp,
+        .path_env = env_get(envp, "PATH"),
+        .cwd = j->cwd_path,
+        .tty = j->tty,
+        .rows = j->rows,
+        .cols = j->cols,
+        .pipe_stdin = j->pipe_stdin,
+        .sandbox = j->sandboxed ? &j->pol : NULL,
+        .pid_inherit = sandbox_pid_namespace_inherit,
+        .extra_fds = state_fd >= 0 ? &state_fd : NULL,
+        .n_extra_fds = state_fd >= 0 ? 1 : 0,
+        .proxy_fd = -1,
+        .refusal = j->sandboxed ? j->pol.refusal : NULL,
+    };
+    if (j->sandboxed && !j->pol.refusal) ph = sandbox_placeholders_acquire(&j->pol.placeholders);
+    struct spawn_result sr;
+    int sberr = 0;
+    int err = spawn_child(&rq, &sr, &sberr);
+    if (state_fd >= 0) close(state_fd);
+    if (err == SPAWN_ERR_SANDBOX) {
+        log_warn("process %s: the sandbox could not be set up: %s", id, strerror(sberr));
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "sandbox intent cannot be enforced on this "
+                                                 "executor");
+        goto out;
+    }
+    if (err < 0) {
+        char text[256];
+        oserr_format(-err, text, sizeof text);
+        rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
+        goto out;
+    }
+
+    struct proc *p = proc_add(t, id, j->tty, j->sandboxed, &sr, req->loop);
+    p->placeholders = ph;
+    ph = NULL;
+    {
+        char idv[160], a0[200];
+        log_event("event=process_start session=%s process_id=%s pid=%d argv0=%s tty=%s "
+                  "sandboxed=%s",
+                  t->session->id, log_value(id, idv, sizeof idv), (int)sr.pid,
+                  log_value(j->program, a0, sizeof a0), j->tty ? "true" : "false",
+                  j->sandboxed ? "true" : "false");
+    }
+    /* The response goes out before any notification of the new process. */
+    rpc_reply_json(req, json_pack("{s:s,s:s}", "processId", id, "sandboxType",
+                                  j->sandboxed ? "linuxSeccomp" : "none"));
+    proc_watch(p);
+out:
+    sandbox_placeholders_release(ph);
+    free(snap_argv);
+    free(snap_script);
+    env_free(snap_env);
+    job_free(j);
+}
+
+/* A start that waited for its shell snapshot. */
+static void on_snapshot(void *job, enum proc_snapshot_outcome outcome,
+                        const struct proc_snapshot *snap)
+{
+    struct start_job *j = job;
+    if (outcome == SNAP_CANCELLED) {
+        rpc_req_free(j->req);
+        job_free(j);
+        return;
+    }
+    start_launch(j, outcome == SNAP_READY ? snap : NULL);
+}
+
 /* process/start: decode, gate, resolve cwd, prepare the sandbox, check the table,
- * spawn, then reply before the first notification. Every failure replies once and
- * leaves through `out`, which frees whatever was built so far. */
+ * then spawn (after the shell snapshot, when one applies), then reply before the
+ * first notification. Every failure replies once and leaves through `out`, which
+ * frees whatever was built so far. */
 static void handle_start(struct rpc_req *req)
 {
     struct pdec d;
@@ -61,6 +205,9 @@ static void handle_start(struct rpc_req *req)
     struct env_policy env_pol;
     bool has_env_pol;
     env_policy_decode(&d, &env_pol, &has_env_pol);
+    struct proc_snapshot_req snap_req;
+    bool has_snap;
+    proc_snapshot_decode(&d, &snap_req, &has_snap);
     unsigned short rows = 0, cols = 0;
     proc_decode_size(&d, &rows, &cols);
     size_t i;
@@ -73,15 +220,18 @@ static void handle_start(struct rpc_req *req)
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
 
-    char *cwd_path = NULL;
-    char **cargv = NULL, **cenv = NULL;
-    bool have_pol = false, sandboxed = false;
-    struct sandbox_policy pol;
-    struct sb_placeholders *ph = NULL;
+    struct start_job *j = xcalloc(1, sizeof *j);
+    j->req = req;
+    j->id = id;
+    j->env = env;
+    j->tty = tty;
+    j->pipe_stdin = pipe_stdin;
+    j->rows = rows;
+    j->cols = cols;
 
     size_t cwd_len;
     struct uri_error uerr;
-    if (uri_to_path(cwd, strlen(cwd), true, &cwd_path, &cwd_len, &uerr) < 0) {
+    if (uri_to_path(cwd, strlen(cwd), true, &j->cwd_path, &cwd_len, &uerr) < 0) {
         if (uerr.kind == URI_ERR_HOST || uerr.kind == URI_ERR_DRIVE ||
             uerr.kind == URI_ERR_PLATFORM)
             rpc_reply_error(req, RPC_INVALID_PARAMS,
@@ -94,30 +244,33 @@ static void handle_start(struct rpc_req *req)
     /* The sandbox: parsed, then prepared here (allocations, the Landlock ruleset)
      * so the child only makes system calls. Whatever cannot be enforced is refused. */
     struct sandbox_error serr;
-    if (sandbox_policy_parse(sandbox, cwd_path, &pol, &serr) < 0) {
+    if (sandbox_policy_parse(sandbox, j->cwd_path, &j->pol, &serr) < 0) {
         rpc_reply_error(req, sandbox_error_code(&serr), "%s", serr.message);
         goto out;
     }
-    have_pol = true;
-    if (sandbox_policy_needs_process(&pol)) {
-        if (sandbox_policy_check(&pol) < 0) {
+    j->have_pol = true;
+    if (sandbox_policy_needs_process(&j->pol)) {
+        if (sandbox_policy_check(&j->pol) < 0) {
             rpc_reply_error(req, RPC_INVALID_PARAMS,
                             "sandbox intent cannot be enforced on this executor");
             goto out;
         }
-        sandboxed = true;
+        j->sandboxed = true;
     }
 
     size_t argc = json_array_size(argv);
     struct session *s = session_of(req->conn);
     struct proc_table *t = s->procs;
+    j->t = t;
     const char *program = argc ? json_string_value(json_array_get(argv, 0)) : "";
-    unsigned live = proc_table_live(t);
+    j->program = program;
+    /* Starts waiting for a shell snapshot hold their id and count as running. */
+    unsigned live = proc_table_live(t) + proc_snapshot_waiting(t, NULL);
     if (argc == 0) {
         rpc_reply_error(req, RPC_INVALID_PARAMS, "argv must not be empty");
         goto out;
     }
-    if (proc_find(t, id)) {
+    if (proc_find(t, id) || proc_snapshot_waiting(t, id)) {
         rpc_reply_error(req, RPC_INVALID_REQUEST, "process %s already exists", id);
         goto out;
     }
@@ -133,69 +286,48 @@ static void handle_start(struct rpc_req *req)
         rpc_reply_error(req, RPC_INTERNAL_ERROR, "missing program for pipe spawn");
         goto out;
     }
+    int snap_applies = 0;
+    if (has_snap) {
+        char err[320];
+        snap_req.cwd = cwd;
+        snap_req.env_policy = has_env_pol ? json_object_get(req->params, "envPolicy") : NULL;
+        snap_req.sandbox = sandbox;
+        snap_applies = proc_snapshot_check(&snap_req, argv, err, sizeof err);
+        if (snap_applies < 0) {
+            rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", err);
+            goto out;
+        }
+        j->shell = snap_req.shell;
+    }
 
-    cargv = xcalloc(argc + 1, sizeof *cargv);
-    json_array_foreach(argv, i, v) cargv[i] = xstrdup(json_string_value(v));
+    j->cargv = xcalloc(argc + 1, sizeof *j->cargv);
+    json_array_foreach(argv, i, v) j->cargv[i] = xstrdup(json_string_value(v));
     if (arg0) {
-        free(cargv[0]);
-        cargv[0] = xstrdup(arg0);
+        free(j->cargv[0]);
+        j->cargv[0] = xstrdup(arg0);
     }
     extern char **environ;
-    cenv = env_build(environ, has_env_pol ? &env_pol : NULL, env);
-    if (req->trace) cenv = env_add_trace(cenv, req->trace);
-    struct spawn_request rq = {
-        .program = program,
-        .argv = cargv,
-        .envp = cenv,
-        .path_env = env_get(cenv, "PATH"),
-        .cwd = cwd_path,
-        .tty = tty,
-        .rows = rows,
-        .cols = cols,
-        .pipe_stdin = pipe_stdin,
-        .sandbox = sandboxed ? &pol : NULL,
-        .pid_inherit = sandbox_pid_namespace_inherit,
-        .proxy_fd = -1,
-        .refusal = sandboxed ? pol.refusal : NULL,
-    };
-    if (sandboxed && !pol.refusal) ph = sandbox_placeholders_acquire(&pol.placeholders);
-    struct spawn_result sr;
-    int sberr = 0;
-    int err = spawn_child(&rq, &sr, &sberr);
-    if (err == SPAWN_ERR_SANDBOX) {
-        log_warn("process %s: the sandbox could not be set up: %s", id, strerror(sberr));
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "sandbox intent cannot be enforced on this "
-                                                 "executor");
-        goto out;
+    j->cenv = env_build(environ, has_env_pol ? &env_pol : NULL, env);
+    if (req->trace) j->cenv = env_add_trace(j->cenv, req->trace);
+    if (snap_applies && !(j->sandboxed && j->pol.refusal)) {
+        /* The capture runs what the command would run, with its own script. */
+        struct spawn_request capture = {
+            .program = program,
+            .argv = j->cargv,
+            .envp = j->cenv,
+            .path_env = env_get(j->cenv, "PATH"),
+            .cwd = j->cwd_path,
+            .sandbox = j->sandboxed ? &j->pol : NULL,
+            .pid_inherit = sandbox_pid_namespace_inherit,
+            .proxy_fd = -1,
+        };
+        proc_snapshot_get(req->loop, t, id, &snap_req, &capture, on_snapshot, j);
+        return;
     }
-    if (err < 0) {
-        char text[256];
-        oserr_format(-err, text, sizeof text);
-        rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
-        goto out;
-    }
-
-    struct proc *p = proc_add(t, id, tty, sandboxed, &sr, req->loop);
-    p->placeholders = ph;
-    ph = NULL;
-    {
-        char idv[160], a0[200];
-        log_event("event=process_start session=%s process_id=%s pid=%d argv0=%s tty=%s "
-                  "sandboxed=%s",
-                  s->id, log_value(id, idv, sizeof idv), (int)sr.pid,
-                  log_value(program, a0, sizeof a0), tty ? "true" : "false",
-                  sandboxed ? "true" : "false");
-    }
-    /* The response goes out before any notification of the new process. */
-    rpc_reply_json(req, json_pack("{s:s,s:s}", "processId", id, "sandboxType",
-                                  sandboxed ? "linuxSeccomp" : "none"));
-    proc_watch(p);
+    start_launch(j, NULL);
+    return;
 out:
-    sandbox_placeholders_release(ph);
-    if (have_pol) sandbox_policy_free(&pol);
-    free_strv(cargv);
-    env_free(cenv);
-    free(cwd_path);
+    job_free(j);
 }
 
 static void handle_read(struct rpc_req *req)

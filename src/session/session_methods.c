@@ -42,7 +42,7 @@ static json_t *environment_info(void)
         "networkProxyReviewDomains", 0, "credentialMasking", 0, "credentialMaskingCustomProviders",
         0, "capabilityDiscoverySandbox", 1, "fsWatchMissing", 1, "capabilityDiscoveryV2", 0,
         "environmentConfigRead", 1, "httpHeaderEnvVars", 1, "sandboxedFileStreaming", 1,
-        "fileWriteStreaming", 1, "shellSnapshotV2", 0, "windowsMxc", 0,
+        "fileWriteStreaming", 1, "shellSnapshotV2", 1, "windowsMxc", 0,
         "linuxRootWritePreservesDevices", 1, "linuxApprovedRootWritePreservesRestrictions", 1);
     /* Ours (PROTOCOL.md §11 (g)): terminal and stdin controls a client may use
      * once it sees them here; the reference has none of them. */
