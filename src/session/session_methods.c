@@ -24,9 +24,10 @@ static json_t *uri_json(const char *path)
 /* What environment/info and initialize report about this host. Capabilities we
  * do not implement are false so clients never send the fields they gate.
  * capabilityDiscoverySandbox: capabilityRoots/discoverV1 scans a root that carries
- * a sandbox inside the sandbox helper (fs/capability_roots.c). capabilityDiscoveryV2
- * stays false: it promises `capabilities/discoverV2` (the executor's own inventory of
- * installed plugins and skills, prewarmed and watched), which we do not implement. */
+ * a sandbox inside the sandbox helper (fs/capability_roots.c). capabilityDiscoveryV2:
+ * `capabilities/discoverV2`, the executor's own inventory of installed plugins and
+ * skills, cached and watched (fs/capabilities_v2.c). shellSnapshotV2: process/start's
+ * `shellSnapshot` (process/shell_snapshot.c). */
 static json_t *environment_info(void)
 {
     const char *shell = getenv("SHELL");
@@ -40,7 +41,7 @@ static json_t *environment_info(void)
     json_t *caps = json_pack(
         "{s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b}", "networkProxyLaunch", 0,
         "networkProxyReviewDomains", 0, "credentialMasking", 0, "credentialMaskingCustomProviders",
-        0, "capabilityDiscoverySandbox", 1, "fsWatchMissing", 1, "capabilityDiscoveryV2", 0,
+        0, "capabilityDiscoverySandbox", 1, "fsWatchMissing", 1, "capabilityDiscoveryV2", 1,
         "environmentConfigRead", 1, "httpHeaderEnvVars", 1, "sandboxedFileStreaming", 1,
         "fileWriteStreaming", 1, "shellSnapshotV2", 1, "windowsMxc", 0,
         "linuxRootWritePreservesDevices", 1, "linuxApprovedRootWritePreservesRestrictions", 1);
