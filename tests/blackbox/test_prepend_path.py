@@ -43,7 +43,7 @@ def test_inherited_path_finds_rg_first(srv):
     s = srv.session()
     d = the_dir(s)
     # `core` too on ours; the reference builds `core` from the environment it was
-    # started with, before its own prepend (docs/DROPIN.md).
+    # started with, before its own prepend (docs/CAPABILITIES.md).
     for inherit in ("all",) if IS_REF else ("all", "core"):
         out = run(s, "a-" + inherit, 'echo "$PATH"; command -v rg; rg --version', {},
                   policy(inherit))
