@@ -22,6 +22,7 @@ struct cli {
     const char *environment_id; /* --environment-id, with --remote */
     bool verbose;               /* -v: connection milestones on stderr */
     int liveness_ms;            /* --liveness-ms, remote mode (0: the library's) */
+    int keepalive_ms;           /* --keepalive-ms, remote mode (0: the library's) */
     int timeout_ms;
     int reconnect_ms;
     ec_client *c;

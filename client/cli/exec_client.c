@@ -68,6 +68,9 @@ const char *usage_text =
     "  --liveness-ms N  remote mode: ask a quiet process for news after N ms, so a\n"
     "                   stream lost at the executor's end is resumed (default 30000;\n"
     "                   -1: never)\n"
+    "  --keepalive-ms N remote mode: Ping the rendezvous every N ms; no Pong for 2N ms\n"
+    "                   drops the connection, which is then resumed (default 30000;\n"
+    "                   -1: never)\n"
     "  --timeout-ms N   connect/call timeout (default 10000 / 60000)\n"
     "  --reconnect-ms N run/shell: resume the session for up to N ms when the\n"
     "                   connection drops (default 30000; 0: never)\n"
@@ -144,6 +147,7 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
         .remote_url = cli->remote,
         .environment_id = cli->environment_id,
         .liveness_ms = cli->liveness_ms,
+        .keepalive_ms = cli->keepalive_ms,
     };
     ec_error e = {0};
     if (ec_client_connect(&o, &cli->c, &e) != 0) {
@@ -362,6 +366,7 @@ int main(int argc, char **argv)
                                           {"remote", required_argument, 0, 'r'},
                                           {"environment-id", required_argument, 0, 'E'},
                                           {"liveness-ms", required_argument, 0, 'L'},
+                                          {"keepalive-ms", required_argument, 0, 'K'},
                                           {0, 0, 0, 0}};
     int ch;
     bool url_given = false; /* --url, not just $EXEC_SERVER_URL */
@@ -384,6 +389,9 @@ int main(int argc, char **argv)
             break;
         case 'L':
             cli.liveness_ms = atoi(optarg);
+            break;
+        case 'K':
+            cli.keepalive_ms = atoi(optarg);
             break;
         case 'u':
             cli.url = optarg;

@@ -100,6 +100,12 @@ typedef struct ec_client_options {
      * and the session is resumed on a new one, instead of waiting for ever. Default
      * 30000; <0 never. */
     int liveness_ms;
+    /* Remote mode only: a WebSocket Ping to the rendezvous this often, none while one
+     * is unanswered; a Ping without a Pong for twice this long drops the connection
+     * (then resumed like any loss). Pings go out while the client waits inside a call;
+     * a host that drives ec_client_fd() itself calls ec_client_process_ready() at
+     * least this often. Default 30000 (the reference executor's interval); <0 never. */
+    int keepalive_ms;
 } ec_client_options;
 
 enum { EC_RECONNECTING = 1, EC_RECONNECTED = 2, EC_RECONNECT_FAILED = 3 };
@@ -124,6 +130,11 @@ EC_API bool ec_client_has_capability(const ec_client *c, const char *name);
 /* The socket to poll for POLLIN in a host event loop; changes after a reconnect, so
  * fetch it again after each ec_client_process_ready(). -1 when disconnected. */
 EC_API int ec_client_fd(const ec_client *c);
+
+/* For a host that polls ec_client_fd() itself: how many ms it may wait before it must
+ * call ec_client_process_ready() even if the socket stays quiet (the keepalive Ping of
+ * remote mode is due then); -1 when nothing is due. */
+EC_API int ec_client_wait_hint_ms(const ec_client *c);
 
 /* Non-blocking: reads what the socket has, answers pings, matches replies and
  * queues pushed process events on their handles (and starts any catch-up reads they

@@ -71,6 +71,9 @@ struct ec_client {
     char *host, *port, *path, *token, *client_name; /* owned */
     int call_timeout_ms, reconnect_timeout_ms, lag_ms;
     int liveness_ms; /* >0: probe a quiet process this often (remote mode) */
+    int keepalive_ms;   /* >0: Ping the peer this often (remote mode's rendezvous) */
+    int64_t ping_due;   /* when the next Ping goes (0: no connection yet) */
+    int64_t ping_sent;  /* when the unanswered Ping went, or 0 */
     int fd;
     uint8_t *rbuf; /* raw bytes from the socket */
     size_t rlen, rcap;

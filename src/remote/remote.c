@@ -156,11 +156,6 @@ static int demux_send(void *arg, const uint8_t *p, size_t n, rv_ws_sent_fn done,
     return rv_ws_send(R->ws, p, n, done, done_arg);
 }
 
-static void demux_close(void *arg, const char *reason)
-{
-    if (R->ws) rv_ws_close(R->ws, reason);
-}
-
 static struct registry_call *demux_validate(void *arg, const char *stream_id,
                                             const char *harness_key_json, const char *authorization,
                                             registry_validate_cb cb, void *cb_arg)
@@ -176,7 +171,6 @@ static void demux_cancel(void *arg, struct registry_call *call)
 
 static const struct relay_demux_ops demux_ops = {
     .send = demux_send,
-    .close_socket = demux_close,
     .validate = demux_validate,
     .cancel = demux_cancel,
 };
