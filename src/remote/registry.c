@@ -40,6 +40,7 @@ struct registry_call {
     char *body;
     struct buf resp;
     bool too_big;
+    char curl_err[CURL_ERROR_SIZE]; /* libcurl's text for a failed transfer */
     bool is_validate;
     bool is_direct;
     registry_register_cb reg_cb;
@@ -276,12 +277,19 @@ static void call_done(struct curl_loop_job *job, CURLcode rc)
     }
     struct registry_registration reg = {0};
     const char *why = NULL;
+    char reach[CURL_ERROR_SIZE + 64];
     int result;
     if (rc != CURLE_OK) {
         result = -EIO;
+        /* Say why it could not be reached (refused, no such host, certificate...). */
+        if (c->curl_err[0])
+            snprintf(reach, sizeof reach, "the registry could not be reached (%s)", c->curl_err);
+        else
+            snprintf(reach, sizeof reach, "the registry could not be reached (libcurl error %d)",
+                     (int)rc);
         why = rc == CURLE_OPERATION_TIMEDOUT ? "the registry did not answer in time"
               : c->too_big                   ? "the registry's answer is too large"
-                                             : "the registry could not be reached";
+                                             : reach;
     } else if (!ok) {
         result = status == 401 || status == 403 ? -EACCES : -EPROTO;
         why = status == 401 || status == 403 ? "the registry refused our credentials"
@@ -332,6 +340,7 @@ static struct registry_call *start(struct registry_client *rc, const char *what,
     curl_dl_fns.easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_dl_fns.easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
     curl_dl_fns.easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_dl_fns.easy_setopt(e, CURLOPT_ERRORBUFFER, c->curl_err);
     /* A custom CA bundle as the reference takes it (CODEX_CA_CERTIFICATE, else
      * SSL_CERT_FILE): libcurl's built-in bundle path would otherwise win over the
      * variable OpenSSL alone honours (the rendezvous socket, transport/tls.c, does). */

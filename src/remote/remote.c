@@ -35,6 +35,7 @@
 struct remote {
     uv_loop_t *loop;
     char *env_id, *name;
+    char *base_url_shown; /* the registry URL without userinfo or query, for messages */
     struct noise_ik_static_key identity;
     char *key_json; /* our public key JSON */
     struct registry_client *registry;
@@ -177,6 +178,19 @@ static const struct relay_demux_ops demux_ops = {
 
 /* ---- the rendezvous socket ---- */
 
+/* Once, whatever the log level (the events above are info): a healthy executor
+ * says that it is registered and reachable, then keeps quiet. */
+static void announce_connected(void)
+{
+    static bool said;
+    if (said) return;
+    said = true;
+    char idv[300];
+    fprintf(stderr, "exec-server: registered environment %s with %s; connected to its "
+                    "rendezvous\n",
+            log_value(R->env_id, idv, sizeof idv), R->base_url_shown);
+}
+
 static void ws_opened(void *arg)
 {
     metrics_remote_connect(true, metrics_now_ns() - R->attempt_started_ns);
@@ -185,6 +199,7 @@ static void ws_opened(void *arg)
         R->opened_ms = uv_now(R->loop);
         R->retries = 0;
         readiness_set(true);
+        announce_connected();
         log_event("event=remote_direct noise_event=direct_connection noise_outcome=ok "
                   "connection_attempt=%u",
                   R->attempt);
@@ -194,6 +209,7 @@ static void ws_opened(void *arg)
                                &demux_ops, NULL, R->sinks);
     R->opened_ms = uv_now(R->loop);
     readiness_set(true);
+    announce_connected();
     log_event("event=remote_rendezvous noise_event=rendezvous_connection noise_outcome=ok "
               "connection_attempt=%u",
               R->attempt);
@@ -407,6 +423,14 @@ int remote_start(uv_loop_t *loop, const struct remote_opts *opts, void (*on_fata
         hdrs[0] = auth;
     }
     R->registry = registry_client_new(loop, opts->base_url, opts->environment_id, hdrs);
+    {
+        const char *u = opts->base_url, *sep = strstr(u, "://");
+        const char *host = sep ? sep + 3 : u;
+        const char *at = strchr(host, '@'), *slash = strchr(host, '/');
+        if (at && (!slash || at < slash)) host = at + 1;
+        R->base_url_shown = xasprintf("%.*s%.*s", sep ? (int)(sep + 3 - u) : 0, u,
+                                      (int)strcspn(host, "?#"), host);
+    }
     memset(auth, 0, sizeof auth);
     uv_timer_init(loop, &R->retry);
     readiness_set(false);
@@ -445,6 +469,7 @@ void remote_cleanup(void)
     }
     free(R->env_id);
     free(R->name);
+    free(R->base_url_shown);
     free(R);
     R = NULL;
 }
