@@ -124,7 +124,9 @@ static const char usage[] =
     "  handshake is done, to the exec-server WebSocket at --connect (one connection\n"
     "  per stream, JSON-RPC messages unchanged) instead of serving it here. A\n"
     "  destination that refuses or closes resets the stream.\n"
-    "  --connect URL           the destination exec-server (ws://HOST:PORT[/PATH])\n"
+    "  --connect URL           the destination exec-server (ws:// or wss://HOST:PORT[/PATH];\n"
+    "                          wss trusts the system store, SSL_CERT_FILE or\n"
+    "                          CODEX_CA_CERTIFICATE)\n"
     "\n"
     "  --help                  print this help\n"
     "  --version               print the version\n";
@@ -619,9 +621,9 @@ int main(int argc, char **argv)
             fprintf(stderr, "exec-server: forward requires --connect ws://HOST:PORT\n");
             return 2;
         }
-        if (rv_ws_parse_url(connect_url, &cu) < 0 || cu.tls) {
+        if (rv_ws_parse_url(connect_url, &cu) < 0) {
             fprintf(stderr, "exec-server: invalid --connect URL `%s`; expected "
-                            "ws://HOST:PORT\n", connect_url);
+                            "ws://HOST:PORT or wss://HOST:PORT\n", connect_url);
             return 2;
         }
         if (!remote_url) {
