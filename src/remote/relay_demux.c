@@ -192,7 +192,8 @@ static void count_failure(struct relay_demux *d)
     }
 }
 
-static void handshake_failed(struct relay_demux *d, const char *id, size_t n, const char *why)
+/* A refused handshake for stream id (n bytes, not NUL-terminated): logged, reset. */
+static void handshake_refused(struct relay_demux *d, const char *id, size_t n, const char *why)
 {
     char idv[64], tmp[130];
     size_t k = n < sizeof tmp - 1 ? n : sizeof tmp - 1;
@@ -202,6 +203,11 @@ static void handshake_failed(struct relay_demux *d, const char *id, size_t n, co
               "stream=%s",
               why, log_value(tmp, idv, sizeof idv));
     send_reset_id(d, id, n);
+}
+
+static void handshake_failed(struct relay_demux *d, const char *id, size_t n, const char *why)
+{
+    handshake_refused(d, id, n, why);
     count_failure(d);
 }
 
@@ -400,14 +406,7 @@ static void on_handshake(struct relay_demux *d, const struct relay_frame *f)
         return;
     }
     if (relay_demux_paused(d)) {
-        char tmp[130], idv[64];
-        size_t k = idn < sizeof tmp - 1 ? idn : sizeof tmp - 1;
-        memcpy(tmp, id, k);
-        tmp[k] = '\0';
-        log_event("event=relay_handshake noise_event=handshake noise_outcome=error "
-                  "noise_reason=cooldown stream=%s",
-                  log_value(tmp, idv, sizeof idv));
-        send_reset_id(d, id, idn);
+        handshake_refused(d, id, idn, "cooldown"); /* not counted */
         return;
     }
     if (idn > 128) {

@@ -571,10 +571,15 @@ def test_codex_with_capability_token(_):
         shutil.rmtree(srv_home, ignore_errors=True)
 
 
-if __name__ == "__main__":
+def main(namespace, per_test_timeout):
+    """Installs codex before the clock starts (exit 77 when npm cannot), then runs."""
     try:
-        codex_binary()  # install before the clock starts; exit 77 when npm cannot
+        codex_binary()
     except TestSkip as e:
         print("SKIP: %s" % e)
         sys.exit(SKIP)
-    run_tests(globals(), per_test_timeout=240)
+    run_tests(namespace, per_test_timeout=per_test_timeout)
+
+
+if __name__ == "__main__":
+    main(globals(), 240)

@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "remote"))
 from harness import *  # noqa
 import fake_cloud  # noqa: E402
 from test_codex_client import (AppServer, ScriptedModel, can_hide, codex_binary,  # noqa: E402
-                               function_call)
+                               function_call, main)
 
 ENV_ID = "env-codex-remote"
 TOKEN = "tok-" + MARKER
@@ -142,14 +142,36 @@ def connects(cloud):
         return sum(1 for r in cloud.requests if r["path"].endswith("/connect"))
 
 
+class Setup:
+    """A fake cloud and the executor under test registered there (ex); the test
+    creates its Turn (turn). Everything is stopped on the way out."""
+
+    def __enter__(self):
+        self.cloud = fake_cloud.FakeCloud(token=TOKEN)
+        self.turn = None
+        try:
+            self.ex = RemoteExecutor(self.cloud)
+        except BaseException:
+            self.cloud.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            if self.turn:
+                self.turn.close()
+            self.ex.stop()
+        finally:
+            self.cloud.stop()
+        return False
+
+
 @needs_own_server
 def test_codex_turn_through_the_relay(_):
-    cloud = fake_cloud.FakeCloud(token=TOKEN)
-    ex = turn = None
     patch = ("*** Begin Patch\n*** Add File: notes.txt\n+written through the relay\n"
              "*** Update File: existing.txt\n@@\n-old line\n+new line\n*** End Patch\n")
-    try:
-        ex = RemoteExecutor(cloud)
+    with Setup() as st:
+        cloud, ex = st.cloud, st.ex
         steps = [
             lambda o: [function_call("cmd", "exec_command", {
                 "cmd": "echo mark=$%s; exit 4" % EXEC_MARK_VAR,
@@ -158,7 +180,7 @@ def test_codex_turn_through_the_relay(_):
                 "cmd": "apply_patch <<'EOF'\n%sEOF\n" % patch, "workdir": turn.work,
                 "yield_time_ms": 20000})],
         ]
-        turn = Turn(cloud, steps)
+        turn = st.turn = Turn(cloud, steps)
         with open(os.path.join(turn.work, "existing.txt"), "w") as f:
             f.write("old line\n")
         done = turn.run("run the script")
@@ -183,22 +205,14 @@ def test_codex_turn_through_the_relay(_):
         assert connects(cloud) >= 1
         for needle in ("process/start", "apply_patch", EXEC_MARK):
             assert not cloud.cleartext_hits(needle), needle
-    finally:
-        if turn:
-            turn.close()
-        if ex:
-            ex.stop()
-        cloud.stop()
 
 
 @needs_own_server
 def test_codex_stops_on_rejected_executor_credentials(_):
-    cloud = fake_cloud.FakeCloud(token=TOKEN)
-    ex = turn = None
-    try:
-        ex = RemoteExecutor(cloud)
+    with Setup() as st:
+        cloud, ex = st.cloud, st.ex
         cloud.fail_next("validate", 401, "unauthorized", "executor token revoked", count=50)
-        turn = Turn(cloud, [lambda o: [function_call("cmd", "exec_command", {
+        turn = st.turn = Turn(cloud, [lambda o: [function_call("cmd", "exec_command", {
             "cmd": "echo should-not-run", "workdir": turn.work, "yield_time_ms": 5000})]])
         done = turn.run()
         err = turn.app.stderr_text()
@@ -212,18 +226,7 @@ def test_codex_stops_on_rejected_executor_credentials(_):
         with cloud.lock:
             shakes = [f for f in cloud.frames if f["dir"] == "e2h" and f["body"] == "handshake"]
         assert len(shakes) == 1 and len(shakes[0]["raw"]) > 3424 + 41, shakes
-    finally:
-        if turn:
-            turn.close()
-        if ex:
-            ex.stop()
-        cloud.stop()
 
 
 if __name__ == "__main__":
-    try:
-        codex_binary()  # install before the clock starts; exit 77 when npm cannot
-    except TestSkip as e:
-        print("SKIP: %s" % e)
-        sys.exit(SKIP)
-    run_tests(globals(), per_test_timeout=400)
+    main(globals(), 400)
