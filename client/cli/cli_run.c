@@ -415,8 +415,10 @@ static int pump_process(struct pump *pm)
             struct pollfd pfd[2] = {{.fd = ec_client_fd(pm->cli->c), .events = POLLIN},
                                     {.fd = STDIN_FILENO, .events = POLLIN}};
             int ka = pm->cli->keepalive_ms;
-            int pr = poll(pfd, pm->fwd_stdin ? 2 : 1,
-                          pm->dying_sig ? 100 : ka > 0 && ka < 2000 ? ka / 2 : 1000);
+            int wait = pm->dying_sig ? 100 : ka > 0 && ka < 2000 ? ka / 2 : 1000;
+            int hint = ec_client_wait_hint_ms(pm->cli->c); /* a remote-mode Ping due */
+            if (hint >= 0 && hint < wait) wait = hint;
+            int pr = poll(pfd, pm->fwd_stdin ? 2 : 1, wait);
             if (pr < 0 && errno != EINTR) break;
             if (pr > 0 && pm->fwd_stdin && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)))
                 pump_stdin(pm);

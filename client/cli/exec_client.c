@@ -86,8 +86,10 @@ const char *usage_text =
     "  --timeout-ms N   connect/call timeout (default 10000 / 60000)\n"
     "  --reconnect-ms N run/shell: resume the session for up to N ms when the\n"
     "                   connection drops (default 30000; 0: never)\n"
-    "  --keepalive-ms N run/shell: ping a server silent for N ms and give up (exit 255)\n"
-    "                   when it stays silent for 3N ms (default 5000; 0: never)\n"
+    "  --keepalive-ms N ping a server silent for N ms: run/shell give up (exit 255)\n"
+    "                   when it stays silent for 3N ms; in remote mode a rendezvous\n"
+    "                   without a Pong for 2N ms is dropped and resumed (default 5000;\n"
+    "                   0: never)\n"
     "  -v, --verbose    report the session id and reconnects on stderr\n"
     "  -V, --version    print the version\n"
     "  -h, --help       this text\n"
@@ -169,6 +171,7 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
         .remote_url = cli->remote,
         .environment_id = cli->environment_id,
         .liveness_ms = cli->liveness_ms,
+        .keepalive_ms = cli->keepalive_ms > 0 ? cli->keepalive_ms : -1,
     };
     if (cli->env) { /* --environment: its program and connect timeout too */
         o.program_argv = cli->env->program_argv;
@@ -479,6 +482,9 @@ int main(int argc, char **argv)
         case 'L':
             cli.liveness_ms = atoi(optarg);
             break;
+        case 'K':
+            cli.keepalive_ms = atoi(optarg);
+            break;
         case 'u':
             cli.url = optarg;
             url_given = true;
@@ -491,9 +497,6 @@ int main(int argc, char **argv)
         case 'F':
             token_file = optarg;
             token_given = true;
-            break;
-        case 'K':
-            cli.keepalive_ms = atoi(optarg);
             break;
         case 'm':
             cli.timeout_ms = atoi(optarg);

@@ -120,6 +120,12 @@ typedef struct ec_client_options {
     const char *program_cwd;        /* the program's working directory; NULL: ours */
     int program_stderr_fd;          /* the program's stderr: 0 = ours (inherited), -1 =
                                        /dev/null, otherwise this descriptor */
+    /* Remote mode only: a WebSocket Ping to the rendezvous this often, none while one
+     * is unanswered; a Ping without a Pong for twice this long drops the connection
+     * (then resumed like any loss). Pings go out while the client waits inside a call;
+     * a host that drives ec_client_fd() itself calls ec_client_process_ready() at
+     * least this often. Default 30000 (the reference executor's interval); <0 never. */
+    int keepalive_ms;
 } ec_client_options;
 
 enum { EC_RECONNECTING = 1, EC_RECONNECTED = 2, EC_RECONNECT_FAILED = 3 };
@@ -152,6 +158,10 @@ EC_API int ec_client_fd(const ec_client *c);
  * of waiting on a server that hangs. The Ping is sent without waiting; 0 or an error. */
 EC_API int ec_client_idle_ms(const ec_client *c);
 EC_API int ec_client_ping(ec_client *c, ec_error *err);
+/* For a host that polls ec_client_fd() itself: how many ms it may wait before it must
+ * call ec_client_process_ready() even if the socket stays quiet (the keepalive Ping of
+ * remote mode is due then); -1 when nothing is due. */
+EC_API int ec_client_wait_hint_ms(const ec_client *c);
 
 /* Non-blocking: reads what the socket has, answers pings, matches replies and
  * queues pushed process events on their handles (and starts any catch-up reads they

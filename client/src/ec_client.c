@@ -17,6 +17,7 @@
 #include "util/mem.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -96,8 +97,32 @@ int64_t ec_deadline(int timeout_ms)
 
 static int handle_frames(ec_client *c);
 
+/* Keepalive (remote mode): a Ping every keepalive_ms, as the reference executor does
+ * on its own rendezvous socket; none while one is unanswered, and the connection is
+ * given up (then resumed) when a Ping has had no Pong for two intervals. Returns how
+ * long the caller may wait before the next call is due (timeout_ms when sooner or
+ * when there is no keepalive). */
+static int keepalive(ec_client *c, int timeout_ms)
+{
+    if (c->keepalive_ms <= 0 || c->fd < 0 || !c->ping_due) return timeout_ms;
+    int64_t now = ec_now_ms();
+    if (c->ping_sent && now - c->ping_sent >= 2 * (int64_t)c->keepalive_ms) {
+        ec_conn_drop(c); /* the rendezvous path is dead: the caller resumes */
+        return 0;
+    }
+    if (!c->ping_sent && now >= c->ping_due) {
+        ec_conn_send_ws(c, WS_OP_PING, "", 0, NULL);
+        c->ping_sent = now;
+    }
+    int64_t next = c->ping_sent ? c->ping_sent + 2 * (int64_t)c->keepalive_ms : c->ping_due;
+    int64_t wait = next > now ? next - now : 0;
+    return timeout_ms < 0 || wait < timeout_ms ? (int)wait : timeout_ms;
+}
+
 int ec_conn_read(ec_client *c, int timeout_ms, ec_error *err)
 {
+    if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
+    timeout_ms = keepalive(c, timeout_ms);
     if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
     struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
     int r = poll(&pfd, 1, timeout_ms);
@@ -276,6 +301,10 @@ static int handle_frames(ec_client *c)
             ec_conn_send_ws(c, WS_OP_PONG, payload, n, NULL);
             break;
         case WS_OP_PONG:
+            if (c->ping_sent) {
+                c->ping_sent = 0;
+                c->ping_due = ec_now_ms() + c->keepalive_ms;
+            }
             break;
         case WS_OP_CLOSE:
             ec_conn_send_ws(c, WS_OP_CLOSE, payload, n < 2 ? n : 2, NULL);
@@ -443,6 +472,8 @@ static int pump(ec_client *c, int timeout_ms, ec_error *err)
         kick_reads(c);
         return 0;
     }
+    timeout_ms = keepalive(c, timeout_ms);
+    if (c->fd < 0) return pump(c, 0, err);
     struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
     int r = poll(&pfd, 1, timeout_ms);
     if (r < 0 && errno != EINTR)
@@ -568,8 +599,17 @@ static int reconnect(ec_client *c, ec_error *err)
         rc = c->ml->open(c, deadline, &e);
         if (rc == 0) rc = do_initialize(c, deadline, c->session_id, &e);
         if (rc == 0) break;
-        /* -32010: the server has not noticed the old socket's close yet. */
-        bool retry = rc != -EC_ERR_SERVER || e.code == -32010;
+        /* -32010: the server has not noticed the old socket's close yet. A 401 (the
+         * registry's, or the executor's word that its own credentials were refused)
+         * is not retried: each attempt would spend one more authorization. */
+        bool retry = (rc != -EC_ERR_SERVER || e.code == -32010) &&
+                     !(rc == -EC_ERR_TRANSPORT && e.code == 401);
+        if (rc == -EC_ERR_TRANSPORT && e.code == 401) {
+            c->dead = true;
+            ec_fail(&c->dead_err, EC_ERR_TRANSPORT, 401, "connection lost; reconnect failed: %s",
+                    e.message);
+            break;
+        }
         if (!retry) {
             ec_fail(&c->dead_err, EC_ERR_SESSION_LOST, e.code, "cannot resume session %s: %s",
                     c->session_id, e.message);
@@ -720,6 +760,14 @@ int ec_client_ping(ec_client *c, ec_error *err)
 unsigned ec_client_reconnects(const ec_client *c)
 {
     return c->reconnects;
+}
+
+int ec_client_wait_hint_ms(const ec_client *c)
+{
+    if (c->keepalive_ms <= 0 || c->fd < 0 || !c->ping_due) return -1;
+    int64_t next = c->ping_sent ? c->ping_sent + 2 * (int64_t)c->keepalive_ms : c->ping_due;
+    int64_t left = next - ec_now_ms();
+    return left < 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int)left;
 }
 
 int ec_client_process_ready(ec_client *c, ec_error *err)

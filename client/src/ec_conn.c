@@ -419,6 +419,8 @@ int ec_conn_open_ws(ec_client *c, int64_t deadline, ec_error *err)
 {
     int rc = resolve_and_connect(c, deadline, err);
     if (rc == 0) rc = handshake(c, deadline, err);
+    c->ping_sent = 0;
+    c->ping_due = rc == 0 && c->keepalive_ms > 0 ? ec_now_ms() + c->keepalive_ms : 0;
     return rc;
 }
 

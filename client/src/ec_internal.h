@@ -82,6 +82,9 @@ struct ec_client {
     char *host, *port, *path, *token, *client_name; /* owned */
     int call_timeout_ms, reconnect_timeout_ms, lag_ms;
     int liveness_ms; /* >0: probe a quiet process this often (remote mode) */
+    int keepalive_ms;   /* >0: Ping the peer this often (remote mode's rendezvous) */
+    int64_t ping_due;   /* when the next Ping goes (0: no connection yet) */
+    int64_t ping_sent;  /* when the unanswered Ping went, or 0 */
     int fd;
     int64_t last_rx_ms; /* ec_now_ms() of the last byte from the server (or the connect) */
     uint8_t *rbuf; /* raw bytes from the socket */

@@ -158,10 +158,26 @@ int ec_relay_on_frame(struct ec_relay *r, const uint8_t *buf, size_t len)
     case RELAY_BODY_HANDSHAKE:
         if (r->state != EC_RELAY_HANDSHAKE)
             return fail(r, -EPROTO, "a second handshake frame on an open relay stream");
-        rc = noise_ik_read_message2(r->hs, f.payload, f.payload_len);
-        if (rc)
-            return fail(r, rc, "the executor failed the Noise handshake (not the pinned key, "
-                               "or altered bytes)");
+        {
+            /* An authenticated msg 2 may carry one payload: the executor's word that
+             * the registry refused its credentials (0.169.0). Not a stream to use, and
+             * nothing a retry would change. */
+            uint8_t said[64];
+            size_t said_len = 0;
+            rc = noise_ik_read_message2_payload(r->hs, f.payload, f.payload_len, said,
+                                                sizeof said, &said_len);
+            if (rc)
+                return fail(r, rc, "the executor failed the Noise handshake (not the pinned "
+                                   "key, or altered bytes)");
+            if (said_len == strlen(NOISE_IK_REGISTRY_REJECTED) &&
+                memcmp(said, NOISE_IK_REGISTRY_REJECTED, said_len) == 0) {
+                r->credentials_rejected = true;
+                return fail(r, -EACCES, "environment registry authentication error: executor "
+                                        "credentials rejected");
+            }
+            if (said_len)
+                return fail(r, -EPROTO, "the executor's handshake carried an unknown payload");
+        }
         rc = noise_ik_transport_new(r->hs, &r->tx);
         if (rc) return fail(r, rc, "cannot split the Noise handshake");
         noise_ik_handshake_free(r->hs);

@@ -49,6 +49,8 @@ struct ec_relay {
     void *ud;                          /* for emit and on_message */
     uint8_t *scratch;                  /* one record's plaintext or ciphertext (owned) */
     char error[160];                   /* why it failed (no secrets), NUL-terminated */
+    bool credentials_rejected;         /* msg 2 said the registry refused the executor's
+                                          own credentials (NOISE_IK_REGISTRY_REJECTED) */
 };
 
 /* Inputs of one stream: all borrowed for the ec_relay_start call. */

@@ -28,6 +28,7 @@ struct ec_remote {
     bool busy;         /* inside an ec_relay call: a drop must not free it under it */
     bool free_pending; /* the drop happened while busy */
     char last_error[160];
+    bool rejected; /* the last stream's msg 2 said the executor's credentials were refused */
     /* The stream of the connection that dropped, to reset on the next one: the
      * executor cannot see a harness socket die behind the rendezvous, and would keep
      * the session attached to that stream (resume answered -32010 for ever). */
@@ -44,6 +45,7 @@ static struct ec_remote *rm_of(ec_client *c)
 static void relay_release(struct ec_remote *rm)
 {
     if (rm->relay.error[0]) memcpy(rm->last_error, rm->relay.error, sizeof rm->last_error);
+    if (rm->relay.credentials_rejected) rm->rejected = true;
     /* Only a stream the executor accepted is worth a reset; one it reset itself is
      * already gone there. */
     if (rm->relay.state == EC_RELAY_OPEN)
@@ -85,6 +87,7 @@ static int remote_open(ec_client *c, int64_t deadline, ec_error *err)
                                  .bearer_token = rm->token,
                                  .ca_file = c->ca_file};
     rm->last_error[0] = 0;
+    rm->rejected = false;
     for (int attempt = 0;; attempt++) {
         struct ec_bundle b;
         int rc = ec_registry_connect(&rq, rm->key_json, deadline, &b, err);
@@ -134,6 +137,12 @@ static int remote_open(ec_client *c, int64_t deadline, ec_error *err)
                                "relay: the executor did not answer the Noise handshake");
             }
             ec_conn_read(c, left, NULL);
+        }
+        if (rm->rejected || rm->relay.credentials_rejected) {
+            /* Terminal, like the registry's own 401: the reconnect loop stops on it. */
+            ec_conn_drop(c);
+            return ec_fail(err, EC_ERR_TRANSPORT, 401, "%s",
+                           rm->last_error[0] ? rm->last_error : rm->relay.error);
         }
         if (c->fd < 0 || rm->relay.state != EC_RELAY_OPEN) {
             ec_conn_drop(c);
@@ -249,6 +258,8 @@ int ec_remote_init(ec_client *c, const ec_client_options *o, ec_error *err)
     c->ml_state = rm;
     /* Behind a rendezvous the executor's side of a stream can vanish silently. */
     c->liveness_ms = o->liveness_ms < 0 ? 0 : o->liveness_ms > 0 ? o->liveness_ms : 30000;
+    /* A rendezvous (or a proxy before it) may drop an idle socket: Ping it. */
+    c->keepalive_ms = o->keepalive_ms < 0 ? 0 : o->keepalive_ms > 0 ? o->keepalive_ms : 30000;
     if (noise_ik_static_key_generate(&rm->key, NULL, NULL) != 0)
         return ec_fail(err, EC_ERR_TRANSPORT, 0, "cannot generate the harness Noise key");
     rm->key_json = noise_ik_public_key_to_json(&rm->key.pub);

@@ -434,8 +434,40 @@ static void test_uuid(void)
     CHECK(a[14] == '4' && strchr("89ab", a[19]) != NULL);
 }
 
+/* The executor's msg 2 may carry its word that the registry refused its credentials:
+ * the stream fails with that reason, marked so the client stops retrying. */
+static void test_credentials_rejected(void)
+{
+    struct noise_ik_static_key harness;
+    struct exec_side *e = calloc(1, sizeof *e);
+    CHECK(noise_ik_static_key_generate(&harness, NULL, NULL) == 0);
+    CHECK(noise_ik_static_key_generate(&e->key, NULL, NULL) == 0);
+    relay_reasm_init(&e->rx);
+    for (int unknown = 0; unknown < 2; unknown++) {
+        struct ec_relay r;
+        struct sink s = {0};
+        open_stream(&r, &s, e, &harness, &e->key.pub);
+        const char *said = unknown ? "something else" : NOISE_IK_REGISTRY_REJECTED;
+        uint8_t m2[NOISE_IK_MSG2_BYTES + 64];
+        size_t n = 0;
+        CHECK(noise_ik_write_message2_payload(e->hs, (const uint8_t *)said, strlen(said), m2,
+                                              sizeof m2, &n) == 0);
+        struct blob hs2 = frame_of(r.stream_id, RELAY_BODY_HANDSHAKE, m2, n, 0);
+        CHECK(ec_relay_on_frame(&r, hs2.p, hs2.n) < 0 && r.state == EC_RELAY_FAILED);
+        CHECK(r.credentials_rejected == !unknown);
+        CHECK(strstr(r.error, unknown ? "unknown payload" : "executor credentials rejected"));
+        free(hs2.p);
+        noise_ik_handshake_free(e->hs);
+        e->hs = NULL;
+        ec_relay_free(&r);
+        sink_clear(&s);
+    }
+    free(e);
+}
+
 int main(void)
 {
+    test_credentials_rejected();
     test_stream_roundtrip();
     test_pinning_and_failures();
     test_bundle();

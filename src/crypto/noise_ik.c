@@ -604,10 +604,22 @@ fail:
 
 int noise_ik_write_message2(struct noise_ik_handshake *hs, uint8_t out[NOISE_IK_MSG2_BYTES])
 {
+    size_t n;
+    return noise_ik_write_message2_payload(hs, NULL, 0, out, NOISE_IK_MSG2_BYTES, &n);
+}
+
+int noise_ik_write_message2_payload(struct noise_ik_handshake *hs, const uint8_t *payload,
+                                    size_t payload_len, uint8_t *out, size_t cap,
+                                    size_t *out_len)
+{
     uint8_t m[SEEDLEN], ct[MLKEM768_CT_BYTES], ss[MLKEM768_SS_BYTES];
     size_t w, pos = 0;
     int rc;
-    if (!hs || !out || hs->state != HS_WRITE2) return -EINVAL;
+    if (!hs || !out || !out_len || hs->state != HS_WRITE2 || (payload_len && !payload))
+        return -EINVAL;
+    if (payload_len > NOISE_IK_MAX_MESSAGE - NOISE_IK_MSG2_BYTES ||
+        cap < NOISE_IK_MSG2_BYTES + payload_len)
+        return -EMSGSIZE;
     /* ekem: encapsulate to the initiator's ephemeral ML-KEM key, ct in clear. */
     if ((rc = hs->rng(hs->rng_ctx, m, sizeof m)) < 0) goto fail;
     if (mlkem768_encaps_derand(ct, ss, hs->re_kem, m) < 0) {
@@ -627,8 +639,10 @@ int noise_ik_write_message2(struct noise_ik_handshake *hs, uint8_t out[NOISE_IK_
     pos += 32 + MLKEM768_EK_BYTES;
     if ((rc = mix_dh(hs, hs->e_priv, hs->re)) < 0) goto fail;       /* ee */
     if ((rc = mix_dh(hs, hs->e_priv, hs->rs.x25519)) < 0) goto fail; /* se */
-    if ((rc = encrypt_and_hash(&hs->ss, hs->cipher, NULL, 0, out + pos, &w)) < 0) goto fail;
+    if ((rc = encrypt_and_hash(&hs->ss, hs->cipher, payload, payload_len, out + pos, &w)) < 0)
+        goto fail;
     pos += w;
+    *out_len = pos;
     OPENSSL_cleanse(m, sizeof m);
     OPENSSL_cleanse(ss, sizeof ss);
     hs_done(hs);
@@ -636,19 +650,33 @@ int noise_ik_write_message2(struct noise_ik_handshake *hs, uint8_t out[NOISE_IK_
 fail:
     OPENSSL_cleanse(m, sizeof m);
     OPENSSL_cleanse(ss, sizeof ss);
-    OPENSSL_cleanse(out, NOISE_IK_MSG2_BYTES);
+    OPENSSL_cleanse(out, NOISE_IK_MSG2_BYTES + payload_len);
     return hs_fail(hs, rc);
 }
 
 int noise_ik_read_message2(struct noise_ik_handshake *hs, const uint8_t *msg, size_t len)
 {
-    uint8_t ss[MLKEM768_SS_BYTES], empty[1];
+    /* Longer carries a payload, which a plain read refuses. */
+    if (hs && msg && hs->state == HS_READ2 && len > NOISE_IK_MSG2_BYTES &&
+        len <= NOISE_IK_MAX_MESSAGE)
+        return hs_fail(hs, -EBADMSG);
+    size_t n;
+    uint8_t none[1];
+    return noise_ik_read_message2_payload(hs, msg, len, none, 0, &n);
+}
+
+int noise_ik_read_message2_payload(struct noise_ik_handshake *hs, const uint8_t *msg, size_t len,
+                                   uint8_t *payload, size_t cap, size_t *payload_len)
+{
+    uint8_t ss[MLKEM768_SS_BYTES];
     size_t pos = 0;
     int rc;
-    if (!hs || !msg || hs->state != HS_READ2) return -EINVAL;
+    if (!hs || !msg || !payload || !payload_len || hs->state != HS_READ2) return -EINVAL;
     if (len > NOISE_IK_MAX_MESSAGE) return hs_fail(hs, -EMSGSIZE);
-    /* Shorter is truncated; longer carries a payload, which the harness refuses. */
-    if (len != NOISE_IK_MSG2_BYTES) return hs_fail(hs, -EBADMSG);
+    /* Shorter is truncated. */
+    if (len < NOISE_IK_MSG2_BYTES) return hs_fail(hs, -EBADMSG);
+    size_t plen = len - NOISE_IK_MSG2_BYTES;
+    if (plen > cap) return hs_fail(hs, -EMSGSIZE);
     /* ekem: ct in clear, decapsulated with our ephemeral ML-KEM key. */
     if ((rc = mix_hash(&hs->ss, msg, MLKEM768_CT_BYTES)) < 0) goto fail;
     if (mlkem768_decaps(ss, msg, hs->e_kem_dk) < 0) {
@@ -663,7 +691,9 @@ int noise_ik_read_message2(struct noise_ik_handshake *hs, const uint8_t *msg, si
     pos += 32 + MLKEM768_EK_BYTES;
     if ((rc = mix_dh(hs, hs->e_priv, hs->re)) < 0) goto fail;        /* ee */
     if ((rc = mix_dh(hs, hs->s.x25519_priv, hs->re)) < 0) goto fail; /* se */
-    if ((rc = decrypt_and_hash(&hs->ss, hs->cipher, msg + pos, TAGLEN, empty)) < 0) goto fail;
+    if ((rc = decrypt_and_hash(&hs->ss, hs->cipher, msg + pos, TAGLEN + plen, payload)) < 0)
+        goto fail;
+    *payload_len = plen;
     OPENSSL_cleanse(ss, sizeof ss);
     hs_done(hs);
     return 0;

@@ -128,10 +128,24 @@ int noise_ik_read_message1(struct noise_ik_handshake *hs, const uint8_t *msg, si
 /* Responder, after msg 1: writes the NOISE_IK_MSG2_BYTES of msg 2 into out. The
  * handshake is then complete. -EBADMSG if the initiator's ML-KEM keys are invalid. */
 int noise_ik_write_message2(struct noise_ik_handshake *hs, uint8_t out[NOISE_IK_MSG2_BYTES]);
+/* The same with a payload (out: cap >= NOISE_IK_MSG2_BYTES + payload_len; *out_len
+ * the bytes written). The 0.169.0 executor sends one only to tell the harness that
+ * the registry refused its own credentials (NOISE_IK_REGISTRY_REJECTED). */
+int noise_ik_write_message2_payload(struct noise_ik_handshake *hs, const uint8_t *payload,
+                                    size_t payload_len, uint8_t *out, size_t cap,
+                                    size_t *out_len);
 /* Initiator, after msg 1: reads msg 2, which must be exactly NOISE_IK_MSG2_BYTES
  * (its payload must be empty). -EBADMSG when it does not authenticate: the
  * responder does not own the pinned key, or the bytes were altered. */
 int noise_ik_read_message2(struct noise_ik_handshake *hs, const uint8_t *msg, size_t len);
+/* The same, accepting a payload of at most cap bytes (copied to payload, its length
+ * in *payload_len; -EMSGSIZE when longer). The handshake completes either way: what
+ * a non-empty payload means is the caller's business. */
+int noise_ik_read_message2_payload(struct noise_ik_handshake *hs, const uint8_t *msg, size_t len,
+                                   uint8_t *payload, size_t cap, size_t *payload_len);
+/* The msg-2 payload with which the executor says that the registry's /validate
+ * answered 401: its executor credentials were rejected (observed on 0.169.0). */
+#define NOISE_IK_REGISTRY_REJECTED "codex-registry-authentication-rejected/v1"
 
 /* The peer's static key once learned (initiator: the pinned key from the start;
  * responder: after msg 1), else NULL. Owned by hs. */

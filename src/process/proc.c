@@ -25,6 +25,7 @@
 #include "process/event_log.h"
 #include "process/guardian.h"
 #include "process/proc_internal.h"
+#include "process/shell_snapshot.h"
 #include "process/spawn.h"
 #include "rpc/dispatch.h"
 #include "sandbox/denied.h"
@@ -187,6 +188,7 @@ static void proc_free(struct proc *p)
 
 void proc_table_destroy(struct proc_table *t)
 {
+    proc_snapshot_cancel_table(t); /* starts still waiting for a shell snapshot */
     while (t->head) proc_free(t->head);
     free(t);
 }

@@ -6,9 +6,10 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <string.h>
 #include <uv.h>
 
 #include "core/limits.h"
@@ -16,6 +17,7 @@
 #include "netproxy/netproxy.h"
 #include "process/env_policy.h"
 #include "process/proc_internal.h"
+#include "process/shell_snapshot.h"
 #include "process/spawn.h"
 #include "proto/base64.h"
 #include "proto/uri.h"
@@ -46,9 +48,196 @@ static bool require_string(struct pdec *d, json_t *v)
     return false;
 }
 
+/* A process/start that passed its checks: what the spawn needs, kept while a
+ * shell snapshot is captured (the strings are borrowed from req's params). */
+struct start_job {
+    struct rpc_req *req;
+    struct proc_table *t;
+    const char *id, *program;
+    json_t *env;
+    bool tty, pipe_stdin, sandboxed, have_pol;
+    unsigned short rows, cols;
+    char **cargv, **cenv;
+    char *cwd_path;
+    struct sandbox_policy pol;
+    enum proc_snapshot_shell shell;
+    struct netproxy_params netp; /* networkProxy and enforceManagedNetwork, decoded */
+    struct netproxy *proxy;      /* the child's policy proxy, until the process owns it */
+};
+
+static void job_free(struct start_job *j)
+{
+    netproxy_release(j->proxy);
+    netproxy_params_free(&j->netp);
+    if (j->have_pol) sandbox_policy_free(&j->pol);
+    free_strv(j->cargv);
+    env_free(j->cenv);
+    free(j->cwd_path);
+    free(j);
+}
+
+/* The state for /dev/fd/3: a memfd whose first line closes it again. */
+static int snapshot_fd(const struct proc_snapshot *snap)
+{
+    int fd = memfd_create("exec-server-shell-snapshot", MFD_CLOEXEC);
+    if (fd < 0) return -1;
+    static const char head[] = "exec 3<&-\n";
+    if (write(fd, head, sizeof head - 1) != (ssize_t)(sizeof head - 1) ||
+        write(fd, snap->state, snap->state_len) != (ssize_t)snap->state_len) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Spawns the job's command (with the snapshot restored when snap is given), replies,
+ * then watches it. Frees the job. */
+static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
+{
+    struct rpc_req *req = j->req;
+    struct proc_table *t = j->t;
+    const char *id = j->id;
+    struct sb_placeholders *ph = NULL;
+    char **argv = j->cargv, **envp = j->cenv, **snap_argv = NULL, **snap_env = NULL;
+    char *snap_script = NULL;
+    int state_fd = -1;
+    if (snap) {
+        const char *flag;
+        char **extra = NULL;
+        size_t nextra = 0;
+        proc_snapshot_command(j->shell, snap, j->cargv[2], &flag, &snap_script, &extra, &nextra);
+        size_t argc = 0;
+        while (j->cargv[argc]) argc++;
+        snap_argv = xcalloc(argc + 1, sizeof *snap_argv);
+        memcpy(snap_argv, j->cargv, argc * sizeof *snap_argv);
+        snap_argv[1] = (char *)flag;
+        snap_argv[2] = snap_script;
+        snap_env = proc_snapshot_env(j->cenv, j->env, snap, extra, nextra);
+        argv = snap_argv;
+        envp = snap_env;
+        if (snap->fd_source && (state_fd = snapshot_fd(snap)) < 0) {
+            /* Without the state the prelude would fail: run the plain command. */
+            argv = j->cargv;
+            envp = j->cenv;
+        }
+    }
+    /* The managed network inside a sandbox (enforceManagedNetwork): the child's own
+     * network namespace reaches the proxy only, through its init, which listens on
+     * the proxy's ports on loopback in there and hands each connection over. */
+    int bridge[2] = {-1, -1};
+    bool bridged = j->sandboxed && j->pol.net_restricted && j->netp.enforce_managed_network;
+    const char *refusal = j->sandboxed ? j->pol.refusal : NULL;
+    int refusal_code = 0;
+    if (bridged && !j->proxy && !refusal) {
+        refusal = "exec-server sandbox: failed to prepare host proxy routing bridge: managed "
+                  "proxy mode requires proxy environment variables";
+        refusal_code = 101; /* the reference's sandbox wrapper panics with 101 */
+    } else if (bridged && j->proxy &&
+               socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, bridge) < 0) {
+        char text[256];
+        oserr_format(errno, text, sizeof text);
+        rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
+        if (state_fd >= 0) close(state_fd);
+        goto out;
+    }
+    uint16_t ports[2] = {0, 0};
+    if (bridge[0] >= 0) netproxy_ports(j->proxy, &ports[0], &ports[1]);
+    struct spawn_request rq = {
+        .program = j->program,
+        .argv = argv,
+        .envp = envp,
+        .path_env = env_get(envp, "PATH"),
+        .cwd = j->cwd_path,
+        .tty = j->tty,
+        .rows = j->rows,
+        .cols = j->cols,
+        .pipe_stdin = j->pipe_stdin,
+        .sandbox = j->sandboxed ? &j->pol : NULL,
+        .pid_inherit = sandbox_pid_namespace_inherit,
+        .extra_fds = state_fd >= 0 ? &state_fd : NULL,
+        .n_extra_fds = state_fd >= 0 ? 1 : 0,
+        .proxy_fd = bridge[1],
+        .proxy_ports = {ports[0], ports[1]},
+        .refusal = refusal,
+        .refusal_code = refusal_code,
+    };
+    if (j->sandboxed && !refusal) ph = sandbox_placeholders_acquire(&j->pol.placeholders);
+    struct spawn_result sr;
+    int sberr = 0;
+    int err = spawn_child(&rq, &sr, &sberr);
+    if (state_fd >= 0) close(state_fd);
+    if (bridge[1] >= 0) close(bridge[1]);
+    if (err == 0 && bridge[0] >= 0) {
+        if (netproxy_attach_fd_source(j->proxy, bridge[0]) < 0) close(bridge[0]);
+        bridge[0] = -1;
+    }
+    if (bridge[0] >= 0) close(bridge[0]);
+    if (err == SPAWN_ERR_SANDBOX) {
+        log_warn("process %s: the sandbox could not be set up: %s", id, strerror(sberr));
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "sandbox intent cannot be enforced on this "
+                                                 "executor");
+        goto out;
+    }
+    if (err < 0) {
+        char text[256];
+        oserr_format(-err, text, sizeof text);
+        if (log_threshold >= LOG_DEBUG) {
+            /* The reply carries only the errno text; the operator also gets which
+             * program and directory it was about, and the errno's name. */
+            char idv[160], a0[200], cv[300];
+            const char *ename = strerrorname_np(-err);
+            log_debug("event=process_start_failed session=%s process_id=%s argv0=%s cwd=%s "
+                      "errno=%s error=%s",
+                      t->session->id, log_value(id, idv, sizeof idv),
+                      log_value(j->program, a0, sizeof a0),
+                      log_value(j->cwd_path, cv, sizeof cv), ename ? ename : "?", text);
+        }
+        rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
+        goto out;
+    }
+
+    struct proc *p = proc_add(t, id, j->tty, j->sandboxed, &sr, req->loop);
+    p->placeholders = ph;
+    ph = NULL;
+    p->netproxy = j->proxy;
+    j->proxy = NULL;
+    {
+        char idv[160], a0[200];
+        log_event("event=process_start session=%s process_id=%s pid=%d argv0=%s tty=%s "
+                  "sandboxed=%s",
+                  t->session->id, log_value(id, idv, sizeof idv), (int)sr.pid,
+                  log_value(j->program, a0, sizeof a0), j->tty ? "true" : "false",
+                  j->sandboxed ? "true" : "false");
+    }
+    /* The response goes out before any notification of the new process. */
+    rpc_reply_json(req, json_pack("{s:s,s:s}", "processId", id, "sandboxType",
+                                  j->sandboxed ? "linuxSeccomp" : "none"));
+    proc_watch(p);
+out:
+    sandbox_placeholders_release(ph);
+    free(snap_argv);
+    free(snap_script);
+    env_free(snap_env);
+    job_free(j);
+}
+
+/* A start that waited for its shell snapshot. */
+static void on_snapshot(void *job, enum proc_snapshot_outcome outcome,
+                        const struct proc_snapshot *snap)
+{
+    struct start_job *j = job;
+    if (outcome == SNAP_CANCELLED) {
+        rpc_req_free(j->req);
+        job_free(j);
+        return;
+    }
+    start_launch(j, outcome == SNAP_READY ? snap : NULL);
+}
+
 /* process/start: decode, gate, resolve cwd, prepare the sandbox, check the table,
- * spawn, then reply before the first notification. Every failure replies once and
- * leaves through `out`, which frees whatever was built so far. */
+ * then spawn (after the shell snapshot, when one applies), then reply before the
+ * first notification. Every failure replies once and leaves through `out`, which
+ * frees whatever was built so far. */
 static void handle_start(struct rpc_req *req)
 {
     struct pdec d;
@@ -64,6 +253,9 @@ static void handle_start(struct rpc_req *req)
     struct env_policy env_pol;
     bool has_env_pol;
     env_policy_decode(&d, &env_pol, &has_env_pol);
+    struct proc_snapshot_req snap_req;
+    bool has_snap;
+    proc_snapshot_decode(&d, &snap_req, &has_snap);
     unsigned short rows = 0, cols = 0;
     proc_decode_size(&d, &rows, &cols);
     struct netproxy_params netp;
@@ -81,16 +273,19 @@ static void handle_start(struct rpc_req *req)
     }
     if (!rpc_check_ready(req)) return netproxy_params_free(&netp);
 
-    char *cwd_path = NULL;
-    struct netproxy *proxy = NULL;
-    char **cargv = NULL, **cenv = NULL;
-    bool have_pol = false, sandboxed = false;
-    struct sandbox_policy pol;
-    struct sb_placeholders *ph = NULL;
+    struct start_job *j = xcalloc(1, sizeof *j);
+    j->netp = netp; /* the job owns it now */
+    j->req = req;
+    j->id = id;
+    j->env = env;
+    j->tty = tty;
+    j->pipe_stdin = pipe_stdin;
+    j->rows = rows;
+    j->cols = cols;
 
     size_t cwd_len;
     struct uri_error uerr;
-    if (uri_to_path(cwd, strlen(cwd), true, &cwd_path, &cwd_len, &uerr) < 0) {
+    if (uri_to_path(cwd, strlen(cwd), true, &j->cwd_path, &cwd_len, &uerr) < 0) {
         if (uerr.kind == URI_ERR_HOST || uerr.kind == URI_ERR_DRIVE ||
             uerr.kind == URI_ERR_PLATFORM)
             rpc_reply_error(req, RPC_INVALID_PARAMS,
@@ -103,27 +298,30 @@ static void handle_start(struct rpc_req *req)
     /* The sandbox: parsed, then prepared here (allocations, the Landlock ruleset)
      * so the child only makes system calls. Whatever cannot be enforced is refused. */
     struct sandbox_error serr;
-    if (sandbox_policy_parse(sandbox, cwd_path, &pol, &serr) < 0) {
+    if (sandbox_policy_parse(sandbox, j->cwd_path, &j->pol, &serr) < 0) {
         rpc_reply_error(req, sandbox_error_code(&serr), "%s", serr.message);
         goto out;
     }
-    have_pol = true;
-    if (sandbox_policy_needs_process(&pol)) {
-        if (sandbox_policy_check(&pol) < 0) {
+    j->have_pol = true;
+    if (sandbox_policy_needs_process(&j->pol)) {
+        if (sandbox_policy_check(&j->pol) < 0) {
             rpc_reply_error(req, RPC_INVALID_PARAMS,
                             "sandbox intent cannot be enforced on this executor");
             goto out;
         }
-        sandboxed = true;
+        j->sandboxed = true;
     }
 
     size_t argc = json_array_size(argv);
     struct session *s = session_of(req->conn);
     struct proc_table *t = s->procs;
+    j->t = t;
     const char *program = argc ? json_string_value(json_array_get(argv, 0)) : "";
-    unsigned live = proc_table_live(t);
+    j->program = program;
+    /* Starts waiting for a shell snapshot hold their id and count as running. */
+    unsigned live = proc_table_live(t) + proc_snapshot_waiting(t, NULL);
     char nerr[512];
-    if (netproxy_validate(&netp, nerr, sizeof nerr) < 0) {
+    if (netproxy_validate(&j->netp, nerr, sizeof nerr) < 0) {
         /* before argv, like the reference's prepare_exec_request */
         rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", nerr);
         goto out;
@@ -132,7 +330,7 @@ static void handle_start(struct rpc_req *req)
         rpc_reply_error(req, RPC_INVALID_PARAMS, "argv must not be empty");
         goto out;
     }
-    if (proc_find(t, id)) {
+    if (proc_find(t, id) || proc_snapshot_waiting(t, id)) {
         rpc_reply_error(req, RPC_INVALID_REQUEST, "process %s already exists", id);
         goto out;
     }
@@ -156,119 +354,54 @@ static void handle_start(struct rpc_req *req)
         rpc_reply_error(req, RPC_INTERNAL_ERROR, "missing program for pipe spawn");
         goto out;
     }
-    if (netp.present) {
-        int nrc = netproxy_start(req->loop, &netp, s, id, &proxy, nerr, sizeof nerr);
-        if (nrc < 0) {
-            rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", nerr);
+    if (j->netp.present &&
+        netproxy_start(req->loop, &j->netp, s, id, &j->proxy, nerr, sizeof nerr) < 0) {
+        rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", nerr);
+        goto out;
+    }
+    int snap_applies = 0;
+    if (has_snap) {
+        char err[320];
+        snap_req.cwd = cwd;
+        snap_req.env_policy = has_env_pol ? json_object_get(req->params, "envPolicy") : NULL;
+        snap_req.sandbox = sandbox;
+        snap_applies = proc_snapshot_check(&snap_req, argv, err, sizeof err);
+        if (snap_applies < 0) {
+            rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", err);
             goto out;
         }
+        j->shell = snap_req.shell;
     }
 
-    cargv = xcalloc(argc + 1, sizeof *cargv);
-    json_array_foreach(argv, i, v) cargv[i] = xstrdup(json_string_value(v));
+    j->cargv = xcalloc(argc + 1, sizeof *j->cargv);
+    json_array_foreach(argv, i, v) j->cargv[i] = xstrdup(json_string_value(v));
     if (arg0) {
-        free(cargv[0]);
-        cargv[0] = xstrdup(arg0);
+        free(j->cargv[0]);
+        j->cargv[0] = xstrdup(arg0);
     }
     extern char **environ;
-    cenv = env_build(environ, has_env_pol ? &env_pol : NULL, env);
-    if (req->trace) cenv = env_add_trace(cenv, req->trace);
-    if (proxy) cenv = netproxy_child_env(proxy, cenv);
-    /* The managed network inside a sandbox (enforceManagedNetwork): the child's own
-     * network namespace reaches the proxy only, through its init, which listens on
-     * the proxy's ports on loopback in there and hands each connection over. */
-    int bridge[2] = {-1, -1};
-    bool bridged = sandboxed && pol.net_restricted && netp.enforce_managed_network;
-    const char *refusal = sandboxed ? pol.refusal : NULL;
-    int refusal_code = 0;
-    if (bridged && !proxy && !refusal) {
-        refusal = "exec-server sandbox: failed to prepare host proxy routing bridge: managed "
-                  "proxy mode requires proxy environment variables";
-        refusal_code = 101; /* the reference's sandbox wrapper panics with 101 */
-    } else if (bridged && proxy &&
-               socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, bridge) < 0) {
-        char text[256];
-        oserr_format(errno, text, sizeof text);
-        rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
-        goto out;
+    j->cenv = env_build(environ, has_env_pol ? &env_pol : NULL, env);
+    if (req->trace) j->cenv = env_add_trace(j->cenv, req->trace);
+    if (j->proxy) j->cenv = netproxy_child_env(j->proxy, j->cenv);
+    if (snap_applies && !(j->sandboxed && j->pol.refusal)) {
+        /* The capture runs what the command would run, with its own script. */
+        struct spawn_request capture = {
+            .program = program,
+            .argv = j->cargv,
+            .envp = j->cenv,
+            .path_env = env_get(j->cenv, "PATH"),
+            .cwd = j->cwd_path,
+            .sandbox = j->sandboxed ? &j->pol : NULL,
+            .pid_inherit = sandbox_pid_namespace_inherit,
+            .proxy_fd = -1,
+        };
+        proc_snapshot_get(req->loop, t, id, &snap_req, &capture, on_snapshot, j);
+        return;
     }
-    uint16_t ports[2] = {0, 0};
-    if (bridge[0] >= 0) netproxy_ports(proxy, &ports[0], &ports[1]);
-    struct spawn_request rq = {
-        .program = program,
-        .argv = cargv,
-        .envp = cenv,
-        .path_env = env_get(cenv, "PATH"),
-        .cwd = cwd_path,
-        .tty = tty,
-        .rows = rows,
-        .cols = cols,
-        .pipe_stdin = pipe_stdin,
-        .sandbox = sandboxed ? &pol : NULL,
-        .pid_inherit = sandbox_pid_namespace_inherit,
-        .proxy_fd = bridge[1],
-        .proxy_ports = {ports[0], ports[1]},
-        .refusal = refusal,
-        .refusal_code = refusal_code,
-    };
-    if (sandboxed && !refusal) ph = sandbox_placeholders_acquire(&pol.placeholders);
-    struct spawn_result sr;
-    int sberr = 0;
-    int err = spawn_child(&rq, &sr, &sberr);
-    if (bridge[1] >= 0) close(bridge[1]);
-    if (err == 0 && bridge[0] >= 0) {
-        if (netproxy_attach_fd_source(proxy, bridge[0]) < 0) close(bridge[0]);
-        bridge[0] = -1;
-    }
-    if (bridge[0] >= 0) close(bridge[0]);
-    if (err == SPAWN_ERR_SANDBOX) {
-        log_warn("process %s: the sandbox could not be set up: %s", id, strerror(sberr));
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "sandbox intent cannot be enforced on this "
-                                                 "executor");
-        goto out;
-    }
-    if (err < 0) {
-        char text[256];
-        oserr_format(-err, text, sizeof text);
-        if (log_threshold >= LOG_DEBUG) {
-            /* The reply carries only the errno text; the operator also gets which
-             * program and directory it was about, and the errno's name. */
-            char idv[160], a0[200], cv[300];
-            const char *ename = strerrorname_np(-err);
-            log_debug("event=process_start_failed session=%s process_id=%s argv0=%s cwd=%s "
-                      "errno=%s error=%s",
-                      s->id, log_value(id, idv, sizeof idv), log_value(program, a0, sizeof a0),
-                      log_value(cwd_path, cv, sizeof cv), ename ? ename : "?", text);
-        }
-        rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
-        goto out;
-    }
-
-    struct proc *p = proc_add(t, id, tty, sandboxed, &sr, req->loop);
-    p->placeholders = ph;
-    ph = NULL;
-    p->netproxy = proxy;
-    proxy = NULL;
-    {
-        char idv[160], a0[200];
-        log_event("event=process_start session=%s process_id=%s pid=%d argv0=%s tty=%s "
-                  "sandboxed=%s",
-                  s->id, log_value(id, idv, sizeof idv), (int)sr.pid,
-                  log_value(program, a0, sizeof a0), tty ? "true" : "false",
-                  sandboxed ? "true" : "false");
-    }
-    /* The response goes out before any notification of the new process. */
-    rpc_reply_json(req, json_pack("{s:s,s:s}", "processId", id, "sandboxType",
-                                  sandboxed ? "linuxSeccomp" : "none"));
-    proc_watch(p);
+    start_launch(j, NULL);
+    return;
 out:
-    sandbox_placeholders_release(ph);
-    netproxy_release(proxy);
-    netproxy_params_free(&netp);
-    if (have_pol) sandbox_policy_free(&pol);
-    free_strv(cargv);
-    env_free(cenv);
-    free(cwd_path);
+    job_free(j);
 }
 
 static void handle_read(struct rpc_req *req)

@@ -264,11 +264,15 @@ static void call_done(struct curl_loop_job *job, CURLcode rc)
     curl_dl_fns.easy_getinfo(job->easy, CURLINFO_RESPONSE_CODE, &status);
     bool ok = rc == CURLE_OK && status >= 200 && status < 300;
     if (c->is_validate) {
-        bool valid = ok && registry_parse_validate(c->resp.data ? c->resp.data : "", c->resp.len);
+        enum registry_verdict v =
+            ok && registry_parse_validate(c->resp.data ? c->resp.data : "", c->resp.len)
+                ? REGISTRY_VALID
+            : rc == CURLE_OK && status == 401 ? REGISTRY_CREDENTIALS_REJECTED
+                                              : REGISTRY_INVALID;
         registry_validate_cb cb = c->val_cb;
         void *arg = c->arg;
         call_free(c);
-        cb(arg, valid);
+        cb(arg, v);
         return;
     }
     struct registry_registration reg = {0};
@@ -337,6 +341,14 @@ static struct registry_call *start(struct registry_client *rc, const char *what,
     curl_dl_fns.easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_dl_fns.easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
     curl_dl_fns.easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    /* A custom CA bundle as the reference takes it (CODEX_CA_CERTIFICATE), else as
+     * http/request reads it (CURL_CA_BUNDLE, SSL_CERT_FILE): libcurl's built-in bundle
+     * path would otherwise win over the variable OpenSSL alone honours (the rendezvous
+     * socket, transport/tls.c, does). */
+    const char *ca = getenv("CODEX_CA_CERTIFICATE");
+    if (!ca || !*ca) ca = getenv("CURL_CA_BUNDLE");
+    if (!ca || !*ca) ca = getenv("SSL_CERT_FILE");
+    if (ca && *ca) curl_dl_fns.easy_setopt(e, CURLOPT_CAINFO, ca);
     curl_dl_fns.easy_setopt(e, CURLOPT_HTTPHEADER, c->hdrs);
     curl_dl_fns.easy_setopt(e, CURLOPT_POSTFIELDS, c->body);
     curl_dl_fns.easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)strlen(c->body));
@@ -344,10 +356,6 @@ static struct registry_call *start(struct registry_client *rc, const char *what,
     curl_dl_fns.easy_setopt(e, CURLOPT_WRITEDATA, c);
     curl_dl_fns.easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
     curl_dl_fns.easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
-    /* Extra trust for an https registry, as http/request reads it. */
-    const char *ca = getenv("CURL_CA_BUNDLE");
-    if (!ca || !*ca) ca = getenv("SSL_CERT_FILE");
-    if (ca && *ca) curl_dl_fns.easy_setopt(e, CURLOPT_CAINFO, ca);
     c->job.done = call_done;
     if (curl_loop_add(rc->loop, &c->job) < 0) {
         call_free(c);

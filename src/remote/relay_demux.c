@@ -49,8 +49,9 @@ struct relay_demux {
     void *arg;
     struct relay_stream *streams;
     unsigned live, pending, failures;
+    unsigned streak;         /* failures since the last pause ended */
+    uint64_t paused_until;   /* loop time (ms) until which handshakes are refused */
     uint64_t next_instance;
-    bool closing; /* the failure budget closed the socket: ignore further input */
 };
 
 /* Scratch for one record's plaintext / ciphertext (the loop is single-threaded). */
@@ -69,6 +70,11 @@ unsigned relay_demux_pending(const struct relay_demux *d)
 unsigned relay_demux_failures(const struct relay_demux *d)
 {
     return d->failures;
+}
+
+bool relay_demux_paused(const struct relay_demux *d)
+{
+    return uv_now(d->loop) < d->paused_until;
 }
 
 struct relay_demux *relay_demux_new(uv_loop_t *loop, const struct noise_ik_static_key *identity,
@@ -171,18 +177,23 @@ static void stream_fail(struct relay_stream *s, const char *why)
     stream_remove(s, true);
 }
 
+/* The failure budget, as 0.169.0 spends it (docs/REMOTE_NOTES.md §5a): the 8th
+ * failed handshake pauses every handshake for RELAY_PAUSE_MS (refused with a reset,
+ * valid ones too); the socket stays open and live streams are untouched. */
 static void count_failure(struct relay_demux *d)
 {
-    if (++d->failures >= RELAY_MAX_FAILED_HANDSHAKES && !d->closing) {
-        d->closing = true;
-        log_warn("remote: %u failed Noise handshakes on one rendezvous connection; "
-                 "reconnecting",
-                 d->failures);
-        d->ops->close_socket(d->arg, "read_error");
+    d->failures++;
+    if (relay_demux_paused(d)) return;
+    if (++d->streak >= RELAY_MAX_FAILED_HANDSHAKES) {
+        d->streak = 0;
+        d->paused_until = uv_now(d->loop) + RELAY_PAUSE_MS;
+        log_warn("remote: pausing Noise relay handshakes for %u s after %u failures",
+                 RELAY_PAUSE_MS / 1000, RELAY_MAX_FAILED_HANDSHAKES);
     }
 }
 
-static void handshake_failed(struct relay_demux *d, const char *id, size_t n, const char *why)
+/* A refused handshake for stream id (n bytes, not NUL-terminated): logged, reset. */
+static void handshake_refused(struct relay_demux *d, const char *id, size_t n, const char *why)
 {
     char idv[64], tmp[130];
     size_t k = n < sizeof tmp - 1 ? n : sizeof tmp - 1;
@@ -192,6 +203,11 @@ static void handshake_failed(struct relay_demux *d, const char *id, size_t n, co
               "stream=%s",
               why, log_value(tmp, idv, sizeof idv));
     send_reset_id(d, id, n);
+}
+
+static void handshake_failed(struct relay_demux *d, const char *id, size_t n, const char *why)
+{
+    handshake_refused(d, id, n, why);
     count_failure(d);
 }
 
@@ -293,13 +309,47 @@ static void on_data(struct relay_demux *d, const struct relay_frame *f)
     if (r < 0) stream_fail(s, r == -EBADMSG ? "decrypt_failed" : relay_strerror(r));
 }
 
-static void on_validated(void *arg, bool valid)
+/* The registry answered /validate 401: our own credentials were refused. 0.169.0
+ * completes the handshake with a msg 2 that says so (an authenticated signal the
+ * harness reports as "executor credentials rejected" and does not retry), then
+ * forgets the stream: no reset, no live stream. */
+static void reject_credentials(struct relay_stream *s)
+{
+    struct relay_demux *d = s->d;
+    static const char why[] = NOISE_IK_REGISTRY_REJECTED;
+    uint8_t msg2[NOISE_IK_MSG2_BYTES + sizeof why - 1];
+    size_t n;
+    char idv[64];
+    log_warn("remote: the registry rejected our credentials (/validate answered 401); "
+             "telling the harness on stream %s",
+             log_value(s->id, idv, sizeof idv));
+    if (noise_ik_write_message2_payload(s->hs, (const uint8_t *)why, sizeof why - 1, msg2,
+                                        sizeof msg2, &n) < 0) {
+        stream_fail(s, "handshake_failed");
+        count_failure(d);
+        return;
+    }
+    struct relay_frame f = {.version = RELAY_FRAME_VERSION,
+                            .stream_id = {s->id, strlen(s->id)},
+                            .body = RELAY_BODY_HANDSHAKE,
+                            .payload = msg2,
+                            .payload_len = n};
+    send_frame(d, &f, NULL);
+    stream_remove(s, true);
+    count_failure(d);
+}
+
+static void on_validated(void *arg, enum registry_verdict verdict)
 {
     struct relay_stream *s = arg;
     struct relay_demux *d = s->d;
     s->validation = NULL; /* the call freed itself */
     char idv[64];
-    if (!valid) {
+    if (verdict == REGISTRY_CREDENTIALS_REJECTED) {
+        reject_credentials(s);
+        return;
+    }
+    if (verdict != REGISTRY_VALID) {
         log_event("event=relay_handshake noise_event=authorization noise_outcome=error "
                   "noise_reason=rejected stream=%s",
                   log_value(s->id, idv, sizeof idv));
@@ -353,6 +403,10 @@ static void on_handshake(struct relay_demux *d, const struct relay_frame *f)
     }
     if (d->live >= RELAY_MAX_LIVE_STREAMS || d->pending >= RELAY_MAX_PENDING_STREAMS) {
         send_reset_id(d, id, idn);
+        return;
+    }
+    if (relay_demux_paused(d)) {
+        handshake_refused(d, id, idn, "cooldown"); /* not counted */
         return;
     }
     if (idn > 128) {
@@ -414,7 +468,6 @@ static void on_handshake(struct relay_demux *d, const struct relay_frame *f)
 
 void relay_demux_on_message(struct relay_demux *d, const uint8_t *p, size_t n)
 {
-    if (d->closing) return;
     struct relay_frame f;
     int r = relay_frame_decode(p, n, &f);
     if (r < 0) {

@@ -30,6 +30,7 @@
 #define RELAY_MAX_LIVE_STREAMS 128
 #define RELAY_MAX_PENDING_STREAMS 32
 #define RELAY_MAX_FAILED_HANDSHAKES 8
+#define RELAY_PAUSE_MS 10000 /* handshakes refused after that many failures */
 #define RELAY_MAX_AUTHORIZATION 4096
 #define RELAY_RESET_REASON "noise_relay_protocol_error"
 
@@ -40,8 +41,6 @@ struct relay_stream;
 struct relay_demux_ops {
     /* Writes one binary WebSocket message (a whole frame). done as rv_ws_send. */
     int (*send)(void *arg, const uint8_t *p, size_t n, rv_ws_sent_fn done, void *done_arg);
-    /* Closes the physical socket (failure budget spent); reason is a metric label. */
-    void (*close_socket)(void *arg, const char *reason);
     /* Starts /validate; NULL when it cannot start (the handshake then fails). */
     struct registry_call *(*validate)(void *arg, const char *stream_id,
                                       const char *harness_key_json, const char *authorization,
@@ -95,6 +94,9 @@ void relay_demux_free(struct relay_demux *d);
 unsigned relay_demux_live(const struct relay_demux *d);
 unsigned relay_demux_pending(const struct relay_demux *d);
 unsigned relay_demux_failures(const struct relay_demux *d);
+/* Whether handshakes are paused (the failure budget was spent RELAY_PAUSE_MS ago or
+ * less). */
+bool relay_demux_paused(const struct relay_demux *d);
 
 /* ---- used by the sinks (transport/relay_conn.c, remote/relay_fwd.c) ---- */
 

@@ -239,7 +239,7 @@ static void *fwd_open(const struct relay_sink_kind *kind, uv_loop_t *loop,
 int relay_fwd_kind_init(struct relay_fwd_kind *k, const char *url)
 {
     struct rv_ws_url u;
-    if (strlen(url) >= sizeof k->url || rv_ws_parse_url(url, &u) < 0 || u.tls) return -EINVAL;
+    if (strlen(url) >= sizeof k->url || rv_ws_parse_url(url, &u) < 0) return -EINVAL;
     memset(k, 0, sizeof *k);
     k->base.open = fwd_open;
     k->base.ops = &fwd_sink_ops;

@@ -38,6 +38,7 @@ struct remote {
     char *env_id, *name;
     char *base_url;  /* the registry, for messages */
     bool announced;  /* "registered and connected" has been said (once) */
+    char *base_url_shown; /* the registry URL without userinfo or query, for messages */
     struct noise_ik_static_key identity;
     char *key_json; /* our public key JSON */
     struct registry_client *registry;
@@ -120,7 +121,7 @@ static void on_registered(void *arg, int result, int http_status, struct registr
                   http_status);
         char msg[256];
         snprintf(msg, sizeof msg, "%s with the registry at %s failed: %s%s%.0d",
-                 first ? "registration" : "re-registration", R->base_url, why ? why : "error",
+                 first ? "registration" : "re-registration", R->base_url_shown, why ? why : "error",
                  http_status ? ", HTTP status " : "", http_status);
         fatal(msg);
         return;
@@ -160,11 +161,6 @@ static int demux_send(void *arg, const uint8_t *p, size_t n, rv_ws_sent_fn done,
     return rv_ws_send(R->ws, p, n, done, done_arg);
 }
 
-static void demux_close(void *arg, const char *reason)
-{
-    if (R->ws) rv_ws_close(R->ws, reason);
-}
-
 static struct registry_call *demux_validate(void *arg, const char *stream_id,
                                             const char *harness_key_json, const char *authorization,
                                             registry_validate_cb cb, void *cb_arg)
@@ -180,7 +176,6 @@ static void demux_cancel(void *arg, struct registry_call *call)
 
 static const struct relay_demux_ops demux_ops = {
     .send = demux_send,
-    .close_socket = demux_close,
     .validate = demux_validate,
     .cancel = demux_cancel,
 };
@@ -196,7 +191,7 @@ static void remote_announce(void)
     char idv[128];
     log_notice("remote: registered environment %s with %s and connected to its %s; serving "
                "harnesses",
-               log_value(R->env_id, idv, sizeof idv), R->base_url,
+               log_value(R->env_id, idv, sizeof idv), R->base_url_shown,
                R->direct ? "direct WebSocket" : "rendezvous");
 }
 
@@ -438,6 +433,14 @@ int remote_start(uv_loop_t *loop, const struct remote_opts *opts, void (*on_fata
         }
     }
     R->registry = registry_client_new(loop, opts->base_url, opts->environment_id, hdrs);
+    {
+        const char *u = opts->base_url, *sep = strstr(u, "://");
+        const char *host = sep ? sep + 3 : u;
+        const char *at = strchr(host, '@'), *slash = strchr(host, '/');
+        if (at && (!slash || at < slash)) host = at + 1;
+        R->base_url_shown = xasprintf("%.*s%.*s", sep ? (int)(sep + 3 - u) : 0, u,
+                                      (int)strcspn(host, "?#"), host);
+    }
     memset(auth, 0, sizeof auth);
     uv_timer_init(loop, &R->retry);
     readiness_set(false);
@@ -477,6 +480,7 @@ void remote_cleanup(void)
     free(R->env_id);
     free(R->base_url);
     free(R->name);
+    free(R->base_url_shown);
     free(R);
     R = NULL;
 }

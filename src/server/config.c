@@ -316,8 +316,9 @@ static int validate_forward(void)
         usage_error("forward requires --connect ws://HOST:PORT");
         return 2;
     }
-    if (rv_ws_parse_url(C.connect_url, &cu) < 0 || cu.tls) {
-        usage_error("invalid --connect URL `%s`; expected ws://HOST:PORT", C.connect_url);
+    if (rv_ws_parse_url(C.connect_url, &cu) < 0) {
+        usage_error("invalid --connect URL `%s`; expected ws://HOST:PORT or wss://HOST:PORT",
+                    C.connect_url);
         return 2;
     }
     if (!C.remote_url) {

@@ -256,8 +256,9 @@ const struct opt_spec options_table[] = {
     /* ---- forward ---- */
     {.name = "connect", .meta = "URL", .kind = OPT_STRING, .modes = OPT_FORWARD,
      .section = SEC_FORWARD, TO(C.connect_url),
-     .help = "the destination exec-server (ws://HOST:PORT[/PATH]) every harness stream is "
-             "relayed to, one WebSocket per stream"},
+     .help = "the destination exec-server (ws:// or wss://HOST:PORT[/PATH]) every harness "
+             "stream is relayed to, one WebSocket per stream; wss trusts the system store, "
+             "SSL_CERT_FILE or CODEX_CA_CERTIFICATE"},
     /* ---- Codex configuration (server/codex_config.c) ---- */
     {.name = "config", .short_name = 'c', .meta = "KEY=VALUE", .kind = OPT_LIST,
      .modes = OPT_BOTH, .section = SEC_CODEX, TO(C.codex_overrides),

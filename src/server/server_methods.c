@@ -1,6 +1,7 @@
 /* server_methods: see server_methods.h. */
 #include "server/server_methods.h"
 
+#include "fs/capabilities_v2.h"
 #include "fs/capability_roots.h"
 #include "fs/fs_methods.h"
 #include "fs/fs_watch.h"
@@ -15,6 +16,7 @@ void server_methods_register(void)
     static const struct rpc_method *const tables[] = {
         session_methods, process_methods, fs_methods,       fs_watch_methods,
         fs_mode_methods, http_methods,    env_config_methods, capability_roots_methods,
+        capability_roots_v2_methods,
     };
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) rpc_register_methods(tables[i]);
 }

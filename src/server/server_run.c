@@ -14,6 +14,7 @@
 #include "core/limits.h"
 #include "netproxy/netproxy.h"
 #include "process/guardian.h"
+#include "process/process_path.h"
 #include "process/spawner.h"
 #include "remote/remote.h"
 #include "rpc/dispatch.h"
@@ -175,6 +176,7 @@ int server_run(void)
     signal(SIGPIPE, SIG_IGN);
     /* A write past RLIMIT_FSIZE must fail with EFBIG, not kill the server. */
     signal(SIGXFSZ, SIG_IGN);
+    process_path_init(); /* `rg` first on the PATH children inherit (before any thread) */
     loop = uv_default_loop();
     session_configure(loop, C.session_ttl_ms);
     server_methods_register();

@@ -14,6 +14,7 @@
 #include "crypto/random.h"
 #include "fs/fs_watch.h"
 #include "process/process.h"
+#include "process/shell_snapshot.h"
 #include "rpc/dispatch.h"
 #include "sandbox/helper.h"
 #include "transport/conn.h"
@@ -149,6 +150,7 @@ struct session *session_of(const struct conn *c)
 void session_destroy_all(void)
 {
     while (sessions) session_destroy(sessions);
+    proc_snapshot_shutdown();
 }
 
 static void attach(struct session *s, struct conn *c)

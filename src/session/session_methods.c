@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "process/process_path.h"
 #include "proto/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
@@ -23,9 +24,10 @@ static json_t *uri_json(const char *path)
 /* What environment/info and initialize report about this host. Capabilities we
  * do not implement are false so clients never send the fields they gate.
  * capabilityDiscoverySandbox: capabilityRoots/discoverV1 scans a root that carries
- * a sandbox inside the sandbox helper (fs/capability_roots.c). capabilityDiscoveryV2
- * stays false: it promises `capabilities/discoverV2` (the executor's own inventory of
- * installed plugins and skills, prewarmed and watched), which we do not implement.
+ * a sandbox inside the sandbox helper (fs/capability_roots.c). capabilityDiscoveryV2:
+ * `capabilities/discoverV2`, the executor's own inventory of installed plugins and
+ * skills, cached and watched (fs/capabilities_v2.c). shellSnapshotV2: process/start's
+ * `shellSnapshot` (process/shell_snapshot.c).
  * networkProxyLaunch and networkProxyReviewDomains: process/start's networkProxy runs
  * the child behind src/netproxy (with proxy.reviewDomains); credentialMasking and
  * credentialMaskingCustomProviders: its proxy.credentialMasking and
@@ -43,9 +45,9 @@ static json_t *environment_info(void)
     json_t *caps = json_pack(
         "{s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b}", "networkProxyLaunch", 1,
         "networkProxyReviewDomains", 1, "credentialMasking", 1, "credentialMaskingCustomProviders",
-        1, "capabilityDiscoverySandbox", 1, "fsWatchMissing", 1, "capabilityDiscoveryV2", 0,
+        1, "capabilityDiscoverySandbox", 1, "fsWatchMissing", 1, "capabilityDiscoveryV2", 1,
         "environmentConfigRead", 1, "httpHeaderEnvVars", 1, "sandboxedFileStreaming", 1,
-        "fileWriteStreaming", 1, "shellSnapshotV2", 0, "windowsMxc", 0,
+        "fileWriteStreaming", 1, "shellSnapshotV2", 1, "windowsMxc", 0,
         "linuxRootWritePreservesDevices", 1, "linuxApprovedRootWritePreservesRestrictions", 1);
     /* Ours (PROTOCOL.md §11 (g)): terminal and stdin controls a client may use
      * once it sees them here; the reference has none of them. */
@@ -62,7 +64,9 @@ static json_t *environment_info(void)
     json_object_set_new(info, "cwd", uri_json(cwd));
     if (home && home[0] == '/') json_object_set_new(info, "userHomeDir", uri_json(home));
     json_object_set_new(info, "platformOs", json_string("linux"));
-    json_object_set_new(info, "prependPathDirs", json_array());
+    json_t *prepend = json_array();
+    if (process_path_dir()) json_array_append_new(prepend, uri_json(process_path_dir()));
+    json_object_set_new(info, "prependPathDirs", prepend);
     json_object_set_new(info, "temporaryDirectories", json_array());
     json_object_set_new(info, "tempDir", uri_json(tmp));
     json_object_set_new(info, "capabilities", caps);

@@ -46,6 +46,7 @@
     X(SSL_CTX_set_cipher_list)                                                                     \
     X(SSL_CTX_set_verify)                                                                          \
     X(SSL_CTX_set_default_verify_paths)                                                            \
+    X(SSL_CTX_load_verify_locations)                                                               \
     X(SSL_CTX_use_certificate_chain_file)                                                          \
     X(SSL_CTX_use_PrivateKey_file)                                                                 \
     X(SSL_CTX_check_private_key)                                                                   \
@@ -237,6 +238,13 @@ struct tls_session *tls_client_session_new(const char *host, char *err, size_t n
         libssl.SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
         if (libssl.SSL_CTX_set_default_verify_paths(ctx) != 1) {
             last_error(err, n, "cannot load the system trust store");
+            libssl.SSL_CTX_free(ctx);
+            return NULL;
+        }
+        /* The reference's custom CA variable (SSL_CERT_FILE is OpenSSL's own). */
+        const char *ca = getenv("CODEX_CA_CERTIFICATE");
+        if (ca && *ca && libssl.SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1) {
+            last_error(err, n, "cannot load CODEX_CA_CERTIFICATE");
             libssl.SSL_CTX_free(ctx);
             return NULL;
         }

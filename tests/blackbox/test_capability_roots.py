@@ -199,12 +199,8 @@ def test_capabilities_advertised(srv):
     s = srv.session()
     caps = s.call("environment/info")["capabilities"]
     assert caps["capabilityDiscoverySandbox"] is True, caps
-    if IS_REF:
-        assert caps["capabilityDiscoveryV2"] is True
-    else:
-        # capabilities/discoverV2 is not implemented, so the flag that gates it is false
-        assert caps["capabilityDiscoveryV2"] is False, caps
-        assert s.error("capabilities/discoverV2", {"cwd": "file:///tmp"})[0] == -32601
+    # capabilities/discoverV2 itself: test_discover_v2.py
+    assert caps["capabilityDiscoveryV2"] is True, caps
     s.close()
 
 

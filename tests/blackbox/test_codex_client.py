@@ -12,8 +12,10 @@ file apply_patch writes goes through our WebSocket.
 One turn checks what a user of codex would notice:
   0. the project's AGENTS.md, found through the server's fs methods, reaches the model;
   1. exec_command: the output shows the server's HOME and PATH (envPolicy, §5.1.3), no
-     profile errors, the server's own environment (a marker only the server has), and the
-     exit code;
+     profile errors, the server's own environment (a marker only the server has), what
+     the server's ~/.bashrc exports and defines (shellSnapshot: codex's shell_snapshot_v2
+     feature is turned on, and the server runs with a HOME of the test's), and the exit
+     code;
   2. exec_command with tty:true: a TTY (`tty` names a /dev/pts device), left running;
   3. write_stdin to that TTY session: the line is read and echoed back;
   4. exec_command of a command that outlives a dropped WebSocket; the proxy cuts every
@@ -45,6 +47,10 @@ REF_DIR = os.path.expanduser("~/.cache/codex-ref")
 # there (codex app-server is started without it).
 SERVER_MARK_VAR = "EXECBB_SERVER_MARK"
 SERVER_MARK = "mark-" + MARKER
+# Exported by the server's ~/.bashrc (server_home): a command that prints it got the
+# shell snapshot of the server's interactive shell.
+RC_MARK_VAR = "EXECBB_RC_MARK"
+RC_MARK = "rc-" + MARKER
 
 
 def codex_binary():
@@ -348,6 +354,16 @@ class AppServer:
                 self.proc.wait()
 
 
+def server_home():
+    """The HOME the server under test runs with: codex captures the user's ~/.bashrc
+    for its `bash -lc` commands (shellSnapshot), so a host's own startup files (slow,
+    noisy) must not decide the test. This one exports a marker and defines a function."""
+    home = tempfile.mkdtemp(prefix="execbb-codex-server-home-")
+    with open(os.path.join(home, ".bashrc"), "w") as f:
+        f.write("export %s=%s\nexecbb_rc_fn() { echo \"rcfn:$1\"; }\n" % (RC_MARK_VAR, RC_MARK))
+    return home
+
+
 def can_hide():
     """Whether a private mount namespace can be made here (root, unshare present)."""
     try:
@@ -367,11 +383,9 @@ def session_id_of(output):
 @needs_own_server
 def test_codex_drives_a_turn(_):
     codex = codex_binary()
-    os.environ[SERVER_MARK_VAR] = SERVER_MARK  # inherited by the server under test only
-    try:
-        srv = Server()
-    finally:
-        del os.environ[SERVER_MARK_VAR]
+    srv_home = server_home()
+    # The mark is inherited by the server under test only.
+    srv = server_with_env({SERVER_MARK_VAR: SERVER_MARK, "HOME": srv_home})
     home = tempfile.mkdtemp(prefix="execbb-codex-home-")
     hidden = tempfile.mkdtemp(prefix="execbb-codex-project-")
     work = os.path.join(hidden, "work")
@@ -394,7 +408,8 @@ def test_codex_drives_a_turn(_):
         f.write("Project rule %s: be brief.\n" % agents_mark)
     steps = [
         lambda o: [function_call("env", "exec_command", {
-            "cmd": "echo mark=$%s; echo home=$HOME; echo path=$PATH; exit 3" % SERVER_MARK_VAR,
+            "cmd": "echo mark=$%s; echo home=$HOME; echo path=$PATH; echo rc=$%s; "
+                   "execbb_rc_fn ok; exit 3" % (SERVER_MARK_VAR, RC_MARK_VAR),
             "workdir": work, "yield_time_ms": 5000})],
         lambda o: [function_call("tty", "exec_command", {
             "cmd": "printf 'ready\\n'; IFS= read -r line; echo \"got:$line\"; tty",
@@ -415,9 +430,12 @@ def test_codex_drives_a_turn(_):
     model = ScriptedModel(steps)
     with open(os.path.join(home, "config.toml"), "w") as f:
         f.write('model = "mock-model"\nmodel_provider = "mock"\napproval_policy = "never"\n'
-                'sandbox_mode = "danger-full-access"\n\n[model_providers.mock]\n'
+                'sandbox_mode = "danger-full-access"\nsuppress_unstable_features_warning = true\n'
+                '\n[model_providers.mock]\n'
                 'name = "mock"\nbase_url = "http://127.0.0.1:%d/v1"\nwire_api = "responses"\n'
-                'request_max_retries = 0\nstream_max_retries = 0\n' % model.port)
+                'request_max_retries = 0\nstream_max_retries = 0\n'
+                # codex sends shellSnapshot only with this (0.169.0: under development)
+                '\n[features]\nshell_snapshot_v2 = true\n' % model.port)
     app = AppServer(codex, home, work, hide=hidden if can_hide() else None)
     try:
         app.call("initialize", {"clientInfo": {"name": "execbb", "version": "0.1"},
@@ -455,7 +473,9 @@ def test_codex_drives_a_turn(_):
             "test" + ctx
         home_m = re.search(r"^home=(.*)$", env_out, re.M)
         path_m = re.search(r"^path=(.*)$", env_out, re.M)
-        assert home_m and home_m.group(1) == os.environ.get("HOME"), ctx
+        assert home_m and home_m.group(1) == srv_home, ctx
+        # the server's ~/.bashrc reached the `bash -lc` command (shellSnapshot)
+        assert "rc=" + RC_MARK in env_out and "rcfn:ok" in env_out, ctx
         assert path_m and "/usr/bin" in path_m.group(1).split(":"), ctx
         for bad in ("command not found", "No such file", "bashrc"):
             assert bad not in env_out, (bad, ctx)
@@ -496,6 +516,7 @@ def test_codex_drives_a_turn(_):
         srv.stop()
         shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(hidden, ignore_errors=True)
+        shutil.rmtree(srv_home, ignore_errors=True)
 
 
 @needs_own_server
@@ -511,8 +532,10 @@ def test_codex_with_capability_token(_):
     token = "tok-" + MARKER
     with open(os.path.join(tmp, "token"), "w") as f:
         f.write(token + "\n")
-    srv = Server(extra_args=["--ws-auth", "capability-token",
-                             "--ws-token-file", os.path.join(tmp, "token")])
+    srv_home = server_home()
+    srv = server_with_env({"HOME": srv_home},
+                          extra_args=["--ws-auth", "capability-token",
+                                      "--ws-token-file", os.path.join(tmp, "token")])
     proxy = Proxy(srv.host, srv.port)
     model = ScriptedModel([lambda o: [function_call("authed", "exec_command", {
         "cmd": "echo authed-ok", "workdir": work, "yield_time_ms": 5000})]])
@@ -545,12 +568,18 @@ def test_codex_with_capability_token(_):
         proxy.close()
         srv.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(srv_home, ignore_errors=True)
 
 
-if __name__ == "__main__":
+def main(namespace, per_test_timeout):
+    """Installs codex before the clock starts (exit 77 when npm cannot), then runs."""
     try:
-        codex_binary()  # install before the clock starts; exit 77 when npm cannot
+        codex_binary()
     except TestSkip as e:
         print("SKIP: %s" % e)
         sys.exit(SKIP)
-    run_tests(globals(), per_test_timeout=240)
+    run_tests(namespace, per_test_timeout=per_test_timeout)
+
+
+if __name__ == "__main__":
+    main(globals(), 240)

@@ -12,7 +12,10 @@ file spanning several relay records; a resume after the rendezvous drops the har
 socket (the same session, the output complete, exactly once); the same after the
 executor's own rendezvous socket drops (found by the client's liveness read); a
 request's trace context in clear in its first data frame only (REMOTE.md §5.1); a 401
-on the rendezvous upgrade (one fresh bundle) and a transient registry error (retried).
+on the rendezvous upgrade (one fresh bundle) and a transient registry error (retried);
+/validate answering the executor 401 (msg 2 carries the rejection, the client stops
+without another bundle); the client's keepalive Pings. Then the basics again with the
+fake cloud over TLS: an https registry handing out wss rendezvous URLs.
 Throughout, no frame the rendezvous saw may carry "initialize" or "process/start" in
 clear.
 Every wait is bounded; exit 77 when nothing could run."""
@@ -61,14 +64,21 @@ def reference():
 
 
 class Executor:
-    """One executor process registered at a fresh fake cloud."""
+    """One executor process registered at a fresh fake cloud (over TLS with tls=True:
+    an https registry handing out wss rendezvous URLs, trusted through SSL_CERT_FILE
+    by the executor and --ca-file by the client)."""
 
-    def __init__(self, kind, path):
+    def __init__(self, kind, path, tls=False):
         self.kind = kind
-        self.cloud = fake_cloud.FakeCloud(token=TOKEN)
         self.home = tempfile.mkdtemp(prefix="remote-test-")
+        self.ca = None
+        if tls:
+            self.ca, cert, key = fake_cloud.make_test_ca(self.home)
+        self.cloud = fake_cloud.FakeCloud(token=TOKEN, tls=(cert, key) if tls else None)
         env = dict(os.environ, CODEX_HOME=self.home, CODEX_API_KEY=TOKEN,
                    RUST_LOG=os.environ.get("RUST_LOG", "warn"))
+        if tls:
+            env["SSL_CERT_FILE"] = self.ca
         cmd = [path, "exec-server"] if kind == "reference" else [path]
         cmd += ["--remote", self.cloud.base_url, "--environment-id", ENV_ID]
         self.err = tempfile.TemporaryFile()
@@ -100,7 +110,7 @@ class Executor:
 
 def client(ex, *args, stdin=b"", timeout=60, popen=False):
     argv = [CLIENT, "--remote", ex.cloud.base_url, "--environment-id", ENV_ID,
-            "--token", TOKEN] + list(args)
+            "--token", TOKEN] + (["--ca-file", ex.ca] if ex.ca else []) + list(args)
     env = dict(os.environ)
     env.pop("EXEC_SERVER_URL", None)
     if popen:
@@ -273,8 +283,43 @@ def scenario_registry_transient(ex):
                                                                           r.stderr)
 
 
+def scenario_credentials_rejected(ex):
+    """/validate answers the executor 401 (its own credentials refused): it says so in
+    an authenticated msg 2 (docs/REMOTE_NOTES.md §5a), the client reports it and does
+    not spend another authorization on a retry."""
+    before = connects(ex)
+    ex.cloud.fail_next("validate", 401, "unauthorized", "executor token revoked", count=5)
+    try:
+        r = client(ex, "--reconnect-ms", "5000", "run", "-n", "--", "true")
+    finally:
+        with ex.cloud.lock:
+            ex.cloud.failures.pop("validate", None)
+    assert r.returncode == 3, (r.returncode, r.stderr)
+    assert b"executor credentials rejected" in r.stderr, r.stderr
+    assert connects(ex) - before == 1, "the rejection must not be retried"
+    with ex.cloud.lock:
+        shakes = [f for f in ex.cloud.frames if f["dir"] == "e2h" and f["body"] == "handshake"]
+    assert len(shakes[-1]["raw"]) > 3424 + 41, "msg 2 carries no payload"
+
+
+def scenario_keepalive(ex):
+    """The client Pings the rendezvous while it waits (every --keepalive-ms)."""
+    def harness_pings(c):
+        return sum(1 for _, kind, d in c.events if kind == "ping" and d[0][0] == "harness")
+    with ex.cloud.lock:
+        before = harness_pings(ex.cloud)
+    r = client(ex, "--keepalive-ms", "200", "run", "-n", "--", "sleep", "2")
+    assert r.returncode == 0, r.stderr
+    with ex.cloud.lock:
+        pings = harness_pings(ex.cloud) - before
+    assert pings >= 3, "the client sent %d Pings in 2 s" % pings
+
+
 SCENARIOS = [scenario_process, scenario_fs, scenario_resume, scenario_executor_drop,
-             scenario_trace, scenario_upgrade_401, scenario_registry_transient]
+             scenario_trace, scenario_upgrade_401, scenario_registry_transient,
+             scenario_credentials_rejected, scenario_keepalive]
+# Over TLS (https registry, wss rendezvous): the basics.
+TLS_SCENARIOS = [scenario_process, scenario_fs]
 
 
 def main():
@@ -283,33 +328,43 @@ def main():
         return SKIP
     only = set(sys.argv[1:])
     passed = failed = skipped = 0
-    for kind, finder in (("reference", reference), ("ours", our_server)):
+    for kind, finder, tls in (("reference", reference, False), ("ours", our_server, False),
+                              ("reference", reference, True), ("ours", our_server, True)):
         path, why = finder()
+        label = kind + ("+tls" if tls else "")
         if path is None:
-            print("SKIP %s executor: %s" % (kind, why))
+            print("SKIP %s executor: %s" % (label, why))
             skipped += 1
             continue
-        print("executor %s: %s" % (kind, path))
+        scenarios = [sc for sc in (TLS_SCENARIOS if tls else SCENARIOS)
+                     if not only or sc.__name__ in only]
+        if not scenarios:
+            continue
+        print("executor %s: %s" % (label, path))
         try:
-            ex = Executor(kind, path)
+            ex = Executor(kind, path, tls=tls)
         except BaseException as e:  # noqa
-            print("FAIL %s executor did not come up: %s" % (kind, e))
+            print("FAIL %s executor did not come up: %s" % (label, e))
             failed += 1
             continue
         try:
-            for sc in SCENARIOS:
-                if only and sc.__name__ not in only:
-                    continue
+            if tls:
+                assert ex.cloud.base_url.startswith("https://"), ex.cloud.base_url
+            for sc in scenarios:
                 t0 = time.monotonic()
                 try:
                     sc(ex)
+                    if tls:
+                        with ex.cloud.lock:
+                            assert ex.cloud.tls_handshakes >= 3, ex.cloud.tls_handshakes
+                            assert all(u["target"] and True for u in ex.cloud.upgrades)
                     passed += 1
-                    print("PASS %s/%s (%.2fs)" % (kind, sc.__name__, time.monotonic() - t0))
+                    print("PASS %s/%s (%.2fs)" % (label, sc.__name__, time.monotonic() - t0))
                 except BaseException as e:  # noqa
                     if isinstance(e, KeyboardInterrupt):
                         raise
                     failed += 1
-                    print("FAIL %s/%s (%.2fs): %s" % (kind, sc.__name__,
+                    print("FAIL %s/%s (%.2fs): %s" % (label, sc.__name__,
                                                      time.monotonic() - t0, e))
                     if ex.proc.poll() is not None:
                         print("executor exited (%s); stderr:\n%s" % (ex.proc.returncode,

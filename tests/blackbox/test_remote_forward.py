@@ -6,7 +6,8 @@ WebSocket, one destination connection per stream.
 
 Destinations: (a) our own `exec-server --listen ws://127.0.0.1:0`, (b) the reference
 `codex exec-server --listen ws://127.0.0.1:0` (skipped with a message when it is not
-installed), driven by `exec-client --remote`: a process's output and exit code, an fs
+installed), (a') ours on `--listen wss://` with a certificate of a test CA the
+forwarder trusts through SSL_CERT_FILE, driven by `exec-client --remote`: a process's output and exit code, an fs
 write then read of a file spanning several relay records, a one-message JSON-RPC
 exchange. Then (c) a destination that refuses every upgrade with HTTP 500: the client
 must fail with an error, within a bound, not hang. Throughout: the destination is not
@@ -39,11 +40,16 @@ SERVER = our_server()
 class Destination:
     """An exec-server listening on a loopback port (ours or the reference's)."""
 
-    def __init__(self, kind, path):
+    def __init__(self, kind, path, tls=False):
         self.kind = kind
         self.home = tempfile.mkdtemp(prefix="fwd-dest-")
         cmd = [path, "exec-server"] if kind == "reference" else [path]
-        cmd += ["--listen", "ws://127.0.0.1:0"]
+        self.ca = None
+        if tls:
+            self.ca, cert, key = fake_cloud.make_test_ca(self.home)
+            cmd += ["--listen", "wss://127.0.0.1:0", "--tls-cert", cert, "--tls-key", key]
+        else:
+            cmd += ["--listen", "ws://127.0.0.1:0"]
         env = dict(os.environ, CODEX_HOME=self.home, RUST_LOG="warn")
         self.proc = subprocess.Popen(cmd, env=env, cwd=self.home, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -57,7 +63,7 @@ class Destination:
             if not b:
                 break
             buf += b
-            m = re.search(rb"ws://127\.0\.0\.1:\d+", buf)
+            m = re.search(rb"wss?://127\.0\.0\.1:\d+", buf)
             if m:
                 self.url = m.group(0).decode()
                 break
@@ -136,10 +142,12 @@ class Refuser:
 class Forwarder:
     """Our `exec-server forward --connect URL` registered at a fresh fake cloud."""
 
-    def __init__(self, dest_url):
+    def __init__(self, dest_url, ca=None):
         self.cloud = fake_cloud.FakeCloud(token=TOKEN)
         self.home = tempfile.mkdtemp(prefix="fwd-test-")
         env = dict(os.environ, CODEX_HOME=self.home, CODEX_API_KEY=TOKEN)
+        if ca:
+            env["SSL_CERT_FILE"] = ca  # a wss:// destination signed by the test CA
         cmd = [SERVER, "forward", "--connect", dest_url, "--remote", self.cloud.base_url,
                "--environment-id", ENV_ID]
         self.err = tempfile.TemporaryFile()
@@ -278,38 +286,43 @@ def scenario_no_leak(fw, dest):
 
 SCENARIOS = [scenario_process, scenario_fs, scenario_rpc, scenario_big, scenario_client_gone,
              scenario_rendezvous_drop, scenario_no_leak]
+# A wss:// destination (ours, --listen wss:// with a certificate of the test CA).
+WSS_SCENARIOS = [scenario_process, scenario_fs, scenario_rpc, scenario_client_gone,
+                 scenario_no_leak]
 
 
-def run_destination(kind, path, only):
+def run_destination(kind, path, only, tls=False):
     passed = failed = 0
+    label = kind + ("+wss" if tls else "")
     try:
-        dest = Destination(kind, path)
+        dest = Destination(kind, path, tls=tls)
     except BaseException as e:  # noqa
-        print("FAIL %s destination did not come up: %s" % (kind, e))
+        print("FAIL %s destination did not come up: %s" % (label, e))
         return 0, 1
     fw = None
     try:
-        fw = Forwarder(dest.url)
+        assert dest.url.startswith("wss://" if tls else "ws://"), dest.url
+        fw = Forwarder(dest.url, ca=dest.ca)
         time.sleep(0.3)
         assert dest.established() == 0, "the forwarder contacted the destination at start"
         fw.base_sockets = fw.sockets()
-        for sc in SCENARIOS:
+        for sc in WSS_SCENARIOS if tls else SCENARIOS:
             if only and sc.__name__ not in only:
                 continue
-            p, f = run_one("%s/%s" % (kind, sc.__name__), sc, fw, dest,
+            p, f = run_one("%s/%s" % (label, sc.__name__), sc, fw, dest,
                            on_fail=lambda: "forwarder stderr: " + fw.stderr_text())
             passed += p
             failed += f
     except BaseException as e:  # noqa
         failed += 1
-        print("FAIL %s: %r" % (kind, e))
+        print("FAIL %s: %r" % (label, e))
     finally:
         if fw:
             rc = fw.stop()
             if rc != 0:
                 failed += 1
                 print("FAIL %s: the forwarder exited %r on SIGTERM\n%s" % (
-                    kind, rc, fw.stderr_text()))
+                    label, rc, fw.stderr_text()))
         dest.stop()
     return passed, failed
 
@@ -361,6 +374,9 @@ def main():
         p, f = run_destination(kind, path, only)
         passed += p
         failed += f
+    p, f = run_destination("ours", SERVER, only, tls=True)
+    passed += p
+    failed += f
     if not only or "refusing" in only:
         p, f = run_refuser()
         passed += p

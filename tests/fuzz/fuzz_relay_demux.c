@@ -5,10 +5,12 @@
  *   0 LEN_HI LEN_LO BYTES  one binary WebSocket message (a relay frame, or not)
  *   1                      the oldest pending validation answers {"valid": true}
  *   2                      the oldest pending validation answers false
+ *   4                      the oldest pending validation answers 401 (our credentials
+ *                          rejected: msg 2 carries the rejection)
  *   3 N                    a genuine msg 1 (built at start-up with fixed keys) for
  *                          stream "s<N % 4>", so validation and live streams are reached
- * Invariants checked after every step: live <= 128, pending <= 32, the socket is
- * closed at most once, and only after 8 failures. At the end the demux is freed and
+ * Invariants checked after every step: live <= 128, pending <= 32, handshakes paused
+ * only after 8 failures. At the end the demux is freed and
  * the loop turned so every stream's connection closes (ASan/LSan see the rest). */
 #include <stdint.h>
 #include <stdio.h>
@@ -32,7 +34,7 @@ static size_t genuine_len[4];
 static registry_validate_cb vcb[MAXV];
 static void *varg[MAXV];
 static struct registry_call *vcall[MAXV];
-static int nv, closes;
+static int nv;
 static uintptr_t next_call = 1;
 
 static int f_send(void *arg, const uint8_t *p, size_t n, rv_ws_sent_fn done, void *done_arg)
@@ -41,11 +43,6 @@ static int f_send(void *arg, const uint8_t *p, size_t n, rv_ws_sent_fn done, voi
     if (relay_frame_decode(p, n, &f) != 0) abort(); /* we must only send valid frames */
     if (done) done(done_arg, n, 0);
     return 0;
-}
-
-static void f_close(void *arg, const char *reason)
-{
-    closes++;
 }
 
 static struct registry_call *f_validate(void *arg, const char *sid, const char *key,
@@ -72,7 +69,7 @@ static void f_cancel(void *arg, struct registry_call *call)
     abort(); /* cancelling a call that is not pending */
 }
 
-static const struct relay_demux_ops ops = {f_send, f_close, f_validate, f_cancel};
+static const struct relay_demux_ops ops = {f_send, f_validate, f_cancel};
 
 static int det_rng(void *ctx, uint8_t *out, size_t n)
 {
@@ -115,7 +112,7 @@ static void init_once(void)
     }
 }
 
-static void answer(bool valid)
+static void answer(enum registry_verdict valid)
 {
     if (nv == 0) return;
     registry_validate_cb cb = vcb[0];
@@ -130,13 +127,13 @@ static void answer(bool valid)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     init_once();
-    nv = closes = 0;
+    nv = 0;
     struct relay_demux *d =
         relay_demux_new(uv_default_loop(), &exec_key, "env", "reg", &ops, NULL, &serve_kind.base);
     size_t i = 0;
     while (i < size) {
         uint8_t op = data[i++];
-        switch (op % 4) {
+        switch (op % 5) {
         case 0: {
             if (i + 2 > size) goto out;
             size_t n = (size_t)data[i] << 8 | data[i + 1];
@@ -147,20 +144,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         }
         case 1:
-            answer(true);
+            answer(REGISTRY_VALID);
             break;
         case 2:
-            answer(false);
+            answer(REGISTRY_INVALID);
             break;
         case 3:
             if (i >= size) goto out;
             relay_demux_on_message(d, genuine[data[i] % 4], genuine_len[data[i] % 4]);
             i++;
             break;
+        case 4:
+            answer(REGISTRY_CREDENTIALS_REJECTED);
+            break;
         }
         if (relay_demux_live(d) > RELAY_MAX_LIVE_STREAMS ||
-            relay_demux_pending(d) > RELAY_MAX_PENDING_STREAMS || closes > 1 ||
-            (closes && relay_demux_failures(d) < RELAY_MAX_FAILED_HANDSHAKES))
+            relay_demux_pending(d) > RELAY_MAX_PENDING_STREAMS ||
+            (relay_demux_paused(d) && relay_demux_failures(d) < RELAY_MAX_FAILED_HANDSHAKES))
             abort();
     }
 out:

@@ -392,9 +392,12 @@ class FakeCloud:
     def __init__(self, host="127.0.0.1", port=0, token=None, authorization_ttl=60.0,
                  single_use_authorizations=True, ping_interval=None,
                  reset_on_harness_close=True, answer_pings=True, public_host=None,
-                 aws_secret=None):
+                 aws_secret=None, tls=None):
         """token: expected bearer (None = accept any request without checking auth).
         ping_interval: seconds between rendezvous->peer pings (None = never ping).
+        tls: (certfile, keyfile) to serve both parts over TLS: the registry is then
+        https://, the rendezvous URLs it hands out wss:// (tests make them with
+        make_test_ca()).
         reset_on_harness_close: send the environment a `reset` frame for every stream
         a departing harness socket owned. Whether the hosted service does this is unknown,
         but codex 0.169.0 has no other way to learn that a harness left: without it the
@@ -430,7 +433,13 @@ class FakeCloud:
         self.host, self.port = self.listener.getsockname()[:2]
         # Name put into the URLs handed out (a wildcard bind address is not dialable).
         self.public_host = public_host or self.host
-        self.base_url = "http://%s:%d" % (self.public_host, self.port)
+        self.tls = None
+        if tls:
+            import ssl
+            self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.tls.load_cert_chain(tls[0], tls[1])
+        self.base_url = "%s://%s:%d" % ("https" if tls else "http", self.public_host, self.port)
+        self.tls_handshakes = 0
         self.threads = []
         t = threading.Thread(target=self._accept_loop, daemon=True)
         t.start()
@@ -590,6 +599,16 @@ class FakeCloud:
         sock.sendall(head.encode() + body)
 
     def _serve(self, sock):
+        if self.tls:
+            try:
+                sock.settimeout(30)
+                sock = self.tls.wrap_socket(sock, server_side=True)
+                sock.settimeout(None)
+            except OSError:
+                sock.close()
+                return
+            with self.lock:
+                self.tls_handshakes += 1
         try:
             req = self._read_request(sock)
             if req is None:
@@ -661,8 +680,8 @@ class FakeCloud:
 
     def _ws_url(self, kind, env, role, reg):
         sig = self._sign(role, env, reg)
-        return "ws://%s:%d/cloud-agent/fake/ws/%s/%s?role=%s&sig=%s" % (
-            self.public_host, self.port, kind, env, role, sig)
+        return "%s://%s:%d/cloud-agent/fake/ws/%s/%s?role=%s&sig=%s" % (
+            "wss" if self.tls else "ws", self.public_host, self.port, kind, env, role, sig)
 
     def _ep_register(self, env, body):
         if body.get("security_profile") != SECURITY_PROFILE:
@@ -990,6 +1009,32 @@ endpoints (one port for both parts):
 
 See docs/REMOTE_QUICKSTART.md and docs/REMOTE.md.
 """
+
+
+def make_test_ca(directory, host="127.0.0.1"):
+    """A test CA and a server certificate it signs for host (IP or name), made with
+    openssl in directory. Returns (ca_file, cert_file, key_file): serve with cert/key,
+    trust ca_file (SSL_CERT_FILE, a client's --ca-file). Strict verifiers (rustls)
+    refuse a self-signed CA used as the server's own certificate, hence the pair."""
+    import subprocess
+    san = ("IP:" if host.replace(".", "").isdigit() else "DNS:") + host
+    ca, ca_key = os.path.join(directory, "ca.pem"), os.path.join(directory, "ca-key.pem")
+    cert, key = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
+    csr, ext = os.path.join(directory, "cert.csr"), os.path.join(directory, "cert.ext")
+    with open(ext, "w") as f:
+        f.write("basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
+                "extendedKeyUsage=serverAuth\nsubjectAltName=%s\n" % san)
+    for argv in (
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key,
+             "-out", ca, "-days", "2", "-subj", "/CN=fake-cloud test CA",
+             "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+            ["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
+             "-subj", "/CN=" + host],
+            ["openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key,
+             "-CAcreateserial", "-out", cert, "-days", "2", "-extfile", ext]):
+        subprocess.run(argv, check=True, capture_output=True)
+    return ca, cert, key
 
 
 def main(argv=None):

@@ -139,7 +139,6 @@ struct fake {
     struct relay_frame sent[MAX_SENT];
     uint8_t *raw[MAX_SENT];
     int nsent;
-    int closed;
     int validations;
     registry_validate_cb cb[64];
     void *cb_arg[64];
@@ -160,11 +159,6 @@ static int fake_send(void *arg, const uint8_t *p, size_t n, rv_ws_sent_fn done, 
     return 0;
 }
 
-static void fake_close(void *arg, const char *reason)
-{
-    F.closed++;
-}
-
 static struct registry_call *fake_validate(void *arg, const char *sid, const char *key_json,
                                            const char *auth, registry_validate_cb cb, void *cb_arg)
 {
@@ -182,7 +176,7 @@ static void fake_cancel(void *arg, struct registry_call *call)
     assert_ptr_equal(call, FAKE_CALL);
 }
 
-static const struct relay_demux_ops fake_ops = {fake_send, fake_close, fake_validate, fake_cancel};
+static const struct relay_demux_ops fake_ops = {fake_send, fake_validate, fake_cancel};
 
 static struct noise_ik_static_key exec_key, harness_key;
 static struct relay_conn_kind serve_kind; /* streams served by rpc_dispatch */
@@ -252,8 +246,31 @@ static void test_demux_validation_gates_msg2(void **state)
     F.cb[1](F.cb_arg[1], false);
     assert_int_equal(last_body(), RELAY_BODY_RESET);
     assert_int_equal(relay_demux_failures(d), 1);
+    /* /validate answered 401: a msg 2 that carries the rejection, no reset, no stream. */
+    struct noise_ik_handshake *hs3 = handshake(d, "s-3", "hka-3", 5);
+    unsigned before = F.nsent;
+    F.cb[2](F.cb_arg[2], REGISTRY_CREDENTIALS_REJECTED);
+    assert_int_equal(F.nsent, before + 1);
+    assert_int_equal(last_body(), RELAY_BODY_HANDSHAKE);
+    const struct relay_frame *m2 = &F.sent[F.nsent - 1];
+    assert_int_equal(m2->payload_len, NOISE_IK_MSG2_BYTES + strlen(NOISE_IK_REGISTRY_REJECTED));
+    uint8_t why[64];
+    size_t wl;
+    assert_int_equal(noise_ik_read_message2(hs3, m2->payload, m2->payload_len), -EBADMSG);
+    noise_ik_handshake_free(hs3);
+    hs3 = handshake(d, "s-4", "hka-4", 5);
+    F.cb[3](F.cb_arg[3], REGISTRY_CREDENTIALS_REJECTED);
+    m2 = &F.sent[F.nsent - 1];
+    assert_int_equal(noise_ik_read_message2_payload(hs3, m2->payload, m2->payload_len, why,
+                                                    sizeof why, &wl),
+                     0);
+    assert_int_equal(wl, strlen(NOISE_IK_REGISTRY_REJECTED));
+    assert_memory_equal(why, NOISE_IK_REGISTRY_REJECTED, wl);
+    assert_int_equal(relay_demux_live(d), 1);
+    assert_int_equal(relay_demux_pending(d), 0);
     noise_ik_handshake_free(hs);
     noise_ik_handshake_free(hs2);
+    noise_ik_handshake_free(hs3);
     relay_demux_free(d);
     uv_run(uv_default_loop(), UV_RUN_NOWAIT);
     reset_fake();
@@ -306,8 +323,8 @@ static void test_demux_limits(void **state)
     /* Malformed bytes: dropped silently. */
     relay_demux_on_message(d, (const uint8_t *)"\xff\xff", 2);
     assert_int_equal(relay_demux_failures(d), 3);
-    /* Garbage msg 1 until the budget of 8 closes the socket. */
-    assert_int_equal(F.closed, 0);
+    /* Garbage msg 1 until the budget of 8 pauses handshakes (the socket stays). */
+    assert_false(relay_demux_paused(d));
     uint8_t garbage[3600] = {0};
     for (int i = 0; i < 5; i++) {
         snprintf(sid, sizeof sid, "g-%d", i);
@@ -319,7 +336,16 @@ static void test_demux_limits(void **state)
         feed(d, &g);
     }
     assert_int_equal(relay_demux_failures(d), RELAY_MAX_FAILED_HANDSHAKES);
-    assert_int_equal(F.closed, 1);
+    assert_true(relay_demux_paused(d));
+    /* Paused: even a genuine handshake is reset at once, without a validation, and it
+     * is not counted. */
+    unsigned vals = F.validations;
+    before = F.nsent;
+    noise_ik_handshake_free(handshake(d, "during-pause", "hka", 12));
+    assert_int_equal(F.validations, vals);
+    assert_int_equal(F.nsent, before + 1);
+    assert_int_equal(F.sent[F.nsent - 1].body, RELAY_BODY_RESET);
+    assert_int_equal(relay_demux_failures(d), RELAY_MAX_FAILED_HANDSHAKES);
     relay_demux_free(d);
     uv_run(uv_default_loop(), UV_RUN_NOWAIT);
     reset_fake();
