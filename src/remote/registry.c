@@ -341,13 +341,13 @@ static struct registry_call *start(struct registry_client *rc, const char *what,
     curl_dl_fns.easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_dl_fns.easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
     curl_dl_fns.easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    /* A custom CA bundle as the reference takes it (CODEX_CA_CERTIFICATE), else as
-     * http/request reads it (CURL_CA_BUNDLE, SSL_CERT_FILE): libcurl's built-in bundle
-     * path would otherwise win over the variable OpenSSL alone honours (the rendezvous
-     * socket, transport/tls.c, does). */
+    /* A custom CA bundle as the reference takes it (CODEX_CA_CERTIFICATE, else
+     * SSL_CERT_FILE), then CURL_CA_BUNDLE: libcurl's built-in bundle path would
+     * otherwise win over the variable OpenSSL alone honours (the rendezvous socket,
+     * transport/tls.c, does). */
     const char *ca = getenv("CODEX_CA_CERTIFICATE");
-    if (!ca || !*ca) ca = getenv("CURL_CA_BUNDLE");
     if (!ca || !*ca) ca = getenv("SSL_CERT_FILE");
+    if (!ca || !*ca) ca = getenv("CURL_CA_BUNDLE");
     if (ca && *ca) curl_dl_fns.easy_setopt(e, CURLOPT_CAINFO, ca);
     curl_dl_fns.easy_setopt(e, CURLOPT_HTTPHEADER, c->hdrs);
     curl_dl_fns.easy_setopt(e, CURLOPT_POSTFIELDS, c->body);
