@@ -98,7 +98,13 @@ static const char usage[] =
     "                          (default 256M)\n"
     "  --max-detached-sessions N\n"
     "                          disconnected sessions kept for resume; past it the one\n"
-    "                          detached longest ago expires at once (default 64)\n"
+    "                          detached longest ago expires at once (default 64); also\n"
+    "                          the most sessions session/keep may keep\n"
+    "  --max-session-keep SECONDS|forever\n"
+    "                          the longest a client may keep its disconnected session\n"
+    "                          and its processes (session/keep; default forever, 0: off)\n"
+    "  --allow-tcp-forwarding  allow tcp/connect: clients may open TCP connections from\n"
+    "                          this host, as ssh -L does (off by default)\n"
     "\n"
     "Remote mode (an environment registry and its rendezvous relay, Noise encrypted):\n"
     "  --remote URL            register this exec-server as a remote environment with\n"
@@ -410,7 +416,7 @@ int main(int argc, char **argv)
         OPT_AUDIENCE, OPT_SKEW, OPT_TLS_CERT, OPT_TLS_KEY, OPT_EXIT_STDIN, OPT_REMOTE,
         OPT_ENV_ID, OPT_REMOTE_TRANSPORT, OPT_NAME, OPT_BEARER_STDIN, OPT_CREDENTIAL_STDIN,
         OPT_AGENT_IDENTITY, OPT_CONNECT, OPT_AWS_SIGV4, OPT_AWS_PROFILE, OPT_AWS_REGION,
-        OPT_AWS_SERVICE, OPT_ALLOW_UNAUTH,
+        OPT_AWS_SERVICE, OPT_ALLOW_UNAUTH, OPT_ALLOW_TCP, OPT_MAX_KEEP,
     };
     bool allow_unauth = false;
     bool direct = false, aws_sigv4 = false;
@@ -459,6 +465,8 @@ int main(int argc, char **argv)
         {"aws-region", required_argument, 0, OPT_AWS_REGION},
         {"aws-service", required_argument, 0, OPT_AWS_SERVICE},
         {"allow-unauthenticated", no_argument, 0, OPT_ALLOW_UNAUTH},
+        {"allow-tcp-forwarding", no_argument, 0, OPT_ALLOW_TCP},
+        {"max-session-keep", required_argument, 0, OPT_MAX_KEEP},
         {0, 0, 0, 0},
     };
     opterr = 0; /* our own messages, in the words the tests and users know */
@@ -612,6 +620,21 @@ int main(int argc, char **argv)
         case OPT_ALLOW_UNAUTH:
             allow_unauth = true;
             break;
+        case OPT_ALLOW_TCP:
+            server_limits.tcp_forwarding = true;
+            break;
+        case OPT_MAX_KEEP: {
+            char *end;
+            errno = 0;
+            double secs = strcmp(val, "forever") == 0 ? -1 : strtod(val, &end);
+            if (secs != -1 && (errno || *end || !*val || secs < 0 || secs > 86400.0 * 36500)) {
+                fprintf(stderr, "exec-server: invalid --max-session-keep `%s`; expected seconds "
+                                "or `forever`\n", val);
+                return 2;
+            }
+            server_limits.max_keep_ms = secs < 0 ? LIMITS_KEEP_FOREVER : (uint64_t)(secs * 1000);
+            break;
+        }
         }
     }
     if (optind < argc) {

@@ -7,4 +7,5 @@ struct server_limits server_limits = {
     .max_message = LIMITS_DEFAULT_MAX_MESSAGE,
     .max_queued = LIMITS_DEFAULT_MAX_QUEUED,
     .max_detached = LIMITS_DEFAULT_MAX_DETACHED,
+    .max_keep_ms = LIMITS_KEEP_FOREVER,
 };

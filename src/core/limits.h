@@ -23,11 +23,20 @@
  *   max_detached     detached sessions kept for resume. When one more detaches,
  *                    the session detached longest ago expires at once (its
  *                    processes are killed), so a reconnect storm cannot pile up
- *                    sessions, while the newest disconnects stay resumable. */
+ *                    sessions, while the newest disconnects stay resumable. Kept
+ *                    sessions (session/keep) count too and are never the ones
+ *                    expired early: at most max_detached sessions may be kept.
+ *   max_keep_ms      the longest detached lifetime session/keep may ask for;
+ *                    LIMITS_KEEP_FOREVER allows "until terminated", 0 turns
+ *                    session/keep off (--max-session-keep).
+ *   tcp_forwarding   tcp/connect is allowed (--allow-tcp-forwarding): off by
+ *                    default, since it lets a client reach whatever this host can. */
 #ifndef EXEC_CORE_LIMITS_H
 #define EXEC_CORE_LIMITS_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define LIMITS_DEFAULT_MAX_CONNECTIONS 1024u
 #define LIMITS_DEFAULT_MAX_PROCESSES 1024u
@@ -35,6 +44,7 @@
 #define LIMITS_MAX_FRAME (16u << 20)
 #define LIMITS_DEFAULT_MAX_QUEUED (256u << 20)
 #define LIMITS_DEFAULT_MAX_DETACHED 64u
+#define LIMITS_KEEP_FOREVER UINT64_MAX
 
 struct server_limits {
     unsigned max_connections;
@@ -42,6 +52,8 @@ struct server_limits {
     size_t max_message;
     size_t max_queued;
     unsigned max_detached;
+    uint64_t max_keep_ms;
+    bool tcp_forwarding;
 };
 
 /* The limits in force; main.c fills it before the loop starts. */

@@ -9,12 +9,14 @@
 #include "rpc/dispatch.h"
 #include "session/env_config.h"
 #include "session/session.h"
+#include "tcp/tcp_forward.h"
 
 void server_methods_register(void)
 {
     static const struct rpc_method *const tables[] = {
         session_methods, process_methods, fs_methods,       fs_watch_methods,
         fs_mode_methods, http_methods,    env_config_methods, capability_roots_methods,
+        tcp_methods,
     };
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) rpc_register_methods(tables[i]);
 }

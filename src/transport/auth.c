@@ -257,6 +257,30 @@ bool auth_admit(const char *authorization, struct buf *reply, struct auth_refusa
     return false;
 }
 
+void auth_identity(const char *authorization, char *out)
+{
+    out[0] = '\0';
+    const char *tok;
+    size_t len;
+    if (!enabled || bearer_token(authorization, &tok, &len) != AUTH_OK) return;
+    char subject[1024];
+    const char *kind = "token:";
+    const char *what = tok;
+    size_t what_len = len;
+    if (jwt_mode && jwt_subject(tok, len, subject, sizeof subject) == 0) {
+        kind = "jwt:";
+        what = subject;
+        what_len = strlen(subject);
+    }
+    char text[1100];
+    int n = snprintf(text, sizeof text, "%s%.*s", kind, (int)what_len, what);
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)text, n > 0 && (size_t)n < sizeof text ? (size_t)n : sizeof text - 1,
+           digest);
+    OPENSSL_cleanse(text, sizeof text);
+    for (size_t i = 0; i < sizeof digest; i++) snprintf(out + 2 * i, 3, "%02x", digest[i]);
+}
+
 int auth_reload(char *err, size_t errlen)
 {
     if (!enabled || !reload_path) return 0;

@@ -3,6 +3,7 @@
  * conn_internal.h). */
 #include "transport/conn_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,6 +103,16 @@ void conn_unref(struct conn *c)
 const char *conn_peer(const struct conn *c)
 {
     return c->peer;
+}
+
+const char *conn_identity(const struct conn *c)
+{
+    return c->identity;
+}
+
+void conn_set_identity(struct conn *c, const char *identity)
+{
+    snprintf(c->identity, sizeof c->identity, "%s", identity);
 }
 
 const char *conn_kind(const struct conn *c)
