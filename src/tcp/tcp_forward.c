@@ -146,26 +146,28 @@ static void notify_closed(struct tcp_stream *st, const char *error)
 
 /* ---- ending ---------------------------------------------------------------------- */
 
-static void table_unlink(struct tcp_stream *st)
+/* Takes st out of its table; returns whether it was there (the table's reference is
+ * then the caller's to drop). */
+static bool table_unlink(struct tcp_stream *st)
 {
     struct tcp_table *t = st->table;
-    if (!t) return;
+    if (!t) return false;
     if (st->prev) st->prev->next = st->next;
     else t->head = st->next;
     if (st->next) st->next->prev = st->prev;
     t->count--;
     st->table = NULL;
-    stream_unref(st);
+    return true;
 }
 
 /* Ends the stream: answers a pending tcp/connect with `error`, tells the client with
  * tcp/closed when `notify`, closes the socket (pending writes then complete with
- * ECANCELED and are answered) and leaves the table. Idempotent. */
+ * ECANCELED and are answered) and leaves the table. Idempotent. The timer's
+ * reference, dropped only by its close callback, keeps st valid to the end. */
 static void stream_end(struct tcp_stream *st, const char *error, bool notify)
 {
     if (st->state == TCP_DONE) return;
     st->state = TCP_DONE;
-    st->refs++; /* until this function is done with st */
     if (st->connect_req) {
         char hv[300], ev[160];
         log_event("event=tcp_connect stream_host=%s port=%u result=error error=%s",
@@ -178,13 +180,13 @@ static void stream_end(struct tcp_stream *st, const char *error, bool notify)
         notify = false; /* the client never had the stream */
     }
     if (notify) notify_closed(st, error);
-    if (!uv_is_closing((uv_handle_t *)&st->timer)) uv_close((uv_handle_t *)&st->timer, handle_closed);
     if (st->sock_live) {
         st->sock_live = false;
         uv_close((uv_handle_t *)&st->sock, handle_closed);
     }
-    table_unlink(st);
-    stream_unref(st);
+    bool listed = table_unlink(st);
+    uv_close((uv_handle_t *)&st->timer, handle_closed);
+    if (listed) stream_unref(st);
 }
 
 /* Both directions have ended and every byte is written: a clean close. */
