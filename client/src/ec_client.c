@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -908,8 +909,8 @@ int ec_process_write(ec_process *p, const void *data, size_t len, ec_error *err)
 {
     char *b64 = xmalloc(base64_encoded_len(len) + 1);
     b64[base64_encode(data, len, b64)] = 0;
-    char wid[24];
-    snprintf(wid, sizeof wid, "%llu", (unsigned long long)++p->next_write_id);
+    char wid[48];
+    snprintf(wid, sizeof wid, "%s%llu", p->wid_prefix, (unsigned long long)++p->next_write_id);
     json_t *params = ec_process_params(p);
     json_object_set_new(params, "chunk", json_string(b64));
     json_object_set_new(params, "writeId", json_string(wid));
@@ -957,6 +958,13 @@ int ec_process_attach(ec_client *c, const char *session_id, const char *process_
     p->c = c;
     p->id = xstrdup(process_id);
     p->session_id = session_id ? xstrdup(session_id) : NULL;
+    uint8_t r[6] = {0};
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+        int64_t now = ec_now_ms();
+        memcpy(r, &now, sizeof r);
+    }
+    snprintf(p->wid_prefix, sizeof p->wid_prefix, "a%02x%02x%02x%02x%02x%02x-", r[0], r[1], r[2],
+             r[3], r[4], r[5]);
     ec_track_init(&p->t);
     p->last_progress_ms = ec_now_ms();
     p->next = c->procs;

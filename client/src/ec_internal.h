@@ -40,6 +40,9 @@ struct ec_process {
     struct ec_pevent *cur; /* the event last returned to the user (owned) */
     struct ec_pending *read_pending;
     uint64_t next_write_id;
+    char wid_prefix[20]; /* "" for a process this handle started; for an attached one a
+                            random tag, since the server remembers writeIds per process
+                            and other clients numbered theirs from 1 too */
     int64_t last_progress_ms;
     bool broken; /* a catch-up read was refused; see broken_err */
     ec_error broken_err;
