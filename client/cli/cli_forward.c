@@ -68,17 +68,16 @@ static int split_fields(const char *s, char fields[4][256])
         if (*p == '[') depth++;
         if (*p == ']') depth--;
         if (*p == '\0' || (*p == ':' && depth == 0)) {
-            if (n == 4 || k >= 256) return -1;
             fields[n][k] = '\0';
             n++;
             k = 0;
-            if (*p == '\0') break;
+            if (*p == '\0') return n;
+            if (n == 4) return -1; /* a fifth field */
             continue;
         }
         if (k + 1 >= 256) return -1;
-        fields[n < 4 ? n : 3][k++] = *p;
+        fields[n][k++] = *p;
     }
-    return n;
 }
 
 static void unbracket(char *s)

@@ -334,11 +334,12 @@ static void typed(struct attach_state *st, const char *in, size_t n)
     if (k && ec_process_write(st->p, out, k, NULL) != 0) st->fwd_stdin = false;
 }
 
-static int attach_loop(struct attach_state *st, const char *sid, bool tty)
+static int attach_loop(struct attach_state *st, const char *sid)
 {
     int code = -1;
     ec_error e = {0};
-    bool resize = tty && ec_client_has_capability(st->cli->c, "processResize");
+    /* A pipe process has no window: the server says so and nothing changes. */
+    bool resize = ec_client_has_capability(st->cli->c, "processResize");
     sync_size(st->p, resize);
     for (;;) {
         if (got_stop) {
@@ -462,7 +463,7 @@ int cmd_attach(struct cli *cli, int argc, char **argv)
     fprintf(stderr, "[attached to session %.8s process %s%s; detach with ^%c d]\r\n", sid, pid,
             detached ? "" : " as a second viewer", key + '@');
     struct attach_state st = {.cli = cli, .p = p, .key = key, .fwd_stdin = true};
-    int rc = attach_loop(&st, sid, true);
+    int rc = attach_loop(&st, sid);
     ec_process_free(p);
     free(pid);
     free(sid);

@@ -272,11 +272,11 @@ void auth_identity(const char *authorization, char *out)
         what = subject;
         what_len = strlen(subject);
     }
-    char text[1100];
+    char text[1100]; /* a kind, and a token (at most 504 bytes) or a subject (1023) */
     int n = snprintf(text, sizeof text, "%s%.*s", kind, (int)what_len, what);
+    size_t tlen = n > 0 && (size_t)n < sizeof text ? (size_t)n : sizeof text - 1;
     unsigned char digest[SHA256_DIGEST_LENGTH];
-    SHA256((const unsigned char *)text, n > 0 && (size_t)n < sizeof text ? (size_t)n : sizeof text - 1,
-           digest);
+    SHA256((const unsigned char *)text, tlen, digest);
     OPENSSL_cleanse(text, sizeof text);
     for (size_t i = 0; i < sizeof digest; i++) snprintf(out + 2 * i, 3, "%02x", digest[i]);
 }
