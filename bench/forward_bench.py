@@ -13,8 +13,6 @@ figures mean little without it). Exit 0 when the rows ran, 1 otherwise."""
 import argparse
 import hashlib
 import os
-import re
-import select
 import shutil
 import statistics
 import subprocess
@@ -23,39 +21,16 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def read_match(f, pattern, timeout=30):
-    deadline = time.monotonic() + timeout
-    seen = b""
-    while time.monotonic() < deadline:
-        r, _, _ = select.select([f], [], [], max(0.0, deadline - time.monotonic()))
-        if not r:
-            break
-        line = f.readline()
-        if not line:
-            break
-        seen += line
-        m = re.search(pattern, line)
-        if m:
-            return m
-    raise RuntimeError("no line matching %r; got %r" % (pattern, seen))
+sys.path.insert(0, os.path.join(ROOT, "tests", "blackbox"))
+import harness  # noqa: the stream and download helpers the forwarding test uses too
 
 
 def download(url, size, digest):
     """One curl download, hashed as it streams; returns MB/s."""
     t0 = time.monotonic()
-    p = subprocess.Popen(["curl", "-sS", "--fail", url], stdout=subprocess.PIPE)
-    h = hashlib.sha256()
-    n = 0
-    while True:
-        chunk = p.stdout.read(1 << 20)
-        if not chunk:
-            break
-        h.update(chunk)
-        n += len(chunk)
-    if p.wait() != 0 or n != size or h.hexdigest() != digest:
-        raise RuntimeError("download of %s failed or differs (%d bytes)" % (url, n))
+    n, got = harness.curl_sha256(url)
+    if n != size or got != digest:
+        raise RuntimeError("download of %s differs (%d bytes)" % (url, n))
     return size / 1e6 / (time.monotonic() - t0)
 
 
@@ -84,15 +59,15 @@ def main():
                                  "127.0.0.1", "--directory", root],
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         procs.append(http)
-        hport = int(read_match(http.stdout, rb"port (\d+)").group(1))
+        hport = int(harness.read_line_matching(http.stdout, rb"port (\d+)").group(1))
         srv = subprocess.Popen([server, "--listen", "ws://127.0.0.1:0", "--allow-tcp-forwarding"],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         procs.append(srv)
-        url = read_match(srv.stdout, rb"(ws://\S+)").group(1).decode()
+        url = harness.read_line_matching(srv.stdout, rb"(ws://\S+)").group(1).decode()
         fwd = subprocess.Popen([client, "--url", url, "forward", "-L", "0:127.0.0.1:%d" % hport],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         procs.append(fwd)
-        lport = int(read_match(fwd.stderr, rb"forwarding 127\.0\.0\.1:(\d+) ->").group(1))
+        lport = int(harness.read_line_matching(fwd.stderr, rb"forwarding 127\.0\.0\.1:(\d+) ->").group(1))
         load0 = os.getloadavg()
         direct, forwarded = [], []
         for _ in range(a.runs):  # alternated, so load changes hit both alike

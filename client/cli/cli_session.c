@@ -139,6 +139,7 @@ int cmd_sessions(struct cli *cli, int argc, char **argv)
         ec_error e = {0};
         if (ec_client_end_session(cli->c, &e) != 0) die_err("session/close", &e);
         fprintf(stderr, "exec-client: session %s ended (its processes are killed)\n", id);
+        cli->resume_session = NULL;
         free(id);
         return 0;
     }
@@ -465,6 +466,7 @@ int cmd_attach(struct cli *cli, int argc, char **argv)
     struct attach_state st = {.cli = cli, .p = p, .key = key, .fwd_stdin = true};
     int rc = attach_loop(&st, sid);
     ec_process_free(p);
+    cli->resume_session = NULL;
     free(pid);
     free(sid);
     return rc;

@@ -169,12 +169,9 @@ static void view_set_free(void *state)
 
 void proc_view_add(struct proc *p, struct conn *c)
 {
-    struct proc_view_set *set = conn_slot_get(c, CONN_SLOT_VIEW);
-    if (!set) {
-        set = xcalloc(1, sizeof *set);
-        set->conn = c;
-        conn_slot_set(c, CONN_SLOT_VIEW, set, view_set_free);
-    }
+    struct proc_view_set *set = conn_slot_ensure(c, CONN_SLOT_VIEW, sizeof *set, view_set_free,
+                                                 NULL);
+    set->conn = c;
     for (struct proc_viewer *v = p->viewers; v; v = v->next_p)
         if (v->set == set) return;
     struct proc_viewer *v = xcalloc(1, sizeof *v);

@@ -158,6 +158,9 @@ void proc_view_add(struct proc *p, struct conn *c);
  * another session its client may see (session_visible). Replies -32600 `unknown
  * session id` and returns NULL otherwise. */
 struct proc_table *proc_request_table(struct rpc_req *req, const char *session_id);
+/* The process `id` of that table, or NULL after replying -32600 (`unknown session id`,
+ * or `unknown process id <id>`). */
+struct proc *proc_request_proc(struct rpc_req *req, const char *session_id, const char *id);
 
 /* process_tty.c: the extension methods and the start-time size. */
 struct pdec;

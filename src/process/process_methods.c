@@ -223,10 +223,8 @@ static void handle_read(struct rpc_req *req)
     const char *sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
-    struct proc_table *t = proc_request_table(req, sid);
-    if (!t) return;
-    struct proc *p = proc_find(t, id);
-    if (!p) return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
+    struct proc *p = proc_request_proc(req, sid, id);
+    if (!p) return;
     if (wait_ms == 0 || proc_read_ready(p, after))
         return proc_reply_read(req, p, after, has_max, max_bytes);
     proc_wait_read(req, p, after, has_max, max_bytes, wait_ms);
@@ -319,6 +317,14 @@ struct proc_table *proc_request_table(struct rpc_req *req, const char *session_i
     return NULL;
 }
 
+struct proc *proc_request_proc(struct rpc_req *req, const char *session_id, const char *id)
+{
+    struct proc_table *t = proc_request_table(req, session_id);
+    struct proc *p = t ? proc_find(t, id) : NULL;
+    if (t && !p) rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
+    return p;
+}
+
 static const char *state_name(enum proc_state st)
 {
     return st == PROC_RUNNING ? "running" : st == PROC_EXITED ? "exited" : "closed";
@@ -371,12 +377,10 @@ static void handle_attach(struct rpc_req *req)
     uint64_t after = pdec_u64(&d, "afterSeq", PDEC_OPTIONAL, 0, NULL);
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
-    struct proc_table *t = proc_request_table(req, sid);
-    if (!t) return;
-    struct proc *p = proc_find(t, id);
-    if (!p) return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
+    struct proc *p = proc_request_proc(req, sid, id);
+    if (!p) return;
     struct conn *c = req->conn;
-    bool other = t != session_of(c)->procs;
+    bool other = p->table != session_of(c)->procs;
     proc_reply_read(req, p, after, false, 0);
     if (other) proc_view_add(p, c);
 }

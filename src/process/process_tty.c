@@ -130,10 +130,8 @@ void proc_handle_resize(struct rpc_req *req)
     unsigned short cols = decode_dim(&d, "cols");
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
-    struct proc_table *t = proc_request_table(req, sid);
-    if (!t) return;
-    struct proc *p = proc_find(t, id);
-    if (!p) return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
+    struct proc *p = proc_request_proc(req, sid, id);
+    if (!p) return;
     if (!p->tty)
         return rpc_reply_error(req, RPC_INVALID_REQUEST,
                                "process %s has no terminal to resize (started with tty:false)", id);
@@ -153,10 +151,8 @@ void proc_handle_close_stdin(struct rpc_req *req)
     const char *sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
-    struct proc_table *t = proc_request_table(req, sid);
-    if (!t) return;
-    struct proc *p = proc_find(t, id);
-    if (!p) return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
+    struct proc *p = proc_request_proc(req, sid, id);
+    if (!p) return;
     if (p->eof_requested || p->in_fd < 0) return rpc_reply_json(req, json_object());
     p->eof_requested = true;
     if (p->tty) {

@@ -360,13 +360,9 @@ static void table_unblocked(void *state)
 
 static struct tcp_table *table_of(struct conn *c)
 {
-    struct tcp_table *t = conn_slot_get(c, CONN_SLOT_TCP);
-    if (!t) {
-        t = xcalloc(1, sizeof *t);
-        t->conn = c;
-        conn_slot_set(c, CONN_SLOT_TCP, t, table_free);
-        conn_slot_on_unblocked(c, CONN_SLOT_TCP, table_unblocked);
-    }
+    struct tcp_table *t =
+        conn_slot_ensure(c, CONN_SLOT_TCP, sizeof *t, table_free, table_unblocked);
+    t->conn = c;
     return t;
 }
 

@@ -156,6 +156,16 @@ void conn_slot_set(struct conn *c, enum conn_slot slot, void *state, void (*free
     c->slot_free[slot] = free_fn;
 }
 
+void *conn_slot_ensure(struct conn *c, enum conn_slot slot, size_t size, void (*free_fn)(void *),
+                       void (*unblocked)(void *))
+{
+    if (!c->slots[slot]) {
+        conn_slot_set(c, slot, xcalloc(1, size), free_fn);
+        c->slot_unblocked[slot] = unblocked;
+    }
+    return c->slots[slot];
+}
+
 /* Whether closing now would lose nothing a resuming client cannot read back:
  * every process output notification still queued is also in its retained log. */
 static bool backlog_safe_to_drop(struct conn *c)

@@ -105,6 +105,10 @@ enum conn_slot {
 };
 void *conn_slot_get(const struct conn *c, enum conn_slot slot);
 void conn_slot_set(struct conn *c, enum conn_slot slot, void *state, void (*free_fn)(void *));
+/* The slot's state, created on first use: size zeroed bytes, freed with free_fn,
+ * with unblocked (may be NULL) as its conn_slot_on_unblocked callback. */
+void *conn_slot_ensure(struct conn *c, enum conn_slot slot, size_t size, void (*free_fn)(void *),
+                       void (*unblocked)(void *));
 /* fn(state) runs when the connection's write queue drains below CONN_LOW_WATER
  * after being congested: a slot's producer that paused itself resumes. */
 void conn_slot_on_unblocked(struct conn *c, enum conn_slot slot, void (*fn)(void *));

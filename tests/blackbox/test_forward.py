@@ -13,8 +13,6 @@ test is ours-only."""
 import base64
 import hashlib
 import os
-import re
-import select
 import shutil
 import signal
 import socket
@@ -160,6 +158,12 @@ def test_failures_are_errors(_):
         assert code == -32602, msg
         code, msg = s.error("tcp/connect", {"streamId": "c", "host": "127.0.0.1"})
         assert code == -32602 and "missing field `port`" in msg, msg
+        if CLIENT:
+            for bad in ("8080", "8080:host", "1:2:3:4:5", "8080:host:0",
+                        "8080::80"):
+                r = subprocess.run([CLIENT, "--url", srv.url, "forward", "-L", bad],
+                                   capture_output=True, timeout=60)
+                assert r.returncode == 2 and b"bad -L" in r.stderr, (bad, r)
 
 
 @ours_only
@@ -206,25 +210,6 @@ def test_streams_end_with_their_connection(_):
 
 # ---- exec-client forward -L, end to end -------------------------------------------------
 
-def read_line_matching(proc, pattern, timeout=DEFAULT_TIMEOUT, stream="stdout"):
-    """Reads `stream` of proc line by line until one matches; returns the match."""
-    f = getattr(proc, stream)
-    deadline = time.monotonic() + timeout
-    seen = b""
-    while time.monotonic() < deadline:
-        r, _, _ = select.select([f], [], [], max(0.0, deadline - time.monotonic()))
-        if not r:
-            break
-        line = f.readline()
-        if not line:
-            break
-        seen += line
-        m = re.search(pattern, line)
-        if m:
-            return m
-    raise AssertionError("no line matching %r; got %r" % (pattern, seen))
-
-
 @ours_only
 @needs_own_server
 def test_curl_through_forward_to_a_server_started_with_run(_):
@@ -251,13 +236,13 @@ def test_curl_through_forward_to_a_server_started_with_run(_):
                                      "--directory", root],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             procs.append(http)
-            rport = int(read_line_matching(http, rb"port (\d+)").group(1))
+            rport = int(read_line_matching(http.stdout, rb"port (\d+)").group(1))
             fwd = subprocess.Popen([CLIENT, "--url", srv.url, "forward", "-L",
                                     "0:127.0.0.1:%d" % rport],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             procs.append(fwd)
-            lport = int(read_line_matching(fwd, rb"forwarding 127\.0\.0\.1:(\d+) ->",
-                                           stream="stderr").group(1))
+            lport = int(read_line_matching(fwd.stderr,
+                                           rb"forwarding 127\.0\.0\.1:(\d+) ->").group(1))
             base = "http://127.0.0.1:%d/" % lport
             # 100 requests at once, each with its own answer.
             out = tempfile.mkdtemp(prefix="fwd-out-")
@@ -274,18 +259,8 @@ def test_curl_through_forward_to_a_server_started_with_run(_):
                     assert f.read() == ("file %d\n" % i).encode() * (i + 1), i
             shutil.rmtree(out, ignore_errors=True)
             # 256 MiB, checksum compared, streamed straight into the hash.
-            dl = subprocess.Popen(["curl", "-sS", "--fail", base + "big.bin"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            got = hashlib.sha256()
-            n = 0
-            while True:
-                chunk = dl.stdout.read(1 << 20)
-                if not chunk:
-                    break
-                got.update(chunk)
-                n += len(chunk)
-            assert dl.wait(60) == 0, dl.stderr.read()
-            assert n == 256 << 20 and got.hexdigest() == digest.hexdigest(), n
+            n, got = curl_sha256(base + "big.bin")
+            assert n == 256 << 20 and got == digest.hexdigest(), n
             # Stopping: the forwarder exits 0 on SIGTERM; the HTTP server's client passes
             # SIGTERM on, so the remote server stops too.
             fwd.send_signal(signal.SIGTERM)
