@@ -7,7 +7,7 @@
 #   make bench  release build, then bench/exec-bench against ours and the reference
 #               (installed into ~/.cache/codex-ref by npm when missing); BENCH_ARGS=...;
 #               then bench/relay_bench.py: the remote-mode rows through the relay
-#               (RELAY_BENCH_ARGS=...)
+#               (RELAY_BENCH_ARGS=...); then bench/forward_bench.py: TCP forwarding
 #   make fuzz   clang libFuzzer build into build/fuzz/, then each target for FUZZ_TIME s
 #               (default 600; FUZZ_TARGETS="ws uri" runs only those)
 #   make valgrind  RelWithDebInfo build into build/vg/, then the black-box tests with
@@ -58,6 +58,7 @@ bench: all
 	  echo "make bench: could not install the reference; running ours only"
 	./$(BUILD)/exec-bench $(BENCH_ARGS)
 	python3 bench/relay_bench.py --build $(BUILD) $(RELAY_BENCH_ARGS)
+	python3 bench/forward_bench.py --build $(BUILD)
 
 # The fuzzers need clang (libFuzzer); CC is read only when build/fuzz is first configured.
 fuzz-build: deps

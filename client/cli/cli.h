@@ -1,5 +1,6 @@
-/* cli: what the exec-client command modules share (exec_client.c: options, fs and
- * rpc commands; cli_run.c: run and shell; cli_env.c: --environment). */
+/* cli: what the exec-client command modules share (exec_client.c: options and rpc;
+ * cli_run.c: run and shell; cli_fs.c: fs; cli_env.c: --environment; cli_session.c:
+ * sessions, ps and attach; cli_forward.c: forward). */
 #ifndef EXEC_CLIENT_CLI_H
 #define EXEC_CLIENT_CLI_H
 
@@ -25,6 +26,8 @@ struct cli {
     int timeout_ms;
     int reconnect_ms;
     int keepalive_ms;           /* run/shell: ping after this much silence; give up at 3x */
+    const char *resume_session; /* connect by resuming this session (attach, sessions --end) */
+    bool resume_quiet;          /* ...and if another client holds it, return with c NULL */
     ec_client *c;
     /* --environment NAME (cli_env.c): the environments file and NAME's options */
     const char *environment;
@@ -53,5 +56,9 @@ void cli_env_done(struct cli *cli);
 int cmd_run(struct cli *cli, int argc, char **argv);
 int cmd_shell(struct cli *cli, int argc, char **argv);
 int cmd_fs(struct cli *cli, int argc, char **argv);
+int cmd_forward(struct cli *cli, int argc, char **argv);
+int cmd_sessions(struct cli *cli, int argc, char **argv);
+int cmd_ps(struct cli *cli, int argc, char **argv);
+int cmd_attach(struct cli *cli, int argc, char **argv);
 
 #endif

@@ -125,6 +125,9 @@ struct run_opts {
     const char **env; /* "K=V" */
     size_t nenv;
     const char *shown; /* the command as the user wrote it, for errors */
+    bool keep;         /* --keep: the session outlives this client (session/keep) */
+    long long keep_secs; /* --keep=SECONDS, or -1: until ended */
+    bool detach;       /* -d: start kept and return at once */
 };
 
 static void env_add(struct run_opts *ro, const char *kv)
@@ -163,14 +166,29 @@ static void env_defaults(struct run_opts *ro, bool tty, bool can_size)
 static int parse_run_opts(int argc, char **argv, struct run_opts *ro, bool allow_tty)
 {
     static const struct option longs[] = {{"tty", no_argument, 0, 't'},
+                                          {"detach", no_argument, 0, 'd'},
+                                          {"keep", optional_argument, 0, 'k'},
                                           {"cwd", required_argument, 0, 'C'},
                                           {"env", required_argument, 0, 'e'},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
     optind = 1;
     int ch;
-    while ((ch = getopt_long(argc, argv, "+tnC:e:h", longs, NULL)) != -1) {
+    ro->keep_secs = -1;
+    while ((ch = getopt_long(argc, argv, "+tdnC:e:h", longs, NULL)) != -1) {
         switch (ch) {
+        case 'd':
+            if (!allow_tty) die_usage("%s: -d needs a command (use run -d)", argv[0]);
+            ro->detach = ro->keep = true;
+            break;
+        case 'k': {
+            ro->keep = true;
+            char *end = NULL;
+            if (optarg && (strtoll(optarg, &end, 10) < 0 || *end || !*optarg))
+                die_usage("--keep=SECONDS wants a number of seconds, got `%s`", optarg);
+            if (optarg) ro->keep_secs = strtoll(optarg, NULL, 10);
+            break;
+        }
         case 't':
             if (!allow_tty) die_usage("%s: --tty is implied", argv[0]);
             ro->tty = true;
@@ -232,6 +250,7 @@ struct pump {
     int64_t ping_at;      /* when the first Ping still unanswered went out, or 0 */
     bool warned;          /* the "not answering" line has been printed */
     bool quit;            /* ~. was typed */
+    bool keep;            /* --keep: a lost terminal (SIGHUP) detaches instead */
 };
 
 #define GRACE_MS 2000 /* how long the remote command may take to follow our signal */
@@ -378,6 +397,15 @@ static int keepalive(struct pump *pm)
     return EXIT_CONN;
 }
 
+/* --keep: say where the command goes on. */
+static void detach_hint(struct pump *pm, const char *why)
+{
+    const char *sid = ec_client_session_id(pm->cli->c);
+    fprintf(stderr, "\r\nexec-client: detached (%s); `%s` goes on in session %s: exec-client "
+                    "attach %.8s %s\r\n",
+            why, ec_process_id(pm->p), sid, sid, ec_process_id(pm->p));
+}
+
 /* Drives a started process to its close; returns the CLI's exit status. */
 static int pump_process(struct pump *pm)
 {
@@ -387,6 +415,11 @@ static int pump_process(struct pump *pm)
         if (pending_sig) {
             int sig = pending_sig;
             pending_sig = 0;
+            if (pm->keep && sig == SIGHUP) {
+                tty_restore();
+                detach_hint(pm, "SIGHUP");
+                return EXIT_CONN; /* the session is not ended: it is kept */
+            }
             int rc = forward_signal(pm, sig);
             if (rc >= 0) return rc;
         }
@@ -426,6 +459,7 @@ static int pump_process(struct pump *pm)
                 tty_restore();
                 fprintf(stderr, "\r\nexec-client: connection to %s closed (~.)\n",
                         pm->cli->remote ? pm->cli->remote : pm->cli->url);
+                if (pm->keep) detach_hint(pm, "~.");
                 return EXIT_CONN;
             }
             int rc_alive = keepalive(pm);
@@ -507,8 +541,20 @@ static int start_and_pump(struct cli *cli, const char **cargv, const char *cwd,
                 e.message);
         return e.kind == EC_ERR_SERVER ? 127 : err_exit_code(&e);
     }
+    if (ro->detach) {
+        /* Like tmux new -d: it runs on, and this prints how to find it. */
+        const char *sid = ec_client_session_id(c);
+        printf("%s %s\n", sid, ec_process_id(p));
+        fflush(stdout);
+        if (isatty(STDERR_FILENO))
+            fprintf(stderr, "exec-client: started in session %s (exec-client attach %.8s %s)\n",
+                    sid, sid, ec_process_id(p));
+        ec_process_free(p);
+        return 0;
+    }
     if (ro->tty && isatty(STDIN_FILENO) && fwd_stdin) tty_raw();
     struct pump pm = {.cli = cli,
+                      .keep = ro->keep,
                       .p = p,
                       .escapes = tio_saved,
                       .line_start = true,
@@ -531,6 +577,27 @@ static int start_and_pump(struct cli *cli, const char **cargv, const char *cwd,
     return rc;
 }
 
+/* --keep / -d: the session outlives this client (session/keep, ours). */
+static void keep_session(struct cli *cli, const struct run_opts *ro)
+{
+    if (!ec_client_has_capability(cli->c, "sessionKeep")) {
+        fprintf(stderr, "exec-client: the server cannot keep a session after its client leaves "
+                        "(no sessionKeep capability)\n");
+        exit(EXIT_REMOTE);
+    }
+    json_t *params = json_object();
+    if (ro->keep_secs >= 0) json_object_set_new(params, "ttlSeconds", json_integer(ro->keep_secs));
+    json_t *res = NULL;
+    ec_error e = {0};
+    if (ec_client_call(cli->c, "session/keep", params, &res, &e) != 0) die_err("session/keep", &e);
+    json_t *granted = json_object_get(res, "ttlSeconds");
+    if (ro->keep_secs < 0 ? json_is_integer(granted)
+                          : json_integer_value(granted) < ro->keep_secs)
+        fprintf(stderr, "exec-client: the server keeps this session %lld s at most\n",
+                (long long)json_integer_value(granted));
+    json_decref(res);
+}
+
 int cmd_run(struct cli *cli, int argc, char **argv)
 {
     struct run_opts ro = {0};
@@ -540,6 +607,8 @@ int cmd_run(struct cli *cli, int argc, char **argv)
                               "exec-client run [options] -- CMD ARGS...)");
     install_signals();
     connect_or_die(cli, false, true);
+    if (ro.keep) keep_session(cli, &ro);
+    if (ro.detach) ro.no_stdin = true;
     bool eof_ok = ec_client_has_capability(cli->c, "processCloseStdin");
     env_defaults(&ro, ro.tty, ec_client_has_capability(cli->c, "processResize"));
     /* Like ssh: the remote home unless --cwd says otherwise. */
@@ -597,6 +666,7 @@ int cmd_shell(struct cli *cli, int argc, char **argv)
     if (i < argc) die_usage("shell: unexpected argument `%s`", argv[i]);
     install_signals();
     connect_or_die(cli, false, true);
+    if (ro.keep) keep_session(cli, &ro);
     bool eof_ok = ec_client_has_capability(cli->c, "processCloseStdin");
     /* Like ssh: a terminal gets a remote PTY; piped input (or /dev/null) is run by a
      * login shell on pipes and ends it at EOF. (The terminal's EOF character would be

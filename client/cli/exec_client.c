@@ -39,12 +39,16 @@ const char *usage_text =
     "Commands:\n"
     "  run [--tty] [-n] [--cwd DIR] [--env K=V]... 'SHELL COMMAND'\n"
     "  run [--tty] [-n] [--cwd DIR] [--env K=V]... -- CMD [ARGS...]\n"
+    "  run -d|--keep[=SECONDS] ...\n"
     "        run a command remotely: one argument with shell syntax goes to the remote\n"
     "        user's shell (like ssh); after -- argv is run as given (no shell).\n"
     "        stdout/stderr stream back, the exit status is the remote\n"
     "        one (128+N for signal N). stdin is sent to CMD as it comes and its end\n"
     "        is passed on (-n: send none); Ctrl-C, SIGTERM and SIGHUP are forwarded;\n"
-    "        --tty: a remote PTY sized like this window, resized with it\n"
+    "        --tty: a remote PTY sized like this window, resized with it;\n"
+    "        --keep: the command outlives this client (its session is kept for\n"
+    "        SECONDS, default until ended; a lost terminal (SIGHUP) or ~. detaches);\n"
+    "        -d: start it kept and return at once, printing SESSION PROCESS\n"
     "  shell [--cwd DIR] [--env K=V]...\n"
     "        login shell on a remote PTY in the remote home (Ctrl-C goes to the\n"
     "        remote side; end of input ends it)\n"
@@ -62,6 +66,19 @@ const char *usage_text =
     "  fs walk [--max-depth N] PATH   list a tree breadth-first\n"
     "  rpc [--raw]            send JSON-RPC lines from stdin, print every message back\n"
     "                         (--raw: skip the initialize handshake)\n"
+    "  sessions [--end SESSION]  the sessions the server keeps for you (--end: end one,\n"
+    "                         killing its processes)\n"
+    "  ps [SESSION]           their processes (SESSION: any unique prefix of its id)\n"
+    "  attach [--detach-key ^B] [SESSION [PROCESS]]\n"
+    "                         step into a running process like tmux attach: its retained\n"
+    "                         output, then live; raw terminal, resized with this one;\n"
+    "                         ^B d detaches and leaves it running. A session another\n"
+    "                         client holds is watched as a second viewer\n"
+    "  forward -L [BIND:]LPORT:HOST:PORT [-L ...]\n"
+    "                         like ssh -L: connections to BIND:LPORT here (default\n"
+    "                         127.0.0.1; LPORT 0: any free port, printed) are made to\n"
+    "                         HOST:PORT from the server (needs --allow-tcp-forwarding\n"
+    "                         there); runs until interrupted\n"
     "\n"
     "Options:\n"
     "  --url URL        server URL, ws://HOST:PORT or wss://HOST:PORT (default:\n"
@@ -172,6 +189,7 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
         .environment_id = cli->environment_id,
         .liveness_ms = cli->liveness_ms,
         .keepalive_ms = cli->keepalive_ms > 0 ? cli->keepalive_ms : -1,
+        .resume_session_id = cli->resume_session,
     };
     if (cli->env) { /* --environment: its program and connect timeout too */
         o.program_argv = cli->env->program_argv;
@@ -181,6 +199,15 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
     }
     ec_error e = {0};
     if (ec_client_connect(&o, &cli->c, &e) != 0) {
+        if (cli->resume_session && e.kind == EC_ERR_SERVER) {
+            if (cli->resume_quiet && e.code == -32010) {
+                cli->c = NULL; /* another client holds it: the caller decides */
+                return;
+            }
+            fprintf(stderr, "exec-client: cannot resume session %s: %s\n", cli->resume_session,
+                    e.message);
+            exit(EXIT_REMOTE);
+        }
         if (e.kind == EC_ERR_USAGE) {
             fprintf(stderr, "exec-client: %s\n", e.message);
             exit(EXIT_USAGE);
@@ -556,6 +583,14 @@ int main(int argc, char **argv)
         rc = cmd_fs(&cli, sub_argc, sub_argv);
     else if (strcmp(cmd, "rpc") == 0)
         rc = cmd_rpc(&cli, sub_argc, sub_argv);
+    else if (strcmp(cmd, "forward") == 0)
+        rc = cmd_forward(&cli, sub_argc, sub_argv);
+    else if (strcmp(cmd, "sessions") == 0)
+        rc = cmd_sessions(&cli, sub_argc, sub_argv);
+    else if (strcmp(cmd, "ps") == 0)
+        rc = cmd_ps(&cli, sub_argc, sub_argv);
+    else if (strcmp(cmd, "attach") == 0)
+        rc = cmd_attach(&cli, sub_argc, sub_argv);
     else {
         fprintf(stderr, "exec-client: unknown command `%s`\n(see exec-client --help)\n", cmd);
         return EXIT_USAGE;

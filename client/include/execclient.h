@@ -126,6 +126,10 @@ typedef struct ec_client_options {
      * a host that drives ec_client_fd() itself calls ec_client_process_ready() at
      * least this often. Default 30000 (the reference executor's interval); <0 never. */
     int keepalive_ms;
+    /* Resume this session instead of creating one: initialize{resumeSessionId}. A
+     * session that another connection holds fails with EC_ERR_SERVER and code -32010;
+     * an unknown one with code -32600. Copied. */
+    const char *resume_session_id;
 } ec_client_options;
 
 enum { EC_RECONNECTING = 1, EC_RECONNECTED = 2, EC_RECONNECT_FAILED = 3 };
@@ -270,6 +274,17 @@ EC_API int ec_client_end_session(ec_client *c, ec_error *err);
 /* SIGKILL to the process group; *was_running (may be NULL) from the reply. */
 EC_API int ec_process_terminate(ec_process *p, bool *was_running, ec_error *err);
 
+/* A handle on a process that is already running (or done): one this session
+ * started earlier (after a resume: session_id NULL or this session's id), or one of
+ * another session the server lets this client see (session/list; needs the
+ * processAttach capability, ours). Its events start with the output the server still
+ * retains (its last 1 MiB) and continue with everything after, with no gap and no
+ * repeat; writes, signals, resize and terminate act on that process. A viewer of
+ * another session's process gets -EC_ERR_SESSION_LOST from ec_process_next_event
+ * once that session ends. The caller frees the handle with ec_process_free(). */
+EC_API int ec_process_attach(ec_client *c, const char *session_id, const char *process_id,
+                             ec_process **out, ec_error *err);
+
 /* The processId. Owned by the handle. */
 EC_API const char *ec_process_id(const ec_process *p);
 EC_API bool ec_process_closed(const ec_process *p);
@@ -286,6 +301,54 @@ EC_API void ec_process_get_stats(const ec_process *p, ec_process_stats *out);
 
 /* Forgets the handle (the remote process is not killed). */
 EC_API void ec_process_free(ec_process *p);
+
+/* ---- TCP forwarding (ours: capability tcpForward) ------------------------------- */
+
+/* A TCP connection the server opens for this client (tcp/connect, what ssh -L
+ * uses), carried over the client's connection. Everything is non-blocking: a host
+ * event loop calls ec_client_process_ready() when ec_client_fd() is readable and then
+ * takes each stream's events with ec_tcp_next_event(t, 0, ...). Streams belong to the
+ * connection: a lost connection ends them (EC_TCP_CLOSED with an error), and they are
+ * not resumed. Flow control is the library's: the server sends at most a window of
+ * bytes ahead of what the caller has taken (an event's data is consumed when the next
+ * event is asked for), and ec_tcp_write_room() says how much may be written now. */
+typedef struct ec_tcp ec_tcp;
+
+typedef enum ec_tcp_event_type {
+    EC_TCP_CONNECTED = 1, /* the server reached host:port; writes may start */
+    EC_TCP_DATA,          /* bytes from the peer in data/len */
+    EC_TCP_EOF,           /* the peer finished sending (half-close) */
+    EC_TCP_CLOSED,        /* the stream is over (the last event); error says why, or
+                             is NULL for a clean end. Also a failed connect. */
+} ec_tcp_event_type;
+
+typedef struct ec_tcp_event {
+    ec_tcp_event_type type;
+    const uint8_t *data; /* owned by the handle; valid until the next event is asked for */
+    size_t len;
+    const char *error; /* EC_TCP_CLOSED: NULL, or the reason (owned by the handle) */
+} ec_tcp_event;
+
+/* Starts connecting to host:port from the server's side, without waiting: the
+ * stream's first event is EC_TCP_CONNECTED or EC_TCP_CLOSED. Needs the tcpForward
+ * capability (the server runs with --allow-tcp-forwarding): -EC_ERR_USAGE without it,
+ * and nothing is sent. The caller frees the handle with ec_tcp_close(). */
+EC_API int ec_tcp_open(ec_client *c, const char *host, unsigned port, ec_tcp **out,
+                       ec_error *err);
+/* The next event of the stream; timeout_ms 0 only looks, <0 waits. -EC_ERR_TIMEOUT
+ * when there is none; -EC_ERR_USAGE after EC_TCP_CLOSED was returned. */
+EC_API int ec_tcp_next_event(ec_tcp *t, int timeout_ms, ec_tcp_event *ev, ec_error *err);
+/* Bytes ec_tcp_write() may send now (0 while the stream is not connected, or while
+ * earlier writes are not yet taken by the peer's socket). */
+EC_API size_t ec_tcp_write_room(const ec_tcp *t);
+/* Sends bytes to the peer (tcp/data), without waiting for the reply. Writing more
+ * than ec_tcp_write_room() is allowed but piles up on the server (which refuses past
+ * 16 MiB queued). */
+EC_API int ec_tcp_write(ec_tcp *t, const void *data, size_t len, ec_error *err);
+/* No more bytes from us (the peer sees end of input); reading goes on. */
+EC_API int ec_tcp_shutdown(ec_tcp *t, ec_error *err);
+/* Aborts the stream if it is still open (tcp/close) and frees the handle. */
+EC_API void ec_tcp_close(ec_tcp *t);
 
 /* ---- filesystem ---------------------------------------------------------------- */
 

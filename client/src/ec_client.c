@@ -11,6 +11,7 @@
  * process gets a RESYNC event and one catch-up process/read(afterSeq); a pending
  * process/write is re-sent with the same writeId; any other call in flight (start, fs,
  * generic calls) fails instead of being replayed. */
+#include "crypto/random.h"
 #include "ec_internal.h"
 
 #include "proto/base64.h"
@@ -201,13 +202,46 @@ static void pending_fail(struct ec_pending *p, ec_err_kind kind, const char *fmt
     ec_fail(&p->err, kind, 0, fmt, m);
 }
 
+struct ec_pending *ec_pending_new(ec_client *c, int kind, const char *method, json_t *params)
+{
+    return pending_new(c, kind, method, params);
+}
+
+int ec_pending_send(ec_client *c, struct ec_pending *pd)
+{
+    return pending_send(c, pd, NULL);
+}
+
+void ec_pending_unlink_free(ec_client *c, struct ec_pending *pd)
+{
+    pending_unlink_free(c, pd);
+}
+
+json_t *ec_process_params(const ec_process *p)
+{
+    json_t *o = json_pack("{s:s}", "processId", p->id);
+    if (p->session_id) json_object_set_new(o, "sessionId", json_string(p->session_id));
+    return o;
+}
+
 /* ---- incoming messages ----------------------------------------------------------- */
+
+/* The handle a process notification is for: a viewer's copy names the other session
+ * (`sessionId`, ours); the session's own events do not. */
+static ec_process *proc_find_in(ec_client *c, const char *session_id, const char *id)
+{
+    if (session_id && c->session_id && strcmp(session_id, c->session_id) == 0) session_id = NULL;
+    for (ec_process *p = c->procs; p; p = p->next) {
+        if (strcmp(p->id, id) != 0) continue;
+        if (!session_id ? !p->session_id : p->session_id && strcmp(p->session_id, session_id) == 0)
+            return p;
+    }
+    return NULL;
+}
 
 static ec_process *proc_find(ec_client *c, const char *id)
 {
-    for (ec_process *p = c->procs; p; p = p->next)
-        if (strcmp(p->id, id) == 0) return p;
-    return NULL;
+    return proc_find_in(c, NULL, id);
 }
 
 static void on_read_reply(ec_client *c, struct ec_pending *pd, struct ec_msg *m)
@@ -231,6 +265,11 @@ static void on_read_reply(ec_client *c, struct ec_pending *pd, struct ec_msg *m)
 
 void ec_deliver(ec_client *c, const char *text, size_t len)
 {
+    struct ec_tcp_data_view tv;
+    if (ec_msg_tcp_data_view(text, len, &tv)) {
+        ec_tcp_on_data(c, tv.id, tv.id_len, tv.b64, tv.b64_len, tv.eof);
+        return;
+    }
     struct ec_msg m;
     if (ec_msg_parse(text, len, &m) != 0) {
         if (c->hook) c->hook(c->hook_ud, text, len);
@@ -241,6 +280,9 @@ void ec_deliver(ec_client *c, const char *text, size_t len)
             if (pd->id != m.id || pd->done) continue;
             if (pd->kind == EC_PENDING_READ) {
                 on_read_reply(c, pd, &m);
+                pending_unlink_free(c, pd);
+            } else if (pd->kind == EC_PENDING_TCP) {
+                ec_tcp_on_reply(c, pd, &m);
                 pending_unlink_free(c, pd);
             } else {
                 pd->done = true;
@@ -254,6 +296,11 @@ void ec_deliver(ec_client *c, const char *text, size_t len)
             return;
         }
     }
+    if (m.kind == EC_MSG_NOTIFICATION && strncmp(m.method, "tcp/", 4) == 0) {
+        ec_tcp_on_notification(c, &m);
+        ec_msg_clear(&m);
+        return;
+    }
     if (m.kind == EC_MSG_NOTIFICATION && strcmp(m.method, "http/request/bodyDelta") == 0 &&
         ec_http_on_delta(c, m.params)) {
         ec_msg_clear(&m);
@@ -261,7 +308,18 @@ void ec_deliver(ec_client *c, const char *text, size_t len)
     }
     if (m.kind == EC_MSG_NOTIFICATION && strncmp(m.method, "process/", 8) == 0) {
         const char *pid = json_string_value(json_object_get(m.params, "processId"));
-        ec_process *p = pid ? proc_find(c, pid) : NULL;
+        const char *sid = json_string_value(json_object_get(m.params, "sessionId"));
+        ec_process *p = pid ? proc_find_in(c, sid, pid) : NULL;
+        if (p && strcmp(m.method, "process/attachEnded") == 0) {
+            /* The watched process went away without an exit (its session ended). */
+            if (!p->t.closed_queued && !p->broken) {
+                p->broken = true;
+                ec_fail(&p->broken_err, EC_ERR_SESSION_LOST, 0,
+                        "session %s ended: process %s is gone", sid ? sid : "?", p->id);
+            }
+            ec_msg_clear(&m);
+            return;
+        }
         if (p) {
             ec_track_on_notification(&p->t, m.method, m.params);
             p->last_progress_ms = ec_now_ms();
@@ -379,6 +437,7 @@ static void kick_reads(ec_client *c)
     for (ec_process *p = c->procs; p; p = p->next) {
         if (p->broken || p->read_pending || !ec_track_wants_read(&p->t)) continue;
         json_t *params = ec_track_read_params(&p->t, p->id);
+        if (p->session_id) json_object_set_new(params, "sessionId", json_string(p->session_id));
         struct ec_pending *pd = pending_new(c, EC_PENDING_READ, "process/read", params);
         pd->proc = p;
         p->read_pending = pd;
@@ -433,12 +492,15 @@ static int handle_loss(ec_client *c, ec_error *err)
                 ec_track_on_read_failed(&pd->proc->t);
             }
             pending_unlink_free(c, pd);
+        } else if (pd->kind == EC_PENDING_TCP) {
+            pending_unlink_free(c, pd); /* the streams end below */
         } else if (resume && pd->kind != EC_PENDING_RETRY && pd->sent) {
             pending_fail(pd, EC_ERR_TRANSPORT, "connection lost while waiting for %s; not replayed",
                          pd->method);
         }
     }
     ec_http_on_loss(c); /* streams belong to the connection: never resumed */
+    ec_tcp_on_loss(c);
     if (!resume) {
         char why[200];
         const char *suffix = loss_suffix(c, why, sizeof why);
@@ -522,6 +584,11 @@ static int pending_wait(ec_client *c, struct ec_pending *pd, int64_t deadline, j
 out:
     pending_unlink_free(c, pd);
     return rc;
+}
+
+int ec_pump(ec_client *c, int timeout_ms, ec_error *err)
+{
+    return pump(c, timeout_ms, err);
 }
 
 int ec_call_kind(ec_client *c, int kind, const char *method, json_t *params, json_t **result,
@@ -681,7 +748,7 @@ int ec_client_connect(const ec_client_options *o, ec_client **out, ec_error *err
     rc = c->ml->open(c, deadline, err);
     if (rc == 0 && !o->skip_initialize) {
         c->reconnecting = true; /* no resume before there is a session */
-        rc = do_initialize(c, deadline, NULL, err);
+        rc = do_initialize(c, deadline, o->resume_session_id, err);
         c->reconnecting = false;
     }
     if (rc) goto fail;
@@ -707,6 +774,7 @@ void ec_client_close(ec_client *c)
     ec_http_free_all(c);
     while (c->procs)
         ec_process_free(c->procs);
+    ec_tcp_free_all(c);
     while (c->pending)
         pending_unlink_free(c, c->pending);
     json_decref(c->env_info);
@@ -934,9 +1002,11 @@ int ec_process_write(ec_process *p, const void *data, size_t len, ec_error *err)
 {
     char *b64 = xmalloc(base64_encoded_len(len) + 1);
     b64[base64_encode(data, len, b64)] = 0;
-    char wid[24];
-    snprintf(wid, sizeof wid, "%llu", (unsigned long long)++p->next_write_id);
-    json_t *params = json_pack("{s:s, s:s, s:s}", "processId", p->id, "chunk", b64, "writeId", wid);
+    char wid[48];
+    snprintf(wid, sizeof wid, "%s%llu", p->wid_prefix, (unsigned long long)++p->next_write_id);
+    json_t *params = ec_process_params(p);
+    json_object_set_new(params, "chunk", json_string(b64));
+    json_object_set_new(params, "writeId", json_string(wid));
     free(b64);
     json_t *res = NULL;
     int rc = ec_call_kind(p->c, EC_PENDING_RETRY, "process/write", params, &res, err);
@@ -950,18 +1020,62 @@ int ec_process_write(ec_process *p, const void *data, size_t len, ec_error *err)
 
 int ec_process_interrupt(ec_process *p, ec_error *err)
 {
-    json_t *params = json_pack("{s:s, s:s}", "processId", p->id, "signal", "interrupt");
+    json_t *params = ec_process_params(p);
+    json_object_set_new(params, "signal", json_string("interrupt"));
     return ec_call_kind(p->c, EC_PENDING_CALL, "process/signal", params, NULL, err);
 }
 
 int ec_process_terminate(ec_process *p, bool *was_running, ec_error *err)
 {
     json_t *res = NULL;
-    json_t *params = json_pack("{s:s}", "processId", p->id);
+    json_t *params = ec_process_params(p);
     int rc = ec_call_kind(p->c, EC_PENDING_CALL, "process/terminate", params, &res, err);
     if (rc == 0 && was_running) *was_running = json_is_true(json_object_get(res, "running"));
     json_decref(res);
     return rc;
+}
+
+int ec_process_attach(ec_client *c, const char *session_id, const char *process_id,
+                      ec_process **out, ec_error *err)
+{
+    *out = NULL;
+    if (!process_id) return ec_fail(err, EC_ERR_USAGE, 0, "no process id");
+    if (session_id && c->session_id && strcmp(session_id, c->session_id) == 0) session_id = NULL;
+    if (session_id && !ec_client_has_capability(c, "processAttach"))
+        return ec_fail(err, EC_ERR_USAGE, 0,
+                       "the server does not support this (no processAttach capability)");
+    if (proc_find_in(c, session_id, process_id))
+        return ec_fail(err, EC_ERR_USAGE, 0, "process %s already has a handle", process_id);
+    /* Registered first: a viewer's events may follow the reply at once. */
+    ec_process *p = xcalloc(1, sizeof *p);
+    p->c = c;
+    p->id = xstrdup(process_id);
+    p->session_id = session_id ? xstrdup(session_id) : NULL;
+    uint8_t r[6];
+    crypto_random_bytes(r, sizeof r);
+    snprintf(p->wid_prefix, sizeof p->wid_prefix, "a%02x%02x%02x%02x%02x%02x-", r[0], r[1], r[2],
+             r[3], r[4], r[5]);
+    ec_track_init(&p->t);
+    p->last_progress_ms = ec_now_ms();
+    p->next = c->procs;
+    c->procs = p;
+    /* Our own session's process (after a resume) is caught up with a plain read, which
+     * every server answers; another session's is watched with process/attach, which
+     * answers the same way and subscribes this connection to what follows. */
+    json_t *params = ec_process_params(p);
+    json_object_set_new(params, "afterSeq", json_integer(0));
+    json_t *res = NULL;
+    int rc = ec_call_kind(c, EC_PENDING_CALL, session_id ? "process/attach" : "process/read",
+                          params, &res, err);
+    if (rc == 0 && ec_track_on_read_result(&p->t, res) != 0)
+        rc = ec_fail(err, EC_ERR_PROTOCOL, 0, "malformed process/read result");
+    json_decref(res);
+    if (rc) {
+        ec_process_free(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
 }
 
 const char *ec_process_id(const ec_process *p)
@@ -996,6 +1110,7 @@ void ec_process_free(ec_process *p)
     if (p->read_pending) p->read_pending->proc = NULL; /* its reply is then dropped */
     ec_track_free(&p->t);
     ec_pevent_free(p->cur);
+    free(p->session_id);
     free(p->id);
     free(p);
 }

@@ -14,6 +14,7 @@ enum {
     EC_PENDING_CALL,  /* a blocking call; fails if the connection drops */
     EC_PENDING_RETRY, /* a blocking call re-sent after resume (process/write: same writeId) */
     EC_PENDING_READ,  /* a catch-up process/read owned by a process tracker */
+    EC_PENDING_TCP,   /* a tcp request nobody waits for (ec_tcp.c takes the reply) */
 };
 
 struct ec_pending {
@@ -23,6 +24,9 @@ struct ec_pending {
     char *method;     /* owned */
     json_t *params;   /* owned; kept so a retry can re-send it */
     ec_process *proc; /* EC_PENDING_READ: the process (NULL once it was freed) */
+    ec_tcp *tcp;      /* EC_PENDING_TCP: the stream (NULL once it was freed) */
+    int tcp_op;       /* EC_PENDING_TCP: what was asked (ec_tcp.c) */
+    size_t tcp_bytes; /* EC_PENDING_TCP: tcp/data bytes in flight */
     bool sent;        /* the whole request went out on the current connection */
     bool done;
     json_t *result; /* owned until handed to the caller */
@@ -33,10 +37,14 @@ struct ec_process {
     ec_process *next;
     ec_client *c;
     char *id; /* owned */
+    char *session_id; /* owned: another session's process (a viewer), or NULL */
     struct ec_track t;
     struct ec_pevent *cur; /* the event last returned to the user (owned) */
     struct ec_pending *read_pending;
     uint64_t next_write_id;
+    char wid_prefix[20]; /* "" for a process this handle started; for an attached one a
+                            random tag, since the server remembers writeIds per process
+                            and other clients numbered theirs from 1 too */
     int64_t last_progress_ms;
     bool broken; /* a catch-up read was refused; see broken_err */
     ec_error broken_err;
@@ -99,6 +107,8 @@ struct ec_client {
     struct ec_pending *pending;
     ec_process *procs;
     unsigned proc_counter;
+    ec_tcp *tcps;
+    unsigned tcp_counter;
     char *session_id; /* owned */
     json_t *env_info; /* owned reference */
     bool dead;        /* terminal: dead_err says why */
@@ -148,6 +158,25 @@ void ec_conn_drop(ec_client *c);
 ssize_t ec_conn_read_some(ec_client *c);
 /* One decoded JSON-RPC message, to the request table / process trackers / hook. */
 void ec_deliver(ec_client *c, const char *text, size_t len);
+
+/* For the typed wrappers (ec_tcp.c): requests answered through ec_deliver. */
+struct ec_pending *ec_pending_new(ec_client *c, int kind, const char *method, json_t *params);
+/* Sends pd on the current connection; a failure shows up as a loss later. */
+int ec_pending_send(ec_client *c, struct ec_pending *pd);
+void ec_pending_unlink_free(ec_client *c, struct ec_pending *pd);
+/* One pump step (waits at most timeout_ms): 0, or a negative kind once lost for good. */
+int ec_pump(ec_client *c, int timeout_ms, ec_error *err);
+/* {"processId": id} and, for a viewer's handle, "sessionId" (new reference). */
+json_t *ec_process_params(const ec_process *p);
+
+/* ec_tcp.c: the reply to an EC_PENDING_TCP request, a tcp/ notification, the loss of
+ * the connection (every stream ends), the client closing. */
+void ec_tcp_on_reply(ec_client *c, struct ec_pending *pd, struct ec_msg *m);
+void ec_tcp_on_notification(ec_client *c, struct ec_msg *m);
+void ec_tcp_on_data(ec_client *c, const char *id, size_t id_len, const char *b64, size_t b64_len,
+                    bool eof);
+void ec_tcp_on_loss(ec_client *c);
+void ec_tcp_free_all(ec_client *c);
 
 /* ec_remote.c: switch c to the relay layer for remote_url + environment_id. */
 int ec_remote_init(ec_client *c, const ec_client_options *o, ec_error *err);

@@ -51,6 +51,41 @@ char *ec_msg_request(int64_t id, const char *method, json_t *params)
     return s;
 }
 
+/* Consumes the literal `lit` at *p (within end). */
+static bool eat(const char **p, const char *end, const char *lit)
+{
+    size_t n = strlen(lit);
+    if ((size_t)(end - *p) < n || memcmp(*p, lit, n) != 0) return false;
+    *p += n;
+    return true;
+}
+
+int ec_msg_tcp_data_view(const char *text, size_t len, struct ec_tcp_data_view *v)
+{
+    const char *p = text, *end = text + len;
+    if (!eat(&p, end, "{\"method\":\"tcp/data\",\"params\":{\"streamId\":\"")) return 0;
+    v->id = p;
+    while (p < end && *p != '"') {
+        /* An escape or a control character: leave it to the full parser. */
+        if (*p == '\\' || (unsigned char)*p < 0x20) return 0;
+        p++;
+    }
+    v->id_len = (size_t)(p - v->id);
+    if (!eat(&p, end, "\",\"dataBase64\":\"")) return 0;
+    /* The base64 runs to the next quote; the decoder checks its alphabet. An escape
+     * (which base64 never needs) sends it to the full parser. */
+    v->b64 = p;
+    p = memchr(p, '"', (size_t)(end - p));
+    if (!p) return 0;
+    v->b64_len = (size_t)(p - v->b64);
+    if (memchr(v->b64, '\\', v->b64_len)) return 0;
+    if (!eat(&p, end, "\",\"eof\":")) return 0;
+    if (eat(&p, end, "true")) v->eof = true;
+    else if (eat(&p, end, "false")) v->eof = false;
+    else return 0;
+    return eat(&p, end, "}}") && p == end;
+}
+
 int ec_msg_parse(const char *text, size_t len, struct ec_msg *msg)
 {
     memset(msg, 0, sizeof *msg);

@@ -61,6 +61,22 @@ struct ec_msg {
 int ec_msg_parse(const char *text, size_t len, struct ec_msg *msg);
 void ec_msg_clear(struct ec_msg *msg);
 
+/* The hot message of TCP forwarding, found without a JSON parser: our server writes
+ * every tcp/data notification as exactly
+ *   {"method":"tcp/data","params":{"streamId":"ID","dataBase64":"B64","eof":false}}
+ * (eof true or false), and parsing 64 KiB of base64 through jansson cost the client
+ * more than everything else of a forwarded download. Returns 1 with the parts
+ * (pointing into text), or 0 for any other text (the caller parses it in full: an
+ * escape in the id, other members, another order). */
+struct ec_tcp_data_view {
+    const char *id;
+    size_t id_len;
+    const char *b64;
+    size_t b64_len;
+    bool eof;
+};
+int ec_msg_tcp_data_view(const char *text, size_t len, struct ec_tcp_data_view *v);
+
 /* ---- per-process event tracking ---- */
 
 struct ec_pevent {

@@ -24,7 +24,8 @@ int ec_process_signal(ec_process *p, const char *signal, ec_error *err)
     if (interrupt) return ec_process_interrupt(p, err); /* every server knows this one */
     int rc = need(p->c, "processSignalAny", err);
     if (rc) return rc;
-    json_t *params = json_pack("{s:s, s:s}", "processId", p->id, "signal", signal);
+    json_t *params = ec_process_params(p);
+    json_object_set_new(params, "signal", json_string(signal));
     return ec_call_kind(p->c, EC_PENDING_CALL, "process/signal", params, NULL, err);
 }
 
@@ -34,8 +35,9 @@ int ec_process_resize(ec_process *p, unsigned rows, unsigned cols, ec_error *err
         return ec_fail(err, EC_ERR_USAGE, 0, "rows and cols must be 1-65535");
     int rc = need(p->c, "processResize", err);
     if (rc) return rc;
-    json_t *params =
-        json_pack("{s:s, s:i, s:i}", "processId", p->id, "rows", (int)rows, "cols", (int)cols);
+    json_t *params = ec_process_params(p);
+    json_object_set_new(params, "rows", json_integer(rows));
+    json_object_set_new(params, "cols", json_integer(cols));
     return ec_call_kind(p->c, EC_PENDING_CALL, "process/resize", params, NULL, err);
 }
 
@@ -45,7 +47,7 @@ int ec_process_close_stdin(ec_process *p, ec_error *err)
     if (rc) return rc;
     /* Retried after a reconnect like a write: the server makes it idempotent, and it
      * must come after every write before it, which keep their order. */
-    json_t *params = json_pack("{s:s}", "processId", p->id);
+    json_t *params = ec_process_params(p);
     return ec_call_kind(p->c, EC_PENDING_RETRY, "process/closeStdin", params, NULL, err);
 }
 

@@ -346,6 +346,46 @@ static char *server_path(const char *uri)
  * the old URI and the new one parse to the same path (dot segments included, which
  * the client now resolves itself), and where the old one was refused (a first
  * component like "C:", read as a Windows drive) the new one names the path itself. */
+/* The fast reading of the server's tcp/data, and everything it must leave to jansson. */
+static void test_tcp_data_view(void **state)
+{
+    struct ec_tcp_data_view v;
+    const char *ok = "{\"method\":\"tcp/data\",\"params\":{\"streamId\":\"t12\","
+                     "\"dataBase64\":\"aGVsbG8=\",\"eof\":false}}";
+    assert_int_equal(ec_msg_tcp_data_view(ok, strlen(ok), &v), 1);
+    assert_int_equal(v.id_len, 3);
+    assert_memory_equal(v.id, "t12", 3);
+    assert_int_equal(v.b64_len, 8);
+    assert_memory_equal(v.b64, "aGVsbG8=", 8);
+    assert_false(v.eof);
+    const char *eof = "{\"method\":\"tcp/data\",\"params\":{\"streamId\":\"t1\","
+                      "\"dataBase64\":\"\",\"eof\":true}}";
+    assert_int_equal(ec_msg_tcp_data_view(eof, strlen(eof), &v), 1);
+    assert_true(v.eof);
+    assert_int_equal(v.b64_len, 0);
+    /* Every strict prefix, and anything after, is not ours. */
+    for (size_t n = 0; n < strlen(ok); n++) assert_int_equal(ec_msg_tcp_data_view(ok, n, &v), 0);
+    char longer[256];
+    snprintf(longer, sizeof longer, "%s ", ok);
+    assert_int_equal(ec_msg_tcp_data_view(longer, strlen(longer), &v), 0);
+    const char *others[] = {
+        /* an escape in the id or the data, another order, another member, another method */
+        "{\"method\":\"tcp/data\",\"params\":{\"streamId\":\"t\\u0031\",\"dataBase64\":\"\","
+        "\"eof\":false}}",
+        "{\"method\":\"tcp/data\",\"params\":{\"streamId\":\"t1\",\"dataBase64\":\"aG\\/8\","
+        "\"eof\":false}}",
+        "{\"method\":\"tcp/data\",\"params\":{\"dataBase64\":\"\",\"streamId\":\"t1\","
+        "\"eof\":false}}",
+        "{\"method\":\"tcp/data\",\"params\":{\"streamId\":\"t1\",\"dataBase64\":\"\","
+        "\"eof\":false,\"x\":1}}",
+        "{\"method\":\"tcp/data\",\"params\":{\"streamId\":\"t1\",\"dataBase64\":\"\","
+        "\"eof\":null}}",
+        "{\"method\":\"tcp/closed\",\"params\":{\"streamId\":\"t1\",\"error\":null}}",
+    };
+    for (size_t i = 0; i < sizeof others / sizeof *others; i++)
+        assert_int_equal(ec_msg_tcp_data_view(others[i], strlen(others[i]), &v), 0);
+}
+
 static void test_uri_same_path_for_server(void **state)
 {
     (void)state;
@@ -408,6 +448,7 @@ int main(void)
         cmocka_unit_test(test_track_lag_bounds_memory_and_reads_once),
         cmocka_unit_test(test_track_malformed),
         cmocka_unit_test(test_uri),
+        cmocka_unit_test(test_tcp_data_view),
         cmocka_unit_test(test_uri_same_path_for_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

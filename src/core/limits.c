@@ -11,6 +11,7 @@ struct server_limits server_limits = {
     .max_queued = LIMITS_DEFAULT_MAX_QUEUED,
     .max_detached = LIMITS_DEFAULT_MAX_DETACHED,
     .sandbox_pid_namespace = LIMITS_PID_NS_ISOLATE,
+    .max_keep_ms = LIMITS_KEEP_FOREVER,
 };
 
 enum limits_pid_namespace limits_sandbox_pid_namespace(void)

@@ -39,7 +39,14 @@
  *   max_detached     detached sessions kept for resume. When one more detaches,
  *                    the session detached longest ago expires at once (its
  *                    processes are killed), so a reconnect storm cannot pile up
- *                    sessions, while the newest disconnects stay resumable.
+ *                    sessions, while the newest disconnects stay resumable. Kept
+ *                    sessions (session/keep) count too and are never the ones
+ *                    expired early: at most max_detached sessions may be kept.
+ *   max_keep_ms      the longest detached lifetime session/keep may ask for;
+ *                    LIMITS_KEEP_FOREVER allows "until terminated", 0 turns
+ *                    session/keep off (--max-session-keep).
+ *   tcp_forwarding   tcp/connect is allowed (--allow-tcp-forwarding): off by
+ *                    default, since it lets a client reach whatever this host can.
  *   max_concurrent_requests
  *                    requests of one connection running at once
  *                    (--concurrent-requests); later ones wait in arrival order
@@ -69,6 +76,7 @@
 #define LIMITS_MAX_FRAME (16u << 20)
 #define LIMITS_DEFAULT_MAX_QUEUED (256u << 20)
 #define LIMITS_DEFAULT_MAX_DETACHED 64u
+#define LIMITS_KEEP_FOREVER UINT64_MAX
 
 enum limits_pid_namespace { LIMITS_PID_NS_ISOLATE = 0, LIMITS_PID_NS_INHERIT = 1 };
 
@@ -84,6 +92,8 @@ struct server_limits {
     uint64_t max_concurrent_requests;
     int sandbox_pid_namespace; /* enum limits_pid_namespace */
     bool proxy_private_ips_via_upstream;
+    uint64_t max_keep_ms;
+    bool tcp_forwarding;
 };
 
 /* The limits in force; server/config.c fills it before the loop starts. */

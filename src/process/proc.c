@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -69,6 +70,9 @@ static void handle_closed(uv_handle_t *h)
     buf_free(&p->id_json);
     for (size_t i = 0; i < p->nwrite_ids; i++) free(p->write_ids[i]);
     free(p->write_ids);
+    for (char **a = p->argv; a && *a; a++) free(*a);
+    free(p->argv);
+    free(p->cwd);
     while (p->wq_head) {
         struct wq_item *n = p->wq_head->next;
         free(p->wq_head);
@@ -152,11 +156,92 @@ unsigned proc_live_total(void)
     return live_total;
 }
 
+/* ---- viewers (process/attach) ------------------------------------------------ */
+
+static void viewer_unlink_free(struct proc_viewer *v)
+{
+    if (v->prev_p) v->prev_p->next_p = v->next_p;
+    else v->p->viewers = v->next_p;
+    if (v->next_p) v->next_p->prev_p = v->prev_p;
+    if (v->prev_c) v->prev_c->next_c = v->next_c;
+    else v->set->head = v->next_c;
+    if (v->next_c) v->next_c->prev_c = v->prev_c;
+    free(v);
+}
+
+/* The viewing connection closed (its CONN_SLOT_VIEW slot is freed). */
+static void view_set_free(void *state)
+{
+    struct proc_view_set *set = state;
+    while (set->head) viewer_unlink_free(set->head);
+    free(set);
+}
+
+void proc_view_add(struct proc *p, struct conn *c)
+{
+    struct proc_view_set *set = conn_slot_ensure(c, CONN_SLOT_VIEW, sizeof *set, view_set_free,
+                                                 NULL);
+    set->conn = c;
+    for (struct proc_viewer *v = p->viewers; v; v = v->next_p)
+        if (v->set == set) return;
+    struct proc_viewer *v = xcalloc(1, sizeof *v);
+    v->p = p;
+    v->set = set;
+    v->next_p = p->viewers;
+    if (p->viewers) p->viewers->prev_p = v;
+    p->viewers = v;
+    v->next_c = set->head;
+    if (set->head) set->head->prev_c = v;
+    set->head = v;
+}
+
+/* The start of a viewer's copy of an event: like the session's own, with the
+ * session's id first, since the viewer's own processes may share the processId. */
+static void viewer_msg_begin(struct buf *b, const struct proc *p, const char *method)
+{
+    buf_init_msg(b);
+    buf_printf(b, "{\"method\":\"%s\",\"params\":{\"sessionId\":\"%s\",\"processId\":", method,
+               p->table->session->id);
+    buf_append(b, p->id_json.data, p->id_json.len);
+}
+
+/* Sends b (a whole message) to every viewer and frees it. A viewer whose queue is
+ * congested misses the event: it sees the seq gap and reads it back
+ * (process/read with sessionId), so a slow viewer never holds the process up. */
+static void viewers_send(struct proc *p, struct buf *b)
+{
+    for (struct proc_viewer *v = p->viewers; v; v = v->next_p) {
+        struct conn *c = v->set->conn;
+        if (conn_is_congested(c)) continue;
+        struct buf copy;
+        buf_init_msg(&copy);
+        buf_append(&copy, b->data + BUF_MSG_HEADROOM, b->len - BUF_MSG_HEADROOM);
+        conn_send(c, &copy);
+    }
+    buf_free(b);
+}
+
+/* The process is going away (evicted, or its session ended): its viewers hear of
+ * it, since a session that ends kills without an exit event. */
+static void viewers_end(struct proc *p)
+{
+    if (!p->viewers) return;
+    if (p->table) {
+        struct buf b;
+        viewer_msg_begin(&b, p, "process/attachEnded");
+        buf_puts(&b, p->state == PROC_CLOSED ? ",\"reason\":\"evicted\"}}"
+                                             : ",\"reason\":\"sessionEnded\"}}");
+        viewers_send(p, &b);
+    }
+    while (p->viewers) viewer_unlink_free(p->viewers);
+}
+
 static void proc_free(struct proc *p)
 {
     if (p->freeing) return;
     p->freeing = true;
     if (p->state != PROC_CLOSED) live_total--; /* killed with its session */
+    viewers_end(p);
     if (p->table) {
         if (p->prev) p->prev->next = p->next;
         else p->table->head = p->next;
@@ -242,7 +327,7 @@ static void put_chunk_fields(struct buf *b, const struct log_chunk *c)
     buf_putc(b, '"');
 }
 
-static void notify_output(struct proc *p, struct log_chunk *c)
+static void notify_output_owner(struct proc *p, struct log_chunk *c)
 {
     struct conn *conn = proc_conn(p);
     if (!conn) return;
@@ -258,23 +343,45 @@ static void notify_output(struct proc *p, struct log_chunk *c)
     c->wire_end = conn_sent_total(conn);
 }
 
+static void notify_output(struct proc *p, struct log_chunk *c)
+{
+    notify_output_owner(p, c);
+    if (!p->viewers) return;
+    struct buf b;
+    viewer_msg_begin(&b, p, "process/output");
+    buf_putc(&b, ',');
+    put_chunk_fields(&b, c);
+    buf_puts(&b, "}}");
+    viewers_send(p, &b);
+}
+
+static void put_event_fields(struct buf *b, const struct proc *p, uint64_t seq, bool with_exit)
+{
+    buf_puts(b, ",\"seq\":");
+    buf_put_u64(b, seq);
+    if (with_exit) {
+        buf_puts(b, ",\"exitCode\":");
+        buf_put_i64(b, p->exit_code);
+        buf_puts(b, p->sandbox_denied ? ",\"sandboxDenied\":true" : ",\"sandboxDenied\":false");
+    }
+    buf_puts(b, "}}");
+}
+
 static void notify_event(struct proc *p, const char *method, uint64_t seq, bool with_exit)
 {
     struct conn *conn = proc_conn(p);
-    if (!conn) return;
     struct buf b;
-    buf_init_msg(&b);
-    buf_printf(&b, "{\"method\":\"%s\",\"params\":{\"processId\":", method);
-    buf_append(&b, p->id_json.data, p->id_json.len);
-    buf_puts(&b, ",\"seq\":");
-    buf_put_u64(&b, seq);
-    if (with_exit) {
-        buf_puts(&b, ",\"exitCode\":");
-        buf_put_i64(&b, p->exit_code);
-        buf_puts(&b, p->sandbox_denied ? ",\"sandboxDenied\":true" : ",\"sandboxDenied\":false");
+    if (conn) {
+        buf_init_msg(&b);
+        buf_printf(&b, "{\"method\":\"%s\",\"params\":{\"processId\":", method);
+        buf_append(&b, p->id_json.data, p->id_json.len);
+        put_event_fields(&b, p, seq, with_exit);
+        conn_send(conn, &b);
     }
-    buf_puts(&b, "}}");
-    conn_send(conn, &b);
+    if (!p->viewers) return;
+    viewer_msg_begin(&b, p, method);
+    put_event_fields(&b, p, seq, with_exit);
+    viewers_send(p, &b);
 }
 
 bool proc_read_ready(const struct proc *p, uint64_t after)
@@ -543,6 +650,15 @@ void proc_stdin_push(struct proc *p, struct wq_item *it)
 
 /* ---- lifecycle ------------------------------------------------------------ */
 
+void proc_table_count(const struct proc_table *t, unsigned *running, unsigned *total)
+{
+    *running = *total = 0;
+    for (const struct proc *q = t->head; q; q = q->next) {
+        ++*total;
+        *running += q->state == PROC_RUNNING;
+    }
+}
+
 unsigned proc_table_live(const struct proc_table *t)
 {
     unsigned live = 0;
@@ -564,6 +680,9 @@ struct proc *proc_add(struct proc_table *t, const char *id, bool tty, bool sandb
     p->pidfd = sr->pidfd;
     p->start_ns = metrics_now_ns();
     live_total++;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    p->started_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
     metrics_process_started();
     event_log_init(&p->log);
     uv_timer_init(loop, &p->timer);

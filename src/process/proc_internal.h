@@ -24,6 +24,22 @@
 #define PTY_DRAIN_MS 1000     /* after exit, how long a PTY may stay open (grandchild) */
 
 struct proc;
+struct conn;
+
+/* A connection watching a process of another session (process/attach, ours):
+ * linked into the process's list and into the connection's set (CONN_SLOT_VIEW),
+ * so either end going away unlinks it. */
+struct proc_viewer {
+    struct proc_viewer *next_p, *prev_p; /* in proc.viewers */
+    struct proc_viewer *next_c, *prev_c; /* in the connection's view set */
+    struct proc *p;
+    struct proc_view_set *set;
+};
+
+struct proc_view_set {
+    struct conn *conn;
+    struct proc_viewer *head;
+};
 
 struct waiter {
     struct waiter *next, *prev;
@@ -83,6 +99,10 @@ struct proc {
     int exit_code;
     bool sandboxed;          /* a sandbox was applied to the child */
     uint64_t start_ns;       /* spawn time, for the process duration metric */
+    uint64_t started_ms;     /* spawn time on the wall clock, for process/list */
+    char **argv;             /* the argv asked for (NULL-terminated), for process/list */
+    char *cwd;               /* its working directory, for process/list */
+    struct proc_viewer *viewers; /* other connections following its events */
     bool sandbox_denied;     /* PROTOCOL.md 10.5, computed at exit */
     uint64_t exit_seq, close_seq;
     uv_timer_t timer;        /* PTY drain deadline, then the eviction timer */
@@ -133,6 +153,17 @@ void proc_kill(struct proc *p);
 /* Writes queued stdin bytes without blocking; polls for writability when the
  * child is not reading. Closes stdin once the queue is empty if EOF was asked. */
 void proc_stdin_flush(struct proc *p);
+
+/* Makes connection c (not the session's own) a viewer of p: every later event of p
+ * is also pushed to c, carrying `sessionId`. Idempotent. */
+void proc_view_add(struct proc *p, struct conn *c);
+/* The table a request addresses: its own session's, or with a `sessionId` (ours)
+ * another session its client may see (session_visible). Replies -32600 `unknown
+ * session id` and returns NULL otherwise. */
+struct proc_table *proc_request_table(struct rpc_req *req, const char *session_id);
+/* The process `id` of that table, or NULL after replying -32600 (`unknown session id`,
+ * or `unknown process id <id>`). */
+struct proc *proc_request_proc(struct rpc_req *req, const char *session_id, const char *id);
 
 /* process_tty.c: the extension methods and the start-time size. */
 struct pdec;

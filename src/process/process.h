@@ -27,6 +27,8 @@ void proc_table_attached(struct proc_table *t, struct conn *c);
 /* Whether every output notification the attached connection has queued past
  * stream offset written_total is still in its process's retained log. */
 bool proc_table_output_safe(const struct proc_table *t, uint64_t written_total);
+/* How many processes t has, and how many of them have not exited. */
+void proc_table_count(const struct proc_table *t, unsigned *running, unsigned *total);
 /* The attached connection drained its write queue: resume paused readers. */
 void proc_table_resume_output(struct proc_table *t);
 

@@ -197,6 +197,13 @@ static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
     }
 
     struct proc *p = proc_add(t, id, j->tty, j->sandboxed, &sr, req->loop);
+    {
+        size_t n = 0;
+        while (j->cargv[n]) n++;
+        p->argv = xcalloc(n + 1, sizeof *p->argv);
+        for (size_t k = 0; k < n; k++) p->argv[k] = xstrdup(j->cargv[k]);
+    }
+    p->cwd = xstrdup(j->cwd_path);
     p->placeholders = ph;
     ph = NULL;
     p->netproxy = j->proxy;
@@ -413,10 +420,11 @@ static void handle_read(struct rpc_req *req)
     bool has_max = false;
     uint64_t max_bytes = pdec_u64(&d, "maxBytes", PDEC_OPTIONAL, 0, &has_max);
     uint64_t wait_ms = pdec_u64(&d, "waitMs", PDEC_OPTIONAL, 0, NULL);
+    const char *sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
-    struct proc *p = proc_find(session_of(req->conn)->procs, id);
-    if (!p) return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
+    struct proc *p = proc_request_proc(req, sid, id);
+    if (!p) return;
     if (wait_ms == 0 || proc_read_ready(p, after))
         return proc_reply_read(req, p, after, has_max, max_bytes);
     proc_wait_read(req, p, after, has_max, max_bytes, wait_ms);
@@ -449,8 +457,11 @@ static void handle_write(struct rpc_req *req)
     size_t clen = 0;
     const char *chunk = pdec_string_len(&d, "chunk", PDEC_REQUIRED, &clen);
     const char *wid = pdec_string(&d, "writeId", PDEC_OPTIONAL);
+    const char *sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
+    struct proc_table *t = proc_request_table(req, sid);
+    if (!t) return;
     if (wid && !*wid) return rpc_reply_error(req, RPC_INVALID_PARAMS, "writeId must not be empty");
     struct wq_item *it = xmalloc(sizeof *it + base64_decoded_max(clen));
     char err[96];
@@ -458,7 +469,7 @@ static void handle_write(struct rpc_req *req)
         free(it);
         return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", err);
     }
-    struct proc *p = proc_find(session_of(req->conn)->procs, id);
+    struct proc *p = proc_find(t, id);
     const char *fail = NULL;
     /* Statuses, not errors (PROTOCOL.md §5.3): codex's client maps these results
      * to its own errors and treats a JSON-RPC error here as a broken connection. */
@@ -485,12 +496,93 @@ static void handle_terminate(struct rpc_req *req)
     struct pdec d;
     pdec_begin(&d, req->params, "TerminateParams");
     const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
+    const char *sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
-    struct proc *p = proc_find(session_of(req->conn)->procs, id);
+    struct proc_table *t = proc_request_table(req, sid);
+    if (!t) return;
+    struct proc *p = proc_find(t, id);
     bool running = p && p->state == PROC_RUNNING;
     if (running) proc_kill(p);
     rpc_reply_json(req, json_pack("{s:b}", "running", running));
+}
+
+struct proc_table *proc_request_table(struct rpc_req *req, const char *session_id)
+{
+    struct session *own = session_of(req->conn);
+    if (!session_id || strcmp(session_id, own->id) == 0) return own->procs;
+    struct session *s = session_visible(req->conn, session_id);
+    if (s) return s->procs;
+    rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown session id %s", session_id);
+    return NULL;
+}
+
+struct proc *proc_request_proc(struct rpc_req *req, const char *session_id, const char *id)
+{
+    struct proc_table *t = proc_request_table(req, session_id);
+    struct proc *p = t ? proc_find(t, id) : NULL;
+    if (t && !p) rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
+    return p;
+}
+
+static const char *state_name(enum proc_state st)
+{
+    return st == PROC_RUNNING ? "running" : st == PROC_EXITED ? "exited" : "closed";
+}
+
+/* process/list {sessionId?} (ours, capability processList): what ps shows, for this
+ * session or another one the client may see; newest first. */
+static void handle_list(struct rpc_req *req)
+{
+    struct pdec d = {0};
+    const char *sid = NULL;
+    /* Absent or null params list this session, like `{}`. */
+    if (req->params && !json_is_null(req->params) && pdec_begin(&d, req->params, "ListParams"))
+        sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
+    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (!rpc_check_ready(req)) return;
+    struct proc_table *t = proc_request_table(req, sid);
+    if (!t) return;
+    json_t *list = json_array();
+    for (struct proc *p = t->head; p; p = p->next) {
+        json_t *argv = json_array();
+        for (char **a = p->argv; a && *a; a++) json_array_append_new(argv, json_string(*a));
+        char *cwd = p->cwd ? uri_from_path(p->cwd, strlen(p->cwd)) : NULL;
+        json_t *o = json_pack("{s:s,s:o,s:o,s:b,s:i,s:s,s:I,s:o,s:I}", "processId", p->id,
+                              "argv", argv, "cwd", cwd ? json_string(cwd) : json_null(), "tty",
+                              p->tty, "pid", (int)p->pid, "state", state_name(p->state),
+                              "startedAtMs", (json_int_t)p->started_ms, "exitCode",
+                              p->state >= PROC_EXITED ? json_integer(p->exit_code) : json_null(),
+                              "nextSeq", (json_int_t)p->log.next_seq);
+        free(cwd);
+        json_array_append_new(list, o);
+    }
+    rpc_reply_json(req, json_pack("{s:s,s:o}", "sessionId",
+                                  t->session->id, "processes", list));
+}
+
+/* process/attach {sessionId, processId, afterSeq?} (ours, capability processAttach):
+ * a second viewer. Answers like process/read (the retained output after afterSeq,
+ * default 0, and the state), and from then on pushes every event of the process to
+ * this connection too, carrying `sessionId`. The reply and the subscription happen
+ * in one step, so the viewer sees the output with no gap and no repeat. The process
+ * may belong to this client's own session (then only the reply matters) or to
+ * another one it may see, attached to someone else or not. */
+static void handle_attach(struct rpc_req *req)
+{
+    struct pdec d;
+    pdec_begin(&d, req->params, "AttachParams");
+    const char *sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
+    const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
+    uint64_t after = pdec_u64(&d, "afterSeq", PDEC_OPTIONAL, 0, NULL);
+    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (!rpc_check_ready(req)) return;
+    struct proc *p = proc_request_proc(req, sid, id);
+    if (!p) return;
+    struct conn *c = req->conn;
+    bool other = p->table != session_of(c)->procs;
+    proc_reply_read(req, p, after, false, 0);
+    if (other) proc_view_add(p, c);
 }
 
 const struct rpc_method process_methods[] = {
@@ -501,5 +593,7 @@ const struct rpc_method process_methods[] = {
     {"process/signal", "exec", proc_handle_signal},
     {"process/resize", "exec", proc_handle_resize},
     {"process/closeStdin", "exec", proc_handle_close_stdin},
+    {"process/list", "exec", handle_list},
+    {"process/attach", "exec", handle_attach},
     {NULL, NULL, NULL},
 };

@@ -75,13 +75,16 @@ void proc_handle_signal(struct rpc_req *req)
     struct pdec d;
     pdec_begin(&d, req->params, "SignalParams");
     const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
+    const char *sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
     json_t *v = d.failed ? NULL : json_object_get(req->params, "signal");
     int sig = 0;
     if (!d.failed && !v) pdec_fail(&d, "missing field `signal`");
     if (!d.failed) sig = decode_signal(&d, v);
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
-    struct proc *p = proc_find(session_of(req->conn)->procs, id);
+    struct proc_table *t = proc_request_table(req, sid);
+    if (!t) return;
+    struct proc *p = proc_find(t, id);
     if (p && p->state == PROC_RUNNING) kill(-p->pid, sig);
     rpc_reply_json(req, json_object());
 }
@@ -122,12 +125,13 @@ void proc_handle_resize(struct rpc_req *req)
     struct pdec d;
     pdec_begin(&d, req->params, "ResizeParams");
     const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
+    const char *sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
     unsigned short rows = decode_dim(&d, "rows");
     unsigned short cols = decode_dim(&d, "cols");
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
-    struct proc *p = proc_find(session_of(req->conn)->procs, id);
-    if (!p) return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
+    struct proc *p = proc_request_proc(req, sid, id);
+    if (!p) return;
     if (!p->tty)
         return rpc_reply_error(req, RPC_INVALID_REQUEST,
                                "process %s has no terminal to resize (started with tty:false)", id);
@@ -144,16 +148,18 @@ void proc_handle_close_stdin(struct rpc_req *req)
     struct pdec d;
     pdec_begin(&d, req->params, "CloseStdinParams");
     const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
+    const char *sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
-    struct proc *p = proc_find(session_of(req->conn)->procs, id);
-    if (!p) return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
+    struct proc *p = proc_request_proc(req, sid, id);
+    if (!p) return;
     if (p->eof_requested || p->in_fd < 0) return rpc_reply_json(req, json_object());
     p->eof_requested = true;
     if (p->tty) {
-        struct termios t;
+        struct termios tio;
         unsigned char veof = 4; /* ^D */
-        if (tcgetattr(p->in_fd, &t) == 0 && t.c_cc[VEOF] != _POSIX_VDISABLE) veof = t.c_cc[VEOF];
+        if (tcgetattr(p->in_fd, &tio) == 0 && tio.c_cc[VEOF] != _POSIX_VDISABLE)
+            veof = tio.c_cc[VEOF];
         struct wq_item *it = xmalloc(sizeof *it + 1);
         it->len = 1;
         it->data[0] = veof;

@@ -17,6 +17,25 @@ static int parse_log_level(const char *value, void *target, const char **why)
     return log_level_parse(value, target);
 }
 
+/* --max-session-keep: seconds (fractions allowed, up to a century) or `forever`. */
+static int parse_keep(const char *value, void *target, const char **why)
+{
+    uint64_t *ms = target;
+    if (strcmp(value, "forever") == 0) {
+        *ms = LIMITS_KEEP_FOREVER;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    double secs = strtod(value, &end);
+    if (!*value || errno || *end || !(secs >= 0) || secs > 86400.0 * 36500) {
+        (void)why; /* the generic message names what is expected */
+        return -EINVAL;
+    }
+    *ms = (uint64_t)(secs * 1000);
+    return 0;
+}
+
 /* --concurrent-requests: a positive count, with the reasons Rust's integer parser
  * gives (the reference's argument parser reports them). */
 static int parse_positive(const char *value, void *target, const char **why)
@@ -174,7 +193,16 @@ const struct opt_spec options_table[] = {
      .section = SEC_LIMITS, TO(L.max_detached), .max = 1000000, .expect = "a count",
      .def = "64",
      .help = "disconnected sessions kept for resume; past it the one detached longest ago "
-             "expires at once"},
+             "expires at once; also the most sessions session/keep may keep"},
+    {.name = "max-session-keep", .meta = "SECONDS|forever", .kind = OPT_PARSE,
+     .modes = OPT_BOTH, .section = SEC_LIMITS, TO(L.max_keep_ms), .parse = parse_keep,
+     .expect = "seconds or `forever`", .def = "forever",
+     .help = "the longest a client may keep its disconnected session and its processes "
+             "(session/keep; 0: off)"},
+    {.name = "allow-tcp-forwarding", .kind = OPT_FLAG, .modes = OPT_BOTH,
+     .section = SEC_LIMITS, TO(L.tcp_forwarding),
+     .help = "allow tcp/connect: clients may open TCP connections from this host, as ssh -L "
+             "does (off by default)"},
     /* ---- remote mode ---- */
     {.name = "remote", .meta = "URL", .kind = OPT_STRING, .modes = OPT_BOTH,
      .section = SEC_REMOTE, TO(C.remote_url),

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/limits.h"
@@ -49,9 +51,24 @@ struct session *session_find(const char *id)
     return NULL;
 }
 
+struct session *session_visible(const struct conn *c, const char *id)
+{
+    struct session *s = session_find(id);
+    return s && strcmp(s->identity, conn_identity(c)) == 0 ? s : NULL;
+}
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 static void session_free_cb(uv_handle_t *h)
 {
-    free(h->data);
+    struct session *s = h->data;
+    free(s->client_name);
+    free(s);
 }
 
 static void session_destroy(struct session *s)
@@ -59,9 +76,9 @@ static void session_destroy(struct session *s)
     if (s->prev) s->prev->next = s->next;
     else sessions = s->next;
     if (s->next) s->next->prev = s->prev;
-    /* The TTL timer runs exactly while the session is detached. */
     if (s->conn) metrics_sessions_changed(-1, 0);
-    else if (uv_is_active((uv_handle_t *)&s->ttl)) metrics_sessions_changed(0, -1);
+    else if (s->detached) metrics_sessions_changed(0, -1);
+    s->detached = false;
     if (s->conn) conn_set_owner(s->conn, NULL, NULL);
     s->conn = NULL;
     proc_table_destroy(s->procs);
@@ -75,8 +92,7 @@ static void session_expired(uv_timer_t *t)
 {
     struct session *s = t->data;
     log_event("event=session_expire session=%s detached_ms=%llu processes=killed", s->id,
-             (unsigned long long)session_ttl_ms);
-    metrics_sessions_changed(0, -1); /* the fired timer is no longer active */
+             (unsigned long long)(s->kept ? s->keep_ms : session_ttl_ms));
     session_destroy(s);
 }
 
@@ -100,18 +116,28 @@ static void session_conn_closed(void *owner, struct conn *c)
         session_destroy(s);
         return;
     }
-    log_event("event=session_detach session=%s peer=%s ttl_ms=%llu", s->id, conn_peer(c),
-              (unsigned long long)session_ttl_ms);
+    uint64_t ttl = s->kept ? s->keep_ms : session_ttl_ms;
+    bool forever = ttl == LIMITS_KEEP_FOREVER;
+    char ttl_text[24];
+    snprintf(ttl_text, sizeof ttl_text, "%llu", (unsigned long long)ttl);
+    log_event("event=session_detach session=%s peer=%s ttl_ms=%s", s->id, conn_peer(c),
+              forever ? "forever" : ttl_text);
     s->detach_order = ++detach_counter;
-    uv_timer_start(&s->ttl, session_expired, session_ttl_ms, 0);
+    s->detached = true;
+    s->detached_ms = wall_ms();
+    if (!forever) uv_timer_start(&s->ttl, session_expired, ttl, 0);
     metrics_sessions_changed(0, 1);
-    /* Over max_detached: the session detached longest ago expires now. */
+    /* Over max_detached: the session detached longest ago expires now. Kept
+     * sessions are spared (session_keep allows at most max_detached of them, so
+     * there is always another one while the limit is exceeded). */
     size_t detached = 0;
     struct session *oldest = NULL;
     for (struct session *o = sessions; o; o = o->next) {
-        if (o->conn) continue;
+        if (!o->detached) continue;
         detached++;
-        if (!oldest || o->detach_order < oldest->detach_order) oldest = o;
+        if (!oldest || (oldest->kept && !o->kept) ||
+            (oldest->kept == o->kept && o->detach_order < oldest->detach_order))
+            oldest = o;
     }
     if (detached > server_limits.max_detached && oldest) {
         log_warn("session %s expired early: %zu detached sessions exceed the limit of %u "
@@ -155,7 +181,9 @@ void session_destroy_all(void)
 
 static void attach(struct session *s, struct conn *c)
 {
-    if (uv_is_active((uv_handle_t *)&s->ttl)) metrics_sessions_changed(0, -1);
+    if (s->detached) metrics_sessions_changed(0, -1);
+    s->detached = false;
+    s->detached_ms = 0;
     metrics_sessions_changed(1, 0);
     uv_timer_stop(&s->ttl);
     s->conn = c;
@@ -163,10 +191,13 @@ static void attach(struct session *s, struct conn *c)
     rpc_conn_set_initialized(c);
 }
 
-struct session *session_create(struct conn *c)
+struct session *session_create(struct conn *c, const char *client_name)
 {
     struct session *s = xcalloc(1, sizeof *s);
     uuid_v4(s->id);
+    snprintf(s->identity, sizeof s->identity, "%s", conn_identity(c));
+    s->client_name = xstrdup(client_name);
+    s->created_ms = wall_ms();
     s->loop = session_loop;
     uv_timer_init(session_loop, &s->ttl);
     s->ttl.data = s;
@@ -184,4 +215,48 @@ void session_resume(struct session *s, struct conn *c)
     attach(s, c);
     proc_table_attached(s->procs, c);
     log_event("event=session_attach session=%s peer=%s resumed=true", s->id, conn_peer(c));
+}
+
+int session_keep(struct session *s, uint64_t keep_ms)
+{
+    unsigned kept = 0;
+    for (struct session *o = sessions; o; o = o->next) kept += o != s && o->kept;
+    if (kept >= server_limits.max_detached) return -ENOSPC;
+    s->kept = true;
+    s->keep_ms = keep_ms;
+    s->ending = false; /* a later session/close still wins */
+    return 0;
+}
+
+json_t *session_list_json(const struct conn *c)
+{
+    json_t *arr = json_array();
+    const char *who = conn_identity(c);
+    for (struct session *s = sessions; s; s = s->next) {
+        if (strcmp(s->identity, who) != 0) continue;
+        unsigned running = 0, total = 0;
+        proc_table_count(s->procs, &running, &total);
+        json_t *o = json_object();
+        json_object_set_new(o, "sessionId", json_string(s->id));
+        json_object_set_new(o, "clientName", json_string(s->client_name));
+        json_object_set_new(o, "current", json_boolean(s->conn == c));
+        json_object_set_new(o, "attached", json_boolean(s->conn != NULL));
+        json_object_set_new(o, "createdAtMs", json_integer((json_int_t)s->created_ms));
+        json_object_set_new(o, "detachedAtMs",
+                            s->detached ? json_integer((json_int_t)s->detached_ms) : json_null());
+        json_t *exp = json_null();
+        if (s->detached && uv_is_active((uv_handle_t *)&s->ttl)) {
+            uint64_t due = uv_timer_get_due_in(&s->ttl);
+            exp = json_integer((json_int_t)(wall_ms() + due));
+        }
+        json_object_set_new(o, "expiresAtMs", exp);
+        json_object_set_new(o, "kept", json_boolean(s->kept));
+        json_object_set_new(o, "keepSeconds", !s->kept || s->keep_ms == LIMITS_KEEP_FOREVER
+                                                  ? json_null()
+                                                  : json_integer((json_int_t)(s->keep_ms / 1000)));
+        json_object_set_new(o, "processes", json_integer(total));
+        json_object_set_new(o, "running", json_integer(running));
+        json_array_append_new(arr, o);
+    }
+    return arr;
 }

@@ -1,6 +1,6 @@
 /* session_methods: initialize (create or resume a session), environment/info,
- * environment/status and session/close (ours), over the registry in session.c
- * (PROTOCOL.md sections 3 and 9). */
+ * environment/status, and ours: session/close, session/keep and session/list, over
+ * the registry in session.c (PROTOCOL.md sections 3, 9 and 11 (i)). */
 #include "session/session.h"
 
 #include <stdlib.h>
@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "process/process_path.h"
+#include "core/limits.h"
 #include "proto/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
@@ -57,6 +58,12 @@ static json_t *environment_info(void)
     json_object_set_new(caps, "processSignalAny", json_true());
     json_object_set_new(caps, "sessionClose", json_true());
     json_object_set_new(caps, "fsPermissions", json_true());
+    /* Ours (§11 (i)): work that outlives its client, and TCP forwarding. */
+    json_object_set_new(caps, "processList", json_true());
+    json_object_set_new(caps, "processAttach", json_true());
+    json_object_set_new(caps, "sessionList", json_true());
+    json_object_set_new(caps, "sessionKeep", json_boolean(server_limits.max_keep_ms != 0));
+    json_object_set_new(caps, "tcpForward", json_boolean(server_limits.tcp_forwarding));
     json_t *info = json_object();
     json_object_set_new(info, "shell", json_pack("{s:s,s:s}", "name", base, "path", shell));
     json_object_set_new(info, "executorVersion", json_string(EXEC_SERVER_VERSION));
@@ -77,7 +84,7 @@ static void handle_initialize(struct rpc_req *req)
 {
     struct pdec d;
     pdec_begin(&d, req->params, "InitializeParams");
-    pdec_string(&d, "clientName", PDEC_REQUIRED);
+    const char *name = pdec_string(&d, "clientName", PDEC_REQUIRED);
     const char *resume = pdec_string(&d, "resumeSessionId", PDEC_OPTIONAL);
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     struct conn *c = req->conn;
@@ -93,7 +100,7 @@ static void handle_initialize(struct rpc_req *req)
                                    "session %s is already attached to another connection", s->id);
         session_resume(s, c);
     } else {
-        s = session_create(c);
+        s = session_create(c, name);
     }
     json_t *res = json_object();
     json_object_set_new(res, "sessionId", json_string(s->id));
@@ -131,10 +138,54 @@ static void handle_session_close(struct rpc_req *req)
     rpc_reply_json(req, json_object());
 }
 
+/* session/keep {ttlSeconds?} (ours, capability sessionKeep): once detached, this
+ * session waits ttlSeconds to be resumed instead of the --session-ttl, or with
+ * ttlSeconds absent or null until it is ended (session/close after a resume, or the
+ * server stopping). At most --max-session-keep (longer asks are cut to it, and the
+ * result says what was granted); at most --max-detached-sessions kept sessions. */
+static void handle_session_keep(struct rpc_req *req)
+{
+    struct pdec d;
+    pdec_begin(&d, req->params, "KeepParams");
+    bool given = false;
+    uint64_t secs = pdec_u64(&d, "ttlSeconds", PDEC_OPTIONAL, 0, &given);
+    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (!rpc_check_ready(req)) return;
+    uint64_t max = server_limits.max_keep_ms;
+    if (max == 0)
+        return rpc_reply_error(req, RPC_INVALID_REQUEST,
+                               "session/keep is disabled on this server (--max-session-keep 0)");
+    uint64_t ms = !given ? LIMITS_KEEP_FOREVER
+                  : secs > (LIMITS_KEEP_FOREVER - 1) / 1000 ? LIMITS_KEEP_FOREVER - 1
+                                                           : secs * 1000;
+    if (ms > max) ms = max;
+    if (session_keep(session_of(req->conn), ms) < 0)
+        return rpc_reply_error(req, RPC_INVALID_REQUEST,
+                               "cannot keep this session: %u sessions are kept already "
+                               "(--max-detached-sessions %u)",
+                               server_limits.max_detached, server_limits.max_detached);
+    rpc_reply_json(req, json_pack("{s:o}", "ttlSeconds",
+                                  ms == LIMITS_KEEP_FOREVER ? json_null()
+                                                            : json_integer((json_int_t)(ms / 1000))));
+}
+
+/* session/list (ours, capability sessionList): the sessions this client may see,
+ * which are those opened by the same identity (conn_identity: the same capability
+ * token, or the same JWT subject; everyone when authentication is off). */
+static void handle_session_list(struct rpc_req *req)
+{
+    struct pdec d;
+    if (!pdec_unit(&d, req->params)) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (!rpc_check_ready(req)) return;
+    rpc_reply_json(req, json_pack("{s:o}", "sessions", session_list_json(req->conn)));
+}
+
 const struct rpc_method session_methods[] = {
     {"initialize", "initialize", handle_initialize},
     {"environment/info", "environment info", handle_env_info},
     {"environment/status", "environment status", handle_env_status},
     {"session/close", "session", handle_session_close},
+    {"session/keep", "session", handle_session_keep},
+    {"session/list", "session", handle_session_list},
     {NULL, NULL, NULL},
 };

@@ -245,6 +245,30 @@ bool auth_admit(const char *authorization, struct buf *reply, struct auth_refusa
     return false;
 }
 
+void auth_identity(const char *authorization, char *out)
+{
+    out[0] = '\0';
+    const char *tok;
+    size_t len;
+    if (!enabled || bearer_token(authorization, &tok, &len) != AUTH_OK) return;
+    char subject[1024];
+    const char *kind = "token:";
+    const char *what = tok;
+    size_t what_len = len;
+    if (jwt_mode && jwt_subject(tok, len, subject, sizeof subject) == 0) {
+        kind = "jwt:";
+        what = subject;
+        what_len = strlen(subject);
+    }
+    char text[1100]; /* a kind, and a token (at most 504 bytes) or a subject (1023) */
+    int n = snprintf(text, sizeof text, "%s%.*s", kind, (int)what_len, what);
+    size_t tlen = n > 0 && (size_t)n < sizeof text ? (size_t)n : sizeof text - 1;
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)text, tlen, digest);
+    OPENSSL_cleanse(text, sizeof text);
+    for (size_t i = 0; i < sizeof digest; i++) snprintf(out + 2 * i, 3, "%02x", digest[i]);
+}
+
 int auth_reload(char *err, size_t errlen)
 {
     if (!enabled || !reload_path) return 0;

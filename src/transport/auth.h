@@ -79,6 +79,15 @@ struct auth_refusal {
  * is not NULL, filling *why. */
 bool auth_admit(const char *authorization, struct buf *reply, struct auth_refusal *why);
 
+/* Who an admitted upgrade's Authorization header speaks for, as 64 hex digits into
+ * out (AUTH_IDENTITY_LEN bytes with the NUL): the SHA-256 of "token:" and the bearer
+ * token (capability tokens: one token, one identity; a new token after SIGHUP is a
+ * new identity), or of "jwt:", the issuer, a newline and the subject (a JWT with a
+ * `sub` claim: every token for that subject is the same identity; without `sub`,
+ * the token itself, as for capability tokens). "" when authentication is off. */
+#define AUTH_IDENTITY_LEN 65
+void auth_identity(const char *authorization, char *out);
+
 /* SIGHUP: re-reads the token file or the JWT secret file the server was started
  * with (a --ws-token-sha256 digest has nothing to re-read). On failure the old key
  * stays and the message is in err. Returns 0 (also when there is nothing to reload)

@@ -3,6 +3,7 @@
  * conn_internal.h). */
 #include "transport/conn_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,6 +110,16 @@ const char *conn_peer(const struct conn *c)
     return c->peer;
 }
 
+const char *conn_identity(const struct conn *c)
+{
+    return c->identity;
+}
+
+void conn_set_identity(struct conn *c, const char *identity)
+{
+    snprintf(c->identity, sizeof c->identity, "%s", identity);
+}
+
 const char *conn_kind(const struct conn *c)
 {
     return c->ops->kind;
@@ -187,6 +198,16 @@ static size_t conn_backlog(const struct conn *c)
 {
     size_t head = c->wq_n ? c->wq[c->wq_head] : 0;
     return c->queued > head ? c->queued - head : 0;
+}
+
+void *conn_slot_ensure(struct conn *c, enum conn_slot slot, size_t size, void (*free_fn)(void *),
+                       void (*unblocked)(void *))
+{
+    if (!c->slots[slot]) {
+        conn_slot_set(c, slot, xcalloc(1, size), free_fn);
+        c->slot_unblocked[slot] = unblocked;
+    }
+    return c->slots[slot];
 }
 
 /* Whether closing now would lose nothing a resuming client cannot read back:

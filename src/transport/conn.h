@@ -60,6 +60,11 @@ void conn_unref(struct conn *c);
 const char *conn_peer(const struct conn *c);
 /* Transport name used in protocol texts: "websocket" or "stdio". */
 const char *conn_kind(const struct conn *c);
+/* Who authenticated the connection: a digest of the bearer token (capability
+ * tokens) or of the JWT's issuer and subject (auth.h, auth_identity), or "" when
+ * the listener has no authentication. Sessions remember their creator's identity;
+ * only the same identity may list or view them (session/list, process/attach). */
+const char *conn_identity(const struct conn *c);
 
 /* Bytes handed to the kernel-facing write queue and not yet written. */
 size_t conn_queued_bytes(const struct conn *c);
@@ -90,9 +95,20 @@ void *conn_owner(const struct conn *c, const struct conn_owner_ops *ops);
 
 /* Per-connection state owned by other modules (the rpc lifecycle gate, open file
  * handles, HTTP streams). free_fn runs once when the connection closes. */
-enum conn_slot { CONN_SLOT_RPC, CONN_SLOT_FS, CONN_SLOT_HTTP, CONN_SLOT_COUNT };
+enum conn_slot {
+    CONN_SLOT_RPC,
+    CONN_SLOT_FS,
+    CONN_SLOT_HTTP,
+    CONN_SLOT_TCP,  /* tcp/connect streams (tcp/tcp_forward.c) */
+    CONN_SLOT_VIEW, /* processes of other sessions it watches (process/attach) */
+    CONN_SLOT_COUNT
+};
 void *conn_slot_get(const struct conn *c, enum conn_slot slot);
 void conn_slot_set(struct conn *c, enum conn_slot slot, void *state, void (*free_fn)(void *));
+/* The slot's state, created on first use: size zeroed bytes, freed with free_fn,
+ * with unblocked (may be NULL) as its conn_slot_on_unblocked callback. */
+void *conn_slot_ensure(struct conn *c, enum conn_slot slot, size_t size, void (*free_fn)(void *),
+                       void (*unblocked)(void *));
 /* fn(state) runs when the connection's write queue drains below CONN_LOW_WATER
  * after being congested: a slot's producer that paused itself resumes. */
 void conn_slot_on_unblocked(struct conn *c, enum conn_slot slot, void (*fn)(void *));

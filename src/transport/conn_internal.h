@@ -28,6 +28,7 @@ struct conn {
     int refs;               /* the transport holds one until closed; requests hold one each */
     bool open;              /* false once closing started: sends are dropped */
     char peer[64];          /* "IP:PORT" or "stdio" */
+    char identity[65];      /* conn_identity: hex digest, or "" */
     const char *transport;  /* log word and metrics label: ops->kind, or "http" for a
                                listener connection not (yet) upgraded (static) */
     conn_message_fn on_message; /* where complete incoming messages go */
@@ -55,6 +56,8 @@ void conn_init(struct conn *c, const struct conn_ops *ops, uv_loop_t *loop,
 /* Renames what the connection is (metrics and logs): the WebSocket listener's
  * connections are "http" until they upgrade. word must be static. */
 void conn_set_transport(struct conn *c, const char *word);
+/* Records who authenticated the connection (auth_identity's digest). */
+void conn_set_identity(struct conn *c, const char *identity);
 /* Hands one complete incoming message to the reader (transports call it). */
 void conn_deliver(struct conn *c, const char *data, size_t len);
 /* Queues bufs on stream with flow accounting; `mem` is freed when written. */

@@ -1,11 +1,13 @@
 /* jwt: HS256 JSON Web Token verification (see jwt.h). */
 #include "transport/jwt.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,6 +144,24 @@ enum jwt_verdict jwt_verify(const char *token, size_t len, const uint8_t *secret
     }
     json_decref(claims);
     return v;
+}
+
+int jwt_subject(const char *token, size_t len, char *out, size_t n)
+{
+    const char *d1 = memchr(token, '.', len);
+    const char *d2 = d1 ? memchr(d1 + 1, '.', len - (size_t)(d1 + 1 - token)) : NULL;
+    if (!d1 || !d2) return -EINVAL;
+    json_t *claims = segment_json(d1 + 1, (size_t)(d2 - d1 - 1));
+    if (!claims) return -EINVAL;
+    const char *sub = json_string_value(json_object_get(claims, "sub"));
+    const char *iss = json_string_value(json_object_get(claims, "iss"));
+    int rc = -ENOENT;
+    if (sub) {
+        snprintf(out, n, "%s\n%s", iss ? iss : "", sub);
+        rc = 0;
+    }
+    json_decref(claims);
+    return rc;
 }
 
 const char *jwt_verdict_text(enum jwt_verdict v)

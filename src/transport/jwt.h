@@ -31,6 +31,10 @@ enum jwt_verdict jwt_verify(const char *token, size_t len, const uint8_t *secret
  * when malformed; the caller owns the result. */
 struct json_t;
 struct json_t *jwt_claims(const char *token, size_t len);
+/* Who a token (already verified) speaks for: "<iss>\n<sub>" into out (n bytes) when
+ * it has a string `sub` claim. Returns 0, or -ENOENT without one (-EINVAL when the
+ * token is malformed). */
+int jwt_subject(const char *token, size_t len, char *out, size_t n);
 
 /* The 401 body the reference sends for a verdict. */
 const char *jwt_verdict_text(enum jwt_verdict v);

@@ -470,7 +470,12 @@ static void ws_on_bytes(struct ws_conn *w, uv_stream_t *s, char *data, size_t nr
         }
         return;
     }
-    if (auth_enabled()) log_event("event=auth result=ok peer=%s", conn_peer(&w->base));
+    if (auth_enabled()) {
+        char who[AUTH_IDENTITY_LEN];
+        auth_identity(info.authorization, who);
+        conn_set_identity(&w->base, who);
+        log_event("event=auth result=ok peer=%s", conn_peer(&w->base));
+    }
     conn_set_transport(&w->base, "websocket");
     log_event("event=websocket_upgrade transport=websocket peer=%s", conn_peer(&w->base));
     ws_upgrade(w, info.consumed);

@@ -22,7 +22,7 @@ PREFIXES = (
     "session_", "env_config_", "proc_", "process_", "spawn_", "spawner_", "guardian_",
     "event_log_", "seccomp_",
     "env_", "fs_", "capability_roots_", "caproots_", "sandbox_", "denied_", "curl_", "server_",
-    "reload_", "config_", "options_", "codex_config_",
+    "reload_", "tcp_", "config_", "options_", "codex_config_",
     "netproxy_", "np_",
 )
 

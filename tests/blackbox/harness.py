@@ -29,6 +29,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import shlex
 import select
 import signal
@@ -1048,6 +1049,43 @@ def kill_marked(marker=None):
 
 def fd_count(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def read_line_matching(f, pattern, timeout=DEFAULT_TIMEOUT):
+    """Reads lines of the binary stream f (a child's stdout or stderr) until one matches
+    the bytes regex `pattern`; returns the match."""
+    deadline = time.monotonic() + timeout
+    seen = b""
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([f], [], [], max(0.0, deadline - time.monotonic()))
+        if not r:
+            break
+        line = f.readline()
+        if not line:
+            break
+        seen += line
+        m = re.search(pattern, line)
+        if m:
+            return m
+    raise AssertionError("no line matching %r; got %r" % (pattern, seen))
+
+
+def curl_sha256(url, timeout=600):
+    """Downloads url with curl, hashing it as it streams (nothing on disk); returns
+    (bytes, sha256 hex)."""
+    p = subprocess.Popen(["curl", "-sS", "--fail", url], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    h = hashlib.sha256()
+    n = 0
+    while True:
+        chunk = p.stdout.read(1 << 20)
+        if not chunk:
+            break
+        h.update(chunk)
+        n += len(chunk)
+    rc = p.wait(timeout)
+    assert rc == 0, "curl %s: exit %d: %r" % (url, rc, p.stderr.read())
+    return n, h.hexdigest()
 
 
 def wait_until(pred, timeout=DEFAULT_TIMEOUT, what="condition", interval=0.05):

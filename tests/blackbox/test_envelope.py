@@ -184,9 +184,10 @@ def test_initialize_errors(srv):
 
 def test_unknown_method(srv):
     s = srv.session()
-    # process/resize and process/closeStdin are ours (§11 (g)); the reference lacks them
-    extra = ("process/resize", "process/closeStdin") if IS_REF else ()
-    for m in ("no/such", "shutdown", "ping", "process/list", "") + extra:
+    # process/resize and process/closeStdin are ours (§11 (g)), process/list too (§11 (i));
+    # the reference lacks them
+    extra = ("process/resize", "process/closeStdin", "process/list") if IS_REF else ()
+    for m in ("no/such", "shutdown", "ping", "") + extra:
         code, text = s.error(m, {})
         assert (code, text) == (-32601, "exec-server stub does not implement `%s` yet" % m), text
     s.close()

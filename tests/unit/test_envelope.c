@@ -17,7 +17,7 @@
 
 struct memconn {
     struct conn base;
-    char sent[16][1024]; /* captured payloads, NUL-terminated */
+    char sent[16][4096]; /* captured payloads, NUL-terminated */
     int nsent;
     bool closed;
 };
