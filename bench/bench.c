@@ -25,6 +25,23 @@
 
 struct opts O;
 
+/* Whether row `id` ("5b", "1", "7a") is to be run: every row unless --only names
+ * rows, where "5" stands for all of 5a-5d. */
+bool row_on(const char *id)
+{
+    if (!O.only) return true;
+    size_t il = strlen(id);
+    for (const char *p = O.only; *p;) {
+        size_t n = strcspn(p, ",");
+        if ((n == il && memcmp(p, id, n) == 0) ||
+            (n < il && memcmp(p, id, n) == 0 && id[n] >= 'a' && id[n] <= 'z'))
+            return true;
+        p += n;
+        if (*p == ',') p++;
+    }
+    return false;
+}
+
 static void run_scenarios(void)
 {
     struct server s;
@@ -32,16 +49,21 @@ static void run_scenarios(void)
 
     if (O.scenarios & (1u << 1)) {
         snprintf(name, sizeof name, "1. one-shot /bin/true, %d sequential (ms)", O.oneshot_n);
-        struct row *r = row_get(name, K_MS);
-        progress("%s", name);
-        r->has_floor = true;
-        scenario_oneshot(r);
+        struct row *r;
+        if (row_on("1")) {
+            r = row_get(name, K_MS);
+            progress("%s", name);
+            r->has_floor = true;
+            scenario_oneshot(r);
+        }
         snprintf(name, sizeof name, "1b. one-shot /bin/true, ReadOnly sandbox (ms; floor: "
                                     "ours unsandboxed)");
-        r = row_get(name, K_MS);
-        progress("%s", name);
-        r->has_floor = true;
-        scenario_oneshot_sandboxed(r);
+        if (row_on("1b")) {
+            r = row_get(name, K_MS);
+            progress("%s", name);
+            r->has_floor = true;
+            scenario_oneshot_sandboxed(r);
+        }
     }
     if (O.scenarios & (1u << 2)) {
         snprintf(name, sizeof name, "2. streaming %zu MiB stdout (MB/s)", O.stream_bytes >> 20);
@@ -95,7 +117,7 @@ static void run_scenarios(void)
         progress("5. files: preparing %zu MiB file and %d-entry tree", O.file_bytes >> 20,
                  O.walk_entries);
         make_file(file_big, O.file_bytes);
-        make_tree(walk_root, O.walk_entries);
+        if (row_on("5d")) make_tree(walk_root, O.walk_entries);
         /* One encoding per 1 MiB block (each block a multiple of 4 characters). */
         size_t blk = 1 << 20, nblk = (O.file_bytes + blk - 1) / blk;
         b64_data = xmalloc(nblk * base64_encoded_len(blk));
@@ -129,18 +151,22 @@ static void run_scenarios(void)
         char *cat_argv[] = {"/bin/cat", file_big, NULL};
         char *find_argv[] = {"/usr/bin/find", walk_root, NULL};
 
+        struct row *r;
         snprintf(name, sizeof name, "5a. fs/readFile %zu MiB (ms)", O.file_bytes >> 20);
-        struct row *r = row_get(name, K_MS);
-        progress("%s", name);
-        r->has_floor = true;
-        r->floor = cmd_floor(cat_argv, NULL);
-        for (int w = 0; w < nservers(); w++)
-            if (start_or_fail(&s, w, &r, 1)) {
-                record(r, w, readfile_one(&s));
-                server_stop(&s);
-            }
+        if (row_on("5a")) {
+            r = row_get(name, K_MS);
+            progress("%s", name);
+            r->has_floor = true;
+            r->floor = cmd_floor(cat_argv, NULL);
+            for (int w = 0; w < nservers(); w++)
+                if (start_or_fail(&s, w, &r, 1)) {
+                    record(r, w, readfile_one(&s));
+                    server_stop(&s);
+                }
+        }
 
         snprintf(name, sizeof name, "5b. fs/writeFile %zu MiB (ms)", wf >> 20);
+        if (row_on("5b")) {
         r = row_get(name, K_MS);
         progress("%s", name);
         r->has_floor = true;
@@ -159,30 +185,35 @@ static void run_scenarios(void)
                 server_stop(&s);
             }
         b64_data = keep;
+        }
         free(wf_b64);
 
         snprintf(name, sizeof name, "5c. fs/open+writeBlock %zu MiB in 1 MiB blocks (ms)",
                  O.file_bytes >> 20);
-        r = row_get(name, K_MS);
-        progress("%s", name);
-        r->has_floor = true;
-        r->floor = cmd_floor(cat_argv, file_out);
-        for (int w = 0; w < nservers(); w++)
-            if (start_or_fail(&s, w, &r, 1)) {
-                record(r, w, writeblock_one(&s));
-                server_stop(&s);
-            }
+        if (row_on("5c")) {
+            r = row_get(name, K_MS);
+            progress("%s", name);
+            r->has_floor = true;
+            r->floor = cmd_floor(cat_argv, file_out);
+            for (int w = 0; w < nservers(); w++)
+                if (start_or_fail(&s, w, &r, 1)) {
+                    record(r, w, writeblock_one(&s));
+                    server_stop(&s);
+                }
+        }
 
         snprintf(name, sizeof name, "5d. fs/walk %d entries (ms)", walk_total());
-        r = row_get(name, K_MS);
-        progress("%s", name);
-        r->has_floor = true;
-        r->floor = cmd_floor(find_argv, NULL);
-        for (int w = 0; w < nservers(); w++)
-            if (start_or_fail(&s, w, &r, 1)) {
-                record(r, w, walk_one(&s));
-                server_stop(&s);
-            }
+        if (row_on("5d")) {
+            r = row_get(name, K_MS);
+            progress("%s", name);
+            r->has_floor = true;
+            r->floor = cmd_floor(find_argv, NULL);
+            for (int w = 0; w < nservers(); w++)
+                if (start_or_fail(&s, w, &r, 1)) {
+                    record(r, w, walk_one(&s));
+                    server_stop(&s);
+                }
+        }
         free(b64_data);
     }
     if (O.scenarios & (1u << 6)) {
@@ -208,28 +239,28 @@ static void run_scenarios(void)
                     progress("   ours: memory still growing while the client does not read");
             }
     }
-    if (O.scenarios & (1u << 8)) scenario_http();
+    if ((O.scenarios & (1u << 8)) && row_on("8")) scenario_http();
     if (O.scenarios & (1u << 7)) {
         char ws[PATH_MAX + 16];
         snprintf(ws, sizeof ws, "%s/ws", O.tmp);
         mkdir(ws, 0755);
-        struct row *rsb = row_get("7a. fs/writeFile 4 KiB, sandboxed (ms)", K_MS);
-        struct row *run = row_get("7b. fs/writeFile 4 KiB, no sandbox (ms)", K_MS);
+        struct row *rsb = row_on("7a") ? row_get("7a. fs/writeFile 4 KiB, sandboxed (ms)", K_MS)
+                                        : NULL;
+        struct row *run =
+            row_on("7b") ? row_get("7b. fs/writeFile 4 KiB, no sandbox (ms)", K_MS) : NULL;
         progress("7. sandboxed fs latency");
-        run->has_floor = true;
+        if (run) run->has_floor = true;
         for (int w = 0; w < nservers(); w++) {
-            struct row *both[2] = {rsb, run};
+            struct row *both[2] = {rsb ? rsb : run, run ? run : rsb};
             if (start_or_fail(&s, w, both, 2)) {
-                struct cell sb = sandbox_one(&s, true, ws);
                 /* A refused sandbox is a missing feature, not a broken run. */
-                rsb->v[w] = sb;
-                record(run, w, sandbox_one(&s, false, ws));
+                if (rsb) rsb->v[w] = sandbox_one(&s, true, ws, NULL);
+                /* The floor (open/write/close by the driver) is interleaved with
+                 * ours, one write each in turn, so both see the same load. */
+                if (run) record(run, w, sandbox_one(&s, false, ws, w == 0 ? &run->floor : NULL));
                 server_stop(&s);
             }
         }
-        /* After the servers, on the file they wrote: right after scenario 6 the
-         * first few milliseconds of writes were slow for whoever came first. */
-        run->floor = write4k_floor(ws);
     }
 }
 
@@ -290,6 +321,37 @@ static void print_table(void)
             }
         }
         printf("| %s | %s | %s | %s | %s | %s |\n", r->name, o, ref, ratio, fl, vf);
+    }
+}
+
+/* The second table: CPU time per operation, which machine load does not stretch
+ * the way it stretches wall time (see docs/BENCHMARKS.md). */
+static void print_cpu_table(void)
+{
+    bool any = false;
+    for (int i = 0; i < nrows; i++)
+        if (rows[i].v[0].cpu > 0) any = true;
+    if (!any) return;
+    printf("\nCPU per operation (ms): the server with its threads and helper processes "
+           "(not the commands it runs); the floor's command, or the driver for an "
+           "in-process floor\n\n");
+    printf("| scenario | ours | reference | ours less by | floor | ours vs floor |\n");
+    printf("|---|---|---|---|---|---|\n");
+    for (int i = 0; i < nrows; i++) {
+        struct row *r = &rows[i];
+        const struct cell *o = &r->v[0], *f = &r->v[1], *fl = &r->floor;
+        if (!(o->ok && o->cpu > 0)) continue;
+        char a[32], b[32] = "", ratio[32] = "", c[32] = "", vf[32] = "";
+        fmt_num(a, sizeof a, o->cpu, K_MS);
+        if (f->ok && f->cpu > 0) {
+            fmt_num(b, sizeof b, f->cpu, K_MS);
+            snprintf(ratio, sizeof ratio, "%.1fx", f->cpu / o->cpu);
+        }
+        if (r->has_floor && fl->ok && fl->cpu > 0) {
+            fmt_num(c, sizeof c, fl->cpu, K_MS);
+            snprintf(vf, sizeof vf, "%.2fx", o->cpu / fl->cpu);
+        }
+        printf("| %s | %s | %s | %s | %s | %s |\n", r->name, a, b, ratio, c, vf);
     }
 }
 
@@ -364,7 +426,9 @@ static void usage(FILE *f)
             "  --walk N             entries in the walked tree (50000)\n"
             "  --procs N            live processes for the memory figure (500)\n"
             "  --mem-stream-mb N    size of the unread stream in MB (1000)\n"
-            "  --sandbox-n N        sandboxed writes (200)\n");
+            "  --sandbox-n N        sandboxed writes (200)\n"
+            "  --only LIST          only these rows, e.g. 5b,7b (5 = all of 5a-5d)\n"
+            "environment: EXEC_BENCH_WRAP=\"CMD ARGS\" runs our server under CMD (a profiler)\n");
 }
 
 static void cleanup_tmp(void)
@@ -424,6 +488,13 @@ int main(int argc, char **argv)
         else if (OPT("--procs")) O.mem_procs = atoi(v);
         else if (OPT("--mem-stream-mb")) O.mem_stream_bytes = (size_t)atol(v) * 1000000;
         else if (OPT("--sandbox-n")) O.sandbox_n = atoi(v);
+        else if (OPT("--only")) {
+            O.only = v;
+            O.scenarios = 0;
+            for (const char *p = v; *p; p++)
+                if (*p >= '1' && *p <= '9' && (p == v || p[-1] == ','))
+                    O.scenarios |= 1u << (*p - '0');
+        }
         else {
             fprintf(stderr, "exec-bench: unknown or incomplete option %s\n", a);
             usage(stderr);
@@ -488,6 +559,7 @@ int main(int argc, char **argv)
     double t0 = now_s();
     run_scenarios();
     print_table();
+    print_cpu_table();
     print_targets();
     printf("\n(%s; driver and servers on the same machine; %.0f s total)\n",
            O.quick ? "--quick sizes" : "full sizes", now_s() - t0);

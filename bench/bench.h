@@ -53,6 +53,8 @@ struct opts {
     double mem_stream_secs;
     int sandbox_n;
     size_t http_bytes;
+    const char *ours_extra[4]; /* more options for our server (NULL-terminated) */
+    const char *only; /* --only: comma-separated row ids ("5b,7b") or NULL for all */
     char tmp[PATH_MAX];
 };
 
@@ -64,6 +66,8 @@ struct cell {
     bool ok;
     bool dist; /* p95 meaningful */
     double p50, p95;
+    double cpu; /* CPU ms per operation of the server (all its threads and helper
+                   processes) or of the floor's command; 0 when not measured */
     char err[200];
 };
 
@@ -126,12 +130,15 @@ struct cell value(double v);
 struct cell failure(const char *fmt, ...);
 void server_stop(struct server *s);
 double server_rss_mb(const struct server *s);
+double server_cpu_ms(const struct server *s);
+double self_cpu_ms(void);
+bool row_on(const char *id);
 void track_init(struct track *t, const char *prefix, int n, bool decode);
 void track_free(struct track *t);
 void track_msg(void *ud, struct span m);
 int track_pump(struct wsc *c, struct track *t, int closed, int responses, int timeout_ms);
 void start_params(char *out, size_t n, const char *prefix, int idx, const char *argv_json);
-double pipe_floor(char *const argv[], uint64_t *bytes);
+double pipe_floor(char *const argv[], uint64_t *bytes, struct rusage *ru);
 bool connect_server(struct server *s, struct wsc *c, struct cell *out);
 void record(struct row *r, int which, struct cell c);
 bool have_ref(void);
@@ -157,7 +164,6 @@ struct cell walk_one(struct server *s);
 struct cell cmd_floor(char *const argv[], const char *out_path);
 void scenario_http(void);
 struct mem_result mem_run(struct server *s);
-struct cell sandbox_one(struct server *s, bool sandboxed, const char *ws);
-struct cell write4k_floor(const char *ws);
+struct cell sandbox_one(struct server *s, bool sandboxed, const char *ws, struct cell *floor);
 
 #endif

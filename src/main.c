@@ -42,6 +42,7 @@
 #include "transport/stdio.h"
 #include "transport/tls.h"
 #include "transport/ws.h"
+#include "util/bigbuf.h"
 #include "util/mem.h"
 
 static uv_loop_t *loop;
@@ -134,6 +135,39 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
 }
 
 static uv_signal_t sig_hup; /* wss only: certificate reload */
+
+/* Large buffers freed by a request stay cached for the next one (util/bigbuf.h)
+ * and go back to the kernel after BIGBUF_IDLE_MS without use: the hook (any
+ * thread) wakes the loop, which keeps a timer running while anything is cached.
+ * Both handles are unreferenced so they never keep the loop alive. */
+#define BIGBUF_IDLE_MS 2000
+static uv_async_t bigbuf_async;
+static uv_timer_t bigbuf_timer;
+
+static void bigbuf_timer_cb(uv_timer_t *t)
+{
+    if (bigbuf_trim(BIGBUF_IDLE_MS) > 0) uv_timer_start(t, bigbuf_timer_cb, BIGBUF_IDLE_MS, 0);
+}
+
+static void bigbuf_async_cb(uv_async_t *a)
+{
+    if (!uv_is_active((uv_handle_t *)&bigbuf_timer))
+        uv_timer_start(&bigbuf_timer, bigbuf_timer_cb, BIGBUF_IDLE_MS, 0);
+}
+
+static void bigbuf_cached_cb(void)
+{
+    uv_async_send(&bigbuf_async);
+}
+
+static void bigbuf_decay_start(uv_loop_t *l)
+{
+    uv_async_init(l, &bigbuf_async, bigbuf_async_cb);
+    uv_timer_init(l, &bigbuf_timer);
+    uv_unref((uv_handle_t *)&bigbuf_async);
+    uv_unref((uv_handle_t *)&bigbuf_timer);
+    bigbuf_set_cached_hook(bigbuf_cached_cb);
+}
 
 static void shutdown_server(void)
 {
@@ -782,6 +816,7 @@ int main(int argc, char **argv)
     uv_signal_init(loop, &sig_int);
     uv_signal_start(&sig_term, on_signal, SIGTERM);
     uv_signal_start(&sig_int, on_signal, SIGINT);
+    bigbuf_decay_start(loop);
     /* Every child is started from the spawner, a small process made now while this
      * one holds almost nothing (after the signal handlers: a SIGTERM during its start
      * must be an orderly exit, not a kill). */
@@ -862,10 +897,12 @@ int main(int argc, char **argv)
     }
 
     uv_run(loop, UV_RUN_DEFAULT);
+    bigbuf_set_cached_hook(NULL); /* no work is left: the async handle may close */
     /* Everything is closed by now unless shutdown raced a close: finish the rest. */
     uv_walk(loop, close_walk_cb, NULL);
     uv_run(loop, UV_RUN_DEFAULT);
     uv_loop_close(loop);
+    bigbuf_trim(0);
     if (remote_mode) remote_cleanup();
     spawner_stop();
     return exit_status;

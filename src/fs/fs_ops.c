@@ -32,6 +32,7 @@
 #include "proto/utf8.h"
 #include "rpc/rpc.h"
 #include "proto/base64.h"
+#include "util/bigbuf.h"
 #include "util/buf.h"
 #include "util/mem.h"
 
@@ -228,19 +229,40 @@ static void do_read_file(struct fs_work *fw)
     close(fd);
 }
 
+/* The bytes of fw's base64 payload: decoded in place when the request's copy is
+ * its own (no second buffer of the file's size to fault in), else into *own (free
+ * it with payload_free). Returns NULL with the decoder's text in detail when the
+ * payload is not valid base64. */
+static uint8_t *payload_decode(struct fs_work *fw, size_t *n, uint8_t **own, char *detail,
+                               size_t dlen)
+{
+    size_t max = base64_decoded_max(fw->b64_len) + 1;
+    uint8_t *data;
+    *own = NULL;
+    if (fw->b64_writable) data = (uint8_t *)fw->b64;
+    else data = *own = max >= BIGBUF_MIN ? bigbuf_alloc(max, NULL) : xmalloc(max);
+    if (base64_decode(fw->b64, fw->b64_len, data, n, detail, dlen) < 0) return NULL;
+    return data;
+}
+
+static void payload_free(struct fs_work *fw, uint8_t *own)
+{
+    if (own && base64_decoded_max(fw->b64_len) + 1 >= BIGBUF_MIN) bigbuf_free(own);
+    else free(own);
+}
+
 static void do_write_file(struct fs_work *fw)
 {
-    uint8_t *data = xmalloc(base64_decoded_max(fw->b64_len) + 1);
     size_t n = 0;
+    uint8_t *own;
     char detail[128];
-    if (base64_decode(fw->b64, fw->b64_len, data, &n, detail, sizeof detail) < 0) {
+    uint8_t *data = payload_decode(fw, &n, &own, detail, sizeof detail);
+    if (!data) {
         fs_work_set_msg(fw, RPC_INVALID_REQUEST,
                         "fs/writeFile requires valid base64 dataBase64: %s", detail);
-        free(data);
+        payload_free(fw, own);
         return;
     }
-    free(fw->b64);
-    fw->b64 = NULL;
     int fd;
     if (fw->nofollow) {
         const char *leaf;
@@ -257,7 +279,7 @@ static void do_write_file(struct fs_work *fw)
     }
     if (fd < 0) {
         fs_work_set_err(fw, errno);
-        free(data);
+        payload_free(fw, own);
         return;
     }
     size_t done = 0;
@@ -271,7 +293,7 @@ static void do_write_file(struct fs_work *fw)
         done += (size_t)w;
     }
     if (close(fd) < 0 && !fs_work_failed(fw)) fs_work_set_err(fw, errno);
-    free(data);
+    payload_free(fw, own);
     if (!fs_work_failed(fw)) buf_puts(&fw->out, "{}");
 }
 
@@ -572,27 +594,36 @@ static void do_open(struct fs_work *fw)
 
 static void do_write_block(struct fs_work *fw)
 {
+    size_t n = 0;
+    uint8_t *own;
+    char detail[96];
+    uint8_t *data = payload_decode(fw, &n, &own, detail, sizeof detail);
+    if (!data) {
+        fs_work_set_msg(fw, RPC_INVALID_PARAMS, "%s", detail);
+        goto out;
+    }
     if (fw->offset > (uint64_t)INT64_MAX) {
         fs_work_set_err(fw, EINVAL);
-        return;
+        goto out;
     }
     size_t done = 0;
-    while (done < fw->data_len) {
-        ssize_t w =
-            pwrite(fw->h->fd, fw->data + done, fw->data_len - done, (off_t)(fw->offset + done));
+    while (done < n) {
+        ssize_t w = pwrite(fw->h->fd, data + done, n - done, (off_t)(fw->offset + done));
         if (w < 0) {
             if (errno == EINTR) continue;
             fs_work_set_err(fw, errno);
-            return;
+            goto out;
         }
         done += (size_t)w;
     }
     /* An empty chunk still reports a read-only handle. */
-    if (fw->data_len == 0 && pwrite(fw->h->fd, "", 0, (off_t)fw->offset) < 0) {
+    if (n == 0 && pwrite(fw->h->fd, "", 0, (off_t)fw->offset) < 0) {
         fs_work_set_err(fw, errno);
-        return;
+        goto out;
     }
     buf_puts(&fw->out, "{}");
+out:
+    payload_free(fw, own);
 }
 
 static void do_read_block(struct fs_work *fw)

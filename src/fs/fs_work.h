@@ -50,9 +50,11 @@ struct fs_work {
     size_t path_len, path2_len;
     bool recursive, force;
     bool nofollow; /* followSymlinks:false (PROTOCOL.md section 6.13) */
-    /* writeFile */
-    char *b64;
+    /* writeFile dataBase64, writeBlock chunk: borrowed from the request (or the
+     * sandbox helper's request frame), which outlives the work */
+    const char *b64;
     size_t b64_len;
+    bool b64_writable; /* the request's own copy: may be decoded in place */
     /* walk */
     uint64_t max_depth, max_dirs, max_entries;
     bool follow_dir_links, prune_hidden;
@@ -63,8 +65,6 @@ struct fs_work {
     struct fs_handle *h;
     uint64_t offset, len;
     bool replace;  /* fs/open mode "replace" */
-    uint8_t *data; /* fs/writeBlock: decoded chunk */
-    size_t data_len;
     /* outcome */
     struct buf out; /* the reply message, begun on the loop thread */
     int err;        /* errno to report, or 0 */

@@ -10,13 +10,6 @@
 
 #include "util/buf.h"
 
-#define MAX_BIG 16 /* messages carry one payload string; more is unusual */
-
-struct big {
-    const char *p;
-    size_t n;
-};
-
 const char *json_load_string_end(const char *p, const char *e)
 {
     p++;
@@ -66,8 +59,18 @@ static void make_tag(void)
     snprintf(tag, sizeof tag, "%016llx", (unsigned long long)r);
 }
 
-/* Replaces placeholder strings under v by their big values. Returns how many. */
-static int splice(json_t *v, const struct big *bigs, int nbig, int depth)
+int json_load_big_index(const json_t *v, const struct json_load_bigs *bigs)
+{
+    if (!bigs || bigs->n == 0 || !json_is_string(v) || json_string_length(v) != 18) return -1;
+    const char *s = json_string_value(v);
+    if (s[0] != '\1' || memcmp(s + 1, tag, 16) != 0) return -1;
+    int i = s[17] - 'a';
+    return i >= 0 && i < bigs->n ? i : -1;
+}
+
+/* Replaces placeholder strings under v (but keep) by their big values. Returns
+ * how many placeholders it met, keep included. */
+static int splice(json_t *v, const struct json_load_bigs *bigs, const json_t *keep, int depth)
 {
     if (depth > 64) return 0;
     int found = 0;
@@ -75,44 +78,42 @@ static int splice(json_t *v, const struct big *bigs, int nbig, int depth)
         const char *k;
         json_t *x;
         json_object_foreach(v, k, x) {
-            if (json_is_string(x)) {
-                const char *s = json_string_value(x);
-                if (s[0] == '\1' && strncmp(s + 1, tag, 16) == 0) {
-                    int i = s[17] - 'a';
-                    if (i >= 0 && i < nbig) {
-                        json_object_set_new(v, k, json_stringn_nocheck(bigs[i].p, bigs[i].n));
-                        found++;
-                    }
-                }
-            } else {
-                found += splice(x, bigs, nbig, depth + 1);
+            int i = json_load_big_index(x, bigs);
+            if (i >= 0) {
+                found++;
+                if (x != keep)
+                    json_object_set_new(v, k, json_stringn_nocheck(bigs->v[i].p, bigs->v[i].n));
+            } else if (json_is_object(x) || json_is_array(x)) {
+                found += splice(x, bigs, keep, depth + 1);
             }
         }
     } else if (json_is_array(v)) {
         for (size_t j = 0; j < json_array_size(v); j++) {
             json_t *x = json_array_get(v, j);
-            if (json_is_string(x)) {
-                const char *s = json_string_value(x);
-                if (s[0] == '\1' && strncmp(s + 1, tag, 16) == 0) {
-                    int i = s[17] - 'a';
-                    if (i >= 0 && i < nbig) {
-                        json_array_set_new(v, j, json_stringn_nocheck(bigs[i].p, bigs[i].n));
-                        found++;
-                    }
-                }
-            } else {
-                found += splice(x, bigs, nbig, depth + 1);
+            int i = json_load_big_index(x, bigs);
+            if (i >= 0) {
+                found++;
+                if (x != keep)
+                    json_array_set_new(v, j, json_stringn_nocheck(bigs->v[i].p, bigs->v[i].n));
+            } else if (json_is_object(x) || json_is_array(x)) {
+                found += splice(x, bigs, keep, depth + 1);
             }
         }
     }
     return found;
 }
 
-json_t *json_load_message(const char *data, size_t len, size_t flags, json_error_t *err)
+bool json_load_splice(json_t *root, const struct json_load_bigs *bigs, const json_t *keep)
 {
+    if (bigs->n == 0) return true;
+    return splice(root, bigs, keep, 0) == bigs->n;
+}
+
+json_t *json_load_message_split(const char *data, size_t len, size_t flags, json_error_t *err,
+                                struct json_load_bigs *bigs)
+{
+    bigs->n = 0;
     if (len < JSON_LOAD_BIG_STRING) return json_loadb(data, len, flags, err);
-    struct big bigs[MAX_BIG];
-    int nbig = 0;
     const char *p = data, *e = data + len;
     while (p < e) {
         const char *q = memchr(p, '"', (size_t)(e - p));
@@ -125,30 +126,45 @@ json_t *json_load_message(const char *data, size_t len, size_t flags, json_error
             const char *a = end;
             while (a < e && (*a == ' ' || *a == '\t' || *a == '\n' || *a == '\r')) a++;
             if ((a >= e || *a != ':') && plain(q + 1, n)) {
-                if (nbig == MAX_BIG) return json_loadb(data, len, flags, err);
-                bigs[nbig].p = q + 1;
-                bigs[nbig++].n = n;
+                if (bigs->n == JSON_LOAD_MAX_BIG) {
+                    bigs->n = 0;
+                    return json_loadb(data, len, flags, err);
+                }
+                bigs->v[bigs->n].p = q + 1;
+                bigs->v[bigs->n++].n = n;
             }
         }
         p = end;
     }
-    if (nbig == 0) return json_loadb(data, len, flags, err);
+    if (bigs->n == 0) return json_loadb(data, len, flags, err);
 
     make_tag();
     struct buf copy;
     buf_init(&copy);
     const char *from = data;
-    for (int i = 0; i < nbig; i++) {
-        buf_append(&copy, from, (size_t)(bigs[i].p - from)); /* up to and with the quote */
+    for (int i = 0; i < bigs->n; i++) {
+        buf_append(&copy, from, (size_t)(bigs->v[i].p - from)); /* up to and with the quote */
         buf_puts(&copy, "\\u0001");
         buf_puts(&copy, tag);
         buf_putc(&copy, (char)('a' + i));
-        from = bigs[i].p + bigs[i].n; /* the closing quote comes next */
+        from = bigs->v[i].p + bigs->v[i].n; /* the closing quote comes next */
     }
     buf_append(&copy, from, (size_t)(e - from));
     json_t *msg = json_loadb(copy.data, copy.len, flags, err);
     buf_free(&copy);
-    if (!msg || splice(msg, bigs, nbig, 0) != nbig) {
+    if (!msg) {
+        /* The error text must be json_loadb's on the bytes as sent. */
+        bigs->n = 0;
+        return json_loadb(data, len, flags, err);
+    }
+    return msg;
+}
+
+json_t *json_load_message(const char *data, size_t len, size_t flags, json_error_t *err)
+{
+    struct json_load_bigs bigs;
+    json_t *msg = json_load_message_split(data, len, flags, err, &bigs);
+    if (msg && !json_load_splice(msg, &bigs, NULL)) {
         json_decref(msg);
         return json_loadb(data, len, flags, err);
     }

@@ -17,4 +17,5 @@ void server_methods_register(void)
         fs_mode_methods, http_methods,    env_config_methods, capability_roots_methods,
     };
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) rpc_register_methods(tables[i]);
+    rpc_register_payloads(fs_payloads);
 }

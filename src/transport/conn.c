@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "transport/tls.h"
+#include "util/bigbuf.h"
 #include "util/mem.h"
 
 struct conn_wreq {
@@ -44,7 +45,43 @@ void conn_init(struct conn *c, const struct conn_ops *ops, uv_loop_t *loop,
 
 void conn_deliver(struct conn *c, const char *data, size_t len)
 {
-    if (c->on_message) c->on_message(c, data, len);
+    if (!c->on_message) return;
+    c->delivering = data;
+    c->on_message(c, data, len);
+    c->delivering = NULL;
+}
+
+/* Reading is on unless the backlog or the held input stopped it. */
+static void update_reading(struct conn *c)
+{
+    bool on = !c->backlogged && !c->held_paused;
+    if (c->ops->set_reading && c->open) c->ops->set_reading(c, on);
+}
+
+void *conn_take_message(struct conn *c, const char *data)
+{
+    if (!c->delivering || c->delivering != data || !c->ops->take_message) return NULL;
+    void *m = c->ops->take_message(c);
+    if (!m) return NULL;
+    c->delivering = NULL;
+    c->held += bigbuf_cap(m);
+    if (!c->held_paused && c->held > CONN_HELD_PAUSE) {
+        c->held_paused = true;
+        update_reading(c);
+    }
+    return m;
+}
+
+void conn_release_message(struct conn *c, void *m)
+{
+    if (!m) return;
+    size_t n = bigbuf_cap(m);
+    bigbuf_free(m);
+    c->held -= n < c->held ? n : c->held;
+    if (c->held_paused && c->held <= CONN_HELD_RESUME) {
+        c->held_paused = false;
+        update_reading(c);
+    }
 }
 
 unsigned conn_flags(const struct conn *c)
@@ -155,7 +192,7 @@ static void backlog_over_limit(struct conn *c)
         log_warn("connection %s: %zu bytes of output queued, over the limit of %zu "
                  "(--max-queued-bytes); the client is not reading",
                  c->peer, c->queued, server_limits.max_queued);
-        if (c->ops->set_reading) c->ops->set_reading(c, false);
+        update_reading(c);
     }
     if (backlog_safe_to_drop(c)) {
         log_warn("connection %s: closing the slow client (its process output is kept for "
@@ -173,7 +210,7 @@ void conn_account_written(struct conn *c, size_t len, int status)
         if (c->queued <= server_limits.max_queued) {
             /* It reads after all: back under the limit, serve it again. */
             c->backlogged = false;
-            if (c->ops->set_reading) c->ops->set_reading(c, true);
+            update_reading(c);
         } else if (backlog_safe_to_drop(c)) {
             backlog_over_limit(c);
         }
