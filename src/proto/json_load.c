@@ -8,6 +8,10 @@
 #include <string.h>
 #include <sys/random.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "util/buf.h"
 
 const char *json_load_string_end(const char *p, const char *e)
@@ -23,28 +27,69 @@ const char *json_load_string_end(const char *p, const char *e)
     }
 }
 
-/* Printable ASCII, no backslash: the JSON text is the string's value as is.
- * Eight bytes per step with the classic "has a byte less than / more than / equal
- * to" word tricks (exact as yes/no answers), so the scan runs near memory speed. */
-static bool plain(const char *p, size_t n)
+/* A plain string is printable ASCII without a backslash: its JSON text is its
+ * value as is. plain_stop finds the first byte at or after p that ends or spoils
+ * one: the closing '"', a backslash, a control byte, DEL or a non-ASCII byte (e
+ * when there is none). One pass finds both where a string ends and whether it is
+ * plain: 32 bytes per step with AVX2, else 8 with the classic "has a byte less
+ * than / equal to" word tricks (no false negatives; a hit is confirmed byte by
+ * byte), so a 40 MB base64 value is scanned once at memory speed. */
+#if defined(__x86_64__)
+static int have_avx2 = -1;
+
+__attribute__((constructor)) static void json_load_init(void)
 {
+    have_avx2 = __builtin_cpu_supports("avx2");
+}
+
+__attribute__((target("avx2"))) static const char *plain_stop_avx2(const char *p, const char *e)
+{
+    const __m256i quote = _mm256_set1_epi8('"'), bslash = _mm256_set1_epi8('\\'),
+                  space = _mm256_set1_epi8(0x20), del = _mm256_set1_epi8(0x7f);
+    while (e - p >= 32) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)p);
+        /* Signed compare: bytes >= 0x80 are negative, so "< 0x20" catches them too. */
+        __m256i bad = _mm256_or_si256(
+            _mm256_or_si256(_mm256_cmpeq_epi8(v, quote), _mm256_cmpeq_epi8(v, bslash)),
+            _mm256_or_si256(_mm256_cmpgt_epi8(space, v), _mm256_cmpeq_epi8(v, del)));
+        unsigned m = (unsigned)_mm256_movemask_epi8(bad);
+        if (m) return p + __builtin_ctz(m);
+        p += 32;
+    }
+    return p;
+}
+#endif
+
+static bool stops_plain(unsigned char c)
+{
+    return c == '"' || c == '\\' || c < 0x20 || c > 0x7e;
+}
+
+static const char *plain_stop(const char *p, const char *e)
+{
+#if defined(__x86_64__)
+    if (have_avx2 > 0) {
+        p = plain_stop_avx2(p, e);
+        if (e - p >= 32) return p; /* stopped on a byte */
+    }
+#endif
     const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-    uint64_t bad = 0;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
+    while (e - p >= 8) {
         uint64_t v;
-        memcpy(&v, p + i, 8);
-        uint64_t bs = v ^ (ones * '\\');
-        bad |= ((v - ones * 0x20) & ~v)                /* a byte < 0x20 */
-               | ((v + ones * (127 - 0x7e)) | v)       /* a byte > 0x7e */
-               | ((bs - ones) & ~bs);                  /* a backslash */
+        memcpy(&v, p, 8);
+        uint64_t bs = v ^ (ones * '\\'), qs = v ^ (ones * '"');
+        uint64_t bad = ((v - ones * 0x20) & ~v)        /* a byte < 0x20 */
+                       | ((v + ones * (127 - 0x7e)) | v) /* a byte > 0x7e */
+                       | ((bs - ones) & ~bs)           /* a backslash */
+                       | ((qs - ones) & ~qs);          /* a quote */
+        if (bad & highs)
+            for (int i = 0; i < 8; i++)
+                if (stops_plain((unsigned char)p[i])) return p + i;
+        p += 8;
     }
-    if (bad & highs) return false;
-    for (; i < n; i++) {
-        unsigned char c = (unsigned char)p[i];
-        if (c < 0x20 || c > 0x7e || c == '\\') return false;
-    }
-    return true;
+    for (; p < e; p++)
+        if (stops_plain((unsigned char)*p)) return p;
+    return e;
 }
 
 /* A placeholder no client can guess: \u0001 + a per-process random tag + index. */
@@ -118,14 +163,18 @@ json_t *json_load_message_split(const char *data, size_t len, size_t flags, json
     while (p < e) {
         const char *q = memchr(p, '"', (size_t)(e - p));
         if (!q) break;
-        const char *end = json_load_string_end(q, e);
-        if (!end) break;
+        const char *stop = plain_stop(q + 1, e), *end;
+        bool is_plain = stop < e && *stop == '"';
+        if (is_plain) end = stop + 1;
+        /* Not plain: find its end the escape-aware way, from where plain text
+         * stopped (no backslash comes before that). */
+        else if (!(end = json_load_string_end(stop - 1, e))) break;
         size_t n = (size_t)(end - q) - 2;
         if (n >= JSON_LOAD_BIG_STRING) {
             /* Only values: a key is followed by ':'. */
             const char *a = end;
             while (a < e && (*a == ' ' || *a == '\t' || *a == '\n' || *a == '\r')) a++;
-            if ((a >= e || *a != ':') && plain(q + 1, n)) {
+            if ((a >= e || *a != ':') && is_plain) {
                 if (bigs->n == JSON_LOAD_MAX_BIG) {
                     bigs->n = 0;
                     return json_loadb(data, len, flags, err);
