@@ -172,17 +172,6 @@ static int open_regular(struct fs_work *fw, const char *path)
     return fd;
 }
 
-/* Large reply buffers are filled once, front to back: ask for transparent huge
- * pages so the first touch costs one fault per 2 MiB instead of per 4 KiB. */
-static void advise_huge(char *p, size_t n)
-{
-    const uintptr_t huge = 2u << 20;
-    if (n < 2 * huge) return;
-    uintptr_t start = ((uintptr_t)p + huge - 1) & ~(huge - 1);
-    uintptr_t end = ((uintptr_t)p + n) & ~(huge - 1);
-    if (end > start) madvise((void *)start, end - start, MADV_HUGEPAGE);
-}
-
 static void do_read_file(struct fs_work *fw)
 {
     if (fw->nofollow) fs_path_strip_slashes(fw->path);
@@ -201,9 +190,10 @@ static void do_read_file(struct fs_work *fw)
         return;
     }
     enum { CHUNK = 3 << 20 };
-    char *chunk = xmalloc(CHUNK);
-    buf_reserve(&fw->out, base64_encoded_len((size_t)st.st_size) + 64);
-    advise_huge(fw->out.data + fw->out.len, fw->out.cap - fw->out.len);
+    char *chunk = bigbuf_alloc(CHUNK, NULL);
+    /* The reply is as large as the file and a third more: a cached huge-page
+     * buffer (util/bigbuf.h), not fresh pages faulted in one by one. */
+    buf_reserve_big(&fw->out, base64_encoded_len((size_t)st.st_size) + 64);
     buf_puts(&fw->out, "{\"dataBase64\":\"");
     uint64_t total = 0;
     for (;;) {
@@ -225,7 +215,7 @@ static void do_read_file(struct fs_work *fw)
         if (got < CHUNK) break;
     }
     buf_puts(&fw->out, "\"}");
-    free(chunk);
+    bigbuf_free(chunk);
     close(fd);
 }
 
@@ -647,7 +637,7 @@ static void do_read_block(struct fs_work *fw)
         if (r == 0) break;
         done += (size_t)r;
     }
-    buf_reserve(&fw->out, base64_encoded_len(done) + 40);
+    buf_reserve_big(&fw->out, base64_encoded_len(done) + 40);
     buf_puts(&fw->out, "{\"chunk\":\"");
     buf_put_base64(&fw->out, data, done);
     buf_printf(&fw->out, "\",\"eof\":%s}", done < fw->len ? "true" : "false");

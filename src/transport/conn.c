@@ -228,7 +228,7 @@ static void write_done(uv_write_t *req, int status)
     struct conn_wreq *w = (struct conn_wreq *)req;
     struct conn *c = w->conn;
     size_t len = w->len;
-    for (unsigned i = 0; i < w->nmem; i++) free(w->mem[i]);
+    for (unsigned i = 0; i < w->nmem; i++) bigbuf_free_any(w->mem[i]);
     free(w);
     conn_account_written(c, len, status);
     conn_unref(c);
@@ -254,7 +254,7 @@ static void queue_write(struct conn *c, uv_stream_t *stream, char *const *mem, u
     if (c->queued > server_limits.max_queued && c->open) {
         backlog_over_limit(c);
         if (!c->open) {
-            for (unsigned i = 0; i < nmem; i++) free(mem[i]);
+            for (unsigned i = 0; i < nmem; i++) bigbuf_free_any(mem[i]);
             return;
         }
     }
@@ -267,7 +267,7 @@ static void queue_write(struct conn *c, uv_stream_t *stream, char *const *mem, u
     conn_ref(c);
     if (uv_write(&w->req, stream, bufs, nbufs, write_done) < 0) {
         c->queued -= len;
-        for (unsigned i = 0; i < nmem; i++) free(mem[i]);
+        for (unsigned i = 0; i < nmem; i++) bigbuf_free_any(mem[i]);
         free(w);
         conn_unref(c);
         conn_close(c);
@@ -289,7 +289,7 @@ static void write_bufs(struct conn *c, uv_stream_t *stream, char *const *mem, un
         bool ok = true;
         for (unsigned i = 0; i < nbufs && ok; i++)
             ok = tls_write(c->tls, bufs[i].base, bufs[i].len) == 0;
-        for (unsigned i = 0; i < nmem; i++) free(mem[i]);
+        for (unsigned i = 0; i < nmem; i++) bigbuf_free_any(mem[i]);
         if (!ok) {
             conn_close(c);
             return;
@@ -307,14 +307,14 @@ static void write_bufs(struct conn *c, uv_stream_t *stream, char *const *mem, un
     }
     int n = uv_try_write(stream, bufs, nbufs);
     if (n < 0 && n != UV_EAGAIN) {
-        for (unsigned i = 0; i < nmem; i++) free(mem[i]);
+        for (unsigned i = 0; i < nmem; i++) bigbuf_free_any(mem[i]);
         conn_close(c);
         return;
     }
     size_t done = n > 0 ? (size_t)n : 0;
     c->written_total += done;
     if (done == len) {
-        for (unsigned i = 0; i < nmem; i++) free(mem[i]);
+        for (unsigned i = 0; i < nmem; i++) bigbuf_free_any(mem[i]);
         return;
     }
     uv_buf_t rest[CONN_BATCH_BUFS];
@@ -350,7 +350,7 @@ static void batch_flush(struct conn *c)
     size_t len = 0;
     for (unsigned i = 0; i < nbufs; i++) len += b->bufs[i].len;
     if (!c->open) {
-        for (unsigned i = 0; i < nmem; i++) free(b->mem[i]);
+        for (unsigned i = 0; i < nmem; i++) bigbuf_free_any(b->mem[i]);
         return;
     }
     write_bufs(c, b->stream, b->mem, nmem, b->bufs, nbufs, len);

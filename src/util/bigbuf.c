@@ -36,6 +36,65 @@ static struct hdr *cache[CACHE_SLOTS];
 static size_t ncache, cached_bytes;
 static void (*cached_hook)(void);
 
+/* The buffers handed out and not yet freed, for bigbuf_free_any: an open
+ * addressing set of data pointers (lock held), and their count, read without the
+ * lock so the common case (none live) costs one load. */
+static void **live;
+static size_t live_cap;
+static _Atomic size_t live_n;
+
+static size_t slot_of(const void *p, size_t cap)
+{
+    uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 20) & (cap - 1);
+}
+
+static void live_insert_locked(void *p);
+
+static void live_grow_locked(void)
+{
+    void **old = live;
+    size_t oc = live_cap;
+    live_cap = oc ? oc * 2 : 64;
+    live = calloc(live_cap, sizeof *live);
+    if (!live) abort();
+    size_t n = live_n;
+    live_n = 0;
+    for (size_t i = 0; i < oc; i++)
+        if (old[i]) live_insert_locked(old[i]);
+    live_n = n;
+    free(old);
+}
+
+static void live_insert_locked(void *p)
+{
+    if ((live_n + 1) * 2 > live_cap) live_grow_locked();
+    size_t i = slot_of(p, live_cap);
+    while (live[i]) i = (i + 1) & (live_cap - 1);
+    live[i] = p;
+    live_n++;
+}
+
+/* Removes p; false when it is not live. */
+static bool live_remove_locked(void *p)
+{
+    if (!live_cap) return false;
+    size_t i = slot_of(p, live_cap);
+    while (live[i] && live[i] != p) i = (i + 1) & (live_cap - 1);
+    if (!live[i]) return false;
+    live[i] = NULL;
+    live_n--;
+    /* Re-place the rest of the run so lookups still find them. */
+    for (size_t j = (i + 1) & (live_cap - 1); live[j]; j = (j + 1) & (live_cap - 1)) {
+        void *q = live[j];
+        live[j] = NULL;
+        size_t k = slot_of(q, live_cap);
+        while (live[k]) k = (k + 1) & (live_cap - 1);
+        live[k] = q;
+    }
+    return true;
+}
+
 static uint64_t now_ms(void)
 {
     struct timespec ts;
@@ -110,11 +169,15 @@ void *bigbuf_alloc(size_t n, size_t *cap)
     size_t len = map_len_for(n);
     struct hdr *h = NULL;
     pthread_mutex_lock(&lock);
-    /* Best fit among the cached: the smallest that is large enough. */
+    /* Best fit among the cached: the smallest that is large enough, and not more
+     * than twice as large (a 3 MiB read chunk must not take the 86 MiB reply
+     * buffer the next reply needs). */
     size_t best = CACHE_SLOTS;
-    for (size_t i = 0; i < ncache; i++)
-        if (cache[i]->map_len >= len && (best == CACHE_SLOTS || cache[i]->map_len < cache[best]->map_len))
+    for (size_t i = 0; i < ncache; i++) {
+        size_t m = cache[i]->map_len;
+        if (m >= len && m <= 2 * len && (best == CACHE_SLOTS || m < cache[best]->map_len))
             best = i;
+    }
     if (best < CACHE_SLOTS) {
         h = cache[best];
         cache[best] = cache[--ncache];
@@ -127,6 +190,9 @@ void *bigbuf_alloc(size_t n, size_t *cap)
         h->map_len = len;
     }
     if (cap) *cap = h->map_len - sizeof *h;
+    pthread_mutex_lock(&lock);
+    live_insert_locked(h + 1);
+    pthread_mutex_unlock(&lock);
     return h + 1;
 }
 
@@ -141,8 +207,14 @@ void *bigbuf_grow(void *p, size_t n, size_t *cap)
     if (h->magic != MAGIC) abort();
     size_t len = map_len_for(n);
     if (len > h->map_len) {
+        pthread_mutex_lock(&lock);
+        live_remove_locked(p);
+        pthread_mutex_unlock(&lock);
         h = map_grow(h, len);
         h->map_len = len;
+        pthread_mutex_lock(&lock);
+        live_insert_locked(h + 1);
+        pthread_mutex_unlock(&lock);
     }
     if (cap) *cap = h->map_len - sizeof *h;
     return h + 1;
@@ -156,6 +228,7 @@ void bigbuf_free(void *p)
     h->freed_ms = now_ms();
     bool first = false;
     pthread_mutex_lock(&lock);
+    if (!live_remove_locked(p)) abort(); /* freed twice */
     /* Make room by dropping the largest cached buffers (the rarest sizes). */
     while (ncache > 0 && (ncache == CACHE_SLOTS || cached_bytes + h->map_len > BIGBUF_CACHE_MAX)) {
         size_t big = 0;
@@ -177,6 +250,25 @@ void bigbuf_free(void *p)
     pthread_mutex_unlock(&lock);
     if (h) map_free(h);
     else if (first && hook) hook();
+}
+
+void bigbuf_free_any(void *p)
+{
+    if (!p) return;
+    if (live_n == 0) {
+        free(p);
+        return;
+    }
+    pthread_mutex_lock(&lock);
+    bool big = false;
+    if (live_cap) {
+        size_t i = slot_of(p, live_cap);
+        while (live[i] && live[i] != p) i = (i + 1) & (live_cap - 1);
+        big = live[i] != NULL;
+    }
+    pthread_mutex_unlock(&lock);
+    if (big) bigbuf_free(p);
+    else free(p);
 }
 
 size_t bigbuf_trim(uint64_t idle_ms)

@@ -41,6 +41,12 @@ size_t bigbuf_cap(const void *p);
  * ignored. */
 void bigbuf_free(void *p);
 
+/* Frees p, whichever allocator it came from: bigbuf_free for a live bigbuf, else
+ * free(). For code that frees storage it did not allocate (the transports free
+ * what a message was written from). Costs one atomic load while no bigbuf is
+ * live. */
+void bigbuf_free_any(void *p);
+
 /* Unmaps cached buffers unused for at least idle_ms; returns the bytes still
  * cached. */
 size_t bigbuf_trim(uint64_t idle_ms);
