@@ -240,6 +240,7 @@ static void run_scenarios(void)
             }
     }
     if ((O.scenarios & (1u << 8)) && row_on("8")) scenario_http();
+    if (O.scenarios & (1u << 9)) scenario_scale();
     if (O.scenarios & (1u << 7)) {
         char ws[PATH_MAX + 16];
         snprintf(ws, sizeof ws, "%s/ws", O.tmp);
@@ -415,7 +416,7 @@ static void usage(FILE *f)
             "  --ours PATH          our server (default: exec-server beside exec-bench)\n"
             "  --ref PATH           reference codex binary (default: ~" REF_GLOB ")\n"
             "  --no-ref             run only our server\n"
-            "  --scenarios LIST     comma-separated scenario numbers 1-8 (default: all)\n"
+            "  --scenarios LIST     comma-separated scenario numbers 1-9 (default: all)\n"
             "  --quick              small sizes for a smoke test\n"
             "  --runs N             repetitions of streaming, fan-out, connections, files\n"
             "  --oneshot N          sequential one-shot runs (500)\n"
@@ -427,6 +428,9 @@ static void usage(FILE *f)
             "  --procs N            live processes for the memory figure (500)\n"
             "  --mem-stream-mb N    size of the unread stream in MB (1000)\n"
             "  --sandbox-n N        sandboxed writes (200)\n"
+            "  --scale-conns N      connections held open in scenario 9 (10000)\n"
+            "  --scale-load N       of those, how many run /bin/true every 100 ms (100)\n"
+            "  --scale-oneshots N   one-shots measured, loaded and not (200)\n"
             "  --only LIST          only these rows, e.g. 5b,7b (5 = all of 5a-5d)\n"
             "environment: EXEC_BENCH_WRAP=\"CMD ARGS\" runs our server under CMD (a profiler)\n");
 }
@@ -443,7 +447,9 @@ static char ours_default[PATH_MAX];
 
 int main(int argc, char **argv)
 {
-    O = (struct opts){.scenarios = 0x1FE, .http_bytes = 256u << 20, .runs = 5, .oneshot_n = 500, .stream_bytes = 256u << 20,
+    O = (struct opts){.scenarios = 0x3FE, .http_bytes = 256u << 20,
+                      .scale_conns = 10000, .scale_load = 100, .scale_period_ms = 100,
+                      .scale_oneshots = 200, .runs = 5, .oneshot_n = 500, .stream_bytes = 256u << 20,
                       .fanout_n = 200, .conns_n = 500, .file_bytes = 64u << 20,
                       .walk_entries = 50000, .mem_procs = 500,
                       .mem_stream_bytes = 1000000000, .mem_stream_secs = 3, .sandbox_n = 200};
@@ -465,6 +471,9 @@ int main(int argc, char **argv)
             O.mem_stream_secs = 1;
             O.sandbox_n = 20;
             O.http_bytes = 8u << 20;
+            O.scale_conns = 200;
+            O.scale_load = 10;
+            O.scale_oneshots = 30;
             if (!runs_set) O.runs = 2;
         } else if (strcmp(a, "--no-ref") == 0) no_ref = true;
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -475,7 +484,7 @@ int main(int argc, char **argv)
         else if (OPT("--scenarios")) {
             O.scenarios = 0;
             for (const char *p = v; *p; p++)
-                if (*p >= '1' && *p <= '8') O.scenarios |= 1u << (*p - '0');
+                if (*p >= '1' && *p <= '9') O.scenarios |= 1u << (*p - '0');
         } else if (OPT("--runs")) {
             O.runs = atoi(v);
             runs_set = true;
@@ -488,6 +497,9 @@ int main(int argc, char **argv)
         else if (OPT("--procs")) O.mem_procs = atoi(v);
         else if (OPT("--mem-stream-mb")) O.mem_stream_bytes = (size_t)atol(v) * 1000000;
         else if (OPT("--sandbox-n")) O.sandbox_n = atoi(v);
+        else if (OPT("--scale-conns")) O.scale_conns = atoi(v);
+        else if (OPT("--scale-load")) O.scale_load = atoi(v);
+        else if (OPT("--scale-oneshots")) O.scale_oneshots = atoi(v);
         else if (OPT("--only")) {
             O.only = v;
             O.scenarios = 0;
@@ -504,7 +516,8 @@ int main(int argc, char **argv)
     }
     if (O.runs < 1 || O.runs > 64 || O.oneshot_n < 1 || O.fanout_n < 1 || O.conns_n < 1 ||
         O.file_bytes < (1u << 20) || O.walk_entries < 2 || O.walk_entries > 50000 ||
-        O.mem_procs < 1 || O.sandbox_n < 1 || O.stream_bytes == 0) {
+        O.mem_procs < 1 || O.sandbox_n < 1 || O.stream_bytes == 0 || O.scale_conns < 1 ||
+        O.scale_load < 1 || O.scale_oneshots < 1) {
         fprintf(stderr, "exec-bench: option out of range (runs 1..64, file >= 1 MiB, walk "
                         "2..50000, counts >= 1)\n");
         return 2;
@@ -539,12 +552,23 @@ int main(int argc, char **argv)
         fprintf(stderr, "exec-bench: our server %s is not executable\n", O.ours);
         return 2;
     }
-    /* 500 connections + 500 processes' pipes need more than the default 1024 fds;
-     * the servers inherit the limit. */
+    /* 500 connections + 500 processes' pipes need more than the default 1024 fds,
+     * scenario 9 one per connection on each side and some: the servers inherit the
+     * limit. Raise the hard limit too where we may (root). */
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        rlim_t want = (rlim_t)O.scale_conns * 2 + 4096;
+        if (rl.rlim_max < want) {
+            struct rlimit up = {want, want};
+            if (setrlimit(RLIMIT_NOFILE, &up) == 0) rl = up;
+        }
+        if (rl.rlim_cur < rl.rlim_max) {
+            rl.rlim_cur = rl.rlim_max;
+            setrlimit(RLIMIT_NOFILE, &rl);
+        }
+        if (rl.rlim_cur < (rlim_t)O.scale_conns + 1024 && (O.scenarios & (1u << 9)))
+            progress("the fd limit (%llu) is too low for %d connections in scenario 9",
+                     (unsigned long long)rl.rlim_cur, O.scale_conns);
     }
     signal(SIGPIPE, SIG_IGN);
     snprintf(O.tmp, sizeof O.tmp, "/tmp/exec-bench-XXXXXX");

@@ -1,8 +1,8 @@
 /* bench.h: declarations shared by the modules of exec-bench, the benchmark driver:
  * the options, the result table (rows and cells), the servers under test, process
  * tracking and the scenario helpers of bench_core.c, and the scenarios of
- * scenarios_proc.c (1-4), scenarios_fs.c (5-7) and scenarios_http.c (8) that bench.c
- * runs. */
+ * scenarios_proc.c (1-4), scenarios_fs.c (5-7), scenarios_http.c (8) and
+ * scenarios_scale.c (9) that bench.c runs. */
 
 #ifndef EXEC_BENCH_H
 #define EXEC_BENCH_H
@@ -53,6 +53,7 @@ struct opts {
     double mem_stream_secs;
     int sandbox_n;
     size_t http_bytes;
+    int scale_conns, scale_load, scale_period_ms, scale_oneshots;
     const char *ours_extra[4]; /* more options for our server (NULL-terminated) */
     const char *only; /* --only: comma-separated row ids ("5b,7b") or NULL for all */
     char tmp[PATH_MAX];
@@ -163,6 +164,7 @@ struct cell writeblock_one(struct server *s);
 struct cell walk_one(struct server *s);
 struct cell cmd_floor(char *const argv[], const char *out_path);
 void scenario_http(void);
+void scenario_scale(void);
 struct mem_result mem_run(struct server *s);
 struct cell sandbox_one(struct server *s, bool sandboxed, const char *ws, struct cell *floor);
 

@@ -52,6 +52,13 @@ struct proc *proc_find(struct proc_table *t, const char *id)
     return NULL;
 }
 
+struct proc_start *proc_starting(struct proc_table *t, const char *id)
+{
+    for (struct proc_start *ps = t->starting; ps; ps = ps->next)
+        if (strcmp(ps->id, id) == 0) return ps;
+    return NULL;
+}
+
 static struct conn *proc_conn(struct proc *p)
 {
     return p->table ? p->table->session->conn : NULL;
@@ -175,6 +182,7 @@ static void proc_free(struct proc *p)
 
 void proc_table_destroy(struct proc_table *t)
 {
+    while (t->starting) proc_start_abandon(t->starting);
     while (t->head) proc_free(t->head);
     free(t);
 }
@@ -530,6 +538,7 @@ unsigned proc_table_live(const struct proc_table *t)
 {
     unsigned live = 0;
     for (const struct proc *q = t->head; q; q = q->next) live += q->state != PROC_CLOSED;
+    for (const struct proc_start *ps = t->starting; ps; ps = ps->next) live++;
     return live;
 }
 

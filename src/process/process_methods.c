@@ -5,13 +5,17 @@
 #include "process/process.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "core/limits.h"
 #include "core/log.h"
 #include "process/env_policy.h"
+#include "process/guardian.h"
 #include "process/proc_internal.h"
 #include "process/spawn.h"
 #include "proto/base64.h"
@@ -41,6 +45,83 @@ static bool require_string(struct pdec *d, json_t *v)
     pdec_describe(v, what, sizeof what);
     pdec_fail(d, "invalid type: %s, expected a string", what);
     return false;
+}
+
+static void start_unlink(struct proc_start *ps)
+{
+    if (!ps->table) return;
+    if (ps->prev) ps->prev->next = ps->next;
+    else ps->table->starting = ps->next;
+    if (ps->next) ps->next->prev = ps->prev;
+    ps->table = NULL;
+    ps->next = ps->prev = NULL;
+}
+
+static void start_free(struct proc_start *ps)
+{
+    sandbox_placeholders_release(ps->placeholders);
+    free(ps->id);
+    free(ps->argv0);
+    free(ps);
+}
+
+/* Stops a child whose start was cancelled (it never became a process of ours). */
+static void start_discard_child(const struct spawn_result *sr)
+{
+    kill(-sr->pid, SIGKILL);
+    kill(sr->pid, SIGKILL);
+    while (waitpid(sr->pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    guardian_untrack(sr->pid);
+    int fds[] = {sr->pidfd, sr->out_fd, sr->err_fd, sr->in_fd};
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+        if (fds[i] >= 0) close(fds[i]);
+}
+
+/* The outcome of a start (spawn_done_fn): the process joins the table and the
+ * reply goes out before its first notification; or the error; or, when a
+ * process/terminate came during the spawn window, the cancellation. */
+static void start_done(void *arg, int err, const struct spawn_result *sr, int sberr)
+{
+    struct proc_start *ps = arg;
+    struct rpc_req *req = ps->req;
+    struct proc_table *t = ps->table;
+    start_unlink(ps);
+    if (err == 0 && (ps->cancelled || !t)) start_discard_child(sr);
+    if (ps->cancelled || !t) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST, "process %s start was cancelled", ps->id);
+    } else if (err == SPAWN_ERR_SANDBOX) {
+        log_warn("process %s: the sandbox could not be set up: %s", ps->id, strerror(sberr));
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "sandbox intent cannot be enforced on this "
+                                                 "executor");
+    } else if (err < 0) {
+        char text[256];
+        oserr_format(-err, text, sizeof text);
+        rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
+    } else {
+        struct proc *p = proc_add(t, ps->id, ps->tty, ps->sandboxed, sr, req->loop);
+        p->placeholders = ps->placeholders;
+        ps->placeholders = NULL;
+        char idv[160], a0[200];
+        log_event("event=process_start session=%s process_id=%s pid=%d argv0=%s tty=%s "
+                  "sandboxed=%s",
+                  t->session->id, log_value(ps->id, idv, sizeof idv), (int)sr->pid,
+                  log_value(ps->argv0, a0, sizeof a0), ps->tty ? "true" : "false",
+                  ps->sandboxed ? "true" : "false");
+        /* The response goes out before any notification of the new process. */
+        rpc_reply_json(req, json_pack("{s:s,s:s}", "processId", ps->id, "sandboxType",
+                                      ps->sandboxed ? "linuxSeccomp" : "none"));
+        proc_watch(p);
+    }
+    start_free(ps);
+}
+
+void proc_start_abandon(struct proc_start *ps)
+{
+    start_unlink(ps);
+    spawn_cancel(ps->op);
+    rpc_reply_error(ps->req, RPC_INVALID_REQUEST, "process %s start was cancelled", ps->id);
+    start_free(ps);
 }
 
 /* process/start: decode, gate, resolve cwd, prepare the sandbox, check the table,
@@ -117,7 +198,7 @@ static void handle_start(struct rpc_req *req)
         rpc_reply_error(req, RPC_INVALID_PARAMS, "argv must not be empty");
         goto out;
     }
-    if (proc_find(t, id)) {
+    if (proc_find(t, id) || proc_starting(t, id)) {
         rpc_reply_error(req, RPC_INVALID_REQUEST, "process %s already exists", id);
         goto out;
     }
@@ -159,37 +240,30 @@ static void handle_start(struct rpc_req *req)
         .refusal = sandboxed ? pol.refusal : NULL,
     };
     if (sandboxed && !pol.refusal) ph = sandbox_placeholders_acquire(&pol.placeholders);
-    struct spawn_result sr;
-    int sberr = 0;
-    int err = spawn_child(&rq, &sr, &sberr);
-    if (err == SPAWN_ERR_SANDBOX) {
-        log_warn("process %s: the sandbox could not be set up: %s", id, strerror(sberr));
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "sandbox intent cannot be enforced on this "
-                                                 "executor");
-        goto out;
-    }
+    /* The spawn window: the request goes to the spawner now and the reply when the
+     * outcome arrives (start_done); the loop serves other requests meanwhile. */
+    struct proc_start *ps = xcalloc(1, sizeof *ps);
+    ps->table = t;
+    ps->id = xstrdup(id);
+    ps->argv0 = xstrdup(program);
+    ps->req = req;
+    ps->tty = tty;
+    ps->sandboxed = sandboxed;
+    ps->placeholders = ph;
+    int err = spawn_child_async(req->loop, &rq, start_done, ps, &ps->op);
     if (err < 0) {
+        free(ps->id);
+        free(ps->argv0);
+        free(ps);
         char text[256];
         oserr_format(-err, text, sizeof text);
         rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
         goto out;
     }
-
-    struct proc *p = proc_add(t, id, tty, sandboxed, &sr, req->loop);
-    p->placeholders = ph;
     ph = NULL;
-    {
-        char idv[160], a0[200];
-        log_event("event=process_start session=%s process_id=%s pid=%d argv0=%s tty=%s "
-                  "sandboxed=%s",
-                  s->id, log_value(id, idv, sizeof idv), (int)sr.pid,
-                  log_value(program, a0, sizeof a0), tty ? "true" : "false",
-                  sandboxed ? "true" : "false");
-    }
-    /* The response goes out before any notification of the new process. */
-    rpc_reply_json(req, json_pack("{s:s,s:s}", "processId", id, "sandboxType",
-                                  sandboxed ? "linuxSeccomp" : "none"));
-    proc_watch(p);
+    ps->next = t->starting;
+    if (ps->next) ps->next->prev = ps;
+    t->starting = ps;
 out:
     sandbox_placeholders_release(ph);
     if (have_pol) sandbox_policy_free(&pol);
@@ -209,7 +283,10 @@ static void handle_read(struct rpc_req *req)
     uint64_t wait_ms = pdec_u64(&d, "waitMs", PDEC_OPTIONAL, 0, NULL);
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
-    struct proc *p = proc_find(session_of(req->conn)->procs, id);
+    struct proc_table *t = session_of(req->conn)->procs;
+    struct proc *p = proc_find(t, id);
+    if (!p && proc_starting(t, id))
+        return rpc_reply_error(req, RPC_INVALID_REQUEST, "process id %s is starting", id);
     if (!p) return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
     if (wait_ms == 0 || proc_read_ready(p, after))
         return proc_reply_read(req, p, after, has_max, max_bytes);
@@ -252,7 +329,12 @@ static void handle_write(struct rpc_req *req)
         free(it);
         return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", err);
     }
-    struct proc *p = proc_find(session_of(req->conn)->procs, id);
+    struct proc_table *t = session_of(req->conn)->procs;
+    struct proc *p = proc_find(t, id);
+    if (!p && proc_starting(t, id)) {
+        free(it);
+        return rpc_reply_json(req, json_pack("{s:s}", "status", "starting"));
+    }
     const char *fail = NULL;
     /* Statuses, not errors (PROTOCOL.md §5.3): codex's client maps these results
      * to its own errors and treats a JSON-RPC error here as a broken connection. */
@@ -281,7 +363,15 @@ static void handle_terminate(struct rpc_req *req)
     const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
-    struct proc *p = proc_find(session_of(req->conn)->procs, id);
+    struct proc_table *t = session_of(req->conn)->procs;
+    struct proc *p = proc_find(t, id);
+    struct proc_start *ps = p ? NULL : proc_starting(t, id);
+    /* In the spawn window the start is cancelled: it fails, and the child, if it
+     * starts, is stopped (PROTOCOL.md 5.4). */
+    if (ps && !ps->cancelled) {
+        ps->cancelled = true;
+        return rpc_reply_json(req, json_pack("{s:b}", "running", true));
+    }
     bool running = p && p->state == PROC_RUNNING;
     if (running) proc_kill(p);
     rpc_reply_json(req, json_pack("{s:b}", "running", running));

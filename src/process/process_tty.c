@@ -126,7 +126,10 @@ void proc_handle_resize(struct rpc_req *req)
     unsigned short cols = decode_dim(&d, "cols");
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
-    struct proc *p = proc_find(session_of(req->conn)->procs, id);
+    struct proc_table *t = session_of(req->conn)->procs;
+    struct proc *p = proc_find(t, id);
+    if (!p && proc_starting(t, id))
+        return rpc_reply_error(req, RPC_INVALID_REQUEST, "process id %s is starting", id);
     if (!p) return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
     if (!p->tty)
         return rpc_reply_error(req, RPC_INVALID_REQUEST,
@@ -146,7 +149,10 @@ void proc_handle_close_stdin(struct rpc_req *req)
     const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
-    struct proc *p = proc_find(session_of(req->conn)->procs, id);
+    struct proc_table *tab = session_of(req->conn)->procs;
+    struct proc *p = proc_find(tab, id);
+    if (!p && proc_starting(tab, id))
+        return rpc_reply_error(req, RPC_INVALID_REQUEST, "process id %s is starting", id);
     if (!p) return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
     if (p->eof_requested || p->in_fd < 0) return rpc_reply_json(req, json_object());
     p->eof_requested = true;
