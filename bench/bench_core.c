@@ -138,17 +138,24 @@ done:
     s->pid = 0;
 }
 
-static long rss_kb_of(pid_t pid)
+/* A field of /proc/PID/status in kB ("VmRSS:", "RssAnon:"), or -1. */
+static long status_kb(pid_t pid, const char *field)
 {
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
     FILE *f = fopen(path, "r");
     if (!f) return -1;
     long kb = -1;
+    size_t fl = strlen(field);
     while (fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0) kb = atol(line + 6);
+        if (strncmp(line, field, fl) == 0) kb = atol(line + fl);
     fclose(f);
     return kb;
+}
+
+static long rss_kb_of(pid_t pid)
+{
+    return status_kb(pid, "VmRSS:");
 }
 
 /* CPU time of one process (every thread) in ns, from the scheduler's own
@@ -230,12 +237,17 @@ double self_cpu_ms(void)
     return cpu_ns_of(getpid()) / 1e6;
 }
 
-/* RSS of the server plus any helper children running the same executable (the
- * processes it runs for clients are not counted). In MB (10^6 bytes). */
+/* RSS of the server plus the private memory of any helper children running the
+ * same executable (the processes it runs for clients are not counted). In MB
+ * (10^6 bytes). */
+/* A helper runs the server's own executable: its file-backed pages (the program
+ * and the libraries) are the server's, already in its RSS; what it adds is its
+ * private memory. */
 static void add_rss(pid_t pid, void *ud)
 {
-    long kb = rss_kb_of(pid);
+    long kb = status_kb(pid, "RssAnon:"), sh = status_kb(pid, "RssShmem:");
     if (kb > 0) *(long *)ud += kb;
+    if (sh > 0) *(long *)ud += sh;
 }
 
 double server_rss_mb(const struct server *s)

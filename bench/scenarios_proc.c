@@ -149,36 +149,43 @@ static double stream_floor_once(size_t bytes)
     return got / dt / 1e6;
 }
 
-void scenario_stream(struct row *r)
+/* Row 2 against the pipe floor, and row 2b (ours again) against the protocol
+ * floor (relay_floor.c): each run of ours sits between one of each floor. */
+void scenario_stream(struct row *r, struct row *proto)
 {
     struct pair p;
     int runs = O.runs;
-    double *t[3];
-    for (int k = 0; k < 3; k++) t[k] = xcalloc((size_t)runs, sizeof(double));
-    char err[200];
+    double *t[4];
+    for (int k = 0; k < 4; k++) t[k] = xcalloc((size_t)runs, sizeof(double));
+    char err[200], perr[200] = "";
     for (int w = 0; w < (O.ref ? 2 : 1); w++) {
         pair_start(&p, r, w);
         double cpu = 0;
         for (int run = 0; run < runs; run++) {
             if (w == 0) t[2][run] = stream_floor_once(O.stream_bytes);
-            if (!p.up[w]) continue;
-            double c0 = server_cpu_ms(&p.s[w]);
-            double v = stream_once(&p.c[w], w, run, O.stream_bytes, err, sizeof err);
-            if (v < 0) pair_fail(&p, r, w, err);
-            else t[w][run] = v;
-            if (p.up[w]) cpu += server_cpu_ms(&p.s[w]) - c0;
+            if (p.up[w]) {
+                double c0 = server_cpu_ms(&p.s[w]);
+                double v = stream_once(&p.c[w], w, run, O.stream_bytes, err, sizeof err);
+                if (v < 0) pair_fail(&p, r, w, err);
+                else t[w][run] = v;
+                if (p.up[w]) cpu += server_cpu_ms(&p.s[w]) - c0;
+            }
+            if (w == 0 && !perr[0]) t[3][run] = relay_floor_once(O.stream_bytes, perr, sizeof perr);
         }
         if (p.up[w]) {
             struct cell c = stats(t[w], runs);
             c.dist = false;
             c.cpu = cpu / runs;
             record(r, w, c);
+            if (w == 0) proto->v[0] = c;
         }
         pair_stop(&p);
     }
     r->floor = stats(t[2], runs);
     r->floor.dist = false;
-    for (int k = 0; k < 3; k++) free(t[k]);
+    proto->floor = perr[0] ? failure("%s", perr) : stats(t[3], runs);
+    proto->floor.dist = false;
+    for (int k = 0; k < 4; k++) free(t[k]);
 }
 
 /* ------------------------------------------------------------------ 3. fan-out */

@@ -223,6 +223,16 @@ int wsc_open_small(struct wsc *c, int port)
     return open_with(c, port, 1024);
 }
 
+void wsc_attach(struct wsc *c, int fd)
+{
+    memset(c, 0, sizeof *c);
+    c->next_id = 1;
+    c->chunk = RECV_CHUNK;
+    c->fd = fd;
+    c->cap = RECV_CHUNK * 4;
+    c->buf = xmalloc(c->cap);
+}
+
 void wsc_close(struct wsc *c)
 {
     if (c->fd >= 0) close(c->fd);

@@ -53,6 +53,8 @@ int wsc_open(struct wsc *c, int port);
 /* The same with a 4 KiB receive buffer that grows only as needed: for holding
  * thousands of mostly idle connections. */
 int wsc_open_small(struct wsc *c, int port);
+/* Wraps a connected socket that already speaks WebSocket frames (no upgrade). */
+void wsc_attach(struct wsc *c, int fd);
 void wsc_close(struct wsc *c);
 /* Sends one text message made of the given pieces. 0 or -errno. */
 int wsc_sendv(struct wsc *c, const struct iovec *iov, int iovcnt);

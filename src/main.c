@@ -45,6 +45,8 @@
 #include "util/bigbuf.h"
 #include "util/mem.h"
 
+#include <malloc.h>
+
 static uv_loop_t *loop;
 static struct ws_listener *listener;
 static uv_signal_t sig_term, sig_int;
@@ -136,37 +138,47 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
 
 static uv_signal_t sig_hup; /* wss only: certificate reload */
 
-/* Large buffers freed by a request stay cached for the next one (util/bigbuf.h)
- * and go back to the kernel after BIGBUF_IDLE_MS without use: the hook (any
- * thread) wakes the loop, which keeps a timer running while anything is cached.
- * Both handles are unreferenced so they never keep the loop alive. */
-#define BIGBUF_IDLE_MS 2000
-static uv_async_t bigbuf_async;
-static uv_timer_t bigbuf_timer;
+/* Memory a request frees is kept for the next one, and handed back to the kernel
+ * once the server has been idle for MEM_IDLE_MS: on the virtual machines we run
+ * on, a page touched for the first time costs 30-60 us (util/bigbuf.h), so glibc
+ * trimming its heap after every burst and unmapping every chunk above 128 KiB made
+ * each streamed chunk, delta and walk answer fault its pages in again. glibc keeps
+ * chunks of up to 32 MiB in its heaps and trims only above MEM_TRIM_THRESHOLD;
+ * larger buffers are bigbufs, cached on their own. The check handle restarts the
+ * timer on every loop iteration, so it fires only after MEM_IDLE_MS without one;
+ * it then trims the heaps and empties the bigbuf cache. Both handles are
+ * unreferenced: they never keep the loop alive. */
+#define MEM_IDLE_MS 2000
+#define MEM_TRIM_THRESHOLD (16 << 20)
+static uv_check_t mem_check;
+static uv_timer_t mem_timer;
+static bool mem_trimmed; /* the iteration that ran the trim is not activity */
 
-static void bigbuf_timer_cb(uv_timer_t *t)
+static void mem_timer_cb(uv_timer_t *t)
 {
-    if (bigbuf_trim(BIGBUF_IDLE_MS) > 0) uv_timer_start(t, bigbuf_timer_cb, BIGBUF_IDLE_MS, 0);
+    bigbuf_trim(0);
+    malloc_trim(0);
+    mem_trimmed = true;
 }
 
-static void bigbuf_async_cb(uv_async_t *a)
+static void mem_check_cb(uv_check_t *c)
 {
-    if (!uv_is_active((uv_handle_t *)&bigbuf_timer))
-        uv_timer_start(&bigbuf_timer, bigbuf_timer_cb, BIGBUF_IDLE_MS, 0);
+    if (mem_trimmed) {
+        mem_trimmed = false;
+        return;
+    }
+    uv_timer_start(&mem_timer, mem_timer_cb, MEM_IDLE_MS, 0);
 }
 
-static void bigbuf_cached_cb(void)
+static void mem_tune(uv_loop_t *l)
 {
-    uv_async_send(&bigbuf_async);
-}
-
-static void bigbuf_decay_start(uv_loop_t *l)
-{
-    uv_async_init(l, &bigbuf_async, bigbuf_async_cb);
-    uv_timer_init(l, &bigbuf_timer);
-    uv_unref((uv_handle_t *)&bigbuf_async);
-    uv_unref((uv_handle_t *)&bigbuf_timer);
-    bigbuf_set_cached_hook(bigbuf_cached_cb);
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, MEM_TRIM_THRESHOLD);
+    uv_check_init(l, &mem_check);
+    uv_timer_init(l, &mem_timer);
+    uv_check_start(&mem_check, mem_check_cb);
+    uv_unref((uv_handle_t *)&mem_check);
+    uv_unref((uv_handle_t *)&mem_timer);
 }
 
 static void shutdown_server(void)
@@ -816,7 +828,7 @@ int main(int argc, char **argv)
     uv_signal_init(loop, &sig_int);
     uv_signal_start(&sig_term, on_signal, SIGTERM);
     uv_signal_start(&sig_int, on_signal, SIGINT);
-    bigbuf_decay_start(loop);
+    mem_tune(loop);
     /* Every child is started from the spawner, a small process made now while this
      * one holds almost nothing (after the signal handlers: a SIGTERM during its start
      * must be an orderly exit, not a kill). */
@@ -897,7 +909,6 @@ int main(int argc, char **argv)
     }
 
     uv_run(loop, UV_RUN_DEFAULT);
-    bigbuf_set_cached_hook(NULL); /* no work is left: the async handle may close */
     /* Everything is closed by now unless shutdown raced a close: finish the rest. */
     uv_walk(loop, close_walk_cb, NULL);
     uv_run(loop, UV_RUN_DEFAULT);

@@ -34,7 +34,6 @@ struct hdr {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct hdr *cache[CACHE_SLOTS];
 static size_t ncache, cached_bytes;
-static void (*cached_hook)(void);
 
 /* The buffers handed out and not yet freed, for bigbuf_free_any: an open
  * addressing set of data pointers (lock held), and their count, read without the
@@ -226,7 +225,6 @@ void bigbuf_free(void *p)
     struct hdr *h = hdr_of(p);
     if (h->magic != MAGIC) abort(); /* not ours: a caller's bug */
     h->freed_ms = now_ms();
-    bool first = false;
     pthread_mutex_lock(&lock);
     if (!live_remove_locked(p)) abort(); /* freed twice */
     /* Make room by dropping the largest cached buffers (the rarest sizes). */
@@ -241,15 +239,12 @@ void bigbuf_free(void *p)
         map_free(v);
     }
     if (ncache < CACHE_SLOTS && cached_bytes + h->map_len <= BIGBUF_CACHE_MAX) {
-        first = ncache == 0;
         cache[ncache++] = h;
         cached_bytes += h->map_len;
         h = NULL;
     }
-    void (*hook)(void) = cached_hook;
     pthread_mutex_unlock(&lock);
     if (h) map_free(h);
-    else if (first && hook) hook();
 }
 
 void bigbuf_free_any(void *p)
@@ -298,11 +293,4 @@ size_t bigbuf_cached(void)
     size_t n = cached_bytes;
     pthread_mutex_unlock(&lock);
     return n;
-}
-
-void bigbuf_set_cached_hook(void (*fn)(void))
-{
-    pthread_mutex_lock(&lock);
-    cached_hook = fn;
-    pthread_mutex_unlock(&lock);
 }

@@ -10,8 +10,9 @@
  * mapping in 2 MiB units with MADV_HUGEPAGE (one fault per 2 MiB where the kernel
  * has transparent huge pages), and freed ones stay in a small cache for the next
  * request of similar size. The cache is bounded (BIGBUF_CACHE_MAX bytes of
- * mappings) and its owner empties it after a few idle seconds (bigbuf_trim), as
- * jemalloc's decay does, so an idle server holds nothing.
+ * mappings) and its owner empties it after a few idle seconds (bigbuf_trim; the
+ * daemon's main loop does), as jemalloc's decay does, so an idle server holds
+ * nothing.
  *
  * Thread-safe: buffers may be taken on one thread and freed on another. Under
  * AddressSanitizer the buffers come from malloc so overruns are still caught. */
@@ -53,9 +54,5 @@ size_t bigbuf_trim(uint64_t idle_ms);
 
 /* Bytes of mappings in the cache now. */
 size_t bigbuf_cached(void);
-
-/* Called (on the freeing thread) each time a buffer enters an empty cache, so the
- * owner can schedule a bigbuf_trim; NULL to stop. */
-void bigbuf_set_cached_hook(void (*fn)(void));
 
 #endif

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -55,27 +56,31 @@ static void test_grow_keeps_contents(void **state)
     bigbuf_trim(0);
 }
 
-static int hook_calls;
-static void hook(void)
-{
-    hook_calls++;
-}
-
-/* The cache holds at most BIGBUF_CACHE_MAX bytes; the hook fires when a buffer
- * enters an empty cache (the owner's cue to schedule a trim), not on every free. */
-static void test_bound_and_hook(void **state)
+/* The cache holds at most BIGBUF_CACHE_MAX bytes, dropping the largest first. */
+static void test_bound(void **state)
 {
     (void)state;
     bigbuf_trim(0);
-    bigbuf_set_cached_hook(hook);
     enum { N = 40 };
     void *v[N];
     for (int i = 0; i < N; i++) v[i] = bigbuf_alloc(8u << 20, NULL);
     for (int i = 0; i < N; i++) bigbuf_free(v[i]);
-    assert_int_equal(hook_calls, 1);
     assert_true(bigbuf_cached() <= BIGBUF_CACHE_MAX);
     assert_true(bigbuf_cached() > 0);
-    bigbuf_set_cached_hook(NULL);
+    bigbuf_trim(0);
+}
+
+/* bigbuf_free_any tells a bigbuf from a malloc'd block. */
+static void test_free_any(void **state)
+{
+    (void)state;
+    bigbuf_trim(0);
+    void *m = malloc(100), *b = bigbuf_alloc(BIGBUF_MIN, NULL);
+    bigbuf_free_any(m); /* while a bigbuf is live */
+    bigbuf_free_any(b);
+    assert_true(bigbuf_cached() > 0);
+    bigbuf_free_any(malloc(10)); /* while none is */
+    bigbuf_free_any(NULL);
     bigbuf_trim(0);
 }
 
@@ -84,7 +89,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_alloc_reuse_trim),
         cmocka_unit_test(test_grow_keeps_contents),
-        cmocka_unit_test(test_bound_and_hook),
+        cmocka_unit_test(test_bound),
+        cmocka_unit_test(test_free_any),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
