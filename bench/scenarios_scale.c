@@ -113,7 +113,7 @@ static bool oneshots(struct wsc *c, int n, int *next, double *ours, double *floo
 }
 
 struct scale_result {
-    struct cell rss, per_conn, loaded, unloaded;
+    struct cell rss, per_conn, loaded, unloaded, idle_many;
     double floor_unloaded, floor_loaded, rate;
 };
 
@@ -189,6 +189,10 @@ static struct scale_result scale_run(struct server *s)
     double rssn = server_rss_mb(s);
     r.rss = value(rssn);
     r.per_conn = value((rssn - rss1) * 1e6 / 1024 / n);
+    /* With all of them held but none busy: does a start cost more when the server
+     * has n connections (n descriptors) than with one? */
+    if (!oneshots(&m, k, &next, ours, fl, e, sizeof e)) goto fail;
+    r.idle_many = stats(ours, k);
 
     /* The load, and the one-shots under it. */
     struct loadgen lg = {.c = c, .n = nl};
@@ -215,6 +219,7 @@ static struct scale_result scale_run(struct server *s)
 fail:
     r.loaded = failure("%s", e);
     if (!r.rss.ok) r.rss = r.per_conn = r.loaded;
+    if (!r.idle_many.ok) r.idle_many = r.loaded;
 out:
     for (int i = 0; i < opened; i++) wsc_close(&c[i]);
     free(c);
@@ -226,15 +231,18 @@ out:
 
 void scenario_scale(void)
 {
-    char name[3][128];
+    char name[4][128];
     snprintf(name[0], sizeof name[0], "9a. RSS, %d initialized idle connections (MB)",
              O.scale_conns);
     snprintf(name[1], sizeof name[1], "9b. memory per idle connection (KiB)");
     snprintf(name[2], sizeof name[2],
-             "9c. one-shot, %d connections x 1 command / %d ms (ms; floor: ours unloaded)",
+             "9d. one-shot, %d connections x 1 command / %d ms (ms; floor: ours unloaded)",
              O.scale_load, O.scale_period_ms);
-    struct row *rs[3] = {row_get(name[0], K_MB), row_get(name[1], K_MB), row_get(name[2], K_MS)};
-    rs[2]->has_floor = true;
+    snprintf(name[3], sizeof name[3],
+             "9c. one-shot, %d idle connections held (ms; floor: ours with one)", O.scale_conns);
+    struct row *rs[4] = {row_get(name[0], K_MB), row_get(name[1], K_MB), row_get(name[3], K_MS),
+                         row_get(name[2], K_MS)};
+    rs[2]->has_floor = rs[3]->has_floor = true;
     progress("9. scale: %d connections, %d of them loaded", O.scale_conns, O.scale_load);
     /* Ours is told how many connections to accept; the reference has no limit. */
     char maxc[32];
@@ -243,19 +251,22 @@ void scenario_scale(void)
         struct server s;
         O.ours_extra[0] = "--max-connections";
         O.ours_extra[1] = maxc;
-        bool up = start_or_fail(&s, w, rs, 3);
+        bool up = start_or_fail(&s, w, rs, 4);
         O.ours_extra[0] = NULL;
         if (!up) continue;
         struct scale_result r = scale_run(&s);
         server_stop(&s);
         record(rs[0], w, r.rss);
         record(rs[1], w, r.per_conn);
-        record(rs[2], w, r.loaded);
-        if (w == 0) rs[2]->floor = r.unloaded;
+        record(rs[2], w, r.idle_many);
+        record(rs[3], w, r.loaded);
+        if (w == 0) rs[2]->floor = rs[3]->floor = r.unloaded;
         if (r.loaded.ok)
-            progress("   %s: one-shot p50 %.3f ms unloaded, %.3f ms loaded (%.2fx); the "
-                     "driver's posix_spawn %.3f -> %.3f ms (%.2fx); load ran %.0f commands/s",
-                     server_name(w), r.unloaded.p50, r.loaded.p50, r.loaded.p50 / r.unloaded.p50,
-                     r.floor_unloaded, r.floor_loaded, r.floor_loaded / r.floor_unloaded, r.rate);
+            progress("   %s: one-shot p50 %.3f ms with one connection, %.3f ms with %d idle, "
+                     "%.3f ms loaded (%.2fx); the driver's posix_spawn %.3f -> %.3f ms "
+                     "(%.2fx); the load ran %.0f commands/s",
+                     server_name(w), r.unloaded.p50, r.idle_many.p50, O.scale_conns, r.loaded.p50,
+                     r.loaded.p50 / r.unloaded.p50, r.floor_unloaded, r.floor_loaded,
+                     r.floor_loaded / r.floor_unloaded, r.rate);
     }
 }
