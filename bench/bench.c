@@ -42,6 +42,30 @@ bool row_on(const char *id)
     return false;
 }
 
+/* One row of scenario 5: its floor command, then each server, freshly started. */
+static void file_row(const char *id, const char *name, char *const floor_argv[],
+                     const char *floor_out, struct cell (*one)(struct server *))
+{
+    if (!row_on(id)) return;
+    struct row *r = row_get(name, K_MS);
+    progress("%s", name);
+    r->has_floor = true;
+    r->floor = cmd_floor(floor_argv, floor_out);
+    struct server s;
+    for (int w = 0; w < nservers(); w++)
+        if (start_or_fail(&s, w, &r, 1)) {
+            record(r, w, one(&s));
+            server_stop(&s);
+        }
+}
+
+static size_t wf_bytes; /* 5b's size */
+
+static struct cell writefile_row(struct server *s)
+{
+    return writefile_one(s, wf_bytes);
+}
+
 static void run_scenarios(void)
 {
     struct server s;
@@ -156,69 +180,24 @@ static void run_scenarios(void)
         char *cat_argv[] = {"/bin/cat", file_big, NULL};
         char *find_argv[] = {"/usr/bin/find", walk_root, NULL};
 
-        struct row *r;
         snprintf(name, sizeof name, "5a. fs/readFile %zu MiB (ms)", O.file_bytes >> 20);
-        if (row_on("5a")) {
-            r = row_get(name, K_MS);
-            progress("%s", name);
-            r->has_floor = true;
-            r->floor = cmd_floor(cat_argv, NULL);
-            for (int w = 0; w < nservers(); w++)
-                if (start_or_fail(&s, w, &r, 1)) {
-                    record(r, w, readfile_one(&s));
-                    server_stop(&s);
-                }
-        }
-
+        file_row("5a", name, cat_argv, NULL, readfile_one);
         snprintf(name, sizeof name, "5b. fs/writeFile %zu MiB (ms)", wf >> 20);
-        if (row_on("5b")) {
-        r = row_get(name, K_MS);
-        progress("%s", name);
-        r->has_floor = true;
-        {
-            /* Floor: cat of the same amount into the file. */
-            char count[32];
-            snprintf(count, sizeof count, "%zu", wf);
-            char *head_argv[] = {"/usr/bin/head", "-c", count, file_big, NULL};
-            r->floor = cmd_floor(head_argv, file_out);
-        }
+        /* Floor: head of the same amount into the file. */
+        char count[32];
+        snprintf(count, sizeof count, "%zu", wf);
+        char *head_argv[] = {"/usr/bin/head", "-c", count, file_big, NULL};
         char *keep = b64_data;
         b64_data = wf_b64;
-        for (int w = 0; w < nservers(); w++)
-            if (start_or_fail(&s, w, &r, 1)) {
-                record(r, w, writefile_one(&s, wf));
-                server_stop(&s);
-            }
+        wf_bytes = wf;
+        file_row("5b", name, head_argv, file_out, writefile_row);
         b64_data = keep;
-        }
         free(wf_b64);
-
         snprintf(name, sizeof name, "5c. fs/open+writeBlock %zu MiB in 1 MiB blocks (ms)",
                  O.file_bytes >> 20);
-        if (row_on("5c")) {
-            r = row_get(name, K_MS);
-            progress("%s", name);
-            r->has_floor = true;
-            r->floor = cmd_floor(cat_argv, file_out);
-            for (int w = 0; w < nservers(); w++)
-                if (start_or_fail(&s, w, &r, 1)) {
-                    record(r, w, writeblock_one(&s));
-                    server_stop(&s);
-                }
-        }
-
+        file_row("5c", name, cat_argv, file_out, writeblock_one);
         snprintf(name, sizeof name, "5d. fs/walk %d entries (ms)", walk_total());
-        if (row_on("5d")) {
-            r = row_get(name, K_MS);
-            progress("%s", name);
-            r->has_floor = true;
-            r->floor = cmd_floor(find_argv, NULL);
-            for (int w = 0; w < nservers(); w++)
-                if (start_or_fail(&s, w, &r, 1)) {
-                    record(r, w, walk_one(&s));
-                    server_stop(&s);
-                }
-        }
+        file_row("5d", name, find_argv, NULL, walk_one);
         free(b64_data);
     }
     if (O.scenarios & (1u << 6)) {

@@ -113,6 +113,23 @@ int json_load_big_index(const json_t *v, const struct json_load_bigs *bigs)
     return i >= 0 && i < bigs->n ? i : -1;
 }
 
+static int splice(json_t *v, const struct json_load_bigs *bigs, const json_t *keep, int depth);
+
+/* One member x of a container: the value to put in its place when it is a
+ * placeholder (not keep), else NULL after splicing inside it; *found counts the
+ * placeholders met. */
+static json_t *splice_member(json_t *x, const struct json_load_bigs *bigs, const json_t *keep,
+                             int depth, int *found)
+{
+    int i = json_load_big_index(x, bigs);
+    if (i >= 0) {
+        (*found)++;
+        return x != keep ? json_stringn_nocheck(bigs->v[i].p, bigs->v[i].n) : NULL;
+    }
+    if (json_is_object(x) || json_is_array(x)) *found += splice(x, bigs, keep, depth + 1);
+    return NULL;
+}
+
 /* Replaces placeholder strings under v (but keep) by their big values. Returns
  * how many placeholders it met, keep included. */
 static int splice(json_t *v, const struct json_load_bigs *bigs, const json_t *keep, int depth)
@@ -123,26 +140,13 @@ static int splice(json_t *v, const struct json_load_bigs *bigs, const json_t *ke
         const char *k;
         json_t *x;
         json_object_foreach(v, k, x) {
-            int i = json_load_big_index(x, bigs);
-            if (i >= 0) {
-                found++;
-                if (x != keep)
-                    json_object_set_new(v, k, json_stringn_nocheck(bigs->v[i].p, bigs->v[i].n));
-            } else if (json_is_object(x) || json_is_array(x)) {
-                found += splice(x, bigs, keep, depth + 1);
-            }
+            json_t *n = splice_member(x, bigs, keep, depth, &found);
+            if (n) json_object_set_new(v, k, n);
         }
     } else if (json_is_array(v)) {
         for (size_t j = 0; j < json_array_size(v); j++) {
-            json_t *x = json_array_get(v, j);
-            int i = json_load_big_index(x, bigs);
-            if (i >= 0) {
-                found++;
-                if (x != keep)
-                    json_array_set_new(v, j, json_stringn_nocheck(bigs->v[i].p, bigs->v[i].n));
-            } else if (json_is_object(x) || json_is_array(x)) {
-                found += splice(x, bigs, keep, depth + 1);
-            }
+            json_t *n = splice_member(json_array_get(v, j), bigs, keep, depth, &found);
+            if (n) json_array_set_new(v, j, n);
         }
     }
     return found;
