@@ -25,6 +25,61 @@
 
 struct opts O;
 
+/* Whether row `id` ("5b", "1", "7a") is to be run: every row unless --only names
+ * rows, where "5" stands for all of 5a-5d. */
+/* The scenarios a list names ("1,5b,10": each item's leading number, 1-10). */
+static unsigned scenario_bits(const char *list)
+{
+    unsigned bits = 0;
+    for (const char *p = list; *p;) {
+        char *end;
+        long n = strtol(p, &end, 10);
+        if (end != p && n >= 1 && n <= 10) bits |= 1u << n;
+        p += strcspn(p, ",");
+        if (*p == ',') p++;
+    }
+    return bits;
+}
+
+bool row_on(const char *id)
+{
+    if (!O.only) return true;
+    size_t il = strlen(id);
+    for (const char *p = O.only; *p;) {
+        size_t n = strcspn(p, ",");
+        if ((n == il && memcmp(p, id, n) == 0) ||
+            (n < il && memcmp(p, id, n) == 0 && id[n] >= 'a' && id[n] <= 'z'))
+            return true;
+        p += n;
+        if (*p == ',') p++;
+    }
+    return false;
+}
+
+/* One row of scenario 5: its floor command, then each server, freshly started. */
+static void file_row(const char *id, const char *name, char *const floor_argv[],
+                     const char *floor_out, struct cell (*one)(struct server *))
+{
+    if (!row_on(id)) return;
+    struct row *r = row_get(name, K_MS);
+    progress("%s", name);
+    r->has_floor = true;
+    r->floor = cmd_floor(floor_argv, floor_out);
+    struct server s;
+    for (int w = 0; w < nservers(); w++)
+        if (start_or_fail(&s, w, &r, 1)) {
+            record(r, w, one(&s));
+            server_stop(&s);
+        }
+}
+
+static size_t wf_bytes; /* 5b's size */
+
+static struct cell writefile_row(struct server *s)
+{
+    return writefile_one(s, wf_bytes);
+}
+
 static void run_scenarios(void)
 {
     struct server s;
@@ -32,23 +87,33 @@ static void run_scenarios(void)
 
     if (O.scenarios & (1u << 1)) {
         snprintf(name, sizeof name, "1. one-shot /bin/true, %d sequential (ms)", O.oneshot_n);
-        struct row *r = row_get(name, K_MS);
-        progress("%s", name);
-        r->has_floor = true;
-        scenario_oneshot(r);
+        struct row *r;
+        if (row_on("1")) {
+            r = row_get(name, K_MS);
+            progress("%s", name);
+            r->has_floor = true;
+            scenario_oneshot(r);
+        }
         snprintf(name, sizeof name, "1b. one-shot /bin/true, ReadOnly sandbox (ms; floor: "
                                     "ours unsandboxed)");
-        r = row_get(name, K_MS);
-        progress("%s", name);
-        r->has_floor = true;
-        scenario_oneshot_sandboxed(r);
+        if (row_on("1b")) {
+            r = row_get(name, K_MS);
+            progress("%s", name);
+            r->has_floor = true;
+            scenario_oneshot_sandboxed(r);
+        }
     }
     if (O.scenarios & (1u << 2)) {
         snprintf(name, sizeof name, "2. streaming %zu MiB stdout (MB/s)", O.stream_bytes >> 20);
         struct row *r = row_get(name, K_MBS);
         progress("%s", name);
         r->has_floor = true;
-        scenario_stream(r);
+        snprintf(name, sizeof name, "2b. streaming %zu MiB stdout (MB/s; floor: the protocol "
+                                    "without a server)",
+                 O.stream_bytes >> 20);
+        struct row *rp = row_get(name, K_MBS);
+        rp->has_floor = true;
+        scenario_stream(r, rp);
     }
     if (O.scenarios & (1u << 3)) {
         snprintf(name, sizeof name, "3. fan-out %d x /bin/true, one connection (ms)",
@@ -95,7 +160,7 @@ static void run_scenarios(void)
         progress("5. files: preparing %zu MiB file and %d-entry tree", O.file_bytes >> 20,
                  O.walk_entries);
         make_file(file_big, O.file_bytes);
-        make_tree(walk_root, O.walk_entries);
+        if (row_on("5d")) make_tree(walk_root, O.walk_entries);
         /* One encoding per 1 MiB block (each block a multiple of 4 characters). */
         size_t blk = 1 << 20, nblk = (O.file_bytes + blk - 1) / blk;
         b64_data = xmalloc(nblk * base64_encoded_len(blk));
@@ -130,59 +195,23 @@ static void run_scenarios(void)
         char *find_argv[] = {"/usr/bin/find", walk_root, NULL};
 
         snprintf(name, sizeof name, "5a. fs/readFile %zu MiB (ms)", O.file_bytes >> 20);
-        struct row *r = row_get(name, K_MS);
-        progress("%s", name);
-        r->has_floor = true;
-        r->floor = cmd_floor(cat_argv, NULL);
-        for (int w = 0; w < nservers(); w++)
-            if (start_or_fail(&s, w, &r, 1)) {
-                record(r, w, readfile_one(&s));
-                server_stop(&s);
-            }
-
+        file_row("5a", name, cat_argv, NULL, readfile_one);
         snprintf(name, sizeof name, "5b. fs/writeFile %zu MiB (ms)", wf >> 20);
-        r = row_get(name, K_MS);
-        progress("%s", name);
-        r->has_floor = true;
-        {
-            /* Floor: cat of the same amount into the file. */
-            char count[32];
-            snprintf(count, sizeof count, "%zu", wf);
-            char *head_argv[] = {"/usr/bin/head", "-c", count, file_big, NULL};
-            r->floor = cmd_floor(head_argv, file_out);
-        }
+        /* Floor: head of the same amount into the file. */
+        char count[32];
+        snprintf(count, sizeof count, "%zu", wf);
+        char *head_argv[] = {"/usr/bin/head", "-c", count, file_big, NULL};
         char *keep = b64_data;
         b64_data = wf_b64;
-        for (int w = 0; w < nservers(); w++)
-            if (start_or_fail(&s, w, &r, 1)) {
-                record(r, w, writefile_one(&s, wf));
-                server_stop(&s);
-            }
+        wf_bytes = wf;
+        file_row("5b", name, head_argv, file_out, writefile_row);
         b64_data = keep;
         free(wf_b64);
-
         snprintf(name, sizeof name, "5c. fs/open+writeBlock %zu MiB in 1 MiB blocks (ms)",
                  O.file_bytes >> 20);
-        r = row_get(name, K_MS);
-        progress("%s", name);
-        r->has_floor = true;
-        r->floor = cmd_floor(cat_argv, file_out);
-        for (int w = 0; w < nservers(); w++)
-            if (start_or_fail(&s, w, &r, 1)) {
-                record(r, w, writeblock_one(&s));
-                server_stop(&s);
-            }
-
+        file_row("5c", name, cat_argv, file_out, writeblock_one);
         snprintf(name, sizeof name, "5d. fs/walk %d entries (ms)", walk_total());
-        r = row_get(name, K_MS);
-        progress("%s", name);
-        r->has_floor = true;
-        r->floor = cmd_floor(find_argv, NULL);
-        for (int w = 0; w < nservers(); w++)
-            if (start_or_fail(&s, w, &r, 1)) {
-                record(r, w, walk_one(&s));
-                server_stop(&s);
-            }
+        file_row("5d", name, find_argv, NULL, walk_one);
         free(b64_data);
     }
     if (O.scenarios & (1u << 6)) {
@@ -208,29 +237,30 @@ static void run_scenarios(void)
                     progress("   ours: memory still growing while the client does not read");
             }
     }
-    if (O.scenarios & (1u << 8)) scenario_http();
-    if (O.scenarios & (1u << 9)) scenario_proxy();
+    if ((O.scenarios & (1u << 8)) && row_on("8")) scenario_http();
+    if ((O.scenarios & (1u << 9)) && row_on("9")) scenario_proxy();
+    if (O.scenarios & (1u << 10)) scenario_scale();
     if (O.scenarios & (1u << 7)) {
         char ws[PATH_MAX + 16];
         snprintf(ws, sizeof ws, "%s/ws", O.tmp);
         mkdir(ws, 0755);
-        struct row *rsb = row_get("7a. fs/writeFile 4 KiB, sandboxed (ms)", K_MS);
-        struct row *run = row_get("7b. fs/writeFile 4 KiB, no sandbox (ms)", K_MS);
+        struct row *rsb = row_on("7a") ? row_get("7a. fs/writeFile 4 KiB, sandboxed (ms)", K_MS)
+                                        : NULL;
+        struct row *run =
+            row_on("7b") ? row_get("7b. fs/writeFile 4 KiB, no sandbox (ms)", K_MS) : NULL;
         progress("7. sandboxed fs latency");
-        run->has_floor = true;
+        if (run) run->has_floor = true;
         for (int w = 0; w < nservers(); w++) {
-            struct row *both[2] = {rsb, run};
+            struct row *both[2] = {rsb ? rsb : run, run ? run : rsb};
             if (start_or_fail(&s, w, both, 2)) {
-                struct cell sb = sandbox_one(&s, true, ws);
                 /* A refused sandbox is a missing feature, not a broken run. */
-                rsb->v[w] = sb;
-                record(run, w, sandbox_one(&s, false, ws));
+                if (rsb) rsb->v[w] = sandbox_one(&s, true, ws, NULL);
+                /* The floor (open/write/close by the driver) is interleaved with
+                 * ours, one write each in turn, so both see the same load. */
+                if (run) record(run, w, sandbox_one(&s, false, ws, w == 0 ? &run->floor : NULL));
                 server_stop(&s);
             }
         }
-        /* After the servers, on the file they wrote: right after scenario 6 the
-         * first few milliseconds of writes were slow for whoever came first. */
-        run->floor = write4k_floor(ws);
     }
 }
 
@@ -291,6 +321,37 @@ static void print_table(void)
             }
         }
         printf("| %s | %s | %s | %s | %s | %s |\n", r->name, o, ref, ratio, fl, vf);
+    }
+}
+
+/* The second table: CPU time per operation, which machine load does not stretch
+ * the way it stretches wall time (see docs/BENCHMARKS.md). */
+static void print_cpu_table(void)
+{
+    bool any = false;
+    for (int i = 0; i < nrows; i++)
+        if (rows[i].v[0].cpu > 0) any = true;
+    if (!any) return;
+    printf("\nCPU per operation (ms): the server with its threads and helper processes "
+           "(not the commands it runs); the floor's command, or the driver for an "
+           "in-process floor\n\n");
+    printf("| scenario | ours | reference | ours less by | floor | ours vs floor |\n");
+    printf("|---|---|---|---|---|---|\n");
+    for (int i = 0; i < nrows; i++) {
+        struct row *r = &rows[i];
+        const struct cell *o = &r->v[0], *f = &r->v[1], *fl = &r->floor;
+        if (!(o->ok && o->cpu > 0)) continue;
+        char a[32], b[32] = "", ratio[32] = "", c[32] = "", vf[32] = "";
+        fmt_num(a, sizeof a, o->cpu, K_MS);
+        if (f->ok && f->cpu > 0) {
+            fmt_num(b, sizeof b, f->cpu, K_MS);
+            snprintf(ratio, sizeof ratio, "%.1fx", f->cpu / o->cpu);
+        }
+        if (r->has_floor && fl->ok && fl->cpu > 0) {
+            fmt_num(c, sizeof c, fl->cpu, K_MS);
+            snprintf(vf, sizeof vf, "%.2fx", o->cpu / fl->cpu);
+        }
+        printf("| %s | %s | %s | %s | %s | %s |\n", r->name, a, b, ratio, c, vf);
     }
 }
 
@@ -357,7 +418,7 @@ static void usage(FILE *f)
             "  --ours PATH          our server (default: exec-server beside exec-bench)\n"
             "  --ref PATH           reference codex binary (default: ~" REF_GLOB ")\n"
             "  --no-ref             run only our server\n"
-            "  --scenarios LIST     comma-separated scenario numbers 1-9 (default: all)\n"
+            "  --scenarios LIST     comma-separated scenario numbers 1-10 (default: all)\n"
             "  --quick              small sizes for a smoke test\n"
             "  --runs N             repetitions of streaming, fan-out, connections, files\n"
             "  --oneshot N          sequential one-shot runs (500)\n"
@@ -369,7 +430,12 @@ static void usage(FILE *f)
             "  --procs N            live processes for the memory figure (500)\n"
             "  --mem-stream-mb N    size of the unread stream in MB (1000)\n"
             "  --sandbox-n N        sandboxed writes (200)\n"
-            "  --proxy-mib N        download through the network proxy, MiB (64)\n");
+            "  --proxy-mib N        download through the network proxy, MiB (64)\n"
+            "  --scale-conns N      connections held open in scenario 10 (10000)\n"
+            "  --scale-load N       of those, how many run /bin/true every 100 ms (100)\n"
+            "  --scale-oneshots N   one-shots measured, loaded and not (200)\n"
+            "  --only LIST          only these rows, e.g. 5b,7b (5 = all of 5a-5d)\n"
+            "environment: EXEC_BENCH_WRAP=\"CMD ARGS\" runs our server under CMD (a profiler)\n");
 }
 
 static void cleanup_tmp(void)
@@ -384,7 +450,9 @@ static char ours_default[PATH_MAX];
 
 int main(int argc, char **argv)
 {
-    O = (struct opts){.scenarios = 0x3FE, .http_bytes = 256u << 20, .proxy_bytes = 64u << 20, .runs = 5, .oneshot_n = 500, .stream_bytes = 256u << 20,
+    O = (struct opts){.scenarios = 0x7FE, .http_bytes = 256u << 20, .proxy_bytes = 64u << 20,
+                      .scale_conns = 10000, .scale_load = 100, .scale_period_ms = 100,
+                      .scale_oneshots = 200, .runs = 5, .oneshot_n = 500, .stream_bytes = 256u << 20,
                       .fanout_n = 200, .conns_n = 500, .file_bytes = 64u << 20,
                       .walk_entries = 50000, .mem_procs = 500,
                       .mem_stream_bytes = 1000000000, .mem_stream_secs = 3, .sandbox_n = 200};
@@ -407,6 +475,9 @@ int main(int argc, char **argv)
             O.sandbox_n = 20;
             O.http_bytes = 8u << 20;
             O.proxy_bytes = 8u << 20;
+            O.scale_conns = 200;
+            O.scale_load = 10;
+            O.scale_oneshots = 30;
             if (!runs_set) O.runs = 2;
         } else if (strcmp(a, "--no-ref") == 0) no_ref = true;
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -415,9 +486,7 @@ int main(int argc, char **argv)
         } else if (OPT("--ours")) O.ours = v;
         else if (OPT("--ref")) O.ref = v;
         else if (OPT("--scenarios")) {
-            O.scenarios = 0;
-            for (const char *p = v; *p; p++)
-                if (*p >= '1' && *p <= '9') O.scenarios |= 1u << (*p - '0');
+            O.scenarios = scenario_bits(v);
         } else if (OPT("--runs")) {
             O.runs = atoi(v);
             runs_set = true;
@@ -431,6 +500,13 @@ int main(int argc, char **argv)
         else if (OPT("--mem-stream-mb")) O.mem_stream_bytes = (size_t)atol(v) * 1000000;
         else if (OPT("--sandbox-n")) O.sandbox_n = atoi(v);
         else if (OPT("--proxy-mib")) O.proxy_bytes = (size_t)atol(v) << 20;
+        else if (OPT("--scale-conns")) O.scale_conns = atoi(v);
+        else if (OPT("--scale-load")) O.scale_load = atoi(v);
+        else if (OPT("--scale-oneshots")) O.scale_oneshots = atoi(v);
+        else if (OPT("--only")) {
+            O.only = v;
+            O.scenarios = scenario_bits(v);
+        }
         else {
             fprintf(stderr, "exec-bench: unknown or incomplete option %s\n", a);
             usage(stderr);
@@ -440,7 +516,8 @@ int main(int argc, char **argv)
     }
     if (O.runs < 1 || O.runs > 64 || O.oneshot_n < 1 || O.fanout_n < 1 || O.conns_n < 1 ||
         O.file_bytes < (1u << 20) || O.walk_entries < 2 || O.walk_entries > 50000 ||
-        O.mem_procs < 1 || O.sandbox_n < 1 || O.stream_bytes == 0) {
+        O.mem_procs < 1 || O.sandbox_n < 1 || O.stream_bytes == 0 || O.scale_conns < 1 ||
+        O.scale_load < 1 || O.scale_oneshots < 1) {
         fprintf(stderr, "exec-bench: option out of range (runs 1..64, file >= 1 MiB, walk "
                         "2..50000, counts >= 1)\n");
         return 2;
@@ -475,12 +552,23 @@ int main(int argc, char **argv)
         fprintf(stderr, "exec-bench: our server %s is not executable\n", O.ours);
         return 2;
     }
-    /* 500 connections + 500 processes' pipes need more than the default 1024 fds;
-     * the servers inherit the limit. */
+    /* 500 connections + 500 processes' pipes need more than the default 1024 fds,
+     * scenario 9 one per connection on each side and some: the servers inherit the
+     * limit. Raise the hard limit too where we may (root). */
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        rlim_t want = (rlim_t)O.scale_conns * 2 + 4096;
+        if (rl.rlim_max < want) {
+            struct rlimit up = {want, want};
+            if (setrlimit(RLIMIT_NOFILE, &up) == 0) rl = up;
+        }
+        if (rl.rlim_cur < rl.rlim_max) {
+            rl.rlim_cur = rl.rlim_max;
+            setrlimit(RLIMIT_NOFILE, &rl);
+        }
+        if (rl.rlim_cur < (rlim_t)O.scale_conns + 1024 && (O.scenarios & (1u << 10)))
+            progress("the fd limit (%llu) is too low for %d connections in scenario 9",
+                     (unsigned long long)rl.rlim_cur, O.scale_conns);
     }
     signal(SIGPIPE, SIG_IGN);
     snprintf(O.tmp, sizeof O.tmp, "/tmp/exec-bench-XXXXXX");
@@ -495,6 +583,7 @@ int main(int argc, char **argv)
     double t0 = now_s();
     run_scenarios();
     print_table();
+    print_cpu_table();
     print_targets();
     printf("\n(%s; driver and servers on the same machine; %.0f s total)\n",
            O.quick ? "--quick sizes" : "full sizes", now_s() - t0);

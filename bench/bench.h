@@ -1,8 +1,8 @@
 /* bench.h: declarations shared by the modules of exec-bench, the benchmark driver:
  * the options, the result table (rows and cells), the servers under test, process
  * tracking and the scenario helpers of bench_core.c, and the scenarios of
- * scenarios_proc.c (1-4), scenarios_fs.c (5-7) and scenarios_http.c (8, 9) that bench.c
- * runs. */
+ * scenarios_proc.c (1-4), scenarios_fs.c (5-7), scenarios_http.c (8, 9) and
+ * scenarios_scale.c (10) that bench.c runs. */
 
 #ifndef EXEC_BENCH_H
 #define EXEC_BENCH_H
@@ -54,6 +54,9 @@ struct opts {
     int sandbox_n;
     size_t http_bytes;
     size_t proxy_bytes;
+    int scale_conns, scale_load, scale_period_ms, scale_oneshots;
+    const char *ours_extra[4]; /* more options for our server (NULL-terminated) */
+    const char *only; /* --only: comma-separated row ids ("5b,7b") or NULL for all */
     char tmp[PATH_MAX];
 };
 
@@ -65,6 +68,8 @@ struct cell {
     bool ok;
     bool dist; /* p95 meaningful */
     double p50, p95;
+    double cpu; /* CPU ms per operation of the server (all its threads and helper
+                   processes) or of the floor's command; 0 when not measured */
     char err[200];
 };
 
@@ -127,12 +132,15 @@ struct cell value(double v);
 struct cell failure(const char *fmt, ...);
 void server_stop(struct server *s);
 double server_rss_mb(const struct server *s);
+double server_cpu_ms(const struct server *s);
+double self_cpu_ms(void);
+bool row_on(const char *id);
 void track_init(struct track *t, const char *prefix, int n, bool decode);
 void track_free(struct track *t);
 void track_msg(void *ud, struct span m);
 int track_pump(struct wsc *c, struct track *t, int closed, int responses, int timeout_ms);
 void start_params(char *out, size_t n, const char *prefix, int idx, const char *argv_json);
-double pipe_floor(char *const argv[], uint64_t *bytes);
+double pipe_floor(char *const argv[], uint64_t *bytes, struct rusage *ru);
 bool connect_server(struct server *s, struct wsc *c, struct cell *out);
 void record(struct row *r, int which, struct cell c);
 bool have_ref(void);
@@ -145,7 +153,8 @@ bool start_or_fail(struct server *s, int which, struct row **rs, int nr);
 void progress(const char *fmt, ...);
 void scenario_oneshot(struct row *r);
 void scenario_oneshot_sandboxed(struct row *r);
-void scenario_stream(struct row *r);
+void scenario_stream(struct row *r, struct row *proto);
+double relay_floor_once(size_t bytes, char *err, size_t errlen);
 void scenario_fanout(struct row *r);
 struct cell conns_run(struct server *s);
 void make_file(const char *path, size_t bytes);
@@ -158,8 +167,8 @@ struct cell walk_one(struct server *s);
 struct cell cmd_floor(char *const argv[], const char *out_path);
 void scenario_http(void);
 void scenario_proxy(void);
+void scenario_scale(void);
 struct mem_result mem_run(struct server *s);
-struct cell sandbox_one(struct server *s, bool sandboxed, const char *ws);
-struct cell write4k_floor(const char *ws);
+struct cell sandbox_one(struct server *s, bool sandboxed, const char *ws, struct cell *floor);
 
 #endif

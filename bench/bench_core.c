@@ -73,8 +73,21 @@ static int server_start(struct server *s, int which, char *err, size_t errlen)
         int nul = open("/dev/null", O_RDONLY);
         if (nul >= 0) dup2(nul, 0);
         if (chdir(O.tmp) < 0) _exit(126);
-        if (which == 0)
-            execl(O.ours, O.ours, "--listen", "ws://127.0.0.1:0", (char *)NULL);
+        if (which == 0) {
+            /* EXEC_BENCH_WRAP="valgrind --tool=callgrind ..." (split at spaces) runs
+             * our server under a profiler; the figures are then the profiler's. */
+            char *wrap = getenv("EXEC_BENCH_WRAP");
+            char *av[64];
+            int ac = 0;
+            for (char *t = wrap ? strtok(wrap, " ") : NULL; t && ac < 48; t = strtok(NULL, " "))
+                av[ac++] = t;
+            av[ac++] = (char *)O.ours;
+            av[ac++] = "--listen";
+            av[ac++] = "ws://127.0.0.1:0";
+            for (int i = 0; O.ours_extra[i] && ac < 62; i++) av[ac++] = (char *)O.ours_extra[i];
+            av[ac] = NULL;
+            execvp(av[0], av);
+        }
         else
             execl(O.ref, O.ref, "exec-server", "--listen", "ws://127.0.0.1:0", (char *)NULL);
         _exit(127);
@@ -125,24 +138,57 @@ done:
     s->pid = 0;
 }
 
-static long rss_kb_of(pid_t pid)
+/* A field of /proc/PID/status in kB ("VmRSS:", "RssAnon:"), or -1. */
+static long status_kb(pid_t pid, const char *field)
 {
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
     FILE *f = fopen(path, "r");
     if (!f) return -1;
     long kb = -1;
+    size_t fl = strlen(field);
     while (fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0) kb = atol(line + 6);
+        if (strncmp(line, field, fl) == 0) kb = atol(line + fl);
     fclose(f);
     return kb;
 }
 
-/* RSS of the server plus any helper children running the same executable (the
- * processes it runs for clients are not counted). In MB (10^6 bytes). */
-double server_rss_mb(const struct server *s)
+static long rss_kb_of(pid_t pid)
 {
-    long kb = rss_kb_of(s->pid);
+    return status_kb(pid, "VmRSS:");
+}
+
+/* CPU time of one process (every thread) in ns, from the scheduler's own
+ * accounting (/proc/PID/task/TID/schedstat): exact, and unlike wall time not
+ * stretched by other load on the machine. -1 when unknown. */
+static double cpu_ns_of(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d) return -1;
+    double ns = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.') continue;
+        char p2[128], buf[128];
+        snprintf(p2, sizeof p2, "/proc/%d/task/%s/schedstat", (int)pid, de->d_name);
+        int fd = open(p2, O_RDONLY);
+        if (fd < 0) continue;
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0) continue;
+        buf[n] = 0;
+        ns += strtod(buf, NULL);
+    }
+    closedir(d);
+    return ns;
+}
+
+/* The children of the server running its own executable (spawner, sandbox
+ * helpers): calls fn on each. */
+static void for_helpers(const struct server *s, void (*fn)(pid_t, void *), void *ud)
+{
     DIR *d = opendir("/proc");
     struct dirent *de;
     while (d && (de = readdir(d))) {
@@ -164,9 +210,50 @@ double server_rss_mb(const struct server *s)
         ssize_t l = readlink(path, exe, sizeof exe - 1);
         if (l <= 0) continue;
         exe[l] = 0;
-        if (strcmp(exe, s->exe) == 0) kb += rss_kb_of(pid);
+        if (strcmp(exe, s->exe) == 0) fn(pid, ud);
     }
     if (d) closedir(d);
+}
+
+static void add_cpu(pid_t pid, void *ud)
+{
+    double ns = cpu_ns_of(pid);
+    if (ns > 0) *(double *)ud += ns;
+}
+
+/* CPU ms used so far by the server and its helper processes (not by the commands
+ * it runs for clients). Differences of two readings are what a row reports. */
+double server_cpu_ms(const struct server *s)
+{
+    double ns = cpu_ns_of(s->pid);
+    if (ns < 0) return 0;
+    for_helpers(s, add_cpu, &ns);
+    return ns / 1e6;
+}
+
+/* CPU ms used so far by the driver itself (for floors it computes in-process). */
+double self_cpu_ms(void)
+{
+    return cpu_ns_of(getpid()) / 1e6;
+}
+
+/* RSS of the server plus the private memory of any helper children running the
+ * same executable (the processes it runs for clients are not counted). In MB
+ * (10^6 bytes). */
+/* A helper runs the server's own executable: its file-backed pages (the program
+ * and the libraries) are the server's, already in its RSS; what it adds is its
+ * private memory. */
+static void add_rss(pid_t pid, void *ud)
+{
+    long kb = status_kb(pid, "RssAnon:"), sh = status_kb(pid, "RssShmem:");
+    if (kb > 0) *(long *)ud += kb;
+    if (sh > 0) *(long *)ud += sh;
+}
+
+double server_rss_mb(const struct server *s)
+{
+    long kb = rss_kb_of(s->pid);
+    for_helpers(s, add_rss, &kb);
     return kb * 1024.0 / 1e6;
 }
 
@@ -299,18 +386,19 @@ static pid_t spawn_out(char *const argv[], int *out_fd)
 }
 
 /* Runs argv with its stdout piped into the driver; returns seconds, sets *bytes. */
-double pipe_floor(char *const argv[], uint64_t *bytes)
+double pipe_floor(char *const argv[], uint64_t *bytes, struct rusage *ru)
 {
     static char buf[1 << 20];
     int fd;
     double t0 = now_s();
     pid_t pid = spawn_out(argv, &fd);
+    if (ru) memset(ru, 0, sizeof *ru);
     if (pid < 0) return -1;
     uint64_t total = 0;
     ssize_t r;
     while ((r = read(fd, buf, sizeof buf)) > 0) total += (uint64_t)r;
     close(fd);
-    waitpid(pid, NULL, 0);
+    wait4(pid, NULL, 0, ru);
     *bytes = total;
     return now_s() - t0;
 }

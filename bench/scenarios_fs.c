@@ -58,8 +58,12 @@ struct cell readfile_one(struct server *s)
     char params[PATH_MAX + 64], err[200];
     snprintf(params, sizeof params, "{\"path\":\"file://%s\"}", file_big);
     uint8_t *dec = xmalloc(base64_decoded_max(base64_encoded_len(O.file_bytes)));
-    for (int r = 0; r < O.runs; r++) {
+    double cpu0 = 0;
+    /* Run -1 warms up (the server's buffers and the driver's, first-touch page
+     * faults): not counted. */
+    for (int r = -1; r < O.runs; r++) {
         struct span res, v, data;
+        if (r == 0) cpu0 = server_cpu_ms(s);
         double t0 = now_s();
         if (wsc_call(&c, "fs/readFile", params, NULL, NULL, &res, err, sizeof err, TIMEOUT_MS) <
             0) {
@@ -73,9 +77,10 @@ struct cell readfile_one(struct server *s)
             out = failure("readFile returned %zu bytes, not %zu", got, O.file_bytes);
             goto done;
         }
-        t[r] = (now_s() - t0) * 1e3;
+        if (r >= 0) t[r] = (now_s() - t0) * 1e3;
     }
     out = stats(t, O.runs);
+    out.cpu = (server_cpu_ms(s) - cpu0) / O.runs;
 done:
     free(dec);
     free(t);
@@ -95,7 +100,9 @@ struct cell writefile_one(struct server *s, size_t bytes)
     double *t = xcalloc((size_t)O.runs, sizeof *t);
     char head[PATH_MAX + 128], err[200];
     size_t enc = base64_encoded_len(bytes);
-    for (int r = 0; r < O.runs; r++) {
+    double cpu0 = 0;
+    for (int r = -1; r < O.runs; r++) { /* -1: warm-up, as in readfile_one */
+        if (r == 0) cpu0 = server_cpu_ms(s);
         uint64_t id = c.next_id++;
         int hl = snprintf(head, sizeof head,
                           "{\"id\":%llu,\"method\":\"fs/writeFile\",\"params\":{\"path\":"
@@ -109,7 +116,7 @@ struct cell writefile_one(struct server *s, size_t bytes)
             out = failure("%s", err);
             goto done;
         }
-        t[r] = (now_s() - t0) * 1e3;
+        if (r >= 0) t[r] = (now_s() - t0) * 1e3;
         struct stat st;
         if (stat(file_out, &st) < 0 || (size_t)st.st_size != bytes) {
             out = failure("file has %lld bytes, not %zu", (long long)st.st_size, bytes);
@@ -117,6 +124,7 @@ struct cell writefile_one(struct server *s, size_t bytes)
         }
     }
     out = stats(t, O.runs);
+    out.cpu = (server_cpu_ms(s) - cpu0) / O.runs;
 done:
     free(t);
     wsc_close(&c);
@@ -133,11 +141,13 @@ struct cell writeblock_one(struct server *s)
     char params[PATH_MAX + 128], head[256], err[200];
     size_t blk = 1 << 20, nblk = (O.file_bytes + blk - 1) / blk;
     size_t blk_enc = base64_encoded_len(blk);
-    for (int r = 0; r < O.runs; r++) {
+    double cpu0 = 0;
+    for (int r = -1; r < O.runs; r++) { /* -1: warm-up, as in readfile_one */
         struct span res;
+        if (r == 0) cpu0 = server_cpu_ms(s);
         double t0 = now_s();
         snprintf(params, sizeof params,
-                 "{\"handleId\":\"w%d\",\"path\":\"file://%s\",\"mode\":\"replace\"}", r,
+                 "{\"handleId\":\"w%d\",\"path\":\"file://%s\",\"mode\":\"replace\"}", r + 1,
                  file_out);
         if (wsc_call(&c, "fs/open", params, NULL, NULL, &res, err, sizeof err, TIMEOUT_MS) < 0) {
             out = failure("fs/open: %s", err);
@@ -152,7 +162,7 @@ struct cell writeblock_one(struct server *s)
             int hl = snprintf(head, sizeof head,
                               "{\"id\":%llu,\"method\":\"fs/writeBlock\",\"params\":{"
                               "\"handleId\":\"w%d\",\"offset\":%zu,\"chunk\":\"",
-                              (unsigned long long)c.next_id++, r, b * blk);
+                              (unsigned long long)c.next_id++, r + 1, b * blk);
             struct iovec iov[3] = {
                 {head, (size_t)hl}, {b64_data + b * blk_enc, blk_enc}, {"\"}}", 3}};
             wsc_sendv(&c, iov, 3);
@@ -164,12 +174,12 @@ struct cell writeblock_one(struct server *s)
             goto done;
         }
         track_free(&tr);
-        snprintf(params, sizeof params, "{\"handleId\":\"w%d\"}", r);
+        snprintf(params, sizeof params, "{\"handleId\":\"w%d\"}", r + 1);
         if (wsc_call(&c, "fs/close", params, NULL, NULL, &res, err, sizeof err, TIMEOUT_MS) < 0) {
             out = failure("fs/close: %s", err);
             goto done;
         }
-        t[r] = (now_s() - t0) * 1e3;
+        if (r >= 0) t[r] = (now_s() - t0) * 1e3;
         struct stat st;
         if (stat(file_out, &st) < 0 || (size_t)st.st_size != nblk * blk) {
             out = failure("file has %lld bytes, not %zu", (long long)st.st_size, nblk * blk);
@@ -177,6 +187,7 @@ struct cell writeblock_one(struct server *s)
         }
     }
     out = stats(t, O.runs);
+    out.cpu = (server_cpu_ms(s) - cpu0) / O.runs;
 done:
     free(t);
     wsc_close(&c);
@@ -195,6 +206,7 @@ struct cell walk_one(struct server *s)
              "{\"path\":\"file://%s\",\"options\":{\"maxDepth\":64,\"maxDirectories\":10000,"
              "\"maxEntries\":50000,\"followDirectorySymlinks\":false}}",
              walk_root);
+    double cpu0 = server_cpu_ms(s);
     for (int r = 0; r < O.runs; r++) {
         struct span res, v;
         double t0 = now_s();
@@ -218,6 +230,7 @@ struct cell walk_one(struct server *s)
                      truncated ? " (truncated at the 4 MiB answer budget)" : "");
     }
     out = stats(t, O.runs);
+    out.cpu = (server_cpu_ms(s) - cpu0) / O.runs;
 done:
     free(t);
     wsc_close(&c);
@@ -226,8 +239,10 @@ done:
 
 struct cell cmd_floor(char *const argv[], const char *out_path)
 {
-    double *t = xcalloc((size_t)O.runs, sizeof *t);
-    for (int r = 0; r < O.runs; r++) {
+    double *t = xcalloc((size_t)O.runs, sizeof *t), cpu = 0;
+    for (int r = -1; r < O.runs; r++) { /* -1: warm-up, as the servers get */
+        struct rusage ru;
+        double ms;
         if (out_path) {
             posix_spawn_file_actions_t fa;
             posix_spawn_file_actions_init(&fa);
@@ -235,16 +250,22 @@ struct cell cmd_floor(char *const argv[], const char *out_path)
                                              0644);
             double t0 = now_s();
             pid_t pid;
+            memset(&ru, 0, sizeof ru);
             if (posix_spawn(&pid, argv[0], &fa, NULL, argv, environ) == 0)
-                waitpid(pid, NULL, 0);
-            t[r] = (now_s() - t0) * 1e3;
+                wait4(pid, NULL, 0, &ru);
+            ms = (now_s() - t0) * 1e3;
             posix_spawn_file_actions_destroy(&fa);
         } else {
             uint64_t got;
-            t[r] = pipe_floor(argv, &got) * 1e3;
+            ms = pipe_floor(argv, &got, &ru) * 1e3;
         }
+        if (r < 0) continue;
+        t[r] = ms;
+        cpu += (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+               (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
     }
     struct cell c = stats(t, O.runs);
+    c.cpu = cpu / O.runs;
     free(t);
     return c;
 }
@@ -315,7 +336,23 @@ struct mem_result mem_run(struct server *s)
 
 /* ------------------------------------------------------------------ 7. sandboxed fs */
 
-struct cell sandbox_one(struct server *s, bool sandboxed, const char *ws)
+/* One open/write/close of 4 KiB by the driver (7b's floor); ms. */
+static double write4k_once(const char *path)
+{
+    static char raw[4096];
+    double t0 = now_s();
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        if (write(fd, raw, sizeof raw) < 0) t0 = 0;
+        close(fd);
+    }
+    return (now_s() - t0) * 1e3;
+}
+
+/* fs/writeFile of 4 KiB, sandboxed or not, O.sandbox_n times after 5 warm-ups.
+ * With floor, each request is preceded by one open/write/close of the same file
+ * by the driver, and their statistics go to *floor. */
+struct cell sandbox_one(struct server *s, bool sandboxed, const char *ws, struct cell *floor)
 {
     struct wsc c;
     struct cell out;
@@ -336,12 +373,23 @@ struct cell sandbox_one(struct server *s, bool sandboxed, const char *ws)
                  "\"network\":\"restricted\"},\"cwd\":\"file://%s\",\"workspaceRoots\":["
                  "\"file://%s\"],\"windowsSandboxLevel\":\"disabled\"}",
                  ws, ws);
-    snprintf(params, plen, "{\"path\":\"file://%s/f.txt\",\"dataBase64\":\"%s\"%s}", ws, data,
-             sb);
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/f.txt", ws);
+    snprintf(params, plen, "{\"path\":\"file://%s\",\"dataBase64\":\"%s\"%s}", path, data, sb);
     int warm = 5, n = O.sandbox_n;
-    double *t = xcalloc((size_t)n, sizeof *t);
+    double *t = xcalloc((size_t)n, sizeof *t), *ft = xcalloc((size_t)n, sizeof *ft);
+    double cpu0 = 0, fcpu = 0;
     for (int i = 0; i < n + warm; i++) {
         struct span res;
+        if (floor) {
+            double c0 = self_cpu_ms();
+            double v = write4k_once(path);
+            if (i >= warm) {
+                ft[i - warm] = v;
+                fcpu += self_cpu_ms() - c0;
+            }
+        }
+        if (i == warm) cpu0 = server_cpu_ms(s);
         double t0 = now_s();
         if (wsc_call(&c, "fs/writeFile", params, NULL, NULL, &res, err, sizeof err, 30000) < 0) {
             out = failure("n/a (%s)", err);
@@ -350,30 +398,15 @@ struct cell sandbox_one(struct server *s, bool sandboxed, const char *ws)
         if (i >= warm) t[i - warm] = (now_s() - t0) * 1e3;
     }
     out = stats(t, n);
+    out.cpu = (server_cpu_ms(s) - cpu0) / n;
+    if (floor) {
+        *floor = stats(ft, n);
+        floor->cpu = fcpu / n;
+    }
 done:
     free(t);
+    free(ft);
     free(params);
     wsc_close(&c);
     return out;
-}
-
-struct cell write4k_floor(const char *ws)
-{
-    int n = O.sandbox_n;
-    double *t = xcalloc((size_t)n, sizeof *t);
-    char path[PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/f.txt", ws);
-    static char raw[4096];
-    for (int i = 0; i < n; i++) {
-        double t0 = now_s();
-        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd >= 0) {
-            if (write(fd, raw, sizeof raw) < 0) t0 = 0;
-            close(fd);
-        }
-        t[i] = (now_s() - t0) * 1e3;
-    }
-    struct cell c = stats(t, n);
-    free(t);
-    return c;
 }

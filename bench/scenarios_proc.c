@@ -38,6 +38,7 @@ void scenario_oneshot(struct row *r)
     for (int w = 0; w < (O.ref ? 2 : 1); w++) {
         pair_start(&p, r, w);
         track_init(&p.tr[w], "o", n + warm, false);
+        double cpu = 0;
         /* Blocks of 10 of each kind, in turn. */
         for (int i0 = 0; i0 < n + warm; i0 += block) {
             int i1 = i0 + block < n + warm ? i0 + block : n + warm;
@@ -45,13 +46,19 @@ void scenario_oneshot(struct row *r)
                 double v = spawn_once();
                 if (i >= warm) t[2][i - warm] = v;
             }
+            double c0 = p.up[w] ? server_cpu_ms(&p.s[w]) : 0;
             for (int i = i0; i < i1 && p.up[w]; i++) {
                 double v = oneshot_once(&p.c[w], &p.tr[w], i, i + 1, NULL);
                 if (v < 0) pair_fail(&p, r, w, p.tr[w].err);
                 else if (i >= warm) t[w][i - warm] = v;
             }
+            if (p.up[w] && i0 >= warm) cpu += server_cpu_ms(&p.s[w]) - c0;
         }
-        if (p.up[w]) record(r, w, stats(t[w], n));
+        if (p.up[w]) {
+            struct cell c = stats(t[w], n);
+            c.cpu = cpu / n;
+            record(r, w, c);
+        }
         track_free(&p.tr[w]);
         pair_stop(&p);
     }
@@ -138,36 +145,47 @@ static double stream_floor_once(size_t bytes)
     snprintf(count, sizeof count, "%zu", bytes);
     char *argv[] = {"/usr/bin/head", "-c", count, "/dev/zero", NULL};
     uint64_t got;
-    double dt = pipe_floor(argv, &got);
+    double dt = pipe_floor(argv, &got, NULL);
     return got / dt / 1e6;
 }
 
-void scenario_stream(struct row *r)
+/* Row 2 against the pipe floor, and row 2b (ours again) against the protocol
+ * floor (relay_floor.c): each run of ours sits between one of each floor. */
+void scenario_stream(struct row *r, struct row *proto)
 {
     struct pair p;
     int runs = O.runs;
-    double *t[3];
-    for (int k = 0; k < 3; k++) t[k] = xcalloc((size_t)runs, sizeof(double));
-    char err[200];
+    double *t[4];
+    for (int k = 0; k < 4; k++) t[k] = xcalloc((size_t)runs, sizeof(double));
+    char err[200], perr[200] = "";
     for (int w = 0; w < (O.ref ? 2 : 1); w++) {
         pair_start(&p, r, w);
+        double cpu = 0;
         for (int run = 0; run < runs; run++) {
             if (w == 0) t[2][run] = stream_floor_once(O.stream_bytes);
-            if (!p.up[w]) continue;
-            double v = stream_once(&p.c[w], w, run, O.stream_bytes, err, sizeof err);
-            if (v < 0) pair_fail(&p, r, w, err);
-            else t[w][run] = v;
+            if (p.up[w]) {
+                double c0 = server_cpu_ms(&p.s[w]);
+                double v = stream_once(&p.c[w], w, run, O.stream_bytes, err, sizeof err);
+                if (v < 0) pair_fail(&p, r, w, err);
+                else t[w][run] = v;
+                if (p.up[w]) cpu += server_cpu_ms(&p.s[w]) - c0;
+            }
+            if (w == 0 && !perr[0]) t[3][run] = relay_floor_once(O.stream_bytes, perr, sizeof perr);
         }
         if (p.up[w]) {
             struct cell c = stats(t[w], runs);
             c.dist = false;
+            c.cpu = cpu / runs;
             record(r, w, c);
+            if (w == 0) proto->v[0] = c;
         }
         pair_stop(&p);
     }
     r->floor = stats(t[2], runs);
     r->floor.dist = false;
-    for (int k = 0; k < 3; k++) free(t[k]);
+    proto->floor = perr[0] ? failure("%s", perr) : stats(t[3], runs);
+    proto->floor.dist = false;
+    for (int k = 0; k < 4; k++) free(t[k]);
 }
 
 /* ------------------------------------------------------------------ 3. fan-out */
@@ -216,14 +234,21 @@ void scenario_fanout(struct row *r)
     char err[200];
     for (int w = 0; w < (O.ref ? 2 : 1); w++) {
         pair_start(&p, r, w);
+        double cpu = 0;
         for (int run = 0; run < runs; run++) {
             if (w == 0) t[2][run] = fanout_floor_once();
             if (!p.up[w]) continue;
+            double c0 = server_cpu_ms(&p.s[w]);
             double v = fanout_once(&p.c[w], run, err, sizeof err);
             if (v < 0) pair_fail(&p, r, w, err);
             else t[w][run] = v;
+            if (p.up[w]) cpu += server_cpu_ms(&p.s[w]) - c0;
         }
-        if (p.up[w]) record(r, w, stats(t[w], runs));
+        if (p.up[w]) {
+            struct cell c = stats(t[w], runs);
+            c.cpu = cpu / runs;
+            record(r, w, c);
+        }
         pair_stop(&p);
     }
     r->floor = stats(t[2], runs);

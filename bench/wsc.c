@@ -168,10 +168,11 @@ static int write_all_v(int fd, struct iovec *iov, int cnt)
     return 0;
 }
 
-int wsc_open(struct wsc *c, int port)
+static int open_with(struct wsc *c, int port, size_t chunk)
 {
     memset(c, 0, sizeof *c);
     c->next_id = 1;
+    c->chunk = chunk;
     c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (c->fd < 0) return -errno;
     int one = 1;
@@ -189,7 +190,7 @@ int wsc_open(struct wsc *c, int port)
     struct iovec iov = {(void *)req, sizeof req - 1};
     rc = write_all_v(c->fd, &iov, 1);
     if (rc < 0) goto fail;
-    c->cap = RECV_CHUNK * 4;
+    c->cap = chunk * 4;
     c->buf = xmalloc(c->cap);
     /* Read the 101 response; anything after the blank line is already frames. */
     for (;;) {
@@ -212,6 +213,26 @@ fail:
     return rc;
 }
 
+int wsc_open(struct wsc *c, int port)
+{
+    return open_with(c, port, RECV_CHUNK);
+}
+
+int wsc_open_small(struct wsc *c, int port)
+{
+    return open_with(c, port, 1024);
+}
+
+void wsc_attach(struct wsc *c, int fd)
+{
+    memset(c, 0, sizeof *c);
+    c->next_id = 1;
+    c->chunk = RECV_CHUNK;
+    c->fd = fd;
+    c->cap = RECV_CHUNK * 4;
+    c->buf = xmalloc(c->cap);
+}
+
 void wsc_close(struct wsc *c)
 {
     if (c->fd >= 0) close(c->fd);
@@ -225,13 +246,13 @@ void wsc_close(struct wsc *c)
 long wsc_fill(struct wsc *c)
 {
     if (c->start == c->end) c->start = c->end = 0;
-    if (c->cap - c->end < RECV_CHUNK) {
+    if (c->cap - c->end < c->chunk) {
         if (c->start > 0) {
             memmove(c->buf, c->buf + c->start, c->end - c->start);
             c->end -= c->start;
             c->start = 0;
         }
-        if (c->cap - c->end < RECV_CHUNK) {
+        if (c->cap - c->end < c->chunk) {
             c->cap *= 2;
             c->buf = xrealloc(c->buf, c->cap);
         }
@@ -338,9 +359,9 @@ int wsc_next(struct wsc *c, struct span *msg)
         size_t hl = fr.header_len;
         if (avail < hl + len) {
             /* Make sure the whole frame fits once it has arrived. */
-            if (c->start + hl + len + RECV_CHUNK > c->cap && hl + len + RECV_CHUNK > c->cap) {
+            if (c->start + hl + len + c->chunk > c->cap && hl + len + c->chunk > c->cap) {
                 size_t ncap = c->cap;
-                while (ncap < hl + len + RECV_CHUNK) ncap *= 2;
+                while (ncap < hl + len + c->chunk) ncap *= 2;
                 memmove(c->buf, c->buf + c->start, avail);
                 c->end = avail;
                 c->start = 0;

@@ -30,6 +30,7 @@ struct wsc {
     size_t frag_len, frag_cap;
     bool in_frag;
     uint64_t next_id;
+    size_t chunk;       /* free space wanted before each recv() */
 };
 
 /* ---- JSON scanning (spans point into the caller's message) ---- */
@@ -49,6 +50,11 @@ size_t span_count(struct span s, const char *lit);
 
 /* Connects to 127.0.0.1:port and performs the WebSocket upgrade. 0 or -errno. */
 int wsc_open(struct wsc *c, int port);
+/* The same with a 4 KiB receive buffer that grows only as needed: for holding
+ * thousands of mostly idle connections. */
+int wsc_open_small(struct wsc *c, int port);
+/* Wraps a connected socket that already speaks WebSocket frames (no upgrade). */
+void wsc_attach(struct wsc *c, int fd);
 void wsc_close(struct wsc *c);
 /* Sends one text message made of the given pieces. 0 or -errno. */
 int wsc_sendv(struct wsc *c, const struct iovec *iov, int iovcnt);

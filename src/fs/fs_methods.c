@@ -136,7 +136,7 @@ int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out)
         fw->path_len = rq.path_len;
         fw->path2 = dup_slice(rq.path2, rq.path2_len);
         fw->path2_len = rq.path2_len;
-        fw->b64 = dup_slice(rq.b64, rq.b64_len);
+        fw->b64 = rq.b64; /* in req, which outlives the operation */
         fw->b64_len = rq.b64_len;
         fs_ops_run(fw);
         /* One request at a time here, so a read never waits for another; if it
@@ -153,7 +153,6 @@ int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out)
     else if (fw->fd >= 0) close(fw->fd);
     free(fw->path);
     free(fw->path2);
-    free(fw->b64);
     free(fw->msg);
     buf_free(&fw->out);
     free(fw);
@@ -234,8 +233,6 @@ static void fw_free(struct fs_work *fw)
     }
     free(fw->path);
     free(fw->path2);
-    free(fw->b64);
-    free(fw->data);
     free(fw->msg);
     free(fw->sb_json);
     buf_free(&fw->out);
@@ -526,8 +523,9 @@ static void handle_write_file(struct rpc_req *req)
     struct pdec d;
     pdec_begin(&d, req->params, "WriteFileParams");
     size_t ulen = 0, blen = 0;
+    bool writable = false;
     const char *uri = pdec_string_len(&d, "path", PDEC_REQUIRED, &ulen);
-    const char *b64 = pdec_string_len(&d, "dataBase64", PDEC_REQUIRED, &blen);
+    const char *b64 = rpc_param_payload(req, &d, "dataBase64", PDEC_REQUIRED, &blen, &writable);
     bool follow = pdec_bool(&d, "followSymlinks", PDEC_OPTIONAL, true);
     bool sync = pdec_bool(&d, "fsync", PDEC_OPTIONAL, false); /* ours */
     json_t *sbj = decode_sandbox(&d);
@@ -541,8 +539,11 @@ static void handle_write_file(struct rpc_req *req)
     }
     if (sb) fw_sandbox(fw, sbj);
     fw->nofollow = !follow;
-    fw->b64 = xmemdup(b64, blen + 1);
+    /* No copy: the text stays the request's (params or the message it arrived in)
+     * until the reply, and a large one is decoded where it lies. */
+    fw->b64 = b64;
     fw->b64_len = blen;
+    fw->b64_writable = writable;
     submit(fw);
 }
 
@@ -685,31 +686,33 @@ static void handle_write_block(struct rpc_req *req)
     struct pdec d;
     pdec_begin(&d, req->params, "WriteBlockParams");
     size_t hlen = 0, clen = 0;
+    bool writable = false;
     const char *hid = pdec_string_len(&d, "handleId", PDEC_REQUIRED, &hlen);
     uint64_t off = pdec_u64(&d, "offset", PDEC_REQUIRED, 0, NULL);
-    const char *chunk = pdec_string_len(&d, "chunk", PDEC_REQUIRED, &clen);
+    const char *chunk = rpc_param_payload(req, &d, "chunk", PDEC_REQUIRED, &clen, &writable);
     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
     if (!rpc_check_ready(req)) return;
     if (!check_handle_id(req, hlen)) return;
-    uint8_t *data = xmalloc(base64_decoded_max(clen) + 1);
-    size_t n = 0;
-    char err[96];
-    if (base64_decode(chunk, clen, data, &n, err, sizeof err) < 0) {
-        free(data);
-        return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", err);
-    }
     struct fs_table *t = table_get(req->conn, false);
     int i = table_find(t, hid, hlen);
     if (i < 0) {
+        /* A chunk that is not base64 is a params error, reported before the
+         * handle is looked at; the worker decodes it for a known handle. */
+        uint8_t *data = xmalloc(base64_decoded_max(clen) + 1);
+        size_t n = 0;
+        char err[96];
+        int rc = base64_decode(chunk, clen, data, &n, err, sizeof err);
         free(data);
+        if (rc < 0) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", err);
         return rpc_reply_error(req, RPC_NOT_FOUND, "unknown file handle `%s`", hid);
     }
     struct fs_work *fw = fw_new(req, OP_WRITE_BLOCK);
     fw->h = t->slots[i];
     fw->h->refs++;
     fw->offset = off;
-    fw->data = data;
-    fw->data_len = n;
+    fw->b64 = chunk;
+    fw->b64_len = clen;
+    fw->b64_writable = writable;
     submit(fw);
 }
 
@@ -747,4 +750,11 @@ const struct rpc_method fs_methods[] = {
     {"fs/writeBlock", "filesystem", handle_write_block},
     {"fs/close", "filesystem", handle_close},
     {NULL, NULL, NULL},
+};
+
+/* The payloads decoded where they arrived (rpc_param_payload). */
+const struct rpc_payload fs_payloads[] = {
+    {"fs/writeFile", "dataBase64"},
+    {"fs/writeBlock", "chunk"},
+    {NULL, NULL},
 };

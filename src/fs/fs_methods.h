@@ -7,5 +7,7 @@
 
 extern const struct rpc_method fs_methods[];
 extern const struct rpc_method fs_mode_methods[];
+/* fs/writeFile dataBase64 and fs/writeBlock chunk: kept as slices of the message. */
+extern const struct rpc_payload fs_payloads[];
 
 #endif

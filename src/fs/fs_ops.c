@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,6 +34,7 @@
 #include "proto/utf8.h"
 #include "rpc/rpc.h"
 #include "proto/base64.h"
+#include "util/bigbuf.h"
 #include "util/buf.h"
 #include "util/mem.h"
 
@@ -174,17 +174,6 @@ static int open_regular(struct fs_work *fw, const char *path)
     return fd;
 }
 
-/* Large reply buffers are filled once, front to back: ask for transparent huge
- * pages so the first touch costs one fault per 2 MiB instead of per 4 KiB. */
-static void advise_huge(char *p, size_t n)
-{
-    const uintptr_t huge = 2u << 20;
-    if (n < 2 * huge) return;
-    uintptr_t start = ((uintptr_t)p + huge - 1) & ~(huge - 1);
-    uintptr_t end = ((uintptr_t)p + n) & ~(huge - 1);
-    if (end > start) madvise((void *)start, end - start, MADV_HUGEPAGE);
-}
-
 /* Takes n bytes of the read budget for fw (fs_budget.h). False when fw must wait
  * (fw->budget_wait; it holds nothing) or has failed (recorded). */
 static bool read_budget_take(struct fs_work *fw, size_t n, bool alone_ok)
@@ -232,12 +221,13 @@ static void do_read_file(struct fs_work *fw)
             close(fd);
             return;
         }
-        buf_reserve(&fw->out, base64_encoded_len((size_t)known) + 64);
-        advise_huge(fw->out.data + fw->out.len, fw->out.cap - fw->out.len);
+        /* The reply is as large as the file and a third more: a cached huge-page
+         * buffer (util/bigbuf.h), not fresh pages faulted in one by one. */
+        buf_reserve_big(&fw->out, base64_encoded_len((size_t)known) + 64);
     }
     enum { CHUNK = 3 << 20 };
     size_t out0 = fw->out.len;
-    char *chunk = xmalloc(CHUNK);
+    char *chunk = bigbuf_alloc(CHUNK, NULL);
     buf_puts(&fw->out, "{\"dataBase64\":\"");
     uint64_t total = 0;
     for (;;) {
@@ -263,7 +253,7 @@ static void do_read_file(struct fs_work *fw)
         if (got < CHUNK) break;
     }
     if (!fw->budget_wait) buf_puts(&fw->out, "\"}");
-    free(chunk);
+    bigbuf_free(chunk);
     close(fd);
 }
 
@@ -369,22 +359,43 @@ static bool write_replace(struct fs_work *fw, const uint8_t *data, size_t n)
     return true;
 }
 
+/* The bytes of fw's base64 payload: decoded in place when the request's copy is
+ * its own (no second buffer of the file's size to fault in), else into *own (free
+ * it with payload_free). Returns NULL with the decoder's text in detail when the
+ * payload is not valid base64. */
+static uint8_t *payload_decode(struct fs_work *fw, size_t *n, uint8_t **own, char *detail,
+                               size_t dlen)
+{
+    size_t max = base64_decoded_max(fw->b64_len) + 1;
+    uint8_t *data;
+    *own = NULL;
+    if (fw->b64_writable) data = (uint8_t *)fw->b64;
+    else data = *own = max >= BIGBUF_MIN ? bigbuf_alloc(max, NULL) : xmalloc(max);
+    if (base64_decode(fw->b64, fw->b64_len, data, n, detail, dlen) < 0) return NULL;
+    return data;
+}
+
+static void payload_free(struct fs_work *fw, uint8_t *own)
+{
+    if (own && base64_decoded_max(fw->b64_len) + 1 >= BIGBUF_MIN) bigbuf_free(own);
+    else free(own);
+}
+
 static void do_write_file(struct fs_work *fw)
 {
-    uint8_t *data = xmalloc(base64_decoded_max(fw->b64_len) + 1);
     size_t n = 0;
+    uint8_t *own;
     char detail[128];
-    if (base64_decode(fw->b64, fw->b64_len, data, &n, detail, sizeof detail) < 0) {
+    uint8_t *data = payload_decode(fw, &n, &own, detail, sizeof detail);
+    if (!data) {
         fs_work_set_msg(fw, RPC_INVALID_REQUEST,
                         "fs/writeFile requires valid base64 dataBase64: %s", detail);
-        free(data);
+        payload_free(fw, own);
         return;
     }
-    free(fw->b64);
-    fw->b64 = NULL;
     if (fw->nofollow) fs_path_strip_slashes(fw->path);
     if (write_replace(fw, data, n)) {
-        free(data);
+        payload_free(fw, own);
         if (!fs_work_failed(fw)) buf_puts(&fw->out, "{}");
         return;
     }
@@ -403,14 +414,14 @@ static void do_write_file(struct fs_work *fw)
     }
     if (fd < 0) {
         fs_work_set_err(fw, errno);
-        free(data);
+        payload_free(fw, own);
         return;
     }
     int e = write_all(fd, data, n);
     if (e) fs_work_set_err(fw, e);
     if (!e && fw->fsync && fsync(fd) < 0) fs_work_set_err(fw, errno);
     if (close(fd) < 0 && !fs_work_failed(fw)) fs_work_set_err(fw, errno);
-    free(data);
+    payload_free(fw, own);
     if (!fs_work_failed(fw)) buf_puts(&fw->out, "{}");
 }
 
@@ -711,27 +722,36 @@ static void do_open(struct fs_work *fw)
 
 static void do_write_block(struct fs_work *fw)
 {
+    size_t n = 0;
+    uint8_t *own;
+    char detail[96];
+    uint8_t *data = payload_decode(fw, &n, &own, detail, sizeof detail);
+    if (!data) {
+        fs_work_set_msg(fw, RPC_INVALID_PARAMS, "%s", detail);
+        goto out;
+    }
     if (fw->offset > (uint64_t)INT64_MAX) {
         fs_work_set_err(fw, EINVAL);
-        return;
+        goto out;
     }
     size_t done = 0;
-    while (done < fw->data_len) {
-        ssize_t w =
-            pwrite(fw->h->fd, fw->data + done, fw->data_len - done, (off_t)(fw->offset + done));
+    while (done < n) {
+        ssize_t w = pwrite(fw->h->fd, data + done, n - done, (off_t)(fw->offset + done));
         if (w < 0) {
             if (errno == EINTR) continue;
             fs_work_set_err(fw, errno);
-            return;
+            goto out;
         }
         done += (size_t)w;
     }
     /* An empty chunk still reports a read-only handle. */
-    if (fw->data_len == 0 && pwrite(fw->h->fd, "", 0, (off_t)fw->offset) < 0) {
+    if (n == 0 && pwrite(fw->h->fd, "", 0, (off_t)fw->offset) < 0) {
         fs_work_set_err(fw, errno);
-        return;
+        goto out;
     }
     buf_puts(&fw->out, "{}");
+out:
+    payload_free(fw, own);
 }
 
 static void do_read_block(struct fs_work *fw)
@@ -755,7 +775,7 @@ static void do_read_block(struct fs_work *fw)
         if (r == 0) break;
         done += (size_t)r;
     }
-    buf_reserve(&fw->out, base64_encoded_len(done) + 40);
+    buf_reserve_big(&fw->out, base64_encoded_len(done) + 40);
     buf_puts(&fw->out, "{\"chunk\":\"");
     buf_put_base64(&fw->out, data, done);
     buf_printf(&fw->out, "\",\"eof\":%s}", done < fw->len ? "true" : "false");

@@ -50,10 +50,12 @@ struct fs_work {
     size_t path_len, path2_len;
     bool recursive, force;
     bool nofollow; /* followSymlinks:false (PROTOCOL.md section 6.13) */
-    /* writeFile */
-    char *b64;
+    /* writeFile dataBase64, writeBlock chunk: borrowed from the request (or the
+     * sandbox helper's request frame), which outlives the work */
+    const char *b64;
     size_t b64_len;
     bool fsync; /* ours: fsync the file (and its directory) before replying */
+    bool b64_writable; /* the request's own copy: may be decoded in place */
     /* walk */
     uint64_t max_depth, max_dirs, max_entries;
     bool follow_dir_links, prune_hidden;
@@ -64,8 +66,6 @@ struct fs_work {
     struct fs_handle *h;
     uint64_t offset, len;
     bool replace;  /* fs/open mode "replace" */
-    uint8_t *data; /* fs/writeBlock: decoded chunk */
-    size_t data_len;
     /* the read budget (fs_budget.h): room held, and room wanted when told to wait */
     size_t budget_held, budget_need;
     bool budget_wait;            /* ran into FS_BUDGET_WAIT: run again later */

@@ -55,6 +55,13 @@ struct proc *proc_find(struct proc_table *t, const char *id)
     return NULL;
 }
 
+struct proc_start *proc_starting(struct proc_table *t, const char *id)
+{
+    for (struct proc_start *ps = t->starting; ps; ps = ps->next)
+        if (strcmp(ps->id, id) == 0) return ps;
+    return NULL;
+}
+
 static struct conn *proc_conn(struct proc *p)
 {
     return p->table ? p->table->session->conn : NULL;
@@ -274,6 +281,7 @@ static void proc_free(struct proc *p)
 void proc_table_destroy(struct proc_table *t)
 {
     proc_snapshot_cancel_table(t); /* starts still waiting for a shell snapshot */
+    while (t->starting) proc_start_abandon(t->starting); /* starts in their spawn window */
     while (t->head) proc_free(t->head);
     free(t);
 }
@@ -663,6 +671,7 @@ unsigned proc_table_live(const struct proc_table *t)
 {
     unsigned live = 0;
     for (const struct proc *q = t->head; q; q = q->next) live += q->state != PROC_CLOSED;
+    for (const struct proc_start *ps = t->starting; ps; ps = ps->next) live++;
     return live;
 }
 

@@ -115,16 +115,46 @@ struct proc {
     struct netproxy *netproxy; /* its managed-network proxy, released at close */
 };
 
+/* A process/start in its spawn window (PROTOCOL.md 5.1): the request went to the
+ * spawner and the outcome is not in yet. Its id is taken; process/read says
+ * "is starting", process/write "starting", process/terminate cancels it. Owned by
+ * process_methods.c; listed in its table until the outcome arrives. */
+struct spawn_op;
+struct sb_placeholders;
+struct proc_start {
+    struct proc_start *next, *prev;
+    struct proc_table *table; /* NULL once the table is gone */
+    char *id;
+    char *argv0;              /* the program, for the start's log line */
+    struct rpc_req *req;      /* the pending process/start */
+    bool tty, sandboxed;
+    bool cancelled;           /* process/terminate came first */
+    struct sb_placeholders *placeholders;
+    struct spawn_op *op;
+    /* What the process takes over when the child started: */
+    struct netproxy *netproxy; /* its policy proxy (networkProxy), or NULL */
+    int bridge_fd;             /* the managed-network bridge's server end, or -1 */
+    char **argv;               /* argv and cwd as process/list shows them */
+    char *cwd;
+};
+
 struct proc_table {
     struct session *session;
     struct proc *head;
+    struct proc_start *starting; /* starts in their spawn window */
 };
 
 struct spawn_result;
 
 /* The process `id` of table t, or NULL. */
 struct proc *proc_find(struct proc_table *t, const char *id);
-/* Processes of t that have not closed yet (what --max-processes counts). */
+/* The start of process `id` in its spawn window, or NULL. */
+struct proc_start *proc_starting(struct proc_table *t, const char *id);
+/* process_methods.c: ends a start whose table is being destroyed (the session
+ * ends): the child, if any, is stopped and the request answered. */
+void proc_start_abandon(struct proc_start *ps);
+/* Processes of t that have not closed yet, starts in flight included (what
+ * --max-processes counts). */
 unsigned proc_table_live(const struct proc_table *t);
 /* The same over every table of the server (what --max-total-processes counts). */
 unsigned proc_live_total(void);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -16,6 +17,7 @@
 #include "core/log.h"
 #include "netproxy/netproxy.h"
 #include "process/env_policy.h"
+#include "process/guardian.h"
 #include "process/proc_internal.h"
 #include "process/shell_snapshot.h"
 #include "process/spawn.h"
@@ -90,6 +92,125 @@ static int snapshot_fd(const struct proc_snapshot *snap)
     return fd;
 }
 
+/* ---- the spawn window ------------------------------------------------------ */
+
+/* Starts in their spawn window over every session (counted by --max-total-processes
+ * beside the processes). */
+static unsigned starts_in_flight;
+
+static void start_link(struct proc_table *t, struct proc_start *ps)
+{
+    ps->table = t;
+    ps->next = t->starting;
+    if (ps->next) ps->next->prev = ps;
+    t->starting = ps;
+    starts_in_flight++;
+}
+
+static void start_unlink(struct proc_start *ps)
+{
+    if (!ps->table) return;
+    if (ps->prev) ps->prev->next = ps->next;
+    else ps->table->starting = ps->next;
+    if (ps->next) ps->next->prev = ps->prev;
+    ps->table = NULL;
+    ps->next = ps->prev = NULL;
+    starts_in_flight--;
+}
+
+static void start_free(struct proc_start *ps)
+{
+    sandbox_placeholders_release(ps->placeholders);
+    netproxy_release(ps->netproxy);
+    if (ps->bridge_fd >= 0) close(ps->bridge_fd);
+    free_strv(ps->argv);
+    free(ps->cwd);
+    free(ps->id);
+    free(ps->argv0);
+    free(ps);
+}
+
+/* Stops a child whose start was cancelled (it never became a process of ours). */
+static void start_discard_child(const struct spawn_result *sr)
+{
+    kill(-sr->pid, SIGKILL);
+    kill(sr->pid, SIGKILL);
+    while (waitpid(sr->pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    guardian_untrack(sr->pid);
+    int fds[] = {sr->pidfd, sr->out_fd, sr->err_fd, sr->in_fd};
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+        if (fds[i] >= 0) close(fds[i]);
+}
+
+/* The outcome of a start (spawn_done_fn): the process joins the table and the
+ * reply goes out before its first notification; or the error; or, when a
+ * process/terminate came during the spawn window, the cancellation. */
+static void start_done(void *arg, int err, const struct spawn_result *sr, int sberr)
+{
+    struct proc_start *ps = arg;
+    struct rpc_req *req = ps->req;
+    struct proc_table *t = ps->table;
+    start_unlink(ps);
+    if (err == 0 && (ps->cancelled || !t)) start_discard_child(sr);
+    if (ps->cancelled || !t) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST, "process %s start was cancelled", ps->id);
+    } else if (err == SPAWN_ERR_SANDBOX) {
+        log_warn("process %s: the sandbox could not be set up: %s", ps->id, strerror(sberr));
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "sandbox intent cannot be enforced on this "
+                                                 "executor");
+    } else if (err < 0) {
+        char text[256];
+        oserr_format(-err, text, sizeof text);
+        if (log_threshold >= LOG_DEBUG) {
+            /* The reply carries only the errno text; the operator also gets which
+             * program and directory it was about, and the errno's name. */
+            char idv[160], a0[200], cv[300];
+            const char *ename = strerrorname_np(-err);
+            log_debug("event=process_start_failed session=%s process_id=%s argv0=%s cwd=%s "
+                      "errno=%s error=%s",
+                      t->session->id, log_value(ps->id, idv, sizeof idv),
+                      log_value(ps->argv0, a0, sizeof a0),
+                      log_value(ps->cwd ? ps->cwd : "", cv, sizeof cv), ename ? ename : "?",
+                      text);
+        }
+        rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
+    } else {
+        if (ps->bridge_fd >= 0) {
+            if (netproxy_attach_fd_source(ps->netproxy, ps->bridge_fd) < 0) close(ps->bridge_fd);
+            ps->bridge_fd = -1;
+        }
+        struct proc *p = proc_add(t, ps->id, ps->tty, ps->sandboxed, sr, req->loop);
+        p->argv = ps->argv;
+        ps->argv = NULL;
+        p->cwd = ps->cwd;
+        ps->cwd = NULL;
+        p->placeholders = ps->placeholders;
+        ps->placeholders = NULL;
+        p->netproxy = ps->netproxy;
+        ps->netproxy = NULL;
+        char idv[160], a0[200];
+        log_event("event=process_start session=%s process_id=%s pid=%d argv0=%s tty=%s "
+                  "sandboxed=%s",
+                  t->session->id, log_value(ps->id, idv, sizeof idv), (int)sr->pid,
+                  log_value(ps->argv0, a0, sizeof a0), ps->tty ? "true" : "false",
+                  ps->sandboxed ? "true" : "false");
+        /* The response goes out before any notification of the new process. */
+        rpc_reply_json(req, json_pack("{s:s,s:s}", "processId", ps->id, "sandboxType",
+                                      ps->sandboxed ? "linuxSeccomp" : "none"));
+        proc_watch(p);
+    }
+    start_free(ps);
+}
+
+void proc_start_abandon(struct proc_start *ps)
+{
+    start_unlink(ps);
+    spawn_cancel(ps->op);
+    rpc_reply_error(ps->req, RPC_INVALID_REQUEST, "process %s start was cancelled", ps->id);
+    start_free(ps);
+}
+
 /* Spawns the job's command (with the snapshot restored when snap is given), replies,
  * then watches it. Frees the job. */
 static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
@@ -162,64 +283,37 @@ static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
         .refusal_code = refusal_code,
     };
     if (j->sandboxed && !refusal) ph = sandbox_placeholders_acquire(&j->pol.placeholders);
-    struct spawn_result sr;
-    int sberr = 0;
-    int err = spawn_child(&rq, &sr, &sberr);
+    /* The spawn window: the request goes to the spawner now and the reply when the
+     * outcome arrives (start_done); the loop serves other requests meanwhile. What
+     * the outcome needs moves from the job to the start. */
+    struct proc_start *ps = xcalloc(1, sizeof *ps);
+    ps->id = xstrdup(id);
+    ps->argv0 = xstrdup(j->program);
+    ps->req = req;
+    ps->tty = j->tty;
+    ps->sandboxed = j->sandboxed;
+    ps->bridge_fd = -1;
+    int err = spawn_child_async(req->loop, &rq, start_done, ps, &ps->op);
     if (state_fd >= 0) close(state_fd);
     if (bridge[1] >= 0) close(bridge[1]);
-    if (err == 0 && bridge[0] >= 0) {
-        if (netproxy_attach_fd_source(j->proxy, bridge[0]) < 0) close(bridge[0]);
-        bridge[0] = -1;
-    }
-    if (bridge[0] >= 0) close(bridge[0]);
-    if (err == SPAWN_ERR_SANDBOX) {
-        log_warn("process %s: the sandbox could not be set up: %s", id, strerror(sberr));
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "sandbox intent cannot be enforced on this "
-                                                 "executor");
-        goto out;
-    }
     if (err < 0) {
+        if (bridge[0] >= 0) close(bridge[0]);
+        start_free(ps);
         char text[256];
         oserr_format(-err, text, sizeof text);
-        if (log_threshold >= LOG_DEBUG) {
-            /* The reply carries only the errno text; the operator also gets which
-             * program and directory it was about, and the errno's name. */
-            char idv[160], a0[200], cv[300];
-            const char *ename = strerrorname_np(-err);
-            log_debug("event=process_start_failed session=%s process_id=%s argv0=%s cwd=%s "
-                      "errno=%s error=%s",
-                      t->session->id, log_value(id, idv, sizeof idv),
-                      log_value(j->program, a0, sizeof a0),
-                      log_value(j->cwd_path, cv, sizeof cv), ename ? ename : "?", text);
-        }
         rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
         goto out;
     }
-
-    struct proc *p = proc_add(t, id, j->tty, j->sandboxed, &sr, req->loop);
-    {
-        size_t n = 0;
-        while (j->cargv[n]) n++;
-        p->argv = xcalloc(n + 1, sizeof *p->argv);
-        for (size_t k = 0; k < n; k++) p->argv[k] = xstrdup(j->cargv[k]);
-    }
-    p->cwd = xstrdup(j->cwd_path);
-    p->placeholders = ph;
+    ps->placeholders = ph;
     ph = NULL;
-    p->netproxy = j->proxy;
+    ps->bridge_fd = bridge[0];
+    ps->netproxy = j->proxy;
     j->proxy = NULL;
-    {
-        char idv[160], a0[200];
-        log_event("event=process_start session=%s process_id=%s pid=%d argv0=%s tty=%s "
-                  "sandboxed=%s",
-                  t->session->id, log_value(id, idv, sizeof idv), (int)sr.pid,
-                  log_value(j->program, a0, sizeof a0), j->tty ? "true" : "false",
-                  j->sandboxed ? "true" : "false");
-    }
-    /* The response goes out before any notification of the new process. */
-    rpc_reply_json(req, json_pack("{s:s,s:s}", "processId", id, "sandboxType",
-                                  j->sandboxed ? "linuxSeccomp" : "none"));
-    proc_watch(p);
+    ps->argv = j->cargv;
+    j->cargv = NULL;
+    ps->cwd = j->cwd_path;
+    j->cwd_path = NULL;
+    start_link(t, ps);
 out:
     sandbox_placeholders_release(ph);
     free(snap_argv);
@@ -337,7 +431,7 @@ static void handle_start(struct rpc_req *req)
         rpc_reply_error(req, RPC_INVALID_PARAMS, "argv must not be empty");
         goto out;
     }
-    if (proc_find(t, id) || proc_snapshot_waiting(t, id)) {
+    if (proc_find(t, id) || proc_snapshot_waiting(t, id) || proc_starting(t, id)) {
         rpc_reply_error(req, RPC_INVALID_REQUEST, "process %s already exists", id);
         goto out;
     }
@@ -349,12 +443,12 @@ static void handle_start(struct rpc_req *req)
                         live, server_limits.max_processes);
         goto out;
     }
-    if (proc_live_total() >= server_limits.max_total_processes) {
+    if (proc_live_total() + starts_in_flight >= server_limits.max_total_processes) {
         rpc_reply_error(req, RPC_INVALID_REQUEST,
                         "process limit reached: this server already has %u running "
                         "processes (--max-total-processes %u); wait for one to exit or "
                         "terminate one",
-                        proc_live_total(), server_limits.max_total_processes);
+                        proc_live_total() + starts_in_flight, server_limits.max_total_processes);
         goto out;
     }
     if (!*program) {
@@ -470,6 +564,10 @@ static void handle_write(struct rpc_req *req)
         return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", err);
     }
     struct proc *p = proc_find(t, id);
+    if (!p && proc_starting(t, id)) {
+        free(it);
+        return rpc_reply_json(req, json_pack("{s:s}", "status", "starting"));
+    }
     const char *fail = NULL;
     /* Statuses, not errors (PROTOCOL.md §5.3): codex's client maps these results
      * to its own errors and treats a JSON-RPC error here as a broken connection. */
@@ -502,6 +600,13 @@ static void handle_terminate(struct rpc_req *req)
     struct proc_table *t = proc_request_table(req, sid);
     if (!t) return;
     struct proc *p = proc_find(t, id);
+    struct proc_start *ps = p ? NULL : proc_starting(t, id);
+    /* In the spawn window the start is cancelled: it fails, and the child, if it
+     * starts, is stopped (PROTOCOL.md 5.4). */
+    if (ps && !ps->cancelled) {
+        ps->cancelled = true;
+        return rpc_reply_json(req, json_pack("{s:b}", "running", true));
+    }
     bool running = p && p->state == PROC_RUNNING;
     if (running) proc_kill(p);
     rpc_reply_json(req, json_pack("{s:b}", "running", running));
@@ -521,7 +626,10 @@ struct proc *proc_request_proc(struct rpc_req *req, const char *session_id, cons
 {
     struct proc_table *t = proc_request_table(req, session_id);
     struct proc *p = t ? proc_find(t, id) : NULL;
-    if (t && !p) rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
+    if (t && !p && proc_starting(t, id))
+        rpc_reply_error(req, RPC_INVALID_REQUEST, "process id %s is starting", id);
+    else if (t && !p)
+        rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
     return p;
 }
 

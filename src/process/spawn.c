@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <poll.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -224,11 +225,93 @@ static size_t strv_len(char *const *v)
     return n;
 }
 
-/* Sends the request and reads its outcome. Returns 0 with *pid, or -errno /
- * SPAWN_ERR_SANDBOX (with *sandbox_err). */
-static int run_request(const struct spawn_request *rq, const char *exe, const int *stdio,
-                       int nstdio, pid_t *pid, int *sandbox_err)
+/* One start, from the request to the result: what the child's descriptors are,
+ * the status pipe, and (async) the handles watching it. */
+struct spawn_op {
+    bool tty, has_stdio, sandboxed;
+    int master, slave, outp[2], errp[2], inp[2], devnull;
+    int status;               /* the status pipe's read end, or -1 */
+    struct spawner_status st; /* the records read so far */
+    /* spawn_child_async */
+    uv_poll_t poll;
+    uv_timer_t timer;
+    int handles;              /* open uv handles; freed when it reaches zero */
+    bool finished;            /* done has been called (or cancelled) */
+    bool cancelled;
+    spawn_done_fn done;
+    void *arg;
+};
+
+static void op_init(struct spawn_op *op, const struct spawn_request *rq)
 {
+    memset(op, 0, sizeof *op);
+    op->tty = rq->tty;
+    op->has_stdio = rq->stdio != NULL;
+    op->sandboxed = rq->sandbox != NULL;
+    op->master = op->slave = op->devnull = op->status = -1;
+    op->outp[0] = op->outp[1] = op->errp[0] = op->errp[1] = op->inp[0] = op->inp[1] = -1;
+}
+
+/* Closes every descriptor the op still holds (a failed start). */
+static void op_close_fds(struct spawn_op *op)
+{
+    int fds[] = {op->master,  op->slave,   op->outp[0], op->outp[1], op->errp[0],
+                 op->errp[1], op->inp[0], op->inp[1],  op->devnull, op->status};
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    op->master = op->slave = op->devnull = op->status = -1;
+    op->outp[0] = op->outp[1] = op->errp[0] = op->errp[1] = op->inp[0] = op->inp[1] = -1;
+}
+
+/* Resolves the program, makes the child's pipes or PTY and the status pipe, and
+ * sends the request to the spawner. Returns 0 (op->status is the pipe to read
+ * the outcome from) or -errno; on failure op holds no descriptor. */
+static int op_send(struct spawn_op *op, const struct spawn_request *rq)
+{
+    int err = 0;
+    bool exec = !rq->refusal && !rq->serve;
+    char *exe = exec ? resolve_program(rq->program, rq->path_env, &err) : NULL;
+    if (!exe && exec) return -err;
+    if (rq->stdio) {
+        /* The caller wires the child itself. */
+    } else if (rq->tty) {
+        struct winsize ws = {.ws_row = rq->rows ? rq->rows : 24, .ws_col = rq->cols ? rq->cols : 80};
+        if (openpty(&op->master, &op->slave, NULL, NULL, &ws) < 0) {
+            err = errno;
+            goto fail;
+        }
+        /* openpty's fds are not close-on-exec: one job must never inherit another's
+         * terminal. */
+        fcntl(op->slave, F_SETFD, FD_CLOEXEC);
+        set_nonblock_cloexec(op->master);
+    } else {
+        if (pipe2(op->outp, O_CLOEXEC) < 0 || pipe2(op->errp, O_CLOEXEC) < 0) {
+            err = errno;
+            goto fail;
+        }
+        if (rq->pipe_stdin) {
+            if (pipe2(op->inp, O_CLOEXEC) < 0) {
+                err = errno;
+                goto fail;
+            }
+        } else if ((op->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+            err = errno;
+            goto fail;
+        }
+    }
+    int stdio[3], nstdio;
+    if (rq->stdio) {
+        memcpy(stdio, rq->stdio, sizeof stdio);
+        nstdio = 3;
+    } else if (rq->tty) {
+        stdio[0] = op->slave;
+        nstdio = 1;
+    } else {
+        stdio[0] = rq->pipe_stdin ? op->inp[0] : op->devnull;
+        stdio[1] = op->outp[1];
+        stdio[2] = op->errp[1];
+        nstdio = 3;
+    }
     struct spawn_wire_req w = {.rows = rq->rows ? rq->rows : 24, .cols = rq->cols ? rq->cols : 80,
                                .exe = rq->refusal ? rq->refusal : exe ? exe : "", .cwd = rq->cwd,
                                .n_extra_fds = rq->n_extra_fds};
@@ -245,7 +328,10 @@ static int run_request(const struct spawn_request *rq, const char *exe, const in
     w.nlist[SPAWN_L_ENVP] = strv_len(rq->envp);
     if (rq->sandbox && !rq->refusal) wire_sandbox(rq, &w);
     int st[2];
-    if (pipe2(st, O_CLOEXEC | O_NONBLOCK) < 0) return -errno;
+    if (pipe2(st, O_CLOEXEC | O_NONBLOCK) < 0) {
+        err = errno;
+        goto fail;
+    }
     int fds[FDS_MAX];
     int n = 0;
     fds[n++] = st[1];
@@ -254,137 +340,216 @@ static int run_request(const struct spawn_request *rq, const char *exe, const in
     if (w.n_init_fds) fds[n++] = rq->proxy_fd;
     int rc = spawner_request(&w, fds, n);
     close(st[1]);
-    struct spawn_outcome o;
-    if (!rc) rc = spawner_wait(st[0], SPAWN_TIMEOUT_MS, &o);
-    close(st[0]);
-    if (rc < 0) {
-        if (rc != -ETIMEDOUT && rc != -EPIPE) return rc;
-        /* No verdict: whatever was started must not live on unwatched. */
-        if (o.pid > 0) {
-            kill(o.pid, SIGKILL);
-            while (waitpid(o.pid, NULL, 0) < 0 && errno == EINTR) {
-            }
-        }
-        *sandbox_err = rc == -ETIMEDOUT ? ETIMEDOUT : EPIPE;
-        return rq->sandbox ? SPAWN_ERR_SANDBOX : -EAGAIN;
-    }
-    if (o.err) {
-        if (o.pid > 0)
-            while (waitpid(o.pid, NULL, 0) < 0 && errno == EINTR) {
-            }
-        if (o.setup_failed) {
-            *sandbox_err = o.err;
-            return SPAWN_ERR_SANDBOX;
-        }
-        return -o.err;
-    }
-    *pid = o.pid;
-    return 0;
-}
-
-int spawn_child(const struct spawn_request *rq, struct spawn_result *out, int *sandbox_err)
-{
-    int err = 0;
-    *sandbox_err = 0;
-    if (rq->n_extra_fds > FDS_MAX - 6) return -EINVAL;
-    bool exec = !rq->refusal && !rq->serve;
-    char *exe = exec ? resolve_program(rq->program, rq->path_env, &err) : NULL;
-    if (!exe && exec) return -err;
-
-    int master = -1, slave = -1, outp[2] = {-1, -1}, errp[2] = {-1, -1}, inp[2] = {-1, -1};
-    int devnull = -1;
-    if (rq->stdio) {
-        /* The caller wires the child itself. */
-    } else if (rq->tty) {
-        struct winsize ws = {.ws_row = rq->rows ? rq->rows : 24, .ws_col = rq->cols ? rq->cols : 80};
-        if (openpty(&master, &slave, NULL, NULL, &ws) < 0) {
-            err = errno;
-            goto fail;
-        }
-        /* openpty's fds are not close-on-exec: one job must never inherit another's
-         * terminal. */
-        fcntl(slave, F_SETFD, FD_CLOEXEC);
-        set_nonblock_cloexec(master);
-    } else {
-        if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
-            err = errno;
-            goto fail;
-        }
-        if (rq->pipe_stdin) {
-            if (pipe2(inp, O_CLOEXEC) < 0) {
-                err = errno;
-                goto fail;
-            }
-        } else if ((devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
-            err = errno;
-            goto fail;
-        }
-    }
-    int stdio[3], nstdio;
-    if (rq->stdio) {
-        memcpy(stdio, rq->stdio, sizeof stdio);
-        nstdio = 3;
-    } else if (rq->tty) {
-        stdio[0] = slave;
-        nstdio = 1;
-    } else {
-        stdio[0] = rq->pipe_stdin ? inp[0] : devnull;
-        stdio[1] = outp[1];
-        stdio[2] = errp[1];
-        nstdio = 3;
-    }
-    pid_t pid = -1;
-    int rc = run_request(rq, exe, stdio, nstdio, &pid, sandbox_err);
     free(exe);
     exe = NULL;
     if (rc < 0) {
-        if (rc == SPAWN_ERR_SANDBOX) {
-            err = 0;
-            goto fail_sandbox;
-        }
+        close(st[0]);
         err = -rc;
         goto fail;
     }
+    op->status = st[0];
+    spawner_status_init(&op->st);
+    return 0;
+fail:
+    free(exe);
+    op_close_fds(op);
+    return -err;
+}
+
+/* The verdict once the status pipe is done with (rc: 0, or what waiting for it
+ * gave: -ETIMEDOUT, -EPIPE without a verdict, another -errno): 0 with *pid, or
+ * -errno / SPAWN_ERR_SANDBOX (with *sandbox_err). */
+static int op_verdict(struct spawn_op *op, int rc, pid_t *pid, int *sandbox_err)
+{
+    const struct spawn_outcome *o = &op->st.o;
+    close(op->status);
+    op->status = -1;
+    if (rc < 0) {
+        if (rc != -ETIMEDOUT && rc != -EPIPE) return rc;
+        /* No verdict: whatever was started must not live on unwatched. */
+        if (o->pid > 0) {
+            kill(o->pid, SIGKILL);
+            while (waitpid(o->pid, NULL, 0) < 0 && errno == EINTR) {
+            }
+        }
+        *sandbox_err = rc == -ETIMEDOUT ? ETIMEDOUT : EPIPE;
+        return op->sandboxed ? SPAWN_ERR_SANDBOX : -EAGAIN;
+    }
+    if (o->err) {
+        if (o->pid > 0)
+            while (waitpid(o->pid, NULL, 0) < 0 && errno == EINTR) {
+            }
+        if (o->setup_failed) {
+            *sandbox_err = o->err;
+            return SPAWN_ERR_SANDBOX;
+        }
+        return -o->err;
+    }
+    *pid = o->pid;
+    return 0;
+}
+
+/* The child runs: watch it (pidfd), hand the parent's ends out. Returns 0, or
+ * -errno after killing it (out of fds for its pidfd). */
+static int op_finish(struct spawn_op *op, pid_t pid, struct spawn_result *out)
+{
     out->pid = pid;
     out->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (out->pidfd < 0 && errno == ENOSYS) out->pidfd = pidfd_fallback(pid);
     if (out->pidfd < 0) {
         /* Out of fds (EMFILE) after the exec: a child we cannot watch is killed. */
-        err = errno;
+        int err = errno;
         kill(-pid, SIGKILL);
         kill(pid, SIGKILL);
         int st;
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
         }
-        goto fail;
+        op_close_fds(op);
+        return -err;
     }
     guardian_track(pid);
-    if (rq->stdio) {
+    if (op->has_stdio) {
         out->out_fd = out->err_fd = out->in_fd = -1;
-    } else if (rq->tty) {
-        close(slave);
-        out->out_fd = master;
+    } else if (op->tty) {
+        close(op->slave);
+        out->out_fd = op->master;
         out->err_fd = -1;
-        out->in_fd = fcntl(master, F_DUPFD_CLOEXEC, 3);
+        out->in_fd = fcntl(op->master, F_DUPFD_CLOEXEC, 3);
     } else {
-        close(outp[1]);
-        close(errp[1]);
-        if (inp[0] >= 0) close(inp[0]);
-        if (devnull >= 0) close(devnull);
-        set_nonblock_cloexec(outp[0]);
-        set_nonblock_cloexec(errp[0]);
-        out->out_fd = outp[0];
-        out->err_fd = errp[0];
-        out->in_fd = inp[1];
-        if (inp[1] >= 0) set_nonblock_cloexec(inp[1]);
+        close(op->outp[1]);
+        close(op->errp[1]);
+        if (op->inp[0] >= 0) close(op->inp[0]);
+        if (op->devnull >= 0) close(op->devnull);
+        set_nonblock_cloexec(op->outp[0]);
+        set_nonblock_cloexec(op->errp[0]);
+        out->out_fd = op->outp[0];
+        out->err_fd = op->errp[0];
+        out->in_fd = op->inp[1];
+        if (op->inp[1] >= 0) set_nonblock_cloexec(op->inp[1]);
     }
     return 0;
+}
 
-fail_sandbox:
-fail:
-    free(exe);
-    int fds[] = {master, slave, outp[0], outp[1], errp[0], errp[1], inp[0], inp[1], devnull};
-    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
-        if (fds[i] >= 0) close(fds[i]);
-    return err ? -err : SPAWN_ERR_SANDBOX;
+/* The verdict and the result, or the cleanup of a failed start. */
+static int op_complete(struct spawn_op *op, int rc, struct spawn_result *out, int *sandbox_err)
+{
+    pid_t pid = -1;
+    *sandbox_err = 0;
+    rc = op_verdict(op, rc, &pid, sandbox_err);
+    if (rc == 0) return op_finish(op, pid, out);
+    op_close_fds(op);
+    return rc;
+}
+
+int spawn_child(const struct spawn_request *rq, struct spawn_result *out, int *sandbox_err)
+{
+    *sandbox_err = 0;
+    if (rq->n_extra_fds > FDS_MAX - 6) return -EINVAL;
+    struct spawn_op op;
+    op_init(&op, rq);
+    int rc = op_send(&op, rq);
+    if (rc < 0) return rc;
+    struct spawn_outcome o;
+    rc = spawner_wait(op.status, SPAWN_TIMEOUT_MS, &o);
+    op.st.o = o;
+    op.st.decided = rc == 0;
+    return op_complete(&op, rc, out, sandbox_err);
+}
+
+/* ---- asynchronous starts ---------------------------------------------------------- */
+
+static void op_handle_closed(uv_handle_t *h)
+{
+    struct spawn_op *op = h->data;
+    if (--op->handles == 0) free(op);
+}
+
+static void op_close(struct spawn_op *op)
+{
+    uv_close((uv_handle_t *)&op->poll, op_handle_closed);
+    uv_close((uv_handle_t *)&op->timer, op_handle_closed);
+}
+
+/* The status pipe ended (rc 0), or waiting for it failed: complete and report. */
+static void op_done(struct spawn_op *op, int rc)
+{
+    if (op->finished) return;
+    op->finished = true;
+    uv_poll_stop(&op->poll);
+    uv_timer_stop(&op->timer);
+    struct spawn_result r;
+    int sberr = 0;
+    memset(&r, 0, sizeof r);
+    rc = op_complete(op, rc == 0 && !op->st.decided ? -EPIPE : rc, &r, &sberr);
+    op->done(op->arg, rc, &r, sberr);
+    op_close(op);
+}
+
+static void op_readable(uv_poll_t *h, int status, int events)
+{
+    struct spawn_op *op = h->data;
+    int rc = status < 0 ? status : spawner_status_read(op->status, &op->st);
+    if (rc == 0) return; /* more to come */
+    op_done(op, rc < 0 ? rc : 0);
+}
+
+static void op_timeout(uv_timer_t *t)
+{
+    op_done(t->data, -ETIMEDOUT);
+}
+
+int spawn_child_async(uv_loop_t *loop, const struct spawn_request *rq, spawn_done_fn done,
+                      void *arg, struct spawn_op **opp)
+{
+    if (rq->n_extra_fds > FDS_MAX - 6) return -EINVAL;
+    struct spawn_op *op = xmalloc(sizeof *op);
+    op_init(op, rq);
+    int rc = op_send(op, rq);
+    if (rc < 0) {
+        free(op);
+        return rc;
+    }
+    op->done = done;
+    op->arg = arg;
+    uv_poll_init(loop, &op->poll, op->status);
+    uv_timer_init(loop, &op->timer);
+    op->poll.data = op->timer.data = op;
+    op->handles = 2;
+    uv_poll_start(&op->poll, UV_READABLE | UV_DISCONNECT, op_readable);
+    uv_timer_start(&op->timer, op_timeout, SPAWN_TIMEOUT_MS, 0);
+    *opp = op;
+    return 0;
+}
+
+void spawn_cancel(struct spawn_op *op)
+{
+    if (op->finished) return;
+    op->finished = true;
+    uv_poll_stop(&op->poll);
+    uv_timer_stop(&op->timer);
+    /* The start is decided within moments (the spawner answers at once, the child
+     * execs): wait for it here so no child is left unwatched, then stop it. */
+    int rc;
+    int left = SPAWN_TIMEOUT_MS;
+    while ((rc = spawner_status_read(op->status, &op->st)) == 0) {
+        struct pollfd p = {op->status, POLLIN, 0};
+        if (left <= 0 || poll(&p, 1, 100) < 0) {
+            rc = -ETIMEDOUT;
+            break;
+        }
+        left -= 100;
+    }
+    struct spawn_result r;
+    int sberr;
+    if (op_complete(op, rc < 0 ? rc : 0, &r, &sberr) == 0) {
+        kill(-r.pid, SIGKILL);
+        kill(r.pid, SIGKILL);
+        while (waitpid(r.pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+        guardian_untrack(r.pid);
+        int fds[] = {r.pidfd, r.out_fd, r.err_fd, r.in_fd};
+        for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+            if (fds[i] >= 0) close(fds[i]);
+    }
+    op_close(op);
 }

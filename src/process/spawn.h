@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <sys/types.h>
+#include <uv.h>
 
 struct sandbox_policy;
 
@@ -47,6 +48,23 @@ struct spawn_result {
  * up. All returned fds are non-blocking and close-on-exec. */
 #define SPAWN_ERR_SANDBOX (-100000)
 int spawn_child(const struct spawn_request *rq, struct spawn_result *out, int *sandbox_err);
+
+/* The same without blocking the loop: the request goes to the spawner now, and
+ * done(arg, rc, result, sandbox_err) runs on the loop once the outcome is known
+ * (rc as spawn_child returns it; result valid only when rc is 0, and then owned by
+ * the callee). The loop thread waited for the exec before (0.3-1 ms a start, and
+ * every start on the server queued behind the one in flight); now the child
+ * execs while the loop serves other requests. Returns 0 (done will be called
+ * exactly once unless spawn_cancel is), or a negative errno from sending the
+ * request (done is not called). *op identifies the start for spawn_cancel. */
+struct spawn_op;
+typedef void (*spawn_done_fn)(void *arg, int rc, const struct spawn_result *r, int sandbox_err);
+int spawn_child_async(uv_loop_t *loop, const struct spawn_request *rq, spawn_done_fn done,
+                      void *arg, struct spawn_op **op);
+/* Abandons an asynchronous start before done ran (its requester is gone): waits
+ * the moment it takes for the outcome, so that a child that did start is killed
+ * and reaped rather than left unwatched; done is not called. */
+void spawn_cancel(struct spawn_op *op);
 
 /* waitid(P_PIDFD, pidfd, si, WEXITED | WNOHANG) for a pidfd from spawn_child,
  * also when it is the eventfd of the no-pidfd_open fallback. si->si_pid is 0

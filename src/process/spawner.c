@@ -118,53 +118,66 @@ static long long now_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int spawner_wait(int status_r, int timeout_ms, struct spawn_outcome *o)
+void spawner_status_init(struct spawner_status *st)
+{
+    memset(st, 0, sizeof *st);
+}
+
+int spawner_status_read(int status_r, struct spawner_status *st)
 {
     /* Records come from the spawner ('P') and from the child or its init (the
      * rest) in either order; the pipe ends once every writer is done (the spawner
      * after the request, the init after the command started, the command at
-     * exec), so read to the end. */
-    memset(o, 0, sizeof *o);
-    long long deadline = now_ms() + timeout_ms;
-    char rec[SPAWN_REC_LEN];
-    size_t have = 0;
-    bool decided = false;
+     * exec), so it is read to the end. */
     for (;;) {
-        ssize_t r = read(status_r, rec + have, sizeof rec - have);
+        ssize_t r = read(status_r, st->rec + st->have, sizeof st->rec - st->have);
         if (r < 0 && errno == EINTR) continue;
-        if (r < 0 && errno == EAGAIN) {
-            long long left = deadline - now_ms();
-            if (left <= 0) return -ETIMEDOUT;
-            struct pollfd p = {status_r, POLLIN, 0};
-            poll(&p, 1, (int)left);
-            continue;
-        }
+        if (r < 0 && errno == EAGAIN) return 0;
         if (r < 0) return -errno;
-        if (r == 0) break;
-        have += (size_t)r;
-        if (have < sizeof rec) continue;
-        have = 0;
+        if (r == 0) return 1;
+        st->have += (size_t)r;
+        if (st->have < sizeof st->rec) continue;
+        st->have = 0;
         int v;
-        memcpy(&v, rec + 1, sizeof v);
-        switch (rec[0]) {
+        memcpy(&v, st->rec + 1, sizeof v);
+        switch (st->rec[0]) {
         case SPAWN_REC_PID:
-            o->pid = v;
+            st->o.pid = v;
             break;
         case SPAWN_REC_STARTED:
-            decided = true;
+            st->decided = true;
             break;
         case SPAWN_REC_SETUP:
-            o->setup_failed = true;
+            st->o.setup_failed = true;
             /* fall through */
         case SPAWN_REC_EXEC:
-            if (!o->err) o->err = v > 0 ? v : EIO;
-            decided = true;
+            if (!st->o.err) st->o.err = v > 0 ? v : EIO;
+            st->decided = true;
             break;
         default:
             return -EPROTO;
         }
     }
-    return decided ? 0 : -EPIPE;
+}
+
+int spawner_wait(int status_r, int timeout_ms, struct spawn_outcome *o)
+{
+    struct spawner_status st;
+    spawner_status_init(&st);
+    long long deadline = now_ms() + timeout_ms;
+    int rc;
+    while ((rc = spawner_status_read(status_r, &st)) == 0) {
+        long long left = deadline - now_ms();
+        if (left <= 0) {
+            *o = st.o;
+            return -ETIMEDOUT;
+        }
+        struct pollfd p = {status_r, POLLIN, 0};
+        poll(&p, 1, (int)left);
+    }
+    *o = st.o;
+    if (rc < 0) return rc;
+    return st.decided ? 0 : -EPIPE;
 }
 
 void spawner_record(int fd, char tag, int value)

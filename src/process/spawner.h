@@ -51,6 +51,20 @@ struct spawn_outcome {
  * without a decision. */
 int spawner_wait(int status_r, int timeout_ms, struct spawn_outcome *o);
 
+/* The same without blocking, for a caller that polls status_r itself (the loop):
+ * the records read so far. */
+struct spawner_status {
+    struct spawn_outcome o; /* pid and verdict as far as known */
+    bool decided;           /* a verdict ('S', 'E' or 'F') arrived */
+    char rec[SPAWN_REC_LEN];
+    size_t have;            /* bytes of a record split across reads */
+};
+void spawner_status_init(struct spawner_status *st);
+/* Reads what the (non-blocking) pipe holds now. Returns 1 once it has ended (the
+ * outcome is then final: decided, or no verdict at all), 0 when more is to come,
+ * or a negative errno. */
+int spawner_status_read(int status_r, struct spawner_status *st);
+
 /* What a SPAWN_F_SERVE child runs once confined: serves on sock, returns an exit
  * status. */
 typedef int (*spawner_serve_fn)(int sock);

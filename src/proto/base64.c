@@ -178,15 +178,18 @@ size_t base64_encode(const void *src, size_t n, char *dst)
 
 /* The strict decoder: validates padding and canonical trailing bits and words
  * every error like the reference. base64_decode runs it on the last quad of
- * well-formed input, and on the whole input whenever the fast loop meets anything
- * unusual, so errors (and their offsets) always come from here. */
-static int decode_strict(const char *src, size_t n, uint8_t *dst, size_t *out_len, char *err,
-                         size_t errlen);
+ * well-formed input, and on the rest of the input from the quad where the fast
+ * loop met anything unusual, so errors (and their offsets) always come from here.
+ * `from` (a multiple of 4) is where it starts: src[0..from) are alphabet symbols
+ * already decoded into dst, and may have been overwritten by that output when the
+ * decode is in place. */
+static int decode_strict(const char *src, size_t n, size_t from, uint8_t *dst, size_t *out_len,
+                         char *err, size_t errlen);
 
 int base64_decode(const char *src, size_t n, uint8_t *dst, size_t *out_len, char *err,
                   size_t errlen)
 {
-    if (n % 4 != 0 || n < 8) return decode_strict(src, n, dst, out_len, err, errlen);
+    if (n % 4 != 0 || n < 8) return decode_strict(src, n, 0, dst, out_len, err, errlen);
     const uint8_t *s = (const uint8_t *)src;
     uint8_t *d = dst;
     size_t body = n - 4; /* every quad but the last, which may hold padding */
@@ -197,25 +200,25 @@ int base64_decode(const char *src, size_t n, uint8_t *dst, size_t *out_len, char
     for (; i < body; i += 4) {
         uint32_t v = dec_shift[0][s[i]] | dec_shift[1][s[i + 1]] | dec_shift[2][s[i + 2]] |
                      dec_shift[3][s[i + 3]];
-        if (v & DEC_BAD) return decode_strict(src, n, dst, out_len, err, errlen);
+        if (v & DEC_BAD) return decode_strict(src, n, i, dst, out_len, err, errlen);
         d[0] = (uint8_t)(v >> 16);
         d[1] = (uint8_t)(v >> 8);
         d[2] = (uint8_t)v;
         d += 3;
     }
     size_t tail;
-    if (decode_strict(src + body, 4, d, &tail, err, errlen) < 0)
-        return decode_strict(src, n, dst, out_len, err, errlen);
+    if (decode_strict(src + body, 4, 0, d, &tail, err, errlen) < 0)
+        return decode_strict(src, n, body, dst, out_len, err, errlen);
     *out_len = (size_t)(d - dst) + tail;
     return 0;
 }
 
-static int decode_strict(const char *src, size_t n, uint8_t *dst, size_t *out_len, char *err,
-                         size_t errlen)
+static int decode_strict(const char *src, size_t n, size_t from, uint8_t *dst, size_t *out_len,
+                         char *err, size_t errlen)
 {
     const uint8_t *s = (const uint8_t *)src;
     /* Find where the symbols end: the first '=' starts the padding. */
-    size_t sym = 0;
+    size_t sym = from;
     while (sym < n && dec_table[s[sym]] != 0xFF) sym++;
     if (sym < n && s[sym] != '=') {
         snprintf(err, errlen, "Invalid symbol %u, offset %zu.", s[sym], sym);
@@ -244,8 +247,8 @@ static int decode_strict(const char *src, size_t n, uint8_t *dst, size_t *out_le
         snprintf(err, errlen, "Invalid padding");
         return -EINVAL;
     }
-    uint8_t *d = dst;
-    size_t i = 0;
+    uint8_t *d = dst + from / 4 * 3;
+    size_t i = from;
     for (; i + 4 <= sym; i += 4) {
         uint32_t v = (uint32_t)dec_table[s[i]] << 18 | (uint32_t)dec_table[s[i + 1]] << 12 |
                      (uint32_t)dec_table[s[i + 2]] << 6 | dec_table[s[i + 3]];

@@ -31,7 +31,10 @@ size_t base64_encode(const void *src, size_t n, char *dst);
 
 /* Decodes n characters of src into dst (base64_decoded_max(n) bytes). On success
  * returns 0 and sets *out_len. On invalid input returns -EINVAL and writes a
- * NUL-terminated description into err (errlen bytes, 64 is plenty). */
+ * NUL-terminated description into err (errlen bytes, 64 is plenty). dst may be
+ * src itself (decoding in place: the output never overtakes the input still to
+ * be read, and error texts are the same); dst's contents are unspecified after an
+ * error. */
 int base64_decode(const char *src, size_t n, uint8_t *dst, size_t *out_len, char *err,
                   size_t errlen);
 

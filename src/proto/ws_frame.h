@@ -51,7 +51,8 @@ size_t ws_frame_header_len(uint64_t len, bool masked);
 size_t ws_frame_encode(uint8_t *out, bool fin, int opcode, uint64_t len, const uint8_t *mask);
 
 /* XORs n payload bytes with the mask key in place, the key's phase starting at
- * the payload's first byte (masking and unmasking are the same operation). */
-void ws_frame_unmask(uint8_t *p, size_t n, const uint8_t mask[4]);
+ * the payload's first byte (masking and unmasking are the same operation).
+ * Returns the OR of the resulting bytes (bit 7 clear: all of them are ASCII). */
+uint8_t ws_frame_unmask(uint8_t *p, size_t n, const uint8_t mask[4]);
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "proto/utf8.h"
+#include "util/bigbuf.h"
 #include "util/mem.h"
 
 enum { RD_HEADER, RD_PAYLOAD, RD_DONE };
@@ -23,11 +24,59 @@ void ws_reader_init(struct ws_reader *r, enum ws_role role, uint64_t max_frame,
     r->state = RD_HEADER;
 }
 
+static bool is_control(int op)
+{
+    return op >= WS_OP_CLOSE && op <= WS_OP_PONG;
+}
+
 void ws_reader_free(struct ws_reader *r)
 {
-    free(r->msg);
+    if (r->msg_big) bigbuf_free(r->msg);
+    else free(r->msg);
     r->msg = NULL;
     r->msg_len = r->msg_cap = 0;
+    r->msg_big = false;
+}
+
+uint8_t *ws_reader_take(struct ws_reader *r)
+{
+    if (!r->msg_out || !r->msg_big) return NULL;
+    uint8_t *m = r->msg;
+    r->msg = NULL;
+    r->msg_len = r->msg_cap = 0;
+    r->msg_big = false;
+    return m;
+}
+
+uint8_t *ws_reader_recv_area(const struct ws_reader *r, size_t *n)
+{
+    if (r->state != RD_PAYLOAD || r->msg_out || !r->msg || is_control(r->f.opcode) ||
+        r->left < WS_READER_DIRECT_MIN)
+        return NULL;
+    *n = (size_t)r->left;
+    return r->msg + r->msg_len;
+}
+
+/* Room for want bytes of gathered message, keeping what is there: a small one on
+ * the heap (kept between messages), a large one from bigbuf (cached, huge pages:
+ * see util/bigbuf.h) so a multi-megabyte request does not fault in fresh pages. */
+static void msg_reserve(struct ws_reader *r, size_t want)
+{
+    if (want <= r->msg_cap && r->msg) return;
+    if (want < BIGBUF_MIN) {
+        r->msg = xrealloc(r->msg, want ? want : 1);
+        r->msg_cap = want;
+    } else if (r->msg_big) {
+        r->msg = bigbuf_grow(r->msg, want, &r->msg_cap);
+    } else {
+        size_t cap;
+        uint8_t *m = bigbuf_alloc(want, &cap);
+        if (r->msg_len) memcpy(m, r->msg, r->msg_len);
+        free(r->msg);
+        r->msg = m;
+        r->msg_cap = cap;
+        r->msg_big = true;
+    }
 }
 
 bool ws_reader_done(const struct ws_reader *r)
@@ -43,24 +92,6 @@ size_t ws_close_payload(int code, uint8_t out[2])
     return 2;
 }
 
-static bool is_control(int op)
-{
-    return op >= WS_OP_CLOSE && op <= WS_OP_PONG;
-}
-
-/* Most JSON is ASCII: eight bytes per step before the strict byte-wise check. */
-static bool text_valid(const uint8_t *p, size_t n)
-{
-    uint64_t high = 0;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t v;
-        memcpy(&v, p + i, 8);
-        high |= v;
-    }
-    for (; i < n; i++) high |= p[i];
-    return (high & 0x8080808080808080ull) == 0 || utf8_valid(p, n);
-}
 
 static size_t fail(struct ws_reader *r, struct ws_event *ev, int code, size_t consumed)
 {
@@ -120,12 +151,13 @@ static size_t control_event(struct ws_reader *r, uint8_t *p, size_t n, struct ws
     return consumed;
 }
 
-/* A whole message at p: check text, then hand it out. */
-static size_t message_event(struct ws_reader *r, uint8_t *p, size_t n, struct ws_event *ev,
-                            size_t consumed)
+/* A whole message at p: check text, then hand it out. or is the OR of its bytes
+ * (from unmasking): without bit 7 the text is ASCII and needs no UTF-8 check. */
+static size_t message_event(struct ws_reader *r, uint8_t *p, size_t n, uint8_t or,
+                            struct ws_event *ev, size_t consumed)
 {
     r->state = RD_HEADER;
-    if (r->msg_op == WS_OP_TEXT && !text_valid(p, n))
+    if (r->msg_op == WS_OP_TEXT && (or & 0x80) && !utf8_valid(p, n))
         return fail(r, ev, WS_CLOSE_INVALID_DATA, consumed);
     ev->kind = WS_EV_MESSAGE;
     ev->opcode = r->msg_op;
@@ -138,7 +170,7 @@ static size_t message_event(struct ws_reader *r, uint8_t *p, size_t n, struct ws
  * the final frame (the message is complete). */
 static bool data_frame_done(struct ws_reader *r)
 {
-    ws_frame_unmask(r->msg + r->frag_start, r->msg_len - r->frag_start, r->f.mask);
+    r->msg_or |= ws_frame_unmask(r->msg + r->frag_start, r->msg_len - r->frag_start, r->f.mask);
     r->state = RD_HEADER;
     if (!r->f.fin) return false;
     r->in_msg = false;
@@ -196,21 +228,18 @@ size_t ws_reader_feed(struct ws_reader *r, uint8_t *buf, size_t n, struct ws_eve
                 /* The common frame: a whole message in this input, no copy. */
                 uint8_t *pl = buf + p;
                 size_t len = (size_t)r->left;
-                ws_frame_unmask(pl, len, r->f.mask);
-                return message_event(r, pl, len, ev, p + len);
+                uint8_t or = ws_frame_unmask(pl, len, r->f.mask);
+                return message_event(r, pl, len, or, ev, p + len);
             }
             /* Gathered: room for this frame's whole payload (bounded by the limits
              * just checked), appended to what earlier fragments left. */
+            if (!r->in_msg) r->msg_or = 0;
             r->in_msg = true;
-            size_t want = r->msg_len + (size_t)r->left;
-            if (want > r->msg_cap || !r->msg) {
-                r->msg = xrealloc(r->msg, want ? want : 1);
-                r->msg_cap = want;
-            }
+            msg_reserve(r, r->msg_len + (size_t)r->left);
             r->frag_start = r->msg_len;
             r->state = RD_PAYLOAD;
             if (r->left == 0 && data_frame_done(r))
-                return message_event(r, r->msg, r->msg_len, ev, p);
+                return message_event(r, r->msg, r->msg_len, r->msg_or, ev, p);
             continue;
         }
         /* RD_PAYLOAD: copy what there is of the current frame. */
@@ -219,7 +248,8 @@ size_t ws_reader_feed(struct ws_reader *r, uint8_t *buf, size_t n, struct ws_eve
             memcpy(r->ctl + r->ctl_len, buf + p, k);
             r->ctl_len += k;
         } else {
-            memcpy(r->msg + r->msg_len, buf + p, k);
+            /* Bytes the caller read straight into ws_reader_recv_area are in place. */
+            if (buf + p != r->msg + r->msg_len) memcpy(r->msg + r->msg_len, buf + p, k);
             r->msg_len += k;
         }
         p += k;
@@ -229,7 +259,7 @@ size_t ws_reader_feed(struct ws_reader *r, uint8_t *buf, size_t n, struct ws_eve
             ws_frame_unmask(r->ctl, r->ctl_len, r->f.mask);
             return control_event(r, r->ctl, r->ctl_len, ev, p);
         }
-        if (data_frame_done(r)) return message_event(r, r->msg, r->msg_len, ev, p);
+        if (data_frame_done(r)) return message_event(r, r->msg, r->msg_len, r->msg_or, ev, p);
     }
     return p;
 }

@@ -64,8 +64,10 @@ struct ws_reader {
     uint64_t left;          /* its payload bytes still to come */
     bool in_msg;            /* between a message's first frame and its final one */
     int msg_op;             /* that message's opcode */
-    uint8_t *msg;           /* gathered payload (owned) */
+    uint8_t *msg;           /* gathered payload (owned; from util/bigbuf when msg_big) */
     size_t msg_len, msg_cap, frag_start;
+    bool msg_big;           /* msg is a bigbuf (a large message) */
+    uint8_t msg_or;         /* OR of the gathered message's bytes (ASCII test) */
     bool msg_out;           /* msg was handed out; reset on the next call */
     uint8_t ctl[125];       /* a control frame's payload split across inputs */
     size_t ctl_len;
@@ -86,6 +88,21 @@ void ws_reader_free(struct ws_reader *r);
  * ws_reader_free; the caller may modify it. After WS_EV_CLOSE or WS_EV_ERROR the
  * reader is done: it consumes everything and reports nothing. */
 size_t ws_reader_feed(struct ws_reader *r, uint8_t *buf, size_t n, struct ws_event *ev);
+
+/* After a WS_EV_MESSAGE gathered into a large buffer (one from util/bigbuf: a
+ * message of BIGBUF_MIN bytes or more that did not sit whole in one input), hands
+ * that buffer over: the event's data pointer is its start, and the caller frees it
+ * with bigbuf_free. NULL when the last event was not such a message (the data then
+ * stays the reader's, valid until the next call). Lets a request keep a large
+ * payload without copying it. */
+uint8_t *ws_reader_take(struct ws_reader *r);
+
+/* Where the payload of the data frame being gathered continues, when at least
+ * WS_READER_DIRECT_MIN bytes of it are still to come: the caller may read up to *n
+ * bytes from its socket straight there and then pass that same pointer to
+ * ws_reader_feed, which then copies nothing. NULL otherwise. */
+#define WS_READER_DIRECT_MIN 65536
+uint8_t *ws_reader_recv_area(const struct ws_reader *r, size_t *n);
 
 /* Whether the reader has ended (a Close was received or a violation seen). */
 bool ws_reader_done(const struct ws_reader *r);

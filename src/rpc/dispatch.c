@@ -43,6 +43,26 @@ void rpc_register_methods(const struct rpc_method *table)
     method_tables[n_method_tables++] = table;
 }
 
+static const struct rpc_payload *payload_tables[RPC_MAX_TABLES];
+static size_t n_payload_tables;
+
+void rpc_register_payloads(const struct rpc_payload *table)
+{
+    for (size_t t = 0; t < n_payload_tables; t++)
+        if (payload_tables[t] == table) return;
+    if (n_payload_tables == RPC_MAX_TABLES) abort();
+    payload_tables[n_payload_tables++] = table;
+}
+
+/* The payload member of method name, or NULL. */
+static const char *payload_member(const char *name)
+{
+    for (size_t t = 0; t < n_payload_tables; t++)
+        for (const struct rpc_payload *p = payload_tables[t]; p->method; p++)
+            if (strcmp(p->method, name) == 0) return p->member;
+    return NULL;
+}
+
 static const struct rpc_method *find_method(const char *name)
 {
     for (size_t t = 0; t < n_method_tables; t++)
@@ -344,6 +364,8 @@ void rpc_req_free(struct rpc_req *req)
 {
     struct conn *c = req->conn;
     bool counted = req->counted;
+    if (req->payload_bigbuf) conn_release_message(c, req->payload_store);
+    else free(req->payload_store);
     json_decref(req->id);
     json_decref(req->params);
     json_decref(req->trace);
@@ -501,11 +523,61 @@ static const char *check_trace(const json_t *trace, char *detail, size_t n)
     return NULL;
 }
 
+const char *rpc_param_payload(struct rpc_req *req, struct pdec *d, const char *key,
+                              enum pdec_presence presence, size_t *len, bool *writable)
+{
+    *writable = false;
+    if (req->payload && !d->failed && strcmp(key, req->payload_member) == 0) {
+        *len = req->payload_len;
+        *writable = true;
+        return req->payload;
+    }
+    return pdec_string_len(d, key, presence, len);
+}
+
+/* The borrowing method's payload member, a placeholder for slice `big` of the
+ * message: keeps it as a slice of the message, taking the message's storage
+ * from the transport when it can give it, else copying the slice. */
+static void keep_payload(struct conn *c, const char *data, const struct json_load_bigs *bigs,
+                         int big, struct rpc_req *req)
+{
+    char *store = conn_take_message(c, data);
+    if (store) {
+        req->payload_bigbuf = true;
+        req->payload = store + (bigs->v[big].p - data);
+    } else {
+        store = xmemdup(bigs->v[big].p, bigs->v[big].n);
+        req->payload = store;
+    }
+    req->payload_store = store;
+    req->payload_len = bigs->v[big].n;
+}
+
 void rpc_dispatch(struct conn *c, const char *data, size_t len)
 {
     json_error_t jerr;
-    json_t *msg = json_load_message(data, len, JSON_REJECT_DUPLICATES, &jerr);
+    struct json_load_bigs bigs;
+    json_t *msg = json_load_message_split(data, len, JSON_REJECT_DUPLICATES, &jerr, &bigs);
     char detail[256];
+    /* Every large value goes into the tree now, before anything looks at the
+     * message, except a method's payload member (struct rpc_payload). */
+    int big = -1;
+    const char *member = NULL;
+    if (msg && bigs.n) {
+        json_t *m = json_is_object(msg) ? json_object_get(msg, "method") : NULL;
+        member = json_is_string(m) && json_object_get(msg, "id")
+                     ? payload_member(json_string_value(m))
+                     : NULL;
+        json_t *params = json_is_object(msg) ? json_object_get(msg, "params") : NULL;
+        json_t *keep = member && json_is_object(params) ? json_object_get(params, member) : NULL;
+        big = json_load_big_index(keep, &bigs);
+        if (!json_load_splice(msg, &bigs, big >= 0 ? keep : NULL)) {
+            /* Not what the scan expected: parse it as jansson alone would. */
+            json_decref(msg);
+            msg = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
+            big = -1;
+        }
+    }
     if (!msg) {
         snprintf(detail, sizeof detail, "%s at line %d column %d", jerr.text, jerr.line,
                  jerr.column);
@@ -592,6 +664,10 @@ void rpc_dispatch(struct conn *c, const char *data, size_t len)
     req->method = mt;
     req->start_ns = metrics_now_ns();
     req->loop = conn_loop(c);
+    if (big >= 0) {
+        req->payload_member = member;
+        keep_payload(c, data, &bigs, big, req);
+    }
     start_request(c, req, len);
 out:
     json_decref(msg);

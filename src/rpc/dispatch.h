@@ -19,6 +19,8 @@ void rpc_dispatch(struct conn *c, const char *data, size_t len);
  * executables register theirs at start (server/server_methods.c), so rpc never
  * names a method module. */
 void rpc_register_methods(const struct rpc_method *table);
+/* Adds a table of payload members (struct rpc_payload), the same way. */
+void rpc_register_payloads(const struct rpc_payload *table);
 
 /* The lifecycle gate's state, which rpc keeps per connection: whether initialize
  * succeeded on c. The initialize handler sets it; `initialized` needs it. */

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "rpc/params.h"
 #include "util/buf.h"
 
 struct conn;
@@ -39,6 +40,14 @@ struct rpc_req {
     uint64_t start_ns;              /* arrival, for the request duration metric */
     bool counted;                   /* holds one of its connection's
                                        --concurrent-requests slots until freed */
+    /* The method's payload member (struct rpc_payload) when it came as a large
+     * plain string: its text, borrowed from the message instead of copied into
+     * params (where a placeholder stands). Read it with rpc_param_payload. */
+    const char *payload_member; /* its name (static), or NULL */
+    char *payload;
+    size_t payload_len;
+    void *payload_store; /* owned: the storage payload points into */
+    bool payload_bigbuf; /* payload_store is a util/bigbuf buffer (else malloc) */
 };
 
 typedef void (*rpc_handler_fn)(struct rpc_req *req);
@@ -47,6 +56,16 @@ struct rpc_method {
     const char *name;     /* e.g. "fs/readFile" */
     const char *family;   /* lifecycle-gate wording, e.g. "filesystem" */
     rpc_handler_fn handler;
+};
+
+/* A params member that may carry megabytes of base64 (fs/writeFile's
+ * dataBase64): when large, it is kept as a slice of the received message rather
+ * than copied into the params tree, and the handler reads it with
+ * rpc_param_payload. Tables end with a NULL method; registered with
+ * rpc_register_payloads (dispatch.h) like the method tables. */
+struct rpc_payload {
+    const char *method;
+    const char *member;
 };
 
 /* Method tables are NULL-name-terminated, one per method module, declared in the
@@ -72,6 +91,15 @@ int rpc_uri_error_code(const struct uri_error *e);
  * rpc_result_finish closes the object, sends it and frees req. */
 void rpc_result_begin(struct rpc_req *req, struct buf *b);
 void rpc_result_finish(struct rpc_req *req, struct buf *b);
+
+/* Reads the method's payload member key (struct rpc_payload) like
+ * pdec_string_len does, also when it was kept out of params: returns the text and
+ * its length, or NULL (absent, or the decoder failed). The text belongs to req and
+ * lives until the reply; when *writable comes back true it is req's alone and the
+ * handler may overwrite it in place (decode base64 into it). Not NUL-terminated
+ * when borrowed. */
+const char *rpc_param_payload(struct rpc_req *req, struct pdec *d, const char *key,
+                              enum pdec_presence presence, size_t *len, bool *writable);
 
 /* Frees a request without replying (only for teardown of unanswerable requests). */
 void rpc_req_free(struct rpc_req *req);

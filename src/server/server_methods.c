@@ -21,4 +21,5 @@ void server_methods_register(void)
         tcp_methods,
     };
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) rpc_register_methods(tables[i]);
+    rpc_register_payloads(fs_payloads);
 }

@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "transport/tls.h"
+#include "util/bigbuf.h"
 #include "util/mem.h"
 
 struct conn_wreq {
@@ -54,7 +55,43 @@ void conn_set_transport(struct conn *c, const char *word)
 
 void conn_deliver(struct conn *c, const char *data, size_t len)
 {
-    if (c->on_message) c->on_message(c, data, len);
+    if (!c->on_message) return;
+    c->delivering = data;
+    c->on_message(c, data, len);
+    c->delivering = NULL;
+}
+
+/* Reading is on unless the backlog or the held input stopped it. */
+static void update_reading(struct conn *c)
+{
+    bool on = !c->backlogged && !c->held_paused;
+    if (c->ops->set_reading && c->open) c->ops->set_reading(c, on);
+}
+
+void *conn_take_message(struct conn *c, const char *data)
+{
+    if (!c->delivering || c->delivering != data || !c->ops->take_message) return NULL;
+    void *m = c->ops->take_message(c);
+    if (!m) return NULL;
+    c->delivering = NULL;
+    c->held += bigbuf_cap(m);
+    if (!c->held_paused && c->held > CONN_HELD_PAUSE) {
+        c->held_paused = true;
+        update_reading(c);
+    }
+    return m;
+}
+
+void conn_release_message(struct conn *c, void *m)
+{
+    if (!m) return;
+    size_t n = bigbuf_cap(m);
+    bigbuf_free(m);
+    c->held -= n < c->held ? n : c->held;
+    if (c->held_paused && c->held <= CONN_HELD_RESUME) {
+        c->held_paused = false;
+        update_reading(c);
+    }
 }
 
 unsigned conn_flags(const struct conn *c)
@@ -227,7 +264,7 @@ static void backlog_over_limit(struct conn *c)
         log_warn("connection %s: %zu bytes of output queued behind the message being "
                  "written, over the limit of %zu (--max-queued-bytes); the client is not "
                  "reading", c->peer, conn_backlog(c), server_limits.max_queued);
-        if (c->ops->set_reading) c->ops->set_reading(c, false);
+        update_reading(c);
     }
     if (backlog_safe_to_drop(c)) {
         log_warn("connection %s: closing the slow client (its process output is kept for "
@@ -247,7 +284,7 @@ static void account_written(struct conn *c, size_t len, unsigned nmsg, int statu
         if (conn_backlog(c) <= server_limits.max_queued) {
             /* It reads after all: back under the limit, serve it again. */
             c->backlogged = false;
-            if (c->ops->set_reading) c->ops->set_reading(c, true);
+            update_reading(c);
         } else if (backlog_safe_to_drop(c)) {
             backlog_over_limit(c);
         }
@@ -271,7 +308,7 @@ static void write_done(uv_write_t *req, int status)
     struct conn *c = w->conn;
     size_t len = w->len;
     unsigned nmsg = w->nmsg;
-    for (unsigned i = 0; i < w->nmem; i++) free(w->mem[i]);
+    for (unsigned i = 0; i < w->nmem; i++) bigbuf_free_any(w->mem[i]);
     free(w);
     account_written(c, len, nmsg, status);
     conn_unref(c);
@@ -300,7 +337,7 @@ static void queue_write(struct conn *c, uv_stream_t *stream, char *const *mem, u
     if (conn_backlog(c) > server_limits.max_queued && c->open) {
         backlog_over_limit(c);
         if (!c->open) {
-            for (unsigned i = 0; i < nmem; i++) free(mem[i]);
+            for (unsigned i = 0; i < nmem; i++) bigbuf_free_any(mem[i]);
             return;
         }
     }
@@ -316,7 +353,7 @@ static void queue_write(struct conn *c, uv_stream_t *stream, char *const *mem, u
     if (uv_write(&w->req, stream, bufs, nbufs, write_done) < 0) {
         c->queued -= len;
         c->wq_n -= nmsg; /* the entries just pushed */
-        for (unsigned i = 0; i < nmem; i++) free(mem[i]);
+        for (unsigned i = 0; i < nmem; i++) bigbuf_free_any(mem[i]);
         free(w);
         conn_unref(c);
         conn_close(c);
@@ -338,7 +375,7 @@ static void write_bufs(struct conn *c, uv_stream_t *stream, char *const *mem, un
         bool ok = true;
         for (unsigned i = 0; i < nbufs && ok; i++)
             ok = tls_write(c->tls, bufs[i].base, bufs[i].len) == 0;
-        for (unsigned i = 0; i < nmem; i++) free(mem[i]);
+        for (unsigned i = 0; i < nmem; i++) bigbuf_free_any(mem[i]);
         if (!ok) {
             conn_close(c);
             return;
@@ -356,14 +393,14 @@ static void write_bufs(struct conn *c, uv_stream_t *stream, char *const *mem, un
     }
     int n = uv_try_write(stream, bufs, nbufs);
     if (n < 0 && n != UV_EAGAIN) {
-        for (unsigned i = 0; i < nmem; i++) free(mem[i]);
+        for (unsigned i = 0; i < nmem; i++) bigbuf_free_any(mem[i]);
         conn_close(c);
         return;
     }
     size_t done = n > 0 ? (size_t)n : 0;
     c->written_total += done;
     if (done == len) {
-        for (unsigned i = 0; i < nmem; i++) free(mem[i]);
+        for (unsigned i = 0; i < nmem; i++) bigbuf_free_any(mem[i]);
         return;
     }
     /* What is left of each message: the first ones the kernel took are gone. */
@@ -411,7 +448,7 @@ static void batch_flush(struct conn *c)
     size_t len = 0;
     for (unsigned i = 0; i < nbufs; i++) len += b->bufs[i].len;
     if (!c->open) {
-        for (unsigned i = 0; i < nmem; i++) free(b->mem[i]);
+        for (unsigned i = 0; i < nmem; i++) bigbuf_free_any(b->mem[i]);
         return;
     }
     write_bufs(c, b->stream, b->mem, nmem, b->msg_len, b->bufs, nbufs, len);

@@ -27,6 +27,22 @@ struct conn;
  * The transport holds a reference on c for the call; the callee may close c. */
 typedef void (*conn_message_fn)(struct conn *c, const char *data, size_t len);
 
+/* During the conn_message_fn call for data, takes the message's storage when the
+ * transport can give it away: a large message gathered in a util/bigbuf buffer
+ * that starts at data. The caller then owns it and may keep data past the call,
+ * or modify it, until conn_release_message. NULL otherwise (data stays the
+ * transport's).
+ *
+ * Taken messages count against the connection's input: while they hold more than
+ * CONN_HELD_PAUSE bytes, no more is read from the peer (a client pipelining
+ * hundreds of 1 MiB writes waits instead of the server holding them all), until
+ * they are down to CONN_HELD_RESUME. */
+#define CONN_HELD_PAUSE (16u << 20)
+#define CONN_HELD_RESUME (8u << 20)
+void *conn_take_message(struct conn *c, const char *data);
+/* Frees a message taken from c (NULL: nothing) and credits c's input. Loop thread. */
+void conn_release_message(struct conn *c, void *m);
+
 /* How a transport kind differs (conn_flags), so nobody compares kind names. */
 enum conn_flag {
     /* The only connection there will be (stdio): there is no resume, so whatever

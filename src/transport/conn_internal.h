@@ -20,6 +20,9 @@ struct conn_ops {
     /* Stops (false) or resumes (true) reading requests: a client over the queued
      * output limit gets no new replies (optional). */
     void (*set_reading)(struct conn *c, bool on);
+    /* Hands over the storage of the message being delivered, or NULL (optional;
+     * see conn_take_message). */
+    void *(*take_message)(struct conn *c);
 };
 
 struct conn {
@@ -49,6 +52,9 @@ struct conn {
     void (*slot_free[CONN_SLOT_COUNT])(void *);
     void (*slot_unblocked[CONN_SLOT_COUNT])(void *);
     struct tls_session *tls; /* wss: every byte out is encrypted first (tls.c) */
+    const char *delivering;  /* the message conn_deliver is handing up, or NULL */
+    size_t held;             /* bytes of taken messages not yet released */
+    bool held_paused;        /* held passed CONN_HELD_PAUSE: reading stopped */
 };
 
 void conn_init(struct conn *c, const struct conn_ops *ops, uv_loop_t *loop,

@@ -218,20 +218,38 @@ static void ws_set_reading(struct conn *c, bool on)
     else uv_read_stop((uv_stream_t *)&w->tcp);
 }
 
+static void *ws_take_message(struct conn *c)
+{
+    return ws_reader_take(&((struct ws_conn *)c)->rd);
+}
+
 static const struct conn_ops ws_ops = {
     .kind = "websocket",
     .send = ws_send,
     .close = ws_close,
     .destroy = ws_destroy,
     .set_reading = ws_set_reading,
+    .take_message = ws_take_message,
 };
 
 static void ws_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 {
     static char slab[65536]; /* one loop thread: a single receive slab suffices */
+    struct ws_conn *w = h->data;
+    (void)suggested;
+    /* The rest of a large frame goes from the socket straight into the message
+     * buffer: no copy out of the slab (plaintext only: TLS records are read here). */
+    size_t n;
+    uint8_t *area = w->upgraded && !w->base.tls ? ws_reader_recv_area(&w->rd, &n) : NULL;
+    if (area) {
+        b->base = (char *)area;
+        b->len = n;
+        return;
+    }
     b->base = slab;
     b->len = sizeof slab;
 }
+
 
 /* Writes one control frame whole (a server's frames are never masked). */
 static void ws_send_control(struct ws_conn *w, int op, const uint8_t *p, size_t n)

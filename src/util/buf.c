@@ -6,12 +6,14 @@
 #include <string.h>
 
 #include "proto/base64.h"
+#include "util/bigbuf.h"
 #include "util/mem.h"
 
 void buf_init(struct buf *b)
 {
     b->data = NULL;
     b->len = b->cap = 0;
+    b->big = false;
 }
 
 void buf_init_msg(struct buf *b)
@@ -22,7 +24,8 @@ void buf_init_msg(struct buf *b)
 
 void buf_free(struct buf *b)
 {
-    free(b->data);
+    if (b->big) bigbuf_free(b->data);
+    else free(b->data);
     buf_init(b);
 }
 
@@ -36,8 +39,23 @@ void buf_reserve(struct buf *b, size_t n)
     if (b->cap - b->len >= n) return;
     size_t cap = b->cap ? b->cap : 256;
     while (cap - b->len < n) cap *= 2;
-    b->data = xrealloc(b->data, cap);
+    if (b->big) b->data = bigbuf_grow(b->data, cap, &b->cap);
+    else b->data = xrealloc(b->data, cap), b->cap = cap;
+}
+
+void buf_reserve_big(struct buf *b, size_t n)
+{
+    if (b->big || b->len + n < BIGBUF_MIN) {
+        buf_reserve(b, n);
+        return;
+    }
+    size_t cap;
+    char *d = bigbuf_alloc(b->len + n, &cap);
+    if (b->len) memcpy(d, b->data, b->len);
+    free(b->data);
+    b->data = d;
     b->cap = cap;
+    b->big = true;
 }
 
 char *buf_extend(struct buf *b, size_t n)
@@ -140,7 +158,7 @@ void buf_put_base64(struct buf *b, const void *p, size_t n)
     b->len += base64_encode(p, n, b->data + b->len);
 }
 
-char *buf_steal(struct buf *b)
+char *buf_steal(struct buf *b) /* see buf.h: bigbuf_free_any frees either kind */
 {
     char *p = b->data;
     buf_init(b);

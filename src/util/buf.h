@@ -8,6 +8,7 @@
 #define EXEC_UTIL_BUF_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,6 +19,7 @@ struct buf {
     char *data;  /* owned heap storage, or NULL when empty */
     size_t len;  /* bytes in use */
     size_t cap;  /* bytes allocated */
+    bool big;    /* data is a util/bigbuf buffer (buf_reserve_big), not malloc's */
 };
 
 void buf_init(struct buf *b);
@@ -27,6 +29,9 @@ void buf_free(struct buf *b);
 void buf_reset(struct buf *b);
 /* Makes room for n more bytes. */
 void buf_reserve(struct buf *b, size_t n);
+/* The same for a buffer about to hold megabytes (a file's contents): the storage
+ * becomes a util/bigbuf buffer (cached, huge pages) once it is that large. */
+void buf_reserve_big(struct buf *b, size_t n);
 /* Returns a pointer to n writable bytes at the end and counts them as used. */
 char *buf_extend(struct buf *b, size_t n);
 void buf_append(struct buf *b, const void *p, size_t n);
@@ -40,7 +45,8 @@ void buf_put_i64(struct buf *b, int64_t v);
 void buf_put_json_str(struct buf *b, const char *s, size_t n);
 /* Appends the standard base64 of p, padded, unquoted. */
 void buf_put_base64(struct buf *b, const void *p, size_t n);
-/* Takes the storage away from b (b becomes empty); the caller frees it. */
+/* Takes the storage away from b (b becomes empty); the caller frees it, with
+ * bigbuf_free_any when it may have been reserved with buf_reserve_big. */
 char *buf_steal(struct buf *b);
 
 #endif

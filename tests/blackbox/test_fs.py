@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Filesystem methods (PROTOCOL.md §6): fs/readFile, writeFile, createDirectory,
 getMetadata, canonicalize, readDirectory, remove, copy, walk, open/readBlock/close."""
+import json
 import os
 import shutil
 import stat
@@ -726,6 +727,70 @@ def test_permission_errors(srv):
         assert s.error("fs/remove", {"path": uri(d + "/f/x"), "force": False}) == (
             -32603, "Not a directory (os error 20)")
     assert s.error("fs/createDirectory", {"path": "file:///proc/self/nope"})[0] in (-32600, -32603, -32004)
+    s.close()
+    shutil.rmtree(d)
+
+
+def send_fragmented(s, method, params, fragments):
+    """Sends a request as a WebSocket message cut into `fragments` frames."""
+    i = s.next_id
+    s.next_id += 1
+    s.pending.add(s.key(i))
+    s.t.ws.send_text(json.dumps({"id": i, "method": method, "params": params},
+                                separators=(",", ":")), fragments=fragments)
+    return s.wait_response(i, timeout=60)
+
+
+def test_large_payloads(srv):
+    """Payloads of megabytes are decoded where they arrived (no copy; rpc_param_payload):
+    whole frames larger than a read, fragmented messages, JSON escapes inside the
+    base64 text, errors deep inside it, and more pipelined 1 MiB blocks than the
+    server holds at once (it stops reading until earlier ones are written)."""
+    s = srv.session()
+    d = tmpdir()
+    data = os.urandom(2 * 1024 * 1024 + 1)
+    f = d + "/big"
+    assert s.call("fs/writeFile", {"path": uri(f), "dataBase64": b64(data)}, timeout=60) == {}
+    assert open(f, "rb").read() == data
+    data2 = os.urandom(3 * 1024 * 1024 + 2)
+    m = send_fragmented(s, "fs/writeFile", {"path": uri(f), "dataBase64": b64(data2)}, 5)
+    assert m.get("result") == {}, m
+    assert open(f, "rb").read() == data2
+    # "\/" is a JSON escape of "/": the value, not the text, is what is decoded.
+    text = b64(data)
+    assert "/" in text
+    i = s.next_id
+    s.next_id += 1
+    raw = '{"id":%d,"method":"fs/writeFile","params":{"path":%s,"dataBase64":"%s"}}' % (
+        i, json.dumps(uri(f)), text.replace("/", "\\/"))
+    s.pending.add(s.key(i))
+    s.send_raw(raw)
+    assert s.wait_response(i, timeout=60).get("result") == {}
+    assert open(f, "rb").read() == data
+    # An invalid symbol deep inside: the error names its offset; the file is untouched.
+    bad = text[:1500001] + "!" + text[1500002:]
+    assert s.error("fs/writeFile", {"path": uri(f), "dataBase64": bad}, timeout=60) == (
+        -32600, "fs/writeFile requires valid base64 dataBase64: Invalid symbol 33, offset 1500001.")
+    assert s.error("fs/writeFile", {"path": uri(f), "dataBase64": text[:-1]}, timeout=60)[0] == -32600
+    assert open(f, "rb").read() == data
+    # fs/writeBlock: 40 pipelined blocks of 1 MiB (more than the 16 MiB held at once).
+    s.call("fs/open", {"handleId": "w", "path": uri(f), "mode": "replace"})
+    blocks = [os.urandom(1 << 20) for _ in range(40)]
+    ids = [s.send_request("fs/writeBlock", {"handleId": "w", "offset": k << 20,
+                                            "chunk": b64(b)}) for k, b in enumerate(blocks)]
+    for i in ids:
+        assert s.wait_response(i, timeout=120).get("result") == {}
+    s.call("fs/close", {"handleId": "w"})
+    assert open(f, "rb").read() == b"".join(blocks)
+    # A bad chunk is a params error, before the handle is looked at.
+    bad = b64(blocks[0])
+    bad = bad[:700000] + "*" + bad[700001:]
+    assert s.error("fs/writeBlock", {"handleId": "none", "offset": 0, "chunk": bad}) == (
+        -32602, "Invalid symbol 42, offset 700000.")
+    s.call("fs/open", {"handleId": "w2", "path": uri(f), "mode": "replace"})
+    assert s.error("fs/writeBlock", {"handleId": "w2", "offset": 0, "chunk": bad}) == (
+        -32602, "Invalid symbol 42, offset 700000.")
+    s.call("fs/close", {"handleId": "w2"})
     s.close()
     shutil.rmtree(d)
 

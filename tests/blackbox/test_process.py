@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """Processes (§5): start/read/write/terminate/signal, seq rules, output integrity."""
+import json
 import os
 import random
 import sys
@@ -657,6 +658,66 @@ def test_pipelined_start_then_terminate(srv):
             s.collect_until_closed(pid)
     wait_no_marked(mk, 5)
     s.close()
+
+
+def burst(s, reqs):
+    """Sends several requests in one write (one TCP segment on loopback), so the server
+    reads and dispatches them together; returns their ids."""
+    ids, frames = [], b""
+    for method, params in reqs:
+        i = s.next_id
+        s.next_id += 1
+        s.pending.add(s.key(i))
+        ids.append(i)
+        text = json.dumps({"id": i, "method": method, "params": params})
+        frames += s.t.ws.build_frame(OP_TEXT, text)
+    s.t.ws.send_raw(frames)
+    return ids
+
+
+@ours_only
+def test_spawn_window_ours(srv):
+    """A start is answered when the spawner reports the exec, and the loop serves other
+    requests meanwhile (PROTOCOL.md 5.1-5.4, the spawn window): requests that arrive with
+    the start see it starting (read: -32600 "is starting", write: "starting", signal: {}),
+    a second start with the same id fails, and terminate cancels it (running: true; the
+    start fails with "start was cancelled"; nothing is left running)."""
+    s = srv.session()
+    mk = new_marker()
+    start = {"processId": "win", "argv": ["sleep", "30"], "cwd": "file:///tmp",
+             "env": {"PATH": "/usr/bin:/bin", MARKER_VAR: mk}, "tty": False,
+             "pipeStdin": True}
+    a, r, w, g, d, t = burst(s, [
+        ("process/start", start),
+        ("process/read", {"processId": "win"}),
+        ("process/write", {"processId": "win", "chunk": b64(b"x")}),
+        ("process/signal", {"processId": "win", "signal": "interrupt"}),
+        ("process/start", start),
+        ("process/terminate", {"processId": "win"})])
+    assert s.wait_response(r)["error"] == {"code": -32600, "message": "process id win is starting"}
+    assert s.wait_response(w)["result"] == {"status": "starting"}
+    assert s.wait_response(g)["result"] == {}
+    assert s.wait_response(d)["error"] == {"code": -32600, "message": "process win already exists"}
+    assert s.wait_response(t)["result"] == {"running": True}
+    assert s.wait_response(a)["error"] == {"code": -32600,
+                                           "message": "process win start was cancelled"}
+    wait_no_marked(mk, 10)
+    # The id is free again, and a start that is not cancelled runs as usual.
+    a, r = burst(s, [("process/start", dict(start, argv=["echo", "hi"], pipeStdin=False)),
+                     ("process/read", {"processId": "win"})])
+    assert s.wait_response(r)["error"]["message"] == "process id win is starting"
+    assert s.wait_response(a)["result"] == {"processId": "win", "sandboxType": "none"}
+    assert s.collect_until_closed("win")["stdout"] == b"hi\n"
+    s.close()
+    # A session that ends with a start in its window (session/close, then the
+    # connection drops at once): the child is stopped, not left behind.
+    s2 = srv.session()
+    mk2 = new_marker()
+    burst(s2, [("process/start", dict(start, env={"PATH": "/usr/bin:/bin", MARKER_VAR: mk2})),
+               ("session/close", {})])
+    s2.close()
+    wait_no_marked(mk2, 10)
+    assert srv.alive()
 
 
 def test_no_leftovers_and_fds(srv):

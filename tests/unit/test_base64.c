@@ -174,13 +174,77 @@ static void test_fast_paths(void **state)
     assert_string_equal(err, "Invalid symbol 33, offset 50001.");
 }
 
+/* Decoding in place (dst == src, as fs/writeFile does with a request's own
+ * copy) gives the same bytes and the same error texts as into another buffer,
+ * whatever the length and wherever the error is: in a vector step, in the scalar
+ * loop, in the last quad, in the padding of a long input. */
+static void in_place_same(const char *src, size_t n)
+{
+    static uint8_t want[100000];
+    static char buf[100000];
+    char e1[64] = "", e2[64] = "";
+    size_t l1 = 0, l2 = 0;
+    int r1 = base64_decode(src, n, want, &l1, e1, sizeof e1);
+    memcpy(buf, src, n);
+    int r2 = base64_decode(buf, n, (uint8_t *)buf, &l2, e2, sizeof e2);
+    assert_int_equal(r1, r2);
+    if (r1 == 0) {
+        assert_int_equal(l1, l2);
+        if (l1) assert_memory_equal(want, buf, l1);
+    } else {
+        assert_string_equal(e1, e2);
+    }
+}
+
+static void test_in_place(void **state)
+{
+    (void)state;
+    static uint8_t src[60000];
+    static char enc[90000];
+    uint32_t x = 777;
+    for (size_t i = 0; i < sizeof src; i++) {
+        x = x * 1103515245 + 12345;
+        src[i] = (uint8_t)(x >> 16);
+    }
+    static const char *const small[] = {"",     "YQ==", "YWI=", "YWJj", "YQ",   "YQ=",
+                                        "!!!",  "YW!j", "Y",    "====", "YR==", "YQ==YQ=="};
+    for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) in_place_same(small[i], strlen(small[i]));
+    for (size_t n = 0; n < 200; n++) {
+        size_t el = base64_encode(src, n, enc);
+        in_place_same(enc, el);
+    }
+    size_t n = sizeof src - 2; /* leaves padding */
+    size_t el = base64_encode(src, n, enc);
+    in_place_same(enc, el);
+    /* Errors at many places: vector steps, the scalar tail, the last quad. */
+    static const size_t at[] = {0, 1, 5, 31, 32, 33, 47, 48, 1000, 1017, 40000};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        char saved = enc[at[i]];
+        enc[at[i]] = '*';
+        in_place_same(enc, el);
+        enc[at[i]] = '=';
+        in_place_same(enc, el);
+        enc[at[i]] = saved;
+    }
+    for (size_t back = 1; back <= 8; back++) {
+        char saved = enc[el - back];
+        enc[el - back] = '!';
+        in_place_same(enc, el);
+        enc[el - back] = 'A';
+        in_place_same(enc, el);
+        enc[el - back] = saved;
+    }
+    in_place_same(enc, el - 1); /* bad length */
+    in_place_same(enc, el - 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_all_bytes),
         cmocka_unit_test(test_fast_paths), cmocka_unit_test(test_roundtrip_lengths),
         cmocka_unit_test(test_known_vectors),       cmocka_unit_test(test_decode),
-        cmocka_unit_test(test_decode_errors),
+        cmocka_unit_test(test_decode_errors),       cmocka_unit_test(test_in_place),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -154,12 +154,52 @@ static void test_integers_past_int64(void **state)
     free(s);
 }
 
+/* The two-step form: each large value is a placeholder that names its slice of
+ * the message; splicing all but one leaves exactly that one a placeholder, and the
+ * tree is otherwise what json_loadb gives. */
+static void test_split_keep_one(void **state)
+{
+    (void)state;
+    char *a = big(40000, 0), *b = big(20000, 0);
+    size_t n = strlen(a) + strlen(b) + 200;
+    char *msg = malloc(n);
+    snprintf(msg, n, "{\"id\":1,\"params\":{\"chunk\":\"%s\",\"x\":[\"%s\",2]}}", a, b);
+    struct json_load_bigs bigs;
+    json_error_t e;
+    json_t *t = json_load_message_split(msg, strlen(msg), 0, &e, &bigs);
+    assert_non_null(t);
+    assert_int_equal(bigs.n, 2);
+    json_t *chunk = json_object_get(json_object_get(t, "params"), "chunk");
+    int i = json_load_big_index(chunk, &bigs);
+    assert_int_equal(i, 0);
+    assert_int_equal(bigs.v[i].n, strlen(a));
+    assert_memory_equal(bigs.v[i].p, a, strlen(a));
+    assert_ptr_equal(bigs.v[i].p, strstr(msg, a)); /* a slice, not a copy */
+    assert_int_equal(json_load_big_index(json_object_get(t, "id"), &bigs), -1);
+    assert_true(json_load_splice(t, &bigs, chunk));
+    /* The kept one is still a placeholder; the other one is in. */
+    assert_int_equal(json_load_big_index(chunk, &bigs), 0);
+    json_t *x0 = json_array_get(json_object_get(json_object_get(t, "params"), "x"), 0);
+    assert_string_equal(json_string_value(x0), b);
+    json_decref(t);
+    /* No large value: no placeholders, an ordinary tree. */
+    t = json_load_message_split("{\"a\":1}", 7, 0, &e, &bigs);
+    assert_non_null(t);
+    assert_int_equal(bigs.n, 0);
+    assert_true(json_load_splice(t, &bigs, NULL));
+    json_decref(t);
+    free(msg);
+    free(a);
+    free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_equal_to_jansson),
         cmocka_unit_test(test_many_big_strings_fall_back),
         cmocka_unit_test(test_integers_past_int64),
+        cmocka_unit_test(test_split_keep_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "proto/ws_reader.h"
+#include "util/bigbuf.h"
 
 /* A wire image being built. */
 struct wire {
@@ -279,6 +280,133 @@ static void test_limits(void **state)
     assert_int_equal(strncmp(t.s, "ping:0:0:6161", 13), 0);
 }
 
+/* A large message (bigbuf-backed) in fragments: fed piece by piece it arrives
+ * whole, and so it does when the transport reads straight into
+ * ws_reader_recv_area; ws_reader_take then hands over the buffer the event
+ * points at, and only then. */
+static uint8_t *big_wire(size_t total, size_t frag, size_t *wn, uint8_t **want)
+{
+    *want = malloc(total);
+    for (size_t i = 0; i < total; i++) (*want)[i] = (uint8_t)('A' + i % 26);
+    uint8_t *wb = malloc(total + (total / frag + 1) * 14);
+    size_t n = 0;
+    for (size_t off = 0; off < total; off += frag) {
+        size_t k = total - off < frag ? total - off : frag;
+        size_t h = ws_frame_encode(wb + n, off + k == total, off ? WS_OP_CONT : WS_OP_TEXT, k, key);
+        memcpy(wb + n + h, *want + off, k);
+        ws_frame_unmask(wb + n + h, k, key);
+        n += h + k;
+    }
+    *wn = n;
+    return wb;
+}
+
+static void big_feed(bool direct, size_t total, size_t frag, size_t piece, bool gathered)
+{
+    size_t wn;
+    uint8_t *want, *wb = big_wire(total, frag, &wn, &want);
+    struct ws_reader r;
+    ws_reader_init(&r, WS_ROLE_SERVER, 16u << 20, 64u << 20);
+    uint8_t *slab = malloc(piece);
+    size_t pos = 0, got = 0;
+    uint8_t *data = NULL;
+    while (pos < wn) {
+        size_t n, area_n = 0;
+        uint8_t *area = direct ? ws_reader_recv_area(&r, &area_n) : NULL;
+        uint8_t *in = area ? area : slab;
+        n = wn - pos < piece ? wn - pos : piece;
+        if (area && n > area_n) n = area_n;
+        memcpy(in, wb + pos, n); /* the "socket read" */
+        pos += n;
+        size_t off = 0;
+        while (off < n) {
+            struct ws_event ev;
+            off += ws_reader_feed(&r, in + off, n - off, &ev);
+            if (ev.kind == WS_EV_MESSAGE) {
+                assert_int_equal(ev.len, total);
+                assert_memory_equal(ev.data, want, total);
+                data = ev.data;
+                got++;
+                uint8_t *m = ws_reader_take(&r);
+                if (!gathered) {
+                    /* Whole in one input: handed out in place, the caller's. */
+                    assert_null(m);
+                    continue;
+                }
+                assert_ptr_equal(m, data);
+                assert_null(ws_reader_take(&r)); /* once */
+                assert_true(bigbuf_cap(m) >= total);
+                bigbuf_free(m);
+            } else {
+                assert_int_equal(ev.kind, WS_EV_NONE);
+            }
+        }
+    }
+    assert_int_equal(got, 1);
+    ws_reader_free(&r);
+    free(slab);
+    free(wb);
+    free(want);
+}
+
+static void test_large_messages(void **state)
+{
+    (void)state;
+    big_feed(false, 1u << 20, 300000, 65536, true);
+    big_feed(true, 1u << 20, 300000, 65536, true);
+    big_feed(true, 3u << 20, 1u << 20, 100000, true);
+    big_feed(true, 700000, 700000, 4096, true); /* one frame, odd pieces */
+    big_feed(false, 700000, 700000, 700000 + 14, false);
+    /* A small message is not handed over: it stays the reader's. */
+    struct wire w = {.n = 0};
+    frame(&w, true, WS_OP_TEXT, "hi", 2, true, 0);
+    struct ws_reader r;
+    ws_reader_init(&r, WS_ROLE_SERVER, 1 << 20, 1 << 20);
+    struct ws_event ev;
+    ws_reader_feed(&r, w.b, w.n, &ev);
+    assert_int_equal(ev.kind, WS_EV_MESSAGE);
+    assert_null(ws_reader_take(&r));
+    size_t an;
+    assert_null(ws_reader_recv_area(&r, &an));
+    ws_reader_free(&r);
+}
+
+/* The UTF-8 check of a large gathered text message rides on the unmasking: an
+ * invalid byte anywhere in it is still a 1007, a valid multi-byte one is not. */
+static void test_large_utf8(void **state)
+{
+    (void)state;
+    size_t total = 600000;
+    for (int bad = 0; bad < 2; bad++) {
+        uint8_t *p = malloc(total);
+        memset(p, 'a', total);
+        if (bad) p[total - 3] = 0xff;
+        else memcpy(p + total / 2, "\xc3\xa9", 2);
+        uint8_t *wb = malloc(total + 64);
+        size_t h = ws_frame_encode(wb, true, WS_OP_TEXT, total, key);
+        memcpy(wb + h, p, total);
+        ws_frame_unmask(wb + h, total, key);
+        struct ws_reader r;
+        ws_reader_init(&r, WS_ROLE_SERVER, 1 << 20, 1 << 20);
+        size_t off = 0, n = h + total;
+        struct ws_event ev = {.kind = WS_EV_NONE};
+        while (off < n && ev.kind == WS_EV_NONE) {
+            size_t k = n - off < 65536 ? n - off : 65536;
+            off += ws_reader_feed(&r, wb + off, k, &ev);
+        }
+        if (bad) {
+            assert_int_equal(ev.kind, WS_EV_ERROR);
+            assert_int_equal(ev.code, WS_CLOSE_INVALID_DATA);
+        } else {
+            assert_int_equal(ev.kind, WS_EV_MESSAGE);
+            assert_memory_equal(ev.data, p, total);
+        }
+        ws_reader_free(&r);
+        free(wb);
+        free(p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -289,6 +417,8 @@ int main(void)
         cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_close),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_large_messages),
+        cmocka_unit_test(test_large_utf8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

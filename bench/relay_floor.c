@@ -1,0 +1,151 @@
+/* relay_floor: the protocol floor of scenario 2 (issue 25).
+ *
+ * Row 2's pipe floor carries the child's raw bytes; the protocol must carry a
+ * third more (base64), in JSON, in WebSocket frames, through one more process.
+ * This relay does exactly and only that, with no server around it: a process of
+ * its own starts the child on a pipe, reads it 64 KiB at a time, cuts each read
+ * into 8 KiB chunks, base64-encodes each with the server's encoder (proto/base64)
+ * into a process/output notification framed as the server frames it (an
+ * unmasked text frame, header in front of the payload), writes each read's
+ * notifications with one write(2), and ends with process/exited and
+ * process/closed. The driver reads it with the same client and checks as it
+ * reads our server. Whatever ours costs beyond this is the server's own. */
+#include "bench.h"
+
+#include <netinet/tcp.h>
+#include <sys/uio.h>
+
+#include "proto/ws_frame.h"
+
+#define RELAY_READ (64 * 1024)
+#define RELAY_CHUNK 8192
+
+/* One notification in msg: the JSON written at msg + 10, the frame header right in
+ * front of it, as the server does (BUF_MSG_HEADROOM); returns where the frame
+ * starts, its length in *len. */
+static char *frame_in_place(char *msg, size_t json_len, size_t *len)
+{
+    size_t h = ws_frame_header_len(json_len, false);
+    char *f = msg + 10 - h;
+    ws_frame_encode((uint8_t *)f, true, WS_OP_TEXT, json_len, NULL);
+    *len = h + json_len;
+    return f;
+}
+
+static void write_all_iov(int sock, struct iovec *iov, int n)
+{
+    while (n > 0) {
+        ssize_t k = writev(sock, iov, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) _exit(1);
+        while (n > 0 && (size_t)k >= iov->iov_len) {
+            k -= (ssize_t)iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (char *)iov->iov_base + k;
+            iov->iov_len -= (size_t)k;
+        }
+    }
+}
+
+/* The relay process: never returns. */
+static void relay_main(int sock, char *const argv[], const char *id)
+{
+    int p[2];
+    if (pipe(p) < 0) _exit(1);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+    posix_spawn_file_actions_addclose(&fa, p[0]);
+    pid_t pid;
+    if (posix_spawn(&pid, argv[0], &fa, NULL, argv, environ) != 0) _exit(1);
+    close(p[1]);
+    static uint8_t in[RELAY_READ];
+    enum { NMSG = RELAY_READ / RELAY_CHUNK };
+    size_t msg_cap = 10 + base64_encoded_len(RELAY_CHUNK) + 256;
+    char *msg[NMSG];
+    for (int i = 0; i < NMSG; i++) msg[i] = xmalloc(msg_cap);
+    struct iovec iov[NMSG];
+    uint64_t seq = 0;
+    for (;;) {
+        ssize_t r = read(p[0], in, sizeof in);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        int nm = 0;
+        for (ssize_t off = 0; off < r; off += RELAY_CHUNK, nm++) {
+            size_t len = (size_t)(r - off) < RELAY_CHUNK ? (size_t)(r - off) : RELAY_CHUNK;
+            char *j = msg[nm] + 10;
+            int h = snprintf(j, 256,
+                             "{\"method\":\"process/output\",\"params\":{\"processId\":\"%s\","
+                             "\"seq\":%llu,\"stream\":\"stdout\",\"chunk\":\"",
+                             id, (unsigned long long)++seq);
+            size_t n = (size_t)h + base64_encode(in + off, len, j + h);
+            memcpy(j + n, "\"}}", 3);
+            iov[nm].iov_base = frame_in_place(msg[nm], n + 3, &iov[nm].iov_len);
+        }
+        write_all_iov(sock, iov, nm);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    int n = snprintf(msg[0] + 10, 256,
+                     "{\"method\":\"process/exited\",\"params\":{\"processId\":\"%s\","
+                     "\"seq\":%llu,\"exitCode\":%d,\"sandboxDenied\":false}}",
+                     id, (unsigned long long)++seq, WIFEXITED(st) ? WEXITSTATUS(st) : 128);
+    iov[0].iov_base = frame_in_place(msg[0], (size_t)n, &iov[0].iov_len);
+    n = snprintf(msg[1] + 10, 256,
+                 "{\"method\":\"process/closed\",\"params\":{\"processId\":\"%s\","
+                 "\"seq\":%llu}}",
+                 id, (unsigned long long)++seq);
+    iov[1].iov_base = frame_in_place(msg[1], (size_t)n, &iov[1].iov_len);
+    write_all_iov(sock, iov, 2);
+    _exit(0);
+}
+
+double relay_floor_once(size_t bytes, char *err, size_t errlen)
+{
+    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) < 0 || listen(ls, 1) < 0 ||
+        getsockname(ls, (struct sockaddr *)&a, &al) < 0) {
+        snprintf(err, errlen, "relay listener: %s", strerror(errno));
+        if (ls >= 0) close(ls);
+        return -1;
+    }
+    char count[32];
+    snprintf(count, sizeof count, "%zu", bytes);
+    char *argv[] = {"/usr/bin/head", "-c", count, "/dev/zero", NULL};
+    double t0 = now_s();
+    pid_t pid = fork();
+    if (pid == 0) {
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        int one = 1;
+        setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (connect(s, (struct sockaddr *)&a, sizeof a) < 0) _exit(1);
+        relay_main(s, argv, "r0_0");
+    }
+    int fd = pid > 0 ? accept4(ls, NULL, NULL, SOCK_CLOEXEC) : -1;
+    close(ls);
+    if (fd < 0) {
+        snprintf(err, errlen, "relay: %s", strerror(errno));
+        if (pid > 0) waitpid(pid, NULL, 0);
+        return -1;
+    }
+    struct wsc c;
+    wsc_attach(&c, fd);
+    struct track tr;
+    track_init(&tr, "r0_", 1, true);
+    int rc = track_pump(&c, &tr, 1, 0, TIMEOUT_MS);
+    double dt = now_s() - t0;
+    if (rc == 0 && tr.bytes != bytes)
+        snprintf(tr.err, sizeof tr.err, "relay delivered %llu of %zu bytes",
+                 (unsigned long long)tr.bytes, bytes);
+    snprintf(err, errlen, "%s", tr.err);
+    double rate = tr.err[0] ? -1 : bytes / dt / 1e6;
+    track_free(&tr);
+    wsc_close(&c);
+    waitpid(pid, NULL, 0);
+    return rate;
+}
