@@ -1,7 +1,8 @@
 /* ec_client: the client of libexecclient above its socket (which is ec_conn.c).
  *
  * WebSocket frames read off the connection (through proto/ws_reader in the client
- * role: this file answers its ping and close events), the plain message layer, request/response matching by integer id, and reconnect + resume.
+ * role: this file answers its ping and close events), the plain message layer,
+ * request/response matching by integer id, and reconnect + resume.
  * Pushed process events go to the sans-I/O trackers of ec_proto.c; this file only
  * moves messages and decides when to send process/read.
  *
