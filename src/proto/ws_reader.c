@@ -43,6 +43,13 @@ size_t ws_close_payload(int code, uint8_t out[2])
     return 2;
 }
 
+/* Unmasks the current frame's payload bytes; a client's reader gets unmasked frames
+ * (the header rules refuse others) and skips the pass over them. */
+static void unmask(const struct ws_reader *r, uint8_t *p, size_t n)
+{
+    if (r->f.masked) ws_frame_unmask(p, n, r->f.mask);
+}
+
 static bool is_control(int op)
 {
     return op >= WS_OP_CLOSE && op <= WS_OP_PONG;
@@ -138,7 +145,7 @@ static size_t message_event(struct ws_reader *r, uint8_t *p, size_t n, struct ws
  * the final frame (the message is complete). */
 static bool data_frame_done(struct ws_reader *r)
 {
-    ws_frame_unmask(r->msg + r->frag_start, r->msg_len - r->frag_start, r->f.mask);
+    unmask(r, r->msg + r->frag_start, r->msg_len - r->frag_start);
     r->state = RD_HEADER;
     if (!r->f.fin) return false;
     r->in_msg = false;
@@ -184,7 +191,7 @@ size_t ws_reader_feed(struct ws_reader *r, uint8_t *buf, size_t n, struct ws_eve
                 if (r->left <= avail) { /* whole: unmask where it is */
                     uint8_t *pl = buf + p;
                     size_t len = (size_t)r->left;
-                    ws_frame_unmask(pl, len, r->f.mask);
+                    unmask(r, pl, len);
                     return control_event(r, pl, len, ev, p + len);
                 }
                 r->ctl_len = 0;
@@ -196,7 +203,7 @@ size_t ws_reader_feed(struct ws_reader *r, uint8_t *buf, size_t n, struct ws_eve
                 /* The common frame: a whole message in this input, no copy. */
                 uint8_t *pl = buf + p;
                 size_t len = (size_t)r->left;
-                ws_frame_unmask(pl, len, r->f.mask);
+                unmask(r, pl, len);
                 return message_event(r, pl, len, ev, p + len);
             }
             /* Gathered: room for this frame's whole payload (bounded by the limits
@@ -226,7 +233,7 @@ size_t ws_reader_feed(struct ws_reader *r, uint8_t *buf, size_t n, struct ws_eve
         r->left -= k;
         if (r->left > 0) return p;
         if (is_control(r->f.opcode)) {
-            ws_frame_unmask(r->ctl, r->ctl_len, r->f.mask);
+            unmask(r, r->ctl, r->ctl_len);
             return control_event(r, r->ctl, r->ctl_len, ev, p);
         }
         if (data_frame_done(r)) return message_event(r, r->msg, r->msg_len, ev, p);
