@@ -1,6 +1,7 @@
 /* wsc: minimal blocking WebSocket JSON-RPC client of the benchmark driver (see wsc.h). */
 #include "wsc.h"
 
+#include "proto/http_upgrade.h"
 #include "proto/json_load.h"
 #include "proto/ws_frame.h"
 
@@ -192,20 +193,24 @@ static int open_with(struct wsc *c, int port, size_t chunk)
     if (rc < 0) goto fail;
     c->cap = chunk * 4;
     c->buf = xmalloc(c->cap);
-    /* Read the 101 response; anything after the blank line is already frames. */
+    /* Read the 101 response (proto/http_upgrade checks it); anything after the
+     * blank line is already frames. */
     for (;;) {
         long r = wsc_fill(c);
         if (r < 0) {
             rc = (int)r;
             goto fail;
         }
-        char *hdr_end = memmem(c->buf, c->end, "\r\n\r\n", 4);
-        if (!hdr_end) continue;
-        if (c->end < 12 || memcmp(c->buf + 9, "101", 3) != 0) {
+        struct http_response_info info;
+        enum http_response_outcome o =
+            http_upgrade_response_parse(c->buf, c->end, "dGhlIHNhbXBsZSBub25jZQ==", &info);
+        if (o == HTTP_RESPONSE_INCOMPLETE) continue;
+        if (o != HTTP_RESPONSE_UPGRADED) {
             rc = -ECONNREFUSED;
             goto fail;
         }
-        c->start = (size_t)(hdr_end + 4 - c->buf);
+        c->start = info.consumed;
+        ws_reader_init(&c->rd, WS_ROLE_CLIENT, UINT64_MAX, SIZE_MAX);
         return 0;
     }
 fail:
@@ -231,6 +236,7 @@ void wsc_attach(struct wsc *c, int fd)
     c->fd = fd;
     c->cap = RECV_CHUNK * 4;
     c->buf = xmalloc(c->cap);
+    ws_reader_init(&c->rd, WS_ROLE_CLIENT, UINT64_MAX, SIZE_MAX);
 }
 
 void wsc_close(struct wsc *c)
@@ -238,14 +244,31 @@ void wsc_close(struct wsc *c)
     if (c->fd >= 0) close(c->fd);
     c->fd = -1;
     free(c->buf);
-    free(c->frag);
-    c->buf = c->frag = NULL;
-    c->cap = c->start = c->end = c->frag_len = c->frag_cap = 0;
+    c->buf = NULL;
+    c->cap = c->start = c->end = 0;
+    ws_reader_free(&c->rd);
 }
 
 long wsc_fill(struct wsc *c)
 {
-    if (c->start == c->end) c->start = c->end = 0;
+    if (c->start == c->end) {
+        c->start = c->end = 0;
+        /* The rest of a large frame goes straight into the reader's message
+         * buffer (wsc_next feeds it from there): no copy on our side. */
+        size_t room = 0;
+        uint8_t *area = c->direct_n ? NULL : ws_reader_recv_area(&c->rd, &room);
+        if (area) {
+            for (;;) {
+                ssize_t r = recv(c->fd, area, room, 0);
+                if (r < 0 && errno == EINTR) continue;
+                if (r < 0) return -errno;
+                if (r == 0) return -EPIPE;
+                c->direct = area;
+                c->direct_n = (size_t)r;
+                return r;
+            }
+        }
+    }
     if (c->cap - c->end < c->chunk) {
         if (c->start > 0) {
             memmove(c->buf, c->buf + c->start, c->end - c->start);
@@ -347,73 +370,37 @@ int wsc_notify(struct wsc *c, const char *method, const char *params)
 
 int wsc_next(struct wsc *c, struct span *msg)
 {
-    for (;;) {
-        size_t avail = c->end - c->start;
-        const unsigned char *h = (const unsigned char *)c->buf + c->start;
-        if (avail < 2) return 0;
-        struct ws_frame fr;
-        if (ws_frame_decode(h, avail, &fr) == 0) return 0;
-        bool fin = fr.fin;
-        int op = fr.opcode;
-        uint64_t len = fr.payload_len;
-        size_t hl = fr.header_len;
-        if (avail < hl + len) {
-            /* Make sure the whole frame fits once it has arrived. */
-            if (c->start + hl + len + c->chunk > c->cap && hl + len + c->chunk > c->cap) {
-                size_t ncap = c->cap;
-                while (ncap < hl + len + c->chunk) ncap *= 2;
-                memmove(c->buf, c->buf + c->start, avail);
-                c->end = avail;
-                c->start = 0;
-                c->buf = xrealloc(c->buf, ncap);
-                c->cap = ncap;
-            }
-            return 0;
+    while (c->direct_n || c->start < c->end) {
+        struct ws_event ev;
+        if (c->direct_n) {
+            /* Bytes wsc_fill put into the reader's own area: one frame's, all taken. */
+            size_t k = ws_reader_feed(&c->rd, c->direct, c->direct_n, &ev);
+            c->direct += k;
+            c->direct_n -= k;
+        } else {
+            c->start +=
+                ws_reader_feed(&c->rd, (uint8_t *)c->buf + c->start, c->end - c->start, &ev);
         }
-        char *payload = c->buf + c->start + hl;
-        if (fr.masked) ws_frame_unmask((uint8_t *)payload, len, fr.mask);
-        c->start += hl + len;
-        switch (op) {
-        case 0x8:
+        switch (ev.kind) {
+        case WS_EV_MESSAGE:
+            msg->p = (const char *)ev.data;
+            msg->n = ev.len;
+            return 1;
+        case WS_EV_PING: {
+            struct iovec iov = {ev.data, ev.len};
+            send_frame(c, WS_OP_PONG, true, &iov, 1);
+            break;
+        }
+        case WS_EV_CLOSE:
             return -EPIPE;
-        case 0x9: {
-            struct iovec iov = {payload, len};
-            send_frame(c, 0xA, true, &iov, 1);
-            continue;
-        }
-        case 0xA:
-            continue;
-        case 0x0:
-        case 0x1:
-        case 0x2:
-            if (op != 0 && fin && !c->in_frag) {
-                msg->p = payload;
-                msg->n = len;
-                return 1;
-            }
-            if (op != 0) {
-                c->in_frag = true;
-                c->frag_len = 0;
-            } else if (!c->in_frag) {
-                return -EPROTO;
-            }
-            if (c->frag_len + len > c->frag_cap) {
-                c->frag_cap = (c->frag_len + len) * 2;
-                c->frag = xrealloc(c->frag, c->frag_cap);
-            }
-            memcpy(c->frag + c->frag_len, payload, len);
-            c->frag_len += len;
-            if (fin) {
-                c->in_frag = false;
-                msg->p = c->frag;
-                msg->n = c->frag_len;
-                return 1;
-            }
-            continue;
-        default:
+        case WS_EV_ERROR:
             return -EPROTO;
+        case WS_EV_PONG:
+        case WS_EV_NONE:
+            break;
         }
     }
+    return 0;
 }
 
 int wsc_wait(struct wsc *c, struct span *msg, int timeout_ms)

@@ -1,13 +1,15 @@
 /* wsc: the benchmark driver's own minimal WebSocket JSON-RPC client.
  *
- * Blocking sockets, hand-rolled RFC 6455 framing and a JSON scanner that finds the
- * members it is asked for without building a tree (string values, base64 chunks
- * included, are skipped with memchr). It exists so that the driver is never the
- * bottleneck it measures: one recv() fills a large buffer, messages are handed out
- * as spans into that buffer without copying (only fragmented messages are
- * reassembled), and frames are sent with one writev() of header + payload pieces
- * (the masking key is zero, so the payload goes out unmodified). Not a general
- * client: it trusts the server to speak PROTOCOL.md. */
+ * Blocking sockets, the tree's own RFC 6455 code (proto/http_upgrade checks the
+ * 101, proto/ws_reader receives in the client role) and a JSON scanner that finds
+ * the members it is asked for without building a tree (string values, base64
+ * chunks included, are skipped with memchr). It exists so that the driver is never
+ * the bottleneck it measures: one recv() fills a large buffer, messages wholly in
+ * it are handed out as spans into that buffer without copying (the reader gathers
+ * only frames split across reads and fragmented messages), and frames are sent
+ * with one writev() of header + payload pieces (the masking key is zero, so the
+ * payload goes out unmodified). Not a general client: it trusts the server to
+ * speak PROTOCOL.md. */
 #ifndef EXEC_BENCH_WSC_H
 #define EXEC_BENCH_WSC_H
 
@@ -15,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
+
+#include "proto/ws_reader.h"
 
 /* A slice of a message; not NUL-terminated. */
 struct span {
@@ -26,11 +30,11 @@ struct wsc {
     int fd;
     char *buf;          /* received bytes [start, end) not yet consumed */
     size_t cap, start, end;
-    char *frag;         /* reassembly of a fragmented message */
-    size_t frag_len, frag_cap;
-    bool in_frag;
+    struct ws_reader rd; /* frames in (client role) */
+    uint8_t *direct;     /* bytes received straight into rd's area, not yet fed */
+    size_t direct_n;
     uint64_t next_id;
-    size_t chunk;       /* free space wanted before each recv() */
+    size_t chunk;        /* free space wanted before each recv() */
 };
 
 /* ---- JSON scanning (spans point into the caller's message) ---- */
@@ -68,7 +72,7 @@ int wsc_notify(struct wsc *c, const char *method, const char *params);
  * read, or -errno (-EPIPE at end of stream). */
 long wsc_fill(struct wsc *c);
 /* Hands out the next complete buffered message: 1 and *msg set (valid until the next
- * wsc_fill or wsc_wait), 0 when more bytes are needed, -errno on a protocol error or
+ * wsc_fill, wsc_next or wsc_wait), 0 when more bytes are needed, -errno on a protocol error or
  * a Close frame. Pings are answered here. */
 int wsc_next(struct wsc *c, struct span *msg);
 /* Blocks until a message is available or timeout_ms passes (-ETIMEDOUT). */

@@ -1,7 +1,8 @@
 /* ec_client: the client of libexecclient above its socket (which is ec_conn.c).
  *
- * WebSocket frames read off the connection (ping/pong/close, reassembly), the plain
- * message layer, request/response matching by integer id, and reconnect + resume.
+ * WebSocket frames read off the connection (through proto/ws_reader in the client
+ * role: this file answers its ping and close events), the plain message layer,
+ * request/response matching by integer id, and reconnect + resume.
  * Pushed process events go to the sans-I/O trackers of ec_proto.c; this file only
  * moves messages and decides when to send process/read.
  *
@@ -28,7 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define EC_MAX_MESSAGE (64u << 20)
 #define EC_PUMP_BUDGET (1u << 20) /* socket bytes handled per pump() call */
 
 const char *ec_err_kind_name(ec_err_kind kind)
@@ -331,8 +331,9 @@ void ec_deliver(ec_client *c, const char *text, size_t len)
     ec_msg_clear(&m);
 }
 
-/* Parses complete frames out of rbuf. Returns -1 when the connection must be
- * dropped (protocol error or a Close from the server). */
+/* Hands the bytes in rbuf to the WebSocket reader (proto/ws_reader, the server's
+ * own state machine in the client role) and acts on its events. Returns -1 when the
+ * connection must be dropped (a violation, or a Close from the server). */
 static int handle_frames(ec_client *c)
 {
     if (c->ml->on_input) {
@@ -342,91 +343,36 @@ static int handle_frames(ec_client *c)
     }
     size_t off = 0;
     int rc = 0;
-    while (c->fd >= 0) {
-        struct ws_frame f;
-        int r = ec_ws_parse(c->rbuf + off, c->rlen - off, EC_MAX_MESSAGE, &f);
-        if (r == 0) break;
-        if (r < 0) {
+    while (rc == 0 && c->fd >= 0 && off < c->rlen) {
+        struct ws_event ev;
+        off += ws_reader_feed(&c->rd, c->rbuf + off, c->rlen - off, &ev);
+        switch (ev.kind) {
+        case WS_EV_MESSAGE:
+            if (c->ml->on_ws_message(c, ev.opcode, ev.data, ev.len) < 0) rc = -1;
+            break;
+        case WS_EV_PING:
+            ec_conn_send_ws(c, WS_OP_PONG, ev.data, ev.len, NULL);
+            break;
+        case WS_EV_CLOSE: /* echo the code and go */
+        case WS_EV_ERROR: { /* or close with the reader's verdict */
+            uint8_t code[2];
+            ec_conn_send_ws(c, WS_OP_CLOSE, code, ws_close_payload(ev.code, code), NULL);
             rc = -1;
             break;
         }
-        uint8_t *payload = c->rbuf + off + f.header_len;
-        size_t n = (size_t)f.payload_len;
-        if (f.masked) ws_frame_unmask(payload, n, f.mask);
-        off += f.header_len + n;
-        switch (f.opcode) {
-        case WS_OP_PING:
-            ec_conn_send_ws(c, WS_OP_PONG, payload, n, NULL);
-            break;
-        case WS_OP_PONG:
+        case WS_EV_PONG: /* the keep-alive's answer: the next Ping is due later */
             if (c->ping_sent) {
                 c->ping_sent = 0;
                 c->ping_due = ec_now_ms() + c->keepalive_ms;
             }
             break;
-        case WS_OP_CLOSE:
-            ec_conn_send_ws(c, WS_OP_CLOSE, payload, n < 2 ? n : 2, NULL);
-            rc = -1;
-            goto out;
-        default:
-            if (f.opcode != WS_OP_CONT) {
-                if (c->in_msg) {
-                    rc = -1;
-                    goto out;
-                }
-                c->in_msg = true;
-                c->msglen = 0;
-                c->msg_opcode = f.opcode;
-            } else if (!c->in_msg) {
-                rc = -1;
-                goto out;
-            }
-            if (f.fin && c->msglen == 0) {
-                c->in_msg = false;
-                if (c->ml->on_ws_message(c, f.opcode, payload, n) < 0) {
-                    rc = -1;
-                    goto out;
-                }
-                break;
-            }
-            if (c->msglen + n > EC_MAX_MESSAGE) {
-                rc = -1;
-                goto out;
-            }
-            if (c->msglen + n > c->msgcap) {
-                c->msgcap = c->msglen + n + 4096;
-                c->msgbuf = xrealloc(c->msgbuf, c->msgcap);
-            }
-            memcpy(c->msgbuf + c->msglen, payload, n);
-            c->msglen += n;
-            if (f.fin) {
-                c->in_msg = false;
-                int mr = c->ml->on_ws_message(c, c->msg_opcode, c->msgbuf, c->msglen);
-                c->msglen = 0;
-                if (mr < 0) {
-                    rc = -1;
-                    goto out;
-                }
-            }
+        case WS_EV_NONE:
+            break;
         }
     }
-out:
-    if (c->fd >= 0 && off > 0) {
-        memmove(c->rbuf, c->rbuf + off, c->rlen - off);
-        c->rlen -= off;
-    }
+    /* The reader keeps what it needs of a partial frame: rbuf starts over. */
+    if (c->fd >= 0) c->rlen = 0;
     if (rc < 0) ec_conn_drop(c);
-    /* Do not keep tens of MiB around after one large message. */
-    if (c->rlen == 0 && c->rcap > (4u << 20)) {
-        free(c->rbuf);
-        c->rbuf = NULL;
-        c->rcap = 0;
-    }
-    if (!c->in_msg && c->msgcap > (4u << 20)) {
-        free(c->msgbuf);
-        c->msgbuf = NULL;
-        c->msgcap = 0;
-    }
     return rc;
 }
 
@@ -787,7 +733,7 @@ void ec_client_close(ec_client *c)
     SSL_CTX_free(c->ssl_ctx);
     free(c->client_name);
     free(c->rbuf);
-    free(c->msgbuf);
+    ws_reader_free(&c->rd);
     free(c->wbuf);
     free(c);
 }

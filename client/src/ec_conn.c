@@ -1,8 +1,8 @@
 /* ec_conn: the physical connection under a client of libexecclient.
  *
  * One blocking TCP socket (optionally TLS) driven with poll(): URL parsing, connect
- * with a deadline, the HTTP upgrade (optional bearer token), masked frames out and raw
- * bytes in. Message layers (plain JSON-RPC, the remote relay) open, write and drop it
+ * with a deadline, the HTTP upgrade (optional bearer token; the reply is checked by
+ * proto/http_upgrade's response parser), masked frames out and raw bytes in. Message layers (plain JSON-RPC, the remote relay) open, write and drop it
  * through the ec_conn_* calls of ec_internal.h; ec_client.c turns the bytes read into
  * frames and messages. Every failure drops the connection so the caller can resume. */
 #include "ec_internal.h"
@@ -85,8 +85,8 @@ void ec_conn_drop(ec_client *c)
     if (c->fd >= 0) close(c->fd);
     c->fd = -1;
     c->rlen = 0;
-    c->msglen = 0;
-    c->in_msg = false;
+    /* The reader is reset when the next connection opens, not here: a message it
+     * handed out may still be in use by whoever dropped the connection. */
 }
 
 /* Sends all of buf before the deadline. On failure the connection is dropped. */
@@ -331,8 +331,9 @@ static int handshake(ec_client *c, int64_t deadline, ec_error *err)
     free(req);
     if (rc) return rc;
     /* Read the response head; whatever follows it is already WebSocket data. */
-    char *end = NULL;
-    while (!end) {
+    struct http_response_info info;
+    enum http_response_outcome o = HTTP_RESPONSE_INCOMPLETE;
+    while (o == HTTP_RESPONSE_INCOMPLETE) {
         struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
         int pr = poll(&pfd, 1, ec_remaining(deadline));
         if (pr == 0) {
@@ -343,57 +344,33 @@ static int handshake(ec_client *c, int64_t deadline, ec_error *err)
         if (ec_conn_read_some(c) < 0)
             return ec_fail(err, EC_ERR_TRANSPORT, 0,
                            "server closed the connection during the upgrade");
-        end = memmem(c->rbuf, c->rlen, "\r\n\r\n", 4);
-        if (!end && c->rlen > 16384) {
-            ec_conn_drop(c);
-            return ec_fail(err, EC_ERR_PROTOCOL, 0, "oversized upgrade response");
-        }
+        o = http_upgrade_response_parse((const char *)c->rbuf, c->rlen, key, &info);
     }
-    size_t head_len = (size_t)(end - (char *)c->rbuf) + 4;
-    char *head = xstrndup((char *)c->rbuf, head_len);
-    memmove(c->rbuf, c->rbuf + head_len, c->rlen - head_len);
-    c->rlen -= head_len;
-    int status = 0;
-    sscanf(head, "HTTP/1.%*d %d", &status);
-    if (status != 101) {
-        char *eol = strstr(head, "\r\n");
-        if (eol) *eol = 0;
+    if (o == HTTP_RESPONSE_BAD) {
+        ec_conn_drop(c);
+        return ec_fail(err, EC_ERR_PROTOCOL, 0, "%s", info.error);
+    }
+    if (o == HTTP_RESPONSE_REFUSED) {
         /* The server's reason, when its body came with the head (ours sends both in
          * one write): the first line, printable bytes only. */
         char reason[200] = "";
         size_t n = 0;
-        for (size_t i = 0; i < c->rlen && n + 1 < sizeof reason; i++) {
+        for (size_t i = info.consumed; i < c->rlen && n + 1 < sizeof reason; i++) {
             unsigned char ch = c->rbuf[i];
             if (ch == '\r' || ch == '\n') break;
             if (ch >= 0x20 && ch < 0x7f) reason[n++] = (char)ch;
         }
         reason[n] = 0;
+        char line[200];
+        snprintf(line, sizeof line, "%.*s", (int)info.status_line_len, info.status_line);
         ec_conn_drop(c);
-        rc = ec_fail(err, EC_ERR_TRANSPORT, status, "WebSocket upgrade refused: %s%s%s", head,
-                     n ? ": " : "", reason);
-        free(head);
-        return rc;
+        return ec_fail(err, EC_ERR_TRANSPORT, info.status, "WebSocket upgrade refused: %s%s%s",
+                       line, n ? ": " : "", reason);
     }
-    /* Check Sec-WebSocket-Accept = base64(SHA-1(key + GUID)), computed by the same
-     * code the server answers with. */
-    char want[HTTP_WS_ACCEPT_LEN + 1];
-    http_ws_accept_key(key, strlen(key), want);
-    bool ok = false;
-    for (char *line = strstr(head, "\r\n"); line; line = strstr(line + 2, "\r\n")) {
-        const char *name = "sec-websocket-accept:";
-        if (strncasecmp(line + 2, name, strlen(name)) == 0) {
-            const char *v = line + 2 + strlen(name);
-            while (*v == ' ' || *v == '\t')
-                v++;
-            ok = strncmp(v, want, strlen(want)) == 0;
-            break;
-        }
-    }
-    free(head);
-    if (!ok) {
-        ec_conn_drop(c);
-        return ec_fail(err, EC_ERR_PROTOCOL, 0, "bad Sec-WebSocket-Accept from the server");
-    }
+    memmove(c->rbuf, c->rbuf + info.consumed, c->rlen - info.consumed);
+    c->rlen -= info.consumed;
+    ws_reader_free(&c->rd);
+    ws_reader_init(&c->rd, WS_ROLE_CLIENT, EC_MAX_MESSAGE, EC_MAX_MESSAGE);
     return 0;
 }
 

@@ -4,11 +4,15 @@
 #define EC_INTERNAL_H
 
 #include "ec_proto.h"
+#include "proto/ws_reader.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+/* The largest message (and frame) taken from the server: the server's own limit. */
+#define EC_MAX_MESSAGE (64u << 20)
 
 enum {
     EC_PENDING_CALL,  /* a blocking call; fails if the connection drops */
@@ -97,10 +101,7 @@ struct ec_client {
     int64_t last_rx_ms; /* ec_now_ms() of the last byte from the server (or the connect) */
     uint8_t *rbuf; /* raw bytes from the socket */
     size_t rlen, rcap;
-    uint8_t *msgbuf; /* a fragmented message being reassembled */
-    size_t msglen, msgcap;
-    bool in_msg;
-    int msg_opcode; /* the opcode of the message being reassembled */
+    struct ws_reader rd; /* frames from the server (proto/ws_reader, client role) */
     uint8_t *wbuf; /* scratch for outgoing frames */
     size_t wlen, wcap;
     int64_t next_id;

@@ -1,4 +1,4 @@
-/* ec_proto: WebSocket frame codec, JSON-RPC message encode/classify, and the
+/* ec_proto: WebSocket frame encoding, JSON-RPC message encode/classify, and the
  * per-process event tracker (see ec_proto.h). No I/O anywhere in this file. */
 #include "ec_proto.h"
 
@@ -9,15 +9,6 @@
 #include <string.h>
 
 /* ---- WebSocket frames ---------------------------------------------------------- */
-
-int ec_ws_parse(const uint8_t *buf, size_t n, uint64_t max_payload, struct ws_frame *f)
-{
-    /* Validity needs only the first two bytes and the length, so a bad frame is
-     * refused before its payload arrives (an over-long one never will). */
-    if (ws_frame_decode(buf, n, f) == 0) return 0;
-    if (!ws_frame_valid(f) || f->payload_len > max_payload) return -1;
-    return n - f->header_len >= f->payload_len ? 1 : 0;
-}
 
 void ec_ws_encode(uint8_t **out, size_t *out_len, size_t *out_cap, int opcode, const void *payload,
                   size_t n, const uint8_t *mask)

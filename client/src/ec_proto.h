@@ -3,7 +3,8 @@
  * Three pure pieces that take bytes or JSON in and give bytes or structs out, so the
  * unit tests (and the fault-injecting proxy of the live tests) can drive them without
  * a socket:
- *  - ec_ws_*: the client's frame policy and (masked) encoding over proto/ws_frame;
+ *  - ec_ws_encode: (masked) frames out over proto/ws_frame (frames in go through
+ *    proto/ws_reader, the server's own receive state machine, in the client role);
  *  - ec_msg_*: JSON-RPC request encoding and incoming-message classification;
  *  - ec_track_*: the per-process event tracker: seq de-duplication, gap detection,
  *    completion from pushed events, and when one process/read is needed.
@@ -19,12 +20,7 @@
 
 #include "proto/ws_frame.h"
 
-/* ---- WebSocket frames (the header codec is the server's: proto/ws_frame.h) ---- */
-
-/* The client's receive policy over ws_frame_decode: returns 1 when the whole frame
- * (header and payload) is in buf[0..n), 0 when more bytes are needed, -1 on a
- * protocol error (ws_frame_valid fails, or the payload is over max_payload). */
-int ec_ws_parse(const uint8_t *buf, size_t n, uint64_t max_payload, struct ws_frame *f);
+/* ---- WebSocket frames out (the header codec is the server's: proto/ws_frame.h) ---- */
 
 /* Appends one frame (fin=1) with the payload masked by `mask` (NULL: unmasked, as a
  * server would send) to *out (grown with realloc; *out_len and *out_cap updated). */

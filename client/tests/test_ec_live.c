@@ -236,12 +236,13 @@ static bool forward(struct pair *p, struct side *from, struct side *to, bool fro
     }
     while (!cut) {
         struct ws_frame f;
-        int r = ec_ws_parse(from->buf + off, from->len - off, 1ull << 32, &f);
-        if (r < 0) {
+        /* A proxy cuts frames, not messages: the header tells where each ends. */
+        if (ws_frame_decode(from->buf + off, from->len - off, &f) == 0) break;
+        if (!ws_frame_valid(&f)) {
             cut = true;
             break;
         }
-        if (r == 0) break;
+        if (from->len - off - f.header_len < f.payload_len) break;
         size_t total = f.header_len + (size_t)f.payload_len;
         int v = judge(from_client, from->buf + off, &f);
         if (v == 4) {

@@ -1,7 +1,8 @@
 /* Unit tests of the client's sans-I/O core: WebSocket frames, JSON-RPC messages and the
  * per-process event tracker, with byte strings and JSON in and structs out. */
-#include "ec_proto.h"
+#include "ec_internal.h" /* EC_MAX_MESSAGE, the client's limit */
 #include "proto/uri.h"
+#include "proto/ws_reader.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,41 +13,90 @@
 
 #include <cmocka.h>
 
+/* Feeds buf to a reader in the given role, one byte at a time after the first k
+ * bytes (split points matter), until an event other than NONE. */
+static struct ws_event feed_split(struct ws_reader *r, uint8_t *buf, size_t n, size_t k)
+{
+    struct ws_event ev = {.kind = WS_EV_NONE};
+    size_t off = 0;
+    while (off < n && ev.kind == WS_EV_NONE) {
+        size_t step = off == 0 && k ? k : 1;
+        if (step > n - off) step = n - off;
+        off += ws_reader_feed(r, buf + off, step, &ev);
+    }
+    return ev;
+}
+
 static void test_ws_roundtrip(void **state)
 {
+    /* What the client sends (masked) is what a server-role reader receives. */
     size_t sizes[] = {0, 5, 125, 126, 65535, 65536, 200000};
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
         size_t n = sizes[k];
         uint8_t *payload = malloc(n + 1);
         for (size_t i = 0; i < n; i++)
-            payload[i] = (uint8_t)(i * 7);
+            payload[i] = (uint8_t)('a' + i % 26);
         uint8_t *out = NULL;
         size_t len = 0, cap = 0;
         const uint8_t mask[4] = {1, 2, 3, 4};
         ec_ws_encode(&out, &len, &cap, WS_OP_TEXT, payload, n, mask);
         struct ws_frame f;
-        /* Every strict prefix needs more bytes. */
-        assert_true(ec_ws_parse(out, len - 1, 1u << 30, &f) == 0);
-        assert_true(ec_ws_parse(out, len, 1u << 30, &f) == 1);
+        assert_true(ws_frame_decode(out, len, &f) == 1);
         assert_true(f.fin && f.opcode == WS_OP_TEXT && f.masked && f.payload_len == n);
         assert_true(f.header_len + n == len);
-        ws_frame_unmask(out + f.header_len, n, f.mask);
-        assert_true(memcmp(out + f.header_len, payload, n) == 0);
-        /* Over the limit is a protocol error. */
-        if (n > 0) assert_true(ec_ws_parse(out, len, n - 1, &f) == -1);
+        size_t splits[] = {len, len > 3 ? len - 3 : 0, 1};
+        for (size_t s = 0; s < 3; s++) {
+            uint8_t *copy = malloc(len);
+            memcpy(copy, out, len);
+            struct ws_reader r;
+            ws_reader_init(&r, WS_ROLE_SERVER, 1u << 30, 1u << 30);
+            struct ws_event ev = feed_split(&r, copy, len, splits[s]);
+            assert_int_equal(ev.kind, WS_EV_MESSAGE);
+            assert_int_equal(ev.len, n);
+            assert_true(n == 0 || memcmp(ev.data, payload, n) == 0);
+            ws_reader_free(&r);
+            free(copy);
+        }
         free(out);
         free(payload);
     }
-    /* Unmasked (server) frame, RSV bits, oversized ping. */
+}
+
+/* The client's side of the rules: the client-role reader with the client's limit. */
+static void test_ws_client_receive(void **state)
+{
+    struct ws_reader r;
+    struct ws_event ev;
     uint8_t srv[] = {0x81, 0x02, 'h', 'i'};
-    struct ws_frame f;
-    assert_true(ec_ws_parse(srv, sizeof srv, 100, &f) == 1 && !f.masked && f.payload_len == 2);
+    ws_reader_init(&r, WS_ROLE_CLIENT, EC_MAX_MESSAGE, EC_MAX_MESSAGE);
+    ev = feed_split(&r, srv, sizeof srv, 1);
+    assert_true(ev.kind == WS_EV_MESSAGE && ev.len == 2 && memcmp(ev.data, "hi", 2) == 0);
+    ws_reader_free(&r);
+    /* A masked frame from a server, RSV bits, an oversized ping, an undefined opcode:
+     * each is a violation with 1002. */
+    uint8_t masked[] = {0x81, 0x82, 1, 2, 3, 4, 'h' ^ 1, 'i' ^ 2};
     uint8_t rsv[] = {0xC1, 0x00};
-    assert_true(ec_ws_parse(rsv, sizeof rsv, 100, &f) == -1);
     uint8_t bigping[] = {0x89, 126, 0, 200};
-    assert_true(ec_ws_parse(bigping, sizeof bigping, 1000, &f) == -1);
     uint8_t badop[] = {0x83, 0};
-    assert_true(ec_ws_parse(badop, sizeof badop, 100, &f) == -1);
+    struct {
+        uint8_t *p;
+        size_t n;
+    } bad[] = {{masked, sizeof masked}, {rsv, sizeof rsv}, {bigping, sizeof bigping},
+               {badop, sizeof badop}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ws_reader_init(&r, WS_ROLE_CLIENT, 1000, 1000);
+        ev = feed_split(&r, bad[i].p, bad[i].n, 0);
+        assert_int_equal(ev.kind, WS_EV_ERROR);
+        assert_int_equal(ev.code, WS_CLOSE_PROTOCOL);
+        ws_reader_free(&r);
+    }
+    /* Over the limit: 1009 on the header, before the payload. */
+    uint8_t big[] = {0x82, 127, 0, 0, 0, 0, 0x04, 0, 0, 1};
+    ws_reader_init(&r, WS_ROLE_CLIENT, EC_MAX_MESSAGE, EC_MAX_MESSAGE);
+    ev = feed_split(&r, big, sizeof big, 0);
+    assert_int_equal(ev.kind, WS_EV_ERROR);
+    assert_int_equal(ev.code, WS_CLOSE_TOO_BIG);
+    ws_reader_free(&r);
 }
 
 static void test_messages(void **state)
@@ -438,6 +488,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ws_roundtrip),
+        cmocka_unit_test(test_ws_client_receive),
         cmocka_unit_test(test_messages),
         cmocka_unit_test(test_track_in_order_needs_no_read),
         cmocka_unit_test(test_track_duplicates),

@@ -1,11 +1,13 @@
-/* http_upgrade: strict request-head parser and the listener's HTTP answers.
+/* http_upgrade: strict request-head parser and the listener's HTTP answers, and
+ * the clients' check of the upgrade response; one head tokenizer for both.
  *
- * The rules and their order follow the reference listener (PROTOCOL.md 1.2): the
- * Origin refusal comes first so no browser page gets any further, then routing
- * (/readyz, 404), then the WebSocket handshake checks with the rejection texts of
- * the reference's WebSocket extractor. Everything is recomputed from the start of
- * data on each call; heads are at most HTTP_MAX_HEAD bytes, so that stays cheap
- * and keeps the parser free of state. */
+ * The request rules and their order follow the reference listener (PROTOCOL.md
+ * 1.2): the Origin refusal comes first so no browser page gets any further, then
+ * routing (/readyz, 404), then the WebSocket handshake checks with the rejection
+ * texts of the reference's WebSocket extractor. The response rules are RFC 6455
+ * 4.1's. Everything is recomputed from the start of data on each call; heads are
+ * at most HTTP_MAX_HEAD bytes, so that stays cheap and keeps the parsers free of
+ * state. */
 #include "proto/http_upgrade.h"
 
 #include <errno.h>
@@ -20,20 +22,32 @@
 
 static const char WS_GUID[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
-/* A byte range of the request. */
+/* A byte range of the head. */
 struct span {
     const char *p;
     size_t n;
 };
 
-/* What the rules need from a parsed head. For repeated headers the first one
- * counts, as in the reference (it looks headers up with a single-value get). */
-struct head {
-    struct span method, target;
-    bool http10;
-    bool has_origin;
-    bool has_connection, has_upgrade, has_version, has_key, has_auth;
-    struct span connection, upgrade, version, key, auth;
+/* ---- the head tokenizer both directions share ----------------------------------
+ *
+ * picohttpparser's shape: one pass over the lines of a head finds its end, hands
+ * out the start line (a request line or a status line: the caller parses it) and
+ * the values of the header fields the caller asked for. Only the field rules are
+ * here, so a request and a response are tokenized by the same code. */
+
+/* A header field the caller wants; the first occurrence counts (the reference
+ * looks headers up with a single-value get, and so does an RFC 6455 client). */
+struct field {
+    const char *name; /* lower case */
+    bool seen;
+    struct span value;
+};
+
+struct head_scan {
+    struct span start; /* the first non-empty line, once has_start */
+    bool has_start;
+    bool bad_field;    /* a header line that is not `name: value` */
+    size_t end;        /* bytes of the head with its blank line; 0 while incomplete */
 };
 
 static bool is_tchar(unsigned char c)
@@ -57,32 +71,14 @@ static struct span trim(struct span s)
     return s;
 }
 
-/* Parses "METHOD SP target SP HTTP/1.x". Returns 0 or -EINVAL when malformed. */
-static int parse_request_line(struct span line, struct head *h)
-{
-    const char *p = line.p, *end = line.p + line.n;
-    const char *m = p;
-    while (p < end && is_tchar((unsigned char)*p)) p++;
-    if (p == m || p == end || *p != ' ') return -EINVAL;
-    h->method = (struct span){m, (size_t)(p - m)};
-    const char *t = ++p;
-    while (p < end && (unsigned char)*p > 0x20 && *p != 0x7f) p++;
-    if (p == t || p == end || *p != ' ') return -EINVAL;
-    h->target = (struct span){t, (size_t)(p - t)};
-    struct span ver = {p + 1, (size_t)(end - p - 1)};
-    if (ver.n == 8 && memcmp(ver.p, "HTTP/1.1", 8) == 0) h->http10 = false;
-    else if (ver.n == 8 && memcmp(ver.p, "HTTP/1.0", 8) == 0) h->http10 = true;
-    else return -EINVAL;
-    return 0;
-}
-
-/* Parses one "Name: value" line into h. Returns 0 or -EINVAL when malformed. */
-static int parse_header(struct span line, struct head *h)
+/* Splits one "Name: value" line and records it when it is wanted. Returns 0 or
+ * -EINVAL when malformed. */
+static int scan_field(struct span line, struct field *want, size_t nwant)
 {
     const char *p = line.p, *end = line.p + line.n;
     while (p < end && is_tchar((unsigned char)*p)) p++;
     /* No whitespace before the colon (RFC 9112 5.1), and no obsolete line folding:
-     * both are request-smuggling vectors, so a strict server refuses them. */
+     * both are request-smuggling vectors, so a strict peer refuses them. */
     if (p == line.p || p == end || *p != ':') return -EINVAL;
     struct span name = {line.p, (size_t)(p - line.p)};
     struct span value = {p + 1, (size_t)(end - p - 1)};
@@ -90,26 +86,66 @@ static int parse_header(struct span line, struct head *h)
         unsigned char c = (unsigned char)value.p[i];
         if ((c < 0x20 && c != '\t') || c == 0x7f) return -EINVAL;
     }
-    value = trim(value);
-
-    struct {
-        const char *name;
-        bool *seen;
-        struct span *val;
-    } wanted[] = {
-        {"origin", &h->has_origin, NULL},
-        {"connection", &h->has_connection, &h->connection},
-        {"upgrade", &h->has_upgrade, &h->upgrade},
-        {"sec-websocket-version", &h->has_version, &h->version},
-        {"sec-websocket-key", &h->has_key, &h->key},
-        {"authorization", &h->has_auth, &h->auth},
-    };
-    for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++) {
-        if (!span_eq_ci(name, wanted[i].name)) continue;
-        if (!*wanted[i].seen && wanted[i].val) *wanted[i].val = value;
-        *wanted[i].seen = true;
+    for (size_t i = 0; i < nwant; i++) {
+        if (!span_eq_ci(name, want[i].name)) continue;
+        if (!want[i].seen) want[i].value = trim(value);
+        want[i].seen = true;
         break;
     }
+    return 0;
+}
+
+/* Tokenizes data[0..len): lines end in LF or CRLF; empty lines before the start
+ * line are skipped (as common servers do); a head longer than HTTP_MAX_HEAD is
+ * never complete. */
+static void head_scan(const char *data, size_t len, struct field *want, size_t nwant,
+                      struct head_scan *h)
+{
+    memset(h, 0, sizeof *h);
+    size_t pos = 0;
+    for (;;) {
+        const char *nl = memchr(data + pos, '\n', len - pos);
+        if (!nl) return;
+        struct span line = {data + pos, (size_t)(nl - (data + pos))};
+        if (line.n && line.p[line.n - 1] == '\r') line.n--;
+        pos = (size_t)(nl - data) + 1;
+        if (pos > HTTP_MAX_HEAD) return;
+        if (!h->has_start) {
+            if (line.n == 0) continue;
+            h->start = line;
+            h->has_start = true;
+            continue;
+        }
+        if (line.n == 0) {
+            h->end = pos;
+            return;
+        }
+        if (scan_field(line, want, nwant) < 0) h->bad_field = true;
+    }
+}
+
+/* ---- requests (the listener) ---------------------------------------------------- */
+
+/* The request fields the rules read, in want[] order. */
+enum { F_ORIGIN, F_CONNECTION, F_UPGRADE, F_VERSION, F_KEY, F_AUTH, F_REQUEST_COUNT };
+
+/* Parses "METHOD SP target SP HTTP/1.x". Returns 0 or -EINVAL when malformed. */
+static int parse_request_line(struct span line, struct span *method, struct span *target,
+                              bool *http10)
+{
+    const char *p = line.p, *end = line.p + line.n;
+    const char *m = p;
+    while (p < end && is_tchar((unsigned char)*p)) p++;
+    if (p == m || p == end || *p != ' ') return -EINVAL;
+    *method = (struct span){m, (size_t)(p - m)};
+    const char *t = ++p;
+    while (p < end && (unsigned char)*p > 0x20 && *p != 0x7f) p++;
+    if (p == t || p == end || *p != ' ') return -EINVAL;
+    *target = (struct span){t, (size_t)(p - t)};
+    struct span ver = {p + 1, (size_t)(end - p - 1)};
+    if (ver.n == 8 && memcmp(ver.p, "HTTP/1.1", 8) == 0) *http10 = false;
+    else if (ver.n == 8 && memcmp(ver.p, "HTTP/1.0", 8) == 0) *http10 = true;
+    else return -EINVAL;
     return 0;
 }
 
@@ -225,52 +261,44 @@ enum http_outcome http_upgrade_parse(const char *data, size_t len, struct http_r
 
     if (len == 0) return HTTP_INCOMPLETE; /* data may be NULL then */
 
-    struct head h;
-    memset(&h, 0, sizeof h);
-    bool have_request_line = false, malformed = false;
-    size_t pos = 0, head_end = 0;
-    for (;;) {
-        const char *nl = memchr(data + pos, '\n', len - pos);
-        if (!nl) break;
-        struct span line = {data + pos, (size_t)(nl - (data + pos))};
-        if (line.n && line.p[line.n - 1] == '\r') line.n--;
-        pos = (size_t)(nl - data) + 1;
-        if (pos > HTTP_MAX_HEAD) break;
-        if (!have_request_line) {
-            /* Like common servers, tolerate empty lines before the request line. */
-            if (line.n == 0) continue;
-            if (parse_request_line(line, &h) < 0) malformed = true;
-            have_request_line = true;
-            continue;
-        }
-        if (line.n == 0) {
-            head_end = pos;
-            break;
-        }
-        if (!malformed && parse_header(line, &h) < 0) malformed = true;
-    }
-    if (!head_end) {
-        /* A malformed request line is answered at once; otherwise wait for the
-         * blank line, but not beyond the head limit. */
+    struct field f[F_REQUEST_COUNT] = {
+        [F_ORIGIN] = {"origin", false, {0}},
+        [F_CONNECTION] = {"connection", false, {0}},
+        [F_UPGRADE] = {"upgrade", false, {0}},
+        [F_VERSION] = {"sec-websocket-version", false, {0}},
+        [F_KEY] = {"sec-websocket-key", false, {0}},
+        [F_AUTH] = {"authorization", false, {0}},
+    };
+    struct head_scan h;
+    head_scan(data, len, f, F_REQUEST_COUNT, &h);
+    struct span method = {0}, target = {0};
+    bool http10 = false;
+    bool malformed = h.bad_field;
+    if (h.has_start && parse_request_line(h.start, &method, &target, &http10) < 0)
+        malformed = true;
+    if (!h.end) {
+        /* A malformed line is answered at once; otherwise wait for the blank line,
+         * but not beyond the head limit. */
         if (malformed) return reply(info, out, 400, NULL, NULL);
         if (len > HTTP_MAX_HEAD) return reply(info, out, 431, NULL, NULL);
         return HTTP_INCOMPLETE;
     }
-    info->consumed = head_end;
+    info->consumed = h.end;
     if (malformed) return reply(info, out, 400, NULL, NULL);
 
-    if (h.has_auth && h.auth.n < sizeof info->authorization) {
-        memcpy(info->authorization, h.auth.p, h.auth.n);
-        info->authorization[h.auth.n] = '\0';
+    struct span auth = f[F_AUTH].value;
+    if (f[F_AUTH].seen && auth.n < sizeof info->authorization) {
+        memcpy(info->authorization, auth.p, auth.n);
+        info->authorization[auth.n] = '\0';
     }
 
-    struct span path = target_path(h.target);
-    snprintf(info->method, sizeof info->method, "%.*s", (int)h.method.n, h.method.p);
+    struct span path = target_path(target);
+    snprintf(info->method, sizeof info->method, "%.*s", (int)method.n, method.p);
     snprintf(info->path, sizeof info->path, "%.*s", (int)path.n, path.p);
-    if (h.has_origin) return reply(info, out, 403, NULL, NULL);
+    if (f[F_ORIGIN].seen) return reply(info, out, 403, NULL, NULL);
     /* Methods are case-sensitive (RFC 9110 9.1). */
-    bool get = h.method.n == 3 && memcmp(h.method.p, "GET", 3) == 0;
-    bool head_method = h.method.n == 4 && memcmp(h.method.p, "HEAD", 4) == 0;
+    bool get = method.n == 3 && memcmp(method.p, "GET", 3) == 0;
+    bool head_method = method.n == 4 && memcmp(method.p, "HEAD", 4) == 0;
     if (path.n == 7 && memcmp(path.p, "/readyz", 7) == 0) {
         if (!get && !head_method) return reply(info, out, 405, NULL, NULL);
         return reply(info, out, readiness_ok() ? 200 : 503, NULL, NULL);
@@ -282,21 +310,85 @@ enum http_outcome http_upgrade_parse(const char *data, size_t len, struct http_r
     }
     if (!(path.n == 1 && path.p[0] == '/')) return reply(info, out, 404, NULL, NULL);
     if (!get) return reply(info, out, 405, "Request method must be `GET`", NULL);
-    if (!h.has_connection || !list_contains(h.connection, "upgrade")) {
+    if (!f[F_CONNECTION].seen || !list_contains(f[F_CONNECTION].value, "upgrade")) {
         return reply(info, out, 400, "Connection header did not include 'upgrade'", NULL);
     }
-    if (!h.has_upgrade || !span_eq_ci(h.upgrade, "websocket")) {
+    if (!f[F_UPGRADE].seen || !span_eq_ci(f[F_UPGRADE].value, "websocket")) {
         return reply(info, out, 400, "`Upgrade` header did not include 'websocket'", NULL);
     }
-    if (!h.has_version || !(h.version.n == 2 && memcmp(h.version.p, "13", 2) == 0)) {
+    struct span version = f[F_VERSION].value;
+    if (!f[F_VERSION].seen || !(version.n == 2 && memcmp(version.p, "13", 2) == 0)) {
         return reply(info, out, 400, "`Sec-WebSocket-Version` header did not include '13'",
                      "sec-websocket-version: 13\r\n");
     }
-    if (!h.has_key) return reply(info, out, 400, "`Sec-WebSocket-Key` header missing", NULL);
-    if (!key_valid(h.key)) {
+    if (!f[F_KEY].seen) return reply(info, out, 400, "`Sec-WebSocket-Key` header missing", NULL);
+    if (!key_valid(f[F_KEY].value)) {
         return reply(info, out, 400, "`Sec-WebSocket-Key` header is invalid", NULL);
     }
     /* HTTP/1.0 has no Upgrade mechanism; it may only use the plain endpoints. */
-    if (h.http10) return reply(info, out, 400, NULL, NULL);
-    return accept_upgrade(info, out, h.key);
+    if (http10) return reply(info, out, 400, NULL, NULL);
+    return accept_upgrade(info, out, f[F_KEY].value);
+}
+
+/* ---- responses (the clients) ----------------------------------------------------- */
+
+/* Parses "HTTP/1.x SP 3DIGIT [SP reason]"; returns the status or -EINVAL. */
+static int parse_status_line(struct span line)
+{
+    const char *p = line.p;
+    if (line.n < 12 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') ||
+        p[8] != ' ')
+        return -EINVAL;
+    for (int i = 9; i < 12; i++)
+        if (p[i] < '0' || p[i] > '9') return -EINVAL;
+    if (line.n > 12 && p[12] != ' ') return -EINVAL;
+    return (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
+}
+
+static enum http_response_outcome bad_response(struct http_response_info *info, const char *why)
+{
+    info->error = why;
+    return HTTP_RESPONSE_BAD;
+}
+
+enum http_response_outcome http_upgrade_response_parse(const char *data, size_t len,
+                                                       const char *key,
+                                                       struct http_response_info *info)
+{
+    memset(info, 0, sizeof *info);
+    if (len == 0) return HTTP_RESPONSE_INCOMPLETE;
+
+    enum { R_CONNECTION, R_UPGRADE, R_ACCEPT, R_COUNT };
+    struct field f[R_COUNT] = {
+        [R_CONNECTION] = {"connection", false, {0}},
+        [R_UPGRADE] = {"upgrade", false, {0}},
+        [R_ACCEPT] = {"sec-websocket-accept", false, {0}},
+    };
+    struct head_scan h;
+    head_scan(data, len, f, R_COUNT, &h);
+    int status = h.has_start ? parse_status_line(h.start) : 0;
+    if (status < 0) return bad_response(info, "malformed status line");
+    if (!h.end) {
+        if (len > HTTP_MAX_HEAD) return bad_response(info, "oversized upgrade response");
+        return HTTP_RESPONSE_INCOMPLETE;
+    }
+    info->consumed = h.end;
+    info->status = status;
+    info->status_line = h.start.p;
+    info->status_line_len = h.start.n;
+    if (h.bad_field) return bad_response(info, "malformed header in the upgrade response");
+    if (status != 101) return HTTP_RESPONSE_REFUSED;
+    /* RFC 6455 4.1, the client's checks of a 101, in its order. */
+    if (!f[R_UPGRADE].seen || !span_eq_ci(f[R_UPGRADE].value, "websocket"))
+        return bad_response(info, "101 without `Upgrade: websocket`");
+    if (!f[R_CONNECTION].seen || !list_contains(f[R_CONNECTION].value, "upgrade"))
+        return bad_response(info, "101 without `Connection: upgrade`");
+    char want[HTTP_WS_ACCEPT_LEN + 1];
+    http_ws_accept_key(key, strlen(key), want);
+    struct span got = f[R_ACCEPT].value;
+    bool accept_ok = f[R_ACCEPT].seen && want[0] && got.n == strlen(want) &&
+                     memcmp(got.p, want, got.n) == 0; /* base64: case matters */
+    if (!accept_ok)
+        return bad_response(info, "bad Sec-WebSocket-Accept from the server");
+    return HTTP_RESPONSE_UPGRADED;
 }

@@ -1,9 +1,13 @@
-/* http_upgrade: the strict HTTP/1.1 request parser in front of the WebSocket.
+/* http_upgrade: both sides of the HTTP/1.1 upgrade to WebSocket, over one head
+ * tokenizer (as h2o's picohttpparser shares one between requests and responses).
  *
- * Sans-I/O: it is given the bytes received so far and decides what the listener
- * does (PROTOCOL.md section 1.2): wait for more, answer and close (readyz, 403 for
- * any Origin header, 400/404/405 and malformed requests), or switch to WebSocket
- * with the 101 response it wrote. Unit-tested and fuzzed. */
+ * The request parser is the listener's: given the bytes received so far it decides
+ * what the listener does (PROTOCOL.md section 1.2): wait for more, answer and close
+ * (readyz, 403 for any Origin header, 400/404/405 and malformed requests), or
+ * switch to WebSocket with the 101 response it wrote. The response parser is every
+ * client's (the client library, the bench, remote mode's rendezvous socket): it
+ * checks the server's answer to an upgrade request (RFC 6455 4.1). Sans-I/O,
+ * unit-tested and fuzzed. */
 #ifndef EXEC_PROTO_HTTP_UPGRADE_H
 #define EXEC_PROTO_HTTP_UPGRADE_H
 
@@ -44,5 +48,29 @@ void http_ws_accept_key(const char *key, size_t key_len, char out[HTTP_WS_ACCEPT
  * message headroom) for HTTP_WEBSOCKET and HTTP_REPLY. */
 enum http_outcome http_upgrade_parse(const char *data, size_t len, struct http_request_info *info,
                                      struct buf *reply);
+
+enum http_response_outcome {
+    HTTP_RESPONSE_INCOMPLETE, /* the head has not ended yet; call again with more bytes */
+    HTTP_RESPONSE_UPGRADED,   /* a 101 with Upgrade: websocket, Connection: upgrade and
+                               * the accept value of the key: speak WebSocket */
+    HTTP_RESPONSE_REFUSED,    /* a well-formed head with another status (info->status) */
+    HTTP_RESPONSE_BAD,        /* a malformed or oversized head, or a 101 that fails a
+                               * check: info->error says which */
+};
+
+struct http_response_info {
+    size_t consumed;         /* bytes of the head (incl. the blank line); what follows
+                              * is WebSocket data (UPGRADED) or the body (REFUSED) */
+    int status;              /* the status code, once the head is complete */
+    const char *status_line; /* points into data (no line end), once complete */
+    size_t status_line_len;
+    const char *error;       /* HTTP_RESPONSE_BAD: a static text */
+};
+
+/* Parses the response in data[0..len) to an upgrade request sent with the
+ * Sec-WebSocket-Key `key` (a NUL-terminated string). */
+enum http_response_outcome http_upgrade_response_parse(const char *data, size_t len,
+                                                       const char *key,
+                                                       struct http_response_info *info);
 
 #endif

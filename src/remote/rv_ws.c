@@ -21,13 +21,11 @@
 #include "crypto/random.h"
 #include "transport/tls.h"
 #include "proto/base64.h"
+#include "proto/http_upgrade.h"
 #include "util/buf.h"
 #include "util/mem.h"
-#include "proto/sha1.h"
 #include "proto/ws_frame.h"
 #include "proto/ws_reader.h"
-
-#define RV_WS_MAX_HEAD 16384
 
 enum rv_state { RV_RESOLVING, RV_CONNECTING, RV_UPGRADING, RV_OPEN, RV_CLOSING };
 
@@ -363,42 +361,27 @@ static void feed_frames(struct rv_ws *ws, uint8_t *p, size_t n)
 
 static void on_timer(uv_timer_t *t);
 
-/* The upgrade response head is complete at head_end: check it, then go open. */
-static void upgrade_response(struct rv_ws *ws, size_t head_end)
+/* The upgrade response: wait for its whole head, check it (proto/http_upgrade, the
+ * clients' one 101 parser), then go open; bytes after the head are frames. */
+static void on_plaintext(struct rv_ws *ws, uint8_t *p, size_t n)
 {
-    const char *h = ws->head.data;
-    int status = 0;
-    if (head_end < 12 || strncmp(h, "HTTP/1.1 ", 9) != 0 || !isdigit((unsigned char)h[9]) ||
-        !isdigit((unsigned char)h[10]) || !isdigit((unsigned char)h[11])) {
-        finish(ws, "connect_failed");
+    if (ws->state == RV_OPEN) {
+        feed_frames(ws, p, n);
         return;
     }
-    status = (h[9] - '0') * 100 + (h[10] - '0') * 10 + (h[11] - '0');
-    if (status != 101) {
-        ws->http_status = status;
-        finish(ws, "connect_failed");
+    if (ws->state != RV_UPGRADING) return;
+    buf_append(&ws->head, p, n);
+    struct http_response_info info;
+    switch (http_upgrade_response_parse(ws->head.data, ws->head.len, ws->key, &info)) {
+    case HTTP_RESPONSE_INCOMPLETE:
         return;
-    }
-    /* Expected accept: base64(SHA-1(key ++ GUID)), RFC 6455 §4.2.2. */
-    char cat[25 + 36];
-    snprintf(cat, sizeof cat, "%s258EAFA5-E914-47DA-95CA-C5AB0DC85B11", ws->key);
-    uint8_t dg[SHA1_LEN];
-    sha1(cat, strlen(cat), dg);
-    char want[29];
-    want[base64_encode(dg, sizeof dg, want)] = '\0';
-    bool ok = false;
-    for (const char *line = strstr(h, "\r\n"); line && line + 2 < h + head_end;
-         line = strstr(line + 2, "\r\n")) {
-        const char *l = line + 2;
-        if (strncasecmp(l, "sec-websocket-accept:", 21) != 0) continue;
-        l += 21;
-        while (*l == ' ' || *l == '\t')
-            l++;
-        size_t vn = strcspn(l, " \t\r");
-        ok = vn == strlen(want) && memcmp(l, want, vn) == 0;
+    case HTTP_RESPONSE_UPGRADED:
         break;
-    }
-    if (!ok) {
+    case HTTP_RESPONSE_REFUSED:
+        ws->http_status = info.status;
+        finish(ws, "connect_failed");
+        return;
+    case HTTP_RESPONSE_BAD:
         finish(ws, "connect_failed");
         return;
     }
@@ -411,36 +394,15 @@ static void upgrade_response(struct rv_ws *ws, size_t head_end)
         uv_timer_start(&ws->timer, on_timer, ws->ping_ms, ws->ping_ms);
     ws->ops->on_open(ws->arg);
     if (ws->state != RV_OPEN) return;
-    size_t rest = ws->head.len - head_end;
+    size_t rest = ws->head.len - info.consumed;
     if (rest) {
-        uint8_t *copy = xmemdup(ws->head.data + head_end, rest);
+        uint8_t *copy = xmemdup(ws->head.data + info.consumed, rest);
         buf_free(&ws->head);
         feed_frames(ws, copy, rest);
         free(copy);
     } else {
         buf_free(&ws->head);
     }
-}
-
-static void on_plaintext(struct rv_ws *ws, uint8_t *p, size_t n)
-{
-    if (ws->state == RV_OPEN) {
-        feed_frames(ws, p, n);
-        return;
-    }
-    if (ws->state != RV_UPGRADING) return;
-    size_t before = ws->head.len;
-    buf_append(&ws->head, p, n);
-    size_t from = before > 3 ? before - 3 : 0;
-    for (size_t i = from; i + 4 <= ws->head.len; i++) {
-        if (memcmp(ws->head.data + i, "\r\n\r\n", 4) == 0) {
-            buf_putc(&ws->head, '\0'); /* for the string scans; not counted below */
-            ws->head.len--;
-            upgrade_response(ws, i + 4);
-            return;
-        }
-    }
-    if (ws->head.len > RV_WS_MAX_HEAD) finish(ws, "connect_failed");
 }
 
 static void send_upgrade_request(struct rv_ws *ws)

@@ -328,6 +328,110 @@ static void test_accept_key(void **state)
     assert_string_equal(out, "");
 }
 
+/* ---- the response parser (the clients' side) ---- */
+
+static const char RFC_KEY[] = "dGhlIHNhbXBsZSBub25jZQ==";
+
+static enum http_response_outcome resp(const char *r, struct http_response_info *info)
+{
+    return http_upgrade_response_parse(r, strlen(r), RFC_KEY, info);
+}
+
+static void test_response_rfc_example(void **state)
+{
+    (void)state;
+    /* Our own listener's answer to the RFC's request is what the clients accept. */
+    struct http_response_info info;
+    assert_int_equal(resp(RFC_101, &info), HTTP_RESPONSE_UPGRADED);
+    assert_int_equal(info.status, 101);
+    assert_int_equal(info.consumed, strlen(RFC_101));
+    assert_int_equal(info.status_line_len, strlen("HTTP/1.1 101 Switching Protocols"));
+    assert_memory_equal(info.status_line, "HTTP/1.1 101 Switching Protocols",
+                        info.status_line_len);
+    /* Frames right behind the head are not part of it. */
+    char more[512];
+    snprintf(more, sizeof more, "%s\x81\x02hi", RFC_101);
+    assert_int_equal(resp(more, &info), HTTP_RESPONSE_UPGRADED);
+    assert_int_equal(info.consumed, strlen(RFC_101));
+}
+
+static void test_response_byte_by_byte(void **state)
+{
+    (void)state;
+    const char *r = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: WebSocket\r\n"
+                    "Connection: keep-alive, Upgrade\r\n"
+                    "Sec-WebSocket-Accept:s3pPLMBiTxaQ9kYGzzhZRbK+xOo=  \r\n\r\n";
+    size_t n = strlen(r);
+    struct http_response_info info;
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(http_upgrade_response_parse(r, i, RFC_KEY, &info),
+                         HTTP_RESPONSE_INCOMPLETE);
+    assert_int_equal(http_upgrade_response_parse(r, n, RFC_KEY, &info), HTTP_RESPONSE_UPGRADED);
+    assert_int_equal(info.consumed, n);
+}
+
+static void test_response_refused(void **state)
+{
+    (void)state;
+    struct http_response_info info;
+    const char *r = "HTTP/1.1 401 Unauthorized\r\ncontent-length: 5\r\n\r\nnope!";
+    assert_int_equal(resp(r, &info), HTTP_RESPONSE_REFUSED);
+    assert_int_equal(info.status, 401);
+    assert_string_equal(r + info.consumed, "nope!");
+    assert_int_equal(resp("HTTP/1.0 200\n\n", &info), HTTP_RESPONSE_REFUSED);
+    assert_int_equal(info.status, 200);
+}
+
+static void test_response_checks(void **state)
+{
+    (void)state;
+    struct http_response_info info;
+    static const char *const bad[] = {
+        /* each fails one RFC 6455 4.1 check */
+        "HTTP/1.1 101 x\r\nconnection: upgrade\r\n"
+        "sec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n",
+        "HTTP/1.1 101 x\r\nupgrade: h2c\r\nconnection: upgrade\r\n"
+        "sec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n",
+        "HTTP/1.1 101 x\r\nupgrade: websocket\r\n"
+        "sec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n",
+        "HTTP/1.1 101 x\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\n",
+        /* the accept value is base64: its case matters */
+        "HTTP/1.1 101 x\r\nupgrade: websocket\r\nconnection: upgrade\r\n"
+        "sec-websocket-accept: S3PPLMBITXAQ9KYGZZHZRBK+XOO=\r\n\r\n",
+        /* the first accept header counts */
+        "HTTP/1.1 101 x\r\nupgrade: websocket\r\nconnection: upgrade\r\n"
+        "sec-websocket-accept: x\r\nsec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n",
+        /* malformed heads */
+        "HTTP/1.1 101 x\r\nupgrade : websocket\r\n\r\n",
+        "HTTP/1.1 101 x\r\n folded\r\n\r\n",
+        "HTTP/2 101\r\n\r\n",
+        "HTTP/1.1 1O1 x\r\n\r\n",
+        "HTTP/1.1 1010\r\n\r\n",
+        "ICY 200 OK\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(resp(bad[i], &info), HTTP_RESPONSE_BAD);
+        assert_non_null(info.error);
+    }
+    /* A malformed status line is refused before the head ends. */
+    assert_int_equal(resp("SSH-2.0-OpenSSH_9.6\r\n", &info), HTTP_RESPONSE_BAD);
+}
+
+static void test_response_too_large(void **state)
+{
+    (void)state;
+    size_t n = HTTP_MAX_HEAD + 100;
+    char *r = malloc(n);
+    assert_non_null(r);
+    memset(r, 'a', n);
+    memcpy(r, "HTTP/1.1 101 x\r\nx: ", 20);
+    struct http_response_info info;
+    assert_int_equal(http_upgrade_response_parse(r, HTTP_MAX_HEAD, RFC_KEY, &info),
+                     HTTP_RESPONSE_INCOMPLETE);
+    assert_int_equal(http_upgrade_response_parse(r, n, RFC_KEY, &info), HTTP_RESPONSE_BAD);
+    free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -349,6 +453,11 @@ int main(void)
         cmocka_unit_test(test_too_large),
         cmocka_unit_test(test_authorization),
         cmocka_unit_test(test_query_and_absolute_target),
+        cmocka_unit_test(test_response_rfc_example),
+        cmocka_unit_test(test_response_byte_by_byte),
+        cmocka_unit_test(test_response_refused),
+        cmocka_unit_test(test_response_checks),
+        cmocka_unit_test(test_response_too_large),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
