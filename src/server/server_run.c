@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@
 #include "transport/stdio.h"
 #include "transport/tls.h"
 #include "transport/ws.h"
+#include "util/bigbuf.h"
 
 #define C server_config
 
@@ -86,6 +88,49 @@ static void on_remote_fatal(void)
 {
     exit_status = 1;
     shutdown_server();
+}
+
+/* Memory a request frees is kept for the next one, and handed back to the kernel
+ * once the server has been idle for MEM_IDLE_MS: on the virtual machines we run
+ * on, a page touched for the first time costs 30-60 us (util/bigbuf.h), so glibc
+ * trimming its heap after every burst and unmapping every chunk above 128 KiB made
+ * each streamed chunk, delta and walk answer fault its pages in again. glibc keeps
+ * chunks of up to 32 MiB in its heaps and trims only above MEM_TRIM_THRESHOLD;
+ * larger buffers are bigbufs, cached on their own. The check handle restarts the
+ * timer on every loop iteration, so it fires only after MEM_IDLE_MS without one;
+ * it then trims the heaps and empties the bigbuf cache. Both handles are
+ * unreferenced: they never keep the loop alive. */
+#define MEM_IDLE_MS 2000
+#define MEM_TRIM_THRESHOLD (16 << 20)
+static uv_check_t mem_check;
+static uv_timer_t mem_timer;
+static bool mem_trimmed; /* the iteration that ran the trim is not activity */
+
+static void mem_timer_cb(uv_timer_t *t)
+{
+    bigbuf_trim(0);
+    malloc_trim(0);
+    mem_trimmed = true;
+}
+
+static void mem_check_cb(uv_check_t *c)
+{
+    if (mem_trimmed) {
+        mem_trimmed = false;
+        return;
+    }
+    uv_timer_start(&mem_timer, mem_timer_cb, MEM_IDLE_MS, 0);
+}
+
+static void mem_tune(void)
+{
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, MEM_TRIM_THRESHOLD);
+    uv_check_init(loop, &mem_check);
+    uv_timer_init(loop, &mem_timer);
+    uv_check_start(&mem_check, mem_check_cb);
+    uv_unref((uv_handle_t *)&mem_check);
+    uv_unref((uv_handle_t *)&mem_timer);
 }
 
 static void start_signals(void)
@@ -181,6 +226,7 @@ int server_run(void)
     session_configure(loop, C.session_ttl_ms);
     server_methods_register();
     start_signals();
+    mem_tune();
     /* Every child is started from the spawner, a small process made now while this
      * one holds almost nothing (after the signal handlers: a SIGTERM during its start
      * must be an orderly exit, not a kill). */
@@ -199,6 +245,7 @@ int server_run(void)
     uv_walk(loop, close_walk_cb, NULL);
     uv_run(loop, UV_RUN_DEFAULT);
     uv_loop_close(loop);
+    bigbuf_trim(0);
     if (C.remote_mode) remote_cleanup();
     spawner_stop();
     return exit_status;

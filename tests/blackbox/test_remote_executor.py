@@ -623,11 +623,14 @@ def test_usage_and_registration_errors(_srv):
                              stderr=subprocess.PIPE)
         p.stdin.write(b"t\n")
         p.stdin.flush()
-        time.sleep(0.5)
+        # Its registration connects once the loop runs (signal handlers in place).
+        silent.settimeout(DEFAULT_TIMEOUT)
+        held, _ = silent.accept()
         t0 = time.monotonic()
         p.terminate()
         _, err = p.communicate(timeout=DEFAULT_TIMEOUT)
         assert p.returncode == 0 and time.monotonic() - t0 < 3, (p.returncode, err)
+        held.close()
     finally:
         silent.close()
     cloud = fake_cloud.FakeCloud(token=TOKEN)
