@@ -126,6 +126,9 @@ def test_a_second_viewer_sees_the_same_tty_output(_):
         v.call("process/write", {"sessionId": a.session_id, "processId": "sh",
                                  "chunk": b64("two\n")})
         a.write("sh", b"three\n")
+        # Both lines echoed before the end (a TERM first would race the shell's echo).
+        a.wait_notification(lambda n: b"got:three" in pty_bytes(a.notes["sh"]) and
+                            b"got:two" in pty_bytes(a.notes["sh"]), process_id="sh")
         v.call("process/signal", {"sessionId": a.session_id, "processId": "sh",
                                   "signal": "TERM"})
         a.wait_notification(lambda n: n["method"] == "process/closed", process_id="sh")
