@@ -55,7 +55,7 @@ struct opts {
     size_t http_bytes;
     size_t proxy_bytes;
     int scale_conns, scale_load, scale_period_ms, scale_oneshots;
-    const char *ours_extra[4]; /* more options for our server (NULL-terminated) */
+    const char *ours_extra[6]; /* more options for our server (NULL-terminated) */
     const char *only; /* --only: comma-separated row ids ("5b,7b") or NULL for all */
     char tmp[PATH_MAX];
 };

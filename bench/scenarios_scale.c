@@ -244,13 +244,16 @@ void scenario_scale(void)
                          row_get(name[2], K_MS)};
     rs[2]->has_floor = rs[3]->has_floor = true;
     progress("10. scale: %d connections, %d of them loaded", O.scale_conns, O.scale_load);
-    /* Ours is told how many connections to accept; the reference has no limit. */
+    /* Ours is told how many connections to accept, in all and from one peer (the
+     * driver is one address); the reference has no limit. */
     char maxc[32];
     snprintf(maxc, sizeof maxc, "%d", O.scale_conns + 64);
     for (int w = 0; w < nservers(); w++) {
         struct server s;
         O.ours_extra[0] = "--max-connections";
         O.ours_extra[1] = maxc;
+        O.ours_extra[2] = "--max-connections-per-peer";
+        O.ours_extra[3] = maxc;
         bool up = start_or_fail(&s, w, rs, 4);
         O.ours_extra[0] = NULL;
         if (!up) continue;
