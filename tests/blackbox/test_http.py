@@ -35,6 +35,8 @@ def pattern(n):
 
 BLOCK64K = pattern(65536)
 CONNECTIONS = {"closed_early": 0}
+# /hold sends its head at once and its body only when a test sets this.
+HOLD = threading.Event()
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -93,6 +95,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
+        elif path == "/hold":
+            self.send_response(200)
+            self.send_header("content-length", "4")
+            self.end_headers()
+            self.wfile.flush()
+            HOLD.wait(DEFAULT_TIMEOUT * 6)
+            self.wfile.write(b"late")
         elif path == "/slow":
             time.sleep(float(q.get("s", "5")))
             self._send(200, b"late")
@@ -278,12 +287,16 @@ def test_request_id_reservation(srv):
     """Needs concurrent requests (§11 (a)): the reference runs one request at a time,
     so its first stream is usually over before it reads the second."""
     s = srv.session()
-    m = req(s, {"url": BASE + "/slow?s=1", "requestId": "dup", "streamResponse": True}, )
-    # the first is in flight: a second stream with the same id is refused...
+    HOLD.clear()
+    m = req(s, {"url": BASE + "/hold", "requestId": "dup", "streamResponse": True})
+    assert m["result"]["status"] == 200, m
+    # the first is in flight (its body held back): a second stream with the same id is
+    # refused...
     s2 = req(s, {"url": BASE + "/echo", "requestId": "dup", "streamResponse": True})
     assert s2.get("error") == {"code": -32602, "message": "http/request streamResponse requestId "
                                "`dup` is already active"}, s2
-    collect_stream(s, "dup")
+    HOLD.set()
+    assert collect_stream(s, "dup")[0] == b"late"
     # ...and allowed again after the terminal delta
     m = req(s, {"url": BASE + "/echo", "requestId": "dup", "streamResponse": True})
     assert m["result"]["status"] == 200, m
