@@ -176,7 +176,7 @@ char *env_config_filter(const char *text, size_t len, json_t *paths)
         const char *eq = memchr(line + a, '=', b - a);
         if (!eq) continue;
         char key[16][128], full[32][128];
-        size_t nk = split_key(line + a, (size_t)(eq - line - a), key, 16);
+        size_t nk = split_key(line + a, (size_t)(eq - line) - a, key, 16);
         size_t nf = 0;
         for (size_t i = 0; i < ntable && nf < 32; i++) memcpy(full[nf++], table[i], 128);
         for (size_t i = 0; i < nk && nf < 32; i++) memcpy(full[nf++], key[i], 128);
