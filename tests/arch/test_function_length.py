@@ -34,6 +34,22 @@ def blank(text):
     return PREPROC.sub(keep_lines, TOKENS.sub(keep_lines, text))
 
 
+def partner(code, i, step):
+    """The index of the bracket matching the one at code[i], walking by step (+1
+    forward from an opening one, -1 back from a closing one)."""
+    here, there = code[i], {"(": ")", ")": "(", "{": "}", "}": "{"}[code[i]]
+    d = 0
+    while 0 <= i < len(code):
+        if code[i] == here:
+            d += 1
+        elif code[i] == there:
+            d -= 1
+            if d == 0:
+                return i
+        i += step
+    return i - step
+
+
 def functions(text):
     """(name, first body line, last body line, signature line) for each function
     definition: a brace at file level whose previous token is the `)` of a
@@ -44,55 +60,37 @@ def functions(text):
     out = []
     depth = 0
     i = 0
-    n = len(code)
-    while i < n:
+    while i < len(code):
         c = code[i]
-        if c == "{":
-            if depth == 0:
-                p = i - 1
-                while p >= 0 and code[p].isspace():
-                    p -= 1
-                if p >= 0 and code[p] == ")":
-                    # Walk back to the matching "(" and take the name before it.
-                    d = 0
-                    q = p
-                    while q >= 0:
-                        if code[q] == ")":
-                            d += 1
-                        elif code[q] == "(":
-                            d -= 1
-                            if d == 0:
-                                break
-                        q -= 1
-                    m = re.search(r"(\w+)\s*$", code[:q])
-                    name = m.group(1) if m else "?"
-                    # The end of the body.
-                    d = 0
-                    k = i
-                    while k < n:
-                        if code[k] == "{":
-                            d += 1
-                        elif code[k] == "}":
-                            d -= 1
-                            if d == 0:
-                                break
-                        k += 1
-                    sig = line_at(q)
-                    # The signature may start lines earlier (return type, attributes).
-                    s = code.rfind("\n", 0, m.start() if m else q) + 1
-                    while s > 0:
-                        prev_end = s - 1
-                        prev_start = code.rfind("\n", 0, prev_end) + 1
-                        prev = code[prev_start:prev_end]
-                        if prev.strip() == "" or prev.rstrip().endswith((";", "}", "{")):
-                            break
-                        s = prev_start
-                    out.append((name, line_at(i), line_at(k), line_at(s)))
-                    i = k + 1
-                    continue
-            depth += 1
-        elif c == "}":
+        if c == "}":
             depth -= 1
+        elif c == "{" and depth > 0:
+            depth += 1
+        elif c == "{":
+            p = i - 1
+            while p >= 0 and code[p].isspace():
+                p -= 1
+            if p < 0 or code[p] != ")":
+                depth += 1  # a struct, union, enum or initializer at file level
+                i += 1
+                continue
+            # The name before the parameter list's "(", and the end of the body.
+            q = partner(code, p, -1)
+            head = code[max(0, q - 400):q]
+            m = re.search(r"(\w+)\s*$", head)
+            name = m.group(1) if m else "?"
+            name_at = q - len(head) + m.start() if m else q
+            k = partner(code, i, 1)
+            # The signature may start lines earlier (return type, attributes).
+            s = code.rfind("\n", 0, name_at) + 1
+            while s > 0:
+                prev_start = code.rfind("\n", 0, s - 1) + 1
+                prev = code[prev_start:s - 1]
+                if prev.strip() == "" or prev.rstrip().endswith((";", "}", "{")):
+                    break
+                s = prev_start
+            out.append((name, line_at(i), line_at(k), line_at(s)))
+            i = k
         i += 1
     return out
 
