@@ -80,188 +80,222 @@ static struct cell writefile_row(struct server *s)
     return writefile_one(s, wf_bytes);
 }
 
-static void run_scenarios(void)
+/* Rows 1, 1b: one-shot /bin/true, plain and sandboxed. */
+static void oneshot_rows(void)
+{
+    char name[96];
+    snprintf(name, sizeof name, "1. one-shot /bin/true, %d sequential (ms)", O.oneshot_n);
+    struct row *r;
+    if (row_on("1")) {
+        r = row_get(name, K_MS);
+        progress("%s", name);
+        r->has_floor = true;
+        scenario_oneshot(r);
+    }
+    snprintf(name, sizeof name, "1b. one-shot /bin/true, ReadOnly sandbox (ms; floor: "
+                                "ours unsandboxed)");
+    if (row_on("1b")) {
+        r = row_get(name, K_MS);
+        progress("%s", name);
+        r->has_floor = true;
+        scenario_oneshot_sandboxed(r);
+    }
+}
+
+/* Rows 2, 2b: streaming stdout, and the protocol alone as its floor. */
+static void stream_rows(void)
+{
+    char name[96];
+    snprintf(name, sizeof name, "2. streaming %zu MiB stdout (MB/s)", O.stream_bytes >> 20);
+    struct row *r = row_get(name, K_MBS);
+    progress("%s", name);
+    r->has_floor = true;
+    snprintf(name, sizeof name, "2b. streaming %zu MiB stdout (MB/s; floor: the protocol "
+                                "without a server)",
+             O.stream_bytes >> 20);
+    struct row *rp = row_get(name, K_MBS);
+    rp->has_floor = true;
+    scenario_stream(r, rp);
+}
+
+/* Rows 3: fan-out on one connection. */
+static void fanout_rows(void)
+{
+    char name[96];
+    snprintf(name, sizeof name, "3. fan-out %d x /bin/true, one connection (ms)",
+             O.fanout_n);
+    struct row *r = row_get(name, K_MS);
+    progress("%s", name);
+    r->has_floor = true;
+    scenario_fanout(r);
+}
+
+/* Rows 4: many connections, the median of O.runs runs. */
+static void conns_rows(void)
 {
     struct server s;
     char name[96];
-
-    if (O.scenarios & (1u << 1)) {
-        snprintf(name, sizeof name, "1. one-shot /bin/true, %d sequential (ms)", O.oneshot_n);
-        struct row *r;
-        if (row_on("1")) {
-            r = row_get(name, K_MS);
-            progress("%s", name);
-            r->has_floor = true;
-            scenario_oneshot(r);
-        }
-        snprintf(name, sizeof name, "1b. one-shot /bin/true, ReadOnly sandbox (ms; floor: "
-                                    "ours unsandboxed)");
-        if (row_on("1b")) {
-            r = row_get(name, K_MS);
-            progress("%s", name);
-            r->has_floor = true;
-            scenario_oneshot_sandboxed(r);
-        }
-    }
-    if (O.scenarios & (1u << 2)) {
-        snprintf(name, sizeof name, "2. streaming %zu MiB stdout (MB/s)", O.stream_bytes >> 20);
-        struct row *r = row_get(name, K_MBS);
-        progress("%s", name);
-        r->has_floor = true;
-        snprintf(name, sizeof name, "2b. streaming %zu MiB stdout (MB/s; floor: the protocol "
-                                    "without a server)",
-                 O.stream_bytes >> 20);
-        struct row *rp = row_get(name, K_MBS);
-        rp->has_floor = true;
-        scenario_stream(r, rp);
-    }
-    if (O.scenarios & (1u << 3)) {
-        snprintf(name, sizeof name, "3. fan-out %d x /bin/true, one connection (ms)",
-                 O.fanout_n);
-        struct row *r = row_get(name, K_MS);
-        progress("%s", name);
-        r->has_floor = true;
-        scenario_fanout(r);
-    }
-    if (O.scenarios & (1u << 4)) {
-        snprintf(name, sizeof name, "4. %d connections: init + one command each (ms)",
-                 O.conns_n);
-        struct row *r = row_get(name, K_MS);
-        progress("%s", name);
-        double acc[2][64];
-        int nacc[2] = {0, 0};
-        bool failed[2] = {false, false};
-        for (int run = 0; run < O.runs; run++)
-            for (int w = 0; w < nservers(); w++) {
-                if (failed[w] || !start_or_fail(&s, w, &r, 1)) {
-                    failed[w] = true;
-                    continue;
-                }
-                struct cell c = conns_run(&s);
-                server_stop(&s);
-                if (!c.ok) {
-                    record(r, w, c);
-                    failed[w] = true;
-                    continue;
-                }
-                acc[w][nacc[w]++] = c.p50;
+    snprintf(name, sizeof name, "4. %d connections: init + one command each (ms)",
+             O.conns_n);
+    struct row *r = row_get(name, K_MS);
+    progress("%s", name);
+    double acc[2][64];
+    int nacc[2] = {0, 0};
+    bool failed[2] = {false, false};
+    for (int run = 0; run < O.runs; run++)
+        for (int w = 0; w < nservers(); w++) {
+            if (failed[w] || !start_or_fail(&s, w, &r, 1)) {
+                failed[w] = true;
+                continue;
             }
-        for (int w = 0; w < nservers(); w++)
-            if (!failed[w]) record(r, w, stats(acc[w], nacc[w]));
-    }
-    if (O.scenarios & (1u << 5)) {
-        char path[PATH_MAX + 32];
-        snprintf(path, sizeof path, "%s/big.bin", O.tmp);
-        file_big = xstrdup(path);
-        snprintf(path, sizeof path, "%s/out.bin", O.tmp);
-        file_out = xstrdup(path);
-        snprintf(path, sizeof path, "%s/tree", O.tmp);
-        walk_root = xstrdup(path);
-        progress("5. files: preparing %zu MiB file and %d-entry tree", O.file_bytes >> 20,
-                 O.walk_entries);
-        make_file(file_big, O.file_bytes);
-        if (row_on("5d")) make_tree(walk_root, O.walk_entries);
-        /* One encoding per 1 MiB block (each block a multiple of 4 characters). */
-        size_t blk = 1 << 20, nblk = (O.file_bytes + blk - 1) / blk;
-        b64_data = xmalloc(nblk * base64_encoded_len(blk));
-        {
-            uint8_t *raw = xmalloc(blk);
-            int fd = open(file_big, O_RDONLY);
-            for (size_t b = 0; b < nblk; b++) {
-                memset(raw, 0, blk);
-                if (pread(fd, raw, blk, (off_t)(b * blk)) < 0) break;
-                base64_encode(raw, blk, b64_data + b * base64_encoded_len(blk));
+            struct cell c = conns_run(&s);
+            server_stop(&s);
+            if (!c.ok) {
+                record(r, w, c);
+                failed[w] = true;
+                continue;
             }
-            close(fd);
-            free(raw);
+            acc[w][nacc[w]++] = c.p50;
         }
-        b64_len = nblk * base64_encoded_len(blk);
-        /* One fs/writeFile message must stay under the 64 MiB message limit of both
-         * servers: its base64 is 4/3 of the data, so 64 MiB cannot go in one call. */
-        size_t wf = O.file_bytes;
-        while (base64_encoded_len(wf) + 4096 > (64u << 20)) wf /= 2;
-        /* writeFile takes a contiguous encoding: re-encode the first wf bytes. */
-        char *wf_b64 = xmalloc(base64_encoded_len(wf));
-        {
-            uint8_t *raw = xmalloc(wf);
-            int fd = open(file_big, O_RDONLY);
-            if (pread(fd, raw, wf, 0) < 0) memset(raw, 0, wf);
-            close(fd);
-            base64_encode(raw, wf, wf_b64);
-            free(raw);
+    for (int w = 0; w < nservers(); w++)
+        if (!failed[w]) record(r, w, stats(acc[w], nacc[w]));
+}
+
+/* Rows 5a-5d: fs/readFile, fs/writeFile, writeBlock and walk over one prepared file and tree. */
+static void fs_rows(void)
+{
+    char name[96];
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/big.bin", O.tmp);
+    file_big = xstrdup(path);
+    snprintf(path, sizeof path, "%s/out.bin", O.tmp);
+    file_out = xstrdup(path);
+    snprintf(path, sizeof path, "%s/tree", O.tmp);
+    walk_root = xstrdup(path);
+    progress("5. files: preparing %zu MiB file and %d-entry tree", O.file_bytes >> 20,
+             O.walk_entries);
+    make_file(file_big, O.file_bytes);
+    if (row_on("5d")) make_tree(walk_root, O.walk_entries);
+    /* One encoding per 1 MiB block (each block a multiple of 4 characters). */
+    size_t blk = 1 << 20, nblk = (O.file_bytes + blk - 1) / blk;
+    b64_data = xmalloc(nblk * base64_encoded_len(blk));
+    {
+        uint8_t *raw = xmalloc(blk);
+        int fd = open(file_big, O_RDONLY);
+        for (size_t b = 0; b < nblk; b++) {
+            memset(raw, 0, blk);
+            if (pread(fd, raw, blk, (off_t)(b * blk)) < 0) break;
+            base64_encode(raw, blk, b64_data + b * base64_encoded_len(blk));
         }
-
-        char *cat_argv[] = {"/bin/cat", file_big, NULL};
-        char *find_argv[] = {"/usr/bin/find", walk_root, NULL};
-
-        snprintf(name, sizeof name, "5a. fs/readFile %zu MiB (ms)", O.file_bytes >> 20);
-        file_row("5a", name, cat_argv, NULL, readfile_one);
-        snprintf(name, sizeof name, "5b. fs/writeFile %zu MiB (ms)", wf >> 20);
-        /* Floor: head of the same amount into the file. */
-        char count[32];
-        snprintf(count, sizeof count, "%zu", wf);
-        char *head_argv[] = {"/usr/bin/head", "-c", count, file_big, NULL};
-        char *keep = b64_data;
-        b64_data = wf_b64;
-        wf_bytes = wf;
-        file_row("5b", name, head_argv, file_out, writefile_row);
-        b64_data = keep;
-        free(wf_b64);
-        snprintf(name, sizeof name, "5c. fs/open+writeBlock %zu MiB in 1 MiB blocks (ms)",
-                 O.file_bytes >> 20);
-        file_row("5c", name, cat_argv, file_out, writeblock_one);
-        snprintf(name, sizeof name, "5d. fs/walk %d entries (ms)", walk_total());
-        file_row("5d", name, find_argv, NULL, walk_one);
-        free(b64_data);
+        close(fd);
+        free(raw);
     }
-    if (O.scenarios & (1u << 6)) {
-        struct row *ri = row_get("6a. RSS idle, one connection (MB)", K_MB);
-        snprintf(name, sizeof name, "6b. RSS with %d live processes (MB)", O.mem_procs);
-        struct row *rl = row_get(name, K_MB);
-        snprintf(name, sizeof name, "6c. RSS peak, client not reading a %zu MB stream (MB)",
-                 O.mem_stream_bytes / 1000000);
-        struct row *rn = row_get(name, K_MB);
-        struct row *rs[3] = {ri, rl, rn};
-        progress("6. memory");
-        for (int w = 0; w < nservers(); w++)
-            if (start_or_fail(&s, w, rs, 3)) {
-                struct mem_result m = mem_run(&s);
-                server_stop(&s);
-                record(ri, w, m.idle);
-                record(rl, w, m.live);
-                record(rn, w, m.noread);
-                if (m.noread.ok)
-                    progress("   %s: RSS growth over the last %.1f s of not reading: %.2f MB",
-                             server_name(w), O.mem_stream_secs / 2, m.noread_growth);
-                if (w == 0 && m.noread.ok && m.noread_growth > 1.0)
-                    progress("   ours: memory still growing while the client does not read");
-            }
+    b64_len = nblk * base64_encoded_len(blk);
+    /* One fs/writeFile message must stay under the 64 MiB message limit of both
+     * servers: its base64 is 4/3 of the data, so 64 MiB cannot go in one call. */
+    size_t wf = O.file_bytes;
+    while (base64_encoded_len(wf) + 4096 > (64u << 20)) wf /= 2;
+    /* writeFile takes a contiguous encoding: re-encode the first wf bytes. */
+    char *wf_b64 = xmalloc(base64_encoded_len(wf));
+    {
+        uint8_t *raw = xmalloc(wf);
+        int fd = open(file_big, O_RDONLY);
+        if (pread(fd, raw, wf, 0) < 0) memset(raw, 0, wf);
+        close(fd);
+        base64_encode(raw, wf, wf_b64);
+        free(raw);
     }
+
+    char *cat_argv[] = {"/bin/cat", file_big, NULL};
+    char *find_argv[] = {"/usr/bin/find", walk_root, NULL};
+
+    snprintf(name, sizeof name, "5a. fs/readFile %zu MiB (ms)", O.file_bytes >> 20);
+    file_row("5a", name, cat_argv, NULL, readfile_one);
+    snprintf(name, sizeof name, "5b. fs/writeFile %zu MiB (ms)", wf >> 20);
+    /* Floor: head of the same amount into the file. */
+    char count[32];
+    snprintf(count, sizeof count, "%zu", wf);
+    char *head_argv[] = {"/usr/bin/head", "-c", count, file_big, NULL};
+    char *keep = b64_data;
+    b64_data = wf_b64;
+    wf_bytes = wf;
+    file_row("5b", name, head_argv, file_out, writefile_row);
+    b64_data = keep;
+    free(wf_b64);
+    snprintf(name, sizeof name, "5c. fs/open+writeBlock %zu MiB in 1 MiB blocks (ms)",
+             O.file_bytes >> 20);
+    file_row("5c", name, cat_argv, file_out, writeblock_one);
+    snprintf(name, sizeof name, "5d. fs/walk %d entries (ms)", walk_total());
+    file_row("5d", name, find_argv, NULL, walk_one);
+    free(b64_data);
+}
+
+/* Rows 6a-6c: RSS idle, with live processes, and with a client that does not read. */
+static void memory_rows(void)
+{
+    struct server s;
+    char name[96];
+    struct row *ri = row_get("6a. RSS idle, one connection (MB)", K_MB);
+    snprintf(name, sizeof name, "6b. RSS with %d live processes (MB)", O.mem_procs);
+    struct row *rl = row_get(name, K_MB);
+    snprintf(name, sizeof name, "6c. RSS peak, client not reading a %zu MB stream (MB)",
+             O.mem_stream_bytes / 1000000);
+    struct row *rn = row_get(name, K_MB);
+    struct row *rs[3] = {ri, rl, rn};
+    progress("6. memory");
+    for (int w = 0; w < nservers(); w++)
+        if (start_or_fail(&s, w, rs, 3)) {
+            struct mem_result m = mem_run(&s);
+            server_stop(&s);
+            record(ri, w, m.idle);
+            record(rl, w, m.live);
+            record(rn, w, m.noread);
+            if (m.noread.ok)
+                progress("   %s: RSS growth over the last %.1f s of not reading: %.2f MB",
+                         server_name(w), O.mem_stream_secs / 2, m.noread_growth);
+            if (w == 0 && m.noread.ok && m.noread_growth > 1.0)
+                progress("   ours: memory still growing while the client does not read");
+        }
+}
+
+/* Rows 7a, 7b: fs/writeFile latency with and without the sandbox. */
+static void sandboxed_fs_rows(void)
+{
+    struct server s;
+    char ws[PATH_MAX + 16];
+    snprintf(ws, sizeof ws, "%s/ws", O.tmp);
+    mkdir(ws, 0755);
+    struct row *rsb = row_on("7a") ? row_get("7a. fs/writeFile 4 KiB, sandboxed (ms)", K_MS)
+                                    : NULL;
+    struct row *run =
+        row_on("7b") ? row_get("7b. fs/writeFile 4 KiB, no sandbox (ms)", K_MS) : NULL;
+    progress("7. sandboxed fs latency");
+    if (run) run->has_floor = true;
+    for (int w = 0; w < nservers(); w++) {
+        struct row *both[2] = {rsb ? rsb : run, run ? run : rsb};
+        if (start_or_fail(&s, w, both, 2)) {
+            /* A refused sandbox is a missing feature, not a broken run. */
+            if (rsb) rsb->v[w] = sandbox_one(&s, true, ws, NULL);
+            /* The floor (open/write/close by the driver) is interleaved with
+             * ours, one write each in turn, so both see the same load. */
+            if (run) record(run, w, sandbox_one(&s, false, ws, w == 0 ? &run->floor : NULL));
+            server_stop(&s);
+        }
+    }
+}
+
+static void run_scenarios(void)
+{
+    if (O.scenarios & (1u << 1)) oneshot_rows();
+    if (O.scenarios & (1u << 2)) stream_rows();
+    if (O.scenarios & (1u << 3)) fanout_rows();
+    if (O.scenarios & (1u << 4)) conns_rows();
+    if (O.scenarios & (1u << 5)) fs_rows();
+    if (O.scenarios & (1u << 6)) memory_rows();
     if ((O.scenarios & (1u << 8)) && row_on("8")) scenario_http();
     if ((O.scenarios & (1u << 9)) && row_on("9")) scenario_proxy();
     if (O.scenarios & (1u << 10)) scenario_scale();
-    if (O.scenarios & (1u << 7)) {
-        char ws[PATH_MAX + 16];
-        snprintf(ws, sizeof ws, "%s/ws", O.tmp);
-        mkdir(ws, 0755);
-        struct row *rsb = row_on("7a") ? row_get("7a. fs/writeFile 4 KiB, sandboxed (ms)", K_MS)
-                                        : NULL;
-        struct row *run =
-            row_on("7b") ? row_get("7b. fs/writeFile 4 KiB, no sandbox (ms)", K_MS) : NULL;
-        progress("7. sandboxed fs latency");
-        if (run) run->has_floor = true;
-        for (int w = 0; w < nservers(); w++) {
-            struct row *both[2] = {rsb ? rsb : run, run ? run : rsb};
-            if (start_or_fail(&s, w, both, 2)) {
-                /* A refused sandbox is a missing feature, not a broken run. */
-                if (rsb) rsb->v[w] = sandbox_one(&s, true, ws, NULL);
-                /* The floor (open/write/close by the driver) is interleaved with
-                 * ours, one write each in turn, so both see the same load. */
-                if (run) record(run, w, sandbox_one(&s, false, ws, w == 0 ? &run->floor : NULL));
-                server_stop(&s);
-            }
-        }
-    }
+    if (O.scenarios & (1u << 7)) sandboxed_fs_rows();
 }
 
 /* ------------------------------------------------------------------ table */
@@ -448,38 +482,39 @@ static void cleanup_tmp(void)
 
 static char ours_default[PATH_MAX];
 
-int main(int argc, char **argv)
+/* --quick: sizes for a run of a few minutes. */
+static void quick_sizes(bool runs_set)
 {
-    O = (struct opts){.scenarios = 0x7FE, .http_bytes = 256u << 20, .proxy_bytes = 64u << 20,
-                      .scale_conns = 10000, .scale_load = 100, .scale_period_ms = 100,
-                      .scale_oneshots = 200, .runs = 5, .oneshot_n = 500, .stream_bytes = 256u << 20,
-                      .fanout_n = 200, .conns_n = 500, .file_bytes = 64u << 20,
-                      .walk_entries = 50000, .mem_procs = 500,
-                      .mem_stream_bytes = 1000000000, .mem_stream_secs = 3, .sandbox_n = 200};
-    bool no_ref = false, runs_set = false;
+    O.quick = true;
+    O.oneshot_n = 50;
+    O.stream_bytes = 16u << 20;
+    O.fanout_n = 20;
+    O.conns_n = 20;
+    O.file_bytes = 4u << 20;
+    O.walk_entries = 2000;
+    O.mem_procs = 20;
+    O.mem_stream_bytes = 100000000;
+    O.mem_stream_secs = 1;
+    O.sandbox_n = 20;
+    O.http_bytes = 8u << 20;
+    O.proxy_bytes = 8u << 20;
+    O.scale_conns = 200;
+    O.scale_load = 10;
+    O.scale_oneshots = 30;
+    if (!runs_set) O.runs = 2;
+}
+
+/* The command line into O. Returns -1 to go on, or the exit status (0 after --help,
+ * 2 for a bad option). */
+static int parse_args(int argc, char **argv, bool *no_ref)
+{
+    bool runs_set = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define OPT(name) (strcmp(a, name) == 0 && v && ++i)
-        if (strcmp(a, "--quick") == 0) {
-            O.quick = true;
-            O.oneshot_n = 50;
-            O.stream_bytes = 16u << 20;
-            O.fanout_n = 20;
-            O.conns_n = 20;
-            O.file_bytes = 4u << 20;
-            O.walk_entries = 2000;
-            O.mem_procs = 20;
-            O.mem_stream_bytes = 100000000;
-            O.mem_stream_secs = 1;
-            O.sandbox_n = 20;
-            O.http_bytes = 8u << 20;
-            O.proxy_bytes = 8u << 20;
-            O.scale_conns = 200;
-            O.scale_load = 10;
-            O.scale_oneshots = 30;
-            if (!runs_set) O.runs = 2;
-        } else if (strcmp(a, "--no-ref") == 0) no_ref = true;
+        if (strcmp(a, "--quick") == 0) quick_sizes(runs_set);
+        else if (strcmp(a, "--no-ref") == 0) *no_ref = true;
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;
@@ -522,6 +557,13 @@ int main(int argc, char **argv)
                         "2..50000, counts >= 1)\n");
         return 2;
     }
+    return -1;
+}
+
+/* Our server beside this driver unless --ours says, the reference where npm put it
+ * unless --ref says (or --no-ref). */
+static void find_servers(bool no_ref)
+{
     if (!O.ours) {
         char self[PATH_MAX];
         ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -548,28 +590,46 @@ int main(int argc, char **argv)
         globfree(&g);
         if (!O.ref) progress("reference not found (%s); running ours only", pat);
     }
+}
+
+/* 500 connections + 500 processes' pipes need more than the default 1024 fds,
+ * scenario 9 one per connection on each side and some: the servers inherit the
+ * limit. Raise the hard limit too where we may (root). */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    rlim_t want = (rlim_t)O.scale_conns * 2 + 4096;
+    if (rl.rlim_max < want) {
+        struct rlimit up = {want, want};
+        if (setrlimit(RLIMIT_NOFILE, &up) == 0) rl = up;
+    }
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur < (rlim_t)O.scale_conns + 1024 && (O.scenarios & (1u << 10)))
+        progress("the fd limit (%llu) is too low for %d connections in scenario 9",
+                 (unsigned long long)rl.rlim_cur, O.scale_conns);
+}
+
+int main(int argc, char **argv)
+{
+    O = (struct opts){.scenarios = 0x7FE, .http_bytes = 256u << 20, .proxy_bytes = 64u << 20,
+                      .scale_conns = 10000, .scale_load = 100, .scale_period_ms = 100,
+                      .scale_oneshots = 200, .runs = 5, .oneshot_n = 500, .stream_bytes = 256u << 20,
+                      .fanout_n = 200, .conns_n = 500, .file_bytes = 64u << 20,
+                      .walk_entries = 50000, .mem_procs = 500,
+                      .mem_stream_bytes = 1000000000, .mem_stream_secs = 3, .sandbox_n = 200};
+    bool no_ref = false;
+    int rc = parse_args(argc, argv, &no_ref);
+    if (rc >= 0) return rc;
+    find_servers(no_ref);
     if (access(O.ours, X_OK) != 0) {
         fprintf(stderr, "exec-bench: our server %s is not executable\n", O.ours);
         return 2;
     }
-    /* 500 connections + 500 processes' pipes need more than the default 1024 fds,
-     * scenario 9 one per connection on each side and some: the servers inherit the
-     * limit. Raise the hard limit too where we may (root). */
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-        rlim_t want = (rlim_t)O.scale_conns * 2 + 4096;
-        if (rl.rlim_max < want) {
-            struct rlimit up = {want, want};
-            if (setrlimit(RLIMIT_NOFILE, &up) == 0) rl = up;
-        }
-        if (rl.rlim_cur < rl.rlim_max) {
-            rl.rlim_cur = rl.rlim_max;
-            setrlimit(RLIMIT_NOFILE, &rl);
-        }
-        if (rl.rlim_cur < (rlim_t)O.scale_conns + 1024 && (O.scenarios & (1u << 10)))
-            progress("the fd limit (%llu) is too low for %d connections in scenario 9",
-                     (unsigned long long)rl.rlim_cur, O.scale_conns);
-    }
+    raise_fd_limit();
     signal(SIGPIPE, SIG_IGN);
     snprintf(O.tmp, sizeof O.tmp, "/tmp/exec-bench-XXXXXX");
     if (!mkdtemp(O.tmp)) {

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "execclient.h"
 
@@ -36,7 +37,8 @@ struct cli {
     const ec_client_options *env; /* borrowed from env_file */
 };
 
-extern const char *usage_text;
+/* Prints --help. */
+void cli_usage(FILE *f);
 
 void die_usage(const char *fmt, const char *arg) __attribute__((noreturn));
 int err_exit_code(const ec_error *e);

@@ -275,7 +275,7 @@ int cmd_forward(struct cli *cli, int argc, char **argv)
         if (strcmp(argv[i], "-L") == 0 && i + 1 < argc) spec = argv[++i];
         else if (strncmp(argv[i], "-L", 2) == 0 && argv[i][2]) spec = argv[i] + 2;
         else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            fputs(usage_text, stdout);
+            cli_usage(stdout);
             return 0;
         } else die_usage("forward: unexpected argument `%s` (forward -L [BIND:]LPORT:HOST:PORT)",
                          argv[i]);

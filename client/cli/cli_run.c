@@ -205,7 +205,7 @@ static int parse_run_opts(int argc, char **argv, struct run_opts *ro, bool allow
             env_add(ro, optarg);
             break;
         case 'h':
-            fputs(usage_text, stdout);
+            cli_usage(stdout);
             exit(0);
         default:
             die_usage("%s: bad option", argv[0]);

@@ -29,7 +29,9 @@
 #include <unistd.h>
 
 
-const char *usage_text =
+/* --help, in two literals: one of 5,000+ characters is past what ISO C promises a
+ * compiler takes (4095; -Woverlength-strings). */
+static const char usage_commands[] =
     "usage: exec-client [--url URL] [--token TOKEN] [--timeout-ms N] [--reconnect-ms N]\n"
     "                   COMMAND ...\n"
     "       exec-client --remote REGISTRY_URL --environment-id ID [--token TOKEN] ...\n"
@@ -79,7 +81,9 @@ const char *usage_text =
     "                         127.0.0.1; LPORT 0: any free port, printed) are made to\n"
     "                         HOST:PORT from the server (needs --allow-tcp-forwarding\n"
     "                         there); runs until interrupted\n"
-    "\n"
+    "\n";
+
+static const char usage_options[] =
     "Options:\n"
     "  --url URL        server URL, ws://HOST:PORT or wss://HOST:PORT (default:\n"
     "                   $EXEC_SERVER_URL)\n"
@@ -118,6 +122,12 @@ const char *usage_text =
     "255 server unreachable or connection lost; run/shell otherwise exit with the\n"
     "remote command's status (128+N for signal N).\n"
     "More: man exec-client; the protocol: docs/PROTOCOL.md in the exec-server sources.\n";
+
+void cli_usage(FILE *f)
+{
+    fputs(usage_commands, f);
+    fputs(usage_options, f);
+}
 
 
 void die_usage(const char *fmt, const char *arg)
@@ -456,6 +466,50 @@ static int cmd_rpc(struct cli *cli, int argc, char **argv)
     return 0;
 }
 
+/* Which server the options name, one way only: --environment (from a file), or
+ * --remote with --environment-id, or --url / $EXEC_SERVER_URL. Returns 0, or -1 after
+ * saying what is wrong. */
+static int check_target(struct cli *cli, bool url_given, bool token_given, bool ca_given)
+{
+    if (cli->environments_file && !cli->environment) {
+        fprintf(stderr, "exec-client: --environments needs --environment NAME\n");
+        return -1;
+    }
+    if (cli->environment && (url_given || cli->remote || cli->environment_id)) {
+        fprintf(stderr, "exec-client: --environment excludes --url, --remote and "
+                        "--environment-id\n");
+        return -1;
+    }
+    if (cli->environment) cli_use_environment(cli, token_given, ca_given);
+    if (cli->remote && (!cli->environment_id || !*cli->environment_id)) {
+        fprintf(stderr, "exec-client: --remote needs --environment-id ID\n");
+        return -1;
+    }
+    if (cli->remote && url_given) {
+        fprintf(stderr, "exec-client: --url and --remote exclude each other\n");
+        return -1;
+    }
+    if (cli->environment_id && !cli->remote) {
+        fprintf(stderr, "exec-client: --environment-id needs --remote REGISTRY_URL\n");
+        return -1;
+    }
+    if (!cli->env && !cli->remote && (!cli->url || !*cli->url)) {
+        fprintf(stderr, "exec-client: no server URL: pass --url ws://HOST:PORT or set "
+                        "EXEC_SERVER_URL\n");
+        return -1;
+    }
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    int (*run)(struct cli *cli, int argc, char **argv);
+} commands[] = {
+    {"run", cmd_run},       {"shell", cmd_shell},       {"fs", cmd_fs},
+    {"rpc", cmd_rpc},       {"forward", cmd_forward},   {"sessions", cmd_sessions},
+    {"ps", cmd_ps},         {"attach", cmd_attach},
+};
+
 int main(int argc, char **argv)
 {
     struct cli cli = {.url = getenv("EXEC_SERVER_URL"),
@@ -532,70 +586,27 @@ int main(int argc, char **argv)
             cli.reconnect_ms = atoi(optarg);
             break;
         case 'h':
-            fputs(usage_text, stdout);
+            cli_usage(stdout);
             return 0;
         default:
-            fputs(usage_text, stderr);
+            cli_usage(stderr);
             return EXIT_USAGE;
         }
     }
     if (optind >= argc) {
-        fputs(usage_text, stderr);
+        cli_usage(stderr);
         return EXIT_USAGE;
     }
     if (token_file && read_token_file(token_file, &cli.token) != 0) return EXIT_USAGE;
-    if (cli.environments_file && !cli.environment) {
-        fprintf(stderr, "exec-client: --environments needs --environment NAME\n");
-        return EXIT_USAGE;
-    }
-    if (cli.environment && (url_given || cli.remote || cli.environment_id)) {
-        fprintf(stderr, "exec-client: --environment excludes --url, --remote and "
-                        "--environment-id\n");
-        return EXIT_USAGE;
-    }
-    if (cli.environment) cli_use_environment(&cli, token_given, ca_given);
-    if (cli.remote && (!cli.environment_id || !*cli.environment_id)) {
-        fprintf(stderr, "exec-client: --remote needs --environment-id ID\n");
-        return EXIT_USAGE;
-    }
-    if (cli.remote && url_given) {
-        fprintf(stderr, "exec-client: --url and --remote exclude each other\n");
-        return EXIT_USAGE;
-    }
-    if (cli.environment_id && !cli.remote) {
-        fprintf(stderr, "exec-client: --environment-id needs --remote REGISTRY_URL\n");
-        return EXIT_USAGE;
-    }
-    if (!cli.env && !cli.remote && (!cli.url || !*cli.url)) {
-        fprintf(stderr, "exec-client: no server URL: pass --url ws://HOST:PORT or set "
-                        "EXEC_SERVER_URL\n");
-        return EXIT_USAGE;
-    }
+    if (check_target(&cli, url_given, token_given, ca_given) != 0) return EXIT_USAGE;
     const char *cmd = argv[optind];
-    int sub_argc = argc - optind;
-    char **sub_argv = argv + optind;
-    int rc;
-    if (strcmp(cmd, "run") == 0)
-        rc = cmd_run(&cli, sub_argc, sub_argv);
-    else if (strcmp(cmd, "shell") == 0)
-        rc = cmd_shell(&cli, sub_argc, sub_argv);
-    else if (strcmp(cmd, "fs") == 0)
-        rc = cmd_fs(&cli, sub_argc, sub_argv);
-    else if (strcmp(cmd, "rpc") == 0)
-        rc = cmd_rpc(&cli, sub_argc, sub_argv);
-    else if (strcmp(cmd, "forward") == 0)
-        rc = cmd_forward(&cli, sub_argc, sub_argv);
-    else if (strcmp(cmd, "sessions") == 0)
-        rc = cmd_sessions(&cli, sub_argc, sub_argv);
-    else if (strcmp(cmd, "ps") == 0)
-        rc = cmd_ps(&cli, sub_argc, sub_argv);
-    else if (strcmp(cmd, "attach") == 0)
-        rc = cmd_attach(&cli, sub_argc, sub_argv);
-    else {
-        fprintf(stderr, "exec-client: unknown command `%s`\n(see exec-client --help)\n", cmd);
-        return EXIT_USAGE;
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(cmd, commands[i].name) != 0) continue;
+        int rc = commands[i].run(&cli, argc - optind, argv + optind);
+        ec_client_close(cli.c);
+        cli_env_done(&cli);
+        return rc;
     }
-    ec_client_close(cli.c);
-    cli_env_done(&cli);
-    return rc;
+    fprintf(stderr, "exec-client: unknown command `%s`\n(see exec-client --help)\n", cmd);
+    return EXIT_USAGE;
 }

@@ -250,6 +250,77 @@ static bool known(const char *key, const char *const *list)
     return false;
 }
 
+/* A ws:// or wss:// entry's url, trimmed and parsed as the client will connect. */
+static int parse_url(const json_t *url, const char *where, struct ec_env_entry *e,
+                     ec_error *err)
+{
+    const char *s;
+    int rc = get_str(url, where, "url", &s, err);
+    if (rc) return rc;
+    e->url = trimmed(s);
+    if (!*e->url) return ec_fail(err, EC_ERR_USAGE, 0, "environment url cannot be empty");
+    if (strncmp(e->url, "ws://", 5) != 0 && strncmp(e->url, "wss://", 6) != 0)
+        return ec_fail(err, EC_ERR_USAGE, 0, "environment url `%s` must use ws:// or wss://",
+                       e->url);
+    char *h = NULL, *p = NULL, *path = NULL;
+    bool tls;
+    ec_error ue = {0};
+    rc = ec_url_parse(e->url, &h, &p, &path, &tls, &ue);
+    free(h);
+    free(p);
+    free(path);
+    if (rc)
+        return ec_fail(err, EC_ERR_USAGE, 0, "environment url `%s` is invalid: %s", e->url,
+                       ue.message);
+    return 0;
+}
+
+/* A program entry (of table t): program and args into e->argv, env into e->env
+ * ("K=V"), cwd relative to the file's directory. */
+static int parse_program(const json_t *t, const char *where, const char *id,
+                         const char *config_dir, struct ec_env_entry *e, ec_error *err)
+{
+    json_t *args = json_object_get(t, "args"), *env = json_object_get(t, "env"),
+           *cwd = json_object_get(t, "cwd");
+    const char *s, *key;
+    json_t *v;
+    int rc = get_str(json_object_get(t, "program"), where, "program", &s, err);
+    if (rc) return rc;
+    char *prog = trimmed(s);
+    if (!*prog) {
+        free(prog);
+        return ec_fail(err, EC_ERR_USAGE, 0, "environment `%s` program cannot be empty", id);
+    }
+    if (args && !json_is_array(args)) {
+        free(prog);
+        return ec_fail(err, EC_ERR_USAGE, 0, "%s`args` must be an array of strings, not %s",
+                       where, type_name(args));
+    }
+    size_t nargs = json_array_size(args);
+    e->argv = xcalloc(nargs + 2, sizeof *e->argv);
+    e->argv[0] = prog;
+    for (size_t i = 0; i < nargs; i++) {
+        if ((rc = get_str(json_array_get(args, i), where, "args[]", &s, err))) return rc;
+        e->argv[i + 1] = xstrdup(s);
+    }
+    if (env && !json_is_object(env))
+        return ec_fail(err, EC_ERR_USAGE, 0, "%s`env` must be a table of strings, not %s",
+                       where, type_name(env));
+    e->env = xcalloc(json_object_size(env) + 1, sizeof *e->env);
+    size_t k = 0;
+    json_object_foreach(env, key, v) {
+        if (!*key || strchr(key, '='))
+            return ec_fail(err, EC_ERR_USAGE, 0, "%senv: `%s` is not a variable name", where,
+                           key);
+        if ((rc = get_str(v, where, "env value", &s, err))) return rc;
+        size_t n = strlen(key) + strlen(s) + 2;
+        e->env[k] = xmalloc(n);
+        snprintf(e->env[k++], n, "%s=%s", key, s);
+    }
+    if (cwd && (rc = get_path(cwd, where, "cwd", config_dir, &e->cwd, err))) return rc;
+    return 0;
+}
+
 static int parse_entry(const json_t *t, size_t index, const char *config_dir,
                        struct ec_env_entry *e, ec_error *err)
 {
@@ -302,22 +373,7 @@ static int parse_entry(const json_t *t, size_t index, const char *config_dir,
     }
     if (ca && (rc = get_path(ca, where, "ca_file", config_dir, &e->ca_file, err))) return rc;
     if (url) {
-        if ((rc = get_str(url, where, "url", &s, err))) return rc;
-        e->url = trimmed(s);
-        if (!*e->url) return ec_fail(err, EC_ERR_USAGE, 0, "environment url cannot be empty");
-        if (strncmp(e->url, "ws://", 5) != 0 && strncmp(e->url, "wss://", 6) != 0)
-            return ec_fail(err, EC_ERR_USAGE, 0, "environment url `%s` must use ws:// or wss://",
-                           e->url);
-        char *h = NULL, *p = NULL, *path = NULL;
-        bool tls;
-        ec_error ue = {0};
-        rc = ec_url_parse(e->url, &h, &p, &path, &tls, &ue);
-        free(h);
-        free(p);
-        free(path);
-        if (rc)
-            return ec_fail(err, EC_ERR_USAGE, 0, "environment url `%s` is invalid: %s", e->url,
-                           ue.message);
+        if ((rc = parse_url(url, where, e, err))) return rc;
     } else if (remote) {
         if ((rc = get_str(remote, where, "remote", &s, err))) return rc;
         e->remote = trimmed(s);
@@ -331,40 +387,7 @@ static int parse_entry(const json_t *t, size_t index, const char *config_dir,
             return ec_fail(err, EC_ERR_USAGE, 0, "environment `%s` environment_id cannot be empty",
                            id);
     } else {
-        if ((rc = get_str(program, where, "program", &s, err))) return rc;
-        char *prog = trimmed(s);
-        if (!*prog) {
-            free(prog);
-            return ec_fail(err, EC_ERR_USAGE, 0, "environment `%s` program cannot be empty", id);
-        }
-        size_t nargs = 0;
-        if (args && !json_is_array(args)) {
-            free(prog);
-            return ec_fail(err, EC_ERR_USAGE, 0, "%s`args` must be an array of strings, not %s",
-                           where, type_name(args));
-        }
-        nargs = json_array_size(args);
-        e->argv = xcalloc(nargs + 2, sizeof *e->argv);
-        e->argv[0] = prog;
-        for (size_t i = 0; i < nargs; i++) {
-            if ((rc = get_str(json_array_get(args, i), where, "args[]", &s, err))) return rc;
-            e->argv[i + 1] = xstrdup(s);
-        }
-        if (env && !json_is_object(env))
-            return ec_fail(err, EC_ERR_USAGE, 0, "%s`env` must be a table of strings, not %s",
-                           where, type_name(env));
-        e->env = xcalloc(json_object_size(env) + 1, sizeof *e->env);
-        size_t k = 0;
-        json_object_foreach(env, key, v) {
-            if (!*key || strchr(key, '='))
-                return ec_fail(err, EC_ERR_USAGE, 0, "%senv: `%s` is not a variable name", where,
-                               key);
-            if ((rc = get_str(v, where, "env value", &s, err))) return rc;
-            size_t n = strlen(key) + strlen(s) + 2;
-            e->env[k] = xmalloc(n);
-            snprintf(e->env[k++], n, "%s=%s", key, s);
-        }
-        if (cwd && (rc = get_path(cwd, where, "cwd", config_dir, &e->cwd, err))) return rc;
+        if ((rc = parse_program(t, where, id, config_dir, e, err))) return rc;
     }
     e->o.url = e->url;
     e->o.remote_url = e->remote;

@@ -33,7 +33,7 @@ int main(void)
 C
 export PKG_CONFIG_PATH=$(dirname "$pc")
 # shellcheck disable=SC2046,SC2086
-cc -std=c17 -Wall -Werror $extra -o "$tmp/user" "$tmp/user.c" $(pkg-config --cflags --libs libexecclient)
+cc -std=c17 -Wall -Wpedantic -Werror $extra -o "$tmp/user" "$tmp/user.c" $(pkg-config --cflags --libs libexecclient)
 LD_LIBRARY_PATH=$(dirname "$(dirname "$pc")") "$tmp/user"
 
 # The whole package: the daemon (its spawner and sandbox helpers are itself), man

@@ -821,6 +821,48 @@ static void add_warning(json_t *warnings, const char *w)
     if (json_array_size(warnings) < V2_MAX_WARNINGS) json_array_append_new(warnings, json_string(w));
 }
 
+/* Plugins by id, then root. */
+static void sort_plugins(json_t *plugins)
+{
+    size_t np = json_array_size(plugins);
+    if (np < 2) return;
+    json_t **v = xcalloc(np, sizeof *v);
+    for (size_t k = 0; k < np; k++) v[k] = json_incref(json_array_get(plugins, k));
+    qsort(v, np, sizeof *v, cmp_plugins);
+    json_array_clear(plugins);
+    for (size_t k = 0; k < np; k++) json_array_append_new(plugins, v[k]);
+    free(v);
+}
+
+/* The answer as compact JSON of at most V2_MAX_BYTES. Over the bounds (or truncated
+ * already): the limit warning first, then drop from the end, warnings before skills
+ * before plugins. */
+static char *dump_within_bounds(json_t *res, bool truncated)
+{
+    json_t *plugins = json_object_get(res, "plugins"), *skills = json_object_get(res, "skills"),
+           *warnings = json_object_get(res, "warnings");
+    char *text = json_dumps(res, JSON_COMPACT);
+    if (!truncated && strlen(text) <= V2_MAX_BYTES) return text;
+    while (json_array_size(warnings) >= V2_MAX_WARNINGS)
+        json_array_remove(warnings, json_array_size(warnings) - 1);
+    json_array_insert_new(warnings, 0, json_string("capability discovery size limit reached"));
+    for (;;) {
+        free(text);
+        text = json_dumps(res, JSON_COMPACT);
+        if (strlen(text) <= V2_MAX_BYTES) break;
+        if (json_array_size(warnings) > 1) {
+            while (json_array_size(warnings) > 1) json_array_remove(warnings, 1);
+        } else if (json_array_size(skills)) {
+            json_array_remove(skills, json_array_size(skills) - 1);
+        } else if (json_array_size(plugins)) {
+            json_array_remove(plugins, json_array_size(plugins) - 1);
+        } else {
+            break;
+        }
+    }
+    return text;
+}
+
 static void scan_run(uv_work_t *w)
 {
     struct scan_job *j = w->data;
@@ -907,38 +949,10 @@ static void scan_run(uv_work_t *w)
         }
         if (warned) add_warning(warnings, W_METADATA);
     }
-    size_t np = json_array_size(plugins);
-    if (np > 1) {
-        json_t **v = xcalloc(np, sizeof *v);
-        for (size_t k = 0; k < np; k++) v[k] = json_incref(json_array_get(plugins, k));
-        qsort(v, np, sizeof *v, cmp_plugins);
-        json_array_clear(plugins);
-        for (size_t k = 0; k < np; k++) json_array_append_new(plugins, v[k]);
-        free(v);
-    }
+    sort_plugins(plugins);
     json_t *res = json_pack("{s:o,s:o,s:o}", "plugins", plugins, "skills", skills, "warnings",
                             warnings);
-    char *text = json_dumps(res, JSON_COMPACT);
-    if (truncated || strlen(text) > V2_MAX_BYTES) {
-        /* Over the bounds: the limit warning first, then drop from the end. */
-        while (json_array_size(warnings) >= V2_MAX_WARNINGS)
-            json_array_remove(warnings, json_array_size(warnings) - 1);
-        json_array_insert_new(warnings, 0, json_string("capability discovery size limit reached"));
-        for (;;) {
-            free(text);
-            text = json_dumps(res, JSON_COMPACT);
-            if (strlen(text) <= V2_MAX_BYTES) break;
-            if (json_array_size(warnings) > 1) {
-                while (json_array_size(warnings) > 1) json_array_remove(warnings, 1);
-            } else if (json_array_size(skills)) {
-                json_array_remove(skills, json_array_size(skills) - 1);
-            } else if (json_array_size(plugins)) {
-                json_array_remove(plugins, json_array_size(plugins) - 1);
-            } else {
-                break;
-            }
-        }
-    }
+    char *text = dump_within_bounds(res, truncated);
     buf_puts(&j->out, text);
     free(text);
     json_decref(res);
@@ -1049,28 +1063,39 @@ static void handle_discover_v2(struct rpc_req *req)
     size_t cwd_len = 0;
     const char *cwd = pdec_string_len(&d, "cwd", PDEC_REQUIRED, &cwd_len);
     json_t *sb = pdec_object(&d, "sandbox", PDEC_OPTIONAL);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     char *cwd_path = NULL;
     size_t plen;
     struct uri_error ue;
-    if (uri_to_path(cwd, cwd_len, false, &cwd_path, &plen, &ue) < 0)
-        return rpc_reply_error(req, rpc_uri_error_code(&ue), "%s", ue.message);
+    if (uri_to_path(cwd, cwd_len, false, &cwd_path, &plen, &ue) < 0) {
+        rpc_reply_error(req, rpc_uri_error_code(&ue), "%s", ue.message);
+        return;
+    }
     struct sandbox_policy pol;
     struct sandbox_error se;
     int pr = sandbox_policy_parse(sb, NULL, &pol, &se);
     free(cwd_path);
-    if (pr < 0) return rpc_reply_error(req, sandbox_error_code(&se), "%s", se.message);
+    if (pr < 0) {
+        rpc_reply_error(req, sandbox_error_code(&se), "%s", se.message);
+        return;
+    }
     /* Here the sandbox has no request cwd to fall back on (the reference's wording). */
     if (sb && !json_object_get(sb, "cwd")) {
         sandbox_policy_free(&pol);
-        return rpc_reply_error(req, RPC_INVALID_PARAMS, "missing field `cwd`");
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "missing field `cwd`");
+        return;
     }
     bool need = sandbox_policy_needs_fs(&pol, true, false);
     sandbox_policy_free(&pol);
     if (!rpc_check_ready(req)) return;
-    if (need && sandbox_landlock_abi() < 1)
-        return rpc_reply_error(req, RPC_INVALID_PARAMS,
-                               "filesystem sandbox is unavailable on this executor");
+    if (need && sandbox_landlock_abi() < 1) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS,
+                        "filesystem sandbox is unavailable on this executor");
+        return;
+    }
 
     char *user_home = user_home_dir();
     char *home;

@@ -416,6 +416,140 @@ static void finish(struct buf *out, const struct text_file *plugin_files, bool p
     buf_putc(out, '}');
 }
 
+/* From the walk's result: a warning per unreadable path (and for a truncated walk),
+ * the SKILL.md files and the plugin manifests, each list sorted. */
+static void collect_uris(struct scan *sc, json_t *walk, const char *root_uri,
+                         struct strv *skill_uris, struct strv *manifest_uris)
+{
+    size_t i;
+    json_t *it;
+    json_array_foreach(json_object_get(walk, "errors"), i, it)
+    {
+        const char *ep = json_string_value(json_object_get(it, "path"));
+        char *eu = respell(sc, xstrdup(ep ? ep : ""));
+        warn(sc, "failed to scan capability path %s: %s", eu,
+             json_string_value(json_object_get(it, "message")));
+        free(eu);
+    }
+    if (json_is_true(json_object_get(walk, "truncated")))
+        warn(sc, "capability scan reached its traversal limit (root: %s)", root_uri);
+    json_array_foreach(json_object_get(walk, "entries"), i, it)
+    {
+        const char *kind = json_string_value(json_object_get(it, "kind"));
+        const char *u = json_string_value(json_object_get(it, "path"));
+        if (!kind || !u || strcmp(kind, "file") != 0) continue;
+        size_t blen;
+        const char *b = base_of(u, strlen(u), &blen);
+        if (blen == 8 && memcmp(b, "SKILL.md", 8) == 0) strv_push(skill_uris, xstrdup(u));
+        if (manifest_priority(u) >= 0) strv_push(manifest_uris, respell(sc, xstrdup(u)));
+    }
+    if (skill_uris->n > 1) qsort(skill_uris->v, skill_uris->n, sizeof *skill_uris->v, cmp_str);
+    if (manifest_uris->n > 1)
+        qsort(manifest_uris->v, manifest_uris->n, sizeof *manifest_uris->v, cmp_manifest);
+}
+
+/* Marks the plugin root of manifest uri u as seen; false when it was already. */
+static bool first_of_plugin(struct strv *seen, const char *u)
+{
+    size_t l = plugin_root_len(u);
+    if (strv_has(seen, u, l)) return false;
+    char *lone = xmalloc(l + 1);
+    memcpy(lone, u, l);
+    lone[l] = '\0';
+    strv_push(seen, lone);
+    return true;
+}
+
+/* The namespace manifests, one per plugin root: first the root's own (own_manifest)
+ * or else its nearest ancestor's, then those found below it in order. */
+static void put_namespaces(struct scan *sc, const char *root,
+                           const struct text_file *own_manifest,
+                           const struct strv *manifest_uris, struct buf *ns)
+{
+    struct text_file inherited = {0};
+    bool have_inherited = false;
+    if (!own_manifest) {
+        for (char *anc = parent_of(root); anc && !have_inherited;) {
+            have_inherited = read_first_manifest(sc, anc, &inherited);
+            char *next = have_inherited ? NULL : parent_of(anc);
+            free(anc);
+            anc = next;
+        }
+    }
+    struct strv seen = {0};
+    const struct text_file *first_ns = own_manifest ? own_manifest
+                                       : have_inherited ? &inherited
+                                                        : NULL;
+    if (first_ns) {
+        first_of_plugin(&seen, first_ns->uri);
+        put_text_file(ns, first_ns);
+    }
+    for (size_t i = 0; i < manifest_uris->n; i++) {
+        const char *u = manifest_uris->v[i];
+        if (!first_of_plugin(&seen, u)) continue;
+        char *p = path_of(u);
+        struct text_file f;
+        if (p && read_optional(sc, p, &f)) {
+            if (ns->len) buf_putc(ns, ',');
+            put_text_file(ns, &f);
+            text_file_free(&f);
+        }
+        free(p);
+    }
+    text_file_free(&inherited);
+    strv_free(&seen);
+}
+
+/* A plugin root's MCP and apps configs (pf[1], pf[2]): the files its manifest
+ * (pf[0]) declares, or .mcp.json when it declares no MCP servers at all. */
+static void read_plugin_files(struct scan *sc, const char *root, struct text_file pf[3])
+{
+    char *mcp = NULL, *apps = NULL;
+    bool inline_mcp = false;
+    json_t *m = json_loadb(pf[0].data, pf[0].len, JSON_DECODE_ANY, NULL);
+    if (json_is_object(m)) {
+        json_t *servers = json_object_get(m, "mcpServers");
+        inline_mcp = json_is_object(servers);
+        mcp = declared_file(sc, root, servers, "mcpServers", pf[0].uri);
+        apps = declared_file(sc, root, json_object_get(m, "apps"), "apps", pf[0].uri);
+    }
+    json_decref(m);
+    if (!inline_mcp && !mcp) mcp = fs_path_join(root, ".mcp.json");
+    if (mcp) read_optional(sc, mcp, &pf[1]);
+    if (apps) read_optional(sc, apps, &pf[2]);
+    free(mcp);
+    free(apps);
+}
+
+/* Each readable SKILL.md with its agents/openai.yaml metadata, as JSON objects. */
+static void put_skills(struct scan *sc, const struct strv *skill_uris, struct buf *skills)
+{
+    for (size_t i = 0; i < skill_uris->n; i++) {
+        char *p = path_of(skill_uris->v[i]);
+        struct text_file ins, meta = {0};
+        if (!p || !read_optional(sc, p, &ins)) {
+            free(p);
+            continue;
+        }
+        char *slash = strrchr(p, '/');
+        if (slash) {
+            *slash = '\0';
+            char *mp = fs_path_join(*p ? p : "/", "agents/openai.yaml");
+            read_optional(sc, mp, &meta);
+            free(mp);
+        }
+        if (skills->len) buf_putc(skills, ',');
+        buf_puts(skills, "{\"instructions\":");
+        put_text_file(skills, &ins);
+        buf_puts(skills, ",\"metadata\":");
+        put_text_file(skills, &meta);
+        buf_putc(skills, '}');
+        text_file_free(&ins);
+        text_file_free(&meta);
+        free(p);
+    }
+}
+
 void caproots_scan(const char *root_in, const char *root_uri, struct buf *out)
 {
     struct scan sc = {0};
@@ -458,125 +592,22 @@ void caproots_scan(const char *root_in, const char *root_uri, struct buf *out)
         finish(out, pf, false, NULL, NULL, &sc, msg);
         goto done_early;
     }
-    size_t i;
-    json_t *it;
-    json_array_foreach(json_object_get(walk, "errors"), i, it)
-    {
-        const char *ep = json_string_value(json_object_get(it, "path"));
-        char *eu = respell(&sc, xstrdup(ep ? ep : ""));
-        warn(&sc, "failed to scan capability path %s: %s", eu,
-             json_string_value(json_object_get(it, "message")));
-        free(eu);
-    }
-    if (json_is_true(json_object_get(walk, "truncated")))
-        warn(&sc, "capability scan reached its traversal limit (root: %s)", root_uri);
     struct strv skill_uris = {0}, manifest_uris = {0};
-    json_array_foreach(json_object_get(walk, "entries"), i, it)
-    {
-        const char *kind = json_string_value(json_object_get(it, "kind"));
-        const char *u = json_string_value(json_object_get(it, "path"));
-        if (!kind || !u || strcmp(kind, "file") != 0) continue;
-        size_t blen;
-        const char *b = base_of(u, strlen(u), &blen);
-        if (blen == 8 && memcmp(b, "SKILL.md", 8) == 0) strv_push(&skill_uris, xstrdup(u));
-        if (manifest_priority(u) >= 0) strv_push(&manifest_uris, respell(&sc, xstrdup(u)));
-    }
+    collect_uris(&sc, walk, root_uri, &skill_uris, &manifest_uris);
     json_decref(walk);
-    if (skill_uris.n > 1) qsort(skill_uris.v, skill_uris.n, sizeof *skill_uris.v, cmp_str);
-    if (manifest_uris.n > 1)
-        qsort(manifest_uris.v, manifest_uris.n, sizeof *manifest_uris.v, cmp_manifest);
 
     /* The root's own manifest, else the nearest ancestor's, names the namespace. */
     bool plugin = read_first_manifest(&sc, root, &pf[0]);
-    struct text_file inherited = {0};
-    bool have_inherited = false;
-    if (!plugin) {
-        for (char *anc = parent_of(root); anc && !have_inherited;) {
-            have_inherited = read_first_manifest(&sc, anc, &inherited);
-            char *next = have_inherited ? NULL : parent_of(anc);
-            free(anc);
-            anc = next;
-        }
-    }
-    struct strv seen = {0};
     struct buf ns;
     buf_init(&ns);
-    const struct text_file *first_ns = plugin ? &pf[0] : have_inherited ? &inherited : NULL;
-    if (first_ns) {
-        size_t l = plugin_root_len(first_ns->uri);
-        char *lone = xmalloc(l + 1);
-        memcpy(lone, first_ns->uri, l);
-        lone[l] = '\0';
-        strv_push(&seen, lone);
-        put_text_file(&ns, first_ns);
-    }
-    for (i = 0; i < manifest_uris.n; i++) {
-        const char *u = manifest_uris.v[i];
-        size_t l = plugin_root_len(u);
-        if (strv_has(&seen, u, l)) continue;
-        char *lone = xmalloc(l + 1);
-        memcpy(lone, u, l);
-        lone[l] = '\0';
-        strv_push(&seen, lone);
-        char *p = path_of(u);
-        struct text_file f;
-        if (p && read_optional(&sc, p, &f)) {
-            if (ns.len) buf_putc(&ns, ',');
-            put_text_file(&ns, &f);
-            text_file_free(&f);
-        }
-        free(p);
-    }
-    text_file_free(&inherited);
-
-    if (plugin) {
-        char *mcp = NULL, *apps = NULL;
-        bool inline_mcp = false;
-        json_t *m = json_loadb(pf[0].data, pf[0].len, JSON_DECODE_ANY, NULL);
-        if (json_is_object(m)) {
-            json_t *servers = json_object_get(m, "mcpServers");
-            inline_mcp = json_is_object(servers);
-            mcp = declared_file(&sc, root, servers, "mcpServers", pf[0].uri);
-            apps = declared_file(&sc, root, json_object_get(m, "apps"), "apps", pf[0].uri);
-        }
-        json_decref(m);
-        if (!inline_mcp && !mcp) mcp = fs_path_join(root, ".mcp.json");
-        if (mcp) read_optional(&sc, mcp, &pf[1]);
-        if (apps) read_optional(&sc, apps, &pf[2]);
-        free(mcp);
-        free(apps);
-    }
-
+    put_namespaces(&sc, root, plugin ? &pf[0] : NULL, &manifest_uris, &ns);
+    if (plugin) read_plugin_files(&sc, root, pf);
     struct buf skills;
     buf_init(&skills);
-    for (i = 0; i < skill_uris.n; i++) {
-        char *p = path_of(skill_uris.v[i]);
-        struct text_file ins, meta = {0};
-        if (!p || !read_optional(&sc, p, &ins)) {
-            free(p);
-            continue;
-        }
-        char *slash = strrchr(p, '/');
-        if (slash) {
-            *slash = '\0';
-            char *mp = fs_path_join(*p ? p : "/", "agents/openai.yaml");
-            read_optional(&sc, mp, &meta);
-            free(mp);
-        }
-        if (skills.len) buf_putc(&skills, ',');
-        buf_puts(&skills, "{\"instructions\":");
-        put_text_file(&skills, &ins);
-        buf_puts(&skills, ",\"metadata\":");
-        put_text_file(&skills, &meta);
-        buf_putc(&skills, '}');
-        text_file_free(&ins);
-        text_file_free(&meta);
-        free(p);
-    }
+    put_skills(&sc, &skill_uris, &skills);
     finish(out, pf, plugin, &skills, &ns, &sc, NULL);
     buf_free(&skills);
     buf_free(&ns);
-    strv_free(&seen);
     strv_free(&skill_uris);
     strv_free(&manifest_uris);
 done_early:
@@ -762,7 +793,10 @@ static void handle_discover(struct rpc_req *req)
     struct pdec d;
     pdec_begin(&d, req->params, "WireCapabilityRootsDiscoverParams");
     json_t *roots = pdec_array(&d, "roots", PDEC_REQUIRED);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     struct disc_work *dw = xcalloc(1, sizeof *dw);
     buf_init(&dw->out);
     dw->req = req;
@@ -772,15 +806,19 @@ static void handle_discover(struct rpc_req *req)
         int code;
         if (!decode_root(&d, json_array_get(roots, i), &dw->roots[i], req, &code)) {
             disc_free(dw);
-            return rpc_reply_error(req, code, "%s", d.err);
+            rpc_reply_error(req, code, "%s", d.err);
+            return;
         }
     }
-    if (!rpc_check_ready(req)) return disc_free(dw);
+    if (!rpc_check_ready(req)) {
+        disc_free(dw);
+        return;
+    }
     if (dw->n > CAPROOTS_MAX_ROOTS) {
         disc_free(dw);
-        return rpc_reply_error(req, RPC_INVALID_REQUEST,
-                               "capability root discovery accepts at most %d roots",
-                               CAPROOTS_MAX_ROOTS);
+        rpc_reply_error(req, RPC_INVALID_REQUEST,
+                        "capability root discovery accepts at most %d roots", CAPROOTS_MAX_ROOTS);
+        return;
     }
     snprintf(dw->owner, sizeof dw->owner, "%s", session_of(req->conn)->id);
     rpc_result_begin(req, &dw->out);

@@ -591,14 +591,18 @@ static void handle_walk(struct rpc_req *req)
     json_t *sbj = decode_sandbox(&d);
     int sb = check_common(req, &d, sbj, true, false);
     if (sb < 0) return;
-    if (dirs == 0 || entries == 0)
-        return rpc_reply_error(req, RPC_INVALID_REQUEST,
-                               "filesystem walk limits must be greater than zero");
-    if (depth > WALK_MAX_DEPTH || dirs > WALK_MAX_DIRS || entries > WALK_MAX_ENTRIES)
-        return rpc_reply_error(req, RPC_INVALID_REQUEST,
-                               "filesystem walk limits exceed maximums: depth=%d, "
-                               "directories=%d, entries=%d",
-                               WALK_MAX_DEPTH, WALK_MAX_DIRS, WALK_MAX_ENTRIES);
+    if (dirs == 0 || entries == 0) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST,
+                        "filesystem walk limits must be greater than zero");
+        return;
+    }
+    if (depth > WALK_MAX_DEPTH || dirs > WALK_MAX_DIRS || entries > WALK_MAX_ENTRIES) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST,
+                        "filesystem walk limits exceed maximums: depth=%d, "
+                        "directories=%d, entries=%d",
+                        WALK_MAX_DEPTH, WALK_MAX_DIRS, WALK_MAX_ENTRIES);
+        return;
+    }
     struct fs_work *fw = fw_new(req, OP_WALK);
     if (!to_path(req, uri, ulen, &fw->path, &fw->path_len)) {
         fw_free(fw);
@@ -637,12 +641,15 @@ static void handle_open(struct rpc_req *req)
     if (sb < 0) return;
     if (!check_handle_id(req, hlen)) return;
     struct fs_table *t = table_get(req->conn, false);
-    if (table_find(t, hid, hlen) >= 0)
-        return rpc_reply_error(req, RPC_INVALID_REQUEST, "file handle `%s` already exists", hid);
-    if (t && t->count >= FS_MAX_HANDLES)
-        return rpc_reply_error(req, RPC_INVALID_REQUEST,
-                               "at most %d file handles may be open per connection",
-                               FS_MAX_HANDLES);
+    if (table_find(t, hid, hlen) >= 0) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST, "file handle `%s` already exists", hid);
+        return;
+    }
+    if (t && t->count >= FS_MAX_HANDLES) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST,
+                        "at most %d file handles may be open per connection", FS_MAX_HANDLES);
+        return;
+    }
     struct fs_work *fw = fw_new(req, OP_OPEN);
     if (!to_path(req, uri, ulen, &fw->path, &fw->path_len)) {
         fw_free(fw);
@@ -663,16 +670,24 @@ static void handle_read_block(struct rpc_req *req)
     const char *hid = pdec_string_len(&d, "handleId", PDEC_REQUIRED, &hlen);
     uint64_t off = pdec_u64(&d, "offset", PDEC_REQUIRED, 0, NULL);
     uint64_t len = pdec_u64(&d, "len", PDEC_REQUIRED, 0, NULL);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
     if (!check_handle_id(req, hlen)) return;
-    if (len < 1 || len > FS_BLOCK_MAX)
-        return rpc_reply_error(req, RPC_INVALID_REQUEST,
-                               "file read block length must be between 1 and %llu",
-                               (unsigned long long)FS_BLOCK_MAX);
+    if (len < 1 || len > FS_BLOCK_MAX) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST,
+                        "file read block length must be between 1 and %llu",
+                        (unsigned long long)FS_BLOCK_MAX);
+        return;
+    }
     struct fs_table *t = table_get(req->conn, false);
     int i = table_find(t, hid, hlen);
-    if (i < 0) return rpc_reply_error(req, RPC_NOT_FOUND, "unknown file handle `%s`", hid);
+    if (i < 0) {
+        rpc_reply_error(req, RPC_NOT_FOUND, "unknown file handle `%s`", hid);
+        return;
+    }
     struct fs_work *fw = fw_new(req, OP_READ_BLOCK);
     fw->h = t->slots[i];
     fw->h->refs++;
@@ -690,7 +705,10 @@ static void handle_write_block(struct rpc_req *req)
     const char *hid = pdec_string_len(&d, "handleId", PDEC_REQUIRED, &hlen);
     uint64_t off = pdec_u64(&d, "offset", PDEC_REQUIRED, 0, NULL);
     const char *chunk = rpc_param_payload(req, &d, "chunk", PDEC_REQUIRED, &clen, &writable);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
     if (!check_handle_id(req, hlen)) return;
     struct fs_table *t = table_get(req->conn, false);
@@ -703,8 +721,12 @@ static void handle_write_block(struct rpc_req *req)
         char err[96];
         int rc = base64_decode(chunk, clen, data, &n, err, sizeof err);
         free(data);
-        if (rc < 0) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", err);
-        return rpc_reply_error(req, RPC_NOT_FOUND, "unknown file handle `%s`", hid);
+        if (rc < 0) {
+            rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", err);
+            return;
+        }
+        rpc_reply_error(req, RPC_NOT_FOUND, "unknown file handle `%s`", hid);
+        return;
     }
     struct fs_work *fw = fw_new(req, OP_WRITE_BLOCK);
     fw->h = t->slots[i];
@@ -722,7 +744,10 @@ static void handle_close(struct rpc_req *req)
     pdec_begin(&d, req->params, "CloseParams");
     size_t hlen = 0;
     const char *hid = pdec_string_len(&d, "handleId", PDEC_REQUIRED, &hlen);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
     if (!check_handle_id(req, hlen)) return;
     struct fs_table *t = table_get(req->conn, false);

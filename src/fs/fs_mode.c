@@ -41,13 +41,18 @@ static void handle_set_permissions(struct rpc_req *req)
     if (!d.failed && mode > 07777) pdec_fail(&d, "mode must be permission bits (0-4095)");
     if (!d.failed && sandbox)
         pdec_fail(&d, "fs/setPermissions cannot run sandboxed; send it without a sandbox");
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
     char *path = NULL;
     size_t plen;
     struct uri_error ue;
-    if (uri_to_path(uri, ulen, false, &path, &plen, &ue) < 0)
-        return rpc_reply_error(req, rpc_uri_error_code(&ue), "%s", ue.message);
+    if (uri_to_path(uri, ulen, false, &path, &plen, &ue) < 0) {
+        rpc_reply_error(req, rpc_uri_error_code(&ue), "%s", ue.message);
+        return;
+    }
     struct chmod_work *w = xcalloc(1, sizeof *w);
     w->req = req;
     w->fs.data = w;

@@ -269,12 +269,17 @@ static void handle_watch_missing(struct rpc_req *req)
             break;
         }
     }
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
     size_t n = json_array_size(missing);
-    if (n + (present != NULL) > FS_WATCH_MAX_PATHS)
-        return rpc_reply_error(req, RPC_INVALID_PARAMS,
-                               "fs/watchMissing watches at most %d paths", FS_WATCH_MAX_PATHS);
+    if (n + (present != NULL) > FS_WATCH_MAX_PATHS) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "fs/watchMissing watches at most %d paths",
+                        FS_WATCH_MAX_PATHS);
+        return;
+    }
 
     struct fs_watch *w = xcalloc(1, sizeof *w);
     w->id = id;
@@ -288,13 +293,15 @@ static void handle_watch_missing(struct rpc_req *req)
                         &ue) < 0) {
             w->nmissing = i;
             watch_free(w);
-            return rpc_reply_error(req, rpc_uri_error_code(&ue), "%s", ue.message);
+            rpc_reply_error(req, rpc_uri_error_code(&ue), "%s", ue.message);
+            return;
         }
     }
     w->nmissing = n;
     if (present && uri_to_path(present, strlen(present), false, &w->present, &plen, &ue) < 0) {
         watch_free(w);
-        return rpc_reply_error(req, rpc_uri_error_code(&ue), "%s", ue.message);
+        rpc_reply_error(req, rpc_uri_error_code(&ue), "%s", ue.message);
+        return;
     }
 
     struct session *s = session_of(req->conn);
@@ -306,14 +313,16 @@ static void handle_watch_missing(struct rpc_req *req)
     if (!reused) remember_id(t, id);
     if ((n == 0 && !w->present) || stale || reused) {
         watch_free(w);
-        return reply_watching(req, false);
+        reply_watching(req, false);
+        return;
     }
     if (t->nactive >= FS_WATCH_MAX_ACTIVE) {
         watch_free(w);
-        return rpc_reply_error(req, RPC_INVALID_REQUEST,
-                               "watch limit reached: this session already has %d active "
-                               "fs/watchMissing watches",
-                               FS_WATCH_MAX_ACTIVE);
+        rpc_reply_error(req, RPC_INVALID_REQUEST,
+                        "watch limit reached: this session already has %d active "
+                        "fs/watchMissing watches",
+                        FS_WATCH_MAX_ACTIVE);
+        return;
     }
     w->table = t;
     arm(w);

@@ -374,6 +374,142 @@ static char *noproxy_list(void)
     return buf_steal(&b);
 }
 
+/* Checks what the transfer needs before anything is allocated: libcurl loaded, a
+ * method token, an absolute http(s) URL that libcurl parses. False after replying. */
+static bool check_method_and_url(struct rpc_req *req, const char *method, const char *url)
+{
+    const char *why = NULL;
+    if (curl_dl_load(&why) < 0) {
+        rpc_reply_error(req, RPC_INTERNAL_ERROR, "failed to build http/request client: %s", why);
+        return false;
+    }
+    if (!is_token(method)) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS,
+                        "http/request method is invalid: invalid HTTP method");
+        return false;
+    }
+    char scheme[32];
+    if (!url_scheme(url, scheme, sizeof scheme)) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS,
+                        "http/request url is invalid: relative URL without a base");
+        return false;
+    }
+    if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS,
+                        "http/request only supports http and https URLs, got %s", scheme);
+        return false;
+    }
+    CURLU *cu = curl_dl_fns.url();
+    CURLUcode uc = curl_dl_fns.url_set(cu, CURLUPART_URL, url, 0);
+    curl_dl_fns.url_cleanup(cu);
+    if (uc != CURLUE_OK) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "http/request url is invalid: %s",
+                        url_error_text(uc));
+        return false;
+    }
+    return true;
+}
+
+/* One header of the request (decoded already) as curl's "name: value" line into
+ * r->hdrs. False after replying. */
+static bool add_header(struct rpc_req *req, struct http_req *r, json_t *h)
+{
+    const char *name = json_string_value(json_object_get(h, "name"));
+    const char *value = json_string_value(json_object_get(h, "value"));
+    const char *var = json_string_value(json_object_get(h, "valueEnvVar"));
+    if (!is_token(name)) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS,
+                        "http/request header name is invalid: invalid HTTP header name");
+        return false;
+    }
+    const char *env = NULL;
+    if (var) {
+        env = getenv(var);
+        if (!env) {
+            rpc_reply_error(req, RPC_INVALID_PARAMS,
+                            "http/request header %s requires executor environment variable %s",
+                            name, var);
+            return false;
+        }
+    }
+    struct buf val;
+    buf_init(&val);
+    if (value) buf_puts(&val, value);
+    if (env) buf_puts(&val, env);
+    buf_putc(&val, '\0');
+    if (!valid_header_value(val.data)) {
+        buf_free(&val);
+        rpc_reply_error(req, RPC_INVALID_PARAMS,
+                        "http/request header value is invalid for %s: failed to parse "
+                        "header value",
+                        name);
+        return false;
+    }
+    struct buf line;
+    buf_init(&line);
+    for (const char *p = name; *p; p++) buf_putc(&line, (char)tolower((unsigned char)*p));
+    /* curl drops "name:" with no value; "name;" sends it empty. */
+    if (val.len > 1) buf_printf(&line, ": %s", val.data);
+    else buf_putc(&line, ';');
+    buf_putc(&line, '\0');
+    r->hdrs = curl_dl_fns.slist_append(r->hdrs, line.data);
+    buf_free(&val);
+    buf_free(&line);
+    return true;
+}
+
+static bool add_headers(struct rpc_req *req, struct http_req *r, json_t *headers)
+{
+    size_t i;
+    json_t *h;
+    json_array_foreach(headers, i, h)
+    {
+        if (!add_header(req, r, h)) return false;
+    }
+    return true;
+}
+
+/* The curl handle for r: method, URL, headers and body, redirects, proxies, trust,
+ * the callbacks; timeout_ms < 0 for none. */
+static CURL *easy_for(struct http_req *r, const char *method, const char *url, long timeout_ms)
+{
+    CURL *e = curl_dl_fns.easy_init();
+    curl_dl_fns.easy_setopt(e, CURLOPT_URL, url);
+    curl_dl_fns.easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+    if (strcmp(method, "HEAD") == 0) curl_dl_fns.easy_setopt(e, CURLOPT_NOBODY, 1L);
+    curl_dl_fns.easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
+    if (r->body) {
+        curl_dl_fns.easy_setopt(e, CURLOPT_POSTFIELDS, (char *)r->body);
+        curl_dl_fns.easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
+    }
+    curl_dl_fns.easy_setopt(e, CURLOPT_FOLLOWLOCATION, r->follow ? 1L : 0L);
+    curl_dl_fns.easy_setopt(e, CURLOPT_MAXREDIRS, (long)HTTP_MAX_REDIRECTS);
+    curl_dl_fns.easy_setopt(e, CURLOPT_AUTOREFERER, 1L);
+    /* A followed redirect keeps the method (the reference does not turn POST into GET). */
+    curl_dl_fns.easy_setopt(e, CURLOPT_POSTREDIR, (long)CURL_REDIR_POST_ALL);
+    curl_dl_fns.easy_setopt(e, CURLOPT_ACCEPT_ENCODING, NULL);
+    char *noproxy = noproxy_list();
+    curl_dl_fns.easy_setopt(e, CURLOPT_NOPROXY, noproxy); /* libcurl keeps its own copy */
+    free(noproxy);
+    curl_dl_fns.easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_dl_fns.easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_dl_fns.easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_dl_fns.easy_setopt(e, CURLOPT_BUFFERSIZE, (long)HTTP_CURL_BUFFER);
+    if (timeout_ms >= 0) curl_dl_fns.easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
+    /* The standard curl / OpenSSL variables name extra trust (a private CA): libcurl
+     * itself reads none of them, only its built-in bundle path. */
+    const char *ca = getenv("CURL_CA_BUNDLE");
+    if (!ca || !*ca) ca = getenv("SSL_CERT_FILE");
+    if (ca && *ca) curl_dl_fns.easy_setopt(e, CURLOPT_CAINFO, ca);
+    const char *cadir = getenv("SSL_CERT_DIR");
+    if (cadir && *cadir) curl_dl_fns.easy_setopt(e, CURLOPT_CAPATH, cadir);
+    curl_dl_fns.easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_dl_fns.easy_setopt(e, CURLOPT_HEADERDATA, r);
+    curl_dl_fns.easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_dl_fns.easy_setopt(e, CURLOPT_WRITEDATA, r);
+    return e;
+}
+
 static void handle_http_request(struct rpc_req *req)
 {
     static const char *const policies[] = {"follow", "stop", NULL};
@@ -404,88 +540,28 @@ static void handle_http_request(struct rpc_req *req)
         pdec_string(&hd, "valueEnvVar", PDEC_OPTIONAL);
         if (hd.failed) pdec_fail(&d, "%s", hd.err);
     }
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-    if (!rpc_check_ready(req)) return;
-
-    const char *why = NULL;
-    if (curl_dl_load(&why) < 0)
-        return rpc_reply_error(req, RPC_INTERNAL_ERROR, "failed to build http/request client: %s",
-                               why);
-    if (!is_token(method))
-        return rpc_reply_error(req, RPC_INVALID_PARAMS,
-                               "http/request method is invalid: invalid HTTP method");
-    char scheme[32];
-    if (!url_scheme(url, scheme, sizeof scheme))
-        return rpc_reply_error(req, RPC_INVALID_PARAMS,
-                               "http/request url is invalid: relative URL without a base");
-    if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)
-        return rpc_reply_error(req, RPC_INVALID_PARAMS,
-                               "http/request only supports http and https URLs, got %s", scheme);
-    CURLU *cu = curl_dl_fns.url();
-    CURLUcode uc = curl_dl_fns.url_set(cu, CURLUPART_URL, url, 0);
-    curl_dl_fns.url_cleanup(cu);
-    if (uc != CURLUE_OK)
-        return rpc_reply_error(req, RPC_INVALID_PARAMS, "http/request url is invalid: %s",
-                               url_error_text(uc));
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
+    if (!rpc_check_ready(req) || !check_method_and_url(req, method, url)) return;
 
     struct http_req *r = xcalloc(1, sizeof *r);
     buf_init(&r->id_json);
     buf_init(&r->body_buf);
     r->follow = policy != 1;
     r->stream = stream;
-    json_array_foreach(headers, i, h)
-    {
-        const char *name = json_string_value(json_object_get(h, "name"));
-        const char *value = json_string_value(json_object_get(h, "value"));
-        const char *var = json_string_value(json_object_get(h, "valueEnvVar"));
-        if (!is_token(name)) {
-            req_free(r);
-            return rpc_reply_error(req, RPC_INVALID_PARAMS,
-                                   "http/request header name is invalid: invalid HTTP header name");
-        }
-        struct buf line;
-        buf_init(&line);
-        for (const char *p = name; *p; p++) buf_putc(&line, (char)tolower((unsigned char)*p));
-        const char *env = NULL;
-        if (var) {
-            env = getenv(var);
-            if (!env) {
-                buf_free(&line);
-                req_free(r);
-                return rpc_reply_error(req, RPC_INVALID_PARAMS,
-                                       "http/request header %s requires executor environment "
-                                       "variable %s",
-                                       name, var);
-            }
-        }
-        struct buf val;
-        buf_init(&val);
-        if (value) buf_puts(&val, value);
-        if (env) buf_puts(&val, env);
-        buf_putc(&val, '\0');
-        if (!valid_header_value(val.data)) {
-            buf_free(&val);
-            buf_free(&line);
-            req_free(r);
-            return rpc_reply_error(req, RPC_INVALID_PARAMS,
-                                   "http/request header value is invalid for %s: failed to parse "
-                                   "header value",
-                                   name);
-        }
-        /* curl drops "name:" with no value; "name;" sends it empty. */
-        if (val.len > 1) buf_printf(&line, ": %s", val.data);
-        else buf_putc(&line, ';');
-        buf_putc(&line, '\0');
-        r->hdrs = curl_dl_fns.slist_append(r->hdrs, line.data);
-        buf_free(&val);
-        buf_free(&line);
+    if (!add_headers(req, r, headers)) {
+        req_free(r);
+        return;
     }
     if (b64) {
         r->body = xmalloc(base64_decoded_max(blen) + 1);
         char err[96];
         if (base64_decode(b64, blen, r->body, &r->body_len, err, sizeof err) < 0) {
             req_free(r);
-            return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", err);
+            rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", err);
+            return;
         }
     }
     struct http_table *t = table_of(req->conn);
@@ -493,10 +569,11 @@ static void handle_http_request(struct rpc_req *req)
         for (struct http_req *o = t->head; o; o = o->next) {
             if (o->stream && strcmp(o->request_id, request_id) == 0) {
                 req_free(r);
-                return rpc_reply_error(req, RPC_INVALID_PARAMS,
-                                       "http/request streamResponse requestId `%s` is already "
-                                       "active",
-                                       request_id);
+                rpc_reply_error(req, RPC_INVALID_PARAMS,
+                                "http/request streamResponse requestId `%s` is already "
+                                "active",
+                                request_id);
+                return;
             }
         }
     }
@@ -506,54 +583,19 @@ static void handle_http_request(struct rpc_req *req)
     r->tab = t;
     r->req = req;
     r->hdrs = curl_dl_fns.slist_append(r->hdrs, "Expect:"); /* no 100-continue round trip */
-
-    CURL *e = curl_dl_fns.easy_init();
-    r->job.easy = e;
+    r->job.easy = easy_for(r, method, url, has_timeout ? (long)timeout_ms : -1);
     r->job.done = on_done;
-    curl_dl_fns.easy_setopt(e, CURLOPT_URL, url);
-    curl_dl_fns.easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
-    if (strcmp(method, "HEAD") == 0) curl_dl_fns.easy_setopt(e, CURLOPT_NOBODY, 1L);
-    curl_dl_fns.easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
-    if (r->body) {
-        curl_dl_fns.easy_setopt(e, CURLOPT_POSTFIELDS, (char *)r->body);
-        curl_dl_fns.easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
-    }
-    curl_dl_fns.easy_setopt(e, CURLOPT_FOLLOWLOCATION, r->follow ? 1L : 0L);
-    curl_dl_fns.easy_setopt(e, CURLOPT_MAXREDIRS, (long)HTTP_MAX_REDIRECTS);
-    curl_dl_fns.easy_setopt(e, CURLOPT_AUTOREFERER, 1L);
-    /* A followed redirect keeps the method (the reference does not turn POST into GET). */
-    curl_dl_fns.easy_setopt(e, CURLOPT_POSTREDIR, (long)CURL_REDIR_POST_ALL);
-    curl_dl_fns.easy_setopt(e, CURLOPT_ACCEPT_ENCODING, NULL);
-    char *noproxy = noproxy_list();
-    curl_dl_fns.easy_setopt(e, CURLOPT_NOPROXY, noproxy); /* libcurl keeps its own copy */
-    free(noproxy);
-    curl_dl_fns.easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_dl_fns.easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_dl_fns.easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    curl_dl_fns.easy_setopt(e, CURLOPT_BUFFERSIZE, (long)HTTP_CURL_BUFFER);
-    if (has_timeout) curl_dl_fns.easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-    /* The standard curl / OpenSSL variables name extra trust (a private CA): libcurl
-     * itself reads none of them, only its built-in bundle path. */
-    const char *ca = getenv("CURL_CA_BUNDLE");
-    if (!ca || !*ca) ca = getenv("SSL_CERT_FILE");
-    if (ca && *ca) curl_dl_fns.easy_setopt(e, CURLOPT_CAINFO, ca);
-    const char *cadir = getenv("SSL_CERT_DIR");
-    if (cadir && *cadir) curl_dl_fns.easy_setopt(e, CURLOPT_CAPATH, cadir);
-    curl_dl_fns.easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-    curl_dl_fns.easy_setopt(e, CURLOPT_HEADERDATA, r);
-    curl_dl_fns.easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-    curl_dl_fns.easy_setopt(e, CURLOPT_WRITEDATA, r);
     r->next = t->head;
     t->head = r;
     if (curl_loop_add(req->loop, &r->job) < 0) {
         unlink_req(r);
         r->req = NULL;
         req_free(r);
-        return rpc_reply_error(req, RPC_INTERNAL_ERROR,
-                               "failed to build http/request client: curl refused the transfer");
+        rpc_reply_error(req, RPC_INTERNAL_ERROR,
+                        "failed to build http/request client: curl refused the transfer");
+        return;
     }
 }
-
 const struct rpc_method http_methods[] = {
     {"http/request", "http", handle_http_request},
     {NULL, NULL, NULL},

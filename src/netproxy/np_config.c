@@ -77,7 +77,10 @@ static void decode_providers(struct pdec *d, json_t *map)
     json_object_foreach(map, name, prov)
     {
         struct pdec e;
-        if (!pdec_begin(&e, prov, "CredentialProviderConfig")) return carry(d, &e);
+        if (!pdec_begin(&e, prov, "CredentialProviderConfig")) {
+            carry(d, &e);
+            return;
+        }
         const char *k;
         json_t *v;
         json_object_foreach(prov, k, v)
@@ -122,7 +125,10 @@ static void decode_proxy(struct pdec *d, json_t *proxy, struct netproxy_params *
     static const char *const perms[] = {"none", "allow", "deny", NULL};
     static const char *const unix_perms[] = {"allow", "deny", NULL};
     struct pdec e;
-    if (!pdec_begin(&e, proxy, "RemoteNetworkProxyConfig")) return carry(d, &e);
+    if (!pdec_begin(&e, proxy, "RemoteNetworkProxyConfig")) {
+        carry(d, &e);
+        return;
+    }
     p->enabled = pdec_bool(&e, "enabled", PDEC_REQUIRED, false);
     p->enable_socks5 = pdec_bool(&e, "enableSocks5", PDEC_REQUIRED, false);
     p->enable_socks5_udp = pdec_bool(&e, "enableSocks5Udp", PDEC_REQUIRED, false);
@@ -176,7 +182,10 @@ static void params_decode(struct pdec *d, struct netproxy_params *p)
     json_t *np = d->obj && !d->failed ? json_object_get(d->obj, "networkProxy") : NULL;
     if (!np || json_is_null(np)) return;
     struct pdec e;
-    if (!pdec_begin(&e, np, "RemoteNetworkProxyLaunchConfig")) return carry(d, &e);
+    if (!pdec_begin(&e, np, "RemoteNetworkProxyLaunchConfig")) {
+        carry(d, &e);
+        return;
+    }
     json_t *proxy = json_object_get(np, "proxy");
     if (!proxy) {
         pdec_fail(d, "missing field `proxy`");

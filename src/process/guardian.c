@@ -13,11 +13,11 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/log.h"
+#include "util/fdclose.h"
 
 #define GUARDIAN_MAX_GROUPS 65536
 
@@ -32,16 +32,18 @@ static __attribute__((noreturn)) void guardian_run(int rfd)
     signal(SIGTERM, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);
-    prctl(PR_SET_NAME, "exec-guardian");
-    int devnull = open("/dev/null", O_RDWR);
-    if (devnull >= 0) {
-        dup2(devnull, 0);
-        dup2(devnull, 1);
+    (void)prctl(PR_SET_NAME, "exec-guardian"); /* a name for ps, nothing depends on it */
+    /* Keep only stdio and the pipe (moved to 3 first: with the daemon's stdin closed
+     * it may be 0): an inherited listening socket or child pipe would outlive the
+     * daemon and keep its peers waiting. A guardian that cannot set itself up
+     * leaves; the daemon's next write sees EPIPE and says the guardian is gone. */
+    if (rfd != 3) {
+        if (dup2(rfd, 3) < 0) _exit(1);
+        rfd = 3;
     }
-    /* Keep only stdio and the pipe: an inherited listening socket or child pipe
-     * would outlive the daemon and keep its peers waiting. */
-    if (dup2(rfd, 3) == 3) rfd = 3;
-    syscall(SYS_close_range, 4, ~0U, 0);
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0) _exit(1);
+    fdclose_from(4);
     size_t n = 0;
     int32_t msg[1024];
     size_t have = 0; /* bytes in msg */
@@ -87,7 +89,8 @@ int guardian_start(void)
     if (mid == 0) {
         /* Double fork: the guardian is reparented away from the daemon. */
         close(p[1]);
-        setsid(); /* not in the daemon's terminal job: Ctrl-C is the daemon's */
+        /* Not in the daemon's terminal job: Ctrl-C is the daemon's. */
+        if (setsid() < 0) _exit(1);
         pid_t g = fork();
         if (g == 0) guardian_run(p[0]);
         _exit(g < 0 ? 1 : 0);

@@ -335,6 +335,106 @@ static void on_snapshot(void *job, enum proc_snapshot_outcome outcome,
     start_launch(j, outcome == SNAP_READY ? snap : NULL);
 }
 
+/* The working directory, and the sandbox policy: parsed, then prepared here
+ * (allocations, the Landlock ruleset) so the child only makes system calls.
+ * Whatever cannot be enforced is refused. False after replying. */
+static bool start_prepare_cwd_sandbox(struct start_job *j, const char *cwd, json_t *sandbox)
+{
+    struct rpc_req *req = j->req;
+    size_t cwd_len;
+    struct uri_error uerr;
+    if (uri_to_path(cwd, strlen(cwd), true, &j->cwd_path, &cwd_len, &uerr) < 0) {
+        if (uerr.kind == URI_ERR_HOST || uerr.kind == URI_ERR_DRIVE ||
+            uerr.kind == URI_ERR_PLATFORM)
+            rpc_reply_error(req, RPC_INVALID_PARAMS,
+                            "cwd URI `%s` is not valid on this exec-server host: %s", cwd,
+                            uerr.message);
+        else
+            rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", uerr.message);
+        return false;
+    }
+    struct sandbox_error serr;
+    if (sandbox_policy_parse(sandbox, j->cwd_path, &j->pol, &serr) < 0) {
+        rpc_reply_error(req, sandbox_error_code(&serr), "%s", serr.message);
+        return false;
+    }
+    j->have_pol = true;
+    if (sandbox_policy_needs_process(&j->pol)) {
+        if (sandbox_policy_check(&j->pol) < 0) {
+            rpc_reply_error(req, RPC_INVALID_PARAMS,
+                            "sandbox intent cannot be enforced on this executor");
+            return false;
+        }
+        j->sandboxed = true;
+    }
+    return true;
+}
+
+/* May this start join j->t? In the reference's order: the network proxy's settings
+ * (before argv, like its prepare_exec_request), a non-empty argv, a free id, the
+ * session's and the server's process caps, a program. False after replying. */
+static bool start_check_table(struct start_job *j, size_t argc)
+{
+    struct rpc_req *req = j->req;
+    struct proc_table *t = j->t;
+    /* Starts waiting for a shell snapshot hold their id and count as running. */
+    unsigned live = proc_table_live(t) + proc_snapshot_waiting(t, NULL);
+    char nerr[512];
+    if (netproxy_validate(&j->netp, nerr, sizeof nerr) < 0) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", nerr);
+        return false;
+    }
+    if (argc == 0) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "argv must not be empty");
+        return false;
+    }
+    if (proc_find(t, j->id) || proc_snapshot_waiting(t, j->id) || proc_starting(t, j->id)) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST, "process %s already exists", j->id);
+        return false;
+    }
+    if (live >= server_limits.max_processes) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST,
+                        "process limit reached: this session already has %u running "
+                        "processes (--max-processes %u); wait for one to exit or "
+                        "terminate one",
+                        live, server_limits.max_processes);
+        return false;
+    }
+    if (proc_live_total() + starts_in_flight >= server_limits.max_total_processes) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST,
+                        "process limit reached: this server already has %u running "
+                        "processes (--max-total-processes %u); wait for one to exit or "
+                        "terminate one",
+                        proc_live_total() + starts_in_flight, server_limits.max_total_processes);
+        return false;
+    }
+    if (!*j->program) {
+        rpc_reply_error(req, RPC_INTERNAL_ERROR, "missing program for pipe spawn");
+        return false;
+    }
+    return true;
+}
+
+/* The child's argv (arg0 in place of argv[0] when given) and environment: the
+ * server's filtered by the env policy, the request's on top, then the trace
+ * context and the managed network's proxy variables. */
+static void start_build_command(struct start_job *j, json_t *argv, const char *arg0,
+                                const struct env_policy *env_pol)
+{
+    size_t i;
+    json_t *v;
+    j->cargv = xcalloc(json_array_size(argv) + 1, sizeof *j->cargv);
+    json_array_foreach(argv, i, v) j->cargv[i] = xstrdup(json_string_value(v));
+    if (arg0) {
+        free(j->cargv[0]);
+        j->cargv[0] = xstrdup(arg0);
+    }
+    extern char **environ;
+    j->cenv = env_build(environ, env_pol, j->env);
+    if (j->req->trace) j->cenv = env_add_trace(j->cenv, j->req->trace);
+    if (j->proxy) j->cenv = netproxy_child_env(j->proxy, j->cenv);
+}
+
 /* process/start: decode, gate, resolve cwd, prepare the sandbox, check the table,
  * then spawn (after the shell snapshot, when one applies), then reply before the
  * first notification. Every failure replies once and leaves through `out`, which
@@ -370,9 +470,13 @@ static void handle_start(struct rpc_req *req)
     }
     if (d.failed) {
         netproxy_params_free(&netp);
-        return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
     }
-    if (!rpc_check_ready(req)) return netproxy_params_free(&netp);
+    if (!rpc_check_ready(req)) {
+        netproxy_params_free(&netp);
+        return;
+    }
 
     struct start_job *j = xcalloc(1, sizeof *j);
     j->netp = netp; /* the job owns it now */
@@ -384,77 +488,15 @@ static void handle_start(struct rpc_req *req)
     j->rows = rows;
     j->cols = cols;
 
-    size_t cwd_len;
-    struct uri_error uerr;
-    if (uri_to_path(cwd, strlen(cwd), true, &j->cwd_path, &cwd_len, &uerr) < 0) {
-        if (uerr.kind == URI_ERR_HOST || uerr.kind == URI_ERR_DRIVE ||
-            uerr.kind == URI_ERR_PLATFORM)
-            rpc_reply_error(req, RPC_INVALID_PARAMS,
-                            "cwd URI `%s` is not valid on this exec-server host: %s", cwd,
-                            uerr.message);
-        else
-            rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", uerr.message);
-        goto out;
-    }
-    /* The sandbox: parsed, then prepared here (allocations, the Landlock ruleset)
-     * so the child only makes system calls. Whatever cannot be enforced is refused. */
-    struct sandbox_error serr;
-    if (sandbox_policy_parse(sandbox, j->cwd_path, &j->pol, &serr) < 0) {
-        rpc_reply_error(req, sandbox_error_code(&serr), "%s", serr.message);
-        goto out;
-    }
-    j->have_pol = true;
-    if (sandbox_policy_needs_process(&j->pol)) {
-        if (sandbox_policy_check(&j->pol) < 0) {
-            rpc_reply_error(req, RPC_INVALID_PARAMS,
-                            "sandbox intent cannot be enforced on this executor");
-            goto out;
-        }
-        j->sandboxed = true;
-    }
-
+    if (!start_prepare_cwd_sandbox(j, cwd, sandbox)) goto out;
     size_t argc = json_array_size(argv);
     struct session *s = session_of(req->conn);
     struct proc_table *t = s->procs;
     j->t = t;
     const char *program = argc ? json_string_value(json_array_get(argv, 0)) : "";
     j->program = program;
-    /* Starts waiting for a shell snapshot hold their id and count as running. */
-    unsigned live = proc_table_live(t) + proc_snapshot_waiting(t, NULL);
+    if (!start_check_table(j, argc)) goto out;
     char nerr[512];
-    if (netproxy_validate(&j->netp, nerr, sizeof nerr) < 0) {
-        /* before argv, like the reference's prepare_exec_request */
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", nerr);
-        goto out;
-    }
-    if (argc == 0) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "argv must not be empty");
-        goto out;
-    }
-    if (proc_find(t, id) || proc_snapshot_waiting(t, id) || proc_starting(t, id)) {
-        rpc_reply_error(req, RPC_INVALID_REQUEST, "process %s already exists", id);
-        goto out;
-    }
-    if (live >= server_limits.max_processes) {
-        rpc_reply_error(req, RPC_INVALID_REQUEST,
-                        "process limit reached: this session already has %u running "
-                        "processes (--max-processes %u); wait for one to exit or "
-                        "terminate one",
-                        live, server_limits.max_processes);
-        goto out;
-    }
-    if (proc_live_total() + starts_in_flight >= server_limits.max_total_processes) {
-        rpc_reply_error(req, RPC_INVALID_REQUEST,
-                        "process limit reached: this server already has %u running "
-                        "processes (--max-total-processes %u); wait for one to exit or "
-                        "terminate one",
-                        proc_live_total() + starts_in_flight, server_limits.max_total_processes);
-        goto out;
-    }
-    if (!*program) {
-        rpc_reply_error(req, RPC_INTERNAL_ERROR, "missing program for pipe spawn");
-        goto out;
-    }
     if (j->netp.present &&
         netproxy_start(req->loop, &j->netp, s, id, &j->proxy, nerr, sizeof nerr) < 0) {
         rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", nerr);
@@ -474,16 +516,7 @@ static void handle_start(struct rpc_req *req)
         j->shell = snap_req.shell;
     }
 
-    j->cargv = xcalloc(argc + 1, sizeof *j->cargv);
-    json_array_foreach(argv, i, v) j->cargv[i] = xstrdup(json_string_value(v));
-    if (arg0) {
-        free(j->cargv[0]);
-        j->cargv[0] = xstrdup(arg0);
-    }
-    extern char **environ;
-    j->cenv = env_build(environ, has_env_pol ? &env_pol : NULL, env);
-    if (req->trace) j->cenv = env_add_trace(j->cenv, req->trace);
-    if (j->proxy) j->cenv = netproxy_child_env(j->proxy, j->cenv);
+    start_build_command(j, argv, arg0, has_env_pol ? &env_pol : NULL);
     if (snap_applies && !(j->sandboxed && j->pol.refusal)) {
         /* The capture runs what the command would run, with its own script. */
         struct spawn_request capture = {
@@ -515,12 +548,17 @@ static void handle_read(struct rpc_req *req)
     uint64_t max_bytes = pdec_u64(&d, "maxBytes", PDEC_OPTIONAL, 0, &has_max);
     uint64_t wait_ms = pdec_u64(&d, "waitMs", PDEC_OPTIONAL, 0, NULL);
     const char *sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
     struct proc *p = proc_request_proc(req, sid, id);
     if (!p) return;
-    if (wait_ms == 0 || proc_read_ready(p, after))
-        return proc_reply_read(req, p, after, has_max, max_bytes);
+    if (wait_ms == 0 || proc_read_ready(p, after)) {
+        proc_reply_read(req, p, after, has_max, max_bytes);
+        return;
+    }
     proc_wait_read(req, p, after, has_max, max_bytes, wait_ms);
 }
 
@@ -552,37 +590,48 @@ static void handle_write(struct rpc_req *req)
     const char *chunk = pdec_string_len(&d, "chunk", PDEC_REQUIRED, &clen);
     const char *wid = pdec_string(&d, "writeId", PDEC_OPTIONAL);
     const char *sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
     struct proc_table *t = proc_request_table(req, sid);
     if (!t) return;
-    if (wid && !*wid) return rpc_reply_error(req, RPC_INVALID_PARAMS, "writeId must not be empty");
+    if (wid && !*wid) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "writeId must not be empty");
+        return;
+    }
     struct wq_item *it = xmalloc(sizeof *it + base64_decoded_max(clen));
     char err[96];
     if (base64_decode(chunk, clen, it->data, &it->len, err, sizeof err) < 0) {
         free(it);
-        return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", err);
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", err);
+        return;
     }
     struct proc *p = proc_find(t, id);
     if (!p && proc_starting(t, id)) {
         free(it);
-        return rpc_reply_json(req, json_pack("{s:s}", "status", "starting"));
+        rpc_reply_json(req, json_pack("{s:s}", "status", "starting"));
+        return;
     }
     const char *fail = NULL;
     /* Statuses, not errors (PROTOCOL.md §5.3): codex's client maps these results
      * to its own errors and treats a JSON-RPC error here as a broken connection. */
     if (!p || !p->had_stdin || p->eof_requested) {
         free(it);
-        return rpc_reply_json(req, json_pack("{s:s}", "status", p ? "stdinClosed" : "unknownProcess"));
+        rpc_reply_json(req, json_pack("{s:s}", "status", p ? "stdinClosed" : "unknownProcess"));
+        return;
     }
     if (p->terminated && p->state == PROC_RUNNING) fail = "failed to write to process stdin";
     if (fail) {
         free(it);
-        return rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", fail);
+        rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", fail);
+        return;
     }
     if (wid && write_id_seen(p, wid)) {
         free(it);
-        return rpc_reply_json(req, json_pack("{s:s}", "status", "accepted"));
+        rpc_reply_json(req, json_pack("{s:s}", "status", "accepted"));
+        return;
     }
     if (wid) write_id_remember(p, wid);
     proc_stdin_push(p, it);
@@ -595,7 +644,10 @@ static void handle_terminate(struct rpc_req *req)
     pdec_begin(&d, req->params, "TerminateParams");
     const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
     const char *sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
     struct proc_table *t = proc_request_table(req, sid);
     if (!t) return;
@@ -605,7 +657,8 @@ static void handle_terminate(struct rpc_req *req)
      * starts, is stopped (PROTOCOL.md 5.4). */
     if (ps && !ps->cancelled) {
         ps->cancelled = true;
-        return rpc_reply_json(req, json_pack("{s:b}", "running", true));
+        rpc_reply_json(req, json_pack("{s:b}", "running", true));
+        return;
     }
     bool running = p && p->state == PROC_RUNNING;
     if (running) proc_kill(p);
@@ -647,7 +700,10 @@ static void handle_list(struct rpc_req *req)
     /* Absent or null params list this session, like `{}`. */
     if (req->params && !json_is_null(req->params) && pdec_begin(&d, req->params, "ListParams"))
         sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
     struct proc_table *t = proc_request_table(req, sid);
     if (!t) return;
@@ -683,7 +739,10 @@ static void handle_attach(struct rpc_req *req)
     const char *sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
     const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
     uint64_t after = pdec_u64(&d, "afterSeq", PDEC_OPTIONAL, 0, NULL);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
     struct proc *p = proc_request_proc(req, sid, id);
     if (!p) return;

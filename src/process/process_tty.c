@@ -80,7 +80,10 @@ void proc_handle_signal(struct rpc_req *req)
     int sig = 0;
     if (!d.failed && !v) pdec_fail(&d, "missing field `signal`");
     if (!d.failed) sig = decode_signal(&d, v);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
     struct proc_table *t = proc_request_table(req, sid);
     if (!t) return;
@@ -128,13 +131,18 @@ void proc_handle_resize(struct rpc_req *req)
     const char *sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
     unsigned short rows = decode_dim(&d, "rows");
     unsigned short cols = decode_dim(&d, "cols");
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
     struct proc *p = proc_request_proc(req, sid, id);
     if (!p) return;
-    if (!p->tty)
-        return rpc_reply_error(req, RPC_INVALID_REQUEST,
-                               "process %s has no terminal to resize (started with tty:false)", id);
+    if (!p->tty) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST,
+                        "process %s has no terminal to resize (started with tty:false)", id);
+        return;
+    }
     int fd = pty_fd(p);
     if (fd >= 0) {
         struct winsize ws = {.ws_row = rows, .ws_col = cols};
@@ -149,11 +157,17 @@ void proc_handle_close_stdin(struct rpc_req *req)
     pdec_begin(&d, req->params, "CloseStdinParams");
     const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
     const char *sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
     struct proc *p = proc_request_proc(req, sid, id);
     if (!p) return;
-    if (p->eof_requested || p->in_fd < 0) return rpc_reply_json(req, json_object());
+    if (p->eof_requested || p->in_fd < 0) {
+        rpc_reply_json(req, json_object());
+        return;
+    }
     p->eof_requested = true;
     if (p->tty) {
         struct termios tio;

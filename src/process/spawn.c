@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "core/log.h"
 #include "process/guardian.h"
 #include "process/spawner.h"
 #include "sandbox/policy.h"
@@ -379,6 +380,11 @@ static int op_verdict(struct spawn_op *op, int rc, pid_t *pid, int *sandbox_err)
         if (o->pid > 0)
             while (waitpid(o->pid, NULL, 0) < 0 && errno == EINTR) {
             }
+        /* A missing program or directory is the caller's to hear about (the reply
+         * says it); a step that should not fail is the operator's. */
+        if (o->step != SPAWN_STEP_NONE && o->step != SPAWN_STEP_EXEC && o->step != SPAWN_STEP_CWD)
+            log_warn("a child's start failed at %s: %s", spawner_step_name(o->step),
+                     strerror(o->err));
         if (o->setup_failed) {
             *sandbox_err = o->err;
             return SPAWN_ERR_SANDBOX;

@@ -147,6 +147,9 @@ int spawner_status_read(int status_r, struct spawner_status *st)
         case SPAWN_REC_STARTED:
             st->decided = true;
             break;
+        case SPAWN_REC_STEP:
+            if (!st->o.step) st->o.step = v;
+            break;
         case SPAWN_REC_SETUP:
             st->o.setup_failed = true;
             /* fall through */
@@ -178,6 +181,21 @@ int spawner_wait(int status_r, int timeout_ms, struct spawn_outcome *o)
     *o = st.o;
     if (rc < 0) return rc;
     return st.decided ? 0 : -EPIPE;
+}
+
+const char *spawner_step_name(int step)
+{
+    static const char *const names[] = {
+        [SPAWN_STEP_NONE] = "start",        [SPAWN_STEP_CLONE] = "clone",
+        [SPAWN_STEP_SESSION] = "setsid",    [SPAWN_STEP_DEATHSIG] = "prctl(PR_SET_PDEATHSIG)",
+        [SPAWN_STEP_SUBREAPER] = "prctl(PR_SET_CHILD_SUBREAPER)",
+        [SPAWN_STEP_TTY] = "ioctl(TIOCSCTTY)", [SPAWN_STEP_STDIO] = "dup2",
+        [SPAWN_STEP_CWD] = "chdir",         [SPAWN_STEP_CONFINE] = "sandbox confinement",
+        [SPAWN_STEP_SIGNALS] = "signal setup", [SPAWN_STEP_SANDBOX] = "sandbox setup",
+        [SPAWN_STEP_PROXY] = "network proxy listener", [SPAWN_STEP_EXEC] = "execve",
+    };
+    if (step < 0 || (size_t)step >= sizeof names / sizeof names[0]) return "start";
+    return names[step];
 }
 
 void spawner_record(int fd, char tag, int value)

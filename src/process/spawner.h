@@ -12,9 +12,9 @@
  * A request carries the child's descriptors and the write end of a status pipe;
  * the spawner and the child report on it with fixed 5-byte records (a tag and a
  * native int32): 'P' pid, then 'S' (the program is running) or 'E' errno (exec
- * failed) or 'F' errno (the sandbox could not be set up). The pipe's reader
- * decides the start at 'S', 'E' or 'F'. A spawner that dies is restarted on the
- * next request. */
+ * failed) or 'F' errno (the sandbox could not be set up), the last two after a 'W'
+ * naming the step that failed (enum spawn_step). The pipe's reader decides the
+ * start at 'S', 'E' or 'F'. A spawner that dies is restarted on the next request. */
 #ifndef EXEC_PROCESS_SPAWNER_H
 #define EXEC_PROCESS_SPAWNER_H
 
@@ -26,8 +26,30 @@
 #define SPAWNER_ARG "--internal-spawner"
 #define SPAWNER_SOCK_FD 3
 
-enum { SPAWN_REC_PID = 'P', SPAWN_REC_STARTED = 'S', SPAWN_REC_EXEC = 'E', SPAWN_REC_SETUP = 'F' };
+enum { SPAWN_REC_PID = 'P', SPAWN_REC_STARTED = 'S', SPAWN_REC_EXEC = 'E', SPAWN_REC_SETUP = 'F',
+       SPAWN_REC_STEP = 'W' };
 #define SPAWN_REC_LEN 5
+
+/* The steps of a child's start, each checked (as libuv's uv__process_child_init
+ * checks its own): a failure ends the child with _exit(127) and reports the step
+ * and its errno. */
+enum spawn_step {
+    SPAWN_STEP_NONE,
+    SPAWN_STEP_CLONE,     /* clone / vfork */
+    SPAWN_STEP_SESSION,   /* setsid: its own session and process group */
+    SPAWN_STEP_DEATHSIG,  /* prctl(PR_SET_PDEATHSIG) */
+    SPAWN_STEP_SUBREAPER, /* prctl(PR_SET_CHILD_SUBREAPER), the init without a PID namespace */
+    SPAWN_STEP_TTY,       /* ioctl(TIOCSCTTY) */
+    SPAWN_STEP_STDIO,     /* dup2 of 0, 1, 2 and the extra descriptors */
+    SPAWN_STEP_CWD,       /* chdir */
+    SPAWN_STEP_CONFINE,   /* sandbox_confine: Landlock, seccomp, capabilities */
+    SPAWN_STEP_SIGNALS,   /* sigaction, sigprocmask, signalfd */
+    SPAWN_STEP_SANDBOX,   /* sandbox_setup: namespaces, mounts */
+    SPAWN_STEP_PROXY,     /* the managed network's loopback listeners */
+    SPAWN_STEP_EXEC,      /* execve */
+};
+/* The step's name for a log line ("setsid", "chdir", ...). */
+const char *spawner_step_name(int step);
 
 /* Starts the spawner. Call early, before any thread and listener exists. Returns 0
  * or -errno. */
@@ -43,6 +65,7 @@ int spawner_request(const struct spawn_wire_req *r, const int *fds, int nfds);
 struct spawn_outcome {
     pid_t pid;         /* > 0 once 'P' arrived */
     int err;           /* errno of 'E' or 'F', 0 when started */
+    int step;          /* enum spawn_step: what failed ('W'), SPAWN_STEP_NONE when unsaid */
     bool setup_failed; /* 'F': the sandbox, not the program, failed */
 };
 

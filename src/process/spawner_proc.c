@@ -30,7 +30,6 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -38,6 +37,7 @@
 #include <unistd.h>
 
 #include "sandbox/enforce.h"
+#include "util/fdclose.h"
 #include "util/fdframe.h"
 
 #define CHILD_STACK (64 * 1024)
@@ -55,7 +55,8 @@ struct job {
     int in, out, err; /* the child's 0, 1, 2 (all the PTY slave with SPAWN_F_TTY) */
     const int *extra; /* to 3, 4, ... */
     const int *init_fds;
-    volatile int child_err; /* errno of a failed exec, written by the vfork child */
+    volatile int child_err;  /* errno of a failed start, written by the vfork child */
+    volatile int child_step; /* and the step that failed (enum spawn_step) */
 };
 
 /* ---- the child's common tail ------------------------------------------------------- */
@@ -77,47 +78,58 @@ static void find_ignored_sigs(void)
     }
 }
 
-/* Puts the descriptors in place, resets signals and execs. Only system calls. */
+/* Ends a vfork / CLONE_VM child whose step failed: the errno and the step go to the
+ * parent through the shared job, which puts them on the status pipe. */
+static __attribute__((noreturn)) void child_fail(struct job *j, int step)
+{
+    j->child_err = errno ? errno : EIO;
+    j->child_step = step;
+    _exit(127);
+}
+
+/* Puts the descriptors in place, resets signals and execs. Only system calls, each
+ * checked: a child that went on after a failed one would run with the wrong stdio,
+ * directory or signal state. */
 static void child_exec(struct job *j, bool tty, const struct sandbox_confinement *conf)
 {
     if (tty) {
-        if (dup2(j->in, 0) < 0 || dup2(j->in, 1) < 0 || dup2(j->in, 2) < 0) goto fail;
+        if (dup2(j->in, 0) < 0 || dup2(j->in, 1) < 0 || dup2(j->in, 2) < 0)
+            child_fail(j, SPAWN_STEP_STDIO);
     } else if (dup2(j->in, 0) < 0 || dup2(j->out, 1) < 0 || dup2(j->err, 2) < 0) {
-        goto fail;
+        child_fail(j, SPAWN_STEP_STDIO);
     }
     for (uint32_t i = 0; i < j->r.n_extra_fds; i++)
-        if (dup2(j->extra[i], 3 + (int)i) < 0) goto fail;
-    if (chdir(j->r.cwd) < 0) goto fail;
+        if (dup2(j->extra[i], 3 + (int)i) < 0) child_fail(j, SPAWN_STEP_STDIO);
+    if (chdir(j->r.cwd) < 0) child_fail(j, SPAWN_STEP_CWD);
     /* Confinement needs the Landlock ruleset's fd: before the descriptors go. */
     if (conf) {
         int rc = sandbox_confine(conf);
         if (rc < 0) {
             errno = -rc;
-            goto fail;
+            child_fail(j, SPAWN_STEP_CONFINE);
         }
     }
-    if (syscall(SYS_close_range, 3 + j->r.n_extra_fds, ~0U, 0) < 0) {
-        /* Before Linux 5.9: every descriptor up to the limit. The spawner's table is
-         * small and starts low, so this is a short loop in practice, and /proc (which
-         * a sandbox may not show) is not needed for it. */
-        struct rlimit rl;
-        long top = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 ? (long)rl.rlim_cur
-                                                                              : 65536;
-        for (long fd = 3 + (long)j->r.n_extra_fds; fd < top; fd++) close((int)fd);
-    }
+    /* Everything above the child's own: close_range, or /proc/self/fd before Linux
+     * 5.9 (received descriptors are close-on-exec, but nothing else need be). */
+    fdclose_from(3 + (int)j->r.n_extra_fds);
     /* execve resets caught signals by itself; only ignored ones survive it (see
      * ignored_sigs). */
     for (int i = 0; i < n_ignored_sigs; i++) {
         struct sigaction sa = {.sa_handler = SIG_DFL};
-        sigaction(ignored_sigs[i], &sa, NULL);
+        if (sigaction(ignored_sigs[i], &sa, NULL) < 0) child_fail(j, SPAWN_STEP_SIGNALS);
     }
     sigset_t none;
     sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (sigprocmask(SIG_SETMASK, &none, NULL) < 0) child_fail(j, SPAWN_STEP_SIGNALS);
     execve(j->r.exe, (char *const *)j->r.list[SPAWN_L_ARGV], (char *const *)j->r.list[SPAWN_L_ENVP]);
-fail:
-    j->child_err = errno ? errno : EIO;
-    _exit(127);
+    child_fail(j, SPAWN_STEP_EXEC);
+}
+
+/* Puts a failed child's step and errno on the status pipe ('W', then 'E'). */
+static void record_child_failure(struct job *j)
+{
+    spawner_record(j->status, SPAWN_REC_STEP, j->child_step);
+    spawner_record(j->status, SPAWN_REC_EXEC, j->child_err);
 }
 
 /* ---- ordinary children ---------------------------------------------------------------- */
@@ -128,13 +140,11 @@ static __attribute__((no_sanitize("address", "undefined"))) int plain_child(void
     /* Every call is checked, as libuv's uv__process_child_init does: a child that is
      * not its own group leader would escape terminate, one without the death signal
      * would outlive a SIGKILLed daemon. */
-    if (setsid() < 0 ||
-        /* Die with the daemon even if it is SIGKILLed (the group kill cannot run). */
-        prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ||
-        ((j->r.flags & SPAWN_F_TTY) && ioctl(j->in, TIOCSCTTY, 0) < 0)) {
-        j->child_err = errno ? errno : EIO;
-        _exit(127);
-    }
+    if (setsid() < 0) child_fail(j, SPAWN_STEP_SESSION);
+    /* Die with the daemon even if it is SIGKILLed (the group kill cannot run). */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) child_fail(j, SPAWN_STEP_DEATHSIG);
+    if ((j->r.flags & SPAWN_F_TTY) && ioctl(j->in, TIOCSCTTY, 0) < 0)
+        child_fail(j, SPAWN_STEP_TTY);
     if (j->r.flags & SPAWN_F_REFUSE) {
         int fd = (j->r.flags & SPAWN_F_TTY) ? j->in : j->err;
         ssize_t w = write(fd, j->r.exe, strlen(j->r.exe));
@@ -152,11 +162,13 @@ static void start_plain(struct job *j, char *stack)
     pid_t pid = clone(plain_child, stack + CHILD_STACK,
                       CLONE_VM | CLONE_VFORK | CLONE_PARENT | SIGCHLD, j);
     if (pid < 0) {
-        spawner_record(j->status, SPAWN_REC_EXEC, errno);
+        int err = errno;
+        spawner_record(j->status, SPAWN_REC_STEP, SPAWN_STEP_CLONE);
+        spawner_record(j->status, SPAWN_REC_EXEC, err);
         return;
     }
     spawner_record(j->status, SPAWN_REC_PID, pid);
-    if (j->child_err) spawner_record(j->status, SPAWN_REC_EXEC, j->child_err);
+    if (j->child_err) record_child_failure(j);
     else spawner_record(j->status, SPAWN_REC_STARTED, 0);
 }
 
@@ -263,24 +275,32 @@ static __attribute__((noreturn)) void init_wait(pid_t cmd, const struct spawn_wi
     }
 }
 
+/* Ends the init (or the fs helper) whose step failed: the step and errno go on the
+ * status pipe as a sandbox failure ('W', then 'F'). */
+static __attribute__((noreturn)) void init_fail(struct job *j, int step, int err)
+{
+    spawner_record(j->status, SPAWN_REC_STEP, step);
+    spawner_record(j->status, SPAWN_REC_SETUP, err > 0 ? err : EIO);
+    _exit(127);
+}
+
 /* The sandboxed fs helper: no exec (nothing of the host need be visible to load a
  * program from); the init confines itself and serves. */
 static __attribute__((noreturn)) void serve_confined(struct job *j, struct sandbox_confinement *c)
 {
     int sock = j->r.n_extra_fds && serve_fn ? j->extra[0] : -1;
-    prctl(PR_SET_NAME, "exec-sbx-helper");
-    int rc = sock < 0 ? -EPROTO : chdir("/") < 0 ? -errno : sandbox_confine(c);
-    if (rc < 0) {
-        spawner_record(j->status, SPAWN_REC_SETUP, -rc);
-        _exit(127);
-    }
+    (void)prctl(PR_SET_NAME, "exec-sbx-helper"); /* a name for ps, nothing depends on it */
+    if (sock < 0) init_fail(j, SPAWN_STEP_STDIO, EPROTO);
+    if (chdir("/") < 0) init_fail(j, SPAWN_STEP_CWD, errno);
+    int rc = sandbox_confine(c);
+    if (rc < 0) init_fail(j, SPAWN_STEP_CONFINE, -rc);
+    sigset_t none;
+    sigemptyset(&none);
+    if (sigprocmask(SIG_SETMASK, &none, NULL) < 0) init_fail(j, SPAWN_STEP_SIGNALS, errno);
     spawner_record(j->status, SPAWN_REC_STARTED, 0);
     for (int i = 0; i < j->nfds; i++)
         if (j->fds[i] != sock) close(j->fds[i]);
     if (c->ruleset_fd >= 0) close(c->ruleset_fd);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
     _exit(serve_fn(sock));
 }
 
@@ -297,20 +317,18 @@ static __attribute__((noinline)) pid_t vfork_command(struct job *j,
 static __attribute__((noreturn)) void sandbox_init(struct job *j, bool userns, uid_t uid, gid_t gid)
 {
     close(SPAWNER_SOCK_FD);
-    prctl(PR_SET_NAME, "exec-sandbox");
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || setsid() < 0) {
-        spawner_record(j->status, SPAWN_REC_SETUP, errno);
-        _exit(127);
-    }
-    if (j->r.flags & SPAWN_F_PID_INHERIT) prctl(PR_SET_CHILD_SUBREAPER, 1);
+    (void)prctl(PR_SET_NAME, "exec-sandbox"); /* a name for ps, nothing depends on it */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) init_fail(j, SPAWN_STEP_DEATHSIG, errno);
+    if (setsid() < 0) init_fail(j, SPAWN_STEP_SESSION, errno);
+    /* Without a PID namespace, the command's orphans must come to us to be killed. */
+    if ((j->r.flags & SPAWN_F_PID_INHERIT) && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+        init_fail(j, SPAWN_STEP_SUBREAPER, errno);
     /* The process group's signals are the command's business; SIGKILL still ends us. */
     sigset_t all;
     sigfillset(&all);
-    sigprocmask(SIG_SETMASK, &all, NULL);
-    if ((j->r.flags & SPAWN_F_TTY) && ioctl(j->in, TIOCSCTTY, 0) < 0) {
-        spawner_record(j->status, SPAWN_REC_SETUP, errno);
-        _exit(127);
-    }
+    if (sigprocmask(SIG_SETMASK, &all, NULL) < 0) init_fail(j, SPAWN_STEP_SIGNALS, errno);
+    if ((j->r.flags & SPAWN_F_TTY) && ioctl(j->in, TIOCSCTTY, 0) < 0)
+        init_fail(j, SPAWN_STEP_TTY, errno);
     struct sandbox_spec spec = {
         .enforce_fs = j->r.flags & SPAWN_F_ENFORCE_FS,
         .net_restricted = j->r.flags & SPAWN_F_NET_RESTRICTED,
@@ -327,18 +345,15 @@ static __attribute__((noreturn)) void sandbox_init(struct job *j, bool userns, u
     int rc = sandbox_setup(&spec, userns, uid, gid, &conf, &what);
     if (rc < 0) {
         fprintf(stderr, "exec-server: sandbox setup failed at %s: %s\n", what, strerror(-rc));
-        spawner_record(j->status, SPAWN_REC_SETUP, -rc);
-        _exit(127);
+        init_fail(j, SPAWN_STEP_SANDBOX, -rc);
     }
     /* The command needs the ruleset while it puts its own 0, 1, 2, 3... in place. */
     if (conf.ruleset_fd >= 0 && conf.ruleset_fd < FD_BASE) {
         int h = fcntl(conf.ruleset_fd, F_DUPFD_CLOEXEC, FD_BASE);
+        int err = errno;
         close(conf.ruleset_fd);
         conf.ruleset_fd = h;
-        if (h < 0) {
-            spawner_record(j->status, SPAWN_REC_SETUP, errno);
-            _exit(127);
-        }
+        if (h < 0) init_fail(j, SPAWN_STEP_SANDBOX, err);
     }
     if (j->r.flags & SPAWN_F_SERVE) serve_confined(j, &conf);
     int listeners[2], nl = 0;
@@ -347,18 +362,24 @@ static __attribute__((noreturn)) void sandbox_init(struct job *j, bool userns, u
         for (int i = 0; i < 2; i++) {
             if (!j->r.proxy_ports[i]) continue;
             int s = listen_loopback(j->r.proxy_ports[i]);
-            if (s < 0) {
-                spawner_record(j->status, SPAWN_REC_SETUP, -s);
-                _exit(127);
-            }
+            if (s < 0) init_fail(j, SPAWN_STEP_PROXY, -s);
             listeners[nl++] = s;
         }
     }
+    /* Without it the init could not learn that the command exited: it would wait
+     * forever, and so would the client. */
     int sfd = signalfd(-1, &all, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sfd < 0) init_fail(j, SPAWN_STEP_SIGNALS, errno);
     j->child_err = 0;
     pid_t cmd = vfork_command(j, &conf);
-    if (cmd < 0 || j->child_err) {
-        spawner_record(j->status, SPAWN_REC_EXEC, cmd < 0 ? errno : j->child_err);
+    if (cmd < 0) {
+        int err = errno;
+        spawner_record(j->status, SPAWN_REC_STEP, SPAWN_STEP_CLONE);
+        spawner_record(j->status, SPAWN_REC_EXEC, err);
+        _exit(127);
+    }
+    if (j->child_err) {
+        record_child_failure(j);
         _exit(127);
     }
     spawner_record(j->status, SPAWN_REC_STARTED, 0);
@@ -386,7 +407,9 @@ static void start_sandboxed(struct job *j)
     }
     if (pid == 0) sandbox_init(j, userns, uid, gid);
     if (pid < 0) {
-        spawner_record(j->status, SPAWN_REC_SETUP, errno);
+        int err = errno;
+        spawner_record(j->status, SPAWN_REC_STEP, SPAWN_STEP_CLONE);
+        spawner_record(j->status, SPAWN_REC_SETUP, err);
         return;
     }
     spawner_record(j->status, SPAWN_REC_PID, (int)pid);
@@ -427,9 +450,9 @@ int spawner_main(int sk, spawner_serve_fn serve)
     serve_fn = serve;
     signal(SIGPIPE, SIG_IGN);
     find_ignored_sigs();
-    prctl(PR_SET_NAME, "exec-spawner");
+    (void)prctl(PR_SET_NAME, "exec-spawner"); /* a name for ps, nothing depends on it */
     /* Die with the daemon: a spawner without it would only hold its pipes open. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) return 1;
     char *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (stack == MAP_FAILED) return 1;

@@ -58,7 +58,7 @@ void sha1(const void *p, size_t n, uint8_t out[SHA1_LEN])
     last[rem] = 0x80;
     size_t total = rem + 1 + 8 <= 64 ? 64 : 128;
     uint64_t bits = (uint64_t)n * 8;
-    for (int k = 0; k < 8; k++) last[total - 1 - k] = (uint8_t)(bits >> (8 * k));
+    for (int k = 0; k < 8; k++) last[total - 1 - (size_t)k] = (uint8_t)(bits >> (8 * k));
     block(h, last);
     if (total == 128) block(h, last + 64);
     for (int k = 0; k < 5; k++) {

@@ -77,7 +77,7 @@ bool ws_frame_valid(const struct ws_frame *f)
 
 size_t ws_frame_header_len(uint64_t len, bool masked)
 {
-    return (len < 126 ? 2 : len < 65536 ? 4 : 10) + (masked ? 4 : 0);
+    return (len < 126 ? 2u : len < 65536 ? 4u : 10u) + (masked ? 4u : 0u);
 }
 
 size_t ws_frame_encode(uint8_t *out, bool fin, int opcode, uint64_t len, const uint8_t *mask)

@@ -475,6 +475,83 @@ static void classify(struct entries *es, struct sandbox_policy *out)
     out->full_write = root_write && !any_deny;
 }
 
+static int too_many_entries(struct sandbox_error *err)
+{
+    err->kind = SANDBOX_ERR_TOO_MANY;
+    snprintf(err->message, sizeof err->message, "sandbox has too many entries to enforce");
+    return -1;
+}
+
+/* The context's paths: the working directory (the request's, else fallback_cwd),
+ * the workspace roots (canonical) and the temporary directories. Returns 0, or -1
+ * with err set. */
+static int context_paths(struct ctx *cx, const char *cwd, const char *fallback_cwd,
+                         json_t *roots, json_t *tmps, struct sandbox_error *err)
+{
+    if (cwd) {
+        cx->cwd = uri_path(cwd, err);
+        if (!cx->cwd) return -1;
+    } else if (fallback_cwd) {
+        cx->cwd = xstrdup(fallback_cwd);
+    }
+    if (json_array_size(roots) + json_array_size(tmps) > MAX_ENTRIES)
+        return too_many_entries(err);
+    size_t i;
+    json_t *v;
+    json_array_foreach(roots, i, v)
+    {
+        char *r = uri_path(json_string_value(v), err);
+        if (!r) return -1;
+        char *c = canon(r);
+        sandbox_paths_add(&cx->roots, c);
+        free(c);
+        free(r);
+    }
+    json_array_foreach(tmps, i, v)
+    {
+        char *r = uri_path(json_string_value(v), err);
+        if (!r) return -1;
+        sandbox_paths_add(&cx->tmpdirs, r);
+        free(r);
+    }
+    return 0;
+}
+
+/* A managed profile's file_system: restricted (each entry decoded into es) or
+ * unrestricted; *restricted says which. Returns -1 when an entry cannot be enforced
+ * (err says why), else 0 (a decoding failure is carried into p). */
+static int decode_file_system(struct pdec *p, json_t *fsp, struct ctx *cx, struct entries *es,
+                              struct sandbox_error *err, bool *restricted)
+{
+    struct pdec f;
+    pdec_begin(&f, fsp, "FileSystemPermissions");
+    static const char *const ft[] = {"restricted", "unrestricted", NULL};
+    int k = pdec_enum(&f, "type", PDEC_REQUIRED, ft, 0);
+    json_t *ents = k == 0 ? pdec_array(&f, "entries", PDEC_REQUIRED) : NULL;
+    bool has_depth = false;
+    uint64_t depth =
+        k == 0 ? pdec_u64(&f, "glob_scan_max_depth", PDEC_OPTIONAL, 0, &has_depth) : 0;
+    if (!f.failed && has_depth && depth == 0)
+        pdec_fail(&f, "invalid value: integer `0`, expected a nonzero usize");
+    if (!f.failed && k == 0) {
+        int gd = has_depth ? (depth > 64 ? 64 : (int)depth) : GLOB_DEFAULT_DEPTH;
+        size_t i;
+        json_t *v;
+        json_array_foreach(ents, i, v)
+        {
+            if (decode_entry(&f, v, cx, gd, es, err) < 0) {
+                pdec_fail(p, "%s", "");
+                return -1;
+            }
+            if (f.failed) break;
+            if (es->n > MAX_ENTRIES) return too_many_entries(err);
+        }
+    }
+    if (f.failed) pdec_fail(p, "%s", f.err);
+    *restricted = k == 0;
+    return 0;
+}
+
 int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandbox_policy *out,
                          struct sandbox_error *err)
 {
@@ -522,33 +599,7 @@ int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandb
     }
     if (s.failed) goto decode_fail;
 
-    if (cwd) {
-        cx.cwd = uri_path(cwd, err);
-        if (!cx.cwd) goto fail;
-    } else if (fallback_cwd) {
-        cx.cwd = xstrdup(fallback_cwd);
-    }
-    if (json_array_size(roots) + json_array_size(tmps) > MAX_ENTRIES) {
-        err->kind = SANDBOX_ERR_TOO_MANY;
-        snprintf(err->message, sizeof err->message, "sandbox has too many entries to enforce");
-        goto fail;
-    }
-    json_array_foreach(roots, i, v)
-    {
-        char *r = uri_path(json_string_value(v), err);
-        if (!r) goto fail;
-        char *c = canon(r);
-        sandbox_paths_add(&cx.roots, c);
-        free(c);
-        free(r);
-    }
-    json_array_foreach(tmps, i, v)
-    {
-        char *r = uri_path(json_string_value(v), err);
-        if (!r) goto fail;
-        sandbox_paths_add(&cx.tmpdirs, r);
-        free(r);
-    }
+    if (context_paths(&cx, cwd, fallback_cwd, roots, tmps, err) < 0) goto fail;
 
     out->sandboxed = true;
     struct pdec p;
@@ -564,38 +615,11 @@ int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandb
         json_t *fsp = pdec_object(&p, "file_system", PDEC_REQUIRED);
         int net = pdec_enum(&p, "network", PDEC_REQUIRED, nets, 0);
         if (!p.failed) {
-            struct pdec f;
-            pdec_begin(&f, fsp, "FileSystemPermissions");
-            static const char *const ft[] = {"restricted", "unrestricted", NULL};
-            int k = pdec_enum(&f, "type", PDEC_REQUIRED, ft, 0);
-            json_t *ents = k == 0 ? pdec_array(&f, "entries", PDEC_REQUIRED) : NULL;
-            bool has_depth = false;
-            uint64_t depth = k == 0 ? pdec_u64(&f, "glob_scan_max_depth", PDEC_OPTIONAL, 0,
-                                               &has_depth)
-                                    : 0;
-            if (!f.failed && has_depth && depth == 0)
-                pdec_fail(&f, "invalid value: integer `0`, expected a nonzero usize");
-            if (!f.failed && k == 0) {
-                int gd = has_depth ? (depth > 64 ? 64 : (int)depth) : GLOB_DEFAULT_DEPTH;
-                json_array_foreach(ents, i, v)
-                {
-                    if (decode_entry(&f, v, &cx, gd, &es, err) < 0) {
-                        pdec_fail(&p, "%s", "");
-                        goto fail;
-                    }
-                    if (f.failed) break;
-                    if (es.n > MAX_ENTRIES) {
-                        err->kind = SANDBOX_ERR_TOO_MANY;
-                        snprintf(err->message, sizeof err->message,
-                                 "sandbox has too many entries to enforce");
-                        goto fail;
-                    }
-                }
-            }
-            if (f.failed) pdec_fail(&p, "%s", f.err);
+            bool restricted = false;
+            if (decode_file_system(&p, fsp, &cx, &es, err, &restricted) < 0) goto fail;
             if (!p.failed) {
                 out->net_restricted = net == 0;
-                out->enforce_fs = k == 0;
+                out->enforce_fs = restricted;
             }
         }
     }

@@ -176,7 +176,7 @@ char *env_config_filter(const char *text, size_t len, json_t *paths)
         const char *eq = memchr(line + a, '=', b - a);
         if (!eq) continue;
         char key[16][128], full[32][128];
-        size_t nk = split_key(line + a, (size_t)(eq - line - a), key, 16);
+        size_t nk = split_key(line + a, (size_t)(eq - line) - a, key, 16);
         size_t nf = 0;
         for (size_t i = 0; i < ntable && nf < 32; i++) memcpy(full[nf++], table[i], 128);
         for (size_t i = 0; i < nk && nf < 32; i++) memcpy(full[nf++], key[i], 128);
@@ -305,17 +305,24 @@ static void handle_config_read(struct rpc_req *req)
     json_t *config_paths = pdec_array(&d, "configPaths", PDEC_REQUIRED);
     json_t *req_paths = pdec_array(&d, "requirementsPaths", PDEC_REQUIRED);
     if (!d.failed && valid_paths(&d, config_paths)) valid_paths(&d, req_paths);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
     char *cwd_path = NULL;
     size_t plen;
     struct uri_error ue;
-    if (uri_to_path(cwd, clen, false, &cwd_path, &plen, &ue) < 0)
-        return rpc_reply_error(req, rpc_uri_error_code(&ue), "%s", ue.message);
+    if (uri_to_path(cwd, clen, false, &cwd_path, &plen, &ue) < 0) {
+        rpc_reply_error(req, rpc_uri_error_code(&ue), "%s", ue.message);
+        return;
+    }
     free(cwd_path);
-    if (json_array_size(config_paths) == 0 && json_array_size(req_paths) == 0)
-        return rpc_reply_error(req, RPC_INVALID_PARAMS,
-                               "at least one config or requirements path is required");
+    if (json_array_size(config_paths) == 0 && json_array_size(req_paths) == 0) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS,
+                        "at least one config or requirements path is required");
+        return;
+    }
     struct cfg_work *cw = xcalloc(1, sizeof *cw);
     cw->req = req;
     cw->paths = config_paths;

@@ -86,18 +86,28 @@ static void handle_initialize(struct rpc_req *req)
     pdec_begin(&d, req->params, "InitializeParams");
     const char *name = pdec_string(&d, "clientName", PDEC_REQUIRED);
     const char *resume = pdec_string(&d, "resumeSessionId", PDEC_OPTIONAL);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     struct conn *c = req->conn;
-    if (rpc_conn_initialized(c))
-        return rpc_reply_error(req, RPC_INVALID_REQUEST,
-                               "initialize may only be sent once per connection");
+    if (rpc_conn_initialized(c)) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST,
+                        "initialize may only be sent once per connection");
+        return;
+    }
     struct session *s;
     if (resume) {
         s = session_find(resume);
-        if (!s) return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown session id %s", resume);
-        if (s->conn)
-            return rpc_reply_error(req, RPC_SESSION_ATTACHED,
-                                   "session %s is already attached to another connection", s->id);
+        if (!s) {
+            rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown session id %s", resume);
+            return;
+        }
+        if (s->conn) {
+            rpc_reply_error(req, RPC_SESSION_ATTACHED,
+                            "session %s is already attached to another connection", s->id);
+            return;
+        }
         session_resume(s, c);
     } else {
         s = session_create(c, name);
@@ -111,7 +121,10 @@ static void handle_initialize(struct rpc_req *req)
 static void handle_env_info(struct rpc_req *req)
 {
     struct pdec d;
-    if (!pdec_unit(&d, req->params)) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (!pdec_unit(&d, req->params)) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
     rpc_reply_json(req, environment_info());
 }
@@ -119,7 +132,10 @@ static void handle_env_info(struct rpc_req *req)
 static void handle_env_status(struct rpc_req *req)
 {
     struct pdec d;
-    if (!pdec_unit(&d, req->params)) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (!pdec_unit(&d, req->params)) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
     rpc_reply_json(req, json_pack("{s:s}", "status", "ready"));
 }
@@ -132,7 +148,10 @@ static void handle_session_close(struct rpc_req *req)
 {
     struct pdec d;
     pdec_unit(&d, req->params);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
     session_of(req->conn)->ending = true;
     rpc_reply_json(req, json_object());
@@ -149,21 +168,28 @@ static void handle_session_keep(struct rpc_req *req)
     pdec_begin(&d, req->params, "KeepParams");
     bool given = false;
     uint64_t secs = pdec_u64(&d, "ttlSeconds", PDEC_OPTIONAL, 0, &given);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
     uint64_t max = server_limits.max_keep_ms;
-    if (max == 0)
-        return rpc_reply_error(req, RPC_INVALID_REQUEST,
-                               "session/keep is disabled on this server (--max-session-keep 0)");
+    if (max == 0) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST,
+                        "session/keep is disabled on this server (--max-session-keep 0)");
+        return;
+    }
     uint64_t ms = !given ? LIMITS_KEEP_FOREVER
                   : secs > (LIMITS_KEEP_FOREVER - 1) / 1000 ? LIMITS_KEEP_FOREVER - 1
                                                            : secs * 1000;
     if (ms > max) ms = max;
-    if (session_keep(session_of(req->conn), ms) < 0)
-        return rpc_reply_error(req, RPC_INVALID_REQUEST,
-                               "cannot keep this session: %u sessions are kept already "
-                               "(--max-detached-sessions %u)",
-                               server_limits.max_detached, server_limits.max_detached);
+    if (session_keep(session_of(req->conn), ms) < 0) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST,
+                        "cannot keep this session: %u sessions are kept already "
+                        "(--max-detached-sessions %u)",
+                        server_limits.max_detached, server_limits.max_detached);
+        return;
+    }
     rpc_reply_json(req, json_pack("{s:o}", "ttlSeconds",
                                   ms == LIMITS_KEEP_FOREVER ? json_null()
                                                             : json_integer((json_int_t)(ms / 1000))));
@@ -175,7 +201,10 @@ static void handle_session_keep(struct rpc_req *req)
 static void handle_session_list(struct rpc_req *req)
 {
     struct pdec d;
-    if (!pdec_unit(&d, req->params)) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (!pdec_unit(&d, req->params)) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
     rpc_reply_json(req, json_pack("{s:o}", "sessions", session_list_json(req->conn)));
 }

@@ -292,7 +292,10 @@ static void connect_cb(uv_connect_t *cr, int status)
 {
     struct tcp_stream *st = cr->data;
     if (st->state != TCP_CONNECTING) return; /* ended meanwhile: the close cancelled it */
-    if (status == 0) return connected(st);
+    if (status == 0) {
+        connected(st);
+        return;
+    }
     st->last_error = status;
     st->sock_live = false;
     uv_close((uv_handle_t *)&st->sock, retry_after_close);
@@ -392,33 +395,46 @@ static void handle_connect(struct rpc_req *req)
                                                                json_object_get(req->params, "host"))))
         pdec_fail(&d, "host must be a name or address of 1 to 253 characters");
     if (!d.failed && !*id) pdec_fail(&d, "streamId must not be empty");
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
-    if (!server_limits.tcp_forwarding)
-        return rpc_reply_error(req, RPC_INVALID_REQUEST,
-                               "TCP forwarding is disabled on this server (start it with "
-                               "--allow-tcp-forwarding)");
+    if (!server_limits.tcp_forwarding) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST,
+                        "TCP forwarding is disabled on this server (start it with "
+                        "--allow-tcp-forwarding)");
+        return;
+    }
     /* The sandbox's network policy: a restricted network gets no stream. (A managed
      * network proxy's domain rules are not consulted yet: restricted is refused.) */
     if (sandbox) {
         struct sandbox_policy pol;
         struct sandbox_error serr;
-        if (sandbox_policy_parse(sandbox, "/", &pol, &serr) < 0)
-            return rpc_reply_error(req, sandbox_error_code(&serr), "%s", serr.message);
+        if (sandbox_policy_parse(sandbox, "/", &pol, &serr) < 0) {
+            rpc_reply_error(req, sandbox_error_code(&serr), "%s", serr.message);
+            return;
+        }
         bool restricted = pol.net_restricted;
         sandbox_policy_free(&pol);
-        if (restricted)
-            return rpc_reply_error(req, RPC_INVALID_REQUEST,
-                                   "tcp/connect refused: the sandbox restricts network access");
+        if (restricted) {
+            rpc_reply_error(req, RPC_INVALID_REQUEST,
+                            "tcp/connect refused: the sandbox restricts network access");
+            return;
+        }
     }
     struct conn *c = req->conn;
-    if (stream_find(c, id))
-        return rpc_reply_error(req, RPC_INVALID_REQUEST, "stream %s already exists", id);
+    if (stream_find(c, id)) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST, "stream %s already exists", id);
+        return;
+    }
     struct tcp_table *t = table_of(c);
-    if (t->count >= TCP_MAX_STREAMS)
-        return rpc_reply_error(req, RPC_INVALID_REQUEST,
-                               "too many TCP streams on this connection (%u); close some first",
-                               TCP_MAX_STREAMS);
+    if (t->count >= TCP_MAX_STREAMS) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST,
+                        "too many TCP streams on this connection (%u); close some first",
+                        TCP_MAX_STREAMS);
+        return;
+    }
     if (window < TCP_MIN_WINDOW) window = TCP_MIN_WINDOW;
     if (window > TCP_MAX_WINDOW) window = TCP_MAX_WINDOW;
 
@@ -488,27 +504,39 @@ static void handle_data(struct rpc_req *req)
     size_t blen = 0;
     const char *b64 = pdec_string_len(&d, "dataBase64", PDEC_REQUIRED, &blen);
     bool eof = pdec_bool(&d, "eof", PDEC_OPTIONAL, false);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
     struct tcp_stream *st = stream_find(req->conn, id);
-    if (!st) return rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown stream id %s", id);
-    if (st->state != TCP_OPEN)
-        return rpc_reply_error(req, RPC_INVALID_REQUEST, "stream %s is not connected yet", id);
-    if (st->eof_asked)
-        return rpc_reply_error(req, RPC_INVALID_REQUEST, "stream %s: tcp/data after eof", id);
+    if (!st) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown stream id %s", id);
+        return;
+    }
+    if (st->state != TCP_OPEN) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST, "stream %s is not connected yet", id);
+        return;
+    }
+    if (st->eof_asked) {
+        rpc_reply_error(req, RPC_INVALID_REQUEST, "stream %s: tcp/data after eof", id);
+        return;
+    }
     struct tcp_write *tw = xmalloc(sizeof *tw + base64_decoded_max(blen));
     char err[96];
     if (base64_decode(b64, blen, tw->data, &tw->len, err, sizeof err) < 0) {
         free(tw);
-        return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", err);
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", err);
+        return;
     }
     if (st->write_queued + tw->len > TCP_MAX_WRITE_QUEUE) {
         size_t queued = st->write_queued;
         free(tw);
-        return rpc_reply_error(req, RPC_INVALID_REQUEST,
-                               "stream %s has %zu bytes queued (at most %u): wait for the "
-                               "replies to earlier tcp/data",
-                               id, queued, TCP_MAX_WRITE_QUEUE);
+        rpc_reply_error(req, RPC_INVALID_REQUEST,
+                        "stream %s has %zu bytes queued (at most %u): wait for the "
+                        "replies to earlier tcp/data",
+                        id, queued, TCP_MAX_WRITE_QUEUE);
+        return;
     }
     if (tw->len > 0) {
         tw->st = st;
@@ -519,7 +547,8 @@ static void handle_data(struct rpc_req *req)
             free(tw);
             rpc_reply_error(req, RPC_INTERNAL_ERROR, "tcp/data on stream %s failed: %s", id,
                             uv_strerror(rc));
-            return stream_end(st, uv_strerror(rc), true);
+            stream_end(st, uv_strerror(rc), true);
+            return;
         }
         st->write_queued += tw->len;
         st->refs++;
@@ -544,7 +573,10 @@ static void handle_ack(struct rpc_req *req)
     pdec_begin(&d, req->params, "TcpAckParams");
     const char *id = pdec_string(&d, "streamId", PDEC_REQUIRED);
     uint64_t n = pdec_u64(&d, "bytes", PDEC_REQUIRED, 0, NULL);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
     struct tcp_stream *st = stream_find(req->conn, id);
     if (st) {
@@ -561,7 +593,10 @@ static void handle_close(struct rpc_req *req)
     struct pdec d;
     pdec_begin(&d, req->params, "TcpCloseParams");
     const char *id = pdec_string(&d, "streamId", PDEC_REQUIRED);
-    if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+    if (d.failed) {
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+        return;
+    }
     if (!rpc_check_ready(req)) return;
     struct tcp_stream *st = stream_find(req->conn, id);
     if (st) stream_end(st, "closed by the client", false);
