@@ -140,7 +140,7 @@ static json_t *result_json(struct http_req *r, bool with_body)
     if (with_body) {
         struct buf b;
         buf_init(&b);
-        buf_put_base64(&b, r->body_buf.data, r->body_buf.len);
+        base64_append(&b, r->body_buf.data, r->body_buf.len);
         json_object_set_new(res, "bodyBase64", json_stringn(b.len ? b.data : "", b.len));
         buf_free(&b);
     } else {
@@ -169,7 +169,7 @@ static void send_delta(struct http_req *r, const void *data, size_t n, bool done
     buf_puts(&b, ",\"seq\":");
     buf_put_u64(&b, ++r->seq);
     buf_puts(&b, ",\"deltaBase64\":\"");
-    buf_put_base64(&b, data, n);
+    base64_append(&b, data, n);
     buf_puts(&b, done ? "\",\"done\":true,\"error\":" : "\",\"done\":false,\"error\":");
     if (error) buf_put_json_str(&b, error, strlen(error));
     else buf_puts(&b, "null");

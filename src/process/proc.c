@@ -331,7 +331,7 @@ static void put_chunk_fields(struct buf *b, const struct log_chunk *c)
     buf_puts(b, ",\"stream\":\"");
     buf_puts(b, event_log_stream_name((enum log_stream)c->stream));
     buf_puts(b, "\",\"chunk\":\"");
-    buf_put_base64(b, c->data, c->len);
+    base64_append(b, c->data, c->len);
     buf_putc(b, '"');
 }
 

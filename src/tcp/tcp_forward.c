@@ -126,7 +126,7 @@ static void notify_data(struct tcp_stream *st, const uint8_t *data, size_t len, 
     struct buf b;
     msg_begin(&b, st, "tcp/data", base64_encoded_len(len));
     buf_puts(&b, ",\"dataBase64\":\"");
-    buf_put_base64(&b, data, len);
+    base64_append(&b, data, len);
     buf_puts(&b, eof ? "\",\"eof\":true}}" : "\",\"eof\":false}}");
     conn_send(c, &b);
 }
