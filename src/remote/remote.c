@@ -20,6 +20,7 @@
 #include "core/metrics.h"
 #include "core/readiness.h"
 #include "crypto/noise_ik.h"
+#include "proto/noise_key.h"
 #include "proto/hex.h"
 #include "crypto/random.h"
 #include "remote/registry.h"

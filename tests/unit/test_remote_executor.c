@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "crypto/noise_ik.h"
+#include "proto/noise_key.h"
 #include "proto/relay_frame.h"
 #include "remote/registry.h"
 #include "remote/relay_demux.h"
