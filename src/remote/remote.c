@@ -28,8 +28,8 @@
 #include "remote/relay_fwd.h"
 #include "remote/rv_ws.h"
 #include "remote/sigv4.h"
-#include "transport/direct_conn.h"
-#include "transport/relay_conn.h"
+#include "remote/direct_conn.h"
+#include "remote/relay_conn.h"
 #include "util/mem.h"
 
 #define REMOTE_STABLE_UNITS 120 /* a connection up this many units resets the backoff */

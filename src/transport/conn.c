@@ -1,7 +1,7 @@
 /* conn: reference counting, flow-controlled writes, the owner interface and
  * teardown shared by the WebSocket and stdio transports (see conn.h and
- * conn_internal.h). */
-#include "transport/conn_internal.h"
+ * conn_impl.h). */
+#include "transport/conn_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -22,7 +22,7 @@
 #include "remote/remote.h"
 #include "remote/rv_ws.h"
 #include "rpc/dispatch.h"
-#include "transport/relay_conn.h"
+#include "remote/relay_conn.h"
 
 static void test_url_parse(void **state)
 {

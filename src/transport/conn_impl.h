@@ -1,7 +1,8 @@
-/* conn_internal: the connection object shared by the transports (ws.c, stdio.c,
- * tls.c). Private to transport/: everything else uses conn.h. */
-#ifndef EXEC_TRANSPORT_CONN_INTERNAL_H
-#define EXEC_TRANSPORT_CONN_INTERNAL_H
+/* conn_impl: the connection object, for the code that implements a transport (ws.c,
+ * stdio.c and tls.c here; remote/relay_conn.c and remote/direct_conn.c above).
+ * Everything that only uses connections uses conn.h. */
+#ifndef EXEC_TRANSPORT_CONN_IMPL_H
+#define EXEC_TRANSPORT_CONN_IMPL_H
 
 #include <stdbool.h>
 #include <uv.h>
