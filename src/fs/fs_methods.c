@@ -13,7 +13,7 @@
  * the descriptor under the worker.
  *
  * A request whose sandbox needs enforcement (PROTOCOL.md 10.3) runs the same
- * operation code in the session's sandbox helper instead (sandbox/helper.h): the
+ * operation code in the session's sandbox helper instead (fs/sandbox_helper.h): the
  * worker encodes it as a frame, waits for the helper's reply and, for fs/open,
  * receives the opened fd, so handle I/O then works as for any handle. */
 #include <errno.h>
@@ -37,7 +37,7 @@
 #include "rpc/params.h"
 #include "rpc/rpc.h"
 #include "sandbox/enforce.h"
-#include "sandbox/helper.h"
+#include "fs/sandbox_helper.h"
 #include "sandbox/policy.h"
 #include "sandbox/sandbox_rpc.h"
 #include "session/session.h"

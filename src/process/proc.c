@@ -29,7 +29,7 @@
 #include "process/shell_snapshot.h"
 #include "process/spawn.h"
 #include "rpc/dispatch.h"
-#include "sandbox/denied.h"
+#include "process/denied.h"
 #include "sandbox/placeholders.h"
 #include "netproxy/netproxy.h"
 #include "session/session.h"

@@ -15,10 +15,10 @@
 #include "core/metrics.h"
 #include "crypto/random.h"
 #include "fs/fs_watch.h"
+#include "fs/sandbox_helper.h"
 #include "process/process.h"
 #include "process/shell_snapshot.h"
 #include "rpc/dispatch.h"
-#include "sandbox/helper.h"
 #include "transport/conn.h"
 #include "util/mem.h"
 
