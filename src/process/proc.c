@@ -755,3 +755,60 @@ void proc_kill(struct proc *p)
     p->terminated = true;
     proc_close_stdin(p);
 }
+
+/* ---- the session part ----------------------------------------------------- */
+
+static void part_created(struct session *s)
+{
+    session_set_part(s, &proc_session_part, proc_table_new(s));
+}
+
+static void part_attached(struct session *s, struct conn *c)
+{
+    proc_table_attached(proc_table_of(s), c);
+}
+
+static void part_detached(struct session *s, struct conn *c)
+{
+    proc_table_detached(proc_table_of(s), c);
+}
+
+static void part_ended(struct session *s)
+{
+    proc_table_destroy(proc_table_of(s));
+    session_set_part(s, &proc_session_part, NULL);
+}
+
+static void part_unblocked(struct session *s)
+{
+    proc_table_resume_output(proc_table_of(s));
+}
+
+static bool part_output_safe(struct session *s, uint64_t written_total)
+{
+    return proc_table_output_safe(proc_table_of(s), written_total);
+}
+
+static void part_list(const struct session *s, json_t *o)
+{
+    unsigned running = 0, total = 0;
+    proc_table_count(proc_table_of(s), &running, &total);
+    json_object_set_new(o, "processes", json_integer(total));
+    json_object_set_new(o, "running", json_integer(running));
+}
+
+const struct session_part_ops proc_session_part = {
+    .created = part_created,
+    .attached = part_attached,
+    .detached = part_detached,
+    .ended = part_ended,
+    .unblocked = part_unblocked,
+    .output_safe = part_output_safe,
+    .list = part_list,
+    .shutdown = proc_snapshot_shutdown,
+};
+
+struct proc_table *proc_table_of(const struct session *s)
+{
+    return session_part(s, &proc_session_part);
+}
