@@ -8,7 +8,7 @@
  * the loop thread, sends one or the other.
  *
  * Open file handles (fs/open, fs/readBlock, fs/close) live in a per-connection
- * table kept in the connection's CONN_SLOT_FS slot. A handle is reference counted
+ * table kept in the connection's fs_slot. A handle is reference counted
  * on the loop thread so an fs/close racing an in-flight fs/readBlock never closes
  * the descriptor under the worker.
  *
@@ -47,6 +47,9 @@
 #include "util/mem.h"
 #include "util/oserr.h"
 
+/* This module's per-connection state: open fs handles. */
+static struct conn_slot fs_slot;
+
 #define FS_MAX_HANDLES 128
 #define FS_BLOCK_MAX 1048576ull
 
@@ -74,10 +77,10 @@ static void table_free(void *p)
 
 static struct fs_table *table_get(struct conn *c, bool create)
 {
-    struct fs_table *t = conn_slot_get(c, CONN_SLOT_FS);
+    struct fs_table *t = conn_slot_get(c, &fs_slot);
     if (!t && create && conn_is_open(c)) {
         t = xcalloc(1, sizeof *t);
-        conn_slot_set(c, CONN_SLOT_FS, t, table_free);
+        conn_slot_set(c, &fs_slot, t, table_free);
     }
     return t;
 }

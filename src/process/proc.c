@@ -37,6 +37,9 @@
 #include "proto/base64.h"
 #include "util/mem.h"
 
+/* Per-connection state: the processes of other sessions it watches (process/attach). */
+static struct conn_slot view_slot;
+
 static uint8_t scratch[READ_BATCH];
 
 /* ---- table ---------------------------------------------------------------- */
@@ -176,7 +179,7 @@ static void viewer_unlink_free(struct proc_viewer *v)
     free(v);
 }
 
-/* The viewing connection closed (its CONN_SLOT_VIEW slot is freed). */
+/* The viewing connection closed (its view_slot state is freed). */
 static void view_set_free(void *state)
 {
     struct proc_view_set *set = state;
@@ -186,7 +189,7 @@ static void view_set_free(void *state)
 
 void proc_view_add(struct proc *p, struct conn *c)
 {
-    struct proc_view_set *set = conn_slot_ensure(c, CONN_SLOT_VIEW, sizeof *set, view_set_free,
+    struct proc_view_set *set = conn_slot_ensure(c, &view_slot, sizeof *set, view_set_free,
                                                  NULL);
     set->conn = c;
     for (struct proc_viewer *v = p->viewers; v; v = v->next_p)

@@ -49,9 +49,9 @@ struct conn {
     void *owner;            /* not owned */
     int corked;             /* conn_cork depth */
     struct conn_batch *batch; /* messages gathered while corked (lazily allocated) */
-    void *slots[CONN_SLOT_COUNT];
-    void (*slot_free[CONN_SLOT_COUNT])(void *);
-    void (*slot_unblocked[CONN_SLOT_COUNT])(void *);
+    void *slots[CONN_SLOTS_MAX];
+    void (*slot_free[CONN_SLOTS_MAX])(void *);
+    void (*slot_unblocked[CONN_SLOTS_MAX])(void *);
     struct tls_session *tls; /* wss: every byte out is encrypted first (tls.c) */
     const char *delivering;  /* the message conn_deliver is handing up, or NULL */
     size_t held;             /* bytes of taken messages not yet released */
