@@ -9,6 +9,7 @@
  * (ec_registry_transient, ec_registry_backoff_ms) that the unit tests call directly. */
 #include "ec_registry.h"
 
+#include "proto/noise_key.h"
 #include "util/mem.h"
 
 #include <curl/curl.h>

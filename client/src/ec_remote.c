@@ -14,6 +14,7 @@
 #include "ec_registry.h"
 #include "ec_relay.h"
 
+#include "proto/noise_key.h"
 #include "util/mem.h"
 
 #include <errno.h>

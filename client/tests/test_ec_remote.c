@@ -5,6 +5,7 @@
 #include "ec_registry.h"
 #include "ec_relay.h"
 
+#include "proto/noise_key.h"
 #include "proto/relay_frame.h"
 #include "proto/relay_framing.h"
 

@@ -30,7 +30,6 @@
 #ifndef EXEC_CRYPTO_NOISE_IK_H
 #define EXEC_CRYPTO_NOISE_IK_H
 
-#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,9 +52,6 @@
 /* ekem-ct 1088 + enc(skem-ct) 1104 + e 32 + e.kem 1184 + empty payload tag 16. */
 #define NOISE_IK_MSG2_BYTES 3424
 #define NOISE_IK_MAX_RECORD_PLAINTEXT (NOISE_IK_MAX_MESSAGE - NOISE_IK_TAG_BYTES)
-/* Length of the public-key JSON members' base64 text. */
-#define NOISE_IK_X25519_B64_LEN 44
-#define NOISE_IK_MLKEM_B64_LEN 1580
 
 /* Fills out[0..n) with random bytes; 0 or a negative errno. ctx is the caller's. */
 typedef int (*noise_ik_rng_fn)(void *ctx, uint8_t *out, size_t n);
@@ -82,15 +78,6 @@ int noise_ik_static_key_generate(struct noise_ik_static_key *key, noise_ik_rng_f
                                  void *rng_ctx);
 /* Zeroes every byte of the key (not freed: the caller owns its storage). */
 void noise_ik_static_key_wipe(struct noise_ik_static_key *key);
-
-/* Public-key JSON, §3.5: {"suite":…,"x25519_public_key":…,"mlkem768_public_key":…}
- * with standard padded base64. Returns a new object (caller owns the reference). */
-json_t *noise_ik_public_key_to_json(const struct noise_ik_public_key *pub);
-/* Strict decode: an object with exactly those three members, the suite equal to
- * NOISE_IK_SUITE, canonical base64 of exactly 32 and 1184 bytes. 0 or -EINVAL. */
-int noise_ik_public_key_from_json(const json_t *obj, struct noise_ik_public_key *pub);
-/* Same, from JSON text (len bytes, no NUL needed). 0 or -EINVAL. */
-int noise_ik_public_key_parse(const char *text, size_t len, struct noise_ik_public_key *pub);
 
 /* The prologue binding one registration and stream: four parts, each an 8-byte
  * big-endian length then the bytes: label, environment id, registration id,

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "fs/fs_sandboxed.h"
-#include "sandbox/helper.h"
+#include "fs/sandbox_helper.h"
 #include "util/buf.h"
 
 int fs_helper_run(int sock)

@@ -8,12 +8,12 @@
  * the loop thread, sends one or the other.
  *
  * Open file handles (fs/open, fs/readBlock, fs/close) live in a per-connection
- * table kept in the connection's CONN_SLOT_FS slot. A handle is reference counted
+ * table kept in the connection's fs_slot. A handle is reference counted
  * on the loop thread so an fs/close racing an in-flight fs/readBlock never closes
  * the descriptor under the worker.
  *
  * A request whose sandbox needs enforcement (PROTOCOL.md 10.3) runs the same
- * operation code in the session's sandbox helper instead (sandbox/helper.h): the
+ * operation code in the session's sandbox helper instead (fs/sandbox_helper.h): the
  * worker encodes it as a frame, waits for the helper's reply and, for fs/open,
  * receives the opened fd, so handle I/O then works as for any handle. */
 #include <errno.h>
@@ -37,7 +37,7 @@
 #include "rpc/params.h"
 #include "rpc/rpc.h"
 #include "sandbox/enforce.h"
-#include "sandbox/helper.h"
+#include "fs/sandbox_helper.h"
 #include "sandbox/policy.h"
 #include "sandbox/sandbox_rpc.h"
 #include "session/session.h"
@@ -46,6 +46,9 @@
 #include "util/buf.h"
 #include "util/mem.h"
 #include "util/oserr.h"
+
+/* This module's per-connection state: open fs handles. */
+static struct conn_slot fs_slot;
 
 #define FS_MAX_HANDLES 128
 #define FS_BLOCK_MAX 1048576ull
@@ -74,10 +77,10 @@ static void table_free(void *p)
 
 static struct fs_table *table_get(struct conn *c, bool create)
 {
-    struct fs_table *t = conn_slot_get(c, CONN_SLOT_FS);
+    struct fs_table *t = conn_slot_get(c, &fs_slot);
     if (!t && create && conn_is_open(c)) {
         t = xcalloc(1, sizeof *t);
-        conn_slot_set(c, CONN_SLOT_FS, t, table_free);
+        conn_slot_set(c, &fs_slot, t, table_free);
     }
     return t;
 }

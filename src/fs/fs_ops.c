@@ -777,7 +777,7 @@ static void do_read_block(struct fs_work *fw)
     }
     buf_reserve_big(&fw->out, base64_encoded_len(done) + 40);
     buf_puts(&fw->out, "{\"chunk\":\"");
-    buf_put_base64(&fw->out, data, done);
+    base64_append(&fw->out, data, done);
     buf_printf(&fw->out, "\",\"eof\":%s}", done < fw->len ? "true" : "false");
     free(data);
 }

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fs/sandbox_helper.h"
 #include "proto/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
@@ -245,6 +246,17 @@ void fs_watch_table_destroy(struct fs_watch_table *t)
     free(t);
 }
 
+/* session_part_ops.ended: the session's watches stop, and the warm sandbox helpers
+ * only it used (fs_methods.c) are retired. */
+static void fs_session_ended(struct session *s)
+{
+    fs_watch_table_destroy(session_part(s, &fs_session_part));
+    session_set_part(s, &fs_session_part, NULL);
+    sandbox_helper_release_owner(s->id);
+}
+
+const struct session_part_ops fs_session_part = {.ended = fs_session_ended};
+
 static void reply_watching(struct rpc_req *req, bool watching)
 {
     rpc_reply_json(req, json_pack("{s:b}", "watching", watching));
@@ -305,8 +317,8 @@ static void handle_watch_missing(struct rpc_req *req)
     }
 
     struct session *s = session_of(req->conn);
-    if (!s->watches) s->watches = fs_watch_table_new(s, req->loop);
-    struct fs_watch_table *t = s->watches;
+    struct fs_watch_table *t = session_part(s, &fs_session_part);
+    if (!t) session_set_part(s, &fs_session_part, t = fs_watch_table_new(s, req->loop));
     bool stale = w->present && !path_exists(w->present);
     for (i = 0; i < n && !stale; i++) stale = path_exists(w->missing[i]);
     bool reused = id_used(t, id);

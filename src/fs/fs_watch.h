@@ -8,11 +8,16 @@
 #include "rpc/rpc.h"
 
 struct session;
+struct session_part_ops;
 struct fs_watch_table;
 
 /* A session's watches; created on its first fs/watchMissing, destroyed with it. */
 struct fs_watch_table *fs_watch_table_new(struct session *s, uv_loop_t *loop);
 void fs_watch_table_destroy(struct fs_watch_table *t);
+
+/* What fs keeps per session as a session part (session.h): its watches, and its
+ * share of the warm sandbox helpers (fs/sandbox_helper.h), both ended with it. */
+extern const struct session_part_ops fs_session_part;
 
 extern const struct rpc_method fs_watch_methods[];
 

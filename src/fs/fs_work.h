@@ -75,7 +75,7 @@ struct fs_work {
     int err;        /* errno to report, or 0 */
     int code;       /* validation error code when msg is set */
     char *msg;      /* validation error text */
-    /* sandboxed: run in the session's helper for this policy (sandbox/helper.h) */
+    /* sandboxed: run in the session's helper for this policy (fs/sandbox_helper.h) */
     char *sb_json;     /* owned: the sandbox object as compact JSON, or NULL */
     char sb_owner[40]; /* the session id */
 };

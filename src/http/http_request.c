@@ -27,6 +27,9 @@
 #include "util/buf.h"
 #include "util/mem.h"
 
+/* This module's per-connection state: http/request streams. */
+static struct conn_slot http_slot;
+
 #define HTTP_BUFFERED_MAX (64u << 20) /* a buffered body beyond this: use streamResponse */
 #define HTTP_CURL_BUFFER (512 * 1024) /* one write callback, one delta, at most this */
 #define HTTP_MAX_REDIRECTS 10
@@ -119,12 +122,12 @@ static void table_unblocked(void *state)
 
 static struct http_table *table_of(struct conn *c)
 {
-    struct http_table *t = conn_slot_get(c, CONN_SLOT_HTTP);
+    struct http_table *t = conn_slot_get(c, &http_slot);
     if (!t) {
         t = xcalloc(1, sizeof *t);
         t->conn = c;
-        conn_slot_set(c, CONN_SLOT_HTTP, t, table_free);
-        conn_slot_on_unblocked(c, CONN_SLOT_HTTP, table_unblocked);
+        conn_slot_set(c, &http_slot, t, table_free);
+        conn_slot_on_unblocked(c, &http_slot, table_unblocked);
     }
     return t;
 }
@@ -140,7 +143,7 @@ static json_t *result_json(struct http_req *r, bool with_body)
     if (with_body) {
         struct buf b;
         buf_init(&b);
-        buf_put_base64(&b, r->body_buf.data, r->body_buf.len);
+        base64_append(&b, r->body_buf.data, r->body_buf.len);
         json_object_set_new(res, "bodyBase64", json_stringn(b.len ? b.data : "", b.len));
         buf_free(&b);
     } else {
@@ -169,7 +172,7 @@ static void send_delta(struct http_req *r, const void *data, size_t n, bool done
     buf_puts(&b, ",\"seq\":");
     buf_put_u64(&b, ++r->seq);
     buf_puts(&b, ",\"deltaBase64\":\"");
-    buf_put_base64(&b, data, n);
+    base64_append(&b, data, n);
     buf_puts(&b, done ? "\",\"done\":true,\"error\":" : "\",\"done\":false,\"error\":");
     if (error) buf_put_json_str(&b, error, strlen(error));
     else buf_puts(&b, "null");

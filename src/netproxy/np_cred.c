@@ -606,7 +606,7 @@ static bool rewrite(void *ctx, const struct np_http_header *h, struct buf *out)
                     buf_init(&plain);
                     replace_all(&plain, (char *)dec, dl, s->dummy, s->real);
                     buf_puts(out, "Basic ");
-                    buf_put_base64(out, plain.data, plain.len);
+                    base64_append(out, plain.data, plain.len);
                     if (plain.data) explicit_bzero(plain.data, plain.len);
                     buf_free(&plain);
                     free(dec);

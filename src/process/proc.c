@@ -29,13 +29,16 @@
 #include "process/shell_snapshot.h"
 #include "process/spawn.h"
 #include "rpc/dispatch.h"
-#include "sandbox/denied.h"
+#include "process/denied.h"
 #include "sandbox/placeholders.h"
 #include "netproxy/netproxy.h"
 #include "session/session.h"
 #include "transport/conn.h"
 #include "proto/base64.h"
 #include "util/mem.h"
+
+/* Per-connection state: the processes of other sessions it watches (process/attach). */
+static struct conn_slot view_slot;
 
 static uint8_t scratch[READ_BATCH];
 
@@ -176,7 +179,7 @@ static void viewer_unlink_free(struct proc_viewer *v)
     free(v);
 }
 
-/* The viewing connection closed (its CONN_SLOT_VIEW slot is freed). */
+/* The viewing connection closed (its view_slot state is freed). */
 static void view_set_free(void *state)
 {
     struct proc_view_set *set = state;
@@ -186,7 +189,7 @@ static void view_set_free(void *state)
 
 void proc_view_add(struct proc *p, struct conn *c)
 {
-    struct proc_view_set *set = conn_slot_ensure(c, CONN_SLOT_VIEW, sizeof *set, view_set_free,
+    struct proc_view_set *set = conn_slot_ensure(c, &view_slot, sizeof *set, view_set_free,
                                                  NULL);
     set->conn = c;
     for (struct proc_viewer *v = p->viewers; v; v = v->next_p)
@@ -331,7 +334,7 @@ static void put_chunk_fields(struct buf *b, const struct log_chunk *c)
     buf_puts(b, ",\"stream\":\"");
     buf_puts(b, event_log_stream_name((enum log_stream)c->stream));
     buf_puts(b, "\",\"chunk\":\"");
-    buf_put_base64(b, c->data, c->len);
+    base64_append(b, c->data, c->len);
     buf_putc(b, '"');
 }
 
@@ -754,4 +757,61 @@ void proc_kill(struct proc *p)
     kill(-p->pid, SIGKILL);
     p->terminated = true;
     proc_close_stdin(p);
+}
+
+/* ---- the session part ----------------------------------------------------- */
+
+static void part_created(struct session *s)
+{
+    session_set_part(s, &proc_session_part, proc_table_new(s));
+}
+
+static void part_attached(struct session *s, struct conn *c)
+{
+    proc_table_attached(proc_table_of(s), c);
+}
+
+static void part_detached(struct session *s, struct conn *c)
+{
+    proc_table_detached(proc_table_of(s), c);
+}
+
+static void part_ended(struct session *s)
+{
+    proc_table_destroy(proc_table_of(s));
+    session_set_part(s, &proc_session_part, NULL);
+}
+
+static void part_unblocked(struct session *s)
+{
+    proc_table_resume_output(proc_table_of(s));
+}
+
+static bool part_output_safe(struct session *s, uint64_t written_total)
+{
+    return proc_table_output_safe(proc_table_of(s), written_total);
+}
+
+static void part_list(const struct session *s, json_t *o)
+{
+    unsigned running = 0, total = 0;
+    proc_table_count(proc_table_of(s), &running, &total);
+    json_object_set_new(o, "processes", json_integer(total));
+    json_object_set_new(o, "running", json_integer(running));
+}
+
+const struct session_part_ops proc_session_part = {
+    .created = part_created,
+    .attached = part_attached,
+    .detached = part_detached,
+    .ended = part_ended,
+    .unblocked = part_unblocked,
+    .output_safe = part_output_safe,
+    .list = part_list,
+    .shutdown = proc_snapshot_shutdown,
+};
+
+struct proc_table *proc_table_of(const struct session *s)
+{
+    return session_part(s, &proc_session_part);
 }

@@ -27,7 +27,7 @@ struct proc;
 struct conn;
 
 /* A connection watching a process of another session (process/attach, ours):
- * linked into the process's list and into the connection's set (CONN_SLOT_VIEW),
+ * linked into the process's list and into the connection's set (view_slot in proc.c),
  * so either end going away unlinks it. */
 struct proc_viewer {
     struct proc_viewer *next_p, *prev_p; /* in proc.viewers */

@@ -14,6 +14,7 @@
 #include "rpc/rpc.h"
 
 struct session;
+struct session_part_ops;
 struct conn;
 struct proc_table;
 
@@ -31,6 +32,12 @@ bool proc_table_output_safe(const struct proc_table *t, uint64_t written_total);
 void proc_table_count(const struct proc_table *t, unsigned *running, unsigned *total);
 /* The attached connection drained its write queue: resume paused readers. */
 void proc_table_resume_output(struct proc_table *t);
+
+/* The per-session process table as a session part (session.h): created and
+ * destroyed with the session, told of its attach, detach and output flow. */
+extern const struct session_part_ops proc_session_part;
+/* A session's process table. */
+struct proc_table *proc_table_of(const struct session *s);
 
 /* Retention of a closed process before eviction (80 s like the reference). */
 #define PROC_RETAIN_MS 80000

@@ -491,7 +491,7 @@ static void handle_start(struct rpc_req *req)
     if (!start_prepare_cwd_sandbox(j, cwd, sandbox)) goto out;
     size_t argc = json_array_size(argv);
     struct session *s = session_of(req->conn);
-    struct proc_table *t = s->procs;
+    struct proc_table *t = proc_table_of(s);
     j->t = t;
     const char *program = argc ? json_string_value(json_array_get(argv, 0)) : "";
     j->program = program;
@@ -668,9 +668,9 @@ static void handle_terminate(struct rpc_req *req)
 struct proc_table *proc_request_table(struct rpc_req *req, const char *session_id)
 {
     struct session *own = session_of(req->conn);
-    if (!session_id || strcmp(session_id, own->id) == 0) return own->procs;
+    if (!session_id || strcmp(session_id, own->id) == 0) return proc_table_of(own);
     struct session *s = session_visible(req->conn, session_id);
-    if (s) return s->procs;
+    if (s) return proc_table_of(s);
     rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown session id %s", session_id);
     return NULL;
 }
@@ -747,7 +747,7 @@ static void handle_attach(struct rpc_req *req)
     struct proc *p = proc_request_proc(req, sid, id);
     if (!p) return;
     struct conn *c = req->conn;
-    bool other = p->table != session_of(c)->procs;
+    bool other = p->table != proc_table_of(session_of(c));
     proc_reply_read(req, p, after, false, 0);
     if (other) proc_view_add(p, c);
 }

@@ -273,3 +273,9 @@ static int decode_strict(const char *src, size_t n, size_t from, uint8_t *dst, s
     *out_len = (size_t)(d - dst);
     return 0;
 }
+
+void base64_append(struct buf *b, const void *src, size_t n)
+{
+    buf_reserve(b, base64_encoded_len(n));
+    b->len += base64_encode(src, n, b->data + b->len);
+}

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/buf.h"
+
 /* Length of the encoding of n bytes (always a multiple of 4). */
 static inline size_t base64_encoded_len(size_t n)
 {
@@ -37,5 +39,9 @@ size_t base64_encode(const void *src, size_t n, char *dst);
  * error. */
 int base64_decode(const char *src, size_t n, uint8_t *dst, size_t *out_len, char *err,
                   size_t errlen);
+
+/* Appends the encoding of n bytes of src to b (padded, unquoted: the JSON string's
+ * body for payloads). */
+void base64_append(struct buf *b, const void *src, size_t n);
 
 #endif

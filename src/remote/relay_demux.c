@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "proto/noise_key.h"
 #include "proto/relay_frame.h"
 #include "proto/relay_framing.h"
 #include "proto/relay_order.h"

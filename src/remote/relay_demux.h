@@ -8,7 +8,7 @@
  * registry's /validate, and only an explicit {"valid": true} completes the
  * handshake with msg 2 and makes the stream live. A live stream's decrypted
  * messages go to its sink, made by the demux's sink kind when the stream goes live:
- * a `struct conn` (transport/relay_conn.c) on the same dispatch path as WebSocket
+ * a `struct conn` (remote/relay_conn.c) on the same dispatch path as WebSocket
  * and stdio, or a forwarder to a destination exec-server (remote/relay_fwd.c, for
  * `exec-server forward`). Data frames go reorder -> decrypt -> reassemble -> sink,
  * the sink's messages go frame -> encrypt -> data frames. Any per-stream error resets that stream with reason
@@ -98,7 +98,7 @@ unsigned relay_demux_failures(const struct relay_demux *d);
  * less). */
 bool relay_demux_paused(const struct relay_demux *d);
 
-/* ---- used by the sinks (transport/relay_conn.c, remote/relay_fwd.c) ---- */
+/* ---- used by the sinks (remote/relay_conn.c, remote/relay_fwd.c) ---- */
 
 /* Frames, encrypts and sends one JSON-RPC message on a live stream. Each data
  * frame's bytes are accounted on the stream's sink (queued now, sent when the

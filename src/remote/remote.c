@@ -20,6 +20,7 @@
 #include "core/metrics.h"
 #include "core/readiness.h"
 #include "crypto/noise_ik.h"
+#include "proto/noise_key.h"
 #include "proto/hex.h"
 #include "crypto/random.h"
 #include "remote/registry.h"
@@ -27,8 +28,8 @@
 #include "remote/relay_fwd.h"
 #include "remote/rv_ws.h"
 #include "remote/sigv4.h"
-#include "transport/direct_conn.h"
-#include "transport/relay_conn.h"
+#include "remote/direct_conn.h"
+#include "remote/relay_conn.h"
 #include "util/mem.h"
 
 #define REMOTE_STABLE_UNITS 120 /* a connection up this many units resets the backoff */

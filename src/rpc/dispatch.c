@@ -31,6 +31,9 @@
 #include "util/mem.h"
 #include "util/oserr.h"
 
+/* This module's per-connection state: the lifecycle gate. */
+static struct conn_slot gate_slot;
+
 #define RPC_MAX_TABLES 16
 static const struct rpc_method *method_tables[RPC_MAX_TABLES];
 static size_t n_method_tables;
@@ -80,7 +83,7 @@ struct rpc_held {
     size_t bytes;
 };
 
-/* rpc's per-connection state (CONN_SLOT_RPC): the lifecycle gate, allocated when
+/* rpc's per-connection state (gate_slot): the lifecycle gate, allocated when
  * initialize succeeds or, with a request cap, at the first request; no slot means
  * not initialized. */
 /* A request the server sent on a connection and whose response it waits for. */
@@ -105,7 +108,7 @@ struct rpc_gate {
 
 static struct rpc_gate *gate_of(const struct conn *c)
 {
-    return conn_slot_get(c, CONN_SLOT_RPC);
+    return conn_slot_get(c, &gate_slot);
 }
 
 static void call_unlink(struct rpc_call *call)
@@ -140,7 +143,7 @@ static struct rpc_gate *gate_get(struct conn *c)
     if (!g) {
         g = xcalloc(1, sizeof *g);
         g->calls.next = g->calls.prev = &g->calls;
-        conn_slot_set(c, CONN_SLOT_RPC, g, gate_free);
+        conn_slot_set(c, &gate_slot, g, gate_free);
     }
     return g;
 }

@@ -22,4 +22,7 @@ void server_methods_register(void)
     };
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) rpc_register_methods(tables[i]);
     rpc_register_payloads(fs_payloads);
+    /* What the domains keep per session, in the order a session's end frees it. */
+    session_register_part(&proc_session_part);
+    session_register_part(&fs_session_part);
 }

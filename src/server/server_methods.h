@@ -4,7 +4,8 @@
 #ifndef EXEC_SERVER_SERVER_METHODS_H
 #define EXEC_SERVER_SERVER_METHODS_H
 
-/* Registers every method table with rpc (idempotent). */
+/* Registers every method table with rpc and every session part with the session
+ * layer (idempotent). */
 void server_methods_register(void);
 
 #endif

@@ -15,7 +15,7 @@
 #include "core/limits.h"
 #include "netproxy/netproxy.h"
 #include "process/guardian.h"
-#include "process/process_path.h"
+#include "session/process_path.h"
 #include "process/spawner.h"
 #include "remote/remote.h"
 #include "rpc/dispatch.h"

@@ -14,11 +14,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "crypto/random.h"
-#include "fs/fs_watch.h"
-#include "process/process.h"
-#include "process/shell_snapshot.h"
 #include "rpc/dispatch.h"
-#include "sandbox/helper.h"
 #include "transport/conn.h"
 #include "util/mem.h"
 
@@ -26,6 +22,40 @@ static struct session *sessions;
 static uv_loop_t *session_loop;
 static uint64_t session_ttl_ms = 80000;
 static uint64_t detach_counter;
+static const struct session_part_ops *parts[SESSION_PARTS_MAX];
+static int nparts;
+
+/* Runs hook `fn` of every registered part that has it, with the arguments after. */
+#define EACH_PART(fn, ...)                                                                 \
+    do {                                                                                   \
+        for (int i_ = 0; i_ < nparts; i_++)                                                \
+            if (parts[i_]->fn) parts[i_]->fn(__VA_ARGS__);                                 \
+    } while (0)
+
+void session_register_part(const struct session_part_ops *ops)
+{
+    for (int i = 0; i < nparts; i++)
+        if (parts[i] == ops) return;
+    if (nparts == SESSION_PARTS_MAX) abort(); /* a new part needs SESSION_PARTS_MAX raised */
+    parts[nparts++] = ops;
+}
+
+static int part_index(const struct session_part_ops *ops)
+{
+    for (int i = 0; i < nparts; i++)
+        if (parts[i] == ops) return i;
+    abort(); /* not registered: a programming error */
+}
+
+void *session_part(const struct session *s, const struct session_part_ops *ops)
+{
+    return s->parts[part_index(ops)];
+}
+
+void session_set_part(struct session *s, const struct session_part_ops *ops, void *state)
+{
+    s->parts[part_index(ops)] = state;
+}
 
 void session_configure(uv_loop_t *loop, uint64_t detached_ttl_ms)
 {
@@ -81,9 +111,7 @@ static void session_destroy(struct session *s)
     s->detached = false;
     if (s->conn) conn_set_owner(s->conn, NULL, NULL);
     s->conn = NULL;
-    proc_table_destroy(s->procs);
-    fs_watch_table_destroy(s->watches);
-    sandbox_helper_release_owner(s->id); /* its warm sandbox helpers die with it */
+    EACH_PART(ended, s); /* its processes are killed, its sandbox helpers released */
     s->ttl.data = s;
     uv_close((uv_handle_t *)&s->ttl, session_free_cb);
 }
@@ -103,7 +131,7 @@ static void session_conn_closed(void *owner, struct conn *c)
     if (s->conn != c) return;
     s->conn = NULL;
     metrics_sessions_changed(-1, 0);
-    proc_table_detached(s->procs, c);
+    EACH_PART(detached, s, c);
     if (conn_flags(c) & CONN_F_NO_RESUME) {
         /* There is no resume over stdio: the only connection is gone. */
         session_destroy(s);
@@ -152,14 +180,16 @@ static void session_conn_closed(void *owner, struct conn *c)
 static bool session_conn_output_safe(void *owner, const struct conn *c, uint64_t written_total)
 {
     struct session *s = owner;
-    return proc_table_output_safe(s->procs, written_total);
+    for (int i = 0; i < nparts; i++)
+        if (parts[i]->output_safe && !parts[i]->output_safe(s, written_total)) return false;
+    return true;
 }
 
-/* conn_owner_ops.unblocked: the session's producers are its processes. */
+/* conn_owner_ops.unblocked: the session's producers (its processes) are its parts'. */
 static void session_conn_unblocked(void *owner, struct conn *c)
 {
     struct session *s = owner;
-    proc_table_resume_output(s->procs);
+    EACH_PART(unblocked, s);
 }
 
 static const struct conn_owner_ops session_conn_owner = {
@@ -176,7 +206,8 @@ struct session *session_of(const struct conn *c)
 void session_destroy_all(void)
 {
     while (sessions) session_destroy(sessions);
-    proc_snapshot_shutdown();
+    for (int i = 0; i < nparts; i++)
+        if (parts[i]->shutdown) parts[i]->shutdown();
 }
 
 static void attach(struct session *s, struct conn *c)
@@ -201,7 +232,7 @@ struct session *session_create(struct conn *c, const char *client_name)
     s->loop = session_loop;
     uv_timer_init(session_loop, &s->ttl);
     s->ttl.data = s;
-    s->procs = proc_table_new(s);
+    EACH_PART(created, s);
     s->next = sessions;
     if (sessions) sessions->prev = s;
     sessions = s;
@@ -213,7 +244,7 @@ struct session *session_create(struct conn *c, const char *client_name)
 void session_resume(struct session *s, struct conn *c)
 {
     attach(s, c);
-    proc_table_attached(s->procs, c);
+    EACH_PART(attached, s, c);
     log_event("event=session_attach session=%s peer=%s resumed=true", s->id, conn_peer(c));
 }
 
@@ -234,8 +265,6 @@ json_t *session_list_json(const struct conn *c)
     const char *who = conn_identity(c);
     for (struct session *s = sessions; s; s = s->next) {
         if (strcmp(s->identity, who) != 0) continue;
-        unsigned running = 0, total = 0;
-        proc_table_count(s->procs, &running, &total);
         json_t *o = json_object();
         json_object_set_new(o, "sessionId", json_string(s->id));
         json_object_set_new(o, "clientName", json_string(s->client_name));
@@ -254,8 +283,7 @@ json_t *session_list_json(const struct conn *c)
         json_object_set_new(o, "keepSeconds", !s->kept || s->keep_ms == LIMITS_KEEP_FOREVER
                                                   ? json_null()
                                                   : json_integer((json_int_t)(s->keep_ms / 1000)));
-        json_object_set_new(o, "processes", json_integer(total));
-        json_object_set_new(o, "running", json_integer(running));
+        EACH_PART(list, s, o); /* processes, running */
         json_array_append_new(arr, o);
     }
     return arr;

@@ -3,7 +3,12 @@
  * (conn_owner_ops: it hears of the close and of the output flow). On disconnect
  * the session is detached and kept for the TTL, then its processes are killed
  * (PROTOCOL.md section 9). Also implements initialize and the environment
- * methods. */
+ * methods.
+ *
+ * What the domains keep per session (process/ its process table, fs/ its watches
+ * and sandbox helpers) are parts: each registers a struct session_part_ops and
+ * hears of the session's life through it, so this layer sits below them and names
+ * none of them. */
 #ifndef EXEC_SESSION_SESSION_H
 #define EXEC_SESSION_SESSION_H
 
@@ -14,8 +19,8 @@
 #include "rpc/rpc.h"
 
 struct conn;
-struct proc_table;
-struct fs_watch_table;
+
+#define SESSION_PARTS_MAX 4
 
 struct session {
     char id[37];              /* UUID v4 text */
@@ -27,14 +32,39 @@ struct session {
     bool kept;                /* session/keep: keep_ms replaces the --session-ttl */
     uint64_t keep_ms;         /* LIMITS_KEEP_FOREVER: until terminated */
     struct conn *conn;        /* attached connection (not counted), or NULL */
-    struct proc_table *procs; /* owned */
-    struct fs_watch_table *watches; /* owned, NULL until fs/watchMissing */
+    void *parts[SESSION_PARTS_MAX]; /* each registered part's state (session_part) */
     uv_timer_t ttl;           /* runs while detached */
     uv_loop_t *loop;
     uint64_t detach_order;    /* when it detached (a counter), for max_detached */
     bool ending;              /* session/close: end with this connection, no TTL */
     struct session *prev, *next;
 };
+
+/* A part's hooks, each optional. */
+struct session_part_ops {
+    /* s was created (initialize without resumeSessionId), before it attaches. */
+    void (*created)(struct session *s);
+    /* s was resumed on c. */
+    void (*attached)(struct session *s, struct conn *c);
+    /* s lost its connection c: it waits to be resumed, or ends next. */
+    void (*detached)(struct session *s, struct conn *c);
+    /* s ends: free its state (the hooks run in the order the parts registered). */
+    void (*ended)(struct session *s);
+    /* s's connection drained its write queue (conn_owner_ops.unblocked). */
+    void (*unblocked)(struct session *s);
+    /* conn_owner_ops.output_safe for s: every part must agree. */
+    bool (*output_safe)(struct session *s, uint64_t written_total);
+    /* session/list: adds the part's members to s's entry o. */
+    void (*list)(const struct session *s, json_t *o);
+    /* session_destroy_all: every session has ended (server shutdown). */
+    void (*shutdown)(void);
+};
+/* Registers a part (once; again is a no-op). At most SESSION_PARTS_MAX, before
+ * the first session exists. */
+void session_register_part(const struct session_part_ops *ops);
+/* The state part ops keeps for s (NULL until set), and setting it. */
+void *session_part(const struct session *s, const struct session_part_ops *ops);
+void session_set_part(struct session *s, const struct session_part_ops *ops, void *state);
 
 /* Server-wide settings read by sessions. */
 void session_configure(uv_loop_t *loop, uint64_t detached_ttl_ms);

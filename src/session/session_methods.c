@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "process/process_path.h"
+#include "session/process_path.h"
 #include "core/limits.h"
 #include "proto/uri.h"
 #include "rpc/dispatch.h"

@@ -2,7 +2,7 @@
  * the wire rules are docs/PROTOCOL.md §11 (i)).
  *
  * A stream is one outbound TCP connection, named by the client's `streamId` and
- * owned by the JSON-RPC connection that opened it (the CONN_SLOT_TCP table): it
+ * owned by the JSON-RPC connection that opened it (the tcp_slot table): it
  * ends with that connection, like an http/request body stream, and is not resumed.
  * The host is resolved on the thread pool (uv_getaddrinfo: the loop never blocks)
  * and every address is tried in order until one accepts, within
@@ -41,6 +41,9 @@
 #include "transport/conn.h"
 #include "util/buf.h"
 #include "util/mem.h"
+
+/* This module's per-connection state: tcp/connect streams. */
+static struct conn_slot tcp_slot;
 
 #define TCP_READ_MAX (64u << 10)
 
@@ -126,7 +129,7 @@ static void notify_data(struct tcp_stream *st, const uint8_t *data, size_t len, 
     struct buf b;
     msg_begin(&b, st, "tcp/data", base64_encoded_len(len));
     buf_puts(&b, ",\"dataBase64\":\"");
-    buf_put_base64(&b, data, len);
+    base64_append(&b, data, len);
     buf_puts(&b, eof ? "\",\"eof\":true}}" : "\",\"eof\":false}}");
     conn_send(c, &b);
 }
@@ -364,14 +367,14 @@ static void table_unblocked(void *state)
 static struct tcp_table *table_of(struct conn *c)
 {
     struct tcp_table *t =
-        conn_slot_ensure(c, CONN_SLOT_TCP, sizeof *t, table_free, table_unblocked);
+        conn_slot_ensure(c, &tcp_slot, sizeof *t, table_free, table_unblocked);
     t->conn = c;
     return t;
 }
 
 static struct tcp_stream *stream_find(struct conn *c, const char *id)
 {
-    struct tcp_table *t = conn_slot_get(c, CONN_SLOT_TCP);
+    struct tcp_table *t = conn_slot_get(c, &tcp_slot);
     for (struct tcp_stream *st = t ? t->head : NULL; st; st = st->next)
         if (strcmp(st->id, id) == 0) return st;
     return NULL;

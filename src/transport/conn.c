@@ -1,8 +1,9 @@
 /* conn: reference counting, flow-controlled writes, the owner interface and
  * teardown shared by the WebSocket and stdio transports (see conn.h and
- * conn_internal.h). */
-#include "transport/conn_internal.h"
+ * conn_impl.h). */
+#include "transport/conn_impl.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,20 +183,34 @@ bool conn_is_congested(const struct conn *c)
     return c->congested;
 }
 
-void *conn_slot_get(const struct conn *c, enum conn_slot slot)
+/* The slot's index, handed out on its first use. */
+static int slot_index(struct conn_slot *slot)
 {
-    return c->slots[slot];
+    static _Atomic int given;
+    int i = atomic_load_explicit(&slot->index, memory_order_acquire);
+    if (i) return i - 1;
+    int mine = atomic_fetch_add(&given, 1) + 1;
+    if (mine > CONN_SLOTS_MAX) abort(); /* one module more: raise CONN_SLOTS_MAX */
+    int none = 0;
+    if (!atomic_compare_exchange_strong(&slot->index, &none, mine)) return none - 1;
+    return mine - 1;
 }
 
-void conn_slot_on_unblocked(struct conn *c, enum conn_slot slot, void (*fn)(void *))
+void *conn_slot_get(const struct conn *c, struct conn_slot *slot)
 {
-    c->slot_unblocked[slot] = fn;
+    return c->slots[slot_index(slot)];
 }
 
-void conn_slot_set(struct conn *c, enum conn_slot slot, void *state, void (*free_fn)(void *))
+void conn_slot_on_unblocked(struct conn *c, struct conn_slot *slot, void (*fn)(void *))
 {
-    c->slots[slot] = state;
-    c->slot_free[slot] = free_fn;
+    c->slot_unblocked[slot_index(slot)] = fn;
+}
+
+void conn_slot_set(struct conn *c, struct conn_slot *slot, void *state, void (*free_fn)(void *))
+{
+    int i = slot_index(slot);
+    c->slots[i] = state;
+    c->slot_free[i] = free_fn;
 }
 
 /* ---- the backlog ------------------------------------------------------------------
@@ -237,14 +252,16 @@ static size_t conn_backlog(const struct conn *c)
     return c->queued > head ? c->queued - head : 0;
 }
 
-void *conn_slot_ensure(struct conn *c, enum conn_slot slot, size_t size, void (*free_fn)(void *),
+void *conn_slot_ensure(struct conn *c, struct conn_slot *slot, size_t size, void (*free_fn)(void *),
                        void (*unblocked)(void *))
 {
-    if (!c->slots[slot]) {
-        conn_slot_set(c, slot, xcalloc(1, size), free_fn);
-        c->slot_unblocked[slot] = unblocked;
+    int i = slot_index(slot);
+    if (!c->slots[i]) {
+        c->slots[i] = xcalloc(1, size);
+        c->slot_free[i] = free_fn;
+        c->slot_unblocked[i] = unblocked;
     }
-    return c->slots[slot];
+    return c->slots[i];
 }
 
 /* Whether closing now would lose nothing a resuming client cannot read back:
@@ -292,7 +309,7 @@ static void account_written(struct conn *c, size_t len, unsigned nmsg, int statu
     if (c->congested && c->queued < CONN_LOW_WATER) {
         c->congested = false;
         if (c->owner_ops) c->owner_ops->unblocked(c->owner, c);
-        for (int i = 0; i < CONN_SLOT_COUNT; i++)
+        for (int i = 0; i < CONN_SLOTS_MAX; i++)
             if (c->slots[i] && c->slot_unblocked[i]) c->slot_unblocked[i](c->slots[i]);
     }
 }
@@ -511,7 +528,7 @@ void conn_closed(struct conn *c)
     batch_flush(c); /* not open any more: frees whatever was gathered */
     free(c->batch);
     c->batch = NULL;
-    for (int i = 0; i < CONN_SLOT_COUNT; i++) {
+    for (int i = 0; i < CONN_SLOTS_MAX; i++) {
         if (c->slots[i] && c->slot_free[i]) c->slot_free[i](c->slots[i]);
         c->slots[i] = NULL;
     }

@@ -109,25 +109,24 @@ void conn_set_owner(struct conn *c, const struct conn_owner_ops *ops, void *owne
 /* c's owner if it was installed with these ops, else NULL (a typed lookup). */
 void *conn_owner(const struct conn *c, const struct conn_owner_ops *ops);
 
-/* Per-connection state owned by other modules (the rpc lifecycle gate, open file
- * handles, HTTP streams). free_fn runs once when the connection closes. */
-enum conn_slot {
-    CONN_SLOT_RPC,
-    CONN_SLOT_FS,
-    CONN_SLOT_HTTP,
-    CONN_SLOT_TCP,  /* tcp/connect streams (tcp/tcp_forward.c) */
-    CONN_SLOT_VIEW, /* processes of other sessions it watches (process/attach) */
-    CONN_SLOT_COUNT
+/* Per-connection state owned by the modules above (the rpc lifecycle gate, open file
+ * handles, HTTP and TCP streams, watched processes). The transport names none of
+ * them: each module keeps one `static struct conn_slot` and passes it, and the slot's
+ * index is handed out on its first use (at most CONN_SLOTS_MAX modules). free_fn
+ * runs once when the connection closes. */
+#define CONN_SLOTS_MAX 8
+struct conn_slot {
+    _Atomic int index; /* 1 + the index, 0 until first use */
 };
-void *conn_slot_get(const struct conn *c, enum conn_slot slot);
-void conn_slot_set(struct conn *c, enum conn_slot slot, void *state, void (*free_fn)(void *));
+void *conn_slot_get(const struct conn *c, struct conn_slot *slot);
+void conn_slot_set(struct conn *c, struct conn_slot *slot, void *state, void (*free_fn)(void *));
 /* The slot's state, created on first use: size zeroed bytes, freed with free_fn,
  * with unblocked (may be NULL) as its conn_slot_on_unblocked callback. */
-void *conn_slot_ensure(struct conn *c, enum conn_slot slot, size_t size, void (*free_fn)(void *),
+void *conn_slot_ensure(struct conn *c, struct conn_slot *slot, size_t size, void (*free_fn)(void *),
                        void (*unblocked)(void *));
 /* fn(state) runs when the connection's write queue drains below CONN_LOW_WATER
  * after being congested: a slot's producer that paused itself resumes. */
-void conn_slot_on_unblocked(struct conn *c, enum conn_slot slot, void (*fn)(void *));
+void conn_slot_on_unblocked(struct conn *c, struct conn_slot *slot, void (*fn)(void *));
 
 /* Output flow control: above CONN_HIGH_WATER the producers (the owner's processes,
  * the slots' streams) stop reading their sources; below CONN_LOW_WATER they are

@@ -16,7 +16,7 @@
 
 #include "core/limits.h"
 #include "core/log.h"
-#include "transport/conn_internal.h"
+#include "transport/conn_impl.h"
 #include "util/mem.h"
 
 #define STDIO_FILE_CHUNK 65536

@@ -28,7 +28,7 @@
 #include "proto/ws_frame.h"
 #include "proto/ws_reader.h"
 #include "transport/auth.h"
-#include "transport/conn_internal.h"
+#include "transport/conn_impl.h"
 #include "transport/tls.h"
 #include "proto/http_upgrade.h"
 #include "util/mem.h"

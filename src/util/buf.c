@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto/base64.h"
 #include "util/bigbuf.h"
 #include "util/mem.h"
 
@@ -149,13 +148,6 @@ void buf_put_json_str(struct buf *b, const char *s, size_t n)
     }
     buf_append(b, s + start, n - start);
     buf_putc(b, '"');
-}
-
-void buf_put_base64(struct buf *b, const void *p, size_t n)
-{
-    size_t need = base64_encoded_len(n);
-    buf_reserve(b, need);
-    b->len += base64_encode(p, n, b->data + b->len);
 }
 
 char *buf_steal(struct buf *b) /* see buf.h: bigbuf_free_any frees either kind */

@@ -43,8 +43,6 @@ void buf_put_u64(struct buf *b, uint64_t v);
 void buf_put_i64(struct buf *b, int64_t v);
 /* Appends s as a quoted JSON string. s must be valid UTF-8 (it came from jansson). */
 void buf_put_json_str(struct buf *b, const char *s, size_t n);
-/* Appends the standard base64 of p, padded, unquoted. */
-void buf_put_base64(struct buf *b, const void *p, size_t n);
 /* Takes the storage away from b (b becomes empty); the caller frees it, with
  * bigbuf_free_any when it may have been reserved with buf_reserve_big. */
 char *buf_steal(struct buf *b);

@@ -2,8 +2,10 @@
 """Layer-order check: no file under src/ includes a header from a higher layer.
 
 The layer table is read from docs/ARCHITECTURE.md (section "Layers"), the one place it
-is written down; this test only enforces it. Also checked: *_internal.h headers are
-private to their folder, and every folder under src/ is in the table.
+is written down; this test only enforces it. Each row holds one folder, so every pair
+of folders is ordered and no include cycle between folders can pass. Also checked:
+*_internal.h headers are private to their folder, and every folder under src/ is in
+the table.
 
 KNOWN lists violations that existed when the test was written; each fix removed its
 line (the test fails if a listed violation no longer exists), and it is now empty, so
@@ -19,13 +21,26 @@ KNOWN = set()  # empty: every violation fails (issue 12 cleared the last one)
 
 
 def read_layers():
+    """The table as {folder: layer}. One folder a row and one row a layer: folders
+    sharing a row could include each other, which hid folder-level cycles (issue 23)."""
     doc = open(os.path.join(ROOT, "docs", "ARCHITECTURE.md")).read()
     layers = {}
+    bad = []
     for m in re.finditer(r"^\|\s*(\d+)\s*\|\s*([a-z_, ]+?)\s*\|", doc, re.M):
-        for folder in m.group(2).split(","):
-            layers[folder.strip()] = int(m.group(1))
+        row, folders = int(m.group(1)), [f.strip() for f in m.group(2).split(",")]
+        if len(folders) != 1:
+            bad.append(f"layer {row} holds {len(folders)} folders ({', '.join(folders)}): "
+                       "one folder a row")
+        if row in layers.values():
+            bad.append(f"layer {row} is in the table twice: one folder a layer")
+        for folder in folders:
+            if folder in layers:
+                bad.append(f"folder {folder} is in the table twice")
+            layers[folder] = row
     if "main" not in layers or "transport" not in layers:
         sys.exit("docs/ARCHITECTURE.md: no layer table found")
+    if bad:
+        sys.exit("docs/ARCHITECTURE.md: " + "; ".join(bad))
     return layers
 
 

@@ -18,7 +18,7 @@
 #include "rpc/dispatch.h"
 #include "server/server_methods.h"
 #include "session/session.h"
-#include "transport/conn_internal.h"
+#include "transport/conn_impl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

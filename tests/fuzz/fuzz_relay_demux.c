@@ -23,7 +23,7 @@
 #include "remote/relay_demux.h"
 #include "rpc/dispatch.h"
 #include "server/server_methods.h"
-#include "transport/relay_conn.h"
+#include "remote/relay_conn.h"
 
 #define MAXV 64
 

@@ -25,7 +25,7 @@
 #include "session/session.h"
 #include "transport/auth.h"
 #include "transport/conn.h"
-#include "transport/conn_internal.h"
+#include "transport/conn_impl.h"
 #include "transport/ws.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "crypto/noise_ik.h"
+#include "proto/noise_key.h"
 
 static const char *env_or(const char *name, const char *dflt)
 {

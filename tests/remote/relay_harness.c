@@ -29,6 +29,7 @@
 
 #include "crypto/noise_ik.h"
 #include "crypto/random.h"
+#include "proto/noise_key.h"
 #include "proto/relay_frame.h"
 #include "proto/relay_framing.h"
 #include "remote/rv_ws.h"

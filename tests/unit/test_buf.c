@@ -12,6 +12,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "proto/base64.h"
 #include "util/buf.h"
 
 /* The buffer's contents as a NUL-terminated string (appends the NUL). */
@@ -148,11 +149,11 @@ static void test_base64(void **state)
     (void)state;
     struct buf b;
     buf_init(&b);
-    buf_put_base64(&b, "", 0);
+    base64_append(&b, "", 0);
     assert_int_equal(b.len, 0);
     buf_puts(&b, "[");
-    buf_put_base64(&b, "foobar", 6);
-    buf_put_base64(&b, "f", 1);
+    base64_append(&b, "foobar", 6);
+    base64_append(&b, "f", 1);
     buf_puts(&b, "]");
     assert_string_equal(cstr(&b), "[Zm9vYmFyZg==]");
     buf_free(&b);

@@ -13,7 +13,7 @@
 #include "rpc/dispatch.h"
 #include "server/server_methods.h"
 #include "session/session.h"
-#include "transport/conn_internal.h"
+#include "transport/conn_impl.h"
 
 struct memconn {
     struct conn base;

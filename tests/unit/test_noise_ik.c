@@ -15,6 +15,7 @@
 #include <openssl/evp.h>
 
 #include "crypto/noise_ik.h"
+#include "proto/noise_key.h"
 #include "noise_ik_vectors.h"
 
 /* ---- helpers ------------------------------------------------------------------ */

@@ -15,13 +15,14 @@
 #include <cmocka.h>
 
 #include "crypto/noise_ik.h"
+#include "proto/noise_key.h"
 #include "proto/relay_frame.h"
 #include "remote/registry.h"
 #include "remote/relay_demux.h"
 #include "remote/remote.h"
 #include "remote/rv_ws.h"
 #include "rpc/dispatch.h"
-#include "transport/relay_conn.h"
+#include "remote/relay_conn.h"
 
 static void test_url_parse(void **state)
 {

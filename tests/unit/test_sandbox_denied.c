@@ -1,4 +1,4 @@
-/* Unit tests for sandbox/denied: PROTOCOL.md section 10.5's rules in their order,
+/* Unit tests for process/denied: PROTOCOL.md section 10.5's rules in their order,
  * with keywords split across output chunks and in any case. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "sandbox/denied.h"
+#include "process/denied.h"
 
 static bool verdict(bool sandboxed, int code, const char *a, const char *b)
 {

@@ -1,4 +1,4 @@
-/* helper: a pool of warm sandbox helpers keyed by policy text.
+/* sandbox_helper: a pool of warm sandbox helpers keyed by policy text.
  *
  * A helper is started like any sandboxed child (process/spawn, in namespaces of
  * its own with the policy's view, Landlock, no capabilities and the seccomp
@@ -15,7 +15,7 @@
  * whoever drops the last reference after it has been retired (session end, death,
  * eviction): retiring kills the process at once, so a thread blocked on the socket
  * wakes with EOF. */
-#include "sandbox/helper.h"
+#include "fs/sandbox_helper.h"
 
 #include <errno.h>
 #include <fcntl.h>

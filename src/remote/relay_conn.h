@@ -1,10 +1,8 @@
 /* relay_conn: a relay virtual stream as a `struct conn` (the third transport beside
- * WebSocket and stdio). The only remote-mode file that knows conn_internal.h, so
- * porting onto a refactored transport interface touches this file alone; it lives
- * in transport/ because *_internal.h headers stay inside their folder. It is one
- * of the demux's two sink kinds (the other is remote/relay_fwd.c). */
-#ifndef EXEC_TRANSPORT_RELAY_CONN_H
-#define EXEC_TRANSPORT_RELAY_CONN_H
+ * WebSocket and stdio, implemented over transport/conn_impl.h). It is one of the
+ * demux's two sink kinds (the other is remote/relay_fwd.c). */
+#ifndef EXEC_REMOTE_RELAY_CONN_H
+#define EXEC_REMOTE_RELAY_CONN_H
 
 #include <stdbool.h>
 #include <stddef.h>

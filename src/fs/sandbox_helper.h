@@ -1,4 +1,4 @@
-/* helper: the daemon side of the sandboxed fs helper processes.
+/* sandbox_helper: the daemon side of the sandboxed fs helper processes.
  *
  * A helper is a sandboxed child of the spawner that does not exec anything: once
  * confined by the policy it serves fs requests over a socketpair (fs_helper_run). A
@@ -11,8 +11,8 @@
  *
  * The wire between daemon and helper: frames (util/fdframe). The helper first
  * says "ok"; then request/reply frames, a reply may carry one fd for fs/open. */
-#ifndef EXEC_SANDBOX_HELPER_H
-#define EXEC_SANDBOX_HELPER_H
+#ifndef EXEC_FS_SANDBOX_HELPER_H
+#define EXEC_FS_SANDBOX_HELPER_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -4,8 +4,8 @@
  * connection, messages as text. The socket is the remote/rv_ws client the
  * executor dialed; this file only adapts it (send with the usual back-pressure
  * accounting, set_reading stops reading the socket, close closes it). */
-#ifndef EXEC_TRANSPORT_DIRECT_CONN_H
-#define EXEC_TRANSPORT_DIRECT_CONN_H
+#ifndef EXEC_REMOTE_DIRECT_CONN_H
+#define EXEC_REMOTE_DIRECT_CONN_H
 
 #include <stddef.h>
 #include <stdint.h>

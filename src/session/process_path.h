@@ -1,8 +1,8 @@
 /* process_path: the private directory holding `rg` that the server prepends to
  * its own PATH and reports as environment/info `prependPathDirs` (see
  * process_path.c). */
-#ifndef EXEC_PROCESS_PROCESS_PATH_H
-#define EXEC_PROCESS_PROCESS_PATH_H
+#ifndef EXEC_SESSION_PROCESS_PATH_H
+#define EXEC_SESSION_PROCESS_PATH_H
 
 /* Makes the directory and prepends it to this process's PATH. Call once at start,
  * before any thread or child exists (it calls setenv). Returns 0, or a negative

@@ -10,14 +10,14 @@
  * than RELAY_CONN_MAX_HELD closes the stream, as the reference resets a stream whose
  * inbound queue is full) and are dispatched from the same idle handle once reading
  * resumes. */
-#include "transport/relay_conn.h"
+#include "remote/relay_conn.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "remote/relay_demux.h"
-#include "transport/conn_internal.h"
+#include "transport/conn_impl.h"
 #include "util/mem.h"
 
 #define RELAY_CONN_MAX_HELD 128

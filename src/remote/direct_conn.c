@@ -5,14 +5,14 @@
  * the socket (unlike a relay stream, this connection has its socket to itself).
  * close closes the socket and finishes on the next loop turn through a uv_idle
  * handle's close callback, never inside the caller's stack. */
-#include "transport/direct_conn.h"
+#include "remote/direct_conn.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport/conn_internal.h"
+#include "transport/conn_impl.h"
 #include "util/mem.h"
 
 struct direct_conn {

@@ -1,6 +1,6 @@
 /* denied: PROTOCOL.md section 10.5's rules, in their order. The retained output is
  * searched as one text so a keyword split across two reads still counts. */
-#include "sandbox/denied.h"
+#include "process/denied.h"
 
 #include <ctype.h>
 #include <stdlib.h>

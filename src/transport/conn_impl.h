@@ -1,7 +1,8 @@
-/* conn_internal: the connection object shared by the transports (ws.c, stdio.c,
- * tls.c). Private to transport/: everything else uses conn.h. */
-#ifndef EXEC_TRANSPORT_CONN_INTERNAL_H
-#define EXEC_TRANSPORT_CONN_INTERNAL_H
+/* conn_impl: the connection object, for the code that implements a transport (ws.c,
+ * stdio.c and tls.c here; remote/relay_conn.c and remote/direct_conn.c above).
+ * Everything that only uses connections uses conn.h. */
+#ifndef EXEC_TRANSPORT_CONN_IMPL_H
+#define EXEC_TRANSPORT_CONN_IMPL_H
 
 #include <stdbool.h>
 #include <uv.h>
@@ -48,9 +49,9 @@ struct conn {
     void *owner;            /* not owned */
     int corked;             /* conn_cork depth */
     struct conn_batch *batch; /* messages gathered while corked (lazily allocated) */
-    void *slots[CONN_SLOT_COUNT];
-    void (*slot_free[CONN_SLOT_COUNT])(void *);
-    void (*slot_unblocked[CONN_SLOT_COUNT])(void *);
+    void *slots[CONN_SLOTS_MAX];
+    void (*slot_free[CONN_SLOTS_MAX])(void *);
+    void (*slot_unblocked[CONN_SLOTS_MAX])(void *);
     struct tls_session *tls; /* wss: every byte out is encrypted first (tls.c) */
     const char *delivering;  /* the message conn_deliver is handing up, or NULL */
     size_t held;             /* bytes of taken messages not yet released */

@@ -9,7 +9,7 @@
  * second time. Only children that inherit the server's PATH (envPolicy `all` or
  * `core` without a PATH of their own) see it; an explicit PATH is left alone, as
  * on the reference. The directory is removed when the process exits normally. */
-#include "process/process_path.h"
+#include "session/process_path.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,6 +1,6 @@
 /* denied: the sandboxDenied verdict of a finished process (PROTOCOL.md 10.5). */
-#ifndef EXEC_SANDBOX_DENIED_H
-#define EXEC_SANDBOX_DENIED_H
+#ifndef EXEC_PROCESS_DENIED_H
+#define EXEC_PROCESS_DENIED_H
 
 #include <stdbool.h>
 
