@@ -30,8 +30,17 @@ SKIP_DIRS = ("corpus", "__pycache__", "node_modules")
 
 # ---- Python ---------------------------------------------------------------------------
 
-# time.sleep(...), asyncio.sleep(...), and a bare sleep(...) (from time import sleep).
+# time.sleep(...), asyncio.sleep(...), a bare sleep(...) (from time import sleep), and
+# select.select([], [], [], t).
 PY_MODULES = ("time", "asyncio")
+
+
+def select_with_nothing(call):
+    """select.select([], [], [], t): a sleep by another name."""
+    f = call.func
+    name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+    return name == "select" and len(call.args) == 4 and all(
+        isinstance(a, (ast.List, ast.Tuple)) and not a.elts for a in call.args[:3])
 
 
 def py_sleeps(text):
@@ -43,7 +52,8 @@ def py_sleeps(text):
             continue
         f = node.func
         if (isinstance(f, ast.Attribute) and f.attr == "sleep" and isinstance(f.value, ast.Name)
-                and f.value.id in PY_MODULES) or (isinstance(f, ast.Name) and f.id == "sleep"):
+                and f.value.id in PY_MODULES) or (isinstance(f, ast.Name) and f.id == "sleep") \
+                or select_with_nothing(node):
             out.append((node.lineno, getattr(node, "end_lineno", node.lineno)))
     return out
 
@@ -154,6 +164,8 @@ def self_test():
     assert not scan("t.py", "s.start('p', ['sh', '-c', 'sleep 1; echo x'])\n", "py")
     assert not scan("t.py", "# time.sleep(1) is gone\nx = 'time.sleep(2)'\n", "py")
     assert not scan("t.py", "proc.wait(10)\nstop.wait(0.2)\n", "py")
+    assert scan("t.py", "select.select([], [], [], 0.5)\n", "py")
+    assert not scan("t.py", "select.select([fd], [], [], 0.5)\n", "py")
     assert scan("t.c", "int main(void){ usleep(200 * 1000); }", "c")
     assert scan("t.c", "void f(void){ nanosleep(&ts, NULL); sleep (1); }", "c")
     assert not scan("t.c", "usleep(20 * 1000); /* sleep-ok: poll interval */", "c")
