@@ -1113,7 +1113,8 @@ def wait_until(pred, timeout=DEFAULT_TIMEOUT, what="condition", interval=0.05):
 
 # Observable states to wait for (instead of sleeping and hoping).
 
-PIPE_WAITS = ("pipe_write", "pipe_wait", "pipe_wait_writable")
+# Where a writer to a full pipe sleeps, by kernel version (anon_pipe_write since 6.15).
+PIPE_WAITS = ("pipe_write", "anon_pipe_write", "pipe_wait", "pipe_wait_writable")
 
 
 def blocked_on_pipe(pid):
