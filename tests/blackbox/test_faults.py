@@ -157,15 +157,28 @@ def test_session_end_kills_background_grandchild_of_exited_process(_):
 @needs_own_server
 def test_guardian_leaves_with_the_server(_):
     srv = Server()
+
+    def guardians():
+        """This server's guardians: they run in its working directory (other servers'
+        guardians come and go on a shared machine)."""
+        out = set()
+        for p in all_pids():
+            try:
+                here = os.readlink("/proc/%d/cwd" % p)
+            except OSError:
+                continue
+            if _comm(p) == "exec-guardian" and here.startswith(srv.workdir):
+                out.add(p)
+        return out
     try:
-        before = {p for p in all_pids() if _comm(p) == "exec-guardian"}
         s = srv.session()
         s.start("x", ["true"])
         s.collect_until_closed("x")
+        assert guardians() - {srv.pid}, "no guardian found for the server"
         s.close()
         srv.stop()
-        wait_until(lambda: not ({p for p in all_pids() if _comm(p) == "exec-guardian"}
-                                - before - {srv.pid}), 5 * TIMEOUT_SCALE, "the guardian to exit")
+        wait_until(lambda: not (guardians() - {srv.pid}), 5 * TIMEOUT_SCALE,
+                   "the guardian to exit")
     finally:
         srv.kill()
 
