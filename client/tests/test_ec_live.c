@@ -600,7 +600,9 @@ static void test_idle_drop_resumes_before_the_next_call(void **state)
     for (int i = 0; i < 8; i++)
         if (px.pairs[i].used) pair_cut(&px.pairs[i]);
     pthread_mutex_unlock(&px.mu);
-    usleep(200 * 1000);
+    /* The drop has reached the idle client: its socket reads the end. */
+    struct pollfd pfd = {.fd = ec_client_fd(c), .events = POLLIN};
+    assert_true(pfd.fd >= 0 && poll(&pfd, 1, 10000) == 1);
     ec_error e = {0};
     json_t *res = NULL;
     assert_true(ec_client_call(c, "environment/status", NULL, &res, &e) == 0);
@@ -822,7 +824,7 @@ static void test_fragments_pings_and_bearer_token(void **state)
     /* One Pong per injected Ping, payload echoed (the proxy thread may see the last one
      * a moment after the client delivered the event). */
     for (int i = 0; i < 100 && px_get(&px.pongs) < 2; i++)
-        usleep(20 * 1000);
+        usleep(20 * 1000); /* sleep-ok: the poll interval, 2 s bound */
     assert_true(px_get(&px.pongs) == 2);
     ec_process_free(p);
     ec_client_close(c);

@@ -53,7 +53,7 @@ done
 "$p/bin/exec-server" --listen ws://127.0.0.1:0 >"$tmp/url" 2>"$tmp/err" &
 srv=$!
 i=0
-while ! grep -q '^ws://' "$tmp/url" && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+while ! grep -q '^ws://' "$tmp/url" && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done  # sleep-ok: poll, 5 s bound
 url=$(head -n1 "$tmp/url")
 out=$("$p/bin/exec-client" --url "$url" run -- sh -c 'echo installed-ok')
 # ...and a sandboxed read (served by its sandbox helper) is answered, not

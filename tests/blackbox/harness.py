@@ -948,6 +948,15 @@ def _comm(pid):
         return None
 
 
+proc_comm = _comm  # public, for the tests
+
+
+def proc_state(pid):
+    """The state letter of /proc/PID/stat (R, S, D, T, Z, ...), None when pid is gone."""
+    st = _proc_stat(pid)
+    return st[0] if st else None
+
+
 # The server's own long-lived helper processes, not children it was asked to run.
 SERVER_HELPERS = ("exec-spawner",)
 
@@ -1036,7 +1045,7 @@ def wait_no_marked(marker=None, timeout=5.0):
                 except OSError:
                     pass
             raise AssertionError("processes left behind: %s" % info)
-        time.sleep(0.05)
+        time.sleep(0.05)  # sleep-ok: the poll interval, against the deadline above
 
 
 def kill_marked(marker=None):
@@ -1089,6 +1098,9 @@ def curl_sha256(url, timeout=600):
 
 
 def wait_until(pred, timeout=DEFAULT_TIMEOUT, what="condition", interval=0.05):
+    """Polls pred until it returns something true (returned) or the deadline passes.
+    Tests wait with this (or the helpers below), never with a fixed sleep
+    (tests/arch/test_sleeps.py)."""
     deadline = time.monotonic() + timeout
     while True:
         v = pred()
@@ -1096,7 +1108,100 @@ def wait_until(pred, timeout=DEFAULT_TIMEOUT, what="condition", interval=0.05):
             return v
         if time.monotonic() > deadline:
             raise Timeout("timed out waiting for %s" % what)
-        time.sleep(interval)
+        time.sleep(interval)  # sleep-ok: the poll interval, against the deadline above
+
+
+# Observable states to wait for (instead of sleeping and hoping).
+
+# Where a writer to a full pipe sleeps, by kernel version (anon_pipe_write since 6.15).
+PIPE_WAITS = ("pipe_write", "anon_pipe_write", "pipe_wait", "pipe_wait_writable")
+
+
+def blocked_on_pipe(pid):
+    """Whether pid sleeps in a write to a full pipe: a child whose output the server
+    is not reading (back-pressure), seen in /proc/PID/stat and /proc/PID/wchan."""
+    st = _proc_stat(pid)
+    if not st or st[0] != "S":
+        return False
+    try:
+        with open("/proc/%d/wchan" % pid) as f:
+            return f.read().strip() in PIPE_WAITS
+    except OSError:
+        return False
+
+
+def held_back_or_done(marker):
+    """A process tagged `marker` is held back by back-pressure, or all have finished
+    (their output is in the server's hands)."""
+    pids = marked_pids(marker)
+    return not pids or any(blocked_on_pipe(p) for p in pids)
+
+
+def server_connections(port):
+    """The server-side TCP connections of a server listening on `port` that it has not
+    closed yet (ESTABLISHED or CLOSE_WAIT in /proc/net/tcp{,6}): a connection the
+    client dropped stays counted until the server has noticed and closed its end."""
+    n = 0
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name) as f:
+                next(f)
+                for line in f:
+                    p = line.split()
+                    if p[3] in ("01", "08") and int(p[1].rsplit(":", 1)[1], 16) == port:
+                        n += 1
+        except OSError:
+            pass
+    return n
+
+
+def socket_unread(sock):
+    """Bytes waiting in sock's receive queue (FIONREAD): the peer has sent them."""
+    import fcntl
+    import termios
+    buf = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    return struct.unpack("i", buf)[0]
+
+
+def unix_socket_unread(pid):
+    """Bytes waiting unread in the receive queues of pid's Unix sockets (the kernel's
+    sock_diag, as `ss -x` shows them): a request written to a stopped process."""
+    inodes = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(int(link[8:-1]))
+    NETLINK_SOCK_DIAG, SOCK_DIAG_BY_FAMILY = 4, 20
+    NLM_F_REQUEST, NLM_F_DUMP, NLMSG_ERROR, NLMSG_DONE = 1, 0x300, 2, 3
+    UDIAG_SHOW_RQLEN, UNIX_DIAG_RQLEN = 0x10, 4
+    req = struct.pack("=BBHIIIII", socket.AF_UNIX, 0, 0, 0xffffffff, 0, UDIAG_SHOW_RQLEN, 0, 0)
+    msg = struct.pack("=IHHII", 16 + len(req), SOCK_DIAG_BY_FAMILY,
+                      NLM_F_REQUEST | NLM_F_DUMP, 1, 0) + req
+    total = 0
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG) as nl:
+        nl.sendall(msg)
+        while True:
+            data = nl.recv(1 << 16)
+            off = 0
+            while off + 16 <= len(data):
+                ln, typ = struct.unpack_from("=IH", data, off)
+                if typ == NLMSG_DONE:
+                    return total
+                if typ == NLMSG_ERROR:
+                    raise OSError("sock_diag: %d" % -struct.unpack_from("=i", data, off + 16)[0])
+                ino = struct.unpack_from("=I", data, off + 20)[0]
+                a = off + 32  # nlmsghdr (16) + unix_diag_msg (16), then attributes
+                while a + 4 <= off + ln:
+                    alen, atype = struct.unpack_from("=HH", data, a)
+                    if alen < 4:
+                        break
+                    if atype == UNIX_DIAG_RQLEN and ino in inodes:
+                        total += struct.unpack_from("=I", data, a + 4)[0]
+                    a += (alen + 3) & ~3
+                off += (ln + 3) & ~3
 
 
 # ---------------------------------------------------------------------------------------

@@ -134,7 +134,7 @@ def dump_filters(probe, pid, timeout=10.0):
             return []  # no filter at all
         if time.monotonic() > deadline:
             return None
-        time.sleep(0.05)
+        time.sleep(0.05)  # sleep-ok: the poll interval, against the deadline above
 
 
 def sandboxed_sleeper(s, pid, ws, sandbox, tag, env_extra=None):

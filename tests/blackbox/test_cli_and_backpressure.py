@@ -54,16 +54,21 @@ def test_ipv6_listen_prints_bound_url(srv):
 
 
 def test_stalled_client_bounded_memory_then_complete(srv):
-    """40 MB of output while the client reads nothing for 3 s: the child is held
-    back (not finished), server RSS grows by far less than the output, and once
-    the client reads again every byte arrives, in order."""
+    """40 MB of output while the client reads nothing: the child is held back (not
+    finished), server RSS grows by far less than the output, and once the client
+    reads again every byte arrives, in order."""
     if WRAPPER:
         raise TestSkip("the RSS bound is for the server, not valgrind")
     s = srv.session()
     total = 40 * 1000 * 1000
     base = rss_kib(srv.pid)
-    s.start("flood", ["/bin/sh", "-c", "head -c %d /dev/zero | tr '\\0' 'z'" % total])
-    time.sleep(3.0)  # read nothing: kernel socket buffers and our queue fill up
+    mk = "bb-flood-" + uuid.uuid4().hex[:8]
+    s.start("flood", ["/bin/sh", "-c", "head -c %d /dev/zero | tr '\\0' 'z'" % total],
+            env={"PATH": "/usr/bin:/bin", MARKER_VAR: mk})
+    # Read nothing: kernel socket buffers and our queue fill up until the child blocks.
+    wait_until(lambda: any(blocked_on_pipe(p) for p in marked_pids(mk)), 30,
+               "the child to be held back")
+    time.sleep(2.0 * TIMEOUT_SCALE)  # sleep-ok: a server that kept reading would grow here
     grown_mib = (rss_kib(srv.pid) - base) / 1024
     # Retained log (1 MiB) + write queue high-water mark (4 MiB) + one frame in
     # flight, with room for allocator and sanitizer slack, is far below 40 MB.

@@ -294,6 +294,18 @@ def read_to_eof(fd, timeout=20.0):
     return buf
 
 
+def running_sleep_30(srv):
+    """The remote shell's `sleep 30` runs (a live descendant of the server)."""
+    for p in descendants(srv.pid):
+        try:
+            with open("/proc/%d/cmdline" % p, "rb") as f:
+                if f.read() == b"sleep\x0030\x00" and proc_state(p) not in ("Z", "X"):
+                    return True
+        except OSError:
+            pass
+    return False
+
+
 def reap(pid, timeout=15.0):
     """Waits for pid; kills it if it outlives the timeout (a failed test must not hang)."""
     deadline = time.monotonic() + timeout
@@ -301,7 +313,7 @@ def reap(pid, timeout=15.0):
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             return status
-        time.sleep(0.05)
+        time.sleep(0.05)  # sleep-ok: the poll interval, against the deadline above
     os.kill(pid, signal.SIGKILL)
     return os.waitpid(pid, 0)[1]
 
@@ -331,7 +343,7 @@ def test_shell_over_a_pty(srv):
         # Ctrl-C travels as a byte to the remote PTY, whose line discipline interrupts
         # the foreground job; the remote shell survives and keeps answering.
         os.write(fd, b"sleep 30; echo not-interrupted\r")
-        time.sleep(1.0)
+        wait_until(lambda: running_sleep_30(srv), DEFAULT_TIMEOUT, "the remote sleep to run")
         os.write(fd, b"\x03")
         os.write(fd, b"echo after-$((6*7))\r")
         out = read_until(fd, b"after-42")

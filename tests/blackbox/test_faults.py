@@ -54,14 +54,14 @@ s.start("tree", ["/bin/sh", "-c", "sleep 1000 & while :; do echo tick; sleep 0.0
         cwd="file:///tmp", env={"PATH": "/usr/bin:/bin", MARKER_VAR: sys.argv[4]})
 s.wait_notification(lambda n: n["method"] == "process/output", process_id="tree")
 print("ready", flush=True)
-time.sleep(1000)
+time.sleep(1000)  # sleep-ok: the doomed client idles until the test kills it
 """
 
 
 @ours_only
 @needs_own_server
 def test_kill9_client_mid_stream_children_gone_after_ttl(_):
-    srv = Server(ttl=2)
+    srv = Server(ttl=2, extra_args=["--log-level", "info"])
     marker = new_marker()
     c = None
     try:
@@ -74,7 +74,8 @@ def test_kill9_client_mid_stream_children_gone_after_ttl(_):
                    "the shell and its long sleep to run")
         c.kill()
         c.wait()
-        time.sleep(1.0)
+        wait_until(lambda: "event=session_detach" in srv.stderr_text(), 10 * TIMEOUT_SCALE,
+                   "the server to detach the session")
         assert marked_pids(marker), "children must survive until the TTL (resume window)"
         wait_no_marked(marker, timeout=10 * TIMEOUT_SCALE)
         assert srv.session().call("environment/status") == {"status": "ready"}
@@ -156,15 +157,28 @@ def test_session_end_kills_background_grandchild_of_exited_process(_):
 @needs_own_server
 def test_guardian_leaves_with_the_server(_):
     srv = Server()
+
+    def guardians():
+        """This server's guardians: they run in its working directory (other servers'
+        guardians come and go on a shared machine)."""
+        out = set()
+        for p in all_pids():
+            try:
+                here = os.readlink("/proc/%d/cwd" % p)
+            except OSError:
+                continue
+            if _comm(p) == "exec-guardian" and here.startswith(srv.workdir):
+                out.add(p)
+        return out
     try:
-        before = {p for p in all_pids() if _comm(p) == "exec-guardian"}
         s = srv.session()
         s.start("x", ["true"])
         s.collect_until_closed("x")
+        assert guardians() - {srv.pid}, "no guardian found for the server"
         s.close()
         srv.stop()
-        wait_until(lambda: not ({p for p in all_pids() if _comm(p) == "exec-guardian"}
-                                - before - {srv.pid}), 5 * TIMEOUT_SCALE, "the guardian to exit")
+        wait_until(lambda: not (guardians() - {srv.pid}), 5 * TIMEOUT_SCALE,
+                   "the guardian to exit")
     finally:
         srv.kill()
 
@@ -258,8 +272,12 @@ def test_stalled_reader_of_1gb_output_bounded_and_complete(_):
                   "while n>0:\n    k=min(n,len(p))\n    w.write(p[:k])\n    n-=k\n"
                   "w.flush()\n" % total)
         base = rss_kib(srv.pid)
-        s.start("big", [sys.executable, "-c", script])
-        time.sleep(3.0)
+        mk = new_marker()
+        s.start("big", [sys.executable, "-c", script],
+                env={"PATH": "/usr/bin:/bin", MARKER_VAR: mk})
+        wait_until(lambda: any(blocked_on_pipe(p) for p in marked_pids(mk)),
+                   30 * TIMEOUT_SCALE, "the writer to be held back")
+        time.sleep(2.0 * TIMEOUT_SCALE)  # sleep-ok: a server that kept reading would grow here
         grown = (rss_kib(srv.pid) - base) / 1024
         assert grown < 48, "server RSS grew %.1f MiB while the client stalled" % grown
         r = FastReader(s.t.ws)
@@ -375,10 +393,9 @@ def test_emfile_on_accept_does_not_spin(_):
         s.collect_until_closed("x")
         for _ in range(80):  # far past the fd limit
             socks.append(socket.create_connection((srv.host, srv.port)))
-        time.sleep(0.5)
-        assert fd_count(srv.pid) >= 46, "fd limit not reached: %d fds" % fd_count(srv.pid)
+        wait_until(lambda: fd_count(srv.pid) >= 46, 10, "the fd limit to be reached")
         c0 = cpu_seconds(srv.pid)
-        time.sleep(2.0)
+        time.sleep(2.0)  # sleep-ok: the window in which a spinning accept loop burns CPU
         used = cpu_seconds(srv.pid) - c0
         print("  at the fd limit with 80 pending connections: %.2f s CPU in 2 s" % used)
         assert used < 0.5, "server used %.2f s of CPU in 2 s at the fd limit" % used
@@ -459,7 +476,8 @@ def test_disconnects_mid_handshake_frame_and_write_leak_no_fds(_):
         warm = srv.session()
         warm.call("fs/readFile", {"path": "file://" + path})
         warm.close()
-        time.sleep(0.3)
+        wait_until(lambda: server_connections(srv.port) == 0, 10,
+                   "the server to close the warm-up connection")
         before = fd_count(srv.pid)
         for i in range(30):
             # mid-handshake
@@ -474,7 +492,7 @@ def test_disconnects_mid_handshake_frame_and_write_leak_no_fds(_):
             s = srv.session()
             s.start("p", ["sleep", "1000"])
             s.send_request("fs/readFile", {"path": "file://" + path})
-            time.sleep(0.02)
+            wait_until(lambda: socket_unread(s.t.ws.sock) > 0, 10, "the reply to be written")
             (rst_close if i % 2 else socket.socket.close)(s.t.ws.sock)
         # Sessions expire at detach (--max-detached-sessions 0), so every fd of
         # the connections, their processes and the reply buffers must be gone.

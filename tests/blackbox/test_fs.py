@@ -620,7 +620,7 @@ def test_handles_dropped_on_resume(srv):
         m = s2.request("initialize", {"clientName": "x", "resumeSessionId": sid})
         if "result" in m or time.monotonic() > deadline:
             break
-        time.sleep(0.1)
+        time.sleep(0.1)  # sleep-ok: the retry interval, against the deadline above
     s2.notify("initialized", {})
     assert s2.error("fs/readBlock", {"handleId": "k", "offset": 0, "len": 1}) == (
         -32004, "unknown file handle `k`")
@@ -679,6 +679,7 @@ def test_connection_closed_mid_operation(srv):
     f = d + "/big"
     with open(f, "wb") as fh:
         fh.write(b"\x01" * (8 << 20))
+    conns = server_connections(srv.port)
     s = srv.session()
     s.send_request("fs/readFile", {"path": uri(f)})
     s.send_request("fs/open", {"handleId": "h", "path": uri(f)})
@@ -695,7 +696,8 @@ def test_connection_closed_mid_operation(srv):
         m = s2.wait_response(i)
         assert "result" in m or m["error"]["code"] == -32004, m
     s2.close()
-    time.sleep(0.5)
+    # The server has closed both connections, with their work in flight.
+    wait_until(lambda: server_connections(srv.port) <= conns, 10, "the connections to close")
     assert srv.alive()
     s3 = srv.session()
     assert s3.call("fs/getMetadata", {"path": uri(f)})["size"] == 8 << 20

@@ -34,7 +34,7 @@ def pattern(n):
 
 
 BLOCK64K = pattern(65536)
-CONNECTIONS = {"closed_early": 0}
+CONNECTIONS = {"closed_early": 0, "big_sent": 0}  # big_sent: bytes of the last /big
 # /hold sends its head at once and its body only when a test sets this.
 HOLD = threading.Event()
 
@@ -80,11 +80,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("content-length", str(n))
             self.end_headers()
             sent = 0
+            CONNECTIONS["big_sent"] = 0
             try:
                 while sent < n:
                     chunk = BLOCK64K[:min(65536, n - sent)]
                     self.wfile.write(chunk)
                     sent += len(chunk)
+                    CONNECTIONS["big_sent"] = sent
             except OSError:
                 CONNECTIONS["closed_early"] += 1
         elif path == "/cut":
@@ -103,7 +105,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             HOLD.wait(DEFAULT_TIMEOUT * 6)
             self.wfile.write(b"late")
         elif path == "/slow":
-            time.sleep(float(q.get("s", "5")))
+            time.sleep(float(q.get("s", "5")))  # sleep-ok: the stimulus, a peer that answers late
             self._send(200, b"late")
         else:
             self._send(404, b"not here", ctype="text/plain")
@@ -408,13 +410,16 @@ def test_stalled_reader_pauses_the_transfer(srv):
     s = Rpc(WsTransport(ws), srv)
     s.initialize()
     n = 256 << 20
+    CONNECTIONS["big_sent"] = 0
     s.send_request("http/request", {"method": "GET", "url": BASE + "/big?n=%d" % n,
                                     "requestId": "stall", "streamResponse": True})
-    time.sleep(0.5)
+    wait_until(lambda: CONNECTIONS["big_sent"] > 0, 20, "the transfer to start")
     before = rss_kib(srv.pid)
-    time.sleep(3)  # not reading: the server must stop pulling from the HTTP peer
+    # Not reading: the server must stop pulling from the HTTP peer.
+    time.sleep(3 * TIMEOUT_SCALE)  # sleep-ok: a server that kept pulling would grow here
     grown = rss_kib(srv.pid) - before
     assert grown < 64 << 10, "server RSS grew by %d KiB while the client was not reading" % grown
+    assert CONNECTIONS["big_sent"] < n, "the peer was not held back"
     data, _, err = collect_stream(s, "stall")
     assert err is None and len(data) == n
     s.close()
@@ -430,10 +435,8 @@ def test_closed_connection_aborts_its_transfers(srv):
                                     "requestId": "abort", "streamResponse": True})
     s.wait_other(lambda m: m.get("method") == "http/request/bodyDelta")
     s.close()
-    deadline = time.monotonic() + DEFAULT_TIMEOUT
-    while CONNECTIONS["closed_early"] == before and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert CONNECTIONS["closed_early"] > before, "the transfer went on after the client left"
+    wait_until(lambda: CONNECTIONS["closed_early"] > before, DEFAULT_TIMEOUT,
+               "the transfer to stop after the client left")
 
 
 def test_capability_advertised(srv):

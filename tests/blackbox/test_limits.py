@@ -188,17 +188,18 @@ def test_max_queued_bytes_closes_a_client_that_does_not_read(_):
 
 
 def flood_and_stall(srv, total, then=""):
-    """Starts a process writing `total` bytes ('q's), reads nothing for a while and
-    queues 20 small requests behind its output. Returns the session."""
+    """Starts a process writing `total` bytes ('q's), reads nothing until the server
+    reports the backlog over --max-queued-bytes, and queues 20 small requests behind
+    its output. Returns the session."""
     s = srv.session()
     s.start("flood", ["/bin/sh", "-c", "head -c %d /dev/zero | tr '\\0' 'q'%s" % (total, then)])
-    time.sleep(1.0)
+    wait_until(lambda: "--max-queued-bytes" in srv.stderr_text(), 20,
+               "the backlog limit to trigger")
     try:
         for i in range(20):
             s.send_request("environment/status", None)
     except OSError:
         pass  # already closed by the server: fine, see the callers
-    time.sleep(1.0)
     return s
 
 
@@ -211,13 +212,12 @@ def test_queued_limit_keeps_a_client_whose_output_is_not_retained(_):
     with Server(extra_args=["--max-queued-bytes", "3M"]) as srv:
         total = 12 * 1000 * 1000
         s = flood_and_stall(srv, total)
-        err = srv.stderr_text()
-        assert "--max-queued-bytes" in err, err
-        assert "closing the slow client" not in err, err
         out = s.collect_until_closed("flood", timeout=60)
         assert len(out["stdout"]) == total, len(out["stdout"])
         check_seq_rules(out)
         assert s.call("environment/status") == {"status": "ready"}
+        err = srv.stderr_text()
+        assert "closing the slow client" not in err, err
         s.close()
 
 
@@ -234,13 +234,18 @@ def test_queued_limit_close_loses_no_output(_):
         total = 600 * 1000
         s = srv.session()
         s.send_request("fs/readFile", {"path": "file://" + path})
-        time.sleep(0.3)
+        # The reply is being written (its first bytes wait, unread, at our end).
+        wait_until(lambda: socket_unread(s.t.ws.sock) > 0, 20, "the big reply to be written")
+        mk = "bb-q-" + uuid.uuid4().hex[:8]
         s.send_request("process/start", {
             "processId": "p", "cwd": "file://" + srv.workdir, "tty": False,
-            "env": {"PATH": "/usr/bin:/bin", MARKER_VAR: MARKER},
+            "env": {"PATH": "/usr/bin:/bin", MARKER_VAR: mk},
             "argv": ["/bin/sh", "-c", "head -c %d /dev/zero | tr '\\0' q; exec sleep 1000"
                      % total]})
-        time.sleep(0.5)
+        # The process runs and has written what the server takes: it is held back by a
+        # full pipe, or it is done and waits in `sleep`.
+        wait_until(lambda: any(blocked_on_pipe(p) or proc_comm(p) == "sleep"
+                               for p in marked_pids(mk)), 20, "the process to write its output")
         for i in range(6):
             s.send_request("fs/readFile", {"path": "file://" + path})
         wait_until(lambda: "closing the slow client" in srv.stderr_text(), 20,

@@ -51,7 +51,13 @@ def test_exit_on_stdin_close(_):
     try:
         line = p.stdout.readline()
         assert line.startswith(b"ws://"), line
-        time.sleep(0.2)
+        # It serves a request with its stdin open (its loop has been round), and is
+        # still there after.
+        host, _, port = line.decode().strip()[len("ws://"):].rstrip("/").rpartition(":")
+        s = Rpc(WsTransport(WebSocket(host, int(port))))
+        s.initialize()
+        assert s.call("environment/status") == {"status": "ready"}
+        s.close()
         assert p.poll() is None, "exited while its stdin was still open"
         p.stdin.close()
         assert p.wait(DEFAULT_TIMEOUT) == 0
@@ -213,7 +219,7 @@ def test_structured_log_lines(_):
         s.close()
         deadline = time.monotonic() + DEFAULT_TIMEOUT
         while "event=connection_close" not in srv.stderr_text() and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(0.05)  # sleep-ok: the poll interval, against the deadline above
         text = srv.stderr_text()
         events = {}
         for line in text.splitlines():

@@ -596,8 +596,11 @@ def test_slow_reader_loses_nothing(srv):
     path = os.path.join(srv.workdir, "slow.bin")
     with open(path, "wb") as f:
         f.write(data)
-    s.start("slow", ["cat", path])
-    time.sleep(2.0)  # not reading: the socket buffers fill up
+    mk = "bb-slow-" + uuid.uuid4().hex[:8]
+    s.start("slow", ["cat", path], env={"PATH": "/usr/bin:/bin", MARKER_VAR: mk})
+    # Not reading: the socket buffers fill up until cat is held back or the server
+    # holds all of its output.
+    wait_until(lambda: held_back_or_done(mk), 30, "the output to back up")
     assert srv.alive()
     out = s.collect_until_closed("slow", timeout=40)
     assert sha256(out["stdout"]) == sha256(data), len(out["stdout"])
@@ -722,7 +725,8 @@ def test_spawn_window_ours(srv):
 
 def test_no_leftovers_and_fds(srv):
     s = srv.session()
-    time.sleep(0.3)
+    # Earlier tests' connections closed (only ours is open) before counting.
+    wait_until(lambda: server_connections(srv.port) == 1, 10, "earlier connections to close")
     before = fd_count(srv.pid)
     for i in range(10):
         s.start("x%d" % i, ["/bin/sh", "-c", "echo hi; echo err >&2"])

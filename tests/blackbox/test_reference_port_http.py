@@ -367,7 +367,7 @@ def _slow_peer_with_and_without_timeout(srv, case, unbounded):
         c = peer.accept()
 
         def late():
-            time.sleep(0.1)  # the stimulus: a peer that answers late (not a wait)
+            time.sleep(0.1)  # sleep-ok: the stimulus, a peer that answers late (not a wait)
             respond(c, "200 OK", [], b"slow-success")
         slow = Background(late)
         r = result_of(s, rid)

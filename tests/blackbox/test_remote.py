@@ -140,12 +140,18 @@ def check_no_cleartext(ex):
     assert len(shakes) >= 2, "expected handshake frames both ways, saw %d" % len(shakes)
 
 
-def drop_during(ex, p, ready, what, delay, drop):
-    """Waits (bounded) for ready(cloud), sleeps delay, calls drop() (which must report a
-    victim), then collects the client's output. The client is killed if anything fails."""
+def answered(c, streams):
+    """Data frames the executor sent on `streams` (responses and notifications: all
+    encrypted, so they are counted, not read)."""
+    return sum(1 for f in c.frames if f["dir"] == "e2h" and f["body"] == "data"
+               and f["stream_id"] in streams)
+
+
+def drop_during(ex, p, ready, what, drop):
+    """Waits (bounded) for ready(cloud), calls drop() (which must report a victim),
+    then collects the client's output. The client is killed if anything fails."""
     try:
         ex.cloud.wait_for(ready, 20, what)
-        time.sleep(delay)
         assert drop() >= 1, "nothing to drop"
         out, err = p.communicate(timeout=60)
     finally:
@@ -184,9 +190,11 @@ def scenario_resume(ex):
     script = "for i in $(seq 1 %d); do echo line-$i; sleep 0.05; done; exit 5" % n
     p = client(ex, "-v", "--reconnect-ms", "25000", "run", "-n", "--", "sh", "-c", script,
                popen=True)
-    # Drop the harness socket once the process is running and has printed.
-    out, err = drop_during(ex, p, lambda c: len(harness_streams(ex) - before_streams) >= 1,
-                           "the client's relay stream", 0.6, ex.cloud.drop_harness)
+    # Drop the harness socket once the process is running and has printed: the
+    # initialize and process/start responses, then a few lines of output.
+    out, err = drop_during(ex, p, lambda c: answered(c, harness_streams(ex) - before_streams) >= 6,
+                           "the process to print on the client's relay stream",
+                           ex.cloud.drop_harness)
     check_lines(out, err, ["line-%d" % i for i in range(1, n + 1)])
     assert p.returncode == 5, (p.returncode, err.decode())
     text = err.decode()
@@ -216,11 +224,9 @@ def scenario_executor_drop(ex):
     # (initialize, process/start, its output): everything is encrypted, so count frames
     # rather than look for text.
     def started(c):
-        new = harness_streams(ex) - before_streams
-        return new and sum(1 for f in c.frames if f["dir"] == "e2h" and f["body"] == "data"
-                           and f["stream_id"] in new) >= 3
+        return answered(c, harness_streams(ex) - before_streams) >= 3
 
-    out, err = drop_during(ex, p, started, "the process to start", 0.3,
+    out, err = drop_during(ex, p, started, "the process to start",
                            lambda: ex.cloud.drop_environment(ENV_ID))
     check_lines(out, err, ["first"] + ["line-%d" % i for i in range(1, n + 1)])
     assert p.returncode == 4, (p.returncode, err.decode())

@@ -198,7 +198,7 @@ def wait_until(pred, timeout, what):
     while time.monotonic() < deadline:
         if pred():
             return
-        time.sleep(0.05)
+        time.sleep(0.05)  # sleep-ok: the poll interval, against the deadline above
     raise AssertionError("timed out waiting for " + what)
 
 
@@ -302,8 +302,8 @@ def run_destination(kind, path, only, tls=False):
     fw = None
     try:
         assert dest.url.startswith("wss://" if tls else "ws://"), dest.url
-        fw = Forwarder(dest.url, ca=dest.ca)
-        time.sleep(0.3)
+        fw = Forwarder(dest.url, ca=dest.ca)  # returns once registered at the rendezvous
+        time.sleep(0.3)  # sleep-ok: a window in which an early destination connection shows
         assert dest.established() == 0, "the forwarder contacted the destination at start"
         fw.base_sockets = fw.sockets()
         for sc in WSS_SCENARIOS if tls else SCENARIOS:

@@ -388,7 +388,8 @@ def test_helper_killed_mid_request(srv):
     # (A helper is the init of its own PID namespace: it serves without exec.)
     os.kill(pids[0], signal.SIGSTOP)
     rid = s.send_request("fs/writeFile", dict(p, dataBase64=b64("2")))
-    time.sleep(0.5)
+    # In flight: the request waits, unread, in the stopped helper's socket.
+    wait_until(lambda: unix_socket_unread(pids[0]) > 0, 10, "the request to reach the helper")
     os.kill(pids[0], signal.SIGKILL)
     resp = s.wait_response(rid)
     assert resp["error"]["code"] == -32603, resp
@@ -431,10 +432,7 @@ def test_helpers_die_with_session(_):
                                 "sandbox": t.sb})
         assert len(helper_pids(srv)) == 1
         s.close()  # detached; the session (and its helper) ends after the 1 s TTL
-        deadline = time.monotonic() + 20
-        while helper_pids(srv) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert helper_pids(srv) == [], helper_pids(srv)
+        wait_until(lambda: not helper_pids(srv), 20, "the session's helper to go")
         t.cleanup()
     finally:
         srv.stop()

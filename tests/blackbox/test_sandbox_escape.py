@@ -875,7 +875,7 @@ def host_protected_gone_soon(v, mode, ws, what):
     deadline = time.monotonic() + 20 * TIMEOUT_SCALE
     while time.monotonic() < deadline and any(
             os.path.lexists(os.path.join(ws, n)) for n in PROTECTED):
-        time.sleep(0.2)
+        time.sleep(0.2)  # sleep-ok: the poll interval, against the deadline above
     host_protected_absent(v, mode, ws, what)
 
 

@@ -25,7 +25,7 @@ def resume(srv, sid, timeout=5.0):
             return s
         s.close()
         assert m["error"]["code"] == -32010 and time.monotonic() < deadline, m
-        time.sleep(0.05)
+        time.sleep(0.05)  # sleep-ok: the retry interval, against the deadline above
 
 
 def test_resume_catch_up_12_7(srv):
@@ -85,16 +85,27 @@ def test_resume_contiguous_stream(srv):
     a = srv.session()
     sid = a.session_id
     n_lines = 60
+    progress = os.path.join(srv.workdir, "progress-" + uuid.uuid4().hex[:8])
     a.start("stream", ["/bin/sh", "-c",
-                       "i=1; while [ $i -le %d ]; do echo line$i; i=$((i+1)); sleep 0.03; done"
-                       % n_lines])
+                       "i=1; while [ $i -le %d ]; do echo line$i; echo $i > '%s'; i=$((i+1)); "
+                       "sleep 0.03; done" % (n_lines, progress)])
     a.wait_notification(lambda n: n.get("seq", 0) >= 5, process_id="stream")
     a.close()
     seen = {}
     for n in a.notes["stream"]:
         seen[n["seq"]] = n
     last = max(seen)
-    time.sleep(0.4)
+    got = sum(unb64(n["chunk"]).count(b"\n") for n in seen.values()
+              if n["method"] == "process/output")
+
+    def printed():
+        try:
+            with open(progress) as f:
+                return int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            return 0
+    # A few lines are printed while detached, for the catch-up read to return.
+    wait_until(lambda: printed() >= min(n_lines, got + 3), 15, "output while detached")
     b = resume(srv, sid)
     after = last
     deadline = time.monotonic() + 15
@@ -218,7 +229,7 @@ def test_ttl_expiry_kills_processes(_):
         a.close()
         t0 = time.monotonic()
         # still alive well inside the TTL
-        time.sleep(TTL * 0.4)
+        time.sleep(TTL * 0.4)  # sleep-ok: the TTL is what is tested (nothing dies before it)
         assert len(marked_pids(mk)) >= 4, "processes died before the TTL"
         wait_no_marked(mk, TTL + 6)
         dt = time.monotonic() - t0
@@ -239,9 +250,9 @@ def test_resume_within_ttl_cancels_expiry(_):
         a.start("keep", ["sleep", "300"], env={MARKER_VAR: mk})
         wait_until(lambda: marked_pids(mk), 5, "process to start")
         a.close()
-        time.sleep(TTL * 0.5)
+        time.sleep(TTL * 0.5)  # sleep-ok: the TTL is what is tested (resume within it)
         b = resume(srv, sid)
-        time.sleep(TTL + 1.0)
+        time.sleep(TTL + 1.0)  # sleep-ok: the TTL is what is tested (it no longer applies)
         assert marked_pids(mk), "process of a resumed session was killed by the TTL"
         rd = b.read("keep")
         assert rd["exited"] is False, rd
@@ -265,7 +276,8 @@ def test_shutdown_with_live_processes(_):
         d = srv.session()
         d.start("p3", ["sleep", "300"], env={MARKER_VAR: mk})
         d.close()
-        time.sleep(0.2)
+        # d is detached once the server has closed its end (only a's connection is left).
+        wait_until(lambda: server_connections(srv.port) == 1, 10, "the server to detach d")
         t0 = time.monotonic()
         srv.stop()
         assert time.monotonic() - t0 < 10, "shutdown took %.1fs" % (time.monotonic() - t0)

@@ -139,10 +139,8 @@ def test_session_close_ends_with_the_connection(srv):
     sid = s.session_id
     assert s.call("session/close", {}) == {}
     s.close()
-    deadline = time.monotonic() + DEFAULT_TIMEOUT
-    while time.monotonic() < deadline and marked_pids(mk):
-        time.sleep(0.05)
-    assert not marked_pids(mk), "the session's process outlived session/close"
+    wait_until(lambda: not marked_pids(mk), DEFAULT_TIMEOUT,
+               "the session's process to end with session/close")
     r = srv.session(init=False)
     m = r.request("initialize", {"clientName": "x", "resumeSessionId": sid})
     assert "error" in m, m

@@ -239,7 +239,7 @@ def test_second_connection_after_abort(srv):
 
 
 def test_many_connections_no_fd_leak(srv):
-    time.sleep(0.3)
+    wait_until(lambda: server_connections(srv.port) == 0, 10, "earlier connections to close")
     before = fd_count(srv.pid)
     for _ in range(20):
         s = srv.session()
@@ -286,12 +286,12 @@ def test_slow_handshake_and_frames(srv):
            "\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n" % key).encode()
     for i in range(0, len(req), 7):
         sock.sendall(req[i:i + 7])
-        time.sleep(0.002)
+        time.sleep(0.002)  # sleep-ok: the stimulus, 7 bytes a read
     frame = WebSocket.build_frame(OP_TEXT, json.dumps(
         {"id": 1, "method": "initialize", "params": {"clientName": "slow"}}))
     for i in range(len(frame)):
         sock.sendall(frame[i:i + 1])
-        time.sleep(0.001)
+        time.sleep(0.001)  # sleep-ok: the stimulus, a byte a read
     data = b""
     deadline = time.monotonic() + 10
     while b"sessionId" not in data and time.monotonic() < deadline:

@@ -60,7 +60,7 @@ def test_frames_trickled_byte_by_byte(srv):
     for i in range(len(frame)):
         ws.sock.sendall(frame[i:i + 1])
         if i < 16:
-            time.sleep(0.01)
+            time.sleep(0.01)  # sleep-ok: the stimulus, a byte a read
     op, payload = ws.recv_message()
     assert json.loads(payload)["id"] == 4, payload
     ws.shutdown()

@@ -538,7 +538,7 @@ class FakeCloud:
 
     def _ping_loop(self):
         while not self.stopping:
-            time.sleep(self.ping_interval)
+            time.sleep(self.ping_interval)  # sleep-ok: the ping period is the behaviour
             with self.lock:
                 conns = list(self.env_socks.values()) + list(self.harness_conns)
             for c in conns:

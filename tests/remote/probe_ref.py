@@ -2,7 +2,8 @@
 """Experiment driver behind docs/REMOTE_NOTES.md: runs the reference `codex exec-server`
 in remote mode against tests/remote/fake_cloud.py and prints what it observed on the wire
 (HTTP requests, upgrade requests, frames, pings, timings). Not a test; each scenario prints
-a JSON-ish log on stdout.
+a JSON-ish log on stdout. It watches for fixed times (its sleeps say `sleep-ok`): what the
+reference does in a while, and when, is what it records.
 
   python3 tests/remote/probe_ref.py SCENARIO [seconds]
   scenarios: basic, drop, drop_graceful, reject401, reject403, reject404, reject409,
@@ -78,7 +79,7 @@ def harness_garbage(cloud, token):
     for label, frame in steps:
         n = len(cloud.frames)
         ws.send_binary(frame)
-        time.sleep(0.7)
+        time.sleep(0.7)  # sleep-ok: a probe, not a test
         with cloud.lock:
             new = [f for f in cloud.frames[n:] if f["dir"] == "e2h"]
         print("STEP %-28s -> e2h %s" % (label, [(f["stream_id"], f["body"],
@@ -88,7 +89,7 @@ def harness_garbage(cloud, token):
             print("ENV SOCKET CLOSED after %d more garbage handshakes" % i)
             break
         ws.send_binary(mk("g-%d" % i, "handshake", fake_cloud.pb_len(1, os.urandom(3600))))
-        time.sleep(0.5)
+        time.sleep(0.5)  # sleep-ok: a probe, not a test
 
 
 def run(scenario, seconds):
@@ -138,7 +139,7 @@ def run(scenario, seconds):
         if scenario in ("drop", "drop_graceful"):
             for _ in range(3):
                 cloud.wait_for(lambda c: c.environment_connected("env-1"), 20, "env socket")
-                time.sleep(2)
+                time.sleep(2)  # sleep-ok: a probe, not a test
                 cloud.drop_environment("env-1", graceful=scenario == "drop_graceful")
                 cloud.wait_for(lambda c: not c.environment_connected("env-1"), 5, "drop")
         if scenario == "direct":
@@ -150,22 +151,22 @@ def run(scenario, seconds):
             cloud.direct_send("env-1", {"id": 2, "method": "process/start", "params": {
                 "processId": "p1", "argv": ["/bin/echo", "direct-hello"], "cwd": "/",
                 "env": {}, "tty": False}})
-            time.sleep(1)
+            time.sleep(1)  # sleep-ok: a probe, not a test
             cloud.drop_environment("env-1")
         if scenario == "drop_reset":
             for _ in range(3):
                 cloud.wait_for(lambda c: c.environment_connected("env-1"), 20, "env socket")
-                time.sleep(1)
+                time.sleep(1)  # sleep-ok: a probe, not a test
                 cloud.drop_environment("env-1")
                 cloud.wait_for(lambda c: not c.environment_connected("env-1"), 5, "drop")
             cloud.wait_for(lambda c: c.environment_connected("env-1"), 20, "env socket")
-            time.sleep(float(os.environ.get("PROBE_STABLE", "65")))
+            time.sleep(float(os.environ.get("PROBE_STABLE", "65")))  # sleep-ok: a probe, not a test
             cloud.drop_environment("env-1")
         if scenario == "harness_garbage":
             harness_garbage(cloud, token)
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.2)
+            time.sleep(0.2)  # sleep-ok: a probe, not a test
     finally:
         rc = proc.poll()
         if rc is None:
@@ -175,7 +176,7 @@ def run(scenario, seconds):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        time.sleep(0.3)
+        time.sleep(0.3)  # sleep-ok: a probe, not a test
     print("EXIT rc=%s (None = still running, terminated by probe)" % rc)
     for r in cloud.requests:
         print("+%.3fs" % (r["t"] - t0), end=" ")
