@@ -52,48 +52,9 @@ const char *ec_err_kind_name(ec_err_kind kind)
     return "unknown";
 }
 
-int ec_fail(ec_error *err, ec_err_kind kind, int64_t code, const char *fmt, ...)
-{
-    if (err) {
-        err->kind = kind;
-        err->code = code;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->message, sizeof err->message, fmt, ap);
-        va_end(ap);
-    }
-    return -(int)kind;
-}
-
 static void err_copy(ec_error *dst, const ec_error *src)
 {
     if (dst) *dst = *src;
-}
-
-int64_t ec_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* ms left until deadline (-1 = none), clamped at 0. */
-static int remaining(int64_t deadline)
-{
-    if (deadline < 0) return -1;
-    int64_t r = deadline - ec_now_ms();
-    if (r < 0) return 0;
-    return r > 0x3fffffff ? 0x3fffffff : (int)r;
-}
-
-int ec_remaining(int64_t deadline)
-{
-    return remaining(deadline);
-}
-
-int64_t ec_deadline(int timeout_ms)
-{
-    return timeout_ms < 0 ? -1 : ec_now_ms() + timeout_ms;
 }
 
 static int handle_frames(ec_client *c);
@@ -509,7 +470,7 @@ static int pending_wait(ec_client *c, struct ec_pending *pd, int64_t deadline, j
 {
     int rc = 0;
     while (!pd->done) {
-        int left = remaining(deadline);
+        int left = ec_remaining(deadline);
         if (left == 0) {
             rc = ec_fail(err, EC_ERR_TIMEOUT, 0, "%s timed out", pd->method);
             goto out;
@@ -629,13 +590,13 @@ static int reconnect(ec_client *c, ec_error *err)
             mark_dead(c);
             break;
         }
-        if (remaining(deadline) == 0) {
+        if (ec_remaining(deadline) == 0) {
             ec_fail(&c->dead_err, EC_ERR_TRANSPORT, 0, "connection lost; reconnect failed: %s",
                     e.message);
             mark_dead(c);
             break;
         }
-        int left = remaining(deadline);
+        int left = ec_remaining(deadline);
         usleep((useconds_t)(delay < left ? delay : left) * 1000);
         if (delay < 500) delay *= 2;
     }
@@ -904,7 +865,7 @@ int ec_process_next_event(ec_process *p, int timeout_ms, ec_event *ev, ec_error 
             err_copy(err, &c->dead_err);
             return -(int)c->dead_err.kind;
         }
-        int left = remaining(deadline);
+        int left = ec_remaining(deadline);
         if (left == 0 && polled)
             return ec_fail(err, EC_ERR_TIMEOUT, 0, "no event from process %s", p->id);
         /* Exited but no close for lag_ms: the only loss a seq gap cannot reveal is a

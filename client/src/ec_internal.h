@@ -4,6 +4,7 @@
 #define EC_INTERNAL_H
 
 #include "ec_proto.h"
+#include "ec_util.h"
 #include "proto/ws_reader.h"
 
 #include <stdbool.h>
@@ -131,16 +132,10 @@ struct ec_client {
     unsigned http_counter;
 };
 
-int ec_fail(ec_error *err, ec_err_kind kind, int64_t code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-int64_t ec_now_ms(void);
-int64_t ec_deadline(int timeout_ms);
 int ec_call_kind(ec_client *c, int kind, const char *method, json_t *params, json_t **result,
                  ec_error *err);
 int ec_url_parse(const char *url, char **host, char **port, char **path, bool *tls,
                  ec_error *err);
-/* Remaining ms until deadline (-1: none), clamped at 0. */
-int ec_remaining(int64_t deadline);
 
 /* For message layers (ec_client.c): the shared physical connection. */
 /* Replaces the target (host, port, path, TLS) with url's. */
