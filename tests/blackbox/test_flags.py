@@ -323,8 +323,11 @@ def test_concurrent_requests_wait_is_bounded(_):
         s.start("lp", ["sleep", "30"])
         s.send_request("process/read", {"processId": "lp", "afterSeq": 0, "waitMs": 60000})
         for i in range(40):
-            s.send_raw(json.dumps({"id": 1000 + i, "method": "environment/status",
-                                   "params": None, "pad": "x" * 80}))
+            try:
+                s.send_raw(json.dumps({"id": 1000 + i, "method": "environment/status",
+                                       "params": None, "pad": "x" * 80}))
+            except (BrokenPipeError, ConnectionResetError):
+                break  # closed already, which is what is tested (the log line says why)
         deadline = time.monotonic() + DEFAULT_TIMEOUT
         while s.pump(max(0.01, deadline - time.monotonic())) is not None:
             assert time.monotonic() < deadline, "the connection stayed open"
