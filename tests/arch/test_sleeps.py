@@ -30,7 +30,7 @@ SKIP_DIRS = ("corpus", "__pycache__", "node_modules")
 
 # ---- Python ---------------------------------------------------------------------------
 
-# time.sleep(...), asyncio.sleep(...), a bare sleep(...) (from time import sleep), and
+# time.sleep(...), asyncio.sleep(...), a bare sleep(...) (from time import sleep), and  (sleep-ok: describes the check)
 # select.select([], [], [], t).
 PY_MODULES = ("time", "asyncio")
 
@@ -156,9 +156,9 @@ def scan(rel, text, kind):
 
 # (kind, text, whether the scanner must report it): it sees calls and only calls.
 SELF_TEST = [
-    ("py", "import time\ntime.sleep(0.3)\n", True),
+    ("py", "import time\ntime.sleep(0.3)\n", True),  # sleep-ok: self-test input, not a call
     ("py", "from time import sleep\nsleep(1)\n", True),
-    ("py", "def f():\n    x = 1\n    time.sleep(x * 2)\n", True),
+    ("py", "def f():\n    x = 1\n    time.sleep(x * 2)\n", True),  # sleep-ok: self-test input, not a call
     ("py", "select.select([], [], [], 0.5)\n", True),
     ("py", "time.sleep(0.05)  # sleep-ok: poll interval\n", False),
     ("py", "s.start('p', ['sleep', '5'])\n", False),
