@@ -9,6 +9,7 @@
 
 #include "session/process_path.h"
 #include "core/limits.h"
+#include "core/user_shell.h"
 #include "proto/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
@@ -35,9 +36,6 @@ static json_t *uri_json(const char *path)
  * proxy.credentialProviders (src/netproxy/np_cred.c). */
 static json_t *environment_info(void)
 {
-    const char *shell = getenv("SHELL");
-    if (!shell || shell[0] != '/') shell = "/bin/sh";
-    const char *base = strrchr(shell, '/') + 1;
     char cwd[4096];
     if (!getcwd(cwd, sizeof cwd)) strcpy(cwd, "/");
     const char *home = getenv("HOME");
@@ -65,7 +63,8 @@ static json_t *environment_info(void)
     json_object_set_new(caps, "sessionKeep", json_boolean(server_limits.max_keep_ms != 0));
     json_object_set_new(caps, "tcpForward", json_boolean(server_limits.tcp_forwarding));
     json_t *info = json_object();
-    json_object_set_new(info, "shell", json_pack("{s:s,s:s}", "name", base, "path", shell));
+    json_object_set_new(info, "shell", json_pack("{s:s,s:s}", "name", user_shell_name(), "path",
+                                                user_shell_path()));
     json_object_set_new(info, "executorVersion", json_string(EXEC_SERVER_VERSION));
     json_object_set_new(info, "providerId", json_string("exec-server-c"));
     json_object_set_new(info, "cwd", uri_json(cwd));

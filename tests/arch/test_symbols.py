@@ -13,7 +13,8 @@ PREFIXES = (
     "buf_", "xmalloc", "xcalloc", "xrealloc", "xstrdup", "xstrndup", "xmemdup", "xasprintf",
     "oserr_", "fdframe_", "fdclose_", "bigbuf_",
     "base64_", "hex_", "sha1", "json_load_", "http_", "uri_", "utf8_", "ws_frame_", "log_",
-    "metrics_", "limits_", "server_limits", "readiness_", "mlkem", "noise_", "relay_",
+    "metrics_", "limits_", "server_limits", "readiness_", "user_shell_", "mlkem", "noise_",
+    "relay_",
     "crypto_",
     # transport, rpc
     "conn_", "ws_", "stdio_", "tls_", "auth_", "jwt_", "rpc_", "pdec_",

@@ -259,6 +259,35 @@ def test_environment_status_and_info(srv):
     s.close()
 
 
+@needs_own_server
+def test_environment_shell_is_the_login_shell(_):
+    """codex runs every command with environment/info's shell; it must be the user's
+    login shell from passwd whatever $SHELL says (a systemd unit or a CI runner starts
+    the server with SHELL unset, and a bash user's ~/.bashrc must still apply)."""
+    import pwd
+    try:
+        login = pwd.getpwuid(os.getuid()).pw_shell
+    except KeyError:
+        raise TestSkip("this user has no passwd entry")
+    name = os.path.basename(login)
+    if name not in ("bash", "zsh", "sh"):
+        raise TestSkip("login shell %s is not one codex drives" % login)
+    for shell in (None, "/usr/bin/fish", "/bin/sh" if name != "sh" else "/bin/bash"):
+        old = os.environ.pop("SHELL", None)
+        try:
+            srv = server_with_env({"SHELL": shell} if shell else {})
+        finally:
+            if old is not None:
+                os.environ["SHELL"] = old
+        try:
+            s = srv.session()
+            info = s.call("environment/info")
+            assert info["shell"] == {"name": name, "path": login}, (shell, info["shell"])
+            s.close()
+        finally:
+            srv.stop()
+
+
 def test_params_decode_errors(srv):
     s = srv.session()
     cwd = "file:///tmp"
