@@ -441,6 +441,9 @@ static void print_targets(void)
     if ((r = row_find("9.")) && r->v[0].ok && r->floor.ok)
         target("download through the network proxy within 1.3x of direct (issue 24)", true,
                r->v[0].p50 <= 1.3 * r->floor.p50, "(%.2fx)", r->v[0].p50 / r->floor.p50);
+    if ((r = row_find("9b.")) && r->v[0].ok && r->floor.ok)
+        target("the proxy within 1.1x of a minimal relay (the least any proxy costs)", true,
+               r->v[0].p50 <= 1.1 * r->floor.p50, "(%.2fx)", r->v[0].p50 / r->floor.p50);
 }
 
 /* ------------------------------------------------------------------ main */

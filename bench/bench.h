@@ -155,6 +155,9 @@ void scenario_oneshot(struct row *r);
 void scenario_oneshot_sandboxed(struct row *r);
 void scenario_stream(struct row *r, struct row *proto);
 double relay_floor_once(size_t bytes, char *err, size_t errlen);
+/* proxy_floor.c: a minimal TCP relay to 127.0.0.1:upstream_port in a child process;
+ * its pid, its port in *port_out; -1 when it cannot listen. */
+pid_t proxy_floor_start(int upstream_port, int *port_out);
 void scenario_fanout(struct row *r);
 struct cell conns_run(struct server *s);
 void make_file(const char *path, size_t bytes);
