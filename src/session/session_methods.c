@@ -9,7 +9,7 @@
 
 #include "session/process_path.h"
 #include "core/limits.h"
-#include "core/user_shell.h"
+#include "core/host_env.h"
 #include "proto/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
@@ -36,11 +36,11 @@ static json_t *uri_json(const char *path)
  * proxy.credentialProviders (src/netproxy/np_cred.c). */
 static json_t *environment_info(void)
 {
-    char cwd[4096];
+    char cwd[4096], home_buf[4096], tmp[4096];
     if (!getcwd(cwd, sizeof cwd)) strcpy(cwd, "/");
-    const char *home = getenv("HOME");
-    const char *tmp = getenv("TMPDIR");
-    if (!tmp || tmp[0] != '/') tmp = "/tmp";
+    const char *home = host_env_home(home_buf, sizeof home_buf);
+    int tmp_from_env;
+    host_env_temp_dir(cwd, tmp, sizeof tmp, &tmp_from_env);
     json_t *caps = json_pack(
         "{s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b}", "networkProxyLaunch", 1,
         "networkProxyReviewDomains", 1, "credentialMasking", 1, "credentialMaskingCustomProviders",
@@ -63,17 +63,20 @@ static json_t *environment_info(void)
     json_object_set_new(caps, "sessionKeep", json_boolean(server_limits.max_keep_ms != 0));
     json_object_set_new(caps, "tcpForward", json_boolean(server_limits.tcp_forwarding));
     json_t *info = json_object();
-    json_object_set_new(info, "shell", json_pack("{s:s,s:s}", "name", user_shell_name(), "path",
-                                                user_shell_path()));
+    json_object_set_new(
+        info, "shell",
+        json_pack("{s:s,s:s}", "name", host_env_shell_name(), "path", host_env_shell_path()));
     json_object_set_new(info, "executorVersion", json_string(EXEC_SERVER_VERSION));
     json_object_set_new(info, "providerId", json_string("exec-server-c"));
     json_object_set_new(info, "cwd", uri_json(cwd));
-    if (home && home[0] == '/') json_object_set_new(info, "userHomeDir", uri_json(home));
+    if (home) json_object_set_new(info, "userHomeDir", uri_json(home));
     json_object_set_new(info, "platformOs", json_string("linux"));
     json_t *prepend = json_array();
     if (process_path_dir()) json_array_append_new(prepend, uri_json(process_path_dir()));
     json_object_set_new(info, "prependPathDirs", prepend);
-    json_object_set_new(info, "temporaryDirectories", json_array());
+    json_t *temps = json_array();
+    if (tmp_from_env) json_array_append_new(temps, uri_json(tmp));
+    json_object_set_new(info, "temporaryDirectories", temps);
     json_object_set_new(info, "tempDir", uri_json(tmp));
     json_object_set_new(info, "capabilities", caps);
     return info;
@@ -178,9 +181,9 @@ static void handle_session_keep(struct rpc_req *req)
                         "session/keep is disabled on this server (--max-session-keep 0)");
         return;
     }
-    uint64_t ms = !given ? LIMITS_KEEP_FOREVER
+    uint64_t ms = !given                                    ? LIMITS_KEEP_FOREVER
                   : secs > (LIMITS_KEEP_FOREVER - 1) / 1000 ? LIMITS_KEEP_FOREVER - 1
-                                                           : secs * 1000;
+                                                            : secs * 1000;
     if (ms > max) ms = max;
     if (session_keep(session_of(req->conn), ms) < 0) {
         rpc_reply_error(req, RPC_INVALID_REQUEST,
@@ -189,9 +192,10 @@ static void handle_session_keep(struct rpc_req *req)
                         server_limits.max_detached, server_limits.max_detached);
         return;
     }
-    rpc_reply_json(req, json_pack("{s:o}", "ttlSeconds",
-                                  ms == LIMITS_KEEP_FOREVER ? json_null()
-                                                            : json_integer((json_int_t)(ms / 1000))));
+    rpc_reply_json(
+        req,
+        json_pack("{s:o}", "ttlSeconds",
+                  ms == LIMITS_KEEP_FOREVER ? json_null() : json_integer((json_int_t)(ms / 1000))));
 }
 
 /* session/list (ours, capability sessionList): the sessions this client may see,

@@ -79,6 +79,76 @@ def test_no_config_file(_):
         srv.stop()
 
 
+def server_with_env_changes(changes):
+    """A server started with `changes` applied to this process's environment (None
+    removes a variable); the test's own environment is restored."""
+    old = {k: os.environ.get(k) for k in changes}
+    for k, v in changes.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    try:
+        return Server()
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@needs_own_server
+def test_codex_home_resolution(_):
+    """CODEX_HOME, when set, must be an existing directory and is reported canonical;
+    unset, it is ~/.codex of $HOME or (HOME unset, as under a service manager) of the
+    password entry's home, as the reference resolves it."""
+    import pwd
+    d = tempfile.mkdtemp(prefix="execbb-codex-home-")
+    link = d + "-link"
+    os.symlink(d, link)
+    afile = os.path.join(d, "file")
+    open(afile, "w").close()
+    try:
+        pw_home = pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        pw_home = None
+    cases = [
+        ({"CODEX_HOME": link + "//./"}, d, None),
+        ({"CODEX_HOME": None, "HOME": None}, pw_home and pw_home.rstrip("/") + "/.codex", None),
+        ({"CODEX_HOME": "", "HOME": "//srv/./u/"}, "/srv/u/.codex", None),
+        ({"CODEX_HOME": d + "/missing"}, None,
+         'failed to find Codex home: CODEX_HOME points to "%s/missing", but that path does '
+         'not exist' % d),
+        ({"CODEX_HOME": afile}, None,
+         'failed to find Codex home: CODEX_HOME points to "%s", but that path is not a '
+         'directory' % afile),
+        ({"CODEX_HOME": d + '/q"\n'}, None,
+         'failed to find Codex home: CODEX_HOME points to "%s/q\\"\\n", but that path does '
+         'not exist' % d),
+    ]
+    try:
+        for changes, home, err in cases:
+            srv = server_with_env_changes(changes)
+            try:
+                s = srv.session()
+                params = {"cwd": "file:///tmp", "configPaths": [["model"]],
+                          "requirementsPaths": []}
+                if err:
+                    code, text = s.error("environmentConfig/read", params)
+                    assert (code, text) == (-32603, err), (changes, code, text)
+                elif home:
+                    r = s.call("environmentConfig/read", params)
+                    assert r["codexHomeDir"] == "file://" + home, (changes, r)
+                s.close()
+            finally:
+                srv.stop()
+    finally:
+        os.unlink(link)
+        os.unlink(afile)
+        os.rmdir(d)
+
+
 def test_errors(srv):
     s = srv.session(init=False)
     m = s.request("environmentConfig/read", {"cwd": "file:///tmp", "configPaths": [],

@@ -259,6 +259,61 @@ def test_environment_status_and_info(srv):
     s.close()
 
 
+def server_with_env_changes(changes):
+    """A server started with `changes` applied to this process's environment (None
+    removes a variable); the test's own environment is restored."""
+    old = {k: os.environ.get(k) for k in changes}
+    for k, v in changes.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    try:
+        return Server()
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@needs_own_server
+def test_environment_directories(_):
+    """userHomeDir, tempDir and temporaryDirectories as the reference derives them:
+    $HOME, else (unset) the password entry's home; $TMPDIR made absolute against the
+    server's cwd and normalised, and listed in temporaryDirectories when set (codex
+    makes those writable in a workspace-write sandbox); paths normalised lexically."""
+    import pwd
+    try:
+        pw_home = pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        pw_home = None
+    cases = [
+        ({"HOME": None, "TMPDIR": None}, pw_home, "/tmp", []),
+        ({"HOME": "/nonexistent/./h/", "TMPDIR": "//var//tmp/"}, "/nonexistent/h", "/var/tmp",
+         ["/var/tmp"]),
+        ({"HOME": "//root/./x/..", "TMPDIR": "/var/tmp/../tmp"}, "/root", "/var/tmp",
+         ["/var/tmp"]),
+        ({"TMPDIR": "rel/./a/"}, None, "CWD/rel/a", ["CWD/rel/a"]),
+    ]
+    for changes, home, temp, temps in cases:
+        srv = server_with_env_changes(changes)
+        try:
+            s = srv.session()
+            info = s.call("environment/info")
+            s.close()
+            cwd = info["cwd"][len("file://"):]
+            ctx = (changes, info)
+            if home is not None:
+                assert info.get("userHomeDir") == "file://" + home, ctx
+            assert info["tempDir"] == "file://" + temp.replace("CWD", cwd), ctx
+            assert info["temporaryDirectories"] == \
+                ["file://" + t.replace("CWD", cwd) for t in temps], ctx
+        finally:
+            srv.stop()
+
+
 @needs_own_server
 def test_environment_shell_is_the_login_shell(_):
     """codex runs every command with environment/info's shell; it must be the user's
