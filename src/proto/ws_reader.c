@@ -14,8 +14,7 @@ enum { RD_HEADER, RD_PAYLOAD, RD_DONE };
  * for the next one: a connection should not hold a 16 MiB buffer while idle. */
 #define WS_READER_KEEP 65536
 
-void ws_reader_init(struct ws_reader *r, enum ws_role role, uint64_t max_frame,
-                    size_t max_message)
+void ws_reader_init(struct ws_reader *r, enum ws_role role, uint64_t max_frame, size_t max_message)
 {
     memset(r, 0, sizeof *r);
     r->server = role == WS_ROLE_SERVER;
@@ -31,8 +30,10 @@ static bool is_control(int op)
 
 void ws_reader_free(struct ws_reader *r)
 {
-    if (r->msg_big) bigbuf_free(r->msg);
-    else free(r->msg);
+    if (r->msg_big)
+        bigbuf_free(r->msg);
+    else
+        free(r->msg);
     r->msg = NULL;
     r->msg_len = r->msg_cap = 0;
     r->msg_big = false;
@@ -60,7 +61,7 @@ uint8_t *ws_reader_recv_area(const struct ws_reader *r, size_t *n)
 /* Room for want bytes of gathered message, keeping what is there: a small one on
  * the heap (kept between messages), a large one from bigbuf (cached, huge pages:
  * see util/bigbuf.h) so a multi-megabyte request does not fault in fresh pages. */
-static void msg_reserve(struct ws_reader *r, size_t want)
+static void msg_reserve(struct ws_reader *r, size_t want, bool more)
 {
     if (want <= r->msg_cap && r->msg) return;
     if (want < BIGBUF_MIN) {
@@ -70,7 +71,8 @@ static void msg_reserve(struct ws_reader *r, size_t want)
         r->msg = bigbuf_grow(r->msg, want, &r->msg_cap);
     } else {
         size_t cap;
-        uint8_t *m = bigbuf_alloc(want, &cap);
+        /* More fragments to come: the message will grow (see bigbuf_alloc_growable). */
+        uint8_t *m = more ? bigbuf_alloc_growable(want, &cap) : bigbuf_alloc(want, &cap);
         if (r->msg_len) memcpy(m, r->msg, r->msg_len);
         free(r->msg);
         r->msg = m;
@@ -91,7 +93,6 @@ size_t ws_close_payload(int code, uint8_t out[2])
     out[1] = (uint8_t)code;
     return 2;
 }
-
 
 static size_t fail(struct ws_reader *r, struct ws_event *ev, int code, size_t consumed)
 {
@@ -157,7 +158,7 @@ static size_t message_event(struct ws_reader *r, uint8_t *p, size_t n, uint8_t o
                             struct ws_event *ev, size_t consumed)
 {
     r->state = RD_HEADER;
-    if (r->msg_op == WS_OP_TEXT && (or & 0x80) && !utf8_valid(p, n))
+    if (r->msg_op == WS_OP_TEXT && (or &0x80) && !utf8_valid(p, n))
         return fail(r, ev, WS_CLOSE_INVALID_DATA, consumed);
     ev->kind = WS_EV_MESSAGE;
     ev->opcode = r->msg_op;
@@ -235,7 +236,7 @@ size_t ws_reader_feed(struct ws_reader *r, uint8_t *buf, size_t n, struct ws_eve
              * just checked), appended to what earlier fragments left. */
             if (!r->in_msg) r->msg_or = 0;
             r->in_msg = true;
-            msg_reserve(r, r->msg_len + (size_t)r->left);
+            msg_reserve(r, r->msg_len + (size_t)r->left, !r->f.fin);
             r->frag_start = r->msg_len;
             r->state = RD_PAYLOAD;
             if (r->left == 0 && data_frame_done(r))

@@ -26,8 +26,8 @@
 /* In front of every buffer (64 bytes, so the data stays cache-line aligned). */
 struct hdr {
     uint64_t magic;
-    size_t map_len;     /* bytes of the mapping (header included) */
-    uint64_t freed_ms;  /* when it entered the cache */
+    size_t map_len;    /* bytes of the mapping (header included) */
+    uint64_t freed_ms; /* when it entered the cache */
     char pad[40];
 };
 
@@ -69,7 +69,8 @@ static void live_insert_locked(void *p)
 {
     if ((live_n + 1) * 2 > live_cap) live_grow_locked();
     size_t i = slot_of(p, live_cap);
-    while (live[i]) i = (i + 1) & (live_cap - 1);
+    while (live[i])
+        i = (i + 1) & (live_cap - 1);
     live[i] = p;
     live_n++;
 }
@@ -79,7 +80,8 @@ static bool live_remove_locked(void *p)
 {
     if (!live_cap) return false;
     size_t i = slot_of(p, live_cap);
-    while (live[i] && live[i] != p) i = (i + 1) & (live_cap - 1);
+    while (live[i] && live[i] != p)
+        i = (i + 1) & (live_cap - 1);
     if (!live[i]) return false;
     live[i] = NULL;
     live_n--;
@@ -88,7 +90,8 @@ static bool live_remove_locked(void *p)
         void *q = live[j];
         live[j] = NULL;
         size_t k = slot_of(q, live_cap);
-        while (live[k]) k = (k + 1) & (live_cap - 1);
+        while (live[k])
+            k = (k + 1) & (live_cap - 1);
         live[k] = q;
     }
     return true;
@@ -163,18 +166,18 @@ static struct hdr *map_grow(struct hdr *h, size_t len)
 }
 #endif
 
-void *bigbuf_alloc(size_t n, size_t *cap)
+/* A cached mapping of at least len bytes, or NULL: the best fit (the smallest large
+ * enough, and not more than twice as large: a 3 MiB read chunk must not take the
+ * 86 MiB reply buffer the next reply needs), or with `largest` the largest. */
+static struct hdr *take_cached(size_t len, bool largest)
 {
-    size_t len = map_len_for(n);
     struct hdr *h = NULL;
     pthread_mutex_lock(&lock);
-    /* Best fit among the cached: the smallest that is large enough, and not more
-     * than twice as large (a 3 MiB read chunk must not take the 86 MiB reply
-     * buffer the next reply needs). */
     size_t best = CACHE_SLOTS;
     for (size_t i = 0; i < ncache; i++) {
         size_t m = cache[i]->map_len;
-        if (m >= len && m <= 2 * len && (best == CACHE_SLOTS || m < cache[best]->map_len))
+        if (m < len || (!largest && m > 2 * len)) continue;
+        if (best == CACHE_SLOTS || (largest ? m > cache[best]->map_len : m < cache[best]->map_len))
             best = i;
     }
     if (best < CACHE_SLOTS) {
@@ -183,6 +186,11 @@ void *bigbuf_alloc(size_t n, size_t *cap)
         cached_bytes -= h->map_len;
     }
     pthread_mutex_unlock(&lock);
+    return h;
+}
+
+static void *alloc_from(struct hdr *h, size_t len, size_t *cap)
+{
     if (!h) {
         h = map_new(len);
         h->magic = MAGIC;
@@ -193,6 +201,18 @@ void *bigbuf_alloc(size_t n, size_t *cap)
     live_insert_locked(h + 1);
     pthread_mutex_unlock(&lock);
     return h + 1;
+}
+
+void *bigbuf_alloc(size_t n, size_t *cap)
+{
+    size_t len = map_len_for(n);
+    return alloc_from(take_cached(len, false), len, cap);
+}
+
+void *bigbuf_alloc_growable(size_t n, size_t *cap)
+{
+    size_t len = map_len_for(n);
+    return alloc_from(take_cached(len, true), len, cap);
 }
 
 size_t bigbuf_cap(const void *p)
@@ -258,12 +278,15 @@ void bigbuf_free_any(void *p)
     bool big = false;
     if (live_cap) {
         size_t i = slot_of(p, live_cap);
-        while (live[i] && live[i] != p) i = (i + 1) & (live_cap - 1);
+        while (live[i] && live[i] != p)
+            i = (i + 1) & (live_cap - 1);
         big = live[i] != NULL;
     }
     pthread_mutex_unlock(&lock);
-    if (big) bigbuf_free(p);
-    else free(p);
+    if (big)
+        bigbuf_free(p);
+    else
+        free(p);
 }
 
 size_t bigbuf_trim(uint64_t idle_ms)
@@ -283,7 +306,8 @@ size_t bigbuf_trim(uint64_t idle_ms)
     }
     left = cached_bytes;
     pthread_mutex_unlock(&lock);
-    for (size_t i = 0; i < nd; i++) map_free(drop[i]);
+    for (size_t i = 0; i < nd; i++)
+        map_free(drop[i]);
     return left;
 }
 
