@@ -13,6 +13,7 @@
 #include <grp.h>
 #include <pwd.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -300,6 +301,24 @@ static int write_all(int fd, const uint8_t *data, size_t n)
  * Extended attributes (ACLs, security labels) are not carried over, and the file
  * gets a new inode. fw->fsync: the new file and then the directory are fsync'd
  * before the reply. Returns false when it does not apply. */
+static unsigned long long temp_name_base;
+
+static void temp_name_seed(void)
+{
+    crypto_random_bytes((uint8_t *)&temp_name_base, sizeof temp_name_base);
+}
+
+/* The next temporary-file suffix (48 bits): a random start drawn once, then a
+ * counter. Names need only be unlikely to exist (O_EXCL decides, and a taken one is
+ * skipped); a getrandom per write was a system call on every small fs/writeFile. */
+static unsigned long long temp_name_next(void)
+{
+    static _Atomic unsigned long long next;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, temp_name_seed);
+    return (next++ ^ temp_name_base) & 0xffffffffffffull;
+}
+
 static bool write_replace(struct fs_work *fw, const uint8_t *data, size_t n)
 {
     const char *leaf;
@@ -308,22 +327,20 @@ static bool write_replace(struct fs_work *fw, const uint8_t *data, size_t n)
     struct stat st;
     bool applies = fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
                    st.st_nlink == 1;
-    if (applies) {
-        /* Only a file we may write in place: a read-only file stays refused. */
-        int probe = openat(pfd, leaf, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-        applies = probe >= 0;
-        if (probe >= 0) close(probe);
-    }
+    /* Only a file we may write in place: a read-only file stays refused. (An
+     * append-only or otherwise unreplaceable one fails the rename below and is then
+     * written in place, which refuses it as before.) */
+    if (applies) applies = faccessat(pfd, leaf, W_OK, AT_EACCESS | AT_SYMLINK_NOFOLLOW) == 0;
     char tmp[NAME_MAX + 1];
     int fd = -1;
     for (int tries = 0; applies && tries < 8; tries++) {
-        uint8_t r[6];
-        crypto_random_bytes(r, sizeof r);
         int keep = (int)strlen(leaf);
         if (keep > NAME_MAX - 24) keep = NAME_MAX - 24;
-        snprintf(tmp, sizeof tmp, ".%.*s.%02x%02x%02x%02x%02x%02x.tmp", keep, leaf, r[0], r[1],
-                 r[2], r[3], r[4], r[5]);
-        fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        snprintf(tmp, sizeof tmp, ".%.*s.%012llx.tmp", keep, leaf, temp_name_next());
+        /* Created with the old file's permission bits (less the umask), so that
+         * usually no fchmod is needed; never wider than the file it replaces. */
+        fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                    st.st_mode & 0777);
         if (fd >= 0 || errno != EEXIST) break;
     }
     if (fd < 0) {
@@ -340,7 +357,7 @@ static bool write_replace(struct fs_work *fw, const uint8_t *data, size_t n)
     else if ((tst.st_uid != st.st_uid || tst.st_gid != st.st_gid) &&
              fchown(fd, st.st_uid, st.st_gid) < 0)
         e = -1;
-    else if (fchmod(fd, st.st_mode & 07777) < 0)
+    else if ((tst.st_mode & 07777) != (st.st_mode & 07777) && fchmod(fd, st.st_mode & 07777) < 0)
         e = -1;
     if (e == 0) e = write_all(fd, data, n);
     if (e == 0 && fw->fsync && fsync(fd) < 0) e = errno;
@@ -369,16 +386,20 @@ static uint8_t *payload_decode(struct fs_work *fw, size_t *n, uint8_t **own, cha
     size_t max = base64_decoded_max(fw->b64_len) + 1;
     uint8_t *data;
     *own = NULL;
-    if (fw->b64_writable) data = (uint8_t *)fw->b64;
-    else data = *own = max >= BIGBUF_MIN ? bigbuf_alloc(max, NULL) : xmalloc(max);
+    if (fw->b64_writable)
+        data = (uint8_t *)fw->b64;
+    else
+        data = *own = max >= BIGBUF_MIN ? bigbuf_alloc(max, NULL) : xmalloc(max);
     if (base64_decode(fw->b64, fw->b64_len, data, n, detail, dlen) < 0) return NULL;
     return data;
 }
 
 static void payload_free(struct fs_work *fw, uint8_t *own)
 {
-    if (own && base64_decoded_max(fw->b64_len) + 1 >= BIGBUF_MIN) bigbuf_free(own);
-    else free(own);
+    if (own && base64_decoded_max(fw->b64_len) + 1 >= BIGBUF_MIN)
+        bigbuf_free(own);
+    else
+        free(own);
 }
 
 static void do_write_file(struct fs_work *fw)
