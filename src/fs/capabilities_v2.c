@@ -44,7 +44,7 @@
 #include <unistd.h>
 
 #include "core/host_env.h"
-#include "fs/capability_roots.h"
+#include "fs/caproots_scan.h"
 #include "fs/fs_util.h"
 #include "fs/fs_work.h"
 #include "fs/skill_meta.h"
@@ -1086,10 +1086,7 @@ static void handle_discover_v2(struct rpc_req *req)
     size_t cwd_len = 0;
     const char *cwd = pdec_string_len(&d, "cwd", PDEC_REQUIRED, &cwd_len);
     json_t *sb = pdec_object(&d, "sandbox", PDEC_OPTIONAL);
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     char *cwd_path = NULL;
     size_t plen;
     struct uri_error ue;

@@ -673,10 +673,7 @@ static void handle_read_block(struct rpc_req *req)
     const char *hid = pdec_string_len(&d, "handleId", PDEC_REQUIRED, &hlen);
     uint64_t off = pdec_u64(&d, "offset", PDEC_REQUIRED, 0, NULL);
     uint64_t len = pdec_u64(&d, "len", PDEC_REQUIRED, 0, NULL);
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req)) return;
     if (!check_handle_id(req, hlen)) return;
     if (len < 1 || len > FS_BLOCK_MAX) {
@@ -708,10 +705,7 @@ static void handle_write_block(struct rpc_req *req)
     const char *hid = pdec_string_len(&d, "handleId", PDEC_REQUIRED, &hlen);
     uint64_t off = pdec_u64(&d, "offset", PDEC_REQUIRED, 0, NULL);
     const char *chunk = rpc_param_payload(req, &d, "chunk", PDEC_REQUIRED, &clen, &writable);
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req)) return;
     if (!check_handle_id(req, hlen)) return;
     struct fs_table *t = table_get(req->conn, false);
@@ -747,10 +741,7 @@ static void handle_close(struct rpc_req *req)
     pdec_begin(&d, req->params, "CloseParams");
     size_t hlen = 0;
     const char *hid = pdec_string_len(&d, "handleId", PDEC_REQUIRED, &hlen);
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req)) return;
     if (!check_handle_id(req, hlen)) return;
     struct fs_table *t = table_get(req->conn, false);

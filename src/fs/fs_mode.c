@@ -41,10 +41,7 @@ static void handle_set_permissions(struct rpc_req *req)
     if (!d.failed && mode > 07777) pdec_fail(&d, "mode must be permission bits (0-4095)");
     if (!d.failed && sandbox)
         pdec_fail(&d, "fs/setPermissions cannot run sandboxed; send it without a sandbox");
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req)) return;
     char *path = NULL;
     size_t plen;

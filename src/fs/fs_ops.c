@@ -25,7 +25,7 @@
 
 #include "core/limits.h"
 #include "crypto/random.h"
-#include "fs/capability_roots.h"
+#include "fs/caproots_scan.h"
 #include "fs/fs_budget.h"
 #include "fs/fs_tree.h"
 #include "fs/fs_util.h"

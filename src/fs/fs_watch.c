@@ -281,10 +281,7 @@ static void handle_watch_missing(struct rpc_req *req)
             break;
         }
     }
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req)) return;
     size_t n = json_array_size(missing);
     if (n + (present != NULL) > FS_WATCH_MAX_PATHS) {

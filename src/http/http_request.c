@@ -543,10 +543,7 @@ static void handle_http_request(struct rpc_req *req)
         pdec_string(&hd, "valueEnvVar", PDEC_OPTIONAL);
         if (hd.failed) pdec_fail(&d, "%s", hd.err);
     }
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req) || !check_method_and_url(req, method, url)) return;
 
     struct http_req *r = xcalloc(1, sizeof *r);

@@ -548,10 +548,7 @@ static void handle_read(struct rpc_req *req)
     uint64_t max_bytes = pdec_u64(&d, "maxBytes", PDEC_OPTIONAL, 0, &has_max);
     uint64_t wait_ms = pdec_u64(&d, "waitMs", PDEC_OPTIONAL, 0, NULL);
     const char *sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req)) return;
     struct proc *p = proc_request_proc(req, sid, id);
     if (!p) return;
@@ -590,10 +587,7 @@ static void handle_write(struct rpc_req *req)
     const char *chunk = pdec_string_len(&d, "chunk", PDEC_REQUIRED, &clen);
     const char *wid = pdec_string(&d, "writeId", PDEC_OPTIONAL);
     const char *sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req)) return;
     struct proc_table *t = proc_request_table(req, sid);
     if (!t) return;
@@ -644,10 +638,7 @@ static void handle_terminate(struct rpc_req *req)
     pdec_begin(&d, req->params, "TerminateParams");
     const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
     const char *sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req)) return;
     struct proc_table *t = proc_request_table(req, sid);
     if (!t) return;
@@ -700,10 +691,7 @@ static void handle_list(struct rpc_req *req)
     /* Absent or null params list this session, like `{}`. */
     if (req->params && !json_is_null(req->params) && pdec_begin(&d, req->params, "ListParams"))
         sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req)) return;
     struct proc_table *t = proc_request_table(req, sid);
     if (!t) return;
@@ -739,10 +727,7 @@ static void handle_attach(struct rpc_req *req)
     const char *sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
     const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
     uint64_t after = pdec_u64(&d, "afterSeq", PDEC_OPTIONAL, 0, NULL);
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req)) return;
     struct proc *p = proc_request_proc(req, sid, id);
     if (!p) return;

@@ -80,10 +80,7 @@ void proc_handle_signal(struct rpc_req *req)
     int sig = 0;
     if (!d.failed && !v) pdec_fail(&d, "missing field `signal`");
     if (!d.failed) sig = decode_signal(&d, v);
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req)) return;
     struct proc_table *t = proc_request_table(req, sid);
     if (!t) return;
@@ -131,10 +128,7 @@ void proc_handle_resize(struct rpc_req *req)
     const char *sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
     unsigned short rows = decode_dim(&d, "rows");
     unsigned short cols = decode_dim(&d, "cols");
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req)) return;
     struct proc *p = proc_request_proc(req, sid, id);
     if (!p) return;
@@ -157,10 +151,7 @@ void proc_handle_close_stdin(struct rpc_req *req)
     pdec_begin(&d, req->params, "CloseStdinParams");
     const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
     const char *sid = pdec_string(&d, "sessionId", PDEC_OPTIONAL);
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req)) return;
     struct proc *p = proc_request_proc(req, sid, id);
     if (!p) return;

@@ -9,7 +9,7 @@
  *     pdec_begin(&d, req->params, "ReadParams");
  *     const char *id = pdec_string(&d, "processId", PDEC_REQUIRED);
  *     uint64_t after = pdec_u64(&d, "afterSeq", PDEC_OPTIONAL, 0);
- *     if (d.failed) return rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
+ *     if (rpc_reply_if_invalid(req, &d)) return;
  *
  * Pure functions over jansson values, no I/O. */
 #ifndef EXEC_RPC_PARAMS_H

@@ -398,10 +398,7 @@ static void handle_config_read(struct rpc_req *req)
     json_t *config_paths = pdec_array(&d, "configPaths", PDEC_REQUIRED);
     json_t *req_paths = pdec_array(&d, "requirementsPaths", PDEC_REQUIRED);
     if (!d.failed && valid_paths(&d, config_paths)) valid_paths(&d, req_paths);
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req)) return;
     char *cwd_path = NULL;
     size_t plen;

@@ -88,10 +88,7 @@ static void handle_initialize(struct rpc_req *req)
     pdec_begin(&d, req->params, "InitializeParams");
     const char *name = pdec_string(&d, "clientName", PDEC_REQUIRED);
     const char *resume = pdec_string(&d, "resumeSessionId", PDEC_OPTIONAL);
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     struct conn *c = req->conn;
     if (rpc_conn_initialized(c)) {
         rpc_reply_error(req, RPC_INVALID_REQUEST,
@@ -150,10 +147,7 @@ static void handle_session_close(struct rpc_req *req)
 {
     struct pdec d;
     pdec_unit(&d, req->params);
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req)) return;
     session_of(req->conn)->ending = true;
     rpc_reply_json(req, json_object());
@@ -170,10 +164,7 @@ static void handle_session_keep(struct rpc_req *req)
     pdec_begin(&d, req->params, "KeepParams");
     bool given = false;
     uint64_t secs = pdec_u64(&d, "ttlSeconds", PDEC_OPTIONAL, 0, &given);
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req)) return;
     uint64_t max = server_limits.max_keep_ms;
     if (max == 0) {

@@ -398,10 +398,7 @@ static void handle_connect(struct rpc_req *req)
                                                                json_object_get(req->params, "host"))))
         pdec_fail(&d, "host must be a name or address of 1 to 253 characters");
     if (!d.failed && !*id) pdec_fail(&d, "streamId must not be empty");
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req)) return;
     if (!server_limits.tcp_forwarding) {
         rpc_reply_error(req, RPC_INVALID_REQUEST,
@@ -507,10 +504,7 @@ static void handle_data(struct rpc_req *req)
     size_t blen = 0;
     const char *b64 = pdec_string_len(&d, "dataBase64", PDEC_REQUIRED, &blen);
     bool eof = pdec_bool(&d, "eof", PDEC_OPTIONAL, false);
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req)) return;
     struct tcp_stream *st = stream_find(req->conn, id);
     if (!st) {
@@ -576,10 +570,7 @@ static void handle_ack(struct rpc_req *req)
     pdec_begin(&d, req->params, "TcpAckParams");
     const char *id = pdec_string(&d, "streamId", PDEC_REQUIRED);
     uint64_t n = pdec_u64(&d, "bytes", PDEC_REQUIRED, 0, NULL);
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req)) return;
     struct tcp_stream *st = stream_find(req->conn, id);
     if (st) {
@@ -596,10 +587,7 @@ static void handle_close(struct rpc_req *req)
     struct pdec d;
     pdec_begin(&d, req->params, "TcpCloseParams");
     const char *id = pdec_string(&d, "streamId", PDEC_REQUIRED);
-    if (d.failed) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d.err);
-        return;
-    }
+    if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req)) return;
     struct tcp_stream *st = stream_find(req->conn, id);
     if (st) stream_end(st, "closed by the client", false);

@@ -231,9 +231,17 @@ def test_curl_through_forward_to_a_server_started_with_run(_):
     try:
         with Server(extra_args=FWD) as srv:
             # The HTTP server runs on the server side, started like any remote command.
+            # Python's http.server with a listen backlog for 100 connections at once: its
+            # default of 5 dropped SYNs on a loaded machine, and the kernel's retries (1, 2,
+            # 4, ... s) outran the 30 s a tcp/connect is given (curl: "Empty reply").
+            web = ("import functools, http.server as h\n"
+                   "class S(h.ThreadingHTTPServer):\n    request_queue_size = 128\n"
+                   "s = S(('127.0.0.1', 0), functools.partial(h.SimpleHTTPRequestHandler, "
+                   "directory=%r))\n"
+                   "print('Serving HTTP on 127.0.0.1 port %%d' %% s.server_address[1])\n"
+                   "s.serve_forever()\n" % root)
             http = subprocess.Popen([CLIENT, "--url", srv.url, "run", "-n", "--", sys.executable,
-                                     "-u", "-m", "http.server", "0", "--bind", "127.0.0.1",
-                                     "--directory", root],
+                                     "-u", "-c", web],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             procs.append(http)
             rport = int(read_line_matching(http.stdout, rb"port (\d+)").group(1))

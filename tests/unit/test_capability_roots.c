@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "fs/capability_roots.h"
+#include "fs/caproots_scan.h"
 #include "proto/utf8.h"
 
 static void bad(const char *s, size_t n, size_t at, size_t len)
