@@ -996,10 +996,14 @@ def rss_kib(pid):
 
 
 def server_with_env(env, **kw):
-    """A Server whose process environment has `env` laid over this process's (the
-    test's own environment is left as it was)."""
+    """A Server whose process environment has `env` laid over this process's, a value
+    of None removing that variable (the test's own environment is left as it was)."""
     old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
+    for k, v in env.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
     try:
         return Server(**kw)
     finally:

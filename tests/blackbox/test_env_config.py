@@ -79,25 +79,6 @@ def test_no_config_file(_):
         srv.stop()
 
 
-def server_with_env_changes(changes):
-    """A server started with `changes` applied to this process's environment (None
-    removes a variable); the test's own environment is restored."""
-    old = {k: os.environ.get(k) for k in changes}
-    for k, v in changes.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    try:
-        return Server()
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 @needs_own_server
 def test_codex_home_resolution(_):
     """CODEX_HOME, when set, must be an existing directory and is reported canonical;
@@ -129,7 +110,7 @@ def test_codex_home_resolution(_):
     ]
     try:
         for changes, home, err in cases:
-            srv = server_with_env_changes(changes)
+            srv = server_with_env(changes)
             try:
                 s = srv.session()
                 params = {"cwd": "file:///tmp", "configPaths": [["model"]],

@@ -259,25 +259,6 @@ def test_environment_status_and_info(srv):
     s.close()
 
 
-def server_with_env_changes(changes):
-    """A server started with `changes` applied to this process's environment (None
-    removes a variable); the test's own environment is restored."""
-    old = {k: os.environ.get(k) for k in changes}
-    for k, v in changes.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    try:
-        return Server()
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 @needs_own_server
 def test_environment_directories(_):
     """userHomeDir, tempDir and temporaryDirectories as the reference derives them:
@@ -298,7 +279,7 @@ def test_environment_directories(_):
         ({"TMPDIR": "rel/./a/"}, None, "CWD/rel/a", ["CWD/rel/a"]),
     ]
     for changes, home, temp, temps in cases:
-        srv = server_with_env_changes(changes)
+        srv = server_with_env(changes)
         try:
             s = srv.session()
             info = s.call("environment/info")
@@ -328,12 +309,7 @@ def test_environment_shell_is_the_login_shell(_):
     if name not in ("bash", "zsh", "sh"):
         raise TestSkip("login shell %s is not one codex drives" % login)
     for shell in (None, "/usr/bin/fish", "/bin/sh" if name != "sh" else "/bin/bash"):
-        old = os.environ.pop("SHELL", None)
-        try:
-            srv = server_with_env({"SHELL": shell} if shell else {})
-        finally:
-            if old is not None:
-                os.environ["SHELL"] = old
+        srv = server_with_env({"SHELL": shell})
         try:
             s = srv.session()
             info = s.call("environment/info")
