@@ -39,8 +39,8 @@ enum shell_kind host_env_shell_resolve(const char *pw_shell, const char *path_en
  * out is too small or path is empty. Pure. */
 int host_env_path_normalize(const char *path, const char *cwd, char *out, size_t n);
 
-/* The server's shell, resolved once from getpwuid(getuid()) and $PATH, then cached
- * (passwd is read once; a later change to it is seen after a restart). */
+/* The server's shell, resolved once from getpwuid(getuid()) and $PATH (server_run does
+ * it at start), then cached: a later change to passwd is seen after a restart. */
 const char *host_env_shell_path(void);
 const char *host_env_shell_name(void);
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "core/host_env.h"
 #include "core/log.h"
 #include "core/limits.h"
 #include "netproxy/netproxy.h"
@@ -222,6 +223,10 @@ int server_run(void)
     /* A write past RLIMIT_FSIZE must fail with EFBIG, not kill the server. */
     signal(SIGXFSZ, SIG_IGN);
     process_path_init(); /* `rg` first on the PATH children inherit (before any thread) */
+    /* The password entry (shell, home) is read now, not by the loop on the first
+     * environment/info: NSS may ask a directory server. After process_path_init, whose
+     * PATH the shell fallback searches. */
+    (void)host_env_shell_path();
     loop = uv_default_loop();
     session_configure(loop, C.session_ttl_ms);
     server_methods_register();
