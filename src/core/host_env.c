@@ -2,6 +2,8 @@
  * See host_env.h for why each comes from where it does. */
 #include "core/host_env.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -9,6 +11,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "util/buf.h"
+#include "util/mem.h"
 
 enum shell_kind host_env_shell_kind_of(const char *path)
 {
@@ -180,4 +185,57 @@ const char *host_env_temp_dir(const char *cwd, char *out, size_t n, int *from_en
     }
     snprintf(out, n, "/tmp");
     return out;
+}
+
+/* s quoted as Rust's Debug form quotes a string (the reference's errors name
+ * CODEX_HOME so). */
+static void quote_debug(struct buf *b, const char *s)
+{
+    buf_putc(b, '"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') buf_printf(b, "\\%c", c);
+        else if (c == '\n') buf_puts(b, "\\n");
+        else if (c == '\r') buf_puts(b, "\\r");
+        else if (c == '\t') buf_puts(b, "\\t");
+        else if (c < 0x20 || c == 0x7f) buf_printf(b, "\\u{%x}", c);
+        else buf_putc(b, (char)c);
+    }
+    buf_putc(b, '"');
+}
+
+char *host_env_codex_home(char **why)
+{
+    *why = NULL;
+    const char *env = getenv("CODEX_HOME");
+    if (!env || !*env) {
+        char home[PATH_MAX];
+        struct buf b;
+        buf_init(&b);
+        const char *h = host_env_home(home, sizeof home);
+        buf_printf(&b, "%s/.codex", h && strcmp(h, "/") ? h : "");
+        buf_putc(&b, '\0');
+        return buf_steal(&b);
+    }
+    char real[PATH_MAX];
+    struct stat st;
+    const char *path_is = NULL; /* "does not exist", "is not a directory" */
+    int err = 0;
+    if (!realpath(env, real)) {
+        if (errno == ENOENT) path_is = "does not exist";
+        else err = errno;
+    } else if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        path_is = "is not a directory";
+    } else {
+        return xstrdup(real);
+    }
+    struct buf b;
+    buf_init(&b);
+    buf_puts(&b, "CODEX_HOME points to ");
+    quote_debug(&b, env);
+    if (path_is) buf_printf(&b, ", but that path %s", path_is);
+    else buf_printf(&b, ", which cannot be resolved: %s", strerror(err));
+    buf_putc(&b, '\0');
+    *why = buf_steal(&b);
+    return NULL;
 }

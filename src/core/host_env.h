@@ -49,6 +49,14 @@ const char *host_env_shell_name(void);
  * Returns out or NULL. */
 const char *host_env_home(char *out, size_t n);
 
+/* The Codex home as the reference finds it: $CODEX_HOME when set and not empty, which
+ * must name an existing directory and is returned canonical (symlinks resolved,
+ * relative to the working directory; blocking: realpath), else .codex in the home
+ * directory, which need not exist. Returns a malloc'd path, or NULL with the
+ * reference's reason in *why (malloc'd): `CODEX_HOME points to "X", but that path
+ * does not exist` (or `is not a directory`), X quoted as Rust's Debug form does. */
+char *host_env_codex_home(char **why);
+
 /* The temporary directory into out: $TMPDIR when set and not empty (relative ones
  * against cwd), else /tmp; *from_env says which. Returns out. */
 const char *host_env_temp_dir(const char *cwd, char *out, size_t n, int *from_env);

@@ -20,11 +20,9 @@
 #include "session/env_config.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/host_env.h"
@@ -41,13 +39,11 @@ static size_t split_key(const char *s, size_t n, char parts[][128], size_t max)
 {
     size_t k = 0, i = 0;
     while (i < n && k < max) {
-        while (i < n && (s[i] == ' ' || s[i] == '\t'))
-            i++;
+        while (i < n && (s[i] == ' ' || s[i] == '\t')) i++;
         size_t len = 0;
         if (i < n && (s[i] == '"' || s[i] == '\'')) {
             char q = s[i++];
-            while (i < n && s[i] != q && len + 1 < 128)
-                parts[k][len++] = s[i++];
+            while (i < n && s[i] != q && len + 1 < 128) parts[k][len++] = s[i++];
             if (i < n) i++;
         } else {
             while (i < n && s[i] != '.' && s[i] != ' ' && s[i] != '\t' && len + 1 < 128)
@@ -55,12 +51,9 @@ static size_t split_key(const char *s, size_t n, char parts[][128], size_t max)
         }
         parts[k][len] = '\0';
         k++;
-        while (i < n && (s[i] == ' ' || s[i] == '\t'))
-            i++;
-        if (i < n && s[i] == '.')
-            i++;
-        else
-            break;
+        while (i < n && (s[i] == ' ' || s[i] == '\t')) i++;
+        if (i < n && s[i] == '.') i++;
+        else break;
     }
     return k;
 }
@@ -131,8 +124,7 @@ static size_t without_comment(const char *s, size_t n)
         }
     }
     if (i > n) i = n;
-    while (i > 0 && (s[i - 1] == ' ' || s[i - 1] == '\t'))
-        i--;
+    while (i > 0 && (s[i - 1] == ' ' || s[i - 1] == '\t')) i--;
     return i;
 }
 
@@ -163,11 +155,9 @@ char *env_config_filter(const char *text, size_t len, json_t *paths)
             continue;
         }
         size_t a = 0;
-        while (a < n && (line[a] == ' ' || line[a] == '\t'))
-            a++;
+        while (a < n && (line[a] == ' ' || line[a] == '\t')) a++;
         size_t b = n;
-        while (b > a && (line[b - 1] == ' ' || line[b - 1] == '\t' || line[b - 1] == '\r'))
-            b--;
+        while (b > a && (line[b - 1] == ' ' || line[b - 1] == '\t' || line[b - 1] == '\r')) b--;
         if (a == b || line[a] == '#') continue;
         if (line[a] == '[') {
             /* A new table: flush the previous one if anything in it was kept. */
@@ -180,8 +170,7 @@ char *env_config_filter(const char *text, size_t len, json_t *paths)
             cur_any = false;
             array_table = b - a >= 2 && line[a + 1] == '[';
             size_t hs = a + (array_table ? 2 : 1), he = b;
-            while (he > hs && line[he - 1] == ']')
-                he--;
+            while (he > hs && line[he - 1] == ']') he--;
             ntable = split_key(line + hs, he - hs, table, 16);
             snprintf(header, sizeof header, "%.*s", (int)(b - a), line + a);
             continue;
@@ -191,10 +180,8 @@ char *env_config_filter(const char *text, size_t len, json_t *paths)
         char key[16][128], full[32][128];
         size_t nk = split_key(line + a, (size_t)(eq - line) - a, key, 16);
         size_t nf = 0;
-        for (size_t i = 0; i < ntable && nf < 32; i++)
-            memcpy(full[nf++], table[i], 128);
-        for (size_t i = 0; i < nk && nf < 32; i++)
-            memcpy(full[nf++], key[i], 128);
+        for (size_t i = 0; i < ntable && nf < 32; i++) memcpy(full[nf++], table[i], 128);
+        for (size_t i = 0; i < nk && nf < 32; i++) memcpy(full[nf++], key[i], 128);
         bool keep = array_table ? wanted(full, ntable, paths) : wanted(full, nf, paths);
         struct buf *dst = ntable ? &cur : &root;
         if (keep) {
@@ -227,73 +214,27 @@ char *env_config_filter(const char *text, size_t len, json_t *paths)
 struct cfg_work {
     uv_work_t w;
     struct rpc_req *req;
-    json_t *paths;        /* configPaths (borrowed from req->params) */
-    char *codex_home_env; /* CODEX_HOME as set (not empty), or NULL */
-    char *codex_home;     /* absolute: CODEX_HOME resolved, or the home's .codex */
-    char *file;           /* codex_home/config.toml */
-    char *toml;           /* filtered, or NULL when the file is absent/empty/unread */
-    char *err;            /* why CODEX_HOME cannot be used, or NULL */
+    json_t *paths;      /* configPaths (borrowed from req->params) */
+    char *codex_home;   /* host_env_codex_home's, found on the worker (realpath) */
+    char *file;         /* codex_home/config.toml */
+    char *toml;         /* filtered, or NULL when the file is absent/empty/unread */
+    char *err;          /* why CODEX_HOME cannot be used, or NULL */
 };
-
-/* s quoted as the reference quotes CODEX_HOME in its errors (Rust's Debug form). */
-static void quote_debug(struct buf *b, const char *s)
-{
-    buf_putc(b, '"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            buf_printf(b, "\\%c", c);
-        else if (c == '\n')
-            buf_puts(b, "\\n");
-        else if (c == '\r')
-            buf_puts(b, "\\r");
-        else if (c == '\t')
-            buf_puts(b, "\\t");
-        else if (c < 0x20 || c == 0x7f)
-            buf_printf(b, "\\u{%x}", c);
-        else
-            buf_putc(b, (char)c);
-    }
-    buf_putc(b, '"');
-}
-
-/* A set CODEX_HOME must name an existing directory and is reported canonical
- * (symlinks resolved, relative to the server's cwd), as the reference requires;
- * otherwise cw->err says why. Runs on the worker: realpath touches the disk. */
-static void resolve_codex_home(struct cfg_work *cw)
-{
-    char real[PATH_MAX];
-    struct stat st;
-    const char *why = NULL;
-    if (!realpath(cw->codex_home_env, real))
-        why = errno == ENOENT ? "does not exist" : NULL;
-    else if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
-        why = "is not a directory";
-    else {
-        free(cw->codex_home);
-        cw->codex_home = xstrdup(real);
-        return;
-    }
-    struct buf b;
-    buf_init(&b);
-    buf_puts(&b, "failed to find Codex home: CODEX_HOME points to ");
-    quote_debug(&b, cw->codex_home_env);
-    if (why)
-        buf_printf(&b, ", but that path %s", why);
-    else
-        buf_printf(&b, ", which cannot be resolved: %s", strerror(errno));
-    buf_putc(&b, '\0');
-    cw->err = buf_steal(&b);
-}
 
 static void cfg_run(uv_work_t *w)
 {
     struct cfg_work *cw = w->data;
-    if (cw->codex_home_env) {
-        resolve_codex_home(cw);
-        if (cw->err) return;
+    char *why;
+    cw->codex_home = host_env_codex_home(&why);
+    if (!cw->codex_home) {
+        struct buf b;
+        buf_init(&b);
+        buf_printf(&b, "failed to find Codex home: %s", why);
+        buf_putc(&b, '\0');
+        cw->err = buf_steal(&b);
+        free(why);
+        return;
     }
-    free(cw->file);
     struct buf b;
     buf_init(&b);
     buf_printf(&b, "%s/config.toml", cw->codex_home);
@@ -307,10 +248,8 @@ static void cfg_run(uv_work_t *w)
     fclose(f);
     if (whole) {
         char *t = env_config_filter(text, n, cw->paths);
-        if (*t)
-            cw->toml = t;
-        else
-            free(t);
+        if (*t) cw->toml = t;
+        else free(t);
     }
     free(text);
 }
@@ -325,7 +264,6 @@ static json_t *uri_or_null(const char *path)
 
 static void cfg_free(struct cfg_work *cw)
 {
-    free(cw->codex_home_env);
     free(cw->codex_home);
     free(cw->file);
     free(cw->toml);
@@ -416,17 +354,6 @@ static void handle_config_read(struct rpc_req *req)
     struct cfg_work *cw = xcalloc(1, sizeof *cw);
     cw->req = req;
     cw->paths = config_paths;
-    /* CODEX_HOME when set (resolved on the worker), else ~/.codex, which need not
-     * exist (the reference's rule). */
-    const char *ch = getenv("CODEX_HOME");
-    char home_buf[PATH_MAX];
-    const char *home = host_env_home(home_buf, sizeof home_buf);
-    struct buf b;
-    buf_init(&b);
-    buf_printf(&b, "%s/.codex", home && strcmp(home, "/") ? home : "");
-    buf_putc(&b, '\0');
-    cw->codex_home = buf_steal(&b);
-    if (ch && *ch) cw->codex_home_env = xstrdup(ch);
     cw->w.data = cw;
     uv_queue_work(req->loop, &cw->w, cfg_run, cfg_done);
 }

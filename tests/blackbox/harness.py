@@ -1141,22 +1141,28 @@ def held_back_or_done(marker):
     return not pids or any(blocked_on_pipe(p) for p in pids)
 
 
-def server_connections(port):
-    """The server-side TCP connections of a server listening on `port` that it has not
-    closed yet (ESTABLISHED or CLOSE_WAIT in /proc/net/tcp{,6}): a connection the
-    client dropped stays counted until the server has noticed and closed its end."""
-    n = 0
+def tcp_sockets():
+    """(state, local port, remote port) of every TCP socket in /proc/net/tcp{,6};
+    state is the kernel's hex code ("01" ESTABLISHED, "08" CLOSE_WAIT, ...)."""
+    out = []
     for name in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(name) as f:
                 next(f)
                 for line in f:
                     p = line.split()
-                    if p[3] in ("01", "08") and int(p[1].rsplit(":", 1)[1], 16) == port:
-                        n += 1
+                    out.append((p[3], int(p[1].rsplit(":", 1)[1], 16),
+                                int(p[2].rsplit(":", 1)[1], 16)))
         except OSError:
             pass
-    return n
+    return out
+
+
+def server_connections(port):
+    """The server-side TCP connections of a server listening on `port` that it has not
+    closed yet (ESTABLISHED or CLOSE_WAIT): a connection the client dropped stays
+    counted until the server has noticed and closed its end."""
+    return sum(1 for st, local, _ in tcp_sockets() if st in ("01", "08") and local == port)
 
 
 def socket_unread(sock):

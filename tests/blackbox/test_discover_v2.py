@@ -276,7 +276,15 @@ def test_missing_codex_home(_):
         with t.server() as srv:
             assert srv.session().error("capabilities/discoverV2", {"cwd": "file:///tmp"}) == (
                 -32603, 'CODEX_HOME points to "%s", but that path does not exist' % t.ch)
+        # A file is no Codex home either (the same check as environmentConfig/read's).
+        with open(t.ch, "w"):
+            pass
+        with t.server() as srv:
+            assert srv.session().error("capabilities/discoverV2", {"cwd": "file:///tmp"}) == (
+                -32603, 'CODEX_HOME points to "%s", but that path is not a directory' % t.ch)
     finally:
+        if os.path.isfile(t.ch):
+            os.unlink(t.ch)
         t.cleanup()
 
 

@@ -27,6 +27,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "remote"))
 import fake_cloud  # noqa: E402
+from harness import tcp_sockets  # noqa: E402
 from remote_testlib import (find_build_file, fs_round_trip, our_server, reference,  # noqa: E402
                             run_one, skip_reason, stop_group, summary)  # noqa: E402
 
@@ -74,18 +75,7 @@ class Destination:
 
     def conns(self):
         """Peer ports of the TCP connections established to the destination's port."""
-        peers = set()
-        for f in ("/proc/net/tcp", "/proc/net/tcp6"):
-            try:
-                with open(f) as fh:
-                    next(fh)
-                    for line in fh:
-                        p = line.split()
-                        if p[3] == "01" and int(p[1].rsplit(":", 1)[1], 16) == self.port:
-                            peers.add(int(p[2].rsplit(":", 1)[1], 16))
-            except OSError:
-                pass
-        return peers
+        return {peer for st, local, peer in tcp_sockets() if st == "01" and local == self.port}
 
     def established(self):
         return len(self.conns())
