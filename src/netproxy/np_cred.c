@@ -40,6 +40,7 @@
 #include "core/log.h"
 #include "crypto/random.h"
 #include "proto/base64.h"
+#include "util/envv.h"
 #include "util/mem.h"
 
 #define NP_MAX_SECRET 2048
@@ -519,7 +520,7 @@ char **np_cred_child_env(struct netproxy *np, char **envp)
             "REQUESTS_CA_BUNDLE",   "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO",
             "PIP_CERT",             "CARGO_HTTP_CAINFO",  "NPM_CONFIG_CAFILE",
             "npm_config_cafile",    "BUNDLE_SSL_CA_CERT", NULL};
-        for (const char *const *v = ca_vars; *v; v++) envp = np_env_put(envp, *v, bundle);
+        for (const char *const *v = ca_vars; *v; v++) envp = envv_put(envp, *v, bundle);
     }
     if (masked) {
         char idv[160];

@@ -119,7 +119,6 @@ struct netproxy {
 
 /* netproxy.c, for the other files */
 void np_addr_text(const struct sockaddr *sa, char *out, size_t n);
-char **np_env_put(char **envp, const char *name, const char *value);
 void np_client_close(struct np_client *c);
 void np_finish(struct np_client *c);
 void np_write_owned(struct np_client *c, bool to_up, char *data, size_t len);
