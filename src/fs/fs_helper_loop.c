@@ -25,11 +25,12 @@ int fs_helper_run(int sock)
             buf_free(&req);
             break;
         }
-        int fd = -1;
-        fs_helper_serve(req.data, req.len, &reply, &fd);
+        int fd = -1, displaced = -1;
+        fs_helper_serve(req.data, req.len, &reply, &fd, &displaced);
         buf_free(&req);
         int rc = sandbox_frame_send(sock, reply.data, reply.len, fd);
         if (fd >= 0) close(fd);
+        if (displaced >= 0) close(displaced); /* after the reply: it may wait for I/O */
         buf_free(&reply);
         if (rc < 0) break;
     }

@@ -112,11 +112,13 @@ static char *dup_slice(const char *p, size_t n)
     return d;
 }
 
-int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out)
+int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out,
+                    int *close_after)
 {
     *fd_out = -1;
     struct fs_work *fw = xcalloc(1, sizeof *fw);
     fw->fd = -1;
+    fw->displaced_fd = -1;
     buf_init(&fw->out);
     struct fs_wire_request rq;
     int rc = fs_wire_decode_request(req, len, &rq);
@@ -154,6 +156,7 @@ int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out)
     fs_wire_encode_reply(reply, &rp);
     if (!failed && fw->op == OP_OPEN) *fd_out = fw->fd;
     else if (fw->fd >= 0) close(fw->fd);
+    *close_after = fw->displaced_fd;
     free(fw->path);
     free(fw->path2);
     free(fw->msg);
@@ -239,7 +242,21 @@ static void fw_free(struct fs_work *fw)
     free(fw->msg);
     free(fw->sb_json);
     buf_free(&fw->out);
+    if (fw->displaced_fd >= 0) close(fw->displaced_fd);
     free(fw);
+}
+
+/* The displaced file's close, on a pool thread once the reply is out (fs_work.h). */
+static void close_displaced(uv_work_t *w)
+{
+    struct fs_work *fw = w->data;
+    close(fw->displaced_fd);
+    fw->displaced_fd = -1;
+}
+
+static void close_displaced_done(uv_work_t *w, int status)
+{
+    fw_free(w->data);
 }
 
 static void open_finish(struct fs_work *fw)
@@ -377,6 +394,7 @@ static void after_cb(uv_work_t *w, int status)
 {
     struct fs_work *fw = w->data;
     struct rpc_req *req = fw->req;
+    uv_loop_t *loop = req->loop; /* the reply frees req */
     if (fw->budget_wait && status == 0 && !fs_work_failed(fw)) {
         park(fw);
         return;
@@ -393,6 +411,9 @@ static void after_cb(uv_work_t *w, int status)
     } else {
         rpc_result_finish(req, &fw->out);
     }
+    if (fw->displaced_fd >= 0 &&
+        uv_queue_work(loop, &fw->w, close_displaced, close_displaced_done) == 0)
+        return;
     fw_free(fw);
 }
 
@@ -413,6 +434,7 @@ static struct fs_work *fw_new(struct rpc_req *req, enum fs_op op)
     fw->req = req;
     fw->op = op;
     fw->fd = -1;
+    fw->displaced_fd = -1;
     buf_init(&fw->out);
     return fw;
 }

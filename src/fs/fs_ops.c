@@ -325,8 +325,10 @@ static bool write_replace(struct fs_work *fw, const uint8_t *data, size_t n)
     int pfd = fw->nofollow ? open_parent_nofollow(fw->path, &leaf) : open_parent(fw->path, &leaf);
     if (pfd < 0) return false;
     struct stat st;
-    bool applies = fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-                   st.st_nlink == 1;
+    /* Held open across the rename (fw->displaced_fd), so that freeing the old
+     * inode happens after the reply. */
+    int old = openat(pfd, leaf, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    bool applies = old >= 0 && fstat(old, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1;
     /* Only a file we may write in place: a read-only file stays refused. (An
      * append-only or otherwise unreplaceable one fails the rename below and is then
      * written in place, which refuses it as before.) */
@@ -346,6 +348,7 @@ static bool write_replace(struct fs_work *fw, const uint8_t *data, size_t n)
     if (fd < 0) {
         int e = errno;
         close(pfd);
+        if (old >= 0) close(old);
         if (!applies || (e != ENOSPC && e != EDQUOT)) return false; /* e.g. EACCES: in place */
         fs_work_set_err(fw, e); /* no room for a second file: in place could lose both */
         return true;
@@ -371,6 +374,8 @@ static bool write_replace(struct fs_work *fw, const uint8_t *data, size_t n)
         if (dfd >= 0) close(dfd);
     }
     close(pfd);
+    if (e == 0) fw->displaced_fd = old;
+    else close(old);
     if (e < 0) return false; /* the owner, mode or rename were not ours to keep: in place */
     if (e > 0) fs_work_set_err(fw, e);
     return true;

@@ -66,6 +66,11 @@ struct fs_work {
     struct fs_handle *h;
     uint64_t offset, len;
     bool replace;  /* fs/open mode "replace" */
+    /* writeFile: the file a replacing write displaced, still open (or -1). Its last
+     * close frees the inode, which waits for writeback still in flight on its pages
+     * (on ext4 the write before this one started it); closed after the reply, that
+     * wait is off the request's path (docs/WRITE_PATH.md). */
+    int displaced_fd;
     /* the read budget (fs_budget.h): room held, and room wanted when told to wait */
     size_t budget_held, budget_need;
     bool budget_wait;            /* ran into FS_BUDGET_WAIT: run again later */

@@ -259,6 +259,15 @@ static bool path_under(const char *anc, const char *p)
     return strncmp(anc, p, n) == 0 && p[n] == '/';
 }
 
+/* A root the private /dev would hide if it were attached before it (a workspace
+ * in /dev/shm): attached after mount_dev, on a mount point made in that tmpfs, as
+ * bubblewrap binds what comes after --dev. /dev itself stays the private one, and
+ * the host's /dev/pts is never shown (other terminals: SANDBOX.md). */
+static bool under_private_dev(const char *p)
+{
+    return path_under("/dev", p) && strcmp(p, "/dev/pts") && !path_under("/dev/pts", p);
+}
+
 /* mkdir -p of path's components (the last one as a file when !dir). */
 static int make_path(const char *path, bool dir)
 {
@@ -441,16 +450,54 @@ static int view_in_place(struct view *v)
         else if (tree[i] < 0) rc = tree[i], v->step = "clone a writable root";
     }
     if (!rc && !all_writable && (rc = set_ro("/", true, true)) < 0) v->step = "read-only /";
-    for (size_t i = 0; i < nw; i++) {
-        if (tree[i] < 0) continue;
-        if (!rc && (rc = attach_tree(tree[i], s->writable[i])) < 0) v->step = "writable root";
-        else if (rc) close(tree[i]);
+    /* Two passes: the roots in /dev go on once the private /dev is there. */
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && !rc && (rc = mount_dev(v)) < 0) break;
+        for (size_t i = 0; i < nw; i++) {
+            if (tree[i] < 0 || under_private_dev(s->writable[i]) != (pass == 1)) continue;
+            if (!rc && pass == 1 && (rc = make_path(s->writable[i], true)) < 0)
+                v->step = "writable root in /dev: mount point";
+            if (!rc && (rc = attach_tree(tree[i], s->writable[i])) < 0) v->step = "writable root";
+            else if (rc) close(tree[i]);
+            tree[i] = -1;
+        }
     }
+    for (size_t i = 0; i < nw; i++)
+        if (tree[i] >= 0) close(tree[i]); /* left by a failure in mount_dev */
     free(tree);
     if (rc) return rc;
-    if ((rc = mount_dev(v)) < 0) return rc;
     if (!s->pid_inherit && (rc = mount_proc(v)) < 0) return rc;
     return mount_carveouts(v);
+}
+
+/* The new root's root[i] (sorted shortest first), bound from the old root. */
+static int attach_root(struct view *v, const char *const *root, size_t i, bool writable)
+{
+    char old[PATH_MAX + sizeof SB_OLDROOT];
+    snprintf(old, sizeof old, SB_OLDROOT "%s", root[i]);
+    struct stat st;
+    if (stat(old, &st) < 0) return 0; /* nothing to show */
+    /* A root nested in one attached in the same pass already exists inside its
+     * (bound) parent: creating it would write to the real file system. */
+    bool nested = false;
+    for (size_t j = 0; j < i && !nested; j++)
+        nested = under_private_dev(root[j]) == under_private_dev(root[i]) &&
+                 path_under(root[j], root[i]);
+    int rc;
+    if (!nested && (rc = make_path(root[i], S_ISDIR(st.st_mode))) < 0) {
+        v->step = "new root: mount point";
+        return rc;
+    }
+    int t = clone_tree(old);
+    if (t < 0 || (rc = attach_tree(t, root[i])) < 0) {
+        v->step = "new root: bind a root";
+        return t < 0 ? t : rc;
+    }
+    if (!writable && (rc = set_ro(root[i], true, true)) < 0) {
+        v->step = "new root: read-only";
+        return rc;
+    }
+    return 0;
 }
 
 /* "/" not readable: a tmpfs root holding only the granted roots (pivot_root), so
@@ -481,26 +528,12 @@ static int view_new_root(struct view *v)
             writable[j - 1] = w;
         }
     int rc = 0;
-    char old[PATH_MAX + sizeof SB_OLDROOT];
-    for (size_t i = 0; i < n && !rc; i++) {
-        snprintf(old, sizeof old, SB_OLDROOT "%s", root[i]);
-        struct stat st;
-        if (stat(old, &st) < 0) continue; /* nothing to show */
-        bool nested = false;
-        for (size_t j = 0; j < i && !nested; j++) nested = path_under(root[j], root[i]);
-        /* A nested root already exists inside its (bound) parent: creating it would
-         * write to the real file system. */
-        if (!nested && (rc = make_path(root[i], S_ISDIR(st.st_mode))) < 0) {
-            v->step = "new root: mount point";
-            break;
-        }
-        int t = clone_tree(old);
-        if (t < 0 || (rc = attach_tree(t, root[i])) < 0) {
-            rc = t < 0 ? t : rc;
-            v->step = "new root: bind a root";
-            break;
-        }
-        if (!writable[i] && (rc = set_ro(root[i], true, true)) < 0) v->step = "new root: read-only";
+    /* Two passes: the roots in /dev go on once the private /dev is there. */
+    for (int pass = 0; pass < 2 && !rc; pass++) {
+        if (pass == 1 && (rc = mount_dev(v)) < 0) break;
+        for (size_t i = 0; i < n && !rc; i++)
+            if (under_private_dev(root[i]) == (pass == 1))
+                rc = attach_root(v, root, i, writable[i]);
     }
     free(root);
     free(writable);
@@ -522,7 +555,6 @@ static int view_new_root(struct view *v)
         }
     }
     if (d) closedir(d);
-    if ((rc = mount_dev(v)) < 0) return rc;
     /* proc may be mounted only while a full one is visible: before the old root goes. */
     if (!s->pid_inherit) {
         if ((rc = mount_proc(v)) < 0) return rc;

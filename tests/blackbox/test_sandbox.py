@@ -551,6 +551,83 @@ def test_root_write_keeps_devices_and_denials(srv):
     t.cleanup()
 
 
+def test_workspace_in_dev_shm(srv):
+    """A workspace under /dev/shm (a CI runner's tmpfs): the sandbox's private /dev
+    used to hide it, so every sandboxed write there failed with ENOENT while the
+    reference's (bubblewrap binds roots after --dev) succeeded. Both kinds of view:
+    "/" readable, and only the minimal platform readable. The rest of /dev stays
+    private: another directory in the host's /dev/shm is not there, and /dev/pts
+    holds no other terminal."""
+    if not os.path.isdir("/dev/shm"):
+        raise TestSkip("no /dev/shm")
+    d = tempfile.mkdtemp(prefix="sbx-shm-", dir="/dev/shm")
+    other = tempfile.mkdtemp(prefix="sbx-shm-other-", dir="/dev/shm")
+    try:
+        ws = d + "/ws"
+        os.makedirs(ws + "/work")
+        with open(other + "/host", "w") as fh:
+            fh.write("host")
+        s = srv.session()
+        for i, readable in enumerate(("root", "minimal")):
+            sb = policy([entry(readable), entry("project_roots", access="write")],
+                        cwd=ws, roots=[ws])
+            f = ws + "/work/f%d" % i
+            assert s.call("fs/writeFile", {"path": uri(f), "dataBase64": b64("fs"),
+                                           "sandbox": sb}) == {}
+            assert open(f).read() == "fs"
+            r = unb64(s.call("fs/readFile", {"path": uri(f), "sandbox": sb})["dataBase64"])
+            assert r == b"fs", r
+            pid = "shm%d" % i
+            s.start(pid, ["/bin/sh", "-c",
+                          "echo sh > work/p && cat work/p; ls %s 2>&1; echo x > %s/w 2>&1; "
+                          "ls /dev/pts" % (other, other)], cwd=uri(ws), sandbox=sb)
+            out = s.collect_until_closed(pid)
+            text = out["stdout"].decode()
+            assert out["stdout"].startswith(b"sh\n") and open(ws + "/work/p").read() == "sh\n", out
+            assert "host" not in text and FAMILY.search(text), text
+            assert text.split()[-1] == "ptmx", text
+            assert not os.path.exists(other + "/w")
+        s.close()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(other, ignore_errors=True)
+
+
+def deleted_files_held(pid, under):
+    """The deleted files under `under` that process pid still holds open."""
+    held = []
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if target.startswith(under) and target.endswith(" (deleted)"):
+            held.append(target)
+    return held
+
+
+def test_replaced_files_are_let_go(srv):
+    """fs/writeFile replaces a file by renaming a new one over it, and holds the old
+    one open until its reply is out (freeing an inode waits for its writeback):
+    afterwards no process of the server keeps a replaced file, so its disk space
+    comes back. Sandboxed (served in the helper) and not."""
+    t = Tree()
+    s = srv.session()
+    f = t.ws + "/work/f"
+    for i in range(20):
+        sb = t.sb if i % 2 else None
+        p = {"path": uri(f), "dataBase64": b64(os.urandom(64 << 10))}
+        if sb:
+            p["sandbox"] = sb
+        assert s.call("fs/writeFile", p) == {}
+    if not IS_REF:
+        pids = [srv.pid] + helper_pids(srv)
+        wait_until(lambda: not any(deleted_files_held(p, t.d) for p in pids), 10,
+                   "replaced files to be closed")
+    s.close()
+    t.cleanup()
+
+
 @ours_only
 @needs_own_server
 def test_fail_closed_without_namespaces(_):
