@@ -5,9 +5,10 @@
  * the whole body is collected (bounded: HTTP_BUFFERED_MAX) and returned in the
  * result. Streamed: the result (status and headers, empty body) goes out as soon as
  * the final response's headers are in, always before the first
- * `http/request/bodyDelta`; each curl write becomes one delta (at most 512 KiB, the
- * curl buffer size, so well under the 1 MiB limit), encoded straight into the
- * outgoing frame (no JSON tree per chunk); the last delta has `done:true` and the
+ * `http/request/bodyDelta`; each curl write becomes one delta (curl reads up to its
+ * 512 KiB buffer and hands it over 16 KiB at a time, so well under the 1 MiB
+ * limit), encoded straight into the outgoing frame (no JSON tree per chunk), and the
+ * deltas of one round of curl's work leave together in one writev; the last delta has `done:true` and the
  * `error` if the body was cut short. When the client's connection stops draining
  * (above its high-water mark) the write callback pauses the transfer
  * (CURL_WRITEFUNC_PAUSE), so the server holds at most one curl buffer per stream,
@@ -134,6 +135,36 @@ static struct http_table *table_of(struct conn *c)
 
 /* ---- wire output -------------------------------------------------------------------- */
 
+/* Connections whose deltas of this curl round are gathered (conn_cork, referenced):
+ * curl hands a 512 KiB read to the write callback 16 KiB at a time, and a write(2)
+ * per delta cost a third of the stream's system time; the round's deltas leave in
+ * one writev when it ends (curl_loop_on_round_end). */
+static struct conn **round_conns;
+static size_t round_n, round_cap;
+
+static void round_end(void)
+{
+    for (size_t i = 0; i < round_n; i++) {
+        conn_uncork(round_conns[i]);
+        conn_unref(round_conns[i]);
+    }
+    round_n = 0;
+}
+
+static void round_gather(struct conn *c)
+{
+    for (size_t i = 0; i < round_n; i++)
+        if (round_conns[i] == c) return;
+    if (round_n == round_cap) {
+        round_cap = round_cap ? 2 * round_cap : 4;
+        round_conns = xrealloc(round_conns, round_cap * sizeof *round_conns);
+    }
+    if (round_n == 0) curl_loop_on_round_end(round_end);
+    conn_ref(c);
+    conn_cork(c);
+    round_conns[round_n++] = c;
+}
+
 static json_t *result_json(struct http_req *r, bool with_body)
 {
     json_t *res = json_object();
@@ -247,6 +278,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
         r->paused = true;
         return CURL_WRITEFUNC_PAUSE; /* curl keeps these bytes and offers them again */
     }
+    round_gather(r->tab->conn);
     send_delta(r, data, n, false, NULL);
     return n;
 }

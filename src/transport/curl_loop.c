@@ -40,6 +40,21 @@ static void check_done(void)
     }
 }
 
+static void (*round_end)(void);
+
+void curl_loop_on_round_end(void (*fn)(void))
+{
+    round_end = fn;
+}
+
+static void action(curl_socket_t fd, int flags)
+{
+    int running;
+    curl_dl_fns.multi_socket_action(multi, fd, flags, &running);
+    check_done();
+    if (round_end) round_end();
+}
+
 static void on_poll(uv_poll_t *h, int status, int events)
 {
     struct sock_ctx *sc = h->data;
@@ -47,16 +62,12 @@ static void on_poll(uv_poll_t *h, int status, int events)
     if (status < 0) flags = CURL_CSELECT_ERR;
     if (events & UV_READABLE) flags |= CURL_CSELECT_IN;
     if (events & UV_WRITABLE) flags |= CURL_CSELECT_OUT;
-    int running;
-    curl_dl_fns.multi_socket_action(multi, sc->fd, flags, &running);
-    check_done();
+    action(sc->fd, flags);
 }
 
 static void on_timer(uv_timer_t *t)
 {
-    int running;
-    curl_dl_fns.multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &running);
-    check_done();
+    action(CURL_SOCKET_TIMEOUT, 0);
 }
 
 static void sock_closed(uv_handle_t *h)
@@ -132,9 +143,7 @@ void curl_loop_unpause(struct curl_loop_job *job)
 {
     curl_dl_fns.easy_pause(job->easy, CURLPAUSE_CONT);
     /* Unpausing may deliver buffered data right away or finish the transfer. */
-    int running;
-    curl_dl_fns.multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &running);
-    check_done();
+    action(CURL_SOCKET_TIMEOUT, 0);
 }
 
 void curl_loop_shutdown(void)

@@ -20,6 +20,10 @@ int curl_loop_add(uv_loop_t *loop, struct curl_loop_job *job);
 void curl_loop_remove(struct curl_loop_job *job);
 /* Resumes a transfer whose write callback returned CURL_WRITEFUNC_PAUSE. */
 void curl_loop_unpause(struct curl_loop_job *job);
+/* fn runs after each round of curl's work on the loop (a socket event or a
+ * timeout), once the write callbacks of that round are over: a producer that
+ * gathered their output (conn_cork) lets it go here, in one write. One hook. */
+void curl_loop_on_round_end(void (*fn)(void));
 /* Frees the multi handle (daemon shutdown; every job must be removed first). */
 void curl_loop_shutdown(void);
 
