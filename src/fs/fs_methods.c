@@ -64,6 +64,7 @@ static void handle_unref(struct fs_handle *h)
 {
     if (--h->refs > 0) return;
     close(h->fd);
+    pthread_mutex_destroy(&h->write_lock);
     free(h);
 }
 
@@ -285,6 +286,7 @@ static void open_finish(struct fs_work *fw)
         return;
     }
     struct fs_handle *h = xcalloc(1, sizeof *h);
+    pthread_mutex_init(&h->write_lock, NULL);
     h->refs = 1;
     h->fd = fw->fd;
     h->id_len = fw->hid_len;

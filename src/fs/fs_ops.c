@@ -757,15 +757,18 @@ static void do_write_block(struct fs_work *fw)
         goto out;
     }
     size_t done = 0;
+    pthread_mutex_lock(&fw->h->write_lock);
     while (done < n) {
         ssize_t w = pwrite(fw->h->fd, data + done, n - done, (off_t)(fw->offset + done));
         if (w < 0) {
             if (errno == EINTR) continue;
             fs_work_set_err(fw, errno);
-            goto out;
+            break;
         }
         done += (size_t)w;
     }
+    pthread_mutex_unlock(&fw->h->write_lock);
+    if (fs_work_failed(fw)) goto out;
     /* An empty chunk still reports a read-only handle. */
     if (n == 0 && pwrite(fw->h->fd, "", 0, (off_t)fw->offset) < 0) {
         fs_work_set_err(fw, errno);

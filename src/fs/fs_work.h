@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -22,6 +23,10 @@ struct rpc_req;
 struct fs_handle {
     int refs;
     int fd;
+    /* Held by a pool thread for its pwrite: pipelined writeBlocks otherwise meet
+     * on the inode's lock in the kernel, which spins while its owner copies (a
+     * quarter of 5c's server time). A futex sleeps instead; decoding still overlaps. */
+    pthread_mutex_t write_lock;
     size_t id_len;
     char id[FS_HANDLE_ID_MAX + 1];
 };
