@@ -57,41 +57,7 @@ static void err_copy(ec_error *dst, const ec_error *src)
     if (dst) *dst = *src;
 }
 
-static int handle_frames(ec_client *c);
-
-/* Keepalive (remote mode): a Ping every keepalive_ms, as the reference executor does
- * on its own rendezvous socket; none while one is unanswered, and the connection is
- * given up (then resumed) when a Ping has had no Pong for two intervals. Returns how
- * long the caller may wait before the next call is due (timeout_ms when sooner or
- * when there is no keepalive). */
-static int keepalive(ec_client *c, int timeout_ms)
-{
-    if (c->keepalive_ms <= 0 || c->fd < 0 || !c->ping_due) return timeout_ms;
-    int64_t now = ec_now_ms();
-    if (c->ping_sent && now - c->ping_sent >= 2 * (int64_t)c->keepalive_ms) {
-        ec_conn_drop(c); /* the rendezvous path is dead: the caller resumes */
-        return 0;
-    }
-    if (!c->ping_sent && now >= c->ping_due) {
-        ec_conn_send_ws(c, WS_OP_PING, "", 0, NULL);
-        c->ping_sent = now;
-    }
-    int64_t next = c->ping_sent ? c->ping_sent + 2 * (int64_t)c->keepalive_ms : c->ping_due;
-    int64_t wait = next > now ? next - now : 0;
-    return timeout_ms < 0 || wait < timeout_ms ? (int)wait : timeout_ms;
-}
-
-int ec_conn_read(ec_client *c, int timeout_ms, ec_error *err)
-{
-    if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
-    timeout_ms = keepalive(c, timeout_ms);
-    if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
-    struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
-    int r = poll(&pfd, 1, timeout_ms);
-    if (r > 0 && ec_conn_read_some(c) >= 0) handle_frames(c);
-    if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
-    return 0;
-}
+static void deliver(ec_client *c, const char *text, size_t len);
 
 /* The plain layer: one JSON-RPC message per WebSocket text message. */
 static int plain_open(ec_client *c, int64_t deadline, ec_error *err)
@@ -107,7 +73,7 @@ static int plain_send(ec_client *c, const char *text, size_t len, ec_error *err)
 static int plain_on_ws_message(ec_client *c, int opcode, const uint8_t *p, size_t n)
 {
     (void)opcode; /* binary messages are taken as JSON too, as before */
-    ec_deliver(c, (const char *)p, n);
+    deliver(c, (const char *)p, n);
     return 0;
 }
 
@@ -189,7 +155,7 @@ json_t *ec_process_params(const ec_process *p)
 
 /* The handle a process notification is for: a viewer's copy names the other session
  * (`sessionId`, ours); the session's own events do not. */
-static ec_process *proc_find_in(ec_client *c, const char *session_id, const char *id)
+static ec_process *find_process_in(ec_client *c, const char *session_id, const char *id)
 {
     if (session_id && c->session_id && strcmp(session_id, c->session_id) == 0) session_id = NULL;
     for (ec_process *p = c->procs; p; p = p->next) {
@@ -200,14 +166,14 @@ static ec_process *proc_find_in(ec_client *c, const char *session_id, const char
     return NULL;
 }
 
-static ec_process *proc_find(ec_client *c, const char *id)
+static ec_process *find_process(ec_client *c, const char *id)
 {
-    return proc_find_in(c, NULL, id);
+    return find_process_in(c, NULL, id);
 }
 
 static void on_read_reply(ec_client *c, struct ec_pending *pd, struct ec_msg *m)
 {
-    ec_process *p = pd->proc;
+    ec_process *p = pd->reader;
     if (!p) return;
     p->read_pending = NULL;
     p->last_progress_ms = ec_now_ms();
@@ -224,13 +190,19 @@ static void on_read_reply(ec_client *c, struct ec_pending *pd, struct ec_msg *m)
     ec_fail(&p->broken_err, EC_ERR_SERVER, m->err_code, "process/read: %s", m->err_message);
 }
 
-void ec_deliver(ec_client *c, const char *text, size_t len)
+void ec_client_use_feature(ec_client *c, const struct ec_feature *f)
 {
-    struct ec_tcp_data_view tv;
-    if (ec_msg_tcp_data_view(text, len, &tv)) {
-        ec_tcp_on_data(c, tv.id, tv.id_len, tv.b64, tv.b64_len, tv.eof);
-        return;
-    }
+    for (int i = 0; i < c->n_features; i++)
+        if (c->features[i] == f) return;
+    if (c->n_features < EC_FEATURES_MAX) c->features[c->n_features++] = f;
+}
+
+/* One decoded JSON-RPC message, to the request table / process trackers / features /
+ * hook (c->deliver). */
+static void deliver(ec_client *c, const char *text, size_t len)
+{
+    for (int i = 0; i < c->n_features; i++)
+        if (c->features[i]->on_raw && c->features[i]->on_raw(c, text, len)) return;
     struct ec_msg m;
     if (ec_msg_parse(text, len, &m) != 0) {
         if (c->hook) c->hook(c->hook_ud, text, len);
@@ -242,8 +214,8 @@ void ec_deliver(ec_client *c, const char *text, size_t len)
             if (pd->kind == EC_PENDING_READ) {
                 on_read_reply(c, pd, &m);
                 pending_unlink_free(c, pd);
-            } else if (pd->kind == EC_PENDING_TCP) {
-                ec_tcp_on_reply(c, pd, &m);
+            } else if (pd->kind == EC_PENDING_FEATURE) {
+                if (pd->owner->on_reply) pd->owner->on_reply(c, pd, &m);
                 pending_unlink_free(c, pd);
             } else {
                 pd->done = true;
@@ -257,20 +229,17 @@ void ec_deliver(ec_client *c, const char *text, size_t len)
             return;
         }
     }
-    if (m.kind == EC_MSG_NOTIFICATION && strncmp(m.method, "tcp/", 4) == 0) {
-        ec_tcp_on_notification(c, &m);
-        ec_msg_clear(&m);
-        return;
-    }
-    if (m.kind == EC_MSG_NOTIFICATION && strcmp(m.method, "http/request/bodyDelta") == 0 &&
-        ec_http_on_delta(c, m.params)) {
-        ec_msg_clear(&m);
-        return;
+    for (int i = 0; m.kind == EC_MSG_NOTIFICATION && i < c->n_features; i++) {
+        const struct ec_feature *f = c->features[i];
+        if (f->on_notification && f->on_notification(c, &m)) {
+            ec_msg_clear(&m);
+            return;
+        }
     }
     if (m.kind == EC_MSG_NOTIFICATION && strncmp(m.method, "process/", 8) == 0) {
         const char *pid = json_string_value(json_object_get(m.params, "processId"));
         const char *sid = json_string_value(json_object_get(m.params, "sessionId"));
-        ec_process *p = pid ? proc_find_in(c, sid, pid) : NULL;
+        ec_process *p = pid ? find_process_in(c, sid, pid) : NULL;
         if (p && strcmp(m.method, "process/attachEnded") == 0) {
             /* The watched process went away without an exit (its session ended). */
             if (!p->t.closed_queued && !p->broken) {
@@ -292,51 +261,6 @@ void ec_deliver(ec_client *c, const char *text, size_t len)
     ec_msg_clear(&m);
 }
 
-/* Hands the bytes in rbuf to the WebSocket reader (proto/ws_reader, the server's
- * own state machine in the client role) and acts on its events. Returns -1 when the
- * connection must be dropped (a violation, or a Close from the server). */
-static int handle_frames(ec_client *c)
-{
-    if (c->ml->on_input) {
-        int r = c->ml->on_input(c);
-        if (r < 0) ec_conn_drop(c);
-        return r;
-    }
-    size_t off = 0;
-    int rc = 0;
-    while (rc == 0 && c->fd >= 0 && off < c->rlen) {
-        struct ws_event ev;
-        off += ws_reader_feed(&c->rd, c->rbuf + off, c->rlen - off, &ev);
-        switch (ev.kind) {
-        case WS_EV_MESSAGE:
-            if (c->ml->on_ws_message(c, ev.opcode, ev.data, ev.len) < 0) rc = -1;
-            break;
-        case WS_EV_PING:
-            ec_conn_send_ws(c, WS_OP_PONG, ev.data, ev.len, NULL);
-            break;
-        case WS_EV_CLOSE: /* echo the code and go */
-        case WS_EV_ERROR: { /* or close with the reader's verdict */
-            uint8_t code[2];
-            ec_conn_send_ws(c, WS_OP_CLOSE, code, ws_close_payload(ev.code, code), NULL);
-            rc = -1;
-            break;
-        }
-        case WS_EV_PONG: /* the keep-alive's answer: the next Ping is due later */
-            if (c->ping_sent) {
-                c->ping_sent = 0;
-                c->ping_due = ec_now_ms() + c->keepalive_ms;
-            }
-            break;
-        case WS_EV_NONE:
-            break;
-        }
-    }
-    /* The reader keeps what it needs of a partial frame: rbuf starts over. */
-    if (c->fd >= 0) c->rlen = 0;
-    if (rc < 0) ec_conn_drop(c);
-    return rc;
-}
-
 /* Sends the catch-up reads the trackers ask for. */
 static void kick_reads(ec_client *c)
 {
@@ -346,7 +270,7 @@ static void kick_reads(ec_client *c)
         json_t *params = ec_track_read_params(&p->t, p->id);
         if (p->session_id) json_object_set_new(params, "sessionId", json_string(p->session_id));
         struct ec_pending *pd = pending_new(c, EC_PENDING_READ, "process/read", params);
-        pd->proc = p;
+        pd->reader = p;
         p->read_pending = pd;
         if (pending_send(c, pd, NULL) != 0) return; /* the loss is handled by the next pump */
     }
@@ -394,20 +318,20 @@ static int handle_loss(ec_client *c, ec_error *err)
         next = pd->next;
         if (pd->done) continue;
         if (pd->kind == EC_PENDING_READ) {
-            if (pd->proc) {
-                pd->proc->read_pending = NULL;
-                ec_track_on_read_failed(&pd->proc->t);
+            if (pd->reader) {
+                pd->reader->read_pending = NULL;
+                ec_track_on_read_failed(&pd->reader->t);
             }
             pending_unlink_free(c, pd);
-        } else if (pd->kind == EC_PENDING_TCP) {
-            pending_unlink_free(c, pd); /* the streams end below */
+        } else if (pd->kind == EC_PENDING_FEATURE) {
+            pending_unlink_free(c, pd); /* what it belonged to ends below */
         } else if (resume && pd->kind != EC_PENDING_RETRY && pd->sent) {
             pending_fail(pd, EC_ERR_TRANSPORT, "connection lost while waiting for %s; not replayed",
                          pd->method);
         }
     }
-    ec_http_on_loss(c); /* streams belong to the connection: never resumed */
-    ec_tcp_on_loss(c);
+    for (int i = 0; i < c->n_features; i++) /* streams belong to the connection */
+        if (c->features[i]->on_loss) c->features[i]->on_loss(c);
     if (!resume) {
         char why[200];
         const char *suffix = loss_suffix(c, why, sizeof why);
@@ -441,7 +365,7 @@ static int pump(ec_client *c, int timeout_ms, ec_error *err)
         kick_reads(c);
         return 0;
     }
-    timeout_ms = keepalive(c, timeout_ms);
+    timeout_ms = ec_conn_keepalive(c, timeout_ms);
     if (c->fd < 0) return pump(c, 0, err);
     struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
     int r = poll(&pfd, 1, timeout_ms);
@@ -454,7 +378,7 @@ static int pump(ec_client *c, int timeout_ms, ec_error *err)
         for (;;) {
             ssize_t n = ec_conn_read_some(c);
             if (n < 0) break;
-            if (handle_frames(c) < 0 || n == 0) break;
+            if (ec_conn_handle_input(c) < 0 || n == 0) break;
             if ((size_t)n >= budget) break;
             budget -= (size_t)n;
         }
@@ -631,6 +555,7 @@ int ec_client_connect(const ec_client_options *o, ec_client **out, ec_error *err
     if (!o) return ec_fail(err, EC_ERR_USAGE, 0, "no options");
     ec_client *c = xcalloc(1, sizeof *c);
     c->ml = &plain_layer;
+    c->deliver = deliver;
     c->fd = -1;
     c->next_id = 1;
     c->ca_file = o->ca_file ? xstrdup(o->ca_file) : NULL;
@@ -678,10 +603,10 @@ void ec_client_close(ec_client *c)
     }
     ec_conn_drop(c);
     if (c->ml->destroy) c->ml->destroy(c);
-    ec_http_free_all(c);
     while (c->procs)
         ec_process_free(c->procs);
-    ec_tcp_free_all(c);
+    for (int i = 0; i < c->n_features; i++)
+        if (c->features[i]->free_all) c->features[i]->free_all(c);
     while (c->pending)
         pending_unlink_free(c, c->pending);
     json_decref(c->env_info);
@@ -788,7 +713,7 @@ int ec_process_start(ec_client *c, const ec_start_options *o, ec_process **out, 
         snprintf(idbuf, sizeof idbuf, "ec-%u", ++c->proc_counter);
         id = idbuf;
     }
-    if (proc_find(c, id))
+    if (find_process(c, id))
         return ec_fail(err, EC_ERR_USAGE, 0, "process id %s is already in use", id);
     char *cwd = ec_path_to_uri(o->cwd ? o->cwd : "/");
     if (!cwd) return ec_fail(err, EC_ERR_USAGE, 0, "cwd must be an absolute path");
@@ -951,7 +876,7 @@ int ec_process_attach(ec_client *c, const char *session_id, const char *process_
     if (session_id && !ec_client_has_capability(c, "processAttach"))
         return ec_fail(err, EC_ERR_USAGE, 0,
                        "the server does not support this (no processAttach capability)");
-    if (proc_find_in(c, session_id, process_id))
+    if (find_process_in(c, session_id, process_id))
         return ec_fail(err, EC_ERR_USAGE, 0, "process %s already has a handle", process_id);
     /* Registered first: a viewer's events may follow the reply at once. */
     ec_process *p = xcalloc(1, sizeof *p);
@@ -1014,7 +939,7 @@ void ec_process_free(ec_process *p)
             break;
         }
     }
-    if (p->read_pending) p->read_pending->proc = NULL; /* its reply is then dropped */
+    if (p->read_pending) p->read_pending->reader = NULL; /* its reply is then dropped */
     ec_track_free(&p->t);
     ec_pevent_free(p->cur);
     free(p->session_id);

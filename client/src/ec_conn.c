@@ -3,8 +3,9 @@
  * One blocking TCP socket (optionally TLS) driven with poll(): URL parsing, connect
  * with a deadline, the HTTP upgrade (optional bearer token; the reply is checked by
  * proto/http_upgrade's response parser), masked frames out and raw bytes in. Message layers (plain JSON-RPC, the remote relay) open, write and drop it
- * through the ec_conn_* calls of ec_internal.h; ec_client.c turns the bytes read into
- * frames and messages. Every failure drops the connection so the caller can resume. */
+ * through the ec_conn_* calls of ec_internal.h. The bytes read become frames here
+ * (answering Ping and Close, and the keepalive's own Pings) and each data message goes
+ * to the layer's on_ws_message. Every failure drops the connection so the caller can resume. */
 #include "ec_internal.h"
 
 #include "crypto/random.h"
@@ -412,4 +413,85 @@ int ec_conn_send_ws(ec_client *c, int opcode, const void *payload, size_t n, ec_
 {
     if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
     return send_frame(c, opcode, payload, n, err);
+}
+
+/* ---- input ------------------------------------------------------------------------ */
+
+/* Hands the bytes in rbuf to the WebSocket reader (proto/ws_reader, the server's
+ * own state machine in the client role) and acts on its events. Returns -1 when the
+ * connection must be dropped (a violation, or a Close from the server). */
+int ec_conn_handle_input(ec_client *c)
+{
+    if (c->ml->on_input) {
+        int r = c->ml->on_input(c);
+        if (r < 0) ec_conn_drop(c);
+        return r;
+    }
+    size_t off = 0;
+    int rc = 0;
+    while (rc == 0 && c->fd >= 0 && off < c->rlen) {
+        struct ws_event ev;
+        off += ws_reader_feed(&c->rd, c->rbuf + off, c->rlen - off, &ev);
+        switch (ev.kind) {
+        case WS_EV_MESSAGE:
+            if (c->ml->on_ws_message(c, ev.opcode, ev.data, ev.len) < 0) rc = -1;
+            break;
+        case WS_EV_PING:
+            ec_conn_send_ws(c, WS_OP_PONG, ev.data, ev.len, NULL);
+            break;
+        case WS_EV_CLOSE: /* echo the code and go */
+        case WS_EV_ERROR: { /* or close with the reader's verdict */
+            uint8_t code[2];
+            ec_conn_send_ws(c, WS_OP_CLOSE, code, ws_close_payload(ev.code, code), NULL);
+            rc = -1;
+            break;
+        }
+        case WS_EV_PONG: /* the keep-alive's answer: the next Ping is due later */
+            if (c->ping_sent) {
+                c->ping_sent = 0;
+                c->ping_due = ec_now_ms() + c->keepalive_ms;
+            }
+            break;
+        case WS_EV_NONE:
+            break;
+        }
+    }
+    /* The reader keeps what it needs of a partial frame: rbuf starts over. */
+    if (c->fd >= 0) c->rlen = 0;
+    if (rc < 0) ec_conn_drop(c);
+    return rc;
+}
+
+/* Keepalive (remote mode): a Ping every keepalive_ms, as the reference executor does
+ * on its own rendezvous socket; none while one is unanswered, and the connection is
+ * given up (then resumed) when a Ping has had no Pong for two intervals. Returns how
+ * long the caller may wait before the next call is due (timeout_ms when sooner or
+ * when there is no keepalive). */
+int ec_conn_keepalive(ec_client *c, int timeout_ms)
+{
+    if (c->keepalive_ms <= 0 || c->fd < 0 || !c->ping_due) return timeout_ms;
+    int64_t now = ec_now_ms();
+    if (c->ping_sent && now - c->ping_sent >= 2 * (int64_t)c->keepalive_ms) {
+        ec_conn_drop(c); /* the rendezvous path is dead: the caller resumes */
+        return 0;
+    }
+    if (!c->ping_sent && now >= c->ping_due) {
+        ec_conn_send_ws(c, WS_OP_PING, "", 0, NULL);
+        c->ping_sent = now;
+    }
+    int64_t next = c->ping_sent ? c->ping_sent + 2 * (int64_t)c->keepalive_ms : c->ping_due;
+    int64_t wait = next > now ? next - now : 0;
+    return timeout_ms < 0 || wait < timeout_ms ? (int)wait : timeout_ms;
+}
+
+int ec_conn_read(ec_client *c, int timeout_ms, ec_error *err)
+{
+    if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
+    timeout_ms = ec_conn_keepalive(c, timeout_ms);
+    if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
+    struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+    int r = poll(&pfd, 1, timeout_ms);
+    if (r > 0 && ec_conn_read_some(c) >= 0) ec_conn_handle_input(c);
+    if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
+    return 0;
 }

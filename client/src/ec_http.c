@@ -3,7 +3,7 @@
  * body, buffered in the result or streamed in http/request/bodyDelta notifications.
  *
  * A streamed body is queued on its ec_http_stream as the notifications arrive
- * (ec_deliver routes them here by requestId), in seq order (a gap is a protocol
+ * (the client routes them here by requestId), in seq order (a gap is a protocol
  * error: the server sends them in order on one connection), at most
  * EC_HTTP_MAX_QUEUED bytes ahead of the reader, after which the stream fails rather
  * than grow without bound (there is nothing to re-fetch the body from). Streams belong
@@ -168,6 +168,8 @@ void ec_http_stream_free(ec_http_stream *s)
     free(s);
 }
 
+static const struct ec_feature http_feature;
+
 int ec_http_request_stream(ec_client *c, const ec_http_req *rq, ec_http_resp *head,
                            ec_http_stream **out, ec_error *err)
 {
@@ -176,6 +178,7 @@ int ec_http_request_stream(ec_client *c, const ec_http_req *rq, ec_http_resp *he
     json_t *params = request_params(c, rq, true, err);
     if (!params) return -EC_ERR_USAGE;
     /* Registered before the request goes: nothing of it can arrive unclaimed. */
+    ec_client_use_feature(c, &http_feature);
     ec_http_stream *s = xcalloc(1, sizeof *s);
     s->c = c;
     s->id = xstrdup(json_string_value(json_object_get(params, "requestId")));
@@ -194,7 +197,7 @@ int ec_http_request_stream(ec_client *c, const ec_http_req *rq, ec_http_resp *he
     return 0;
 }
 
-bool ec_http_on_delta(ec_client *c, json_t *params)
+static bool http_on_delta(ec_client *c, json_t *params)
 {
     const char *id = json_string_value(json_object_get(params, "requestId"));
     if (!id) return false;
@@ -254,18 +257,29 @@ bool ec_http_on_delta(ec_client *c, json_t *params)
     return true;
 }
 
-void ec_http_on_loss(ec_client *c)
+static void http_on_loss(ec_client *c)
 {
     for (ec_http_stream *s = c->http_streams; s; s = s->next)
         stream_fail(s, EC_ERR_TRANSPORT, "connection lost: an http/request body stream is not "
                                          "resumed");
 }
 
-void ec_http_free_all(ec_client *c)
+static void http_free_all(ec_client *c)
 {
     while (c->http_streams)
         ec_http_stream_free(c->http_streams);
 }
+
+static bool http_on_notification(ec_client *c, struct ec_msg *m)
+{
+    return strcmp(m->method, "http/request/bodyDelta") == 0 && http_on_delta(c, m->params);
+}
+
+static const struct ec_feature http_feature = {
+    .on_notification = http_on_notification,
+    .on_loss = http_on_loss,
+    .free_all = http_free_all,
+};
 
 int ec_http_stream_next(ec_http_stream *s, int timeout_ms, const uint8_t **data, size_t *len,
                         bool *done, ec_error *err)

@@ -19,7 +19,7 @@ enum {
     EC_PENDING_CALL,  /* a blocking call; fails if the connection drops */
     EC_PENDING_RETRY, /* a blocking call re-sent after resume (process/write: same writeId) */
     EC_PENDING_READ,  /* a catch-up process/read owned by a process tracker */
-    EC_PENDING_TCP,   /* a tcp request nobody waits for (ec_tcp.c takes the reply) */
+    EC_PENDING_FEATURE, /* a feature's request nobody waits for (its owner takes the reply) */
 };
 
 struct ec_pending {
@@ -28,15 +28,42 @@ struct ec_pending {
     int kind;
     char *method;     /* owned */
     json_t *params;   /* owned; kept so a retry can re-send it */
-    ec_process *proc; /* EC_PENDING_READ: the process (NULL once it was freed) */
-    ec_tcp *tcp;      /* EC_PENDING_TCP: the stream (NULL once it was freed) */
-    int tcp_op;       /* EC_PENDING_TCP: what was asked (ec_tcp.c) */
-    size_t tcp_bytes; /* EC_PENDING_TCP: tcp/data bytes in flight */
+    ec_process *reader; /* EC_PENDING_READ: the process (NULL once it was freed) */
+    const struct ec_feature *owner; /* EC_PENDING_FEATURE: who takes the reply */
+    ec_tcp *tcp;      /* ec_tcp.c's request: the stream (NULL once it was freed) */
+    int tcp_op;       /* ec_tcp.c's request: what was asked */
+    size_t tcp_bytes; /* ec_tcp.c's request: tcp/data bytes in flight */
     bool sent;        /* the whole request went out on the current connection */
     bool done;
     json_t *result; /* owned until handed to the caller */
     ec_error err;
 };
+
+struct ec_msg;
+
+/* A feature of the client that owns part of the traffic (ec_http.c's streamed bodies,
+ * ec_tcp.c's streams). It enrols itself on a client when first used
+ * (ec_client_use_feature), so the core routes to it without knowing it, and the
+ * features sit above the core like any user of the public calls. Any hook may be
+ * NULL. */
+struct ec_feature {
+    /* A message before it is parsed (a fast path); true when taken. */
+    bool (*on_raw)(ec_client *c, const char *text, size_t len);
+    /* The reply (result or error) to one of its EC_PENDING_FEATURE requests, which is
+     * freed after. */
+    void (*on_reply)(ec_client *c, struct ec_pending *pd, struct ec_msg *m);
+    /* A notification; true when taken. */
+    bool (*on_notification)(ec_client *c, struct ec_msg *m);
+    /* The connection is gone: what belonged to it ends (nothing of a feature is
+     * resumed). */
+    void (*on_loss)(ec_client *c);
+    /* The client closes: everything of the feature is freed. */
+    void (*free_all)(ec_client *c);
+};
+#define EC_FEATURES_MAX 4
+
+/* Enrols f on c (once; idempotent). */
+void ec_client_use_feature(ec_client *c, const struct ec_feature *f);
 
 struct ec_process {
     ec_process *next;
@@ -68,7 +95,7 @@ struct ec_msg_layer {
     /* Sends one JSON-RPC message. On failure the connection is dropped. */
     int (*send)(ec_client *c, const char *text, size_t len, ec_error *err);
     /* One whole WebSocket data message (opcode WS_OP_TEXT or WS_OP_BINARY); it hands
-     * each JSON-RPC message it yields to ec_deliver(). Returns -1 when the connection
+     * each JSON-RPC message it yields to c->deliver. Returns -1 when the connection
      * must be dropped. */
     int (*on_ws_message)(ec_client *c, int opcode, const uint8_t *p, size_t n);
     /* The client is closing a live connection (before the WebSocket Close). May be
@@ -91,6 +118,9 @@ struct ec_msg_layer {
 
 struct ec_client {
     const struct ec_msg_layer *ml; /* static; never NULL */
+    /* Where a layer hands each JSON-RPC message it decoded: the request table, the
+     * process trackers, the features, the hook (set by ec_client.c at connect). */
+    void (*deliver)(ec_client *c, const char *text, size_t len);
     void *ml_state;                /* the layer's own state, owned through ml->destroy */
     char *host, *port, *path, *token, *client_name; /* owned */
     int call_timeout_ms, reconnect_timeout_ms, lag_ms;
@@ -128,6 +158,8 @@ struct ec_client {
     /* Set (atomically, after dead_err) when the client is dead: ec_envs reads it from
      * other threads to find a handle lost for good without touching the client. */
     int gone;
+    const struct ec_feature *features[EC_FEATURES_MAX]; /* enrolled, in order */
+    int n_features;
     struct ec_http_stream *http_streams; /* streamed http/request bodies (ec_http.c) */
     unsigned http_counter;
 };
@@ -148,14 +180,19 @@ int ec_conn_send_ws(ec_client *c, int opcode, const void *payload, size_t n, ec_
 /* Waits up to timeout_ms for input and handles what came (through ml->on_ws_message).
  * Returns 0, or -EC_ERR_TRANSPORT once the connection is gone. */
 int ec_conn_read(ec_client *c, int timeout_ms, ec_error *err);
+/* The input in c->rbuf: to the layer's on_input, or as WebSocket frames (data messages
+ * to ml->on_ws_message; Ping, Pong and Close answered here). -1 when the connection
+ * was dropped. */
+int ec_conn_handle_input(ec_client *c);
+/* Remote mode's keepalive Pings (see ec_conn.c); returns how long the caller may wait
+ * (at most timeout_ms). */
+int ec_conn_keepalive(ec_client *c, int timeout_ms);
 void ec_conn_drop(ec_client *c);
 /* Reads what the socket has into the client's input buffer (ec_conn.c); < 0 when the
  * connection was lost (and dropped). */
 ssize_t ec_conn_read_some(ec_client *c);
-/* One decoded JSON-RPC message, to the request table / process trackers / hook. */
-void ec_deliver(ec_client *c, const char *text, size_t len);
 
-/* For the typed wrappers (ec_tcp.c): requests answered through ec_deliver. */
+/* For the typed wrappers (ec_tcp.c): requests answered through c->deliver. */
 struct ec_pending *ec_pending_new(ec_client *c, int kind, const char *method, json_t *params);
 /* Sends pd on the current connection; a failure shows up as a loss later. */
 int ec_pending_send(ec_client *c, struct ec_pending *pd);
@@ -165,27 +202,14 @@ int ec_pump(ec_client *c, int timeout_ms, ec_error *err);
 /* {"processId": id} and, for a viewer's handle, "sessionId" (new reference). */
 json_t *ec_process_params(const ec_process *p);
 
-/* ec_tcp.c: the reply to an EC_PENDING_TCP request, a tcp/ notification, the loss of
- * the connection (every stream ends), the client closing. */
-void ec_tcp_on_reply(ec_client *c, struct ec_pending *pd, struct ec_msg *m);
-void ec_tcp_on_notification(ec_client *c, struct ec_msg *m);
-void ec_tcp_on_data(ec_client *c, const char *id, size_t id_len, const char *b64, size_t b64_len,
-                    bool eof);
-void ec_tcp_on_loss(ec_client *c);
-void ec_tcp_free_all(ec_client *c);
 
 /* ec_remote.c: switch c to the relay layer for remote_url + environment_id. */
 int ec_remote_init(ec_client *c, const ec_client_options *o, ec_error *err);
 
-/* ec_fs.c: base64 of the wire. Decoding fails with EC_ERR_PROTOCOL; *data is
+/* ec_codec.c: base64 of the wire. Decoding fails with EC_ERR_PROTOCOL; *data is
  * NUL-terminated (not counted). Both results: caller frees. */
 int ec_b64_decode(const char *s, uint8_t **data, size_t *len, ec_error *err);
 char *ec_b64_encode(const void *data, size_t len);
-
-/* ec_stdio.c: NULL-terminated string vectors (argv, "K=V" lists): a deep copy (NULL
- * for NULL) and its release. */
-char **ec_strv_dup(const char *const *v);
-void ec_strv_free(char **v);
 
 /* ec_stdio.c: switch c to the stdio layer for program_argv (program mode). */
 int ec_program_init(ec_client *c, const ec_client_options *o, ec_error *err);
@@ -198,13 +222,5 @@ int ec_conn_send_raw(ec_client *c, const void *buf, size_t n, ec_error *err);
  * thread than the one using it; *why (may be NULL) gets the reason then. */
 bool ec_client_lost(const ec_client *c, ec_error *why);
 
-/* ec_http.c: an http/request/bodyDelta notification's params; true when it belonged
- * to one of the client's streams (consumed). */
-bool ec_http_on_delta(ec_client *c, json_t *params);
-/* ec_http.c: the connection is gone: every open stream fails (streams are not
- * resumed). */
-void ec_http_on_loss(ec_client *c);
-/* ec_http.c: ec_client_close frees the streams still open. */
-void ec_http_free_all(ec_client *c);
 
 #endif

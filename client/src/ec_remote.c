@@ -77,7 +77,8 @@ static int relay_emit(void *ud, const uint8_t *frame, size_t len)
 
 static void relay_message(void *ud, const char *text, size_t len)
 {
-    ec_deliver(ud, text, len);
+    ec_client *c = ud;
+    c->deliver(c, text, len);
 }
 
 static int remote_open(ec_client *c, int64_t deadline, ec_error *err)

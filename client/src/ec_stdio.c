@@ -52,25 +52,6 @@ static struct ec_stdio *st_of(ec_client *c)
     return c->ml_state;
 }
 
-char **ec_strv_dup(const char *const *v)
-{
-    if (!v) return NULL;
-    size_t n = 0;
-    while (v[n])
-        n++;
-    char **out = xcalloc(n + 1, sizeof *out);
-    for (size_t i = 0; i < n; i++)
-        out[i] = xstrdup(v[i]);
-    return out;
-}
-
-void ec_strv_free(char **v)
-{
-    for (size_t i = 0; v && v[i]; i++)
-        free(v[i]);
-    free(v);
-}
-
 /* environ with the overrides laid on top (same name replaced). Caller frees the array
  * only: the strings are borrowed. */
 static char **merged_env(char **over)
@@ -212,7 +193,7 @@ static int stdio_send(ec_client *c, const char *text, size_t len, ec_error *err)
     return rc;
 }
 
-/* The JSON lines in rbuf, each to ec_deliver; a partial line stays. */
+/* The JSON lines in rbuf, each to c->deliver; a partial line stays. */
 static int stdio_on_input(ec_client *c)
 {
     size_t off = 0;
@@ -223,7 +204,7 @@ static int stdio_on_input(ec_client *c)
         size_t n = (size_t)(nl - start);
         off += n + 1;
         if (n && start[n - 1] == '\r') n--;
-        if (n) ec_deliver(c, (const char *)start, n);
+        if (n) c->deliver(c, (const char *)start, n);
     }
     if (off) {
         memmove(c->rbuf, c->rbuf + off, c->rlen - off);

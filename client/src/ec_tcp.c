@@ -2,9 +2,9 @@
  * server's extension, docs/PROTOCOL.md §11 (i); capability tcpForward). The API is
  * in execclient.h; `exec-client forward -L` is built on it.
  *
- * Nothing here blocks: every request is sent as an EC_PENDING_TCP pending entry
- * whose reply ec_client.c hands back to ec_tcp_on_reply(), and the server's
- * tcp/data and tcp/closed notifications arrive through ec_tcp_on_notification(). A
+ * Nothing here blocks: every request is sent as an EC_PENDING_FEATURE pending entry
+ * whose reply ec_client.c hands back to tcp_on_reply() (tcp_feature), and the server's
+ * tcp/data and tcp/closed notifications arrive through tcp_on_notification(). A
  * stream keeps its events in a queue the caller drains with ec_tcp_next_event().
  * Flow control:
  *  - from the server: we announce a window (EC_TCP_WINDOW) in tcp/connect; the data
@@ -87,11 +87,14 @@ static ec_tcp *find(ec_client *c, const char *id)
     return NULL;
 }
 
+static const struct ec_feature tcp_feature;
+
 /* A request nobody waits for; the params are not kept once sent (never replayed). */
 static void send_async(ec_tcp *t, int op, const char *method, json_t *params, size_t bytes)
 {
     ec_client *c = t->c;
-    struct ec_pending *pd = ec_pending_new(c, EC_PENDING_TCP, method, params);
+    struct ec_pending *pd = ec_pending_new(c, EC_PENDING_FEATURE, method, params);
+    pd->owner = &tcp_feature;
     pd->tcp = t;
     pd->tcp_op = op;
     pd->tcp_bytes = bytes;
@@ -100,7 +103,7 @@ static void send_async(ec_tcp *t, int op, const char *method, json_t *params, si
     pd->params = NULL;
 }
 
-void ec_tcp_on_reply(ec_client *c, struct ec_pending *pd, struct ec_msg *m)
+static void tcp_on_reply(ec_client *c, struct ec_pending *pd, struct ec_msg *m)
 {
     ec_tcp *t = pd->tcp;
     if (!t) return;
@@ -120,7 +123,7 @@ void ec_tcp_on_reply(ec_client *c, struct ec_pending *pd, struct ec_msg *m)
     }
 }
 
-void ec_tcp_on_data(ec_client *c, const char *id, size_t id_len, const char *b64, size_t n,
+static void tcp_on_data(ec_client *c, const char *id, size_t id_len, const char *b64, size_t n,
                     bool eof)
 {
     ec_tcp *t = NULL;
@@ -146,13 +149,13 @@ void ec_tcp_on_data(ec_client *c, const char *id, size_t id_len, const char *b64
     }
 }
 
-void ec_tcp_on_notification(ec_client *c, struct ec_msg *m)
+static void tcp_on_notification(ec_client *c, struct ec_msg *m)
 {
     const char *id = json_string_value(json_object_get(m->params, "streamId"));
     if (!id) return;
     if (strcmp(m->method, "tcp/data") == 0) {
         const char *b64 = json_string_value(json_object_get(m->params, "dataBase64"));
-        ec_tcp_on_data(c, id, strlen(id), b64 ? b64 : "", b64 ? strlen(b64) : 0,
+        tcp_on_data(c, id, strlen(id), b64 ? b64 : "", b64 ? strlen(b64) : 0,
                        json_is_true(json_object_get(m->params, "eof")));
         return;
     }
@@ -161,7 +164,7 @@ void ec_tcp_on_notification(ec_client *c, struct ec_msg *m)
         push_closed(t, json_string_value(json_object_get(m->params, "error")));
 }
 
-void ec_tcp_on_loss(ec_client *c)
+static void tcp_on_loss(ec_client *c)
 {
     for (ec_tcp *t = c->tcps; t; t = t->next) {
         t->inflight = 0;
@@ -190,10 +193,34 @@ static void tcp_free(ec_tcp *t)
     free(t);
 }
 
-void ec_tcp_free_all(ec_client *c)
+static void tcp_free_all(ec_client *c)
 {
     while (c->tcps) tcp_free(c->tcps);
 }
+
+/* tcp/data's fast path: the notification read without a JSON tree. */
+static bool tcp_on_raw(ec_client *c, const char *text, size_t len)
+{
+    struct ec_tcp_data_view tv;
+    if (!ec_msg_tcp_data_view(text, len, &tv)) return false;
+    tcp_on_data(c, tv.id, tv.id_len, tv.b64, tv.b64_len, tv.eof);
+    return true;
+}
+
+static bool tcp_on_notify(ec_client *c, struct ec_msg *m)
+{
+    if (strncmp(m->method, "tcp/", 4) != 0) return false;
+    tcp_on_notification(c, m);
+    return true;
+}
+
+static const struct ec_feature tcp_feature = {
+    .on_raw = tcp_on_raw,
+    .on_reply = tcp_on_reply,
+    .on_notification = tcp_on_notify,
+    .on_loss = tcp_on_loss,
+    .free_all = tcp_free_all,
+};
 
 int ec_tcp_open(ec_client *c, const char *host, unsigned port, ec_tcp **out, ec_error *err)
 {
@@ -208,6 +235,7 @@ int ec_tcp_open(ec_client *c, const char *host, unsigned port, ec_tcp **out, ec_
         if (err) *err = c->dead_err;
         return -(int)c->dead_err.kind;
     }
+    ec_client_use_feature(c, &tcp_feature);
     ec_tcp *t = xcalloc(1, sizeof *t);
     t->c = c;
     char id[32];

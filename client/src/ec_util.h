@@ -16,5 +16,9 @@ int64_t ec_now_ms(void);
 int64_t ec_deadline(int timeout_ms);
 /* Remaining ms until deadline (-1: none), clamped at 0. */
 int ec_remaining(int64_t deadline);
+/* NULL-terminated string vectors (argv, "K=V" lists): a deep copy (NULL for NULL) and
+ * its release. */
+char **ec_strv_dup(const char *const *v);
+void ec_strv_free(char **v);
 
 #endif
