@@ -47,7 +47,7 @@ void die_err(const char *what, const ec_error *e) __attribute__((noreturn));
 void connect_or_die(struct cli *cli, bool raw, bool resume);
 const char *remote_cwd(struct cli *cli);
 char *remote_path(struct cli *cli, const char *arg);
-int write_all(int fd, const void *p, size_t n);
+int cli_write_all(int fd, const void *p, size_t n);
 int slurp_max(int fd, size_t max, uint8_t **out, size_t *len, bool *eof);
 int slurp(int fd, uint8_t **out, size_t *len);
 

@@ -142,7 +142,7 @@ static int download(struct cli *cli, const char *sub, const char *path, int fd,
         uint8_t *data;
         size_t n;
         if (ec_fs_read_file(cli->c, path, &data, &n, &e) != 0) fs_die(sub, path, &e);
-        int rc = write_all(fd, data, n);
+        int rc = cli_write_all(fd, data, n);
         free(data);
         progress_show(&pg, n, true);
         return rc ? EXIT_REMOTE : 0;
@@ -157,7 +157,7 @@ static int download(struct cli *cli, const char *sub, const char *path, int fd,
         bool eof = false;
         if (ec_fs_read_block(cli->c, h, off, BLOCK, &data, &n, &eof, &e) != 0)
             fs_die(sub, path, &e);
-        int wr = write_all(fd, data, n);
+        int wr = cli_write_all(fd, data, n);
         free(data);
         if (wr) return EXIT_REMOTE;
         off += n;

@@ -476,8 +476,8 @@ static int pump_process(struct pump *pm)
         }
         switch (ev.type) {
         case EC_EVENT_OUTPUT:
-            write_all(ev.stream == EC_STREAM_STDERR ? STDERR_FILENO : STDOUT_FILENO, ev.data,
-                      ev.len);
+            cli_write_all(ev.stream == EC_STREAM_STDERR ? STDERR_FILENO : STDOUT_FILENO,
+                          ev.data, ev.len);
             break;
         case EC_EVENT_EXITED:
             exit_code = ev.exit_code;

@@ -361,8 +361,8 @@ static int attach_loop(struct attach_state *st, const char *sid)
         int rc = ec_process_next_event(st->p, 0, &ev, &e);
         if (rc == 0) {
             if (ev.type == EC_EVENT_OUTPUT)
-                write_all(ev.stream == EC_STREAM_STDERR ? STDERR_FILENO : STDOUT_FILENO, ev.data,
-                          ev.len);
+                cli_write_all(ev.stream == EC_STREAM_STDERR ? STDERR_FILENO : STDOUT_FILENO,
+                              ev.data, ev.len);
             else if (ev.type == EC_EVENT_EXITED)
                 code = ev.exit_code;
             else if (ev.type == EC_EVENT_CLOSED) {

@@ -289,7 +289,7 @@ char *remote_path(struct cli *cli, const char *arg)
     return p;
 }
 
-int write_all(int fd, const void *p, size_t n)
+int cli_write_all(int fd, const void *p, size_t n)
 {
     const char *s = p;
     while (n > 0) {

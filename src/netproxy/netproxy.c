@@ -20,26 +20,27 @@
  *
  * A client structure is reference counted: one reference for being open, one per
  * open libuv handle and one per request in flight (resolution, connect, write,
- * shutdown); it is freed when the last goes, whatever order libuv reports in. */
+ * shutdown); it is freed when the last goes, whatever order libuv reports in.
+ *
+ * Below this file: np_decision.c (asking the client, reporting, refusing),
+ * np_resolve.c (names resolved at once), and the layers it runs on a connection,
+ * TLS interception (np_mitm.c) and the SOCKS5 UDP relay (np_udp.c), which reach back
+ * only through np->relay (np_internal.h). */
 #include "netproxy/netproxy.h"
 #include "netproxy/np_internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <net/if.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
-#include <sys/time.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/log.h"
-#include "core/metrics.h"
 #include "netproxy/np_http.h"
 #include "netproxy/np_socks.h"
 #include "rpc/dispatch.h"
@@ -56,6 +57,21 @@
 #define NP_MAX_CLIENTS 1024              /* proxied connections per proxy */
 
 static bool private_ips_via_upstream;
+
+/* The connection core's own calls, before their definitions; the layers below
+ * (np_mitm.c, np_udp.c) reach some of them through np->relay (np_internal.h). */
+static void np_addr_text(const struct sockaddr *sa, char *out, size_t n);
+static void np_client_close(struct np_client *c);
+static void np_finish(struct np_client *c);
+static void np_write_owned(struct np_client *c, bool to_up, char *data, size_t len);
+static void np_write_copy(struct np_client *c, bool to_up, const void *data, size_t len);
+static void np_send(struct np_client *c, bool to_up, const void *data, size_t len);
+static void np_decide(struct np_client *c);
+static void np_upstream_ready(struct np_client *c);
+static void np_request_bytes(struct np_client *c, const char *data, size_t n);
+static void np_from_client(struct np_client *c, char *data, size_t n);
+static void np_from_upstream(struct np_client *c, char *data, size_t n);
+static const struct np_relay relay;
 
 /* Read buffers are recycled: a fresh 64 KiB malloc per read came back from the kernel
  * as new pages every time (glibc trims the heap top after each free), which cost the
@@ -121,53 +137,9 @@ static void upstream_from_env(const char *const *names, char *host, size_t hn, u
 }
 
 /* ---------------------------------------------------------------------------------- */
-/* The test-only resolver override (netproxy.h). */
-
-struct np_override {
-    char name[NP_HOST_MAX];
-    struct sockaddr_storage addr;
-};
-static struct np_override *overrides;
-static size_t n_overrides;
-static bool overrides_read;
-
-static void overrides_load(void)
-{
-    if (overrides_read) return;
-    overrides_read = true;
-    const char *spec = getenv("EXEC_SERVER_TEST_RESOLVE");
-    if (!spec || !*spec) return;
-    char *copy = xstrdup(spec), *save = NULL;
-    for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(item, '=');
-        if (!eq) continue;
-        *eq = '\0';
-        struct np_override o = {0};
-        np_host_normalize(item, o.name, sizeof o.name);
-        struct sockaddr_in *s4 = (struct sockaddr_in *)&o.addr;
-        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&o.addr;
-        if (inet_pton(AF_INET, eq + 1, &s4->sin_addr) == 1) s4->sin_family = AF_INET;
-        else if (inet_pton(AF_INET6, eq + 1, &s6->sin6_addr) == 1) s6->sin6_family = AF_INET6;
-        else continue;
-        overrides = xrealloc(overrides, (n_overrides + 1) * sizeof *overrides);
-        overrides[n_overrides++] = o;
-    }
-    free(copy);
-    if (n_overrides) log_warn("EXEC_SERVER_TEST_RESOLVE is set: the network proxy resolves %zu "
-                              "name(s) from it (a test setting)",
-                              n_overrides);
-}
-
-/* ---------------------------------------------------------------------------------- */
 /* Small helpers */
 
-static void set_port(struct sockaddr_storage *ss, uint16_t port)
-{
-    if (ss->ss_family == AF_INET) ((struct sockaddr_in *)ss)->sin_port = htons(port);
-    else ((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
-}
-
-void np_addr_text(const struct sockaddr *sa, char *out, size_t n)
+static void np_addr_text(const struct sockaddr *sa, char *out, size_t n)
 {
     char ip[INET6_ADDRSTRLEN] = "?";
     uint16_t port = 0;
@@ -187,25 +159,6 @@ void np_addr_text(const struct sockaddr *sa, char *out, size_t n)
 }
 
 /* "2026-11-25T14:08:20.420Z", the reference's timestamp. */
-static void timestamp(char *out, size_t n)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    struct tm tm;
-    gmtime_r(&tv.tv_sec, &tm);
-    char base[32];
-    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out, n, "%.20s.%03dZ", base, (int)(tv.tv_usec / 1000) % 1000);
-}
-
-static void http_date(char *out, size_t n)
-{
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(out, n, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-}
-
 /* ---------------------------------------------------------------------------------- */
 /* The proxy */
 
@@ -262,9 +215,10 @@ static int listen_on(struct netproxy *np, uv_tcp_t **out, uint16_t *port)
 int netproxy_start(uv_loop_t *loop, struct netproxy_params *p, struct session *session,
                    const char *process_id, struct netproxy **out, char *err, size_t n)
 {
-    overrides_load();
+    np_resolve_load_overrides();
     struct netproxy *np = xcalloc(1, sizeof *np);
     np->loop = loop;
+    np->relay = &relay;
     np->params = *p;
     p->domains = p->providers = p->review = NULL; /* taken */
     np->session = session;
@@ -357,7 +311,7 @@ static void on_client_handle_closed(uv_handle_t *h)
 
 /* Ends the client: closes its sockets, drops a pending policy request and a pending
  * resolution (their callbacks see `closed`). Idempotent. */
-void np_client_close(struct np_client *c)
+static void np_client_close(struct np_client *c)
 {
     if (c->closed) return;
     c->closed = true;
@@ -435,12 +389,12 @@ static void write_buf(struct np_client *c, bool to_up, char *data, size_t len, b
 
 /* Queues data (taking ownership of the malloc'd block) on the client side (to_up
  * false) or the upstream side. */
-void np_write_owned(struct np_client *c, bool to_up, char *data, size_t len)
+static void np_write_owned(struct np_client *c, bool to_up, char *data, size_t len)
 {
     write_buf(c, to_up, data, len, false);
 }
 
-void np_write_copy(struct np_client *c, bool to_up, const void *data, size_t len)
+static void np_write_copy(struct np_client *c, bool to_up, const void *data, size_t len)
 {
     if (!len) return;
     np_write_owned(c, to_up, xmemdup(data, len), len);
@@ -448,7 +402,7 @@ void np_write_copy(struct np_client *c, bool to_up, const void *data, size_t len
 
 /* Plaintext towards a side: through its TLS session when the connection is
  * intercepted, as is otherwise. */
-void np_send(struct np_client *c, bool to_up, const void *data, size_t len)
+static void np_send(struct np_client *c, bool to_up, const void *data, size_t len)
 {
     if (np_mitm_active(c, to_up)) np_mitm_send(c, to_up, data, len);
     else np_write_copy(c, to_up, data, len);
@@ -478,7 +432,7 @@ static void shutdown_side(struct np_client *c, bool to_up)
 }
 
 /* Sends the last bytes to the client, then ends the connection. */
-void np_finish(struct np_client *c)
+static void np_finish(struct np_client *c)
 {
     if (c->closed || c->finishing) return;
     c->finishing = true;
@@ -487,123 +441,6 @@ void np_finish(struct np_client *c)
     if (c->up) uv_read_stop((uv_stream_t *)c->up);
     if (np_mitm_active(c, false)) np_mitm_close_notify(c);
     shutdown_side(c, false);
-}
-
-static void reply_simple(struct np_client *c, int status, const char *reason,
-                         const char *content_type, const char *proxy_error, const char *body)
-{
-    char date[64];
-    http_date(date, sizeof date);
-    struct buf b;
-    buf_init(&b);
-    buf_printf(&b, "HTTP/1.1 %d %s\r\n", status, reason);
-    if (content_type) buf_printf(&b, "content-type: %s\r\n", content_type);
-    if (proxy_error) buf_printf(&b, "x-proxy-error: %s\r\n", proxy_error);
-    buf_printf(&b, "content-length: %zu\r\nconnection: close\r\ndate: %s\r\n\r\n%s", strlen(body),
-               date, body);
-    np_send(c, false, b.data, b.len);
-    buf_free(&b);
-    np_finish(c);
-}
-
-/* ---------------------------------------------------------------------------------- */
-/* Decisions: the notification, the metrics, the log line */
-
-static const char *kind_protocol(const struct np_client *c)
-{
-    return c->protocol;
-}
-
-static void put_field(struct buf *b, const char *k, const char *v, bool first)
-{
-    if (!first) buf_putc(b, ',');
-    buf_put_json_str(b, k, strlen(k));
-    buf_putc(b, ':');
-    buf_put_json_str(b, v, strlen(v));
-}
-
-/* Reports one decision: network/policyDecision to the attached connection (none
- * while the session is detached), the counter, an info line (host, port, decision;
- * never a body, a header or a credential). method NULL: none (SOCKS). */
-void np_report(struct netproxy *np, const char *scope, const char *decision, const char *source,
-               const char *reason, const char *protocol, const char *host, uint16_t port,
-               const char *method, const char *client, bool override)
-{
-    metrics_netproxy_decision(decision, np->params.limited ? "limited" : "full", source);
-    char hv[NP_HOST_MAX * 2], idv[160];
-    log_info("network policy: process=%s %s %s:%u -> %s (%s, %s)",
-             log_value(np->process_id, idv, sizeof idv), protocol,
-             log_value(host, hv, sizeof hv), port, decision, source, reason);
-    struct conn *conn = np->session ? np->session->conn : NULL;
-    if (!conn) return;
-    char ts[40];
-    timestamp(ts, sizeof ts);
-    struct buf b;
-    buf_init_msg(&b);
-    buf_puts(&b, "{\"method\":\"network/policyDecision\",\"params\":{");
-    put_field(&b, "processId", np->process_id, true);
-    put_field(&b, "timestamp", ts, false);
-    put_field(&b, "scope", scope, false);
-    put_field(&b, "decision", decision, false);
-    put_field(&b, "source", source, false);
-    put_field(&b, "reason", reason, false);
-    put_field(&b, "protocol", protocol, false);
-    put_field(&b, "host", host, false);
-    buf_printf(&b, ",\"port\":%u", port);
-    if (method) put_field(&b, "method", method, false);
-    put_field(&b, "client", client, false);
-    buf_printf(&b, ",\"policyOverride\":%s}}", override ? "true" : "false");
-    conn_send(conn, &b);
-}
-
-static void report(struct np_client *c, const char *scope, const char *decision,
-                   const char *source, const char *reason, bool override)
-{
-    np_report(c->np, scope, decision, source, reason, kind_protocol(c), c->host, c->port,
-              c->kind == NP_KIND_HTTP && c->method[0] ? c->method : NULL, c->peer, override);
-}
-
-/* Refuses the connection in its protocol's way after reporting the decision. */
-static void refuse(struct np_client *c, const char *scope, const char *decision,
-                   const char *source, const char *reason);
-
-void np_refuse(struct np_client *c, const char *scope, const char *decision, const char *source,
-               const char *reason)
-{
-    refuse(c, scope, decision, source, reason);
-}
-
-static void refuse(struct np_client *c, const char *scope, const char *decision,
-                   const char *source, const char *reason)
-{
-    report(c, scope, decision, source, reason, false);
-    if (c->kind == NP_KIND_SOCKS) {
-        uint8_t r[32];
-        size_t n = np_socks_reply(r, NP_SOCKS_NOT_ALLOWED, NULL);
-        np_write_copy(c, false, r, n);
-        np_finish(c);
-        return;
-    }
-    if (c->is_connect) {
-        /* CONNECT refusals carry the message as plain text (verified) */
-        reply_simple(c, 403, "Forbidden", "text/plain", np_reason_header(reason),
-                     np_reason_message(reason));
-        return;
-    }
-    struct buf body;
-    buf_init(&body);
-    buf_puts(&body, "{\"status\":\"blocked\"");
-    put_field(&body, "host", c->host, false);
-    put_field(&body, "reason", reason, false);
-    put_field(&body, "decision", decision, false);
-    put_field(&body, "source", source, false);
-    put_field(&body, "protocol", kind_protocol(c), false);
-    buf_printf(&body, ",\"port\":%u", c->port);
-    put_field(&body, "message", np_reason_message(reason), false);
-    buf_putc(&body, '}');
-    buf_putc(&body, '\0');
-    reply_simple(c, 403, "Forbidden", "application/json", np_reason_header(reason), body.data);
-    buf_free(&body);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -630,7 +467,7 @@ static void upstream_failed(struct np_client *c, int err)
         np_finish(c);
         return;
     }
-    reply_simple(c, 502, "Bad Gateway", "text/plain", NULL, "upstream failure");
+    np_reply_simple(c, 502, "Bad Gateway", "text/plain", NULL, "upstream failure");
 }
 
 /* allowUpstreamProxy: whether this connection goes through the server's upstream
@@ -673,7 +510,7 @@ static void resolved(struct np_client *c)
     if (c->check_resolved && !c->resolve_err) {
         for (int i = 0; i < c->naddrs; i++)
             if (np_addr_non_public((struct sockaddr *)&c->addrs[i])) {
-                refuse(c, "domain", "deny", "baseline_policy", "not_allowed_local");
+                np_refuse(c, "domain", "deny", "baseline_policy", "not_allowed_local");
                 return;
             }
     }
@@ -747,31 +584,6 @@ static void resolve(struct np_client *c)
     c->gai_busy = true;
 }
 
-int np_resolve_now(const char *host, uint16_t port, struct sockaddr_storage *out)
-{
-    memset(out, 0, sizeof *out);
-    struct sockaddr_in *s4 = (struct sockaddr_in *)out;
-    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)out;
-    char ip[NP_HOST_MAX];
-    snprintf(ip, sizeof ip, "%s", host);
-    char *pct = strchr(ip, '%');
-    if (pct) *pct = '\0';
-    if (inet_pton(AF_INET, ip, &s4->sin_addr) == 1) {
-        s4->sin_family = AF_INET;
-    } else if (inet_pton(AF_INET6, ip, &s6->sin6_addr) == 1) {
-        s6->sin6_family = AF_INET6;
-        if (pct) s6->sin6_scope_id = if_nametoindex(pct + 1);
-    } else {
-        size_t i = 0;
-        for (; i < n_overrides; i++)
-            if (strcmp(overrides[i].name, host) == 0) break;
-        if (i == n_overrides) return 0;
-        *out = overrides[i].addr;
-    }
-    set_port(out, port);
-    return 1;
-}
-
 static void on_connected(uv_connect_t *req, int status)
 {
     struct np_client *c = req->data;
@@ -827,15 +639,15 @@ static void proceed_allowed(struct np_client *c)
 {
     struct netproxy *np = c->np;
     c->stage = NP_STAGE_CONNECT;
-    report(c, "domain", "allow", c->decider_allowed ? "decider" : "baseline_policy",
+    np_report_client(c, "domain", "allow", c->decider_allowed ? "decider" : "baseline_policy",
            c->decider_allowed ? np_reason_name(c->baseline) : "allow", c->decider_allowed);
     if (np->params.limited && c->kind == NP_KIND_HTTP) {
         if (c->is_connect && !np_mitm_wanted(c)) {
-            refuse(c, "non_domain", "deny", "mode_guard", "mitm_required");
+            np_refuse(c, "non_domain", "deny", "mode_guard", "mitm_required");
             return;
         }
         if (!c->is_connect && !np_method_allowed_limited(c->method)) {
-            refuse(c, "non_domain", "deny", "mode_guard", "method_not_allowed");
+            np_refuse(c, "non_domain", "deny", "mode_guard", "method_not_allowed");
             return;
         }
     }
@@ -865,7 +677,7 @@ static void ask_done(struct np_client *c)
 
 static void decider_denied(struct np_client *c, const char *decision, const char *reason)
 {
-    refuse(c, "domain", decision, "decider", reason ? reason : "not_allowed");
+    np_refuse(c, "domain", decision, "decider", reason ? reason : "not_allowed");
 }
 
 /* The client's answer: {"decision":{"type":"allow"}} or {"type":"deny"|"ask",
@@ -901,15 +713,6 @@ static void on_ask_timeout(uv_timer_t *t)
     decider_denied(c, "deny", NULL);
 }
 
-struct rpc_call *np_ask(struct netproxy *np, const char *protocol, const char *host,
-                        uint16_t port, rpc_call_fn fn, void *ctx)
-{
-    struct conn *conn = np->session ? np->session->conn : NULL;
-    if (!conn) return NULL; /* detached: nobody to ask */
-    json_t *params = json_pack("{s:s,s:{s:s,s:s,s:i}}", "processId", np->process_id, "request",
-                               "protocol", protocol, "host", host, "port", (int)port);
-    return rpc_call_start(conn, "network/policyRequest", params, fn, ctx);
-}
 
 static void ask(struct np_client *c)
 {
@@ -929,13 +732,13 @@ static void ask(struct np_client *c)
 }
 
 /* Decides the connection to c->host:c->port (the request parsed). */
-void np_decide(struct np_client *c)
+static void np_decide(struct np_client *c)
 {
     struct netproxy *np = c->np;
     c->stage = NP_STAGE_DECIDE;
     if (c->kind == NP_KIND_SOCKS && np->params.limited) {
         /* SOCKS cannot show a method: limited mode refuses it outright (verified) */
-        refuse(c, "non_domain", "deny", "mode_guard", "method_not_allowed");
+        np_refuse(c, "non_domain", "deny", "mode_guard", "method_not_allowed");
         return;
     }
     bool check = false;
@@ -945,9 +748,9 @@ void np_decide(struct np_client *c)
     case NP_REASON_ALLOW: allowed(c, false); return;
     case NP_REASON_NOT_ALLOWED:
         if (np->params.has_timeout) ask(c);
-        else refuse(c, "domain", "deny", "baseline_policy", "not_allowed");
+        else np_refuse(c, "domain", "deny", "baseline_policy", "not_allowed");
         return;
-    default: refuse(c, "domain", "deny", "baseline_policy", np_reason_name(c->baseline)); return;
+    default: np_refuse(c, "domain", "deny", "baseline_policy", np_reason_name(c->baseline)); return;
     }
 }
 
@@ -1010,7 +813,7 @@ static void relay_bytes(struct np_client *c, bool to_up, char *data, size_t n)
 }
 
 /* Client bytes (plaintext) once the upstream is connected. */
-void np_from_client(struct np_client *c, char *data, size_t n)
+static void np_from_client(struct np_client *c, char *data, size_t n)
 {
     if (c->mode == NP_MODE_RAW) {
         relay_bytes(c, true, data, n);
@@ -1052,7 +855,7 @@ static void forward_pending_in(struct np_client *c)
 }
 
 /* Upstream bytes (plaintext). */
-void np_from_upstream(struct np_client *c, char *data, size_t n)
+static void np_from_upstream(struct np_client *c, char *data, size_t n)
 {
     if (c->mode_up == NP_MODE_RAW) {
         relay_bytes(c, false, data, n);
@@ -1086,7 +889,7 @@ void np_from_upstream(struct np_client *c, char *data, size_t n)
         int rc = np_http_parse_response(c->resp.data, c->resp.len, &h);
         if (rc == 0) return;
         if (rc < 0) {
-            reply_simple(c, 502, "Bad Gateway", "text/plain", NULL, "upstream failure");
+            np_reply_simple(c, 502, "Bad Gateway", "text/plain", NULL, "upstream failure");
             return;
         }
         struct buf out;
@@ -1146,7 +949,7 @@ static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     }
     if (c->mode_up != NP_MODE_RAW && c->kind == NP_KIND_HTTP && !c->is_connect) {
         /* closed before a whole response head */
-        reply_simple(c, 502, "Bad Gateway", "text/plain", NULL, "upstream failure");
+        np_reply_simple(c, 502, "Bad Gateway", "text/plain", NULL, "upstream failure");
         return;
     }
     if (c->is_forward) {
@@ -1160,7 +963,7 @@ static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 
 /* The upstream connection is up: answer the client and start relaying (through an
  * upstream proxy: first its CONNECT, or the request in absolute form). */
-void np_upstream_ready(struct np_client *c)
+static void np_upstream_ready(struct np_client *c)
 {
     c->up->data = c;
     if (c->via_upstream && (c->kind == NP_KIND_SOCKS || c->is_connect)) {
@@ -1203,7 +1006,7 @@ static void tunnel_ready(struct np_client *c)
         c->mode = c->mode_up = NP_MODE_RAW;
     } else if (c->is_connect) {
         char date[64];
-        http_date(date, sizeof date);
+        np_http_date(date, sizeof date);
         char head[128];
         int hn = snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\ndate: %s\r\n\r\n", date);
         np_write_copy(c, false, head, (size_t)hn);
@@ -1241,7 +1044,7 @@ static void http_request(struct np_client *c)
     if (rc == 0) return;
     c->stage = NP_STAGE_DECIDE;
     if (rc < 0) {
-        reply_simple(c, rc == -E2BIG ? 431 : 400,
+        np_reply_simple(c, rc == -E2BIG ? 431 : 400,
                      rc == -E2BIG ? "Request Header Fields Too Large" : "Bad Request", NULL, NULL,
                      "");
         return;
@@ -1253,21 +1056,22 @@ static void http_request(struct np_client *c)
     if (np_http_find(&h, "x-unix-socket")) {
         snprintf(c->host, sizeof c->host, "unix-socket");
         c->port = 0;
-        report(c, "non_domain", "deny", "proxy_state", "unix_socket_unsupported", false);
-        reply_simple(c, 501, "Not Implemented", "text/plain", NULL, "unix sockets unsupported");
+        np_report_client(c, "non_domain", "deny", "proxy_state", "unix_socket_unsupported", false);
+        np_reply_simple(c, 501, "Not Implemented", "text/plain", NULL, "unix sockets unsupported");
         return;
     }
     struct np_http_target t;
     const char *why;
     if (np_http_target(&h, c->mitm_port ? c->mitm_port : 80, &t, &why) < 0) {
-        reply_simple(c, 400, "Bad Request", "text/plain", NULL, why);
+        np_reply_simple(c, 400, "Bad Request", "text/plain", NULL, why);
         return;
     }
     snprintf(c->host, sizeof c->host, "%s", t.host);
     c->port = t.port;
     if (!c->is_connect) {
         if (np_body_init(&c->body, &h) < 0) {
-            reply_simple(c, 400, "Bad Request", "text/plain", NULL, "invalid request body framing");
+            np_reply_simple(c, 400, "Bad Request", "text/plain", NULL,
+                            "invalid request body framing");
             return;
         }
         c->upgrade = np_http_find(&h, "Upgrade") && np_http_lists(&h, "Connection", "upgrade");
@@ -1338,12 +1142,12 @@ static void socks_input(struct np_client *c)
 }
 
 /* Client bytes while the request is being read or decided. */
-void np_request_bytes(struct np_client *c, const char *data, size_t n)
+static void np_request_bytes(struct np_client *c, const char *data, size_t n)
 {
     if (c->in.len + n > NP_PENDING_IN_MAX) {
         /* a head too large, or a body sent too far ahead of the decision */
         if (c->stage == NP_STAGE_HEAD)
-            reply_simple(c, 431, "Request Header Fields Too Large", NULL, NULL, "");
+            np_reply_simple(c, 431, "Request Header Fields Too Large", NULL, NULL, "");
         else np_client_close(c);
         return;
     }
@@ -1568,3 +1372,14 @@ void netproxy_release(struct netproxy *np)
     np->session = NULL;
     proxy_unhold(np);
 }
+
+/* What the layers below reach of this file (np_internal.h). */
+static const struct np_relay relay = {
+    .close = np_client_close,
+    .finish = np_finish,
+    .send = np_send,
+    .write_owned = np_write_owned,
+    .write_copy = np_write_copy,
+    .from_client = np_from_client,
+    .from_upstream = np_from_upstream,
+};

@@ -513,7 +513,7 @@ char **np_cred_child_env(struct netproxy *np, char **envp)
             break;
         }
     }
-    const char *bundle = np_mitm_bundle_path(np);
+    const char *bundle = np->ca_bundle;
     if (bundle) {
         static const char *const ca_vars[] = {
             "CODEX_CA_CERTIFICATE", "SSL_CERT_FILE",     "CURL_CA_BUNDLE",

@@ -1,6 +1,6 @@
 /* np_internal: the proxy's structures, shared by netproxy.c (connections and
- * policy), np_mitm.c (TLS interception), np_cred.c (credential masking) and
- * np_udp.c (SOCKS5 UDP). Nothing outside src/netproxy includes it. */
+ * policy), np_mitm.c (TLS interception), np_cred.c (credential masking),
+ * np_udp.c (SOCKS5 UDP) and np_resolve.c. Nothing outside src/netproxy includes it. */
 #ifndef EXEC_NETPROXY_NP_INTERNAL_H
 #define EXEC_NETPROXY_NP_INTERNAL_H
 
@@ -115,35 +115,56 @@ struct netproxy {
     char up_http_host[NP_HOST_MAX], up_connect_host[NP_HOST_MAX];
     uint16_t up_http_port, up_connect_port;
     struct np_mitm *mitm;       /* the CA and leaf certificates, or NULL */
+    const char *ca_bundle;      /* with mitm: the bundle children are told to trust */
+    const struct np_relay *relay; /* netproxy.c's calls for the layers below it */
 };
 
-/* netproxy.c, for the other files */
-void np_addr_text(const struct sockaddr *sa, char *out, size_t n);
-void np_client_close(struct np_client *c);
-void np_finish(struct np_client *c);
-void np_write_owned(struct np_client *c, bool to_up, char *data, size_t len);
-void np_write_copy(struct np_client *c, bool to_up, const void *data, size_t len);
-void np_send(struct np_client *c, bool to_up, const void *data, size_t len);
-void np_decide(struct np_client *c);
-/* Sends network/policyRequest to the connection the session is attached to; NULL
- * when none is (or it is closing): the caller denies. */
+/* What the connection core (netproxy.c) does for the layers it runs on a connection,
+ * TLS interception (np_mitm.c) and the SOCKS5 UDP relay (np_udp.c). They reach it
+ * through np->relay, set when the proxy starts, so they sit below the core, which
+ * alone calls down into them. */
+struct np_relay {
+    /* Closes both sides now (the client goes once its handles are closed). */
+    void (*close)(struct np_client *c);
+    /* Ends the connection once what is queued is written. */
+    void (*finish)(struct np_client *c);
+    /* Bytes to a side, through the interception when there is one. */
+    void (*send)(struct np_client *c, bool to_up, const void *data, size_t len);
+    /* Bytes to a side's socket as they are: owned (malloc'd) or copied. */
+    void (*write_owned)(struct np_client *c, bool to_up, char *data, size_t len);
+    void (*write_copy)(struct np_client *c, bool to_up, const void *data, size_t len);
+    /* Plain bytes of an intercepted tunnel, back into the HTTP path (owned). */
+    void (*from_client)(struct np_client *c, char *data, size_t n);
+    void (*from_upstream)(struct np_client *c, char *data, size_t n);
+};
+
+/* np_decision.c: asking, reporting, refusing. np_ask sends network/policyRequest to
+ * the connection the session is attached to; NULL when none is (or it is closing):
+ * the caller denies. np_report reports one decision (notification, metric, log line;
+ * method NULL: none, as for SOCKS); np_report_client the same for c's destination.
+ * np_refuse reports a refusal and answers the client in its protocol's way;
+ * np_reply_simple answers an HTTP client with a short response and ends the
+ * connection. */
 struct rpc_call *np_ask(struct netproxy *np, const char *protocol, const char *host,
                         uint16_t port, void (*fn)(void *, enum rpc_call_outcome, json_t *),
                         void *ctx);
-/* Reports one decision (notification, metric, log line). */
 void np_report(struct netproxy *np, const char *scope, const char *decision, const char *source,
                const char *reason, const char *protocol, const char *host, uint16_t port,
                const char *method, const char *client, bool override);
-/* Resolves host for the UDP relay: an IP literal or a test override at once
- * (returns 1 with *out set), else 0 (the caller uses uv_getaddrinfo). */
-int np_resolve_now(const char *host, uint16_t port, struct sockaddr_storage *out);
-/* Reports a refusal and answers the client in its protocol's way. */
+void np_report_client(struct np_client *c, const char *scope, const char *decision,
+                      const char *source, const char *reason, bool override);
 void np_refuse(struct np_client *c, const char *scope, const char *decision, const char *source,
                const char *reason);
-void np_upstream_ready(struct np_client *c);
-void np_request_bytes(struct np_client *c, const char *data, size_t n);
-void np_from_client(struct np_client *c, char *data, size_t n);
-void np_from_upstream(struct np_client *c, char *data, size_t n);
+void np_reply_simple(struct np_client *c, int status, const char *reason,
+                     const char *content_type, const char *proxy_error, const char *body);
+/* An HTTP Date header's value for now. */
+void np_http_date(char *out, size_t n);
+
+/* np_resolve.c: an IP literal or a test override (EXEC_SERVER_TEST_RESOLVE) resolved
+ * at once: returns 1 with *out set, else 0 (the caller uses uv_getaddrinfo). */
+int np_resolve_now(const char *host, uint16_t port, struct sockaddr_storage *out);
+/* Reads the test overrides once (at the first proxy's start). */
+void np_resolve_load_overrides(void);
 
 /* np_cred.c: credential masking */
 struct np_cred *np_cred_new(json_t *providers);
@@ -166,7 +187,6 @@ void np_mitm_send(struct np_client *c, bool to_up, const void *data, size_t n);
 void np_mitm_close_notify(struct np_client *c);
 void np_mitm_close_notify_up(struct np_client *c);
 void np_mitm_client_free(struct np_client *c);
-const char *np_mitm_bundle_path(const struct netproxy *np);
 
 /* np_udp.c: SOCKS5 UDP ASSOCIATE */
 void np_udp_start(struct np_client *c, const struct np_socks_addr *client_addr);

@@ -334,17 +334,14 @@ int np_mitm_init(struct netproxy *np, char *err, size_t n)
         return state.err;
     }
     np->mitm = &state;
+    np->ca_bundle = state.bundle;
     return 0;
 }
 
 void np_mitm_free(struct netproxy *np)
 {
     np->mitm = NULL; /* the CA and the leaves are the server's, kept for the next one */
-}
-
-const char *np_mitm_bundle_path(const struct netproxy *np)
-{
-    return np->mitm ? state.bundle : NULL;
+    np->ca_bundle = NULL;
 }
 
 bool np_mitm_wanted(const struct np_client *c)
@@ -366,7 +363,7 @@ static void flush_side(struct np_client *c, bool to_up)
     if (!m) return;
     char *out = NULL;
     size_t n = tls_take_output(to_up ? m->up : m->down, &out);
-    if (n) np_write_owned(c, to_up, out, n);
+    if (n) c->np->relay->write_owned(c, to_up, out, n);
     else free(out);
 }
 
@@ -407,12 +404,12 @@ static void inner_plain(struct np_client *c, const char *data, size_t n)
 {
     struct np_mitm_conn *m = c->mitm;
     if (m->inner_head) {
-        np_from_client(c, xmemdup(data, n), n);
+        c->np->relay->from_client(c, xmemdup(data, n), n);
         return;
     }
     buf_append(&c->in, data, n);
     if (c->in.len > NP_HTTP_HEAD_MAX) {
-        np_client_close(c);
+        c->np->relay->close(c);
         return;
     }
     struct np_http_head h;
@@ -421,8 +418,8 @@ static void inner_plain(struct np_client *c, const char *data, size_t n)
     m->inner_head = true;
     static const char bad[] = "HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
     if (rc < 0) {
-        np_send(c, false, bad, sizeof bad - 1);
-        np_finish(c);
+        c->np->relay->send(c, false, bad, sizeof bad - 1);
+        c->np->relay->finish(c);
         return;
     }
     struct np_http_target t;
@@ -432,8 +429,8 @@ static void inner_plain(struct np_client *c, const char *data, size_t n)
     if (np_http_target(&h, c->mitm_port, &t, &why) < 0 || t.scheme[0] ||
         strcmp(t.host, tunnel_host) != 0 || t.port != c->mitm_port) {
         /* the request must be for the host the tunnel was allowed to */
-        np_send(c, false, bad, sizeof bad - 1);
-        np_finish(c);
+        c->np->relay->send(c, false, bad, sizeof bad - 1);
+        c->np->relay->finish(c);
         return;
     }
     snprintf(c->method, sizeof c->method, "%.*s", (int)(h.method_len < 23 ? h.method_len : 23),
@@ -444,8 +441,8 @@ static void inner_plain(struct np_client *c, const char *data, size_t n)
         return;
     }
     if (np_body_init(&c->body, &h) < 0) {
-        np_send(c, false, bad, sizeof bad - 1);
-        np_finish(c);
+        c->np->relay->send(c, false, bad, sizeof bad - 1);
+        c->np->relay->finish(c);
         return;
     }
     c->upgrade = false;
@@ -463,7 +460,7 @@ static void inner_plain(struct np_client *c, const char *data, size_t n)
     size_t rest = c->in.len - (size_t)rc;
     char *d = rest ? xmemdup(c->in.data + rc, rest) : NULL;
     buf_reset(&c->in);
-    if (d) np_from_client(c, d, rest);
+    if (d) c->np->relay->from_client(c, d, rest);
 }
 
 void np_mitm_feed(struct np_client *c, bool from_up, const char *data, size_t n)
@@ -471,7 +468,7 @@ void np_mitm_feed(struct np_client *c, bool from_up, const char *data, size_t n)
     struct np_mitm_conn *m = c->mitm;
     struct tls_session *t = from_up ? m->up : m->down;
     if (tls_feed(t, data, n) < 0) {
-        np_client_close(c);
+        c->np->relay->close(c);
         return;
     }
     char plain[16384];
@@ -489,14 +486,14 @@ void np_mitm_feed(struct np_client *c, bool from_up, const char *data, size_t n)
             }
         }
         if (r > 0) {
-            if (from_up) np_from_upstream(c, xmemdup(plain, (size_t)r), (size_t)r);
+            if (from_up) c->np->relay->from_upstream(c, xmemdup(plain, (size_t)r), (size_t)r);
             else inner_plain(c, plain, (size_t)r);
             if (c->closed || c->finishing) return;
             continue;
         }
         if (r == 0) return;
         if (r == -ESHUTDOWN && from_up && c->is_forward) {
-            np_finish(c); /* the server's close_notify ends the response */
+            c->np->relay->finish(c); /* the server's close_notify ends the response */
             return;
         }
         if (r == -EPROTO) {
@@ -504,7 +501,7 @@ void np_mitm_feed(struct np_client *c, bool from_up, const char *data, size_t n)
             log_info("network proxy: TLS with %s for %s failed", from_up ? "the server" : "the client",
                      log_value(c->host, hv, sizeof hv));
         }
-        np_client_close(c);
+        c->np->relay->close(c);
         return;
     }
 }
@@ -518,7 +515,7 @@ void np_mitm_send(struct np_client *c, bool to_up, const void *data, size_t n)
         return;
     }
     if (tls_write(to_up ? m->up : m->down, data, n) < 0) {
-        np_client_close(c);
+        c->np->relay->close(c);
         return;
     }
     flush_side(c, to_up);

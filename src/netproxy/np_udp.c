@@ -359,8 +359,8 @@ void np_udp_start(struct np_client *c, const struct np_socks_addr *client_addr)
         uv_udp_getsockname(&u->relay, (struct sockaddr *)&ss, &sl);
         n = np_socks_reply(r, NP_SOCKS_OK, (struct sockaddr *)&ss);
     }
-    np_write_copy(c, false, r, n);
-    if (rc < 0) np_finish(c);
+    c->np->relay->write_copy(c, false, r, n);
+    if (rc < 0) c->np->relay->finish(c);
 }
 
 void np_udp_close(struct np_client *c)

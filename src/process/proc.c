@@ -284,7 +284,7 @@ static void proc_free(struct proc *p)
 void proc_table_destroy(struct proc_table *t)
 {
     proc_snapshot_cancel_table(t); /* starts still waiting for a shell snapshot */
-    while (t->starting) proc_start_abandon(t->starting); /* starts in their spawn window */
+    while (t->starting) t->abandon_start(t->starting); /* starts in their spawn window */
     while (t->head) proc_free(t->head);
     free(t);
 }
@@ -810,6 +810,27 @@ const struct session_part_ops proc_session_part = {
     .list = part_list,
     .shutdown = proc_snapshot_shutdown,
 };
+
+struct proc_table *proc_request_table(struct rpc_req *req, const char *session_id)
+{
+    struct session *own = session_of(req->conn);
+    if (!session_id || strcmp(session_id, own->id) == 0) return proc_table_of(own);
+    struct session *s = session_visible(req->conn, session_id);
+    if (s) return proc_table_of(s);
+    rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown session id %s", session_id);
+    return NULL;
+}
+
+struct proc *proc_request_proc(struct rpc_req *req, const char *session_id, const char *id)
+{
+    struct proc_table *t = proc_request_table(req, session_id);
+    struct proc *p = t ? proc_find(t, id) : NULL;
+    if (t && !p && proc_starting(t, id))
+        rpc_reply_error(req, RPC_INVALID_REQUEST, "process id %s is starting", id);
+    else if (t && !p)
+        rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
+    return p;
+}
 
 struct proc_table *proc_table_of(const struct session *s)
 {

@@ -142,6 +142,9 @@ struct proc_table {
     struct session *session;
     struct proc *head;
     struct proc_start *starting; /* starts in their spawn window */
+    /* Ends one of them when the table is destroyed (set by process_methods.c, which
+     * owns the starts, with the first one). */
+    void (*abandon_start)(struct proc_start *ps);
 };
 
 struct spawn_result;
@@ -150,9 +153,6 @@ struct spawn_result;
 struct proc *proc_find(struct proc_table *t, const char *id);
 /* The start of process `id` in its spawn window, or NULL. */
 struct proc_start *proc_starting(struct proc_table *t, const char *id);
-/* process_methods.c: ends a start whose table is being destroyed (the session
- * ends): the child, if any, is stopped and the request answered. */
-void proc_start_abandon(struct proc_start *ps);
 /* Processes of t that have not closed yet, starts in flight included (what
  * --max-processes counts). */
 unsigned proc_table_live(const struct proc_table *t);

@@ -98,8 +98,11 @@ static int snapshot_fd(const struct proc_snapshot *snap)
  * beside the processes). */
 static unsigned starts_in_flight;
 
+static void start_abandon(struct proc_start *ps);
+
 static void start_link(struct proc_table *t, struct proc_start *ps)
 {
+    t->abandon_start = start_abandon;
     ps->table = t;
     ps->next = t->starting;
     if (ps->next) ps->next->prev = ps;
@@ -203,7 +206,9 @@ static void start_done(void *arg, int err, const struct spawn_result *sr, int sb
     start_free(ps);
 }
 
-void proc_start_abandon(struct proc_start *ps)
+/* A start whose table is being destroyed (the session ends): the child, if any, is
+ * stopped and the request answered (the table's abandon_start). */
+static void start_abandon(struct proc_start *ps)
 {
     start_unlink(ps);
     spawn_cancel(ps->op);
@@ -654,27 +659,6 @@ static void handle_terminate(struct rpc_req *req)
     bool running = p && p->state == PROC_RUNNING;
     if (running) proc_kill(p);
     rpc_reply_json(req, json_pack("{s:b}", "running", running));
-}
-
-struct proc_table *proc_request_table(struct rpc_req *req, const char *session_id)
-{
-    struct session *own = session_of(req->conn);
-    if (!session_id || strcmp(session_id, own->id) == 0) return proc_table_of(own);
-    struct session *s = session_visible(req->conn, session_id);
-    if (s) return proc_table_of(s);
-    rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown session id %s", session_id);
-    return NULL;
-}
-
-struct proc *proc_request_proc(struct rpc_req *req, const char *session_id, const char *id)
-{
-    struct proc_table *t = proc_request_table(req, session_id);
-    struct proc *p = t ? proc_find(t, id) : NULL;
-    if (t && !p && proc_starting(t, id))
-        rpc_reply_error(req, RPC_INVALID_REQUEST, "process id %s is starting", id);
-    else if (t && !p)
-        rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
-    return p;
 }
 
 static const char *state_name(enum proc_state st)
