@@ -453,7 +453,8 @@ static void usage(FILE *f)
             "  --scale-load N       of those, how many run /bin/true every 100 ms (100)\n"
             "  --scale-oneshots N   one-shots measured, loaded and not (200)\n"
             "  --only LIST          only these rows, e.g. 5b,7b (5 = all of 5a-5d)\n"
-            "environment: EXEC_BENCH_WRAP=\"CMD ARGS\" runs our server under CMD (a profiler)\n");
+            "environment: EXEC_BENCH_WRAP=\"CMD ARGS\" runs our server under CMD (a profiler);\n"
+            "TMPDIR is where the file scenarios write (default /tmp)\n");
 }
 
 static void cleanup_tmp(void)
