@@ -261,11 +261,18 @@ static bool path_under(const char *anc, const char *p)
 
 /* A root the private /dev would hide if it were attached before it (a workspace
  * in /dev/shm): attached after mount_dev, on a mount point made in that tmpfs, as
- * bubblewrap binds what comes after --dev. /dev itself stays the private one, and
- * the host's /dev/pts is never shown (other terminals: SANDBOX.md). */
+ * bubblewrap binds what comes after --dev. /dev itself stays the private one, the
+ * host's /dev/pts is never shown (other terminals: SANDBOX.md), and only directories
+ * are: a device node granted as a root stays hidden (dev_root_shown). */
 static bool under_private_dev(const char *p)
 {
     return path_under("/dev", p) && strcmp(p, "/dev/pts") && !path_under("/dev/pts", p);
+}
+
+/* Whether a root inside the private /dev, of mode st, is attached there. */
+static bool dev_root_shown(const struct stat *st)
+{
+    return S_ISDIR(st->st_mode);
 }
 
 /* mkdir -p of path's components (the last one as a file when !dir). */
@@ -455,6 +462,12 @@ static int view_in_place(struct view *v)
         if (pass == 1 && !rc && (rc = mount_dev(v)) < 0) break;
         for (size_t i = 0; i < nw; i++) {
             if (tree[i] < 0 || under_private_dev(s->writable[i]) != (pass == 1)) continue;
+            struct stat st;
+            if (pass == 1 && (fstat(tree[i], &st) < 0 || !dev_root_shown(&st))) {
+                close(tree[i]);
+                tree[i] = -1;
+                continue;
+            }
             if (!rc && pass == 1 && (rc = make_path(s->writable[i], true)) < 0)
                 v->step = "writable root in /dev: mount point";
             if (!rc && (rc = attach_tree(tree[i], s->writable[i])) < 0) v->step = "writable root";
@@ -477,6 +490,7 @@ static int attach_root(struct view *v, const char *const *root, size_t i, bool w
     snprintf(old, sizeof old, SB_OLDROOT "%s", root[i]);
     struct stat st;
     if (stat(old, &st) < 0) return 0; /* nothing to show */
+    if (under_private_dev(root[i]) && !dev_root_shown(&st)) return 0;
     /* A root nested in one attached in the same pass already exists inside its
      * (bound) parent: creating it would write to the real file system. */
     bool nested = false;
