@@ -40,7 +40,34 @@ static uint32_t dec_shift[4][256];
 #define DEC_BAD 0x80000000u
 
 #if defined(__x86_64__)
-static bool have_avx2;
+static bool have_avx2, have_vbmi;
+
+/* 48 bytes -> 64 characters per step (Mula and Lemire's AVX-512 VBMI method, about
+ * twice the AVX2 loop's rate): vpermb spreads each 3 bytes b0 b1 b2 over a 32-bit
+ * word as [b1 b0 b2 b1], vpmultishiftqb picks an 8-bit window at each 6-bit field's
+ * bit offset (10, 4, 22, 16 in each word), and vpermb with the alphabet as its table
+ * maps them, reading only each index's low 6 bits. Reads 64 bytes per step (uses 48).
+ * Returns the bytes consumed. */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static size_t
+encode_vbmi(const uint8_t *s, size_t n, char **dp)
+{
+    const __m512i spread = _mm512_setr_epi32(
+        0x01020001, 0x04050304, 0x07080607, 0x0a0b090a, 0x0d0e0c0d, 0x10110f10, 0x13141213,
+        0x16171516, 0x191a1819, 0x1c1d1b1c, 0x1f201e1f, 0x22232122, 0x25262425, 0x28292728,
+        0x2b2c2a2b, 0x2e2f2d2e);
+    const __m512i fields = _mm512_set1_epi64(0x3036242a1016040a);
+    const __m512i alphabet = _mm512_loadu_si512((const void *)enc_table);
+    char *d = *dp;
+    size_t i = 0;
+    for (; i + 64 <= n; i += 48) {
+        __m512i in = _mm512_permutexvar_epi8(spread, _mm512_loadu_si512((const void *)(s + i)));
+        __m512i idx = _mm512_multishift_epi64_epi8(fields, in);
+        _mm512_storeu_si512((void *)d, _mm512_permutexvar_epi8(idx, alphabet));
+        d += 64;
+    }
+    *dp = d;
+    return i;
+}
 
 /* 24 bytes -> 32 characters per step (Wojciech Mula's pshufb method): spread each 3
  * bytes over 4 lanes, isolate the four 6-bit fields with two multiplies, then map
@@ -128,6 +155,7 @@ __attribute__((constructor)) static void base64_tables_init(void)
 {
 #if defined(__x86_64__)
     have_avx2 = __builtin_cpu_supports("avx2");
+    have_vbmi = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
 #endif
     for (unsigned i = 0; i < 4096; i++) {
         char pair[2] = {enc_table[i >> 6], enc_table[i & 63]};
@@ -145,7 +173,8 @@ size_t base64_encode(const void *src, size_t n, char *dst)
     char *d = dst;
     size_t i = 0;
 #if defined(__x86_64__)
-    if (have_avx2 && n >= 64) i = encode_avx2(s, n, &d);
+    if (have_vbmi && n >= 64) i = encode_vbmi(s, n, &d);
+    if (have_avx2 && n - i >= 64) i += encode_avx2(s + i, n - i, &d);
 #endif
     /* 6 bytes per step from one 8-byte load (so stop 8 bytes before the end). */
     for (; i + 8 <= n; i += 6) {
