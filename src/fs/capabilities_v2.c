@@ -600,7 +600,7 @@ static json_t *scan_location(struct scan_job *j, const struct location *l, bool 
     if (!j->sb_json) {
         caproots_scan(l->path, l->uri, &one);
     } else {
-        struct fs_work fw = {.op = OP_DISCOVER, .fd = -1};
+        struct fs_work fw = {.op = OP_DISCOVER, .fd = -1, .displaced_fd = -1};
         buf_init(&fw.out);
         fw.path = l->path;
         fw.path_len = strlen(l->path);

@@ -81,7 +81,7 @@ static void disc_run(uv_work_t *w)
             caproots_scan(r->path, uri, &one);
         } else {
             /* The same scan inside the session's sandbox helper for this policy. */
-            struct fs_work fw = {.op = OP_DISCOVER, .fd = -1};
+            struct fs_work fw = {.op = OP_DISCOVER, .fd = -1, .displaced_fd = -1};
             buf_init(&fw.out);
             fw.path = r->path;
             fw.path_len = strlen(r->path);

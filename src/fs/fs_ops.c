@@ -328,7 +328,13 @@ static bool write_replace(struct fs_work *fw, const uint8_t *data, size_t n)
     /* Held open across the rename (fw->displaced_fd), so that freeing the old
      * inode happens after the reply. */
     int old = openat(pfd, leaf, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    bool applies = old >= 0 && fstat(old, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1;
+    bool applies;
+    if (old >= 0)
+        applies = fstat(old, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1;
+    else /* out of fds: still replace, only without holding the old file */
+        applies = (errno == EMFILE || errno == ENFILE) &&
+                  fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+                  st.st_nlink == 1;
     /* Only a file we may write in place: a read-only file stays refused. (An
      * append-only or otherwise unreplaceable one fails the rename below and is then
      * written in place, which refuses it as before.) */
@@ -375,7 +381,7 @@ static bool write_replace(struct fs_work *fw, const uint8_t *data, size_t n)
     }
     close(pfd);
     if (e == 0) fw->displaced_fd = old;
-    else close(old);
+    else if (old >= 0) close(old);
     if (e < 0) return false; /* the owner, mode or rename were not ours to keep: in place */
     if (e > 0) fs_work_set_err(fw, e);
     return true;

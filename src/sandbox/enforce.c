@@ -128,6 +128,7 @@ struct sb_mount_attr {
     uint64_t attr_set, attr_clr, propagation, userns_fd;
 };
 #define SB_MOUNT_ATTR_RDONLY 0x1ULL
+#define SB_MOUNT_ATTR_NODEV 0x4ULL
 
 /* The device nodes a fresh /dev gets, bound from the host's (bubblewrap's list). */
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
@@ -273,6 +274,17 @@ static bool under_private_dev(const char *p)
 static bool dev_root_shown(const struct stat *st)
 {
     return S_ISDIR(st->st_mode);
+}
+
+/* A root shown inside the private /dev gets nodev on its whole tree (fd from
+ * clone_tree): the host's /dev is a devtmpfs without it, and a granted directory
+ * there (/dev/input, /dev/dri) would otherwise bring working device nodes. */
+static int tree_nodev(int fd)
+{
+    struct sb_mount_attr a = {.attr_set = SB_MOUNT_ATTR_NODEV};
+    return syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0
+               ? -errno
+               : 0;
 }
 
 /* mkdir -p of path's components (the last one as a file when !dir). */
@@ -438,6 +450,32 @@ static int mount_carveouts(struct view *v)
     return 0;
 }
 
+/* Readies writable root i for the private /dev (in place view): only a directory is
+ * shown (*tree closed and set to -1 otherwise), with nodev, on a mount point made in the
+ * private tmpfs unless it lies in a root shown there already (where it exists, and a
+ * mkdir would write to the real file system). Returns 0 or -errno (fail closed). */
+static int dev_root_prepare(struct view *v, const char *const *roots, const bool *shown,
+                            size_t i, int *tree)
+{
+    struct stat st;
+    if (fstat(*tree, &st) < 0 || !dev_root_shown(&st)) {
+        close(*tree);
+        *tree = -1;
+        return 0;
+    }
+    int rc = tree_nodev(*tree);
+    if (rc < 0) {
+        v->step = "writable root in /dev: nodev";
+        return rc;
+    }
+    bool nested = false;
+    for (size_t j = 0; roots[j] && !nested; j++)
+        nested = shown[j] && path_under(roots[j], roots[i]);
+    if (!nested && (rc = make_path(roots[i], true)) < 0)
+        v->step = "writable root in /dev: mount point";
+    return rc;
+}
+
 /* "/" readable: the host tree in place, read-only, with the writable roots
  * attached back from clones taken before. */
 static int view_in_place(struct view *v)
@@ -457,26 +495,35 @@ static int view_in_place(struct view *v)
         else if (tree[i] < 0) rc = tree[i], v->step = "clone a writable root";
     }
     if (!rc && !all_writable && (rc = set_ro("/", true, true)) < 0) v->step = "read-only /";
-    /* Two passes: the roots in /dev go on once the private /dev is there. */
+    /* Two passes: the roots in /dev go on once the private /dev is there, shortest
+     * first, so that one inside another is attached into it. */
+    size_t *order = xcalloc(nw + 1, sizeof *order);
+    bool *shown = xcalloc(nw + 1, sizeof *shown);
+    for (size_t i = 0; i < nw; i++) order[i] = i;
+    for (size_t i = 1; i < nw; i++)
+        for (size_t j = i; j > 0 && strlen(s->writable[order[j]]) <
+                                        strlen(s->writable[order[j - 1]]); j--) {
+            size_t t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1 && !rc && (rc = mount_dev(v)) < 0) break;
-        for (size_t i = 0; i < nw; i++) {
+        for (size_t k = 0; k < nw; k++) {
+            size_t i = pass == 1 ? order[k] : k;
             if (tree[i] < 0 || under_private_dev(s->writable[i]) != (pass == 1)) continue;
-            struct stat st;
-            if (pass == 1 && (fstat(tree[i], &st) < 0 || !dev_root_shown(&st))) {
-                close(tree[i]);
-                tree[i] = -1;
-                continue;
-            }
-            if (!rc && pass == 1 && (rc = make_path(s->writable[i], true)) < 0)
-                v->step = "writable root in /dev: mount point";
+            if (pass == 1 && !rc) rc = dev_root_prepare(v, s->writable, shown, i, &tree[i]);
+            if (tree[i] < 0) continue; /* not shown */
             if (!rc && (rc = attach_tree(tree[i], s->writable[i])) < 0) v->step = "writable root";
             else if (rc) close(tree[i]);
+            else shown[i] = true;
             tree[i] = -1;
         }
     }
     for (size_t i = 0; i < nw; i++)
-        if (tree[i] >= 0) close(tree[i]); /* left by a failure in mount_dev */
+        if (tree[i] >= 0) close(tree[i]); /* left by a failure */
+    free(order);
+    free(shown);
     free(tree);
     if (rc) return rc;
     if (!s->pid_inherit && (rc = mount_proc(v)) < 0) return rc;
@@ -503,6 +550,11 @@ static int attach_root(struct view *v, const char *const *root, size_t i, bool w
         return rc;
     }
     int t = clone_tree(old);
+    if (t >= 0 && under_private_dev(root[i]) && (rc = tree_nodev(t)) < 0) {
+        close(t);
+        v->step = "new root: nodev in /dev";
+        return rc;
+    }
     if (t < 0 || (rc = attach_tree(t, root[i])) < 0) {
         v->step = "new root: bind a root";
         return t < 0 ? t : rc;

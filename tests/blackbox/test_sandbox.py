@@ -598,6 +598,39 @@ def test_workspace_in_dev_shm(srv):
         shutil.rmtree(other, ignore_errors=True)
 
 
+@ours_only
+def test_granted_dev_directory_has_no_working_devices(srv):
+    """A directory under /dev granted as a root (/dev/input, /dev/dri) is shown
+    inside the private /dev with nodev: its device nodes do not open, where the host's
+    devtmpfs would have handed out the devices themselves. Both kinds of view, the
+    grant read and write."""
+    if os.geteuid() != 0:
+        raise TestSkip("needs root to make a device node under /dev")
+    d = tempfile.mkdtemp(prefix="sbx-devdir-", dir="/dev")
+    ws = tempfile.mkdtemp(prefix="sbx-devws-")
+    try:
+        os.mknod(d + "/zero", 0o666 | stat.S_IFCHR, os.makedev(1, 5))
+        os.chmod(d + "/zero", 0o666)
+        with open(d + "/zero", "rb") as fh:  # a working node on the host
+            assert fh.read(4) == b"\0\0\0\0"
+        s = srv.session()
+        for i, (readable, access) in enumerate((("root", "write"), ("minimal", "read"),
+                                                ("minimal", "write"))):
+            sb = policy([entry(readable), entry("project_roots", access="write"),
+                         entry(path=d, access=access)], cwd=ws, roots=[ws])
+            pid = "devdir%d" % i
+            s.start(pid, ["/bin/sh", "-c", "ls %s; head -c 4 %s/zero | wc -c" % (d, d)],
+                    cwd=uri(ws), sandbox=sb)
+            out = s.collect_until_closed(pid)
+            text = (out["stdout"] + out["stderr"]).decode()
+            assert "zero" in text, text  # the directory is there
+            assert out["stdout"].split()[-1] == b"0" and FAMILY.search(text), text
+        s.close()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(ws, ignore_errors=True)
+
+
 def deleted_files_held(pid, under):
     """The deleted files under `under` that process pid still holds open."""
     held = []
