@@ -106,8 +106,8 @@ static pid_t web_start(const char *dir, int *port_out)
     }
     char portbuf[16];
     snprintf(portbuf, sizeof portbuf, "%d", port);
-    char *py[] = {"/usr/bin/env", "python3", "-m", "http.server", "--bind", "127.0.0.1",
-                  "--directory", (char *)dir, portbuf, NULL};
+    char *py[] = {"/usr/bin/env", "python3",     "-m",        "http.server", "--bind",
+                  "127.0.0.1",    "--directory", (char *)dir, portbuf,       NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
@@ -117,7 +117,8 @@ static pid_t web_start(const char *dir, int *port_out)
     posix_spawn_file_actions_destroy(&fa);
     for (int i = 0; i < 600; i++) { /* 30 s: python starts slowly on a loaded machine */
         int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+        struct sockaddr_in a = {.sin_family = AF_INET,
+                                .sin_port = htons((uint16_t)port),
                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
         close(fd);
@@ -220,7 +221,8 @@ static struct cell proxy_one(struct server *s, const char *url)
             if (!js_get(m, "method", &v) || !js_get(m, "params", &p) ||
                 !js_get(p, "processId", &pid) || !js_str(pid, &pid) || !span_eq(pid, id))
                 continue;
-            if (span_eq(v, "\"process/closed\"")) closed = true;
+            if (span_eq(v, "\"process/closed\""))
+                closed = true;
             else if (span_eq(v, "\"process/output\"") && js_get(p, "chunk", &chunk) &&
                      js_str(chunk, &chunk) && tl + base64_decoded_max(chunk.n) < 4000) {
                 size_t got = 0;
@@ -252,8 +254,16 @@ static struct cell proxy_floor(const char *url)
     double *t = xcalloc((size_t)O.runs, sizeof *t);
     struct cell out;
     for (int r = 0; r < O.runs; r++) {
-        char *argv[] = {"/usr/bin/curl", "-s", "--noproxy", "*", "-o", "/dev/null", "-w",
-                        "%{time_total} %{size_download}", (char *)url, NULL};
+        char *argv[] = {"/usr/bin/curl",
+                        "-s",
+                        "--noproxy",
+                        "*",
+                        "-o",
+                        "/dev/null",
+                        "-w",
+                        "%{time_total} %{size_download}",
+                        (char *)url,
+                        NULL};
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0) return failure("pipe");
         posix_spawn_file_actions_t fa;
