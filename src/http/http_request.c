@@ -8,11 +8,11 @@
  * `http/request/bodyDelta`; each curl write becomes one delta (curl reads up to its
  * 512 KiB buffer and hands it over 16 KiB at a time, so well under the 1 MiB
  * limit), encoded straight into the outgoing frame (no JSON tree per chunk), and the
- * deltas of one round of curl's work leave together in one writev; the last delta has `done:true` and the
- * `error` if the body was cut short. When the client's connection stops draining
- * (above its high-water mark) the write callback pauses the transfer
- * (CURL_WRITEFUNC_PAUSE), so the server holds at most one curl buffer per stream,
- * and it resumes when the queue drains. Streams belong to the connection: they are
+ * deltas of one round of curl's work leave together in one writev; the last delta
+ * has `done:true` and the `error` if the body was cut short. When the client's
+ * connection stops draining (above its high-water mark) the write callback pauses the
+ * transfer (CURL_WRITEFUNC_PAUSE), so the server holds at most one curl buffer per
+ * stream, and it resumes when the queue drains. Streams belong to the connection: they are
  * aborted when it closes, and a streamed requestId is reserved on it until its
  * terminal delta. */
 #include <ctype.h>

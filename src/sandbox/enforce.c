@@ -287,6 +287,21 @@ static int tree_nodev(int fd)
                : 0;
 }
 
+/* The indexes of paths[0..n) ordered shortest path first (stable), so a root nested in
+ * another comes after it. The caller frees. */
+static size_t *shortest_first(const char *const *paths, size_t n)
+{
+    size_t *order = xcalloc(n + 1, sizeof *order);
+    for (size_t i = 0; i < n; i++) order[i] = i;
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && strlen(paths[order[j]]) < strlen(paths[order[j - 1]]); j--) {
+            size_t t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    return order;
+}
+
 /* mkdir -p of path's components (the last one as a file when !dir). */
 static int make_path(const char *path, bool dir)
 {
@@ -497,16 +512,8 @@ static int view_in_place(struct view *v)
     if (!rc && !all_writable && (rc = set_ro("/", true, true)) < 0) v->step = "read-only /";
     /* Two passes: the roots in /dev go on once the private /dev is there, shortest
      * first, so that one inside another is attached into it. */
-    size_t *order = xcalloc(nw + 1, sizeof *order);
+    size_t *order = shortest_first(s->writable, nw);
     bool *shown = xcalloc(nw + 1, sizeof *shown);
-    for (size_t i = 0; i < nw; i++) order[i] = i;
-    for (size_t i = 1; i < nw; i++)
-        for (size_t j = i; j > 0 && strlen(s->writable[order[j]]) <
-                                        strlen(s->writable[order[j - 1]]); j--) {
-            size_t t = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = t;
-        }
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1 && !rc && (rc = mount_dev(v)) < 0) break;
         for (size_t k = 0; k < nw; k++) {
@@ -578,21 +585,17 @@ static int view_new_root(struct view *v)
         FAIL(v, "pivot_root");
     /* Roots shortest first, so a root nested in another is attached inside it. */
     size_t nr = count(s->readable), nw = count(s->writable), n = nr + nw;
+    const char **all = xcalloc(n + 1, sizeof *all);
+    for (size_t i = 0; i < n; i++) all[i] = i < nr ? s->readable[i] : s->writable[i - nr];
+    size_t *order = shortest_first(all, n);
     const char **root = xcalloc(n + 1, sizeof *root);
     bool *writable = xcalloc(n + 1, sizeof *writable);
-    for (size_t i = 0; i < n; i++) {
-        root[i] = i < nr ? s->readable[i] : s->writable[i - nr];
-        writable[i] = i >= nr;
+    for (size_t k = 0; k < n; k++) {
+        root[k] = all[order[k]];
+        writable[k] = order[k] >= nr;
     }
-    for (size_t i = 1; i < n; i++)
-        for (size_t j = i; j > 0 && strlen(root[j]) < strlen(root[j - 1]); j--) {
-            const char *t = root[j];
-            root[j] = root[j - 1];
-            root[j - 1] = t;
-            bool w = writable[j];
-            writable[j] = writable[j - 1];
-            writable[j - 1] = w;
-        }
+    free(order);
+    free(all);
     int rc = 0;
     /* Two passes: the roots in /dev go on once the private /dev is there. */
     for (int pass = 0; pass < 2 && !rc; pass++) {
