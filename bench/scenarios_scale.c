@@ -8,7 +8,9 @@
  * latency under that load, against the same measurement before any of it (ours
  * unloaded is the row's floor column). The driver's own posix_spawn is timed in
  * turn with the one-shots, loaded and not, to show how much of any rise is the
- * machine's rather than the server's. */
+ * machine's rather than the server's. Before any server is up, the driver measures
+ * how many /bin/true a second the machine can run at all (10e's floor), and after
+ * the full load a tenth of it runs (10f), a load such a machine carries. */
 #include <pthread.h>
 
 #include "bench.h"
@@ -16,6 +18,7 @@
 struct loadgen {
     struct wsc *c;       /* O.scale_load connections (initialized) */
     int n;
+    int phase; /* in the process ids, so that a later load reuses none */
     volatile bool stop;
     uint64_t started, closed;
     char err[200];
@@ -39,7 +42,7 @@ static void *load_main(void *arg)
         for (int i = 0; i < n; i++) {
             if (!running[i] && due[i] <= now) {
                 char params[256], id[32];
-                snprintf(id, sizeof id, "l%llu_", (unsigned long long)seqno[i]++);
+                snprintf(id, sizeof id, "l%d.%llu_", lg->phase, (unsigned long long)seqno[i]++);
                 start_params(params, sizeof params, id, 0, "[\"/bin/true\"]");
                 if (wsc_request(&lg->c[i], "process/start", params) == 0) {
                     snprintf(lg->err, sizeof lg->err, "load connection %d: send failed", i);
@@ -112,9 +115,83 @@ static bool oneshots(struct wsc *c, int n, int *next, double *ours, double *floo
     return true;
 }
 
+/* The one-shots measured while nl of the connections c carry the load. */
+struct under_load {
+    struct cell oneshot;
+    double floor; /* the driver's posix_spawn p50 meanwhile */
+    double rate;  /* commands/s the load achieved */
+};
+
+static bool measure_under_load(struct wsc *m, struct wsc *c, int nl, int k, int *next,
+                               double *ours, double *fl, char *e, size_t elen,
+                               struct under_load *out)
+{
+    static int phase;
+    struct loadgen lg = {.c = c, .n = nl, .phase = phase++};
+    pthread_t th;
+    if (pthread_create(&th, NULL, load_main, &lg) != 0) {
+        snprintf(e, elen, "cannot start the load thread");
+        return false;
+    }
+    usleep(1000000);
+    uint64_t s0 = lg.closed;
+    double l0 = now_s();
+    bool ok = oneshots(m, k, next, ours, fl, e, elen);
+    out->rate = (lg.closed - s0) / (now_s() - l0);
+    lg.stop = true;
+    pthread_join(th, NULL);
+    if (ok && lg.err[0]) {
+        snprintf(e, elen, "%s", lg.err);
+        ok = false;
+    }
+    if (!ok) return false;
+    out->oneshot = stats(ours, k);
+    out->floor = stats(fl, k).p50;
+    /* Let the commands still running end before whatever is measured next. */
+    usleep(500000);
+    return true;
+}
+
+/* How many /bin/true a second this machine can run at all: the driver's own
+ * posix_spawn + waitpid from one thread per CPU for about a second, no server up.
+ * Row 10d's load asks for O.scale_load * 1000 / O.scale_period_ms a second; where
+ * that is near or above this ceiling, no server can keep a one-shot's latency. */
+static void *ceiling_main(void *arg)
+{
+    double *until = arg;
+    char *argv[] = {"/bin/true", NULL};
+    uint64_t n = 0;
+    while (now_s() < *until) {
+        pid_t pid;
+        if (posix_spawn(&pid, argv[0], NULL, NULL, argv, environ) != 0) break;
+        waitpid(pid, NULL, 0);
+        n++;
+    }
+    return (void *)(uintptr_t)n;
+}
+
+static double spawn_ceiling(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = cpus < 1 ? 1 : cpus > 16 ? 16 : (int)cpus;
+    pthread_t th[16];
+    double t0 = now_s(), until = t0 + 1.5;
+    int started = 0;
+    for (; started < nt; started++)
+        if (pthread_create(&th[started], NULL, ceiling_main, &until) != 0) break;
+    uint64_t total = 0;
+    for (int i = 0; i < started; i++) {
+        void *n;
+        pthread_join(th[i], &n);
+        total += (uintptr_t)n;
+    }
+    return total / (now_s() - t0);
+}
+
 struct scale_result {
-    struct cell rss, per_conn, loaded, unloaded, idle_many;
-    double floor_unloaded, floor_loaded, rate;
+    struct cell rss, per_conn, unloaded, idle_many;
+    struct under_load heavy, light;
+    double floor_unloaded;
 };
 
 static struct scale_result scale_run(struct server *s)
@@ -124,7 +201,8 @@ static struct scale_result scale_run(struct server *s)
     struct cell err;
     char e[200] = "";
     if (!connect_server(s, &m, &err)) {
-        r.rss = r.per_conn = r.loaded = r.unloaded = err;
+        r.rss = r.per_conn = r.unloaded = r.idle_many = err;
+        r.heavy.oneshot = r.light.oneshot = err;
         return r;
     }
     int n = O.scale_conns, nl = O.scale_load < n ? O.scale_load : n, k = O.scale_oneshots;
@@ -194,32 +272,17 @@ static struct scale_result scale_run(struct server *s)
     if (!oneshots(&m, k, &next, ours, fl, e, sizeof e)) goto fail;
     r.idle_many = stats(ours, k);
 
-    /* The load, and the one-shots under it. */
-    struct loadgen lg = {.c = c, .n = nl};
-    pthread_t th;
-    if (pthread_create(&th, NULL, load_main, &lg) != 0) {
-        snprintf(e, sizeof e, "cannot start the load thread");
-        goto fail;
-    }
-    usleep(1000000);
-    uint64_t s0 = lg.closed;
-    double l0 = now_s();
-    bool ok = oneshots(&m, k, &next, ours, fl, e, sizeof e);
-    r.rate = (lg.closed - s0) / (now_s() - l0);
-    lg.stop = true;
-    pthread_join(th, NULL);
-    if (!ok) goto fail;
-    if (lg.err[0]) {
-        snprintf(e, sizeof e, "%s", lg.err);
-        goto fail;
-    }
-    r.loaded = stats(ours, k);
-    r.floor_loaded = stats(fl, k).p50;
+    /* The load, and the one-shots under it; then a tenth of it, which the
+     * machine can carry. */
+    if (!measure_under_load(&m, c, nl, k, &next, ours, fl, e, sizeof e, &r.heavy)) goto fail;
+    int nlight = nl / 10 > 0 ? nl / 10 : 1;
+    if (!measure_under_load(&m, c, nlight, k, &next, ours, fl, e, sizeof e, &r.light)) goto fail;
     goto out;
 fail:
-    r.loaded = failure("%s", e);
-    if (!r.rss.ok) r.rss = r.per_conn = r.loaded;
-    if (!r.idle_many.ok) r.idle_many = r.loaded;
+    r.heavy.oneshot = failure("%s", e);
+    if (!r.light.oneshot.ok) r.light.oneshot = r.heavy.oneshot;
+    if (!r.rss.ok) r.rss = r.per_conn = r.heavy.oneshot;
+    if (!r.idle_many.ok) r.idle_many = r.heavy.oneshot;
 out:
     for (int i = 0; i < opened; i++) wsc_close(&c[i]);
     free(c);
@@ -231,19 +294,32 @@ out:
 
 void scenario_scale(void)
 {
-    char name[4][128];
+    char name[6][128];
+    int nlight = O.scale_load / 10 > 0 ? O.scale_load / 10 : 1;
     snprintf(name[0], sizeof name[0], "10a. RSS, %d initialized idle connections (MB)",
              O.scale_conns);
     snprintf(name[1], sizeof name[1], "10b. memory per idle connection (KiB)");
     snprintf(name[2], sizeof name[2],
+             "10c. one-shot, %d idle connections held (ms; floor: ours with one)", O.scale_conns);
+    snprintf(name[3], sizeof name[3],
              "10d. one-shot, %d connections x 1 command / %d ms (ms; floor: ours unloaded)",
              O.scale_load, O.scale_period_ms);
-    snprintf(name[3], sizeof name[3],
-             "10c. one-shot, %d idle connections held (ms; floor: ours with one)", O.scale_conns);
-    struct row *rs[4] = {row_get(name[0], K_MB), row_get(name[1], K_MB), row_get(name[3], K_MS),
-                         row_get(name[2], K_MS)};
-    rs[2]->has_floor = rs[3]->has_floor = true;
+    snprintf(name[4], sizeof name[4],
+             "10e. commands/s the load of 10d ran (floor: the machine's posix_spawn ceiling)");
+    snprintf(name[5], sizeof name[5],
+             "10f. one-shot, %d connections x 1 command / %d ms (ms; floor: ours unloaded)",
+             nlight, O.scale_period_ms);
+    struct row *rs[6] = {row_get(name[0], K_MB),  row_get(name[1], K_MB),
+                         row_get(name[2], K_MS),  row_get(name[3], K_MS),
+                         row_get(name[4], K_MBS), row_get(name[5], K_MS)};
+    rs[2]->has_floor = rs[3]->has_floor = rs[4]->has_floor = rs[5]->has_floor = true;
     progress("10. scale: %d connections, %d of them loaded", O.scale_conns, O.scale_load);
+    double ceiling = spawn_ceiling();
+    rs[4]->floor = value(ceiling);
+    progress("   this machine runs at most %.0f /bin/true a second (the driver's posix_spawn, "
+             "%ld threads); 10d's load asks for %.0f, 10f's for %.0f",
+             ceiling, sysconf(_SC_NPROCESSORS_ONLN), O.scale_load * 1000.0 / O.scale_period_ms,
+             nlight * 1000.0 / O.scale_period_ms);
     /* Ours is told how many connections to accept, in all and from one peer (the
      * driver is one address); the reference has no limit. */
     char maxc[32];
@@ -254,7 +330,7 @@ void scenario_scale(void)
         O.ours_extra[1] = maxc;
         O.ours_extra[2] = "--max-connections-per-peer";
         O.ours_extra[3] = maxc;
-        bool up = start_or_fail(&s, w, rs, 4);
+        bool up = start_or_fail(&s, w, rs, 6);
         O.ours_extra[0] = NULL;
         if (!up) continue;
         struct scale_result r = scale_run(&s);
@@ -262,14 +338,18 @@ void scenario_scale(void)
         record(rs[0], w, r.rss);
         record(rs[1], w, r.per_conn);
         record(rs[2], w, r.idle_many);
-        record(rs[3], w, r.loaded);
-        if (w == 0) rs[2]->floor = rs[3]->floor = r.unloaded;
-        if (r.loaded.ok)
+        record(rs[3], w, r.heavy.oneshot);
+        record(rs[4], w, r.heavy.oneshot.ok ? value(r.heavy.rate) : r.heavy.oneshot);
+        record(rs[5], w, r.light.oneshot);
+        if (w == 0) rs[2]->floor = rs[3]->floor = rs[5]->floor = r.unloaded;
+        if (r.light.oneshot.ok)
             progress("   %s: one-shot p50 %.3f ms with one connection, %.3f ms with %d idle, "
-                     "%.3f ms loaded (%.2fx); the driver's posix_spawn %.3f -> %.3f ms "
-                     "(%.2fx); the load ran %.0f commands/s",
-                     server_name(w), r.unloaded.p50, r.idle_many.p50, O.scale_conns, r.loaded.p50,
-                     r.loaded.p50 / r.unloaded.p50, r.floor_unloaded, r.floor_loaded,
-                     r.floor_loaded / r.floor_unloaded, r.rate);
+                     "%.3f ms under 10d's load (%.2fx), %.3f ms under 10f's (%.2fx); the "
+                     "driver's posix_spawn %.3f -> %.3f / %.3f ms; the loads ran %.0f / %.0f "
+                     "commands/s",
+                     server_name(w), r.unloaded.p50, r.idle_many.p50, O.scale_conns,
+                     r.heavy.oneshot.p50, r.heavy.oneshot.p50 / r.unloaded.p50,
+                     r.light.oneshot.p50, r.light.oneshot.p50 / r.unloaded.p50,
+                     r.floor_unloaded, r.heavy.floor, r.light.floor, r.heavy.rate, r.light.rate);
     }
 }
