@@ -155,9 +155,17 @@ void scenario_oneshot(struct row *r);
 void scenario_oneshot_sandboxed(struct row *r);
 void scenario_stream(struct row *r, struct row *proto);
 double relay_floor_once(size_t bytes, char *err, size_t errlen);
+/* Row 8b's floor: a relay process fetching path from 127.0.0.1:web_port and sending
+ * its body as http/request/bodyDelta notifications; the driver's end of its
+ * connection (or -1) and the process in *pid_out. */
+int relay_http_start(int web_port, const char *path, pid_t *pid_out);
 /* proxy_floor.c: a minimal TCP relay to 127.0.0.1:upstream_port in a child process;
  * its pid, its port in *port_out; -1 when it cannot listen. */
 pid_t proxy_floor_start(int upstream_port, int *port_out);
+
+/* web_static.c: a static file server of dir on 127.0.0.1 (GET and HEAD of
+ * a plain name) in a child process; its pid and *port_out, or -1. */
+pid_t web_static_start(const char *dir, int *port_out);
 void scenario_fanout(struct row *r);
 struct cell conns_run(struct server *s);
 void make_file(const char *path, size_t bytes);

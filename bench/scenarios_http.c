@@ -1,10 +1,11 @@
 /* scenarios_http.c: scenarios 8 and 9 of exec-bench.
  *
- * 8: a streamed http/request download. A local `python3 -m http.server` serves a file
- * of O.http_bytes; each server under test downloads it with http/request
+ * 8: a streamed http/request download. A local web server (web_static.c: sendfile,
+ * so that it takes as little of the machine as it can) serves a file of O.http_bytes; each server under test downloads it with http/request
  * {streamResponse:true} while the driver decodes every http/request/bodyDelta and
  * checks the byte count. The floor is `curl -o /dev/null` of the same URL: the same
- * HTTP work with no JSON-RPC in between.
+ * HTTP work with no JSON-RPC in between. Row 8b is ours again against the protocol
+ * floor (relay_floor.c): the body framed as bodyDeltas by a minimal relay process.
  *
  * 9: a download through the managed-network proxy. The same kind of server serves
  * O.proxy_bytes; a process/start with `networkProxy` runs curl in the child, which
@@ -90,49 +91,10 @@ done:
     return out;
 }
 
-/* Starts `python3 -m http.server` on a free port serving dir; returns its pid (or -1)
- * and the port once it answers. */
-static pid_t web_start(const char *dir, int *port_out)
-{
-    int port = 0;
-    {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        socklen_t al = sizeof a;
-        bind(fd, (struct sockaddr *)&a, sizeof a);
-        getsockname(fd, (struct sockaddr *)&a, &al);
-        port = ntohs(a.sin_port);
-        close(fd);
-    }
-    char portbuf[16];
-    snprintf(portbuf, sizeof portbuf, "%d", port);
-    char *py[] = {"/usr/bin/env", "python3",     "-m",        "http.server", "--bind",
-                  "127.0.0.1",    "--directory", (char *)dir, portbuf,       NULL};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    pid_t web;
-    if (posix_spawn(&web, py[0], &fa, NULL, py, environ) != 0) web = -1;
-    posix_spawn_file_actions_destroy(&fa);
-    for (int i = 0; i < 600; i++) { /* 30 s: python starts slowly on a loaded machine */
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a = {.sin_family = AF_INET,
-                                .sin_port = htons((uint16_t)port),
-                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
-        close(fd);
-        if (ok) break;
-        usleep(50000);
-    }
-    *port_out = port;
-    return web;
-}
-
 static void web_stop(pid_t web)
 {
     if (web > 0) {
-        kill(web, SIGTERM);
+        kill(web, SIGKILL);
         waitpid(web, NULL, 0);
     }
 }
@@ -147,15 +109,56 @@ static pid_t serve_body(const char *sub, size_t bytes, char *path, size_t pn, ch
     snprintf(path, pn, "%s/body.bin", dir);
     make_file(path, bytes);
     int port = 0;
-    pid_t web = web_start(dir, &port);
+    pid_t web = web_static_start(dir, &port);
     snprintf(url, un, "http://127.0.0.1:%d/body.bin", port);
     return web;
+}
+
+/* Row 8b's floor: the same body through relay_floor.c's minimal protocol relay, the
+ * driver decoding and counting its deltas as it does ours (first run not counted). */
+static struct cell http_protocol_floor(const char *url)
+{
+    int port = 0;
+    char path[256];
+    if (sscanf(url, "http://127.0.0.1:%d%255s", &port, path) != 2) return failure("url %s", url);
+    double *t = xcalloc((size_t)O.runs, sizeof *t);
+    struct http_count hc = {0};
+    struct cell out;
+    for (int r = -1; r < O.runs; r++) {
+        hc.bytes = 0;
+        hc.done = false;
+        double t0 = now_s();
+        pid_t pid = -1;
+        int fd = relay_http_start(port, path, &pid);
+        if (fd < 0) {
+            out = failure("the protocol relay did not start");
+            goto done;
+        }
+        struct wsc c;
+        wsc_attach(&c, fd);
+        struct span msg;
+        while (!hc.done && wsc_wait(&c, &msg, TIMEOUT_MS) >= 0) count_delta(&hc, msg);
+        double dt = (now_s() - t0) * 1e3;
+        wsc_close(&c);
+        waitpid(pid, NULL, 0);
+        if (hc.err[0] || hc.bytes != O.http_bytes) {
+            out = failure("relay: %s (got %llu of %zu bytes)", hc.err[0] ? hc.err : "short body",
+                          (unsigned long long)hc.bytes, O.http_bytes);
+            goto done;
+        }
+        if (r >= 0) t[r] = dt;
+    }
+    out = stats(t, O.runs);
+done:
+    free(hc.scratch);
+    free(t);
+    return out;
 }
 
 void scenario_http(void)
 {
     char path[PATH_MAX + 48], name[96], url[128];
-    /* The web server: python's, on a port it picks from the one we reserve. */
+    /* The web server: web_static.c's, in a child of ours. */
     pid_t web = serve_body("www", O.http_bytes, path, sizeof path, url, sizeof url);
     snprintf(name, sizeof name, "8. http/request streamed %zu MiB (ms)", O.http_bytes >> 20);
     struct row *r = row_get(name, K_MS);
@@ -163,10 +166,20 @@ void scenario_http(void)
     r->has_floor = true;
     char *curl_argv[] = {"/usr/bin/curl", "-s", "-o", "/dev/null", url, NULL};
     r->floor = cmd_floor(curl_argv, "/dev/null");
+    snprintf(name, sizeof name,
+             "8b. http/request streamed %zu MiB (ms; floor: the protocol without a server)",
+             O.http_bytes >> 20);
+    struct row *rp = row_on("8b") ? row_get(name, K_MS) : NULL;
+    if (rp) {
+        rp->has_floor = true;
+        rp->floor = http_protocol_floor(url);
+    }
     struct server s;
     for (int w = 0; w < nservers(); w++)
         if (start_or_fail(&s, w, &r, 1)) {
-            record(r, w, http_one(&s, url));
+            struct cell c = http_one(&s, url);
+            record(r, w, c);
+            if (rp && w == 0) record(rp, w, c);
             server_stop(&s);
         }
     web_stop(web);

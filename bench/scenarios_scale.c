@@ -307,8 +307,8 @@ void scenario_scale(void)
     snprintf(name[4], sizeof name[4],
              "10e. commands/s the load of 10d ran (floor: the machine's posix_spawn ceiling)");
     snprintf(name[5], sizeof name[5],
-             "10f. one-shot, %d connections x 1 command / %d ms (ms; floor: ours unloaded)",
-             nlight, O.scale_period_ms);
+             "10f. one-shot, %d connection%s x 1 command / %d ms (ms; floor: ours unloaded)",
+             nlight, nlight == 1 ? "" : "s", O.scale_period_ms);
     struct row *rs[6] = {row_get(name[0], K_MB),  row_get(name[1], K_MB),
                          row_get(name[2], K_MS),  row_get(name[3], K_MS),
                          row_get(name[4], K_MBS), row_get(name[5], K_MS)};
