@@ -350,8 +350,11 @@ static double write4k_once(const char *path)
 }
 
 /* fs/writeFile of 4 KiB, sandboxed or not, O.sandbox_n times after 5 warm-ups.
- * With floor, each request is preceded by one open/write/close of the same file
- * by the driver, and their statistics go to *floor. */
+ * With floor, each request is preceded by one open/write/close by the driver of a
+ * file of its own in the same directory, and their statistics go to *floor. (Not
+ * the same file: the floor's O_TRUNC then waited for the writeback that the
+ * server's replace of that file had just started, 0.50 ms p50 instead of 0.19 in
+ * one run, and the server's replace for the floor's.) */
 struct cell sandbox_one(struct server *s, bool sandboxed, const char *ws, struct cell *floor)
 {
     struct wsc c;
@@ -375,6 +378,8 @@ struct cell sandbox_one(struct server *s, bool sandboxed, const char *ws, struct
                  ws, ws);
     char path[PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/f.txt", ws);
+    char floor_path[PATH_MAX + 16];
+    snprintf(floor_path, sizeof floor_path, "%s/floor.txt", ws);
     snprintf(params, plen, "{\"path\":\"file://%s\",\"dataBase64\":\"%s\"%s}", path, data, sb);
     int warm = 5, n = O.sandbox_n;
     double *t = xcalloc((size_t)n, sizeof *t), *ft = xcalloc((size_t)n, sizeof *ft);
@@ -383,7 +388,7 @@ struct cell sandbox_one(struct server *s, bool sandboxed, const char *ws, struct
         struct span res;
         if (floor) {
             double c0 = self_cpu_ms();
-            double v = write4k_once(path);
+            double v = write4k_once(floor_path);
             if (i >= warm) {
                 ft[i - warm] = v;
                 fcpu += self_cpu_ms() - c0;
