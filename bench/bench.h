@@ -163,6 +163,12 @@ int relay_http_start(int web_port, const char *path, pid_t *pid_out);
  * its pid, its port in *port_out; -1 when it cannot listen. */
 pid_t proxy_floor_start(int upstream_port, int *port_out);
 
+/* bench_core.c: writes all of buf to a blocking fd (0, or -1 with errno); a listening
+ * TCP socket on 127.0.0.1 at a port the kernel picks, its address in *a (-1 with
+ * errno). */
+int write_full(int fd, const void *buf, size_t n);
+int listen_loopback(int backlog, struct sockaddr_in *a);
+
 /* web_static.c: a static file server of dir on 127.0.0.1 (GET and HEAD of
  * a plain name) in a child process; its pid and *port_out, or -1. */
 pid_t web_static_start(const char *dir, int *port_out);

@@ -523,3 +523,33 @@ void progress(const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
 }
+
+/* ------------------------------------------------------------------ sockets */
+
+int write_full(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int listen_loopback(int backlog, struct sockaddr_in *a)
+{
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    *a = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof *a;
+    if (l < 0 || bind(l, (struct sockaddr *)a, sizeof *a) < 0 || listen(l, backlog) < 0 ||
+        getsockname(l, (struct sockaddr *)a, &al) < 0) {
+        int e = errno;
+        if (l >= 0) close(l);
+        errno = e;
+        return -1;
+    }
+    return l;
+}

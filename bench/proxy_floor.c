@@ -12,19 +12,6 @@
 
 #define RELAY_BUF (64 * 1024)
 
-/* Writes all of buf to fd (blocking), 0 or -1. */
-static int put_all(int fd, const char *buf, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, buf, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        buf += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* One proxied connection, until both directions ended. */
 static void relay_conn(int client, int upstream_port, char *buf)
 {
@@ -45,7 +32,7 @@ static void relay_conn(int client, int upstream_port, char *buf)
             int dst = i ? client : up;
             ssize_t n = read(pf[i].fd, buf, RELAY_BUF);
             if (n < 0 && errno == EINTR) continue;
-            if (n > 0 && put_all(dst, buf, (size_t)n) == 0) continue;
+            if (n > 0 && write_full(dst, buf, (size_t)n) == 0) continue;
             shutdown(dst, SHUT_WR);
             pf[i].fd = -1;
             open_dirs--;
@@ -56,14 +43,9 @@ static void relay_conn(int client, int upstream_port, char *buf)
 
 pid_t proxy_floor_start(int upstream_port, int *port_out)
 {
-    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t al = sizeof a;
-    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 16) < 0 ||
-        getsockname(l, (struct sockaddr *)&a, &al) < 0) {
-        if (l >= 0) close(l);
-        return -1;
-    }
+    struct sockaddr_in a;
+    int l = listen_loopback(16, &a);
+    if (l < 0) return -1;
     pid_t pid = fork();
     if (pid == 0) {
         char *buf = xmalloc(RELAY_BUF);

@@ -112,34 +112,52 @@ static void relay_main(int sock, char *const argv[], const char *id)
     _exit(0);
 }
 
-double relay_floor_once(size_t bytes, char *err, size_t errlen)
+/* Forks a relay process with a TCP connection to the driver (Nagle off, as the
+ * server's): the child runs body(sock, arg), which never returns; the parent gets
+ * its end of the connection (or -1 with errno) and the child in *pid_out. */
+static int fork_relay(void (*body)(int sock, void *arg), void *arg, pid_t *pid_out)
 {
-    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t al = sizeof a;
-    if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) < 0 || listen(ls, 1) < 0 ||
-        getsockname(ls, (struct sockaddr *)&a, &al) < 0) {
-        snprintf(err, errlen, "relay listener: %s", strerror(errno));
-        if (ls >= 0) close(ls);
-        return -1;
-    }
-    char count[32];
-    snprintf(count, sizeof count, "%zu", bytes);
-    char *argv[] = {"/usr/bin/head", "-c", count, "/dev/zero", NULL};
-    double t0 = now_s();
+    struct sockaddr_in a;
+    int ls = listen_loopback(1, &a);
+    if (ls < 0) return -1;
     pid_t pid = fork();
     if (pid == 0) {
         int s = socket(AF_INET, SOCK_STREAM, 0);
         int one = 1;
         setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         if (connect(s, (struct sockaddr *)&a, sizeof a) < 0) _exit(1);
-        relay_main(s, argv, "r0_0");
+        body(s, arg);
+        _exit(1); /* not reached: body ends the process */
     }
     int fd = pid > 0 ? accept4(ls, NULL, NULL, SOCK_CLOEXEC) : -1;
+    int e = errno;
     close(ls);
+    if (fd < 0 && pid > 0) waitpid(pid, NULL, 0);
+    *pid_out = pid;
+    errno = e;
+    return fd;
+}
+
+struct stream_relay_arg {
+    char *const *argv;
+};
+
+static void stream_relay_body(int sock, void *arg)
+{
+    relay_main(sock, ((struct stream_relay_arg *)arg)->argv, "r0_0");
+}
+
+double relay_floor_once(size_t bytes, char *err, size_t errlen)
+{
+    char count[32];
+    snprintf(count, sizeof count, "%zu", bytes);
+    char *argv[] = {"/usr/bin/head", "-c", count, "/dev/zero", NULL};
+    struct stream_relay_arg ra = {argv};
+    double t0 = now_s();
+    pid_t pid = -1;
+    int fd = fork_relay(stream_relay_body, &ra, &pid);
     if (fd < 0) {
         snprintf(err, errlen, "relay: %s", strerror(errno));
-        if (pid > 0) waitpid(pid, NULL, 0);
         return -1;
     }
     struct wsc c;
@@ -232,27 +250,19 @@ static void http_relay_main(int sock, int web_port, const char *path)
     _exit(0);
 }
 
+struct http_relay_arg {
+    int web_port;
+    const char *path;
+};
+
+static void http_relay_body(int sock, void *arg)
+{
+    struct http_relay_arg *ha = arg;
+    http_relay_main(sock, ha->web_port, ha->path);
+}
+
 int relay_http_start(int web_port, const char *path, pid_t *pid_out)
 {
-    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t al = sizeof a;
-    if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) < 0 || listen(ls, 1) < 0 ||
-        getsockname(ls, (struct sockaddr *)&a, &al) < 0) {
-        if (ls >= 0) close(ls);
-        return -1;
-    }
-    pid_t pid = fork();
-    if (pid == 0) {
-        int s = socket(AF_INET, SOCK_STREAM, 0);
-        int one = 1;
-        setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        if (connect(s, (struct sockaddr *)&a, sizeof a) < 0) _exit(1);
-        http_relay_main(s, web_port, path);
-    }
-    int fd = pid > 0 ? accept4(ls, NULL, NULL, SOCK_CLOEXEC) : -1;
-    close(ls);
-    if (fd < 0 && pid > 0) waitpid(pid, NULL, 0);
-    *pid_out = pid;
-    return fd;
+    struct http_relay_arg ha = {web_port, path};
+    return fork_relay(http_relay_body, &ha, pid_out);
 }

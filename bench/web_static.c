@@ -20,25 +20,12 @@
 #define IO_TIMEOUT_MS 30000
 #define COPY_BUF (1 << 20)
 
-/* Writes all of buf to fd (blocking), 0 or -1. */
-static int send_all(int fd, const char *buf, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, buf, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        buf += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static void answer_status(int c, const char *status)
 {
     char head[256];
     int n = snprintf(head, sizeof head,
                      "HTTP/1.1 %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", status);
-    send_all(c, head, (size_t)n);
+    write_full(c, head, (size_t)n);
 }
 
 /* Reads the request head (up to its blank line) into req; its length, or -1. */
@@ -89,12 +76,12 @@ static void serve_conn(int c, int dirfd, char *buf)
                       "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
                       "Content-Length: %lld\r\nConnection: close\r\n\r\n",
                       (long long)st.st_size);
-    if (send_all(c, head, (size_t)hn) == 0 && !head_only) {
+    if (write_full(c, head, (size_t)hn) == 0 && !head_only) {
         off_t off = 0;
         while (off < st.st_size) {
             ssize_t k = pread(fd, buf, COPY_BUF, off);
             if (k < 0 && errno == EINTR) continue;
-            if (k <= 0 || send_all(c, buf, (size_t)k) < 0) break;
+            if (k <= 0 || write_full(c, buf, (size_t)k) < 0) break;
             off += k;
         }
     }
@@ -103,13 +90,10 @@ static void serve_conn(int c, int dirfd, char *buf)
 
 pid_t web_static_start(const char *dir, int *port_out)
 {
+    struct sockaddr_in a;
     int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t al = sizeof a;
-    if (dirfd < 0 || l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 ||
-        listen(l, 64) < 0 || getsockname(l, (struct sockaddr *)&a, &al) < 0) {
-        if (l >= 0) close(l);
+    int l = dirfd < 0 ? -1 : listen_loopback(64, &a);
+    if (l < 0) {
         if (dirfd >= 0) close(dirfd);
         return -1;
     }
