@@ -1,9 +1,9 @@
 /* scenarios_http.c: scenarios 8 and 9 of exec-bench.
  *
- * 8: a streamed http/request download. A local web server (web_static.c: sendfile,
- * so that it takes as little of the machine as it can) serves a file of O.http_bytes; each server under test downloads it with http/request
- * {streamResponse:true} while the driver decodes every http/request/bodyDelta and
- * checks the byte count. The floor is `curl -o /dev/null` of the same URL: the same
+ * 8: a streamed http/request download. A local web server (web_static.c, which takes
+ * as little of the machine as it can) serves a file of O.http_bytes; each server under
+ * test downloads it with http/request {streamResponse:true} while the driver decodes
+ * every http/request/bodyDelta and checks the byte count. The floor is `curl -o /dev/null` of the same URL: the same
  * HTTP work with no JSON-RPC in between. Row 8b is ours again against the protocol
  * floor (relay_floor.c): the body framed as bodyDeltas by a minimal relay process.
  *
@@ -234,8 +234,7 @@ static struct cell proxy_one(struct server *s, const char *url)
             if (!js_get(m, "method", &v) || !js_get(m, "params", &p) ||
                 !js_get(p, "processId", &pid) || !js_str(pid, &pid) || !span_eq(pid, id))
                 continue;
-            if (span_eq(v, "\"process/closed\""))
-                closed = true;
+            if (span_eq(v, "\"process/closed\"")) closed = true;
             else if (span_eq(v, "\"process/output\"") && js_get(p, "chunk", &chunk) &&
                      js_str(chunk, &chunk) && tl + base64_decoded_max(chunk.n) < 4000) {
                 size_t got = 0;
@@ -267,16 +266,8 @@ static struct cell proxy_floor(const char *url)
     double *t = xcalloc((size_t)O.runs, sizeof *t);
     struct cell out;
     for (int r = 0; r < O.runs; r++) {
-        char *argv[] = {"/usr/bin/curl",
-                        "-s",
-                        "--noproxy",
-                        "*",
-                        "-o",
-                        "/dev/null",
-                        "-w",
-                        "%{time_total} %{size_download}",
-                        (char *)url,
-                        NULL};
+        char *argv[] = {"/usr/bin/curl", "-s", "--noproxy", "*", "-o", "/dev/null", "-w",
+                        "%{time_total} %{size_download}", (char *)url, NULL};
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0) return failure("pipe");
         posix_spawn_file_actions_t fa;

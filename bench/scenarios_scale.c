@@ -278,11 +278,14 @@ static struct scale_result scale_run(struct server *s)
     int nlight = nl / 10 > 0 ? nl / 10 : 1;
     if (!measure_under_load(&m, c, nlight, k, &next, ours, fl, e, sizeof e, &r.light)) goto fail;
     goto out;
-fail:
-    r.heavy.oneshot = failure("%s", e);
-    if (!r.light.oneshot.ok) r.light.oneshot = r.heavy.oneshot;
-    if (!r.rss.ok) r.rss = r.per_conn = r.heavy.oneshot;
-    if (!r.idle_many.ok) r.idle_many = r.heavy.oneshot;
+fail: {
+    /* What was measured before the failure stays; the rest says why it is missing. */
+    struct cell f = failure("%s", e);
+    if (!r.heavy.oneshot.ok) r.heavy.oneshot = f;
+    if (!r.light.oneshot.ok) r.light.oneshot = f;
+    if (!r.rss.ok) r.rss = r.per_conn = f;
+    if (!r.idle_many.ok) r.idle_many = f;
+}
 out:
     for (int i = 0; i < opened; i++) wsc_close(&c[i]);
     free(c);

@@ -26,14 +26,14 @@ struct ec_pending {
     struct ec_pending *next;
     int64_t id;
     int kind;
-    char *method;     /* owned */
-    json_t *params;   /* owned; kept so a retry can re-send it */
-    ec_process *reader; /* EC_PENDING_READ: the process (NULL once it was freed) */
+    char *method;                   /* owned */
+    json_t *params;                 /* owned; kept so a retry can re-send it */
+    ec_process *reader;             /* EC_PENDING_READ: the process (NULL once freed) */
     const struct ec_feature *owner; /* EC_PENDING_FEATURE: who takes the reply */
-    ec_tcp *tcp;      /* ec_tcp.c's request: the stream (NULL once it was freed) */
-    int tcp_op;       /* ec_tcp.c's request: what was asked */
-    size_t tcp_bytes; /* ec_tcp.c's request: tcp/data bytes in flight */
-    bool sent;        /* the whole request went out on the current connection */
+    ec_tcp *tcp;                    /* ec_tcp.c's request: the stream (NULL once freed) */
+    int tcp_op;                     /* ec_tcp.c's request: what was asked */
+    size_t tcp_bytes;               /* ec_tcp.c's request: tcp/data bytes in flight */
+    bool sent;                      /* the whole request went out on the current connection */
     bool done;
     json_t *result; /* owned until handed to the caller */
     ec_error err;

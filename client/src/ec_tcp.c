@@ -149,19 +149,22 @@ static void tcp_on_data(ec_client *c, const char *id, size_t id_len, const char 
     }
 }
 
-static void tcp_on_notification(ec_client *c, struct ec_msg *m)
+/* A tcp/ notification (true: taken, whether or not its stream is still known). */
+static bool tcp_on_notification(ec_client *c, struct ec_msg *m)
 {
+    if (strncmp(m->method, "tcp/", 4) != 0) return false;
     const char *id = json_string_value(json_object_get(m->params, "streamId"));
-    if (!id) return;
+    if (!id) return true;
     if (strcmp(m->method, "tcp/data") == 0) {
         const char *b64 = json_string_value(json_object_get(m->params, "dataBase64"));
         tcp_on_data(c, id, strlen(id), b64 ? b64 : "", b64 ? strlen(b64) : 0,
-                       json_is_true(json_object_get(m->params, "eof")));
-        return;
+                    json_is_true(json_object_get(m->params, "eof")));
+        return true;
     }
     ec_tcp *t = find(c, id);
     if (t && !t->ended && strcmp(m->method, "tcp/closed") == 0)
         push_closed(t, json_string_value(json_object_get(m->params, "error")));
+    return true;
 }
 
 static void tcp_on_loss(ec_client *c)
@@ -207,17 +210,10 @@ static bool tcp_on_raw(ec_client *c, const char *text, size_t len)
     return true;
 }
 
-static bool tcp_on_notify(ec_client *c, struct ec_msg *m)
-{
-    if (strncmp(m->method, "tcp/", 4) != 0) return false;
-    tcp_on_notification(c, m);
-    return true;
-}
-
 static const struct ec_feature tcp_feature = {
     .on_raw = tcp_on_raw,
     .on_reply = tcp_on_reply,
-    .on_notification = tcp_on_notify,
+    .on_notification = tcp_on_notification,
     .on_loss = tcp_on_loss,
     .free_all = tcp_free_all,
 };

@@ -1,8 +1,8 @@
 /* ec_util: what every module of the client library shares and that depends on none of
  * them: filling an ec_error, the monotonic clock with its deadlines, and string
- * vectors. Kept out of
- * ec_client.c so that the modules below the client (the connection, the message
- * layers, the file and tcp helpers) do not call back up into it for these. */
+ * vectors. Kept out of ec_client.c so that the modules below the client (the
+ * connection, the message layers, the file and tcp helpers) do not call back up into
+ * it for these. */
 #include "ec_util.h"
 
 #include "util/mem.h"

@@ -44,9 +44,9 @@ struct root_req {
     json_t *id;      /* borrowed from the params */
     const char *uri; /* as sent (borrowed), echoed back and used in messages */
     size_t uri_len;
-    char *path;      /* native */
-    char *uri_own;   /* the normalized echo when the sent URI needed it, or NULL */
-    char *sb_json;   /* the sandbox to enforce, or NULL */
+    char *path;          /* native */
+    char *uri_own;       /* the normalized echo when the sent URI needed it, or NULL */
+    char *sb_json;       /* the sandbox to enforce, or NULL */
     const char *refusal; /* a root-local error decided on the loop thread, or NULL */
 };
 
@@ -125,8 +125,10 @@ static void disc_done(uv_work_t *w, int status)
     struct disc_work *dw = w->data;
     for (size_t i = 0; i < dw->n; i++)
         if (dw->roots[i].sb_json) fs_helper_sweep_arm(dw->req->loop);
-    if (status < 0) rpc_reply_error(dw->req, RPC_INTERNAL_ERROR, "%s", uv_strerror(status));
-    else rpc_result_finish(dw->req, &dw->out);
+    if (status < 0)
+        rpc_reply_error(dw->req, RPC_INTERNAL_ERROR, "%s", uv_strerror(status));
+    else
+        rpc_result_finish(dw->req, &dw->out);
     disc_free(dw);
 }
 

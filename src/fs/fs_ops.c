@@ -397,20 +397,16 @@ static uint8_t *payload_decode(struct fs_work *fw, size_t *n, uint8_t **own, cha
     size_t max = base64_decoded_max(fw->b64_len) + 1;
     uint8_t *data;
     *own = NULL;
-    if (fw->b64_writable)
-        data = (uint8_t *)fw->b64;
-    else
-        data = *own = max >= BIGBUF_MIN ? bigbuf_alloc(max, NULL) : xmalloc(max);
+    if (fw->b64_writable) data = (uint8_t *)fw->b64;
+    else data = *own = max >= BIGBUF_MIN ? bigbuf_alloc(max, NULL) : xmalloc(max);
     if (base64_decode(fw->b64, fw->b64_len, data, n, detail, dlen) < 0) return NULL;
     return data;
 }
 
 static void payload_free(struct fs_work *fw, uint8_t *own)
 {
-    if (own && base64_decoded_max(fw->b64_len) + 1 >= BIGBUF_MIN)
-        bigbuf_free(own);
-    else
-        free(own);
+    if (own && base64_decoded_max(fw->b64_len) + 1 >= BIGBUF_MIN) bigbuf_free(own);
+    else free(own);
 }
 
 static void do_write_file(struct fs_work *fw)

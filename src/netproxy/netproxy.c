@@ -22,7 +22,8 @@
  * open libuv handle and one per request in flight (resolution, connect, write,
  * shutdown); it is freed when the last goes, whatever order libuv reports in.
  *
- * Below this file: np_decision.c (asking the client, reporting, refusing),
+ * Below this file: np_decision.c (the decision: the baseline policy, asking the
+ * client, reporting, refusing),
  * np_resolve.c (names resolved at once), and the layers it runs on a connection,
  * TLS interception (np_mitm.c) and the SOCKS5 UDP relay (np_udp.c), which reach back
  * only through np->relay (np_internal.h). */
@@ -36,7 +37,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -53,24 +53,11 @@
 #define NP_HIGH_WATER (1u << 20)
 #define NP_LOW_WATER (256u * 1024)
 #define NP_PENDING_IN_MAX (256u * 1024) /* client bytes held while deciding */
-#define NP_MAX_ASKS 256                  /* policy requests in flight per proxy */
 #define NP_MAX_CLIENTS 1024              /* proxied connections per proxy */
 
-static bool private_ips_via_upstream;
-
-/* The connection core's own calls, before their definitions; the layers below
- * (np_mitm.c, np_udp.c) reach some of them through np->relay (np_internal.h). */
-static void np_addr_text(const struct sockaddr *sa, char *out, size_t n);
-static void np_client_close(struct np_client *c);
-static void np_finish(struct np_client *c);
-static void np_write_owned(struct np_client *c, bool to_up, char *data, size_t len);
-static void np_write_copy(struct np_client *c, bool to_up, const void *data, size_t len);
-static void np_send(struct np_client *c, bool to_up, const void *data, size_t len);
-static void np_decide(struct np_client *c);
+/* Used before their definitions: the upstream's readiness (from the connect path) and
+ * the table of calls the layers below reach (at the end of the file). */
 static void np_upstream_ready(struct np_client *c);
-static void np_request_bytes(struct np_client *c, const char *data, size_t n);
-static void np_from_client(struct np_client *c, char *data, size_t n);
-static void np_from_upstream(struct np_client *c, char *data, size_t n);
 static const struct np_relay relay;
 
 /* Read buffers are recycled: a fresh 64 KiB malloc per read came back from the kernel
@@ -90,50 +77,6 @@ static void pool_put(char *p)
     if (!p) return;
     if (pool_n < NP_POOL_MAX) pool[pool_n++] = p;
     else free(p);
-}
-
-void netproxy_configure(bool via_upstream)
-{
-    private_ips_via_upstream = via_upstream;
-}
-
-static bool private_via_upstream(void)
-{
-    const char *e = getenv("CODEX_EXEC_SERVER_PROXY_PRIVATE_IPS_VIA_UPSTREAM");
-    return private_ips_via_upstream ||
-           (e && (strcmp(e, "1") == 0 || strcasecmp(e, "true") == 0));
-}
-
-/* An upstream proxy from the server's environment: http://host[:port] only (the
- * reference takes HTTP(S) proxies only; anything else is ignored with a warning). */
-static void upstream_from_env(const char *const *names, char *host, size_t hn, uint16_t *port)
-{
-    for (const char *const *n = names; *n; n++) {
-        const char *v = getenv(*n);
-        if (!v || !*v) continue;
-        if (strncasecmp(v, "http://", 7) != 0) {
-            log_warn("network proxy: %s is not an http:// proxy; upstream proxying ignores it",
-                     *n);
-            continue;
-        }
-        const char *a = v + 7;
-        size_t al = strcspn(a, "/");
-        char auth[NP_HOST_MAX];
-        if (al >= sizeof auth || memchr(a, '@', al)) continue;
-        memcpy(auth, a, al);
-        auth[al] = '\0';
-        uint16_t p = 80;
-        char *colon = auth[0] == '[' ? strstr(auth, "]:") : strrchr(auth, ':');
-        if (colon) {
-            char *ps = auth[0] == '[' ? colon + 2 : colon + 1;
-            long pv = strtol(ps, NULL, 10);
-            if (pv > 0 && pv < 65536) p = (uint16_t)pv;
-            *(auth[0] == '[' ? colon + 1 : colon) = '\0';
-        }
-        np_host_normalize(auth, host, hn);
-        *port = p;
-        return;
-    }
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -158,7 +101,6 @@ static void np_addr_text(const struct sockaddr *sa, char *out, size_t n)
     }
 }
 
-/* "2026-11-25T14:08:20.420Z", the reference's timestamp. */
 /* ---------------------------------------------------------------------------------- */
 /* The proxy */
 
@@ -240,16 +182,7 @@ int netproxy_start(uv_loop_t *loop, struct netproxy_params *p, struct session *s
     json_array_foreach(np->params.review, ri, v)
         np_policy_add(&np->policy, json_string_value(v), NP_PERM_REVIEW, why, sizeof why);
     np->policy.allow_local_binding = np->params.allow_local_binding;
-    if (np->params.allow_upstream_proxy) {
-        static const char *const http_names[] = {"HTTP_PROXY", "http_proxy", "ALL_PROXY",
-                                                  "all_proxy", NULL};
-        static const char *const https_names[] = {"HTTPS_PROXY", "https_proxy", "ALL_PROXY",
-                                                   "all_proxy", NULL};
-        upstream_from_env(http_names, np->up_http_host, sizeof np->up_http_host,
-                          &np->up_http_port);
-        upstream_from_env(https_names, np->up_connect_host, sizeof np->up_connect_host,
-                          &np->up_connect_port);
-    }
+    if (np->params.allow_upstream_proxy) np_upstream_from_env(np);
     int rc = listen_on(np, &np->http_l, &np->http_port);
     if (rc == 0 && np->params.enable_socks5) rc = listen_on(np, &np->socks_l, &np->socks_port);
     if (rc < 0) {
@@ -447,7 +380,6 @@ static void np_finish(struct np_client *c)
 /* Resolution and the upstream connection */
 
 static void connect_next(struct np_client *c);
-static void proceed_allowed(struct np_client *c);
 static void resolve(struct np_client *c);
 static void tunnel_ready(struct np_client *c);
 
@@ -493,7 +425,7 @@ static bool route_upstream(struct np_client *c)
             if (loop) return false;
             if (np_addr_non_public(sa)) any_private = true;
         }
-        if (any_private && !private_via_upstream()) return false;
+        if (any_private && !np_private_via_upstream()) return false;
     }
     c->via_upstream = true;
     snprintf(c->conn_host, sizeof c->conn_host, "%s", uh);
@@ -515,7 +447,7 @@ static void resolved(struct np_client *c)
             }
     }
     if (c->stage == NP_STAGE_CHECK) {
-        proceed_allowed(c);
+        np_proceed_allowed(c);
         return;
     }
     if (!c->route_decided) {
@@ -628,129 +560,6 @@ static void connect_next(struct np_client *c)
         c->up = NULL;
         c->addr_i++;
         connect_next(c);
-    }
-}
-
-/* ---------------------------------------------------------------------------------- */
-/* The decision */
-
-/* Allowed by the policy or the client: the limited-mode guard, then the connection. */
-static void proceed_allowed(struct np_client *c)
-{
-    struct netproxy *np = c->np;
-    c->stage = NP_STAGE_CONNECT;
-    np_report_client(c, "domain", "allow", c->decider_allowed ? "decider" : "baseline_policy",
-           c->decider_allowed ? np_reason_name(c->baseline) : "allow", c->decider_allowed);
-    if (np->params.limited && c->kind == NP_KIND_HTTP) {
-        if (c->is_connect && !np_mitm_wanted(c)) {
-            np_refuse(c, "non_domain", "deny", "mode_guard", "mitm_required");
-            return;
-        }
-        if (!c->is_connect && !np_method_allowed_limited(c->method)) {
-            np_refuse(c, "non_domain", "deny", "mode_guard", "method_not_allowed");
-            return;
-        }
-    }
-    resolve(c);
-}
-
-static void allowed(struct np_client *c, bool by_decider)
-{
-    c->decider_allowed = by_decider;
-    if (c->check_resolved) {
-        c->stage = NP_STAGE_CHECK;
-        resolve(c);
-        return;
-    }
-    proceed_allowed(c);
-}
-
-static void ask_done(struct np_client *c)
-{
-    if (c->call) {
-        rpc_call_cancel(c->call);
-        c->call = NULL;
-    }
-    c->np->n_asks--;
-    uv_timer_stop(&c->timer);
-}
-
-static void decider_denied(struct np_client *c, const char *decision, const char *reason)
-{
-    np_refuse(c, "domain", decision, "decider", reason ? reason : "not_allowed");
-}
-
-/* The client's answer: {"decision":{"type":"allow"}} or {"type":"deny"|"ask",
- * "reason":".."}. Anything else, an error or a closed connection denies at once
- * (verified). */
-static void on_answer(void *ctx, enum rpc_call_outcome outcome, json_t *value)
-{
-    struct np_client *c = ctx;
-    c->call = NULL; /* the call is over either way */
-    ask_done(c);
-    if (outcome != RPC_CALL_RESULT) {
-        decider_denied(c, "deny", NULL);
-        return;
-    }
-    json_t *d = json_object_get(value, "decision");
-    const char *type = json_string_value(json_object_get(d, "type"));
-    const char *reason = json_string_value(json_object_get(d, "reason"));
-    if (type && strcmp(type, "allow") == 0) {
-        allowed(c, true);
-    } else if (type && reason && (strcmp(type, "deny") == 0 || strcmp(type, "ask") == 0)) {
-        char r[256];
-        snprintf(r, sizeof r, "%s", reason);
-        decider_denied(c, type, r);
-    } else {
-        decider_denied(c, "deny", NULL);
-    }
-}
-
-static void on_ask_timeout(uv_timer_t *t)
-{
-    struct np_client *c = t->data;
-    ask_done(c);
-    decider_denied(c, "deny", NULL);
-}
-
-
-static void ask(struct np_client *c)
-{
-    struct netproxy *np = c->np;
-    if (np->n_asks >= NP_MAX_ASKS) {
-        decider_denied(c, "deny", NULL);
-        return;
-    }
-    c->call = np_ask(np, c->protocol, c->host, c->port, on_answer, c);
-    if (!c->call) {
-        decider_denied(c, "deny", NULL);
-        return;
-    }
-    np->n_asks++;
-    c->stage = NP_STAGE_ASK;
-    uv_timer_start(&c->timer, on_ask_timeout, np->params.timeout_ms, 0);
-}
-
-/* Decides the connection to c->host:c->port (the request parsed). */
-static void np_decide(struct np_client *c)
-{
-    struct netproxy *np = c->np;
-    c->stage = NP_STAGE_DECIDE;
-    if (c->kind == NP_KIND_SOCKS && np->params.limited) {
-        /* SOCKS cannot show a method: limited mode refuses it outright (verified) */
-        np_refuse(c, "non_domain", "deny", "mode_guard", "method_not_allowed");
-        return;
-    }
-    bool check = false;
-    c->baseline = np_policy_baseline(&np->policy, c->host, &check);
-    c->check_resolved = check;
-    switch (c->baseline) {
-    case NP_REASON_ALLOW: allowed(c, false); return;
-    case NP_REASON_NOT_ALLOWED:
-        if (np->params.has_timeout) ask(c);
-        else np_refuse(c, "domain", "deny", "baseline_policy", "not_allowed");
-        return;
-    default: np_refuse(c, "domain", "deny", "baseline_policy", np_reason_name(c->baseline)); return;
     }
 }
 
@@ -1011,7 +820,7 @@ static void tunnel_ready(struct np_client *c)
         int hn = snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\ndate: %s\r\n\r\n", date);
         np_write_copy(c, false, head, (size_t)hn);
         c->mode = c->mode_up = NP_MODE_RAW;
-        if (np_mitm_wanted(c)) {
+        if (np_interception_wanted(c)) {
             if (np_mitm_start(c) < 0) {
                 np_client_close(c);
                 return;
@@ -1045,8 +854,8 @@ static void http_request(struct np_client *c)
     c->stage = NP_STAGE_DECIDE;
     if (rc < 0) {
         np_reply_simple(c, rc == -E2BIG ? 431 : 400,
-                     rc == -E2BIG ? "Request Header Fields Too Large" : "Bad Request", NULL, NULL,
-                     "");
+                        rc == -E2BIG ? "Request Header Fields Too Large" : "Bad Request", NULL,
+                        NULL, "");
         return;
     }
     snprintf(c->method, sizeof c->method, "%.*s", (int)(h.method_len < 23 ? h.method_len : 23),
@@ -1382,4 +1191,5 @@ static const struct np_relay relay = {
     .write_copy = np_write_copy,
     .from_client = np_from_client,
     .from_upstream = np_from_upstream,
+    .resolve = resolve,
 };

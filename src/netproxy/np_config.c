@@ -10,12 +10,21 @@
  * credential provider (snake_case, unknown keys rejected). unixSockets is accepted
  * and has no effect: on Linux the reference refuses every unix-socket request
  * (x-unix-socket) as unsupported, and so does ours. managedNetwork is checked to be
- * an object and otherwise ignored (its content is for the sandbox). */
+ * an object and otherwise ignored (its content is for the sandbox).
+ *
+ * Also the settings the proxy takes from the server rather than the request: whether
+ * non-public addresses may go through an upstream proxy, and the upstream proxies of
+ * the server's environment (HTTP(S)_PROXY, ALL_PROXY). */
 #include "netproxy/netproxy.h"
+#include "netproxy/np_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+
+#include "core/log.h"
 
 #include "rpc/params.h"
 
@@ -254,4 +263,64 @@ void netproxy_params_free(struct netproxy_params *p)
     json_decref(p->providers);
     json_decref(p->review);
     p->domains = p->providers = p->review = NULL;
+}
+
+/* ---- the server's settings and environment ------------------------------------- */
+
+static bool private_ips_via_upstream;
+
+void netproxy_configure(bool via_upstream)
+{
+    private_ips_via_upstream = via_upstream;
+}
+
+bool np_private_via_upstream(void)
+{
+    const char *e = getenv("CODEX_EXEC_SERVER_PROXY_PRIVATE_IPS_VIA_UPSTREAM");
+    return private_ips_via_upstream ||
+           (e && (strcmp(e, "1") == 0 || strcasecmp(e, "true") == 0));
+}
+
+/* An upstream proxy from the server's environment: http://host[:port] only (the
+ * reference takes HTTP(S) proxies only; anything else is ignored with a warning). */
+static void upstream_from_names(const char *const *names, char *host, size_t hn, uint16_t *port)
+{
+    for (const char *const *n = names; *n; n++) {
+        const char *v = getenv(*n);
+        if (!v || !*v) continue;
+        if (strncasecmp(v, "http://", 7) != 0) {
+            log_warn("network proxy: %s is not an http:// proxy; upstream proxying ignores it",
+                     *n);
+            continue;
+        }
+        const char *a = v + 7;
+        size_t al = strcspn(a, "/");
+        char auth[NP_HOST_MAX];
+        if (al >= sizeof auth || memchr(a, '@', al)) continue;
+        memcpy(auth, a, al);
+        auth[al] = '\0';
+        uint16_t p = 80;
+        char *colon = auth[0] == '[' ? strstr(auth, "]:") : strrchr(auth, ':');
+        if (colon) {
+            char *ps = auth[0] == '[' ? colon + 2 : colon + 1;
+            long pv = strtol(ps, NULL, 10);
+            if (pv > 0 && pv < 65536) p = (uint16_t)pv;
+            *(auth[0] == '[' ? colon + 1 : colon) = '\0';
+        }
+        np_host_normalize(auth, host, hn);
+        *port = p;
+        return;
+    }
+}
+
+void np_upstream_from_env(struct netproxy *np)
+{
+    static const char *const http_names[] = {"HTTP_PROXY", "http_proxy", "ALL_PROXY",
+                                              "all_proxy", NULL};
+    static const char *const https_names[] = {"HTTPS_PROXY", "https_proxy", "ALL_PROXY",
+                                               "all_proxy", NULL};
+    upstream_from_names(http_names, np->up_http_host, sizeof np->up_http_host,
+                        &np->up_http_port);
+    upstream_from_names(https_names, np->up_connect_host, sizeof np->up_connect_host,
+                        &np->up_connect_port);
 }

@@ -1,5 +1,6 @@
-/* np_decision: the proxy's side of a decision on a connection: asking the client
- * (network/policyRequest), reporting what was decided (network/policyDecision to the
+/* np_decision: the proxy's decision on a connection: the baseline policy and the
+ * limited-mode guard, asking the client (network/policyRequest, bounded in number
+ * and in time), reporting what was decided (network/policyDecision to the
  * attached connection, the metric, a log line; never a body, a header or a
  * credential) and refusing in the protocol's way (a SOCKS5 reply, a plain-text 403
  * for CONNECT, a JSON 403 for a forwarded request). Shared by the TCP path
@@ -14,10 +15,15 @@
 
 #include "core/log.h"
 #include "core/metrics.h"
+#include "netproxy/np_policy.h"
+#include "rpc/dispatch.h"
 #include "session/session.h"
 #include "transport/conn.h"
 #include "util/buf.h"
 
+#define NP_MAX_ASKS 256 /* policy requests in flight per proxy */
+
+/* "2026-11-25T14:08:20.420Z", the reference's timestamp. */
 static void timestamp(char *out, size_t n)
 {
     struct timeval tv;
@@ -35,11 +41,6 @@ void np_http_date(char *out, size_t n)
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(out, n, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-}
-
-static const char *kind_protocol(const struct np_client *c)
-{
-    return c->protocol;
 }
 
 static void put_field(struct buf *b, const char *k, const char *v, bool first)
@@ -87,7 +88,7 @@ void np_report(struct netproxy *np, const char *scope, const char *decision, con
 void np_report_client(struct np_client *c, const char *scope, const char *decision,
                       const char *source, const char *reason, bool override)
 {
-    np_report(c->np, scope, decision, source, reason, kind_protocol(c), c->host, c->port,
+    np_report(c->np, scope, decision, source, reason, c->protocol, c->host, c->port,
               c->kind == NP_KIND_HTTP && c->method[0] ? c->method : NULL, c->peer, override);
 }
 
@@ -106,7 +107,7 @@ void np_refuse(struct np_client *c, const char *scope, const char *decision, con
     if (c->is_connect) {
         /* CONNECT refusals carry the message as plain text (verified) */
         np_reply_simple(c, 403, "Forbidden", "text/plain", np_reason_header(reason),
-                     np_reason_message(reason));
+                        np_reason_message(reason));
         return;
     }
     struct buf body;
@@ -116,7 +117,7 @@ void np_refuse(struct np_client *c, const char *scope, const char *decision, con
     put_field(&body, "reason", reason, false);
     put_field(&body, "decision", decision, false);
     put_field(&body, "source", source, false);
-    put_field(&body, "protocol", kind_protocol(c), false);
+    put_field(&body, "protocol", c->protocol, false);
     buf_printf(&body, ",\"port\":%u", c->port);
     put_field(&body, "message", np_reason_message(reason), false);
     buf_putc(&body, '}');
@@ -126,7 +127,7 @@ void np_refuse(struct np_client *c, const char *scope, const char *decision, con
 }
 
 void np_reply_simple(struct np_client *c, int status, const char *reason,
-                         const char *content_type, const char *proxy_error, const char *body)
+                     const char *content_type, const char *proxy_error, const char *body)
 {
     char date[64];
     np_http_date(date, sizeof date);
@@ -150,4 +151,135 @@ struct rpc_call *np_ask(struct netproxy *np, const char *protocol, const char *h
     json_t *params = json_pack("{s:s,s:{s:s,s:s,s:i}}", "processId", np->process_id, "request",
                                "protocol", protocol, "host", host, "port", (int)port);
     return rpc_call_start(conn, "network/policyRequest", params, fn, ctx);
+}
+
+/* Whether a CONNECT tunnel is intercepted (np_internal.h): there is a CA, and limited
+ * mode or credential masking needs to see inside. */
+bool np_interception_wanted(const struct np_client *c)
+{
+    if (!c->np->mitm || !c->is_connect) return false;
+    return c->np->params.limited || np_cred_wants(c);
+}
+
+/* Allowed by the policy or the client: the limited-mode guard, then the connection
+ * (np_internal.h). */
+void np_proceed_allowed(struct np_client *c)
+{
+    struct netproxy *np = c->np;
+    c->stage = NP_STAGE_CONNECT;
+    np_report_client(c, "domain", "allow", c->decider_allowed ? "decider" : "baseline_policy",
+                     c->decider_allowed ? np_reason_name(c->baseline) : "allow",
+                     c->decider_allowed);
+    if (np->params.limited && c->kind == NP_KIND_HTTP) {
+        if (c->is_connect && !np_interception_wanted(c)) {
+            np_refuse(c, "non_domain", "deny", "mode_guard", "mitm_required");
+            return;
+        }
+        if (!c->is_connect && !np_method_allowed_limited(c->method)) {
+            np_refuse(c, "non_domain", "deny", "mode_guard", "method_not_allowed");
+            return;
+        }
+    }
+    np->relay->resolve(c);
+}
+
+static void allowed(struct np_client *c, bool by_decider)
+{
+    c->decider_allowed = by_decider;
+    if (c->check_resolved) {
+        c->stage = NP_STAGE_CHECK;
+        c->np->relay->resolve(c);
+        return;
+    }
+    np_proceed_allowed(c);
+}
+
+static void ask_done(struct np_client *c)
+{
+    if (c->call) {
+        rpc_call_cancel(c->call);
+        c->call = NULL;
+    }
+    c->np->n_asks--;
+    uv_timer_stop(&c->timer);
+}
+
+static void decider_denied(struct np_client *c, const char *decision, const char *reason)
+{
+    np_refuse(c, "domain", decision, "decider", reason ? reason : "not_allowed");
+}
+
+/* The client's answer: {"decision":{"type":"allow"}} or {"type":"deny"|"ask",
+ * "reason":".."}. Anything else, an error or a closed connection denies at once
+ * (verified). */
+static void on_answer(void *ctx, enum rpc_call_outcome outcome, json_t *value)
+{
+    struct np_client *c = ctx;
+    c->call = NULL; /* the call is over either way */
+    ask_done(c);
+    if (outcome != RPC_CALL_RESULT) {
+        decider_denied(c, "deny", NULL);
+        return;
+    }
+    json_t *d = json_object_get(value, "decision");
+    const char *type = json_string_value(json_object_get(d, "type"));
+    const char *reason = json_string_value(json_object_get(d, "reason"));
+    if (type && strcmp(type, "allow") == 0) {
+        allowed(c, true);
+    } else if (type && reason && (strcmp(type, "deny") == 0 || strcmp(type, "ask") == 0)) {
+        char r[256];
+        snprintf(r, sizeof r, "%s", reason);
+        decider_denied(c, type, r);
+    } else {
+        decider_denied(c, "deny", NULL);
+    }
+}
+
+static void on_ask_timeout(uv_timer_t *t)
+{
+    struct np_client *c = t->data;
+    ask_done(c);
+    decider_denied(c, "deny", NULL);
+}
+
+static void ask(struct np_client *c)
+{
+    struct netproxy *np = c->np;
+    if (np->n_asks >= NP_MAX_ASKS) {
+        decider_denied(c, "deny", NULL);
+        return;
+    }
+    c->call = np_ask(np, c->protocol, c->host, c->port, on_answer, c);
+    if (!c->call) {
+        decider_denied(c, "deny", NULL);
+        return;
+    }
+    np->n_asks++;
+    c->stage = NP_STAGE_ASK;
+    uv_timer_start(&c->timer, on_ask_timeout, np->params.timeout_ms, 0);
+}
+
+/* Decides the connection to c->host:c->port (the request parsed; np_internal.h). */
+void np_decide(struct np_client *c)
+{
+    struct netproxy *np = c->np;
+    c->stage = NP_STAGE_DECIDE;
+    if (c->kind == NP_KIND_SOCKS && np->params.limited) {
+        /* SOCKS cannot show a method: limited mode refuses it outright (verified) */
+        np_refuse(c, "non_domain", "deny", "mode_guard", "method_not_allowed");
+        return;
+    }
+    bool check = false;
+    c->baseline = np_policy_baseline(&np->policy, c->host, &check);
+    c->check_resolved = check;
+    switch (c->baseline) {
+    case NP_REASON_ALLOW: allowed(c, false); return;
+    case NP_REASON_NOT_ALLOWED:
+        if (np->params.has_timeout) ask(c);
+        else np_refuse(c, "domain", "deny", "baseline_policy", "not_allowed");
+        return;
+    default:
+        np_refuse(c, "domain", "deny", "baseline_policy", np_reason_name(c->baseline));
+        return;
+    }
 }

@@ -1,6 +1,7 @@
-/* np_internal: the proxy's structures, shared by netproxy.c (connections and
- * policy), np_mitm.c (TLS interception), np_cred.c (credential masking),
- * np_udp.c (SOCKS5 UDP) and np_resolve.c. Nothing outside src/netproxy includes it. */
+/* np_internal: the proxy's structures, shared by netproxy.c (connections),
+ * np_decision.c (policy decisions), np_config.c (settings), np_mitm.c (TLS
+ * interception), np_cred.c (credential masking), np_udp.c (SOCKS5 UDP) and
+ * np_resolve.c. Nothing outside src/netproxy includes it. */
 #ifndef EXEC_NETPROXY_NP_INTERNAL_H
 #define EXEC_NETPROXY_NP_INTERNAL_H
 
@@ -120,7 +121,8 @@ struct netproxy {
 };
 
 /* What the connection core (netproxy.c) does for the layers it runs on a connection,
- * TLS interception (np_mitm.c) and the SOCKS5 UDP relay (np_udp.c). They reach it
+ * the decision (np_decision.c), TLS interception (np_mitm.c) and the SOCKS5 UDP relay
+ * (np_udp.c). They reach it
  * through np->relay, set when the proxy starts, so they sit below the core, which
  * alone calls down into them. */
 struct np_relay {
@@ -136,15 +138,24 @@ struct np_relay {
     /* Plain bytes of an intercepted tunnel, back into the HTTP path (owned). */
     void (*from_client)(struct np_client *c, char *data, size_t n);
     void (*from_upstream)(struct np_client *c, char *data, size_t n);
+    /* Resolves the destination (c->host, or the upstream proxy) and connects. */
+    void (*resolve)(struct np_client *c);
 };
 
-/* np_decision.c: asking, reporting, refusing. np_ask sends network/policyRequest to
+/* np_decision.c: the decision on a connection, then asking, reporting, refusing.
+ * np_decide decides c->host:c->port once the request is parsed; np_proceed_allowed
+ * goes on with an allowed one once its addresses are checked (NP_STAGE_CHECK). np_ask sends network/policyRequest to
  * the connection the session is attached to; NULL when none is (or it is closing):
  * the caller denies. np_report reports one decision (notification, metric, log line;
  * method NULL: none, as for SOCKS); np_report_client the same for c's destination.
  * np_refuse reports a refusal and answers the client in its protocol's way;
  * np_reply_simple answers an HTTP client with a short response and ends the
  * connection. */
+void np_decide(struct np_client *c);
+void np_proceed_allowed(struct np_client *c);
+/* Whether c's CONNECT tunnel is to be intercepted (a CA, and limited mode or
+ * credential masking needing to see inside). */
+bool np_interception_wanted(const struct np_client *c);
 struct rpc_call *np_ask(struct netproxy *np, const char *protocol, const char *host,
                         uint16_t port, void (*fn)(void *, enum rpc_call_outcome, json_t *),
                         void *ctx);
@@ -166,6 +177,13 @@ int np_resolve_now(const char *host, uint16_t port, struct sockaddr_storage *out
 /* Reads the test overrides once (at the first proxy's start). */
 void np_resolve_load_overrides(void);
 
+/* np_config.c: the server's upstream proxy settings. np_private_via_upstream: whether
+ * non-public destinations may go through the upstream proxy
+ * (--proxy-private-ips-via-upstream or CODEX_EXEC_SERVER_PROXY_PRIVATE_IPS_VIA_UPSTREAM);
+ * np_upstream_from_env fills np's upstream proxies from HTTP(S)_PROXY/ALL_PROXY. */
+bool np_private_via_upstream(void);
+void np_upstream_from_env(struct netproxy *np);
+
 /* np_cred.c: credential masking */
 struct np_cred *np_cred_new(json_t *providers);
 void np_cred_free(struct np_cred *cr);
@@ -179,7 +197,6 @@ bool np_cred_wants(const struct np_client *c);
 /* np_mitm.c: TLS interception */
 int np_mitm_init(struct netproxy *np, char *err, size_t n);
 void np_mitm_free(struct netproxy *np);
-bool np_mitm_wanted(const struct np_client *c);
 int np_mitm_start(struct np_client *c);
 bool np_mitm_active(const struct np_client *c, bool up_side);
 void np_mitm_feed(struct np_client *c, bool from_up, const char *data, size_t n);
