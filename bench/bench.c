@@ -73,8 +73,9 @@ static void oneshot_rows(void)
         r->has_floor = true;
         scenario_oneshot(r);
     }
-    snprintf(name, sizeof name, "1b. one-shot /bin/true, ReadOnly sandbox (ms; floor: "
-                                "ours unsandboxed)");
+    snprintf(name, sizeof name,
+             "1b. one-shot /bin/true, ReadOnly sandbox (ms; floor: "
+             "ours unsandboxed)");
     if (row_on("1b")) {
         r = row_get(name, K_MS);
         progress("%s", name);
@@ -91,8 +92,9 @@ static void stream_rows(void)
     struct row *r = row_get(name, K_MBS);
     progress("%s", name);
     r->has_floor = true;
-    snprintf(name, sizeof name, "2b. streaming %zu MiB stdout (MB/s; floor: the protocol "
-                                "without a server)",
+    snprintf(name, sizeof name,
+             "2b. streaming %zu MiB stdout (MB/s; floor: the protocol "
+             "without a server)",
              O.stream_bytes >> 20);
     struct row *rp = row_get(name, K_MBS);
     rp->has_floor = true;
@@ -103,8 +105,7 @@ static void stream_rows(void)
 static void fanout_rows(void)
 {
     char name[96];
-    snprintf(name, sizeof name, "3. fan-out %d x /bin/true, one connection (ms)",
-             O.fanout_n);
+    snprintf(name, sizeof name, "3. fan-out %d x /bin/true, one connection (ms)", O.fanout_n);
     struct row *r = row_get(name, K_MS);
     progress("%s", name);
     r->has_floor = true;
@@ -116,8 +117,7 @@ static void conns_rows(void)
 {
     struct server s;
     char name[96];
-    snprintf(name, sizeof name, "4. %d connections: init + one command each (ms)",
-             O.conns_n);
+    snprintf(name, sizeof name, "4. %d connections: init + one command each (ms)", O.conns_n);
     struct row *r = row_get(name, K_MS);
     progress("%s", name);
     double acc[2][64];
@@ -175,7 +175,8 @@ static void fs_rows(void)
     /* One fs/writeFile message must stay under the 64 MiB message limit of both
      * servers: its base64 is 4/3 of the data, so 64 MiB cannot go in one call. */
     size_t wf = O.file_bytes;
-    while (base64_encoded_len(wf) + 4096 > (64u << 20)) wf /= 2;
+    while (base64_encoded_len(wf) + 4096 > (64u << 20))
+        wf /= 2;
     /* writeFile takes a contiguous encoding: re-encode the first wf bytes. */
     char *wf_b64 = xmalloc(base64_encoded_len(wf));
     {
@@ -246,8 +247,7 @@ static void sandboxed_fs_rows(void)
     char ws[PATH_MAX + 16];
     snprintf(ws, sizeof ws, "%s/ws", O.tmp);
     mkdir(ws, 0755);
-    struct row *rsb = row_on("7a") ? row_get("7a. fs/writeFile 4 KiB, sandboxed (ms)", K_MS)
-                                    : NULL;
+    struct row *rsb = row_on("7a") ? row_get("7a. fs/writeFile 4 KiB, sandboxed (ms)", K_MS) : NULL;
     struct row *run =
         row_on("7b") ? row_get("7b. fs/writeFile 4 KiB, no sandbox (ms)", K_MS) : NULL;
     progress("7. sandboxed fs latency");
@@ -283,11 +283,16 @@ static void run_scenarios(void)
 
 static void fmt_num(char *out, size_t n, double v, enum kind k)
 {
-    if (k == K_MBS) snprintf(out, n, "%.0f", v);
-    else if (k == K_MB) snprintf(out, n, "%.1f", v);
-    else if (v < 10) snprintf(out, n, "%.3f", v);
-    else if (v < 1000) snprintf(out, n, "%.1f", v);
-    else snprintf(out, n, "%.0f", v);
+    if (k == K_MBS)
+        snprintf(out, n, "%.0f", v);
+    else if (k == K_MB)
+        snprintf(out, n, "%.1f", v);
+    else if (v < 10)
+        snprintf(out, n, "%.3f", v);
+    else if (v < 1000)
+        snprintf(out, n, "%.1f", v);
+    else
+        snprintf(out, n, "%.0f", v);
 }
 
 static void fmt_cell(char *out, size_t n, const struct cell *c, enum kind k)
@@ -321,18 +326,20 @@ static void print_table(void)
         struct row *r = &rows[i];
         char o[256], ref[256], ratio[32] = "", fl[64] = "", vf[32] = "";
         fmt_cell(o, sizeof o, &r->v[0], r->kind);
-        if (have_ref()) fmt_cell(ref, sizeof ref, &r->v[1], r->kind);
-        else snprintf(ref, sizeof ref, "not run");
-        if (r->v[0].ok && r->v[1].ok) snprintf(ratio, sizeof ratio, "%.1fx",
-                                               better(r->v[0].p50, r->v[1].p50, r->kind));
+        if (have_ref())
+            fmt_cell(ref, sizeof ref, &r->v[1], r->kind);
+        else
+            snprintf(ref, sizeof ref, "not run");
+        if (r->v[0].ok && r->v[1].ok)
+            snprintf(ratio, sizeof ratio, "%.1fx", better(r->v[0].p50, r->v[1].p50, r->kind));
         if (r->has_floor) {
             fmt_cell(fl, sizeof fl, &r->floor, r->kind);
             if (r->v[0].ok && r->floor.ok) {
                 if (r->kind == K_MBS)
                     snprintf(vf, sizeof vf, "%.2f of floor", r->v[0].p50 / r->floor.p50);
                 else
-                    snprintf(vf, sizeof vf, "%.2fx floor (+%.3f ms)",
-                             r->v[0].p50 / r->floor.p50, r->v[0].p50 - r->floor.p50);
+                    snprintf(vf, sizeof vf, "%.2fx floor (+%.3f ms)", r->v[0].p50 / r->floor.p50,
+                             r->v[0].p50 - r->floor.p50);
             }
         }
         printf("| %s | %s | %s | %s | %s | %s |\n", r->name, o, ref, ratio, fl, vf);
@@ -393,19 +400,18 @@ static void print_targets(void)
     struct row *r;
     if ((r = row_find("1.")) && r->v[0].ok && r->floor.ok) {
         double d = r->v[0].p50 - r->floor.p50;
-        target("one-shot p50 within 0.5 ms of the posix_spawn floor", true, d <= 0.5,
-               "(+%.3f ms)", d);
+        target("one-shot p50 within 0.5 ms of the posix_spawn floor", true, d <= 0.5, "(+%.3f ms)",
+               d);
         if (r->v[1].ok)
             target("one-shot p50 at least 30x faster than the reference", true,
                    r->v[1].p50 / r->v[0].p50 >= 30, "(%.1fx)", r->v[1].p50 / r->v[0].p50);
     }
     if ((r = row_find("2.")) && r->v[0].ok && r->floor.ok)
-        target("streaming at least half the pipe floor", true,
-               r->v[0].p50 >= r->floor.p50 / 2, "(%.2f of floor%s)", r->v[0].p50 / r->floor.p50,
-               "");
+        target("streaming at least half the pipe floor", true, r->v[0].p50 >= r->floor.p50 / 2,
+               "(%.2f of floor%s)", r->v[0].p50 / r->floor.p50, "");
     if ((r = row_find("2.")) && r->v[0].ok && r->v[1].ok)
-        target("streaming about 3x the reference", true, r->v[0].p50 >= 3 * r->v[1].p50,
-               "(%.1fx)", r->v[0].p50 / r->v[1].p50);
+        target("streaming about 3x the reference", true, r->v[0].p50 >= 3 * r->v[1].p50, "(%.1fx)",
+               r->v[0].p50 / r->v[1].p50);
     if ((r = row_find("3.")) && r->v[0].ok && r->floor.ok)
         target("fan-out within 2x of the spawn floor", true, r->v[0].p50 <= 2 * r->floor.p50,
                "(%.2fx)", r->v[0].p50 / r->floor.p50);
@@ -416,9 +422,8 @@ static void print_targets(void)
                r->v[0].p50);
     struct row *idle = row_find("6a.");
     if ((r = row_find("6c.")) && r->v[0].ok && idle && idle->v[0].ok)
-        target("RSS bounded while a client does not read", true,
-               r->v[0].p50 - idle->v[0].p50 < 32, "(peak %.1f MB, idle + %.1f MB)", r->v[0].p50,
-               r->v[0].p50 - idle->v[0].p50);
+        target("RSS bounded while a client does not read", true, r->v[0].p50 - idle->v[0].p50 < 32,
+               "(peak %.1f MB, idle + %.1f MB)", r->v[0].p50, r->v[0].p50 - idle->v[0].p50);
     if ((r = row_find("9.")) && r->v[0].ok && r->floor.ok)
         target("download through the network proxy within 1.3x of direct (issue 24)", true,
                r->v[0].p50 <= 1.3 * r->floor.p50, "(%.2fx)", r->v[0].p50 / r->floor.p50);
@@ -431,30 +436,29 @@ static void print_targets(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: exec-bench [options]\n"
-            "  --ours PATH          our server (default: exec-server beside exec-bench)\n"
-            "  --ref PATH           reference codex binary (default: ~" REF_GLOB ")\n"
-            "  --no-ref             run only our server\n"
-            "  --scenarios LIST     comma-separated scenario numbers 1-10 (default: all)\n"
-            "  --quick              small sizes for a smoke test\n"
-            "  --runs N             repetitions of streaming, fan-out, connections, files\n"
-            "  --oneshot N          sequential one-shot runs (500)\n"
-            "  --stream-mib N       streaming size in MiB (256)\n"
-            "  --fanout N           processes started at once (200)\n"
-            "  --conns N            connections (500)\n"
-            "  --file-mib N         file size in MiB (64)\n"
-            "  --walk N             entries in the walked tree (50000)\n"
-            "  --procs N            live processes for the memory figure (500)\n"
-            "  --mem-stream-mb N    size of the unread stream in MB (1000)\n"
-            "  --sandbox-n N        sandboxed writes (200)\n"
-            "  --proxy-mib N        download through the network proxy, MiB (64)\n"
-            "  --scale-conns N      connections held open in scenario 10 (10000)\n"
-            "  --scale-load N       of those, how many run /bin/true every 100 ms (100)\n"
-            "  --scale-oneshots N   one-shots measured, loaded and not (200)\n"
-            "  --only LIST          only these rows, e.g. 5b,7b (5 = all of 5a-5d)\n"
-            "environment: EXEC_BENCH_WRAP=\"CMD ARGS\" runs our server under CMD (a profiler);\n"
-            "TMPDIR is where the file scenarios write (default /tmp)\n");
+    fprintf(f, "usage: exec-bench [options]\n"
+               "  --ours PATH          our server (default: exec-server beside exec-bench)\n"
+               "  --ref PATH           reference codex binary (default: ~" REF_GLOB ")\n"
+               "  --no-ref             run only our server\n"
+               "  --scenarios LIST     comma-separated scenario numbers 1-10 (default: all)\n"
+               "  --quick              small sizes for a smoke test\n"
+               "  --runs N             repetitions of streaming, fan-out, connections, files\n"
+               "  --oneshot N          sequential one-shot runs (500)\n"
+               "  --stream-mib N       streaming size in MiB (256)\n"
+               "  --fanout N           processes started at once (200)\n"
+               "  --conns N            connections (500)\n"
+               "  --file-mib N         file size in MiB (64)\n"
+               "  --walk N             entries in the walked tree (50000)\n"
+               "  --procs N            live processes for the memory figure (500)\n"
+               "  --mem-stream-mb N    size of the unread stream in MB (1000)\n"
+               "  --sandbox-n N        sandboxed writes (200)\n"
+               "  --proxy-mib N        download through the network proxy, MiB (64)\n"
+               "  --scale-conns N      connections held open in scenario 10 (10000)\n"
+               "  --scale-load N       of those, how many run /bin/true every 100 ms (100)\n"
+               "  --scale-oneshots N   one-shots measured, loaded and not (200)\n"
+               "  --only LIST          only these rows, e.g. 5b,7b (5 = all of 5a-5d)\n"
+               "environment: EXEC_BENCH_WRAP=\"CMD ARGS\" runs our server under CMD (a profiler);\n"
+               "TMPDIR is where the file scenarios write (default /tmp)\n");
 }
 
 static void cleanup_tmp(void)
@@ -498,36 +502,52 @@ static int parse_args(int argc, char **argv, bool *no_ref)
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define OPT(name) (strcmp(a, name) == 0 && v && ++i)
-        if (strcmp(a, "--quick") == 0) quick_sizes(runs_set);
-        else if (strcmp(a, "--no-ref") == 0) *no_ref = true;
+        if (strcmp(a, "--quick") == 0)
+            quick_sizes(runs_set);
+        else if (strcmp(a, "--no-ref") == 0)
+            *no_ref = true;
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;
-        } else if (OPT("--ours")) O.ours = v;
-        else if (OPT("--ref")) O.ref = v;
+        } else if (OPT("--ours"))
+            O.ours = v;
+        else if (OPT("--ref"))
+            O.ref = v;
         else if (OPT("--scenarios")) {
             O.scenarios = scenario_bits(v);
         } else if (OPT("--runs")) {
             O.runs = atoi(v);
             runs_set = true;
-        } else if (OPT("--oneshot")) O.oneshot_n = atoi(v);
-        else if (OPT("--stream-mib")) O.stream_bytes = (size_t)atol(v) << 20;
-        else if (OPT("--fanout")) O.fanout_n = atoi(v);
-        else if (OPT("--conns")) O.conns_n = atoi(v);
-        else if (OPT("--file-mib")) O.file_bytes = (size_t)atol(v) << 20;
-        else if (OPT("--walk")) O.walk_entries = atoi(v);
-        else if (OPT("--procs")) O.mem_procs = atoi(v);
-        else if (OPT("--mem-stream-mb")) O.mem_stream_bytes = (size_t)atol(v) * 1000000;
-        else if (OPT("--sandbox-n")) O.sandbox_n = atoi(v);
-        else if (OPT("--proxy-mib")) O.proxy_bytes = (size_t)atol(v) << 20;
-        else if (OPT("--scale-conns")) O.scale_conns = atoi(v);
-        else if (OPT("--scale-load")) O.scale_load = atoi(v);
-        else if (OPT("--scale-oneshots")) O.scale_oneshots = atoi(v);
+        } else if (OPT("--oneshot"))
+            O.oneshot_n = atoi(v);
+        else if (OPT("--stream-mib"))
+            O.stream_bytes = (size_t)atol(v) << 20;
+        else if (OPT("--fanout"))
+            O.fanout_n = atoi(v);
+        else if (OPT("--conns"))
+            O.conns_n = atoi(v);
+        else if (OPT("--file-mib"))
+            O.file_bytes = (size_t)atol(v) << 20;
+        else if (OPT("--walk"))
+            O.walk_entries = atoi(v);
+        else if (OPT("--procs"))
+            O.mem_procs = atoi(v);
+        else if (OPT("--mem-stream-mb"))
+            O.mem_stream_bytes = (size_t)atol(v) * 1000000;
+        else if (OPT("--sandbox-n"))
+            O.sandbox_n = atoi(v);
+        else if (OPT("--proxy-mib"))
+            O.proxy_bytes = (size_t)atol(v) << 20;
+        else if (OPT("--scale-conns"))
+            O.scale_conns = atoi(v);
+        else if (OPT("--scale-load"))
+            O.scale_load = atoi(v);
+        else if (OPT("--scale-oneshots"))
+            O.scale_oneshots = atoi(v);
         else if (OPT("--only")) {
             O.only = v;
             O.scenarios = scenario_bits(v);
-        }
-        else {
+        } else {
             fprintf(stderr, "exec-bench: unknown or incomplete option %s\n", a);
             usage(stderr);
             return 2;
@@ -562,7 +582,8 @@ static void find_servers(bool no_ref)
         O.ours = ours_default;
     }
     static char refbuf[PATH_MAX];
-    if (no_ref) O.ref = NULL;
+    if (no_ref)
+        O.ref = NULL;
     else if (!O.ref) {
         const char *home = getenv("HOME");
         char pat[PATH_MAX];
@@ -600,12 +621,24 @@ static void raise_fd_limit(void)
 
 int main(int argc, char **argv)
 {
-    O = (struct opts){.scenarios = 0x7FE, .http_bytes = 256u << 20, .proxy_bytes = 64u << 20,
-                      .scale_conns = 10000, .scale_load = 100, .scale_period_ms = 100,
-                      .scale_oneshots = 200, .runs = 5, .oneshot_n = 500, .stream_bytes = 256u << 20,
-                      .fanout_n = 200, .conns_n = 500, .file_bytes = 64u << 20,
-                      .walk_entries = 50000, .mem_procs = 500,
-                      .mem_stream_bytes = 1000000000, .mem_stream_secs = 3, .sandbox_n = 200};
+    O = (struct opts){.scenarios = 0x7FE,
+                      .http_bytes = 256u << 20,
+                      .proxy_bytes = 64u << 20,
+                      .scale_conns = 10000,
+                      .scale_load = 100,
+                      .scale_period_ms = 100,
+                      .scale_oneshots = 200,
+                      .runs = 5,
+                      .oneshot_n = 500,
+                      .stream_bytes = 256u << 20,
+                      .fanout_n = 200,
+                      .conns_n = 500,
+                      .file_bytes = 64u << 20,
+                      .walk_entries = 50000,
+                      .mem_procs = 500,
+                      .mem_stream_bytes = 1000000000,
+                      .mem_stream_secs = 3,
+                      .sandbox_n = 200};
     bool no_ref = false;
     int rc = parse_args(argc, argv, &no_ref);
     if (rc >= 0) return rc;
@@ -619,8 +652,7 @@ int main(int argc, char **argv)
     /* TMPDIR picks the file system the file scenarios write to (tmpfs takes the
      * disk's writeback out of 5b, 5c and 7, leaving the servers' own cost). */
     const char *tmpdir = getenv("TMPDIR");
-    snprintf(O.tmp, sizeof O.tmp, "%s/exec-bench-XXXXXX",
-             tmpdir && tmpdir[0] ? tmpdir : "/tmp");
+    snprintf(O.tmp, sizeof O.tmp, "%s/exec-bench-XXXXXX", tmpdir && tmpdir[0] ? tmpdir : "/tmp");
     if (!mkdtemp(O.tmp)) {
         perror("mkdtemp");
         return 2;

@@ -56,7 +56,7 @@ struct opts {
     size_t proxy_bytes;
     int scale_conns, scale_load, scale_period_ms, scale_oneshots;
     const char *ours_extra[6]; /* more options for our server (NULL-terminated) */
-    const char *only; /* --only: comma-separated row ids ("5b,7b") or NULL for all */
+    const char *only;          /* --only: comma-separated row ids ("5b,7b") or NULL for all */
     char tmp[PATH_MAX];
 };
 
@@ -80,7 +80,6 @@ struct row {
     struct cell floor;
     bool has_floor;
 };
-
 
 struct server {
     int which; /* 0 ours, 1 reference */

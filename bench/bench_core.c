@@ -101,11 +101,11 @@ static int server_start(struct server *s, int which, char *err, size_t errlen)
             av[ac++] = (char *)O.ours;
             av[ac++] = "--listen";
             av[ac++] = "ws://127.0.0.1:0";
-            for (int i = 0; O.ours_extra[i] && ac < 62; i++) av[ac++] = (char *)O.ours_extra[i];
+            for (int i = 0; O.ours_extra[i] && ac < 62; i++)
+                av[ac++] = (char *)O.ours_extra[i];
             av[ac] = NULL;
             execvp(av[0], av);
-        }
-        else
+        } else
             execl(O.ref, O.ref, "exec-server", "--listen", "ws://127.0.0.1:0", (char *)NULL);
         _exit(127);
     }
@@ -317,7 +317,8 @@ void track_msg(void *ud, struct span m)
     size_t pl = strlen(t->prefix);
     if (id.n <= pl || memcmp(id.p, t->prefix, pl) != 0) return;
     int idx = 0;
-    for (size_t i = pl; i < id.n; i++) idx = idx * 10 + (id.p[i] - '0');
+    for (size_t i = pl; i < id.n; i++)
+        idx = idx * 10 + (id.p[i] - '0');
     if (idx < 0 || idx >= t->n) return;
     uint64_t seq = 0;
     if (js_get(params, "seq", &v) && js_u64(v, &seq)) {
@@ -340,9 +341,8 @@ void track_msg(void *ud, struct span m)
             }
             t->bytes += got;
         } else {
-            size_t pad = chunk.n >= 2 ? (chunk.p[chunk.n - 1] == '=') +
-                                            (chunk.p[chunk.n - 2] == '=')
-                                      : 0;
+            size_t pad =
+                chunk.n >= 2 ? (chunk.p[chunk.n - 1] == '=') + (chunk.p[chunk.n - 2] == '=') : 0;
             t->bytes += chunk.n / 4 * 3 - pad;
         }
     } else if (span_eq(method, "\"process/closed\"")) {
@@ -413,7 +413,8 @@ double pipe_floor(char *const argv[], uint64_t *bytes, struct rusage *ru)
     if (pid < 0) return -1;
     uint64_t total = 0;
     ssize_t r;
-    while ((r = read(fd, buf, sizeof buf)) > 0) total += (uint64_t)r;
+    while ((r = read(fd, buf, sizeof buf)) > 0)
+        total += (uint64_t)r;
     close(fd);
     wait4(pid, NULL, 0, ru);
     *bytes = total;
@@ -510,7 +511,8 @@ bool start_or_fail(struct server *s, int which, struct row **rs, int nr)
 {
     char err[256];
     if (server_start(s, which, err, sizeof err) == 0) return true;
-    for (int i = 0; i < nr; i++) record(rs[i], which, failure("%s", err));
+    for (int i = 0; i < nr; i++)
+        record(rs[i], which, failure("%s", err));
     return false;
 }
 

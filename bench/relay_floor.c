@@ -75,7 +75,8 @@ static void relay_main(int sock, char *const argv[], const char *id)
     enum { NMSG = RELAY_READ / RELAY_CHUNK };
     size_t msg_cap = 10 + base64_encoded_len(RELAY_CHUNK) + 256;
     char *msg[NMSG];
-    for (int i = 0; i < NMSG; i++) msg[i] = xmalloc(msg_cap);
+    for (int i = 0; i < NMSG; i++)
+        msg[i] = xmalloc(msg_cap);
     struct iovec iov[NMSG];
     uint64_t seq = 0;
     for (;;) {
@@ -189,8 +190,8 @@ static struct iovec http_delta(char *msg, uint64_t seq, const uint8_t *data, siz
                      "\"floor-1\",\"seq\":%llu,\"deltaBase64\":\"",
                      (unsigned long long)seq);
     size_t len = (size_t)h + base64_encode(data, n, j + h);
-    const char *tail = done ? "\",\"done\":true,\"error\":null}}"
-                            : "\",\"done\":false,\"error\":null}}";
+    const char *tail =
+        done ? "\",\"done\":true,\"error\":null}}" : "\",\"done\":false,\"error\":null}}";
     memcpy(j + len, tail, strlen(tail));
     len += strlen(tail);
     struct iovec v;
@@ -208,14 +209,15 @@ static void http_relay_main(int sock, int web_port, const char *path)
     if (web < 0 || connect(web, (struct sockaddr *)&a, sizeof a) < 0) _exit(1);
     char req[512];
     int rn = snprintf(req, sizeof req,
-                      "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n",
-                      path, web_port);
+                      "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n", path,
+                      web_port);
     if (write(web, req, (size_t)rn) != rn) _exit(1);
     static uint8_t in[HTTP_READ];
     enum { NMSG = HTTP_READ / HTTP_PIECE };
     size_t msg_cap = 10 + 256 + base64_encoded_len(HTTP_PIECE);
     char *msg[NMSG];
-    for (int i = 0; i < NMSG; i++) msg[i] = xmalloc(msg_cap);
+    for (int i = 0; i < NMSG; i++)
+        msg[i] = xmalloc(msg_cap);
     struct iovec iov[NMSG];
     uint64_t seq = 0;
     bool in_body = false;

@@ -194,7 +194,6 @@ done:
     return out;
 }
 
-
 struct cell walk_one(struct server *s)
 {
     struct wsc c;
@@ -246,13 +245,11 @@ struct cell cmd_floor(char *const argv[], const char *out_path)
         if (out_path) {
             posix_spawn_file_actions_t fa;
             posix_spawn_file_actions_init(&fa);
-            posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC,
-                                             0644);
+            posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
             double t0 = now_s();
             pid_t pid;
             memset(&ru, 0, sizeof ru);
-            if (posix_spawn(&pid, argv[0], &fa, NULL, argv, environ) == 0)
-                wait4(pid, NULL, 0, &ru);
+            if (posix_spawn(&pid, argv[0], &fa, NULL, argv, environ) == 0) wait4(pid, NULL, 0, &ru);
             ms = (now_s() - t0) * 1e3;
             posix_spawn_file_actions_destroy(&fa);
         } else {
@@ -271,7 +268,6 @@ struct cell cmd_floor(char *const argv[], const char *out_path)
 }
 
 /* ------------------------------------------------------------------ 6. memory */
-
 
 struct mem_result mem_run(struct server *s)
 {

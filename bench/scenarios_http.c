@@ -3,9 +3,9 @@
  * 8: a streamed http/request download. A local web server (web_static.c, which takes
  * as little of the machine as it can) serves a file of O.http_bytes; each server under
  * test downloads it with http/request {streamResponse:true} while the driver decodes
- * every http/request/bodyDelta and checks the byte count. The floor is `curl -o /dev/null` of the same URL: the same
- * HTTP work with no JSON-RPC in between. Row 8b is ours again against the protocol
- * floor (relay_floor.c): the body framed as bodyDeltas by a minimal relay process.
+ * every http/request/bodyDelta and checks the byte count. The floor is `curl -o /dev/null` of the
+ * same URL: the same HTTP work with no JSON-RPC in between. Row 8b is ours again against the
+ * protocol floor (relay_floor.c): the body framed as bodyDeltas by a minimal relay process.
  *
  * 9: a download through the managed-network proxy. The same kind of server serves
  * O.proxy_bytes; a process/start with `networkProxy` runs curl in the child, which
@@ -137,7 +137,8 @@ static struct cell http_protocol_floor(const char *url)
         struct wsc c;
         wsc_attach(&c, fd);
         struct span msg;
-        while (!hc.done && wsc_wait(&c, &msg, TIMEOUT_MS) >= 0) count_delta(&hc, msg);
+        while (!hc.done && wsc_wait(&c, &msg, TIMEOUT_MS) >= 0)
+            count_delta(&hc, msg);
         double dt = (now_s() - t0) * 1e3;
         wsc_close(&c);
         waitpid(pid, NULL, 0);
@@ -234,7 +235,8 @@ static struct cell proxy_one(struct server *s, const char *url)
             if (!js_get(m, "method", &v) || !js_get(m, "params", &p) ||
                 !js_get(p, "processId", &pid) || !js_str(pid, &pid) || !span_eq(pid, id))
                 continue;
-            if (span_eq(v, "\"process/closed\"")) closed = true;
+            if (span_eq(v, "\"process/closed\""))
+                closed = true;
             else if (span_eq(v, "\"process/output\"") && js_get(p, "chunk", &chunk) &&
                      js_str(chunk, &chunk) && tl + base64_decoded_max(chunk.n) < 4000) {
                 size_t got = 0;
@@ -266,8 +268,16 @@ static struct cell proxy_floor(const char *url)
     double *t = xcalloc((size_t)O.runs, sizeof *t);
     struct cell out;
     for (int r = 0; r < O.runs; r++) {
-        char *argv[] = {"/usr/bin/curl", "-s", "--noproxy", "*", "-o", "/dev/null", "-w",
-                        "%{time_total} %{size_download}", (char *)url, NULL};
+        char *argv[] = {"/usr/bin/curl",
+                        "-s",
+                        "--noproxy",
+                        "*",
+                        "-o",
+                        "/dev/null",
+                        "-w",
+                        "%{time_total} %{size_download}",
+                        (char *)url,
+                        NULL};
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0) return failure("pipe");
         posix_spawn_file_actions_t fa;

@@ -34,7 +34,8 @@ void scenario_oneshot(struct row *r)
     struct pair p;
     int warm = 10, n = O.oneshot_n, block = 10;
     double *t[3];
-    for (int k = 0; k < 3; k++) t[k] = xcalloc((size_t)n, sizeof(double));
+    for (int k = 0; k < 3; k++)
+        t[k] = xcalloc((size_t)n, sizeof(double));
     for (int w = 0; w < (O.ref ? 2 : 1); w++) {
         pair_start(&p, r, w);
         track_init(&p.tr[w], "o", n + warm, false);
@@ -49,8 +50,10 @@ void scenario_oneshot(struct row *r)
             double c0 = p.up[w] ? server_cpu_ms(&p.s[w]) : 0;
             for (int i = i0; i < i1 && p.up[w]; i++) {
                 double v = oneshot_once(&p.c[w], &p.tr[w], i, i + 1, NULL);
-                if (v < 0) pair_fail(&p, r, w, p.tr[w].err);
-                else if (i >= warm) t[w][i - warm] = v;
+                if (v < 0)
+                    pair_fail(&p, r, w, p.tr[w].err);
+                else if (i >= warm)
+                    t[w][i - warm] = v;
             }
             if (p.up[w] && i0 >= warm) cpu += server_cpu_ms(&p.s[w]) - c0;
         }
@@ -63,7 +66,8 @@ void scenario_oneshot(struct row *r)
         pair_stop(&p);
     }
     r->floor = stats(t[2], n);
-    for (int k = 0; k < 3; k++) free(t[k]);
+    for (int k = 0; k < 3; k++)
+        free(t[k]);
 }
 
 /* 1b: the same one-shot under a ReadOnly sandbox ({root: read}, network
@@ -81,7 +85,8 @@ void scenario_oneshot_sandboxed(struct row *r)
              "\"value\":{\"kind\":\"root\"}},\"access\":\"read\"}]},\"network\":"
              "\"restricted\"},\"cwd\":\"file:///tmp\",\"windowsSandboxLevel\":\"disabled\"}");
     double *t[3];
-    for (int k = 0; k < 3; k++) t[k] = xcalloc((size_t)n, sizeof(double));
+    for (int k = 0; k < 3; k++)
+        t[k] = xcalloc((size_t)n, sizeof(double));
     for (int w = 0; w < (O.ref ? 2 : 1); w++) {
         pair_start(&p, r, w);
         /* Ours runs both kinds on one connection: ids 0..n+warm sandboxed, then
@@ -92,14 +97,18 @@ void scenario_oneshot_sandboxed(struct row *r)
             int i1 = i0 + block < n + warm ? i0 + block : n + warm;
             for (int i = i0; i < i1 && p.up[w]; i++) {
                 double v = oneshot_once(&p.c[w], &p.tr[w], i, ++nth, sb);
-                if (v < 0) pair_fail(&p, r, w, p.tr[w].err);
-                else if (i >= warm) t[w][i - warm] = v;
+                if (v < 0)
+                    pair_fail(&p, r, w, p.tr[w].err);
+                else if (i >= warm)
+                    t[w][i - warm] = v;
             }
             for (int i = i0; i < i1 && w == 0 && p.up[w]; i++) {
                 int id = n + warm + i;
                 double v = oneshot_once(&p.c[w], &p.tr[w], id, ++nth, NULL);
-                if (v < 0) pair_fail(&p, r, w, p.tr[w].err);
-                else if (i >= warm) t[2][i - warm] = v;
+                if (v < 0)
+                    pair_fail(&p, r, w, p.tr[w].err);
+                else if (i >= warm)
+                    t[2][i - warm] = v;
             }
         }
         if (p.up[w]) record(r, w, stats(t[w], n));
@@ -107,14 +116,14 @@ void scenario_oneshot_sandboxed(struct row *r)
         track_free(&p.tr[w]);
         pair_stop(&p);
     }
-    for (int k = 0; k < 3; k++) free(t[k]);
+    for (int k = 0; k < 3; k++)
+        free(t[k]);
 }
 
 /* ------------------------------------------------------------------ 2. streaming */
 
 /* One run of `head -c bytes /dev/zero` through the server; MB/s, or < 0 with err. */
-static double stream_once(struct wsc *c, int which, int run, size_t bytes, char *err,
-                          size_t errlen)
+static double stream_once(struct wsc *c, int which, int run, size_t bytes, char *err, size_t errlen)
 {
     char argv[128], params[512], prefix[16];
     snprintf(argv, sizeof argv, "[\"/usr/bin/head\",\"-c\",\"%zu\",\"/dev/zero\"]", bytes);
@@ -127,8 +136,8 @@ static double stream_once(struct wsc *c, int which, int run, size_t bytes, char 
     int rc = track_pump(c, &tr, 1, 1, TIMEOUT_MS);
     double dt = now_s() - t0;
     if (rc == 0 && tr.bytes != bytes)
-        snprintf(tr.err, sizeof tr.err, "received %llu of %zu bytes",
-                 (unsigned long long)tr.bytes, bytes);
+        snprintf(tr.err, sizeof tr.err, "received %llu of %zu bytes", (unsigned long long)tr.bytes,
+                 bytes);
     /* The reference sends output and exit from separate tasks and may break seq
      * order (PROTOCOL.md 5.7); ours must not. */
     if (rc == 0 && tr.order_errors && which == 0)
@@ -156,7 +165,8 @@ void scenario_stream(struct row *r, struct row *proto)
     struct pair p;
     int runs = O.runs;
     double *t[4];
-    for (int k = 0; k < 4; k++) t[k] = xcalloc((size_t)runs, sizeof(double));
+    for (int k = 0; k < 4; k++)
+        t[k] = xcalloc((size_t)runs, sizeof(double));
     char err[200], perr[200] = "";
     for (int w = 0; w < (O.ref ? 2 : 1); w++) {
         pair_start(&p, r, w);
@@ -166,8 +176,10 @@ void scenario_stream(struct row *r, struct row *proto)
             if (p.up[w]) {
                 double c0 = server_cpu_ms(&p.s[w]);
                 double v = stream_once(&p.c[w], w, run, O.stream_bytes, err, sizeof err);
-                if (v < 0) pair_fail(&p, r, w, err);
-                else t[w][run] = v;
+                if (v < 0)
+                    pair_fail(&p, r, w, err);
+                else
+                    t[w][run] = v;
                 if (p.up[w]) cpu += server_cpu_ms(&p.s[w]) - c0;
             }
             if (w == 0 && !perr[0]) t[3][run] = relay_floor_once(O.stream_bytes, perr, sizeof perr);
@@ -185,7 +197,8 @@ void scenario_stream(struct row *r, struct row *proto)
     r->floor.dist = false;
     proto->floor = perr[0] ? failure("%s", perr) : stats(t[3], runs);
     proto->floor.dist = false;
-    for (int k = 0; k < 4; k++) free(t[k]);
+    for (int k = 0; k < 4; k++)
+        free(t[k]);
 }
 
 /* ------------------------------------------------------------------ 3. fan-out */
@@ -230,7 +243,8 @@ void scenario_fanout(struct row *r)
     struct pair p;
     int runs = O.runs;
     double *t[3];
-    for (int k = 0; k < 3; k++) t[k] = xcalloc((size_t)runs, sizeof(double));
+    for (int k = 0; k < 3; k++)
+        t[k] = xcalloc((size_t)runs, sizeof(double));
     char err[200];
     for (int w = 0; w < (O.ref ? 2 : 1); w++) {
         pair_start(&p, r, w);
@@ -240,8 +254,10 @@ void scenario_fanout(struct row *r)
             if (!p.up[w]) continue;
             double c0 = server_cpu_ms(&p.s[w]);
             double v = fanout_once(&p.c[w], run, err, sizeof err);
-            if (v < 0) pair_fail(&p, r, w, err);
-            else t[w][run] = v;
+            if (v < 0)
+                pair_fail(&p, r, w, err);
+            else
+                t[w][run] = v;
             if (p.up[w]) cpu += server_cpu_ms(&p.s[w]) - c0;
         }
         if (p.up[w]) {
@@ -252,7 +268,8 @@ void scenario_fanout(struct row *r)
         pair_stop(&p);
     }
     r->floor = stats(t[2], runs);
-    for (int k = 0; k < 3; k++) free(t[k]);
+    for (int k = 0; k < 3; k++)
+        free(t[k]);
 }
 
 /* ------------------------------------------------------------------ 4. many connections */
@@ -282,8 +299,8 @@ struct cell conns_run(struct server *s)
     }
     double deadline = now_s() + TIMEOUT_MS / 1000.0;
     while (done < n) {
-        for (int i = 0; i < n; i++) pfd[i] = (struct pollfd){.fd = state[i] == 2 ? -1 : c[i].fd,
-                                                               .events = POLLIN};
+        for (int i = 0; i < n; i++)
+            pfd[i] = (struct pollfd){.fd = state[i] == 2 ? -1 : c[i].fd, .events = POLLIN};
         int left = (int)((deadline - now_s()) * 1000);
         if (left <= 0 || poll(pfd, (nfds_t)n, left) <= 0) {
             out = failure("timed out with %d/%d connections done", done, n);

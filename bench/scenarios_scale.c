@@ -16,7 +16,7 @@
 #include "bench.h"
 
 struct loadgen {
-    struct wsc *c;       /* O.scale_load connections (initialized) */
+    struct wsc *c; /* O.scale_load connections (initialized) */
     int n;
     int phase; /* in the process ids, so that a later load reuses none */
     volatile bool stop;
@@ -36,7 +36,8 @@ static void *load_main(void *arg)
     struct pollfd *pfd = xcalloc((size_t)n, sizeof *pfd);
     double period = O.scale_period_ms / 1000.0, t0 = now_s();
     /* Spread the first starts over one period so the load is even. */
-    for (int i = 0; i < n; i++) due[i] = t0 + period * i / n;
+    for (int i = 0; i < n; i++)
+        due[i] = t0 + period * i / n;
     while (!lg->stop && !lg->err[0]) {
         double now = now_s(), next = now + 0.05;
         for (int i = 0; i < n; i++) {
@@ -55,7 +56,8 @@ static void *load_main(void *arg)
             }
             if (!running[i] && due[i] < next) next = due[i];
         }
-        for (int i = 0; i < n; i++) pfd[i] = (struct pollfd){.fd = lg->c[i].fd, .events = POLLIN};
+        for (int i = 0; i < n; i++)
+            pfd[i] = (struct pollfd){.fd = lg->c[i].fd, .events = POLLIN};
         int wait_ms = (int)((next - now_s()) * 1000);
         if (poll(pfd, (nfds_t)n, wait_ms < 0 ? 0 : wait_ms) < 0 && errno != EINTR) break;
         for (int i = 0; i < n; i++) {
@@ -122,9 +124,8 @@ struct under_load {
     double rate;  /* commands/s the load achieved */
 };
 
-static bool measure_under_load(struct wsc *m, struct wsc *c, int nl, int k, int *next,
-                               double *ours, double *fl, char *e, size_t elen,
-                               struct under_load *out)
+static bool measure_under_load(struct wsc *m, struct wsc *c, int nl, int k, int *next, double *ours,
+                               double *fl, char *e, size_t elen, struct under_load *out)
 {
     static int phase;
     struct loadgen lg = {.c = c, .n = nl, .phase = phase++};
@@ -261,8 +262,7 @@ static struct scale_result scale_run(struct server *s)
         free(done);
         if (e[0]) goto fail;
     }
-    progress("   %s: %d connections initialized in %.1f s", server_name(s->which), n,
-             now_s() - t0);
+    progress("   %s: %d connections initialized in %.1f s", server_name(s->which), n, now_s() - t0);
     usleep(500000);
     double rssn = server_rss_mb(s);
     r.rss = value(rssn);
@@ -278,7 +278,7 @@ static struct scale_result scale_run(struct server *s)
     int nlight = nl / 10 > 0 ? nl / 10 : 1;
     if (!measure_under_load(&m, c, nlight, k, &next, ours, fl, e, sizeof e, &r.light)) goto fail;
     goto out;
-fail: {
+fail : {
     /* What was measured before the failure stays; the rest says why it is missing. */
     struct cell f = failure("%s", e);
     if (!r.heavy.oneshot.ok) r.heavy.oneshot = f;
@@ -287,7 +287,8 @@ fail: {
     if (!r.idle_many.ok) r.idle_many = f;
 }
 out:
-    for (int i = 0; i < opened; i++) wsc_close(&c[i]);
+    for (int i = 0; i < opened; i++)
+        wsc_close(&c[i]);
     free(c);
     free(ours);
     free(fl);
@@ -312,9 +313,8 @@ void scenario_scale(void)
     snprintf(name[5], sizeof name[5],
              "10f. one-shot, %d connection%s x 1 command / %d ms (ms; floor: ours unloaded)",
              nlight, nlight == 1 ? "" : "s", O.scale_period_ms);
-    struct row *rs[6] = {row_get(name[0], K_MB),  row_get(name[1], K_MB),
-                         row_get(name[2], K_MS),  row_get(name[3], K_MS),
-                         row_get(name[4], K_MBS), row_get(name[5], K_MS)};
+    struct row *rs[6] = {row_get(name[0], K_MB), row_get(name[1], K_MB),  row_get(name[2], K_MS),
+                         row_get(name[3], K_MS), row_get(name[4], K_MBS), row_get(name[5], K_MS)};
     rs[2]->has_floor = rs[3]->has_floor = rs[4]->has_floor = rs[5]->has_floor = true;
     progress("10. scale: %d connections, %d of them loaded", O.scale_conns, O.scale_load);
     double ceiling = spawn_ceiling();
@@ -351,8 +351,8 @@ void scenario_scale(void)
                      "driver's posix_spawn %.3f -> %.3f / %.3f ms; the loads ran %.0f / %.0f "
                      "commands/s",
                      server_name(w), r.unloaded.p50, r.idle_many.p50, O.scale_conns,
-                     r.heavy.oneshot.p50, r.heavy.oneshot.p50 / r.unloaded.p50,
-                     r.light.oneshot.p50, r.light.oneshot.p50 / r.unloaded.p50,
-                     r.floor_unloaded, r.heavy.floor, r.light.floor, r.heavy.rate, r.light.rate);
+                     r.heavy.oneshot.p50, r.heavy.oneshot.p50 / r.unloaded.p50, r.light.oneshot.p50,
+                     r.light.oneshot.p50 / r.unloaded.p50, r.floor_unloaded, r.heavy.floor,
+                     r.light.floor, r.heavy.rate, r.light.rate);
     }
 }

@@ -33,7 +33,8 @@ double now_s(void)
 
 static const char *js_ws(const char *p, const char *e)
 {
-    while (p < e && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    while (p < e && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
     return p;
 }
 
@@ -50,7 +51,8 @@ static const char *js_skip(const char *p, const char *e)
                 if (!p) return NULL;
                 continue;
             }
-            if (ch == '{' || ch == '[') depth++;
+            if (ch == '{' || ch == '[')
+                depth++;
             else if (ch == '}' || ch == ']') {
                 if (--depth == 0) return p + 1;
             }
@@ -58,8 +60,8 @@ static const char *js_skip(const char *p, const char *e)
         }
         return NULL;
     }
-    while (p < e && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\n' &&
-           *p != '\r' && *p != '\t')
+    while (p < e && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\n' && *p != '\r' &&
+           *p != '\t')
         p++;
     return p;
 }
@@ -88,8 +90,10 @@ bool js_get(struct span v, const char *key, struct span *out)
             return true;
         }
         p = js_ws(ve, e);
-        if (p < e && *p == ',') p++;
-        else return false;
+        if (p < e && *p == ',')
+            p++;
+        else
+            return false;
     }
 }
 
@@ -290,11 +294,11 @@ long wsc_fill(struct wsc *c)
     }
 }
 
-static int send_frame(struct wsc *c, int opcode, bool fin, const struct iovec *iov,
-                      int iovcnt)
+static int send_frame(struct wsc *c, int opcode, bool fin, const struct iovec *iov, int iovcnt)
 {
     size_t n = 0;
-    for (int i = 0; i < iovcnt; i++) n += iov[i].iov_len;
+    for (int i = 0; i < iovcnt; i++)
+        n += iov[i].iov_len;
     uint8_t h[WS_FRAME_MAX_HEADER];
     /* A zero masking key: legal, and XOR with it is the identity. */
     static const uint8_t zero_key[4];
@@ -314,7 +318,8 @@ static int send_frame(struct wsc *c, int opcode, bool fin, const struct iovec *i
 int wsc_sendv(struct wsc *c, const struct iovec *iov, int iovcnt)
 {
     size_t total = 0;
-    for (int i = 0; i < iovcnt; i++) total += iov[i].iov_len;
+    for (int i = 0; i < iovcnt; i++)
+        total += iov[i].iov_len;
     if (total <= MAX_FRAME) return send_frame(c, 1, true, iov, iovcnt);
     /* Cut the pieces into MAX_FRAME slices: text frame, continuations, FIN last. */
     size_t off = 0;
@@ -353,8 +358,8 @@ uint64_t wsc_request(struct wsc *c, const char *method, const char *params)
 {
     uint64_t id = c->next_id++;
     char head[256];
-    int hl = snprintf(head, sizeof head, "{\"id\":%llu,\"method\":\"%s\",\"params\":",
-                      (unsigned long long)id, method);
+    int hl = snprintf(head, sizeof head,
+                      "{\"id\":%llu,\"method\":\"%s\",\"params\":", (unsigned long long)id, method);
     struct iovec iov[3] = {{head, (size_t)hl}, {(void *)params, strlen(params)}, {"}", 1}};
     if (wsc_sendv(c, iov, 3) < 0) return 0;
     return id;
@@ -391,13 +396,10 @@ int wsc_next(struct wsc *c, struct span *msg)
             send_frame(c, WS_OP_PONG, true, &iov, 1);
             break;
         }
-        case WS_EV_CLOSE:
-            return -EPIPE;
-        case WS_EV_ERROR:
-            return -EPROTO;
+        case WS_EV_CLOSE: return -EPIPE;
+        case WS_EV_ERROR: return -EPROTO;
         case WS_EV_PONG:
-        case WS_EV_NONE:
-            break;
+        case WS_EV_NONE: break;
         }
     }
     return 0;
@@ -421,8 +423,8 @@ int wsc_wait(struct wsc *c, struct span *msg, int timeout_ms)
     }
 }
 
-int wsc_await(struct wsc *c, uint64_t id, wsc_handler h, void *ud, struct span *result,
-              char *err, size_t errlen, int timeout_ms)
+int wsc_await(struct wsc *c, uint64_t id, wsc_handler h, void *ud, struct span *result, char *err,
+              size_t errlen, int timeout_ms)
 {
     double deadline = now_s() + timeout_ms / 1000.0;
     for (;;) {

@@ -28,13 +28,13 @@ struct span {
 
 struct wsc {
     int fd;
-    char *buf;          /* received bytes [start, end) not yet consumed */
+    char *buf; /* received bytes [start, end) not yet consumed */
     size_t cap, start, end;
     struct ws_reader rd; /* frames in (client role) */
     uint8_t *direct;     /* bytes received straight into rd's area, not yet fed */
     size_t direct_n;
     uint64_t next_id;
-    size_t chunk;        /* free space wanted before each recv() */
+    size_t chunk; /* free space wanted before each recv() */
 };
 
 /* ---- JSON scanning (spans point into the caller's message) ---- */
@@ -84,8 +84,8 @@ typedef void (*wsc_handler)(void *ud, struct span msg);
 /* Waits for the response with the given id, passing everything else to h (may be
  * NULL). On success returns 0 and sets *result (the "result" member). A JSON-RPC
  * error returns -EPROTO and copies its message into err. */
-int wsc_await(struct wsc *c, uint64_t id, wsc_handler h, void *ud, struct span *result,
-              char *err, size_t errlen, int timeout_ms);
+int wsc_await(struct wsc *c, uint64_t id, wsc_handler h, void *ud, struct span *result, char *err,
+              size_t errlen, int timeout_ms);
 /* wsc_request + wsc_await. */
 int wsc_call(struct wsc *c, const char *method, const char *params, wsc_handler h, void *ud,
              struct span *result, char *err, size_t errlen, int timeout_ms);

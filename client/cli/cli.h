@@ -11,16 +11,16 @@
 
 #include "execclient.h"
 
-#define EXIT_REMOTE 1  /* a server-side error in fs/rpc */
+#define EXIT_REMOTE 1 /* a server-side error in fs/rpc */
 #define EXIT_USAGE 2
-#define EXIT_AUTH 3    /* the server refused our credentials (HTTP 401) */
-#define EXIT_CONN 255  /* unreachable, or the connection was lost (like ssh) */
+#define EXIT_AUTH 3   /* the server refused our credentials (HTTP 401) */
+#define EXIT_CONN 255 /* unreachable, or the connection was lost (like ssh) */
 
 struct cli {
     const char *url;
     const char *token;
-    const char *ca_file; /* wss:// trust, --ca-file */
-    const char *remote;  /* --remote: registry base URL (remote mode) */
+    const char *ca_file;        /* wss:// trust, --ca-file */
+    const char *remote;         /* --remote: registry base URL (remote mode) */
     const char *environment_id; /* --environment-id, with --remote */
     bool verbose;               /* -v: connection milestones on stderr */
     int liveness_ms;            /* --liveness-ms, remote mode (0: the library's) */

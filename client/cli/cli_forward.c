@@ -44,11 +44,11 @@ struct fwd_conn {
     int fd;
     ec_tcp *t;
     bool connected;
-    bool local_eof;      /* our reader saw EOF: the stream was shut down */
-    const uint8_t *out;  /* bytes of the current event still to write locally */
+    bool local_eof;     /* our reader saw EOF: the stream was shut down */
+    const uint8_t *out; /* bytes of the current event still to write locally */
     size_t out_len;
     bool remote_eof_pending; /* EOF came: shut the local socket down once out is empty */
-    int pidx;            /* its entry in this turn's pollfd array, or -1 */
+    int pidx;                /* its entry in this turn's pollfd array, or -1 */
 };
 
 static volatile sig_atomic_t fwd_stop;
@@ -107,7 +107,8 @@ static int parse_spec(const char *arg, struct fwd_spec *sp)
     snprintf(sp->bind, sizeof sp->bind, "%s", n == 4 ? f[0] : "127.0.0.1");
     unbracket(sp->bind);
     if (strcmp(sp->bind, "localhost") == 0) snprintf(sp->bind, sizeof sp->bind, "127.0.0.1");
-    if (strcmp(sp->bind, "*") == 0 || sp->bind[0] == '\0') snprintf(sp->bind, sizeof sp->bind, "0.0.0.0");
+    if (strcmp(sp->bind, "*") == 0 || sp->bind[0] == '\0')
+        snprintf(sp->bind, sizeof sp->bind, "0.0.0.0");
     unsigned lport;
     if (!parse_port(f[i], true, &lport) || !parse_port(f[i + 2], false, &sp->port)) return -1;
     snprintf(sp->lport, sizeof sp->lport, "%u", lport);
@@ -125,7 +126,8 @@ static void set_nonblock(int fd)
 /* Binds and listens; prints where. Returns 0 or -1 after saying why. */
 static int listen_spec(struct fwd_spec *sp)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV | AI_NUMERICHOST};
     struct addrinfo *res = NULL;
     int rc = getaddrinfo(sp->bind, sp->lport, &hints, &res);
@@ -210,16 +212,12 @@ static bool drain_events(struct fwd_conn *fc, bool verbose)
         ec_tcp_event ev;
         if (ec_tcp_next_event(fc->t, 0, &ev, NULL) != 0) return true;
         switch (ev.type) {
-        case EC_TCP_CONNECTED:
-            fc->connected = true;
-            break;
+        case EC_TCP_CONNECTED: fc->connected = true; break;
         case EC_TCP_DATA:
             fc->out = ev.data;
             fc->out_len = ev.len;
             break;
-        case EC_TCP_EOF:
-            fc->remote_eof_pending = true;
-            break;
+        case EC_TCP_EOF: fc->remote_eof_pending = true; break;
         case EC_TCP_CLOSED:
             if (ev.error && (verbose || !fc->connected))
                 fprintf(stderr, "exec-client: forward to %s:%u: %s\n", fc->spec->host,
@@ -272,13 +270,16 @@ int cmd_forward(struct cli *cli, int argc, char **argv)
     size_t nspecs = 0;
     for (int i = 1; i < argc; i++) {
         const char *spec = NULL;
-        if (strcmp(argv[i], "-L") == 0 && i + 1 < argc) spec = argv[++i];
-        else if (strncmp(argv[i], "-L", 2) == 0 && argv[i][2]) spec = argv[i] + 2;
+        if (strcmp(argv[i], "-L") == 0 && i + 1 < argc)
+            spec = argv[++i];
+        else if (strncmp(argv[i], "-L", 2) == 0 && argv[i][2])
+            spec = argv[i] + 2;
         else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             cli_usage(stdout);
             return 0;
-        } else die_usage("forward: unexpected argument `%s` (forward -L [BIND:]LPORT:HOST:PORT)",
-                         argv[i]);
+        } else
+            die_usage("forward: unexpected argument `%s` (forward -L [BIND:]LPORT:HOST:PORT)",
+                      argv[i]);
         if (nspecs == sizeof specs / sizeof specs[0]) die_usage("%s", "forward: too many -L");
         if (parse_spec(spec, &specs[nspecs]) != 0)
             die_usage("forward: bad -L `%s`; expected [BIND:]LPORT:HOST:PORT", spec);
@@ -307,7 +308,8 @@ int cmd_forward(struct cli *cli, int argc, char **argv)
     int rc = 0;
     while (!fwd_stop) {
         size_t n = 0;
-        for (struct fwd_conn *fc = conns; fc; fc = fc->next) n++;
+        for (struct fwd_conn *fc = conns; fc; fc = fc->next)
+            n++;
         if (cap < n + nspecs + 1) {
             cap = (n + nspecs + 1) * 2;
             pfd = realloc(pfd, cap * sizeof *pfd);
@@ -353,8 +355,10 @@ int cmd_forward(struct cli *cli, int argc, char **argv)
             if (!alive) conn_free(&conns, fc);
         }
     }
-    while (conns) conn_free(&conns, conns);
-    for (size_t i = 0; i < nspecs; i++) close(specs[i].fd);
+    while (conns)
+        conn_free(&conns, conns);
+    for (size_t i = 0; i < nspecs; i++)
+        close(specs[i].fd);
     free(pfd);
     return rc;
 }

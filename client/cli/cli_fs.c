@@ -113,11 +113,13 @@ static void progress_show(struct progress *pg, uint64_t done, bool final)
     char sz[16], rt[16], eta[32];
     human((double)done, sz, sizeof sz);
     human(rate, rt, sizeof rt);
-    long t = final ? (long)(secs + 0.5)
+    long t = final                          ? (long)(secs + 0.5)
              : rate > 0 && pg->total > done ? (long)((double)(pg->total - done) / rate + 0.5)
                                             : -1;
-    if (t < 0) snprintf(eta, sizeof eta, "--:-- ETA");
-    else snprintf(eta, sizeof eta, "%02ld:%02ld%s", t / 60, t % 60, final ? "    " : " ETA");
+    if (t < 0)
+        snprintf(eta, sizeof eta, "--:-- ETA");
+    else
+        snprintf(eta, sizeof eta, "%02ld:%02ld%s", t / 60, t % 60, final ? "    " : " ETA");
     fprintf(stderr, "\r%-30.30s %3d%% %9s %9s/s %s", pg->name, pct, sz, rt, eta);
     if (final) fputc('\n', stderr);
 }
@@ -491,8 +493,7 @@ static int fs_ls(struct cli *cli, const char *path, bool long_form)
         }
         size_t len = strlen(path) + strlen(ents[i].name) + 2;
         char *full = malloc(len);
-        snprintf(full, len, "%s%s%s", path, path[strlen(path) - 1] == '/' ? "" : "/",
-                 ents[i].name);
+        snprintf(full, len, "%s%s%s", path, path[strlen(path) - 1] == '/' ? "" : "/", ents[i].name);
         ec_metadata md;
         ec_error me = {0};
         if (ec_fs_get_metadata(cli->c, full, &md, &me) != 0) {
@@ -505,8 +506,8 @@ static int fs_ls(struct cli *cli, const char *path, bool long_form)
         mode_string(&md, m);
         ls_time(md.modified_at_ms, t, sizeof t);
         printf("%s %-8s %-8s %10llu %s %s%s\n", m, who(md.owner, md.uid, ub, sizeof ub),
-               who(md.group, md.gid, gb, sizeof gb), (unsigned long long)md.size, t,
-               ents[i].name, md.is_directory ? "/" : "");
+               who(md.group, md.gid, gb, sizeof gb), (unsigned long long)md.size, t, ents[i].name,
+               md.is_directory ? "/" : "");
         free(full);
     }
     ec_dirents_free(ents, n);
@@ -555,31 +556,21 @@ int cmd_fs(struct cli *cli, int argc, char **argv)
     while ((ch = getopt_long(argc, argv, "+rRfpl", longs, NULL)) != -1) {
         switch (ch) {
         case 'r':
-        case 'R':
-            rflag = true;
-            break;
-        case 'f':
-            fflag = true;
-            break;
-        case 'p':
-            pflag = true;
-            break;
-        case 'l':
-            lflag = true;
-            break;
-        case 'd':
-            max_depth = (unsigned)atoi(optarg);
-            break;
-        default:
-            die_usage("fs %s: bad option", sub);
+        case 'R': rflag = true; break;
+        case 'f': fflag = true; break;
+        case 'p': pflag = true; break;
+        case 'l': lflag = true; break;
+        case 'd': max_depth = (unsigned)atoi(optarg); break;
+        default: die_usage("fs %s: bad option", sub);
         }
     }
     int nargs = argc - optind;
     char **args = argv + optind;
-    static const char *const subs[] = {"cat", "get", "put", "ls",   "stat",
+    static const char *const subs[] = {"cat", "get", "put",   "ls",   "stat",
                                        "rm",  "cp",  "mkdir", "walk", NULL};
     bool known = false;
-    for (size_t i = 0; subs[i]; i++) known |= strcmp(sub, subs[i]) == 0;
+    for (size_t i = 0; subs[i]; i++)
+        known |= strcmp(sub, subs[i]) == 0;
     if (!known) die_usage("fs: unknown subcommand `%s`", sub);
     if (rflag && strcmp(sub, "rm") != 0 && strcmp(sub, "cp") != 0 && strcmp(sub, "get") != 0 &&
         strcmp(sub, "put") != 0)

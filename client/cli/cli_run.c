@@ -102,16 +102,11 @@ static bool window_size(unsigned short *rows, unsigned short *cols)
 static const char *signal_name(int sig)
 {
     switch (sig) {
-    case SIGINT:
-        return "INT";
-    case SIGTERM:
-        return "TERM";
-    case SIGHUP:
-        return "HUP";
-    case SIGQUIT:
-        return "QUIT";
-    default:
-        return "TERM";
+    case SIGINT: return "INT";
+    case SIGTERM: return "TERM";
+    case SIGHUP: return "HUP";
+    case SIGQUIT: return "QUIT";
+    default: return "TERM";
     }
 }
 
@@ -124,10 +119,10 @@ struct run_opts {
     const char *cwd;
     const char **env; /* "K=V" */
     size_t nenv;
-    const char *shown; /* the command as the user wrote it, for errors */
-    bool keep;         /* --keep: the session outlives this client (session/keep) */
+    const char *shown;   /* the command as the user wrote it, for errors */
+    bool keep;           /* --keep: the session outlives this client (session/keep) */
     long long keep_secs; /* --keep=SECONDS, or -1: until ended */
-    bool detach;       /* -d: start kept and return at once */
+    bool detach;         /* -d: start kept and return at once */
 };
 
 static void env_add(struct run_opts *ro, const char *kv)
@@ -193,22 +188,15 @@ static int parse_run_opts(int argc, char **argv, struct run_opts *ro, bool allow
             if (!allow_tty) die_usage("%s: --tty is implied", argv[0]);
             ro->tty = true;
             break;
-        case 'n':
-            ro->no_stdin = true;
-            break;
-        case 'C':
-            ro->cwd = optarg;
-            break;
+        case 'n': ro->no_stdin = true; break;
+        case 'C': ro->cwd = optarg; break;
         case 'e':
             if (!strchr(optarg, '=') || optarg[0] == '=')
                 die_usage("--env expects K=V, got `%s`", optarg);
             env_add(ro, optarg);
             break;
-        case 'h':
-            cli_usage(stdout);
-            exit(0);
-        default:
-            die_usage("%s: bad option", argv[0]);
+        case 'h': cli_usage(stdout); exit(0);
+        default: die_usage("%s: bad option", argv[0]);
         }
     }
     ro->dashdash = optind > 1 && strcmp(argv[optind - 1], "--") == 0;
@@ -241,7 +229,7 @@ struct pump {
     bool resize;          /* processResize and a remote PTY */
     const uint8_t *input; /* fallback: buffered stdin fed a block at a time */
     size_t input_len, in_off;
-    int dying_sig;        /* SIGTERM/SIGHUP/SIGQUIT came: the client is going away */
+    int dying_sig; /* SIGTERM/SIGHUP/SIGQUIT came: the client is going away */
     int64_t dying_deadline;
     bool escapes;         /* a local terminal in raw mode: ~. and friends (like ssh) */
     bool line_start;      /* the last byte typed ended a line (or nothing typed yet) */
@@ -385,14 +373,16 @@ static int keepalive(struct pump *pm)
     const char *where = pm->cli->remote ? pm->cli->remote : pm->cli->url;
     if (waited >= ka && !pm->warned && isatty(STDERR_FILENO)) {
         pm->warned = true;
-        fprintf(stderr, "\r\nexec-client: no answer from %s for %d s; giving up in %d s "
-                        "(~. disconnects now)\r\n",
+        fprintf(stderr,
+                "\r\nexec-client: no answer from %s for %d s; giving up in %d s "
+                "(~. disconnects now)\r\n",
                 where, (idle + 500) / 1000, (2 * ka - waited + 999) / 1000);
     }
     if (waited < 2 * ka) return -1;
     tty_restore();
-    fprintf(stderr, "\r\nexec-client: no answer from %s for %d s; giving up "
-                    "(--keepalive-ms)\n",
+    fprintf(stderr,
+            "\r\nexec-client: no answer from %s for %d s; giving up "
+            "(--keepalive-ms)\n",
             where, (idle + 500) / 1000);
     return EXIT_CONN;
 }
@@ -401,8 +391,9 @@ static int keepalive(struct pump *pm)
 static void detach_hint(struct pump *pm, const char *why)
 {
     const char *sid = ec_client_session_id(pm->cli->c);
-    fprintf(stderr, "\r\nexec-client: detached (%s); `%s` goes on in session %s: exec-client "
-                    "attach %.8s %s\r\n",
+    fprintf(stderr,
+            "\r\nexec-client: detached (%s); `%s` goes on in session %s: exec-client "
+            "attach %.8s %s\r\n",
             why, ec_process_id(pm->p), sid, sid, ec_process_id(pm->p));
 }
 
@@ -476,19 +467,16 @@ static int pump_process(struct pump *pm)
         }
         switch (ev.type) {
         case EC_EVENT_OUTPUT:
-            cli_write_all(ev.stream == EC_STREAM_STDERR ? STDERR_FILENO : STDOUT_FILENO,
-                          ev.data, ev.len);
+            cli_write_all(ev.stream == EC_STREAM_STDERR ? STDERR_FILENO : STDOUT_FILENO, ev.data,
+                          ev.len);
             break;
-        case EC_EVENT_EXITED:
-            exit_code = ev.exit_code;
-            break;
+        case EC_EVENT_EXITED: exit_code = ev.exit_code; break;
         case EC_EVENT_CLOSED:
             tty_restore();
             if (pm->dying_sig) return 128 + pm->dying_sig; /* as if the signal killed us */
             if (exit_code < 0 || exit_code > 255) return 255;
             return exit_code;
-        case EC_EVENT_RESYNC:
-            break;
+        case EC_EVENT_RESYNC: break;
         }
     }
     tty_restore();
@@ -500,14 +488,13 @@ static int pump_process(struct pump *pm)
 static bool stdin_is_devnull(void)
 {
     struct stat st, dn;
-    return fstat(STDIN_FILENO, &st) == 0 && stat("/dev/null", &dn) == 0 &&
-           S_ISCHR(st.st_mode) && st.st_rdev == dn.st_rdev;
+    return fstat(STDIN_FILENO, &st) == 0 && stat("/dev/null", &dn) == 0 && S_ISCHR(st.st_mode) &&
+           st.st_rdev == dn.st_rdev;
 }
 
 /* Starts argv (already built) and pumps it; frees nothing of the caller's. */
-static int start_and_pump(struct cli *cli, const char **cargv, const char *cwd,
-                          struct run_opts *ro, bool fwd_stdin, bool pipe_stdin,
-                          const uint8_t *input, size_t input_len)
+static int start_and_pump(struct cli *cli, const char **cargv, const char *cwd, struct run_opts *ro,
+                          bool fwd_stdin, bool pipe_stdin, const uint8_t *input, size_t input_len)
 {
     ec_client *c = cli->c;
     bool resize = ro->tty && ec_client_has_capability(c, "processResize");
@@ -529,11 +516,11 @@ static int start_and_pump(struct cli *cli, const char **cargv, const char *cwd,
             (strstr(e.message, "No such file") || strstr(e.message, "Not a directory"))) {
             int gr = ec_fs_get_metadata(c, cwd, &md, &me);
             const char *why = gr != 0 && me.kind == EC_ERR_SERVER ? "No such file or directory"
-                              : gr == 0 && !md.is_directory     ? "Not a directory"
-                                                                : NULL;
+                              : gr == 0 && !md.is_directory       ? "Not a directory"
+                                                                  : NULL;
             if (why) {
-                fprintf(stderr, "exec-client: %s %s: %s\n", ro->cwd ? "--cwd" : "remote home",
-                        cwd, why);
+                fprintf(stderr, "exec-client: %s %s: %s\n", ro->cwd ? "--cwd" : "remote home", cwd,
+                        why);
                 return 127;
             }
         }
@@ -591,8 +578,7 @@ static void keep_session(struct cli *cli, const struct run_opts *ro)
     ec_error e = {0};
     if (ec_client_call(cli->c, "session/keep", params, &res, &e) != 0) die_err("session/keep", &e);
     json_t *granted = json_object_get(res, "ttlSeconds");
-    if (ro->keep_secs < 0 ? json_is_integer(granted)
-                          : json_integer_value(granted) < ro->keep_secs)
+    if (ro->keep_secs < 0 ? json_is_integer(granted) : json_integer_value(granted) < ro->keep_secs)
         fprintf(stderr, "exec-client: the server keeps this session %lld s at most\n",
                 (long long)json_integer_value(granted));
     json_decref(res);
@@ -604,7 +590,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
     int i = parse_run_opts(argc, argv, &ro, true);
     if (i >= argc)
         die_usage("%s", "run: missing command (exec-client run [options] 'SHELL COMMAND' or "
-                              "exec-client run [options] -- CMD ARGS...)");
+                        "exec-client run [options] -- CMD ARGS...)");
     install_signals();
     connect_or_die(cli, false, true);
     if (ro.keep) keep_session(cli, &ro);
@@ -626,8 +612,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
         bool input_eof = true;
         if (isatty(STDIN_FILENO)) {
             fwd = pipe_stdin = false;
-        } else if (slurp_max(STDIN_FILENO, STDIN_BUFFER_MAX, &input, &input_len, &input_eof) !=
-                   0) {
+        } else if (slurp_max(STDIN_FILENO, STDIN_BUFFER_MAX, &input, &input_len, &input_eof) != 0) {
             fprintf(stderr, "exec-client: reading stdin: %s\n", strerror(errno));
             free(cargv);
             free(cwd);

@@ -39,8 +39,10 @@ static json_t *call_or_die(struct cli *cli, const char *method, json_t *params)
 static void need_cap(struct cli *cli, const char *cap, const char *what)
 {
     if (ec_client_has_capability(cli->c, cap)) return;
-    fprintf(stderr, "exec-client: the server cannot %s (no %s capability; an older or "
-                    "another server)\n", what, cap);
+    fprintf(stderr,
+            "exec-client: the server cannot %s (no %s capability; an older or "
+            "another server)\n",
+            what, cap);
     exit(EXIT_REMOTE);
 }
 
@@ -52,8 +54,9 @@ static json_t *other_sessions(struct cli *cli)
     json_t *out = json_array();
     size_t i;
     json_t *s;
-    json_array_foreach(json_object_get(res, "sessions"), i, s)
-        if (!json_is_true(json_object_get(s, "current"))) json_array_append(out, s);
+    json_array_foreach(json_object_get(res, "sessions"), i,
+                       s) if (!json_is_true(json_object_get(s, "current")))
+        json_array_append(out, s);
     json_decref(res);
     return out;
 }
@@ -95,10 +98,14 @@ static int64_t wall_ms(void)
 static const char *span(int64_t ms, char *buf, size_t n)
 {
     int64_t s = ms < 0 ? 0 : ms / 1000;
-    if (s < 120) snprintf(buf, n, "%llds", (long long)s);
-    else if (s < 7200) snprintf(buf, n, "%lldm", (long long)(s / 60));
-    else if (s < 172800) snprintf(buf, n, "%lldh", (long long)(s / 3600));
-    else snprintf(buf, n, "%lldd", (long long)(s / 86400));
+    if (s < 120)
+        snprintf(buf, n, "%llds", (long long)s);
+    else if (s < 7200)
+        snprintf(buf, n, "%lldm", (long long)(s / 60));
+    else if (s < 172800)
+        snprintf(buf, n, "%lldh", (long long)(s / 3600));
+    else
+        snprintf(buf, n, "%lldd", (long long)(s / 86400));
     return buf;
 }
 
@@ -122,8 +129,10 @@ int cmd_sessions(struct cli *cli, int argc, char **argv)
 {
     const char *end = NULL;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--end") == 0 && i + 1 < argc) end = argv[++i];
-        else die_usage("sessions: unexpected argument `%s` (sessions [--end SESSION])", argv[i]);
+        if (strcmp(argv[i], "--end") == 0 && i + 1 < argc)
+            end = argv[++i];
+        else
+            die_usage("sessions: unexpected argument `%s` (sessions [--end SESSION])", argv[i]);
     }
     connect_or_die(cli, false, false);
     ec_client_end_session(cli->c, NULL); /* this look leaves nothing behind */
@@ -154,18 +163,22 @@ int cmd_sessions(struct cli *cli, int argc, char **argv)
         char keep[24] = "-", exp[24] = "-", procs[24];
         if (json_is_true(json_object_get(s, "kept"))) {
             json_t *ks = json_object_get(s, "keepSeconds");
-            if (json_is_integer(ks)) span(json_integer_value(ks) * 1000, keep, sizeof keep);
-            else snprintf(keep, sizeof keep, "forever");
+            if (json_is_integer(ks))
+                span(json_integer_value(ks) * 1000, keep, sizeof keep);
+            else
+                snprintf(keep, sizeof keep, "forever");
         }
         json_t *ex = json_object_get(s, "expiresAtMs");
-        if (json_is_integer(ex)) span(json_integer_value(ex) - now, exp, sizeof exp);
-        else if (!attached) snprintf(exp, sizeof exp, "never");
+        if (json_is_integer(ex))
+            span(json_integer_value(ex) - now, exp, sizeof exp);
+        else if (!attached)
+            snprintf(exp, sizeof exp, "never");
         snprintf(procs, sizeof procs, "%lld/%lld",
                  (long long)json_integer_value(json_object_get(s, "running")),
                  (long long)json_integer_value(json_object_get(s, "processes")));
         const char *client = json_string_value(json_object_get(s, "clientName"));
-        printf("%-36s  %-8s  %-14.14s  %-9s  %-8s  %s\n", sid_of(s), attached ? "attached" : "detached",
-               client ? client : "?", procs, keep, exp);
+        printf("%-36s  %-8s  %-14.14s  %-9s  %-8s  %s\n", sid_of(s),
+               attached ? "attached" : "detached", client ? client : "?", procs, keep, exp);
     }
     json_decref(list);
     return 0;
@@ -197,14 +210,16 @@ int cmd_ps(struct cli *cli, int argc, char **argv)
         {
             char age[24], ex[16] = "-";
             json_t *code = json_object_get(p, "exitCode");
-            if (json_is_integer(code)) snprintf(ex, sizeof ex, "%lld", (long long)json_integer_value(code));
-            printf("%-8.8s  %-12.12s  %7lld  %-7s  %-3s  %5s  %4s  ", sid_of(s),
-                   json_string_value(json_object_get(p, "processId")),
-                   (long long)json_integer_value(json_object_get(p, "pid")),
-                   json_string_value(json_object_get(p, "state")),
-                   json_is_true(json_object_get(p, "tty")) ? "yes" : "no",
-                   span(now - json_integer_value(json_object_get(p, "startedAtMs")), age, sizeof age),
-                   ex);
+            if (json_is_integer(code))
+                snprintf(ex, sizeof ex, "%lld", (long long)json_integer_value(code));
+            printf(
+                "%-8.8s  %-12.12s  %7lld  %-7s  %-3s  %5s  %4s  ", sid_of(s),
+                json_string_value(json_object_get(p, "processId")),
+                (long long)json_integer_value(json_object_get(p, "pid")),
+                json_string_value(json_object_get(p, "state")),
+                json_is_true(json_object_get(p, "tty")) ? "yes" : "no",
+                span(now - json_integer_value(json_object_get(p, "startedAtMs")), age, sizeof age),
+                ex);
             print_command(json_object_get(p, "argv"));
             putchar('\n');
         }
@@ -228,8 +243,10 @@ static void restore_tty(void)
 
 static void on_sig(int sig)
 {
-    if (sig == SIGWINCH) got_winch = 1;
-    else got_stop = sig;
+    if (sig == SIGWINCH)
+        got_winch = 1;
+    else
+        got_stop = sig;
 }
 
 static void sync_size(ec_process *p, bool can)
@@ -280,11 +297,15 @@ static char *pick_process(struct cli *cli, const char *sid, const char *want)
         }
     }
     if (!hit || (!want && running > 1)) {
-        if (want) fprintf(stderr, "exec-client: session %.8s has no process `%s`\n", sid, want);
+        if (want)
+            fprintf(stderr, "exec-client: session %.8s has no process `%s`\n", sid, want);
         else if (running > 1)
-            fprintf(stderr, "exec-client: session %.8s runs %zu processes; name one (exec-client "
-                            "ps %.8s)\n", sid, running, sid);
-        else fprintf(stderr, "exec-client: session %.8s has no process\n", sid);
+            fprintf(stderr,
+                    "exec-client: session %.8s runs %zu processes; name one (exec-client "
+                    "ps %.8s)\n",
+                    sid, running, sid);
+        else
+            fprintf(stderr, "exec-client: session %.8s has no process\n", sid);
         exit(EXIT_REMOTE);
     }
     char *out = strdup(hit);
@@ -295,8 +316,8 @@ static char *pick_process(struct cli *cli, const char *sid, const char *want)
 struct attach_state {
     struct cli *cli;
     ec_process *p;
-    int key;          /* the detach key's byte */
-    bool prefix;      /* the key came; the next byte decides */
+    int key;     /* the detach key's byte */
+    bool prefix; /* the key came; the next byte decides */
     bool fwd_stdin;
     bool detached;
 };
@@ -367,8 +388,8 @@ static int attach_loop(struct attach_state *st, const char *sid)
                 code = ev.exit_code;
             else if (ev.type == EC_EVENT_CLOSED) {
                 restore_tty();
-                fprintf(stderr, "\r\n[process %s exited with status %d]\r\n",
-                        ec_process_id(st->p), code);
+                fprintf(stderr, "\r\n[process %s exited with status %d]\r\n", ec_process_id(st->p),
+                        code);
                 return code < 0 || code > 255 ? 255 : code;
             }
             continue;
@@ -385,11 +406,12 @@ static int attach_loop(struct attach_state *st, const char *sid)
         if (pr > 0 && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR))) {
             char buf[4096];
             ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
-            if (n > 0) typed(st, buf, (size_t)n);
-            else if (n == 0 || (errno != EINTR && errno != EAGAIN)) st->fwd_stdin = false;
+            if (n > 0)
+                typed(st, buf, (size_t)n);
+            else if (n == 0 || (errno != EINTR && errno != EAGAIN))
+                st->fwd_stdin = false;
         }
-        if (pfd[0].fd < 0 || (pr > 0 && pfd[0].revents))
-            ec_client_process_ready(st->cli->c, NULL);
+        if (pfd[0].fd < 0 || (pr > 0 && pfd[0].revents)) ec_client_process_ready(st->cli->c, NULL);
     }
     restore_tty();
     return EXIT_CONN;
@@ -399,15 +421,20 @@ int cmd_attach(struct cli *cli, int argc, char **argv)
 {
     const char *key_arg = "^B", *want_sid = NULL, *want_proc = NULL;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--detach-key") == 0 && i + 1 < argc) key_arg = argv[++i];
-        else if (argv[i][0] == '-') die_usage("attach: unknown option `%s`", argv[i]);
-        else if (!want_sid) want_sid = argv[i];
-        else if (!want_proc) want_proc = argv[i];
-        else die_usage("attach: unexpected argument `%s` (attach [SESSION [PROCESS]])", argv[i]);
+        if (strcmp(argv[i], "--detach-key") == 0 && i + 1 < argc)
+            key_arg = argv[++i];
+        else if (argv[i][0] == '-')
+            die_usage("attach: unknown option `%s`", argv[i]);
+        else if (!want_sid)
+            want_sid = argv[i];
+        else if (!want_proc)
+            want_proc = argv[i];
+        else
+            die_usage("attach: unexpected argument `%s` (attach [SESSION [PROCESS]])", argv[i]);
     }
     int key = parse_key(key_arg);
-    if (key < 0) die_usage("attach: --detach-key wants a control key such as ^B or C-a, not `%s`",
-                           key_arg);
+    if (key < 0)
+        die_usage("attach: --detach-key wants a control key such as ^B or C-a, not `%s`", key_arg);
     connect_or_die(cli, false, false);
     ec_client_end_session(cli->c, NULL); /* the look-up session ends with its connection */
     json_t *list = other_sessions(cli);
@@ -417,11 +444,11 @@ int cmd_attach(struct cli *cli, int argc, char **argv)
     } else {
         size_t i, n = 0;
         json_t *s;
-        json_array_foreach(list, i, s)
-            if (json_integer_value(json_object_get(s, "running")) > 0) {
-                target = s;
-                n++;
-            }
+        json_array_foreach(list, i, s) if (json_integer_value(json_object_get(s, "running")) > 0)
+        {
+            target = s;
+            n++;
+        }
         if (n != 1) {
             fprintf(stderr, "exec-client: %s; name the session (exec-client sessions)\n",
                     n ? "several sessions run processes" : "no session runs a process");

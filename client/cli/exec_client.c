@@ -28,7 +28,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 /* --help, in two literals: one of 5,000+ characters is past what ISO C promises a
  * compiler takes (4095; -Woverlength-strings). */
 static const char usage_commands[] =
@@ -129,7 +128,6 @@ void cli_usage(FILE *f)
     fputs(usage_options, f);
 }
 
-
 void die_usage(const char *fmt, const char *arg)
 {
     fprintf(stderr, "exec-client: ");
@@ -141,12 +139,9 @@ void die_usage(const char *fmt, const char *arg)
 int err_exit_code(const ec_error *e)
 {
     switch (e->kind) {
-    case EC_ERR_USAGE:
-        return EXIT_USAGE;
-    case EC_ERR_SERVER:
-        return EXIT_REMOTE;
-    default:
-        return EXIT_CONN;
+    case EC_ERR_USAGE: return EXIT_USAGE;
+    case EC_ERR_SERVER: return EXIT_REMOTE;
+    default: return EXIT_CONN;
     }
 }
 
@@ -166,7 +161,7 @@ static void on_reconnect(void *ud, int phase)
     struct cli *cli = ud;
     bool tty = isatty(STDERR_FILENO);
     if (!tty && !cli->verbose) return;
-    const char *text = phase == EC_RECONNECTING ? "connection lost; reconnecting..."
+    const char *text = phase == EC_RECONNECTING  ? "connection lost; reconnecting..."
                        : phase == EC_RECONNECTED ? "reconnected"
                                                  : "could not reconnect";
     /* \r\n: the terminal may be in raw mode during `run --tty` / `shell`. */
@@ -187,9 +182,9 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
         .connect_timeout_ms = cli->timeout_ms > 0 ? cli->timeout_ms : 10000,
         /* run/shell: a hung server is given up on at the keep-alive's pace rather
          * than after a minute's silence inside one call. */
-        .call_timeout_ms = cli->timeout_ms > 0                      ? cli->timeout_ms
+        .call_timeout_ms = cli->timeout_ms > 0               ? cli->timeout_ms
                            : resume && cli->keepalive_ms > 0 ? 3 * cli->keepalive_ms
-                                                                    : 60000,
+                                                             : 60000,
         .reconnect_timeout_ms = resume ? cli->reconnect_ms : 0,
         .skip_initialize = raw,
         .on_reconnect = on_reconnect,
@@ -223,8 +218,8 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
             exit(EXIT_USAGE);
         }
         if (cli->env && o.program_argv) {
-            fprintf(stderr, "exec-client: cannot reach environment `%s`: %s\n",
-                    cli->environment, e.message);
+            fprintf(stderr, "exec-client: cannot reach environment `%s`: %s\n", cli->environment,
+                    e.message);
             exit(EXIT_CONN);
         }
         if (e.kind == EC_ERR_TRANSPORT && (e.code == 401 || e.code == 403) && cli->remote) {
@@ -505,9 +500,8 @@ static const struct {
     const char *name;
     int (*run)(struct cli *cli, int argc, char **argv);
 } commands[] = {
-    {"run", cmd_run},       {"shell", cmd_shell},       {"fs", cmd_fs},
-    {"rpc", cmd_rpc},       {"forward", cmd_forward},   {"sessions", cmd_sessions},
-    {"ps", cmd_ps},         {"attach", cmd_attach},
+    {"run", cmd_run},         {"shell", cmd_shell},       {"fs", cmd_fs}, {"rpc", cmd_rpc},
+    {"forward", cmd_forward}, {"sessions", cmd_sessions}, {"ps", cmd_ps}, {"attach", cmd_attach},
 };
 
 int main(int argc, char **argv)
@@ -538,34 +532,18 @@ int main(int argc, char **argv)
     bool token_given = false, ca_given = false;
     while ((ch = getopt_long(argc, argv, "+hVv", longs, NULL)) != -1) {
         switch (ch) {
-        case 'v':
-            cli.verbose = true;
-            break;
-        case 'V':
-            printf("exec-client %s (libexecclient)\n", EXEC_SERVER_VERSION);
-            return 0;
+        case 'v': cli.verbose = true; break;
+        case 'V': printf("exec-client %s (libexecclient)\n", EXEC_SERVER_VERSION); return 0;
         case 'A':
             cli.ca_file = optarg;
             ca_given = true;
             break;
-        case 'N':
-            cli.environment = optarg;
-            break;
-        case 'X':
-            cli.environments_file = optarg;
-            break;
-        case 'r':
-            cli.remote = optarg;
-            break;
-        case 'E':
-            cli.environment_id = optarg;
-            break;
-        case 'L':
-            cli.liveness_ms = atoi(optarg);
-            break;
-        case 'K':
-            cli.keepalive_ms = atoi(optarg);
-            break;
+        case 'N': cli.environment = optarg; break;
+        case 'X': cli.environments_file = optarg; break;
+        case 'r': cli.remote = optarg; break;
+        case 'E': cli.environment_id = optarg; break;
+        case 'L': cli.liveness_ms = atoi(optarg); break;
+        case 'K': cli.keepalive_ms = atoi(optarg); break;
         case 'u':
             cli.url = optarg;
             url_given = true;
@@ -579,18 +557,10 @@ int main(int argc, char **argv)
             token_file = optarg;
             token_given = true;
             break;
-        case 'm':
-            cli.timeout_ms = atoi(optarg);
-            break;
-        case 'R':
-            cli.reconnect_ms = atoi(optarg);
-            break;
-        case 'h':
-            cli_usage(stdout);
-            return 0;
-        default:
-            cli_usage(stderr);
-            return EXIT_USAGE;
+        case 'm': cli.timeout_ms = atoi(optarg); break;
+        case 'R': cli.reconnect_ms = atoi(optarg); break;
+        case 'h': cli_usage(stdout); return 0;
+        default: cli_usage(stderr); return EXIT_USAGE;
         }
     }
     if (optind >= argc) {

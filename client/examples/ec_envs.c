@@ -26,8 +26,8 @@ static int run(ec_client *c, const char *const *argv, char *out, size_t n, ec_er
     ec_event ev;
     while (ec_process_next_event(p, 60000, &ev, e) == 0 && ev.type != EC_EVENT_CLOSED) {
         if (ev.type == EC_EVENT_EXITED) status = ev.exit_code;
-        for (size_t i = 0; ev.type == EC_EVENT_OUTPUT && ev.stream == EC_STREAM_STDOUT &&
-                           i < ev.len && k + 1 < n;
+        for (size_t i = 0;
+             ev.type == EC_EVENT_OUTPUT && ev.stream == EC_STREAM_STDOUT && i < ev.len && k + 1 < n;
              i++)
             out[k++] = ev.data[i] == '\n' ? ' ' : (char)ev.data[i];
     }

@@ -333,8 +333,7 @@ typedef struct ec_tcp_event {
  * stream's first event is EC_TCP_CONNECTED or EC_TCP_CLOSED. Needs the tcpForward
  * capability (the server runs with --allow-tcp-forwarding): -EC_ERR_USAGE without it,
  * and nothing is sent. The caller frees the handle with ec_tcp_close(). */
-EC_API int ec_tcp_open(ec_client *c, const char *host, unsigned port, ec_tcp **out,
-                       ec_error *err);
+EC_API int ec_tcp_open(ec_client *c, const char *host, unsigned port, ec_tcp **out, ec_error *err);
 /* The next event of the stream; timeout_ms 0 only looks, <0 waits. -EC_ERR_TIMEOUT
  * when there is none; -EC_ERR_USAGE after EC_TCP_CLOSED was returned. */
 EC_API int ec_tcp_next_event(ec_tcp *t, int timeout_ms, ec_tcp_event *ev, ec_error *err);
@@ -419,7 +418,7 @@ EC_API int ec_fs_close(ec_client *c, const char *handle_id, ec_error *err);
 
 /* The server makes an HTTP(S) request on the client's behalf (PROTOCOL.md §7). */
 typedef struct ec_http_header {
-    const char *name;  /* request: borrowed; response: lowercase, owned by the response */
+    const char *name; /* request: borrowed; response: lowercase, owned by the response */
     const char *value;
 } ec_http_header;
 
@@ -430,26 +429,25 @@ typedef struct ec_http_req {
     size_t n_headers;
     const void *body; /* NULL: no body */
     size_t body_len;
-    int timeout_ms;          /* whole-request deadline at the server; 0: none */
-    bool no_redirects;       /* redirectPolicy "stop": a 3xx comes back as is (default:
-                                up to 10 redirects are followed) */
-    const char *request_id;  /* NULL: the library picks a unique one */
+    int timeout_ms;         /* whole-request deadline at the server; 0: none */
+    bool no_redirects;      /* redirectPolicy "stop": a 3xx comes back as is (default:
+                               up to 10 redirects are followed) */
+    const char *request_id; /* NULL: the library picks a unique one */
 } ec_http_req;
 
 typedef struct ec_http_resp {
     int status;              /* any status: 4xx and 5xx are results, not errors */
     ec_http_header *headers; /* in received order, duplicates kept */
     size_t n_headers;
-    uint8_t *body;           /* the buffered body (NUL-terminated, not counted in
-                                body_len); NULL for a streamed request */
+    uint8_t *body; /* the buffered body (NUL-terminated, not counted in
+                      body_len); NULL for a streamed request */
     size_t body_len;
 } ec_http_resp;
 
 /* Buffered: status, headers and the whole body in *out, which the caller clears with
  * ec_http_resp_clear(). A request the server could not make (refused, timed out) is
  * EC_ERR_SERVER with its message. Not replayed after a reconnect. */
-EC_API int ec_http_request(ec_client *c, const ec_http_req *rq, ec_http_resp *out,
-                           ec_error *err);
+EC_API int ec_http_request(ec_client *c, const ec_http_req *rq, ec_http_resp *out, ec_error *err);
 EC_API void ec_http_resp_clear(ec_http_resp *r);
 
 /* Streamed: returns as soon as the headers are in (*head: status and headers, no
@@ -466,8 +464,8 @@ EC_API int ec_http_request_stream(ec_client *c, const ec_http_req *rq, ec_http_r
  * *len; after the last piece one more call sets *done (with *len 0). timeout_ms: 0
  * polls, <0 waits forever. A body the server could not finish reading is
  * EC_ERR_SERVER with its reason. After done: -EC_ERR_USAGE. */
-EC_API int ec_http_stream_next(ec_http_stream *s, int timeout_ms, const uint8_t **data,
-                               size_t *len, bool *done, ec_error *err);
+EC_API int ec_http_stream_next(ec_http_stream *s, int timeout_ms, const uint8_t **data, size_t *len,
+                               bool *done, ec_error *err);
 EC_API void ec_http_stream_free(ec_http_stream *s);
 
 /* ---- environments.toml ------------------------------------------------------------ */
@@ -599,18 +597,18 @@ EC_API void ec_step_release(ec_step *s);
  * ec_envs_forget_roots drops them. A root-local failure (the `error` field) is
  * returned but not cached. */
 typedef struct ec_selected_root {
-    const char *id;             /* the root's stable id, e.g. "demo@1" */
+    const char *id; /* the root's stable id, e.g. "demo@1" */
     const char *environment_id;
-    const char *path;           /* native absolute path in that environment */
+    const char *path; /* native absolute path in that environment */
 } ec_selected_root;
 
 typedef struct ec_resolved_root {
     char *id, *environment_id, *path; /* owned by the array */
-    ec_client *client;  /* the step's captured handle (borrowed from the step) */
-    json_t *discovery;  /* the root's discoverV1 entry: plugin, skills,
-                           namespaceManifests, warnings, error (a reference the array
-                           owns; its "id" is this root's). Read-only: its members are
-                           shared with the cache */
+    ec_client *client;                /* the step's captured handle (borrowed from the step) */
+    json_t *discovery;                /* the root's discoverV1 entry: plugin, skills,
+                                         namespaceManifests, warnings, error (a reference the array
+                                         owns; its "id" is this root's). Read-only: its members are
+                                         shared with the cache */
 } ec_resolved_root;
 
 /* Resolves roots[0..n) for this step, in order: a root whose environment the step

@@ -34,20 +34,13 @@
 const char *ec_err_kind_name(ec_err_kind kind)
 {
     switch (kind) {
-    case EC_OK:
-        return "ok";
-    case EC_ERR_TRANSPORT:
-        return "transport";
-    case EC_ERR_SERVER:
-        return "server";
-    case EC_ERR_TIMEOUT:
-        return "timeout";
-    case EC_ERR_PROTOCOL:
-        return "protocol";
-    case EC_ERR_USAGE:
-        return "usage";
-    case EC_ERR_SESSION_LOST:
-        return "session lost";
+    case EC_OK: return "ok";
+    case EC_ERR_TRANSPORT: return "transport";
+    case EC_ERR_SERVER: return "server";
+    case EC_ERR_TIMEOUT: return "timeout";
+    case EC_ERR_PROTOCOL: return "protocol";
+    case EC_ERR_USAGE: return "usage";
+    case EC_ERR_SESSION_LOST: return "session lost";
     }
     return "unknown";
 }

@@ -2,10 +2,11 @@
  *
  * One blocking TCP socket (optionally TLS) driven with poll(): URL parsing, connect
  * with a deadline, the HTTP upgrade (optional bearer token; the reply is checked by
- * proto/http_upgrade's response parser), masked frames out and raw bytes in. Message layers (plain JSON-RPC, the remote relay) open, write and drop it
- * through the ec_conn_* calls of ec_internal.h. The bytes read become frames here
- * (answering Ping and Close, and the keepalive's own Pings) and each data message goes
- * to the layer's on_ws_message. Every failure drops the connection so the caller can resume. */
+ * proto/http_upgrade's response parser), masked frames out and raw bytes in. Message layers (plain
+ * JSON-RPC, the remote relay) open, write and drop it through the ec_conn_* calls of ec_internal.h.
+ * The bytes read become frames here (answering Ping and Close, and the keepalive's own Pings) and
+ * each data message goes to the layer's on_ws_message. Every failure drops the connection so the
+ * caller can resume. */
 #include "ec_internal.h"
 
 #include "crypto/random.h"
@@ -436,10 +437,8 @@ int ec_conn_handle_input(ec_client *c)
         case WS_EV_MESSAGE:
             if (c->ml->on_ws_message(c, ev.opcode, ev.data, ev.len) < 0) rc = -1;
             break;
-        case WS_EV_PING:
-            ec_conn_send_ws(c, WS_OP_PONG, ev.data, ev.len, NULL);
-            break;
-        case WS_EV_CLOSE: /* echo the code and go */
+        case WS_EV_PING: ec_conn_send_ws(c, WS_OP_PONG, ev.data, ev.len, NULL); break;
+        case WS_EV_CLOSE:   /* echo the code and go */
         case WS_EV_ERROR: { /* or close with the reader's verdict */
             uint8_t code[2];
             ec_conn_send_ws(c, WS_OP_CLOSE, code, ws_close_payload(ev.code, code), NULL);
@@ -452,8 +451,7 @@ int ec_conn_handle_input(ec_client *c)
                 c->ping_due = ec_now_ms() + c->keepalive_ms;
             }
             break;
-        case WS_EV_NONE:
-            break;
+        case WS_EV_NONE: break;
         }
     }
     /* The reader keeps what it needs of a partial frame: rbuf starts over. */

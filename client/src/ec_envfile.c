@@ -223,10 +223,19 @@ static int get_path(const json_t *v, const char *where, const char *field, const
     return 0;
 }
 
-static const char *const env_fields[] = {"id", "url", "program", "args", "env", "cwd",
-                                         "connect_timeout_sec", "initialize_timeout_sec",
-                                         "auth_bearer_token", "remote", "environment_id",
-                                         "ca_file", NULL};
+static const char *const env_fields[] = {"id",
+                                         "url",
+                                         "program",
+                                         "args",
+                                         "env",
+                                         "cwd",
+                                         "connect_timeout_sec",
+                                         "initialize_timeout_sec",
+                                         "auth_bearer_token",
+                                         "remote",
+                                         "environment_id",
+                                         "ca_file",
+                                         NULL};
 
 static int unknown_field(const char *where, const char *key, const char *const *known,
                          ec_error *err)
@@ -251,8 +260,7 @@ static bool known(const char *key, const char *const *list)
 }
 
 /* A ws:// or wss:// entry's url, trimmed and parsed as the client will connect. */
-static int parse_url(const json_t *url, const char *where, struct ec_env_entry *e,
-                     ec_error *err)
+static int parse_url(const json_t *url, const char *where, struct ec_env_entry *e, ec_error *err)
 {
     const char *s;
     int rc = get_str(url, where, "url", &s, err);
@@ -277,8 +285,8 @@ static int parse_url(const json_t *url, const char *where, struct ec_env_entry *
 
 /* A program entry (of table t): program and args into e->argv, env into e->env
  * ("K=V"), cwd relative to the file's directory. */
-static int parse_program(const json_t *t, const char *where, const char *id,
-                         const char *config_dir, struct ec_env_entry *e, ec_error *err)
+static int parse_program(const json_t *t, const char *where, const char *id, const char *config_dir,
+                         struct ec_env_entry *e, ec_error *err)
 {
     json_t *args = json_object_get(t, "args"), *env = json_object_get(t, "env"),
            *cwd = json_object_get(t, "cwd");
@@ -293,8 +301,8 @@ static int parse_program(const json_t *t, const char *where, const char *id,
     }
     if (args && !json_is_array(args)) {
         free(prog);
-        return ec_fail(err, EC_ERR_USAGE, 0, "%s`args` must be an array of strings, not %s",
-                       where, type_name(args));
+        return ec_fail(err, EC_ERR_USAGE, 0, "%s`args` must be an array of strings, not %s", where,
+                       type_name(args));
     }
     size_t nargs = json_array_size(args);
     e->argv = xcalloc(nargs + 2, sizeof *e->argv);
@@ -304,14 +312,14 @@ static int parse_program(const json_t *t, const char *where, const char *id,
         e->argv[i + 1] = xstrdup(s);
     }
     if (env && !json_is_object(env))
-        return ec_fail(err, EC_ERR_USAGE, 0, "%s`env` must be a table of strings, not %s",
-                       where, type_name(env));
+        return ec_fail(err, EC_ERR_USAGE, 0, "%s`env` must be a table of strings, not %s", where,
+                       type_name(env));
     e->env = xcalloc(json_object_size(env) + 1, sizeof *e->env);
     size_t k = 0;
-    json_object_foreach(env, key, v) {
+    json_object_foreach(env, key, v)
+    {
         if (!*key || strchr(key, '='))
-            return ec_fail(err, EC_ERR_USAGE, 0, "%senv: `%s` is not a variable name", where,
-                           key);
+            return ec_fail(err, EC_ERR_USAGE, 0, "%senv: `%s` is not a variable name", where, key);
         if ((rc = get_str(v, where, "env value", &s, err))) return rc;
         size_t n = strlen(key) + strlen(s) + 2;
         e->env[k] = xmalloc(n);
@@ -330,7 +338,8 @@ static int parse_entry(const json_t *t, size_t index, const char *config_dir,
         return ec_fail(err, EC_ERR_USAGE, 0, "%smust be a table, not %s", where, type_name(t));
     const char *key;
     json_t *v;
-    json_object_foreach((json_t *)t, key, v) {
+    json_object_foreach((json_t *)t, key, v)
+    {
         if (!known(key, env_fields)) return unknown_field(where, key, env_fields, err);
     }
     const char *id, *s;
@@ -418,7 +427,8 @@ int ec_env_file_parse(const char *text, size_t len, const char *config_dir, ec_e
     int rc = 0;
     const char *key;
     json_t *v;
-    json_object_foreach(doc, key, v) {
+    json_object_foreach(doc, key, v)
+    {
         if (!known(key, top_fields)) {
             rc = unknown_field("", key, top_fields, err);
             goto done;
@@ -445,8 +455,7 @@ int ec_env_file_parse(const char *text, size_t len, const char *config_dir, ec_e
         if (rc) goto done;
         for (size_t j = 0; j + 1 < f->n; j++) {
             if (strcmp(f->e[j].id, f->e[f->n - 1].id) == 0) {
-                rc = ec_fail(err, EC_ERR_USAGE, 0, "environment id `%s` is duplicated",
-                             f->e[j].id);
+                rc = ec_fail(err, EC_ERR_USAGE, 0, "environment id `%s` is duplicated", f->e[j].id);
                 goto done;
             }
         }
@@ -524,8 +533,8 @@ int ec_env_file_load(const char *path, ec_env_file **out, ec_error *err)
         ssize_t r = read(fd, text + len, cap - len);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) {
-            rc = ec_fail(err, EC_ERR_USAGE, 0, "failed to read environment config `%s`: %s",
-                         path, strerror(errno));
+            rc = ec_fail(err, EC_ERR_USAGE, 0, "failed to read environment config `%s`: %s", path,
+                         strerror(errno));
             goto out;
         }
         if (r == 0) break;

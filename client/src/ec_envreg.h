@@ -34,12 +34,12 @@
 struct envreg_handle {
     struct envreg_handle *next; /* in the start queue or the garbage list */
     unsigned refs;
-    uint64_t serial;  /* 1, 2, ...: which attempt this is, registry-wide */
-    char *env_id;     /* the environment it was made for (owned) */
-    void *cfg;        /* one reference, dropped when the handle is garbage */
+    uint64_t serial;    /* 1, 2, ...: which attempt this is, registry-wide */
+    char *env_id;       /* the environment it was made for (owned) */
+    void *cfg;          /* one reference, dropped when the handle is garbage */
     ec_env_state state; /* EC_ENV_STARTING, EC_ENV_READY or EC_ENV_FAILED */
-    void *conn;       /* the connection once READY (then kept until freed) */
-    char reason[300]; /* why FAILED */
+    void *conn;         /* the connection once READY (then kept until freed) */
+    char reason[300];   /* why FAILED */
 };
 
 struct envreg_env {
@@ -51,9 +51,9 @@ struct envreg_env {
 
 struct envreg_step_entry {
     char *id;
-    ec_env_state state;       /* as captured */
-    char *reason;             /* EC_ENV_FAILED: why (owned), else NULL */
-    struct envreg_handle *h;  /* EC_ENV_READY: the captured handle (one reference) */
+    ec_env_state state;      /* as captured */
+    char *reason;            /* EC_ENV_FAILED: why (owned), else NULL */
+    struct envreg_handle *h; /* EC_ENV_READY: the captured handle (one reference) */
 };
 
 struct envreg_step {

@@ -263,8 +263,7 @@ void ec_envs_free(ec_envs *e)
     if (last) destroy(e);
 }
 
-int ec_envs_add(ec_envs *e, const char *id, const ec_client_options *o, bool start,
-                ec_error *err)
+int ec_envs_add(ec_envs *e, const char *id, const ec_client_options *o, bool start, ec_error *err)
 {
     if (!id || !*id) return ec_fail(err, EC_ERR_USAGE, 0, "an environment needs an id");
     if (!o || (!o->program_argv && !o->remote_url && !o->url))
@@ -514,8 +513,8 @@ static int discover(ec_step *s, const char *env, const ec_selected_root *roots, 
     ec_client *c = ec_step_client(s, env);
     json_t *list = json_array();
     for (size_t j = 0; j < k; j++)
-        json_array_append_new(list, json_pack("{s:s, s:s}", "id", roots[idx[j]].id, "path",
-                                              uris[idx[j]]));
+        json_array_append_new(
+            list, json_pack("{s:s, s:s}", "id", roots[idx[j]].id, "path", uris[idx[j]]));
     json_t *res = NULL;
     int rc = ec_client_call(c, "capabilityRoots/discoverV1", json_pack("{s:o}", "roots", list),
                             &res, err);
@@ -586,8 +585,7 @@ int ec_step_resolve_roots(ec_step *s, const ec_selected_root *roots, size_t n,
             idx[k++] = j;
         }
         ec_error de = {0};
-        if (discover(s, env, roots, uris, idx, k, found, &de) != 0 && err &&
-            err->kind == EC_OK)
+        if (discover(s, env, roots, uris, idx, k, found, &de) != 0 && err && err->kind == EC_OK)
             *err = de;
     }
     free(asked);

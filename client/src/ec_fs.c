@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* {"<key>": uri(path)} or NULL (with err filled) for a relative path. */
 static json_t *path_params(const char *key, const char *path, ec_error *err)
 {

@@ -63,9 +63,9 @@ static json_t *request_params(ec_client *c, const ec_http_req *rq, bool stream, 
         }
         json_array_append_new(headers, h);
     }
-    json_t *p = json_pack("{s:s, s:s, s:o, s:s, s:b}", "method", rq->method ? rq->method : "GET",
-                          "url", rq->url, "headers", headers, "requestId", id, "streamResponse",
-                          stream);
+    json_t *p =
+        json_pack("{s:s, s:s, s:o, s:s, s:b}", "method", rq->method ? rq->method : "GET", "url",
+                  rq->url, "headers", headers, "requestId", id, "streamResponse", stream);
     if (!p) {
         ec_fail(err, EC_ERR_USAGE, 0, "http/request method, URL or request id is not valid UTF-8");
         return NULL;
@@ -115,7 +115,7 @@ static int parse_result(json_t *res, bool stream, ec_http_resp *out, ec_error *e
     }
     if (stream) return 0;
     int rc = ec_b64_decode(json_string_value(json_object_get(res, "bodyBase64")), &out->body,
-                        &out->body_len, err);
+                           &out->body_len, err);
     if (rc) ec_http_resp_clear(out);
     return rc;
 }
@@ -260,8 +260,9 @@ static bool http_on_delta(ec_client *c, json_t *params)
 static void http_on_loss(ec_client *c)
 {
     for (ec_http_stream *s = c->http_streams; s; s = s->next)
-        stream_fail(s, EC_ERR_TRANSPORT, "connection lost: an http/request body stream is not "
-                                         "resumed");
+        stream_fail(s, EC_ERR_TRANSPORT,
+                    "connection lost: an http/request body stream is not "
+                    "resumed");
 }
 
 static void http_free_all(ec_client *c)

@@ -16,9 +16,9 @@
 #define EC_MAX_MESSAGE (64u << 20)
 
 enum {
-    EC_PENDING_CALL,  /* a blocking call; fails if the connection drops */
-    EC_PENDING_RETRY, /* a blocking call re-sent after resume (process/write: same writeId) */
-    EC_PENDING_READ,  /* a catch-up process/read owned by a process tracker */
+    EC_PENDING_CALL,    /* a blocking call; fails if the connection drops */
+    EC_PENDING_RETRY,   /* a blocking call re-sent after resume (process/write: same writeId) */
+    EC_PENDING_READ,    /* a catch-up process/read owned by a process tracker */
     EC_PENDING_FEATURE, /* a feature's request nobody waits for (its owner takes the reply) */
 };
 
@@ -68,7 +68,7 @@ void ec_client_use_feature(ec_client *c, const struct ec_feature *f);
 struct ec_process {
     ec_process *next;
     ec_client *c;
-    char *id; /* owned */
+    char *id;         /* owned */
     char *session_id; /* owned: another session's process (a viewer), or NULL */
     struct ec_track t;
     struct ec_pevent *cur; /* the event last returned to the user (owned) */
@@ -121,19 +121,19 @@ struct ec_client {
     /* Where a layer hands each JSON-RPC message it decoded: the request table, the
      * process trackers, the features, the hook (set by ec_client.c at connect). */
     void (*deliver)(ec_client *c, const char *text, size_t len);
-    void *ml_state;                /* the layer's own state, owned through ml->destroy */
+    void *ml_state; /* the layer's own state, owned through ml->destroy */
     char *host, *port, *path, *token, *client_name; /* owned */
     int call_timeout_ms, reconnect_timeout_ms, lag_ms;
-    int liveness_ms; /* >0: probe a quiet process this often (remote mode) */
-    int keepalive_ms;   /* >0: Ping the peer this often (remote mode's rendezvous) */
-    int64_t ping_due;   /* when the next Ping goes (0: no connection yet) */
-    int64_t ping_sent;  /* when the unanswered Ping went, or 0 */
+    int liveness_ms;   /* >0: probe a quiet process this often (remote mode) */
+    int keepalive_ms;  /* >0: Ping the peer this often (remote mode's rendezvous) */
+    int64_t ping_due;  /* when the next Ping goes (0: no connection yet) */
+    int64_t ping_sent; /* when the unanswered Ping went, or 0 */
     int fd;
     int64_t last_rx_ms; /* ec_now_ms() of the last byte from the server (or the connect) */
-    uint8_t *rbuf; /* raw bytes from the socket */
+    uint8_t *rbuf;      /* raw bytes from the socket */
     size_t rlen, rcap;
     struct ws_reader rd; /* frames from the server (proto/ws_reader, client role) */
-    uint8_t *wbuf; /* scratch for outgoing frames */
+    uint8_t *wbuf;       /* scratch for outgoing frames */
     size_t wlen, wcap;
     int64_t next_id;
     struct ec_pending *pending;
@@ -151,10 +151,10 @@ struct ec_client {
     void *hook_ud;
     void (*on_reconnect)(void *ud, int phase);
     void *on_reconnect_ud;
-    bool tls;               /* wss:// */
-    char *ca_file;          /* owned, or NULL: the system store */
+    bool tls;      /* wss:// */
+    char *ca_file; /* owned, or NULL: the system store */
     struct ssl_ctx_st *ssl_ctx;
-    struct ssl_st *ssl;     /* the connection's TLS session, NULL for ws:// */
+    struct ssl_st *ssl; /* the connection's TLS session, NULL for ws:// */
     /* Set (atomically, after dead_err) when the client is dead: ec_envs reads it from
      * other threads to find a handle lost for good without touching the client. */
     int gone;
@@ -166,8 +166,7 @@ struct ec_client {
 
 int ec_call_kind(ec_client *c, int kind, const char *method, json_t *params, json_t **result,
                  ec_error *err);
-int ec_url_parse(const char *url, char **host, char **port, char **path, bool *tls,
-                 ec_error *err);
+int ec_url_parse(const char *url, char **host, char **port, char **path, bool *tls, ec_error *err);
 
 /* For message layers (ec_client.c): the shared physical connection. */
 /* Replaces the target (host, port, path, TLS) with url's. */
@@ -202,7 +201,6 @@ int ec_pump(ec_client *c, int timeout_ms, ec_error *err);
 /* {"processId": id} and, for a viewer's handle, "sessionId" (new reference). */
 json_t *ec_process_params(const ec_process *p);
 
-
 /* ec_remote.c: switch c to the relay layer for remote_url + environment_id. */
 int ec_remote_init(ec_client *c, const ec_client_options *o, ec_error *err);
 
@@ -221,6 +219,5 @@ int ec_conn_send_raw(ec_client *c, const void *buf, size_t n, ec_error *err);
 /* ec_client.c: whether the client is dead (lost for good), safe to call from another
  * thread than the one using it; *why (may be NULL) gets the reason then. */
 bool ec_client_lost(const ec_client *c, ec_error *why);
-
 
 #endif

@@ -71,9 +71,12 @@ int ec_msg_tcp_data_view(const char *text, size_t len, struct ec_tcp_data_view *
     v->b64_len = (size_t)(p - v->b64);
     if (memchr(v->b64, '\\', v->b64_len)) return 0;
     if (!eat(&p, end, "\",\"eof\":")) return 0;
-    if (eat(&p, end, "true")) v->eof = true;
-    else if (eat(&p, end, "false")) v->eof = false;
-    else return 0;
+    if (eat(&p, end, "true"))
+        v->eof = true;
+    else if (eat(&p, end, "false"))
+        v->eof = false;
+    else
+        return 0;
     return eat(&p, end, "}}") && p == end;
 }
 

@@ -92,10 +92,10 @@ struct ec_track {
     struct ec_pevent *q_head; /* ready for the user, in order */
     struct ec_pevent *q_tail;
     bool exit_queued, closed_queued;
-    bool exit_unknown;           /* the exit lacked sandboxDenied (an older server) */
-    struct ec_pevent *exit_wait; /* that exit, held until a read tells sandboxDenied */
+    bool exit_unknown;            /* the exit lacked sandboxDenied (an older server) */
+    struct ec_pevent *exit_wait;  /* that exit, held until a read tells sandboxDenied */
     struct ec_pevent *close_wait; /* close, held behind exit_wait */
-    bool need_read; /* a gap, an exit without sandboxDenied, a resume, lag */
+    bool need_read;               /* a gap, an exit without sandboxDenied, a resume, lag */
     bool read_in_flight;
     size_t queued_bytes; /* output bytes waiting in q_head.. for the user */
     size_t max_queued;   /* over this the tracker lags: 0 means EC_TRACK_MAX_QUEUED */

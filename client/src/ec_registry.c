@@ -39,8 +39,8 @@ static bool blank(const char *s)
     return true;
 }
 
-int ec_bundle_parse(const char *body, size_t len, const char *environment_id,
-                    struct ec_bundle *out, ec_error *err)
+int ec_bundle_parse(const char *body, size_t len, const char *environment_id, struct ec_bundle *out,
+                    ec_error *err)
 {
     memset(out, 0, sizeof *out);
     json_error_t je;
@@ -158,9 +158,10 @@ static int post_once(const struct ec_registry_req *rq, const char *url, const ch
     } else {
         /* The URL is not echoed: a self-hoster's may carry credentials. */
         rc = ec_fail(err, cc == CURLE_OPERATION_TIMEDOUT ? EC_ERR_TIMEOUT : EC_ERR_TRANSPORT, 0,
-                     "registry: %s", b.too_big ? "answer too large"
-                                    : curl_err[0] ? curl_err
-                                                  : curl_easy_strerror(cc));
+                     "registry: %s",
+                     b.too_big     ? "answer too large"
+                     : curl_err[0] ? curl_err
+                                   : curl_easy_strerror(cc));
     }
     free(b.p);
     free(auth);
@@ -216,9 +217,9 @@ int ec_registry_connect(const struct ec_registry_req *rq, const json_t *harness_
             json_t *eo = json_object_get(doc, "error");
             code = json_string_value(json_object_get(eo, "code"));
             const char *msg = json_string_value(json_object_get(eo, "message"));
-            ec_fail(&e, status == 401 || status == 403 ? EC_ERR_TRANSPORT : EC_ERR_SERVER,
-                    status, "registry refused connect (HTTP %ld%s%s%s%s)", status,
-                    code ? ", " : "", code ? code : "", msg ? ": " : "", msg ? msg : "");
+            ec_fail(&e, status == 401 || status == 403 ? EC_ERR_TRANSPORT : EC_ERR_SERVER, status,
+                    "registry refused connect (HTTP %ld%s%s%s%s)", status, code ? ", " : "",
+                    code ? code : "", msg ? ": " : "", msg ? msg : "");
             rc = -(int)e.kind;
         }
         bool again = ec_registry_transient((int)status, code) && attempt < REGISTRY_MAX_RETRIES;

@@ -35,8 +35,8 @@ int ec_registry_connect(const struct ec_registry_req *rq, const json_t *harness_
 /* A /connect answer body -> bundle, with §4.1's checks (environment id equal to the
  * requested one, the security profile, non-blank url / registration / authorization,
  * a strictly valid executor key). */
-int ec_bundle_parse(const char *body, size_t len, const char *environment_id,
-                    struct ec_bundle *out, ec_error *err);
+int ec_bundle_parse(const char *body, size_t len, const char *environment_id, struct ec_bundle *out,
+                    ec_error *err);
 void ec_bundle_clear(struct ec_bundle *b);
 /* Whether a failed attempt may be retried: no answer (http_status 0), 5xx, 408, 429,
  * or 409 with error code environment_offline. */

@@ -46,10 +46,9 @@ int ec_relay_uuid4(char out[37], noise_ik_rng_fn rng, void *rng_ctx)
     if (rc) return rc;
     b[6] = (uint8_t)((b[6] & 0x0f) | 0x40); /* version 4 */
     b[8] = (uint8_t)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
-    snprintf(out, 37,
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-             b[15]);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
     return 0;
 }
 
@@ -94,11 +93,10 @@ int ec_relay_start(struct ec_relay *r, const struct ec_relay_params *p, ec_relay
     if (auth_len > NOISE_IK_MAX_MSG1_PAYLOAD)
         return fail(r, -EMSGSIZE, "the registry's authorization is too long");
     size_t plen = 0;
-    uint8_t *prologue = noise_ik_prologue(p->environment_id, p->registration_id, r->stream_id,
-                                          &plen);
+    uint8_t *prologue =
+        noise_ik_prologue(p->environment_id, p->registration_id, r->stream_id, &plen);
     if (!prologue) return fail(r, -ENOMEM, "out of memory");
-    rc = noise_ik_initiator_new(&r->hs, p->self, p->executor, prologue, plen, p->rng,
-                                p->rng_ctx);
+    rc = noise_ik_initiator_new(&r->hs, p->self, p->executor, prologue, plen, p->rng, p->rng_ctx);
     free(prologue);
     if (rc) return fail(r, rc, "cannot start the Noise handshake");
     size_t mlen = 0;
@@ -164,16 +162,18 @@ int ec_relay_on_frame(struct ec_relay *r, const uint8_t *buf, size_t len)
              * nothing a retry would change. */
             uint8_t said[64];
             size_t said_len = 0;
-            rc = noise_ik_read_message2_payload(r->hs, f.payload, f.payload_len, said,
-                                                sizeof said, &said_len);
+            rc = noise_ik_read_message2_payload(r->hs, f.payload, f.payload_len, said, sizeof said,
+                                                &said_len);
             if (rc)
-                return fail(r, rc, "the executor failed the Noise handshake (not the pinned "
-                                   "key, or altered bytes)");
+                return fail(r, rc,
+                            "the executor failed the Noise handshake (not the pinned "
+                            "key, or altered bytes)");
             if (said_len == strlen(NOISE_IK_REGISTRY_REJECTED) &&
                 memcmp(said, NOISE_IK_REGISTRY_REJECTED, said_len) == 0) {
                 r->credentials_rejected = true;
-                return fail(r, -EACCES, "environment registry authentication error: executor "
-                                        "credentials rejected");
+                return fail(r, -EACCES,
+                            "environment registry authentication error: executor "
+                            "credentials rejected");
             }
             if (said_len)
                 return fail(r, -EPROTO, "the executor's handshake carried an unknown payload");
@@ -190,8 +190,7 @@ int ec_relay_on_frame(struct ec_relay *r, const uint8_t *buf, size_t len)
         rc = relay_order_push(&r->order, f.seq, f.payload, f.payload_len, on_record, r);
         if (rc) return fail(r, rc, "relay ordering failed: %s", relay_strerror(rc));
         return 0;
-    default:
-        return 0; /* ack, resume, heartbeat: ignored (REMOTE.md §2.3) */
+    default: return 0; /* ack, resume, heartbeat: ignored (REMOTE.md §2.3) */
     }
 }
 

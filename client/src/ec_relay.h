@@ -38,19 +38,19 @@ enum ec_relay_state {
 
 struct ec_relay {
     enum ec_relay_state state;
-    char stream_id[37];                /* UUIDv4 text */
-    struct noise_ik_handshake *hs;     /* owned, until msg 2 */
-    struct noise_ik_transport *tx;     /* owned, once open */
-    uint32_t send_seq;                 /* seq of our next data frame */
-    struct relay_order order;          /* inbound ciphertext, back in seq order */
-    struct relay_reasm rx;             /* inbound plaintext -> messages */
+    char stream_id[37];            /* UUIDv4 text */
+    struct noise_ik_handshake *hs; /* owned, until msg 2 */
+    struct noise_ik_transport *tx; /* owned, once open */
+    uint32_t send_seq;             /* seq of our next data frame */
+    struct relay_order order;      /* inbound ciphertext, back in seq order */
+    struct relay_reasm rx;         /* inbound plaintext -> messages */
     ec_relay_emit_fn emit;
     ec_relay_message_fn on_message;
-    void *ud;                          /* for emit and on_message */
-    uint8_t *scratch;                  /* one record's plaintext or ciphertext (owned) */
-    char error[160];                   /* why it failed (no secrets), NUL-terminated */
-    bool credentials_rejected;         /* msg 2 said the registry refused the executor's
-                                          own credentials (NOISE_IK_REGISTRY_REJECTED) */
+    void *ud;                  /* for emit and on_message */
+    uint8_t *scratch;          /* one record's plaintext or ciphertext (owned) */
+    char error[160];           /* why it failed (no secrets), NUL-terminated */
+    bool credentials_rejected; /* msg 2 said the registry refused the executor's
+                                  own credentials (NOISE_IK_REGISTRY_REJECTED) */
 };
 
 /* Inputs of one stream: all borrowed for the ec_relay_start call. */
@@ -59,9 +59,9 @@ struct ec_relay_params {
     const struct noise_ik_public_key *executor; /* the pinned key from the bundle */
     const char *environment_id;
     const char *registration_id;
-    const char *authorization;                  /* msg-1 payload */
-    const char *stream_id;                      /* NULL: a fresh UUIDv4 */
-    noise_ik_rng_fn rng;                        /* NULL: getrandom */
+    const char *authorization; /* msg-1 payload */
+    const char *stream_id;     /* NULL: a fresh UUIDv4 */
+    noise_ik_rng_fn rng;       /* NULL: getrandom */
     void *rng_ctx;
 };
 
@@ -88,8 +88,7 @@ int ec_relay_send(struct ec_relay *r, const char *text, size_t len);
  * its socket dropped: the executor learns it is gone and lets the session go, instead
  * of holding it attached to a dead stream). *out is the caller's (free()). 0 or a
  * RELAY_E_* code. */
-int ec_relay_reset_frame(const char *stream_id, const char *reason, uint8_t **out,
-                         size_t *len);
+int ec_relay_reset_frame(const char *stream_id, const char *reason, uint8_t **out, size_t *len);
 
 /* Frees everything and wipes the keys; r can be started again. */
 void ec_relay_free(struct ec_relay *r);

@@ -247,8 +247,7 @@ int ec_remote_init(ec_client *c, const ec_client_options *o, ec_error *err)
     const char *env = o->environment_id;
     while (env && (*env == ' ' || *env == '\t'))
         env++;
-    if (!env || !*env)
-        return ec_fail(err, EC_ERR_USAGE, 0, "remote mode needs an environment id");
+    if (!env || !*env) return ec_fail(err, EC_ERR_USAGE, 0, "remote mode needs an environment id");
     struct ec_remote *rm = xcalloc(1, sizeof *rm);
     rm->base_url = xstrdup(o->remote_url);
     rm->environment_id = xstrdup(env);

@@ -41,9 +41,9 @@ struct ec_stdio {
     char **argv, **env; /* owned, NULL-terminated (env: overrides only) */
     char *cwd;
     int stderr_fd;
-    pid_t pid;     /* 0: not started; -1: reaped */
-    int pidfd;     /* -1 without pidfd_open */
-    bool spawned;  /* once: a stdio session cannot be resumed on a new program */
+    pid_t pid;      /* 0: not started; -1: reaped */
+    int pidfd;      /* -1 without pidfd_open */
+    bool spawned;   /* once: a stdio session cannot be resumed on a new program */
     char note[200]; /* how the program ended */
 };
 
@@ -94,8 +94,10 @@ static bool reap_within(struct ec_stdio *st, int ms)
         int status;
         pid_t r = waitpid(st->pid, &status, WNOHANG);
         if (r == st->pid || (r < 0 && errno == ECHILD)) {
-            if (r == st->pid) note_status(st, status);
-            else snprintf(st->note, sizeof st->note, "program `%s` exited", st->argv[0]);
+            if (r == st->pid)
+                note_status(st, status);
+            else
+                snprintf(st->note, sizeof st->note, "program `%s` exited", st->argv[0]);
             st->pid = -1;
             return true;
         }
@@ -211,8 +213,8 @@ static int stdio_on_input(ec_client *c)
         c->rlen -= off;
     }
     if (c->rlen > EC_STDIO_MAX_LINE) {
-        snprintf(st_of(c)->note, sizeof st_of(c)->note,
-                 "program `%s` sent a line over %u bytes", st_of(c)->argv[0], EC_STDIO_MAX_LINE);
+        snprintf(st_of(c)->note, sizeof st_of(c)->note, "program `%s` sent a line over %u bytes",
+                 st_of(c)->argv[0], EC_STDIO_MAX_LINE);
         return -1;
     }
     return 0;

@@ -22,8 +22,8 @@
 #include "proto/base64.h"
 #include "util/mem.h"
 
-#define EC_TCP_WINDOW (2u << 20)       /* what the server may send ahead of our acks */
-#define EC_TCP_WRITE_WINDOW (1u << 20) /* tcp/data bytes we keep unanswered */
+#define EC_TCP_WINDOW (2u << 20)        /* what the server may send ahead of our acks */
+#define EC_TCP_WRITE_WINDOW (1u << 20)  /* tcp/data bytes we keep unanswered */
 #define EC_TCP_WRITE_CHUNK (256u << 10) /* one tcp/data request at most */
 
 enum { TCP_OP_CONNECT = 1, TCP_OP_DATA, TCP_OP_OTHER };
@@ -41,7 +41,7 @@ struct ec_tcp {
     ec_client *c;
     char *id;
     bool connected;
-    bool ended;        /* the server is done with the stream (closed, failed, lost) */
+    bool ended; /* the server is done with the stream (closed, failed, lost) */
     bool closed_queued;
     bool closed_taken; /* EC_TCP_CLOSED was returned */
     bool eof_sent;
@@ -66,8 +66,10 @@ static void push(ec_tcp *t, struct ec_tcp_ev *e)
         return;
     }
     if (e->type == EC_TCP_CLOSED) t->closed_queued = true;
-    if (t->q_tail) t->q_tail->next = e;
-    else t->q_head = e;
+    if (t->q_tail)
+        t->q_tail->next = e;
+    else
+        t->q_head = e;
     t->q_tail = e;
 }
 
@@ -124,7 +126,7 @@ static void tcp_on_reply(ec_client *c, struct ec_pending *pd, struct ec_msg *m)
 }
 
 static void tcp_on_data(ec_client *c, const char *id, size_t id_len, const char *b64, size_t n,
-                    bool eof)
+                        bool eof)
 {
     ec_tcp *t = NULL;
     for (ec_tcp *s = c->tcps; s && !t; s = s->next)
@@ -198,7 +200,8 @@ static void tcp_free(ec_tcp *t)
 
 static void tcp_free_all(ec_client *c)
 {
-    while (c->tcps) tcp_free(c->tcps);
+    while (c->tcps)
+        tcp_free(c->tcps);
 }
 
 /* tcp/data's fast path: the notification read without a JSON tree. */
@@ -259,8 +262,8 @@ static void release_cur(ec_tcp *t)
     ev_free(t->cur);
     t->cur = NULL;
     if (t->consumed >= EC_TCP_WINDOW / 4 && !t->ended && t->c->fd >= 0) {
-        json_t *params = json_pack("{s:s, s:I}", "streamId", t->id, "bytes",
-                                   (json_int_t)t->consumed);
+        json_t *params =
+            json_pack("{s:s, s:I}", "streamId", t->id, "bytes", (json_int_t)t->consumed);
         send_async(t, TCP_OP_OTHER, "tcp/ack", params, 0);
         t->consumed = 0;
     }
@@ -300,7 +303,8 @@ size_t ec_tcp_write_room(const ec_tcp *t)
 
 static int check_writable(ec_tcp *t, ec_error *err)
 {
-    if (!t->connected) return ec_fail(err, EC_ERR_USAGE, 0, "tcp stream %s is not connected", t->id);
+    if (!t->connected)
+        return ec_fail(err, EC_ERR_USAGE, 0, "tcp stream %s is not connected", t->id);
     if (t->ended) return ec_fail(err, EC_ERR_USAGE, 0, "tcp stream %s has ended", t->id);
     if (t->eof_sent)
         return ec_fail(err, EC_ERR_USAGE, 0, "tcp stream %s: write after shutdown", t->id);

@@ -116,8 +116,8 @@ static void kp_concat(struct kpath *out, const struct kpath *a, const struct kpa
 
 static bool bare_char(unsigned char c)
 {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-';
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
 }
 
 /* The path as TOML would write it, for messages (static storage, truncated). */
@@ -348,8 +348,10 @@ static int parse_escape(struct tp *p, bool multiline, struct buf *out)
          * space and newline after it, are dropped */
         p->i++;
         skip_ws(p);
-        if (peek(p, 0) != '\n') return fail_at(p, at, "a backslash in a string must end the line "
-                                                      "or start an escape");
+        if (peek(p, 0) != '\n')
+            return fail_at(p, at,
+                           "a backslash in a string must end the line "
+                           "or start an escape");
         while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n'))
             p->i++;
         return 0;
@@ -364,15 +366,14 @@ static int parse_escape(struct tp *p, bool multiline, struct buf *out)
     case 'e': buf_putc(out, 0x1b); return 0; /* TOML 1.1 */
     case '"': buf_putc(out, '"'); return 0;
     case '\\': buf_putc(out, '\\'); return 0;
-    case 'x':  /* TOML 1.1: \xHH, a code point up to U+00FF */
+    case 'x': /* TOML 1.1: \xHH, a code point up to U+00FF */
     case 'u':
     case 'U': {
         int digits = c == 'x' ? 2 : c == 'u' ? 4 : 8;
         uint32_t cp = 0;
         for (int j = 0; j < digits; j++) {
             int h = hexval(peek(p, 0));
-            if (h < 0)
-                return fail_at(p, at, "\\%c needs exactly %d hexadecimal digits", c, digits);
+            if (h < 0) return fail_at(p, at, "\\%c needs exactly %d hexadecimal digits", c, digits);
             cp = cp << 4 | (uint32_t)h;
             p->i++;
         }
@@ -382,8 +383,7 @@ static int parse_escape(struct tp *p, bool multiline, struct buf *out)
         put_utf8(out, cp);
         return 0;
     }
-    default:
-        return fail_at(p, at, "invalid escape sequence in a string");
+    default: return fail_at(p, at, "invalid escape sequence in a string");
     }
 }
 
@@ -422,8 +422,10 @@ static int parse_string(struct tp *p, struct buf *out)
             continue;
         }
         if (c == '\n') {
-            if (!multiline) return fail_at(p, p->i, "unterminated string (newline before the "
-                                                    "closing quote)");
+            if (!multiline)
+                return fail_at(p, p->i,
+                               "unterminated string (newline before the "
+                               "closing quote)");
         } else if (c != '\t' && is_ctrl(c)) {
             return fail_at(p, p->i, "control character U+%04X in a string (escape it)", c);
         }
@@ -521,13 +523,17 @@ static int parse_number(struct tp *p, json_t **out)
     if ((e - j == 3 && (memcmp(s + j, "inf", 3) == 0 || memcmp(s + j, "nan", 3) == 0)))
         return fail_at(p, st, "inf and nan are not supported here");
     int base = 10;
-    if (!sign && e - j >= 2 && s[j] == '0' && (s[j + 1] == 'x' || s[j + 1] == 'o' || s[j + 1] == 'b'))
+    if (!sign && e - j >= 2 && s[j] == '0' &&
+        (s[j + 1] == 'x' || s[j + 1] == 'o' || s[j + 1] == 'b'))
         base = s[j + 1] == 'x' ? 16 : s[j + 1] == 'o' ? 8 : 2;
     bool is_float = false;
     if (base != 10) {
         j += 2;
         if (!digits_us(s, e, &j, base) || j != e)
-            return fail_at(p, st, "invalid %s integer", base == 16 ? "hexadecimal" : base == 8 ? "octal" : "binary");
+            return fail_at(p, st, "invalid %s integer",
+                           base == 16  ? "hexadecimal"
+                           : base == 8 ? "octal"
+                                       : "binary");
     } else {
         if (j < e && s[j] == '0') {
             j++;
@@ -750,8 +756,10 @@ static int key_value_rule(struct tp *p, json_t *root, const struct kpath *header
     for (size_t m = 1; m < key.n; m++) {
         kp_concat(&path, header, &key, m);
         if (flags_is(p->flags, &path, path.n, F_EXPLICIT)) {
-            fail_at(p, at, "cannot add to table `%s` with a dotted key here: it is defined "
-                           "elsewhere", kp_text(&path, path.n));
+            fail_at(p, at,
+                    "cannot add to table `%s` with a dotted key here: it is defined "
+                    "elsewhere",
+                    kp_text(&path, path.n));
             goto fail;
         }
         pending_add(p, &path);
@@ -832,8 +840,7 @@ static int array_table_rule(struct tp *p, json_t *root, struct kpath *header)
     }
     json_t *arr = json_object_get(cont, key.k[key.n - 1]);
     if (arr && !json_is_array(arr)) {
-        fail_at(p, at, "cannot append to `%s`: it is not an array of tables",
-                kp_text(&key, key.n));
+        fail_at(p, at, "cannot append to `%s`: it is not an array of tables", kp_text(&key, key.n));
         goto fail;
     }
     if (!arr) {
@@ -860,7 +867,8 @@ int ec_toml_parse(const char *text, size_t len, json_t **out, char *err, size_t 
     if (err && errlen) err[0] = 0;
     struct tp p = {.err = err, .errlen = errlen};
     if (len > EC_TOML_MAX_BYTES) {
-        if (err && errlen) snprintf(err, errlen, "file too large (over %u bytes)", EC_TOML_MAX_BYTES);
+        if (err && errlen)
+            snprintf(err, errlen, "file too large (over %u bytes)", EC_TOML_MAX_BYTES);
         return -1;
     }
     if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) { /* a byte order mark */
@@ -901,8 +909,9 @@ int ec_toml_parse(const char *text, size_t len, json_t **out, char *err, size_t 
                 break;
             skip_ws(&p);
         } else if (c != '#') {
-            fail_at(&p, p.i, is_ctrl(c) ? "control character in the file"
-                                        : "expected a key, a [table] header or a comment");
+            fail_at(&p, p.i,
+                    is_ctrl(c) ? "control character in the file"
+                               : "expected a key, a [table] header or a comment");
             break;
         }
         if (skip_comment(&p)) break;

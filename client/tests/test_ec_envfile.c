@@ -56,7 +56,9 @@ static void test_toml_basics(void **state)
     ok("", "{}");
     ok("a = 1", "{\"a\":1}");
     ok("# c\r\na = \"x\" # t\r\n\r\n", "{\"a\":\"x\"}");
-    ok("\xEF\xBB\xBF" "a = true\nb = false", "{\"a\":true,\"b\":false}");
+    ok("\xEF\xBB\xBF"
+       "a = true\nb = false",
+       "{\"a\":true,\"b\":false}");
     ok("\"a b\" = 1\n'lit' = 2\n\"\" = 3", "{\"a b\":1,\"lit\":2,\"\":3}");
     ok("true = 1\n1234 = 2\n1.2 = 3", "{\"true\":1,\"1234\":2,\"1\":{\"2\":3}}");
     ok("a . b = 1\na.\"c\" = 2", "{\"a\":{\"b\":1,\"c\":2}}");
@@ -102,7 +104,8 @@ static void test_toml_numbers(void **state)
     (void)state;
     ok("a = +1_000\nb = -0\nc = 0\nd = 9223372036854775807\ne = -9223372036854775808",
        "{\"a\":1000,\"b\":0,\"c\":0,\"d\":9223372036854775807,\"e\":-9223372036854775808}");
-    ok("h = 0xDEAD_beef\no = 0o17\nb = 0b1010\nz = 0x0", "{\"h\":3735928559,\"o\":15,\"b\":10,\"z\":0}");
+    ok("h = 0xDEAD_beef\no = 0o17\nb = 0b1010\nz = 0x0",
+       "{\"h\":3735928559,\"o\":15,\"b\":10,\"z\":0}");
     ok("f = 3.5\ng = -1e-3\nh = 6.25e+2\nz = 0e0\nk = 1_000.5_5\nm = 1E2\nn = 0.0\nx = 1e06",
        "{\"f\":3.5,\"g\":-0.001,\"h\":625.0,\"z\":0.0,\"k\":1000.55,\"m\":100.0,\"n\":0.0,"
        "\"x\":1000000.0}");
@@ -347,8 +350,7 @@ static void test_schema_errors(void **state)
     (void)state;
     parse_bad("a = ", "line 1, column 5: expected a value");
     parse_bad("defaults = \"x\"", "unknown field `defaults`, expected one of `default`");
-    parse_bad("[[environments]]\nid = \"a\"\nurl = \"ws://h:1\"\nurls = 1",
-              "unknown field `urls`");
+    parse_bad("[[environments]]\nid = \"a\"\nurl = \"ws://h:1\"\nurls = 1", "unknown field `urls`");
     parse_bad("include_local = 1", "`include_local` must be a boolean");
     parse_bad("environments = 1", "`environments` must be an array of tables");
     parse_bad("environments = [1]", "must be a table");
@@ -382,8 +384,7 @@ static void test_schema_errors(void **state)
     parse_bad("[[environments]]\nid = \"a\"\nprogram = \"x\"\nargs = \"y\"",
               "`args` must be an array of strings");
     parse_bad("[[environments]]\nid = \"a\"\nprogram = \"x\"\nargs = [1]", "must be a string");
-    parse_bad("[[environments]]\nid = \"a\"\nprogram = \"x\"\nenv = { A = 1 }",
-              "must be a string");
+    parse_bad("[[environments]]\nid = \"a\"\nprogram = \"x\"\nenv = { A = 1 }", "must be a string");
     parse_bad("[[environments]]\nid = \"a\"\nprogram = \"x\"\nenv = [\"A=1\"]",
               "`env` must be a table of strings");
     parse_bad("[[environments]]\nid = \"a\"\nprogram = \"x\"\nargs = [\"a\\u0000b\"]",

@@ -363,9 +363,12 @@ static void test_remove_and_all(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lazy_start),          cmocka_unit_test(test_snapshot_rule),
-        cmocka_unit_test(test_replace_while_starting), cmocka_unit_test(test_failure_and_retry),
-        cmocka_unit_test(test_lost_for_good),       cmocka_unit_test(test_remove_and_all),
+        cmocka_unit_test(test_lazy_start),
+        cmocka_unit_test(test_snapshot_rule),
+        cmocka_unit_test(test_replace_while_starting),
+        cmocka_unit_test(test_failure_and_retry),
+        cmocka_unit_test(test_lost_for_good),
+        cmocka_unit_test(test_remove_and_all),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -126,7 +126,8 @@ static void *http_main(void *arg)
             }
         } else {
             /* three chunks of STREAM_PART bytes each: 'a's, 'b's, 'c's */
-            const char *h = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+            const char *h =
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
             if (write(c, h, strlen(h)) < 0) {
             }
             char *part = malloc(STREAM_PART);
@@ -255,8 +256,8 @@ int main(int argc, char **argv)
     char registry[128] = "";
     sscanf(cloud_line, "FAKE_CLOUD url=%127s", registry);
     CHECK(strncmp(registry, "http://", 7) == 0);
-    char *remote_argv[] = {(char *)server_bin, "--remote", registry, "--environment-id",
-                           "env-remote", NULL};
+    char *remote_argv[] = {(char *)server_bin, "--remote",   registry,
+                           "--environment-id", "env-remote", NULL};
     pid_t remote_srv = spawn(remote_argv, "remote", token, NULL, 0);
     http_start();
     /* The executor registers in its own time; until then the registry answers 404.
@@ -371,15 +372,21 @@ int main(int argc, char **argv)
     char hurl[128];
     snprintf(hurl, sizeof hurl, "http://127.0.0.1:%d/buffered", http_port);
     ec_http_header hh[] = {{"content-type", "text/plain"}};
-    ec_http_req rq = {.method = "POST", .url = hurl, .headers = hh, .n_headers = 1,
-                      .body = "ping", .body_len = 4, .timeout_ms = 10000};
+    ec_http_req rq = {.method = "POST",
+                      .url = hurl,
+                      .headers = hh,
+                      .n_headers = 1,
+                      .body = "ping",
+                      .body_len = 4,
+                      .timeout_ms = 10000};
     ec_http_resp resp;
     CHECK(ec_http_request(c_ws, &rq, &resp, &e) == 0);
     CHECK(resp.status == 201);
     CHECK(resp.body_len == 5 && memcmp(resp.body, "hello", 5) == 0);
     int multi = 0;
     for (size_t i = 0; i < resp.n_headers; i++) {
-        if (strcmp(resp.headers[i].name, "x-test") == 0) CHECK(strcmp(resp.headers[i].value, "one") == 0);
+        if (strcmp(resp.headers[i].name, "x-test") == 0)
+            CHECK(strcmp(resp.headers[i].value, "one") == 0);
         if (strcmp(resp.headers[i].name, "x-multi") == 0) multi++;
     }
     CHECK(multi == 2);
@@ -402,8 +409,10 @@ int main(int argc, char **argv)
         }
         for (size_t i = 0; i < dl; i++) {
             int k = d[i] - 'a';
-            if (k < 0 || k > 2 || total + i < (size_t)k * STREAM_PART) order_ok = false;
-            else got[k]++;
+            if (k < 0 || k > 2 || total + i < (size_t)k * STREAM_PART)
+                order_ok = false;
+            else
+                got[k]++;
         }
         total += dl;
     }
@@ -430,8 +439,10 @@ int main(int argc, char **argv)
     mkdir(manifest_dir, 0755);
     write_text(manifest, "{\"name\":\"demo\"}");
     write_text(skill, "v1");
-    ec_selected_root sel[] = {{"demo@1", "ws", plug}, {"st@1", "stdio", plug},
-                              {"br@1", "broken", plug}, {"gone@1", "nope", plug}};
+    ec_selected_root sel[] = {{"demo@1", "ws", plug},
+                              {"st@1", "stdio", plug},
+                              {"br@1", "broken", plug},
+                              {"gone@1", "nope", plug}};
     ec_resolved_root *rr = NULL;
     size_t nr = 0;
     CHECK(ec_step_resolve_roots(s1, sel, 4, &rr, &nr, &e) == 0);

@@ -459,12 +459,8 @@ static void collect(ec_process *p, struct collected *r, int timeout_ms)
             r->exits++;
             r->exit_code = ev.exit_code;
             break;
-        case EC_EVENT_CLOSED:
-            r->closes++;
-            return;
-        case EC_EVENT_RESYNC:
-            r->resyncs++;
-            break;
+        case EC_EVENT_CLOSED: r->closes++; return;
+        case EC_EVENT_RESYNC: r->resyncs++; break;
         }
     }
 }
@@ -721,7 +717,8 @@ static void test_error_kinds_and_fs(void **state)
     char *canon = NULL;
     char dotted[300];
     snprintf(dotted, sizeof dotted, "%s/d/../a b.txt", dir);
-    assert_true(ec_fs_canonicalize(c, dotted, &canon, &e) == 0 && canon && strcmp(canon, path) == 0);
+    assert_true(ec_fs_canonicalize(c, dotted, &canon, &e) == 0 && canon &&
+                strcmp(canon, path) == 0);
     free(canon);
     /* Random-access reads. */
     assert_true(ec_fs_open(c, "h1", path, false, &e) == 0);
@@ -736,7 +733,8 @@ static void test_error_kinds_and_fs(void **state)
     /* A timeout is its own kind, and the connection stays usable after it. */
     ec_process *p = start_sh(c, "sleep 5");
     ec_event ev;
-    assert_true(ec_process_next_event(p, 200, &ev, &e) == -EC_ERR_TIMEOUT && e.kind == EC_ERR_TIMEOUT);
+    assert_true(ec_process_next_event(p, 200, &ev, &e) == -EC_ERR_TIMEOUT &&
+                e.kind == EC_ERR_TIMEOUT);
     bool was = false;
     assert_true(ec_process_terminate(p, &was, &e) == 0 && was);
     struct collected r;

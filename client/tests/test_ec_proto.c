@@ -81,7 +81,9 @@ static void test_ws_client_receive(void **state)
     struct {
         uint8_t *p;
         size_t n;
-    } bad[] = {{masked, sizeof masked}, {rsv, sizeof rsv}, {bigping, sizeof bigping},
+    } bad[] = {{masked, sizeof masked},
+               {rsv, sizeof rsv},
+               {bigping, sizeof bigping},
                {badop, sizeof badop}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         ws_reader_init(&r, WS_ROLE_CLIENT, 1000, 1000);
@@ -103,7 +105,8 @@ static void test_messages(void **state)
 {
     json_t *params = json_pack("{s:s}", "clientName", "t");
     char *s = ec_msg_request(7, "initialize", params);
-    assert_true(strcmp(s, "{\"id\":7,\"method\":\"initialize\",\"params\":{\"clientName\":\"t\"}}") == 0);
+    assert_true(
+        strcmp(s, "{\"id\":7,\"method\":\"initialize\",\"params\":{\"clientName\":\"t\"}}") == 0);
     free(s);
     json_decref(params);
 
@@ -126,7 +129,8 @@ static void test_messages(void **state)
     ec_msg_clear(&m);
 
     const char *sid = "{\"id\":\"s-1\",\"result\":{}}";
-    assert_true(ec_msg_parse(sid, strlen(sid), &m) == 0 && m.kind == EC_MSG_RESPONSE && !m.id_is_int);
+    assert_true(ec_msg_parse(sid, strlen(sid), &m) == 0 && m.kind == EC_MSG_RESPONSE &&
+                !m.id_is_int);
     ec_msg_clear(&m);
     assert_true(ec_msg_parse("[1]", 3, &m) == -1);
     assert_true(ec_msg_parse("not json", 8, &m) == -1);
@@ -159,9 +163,7 @@ static void drain(struct ec_track *t, char *out, size_t cap)
         case EC_EVENT_CLOSED:
             snprintf(one, sizeof one, "c%llu ", (unsigned long long)e->seq);
             break;
-        case EC_EVENT_RESYNC:
-            snprintf(one, sizeof one, "R ");
-            break;
+        case EC_EVENT_RESYNC: snprintf(one, sizeof one, "R "); break;
         }
         strncat(out, one, cap - strlen(out) - 1);
         ec_pevent_free(e);
@@ -414,7 +416,8 @@ static void test_tcp_data_view(void **state)
     assert_true(v.eof);
     assert_int_equal(v.b64_len, 0);
     /* Every strict prefix, and anything after, is not ours. */
-    for (size_t n = 0; n < strlen(ok); n++) assert_int_equal(ec_msg_tcp_data_view(ok, n, &v), 0);
+    for (size_t n = 0; n < strlen(ok); n++)
+        assert_int_equal(ec_msg_tcp_data_view(ok, n, &v), 0);
     char longer[256];
     snprintf(longer, sizeof longer, "%s ", ok);
     assert_int_equal(ec_msg_tcp_data_view(longer, strlen(longer), &v), 0);
@@ -440,10 +443,30 @@ static void test_uri_same_path_for_server(void **state)
 {
     (void)state;
     static const char *const paths[] = {
-        "/", "/tmp", "/tmp/", "/tmp/a b/%\xc3\xa9", "/a/../b", "/a/b/..", "/a/b/../",
-        "/a/./b", "/a/.", "/.", "/..", "/../..", "/../x", "/a//b/../c", "/a//..",
-        "/x/..y/.z/...", "/q?x#f", "/[v6]^|\\`{}<>\"", "/%2e%2E/x", "/tab\there",
-        "/\x7f\x01\xff", "/a/.%2e/b", "//srv/share", "/a|b/c:d",
+        "/",
+        "/tmp",
+        "/tmp/",
+        "/tmp/a b/%\xc3\xa9",
+        "/a/../b",
+        "/a/b/..",
+        "/a/b/../",
+        "/a/./b",
+        "/a/.",
+        "/.",
+        "/..",
+        "/../..",
+        "/../x",
+        "/a//b/../c",
+        "/a//..",
+        "/x/..y/.z/...",
+        "/q?x#f",
+        "/[v6]^|\\`{}<>\"",
+        "/%2e%2E/x",
+        "/tab\there",
+        "/\x7f\x01\xff",
+        "/a/.%2e/b",
+        "//srv/share",
+        "/a|b/c:d",
     };
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
         char *o = old_path_to_uri(paths[i]), *n = ec_path_to_uri(paths[i]);

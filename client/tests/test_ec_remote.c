@@ -92,15 +92,15 @@ static void exec_take_data(struct exec_side *e, const struct relay_frame *f)
 {
     static uint8_t plain[NOISE_IK_MAX_MESSAGE];
     size_t n = 0;
-    CHECK(noise_ik_transport_decrypt(e->tx, f->payload, f->payload_len, plain, sizeof plain,
-                                     &n) == 0);
+    CHECK(noise_ik_transport_decrypt(e->tx, f->payload, f->payload_len, plain, sizeof plain, &n) ==
+          0);
     CHECK(relay_reasm_push(&e->rx, plain, n, exec_on_msg, e) == 0);
 }
 
 /* Encrypts text as one framed message from the executor; returns the data frames
  * (caller frees each .p), at most max. */
-static size_t exec_send(struct exec_side *e, const char *stream, const char *text,
-                        struct blob *out, size_t max)
+static size_t exec_send(struct exec_side *e, const char *stream, const char *text, struct blob *out,
+                        size_t max)
 {
     struct relay_framer fr;
     CHECK(relay_framer_init(&fr, text, strlen(text)) == 0);
@@ -245,8 +245,8 @@ static void test_stream_roundtrip(void)
      * duplicated; the client hands them out in order, each once. */
     struct blob d[8];
     size_t n1 = exec_send(e, sid, "{\"method\":\"process/output\",\"params\":{\"seq\":1}}", d, 4);
-    size_t n2 = exec_send(e, sid, "{\"method\":\"process/exited\",\"params\":{\"seq\":2}}", d + n1,
-                          4);
+    size_t n2 =
+        exec_send(e, sid, "{\"method\":\"process/exited\",\"params\":{\"seq\":2}}", d + n1, 4);
     CHECK(n1 == 1 && n2 == 1);
     CHECK(ec_relay_on_frame(&r, d[1].p, d[1].n) == 0);
     CHECK(s.nmsgs == 0); /* held: seq 1 waits for seq 0 */
@@ -270,7 +270,8 @@ static void test_stream_roundtrip(void)
         CHECK(ec_relay_on_frame(&r, dd[i].p, dd[i].n) == 0);
         free(dd[i].p);
     }
-    CHECK(s.nmsgs == 3 && s.msgs[2].n == strlen(big2) && memcmp(s.msgs[2].p, big2, s.msgs[2].n) == 0);
+    CHECK(s.nmsgs == 3 && s.msgs[2].n == strlen(big2) &&
+          memcmp(s.msgs[2].p, big2, s.msgs[2].n) == 0);
     free(big2);
 
     /* A second handshake on the open stream fails it. */
@@ -360,7 +361,8 @@ static void test_pinning_and_failures(void)
     uint8_t *rb = NULL;
     size_t rl = 0;
     CHECK(ec_relay_reset_frame("s1", "x", &rb, &rl) == 0);
-    static const uint8_t want[] = {0x08, 0x01, 0x12, 0x02, 0x73, 0x31, 0x42, 0x03, 0x0a, 0x01, 0x78};
+    static const uint8_t want[] = {0x08, 0x01, 0x12, 0x02, 0x73, 0x31,
+                                   0x42, 0x03, 0x0a, 0x01, 0x78};
     CHECK(rl == sizeof want && memcmp(rb, want, rl) == 0);
     free(rb);
     noise_ik_static_key_wipe(&harness);

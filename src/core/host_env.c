@@ -32,12 +32,9 @@ enum shell_kind host_env_shell_kind_of(const char *path)
 const char *host_env_shell_kind_name(enum shell_kind kind)
 {
     switch (kind) {
-    case SHELL_BASH:
-        return "bash";
-    case SHELL_ZSH:
-        return "zsh";
-    default:
-        return "sh";
+    case SHELL_BASH: return "bash";
+    case SHELL_ZSH: return "zsh";
+    default: return "sh";
     }
 }
 
@@ -194,12 +191,18 @@ static void quote_debug(struct buf *b, const char *s)
     buf_putc(b, '"');
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') buf_printf(b, "\\%c", c);
-        else if (c == '\n') buf_puts(b, "\\n");
-        else if (c == '\r') buf_puts(b, "\\r");
-        else if (c == '\t') buf_puts(b, "\\t");
-        else if (c < 0x20 || c == 0x7f) buf_printf(b, "\\u{%x}", c);
-        else buf_putc(b, (char)c);
+        if (c == '"' || c == '\\')
+            buf_printf(b, "\\%c", c);
+        else if (c == '\n')
+            buf_puts(b, "\\n");
+        else if (c == '\r')
+            buf_puts(b, "\\r");
+        else if (c == '\t')
+            buf_puts(b, "\\t");
+        else if (c < 0x20 || c == 0x7f)
+            buf_printf(b, "\\u{%x}", c);
+        else
+            buf_putc(b, (char)c);
     }
     buf_putc(b, '"');
 }
@@ -222,8 +225,10 @@ char *host_env_codex_home(char **why)
     const char *path_is = NULL; /* "does not exist", "is not a directory" */
     int err = 0;
     if (!realpath(env, real)) {
-        if (errno == ENOENT) path_is = "does not exist";
-        else err = errno;
+        if (errno == ENOENT)
+            path_is = "does not exist";
+        else
+            err = errno;
     } else if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode)) {
         path_is = "is not a directory";
     } else {
@@ -233,8 +238,10 @@ char *host_env_codex_home(char **why)
     buf_init(&b);
     buf_puts(&b, "CODEX_HOME points to ");
     quote_debug(&b, env);
-    if (path_is) buf_printf(&b, ", but that path %s", path_is);
-    else buf_printf(&b, ", which cannot be resolved: %s", strerror(err));
+    if (path_is)
+        buf_printf(&b, ", but that path %s", path_is);
+    else
+        buf_printf(&b, ", which cannot be resolved: %s", strerror(err));
     buf_putc(&b, '\0');
     *why = buf_steal(&b);
     return NULL;

@@ -57,9 +57,10 @@ void log_msg(enum log_level level, const char *fmt, ...)
         clock_gettime(CLOCK_REALTIME, &ts);
         struct tm tm;
         gmtime_r(&ts.tv_sec, &tm);
-        n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-6s exec-server: ",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, ts.tv_nsec / 1000000, level_names[level]);
+        n = snprintf(line, sizeof line,
+                     "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-6s exec-server: ", tm.tm_year + 1900,
+                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     ts.tv_nsec / 1000000, level_names[level]);
     }
     va_list ap;
     va_start(ap, fmt);

@@ -38,7 +38,7 @@ bool log_to_journal(void);
  * from clients go through log_value() so a line stays one line and parseable. */
 #define log_event(...)                                                                             \
     do {                                                                                           \
-        if (log_threshold >= LOG_INFO) log_msg(LOG_INFO, __VA_ARGS__);                            \
+        if (log_threshold >= LOG_INFO) log_msg(LOG_INFO, __VA_ARGS__);                             \
     } while (0)
 /* s as a log value: bare when it is [A-Za-z0-9._:/@+-]+, else double-quoted with \" \\
  * and \xNN escapes; cut at n-1 bytes. Returns out. */

@@ -64,8 +64,7 @@ static struct hist proc_dur[2]; /* failure, success */
 /* The managed-network proxy's decisions: decision x mode x source. */
 static const char *const np_decisions[] = {"allow", "deny", "ask"};
 static const char *const np_modes[] = {"full", "limited"};
-static const char *const np_sources[] = {"baseline_policy", "decider", "mode_guard",
-                                         "proxy_state"};
+static const char *const np_sources[] = {"baseline_policy", "decider", "mode_guard", "proxy_state"};
 static uint64_t np_counts[3][2][4];
 static bool np_used;
 
@@ -192,8 +191,7 @@ void metrics_remote_reconnect(const char *reason)
         if (strcmp(reconnect_reasons[i], reason) == 0) remote_reconnects[i]++;
 }
 
-static void hist_render(struct buf *out, const char *name, const char *labels,
-                        const struct hist *h)
+static void hist_render(struct buf *out, const char *name, const char *labels, const struct hist *h)
 {
     uint64_t cum = 0;
     for (size_t i = 0; i < NB; i++) {
@@ -220,11 +218,10 @@ static void process_render(struct buf *out)
         if (fgets(line, sizeof line, f)) {
             /* After "pid (comm) ": comm may hold spaces, so start past the last ')'. */
             const char *p = strrchr(line, ')');
-            if (p &&
-                sscanf(p + 2,
-                       "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d "
-                       "%*d %*d %llu %llu %lld",
-                       &utime, &stime, &starttime, &vsize, &rss) != 5)
+            if (p && sscanf(p + 2,
+                            "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d "
+                            "%*d %*d %llu %llu %lld",
+                            &utime, &stime, &starttime, &vsize, &rss) != 5)
                 utime = stime = starttime = vsize = 0, rss = 0;
         }
         fclose(f);
@@ -277,11 +274,12 @@ void metrics_render(struct buf *out)
                   "# TYPE exec_server_build_info gauge\n"
                   "exec_server_build_info{version=\"" EXEC_SERVER_VERSION "\"} 1\n");
     process_render(out);
-    buf_printf(out, "# HELP exec_server_sessions Sessions by state: attached to a connection, "
-                    "or detached and waiting to be resumed.\n"
-                    "# TYPE exec_server_sessions gauge\n"
-                    "exec_server_sessions{state=\"attached\"} %lld\n"
-                    "exec_server_sessions{state=\"detached\"} %lld\n",
+    buf_printf(out,
+               "# HELP exec_server_sessions Sessions by state: attached to a connection, "
+               "or detached and waiting to be resumed.\n"
+               "# TYPE exec_server_sessions gauge\n"
+               "exec_server_sessions{state=\"attached\"} %lld\n"
+               "exec_server_sessions{state=\"detached\"} %lld\n",
                (long long)sessions_attached, (long long)sessions_detached);
     buf_puts(out, "# HELP exec_server_auth_refusals_total Refused logins (401) by reason.\n"
                   "# TYPE exec_server_auth_refusals_total counter\n");
@@ -296,9 +294,11 @@ void metrics_render(struct buf *out)
     buf_puts(out, "# HELP exec_server_connections_total Client connections by outcome.\n"
                   "# TYPE exec_server_connections_total counter\n");
     for (int t = 0; t < T_N; t++) {
-        buf_printf(out, "exec_server_connections_total{transport=\"%s\",result=\"accepted\"} %llu\n",
+        buf_printf(out,
+                   "exec_server_connections_total{transport=\"%s\",result=\"accepted\"} %llu\n",
                    transports[t], (unsigned long long)conns_accepted[t]);
-        buf_printf(out, "exec_server_connections_total{transport=\"%s\",result=\"rejected\"} %llu\n",
+        buf_printf(out,
+                   "exec_server_connections_total{transport=\"%s\",result=\"rejected\"} %llu\n",
                    transports[t], (unsigned long long)conns_rejected[t]);
     }
     buf_puts(out, "# HELP exec_server_requests_total JSON-RPC requests answered, by method.\n"
@@ -315,12 +315,13 @@ void metrics_render(struct buf *out)
                      ok ? "ok" : "error");
             hist_render(out, "exec_server_request_duration_seconds", labels, &ops[i].dur[ok]);
         }
-    buf_printf(out, "# HELP exec_server_processes_active Managed processes not yet exited.\n"
-                    "# TYPE exec_server_processes_active gauge\n"
-                    "exec_server_processes_active %lld\n"
-                    "# HELP exec_server_processes_total Managed processes started.\n"
-                    "# TYPE exec_server_processes_total counter\n"
-                    "exec_server_processes_total %llu\n",
+    buf_printf(out,
+               "# HELP exec_server_processes_active Managed processes not yet exited.\n"
+               "# TYPE exec_server_processes_active gauge\n"
+               "exec_server_processes_active %lld\n"
+               "# HELP exec_server_processes_total Managed processes started.\n"
+               "# TYPE exec_server_processes_total counter\n"
+               "exec_server_processes_total %llu\n",
                (long long)procs_active, (unsigned long long)procs_total);
     buf_puts(out, "# HELP exec_server_process_duration_seconds Managed process lifetimes, by "
                   "exit status (success: exit code 0).\n"
@@ -342,7 +343,8 @@ void metrics_render(struct buf *out)
     }
     if (!remote_mode) return;
     static const char *const names[2][2] = {
-        {"exec_server_remote_registration_total", "exec_server_remote_registration_duration_seconds"},
+        {"exec_server_remote_registration_total",
+         "exec_server_remote_registration_duration_seconds"},
         {"exec_server_remote_rendezvous_connect_total",
          "exec_server_remote_rendezvous_connect_duration_seconds"}};
     static const char *const helps[2][2] = {
@@ -353,8 +355,7 @@ void metrics_render(struct buf *out)
     const uint64_t *totals[2] = {remote_registrations, remote_connects};
     const struct hist *durs[2] = {remote_registration_dur, remote_connect_dur};
     for (int k = 0; k < 2; k++) {
-        buf_printf(out, "# HELP %s %s\n# TYPE %s counter\n", names[k][0], helps[k][0],
-                   names[k][0]);
+        buf_printf(out, "# HELP %s %s\n# TYPE %s counter\n", names[k][0], helps[k][0], names[k][0]);
         for (int ok = 1; ok >= 0; ok--)
             buf_printf(out, "%s{result=\"%s\"} %llu\n", names[k][0], ok ? "success" : "error",
                        (unsigned long long)totals[k][ok]);

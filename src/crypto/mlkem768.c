@@ -70,8 +70,8 @@ typedef struct {
 static pthread_once_t mlkem_once = PTHREAD_ONCE_INIT;
 static int mlkem_init_rc = -EIO;
 static EVP_MD *md_sha3_256, *md_sha3_512, *md_shake128, *md_shake256;
-static uint16_t zetas[128];     /* 17^BitRev7(i) mod q, for NTT and its inverse */
-static uint16_t gammas[128];    /* 17^(2*BitRev7(i)+1) mod q, for MultiplyNTTs */
+static uint16_t zetas[128];  /* 17^BitRev7(i) mod q, for NTT and its inverse */
+static uint16_t gammas[128]; /* 17^(2*BitRev7(i)+1) mod q, for MultiplyNTTs */
 
 /* a mod q for a < 2^26, without a divide instruction. With M = ceil(2^40 / q) =
  * 330282857, M*q = 2^40 + 3177, so a*M / 2^40 = a/q + a*3177/(q*2^40) and the error
@@ -87,7 +87,8 @@ static inline uint16_t mod_q(uint32_t a)
 static uint8_t bitrev7(unsigned i)
 {
     uint8_t r = 0;
-    for (int b = 0; b < 7; b++) r |= (uint8_t)(((i >> b) & 1) << (6 - b));
+    for (int b = 0; b < 7; b++)
+        r |= (uint8_t)(((i >> b) & 1) << (6 - b));
     return r;
 }
 
@@ -95,7 +96,8 @@ static void mlkem_init(void)
 {
     uint32_t pow[256]; /* pow[e] = 17^e mod q */
     pow[0] = 1;
-    for (int e = 1; e < 256; e++) pow[e] = mod_q(pow[e - 1] * 17);
+    for (int e = 1; e < 256; e++)
+        pow[e] = mod_q(pow[e - 1] * 17);
     for (unsigned i = 0; i < 128; i++) {
         zetas[i] = (uint16_t)pow[bitrev7(i)];
         gammas[i] = (uint16_t)pow[2 * bitrev7(i) + 1];
@@ -161,7 +163,8 @@ static void poly_invntt(mlkem_poly *f)
             }
         }
     }
-    for (unsigned j = 0; j < MLKEM_N; j++) f->c[j] = mod_q((uint32_t)f->c[j] * 3303);
+    for (unsigned j = 0; j < MLKEM_N; j++)
+        f->c[j] = mod_q((uint32_t)f->c[j] * 3303);
 }
 
 /* r += f (x) g in T_q: MultiplyNTTs (Algorithm 11) with BaseCaseMultiply (Algorithm 12),
@@ -180,7 +183,8 @@ static void poly_basemul_acc(mlkem_poly *r, const mlkem_poly *f, const mlkem_pol
 
 static void poly_add(mlkem_poly *r, const mlkem_poly *f)
 {
-    for (unsigned j = 0; j < MLKEM_N; j++) r->c[j] = mod_q((uint32_t)r->c[j] + f->c[j]);
+    for (unsigned j = 0; j < MLKEM_N; j++)
+        r->c[j] = mod_q((uint32_t)r->c[j] + f->c[j]);
 }
 
 /* r = f - r */
@@ -205,8 +209,7 @@ static int poly_sample_ntt(EVP_MD_CTX *ctx, mlkem_poly *a, const uint8_t rho[32]
     seed[32] = b32;
     seed[33] = b33;
     for (;;) {
-        if ((rc = mlkem_hash(ctx, md_shake128, seed, sizeof seed, NULL, 0, buf, len)) < 0)
-            break;
+        if ((rc = mlkem_hash(ctx, md_shake128, seed, sizeof seed, NULL, 0, buf, len)) < 0) break;
         for (; pos + 3 <= len && n < MLKEM_N; pos += 3) {
             uint16_t d1 = (uint16_t)(buf[pos] | ((buf[pos + 1] & 0x0f) << 8));
             uint16_t d2 = (uint16_t)((buf[pos + 1] >> 4) | (buf[pos + 2] << 4));
@@ -264,7 +267,8 @@ static void poly_decode(mlkem_poly *f, const uint8_t *in, unsigned d)
     uint32_t acc = 0;
     unsigned bits = 0;
     for (unsigned i = 0; i < MLKEM_N; i++) {
-        for (; bits < d; bits += 8) acc |= (uint32_t)*in++ << bits;
+        for (; bits < d; bits += 8)
+            acc |= (uint32_t)*in++ << bits;
         f->c[i] = (uint16_t)(acc & ((1u << d) - 1));
         acc >>= d;
         bits -= d;
@@ -304,12 +308,14 @@ static inline uint16_t decompress(uint16_t y, unsigned d)
 
 static void poly_compress(mlkem_poly *f, unsigned d)
 {
-    for (unsigned i = 0; i < MLKEM_N; i++) f->c[i] = compress(f->c[i], d);
+    for (unsigned i = 0; i < MLKEM_N; i++)
+        f->c[i] = compress(f->c[i], d);
 }
 
 static void poly_decompress(mlkem_poly *f, unsigned d)
 {
-    for (unsigned i = 0; i < MLKEM_N; i++) f->c[i] = decompress(f->c[i], d);
+    for (unsigned i = 0; i < MLKEM_N; i++)
+        f->c[i] = decompress(f->c[i], d);
 }
 
 /* --- K-PKE (Section 5) ------------------------------------------------------------------- */
@@ -331,8 +337,7 @@ static int pke_keygen(EVP_MD_CTX *ctx, uint8_t *ek, uint8_t *dk_pke, const uint8
      * parameter sets (absent from Kyber round 3). */
     memcpy(sec.g_in, d, 32);
     sec.g_in[32] = MLKEM_K;
-    if ((rc = mlkem_hash(ctx, md_sha3_512, sec.g_in, 33, NULL, 0, sec.rho_sigma, 64)) < 0)
-        goto out;
+    if ((rc = mlkem_hash(ctx, md_sha3_512, sec.g_in, 33, NULL, 0, sec.rho_sigma, 64)) < 0) goto out;
     for (unsigned i = 0; i < MLKEM_K; i++) {
         if ((rc = mlkem_prf(ctx, sigma, nonce++, sec.prf)) < 0) goto out;
         poly_cbd2(&sec.s[i], sec.prf);
@@ -455,8 +460,8 @@ int mlkem768_keypair_derand(uint8_t ek[MLKEM768_EK_BYTES], uint8_t dk[MLKEM768_D
     int rc;
     /* Algorithm 16: dk = dk_pke || ek || H(ek) || z */
     if ((rc = mlkem_begin(&ctx)) < 0 || (rc = pke_keygen(ctx, ek, dk, d)) < 0 ||
-        (rc = mlkem_hash(ctx, md_sha3_256, ek, MLKEM768_EK_BYTES, NULL, 0, dk + MLKEM_DK_H,
-                         32)) < 0)
+        (rc = mlkem_hash(ctx, md_sha3_256, ek, MLKEM768_EK_BYTES, NULL, 0, dk + MLKEM_DK_H, 32)) <
+            0)
         goto out;
     memcpy(dk + MLKEM_DK_EK, ek, MLKEM768_EK_BYTES);
     memcpy(dk + MLKEM_DK_Z, z, 32);
@@ -490,7 +495,8 @@ int mlkem768_encaps_derand(uint8_t ct[MLKEM768_CT_BYTES], uint8_t ss[MLKEM768_SS
 
     if ((rc = mlkem_begin(&ctx)) < 0) goto out;
     /* Algorithm 20's modulus check; ek is public, so branching on the result is fine. */
-    for (unsigned i = 0; i < MLKEM_K; i++) bad |= poly_decode12(&t, ek + i * MLKEM_POLY_BYTES);
+    for (unsigned i = 0; i < MLKEM_K; i++)
+        bad |= poly_decode12(&t, ek + i * MLKEM_POLY_BYTES);
     if (bad) {
         rc = -EINVAL;
         goto out;
@@ -533,8 +539,8 @@ int mlkem768_decaps(uint8_t ss[MLKEM768_SS_BYTES], const uint8_t ct[MLKEM768_CT_
 
     if ((rc = mlkem_begin(&ctx)) < 0) goto out;
     /* Algorithm 21's hash check: H(dk[384k : 768k+32]) must equal dk[768k+32 : 768k+64]. */
-    if ((rc = mlkem_hash(ctx, md_sha3_256, dk + MLKEM_DK_EK, MLKEM768_EK_BYTES, NULL, 0, h,
-                         32)) < 0)
+    if ((rc = mlkem_hash(ctx, md_sha3_256, dk + MLKEM_DK_EK, MLKEM768_EK_BYTES, NULL, 0, h, 32)) <
+        0)
         goto out;
     if (CRYPTO_memcmp(h, dk + MLKEM_DK_H, 32) != 0) {
         rc = -EINVAL;
@@ -544,8 +550,8 @@ int mlkem768_decaps(uint8_t ss[MLKEM768_SS_BYTES], const uint8_t ct[MLKEM768_CT_
      * c' = Encrypt(ek_pke, m', r'); K' if c == c' else K_bar. */
     pke_decrypt(sec.m, dk, ct);
     if ((rc = mlkem_hash(ctx, md_sha3_512, sec.m, 32, dk + MLKEM_DK_H, 32, sec.kr, 64)) < 0 ||
-        (rc = mlkem_hash(ctx, md_shake256, dk + MLKEM_DK_Z, 32, ct, MLKEM768_CT_BYTES,
-                         sec.kbar, 32)) < 0 ||
+        (rc = mlkem_hash(ctx, md_shake256, dk + MLKEM_DK_Z, 32, ct, MLKEM768_CT_BYTES, sec.kbar,
+                         32)) < 0 ||
         (rc = pke_encrypt(ctx, sec.ct2, dk + MLKEM_DK_EK, sec.m, sec.kr + 32)) < 0)
         goto out;
     {

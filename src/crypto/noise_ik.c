@@ -85,7 +85,8 @@ static int hkdf(const uint8_t ck[HASHLEN], const uint8_t *ikm, size_t ikm_len,
 static void gcm_nonce(uint64_t n, uint8_t iv[12])
 {
     memset(iv, 0, 4);
-    for (int i = 0; i < 8; i++) iv[4 + i] = (uint8_t)(n >> (56 - 8 * i));
+    for (int i = 0; i < 8; i++)
+        iv[4 + i] = (uint8_t)(n >> (56 - 8 * i));
 }
 
 /* out (len + 16 bytes, may equal in) = AES-256-GCM(key, nonce n, ad, in) || tag. */
@@ -261,7 +262,8 @@ void noise_ik_static_key_wipe(struct noise_ik_static_key *key)
 static uint8_t *put_part(uint8_t *p, const char *s)
 {
     size_t n = strlen(s);
-    for (int i = 0; i < 8; i++) *p++ = (uint8_t)((uint64_t)n >> (56 - 8 * i));
+    for (int i = 0; i < 8; i++)
+        *p++ = (uint8_t)((uint64_t)n >> (56 - 8 * i));
     memcpy(p, s, n);
     return p + n;
 }
@@ -296,25 +298,26 @@ struct noise_ik_handshake {
     enum hs_state state;
     bool initiator;
     struct symstate ss;
-    EVP_CIPHER_CTX *cipher;      /* reused for every handshake AEAD operation */
-    struct noise_ik_static_key s; /* our static identity (copy) */
+    EVP_CIPHER_CTX *cipher;        /* reused for every handshake AEAD operation */
+    struct noise_ik_static_key s;  /* our static identity (copy) */
     struct noise_ik_public_key rs; /* peer static: pinned (initiator) or learned */
     bool have_rs;
-    uint8_t e_priv[32];            /* our ephemeral X25519 */
+    uint8_t e_priv[32]; /* our ephemeral X25519 */
     uint8_t e_pub[32];
     uint8_t e_kem_ek[MLKEM768_EK_BYTES]; /* our ephemeral ML-KEM pair */
     uint8_t e_kem_dk[MLKEM768_DK_BYTES];
-    uint8_t re[32];                /* peer ephemeral X25519 */
+    uint8_t re[32];                    /* peer ephemeral X25519 */
     uint8_t re_kem[MLKEM768_EK_BYTES]; /* peer ephemeral ML-KEM */
-    uint8_t *payload;              /* msg-1 payload as read by the responder (owned) */
+    uint8_t *payload;                  /* msg-1 payload as read by the responder (owned) */
     size_t payload_len;
     noise_ik_rng_fn rng;
     void *rng_ctx;
 };
 
 static int hs_new(struct noise_ik_handshake **out, bool initiator,
-                  const struct noise_ik_static_key *self, const struct noise_ik_public_key *responder,
-                  const uint8_t *prologue, size_t prologue_len, noise_ik_rng_fn rng, void *rng_ctx)
+                  const struct noise_ik_static_key *self,
+                  const struct noise_ik_public_key *responder, const uint8_t *prologue,
+                  size_t prologue_len, noise_ik_rng_fn rng, void *rng_ctx)
 {
     struct noise_ik_handshake *hs;
     const struct noise_ik_public_key *rpub = initiator ? responder : &self->pub;
@@ -558,8 +561,7 @@ int noise_ik_write_message2(struct noise_ik_handshake *hs, uint8_t out[NOISE_IK_
 }
 
 int noise_ik_write_message2_payload(struct noise_ik_handshake *hs, const uint8_t *payload,
-                                    size_t payload_len, uint8_t *out, size_t cap,
-                                    size_t *out_len)
+                                    size_t payload_len, uint8_t *out, size_t cap, size_t *out_len)
 {
     uint8_t m[SEEDLEN], ct[MLKEM768_CT_BYTES], ss[MLKEM768_SS_BYTES];
     size_t w, pos = 0;
@@ -586,7 +588,7 @@ int noise_ik_write_message2_payload(struct noise_ik_handshake *hs, const uint8_t
      * later token uses it. */
     if ((rc = write_e(hs, out + pos)) < 0) goto fail;
     pos += 32 + MLKEM768_EK_BYTES;
-    if ((rc = mix_dh(hs, hs->e_priv, hs->re)) < 0) goto fail;       /* ee */
+    if ((rc = mix_dh(hs, hs->e_priv, hs->re)) < 0) goto fail;        /* ee */
     if ((rc = mix_dh(hs, hs->e_priv, hs->rs.x25519)) < 0) goto fail; /* se */
     if ((rc = encrypt_and_hash(&hs->ss, hs->cipher, payload, payload_len, out + pos, &w)) < 0)
         goto fail;
@@ -670,7 +672,7 @@ int noise_ik_handshake_complete(const struct noise_ik_handshake *hs)
 
 struct noise_ik_cipher {
     uint8_t k[KEYLEN];
-    uint64_t n;           /* next nonce */
+    uint64_t n; /* next nonce */
     EVP_CIPHER_CTX *ctx;
 };
 

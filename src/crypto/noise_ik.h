@@ -119,8 +119,7 @@ int noise_ik_write_message2(struct noise_ik_handshake *hs, uint8_t out[NOISE_IK_
  * the bytes written). The 0.169.0 executor sends one only to tell the harness that
  * the registry refused its own credentials (NOISE_IK_REGISTRY_REJECTED). */
 int noise_ik_write_message2_payload(struct noise_ik_handshake *hs, const uint8_t *payload,
-                                    size_t payload_len, uint8_t *out, size_t cap,
-                                    size_t *out_len);
+                                    size_t payload_len, uint8_t *out, size_t cap, size_t *out_len);
 /* Initiator, after msg 1: reads msg 2, which must be exactly NOISE_IK_MSG2_BYTES
  * (its payload must be empty). -EBADMSG when it does not authenticate: the
  * responder does not own the pinned key, or the bytes were altered. */

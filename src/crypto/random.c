@@ -19,8 +19,10 @@ void crypto_random_bytes(void *out, size_t n)
             if (errno == EINTR) continue;
             /* No randomness: ids and keys would be guessable. Stop rather than
              * hand one out (fail closed). */
-            fprintf(stderr, "exec-server: getrandom(2) failed (%s); refusing to continue "
-                            "without a source of randomness\n", strerror(errno));
+            fprintf(stderr,
+                    "exec-server: getrandom(2) failed (%s); refusing to continue "
+                    "without a source of randomness\n",
+                    strerror(errno));
             abort();
         }
         p += got;

@@ -119,7 +119,8 @@ static bool idents_ok(const char *s, size_t n, bool strict_numeric)
     if (!n) return false;
     for (size_t i = 0; i <= n;) {
         size_t j = i;
-        while (j < n && s[j] != '.') j++;
+        while (j < n && s[j] != '.')
+            j++;
         if (j == i) return false;
         for (size_t k = i; k < j; k++)
             if (!alnum_dash(s[k])) return false;
@@ -150,7 +151,8 @@ static bool semver_parse(const char *s, struct semver *v)
     size_t i = 0;
     for (int k = 0; k < 3; k++) {
         size_t j = i;
-        while (j < core && s[j] != '.') j++;
+        while (j < core && s[j] != '.')
+            j++;
         if (!digits(s + i, j - i) || (j - i > 1 && s[i] == '0')) return false;
         v->core[k] = s + i;
         v->core_len[k] = j - i;
@@ -174,8 +176,10 @@ static int cmp_idents(const char *a, size_t an, const char *b, size_t bn)
     size_t i = 0, j = 0;
     while (i < an && j < bn) {
         size_t ie = i, je = j;
-        while (ie < an && a[ie] != '.') ie++;
-        while (je < bn && b[je] != '.') je++;
+        while (ie < an && a[ie] != '.')
+            ie++;
+        while (je < bn && b[je] != '.')
+            je++;
         bool na = digits(a + i, ie - i), nb = digits(b + j, je - j);
         int c;
         if (na && nb) {
@@ -314,8 +318,9 @@ static bool watch_tree(const char *dir, int depth)
 static bool watch_root(const char *root)
 {
     struct stat st;
-    if (stat(root, &st) == 0) return S_ISDIR(st.st_mode) ? watch_tree(root, V2_WATCH_DEPTH)
-                                                           : watch_add(root, NULL) || true;
+    if (stat(root, &st) == 0)
+        return S_ISDIR(st.st_mode) ? watch_tree(root, V2_WATCH_DEPTH)
+                                   : watch_add(root, NULL) || true;
     char *p = xstrdup(root);
     bool ok = true;
     for (;;) {
@@ -404,7 +409,7 @@ static void watch_init(uv_loop_t *loop)
 
 struct location {
     char *path, *uri;
-    const char *disc_id; /* standalone roots */
+    const char *disc_id;                   /* standalone roots */
     char *plugin_id, *version, *remote_id; /* plugin locations */
 };
 
@@ -452,7 +457,8 @@ static int remote_id(const char *pkg, char **id, char *err, size_t errlen)
     char buf[V2_MAX_REMOTE_META + 1];
     size_t n = 0;
     ssize_t r;
-    while (n < sizeof buf && (r = read(fd, buf + n, sizeof buf - n)) > 0) n += (size_t)r;
+    while (n < sizeof buf && (r = read(fd, buf + n, sizeof buf - n)) > 0)
+        n += (size_t)r;
     close(fd);
     if (n > V2_MAX_REMOTE_META) {
         snprintf(err, errlen, "remote installation metadata exceeds its byte limit");
@@ -470,12 +476,15 @@ static int remote_id(const char *pkg, char **id, char *err, size_t errlen)
     } else {
         const char *t = rid;
         size_t tl = strlen(rid);
-        while (tl && (*t == ' ' || *t == '\t' || *t == '\n' || *t == '\r')) t++, tl--;
-        while (tl && (t[tl - 1] == ' ' || t[tl - 1] == '\t' || t[tl - 1] == '\n' ||
-                      t[tl - 1] == '\r'))
+        while (tl && (*t == ' ' || *t == '\t' || *t == '\n' || *t == '\r'))
+            t++, tl--;
+        while (tl &&
+               (t[tl - 1] == ' ' || t[tl - 1] == '\t' || t[tl - 1] == '\n' || t[tl - 1] == '\r'))
             tl--;
-        if (!tl) snprintf(err, errlen, "remote plugin id must not be blank");
-        else if (tl > V2_MAX_REMOTE_ID) snprintf(err, errlen, "remote plugin ID exceeds its byte limit");
+        if (!tl)
+            snprintf(err, errlen, "remote plugin id must not be blank");
+        else if (tl > V2_MAX_REMOTE_ID)
+            snprintf(err, errlen, "remote plugin ID exceeds its byte limit");
         else {
             *id = xstrndup(t, tl);
             rc = 0;
@@ -525,8 +534,8 @@ static void location_free(struct location *l)
 }
 
 /* Installed plugin locations below cache, appended to *locs. */
-static void plugin_locations(const char *cache_root, struct location **locs, size_t *n,
-                             size_t *cap, bool *loc_warning)
+static void plugin_locations(const char *cache_root, struct location **locs, size_t *n, size_t *cap,
+                             bool *loc_warning)
 {
     DIR *md = opendir(cache_root);
     if (!md) return;
@@ -624,7 +633,8 @@ static json_t *scan_location(struct scan_job *j, const struct location *l, bool 
     /* Read through a sandbox, a root it does not let us see is simply absent. */
     const char *err = json_string_value(json_object_get(r, "error"));
     if (err && j->sb_json &&
-        (strstr(err, "(os error 2)") || strstr(err, "(os error 13)") || strstr(err, "(os error 1)"))) {
+        (strstr(err, "(os error 2)") || strstr(err, "(os error 13)") ||
+         strstr(err, "(os error 1)"))) {
         json_decref(r);
         return NULL;
     }
@@ -692,11 +702,12 @@ static void build_skills(json_t *scan, const struct location *l, json_t *skills,
             continue;
         }
         const char *nmv = json_string_value(nm);
-        char *name = nmv && !utf8_all_white_space(nmv, strlen(nmv)) ? xstrdup(nmv)
-                                                                    : uri_basename(root);
+        char *name =
+            nmv && !utf8_all_white_space(nmv, strlen(nmv)) ? xstrdup(nmv) : uri_basename(root);
         json_decref(mj);
         bool dup = false;
-        for (size_t k = 0; k < nns && !dup; k++) dup = strcmp(nss[k].root_uri, root) == 0;
+        for (size_t k = 0; k < nns && !dup; k++)
+            dup = strcmp(nss[k].root_uri, root) == 0;
         if (dup) {
             free(root);
             free(name);
@@ -789,15 +800,20 @@ static json_t *build_plugin(json_t *scan, const struct location *l, json_t *skil
     }
     const char *name = json_string_value(json_object_get(mj, "name"));
     char *display = NULL;
-    const char *dn = json_string_value(json_object_get(json_object_get(mj, "interface"), "displayName"));
-    if (dn && !utf8_all_white_space(dn, strlen(dn))) display = xstrdup(dn);
-    else if (name && !utf8_all_white_space(name, strlen(name))) display = xstrdup(name);
-    else display = uri_basename(l->uri);
+    const char *dn =
+        json_string_value(json_object_get(json_object_get(mj, "interface"), "displayName"));
+    if (dn && !utf8_all_white_space(dn, strlen(dn)))
+        display = xstrdup(dn);
+    else if (name && !utf8_all_white_space(name, strlen(name)))
+        display = xstrdup(name);
+    else
+        display = uri_basename(l->uri);
     json_decref(mj);
     json_t *p = json_object();
     json_object_set_new(p, "id", json_string(l->plugin_id));
     json_object_set_new(p, "displayName", json_string(display));
-    json_object_set_new(p, "remotePluginId", l->remote_id ? json_string(l->remote_id) : json_null());
+    json_object_set_new(p, "remotePluginId",
+                        l->remote_id ? json_string(l->remote_id) : json_null());
     json_object_set_new(p, "version", json_string(l->version));
     json_object_set_new(p, "root", json_string(l->uri));
     json_object_set_new(p, "files", json_incref(files));
@@ -818,7 +834,8 @@ static int cmp_plugins(const void *a, const void *b)
 
 static void add_warning(json_t *warnings, const char *w)
 {
-    if (json_array_size(warnings) < V2_MAX_WARNINGS) json_array_append_new(warnings, json_string(w));
+    if (json_array_size(warnings) < V2_MAX_WARNINGS)
+        json_array_append_new(warnings, json_string(w));
 }
 
 /* Plugins by id, then root. */
@@ -827,10 +844,12 @@ static void sort_plugins(json_t *plugins)
     size_t np = json_array_size(plugins);
     if (np < 2) return;
     json_t **v = xcalloc(np, sizeof *v);
-    for (size_t k = 0; k < np; k++) v[k] = json_incref(json_array_get(plugins, k));
+    for (size_t k = 0; k < np; k++)
+        v[k] = json_incref(json_array_get(plugins, k));
     qsort(v, np, sizeof *v, cmp_plugins);
     json_array_clear(plugins);
-    for (size_t k = 0; k < np; k++) json_array_append_new(plugins, v[k]);
+    for (size_t k = 0; k < np; k++)
+        json_array_append_new(plugins, v[k]);
     free(v);
 }
 
@@ -851,7 +870,8 @@ static char *dump_within_bounds(json_t *res, bool truncated)
         text = json_dumps(res, JSON_COMPACT);
         if (strlen(text) <= V2_MAX_BYTES) break;
         if (json_array_size(warnings) > 1) {
-            while (json_array_size(warnings) > 1) json_array_remove(warnings, 1);
+            while (json_array_size(warnings) > 1)
+                json_array_remove(warnings, 1);
         } else if (json_array_size(skills)) {
             json_array_remove(skills, json_array_size(skills) - 1);
         } else if (json_array_size(plugins)) {
@@ -884,7 +904,8 @@ static void scan_run(uv_work_t *w)
     if (is_dir(cache_root)) plugin_locations(cache_root, &locs, &n, &cap, &loc_warning);
     for (int k = 0; k < 3; k++) {
         bool dup = !roots[k];
-        for (int q = 0; q < k && !dup; q++) dup = roots[q] && strcmp(roots[q], roots[k]) == 0;
+        for (int q = 0; q < k && !dup; q++)
+            dup = roots[q] && strcmp(roots[q], roots[k]) == 0;
         if (dup || !is_dir(roots[k])) continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 8;
@@ -897,7 +918,8 @@ static void scan_run(uv_work_t *w)
         n++;
     }
     if (n > V2_MAX_LOCATIONS) {
-        for (size_t k = V2_MAX_LOCATIONS; k < n; k++) location_free(&locs[k]);
+        for (size_t k = V2_MAX_LOCATIONS; k < n; k++)
+            location_free(&locs[k]);
         n = V2_MAX_LOCATIONS;
         loc_warning = true;
     }
@@ -922,7 +944,8 @@ static void scan_run(uv_work_t *w)
                 build_skills(scan, l, sk, &warned);
                 if (l->plugin_id) {
                     json_t *p = build_plugin(scan, l, sk);
-                    if (!p) warned = true;
+                    if (!p)
+                        warned = true;
                     else if (caps + 1 + json_array_size(sk) > V2_MAX_CAPABILITIES) {
                         truncated = true;
                         json_decref(p);
@@ -950,16 +973,18 @@ static void scan_run(uv_work_t *w)
         if (warned) add_warning(warnings, W_METADATA);
     }
     sort_plugins(plugins);
-    json_t *res = json_pack("{s:o,s:o,s:o}", "plugins", plugins, "skills", skills, "warnings",
-                            warnings);
+    json_t *res =
+        json_pack("{s:o,s:o,s:o}", "plugins", plugins, "skills", skills, "warnings", warnings);
     char *text = dump_within_bounds(res, truncated);
     buf_puts(&j->out, text);
     free(text);
     json_decref(res);
-    for (size_t k = 0; k < n; k++) location_free(&locs[k]);
+    for (size_t k = 0; k < n; k++)
+        location_free(&locs[k]);
     free(locs);
     free(cache_root);
-    for (int k = 0; k < 3; k++) free(roots[k]);
+    for (int k = 0; k < 3; k++)
+        free(roots[k]);
 }
 
 static void job_free(struct scan_job *j)

@@ -113,8 +113,7 @@ static char *dup_slice(const char *p, size_t n)
     return d;
 }
 
-int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out,
-                    int *close_after)
+int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out, int *close_after)
 {
     *fd_out = -1;
     struct fs_work *fw = xcalloc(1, sizeof *fw);
@@ -151,12 +150,17 @@ int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out,
     }
     fs_budget_give(fw->budget_held);
     bool failed = fs_work_failed(fw);
-    struct fs_wire_reply rp = {.err = fw->err, .code = fw->code, .msg = fw->msg,
+    struct fs_wire_reply rp = {.err = fw->err,
+                               .code = fw->code,
+                               .msg = fw->msg,
                                .msg_len = fw->msg ? strlen(fw->msg) : 0,
-                               .out = fw->out.data, .out_len = failed ? 0 : fw->out.len};
+                               .out = fw->out.data,
+                               .out_len = failed ? 0 : fw->out.len};
     fs_wire_encode_reply(reply, &rp);
-    if (!failed && fw->op == OP_OPEN) *fd_out = fw->fd;
-    else if (fw->fd >= 0) close(fw->fd);
+    if (!failed && fw->op == OP_OPEN)
+        *fd_out = fw->fd;
+    else if (fw->fd >= 0)
+        close(fw->fd);
     *close_after = fw->displaced_fd;
     free(fw->path);
     free(fw->path2);
@@ -169,22 +173,31 @@ int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out,
 /* Runs fw in the sandbox helper of its session and policy (on a pool thread). */
 static void run_sandboxed(struct fs_work *fw)
 {
-    struct fs_wire_request h = {
-        .op = fw->op, .recursive = fw->recursive, .force = fw->force, .nofollow = fw->nofollow,
-        .follow_dir_links = fw->follow_dir_links, .prune_hidden = fw->prune_hidden,
-        .replace = fw->replace, .fsync = fw->fsync, .max_depth = fw->max_depth,
-        .max_dirs = fw->max_dirs, .max_entries = fw->max_entries, .path = fw->path,
-        .path_len = fw->path_len,
-        .path2 = fw->path2, .path2_len = fw->path2 ? fw->path2_len : 0,
-        .b64 = fw->b64, .b64_len = fw->b64 ? fw->b64_len : 0};
+    struct fs_wire_request h = {.op = fw->op,
+                                .recursive = fw->recursive,
+                                .force = fw->force,
+                                .nofollow = fw->nofollow,
+                                .follow_dir_links = fw->follow_dir_links,
+                                .prune_hidden = fw->prune_hidden,
+                                .replace = fw->replace,
+                                .fsync = fw->fsync,
+                                .max_depth = fw->max_depth,
+                                .max_dirs = fw->max_dirs,
+                                .max_entries = fw->max_entries,
+                                .path = fw->path,
+                                .path_len = fw->path_len,
+                                .path2 = fw->path2,
+                                .path2_len = fw->path2 ? fw->path2_len : 0,
+                                .b64 = fw->b64,
+                                .b64_len = fw->b64 ? fw->b64_len : 0};
     struct buf rq, rp;
     buf_init(&rq);
     buf_init(&rp);
     fs_wire_encode_request(&rq, &h);
     int fd = -1;
     char why[512];
-    int rc = sandbox_helper_call(fw->sb_owner, fw->sb_json, rq.data, rq.len, &rp, &fd, why,
-                                 sizeof why);
+    int rc =
+        sandbox_helper_call(fw->sb_owner, fw->sb_json, rq.data, rq.len, &rp, &fd, why, sizeof why);
     buf_free(&rq);
     struct fs_wire_reply r;
     if (rc == SB_CALL_UNENFORCEABLE || rc == SB_CALL_REFUSED) {
@@ -221,8 +234,10 @@ static void run_sandboxed(struct fs_work *fw)
 
 void fs_work_run(struct fs_work *fw)
 {
-    if (fw->sb_json) run_sandboxed(fw);
-    else fs_ops_run(fw);
+    if (fw->sb_json)
+        run_sandboxed(fw);
+    else
+        fs_ops_run(fw);
 }
 
 static void work_cb(uv_work_t *w)
@@ -468,8 +483,8 @@ static bool to_path(struct rpc_req *req, const char *uri, size_t len, char **out
 }
 
 /* Common tail of params checking: decode errors, the sandbox, the gate. Returns
- * -EINVAL when it replied (with the error), 1 when the operation (reading and/or writing) needs the sandbox
- * (PROTOCOL.md 10.3: full-disk access for it runs directly), else 0. */
+ * -EINVAL when it replied (with the error), 1 when the operation (reading and/or writing) needs the
+ * sandbox (PROTOCOL.md 10.3: full-disk access for it runs directly), else 0. */
 static int check_common(struct rpc_req *req, struct pdec *d, json_t *sb, bool reads, bool writes)
 {
     if (d->failed) {

@@ -25,8 +25,10 @@ static void chmod_done(uv_fs_t *f)
     struct chmod_work *w = f->data;
     int r = (int)f->result;
     uv_fs_req_cleanup(f);
-    if (r < 0) rpc_reply_errno(w->req, -r);
-    else rpc_reply_json(w->req, json_object());
+    if (r < 0)
+        rpc_reply_errno(w->req, -r);
+    else
+        rpc_reply_json(w->req, json_object());
     free(w);
 }
 

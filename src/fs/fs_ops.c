@@ -180,9 +180,7 @@ static int open_regular(struct fs_work *fw, const char *path)
 static bool read_budget_take(struct fs_work *fw, size_t n, bool alone_ok)
 {
     switch (fs_budget_take(n, fw->budget_held, alone_ok)) {
-    case FS_BUDGET_OK:
-        fw->budget_held += n;
-        return true;
+    case FS_BUDGET_OK: fw->budget_held += n; return true;
     case FS_BUDGET_WAIT:
         fw->budget_wait = true;
         fw->budget_need = n;
@@ -380,8 +378,10 @@ static bool write_replace(struct fs_work *fw, const uint8_t *data, size_t n)
         if (dfd >= 0) close(dfd);
     }
     close(pfd);
-    if (e == 0) fw->displaced_fd = old;
-    else if (old >= 0) close(old);
+    if (e == 0)
+        fw->displaced_fd = old;
+    else if (old >= 0)
+        close(old);
     if (e < 0) return false; /* the owner, mode or rename were not ours to keep: in place */
     if (e > 0) fs_work_set_err(fw, e);
     return true;
@@ -397,16 +397,20 @@ static uint8_t *payload_decode(struct fs_work *fw, size_t *n, uint8_t **own, cha
     size_t max = base64_decoded_max(fw->b64_len) + 1;
     uint8_t *data;
     *own = NULL;
-    if (fw->b64_writable) data = (uint8_t *)fw->b64;
-    else data = *own = max >= BIGBUF_MIN ? bigbuf_alloc(max, NULL) : xmalloc(max);
+    if (fw->b64_writable)
+        data = (uint8_t *)fw->b64;
+    else
+        data = *own = max >= BIGBUF_MIN ? bigbuf_alloc(max, NULL) : xmalloc(max);
     if (base64_decode(fw->b64, fw->b64_len, data, n, detail, dlen) < 0) return NULL;
     return data;
 }
 
 static void payload_free(struct fs_work *fw, uint8_t *own)
 {
-    if (own && base64_decoded_max(fw->b64_len) + 1 >= BIGBUF_MIN) bigbuf_free(own);
-    else free(own);
+    if (own && base64_decoded_max(fw->b64_len) + 1 >= BIGBUF_MIN)
+        bigbuf_free(own);
+    else
+        free(own);
 }
 
 static void do_write_file(struct fs_work *fw)
@@ -818,30 +822,14 @@ static void do_read_block(struct fs_work *fw)
 void fs_ops_run(struct fs_work *fw)
 {
     switch (fw->op) {
-    case OP_READ_FILE:
-        do_read_file(fw);
-        break;
-    case OP_WRITE_FILE:
-        do_write_file(fw);
-        break;
-    case OP_CREATE_DIR:
-        do_create_dir(fw);
-        break;
-    case OP_METADATA:
-        do_metadata(fw);
-        break;
-    case OP_CANONICALIZE:
-        do_canonicalize(fw);
-        break;
-    case OP_READ_DIR:
-        do_read_dir(fw);
-        break;
-    case OP_REMOVE:
-        do_remove(fw);
-        break;
-    case OP_COPY:
-        do_copy(fw);
-        break;
+    case OP_READ_FILE: do_read_file(fw); break;
+    case OP_WRITE_FILE: do_write_file(fw); break;
+    case OP_CREATE_DIR: do_create_dir(fw); break;
+    case OP_METADATA: do_metadata(fw); break;
+    case OP_CANONICALIZE: do_canonicalize(fw); break;
+    case OP_READ_DIR: do_read_dir(fw); break;
+    case OP_REMOVE: do_remove(fw); break;
+    case OP_COPY: do_copy(fw); break;
     case OP_WALK: {
         struct fs_walk_opts o = {fw->max_depth, fw->max_dirs, fw->max_entries, fw->follow_dir_links,
                                  fw->prune_hidden};
@@ -849,17 +837,9 @@ void fs_ops_run(struct fs_work *fw)
         if (e) fs_work_set_err(fw, e);
         break;
     }
-    case OP_OPEN:
-        do_open(fw);
-        break;
-    case OP_READ_BLOCK:
-        do_read_block(fw);
-        break;
-    case OP_WRITE_BLOCK:
-        do_write_block(fw);
-        break;
-    case OP_DISCOVER:
-        caproots_scan(fw->path, fw->path2 ? fw->path2 : "", &fw->out);
-        break;
+    case OP_OPEN: do_open(fw); break;
+    case OP_READ_BLOCK: do_read_block(fw); break;
+    case OP_WRITE_BLOCK: do_write_block(fw); break;
+    case OP_DISCOVER: caproots_scan(fw->path, fw->path2 ? fw->path2 : "", &fw->out); break;
     }
 }

@@ -16,8 +16,7 @@
  * a fixed table are accepted; anything else gets an error reply. Returns 0, or
  * -EPROTO for a malformed frame or an operation the helper does not serve (the reply
  * then says so). */
-int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out,
-                    int *close_after);
+int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out, int *close_after);
 
 /* The helper's whole life on its socket (fs_helper_loop.c): says "ok", then serves
  * request frames until EOF. Returns an exit status. */

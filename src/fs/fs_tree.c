@@ -259,4 +259,3 @@ char *fs_tree_resolve_existing_prefix(const char *p)
     free(cur);
     return res;
 }
-

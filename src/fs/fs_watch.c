@@ -52,8 +52,8 @@ struct fs_watch {
     struct fs_watch_table *table;
     size_t nmissing;
     char **missing;
-    size_t *base;    /* length of the deepest existing ancestor of missing[i] */
-    char *present;   /* or NULL */
+    size_t *base;  /* length of the deepest existing ancestor of missing[i] */
+    char *present; /* or NULL */
     struct dir_handle *dirs;
     struct fs_watch *next;
 };
@@ -110,7 +110,8 @@ static void release_dirs(struct fs_watch *w)
 static void watch_free(struct fs_watch *w)
 {
     release_dirs(w);
-    for (size_t i = 0; i < w->nmissing; i++) free(w->missing[i]);
+    for (size_t i = 0; i < w->nmissing; i++)
+        free(w->missing[i]);
     free(w->missing);
     free(w->base);
     free(w->present);
@@ -196,8 +197,10 @@ static void on_dir_event(uv_fs_event_t *h, const char *name, int events, int sta
     bool moved_up = false;
     for (size_t i = 0; i < w->nmissing && !fired; i++) {
         size_t now = existing_prefix(w->missing[i]);
-        if (now > w->base[i]) fired = true;
-        else if (now < w->base[i]) moved_up = true;
+        if (now > w->base[i])
+            fired = true;
+        else if (now < w->base[i])
+            moved_up = true;
     }
     if (fired) {
         notify_changed(w);
@@ -317,7 +320,8 @@ static void handle_watch_missing(struct rpc_req *req)
     struct fs_watch_table *t = session_part(s, &fs_session_part);
     if (!t) session_set_part(s, &fs_session_part, t = fs_watch_table_new(s, req->loop));
     bool stale = w->present && !path_exists(w->present);
-    for (i = 0; i < n && !stale; i++) stale = path_exists(w->missing[i]);
+    for (i = 0; i < n && !stale; i++)
+        stale = path_exists(w->missing[i]);
     bool reused = id_used(t, id);
     if (!reused) remember_id(t, id);
     if ((n == 0 && !w->present) || stale || reused) {

@@ -29,12 +29,20 @@ static long take_head(const void *frame, size_t len, void *head, size_t hlen)
 
 void fs_wire_encode_request(struct buf *out, const struct fs_wire_request *rq)
 {
-    struct wire_req_head h = {
-        .op = rq->op, .recursive = rq->recursive, .force = rq->force,
-        .nofollow = rq->nofollow, .follow_dir_links = rq->follow_dir_links,
-        .prune_hidden = rq->prune_hidden, .replace = rq->replace, .fsync = rq->fsync,
-        .max_depth = rq->max_depth, .max_dirs = rq->max_dirs, .max_entries = rq->max_entries,
-        .path_len = rq->path_len, .path2_len = rq->path2_len, .b64_len = rq->b64_len};
+    struct wire_req_head h = {.op = rq->op,
+                              .recursive = rq->recursive,
+                              .force = rq->force,
+                              .nofollow = rq->nofollow,
+                              .follow_dir_links = rq->follow_dir_links,
+                              .prune_hidden = rq->prune_hidden,
+                              .replace = rq->replace,
+                              .fsync = rq->fsync,
+                              .max_depth = rq->max_depth,
+                              .max_dirs = rq->max_dirs,
+                              .max_entries = rq->max_entries,
+                              .path_len = rq->path_len,
+                              .path2_len = rq->path2_len,
+                              .b64_len = rq->b64_len};
     buf_reserve(out, sizeof h + h.path_len + h.path2_len + h.b64_len);
     buf_append(out, &h, sizeof h);
     if (h.path_len) buf_append(out, rq->path, h.path_len);
@@ -53,14 +61,23 @@ int fs_wire_decode_request(const void *frame, size_t len, struct fs_wire_request
         h.path_len + h.path2_len + h.b64_len != body)
         return -EPROTO;
     const char *p = (const char *)frame + sizeof h;
-    *rq = (struct fs_wire_request){
-        .op = h.op, .recursive = h.recursive, .force = h.force, .nofollow = h.nofollow,
-        .follow_dir_links = h.follow_dir_links, .prune_hidden = h.prune_hidden,
-        .replace = h.replace, .fsync = h.fsync, .max_depth = h.max_depth,
-        .max_dirs = h.max_dirs,
-        .max_entries = h.max_entries, .path = p, .path_len = h.path_len,
-        .path2 = p + h.path_len, .path2_len = h.path2_len,
-        .b64 = p + h.path_len + h.path2_len, .b64_len = h.b64_len};
+    *rq = (struct fs_wire_request){.op = h.op,
+                                   .recursive = h.recursive,
+                                   .force = h.force,
+                                   .nofollow = h.nofollow,
+                                   .follow_dir_links = h.follow_dir_links,
+                                   .prune_hidden = h.prune_hidden,
+                                   .replace = h.replace,
+                                   .fsync = h.fsync,
+                                   .max_depth = h.max_depth,
+                                   .max_dirs = h.max_dirs,
+                                   .max_entries = h.max_entries,
+                                   .path = p,
+                                   .path_len = h.path_len,
+                                   .path2 = p + h.path_len,
+                                   .path2_len = h.path2_len,
+                                   .b64 = p + h.path_len + h.path2_len,
+                                   .b64_len = h.b64_len};
     return 0;
 }
 
@@ -80,7 +97,11 @@ int fs_wire_decode_reply(const void *frame, size_t len, struct fs_wire_reply *rp
     uint64_t body = (uint64_t)r;
     if (h.msg_len > body || h.out_len != body - h.msg_len) return -EPROTO;
     const char *p = (const char *)frame + sizeof h;
-    *rp = (struct fs_wire_reply){.err = h.err, .code = h.code, .msg = p, .msg_len = h.msg_len,
-                                 .out = p + h.msg_len, .out_len = h.out_len};
+    *rp = (struct fs_wire_reply){.err = h.err,
+                                 .code = h.code,
+                                 .msg = p,
+                                 .msg_len = h.msg_len,
+                                 .out = p + h.msg_len,
+                                 .out_len = h.out_len};
     return 0;
 }

@@ -59,7 +59,7 @@ struct fs_work {
      * sandbox helper's request frame), which outlives the work */
     const char *b64;
     size_t b64_len;
-    bool fsync; /* ours: fsync the file (and its directory) before replying */
+    bool fsync;        /* ours: fsync the file (and its directory) before replying */
     bool b64_writable; /* the request's own copy: may be decoded in place */
     /* walk */
     uint64_t max_depth, max_dirs, max_entries;
@@ -70,7 +70,7 @@ struct fs_work {
     int fd;
     struct fs_handle *h;
     uint64_t offset, len;
-    bool replace;  /* fs/open mode "replace" */
+    bool replace; /* fs/open mode "replace" */
     /* writeFile: the file a replacing write displaced, still open (or -1). Its last
      * close frees the inode, which waits for writeback still in flight on its pages
      * (on ext4 the write before this one started it); closed after the reply, that

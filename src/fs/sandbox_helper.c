@@ -49,18 +49,18 @@
 
 struct sb_helper {
     struct sb_helper *next;
-    char *policy;          /* owned: the sandbox JSON it was started with */
-    pid_t pid;             /* its sandbox init: killing it ends the helper */
-    int fd;                /* our end of the socketpair */
-    int refs;              /* list membership counts as one */
-    bool retired;          /* killed / leaving; never handed out again */
-    bool transient;        /* serves one call only, never in the pool */
+    char *policy;            /* owned: the sandbox JSON it was started with */
+    pid_t pid;               /* its sandbox init: killing it ends the helper */
+    int fd;                  /* our end of the socketpair */
+    int refs;                /* list membership counts as one */
+    bool retired;            /* killed / leaving; never handed out again */
+    bool transient;          /* serves one call only, never in the pool */
     unsigned long long used; /* when it was last handed out (pool clock) */
-    long long idle_since;  /* monotonic ms of its last use */
-    char **owners;         /* owned: the sessions that used it */
+    long long idle_since;    /* monotonic ms of its last use */
+    char **owners;           /* owned: the sessions that used it */
     size_t nowners;
     struct sb_placeholders *ph; /* the placeholder directories its view mounts on */
-    pthread_mutex_t io;    /* held during one exchange */
+    pthread_mutex_t io;         /* held during one exchange */
 };
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -78,8 +78,10 @@ int sandbox_frame_recv(int fd, struct buf *out, int *fd_out)
 {
     int got[1], n = 0;
     int rc = fdframe_recv(fd, out, got, 1, &n);
-    if (fd_out) *fd_out = n ? got[0] : -1;
-    else if (n) close(got[0]);
+    if (fd_out)
+        *fd_out = n ? got[0] : -1;
+    else if (n)
+        close(got[0]);
     return rc;
 }
 
@@ -93,7 +95,8 @@ static void helper_destroy(struct sb_helper *h)
     while (waitpid(h->pid, &st, 0) < 0 && errno == EINTR) {
     }
     sandbox_placeholders_release(h->ph);
-    for (size_t i = 0; i < h->nowners; i++) free(h->owners[i]);
+    for (size_t i = 0; i < h->nowners; i++)
+        free(h->owners[i]);
     free(h->owners);
     pthread_mutex_destroy(&h->io);
     free(h->policy);
@@ -165,10 +168,16 @@ static struct sb_helper *helper_start(const char *policy, int *rc, char *why, si
     char *argv[] = {(char *)"exec-sandbox-helper", NULL};
     char *envp[] = {NULL};
     int stdio[3] = {devnull, devnull, STDERR_FILENO};
-    struct spawn_request rq = {.argv = argv, .envp = envp, .cwd = "/", .serve = true,
-                               .stdio = stdio, .sandbox = &pol,
+    struct spawn_request rq = {.argv = argv,
+                               .envp = envp,
+                               .cwd = "/",
+                               .serve = true,
+                               .stdio = stdio,
+                               .sandbox = &pol,
                                .pid_inherit = sandbox_pid_namespace_inherit,
-                               .extra_fds = &sv[1], .n_extra_fds = 1, .proxy_fd = -1};
+                               .extra_fds = &sv[1],
+                               .n_extra_fds = 1,
+                               .proxy_fd = -1};
     struct spawn_result sr;
     int sberr = 0;
     int err = spawn_child(&rq, &sr, &sberr);
@@ -238,8 +247,10 @@ static struct sb_helper *helper_get(const char *owner, const char *policy, int *
         total++;
         if (!strcmp(h->policy, policy)) {
             same++;
-            if (h->refs == 1 && !idle) idle = h; /* only the pool holds it */
-            else if (!busy || h->refs < busy->refs) busy = h;
+            if (h->refs == 1 && !idle)
+                idle = h; /* only the pool holds it */
+            else if (!busy || h->refs < busy->refs)
+                busy = h;
         } else if (h->refs == 1 && (!lru || h->used < lru->used)) {
             lru = h;
         }
@@ -316,8 +327,8 @@ static void helper_put(struct sb_helper *h, bool retire)
     if (last) helper_destroy(last);
 }
 
-int sandbox_helper_call(const char *owner, const char *policy_json, const void *req,
-                        size_t req_len, struct buf *reply, int *fd_out, char *why, size_t whyn)
+int sandbox_helper_call(const char *owner, const char *policy_json, const void *req, size_t req_len,
+                        struct buf *reply, int *fd_out, char *why, size_t whyn)
 {
     *fd_out = -1;
     why[0] = 0;
@@ -370,7 +381,8 @@ void sandbox_helper_release_owner(const char *owner)
         h = next;
     }
     pthread_mutex_unlock(&pool_lock);
-    for (int i = 0; i < nd; i++) helper_destroy(dead[i]);
+    for (int i = 0; i < nd; i++)
+        helper_destroy(dead[i]);
 }
 
 int sandbox_helper_pid(const char *owner, const char *policy_json)
@@ -402,7 +414,8 @@ int sandbox_helper_sweep(int idle_ms)
         h = next;
     }
     pthread_mutex_unlock(&pool_lock);
-    for (int i = 0; i < nd; i++) helper_destroy(dead[i]);
+    for (int i = 0; i < nd; i++)
+        helper_destroy(dead[i]);
     return left;
 }
 
@@ -410,7 +423,8 @@ int sandbox_helper_count(void)
 {
     int n = 0;
     pthread_mutex_lock(&pool_lock);
-    for (struct sb_helper *h = pool; h; h = h->next) n++;
+    for (struct sb_helper *h = pool; h; h = h->next)
+        n++;
     pthread_mutex_unlock(&pool_lock);
     return n;
 }

@@ -34,9 +34,8 @@ enum {
  * it when needed. On 0 the reply frame is appended to *reply and *fd_out holds a
  * received fd (caller owns it) or -1. On failure returns an SB_CALL_* code with a
  * message for the client in why. Blocking; thread-safe. */
-int sandbox_helper_call(const char *owner, const char *policy_json, const void *req,
-                        size_t req_len, struct buf *reply, int *fd_out, char *why,
-                        size_t whyn);
+int sandbox_helper_call(const char *owner, const char *policy_json, const void *req, size_t req_len,
+                        struct buf *reply, int *fd_out, char *why, size_t whyn);
 
 /* A session ended: it uses its helpers no more (those no other session uses are
  * killed) and gets no new ones. */

@@ -79,7 +79,8 @@ static void trim(const char **s, size_t *n)
     /* From the end: step back over continuation bytes to each code point's start. */
     while (*n) {
         size_t start = *n - 1;
-        while (start > 0 && ((unsigned char)(*s)[start] & 0xC0) == 0x80) start--;
+        while (start > 0 && ((unsigned char)(*s)[start] & 0xC0) == 0x80)
+            start--;
         if (!white_at(*s + start, *n - start, &k)) break;
         *n = start;
     }
@@ -140,7 +141,8 @@ static yaml_node_t *ynode(struct ydoc *d, int id)
 
 static bool plain_is(const yaml_node_t *n, const char *const *words)
 {
-    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) return false;
+    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return false;
     for (const char *const *w = words; *w; w++)
         if (n->data.scalar.length == strlen(*w) &&
             memcmp(n->data.scalar.value, *w, n->data.scalar.length) == 0)
@@ -238,7 +240,8 @@ static char *repair(const char *fm)
         size_t len = nl ? (size_t)(nl - l) : strlen(l);
         if (nlines++) buf_putc(&b, '\n');
         size_t indent = 0;
-        while (indent < len && l[indent] == ' ') indent++;
+        while (indent < len && l[indent] == ' ')
+            indent++;
         const char *next = l + len + (nl != NULL);
         if (in_block) {
             const char *t = l;
@@ -283,7 +286,8 @@ static char *repair(const char *fm)
             }
         }
         size_t scl = comment;
-        while (scl && (sc[scl - 1] == ' ' || sc[scl - 1] == '\t')) scl--;
+        while (scl && (sc[scl - 1] == ' ' || sc[scl - 1] == '\t'))
+            scl--;
         if (scl == 0) {
             buf_append(&b, l, len);
             l = next;
@@ -434,8 +438,10 @@ static json_t *tools_json(struct ydoc *d, yaml_node_t *deps, bool *fail)
         json_object_set_new(tool, "command", opt_json(ymember(d, t, "command"), &bad));
         json_object_set_new(tool, "url", opt_json(ymember(d, t, "url"), &bad));
         json_object_set_new(tool, "oauthCallbackPort", json_null());
-        if (bad) json_decref(tool);
-        else json_array_append_new(arr, tool);
+        if (bad)
+            json_decref(tool);
+        else
+            json_array_append_new(arr, tool);
     }
     if (json_array_size(arr) == 0) {
         json_decref(arr);
@@ -452,10 +458,14 @@ static json_t *policy_json(struct ydoc *d, yaml_node_t *pol, bool *fail)
     static const char *const yes[] = {"true", "True", "TRUE", NULL};
     static const char *const no[] = {"false", "False", "FALSE", NULL};
     json_t *a;
-    if (is_null(allow)) a = json_null();
-    else if (plain_is(allow, yes)) a = json_true();
-    else if (plain_is(allow, no)) a = json_false();
-    else goto bad;
+    if (is_null(allow))
+        a = json_null();
+    else if (plain_is(allow, yes))
+        a = json_true();
+    else if (plain_is(allow, no))
+        a = json_false();
+    else
+        goto bad;
     yaml_node_t *prods = ymember(d, pol, "products");
     json_t *list = json_array();
     if (!is_null(prods)) {
@@ -472,9 +482,8 @@ static json_t *policy_json(struct ydoc *d, yaml_node_t *pol, bool *fail)
             int found = -1;
             for (int k = 0; k < 3 && p && p->type == YAML_SCALAR_NODE; k++) {
                 size_t l = strlen(names[k]);
-                if (p->data.scalar.length == l &&
-                    (memcmp(p->data.scalar.value, names[k], l) == 0 ||
-                     memcmp(p->data.scalar.value, upper[k], l) == 0))
+                if (p->data.scalar.length == l && (memcmp(p->data.scalar.value, names[k], l) == 0 ||
+                                                   memcmp(p->data.scalar.value, upper[k], l) == 0))
                     found = k;
             }
             if (found < 0) {

@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 struct caproots_skill {
-    char *name;              /* sanitized: whitespace runs become one space */
+    char *name; /* sanitized: whitespace runs become one space */
     char *description;
     char *short_description; /* or NULL */
 };

@@ -192,8 +192,7 @@ static void send_result(struct http_req *r, bool with_body)
     rpc_reply_json(req, result_json(r, with_body));
 }
 
-static void send_delta(struct http_req *r, const void *data, size_t n, bool done,
-                       const char *error)
+static void send_delta(struct http_req *r, const void *data, size_t n, bool done, const char *error)
 {
     struct buf b;
     buf_init_msg(&b);
@@ -205,8 +204,10 @@ static void send_delta(struct http_req *r, const void *data, size_t n, bool done
     buf_puts(&b, ",\"deltaBase64\":\"");
     base64_append(&b, data, n);
     buf_puts(&b, done ? "\",\"done\":true,\"error\":" : "\",\"done\":false,\"error\":");
-    if (error) buf_put_json_str(&b, error, strlen(error));
-    else buf_puts(&b, "null");
+    if (error)
+        buf_put_json_str(&b, error, strlen(error));
+    else
+        buf_puts(&b, "null");
     buf_puts(&b, "}}");
     conn_send(r->tab->conn, &b);
 }
@@ -228,7 +229,8 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ud)
     struct http_req *r = ud;
     size_t n = size * nitems;
     size_t len = n;
-    while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
+    while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+        len--;
     if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) {
         /* A new response (1xx, a redirect hop, or the final one) starts afresh. */
         json_decref(r->resp_headers);
@@ -250,13 +252,15 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ud)
     size_t nl = (size_t)(colon - line);
     const char *v = colon + 1;
     size_t vl = len - nl - 1;
-    while (vl && (*v == ' ' || *v == '\t')) v++, vl--;
-    while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t')) vl--;
+    while (vl && (*v == ' ' || *v == '\t'))
+        v++, vl--;
+    while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
+        vl--;
     if (!visible_header_value(v, vl)) return n; /* dropped, as the reference does */
     char *name = xstrndup(line, nl);
-    for (char *p = name; *p; p++) *p = (char)tolower((unsigned char)*p);
-    json_array_append_new(r->resp_headers,
-                          json_pack("{s:s, s:s%}", "name", name, "value", v, vl));
+    for (char *p = name; *p; p++)
+        *p = (char)tolower((unsigned char)*p);
+    json_array_append_new(r->resp_headers, json_pack("{s:s, s:s%}", "name", name, "value", v, vl));
     free(name);
     return n;
 }
@@ -286,8 +290,8 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
 static bool body_error(CURLcode rc)
 {
     return rc == CURLE_PARTIAL_FILE || rc == CURLE_RECV_ERROR || rc == CURLE_WRITE_ERROR ||
-           rc == CURLE_BAD_CONTENT_ENCODING || rc == CURLE_HTTP2_STREAM ||
-           rc == CURLE_HTTP2 || rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_GOT_NOTHING;
+           rc == CURLE_BAD_CONTENT_ENCODING || rc == CURLE_HTTP2_STREAM || rc == CURLE_HTTP2 ||
+           rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_GOT_NOTHING;
 }
 
 static void on_done(struct curl_loop_job *job, CURLcode rc)
@@ -351,9 +355,11 @@ static bool url_scheme(const char *url, char *out, size_t n)
 {
     const char *p = url;
     if (!isalpha((unsigned char)*p)) return false;
-    while (*p && (isalnum((unsigned char)*p) || *p == '+' || *p == '-' || *p == '.')) p++;
+    while (*p && (isalnum((unsigned char)*p) || *p == '+' || *p == '-' || *p == '.'))
+        p++;
     if (*p != ':' || (size_t)(p - url) >= n) return false;
-    for (size_t i = 0; url + i < p; i++) out[i] = (char)tolower((unsigned char)url[i]);
+    for (size_t i = 0; url + i < p; i++)
+        out[i] = (char)tolower((unsigned char)url[i]);
     out[p - url] = 0;
     return true;
 }
@@ -362,16 +368,11 @@ static bool url_scheme(const char *url, char *out, size_t n)
 static const char *url_error_text(CURLUcode uc)
 {
     switch (uc) {
-    case CURLUE_NO_HOST:
-        return "empty host";
-    case CURLUE_BAD_PORT_NUMBER:
-        return "invalid port number";
-    case CURLUE_BAD_IPV6:
-        return "invalid IPv6 address";
-    case CURLUE_BAD_HOSTNAME:
-        return "invalid domain character";
-    default:
-        return curl_dl_fns.url_strerror(uc);
+    case CURLUE_NO_HOST: return "empty host";
+    case CURLUE_BAD_PORT_NUMBER: return "invalid port number";
+    case CURLUE_BAD_IPV6: return "invalid IPv6 address";
+    case CURLUE_BAD_HOSTNAME: return "invalid domain character";
+    default: return curl_dl_fns.url_strerror(uc);
     }
 }
 
@@ -391,8 +392,10 @@ static char *noproxy_list(void)
     for (const char *p = env ? env : ""; *p;) {
         size_t n = strcspn(p, ",");
         const char *s = p, *e = p + n;
-        while (s < e && isspace((unsigned char)*s)) s++;
-        while (e > s && isspace((unsigned char)e[-1])) e--;
+        while (s < e && isspace((unsigned char)*s))
+            s++;
+        while (e > s && isspace((unsigned char)e[-1]))
+            e--;
         if (e - s == 1 && *s == '*') {
             buf_reset(&b);
             buf_puts(&b, "*");
@@ -482,10 +485,13 @@ static bool add_header(struct rpc_req *req, struct http_req *r, json_t *h)
     }
     struct buf line;
     buf_init(&line);
-    for (const char *p = name; *p; p++) buf_putc(&line, (char)tolower((unsigned char)*p));
+    for (const char *p = name; *p; p++)
+        buf_putc(&line, (char)tolower((unsigned char)*p));
     /* curl drops "name:" with no value; "name;" sends it empty. */
-    if (val.len > 1) buf_printf(&line, ": %s", val.data);
-    else buf_putc(&line, ';');
+    if (val.len > 1)
+        buf_printf(&line, ": %s", val.data);
+    else
+        buf_putc(&line, ';');
     buf_putc(&line, '\0');
     r->hdrs = curl_dl_fns.slist_append(r->hdrs, line.data);
     buf_free(&val);

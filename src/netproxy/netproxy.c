@@ -53,7 +53,7 @@
 #define NP_HIGH_WATER (1u << 20)
 #define NP_LOW_WATER (256u * 1024)
 #define NP_PENDING_IN_MAX (256u * 1024) /* client bytes held while deciding */
-#define NP_MAX_CLIENTS 1024              /* proxied connections per proxy */
+#define NP_MAX_CLIENTS 1024             /* proxied connections per proxy */
 
 /* Used before their definitions: the upstream's readiness (from the connect path) and
  * the table of calls the layers below reach (at the end of the file). */
@@ -75,8 +75,10 @@ static char *pool_get(void)
 static void pool_put(char *p)
 {
     if (!p) return;
-    if (pool_n < NP_POOL_MAX) pool[pool_n++] = p;
-    else free(p);
+    if (pool_n < NP_POOL_MAX)
+        pool[pool_n++] = p;
+    else
+        free(p);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -104,20 +106,19 @@ static void np_addr_text(const struct sockaddr *sa, char *out, size_t n)
 /* ---------------------------------------------------------------------------------- */
 /* The proxy */
 
-static void client_start(struct netproxy *np, enum np_kind kind, uv_tcp_t *accepted_from,
-                         int fd);
+static void client_start(struct netproxy *np, enum np_kind kind, uv_tcp_t *accepted_from, int fd);
 
 /* Drops one of the things the proxy waits for (a handle, a client, the release
  * itself); the last one after release frees it. */
 static void proxy_unhold(struct netproxy *np)
 {
     if (--np->handles > 0 || !np->released) return;
-        np_mitm_free(np);
-        np_cred_free(np->cred);
-        np_policy_free(&np->policy);
-        netproxy_params_free(&np->params);
-        free(np->process_id);
-        free(np);
+    np_mitm_free(np);
+    np_cred_free(np->cred);
+    np_policy_free(&np->policy);
+    netproxy_params_free(&np->params);
+    free(np->process_id);
+    free(np);
 }
 
 static void handle_closed(uv_handle_t *h)
@@ -171,8 +172,8 @@ int netproxy_start(uv_loop_t *loop, struct netproxy_params *p, struct session *s
     char why[400];
     json_object_foreach(np->params.domains, k, v)
     {
-        const char *s = json_is_string(v) ? json_string_value(v)
-                                          : json_object_iter_key(json_object_iter(v));
+        const char *s =
+            json_is_string(v) ? json_string_value(v) : json_object_iter_key(json_object_iter(v));
         enum np_perm perm = s && strcmp(s, "allow") == 0  ? NP_PERM_ALLOW
                             : s && strcmp(s, "deny") == 0 ? NP_PERM_DENY
                                                           : NP_PERM_NONE;
@@ -272,7 +273,7 @@ struct np_wreq {
     uv_write_t w;
     struct np_client *c;
     bool to_up;
-    bool pooled;      /* data is a read buffer, back to the pool when written */
+    bool pooled; /* data is a read buffer, back to the pool when written */
     char *data;
 };
 
@@ -282,8 +283,10 @@ static void on_written(uv_write_t *w, int status)
 {
     struct np_wreq *r = (struct np_wreq *)w;
     struct np_client *c = r->c;
-    if (r->pooled) pool_put(r->data);
-    else free(r->data);
+    if (r->pooled)
+        pool_put(r->data);
+    else
+        free(r->data);
     free(r);
     if (status < 0 && status != UV_ECANCELED) {
         np_client_close(c);
@@ -299,8 +302,10 @@ static void write_buf(struct np_client *c, bool to_up, char *data, size_t len, b
 {
     uv_stream_t *s = to_up ? (uv_stream_t *)c->up : (uv_stream_t *)&c->down;
     if (c->closed || !s || len == 0) {
-        if (pooled) pool_put(data);
-        else free(data);
+        if (pooled)
+            pool_put(data);
+        else
+            free(data);
         return;
     }
     struct np_wreq *r = xmalloc(sizeof *r);
@@ -312,8 +317,10 @@ static void write_buf(struct np_client *c, bool to_up, char *data, size_t len, b
     client_ref(c);
     int rc = uv_write(&r->w, s, &b, 1, on_written);
     if (rc < 0) {
-        if (pooled) pool_put(data);
-        else free(data);
+        if (pooled)
+            pool_put(data);
+        else
+            free(data);
         free(r);
         client_unref(c);
         np_client_close(c);
@@ -337,8 +344,10 @@ static void np_write_copy(struct np_client *c, bool to_up, const void *data, siz
  * intercepted, as is otherwise. */
 static void np_send(struct np_client *c, bool to_up, const void *data, size_t len)
 {
-    if (np_mitm_active(c, to_up)) np_mitm_send(c, to_up, data, len);
-    else np_write_copy(c, to_up, data, len);
+    if (np_mitm_active(c, to_up))
+        np_mitm_send(c, to_up, data, len);
+    else
+        np_write_copy(c, to_up, data, len);
 }
 
 static void on_shutdown(uv_shutdown_t *req, int status)
@@ -390,10 +399,10 @@ static void upstream_failed(struct np_client *c, int err)
              uv_strerror(err));
     if (c->kind == NP_KIND_SOCKS) {
         uint8_t r[32];
-        int rep = err == UV_ECONNREFUSED                         ? NP_SOCKS_REFUSED
+        int rep = err == UV_ECONNREFUSED                           ? NP_SOCKS_REFUSED
                   : err == UV_EAI_NONAME || err == UV_EHOSTUNREACH ? NP_SOCKS_HOST_UNREACHABLE
-                  : err == UV_ENETUNREACH                        ? NP_SOCKS_NET_UNREACHABLE
-                                                                 : NP_SOCKS_FAILURE;
+                  : err == UV_ENETUNREACH                          ? NP_SOCKS_NET_UNREACHABLE
+                                                                   : NP_SOCKS_FAILURE;
         size_t n = np_socks_reply(r, rep, NULL);
         np_write_copy(c, false, r, n);
         np_finish(c);
@@ -599,8 +608,10 @@ static void relay_buf(struct np_client *c, bool to_up, char *data, size_t n, boo
 {
     if (np_mitm_active(c, to_up)) {
         np_mitm_send(c, to_up, data, n);
-        if (pooled) pool_put(data);
-        else free(data);
+        if (pooled)
+            pool_put(data);
+        else
+            free(data);
     } else {
         write_buf(c, to_up, data, n, pooled);
     }
@@ -635,8 +646,10 @@ static void np_from_client(struct np_client *c, char *data, size_t n)
             np_client_close(c);
             return;
         }
-        if (take > 0) relay_bytes(c, true, data, (size_t)take);
-        else free(data);
+        if (take > 0)
+            relay_bytes(c, true, data, (size_t)take);
+        else
+            free(data);
         if (c->body.done) {
             /* one request per connection: nothing after it goes anywhere */
             c->mode = c->upgrade ? NP_MODE_HOLD : NP_MODE_DISCARD;
@@ -704,8 +717,10 @@ static void np_from_upstream(struct np_client *c, char *data, size_t n)
         struct buf out;
         buf_init(&out);
         bool interim = h.status >= 100 && h.status < 200 && h.status != 101;
-        if (interim) buf_append(&out, c->resp.data, (size_t)rc);
-        else np_http_response_head(&h, &out);
+        if (interim)
+            buf_append(&out, c->resp.data, (size_t)rc);
+        else
+            np_http_response_head(&h, &out);
         np_send(c, false, out.data, out.len);
         buf_free(&out);
         size_t rest = c->resp.len - (size_t)rc;
@@ -925,8 +940,8 @@ static void socks_input(struct np_client *c)
     if (rc == 0) return;
     uint8_t r[32];
     if (rc < 0) {
-        size_t n = np_socks_reply(r, rc == -EAFNOSUPPORT ? NP_SOCKS_ATYP_UNSUPPORTED
-                                                         : NP_SOCKS_FAILURE, NULL);
+        size_t n = np_socks_reply(
+            r, rc == -EAFNOSUPPORT ? NP_SOCKS_ATYP_UNSUPPORTED : NP_SOCKS_FAILURE, NULL);
         np_write_copy(c, false, r, n);
         np_finish(c);
         return;
@@ -957,11 +972,13 @@ static void np_request_bytes(struct np_client *c, const char *data, size_t n)
         /* a head too large, or a body sent too far ahead of the decision */
         if (c->stage == NP_STAGE_HEAD)
             np_reply_simple(c, 431, "Request Header Fields Too Large", NULL, NULL, "");
-        else np_client_close(c);
+        else
+            np_client_close(c);
         return;
     }
     buf_append(&c->in, data, n);
-    if (c->stage == NP_STAGE_HEAD) http_request(c);
+    if (c->stage == NP_STAGE_HEAD)
+        http_request(c);
     else if (c->stage == NP_STAGE_SOCKS_GREETING || c->stage == NP_STAGE_SOCKS_REQUEST)
         socks_input(c);
 }
@@ -1061,7 +1078,8 @@ static void client_start(struct netproxy *np, enum np_kind kind, uv_tcp_t *serve
     int len = sizeof ss;
     if (uv_tcp_getpeername(&c->down, (struct sockaddr *)&ss, &len) == 0)
         np_addr_text((struct sockaddr *)&ss, c->peer, sizeof c->peer);
-    else snprintf(c->peer, sizeof c->peer, "unknown");
+    else
+        snprintf(c->peer, sizeof c->peer, "unknown");
     uv_tcp_nodelay(&c->down, 1);
     c->stage = kind == NP_KIND_SOCKS ? NP_STAGE_SOCKS_GREETING : NP_STAGE_HEAD;
     c->protocol = kind == NP_KIND_SOCKS ? "socks5_tcp" : "http";
@@ -1115,7 +1133,9 @@ static void on_fdsrc(uv_poll_t *h, int status, int events)
             struct cmsghdr h;
             char buf[CMSG_SPACE(sizeof(int) * 4)];
         } cm;
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = cm.buf,
                              .msg_controllen = sizeof cm.buf};
         ssize_t n = recvmsg(s->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
@@ -1176,8 +1196,10 @@ void netproxy_release(struct netproxy *np)
     if (np->http_l) uv_close((uv_handle_t *)np->http_l, handle_closed);
     if (np->socks_l) uv_close((uv_handle_t *)np->socks_l, handle_closed);
     np->http_l = np->socks_l = NULL;
-    while (np->fdsrcs) fdsrc_stop(np->fdsrcs);
-    while (np->clients.next != &np->clients) np_client_close(np->clients.next);
+    while (np->fdsrcs)
+        fdsrc_stop(np->fdsrcs);
+    while (np->clients.next != &np->clients)
+        np_client_close(np->clients.next);
     np->session = NULL;
     proxy_unhold(np);
 }

@@ -50,14 +50,14 @@ struct netproxy_params {
     bool enable_socks5, enable_socks5_udp;
     bool allow_upstream_proxy;
     bool allow_all_unix_sockets;
-    bool limited;                 /* mode "limited" (else "full") */
+    bool limited; /* mode "limited" (else "full") */
     bool allow_local_binding;
     bool credential_masking;
     bool has_timeout;
-    uint64_t timeout_ms;          /* policyDecisionTimeoutMs */
-    json_t *domains;              /* owned copy of proxy.domains (object) or NULL */
-    json_t *providers;            /* owned copy of proxy.credentialProviders or NULL */
-    json_t *review;               /* owned copy of proxy.reviewDomains (array) or NULL */
+    uint64_t timeout_ms; /* policyDecisionTimeoutMs */
+    json_t *domains;     /* owned copy of proxy.domains (object) or NULL */
+    json_t *providers;   /* owned copy of proxy.credentialProviders or NULL */
+    json_t *review;      /* owned copy of proxy.reviewDomains (array) or NULL */
 };
 
 /* Decodes enforceManagedNetwork, managedNetwork (shape only) and networkProxy from

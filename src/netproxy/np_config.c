@@ -78,8 +78,8 @@ static void decode_string_array(struct pdec *d, json_t *arr)
 /* proxy.credentialProviders: name -> CredentialProviderConfig (deny_unknown_fields). */
 static void decode_providers(struct pdec *d, json_t *map)
 {
-    static const char *const fields[] = {"env", "patterns", "url_prefixes", "url_prefix_from_env",
-                                         "auth", "header", "prefix", NULL};
+    static const char *const fields[] = {"env",  "patterns", "url_prefixes", "url_prefix_from_env",
+                                         "auth", "header",   "prefix",       NULL};
     static const char *const auths[] = {"bearer", "token", "basic", "header", NULL};
     const char *name;
     json_t *prov;
@@ -142,7 +142,8 @@ static void decode_proxy(struct pdec *d, json_t *proxy, struct netproxy_params *
     p->enable_socks5 = pdec_bool(&e, "enableSocks5", PDEC_REQUIRED, false);
     p->enable_socks5_udp = pdec_bool(&e, "enableSocks5Udp", PDEC_REQUIRED, false);
     p->allow_upstream_proxy = pdec_bool(&e, "allowUpstreamProxy", PDEC_REQUIRED, false);
-    p->allow_all_unix_sockets = pdec_bool(&e, "dangerouslyAllowAllUnixSockets", PDEC_REQUIRED, false);
+    p->allow_all_unix_sockets =
+        pdec_bool(&e, "dangerouslyAllowAllUnixSockets", PDEC_REQUIRED, false);
     p->limited = pdec_enum(&e, "mode", PDEC_REQUIRED, modes, 1) == 0;
     json_t *domains = pdec_object(&e, "domains", PDEC_OPTIONAL);
     if (domains) decode_enum_map(&e, domains, perms);
@@ -217,8 +218,9 @@ int netproxy_validate(const struct netproxy_params *p, char *err, size_t n)
 {
     if (!p->present) return 0;
     if (!p->enabled) {
-        snprintf(err, n, "invalid network proxy config: executor-local network proxy launch "
-                         "requires an enabled proxy");
+        snprintf(err, n,
+                 "invalid network proxy config: executor-local network proxy launch "
+                 "requires an enabled proxy");
         return -EINVAL;
     }
     if (p->has_timeout && p->timeout_ms == 0) {
@@ -232,8 +234,8 @@ int netproxy_validate(const struct netproxy_params *p, char *err, size_t n)
     int rc = 0;
     json_object_foreach(p->domains, k, v)
     {
-        const char *s = json_is_string(v) ? json_string_value(v)
-                                          : json_object_iter_key(json_object_iter(v));
+        const char *s =
+            json_is_string(v) ? json_string_value(v) : json_object_iter_key(json_object_iter(v));
         if (!s) s = "none";
         enum np_perm perm = strcmp(s, "allow") == 0  ? NP_PERM_ALLOW
                             : strcmp(s, "deny") == 0 ? NP_PERM_DENY
@@ -277,8 +279,7 @@ void netproxy_configure(bool via_upstream)
 bool np_private_via_upstream(void)
 {
     const char *e = getenv("CODEX_EXEC_SERVER_PROXY_PRIVATE_IPS_VIA_UPSTREAM");
-    return private_ips_via_upstream ||
-           (e && (strcmp(e, "1") == 0 || strcasecmp(e, "true") == 0));
+    return private_ips_via_upstream || (e && (strcmp(e, "1") == 0 || strcasecmp(e, "true") == 0));
 }
 
 /* An upstream proxy from the server's environment: http://host[:port] only (the
@@ -289,8 +290,7 @@ static void upstream_from_names(const char *const *names, char *host, size_t hn,
         const char *v = getenv(*n);
         if (!v || !*v) continue;
         if (strncasecmp(v, "http://", 7) != 0) {
-            log_warn("network proxy: %s is not an http:// proxy; upstream proxying ignores it",
-                     *n);
+            log_warn("network proxy: %s is not an http:// proxy; upstream proxying ignores it", *n);
             continue;
         }
         const char *a = v + 7;
@@ -315,12 +315,11 @@ static void upstream_from_names(const char *const *names, char *host, size_t hn,
 
 void np_upstream_from_env(struct netproxy *np)
 {
-    static const char *const http_names[] = {"HTTP_PROXY", "http_proxy", "ALL_PROXY",
-                                              "all_proxy", NULL};
+    static const char *const http_names[] = {"HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy",
+                                             NULL};
     static const char *const https_names[] = {"HTTPS_PROXY", "https_proxy", "ALL_PROXY",
-                                               "all_proxy", NULL};
-    upstream_from_names(http_names, np->up_http_host, sizeof np->up_http_host,
-                        &np->up_http_port);
+                                              "all_proxy", NULL};
+    upstream_from_names(http_names, np->up_http_host, sizeof np->up_http_host, &np->up_http_port);
     upstream_from_names(https_names, np->up_connect_host, sizeof np->up_connect_host,
                         &np->up_connect_port);
 }

@@ -51,9 +51,9 @@ enum np_builtin { B_CUSTOM, B_GITHUB, B_GITHUB_ENTERPRISE, B_OPENAI };
 struct np_dest {
     char scheme[8];
     char host[NP_HOST_MAX];
-    uint16_t port;       /* 0: any port (the built-ins bind hosts, not ports) */
-    char *path;          /* prefix, "" for any */
-    bool suffix;         /* host is a suffix (".ghe.com") */
+    uint16_t port; /* 0: any port (the built-ins bind hosts, not ports) */
+    char *path;    /* prefix, "" for any */
+    bool suffix;   /* host is a suffix (".ghe.com") */
 };
 
 struct np_provider {
@@ -73,7 +73,7 @@ struct np_provider {
 struct np_secret {
     struct np_provider *prov;
     char *real, *dummy;
-    struct np_dest extra;  /* url_prefix_from_env / GH_HOST, when set */
+    struct np_dest extra; /* url_prefix_from_env / GH_HOST, when set */
     bool has_extra;
 };
 
@@ -133,8 +133,8 @@ static int dest_parse(const char *s, struct np_dest *d)
     return 0;
 }
 
-static bool dest_match(const struct np_dest *d, const char *scheme, const char *host,
-                       uint16_t port, const char *path)
+static bool dest_match(const struct np_dest *d, const char *scheme, const char *host, uint16_t port,
+                       const char *path)
 {
     if (strcmp(d->scheme, scheme) != 0) return false;
     if (d->suffix) {
@@ -181,8 +181,10 @@ static char *posix_pattern(const char *p)
             buf_putc(&b, *s);
             continue;
         }
-        if (*s == '[' && !in_class) in_class = true;
-        else if (*s == ']' && in_class) in_class = false;
+        if (*s == '[' && !in_class)
+            in_class = true;
+        else if (*s == ']' && in_class)
+            in_class = false;
         buf_putc(&b, *s);
     }
     buf_puts(&b, ")$");
@@ -195,8 +197,8 @@ static bool value_matches(const struct np_provider *p, const char *v)
     size_t n = strlen(v);
     if (n == 0 || n > NP_MAX_SECRET) return false;
     if (p->builtin == B_GITHUB || p->builtin == B_GITHUB_ENTERPRISE) {
-        static const char *const prefixes[] = {"github_pat_", "ghp_", "gho_", "ghu_", "ghs_",
-                                               "ghr_", NULL};
+        static const char *const prefixes[] = {"github_pat_", "ghp_", "gho_", "ghu_",
+                                               "ghs_",        "ghr_", NULL};
         for (const char *const *x = prefixes; *x; x++) {
             size_t xl = strlen(*x);
             if (strncmp(v, *x, xl) != 0 || n < xl + 16) continue;
@@ -264,11 +266,14 @@ static char *make_dummy(const struct np_provider *p, const char *real)
 static void prov_free(struct np_provider *p)
 {
     free(p->name);
-    for (size_t i = 0; i < p->n_env; i++) free(p->env[i]);
+    for (size_t i = 0; i < p->n_env; i++)
+        free(p->env[i]);
     free(p->env);
-    for (size_t i = 0; i < p->n_re; i++) regfree(&p->re[i]);
+    for (size_t i = 0; i < p->n_re; i++)
+        regfree(&p->re[i]);
     free(p->re);
-    for (size_t i = 0; i < p->n_dests; i++) free(p->dests[i].path);
+    for (size_t i = 0; i < p->n_dests; i++)
+        free(p->dests[i].path);
     free(p->dests);
     free(p->prefix_env);
     free(p->header);
@@ -292,8 +297,12 @@ static void add_dest(struct np_provider *p, const char *scheme, const char *host
     d->suffix = suffix;
 }
 
-static const char *const builtin_env[] = {"GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN",
-                                          "GITHUB_ENTERPRISE_TOKEN", "OPENAI_API_KEY", "GH_HOST",
+static const char *const builtin_env[] = {"GH_TOKEN",
+                                          "GITHUB_TOKEN",
+                                          "GH_ENTERPRISE_TOKEN",
+                                          "GITHUB_ENTERPRISE_TOKEN",
+                                          "OPENAI_API_KEY",
+                                          "GH_HOST",
                                           NULL};
 
 static bool valid_env_key(const char *k)
@@ -423,7 +432,8 @@ struct np_cred *np_cred_new(json_t *providers)
 void np_cred_free(struct np_cred *cr)
 {
     if (!cr) return;
-    for (size_t i = 0; i < cr->n_provs; i++) prov_free(&cr->provs[i]);
+    for (size_t i = 0; i < cr->n_provs; i++)
+        prov_free(&cr->provs[i]);
     free(cr->provs);
     for (size_t i = 0; i < cr->n_secrets; i++) {
         struct np_secret *s = &cr->secrets[i];
@@ -458,7 +468,8 @@ static const char *dummy_for(struct np_cred *cr, struct np_provider *p, const ch
         /* bound to GH_HOST, and only when it names an enterprise host */
         const char *gh_host = env_value(envp, "GH_HOST");
         if (!gh_host || dest_parse(gh_host, &s.extra) < 0) return NULL;
-        if (strcmp(s.extra.host, "github.com") == 0 || strcmp(s.extra.host, "api.github.com") == 0) {
+        if (strcmp(s.extra.host, "github.com") == 0 ||
+            strcmp(s.extra.host, "api.github.com") == 0) {
             free(s.extra.path);
             return NULL;
         }
@@ -516,11 +527,11 @@ char **np_cred_child_env(struct netproxy *np, char **envp)
     const char *bundle = np->ca_bundle;
     if (bundle) {
         static const char *const ca_vars[] = {
-            "CODEX_CA_CERTIFICATE", "SSL_CERT_FILE",     "CURL_CA_BUNDLE",
-            "REQUESTS_CA_BUNDLE",   "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO",
-            "PIP_CERT",             "CARGO_HTTP_CAINFO",  "NPM_CONFIG_CAFILE",
-            "npm_config_cafile",    "BUNDLE_SSL_CA_CERT", NULL};
-        for (const char *const *v = ca_vars; *v; v++) envp = envv_put(envp, *v, bundle);
+            "CODEX_CA_CERTIFICATE", "SSL_CERT_FILE",     "CURL_CA_BUNDLE",     "REQUESTS_CA_BUNDLE",
+            "NODE_EXTRA_CA_CERTS",  "GIT_SSL_CAINFO",    "PIP_CERT",           "CARGO_HTTP_CAINFO",
+            "NPM_CONFIG_CAFILE",    "npm_config_cafile", "BUNDLE_SSL_CA_CERT", NULL};
+        for (const char *const *v = ca_vars; *v; v++)
+            envp = envv_put(envp, *v, bundle);
     }
     if (masked) {
         char idv[160];
@@ -542,8 +553,7 @@ static bool secret_goes_to(const struct np_secret *s, const char *scheme, const 
     return false;
 }
 
-static void replace_all(struct buf *out, const char *s, size_t n, const char *from,
-                        const char *to)
+static void replace_all(struct buf *out, const char *s, size_t n, const char *from, const char *to)
 {
     size_t fl = strlen(from);
     for (size_t i = 0; i < n;) {
@@ -585,7 +595,8 @@ static bool rewrite(void *ctx, const struct np_http_header *h, struct buf *out)
         if (!sp) continue;
         size_t sl = (size_t)(sp - value);
         const char *cred = sp + 1;
-        while (*cred == ' ') cred++;
+        while (*cred == ' ')
+            cred++;
         bool bearer = sl == 6 && strncasecmp(value, "Bearer", 6) == 0;
         bool token = sl == 5 && strncasecmp(value, "token", 5) == 0;
         bool basic = sl == 5 && strncasecmp(value, "Basic", 5) == 0;

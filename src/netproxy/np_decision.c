@@ -61,8 +61,8 @@ void np_report(struct netproxy *np, const char *scope, const char *decision, con
     metrics_netproxy_decision(decision, np->params.limited ? "limited" : "full", source);
     char hv[NP_HOST_MAX * 2], idv[160];
     log_info("network policy: process=%s %s %s:%u -> %s (%s, %s)",
-             log_value(np->process_id, idv, sizeof idv), protocol,
-             log_value(host, hv, sizeof hv), port, decision, source, reason);
+             log_value(np->process_id, idv, sizeof idv), protocol, log_value(host, hv, sizeof hv),
+             port, decision, source, reason);
     struct conn *conn = np->session ? np->session->conn : NULL;
     if (!conn) return;
     char ts[40];
@@ -126,8 +126,8 @@ void np_refuse(struct np_client *c, const char *scope, const char *decision, con
     buf_free(&body);
 }
 
-void np_reply_simple(struct np_client *c, int status, const char *reason,
-                     const char *content_type, const char *proxy_error, const char *body)
+void np_reply_simple(struct np_client *c, int status, const char *reason, const char *content_type,
+                     const char *proxy_error, const char *body)
 {
     char date[64];
     np_http_date(date, sizeof date);
@@ -143,8 +143,8 @@ void np_reply_simple(struct np_client *c, int status, const char *reason,
     c->np->relay->finish(c);
 }
 
-struct rpc_call *np_ask(struct netproxy *np, const char *protocol, const char *host,
-                        uint16_t port, rpc_call_fn fn, void *ctx)
+struct rpc_call *np_ask(struct netproxy *np, const char *protocol, const char *host, uint16_t port,
+                        rpc_call_fn fn, void *ctx)
 {
     struct conn *conn = np->session ? np->session->conn : NULL;
     if (!conn) return NULL; /* detached: nobody to ask */
@@ -275,11 +275,11 @@ void np_decide(struct np_client *c)
     switch (c->baseline) {
     case NP_REASON_ALLOW: allowed(c, false); return;
     case NP_REASON_NOT_ALLOWED:
-        if (np->params.has_timeout) ask(c);
-        else np_refuse(c, "domain", "deny", "baseline_policy", "not_allowed");
+        if (np->params.has_timeout)
+            ask(c);
+        else
+            np_refuse(c, "domain", "deny", "baseline_policy", "not_allowed");
         return;
-    default:
-        np_refuse(c, "domain", "deny", "baseline_policy", np_reason_name(c->baseline));
-        return;
+    default: np_refuse(c, "domain", "deny", "baseline_policy", np_reason_name(c->baseline)); return;
     }
 }

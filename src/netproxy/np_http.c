@@ -26,7 +26,7 @@ static int parse_headers(const char *p, const char *end, struct np_http_head *r)
         if (!lf) return -EINVAL;
         const char *le = lf;
         if (le > p && le[-1] == '\r') le--;
-        if (le == p) return 0; /* the blank line */
+        if (le == p) return 0;                       /* the blank line */
         if (*p == ' ' || *p == '\t') return -EINVAL; /* obsolete line folding */
         const char *colon = memchr(p, ':', (size_t)(le - p));
         if (!colon || colon == p) return -EINVAL;
@@ -34,9 +34,11 @@ static int parse_headers(const char *p, const char *end, struct np_http_head *r)
             if (!tchar(*q)) return -EINVAL;
         if (r->n == NP_HTTP_MAX_HEADERS) return -E2BIG;
         const char *v = colon + 1;
-        while (v < le && (*v == ' ' || *v == '\t')) v++;
+        while (v < le && (*v == ' ' || *v == '\t'))
+            v++;
         const char *ve = le;
-        while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t')) ve--;
+        while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+            ve--;
         for (const char *q = v; q < ve; q++)
             if (*q == '\0' || *q == '\r' || *q == '\n') return -EINVAL;
         r->h[r->n++] = (struct np_http_header){p, v, (size_t)(colon - p), (size_t)(ve - v)};
@@ -128,11 +130,14 @@ static bool list_has(const char *v, size_t n, const char *token, size_t tl)
 {
     size_t i = 0;
     while (i < n) {
-        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ',')) i++;
+        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+            i++;
         size_t s = i;
-        while (i < n && v[i] != ',') i++;
+        while (i < n && v[i] != ',')
+            i++;
         size_t e = i;
-        while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t')) e--;
+        while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+            e--;
         if (e - s == tl && strncasecmp(v + s, token, tl) == 0) return true;
     }
     return false;
@@ -141,7 +146,8 @@ static bool list_has(const char *v, size_t n, const char *token, size_t tl)
 bool np_http_lists(const struct np_http_head *r, const char *name, const char *token)
 {
     for (size_t i = 0; i < r->n; i++)
-        if (name_is(&r->h[i], name) && list_has(r->h[i].value, r->h[i].value_len, token, strlen(token)))
+        if (name_is(&r->h[i], name) &&
+            list_has(r->h[i].value, r->h[i].value_len, token, strlen(token)))
             return true;
     return false;
 }
@@ -195,8 +201,8 @@ static int split_authority(const char *a, size_t n, uint16_t def_port, char *hos
     return 0;
 }
 
-int np_http_target(const struct np_http_head *r, uint16_t default_port,
-                   struct np_http_target *t, const char **why)
+int np_http_target(const struct np_http_head *r, uint16_t default_port, struct np_http_target *t,
+                   const char **why)
 {
     memset(t, 0, sizeof *t);
     *why = "invalid request target";
@@ -213,8 +219,8 @@ int np_http_target(const struct np_http_head *r, uint16_t default_port,
             *why = "missing host";
             return -EINVAL;
         }
-        if (split_authority(host_h->value, host_h->value_len, default_port, t->host,
-                            sizeof t->host, &t->port) < 0)
+        if (split_authority(host_h->value, host_h->value_len, default_port, t->host, sizeof t->host,
+                            &t->port) < 0)
             return -EINVAL;
         t->path = tg;
         t->path_len = tl;
@@ -229,7 +235,8 @@ int np_http_target(const struct np_http_head *r, uint16_t default_port,
     }
     const char *auth = tg + sl;
     size_t al = 0;
-    while (sl + al < tl && !strchr("/?#", auth[al])) al++;
+    while (sl + al < tl && !strchr("/?#", auth[al]))
+        al++;
     if (memchr(auth, '@', al)) return -EINVAL; /* no userinfo */
     if (split_authority(auth, al, 80, t->host, sizeof t->host, &t->port) < 0) return -EINVAL;
     if (sl + al < tl && auth[al] == '/') {
@@ -258,9 +265,9 @@ int np_http_target(const struct np_http_head *r, uint16_t default_port,
 static bool hop_by_hop(const struct np_http_head *r, const struct np_http_header *h,
                        bool keep_upgrade)
 {
-    static const char *const names[] = {"Connection", "Proxy-Connection", "Keep-Alive",
-                                        "Proxy-Authorization", "Proxy-Authenticate", "TE",
-                                        "Trailer", NULL};
+    static const char *const names[] = {
+        "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authorization", "Proxy-Authenticate",
+        "TE",         "Trailer",          NULL};
     for (const char *const *n = names; *n; n++)
         if (name_is(h, *n)) return true;
     if (name_is(h, "Upgrade")) return !keep_upgrade;
@@ -360,7 +367,8 @@ int np_body_init(struct np_body *b, const struct np_http_head *r)
         /* chunked must be the last coding; a request with both is refused, the
          * safe reading of RFC 9112 section 6.1 for a proxy */
         size_t n = te->value_len;
-        while (n && (te->value[n - 1] == ' ' || te->value[n - 1] == '\t')) n--;
+        while (n && (te->value[n - 1] == ' ' || te->value[n - 1] == '\t'))
+            n--;
         if (cl || n < 7 || strncasecmp(te->value + n - 7, "chunked", 7) != 0 ||
             (n > 7 && te->value[n - 8] != ',' && te->value[n - 8] != ' '))
             return -EINVAL;
@@ -385,8 +393,19 @@ int np_body_init(struct np_body *b, const struct np_http_head *r)
 }
 
 /* chunked states */
-enum { CH_SIZE0, CH_SIZE, CH_EXT, CH_SIZE_LF, CH_DATA, CH_DATA_CR, CH_DATA_LF, CH_TRAILER0,
-       CH_TRAILER, CH_TRAILER_LF, CH_END_LF };
+enum {
+    CH_SIZE0,
+    CH_SIZE,
+    CH_EXT,
+    CH_SIZE_LF,
+    CH_DATA,
+    CH_DATA_CR,
+    CH_DATA_LF,
+    CH_TRAILER0,
+    CH_TRAILER,
+    CH_TRAILER_LF,
+    CH_END_LF
+};
 
 static int hexval(char c)
 {
@@ -433,8 +452,10 @@ long np_body_feed(struct np_body *b, const char *data, size_t len)
             break;
         }
         case CH_EXT:
-            if (c == '\n') b->state = b->remaining ? CH_DATA : CH_TRAILER0;
-            else if (c == '\r') b->state = CH_SIZE_LF;
+            if (c == '\n')
+                b->state = b->remaining ? CH_DATA : CH_TRAILER0;
+            else if (c == '\r')
+                b->state = CH_SIZE_LF;
             i++;
             break;
         case CH_SIZE_LF:
@@ -450,9 +471,12 @@ long np_body_feed(struct np_body *b, const char *data, size_t len)
             break;
         }
         case CH_DATA_CR:
-            if (c == '\r') b->state = CH_DATA_LF;
-            else if (c == '\n') b->state = CH_SIZE0;
-            else return -EINVAL;
+            if (c == '\r')
+                b->state = CH_DATA_LF;
+            else if (c == '\n')
+                b->state = CH_SIZE0;
+            else
+                return -EINVAL;
             i++;
             break;
         case CH_DATA_LF:
@@ -461,14 +485,19 @@ long np_body_feed(struct np_body *b, const char *data, size_t len)
             i++;
             break;
         case CH_TRAILER0: /* start of a trailer line, or the final blank line */
-            if (c == '\r') b->state = CH_END_LF;
-            else if (c == '\n') b->done = true;
-            else b->state = CH_TRAILER;
+            if (c == '\r')
+                b->state = CH_END_LF;
+            else if (c == '\n')
+                b->done = true;
+            else
+                b->state = CH_TRAILER;
             i++;
             break;
         case CH_TRAILER:
-            if (c == '\n') b->state = CH_TRAILER0;
-            else if (c == '\r') b->state = CH_TRAILER_LF;
+            if (c == '\n')
+                b->state = CH_TRAILER0;
+            else if (c == '\r')
+                b->state = CH_TRAILER_LF;
             i++;
             break;
         case CH_TRAILER_LF:

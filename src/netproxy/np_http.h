@@ -30,10 +30,10 @@ struct np_http_head {
     const char *method, *target;
     size_t method_len, target_len;
     int status;
-    int minor;                 /* HTTP/1.<minor> */
+    int minor; /* HTTP/1.<minor> */
     struct np_http_header h[NP_HTTP_MAX_HEADERS];
     size_t n;
-    size_t head_len;           /* bytes up to and including the blank line */
+    size_t head_len; /* bytes up to and including the blank line */
 };
 
 /* Parses a request head at the start of buf. Returns head_len (> 0) when complete,
@@ -54,7 +54,7 @@ struct np_http_target {
     char scheme[8];
     char host[256];
     uint16_t port;
-    const char *path;          /* origin-form path (into the head), "/" if none */
+    const char *path; /* origin-form path (into the head), "/" if none */
     size_t path_len;
 };
 /* Resolves the request's destination. Returns 0, or -EINVAL with *why set to the
@@ -62,8 +62,8 @@ struct np_http_target {
  * target", "invalid request target". CONNECT needs host:port; absolute-form needs
  * http:// (https:// and others are refused); origin-form takes the Host header with
  * default_port. */
-int np_http_target(const struct np_http_head *r, uint16_t default_port,
-                   struct np_http_target *t, const char **why);
+int np_http_target(const struct np_http_head *r, uint16_t default_port, struct np_http_target *t,
+                   const char **why);
 
 /* Appends the head to forward upstream: "METHOD path HTTP/1.1", the headers without
  * the hop-by-hop ones (Connection and those it names, Keep-Alive, Proxy-*, TE,
@@ -82,8 +82,8 @@ void np_http_response_head(const struct np_http_head *r, struct buf *out);
 enum np_body_kind { NP_BODY_NONE, NP_BODY_LENGTH, NP_BODY_CHUNKED };
 struct np_body {
     enum np_body_kind kind;
-    uint64_t remaining;        /* LENGTH: bytes left; CHUNKED: of the current chunk */
-    int state;                 /* chunked parser state */
+    uint64_t remaining; /* LENGTH: bytes left; CHUNKED: of the current chunk */
+    int state;          /* chunked parser state */
     bool done;
 };
 /* From the request head. Returns 0, or -EINVAL (a bad or repeated Content-Length,

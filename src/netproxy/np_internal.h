@@ -23,25 +23,25 @@ enum np_kind { NP_KIND_HTTP, NP_KIND_SOCKS };
 
 /* Where a proxied connection is. */
 enum np_stage {
-    NP_STAGE_HEAD,           /* reading the HTTP request head */
+    NP_STAGE_HEAD, /* reading the HTTP request head */
     NP_STAGE_SOCKS_GREETING,
     NP_STAGE_SOCKS_REQUEST,
-    NP_STAGE_DECIDE,         /* the policy is looking at it */
-    NP_STAGE_ASK,            /* waiting for the client's answer */
-    NP_STAGE_CHECK,          /* allowed; resolving to check for local addresses */
-    NP_STAGE_CONNECT,        /* resolving / connecting / relaying */
-    NP_STAGE_UDP,            /* a SOCKS5 UDP association's control connection */
+    NP_STAGE_DECIDE,  /* the policy is looking at it */
+    NP_STAGE_ASK,     /* waiting for the client's answer */
+    NP_STAGE_CHECK,   /* allowed; resolving to check for local addresses */
+    NP_STAGE_CONNECT, /* resolving / connecting / relaying */
+    NP_STAGE_UDP,     /* a SOCKS5 UDP association's control connection */
 };
 
 /* What bytes from a side mean once the upstream is connected. */
 enum np_mode {
     NP_MODE_NONE,
-    NP_MODE_RAW,        /* relayed as they are */
-    NP_MODE_HTTP_BODY,  /* client: the request body, framed by np_body */
-    NP_MODE_HEAD,       /* upstream: the response head, then RAW */
-    NP_MODE_HOLD,       /* client: held until an upgrade's 101 */
-    NP_MODE_DISCARD,    /* client: after its one request, dropped */
-    NP_MODE_UPCONNECT,  /* upstream: an upstream proxy's answer to our CONNECT */
+    NP_MODE_RAW,       /* relayed as they are */
+    NP_MODE_HTTP_BODY, /* client: the request body, framed by np_body */
+    NP_MODE_HEAD,      /* upstream: the response head, then RAW */
+    NP_MODE_HOLD,      /* client: held until an upgrade's 101 */
+    NP_MODE_DISCARD,   /* client: after its one request, dropped */
+    NP_MODE_UPCONNECT, /* upstream: an upstream proxy's answer to our CONNECT */
 };
 
 struct np_cred;
@@ -57,24 +57,24 @@ struct np_client {
     int refs;
     enum np_kind kind;
     enum np_stage stage;
-    uv_tcp_t down;           /* the proxied client */
-    uv_tcp_t *up;            /* the upstream, NULL until connecting */
-    uv_timer_t timer;        /* the policy request's deadline */
-    char peer[80];           /* the client's "ip:port", reported as `client` */
-    struct buf in;           /* client bytes not yet consumed */
+    uv_tcp_t down;    /* the proxied client */
+    uv_tcp_t *up;     /* the upstream, NULL until connecting */
+    uv_timer_t timer; /* the policy request's deadline */
+    char peer[80];    /* the client's "ip:port", reported as `client` */
+    struct buf in;    /* client bytes not yet consumed */
     /* the destination */
     char host[NP_HOST_MAX];
     uint16_t port;
-    const char *protocol;    /* http, https_connect, socks5_tcp, socks5_udp */
+    const char *protocol; /* http, https_connect, socks5_tcp, socks5_udp */
     char method[24];
     bool is_connect;
     /* HTTP forwarding */
-    struct buf head_out;     /* the request head to send upstream */
+    struct buf head_out; /* the request head to send upstream */
     struct np_body body;
     bool upgrade, is_forward;
     char *forward_path;
-    struct buf resp;         /* the response head being gathered */
-    uint16_t mitm_port;      /* inside an intercepted tunnel: its port (Host default) */
+    struct buf resp;    /* the response head being gathered */
+    uint16_t mitm_port; /* inside an intercepted tunnel: its port (Host default) */
     /* the decision */
     enum np_reason baseline;
     bool check_resolved, decider_allowed;
@@ -94,7 +94,7 @@ struct np_client {
     bool down_wanted, reading_down, down_paused, up_paused;
     bool down_eof, up_eof;
     bool finishing, finish_on_shutdown, closed;
-    struct np_mitm_conn *mitm;  /* TLS on both sides of an intercepted tunnel */
+    struct np_mitm_conn *mitm; /* TLS on both sides of an intercepted tunnel */
     struct np_udp *udp;
 };
 
@@ -106,17 +106,17 @@ struct netproxy {
     char *process_id;
     uv_tcp_t *http_l, *socks_l;
     uint16_t http_port, socks_port;
-    struct np_client clients;   /* list head */
+    struct np_client clients; /* list head */
     int n_clients, n_asks;
     struct np_fdsrc *fdsrcs;
-    int handles;                /* handles and clients still to let go of */
+    int handles; /* handles and clients still to let go of */
     bool released;
-    struct np_cred *cred;       /* credential masking, or NULL */
+    struct np_cred *cred; /* credential masking, or NULL */
     /* allowUpstreamProxy: the server's HTTP_PROXY / HTTPS_PROXY (http:// only) */
     char up_http_host[NP_HOST_MAX], up_connect_host[NP_HOST_MAX];
     uint16_t up_http_port, up_connect_port;
-    struct np_mitm *mitm;       /* the CA and leaf certificates, or NULL */
-    const char *ca_bundle;      /* with mitm: the bundle children are told to trust */
+    struct np_mitm *mitm;         /* the CA and leaf certificates, or NULL */
+    const char *ca_bundle;        /* with mitm: the bundle children are told to trust */
     const struct np_relay *relay; /* netproxy.c's calls for the layers below it */
 };
 
@@ -144,9 +144,9 @@ struct np_relay {
 
 /* np_decision.c: the decision on a connection, then asking, reporting, refusing.
  * np_decide decides c->host:c->port once the request is parsed; np_proceed_allowed
- * goes on with an allowed one once its addresses are checked (NP_STAGE_CHECK). np_ask sends network/policyRequest to
- * the connection the session is attached to; NULL when none is (or it is closing):
- * the caller denies. np_report reports one decision (notification, metric, log line;
+ * goes on with an allowed one once its addresses are checked (NP_STAGE_CHECK). np_ask sends
+ * network/policyRequest to the connection the session is attached to; NULL when none is (or it is
+ * closing): the caller denies. np_report reports one decision (notification, metric, log line;
  * method NULL: none, as for SOCKS); np_report_client the same for c's destination.
  * np_refuse reports a refusal and answers the client in its protocol's way;
  * np_reply_simple answers an HTTP client with a short response and ends the
@@ -156,9 +156,8 @@ void np_proceed_allowed(struct np_client *c);
 /* Whether c's CONNECT tunnel is to be intercepted (a CA, and limited mode or
  * credential masking needing to see inside). */
 bool np_interception_wanted(const struct np_client *c);
-struct rpc_call *np_ask(struct netproxy *np, const char *protocol, const char *host,
-                        uint16_t port, void (*fn)(void *, enum rpc_call_outcome, json_t *),
-                        void *ctx);
+struct rpc_call *np_ask(struct netproxy *np, const char *protocol, const char *host, uint16_t port,
+                        void (*fn)(void *, enum rpc_call_outcome, json_t *), void *ctx);
 void np_report(struct netproxy *np, const char *scope, const char *decision, const char *source,
                const char *reason, const char *protocol, const char *host, uint16_t port,
                const char *method, const char *client, bool override);
@@ -166,8 +165,8 @@ void np_report_client(struct np_client *c, const char *scope, const char *decisi
                       const char *source, const char *reason, bool override);
 void np_refuse(struct np_client *c, const char *scope, const char *decision, const char *source,
                const char *reason);
-void np_reply_simple(struct np_client *c, int status, const char *reason,
-                     const char *content_type, const char *proxy_error, const char *body);
+void np_reply_simple(struct np_client *c, int status, const char *reason, const char *content_type,
+                     const char *proxy_error, const char *body);
 /* An HTTP Date header's value for now. */
 void np_http_date(char *out, size_t n);
 

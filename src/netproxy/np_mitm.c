@@ -47,7 +47,7 @@ struct np_mitm {
     char why[4400];
     X509 *ca;
     EVP_PKEY *ca_key;
-    EVP_PKEY *leaf_key;  /* one key for every leaf (fresh per server run) */
+    EVP_PKEY *leaf_key; /* one key for every leaf (fresh per server run) */
     char *bundle;
     struct {
         char host[NP_HOST_MAX];
@@ -59,7 +59,7 @@ static struct np_mitm state;
 
 struct np_mitm_conn {
     struct tls_session *down, *up;
-    struct buf pend_up;   /* plaintext for the server, waiting for its handshake */
+    struct buf pend_up; /* plaintext for the server, waiting for its handshake */
     bool up_ready, inner_head;
 };
 
@@ -74,7 +74,8 @@ static char *read_file(const char *path, size_t *len)
     buf_init(&b);
     char tmp[65536];
     size_t n;
-    while ((n = fread(tmp, 1, sizeof tmp, f)) > 0) buf_append(&b, tmp, n);
+    while ((n = fread(tmp, 1, sizeof tmp, f)) > 0)
+        buf_append(&b, tmp, n);
     fclose(f);
     *len = b.len;
     buf_putc(&b, '\0');
@@ -161,7 +162,8 @@ static int make_ca(const char *dir, const char *cert_path, const char *key_path)
     if (!x || X509_set_issuer_name(x, X509_get_subject_name(x)) != 1 ||
         !add_ext(x, x, NID_basic_constraints, "critical,CA:TRUE") ||
         !add_ext(x, x, NID_key_usage, "critical,keyCertSign,cRLSign,digitalSignature") ||
-        !add_ext(x, x, NID_subject_key_identifier, "hash") || X509_sign(x, key, EVP_sha256()) == 0) {
+        !add_ext(x, x, NID_subject_key_identifier, "hash") ||
+        X509_sign(x, key, EVP_sha256()) == 0) {
         X509_free(x);
         EVP_PKEY_free(key);
         return -EIO;
@@ -232,11 +234,13 @@ static int write_bundle(const char *dir)
     SHA256((const unsigned char *)b.data, b.len, md);
     char path[4200];
     int o = snprintf(path, sizeof path, "%s/exec-server-ca-bundle-", dir);
-    for (int i = 0; i < 8; i++) o += snprintf(path + o, sizeof path - (size_t)o, "%02x", md[i]);
+    for (int i = 0; i < 8; i++)
+        o += snprintf(path + o, sizeof path - (size_t)o, "%02x", md[i]);
     snprintf(path + o, sizeof path - (size_t)o, ".pem");
     struct stat st;
-    int rc = stat(path, &st) == 0 && (size_t)st.st_size == b.len ? 0
-                                                                  : write_file(path, b.data, b.len, 0644);
+    int rc = stat(path, &st) == 0 && (size_t)st.st_size == b.len
+                 ? 0
+                 : write_file(path, b.data, b.len, 0644);
     buf_free(&b);
     if (rc == 0) state.bundle = xstrdup(path);
     return rc;
@@ -300,7 +304,8 @@ static void load_once(void)
 static X509 *leaf_for(const char *host)
 {
     for (size_t i = 0; i < LEAF_CACHE; i++)
-        if (state.cache[i].cert && strcmp(state.cache[i].host, host) == 0) return state.cache[i].cert;
+        if (state.cache[i].cert && strcmp(state.cache[i].host, host) == 0)
+            return state.cache[i].cert;
     X509 *x = new_cert(state.leaf_key, host, -3600, 397);
     bool literal = np_host_is_ip_literal(host, NULL);
     char san[NP_HOST_MAX + 8];
@@ -357,8 +362,10 @@ static void flush_side(struct np_client *c, bool to_up)
     if (!m) return;
     char *out = NULL;
     size_t n = tls_take_output(to_up ? m->up : m->down, &out);
-    if (n) c->np->relay->write_owned(c, to_up, out, n);
-    else free(out);
+    if (n)
+        c->np->relay->write_owned(c, to_up, out, n);
+    else
+        free(out);
 }
 
 int np_mitm_start(struct np_client *c)
@@ -410,7 +417,8 @@ static void inner_plain(struct np_client *c, const char *data, size_t n)
     int rc = np_http_parse_request(c->in.data, c->in.len, &h);
     if (rc == 0) return;
     m->inner_head = true;
-    static const char bad[] = "HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+    static const char bad[] =
+        "HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
     if (rc < 0) {
         c->np->relay->send(c, false, bad, sizeof bad - 1);
         c->np->relay->finish(c);
@@ -480,8 +488,10 @@ void np_mitm_feed(struct np_client *c, bool from_up, const char *data, size_t n)
             }
         }
         if (r > 0) {
-            if (from_up) c->np->relay->from_upstream(c, xmemdup(plain, (size_t)r), (size_t)r);
-            else inner_plain(c, plain, (size_t)r);
+            if (from_up)
+                c->np->relay->from_upstream(c, xmemdup(plain, (size_t)r), (size_t)r);
+            else
+                inner_plain(c, plain, (size_t)r);
             if (c->closed || c->finishing) return;
             continue;
         }
@@ -492,8 +502,8 @@ void np_mitm_feed(struct np_client *c, bool from_up, const char *data, size_t n)
         }
         if (r == -EPROTO) {
             char hv[NP_HOST_MAX * 2];
-            log_info("network proxy: TLS with %s for %s failed", from_up ? "the server" : "the client",
-                     log_value(c->host, hv, sizeof hv));
+            log_info("network proxy: TLS with %s for %s failed",
+                     from_up ? "the server" : "the client", log_value(c->host, hv, sizeof hv));
         }
         c->np->relay->close(c);
         return;

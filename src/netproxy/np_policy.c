@@ -16,8 +16,10 @@
 
 static void trim(const char **s, size_t *len)
 {
-    while (*len && isspace((unsigned char)**s)) (*s)++, (*len)--;
-    while (*len && isspace((unsigned char)(*s)[*len - 1])) (*len)--;
+    while (*len && isspace((unsigned char)**s))
+        (*s)++, (*len)--;
+    while (*len && isspace((unsigned char)(*s)[*len - 1]))
+        (*len)--;
 }
 
 static bool parse_ip(const char *s, struct in6_addr *a6, struct in_addr *a4, bool *v6)
@@ -38,9 +40,11 @@ static bool parse_ip(const char *s, struct in6_addr *a6, struct in_addr *a4, boo
 static void normalize_literal(const char *s, size_t len, char *out, size_t n)
 {
     size_t k = 0;
-    for (size_t i = 0; i < len && k + 1 < n; i++) out[k++] = (char)tolower((unsigned char)s[i]);
+    for (size_t i = 0; i < len && k + 1 < n; i++)
+        out[k++] = (char)tolower((unsigned char)s[i]);
     out[k] = '\0';
-    while (k && out[k - 1] == '.') out[--k] = '\0';
+    while (k && out[k - 1] == '.')
+        out[--k] = '\0';
     char *pct = strstr(out, "%25");
     if (pct) {
         char ip[NP_HOST_MAX];
@@ -117,7 +121,8 @@ bool np_pattern_match(const char *pattern, const char *host)
             return false;
         }
     }
-    while (*p == '*') p++;
+    while (*p == '*')
+        p++;
     return *p == '\0';
 }
 
@@ -160,8 +165,7 @@ static bool brackets_ok(const char *host, size_t len)
     return true;
 }
 
-int np_policy_add(struct np_policy *p, const char *pattern, enum np_perm perm, char *err,
-                  size_t n)
+int np_policy_add(struct np_policy *p, const char *pattern, enum np_perm perm, char *err, size_t n)
 {
     const char *raw = pattern;
     size_t len = strlen(pattern);
@@ -170,8 +174,10 @@ int np_policy_add(struct np_policy *p, const char *pattern, enum np_perm perm, c
     const char *prefix = "";
     const char *rest = raw;
     size_t rl = len;
-    if (len >= 3 && strncmp(raw, "**.", 3) == 0) prefix = "**.", rest += 3, rl -= 3;
-    else if (len >= 2 && strncmp(raw, "*.", 2) == 0) prefix = "*.", rest += 2, rl -= 2;
+    if (len >= 3 && strncmp(raw, "**.", 3) == 0)
+        prefix = "**.", rest += 3, rl -= 3;
+    else if (len >= 2 && strncmp(raw, "*.", 2) == 0)
+        prefix = "*.", rest += 2, rl -= 2;
 
     if (perm == NP_PERM_DENY && len == 1 && raw[0] == '*') {
         snprintf(err, n,
@@ -227,7 +233,8 @@ int np_policy_add(struct np_policy *p, const char *pattern, enum np_perm perm, c
 
 static void free_list(char **v, size_t n)
 {
-    for (size_t i = 0; i < n; i++) free(v[i]);
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
     free(v);
 }
 
@@ -284,9 +291,9 @@ static bool v6_non_public(const struct in6_addr *a)
         return v4_non_public(&v4);
     }
     if (memcmp(b, zero, 15) == 0 && (b[15] == 0 || b[15] == 1)) return true; /* :: and ::1 */
-    return b[0] == 0xFF                             /* multicast */
-           || (b[0] & 0xFE) == 0xFC                 /* unique local */
-           || (b[0] == 0xFE && (b[1] & 0xC0) == 0x80); /* link-local */
+    return b[0] == 0xFF                                                      /* multicast */
+           || (b[0] & 0xFE) == 0xFC                                          /* unique local */
+           || (b[0] == 0xFE && (b[1] & 0xC0) == 0x80);                       /* link-local */
 }
 
 bool np_addr_non_public(const struct sockaddr *sa)
@@ -365,8 +372,7 @@ const char *np_reason_header(const char *reason)
     return "blocked-by-policy";
 }
 
-enum np_reason np_policy_baseline(const struct np_policy *p, const char *host,
-                                  bool *check_resolved)
+enum np_reason np_policy_baseline(const struct np_policy *p, const char *host, bool *check_resolved)
 {
     *check_resolved = false;
     if (!*host) return NP_REASON_NOT_ALLOWED;

@@ -34,7 +34,7 @@
 enum np_perm { NP_PERM_NONE, NP_PERM_ALLOW, NP_PERM_DENY, NP_PERM_REVIEW };
 
 struct np_policy {
-    char **allow;      /* compiled allow candidates ("?*.x" for "*.x") */
+    char **allow; /* compiled allow candidates ("?*.x" for "*.x") */
     size_t n_allow;
     char **deny;
     size_t n_deny;
@@ -48,8 +48,7 @@ struct np_policy {
 
 /* Adds one `domains` entry. Returns 0, or -EINVAL with err set to the reference's
  * text after "invalid network proxy config: " (e.g. "domain pattern is empty"). */
-int np_policy_add(struct np_policy *p, const char *pattern, enum np_perm perm, char *err,
-                  size_t n);
+int np_policy_add(struct np_policy *p, const char *pattern, enum np_perm perm, char *err, size_t n);
 void np_policy_free(struct np_policy *p);
 
 /* Lower-cases, trims white space, strips brackets, a `:port` (when there is exactly

@@ -38,22 +38,28 @@ void np_resolve_load_overrides(void)
         np_host_normalize(item, o.name, sizeof o.name);
         struct sockaddr_in *s4 = (struct sockaddr_in *)&o.addr;
         struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&o.addr;
-        if (inet_pton(AF_INET, eq + 1, &s4->sin_addr) == 1) s4->sin_family = AF_INET;
-        else if (inet_pton(AF_INET6, eq + 1, &s6->sin6_addr) == 1) s6->sin6_family = AF_INET6;
-        else continue;
+        if (inet_pton(AF_INET, eq + 1, &s4->sin_addr) == 1)
+            s4->sin_family = AF_INET;
+        else if (inet_pton(AF_INET6, eq + 1, &s6->sin6_addr) == 1)
+            s6->sin6_family = AF_INET6;
+        else
+            continue;
         overrides = xrealloc(overrides, (n_overrides + 1) * sizeof *overrides);
         overrides[n_overrides++] = o;
     }
     free(copy);
-    if (n_overrides) log_warn("EXEC_SERVER_TEST_RESOLVE is set: the network proxy resolves %zu "
-                              "name(s) from it (a test setting)",
-                              n_overrides);
+    if (n_overrides)
+        log_warn("EXEC_SERVER_TEST_RESOLVE is set: the network proxy resolves %zu "
+                 "name(s) from it (a test setting)",
+                 n_overrides);
 }
 
 static void set_port(struct sockaddr_storage *ss, uint16_t port)
 {
-    if (ss->ss_family == AF_INET) ((struct sockaddr_in *)ss)->sin_port = htons(port);
-    else ((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
+    if (ss->ss_family == AF_INET)
+        ((struct sockaddr_in *)ss)->sin_port = htons(port);
+    else
+        ((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
 }
 
 int np_resolve_now(const char *host, uint16_t port, struct sockaddr_storage *out)

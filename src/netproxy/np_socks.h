@@ -23,9 +23,9 @@ enum {
 };
 
 struct np_socks_addr {
-    char host[256];  /* a name, or an IP literal in text form */
+    char host[256]; /* a name, or an IP literal in text form */
     uint16_t port;
-    bool is_name;    /* ATYP 3 */
+    bool is_name; /* ATYP 3 */
 };
 
 /* The method-selection message. Returns bytes consumed (> 0), 0 when incomplete,

@@ -72,7 +72,8 @@ static void udp_unref(struct np_udp *u)
 {
     if (--u->refs > 0) return;
     for (int i = 0; i < u->ndests; i++) {
-        for (int k = 0; k < u->dests[i]->nq; k++) free(u->dests[i]->q[k]);
+        for (int k = 0; k < u->dests[i]->nq; k++)
+            free(u->dests[i]->q[k]);
         free(u->dests[i]);
     }
     free(u);
@@ -109,19 +110,20 @@ static void send_out(struct udp_dest *d, const char *data, size_t n)
     uv_udp_try_send(s, &b, 1, (struct sockaddr *)&d->addr); /* UDP: a full buffer drops */
 }
 
-static void report(struct udp_dest *d, const char *scope, const char *decision,
-                   const char *source, const char *reason, bool override)
+static void report(struct udp_dest *d, const char *scope, const char *decision, const char *source,
+                   const char *reason, bool override)
 {
     struct np_client *c = d->u->c;
-    np_report(c->np, scope, decision, source, reason, "socks5_udp", d->host, d->port, NULL,
-              c->peer, override);
+    np_report(c->np, scope, decision, source, reason, "socks5_udp", d->host, d->port, NULL, c->peer,
+              override);
 }
 
 static void deny(struct udp_dest *d, const char *scope, const char *decision, const char *source,
                  const char *reason)
 {
     d->st = D_DENIED;
-    for (int k = 0; k < d->nq; k++) free(d->q[k]);
+    for (int k = 0; k < d->nq; k++)
+        free(d->q[k]);
     d->nq = 0;
     report(d, scope, decision, source, reason, false);
 }
@@ -148,10 +150,12 @@ static void on_gai(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     d->gai_busy = false;
     if (!d->u->closing) {
         struct addrinfo *a = res;
-        while (a && a->ai_family != AF_INET && a->ai_family != AF_INET6) a = a->ai_next;
+        while (a && a->ai_family != AF_INET && a->ai_family != AF_INET6)
+            a = a->ai_next;
         if (status < 0 || !a) {
             d->st = D_DENIED; /* nowhere to send: dropped like an unreachable host */
-            for (int k = 0; k < d->nq; k++) free(d->q[k]);
+            for (int k = 0; k < d->nq; k++)
+                free(d->q[k]);
             d->nq = 0;
         } else {
             memcpy(&d->addr, a->ai_addr, a->ai_addrlen);
@@ -193,10 +197,12 @@ static void on_answer(void *ctx, enum rpc_call_outcome outcome, json_t *value)
         type = json_string_value(json_object_get(dec, "type"));
         reason = json_string_value(json_object_get(dec, "reason"));
     }
-    if (type && strcmp(type, "allow") == 0) resolve_then_allow(d, true);
+    if (type && strcmp(type, "allow") == 0)
+        resolve_then_allow(d, true);
     else if (type && reason && (strcmp(type, "deny") == 0 || strcmp(type, "ask") == 0))
         deny(d, "domain", type, "decider", reason);
-    else deny(d, "domain", "deny", "decider", "not_allowed");
+    else
+        deny(d, "domain", "deny", "decider", "not_allowed");
 }
 
 static void on_timeout(uv_timer_t *t)
@@ -256,8 +262,9 @@ static void on_relay(uv_udp_t *h, ssize_t n, const uv_buf_t *b, const struct soc
         if (!same_addr(&u->client, from, true)) goto out;
     } else {
         if (!same_addr(&u->peer, from, false)) goto out; /* only the control peer's host */
-        memcpy(&u->client, from, from->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                                            : sizeof(struct sockaddr_in));
+        memcpy(&u->client, from,
+               from->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                           : sizeof(struct sockaddr_in));
         u->client_known = true;
     }
     struct np_socks_addr a;
@@ -321,8 +328,10 @@ static int open_udp(uv_loop_t *loop, uv_udp_t *h, bool *inited, const char *ip, 
     h->data = u;
     u->refs++;
     struct sockaddr_storage ss;
-    if (strchr(ip, ':')) uv_ip6_addr(ip, 0, (struct sockaddr_in6 *)&ss);
-    else uv_ip4_addr(ip, 0, (struct sockaddr_in *)&ss);
+    if (strchr(ip, ':'))
+        uv_ip6_addr(ip, 0, (struct sockaddr_in6 *)&ss);
+    else
+        uv_ip4_addr(ip, 0, (struct sockaddr_in *)&ss);
     int rc = uv_udp_bind(h, (struct sockaddr *)&ss, 0);
     if (rc == 0) rc = uv_udp_recv_start(h, on_alloc, cb);
     return rc;

@@ -9,15 +9,22 @@
 #include "util/mem.h"
 
 static const char *const keywords[] = {
-    "operation not permitted", "permission denied", "read-only file system", "seccomp",
-    "sandbox", "landlock", "failed to write file", NULL,
+    "operation not permitted",
+    "permission denied",
+    "read-only file system",
+    "seccomp",
+    "sandbox",
+    "landlock",
+    "failed to write file",
+    NULL,
 };
 
 bool sandbox_denied_verdict(bool sandboxed, int exit_code, const struct event_log *log)
 {
     if (!sandboxed || exit_code == 0) return false;
     size_t n = 0;
-    for (const struct log_chunk *c = log->head; c; c = c->next) n += c->len;
+    for (const struct log_chunk *c = log->head; c; c = c->next)
+        n += c->len;
     char *text = xmalloc(n + 1);
     size_t off = 0;
     for (const struct log_chunk *c = log->head; c; c = c->next) {
@@ -26,7 +33,8 @@ bool sandbox_denied_verdict(bool sandboxed, int exit_code, const struct event_lo
     }
     text[off] = 0;
     bool hit = false;
-    for (int k = 0; keywords[k] && !hit; k++) hit = strstr(text, keywords[k]) != NULL;
+    for (int k = 0; keywords[k] && !hit; k++)
+        hit = strstr(text, keywords[k]) != NULL;
     free(text);
     if (hit) return true;
     if (exit_code == 2 || exit_code == 126 || exit_code == 127) return false;

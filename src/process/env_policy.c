@@ -13,9 +13,8 @@
 #include "util/mem.h"
 
 /* "core" on Unix: what a login shell needs to find programs, files and a locale. */
-static const char *const core_names[] = {"PATH",   "SHELL",    "TMPDIR", "TEMP",
-                                         "TMP",    "HOME",     "LANG",   "LC_ALL",
-                                         "LC_CTYPE", "LOGNAME", "USER",  NULL};
+static const char *const core_names[] = {"PATH", "SHELL",  "TMPDIR",   "TEMP",    "TMP",  "HOME",
+                                         "LANG", "LC_ALL", "LC_CTYPE", "LOGNAME", "USER", NULL};
 static const char *const default_excludes[] = {"*KEY*", "*SECRET*", "*TOKEN*", NULL};
 
 bool env_name_matches(const char *pat, const char *name)
@@ -38,7 +37,8 @@ bool env_name_matches(const char *pat, const char *name)
             return false;
         }
     }
-    while (*pat == '*') pat++;
+    while (*pat == '*')
+        pat++;
     return *pat == '\0';
 }
 
@@ -46,7 +46,8 @@ static bool matches_any_json(json_t *patterns, const char *name)
 {
     size_t i;
     json_t *p;
-    json_array_foreach(patterns, i, p) if (env_name_matches(json_string_value(p), name)) return true;
+    json_array_foreach(patterns, i,
+                       p) if (env_name_matches(json_string_value(p), name)) return true;
     return false;
 }
 
@@ -70,8 +71,10 @@ static bool check_string(struct pdec *d, json_t *v)
 {
     if (json_is_string(v)) return true;
     char what[128];
-    if (json_is_number(v)) snprintf(what, sizeof what, "number");
-    else pdec_describe(v, what, sizeof what);
+    if (json_is_number(v))
+        snprintf(what, sizeof what, "number");
+    else
+        pdec_describe(v, what, sizeof what);
     pdec_fail(d, "invalid type: %s, expected a string", what);
     return false;
 }
@@ -99,8 +102,10 @@ void env_policy_decode(struct pdec *d, struct env_policy *out, bool *present)
     json_t *raw = json_is_object(d->obj) ? json_object_get(d->obj, "envPolicy") : NULL;
     if (!d->failed && raw && !json_is_null(raw) && !json_is_object(raw)) {
         char what[128];
-        if (json_is_number(raw)) snprintf(what, sizeof what, "number");
-        else pdec_describe(raw, what, sizeof what);
+        if (json_is_number(raw))
+            snprintf(what, sizeof what, "number");
+        else
+            pdec_describe(raw, what, sizeof what);
         if (json_is_array(raw) && json_array_size(raw) != 5)
             pdec_fail(d, "invalid length %zu, expected struct ExecEnvPolicy with 5 elements",
                       json_array_size(raw));
@@ -114,12 +119,13 @@ void env_policy_decode(struct pdec *d, struct env_policy *out, bool *present)
     static const char *const variants[] = {"core", "all", "none", NULL};
     if (pdec_begin(&sub, obj, "ShellEnvironmentPolicy")) {
         int inherit = pdec_enum(&sub, "inherit", PDEC_REQUIRED, variants, 0);
-        out->ignore_default_excludes = pdec_bool(&sub, "ignoreDefaultExcludes", PDEC_REQUIRED, false);
+        out->ignore_default_excludes =
+            pdec_bool(&sub, "ignoreDefaultExcludes", PDEC_REQUIRED, false);
         out->exclude = pdec_array(&sub, "exclude", PDEC_REQUIRED);
         out->set = pdec_object(&sub, "set", PDEC_REQUIRED);
         out->include_only = pdec_array(&sub, "includeOnly", PDEC_REQUIRED);
         if (!sub.failed) {
-            out->inherit = inherit == 1 ? ENV_INHERIT_ALL
+            out->inherit = inherit == 1   ? ENV_INHERIT_ALL
                            : inherit == 2 ? ENV_INHERIT_NONE
                                           : ENV_INHERIT_CORE;
             if (check_strings(&sub, out->exclude) && check_strings(&sub, out->set))
@@ -153,7 +159,8 @@ static size_t name_len(const char *kv)
 static size_t name_hash(const char *name, size_t n)
 {
     uint64_t h = 14695981039346656037ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)name[i]) * 1099511628211ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)name[i]) * 1099511628211ull;
     return (size_t)(h ^ (h >> 32));
 }
 
@@ -174,7 +181,8 @@ static void envv_reindex(struct envv *e)
 {
     free(e->slots);
     e->nslots = 64;
-    while (e->nslots < 2 * (e->n + 1)) e->nslots *= 2;
+    while (e->nslots < 2 * (e->n + 1))
+        e->nslots *= 2;
     e->slots = xcalloc(e->nslots, sizeof *e->slots);
     for (size_t i = 0; i < e->n; i++) {
         size_t *s = envv_slot(e, e->v[i], name_len(e->v[i]));
@@ -209,8 +217,10 @@ static void envv_filter(struct envv *e, bool (*keep)(const char *kv, void *arg),
 {
     size_t k = 0;
     for (size_t i = 0; i < e->n; i++) {
-        if (keep(e->v[i], arg)) e->v[k++] = e->v[i];
-        else free(e->v[i]);
+        if (keep(e->v[i], arg))
+            e->v[k++] = e->v[i];
+        else
+            free(e->v[i]);
     }
     e->n = k;
     e->v[k] = NULL;
@@ -260,7 +270,8 @@ char **env_build(char *const *server_env, const struct env_policy *pol, json_t *
 void env_free(char **envp)
 {
     if (!envp) return;
-    for (char **s = envp; *s; s++) free(*s);
+    for (char **s = envp; *s; s++)
+        free(*s);
     free(envp);
 }
 
@@ -305,7 +316,8 @@ char **env_add_trace(char **envp, json_t *trace)
     if (!tp || !env_trace_parent_valid(tp) || env_get(envp, "TRACEPARENT")) return envp;
     const char *ts = json_string_value(json_object_get(trace, "tracestate"));
     struct envv e = {.v = envp};
-    while (e.v[e.n]) e.n++;
+    while (e.v[e.n])
+        e.n++;
     e.cap = e.n + 1;
     envv_put(&e, "TRACEPARENT", tp);
     if (ts && trace_state_valid(ts) && !env_get(e.v, "TRACESTATE")) envv_put(&e, "TRACESTATE", ts);

@@ -24,8 +24,8 @@ void event_log_free(struct event_log *log)
     log->bytes = log->count = 0;
 }
 
-struct log_chunk *event_log_append(struct event_log *log, enum log_stream stream,
-                                   const void *data, size_t len)
+struct log_chunk *event_log_append(struct event_log *log, enum log_stream stream, const void *data,
+                                   size_t len)
 {
     struct log_chunk *c = xmalloc(sizeof *c + len);
     c->next = NULL;
@@ -34,13 +34,16 @@ struct log_chunk *event_log_append(struct event_log *log, enum log_stream stream
     c->stream = (uint8_t)stream;
     c->wire_end = 0;
     memcpy(c->data, data, len);
-    if (log->tail) log->tail->next = c;
-    else log->head = c;
+    if (log->tail)
+        log->tail->next = c;
+    else
+        log->head = c;
     log->tail = c;
     log->bytes += len;
     log->count++;
     /* Evict whole chunks from the oldest end, but always keep the newest. */
-    while (log->head != c && (log->bytes > EVENT_LOG_MAX_BYTES || log->count > EVENT_LOG_MAX_CHUNKS)) {
+    while (log->head != c &&
+           (log->bytes > EVENT_LOG_MAX_BYTES || log->count > EVENT_LOG_MAX_CHUNKS)) {
         struct log_chunk *old = log->head;
         log->head = old->next;
         log->bytes -= old->len;
@@ -61,7 +64,8 @@ struct log_chunk *event_log_after(const struct event_log *log, uint64_t after_se
     /* Readers almost always ask for the tail end; the list is short-lived enough
      * (<= 50,000 chunks) that a scan from the oldest is acceptable for now. */
     struct log_chunk *c = log->head;
-    while (c && c->seq <= after_seq) c = c->next;
+    while (c && c->seq <= after_seq)
+        c = c->next;
     return c;
 }
 

@@ -19,9 +19,9 @@ struct log_chunk {
     struct log_chunk *next; /* newer chunk */
     uint64_t seq;
     uint32_t len;
-    uint8_t stream;         /* enum log_stream */
-    uint64_t wire_end;      /* stream offset just past its notification on the
-                               attached connection (conn_sent_total), 0 if none */
+    uint8_t stream;    /* enum log_stream */
+    uint64_t wire_end; /* stream offset just past its notification on the
+                          attached connection (conn_sent_total), 0 if none */
     uint8_t data[];
 };
 
@@ -36,8 +36,8 @@ struct event_log {
 void event_log_init(struct event_log *log);
 void event_log_free(struct event_log *log);
 /* Stores a copy of data as the next event and returns the chunk (owned by log). */
-struct log_chunk *event_log_append(struct event_log *log, enum log_stream stream,
-                                   const void *data, size_t len);
+struct log_chunk *event_log_append(struct event_log *log, enum log_stream stream, const void *data,
+                                   size_t len);
 /* Takes the next seq for a non-output event (exit, close). */
 uint64_t event_log_take_seq(struct event_log *log);
 /* First retained chunk with seq > after_seq, or NULL. */

@@ -71,7 +71,8 @@ static __attribute__((noreturn)) void guardian_run(int rfd)
             ((char *)msg)[b] = ((char *)msg)[whole * sizeof msg[0] + b];
         have = rest;
     }
-    for (size_t k = 0; k < n; k++) kill(-groups[k], SIGKILL);
+    for (size_t k = 0; k < n; k++)
+        kill(-groups[k], SIGKILL);
     _exit(0);
 }
 
@@ -118,11 +119,13 @@ static void guardian_send(int32_t v)
     if (r == (ssize_t)sizeof v) return;
     if (errno == EAGAIN) {
         log_warn("guardian is not keeping up; process group %d is not protected against a "
-                 "daemon crash", (int)(v < 0 ? -v : v));
+                 "daemon crash",
+                 (int)(v < 0 ? -v : v));
         return;
     }
     log_warn("guardian is gone (%s); process groups are no longer protected against a "
-             "daemon crash", strerror(errno));
+             "daemon crash",
+             strerror(errno));
     close(guardian_wfd);
     guardian_wfd = -1;
 }

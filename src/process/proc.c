@@ -78,9 +78,11 @@ static void handle_closed(uv_handle_t *h)
     if (--p->handles > 0) return;
     event_log_free(&p->log);
     buf_free(&p->id_json);
-    for (size_t i = 0; i < p->nwrite_ids; i++) free(p->write_ids[i]);
+    for (size_t i = 0; i < p->nwrite_ids; i++)
+        free(p->write_ids[i]);
     free(p->write_ids);
-    for (char **a = p->argv; a && *a; a++) free(*a);
+    for (char **a = p->argv; a && *a; a++)
+        free(*a);
     free(p->argv);
     free(p->cwd);
     while (p->wq_head) {
@@ -152,8 +154,10 @@ static void waiter_closed(uv_handle_t *h)
 
 static void waiter_remove(struct waiter *w)
 {
-    if (w->prev) w->prev->next = w->next;
-    else w->p->waiters = w->next;
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        w->p->waiters = w->next;
     if (w->next) w->next->prev = w->prev;
     uv_close((uv_handle_t *)&w->timer, waiter_closed);
 }
@@ -170,11 +174,15 @@ unsigned proc_live_total(void)
 
 static void viewer_unlink_free(struct proc_viewer *v)
 {
-    if (v->prev_p) v->prev_p->next_p = v->next_p;
-    else v->p->viewers = v->next_p;
+    if (v->prev_p)
+        v->prev_p->next_p = v->next_p;
+    else
+        v->p->viewers = v->next_p;
     if (v->next_p) v->next_p->prev_p = v->prev_p;
-    if (v->prev_c) v->prev_c->next_c = v->next_c;
-    else v->set->head = v->next_c;
+    if (v->prev_c)
+        v->prev_c->next_c = v->next_c;
+    else
+        v->set->head = v->next_c;
     if (v->next_c) v->next_c->prev_c = v->prev_c;
     free(v);
 }
@@ -183,14 +191,14 @@ static void viewer_unlink_free(struct proc_viewer *v)
 static void view_set_free(void *state)
 {
     struct proc_view_set *set = state;
-    while (set->head) viewer_unlink_free(set->head);
+    while (set->head)
+        viewer_unlink_free(set->head);
     free(set);
 }
 
 void proc_view_add(struct proc *p, struct conn *c)
 {
-    struct proc_view_set *set = conn_slot_ensure(c, &view_slot, sizeof *set, view_set_free,
-                                                 NULL);
+    struct proc_view_set *set = conn_slot_ensure(c, &view_slot, sizeof *set, view_set_free, NULL);
     set->conn = c;
     for (struct proc_viewer *v = p->viewers; v; v = v->next_p)
         if (v->set == set) return;
@@ -243,7 +251,8 @@ static void viewers_end(struct proc *p)
                                              : ",\"reason\":\"sessionEnded\"}}");
         viewers_send(p, &b);
     }
-    while (p->viewers) viewer_unlink_free(p->viewers);
+    while (p->viewers)
+        viewer_unlink_free(p->viewers);
 }
 
 static void proc_free(struct proc *p)
@@ -253,8 +262,10 @@ static void proc_free(struct proc *p)
     if (p->state != PROC_CLOSED) live_total--; /* killed with its session */
     viewers_end(p);
     if (p->table) {
-        if (p->prev) p->prev->next = p->next;
-        else p->table->head = p->next;
+        if (p->prev)
+            p->prev->next = p->next;
+        else
+            p->table->head = p->next;
         if (p->next) p->next->prev = p->prev;
     }
     p->table = NULL;
@@ -276,7 +287,8 @@ static void proc_free(struct proc *p)
         reap_later(p->pid_poll.loop, p->pidfd);
         p->pid_open = false;
     }
-    for (int i = 0; i < p->nout; i++) close_out(&p->out[i]);
+    for (int i = 0; i < p->nout; i++)
+        close_out(&p->out[i]);
     proc_close_stdin(p);
     uv_close((uv_handle_t *)&p->timer, handle_closed);
 }
@@ -284,8 +296,10 @@ static void proc_free(struct proc *p)
 void proc_table_destroy(struct proc_table *t)
 {
     proc_snapshot_cancel_table(t); /* starts still waiting for a shell snapshot */
-    while (t->starting) t->abandon_start(t->starting); /* starts in their spawn window */
-    while (t->head) proc_free(t->head);
+    while (t->starting)
+        t->abandon_start(t->starting); /* starts in their spawn window */
+    while (t->head)
+        proc_free(t->head);
     free(t);
 }
 
@@ -304,16 +318,15 @@ void proc_table_detached(struct proc_table *t, struct conn *c)
     }
     /* The old connection's queue is gone: nothing of the logs is in flight. */
     for (struct proc *p = t->head; p; p = p->next) {
-        for (struct log_chunk *ch = p->log.head; ch; ch = ch->next) ch->wire_end = 0;
+        for (struct log_chunk *ch = p->log.head; ch; ch = ch->next)
+            ch->wire_end = 0;
         p->log.evicted_wire_end = 0;
     }
     /* Detached output is recorded in the retained log, never held back. */
     proc_table_resume_output(t);
 }
 
-void proc_table_attached(struct proc_table *t, struct conn *c)
-{
-}
+void proc_table_attached(struct proc_table *t, struct conn *c) {}
 
 bool proc_table_output_safe(const struct proc_table *t, uint64_t written_total)
 {
@@ -426,7 +439,7 @@ void proc_reply_read(struct rpc_req *req, struct proc *p, uint64_t after, bool h
     if (exited) buf_put_i64(&b, p->exit_code);
     buf_puts(&b, p->state == PROC_CLOSED ? ",\"closed\":true" : ",\"closed\":false");
     buf_puts(&b, exited && p->sandbox_denied ? ",\"failure\":null,\"sandboxDenied\":true}"
-                                                : ",\"failure\":null,\"sandboxDenied\":false}");
+                                             : ",\"failure\":null,\"sandboxDenied\":false}");
     rpc_result_finish(req, &b);
 }
 
@@ -548,7 +561,8 @@ void proc_table_resume_output(struct proc_table *t)
     for (struct proc *p = t->head; p; p = p->next) {
         if (!p->paused) continue;
         p->paused = false;
-        for (int i = 0; i < p->nout; i++) out_start(&p->out[i]);
+        for (int i = 0; i < p->nout; i++)
+            out_start(&p->out[i]);
     }
 }
 
@@ -585,8 +599,7 @@ static void pid_cb(uv_poll_t *h, int status, int events)
         log_event("event=process_exit session=%s process_id=%s pid=%d exit_code=%d "
                   "duration_ms=%llu",
                   p->table->session->id, log_value(p->id, idv, sizeof idv), (int)p->pid,
-                  p->exit_code,
-                  (unsigned long long)((metrics_now_ns() - p->start_ns) / 1000000));
+                  p->exit_code, (unsigned long long)((metrics_now_ns() - p->start_ns) / 1000000));
     }
     uv_close((uv_handle_t *)&p->pid_poll, handle_closed);
     close(p->pidfd);
@@ -653,8 +666,10 @@ void proc_stdin_push(struct proc *p, struct wq_item *it)
     }
     it->off = 0;
     it->next = NULL;
-    if (p->wq_tail) p->wq_tail->next = it;
-    else p->wq_head = it;
+    if (p->wq_tail)
+        p->wq_tail->next = it;
+    else
+        p->wq_head = it;
     p->wq_tail = it;
     proc_stdin_flush(p);
 }
@@ -673,8 +688,10 @@ void proc_table_count(const struct proc_table *t, unsigned *running, unsigned *t
 unsigned proc_table_live(const struct proc_table *t)
 {
     unsigned live = 0;
-    for (const struct proc *q = t->head; q; q = q->next) live += q->state != PROC_CLOSED;
-    for (const struct proc_start *ps = t->starting; ps; ps = ps->next) live++;
+    for (const struct proc *q = t->head; q; q = q->next)
+        live += q->state != PROC_CLOSED;
+    for (const struct proc_start *ps = t->starting; ps; ps = ps->next)
+        live++;
     return live;
 }
 
@@ -732,7 +749,8 @@ struct proc *proc_add(struct proc_table *t, const char *id, bool tty, bool sandb
 void proc_watch(struct proc *p)
 {
     uv_poll_start(&p->pid_poll, UV_READABLE, pid_cb);
-    for (int s = 0; s < p->nout; s++) out_start(&p->out[s]);
+    for (int s = 0; s < p->nout; s++)
+        out_start(&p->out[s]);
 }
 
 void proc_wait_read(struct rpc_req *req, struct proc *p, uint64_t after, bool has_max,

@@ -17,11 +17,11 @@
 #include "rpc/rpc.h"
 #include "util/buf.h"
 
-#define READ_CHUNK 8192       /* largest output chunk (PROTOCOL.md 5.1.2) */
+#define READ_CHUNK 8192        /* largest output chunk (PROTOCOL.md 5.1.2) */
 #define READ_BATCH (64 * 1024) /* one read() empties a default-sized pipe... */
-#define READS_PER_WAKEUP 4    /* ...fairness: at most 256 KiB per fd per loop turn */
-#define MAX_WRITE_IDS 4096    /* remembered writeIds per process, like the reference */
-#define PTY_DRAIN_MS 1000     /* after exit, how long a PTY may stay open (grandchild) */
+#define READS_PER_WAKEUP 4     /* ...fairness: at most 256 KiB per fd per loop turn */
+#define MAX_WRITE_IDS 4096     /* remembered writeIds per process, like the reference */
+#define PTY_DRAIN_MS 1000      /* after exit, how long a PTY may stay open (grandchild) */
 
 struct proc;
 struct conn;
@@ -53,7 +53,7 @@ struct waiter {
 
 struct out_src {
     struct proc *p;
-    int fd;               /* -1 once at EOF */
+    int fd; /* -1 once at EOF */
     uv_poll_t poll;
     bool polling;
     enum log_stream stream;
@@ -77,7 +77,7 @@ struct proc {
     struct proc *next, *prev;
     struct proc_table *table;
     char *id;
-    struct buf id_json;      /* the processId as a quoted JSON string, written once */
+    struct buf id_json; /* the processId as a quoted JSON string, written once */
     bool tty;
     pid_t pid;
     int pidfd;
@@ -85,32 +85,32 @@ struct proc {
     bool pid_open;
     struct out_src out[2];
     int nout;
-    int in_fd;               /* -1 when the child has no writable stdin */
+    int in_fd; /* -1 when the child has no writable stdin */
     bool had_stdin;
-    bool eof_requested;      /* process/closeStdin: no more writes; a pipe closes once
-                                its queue drains, a PTY got its VEOF byte queued */
+    bool eof_requested; /* process/closeStdin: no more writes; a pipe closes once
+                           its queue drains, a PTY got its VEOF byte queued */
     uv_poll_t in_poll;
     bool in_polling, in_init;
     struct wq_item *wq_head, *wq_tail;
     enum proc_state state;
-    bool terminated;         /* process/terminate sent SIGKILL */
+    bool terminated;                      /* process/terminate sent SIGKILL */
     struct sb_placeholders *placeholders; /* held while its sandbox may live */
-    bool paused;             /* output readers stopped: the connection is congested */
+    bool paused;                          /* output readers stopped: the connection is congested */
     int exit_code;
-    bool sandboxed;          /* a sandbox was applied to the child */
-    uint64_t start_ns;       /* spawn time, for the process duration metric */
-    uint64_t started_ms;     /* spawn time on the wall clock, for process/list */
-    char **argv;             /* the argv asked for (NULL-terminated), for process/list */
-    char *cwd;               /* its working directory, for process/list */
+    bool sandboxed;              /* a sandbox was applied to the child */
+    uint64_t start_ns;           /* spawn time, for the process duration metric */
+    uint64_t started_ms;         /* spawn time on the wall clock, for process/list */
+    char **argv;                 /* the argv asked for (NULL-terminated), for process/list */
+    char *cwd;                   /* its working directory, for process/list */
     struct proc_viewer *viewers; /* other connections following its events */
-    bool sandbox_denied;     /* PROTOCOL.md 10.5, computed at exit */
+    bool sandbox_denied;         /* PROTOCOL.md 10.5, computed at exit */
     uint64_t exit_seq, close_seq;
-    uv_timer_t timer;        /* PTY drain deadline, then the eviction timer */
+    uv_timer_t timer; /* PTY drain deadline, then the eviction timer */
     struct event_log log;
-    char **write_ids;        /* ring of the last MAX_WRITE_IDS accepted writeIds */
+    char **write_ids; /* ring of the last MAX_WRITE_IDS accepted writeIds */
     size_t nwrite_ids, write_ids_next;
     struct waiter *waiters;
-    int handles;             /* open uv handles; freed when it reaches zero */
+    int handles; /* open uv handles; freed when it reaches zero */
     bool freeing;
     struct netproxy *netproxy; /* its managed-network proxy, released at close */
 };
@@ -125,10 +125,10 @@ struct proc_start {
     struct proc_start *next, *prev;
     struct proc_table *table; /* NULL once the table is gone */
     char *id;
-    char *argv0;              /* the program, for the start's log line */
-    struct rpc_req *req;      /* the pending process/start */
+    char *argv0;         /* the program, for the start's log line */
+    struct rpc_req *req; /* the pending process/start */
     bool tty, sandboxed;
-    bool cancelled;           /* process/terminate came first */
+    bool cancelled; /* process/terminate came first */
     struct sb_placeholders *placeholders;
     struct spawn_op *op;
     /* What the process takes over when the child started: */

@@ -36,7 +36,8 @@
 static void free_strv(char **v)
 {
     if (!v) return;
-    for (char **s = v; *s; s++) free(*s);
+    for (char **s = v; *s; s++)
+        free(*s);
     free(v);
 }
 
@@ -113,8 +114,10 @@ static void start_link(struct proc_table *t, struct proc_start *ps)
 static void start_unlink(struct proc_start *ps)
 {
     if (!ps->table) return;
-    if (ps->prev) ps->prev->next = ps->next;
-    else ps->table->starting = ps->next;
+    if (ps->prev)
+        ps->prev->next = ps->next;
+    else
+        ps->table->starting = ps->next;
     if (ps->next) ps->next->prev = ps->prev;
     ps->table = NULL;
     ps->next = ps->prev = NULL;
@@ -160,8 +163,9 @@ static void start_done(void *arg, int err, const struct spawn_result *sr, int sb
         rpc_reply_error(req, RPC_INVALID_REQUEST, "process %s start was cancelled", ps->id);
     } else if (err == SPAWN_ERR_SANDBOX) {
         log_warn("process %s: the sandbox could not be set up: %s", ps->id, strerror(sberr));
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "sandbox intent cannot be enforced on this "
-                                                 "executor");
+        rpc_reply_error(req, RPC_INVALID_PARAMS,
+                        "sandbox intent cannot be enforced on this "
+                        "executor");
     } else if (err < 0) {
         char text[256];
         oserr_format(-err, text, sizeof text);
@@ -174,8 +178,7 @@ static void start_done(void *arg, int err, const struct spawn_result *sr, int sb
                       "errno=%s error=%s",
                       t->session->id, log_value(ps->id, idv, sizeof idv),
                       log_value(ps->argv0, a0, sizeof a0),
-                      log_value(ps->cwd ? ps->cwd : "", cv, sizeof cv), ename ? ename : "?",
-                      text);
+                      log_value(ps->cwd ? ps->cwd : "", cv, sizeof cv), ename ? ename : "?", text);
         }
         rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
     } else {
@@ -233,7 +236,8 @@ static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
         size_t nextra = 0;
         proc_snapshot_command(j->shell, snap, j->cargv[2], &flag, &snap_script, &extra, &nextra);
         size_t argc = 0;
-        while (j->cargv[argc]) argc++;
+        while (j->cargv[argc])
+            argc++;
         snap_argv = xcalloc(argc + 1, sizeof *snap_argv);
         memcpy(snap_argv, j->cargv, argc * sizeof *snap_argv);
         snap_argv[1] = (char *)flag;
@@ -682,19 +686,19 @@ static void handle_list(struct rpc_req *req)
     json_t *list = json_array();
     for (struct proc *p = t->head; p; p = p->next) {
         json_t *argv = json_array();
-        for (char **a = p->argv; a && *a; a++) json_array_append_new(argv, json_string(*a));
+        for (char **a = p->argv; a && *a; a++)
+            json_array_append_new(argv, json_string(*a));
         char *cwd = p->cwd ? uri_from_path(p->cwd, strlen(p->cwd)) : NULL;
-        json_t *o = json_pack("{s:s,s:o,s:o,s:b,s:i,s:s,s:I,s:o,s:I}", "processId", p->id,
-                              "argv", argv, "cwd", cwd ? json_string(cwd) : json_null(), "tty",
-                              p->tty, "pid", (int)p->pid, "state", state_name(p->state),
-                              "startedAtMs", (json_int_t)p->started_ms, "exitCode",
+        json_t *o = json_pack("{s:s,s:o,s:o,s:b,s:i,s:s,s:I,s:o,s:I}", "processId", p->id, "argv",
+                              argv, "cwd", cwd ? json_string(cwd) : json_null(), "tty", p->tty,
+                              "pid", (int)p->pid, "state", state_name(p->state), "startedAtMs",
+                              (json_int_t)p->started_ms, "exitCode",
                               p->state >= PROC_EXITED ? json_integer(p->exit_code) : json_null(),
                               "nextSeq", (json_int_t)p->log.next_seq);
         free(cwd);
         json_array_append_new(list, o);
     }
-    rpc_reply_json(req, json_pack("{s:s,s:o}", "sessionId",
-                                  t->session->id, "processes", list));
+    rpc_reply_json(req, json_pack("{s:s,s:o}", "sessionId", t->session->id, "processes", list));
 }
 
 /* process/attach {sessionId, processId, afterSeq?} (ours, capability processAttach):

@@ -34,14 +34,14 @@ static const struct {
     const char *name;
     int sig;
 } signal_names[] = {
-    {"interrupt", SIGINT}, {"HUP", SIGHUP},   {"INT", SIGINT},       {"QUIT", SIGQUIT},
-    {"ILL", SIGILL},       {"TRAP", SIGTRAP}, {"ABRT", SIGABRT},     {"BUS", SIGBUS},
-    {"FPE", SIGFPE},       {"KILL", SIGKILL}, {"USR1", SIGUSR1},     {"SEGV", SIGSEGV},
-    {"USR2", SIGUSR2},     {"PIPE", SIGPIPE}, {"ALRM", SIGALRM},     {"TERM", SIGTERM},
-    {"CHLD", SIGCHLD},     {"CONT", SIGCONT}, {"STOP", SIGSTOP},     {"TSTP", SIGTSTP},
-    {"TTIN", SIGTTIN},     {"TTOU", SIGTTOU}, {"URG", SIGURG},       {"XCPU", SIGXCPU},
+    {"interrupt", SIGINT}, {"HUP", SIGHUP},       {"INT", SIGINT},   {"QUIT", SIGQUIT},
+    {"ILL", SIGILL},       {"TRAP", SIGTRAP},     {"ABRT", SIGABRT}, {"BUS", SIGBUS},
+    {"FPE", SIGFPE},       {"KILL", SIGKILL},     {"USR1", SIGUSR1}, {"SEGV", SIGSEGV},
+    {"USR2", SIGUSR2},     {"PIPE", SIGPIPE},     {"ALRM", SIGALRM}, {"TERM", SIGTERM},
+    {"CHLD", SIGCHLD},     {"CONT", SIGCONT},     {"STOP", SIGSTOP}, {"TSTP", SIGTSTP},
+    {"TTIN", SIGTTIN},     {"TTOU", SIGTTOU},     {"URG", SIGURG},   {"XCPU", SIGXCPU},
     {"XFSZ", SIGXFSZ},     {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH},
-    {"IO", SIGIO},         {"PWR", SIGPWR},   {"SYS", SIGSYS},
+    {"IO", SIGIO},         {"PWR", SIGPWR},       {"SYS", SIGSYS},
 };
 
 /* The signal named by `v` (string or number), or 0 with an error in d. */
@@ -64,8 +64,9 @@ static int decode_signal(struct pdec *d, json_t *v)
     for (size_t i = 0; i < sizeof signal_names / sizeof signal_names[0]; i++)
         if (strcasecmp(bare, signal_names[i].name) == 0 || strcmp(name, signal_names[i].name) == 0)
             return signal_names[i].sig;
-    pdec_fail(d, "unknown signal `%s`: expected `interrupt`, a name such as `TERM` or "
-                 "`SIGWINCH`, or a number",
+    pdec_fail(d,
+              "unknown signal `%s`: expected `interrupt`, a name such as `TERM` or "
+              "`SIGWINCH`, or a number",
               name);
     return 0;
 }

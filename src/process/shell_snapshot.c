@@ -54,12 +54,12 @@
 
 #define SNAP_MAX_CACHED 16
 #define SNAP_MAX_SCOPE 256
-#define SNAP_MAX_STATE (512u * 1024)      /* state + environment */
+#define SNAP_MAX_STATE (512u * 1024)          /* state + environment */
 #define SNAP_MAX_OUTPUT (8u * SNAP_MAX_STATE) /* what the capture may print */
 #define SNAP_TIMEOUT_MS 10000
 #define SNAP_RETRY_MS 1000
 #define SNAP_MAX_ATTEMPTS 3
-#define SNAP_ENV_CHUNK (60u * 1024)       /* one state variable, well under MAX_ARG_STRLEN */
+#define SNAP_ENV_CHUNK (60u * 1024) /* one state variable, well under MAX_ARG_STRLEN */
 #define SNAP_MARKER "\0EXECSNAP\0"
 #define SNAP_MARKER_LEN 10
 
@@ -115,9 +115,12 @@ int proc_snapshot_check(struct proc_snapshot_req *r, json_t *argv, char *err, si
     if (json_array_size(argv) < 3 || !a0 || strcmp(a0, r->shell_path) != 0 || !a1 ||
         strcmp(a1, "-lc") != 0)
         return 0;
-    if (strcmp(r->shell_name, "bash") == 0) r->shell = SNAP_BASH;
-    else if (strcmp(r->shell_name, "zsh") == 0) r->shell = SNAP_ZSH;
-    else if (strcmp(r->shell_name, "sh") == 0) r->shell = SNAP_SH;
+    if (strcmp(r->shell_name, "bash") == 0)
+        r->shell = SNAP_BASH;
+    else if (strcmp(r->shell_name, "zsh") == 0)
+        r->shell = SNAP_ZSH;
+    else if (strcmp(r->shell_name, "sh") == 0)
+        r->shell = SNAP_SH;
     else {
         snprintf(err, errlen, "shell snapshots are unsupported for shell `%s`", r->shell_name);
         return -1;
@@ -307,7 +310,8 @@ void proc_snapshot_command(enum proc_snapshot_shell shell, const struct proc_sna
             size_t take = snap->state_len - off;
             if (take > SNAP_ENV_CHUNK) {
                 take = SNAP_ENV_CHUNK;
-                while (take > 0 && ((unsigned char)snap->state[off + take] & 0xC0) == 0x80) take--;
+                while (take > 0 && ((unsigned char)snap->state[off + take] & 0xC0) == 0x80)
+                    take--;
             }
             if (*n_extra + 1 >= cap) {
                 cap = cap ? cap * 2 : 8;
@@ -364,9 +368,10 @@ char **proc_snapshot_env(char *const *cenv, json_t *req_env, const struct proc_s
     }
     free(extra);
     json_t *excl = json_array();
-    for (const char *const *n = non_inheritable; *n; n++) json_array_append_new(excl, json_string(*n));
-    struct env_policy pass = {.inherit = ENV_INHERIT_ALL, .ignore_default_excludes = true,
-                              .exclude = excl};
+    for (const char *const *n = non_inheritable; *n; n++)
+        json_array_append_new(excl, json_string(*n));
+    struct env_policy pass = {
+        .inherit = ENV_INHERIT_ALL, .ignore_default_excludes = true, .exclude = excl};
     char **out = env_build(cenv, &pass, over);
     json_decref(excl);
     json_decref(over);
@@ -466,8 +471,8 @@ static void entry_notify(struct snap_entry *e)
 {
     struct snap_waiter *w = e->waiters;
     e->waiters = NULL;
-    struct proc_snapshot snap = {.state = e->state, .state_len = e->state_len, .env = e->env,
-                                 .fd_source = e->fd_source};
+    struct proc_snapshot snap = {
+        .state = e->state, .state_len = e->state_len, .env = e->env, .fd_source = e->fd_source};
     while (w) {
         struct snap_waiter *n = w->next;
         w->done(w->job, e->st == E_READY ? SNAP_READY : SNAP_FALLBACK, &snap);
@@ -546,7 +551,7 @@ static void capture_finish(struct capture *c)
     } else if (!shutting_down) {
         log_warn("shell snapshot capture for %s failed (%s); running commands without it",
                  e->shell_path,
-                 c->failed ? "timed out or too much output"
+                 c->failed   ? "timed out or too much output"
                  : c->status ? "the shell exited unsuccessfully"
                              : "its output was not a snapshot");
     }
@@ -572,8 +577,10 @@ static void on_capture_timeout(uv_timer_t *t)
 {
     struct capture *c = t->data;
     c->failed = true;
-    if (c->exited) capture_finish(c);
-    else capture_kill(c); /* its exit finishes it */
+    if (c->exited)
+        capture_finish(c);
+    else
+        capture_kill(c); /* its exit finishes it */
 }
 
 static void on_capture_exit(uv_poll_t *h, int status, int events)
@@ -630,9 +637,11 @@ static bool capture_start(uv_loop_t *loop, struct snap_entry *e, const struct sp
         goto fail;
     }
     size_t argc = 0;
-    while (rq->argv[argc]) argc++;
+    while (rq->argv[argc])
+        argc++;
     argv = xcalloc(argc + 1, sizeof *argv);
-    for (size_t i = 0; i < argc; i++) argv[i] = rq->argv[i];
+    for (size_t i = 0; i < argc; i++)
+        argv[i] = rq->argv[i];
     argv[2] = (char *)capture_script(e->shell);
     int stdio[3] = {devnull, outp[1], devnull};
     struct spawn_request crq = *rq;
@@ -726,14 +735,14 @@ void proc_snapshot_get(uv_loop_t *loop, struct proc_table *t, const char *id,
         e->shell_name = xstrdup(r->shell_name);
         e->shell_path = xstrdup(r->shell_path);
         e->cwd = xstrdup(r->cwd);
-        e->env_policy = json_is_null(r->env_policy) || !r->env_policy
-                            ? NULL
-                            : json_deep_copy(r->env_policy);
+        e->env_policy =
+            json_is_null(r->env_policy) || !r->env_policy ? NULL : json_deep_copy(r->env_policy);
         e->sandbox = json_is_null(r->sandbox) || !r->sandbox ? NULL : json_deep_copy(r->sandbox);
         e->shell = r->shell;
         e->st = E_FAILED;
         cache[ncache++] = e;
-        if (capture_start(loop, e, rq)) e->attempts = 1;
+        if (capture_start(loop, e, rq))
+            e->attempts = 1;
         else {
             e->attempts = 1;
             e->retry_at = now_ms(loop) + SNAP_RETRY_MS;
@@ -743,8 +752,8 @@ void proc_snapshot_get(uv_loop_t *loop, struct proc_table *t, const char *id,
         e->attempts++;
         if (!capture_start(loop, e, rq)) e->retry_at = now_ms(loop) + SNAP_RETRY_MS;
     }
-    struct proc_snapshot snap = {.state = e->state, .state_len = e->state_len, .env = e->env,
-                                 .fd_source = e->fd_source};
+    struct proc_snapshot snap = {
+        .state = e->state, .state_len = e->state_len, .env = e->env, .fd_source = e->fd_source};
     if (e->st != E_CAPTURING) {
         done(job, e->st == E_READY ? SNAP_READY : SNAP_FALLBACK, &snap);
         return;
@@ -769,8 +778,10 @@ static unsigned count_waiting(struct snap_entry *e, const struct proc_table *t, 
 unsigned proc_snapshot_waiting(const struct proc_table *t, const char *id)
 {
     unsigned n = 0;
-    for (unsigned i = 0; i < ncache; i++) n += count_waiting(cache[i], t, id);
-    for (struct snap_entry *e = orphans; e; e = e->next_orphan) n += count_waiting(e, t, id);
+    for (unsigned i = 0; i < ncache; i++)
+        n += count_waiting(cache[i], t, id);
+    for (struct snap_entry *e = orphans; e; e = e->next_orphan)
+        n += count_waiting(e, t, id);
     return n;
 }
 
@@ -792,8 +803,10 @@ static void cancel_in(struct snap_entry *e, struct proc_table *t)
 
 void proc_snapshot_cancel_table(struct proc_table *t)
 {
-    for (unsigned i = 0; i < ncache; i++) cancel_in(cache[i], t);
-    for (struct snap_entry *e = orphans; e; e = e->next_orphan) cancel_in(e, t);
+    for (unsigned i = 0; i < ncache; i++)
+        cancel_in(cache[i], t);
+    for (struct snap_entry *e = orphans; e; e = e->next_orphan)
+        cancel_in(e, t);
 }
 
 static void shutdown_entry(struct snap_entry *e)
@@ -819,6 +832,7 @@ void proc_snapshot_shutdown(void)
         e->evicted = false;
         shutdown_entry(e);
     }
-    while (ncache) shutdown_entry(cache[--ncache]);
+    while (ncache)
+        shutdown_entry(cache[--ncache]);
     shutting_down = false;
 }

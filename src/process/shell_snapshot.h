@@ -24,9 +24,9 @@ struct proc_snapshot_req {
     const char *shell_name;
     const char *shell_path;
     enum proc_snapshot_shell shell;
-    const char *cwd;     /* the request's cwd URI as given */
-    json_t *env_policy;  /* the request's envPolicy, or NULL */
-    json_t *sandbox;     /* the request's sandbox, or NULL */
+    const char *cwd;    /* the request's cwd URI as given */
+    json_t *env_policy; /* the request's envPolicy, or NULL */
+    json_t *sandbox;    /* the request's sandbox, or NULL */
 };
 
 /* Decodes params.shellSnapshot into *out (absent or null: *present = false), with
@@ -40,10 +40,10 @@ int proc_snapshot_check(struct proc_snapshot_req *r, json_t *argv, char *err, si
 
 /* What a start gets back. */
 struct proc_snapshot {
-    const char *state;   /* shell source that restores functions and options */
+    const char *state; /* shell source that restores functions and options */
     size_t state_len;
-    char *const *env;    /* the captured environment, policy applied ("K=V", NULL-ended) */
-    bool fd_source;      /* the state may be read from /dev/fd/3 in this sandbox */
+    char *const *env; /* the captured environment, policy applied ("K=V", NULL-ended) */
+    bool fd_source;   /* the state may be read from /dev/fd/3 in this sandbox */
 };
 
 enum proc_snapshot_outcome {
@@ -86,7 +86,7 @@ char **proc_snapshot_env(char *const *cenv, json_t *req_env, const struct proc_s
                          char **extra, size_t nextra);
 /* Parses a capture's stdout: 0 and *state (malloc'd), *env (env_free), *fd_source;
  * or -EINVAL when the record is malformed, -E2BIG when over the size bound. */
-int proc_snapshot_parse(enum proc_snapshot_shell shell, const char *out, size_t len,
-                        char **state, size_t *state_len, char ***env, bool *fd_source);
+int proc_snapshot_parse(enum proc_snapshot_shell shell, const char *out, size_t len, char **state,
+                        size_t *state_len, char ***env, bool *fd_source);
 
 #endif

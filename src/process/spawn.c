@@ -41,9 +41,9 @@
  * readable; spawn_wait() hands the status out as waitid(P_PIDFD) would. */
 struct pidwatch {
     struct pidwatch *next;
-    int fd;        /* the eventfd the caller polls (owned by the caller) */
+    int fd; /* the eventfd the caller polls (owned by the caller) */
     pid_t pid;
-    bool done;     /* the thread reaped the child; si holds its status */
+    bool done; /* the thread reaped the child; si holds its status */
     siginfo_t si;
 };
 static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -222,7 +222,8 @@ static void wire_sandbox(const struct spawn_request *rq, struct spawn_wire_req *
 static size_t strv_len(char *const *v)
 {
     size_t n = 0;
-    while (v[n]) n++;
+    while (v[n])
+        n++;
     return n;
 }
 
@@ -236,8 +237,8 @@ struct spawn_op {
     /* spawn_child_async */
     uv_poll_t poll;
     uv_timer_t timer;
-    int handles;              /* open uv handles; freed when it reaches zero */
-    bool finished;            /* done has been called (or cancelled) */
+    int handles;   /* open uv handles; freed when it reaches zero */
+    bool finished; /* done has been called (or cancelled) */
     bool cancelled;
     spawn_done_fn done;
     void *arg;
@@ -256,7 +257,7 @@ static void op_init(struct spawn_op *op, const struct spawn_request *rq)
 /* Closes every descriptor the op still holds (a failed start). */
 static void op_close_fds(struct spawn_op *op)
 {
-    int fds[] = {op->master,  op->slave,   op->outp[0], op->outp[1], op->errp[0],
+    int fds[] = {op->master,  op->slave,  op->outp[0], op->outp[1], op->errp[0],
                  op->errp[1], op->inp[0], op->inp[1],  op->devnull, op->status};
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         if (fds[i] >= 0) close(fds[i]);
@@ -276,7 +277,8 @@ static int op_send(struct spawn_op *op, const struct spawn_request *rq)
     if (rq->stdio) {
         /* The caller wires the child itself. */
     } else if (rq->tty) {
-        struct winsize ws = {.ws_row = rq->rows ? rq->rows : 24, .ws_col = rq->cols ? rq->cols : 80};
+        struct winsize ws = {.ws_row = rq->rows ? rq->rows : 24,
+                             .ws_col = rq->cols ? rq->cols : 80};
         if (openpty(&op->master, &op->slave, NULL, NULL, &ws) < 0) {
             err = errno;
             goto fail;
@@ -313,8 +315,12 @@ static int op_send(struct spawn_op *op, const struct spawn_request *rq)
         stdio[2] = op->errp[1];
         nstdio = 3;
     }
-    struct spawn_wire_req w = {.rows = rq->rows ? rq->rows : 24, .cols = rq->cols ? rq->cols : 80,
-                               .exe = rq->refusal ? rq->refusal : exe ? exe : "", .cwd = rq->cwd,
+    struct spawn_wire_req w = {.rows = rq->rows ? rq->rows : 24,
+                               .cols = rq->cols ? rq->cols : 80,
+                               .exe = rq->refusal ? rq->refusal
+                                      : exe       ? exe
+                                                  : "",
+                               .cwd = rq->cwd,
                                .n_extra_fds = rq->n_extra_fds};
     if (rq->tty) w.flags |= SPAWN_F_TTY;
     if (rq->pipe_stdin) w.flags |= SPAWN_F_PIPE_STDIN;
@@ -336,8 +342,10 @@ static int op_send(struct spawn_op *op, const struct spawn_request *rq)
     int fds[FDS_MAX];
     int n = 0;
     fds[n++] = st[1];
-    for (int i = 0; i < nstdio; i++) fds[n++] = stdio[i];
-    for (unsigned i = 0; i < rq->n_extra_fds; i++) fds[n++] = rq->extra_fds[i];
+    for (int i = 0; i < nstdio; i++)
+        fds[n++] = stdio[i];
+    for (unsigned i = 0; i < rq->n_extra_fds; i++)
+        fds[n++] = rq->extra_fds[i];
     if (w.n_init_fds) fds[n++] = rq->proxy_fd;
     int rc = spawner_request(&w, fds, n);
     close(st[1]);

@@ -11,35 +11,35 @@
 struct sandbox_policy;
 
 struct spawn_request {
-    const char *program;   /* argv[0] as given: resolved on PATH unless it has a '/' */
-    char *const *argv;     /* NULL-terminated; argv[0] may be the arg0 override */
-    char *const *envp;     /* NULL-terminated, exactly the child's environment */
-    const char *path_env;  /* PATH from envp, or NULL */
-    const char *cwd;       /* absolute directory */
+    const char *program;  /* argv[0] as given: resolved on PATH unless it has a '/' */
+    char *const *argv;    /* NULL-terminated; argv[0] may be the arg0 override */
+    char *const *envp;    /* NULL-terminated, exactly the child's environment */
+    const char *path_env; /* PATH from envp, or NULL */
+    const char *cwd;      /* absolute directory */
     bool tty;
     unsigned short rows, cols; /* the PTY's initial size; 0 = 24 x 80 */
     bool pipe_stdin;
-    const int *stdio;      /* the child's 0, 1, 2 as given (no pipes are made and the
-                              result has no fds), or NULL */
+    const int *stdio;                     /* the child's 0, 1, 2 as given (no pipes are made and the
+                                             result has no fds), or NULL */
     const struct sandbox_policy *sandbox; /* confine the child to it, or NULL */
-    bool pid_inherit;      /* sandboxed: no PID namespace (--linux-sandbox-pid-namespace) */
-    const int *extra_fds;  /* given to the child as 3, 4, ... (not closed here) */
+    bool pid_inherit;     /* sandboxed: no PID namespace (--linux-sandbox-pid-namespace) */
+    const int *extra_fds; /* given to the child as 3, 4, ... (not closed here) */
     unsigned n_extra_fds;
-    int proxy_fd;          /* managed network: the proxy's socketpair end for the
-                              sandbox's init, or -1 (not closed here) */
+    int proxy_fd;                  /* managed network: the proxy's socketpair end for the
+                                      sandbox's init, or -1 (not closed here) */
     unsigned short proxy_ports[2]; /* HTTP, SOCKS5 ports in the child's netns; 0 = none */
-    const char *refusal;   /* run nothing: print this on stderr and exit refusal_code */
-    int refusal_code;      /* 0 means 1 */
-    bool serve;            /* sandboxed, no exec: run the spawner's serve function on
-                              extra fd 0 (the fs helper) */
+    const char *refusal;           /* run nothing: print this on stderr and exit refusal_code */
+    int refusal_code;              /* 0 means 1 */
+    bool serve;                    /* sandboxed, no exec: run the spawner's serve function on
+                                      extra fd 0 (the fs helper) */
 };
 
 struct spawn_result {
     pid_t pid;
     int pidfd;
-    int out_fd;   /* stdout pipe, or the PTY master */
-    int err_fd;   /* stderr pipe, or -1 with a PTY */
-    int in_fd;    /* stdin pipe, a dup of the PTY master, or -1 */
+    int out_fd; /* stdout pipe, or the PTY master */
+    int err_fd; /* stderr pipe, or -1 with a PTY */
+    int in_fd;  /* stdin pipe, a dup of the PTY master, or -1 */
 };
 
 /* Starts the child. Returns 0, or a negative errno describing why it could not

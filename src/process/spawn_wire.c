@@ -28,15 +28,18 @@ static void put_str(struct buf *b, const char *s)
 
 void spawn_wire_encode(struct buf *out, const struct spawn_wire_req *r)
 {
-    struct hdr h = {SPAWN_WIRE_MAGIC, SPAWN_WIRE_VERSION, r->flags, r->rows, r->cols,
-                    {r->proxy_ports[0], r->proxy_ports[1]}, r->n_extra_fds, r->n_init_fds,
+    struct hdr h = {SPAWN_WIRE_MAGIC, SPAWN_WIRE_VERSION,
+                    r->flags,         r->rows,
+                    r->cols,          {r->proxy_ports[0], r->proxy_ports[1]},
+                    r->n_extra_fds,   r->n_init_fds,
                     r->refuse_code};
     buf_append(out, &h, sizeof h);
     put_str(out, r->exe ? r->exe : "");
     put_str(out, r->cwd ? r->cwd : "");
     for (int l = 0; l < SPAWN_WIRE_NLISTS; l++) {
         put_u32(out, (uint32_t)r->nlist[l]);
-        for (size_t i = 0; i < r->nlist[l]; i++) put_str(out, r->list[l][i]);
+        for (size_t i = 0; i < r->nlist[l]; i++)
+            put_str(out, r->list[l][i]);
     }
 }
 
@@ -104,7 +107,8 @@ int spawn_wire_decode(const char *p, size_t n, struct spawn_wire_req *r, void **
         get_u32(&d, &c);
         r->list[l] = slots + k;
         r->nlist[l] = c;
-        for (uint32_t i = 0; i < c; i++) get_str(&d, &slots[k++]);
+        for (uint32_t i = 0; i < c; i++)
+            get_str(&d, &slots[k++]);
         slots[k++] = NULL;
     }
     *arena = slots;

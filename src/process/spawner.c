@@ -21,7 +21,7 @@
 #include "util/fdframe.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int sock = -1;      /* our end, blocking */
+static int sock = -1; /* our end, blocking */
 static pid_t spawner_pid = -1;
 static char self_exe[PATH_MAX];
 
@@ -141,12 +141,8 @@ int spawner_status_read(int status_r, struct spawner_status *st)
         int v;
         memcpy(&v, st->rec + 1, sizeof v);
         switch (st->rec[0]) {
-        case SPAWN_REC_PID:
-            st->o.pid = v;
-            break;
-        case SPAWN_REC_STARTED:
-            st->decided = true;
-            break;
+        case SPAWN_REC_PID: st->o.pid = v; break;
+        case SPAWN_REC_STARTED: st->decided = true; break;
         case SPAWN_REC_STEP:
             if (!st->o.step) st->o.step = v;
             break;
@@ -157,8 +153,7 @@ int spawner_status_read(int status_r, struct spawner_status *st)
             if (!st->o.err) st->o.err = v > 0 ? v : EIO;
             st->decided = true;
             break;
-        default:
-            return -EPROTO;
+        default: return -EPROTO;
         }
     }
 }
@@ -186,13 +181,19 @@ int spawner_wait(int status_r, int timeout_ms, struct spawn_outcome *o)
 const char *spawner_step_name(int step)
 {
     static const char *const names[] = {
-        [SPAWN_STEP_NONE] = "start",        [SPAWN_STEP_CLONE] = "clone",
-        [SPAWN_STEP_SESSION] = "setsid",    [SPAWN_STEP_DEATHSIG] = "prctl(PR_SET_PDEATHSIG)",
+        [SPAWN_STEP_NONE] = "start",
+        [SPAWN_STEP_CLONE] = "clone",
+        [SPAWN_STEP_SESSION] = "setsid",
+        [SPAWN_STEP_DEATHSIG] = "prctl(PR_SET_PDEATHSIG)",
         [SPAWN_STEP_SUBREAPER] = "prctl(PR_SET_CHILD_SUBREAPER)",
-        [SPAWN_STEP_TTY] = "ioctl(TIOCSCTTY)", [SPAWN_STEP_STDIO] = "dup2",
-        [SPAWN_STEP_CWD] = "chdir",         [SPAWN_STEP_CONFINE] = "sandbox confinement",
-        [SPAWN_STEP_SIGNALS] = "signal setup", [SPAWN_STEP_SANDBOX] = "sandbox setup",
-        [SPAWN_STEP_PROXY] = "network proxy listener", [SPAWN_STEP_EXEC] = "execve",
+        [SPAWN_STEP_TTY] = "ioctl(TIOCSCTTY)",
+        [SPAWN_STEP_STDIO] = "dup2",
+        [SPAWN_STEP_CWD] = "chdir",
+        [SPAWN_STEP_CONFINE] = "sandbox confinement",
+        [SPAWN_STEP_SIGNALS] = "signal setup",
+        [SPAWN_STEP_SANDBOX] = "sandbox setup",
+        [SPAWN_STEP_PROXY] = "network proxy listener",
+        [SPAWN_STEP_EXEC] = "execve",
     };
     if (step < 0 || (size_t)step >= sizeof names / sizeof names[0]) return "start";
     return names[step];

@@ -26,8 +26,13 @@
 #define SPAWNER_ARG "--internal-spawner"
 #define SPAWNER_SOCK_FD 3
 
-enum { SPAWN_REC_PID = 'P', SPAWN_REC_STARTED = 'S', SPAWN_REC_EXEC = 'E', SPAWN_REC_SETUP = 'F',
-       SPAWN_REC_STEP = 'W' };
+enum {
+    SPAWN_REC_PID = 'P',
+    SPAWN_REC_STARTED = 'S',
+    SPAWN_REC_EXEC = 'E',
+    SPAWN_REC_SETUP = 'F',
+    SPAWN_REC_STEP = 'W'
+};
 #define SPAWN_REC_LEN 5
 
 /* The steps of a child's start, each checked (as libuv's uv__process_child_init
@@ -80,7 +85,7 @@ struct spawner_status {
     struct spawn_outcome o; /* pid and verdict as far as known */
     bool decided;           /* a verdict ('S', 'E' or 'F') arrived */
     char rec[SPAWN_REC_LEN];
-    size_t have;            /* bytes of a record split across reads */
+    size_t have; /* bytes of a record split across reads */
 };
 void spawner_status_init(struct spawner_status *st);
 /* Reads what the (non-blocking) pipe holds now. Returns 1 once it has ended (the

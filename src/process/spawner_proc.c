@@ -43,15 +43,16 @@
 #define CHILD_STACK (64 * 1024)
 
 static spawner_serve_fn serve_fn;
-#define FD_BASE (3 + FDFRAME_MAX_FDS) /* received descriptors are moved up here, clear of
-                                         the 0, 1, 2, 3... they are placed on */
+#define FD_BASE                                                                                    \
+    (3 + FDFRAME_MAX_FDS) /* received descriptors are moved up here, clear of                      \
+                             the 0, 1, 2, 3... they are placed on */
 
 /* One decoded request with its descriptors, as the child sees it. */
 struct job {
     struct spawn_wire_req r;
     int fds[FDFRAME_MAX_FDS];
     int nfds;
-    int status;      /* the status pipe's write end */
+    int status;       /* the status pipe's write end */
     int in, out, err; /* the child's 0, 1, 2 (all the PTY slave with SPAWN_F_TTY) */
     const int *extra; /* to 3, 4, ... */
     const int *init_fds;
@@ -121,7 +122,8 @@ static void child_exec(struct job *j, bool tty, const struct sandbox_confinement
     sigset_t none;
     sigemptyset(&none);
     if (sigprocmask(SIG_SETMASK, &none, NULL) < 0) child_fail(j, SPAWN_STEP_SIGNALS);
-    execve(j->r.exe, (char *const *)j->r.list[SPAWN_L_ARGV], (char *const *)j->r.list[SPAWN_L_ENVP]);
+    execve(j->r.exe, (char *const *)j->r.list[SPAWN_L_ARGV],
+           (char *const *)j->r.list[SPAWN_L_ENVP]);
     child_fail(j, SPAWN_STEP_EXEC);
 }
 
@@ -143,8 +145,7 @@ static __attribute__((no_sanitize("address", "undefined"))) int plain_child(void
     if (setsid() < 0) child_fail(j, SPAWN_STEP_SESSION);
     /* Die with the daemon even if it is SIGKILLed (the group kill cannot run). */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) child_fail(j, SPAWN_STEP_DEATHSIG);
-    if ((j->r.flags & SPAWN_F_TTY) && ioctl(j->in, TIOCSCTTY, 0) < 0)
-        child_fail(j, SPAWN_STEP_TTY);
+    if ((j->r.flags & SPAWN_F_TTY) && ioctl(j->in, TIOCSCTTY, 0) < 0) child_fail(j, SPAWN_STEP_TTY);
     if (j->r.flags & SPAWN_F_REFUSE) {
         int fd = (j->r.flags & SPAWN_F_TTY) ? j->in : j->err;
         ssize_t w = write(fd, j->r.exe, strlen(j->r.exe));
@@ -159,8 +160,8 @@ static __attribute__((no_sanitize("address", "undefined"))) int plain_child(void
 static void start_plain(struct job *j, char *stack)
 {
     j->child_err = 0;
-    pid_t pid = clone(plain_child, stack + CHILD_STACK,
-                      CLONE_VM | CLONE_VFORK | CLONE_PARENT | SIGCHLD, j);
+    pid_t pid =
+        clone(plain_child, stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | CLONE_PARENT | SIGCHLD, j);
     if (pid < 0) {
         int err = errno;
         spawner_record(j->status, SPAWN_REC_STEP, SPAWN_STEP_CLONE);
@@ -168,8 +169,10 @@ static void start_plain(struct job *j, char *stack)
         return;
     }
     spawner_record(j->status, SPAWN_REC_PID, pid);
-    if (j->child_err) record_child_failure(j);
-    else spawner_record(j->status, SPAWN_REC_STARTED, 0);
+    if (j->child_err)
+        record_child_failure(j);
+    else
+        spawner_record(j->status, SPAWN_REC_STARTED, 0);
 }
 
 /* ---- sandboxed children: the init --------------------------------------------------------- */
@@ -180,8 +183,8 @@ static int listen_loopback(uint16_t port)
     if (s < 0) return -errno;
     int one = 1;
     setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (bind(s, (struct sockaddr *)&a, sizeof a) < 0 || listen(s, 128) < 0) {
         int e = errno;
         close(s);
@@ -199,8 +202,8 @@ static void pass_conn(int proxy, int conn, char tag)
         struct cmsghdr align;
     } u;
     memset(&u, 0, sizeof u);
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                        .msg_controllen = sizeof u.buf};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
     struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
@@ -244,14 +247,14 @@ static void kill_leftovers(void)
 /* The init's life after the command started: reap, relay connections, and exit
  * with the command's status. */
 static __attribute__((noreturn)) void init_wait(pid_t cmd, const struct spawn_wire_req *r,
-                                                int proxy, const int *listeners, int nl,
-                                                int sfd)
+                                                int proxy, const int *listeners, int nl, int sfd)
 {
     for (;;) {
         struct pollfd p[3];
         int np = 0;
         p[np++] = (struct pollfd){sfd, POLLIN, 0};
-        for (int i = 0; i < nl; i++) p[np++] = (struct pollfd){listeners[i], POLLIN, 0};
+        for (int i = 0; i < nl; i++)
+            p[np++] = (struct pollfd){listeners[i], POLLIN, 0};
         if (poll(p, (nfds_t)np, -1) < 0 && errno != EINTR) _exit(1);
         for (int i = 0; i < nl; i++) {
             if (!(p[1 + i].revents & POLLIN)) continue;
@@ -473,7 +476,8 @@ int spawner_main(int sk, spawner_serve_fn serve)
         } else {
             start_plain(&j, stack);
         }
-        for (int i = 0; i < j.nfds; i++) close(j.fds[i]);
+        for (int i = 0; i < j.nfds; i++)
+            close(j.fds[i]);
         free(arena);
     }
     buf_free(&in);

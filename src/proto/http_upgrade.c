@@ -46,8 +46,8 @@ struct field {
 struct head_scan {
     struct span start; /* the first non-empty line, once has_start */
     bool has_start;
-    bool bad_field;    /* a header line that is not `name: value` */
-    size_t end;        /* bytes of the head with its blank line; 0 while incomplete */
+    bool bad_field; /* a header line that is not `name: value` */
+    size_t end;     /* bytes of the head with its blank line; 0 while incomplete */
 };
 
 static bool is_tchar(unsigned char c)
@@ -66,8 +66,10 @@ static bool span_eq_ci(struct span s, const char *lit)
 
 static struct span trim(struct span s)
 {
-    while (s.n && (s.p[0] == ' ' || s.p[0] == '\t')) s.p++, s.n--;
-    while (s.n && (s.p[s.n - 1] == ' ' || s.p[s.n - 1] == '\t')) s.n--;
+    while (s.n && (s.p[0] == ' ' || s.p[0] == '\t'))
+        s.p++, s.n--;
+    while (s.n && (s.p[s.n - 1] == ' ' || s.p[s.n - 1] == '\t'))
+        s.n--;
     return s;
 }
 
@@ -76,7 +78,8 @@ static struct span trim(struct span s)
 static int scan_field(struct span line, struct field *want, size_t nwant)
 {
     const char *p = line.p, *end = line.p + line.n;
-    while (p < end && is_tchar((unsigned char)*p)) p++;
+    while (p < end && is_tchar((unsigned char)*p))
+        p++;
     /* No whitespace before the colon (RFC 9112 5.1), and no obsolete line folding:
      * both are request-smuggling vectors, so a strict peer refuses them. */
     if (p == line.p || p == end || *p != ':') return -EINVAL;
@@ -135,17 +138,22 @@ static int parse_request_line(struct span line, struct span *method, struct span
 {
     const char *p = line.p, *end = line.p + line.n;
     const char *m = p;
-    while (p < end && is_tchar((unsigned char)*p)) p++;
+    while (p < end && is_tchar((unsigned char)*p))
+        p++;
     if (p == m || p == end || *p != ' ') return -EINVAL;
     *method = (struct span){m, (size_t)(p - m)};
     const char *t = ++p;
-    while (p < end && (unsigned char)*p > 0x20 && *p != 0x7f) p++;
+    while (p < end && (unsigned char)*p > 0x20 && *p != 0x7f)
+        p++;
     if (p == t || p == end || *p != ' ') return -EINVAL;
     *target = (struct span){t, (size_t)(p - t)};
     struct span ver = {p + 1, (size_t)(end - p - 1)};
-    if (ver.n == 8 && memcmp(ver.p, "HTTP/1.1", 8) == 0) *http10 = false;
-    else if (ver.n == 8 && memcmp(ver.p, "HTTP/1.0", 8) == 0) *http10 = true;
-    else return -EINVAL;
+    if (ver.n == 8 && memcmp(ver.p, "HTTP/1.1", 8) == 0)
+        *http10 = false;
+    else if (ver.n == 8 && memcmp(ver.p, "HTTP/1.0", 8) == 0)
+        *http10 = true;
+    else
+        return -EINVAL;
     return 0;
 }
 
@@ -274,8 +282,7 @@ enum http_outcome http_upgrade_parse(const char *data, size_t len, struct http_r
     struct span method = {0}, target = {0};
     bool http10 = false;
     bool malformed = h.bad_field;
-    if (h.has_start && parse_request_line(h.start, &method, &target, &http10) < 0)
-        malformed = true;
+    if (h.has_start && parse_request_line(h.start, &method, &target, &http10) < 0) malformed = true;
     if (!h.end) {
         /* A malformed line is answered at once; otherwise wait for the blank line,
          * but not beyond the head limit. */
@@ -336,8 +343,7 @@ enum http_outcome http_upgrade_parse(const char *data, size_t len, struct http_r
 static int parse_status_line(struct span line)
 {
     const char *p = line.p;
-    if (line.n < 12 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') ||
-        p[8] != ' ')
+    if (line.n < 12 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') || p[8] != ' ')
         return -EINVAL;
     for (int i = 9; i < 12; i++)
         if (p[i] < '0' || p[i] > '9') return -EINVAL;
@@ -388,7 +394,6 @@ enum http_response_outcome http_upgrade_response_parse(const char *data, size_t 
     struct span got = f[R_ACCEPT].value;
     bool accept_ok = f[R_ACCEPT].seen && want[0] && got.n == strlen(want) &&
                      memcmp(got.p, want, got.n) == 0; /* base64: case matters */
-    if (!accept_ok)
-        return bad_response(info, "bad Sec-WebSocket-Accept from the server");
+    if (!accept_ok) return bad_response(info, "bad Sec-WebSocket-Accept from the server");
     return HTTP_RESPONSE_UPGRADED;
 }

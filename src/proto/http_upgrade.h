@@ -64,7 +64,7 @@ struct http_response_info {
     int status;              /* the status code, once the head is complete */
     const char *status_line; /* points into data (no line end), once complete */
     size_t status_line_len;
-    const char *error;       /* HTTP_RESPONSE_BAD: a static text */
+    const char *error; /* HTTP_RESPONSE_BAD: a static text */
 };
 
 /* Parses the response in data[0..len) to an upgrade request sent with the

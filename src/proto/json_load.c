@@ -26,7 +26,8 @@ const char *json_load_string_end(const char *p, const char *e)
         const char *q = memchr(p, '"', (size_t)(e - p));
         if (!q) return NULL;
         size_t bs = 0;
-        for (const char *b = q; b > p && b[-1] == '\\'; b--) bs++;
+        for (const char *b = q; b > p && b[-1] == '\\'; b--)
+            bs++;
         if (bs % 2 == 0) return q + 1;
         p = q + 1;
     }
@@ -83,10 +84,10 @@ static const char *plain_stop(const char *p, const char *e)
         uint64_t v;
         memcpy(&v, p, 8);
         uint64_t bs = v ^ (ones * '\\'), qs = v ^ (ones * '"');
-        uint64_t bad = ((v - ones * 0x20) & ~v)        /* a byte < 0x20 */
+        uint64_t bad = ((v - ones * 0x20) & ~v)          /* a byte < 0x20 */
                        | ((v + ones * (127 - 0x7e)) | v) /* a byte > 0x7e */
-                       | ((bs - ones) & ~bs)           /* a backslash */
-                       | ((qs - ones) & ~qs);          /* a quote */
+                       | ((bs - ones) & ~bs)             /* a backslash */
+                       | ((qs - ones) & ~qs);            /* a quote */
         if (bad & highs)
             for (int i = 0; i < 8; i++)
                 if (stops_plain((unsigned char)p[i])) return p + i;
@@ -144,7 +145,8 @@ static int splice(json_t *v, const struct json_load_bigs *bigs, const json_t *ke
     if (json_is_object(v)) {
         const char *k;
         json_t *x;
-        json_object_foreach(v, k, x) {
+        json_object_foreach(v, k, x)
+        {
             json_t *n = splice_member(x, bigs, keep, depth, &found);
             if (n) json_object_set_new(v, k, n);
         }
@@ -184,8 +186,10 @@ static void big_ints_sweep(void)
 {
     size_t k = 0;
     for (size_t i = 0; i < nbig_ints; i++) {
-        if (big_ints[i].v->refcount <= 1) json_decref(big_ints[i].v);
-        else big_ints[k++] = big_ints[i];
+        if (big_ints[i].v->refcount <= 1)
+            json_decref(big_ints[i].v);
+        else
+            big_ints[k++] = big_ints[i];
     }
     nbig_ints = k;
 }
@@ -259,7 +263,8 @@ static size_t splice_numbers(json_t *v, const struct num_lit *lits, size_t nlits
     json_t *x, *r;
     size_t j;
     if (json_is_object(v)) {
-        json_object_foreach(v, k, x) {
+        json_object_foreach(v, k, x)
+        {
             if ((r = placeholder_number(x, lits, nlits))) {
                 json_object_set_new(v, k, r);
                 found++;
@@ -268,7 +273,8 @@ static size_t splice_numbers(json_t *v, const struct num_lit *lits, size_t nlits
             }
         }
     } else if (json_is_array(v)) {
-        json_array_foreach(v, j, x) {
+        json_array_foreach(v, j, x)
+        {
             if ((r = placeholder_number(x, lits, nlits))) {
                 json_array_set_new(v, j, r);
                 found++;
@@ -371,12 +377,14 @@ json_t *json_load_message_split(const char *data, size_t len, size_t flags, json
         if (is_plain) end = stop + 1;
         /* Not plain: find its end the escape-aware way, from where plain text
          * stopped (no backslash comes before that). */
-        else if (!(end = json_load_string_end(stop - 1, e))) break;
+        else if (!(end = json_load_string_end(stop - 1, e)))
+            break;
         size_t n = (size_t)(end - q) - 2;
         if (n >= JSON_LOAD_BIG_STRING) {
             /* Only values: a key is followed by ':'. */
             const char *a = end;
-            while (a < e && (*a == ' ' || *a == '\t' || *a == '\n' || *a == '\r')) a++;
+            while (a < e && (*a == ' ' || *a == '\t' || *a == '\n' || *a == '\r'))
+                a++;
             if ((a >= e || *a != ':') && is_plain) {
                 if (bigs->n == JSON_LOAD_MAX_BIG) {
                     bigs->n = 0;

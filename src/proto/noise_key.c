@@ -37,7 +37,8 @@ int noise_ik_public_key_from_json(const json_t *obj, struct noise_ik_public_key 
     const json_t *suite = json_object_get(obj, "suite");
     struct noise_ik_public_key tmp;
     /* deny_unknown_fields on the reference side: exactly our three members. */
-    if (!json_is_object(obj) || json_object_size(obj) != 3 || !json_is_string(suite)) return -EINVAL;
+    if (!json_is_object(obj) || json_object_size(obj) != 3 || !json_is_string(suite))
+        return -EINVAL;
     if (json_string_length(suite) != strlen(NOISE_IK_SUITE) ||
         memcmp(json_string_value(suite), NOISE_IK_SUITE, strlen(NOISE_IK_SUITE)) != 0)
         return -EINVAL;

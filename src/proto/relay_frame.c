@@ -68,18 +68,13 @@ int relay_frame_check(const struct relay_frame *f)
     if (f->version != RELAY_FRAME_VERSION) return RELAY_E_VERSION;
     if (blank) return RELAY_E_STREAM_ID;
     switch (f->body) {
-    case RELAY_BODY_DATA:
-        return f->payload_len ? 0 : RELAY_E_DATA;
-    case RELAY_BODY_RESET:
-        return f->reason.len ? 0 : RELAY_E_RESET;
-    case RELAY_BODY_HANDSHAKE:
-        return f->payload_len ? 0 : RELAY_E_HANDSHAKE;
+    case RELAY_BODY_DATA: return f->payload_len ? 0 : RELAY_E_DATA;
+    case RELAY_BODY_RESET: return f->reason.len ? 0 : RELAY_E_RESET;
+    case RELAY_BODY_HANDSHAKE: return f->payload_len ? 0 : RELAY_E_HANDSHAKE;
     case RELAY_BODY_ACK:
     case RELAY_BODY_RESUME:
-    case RELAY_BODY_HEARTBEAT:
-        return 0;
-    default:
-        return RELAY_E_NO_BODY;
+    case RELAY_BODY_HEARTBEAT: return 0;
+    default: return RELAY_E_NO_BODY;
     }
 }
 
@@ -163,10 +158,8 @@ static int skip_field(struct cur *c, uint32_t field, unsigned wt, unsigned depth
     struct cur sub;
     uint64_t v;
     switch (wt) {
-    case WT_VARINT:
-        return get_varint(c, &v);
-    case WT_LEN:
-        return get_len(c, &sub);
+    case WT_VARINT: return get_varint(c, &v);
+    case WT_LEN: return get_len(c, &sub);
     case WT_I64:
     case WT_I32: {
         size_t n = wt == WT_I64 ? 8 : 4;
@@ -183,8 +176,7 @@ static int skip_field(struct cur *c, uint32_t field, unsigned wt, unsigned depth
             if (wt2 == WT_EGROUP) return f2 == field ? 0 : RELAY_E_MALFORMED;
             if (skip_field(c, f2, wt2, depth + 1) < 0) return RELAY_E_MALFORMED;
         }
-    default: /* an end-group tag without its start */
-        return RELAY_E_MALFORMED;
+    default: /* an end-group tag without its start */ return RELAY_E_MALFORMED;
     }
 }
 
@@ -226,9 +218,7 @@ static int decode_body(struct cur *c, struct relay_frame *f, struct segments *se
             rc = field == 1 ? get_bytes(c, wt, &f->payload, &f->payload_len)
                             : skip_field(c, field, wt, 1);
             break;
-        default: /* ack and heartbeat have no fields */
-            rc = skip_field(c, field, wt, 1);
-            break;
+        default: /* ack and heartbeat have no fields */ rc = skip_field(c, field, wt, 1); break;
         }
         if (rc < 0) return rc;
     }
@@ -262,27 +252,13 @@ int relay_frame_decode(const uint8_t *buf, size_t len, struct relay_frame *out)
             rc = decode_body(&sub, out, &seg);
         } else {
             switch (field) {
-            case F_VERSION:
-                rc = get_u32(&c, wt, &out->version);
-                break;
-            case F_STREAM_ID:
-                rc = get_str(&c, wt, &out->stream_id);
-                break;
-            case F_ACK:
-                rc = get_u32(&c, wt, &out->ack);
-                break;
-            case F_ACK_BITS:
-                rc = get_u32(&c, wt, &out->ack_bits);
-                break;
-            case F_TRACEPARENT:
-                rc = get_str(&c, wt, &out->traceparent);
-                break;
-            case F_TRACESTATE:
-                rc = get_str(&c, wt, &out->tracestate);
-                break;
-            default:
-                rc = skip_field(&c, field, wt, 0);
-                break;
+            case F_VERSION: rc = get_u32(&c, wt, &out->version); break;
+            case F_STREAM_ID: rc = get_str(&c, wt, &out->stream_id); break;
+            case F_ACK: rc = get_u32(&c, wt, &out->ack); break;
+            case F_ACK_BITS: rc = get_u32(&c, wt, &out->ack_bits); break;
+            case F_TRACEPARENT: rc = get_str(&c, wt, &out->traceparent); break;
+            case F_TRACESTATE: rc = get_str(&c, wt, &out->tracestate); break;
+            default: rc = skip_field(&c, field, wt, 0); break;
             }
         }
         if (rc < 0) return rc;
@@ -321,14 +297,10 @@ static size_t body_len(const struct relay_frame *f)
     switch (f->body) {
     case RELAY_BODY_DATA: /* segment_index 0 is omitted; segment_count 1 is `18 01` */
         return u32_field_len(f->seq) + 2 + (f->payload_len ? len_field_len(f->payload_len) : 0);
-    case RELAY_BODY_RESUME:
-        return u32_field_len(f->next_seq);
-    case RELAY_BODY_RESET:
-        return f->reason.len ? len_field_len(f->reason.len) : 0;
-    case RELAY_BODY_HANDSHAKE:
-        return f->payload_len ? len_field_len(f->payload_len) : 0;
-    default:
-        return 0;
+    case RELAY_BODY_RESUME: return u32_field_len(f->next_seq);
+    case RELAY_BODY_RESET: return f->reason.len ? len_field_len(f->reason.len) : 0;
+    case RELAY_BODY_HANDSHAKE: return f->payload_len ? len_field_len(f->payload_len) : 0;
+    default: return 0;
     }
 }
 
@@ -402,17 +374,10 @@ int relay_frame_encode(const struct relay_frame *f, uint8_t *out, size_t cap, si
         p = put_u32(p, 3, 1); /* segment_count; segment_index 0 is omitted */
         p = put_bytes(p, 4, f->payload, f->payload_len);
         break;
-    case RELAY_BODY_RESUME:
-        p = put_u32(p, 1, f->next_seq);
-        break;
-    case RELAY_BODY_RESET:
-        p = put_bytes(p, 1, f->reason.ptr, f->reason.len);
-        break;
-    case RELAY_BODY_HANDSHAKE:
-        p = put_bytes(p, 1, f->payload, f->payload_len);
-        break;
-    default:
-        break;
+    case RELAY_BODY_RESUME: p = put_u32(p, 1, f->next_seq); break;
+    case RELAY_BODY_RESET: p = put_bytes(p, 1, f->reason.ptr, f->reason.len); break;
+    case RELAY_BODY_HANDSHAKE: p = put_bytes(p, 1, f->payload, f->payload_len); break;
+    default: break;
     }
     if (f->traceparent.ptr) p = put_bytes(p, F_TRACEPARENT, f->traceparent.ptr, f->traceparent.len);
     if (f->tracestate.ptr) p = put_bytes(p, F_TRACESTATE, f->tracestate.ptr, f->tracestate.len);

@@ -14,7 +14,8 @@ static void block(uint32_t h[5], const uint8_t *b)
     for (int i = 0; i < 16; i++)
         w[i] = (uint32_t)b[4 * i] << 24 | (uint32_t)b[4 * i + 1] << 16 |
                (uint32_t)b[4 * i + 2] << 8 | b[4 * i + 3];
-    for (int i = 16; i < 80; i++) w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+    for (int i = 16; i < 80; i++)
+        w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
     uint32_t a = h[0], bb = h[1], c = h[2], d = h[3], e = h[4];
     for (int i = 0; i < 80; i++) {
         uint32_t f, k;
@@ -50,7 +51,8 @@ void sha1(const void *p, size_t n, uint8_t out[SHA1_LEN])
     uint32_t h[5] = {0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0};
     const uint8_t *s = p;
     size_t i = 0;
-    for (; i + 64 <= n; i += 64) block(h, s + i);
+    for (; i + 64 <= n; i += 64)
+        block(h, s + i);
     /* Last block(s): the tail, 0x80, zeros, then the bit length big-endian. */
     uint8_t last[128] = {0};
     size_t rem = n - i;
@@ -58,7 +60,8 @@ void sha1(const void *p, size_t n, uint8_t out[SHA1_LEN])
     last[rem] = 0x80;
     size_t total = rem + 1 + 8 <= 64 ? 64 : 128;
     uint64_t bits = (uint64_t)n * 8;
-    for (int k = 0; k < 8; k++) last[total - 1 - (size_t)k] = (uint8_t)(bits >> (8 * k));
+    for (int k = 0; k < 8; k++)
+        last[total - 1 - (size_t)k] = (uint8_t)(bits >> (8 * k));
     block(h, last);
     if (total == 128) block(h, last + 64);
     for (int k = 0; k < 5; k++) {

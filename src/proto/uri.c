@@ -357,8 +357,8 @@ int uri_to_path(const char *uri, size_t len, bool allow_bare_path, char **out, s
     if (!ieq(s, i, "file")) {
         for (size_t k = 0; k < i; k++)
             if (s[k] >= 'A' && s[k] <= 'Z') s[k] = (char)(s[k] | 0x20);
-        set_err(err, URI_ERR_SCHEME, "unsupported path URI scheme `%.*s`",
-                (int)(i > 200 ? 200 : i), s);
+        set_err(err, URI_ERR_SCHEME, "unsupported path URI scheme `%.*s`", (int)(i > 200 ? 200 : i),
+                s);
         goto out;
     }
 

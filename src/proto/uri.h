@@ -10,20 +10,20 @@
 #include <stddef.h>
 
 enum uri_error_kind {
-    URI_ERR_SYNTAX,    /* not a URI at all / relative: "invalid URI: ..." (-32602) */
-    URI_ERR_SCHEME,    /* "unsupported path URI scheme `http`" (-32602) */
-    URI_ERR_QUERY,     /* "query parameters are not allowed in path URIs" (-32602) */
-    URI_ERR_FRAGMENT,  /* "fragments are not allowed in path URIs" (-32602) */
-    URI_ERR_PLATFORM,  /* "'<uri>' is invalid on 'linux'": NUL byte (-32602) */
-    URI_ERR_HOST,      /* "'<uri>' is invalid on 'linux'": foreign host (-32600) */
-    URI_ERR_DRIVE,     /* "'<uri>' is invalid on 'linux'": a Windows drive (-32602) */
+    URI_ERR_SYNTAX,   /* not a URI at all / relative: "invalid URI: ..." (-32602) */
+    URI_ERR_SCHEME,   /* "unsupported path URI scheme `http`" (-32602) */
+    URI_ERR_QUERY,    /* "query parameters are not allowed in path URIs" (-32602) */
+    URI_ERR_FRAGMENT, /* "fragments are not allowed in path URIs" (-32602) */
+    URI_ERR_PLATFORM, /* "'<uri>' is invalid on 'linux'": NUL byte (-32602) */
+    URI_ERR_HOST,     /* "'<uri>' is invalid on 'linux'": foreign host (-32600) */
+    URI_ERR_DRIVE,    /* "'<uri>' is invalid on 'linux'": a Windows drive (-32602) */
 };
 
 /* A codec reports what went wrong; the JSON-RPC code each kind gets (shown above,
  * the reference's) is the rpc layer's business: rpc_uri_error_code(). */
 struct uri_error {
     enum uri_error_kind kind;
-    char message[512];  /* the reference's text */
+    char message[512]; /* the reference's text */
 };
 
 /* Parses uri (len bytes, need not be NUL-terminated) into an absolute native path

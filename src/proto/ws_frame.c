@@ -57,11 +57,14 @@ int ws_frame_decode(const uint8_t *buf, size_t n, struct ws_frame *f)
         at = 4;
     } else if (len == 127) {
         len = 0;
-        for (int i = 0; i < 8; i++) len = len << 8 | buf[2 + i];
+        for (int i = 0; i < 8; i++)
+            len = len << 8 | buf[2 + i];
         at = 10;
     }
-    if (f->masked) memcpy(f->mask, buf + at, 4);
-    else memset(f->mask, 0, 4);
+    if (f->masked)
+        memcpy(f->mask, buf + at, 4);
+    else
+        memset(f->mask, 0, 4);
     f->header_len = h;
     f->payload_len = len;
     return 1;
@@ -93,7 +96,8 @@ size_t ws_frame_encode(uint8_t *out, bool fin, int opcode, uint64_t len, const u
         out[h++] = (uint8_t)len;
     } else {
         out[h++] = mbit | 127;
-        for (int i = 7; i >= 0; i--) out[h++] = (uint8_t)(len >> (8 * i));
+        for (int i = 7; i >= 0; i--)
+            out[h++] = (uint8_t)(len >> (8 * i));
     }
     if (mask) {
         memcpy(out + h, mask, 4);
@@ -122,7 +126,9 @@ uint8_t ws_frame_unmask(uint8_t *p, size_t n, const uint8_t mask[4])
         memcpy(p + i, &v, 8);
     }
     uint8_t or = 0;
-    for (; i < n; i++) or |= p[i] ^= mask[i & 3];
-    for (int b = 0; b < 8; b++) or |= (uint8_t)(any >> (8 * b));
-    return or;
+    for (; i < n; i++)
+        or |= p[i] ^= mask[i & 3];
+    for (int b = 0; b < 8; b++)
+        or |= (uint8_t)(any >> (8 * b));
+    return or ;
 }

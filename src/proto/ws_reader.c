@@ -14,8 +14,7 @@ enum { RD_HEADER, RD_PAYLOAD, RD_DONE };
  * for the next one: a connection should not hold a 16 MiB buffer while idle. */
 #define WS_READER_KEEP 65536
 
-void ws_reader_init(struct ws_reader *r, enum ws_role role, uint64_t max_frame,
-                    size_t max_message)
+void ws_reader_init(struct ws_reader *r, enum ws_role role, uint64_t max_frame, size_t max_message)
 {
     memset(r, 0, sizeof *r);
     r->server = role == WS_ROLE_SERVER;
@@ -31,8 +30,10 @@ static bool is_control(int op)
 
 void ws_reader_free(struct ws_reader *r)
 {
-    if (r->msg_big) bigbuf_free(r->msg);
-    else free(r->msg);
+    if (r->msg_big)
+        bigbuf_free(r->msg);
+    else
+        free(r->msg);
     r->msg = NULL;
     r->msg_len = r->msg_cap = 0;
     r->msg_big = false;
@@ -157,7 +158,7 @@ static size_t message_event(struct ws_reader *r, uint8_t *p, size_t n, uint8_t o
                             struct ws_event *ev, size_t consumed)
 {
     r->state = RD_HEADER;
-    if (r->msg_op == WS_OP_TEXT && (or & 0x80) && !utf8_valid(p, n))
+    if (r->msg_op == WS_OP_TEXT && (or &0x80) && !utf8_valid(p, n))
         return fail(r, ev, WS_CLOSE_INVALID_DATA, consumed);
     ev->kind = WS_EV_MESSAGE;
     ev->opcode = r->msg_op;

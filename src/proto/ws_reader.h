@@ -40,8 +40,8 @@ enum ws_event_kind {
     WS_EV_MESSAGE, /* a whole text or binary message */
     WS_EV_PING,    /* the caller answers with a Pong carrying the same payload */
     WS_EV_PONG,
-    WS_EV_CLOSE,   /* the peer's Close: the caller echoes the code and ends */
-    WS_EV_ERROR,   /* a violation: the caller sends Close(code) and ends */
+    WS_EV_CLOSE, /* the peer's Close: the caller echoes the code and ends */
+    WS_EV_ERROR, /* a violation: the caller sends Close(code) and ends */
 };
 
 struct ws_event {
@@ -49,34 +49,33 @@ struct ws_event {
     int opcode;    /* MESSAGE: WS_OP_TEXT or WS_OP_BINARY */
     uint8_t *data; /* MESSAGE: the payload; PING/PONG: theirs; CLOSE: the reason */
     size_t len;
-    int code;      /* CLOSE: the peer's status (WS_CLOSE_NO_STATUS if none);
-                    * ERROR: the close code to send */
+    int code; /* CLOSE: the peer's status (WS_CLOSE_NO_STATUS if none);
+               * ERROR: the close code to send */
 };
 
 struct ws_reader {
-    bool server;            /* peer frames must be masked */
-    uint64_t max_frame;     /* payload bytes of one data frame */
-    size_t max_message;     /* bytes of one (reassembled) message */
-    int state;              /* internal: header, payload, done */
+    bool server;                      /* peer frames must be masked */
+    uint64_t max_frame;               /* payload bytes of one data frame */
+    size_t max_message;               /* bytes of one (reassembled) message */
+    int state;                        /* internal: header, payload, done */
     uint8_t hdr[WS_FRAME_MAX_HEADER]; /* a header split across inputs */
     size_t hdr_len;
-    struct ws_frame f;      /* the frame being received */
-    uint64_t left;          /* its payload bytes still to come */
-    bool in_msg;            /* between a message's first frame and its final one */
-    int msg_op;             /* that message's opcode */
-    uint8_t *msg;           /* gathered payload (owned; from util/bigbuf when msg_big) */
+    struct ws_frame f; /* the frame being received */
+    uint64_t left;     /* its payload bytes still to come */
+    bool in_msg;       /* between a message's first frame and its final one */
+    int msg_op;        /* that message's opcode */
+    uint8_t *msg;      /* gathered payload (owned; from util/bigbuf when msg_big) */
     size_t msg_len, msg_cap, frag_start;
-    bool msg_big;           /* msg is a bigbuf (a large message) */
-    uint8_t msg_or;         /* OR of the gathered message's bytes (ASCII test) */
-    bool msg_out;           /* msg was handed out; reset on the next call */
-    uint8_t ctl[125];       /* a control frame's payload split across inputs */
+    bool msg_big;     /* msg is a bigbuf (a large message) */
+    uint8_t msg_or;   /* OR of the gathered message's bytes (ASCII test) */
+    bool msg_out;     /* msg was handed out; reset on the next call */
+    uint8_t ctl[125]; /* a control frame's payload split across inputs */
     size_t ctl_len;
 };
 
 /* Sets up a reader for `role`'s side of a connection. Data frames above max_frame
  * payload bytes and messages above max_message bytes are refused with 1009. */
-void ws_reader_init(struct ws_reader *r, enum ws_role role, uint64_t max_frame,
-                    size_t max_message);
+void ws_reader_init(struct ws_reader *r, enum ws_role role, uint64_t max_frame, size_t max_message);
 
 /* Frees what the reader holds (any event data it handed out is invalid after). */
 void ws_reader_free(struct ws_reader *r);

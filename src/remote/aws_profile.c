@@ -11,10 +11,10 @@
 #include "core/host_env.h"
 #include "util/mem.h"
 
-static const char *const indirect_keys[] = {"role_arn", "sso_session", "sso_start_url",
-                                            "sso_account_id", "credential_process",
-                                            "web_identity_token_file", "credential_source",
-                                            NULL};
+static const char *const indirect_keys[] = {"role_arn",           "sso_session",
+                                            "sso_start_url",      "sso_account_id",
+                                            "credential_process", "web_identity_token_file",
+                                            "credential_source",  NULL};
 
 /* s[0..n) with blanks trimmed, as a new string. */
 static char *trim_dup(const char *s, size_t n)
@@ -23,7 +23,8 @@ static char *trim_dup(const char *s, size_t n)
         s++;
         n--;
     }
-    while (n && isspace((unsigned char)s[n - 1])) n--;
+    while (n && isspace((unsigned char)s[n - 1]))
+        n--;
     return xstrndup(s, n);
 }
 
@@ -35,7 +36,8 @@ static bool section_is(const char *header, const char *name, bool is_config)
     bool match;
     if (is_config && strncmp(p, "profile", 7) == 0 && isspace((unsigned char)p[7])) {
         p += 7;
-        while (isspace((unsigned char)*p)) p++;
+        while (isspace((unsigned char)*p))
+            p++;
         match = strcmp(p, name) == 0;
     } else {
         /* The config file names the default profile `[default]`, the credentials
@@ -53,16 +55,19 @@ static void set_once(char **slot, const char *value)
 
 static void apply(struct aws_profile *out, const char *key, const char *value)
 {
-    if (strcasecmp(key, "aws_access_key_id") == 0) set_once(&out->access_key, value);
-    else if (strcasecmp(key, "aws_secret_access_key") == 0) set_once(&out->secret_key, value);
-    else if (strcasecmp(key, "aws_session_token") == 0) set_once(&out->session_token, value);
-    else if (strcasecmp(key, "region") == 0) set_once(&out->region, value);
+    if (strcasecmp(key, "aws_access_key_id") == 0)
+        set_once(&out->access_key, value);
+    else if (strcasecmp(key, "aws_secret_access_key") == 0)
+        set_once(&out->secret_key, value);
+    else if (strcasecmp(key, "aws_session_token") == 0)
+        set_once(&out->session_token, value);
+    else if (strcasecmp(key, "region") == 0)
+        set_once(&out->region, value);
     for (const char *const *k = indirect_keys; *k && !out->indirect; k++)
         if (strcasecmp(key, *k) == 0) out->indirect = *k;
 }
 
-void aws_profile_parse(const char *text, const char *name, bool is_config,
-                       struct aws_profile *out)
+void aws_profile_parse(const char *text, const char *name, bool is_config, struct aws_profile *out)
 {
     bool in = false;
     for (const char *line = text; line && *line;) {

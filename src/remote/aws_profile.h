@@ -19,15 +19,14 @@
 
 struct aws_profile {
     char *access_key, *secret_key, *session_token, *region; /* malloc'd or NULL */
-    bool found;          /* a section of that name is in one of the files */
+    bool found;           /* a section of that name is in one of the files */
     const char *indirect; /* the first non-static credential setting seen, or NULL */
 };
 
 /* Pure: applies the section of `name` in one file's text to out (values already in
  * out win, so read the credentials file first). is_config: the config file's
  * section naming (`[profile NAME]`, `[default]`). */
-void aws_profile_parse(const char *text, const char *name, bool is_config,
-                       struct aws_profile *out);
+void aws_profile_parse(const char *text, const char *name, bool is_config, struct aws_profile *out);
 
 /* Reads profile `name` from both files (missing files are skipped). Fills why with
  * the two paths, for messages. */

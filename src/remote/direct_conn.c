@@ -53,8 +53,8 @@ static void direct_send(struct conn *c, struct buf *msg)
     size_t len = msg->len - BUF_MSG_HEADROOM;
     if (dc->ws && conn_account_queued(c, len)) {
         conn_ref(c);
-        if (rv_ws_send(dc->ws, (const uint8_t *)msg->data + BUF_MSG_HEADROOM, len, direct_sent,
-                       c) < 0)
+        if (rv_ws_send(dc->ws, (const uint8_t *)msg->data + BUF_MSG_HEADROOM, len, direct_sent, c) <
+            0)
             direct_sent(c, len, -ENOTCONN);
     }
     buf_free(msg);

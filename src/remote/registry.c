@@ -100,8 +100,8 @@ static bool blank(const char *s)
 }
 
 /* Takes the checked members into out; NULL why means they passed. */
-static int registration_take(const char *why_in, const char **why, const char *env,
-                             const char *url, const char *reg, struct registry_registration *out)
+static int registration_take(const char *why_in, const char **why, const char *env, const char *url,
+                             const char *reg, struct registry_registration *out)
 {
     if (why_in) {
         *why = why_in;
@@ -367,9 +367,8 @@ static struct registry_call *start(struct registry_client *rc, const char *what,
 struct registry_call *registry_register(struct registry_client *rc, const char *key_json,
                                         registry_register_cb cb, void *arg)
 {
-    struct registry_call *c =
-        start(rc, "register", registry_register_body(key_json), REGISTRY_REGISTER_TIMEOUT_MS, NULL,
-              NULL);
+    struct registry_call *c = start(rc, "register", registry_register_body(key_json),
+                                    REGISTRY_REGISTER_TIMEOUT_MS, NULL, NULL);
     if (!c) return NULL;
     c->reg_cb = cb;
     c->arg = arg;
@@ -394,8 +393,8 @@ struct registry_call *registry_validate(struct registry_client *rc, const char *
 }
 
 struct registry_call *registry_direct_register(struct registry_client *rc,
-                                               const struct sigv4_key *key,
-                                               registry_register_cb cb, void *arg)
+                                               const struct sigv4_key *key, registry_register_cb cb,
+                                               void *arg)
 {
     static const char body[] = "{\"transport\":\"" REGISTRY_DIRECT_TRANSPORT "\"}";
     /* What goes on the wire, to sign it: the Host header is set explicitly so curl
@@ -431,8 +430,8 @@ struct registry_call *registry_direct_register(struct registry_client *rc,
         hdrs[k++] = h_tok;
     }
     hdrs[k++] = h_host;
-    struct registry_call *c = start(rc, "direct/register", xstrdup(body),
-                                    REGISTRY_REGISTER_TIMEOUT_MS, NULL, hdrs);
+    struct registry_call *c =
+        start(rc, "direct/register", xstrdup(body), REGISTRY_REGISTER_TIMEOUT_MS, NULL, hdrs);
     memset(h_tok, 0, sizeof h_tok);
     if (!c) return NULL;
     c->is_direct = true;

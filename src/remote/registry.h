@@ -69,14 +69,18 @@ struct registry_call *registry_register(struct registry_client *rc, const char *
  * direct WebSocket URL). NULL when it could not start. */
 struct sigv4_key;
 struct registry_call *registry_direct_register(struct registry_client *rc,
-                                               const struct sigv4_key *key,
-                                               registry_register_cb cb, void *arg);
+                                               const struct sigv4_key *key, registry_register_cb cb,
+                                               void *arg);
 
 /* What /validate said: REGISTRY_VALID only for an explicit {"valid": true};
  * REGISTRY_CREDENTIALS_REJECTED when it answered 401 (our own credentials, not the
  * harness's authorization, were refused); REGISTRY_INVALID for any other answer,
  * error or timeout (10 s). */
-enum registry_verdict { REGISTRY_INVALID = 0, REGISTRY_VALID = 1, REGISTRY_CREDENTIALS_REJECTED = 2 };
+enum registry_verdict {
+    REGISTRY_INVALID = 0,
+    REGISTRY_VALID = 1,
+    REGISTRY_CREDENTIALS_REJECTED = 2
+};
 typedef void (*registry_validate_cb)(void *arg, enum registry_verdict verdict);
 /* Starts /validate for the harness on stream_id (sent as x-codex-noise-stream-id, as
  * 0.169.0 does; the caller guarantees it is visible ASCII of at most 128 bytes).

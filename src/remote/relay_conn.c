@@ -30,9 +30,9 @@ struct held_msg {
 
 struct relay_conn {
     struct conn base;
-    struct relay_stream *st; /* NULL once detached */
-    uv_idle_t idle;          /* drains held messages; closed to finish a close */
-    bool paused;             /* set_reading(false) is in effect */
+    struct relay_stream *st;            /* NULL once detached */
+    uv_idle_t idle;                     /* drains held messages; closed to finish a close */
+    bool paused;                        /* set_reading(false) is in effect */
     struct held_msg *held, **held_tail; /* messages received while paused */
     unsigned nheld;
 };
@@ -109,8 +109,8 @@ static const struct conn_ops relay_ops = {
 
 /* A new open connection bound to st; the demux owns one reference until
  * detach or release. */
-static struct conn *relay_conn_new(uv_loop_t *loop, struct relay_stream *st,
-                                   const char *stream_id, conn_message_fn on_message)
+static struct conn *relay_conn_new(uv_loop_t *loop, struct relay_stream *st, const char *stream_id,
+                                   conn_message_fn on_message)
 {
     struct relay_conn *rc = xcalloc(1, sizeof *rc);
     conn_init(&rc->base, &relay_ops, loop, on_message);

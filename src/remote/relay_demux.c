@@ -50,8 +50,8 @@ struct relay_demux {
     void *arg;
     struct relay_stream *streams;
     unsigned live, pending, failures;
-    unsigned streak;         /* failures since the last pause ended */
-    uint64_t paused_until;   /* loop time (ms) until which handshakes are refused */
+    unsigned streak;       /* failures since the last pause ended */
+    uint64_t paused_until; /* loop time (ms) until which handshakes are refused */
     uint64_t next_instance;
 };
 
@@ -242,8 +242,8 @@ int relay_stream_send(struct relay_stream *st, const uint8_t *msg, size_t len)
             break;
         }
         size_t ct_len;
-        r = noise_ik_transport_encrypt2(st->tx, ch.head, ch.head_len, ch.body, ch.body_len,
-                                        rec_buf, sizeof rec_buf, &ct_len);
+        r = noise_ik_transport_encrypt2(st->tx, ch.head, ch.head_len, ch.body, ch.body_len, rec_buf,
+                                        sizeof rec_buf, &ct_len);
         if (r < 0) {
             stream_fail(st, "encrypt_failed");
             break;
@@ -478,20 +478,15 @@ void relay_demux_on_message(struct relay_demux *d, const uint8_t *p, size_t n)
         return;
     }
     switch (f.body) {
-    case RELAY_BODY_HANDSHAKE:
-        on_handshake(d, &f);
-        break;
-    case RELAY_BODY_DATA:
-        on_data(d, &f);
-        break;
+    case RELAY_BODY_HANDSHAKE: on_handshake(d, &f); break;
+    case RELAY_BODY_DATA: on_data(d, &f); break;
     case RELAY_BODY_RESET: {
         /* Unauthenticated: drop the stream silently, log nothing of the reason. */
         struct relay_stream *s = find(d, f.stream_id.ptr, f.stream_id.len);
         if (s) stream_remove(s, true);
         break;
     }
-    default:
-        break; /* ack, resume, heartbeat: ignored */
+    default: break; /* ack, resume, heartbeat: ignored */
     }
 }
 

@@ -11,8 +11,8 @@
  * a `struct conn` (remote/relay_conn.c) on the same dispatch path as WebSocket
  * and stdio, or a forwarder to a destination exec-server (remote/relay_fwd.c, for
  * `exec-server forward`). Data frames go reorder -> decrypt -> reassemble -> sink,
- * the sink's messages go frame -> encrypt -> data frames. Any per-stream error resets that stream with reason
- * `noise_relay_protocol_error`; limits are 128 live and 32 pending streams, and 8
+ * the sink's messages go frame -> encrypt -> data frames. Any per-stream error resets that stream
+ * with reason `noise_relay_protocol_error`; limits are 128 live and 32 pending streams, and 8
  * failed handshakes close the physical socket (the owner then reconnects).
  * Nothing secret is logged: stream ids only. */
 #ifndef EXEC_REMOTE_RELAY_DEMUX_H

@@ -211,8 +211,8 @@ static const struct relay_sink_ops fwd_sink_ops = {
     .release = fwd_release,
 };
 
-static void *fwd_open(const struct relay_sink_kind *kind, uv_loop_t *loop,
-                      struct relay_stream *st, const char *stream_id)
+static void *fwd_open(const struct relay_sink_kind *kind, uv_loop_t *loop, struct relay_stream *st,
+                      const char *stream_id)
 {
     const struct relay_fwd_kind *k = (const struct relay_fwd_kind *)kind;
     struct relay_fwd *f = xcalloc(1, sizeof *f);

@@ -37,8 +37,8 @@
 struct remote {
     uv_loop_t *loop;
     char *env_id, *name;
-    char *base_url;  /* the registry, for messages */
-    bool announced;  /* "registered and connected" has been said (once) */
+    char *base_url;       /* the registry, for messages */
+    bool announced;       /* "registered and connected" has been said (once) */
     char *base_url_shown; /* the registry URL without userinfo or query, for messages */
     struct noise_ik_static_key identity;
     char *key_json; /* our public key JSON */
@@ -56,8 +56,8 @@ struct remote {
     unsigned attempt;
     bool stopping;
     void (*on_fatal)(void);
-    struct relay_conn_kind serve;    /* streams served by our rpc */
-    struct relay_fwd_kind forward;   /* or forwarded to a destination */
+    struct relay_conn_kind serve;        /* streams served by our rpc */
+    struct relay_fwd_kind forward;       /* or forwarded to a destination */
     const struct relay_sink_kind *sinks; /* the one in use */
     /* --remote-transport direct */
     bool direct;
@@ -210,8 +210,8 @@ static void ws_opened(void *arg)
                   R->attempt);
         return;
     }
-    R->demux = relay_demux_new(R->loop, &R->identity, R->env_id, R->reg.registration_id,
-                               &demux_ops, NULL, R->sinks);
+    R->demux = relay_demux_new(R->loop, &R->identity, R->env_id, R->reg.registration_id, &demux_ops,
+                               NULL, R->sinks);
     R->opened_ms = uv_now(R->loop);
     readiness_set(true);
     remote_announce();
@@ -428,8 +428,7 @@ int remote_start(uv_loop_t *loop, const struct remote_opts *opts, void (*on_fata
         /* The ChatGPT account the token belongs to, in 0.169.0's header. */
         if (opts->chatgpt_account_id && *opts->chatgpt_account_id) {
             if (strlen(opts->chatgpt_account_id) > sizeof account - 32) return -EINVAL;
-            snprintf(account, sizeof account, "chatgpt-account-id: %s",
-                     opts->chatgpt_account_id);
+            snprintf(account, sizeof account, "chatgpt-account-id: %s", opts->chatgpt_account_id);
             hdrs[1] = account;
         }
     }
@@ -439,8 +438,8 @@ int remote_start(uv_loop_t *loop, const struct remote_opts *opts, void (*on_fata
         const char *host = sep ? sep + 3 : u;
         const char *at = strchr(host, '@'), *slash = strchr(host, '/');
         if (at && (!slash || at < slash)) host = at + 1;
-        R->base_url_shown = xasprintf("%.*s%.*s", sep ? (int)(sep + 3 - u) : 0, u,
-                                      (int)strcspn(host, "?#"), host);
+        R->base_url_shown =
+            xasprintf("%.*s%.*s", sep ? (int)(sep + 3 - u) : 0, u, (int)strcspn(host, "?#"), host);
     }
     memset(auth, 0, sizeof auth);
     uv_timer_init(loop, &R->retry);

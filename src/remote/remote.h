@@ -19,18 +19,18 @@
 #include "transport/conn.h"
 
 struct remote_opts {
-    const char *base_url;       /* --remote, trimmed */
-    const char *environment_id; /* --environment-id, trimmed, non-empty */
-    const char *name;           /* --name (kept, not transmitted, as the reference) */
-    const char *bearer;         /* registry bearer token, or NULL for none */
+    const char *base_url;           /* --remote, trimmed */
+    const char *environment_id;     /* --environment-id, trimmed, non-empty */
+    const char *name;               /* --name (kept, not transmitted, as the reference) */
+    const char *bearer;             /* registry bearer token, or NULL for none */
     const char *chatgpt_account_id; /* sent as chatgpt-account-id with the bearer
                                        (--chatgpt-token-stdin), or NULL */
-    uint64_t ping_ms;           /* 0 = 30 s */
-    uint64_t pong_deadline_ms;  /* 0 = 60 s */
-    uint64_t backoff_ms;        /* backoff unit, 0 = 1 s (sleeps up to 30 units) */
-    conn_message_fn on_message; /* reader of every stream's messages (rpc_dispatch) */
-    const char *forward_url;    /* `exec-server forward --connect`: relay every stream to
-                                 * this ws:// exec-server instead (on_message unused) */
+    uint64_t ping_ms;               /* 0 = 30 s */
+    uint64_t pong_deadline_ms;      /* 0 = 60 s */
+    uint64_t backoff_ms;            /* backoff unit, 0 = 1 s (sleeps up to 30 units) */
+    conn_message_fn on_message;     /* reader of every stream's messages (rpc_dispatch) */
+    const char *forward_url;        /* `exec-server forward --connect`: relay every stream to
+                                     * this ws:// exec-server instead (on_message unused) */
     /* --remote-transport direct (docs/REMOTE_NOTES.md §6): a SigV4-signed
      * /direct/register, then one plain JSON-RPC WebSocket served by on_message.
      * The strings are copied; bearer and forward_url must be NULL. */

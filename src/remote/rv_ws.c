@@ -53,12 +53,12 @@ struct rv_ws {
     bool request_sent;          /* the upgrade request is out */
     char key[25];               /* Sec-WebSocket-Key (base64 of 16 random bytes) */
     struct buf head;            /* response head received so far */
-    struct ws_reader rd;   /* frames from the rendezvous, once open */
-    bool close_sent;       /* our Close is out: nothing may follow it */
-    uint64_t ping_sent_at; /* uv_now of the outstanding Ping, 0 if none */
-    size_t queued;         /* bytes in uv_write requests not yet completed */
-    int http_status;       /* a refused upgrade's status */
-    const char *reason;    /* why it closed (first reason wins) */
+    struct ws_reader rd;        /* frames from the rendezvous, once open */
+    bool close_sent;            /* our Close is out: nothing may follow it */
+    uint64_t ping_sent_at;      /* uv_now of the outstanding Ping, 0 if none */
+    size_t queued;              /* bytes in uv_write requests not yet completed */
+    int http_status;            /* a refused upgrade's status */
+    const char *reason;         /* why it closed (first reason wins) */
 };
 
 struct rv_wreq {
@@ -340,21 +340,14 @@ static void feed_frames(struct rv_ws *ws, uint8_t *p, size_t n)
                 !ws->close_sent)
                 ws->ops->on_binary(ws->arg, ev.data, ev.len);
             break;
-        case WS_EV_PING:
-            send_control(ws, WS_OP_PONG, ev.data, ev.len);
-            break;
-        case WS_EV_PONG:
-            ws->ping_sent_at = 0;
-            break;
-        case WS_EV_CLOSE:
-            close_with(ws, ev.code, "peer_close");
-            break;
+        case WS_EV_PING: send_control(ws, WS_OP_PONG, ev.data, ev.len); break;
+        case WS_EV_PONG: ws->ping_sent_at = 0; break;
+        case WS_EV_CLOSE: close_with(ws, ev.code, "peer_close"); break;
         case WS_EV_ERROR:
             /* Over the message cap (1009) or a protocol violation. */
             close_with(ws, ev.code, "read_error");
             break;
-        case WS_EV_NONE:
-            break;
+        case WS_EV_NONE: break;
         }
     }
 }
@@ -373,17 +366,13 @@ static void on_plaintext(struct rv_ws *ws, uint8_t *p, size_t n)
     buf_append(&ws->head, p, n);
     struct http_response_info info;
     switch (http_upgrade_response_parse(ws->head.data, ws->head.len, ws->key, &info)) {
-    case HTTP_RESPONSE_INCOMPLETE:
-        return;
-    case HTTP_RESPONSE_UPGRADED:
-        break;
+    case HTTP_RESPONSE_INCOMPLETE: return;
+    case HTTP_RESPONSE_UPGRADED: break;
     case HTTP_RESPONSE_REFUSED:
         ws->http_status = info.status;
         finish(ws, "connect_failed");
         return;
-    case HTTP_RESPONSE_BAD:
-        finish(ws, "connect_failed");
-        return;
+    case HTTP_RESPONSE_BAD: finish(ws, "connect_failed"); return;
     }
     ws_reader_init(&ws->rd, WS_ROLE_CLIENT, ws->max_message, ws->max_message);
     ws->state = RV_OPEN;

@@ -34,8 +34,8 @@ static void hmac(const uint8_t *key, size_t kn, const char *msg, size_t mn, uint
 
 static bool unreserved(unsigned char c)
 {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_' || c == '.' || c == '~';
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.' || c == '~';
 }
 
 /* RFC 3986 encoding as SigV4 wants it (uppercase hex); keep_slash for paths. */
@@ -129,9 +129,8 @@ static void canonical_query(struct buf *out, const char *q, size_t n)
 int sigv4_sign(const struct sigv4_key *k, const struct sigv4_request *r, time_t t,
                char amz_date[SIGV4_DATE_LEN + 1], char *auth, size_t auth_n)
 {
-    if (!k || !r || !k->access_key || !k->secret_key || !k->region || !k->service ||
-        !r->method || !r->host || !r->target || r->target[0] != '/' ||
-        (r->body_len && !r->body))
+    if (!k || !r || !k->access_key || !k->secret_key || !k->region || !k->service || !r->method ||
+        !r->host || !r->target || r->target[0] != '/' || (r->body_len && !r->body))
         return -EINVAL;
     struct tm tm;
     if (!gmtime_r(&t, &tm)) return -EINVAL;
@@ -154,8 +153,7 @@ int sigv4_sign(const struct sigv4_key *k, const struct sigv4_request *r, time_t 
     }
     buf_putc(&cr, '\n');
     const char *signed_headers;
-    if (r->content_type)
-        buf_printf(&cr, "content-type:%s\n", r->content_type);
+    if (r->content_type) buf_printf(&cr, "content-type:%s\n", r->content_type);
     buf_printf(&cr, "host:%s\nx-amz-date:%s\n", r->host, amz_date);
     if (token) buf_printf(&cr, "x-amz-security-token:%s\n", k->session_token);
     if (r->content_type)
@@ -195,8 +193,8 @@ int sigv4_sign(const struct sigv4_key *k, const struct sigv4_request *r, time_t 
     hex_encode(a, 32, sig);
     OPENSSL_cleanse(a, sizeof a);
     OPENSSL_cleanse(b, sizeof b);
-    int n = snprintf(auth, auth_n,
-                     "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s",
-                     k->access_key, scope, signed_headers, sig);
+    int n =
+        snprintf(auth, auth_n, "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s",
+                 k->access_key, scope, signed_headers, sig);
     return n < 0 || (size_t)n >= auth_n ? -ENOSPC : 0;
 }

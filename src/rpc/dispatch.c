@@ -148,8 +148,8 @@ static struct rpc_gate *gate_get(struct conn *c)
     return g;
 }
 
-struct rpc_call *rpc_call_start(struct conn *c, const char *method, json_t *params,
-                                rpc_call_fn fn, void *ctx)
+struct rpc_call *rpc_call_start(struct conn *c, const char *method, json_t *params, rpc_call_fn fn,
+                                void *ctx)
 {
     struct rpc_gate *g = gate_of(c);
     if (!g || !g->initialized || !conn_is_open(c)) {
@@ -207,8 +207,10 @@ static void client_response(struct conn *c, json_t *msg, json_t *id)
         if (call->id != n) continue;
         call_unlink(call);
         json_t *result = json_object_get(msg, "result");
-        if (result) call->fn(call->ctx, RPC_CALL_RESULT, result);
-        else call->fn(call->ctx, RPC_CALL_ERROR, json_object_get(msg, "error"));
+        if (result)
+            call->fn(call->ctx, RPC_CALL_RESULT, result);
+        else
+            call->fn(call->ctx, RPC_CALL_ERROR, json_object_get(msg, "error"));
         free(call);
         return;
     }
@@ -266,8 +268,10 @@ static void pump(struct conn *c, struct rpc_gate *g)
         g->held_bytes -= h->bytes;
         struct rpc_req *req = h->req;
         free(h);
-        if (req) run(g, req);
-        else on_initialized(c);
+        if (req)
+            run(g, req);
+        else
+            on_initialized(c);
     }
     if (gate_of(c) == g) g->pumping = false;
     conn_unref(c);
@@ -278,8 +282,8 @@ static void hold(struct conn *c, struct rpc_gate *g, struct rpc_req *req, size_t
 {
     if (g->held >= RPC_MAX_HELD || g->held_bytes + bytes > server_limits.max_queued) {
         log_warn("%s: %zu messages (%zu bytes) already wait for a --concurrent-requests slot "
-                 "(at most %d and --max-queued-bytes); closing the connection", conn_peer(c),
-                 g->held, g->held_bytes, RPC_MAX_HELD);
+                 "(at most %d and --max-queued-bytes); closing the connection",
+                 conn_peer(c), g->held, g->held_bytes, RPC_MAX_HELD);
         if (req) rpc_req_free(req);
         conn_close(c);
         return;
@@ -287,8 +291,10 @@ static void hold(struct conn *c, struct rpc_gate *g, struct rpc_req *req, size_t
     struct rpc_held *h = xcalloc(1, sizeof *h);
     h->req = req;
     h->bytes = bytes;
-    if (g->tail) g->tail->next = h;
-    else g->head = h;
+    if (g->tail)
+        g->tail->next = h;
+    else
+        g->head = h;
     g->tail = h;
     g->held++;
     g->held_bytes += bytes;
@@ -318,9 +324,12 @@ static void start_request(struct conn *c, struct rpc_req *req, size_t bytes)
 
 static void put_id(struct buf *b, const json_t *id)
 {
-    if (json_is_string(id)) buf_put_json_str(b, json_string_value(id), json_string_length(id));
-    else if (json_is_integer(id)) buf_put_i64(b, json_integer_value(id));
-    else buf_puts(b, "-1");
+    if (json_is_string(id))
+        buf_put_json_str(b, json_string_value(id), json_string_length(id));
+    else if (json_is_integer(id))
+        buf_put_i64(b, json_integer_value(id));
+    else
+        buf_puts(b, "-1");
 }
 
 static void send_error(struct conn *c, const json_t *id, int code, const char *msg)
@@ -340,9 +349,12 @@ static void send_error(struct conn *c, const json_t *id, int code, const char *m
 /* A request id as a log value (strings quoted when they need it). */
 static const char *id_text(const json_t *id, char *out, size_t n)
 {
-    if (json_is_integer(id)) snprintf(out, n, "%lld", (long long)json_integer_value(id));
-    else if (json_is_string(id)) log_value(json_string_value(id), out, n);
-    else snprintf(out, n, "null");
+    if (json_is_integer(id))
+        snprintf(out, n, "%lld", (long long)json_integer_value(id));
+    else if (json_is_string(id))
+        log_value(json_string_value(id), out, n);
+    else
+        snprintf(out, n, "null");
     return out;
 }
 
@@ -367,8 +379,10 @@ void rpc_req_free(struct rpc_req *req)
 {
     struct conn *c = req->conn;
     bool counted = req->counted;
-    if (req->payload_bigbuf) conn_release_message(c, req->payload_store);
-    else free(req->payload_store);
+    if (req->payload_bigbuf)
+        conn_release_message(c, req->payload_store);
+    else
+        free(req->payload_store);
     json_decref(req->id);
     json_decref(req->params);
     json_decref(req->trace);
@@ -462,12 +476,13 @@ bool rpc_check_ready(struct rpc_req *req)
 {
     struct rpc_gate *g = gate_of(req->conn);
     if (!g || !g->initialized) {
-        rpc_reply_error(req, RPC_INVALID_REQUEST, "client must call initialize before using %s methods",
-                        req->method->family);
+        rpc_reply_error(req, RPC_INVALID_REQUEST,
+                        "client must call initialize before using %s methods", req->method->family);
         return false;
     }
     if (!g->ready) {
-        rpc_reply_error(req, RPC_INVALID_REQUEST, "client must send initialized before using %s methods",
+        rpc_reply_error(req, RPC_INVALID_REQUEST,
+                        "client must send initialized before using %s methods",
                         req->method->family);
         return false;
     }
@@ -486,7 +501,8 @@ static void malformed(struct conn *c, const char *detail)
     if (conn_flags(c) & CONN_F_ANON_PEER)
         buf_printf(&m, "failed to parse JSON-RPC message from exec-server stdio: %s", detail);
     else
-        buf_printf(&m, "failed to parse websocket JSON-RPC message from exec-server websocket %s: %s",
+        buf_printf(&m,
+                   "failed to parse websocket JSON-RPC message from exec-server websocket %s: %s",
                    conn_peer(c), detail);
     buf_putc(&m, '\0');
     if (log_threshold >= LOG_DEBUG) {
@@ -625,7 +641,7 @@ void rpc_dispatch(struct conn *c, const char *data, size_t len)
             client_response(c, msg, id);
         } else {
             malformed(c, json_object_get(msg, "error") ? "missing field `id`"
-                                                      : "missing field `error`");
+                                                       : "missing field `error`");
         }
         goto out;
     }
@@ -633,8 +649,10 @@ void rpc_dispatch(struct conn *c, const char *data, size_t len)
     if (!id) {
         if (strcmp(name, "initialized") == 0) {
             struct rpc_gate *g = gate_of(c);
-            if (g && g->head) hold(c, g, NULL, 0); /* after the requests before it */
-            else on_initialized(c);
+            if (g && g->head)
+                hold(c, g, NULL, 0); /* after the requests before it */
+            else
+                on_initialized(c);
         } else {
             char m[300];
             snprintf(m, sizeof m, "unexpected notification `%s`", name);

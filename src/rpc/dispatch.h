@@ -43,8 +43,8 @@ struct rpc_call;
 /* Sends {"id":N,"method":method,"params":params} on c (steals params). Returns the
  * pending call, or NULL (callback never runs) when c is not initialized or is
  * closing. */
-struct rpc_call *rpc_call_start(struct conn *c, const char *method, json_t *params,
-                                rpc_call_fn fn, void *ctx);
+struct rpc_call *rpc_call_start(struct conn *c, const char *method, json_t *params, rpc_call_fn fn,
+                                void *ctx);
 /* Forgets a pending call: its callback will not run and a late response to its id
  * is ignored. NULL is allowed. */
 void rpc_call_cancel(struct rpc_call *call);

@@ -31,7 +31,8 @@ static void describe_str(const char *s, size_t n, char *out, size_t outlen)
 {
     size_t o = 0;
     const char *prefix = "string \"";
-    for (const char *p = prefix; *p && o + 1 < outlen; p++) out[o++] = *p;
+    for (const char *p = prefix; *p && o + 1 < outlen; p++)
+        out[o++] = *p;
     for (size_t i = 0; i < n; i++) {
         char esc[8];
         unsigned char c = (unsigned char)s[i];
@@ -43,8 +44,10 @@ static void describe_str(const char *s, size_t n, char *out, size_t outlen)
         case '\t': strcpy(esc, "\\t"); break;
         case '\0': strcpy(esc, "\\0"); break;
         default:
-            if (c < 0x20 || c == 0x7f) snprintf(esc, sizeof esc, "\\u{%x}", c);
-            else esc[0] = (char)c, esc[1] = '\0';
+            if (c < 0x20 || c == 0x7f)
+                snprintf(esc, sizeof esc, "\\u{%x}", c);
+            else
+                esc[0] = (char)c, esc[1] = '\0';
         }
         size_t el = strlen(esc);
         if (o + el + 2 >= outlen) break; /* keep room for the closing quote */
@@ -83,13 +86,16 @@ static void describe_real(double v, char *num, size_t numlen)
     for (const char *p = tmp; p < e && nd < (int)sizeof digits - 1; p++) {
         if (*p >= '0' && *p <= '9') digits[nd++] = *p;
     }
-    while (nd > 1 && digits[nd - 1] == '0') nd--; /* "1.0e+03" has one digit: 1 */
+    while (nd > 1 && digits[nd - 1] == '0')
+        nd--; /* "1.0e+03" has one digit: 1 */
     char out[400];
     size_t o = 0;
     if (v < 0 || (v == 0 && signbit(v))) out[o++] = '-';
     if (exp10 >= nd - 1) {
-        for (int i = 0; i < nd; i++) out[o++] = digits[i];
-        for (int i = 0; i < exp10 - (nd - 1) && o < sizeof out - 3; i++) out[o++] = '0';
+        for (int i = 0; i < nd; i++)
+            out[o++] = digits[i];
+        for (int i = 0; i < exp10 - (nd - 1) && o < sizeof out - 3; i++)
+            out[o++] = '0';
         out[o++] = '.';
         out[o++] = '0';
     } else if (exp10 >= 0) {
@@ -100,8 +106,10 @@ static void describe_real(double v, char *num, size_t numlen)
     } else {
         out[o++] = '0';
         out[o++] = '.';
-        for (int i = 0; i < -exp10 - 1 && o < sizeof out - 40; i++) out[o++] = '0';
-        for (int i = 0; i < nd; i++) out[o++] = digits[i];
+        for (int i = 0; i < -exp10 - 1 && o < sizeof out - 40; i++)
+            out[o++] = '0';
+        for (int i = 0; i < nd; i++)
+            out[o++] = digits[i];
     }
     out[o] = '\0';
     snprintf(num, numlen, "%s", out);
@@ -128,9 +136,7 @@ void pdec_describe(const json_t *v, char *out, size_t outlen)
         snprintf(out, outlen, "floating point `%s`", num);
         break;
     }
-    case JSON_STRING:
-        describe_str(json_string_value(v), json_string_length(v), out, outlen);
-        break;
+    case JSON_STRING: describe_str(json_string_value(v), json_string_length(v), out, outlen); break;
     case JSON_ARRAY: snprintf(out, outlen, "sequence"); break;
     case JSON_OBJECT: snprintf(out, outlen, "map"); break;
     }
@@ -232,13 +238,14 @@ uint64_t pdec_u64(struct pdec *d, const char *key, enum pdec_presence p, uint64_
     }
     /* The reference reports negatives and reals for unsigned fields as a bare
      * "invalid number" (PROTOCOL.md 2.4), not serde's usual invalid-type text. */
-    if (json_is_number(v)) pdec_fail(d, "invalid number");
-    else fail_type(d, v, "u64");
+    if (json_is_number(v))
+        pdec_fail(d, "invalid number");
+    else
+        fail_type(d, v, "u64");
     return def;
 }
 
-int64_t pdec_i64(struct pdec *d, const char *key, enum pdec_presence p, int64_t def,
-                 bool *present)
+int64_t pdec_i64(struct pdec *d, const char *key, enum pdec_presence p, int64_t def, bool *present)
 {
     if (present) *present = false;
     json_t *v = member(d, key, p, "i64");
@@ -304,8 +311,8 @@ static int find_variant(struct pdec *d, const char *name, size_t n, const char *
     return -1;
 }
 
-int pdec_enum(struct pdec *d, const char *key, enum pdec_presence p,
-              const char *const *variants, int def)
+int pdec_enum(struct pdec *d, const char *key, enum pdec_presence p, const char *const *variants,
+              int def)
 {
     json_t *v = member(d, key, p, "string or map");
     if (!v) return d->failed ? -1 : def;

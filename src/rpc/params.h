@@ -26,8 +26,8 @@ enum pdec_presence {
 };
 
 struct pdec {
-    json_t *obj;    /* the params object (borrowed) */
-    bool failed;    /* a field failed; err holds the message */
+    json_t *obj; /* the params object (borrowed) */
+    bool failed; /* a field failed; err holds the message */
     char err[512];
 };
 
@@ -46,16 +46,15 @@ const char *pdec_string_len(struct pdec *d, const char *key, enum pdec_presence 
 bool pdec_bool(struct pdec *d, const char *key, enum pdec_presence p, bool def);
 uint64_t pdec_u64(struct pdec *d, const char *key, enum pdec_presence p, uint64_t def,
                   bool *present);
-int64_t pdec_i64(struct pdec *d, const char *key, enum pdec_presence p, int64_t def,
-                 bool *present);
+int64_t pdec_i64(struct pdec *d, const char *key, enum pdec_presence p, int64_t def, bool *present);
 /* Object or array members: borrowed json_t, or NULL when absent/null/failed.
  * `what` names the expected type in messages, e.g. "a map" or "a sequence". */
 json_t *pdec_object(struct pdec *d, const char *key, enum pdec_presence p);
 json_t *pdec_array(struct pdec *d, const char *key, enum pdec_presence p);
 /* A string restricted to `variants` (NULL-terminated). Returns its index, or def
  * when absent/null and optional, or -1 on failure with serde's unknown-variant text. */
-int pdec_enum(struct pdec *d, const char *key, enum pdec_presence p,
-              const char *const *variants, int def);
+int pdec_enum(struct pdec *d, const char *key, enum pdec_presence p, const char *const *variants,
+              int def);
 
 /* Records a failure with the given text unless one is recorded already. */
 void pdec_fail(struct pdec *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

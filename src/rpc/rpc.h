@@ -30,16 +30,16 @@ enum rpc_code {
 };
 
 struct rpc_req {
-    struct conn *conn;              /* counted reference, released by the reply;
-                                       its owner (session_of) is the session */
-    json_t *id;                     /* owned: string or integer, echoed as given */
-    json_t *params;                 /* owned: NULL when absent */
-    json_t *trace;                  /* owned: the W3C trace context object, or NULL */
+    struct conn *conn; /* counted reference, released by the reply;
+                          its owner (session_of) is the session */
+    json_t *id;        /* owned: string or integer, echoed as given */
+    json_t *params;    /* owned: NULL when absent */
+    json_t *trace;     /* owned: the W3C trace context object, or NULL */
     const struct rpc_method *method;
     uv_loop_t *loop;
-    uint64_t start_ns;              /* arrival, for the request duration metric */
-    bool counted;                   /* holds one of its connection's
-                                       --concurrent-requests slots until freed */
+    uint64_t start_ns; /* arrival, for the request duration metric */
+    bool counted;      /* holds one of its connection's
+                          --concurrent-requests slots until freed */
     /* The method's payload member (struct rpc_payload) when it came as a large
      * plain string: its text, borrowed from the message instead of copied into
      * params (where a placeholder stands). Read it with rpc_param_payload. */
@@ -53,8 +53,8 @@ struct rpc_req {
 typedef void (*rpc_handler_fn)(struct rpc_req *req);
 
 struct rpc_method {
-    const char *name;     /* e.g. "fs/readFile" */
-    const char *family;   /* lifecycle-gate wording, e.g. "filesystem" */
+    const char *name;   /* e.g. "fs/readFile" */
+    const char *family; /* lifecycle-gate wording, e.g. "filesystem" */
     rpc_handler_fn handler;
 };
 

@@ -182,10 +182,12 @@ static int write_file(const char *path, const char *text)
 static int set_ro(const char *path, bool ro, bool recursive)
 {
     struct sb_mount_attr a = {0};
-    if (ro) a.attr_set = SB_MOUNT_ATTR_RDONLY;
-    else a.attr_clr = SB_MOUNT_ATTR_RDONLY;
-    return syscall(SYS_mount_setattr, AT_FDCWD, path, recursive ? AT_RECURSIVE : 0, &a,
-                   sizeof a) < 0
+    if (ro)
+        a.attr_set = SB_MOUNT_ATTR_RDONLY;
+    else
+        a.attr_clr = SB_MOUNT_ATTR_RDONLY;
+    return syscall(SYS_mount_setattr, AT_FDCWD, path, recursive ? AT_RECURSIVE : 0, &a, sizeof a) <
+                   0
                ? -errno
                : 0;
 }
@@ -223,8 +225,8 @@ static int attach_tree(int fd, const char *path)
         close(fd);
         return at;
     }
-    long r = syscall(SYS_move_mount, fd, "", at, "",
-                     MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+    long r =
+        syscall(SYS_move_mount, fd, "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
     int rc = r < 0 ? -errno : 0;
     close(at);
     close(fd);
@@ -233,8 +235,7 @@ static int attach_tree(int fd, const char *path)
 
 /* mount(2) of a new file system onto path, resolved as open_exact does (the mount
  * goes through the descriptor's /proc/self/fd link, which names that object). */
-static int mount_exact(const char *path, const char *fstype, unsigned long flags,
-                       const char *data)
+static int mount_exact(const char *path, const char *fstype, unsigned long flags, const char *data)
 {
     int at = open_exact(path);
     if (at < 0) return at;
@@ -292,7 +293,8 @@ static int tree_nodev(int fd)
 static size_t *shortest_first(const char *const *paths, size_t n)
 {
     size_t *order = xcalloc(n + 1, sizeof *order);
-    for (size_t i = 0; i < n; i++) order[i] = i;
+    for (size_t i = 0; i < n; i++)
+        order[i] = i;
     for (size_t i = 1; i < n; i++)
         for (size_t j = i; j > 0 && strlen(paths[order[j]]) < strlen(paths[order[j - 1]]); j--) {
             size_t t = order[j];
@@ -341,7 +343,8 @@ static int make_cover(const char *path)
 static size_t count(const char *const *v)
 {
     size_t n = 0;
-    while (v && v[n]) n++;
+    while (v && v[n])
+        n++;
     return n;
 }
 
@@ -349,8 +352,8 @@ static size_t count(const char *const *v)
 
 struct view {
     const struct sandbox_spec *s;
-    bool newroot;          /* "/" is not readable: a fresh tmpfs root */
-    int dev_fd[NDEV];      /* O_PATH fds of the host's device nodes */
+    bool newroot;     /* "/" is not readable: a fresh tmpfs root */
+    int dev_fd[NDEV]; /* O_PATH fds of the host's device nodes */
     const char *step;
 };
 
@@ -443,8 +446,9 @@ static int mount_carveouts(struct view *v)
         struct stat st;
         if (lstat(*p, &st) < 0) continue;
         if (S_ISDIR(st.st_mode)) {
-            CHECK(v, mount_exact(*p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                                 "mode=000,size=4k"),
+            CHECK(v,
+                  mount_exact(*p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                              "mode=000,size=4k"),
                   "cover a denied directory");
             continue;
         }
@@ -469,8 +473,8 @@ static int mount_carveouts(struct view *v)
  * shown (*tree closed and set to -1 otherwise), with nodev, on a mount point made in the
  * private tmpfs unless it lies in a root shown there already (where it exists, and a
  * mkdir would write to the real file system). Returns 0 or -errno (fail closed). */
-static int dev_root_prepare(struct view *v, const char *const *roots, const bool *shown,
-                            size_t i, int *tree)
+static int dev_root_prepare(struct view *v, const char *const *roots, const bool *shown, size_t i,
+                            int *tree)
 {
     struct stat st;
     if (fstat(*tree, &st) < 0 || !dev_root_shown(&st)) {
@@ -502,12 +506,16 @@ static int view_in_place(struct view *v)
     /* "/" writable (an approved full write): the tree stays as the host has it;
      * only the carve-outs, covers, /dev and /proc below apply. */
     bool all_writable = !s->enforce_fs;
-    for (size_t i = 0; i < nw; i++) all_writable |= !strcmp(s->writable[i], "/");
-    for (size_t i = 0; i < nw; i++) tree[i] = -1;
+    for (size_t i = 0; i < nw; i++)
+        all_writable |= !strcmp(s->writable[i], "/");
+    for (size_t i = 0; i < nw; i++)
+        tree[i] = -1;
     for (size_t i = 0; i < nw && !rc && !all_writable; i++) {
         tree[i] = clone_tree(s->writable[i]);
-        if (tree[i] == -ENOENT) tree[i] = -1; /* nothing there to write to */
-        else if (tree[i] < 0) rc = tree[i], v->step = "clone a writable root";
+        if (tree[i] == -ENOENT)
+            tree[i] = -1; /* nothing there to write to */
+        else if (tree[i] < 0)
+            rc = tree[i], v->step = "clone a writable root";
     }
     if (!rc && !all_writable && (rc = set_ro("/", true, true)) < 0) v->step = "read-only /";
     /* Two passes: the roots in /dev go on once the private /dev is there, shortest
@@ -521,9 +529,12 @@ static int view_in_place(struct view *v)
             if (tree[i] < 0 || under_private_dev(s->writable[i]) != (pass == 1)) continue;
             if (pass == 1 && !rc) rc = dev_root_prepare(v, s->writable, shown, i, &tree[i]);
             if (tree[i] < 0) continue; /* not shown */
-            if (!rc && (rc = attach_tree(tree[i], s->writable[i])) < 0) v->step = "writable root";
-            else if (rc) close(tree[i]);
-            else shown[i] = true;
+            if (!rc && (rc = attach_tree(tree[i], s->writable[i])) < 0)
+                v->step = "writable root";
+            else if (rc)
+                close(tree[i]);
+            else
+                shown[i] = true;
             tree[i] = -1;
         }
     }
@@ -586,7 +597,8 @@ static int view_new_root(struct view *v)
     /* Roots shortest first, so a root nested in another is attached inside it. */
     size_t nr = count(s->readable), nw = count(s->writable), n = nr + nw;
     const char **all = xcalloc(n + 1, sizeof *all);
-    for (size_t i = 0; i < n; i++) all[i] = i < nr ? s->readable[i] : s->writable[i - nr];
+    for (size_t i = 0; i < n; i++)
+        all[i] = i < nr ? s->readable[i] : s->writable[i - nr];
     size_t *order = shortest_first(all, n);
     const char **root = xcalloc(n + 1, sizeof *root);
     bool *writable = xcalloc(n + 1, sizeof *writable);
@@ -690,8 +702,7 @@ static int build_ruleset(const struct sandbox_spec *s, int *out)
         ra.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
     /* No signals to processes outside the sandbox (the daemon, other jobs); with the
      * network restricted, no abstract Unix sockets outside either. */
-    if (abi >= 6)
-        ra.scoped = LL_SCOPE_SIGNAL | (s->net_restricted ? LL_SCOPE_ABSTRACT_UNIX : 0);
+    if (abi >= 6) ra.scoped = LL_SCOPE_SIGNAL | (s->net_restricted ? LL_SCOPE_ABSTRACT_UNIX : 0);
     long fd = syscall(SYS_landlock_create_ruleset, &ra, ra_size, 0);
     if (fd < 0) return -errno;
     int rfd = (int)fd, rc = 0;
@@ -700,12 +711,13 @@ static int build_ruleset(const struct sandbox_spec *s, int *out)
     } else {
         for (const char *const *p = s->readable; p && *p && !rc; p++)
             rc = add_rule(rfd, *p, LL_FS_READ & all);
-        for (const char *const *p = s->writable; p && *p && !rc; p++) rc = add_rule(rfd, *p, all);
+        for (const char *const *p = s->writable; p && *p && !rc; p++)
+            rc = add_rule(rfd, *p, all);
         /* The private /dev and /proc every program expects. */
-        static const char *const devs[] = {"/dev/null", "/dev/zero", "/dev/full",
-                                           "/dev/random", "/dev/urandom", "/dev/tty",
-                                           "/dev/pts", NULL};
-        for (int i = 0; devs[i] && !rc; i++) rc = add_rule(rfd, devs[i], LL_FS_DEVICE & all);
+        static const char *const devs[] = {"/dev/null",    "/dev/zero", "/dev/full", "/dev/random",
+                                           "/dev/urandom", "/dev/tty",  "/dev/pts",  NULL};
+        for (int i = 0; devs[i] && !rc; i++)
+            rc = add_rule(rfd, devs[i], LL_FS_DEVICE & all);
         if (!rc) rc = add_rule(rfd, "/dev", LL_FS_READ_DIR);
         if (!rc) rc = add_rule(rfd, "/dev/shm", all);
         if (!rc) rc = add_rule(rfd, "/proc", (LL_FS_READ | LL_FS_WRITE_FILE) & all);

@@ -38,8 +38,9 @@ struct sandbox_spec {
     bool net_restricted; /* own network namespace, no sockets */
     bool net_proxy;      /* managed network: IP sockets to the init's loopback relay only */
     bool pid_inherit;    /* --linux-sandbox-pid-namespace inherit: no PID namespace */
-    const char *const *readable, *const *writable, *const *readonly_sub, *const *denied,
-        *const *placeholders; /* NULL-terminated */
+    const char *const *readable,
+        *const *writable, *const *readonly_sub, *const *denied,
+                                                    *const *placeholders; /* NULL-terminated */
 };
 
 /* What sandbox_setup prepares for sandbox_confine. */

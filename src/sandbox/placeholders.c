@@ -32,7 +32,8 @@ struct sb_placeholders *sandbox_placeholders_acquire(const struct sb_paths *path
     pthread_mutex_lock(&lock);
     for (size_t i = 0; i < paths->n; i++) {
         struct ph_entry *e = entries;
-        while (e && strcmp(e->path, paths->v[i])) e = e->next;
+        while (e && strcmp(e->path, paths->v[i]))
+            e = e->next;
         if (!e) {
             /* Made by someone else meanwhile (EEXIST) is not ours to remove. */
             if (mkdir(paths->v[i], 0755) < 0) continue;

@@ -56,7 +56,8 @@ void sandbox_paths_add(struct sb_paths *l, const char *path)
 
 void sandbox_paths_free(struct sb_paths *l)
 {
-    for (size_t i = 0; i < l->n; i++) free(l->v[i]);
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
     free(l->v);
     memset(l, 0, sizeof *l);
 }
@@ -106,7 +107,8 @@ static void entries_add(struct entries *es, const char *path, int access, bool i
 
 static void entries_free(struct entries *es)
 {
-    for (size_t i = 0; i < es->n; i++) free(es->v[i].path);
+    for (size_t i = 0; i < es->n; i++)
+        free(es->v[i].path);
     free(es->v);
 }
 
@@ -154,8 +156,10 @@ static char *uri_path(const char *uri, struct sandbox_error *e)
  * number of segments and other segments are fnmatch patterns. */
 static bool glob_match(const char *pat, const char *str)
 {
-    while (*pat == '/') pat++;
-    while (*str == '/') str++;
+    while (*pat == '/')
+        pat++;
+    while (*str == '/')
+        str++;
     if (!*pat) return !*str;
     const char *pe = strchr(pat, '/');
     size_t pl = pe ? (size_t)(pe - pat) : strlen(pat);
@@ -216,8 +220,7 @@ static int glob_walk(struct glob_scan *g, const char *base, const char *rel, int
             entries_add(g->out, full, g->access, false);
             free(full);
         }
-        if (de->d_type == DT_DIR && depth + 1 < g->max_depth)
-            rc = glob_walk(g, base, r, depth + 1);
+        if (de->d_type == DT_DIR && depth + 1 < g->max_depth) rc = glob_walk(g, base, r, depth + 1);
         free(r);
         if (rc) break;
     }
@@ -240,7 +243,8 @@ static int glob_expand(const char *pattern, const char *cwd, int access, int max
         return 0;
     }
     char *slash = meta;
-    while (slash > abs && *slash != '/') slash--;
+    while (slash > abs && *slash != '/')
+        slash--;
     *slash = 0;
     base = xstrdup(*abs ? abs : "/");
     pat = xstrdup(slash + 1);
@@ -261,10 +265,10 @@ static int glob_expand(const char *pattern, const char *cwd, int access, int max
 /* ---- decoding ----------------------------------------------------------------------- */
 
 struct ctx {
-    char *cwd;                 /* resolved policy cwd or NULL */
-    struct sb_paths roots;     /* resolved workspaceRoots */
-    struct sb_paths tmpdirs;   /* temporaryDirectories */
-    bool dynamic;              /* some entry depends on cwd */
+    char *cwd;               /* resolved policy cwd or NULL */
+    struct sb_paths roots;   /* resolved workspaceRoots */
+    struct sb_paths tmpdirs; /* temporaryDirectories */
+    bool dynamic;            /* some entry depends on cwd */
 };
 
 static const char *const access_names[] = {"read", "write", "deny", "none", NULL};
@@ -272,7 +276,7 @@ static const int access_values[] = {ACC_READ, ACC_WRITE, ACC_DENY, ACC_DENY};
 
 static void add_minimal(struct entries *es)
 {
-    static const char *const dirs[] = {"/bin",  "/sbin",   "/usr", "/etc", "/lib", "/lib32",
+    static const char *const dirs[] = {"/bin",   "/sbin",   "/usr", "/etc",  "/lib", "/lib32",
                                        "/lib64", "/libx32", "/dev", "/proc", "/sys", NULL};
     for (int i = 0; dirs[i]; i++) {
         struct stat st;
@@ -354,7 +358,8 @@ static int decode_entry(struct pdec *d, json_t *ent, struct ctx *cx, int glob_de
         }
     } else if (!strcmp(kind, "tmpdir")) {
         if (cx->tmpdirs.n) {
-            for (size_t i = 0; i < cx->tmpdirs.n; i++) entries_add(es, cx->tmpdirs.v[i], access, false);
+            for (size_t i = 0; i < cx->tmpdirs.n; i++)
+                entries_add(es, cx->tmpdirs.v[i], access, false);
         } else {
             const char *t = getenv("TMPDIR");
             if (t && t[0] == '/') entries_add(es, t, access, false);
@@ -377,7 +382,8 @@ static char *gitdir_of(const char *root)
         char line[PATH_MAX + 16];
         if (fgets(line, sizeof line, f) && !strncmp(line, "gitdir:", 7)) {
             char *v = line + 7;
-            while (*v == ' ') v++;
+            while (*v == ' ')
+                v++;
             v[strcspn(v, "\r\n")] = 0;
             if (*v) res = v[0] == '/' ? xstrdup(v) : join(root, v);
         }
@@ -414,7 +420,8 @@ static void protect_root(struct entries *es, const char *root, struct sandbox_po
         } else if (S_ISLNK(st.st_mode)) {
             if (!out->refusal)
                 out->refusal = xasprintf("cannot enforce sandbox read-only path %s because it "
-                                         "crosses writable symlink %s", j, j);
+                                         "crosses writable symlink %s",
+                                         j, j);
         } else {
             entries_add(es, j, ACC_READ, true);
         }
@@ -458,12 +465,12 @@ static void classify(struct entries *es, struct sandbox_policy *out)
         int parent = anc ? anc->access : 0;
         switch (en->access) {
         case ACC_READ:
-            if (parent == ACC_WRITE) sandbox_paths_add(&out->readonly_sub, en->path);
-            else sandbox_paths_add(&out->readable, en->path);
+            if (parent == ACC_WRITE)
+                sandbox_paths_add(&out->readonly_sub, en->path);
+            else
+                sandbox_paths_add(&out->readable, en->path);
             break;
-        case ACC_WRITE:
-            sandbox_paths_add(&out->writable, en->path);
-            break;
+        case ACC_WRITE: sandbox_paths_add(&out->writable, en->path); break;
         case ACC_DENY:
             /* Outside every granted root Landlock already denies. */
             if (parent == ACC_READ || parent == ACC_WRITE)
@@ -485,8 +492,8 @@ static int too_many_entries(struct sandbox_error *err)
 /* The context's paths: the working directory (the request's, else fallback_cwd),
  * the workspace roots (canonical) and the temporary directories. Returns 0, or -1
  * with err set. */
-static int context_paths(struct ctx *cx, const char *cwd, const char *fallback_cwd,
-                         json_t *roots, json_t *tmps, struct sandbox_error *err)
+static int context_paths(struct ctx *cx, const char *cwd, const char *fallback_cwd, json_t *roots,
+                         json_t *tmps, struct sandbox_error *err)
 {
     if (cwd) {
         cx->cwd = uri_path(cwd, err);
@@ -494,8 +501,7 @@ static int context_paths(struct ctx *cx, const char *cwd, const char *fallback_c
     } else if (fallback_cwd) {
         cx->cwd = xstrdup(fallback_cwd);
     }
-    if (json_array_size(roots) + json_array_size(tmps) > MAX_ENTRIES)
-        return too_many_entries(err);
+    if (json_array_size(roots) + json_array_size(tmps) > MAX_ENTRIES) return too_many_entries(err);
     size_t i;
     json_t *v;
     json_array_foreach(roots, i, v)
@@ -529,8 +535,7 @@ static int decode_file_system(struct pdec *p, json_t *fsp, struct ctx *cx, struc
     int k = pdec_enum(&f, "type", PDEC_REQUIRED, ft, 0);
     json_t *ents = k == 0 ? pdec_array(&f, "entries", PDEC_REQUIRED) : NULL;
     bool has_depth = false;
-    uint64_t depth =
-        k == 0 ? pdec_u64(&f, "glob_scan_max_depth", PDEC_OPTIONAL, 0, &has_depth) : 0;
+    uint64_t depth = k == 0 ? pdec_u64(&f, "glob_scan_max_depth", PDEC_OPTIONAL, 0, &has_depth) : 0;
     if (!f.failed && has_depth && depth == 0)
         pdec_fail(&f, "invalid value: integer `0`, expected a nonzero usize");
     if (!f.failed && k == 0) {

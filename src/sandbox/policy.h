@@ -24,11 +24,11 @@ struct sb_paths {
 };
 
 struct sandbox_policy {
-    bool sandboxed;      /* a non-null sandbox object was given */
-    bool enforce_fs;     /* managed + restricted: the file system needs the kernel */
-    bool net_restricted; /* the network must be denied (except AF_UNIX) */
-    bool full_read;      /* root readable and nothing denied */
-    bool full_write;     /* root writable and nothing denied */
+    bool sandboxed;               /* a non-null sandbox object was given */
+    bool enforce_fs;              /* managed + restricted: the file system needs the kernel */
+    bool net_restricted;          /* the network must be denied (except AF_UNIX) */
+    bool full_read;               /* root readable and nothing denied */
+    bool full_write;              /* root writable and nothing denied */
     struct sb_paths readable;     /* Landlock read rules */
     struct sb_paths writable;     /* Landlock read+write rules, read-write bind mounts */
     struct sb_paths readonly_sub; /* read-only bind mounts under writable roots */

@@ -25,7 +25,7 @@
 
 #define SC_LOAD_NR BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr))
 #define SC_LOAD_ARG_LO(i) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[i]))
-#define SC_ERRNO(e) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((e) & SECCOMP_RET_DATA))
+#define SC_ERRNO(e) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((e)&SECCOMP_RET_DATA))
 
 /* nr -> errno e. */
 #define SC_DENY(nr, e) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), SC_ERRNO(e)
@@ -144,20 +144,13 @@ static const struct sock_filter base_rules[] = {
  * process did not create (an inherited one) is of no use. socketpair(AF_UNIX)
  * stays: it reaches nothing but itself. */
 static const struct sock_filter net_none[] = {
-    SC_DENY(__NR_socket, EPERM),
-    SC_DENY_ARG_NOT2(__NR_socketpair, 0, AF_UNIX, AF_UNIX, EPERM),
-    SC_DENY(__NR_connect, EPERM),
-    SC_DENY(__NR_accept, EPERM),
-    SC_DENY(__NR_accept4, EPERM),
-    SC_DENY(__NR_bind, EPERM),
-    SC_DENY(__NR_listen, EPERM),
-    SC_DENY(__NR_sendto, EPERM),
-    SC_DENY(__NR_sendmmsg, EPERM),
-    SC_DENY(__NR_recvmmsg, EPERM),
-    SC_DENY(__NR_shutdown, EPERM),
-    SC_DENY(__NR_getsockname, EPERM),
-    SC_DENY(__NR_getpeername, EPERM),
-    SC_DENY(__NR_setsockopt, EPERM),
+    SC_DENY(__NR_socket, EPERM),      SC_DENY_ARG_NOT2(__NR_socketpair, 0, AF_UNIX, AF_UNIX, EPERM),
+    SC_DENY(__NR_connect, EPERM),     SC_DENY(__NR_accept, EPERM),
+    SC_DENY(__NR_accept4, EPERM),     SC_DENY(__NR_bind, EPERM),
+    SC_DENY(__NR_listen, EPERM),      SC_DENY(__NR_sendto, EPERM),
+    SC_DENY(__NR_sendmmsg, EPERM),    SC_DENY(__NR_recvmmsg, EPERM),
+    SC_DENY(__NR_shutdown, EPERM),    SC_DENY(__NR_getsockname, EPERM),
+    SC_DENY(__NR_getpeername, EPERM), SC_DENY(__NR_setsockopt, EPERM),
     SC_DENY(__NR_getsockopt, EPERM),
 };
 
@@ -185,8 +178,8 @@ int seccomp_build(enum seccomp_net net, struct seccomp_prog *out)
     (void)net;
     return -EOPNOTSUPP;
 #else
-    _Static_assert(NELEM(prologue) + NELEM(base_rules) + NELEM(net_none) +
-                           NELEM(net_inet_only) + NELEM(epilogue) <=
+    _Static_assert(NELEM(prologue) + NELEM(base_rules) + NELEM(net_none) + NELEM(net_inet_only) +
+                           NELEM(epilogue) <=
                        SECCOMP_PROG_MAX,
                    "seccomp program too long");
 

@@ -29,10 +29,10 @@ struct seccomp_prog {
 };
 
 enum seccomp_net {
-    SECCOMP_NET_OPEN,       /* network enabled: sockets allowed */
-    SECCOMP_NET_NONE,       /* restricted: no socket(2) at all */
-    SECCOMP_NET_INET_ONLY,  /* managed proxy: IP sockets in the private netns, no
-                               Unix sockets (the proxy listens on loopback) */
+    SECCOMP_NET_OPEN,      /* network enabled: sockets allowed */
+    SECCOMP_NET_NONE,      /* restricted: no socket(2) at all */
+    SECCOMP_NET_INET_ONLY, /* managed proxy: IP sockets in the private netns, no
+                              Unix sockets (the proxy listens on loopback) */
 };
 
 /* Builds the filter into *out. Returns 0, or -EOPNOTSUPP on an architecture the

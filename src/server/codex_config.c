@@ -11,6 +11,8 @@
 
 /* 0.169.0's feature names and legacy aliases (`codex features list`, plus the
  * aliases it still accepts), sorted for bsearch. */
+/* Packed as written, one row per entry: */
+/* clang-format off */
 static const char *const codex_features[] = {
     "agent_message_board", "agent_message_board_mcp", "analytics_plan_history",
     "api_key_cyber_access_programs", "api_key_model_discovery",
@@ -81,8 +83,11 @@ static const char *const codex_features[] = {
     "web_search_request", "windows_sandbox_service", "workspace_dependencies",
     "workspace_owner_usage_nudge", "worktrees", "write_stdin_approval",
 };
+/* clang-format on */
 
 /* The top-level keys of 0.169.0's configuration, sorted. */
+/* Packed as written, one row per entry: */
+/* clang-format off */
 static const char *const codex_top_keys[] = {
     "agents", "allow_login_shell", "analytics", "approval_policy", "approvals_reviewer", "apps",
     "apps_mcp_product_sku", "audio", "auto_review", "background_terminal_max_timeout",
@@ -109,6 +114,7 @@ static const char *const codex_top_keys[] = {
     "show_raw_agent_reasoning", "skills", "sqlite_home", "suppress_unstable_features_warning",
     "tool_output_token_limit", "tool_suggest", "tools", "tui", "web_search", "windows",
 };
+/* clang-format on */
 
 /* Features whose value is a table rather than a boolean. */
 static const char *const table_features[] = {"apps_mcp_path_override", "multi_agent_v2",
@@ -154,8 +160,7 @@ static const char *not_boolean(const char *v, char *out, size_t n)
     else if (*v == '{')
         snprintf(out, n, "invalid type: map, expected a boolean");
     else if (len >= 2 && (*v == '"' || *v == '\'') && v[len - 1] == *v)
-        snprintf(out, n, "invalid type: string \"%.*s\", expected a boolean", (int)len - 2,
-                 v + 1);
+        snprintf(out, n, "invalid type: string \"%.*s\", expected a boolean", (int)len - 2, v + 1);
     else
         snprintf(out, n, "invalid type: string \"%s\", expected a boolean", v);
     return out;
@@ -172,10 +177,13 @@ static const char *strict_error(const char *kv, char *msg, size_t n)
     }
     /* The key, trimmed as codex trims it. */
     const char *k = kv, *ke = eq;
-    while (k < ke && isspace((unsigned char)*k)) k++;
-    while (ke > k && isspace((unsigned char)ke[-1])) ke--;
+    while (k < ke && isspace((unsigned char)*k))
+        k++;
+    while (ke > k && isspace((unsigned char)ke[-1]))
+        ke--;
     const char *v = eq + 1;
-    while (isspace((unsigned char)*v)) v++;
+    while (isspace((unsigned char)*v))
+        v++;
     size_t top = strcspn(k, ".");
     if (top > (size_t)(ke - k)) top = (size_t)(ke - k);
     if (!top_key_known(k, top)) {
@@ -187,8 +195,10 @@ static const char *strict_error(const char *kv, char *msg, size_t n)
         bool quoted = vl >= 2 && (*v == '"' || *v == '\'') && v[vl - 1] == *v;
         int w = quoted ? (int)vl - 2 : (int)vl;
         const char *p = quoted ? v + 1 : v;
-        snprintf(msg, n, "legacy `profile = \"%.*s\"` config is no longer supported; use "
-                         "`--profile %.*s` with `%.*s.config.toml` instead", w, p, w, p, w, p);
+        snprintf(msg, n,
+                 "legacy `profile = \"%.*s\"` config is no longer supported; use "
+                 "`--profile %.*s` with `%.*s.config.toml` instead",
+                 w, p, w, p, w, p);
         return msg;
     }
     if (top == 8 && strncmp(k, "features", 8) == 0 && k + top < ke) {
@@ -196,8 +206,10 @@ static const char *strict_error(const char *kv, char *msg, size_t n)
         int nl = (int)(ke - (k + top + 1));
         snprintf(name, sizeof name, "%.*s", nl, k + top + 1);
         if (!codex_config_feature_known(name)) {
-            snprintf(msg, n, "unknown configuration field `features.%s` in -c/--config "
-                             "override", name);
+            snprintf(msg, n,
+                     "unknown configuration field `features.%s` in -c/--config "
+                     "override",
+                     name);
             return msg;
         }
         for (const char *const *t = table_features; *t; t++)
@@ -233,7 +245,8 @@ int codex_config_check(const struct opt_list *overrides, const struct opt_list *
             log_warn("-c %s: ignored (%s; an error with --strict-config)", kv, err);
         else
             log_warn("-c %s: ignored: this exec-server reads no codex configuration "
-                     "(docs/FLAGS.md)", kv);
+                     "(docs/FLAGS.md)",
+                     kv);
     }
     for (size_t i = 0; i < enable->n + disable->n; i++)
         log_info("--%s %s: accepted; no feature changes what this exec-server does",

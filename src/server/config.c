@@ -65,8 +65,8 @@ static void build_getopt(struct option *longs, char *shorts, size_t n)
     shorts[k++] = ':'; /* a missing value is reported as ':' */
     for (size_t i = 0; i < options_count; i++) {
         const struct opt_spec *o = &options_table[i];
-        longs[i] = (struct option){o->name, o->meta ? required_argument : no_argument, NULL,
-                                   256 + (int)i};
+        longs[i] =
+            (struct option){o->name, o->meta ? required_argument : no_argument, NULL, 256 + (int)i};
         if (o->short_name && k + 3 < n) {
             shorts[k++] = o->short_name;
             if (o->meta) shorts[k++] = ':';
@@ -97,8 +97,10 @@ static int apply_env(void)
             if (*v && strcmp(v, "0") != 0 && strcmp(v, "false") != 0) *(bool *)o->target = true;
         } else if (o->env_rule == OPT_ENV_BOOL) {
             if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
-                fprintf(stderr, "exec-server: invalid value '%s' for '--%s'\n  (from %s: "
-                                "expected true or false)\n", v, o->name, o->env);
+                fprintf(stderr,
+                        "exec-server: invalid value '%s' for '--%s'\n  (from %s: "
+                        "expected true or false)\n",
+                        v, o->name, o->env);
                 return 2;
             }
             *(bool *)o->target = strcmp(v, "true") == 0;
@@ -181,10 +183,12 @@ static bool environment_id_ok(const char *id)
 static const char *trimmed(const char *v, char *buf, size_t n)
 {
     if (!v) return NULL;
-    while (*v == ' ' || *v == '\t') v++;
+    while (*v == ' ' || *v == '\t')
+        v++;
     snprintf(buf, n, "%s", v);
     size_t len = strlen(buf);
-    while (len && (buf[len - 1] == ' ' || buf[len - 1] == '\t')) buf[--len] = 0;
+    while (len && (buf[len - 1] == ' ' || buf[len - 1] == '\t'))
+        buf[--len] = 0;
     return len ? buf : NULL;
 }
 
@@ -205,8 +209,8 @@ static char *read_bearer_line(void)
     }
     line[--n] = '\0';
     if (n && line[n - 1] == '\r') line[--n] = '\0';
-    bool bad = n == 0 || line[0] == ' ' || line[0] == '\t' || line[n - 1] == ' ' ||
-               line[n - 1] == '\t';
+    bool bad =
+        n == 0 || line[0] == ' ' || line[0] == '\t' || line[n - 1] == ' ' || line[n - 1] == '\t';
     for (ssize_t i = 0; i < n && !bad; i++)
         bad = (unsigned char)line[i] < 0x20 || line[i] == 0x7f;
     if (bad) {
@@ -302,8 +306,8 @@ static int validate_relations(void)
 /* -c, --enable, --disable, --strict-config (server/codex_config.c). */
 static int validate_codex(void)
 {
-    int r = codex_config_check(&C.codex_overrides, &C.codex_enable, &C.codex_disable,
-                               C.strict_config);
+    int r =
+        codex_config_check(&C.codex_overrides, &C.codex_enable, &C.codex_disable, C.strict_config);
     return r ? r : CONFIG_OK;
 }
 
@@ -340,21 +344,22 @@ static int resolve_aws_keys(void)
         C.aws_secret = sk;
         C.aws_token = getenv("AWS_SESSION_TOKEN");
     }
-    if (!name) name = getenv("AWS_PROFILE") && *getenv("AWS_PROFILE") ? getenv("AWS_PROFILE")
-                                                                     : "default";
+    if (!name)
+        name = getenv("AWS_PROFILE") && *getenv("AWS_PROFILE") ? getenv("AWS_PROFILE") : "default";
     char files[2200];
     aws_profile_load(name, &aws_files, files, sizeof files);
     if (!C.aws_access && aws_files.found && !(aws_files.access_key && aws_files.secret_key)) {
         if (aws_files.indirect) {
             usage_error("AWS profile `%s` gets its credentials through %s, which this "
                         "exec-server does not support: only static keys (aws_access_key_id, "
-                        "aws_secret_access_key, aws_session_token) are read", name,
-                        aws_files.indirect);
+                        "aws_secret_access_key, aws_session_token) are read",
+                        name, aws_files.indirect);
             return 1;
         }
         if (C.aws_profile) {
             usage_error("AWS profile `%s` has no aws_access_key_id and aws_secret_access_key "
-                        "in %s", name, files);
+                        "in %s",
+                        name, files);
             return 1;
         }
     }
@@ -439,7 +444,8 @@ static int read_chatgpt_token(const char *url)
         claims = jwt_claims(line, (size_t)n);
         claim = json_string_value(json_object_get(
             json_object_get(claims, "https://api.openai.com/auth"), "chatgpt_account_id"));
-        if (!claims) why = "invalid ChatGPT access token";
+        if (!claims)
+            why = "invalid ChatGPT access token";
         else if (claim && *claim && flag && strcmp(claim, flag) != 0)
             why = "--chatgpt-account-id does not match the token";
         else if (!(claim && *claim) && !(flag && *flag))
@@ -520,8 +526,7 @@ static int resolve_bearer(const char *url)
 /* --remote and its companions. */
 static int validate_remote(void)
 {
-    if (!C.remote_url && !C.environment_id && !C.bearer_stdin && !C.remote_name)
-        return CONFIG_OK;
+    if (!C.remote_url && !C.environment_id && !C.bearer_stdin && !C.remote_name) return CONFIG_OK;
     const char *u = trimmed(C.remote_url, C.remote_buf, sizeof C.remote_buf);
     const char *e = trimmed(C.environment_id, C.env_id_buf, sizeof C.env_id_buf);
     if (!u) {
@@ -543,7 +548,8 @@ static int validate_remote(void)
     }
     if (!environment_id_ok(e)) {
         usage_error("invalid --environment-id `%s`; expected 1 to 256 characters of A-Z, a-z, "
-                    "0-9, `_` and `-`", e);
+                    "0-9, `_` and `-`",
+                    e);
         return 2;
     }
     int r = resolve_bearer(u);
@@ -568,7 +574,8 @@ static int validate_listen(void)
     bool wss = strncmp(url, "wss://", 6) == 0;
     if (strncmp(url, "ws://", 5) != 0 && !wss) {
         usage_error("unsupported --listen URL `%s`; expected `ws://IP:PORT`, `wss://IP:PORT` "
-                    "or `stdio`", url);
+                    "or `stdio`",
+                    url);
         return 2;
     }
     if (wss != tls_files || (wss && !(C.tls_cert && C.tls_key))) {
@@ -687,8 +694,8 @@ static int validate_exposure(void)
 
 int config_validate(void)
 {
-    int (*const steps[])(void) = {validate_relations, validate_codex, validate_forward,
-                                  validate_sigv4,     validate_remote, validate_listen,
+    int (*const steps[])(void) = {validate_relations, validate_codex,   validate_forward,
+                                  validate_sigv4,     validate_remote,  validate_listen,
                                   configure_auth,     validate_exposure};
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
         int r = steps[i]();

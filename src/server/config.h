@@ -31,7 +31,7 @@ struct server_config {
     const char *tls_cert, *tls_key;
     bool exit_on_stdin_close;
     bool allow_unauthenticated; /* a non-loopback listener without --ws-auth */
-    int ws_auth; /* -1 off, 0 capability-token, 1 signed-bearer-token */
+    int ws_auth;                /* -1 off, 0 capability-token, 1 signed-bearer-token */
     const char *ws_token_file, *ws_token_sha256;
     const char *ws_secret_file, *ws_issuer, *ws_audience;
     uint64_t ws_skew;
@@ -53,7 +53,7 @@ struct server_config {
     bool stdio_mode, remote_mode, direct;
     char host[64];
     int port;
-    char *bearer; /* registry bearer (malloc'd, wiped by config_free) */
+    char *bearer;          /* registry bearer (malloc'd, wiped by config_free) */
     char *chatgpt_account; /* --chatgpt-token-stdin: the account sent beside it */
     const char *aws_access, *aws_secret, *aws_token;
     char env_id_buf[512], remote_buf[2048];

@@ -44,10 +44,14 @@ static int parse_positive(const char *value, void *target, const char **why)
     char *end;
     errno = 0;
     unsigned long long v = strtoull(d, &end, 10);
-    if (!*d) *why = ": cannot parse integer from empty string";
-    else if (!isdigit((unsigned char)*d) || *end) *why = ": invalid digit found in string";
-    else if (errno == ERANGE) *why = ": number too large to fit in target type";
-    else if (v == 0) *why = ": number would be zero for non-zero type";
+    if (!*d)
+        *why = ": cannot parse integer from empty string";
+    else if (!isdigit((unsigned char)*d) || *end)
+        *why = ": invalid digit found in string";
+    else if (errno == ERANGE)
+        *why = ": number too large to fit in target type";
+    else if (v == 0)
+        *why = ": number would be zero for non-zero type";
     else {
         *(uint64_t *)target = v;
         return 0;
@@ -79,6 +83,8 @@ const struct opt_section options_sections[] = {
 };
 const size_t options_section_count = sizeof options_sections / sizeof options_sections[0];
 
+/* Packed as written, one row per entry: */
+/* clang-format off */
 const struct opt_spec options_table[] = {
     /* ---- general ---- */
     {.name = "listen", .meta = "URL", .kind = OPT_STRING, .modes = OPT_BOTH, TO(C.listen_url),
@@ -307,6 +313,7 @@ const struct opt_spec options_table[] = {
     {.name = "version", .short_name = 'V', .kind = OPT_ACTION, .modes = OPT_BOTH,
      .help = "print the version"},
 };
+/* clang-format on */
 const size_t options_count = sizeof options_table / sizeof options_table[0];
 
 const struct opt_spec *options_find(const char *name)
@@ -320,8 +327,10 @@ const struct opt_spec *options_find(const char *name)
 
 static void store_uint(const struct opt_spec *o, unsigned long long v)
 {
-    if (o->size == sizeof(unsigned)) *(unsigned *)o->target = (unsigned)v;
-    else *(uint64_t *)o->target = v;
+    if (o->size == sizeof(unsigned))
+        *(unsigned *)o->target = (unsigned)v;
+    else
+        *(uint64_t *)o->target = v;
 }
 
 /* A count, or with bytes a size with an optional K/M/G suffix: digits only (no sign,
@@ -335,8 +344,10 @@ static int parse_count(const char *val, bool bytes, const struct opt_spec *o,
     unsigned long long v = strtoull(val, &end, 10);
     if (errno) return -EINVAL;
     if (bytes && *end) {
-        int shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20
-                  : *end == 'G' || *end == 'g' ? 30 : -1;
+        int shift = *end == 'K' || *end == 'k'   ? 10
+                    : *end == 'M' || *end == 'm' ? 20
+                    : *end == 'G' || *end == 'g' ? 30
+                                                 : -1;
         if (shift < 0 || end[1] || v > (o->max >> shift)) return -EINVAL;
         v <<= shift;
         end++;
@@ -373,10 +384,12 @@ static void bad_value(const struct opt_spec *o, const char *value, const char *w
 {
     if (o->style == OPT_CLAP)
         snprintf(err, n, "invalid value '%s' for '--%s <%s>'%s", value, o->name, o->meta,
-                 why ? why : o->bad ? o->bad : "");
+                 why      ? why
+                 : o->bad ? o->bad
+                          : "");
     else
-        snprintf(err, n, "%s --%s `%s`; expected %s", o->bad ? o->bad : "invalid", o->name,
-                 value, o->expect);
+        snprintf(err, n, "%s --%s `%s`; expected %s", o->bad ? o->bad : "invalid", o->name, value,
+                 o->expect);
 }
 
 int options_store(const struct opt_spec *o, const char *value, char *err, size_t errlen)
@@ -386,14 +399,9 @@ int options_store(const struct opt_spec *o, const char *value, char *err, size_t
     int index, r = 0;
     const char *why = NULL;
     switch (o->kind) {
-    case OPT_ACTION:
-        break;
-    case OPT_FLAG:
-        *(bool *)o->target = true;
-        break;
-    case OPT_STRING:
-        *(const char **)o->target = value;
-        break;
+    case OPT_ACTION: break;
+    case OPT_FLAG: *(bool *)o->target = true; break;
+    case OPT_STRING: *(const char **)o->target = value; break;
     case OPT_LIST: {
         struct opt_list *l = o->target;
         const char **grown = realloc(l->v, (l->n + 1) * sizeof *l->v);
@@ -415,9 +423,7 @@ int options_store(const struct opt_spec *o, const char *value, char *err, size_t
         r = parse_choice(value, o, &index);
         if (r == 0) *(int *)o->target = index;
         break;
-    case OPT_PARSE:
-        r = o->parse(value, o->target, &why);
-        break;
+    case OPT_PARSE: r = o->parse(value, o->target, &why); break;
     }
     if (r < 0) bad_value(o, value, why, err, errlen);
     return r < 0 ? -EINVAL : 0;
@@ -428,23 +434,16 @@ void options_reset(void)
     for (size_t i = 0; i < options_count; i++) {
         const struct opt_spec *o = &options_table[i];
         switch (o->kind) {
-        case OPT_ACTION:
-            continue;
-        case OPT_FLAG:
-            *(bool *)o->target = false;
-            break;
-        case OPT_STRING:
-            *(const char **)o->target = NULL;
-            break;
+        case OPT_ACTION: continue;
+        case OPT_FLAG: *(bool *)o->target = false; break;
+        case OPT_STRING: *(const char **)o->target = NULL; break;
         case OPT_LIST: {
             struct opt_list *l = o->target;
             free(l->v);
             *l = (struct opt_list){0};
             break;
         }
-        case OPT_CHOICE:
-            *(int *)o->target = -1;
-            break;
+        case OPT_CHOICE: *(int *)o->target = -1; break;
         default: /* numbers: zero unless they have a default below */
             memset(o->target, 0, o->size);
             break;
@@ -463,7 +462,8 @@ static void wrap(FILE *out, const char *text, int col, int indent, int width)
 {
     const char *p = text;
     while (*p) {
-        while (*p == ' ') p++;
+        while (*p == ' ')
+            p++;
         size_t w = strcspn(p, " ");
         if (col > indent && col + 1 + (int)w > width) {
             fprintf(out, "\n%*s", indent, "");
@@ -484,8 +484,8 @@ static void describe(const struct opt_spec *o, char *b, size_t n)
 {
     int k = snprintf(b, n, "%s", o->help);
     if (o->def && k >= 0 && (size_t)k < n)
-        k += snprintf(b + k, n - (size_t)k, " (default %s%s%s)", o->def,
-                      o->def_note ? ", " : "", o->def_note ? o->def_note : "");
+        k += snprintf(b + k, n - (size_t)k, " (default %s%s%s)", o->def, o->def_note ? ", " : "",
+                      o->def_note ? o->def_note : "");
     if (o->env && k >= 0 && (size_t)k < n)
         snprintf(b + k, n - (size_t)k, " (also %s=%s)", o->env,
                  o->env_rule == OPT_ENV_BOOL ? "true" : "1");

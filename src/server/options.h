@@ -48,14 +48,14 @@ struct opt_list {
 };
 
 struct opt_spec {
-    const char *name;     /* long name without "--" */
-    char short_name;      /* 'h', or 0 */
-    const char *meta;     /* value placeholder in help texts ("URL"); NULL: no value */
+    const char *name; /* long name without "--" */
+    char short_name;  /* 'h', or 0 */
+    const char *meta; /* value placeholder in help texts ("URL"); NULL: no value */
     enum opt_kind kind;
-    unsigned modes;       /* enum opt_mode bits */
-    unsigned section;     /* index into options_sections[] */
-    void *target;         /* where the value goes (a field of server_config or limits) */
-    size_t size;          /* sizeof *target for the numeric kinds (4 or 8) */
+    unsigned modes;   /* enum opt_mode bits */
+    unsigned section; /* index into options_sections[] */
+    void *target;     /* where the value goes (a field of server_config or limits) */
+    size_t size;      /* sizeof *target for the numeric kinds (4 or 8) */
     unsigned long long min, max;
     const char *const *choices; /* OPT_CHOICE: NULL-terminated */
     /* OPT_PARSE: 0, or -EINVAL with *why set (the error's tail in OPT_CLAP style) */
@@ -67,13 +67,13 @@ struct opt_spec {
     const char *def_note; /* shown after the default in help, e.g. "any free port" */
     const char *env;      /* environment variable with the same meaning, or NULL */
     enum opt_env_rule env_rule;
-    const char *help;     /* --help and man text; `x` is set in bold in the man page */
-    const char *more;     /* further man-page-only text, or NULL */
+    const char *help; /* --help and man text; `x` is set in bold in the man page */
+    const char *more; /* further man-page-only text, or NULL */
 };
 
 struct opt_section {
-    const char *title;  /* --help heading and man .SS heading */
-    const char *intro;  /* a line under the heading, or NULL */
+    const char *title; /* --help heading and man .SS heading */
+    const char *intro; /* a line under the heading, or NULL */
 };
 
 /* The table, in help order; options_count rows. */

@@ -15,12 +15,13 @@
 void server_methods_register(void)
 {
     static const struct rpc_method *const tables[] = {
-        session_methods, process_methods, fs_methods,       fs_watch_methods,
-        fs_mode_methods, http_methods,    env_config_methods, capability_roots_methods,
-        capability_roots_v2_methods,
+        session_methods,    process_methods,          fs_methods,
+        fs_watch_methods,   fs_mode_methods,          http_methods,
+        env_config_methods, capability_roots_methods, capability_roots_v2_methods,
         tcp_methods,
     };
-    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) rpc_register_methods(tables[i]);
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
+        rpc_register_methods(tables[i]);
     rpc_register_payloads(fs_payloads);
     /* What the domains keep per session, in the order a session's end frees it. */
     session_register_part(&proc_session_part);

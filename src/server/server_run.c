@@ -204,7 +204,8 @@ static int start_listener(void)
     if (!auth_enabled() && !config_host_is_loopback(C.host))
         log_warn("WARNING: listening on %s without --ws-auth (--allow-unauthenticated): "
                  "anyone who can reach this address can run processes and read and write "
-                 "files as this user", url);
+                 "files as this user",
+                 url);
     printf("%s\n", url);
     fflush(stdout);
     log_info("listening on %s", url);
@@ -216,8 +217,10 @@ int server_run(void)
     /* Before the loop exists (no threads yet): the watchdog that kills our
      * process groups if this process dies without cleaning up. */
     int gr = guardian_start();
-    if (gr < 0) log_warn("cannot start the guardian process (%s); children may outlive a "
-                         "crashed server", strerror(-gr));
+    if (gr < 0)
+        log_warn("cannot start the guardian process (%s); children may outlive a "
+                 "crashed server",
+                 strerror(-gr));
     /* A vanished peer must be an error code on write, not a process-wide kill. */
     signal(SIGPIPE, SIG_IGN);
     /* A write past RLIMIT_FSIZE must fail with EFBIG, not kill the server. */

@@ -39,11 +39,13 @@ static size_t split_key(const char *s, size_t n, char parts[][128], size_t max)
 {
     size_t k = 0, i = 0;
     while (i < n && k < max) {
-        while (i < n && (s[i] == ' ' || s[i] == '\t')) i++;
+        while (i < n && (s[i] == ' ' || s[i] == '\t'))
+            i++;
         size_t len = 0;
         if (i < n && (s[i] == '"' || s[i] == '\'')) {
             char q = s[i++];
-            while (i < n && s[i] != q && len + 1 < 128) parts[k][len++] = s[i++];
+            while (i < n && s[i] != q && len + 1 < 128)
+                parts[k][len++] = s[i++];
             if (i < n) i++;
         } else {
             while (i < n && s[i] != '.' && s[i] != ' ' && s[i] != '\t' && len + 1 < 128)
@@ -51,9 +53,12 @@ static size_t split_key(const char *s, size_t n, char parts[][128], size_t max)
         }
         parts[k][len] = '\0';
         k++;
-        while (i < n && (s[i] == ' ' || s[i] == '\t')) i++;
-        if (i < n && s[i] == '.') i++;
-        else break;
+        while (i < n && (s[i] == ' ' || s[i] == '\t'))
+            i++;
+        if (i < n && s[i] == '.')
+            i++;
+        else
+            break;
     }
     return k;
 }
@@ -124,7 +129,8 @@ static size_t without_comment(const char *s, size_t n)
         }
     }
     if (i > n) i = n;
-    while (i > 0 && (s[i - 1] == ' ' || s[i - 1] == '\t')) i--;
+    while (i > 0 && (s[i - 1] == ' ' || s[i - 1] == '\t'))
+        i--;
     return i;
 }
 
@@ -155,9 +161,11 @@ char *env_config_filter(const char *text, size_t len, json_t *paths)
             continue;
         }
         size_t a = 0;
-        while (a < n && (line[a] == ' ' || line[a] == '\t')) a++;
+        while (a < n && (line[a] == ' ' || line[a] == '\t'))
+            a++;
         size_t b = n;
-        while (b > a && (line[b - 1] == ' ' || line[b - 1] == '\t' || line[b - 1] == '\r')) b--;
+        while (b > a && (line[b - 1] == ' ' || line[b - 1] == '\t' || line[b - 1] == '\r'))
+            b--;
         if (a == b || line[a] == '#') continue;
         if (line[a] == '[') {
             /* A new table: flush the previous one if anything in it was kept. */
@@ -170,7 +178,8 @@ char *env_config_filter(const char *text, size_t len, json_t *paths)
             cur_any = false;
             array_table = b - a >= 2 && line[a + 1] == '[';
             size_t hs = a + (array_table ? 2 : 1), he = b;
-            while (he > hs && line[he - 1] == ']') he--;
+            while (he > hs && line[he - 1] == ']')
+                he--;
             ntable = split_key(line + hs, he - hs, table, 16);
             snprintf(header, sizeof header, "%.*s", (int)(b - a), line + a);
             continue;
@@ -180,8 +189,10 @@ char *env_config_filter(const char *text, size_t len, json_t *paths)
         char key[16][128], full[32][128];
         size_t nk = split_key(line + a, (size_t)(eq - line) - a, key, 16);
         size_t nf = 0;
-        for (size_t i = 0; i < ntable && nf < 32; i++) memcpy(full[nf++], table[i], 128);
-        for (size_t i = 0; i < nk && nf < 32; i++) memcpy(full[nf++], key[i], 128);
+        for (size_t i = 0; i < ntable && nf < 32; i++)
+            memcpy(full[nf++], table[i], 128);
+        for (size_t i = 0; i < nk && nf < 32; i++)
+            memcpy(full[nf++], key[i], 128);
         bool keep = array_table ? wanted(full, ntable, paths) : wanted(full, nf, paths);
         struct buf *dst = ntable ? &cur : &root;
         if (keep) {
@@ -214,11 +225,11 @@ char *env_config_filter(const char *text, size_t len, json_t *paths)
 struct cfg_work {
     uv_work_t w;
     struct rpc_req *req;
-    json_t *paths;      /* configPaths (borrowed from req->params) */
-    char *codex_home;   /* host_env_codex_home's, found on the worker (realpath) */
-    char *file;         /* codex_home/config.toml */
-    char *toml;         /* filtered, or NULL when the file is absent/empty/unread */
-    char *err;          /* why CODEX_HOME cannot be used, or NULL */
+    json_t *paths;    /* configPaths (borrowed from req->params) */
+    char *codex_home; /* host_env_codex_home's, found on the worker (realpath) */
+    char *file;       /* codex_home/config.toml */
+    char *toml;       /* filtered, or NULL when the file is absent/empty/unread */
+    char *err;        /* why CODEX_HOME cannot be used, or NULL */
 };
 
 static void cfg_run(uv_work_t *w)
@@ -248,8 +259,10 @@ static void cfg_run(uv_work_t *w)
     fclose(f);
     if (whole) {
         char *t = env_config_filter(text, n, cw->paths);
-        if (*t) cw->toml = t;
-        else free(t);
+        if (*t)
+            cw->toml = t;
+        else
+            free(t);
     }
     free(text);
 }

@@ -26,10 +26,10 @@ static const struct session_part_ops *parts[SESSION_PARTS_MAX];
 static int nparts;
 
 /* Runs hook `fn` of every registered part that has it, with the arguments after. */
-#define EACH_PART(fn, ...)                                                                 \
-    do {                                                                                   \
-        for (int i_ = 0; i_ < nparts; i_++)                                                \
-            if (parts[i_]->fn) parts[i_]->fn(__VA_ARGS__);                                 \
+#define EACH_PART(fn, ...)                                                                         \
+    do {                                                                                           \
+        for (int i_ = 0; i_ < nparts; i_++)                                                        \
+            if (parts[i_]->fn) parts[i_]->fn(__VA_ARGS__);                                         \
     } while (0)
 
 void session_register_part(const struct session_part_ops *ops)
@@ -69,9 +69,9 @@ static void uuid_v4(char out[37])
     crypto_random_bytes(r, sizeof r); /* the id is what a resume presents: unguessable */
     r[6] = (uint8_t)((r[6] & 0x0F) | 0x40);
     r[8] = (uint8_t)((r[8] & 0x3F) | 0x80);
-    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-             r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12],
-             r[13], r[14], r[15]);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", r[0],
+             r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13],
+             r[14], r[15]);
 }
 
 struct session *session_find(const char *id)
@@ -103,11 +103,15 @@ static void session_free_cb(uv_handle_t *h)
 
 static void session_destroy(struct session *s)
 {
-    if (s->prev) s->prev->next = s->next;
-    else sessions = s->next;
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        sessions = s->next;
     if (s->next) s->next->prev = s->prev;
-    if (s->conn) metrics_sessions_changed(-1, 0);
-    else if (s->detached) metrics_sessions_changed(0, -1);
+    if (s->conn)
+        metrics_sessions_changed(-1, 0);
+    else if (s->detached)
+        metrics_sessions_changed(0, -1);
     s->detached = false;
     if (s->conn) conn_set_owner(s->conn, NULL, NULL);
     s->conn = NULL;
@@ -120,7 +124,7 @@ static void session_expired(uv_timer_t *t)
 {
     struct session *s = t->data;
     log_event("event=session_expire session=%s detached_ms=%llu processes=killed", s->id,
-             (unsigned long long)(s->kept ? s->keep_ms : session_ttl_ms));
+              (unsigned long long)(s->kept ? s->keep_ms : session_ttl_ms));
     session_destroy(s);
 }
 
@@ -139,8 +143,7 @@ static void session_conn_closed(void *owner, struct conn *c)
     }
     if (s->ending) {
         /* The client said it is done (session/close): nothing to resume. */
-        log_event("event=session_end session=%s peer=%s reason=session_close", s->id,
-                  conn_peer(c));
+        log_event("event=session_end session=%s peer=%s reason=session_close", s->id, conn_peer(c));
         session_destroy(s);
         return;
     }
@@ -205,7 +208,8 @@ struct session *session_of(const struct conn *c)
 
 void session_destroy_all(void)
 {
-    while (sessions) session_destroy(sessions);
+    while (sessions)
+        session_destroy(sessions);
     for (int i = 0; i < nparts; i++)
         if (parts[i]->shutdown) parts[i]->shutdown();
 }
@@ -251,7 +255,8 @@ void session_resume(struct session *s, struct conn *c)
 int session_keep(struct session *s, uint64_t keep_ms)
 {
     unsigned kept = 0;
-    for (struct session *o = sessions; o; o = o->next) kept += o != s && o->kept;
+    for (struct session *o = sessions; o; o = o->next)
+        kept += o != s && o->kept;
     if (kept >= server_limits.max_detached) return -ENOSPC;
     s->kept = true;
     s->keep_ms = keep_ms;
@@ -280,9 +285,10 @@ json_t *session_list_json(const struct conn *c)
         }
         json_object_set_new(o, "expiresAtMs", exp);
         json_object_set_new(o, "kept", json_boolean(s->kept));
-        json_object_set_new(o, "keepSeconds", !s->kept || s->keep_ms == LIMITS_KEEP_FOREVER
-                                                  ? json_null()
-                                                  : json_integer((json_int_t)(s->keep_ms / 1000)));
+        json_object_set_new(o, "keepSeconds",
+                            !s->kept || s->keep_ms == LIMITS_KEEP_FOREVER
+                                ? json_null()
+                                : json_integer((json_int_t)(s->keep_ms / 1000)));
         EACH_PART(list, s, o); /* processes, running */
         json_array_append_new(arr, o);
     }

@@ -23,20 +23,20 @@ struct conn;
 #define SESSION_PARTS_MAX 4
 
 struct session {
-    char id[37];              /* UUID v4 text */
-    char identity[65];        /* conn_identity of the connection that created it */
-    char *client_name;        /* initialize's clientName (owned), for session/list */
-    uint64_t created_ms;      /* wall clock (ms since the epoch), for session/list */
-    uint64_t detached_ms;     /* wall clock of the last detach, 0 while attached */
-    bool detached;            /* no connection and not ended: counted as detached */
-    bool kept;                /* session/keep: keep_ms replaces the --session-ttl */
-    uint64_t keep_ms;         /* LIMITS_KEEP_FOREVER: until terminated */
-    struct conn *conn;        /* attached connection (not counted), or NULL */
+    char id[37];                    /* UUID v4 text */
+    char identity[65];              /* conn_identity of the connection that created it */
+    char *client_name;              /* initialize's clientName (owned), for session/list */
+    uint64_t created_ms;            /* wall clock (ms since the epoch), for session/list */
+    uint64_t detached_ms;           /* wall clock of the last detach, 0 while attached */
+    bool detached;                  /* no connection and not ended: counted as detached */
+    bool kept;                      /* session/keep: keep_ms replaces the --session-ttl */
+    uint64_t keep_ms;               /* LIMITS_KEEP_FOREVER: until terminated */
+    struct conn *conn;              /* attached connection (not counted), or NULL */
     void *parts[SESSION_PARTS_MAX]; /* each registered part's state (session_part) */
-    uv_timer_t ttl;           /* runs while detached */
+    uv_timer_t ttl;                 /* runs while detached */
     uv_loop_t *loop;
-    uint64_t detach_order;    /* when it detached (a counter), for max_detached */
-    bool ending;              /* session/close: end with this connection, no TTL */
+    uint64_t detach_order; /* when it detached (a counter), for max_detached */
+    bool ending;           /* session/close: end with this connection, no TTL */
     struct session *prev, *next;
 };
 

@@ -172,9 +172,9 @@ static void handle_session_keep(struct rpc_req *req)
                         "session/keep is disabled on this server (--max-session-keep 0)");
         return;
     }
-    uint64_t ms = !given ? LIMITS_KEEP_FOREVER
+    uint64_t ms = !given                                    ? LIMITS_KEEP_FOREVER
                   : secs > (LIMITS_KEEP_FOREVER - 1) / 1000 ? LIMITS_KEEP_FOREVER - 1
-                                                           : secs * 1000;
+                                                            : secs * 1000;
     if (ms > max) ms = max;
     if (session_keep(session_of(req->conn), ms) < 0) {
         rpc_reply_error(req, RPC_INVALID_REQUEST,
@@ -183,9 +183,10 @@ static void handle_session_keep(struct rpc_req *req)
                         server_limits.max_detached, server_limits.max_detached);
         return;
     }
-    rpc_reply_json(req, json_pack("{s:o}", "ttlSeconds",
-                                  ms == LIMITS_KEEP_FOREVER ? json_null()
-                                                            : json_integer((json_int_t)(ms / 1000))));
+    rpc_reply_json(
+        req,
+        json_pack("{s:o}", "ttlSeconds",
+                  ms == LIMITS_KEEP_FOREVER ? json_null() : json_integer((json_int_t)(ms / 1000))));
 }
 
 /* session/list (ours, capability sessionList): the sessions this client may see,

@@ -55,7 +55,7 @@ struct tcp_stream {
     struct tcp_stream *next, *prev;
     struct tcp_table *table; /* NULL once the stream left it (ended, or the conn closed) */
     char *id;
-    struct buf id_json;      /* the streamId as a JSON string */
+    struct buf id_json; /* the streamId as a JSON string */
     char host[256];
     unsigned port;
     enum tcp_state state;
@@ -63,18 +63,18 @@ struct tcp_stream {
     uv_getaddrinfo_t gai;
     struct addrinfo *ai, *ai_next; /* the resolved addresses, tried in order */
     uv_tcp_t sock;
-    bool sock_live;          /* sock is initialized and not closing */
+    bool sock_live; /* sock is initialized and not closing */
     uv_connect_t creq;
     uv_shutdown_t sreq;
-    uv_timer_t timer;        /* the connect deadline */
+    uv_timer_t timer; /* the connect deadline */
     uint64_t window, unacked;
     bool reading;
-    bool remote_eof;         /* the peer sent FIN (tcp/data eof sent) */
-    bool eof_asked;          /* the client sent eof: shut down after its bytes */
+    bool remote_eof; /* the peer sent FIN (tcp/data eof sent) */
+    bool eof_asked;  /* the client sent eof: shut down after its bytes */
     bool shut_done;
-    size_t write_queued;     /* bytes in uv_write requests not completed */
-    int last_error;          /* of the last connect attempt */
-    int refs;                /* table membership, open handles, a getaddrinfo in flight */
+    size_t write_queued; /* bytes in uv_write requests not completed */
+    int last_error;      /* of the last connect attempt */
+    int refs;            /* table membership, open handles, a getaddrinfo in flight */
 };
 
 struct tcp_table {
@@ -141,8 +141,10 @@ static void notify_closed(struct tcp_stream *st, const char *error)
     struct buf b;
     msg_begin(&b, st, "tcp/closed", error ? strlen(error) + 8 : 0);
     buf_puts(&b, ",\"error\":");
-    if (error) buf_put_json_str(&b, error, strlen(error));
-    else buf_puts(&b, "null");
+    if (error)
+        buf_put_json_str(&b, error, strlen(error));
+    else
+        buf_puts(&b, "null");
     buf_puts(&b, "}}");
     conn_send(c, &b);
 }
@@ -155,8 +157,10 @@ static bool table_unlink(struct tcp_stream *st)
 {
     struct tcp_table *t = st->table;
     if (!t) return false;
-    if (st->prev) st->prev->next = st->next;
-    else t->head = st->next;
+    if (st->prev)
+        st->prev->next = st->next;
+    else
+        t->head = st->next;
     if (st->next) st->next->prev = st->prev;
     t->count--;
     st->table = NULL;
@@ -277,8 +281,8 @@ static void connected(struct tcp_stream *st)
     struct rpc_req *req = st->connect_req;
     st->connect_req = NULL;
     /* The reply goes out before the stream's first tcp/data. */
-    rpc_reply_json(req, json_pack("{s:s,s:s,s:i}", "streamId", st->id, "address", addr, "port",
-                                  port));
+    rpc_reply_json(req,
+                   json_pack("{s:s,s:s,s:i}", "streamId", st->id, "address", addr, "port", port));
     update_reading(st);
 }
 
@@ -354,20 +358,21 @@ static void connect_timeout(uv_timer_t *t)
 static void table_free(void *state)
 {
     struct tcp_table *t = state;
-    while (t->head) stream_end(t->head, "connection closed", false);
+    while (t->head)
+        stream_end(t->head, "connection closed", false);
     free(t);
 }
 
 static void table_unblocked(void *state)
 {
     struct tcp_table *t = state;
-    for (struct tcp_stream *st = t->head; st; st = st->next) update_reading(st);
+    for (struct tcp_stream *st = t->head; st; st = st->next)
+        update_reading(st);
 }
 
 static struct tcp_table *table_of(struct conn *c)
 {
-    struct tcp_table *t =
-        conn_slot_ensure(c, &tcp_slot, sizeof *t, table_free, table_unblocked);
+    struct tcp_table *t = conn_slot_ensure(c, &tcp_slot, sizeof *t, table_free, table_unblocked);
     t->conn = c;
     return t;
 }
@@ -394,8 +399,8 @@ static void handle_connect(struct rpc_req *req)
     uint64_t window = pdec_u64(&d, "window", PDEC_OPTIONAL, TCP_DEFAULT_WINDOW, &has_window);
     json_t *sandbox = pdec_object(&d, "sandbox", PDEC_OPTIONAL);
     if (!d.failed && (port < 1 || port > 65535)) pdec_fail(&d, "port must be between 1 and 65535");
-    if (!d.failed && (!*host || strlen(host) > 253 || strlen(host) != json_string_length(
-                                                               json_object_get(req->params, "host"))))
+    if (!d.failed && (!*host || strlen(host) > 253 ||
+                      strlen(host) != json_string_length(json_object_get(req->params, "host"))))
         pdec_fail(&d, "host must be a name or address of 1 to 253 characters");
     if (!d.failed && !*id) pdec_fail(&d, "streamId must not be empty");
     if (rpc_reply_if_invalid(req, &d)) return;
@@ -459,8 +464,10 @@ static void handle_connect(struct rpc_req *req)
     uv_timer_start(&st->timer, connect_timeout, TCP_CONNECT_TIMEOUT_MS, 0);
     char service[8];
     snprintf(service, sizeof service, "%u", st->port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_protocol = IPPROTO_TCP, .ai_flags = AI_NUMERICSERV};
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_protocol = IPPROTO_TCP,
+                             .ai_flags = AI_NUMERICSERV};
     st->gai.data = st;
     int rc = uv_getaddrinfo(loop, &st->gai, resolved, st->host, service, &hints);
     if (rc < 0) {
@@ -557,8 +564,10 @@ static void handle_data(struct rpc_req *req)
         /* libuv shuts down once the writes queued before it are done. */
         st->eof_asked = true;
         st->sreq.data = st;
-        if (uv_shutdown(&st->sreq, (uv_stream_t *)&st->sock, shutdown_done) == 0) st->refs++;
-        else st->shut_done = true;
+        if (uv_shutdown(&st->sreq, (uv_stream_t *)&st->sock, shutdown_done) == 0)
+            st->refs++;
+        else
+            st->shut_done = true;
         maybe_finished(st);
     }
 }

@@ -40,7 +40,8 @@ int auth_key_from_hex(const char *hex, struct auth_key *out)
 
 int auth_key_from_token(const char *content, size_t len, struct auth_key *out)
 {
-    while (len && is_space(content[len - 1])) len--;
+    while (len && is_space(content[len - 1]))
+        len--;
     while (len && is_space(*content)) {
         content++;
         len--;
@@ -75,7 +76,8 @@ int auth_key_from_file(const char *path, struct auth_key *out, char *err, size_t
     }
     int r = auth_key_from_token(text, len, out);
     OPENSSL_cleanse(text, sizeof text);
-    if (r == -ENODATA) snprintf(err, errlen, "websocket auth secret %s must not be empty", path);
+    if (r == -ENODATA)
+        snprintf(err, errlen, "websocket auth secret %s must not be empty", path);
     else if (r == -E2BIG)
         snprintf(err, errlen, "websocket auth secret %s is longer than %d bytes", path,
                  AUTH_TOKEN_MAX);
@@ -91,9 +93,11 @@ static enum auth_verdict bearer_token(const char *authorization, const char **to
     if (!sp || (size_t)(sp - authorization) != 6 || strncasecmp(authorization, "Bearer", 6) != 0)
         return AUTH_BAD_HEADER;
     const char *t = sp;
-    while (*t == ' ') t++;
+    while (*t == ' ')
+        t++;
     size_t n = strlen(t);
-    while (n && t[n - 1] == ' ') n--;
+    while (n && t[n - 1] == ' ')
+        n--;
     if (n == 0) return AUTH_BAD_HEADER;
     *tok = t;
     *len = n;
@@ -150,8 +154,10 @@ int auth_configure_jwt(const char *secret_file, const char *issuer, const char *
         return -e;
     }
     const char *t = text;
-    while (len && is_space(t[len - 1])) len--;
-    while (len && is_space(*t)) t++, len--;
+    while (len && is_space(t[len - 1]))
+        len--;
+    while (len && is_space(*t))
+        t++, len--;
     int rc = 0;
     if (len == 0) {
         snprintf(err, errlen, "websocket auth secret %s must not be empty", secret_file);
@@ -180,8 +186,10 @@ int auth_configure_jwt(const char *secret_file, const char *issuer, const char *
 void auth_configure(const struct auth_key *key)
 {
     enabled = key != NULL;
-    if (key) configured = *key;
-    else OPENSSL_cleanse(&configured, sizeof configured);
+    if (key)
+        configured = *key;
+    else
+        OPENSSL_cleanse(&configured, sizeof configured);
 }
 
 bool auth_enabled(void)
@@ -266,7 +274,8 @@ void auth_identity(const char *authorization, char *out)
     unsigned char digest[SHA256_DIGEST_LENGTH];
     SHA256((const unsigned char *)text, tlen, digest);
     OPENSSL_cleanse(text, sizeof text);
-    for (size_t i = 0; i < sizeof digest; i++) snprintf(out + 2 * i, 3, "%02x", digest[i]);
+    for (size_t i = 0; i < sizeof digest; i++)
+        snprintf(out + 2 * i, 3, "%02x", digest[i]);
 }
 
 int auth_reload(char *err, size_t errlen)

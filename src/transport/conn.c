@@ -227,7 +227,8 @@ static void wq_push(struct conn *c, size_t len)
     if (c->wq_n == c->wq_cap) {
         unsigned cap = c->wq_cap ? 2 * c->wq_cap : 16;
         size_t *q = xmalloc(cap * sizeof *q);
-        for (unsigned i = 0; i < c->wq_n; i++) q[i] = c->wq[(c->wq_head + i) % c->wq_cap];
+        for (unsigned i = 0; i < c->wq_n; i++)
+            q[i] = c->wq[(c->wq_head + i) % c->wq_cap];
         free(c->wq);
         c->wq = q;
         c->wq_cap = cap;
@@ -280,12 +281,14 @@ static void backlog_over_limit(struct conn *c)
         c->backlogged = true;
         log_warn("connection %s: %zu bytes of output queued behind the message being "
                  "written, over the limit of %zu (--max-queued-bytes); the client is not "
-                 "reading", c->peer, conn_backlog(c), server_limits.max_queued);
+                 "reading",
+                 c->peer, conn_backlog(c), server_limits.max_queued);
         update_reading(c);
     }
     if (backlog_safe_to_drop(c)) {
         log_warn("connection %s: closing the slow client (its process output is kept for "
-                 "resume)", c->peer);
+                 "resume)",
+                 c->peer);
         conn_close(c);
     }
 }
@@ -325,7 +328,8 @@ static void write_done(uv_write_t *req, int status)
     struct conn *c = w->conn;
     size_t len = w->len;
     unsigned nmsg = w->nmsg;
-    for (unsigned i = 0; i < w->nmem; i++) bigbuf_free_any(w->mem[i]);
+    for (unsigned i = 0; i < w->nmem; i++)
+        bigbuf_free_any(w->mem[i]);
     free(w);
     account_written(c, len, nmsg, status);
     conn_unref(c);
@@ -348,13 +352,14 @@ bool conn_account_queued(struct conn *c, size_t len)
  * the blocks are freed once written. They hold what is left of nmsg messages, of
  * msg_left[i] bytes each. */
 static void queue_write(struct conn *c, uv_stream_t *stream, char *const *mem, unsigned nmem,
-                        const uv_buf_t *bufs, unsigned nbufs, size_t len,
-                        const size_t *msg_left, unsigned nmsg)
+                        const uv_buf_t *bufs, unsigned nbufs, size_t len, const size_t *msg_left,
+                        unsigned nmsg)
 {
     if (conn_backlog(c) > server_limits.max_queued && c->open) {
         backlog_over_limit(c);
         if (!c->open) {
-            for (unsigned i = 0; i < nmem; i++) bigbuf_free_any(mem[i]);
+            for (unsigned i = 0; i < nmem; i++)
+                bigbuf_free_any(mem[i]);
             return;
         }
     }
@@ -365,12 +370,14 @@ static void queue_write(struct conn *c, uv_stream_t *stream, char *const *mem, u
     w->nmem = nmem;
     memcpy(w->mem, mem, nmem * sizeof *mem);
     c->queued += len;
-    for (unsigned i = 0; i < nmsg; i++) wq_push(c, msg_left[i]);
+    for (unsigned i = 0; i < nmsg; i++)
+        wq_push(c, msg_left[i]);
     conn_ref(c);
     if (uv_write(&w->req, stream, bufs, nbufs, write_done) < 0) {
         c->queued -= len;
         c->wq_n -= nmsg; /* the entries just pushed */
-        for (unsigned i = 0; i < nmem; i++) bigbuf_free_any(mem[i]);
+        for (unsigned i = 0; i < nmem; i++)
+            bigbuf_free_any(mem[i]);
         free(w);
         conn_unref(c);
         conn_close(c);
@@ -392,7 +399,8 @@ static void write_bufs(struct conn *c, uv_stream_t *stream, char *const *mem, un
         bool ok = true;
         for (unsigned i = 0; i < nbufs && ok; i++)
             ok = tls_write(c->tls, bufs[i].base, bufs[i].len) == 0;
-        for (unsigned i = 0; i < nmem; i++) bigbuf_free_any(mem[i]);
+        for (unsigned i = 0; i < nmem; i++)
+            bigbuf_free_any(mem[i]);
         if (!ok) {
             conn_close(c);
             return;
@@ -400,8 +408,10 @@ static void write_bufs(struct conn *c, uv_stream_t *stream, char *const *mem, un
         char *ct;
         size_t n = tls_take_output(c->tls, &ct);
         uv_buf_t ub = uv_buf_init(ct, (unsigned)n);
-        if (n) queue_write(c, stream, &ct, 1, &ub, 1, len, msg_len, nmem);
-        else c->written_total += len;
+        if (n)
+            queue_write(c, stream, &ct, 1, &ub, 1, len, msg_len, nmem);
+        else
+            c->written_total += len;
         return;
     }
     if (c->queued > 0) {
@@ -410,14 +420,16 @@ static void write_bufs(struct conn *c, uv_stream_t *stream, char *const *mem, un
     }
     int n = uv_try_write(stream, bufs, nbufs);
     if (n < 0 && n != UV_EAGAIN) {
-        for (unsigned i = 0; i < nmem; i++) bigbuf_free_any(mem[i]);
+        for (unsigned i = 0; i < nmem; i++)
+            bigbuf_free_any(mem[i]);
         conn_close(c);
         return;
     }
     size_t done = n > 0 ? (size_t)n : 0;
     c->written_total += done;
     if (done == len) {
-        for (unsigned i = 0; i < nmem; i++) bigbuf_free_any(mem[i]);
+        for (unsigned i = 0; i < nmem; i++)
+            bigbuf_free_any(mem[i]);
         return;
     }
     /* What is left of each message: the first ones the kernel took are gone. */
@@ -463,9 +475,11 @@ static void batch_flush(struct conn *c)
     b->nbufs = b->nmem = 0;
     b->len = 0;
     size_t len = 0;
-    for (unsigned i = 0; i < nbufs; i++) len += b->bufs[i].len;
+    for (unsigned i = 0; i < nbufs; i++)
+        len += b->bufs[i].len;
     if (!c->open) {
-        for (unsigned i = 0; i < nmem; i++) bigbuf_free_any(b->mem[i]);
+        for (unsigned i = 0; i < nmem; i++)
+            bigbuf_free_any(b->mem[i]);
         return;
     }
     write_bufs(c, b->stream, b->mem, nmem, b->msg_len, b->bufs, nbufs, len);
@@ -475,7 +489,8 @@ void conn_write(struct conn *c, uv_stream_t *stream, char *mem, const uv_buf_t *
                 unsigned nbufs)
 {
     size_t len = 0;
-    for (unsigned i = 0; i < nbufs; i++) len += bufs[i].len;
+    for (unsigned i = 0; i < nbufs; i++)
+        len += bufs[i].len;
     /* Counted when handed over, batched or not, so a notification's wire end
      * (process.c) is never below the bytes that precede it. */
     c->sent_total += len;

@@ -29,26 +29,26 @@ struct conn_ops {
 struct conn {
     const struct conn_ops *ops;
     uv_loop_t *loop;
-    int refs;               /* the transport holds one until closed; requests hold one each */
-    bool open;              /* false once closing started: sends are dropped */
-    char peer[64];          /* "IP:PORT" or "stdio" */
-    char identity[65];      /* conn_identity: hex digest, or "" */
-    const char *transport;  /* log word and metrics label: ops->kind, or "http" for a
-                               listener connection not (yet) upgraded (static) */
+    int refs;                   /* the transport holds one until closed; requests hold one each */
+    bool open;                  /* false once closing started: sends are dropped */
+    char peer[64];              /* "IP:PORT" or "stdio" */
+    char identity[65];          /* conn_identity: hex digest, or "" */
+    const char *transport;      /* log word and metrics label: ops->kind, or "http" for a
+                                   listener connection not (yet) upgraded (static) */
     conn_message_fn on_message; /* where complete incoming messages go */
-    size_t queued;          /* bytes in uv_write requests not yet completed */
-    bool congested;         /* queued crossed CONN_HIGH_WATER and not yet below LOW */
-    bool backlogged;        /* the backlog (what is queued behind the message being
-                               written) passed server_limits.max_queued: input
-                               stopped, closed once its queued process output is safe */
-    size_t *wq;             /* queued bytes of each queued message, oldest first: a */
-    unsigned wq_cap, wq_head, wq_n; /* ring of wq_cap slots, wq_n used from wq_head */
-    uint64_t sent_total;    /* bytes ever handed to the kernel-facing write path */
-    uint64_t written_total; /* of those, bytes the kernel has taken */
+    size_t queued;              /* bytes in uv_write requests not yet completed */
+    bool congested;             /* queued crossed CONN_HIGH_WATER and not yet below LOW */
+    bool backlogged;            /* the backlog (what is queued behind the message being
+                                   written) passed server_limits.max_queued: input
+                                   stopped, closed once its queued process output is safe */
+    size_t *wq;                 /* queued bytes of each queued message, oldest first: a */
+    unsigned wq_cap, wq_head, wq_n;         /* ring of wq_cap slots, wq_n used from wq_head */
+    uint64_t sent_total;                    /* bytes ever handed to the kernel-facing write path */
+    uint64_t written_total;                 /* of those, bytes the kernel has taken */
     const struct conn_owner_ops *owner_ops; /* the bound owner (a session) or NULL */
-    void *owner;            /* not owned */
-    int corked;             /* conn_cork depth */
-    struct conn_batch *batch; /* messages gathered while corked (lazily allocated) */
+    void *owner;                            /* not owned */
+    int corked;                             /* conn_cork depth */
+    struct conn_batch *batch;               /* messages gathered while corked (lazily allocated) */
     void *slots[CONN_SLOTS_MAX];
     void (*slot_free[CONN_SLOTS_MAX])(void *);
     void (*slot_unblocked[CONN_SLOTS_MAX])(void *);

@@ -108,8 +108,10 @@ static int timer_cb(CURLM *m, long timeout_ms, void *userp)
     /* 0 ("as soon as possible") becomes 1 ms: libuv 1.44 runs a timer re-armed to 0
      * from its own callback again within the same pass, which would starve every
      * socket on the loop while a fast transfer keeps asking. */
-    if (timeout_ms < 0) uv_timer_stop(&timer);
-    else uv_timer_start(&timer, on_timer, timeout_ms == 0 ? 1 : (uint64_t)timeout_ms, 0);
+    if (timeout_ms < 0)
+        uv_timer_stop(&timer);
+    else
+        uv_timer_start(&timer, on_timer, timeout_ms == 0 ? 1 : (uint64_t)timeout_ms, 0);
     return 0;
 }
 

@@ -85,9 +85,8 @@ static int64_t sat_add(int64_t a, int64_t b)
     return a + b;
 }
 
-enum jwt_verdict jwt_verify(const char *token, size_t len, const uint8_t *secret,
-                            size_t secret_len, const char *issuer, const char *audience,
-                            int64_t skew, int64_t now)
+enum jwt_verdict jwt_verify(const char *token, size_t len, const uint8_t *secret, size_t secret_len,
+                            const char *issuer, const char *audience, int64_t skew, int64_t now)
 {
     const char *d1 = memchr(token, '.', len);
     const char *d2 = d1 ? memchr(d1 + 1, '.', len - (size_t)(d1 + 1 - token)) : NULL;
@@ -99,12 +98,11 @@ enum jwt_verdict jwt_verify(const char *token, size_t len, const uint8_t *secret
     if (!alg_ok) return JWT_INVALID;
     uint8_t *sig;
     size_t siglen;
-    if (!b64url_decode(d2 + 1, len - (size_t)(d2 + 1 - token), &sig, &siglen))
-        return JWT_INVALID;
+    if (!b64url_decode(d2 + 1, len - (size_t)(d2 + 1 - token), &sig, &siglen)) return JWT_INVALID;
     unsigned char mac[EVP_MAX_MD_SIZE];
     unsigned maclen = 0;
-    HMAC(EVP_sha256(), secret, (int)secret_len, (const unsigned char *)token,
-         (size_t)(d2 - token), mac, &maclen);
+    HMAC(EVP_sha256(), secret, (int)secret_len, (const unsigned char *)token, (size_t)(d2 - token),
+         mac, &maclen);
     bool sig_ok = siglen == maclen && CRYPTO_memcmp(sig, mac, maclen) == 0;
     free(sig);
     if (!sig_ok) return JWT_INVALID;
@@ -137,8 +135,8 @@ enum jwt_verdict jwt_verify(const char *token, size_t len, const uint8_t *secret
         } else if (json_is_array(aud)) {
             size_t i;
             json_t *a;
-            json_array_foreach(aud, i, a) if (strcmp(json_string_value(a), audience) == 0)
-                aud_ok = true;
+            json_array_foreach(aud, i, a) if (strcmp(json_string_value(a), audience) == 0) aud_ok =
+                true;
         }
         if (!aud_ok) v = JWT_AUDIENCE;
     }

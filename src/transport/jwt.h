@@ -14,16 +14,15 @@
 
 enum jwt_verdict {
     JWT_OK,
-    JWT_INVALID,   /* malformed, wrong algorithm, bad signature, no integer exp */
+    JWT_INVALID, /* malformed, wrong algorithm, bad signature, no integer exp */
     JWT_EXPIRED,
     JWT_NOT_YET,
     JWT_ISSUER,
     JWT_AUDIENCE,
 };
 
-enum jwt_verdict jwt_verify(const char *token, size_t len, const uint8_t *secret,
-                            size_t secret_len, const char *issuer, const char *audience,
-                            int64_t skew, int64_t now);
+enum jwt_verdict jwt_verify(const char *token, size_t len, const uint8_t *secret, size_t secret_len,
+                            const char *issuer, const char *audience, int64_t skew, int64_t now);
 
 /* The claims (payload object) of a token of three base64url segments whose header
  * and payload are JSON objects, without checking the signature: for tokens this

@@ -54,8 +54,10 @@ static void stdio_close(struct conn *c)
     struct stdio_conn *s = (struct stdio_conn *)c;
     if (s->closing) return;
     s->closing = true;
-    if (!s->in_file) uv_close((uv_handle_t *)&s->in, stdio_handle_closed);
-    else if (!s->file_busy) stdio_release(s); /* else the read's callback releases it */
+    if (!s->in_file)
+        uv_close((uv_handle_t *)&s->in, stdio_handle_closed);
+    else if (!s->file_busy)
+        stdio_release(s); /* else the read's callback releases it */
     uv_close((uv_handle_t *)&s->out, stdio_handle_closed);
 }
 
@@ -121,7 +123,8 @@ static void stdio_consume(struct stdio_conn *s, const char *data, size_t n)
             buf_append(&s->line, p, (size_t)(end - p));
             if (s->line.len > server_limits.max_message) {
                 log_warn("stdio: line over the limit of %zu bytes (--max-message-bytes); "
-                         "closing", server_limits.max_message);
+                         "closing",
+                         server_limits.max_message);
                 conn_close(&s->base);
             }
             break;
@@ -217,8 +220,10 @@ int stdio_serve(uv_loop_t *loop, conn_message_fn on_message, void (*on_eof)(void
         r = uv_pipe_open(&s->in, 0);
     }
     if (r == 0) r = uv_pipe_open(&s->out, 1);
-    if (r == 0 && s->in_file) file_read_next(s);
-    else if (r == 0) r = uv_read_start((uv_stream_t *)&s->in, stdio_alloc, stdio_read);
+    if (r == 0 && s->in_file)
+        file_read_next(s);
+    else if (r == 0)
+        r = uv_read_start((uv_stream_t *)&s->in, stdio_alloc, stdio_read);
     if (r != 0) {
         log_error("stdio transport: %s (stdin and stdout must be pipes or sockets)",
                   uv_strerror(r));

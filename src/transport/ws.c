@@ -41,9 +41,9 @@ struct ws_listener {
     uv_tcp_t tcp;
     uv_loop_t *loop;
     conn_message_fn on_message; /* every connection's message reader */
-    struct ws_conn *conns; /* every live connection, for shutdown */
-    unsigned nconns;       /* length of conns, for --max-connections */
-    struct ws_linger *lingers; /* sockets of closed slow clients still draining */
+    struct ws_conn *conns;      /* every live connection, for shutdown */
+    unsigned nconns;            /* length of conns, for --max-connections */
+    struct ws_linger *lingers;  /* sockets of closed slow clients still draining */
 };
 
 /* A slow client closed for its backlog (conn.c) must still receive what the
@@ -68,16 +68,16 @@ struct ws_conn {
     uv_timer_t ping;
     struct ws_listener *listener;
     struct ws_conn *prev, *next;
-    bool upgraded;          /* the 101 was sent; bytes are WebSocket frames */
-    bool close_after_write; /* an HTTP reply is out; close once written */
-    struct buf head;        /* HTTP request head received so far */
-    struct ws_reader rd;    /* frames and messages from the peer (after the upgrade) */
-    bool close_sent;        /* our Close is out: nothing else may follow it */
-    int handles_open;       /* tcp + ping timer, counted down by close callbacks */
-    bool over_limit;        /* accepted past --max-connections: the upgrade gets a 503 */
-    bool over_peer_limit;   /* ...or past --max-connections-per-peer */
+    bool upgraded;             /* the 101 was sent; bytes are WebSocket frames */
+    bool close_after_write;    /* an HTTP reply is out; close once written */
+    struct buf head;           /* HTTP request head received so far */
+    struct ws_reader rd;       /* frames and messages from the peer (after the upgrade) */
+    bool close_sent;           /* our Close is out: nothing else may follow it */
+    int handles_open;          /* tcp + ping timer, counted down by close callbacks */
+    bool over_limit;           /* accepted past --max-connections: the upgrade gets a 503 */
+    bool over_peer_limit;      /* ...or past --max-connections-per-peer */
     char ip[INET6_ADDRSTRLEN]; /* the peer's address without the port */
-    bool reading;           /* uv_read_start is in effect */
+    bool reading;              /* uv_read_start is in effect */
 };
 
 /* Live connections from w's peer address, w included. */
@@ -107,8 +107,10 @@ static void linger_handle_closed(uv_handle_t *h)
 static void linger_end(struct ws_linger *lg)
 {
     if (uv_is_closing((uv_handle_t *)&lg->timer)) return;
-    if (lg->prev) lg->prev->next = lg->next;
-    else lg->listener->lingers = lg->next;
+    if (lg->prev)
+        lg->prev->next = lg->next;
+    else
+        lg->listener->lingers = lg->next;
     if (lg->next) lg->next->prev = lg->prev;
     uv_close((uv_handle_t *)&lg->poll, linger_handle_closed);
     uv_close((uv_handle_t *)&lg->timer, linger_handle_closed);
@@ -132,8 +134,10 @@ static void linger_read(uv_poll_t *h, int status, int events)
         if (n < 0 && errno == EAGAIN) return;
         break; /* EOF or error: the peer is done with it */
     }
-    if (status < 0 || !(events & UV_READABLE) || (events & UV_DISCONNECT)) linger_end(lg);
-    else linger_end_if_eof(lg);
+    if (status < 0 || !(events & UV_READABLE) || (events & UV_DISCONNECT))
+        linger_end(lg);
+    else
+        linger_end_if_eof(lg);
 }
 
 static void linger_timeout(uv_timer_t *t)
@@ -169,15 +173,18 @@ static void ws_close(struct conn *c)
     struct ws_linger *lg_before = w->listener ? w->listener->lingers : NULL;
     if (w->base.backlogged && w->listener) ws_linger_start(w);
     w->base.open = false;
-    if (w->prev) w->prev->next = w->next;
-    else if (w->listener) w->listener->conns = w->next;
+    if (w->prev)
+        w->prev->next = w->next;
+    else if (w->listener)
+        w->listener->conns = w->next;
     if (w->next) w->next->prev = w->prev;
     w->prev = w->next = NULL;
     if (w->listener) w->listener->nconns--;
     uv_close((uv_handle_t *)&w->ping, ws_handle_closed);
     uv_close((uv_handle_t *)&w->tcp, ws_handle_closed);
     /* The dup keeps the socket: FIN goes out after what the kernel holds. */
-    if (w->listener && w->listener->lingers != lg_before) shutdown(w->listener->lingers->fd, SHUT_WR);
+    if (w->listener && w->listener->lingers != lg_before)
+        shutdown(w->listener->lingers->fd, SHUT_WR);
 }
 
 static void ws_destroy(struct conn *c)
@@ -191,8 +198,7 @@ static void ws_destroy(struct conn *c)
 static void ws_send(struct conn *c, struct buf *msg)
 {
     struct ws_conn *w = (struct ws_conn *)c;
-    if (!w->upgraded || w->close_sent ||
-        uv_is_closing((uv_handle_t *)&w->tcp)) {
+    if (!w->upgraded || w->close_sent || uv_is_closing((uv_handle_t *)&w->tcp)) {
         buf_free(msg);
         return;
     }
@@ -214,8 +220,10 @@ static void ws_set_reading(struct conn *c, bool on)
     struct ws_conn *w = (struct ws_conn *)c;
     if (uv_is_closing((uv_handle_t *)&w->tcp) || on == w->reading) return;
     w->reading = on;
-    if (on) uv_read_start((uv_stream_t *)&w->tcp, ws_alloc, ws_read_cb);
-    else uv_read_stop((uv_stream_t *)&w->tcp);
+    if (on)
+        uv_read_start((uv_stream_t *)&w->tcp, ws_alloc, ws_read_cb);
+    else
+        uv_read_stop((uv_stream_t *)&w->tcp);
 }
 
 static void *ws_take_message(struct conn *c)
@@ -249,7 +257,6 @@ static void ws_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
     b->base = slab;
     b->len = sizeof slab;
 }
-
 
 /* Writes one control frame whole (a server's frames are never masked). */
 static void ws_send_control(struct ws_conn *w, int op, const uint8_t *p, size_t n)
@@ -289,9 +296,7 @@ static void ws_feed(struct ws_conn *w, char *data, size_t len)
             if (w->base.open && !w->close_sent)
                 conn_deliver(&w->base, (const char *)ev.data, ev.len);
             break;
-        case WS_EV_PING:
-            ws_send_control(w, WS_OP_PONG, ev.data, ev.len);
-            break;
+        case WS_EV_PING: ws_send_control(w, WS_OP_PONG, ev.data, ev.len); break;
         case WS_EV_CLOSE:
             ws_close_with(w, ev.code); /* the echo */
             break;
@@ -301,13 +306,12 @@ static void ws_feed(struct ws_conn *w, char *data, size_t len)
                          "(--max-message-bytes; one frame at most %llu); closing (1009)",
                          w->base.peer, w->rd.max_message, (unsigned long long)w->rd.max_frame);
             else
-                log_info("connection %s: WebSocket protocol violation; closing (%d)",
-                         w->base.peer, ev.code);
+                log_info("connection %s: WebSocket protocol violation; closing (%d)", w->base.peer,
+                         ev.code);
             ws_close_with(w, ev.code);
             break;
         case WS_EV_PONG:
-        case WS_EV_NONE:
-            break;
+        case WS_EV_NONE: break;
         }
     }
     conn_unref(&w->base);
@@ -322,8 +326,8 @@ static void ws_ping_cb(uv_timer_t *t)
 static void ws_upgrade(struct ws_conn *w, size_t consumed)
 {
     /* A single frame above 16 MiB is refused like the reference does. */
-    size_t max_frame = server_limits.max_message < LIMITS_MAX_FRAME ? server_limits.max_message
-                                                                    : LIMITS_MAX_FRAME;
+    size_t max_frame =
+        server_limits.max_message < LIMITS_MAX_FRAME ? server_limits.max_message : LIMITS_MAX_FRAME;
     ws_reader_init(&w->rd, WS_ROLE_SERVER, max_frame, server_limits.max_message);
     w->upgraded = true;
     uv_timer_start(&w->ping, ws_ping_cb, WS_PING_INTERVAL_MS, WS_PING_INTERVAL_MS);
@@ -378,8 +382,10 @@ static void ws_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         return;
     }
     if (nread == 0) return;
-    if (w->base.tls) ws_on_tls(w, s, b->base, (size_t)nread);
-    else ws_on_bytes(w, s, b->base, (size_t)nread);
+    if (w->base.tls)
+        ws_on_tls(w, s, b->base, (size_t)nread);
+    else
+        ws_on_bytes(w, s, b->base, (size_t)nread);
 }
 
 /* A refused login: the reason the client is told, in the log (info) and the
@@ -446,8 +452,8 @@ static void ws_on_bytes(struct ws_conn *w, uv_stream_t *s, char *data, size_t nr
                           server_limits.max_connections);
         } else {
             log_warn("connection %s refused: %u connections open from %s "
-                     "(--max-connections-per-peer %u)", w->base.peer, peer_count(w), w->ip,
-                     server_limits.max_connections_per_peer);
+                     "(--max-connections-per-peer %u)",
+                     w->base.peer, peer_count(w), w->ip, server_limits.max_connections_per_peer);
             bl = snprintf(body, sizeof body,
                           "too many connections from %s: this server allows %u per address "
                           "(--max-connections-per-peer)\n",
@@ -624,8 +630,8 @@ int ws_listen(uv_loop_t *loop, const char *host, int port, conn_message_fn on_me
     }
     int sl = sizeof ss;
     uv_tcp_getsockname(&l->tcp, (struct sockaddr *)&ss, &sl);
-    int bound = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                         : ((struct sockaddr_in *)&ss)->sin_port);
+    int bound =
+        ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
     const char *scheme = tls_server_enabled() ? "wss" : "ws";
     snprintf(url, urllen, v6 ? "%s://[%s]:%d" : "%s://%s:%d", scheme, host, bound);
     *out = l;
@@ -634,7 +640,9 @@ int ws_listen(uv_loop_t *loop, const char *host, int port, conn_message_fn on_me
 
 void ws_shutdown(struct ws_listener *l)
 {
-    while (l->conns) conn_close(&l->conns->base);
-    while (l->lingers) linger_end(l->lingers);
+    while (l->conns)
+        conn_close(&l->conns->base);
+    while (l->lingers)
+        linger_end(l->lingers);
     uv_close((uv_handle_t *)&l->tcp, (uv_close_cb)free);
 }

@@ -26,8 +26,8 @@
 /* In front of every buffer (64 bytes, so the data stays cache-line aligned). */
 struct hdr {
     uint64_t magic;
-    size_t map_len;     /* bytes of the mapping (header included) */
-    uint64_t freed_ms;  /* when it entered the cache */
+    size_t map_len;    /* bytes of the mapping (header included) */
+    uint64_t freed_ms; /* when it entered the cache */
     char pad[40];
 };
 
@@ -69,7 +69,8 @@ static void live_insert_locked(void *p)
 {
     if ((live_n + 1) * 2 > live_cap) live_grow_locked();
     size_t i = slot_of(p, live_cap);
-    while (live[i]) i = (i + 1) & (live_cap - 1);
+    while (live[i])
+        i = (i + 1) & (live_cap - 1);
     live[i] = p;
     live_n++;
 }
@@ -79,7 +80,8 @@ static bool live_remove_locked(void *p)
 {
     if (!live_cap) return false;
     size_t i = slot_of(p, live_cap);
-    while (live[i] && live[i] != p) i = (i + 1) & (live_cap - 1);
+    while (live[i] && live[i] != p)
+        i = (i + 1) & (live_cap - 1);
     if (!live[i]) return false;
     live[i] = NULL;
     live_n--;
@@ -88,7 +90,8 @@ static bool live_remove_locked(void *p)
         void *q = live[j];
         live[j] = NULL;
         size_t k = slot_of(q, live_cap);
-        while (live[k]) k = (k + 1) & (live_cap - 1);
+        while (live[k])
+            k = (k + 1) & (live_cap - 1);
         live[k] = q;
     }
     return true;
@@ -275,12 +278,15 @@ void bigbuf_free_any(void *p)
     bool big = false;
     if (live_cap) {
         size_t i = slot_of(p, live_cap);
-        while (live[i] && live[i] != p) i = (i + 1) & (live_cap - 1);
+        while (live[i] && live[i] != p)
+            i = (i + 1) & (live_cap - 1);
         big = live[i] != NULL;
     }
     pthread_mutex_unlock(&lock);
-    if (big) bigbuf_free(p);
-    else free(p);
+    if (big)
+        bigbuf_free(p);
+    else
+        free(p);
 }
 
 size_t bigbuf_trim(uint64_t idle_ms)
@@ -300,7 +306,8 @@ size_t bigbuf_trim(uint64_t idle_ms)
     }
     left = cached_bytes;
     pthread_mutex_unlock(&lock);
-    for (size_t i = 0; i < nd; i++) map_free(drop[i]);
+    for (size_t i = 0; i < nd; i++)
+        map_free(drop[i]);
     return left;
 }
 

@@ -23,8 +23,10 @@ void buf_init_msg(struct buf *b)
 
 void buf_free(struct buf *b)
 {
-    if (b->big) bigbuf_free(b->data);
-    else free(b->data);
+    if (b->big)
+        bigbuf_free(b->data);
+    else
+        free(b->data);
     buf_init(b);
 }
 
@@ -37,9 +39,12 @@ void buf_reserve(struct buf *b, size_t n)
 {
     if (b->cap - b->len >= n) return;
     size_t cap = b->cap ? b->cap : 256;
-    while (cap - b->len < n) cap *= 2;
-    if (b->big) b->data = bigbuf_grow(b->data, cap, &b->cap);
-    else b->data = xrealloc(b->data, cap), b->cap = cap;
+    while (cap - b->len < n)
+        cap *= 2;
+    if (b->big)
+        b->data = bigbuf_grow(b->data, cap, &b->cap);
+    else
+        b->data = xrealloc(b->data, cap), b->cap = cap;
 }
 
 void buf_reserve_big(struct buf *b, size_t n)

@@ -16,10 +16,10 @@
 #define BUF_MSG_HEADROOM 10
 
 struct buf {
-    char *data;  /* owned heap storage, or NULL when empty */
-    size_t len;  /* bytes in use */
-    size_t cap;  /* bytes allocated */
-    bool big;    /* data is a util/bigbuf buffer (buf_reserve_big), not malloc's */
+    char *data; /* owned heap storage, or NULL when empty */
+    size_t len; /* bytes in use */
+    size_t cap; /* bytes allocated */
+    bool big;   /* data is a util/bigbuf buffer (buf_reserve_big), not malloc's */
 };
 
 void buf_init(struct buf *b);

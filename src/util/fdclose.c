@@ -60,7 +60,8 @@ void fdclose_from_limit(int lowfd)
     struct rlimit rl;
     long top = 1L << 20;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)top) top = (long)rl.rlim_cur;
-    for (long fd = lowfd; fd < top; fd++) close((int)fd);
+    for (long fd = lowfd; fd < top; fd++)
+        close((int)fd);
 }
 
 void fdclose_from(int lowfd)

@@ -84,8 +84,8 @@ int fdframe_recv(int sock, struct buf *out, int *fds, int maxfds, int *nfds)
         char buf[CMSG_SPACE(sizeof(int) * FDFRAME_MAX_FDS)];
         struct cmsghdr align;
     } u;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                        .msg_controllen = sizeof u.buf};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
     ssize_t r;
     do {
         r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
@@ -98,17 +98,21 @@ int fdframe_recv(int sock, struct buf *out, int *fds, int maxfds, int *nfds)
         for (size_t i = 0; i < k; i++) {
             int got;
             memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof got);
-            if (*nfds < maxfds) fds[(*nfds)++] = got;
-            else close(got);
+            if (*nfds < maxfds)
+                fds[(*nfds)++] = got;
+            else
+                close(got);
         }
     }
     int rc = 0;
     if (mh.msg_flags & MSG_CTRUNC) rc = -EMSGSIZE;
-    if (!rc && (size_t)r < sizeof len) rc = read_all(sock, (char *)&len + r, sizeof len - (size_t)r);
+    if (!rc && (size_t)r < sizeof len)
+        rc = read_all(sock, (char *)&len + r, sizeof len - (size_t)r);
     if (!rc && len > FDFRAME_MAX_LEN) rc = -EMSGSIZE;
     if (!rc) rc = read_all(sock, buf_extend(out, len), len);
     if (rc) {
-        for (int i = 0; i < *nfds; i++) close(fds[i]);
+        for (int i = 0; i < *nfds; i++)
+            close(fds[i]);
         *nfds = 0;
     }
     return rc;

@@ -82,6 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     mc->base.open = false;
     conn_closed(&mc->base);
     session_destroy_all();
-    for (int i = 0; i < 4 && uv_loop_alive(loop); i++) uv_run(loop, UV_RUN_NOWAIT);
+    for (int i = 0; i < 4 && uv_loop_alive(loop); i++)
+        uv_run(loop, UV_RUN_NOWAIT);
     return 0;
 }

@@ -37,12 +37,8 @@ static void put_string(struct buf *b, const char *s, size_t n)
 static void put_value(struct buf *b, json_t *v)
 {
     switch (json_typeof(v)) {
-    case JSON_STRING:
-        put_string(b, json_string_value(v), json_string_length(v));
-        break;
-    case JSON_INTEGER:
-        buf_printf(b, "%lld", (long long)json_integer_value(v));
-        break;
+    case JSON_STRING: put_string(b, json_string_value(v), json_string_length(v)); break;
+    case JSON_INTEGER: buf_printf(b, "%lld", (long long)json_integer_value(v)); break;
     case JSON_REAL: {
         char num[64];
         snprintf(num, sizeof num, "%.17g", json_real_value(v));
@@ -50,12 +46,8 @@ static void put_value(struct buf *b, json_t *v)
         if (!strpbrk(num, ".e")) buf_puts(b, ".0");
         break;
     }
-    case JSON_TRUE:
-        buf_puts(b, "true");
-        break;
-    case JSON_FALSE:
-        buf_puts(b, "false");
-        break;
+    case JSON_TRUE: buf_puts(b, "true"); break;
+    case JSON_FALSE: buf_puts(b, "false"); break;
     case JSON_ARRAY:
         buf_putc(b, '[');
         for (size_t i = 0; i < json_array_size(v); i++) {
@@ -69,7 +61,8 @@ static void put_value(struct buf *b, json_t *v)
         json_t *x;
         bool first = true;
         buf_putc(b, '{');
-        json_object_foreach(v, k, x) {
+        json_object_foreach(v, k, x)
+        {
             buf_puts(b, first ? "" : ", ");
             first = false;
             put_string(b, k, strlen(k));
@@ -79,8 +72,7 @@ static void put_value(struct buf *b, json_t *v)
         buf_putc(b, '}');
         break;
     }
-    default:
-        abort(); /* the reader never makes null */
+    default: abort(); /* the reader never makes null */
     }
 }
 
@@ -96,7 +88,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         buf_init(&b);
         const char *k;
         json_t *v;
-        json_object_foreach(doc, k, v) {
+        json_object_foreach(doc, k, v)
+        {
             put_string(&b, k, strlen(k));
             buf_puts(&b, " = ");
             put_value(&b, v);

@@ -29,8 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct fs_wire_request again;
         if (b.len != size || fs_wire_decode_request(b.data, b.len, &again) != 0) abort();
         if (again.path_len != rq.path_len || again.path2_len != rq.path2_len ||
-            again.b64_len != rq.b64_len || again.op != rq.op ||
-            again.max_entries != rq.max_entries)
+            again.b64_len != rq.b64_len || again.op != rq.op || again.max_entries != rq.max_entries)
             abort();
         buf_free(&b);
     }

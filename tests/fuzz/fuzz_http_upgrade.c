@@ -53,11 +53,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct http_request_info again;
         struct buf reply2;
         buf_init(&reply2);
-        if (http_upgrade_parse((const char *)data, info.consumed, &again, &reply2) != HTTP_WEBSOCKET)
+        if (http_upgrade_parse((const char *)data, info.consumed, &again, &reply2) !=
+            HTTP_WEBSOCKET)
             abort();
         if (reply2.len != reply.len || memcmp(reply2.data, reply.data, reply.len) != 0) abort();
         if (strcmp(again.authorization, info.authorization) != 0) abort();
-        buf_free(&reply2);        static struct auth_key key;
+        buf_free(&reply2);
+        static struct auth_key key;
         static bool have_key;
         if (!have_key) {
             have_key = true;

@@ -36,8 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case HTTP_RESPONSE_REFUSED:
         if (info.status == 101 || info.status < 0 || info.status > 999) abort();
         break;
-    default:
-        abort();
+    default: abort();
     }
     if (info.consumed == 0 || info.consumed > size || info.consumed > HTTP_MAX_HEAD) abort();
     if (info.status_line < d || info.status_line + info.status_line_len > d + info.consumed)

@@ -49,7 +49,7 @@ static uint8_t msg2[NOISE_IK_MSG2_BYTES];
 static uint8_t records[NRECORDS][64];
 static size_t record_len[NRECORDS];
 static struct noise_ik_transport *rt; /* responder transport under test */
-static int next_record;              /* index of the record rt expects */
+static int next_record;               /* index of the record rt expects */
 
 static void check(int ok, const char *what)
 {
@@ -65,7 +65,8 @@ static struct noise_ik_handshake *initiator_after_msg1(int p, uint8_t *out, size
     static uint64_t seed[2];
     struct noise_ik_handshake *ini;
     seed[0] = 0x1000;
-    check(noise_ik_initiator_new(&ini, &ikey, &rkey.pub, prologue, prologue_len, det_rng, seed) == 0,
+    check(noise_ik_initiator_new(&ini, &ikey, &rkey.pub, prologue, prologue_len, det_rng, seed) ==
+              0,
           "initiator_new");
     check(noise_ik_write_message1(ini, (const uint8_t *)PAYLOADS[p], strlen(PAYLOADS[p]), out,
                                   NOISE_IK_MSG1_OVERHEAD + 64, len) == 0,
@@ -171,7 +172,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         static uint8_t out[NOISE_IK_MAX_MESSAGE];
         size_t olen;
         if (noise_ik_transport_decrypt(rt, in, n, out, sizeof out, &olen) == 0) {
-            check(equals(in, n, records[next_record], record_len[next_record]), "accepted a forged record");
+            check(equals(in, n, records[next_record], record_len[next_record]),
+                  "accepted a forged record");
             next_record++;
         } else {
             /* The stream did not move: the genuine record still opens. */

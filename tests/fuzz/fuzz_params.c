@@ -50,7 +50,8 @@ static void put_u128(char *out, size_t n, __int128 v)
     } while (m);
     size_t o = 0;
     if (neg && o + 1 < n) out[o++] = '-';
-    while (k && o + 1 < n) out[o++] = tmp[--k];
+    while (k && o + 1 < n)
+        out[o++] = tmp[--k];
     out[o] = '\0';
 }
 
@@ -88,10 +89,12 @@ static void check_edges(const uint8_t *data, size_t size)
     struct buf b;
     buf_init(&b);
     buf_puts(&b, "{\"id\":7,\"method\":\"m\",\"params\":{");
-    for (size_t i = 0; i < n; i++) buf_printf(&b, "%s\"k%zu\": %s", i ? "," : "", i, lits[i].text);
+    for (size_t i = 0; i < n; i++)
+        buf_printf(&b, "%s\"k%zu\": %s", i ? "," : "", i, lits[i].text);
     if (lits[0].text[0] == '1') { /* now and then, a string long enough to be spliced */
         buf_puts(&b, ",\"big\":\"");
-        for (int i = 0; i < (int)JSON_LOAD_BIG_STRING; i++) buf_putc(&b, 'A');
+        for (int i = 0; i < (int)JSON_LOAD_BIG_STRING; i++)
+            buf_putc(&b, 'A');
         buf_putc(&b, '"');
     }
     buf_puts(&b, "}}");
@@ -151,7 +154,8 @@ static void decode_everything(const uint8_t *data, size_t size)
         static const char *const variants[] = {"a", "b", "c", NULL};
         const char *k;
         json_t *x;
-        json_object_foreach(v, k, x) {
+        json_object_foreach(v, k, x)
+        {
             struct pdec d;
             pdec_begin(&d, v, "S");
             (void)pdec_u64(&d, k, PDEC_OPTIONAL, 0, NULL);
@@ -184,7 +188,9 @@ static void decode_everything(const uint8_t *data, size_t size)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0) return 0;
-    if (data[0] & 1) decode_everything(data + 1, size - 1);
-    else check_edges(data + 1, size - 1);
+    if (data[0] & 1)
+        decode_everything(data + 1, size - 1);
+    else
+        check_edges(data + 1, size - 1);
     return 0;
 }

@@ -143,20 +143,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             i += n;
             break;
         }
-        case 1:
-            answer(REGISTRY_VALID);
-            break;
-        case 2:
-            answer(REGISTRY_INVALID);
-            break;
+        case 1: answer(REGISTRY_VALID); break;
+        case 2: answer(REGISTRY_INVALID); break;
         case 3:
             if (i >= size) goto out;
             relay_demux_on_message(d, genuine[data[i] % 4], genuine_len[data[i] % 4]);
             i++;
             break;
-        case 4:
-            answer(REGISTRY_CREDENTIALS_REJECTED);
-            break;
+        case 4: answer(REGISTRY_CREDENTIALS_REJECTED); break;
         }
         if (relay_demux_live(d) > RELAY_MAX_LIVE_STREAMS ||
             relay_demux_pending(d) > RELAY_MAX_PENDING_STREAMS ||

@@ -74,19 +74,14 @@ static void oracle(const uint8_t *data, size_t size, const struct relay_frame *f
                   memcmp(m->data->payload.data, f->payload, f->payload_len) == 0,
               "oracle: data");
         break;
-    case RELAY_BODY_RESUME:
-        check(m->resume->next_seq == f->next_seq, "oracle: next_seq");
-        break;
-    case RELAY_BODY_RESET:
-        check(pb_str_eq(m->reset->reason, f->reason), "oracle: reason");
-        break;
+    case RELAY_BODY_RESUME: check(m->resume->next_seq == f->next_seq, "oracle: next_seq"); break;
+    case RELAY_BODY_RESET: check(pb_str_eq(m->reset->reason, f->reason), "oracle: reason"); break;
     case RELAY_BODY_HANDSHAKE:
         check(m->handshake->payload.len == f->payload_len &&
                   memcmp(m->handshake->payload.data, f->payload, f->payload_len) == 0,
               "oracle: handshake");
         break;
-    default:
-        break;
+    default: break;
     }
     check(pb_str_eq(m->traceparent, f->traceparent), "oracle: traceparent");
     check(pb_str_eq(m->tracestate, f->tracestate), "oracle: tracestate");

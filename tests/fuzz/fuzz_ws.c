@@ -5,11 +5,11 @@
  * Input layout: byte 0 selects the mode (bit 0 set: the input is the raw byte
  * stream, HTTP head included; clear: a valid upgrade request, carrying the right
  * bearer token, is sent first so the mutations go into frames; bit 1 set: the
- * capability-token check (token "sekret") is on); byte 1 is the size of each received chunk (0 = all at
- * once), which exercises frames split across reads. The connection is served over
- * one end of a socketpair through ws_conn_open_fd (no listener, no TCP); the other
- * end is drained and discarded. Each input gets a fresh connection that is closed
- * and freed afterwards, so leaks and use-after-close show up. */
+ * capability-token check (token "sekret") is on); byte 1 is the size of each received chunk (0 =
+ * all at once), which exercises frames split across reads. The connection is served over one end of
+ * a socketpair through ws_conn_open_fd (no listener, no TCP); the other end is drained and
+ * discarded. Each input gets a fresh connection that is closed and freed afterwards, so leaks and
+ * use-after-close show up. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>

@@ -32,7 +32,8 @@ static int unhex(const char *tok, uint8_t *out, size_t want)
 static void puthex(const uint8_t *p, size_t n)
 {
     putchar(' ');
-    for (size_t i = 0; i < n; i++) printf("%02x", p[i]);
+    for (size_t i = 0; i < n; i++)
+        printf("%02x", p[i]);
 }
 
 static void serve_line(char *line)
@@ -113,7 +114,8 @@ int main(int argc, char **argv)
         return bench(argc >= 3 ? atoi(argv[2]) > 0 ? atoi(argv[2]) : 1 : 1000);
     char *line = NULL;
     size_t cap = 0;
-    while (getline(&line, &cap, stdin) > 0) serve_line(line);
+    while (getline(&line, &cap, stdin) > 0)
+        serve_line(line);
     free(line);
     return 0;
 }

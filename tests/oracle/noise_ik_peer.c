@@ -30,7 +30,8 @@ static const char *env_or(const char *name, const char *dflt)
 static void put_hex(const char *tag, const uint8_t *p, size_t n)
 {
     printf("%s ", tag);
-    for (size_t i = 0; i < n; i++) printf("%02x", p[i]);
+    for (size_t i = 0; i < n; i++)
+        printf("%02x", p[i]);
     printf("\n");
 }
 
@@ -75,8 +76,9 @@ int main(int argc, char **argv)
         return 2;
     }
     initiator = !strcmp(argv[1], "initiator");
-    uint8_t *prologue = noise_ik_prologue(env_or("NOISE_ENV", "env-1"), env_or("NOISE_REG", "registration-1"),
-                                          env_or("NOISE_STREAM", "stream-1"), &prologue_len);
+    uint8_t *prologue =
+        noise_ik_prologue(env_or("NOISE_ENV", "env-1"), env_or("NOISE_REG", "registration-1"),
+                          env_or("NOISE_STREAM", "stream-1"), &prologue_len);
     if (noise_ik_static_key_generate(&me, NULL, NULL) < 0) return 1;
     if (!initiator) {
         if (noise_ik_responder_new(&hs, &me, prologue, prologue_len, NULL, NULL) < 0) return 1;
@@ -89,15 +91,18 @@ int main(int argc, char **argv)
         size_t n = 0;
         int rc = 0;
         line[strcspn(line, "\n")] = '\0';
-        if (arg) *arg++ = '\0';
-        else arg = line + strlen(line);
+        if (arg)
+            *arg++ = '\0';
+        else
+            arg = line + strlen(line);
         if (!strcmp(line, "PEER") && initiator && !hs) {
             struct noise_ik_public_key peer;
             const char *payload = env_or("NOISE_PAYLOAD", "");
             size_t plen = strlen(payload), mlen;
             uint8_t *msg = malloc(NOISE_IK_MSG1_OVERHEAD + plen);
             if ((rc = noise_ik_public_key_parse(arg, strlen(arg), &peer)) == 0 &&
-                (rc = noise_ik_initiator_new(&hs, &me, &peer, prologue, prologue_len, NULL, NULL)) == 0 &&
+                (rc = noise_ik_initiator_new(&hs, &me, &peer, prologue, prologue_len, NULL,
+                                             NULL)) == 0 &&
                 (rc = noise_ik_write_message1(hs, (const uint8_t *)payload, plen, msg,
                                               NOISE_IK_MSG1_OVERHEAD + plen, &mlen)) == 0) {
                 put_json("PUB", &me.pub);
@@ -127,7 +132,8 @@ int main(int argc, char **argv)
             rc = (in = from_hex(arg, &n)) ? 0 : -EINVAL;
             uint8_t *out = malloc(n + NOISE_IK_TAG_BYTES);
             if (rc == 0 && !strcmp(line, "SEND")) {
-                if ((rc = noise_ik_transport_encrypt(t, in, n, out, n + NOISE_IK_TAG_BYTES, &outlen)) == 0)
+                if ((rc = noise_ik_transport_encrypt(t, in, n, out, n + NOISE_IK_TAG_BYTES,
+                                                     &outlen)) == 0)
                     put_hex("REC", out, outlen);
             } else if (rc == 0) {
                 if ((rc = noise_ik_transport_decrypt(t, in, n, out, n, &outlen)) == 0)

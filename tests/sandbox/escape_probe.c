@@ -89,8 +89,7 @@ static const char *probe_errname(int err)
 {
     static char buf[32];
     const char *n = err ? strerrorname_np(err) : "ok";
-    if (n)
-        return n;
+    if (n) return n;
     snprintf(buf, sizeof buf, "E%d", err);
     return buf;
 }
@@ -108,8 +107,7 @@ static void emit_res(const char *name, const char *result, const char *fmt, ...)
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
     for (char *p = detail; *p; p++)
-        if (*p == '\t' || *p == '\n' || *p == '\r')
-            *p = ' ';
+        if (*p == '\t' || *p == '\n' || *p == '\r') *p = ' ';
     int n = snprintf(line, sizeof line, "@probe\t%s\t%s\t%s\n", name, result, detail);
     if (n > (int)sizeof line - 1) {
         n = (int)sizeof line - 1;
@@ -134,10 +132,8 @@ static void split2(const char *arg, char *a, size_t an, char *b, size_t bn)
 {
     const char *c = arg ? strchr(arg, ':') : NULL;
     size_t la = c ? (size_t)(c - arg) : (arg ? strlen(arg) : 0);
-    if (la >= an)
-        la = an - 1;
-    if (arg)
-        memcpy(a, arg, la);
+    if (la >= an) la = an - 1;
+    if (arg) memcpy(a, arg, la);
     a[la] = 0;
     snprintf(b, bn, "%s", c ? c + 1 : "");
 }
@@ -160,15 +156,13 @@ static size_t unescape(const char *in, char *out, size_t n)
 
 static pid_t arg_pid(const char *arg)
 {
-    if (!arg || !*arg || strcmp(arg, "self") == 0)
-        return getpid();
+    if (!arg || !*arg || strcmp(arg, "self") == 0) return getpid();
     return (pid_t)strtol(arg, NULL, 10);
 }
 
 static int need_arg(const char *name, const char *arg)
 {
-    if (arg && *arg)
-        return 1;
+    if (arg && *arg) return 1;
     emit(name, EINVAL, "missing argument");
     return 0;
 }
@@ -178,8 +172,7 @@ static int need_arg(const char *name, const char *arg)
 static void at_tiocsti(const char *name, const char *arg)
 {
     char path[PATH_MAX], raw[1024], text[1024];
-    if (!need_arg(name, arg))
-        return;
+    if (!need_arg(name, arg)) return;
     split2(arg, path, sizeof path, raw, sizeof raw);
     size_t n = unescape(raw, text, sizeof text);
     int fd = open(path, O_RDWR | O_NOCTTY | O_NONBLOCK);
@@ -201,8 +194,7 @@ static void at_tiocsti(const char *name, const char *arg)
 static void at_ptywrite(const char *name, const char *arg)
 {
     char path[PATH_MAX], raw[1024], text[1024];
-    if (!need_arg(name, arg))
-        return;
+    if (!need_arg(name, arg)) return;
     split2(arg, path, sizeof path, raw, sizeof raw);
     size_t n = unescape(raw, text, sizeof text);
     int fd = open(path, O_WRONLY | O_NOCTTY | O_NONBLOCK);
@@ -227,19 +219,16 @@ static void at_ptslist(const char *name, const char *arg)
     }
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
+        if (e->d_name[0] == '.') continue;
         size_t l = strlen(entries);
         snprintf(entries + l, sizeof entries - l, "%s%s", l ? "," : "", e->d_name);
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
-            continue;
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
         numeric++;
         char p[300];
         snprintf(p, sizeof p, "/dev/pts/%s", e->d_name);
         int fd = open(p, O_RDWR | O_NOCTTY | O_NONBLOCK);
         if (fd < 0) {
-            if (!first_err)
-                first_err = errno;
+            if (!first_err) first_err = errno;
             continue;
         }
         close(fd);
@@ -249,8 +238,7 @@ static void at_ptslist(const char *name, const char *arg)
     }
     closedir(d);
     (void)arg;
-    emit(name, nopen ? 0 : numeric ? first_err : ENOENT, "entries=%s opened=%s", entries,
-         opened);
+    emit(name, nopen ? 0 : numeric ? first_err : ENOENT, "entries=%s opened=%s", entries, opened);
 }
 
 static void at_tioclinux(const char *name, const char *arg)
@@ -271,8 +259,7 @@ static void at_tioclinux(const char *name, const char *arg)
 static void at_read(const char *name, const char *arg)
 {
     char path[PATH_MAX], needle[256];
-    if (!need_arg(name, arg))
-        return;
+    if (!need_arg(name, arg)) return;
     split2(arg, path, sizeof path, needle, sizeof needle);
     int fd = open(path, O_RDONLY | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
@@ -296,8 +283,7 @@ static void at_read(const char *name, const char *arg)
 static void at_write(const char *name, const char *arg)
 {
     char path[PATH_MAX], raw[512], data[512];
-    if (!need_arg(name, arg))
-        return;
+    if (!need_arg(name, arg)) return;
     split2(arg, path, sizeof path, raw, sizeof raw);
     size_t n = unescape(*raw ? raw : "pwned\\n", data, sizeof data);
     /* Append, never truncate: an existing protected file must show the attack, not lose
@@ -325,15 +311,13 @@ static int do_chmod(const char *p)
 
 static void one_path(const char *name, const char *arg, int (*op)(const char *))
 {
-    if (need_arg(name, arg))
-        emit(name, rc_err(op(arg)), "%s", arg);
+    if (need_arg(name, arg)) emit(name, rc_err(op(arg)), "%s", arg);
 }
 
 static void two_paths(const char *name, const char *arg, int (*op)(const char *, const char *))
 {
     char a[PATH_MAX], b[PATH_MAX];
-    if (!need_arg(name, arg))
-        return;
+    if (!need_arg(name, arg)) return;
     split2(arg, a, sizeof a, b, sizeof b);
     emit(name, rc_err(op(a, b)), "%s, %s", a, b);
 }
@@ -382,24 +366,20 @@ static void mknod_common(const char *name, const char *path, mode_t type, dev_t 
     /* The node exists; can it be opened (a nodev mount stops this)? */
     int fd = open(path, O_RDONLY | O_NOCTTY | O_NONBLOCK);
     int oerr = fd < 0 ? errno : 0;
-    if (fd >= 0)
-        close(fd);
-    emit(name, 0, "created %s %u:%u open=%s", path, major(dev), minor(dev),
-         probe_errname(oerr));
+    if (fd >= 0) close(fd);
+    emit(name, 0, "created %s %u:%u open=%s", path, major(dev), minor(dev), probe_errname(oerr));
 }
 
 static void at_mknod_chr(const char *name, const char *arg)
 {
-    if (need_arg(name, arg))
-        mknod_common(name, arg, S_IFCHR, makedev(1, 3));
+    if (need_arg(name, arg)) mknod_common(name, arg, S_IFCHR, makedev(1, 3));
 }
 
 /* A block node for the disk "/" lives on: the raw-disk escape. */
 static void at_mknod_blk(const char *name, const char *arg)
 {
     struct stat st;
-    if (!need_arg(name, arg))
-        return;
+    if (!need_arg(name, arg)) return;
     dev_t dev = stat("/", &st) == 0 ? st.st_dev : makedev(8, 0);
     mknod_common(name, arg, S_IFBLK, dev);
 }
@@ -409,8 +389,7 @@ static void at_mknod_blk(const char *name, const char *arg)
 static void at_readlink(const char *name, const char *arg)
 {
     char target[PATH_MAX];
-    if (!need_arg(name, arg))
-        return;
+    if (!need_arg(name, arg)) return;
     ssize_t n = readlink(arg, target, sizeof target - 1);
     if (n < 0) {
         emit(name, errno, "readlink %s", arg);
@@ -437,11 +416,9 @@ static unsigned long first_mapping(pid_t pid)
     char perms[8];
     snprintf(p, sizeof p, "/proc/%d/maps", (int)pid);
     FILE *f = fopen(p, "r");
-    if (!f)
-        return 0;
+    if (!f) return 0;
     while (fgets(line, sizeof line, f))
-        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && perms[0] == 'r')
-            break;
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && perms[0] == 'r') break;
     fclose(f);
     return lo;
 }
@@ -474,8 +451,7 @@ static void at_listproc(const char *name, const char *arg)
     int count = 0;
     struct dirent *e;
     while ((e = readdir(d)))
-        if (e->d_name[0] >= '0' && e->d_name[0] <= '9')
-            count++;
+        if (e->d_name[0] >= '0' && e->d_name[0] <= '9') count++;
     closedir(d);
     char seen[512] = "";
     char list[512];
@@ -494,8 +470,8 @@ static void at_listproc(const char *name, const char *arg)
 
 static void at_setns(const char *name, const char *arg)
 {
-    static const char *const kinds[] = {"mnt", "pid", "net", "user", "uts", "ipc", "cgroup",
-                                        "time"};
+    static const char *const kinds[] = {"mnt", "pid", "net",    "user",
+                                        "uts", "ipc", "cgroup", "time"};
     pid_t pid = arg_pid(arg);
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         char label[64], p[64];
@@ -511,8 +487,7 @@ static void at_setns(const char *name, const char *arg)
             emit(label, rc_err(setns(fd, 0)), "setns %s", p);
             _exit(0);
         }
-        if (c > 0)
-            waitpid(c, NULL, 0);
+        if (c > 0) waitpid(c, NULL, 0);
     }
 }
 
@@ -539,8 +514,7 @@ static void at_process_vm_readv(const char *name, const char *arg)
     pid_t pid = arg_pid(arg);
     char mine[16] = "probe", buf[16];
     unsigned long addr = pid == getpid() ? (unsigned long)mine : first_mapping(pid);
-    if (!addr)
-        addr = (unsigned long)mine; /* maps unreadable: any address shows permission */
+    if (!addr) addr = (unsigned long)mine; /* maps unreadable: any address shows permission */
     struct iovec l = {buf, sizeof buf}, r = {(void *)addr, sizeof buf};
     ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
     emit(name, rc_err(n), "pid %d addr %#lx", (int)pid, addr);
@@ -604,8 +578,7 @@ static void at_pidfd_getfd(const char *name, const char *arg)
 static void at_kcmp(const char *name, const char *arg)
 {
     pid_t pid = arg_pid(arg);
-    emit(name, rc_err(syscall(SYS_kcmp, getpid(), pid, KCMP_VM, 0, 0)), "kcmp(self, %d)",
-         (int)pid);
+    emit(name, rc_err(syscall(SYS_kcmp, getpid(), pid, KCMP_VM, 0, 0)), "kcmp(self, %d)", (int)pid);
 }
 
 static void at_prlimit(const char *name, const char *arg)
@@ -629,8 +602,8 @@ static void at_setpriority(const char *name, const char *arg)
         emit(name, errno, "getpriority %d", (int)pid);
         return;
     }
-    emit(name, rc_err(setpriority(PRIO_PROCESS, (id_t)pid, prio)),
-         "setpriority %d (same value)", (int)pid);
+    emit(name, rc_err(setpriority(PRIO_PROCESS, (id_t)pid, prio)), "setpriority %d (same value)",
+         (int)pid);
 }
 
 /* ---- kernel facilities ------------------------------------------------------------ */
@@ -642,8 +615,7 @@ static void at_io_uring_setup(const char *name, const char *arg)
     (void)arg;
     long fd = syscall(SYS_io_uring_setup, 4, &p);
     emit(name, rc_err(fd), "entries=4");
-    if (fd >= 0)
-        close((int)fd);
+    if (fd >= 0) close((int)fd);
 }
 
 static void at_io_uring_enter(const char *name, const char *arg)
@@ -669,8 +641,7 @@ static void at_bpf(const char *name, const char *arg)
     (void)arg;
     long fd = syscall(SYS_bpf, BPF_MAP_CREATE, &a, sizeof a);
     emit(name, rc_err(fd), "BPF_MAP_CREATE array");
-    if (fd >= 0)
-        close((int)fd);
+    if (fd >= 0) close((int)fd);
 }
 
 static void at_perf_event_open(const char *name, const char *arg)
@@ -686,8 +657,7 @@ static void at_perf_event_open(const char *name, const char *arg)
     (void)arg;
     long fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
     emit(name, rc_err(fd), "software task clock on self");
-    if (fd >= 0)
-        close((int)fd);
+    if (fd >= 0) close((int)fd);
 }
 
 static void at_keyctl(const char *name, const char *arg)
@@ -701,8 +671,7 @@ static void at_add_key(const char *name, const char *arg)
 {
     (void)arg; /* the process keyring dies with the probe */
     emit(name,
-         rc_err(syscall(SYS_add_key, "user", "escape-probe", "x", 1,
-                        KEY_SPEC_PROCESS_KEYRING)),
+         rc_err(syscall(SYS_add_key, "user", "escape-probe", "x", 1, KEY_SPEC_PROCESS_KEYRING)),
          "user key in the process keyring");
 }
 
@@ -724,8 +693,7 @@ static void at_finit_module(const char *name, const char *arg)
     int fd = open("/dev/null", O_RDONLY);
     (void)arg;
     emit(name, rc_err(syscall(SYS_finit_module, fd, "", 0)), "fd of /dev/null");
-    if (fd >= 0)
-        close(fd);
+    if (fd >= 0) close(fd);
 }
 
 static void at_delete_module(const char *name, const char *arg)
@@ -745,14 +713,12 @@ static void at_kexec_load(const char *name, const char *arg)
 static void at_kexec_file_load(const char *name, const char *arg)
 {
     (void)arg; /* an unknown flag: EPERM first, else EINVAL */
-    emit(name, rc_err(syscall(SYS_kexec_file_load, -1, -1, 0UL, "", 0x80000000UL)),
-         "unknown flag");
+    emit(name, rc_err(syscall(SYS_kexec_file_load, -1, -1, 0UL, "", 0x80000000UL)), "unknown flag");
 }
 
 static void at_mount(const char *name, const char *arg)
 {
-    if (!need_arg(name, arg))
-        return;
+    if (!need_arg(name, arg)) return;
     if (mount("escape-probe", arg, "tmpfs", 0, "size=16k") < 0) {
         emit(name, errno, "tmpfs on %s", arg);
         return;
@@ -764,8 +730,7 @@ static void at_mount(const char *name, const char *arg)
 static void at_bindmount(const char *name, const char *arg)
 {
     char a[PATH_MAX], b[PATH_MAX];
-    if (!need_arg(name, arg))
-        return;
+    if (!need_arg(name, arg)) return;
     split2(arg, a, sizeof a, b, sizeof b);
     emit(name, rc_err(mount(a, b, NULL, MS_BIND, NULL)), "bind %s on %s", a, b);
 }
@@ -812,8 +777,7 @@ static void at_fsopen(const char *name, const char *arg)
     (void)arg;
     long fd = syscall(SYS_fsopen, "tmpfs", 0);
     emit(name, rc_err(fd), "tmpfs");
-    if (fd >= 0)
-        close((int)fd);
+    if (fd >= 0) close((int)fd);
 }
 
 static void at_fspick(const char *name, const char *arg)
@@ -821,8 +785,7 @@ static void at_fspick(const char *name, const char *arg)
     const char *p = arg && *arg ? arg : "/";
     long fd = syscall(SYS_fspick, AT_FDCWD, p, 0);
     emit(name, rc_err(fd), "%s", p);
-    if (fd >= 0)
-        close((int)fd);
+    if (fd >= 0) close((int)fd);
 }
 
 static void at_open_tree(const char *name, const char *arg)
@@ -830,15 +793,13 @@ static void at_open_tree(const char *name, const char *arg)
     const char *p = arg && *arg ? arg : "/";
     long fd = syscall(SYS_open_tree, AT_FDCWD, p, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
     emit(name, rc_err(fd), "OPEN_TREE_CLONE %s", p);
-    if (fd >= 0)
-        close((int)fd);
+    if (fd >= 0) close((int)fd);
 }
 
 static void at_move_mount(const char *name, const char *arg)
 {
     (void)arg; /* a missing target: EPERM first when not allowed, else ENOENT */
-    emit(name,
-         rc_err(syscall(SYS_move_mount, AT_FDCWD, "/", AT_FDCWD, "/escape-probe-none", 0)),
+    emit(name, rc_err(syscall(SYS_move_mount, AT_FDCWD, "/", AT_FDCWD, "/escape-probe-none", 0)),
          "/ onto a missing path");
 }
 
@@ -871,8 +832,7 @@ static void at_sethostname(const char *name, const char *arg)
 static void at_setdomainname(const char *name, const char *arg)
 {
     char cur[256] = "";
-    if (getdomainname(cur, sizeof cur - 1) < 0)
-        cur[0] = 0;
+    if (getdomainname(cur, sizeof cur - 1) < 0) cur[0] = 0;
     const char *v = arg && *arg ? arg : cur;
     emit(name, rc_err(setdomainname(v, strlen(v))), "to %s (was %s)", v, cur);
 }
@@ -881,16 +841,15 @@ static const struct {
     const char *name;
     int flag;
 } ns_flags[] = {
-    {"user", CLONE_NEWUSER}, {"mnt", CLONE_NEWNS},        {"net", CLONE_NEWNET},
-    {"pid", CLONE_NEWPID},   {"uts", CLONE_NEWUTS},       {"ipc", CLONE_NEWIPC},
+    {"user", CLONE_NEWUSER},     {"mnt", CLONE_NEWNS},    {"net", CLONE_NEWNET},
+    {"pid", CLONE_NEWPID},       {"uts", CLONE_NEWUTS},   {"ipc", CLONE_NEWIPC},
     {"cgroup", CLONE_NEWCGROUP}, {"time", CLONE_NEWTIME},
 };
 
 static void at_unshare(const char *name, const char *arg)
 {
     for (size_t i = 0; i < sizeof ns_flags / sizeof ns_flags[0]; i++) {
-        if (arg && *arg && strcmp(arg, ns_flags[i].name) != 0)
-            continue;
+        if (arg && *arg && strcmp(arg, ns_flags[i].name) != 0) continue;
         char label[64];
         snprintf(label, sizeof label, "%s:%s", name, ns_flags[i].name);
         pid_t c = fork();
@@ -898,26 +857,22 @@ static void at_unshare(const char *name, const char *arg)
             emit(label, rc_err(unshare(ns_flags[i].flag)), "unshare");
             _exit(0);
         }
-        if (c > 0)
-            waitpid(c, NULL, 0);
+        if (c > 0) waitpid(c, NULL, 0);
     }
 }
 
 static void at_clone(const char *name, const char *arg)
 {
     for (size_t i = 0; i < sizeof ns_flags / sizeof ns_flags[0]; i++) {
-        if (arg && *arg && strcmp(arg, ns_flags[i].name) != 0)
-            continue;
+        if (arg && *arg && strcmp(arg, ns_flags[i].name) != 0) continue;
         if (ns_flags[i].flag == CLONE_NEWTIME)
             continue; /* its bit is CSIGNAL's for clone(2); only clone3 and unshare take it */
         char label[64];
         snprintf(label, sizeof label, "%s:%s", name, ns_flags[i].name);
-        long c = syscall(SYS_clone, (unsigned long)ns_flags[i].flag | SIGCHLD, NULL, NULL,
-                         NULL, 0UL);
-        if (c == 0)
-            _exit(0);
-        if (c > 0)
-            waitpid((pid_t)c, NULL, 0);
+        long c =
+            syscall(SYS_clone, (unsigned long)ns_flags[i].flag | SIGCHLD, NULL, NULL, NULL, 0UL);
+        if (c == 0) _exit(0);
+        if (c > 0) waitpid((pid_t)c, NULL, 0);
         emit(label, rc_err(c), "clone");
     }
 }
@@ -928,23 +883,21 @@ static const struct {
     const char *name;
     int family, type, proto;
 } families[] = {
-    {"unix", AF_UNIX, SOCK_STREAM, 0},     {"inet", AF_INET, SOCK_STREAM, 0},
-    {"inet6", AF_INET6, SOCK_STREAM, 0},   {"netlink", AF_NETLINK, SOCK_RAW, 0},
-    {"packet", AF_PACKET, SOCK_RAW, 0},    {"vsock", AF_VSOCK, SOCK_STREAM, 0},
-    {"alg", AF_ALG, SOCK_SEQPACKET, 0},    {"inet_raw", AF_INET, SOCK_RAW, 1 /* ICMP */},
+    {"unix", AF_UNIX, SOCK_STREAM, 0},   {"inet", AF_INET, SOCK_STREAM, 0},
+    {"inet6", AF_INET6, SOCK_STREAM, 0}, {"netlink", AF_NETLINK, SOCK_RAW, 0},
+    {"packet", AF_PACKET, SOCK_RAW, 0},  {"vsock", AF_VSOCK, SOCK_STREAM, 0},
+    {"alg", AF_ALG, SOCK_SEQPACKET, 0},  {"inet_raw", AF_INET, SOCK_RAW, 1 /* ICMP */},
 };
 
 static void at_socket(const char *name, const char *arg)
 {
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
-        if (arg && *arg && strcmp(arg, families[i].name) != 0)
-            continue;
+        if (arg && *arg && strcmp(arg, families[i].name) != 0) continue;
         char label[64];
         snprintf(label, sizeof label, "%s:%s", name, families[i].name);
         int fd = socket(families[i].family, families[i].type, families[i].proto);
         emit(label, rc_err(fd), "family %d", families[i].family);
-        if (fd >= 0)
-            close(fd);
+        if (fd >= 0) close(fd);
     }
 }
 
@@ -954,8 +907,7 @@ static void at_socketpair(const char *name, const char *arg)
     (void)arg;
     int r = socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
     emit(name, rc_err(r), "AF_UNIX stream");
-    if (r == 0)
-        close(sv[0]), close(sv[1]);
+    if (r == 0) close(sv[0]), close(sv[1]);
 }
 
 /* connect, send "ping", wait up to 3 s for a reply. */
@@ -984,13 +936,11 @@ static void connect_common(const char *name, int fd, const struct sockaddr *sa, 
 static void at_connect_unix(const char *name, const char *arg, int abstract)
 {
     struct sockaddr_un sa;
-    if (!need_arg(name, arg))
-        return;
+    if (!need_arg(name, arg)) return;
     memset(&sa, 0, sizeof sa);
     sa.sun_family = AF_UNIX;
     size_t n = strlen(arg);
-    if (n > sizeof sa.sun_path - 2)
-        n = sizeof sa.sun_path - 2;
+    if (n > sizeof sa.sun_path - 2) n = sizeof sa.sun_path - 2;
     memcpy(sa.sun_path + (abstract ? 1 : 0), arg, n);
     socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + (abstract ? 1 : 0));
     connect_common(name, socket(AF_UNIX, SOCK_STREAM, 0), (struct sockaddr *)&sa, len, arg);
@@ -1009,8 +959,7 @@ static void at_connect_abstract(const char *name, const char *arg)
 static void at_connect_tcp(const char *name, const char *arg)
 {
     char host[128], port[16];
-    if (!need_arg(name, arg))
-        return;
+    if (!need_arg(name, arg)) return;
     split2(arg, host, sizeof host, port, sizeof port);
     struct sockaddr_in sa;
     memset(&sa, 0, sizeof sa);
@@ -1020,16 +969,14 @@ static void at_connect_tcp(const char *name, const char *arg)
         emit(name, EINVAL, "bad address %s", host);
         return;
     }
-    connect_common(name, socket(AF_INET, SOCK_STREAM, 0), (struct sockaddr *)&sa, sizeof sa,
-                   arg);
+    connect_common(name, socket(AF_INET, SOCK_STREAM, 0), (struct sockaddr *)&sa, sizeof sa, arg);
 }
 
 /* A listening socket in the file system: a way in for unsandboxed host processes. */
 static void at_listen_path(const char *name, const char *arg)
 {
     struct sockaddr_un sa;
-    if (!need_arg(name, arg))
-        return;
+    if (!need_arg(name, arg)) return;
     memset(&sa, 0, sizeof sa);
     sa.sun_family = AF_UNIX;
     snprintf(sa.sun_path, sizeof sa.sun_path, "%s", arg);
@@ -1059,17 +1006,14 @@ static void at_netif(const char *name, const char *arg)
     int n = 0;
     while (fgets(line, sizeof line, f)) {
         char *c = strchr(line, ':');
-        if (!c)
-            continue;
+        if (!c) continue;
         *c = 0;
         char *s = line;
         while (*s == ' ')
             s++;
         size_t l = strlen(list), k = strlen(s);
-        if (l + k + 2 > sizeof list)
-            break; /* enough names to report */
-        if (l)
-            list[l++] = ',';
+        if (l + k + 2 > sizeof list) break; /* enough names to report */
+        if (l) list[l++] = ',';
         memcpy(list + l, s, k + 1);
         n++;
     }
@@ -1090,21 +1034,19 @@ static void at_caps(const char *name, const char *arg)
     char line[256], out[1024] = "";
     unsigned long long eff = 0;
     while (fgets(line, sizeof line, f)) {
-        static const char *const keys[] = {"Uid:", "CapEff:", "CapPrm:", "CapBnd:",
-                                           "CapAmb:", "NoNewPrivs:", "Seccomp:",
-                                           "Seccomp_filters:"};
+        static const char *const keys[] = {
+            "Uid:",    "CapEff:",     "CapPrm:",  "CapBnd:",
+            "CapAmb:", "NoNewPrivs:", "Seccomp:", "Seccomp_filters:"};
         for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-            if (strncmp(line, keys[i], strlen(keys[i])) != 0)
-                continue;
-            if (i == 1)
-                eff = strtoull(line + 7, NULL, 16);
+            if (strncmp(line, keys[i], strlen(keys[i])) != 0) continue;
+            if (i == 1) eff = strtoull(line + 7, NULL, 16);
             char *v = line + strlen(keys[i]);
             while (*v == ' ' || *v == '\t')
                 v++;
             v[strcspn(v, "\n")] = 0;
             size_t l = strlen(out);
-            snprintf(out + l, sizeof out - l, "%s%.*s=%s", l ? " " : "",
-                     (int)strlen(keys[i]) - 1, keys[i], v);
+            snprintf(out + l, sizeof out - l, "%s%.*s=%s", l ? " " : "", (int)strlen(keys[i]) - 1,
+                     keys[i], v);
         }
     }
     fclose(f);
@@ -1157,13 +1099,11 @@ static void at_userfaultfd(const char *name, const char *arg)
     char label[64];
     snprintf(label, sizeof label, "%s:kernel", name);
     emit(label, rc_err(fd), "flags O_CLOEXEC");
-    if (fd >= 0)
-        close((int)fd);
+    if (fd >= 0) close((int)fd);
     snprintf(label, sizeof label, "%s:user", name);
     fd = syscall(SYS_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY);
     emit(label, rc_err(fd), "UFFD_USER_MODE_ONLY");
-    if (fd >= 0)
-        close((int)fd);
+    if (fd >= 0) close((int)fd);
 }
 
 /* name_to_handle_at then open_by_handle_at: with CAP_DAC_READ_SEARCH a handle opens a
@@ -1189,10 +1129,8 @@ static void at_open_by_handle(const char *name, const char *arg)
     int mfd = open("/", O_RDONLY | O_DIRECTORY);
     int fd = open_by_handle_at(mfd, &fh.h, O_RDONLY);
     emit(label, rc_err(fd), "handle of %s", p);
-    if (fd >= 0)
-        close(fd);
-    if (mfd >= 0)
-        close(mfd);
+    if (fd >= 0) close(fd);
+    if (mfd >= 0) close(mfd);
 }
 
 static void at_personality(const char *name, const char *arg)
@@ -1268,8 +1206,7 @@ static void at_fanotify(const char *name, const char *arg)
     (void)arg;
     int fd = fanotify_init(FAN_CLASS_NOTIF, O_RDONLY);
     emit(name, rc_err(fd), "FAN_CLASS_NOTIF");
-    if (fd >= 0)
-        close(fd);
+    if (fd >= 0) close(fd);
 }
 
 static void at_vhangup(const char *name, const char *arg)
@@ -1281,8 +1218,8 @@ static void at_vhangup(const char *name, const char *arg)
 static void at_quotactl(const char *name, const char *arg)
 {
     (void)arg; /* Q_QUOTAOFF on a missing device: EPERM or ENOENT */
-    emit(name, rc_err(syscall(SYS_quotactl, QCMD(Q_QUOTAOFF, USRQUOTA),
-                              "/escape-probe-none", 0, NULL)),
+    emit(name,
+         rc_err(syscall(SYS_quotactl, QCMD(Q_QUOTAOFF, USRQUOTA), "/escape-probe-none", 0, NULL)),
          "Q_QUOTAOFF missing device");
 }
 
@@ -1299,13 +1236,11 @@ static void at_sweep(const char *name, const char *arg)
     if (arg && strchr(arg, ',')) {
         char list[1024];
         snprintf(list, sizeof list, "%s", arg);
-        for (char *save = NULL, *t = strtok_r(list, ",", &save); t;
-             t = strtok_r(NULL, ",", &save))
+        for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
             sweep_one(name, strtol(t, NULL, 10));
         return;
     }
-    if (arg && *arg)
-        sscanf(arg, "%ld-%ld", &lo, &hi);
+    if (arg && *arg) sscanf(arg, "%ld-%ld", &lo, &hi);
     for (long nr = lo; nr <= hi; nr++)
         sweep_one(name, nr);
 }
@@ -1315,14 +1250,20 @@ static void sweep_one(const char *name, long nr)
     char label[64];
     snprintf(label, sizeof label, "%s:%ld", name, nr);
     switch (nr) {
-    case SYS_fork: case SYS_vfork: case SYS_clone: case SYS_clone3:
-    case SYS_exit: case SYS_exit_group: case SYS_rt_sigreturn: case SYS_pause:
-    case SYS_vhangup: case SYS_sync: case SYS_restart_syscall:
-    case SYS_sched_yield: case SYS_munlockall:
-        emit_res(label, "SKIP", "not swept");
-        return;
-    default:
-        break;
+    case SYS_fork:
+    case SYS_vfork:
+    case SYS_clone:
+    case SYS_clone3:
+    case SYS_exit:
+    case SYS_exit_group:
+    case SYS_rt_sigreturn:
+    case SYS_pause:
+    case SYS_vhangup:
+    case SYS_sync:
+    case SYS_restart_syscall:
+    case SYS_sched_yield:
+    case SYS_munlockall: emit_res(label, "SKIP", "not swept"); return;
+    default: break;
     }
     int pfd[2];
     if (pipe(pfd) < 0) {
@@ -1343,13 +1284,11 @@ static void sweep_one(const char *name, long nr)
     int e = -1, st = 0;
     ssize_t got = c > 0 ? read(pfd[0], &e, sizeof e) : -1;
     close(pfd[0]);
-    if (c > 0)
-        waitpid(c, &st, 0);
+    if (c > 0) waitpid(c, &st, 0);
     if (got == (ssize_t)sizeof e)
         emit(label, e, "all args -1");
     else if (WIFSIGNALED(st))
-        emit_res(label, WTERMSIG(st) == SIGALRM ? "TIMEOUT" : "SIGNAL", "signal %d",
-                 WTERMSIG(st));
+        emit_res(label, WTERMSIG(st) == SIGALRM ? "TIMEOUT" : "SIGNAL", "signal %d", WTERMSIG(st));
     else
         emit_res(label, "EXITED", "status %d", WEXITSTATUS(st));
 }
@@ -1370,8 +1309,7 @@ static void at_seccomp_dump(const char *name, const char *arg)
         snprintf(label, sizeof label, "%s:%ld", name, i);
         long n = ptrace(PTRACE_SECCOMP_GET_FILTER, pid, (void *)i, NULL);
         if (n < 0) {
-            if (errno != ENOENT || i == 0)
-                emit(label, errno, "PTRACE_SECCOMP_GET_FILTER");
+            if (errno != ENOENT || i == 0) emit(label, errno, "PTRACE_SECCOMP_GET_FILTER");
             break;
         }
         struct sock_filter *f = calloc((size_t)n, sizeof *f);
@@ -1499,14 +1437,12 @@ static int run_attempt(const char *spec)
     char name[64];
     const char *eq = strchr(spec, '=');
     size_t n = eq ? (size_t)(eq - spec) : strlen(spec);
-    if (n >= sizeof name)
-        n = sizeof name - 1;
+    if (n >= sizeof name) n = sizeof name - 1;
     memcpy(name, spec, n);
     name[n] = 0;
     const char *arg = eq ? eq + 1 : NULL;
     for (size_t i = 0; i < sizeof attempts / sizeof attempts[0]; i++) {
-        if (strcmp(attempts[i].name, name) != 0)
-            continue;
+        if (strcmp(attempts[i].name, name) != 0) continue;
         /* The sweep and the dump fork or trace themselves and run for long. */
         if (attempts[i].fn == at_sweep || attempts[i].fn == at_seccomp_dump) {
             attempts[i].fn(name, arg);

@@ -21,8 +21,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define NS_FLAGS (CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | \
-                  CLONE_NEWNET | CLONE_NEWCGROUP)
+#define NS_FLAGS                                                                                   \
+    (CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET |     \
+     CLONE_NEWCGROUP)
 
 int main(int argc, char **argv)
 {

@@ -22,7 +22,8 @@ static const struct mlkem768_vector mlkem768_vectors[] = {
         "1149f17c3c4ac6ab1e3e2d9d8bd0171355ac0fa31bb8855c48ceade874c0864b",
         "b4cfbd24cef67afd3764276c6980e0f88f8e9ca57f59b7f12fe1a9c1e72f4710",
         "9cddd089ffe70e3996e76f7c8d06746df34d07e8657bc0fcf2bb0e1c3084aea1",
-        0, 0x01,
+        0,
+        0x01,
         "dcfc80c6db46ff7028e3a4398651c063ae7a42c107a6dc8cb07141861698ab92",
     },
     {
@@ -33,7 +34,8 @@ static const struct mlkem768_vector mlkem768_vectors[] = {
         "b476cca5af51be72dd16e096491931b4c7c2236772d3a091d6cff0287e83c70b",
         "458a9896b26a4cba613b45288e09d89f688d69f181d4f11e3c486057fb3066ac",
         "b4d29cd55bab43e16554b74b9098cdfce583996c968bcd2cfd1ad9455e351fbf",
-        1087, 0x80,
+        1087,
+        0x80,
         "6c3e6a5f59d8c0a0ab4694e3eadd0a08811042a77f38a09455e397b6344538df",
     },
     {
@@ -44,7 +46,8 @@ static const struct mlkem768_vector mlkem768_vectors[] = {
         "f9dec5faab2bf62212e6f3b4431576e562a8478f17717f735e3843a482b6b67a",
         "98b93f375ed28821f0a510571f4b54365b0e00e7ebba58f574f2132599e78a8a",
         "e8ee7d2cca02b283880f34d21c11224fc0460a04bfef571fa99df87ff4b104c8",
-        960, 0x10,
+        960,
+        0x10,
         "b91f0edeff9eb2d34f1b9d99df31607a80c68fc5bafa1bdbbc83f6031be2ccb0",
     },
     {
@@ -55,7 +58,8 @@ static const struct mlkem768_vector mlkem768_vectors[] = {
         "f0178509a209fc0b3dd96caf0aa71a286fd3117b07227cced1eb5fd8fe487d23",
         "283dbc66b546ee8ca1933d498fd38a72b018695af8798c790dd6584acf1ccb6a",
         "7c2cd05bc5bfd2b914ed14c00956afc83e86c52dfbf2174484aa74192d97aa5c",
-        500, 0xff,
+        500,
+        0xff,
         "dd048ab57b0c18e75dac9f73e54039d5d74e8d7a090e55e14f871b2dd0340bfa",
     },
     {
@@ -66,7 +70,8 @@ static const struct mlkem768_vector mlkem768_vectors[] = {
         "6dfa9995fce21a07468532d6aeee6e8ba8dd4cc494435244d3939fe123599be9",
         "6dc9dfff5e7dbc9d2b270f2daa2119033b11b3cea6f658e0e9af398753e88369",
         "4bc5373bbfdb6ef97fabe7aa00e4db52d89b87c8dd61e15085463e7b4c846785",
-        959, 0x40,
+        959,
+        0x40,
         "44f82a36fd69413266730dd3fb22bbf5fffbbd73854c4b70488692326cad770e",
     },
     {
@@ -77,7 +82,8 @@ static const struct mlkem768_vector mlkem768_vectors[] = {
         "9d7a5ad8524fa87b1dc4416f83d3da64b19f1ca3baf193213ed27060dd78bca7",
         "98c69acd10c7c501695040ea3947a544f747d4506914fc141ff0a5bb92125684",
         "c7215bc9a4c05298b2db1b349951eedbc7fbce53a40fa9b41ce8e827b1cd78ee",
-        1000, 0x02,
+        1000,
+        0x02,
         "7b7768e0b3c6372821e4c4cd3819e5ee221248b8eb372d9ec303a9f4cee18b00",
     },
 };

@@ -191,9 +191,9 @@ static void test_reload_token_file(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hex_keys),    cmocka_unit_test(test_reload_token_file),    cmocka_unit_test(test_token_trimming),
-        cmocka_unit_test(test_verdicts),    cmocka_unit_test(test_token_file),
-        cmocka_unit_test(test_admit),
+        cmocka_unit_test(test_hex_keys),       cmocka_unit_test(test_reload_token_file),
+        cmocka_unit_test(test_token_trimming), cmocka_unit_test(test_verdicts),
+        cmocka_unit_test(test_token_file),     cmocka_unit_test(test_admit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

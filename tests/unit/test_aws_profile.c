@@ -10,34 +10,32 @@
 
 #include "remote/aws_profile.h"
 
-static const char creds[] =
-    "# comment\n"
-    "[default]\n"
-    "aws_access_key_id = AKDEFAULT\n"
-    "aws_secret_access_key = sdefault\n"
-    "\n"
-    "[ work ]\n"
-    "  ; indented lines are nested settings, skipped\n"
-    "AWS_ACCESS_KEY_ID=AKWORK\n"
-    "aws_secret_access_key =  swork  \n"
-    "aws_session_token = tok\n"
-    "[role]\n"
-    "role_arn = arn:aws:iam::1:role/x\n"
-    "source_profile = default\n";
+static const char creds[] = "# comment\n"
+                            "[default]\n"
+                            "aws_access_key_id = AKDEFAULT\n"
+                            "aws_secret_access_key = sdefault\n"
+                            "\n"
+                            "[ work ]\n"
+                            "  ; indented lines are nested settings, skipped\n"
+                            "AWS_ACCESS_KEY_ID=AKWORK\n"
+                            "aws_secret_access_key =  swork  \n"
+                            "aws_session_token = tok\n"
+                            "[role]\n"
+                            "role_arn = arn:aws:iam::1:role/x\n"
+                            "source_profile = default\n";
 
-static const char config[] =
-    "[default]\n"
-    "region = eu-west-3\n"
-    "[profile work]\n"
-    "region=us-east-2\n"
-    "aws_access_key_id = AKFROMCONFIG\n"
-    "[work]\n"
-    "region = not-this-one\n"
-    "[profile cfgonly]\n"
-    "aws_access_key_id = AKCFG\n"
-    "aws_secret_access_key = scfg\n"
-    "[profile sso]\n"
-    "sso_session = corp\n";
+static const char config[] = "[default]\n"
+                             "region = eu-west-3\n"
+                             "[profile work]\n"
+                             "region=us-east-2\n"
+                             "aws_access_key_id = AKFROMCONFIG\n"
+                             "[work]\n"
+                             "region = not-this-one\n"
+                             "[profile cfgonly]\n"
+                             "aws_access_key_id = AKCFG\n"
+                             "aws_secret_access_key = scfg\n"
+                             "[profile sso]\n"
+                             "sso_session = corp\n";
 
 static void test_credentials_then_config(void **state)
 {

@@ -33,13 +33,16 @@ static void test_roundtrip_all_bytes(void **state)
 {
     (void)state;
     uint8_t all[256];
-    for (int i = 0; i < 256; i++) all[i] = (uint8_t)i;
+    for (int i = 0; i < 256; i++)
+        all[i] = (uint8_t)i;
     roundtrip(all, sizeof all);
     /* Every byte value in every position of a quad. */
-    for (int shift = 0; shift < 3; shift++) roundtrip(all + shift, sizeof all - (size_t)shift);
+    for (int shift = 0; shift < 3; shift++)
+        roundtrip(all + shift, sizeof all - (size_t)shift);
     for (int i = 0; i < 256; i++) {
         uint8_t one[3] = {(uint8_t)i, (uint8_t)(255 - i), (uint8_t)(i * 7)};
-        for (size_t n = 1; n <= 3; n++) roundtrip(one, n);
+        for (size_t n = 1; n <= 3; n++)
+            roundtrip(one, n);
     }
 }
 
@@ -47,7 +50,8 @@ static void test_roundtrip_lengths(void **state)
 {
     (void)state;
     uint8_t data[10] = {0x00, 0xff, 0x10, 0x80, 0x7f, 0x01, 0xfe, 0x3e, 0x3f, 0xaa};
-    for (size_t n = 0; n <= 10; n++) roundtrip(data, n);
+    for (size_t n = 0; n <= 10; n++)
+        roundtrip(data, n);
 }
 
 static void encodes_to(const char *src, const char *want)
@@ -135,15 +139,15 @@ static void test_fast_paths(void **state)
     (void)state;
     static uint8_t src[70000], dec[70000];
     static char enc[100000];
-    static const char alpha[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    static const char alpha[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     uint32_t x = 12345;
     for (size_t i = 0; i < sizeof src; i++) {
         x = x * 1103515245 + 12345;
         src[i] = (uint8_t)(x >> 16);
     }
     char err[64];
-    for (size_t n = 0; n < 40; n++) roundtrip(src + 7, n);
+    for (size_t n = 0; n < 40; n++)
+        roundtrip(src + 7, n);
     size_t n = sizeof src - 1;
     size_t elen = base64_encode(src, n, enc);
     for (size_t i = 0; i + 3 <= n; i += 3) {
@@ -177,8 +181,7 @@ static void test_fast_paths(void **state)
 /* The textbook encoder, padding included, to hold the vector loops to. */
 static size_t naive_encode(const uint8_t *s, size_t n, char *d)
 {
-    static const char alpha[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    static const char alpha[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     size_t o = 0;
     for (size_t i = 0; i < n; i += 3) {
         uint32_t v = (uint32_t)s[i] << 16;
@@ -246,9 +249,10 @@ static void test_in_place(void **state)
         x = x * 1103515245 + 12345;
         src[i] = (uint8_t)(x >> 16);
     }
-    static const char *const small[] = {"",     "YQ==", "YWI=", "YWJj", "YQ",   "YQ=",
-                                        "!!!",  "YW!j", "Y",    "====", "YR==", "YQ==YQ=="};
-    for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) in_place_same(small[i], strlen(small[i]));
+    static const char *const small[] = {
+        "", "YQ==", "YWI=", "YWJj", "YQ", "YQ=", "!!!", "YW!j", "Y", "====", "YR==", "YQ==YQ=="};
+    for (size_t i = 0; i < sizeof small / sizeof small[0]; i++)
+        in_place_same(small[i], strlen(small[i]));
     for (size_t n = 0; n < 200; n++) {
         size_t el = base64_encode(src, n, enc);
         in_place_same(enc, el);
@@ -282,9 +286,12 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_all_bytes),
-        cmocka_unit_test(test_fast_paths), cmocka_unit_test(test_roundtrip_lengths),
-        cmocka_unit_test(test_known_vectors),       cmocka_unit_test(test_decode),
-        cmocka_unit_test(test_decode_errors),       cmocka_unit_test(test_in_place),
+        cmocka_unit_test(test_fast_paths),
+        cmocka_unit_test(test_roundtrip_lengths),
+        cmocka_unit_test(test_known_vectors),
+        cmocka_unit_test(test_decode),
+        cmocka_unit_test(test_decode_errors),
+        cmocka_unit_test(test_in_place),
         cmocka_unit_test(test_encode_every_length_and_offset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

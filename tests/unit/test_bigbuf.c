@@ -67,11 +67,13 @@ static void test_grow_keeps_contents(void **state)
     (void)state;
     size_t cap;
     unsigned char *p = bigbuf_alloc(BIGBUF_MIN, &cap);
-    for (size_t i = 0; i < cap; i++) p[i] = (unsigned char)(i * 7);
+    for (size_t i = 0; i < cap; i++)
+        p[i] = (unsigned char)(i * 7);
     size_t old = cap;
     p = bigbuf_grow(p, 9u << 20, &cap);
     assert_true(cap >= 9u << 20);
-    for (size_t i = 0; i < old; i++) assert_int_equal(p[i], (unsigned char)(i * 7));
+    for (size_t i = 0; i < old; i++)
+        assert_int_equal(p[i], (unsigned char)(i * 7));
     p[cap - 1] = 1;
     /* Growing to less than it has changes nothing. */
     unsigned char *q = bigbuf_grow(p, 1u << 20, &cap);
@@ -87,8 +89,10 @@ static void test_bound(void **state)
     bigbuf_trim(0);
     enum { N = 40 };
     void *v[N];
-    for (int i = 0; i < N; i++) v[i] = bigbuf_alloc(8u << 20, NULL);
-    for (int i = 0; i < N; i++) bigbuf_free(v[i]);
+    for (int i = 0; i < N; i++)
+        v[i] = bigbuf_alloc(8u << 20, NULL);
+    for (int i = 0; i < N; i++)
+        bigbuf_free(v[i]);
     assert_true(bigbuf_cached() <= BIGBUF_CACHE_MAX);
     assert_true(bigbuf_cached() > 0);
     bigbuf_trim(0);

@@ -30,7 +30,8 @@ static void test_growth(void **state)
     buf_init(&b);
     assert_null(b.data);
     assert_int_equal(b.len, 0);
-    for (int i = 0; i < 10000; i++) buf_putc(&b, (char)('a' + i % 26));
+    for (int i = 0; i < 10000; i++)
+        buf_putc(&b, (char)('a' + i % 26));
     assert_int_equal(b.len, 10000);
     assert_true(b.cap >= b.len);
     assert_int_equal(b.data[9999], 'a' + 9999 % 26);
@@ -131,7 +132,8 @@ static void test_json_str(void **state)
     json_str_is("caf\xc3\xa9 \xe2\x82\xac", 9, "\"caf\xc3\xa9 \xe2\x82\xac\"");
     /* Every control character round-trips. */
     char ctl[32];
-    for (int i = 0; i < 32; i++) ctl[i] = (char)i;
+    for (int i = 0; i < 32; i++)
+        ctl[i] = (char)i;
     struct buf b;
     buf_init(&b);
     buf_put_json_str(&b, ctl, sizeof ctl);

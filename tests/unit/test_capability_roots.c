@@ -28,14 +28,14 @@ static void test_utf8(void **state)
     size_t a, l;
     assert_true(utf8_check("", 0, &a, &l));
     assert_true(utf8_check("h\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80", 10, &a, &l));
-    bad("ok\xFF\xFE", 4, 2, 1);          /* never a lead byte */
-    bad("ab\xE2\x82", 4, 2, 0);          /* ends inside a sequence */
-    bad("\xE2\x82x", 3, 0, 2);           /* third byte not a continuation */
-    bad("\xF0\x9F\x98x", 4, 0, 3);       /* fourth byte not a continuation */
-    bad("\xE0\x80\x80", 3, 0, 1);        /* overlong */
-    bad("\xED\xA0\x80", 3, 0, 1);        /* surrogate */
-    bad("\xF4\x90\x80\x80", 4, 0, 1);    /* above U+10FFFF */
-    bad("\xC0\xAF", 2, 0, 1);            /* C0/C1 never lead */
+    bad("ok\xFF\xFE", 4, 2, 1);       /* never a lead byte */
+    bad("ab\xE2\x82", 4, 2, 0);       /* ends inside a sequence */
+    bad("\xE2\x82x", 3, 0, 2);        /* third byte not a continuation */
+    bad("\xF0\x9F\x98x", 4, 0, 3);    /* fourth byte not a continuation */
+    bad("\xE0\x80\x80", 3, 0, 1);     /* overlong */
+    bad("\xED\xA0\x80", 3, 0, 1);     /* surrogate */
+    bad("\xF4\x90\x80\x80", 4, 0, 1); /* above U+10FFFF */
+    bad("\xC0\xAF", 2, 0, 1);         /* C0/C1 never lead */
     bad("x\xC3", 2, 1, 0);
 }
 

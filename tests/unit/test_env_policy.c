@@ -13,10 +13,18 @@
 
 #include "process/env_policy.h"
 
-static char *server_env[] = {"PATH=/usr/bin:/bin", "HOME=/home/u", "LANG=C.UTF-8",
-                             "SHELL=/bin/bash",    "USER=u",       "EDITOR=vi",
-                             "API_KEY=k1",         "my_secret=s",  "GH_TOKEN=t",
-                             "lower_key=lk",       "ZZ_EXP=zz",    "PYENV_ROOT=/p",
+static char *server_env[] = {"PATH=/usr/bin:/bin",
+                             "HOME=/home/u",
+                             "LANG=C.UTF-8",
+                             "SHELL=/bin/bash",
+                             "USER=u",
+                             "EDITOR=vi",
+                             "API_KEY=k1",
+                             "my_secret=s",
+                             "GH_TOKEN=t",
+                             "lower_key=lk",
+                             "ZZ_EXP=zz",
+                             "PYENV_ROOT=/p",
                              NULL};
 
 static json_t *parse(const char *text)
@@ -46,7 +54,8 @@ static char **build(const char *params_text, json_t **keep)
 static size_t count(char **envp)
 {
     size_t n = 0;
-    while (envp[n]) n++;
+    while (envp[n])
+        n++;
     return n;
 }
 
@@ -143,9 +152,9 @@ static void exclude_and_include_only_globs(void **state)
     assert_string_equal(env_get(e, "API_KEY"), "k1");
     assert_string_equal(env_get(e, "lower_key"), "lk");
     assert_string_equal(env_get(e, "PATH"), "/usr/bin:/bin");
-    assert_null(env_get(e, "ZZ_EXP"));     /* excluded before includeOnly */
-    assert_null(env_get(e, "PYENV_ROOT")); /* excluded */
-    assert_null(env_get(e, "HOME"));       /* not included */
+    assert_null(env_get(e, "ZZ_EXP"));          /* excluded before includeOnly */
+    assert_null(env_get(e, "PYENV_ROOT"));      /* excluded */
+    assert_null(env_get(e, "HOME"));            /* not included */
     assert_string_equal(env_get(e, "ZZ"), "1"); /* env is laid on after includeOnly */
     assert_int_equal(count(e), 4);
     env_free(e);
@@ -171,8 +180,11 @@ static void many_names_keep_order_and_last_value(void **state)
     json_object_set_new(env, "PATH", json_string("/x"));     /* env over inherited */
     json_array_append_new(inc, json_string("S*"));
     json_array_append_new(inc, json_string("PATH"));
-    struct env_policy pol = {.inherit = ENV_INHERIT_ALL, .ignore_default_excludes = true,
-                             .exclude = json_array(), .set = set, .include_only = inc};
+    struct env_policy pol = {.inherit = ENV_INHERIT_ALL,
+                             .ignore_default_excludes = true,
+                             .exclude = json_array(),
+                             .set = set,
+                             .include_only = inc};
     char **e = env_build(server_env, &pol, env);
     assert_int_equal(count(e), 2 + 5000 + 5000); /* PATH, SHELL (S*), set, env */
     assert_string_equal(e[0], "PATH=/x");        /* inherited first, replaced in place */

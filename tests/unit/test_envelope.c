@@ -37,9 +37,7 @@ static void mem_close(struct conn *c)
     ((struct memconn *)c)->closed = true;
 }
 
-static void mem_destroy(struct conn *c)
-{
-}
+static void mem_destroy(struct conn *c) {}
 
 static const struct conn_ops mem_ops = {
     .kind = "websocket", .send = mem_send, .close = mem_close, .destroy = mem_destroy};
@@ -110,8 +108,8 @@ static void test_ids_echoed_with_their_type(void **state)
                            "\"id\":9223372036854775807}"));
     assert_non_null(strstr(send_msg("{\"id\":-9223372036854775808,\"method\":\"no/such\"}"),
                            "\"id\":-9223372036854775808}"));
-    assert_non_null(strstr(send_msg("{\"id\":0,\"method\":\"no/such\",\"jsonrpc\":\"2.0\"}"),
-                           "\"id\":0}"));
+    assert_non_null(
+        strstr(send_msg("{\"id\":0,\"method\":\"no/such\",\"jsonrpc\":\"2.0\"}"), "\"id\":0}"));
 }
 
 static void test_lifecycle_gate(void **state)
@@ -123,18 +121,21 @@ static void test_lifecycle_gate(void **state)
     assert_string_equal(send_msg("{\"id\":2,\"method\":\"process/start\",\"params\":{}}"),
                         "{\"error\":{\"code\":-32602,\"message\":\"missing field `processId`\"},"
                         "\"id\":2}");
-    const char *init = send_msg("{\"id\":3,\"method\":\"initialize\",\"params\":{\"clientName\":\"u\"}}");
+    const char *init =
+        send_msg("{\"id\":3,\"method\":\"initialize\",\"params\":{\"clientName\":\"u\"}}");
     const char *want = "{\"id\":3,\"result\":{\"sessionId\":\"";
     assert_memory_equal(init, want, strlen(want));
-    assert_string_equal(send_msg("{\"id\":4,\"method\":\"process/read\",\"params\":{\"processId\":\"p\"}}"),
-                        "{\"error\":{\"code\":-32600,\"message\":\"client must send initialized "
-                        "before using exec methods\"},\"id\":4}");
+    assert_string_equal(
+        send_msg("{\"id\":4,\"method\":\"process/read\",\"params\":{\"processId\":\"p\"}}"),
+        "{\"error\":{\"code\":-32600,\"message\":\"client must send initialized "
+        "before using exec methods\"},\"id\":4}");
     assert_null(send_msg("{\"method\":\"initialized\"}"));
     assert_string_equal(send_msg("{\"id\":5,\"method\":\"environment/status\",\"params\":null}"),
                         "{\"id\":5,\"result\":{\"status\":\"ready\"}}");
-    assert_string_equal(send_msg("{\"id\":6,\"method\":\"initialize\",\"params\":{\"clientName\":\"u\"}}"),
-                        "{\"error\":{\"code\":-32600,\"message\":\"initialize may only be sent "
-                        "once per connection\"},\"id\":6}");
+    assert_string_equal(
+        send_msg("{\"id\":6,\"method\":\"initialize\",\"params\":{\"clientName\":\"u\"}}"),
+        "{\"error\":{\"code\":-32600,\"message\":\"initialize may only be sent "
+        "once per connection\"},\"id\":6}");
     assert_string_equal(send_msg("{\"method\":\"foo/bar\"}"),
                         "{\"error\":{\"code\":-32600,\"message\":\"unexpected notification "
                         "`foo/bar`\"},\"id\":-1}");

@@ -57,7 +57,8 @@ static void test_chunk_count_limit(void **state)
 {
     struct event_log log;
     event_log_init(&log);
-    for (unsigned i = 0; i < EVENT_LOG_MAX_CHUNKS + 10; i++) event_log_append(&log, STREAM_PTY, "a", 1);
+    for (unsigned i = 0; i < EVENT_LOG_MAX_CHUNKS + 10; i++)
+        event_log_append(&log, STREAM_PTY, "a", 1);
     assert_int_equal(log.count, EVENT_LOG_MAX_CHUNKS);
     assert_int_equal(log.head->seq, 11);
     event_log_free(&log);

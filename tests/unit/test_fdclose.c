@@ -41,9 +41,12 @@ static void run_in_child(int how)
         if (dup2(fd, LOW - 1) < 0) _exit(13);
         for (size_t i = 0; i < sizeof above / sizeof above[0]; i++)
             if (above[i] < (int)rl.rlim_cur && dup2(fd, above[i]) < 0) _exit(14);
-        if (how == 0) fdclose_from(LOW);
-        else if (how == 1 && fdclose_from_procfs(LOW) < 0) _exit(15);
-        else if (how == 2) fdclose_from_limit(LOW);
+        if (how == 0)
+            fdclose_from(LOW);
+        else if (how == 1 && fdclose_from_procfs(LOW) < 0)
+            _exit(15);
+        else if (how == 2)
+            fdclose_from_limit(LOW);
         for (size_t i = 0; i < sizeof above / sizeof above[0]; i++)
             if (is_open(above[i])) _exit(20 + (int)i);
         if (!is_open(LOW - 1) || !is_open(fd) || !is_open(0) || !is_open(1) || !is_open(2))

@@ -15,12 +15,12 @@ static void known_sizes_wait_or_go_alone(void **state)
     (void)state;
     server_limits.max_read_buffer = 100;
     assert_int_equal(fs_budget_take(60, 0, true), FS_BUDGET_OK);
-    assert_int_equal(fs_budget_take(30, 0, true), FS_BUDGET_OK);       /* 90: fits */
-    assert_int_equal(fs_budget_take(20, 0, true), FS_BUDGET_WAIT);     /* others hold */
+    assert_int_equal(fs_budget_take(30, 0, true), FS_BUDGET_OK);   /* 90: fits */
+    assert_int_equal(fs_budget_take(20, 0, true), FS_BUDGET_WAIT); /* others hold */
     assert_false(fs_budget_fits(20));
     fs_budget_give(90);
-    assert_true(fs_budget_fits(1000));                                  /* alone */
-    assert_int_equal(fs_budget_take(1000, 0, true), FS_BUDGET_OK);     /* one reply fits */
+    assert_true(fs_budget_fits(1000));                             /* alone */
+    assert_int_equal(fs_budget_take(1000, 0, true), FS_BUDGET_OK); /* one reply fits */
     assert_int_equal(fs_budget_take(1, 0, true), FS_BUDGET_WAIT);
     fs_budget_give(1000);
     assert_int_equal(fs_budget_used(), 0);

@@ -14,10 +14,17 @@
 
 static void test_request_round_trip(void **state)
 {
-    struct fs_wire_request rq = {.op = 3, .recursive = true, .nofollow = true,
-                                 .replace = true, .max_depth = 7, .max_dirs = 1u << 20,
-                                 .max_entries = 42, .path = "/tmp/a", .path_len = 6,
-                                 .path2 = "/tmp/b\xff", .path2_len = 7};
+    struct fs_wire_request rq = {.op = 3,
+                                 .recursive = true,
+                                 .nofollow = true,
+                                 .replace = true,
+                                 .max_depth = 7,
+                                 .max_dirs = 1u << 20,
+                                 .max_entries = 42,
+                                 .path = "/tmp/a",
+                                 .path_len = 6,
+                                 .path2 = "/tmp/b\xff",
+                                 .path2_len = 7};
     struct buf b;
     buf_init(&b);
     fs_wire_encode_request(&b, &rq);

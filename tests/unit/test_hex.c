@@ -41,7 +41,8 @@ static void test_encode_round_trip(void **state)
 {
     uint8_t in[256], back[256];
     char text[513];
-    for (int i = 0; i < 256; i++) in[i] = (uint8_t)i;
+    for (int i = 0; i < 256; i++)
+        in[i] = (uint8_t)i;
     hex_encode(in, sizeof in, text);
     assert_int_equal(strlen(text), 512);
     assert_memory_equal(text, "000102", 6);

@@ -15,8 +15,8 @@
 
 #include "proto/http_upgrade.h"
 
-#define UPGRADE_HEADERS                                                                        \
-    "Host: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"                         \
+#define UPGRADE_HEADERS                                                                            \
+    "Host: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"                             \
     "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
 
 static const char RFC_101[] = "HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\n"
@@ -202,8 +202,10 @@ static void test_key_header(void **state)
     };
     for (size_t i = 0; i < sizeof bad_keys / sizeof bad_keys[0]; i++) {
         char req[512];
-        if (bad_keys[i]) snprintf(req, sizeof req, "%sSec-WebSocket-Key: %s\r\n\r\n", base, bad_keys[i]);
-        else snprintf(req, sizeof req, "%s\r\n", base);
+        if (bad_keys[i])
+            snprintf(req, sizeof req, "%sSec-WebSocket-Key: %s\r\n\r\n", base, bad_keys[i]);
+        else
+            snprintf(req, sizeof req, "%s\r\n", base);
         expect_reply(req, 400, NULL);
     }
     expect_reply("GET / HTTP/1.1\r\nConnection: upgrade\r\nUpgrade: websocket\r\n"
@@ -275,7 +277,8 @@ static void test_too_large(void **state)
     /* Many short header lines also count towards the limit. */
     size_t off = strlen("GET / HTTP/1.1\r\n");
     memcpy(req, "GET / HTTP/1.1\r\n", off);
-    for (; off + 6 <= n; off += 6) memcpy(req + off, "A: b\r\n", 6);
+    for (; off + 6 <= n; off += 6)
+        memcpy(req + off, "A: b\r\n", 6);
     buf_init(&out);
     assert_int_equal(http_upgrade_parse(req, off, &info, &out), HTTP_REPLY);
     assert_int_equal(info.status, 431);
@@ -296,7 +299,8 @@ static void test_authorization(void **state)
     char big[600];
     memset(big, 'x', sizeof big - 1);
     big[sizeof big - 1] = '\0';
-    snprintf(req, sizeof req, "GET / HTTP/1.1\r\nAuthorization: %s\r\n" UPGRADE_HEADERS "\r\n", big);
+    snprintf(req, sizeof req, "GET / HTTP/1.1\r\nAuthorization: %s\r\n" UPGRADE_HEADERS "\r\n",
+             big);
     assert_int_equal(run(req, &info, &out), HTTP_WEBSOCKET);
     assert_string_equal(info.authorization, "");
     buf_free(&out);
@@ -346,8 +350,7 @@ static void test_response_rfc_example(void **state)
     assert_int_equal(info.status, 101);
     assert_int_equal(info.consumed, strlen(RFC_101));
     assert_int_equal(info.status_line_len, strlen("HTTP/1.1 101 Switching Protocols"));
-    assert_memory_equal(info.status_line, "HTTP/1.1 101 Switching Protocols",
-                        info.status_line_len);
+    assert_memory_equal(info.status_line, "HTTP/1.1 101 Switching Protocols", info.status_line_len);
     /* Frames right behind the head are not part of it. */
     char more[512];
     snprintf(more, sizeof more, "%s\x81\x02hi", RFC_101);

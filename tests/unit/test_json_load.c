@@ -17,7 +17,8 @@
 static char *big(size_t n, char fill)
 {
     char *s = malloc(n + 1);
-    for (size_t i = 0; i < n; i++) s[i] = (char)("ABCDEFGHabcdefgh0123456789+/"[i % 28]);
+    for (size_t i = 0; i < n; i++)
+        s[i] = (char)("ABCDEFGHabcdefgh0123456789+/"[i % 28]);
     if (fill) s[n / 2] = fill;
     s[n] = 0;
     return s;
@@ -61,13 +62,13 @@ static void test_equal_to_jansson(void **state)
                "\"dataBase64\":\"%s\"},\"x\":\"%s\"}",
                0);
     check_with("{\"a\":[\"%s\",{\"b\":\"%s\"}], \"c\" : \"small\"}", 0);
-    check_with("{\"%s\":1,\"k\":\"%s\"}", 0);      /* a big key is not spliced */
+    check_with("{\"%s\":1,\"k\":\"%s\"}", 0);        /* a big key is not spliced */
     check_with("{\"a\":\"%s\",\"b\":\"%s\"}", '\\'); /* escapes: plain jansson */
     check_with("{\"a\":\"%s\",\"b\":\"%s\"}", '\x01');
     check_with("{\"a\":\"%s\",\"b\":\"%s\"}", (char)0xc3); /* invalid UTF-8 alone */
-    check_with("{\"a\":\"%s\",\"a\":\"%s\"}", 0);  /* duplicate key error */
-    check_with("{\"a\":\"%s\",\"b\":\"%s\"", 0);   /* truncated */
-    check_with("{\"a\":\"%s\" \"b\":\"%s\"}", 0);  /* missing comma */
+    check_with("{\"a\":\"%s\",\"a\":\"%s\"}", 0);          /* duplicate key error */
+    check_with("{\"a\":\"%s\",\"b\":\"%s\"", 0);           /* truncated */
+    check_with("{\"a\":\"%s\" \"b\":\"%s\"}", 0);          /* missing comma */
     check_with("[\"%s\",\"%s\"]", 0);
 }
 
@@ -129,7 +130,8 @@ static void test_integers_past_int64(void **state)
     json_error_t e;
     const char *bad = "{\"a\":18446744073709551615,}";
     assert_null(json_load_message(bad, strlen(bad), 0, &e));
-    assert_null(load("{\"a\":1" "000000000000000000000000000000000000000000000000000000000000"
+    assert_null(load("{\"a\":1"
+                     "000000000000000000000000000000000000000000000000000000000000"
                      "0000000000000000000000000000000000000000000000000000000000000000000000"
                      "0000000000000000000000000000000000000000000000000000000000000000000000"
                      "0000000000000000000000000000000000000000000000000000000000000000000000"
@@ -137,7 +139,8 @@ static void test_integers_past_int64(void **state)
                      "00000000000000000000000000000000000000000000000000000000000000000000}"));
     /* Many messages: entries of freed messages are dropped, live ones stay exact. */
     json_t *keep = load("[18446744073709551614]");
-    for (int i = 0; i < 100; i++) json_decref(load("[18446744073709551615]"));
+    for (int i = 0; i < 100; i++)
+        json_decref(load("[18446744073709551615]"));
     assert_true(json_load_u64(json_array_get(keep, 0), &u) && u == UINT64_MAX - 1);
     json_decref(keep);
     /* A big integer inside a message with a big spliced string. */

@@ -184,8 +184,10 @@ static void test_encaps_modulus_check(void **state)
             }
             assert_int_equal(rc, -EINVAL);
             /* nothing half-written on failure */
-            for (size_t j = 0; j < sizeof ct; j++) assert_int_equal(ct[j], 0);
-            for (size_t j = 0; j < sizeof ss; j++) assert_int_equal(ss[j], 0);
+            for (size_t j = 0; j < sizeof ct; j++)
+                assert_int_equal(ct[j], 0);
+            for (size_t j = 0; j < sizeof ss; j++)
+                assert_int_equal(ss[j], 0);
             assert_int_equal(mlkem768_encaps(ct, ss, ek2), -EINVAL);
         }
         memcpy(ek2, ek, sizeof ek);
@@ -211,7 +213,8 @@ static void test_decaps_hash_check(void **state)
         dk2[bad[i]] ^= 0x04;
         memset(ss2, 0xaa, sizeof ss2);
         assert_int_equal(mlkem768_decaps(ss2, ct, dk2), -EINVAL);
-        for (size_t j = 0; j < sizeof ss2; j++) assert_int_equal(ss2[j], 0);
+        for (size_t j = 0; j < sizeof ss2; j++)
+            assert_int_equal(ss2[j], 0);
     }
     /* z is outside the check and only matters on rejection */
     memcpy(dk2, dk, sizeof dk);
@@ -297,8 +300,10 @@ static void test_ntt_multiplies(void **state)
         for (int i = 0; i < MLKEM_N; i++)
             for (int j = 0; j < MLKEM_N; j++) {
                 int64_t p = (int64_t)f.c[i] * g.c[j];
-                if (i + j < MLKEM_N) school[i + j] += p;
-                else school[i + j - MLKEM_N] -= p; /* X^256 = -1 */
+                if (i + j < MLKEM_N)
+                    school[i + j] += p;
+                else
+                    school[i + j - MLKEM_N] -= p; /* X^256 = -1 */
             }
         fh = f;
         gh = g;
@@ -317,14 +322,10 @@ static void test_ntt_multiplies(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_known_answers),
-        cmocka_unit_test(test_accumulated),
-        cmocka_unit_test(test_encaps_modulus_check),
-        cmocka_unit_test(test_decaps_hash_check),
-        cmocka_unit_test(test_random_round_trips),
-        cmocka_unit_test(test_sample_ntt_resqueeze),
-        cmocka_unit_test(test_mod_q_exact),
-        cmocka_unit_test(test_compress_exact),
+        cmocka_unit_test(test_known_answers),        cmocka_unit_test(test_accumulated),
+        cmocka_unit_test(test_encaps_modulus_check), cmocka_unit_test(test_decaps_hash_check),
+        cmocka_unit_test(test_random_round_trips),   cmocka_unit_test(test_sample_ntt_resqueeze),
+        cmocka_unit_test(test_mod_q_exact),          cmocka_unit_test(test_compress_exact),
         cmocka_unit_test(test_ntt_multiplies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -59,8 +59,8 @@ static void send_fd(int sp, char tag, int fd)
         char buf[CMSG_SPACE(sizeof(int))];
     } cm;
     memset(&cm, 0, sizeof cm);
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
-                         .msg_controllen = sizeof cm.buf};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
@@ -96,8 +96,8 @@ static size_t read_all(uv_loop_t *loop, int fd, char *out, size_t cap)
 
 static struct netproxy *start(uv_loop_t *loop, bool socks)
 {
-    struct netproxy_params p = {.present = true, .enabled = true, .enable_socks5 = socks,
-                                .allow_local_binding = true};
+    struct netproxy_params p = {
+        .present = true, .enabled = true, .enable_socks5 = socks, .allow_local_binding = true};
     p.domains = json_pack("{s:s,s:s}", "127.0.0.1", "allow", "blocked.test", "deny");
     char err[256] = "";
     assert_int_equal(netproxy_validate(&p, err, sizeof err), 0);

@@ -45,7 +45,8 @@ static int stream_draw(void *ctx, uint8_t *out, size_t n)
             size_t ll = strlen(r->label);
             unsigned int len = 0;
             memcpy(in, r->label, ll);
-            for (int i = 0; i < 4; i++) in[ll + i] = (uint8_t)(r->counter >> (24 - 8 * i));
+            for (int i = 0; i < 4; i++)
+                in[ll + i] = (uint8_t)(r->counter >> (24 - 8 * i));
             r->counter++;
             if (!EVP_Digest(in, ll + 4, r->block, &len, EVP_sha256(), NULL)) return -EIO;
             r->used = 0;
@@ -92,10 +93,12 @@ static void pair_handshake(struct pair *p, const uint8_t *payload, size_t payloa
     size_t got_len;
     assert_int_equal(noise_ik_static_key_generate(&p->ikey, NULL, NULL), 0);
     assert_int_equal(noise_ik_static_key_generate(&p->rkey, NULL, NULL), 0);
-    assert_int_equal(noise_ik_initiator_new(&p->ini, &p->ikey, &p->rkey.pub, pro, plen, NULL, NULL), 0);
+    assert_int_equal(noise_ik_initiator_new(&p->ini, &p->ikey, &p->rkey.pub, pro, plen, NULL, NULL),
+                     0);
     assert_int_equal(noise_ik_responder_new(&p->res, &p->rkey, pro, plen, NULL, NULL), 0);
     assert_int_equal(noise_ik_write_message1(p->ini, payload, payload_len, msg1,
-                                             NOISE_IK_MSG1_OVERHEAD + payload_len, &mlen), 0);
+                                             NOISE_IK_MSG1_OVERHEAD + payload_len, &mlen),
+                     0);
     assert_int_equal(mlen, NOISE_IK_MSG1_OVERHEAD + payload_len);
     assert_int_equal(noise_ik_read_message1(p->res, msg1, mlen, &got, &got_len), 0);
     assert_int_equal(got_len, payload_len);
@@ -188,12 +191,14 @@ static void test_roundtrip_authenticates_both_endpoints(void **state)
     uint8_t rec[64], pt[64];
     size_t n, m;
     for (int round = 0; round < 3; round++) {
-        assert_int_equal(noise_ik_transport_encrypt(p.ti, (const uint8_t *)"ping", 4, rec, sizeof rec, &n), 0);
+        assert_int_equal(
+            noise_ik_transport_encrypt(p.ti, (const uint8_t *)"ping", 4, rec, sizeof rec, &n), 0);
         assert_int_equal(n, 4 + 16);
         assert_int_equal(noise_ik_transport_decrypt(p.tr, rec, n, pt, sizeof pt, &m), 0);
         assert_int_equal(m, 4);
         assert_memory_equal(pt, "ping", 4);
-        assert_int_equal(noise_ik_transport_encrypt(p.tr, (const uint8_t *)"pong!", 5, rec, sizeof rec, &n), 0);
+        assert_int_equal(
+            noise_ik_transport_encrypt(p.tr, (const uint8_t *)"pong!", 5, rec, sizeof rec, &n), 0);
         assert_int_equal(noise_ik_transport_decrypt(p.ti, rec, n, pt, sizeof pt, &m), 0);
         assert_memory_equal(pt, "pong!", 5);
     }
@@ -221,7 +226,8 @@ static void test_initiator_rejects_wrong_responder_key(void **state)
     /* Pinned to `other`: the real responder cannot read msg 1. */
     assert_int_equal(noise_ik_initiator_new(&ini, &ikey, &other.pub, pro, plen, NULL, NULL), 0);
     assert_int_equal(noise_ik_responder_new(&res, &rkey, pro, plen, NULL, NULL), 0);
-    assert_int_equal(noise_ik_write_message1(ini, (const uint8_t *)"auth", 4, msg1, sizeof msg1, &n), 0);
+    assert_int_equal(
+        noise_ik_write_message1(ini, (const uint8_t *)"auth", 4, msg1, sizeof msg1, &n), 0);
     assert_int_equal(noise_ik_read_message1(res, msg1, n, NULL, NULL), -EBADMSG);
     assert_null(noise_ik_remote_static(res));
     assert_int_equal(noise_ik_write_message2(res, msg2), -EINVAL); /* stays failed */
@@ -230,7 +236,8 @@ static void test_initiator_rejects_wrong_responder_key(void **state)
      * not authenticate at the pinned initiator. */
     assert_int_equal(noise_ik_initiator_new(&ini2, &ikey, &rkey.pub, pro, plen, NULL, NULL), 0);
     assert_int_equal(noise_ik_responder_new(&res2, &rkey, pro, plen, NULL, NULL), 0);
-    assert_int_equal(noise_ik_write_message1(ini2, (const uint8_t *)"auth", 4, msg1, sizeof msg1, &n), 0);
+    assert_int_equal(
+        noise_ik_write_message1(ini2, (const uint8_t *)"auth", 4, msg1, sizeof msg1, &n), 0);
     assert_int_equal(noise_ik_read_message1(res2, msg1, n, NULL, NULL), 0);
     assert_int_equal(noise_ik_write_message2(res2, msg2), 0);
     assert_int_equal(noise_ik_read_message2(ini, msg2, sizeof msg2), -EBADMSG);
@@ -292,15 +299,19 @@ static void test_handshake_size_limits(void **state)
     assert_int_equal(noise_ik_static_key_generate(&rkey, NULL, NULL), 0);
 
     assert_int_equal(noise_ik_initiator_new(&ini, &ikey, &rkey.pub, pro, plen, NULL, NULL), 0);
-    assert_int_equal(noise_ik_write_message1(ini, payload, 65535, msg, 65536 + NOISE_IK_MSG1_OVERHEAD, &n),
-                     -EMSGSIZE);
-    assert_int_equal(noise_ik_write_message1(ini, payload, NOISE_IK_MAX_MSG1_PAYLOAD + 1, msg, 65536, &n),
-                     -EMSGSIZE);
+    assert_int_equal(
+        noise_ik_write_message1(ini, payload, 65535, msg, 65536 + NOISE_IK_MSG1_OVERHEAD, &n),
+        -EMSGSIZE);
+    assert_int_equal(
+        noise_ik_write_message1(ini, payload, NOISE_IK_MAX_MSG1_PAYLOAD + 1, msg, 65536, &n),
+        -EMSGSIZE);
     /* Too small an output buffer is refused before anything is consumed. */
-    assert_int_equal(noise_ik_write_message1(ini, payload, 10, msg, NOISE_IK_MSG1_OVERHEAD + 9, &n), -EMSGSIZE);
+    assert_int_equal(noise_ik_write_message1(ini, payload, 10, msg, NOISE_IK_MSG1_OVERHEAD + 9, &n),
+                     -EMSGSIZE);
     /* The largest payload makes a message of exactly 65535 bytes, which reads back. */
     memset(payload, 'a', NOISE_IK_MAX_MSG1_PAYLOAD);
-    assert_int_equal(noise_ik_write_message1(ini, payload, NOISE_IK_MAX_MSG1_PAYLOAD, msg, 65536, &n), 0);
+    assert_int_equal(
+        noise_ik_write_message1(ini, payload, NOISE_IK_MAX_MSG1_PAYLOAD, msg, 65536, &n), 0);
     assert_int_equal(n, 65535);
     assert_int_equal(noise_ik_responder_new(&res, &rkey, pro, plen, NULL, NULL), 0);
     const uint8_t *got;
@@ -315,7 +326,8 @@ static void test_handshake_size_limits(void **state)
     assert_int_equal(noise_ik_read_message1(res, msg, 65536, NULL, NULL), -EMSGSIZE);
     noise_ik_handshake_free(res);
     assert_int_equal(noise_ik_responder_new(&res, &rkey, pro, plen, NULL, NULL), 0);
-    assert_int_equal(noise_ik_read_message1(res, msg, NOISE_IK_MSG1_OVERHEAD - 1, NULL, NULL), -EMSGSIZE);
+    assert_int_equal(noise_ik_read_message1(res, msg, NOISE_IK_MSG1_OVERHEAD - 1, NULL, NULL),
+                     -EMSGSIZE);
     noise_ik_handshake_free(res);
     noise_ik_handshake_free(ini);
     noise_ik_static_key_wipe(&ikey);
@@ -381,7 +393,8 @@ static void test_initiator_rejects_altered_message2(void **state)
 static void test_responder_rejects_altered_message1(void **state)
 {
     (void)state;
-    static const size_t offsets[] = {0, 1087, 1088, 1119, 1120, 2303, 2304, 2351, 2352, 3551, 3552, 3571};
+    static const size_t offsets[] = {0,    1087, 1088, 1119, 1120, 2303,
+                                     2304, 2351, 2352, 3551, 3552, 3571};
     struct noise_ik_static_key ikey, rkey;
     size_t plen, n;
     uint8_t *pro = default_prologue(&plen);
@@ -392,7 +405,8 @@ static void test_responder_rejects_altered_message1(void **state)
         uint8_t msg1[NOISE_IK_MSG1_OVERHEAD + 4];
         assert_int_equal(noise_ik_initiator_new(&ini, &ikey, &rkey.pub, pro, plen, NULL, NULL), 0);
         assert_int_equal(noise_ik_responder_new(&res, &rkey, pro, plen, NULL, NULL), 0);
-        assert_int_equal(noise_ik_write_message1(ini, (const uint8_t *)"auth", 4, msg1, sizeof msg1, &n), 0);
+        assert_int_equal(
+            noise_ik_write_message1(ini, (const uint8_t *)"auth", 4, msg1, sizeof msg1, &n), 0);
         msg1[offsets[i]] ^= 0x80;
         assert_int_equal(noise_ik_read_message1(res, msg1, n, NULL, NULL), -EBADMSG);
         noise_ik_handshake_free(ini);
@@ -429,7 +443,8 @@ static void test_state_misuse_and_rng_failure(void **state)
     noise_ik_handshake_free(res);
 
     /* A randomness failure surfaces and kills the attempt. */
-    assert_int_equal(noise_ik_initiator_new(&ini, &ikey, &rkey.pub, pro, plen, failing_rng, NULL), 0);
+    assert_int_equal(noise_ik_initiator_new(&ini, &ikey, &rkey.pub, pro, plen, failing_rng, NULL),
+                     0);
     assert_int_equal(noise_ik_write_message1(ini, NULL, 0, msg1, sizeof msg1, &n), -EAGAIN);
     assert_int_equal(noise_ik_write_message1(ini, NULL, 0, msg1, sizeof msg1, &n), -EINVAL);
     noise_ik_handshake_free(ini);
@@ -490,7 +505,8 @@ static void test_transport_rejects_tampered_ciphertext(void **state)
     uint8_t rec[64], bad[64], pt[64];
     size_t n, m = 99;
     pair_handshake(&p, NULL, 0);
-    assert_int_equal(noise_ik_transport_encrypt(p.ti, (const uint8_t *)"secret", 6, rec, sizeof rec, &n), 0);
+    assert_int_equal(
+        noise_ik_transport_encrypt(p.ti, (const uint8_t *)"secret", 6, rec, sizeof rec, &n), 0);
     for (size_t i = 0; i < n; i++) {
         memcpy(bad, rec, n);
         bad[i] ^= 0x04;
@@ -513,8 +529,10 @@ static void test_transport_rejects_replayed_ciphertext(void **state)
     uint8_t r0[32], r1[32], pt[32];
     size_t n0, n1, m;
     pair_handshake(&p, NULL, 0);
-    assert_int_equal(noise_ik_transport_encrypt(p.tr, (const uint8_t *)"one", 3, r0, sizeof r0, &n0), 0);
-    assert_int_equal(noise_ik_transport_encrypt(p.tr, (const uint8_t *)"two", 3, r1, sizeof r1, &n1), 0);
+    assert_int_equal(
+        noise_ik_transport_encrypt(p.tr, (const uint8_t *)"one", 3, r0, sizeof r0, &n0), 0);
+    assert_int_equal(
+        noise_ik_transport_encrypt(p.tr, (const uint8_t *)"two", 3, r1, sizeof r1, &n1), 0);
     assert_memory_not_equal(r0, r1, n0); /* same length, fresh nonce */
     assert_int_equal(noise_ik_transport_decrypt(p.ti, r1, n1, pt, sizeof pt, &m), -EBADMSG);
     assert_int_equal(noise_ik_transport_decrypt(p.ti, r0, n0, pt, sizeof pt, &m), 0);
@@ -522,7 +540,8 @@ static void test_transport_rejects_replayed_ciphertext(void **state)
     assert_int_equal(noise_ik_transport_decrypt(p.ti, r1, n1, pt, sizeof pt, &m), 0);
     assert_memory_equal(pt, "two", 3);
     /* A record from one direction never opens in the other. */
-    assert_int_equal(noise_ik_transport_encrypt(p.ti, (const uint8_t *)"dir", 3, r0, sizeof r0, &n0), 0);
+    assert_int_equal(
+        noise_ik_transport_encrypt(p.ti, (const uint8_t *)"dir", 3, r0, sizeof r0, &n0), 0);
     assert_int_equal(noise_ik_transport_decrypt(p.ti, r0, n0, pt, sizeof pt, &m), -EBADMSG);
     pair_free(&p);
 }
@@ -534,10 +553,12 @@ static void test_transport_size_limits(void **state)
     uint8_t *buf = calloc(1, 65536 + 16), *out = malloc(65536 + 16);
     size_t n, m;
     pair_handshake(&p, NULL, 0);
-    assert_int_equal(noise_ik_transport_encrypt(p.ti, buf, NOISE_IK_MAX_RECORD_PLAINTEXT + 1, out, 65536 + 16, &n),
+    assert_int_equal(noise_ik_transport_encrypt(p.ti, buf, NOISE_IK_MAX_RECORD_PLAINTEXT + 1, out,
+                                                65536 + 16, &n),
                      -EMSGSIZE);
     assert_int_equal(noise_ik_transport_encrypt(p.ti, buf, 10, out, 25, &n), -EMSGSIZE);
-    assert_int_equal(noise_ik_transport_encrypt(p.ti, buf, NOISE_IK_MAX_RECORD_PLAINTEXT, out, 65535, &n), 0);
+    assert_int_equal(
+        noise_ik_transport_encrypt(p.ti, buf, NOISE_IK_MAX_RECORD_PLAINTEXT, out, 65535, &n), 0);
     assert_int_equal(n, 65535);
     assert_int_equal(noise_ik_transport_decrypt(p.tr, out, 65536, buf, 65536, &m), -EMSGSIZE);
     assert_int_equal(noise_ik_transport_decrypt(p.tr, out, 15, buf, 65536, &m), -EMSGSIZE);
@@ -570,7 +591,8 @@ static void test_public_key_serializes_with_expected_suite(void **state)
     assert_int_equal(json_string_length(json_object_get(j, "x25519_public_key")), 44);
     assert_int_equal(json_string_length(json_object_get(j, "mlkem768_public_key")), 1580);
     char *text = json_dumps(j, JSON_COMPACT);
-    assert_int_equal(strncmp(text, "{\"suite\":\"" NOISE_IK_SUITE "\",\"x25519_public_key\":\"", 77), 0);
+    assert_int_equal(
+        strncmp(text, "{\"suite\":\"" NOISE_IK_SUITE "\",\"x25519_public_key\":\"", 77), 0);
     assert_int_equal(noise_ik_public_key_parse(text, strlen(text), &back), 0);
     assert_memory_equal(&back, &k.pub, sizeof back);
     free(text);
@@ -612,9 +634,11 @@ static void test_public_key_validation(void **state)
 
     /* Wrong lengths: 31 and 33 bytes, a truncated ML-KEM key. */
     j = json_deep_copy(good);
-    json_object_set_new(j, "x25519_public_key", json_string("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="));
+    json_object_set_new(j, "x25519_public_key",
+                        json_string("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="));
     assert_int_equal(noise_ik_public_key_from_json(j, &out), -EINVAL);
-    json_object_set_new(j, "x25519_public_key", json_string("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="));
+    json_object_set_new(j, "x25519_public_key",
+                        json_string("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="));
     assert_int_equal(noise_ik_public_key_from_json(j, &out), -EINVAL);
     json_object_set_new(j, "x25519_public_key", json_string(x));
     char *shortm = strndup(m, 1576);
@@ -667,7 +691,9 @@ static void test_js_model_vectors(void **state)
     char *text = json_dumps(j, JSON_COMPACT);
     assert_string_equal(text, nv_responder_public_json);
     struct noise_ik_public_key parsed;
-    assert_int_equal(noise_ik_public_key_parse(nv_responder_public_json, strlen(nv_responder_public_json), &parsed), 0);
+    assert_int_equal(noise_ik_public_key_parse(nv_responder_public_json,
+                                               strlen(nv_responder_public_json), &parsed),
+                     0);
     assert_memory_equal(&parsed, &rkey.pub, sizeof parsed);
     free(text);
     json_decref(j);
@@ -676,8 +702,9 @@ static void test_js_model_vectors(void **state)
     stream_init(&hr, NV_LABEL_RESPONDER_HANDSHAKE);
     assert_int_equal(noise_ik_initiator_new(&ini, &ikey, &parsed, pro, plen, stream_draw, &hi), 0);
     assert_int_equal(noise_ik_responder_new(&res, &rkey, pro, plen, stream_draw, &hr), 0);
-    assert_int_equal(noise_ik_write_message1(ini, (const uint8_t *)NV_PAYLOAD, strlen(NV_PAYLOAD), msg1,
-                                             sizeof msg1, &n), 0);
+    assert_int_equal(noise_ik_write_message1(ini, (const uint8_t *)NV_PAYLOAD, strlen(NV_PAYLOAD),
+                                             msg1, sizeof msg1, &n),
+                     0);
     assert_int_equal(n, sizeof nv_msg1);
     assert_memory_equal(msg1, nv_msg1, sizeof nv_msg1);
     assert_int_equal(noise_ik_read_message1(res, nv_msg1, sizeof nv_msg1, &payload, &m), 0);
@@ -695,27 +722,36 @@ static void test_js_model_vectors(void **state)
     assert_int_equal(noise_ik_transport_new(ini, &ti), 0);
     assert_int_equal(noise_ik_transport_new(res, &tr), 0);
     /* Our records equal the model's... */
-    assert_int_equal(noise_ik_transport_encrypt(ti, (const uint8_t *)NV_I2R_0, strlen(NV_I2R_0), rec, sizeof rec, &n), 0);
+    assert_int_equal(noise_ik_transport_encrypt(ti, (const uint8_t *)NV_I2R_0, strlen(NV_I2R_0),
+                                                rec, sizeof rec, &n),
+                     0);
     assert_int_equal(n, sizeof nv_i2r_0);
     assert_memory_equal(rec, nv_i2r_0, n);
     assert_int_equal(noise_ik_transport_encrypt(ti, NULL, 0, rec, sizeof rec, &n), 0);
     assert_int_equal(n, sizeof nv_i2r_1);
     assert_memory_equal(rec, nv_i2r_1, n);
     uint8_t big[1000];
-    for (int i = 0; i < 1000; i++) big[i] = (uint8_t)(i * 7 + 3);
-    assert_int_equal(noise_ik_transport_encrypt(tr, (const uint8_t *)NV_R2I_0, strlen(NV_R2I_0), rec, sizeof rec, &n), 0);
+    for (int i = 0; i < 1000; i++)
+        big[i] = (uint8_t)(i * 7 + 3);
+    assert_int_equal(noise_ik_transport_encrypt(tr, (const uint8_t *)NV_R2I_0, strlen(NV_R2I_0),
+                                                rec, sizeof rec, &n),
+                     0);
     assert_memory_equal(rec, nv_r2i_0, sizeof nv_r2i_0);
     assert_int_equal(noise_ik_transport_encrypt(tr, big, sizeof big, rec, sizeof rec, &n), 0);
     assert_int_equal(n, sizeof nv_r2i_1);
     assert_memory_equal(rec, nv_r2i_1, n);
     /* ...and the model's records open here, in order. */
-    assert_int_equal(noise_ik_transport_decrypt(tr, nv_i2r_0, sizeof nv_i2r_0, pt, sizeof pt, &m), 0);
+    assert_int_equal(noise_ik_transport_decrypt(tr, nv_i2r_0, sizeof nv_i2r_0, pt, sizeof pt, &m),
+                     0);
     assert_memory_equal(pt, NV_I2R_0, strlen(NV_I2R_0));
-    assert_int_equal(noise_ik_transport_decrypt(tr, nv_i2r_1, sizeof nv_i2r_1, pt, sizeof pt, &m), 0);
+    assert_int_equal(noise_ik_transport_decrypt(tr, nv_i2r_1, sizeof nv_i2r_1, pt, sizeof pt, &m),
+                     0);
     assert_int_equal(m, 0);
-    assert_int_equal(noise_ik_transport_decrypt(ti, nv_r2i_0, sizeof nv_r2i_0, pt, sizeof pt, &m), 0);
+    assert_int_equal(noise_ik_transport_decrypt(ti, nv_r2i_0, sizeof nv_r2i_0, pt, sizeof pt, &m),
+                     0);
     assert_memory_equal(pt, NV_R2I_0, strlen(NV_R2I_0));
-    assert_int_equal(noise_ik_transport_decrypt(ti, nv_r2i_1, sizeof nv_r2i_1, pt, sizeof pt, &m), 0);
+    assert_int_equal(noise_ik_transport_decrypt(ti, nv_r2i_1, sizeof nv_r2i_1, pt, sizeof pt, &m),
+                     0);
     assert_memory_equal(pt, big, sizeof big);
 
     noise_ik_transport_free(ti);

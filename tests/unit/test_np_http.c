@@ -106,7 +106,8 @@ static void test_forward_head(void **state)
                                   "X-Keep: 2\r\nConnection: close\r\n\r\n");
     buf_free(&out);
     /* no Host: one is added; an upgrade keeps its headers */
-    const char *up = "GET http://b.com/ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n";
+    const char *up =
+        "GET http://b.com/ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n";
     assert_true(parse(up, &h) > 0);
     assert_int_equal(np_http_target(&h, 80, &t, &why), 0);
     buf_init(&out);
@@ -120,7 +121,8 @@ static void test_forward_head(void **state)
 static void test_response_head(void **state)
 {
     (void)state;
-    const char *resp = "HTTP/1.0 200 OK\r\nServer: x\r\nConnection: keep-alive\r\nContent-Length: 6\r\n\r\nhello\n";
+    const char *resp = "HTTP/1.0 200 OK\r\nServer: x\r\nConnection: keep-alive\r\nContent-Length: "
+                       "6\r\n\r\nhello\n";
     struct np_http_head h;
     int rc = np_http_parse_response(resp, strlen(resp), &h);
     assert_int_equal(rc, (int)(strlen(resp) - 6));
@@ -212,7 +214,8 @@ static void test_socks(void **state)
     int cmd = 0;
     struct np_socks_addr a;
     const uint8_t r1[] = {5, 1, 0, 3, 5, 'R', 'u', 'n', 's', 'C', 0x1F, 0x90};
-    for (size_t i = 0; i < sizeof r1; i++) assert_int_equal(np_socks_request(r1, i, &cmd, &a), 0);
+    for (size_t i = 0; i < sizeof r1; i++)
+        assert_int_equal(np_socks_request(r1, i, &cmd, &a), 0);
     assert_int_equal(np_socks_request(r1, sizeof r1, &cmd, &a), (int)sizeof r1);
     assert_int_equal(cmd, NP_SOCKS_CONNECT);
     assert_string_equal(a.host, "runsc");

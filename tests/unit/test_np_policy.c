@@ -113,8 +113,7 @@ static void test_validation_texts(void **state)
     bad_pattern("***.a.com", NP_PERM_ALLOW, "unsupported repeated wildcard: ***.a.com");
     bad_pattern("**", NP_PERM_ALLOW, "unsupported repeated wildcard: **");
     bad_pattern("**", NP_PERM_DENY, "unsupported repeated wildcard: **");
-    bad_pattern("a[b", NP_PERM_ALLOW,
-                "brackets are only supported for IPv6 literals or [*]: a[b");
+    bad_pattern("a[b", NP_PERM_ALLOW, "brackets are only supported for IPv6 literals or [*]: a[b");
     bad_pattern("[1.2.3.4]", NP_PERM_ALLOW,
                 "brackets are only supported for IPv6 literals or [*]: [1.2.3.4]");
     struct np_policy p = {0};
@@ -150,24 +149,46 @@ static bool non_public(const char *ip)
     struct sockaddr_storage ss = {0};
     struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, ip, &s4->sin_addr) == 1) s4->sin_family = AF_INET;
-    else if (inet_pton(AF_INET6, ip, &s6->sin6_addr) == 1) s6->sin6_family = AF_INET6;
-    else fail_msg("bad ip %s", ip);
+    if (inet_pton(AF_INET, ip, &s4->sin_addr) == 1)
+        s4->sin_family = AF_INET;
+    else if (inet_pton(AF_INET6, ip, &s6->sin6_addr) == 1)
+        s6->sin6_family = AF_INET6;
+    else
+        fail_msg("bad ip %s", ip);
     return np_addr_non_public((struct sockaddr *)&ss);
 }
 
 static void test_classification(void **state)
 {
     (void)state;
-    const char *local[] = {"127.0.0.1", "10.0.0.1", "192.168.0.1", "172.16.5.4", "169.254.1.1",
-                           "100.64.0.1", "192.0.0.1", "192.0.2.1", "198.18.0.1",
-                           "198.51.100.1", "203.0.113.1", "240.0.0.1", "0.1.2.3",
-                           "255.255.255.255", "224.0.0.1", "::ffff:127.0.0.1", "::ffff:10.0.0.1",
-                           "::1", "::", "fe80::1", "fc00::1", "fd12::1", "ff02::1", NULL};
+    const char *local[] = {"127.0.0.1",
+                           "10.0.0.1",
+                           "192.168.0.1",
+                           "172.16.5.4",
+                           "169.254.1.1",
+                           "100.64.0.1",
+                           "192.0.0.1",
+                           "192.0.2.1",
+                           "198.18.0.1",
+                           "198.51.100.1",
+                           "203.0.113.1",
+                           "240.0.0.1",
+                           "0.1.2.3",
+                           "255.255.255.255",
+                           "224.0.0.1",
+                           "::ffff:127.0.0.1",
+                           "::ffff:10.0.0.1",
+                           "::1",
+                           "::",
+                           "fe80::1",
+                           "fc00::1",
+                           "fd12::1",
+                           "ff02::1",
+                           NULL};
     for (const char **s = local; *s; s++)
         if (!non_public(*s)) fail_msg("%s should be non-public", *s);
-    const char *pub[] = {"8.8.8.8", "172.32.0.1", "::ffff:8.8.8.8", "2001:4860::8888",
-                         "1.1.1.1", NULL};
+    const char *pub[] = {"8.8.8.8",         "172.32.0.1", "::ffff:8.8.8.8",
+                         "2001:4860::8888", "1.1.1.1",    NULL};
     for (const char **s = pub; *s; s++)
         if (non_public(*s)) fail_msg("%s should be public", *s);
     assert_true(np_host_is_loopback("localhost"));

@@ -132,8 +132,7 @@ static void test_usage_errors(void **state)
 static void test_error_texts(void **state)
 {
     char err[512];
-    assert_int_equal(options_store(options_find("max-connections"), "0", err, sizeof err),
-                     -EINVAL);
+    assert_int_equal(options_store(options_find("max-connections"), "0", err, sizeof err), -EINVAL);
     assert_string_equal(err, "invalid --max-connections `0`; expected a positive count");
     assert_int_equal(options_store(options_find("remote-transport"), "quic", err, sizeof err),
                      -EINVAL);
@@ -182,8 +181,13 @@ static void test_codex_config_rules(void **state)
 {
     const char *ok[] = {"model=\"o3\"", "features.shell_snapshot=true", "otel.x=1",
                         "features.network_proxy={enabled=true}", "web_search=\"live\""};
-    const char *bad[] = {"foo=1", "nokey", "features.nope=true", "features.shell_snapshot=1",
-                         "features.shell_snapshot=maybe", "profile=x", "tui2.x=1"};
+    const char *bad[] = {"foo=1",
+                         "nokey",
+                         "features.nope=true",
+                         "features.shell_snapshot=1",
+                         "features.shell_snapshot=maybe",
+                         "profile=x",
+                         "tui2.x=1"};
     const char *feat[] = {"shell_snapshot", "collab"}, *nofeat[] = {"nope"};
     struct opt_list none = {0}, one = {0}, f = {feat, 2}, nf = {nofeat, 1};
     FILE *saved = stderr;

@@ -116,19 +116,19 @@ static void test_unit(void **state)
 }
 
 /* Decodes one field of `json` with fn and checks the error text (NULL: success). */
-#define ONE_FIELD(json, call, want)                                                            \
-    do {                                                                                       \
-        json_t *v_ = parse(json);                                                              \
-        struct pdec d;                                                                         \
-        assert_true(pdec_begin(&d, v_, "S"));                                                  \
-        (void)(call);                                                                          \
-        if (want) {                                                                            \
-            assert_true(d.failed);                                                             \
-            assert_string_equal(d.err, (const char *)(want));                                  \
-        } else {                                                                               \
-            assert_false(d.failed);                                                            \
-        }                                                                                      \
-        json_decref(v_);                                                                       \
+#define ONE_FIELD(json, call, want)                                                                \
+    do {                                                                                           \
+        json_t *v_ = parse(json);                                                                  \
+        struct pdec d;                                                                             \
+        assert_true(pdec_begin(&d, v_, "S"));                                                      \
+        (void)(call);                                                                              \
+        if (want) {                                                                                \
+            assert_true(d.failed);                                                                 \
+            assert_string_equal(d.err, (const char *)(want));                                      \
+        } else {                                                                                   \
+            assert_false(d.failed);                                                                \
+        }                                                                                          \
+        json_decref(v_);                                                                           \
     } while (0)
 
 static void test_missing_and_null(void **state)
@@ -355,11 +355,16 @@ static void test_first_failure_wins(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_describe),      cmocka_unit_test(test_begin),
-        cmocka_unit_test(test_unit),          cmocka_unit_test(test_missing_and_null),
-        cmocka_unit_test(test_strings),       cmocka_unit_test(test_bool),
-        cmocka_unit_test(test_u64),           cmocka_unit_test(test_i64),
-        cmocka_unit_test(test_object_array),  cmocka_unit_test(test_enum),
+        cmocka_unit_test(test_describe),
+        cmocka_unit_test(test_begin),
+        cmocka_unit_test(test_unit),
+        cmocka_unit_test(test_missing_and_null),
+        cmocka_unit_test(test_strings),
+        cmocka_unit_test(test_bool),
+        cmocka_unit_test(test_u64),
+        cmocka_unit_test(test_i64),
+        cmocka_unit_test(test_object_array),
+        cmocka_unit_test(test_enum),
         cmocka_unit_test(test_first_failure_wins),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -229,8 +229,8 @@ static int last_body(void)
 static void test_demux_validation_gates_msg2(void **state)
 {
     reset_fake();
-    struct relay_demux *d = relay_demux_new(uv_default_loop(), &exec_key, "env", "reg",
-                                            &fake_ops, NULL, &serve_kind.base);
+    struct relay_demux *d = relay_demux_new(uv_default_loop(), &exec_key, "env", "reg", &fake_ops,
+                                            NULL, &serve_kind.base);
     struct noise_ik_handshake *hs = handshake(d, "s-1", "hka-1", 5);
     assert_int_equal(F.validations, 1);
     assert_string_equal(F.last_auth, "hka-1");
@@ -262,9 +262,8 @@ static void test_demux_validation_gates_msg2(void **state)
     hs3 = handshake(d, "s-4", "hka-4", 5);
     F.cb[3](F.cb_arg[3], REGISTRY_CREDENTIALS_REJECTED);
     m2 = &F.sent[F.nsent - 1];
-    assert_int_equal(noise_ik_read_message2_payload(hs3, m2->payload, m2->payload_len, why,
-                                                    sizeof why, &wl),
-                     0);
+    assert_int_equal(
+        noise_ik_read_message2_payload(hs3, m2->payload, m2->payload_len, why, sizeof why, &wl), 0);
     assert_int_equal(wl, strlen(NOISE_IK_REGISTRY_REJECTED));
     assert_memory_equal(why, NOISE_IK_REGISTRY_REJECTED, wl);
     assert_int_equal(relay_demux_live(d), 1);
@@ -280,8 +279,8 @@ static void test_demux_validation_gates_msg2(void **state)
 static void test_demux_limits(void **state)
 {
     reset_fake();
-    struct relay_demux *d = relay_demux_new(uv_default_loop(), &exec_key, "env", "reg",
-                                            &fake_ops, NULL, &serve_kind.base);
+    struct relay_demux *d = relay_demux_new(uv_default_loop(), &exec_key, "env", "reg", &fake_ops,
+                                            NULL, &serve_kind.base);
     /* Authorization over 4096 bytes: never reaches the registry. */
     static char big[4097];
     memset(big, 'a', sizeof big);
@@ -358,12 +357,9 @@ int main(void)
     noise_ik_static_key_generate(&harness_key, NULL, NULL);
     relay_conn_kind_init(&serve_kind, rpc_dispatch);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_url_parse),
-        cmocka_unit_test(test_registry_bodies),
-        cmocka_unit_test(test_registry_answers),
-        cmocka_unit_test(test_api_key_hosts),
-        cmocka_unit_test(test_direct_answers),
-        cmocka_unit_test(test_demux_validation_gates_msg2),
+        cmocka_unit_test(test_url_parse),        cmocka_unit_test(test_registry_bodies),
+        cmocka_unit_test(test_registry_answers), cmocka_unit_test(test_api_key_hosts),
+        cmocka_unit_test(test_direct_answers),   cmocka_unit_test(test_demux_validation_gates_msg2),
         cmocka_unit_test(test_demux_limits),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);

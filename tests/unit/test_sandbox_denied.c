@@ -23,16 +23,16 @@ static bool verdict(bool sandboxed, int code, const char *a, const char *b)
 
 static void test_rules(void **state)
 {
-    assert_false(verdict(false, 1, "Permission denied", NULL));       /* 1: not sandboxed */
-    assert_false(verdict(true, 0, "Read-only file system", NULL));    /* 2: exit 0 */
+    assert_false(verdict(false, 1, "Permission denied", NULL));          /* 1: not sandboxed */
+    assert_false(verdict(true, 0, "Read-only file system", NULL));       /* 2: exit 0 */
     assert_true(verdict(true, 2, NULL, "sh: x: Read-only file system")); /* 3 before 4 */
     assert_true(verdict(true, 1, "OPERATION NOT PERMITTED", NULL));
     assert_true(verdict(true, 1, "landlock said no", NULL));
     assert_true(verdict(true, 1, "Failed to write file x", NULL));
-    assert_false(verdict(true, 126, "nope", NULL));                   /* 4 */
+    assert_false(verdict(true, 126, "nope", NULL)); /* 4 */
     assert_false(verdict(true, 127, NULL, NULL));
-    assert_true(verdict(true, 159, NULL, NULL));                      /* 5: SIGSYS */
-    assert_false(verdict(true, 1, NULL, NULL));                       /* 6 */
+    assert_true(verdict(true, 159, NULL, NULL)); /* 5: SIGSYS */
+    assert_false(verdict(true, 1, NULL, NULL));  /* 6 */
     assert_false(verdict(true, 1, "all good", "really"));
 }
 

@@ -63,9 +63,11 @@ static bool has(const struct sb_paths *l, const char *suffix)
     return false;
 }
 
-#define ROOT_READ "{\"path\":{\"type\":\"special\",\"value\":{\"kind\":\"root\"}},\"access\":\"read\"}"
-#define PROJ_WRITE                                                                             \
-    "{\"path\":{\"type\":\"special\",\"value\":{\"kind\":\"project_roots\"}},\"access\":\"write\"}"
+#define ROOT_READ                                                                                  \
+    "{\"path\":{\"type\":\"special\",\"value\":{\"kind\":\"root\"}},\"access\":\"read\"}"
+#define PROJ_WRITE                                                                                 \
+    "{\"path\":{\"type\":\"special\",\"value\":{\"kind\":\"project_roots\"}},\"access\":"          \
+    "\"write\"}"
 
 static void test_null_and_disabled(void **state)
 {
@@ -108,13 +110,14 @@ static void test_workspace_write(void **state)
 {
     struct sandbox_policy p;
     struct sandbox_error e;
-    int rc = parse("{\"permissions\":{\"type\":\"managed\",\"file_system\":{\"type\":\"restricted\","
-                   "\"entries\":[" ROOT_READ "," PROJ_WRITE
-                   ",{\"path\":{\"type\":\"path\",\"path\":\"file://%s/ws/secret\"},"
-                   "\"access\":\"none\"}]},\"network\":\"restricted\"},"
-                   "\"cwd\":\"file://%s/ws\",\"workspaceRoots\":[\"file://%s/ws\"],"
-                   "\"windowsSandboxLevel\":\"disabled\"}",
-                   NULL, &p, &e);
+    int rc =
+        parse("{\"permissions\":{\"type\":\"managed\",\"file_system\":{\"type\":\"restricted\","
+              "\"entries\":[" ROOT_READ "," PROJ_WRITE
+              ",{\"path\":{\"type\":\"path\",\"path\":\"file://%s/ws/secret\"},"
+              "\"access\":\"none\"}]},\"network\":\"restricted\"},"
+              "\"cwd\":\"file://%s/ws\",\"workspaceRoots\":[\"file://%s/ws\"],"
+              "\"windowsSandboxLevel\":\"disabled\"}",
+              NULL, &p, &e);
     if (rc) fail_msg("%d %s", (int)e.kind, e.message);
     assert_true(p.enforce_fs);
     assert_true(p.net_restricted);
@@ -213,7 +216,8 @@ static void test_decode_errors(void **state)
     expect_err("{\"permissions\":{\"type\":\"disabled\"}}", -32602,
                "missing field `windowsSandboxLevel`");
     expect_err("{\"permissions\":{\"type\":\"bogus\"},\"windowsSandboxLevel\":\"disabled\"}",
-               -32602, "unknown variant `bogus`, expected one of `managed`, `disabled`, `external`");
+               -32602,
+               "unknown variant `bogus`, expected one of `managed`, `disabled`, `external`");
     expect_err("{\"permissions\":{\"type\":\"managed\",\"file_system\":{\"type\":\"restricted\","
                "\"entries\":[{\"path\":{\"type\":\"special\",\"value\":{\"kind\":\"root\"}},"
                "\"access\":\"bogus\"}]},\"network\":\"enabled\"},\"windowsSandboxLevel\":"

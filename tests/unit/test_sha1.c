@@ -15,7 +15,8 @@
 
 static void hex(const uint8_t *d, char *out)
 {
-    for (int i = 0; i < SHA1_LEN; i++) sprintf(out + 2 * i, "%02x", d[i]);
+    for (int i = 0; i < SHA1_LEN; i++)
+        sprintf(out + 2 * i, "%02x", d[i]);
 }
 
 static void check(const char *msg, const char *want)
@@ -40,7 +41,8 @@ static void test_all_lengths_match_openssl(void **state)
 {
     (void)state;
     uint8_t msg[300], a[SHA1_LEN], b[SHA1_LEN];
-    for (size_t i = 0; i < sizeof msg; i++) msg[i] = (uint8_t)(i * 31 + 7);
+    for (size_t i = 0; i < sizeof msg; i++)
+        msg[i] = (uint8_t)(i * 31 + 7);
     for (size_t n = 0; n <= sizeof msg; n++) {
         sha1(msg, n, a);
         SHA1(msg, n, b);

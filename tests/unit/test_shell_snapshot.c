@@ -51,16 +51,23 @@ static void test_parse_rejects(void **st)
     bool fd;
     assert_int_equal(proc_snapshot_parse(SNAP_BASH, CAPTURE("no marker"), &state, &len, &env, &fd),
                      -EINVAL);
-    assert_int_equal(
-        proc_snapshot_parse(SNAP_BASH, CAPTURE("\0EXECSNAP\0" "1\0funcs"), &state, &len, &env, &fd),
-        -EINVAL);
-    assert_int_equal(
-        proc_snapshot_parse(SNAP_BASH, CAPTURE("\0EXECSNAP\0" "2\0\0\0"), &state, &len, &env, &fd),
-        -EINVAL);
+    assert_int_equal(proc_snapshot_parse(SNAP_BASH,
+                                         CAPTURE("\0EXECSNAP\0"
+                                                 "1\0funcs"),
+                                         &state, &len, &env, &fd),
+                     -EINVAL);
+    assert_int_equal(proc_snapshot_parse(SNAP_BASH,
+                                         CAPTURE("\0EXECSNAP\0"
+                                                 "2\0\0\0"),
+                                         &state, &len, &env, &fd),
+                     -EINVAL);
     /* Over 512 KiB of state and environment. */
     size_t big = 600 * 1024;
     char *out = calloc(1, big + 32);
-    memcpy(out, "\0EXECSNAP\0" "0\0", 12);
+    memcpy(out,
+           "\0EXECSNAP\0"
+           "0\0",
+           12);
     memset(out + 12, 'x', big);
     memcpy(out + 12 + big, "\0\0", 2);
     assert_int_equal(proc_snapshot_parse(SNAP_BASH, out, 14 + big, &state, &len, &env, &fd),
@@ -71,7 +78,8 @@ static void test_parse_rejects(void **st)
 static void test_parse_zsh_options(void **st)
 {
     (void)st;
-    static const char out[] = "\0EXECSNAP\0" "0\0\0extendedglob\nnoclobber\nbad name!\n\0";
+    static const char out[] = "\0EXECSNAP\0"
+                              "0\0\0extendedglob\nnoclobber\nbad name!\n\0";
     char *state, **env;
     size_t len;
     bool fd;
@@ -131,7 +139,8 @@ static void test_command_env_source(void **st)
     assert_int_equal(total, len);
     /* The first chunk stops before the two-byte character. */
     assert_int_equal(strlen(strchr(extra[0], '=') + 1), 60 * 1024 - 1);
-    for (size_t i = 0; i < n; i++) free(extra[i]);
+    for (size_t i = 0; i < n; i++)
+        free(extra[i]);
     free(extra);
     free(script);
     free(state);
@@ -200,9 +209,12 @@ static void test_check(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_bash),         cmocka_unit_test(test_parse_rejects),
-        cmocka_unit_test(test_parse_zsh_options),  cmocka_unit_test(test_command_fd_source),
-        cmocka_unit_test(test_command_env_source), cmocka_unit_test(test_env_merge),
+        cmocka_unit_test(test_parse_bash),
+        cmocka_unit_test(test_parse_rejects),
+        cmocka_unit_test(test_parse_zsh_options),
+        cmocka_unit_test(test_command_fd_source),
+        cmocka_unit_test(test_command_env_source),
+        cmocka_unit_test(test_env_merge),
         cmocka_unit_test(test_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -23,7 +23,9 @@ static void test_front_matter(void **st)
     (void)st;
     struct caproots_skill s;
     assert_int_equal(parse("---\nname: a\ndescription: Does a\nmetadata:\n  short-description: "
-                           "'  s  d '\n---\nbody\n", &s), 0);
+                           "'  s  d '\n---\nbody\n",
+                           &s),
+                     0);
     assert_string_equal(s.name, "a");
     assert_string_equal(s.description, "Does a");
     assert_string_equal(s.short_description, "s d");
@@ -64,9 +66,9 @@ static void test_front_matter_invalid(void **st)
     (void)st;
     struct caproots_skill s;
     assert_int_equal(parse("no front matter\n", &s), -EINVAL);
-    assert_int_equal(parse("---\nname: a\ndescription: d\n", &s), -EINVAL);   /* unclosed */
-    assert_int_equal(parse("---\n---\n", &s), -EINVAL);                       /* empty */
-    assert_int_equal(parse("---\nname: a\n---\n", &s), -EINVAL);              /* no description */
+    assert_int_equal(parse("---\nname: a\ndescription: d\n", &s), -EINVAL); /* unclosed */
+    assert_int_equal(parse("---\n---\n", &s), -EINVAL);                     /* empty */
+    assert_int_equal(parse("---\nname: a\n---\n", &s), -EINVAL);            /* no description */
     assert_int_equal(parse("---\nname: a\ndescription: ''\n---\n", &s), -EINVAL);
     assert_int_equal(parse("---\nname: a\ndescription: null\n---\n", &s), -EINVAL);
     assert_int_equal(parse("---\nname: [a, b]\ndescription: d\n---\n", &s), -EINVAL);
@@ -99,11 +101,12 @@ static void check_sidecar(const char *yaml, const char *want)
 static void test_sidecar(void **st)
 {
     (void)st;
-    check_sidecar("dependencies:\n  tools:\n    - type: mcp\n      value: v\n      command: run\n"
-                  "      oauth_callback_port: 8080\n    - value: no-type\n",
-                  "{\"d\":{\"tools\":[{\"type\":\"mcp\",\"value\":\"v\",\"description\":null,"
-                  "\"transport\":null,\"command\":\"run\",\"url\":null,\"oauthCallbackPort\":null}]},"
-                  "\"p\":null}");
+    check_sidecar(
+        "dependencies:\n  tools:\n    - type: mcp\n      value: v\n      command: run\n"
+        "      oauth_callback_port: 8080\n    - value: no-type\n",
+        "{\"d\":{\"tools\":[{\"type\":\"mcp\",\"value\":\"v\",\"description\":null,"
+        "\"transport\":null,\"command\":\"run\",\"url\":null,\"oauthCallbackPort\":null}]},"
+        "\"p\":null}");
     check_sidecar("policy:\n  allow_implicit_invocation: True\n  products: [CHATGPT, atlas]\n",
                   "{\"d\":null,\"p\":{\"allowImplicitInvocation\":true,"
                   "\"products\":[\"chatgpt\",\"atlas\"]}}");
@@ -144,8 +147,10 @@ static void test_versions(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_front_matter),         cmocka_unit_test(test_front_matter_repair),
-        cmocka_unit_test(test_front_matter_invalid), cmocka_unit_test(test_sidecar),
+        cmocka_unit_test(test_front_matter),
+        cmocka_unit_test(test_front_matter_repair),
+        cmocka_unit_test(test_front_matter_invalid),
+        cmocka_unit_test(test_sidecar),
         cmocka_unit_test(test_versions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

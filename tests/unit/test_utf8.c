@@ -106,10 +106,8 @@ static void test_valid_long(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_valid),
-        cmocka_unit_test(test_invalid),
-        cmocka_unit_test(test_valid_long),
-        cmocka_unit_test(test_check_position),
+        cmocka_unit_test(test_valid),       cmocka_unit_test(test_invalid),
+        cmocka_unit_test(test_valid_long),  cmocka_unit_test(test_check_position),
         cmocka_unit_test(test_white_space),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

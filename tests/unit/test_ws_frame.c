@@ -24,7 +24,8 @@ static void test_rfc_examples(void **state)
     assert_true(ws_frame_valid(&f));
     /* The same, masked with 37 fa 21 3d. */
     uint8_t masked[] = {0x81, 0x85, 0x37, 0xfa, 0x21, 0x3d, 0x7f, 0x9f, 0x4d, 0x51, 0x58};
-    for (size_t n = 0; n < 6; n++) assert_int_equal(ws_frame_decode(masked, n, &f), 0);
+    for (size_t n = 0; n < 6; n++)
+        assert_int_equal(ws_frame_decode(masked, n, &f), 0);
     assert_int_equal(ws_frame_decode(masked, 6, &f), 1);
     assert_true(f.masked);
     assert_int_equal(f.header_len, 6);
@@ -70,9 +71,11 @@ static void test_unmask_any_length(void **state)
     const uint8_t key[4] = {0xde, 0xad, 0xbe, 0xef};
     uint8_t a[37], b[37];
     for (size_t n = 0; n <= sizeof a; n++) {
-        for (size_t i = 0; i < n; i++) a[i] = b[i] = (uint8_t)(i * 7);
+        for (size_t i = 0; i < n; i++)
+            a[i] = b[i] = (uint8_t)(i * 7);
         ws_frame_unmask(a, n, key);
-        for (size_t i = 0; i < n; i++) assert_int_equal(a[i], (uint8_t)(b[i] ^ key[i & 3]));
+        for (size_t i = 0; i < n; i++)
+            assert_int_equal(a[i], (uint8_t)(b[i] ^ key[i & 3]));
         ws_frame_unmask(a, n, key);
         assert_memory_equal(a, b, n);
     }

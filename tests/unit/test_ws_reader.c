@@ -24,8 +24,7 @@ struct wire {
 static const uint8_t key[4] = {0x37, 0xfa, 0x21, 0x3d};
 
 /* Appends a frame; masked when `mask`, with raw first-byte bits `rsv`. */
-static void frame(struct wire *w, bool fin, int op, const void *p, size_t n, bool mask,
-                  uint8_t rsv)
+static void frame(struct wire *w, bool fin, int op, const void *p, size_t n, bool mask, uint8_t rsv)
 {
     size_t h = ws_frame_encode(w->b + w->n, fin, op, n, mask ? key : NULL);
     w->b[w->n] |= rsv;
@@ -74,8 +73,10 @@ static void run(enum ws_role role, const uint8_t *in, size_t n, size_t a, size_t
             assert_true(k > 0 && k <= left);
             q += k;
             left -= k;
-            if (ev.kind != WS_EV_NONE) put(t, &ev);
-            else assert_int_equal(left, 0);
+            if (ev.kind != WS_EV_NONE)
+                put(t, &ev);
+            else
+                assert_int_equal(left, 0);
         }
         free(piece);
     }
@@ -167,8 +168,8 @@ static void test_protocol_errors(void **state)
         frame(&w, true, WS_OP_TEXT, "after", 5, role == WS_ROLE_SERVER, 0);                        \
         expect(role, &w, e1002);                                                                   \
     } while (0)
-    CASE(WS_ROLE_SERVER, frame(&w, true, WS_OP_TEXT, "x", 1, false, 0)); /* unmasked */
-    CASE(WS_ROLE_CLIENT, frame(&w, true, WS_OP_TEXT, "x", 1, true, 0));  /* masked to a client */
+    CASE(WS_ROLE_SERVER, frame(&w, true, WS_OP_TEXT, "x", 1, false, 0));   /* unmasked */
+    CASE(WS_ROLE_CLIENT, frame(&w, true, WS_OP_TEXT, "x", 1, true, 0));    /* masked to a client */
     CASE(WS_ROLE_SERVER, frame(&w, true, WS_OP_TEXT, "x", 1, true, 0x40)); /* RSV1 */
     CASE(WS_ROLE_SERVER, frame(&w, true, WS_OP_TEXT, "x", 1, true, 0x10)); /* RSV3 */
     CASE(WS_ROLE_SERVER, frame(&w, true, 3, "x", 1, true, 0));             /* opcode 3 */
@@ -178,8 +179,8 @@ static void test_protocol_errors(void **state)
     CASE(WS_ROLE_SERVER, frame(&w, false, WS_OP_PING, "x", 1, true, 0));   /* fragmented ping */
     CASE(WS_ROLE_SERVER, frame(&w, true, WS_OP_CONT, "x", 1, true, 0));    /* no start */
     CASE(WS_ROLE_SERVER, (frame(&w, false, WS_OP_TEXT, "{", 1, true, 0),
-                          frame(&w, true, WS_OP_TEXT, "}", 1, true, 0))); /* text in text */
-    CASE(WS_ROLE_SERVER, frame(&w, true, WS_OP_CLOSE, "\x03", 1, true, 0)); /* 1-byte close */
+                          frame(&w, true, WS_OP_TEXT, "}", 1, true, 0)));       /* text in text */
+    CASE(WS_ROLE_SERVER, frame(&w, true, WS_OP_CLOSE, "\x03", 1, true, 0));     /* 1-byte close */
     CASE(WS_ROLE_SERVER, frame(&w, true, WS_OP_CLOSE, "\x03\xe7", 2, true, 0)); /* 999 */
     CASE(WS_ROLE_SERVER, frame(&w, true, WS_OP_CLOSE, "\x03\xed", 2, true, 0)); /* 1005 */
     CASE(WS_ROLE_SERVER, frame(&w, true, WS_OP_CLOSE, "\x03\xee", 2, true, 0)); /* 1006 */
@@ -217,7 +218,10 @@ static void test_utf8(void **state)
 static void test_close(void **state)
 {
     struct wire w = {.n = 0};
-    frame(&w, true, WS_OP_CLOSE, "\x03\xe8" "bye", 5, true, 0);
+    frame(&w, true, WS_OP_CLOSE,
+          "\x03\xe8"
+          "bye",
+          5, true, 0);
     frame(&w, true, WS_OP_TEXT, "ignored", 7, true, 0);
     expect(WS_ROLE_SERVER, &w, "close:0:1000:627965;");
     w.n = 0;
@@ -287,7 +291,8 @@ static void test_limits(void **state)
 static uint8_t *big_wire(size_t total, size_t frag, size_t *wn, uint8_t **want)
 {
     *want = malloc(total);
-    for (size_t i = 0; i < total; i++) (*want)[i] = (uint8_t)('A' + i % 26);
+    for (size_t i = 0; i < total; i++)
+        (*want)[i] = (uint8_t)('A' + i % 26);
     uint8_t *wb = malloc(total + (total / frag + 1) * 14);
     size_t n = 0;
     for (size_t off = 0; off < total; off += frag) {
@@ -380,8 +385,10 @@ static void test_large_utf8(void **state)
     for (int bad = 0; bad < 2; bad++) {
         uint8_t *p = malloc(total);
         memset(p, 'a', total);
-        if (bad) p[total - 3] = 0xff;
-        else memcpy(p + total / 2, "\xc3\xa9", 2);
+        if (bad)
+            p[total - 3] = 0xff;
+        else
+            memcpy(p + total / 2, "\xc3\xa9", 2);
         uint8_t *wb = malloc(total + 64);
         size_t h = ws_frame_encode(wb, true, WS_OP_TEXT, total, key);
         memcpy(wb + h, p, total);
