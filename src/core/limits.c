@@ -12,6 +12,7 @@ struct server_limits server_limits = {
     .max_detached = LIMITS_DEFAULT_MAX_DETACHED,
     .sandbox_pid_namespace = LIMITS_PID_NS_ISOLATE,
     .max_keep_ms = LIMITS_KEEP_FOREVER,
+    .sandbox_max_processes = LIMITS_DEFAULT_SANDBOX_MAX_PROCESSES,
 };
 
 enum limits_pid_namespace limits_sandbox_pid_namespace(void)

@@ -47,6 +47,13 @@
  *                    session/keep off (--max-session-keep).
  *   tcp_forwarding   tcp/connect is allowed (--allow-tcp-forwarding): off by
  *                    default, since it lets a client reach whatever this host can.
+ *   sandbox_max_processes
+ *                    processes and threads one sandbox may hold at once (its init
+ *                    included): RLIMIT_NPROC in the sandbox's own user namespace,
+ *                    where it counts that sandbox's tasks only. A fork past it fails
+ *                    with EAGAIN. The default is above what a parallel build of a
+ *                    large tree holds (make -j64: about 5 tasks a job; a wide cargo
+ *                    build's threads) and far below what a fork bomb reaches.
  *   max_concurrent_requests
  *                    requests of one connection running at once
  *                    (--concurrent-requests); later ones wait in arrival order
@@ -76,6 +83,7 @@
 #define LIMITS_MAX_FRAME (16u << 20)
 #define LIMITS_DEFAULT_MAX_QUEUED (256u << 20)
 #define LIMITS_DEFAULT_MAX_DETACHED 64u
+#define LIMITS_DEFAULT_SANDBOX_MAX_PROCESSES 4096u
 #define LIMITS_KEEP_FOREVER UINT64_MAX
 
 enum limits_pid_namespace { LIMITS_PID_NS_ISOLATE = 0, LIMITS_PID_NS_INHERIT = 1 };
@@ -94,6 +102,7 @@ struct server_limits {
     bool proxy_private_ips_via_upstream;
     uint64_t max_keep_ms;
     bool tcp_forwarding;
+    unsigned sandbox_max_processes;
 };
 
 /* The limits in force; server/config.c fills it before the loop starts. */

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/own_ports.h"
 #include "netproxy/np_http.h"
 #include "netproxy/np_socks.h"
 #include "rpc/dispatch.h"
@@ -146,13 +147,15 @@ static int listen_on(struct netproxy *np, uv_tcp_t **out, uint16_t *port)
     struct sockaddr_in a;
     uv_ip4_addr("127.0.0.1", 0, &a);
     int rc = uv_tcp_bind(t, (const struct sockaddr *)&a, 0);
-    if (rc == 0) rc = uv_listen((uv_stream_t *)t, 128, on_listen_conn);
-    if (rc < 0) return rc;
     struct sockaddr_storage ss;
     int len = sizeof ss;
-    uv_tcp_getsockname(t, (struct sockaddr *)&ss, &len);
+    if (rc == 0) rc = uv_tcp_getsockname(t, (struct sockaddr *)&ss, &len);
+    if (rc < 0) return rc;
+    /* Another sandbox with the network enabled may not use this one's proxy
+     * (its credentials, its client's decisions): counted before it listens. */
     *port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    return 0;
+    own_ports_add(*port);
+    return uv_listen((uv_stream_t *)t, 128, on_listen_conn);
 }
 
 int netproxy_start(uv_loop_t *loop, struct netproxy_params *p, struct session *session,
@@ -1193,6 +1196,8 @@ void netproxy_release(struct netproxy *np)
     if (!np || np->released) return;
     np->released = true;
     np->handles++; /* held while closing everything below */
+    own_ports_remove(np->http_port);
+    own_ports_remove(np->socks_port);
     if (np->http_l) uv_close((uv_handle_t *)np->http_l, handle_closed);
     if (np->socks_l) uv_close((uv_handle_t *)np->socks_l, handle_closed);
     np->http_l = np->socks_l = NULL;

@@ -26,7 +26,7 @@
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
 #include "sandbox/enforce.h"
-#include "sandbox/placeholders.h"
+#include "sandbox/hold.h"
 #include "sandbox/policy.h"
 #include "sandbox/sandbox_rpc.h"
 #include "session/session.h"
@@ -126,7 +126,7 @@ static void start_unlink(struct proc_start *ps)
 
 static void start_free(struct proc_start *ps)
 {
-    sandbox_placeholders_release(ps->placeholders);
+    sandbox_hold_release(ps->hold);
     netproxy_release(ps->netproxy);
     if (ps->bridge_fd >= 0) close(ps->bridge_fd);
     free_strv(ps->argv);
@@ -191,8 +191,8 @@ static void start_done(void *arg, int err, const struct spawn_result *sr, int sb
         ps->argv = NULL;
         p->cwd = ps->cwd;
         ps->cwd = NULL;
-        p->placeholders = ps->placeholders;
-        ps->placeholders = NULL;
+        p->hold = ps->hold;
+        ps->hold = NULL;
         p->netproxy = ps->netproxy;
         ps->netproxy = NULL;
         char idv[160], a0[200];
@@ -226,7 +226,7 @@ static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
     struct rpc_req *req = j->req;
     struct proc_table *t = j->t;
     const char *id = j->id;
-    struct sb_placeholders *ph = NULL;
+    struct sandbox_hold *hold = NULL;
     char **argv = j->cargv, **envp = j->cenv, **snap_argv = NULL, **snap_env = NULL;
     char *snap_script = NULL;
     int state_fd = -1;
@@ -290,8 +290,12 @@ static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
         .proxy_ports = {ports[0], ports[1]},
         .refusal = refusal,
         .refusal_code = refusal_code,
+        .cgroup_fd = -1,
     };
-    if (j->sandboxed && !refusal) ph = sandbox_placeholders_acquire(&j->pol.placeholders);
+    if (j->sandboxed && !refusal) {
+        hold = sandbox_hold_acquire(&j->pol, true, server_limits.sandbox_max_processes);
+        rq.cgroup_fd = sandbox_hold_cgroup_fd(hold);
+    }
     /* The spawn window: the request goes to the spawner now and the reply when the
      * outcome arrives (start_done); the loop serves other requests meanwhile. What
      * the outcome needs moves from the job to the start. */
@@ -313,8 +317,8 @@ static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
         rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
         goto out;
     }
-    ps->placeholders = ph;
-    ph = NULL;
+    ps->hold = hold;
+    hold = NULL;
     ps->bridge_fd = bridge[0];
     ps->netproxy = j->proxy;
     j->proxy = NULL;
@@ -324,7 +328,7 @@ static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
     j->cwd_path = NULL;
     start_link(t, ps);
 out:
-    sandbox_placeholders_release(ph);
+    sandbox_hold_release(hold);
     free(snap_argv);
     free(snap_script);
     env_free(snap_env);
@@ -537,6 +541,7 @@ static void handle_start(struct rpc_req *req)
             .sandbox = j->sandboxed ? &j->pol : NULL,
             .pid_inherit = sandbox_pid_namespace_inherit,
             .proxy_fd = -1,
+            .cgroup_fd = -1,
         };
         proc_snapshot_get(req->loop, t, id, &snap_req, &capture, on_snapshot, j);
         return;

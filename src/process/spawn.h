@@ -32,6 +32,8 @@ struct spawn_request {
     int refusal_code;              /* 0 means 1 */
     bool serve;                    /* sandboxed, no exec: run the spawner's serve function on
                                       extra fd 0 (the fs helper) */
+    int cgroup_fd;                 /* sandboxed: a pids cgroup's cgroup.procs for the init to
+                                      join first (sandbox/pids_cgroup.h), or -1; not closed */
 };
 
 struct spawn_result {

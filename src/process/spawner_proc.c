@@ -36,7 +36,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/own_ports.h"
 #include "sandbox/enforce.h"
+#include "sandbox/net_guard.h"
+#include "sandbox/pids_cgroup.h"
 #include "util/fdclose.h"
 #include "util/fdframe.h"
 
@@ -244,20 +247,45 @@ static void kill_leftovers(void)
     }
 }
 
-/* The init's life after the command started: reap, relay connections, and exit
- * with the command's status. */
+/* The view changed under the command (sandbox_view_intact): a protected name's
+ * read-only mount may be gone, so the sandbox ends now, saying why on the command's
+ * standard error. With a PID namespace the init's exit kills the rest. */
+static __attribute__((noreturn)) void init_view_lost(pid_t cmd, const struct spawn_wire_req *r,
+                                                     int note_fd)
+{
+    static const char msg[] = "exec-server: sandbox ended: a path its view mounts on was removed "
+                              "or moved on the host (a protected name may have lost its "
+                              "read-only mount)\n";
+    if (note_fd >= 0) {
+        ssize_t w = write(note_fd, msg, sizeof msg - 1);
+        (void)w;
+    }
+    kill(cmd, SIGKILL);
+    if (r->flags & SPAWN_F_PID_INHERIT) kill_leftovers();
+    _exit(128 + SIGKILL);
+}
+
+/* The init's life after the command started: reap, relay connections, answer the
+ * command's connects (net_guard), watch the view, and exit with the command's
+ * status. */
 static __attribute__((noreturn)) void init_wait(pid_t cmd, const struct spawn_wire_req *r,
-                                                int proxy, const int *listeners, int nl, int sfd)
+                                                int proxy, const int *listeners, int nl, int sfd,
+                                                int view_fd, int note_fd, struct net_guard *guard)
 {
     for (;;) {
-        struct pollfd p[3];
+        struct pollfd p[4 + 1 + NET_GUARD_MAX_PENDING];
         int np = 0;
         p[np++] = (struct pollfd){sfd, POLLIN, 0};
+        p[np++] = (struct pollfd){view_fd, POLLPRI, 0};
         for (int i = 0; i < nl; i++)
             p[np++] = (struct pollfd){listeners[i], POLLIN, 0};
+        int gfirst = np;
+        np += net_guard_pollfds(guard, p + np, (int)(sizeof p / sizeof p[0]) - np);
         if (poll(p, (nfds_t)np, -1) < 0 && errno != EINTR) _exit(1);
+        if (p[1].revents) init_view_lost(cmd, r, note_fd);
+        net_guard_serve(guard, p + gfirst, np - gfirst);
         for (int i = 0; i < nl; i++) {
-            if (!(p[1 + i].revents & POLLIN)) continue;
+            if (!(p[2 + i].revents & POLLIN)) continue;
             int c;
             while ((c = accept4(listeners[i], NULL, NULL, SOCK_CLOEXEC)) >= 0) {
                 pass_conn(proxy, c, r->proxy_ports[0] && i == 0 ? 'H' : 'S');
@@ -276,6 +304,32 @@ static __attribute__((noreturn)) void init_wait(pid_t cmd, const struct spawn_wi
             _exit(exit_code(st));
         }
     }
+}
+
+/* The command's seccomp listener, sent on conf->guard_sock[1] before it execed
+ * (seccomp_install): into guard, or -errno (the command must not run unanswered). */
+static int take_guard(struct sandbox_confinement *conf, struct net_guard *guard)
+{
+    guard->fd = -1;
+    if (conf->guard_sock[0] < 0) return 0;
+    char tag;
+    struct iovec iov = {&tag, 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    ssize_t n = recvmsg(conf->guard_sock[0], &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    close(conf->guard_sock[0]);
+    close(conf->guard_sock[1]);
+    struct cmsghdr *cm = n == 1 ? CMSG_FIRSTHDR(&mh) : NULL;
+    if (!cm || cm->cmsg_type != SCM_RIGHTS) return -EPROTO;
+    int fd;
+    memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+    int rc = net_guard_open(guard, fd);
+    if (rc < 0) close(fd);
+    return rc;
 }
 
 /* Ends the init (or the fs helper) whose step failed: the step and errno go on the
@@ -320,6 +374,11 @@ static __attribute__((noinline)) pid_t vfork_command(struct job *j,
 static __attribute__((noreturn)) void sandbox_init(struct job *j, bool userns, uid_t uid, gid_t gid)
 {
     close(SPAWNER_SOCK_FD);
+    /* Into the sandbox's pids cgroup before anything can fork (pids_cgroup.h). */
+    if ((j->r.flags & SPAWN_F_CGROUP) && j->r.n_init_fds) {
+        int rc = pids_cgroup_enter(j->init_fds[j->r.n_init_fds - 1]);
+        if (rc < 0) init_fail(j, SPAWN_STEP_SANDBOX, -rc);
+    }
     (void)prctl(PR_SET_NAME, "exec-sandbox"); /* a name for ps, nothing depends on it */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) init_fail(j, SPAWN_STEP_DEATHSIG, errno);
     if (setsid() < 0) init_fail(j, SPAWN_STEP_SESSION, errno);
@@ -337,11 +396,13 @@ static __attribute__((noreturn)) void sandbox_init(struct job *j, bool userns, u
         .net_restricted = j->r.flags & SPAWN_F_NET_RESTRICTED,
         .net_proxy = j->r.flags & SPAWN_F_PROXY,
         .pid_inherit = j->r.flags & SPAWN_F_PID_INHERIT,
+        .serve = j->r.flags & SPAWN_F_SERVE,
+        .max_procs = j->r.max_procs,
         .readable = j->r.list[SPAWN_L_READABLE],
         .writable = j->r.list[SPAWN_L_WRITABLE],
         .readonly_sub = j->r.list[SPAWN_L_READONLY_SUB],
         .denied = j->r.list[SPAWN_L_DENIED],
-        .placeholders = j->r.list[SPAWN_L_PLACEHOLDERS],
+        .protected_names = j->r.list[SPAWN_L_PROTECTED],
     };
     struct sandbox_confinement conf;
     const char *what = "";
@@ -360,7 +421,7 @@ static __attribute__((noreturn)) void sandbox_init(struct job *j, bool userns, u
     }
     if (j->r.flags & SPAWN_F_SERVE) serve_confined(j, &conf);
     int listeners[2], nl = 0;
-    int proxy = j->r.n_init_fds ? j->init_fds[0] : -1;
+    int proxy = (j->r.flags & SPAWN_F_PROXY) ? j->init_fds[0] : -1;
     if ((j->r.flags & SPAWN_F_PROXY) && proxy >= 0) {
         for (int i = 0; i < 2; i++) {
             if (!j->r.proxy_ports[i]) continue;
@@ -385,12 +446,20 @@ static __attribute__((noreturn)) void sandbox_init(struct job *j, bool userns, u
         record_child_failure(j);
         _exit(127);
     }
+    struct net_guard guard;
+    int grc = take_guard(&conf, &guard);
+    if (grc < 0) {
+        kill(cmd, SIGKILL);
+        init_fail(j, SPAWN_STEP_SANDBOX, -grc);
+    }
     spawner_record(j->status, SPAWN_REC_STARTED, 0);
-    /* Keep nothing of the command's: its pipes must reach EOF when it is gone. */
+    /* Keep nothing of the command's (its pipes must reach EOF when it is gone) but a
+     * copy of its standard error for init_view_lost: the init ends with it. */
+    int note_fd = fcntl(j->err, F_DUPFD_CLOEXEC, FD_BASE);
     for (int i = 0; i < j->nfds; i++)
         if (j->fds[i] != proxy) close(j->fds[i]);
     if (conf.ruleset_fd >= 0) close(conf.ruleset_fd);
-    init_wait(cmd, &j->r, proxy, listeners, nl, sfd);
+    init_wait(cmd, &j->r, proxy, listeners, nl, sfd, conf.view_fd, note_fd, &guard);
 }
 
 static void start_sandboxed(struct job *j)
@@ -456,6 +525,9 @@ int spawner_main(int sk, spawner_serve_fn serve)
     (void)prctl(PR_SET_NAME, "exec-spawner"); /* a name for ps, nothing depends on it */
     /* Die with the daemon: a spawner without it would only hold its pipes open. */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) return 1;
+    /* Every sandbox init is a fork of this process and reads the live table through
+     * this mapping; without it a network-enabled sandbox is refused (net_guard). */
+    if (own_ports_attach(SPAWNER_PORTS_FD) == 0) close(SPAWNER_PORTS_FD);
     char *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (stack == MAP_FAILED) return 1;

@@ -22,6 +22,7 @@
 #include <limits.h>
 #include <linux/capability.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,12 +31,14 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "core/own_ports.h"
 #include "sandbox/policy.h"
 #include "util/mem.h"
 
@@ -423,8 +426,45 @@ static int mount_proc(struct view *v)
 
 #define COVER "/dev/.sandbox-cover"
 
-/* Read-only carve-outs, placeholders for missing protected names, and covers for
- * denied paths (after the private /dev exists): the same in both kinds of view. */
+/* Whether mkdir's errno says that nobody in the sandbox could make anything there
+ * either: the init has every capability of its user namespace and is not under
+ * Landlock, so what it cannot create, the command (no capabilities) cannot. */
+static bool nothing_to_create(int err)
+{
+    return err == ENOENT || err == ENOTDIR || err == EROFS || err == EACCES || err == EPERM;
+}
+
+/* Keeps one protected name read-only, decided now rather than when the policy was
+ * resolved (the host may have changed it since): an existing one is bound read-only
+ * onto itself (a directory, or a `.git` file); a missing one is made, the daemon's
+ * placeholder having gone meanwhile, and bound the same way; a symbolic link fails
+ * (ELOOP), as it fails the policy. The clone is made read-only before it is attached,
+ * so there is no moment the name is writable. */
+static int protect_name(const char *path)
+{
+    int at = open_exact(path);
+    if (at == -ENOENT) {
+        if (mkdir(path, 0755) < 0 && errno != EEXIST) return nothing_to_create(errno) ? 0 : -errno;
+        at = open_exact(path);
+    }
+    if (at < 0) return at;
+    long t = syscall(SYS_open_tree, at, "",
+                     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+    int rc = t < 0 ? -errno : 0;
+    struct sb_mount_attr a = {.attr_set = SB_MOUNT_ATTR_RDONLY};
+    if (!rc &&
+        syscall(SYS_mount_setattr, (int)t, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0)
+        rc = -errno;
+    if (!rc && syscall(SYS_move_mount, (int)t, "", at, "",
+                       MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+        rc = -errno;
+    if (t >= 0) close((int)t);
+    close(at);
+    return rc;
+}
+
+/* Read-only carve-outs, the protected names, and covers for denied paths (after the
+ * private /dev exists): the same in both kinds of view. */
 static int mount_carveouts(struct view *v)
 {
     const struct sandbox_spec *s = v->s;
@@ -433,14 +473,8 @@ static int mount_carveouts(struct view *v)
         if (rc == -ENOENT) continue; /* gone meanwhile: nothing to protect */
         CHECK(v, rc, "read-only carve-out");
     }
-    for (const char *const *p = s->placeholders; p && *p; p++) {
-        /* The daemon made the empty mount point; cover it whatever it holds now. */
-        int rc = mount_exact(*p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                             "mode=0555,size=4k");
-        /* No root there to write into (its bind was skipped): nothing to cover. */
-        if (rc == -ENOENT) continue;
-        CHECK(v, rc, "protected-name placeholder");
-    }
+    for (const char *const *p = s->protected_names; p && *p; p++)
+        CHECK(v, protect_name(*p), "protected name");
     bool have_cover = false;
     for (const char *const *p = s->denied; p && *p; p++) {
         struct stat st;
@@ -747,10 +781,22 @@ static int loopback_up(void)
     return rc;
 }
 
+/* /proc/self/mountinfo, opened once the view is complete (see sandbox_setup). */
+static int view_watch_fd = -1;
+
 int sandbox_setup(const struct sandbox_spec *spec, bool userns, uid_t uid, gid_t gid,
                   struct sandbox_confinement *c, const char **step)
 {
     c->ruleset_fd = -1;
+    c->view_fd = -1;
+    c->guard_sock[0] = c->guard_sock[1] = -1;
+    /* The cap counts the tasks of this user namespace's uid, i.e. this sandbox's
+     * (the init included); never above what the server may have itself. */
+    struct rlimit nproc;
+    c->max_procs = spec->max_procs;
+    if (c->max_procs && getrlimit(RLIMIT_NPROC, &nproc) == 0 && nproc.rlim_max != RLIM_INFINITY &&
+        nproc.rlim_max < c->max_procs)
+        c->max_procs = nproc.rlim_max;
     *step = "";
     int rc;
     if (userns) {
@@ -775,14 +821,44 @@ int sandbox_setup(const struct sandbox_spec *spec, bool userns, uid_t uid, gid_t
         *step = "landlock ruleset";
         return rc;
     }
+    /* The fs helper runs our own code: an allowlist of what it calls. */
     enum seccomp_net net = !spec->net_restricted ? SECCOMP_NET_OPEN
                            : spec->net_proxy     ? SECCOMP_NET_INET_ONLY
                                                  : SECCOMP_NET_NONE;
-    if ((rc = seccomp_build(net, &c->seccomp)) < 0) {
+    rc = spec->serve ? seccomp_build_fs_helper(&c->seccomp) : seccomp_build(net, &c->seccomp);
+    if (rc < 0) {
         *step = "seccomp filter";
         return rc;
     }
+    if (c->seccomp.listener) {
+        /* Without the table of the server's ports there is nothing to refuse by:
+         * fail closed rather than let the command reach the server. */
+        if (!own_ports_ready()) {
+            *step = "the server's port table";
+            return -ENOTRECOVERABLE;
+        }
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, c->guard_sock) < 0) {
+            *step = "connect guard";
+            return -errno;
+        }
+    }
+    /* The view is complete: from now on any change of this namespace's mount table
+     * is the host removing or moving something a mount sits on (the command can
+     * mount nothing), and a protected name's read-only mount would be gone with it. */
+    view_watch_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+    if (view_watch_fd < 0) {
+        *step = "watch the mount table";
+        return -errno;
+    }
+    c->view_fd = view_watch_fd;
     return 0;
+}
+
+bool sandbox_view_intact(void)
+{
+    if (view_watch_fd < 0) return true;
+    struct pollfd p = {view_watch_fd, POLLPRI, 0};
+    return poll(&p, 1, 0) == 0;
 }
 
 /* Drops every capability for good: the bounding set first (needs CAP_SETPCAP),
@@ -811,5 +887,9 @@ int sandbox_confine(const struct sandbox_confinement *c)
     if (c->ruleset_fd >= 0 && syscall(SYS_landlock_restrict_self, c->ruleset_fd, 0) < 0)
         return -errno;
     if ((rc = drop_caps()) < 0) return rc;
-    return seccomp_install(&c->seccomp);
+    if (c->max_procs) {
+        struct rlimit r = {c->max_procs, c->max_procs};
+        if (setrlimit(RLIMIT_NPROC, &r) < 0) return -errno;
+    }
+    return seccomp_install(&c->seccomp, c->guard_sock[1]);
 }

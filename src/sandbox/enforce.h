@@ -38,14 +38,20 @@ struct sandbox_spec {
     bool net_restricted; /* own network namespace, no sockets */
     bool net_proxy;      /* managed network: IP sockets to the init's loopback relay only */
     bool pid_inherit;    /* --linux-sandbox-pid-namespace inherit: no PID namespace */
-    const char *const *readable,
-        *const *writable, *const *readonly_sub, *const *denied,
-                                                    *const *placeholders; /* NULL-terminated */
+    bool serve;          /* the fs helper: our own code, served in the init, no socket */
+    unsigned max_procs;  /* RLIMIT_NPROC for the command (its user namespace's tasks), 0 none */
+    /* NULL-terminated lists */
+    const char *const *readable, *const *writable, *const *readonly_sub, *const *denied;
+    const char *const *protected_names;
 };
 
 /* What sandbox_setup prepares for sandbox_confine. */
 struct sandbox_confinement {
     int ruleset_fd; /* Landlock ruleset, or -1 where Landlock is unavailable and not needed */
+    int view_fd;    /* the init's /proc/self/mountinfo: POLLPRI when the view changed */
+    unsigned long max_procs; /* the command's RLIMIT_NPROC, 0 to leave it */
+    int guard_sock[2];       /* network enabled: the command sends its seccomp listener on [1],
+                                the init receives it on [0] (net_guard.h); else -1 */
     struct seccomp_prog seccomp;
 };
 
@@ -70,6 +76,12 @@ int sandbox_policy_check(const struct sandbox_policy *p);
  * ids outside. Returns 0, or -errno with *step naming what failed (static text). */
 int sandbox_setup(const struct sandbox_spec *spec, bool userns, uid_t uid, gid_t gid,
                   struct sandbox_confinement *c, const char **step);
+
+/* In the init (or the fs helper) after sandbox_setup: false once the mount table
+ * changed, i.e. the host removed or moved a path one of the view's mounts sits on,
+ * a protected name's read-only mount included (the kernel detaches it in every
+ * other namespace). The caller must then end the sandbox. */
+bool sandbox_view_intact(void);
 
 /* Confines the calling process (the command, between vfork and execve):
  * no_new_privs, Landlock, every capability dropped, seccomp last. Only system

@@ -180,6 +180,13 @@ const struct opt_spec options_table[] = {
      .section = SEC_LIMITS, TO(L.max_total_processes), .min = 1, .max = 1000000,
      .expect = "a positive count", .def = "4096",
      .help = "the same over all sessions"},
+    {.name = "sandbox-max-processes", .meta = "N", .kind = OPT_COUNT, .modes = OPT_BOTH,
+     .section = SEC_LIMITS, TO(L.sandbox_max_processes), .min = 2, .max = 4194304,
+     .expect = "a count of at least 2", .def = "4096",
+     .help = "processes and threads one sandboxed command may hold at once, its sandbox's "
+             "init included; a fork past it fails with EAGAIN. RLIMIT_NPROC in the sandbox's "
+             "user namespace, and for a server running as root (to whom the kernel never "
+             "applies it) a pids cgroup per sandbox where one can be made (docs/SANDBOX.md)"},
     {.name = "max-read-buffer-bytes", .meta = "BYTES", .kind = OPT_BYTES, .modes = OPT_BOTH,
      .section = SEC_LIMITS, TO(L.max_read_buffer), .min = 1, .max = 1ull << 40,
      .expect = "a positive byte count (K, M, G allowed)", .def = "256M",

@@ -12,8 +12,9 @@
 #include <uv.h>
 
 #include "core/host_env.h"
-#include "core/log.h"
 #include "core/limits.h"
+#include "core/log.h"
+#include "core/own_ports.h"
 #include "netproxy/netproxy.h"
 #include "process/guardian.h"
 #include "session/process_path.h"
@@ -21,6 +22,7 @@
 #include "remote/remote.h"
 #include "rpc/dispatch.h"
 #include "sandbox/enforce.h"
+#include "sandbox/pids_cgroup.h"
 #include "server/config.h"
 #include "server/reload.h"
 #include "server/server_methods.h"
@@ -240,6 +242,21 @@ int server_run(void)
      * must be an orderly exit, not a kill). */
     sandbox_pid_namespace_inherit = limits_sandbox_pid_namespace() == LIMITS_PID_NS_INHERIT;
     netproxy_configure(limits_proxy_private_ips_via_upstream());
+    /* Before any listener and the spawner: the table of this server's ports, which
+     * sandboxed commands may not reach (core/own_ports.h). */
+    int op = own_ports_init();
+    if (op < 0) {
+        fprintf(stderr, "exec-server: cannot make the table of listening ports: %s\n",
+                strerror(-op));
+        return 1;
+    }
+    /* Root's sandboxes are capped by a pids cgroup (RLIMIT_NPROC never applies to
+     * uid 0): say so once where none can be made. */
+    int cg = pids_cgroup_init();
+    if (cg < 0 && geteuid() == 0)
+        log_warn("no pids cgroup can be made here (%s): --sandbox-max-processes does not hold "
+                 "for sandboxed commands of a server running as root",
+                 strerror(-cg));
     int sp = spawner_start();
     if (sp < 0) {
         fprintf(stderr, "exec-server: cannot start the spawner process: %s\n", strerror(-sp));
@@ -256,5 +273,6 @@ int server_run(void)
     bigbuf_trim(0);
     if (C.remote_mode) remote_cleanup();
     spawner_stop();
+    pids_cgroup_shutdown();
     return exit_status;
 }
