@@ -15,7 +15,7 @@
  * still empty, only when the last of them has ended: a sandbox never outlives a
  * placeholder it mounts on. A name that exists and is not ours (the user's own, or
  * another program's placeholder) is never removed by us; its removal on the host is
- * noticed by the sandbox's init, which ends the sandbox (sandbox/enforce.h). The
+ * noticed by the sandbox's init, which ends the sandbox (sandbox_init.h). The
  * reference also removes its placeholders when its last sandbox on them ends. */
 #ifndef EXEC_SANDBOX_PLACEHOLDERS_H
 #define EXEC_SANDBOX_PLACEHOLDERS_H

@@ -21,7 +21,7 @@
 #include "process/spawner.h"
 #include "remote/remote.h"
 #include "rpc/dispatch.h"
-#include "sandbox/enforce.h"
+#include "sandbox/sandbox_init.h"
 #include "sandbox/pids_cgroup.h"
 #include "server/config.h"
 #include "server/reload.h"

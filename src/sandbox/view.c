@@ -1,54 +1,31 @@
-/* enforce: the sandbox's mount view, Landlock rules and capability drop (see
- * enforce.h for the layers).
- *
- * sandbox_setup runs in the sandbox's init, a process of its own (a copy of the
- * small spawner, not of the daemon), so it may allocate and format freely.
- * sandbox_confine runs in the command between vfork and execve and only makes
- * system calls on memory prepared by sandbox_setup.
- *
- * Debian's <linux/landlock.h> stops at ABI 2 while this kernel speaks 7, so the
- * constants and the attribute layouts are defined here and the handled rights are
- * masked by the ABI the kernel reports (DESIGN.md pitfall 12).
+/* view: the sandbox's mount view, built by its init (see view.h).
  *
  * Bind mounts are made from file descriptors (open_tree + move_mount) taken before
  * the tree is made read-only: a clone keeps each mount's own flags, so a writable
  * root comes back exactly as the host has it (a read-only submount stays
- * read-only), and nothing is resolved twice by path. */
-#include "sandbox/enforce.h"
+ * read-only), and nothing is resolved twice by path. Runs in the init, a copy of
+ * the small spawner, so it may allocate and format freely. */
+#include "sandbox/view.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/capability.h>
-#include <net/if.h>
-#include <poll.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "core/own_ports.h"
-#include "sandbox/policy.h"
 #include "util/mem.h"
 
 #define SB_OLDROOT "/.oldroot"
 
-#ifndef SYS_landlock_create_ruleset
-#define SYS_landlock_create_ruleset 444
-#define SYS_landlock_add_rule 445
-#define SYS_landlock_restrict_self 446
-#endif
 #ifndef SYS_mount_setattr
 #define SYS_mount_setattr 442
 #endif
@@ -80,53 +57,6 @@
 struct sb_open_how {
     uint64_t flags, mode, resolve;
 };
-#ifndef PR_CAP_AMBIENT
-#define PR_CAP_AMBIENT 47
-#define PR_CAP_AMBIENT_CLEAR_ALL 4
-#endif
-#ifndef SECBIT_NOROOT
-#define SECBIT_NOROOT (1 << 0)
-#define SECBIT_NOROOT_LOCKED (1 << 1)
-#define SECBIT_NO_SETUID_FIXUP (1 << 2)
-#define SECBIT_NO_SETUID_FIXUP_LOCKED (1 << 3)
-#define SECBIT_KEEP_CAPS_LOCKED (1 << 5)
-#endif
-#define SECBIT_NO_CAP_AMBIENT_RAISE_ (1 << 6)
-#define SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED_ (1 << 7)
-
-#define LL_CREATE_RULESET_VERSION (1U << 0)
-#define LL_RULE_PATH_BENEATH 1
-
-#define LL_FS_EXECUTE (1ULL << 0)
-#define LL_FS_WRITE_FILE (1ULL << 1)
-#define LL_FS_READ_FILE (1ULL << 2)
-#define LL_FS_READ_DIR (1ULL << 3)
-#define LL_FS_REFER (1ULL << 13)     /* ABI 2 */
-#define LL_FS_TRUNCATE (1ULL << 14)  /* ABI 3 */
-#define LL_FS_IOCTL_DEV (1ULL << 15) /* ABI 5 */
-#define LL_NET_BIND_TCP (1ULL << 0)  /* ABI 4 */
-#define LL_NET_CONNECT_TCP (1ULL << 1)
-#define LL_SCOPE_ABSTRACT_UNIX (1ULL << 0) /* ABI 6 */
-#define LL_SCOPE_SIGNAL (1ULL << 1)
-
-#define LL_FS_READ (LL_FS_EXECUTE | LL_FS_READ_FILE | LL_FS_READ_DIR)
-#define LL_FS_FILE_ONLY                                                                            \
-    (LL_FS_EXECUTE | LL_FS_WRITE_FILE | LL_FS_READ_FILE | LL_FS_TRUNCATE | LL_FS_IOCTL_DEV)
-#define LL_FS_DEVICE (LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_IOCTL_DEV | LL_FS_READ_DIR)
-
-/* struct landlock_ruleset_attr as of ABI 6; the size passed tells the kernel which
- * prefix we mean. */
-struct ll_ruleset_attr {
-    uint64_t handled_access_fs;
-    uint64_t handled_access_net;
-    uint64_t scoped;
-};
-
-struct ll_path_beneath_attr {
-    uint64_t allowed_access;
-    int32_t parent_fd;
-} __attribute__((packed));
-
 struct sb_mount_attr {
     uint64_t attr_set, attr_clr, propagation, userns_fd;
 };
@@ -137,50 +67,7 @@ struct sb_mount_attr {
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
 #define NDEV 6
 
-int sandbox_landlock_abi(void)
-{
-    long v = syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
-    return v < 0 ? 0 : (int)v;
-}
-
-static uint64_t fs_rights_for_abi(int abi)
-{
-    uint64_t r = (1ULL << 13) - 1; /* ABI 1: execute .. make_sym */
-    if (abi >= 2) r |= LL_FS_REFER;
-    if (abi >= 3) r |= LL_FS_TRUNCATE;
-    if (abi >= 5) r |= LL_FS_IOCTL_DEV;
-    return r;
-}
-
-bool sandbox_pid_namespace_inherit;
-
-int sandbox_check(const struct sandbox_spec *spec)
-{
-    /* Landlock is defense in depth where the kernel has it: the mount view alone
-     * expresses every policy (only the granted roots visible, writes only under
-     * writable ones, denied paths covered). The filter cannot be done without. */
-    (void)spec;
-    struct seccomp_prog probe;
-    return seccomp_build(SECCOMP_NET_NONE, &probe) < 0 ? -EOPNOTSUPP : 0;
-}
-
-int sandbox_policy_check(const struct sandbox_policy *p)
-{
-    struct sandbox_spec spec = {.enforce_fs = p->enforce_fs, .net_restricted = p->net_restricted};
-    return sandbox_check(&spec);
-}
-
 /* ---- helpers ---------------------------------------------------------------------- */
-
-static int write_file(const char *path, const char *text)
-{
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return -errno;
-    size_t n = strlen(text);
-    int rc = write(fd, text, n) == (ssize_t)n ? 0 : -EPERM;
-    close(fd);
-    return rc;
-}
 
 static int set_ro(const char *path, bool ro, bool recursive)
 {
@@ -704,192 +591,10 @@ static int build_view(struct view *v)
     return rc;
 }
 
-/* ---- Landlock ------------------------------------------------------------------------ */
-
-/* Adds a path_beneath rule; a missing path is skipped (nothing to grant). */
-static int add_rule(int rfd, const char *path, uint64_t access)
+int sandbox_view_build(const struct sandbox_spec *s, const char **step)
 {
-    int fd = open(path, O_PATH | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT || errno == ENOTDIR || errno == EACCES ? 0 : -errno;
-    struct stat st;
-    if (fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode)) access &= LL_FS_FILE_ONLY;
-    struct ll_path_beneath_attr pb = {.allowed_access = access, .parent_fd = fd};
-    int rc = 0;
-    if (access && syscall(SYS_landlock_add_rule, rfd, LL_RULE_PATH_BENEATH, &pb, 0) < 0)
-        rc = -errno;
-    close(fd);
+    struct view v = {.s = s};
+    int rc = build_view(&v);
+    if (rc < 0) *step = v.step;
     return rc;
-}
-
-/* The ruleset, built in the finished view (so /dev/pts is the private instance).
- * Without file enforcement every path stays allowed, but the process still gets a
- * Landlock domain: its ptrace and signal scoping keep processes outside closed. */
-static int build_ruleset(const struct sandbox_spec *s, int *out)
-{
-    *out = -1;
-    int abi = sandbox_landlock_abi();
-    if (abi < 1) return 0; /* the mount view alone enforces the policy */
-    uint64_t all = fs_rights_for_abi(abi);
-    struct ll_ruleset_attr ra = {.handled_access_fs = all};
-    size_t ra_size = abi >= 6 ? sizeof ra : abi >= 4 ? 16 : 8;
-    if (s->net_restricted && !s->net_proxy && abi >= 4)
-        ra.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
-    /* No signals to processes outside the sandbox (the daemon, other jobs); with the
-     * network restricted, no abstract Unix sockets outside either. */
-    if (abi >= 6) ra.scoped = LL_SCOPE_SIGNAL | (s->net_restricted ? LL_SCOPE_ABSTRACT_UNIX : 0);
-    long fd = syscall(SYS_landlock_create_ruleset, &ra, ra_size, 0);
-    if (fd < 0) return -errno;
-    int rfd = (int)fd, rc = 0;
-    if (!s->enforce_fs) {
-        rc = add_rule(rfd, "/", all);
-    } else {
-        for (const char *const *p = s->readable; p && *p && !rc; p++)
-            rc = add_rule(rfd, *p, LL_FS_READ & all);
-        for (const char *const *p = s->writable; p && *p && !rc; p++)
-            rc = add_rule(rfd, *p, all);
-        /* The private /dev and /proc every program expects. */
-        static const char *const devs[] = {"/dev/null",    "/dev/zero", "/dev/full", "/dev/random",
-                                           "/dev/urandom", "/dev/tty",  "/dev/pts",  NULL};
-        for (int i = 0; devs[i] && !rc; i++)
-            rc = add_rule(rfd, devs[i], LL_FS_DEVICE & all);
-        if (!rc) rc = add_rule(rfd, "/dev", LL_FS_READ_DIR);
-        if (!rc) rc = add_rule(rfd, "/dev/shm", all);
-        if (!rc) rc = add_rule(rfd, "/proc", (LL_FS_READ | LL_FS_WRITE_FILE) & all);
-    }
-    if (rc) {
-        close(rfd);
-        return rc;
-    }
-    *out = rfd;
-    return 0;
-}
-
-/* ---- setup and confine --------------------------------------------------------------- */
-
-static int loopback_up(void)
-{
-    int sk = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (sk < 0) return -errno;
-    struct ifreq ifr;
-    memset(&ifr, 0, sizeof ifr);
-    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
-    int rc = 0;
-    if (ioctl(sk, SIOCGIFFLAGS, &ifr) < 0) rc = -errno;
-    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-    if (!rc && ioctl(sk, SIOCSIFFLAGS, &ifr) < 0) rc = -errno;
-    close(sk);
-    return rc;
-}
-
-/* /proc/self/mountinfo, opened once the view is complete (see sandbox_setup). */
-static int view_watch_fd = -1;
-
-int sandbox_setup(const struct sandbox_spec *spec, bool userns, uid_t uid, gid_t gid,
-                  struct sandbox_confinement *c, const char **step)
-{
-    c->ruleset_fd = -1;
-    c->view_fd = -1;
-    c->guard_sock[0] = c->guard_sock[1] = -1;
-    /* The cap counts the tasks of this user namespace's uid, i.e. this sandbox's
-     * (the init included); never above what the server may have itself. */
-    struct rlimit nproc;
-    c->max_procs = spec->max_procs;
-    if (c->max_procs && getrlimit(RLIMIT_NPROC, &nproc) == 0 && nproc.rlim_max != RLIM_INFINITY &&
-        nproc.rlim_max < c->max_procs)
-        c->max_procs = nproc.rlim_max;
-    *step = "";
-    int rc;
-    if (userns) {
-        char map[64];
-        *step = "user namespace id maps";
-        if ((rc = write_file("/proc/self/setgroups", "deny")) < 0) return rc;
-        snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
-        if ((rc = write_file("/proc/self/uid_map", map)) < 0) return rc;
-        snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
-        if ((rc = write_file("/proc/self/gid_map", map)) < 0) return rc;
-    }
-    struct view v = {.s = spec};
-    if ((rc = build_view(&v)) < 0) {
-        *step = v.step;
-        return rc;
-    }
-    if (spec->net_restricted && (rc = loopback_up()) < 0) {
-        *step = "loopback";
-        return rc;
-    }
-    if ((rc = build_ruleset(spec, &c->ruleset_fd)) < 0) {
-        *step = "landlock ruleset";
-        return rc;
-    }
-    /* The fs helper runs our own code: an allowlist of what it calls. */
-    enum seccomp_net net = !spec->net_restricted ? SECCOMP_NET_OPEN
-                           : spec->net_proxy     ? SECCOMP_NET_INET_ONLY
-                                                 : SECCOMP_NET_NONE;
-    rc = spec->serve ? seccomp_build_fs_helper(&c->seccomp) : seccomp_build(net, &c->seccomp);
-    if (rc < 0) {
-        *step = "seccomp filter";
-        return rc;
-    }
-    if (c->seccomp.listener) {
-        /* Without the table of the server's ports there is nothing to refuse by:
-         * fail closed rather than let the command reach the server. */
-        if (!own_ports_ready()) {
-            *step = "the server's port table";
-            return -ENOTRECOVERABLE;
-        }
-        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, c->guard_sock) < 0) {
-            *step = "connect guard";
-            return -errno;
-        }
-    }
-    /* The view is complete: from now on any change of this namespace's mount table
-     * is the host removing or moving something a mount sits on (the command can
-     * mount nothing), and a protected name's read-only mount would be gone with it. */
-    view_watch_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-    if (view_watch_fd < 0) {
-        *step = "watch the mount table";
-        return -errno;
-    }
-    c->view_fd = view_watch_fd;
-    return 0;
-}
-
-bool sandbox_view_intact(void)
-{
-    if (view_watch_fd < 0) return true;
-    struct pollfd p = {view_watch_fd, POLLPRI, 0};
-    return poll(&p, 1, 0) == 0;
-}
-
-/* Drops every capability for good: the bounding set first (needs CAP_SETPCAP),
- * then ambient, securebits so exec as uid 0 gains nothing, then the sets. */
-static int drop_caps(void)
-{
-    for (int cap = 0; cap <= 63; cap++)
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL) return -errno;
-    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-        return -errno;
-    unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-                         SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
-                         SECBIT_NO_CAP_AMBIENT_RAISE_ | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED_;
-    if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) < 0) return -errno;
-    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
-    struct __user_cap_data_struct d[2];
-    memset(d, 0, sizeof d);
-    if (syscall(SYS_capset, &h, d) < 0) return -errno;
-    return 0;
-}
-
-int sandbox_confine(const struct sandbox_confinement *c)
-{
-    int rc;
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) return -errno;
-    if (c->ruleset_fd >= 0 && syscall(SYS_landlock_restrict_self, c->ruleset_fd, 0) < 0)
-        return -errno;
-    if ((rc = drop_caps()) < 0) return rc;
-    if (c->max_procs) {
-        struct rlimit r = {c->max_procs, c->max_procs};
-        if (setrlimit(RLIMIT_NPROC, &r) < 0) return -errno;
-    }
-    return seccomp_install(&c->seccomp, c->guard_sock[1]);
 }

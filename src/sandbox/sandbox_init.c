@@ -1,0 +1,518 @@
+/* sandbox_init: the sandbox's init, from clone to exit, in bubblewrap's order (see
+ * sandbox_init.h for the steps; the functions below follow them).
+ *
+ * The init is a fork of the small spawner (no exec, no loader), so it may allocate
+ * and format freely; the command is a vfork of the init, and between vfork and
+ * execve only system calls on memory the init prepared are made. */
+#include "sandbox/sandbox_init.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/own_ports.h"
+#include "sandbox/landlock.h"
+#include "sandbox/net_guard.h"
+#include "sandbox/pids_cgroup.h"
+#include "sandbox/policy.h"
+#include "sandbox/view.h"
+
+#ifndef PR_CAP_AMBIENT
+#define PR_CAP_AMBIENT 47
+#define PR_CAP_AMBIENT_CLEAR_ALL 4
+#endif
+#ifndef SECBIT_NOROOT
+#define SECBIT_NOROOT (1 << 0)
+#define SECBIT_NOROOT_LOCKED (1 << 1)
+#define SECBIT_NO_SETUID_FIXUP (1 << 2)
+#define SECBIT_NO_SETUID_FIXUP_LOCKED (1 << 3)
+#define SECBIT_KEEP_CAPS_LOCKED (1 << 5)
+#endif
+#define SECBIT_NO_CAP_AMBIENT_RAISE_ (1 << 6)
+#define SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED_ (1 << 7)
+
+bool sandbox_pid_namespace_inherit;
+
+int sandbox_check(const struct sandbox_spec *spec)
+{
+    /* Landlock is defense in depth where the kernel has it: the mount view alone
+     * expresses every policy (only the granted roots visible, writes only under
+     * writable ones, denied paths covered). The filter cannot be done without. */
+    (void)spec;
+    struct seccomp_prog probe;
+    return seccomp_build(SECCOMP_NET_NONE, &probe) < 0 ? -EOPNOTSUPP : 0;
+}
+
+int sandbox_policy_check(const struct sandbox_policy *p)
+{
+    struct sandbox_spec spec = {.enforce_fs = p->enforce_fs, .net_restricted = p->net_restricted};
+    return sandbox_check(&spec);
+}
+
+/* ---- 2. its own session ------------------------------------------------------------- */
+
+static void init_session(const struct sandbox_start *st, sigset_t *all)
+{
+    const struct sandbox_ops *o = st->ops;
+    close(st->spawner_sock);
+    /* Into the sandbox's pids cgroup before anything can fork (pids_cgroup.h). */
+    if (st->cgroup_fd >= 0) {
+        int rc = pids_cgroup_enter(st->cgroup_fd);
+        if (rc < 0) o->fail(st->job, SANDBOX_STEP_SETUP, -rc);
+    }
+    (void)prctl(PR_SET_NAME, st->spec.serve ? "exec-sbx-helper" : "exec-sandbox"); /* for ps */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) o->fail(st->job, SANDBOX_STEP_DEATHSIG, errno);
+    if (setsid() < 0) o->fail(st->job, SANDBOX_STEP_SESSION, errno);
+    /* Without a PID namespace, the command's orphans must come to us to be killed. */
+    if (st->spec.pid_inherit && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+        o->fail(st->job, SANDBOX_STEP_SUBREAPER, errno);
+    /* The process group's signals are the command's business; SIGKILL still ends us. */
+    sigfillset(all);
+    if (sigprocmask(SIG_SETMASK, all, NULL) < 0) o->fail(st->job, SANDBOX_STEP_SIGNALS, errno);
+    if (st->tty && ioctl(st->tty_fd, TIOCSCTTY, 0) < 0) o->fail(st->job, SANDBOX_STEP_TTY, errno);
+}
+
+/* ---- 3. id maps --------------------------------------------------------------------- */
+
+static int write_file(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    size_t n = strlen(text);
+    int rc = write(fd, text, n) == (ssize_t)n ? 0 : -EPERM;
+    close(fd);
+    return rc;
+}
+
+static int write_id_maps(uid_t uid, gid_t gid)
+{
+    char map[64];
+    int rc = write_file("/proc/self/setgroups", "deny");
+    snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+    if (!rc) rc = write_file("/proc/self/uid_map", map);
+    snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+    if (!rc) rc = write_file("/proc/self/gid_map", map);
+    return rc;
+}
+
+/* ---- 6. the network ----------------------------------------------------------------- */
+
+static int loopback_up(void)
+{
+    int sk = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (sk < 0) return -errno;
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+    int rc = 0;
+    if (ioctl(sk, SIOCGIFFLAGS, &ifr) < 0) rc = -errno;
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (!rc && ioctl(sk, SIOCSIFFLAGS, &ifr) < 0) rc = -errno;
+    close(sk);
+    return rc;
+}
+
+static int listen_loopback(uint16_t port)
+{
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0) return -errno;
+    int one = 1;
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (bind(s, (struct sockaddr *)&a, sizeof a) < 0 || listen(s, 128) < 0) {
+        int e = errno;
+        close(s);
+        return -e;
+    }
+    return s;
+}
+
+/* ---- 7. rules, filter and the view's watch ------------------------------------------ */
+
+/* /proc/self/mountinfo, opened once the view is complete (prepare_confinement). */
+static int view_watch_fd = -1;
+
+/* The ruleset, the filter (with its listener's socketpair when connects are to be
+ * answered) and the process cap, for step 8; then the view's watch. Returns 0 or
+ * -errno with *step naming what failed. */
+static int prepare_confinement(const struct sandbox_spec *spec, struct sandbox_confinement *c,
+                               const char **step)
+{
+    c->ruleset_fd = -1;
+    c->guard_sock[0] = c->guard_sock[1] = -1;
+    /* The cap counts the tasks of this user namespace's uid, i.e. this sandbox's
+     * (the init included); never above what the server may have itself. */
+    struct rlimit nproc;
+    c->max_procs = spec->max_procs;
+    if (c->max_procs && getrlimit(RLIMIT_NPROC, &nproc) == 0 && nproc.rlim_max != RLIM_INFINITY &&
+        nproc.rlim_max < c->max_procs)
+        c->max_procs = nproc.rlim_max;
+    int rc = sandbox_landlock_ruleset(spec, &c->ruleset_fd);
+    if (rc < 0) {
+        *step = "landlock ruleset";
+        return rc;
+    }
+    /* The fs helper runs our own code: an allowlist of what it calls. */
+    enum seccomp_net net = !spec->net_restricted ? SECCOMP_NET_OPEN
+                           : spec->net_proxy     ? SECCOMP_NET_INET_ONLY
+                                                 : SECCOMP_NET_NONE;
+    rc = spec->serve ? seccomp_build_fs_helper(&c->seccomp) : seccomp_build(net, &c->seccomp);
+    if (rc < 0) {
+        *step = "seccomp filter";
+        return rc;
+    }
+    if (c->seccomp.listener) {
+        /* Without the table of the server's ports there is nothing to refuse by:
+         * fail closed rather than let the command reach the server. */
+        if (!own_ports_ready()) {
+            *step = "the server's port table";
+            return -ENOTRECOVERABLE;
+        }
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, c->guard_sock) < 0) {
+            *step = "connect guard";
+            return -errno;
+        }
+    }
+    /* The view is complete: from now on any change of this namespace's mount table
+     * is the host removing or moving something a mount sits on (the command can
+     * mount nothing), and a protected name's read-only mount would be gone with it. */
+    view_watch_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+    if (view_watch_fd < 0) {
+        *step = "watch the mount table";
+        return -errno;
+    }
+    return 0;
+}
+
+bool sandbox_view_intact(void)
+{
+    if (view_watch_fd < 0) return true;
+    struct pollfd p = {view_watch_fd, POLLPRI, 0};
+    return poll(&p, 1, 0) == 0;
+}
+
+/* ---- 8. the command's confinement ----------------------------------------------------- */
+
+/* Drops every capability for good: the bounding set first (needs CAP_SETPCAP),
+ * then ambient, securebits so exec as uid 0 gains nothing, then the sets. */
+static int drop_caps(void)
+{
+    for (int cap = 0; cap <= 63; cap++)
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL) return -errno;
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+        return -errno;
+    unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                         SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+                         SECBIT_NO_CAP_AMBIENT_RAISE_ | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED_;
+    if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) < 0) return -errno;
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct d[2];
+    memset(d, 0, sizeof d);
+    if (syscall(SYS_capset, &h, d) < 0) return -errno;
+    return 0;
+}
+
+int sandbox_confine(const struct sandbox_confinement *c)
+{
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) return -errno;
+    int rc = drop_caps();
+    if (!rc) rc = sandbox_landlock_restrict(c->ruleset_fd);
+    if (!rc && c->max_procs) {
+        struct rlimit r = {c->max_procs, c->max_procs};
+        if (setrlimit(RLIMIT_NPROC, &r) < 0) rc = -errno;
+    }
+    return rc ? rc : seccomp_install(&c->seccomp, c->guard_sock[1]);
+}
+
+static __attribute__((noinline)) pid_t vfork_command(const struct sandbox_start *st,
+                                                     const struct sandbox_confinement *c)
+{
+    pid_t pid = vfork();
+    if (pid == 0) st->ops->exec_command(st->job, c);
+    return pid;
+}
+
+/* The command's seccomp listener, sent on conf->guard_sock[1] before it execed
+ * (seccomp_install): into guard, or -errno (the command must not run unanswered). */
+static int take_guard(struct sandbox_confinement *conf, struct net_guard *guard)
+{
+    guard->fd = -1;
+    if (conf->guard_sock[0] < 0) return 0;
+    char tag;
+    struct iovec iov = {&tag, 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    ssize_t n = recvmsg(conf->guard_sock[0], &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    close(conf->guard_sock[0]);
+    close(conf->guard_sock[1]);
+    struct cmsghdr *cm = n == 1 ? CMSG_FIRSTHDR(&mh) : NULL;
+    if (!cm || cm->cmsg_type != SCM_RIGHTS) return -EPROTO;
+    int fd;
+    memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+    int rc = net_guard_open(guard, fd);
+    if (rc < 0) close(fd);
+    return rc;
+}
+
+/* ---- 9. supervision ------------------------------------------------------------------- */
+
+/* Hands an accepted connection to the daemon's proxy. */
+static void pass_conn(int proxy, int conn, char tag)
+{
+    struct iovec iov = {&tag, 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof u);
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &conn, sizeof conn);
+    while (sendmsg(proxy, &mh, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+    }
+}
+
+static int exit_code(int st)
+{
+    return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
+}
+
+/* Kills what the command left behind when there is no PID namespace to do it:
+ * every orphan came to us (a subreaper), so our children are all of them. */
+static void kill_leftovers(void)
+{
+    for (int round = 0; round < 1000; round++) {
+        char path[64], buf[4096];
+        snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+        if (fd >= 0) close(fd);
+        if (n <= 0) break;
+        buf[n] = 0;
+        for (char *p = buf; *p;) {
+            char *end;
+            long pid = strtol(p, &end, 10);
+            if (end == p) break;
+            kill((pid_t)pid, SIGKILL);
+            p = end;
+        }
+        while (waitpid(-1, NULL, WNOHANG) > 0) {
+        }
+        int st;
+        if (waitpid(-1, &st, 0) < 0 && errno == ECHILD) break;
+    }
+}
+
+/* What the init watches while the command runs. */
+struct supervision {
+    pid_t cmd;
+    bool pid_inherit;
+    int sfd;          /* signalfd: SIGCHLD */
+    int note_fd;      /* a copy of the command's standard error */
+    int proxy;        /* the daemon's proxy socket, or -1 */
+    int listeners[2]; /* the managed proxy's loopback relays */
+    char tags[2];     /* 'H' or 'S' for each */
+    int nl;
+    struct net_guard guard;
+};
+
+/* The view changed under the command (sandbox_view_intact): a protected name's
+ * read-only mount may be gone, so the sandbox ends now, saying why on the command's
+ * standard error. With a PID namespace the init's exit kills the rest. */
+static __attribute__((noreturn)) void view_lost(const struct supervision *s)
+{
+    static const char msg[] = "exec-server: sandbox ended: a path its view mounts on was removed "
+                              "or moved on the host (a protected name may have lost its "
+                              "read-only mount)\n";
+    if (s->note_fd >= 0) {
+        ssize_t w = write(s->note_fd, msg, sizeof msg - 1);
+        (void)w;
+    }
+    kill(s->cmd, SIGKILL);
+    if (s->pid_inherit) kill_leftovers();
+    _exit(128 + SIGKILL);
+}
+
+/* Reaps; exits with the command's status once it is gone. */
+static void reap(struct supervision *s)
+{
+    struct signalfd_siginfo si;
+    while (read(s->sfd, &si, sizeof si) > 0) {
+    }
+    int st;
+    pid_t w;
+    while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
+        if (w != s->cmd) continue;
+        if (s->pid_inherit) kill_leftovers();
+        _exit(exit_code(st));
+    }
+}
+
+static __attribute__((noreturn)) void supervise(struct supervision *s)
+{
+    for (;;) {
+        struct pollfd p[4 + 1 + NET_GUARD_MAX_PENDING];
+        int np = 0;
+        p[np++] = (struct pollfd){s->sfd, POLLIN, 0};
+        p[np++] = (struct pollfd){view_watch_fd, POLLPRI, 0};
+        for (int i = 0; i < s->nl; i++)
+            p[np++] = (struct pollfd){s->listeners[i], POLLIN, 0};
+        int gfirst = np;
+        np += net_guard_pollfds(&s->guard, p + np, (int)(sizeof p / sizeof p[0]) - np);
+        if (poll(p, (nfds_t)np, -1) < 0 && errno != EINTR) _exit(1);
+        if (p[1].revents) view_lost(s);
+        net_guard_serve(&s->guard, p + gfirst, np - gfirst);
+        for (int i = 0; i < s->nl; i++) {
+            if (!(p[2 + i].revents & POLLIN)) continue;
+            int c;
+            while ((c = accept4(s->listeners[i], NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+                pass_conn(s->proxy, c, s->tags[i]);
+                close(c);
+            }
+        }
+        if (p[0].revents & POLLIN) reap(s);
+    }
+}
+
+/* ---- the sequence --------------------------------------------------------------------- */
+
+/* The fs helper: no exec (nothing of the host need be visible to load a program
+ * from); after step 7 the init confines itself and serves. */
+static __attribute__((noreturn)) void serve_confined(const struct sandbox_start *st,
+                                                     struct sandbox_confinement *c)
+{
+    const struct sandbox_ops *o = st->ops;
+    if (st->serve_sock < 0 || !o->serve) o->fail(st->job, SANDBOX_STEP_STDIO, EPROTO);
+    if (chdir("/") < 0) o->fail(st->job, SANDBOX_STEP_CWD, errno);
+    int rc = sandbox_confine(c);
+    if (rc < 0) o->fail(st->job, SANDBOX_STEP_CONFINE, -rc);
+    sigset_t none;
+    sigemptyset(&none);
+    if (sigprocmask(SIG_SETMASK, &none, NULL) < 0) o->fail(st->job, SANDBOX_STEP_SIGNALS, errno);
+    o->started(st->job);
+    for (int i = 0; i < st->njob_fds; i++)
+        if (st->job_fds[i] != st->serve_sock) close(st->job_fds[i]);
+    if (c->ruleset_fd >= 0) close(c->ruleset_fd);
+    _exit(o->serve(st->serve_sock));
+}
+
+/* Steps 3-7 (the id maps when userns). Returns 0 or -errno with *what set. */
+static int build_sandbox(const struct sandbox_start *st, bool userns, uid_t uid, gid_t gid,
+                         struct sandbox_confinement *c, const char **what)
+{
+    int rc = 0;
+    if (userns && (rc = write_id_maps(uid, gid)) < 0) {
+        *what = "user namespace id maps";
+        return rc;
+    }
+    /* 4 and 5: the mounts, then the protected names, carve-outs and covers */
+    if ((rc = sandbox_view_build(&st->spec, what)) < 0) return rc;
+    if (st->spec.net_restricted && (rc = loopback_up()) < 0) {
+        *what = "loopback";
+        return rc;
+    }
+    return prepare_confinement(&st->spec, c, what);
+}
+
+/* Runs in the init (PID 1 of the new namespaces, or a subreaper without a PID
+ * namespace). Never returns. */
+static __attribute__((noreturn)) void init_main(const struct sandbox_start *st, bool userns,
+                                                uid_t uid, gid_t gid)
+{
+    const struct sandbox_ops *o = st->ops;
+    sigset_t all;
+    init_session(st, &all);
+    struct sandbox_confinement conf;
+    const char *what = "";
+    int rc = build_sandbox(st, userns, uid, gid, &conf, &what);
+    if (rc < 0) {
+        fprintf(stderr, "exec-server: sandbox setup failed at %s: %s\n", what, strerror(-rc));
+        o->fail(st->job, SANDBOX_STEP_SETUP, -rc);
+    }
+    /* The command needs the ruleset while it puts its own 0, 1, 2, 3... in place. */
+    if (conf.ruleset_fd >= 0 && conf.ruleset_fd < st->fd_base) {
+        int h = fcntl(conf.ruleset_fd, F_DUPFD_CLOEXEC, st->fd_base);
+        int err = errno;
+        close(conf.ruleset_fd);
+        conf.ruleset_fd = h;
+        if (h < 0) o->fail(st->job, SANDBOX_STEP_SETUP, err);
+    }
+    if (st->spec.serve) serve_confined(st, &conf);
+    /* 6, the managed network's relay: the proxy's ports on loopback in here */
+    struct supervision s = {.pid_inherit = st->spec.pid_inherit, .proxy = st->proxy_fd};
+    for (int i = 0; i < 2 && st->proxy_fd >= 0; i++) {
+        if (!st->proxy_ports[i]) continue;
+        int l = listen_loopback(st->proxy_ports[i]);
+        if (l < 0) o->fail(st->job, SANDBOX_STEP_PROXY, -l);
+        s.tags[s.nl] = st->proxy_ports[0] && i == 0 ? 'H' : 'S';
+        s.listeners[s.nl++] = l;
+    }
+    /* Without it the init could not learn that the command exited: it would wait
+     * forever, and so would the client. */
+    s.sfd = signalfd(-1, &all, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (s.sfd < 0) o->fail(st->job, SANDBOX_STEP_SIGNALS, errno);
+    /* 8 */
+    s.cmd = vfork_command(st, &conf);
+    if (s.cmd < 0) o->fail(st->job, SANDBOX_STEP_CLONE, errno);
+    if (o->command_failed(st->job)) _exit(127);
+    rc = take_guard(&conf, &s.guard);
+    if (rc < 0) {
+        kill(s.cmd, SIGKILL);
+        o->fail(st->job, SANDBOX_STEP_SETUP, -rc);
+    }
+    o->started(st->job);
+    /* Keep nothing of the command's (its pipes must reach EOF when it is gone) but a
+     * copy of its standard error for view_lost: the init ends with it. */
+    s.note_fd = fcntl(st->err_fd, F_DUPFD_CLOEXEC, st->fd_base);
+    for (int i = 0; i < st->njob_fds; i++)
+        if (st->job_fds[i] != st->proxy_fd) close(st->job_fds[i]);
+    if (conf.ruleset_fd >= 0) close(conf.ruleset_fd);
+    /* 9 */
+    supervise(&s);
+}
+
+pid_t sandbox_spawn(const struct sandbox_start *st)
+{
+    /* 1. the clone flags */
+    uid_t uid = geteuid();
+    gid_t gid = getegid();
+    int ns = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
+    if (!st->spec.pid_inherit) ns |= CLONE_NEWPID;
+    if (st->spec.net_restricted) ns |= CLONE_NEWNET;
+    bool userns = true;
+    long pid = syscall(SYS_clone, CLONE_PARENT | CLONE_NEWUSER | ns | SIGCHLD, NULL, NULL, NULL, 0);
+    if (pid < 0 && uid == 0 && (errno == EPERM || errno == EINVAL || errno == ENOSPC)) {
+        /* No user namespace for root here (disabled or exhausted): the namespaces
+         * are made as root, and the command still drops every capability. */
+        userns = false;
+        pid = syscall(SYS_clone, CLONE_PARENT | ns | SIGCHLD, NULL, NULL, NULL, 0);
+    }
+    if (pid == 0) init_main(st, userns, uid, gid);
+    return pid < 0 ? -errno : (pid_t)pid;
+}
