@@ -151,7 +151,7 @@ const char *server_name(int which);
 bool start_or_fail(struct server *s, int which, struct row **rs, int nr);
 void progress(const char *fmt, ...);
 void scenario_oneshot(struct row *r);
-void scenario_oneshot_sandboxed(struct row *r);
+void scenario_oneshot_sandboxed(struct row *r, const char *net, const char *floor_net);
 void scenario_stream(struct row *r, struct row *proto);
 double relay_floor_once(size_t bytes, char *err, size_t errlen);
 /* Row 8b's floor: a relay process fetching path from 127.0.0.1:web_port and sending
