@@ -48,6 +48,7 @@
 #include "session/session.h"
 #include "transport/conn.h"
 #include "util/buf.h"
+#include "util/fdframe.h"
 #include "util/mem.h"
 
 #define NP_READ_SIZE (64 * 1024)
@@ -1131,36 +1132,21 @@ static void on_fdsrc(uv_poll_t *h, int status, int events)
     }
     for (int i = 0; i < 64; i++) {
         char tag = 0;
-        struct iovec iov = {&tag, 1};
-        union {
-            struct cmsghdr h;
-            char buf[CMSG_SPACE(sizeof(int) * 4)];
-        } cm;
-        struct msghdr msg = {.msg_iov = &iov,
-                             .msg_iovlen = 1,
-                             .msg_control = cm.buf,
-                             .msg_controllen = sizeof cm.buf};
-        ssize_t n = recvmsg(s->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+        int fd = -1;
+        int n = fdframe_recv_tagged(s->fd, MSG_DONTWAIT, &tag, &fd);
+        if (n == -EAGAIN || n == -EWOULDBLOCK) return;
         if (n <= 0) {
             fdsrc_stop(s);
             return;
         }
-        for (struct cmsghdr *ch = CMSG_FIRSTHDR(&msg); ch; ch = CMSG_NXTHDR(&msg, ch)) {
-            if (ch->cmsg_level != SOL_SOCKET || ch->cmsg_type != SCM_RIGHTS) continue;
-            size_t nfd = (ch->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-            int fds[4];
-            memcpy(fds, CMSG_DATA(ch), nfd * sizeof(int));
-            for (size_t k = 0; k < nfd; k++) {
-                if (k > 0 || (tag != 'H' && tag != 'S') || (tag == 'S' && !s->np->socks_port)) {
-                    close(fds[k]); /* one socket per message, with a known tag */
-                    continue;
-                }
-                int fl = fcntl(fds[k], F_GETFL);
-                if (fl >= 0) fcntl(fds[k], F_SETFL, fl | O_NONBLOCK);
-                client_start(s->np, tag == 'S' ? NP_KIND_SOCKS : NP_KIND_HTTP, NULL, fds[k]);
-            }
+        if (fd < 0) continue;
+        if ((tag != 'H' && tag != 'S') || (tag == 'S' && !s->np->socks_port)) {
+            close(fd); /* one socket per message, with a known tag */
+            continue;
         }
+        int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+        client_start(s->np, tag == 'S' ? NP_KIND_SOCKS : NP_KIND_HTTP, NULL, fd);
     }
 }
 

@@ -23,7 +23,6 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +32,7 @@
 #include "sandbox/pids_cgroup.h"
 #include "sandbox/policy.h"
 #include "sandbox/view.h"
+#include "util/fdframe.h"
 
 #ifndef PR_CAP_AMBIENT
 #define PR_CAP_AMBIENT 47
@@ -256,47 +256,21 @@ static int take_guard(struct sandbox_confinement *conf, struct net_guard *guard)
 {
     guard->fd = -1;
     if (conf->guard_sock[0] < 0) return 0;
-    char tag;
-    struct iovec iov = {&tag, 1};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-    ssize_t n = recvmsg(conf->guard_sock[0], &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    char tag = 0;
+    int fd = -1;
+    int n = fdframe_recv_tagged(conf->guard_sock[0], MSG_DONTWAIT, &tag, &fd);
     close(conf->guard_sock[0]);
     close(conf->guard_sock[1]);
-    struct cmsghdr *cm = n == 1 ? CMSG_FIRSTHDR(&mh) : NULL;
-    if (!cm || cm->cmsg_type != SCM_RIGHTS) return -EPROTO;
-    int fd;
-    memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+    if (n != 1 || tag != 'L' || fd < 0) {
+        if (fd >= 0) close(fd);
+        return n < 0 ? n : -EPROTO;
+    }
     int rc = net_guard_open(guard, fd);
     if (rc < 0) close(fd);
     return rc;
 }
 
 /* ---- 9. supervision ------------------------------------------------------------------- */
-
-/* Hands an accepted connection to the daemon's proxy. */
-static void pass_conn(int proxy, int conn, char tag)
-{
-    struct iovec iov = {&tag, 1};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    memset(&u, 0, sizeof u);
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &conn, sizeof conn);
-    while (sendmsg(proxy, &mh, MSG_NOSIGNAL) < 0 && errno == EINTR) {
-    }
-}
 
 static int exit_code(int st)
 {
@@ -392,7 +366,7 @@ static __attribute__((noreturn)) void supervise(struct supervision *s)
             if (!(p[2 + i].revents & POLLIN)) continue;
             int c;
             while ((c = accept4(s->listeners[i], NULL, NULL, SOCK_CLOEXEC)) >= 0) {
-                pass_conn(s->proxy, c, s->tags[i]);
+                (void)fdframe_send_tagged(s->proxy, s->tags[i], c); /* to the proxy */
                 close(c);
             }
         }

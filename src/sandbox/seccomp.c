@@ -17,8 +17,9 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <unistd.h>
+
+#include "util/fdframe.h"
 
 #if defined(__x86_64__)
 #define SC_AUDIT_ARCH AUDIT_ARCH_X86_64
@@ -399,23 +400,8 @@ int seccomp_install(const struct seccomp_prog *p, int send_listener_to)
     long fd =
         syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &p->prog);
     if (fd < 0) return -errno;
-    char tag = 'L';
-    struct iovec iov = {&tag, 1};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    memset(&u, 0, sizeof u);
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
     int lfd = (int)fd;
-    memcpy(CMSG_DATA(cm), &lfd, sizeof lfd);
-    ssize_t w = send_listener_to >= 0 ? sendmsg(send_listener_to, &mh, MSG_NOSIGNAL) : -1;
-    int err = w == 1 ? 0 : send_listener_to >= 0 ? errno : EBADF;
+    int err = send_listener_to >= 0 ? -fdframe_send_tagged(send_listener_to, 'L', lfd) : EBADF;
     close(lfd);
     /* Installed, but with no one to answer: every connect would wait forever. */
     return err ? -err : 0;

@@ -23,4 +23,15 @@ int fdframe_send(int sock, const void *p, size_t n, const int *fds, int nfds);
  * clean end of stream, or -errno; on failure no descriptor is left open. */
 int fdframe_recv(int sock, struct buf *out, int *fds, int maxfds, int *nfds);
 
+/* One tag byte with one descriptor, the smallest message that hands a descriptor
+ * over (a sandbox's init passing a connection to the proxy, a command passing its
+ * seccomp listener to the init). Only system calls: async-signal-safe. Returns 0 or
+ * -errno. */
+int fdframe_send_tagged(int sock, char tag, int fd);
+
+/* Receives one such message (flags as for recvmsg, MSG_CMSG_CLOEXEC added). Returns
+ * 1 with *tag and *fd (-1 when none came along; extra ones are closed), 0 at the
+ * end of the stream, or -errno. */
+int fdframe_recv_tagged(int sock, int flags, char *tag, int *fd);
+
 #endif

@@ -42,7 +42,7 @@ from harness import *  # noqa
 import seccomp_filter as sf  # noqa
 from sandbox_attack import (Daemon, dump_filters, find_marked, find_probe, parse,  # noqa
                             policy, sandboxed_sleeper, scratch, uri, world_copy)
-from test_sandbox import landlock_abi  # noqa
+from test_sandbox import helper_pids, landlock_abi  # noqa
 
 # Errno families (names as escape-probe prints them).
 PID = {"ESRCH", "ENOENT", "EPERM", "EACCES"}            # another process: hidden or refused
@@ -864,21 +864,6 @@ def test_filter_readback(_):
     v.done()
 
 
-def helper_pid(w):
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            st = open("/proc/%s/stat" % p).read()
-        except OSError:
-            continue
-        comm = st[st.index("(") + 1:st.rindex(")")]
-        ppid = int(st[st.rindex(")") + 2:].split()[1])
-        if ppid == w.srv.pid and comm == "exec-sbx-helper":
-            return int(p)
-    return None
-
-
 @ours_only
 @needs_own_server
 def test_fs_helper_filter_is_an_allowlist(_):
@@ -897,10 +882,11 @@ def test_fs_helper_filter_is_an_allowlist(_):
         ws = w.fresh_ws()
         w.s.call("fs/writeFile", {"path": uri(ws + "/f"), "dataBase64": b64("x"),
                                   "sandbox": policy("ww", ws, mode[2])})
-        pid = helper_pid(w)
-        if pid is None:
+        pids = helper_pids(w.srv)
+        if not pids:
             v.fail(mode, "helper", "no helper found")
             continue
+        pid = pids[-1]
         filters = dump_filters(w.probe, pid)
         if not filters:
             v.fail(mode, "filter", "could not be read back: %r" % filters)
