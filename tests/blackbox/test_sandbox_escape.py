@@ -111,6 +111,8 @@ class World:
         self.top = scratch("escape-")
         self.cleanup.append(lambda: shutil.rmtree(self.top, ignore_errors=True))
         self.out = self.mkdir(self.top + "/outside")  # outside every root, owned by the uid
+        # where an unsandboxed process started by an attacker would leave its mark
+        self.markers = self.mkdir(self.top + "/markers", 0o777)
         self.write(self.out + "/file", "outside")
         self.write(self.out + "/secret.txt", "outside secret")
         self.sock_path = self.out + "/daemon.sock"
@@ -1252,7 +1254,7 @@ def attack_server(w, mode, ws, target, extra=None, env=None, how="direct", proxy
     """Runs server_attack.py in a sandbox of mode against the WebSocket at target
     (host, port); returns (its JSON result or {}, the marker path, the output text). The
     marker is written by the unsandboxed process it asks for, outside every root."""
-    marker = "%s/pwned-%s-%d" % (w.out, w.tag, STEP[0])
+    marker = "%s/pwned-%s-%d" % (w.markers, w.tag, STEP[0])
     spec = {"host": target[0], "port": target[1], "marker": marker, "via": how}
     if proxy:
         spec["proxy"] = proxy
@@ -1362,7 +1364,7 @@ def test_managed_proxy_refuses_the_server(_):
                 extra.update(sandbox=policy("ww", ws), enforceManagedNetwork=True)
             else:
                 extra["sandbox"] = None
-            marker = "%s/pwned-%s-%d" % (w.out, w.tag, STEP[0])
+            marker = "%s/pwned-%s-%d" % (w.markers, w.tag, STEP[0])
             spec = {"host": "localhost" if how == "socks" else "127.0.0.1", "port": port,
                     "marker": marker, "via": how}
             pid = pid_name(w, "np-attack")
