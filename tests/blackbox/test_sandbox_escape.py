@@ -1172,9 +1172,9 @@ def test_placeholder_outlives_every_sandbox(_):
         ws = w.fresh_ws()
         a, b = pid_name(w, "ph-a"), pid_name(w, "ph-b")
         sb = policy("ww", ws, mode[2])
-        w.s.start(a, ["/bin/sh", "-c", "sleep 2"], cwd=uri(ws), sandbox=sb,
+        w.s.start(a, ["/bin/sh", "-c", "sleep 1"], cwd=uri(ws), sandbox=sb,
                   env={"PATH": "/usr/bin:/bin"})
-        w.s.start(b, ["/bin/sh", "-c", PLANT.format(secs=6)], cwd=uri(ws), sandbox=sb,
+        w.s.start(b, ["/bin/sh", "-c", PLANT.format(secs=3)], cwd=uri(ws), sandbox=sb,
                   env={"PATH": "/usr/bin:/bin"})
         w.s.collect_until_closed(a, timeout=60)
         out = w.s.collect_until_closed(b, timeout=60)
@@ -1185,7 +1185,7 @@ def test_placeholder_outlives_every_sandbox(_):
         sb = policy("ww", ws, mode[2])
         w.s.call("fs/writeFile", {"path": uri(ws + "/control"), "dataBase64": b64("c"),
                                   "sandbox": sb})
-        w.s.start(b + "-fs", ["/bin/sh", "-c", PLANT.format(secs=8)], cwd=uri(ws),
+        w.s.start(b + "-fs", ["/bin/sh", "-c", PLANT.format(secs=5)], cwd=uri(ws),
                   sandbox=sb, env={"PATH": "/usr/bin:/bin"})
         out = w.s.collect_until_closed(b + "-fs", timeout=60)
         host_nothing_planted(v, mode, ws, (out["stdout"] + out["stderr"]).decode(
