@@ -431,8 +431,13 @@ int options_store(const struct opt_spec *o, const char *value, char *err, size_t
 
 void options_reset(void)
 {
-    for (size_t i = 0; i < options_count; i++) {
-        const struct opt_spec *o = &options_table[i];
+    options_reset_rows(options_table, options_count);
+}
+
+void options_reset_rows(const struct opt_spec *rows, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        const struct opt_spec *o = &rows[i];
         switch (o->kind) {
         case OPT_ACTION: continue;
         case OPT_FLAG: *(bool *)o->target = false; break;
@@ -506,6 +511,12 @@ static void help_row(FILE *out, const struct opt_spec *o)
         fprintf(out, "\n%26s", "");
         wrap(out, text, 26, 26, 90);
     }
+}
+
+void options_print_rows(FILE *out, const struct opt_spec *rows, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        help_row(out, &rows[i]);
 }
 
 void options_print_help(FILE *out, unsigned mode)
@@ -585,6 +596,12 @@ static void man_row(FILE *out, const struct opt_spec *o)
         roff_text(out, o->more);
         fputc('\n', out);
     }
+}
+
+void options_print_man_rows(FILE *out, const struct opt_spec *rows, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        man_row(out, &rows[i]);
 }
 
 void options_print_man(FILE *out)
