@@ -55,6 +55,7 @@ struct fleet_conn {
     int handles;
     uint8_t reason; /* enum fleet_close_reason */
     bool open, upgraded, reading, congested, ping_out, in_dispatch, lingering;
+    bool failing; /* a write failed: closing on the next loop turn, nothing more is sent */
     char peer[64];
 };
 
@@ -67,6 +68,7 @@ struct fleet_wreq {
 };
 
 static void conn_close_now(struct fleet_conn *c, enum fleet_close_reason reason);
+static void conn_fail_later(struct fleet_conn *c);
 static void conn_finish(struct fleet_conn *c, enum fleet_close_reason reason);
 static void http_process(struct fleet_conn *c);
 static void arm(struct fleet_conn *c);
@@ -162,7 +164,7 @@ static void queue_write(struct fleet_conn *c, char *mem, const char *data, size_
         free(w->mem);
         free(w);
         fleet_conn_release(c);
-        conn_close_now(c, FLEET_CLOSE_ERROR);
+        conn_fail_later(c);
         return;
     }
     c->queued += len;
@@ -185,7 +187,7 @@ static void conn_write(struct fleet_conn *c, const void *a, size_t an, const voi
 {
     if (c->tls) {
         if ((an && tls_write(c->tls, a, an) < 0) || (bn && tls_write(c->tls, b, bn) < 0)) {
-            conn_close_now(c, FLEET_CLOSE_ERROR);
+            conn_fail_later(c);
             return;
         }
         flush_tls(c);
@@ -197,7 +199,7 @@ static void conn_write(struct fleet_conn *c, const void *a, size_t an, const voi
                             uv_buf_init((char *)b, (unsigned)bn)};
         int r = uv_try_write((uv_stream_t *)&c->tcp, bufs, bn ? 2 : 1);
         if (r < 0 && r != UV_EAGAIN) {
-            conn_close_now(c, FLEET_CLOSE_ERROR);
+            conn_fail_later(c);
             return;
         }
         done = r > 0 ? (size_t)r : 0;
@@ -251,6 +253,23 @@ static void close_handles(struct fleet_conn *c)
     uv_close((uv_handle_t *)&c->timer, handle_closed);
 }
 
+static void fail_timer(uv_timer_t *t)
+{
+    conn_close_now(t->data, FLEET_CLOSE_ERROR);
+}
+
+/* A write failed while the caller may be in the middle of its own bookkeeping (a
+ * relay resetting every stream of a departed executor): the close and its owner
+ * callback wait for the next loop turn, as redis frees a client asynchronously. */
+static void conn_fail_later(struct fleet_conn *c)
+{
+    if (!c->open || c->failing) return;
+    c->failing = true;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = false;
+    uv_timer_start(&c->timer, fail_timer, 0, 0);
+}
+
 static void conn_close_now(struct fleet_conn *c, enum fleet_close_reason reason)
 {
     mark_closed(c, reason);
@@ -302,7 +321,7 @@ void fleet_conn_close(struct fleet_conn *c)
 
 static void send_frame(struct fleet_conn *c, int op, const void *data, size_t len)
 {
-    if (!c->open) return;
+    if (!c->open || c->failing) return;
     uint8_t h[WS_FRAME_MAX_HEADER];
     size_t hl = ws_frame_encode(h, true, op, len, NULL);
     conn_write(c, h, hl, data, len);
@@ -405,7 +424,7 @@ static void timer_cb(uv_timer_t *t)
 
 static void arm(struct fleet_conn *c)
 {
-    if (c->lingering || uv_is_closing((uv_handle_t *)&c->timer)) return;
+    if (c->lingering || c->failing || uv_is_closing((uv_handle_t *)&c->timer)) return;
     uint64_t now = uv_now(c->tcp.loop), due;
     if (c->upgraded)
         due = c->deadline && c->deadline < c->next_ping ? c->deadline : c->next_ping;
@@ -696,7 +715,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 
 void fleet_conn_set_reading(struct fleet_conn *c, bool on)
 {
-    if (!c->open || c->reading == on || uv_is_closing((uv_handle_t *)&c->tcp)) return;
+    if (!c->open || c->failing || c->reading == on || uv_is_closing((uv_handle_t *)&c->tcp)) return;
     c->reading = on;
     if (on)
         uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);

@@ -82,10 +82,12 @@ const struct opt_spec fleet_options_table[] = {
      TO(F.env_url_ttl_ms), .min = 60, .max = 86400 * 365, .expect = "seconds",
      .def = "604800",
      .help = "how long an executor's rendezvous URL stays valid (it re-registers after)"},
-    {.name = "heartbeat-interval", .meta = "SECONDS", .kind = OPT_SECONDS, SERVE,
-     TO(F.heartbeat_ms), .max = 3600, .expect = "seconds", .def = "5",
+    {.name = "heartbeat-interval", .meta = "SECONDS", .kind = OPT_SECONDS,
+     .modes = FLEET_OPT_SERVE | FLEET_OPT_ENVS, TO(F.heartbeat_ms), .max = 3600,
+     .expect = "seconds", .def = "5",
      .help = "how often this node reports itself alive in the database; a node silent for "
-             "three intervals is dead and its executors offline"},
+             "three intervals is dead and its executors offline (environments: the nodes' "
+             "interval, to tell who is online)"},
     {.name = "ping-interval", .meta = "SECONDS", .kind = OPT_SECONDS, SERVE, TO(F.ping_ms),
      .max = 3600, .expect = "seconds", .def = "30",
      .help = "WebSocket Ping period on rendezvous sockets; no Pong within two periods closes "

@@ -268,6 +268,18 @@ class RecordingProxy:
             except OSError:
                 pass
 
+    def cut(self):
+        """Drops every connection at once (no close frame), as a network failure."""
+        with self.lock:
+            socks, self.socks = self.socks, []
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            except OSError:
+                pass
+        return len(socks) // 2
+
     def messages(self):
         """Every WebSocket data message either way: (direction, opcode, payload),
         direction 'up' (client to registry) or 'down'."""
