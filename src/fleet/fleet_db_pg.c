@@ -159,7 +159,7 @@ static int pq_exec(void *h, const char *sql, const struct fleet_param *params, s
             types[i] = 20; /* int8 */
         } else {
             vals[i] = params[i].s;
-            types[i] = 25; /* text */
+            types[i] = params[i].s ? 25 : 0; /* text; a NULL takes the column's type */
         }
     }
     PGresult *r = pq.PQexecParams(p->c, sql, (int)np, types, vals, NULL, NULL, 0);

@@ -58,7 +58,7 @@ static void serve_status_page(struct fleet_conn *c, const struct fleet_request *
         return;
     }
     if (!metrics) {
-        bool ok = readiness_ok();
+        bool ok = readiness_ok() && fleet_worker_available();
         const char *body = ok ? "ready\n" : "not ready: the database is unavailable\n";
         fleet_conn_reply(c, ok ? 200 : 503, "text/plain; charset=utf-8", body, strlen(body), NULL);
         return;

@@ -48,14 +48,21 @@ def check_no_cleartext(proxies, needles):
         assert not hits, "%r in clear in a routed frame" % needle
 
 
-def run_turn(stock_executor):
+def run_turn(stock_executor, database=None, two_nodes=False):
+    """One codex turn through the registry at database (default: a new SQLite file).
+    two_nodes: the executor registers at node A, codex asks node B, which sends it to
+    A (both on database, which must be PostgreSQL then)."""
     server, codex = remote_testlib.our_server(), fleet_lib.codex_171()
     tmp = tempfile.mkdtemp(prefix="execbb-fleet-codex-")
+    database = database or "sqlite:" + os.path.join(tmp, "fleet.db")
     harness_proxy, env_proxy = fleet_lib.RecordingProxy(), fleet_lib.RecordingProxy()
-    reg = fleet_lib.Registry(server, "sqlite:" + os.path.join(tmp, "fleet.db"),
-                             args=["--public-url", harness_proxy.url,
-                                   "--environment-url", env_proxy.url], wrapper=WRAPPER)
+    reg = fleet_lib.Registry(server, database, wrapper=WRAPPER,
+                             args=["--public-url", harness_proxy.url, "--environment-url",
+                                   env_proxy.url, "--node-id", "node-a",
+                                   "--heartbeat-interval", "0.5"])
     harness_proxy.target = env_proxy.target = ("127.0.0.1", reg.port)
+    asked = fleet_lib.Registry(server, database, wrapper=WRAPPER,
+                               args=["--node-id", "node-b"]) if two_nodes else reg
     ex = turn = None
     try:
         ex = fleet_lib.Executor(codex if stock_executor else server, reg.url, ENV_ID,
@@ -70,7 +77,7 @@ def run_turn(stock_executor):
                 "cmd": "apply_patch <<'EOF'\n%sEOF\n" % PATCH, "workdir": turn.work,
                 "yield_time_ms": 20000})],
         ]
-        turn = Turn(types.SimpleNamespace(base_url=reg.url), steps, env_id=ENV_ID,
+        turn = Turn(types.SimpleNamespace(base_url=asked.url), steps, env_id=ENV_ID,
                     token=reg.token(ENV_ID, "harness"), codex=codex)
         with open(os.path.join(turn.work, "existing.txt"), "w") as f:
             f.write("old line\n")
@@ -86,7 +93,11 @@ def run_turn(stock_executor):
             assert f.read() == "written through the registry\n", ctx
         with open(os.path.join(turn.work, "existing.txt")) as f:
             assert f.read() == "new line\n", ctx
-        assert reg.count(r"event=connect environment=%s " % ENV_ID) >= 1, ctx
+        # codex asked `asked` for its bundles; the executor's node routed the streams
+        assert asked.count(r"event=connect environment=%s node=node-a " % ENV_ID) >= 1, ctx
+        assert reg.count(r"event=harness_open environment=%s " % ENV_ID) >= 1, ctx
+        if two_nodes:
+            assert reg.count(r"event=connect ") == 0, ctx
         check_no_cleartext([harness_proxy, env_proxy],
                            ("process/start", "apply_patch", "initialize", EXEC_MARK,
                             "written through the registry"))
@@ -97,6 +108,8 @@ def run_turn(stock_executor):
             ex.stop()
         harness_proxy.close()
         env_proxy.close()
+        if asked is not reg:
+            asked.stop()
         reg.stop()
 
 

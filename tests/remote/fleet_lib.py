@@ -311,3 +311,58 @@ def frame_body(payload):
         return fake_cloud.parse_frame(payload)["body"]
     except ValueError:
         return None
+
+
+class PgCluster:
+    """A throwaway PostgreSQL cluster from Debian's postgresql package: initdb and
+    pg_ctl as an unprivileged user (uid 65534 through setpriv when the tests run as
+    root; PostgreSQL refuses root), listening only on a Unix socket in a temp dir,
+    trust authentication for its one user. url is a libpq URI for it."""
+
+    @staticmethod
+    def bindir():
+        import glob
+        hits = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
+        return os.path.dirname(hits[-1]) if hits else None
+
+    def __init__(self):
+        self.bin = self.bindir()
+        if not self.bin:
+            raise RuntimeError("Debian's postgresql package is not installed")
+        self.dir = tempfile.mkdtemp(prefix="execbb-pg-")
+        os.chmod(self.dir, 0o755)
+        self.data = os.path.join(self.dir, "data")
+        self.sock = os.path.join(self.dir, "sock")
+        self.logfile = os.path.join(self.dir, "postgres.log")
+        os.mkdir(self.sock)
+        self.prefix = []
+        if os.getuid() == 0:
+            os.chown(self.dir, 65534, 65534)
+            os.chown(self.sock, 65534, 65534)
+            self.prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        self._run("initdb", "-D", self.data, "-A", "trust", "-U", "fleet", "--no-sync",
+                  "-E", "UTF8", "--locale=C")
+        self.start()
+        self.url = "postgresql:///postgres?host=%s&user=fleet" % self.sock
+
+    def _run(self, tool, *args, check=True):
+        r = subprocess.run(self.prefix + [os.path.join(self.bin, tool)] + list(args),
+                           capture_output=True, timeout=120, cwd=self.dir)
+        if check and r.returncode != 0:
+            raise AssertionError("%s failed: %s%s" % (tool, r.stdout.decode(), r.stderr.decode()))
+        return r
+
+    def start(self):
+        self._run("pg_ctl", "-D", self.data, "-l", self.logfile, "-w", "-t", "60", "-o",
+                  "-k %s -c listen_addresses='' -c fsync=off -c full_page_writes=off "
+                  "-c max_connections=40" % self.sock, "start")
+
+    def running(self):
+        return self._run("pg_ctl", "-D", self.data, "status", check=False).returncode == 0
+
+    def stop(self):
+        self._run("pg_ctl", "-D", self.data, "-m", "fast", "-w", "-t", "60", "stop", check=False)
+
+    def destroy(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
