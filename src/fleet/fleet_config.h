@@ -25,7 +25,6 @@ struct fleet_config {
     bool tls;
     char node[FLEET_MAX_ID + 1]; /* this node's id */
     char public_base[512];       /* http(s)://HOST:PORT[/PREFIX] of this node */
-    char rendezvous_base[512];   /* ws(s)://... of this node: harness URLs */
     char environment_base[512];  /* ws(s)://... executor URLs start with */
     uint8_t secret[FLEET_SECRET_LEN];
     uint64_t pong_ms, dead_ms; /* derived: 2 pings; 3 heartbeats */

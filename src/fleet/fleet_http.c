@@ -63,8 +63,7 @@ struct fleet_wreq {
     uv_write_t req;
     struct fleet_conn *c;
     size_t len;
-    char *mem; /* freed after the write (NULL: data follows in this block) */
-    char data[];
+    char *mem; /* freed after the write */
 };
 
 static void conn_close_now(struct fleet_conn *c, enum fleet_close_reason reason);
@@ -146,19 +145,18 @@ static void write_done(uv_write_t *req, int status)
     fleet_conn_release(c);
 }
 
-/* Queues len bytes: mem (malloc'd, taken) or, with mem NULL, a copy of data. */
-static void queue_write(struct fleet_conn *c, char *mem, const char *data, size_t len)
+/* Queues len bytes of mem (malloc'd, taken). */
+static void queue_write(struct fleet_conn *c, char *mem, size_t len)
 {
     if (len == 0) {
         free(mem);
         return;
     }
-    struct fleet_wreq *w = xmalloc(sizeof *w + (mem ? 0 : len));
+    struct fleet_wreq *w = xmalloc(sizeof *w);
     w->c = c;
     w->len = len;
     w->mem = mem;
-    if (!mem) memcpy(w->data, data, len);
-    uv_buf_t b = uv_buf_init(mem ? mem : w->data, (unsigned)len);
+    uv_buf_t b = uv_buf_init(mem, (unsigned)len);
     fleet_conn_hold(c);
     if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, write_done) < 0) {
         free(w->mem);
@@ -176,7 +174,7 @@ static void flush_tls(struct fleet_conn *c)
     char *ct = NULL;
     size_t n = tls_take_output(c->tls, &ct);
     if (n)
-        queue_write(c, ct, NULL, n);
+        queue_write(c, ct, n);
     else
         free(ct);
 }
@@ -213,7 +211,7 @@ static void conn_write(struct fleet_conn *c, const void *a, size_t an, const voi
     }
     size_t boff = done > an ? done - an : 0;
     memcpy(rest + k, (const char *)b + boff, bn - boff);
-    queue_write(c, rest, NULL, total - done);
+    queue_write(c, rest, total - done);
 }
 
 /* ---- closing ---- */

@@ -54,6 +54,10 @@ struct relay_harness {
 };
 
 static struct strmap envs; /* id -> relay_env */
+/* id -> upgrade_job of an executor socket whose attachment is being recorded: the
+ * database has (or is about to have) its row while envs does not have it yet, and a
+ * heartbeat taken meanwhile must count it as held, or it would delete that row. */
+static struct strmap attaching;
 static bool lost_heartbeat = true;
 static bool stopping;
 
@@ -67,6 +71,8 @@ void fleet_relay_init(void)
     uint8_t seed[16];
     crypto_random_bytes(seed, sizeof seed);
     strmap_init(&envs, seed);
+    crypto_random_bytes(seed, sizeof seed);
+    strmap_init(&attaching, seed);
 }
 
 size_t fleet_relay_count(void)
@@ -389,6 +395,8 @@ static void env_accept(struct upgrade_job *u)
 static void attach_done(struct fleet_job *j)
 {
     struct upgrade_job *u = (struct upgrade_job *)j;
+    if (strmap_get(&attaching, u->env, strlen(u->env)) == u)
+        strmap_del(&attaching, u->env, strlen(u->env));
     if (!fleet_conn_is_open(u->c) || upgrade_db_failed(u, "attach")) goto out;
     if (j->result == -ESTALE)
         fleet_api_refuse(u->c, "attach", u->env, "", 401, "unauthorized", "superseded",
@@ -495,8 +503,11 @@ void fleet_relay_upgrade(struct fleet_conn *c, const struct fleet_request *req, 
     u->claims = cl;
     memcpy(u->env, id, sizeof u->env);
     fleet_conn_hold(c);
-    if (fleet_worker_submit(&u->job, cl.role == FLEET_ROLE_HARNESS ? take_run : attach_run,
-                            cl.role == FLEET_ROLE_HARNESS ? take_done : attach_done) < 0) {
+    bool harness = cl.role == FLEET_ROLE_HARNESS;
+    if (!harness) strmap_put(&attaching, u->env, strlen(u->env), u);
+    if (fleet_worker_submit(&u->job, harness ? take_run : attach_run,
+                            harness ? take_done : attach_done) < 0) {
+        if (!harness) strmap_del(&attaching, u->env, strlen(u->env));
         fleet_api_refuse(c, "upgrade", id, "", 503, "database_unavailable", "database_unavailable",
                          "the registry is overloaded; retry");
         upgrade_free(u);
@@ -507,7 +518,7 @@ void fleet_relay_upgrade(struct fleet_conn *c, const struct fleet_request *req, 
 
 struct fleet_held *fleet_relay_held(size_t *n)
 {
-    struct fleet_held *out = xcalloc(envs.n ? envs.n : 1, sizeof *out);
+    struct fleet_held *out = xcalloc(envs.n + attaching.n + 1, sizeof *out);
     size_t pos = 0, k = 0;
     struct relay_env *env;
     while ((env = strmap_next(&envs, &pos))) {
@@ -516,6 +527,14 @@ struct fleet_held *fleet_relay_held(size_t *n)
         out[k].streams = env->nstreams;
         out[k].streams_changed = env->streams_changed || lost_heartbeat;
         env->streams_changed = false;
+        k++;
+    }
+    pos = 0;
+    struct upgrade_job *u;
+    while ((u = strmap_next(&attaching, &pos))) {
+        if (strmap_get(&envs, u->env, strlen(u->env))) continue; /* a replacement */
+        out[k].env = xstrdup(u->env);
+        out[k].reg = xstrdup(u->claims.registration);
         k++;
     }
     *n = k;

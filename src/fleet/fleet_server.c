@@ -255,10 +255,9 @@ static int start_listening(void)
         snprintf(fleet_cfg.public_base, sizeof fleet_cfg.public_base, "%s", url);
     const char *envurl =
         fleet_cfg.environment_url ? fleet_cfg.environment_url : fleet_cfg.public_base;
-    snprintf(fleet_cfg.environment_base, sizeof fleet_cfg.environment_base, "ws%s",
-             envurl + 4); /* http... -> ws... (checked by fleet_command) */
-    snprintf(fleet_cfg.rendezvous_base, sizeof fleet_cfg.rendezvous_base, "ws%s",
-             fleet_cfg.public_base + 4);
+    /* http... -> ws... (the scheme was checked by fleet_command); harness URLs are
+     * made from the holding node's public URL as the database has it. */
+    snprintf(fleet_cfg.environment_base, sizeof fleet_cfg.environment_base, "ws%.500s", envurl + 4);
     printf("%s\n", url);
     fflush(stdout);
     return 0;
