@@ -29,6 +29,8 @@ import base64
 import json
 import os
 import re
+import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -56,8 +58,8 @@ def key():
             "mlkem768_public_key": base64.b64encode(os.urandom(1184)).decode()}
 
 
-def post(base, path, body, token=None, ctype="application/json", raw=None):
-    """(status, decoded JSON or text, headers) of one POST."""
+def post(base, path, body, token=None, ctype="application/json", raw=None, ca=None):
+    """(status, decoded JSON or text, headers) of one POST (https: trusting ca)."""
     data = raw if raw is not None else json.dumps(body).encode()
     req = urllib.request.Request(base + path, data=data, method="POST")
     if ctype:
@@ -65,7 +67,9 @@ def post(base, path, body, token=None, ctype="application/json", raw=None):
     if token:
         req.add_header("authorization", "Bearer " + token)
     try:
-        with urllib.request.urlopen(req, timeout=30) as r:
+        import ssl
+        ctx = ssl.create_default_context(cafile=ca) if ca else None
+        with urllib.request.urlopen(req, timeout=30, context=ctx) as r:
             status, text, headers = r.status, r.read(), r.headers
     except urllib.error.HTTPError as e:
         status, text, headers = e.code, e.read(), e.headers
@@ -486,6 +490,102 @@ def test_operators(_):
     finally:
         if fl.reg.proc.poll() is None:
             fl.close(check=False)
+
+
+def peer_ca_ok(port, ca):
+    """Whether a TLS handshake with the registry verifies against ca."""
+    import ssl
+    ctx = ssl.create_default_context(cafile=ca)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            with ctx.wrap_socket(s, server_hostname="127.0.0.1"):
+                return True
+    except ssl.SSLError:
+        return False
+
+
+@needs_own_server
+def test_tls(_):
+    """https:// and wss://: our executor and stock codex's (SSL_CERT_FILE), exec-client
+    (--ca-file) through it; SIGHUP puts a new certificate in force for new sockets."""
+    client = remote_testlib.find_build_file("exec-client")
+    d = tempfile.mkdtemp(prefix="execbb-fleet-tls-")
+    ca, cert, key_file = fake_cloud.make_test_ca(d)
+    fl = Fleet(args=["--listen", "https://127.0.0.1:0", "--tls-cert", cert, "--tls-key",
+                     key_file])
+    exs = []
+    try:
+        assert fl.url.startswith("https://"), fl.url
+        kinds = [("ours", SERVER, False)]
+        if fleet_lib.codex_171():
+            kinds.append(("stock", fleet_lib.codex_171(), True))
+        for name, binary, stock in kinds:
+            env_id = "tls-" + name
+            ex = fleet_lib.Executor(binary, fl.url, env_id, fl.reg.token(env_id, "executor"),
+                                    stock=stock, extra_env={"SSL_CERT_FILE": ca},
+                                    wrapper=() if stock else WRAPPER)
+            exs.append(ex)
+            fl.reg.wait_attached(env_id)
+            if client:
+                r = subprocess.run([client, "--remote", fl.url, "--environment-id", env_id,
+                                    "--token", fl.reg.token(env_id, "harness"), "--ca-file", ca,
+                                    "run", "echo over-tls; exit 2"], capture_output=True,
+                                   timeout=60)
+                assert (r.returncode, r.stdout) == (2, b"over-tls\n"), (r, ex.stderr_text())
+        st, doc, _ = post(fl.url, "/cloud/environment/tls-ours/register",
+                          {"security_profile": "noise_hybrid_ik_v1", "executor_public_key": key()},
+                          fl.reg.token("tls-ours", "executor"), ca=ca)
+        assert st == 200 and doc["url"].startswith("wss://"), doc
+        # SIGHUP: a new pair (of another CA) for new connections
+        d2 = tempfile.mkdtemp(prefix="execbb-fleet-tls2-")
+        ca2, cert2, key2 = fake_cloud.make_test_ca(d2)
+        assert peer_ca_ok(fl.reg.port, ca) and not peer_ca_ok(fl.reg.port, ca2)
+        shutil.copy(cert2, cert)
+        shutil.copy(key2, key_file)
+        fl.reg.proc.send_signal(signal.SIGHUP)
+        fl.reg.wait_log(r"event=reload result=ok reloaded=tls")
+        assert peer_ca_ok(fl.reg.port, ca2) and not peer_ca_ok(fl.reg.port, ca)
+        shutil.rmtree(d2, ignore_errors=True)
+    finally:
+        for ex in exs:
+            ex.stop()
+        fl.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@needs_own_server
+def test_systemd_unit(_):
+    """The installed unit is well formed (systemd-analyze verify, when there is one) and
+    its command line, as systemd would run it, serves a registry."""
+    unit = os.path.join(os.environ.get("EXEC_BUILD_DIR", os.path.dirname(SERVER)),
+                        "exec-server-registry.service")
+    if not os.path.exists(unit):
+        raise TestSkip("the configured unit is not in the build directory")
+    text = open(unit).read()
+    start = re.search(r"^ExecStart=(\S+) (.*)$", text, re.M)
+    assert start and re.search(r"^ExecReload=", text, re.M), text
+    assert "StandardError=journal" in text and "DynamicUser=yes" in text
+    assert re.search(r"^Environment=EXEC_REGISTRY_DATABASE=sqlite:", text, re.M)
+    with tempfile.TemporaryDirectory() as d:
+        if shutil.which("systemd-analyze"):
+            mine = os.path.join(d, "exec-server-registry.service")
+            with open(mine, "w") as f:
+                f.write(text.replace(start.group(1), SERVER))
+            r = subprocess.run(["systemd-analyze", "verify", "--man=no", mine],
+                               capture_output=True, timeout=60)
+            assert "exec-server-registry" not in (r.stdout + r.stderr).decode(), r
+        args = start.group(2).replace("$EXEC_REGISTRY_ARGS", "").split()
+        args = [a.replace("127.0.0.1:8800", "127.0.0.1:0") for a in args]
+        env = dict(os.environ, EXEC_REGISTRY_DATABASE="sqlite:" + os.path.join(d, "r.db"))
+        p = subprocess.Popen(WRAPPER + [SERVER] + args, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        try:
+            url = p.stdout.readline().decode().strip()
+            assert url.startswith("http://127.0.0.1:"), p.stderr.read().decode()
+            assert urllib.request.urlopen(url + "/readyz", timeout=10).status == 200
+        finally:
+            p.terminate()
+            assert p.wait(20) == 0, p.stderr.read().decode()
 
 
 if __name__ == "__main__":
