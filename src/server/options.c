@@ -532,10 +532,12 @@ void options_print_help(FILE *out, unsigned mode)
     else
         fputs("Usage: exec-server [OPTIONS]\n"
               "       exec-server forward --connect ws://HOST:PORT --remote URL "
-              "--environment-id ID [OPTIONS]\n\n"
+              "--environment-id ID [OPTIONS]\n"
+              "       exec-server registry --database URL [OPTIONS]\n\n"
               "Runs and drives processes and files on this machine for a remote client, over\n"
               "one WebSocket (or stdin/stdout) speaking JSON-RPC. `exec-server forward --help`\n"
-              "describes the forward command.\n",
+              "describes the forward command, `exec-server registry --help` the registry and\n"
+              "rendezvous for a fleet of remote exec-servers.\n",
               out);
     for (size_t s = 0; s < options_section_count; s++) {
         bool any = false;
