@@ -25,7 +25,6 @@ import http.client
 import json
 import os
 import resource
-import socket
 import statistics
 import subprocess
 import sys
@@ -175,21 +174,10 @@ def post(conn, path, body, token):
 
 def upgrade(url):
     """Opens a rendezvous WebSocket (the 101 read); the socket."""
-    host, rest = url[len("ws://"):].split("/", 1)
-    h, p = host.rsplit(":", 1)
-    s = socket.create_connection((h, int(p)))
-    s.sendall(("GET /%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-               % (rest, host)).encode())
-    got = b""
-    while b"\r\n\r\n" not in got:
-        d = s.recv(4096)
-        if not d:
-            raise RuntimeError("closed during the upgrade")
-        got += d
-    if not got.startswith(b"HTTP/1.1 101"):
-        raise RuntimeError(got.split(b"\r\n")[0].decode())
-    return s
+    status, _, ws = fake_cloud.ws_connect(url, timeout=60)
+    if status != 101:
+        raise RuntimeError("upgrade answered %d" % status)
+    return ws.sock
 
 
 class Ponger:

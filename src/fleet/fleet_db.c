@@ -2,6 +2,7 @@
  * URL, transactions and result rows. */
 #include "fleet/fleet_db.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,6 +25,26 @@ void fleet_db_err(char *err, size_t n, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err, n, fmt, ap);
     va_end(ap);
+}
+
+int fleet_db_dl_load(struct fleet_dl *dl, const char *lib, const char *package,
+                     const char *const *names, void **const *slots, size_t count, char *err,
+                     size_t n)
+{
+    if (dl->rc == 1) {
+        void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+        dl->rc = h ? 0 : -ELIBACC;
+        if (!h)
+            snprintf(dl->why, sizeof dl->why, "cannot load %s (Debian: %s): %s", lib, package,
+                     dlerror());
+        for (size_t i = 0; h && i < count && dl->rc == 0; i++)
+            if (!(*slots[i] = dlsym(h, names[i]))) {
+                snprintf(dl->why, sizeof dl->why, "%s has no %s (too old)", lib, names[i]);
+                dl->rc = -ELIBACC;
+            }
+    }
+    if (dl->rc < 0) fleet_db_err(err, n, "%s", dl->why);
+    return dl->rc;
 }
 
 void fleet_rows_free(struct fleet_rows *r)
@@ -87,6 +108,15 @@ int fleet_db_exec(struct fleet_db *db, const char *sql, const struct fleet_param
     return db->be->exec(db->h, sql, params, nparams, rows, err, n);
 }
 
+int fleet_db_exec_all(struct fleet_db *db, const char *const *sql, size_t count,
+                      const struct fleet_param *params, size_t nparams, char *err, size_t n)
+{
+    int rc = 0;
+    for (size_t i = 0; i < count && rc == 0; i++)
+        rc = fleet_db_exec(db, sql[i], params, nparams, NULL, err, n);
+    return rc;
+}
+
 int64_t fleet_db_changes(const struct fleet_db *db)
 {
     return db->be->changes(db->h);
@@ -103,6 +133,15 @@ int fleet_db_commit(struct fleet_db *db, char *err, size_t n)
     int r = fleet_db_exec(db, "COMMIT", NULL, 0, NULL, err, n);
     if (r < 0) fleet_db_rollback(db);
     return r;
+}
+
+int fleet_db_end(struct fleet_db *db, int rc, char *err, size_t n)
+{
+    if (rc < 0) {
+        fleet_db_rollback(db);
+        return rc;
+    }
+    return fleet_db_commit(db, err, n);
 }
 
 void fleet_db_rollback(struct fleet_db *db)

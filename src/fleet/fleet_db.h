@@ -70,6 +70,10 @@ const char *fleet_db_where(const struct fleet_db *db);
 /* Runs one statement with params; rows (may be NULL) receives its result. */
 int fleet_db_exec(struct fleet_db *db, const char *sql, const struct fleet_param *params,
                   size_t nparams, struct fleet_rows *rows, char *err, size_t n);
+/* Runs statements sql[0..count) in order with the same params (each uses the ones it
+ * names; the others are left out), stopping at the first error. */
+int fleet_db_exec_all(struct fleet_db *db, const char *const *sql, size_t count,
+                      const struct fleet_param *params, size_t nparams, char *err, size_t n);
 /* Rows changed by the last INSERT, UPDATE or DELETE. */
 int64_t fleet_db_changes(const struct fleet_db *db);
 
@@ -79,6 +83,9 @@ int64_t fleet_db_changes(const struct fleet_db *db);
 int fleet_db_begin(struct fleet_db *db, bool write, char *err, size_t n);
 int fleet_db_commit(struct fleet_db *db, char *err, size_t n);
 void fleet_db_rollback(struct fleet_db *db);
+/* Ends the transaction after its work returned rc: commits when rc is 0, else rolls
+ * back. Returns rc, or the commit's error. */
+int fleet_db_end(struct fleet_db *db, int rc, char *err, size_t n);
 
 /* Whether the connection is known to be lost (PostgreSQL), and a new attempt to
  * connect (0 or -EIO). SQLite connections never break this way. */

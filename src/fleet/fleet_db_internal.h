@@ -21,6 +21,17 @@ struct fleet_db_backend {
     void (*where)(void *h, char *out, size_t n);
 };
 
+/* A library loaded on first use (dlopen) and its functions (dlsym into slots[i] for
+ * names[i]). Loads once: later calls repeat the first answer, 0 or -ELIBACC with the
+ * reason in err ("cannot load libpq.so.5 (Debian: libpq5): ..."). */
+struct fleet_dl {
+    int rc; /* 1 before the first try */
+    char why[200];
+};
+int fleet_db_dl_load(struct fleet_dl *dl, const char *lib, const char *package,
+                     const char *const *names, void **const *slots, size_t count, char *err,
+                     size_t n);
+
 extern const struct fleet_db_backend fleet_db_sqlite;
 extern const struct fleet_db_backend fleet_db_pg;
 

@@ -5,7 +5,6 @@
  * unless the URL says otherwise, so a server that vanishes turns into an error within
  * seconds rather than a thread stuck forever. Parameters are sent as text with their
  * types (int8 or text) named, so `$1 - 15000` needs no casts in the shared SQL. */
-#include <dlfcn.h>
 #include <errno.h>
 #include <libpq-fe.h>
 #include <stdio.h>
@@ -42,29 +41,18 @@ static struct {
 } pq;
 #undef PQ_SLOT
 
+#define PQ_NAME(name) #name,
+#define PQ_ADDR(name) (void **)&pq.name,
+static const char *const pq_names[] = {PQ_FUNCS(PQ_NAME)};
+static void **const pq_slots[] = {PQ_FUNCS(PQ_ADDR)};
+#undef PQ_NAME
+#undef PQ_ADDR
+
 static int pq_load(char *err, size_t n)
 {
-    static int rc = 1;
-    static char why[200];
-    if (rc <= 0) {
-        if (rc < 0) fleet_db_err(err, n, "%s", why);
-        return rc;
-    }
-    void *h = dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        snprintf(why, sizeof why, "cannot load libpq.so.5 (Debian: libpq5): %s", dlerror());
-        fleet_db_err(err, n, "%s", why);
-        return rc = -ELIBACC;
-    }
-#define PQ_LOAD(name)                                                                              \
-    if (!(*(void **)&pq.name = dlsym(h, #name))) {                                                 \
-        snprintf(why, sizeof why, "libpq.so.5 has no %s", #name);                                  \
-        fleet_db_err(err, n, "%s", why);                                                           \
-        return rc = -ELIBACC;                                                                      \
-    }
-    PQ_FUNCS(PQ_LOAD)
-#undef PQ_LOAD
-    return rc = 0;
+    static struct fleet_dl dl = {.rc = 1};
+    return fleet_db_dl_load(&dl, "libpq.so.5", "libpq5", pq_names, pq_slots,
+                            sizeof pq_names / sizeof pq_names[0], err, n);
 }
 
 struct pq_conn {
@@ -144,11 +132,25 @@ static int pq_code(struct pq_conn *p, PGresult *r)
 
 #define PQ_MAX_PARAMS 16
 
+/* The highest $N the statement uses: PostgreSQL refuses parameters a statement does not
+ * reference, SQLite leaves them unbound, and fleet_db promises the latter. */
+static size_t pq_params_used(const char *sql)
+{
+    size_t most = 0;
+    for (const char *p = strchr(sql, '$'); p; p = strchr(p + 1, '$')) {
+        size_t k = (size_t)strtoul(p + 1, NULL, 10);
+        if (k > most) most = k;
+    }
+    return most;
+}
+
 static int pq_exec(void *h, const char *sql, const struct fleet_param *params, size_t np,
                    struct fleet_rows *rows, char *err, size_t n)
 {
     struct pq_conn *p = h;
     if (np > PQ_MAX_PARAMS) abort();
+    size_t used = pq_params_used(sql);
+    if (np > used) np = used;
     const char *vals[PQ_MAX_PARAMS];
     Oid types[PQ_MAX_PARAMS];
     char ints[PQ_MAX_PARAMS][24];

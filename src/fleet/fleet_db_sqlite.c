@@ -3,7 +3,6 @@
  * Statements are prepared once per connection and kept (the SQL of fleet_store is a
  * fixed set of string literals), so a request costs a bind and a step, not a parse.
  * Parameters `$N` are bound by name, so the same text serves PostgreSQL. */
-#include <dlfcn.h>
 #include <errno.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -40,31 +39,18 @@ static struct {
 } sq;
 #undef SQ_SLOT
 
-/* Loads libsqlite3 once; 0 or -ELIBACC with err set (every later call repeats it). */
+#define SQ_NAME(name) #name,
+#define SQ_ADDR(name) (void **)&sq.name,
+static const char *const sq_names[] = {SQ_FUNCS(SQ_NAME)};
+static void **const sq_slots[] = {SQ_FUNCS(SQ_ADDR)};
+#undef SQ_NAME
+#undef SQ_ADDR
+
 static int sq_load(char *err, size_t n)
 {
-    static int rc = 1;
-    static char why[200];
-    if (rc <= 0) {
-        if (rc < 0) fleet_db_err(err, n, "%s", why);
-        return rc;
-    }
-    void *h = dlopen("libsqlite3.so.0", RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        snprintf(why, sizeof why, "cannot load libsqlite3.so.0 (Debian: libsqlite3-0): %s",
-                 dlerror());
-        fleet_db_err(err, n, "%s", why);
-        return rc = -ELIBACC;
-    }
-#define SQ_LOAD(name)                                                                              \
-    if (!(*(void **)&sq.name = dlsym(h, #name))) {                                                 \
-        snprintf(why, sizeof why, "libsqlite3.so.0 has no %s (too old)", #name);                   \
-        fleet_db_err(err, n, "%s", why);                                                           \
-        return rc = -ELIBACC;                                                                      \
-    }
-    SQ_FUNCS(SQ_LOAD)
-#undef SQ_LOAD
-    return rc = 0;
+    static struct fleet_dl dl = {.rc = 1};
+    return fleet_db_dl_load(&dl, "libsqlite3.so.0", "libsqlite3-0", sq_names, sq_slots,
+                            sizeof sq_names / sizeof sq_names[0], err, n);
 }
 
 #define SQ_CACHE 64

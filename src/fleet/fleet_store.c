@@ -122,11 +122,7 @@ int fleet_store_migrate(struct fleet_db *db, char *err, size_t n)
     if (strcmp(fleet_db_kind(db), "postgresql") == 0)
         rc = exec0(db, "SELECT pg_advisory_xact_lock(7261537)", err, n);
     if (rc == 0) rc = migrate_locked(db, err, n);
-    if (rc < 0) {
-        fleet_db_rollback(db);
-        return rc;
-    }
-    return fleet_db_commit(db, err, n);
+    return fleet_db_end(db, rc, err, n);
 }
 
 int fleet_store_secret(struct fleet_db *db, uint8_t out[FLEET_SECRET_LEN], char *err, size_t n)
@@ -261,11 +257,7 @@ int fleet_store_register(struct fleet_db *db, const char *env, const char *reg,
                            "registered_at = excluded.registered_at, last_seen_at = "
                            "excluded.last_seen_at",
                            p, 5, NULL, err, n);
-    if (rc < 0) {
-        fleet_db_rollback(db);
-        return rc;
-    }
-    return fleet_db_commit(db, err, n);
+    return fleet_db_end(db, rc, err, n);
 }
 
 int fleet_store_registration_check(struct fleet_db *db, const char *env, const char *reg,
@@ -291,28 +283,19 @@ int fleet_store_registration_check(struct fleet_db *db, const char *env, const c
 int fleet_store_attach(struct fleet_db *db, const char *env, const char *reg, const char *node,
                        int64_t now_ms, char *err, size_t n)
 {
+    static const char *const record[] = {
+        "INSERT INTO fleet_attachments (environment, registration_id, node_id, attached_at, "
+        "streams) VALUES ($1, $2, $3, $4, 0) ON CONFLICT (environment) DO UPDATE SET "
+        "registration_id = excluded.registration_id, node_id = excluded.node_id, attached_at = "
+        "excluded.attached_at, streams = 0",
+        "UPDATE fleet_registrations SET last_seen_at = $4 WHERE environment = $1",
+    };
     int rc = fleet_db_begin(db, true, err, n);
     if (rc < 0) return rc;
     rc = fleet_store_registration_check(db, env, reg, now_ms, err, n);
     struct fleet_param p[] = {FLEET_S(env), FLEET_S(reg), FLEET_S(node), FLEET_I(now_ms)};
-    if (rc == 0)
-        rc = fleet_db_exec(db,
-                           "INSERT INTO fleet_attachments (environment, registration_id, node_id, "
-                           "attached_at, streams) VALUES ($1, $2, $3, $4, 0) ON CONFLICT "
-                           "(environment) DO UPDATE SET registration_id = "
-                           "excluded.registration_id, node_id = excluded.node_id, attached_at = "
-                           "excluded.attached_at, streams = 0",
-                           p, 4, NULL, err, n);
-    if (rc == 0)
-        rc = fleet_db_exec(db,
-                           "UPDATE fleet_registrations SET last_seen_at = $4 WHERE environment = "
-                           "$1",
-                           p, 4, NULL, err, n);
-    if (rc < 0) {
-        fleet_db_rollback(db);
-        return rc;
-    }
-    return fleet_db_commit(db, err, n);
+    if (rc == 0) rc = fleet_db_exec_all(db, record, 2, p, 4, err, n);
+    return fleet_db_end(db, rc, err, n);
 }
 
 int fleet_store_detach(struct fleet_db *db, const char *env, const char *node, int64_t now_ms,
@@ -328,11 +311,7 @@ int fleet_store_detach(struct fleet_db *db, const char *env, const char *node, i
                            "UPDATE fleet_registrations SET last_seen_at = $3 WHERE environment = "
                            "$1",
                            p, 3, NULL, err, n);
-    if (rc < 0) {
-        fleet_db_rollback(db);
-        return rc;
-    }
-    return fleet_db_commit(db, err, n);
+    return fleet_db_end(db, rc, err, n);
 }
 
 void fleet_location_clear(struct fleet_location *l)
@@ -391,11 +370,7 @@ int fleet_store_bundle_add(struct fleet_db *db, const char *nonce, const char *e
                            "INSERT INTO fleet_bundles (nonce, environment, expires_at) VALUES "
                            "($1, $2, $3)",
                            p, 3, NULL, err, n);
-    if (rc < 0) {
-        fleet_db_rollback(db);
-        return rc;
-    }
-    return fleet_db_commit(db, err, n);
+    return fleet_db_end(db, rc, err, n);
 }
 
 int fleet_store_bundle_take(struct fleet_db *db, const char *nonce, const char *env, int64_t now_ms,

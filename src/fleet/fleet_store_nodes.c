@@ -134,19 +134,15 @@ static int heartbeat_txn(struct fleet_db *db, const char *node, const char *url,
     if (rc == 0) rc = drop_bad(db, node, now, held, lost, nlost, err, n);
     if (rc == 0) rc = reconcile(db, node, held, dead_before, now, lost, nlost, err, n);
     /* Whoever sees a dead node first cleans up after it. */
+    static const char *const cleanup[] = {
+        "DELETE FROM fleet_attachments WHERE node_id IN (SELECT id FROM fleet_nodes WHERE "
+        "heartbeat_at < $1)",
+        "DELETE FROM fleet_nodes WHERE heartbeat_at < $2",
+        "DELETE FROM fleet_bundles WHERE expires_at < $3",
+    };
     struct fleet_param dp[] = {FLEET_I(dead_before), FLEET_I(dead_before - DEAD_NODE_FORGET_MS),
                                FLEET_I(now)};
-    if (rc == 0)
-        rc = fleet_db_exec(db,
-                           "DELETE FROM fleet_attachments WHERE node_id IN (SELECT id FROM "
-                           "fleet_nodes WHERE heartbeat_at < $1)",
-                           dp, 1, NULL, err, n);
-    if (rc == 0)
-        rc = fleet_db_exec(db, "DELETE FROM fleet_nodes WHERE heartbeat_at < $2", dp, 2, NULL, err,
-                           n);
-    if (rc == 0)
-        rc = fleet_db_exec(db, "DELETE FROM fleet_bundles WHERE expires_at < $3", dp, 3, NULL, err,
-                           n);
+    if (rc == 0) rc = fleet_db_exec_all(db, cleanup, 3, dp, 3, err, n);
     return rc;
 }
 
@@ -164,11 +160,9 @@ int fleet_store_heartbeat(struct fleet_db *db, const char *node, const char *url
         strmap_put(&map, held[i].env, strlen(held[i].env), (void *)&held[i]);
     int rc = fleet_db_begin(db, true, err, n);
     if (rc == 0)
-        rc = heartbeat_txn(db, node, url, &map, dead_before_ms, now_ms, lost, nlost, err, n);
-    if (rc == 0)
-        rc = fleet_db_commit(db, err, n);
-    else if (rc != -EIO || !fleet_db_broken(db))
-        fleet_db_rollback(db);
+        rc = fleet_db_end(
+            db, heartbeat_txn(db, node, url, &map, dead_before_ms, now_ms, lost, nlost, err, n),
+            err, n);
     strmap_free(&map);
     if (rc < 0) {
         for (size_t i = 0; i < *nlost; i++)
@@ -183,21 +177,14 @@ int fleet_store_heartbeat(struct fleet_db *db, const char *node, const char *url
 int fleet_store_node_leave(struct fleet_db *db, const char *node, int64_t now_ms, char *err,
                            size_t n)
 {
+    static const char *const leave[] = {
+        "UPDATE fleet_registrations SET last_seen_at = $2 WHERE environment IN (SELECT "
+        "environment FROM fleet_attachments WHERE node_id = $1)",
+        "DELETE FROM fleet_attachments WHERE node_id = $1",
+        "DELETE FROM fleet_nodes WHERE id = $1",
+    };
     int rc = fleet_db_begin(db, true, err, n);
     if (rc < 0) return rc;
     struct fleet_param p[] = {FLEET_S(node), FLEET_I(now_ms)};
-    rc = fleet_db_exec(db,
-                       "UPDATE fleet_registrations SET last_seen_at = $2 WHERE environment IN "
-                       "(SELECT environment FROM fleet_attachments WHERE node_id = $1)",
-                       p, 2, NULL, err, n);
-    if (rc == 0)
-        rc = fleet_db_exec(db, "DELETE FROM fleet_attachments WHERE node_id = $1", p, 1, NULL, err,
-                           n);
-    if (rc == 0)
-        rc = fleet_db_exec(db, "DELETE FROM fleet_nodes WHERE id = $1", p, 1, NULL, err, n);
-    if (rc < 0) {
-        fleet_db_rollback(db);
-        return rc;
-    }
-    return fleet_db_commit(db, err, n);
+    return fleet_db_end(db, fleet_db_exec_all(db, leave, 3, p, 2, err, n), err, n);
 }

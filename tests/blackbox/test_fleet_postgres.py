@@ -142,32 +142,18 @@ def test_database_goes_away_and_returns(_):
         for n in (a, b):
             n.wait_log(r"event=database result=unavailable")
             assert n.proc.poll() is None
-        import urllib.request
-        import urllib.error
-        try:
-            urllib.request.urlopen(b.url + "/readyz", timeout=10)
-            raise AssertionError("/readyz said ready without a database")
-        except urllib.error.HTTPError as e:
-            assert e.code == 503
+        assert fleet_lib.readyz(b.url) == 503, "/readyz said ready without a database"
         PG.start()
-        deadline = time.monotonic() + 20
-        while True:
+
+        def connected():
             st, d, _ = post(b.url, "/cloud/environment/env-pg/connect",
                             {"harness_public_key": key()}, h_tok)
-            if st == 200:
-                break
-            assert st == 503 and time.monotonic() < deadline, (st, d)
-            time.sleep(0.2)  # sleep-ok: polling for the reconnect
+            assert st in (200, 503), (st, d)
+            return st == 200
+        fleet_lib.poll_until(connected, 20, "/connect to work again")
         for n in (a, b):
             n.wait_log(r"event=database result=available")
-        deadline = time.monotonic() + 10
-        while True:  # ready again with the next heartbeat
-            try:
-                if urllib.request.urlopen(b.url + "/readyz", timeout=10).status == 200:
-                    break
-            except urllib.error.HTTPError:
-                assert time.monotonic() < deadline, "/readyz stays 503"
-            time.sleep(0.1)  # sleep-ok: polling
+        fleet_lib.poll_until(lambda: fleet_lib.readyz(b.url) == 200, 10, "/readyz 200 again")
     finally:
         if not PG.running():
             PG.start()
@@ -196,15 +182,13 @@ def test_node_dies_and_the_executor_moves(_):
         a.kill()
         shared.cut()
         # B hands out no dead node's URL: offline until the executor is back
-        deadline = time.monotonic() + 20
-        while True:
+
+        def offline():
             st, d, _ = post(b.url, "/cloud/environment/env-move/connect",
                             {"harness_public_key": key()}, h_tok)
-            if st == 409:
-                assert error_code(d) == "environment_offline"
-                break
-            assert st == 200 and time.monotonic() < deadline, (st, d)
-            time.sleep(0.2)  # sleep-ok: polling until node A's heartbeat is stale
+            assert st in (200, 409), (st, d)
+            return st == 409 and error_code(d) == "environment_offline"
+        fleet_lib.poll_until(offline, 20, "node A's heartbeat to go stale", every=0.2)
         shared.target = ("127.0.0.1", b.port)
         b.wait_attached("env-move", timeout=60)
         r = subprocess.run([client, "--remote", b.url, "--environment-id", "env-move",

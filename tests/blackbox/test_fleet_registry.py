@@ -97,6 +97,7 @@ class Fleet:
         self.ex_token = self.reg.token(env_id, "executor")
         self.h_token = self.reg.token(env_id, "harness")
         self.socks = []
+        self.log = None
 
     def register(self, token=None, env=None):
         return post(self.url, "/cloud/environment/%s/register" % (env or self.env),
@@ -125,9 +126,19 @@ class Fleet:
         return doc, ws
 
     def close(self, check=True):
-        for s in self.socks:
-            s.abort()
-        return self.reg.stop(check=check)
+        """Stops the registry (once) and returns its log."""
+        if self.log is None:
+            for s in self.socks:
+                s.abort()
+            self.log = self.reg.stop(check=check)
+        return self.log
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *rest):
+        self.close(check=exc_type is None)
+        return False
 
 
 def recv(ws, timeout=10.0):
@@ -158,8 +169,7 @@ def reset_reason(msg):
 
 @needs_own_server
 def test_tokens(_):
-    fl = Fleet(args=["--heartbeat-interval", "0.3"])
-    try:
+    with Fleet(args=["--heartbeat-interval", "0.3"]) as fl:
         other_h = fl.reg.token("env-b", "harness")
         expiring = fl.reg.token(fl.env, "harness", expires="1s")
         revoked = fl.reg.token(fl.env, "harness")
@@ -206,15 +216,11 @@ def test_tokens(_):
         log = fl.close()
         for t in (fl.ex_token, fl.h_token, expiring, revoked):
             assert t[22:] not in log, "a token secret in the log"
-    finally:
-        if fl.reg.proc.poll() is None:
-            fl.close(check=False)
 
 
 @needs_own_server
 def test_rendezvous_urls(_):
-    fl = Fleet(args=["--bundle-ttl", "1"])
-    try:
+    with Fleet(args=["--bundle-ttl", "1"]) as fl:
         doc, env_ws = fl.executor()
         st, c, _ = fl.connect()
         url = c["url"]
@@ -242,16 +248,11 @@ def test_rendezvous_urls(_):
         # the executor's own URL, tampered
         status, _, _ = fake_cloud.ws_connect(doc["url"].replace("reg=", "reg=x"))
         assert status == 401
-        fl.close()
-    finally:
-        if fl.reg.proc.poll() is None:
-            fl.close(check=False)
 
 
 @needs_own_server
 def test_frames(_):
-    fl = Fleet(args=["--claim-timeout", "1"])
-    try:
+    with Fleet(args=["--claim-timeout", "1"]) as fl:
         _, env_ws = fl.executor()
         _, h = fl.harness()
         # routed unchanged both ways
@@ -292,16 +293,11 @@ def test_frames(_):
         assert reset_reason(recv(env_ws)) == ("s-1", "harness_disconnected")
         assert fl.reg.metric('exec_registry_refusals_total{reason="malformed_frame"}') >= 2
         assert fl.reg.metric('exec_registry_refusals_total{reason="unknown_stream"}') >= 1
-        fl.close()
-    finally:
-        if fl.reg.proc.poll() is None:
-            fl.close(check=False)
 
 
 @needs_own_server
 def test_executor_vanishes_mid_stream(_):
-    fl = Fleet()
-    try:
+    with Fleet() as fl:
         doc, env_ws = fl.executor()
         _, h = fl.harness()
         h.send_binary(frame("s-1", "resume"))
@@ -320,10 +316,6 @@ def test_executor_vanishes_mid_stream(_):
         _, h2 = fl.harness()
         h2.send_binary(frame("s-2", "resume"))
         assert recv(env2) == (2, frame("s-2", "resume"))
-        fl.close()
-    finally:
-        if fl.reg.proc.poll() is None:
-            fl.close(check=False)
 
 
 @needs_own_server
@@ -364,9 +356,8 @@ def test_real_executor_vanishes_and_the_harness_resumes(_):
 
 @needs_own_server
 def test_limits(_):
-    fl = Fleet(args=["--max-streams-per-environment", "2", "--max-pending-bundles", "3",
-                     "--connect-rate", "1", "--connect-burst", "5"])
-    try:
+    with Fleet(args=["--max-streams-per-environment", "2", "--max-pending-bundles", "3",
+                     "--connect-rate", "1", "--connect-burst", "5"]) as fl:
         _, env_ws = fl.executor()
         _, h = fl.harness()
         for sid in ("a", "b"):
@@ -390,16 +381,11 @@ def test_limits(_):
         other = fl.reg.token(fl.env, "harness")
         st, d, _ = fl.connect(other)
         assert st in (200, 429) and (st == 200 or error_code(d) == "too_many_pending_bundles"), d
-        fl.close()
-    finally:
-        if fl.reg.proc.poll() is None:
-            fl.close(check=False)
 
 
 @needs_own_server
 def test_http_errors(_):
-    fl = Fleet()
-    try:
+    with Fleet() as fl:
         base = "/cloud/environment/%s/register" % fl.env
         cases = [
             (post(fl.url, base, None, fl.ex_token, raw=b"{not json"), 400),
@@ -424,16 +410,11 @@ def test_http_errors(_):
         assert r[0] == 405, r
         r = http_raw("127.0.0.1", fl.reg.port, b"GARBAGE\r\n\r\n")
         assert r[0] == 400, r
-        fl.close()
-    finally:
-        if fl.reg.proc.poll() is None:
-            fl.close(check=False)
 
 
 @needs_own_server
 def test_database_locked_by_another_writer(_):
-    fl = Fleet()
-    try:
+    with Fleet() as fl:
         _, env_ws = fl.executor()
         _, h = fl.harness()
         h.send_binary(frame("s-1", "resume"))
@@ -452,18 +433,12 @@ def test_database_locked_by_another_writer(_):
             lock.close()
         st, d, _ = fl.connect()
         assert st == 200, d
-        fl.close()
-    finally:
-        if fl.reg.proc.poll() is None:
-            fl.close(check=False)
 
 
 @needs_own_server
 def test_operators(_):
-    fl = Fleet(args=["--heartbeat-interval", "0.2"])
-    try:
-        r = urllib.request.urlopen(fl.url + "/readyz", timeout=10)
-        assert r.status == 200
+    with Fleet(args=["--heartbeat-interval", "0.2"]) as fl:
+        assert fleet_lib.readyz(fl.url) == 200
         _, env_ws = fl.executor()
         _, h = fl.harness()
         h.send_binary(data_frame("s-1", b"secret payload bytes"))
@@ -476,20 +451,15 @@ def test_operators(_):
         metrics = urllib.request.urlopen(fl.url + "/metrics", timeout=10).read().decode()
         assert 'exec_registry_refusals_total{reason="wrong_role"} 1' in metrics, metrics
         assert fl.env not in metrics and fl.h_token[5:21] not in metrics
-        deadline = time.monotonic() + 10
-        while True:  # the stream count reaches the database with the next heartbeat
-            envs = fl.reg.cli("environments", "--heartbeat-interval", "0.2").stdout.decode()
-            if re.search(r"^%s\s+yes\s+\S+\s+\S+\s+1$" % fl.env, envs, re.M):
-                break
-            assert time.monotonic() < deadline, envs
-            time.sleep(0.1)  # sleep-ok: polling the database
+        fleet_lib.poll_until(  # the stream count reaches the database with the next heartbeat
+            lambda: re.search(r"^%s\s+yes\s+\S+\s+\S+\s+1$" % fl.env,
+                              fl.reg.cli("environments", "--heartbeat-interval",
+                                         "0.2").stdout.decode(), re.M), 10,
+            "environments to show the stream")
         log = fl.close()
         for event in ("event=register", "event=attach", "event=connect", "event=refusal"):
             assert event in log, (event, log)
         assert "secret payload bytes" not in log and "sig=" not in log and "hka1." not in log
-    finally:
-        if fl.reg.proc.poll() is None:
-            fl.close(check=False)
 
 
 def peer_ca_ok(port, ca):

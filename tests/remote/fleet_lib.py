@@ -15,11 +15,9 @@ import re
 import select
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import tempfile
-import threading
 import time
 
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
@@ -34,7 +32,58 @@ def codex_171():
     return hits[0] if hits else None
 
 
-class Registry:
+def poll_until(check, timeout, what, every=0.1):
+    """Calls check() until it returns something true (returned), at most timeout s;
+    check may assert on what it must never see meanwhile."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = check()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(every)  # sleep-ok: the poll interval
+
+
+def readyz(url):
+    """The registry's /readyz status."""
+    import urllib.error
+    import urllib.request
+    try:
+        return urllib.request.urlopen(url + "/readyz", timeout=10).status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def _stop(proc, timeout=20):
+    """SIGTERM, then SIGKILL of the group after timeout; the exit status (None: killed)."""
+    rc = proc.poll()
+    if rc is None:
+        proc.terminate()
+        try:
+            rc = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    return rc
+
+
+def _check_exit(rc, text, what):
+    assert rc == 0, "%s exit status %r:\n%s" % (what, rc, text[-4000:])
+    for bad in SANITIZER_MARKS:
+        assert bad not in text, text[-6000:]
+
+
+class _Process:
+    """A process the tests started in its own group (self.proc)."""
+
+    def kill(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+
+class Registry(_Process):
     """One `exec-server registry` node. Its stderr goes to a file the tests read."""
 
     def __init__(self, server, database, args=(), env=None, wrapper=(), timeout=20.0):
@@ -98,31 +147,17 @@ class Registry:
                 total += float(line.rsplit(" ", 1)[1])
         return total
 
-    def kill(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-
     def stop(self, check=True):
-        rc = self.proc.poll()
-        if rc is None:
-            self.proc.terminate()
-            try:
-                rc = self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                raise AssertionError("the registry did not stop on SIGTERM:\n" + self.log())
+        rc = _stop(self.proc)
         self.err.close()
         text = self.log()
         shutil.rmtree(self.dir, ignore_errors=True)
         if check:
-            assert rc == 0, "registry exit status %r:\n%s" % (rc, text[-4000:])
-            for bad in SANITIZER_MARKS:
-                assert bad not in text, text[-6000:]
+            _check_exit(rc, text, "registry")
         return text
 
 
-class Executor:
+class Executor(_Process):
     """An executor registered at a registry: ours (--remote, bearer line on stdin) or
     stock codex (`codex exec-server --remote`, CODEX_API_KEY: loopback registry)."""
 
@@ -152,20 +187,8 @@ class Executor:
         self.err.seek(0)
         return self.err.read().decode("utf-8", "replace")[-6000:]
 
-    def kill(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-
     def stop(self, check=True):
-        rc = self.proc.poll()
-        if rc is None:
-            self.proc.terminate()
-            try:
-                rc = self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                rc = None
+        rc = _stop(self.proc)
         err = self.stderr_text()
         try:
             self.proc.stdin.close()
@@ -173,9 +196,7 @@ class Executor:
             pass
         shutil.rmtree(self.home, ignore_errors=True)
         if check and not self.stock:
-            assert rc == 0, "executor exit status %r:\n%s" % (rc, err)
-            for bad in SANITIZER_MARKS:
-                assert bad not in err, err
+            _check_exit(rc, err, "executor")
         return err
 
 
@@ -216,75 +237,43 @@ def ws_messages(raw):
     return out
 
 
-class RecordingProxy:
-    """A TCP forwarder that keeps every byte of every connection, both ways. Its
-    target may be set after it starts (a registry's --public-url must name the proxy
-    before the registry's own port is known)."""
+class _Recorder:
+    """One direction's bytes, as a Proxy sink."""
+
+    def __init__(self):
+        self.data = bytearray()
+
+    def feed(self, d):
+        self.data += d
+
+
+def _proxy_base():
+    from test_codex_client import Proxy  # tests/blackbox, on the path of every caller
+    return Proxy
+
+
+class RecordingProxy(_proxy_base()):
+    """test_codex_client's TCP forwarder keeping every byte of every connection, both
+    ways. Its target may be set after it starts (a registry's --public-url must name the
+    proxy before the registry's own port is known); cut() drops every connection."""
 
     def __init__(self, target=None):
+        self.records = []
+        super().__init__("127.0.0.1", 0)
         self.target = target
-        self.lsock = socket.socket()
-        self.lsock.bind(("127.0.0.1", 0))
-        self.lsock.listen(64)
-        self.port = self.lsock.getsockname()[1]
         self.url = "http://127.0.0.1:%d" % self.port
-        self.lock = threading.Lock()
-        self.conns = []  # [bytearray client->server, bytearray server->client]
-        self.socks = []
-        threading.Thread(target=self._accept, daemon=True).start()
 
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.lsock.accept()
-            except OSError:
-                return
-            try:
-                u = socket.create_connection(self.target)
-            except OSError:
-                c.close()
-                continue
-            rec = [bytearray(), bytearray()]
-            with self.lock:
-                self.conns.append(rec)
-                self.socks += [c, u]
-            threading.Thread(target=self._pump, args=(c, u, rec[0]), daemon=True).start()
-            threading.Thread(target=self._pump, args=(u, c, rec[1]), daemon=True).start()
-
-    def _pump(self, a, b, sink):
-        try:
-            while True:
-                d = a.recv(65536)
-                if not d:
-                    break
-                with self.lock:
-                    sink += d
-                b.sendall(d)
-        except OSError:
-            pass
-        for s in (a, b):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def cut(self):
-        """Drops every connection at once (no close frame), as a network failure."""
+    def _sinks(self):
+        rec = (_Recorder(), _Recorder())
         with self.lock:
-            socks, self.socks = self.socks, []
-        for s in socks:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-                s.close()
-            except OSError:
-                pass
-        return len(socks) // 2
+            self.records.append(rec)
+        return rec
 
     def messages(self):
         """Every WebSocket data message either way: (direction, opcode, payload),
         direction 'up' (client to registry) or 'down'."""
         with self.lock:
-            conns = [(bytes(a), bytes(b)) for a, b in self.conns]
+            conns = [(bytes(a.data), bytes(b.data)) for a, b in self.records]
         out = []
         for up, down in conns:
             if not up.startswith(b"GET "):
@@ -292,16 +281,6 @@ class RecordingProxy:
             out += [("up",) + m for m in ws_messages(up)]
             out += [("down",) + m for m in ws_messages(down)]
         return out
-
-    def close(self):
-        self.lsock.close()
-        with self.lock:
-            socks = list(self.socks)
-        for s in socks:
-            try:
-                s.close()
-            except OSError:
-                pass
 
 
 def frame_body(payload):
