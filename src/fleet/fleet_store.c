@@ -23,21 +23,21 @@ struct migration {
 
 static const char *const m1_sql[] = {
     "CREATE TABLE fleet_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE fleet_tokens (id TEXT PRIMARY KEY, secret_sha256 TEXT NOT NULL, "
-    "environment TEXT NOT NULL, role TEXT NOT NULL, created_at BIGINT NOT NULL, "
-    "expires_at BIGINT, revoked_at BIGINT)",
-    "CREATE TABLE fleet_registrations (environment TEXT PRIMARY KEY, registration_id TEXT NOT "
-    "NULL, token_id TEXT NOT NULL, executor_key TEXT NOT NULL, registered_at BIGINT NOT NULL, "
-    "last_seen_at BIGINT NOT NULL)",
+    ("CREATE TABLE fleet_tokens (id TEXT PRIMARY KEY, secret_sha256 TEXT NOT NULL, "
+     "environment TEXT NOT NULL, role TEXT NOT NULL, created_at BIGINT NOT NULL, "
+     "expires_at BIGINT, revoked_at BIGINT)"),
+    ("CREATE TABLE fleet_registrations (environment TEXT PRIMARY KEY, registration_id TEXT NOT "
+     "NULL, token_id TEXT NOT NULL, executor_key TEXT NOT NULL, registered_at BIGINT NOT NULL, "
+     "last_seen_at BIGINT NOT NULL)"),
     "CREATE INDEX fleet_registrations_token ON fleet_registrations (token_id)",
-    "CREATE TABLE fleet_nodes (id TEXT PRIMARY KEY, url TEXT NOT NULL, started_at BIGINT NOT "
-    "NULL, heartbeat_at BIGINT NOT NULL)",
-    "CREATE TABLE fleet_attachments (environment TEXT PRIMARY KEY, registration_id TEXT NOT "
-    "NULL, node_id TEXT NOT NULL, attached_at BIGINT NOT NULL, streams BIGINT NOT NULL "
-    "DEFAULT 0)",
+    ("CREATE TABLE fleet_nodes (id TEXT PRIMARY KEY, url TEXT NOT NULL, started_at BIGINT NOT "
+     "NULL, heartbeat_at BIGINT NOT NULL)"),
+    ("CREATE TABLE fleet_attachments (environment TEXT PRIMARY KEY, registration_id TEXT NOT "
+     "NULL, node_id TEXT NOT NULL, attached_at BIGINT NOT NULL, streams BIGINT NOT NULL "
+     "DEFAULT 0)"),
     "CREATE INDEX fleet_attachments_node ON fleet_attachments (node_id)",
-    "CREATE TABLE fleet_bundles (nonce TEXT PRIMARY KEY, environment TEXT NOT NULL, "
-    "expires_at BIGINT NOT NULL)",
+    ("CREATE TABLE fleet_bundles (nonce TEXT PRIMARY KEY, environment TEXT NOT NULL, "
+     "expires_at BIGINT NOT NULL)"),
     "CREATE INDEX fleet_bundles_environment ON fleet_bundles (environment, expires_at)",
     NULL,
 };
@@ -284,10 +284,10 @@ int fleet_store_attach(struct fleet_db *db, const char *env, const char *reg, co
                        int64_t now_ms, char *err, size_t n)
 {
     static const char *const record[] = {
-        "INSERT INTO fleet_attachments (environment, registration_id, node_id, attached_at, "
-        "streams) VALUES ($1, $2, $3, $4, 0) ON CONFLICT (environment) DO UPDATE SET "
-        "registration_id = excluded.registration_id, node_id = excluded.node_id, attached_at = "
-        "excluded.attached_at, streams = 0",
+        ("INSERT INTO fleet_attachments (environment, registration_id, node_id, attached_at, "
+         "streams) VALUES ($1, $2, $3, $4, 0) ON CONFLICT (environment) DO UPDATE SET "
+         "registration_id = excluded.registration_id, node_id = excluded.node_id, attached_at = "
+         "excluded.attached_at, streams = 0"),
         "UPDATE fleet_registrations SET last_seen_at = $4 WHERE environment = $1",
     };
     int rc = fleet_db_begin(db, true, err, n);

@@ -135,8 +135,8 @@ static int heartbeat_txn(struct fleet_db *db, const char *node, const char *url,
     if (rc == 0) rc = reconcile(db, node, held, dead_before, now, lost, nlost, err, n);
     /* Whoever sees a dead node first cleans up after it. */
     static const char *const cleanup[] = {
-        "DELETE FROM fleet_attachments WHERE node_id IN (SELECT id FROM fleet_nodes WHERE "
-        "heartbeat_at < $1)",
+        ("DELETE FROM fleet_attachments WHERE node_id IN (SELECT id FROM fleet_nodes WHERE "
+         "heartbeat_at < $1)"),
         "DELETE FROM fleet_nodes WHERE heartbeat_at < $2",
         "DELETE FROM fleet_bundles WHERE expires_at < $3",
     };
@@ -178,8 +178,8 @@ int fleet_store_node_leave(struct fleet_db *db, const char *node, int64_t now_ms
                            size_t n)
 {
     static const char *const leave[] = {
-        "UPDATE fleet_registrations SET last_seen_at = $2 WHERE environment IN (SELECT "
-        "environment FROM fleet_attachments WHERE node_id = $1)",
+        ("UPDATE fleet_registrations SET last_seen_at = $2 WHERE environment IN (SELECT "
+         "environment FROM fleet_attachments WHERE node_id = $1)"),
         "DELETE FROM fleet_attachments WHERE node_id = $1",
         "DELETE FROM fleet_nodes WHERE id = $1",
     };
