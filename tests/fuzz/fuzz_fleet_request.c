@@ -3,7 +3,8 @@
  * fields), the rendezvous URL query in it (fleet_url_verify), and a bearer token and a
  * harness-key authorization in the body (fleet_token_split, fleet_authorization_ok).
  *
- * Properties: the scan's spans lie inside the input and the head ends where it says;
+ * Properties: the scan's spans lie inside the input (but the path "/" of an absolute-form
+ * target with none) and the head ends where it says;
  * verification answers only 0, -EINVAL or -ETIMEDOUT, and a query it accepts is exactly
  * the one signing its claims again gives (no second spelling of a signed URL). */
 #include <errno.h>
@@ -49,7 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (r == HTTP_SCAN_OK) {
         if (h.consumed == 0 || h.consumed > size) abort();
         inside(d, size, h.method, h.method_len);
-        inside(d, size, h.path, h.path_len);
+        /* An absolute-form target without a path is the path "/" (a static string). */
+        if (!(h.path_len == 1 && h.path[0] == '/')) inside(d, size, h.path, h.path_len);
         inside(d, size, h.query, h.query_len);
         for (int i = 0; i < 4; i++)
             if (f[i].seen) inside(d, size, f[i].value, f[i].len);
