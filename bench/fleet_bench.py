@@ -272,8 +272,16 @@ def row_f3(a, tmp):
             lat.append((time.perf_counter() - t) * 1e3)
             if st != 200:
                 raise RuntimeError("connect: %d %s" % (st, body[:200]))
+        # The registry's own view (head in to answer out), without the client's scheduling.
+        import urllib.request
+        within = 0
+        for line in urllib.request.urlopen(url + "/metrics", timeout=30).read().decode().splitlines():
+            if line.startswith('exec_registry_request_duration_seconds_bucket{endpoint="connect",'
+                               'le="0.005"}'):
+                within = int(line.split()[-1])
         return {"per_exec_kib": (after - before) / a.idle, "before": before, "after": after,
-                "attach_s": attach_s, "connect": (statistics.median(lat), pct(lat, 0.99))}
+                "attach_s": attach_s, "connect": (statistics.median(lat), pct(lat, 0.99)),
+                "server_within_5ms": within / a.connects}
     finally:
         ponger.stop()
         for s in socks:
@@ -325,8 +333,9 @@ def main():
         print("| F3a. %d idle attached executors: registry memory each (KiB; RSS %d -> %d KiB, "
               "attached in %.1f s) | %.2f | - | - | - | <= 16 KiB |"
               % (a.idle, r["before"], r["after"], r["attach_s"], r["per_exec_kib"]))
-        print("| F3b. /connect under that load, x%d (ms, p50 / p99) | %.3f / %.3f | - | - | - | "
-              "p99 <= 5 ms |" % (a.connects, *r["connect"]))
+        print("| F3b. /connect under that load, x%d (ms, p50 / p99 at the client; share the "
+              "registry answered within 5 ms) | %.3f / %.3f; %.1f%% | - | - | - | p99 <= 5 ms |"
+              % (a.connects, *r["connect"], 100 * r["server_within_5ms"]))
         ok &= r["per_exec_kib"] <= 16 and r["connect"][1] <= 5
     print("\ntargets %s (load average at the end: %s)"
           % ("met" if ok else "NOT all met", open("/proc/loadavg").read().split()[0]))

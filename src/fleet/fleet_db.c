@@ -149,6 +149,22 @@ void fleet_db_rollback(struct fleet_db *db)
     (void)fleet_db_exec(db, "ROLLBACK", NULL, 0, NULL, NULL, 0);
 }
 
+int fleet_db_serve_mode(struct fleet_db *db, char *err, size_t n)
+{
+    struct fleet_rows r;
+    int rc = db->be->serve_mode ? fleet_db_exec(db, db->be->serve_mode, NULL, 0, &r, err, n) : 0;
+    if (db->be->serve_mode && rc == 0) fleet_rows_free(&r);
+    return rc;
+}
+
+int fleet_db_maintain(struct fleet_db *db, char *err, size_t n)
+{
+    struct fleet_rows r;
+    int rc = db->be->maintain ? fleet_db_exec(db, db->be->maintain, NULL, 0, &r, err, n) : 0;
+    if (db->be->maintain && rc == 0) fleet_rows_free(&r);
+    return rc;
+}
+
 bool fleet_db_broken(const struct fleet_db *db)
 {
     return db->be->broken(db->h);

@@ -87,6 +87,12 @@ void fleet_db_rollback(struct fleet_db *db);
  * back. Returns rc, or the commit's error. */
 int fleet_db_end(struct fleet_db *db, int rc, char *err, size_t n);
 
+/* The registry's own connection: upkeep happens only when fleet_db_maintain says so
+ * (SQLite: no automatic WAL checkpoints inside a request's commit). */
+int fleet_db_serve_mode(struct fleet_db *db, char *err, size_t n);
+/* Periodic upkeep between requests (SQLite: a passive WAL checkpoint). */
+int fleet_db_maintain(struct fleet_db *db, char *err, size_t n);
+
 /* Whether the connection is known to be lost (PostgreSQL), and a new attempt to
  * connect (0 or -EIO). SQLite connections never break this way. */
 bool fleet_db_broken(const struct fleet_db *db);

@@ -16,6 +16,8 @@ struct fleet_db_backend {
                 struct fleet_rows *rows, char *err, size_t n);
     int64_t (*changes)(void *h);
     const char *begin_read, *begin_write;
+    const char *serve_mode; /* SQL for a long-lived server connection, or NULL */
+    const char *maintain;   /* SQL of the periodic upkeep, or NULL */
     bool (*broken)(void *h);
     int (*reconnect)(void *h, char *err, size_t n);
     void (*where)(void *h, char *out, size_t n);

@@ -238,6 +238,11 @@ const struct fleet_db_backend fleet_db_sqlite = {
     .changes = sq_changes,
     .begin_read = "BEGIN",
     .begin_write = "BEGIN IMMEDIATE",
+    /* A checkpoint syncs the WAL and the database (tens of ms on some disks): the
+     * registry's connection makes none on its own, so no request waits behind one; the
+     * heartbeat runs a passive one instead, between requests. */
+    .serve_mode = "PRAGMA wal_autocheckpoint=0",
+    .maintain = "PRAGMA wal_checkpoint(PASSIVE)",
     .broken = sq_broken,
     .reconnect = sq_reconnect,
     .where = sq_where,

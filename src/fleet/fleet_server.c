@@ -221,6 +221,7 @@ static int open_database(struct fleet_db **db)
     int r = fleet_db_open(fleet_cfg.database, db, err, sizeof err);
     if (r == 0) r = fleet_store_migrate(*db, err, sizeof err);
     if (r == 0) r = fleet_store_secret(*db, fleet_cfg.secret, err, sizeof err);
+    if (r == 0) r = fleet_db_serve_mode(*db, err, sizeof err);
     if (r < 0) {
         fprintf(stderr, "exec-server registry: database %s: %s\n", fleet_cfg.database, err);
         if (*db) fleet_db_close(*db);
