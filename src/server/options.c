@@ -239,7 +239,8 @@ const struct opt_spec options_table[] = {
      .section = SEC_REMOTE, TO(C.bearer_stdin),
      .help = "read one registration bearer token line (at most 16 KiB, newline-terminated) "
              "from standard input; otherwise CODEX_API_KEY, allowed only for https to "
-             "openai.com / openai.org or a loopback registry"},
+             "openai.com / openai.org or a loopback registry, or for any registry when it "
+             "is an `exec-server registry` token (exrt_...)"},
     {.name = "chatgpt-token-stdin", .kind = OPT_FLAG, .modes = OPT_SERVE,
      .section = SEC_REMOTE, TO(C.chatgpt_token_stdin),
      .help = "read a ChatGPT access token (a JWT, one line) from standard input, a pipe or "

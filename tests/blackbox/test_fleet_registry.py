@@ -529,6 +529,19 @@ def test_tls(_):
 
 
 @needs_own_server
+def test_codex_api_key_holding_a_registry_token(_):
+    """Ours takes CODEX_API_KEY for any registry when it is one of our registry tokens
+    (the reference's restriction keeps OpenAI keys from other hosts; ours still does):
+    past the configuration to the registration (http://0.0.0.0:9 refuses at once)."""
+    for key, want in (("exrt_%s_%s" % ("1" * 16, "2" * 64), "could not be reached"),
+                      ("sk-not-a-registry-token", "restricted to HTTPS openai.com")):
+        r = subprocess.run(WRAPPER + [SERVER, "--remote", "http://0.0.0.0:9",
+                                      "--environment-id", "x"], capture_output=True,
+                           timeout=60, env=dict(os.environ, CODEX_API_KEY=key))
+        assert r.returncode == 1 and want in r.stderr.decode(), r
+
+
+@needs_own_server
 def test_systemd_unit(_):
     """The installed unit is well formed (systemd-analyze verify, when there is one) and
     its command line, as systemd would run it, serves a registry."""
