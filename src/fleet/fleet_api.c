@@ -373,7 +373,7 @@ static bool register_prepare(struct api_call *a, json_t *doc)
     return true;
 }
 
-static bool connect_prepare(struct api_call *a, json_t *doc, const struct fleet_request *req)
+static bool connect_prepare(struct api_call *a, json_t *doc)
 {
     if (!harness_key(a, doc)) return false;
     /* Before the database: a flood from one token is answered here. */
@@ -406,7 +406,6 @@ static bool connect_prepare(struct api_call *a, json_t *doc, const struct fleet_
     uint8_t raw[FLEET_NONCE_HEX / 2];
     crypto_random_bytes(raw, sizeof raw);
     hex_encode(raw, sizeof raw, a->nonce);
-    (void)req;
     return true;
 }
 
@@ -448,7 +447,7 @@ static bool prepare(struct api_call *a, const struct fleet_request *req)
     json_t *doc = body_object(a, req, need[a->endpoint]);
     if (!doc) return false;
     bool ok = a->endpoint == FLEET_API_REGISTER  ? register_prepare(a, doc)
-              : a->endpoint == FLEET_API_CONNECT ? connect_prepare(a, doc, req)
+              : a->endpoint == FLEET_API_CONNECT ? connect_prepare(a, doc)
                                                  : validate_prepare(a, doc);
     json_decref(doc);
     return ok;

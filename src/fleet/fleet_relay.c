@@ -80,7 +80,8 @@ size_t fleet_relay_count(void)
     return envs.n;
 }
 
-static uint64_t now_loop(const struct fleet_conn *c)
+/* Loop time in ms (the registry runs on the default loop). */
+static uint64_t now_loop(void)
 {
     return uv_now(uv_default_loop());
 }
@@ -186,7 +187,7 @@ static void harness_message(void *owner, struct fleet_conn *c, uint8_t *data, si
         return;
     }
     struct relay_env *env = h->env;
-    h->last_activity = now_loop(c);
+    h->last_activity = now_loop();
     h->claimed = true;
     if (!env) return;
     struct relay_stream *s = strmap_get(&env->streams, f.stream_id.ptr, f.stream_id.len);
@@ -237,7 +238,7 @@ static void harness_closed(void *owner, struct fleet_conn *c)
 static void harness_deadline(void *owner, struct fleet_conn *c)
 {
     struct relay_harness *h = owner;
-    uint64_t now = now_loop(c);
+    uint64_t now = now_loop();
     const char *reason = NULL;
     if (!h->claimed)
         reason = "claim_timeout";
@@ -280,7 +281,7 @@ static void env_message(void *owner, struct fleet_conn *c, uint8_t *data, size_t
     struct relay_harness *h = s->h;
     fleet_conn_send(h->conn, true, data, len);
     fleet_metrics_relayed(false, len);
-    h->last_activity = now_loop(c);
+    h->last_activity = now_loop();
     if (f.body == RELAY_BODY_RESET) stream_forget(env, s);
     if (fleet_conn_congested(h->conn) && !h->blocking) {
         h->blocking = true;
@@ -459,7 +460,7 @@ static void take_done(struct fleet_job *j)
     h->next = env->harnesses;
     if (h->next) h->next->prev = h;
     env->harnesses = h;
-    h->last_activity = now_loop(u->c);
+    h->last_activity = now_loop();
     fleet_metrics_gauges(0, 0, 1);
     log_info("event=harness_open environment=%s peer=%s", env->id, fleet_conn_peer(u->c));
     fleet_conn_upgrade(u->c, fleet_cfg.max_frame, &harness_ops, h);

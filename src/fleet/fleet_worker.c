@@ -103,7 +103,6 @@ static void thread_main(void *arg)
 /* The loop's side: logs a change of availability once, in the job's words. */
 static void note_availability(const struct fleet_job *j)
 {
-    if (j->result == -ECANCELED) return;
     bool down = j->result == -EIO;
     if (down && !w.loop_down)
         log_warn("event=database result=unavailable detail=\"%s\": registry requests get 503 "

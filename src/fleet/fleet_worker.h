@@ -22,8 +22,8 @@ struct fleet_job;
 /* Runs on the database thread with the connection; sets j->result (0 or negative)
  * and j->err on failure. */
 typedef void (*fleet_job_run_fn)(struct fleet_job *j, struct fleet_db *db);
-/* Runs on the loop thread once run has (or, at stop, instead of it, with result
- * -ECANCELED). */
+/* Runs on the loop thread once run has (fleet_worker_stop runs every queued job first,
+ * so each done is called exactly once). */
 typedef void (*fleet_job_done_fn)(struct fleet_job *j);
 
 struct fleet_job {
