@@ -7,7 +7,8 @@
 #   make bench  release build, then bench/exec-bench against ours and the reference
 #               (installed into ~/.cache/codex-ref by npm when missing); BENCH_ARGS=...;
 #               then bench/relay_bench.py: the remote-mode rows through the relay
-#               (RELAY_BENCH_ARGS=...); then bench/forward_bench.py: TCP forwarding
+#               (RELAY_BENCH_ARGS=...); then bench/fleet_bench.py: exec-server registry's
+#               rows (FLEET_BENCH_ARGS=...); then bench/forward_bench.py: TCP forwarding
 #   make fuzz   clang libFuzzer build into build/fuzz/, then each target for FUZZ_TIME s
 #               (default 600; FUZZ_TARGETS="ws uri" runs only those)
 #   make valgrind  RelWithDebInfo build into build/vg/, then the black-box tests with
@@ -52,12 +53,14 @@ test: deps fuzz-build
 REF_DIR    ?= $(HOME)/.cache/codex-ref
 BENCH_ARGS ?=
 RELAY_BENCH_ARGS ?=
+FLEET_BENCH_ARGS ?=
 bench: all
 	@ls $(REF_DIR)/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex >/dev/null 2>&1 || \
 	  npm install --prefix $(REF_DIR) @openai/codex@0.169.0 || \
 	  echo "make bench: could not install the reference; running ours only"
 	./$(BUILD)/exec-bench $(BENCH_ARGS)
 	python3 bench/relay_bench.py --build $(BUILD) $(RELAY_BENCH_ARGS)
+	python3 bench/fleet_bench.py --build $(BUILD) $(FLEET_BENCH_ARGS)
 	python3 bench/forward_bench.py --build $(BUILD)
 
 # The fuzzers need clang (libFuzzer); CC is read only when build/fuzz is first configured.

@@ -34,9 +34,9 @@ REF_GLOB = os.path.expanduser(
 
 
 class Harness:
-    def __init__(self, path, cloud):
+    def __init__(self, path, cloud, token=TOKEN):
         self.proc = subprocess.Popen([path, "--registry", cloud.base_url, "--environment-id",
-                                      ENV_ID, "--token", TOKEN], stdin=subprocess.PIPE,
+                                      ENV_ID, "--token", token], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.buf = b""
         self.next_id = 0

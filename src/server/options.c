@@ -246,7 +246,8 @@ const struct opt_spec options_table[] = {
      .section = SEC_REMOTE, TO(C.bearer_stdin),
      .help = "read one registration bearer token line (at most 16 KiB, newline-terminated) "
              "from standard input; otherwise CODEX_API_KEY, allowed only for https to "
-             "openai.com / openai.org or a loopback registry"},
+             "openai.com / openai.org or a loopback registry, or for any registry when it "
+             "is an `exec-server registry` token (exrt_...)"},
     {.name = "chatgpt-token-stdin", .kind = OPT_FLAG, .modes = OPT_SERVE,
      .section = SEC_REMOTE, TO(C.chatgpt_token_stdin),
      .help = "read a ChatGPT access token (a JWT, one line) from standard input, a pipe or "
@@ -438,8 +439,13 @@ int options_store(const struct opt_spec *o, const char *value, char *err, size_t
 
 void options_reset(void)
 {
-    for (size_t i = 0; i < options_count; i++) {
-        const struct opt_spec *o = &options_table[i];
+    options_reset_rows(options_table, options_count);
+}
+
+void options_reset_rows(const struct opt_spec *rows, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        const struct opt_spec *o = &rows[i];
         switch (o->kind) {
         case OPT_ACTION: continue;
         case OPT_FLAG: *(bool *)o->target = false; break;
@@ -515,6 +521,12 @@ static void help_row(FILE *out, const struct opt_spec *o)
     }
 }
 
+void options_print_rows(FILE *out, const struct opt_spec *rows, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        help_row(out, &rows[i]);
+}
+
 void options_print_help(FILE *out, unsigned mode)
 {
     if (mode == OPT_FORWARD)
@@ -528,10 +540,12 @@ void options_print_help(FILE *out, unsigned mode)
     else
         fputs("Usage: exec-server [OPTIONS]\n"
               "       exec-server forward --connect ws://HOST:PORT --remote URL "
-              "--environment-id ID [OPTIONS]\n\n"
+              "--environment-id ID [OPTIONS]\n"
+              "       exec-server registry --database URL [OPTIONS]\n\n"
               "Runs and drives processes and files on this machine for a remote client, over\n"
               "one WebSocket (or stdin/stdout) speaking JSON-RPC. `exec-server forward --help`\n"
-              "describes the forward command.\n",
+              "describes the forward command, `exec-server registry --help` the registry and\n"
+              "rendezvous for a fleet of remote exec-servers.\n",
               out);
     for (size_t s = 0; s < options_section_count; s++) {
         bool any = false;
@@ -592,6 +606,12 @@ static void man_row(FILE *out, const struct opt_spec *o)
         roff_text(out, o->more);
         fputc('\n', out);
     }
+}
+
+void options_print_man_rows(FILE *out, const struct opt_spec *rows, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        man_row(out, &rows[i]);
 }
 
 void options_print_man(FILE *out)

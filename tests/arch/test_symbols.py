@@ -26,6 +26,7 @@ PREFIXES = (
     "env_", "fs_", "capability_roots_", "caproots_", "sandbox_", "denied_", "curl_", "server_",
     "reload_", "tcp_", "config_", "options_", "codex_config_",
     "netproxy_", "np_",
+    "fleet_", "strmap_",
 )
 
 

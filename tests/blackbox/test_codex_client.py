@@ -162,9 +162,14 @@ class Proxy:
             with self.lock:
                 self.pairs.append((c, u))
                 self.accepted += 1
-            frames = ClientFrames(self.methods)
-            for a, b, f in ((c, u, frames), (u, c, None)):
+            up, down = self._sinks()
+            for a, b, f in ((c, u, up), (u, c, down)):
                 threading.Thread(target=self._pump, args=(a, b, f), daemon=True).start()
+
+    def _sinks(self):
+        """What sees each direction's bytes (an object with feed(data), or None): the
+        methods codex sends; subclasses record more (tests/remote/fleet_lib.py)."""
+        return ClientFrames(self.methods), None
 
     @staticmethod
     def _pump(a, b, frames):
