@@ -5,7 +5,8 @@
 #   make test   ASan+UBSan build into build/asan/, then every test through ctest
 #               (including a few seconds of each fuzz target, built into build/fuzz/)
 #   make bench  release build, then bench/exec-bench against ours and the reference
-#               (installed into ~/.cache/codex-ref by npm when missing); BENCH_ARGS=...;
+#               (codex REF_VERSION, default 0.169.0, installed by npm when missing:
+#               tests/blackbox/codex_ref.py); BENCH_ARGS=...;
 #               then bench/relay_bench.py: the remote-mode rows through the relay
 #               (RELAY_BENCH_ARGS=...); then bench/forward_bench.py: TCP forwarding
 #   make fuzz   clang libFuzzer build into build/fuzz/, then each target for FUZZ_TIME s
@@ -49,15 +50,14 @@ test: deps fuzz-build
 	cmake --build $(ASAN)
 	cd $(ASAN) && ctest -j2 --output-on-failure --timeout 300
 
-REF_DIR    ?= $(HOME)/.cache/codex-ref
+REF_VERSION ?= 0.169.0
 BENCH_ARGS ?=
 RELAY_BENCH_ARGS ?=
 bench: all
-	@ls $(REF_DIR)/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex >/dev/null 2>&1 || \
-	  npm install --prefix $(REF_DIR) @openai/codex@0.169.0 || \
+	@python3 tests/blackbox/codex_ref.py install $(REF_VERSION) || \
 	  echo "make bench: could not install the reference; running ours only"
-	./$(BUILD)/exec-bench $(BENCH_ARGS)
-	python3 bench/relay_bench.py --build $(BUILD) $(RELAY_BENCH_ARGS)
+	./$(BUILD)/exec-bench --ref-version $(REF_VERSION) $(BENCH_ARGS)
+	python3 bench/relay_bench.py --build $(BUILD) --ref-version $(REF_VERSION) $(RELAY_BENCH_ARGS)
 	python3 bench/forward_bench.py --build $(BUILD)
 
 # The fuzzers need clang (libFuzzer); CC is read only when build/fuzz is first configured.

@@ -42,11 +42,11 @@ import time
 import traceback
 import uuid
 
+import codex_ref  # beside this file: where the reference codex is, and installing it
+
 WRAPPER = shlex.split(os.environ.get("EXEC_SERVER_WRAPPER", ""))
 TIMEOUT_SCALE = float(os.environ.get("EXEC_TEST_TIMEOUT_SCALE", "8" if WRAPPER else "1"))
 DEFAULT_TIMEOUT = 10.0 * TIMEOUT_SCALE
-REF_GLOB = os.path.expanduser(
-    "~/.cache/codex-ref/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex")
 MARKER_VAR = "EXECBB_MARKER"
 SKIP = 77
 
@@ -67,9 +67,17 @@ class WaitFailed(AssertionError):
     """A wait on the JSON-RPC session failed (deadline or connection closed)."""
 
 
-def find_reference():
-    hits = sorted(glob.glob(REF_GLOB))
-    return hits[0] if hits else None
+def find_reference(version=codex_ref.DEFAULT_VERSION):
+    """The installed reference codex of version (tests/blackbox/codex_ref.py), or None."""
+    return codex_ref.find(version)
+
+
+def require_reference(version=codex_ref.DEFAULT_VERSION):
+    """The reference codex of version; TestSkip naming npm when it cannot be had."""
+    try:
+        return codex_ref.require(version)
+    except codex_ref.Unavailable as e:
+        raise TestSkip(str(e))
 
 
 def server_path():
