@@ -831,7 +831,10 @@ class Rpc:
 
     # -- process helpers --
     def start(self, process_id, argv, cwd=None, env=None, tty=False, pipe_stdin=None,
-              arg0=None, marker=True, **extra):
+              arg0=None, marker=True, wait=True, **extra):
+        """process/start; its result. wait=False only sends it and returns its id, for a
+        caller that must see whole what may come before the reply (the child's policy
+        requests: a wait would file them as notifications, without their id)."""
         if cwd is None:
             cwd = "file://" + (self.server.workdir if self.server else "/tmp")
         if env is None:
@@ -845,7 +848,7 @@ class Rpc:
         if arg0 is not None:
             p["arg0"] = arg0
         p.update(extra)
-        return self.call("process/start", p)
+        return self.call("process/start", p) if wait else self.send_request("process/start", p)
 
     def read(self, process_id, after_seq=None, max_bytes=None, wait_ms=None,
              timeout=DEFAULT_TIMEOUT):
