@@ -3,7 +3,11 @@
 #   make run    release build, then start the server on the default address
 #   make install  release build, then install everything under PREFIX (default /usr/local)
 #   make test   ASan+UBSan build into build/asan/, then every test through ctest
-#               (including a few seconds of each fuzz target, built into build/fuzz/)
+#               (including a few seconds of each fuzz target, built into build/fuzz/);
+#               warnings are errors (EXEC_WERROR) in the builds of test, fuzz and valgrind;
+#               each "SKIP: why" a test printed is repeated at the end (e.g. no npm)
+#   make release-check  Release builds (-O3) with gcc and with clang into build/release-*,
+#               warnings as errors (what .ci/run adds to make test, with the formatting check)
 #   make bench  release build, then bench/exec-bench against ours and the reference
 #               (codex REF_VERSION, default 0.169.0, installed by npm when missing:
 #               tests/blackbox/codex_ref.py); BENCH_ARGS=...;
@@ -24,7 +28,9 @@ VALGRIND  ?= valgrind --leak-check=full --error-exitcode=99 --child-silent-after
 ARGS      ?=
 CMAKE_GEN := -G Ninja
 
-.PHONY: all deps run test bench fuzz fuzz-build valgrind clean install
+WERROR    := -DEXEC_WERROR=ON
+
+.PHONY: all deps run test bench fuzz fuzz-build valgrind clean install release-check
 
 all: deps
 	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -45,10 +51,19 @@ install: all
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD)
 
 test: deps fuzz-build
-	cmake -S . -B $(ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DEXEC_SANITIZE=ON \
+	cmake -S . -B $(ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DEXEC_SANITIZE=ON $(WERROR) \
 	      -DEXEC_FUZZ_BUILD_DIR=$(abspath $(FUZZ)) >/dev/null
 	cmake --build $(ASAN)
-	cd $(ASAN) && ctest -j2 --output-on-failure --timeout 300
+	cd $(ASAN) && { ctest -j2 --output-on-failure --timeout 300; rc=$$?; \
+	  awk '/^[0-9]+\/[0-9]+ Test: /{t=$$3} /^SKIP: /{print "SKIP in " t ": " substr($$0, 7)}' \
+	    Testing/Temporary/LastTest.log; exit $$rc; }
+
+# Release (-O3) with gcc, then with clang (Debian's): no warnings, as a packager builds it.
+release-check: deps
+	for cc in gcc clang; do \
+	  CC=$$cc cmake -S . -B $(BUILD)/release-$$cc $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release \
+	        $(WERROR) >/dev/null && cmake --build $(BUILD)/release-$$cc || exit 1; \
+	done
 
 REF_VERSION ?= 0.169.0
 BENCH_ARGS ?=
@@ -64,14 +79,14 @@ bench: all
 fuzz-build: deps
 	CC=clang cmake -S . -B $(FUZZ) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DEXEC_FUZZ=ON \
 	      -DCMAKE_C_FLAGS_DEBUG="-g -O1" \
-	      -DEXEC_SANITIZE=ON >/dev/null
+	      -DEXEC_SANITIZE=ON $(WERROR) >/dev/null
 	cmake --build $(FUZZ) --target fuzzers
 
 fuzz: fuzz-build
 	./tests/fuzz/run.sh $(FUZZ) $(FUZZ_TIME) $(FUZZ_TARGETS)
 
 valgrind: deps
-	cmake -S . -B $(VG) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake -S . -B $(VG) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(WERROR) >/dev/null
 	cmake --build $(VG)
 	cd $(VG) && EXEC_SERVER_WRAPPER="$(VALGRIND)" ctest -j2 -R blackbox --output-on-failure \
 	    --timeout 3000
