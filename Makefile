@@ -30,7 +30,8 @@ CMAKE_GEN := -G Ninja
 
 WERROR    := -DEXEC_WERROR=ON
 
-.PHONY: all deps run test bench fuzz fuzz-build valgrind clean install release-check
+.PHONY: all deps run test bench fuzz fuzz-build valgrind clean install release-check \
+        release-gcc release-clang
 
 all: deps
 	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -58,12 +59,13 @@ test: deps fuzz-build
 	  awk '/^[0-9]+\/[0-9]+ Test: /{t=$$3} /^SKIP: /{print "SKIP in " t ": " substr($$0, 7)}' \
 	    Testing/Temporary/LastTest.log; exit $$rc; }
 
-# Release (-O3) with gcc, then with clang (Debian's): no warnings, as a packager builds it.
-release-check: deps
-	for cc in gcc clang; do \
-	  CC=$$cc cmake -S . -B $(BUILD)/release-$$cc $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release \
-	        $(WERROR) >/dev/null && cmake --build $(BUILD)/release-$$cc || exit 1; \
-	done
+# Release (-O3) with gcc and with clang (Debian's): no warnings, as a packager builds it.
+# The two are independent (make -j2 release-check builds them at once).
+release-check: release-gcc release-clang
+release-gcc release-clang: release-%: deps
+	CC=$* cmake -S . -B $(BUILD)/release-$* $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release \
+	      $(WERROR) >/dev/null
+	cmake --build $(BUILD)/release-$*
 
 REF_VERSION ?= 0.169.0
 BENCH_ARGS ?=
