@@ -448,7 +448,9 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: exec-bench [options]\n"
                "  --ours PATH          our server (default: exec-server beside exec-bench)\n"
-               "  --ref PATH           reference codex binary (default: ~" REF_GLOB ")\n"
+               "  --ref PATH           reference codex binary (default: that of --ref-version)\n"
+               "  --ref-version V      reference version to look for (" REF_VERSION "): under\n"
+               "                       ~/.cache/codex-ref (0.169.0) or ~/.cache/codex-ref-X.Y\n"
                "  --no-ref             run only our server\n"
                "  --scenarios LIST     comma-separated scenario numbers 1-10 (default: all)\n"
                "  --quick              small sizes for a smoke test\n"
@@ -523,6 +525,8 @@ static int parse_args(int argc, char **argv, bool *no_ref)
             O.ours = v;
         else if (OPT("--ref"))
             O.ref = v;
+        else if (OPT("--ref-version"))
+            O.ref_version = v;
         else if (OPT("--scenarios")) {
             O.scenarios = scenario_bits(v);
         } else if (OPT("--runs")) {
@@ -575,6 +579,19 @@ static int parse_args(int argc, char **argv, bool *no_ref)
     return -1;
 }
 
+/* The glob of the reference binary of version under home (bench.h: codex_ref.py's rule). */
+static void ref_glob(char *out, size_t n, const char *home, const char *version)
+{
+    if (strcmp(version, "0.169.0") == 0) {
+        snprintf(out, n, "%s/.cache/codex-ref" REF_BINARY_GLOB, home);
+        return;
+    }
+    const char *dot = strchr(version, '.');
+    dot = dot ? strchr(dot + 1, '.') : NULL; /* X.Y of X.Y.Z */
+    int len = dot ? (int)(dot - version) : (int)strlen(version);
+    snprintf(out, n, "%s/.cache/codex-ref-%.*s" REF_BINARY_GLOB, home, len, version);
+}
+
 /* Our server beside this driver unless --ours says, the reference where npm put it
  * unless --ref says (or --no-ref). */
 static void find_servers(bool no_ref)
@@ -597,7 +614,8 @@ static void find_servers(bool no_ref)
     else if (!O.ref) {
         const char *home = getenv("HOME");
         char pat[PATH_MAX];
-        snprintf(pat, sizeof pat, "%s" REF_GLOB, home ? home : "/root");
+        ref_glob(pat, sizeof pat, home ? home : "/root",
+                 O.ref_version ? O.ref_version : REF_VERSION);
         glob_t g;
         if (glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0) {
             snprintf(refbuf, sizeof refbuf, "%s", g.gl_pathv[0]);

@@ -34,12 +34,16 @@
 
 extern char **environ;
 
-#define REF_GLOB "/.cache/codex-ref/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex"
+/* Where npm put the reference, by tests/blackbox/codex_ref.py's rule (the one place that
+ * defines it): 0.169.0 under ~/.cache/codex-ref, any other X.Y.Z under ~/.cache/codex-ref-X.Y. */
+#define REF_VERSION "0.169.0"
+#define REF_BINARY_GLOB "/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex"
 #define TIMEOUT_MS 120000
 
 struct opts {
     const char *ours, *ref;
-    unsigned scenarios; /* bit i = scenario i */
+    const char *ref_version; /* which reference to look for when --ref does not say */
+    unsigned scenarios;      /* bit i = scenario i */
     bool quick;
     int runs;
     int oneshot_n;

@@ -19,7 +19,6 @@ fake cloud over TLS: an https registry handing out wss rendezvous URLs.
 Throughout, no frame the rendezvous saw may carry "initialize" or "process/start" in
 clear.
 Every wait is bounded; exit 77 when nothing could run."""
-import glob
 import os
 import shutil
 import signal
@@ -37,7 +36,8 @@ import fake_cloud  # noqa: E402
 SKIP = 77
 ENV_ID = "env-remote-test"
 TOKEN = "tok-" + os.urandom(8).hex()
-from remote_testlib import REF_GLOB, find_build_file, fs_round_trip  # noqa: E402
+from remote_testlib import find_build_file, fs_round_trip  # noqa: E402
+import remote_testlib  # noqa: E402
 
 
 CLIENT = find_build_file("exec-client")
@@ -57,10 +57,10 @@ def our_server():
 
 
 def reference():
-    hits = sorted(glob.glob(REF_GLOB))
-    if not hits:
-        return None, "the reference codex is not installed (~/.cache/codex-ref)"
-    return hits[0], None
+    found = remote_testlib.reference()
+    if not found:
+        return None, "the reference codex is not installed (tests/blackbox/codex_ref.py)"
+    return found, None
 
 
 class Executor:

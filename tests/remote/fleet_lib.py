@@ -11,6 +11,7 @@ as they crossed the wire (to check that nothing in them is cleartext).
   reg.stop()                                   # SIGTERM; exit 0, no sanitizer report
 """
 import os
+import sys
 import re
 import select
 import shutil
@@ -21,15 +22,17 @@ import tempfile
 import time
 
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
-CODEX_171_GLOB = os.path.expanduser(
-    "~/.cache/codex-ref-0.171/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "blackbox"))
+import codex_ref  # noqa: E402  (the one place that knows where each version lives)
 
 
 def codex_171():
-    """The stock codex 0.171 binary, or None when it is not installed."""
-    import glob
-    hits = sorted(glob.glob(CODEX_171_GLOB))
-    return hits[0] if hits else None
+    """The stock codex 0.171.0 binary (installed by the ctest fixture, or by npm when run
+    alone), or None when it cannot be had."""
+    try:
+        return codex_ref.require("0.171.0")
+    except codex_ref.Unavailable:
+        return None
 
 
 def poll_until(check, timeout, what, every=0.1):
