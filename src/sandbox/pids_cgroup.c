@@ -166,9 +166,19 @@ void pids_cgroup_remove(struct pids_cgroup *cg)
     cg->path = NULL;
 }
 
-int pids_cgroup_enter(int procs_fd)
+int pids_cgroup_move(int procs_fd, pid_t pid)
 {
-    return write(procs_fd, "0", 1) == 1 ? 0 : -errno;
+    char num[16];
+    int n = 0;
+    char rev[16];
+    unsigned v = (unsigned)pid;
+    do {
+        rev[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v && n < (int)sizeof rev);
+    for (int i = 0; i < n; i++)
+        num[i] = rev[n - 1 - i];
+    return write(procs_fd, num, (size_t)n) == n ? 0 : -errno;
 }
 
 void pids_cgroup_shutdown(void)

@@ -72,11 +72,6 @@ static void init_session(const struct sandbox_start *st, sigset_t *all)
 {
     const struct sandbox_ops *o = st->ops;
     close(st->spawner_sock);
-    /* Into the sandbox's pids cgroup before anything can fork (pids_cgroup.h). */
-    if (st->cgroup_fd >= 0) {
-        int rc = pids_cgroup_enter(st->cgroup_fd);
-        if (rc < 0) o->fail(st->job, SANDBOX_STEP_SETUP, -rc);
-    }
     (void)prctl(PR_SET_NAME, st->spec.serve ? "exec-sbx-helper" : "exec-sandbox"); /* for ps */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) o->fail(st->job, SANDBOX_STEP_DEATHSIG, errno);
     if (setsid() < 0) o->fail(st->job, SANDBOX_STEP_SESSION, errno);
@@ -416,8 +411,21 @@ static int build_sandbox(const struct sandbox_start *st, bool userns, uid_t uid,
 
 /* Runs in the init (PID 1 of the new namespaces, or a subreaper without a PID
  * namespace). Never returns. */
+/* Waits until the spawner has moved us into the sandbox's pids cgroup (the byte 'J'
+ * on joined; sandbox_spawn): nothing may fork before. */
+static int wait_joined(int joined)
+{
+    if (joined < 0) return 0;
+    char c = 0;
+    ssize_t n;
+    while ((n = read(joined, &c, 1)) < 0 && errno == EINTR) {
+    }
+    close(joined);
+    return n == 1 && c == 'J' ? 0 : -EPERM;
+}
+
 static __attribute__((noreturn)) void init_main(const struct sandbox_start *st, bool userns,
-                                                uid_t uid, gid_t gid)
+                                                uid_t uid, gid_t gid, int joined)
 {
     const struct sandbox_ops *o = st->ops;
     sigset_t all;
@@ -437,7 +445,10 @@ static __attribute__((noreturn)) void init_main(const struct sandbox_start *st, 
         conf.ruleset_fd = h;
         if (h < 0) o->fail(st->job, SANDBOX_STEP_SETUP, err);
     }
-    if (st->spec.serve) serve_confined(st, &conf);
+    if (st->spec.serve) {
+        if (joined >= 0) close(joined); /* the helper forks nothing: it is never capped */
+        serve_confined(st, &conf);
+    }
     /* 6, the managed network's relay: the proxy's ports on loopback in here */
     struct supervision s = {.pid_inherit = st->spec.pid_inherit, .proxy = st->proxy_fd};
     for (int i = 0; i < 2 && st->proxy_fd >= 0; i++) {
@@ -451,6 +462,7 @@ static __attribute__((noreturn)) void init_main(const struct sandbox_start *st, 
      * forever, and so would the client. */
     s.sfd = signalfd(-1, &all, SFD_CLOEXEC | SFD_NONBLOCK);
     if (s.sfd < 0) o->fail(st->job, SANDBOX_STEP_SIGNALS, errno);
+    if ((rc = wait_joined(joined)) < 0) o->fail(st->job, SANDBOX_STEP_SETUP, -rc);
     /* 8 */
     s.cmd = vfork_command(st, &conf);
     if (s.cmd < 0) o->fail(st->job, SANDBOX_STEP_CLONE, errno);
@@ -480,6 +492,9 @@ pid_t sandbox_spawn(const struct sandbox_start *st)
     if (!st->spec.pid_inherit) ns |= CLONE_NEWPID;
     if (st->spec.net_restricted) ns |= CLONE_NEWNET;
     bool userns = true;
+    /* 2's cgroup: the init waits on joined[0] while we move it (pids_cgroup.h). */
+    int joined[2] = {-1, -1};
+    if (st->cgroup_fd >= 0 && pipe2(joined, O_CLOEXEC) < 0) return -errno;
     long pid = syscall(SYS_clone, CLONE_PARENT | CLONE_NEWUSER | ns | SIGCHLD, NULL, NULL, NULL, 0);
     if (pid < 0 && uid == 0 && (errno == EPERM || errno == EINVAL || errno == ENOSPC)) {
         /* No user namespace for root here (disabled or exhausted): the namespaces
@@ -487,6 +502,18 @@ pid_t sandbox_spawn(const struct sandbox_start *st)
         userns = false;
         pid = syscall(SYS_clone, CLONE_PARENT | ns | SIGCHLD, NULL, NULL, NULL, 0);
     }
-    if (pid == 0) init_main(st, userns, uid, gid);
-    return pid < 0 ? -errno : (pid_t)pid;
+    if (pid == 0) {
+        if (joined[1] >= 0) close(joined[1]);
+        init_main(st, userns, uid, gid, joined[0]);
+    }
+    int err = pid < 0 ? errno : 0;
+    if (joined[0] >= 0) close(joined[0]);
+    if (joined[1] >= 0) {
+        /* A failed move ends the init (fail closed): it reads no 'J'. */
+        char c = pid > 0 && pids_cgroup_move(st->cgroup_fd, (pid_t)pid) == 0 ? 'J' : 'X';
+        ssize_t w = write(joined[1], &c, 1);
+        (void)w;
+        close(joined[1]);
+    }
+    return pid < 0 ? -err : (pid_t)pid;
 }

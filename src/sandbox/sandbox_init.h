@@ -8,8 +8,9 @@
  *     IPC, UTS and, network restricted or managed, network namespaces; CLONE_PARENT,
  *     so the init is the daemon's child, reaped through its pidfd; where the kernel
  *     refuses root a user namespace, the same without it;
- *  2. its own session: die with the daemon, the pids cgroup joined first
- *     (pids_cgroup.h), signals blocked (they are the command's), its terminal;
+ *  2. its own session: die with the daemon, signals blocked (they are the
+ *     command's), its terminal; meanwhile the spawner moves it into its pids
+ *     cgroup (pids_cgroup.h), which it waits for before step 8 forks anything;
  *  3. the user namespace's id maps: our uid and gid to themselves only, setgroups
  *     denied;
  *  4. mounts: the view (view.h);
