@@ -182,6 +182,9 @@ void np_resolve_load_overrides(void);
  * np_upstream_from_env fills np's upstream proxies from HTTP(S)_PROXY/ALL_PROXY. */
 bool np_private_via_upstream(void);
 void np_upstream_from_env(struct netproxy *np);
+/* --tcp-upstream-proxy: the CONNECT proxy raw TCP (SOCKS5, transparent) must use, or
+ * NULL. */
+const struct limits_endpoint *np_tcp_upstream(void);
 
 /* np_cred.c: credential masking */
 struct np_cred *np_cred_new(json_t *providers);

@@ -389,7 +389,7 @@ static bool start_check_table(struct start_job *j, size_t argc)
     /* Starts waiting for a shell snapshot hold their id and count as running. */
     unsigned live = proc_table_live(t) + proc_snapshot_waiting(t, NULL);
     char nerr[512];
-    if (netproxy_validate(&j->netp, nerr, sizeof nerr) < 0) {
+    if (netproxy_validate(&j->netp, j->have_pol && j->pol.sandboxed, nerr, sizeof nerr) < 0) {
         rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", nerr);
         return false;
     }

@@ -239,7 +239,7 @@ int server_run(void)
      * one holds almost nothing (after the signal handlers: a SIGTERM during its start
      * must be an orderly exit, not a kill). */
     sandbox_pid_namespace_inherit = limits_sandbox_pid_namespace() == LIMITS_PID_NS_INHERIT;
-    netproxy_configure(limits_proxy_private_ips_via_upstream());
+    netproxy_configure(limits_proxy_private_ips_via_upstream(), limits_tcp_upstream_proxy());
     int sp = spawner_start();
     if (sp < 0) {
         fprintf(stderr, "exec-server: cannot start the spawner process: %s\n", strerror(-sp));
