@@ -216,6 +216,10 @@ static void wire_sandbox(const struct spawn_request *rq, struct spawn_wire_req *
         w->proxy_ports[0] = rq->proxy_ports[0];
         w->proxy_ports[1] = rq->proxy_ports[1];
         w->n_init_fds = 1;
+        if (rq->transparent) {
+            w->flags |= SPAWN_F_TRANSPARENT;
+            w->n_init_fds = 2;
+        }
     }
 }
 
@@ -347,6 +351,7 @@ static int op_send(struct spawn_op *op, const struct spawn_request *rq)
     for (unsigned i = 0; i < rq->n_extra_fds; i++)
         fds[n++] = rq->extra_fds[i];
     if (w.n_init_fds) fds[n++] = rq->proxy_fd;
+    if (w.n_init_fds > 1) fds[n++] = rq->tun_fd;
     int rc = spawner_request(&w, fds, n);
     close(st[1]);
     free(exe);

@@ -35,6 +35,9 @@ enum {
     SPAWN_F_SERVE = 1u << 8,          /* no exec: the sandbox's init confines itself and
                                          runs the spawner's serve function on extra fd 0
                                          (the sandboxed fs helper) */
+    SPAWN_F_TRANSPARENT = 1u << 9,    /* with SPAWN_F_PROXY: the init makes the TUN device
+                                         (sandbox/tun.h) from init fd 1, an O_PATH
+                                         descriptor of /dev/net/tun */
 };
 
 /* The lists, in wire order. */

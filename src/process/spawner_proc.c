@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "sandbox/enforce.h"
+#include "sandbox/tun.h"
 #include "util/fdclose.h"
 #include "util/fdframe.h"
 
@@ -368,6 +369,11 @@ static __attribute__((noreturn)) void sandbox_init(struct job *j, bool userns, u
             if (s < 0) init_fail(j, SPAWN_STEP_PROXY, -s);
             listeners[nl++] = s;
         }
+    }
+    if ((j->r.flags & SPAWN_F_TRANSPARENT) && proxy >= 0 && j->r.n_init_fds > 1 &&
+        (rc = sandbox_tun_start(j->init_fds[1], proxy, &what)) < 0) {
+        fprintf(stderr, "exec-server: sandbox setup failed at %s: %s\n", what, strerror(-rc));
+        init_fail(j, SPAWN_STEP_SANDBOX, -rc);
     }
     /* Without it the init could not learn that the command exited: it would wait
      * forever, and so would the client. */
