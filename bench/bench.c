@@ -430,6 +430,9 @@ static void print_targets(void)
     if ((r = row_find("9b.")) && r->v[0].ok && r->floor.ok)
         target("the proxy within 1.1x of a minimal relay (the least any proxy costs)", true,
                r->v[0].p50 <= 1.1 * r->floor.p50, "(%.2fx)", r->v[0].p50 / r->floor.p50);
+    if ((r = row_find("9c.")) && r->v[0].ok && r->floor.ok)
+        target("transparent TCP within 1.3x of the proxy variables (issue 35)", true,
+               r->v[0].p50 <= 1.3 * r->floor.p50, "(%.2fx)", r->v[0].p50 / r->floor.p50);
 }
 
 /* ------------------------------------------------------------------ main */
@@ -439,6 +442,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: exec-bench [options]\n"
                "  --ours PATH          our server (default: exec-server beside exec-bench)\n"
                "  --ref PATH           reference codex binary (default: ~" REF_GLOB ")\n"
+               "  --ref171 PATH        codex 0.171.0 for row 9c (default: ~" REF171_GLOB ")\n"
                "  --no-ref             run only our server\n"
                "  --scenarios LIST     comma-separated scenario numbers 1-10 (default: all)\n"
                "  --quick              small sizes for a smoke test\n"
@@ -513,6 +517,8 @@ static int parse_args(int argc, char **argv, bool *no_ref)
             O.ours = v;
         else if (OPT("--ref"))
             O.ref = v;
+        else if (OPT("--ref171"))
+            O.ref171 = v;
         else if (OPT("--scenarios")) {
             O.scenarios = scenario_bits(v);
         } else if (OPT("--runs")) {
@@ -595,6 +601,20 @@ static void find_servers(bool no_ref)
         }
         globfree(&g);
         if (!O.ref) progress("reference not found (%s); running ours only", pat);
+    }
+    static char ref171buf[PATH_MAX];
+    if (no_ref) {
+        O.ref171 = NULL;
+    } else if (!O.ref171) {
+        const char *home = getenv("HOME");
+        char pat[PATH_MAX];
+        snprintf(pat, sizeof pat, "%s" REF171_GLOB, home ? home : "/root");
+        glob_t g;
+        if (glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0) {
+            snprintf(ref171buf, sizeof ref171buf, "%s", g.gl_pathv[0]);
+            O.ref171 = ref171buf;
+        }
+        globfree(&g);
     }
 }
 

@@ -35,10 +35,14 @@
 extern char **environ;
 
 #define REF_GLOB "/.cache/codex-ref/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex"
+/* Row 9c needs transparent TCP, which codex has since 0.171.0. */
+#define REF171_GLOB                                                                                \
+    "/.cache/codex-ref-0.171/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex"
 #define TIMEOUT_MS 120000
 
 struct opts {
     const char *ours, *ref;
+    const char *ref171; /* the 0.171.0 reference for row 9c, or NULL */
     unsigned scenarios; /* bit i = scenario i */
     bool quick;
     int runs;

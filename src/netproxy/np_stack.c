@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include <lwip/init.h>
 #include <lwip/ip.h>
@@ -58,13 +59,20 @@
 #define LINGER_MS 5000         /* a TIME_WAIT entry: for a retransmitted FIN */
 #define TICK_MS 50             /* lwIP's timers are checked this often while flows live */
 #define SWEEP_MS 1000
-#define SEG_MAX 65000 /* the mss given to lwIP: one TUN write per 64 KiB */
+#define SEG_MAX 65000      /* the mss given to lwIP: one TUN write per 64 KiB */
+#define SND_BUF (1u << 20) /* what lwIP may hold towards the child, in flight or queued */
 #define VNET_HDR sizeof(struct virtio_net_hdr)
+#define HDR_MAX 128 /* IP and TCP headers with options fit */
 
 enum flow_state { FLOW_NEW, FLOW_OPEN, FLOW_DRAINING, FLOW_LINGER };
 
-/* A buffer the proxy wrote towards the child, which lwIP references until the child
- * acknowledges it. */
+/* Whether tcp_write copies what it is given. Debian builds lwIP with
+ * LWIP_NETIF_TX_SINGLE_PBUF, which makes it copy always (checksumming as it copies):
+ * a buffer is then the proxy's again as soon as lwIP has it, else once the child
+ * acknowledged it (lwIP references it). */
+#define TX_COPIED LWIP_NETIF_TX_SINGLE_PBUF
+
+/* A buffer the proxy wrote towards the child. */
 struct tx_buf {
     struct tx_buf *next;
     char *data;
@@ -262,13 +270,13 @@ static struct np_tflow *flow_open(struct np_tun *t, const struct np_pkt *pk)
     return f;
 }
 
-/* Gives the proxy back the buffers the child acknowledged (every one, with all). */
+/* Gives the proxy back the buffers lwIP no longer needs (every one, with all). */
 static void tx_release(struct np_tflow *f, bool all)
 {
-    while (f->tx && (all || f->tx->acked == f->tx->len)) {
+    while (f->tx &&
+           (all || (f->tx->given == f->tx->len && (TX_COPIED || f->tx->acked == f->tx->len)))) {
         struct tx_buf *b = f->tx;
         f->tx = b->next;
-        f->queued -= b->len - b->acked;
         relay_of(f)->release_buf(b->data, b->pooled);
         free(b);
     }
@@ -307,6 +315,7 @@ static void flow_kill(struct np_tflow *f)
         if (f->rx) pbuf_free(f->rx);
         f->rx = NULL;
         tx_release(f, true);
+        f->queued = 0;
     }
     if (f->busy) return;
     index_remove(f);
@@ -355,6 +364,7 @@ static void tx_push(struct np_tflow *f)
         if (f->client) relay_of(f)->shutdown_done(f->client);
     }
 out:
+    tx_release(f, false);
     if (wrote && f->pcb) tcp_output(f->pcb);
 }
 
@@ -363,21 +373,14 @@ static err_t on_sent(void *arg, struct tcp_pcb *pcb, u16_t len)
     struct np_tflow *f = arg;
     if (!f) return ERR_OK;
     f->busy++;
-    size_t acked = len; /* in order: the front buffers first */
+    f->queued -= len < f->queued ? len : f->queued; /* a FIN counts in len, not here */
+    size_t acked = len;                             /* in order: the front buffers first */
     for (struct tx_buf *b = f->tx; b && acked; b = b->next) {
         size_t take = b->given - b->acked < acked ? b->given - b->acked : acked;
         b->acked += take;
-        f->queued -= take;
         acked -= take;
     }
-    /* what lwIP no longer references is the proxy's again */
-    while (f->tx && f->tx->acked == f->tx->len) {
-        struct tx_buf *b = f->tx;
-        f->tx = b->next;
-        relay_of(f)->release_buf(b->data, b->pooled);
-        free(b);
-    }
-    if (!f->tx) f->tx_tail = NULL;
+    tx_release(f, false);
     tx_push(f);
     if (f->high && f->queued <= NP_LOW_WATER && f->client) {
         f->high = false;
@@ -476,7 +479,8 @@ static err_t on_accept(void *arg, struct tcp_pcb *pcb, err_t err)
     tcp_err(pcb, on_err);
     tcp_nagle_disable(pcb);
     if (pcb->mss < SEG_MAX) pcb->mss = SEG_MAX; /* the device segments (TSO) */
-    pcb->cwnd = 1u << 20;                       /* a lossless link: no slow start */
+    pcb->cwnd = SND_BUF;                        /* a lossless link: no slow start */
+    pcb->snd_buf = SND_BUF; /* past lwIP's built-in 64 KiB: more than a window per trip */
     set_state(f, FLOW_OPEN);
     f->busy++;
     char peer[32]; /* the reference reports its bridge's 127.0.0.1 */
@@ -489,13 +493,33 @@ static err_t on_accept(void *arg, struct tcp_pcb *pcb, err_t err)
 /* ---- the interface: packets both ways ------------------------------------------------- */
 
 /* A packet lwIP sends: translated back and written to its sandbox's device as one
- * frame, a GSO frame when it carries more than the child's mss. */
+ * frame, a GSO frame when it carries more than the child's mss. Only the headers are
+ * copied (to be rewritten): the data goes to the device from lwIP's pbufs. */
 static err_t output(struct pbuf *p)
 {
     uint8_t *pkt = st.out + VNET_HDR;
-    pbuf_copy_partial(p, pkt, p->tot_len, 0);
+    size_t first = p->len < HDR_MAX ? p->len : HDR_MAX;
+    memcpy(pkt, p->payload, first);
     struct np_pkt pk;
     if (np_pkt_parse(pkt, p->tot_len, &pk) < 0 || pk.proto != IPPROTO_TCP) return ERR_OK;
+    size_t hdr = pk.l3 + pk.l4;
+    struct iovec iov[16];
+    int n = 1;
+    if (hdr > first) { /* headers across pbufs (not lwIP's way): gather it all */
+        pbuf_copy_partial(p, pkt, p->tot_len, 0);
+        hdr = p->tot_len;
+    } else {
+        if (p->len > hdr) iov[n++] = (struct iovec){(uint8_t *)p->payload + hdr, p->len - hdr};
+        for (struct pbuf *q = p->next; q; q = q->next) {
+            if (n == 16) { /* a long chain: gather the rest */
+                pbuf_copy_partial(p, pkt + hdr, (u16_t)(p->tot_len - hdr), (u16_t)hdr);
+                hdr = p->tot_len;
+                n = 1;
+                break;
+            }
+            iov[n++] = (struct iovec){q->payload, q->len};
+        }
+    }
     struct np_tflow *f = find_id(id_of(pk.family, pk.dst, pk.dport));
     if (!f || f->family != pk.family) return ERR_OK; /* lwIP's TIME_WAIT, forgotten */
     np_pkt_rewrite(&pk, f->cdst, f->cdport, f->csrc, f->csport, false);
@@ -509,7 +533,8 @@ static err_t output(struct pbuf *p)
         h->gso_size = f->child_mss;
         h->hdr_len = (uint16_t)(pk.l3 + pk.l4);
     }
-    np_tun_write(f->tun, st.out, VNET_HDR + pk.len);
+    iov[0] = (struct iovec){st.out, VNET_HDR + hdr};
+    np_tun_writev(f->tun, iov, n);
     return ERR_OK;
 }
 
@@ -528,7 +553,8 @@ static void reset(struct np_tun *t, const struct np_pkt *pk)
 {
     uint8_t frame[VNET_HDR + NP_PKT_RESET_MAX];
     memset(frame, 0, VNET_HDR);
-    np_tun_write(t, frame, VNET_HDR + np_pkt_reset(pk, frame + VNET_HDR));
+    struct iovec iov = {frame, VNET_HDR + np_pkt_reset(pk, frame + VNET_HDR)};
+    np_tun_writev(t, &iov, 1);
 }
 
 void np_stack_input(struct np_tun *t, uint8_t *pkt, size_t n)

@@ -28,9 +28,10 @@ void np_stack_tun_gone(struct np_tun *t);
 
 /* The proxy a sandbox belongs to. */
 struct netproxy *np_tun_proxy(const struct np_tun *t);
-/* Writes one frame (virtio header and packet) to the sandbox's TUN device; a frame
- * the device does not take is dropped (TCP sends it again). */
-void np_tun_write(struct np_tun *t, const void *frame, size_t n);
+/* Writes one frame (virtio header and packet, in n pieces) to the sandbox's TUN
+ * device; a frame the device does not take is dropped (TCP sends it again). */
+struct iovec;
+void np_tun_writev(struct np_tun *t, const struct iovec *iov, int n);
 /* The name behind a synthetic address (np_dns_lookup). */
 int np_tun_name(const struct np_tun *t, const struct sockaddr *sa, const char **name);
 /* The sandbox's count of connections changed by delta; returns the count. */

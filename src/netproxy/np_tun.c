@@ -16,6 +16,7 @@
 #include <linux/virtio_net.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -85,10 +86,10 @@ static void on_tun_readable(uv_poll_t *h, int status, int events)
     }
 }
 
-void np_tun_write(struct np_tun *t, const void *frame, size_t n)
+void np_tun_writev(struct np_tun *t, const struct iovec *iov, int n)
 {
     if (t->released) return;
-    ssize_t w = write(t->fd, frame, n);
+    ssize_t w = writev(t->fd, iov, n);
     (void)w; /* a frame the device does not take is lost, as on a wire */
 }
 

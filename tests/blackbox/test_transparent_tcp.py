@@ -16,6 +16,7 @@ EXEC_SERVER_TEST_RESOLVE; for the reference, two aliases of 127.0.0.1 in /etc/ho
 in (written with a final dot in the child, which the sandbox's /etc/hosts does not match),
 and the by-name parts skip without them."""
 import glob
+import hashlib
 import json
 import os
 import shutil
@@ -543,6 +544,81 @@ def test_flag_turns_it_on(_):
             assert summary["exit_code"] == 101 and b"ran" not in summary["stdout"], (label, summary)
             assert b"failed to prepare transparent TCP: transparent TCP requires managed SOCKS5" \
                 in summary["stderr"], (label, summary)
+            s.close()
+        shutil.rmtree(ws, ignore_errors=True)
+
+
+class Bulk:
+    """A TCP service on this host: `get N` sends N bytes (a fixed pattern), `put N` reads
+    N bytes and answers their SHA-256."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("0.0.0.0", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    @staticmethod
+    def pattern(n):
+        block = bytes(range(256)) * 256
+        return (block * (n // len(block) + 1))[:n]
+
+    def serve(self):
+        while True:
+            c, _ = self.sock.accept()
+            threading.Thread(target=self.handle, args=(c,), daemon=True).start()
+
+    def handle(self, c):
+        f = c.makefile("rb")
+        cmd, n = f.readline().split()
+        n = int(n)
+        if cmd == b"get":
+            c.sendall(self.pattern(n))
+        else:
+            h, left = hashlib.sha256(), n
+            while left:
+                d = f.read(min(left, 65536))
+                if not d:
+                    break
+                h.update(d)
+                left -= len(d)
+            c.sendall(h.hexdigest().encode())
+        c.close()
+
+
+@needs_own_server
+def test_bulk_both_ways(_):
+    """16 MiB each way through one sandbox's TUN device arrive whole and in order
+    (segmentation offload, checksums and flow control on both sides of the stack)."""
+    need_tun()
+    bulk = Bulk()
+    n = 16 << 20
+    want = hashlib.sha256(Bulk.pattern(n)).hexdigest()
+    for label, cmd, is_ref in servers(need_sandbox=True):
+        names = names_for(is_ref, 1)
+        if not names:
+            print("  %s: skipped (no name for it)" % label)
+            continue
+        ws = workspace()
+        script = ("import hashlib,socket\n"
+                  "def conn():\n"
+                  "  return socket.create_connection((%r,%d),timeout=60)\n"
+                  "s=conn(); s.sendall(b'get %d\\n'); h=hashlib.sha256(); got=0\n"
+                  "while True:\n"
+                  "  d=s.recv(1<<20)\n"
+                  "  if not d: break\n"
+                  "  h.update(d); got+=len(d)\n"
+                  "block=bytes(range(256))*256\n"
+                  "data=(block*(%d//len(block)+1))[:%d]\n"
+                  "u=conn(); u.sendall(b'put %d\\n'+data); up=u.recv(100).decode()\n"
+                  "print(got, h.hexdigest(), up)\n") % (names[0], bulk.port, n, n, n, n)
+        with start(cmd, is_ref) as srv:
+            s = srv.session()
+            _, summary, _, _ = run_probe(s, "b1", None, network_proxy({bare(names[0]): "allow"}),
+                                         ws=ws, argv=[sys.executable, "-c", script])
+            assert summary["exit_code"] == 0, (label, summary)
+            assert summary["stdout"].decode().split() == [str(n), want, want], (label, summary)
             s.close()
         shutil.rmtree(ws, ignore_errors=True)
 
