@@ -571,8 +571,21 @@ static int parse_args(int argc, char **argv, bool *no_ref)
     return -1;
 }
 
-/* Our server beside this driver unless --ours says, the reference where npm put it
- * unless --ref says (or --no-ref). */
+/* The first match of ~pattern, into buf; NULL when nothing matches. */
+static const char *home_glob(const char *pattern, char *buf, size_t n)
+{
+    const char *home = getenv("HOME");
+    char pat[PATH_MAX];
+    snprintf(pat, sizeof pat, "%s%s", home ? home : "/root", pattern);
+    glob_t g;
+    bool found = glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+    if (found) snprintf(buf, n, "%s", g.gl_pathv[0]);
+    globfree(&g);
+    return found ? buf : NULL;
+}
+
+/* Our server beside this driver unless --ours says, the references where npm put them
+ * unless --ref and --ref171 say (or --no-ref). */
 static void find_servers(bool no_ref)
 {
     if (!O.ours) {
@@ -587,35 +600,14 @@ static void find_servers(bool no_ref)
             snprintf(ours_default, sizeof ours_default, "%s/../exec-server", self);
         O.ours = ours_default;
     }
-    static char refbuf[PATH_MAX];
-    if (no_ref)
-        O.ref = NULL;
-    else if (!O.ref) {
-        const char *home = getenv("HOME");
-        char pat[PATH_MAX];
-        snprintf(pat, sizeof pat, "%s" REF_GLOB, home ? home : "/root");
-        glob_t g;
-        if (glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0) {
-            snprintf(refbuf, sizeof refbuf, "%s", g.gl_pathv[0]);
-            O.ref = refbuf;
-        }
-        globfree(&g);
-        if (!O.ref) progress("reference not found (%s); running ours only", pat);
-    }
-    static char ref171buf[PATH_MAX];
+    static char refbuf[PATH_MAX], ref171buf[PATH_MAX];
     if (no_ref) {
-        O.ref171 = NULL;
-    } else if (!O.ref171) {
-        const char *home = getenv("HOME");
-        char pat[PATH_MAX];
-        snprintf(pat, sizeof pat, "%s" REF171_GLOB, home ? home : "/root");
-        glob_t g;
-        if (glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0) {
-            snprintf(ref171buf, sizeof ref171buf, "%s", g.gl_pathv[0]);
-            O.ref171 = ref171buf;
-        }
-        globfree(&g);
+        O.ref = O.ref171 = NULL;
+        return;
     }
+    if (!O.ref && !(O.ref = home_glob(REF_GLOB, refbuf, sizeof refbuf)))
+        progress("reference not found (~%s); running ours only", REF_GLOB);
+    if (!O.ref171) O.ref171 = home_glob(REF171_GLOB, ref171buf, sizeof ref171buf);
 }
 
 /* 500 connections + 500 processes' pipes need more than the default 1024 fds,

@@ -59,14 +59,20 @@ static int nl_talk(int fd, struct nl_req *r)
     return e->error; /* 0, or -errno */
 }
 
+/* A request of type with its fixed header of hdr bytes (zeroed), ready for nl_attr. */
+static void *nl_begin(struct nl_req *r, unsigned short type, size_t hdr)
+{
+    memset(r, 0, sizeof *r);
+    r->h.nlmsg_type = type;
+    r->h.nlmsg_flags = NLM_F_CREATE | NLM_F_EXCL;
+    r->h.nlmsg_len = (unsigned)NLMSG_LENGTH(hdr);
+    return NLMSG_DATA(&r->h);
+}
+
 static int add_address(int fd, int ifindex, int family, const void *addr, unsigned char plen)
 {
     struct nl_req r;
-    memset(&r, 0, sizeof r);
-    r.h.nlmsg_type = RTM_NEWADDR;
-    r.h.nlmsg_flags = NLM_F_CREATE | NLM_F_EXCL;
-    r.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct ifaddrmsg));
-    struct ifaddrmsg *ifa = NLMSG_DATA(&r.h);
+    struct ifaddrmsg *ifa = nl_begin(&r, RTM_NEWADDR, sizeof *ifa);
     ifa->ifa_family = (unsigned char)family;
     ifa->ifa_prefixlen = plen;
     ifa->ifa_flags = family == AF_INET6 ? IFA_F_NODAD : 0;
@@ -82,11 +88,7 @@ static int add_address(int fd, int ifindex, int family, const void *addr, unsign
 static int add_default_route(int fd, int ifindex, int family)
 {
     struct nl_req r;
-    memset(&r, 0, sizeof r);
-    r.h.nlmsg_type = RTM_NEWROUTE;
-    r.h.nlmsg_flags = NLM_F_CREATE | NLM_F_EXCL;
-    r.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
-    struct rtmsg *rt = NLMSG_DATA(&r.h);
+    struct rtmsg *rt = nl_begin(&r, RTM_NEWROUTE, sizeof *rt);
     rt->rtm_family = (unsigned char)family;
     rt->rtm_table = RT_TABLE_MAIN;
     rt->rtm_protocol = RTPROT_BOOT;

@@ -8,8 +8,8 @@ and says what it saw as one JSON line.
 view: /etc/resolv.conf, /etc/hosts, the IPv6 addresses and both routing tables of its
 network namespace (/proc/self/net), codextun's IPv4 address, MTU and flags (ioctl).
 dns: A and AAAA of each name from 127.0.0.53 (UDP; a name ending in "+tcp" over TCP).
-connect: a plain TCP connection to each (host, port), one GET, the response or the
-error. udp: one datagram to each (host, port). Standard library only."""
+connect: a plain TCP connection to each (host, port[, family 4 or 6]), one GET, the
+response or the error. udp: one datagram to each (host, port). Standard library only."""
 import errno
 import fcntl
 import json
@@ -74,9 +74,16 @@ def dns_query(name, qtype, tcp):
     return socket.inet_ntop(socket.AF_INET if qtype == 1 else socket.AF_INET6, rdata)
 
 
-def connect(host, port, path):
+def connect(host, port, path, family=0):
     try:
-        s = socket.create_connection((host, port), timeout=10)
+        if family:  # only that family's addresses (6: AAAA, the synthetic fdc0:de00::N)
+            fam = socket.AF_INET6 if family == 6 else socket.AF_INET
+            addr = socket.getaddrinfo(host, port, fam, socket.SOCK_STREAM)[0][4]
+            s = socket.socket(fam, socket.SOCK_STREAM)
+            s.settimeout(10)
+            s.connect(addr)
+        else:
+            s = socket.create_connection((host, port), timeout=10)
         s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
                    % (path, host)).encode())
         data = b""
@@ -105,7 +112,7 @@ def main():
             n = name[:-4] if tcp else name
             out["dns"][name] = [dns_query(n, 1, tcp), dns_query(n, 28, tcp)]
     if spec.get("connect"):
-        out["connect"] = [connect(h, p, path) for h, p, path in spec["connect"]]
+        out["connect"] = [connect(*c) for c in spec["connect"]]
     if spec.get("udp"):
         for host, port, payload in spec["udp"]:
             u = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET,

@@ -13,53 +13,20 @@ with its bundled bubblewrap on PATH). Codex 0.171.0 is found by a small local fu
 (~/.cache/codex-ref-0.171) until the harness's finder takes a version; skipped without
 it, without /dev/net/tun, or (for the names) without /etc/hosts aliases for the
 reference."""
-import glob
 import json
 import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *  # noqa
 import test_codex_client as cc  # noqa: E402  (its scripted model, app-server and proxy)
+import test_transparent_tcp as tt  # noqa: E402  (its host server, 0.171.0 finder, aliases)
 
-
-def find_codex_171():
-    hits = sorted(glob.glob(os.path.expanduser(
-        "~/.cache/codex-ref-0.171/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex")))
-    return hits[0] if hits else None
-
-
-CODEX = find_codex_171()
-
-
-class Recorder(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    got = []
-
-    def do_GET(self):
-        Recorder.got.append(self.path)
-        out = b"hello from " + self.path.encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-
-    def log_message(self, *a):
-        pass
-
-
-def aliases():
-    names = []
-    for line in open("/etc/hosts"):
-        parts = line.split("#", 1)[0].split()
-        if len(parts) >= 2 and parts[0] == "127.0.0.1":
-            names += [n for n in parts[1:] if n != "localhost" and "." not in n]
-    return sorted(set(names))
+CODEX = tt.find_reference_171()
+Recorder, aliases = tt.Recorder, tt.aliases
 
 
 CONFIG = """model = "mock-model"
@@ -146,45 +113,34 @@ def test_codex_171_turn_with_transparent_tcp(_):
         raise TestSkip("codex 0.171.0 is not installed (~/.cache/codex-ref-0.171)")
     if not os.path.exists("/dev/net/tun"):
         raise TestSkip("no /dev/net/tun on this host")
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    port = httpd.server_address[1]
+    port = tt.PORT  # its recording web server, on every address of this host
     al = aliases()
-    bundled = os.path.join(os.path.dirname(os.path.dirname(CODEX)), "codex-resources")
-    # its sandbox launcher wants bubblewrap on PATH (the child's, which codex's envPolicy
-    # takes from the server's): the bundled one, outside every writable root
-    if not shutil.which("bwrap") and os.path.exists(os.path.join(bundled, "bwrap")):
-        os.environ["PATH"] = bundled + ":" + os.environ["PATH"]
+    # the reference's sandbox launcher wants bubblewrap on PATH (the child's, which codex's
+    # envPolicy takes from the server's): test_transparent_tcp put the bundled one there
     runs = []
-    if len(al) >= 2:
-        names = al[:2]
-    else:
-        names = ["tt-allowed.test", "tt-denied.test"]
-        os.environ["EXEC_SERVER_TEST_RESOLVE"] = "tt-allowed.test=127.0.0.1," \
-            "tt-denied.test=127.0.0.1"
+    # names for 127.0.0.1 on the host: /etc/hosts aliases (both servers resolve them),
+    # else, ours alone, test_transparent_tcp's EXEC_SERVER_TEST_RESOLVE names
+    names = al[:2] if len(al) >= 2 else ["tt-a.test", "tt-b.test"]
     runs.append(("ours", WRAPPER + [SERVER_PATH], False))
     if len(al) >= 2 and shutil.which("bwrap"):
         runs.append(("0.171.0", [CODEX, "exec-server"], True))
     else:
         print("  the reference's run skipped (no /etc/hosts aliases or no bubblewrap)")
     print("  against: " + ", ".join(r[0] for r in runs))
-    try:
-        for label, cmd, is_ref in runs:
-            item, methods, notes, tag = run_turn(label, cmd, is_ref, names[0], names[1], port)
-            out = item.get("aggregatedOutput") or ""
-            ctx = (label, out)
-            assert "process/start" in methods, (label, methods)
-            assert "nameserver 127.0.0.53" in out, ctx
-            assert "hello from /codex-ok-" + tag in out, ctx
-            assert "/codex-ok-" + tag in Recorder.got, ctx
-            assert "/codex-denied-" + tag not in Recorder.got, ctx
-            assert "hello from /codex-denied" not in out and " rc=0" not in out, ctx
-            for n in notes:
-                if n.get("method") in ("warning", "error", "configWarning"):
-                    text = json.dumps(n).lower()
-                    assert "transparent" not in text and "executor" not in text, (label, n)
-    finally:
-        httpd.shutdown()
+    for label, cmd, is_ref in runs:
+        item, methods, notes, tag = run_turn(label, cmd, is_ref, names[0], names[1], port)
+        out = item.get("aggregatedOutput") or ""
+        ctx = (label, out)
+        assert "process/start" in methods, (label, methods)
+        assert "nameserver 127.0.0.53" in out, ctx
+        assert "hello from /codex-ok-" + tag in out, ctx
+        assert "/codex-ok-" + tag in Recorder.got, ctx
+        assert "/codex-denied-" + tag not in Recorder.got, ctx
+        assert "hello from /codex-denied" not in out and " rc=0" not in out, ctx
+        for n in notes:
+            if n.get("method") in ("warning", "error", "configWarning"):
+                text = json.dumps(n).lower()
+                assert "transparent" not in text and "executor" not in text, (label, n)
 
 
 if __name__ == "__main__":

@@ -45,12 +45,12 @@ def find_reference_171():
 REF = find_reference_171()
 BWRAP = shutil.which("bwrap")
 if REF and not BWRAP:
-    bundled = os.path.join(os.path.dirname(os.path.dirname(REF)), "codex-resources", "bwrap")
-    if os.access(bundled, os.X_OK):
-        d = tempfile.mkdtemp(prefix="tt-bwrap-")
-        os.symlink(bundled, os.path.join(d, "bwrap"))
-        os.environ["PATH"] = d + ":" + os.environ["PATH"]
-        BWRAP = bundled
+    # its own: the directory it ships (not under /tmp: its launcher refuses a bubblewrap
+    # in a root the sandbox may write)
+    bundled = os.path.join(os.path.dirname(os.path.dirname(REF)), "codex-resources")
+    if os.access(os.path.join(bundled, "bwrap"), os.X_OK):
+        os.environ["PATH"] = bundled + ":" + os.environ["PATH"]
+        BWRAP = os.path.join(bundled, "bwrap")
 
 
 def host_address():
@@ -282,7 +282,8 @@ def test_view_inside_the_sandbox(_):
 
 @needs_own_server
 def test_allow_deny_by_address_and_name(_):
-    """No proxy variables used: an allow-listed host by address and by name is reached, a
+    """No proxy variables used: an allow-listed host by address and by name (over IPv4
+    and, forced, IPv6: fdc0:de00::N) is reached, a
     deny-listed name is not (the server on this host gets nothing from it) while the
     positive control in the same child gets through; each connection is decided and
     reported as a SOCKS5 CONNECT would be."""
@@ -301,7 +302,8 @@ def test_allow_deny_by_address_and_name(_):
         if names:
             domains[bare(names[0])] = "allow"
             domains[bare(names[1])] = "deny"
-            targets += [[names[0], PORT, "/name-" + tag], [names[1], PORT, "/denied-" + tag]]
+            targets += [[names[0], PORT, "/name6-" + tag, 6], [names[0], PORT, "/name-" + tag],
+                        [names[1], PORT, "/denied-" + tag]]
         with start(cmd, is_ref) as srv:
             s = srv.session()
             out, summary, dec, _ = run_probe(s, "a1", {"connect": targets}, network_proxy(domains),
@@ -312,6 +314,7 @@ def test_allow_deny_by_address_and_name(_):
                 assert res[0] == {"status": 200, "body": "hello from /addr-" + tag}, (label, res)
                 assert "/addr-" + tag in Recorder.got, label
             if names:
+                assert res[-3] == {"status": 200, "body": "hello from /name6-" + tag}, (label, res)
                 assert res[-2] == {"status": 200, "body": "hello from /name-" + tag}, (label, res)
                 assert "error" in res[-1], (label, res)
                 assert "/name-" + tag in Recorder.got and "/denied-" + tag not in Recorder.got
@@ -589,8 +592,9 @@ class Bulk:
 
 @needs_own_server
 def test_bulk_both_ways(_):
-    """16 MiB each way through one sandbox's TUN device arrive whole and in order
-    (segmentation offload, checksums and flow control on both sides of the stack)."""
+    """16 MiB each way through one sandbox's TUN device arrive whole and in order, down
+    over IPv6 and up over IPv4 (segmentation offload, checksums and flow control on both
+    sides of the stack)."""
     need_tun()
     bulk = Bulk()
     n = 16 << 20
@@ -602,16 +606,18 @@ def test_bulk_both_ways(_):
             continue
         ws = workspace()
         script = ("import hashlib,socket\n"
-                  "def conn():\n"
-                  "  return socket.create_connection((%r,%d),timeout=60)\n"
-                  "s=conn(); s.sendall(b'get %d\\n'); h=hashlib.sha256(); got=0\n"
+                  "def conn(fam):\n"
+                  "  a=socket.getaddrinfo(%r,%d,fam,socket.SOCK_STREAM)[0][4]\n"
+                  "  s=socket.socket(fam,socket.SOCK_STREAM); s.settimeout(60); s.connect(a)\n"
+                  "  return s\n"
+                  "s=conn(socket.AF_INET6); s.sendall(b'get %d\\n'); h=hashlib.sha256(); got=0\n"
                   "while True:\n"
                   "  d=s.recv(1<<20)\n"
                   "  if not d: break\n"
                   "  h.update(d); got+=len(d)\n"
                   "block=bytes(range(256))*256\n"
                   "data=(block*(%d//len(block)+1))[:%d]\n"
-                  "u=conn(); u.sendall(b'put %d\\n'+data); up=u.recv(100).decode()\n"
+                  "u=conn(socket.AF_INET); u.sendall(b'put %d\\n'+data); up=u.recv(100).decode()\n"
                   "print(got, h.hexdigest(), up)\n") % (names[0], bulk.port, n, n, n, n)
         with start(cmd, is_ref) as srv:
             s = srv.session()
