@@ -48,6 +48,7 @@
 #include <lwip/tcp.h>
 #include <lwip/timeouts.h>
 
+#include "netproxy/np_dns.h"
 #include "netproxy/np_tunpkt.h"
 #include "util/mem.h"
 
@@ -83,7 +84,7 @@ struct tx_buf {
 struct np_tflow {
     struct np_tflow *next_key, *next_id; /* index chains */
     struct np_tflow *prev, *next;        /* every flow, for the sweep */
-    struct np_tun *tun;
+    struct np_stack_tun *tun;
     enum flow_state state;
     int family;
     uint8_t csrc[16], cdst[16]; /* the child's addresses */
@@ -133,7 +134,7 @@ static const uint8_t local6[16] = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 
 
 static const struct np_relay *relay_of(const struct np_tflow *f)
 {
-    return np_tun_proxy(f->tun)->relay;
+    return f->tun->np->relay;
 }
 
 /* ---- the translation indexes --------------------------------------------------------- */
@@ -146,8 +147,8 @@ static uint32_t fnv(uint32_t h, const void *p, size_t n)
     return h;
 }
 
-static uint32_t key_hash(const struct np_tun *t, size_t alen, const uint8_t *src, uint16_t sport,
-                         const uint8_t *dst, uint16_t dport)
+static uint32_t key_hash(const struct np_stack_tun *t, size_t alen, const uint8_t *src,
+                         uint16_t sport, const uint8_t *dst, uint16_t dport)
 {
     uint32_t h = fnv(2166136261u, &t, sizeof t);
     h = fnv(fnv(h, src, alen), dst, alen);
@@ -160,7 +161,7 @@ static size_t alen_of(int family)
     return family == AF_INET ? 4 : 16;
 }
 
-static struct np_tflow *find_key(const struct np_tun *t, const struct np_pkt *pk)
+static struct np_tflow *find_key(const struct np_stack_tun *t, const struct np_pkt *pk)
 {
     uint32_t b = key_hash(t, pk->alen, pk->src, pk->sport, pk->dst, pk->dport);
     for (struct np_tflow *f = st.by_key[b]; f; f = f->next_key)
@@ -223,7 +224,7 @@ static void set_state(struct np_tflow *f, enum flow_state s)
 
 /* The flow a SYN starts: NULL when the sandbox has too many, or the destination is a
  * synthetic address no name was given (the caller answers with a reset). */
-static struct np_tflow *flow_open(struct np_tun *t, const struct np_pkt *pk)
+static struct np_tflow *flow_open(struct np_stack_tun *t, const struct np_pkt *pk)
 {
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
@@ -233,8 +234,8 @@ static struct np_tflow *flow_open(struct np_tun *t, const struct np_pkt *pk)
     else
         memcpy(&((struct sockaddr_in6 *)&ss)->sin6_addr, pk->dst, 16);
     const char *name = NULL;
-    int named = np_tun_name(t, (struct sockaddr *)&ss, &name);
-    if (named == 0 || np_tun_flows_changed(t, 0) >= MAX_FLOWS_PER_TUN) return NULL;
+    int named = np_dns_lookup(t->names, (struct sockaddr *)&ss, &name);
+    if (named == 0 || t->flows >= MAX_FLOWS_PER_TUN) return NULL;
     struct np_tflow *f = xcalloc(1, sizeof *f);
     if (named > 0)
         snprintf(f->host, sizeof f->host, "%s", name);
@@ -265,7 +266,7 @@ static struct np_tflow *flow_open(struct np_tun *t, const struct np_pkt *pk)
     st.all.prev->next = f;
     st.all.prev = f;
     st.n++;
-    np_tun_flows_changed(t, +1);
+    t->flows++;
     tick_start();
     return f;
 }
@@ -322,7 +323,7 @@ static void flow_kill(struct np_tflow *f)
     f->prev->next = f->next;
     f->next->prev = f->prev;
     st.n--;
-    np_tun_flows_changed(f->tun, -1);
+    f->tun->flows--;
     free(f);
 }
 
@@ -485,12 +486,21 @@ static err_t on_accept(void *arg, struct tcp_pcb *pcb, err_t err)
     f->busy++;
     char peer[32]; /* the reference reports its bridge's 127.0.0.1 */
     snprintf(peer, sizeof peer, "127.0.0.1:%u", f->csport);
-    struct netproxy *np = np_tun_proxy(f->tun);
+    struct netproxy *np = f->tun->np;
     if (!np->relay->transparent_client(np, f, f->host, f->cdport, peer)) flow_kill(f);
     return cb_return(f);
 }
 
 /* ---- the interface: packets both ways ------------------------------------------------- */
+
+/* One frame to a sandbox's device; one the device does not take is lost, as on a
+ * wire (TCP sends it again). */
+static void tun_write(const struct np_stack_tun *t, const struct iovec *iov, int n)
+{
+    if (t->fd < 0) return;
+    ssize_t w = writev(t->fd, iov, n);
+    (void)w;
+}
 
 /* A packet lwIP sends: translated back and written to its sandbox's device as one
  * frame, a GSO frame when it carries more than the child's mss. Only the headers are
@@ -534,7 +544,7 @@ static err_t output(struct pbuf *p)
         h->hdr_len = (uint16_t)(pk.l3 + pk.l4);
     }
     iov[0] = (struct iovec){st.out, VNET_HDR + hdr};
-    np_tun_writev(f->tun, iov, n);
+    tun_write(f->tun, iov, n);
     return ERR_OK;
 }
 
@@ -549,15 +559,15 @@ static err_t output6(struct netif *n, struct pbuf *p, const ip6_addr_t *a)
 }
 
 /* A reset for a segment of no connection, straight back to the sandbox. */
-static void reset(struct np_tun *t, const struct np_pkt *pk)
+static void reset(struct np_stack_tun *t, const struct np_pkt *pk)
 {
     uint8_t frame[VNET_HDR + NP_PKT_RESET_MAX];
     memset(frame, 0, VNET_HDR);
     struct iovec iov = {frame, VNET_HDR + np_pkt_reset(pk, frame + VNET_HDR)};
-    np_tun_writev(t, &iov, 1);
+    tun_write(t, &iov, 1);
 }
 
-void np_stack_input(struct np_tun *t, uint8_t *pkt, size_t n)
+void np_stack_input(struct np_stack_tun *t, uint8_t *pkt, size_t n)
 {
     struct np_pkt pk;
     /* UDP and anything else but TCP goes nowhere (the resolver is on loopback) */
@@ -689,7 +699,7 @@ static void tick_start(void)
     uv_timer_start(&st.timer, on_tick, TICK_MS, TICK_MS);
 }
 
-void np_stack_tun_gone(struct np_tun *t)
+void np_stack_tun_gone(struct np_stack_tun *t)
 {
     for (struct np_tflow *f = st.all.next, *next; f != &st.all; f = next) {
         next = f->next;

@@ -4,8 +4,8 @@
  * on the event loop until the process's proxy is released.
  *
  * Frames read from the device (a virtio header, then an IP packet; up to 64 KiB with
- * segmentation offload) go to the stack (np_stack.c), which writes its answers back
- * through np_tun_write. The resolver answers over UDP and TCP from the sandbox's
+ * segmentation offload) go to the stack (np_stack.c), which writes its answers to the
+ * device itself (struct np_stack_tun). The resolver answers over UDP and TCP from the sandbox's
  * synthetic names (np_dns.c), which the stack consults to decide a connection on the
  * name a program asked for. */
 #include "netproxy/np_internal.h"
@@ -16,7 +16,6 @@
 #include <linux/virtio_net.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -38,15 +37,14 @@ struct dns_conn {
 };
 
 struct np_tun {
-    struct netproxy *np;
-    int fd; /* the TUN device (owned; closed at release) */
+    struct np_stack_tun st; /* what the stack knows of it: the proxy, the TUN device
+                               (owned; closed at release), the names, the count */
     uv_poll_t poll;
     uv_udp_t udp; /* 127.0.0.53:53 in the sandbox */
     uv_tcp_t tcp; /* ... and its TCP listener */
     struct dns_conn *conns;
     int nconns;
     struct np_dns names;
-    unsigned flows;
     int handles; /* open handles; the structure goes with the last */
     bool released;
     uint8_t frame[FRAME_MAX];
@@ -71,26 +69,19 @@ static void on_tun_readable(uv_poll_t *h, int status, int events)
 {
     struct np_tun *t = h->data;
     for (int i = 0; i < READS_PER_WAKE && status == 0 && !t->released; i++) {
-        ssize_t n = read(t->fd, t->frame, sizeof t->frame);
+        ssize_t n = read(t->st.fd, t->frame, sizeof t->frame);
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
         if (n < 0) {
             status = -errno;
             break;
         }
-        if ((size_t)n > VNET_HDR) np_stack_input(t, t->frame + VNET_HDR, (size_t)n - VNET_HDR);
+        if ((size_t)n > VNET_HDR) np_stack_input(&t->st, t->frame + VNET_HDR, (size_t)n - VNET_HDR);
     }
     if (status < 0) {
         /* the sandbox's namespace is gone: nothing more will come */
         log_debug("transparent TCP: the TUN device failed: %s", uv_strerror(status));
         uv_poll_stop(h);
     }
-}
-
-void np_tun_writev(struct np_tun *t, const struct iovec *iov, int n)
-{
-    if (t->released) return;
-    ssize_t w = writev(t->fd, iov, n);
-    (void)w; /* a frame the device does not take is lost, as on a wire */
 }
 
 /* ---- the resolver ------------------------------------------------------------------- */
@@ -195,7 +186,7 @@ static void on_dns_conn(uv_stream_t *server, int status)
     if (status < 0 || t->released) return;
     struct dns_conn *c = xcalloc(1, sizeof *c);
     c->t = t;
-    uv_tcp_init(t->np->loop, &c->h);
+    uv_tcp_init(t->st.np->loop, &c->h);
     c->h.data = c;
     t->handles++;
     if (uv_accept(server, (uv_stream_t *)&c->h) < 0 || t->nconns >= DNS_TCP_CONNS) {
@@ -214,7 +205,7 @@ static void on_dns_conn(uv_stream_t *server, int status)
  * np_tun_release closes them). */
 static int tun_serve(struct np_tun *t, const int fds[3])
 {
-    uv_loop_t *loop = t->np->loop;
+    uv_loop_t *loop = t->st.np->loop;
     uv_udp_init(loop, &t->udp);
     t->udp.data = t;
     t->handles++;
@@ -226,9 +217,9 @@ static int tun_serve(struct np_tun *t, const int fds[3])
     int rc2 = uv_tcp_open(&t->tcp, fds[2]);
     if (rc2 < 0) close(fds[2]);
     if (rc < 0 || rc2 < 0) return rc < 0 ? rc : rc2;
-    int fl = fcntl(t->fd, F_GETFL);
-    if (fl < 0 || fcntl(t->fd, F_SETFL, fl | O_NONBLOCK) < 0) return -errno;
-    if ((rc = uv_poll_init(loop, &t->poll, t->fd)) < 0) return rc;
+    int fl = fcntl(t->st.fd, F_GETFL);
+    if (fl < 0 || fcntl(t->st.fd, F_SETFL, fl | O_NONBLOCK) < 0) return -errno;
+    if ((rc = uv_poll_init(loop, &t->poll, t->st.fd)) < 0) return rc;
     t->poll.data = t;
     t->handles++;
     if ((rc = uv_listen((uv_stream_t *)&t->tcp, 16, on_dns_conn)) < 0 ||
@@ -248,8 +239,7 @@ void np_tun_attach(struct netproxy *np, const int fds[3])
         return;
     }
     struct np_tun *t = xcalloc(1, sizeof *t);
-    t->np = np;
-    t->fd = fds[0];
+    t->st = (struct np_stack_tun){.np = np, .fd = fds[0], .names = &t->names};
     np->tun = t;
     rc = tun_serve(t, fds);
     if (rc < 0) {
@@ -263,7 +253,7 @@ void np_tun_release(struct netproxy *np)
     struct np_tun *t = np->tun;
     if (!t) return;
     np->tun = NULL;
-    np_stack_tun_gone(t);
+    np_stack_tun_gone(&t->st);
     t->released = true;
     t->handles++; /* held while closing */
     while (t->conns)
@@ -271,24 +261,7 @@ void np_tun_release(struct netproxy *np)
     uv_handle_t *hs[] = {(uv_handle_t *)&t->poll, (uv_handle_t *)&t->udp, (uv_handle_t *)&t->tcp};
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
         if (hs[i]->loop && !uv_is_closing(hs[i])) uv_close(hs[i], on_tun_handle_closed);
-    close(t->fd);
+    close(t->st.fd);
+    t->st.fd = -1;
     tun_unhold(t);
-}
-
-/* ---- for the stack ----------------------------------------------------------------------- */
-
-struct netproxy *np_tun_proxy(const struct np_tun *t)
-{
-    return t->np;
-}
-
-int np_tun_name(const struct np_tun *t, const struct sockaddr *sa, const char **name)
-{
-    return np_dns_lookup(&t->names, sa, name);
-}
-
-unsigned np_tun_flows_changed(struct np_tun *t, int delta)
-{
-    t->flows = (unsigned)((int)t->flows + delta);
-    return t->flows;
 }
