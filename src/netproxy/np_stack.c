@@ -58,7 +58,7 @@
 #define NEW_TIMEOUT_MS 30000   /* lwIP gives up a handshake after 20 s */
 #define DRAIN_TIMEOUT_MS 30000 /* a child that never closes gets a reset then */
 #define LINGER_MS 5000         /* a TIME_WAIT entry: for a retransmitted FIN */
-#define TICK_MS 50             /* lwIP's timers are checked this often while flows live */
+#define TICK_MS 50             /* lwIP's timers are checked this often while it is busy */
 #define SWEEP_MS 1000
 #define SEG_MAX 65000      /* the mss given to lwIP: one TUN write per 64 KiB */
 #define SND_BUF (1u << 20) /* what lwIP may hold towards the child, in flight or queued */
@@ -686,7 +686,9 @@ static void on_tick(uv_timer_t *t)
         st.last_sweep = now;
         sweep(now);
     }
-    if (st.n == 0) {
+    /* idle once no flow is left and lwIP holds no connection (its TIME_WAIT ones age
+     * only while its timers run) */
+    if (st.n == 0 && !tcp_active_pcbs && !tcp_tw_pcbs) {
         uv_timer_stop(&st.timer);
         st.ticking = false;
     }
