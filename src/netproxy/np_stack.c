@@ -97,7 +97,8 @@ struct np_tflow {
     struct np_client *client;
     /* towards the child */
     struct tx_buf *tx, *tx_tail;
-    size_t queued;    /* written by the proxy and not yet acknowledged */
+    size_t queued;    /* written by the proxy, not yet lwIP's (TX_COPIED: lwIP's own buffer,
+                         SND_BUF, bounds the rest; else not yet acknowledged) */
     bool await_reply; /* the proxy's verdict (a SOCKS5 reply) is still to come */
     bool refused;     /* the verdict was a failure */
     bool shut_wanted; /* a FIN after the data */
@@ -356,6 +357,7 @@ static void tx_push(struct np_tflow *f)
             u8_t more = (n < b->len - b->given || b->next) ? TCP_WRITE_FLAG_MORE : 0;
             if (tcp_write(pcb, b->data + b->given, (u16_t)n, more) != ERR_OK) goto out;
             b->given += n;
+            if (TX_COPIED) f->queued -= n;
             wrote = true;
         }
     }
@@ -374,7 +376,7 @@ static err_t on_sent(void *arg, struct tcp_pcb *pcb, u16_t len)
     struct np_tflow *f = arg;
     if (!f) return ERR_OK;
     f->busy++;
-    f->queued -= len < f->queued ? len : f->queued; /* a FIN counts in len, not here */
+    if (!TX_COPIED) f->queued -= len < f->queued ? len : f->queued; /* a FIN counts in len */
     size_t acked = len;                             /* in order: the front buffers first */
     for (struct tx_buf *b = f->tx; b && acked; b = b->next) {
         size_t take = b->given - b->acked < acked ? b->given - b->acked : acked;
@@ -498,8 +500,9 @@ static err_t on_accept(void *arg, struct tcp_pcb *pcb, err_t err)
 static void tun_write(const struct np_stack_tun *t, const struct iovec *iov, int n)
 {
     if (t->fd < 0) return;
-    ssize_t w = writev(t->fd, iov, n);
-    (void)w;
+    ssize_t w = writev(((struct np_stack_tun *)t)->fd, iov, n);
+    ((struct np_stack_tun *)t)->frames_out++;
+    if (w > 0) ((struct np_stack_tun *)t)->bytes_out += (uint64_t)w;
 }
 
 /* A packet lwIP sends: translated back and written to its sandbox's device as one

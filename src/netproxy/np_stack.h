@@ -20,6 +20,7 @@ struct np_stack_tun {
     int fd;                     /* its TUN device (frames: a virtio header, then IP) */
     const struct np_dns *names; /* its synthetic names */
     unsigned flows;             /* its connections in the stack, closing ones too */
+    uint64_t frames_in, frames_out, bytes_out; /* for the debug log at release */
 };
 
 /* Readies the stack on the first sandbox (lwIP, its interface, its listeners).

@@ -75,6 +75,7 @@ static void on_tun_readable(uv_poll_t *h, int status, int events)
             status = -errno;
             break;
         }
+        t->st.frames_in++;
         if ((size_t)n > VNET_HDR) np_stack_input(&t->st, t->frame + VNET_HDR, (size_t)n - VNET_HDR);
     }
     if (status < 0) {
@@ -253,6 +254,9 @@ void np_tun_release(struct netproxy *np)
     struct np_tun *t = np->tun;
     if (!t) return;
     np->tun = NULL;
+    log_debug("transparent TCP for process %s: %llu frames in, %llu frames (%llu bytes) out",
+              np->process_id, (unsigned long long)t->st.frames_in,
+              (unsigned long long)t->st.frames_out, (unsigned long long)t->st.bytes_out);
     np_stack_tun_gone(&t->st);
     t->released = true;
     t->handles++; /* held while closing */
