@@ -25,6 +25,8 @@ PREFIXES = (
     "env_", "fs_", "capability_roots_", "caproots_", "sandbox_", "denied_", "curl_", "server_",
     "reload_", "tcp_", "config_", "options_", "codex_config_",
     "netproxy_", "np_",
+    # lwIP's own name, defined to take the place of its slow checksum (np_stack.c)
+    "lwip_standard_chksum",
 )
 
 

@@ -4,6 +4,7 @@
  * read; resets answer as RFC 793 says; what is not TCP or UDP over plain IPv4/IPv6
  * is refused. */
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -158,6 +159,34 @@ static void test_refused(void **state)
     assert_int_equal(pk.l4, 8);
 }
 
+/* np_stack.c's lwip_standard_chksum, which takes the place of lwIP's own: the same
+ * result as the library's for every length and alignment (the library's definition is
+ * found through its own handle). */
+uint16_t lwip_standard_chksum(const void *dataptr, int len);
+
+static void test_lwip_checksum_is_lwips(void **state)
+{
+    void *lib = dlopen("liblwip.so.0", RTLD_NOW | RTLD_NOLOAD);
+    if (!lib) lib = dlopen("liblwip.so.0", RTLD_NOW);
+    assert_non_null(lib);
+    uint16_t (*theirs)(const void *, int);
+    void *sym = dlsym(lib, "lwip_standard_chksum");
+    memcpy(&theirs, &sym, sizeof theirs); /* POSIX: a function's address as data */
+    assert_non_null(theirs);
+    assert_true(theirs != lwip_standard_chksum);
+    static uint8_t buf[65600];
+    unsigned x = 12345;
+    for (size_t i = 0; i < sizeof buf; i++)
+        buf[i] = (uint8_t)((x = x * 1103515245u + 12345u) >> 16);
+    for (int off = 0; off < 8; off++)
+        for (int len = 0; len < 300; len++)
+            assert_int_equal(lwip_standard_chksum(buf + off, len), theirs(buf + off, len));
+    memset(buf, 0xFF, sizeof buf); /* the carries' worst case */
+    for (int len = 65500; len <= 65535; len++)
+        assert_int_equal(lwip_standard_chksum(buf + 1, len), theirs(buf + 1, len));
+    dlclose(lib);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -165,6 +194,7 @@ int main(void)
         cmocka_unit_test(test_v6_and_payload),
         cmocka_unit_test(test_resets),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_lwip_checksum_is_lwips),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
