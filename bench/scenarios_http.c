@@ -389,6 +389,10 @@ static bool loopback_alias(char *out, size_t n)
 static void transparent_row(const char *url, struct row *row9)
 {
     char name[112], host[64], turl[192];
+    if (access("/dev/net/tun", F_OK) != 0) {
+        progress("9c skipped: no /dev/net/tun on this host");
+        return;
+    }
     snprintf(name, sizeof name,
              "9c. %zu MiB download through transparent TCP (ms; floor: row 9, proxy variables)",
              O.proxy_bytes >> 20);
