@@ -385,7 +385,7 @@ static err_t cb_return(struct np_tflow *f)
 static void tx_push(struct np_tflow *f)
 {
     struct tcp_pcb *pcb = f->pcb;
-    bool wrote = false;
+    bool wrote = false, done = false;
     for (struct tx_buf *b = f->tx; pcb && b; b = b->next) {
         while (b->given < b->len) {
             size_t room = tcp_sndbuf(pcb), n = b->len - b->given;
@@ -399,13 +399,17 @@ static void tx_push(struct np_tflow *f)
         }
     }
     if (f->shut_wanted && !f->fin_queued && (!pcb || tcp_shutdown(pcb, 0, 1) == ERR_OK)) {
-        f->fin_queued = true;
-        wrote = true;
-        if (f->client) relay_of(f)->shutdown_done(f->client);
+        f->fin_queued = wrote = done = true;
     }
 out:
     tx_release(f, false);
     if (wrote && f->pcb) tcp_output(f->pcb);
+    if (done && f->client) {
+        /* last: the proxy may let go of the flow in it (the caller holds it) */
+        f->busy++;
+        relay_of(f)->shutdown_done(f->client);
+        flow_unbusy(f);
+    }
 }
 
 static err_t on_sent(void *arg, struct tcp_pcb *pcb, u16_t len)
