@@ -440,6 +440,9 @@ static void print_targets(void)
     if ((r = row_find("9b.")) && r->v[0].ok && r->floor.ok)
         target("the proxy within 1.1x of a minimal relay (the least any proxy costs)", true,
                r->v[0].p50 <= 1.1 * r->floor.p50, "(%.2fx)", r->v[0].p50 / r->floor.p50);
+    if ((r = row_find("9c.")) && r->v[0].ok && r->floor.ok)
+        target("transparent TCP within 1.3x of the proxy variables (issue 35)", true,
+               r->v[0].p50 <= 1.3 * r->floor.p50, "(%.2fx)", r->v[0].p50 / r->floor.p50);
 }
 
 /* ------------------------------------------------------------------ main */
@@ -451,6 +454,7 @@ static void usage(FILE *f)
                "  --ref PATH           reference codex binary (default: that of --ref-version)\n"
                "  --ref-version V      reference version to look for (" REF_VERSION "): under\n"
                "                       ~/.cache/codex-ref (0.169.0) or ~/.cache/codex-ref-X.Y\n"
+               "  --ref171 PATH        codex 0.171.0 for row 9c (default: where npm put it)\n"
                "  --no-ref             run only our server\n"
                "  --scenarios LIST     comma-separated scenario numbers 1-10 (default: all)\n"
                "  --quick              small sizes for a smoke test\n"
@@ -527,6 +531,8 @@ static int parse_args(int argc, char **argv, bool *no_ref)
             O.ref = v;
         else if (OPT("--ref-version"))
             O.ref_version = v;
+        else if (OPT("--ref171"))
+            O.ref171 = v;
         else if (OPT("--scenarios")) {
             O.scenarios = scenario_bits(v);
         } else if (OPT("--runs")) {
@@ -592,8 +598,18 @@ static void ref_glob(char *out, size_t n, const char *home, const char *version)
     snprintf(out, n, "%s/.cache/codex-ref-%.*s" REF_BINARY_GLOB, home, len, version);
 }
 
-/* Our server beside this driver unless --ours says, the reference where npm put it
- * unless --ref says (or --no-ref). */
+/* The first match of pattern, into buf; NULL when nothing matches. */
+static const char *first_match(const char *pattern, char *buf, size_t n)
+{
+    glob_t g;
+    bool found = glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+    if (found) snprintf(buf, n, "%s", g.gl_pathv[0]);
+    globfree(&g);
+    return found ? buf : NULL;
+}
+
+/* Our server beside this driver unless --ours says, the references where npm put them
+ * unless --ref and --ref171 say (or --no-ref). */
 static void find_servers(bool no_ref)
 {
     if (!O.ours) {
@@ -608,21 +624,23 @@ static void find_servers(bool no_ref)
             snprintf(ours_default, sizeof ours_default, "%s/../exec-server", self);
         O.ours = ours_default;
     }
-    static char refbuf[PATH_MAX];
-    if (no_ref)
-        O.ref = NULL;
-    else if (!O.ref) {
-        const char *home = getenv("HOME");
+    static char refbuf[PATH_MAX], ref171buf[PATH_MAX];
+    if (no_ref) {
+        O.ref = O.ref171 = NULL;
+        return;
+    }
+    const char *home = getenv("HOME");
+    if (!O.ref) {
         char pat[PATH_MAX];
         ref_glob(pat, sizeof pat, home ? home : "/root",
                  O.ref_version ? O.ref_version : REF_VERSION);
-        glob_t g;
-        if (glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0) {
-            snprintf(refbuf, sizeof refbuf, "%s", g.gl_pathv[0]);
-            O.ref = refbuf;
-        }
-        globfree(&g);
+        O.ref = first_match(pat, refbuf, sizeof refbuf);
         if (!O.ref) progress("reference not found (%s); running ours only", pat);
+    }
+    if (!O.ref171) {
+        char pat[PATH_MAX];
+        ref_glob(pat, sizeof pat, home ? home : "/root", "0.171.0");
+        O.ref171 = first_match(pat, ref171buf, sizeof ref171buf);
     }
 }
 

@@ -43,6 +43,7 @@ extern char **environ;
 struct opts {
     const char *ours, *ref;
     const char *ref_version; /* which reference to look for when --ref does not say */
+    const char *ref171;      /* the 0.171.0 reference for row 9c, or NULL */
     unsigned scenarios;      /* bit i = scenario i */
     bool quick;
     int runs;

@@ -25,3 +25,13 @@ bool limits_proxy_private_ips_via_upstream(void)
 {
     return server_limits.proxy_private_ips_via_upstream;
 }
+
+bool limits_sandbox_transparent_tcp(void)
+{
+    return server_limits.sandbox_transparent_tcp;
+}
+
+const struct limits_endpoint *limits_tcp_upstream_proxy(void)
+{
+    return server_limits.tcp_upstream_proxy.host[0] ? &server_limits.tcp_upstream_proxy : NULL;
+}

@@ -66,7 +66,13 @@
  *                    the same user). Requests cannot change it.
  *   proxy_private_ips_via_upstream  --proxy-private-ips-via-upstream: permitted
  *                    private-IP destinations may use the configured upstream
- *                    proxy (for the managed network proxy). */
+ *                    proxy (for the managed network proxy).
+ *   sandbox_transparent_tcp  --linux-sandbox-transparent-tcp: every sandboxed
+ *                    start with enforceManagedNetwork runs as if its networkProxy
+ *                    asked for transparentTcp.
+ *   tcp_upstream_proxy  --tcp-upstream-proxy HOST:PORT: the HTTP CONNECT proxy every
+ *                    raw TCP connection of the managed proxy's SOCKS5 side (and of
+ *                    transparent TCP) must leave through; host "" when not given. */
 #ifndef EXEC_CORE_LIMITS_H
 #define EXEC_CORE_LIMITS_H
 
@@ -88,6 +94,13 @@
 
 enum limits_pid_namespace { LIMITS_PID_NS_ISOLATE = 0, LIMITS_PID_NS_INHERIT = 1 };
 
+/* A HOST:PORT as --tcp-upstream-proxy takes it: a DNS name or an IP literal
+ * (without brackets), and a nonzero port. */
+struct limits_endpoint {
+    char host[256];
+    uint16_t port;
+};
+
 struct server_limits {
     unsigned max_connections;
     unsigned max_connections_per_peer;
@@ -100,6 +113,8 @@ struct server_limits {
     uint64_t max_concurrent_requests;
     int sandbox_pid_namespace; /* enum limits_pid_namespace */
     bool proxy_private_ips_via_upstream;
+    bool sandbox_transparent_tcp;
+    struct limits_endpoint tcp_upstream_proxy;
     uint64_t max_keep_ms;
     bool tcp_forwarding;
     unsigned sandbox_max_processes;
@@ -112,5 +127,9 @@ extern struct server_limits server_limits;
 enum limits_pid_namespace limits_sandbox_pid_namespace(void);
 /* --proxy-private-ips-via-upstream (or CODEX_EXEC_SERVER_PROXY_PRIVATE_IPS_VIA_UPSTREAM). */
 bool limits_proxy_private_ips_via_upstream(void);
+/* --linux-sandbox-transparent-tcp. */
+bool limits_sandbox_transparent_tcp(void);
+/* --tcp-upstream-proxy, or NULL when it was not given. */
+const struct limits_endpoint *limits_tcp_upstream_proxy(void);
 
 #endif

@@ -5,6 +5,8 @@
 #include "process/process.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -66,6 +68,7 @@ struct start_job {
     enum proc_snapshot_shell shell;
     struct netproxy_params netp; /* networkProxy and enforceManagedNetwork, decoded */
     struct netproxy *proxy;      /* the child's policy proxy, until the process owns it */
+    bool transparent;            /* transparent TCP (sandbox/tun.h, netproxy/np_tun.c) */
 };
 
 static void job_free(struct start_job *j)
@@ -219,6 +222,22 @@ static void start_abandon(struct proc_start *ps)
     start_free(ps);
 }
 
+/* Transparent TCP's own reasons not to run the command, in the reference's words
+ * (its sandbox wrapper exits 101 with them), or NULL with *tun_fd an O_PATH
+ * descriptor of /dev/net/tun for the sandbox's init (the private /dev has none). */
+static const char *start_transparent_refusal(const struct start_job *j, int *tun_fd, char *why,
+                                             size_t n)
+{
+    if (!j->netp.enable_socks5)
+        return "exec-server sandbox: failed to prepare transparent TCP: transparent TCP "
+               "requires managed SOCKS5";
+    *tun_fd = open("/dev/net/tun", O_PATH | O_CLOEXEC);
+    if (*tun_fd >= 0) return NULL;
+    snprintf(why, n, "exec-server sandbox: failed to prepare transparent TCP: /dev/net/tun: %s",
+             strerror(errno));
+    return why;
+}
+
 /* Spawns the job's command (with the snapshot restored when snap is given), replies,
  * then watches it. Frees the job. */
 static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
@@ -254,20 +273,26 @@ static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
     /* The managed network inside a sandbox (enforceManagedNetwork): the child's own
      * network namespace reaches the proxy only, through its init, which listens on
      * the proxy's ports on loopback in there and hands each connection over. */
-    int bridge[2] = {-1, -1};
-    bool bridged = j->sandboxed && j->pol.net_restricted && j->netp.enforce_managed_network;
+    int bridge[2] = {-1, -1}, tun_fd = -1;
+    bool bridged = j->sandboxed && j->pol.net_restricted &&
+                   (j->netp.enforce_managed_network || j->transparent);
     const char *refusal = j->sandboxed ? j->pol.refusal : NULL;
     int refusal_code = 0;
+    char tun_why[200];
     if (bridged && !j->proxy && !refusal) {
         refusal = "exec-server sandbox: failed to prepare host proxy routing bridge: managed "
                   "proxy mode requires proxy environment variables";
         refusal_code = 101; /* the reference's sandbox wrapper panics with 101 */
+    } else if (j->transparent && !refusal &&
+               (refusal = start_transparent_refusal(j, &tun_fd, tun_why, sizeof tun_why))) {
+        refusal_code = 101; /* as the reference's, with its words */
     } else if (bridged && j->proxy &&
                socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, bridge) < 0) {
         char text[256];
         oserr_format(errno, text, sizeof text);
         rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
         if (state_fd >= 0) close(state_fd);
+        if (tun_fd >= 0) close(tun_fd);
         goto out;
     }
     uint16_t ports[2] = {0, 0};
@@ -288,6 +313,8 @@ static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
         .n_extra_fds = state_fd >= 0 ? 1 : 0,
         .proxy_fd = bridge[1],
         .proxy_ports = {ports[0], ports[1]},
+        .transparent = tun_fd >= 0,
+        .tun_fd = tun_fd,
         .refusal = refusal,
         .refusal_code = refusal_code,
         .cgroup_fd = -1,
@@ -308,6 +335,7 @@ static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
     ps->bridge_fd = -1;
     int err = spawn_child_async(req->loop, &rq, start_done, ps, &ps->op);
     if (state_fd >= 0) close(state_fd);
+    if (tun_fd >= 0) close(tun_fd);
     if (bridge[1] >= 0) close(bridge[1]);
     if (err < 0) {
         if (bridge[0] >= 0) close(bridge[0]);
@@ -383,6 +411,27 @@ static bool start_prepare_cwd_sandbox(struct start_job *j, const char *cwd, json
     return true;
 }
 
+/* Transparent TCP: asked for by proxy.transparentTcp (with any sandbox: validated),
+ * or by --linux-sandbox-transparent-tcp for a sandboxed start with
+ * enforceManagedNetwork. The child then gets its own network namespace with the TUN
+ * device, whatever the sandbox says of the network and even when it needs no other
+ * confinement (as the reference's). False after replying. */
+static bool start_prepare_transparent(struct start_job *j)
+{
+    bool flag = limits_sandbox_transparent_tcp() && j->netp.enforce_managed_network;
+    if (!j->netp.present || !j->have_pol || !j->pol.sandboxed || !(j->netp.transparent_tcp || flag))
+        return true;
+    j->transparent = true;
+    j->pol.net_restricted = true;
+    if (!j->sandboxed && sandbox_policy_check(&j->pol) < 0) {
+        rpc_reply_error(j->req, RPC_INVALID_PARAMS,
+                        "sandbox intent cannot be enforced on this executor");
+        return false;
+    }
+    j->sandboxed = true;
+    return true;
+}
+
 /* May this start join j->t? In the reference's order: the network proxy's settings
  * (before argv, like its prepare_exec_request), a non-empty argv, a free id, the
  * session's and the server's process caps, a program. False after replying. */
@@ -393,7 +442,7 @@ static bool start_check_table(struct start_job *j, size_t argc)
     /* Starts waiting for a shell snapshot hold their id and count as running. */
     unsigned live = proc_table_live(t) + proc_snapshot_waiting(t, NULL);
     char nerr[512];
-    if (netproxy_validate(&j->netp, nerr, sizeof nerr) < 0) {
+    if (netproxy_validate(&j->netp, j->have_pol && j->pol.sandboxed, nerr, sizeof nerr) < 0) {
         rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", nerr);
         return false;
     }
@@ -508,7 +557,7 @@ static void handle_start(struct rpc_req *req)
     j->t = t;
     const char *program = argc ? json_string_value(json_array_get(argv, 0)) : "";
     j->program = program;
-    if (!start_check_table(j, argc)) goto out;
+    if (!start_check_table(j, argc) || !start_prepare_transparent(j)) goto out;
     char nerr[512];
     if (j->netp.present &&
         netproxy_start(req->loop, &j->netp, s, id, &j->proxy, nerr, sizeof nerr) < 0) {

@@ -218,6 +218,10 @@ static void wire_sandbox(const struct spawn_request *rq, struct spawn_wire_req *
         w->proxy_ports[0] = rq->proxy_ports[0];
         w->proxy_ports[1] = rq->proxy_ports[1];
         w->n_init_fds++;
+        if (rq->transparent) {
+            w->flags |= SPAWN_F_TRANSPARENT;
+            w->n_init_fds++;
+        }
     }
     if (rq->cgroup_fd >= 0) {
         w->flags |= SPAWN_F_CGROUP;
@@ -353,6 +357,7 @@ static int op_send(struct spawn_op *op, const struct spawn_request *rq)
     for (unsigned i = 0; i < rq->n_extra_fds; i++)
         fds[n++] = rq->extra_fds[i];
     if (w.flags & SPAWN_F_PROXY) fds[n++] = rq->proxy_fd;
+    if (w.flags & SPAWN_F_TRANSPARENT) fds[n++] = rq->tun_fd;
     if (w.flags & SPAWN_F_CGROUP) fds[n++] = rq->cgroup_fd;
     int rc = spawner_request(&w, fds, n);
     close(st[1]);

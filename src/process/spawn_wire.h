@@ -37,6 +37,9 @@ enum {
                                          (the sandboxed fs helper) */
     SPAWN_F_CGROUP = 1u << 9,         /* the last init fd is a pids cgroup's cgroup.procs
                                          the init joins before anything else */
+    SPAWN_F_TRANSPARENT = 1u << 10,    /* with SPAWN_F_PROXY: the init makes the TUN device
+                                         (sandbox/tun.h) from init fd 1, an O_PATH
+                                         descriptor of /dev/net/tun */
 };
 
 /* The lists, in wire order. */

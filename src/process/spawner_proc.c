@@ -252,6 +252,7 @@ static void start_sandboxed(struct job *j)
         .err_fd = j->err,
         .proxy_fd = (f & SPAWN_F_PROXY) ? j->init_fds[0] : -1,
         .proxy_ports = {j->r.proxy_ports[0], j->r.proxy_ports[1]},
+        .tun_fd = (f & SPAWN_F_TRANSPARENT) && j->r.n_init_fds > 1 ? j->init_fds[1] : -1,
         .cgroup_fd =
             (f & SPAWN_F_CGROUP) && j->r.n_init_fds ? j->init_fds[j->r.n_init_fds - 1] : -1,
         .serve_sock = j->r.n_extra_fds ? j->extra[0] : -1,

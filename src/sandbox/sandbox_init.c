@@ -31,6 +31,7 @@
 #include "sandbox/net_guard.h"
 #include "sandbox/pids_cgroup.h"
 #include "sandbox/policy.h"
+#include "sandbox/tun.h"
 #include "sandbox/view.h"
 #include "util/fdframe.h"
 
@@ -106,6 +107,19 @@ static int write_id_maps(uid_t uid, gid_t gid)
     if (!rc) rc = write_file("/proc/self/gid_map", map);
     return rc;
 }
+
+/* What the init watches while the command runs. */
+struct supervision {
+    pid_t cmd;
+    bool pid_inherit;
+    int sfd;          /* signalfd: SIGCHLD */
+    int note_fd;      /* a copy of the command's standard error */
+    int proxy;        /* the daemon's proxy socket, or -1 */
+    int listeners[2]; /* the managed proxy's loopback relays */
+    char tags[2];     /* 'H' or 'S' for each */
+    int nl;
+    struct net_guard guard;
+};
 
 /* ---- 6. the network ----------------------------------------------------------------- */
 
@@ -252,11 +266,11 @@ static int take_guard(struct sandbox_confinement *conf, struct net_guard *guard)
     guard->fd = -1;
     if (conf->guard_sock[0] < 0) return 0;
     char tag = 0;
-    int fd = -1;
-    int n = fdframe_recv_tagged(conf->guard_sock[0], MSG_DONTWAIT, &tag, &fd);
+    int fd = -1, nfds = 0;
+    int n = fdframe_recv_tagged(conf->guard_sock[0], MSG_DONTWAIT, &tag, &fd, 1, &nfds);
     close(conf->guard_sock[0]);
     close(conf->guard_sock[1]);
-    if (n != 1 || tag != 'L' || fd < 0) {
+    if (n != 1 || tag != 'L' || nfds != 1) {
         if (fd >= 0) close(fd);
         return n < 0 ? n : -EPROTO;
     }
@@ -297,19 +311,6 @@ static void kill_leftovers(void)
         if (waitpid(-1, &st, 0) < 0 && errno == ECHILD) break;
     }
 }
-
-/* What the init watches while the command runs. */
-struct supervision {
-    pid_t cmd;
-    bool pid_inherit;
-    int sfd;          /* signalfd: SIGCHLD */
-    int note_fd;      /* a copy of the command's standard error */
-    int proxy;        /* the daemon's proxy socket, or -1 */
-    int listeners[2]; /* the managed proxy's loopback relays */
-    char tags[2];     /* 'H' or 'S' for each */
-    int nl;
-    struct net_guard guard;
-};
 
 /* The view changed under the command (sandbox_view_intact): a protected name's
  * read-only mount may be gone, so the sandbox ends now, saying why on the command's
@@ -361,7 +362,7 @@ static __attribute__((noreturn)) void supervise(struct supervision *s)
             if (!(p[2 + i].revents & POLLIN)) continue;
             int c;
             while ((c = accept4(s->listeners[i], NULL, NULL, SOCK_CLOEXEC)) >= 0) {
-                (void)fdframe_send_tagged(s->proxy, s->tags[i], c); /* to the proxy */
+                (void)fdframe_send_tagged(s->proxy, s->tags[i], &c, 1); /* to the proxy */
                 close(c);
             }
         }
@@ -391,9 +392,34 @@ static __attribute__((noreturn)) void serve_confined(const struct sandbox_start 
     _exit(o->serve(st->serve_sock));
 }
 
+/* Step 6: loopback, the managed proxy's relay listeners (into s) and transparent
+ * TCP's device. Before step 7: tun.h mounts over /etc/resolv.conf, and the view's
+ * watch starts after the last mount. Returns 0 or -errno with *what set. */
+static int network_up(const struct sandbox_start *st, struct supervision *s, const char **what)
+{
+    int rc = 0;
+    if (st->spec.net_restricted && (rc = loopback_up()) < 0) {
+        *what = "loopback";
+        return rc;
+    }
+    for (int i = 0; i < 2 && st->proxy_fd >= 0; i++) {
+        if (!st->proxy_ports[i]) continue;
+        int l = listen_loopback(st->proxy_ports[i]);
+        if (l < 0) {
+            *what = "the managed proxy's loopback listener";
+            return l;
+        }
+        s->tags[s->nl] = st->proxy_ports[0] && i == 0 ? 'H' : 'S';
+        s->listeners[s->nl++] = l;
+    }
+    if (st->tun_fd >= 0 && st->proxy_fd >= 0)
+        rc = sandbox_tun_start(st->tun_fd, st->proxy_fd, what);
+    return rc;
+}
+
 /* Steps 3-7 (the id maps when userns). Returns 0 or -errno with *what set. */
 static int build_sandbox(const struct sandbox_start *st, bool userns, uid_t uid, gid_t gid,
-                         struct sandbox_confinement *c, const char **what)
+                         struct sandbox_confinement *c, struct supervision *s, const char **what)
 {
     int rc = 0;
     if (userns && (rc = write_id_maps(uid, gid)) < 0) {
@@ -402,10 +428,7 @@ static int build_sandbox(const struct sandbox_start *st, bool userns, uid_t uid,
     }
     /* 4 and 5: the mounts, then the protected names, carve-outs and covers */
     if ((rc = sandbox_view_build(&st->spec, what)) < 0) return rc;
-    if (st->spec.net_restricted && (rc = loopback_up()) < 0) {
-        *what = "loopback";
-        return rc;
-    }
+    if ((rc = network_up(st, s, what)) < 0) return rc;
     return prepare_confinement(&st->spec, c, what);
 }
 
@@ -431,8 +454,9 @@ static __attribute__((noreturn)) void init_main(const struct sandbox_start *st, 
     sigset_t all;
     init_session(st, &all);
     struct sandbox_confinement conf;
+    struct supervision s = {.pid_inherit = st->spec.pid_inherit, .proxy = st->proxy_fd};
     const char *what = "";
-    int rc = build_sandbox(st, userns, uid, gid, &conf, &what);
+    int rc = build_sandbox(st, userns, uid, gid, &conf, &s, &what);
     if (rc < 0) {
         fprintf(stderr, "exec-server: sandbox setup failed at %s: %s\n", what, strerror(-rc));
         o->fail(st->job, SANDBOX_STEP_SETUP, -rc);
@@ -448,15 +472,6 @@ static __attribute__((noreturn)) void init_main(const struct sandbox_start *st, 
     if (st->spec.serve) {
         if (joined >= 0) close(joined); /* the helper forks nothing: it is never capped */
         serve_confined(st, &conf);
-    }
-    /* 6, the managed network's relay: the proxy's ports on loopback in here */
-    struct supervision s = {.pid_inherit = st->spec.pid_inherit, .proxy = st->proxy_fd};
-    for (int i = 0; i < 2 && st->proxy_fd >= 0; i++) {
-        if (!st->proxy_ports[i]) continue;
-        int l = listen_loopback(st->proxy_ports[i]);
-        if (l < 0) o->fail(st->job, SANDBOX_STEP_PROXY, -l);
-        s.tags[s.nl] = st->proxy_ports[0] && i == 0 ? 'H' : 'S';
-        s.listeners[s.nl++] = l;
     }
     /* Without it the init could not learn that the command exited: it would wait
      * forever, and so would the client. */

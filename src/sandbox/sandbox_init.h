@@ -15,7 +15,8 @@
  *     denied;
  *  4. mounts: the view (view.h);
  *  5. protected names (.git, .codex...) read-only, carve-outs and covers (view.h);
- *  6. the network: loopback up in a fresh namespace, the managed proxy's relay;
+ *  6. the network: loopback up in a fresh namespace, the managed proxy's relay and,
+ *     for transparent TCP, its TUN device, routes and resolver (tun.h);
  *  7. the Landlock ruleset (landlock.h) and the seccomp filter (seccomp.h) prepared,
  *     the view watched (a change means the host removed something a mount sat on);
  *  8. the command: vforked; between vfork and execve it puts its descriptors and
@@ -99,6 +100,8 @@ struct sandbox_start {
     int err_fd;              /* the command's standard error (a note if the view changes) */
     int proxy_fd;            /* managed network: the proxy's socketpair end, or -1 */
     uint16_t proxy_ports[2]; /* the proxy's ports to relay on loopback (0: none) */
+    int tun_fd;              /* transparent TCP: an O_PATH descriptor of /dev/net/tun for the
+                                device made in the sandbox's network namespace (tun.h), or -1 */
     int cgroup_fd;           /* a pids cgroup's cgroup.procs to join, or -1 */
     int serve_sock;          /* spec.serve: the fs helper's socket */
     int spawner_sock;        /* the spawner's own socket: never the init's */

@@ -401,7 +401,7 @@ int seccomp_install(const struct seccomp_prog *p, int send_listener_to)
         syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &p->prog);
     if (fd < 0) return -errno;
     int lfd = (int)fd;
-    int err = send_listener_to >= 0 ? -fdframe_send_tagged(send_listener_to, 'L', lfd) : EBADF;
+    int err = send_listener_to >= 0 ? -fdframe_send_tagged(send_listener_to, 'L', &lfd, 1) : EBADF;
     close(lfd);
     /* Installed, but with no one to answer: every connect would wait forever. */
     return err ? -err : 0;

@@ -133,7 +133,13 @@ int config_parse(int argc, char **argv)
     int ch;
     while ((ch = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
         if (ch == ':') {
-            usage_error("%s needs a value (see --help)", argv[optind - 1]);
+            /* The flags the reference's argument parser checks get its wording. */
+            const struct opt_spec *m = row_of(optopt);
+            if (m && m->style == OPT_CLAP)
+                usage_error("a value is required for '--%s <%s>' but none was supplied", m->name,
+                            m->meta);
+            else
+                usage_error("%s needs a value (see --help)", argv[optind - 1]);
             return 2;
         }
         const struct opt_spec *o = ch == '?' ? NULL : row_of(ch);

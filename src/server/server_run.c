@@ -241,7 +241,7 @@ int server_run(void)
      * one holds almost nothing (after the signal handlers: a SIGTERM during its start
      * must be an orderly exit, not a kill). */
     sandbox_pid_namespace_inherit = limits_sandbox_pid_namespace() == LIMITS_PID_NS_INHERIT;
-    netproxy_configure(limits_proxy_private_ips_via_upstream());
+    netproxy_configure(limits_proxy_private_ips_via_upstream(), limits_tcp_upstream_proxy());
     /* Before any listener and the spawner: the table of this server's ports, which
      * sandboxed commands may not reach (core/own_ports.h). */
     int op = own_ports_init();

@@ -123,21 +123,24 @@ int fdframe_recv(int sock, struct buf *out, int *fds, int maxfds, int *nfds)
     return rc;
 }
 
-int fdframe_send_tagged(int sock, char tag, int fd)
+int fdframe_send_tagged(int sock, char tag, const int *fds, int nfds)
 {
+    if (nfds < 1 || nfds > FDFRAME_TAGGED_MAX) return -EINVAL;
     struct iovec iov = {&tag, 1};
     union {
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(sizeof(int) * FDFRAME_TAGGED_MAX)];
         struct cmsghdr align;
     } u;
     memset(&u, 0, sizeof u);
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = u.buf,
+                        .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds)};
     struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+    memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
     ssize_t w;
     do {
         w = sendmsg(sock, &mh, MSG_NOSIGNAL);
@@ -145,12 +148,12 @@ int fdframe_send_tagged(int sock, char tag, int fd)
     return w == 1 ? 0 : w < 0 ? -errno : -EIO;
 }
 
-int fdframe_recv_tagged(int sock, int flags, char *tag, int *fd)
+int fdframe_recv_tagged(int sock, int flags, char *tag, int *fds, int maxfds, int *nfds)
 {
-    *fd = -1;
+    *nfds = 0;
     struct iovec iov = {tag, 1};
     union {
-        char buf[CMSG_SPACE(sizeof(int) * 4)];
+        char buf[CMSG_SPACE(sizeof(int) * FDFRAME_TAGGED_MAX)];
         struct cmsghdr align;
     } u;
     struct msghdr mh = {
@@ -166,10 +169,10 @@ int fdframe_recv_tagged(int sock, int flags, char *tag, int *fd)
         for (size_t i = 0; i < k; i++) {
             int got;
             memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof got);
-            if (*fd < 0)
-                *fd = got;
+            if (*nfds < maxfds)
+                fds[(*nfds)++] = got;
             else
-                close(got); /* one descriptor a message */
+                close(got);
         }
     }
     return n > 0 ? 1 : 0;

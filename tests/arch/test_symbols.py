@@ -27,6 +27,8 @@ PREFIXES = (
     "reload_", "tcp_", "config_", "options_", "codex_config_",
     "netproxy_", "np_",
     "fleet_", "strmap_",
+    # lwIP's own name, defined to take the place of its slow checksum (np_stack.c)
+    "lwip_standard_chksum",
 )
 
 
