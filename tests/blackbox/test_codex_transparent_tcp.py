@@ -9,8 +9,8 @@ an exec-server that does not advertise networkProxyTransparentTcp.
 The command of the turn ignores every proxy variable (`curl --noproxy '*'`): it reaches an
 allowed name on this host, not a denied one, and sees the sandbox's resolver. It runs
 against ours and against the 0.171.0 reference exec-server, side by side (the reference
-with its bundled bubblewrap on PATH). Codex 0.171.0 is found by a small local function
-(~/.cache/codex-ref-0.171) until the harness's finder takes a version; skipped without
+with its bundled bubblewrap on PATH). Codex 0.171.0 comes from codex_ref (its ctest
+fixture installs it); skipped without
 it, without /dev/net/tun, or (for the names) without /etc/hosts aliases for the
 reference."""
 import json

@@ -25,16 +25,18 @@ import tempfile
 import threading
 
 from harness import *  # noqa
+import codex_ref  # noqa: E402
 
 REF = find_reference()
 
 
 def find_reference_171():
-    """The 0.171.0 reference, for the flags it added (a local finder until the harness has
-    one that takes a version)."""
-    hits = sorted(glob.glob(os.path.expanduser(
-        "~/.cache/codex-ref-0.171/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex")))
-    return hits[0] if hits else None
+    """The 0.171.0 reference (codex_ref: the ctest fixture installs it), or None."""
+    try:
+        return codex_ref.require("0.171.0")
+    except codex_ref.Unavailable as e:
+        print("note: %s" % e)
+        return None
 
 
 REF_171 = find_reference_171()

@@ -2,8 +2,7 @@
 """Transparent TCP (issue 35; PROTOCOL.md 5.11, docs/FLAGS.md): a sandboxed program that
 ignores every proxy variable still has each TCP connection decided by the managed-network
 policy. Every test runs against ours and, when it is installed, the codex 0.171.0
-reference (~/.cache/codex-ref-0.171; found by a small local function until the harness's
-finder takes a version), side by side, and judges what a user notices: what the child
+reference (tests/blackbox/codex_ref.py), side by side, and judges what a user notices: what the child
 read (tests/blackbox/tcp_probe.py prints it), what reached a server on this host, the
 network/policyDecision and network/policyRequest messages.
 
@@ -31,15 +30,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ["EXEC_SERVER_TEST_RESOLVE"] = "tt-a.test=127.0.0.1,tt-b.test=127.0.0.1," \
     "tt-c.test=127.0.0.1,tt-d.test=127.0.0.1"
 from harness import *  # noqa
+import codex_ref  # noqa: E402
 
 PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tcp_probe.py")
 HAVE_TUN = os.path.exists("/dev/net/tun")
 
 
 def find_reference_171():
-    hits = sorted(glob.glob(os.path.expanduser(
-        "~/.cache/codex-ref-0.171/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex")))
-    return hits[0] if hits else None
+    """The 0.171.0 reference (codex_ref: the ctest fixture installs it), or None."""
+    try:
+        return codex_ref.require("0.171.0")
+    except codex_ref.Unavailable as e:
+        print("note: %s" % e)
+        return None
 
 
 REF = find_reference_171()
