@@ -9,7 +9,7 @@
 #   make release-check  Release builds (-O3) with gcc and with clang into build/release-*,
 #               warnings as errors (what .ci/run adds to make test, with the formatting check)
 #   make bench  release build, then bench/exec-bench against ours and the reference
-#               (codex REF_VERSION, default 0.169.0, installed by npm when missing:
+#               (codex REF_VERSION, default 0.171.0, installed by npm when missing:
 #               tests/blackbox/codex_ref.py); BENCH_ARGS=...;
 #               then bench/relay_bench.py: the remote-mode rows through the relay
 #               (RELAY_BENCH_ARGS=...); then bench/fleet_bench.py: exec-server registry's
@@ -68,7 +68,7 @@ release-gcc release-clang: release-%: deps
 	      $(WERROR) >/dev/null
 	cmake --build $(BUILD)/release-$*
 
-REF_VERSION ?= 0.169.0
+REF_VERSION ?= 0.171.0
 BENCH_ARGS ?=
 RELAY_BENCH_ARGS ?=
 FLEET_BENCH_ARGS ?=

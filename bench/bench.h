@@ -36,7 +36,7 @@ extern char **environ;
 
 /* Where npm put the reference, by tests/blackbox/codex_ref.py's rule (the one place that
  * defines it): 0.169.0 under ~/.cache/codex-ref, any other X.Y.Z under ~/.cache/codex-ref-X.Y. */
-#define REF_VERSION "0.169.0"
+#define REF_VERSION "0.171.0"
 #define REF_BINARY_GLOB "/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex"
 #define TIMEOUT_MS 120000
 

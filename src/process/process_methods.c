@@ -152,6 +152,15 @@ static void start_discard_child(const struct spawn_result *sr)
         if (fds[i] >= 0) close(fds[i]);
 }
 
+/* The kind 0.171.0 puts in a spawn failure's error.data (verified for a missing
+ * program or cwd, a program without the execute bit, a directory, a bad format). */
+static const char *spawn_error_kind(int errnum)
+{
+    if (errnum == ENOENT) return "spawnNotFound";
+    if (errnum == EACCES || errnum == EPERM) return "spawnPermissionDenied";
+    return "spawnFailed";
+}
+
 /* The outcome of a start (spawn_done_fn): the process joins the table and the
  * reply goes out before its first notification; or the error; or, when a
  * process/terminate came during the spawn window, the cancellation. */
@@ -183,7 +192,7 @@ static void start_done(void *arg, int err, const struct spawn_result *sr, int sb
                       log_value(ps->argv0, a0, sizeof a0),
                       log_value(ps->cwd ? ps->cwd : "", cv, sizeof cv), ename ? ename : "?", text);
         }
-        rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
+        rpc_reply_error_kind(req, RPC_INTERNAL_ERROR, spawn_error_kind(-err), text);
     } else {
         if (ps->bridge_fd >= 0) {
             if (netproxy_attach_fd_source(ps->netproxy, ps->bridge_fd) < 0) close(ps->bridge_fd);
@@ -342,7 +351,7 @@ static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
         start_free(ps);
         char text[256];
         oserr_format(-err, text, sizeof text);
-        rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
+        rpc_reply_error_kind(req, RPC_INTERNAL_ERROR, spawn_error_kind(-err), text);
         goto out;
     }
     ps->hold = hold;
@@ -471,7 +480,8 @@ static bool start_check_table(struct start_job *j, size_t argc)
         return false;
     }
     if (!*j->program) {
-        rpc_reply_error(req, RPC_INTERNAL_ERROR, "missing program for pipe spawn");
+        rpc_reply_error_kind(req, RPC_INTERNAL_ERROR, "spawnFailed",
+                             "missing program for pipe spawn");
         return false;
     }
     return true;

@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 
-DEFAULT_VERSION = "0.169.0"
+DEFAULT_VERSION = "0.171.0"
 PACKAGE = "@openai/codex"
 INSTALL_BUDGET = 270.0  # seconds: lock wait + npm, under the fixture's ctest TIMEOUT (300)
 BINARY_GLOB = "node_modules/@openai/codex-linux-x64/vendor/*/bin/codex"
