@@ -73,6 +73,36 @@ static void on_reconnect(void *ud, int phase)
         fprintf(stderr, "%sexec-client: %s\r\n", tty ? "\r\n" : "", text);
 }
 
+/* What a failed connect most likely means, and what to pass instead: the scheme that
+ * does not match the port (a plain server answers a TLS hello with an HTTP error, a
+ * TLS server closes a plain request), a certificate for another name, or a CA that
+ * is not trusted. */
+static void connect_hint(const struct cli *cli, const char *msg)
+{
+    const char *url = cli->url ? cli->url : "";
+    bool tls = strncmp(url, "wss://", 6) == 0;
+    const char *rest = url + (tls ? 6 : strncmp(url, "ws://", 5) == 0 ? 5 : 0);
+    if (cli->remote || !*rest) return;
+    if (tls && (strstr(msg, "wrong version number") || strstr(msg, "packet length too long") ||
+                strstr(msg, "record layer failure")))
+        fprintf(stderr, "hint: the server does not speak TLS on that port: use ws://%s\n", rest);
+    else if (!tls && strstr(msg, "closed the connection during the upgrade"))
+        fprintf(stderr,
+                "hint: a TLS server closes a plain ws:// connection like this: if it listens "
+                "with TLS, use wss://%s (and --ca-file FILE for a CA of your own)\n",
+                rest);
+    else if (strstr(msg, "hostname mismatch") || strstr(msg, "IP address mismatch"))
+        fprintf(stderr,
+                "hint: the certificate names another host: connect with a name or "
+                "address it lists (its subjectAltName: openssl x509 -noout -ext "
+                "subjectAltName -in CERT)\n");
+    else if (strstr(msg, "certificate verify failed"))
+        fprintf(stderr, "hint: %s\n",
+                cli->ca_file ? "the certificate is not signed by a CA in the --ca-file given"
+                             : "a server with its own CA needs --ca-file FILE (the CA's PEM "
+                               "certificate)");
+}
+
 static int check_target(struct cli *cli, bool url_given, bool token_given, bool ca_given);
 static struct {
     bool url, token, ca, checked;
@@ -145,9 +175,10 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
                     "exec-client: %s refused the connection: authentication failed%s%s\n"
                     "hint: %s\n",
                     cli->url, why ? ": " : "", why ? why + strlen("Unauthorized: ") : "",
-                    cli->token ? "check the token given with --token or EXEC_SERVER_TOKEN"
-                               : "this server needs a token: pass --token TOKEN or set "
-                                 "EXEC_SERVER_TOKEN");
+                    cli->token ? "check the token given with --token, --token-file or "
+                                 "EXEC_SERVER_TOKEN"
+                               : "this server needs a token: pass --token-file FILE (or --token "
+                                 "TOKEN, or set EXEC_SERVER_TOKEN)");
             exit(EXIT_AUTH);
         }
         if (cli->remote)
@@ -156,11 +187,7 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
         else
             fprintf(stderr, "exec-client: cannot reach server at %s: %s\n",
                     cli->url ? cli->url : "(none)", e.message);
-        if (strstr(e.message, "certificate verify failed"))
-            fprintf(stderr, "hint: %s\n",
-                    cli->ca_file ? "the certificate is not signed by a CA in the --ca-file given"
-                                 : "a server with its own CA needs --ca-file FILE (the CA's PEM "
-                                   "certificate)");
+        connect_hint(cli, e.message);
         exit(EXIT_CONN);
     }
     if (cli->verbose && ec_client_session_id(cli->c))
@@ -305,6 +332,7 @@ static int64_t mono_ms(void)
 
 struct rpc_state {
     long outstanding; /* requests sent whose reply has not been printed yet */
+    bool error_seen;  /* a reply was a JSON-RPC error: exit 1, as documented */
 };
 
 static void rpc_print(void *ud, const char *text, size_t len)
@@ -314,7 +342,10 @@ static void rpc_print(void *ud, const char *text, size_t len)
     fputc('\n', stdout);
     fflush(stdout);
     json_t *m = json_loadb(text, len, 0, NULL);
-    if (m && json_object_get(m, "id") && !json_object_get(m, "method")) st->outstanding--;
+    if (m && json_object_get(m, "id") && !json_object_get(m, "method")) {
+        st->outstanding--;
+        if (json_object_get(m, "error")) st->error_seen = true;
+    }
     json_decref(m);
 }
 
@@ -325,7 +356,8 @@ static int cmd_rpc(struct cli *cli, int argc, char **argv)
     connect_or_die(cli, raw, false);
     struct rpc_state st = {0};
     ec_client_set_message_hook(cli->c, rpc_print, &st);
-    if (!raw) fprintf(stderr, "exec-client: session %s\n", ec_client_session_id(cli->c));
+    /* The session id is for -v (connect_or_die prints it): every line on stderr of
+     * a scripted call is one more to filter. */
     char *line = NULL;
     size_t cap = 0;
     ec_error e = {0};
@@ -346,7 +378,7 @@ static int cmd_rpc(struct cli *cli, int argc, char **argv)
         if (pr > 0 && pfd[0].revents) {
             if (ec_client_process_ready(cli->c, &e) != 0) {
                 fprintf(stderr, "exec-client: %s\n", e.message);
-                return st.outstanding > 0 ? EXIT_CONN : 0;
+                return st.outstanding > 0 ? EXIT_CONN : st.error_seen ? EXIT_REMOTE : 0;
             }
         }
         if (pr > 0 && pfd[1].revents) {
@@ -370,7 +402,7 @@ static int cmd_rpc(struct cli *cli, int argc, char **argv)
         }
     }
     free(line);
-    return 0;
+    return st.error_seen ? EXIT_REMOTE : 0;
 }
 
 /* Which server the options name, one way only: --environment (from a file), or
