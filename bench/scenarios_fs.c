@@ -332,8 +332,8 @@ struct cell client_xfer_one(struct server *s, bool put, const char *src, const c
 {
     char url[64];
     snprintf(url, sizeof url, "ws://127.0.0.1:%d", s->port);
-    char *argv[] = {(char *)client_exe(), "--url", url,          "fs", put ? "put" : "get",
-                    "-q",                 (char *)src, (char *)dst, NULL};
+    char *argv[] = {(char *)client_exe(), "--url",     url, "fs", put ? "put" : "get", "-q",
+                    (char *)src,          (char *)dst, NULL};
     return rate_runs(argv, dst, bytes);
 }
 

@@ -216,8 +216,8 @@ static int fs_stat(struct cli *cli, const char *path)
 
 /* ---- the command ---------------------------------------------------------------- */
 
-static const char *const fs_subs[] = {"cat", "get", "put", "ls", "stat", "rm", "cp", "mkdir",
-                                      "walk", NULL};
+static const char *const fs_subs[] = {"cat", "get", "put",   "ls",   "stat",
+                                      "rm",  "cp",  "mkdir", "walk", NULL};
 
 static bool is_sub(const char *sub, const char *a)
 {
@@ -227,14 +227,11 @@ static bool is_sub(const char *sub, const char *a)
 /* The fs options of argv[2..] into o; returns the index of the first operand. */
 static int fs_parse(const char *sub, int argc, char **argv, struct fs_opts *o)
 {
-    static const struct option longs[] = {{"max-depth", required_argument, 0, 'd'},
-                                          {"recursive", no_argument, 0, 'r'},
-                                          {"force", no_argument, 0, 'f'},
-                                          {"parents", no_argument, 0, 'p'},
-                                          {"preserve", no_argument, 0, 'p'},
-                                          {"long", no_argument, 0, 'l'},
-                                          {"quiet", no_argument, 0, 'q'},
-                                          {0, 0, 0, 0}};
+    static const struct option longs[] = {
+        {"max-depth", required_argument, 0, 'd'}, {"recursive", no_argument, 0, 'r'},
+        {"force", no_argument, 0, 'f'},           {"parents", no_argument, 0, 'p'},
+        {"preserve", no_argument, 0, 'p'},        {"long", no_argument, 0, 'l'},
+        {"quiet", no_argument, 0, 'q'},           {0, 0, 0, 0}};
     optind = 2;
     opterr = 0;
     int ch;
@@ -310,8 +307,8 @@ static int fs_put(struct cli *cli, const struct fs_opts *o, char **args, int nar
         int gr = ec_fs_get_metadata(cli->c, path, &md, &e);
         if (gr != 0 && e.kind != EC_ERR_SERVER) fs_die("put", path, &e);
         if (gr != 0 || !md.is_directory) {
-            fprintf(stderr, "exec-client: fs put %s: %s (several sources need a directory)\n",
-                    path, gr == 0 ? "Not a directory" : "No such file or directory");
+            fprintf(stderr, "exec-client: fs put %s: %s (several sources need a directory)\n", path,
+                    gr == 0 ? "Not a directory" : "No such file or directory");
             free(path);
             return EXIT_REMOTE;
         }
@@ -411,7 +408,9 @@ static int fs_each(struct cli *cli, const char *sub, const struct fs_opts *o, ch
 
 int cmd_fs(struct cli *cli, int argc, char **argv)
 {
-    if (argc < 2) cli_usage_error("fs", NULL, "missing subcommand (cat, get, put, ls, stat, rm, cp, mkdir, walk)");
+    if (argc < 2)
+        cli_usage_error("fs", NULL,
+                        "missing subcommand (cat, get, put, ls, stat, rm, cp, mkdir, walk)");
     const char *sub = argv[1];
     bool known = false;
     for (size_t i = 0; fs_subs[i]; i++)

@@ -122,7 +122,6 @@ void cli_usage(FILE *f)
     fputs(usage_options, f);
 }
 
-
 struct cmd_help {
     const char *name; /* "run", "fs put" */
     const char *usage;
@@ -130,8 +129,9 @@ struct cmd_help {
 };
 
 static const struct cmd_help helps[] = {
-    {"run", "run [--tty] [-n] [-d|--keep[=SECONDS]] [--cwd DIR] [--env K=V]... 'SHELL COMMAND'\n"
-            "       exec-client run [options] -- CMD [ARGS...]",
+    {"run",
+     "run [--tty] [-n] [-d|--keep[=SECONDS]] [--cwd DIR] [--env K=V]... 'SHELL COMMAND'\n"
+     "       exec-client run [options] -- CMD [ARGS...]",
      "Runs a command remotely, like ssh HOST CMD: one argument with shell syntax goes to\n"
      "the remote user's shell; after -- argv is run as given. stdout, stderr and the exit\n"
      "status are the remote command's; stdin is sent as it comes (-n: none). --tty: a\n"
@@ -141,7 +141,8 @@ static const struct cmd_help helps[] = {
      "A login shell on a remote PTY in the remote home, like ssh HOST.\n"},
     {"fs", "fs SUBCOMMAND ...   (cat get put ls stat rm cp mkdir walk)",
      "The remote file system. `exec-client fs SUBCOMMAND --help` says more of each.\n"},
-    {"fs cat", "fs cat PATH...", "Prints remote files (patterns such as '*.txt' are matched remotely).\n"},
+    {"fs cat", "fs cat PATH...",
+     "Prints remote files (patterns such as '*.txt' are matched remotely).\n"},
     {"fs get", "fs get [-r] [-p] [-q] PATH... LOCAL|-",
      "Downloads like scp: into LOCAL/NAME when LOCAL is a directory (several sources need\n"
      "one); - writes one file to stdout. Quoted patterns ('/logs/*.log') are matched on\n"
@@ -155,9 +156,12 @@ static const struct cmd_help helps[] = {
      "Lists like ls(1): files as named, directories' entries (directories end in /),\n"
      "a header per directory when there are several operands; -l: long form.\n"},
     {"fs stat", "fs stat PATH...", "Shows type, size, mode, owner and times.\n"},
-    {"fs rm", "fs rm [-r] [-f] PATH...", "Removes (-r: directories too; -f: no error if missing).\n"},
-    {"fs cp", "fs cp [-r] SRC DST", "Copies on the remote side (into DST/NAME when DST is a directory).\n"},
-    {"fs mkdir", "fs mkdir [-p] PATH...", "Creates directories (-p: with parents, no error if there).\n"},
+    {"fs rm", "fs rm [-r] [-f] PATH...",
+     "Removes (-r: directories too; -f: no error if missing).\n"},
+    {"fs cp", "fs cp [-r] SRC DST",
+     "Copies on the remote side (into DST/NAME when DST is a directory).\n"},
+    {"fs mkdir", "fs mkdir [-p] PATH...",
+     "Creates directories (-p: with parents, no error if there).\n"},
     {"fs walk", "fs walk [--max-depth N] PATH", "Lists a tree breadth-first.\n"},
     {"rpc", "rpc [--raw]",
      "Sends JSON-RPC lines from stdin and prints every message back; exits 1 when a reply\n"
@@ -166,7 +170,8 @@ static const struct cmd_help helps[] = {
      "The sessions the server keeps for you; STATE is attached, detached or exited (every\n"
      "process has ended; EXIT then shows the status). --end ends one, killing its\n"
      "processes; --json prints the server's objects.\n"},
-    {"ps", "ps [--json] [SESSION]", "The processes of your sessions (SESSION: a unique prefix of its id).\n"},
+    {"ps", "ps [--json] [SESSION]",
+     "The processes of your sessions (SESSION: a unique prefix of its id).\n"},
     {"attach", "attach [--detach-key ^B] [SESSION [PROCESS]]",
      "Steps into a running process like tmux attach (^B d detaches).\n"},
     {"forward", "forward -L [BIND:]LPORT:HOST:PORT [-L ...]",
@@ -212,7 +217,8 @@ void cli_command_help(FILE *f, int argc, char **argv)
     fprintf(f, "usage: exec-client [OPTIONS] %s\n\n%s", h->usage, h->text);
     if (strcmp(h->name, "fs") == 0)
         for (size_t i = 0; i < sizeof helps / sizeof helps[0]; i++)
-            if (strncmp(helps[i].name, "fs ", 3) == 0) fprintf(f, "  exec-client %s\n", helps[i].usage);
+            if (strncmp(helps[i].name, "fs ", 3) == 0)
+                fprintf(f, "  exec-client %s\n", helps[i].usage);
     fprintf(f, "\nOPTIONS (--url, --token, ...): exec-client --help; more: man exec-client\n");
 }
 

@@ -315,8 +315,8 @@ int fs_get_one(struct cli *cli, const struct fs_opts *o, const char *path, const
         return EXIT_USAGE;
     }
     char *target = is_dir ? fs_join(local, fs_base_name(path)) : strdup(local);
-    int rc = md.is_directory ? get_tree(cli, o, path, &md, target)
-                             : get_file(cli, o, path, &md, target);
+    int rc =
+        md.is_directory ? get_tree(cli, o, path, &md, target) : get_file(cli, o, path, &md, target);
     free(target);
     return rc;
 }
@@ -328,8 +328,7 @@ int fs_get_one(struct cli *cli, const struct fs_opts *o, const char *path, const
 static int remote_touch(struct cli *cli, const char *path, const struct stat *st)
 {
     char when[64];
-    snprintf(when, sizeof when, "@%lld.%09ld", (long long)st->st_mtim.tv_sec,
-             st->st_mtim.tv_nsec);
+    snprintf(when, sizeof when, "@%lld.%09ld", (long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
     const char *argv[] = {"touch", "-c", "-d", when, "--", path, NULL};
     ec_start_options so = {.argv = argv, .env_inherit = "core"};
     ec_process *p = NULL;

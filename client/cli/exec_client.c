@@ -92,10 +92,9 @@ static void connect_hint(const struct cli *cli, const char *msg)
                 "with TLS, use wss://%s (and --ca-file FILE for a CA of your own)\n",
                 rest);
     else if (strstr(msg, "hostname mismatch") || strstr(msg, "IP address mismatch"))
-        fprintf(stderr,
-                "hint: the certificate names another host: connect with a name or "
-                "address it lists (its subjectAltName: openssl x509 -noout -ext "
-                "subjectAltName -in CERT)\n");
+        fprintf(stderr, "hint: the certificate names another host: connect with a name or "
+                        "address it lists (its subjectAltName: openssl x509 -noout -ext "
+                        "subjectAltName -in CERT)\n");
     else if (strstr(msg, "certificate verify failed"))
         fprintf(stderr, "hint: %s\n",
                 cli->ca_file ? "the certificate is not signed by a CA in the --ca-file given"

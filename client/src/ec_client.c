@@ -79,7 +79,8 @@ static const struct ec_msg_layer plain_layer = {
 int ec_send_text_inplace(ec_client *c, char *text, size_t n, ec_error *err)
 {
     if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
-    if (c->ml == &plain_layer) return ec_conn_send_ws_inplace(c, WS_OP_TEXT, (uint8_t *)text, n, err);
+    if (c->ml == &plain_layer)
+        return ec_conn_send_ws_inplace(c, WS_OP_TEXT, (uint8_t *)text, n, err);
     return c->ml->send(c, text, n, err);
 }
 

@@ -128,10 +128,10 @@ struct ec_client {
     int call_timeout_ms, reconnect_timeout_ms, lag_ms;
     int refused_timeout_ms; /* reconnect gives up after this long of refusals */
     bool last_refused;      /* the last connect attempt was refused (ECONNREFUSED) */
-    int liveness_ms;   /* >0: probe a quiet process this often (remote mode) */
-    int keepalive_ms;  /* >0: Ping the peer this often (remote mode's rendezvous) */
-    int64_t ping_due;  /* when the next Ping goes (0: no connection yet) */
-    int64_t ping_sent; /* when the unanswered Ping went, or 0 */
+    int liveness_ms;        /* >0: probe a quiet process this often (remote mode) */
+    int keepalive_ms;       /* >0: Ping the peer this often (remote mode's rendezvous) */
+    int64_t ping_due;       /* when the next Ping goes (0: no connection yet) */
+    int64_t ping_sent;      /* when the unanswered Ping went, or 0 */
     int fd;
     int64_t last_rx_ms; /* ec_now_ms() of the last byte from the server (or the connect) */
     uint8_t *rbuf;      /* raw bytes from the socket */

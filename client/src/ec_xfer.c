@@ -34,12 +34,12 @@
 #define XFER_WINDOW_MAX 64
 
 struct xfer_slot {
-    bool busy;       /* a request is in flight for it (download: or bytes wait in it) */
-    bool ready;      /* download: the reply came, buf holds n bytes */
-    bool eof;        /* download: the reply said eof */
-    uint64_t block;  /* which block (offset / block size) */
-    size_t n;        /* bytes in buf (download) or sent (upload) */
-    uint8_t *buf;    /* download: decoded bytes (owned; block + 4 bytes) */
+    bool busy;      /* a request is in flight for it (download: or bytes wait in it) */
+    bool ready;     /* download: the reply came, buf holds n bytes */
+    bool eof;       /* download: the reply said eof */
+    uint64_t block; /* which block (offset / block size) */
+    size_t n;       /* bytes in buf (download) or sent (upload) */
+    uint8_t *buf;   /* download: decoded bytes (owned; block + 4 bytes) */
 };
 
 struct ec_xfer {
@@ -316,7 +316,8 @@ static int xfer_run(ec_client *c, const char *path, int fd, bool download,
     }
     struct ec_xfer x = {.c = c, .download = download};
     x.block = o->block && o->block < XFER_BLOCK_MAX ? o->block : XFER_BLOCK_MAX;
-    x.window = o->window ? (o->window < XFER_WINDOW_MAX ? o->window : XFER_WINDOW_MAX) : XFER_WINDOW;
+    x.window =
+        o->window ? (o->window < XFER_WINDOW_MAX ? o->window : XFER_WINDOW_MAX) : XFER_WINDOW;
     snprintf(x.handle, sizeof x.handle, "ec-xfer-%u", ++c->xfer_counter);
     int rc = ec_fs_open(c, x.handle, path, !download, err);
     if (rc) return rc;
