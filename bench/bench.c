@@ -142,36 +142,35 @@ static void conns_rows(void)
         if (!failed[w]) record(r, w, stats(acc[w], nacc[w]));
 }
 
+/* Row `id` (5e, 5f) and its floor, cp of the same file; NULL when not asked for. */
+static struct row *client_row(const char *id, const char *verb, const char *src, const char *dst)
+{
+    if (!row_on(id)) return NULL;
+    char name[96];
+    snprintf(name, sizeof name, "%s. exec-client fs %s %zu MiB (MB/s; floor: cp)", id, verb,
+             O.client_bytes >> 20);
+    struct row *r = row_get(name, K_MBS);
+    r->has_floor = true;
+    progress("%s", name);
+    r->floor = cp_floor(src, dst, O.client_bytes);
+    return r;
+}
+
 /* Rows 5e, 5f: the whole client as a user runs it, `exec-client fs put` and `fs get`
  * of O.client_bytes on loopback, beside cp of the same file (the floor) and the
  * server-only rows above; CPU is the client's (issue 36: at most 1 s per 256 MiB). */
 static void client_rows(void)
 {
     if (!row_on("5e") && !row_on("5f")) return;
-    char src[PATH_MAX + 32], mid[PATH_MAX + 32], back[PATH_MAX + 32], name[96];
+    char src[PATH_MAX + 32], mid[PATH_MAX + 32], back[PATH_MAX + 32];
     snprintf(src, sizeof src, "%s/client-src.bin", O.tmp);
     snprintf(mid, sizeof mid, "%s/client-remote.bin", O.tmp);
     snprintf(back, sizeof back, "%s/client-back.bin", O.tmp);
     progress("5e/5f. exec-client: preparing a %zu MiB file", O.client_bytes >> 20);
     make_file(src, O.client_bytes);
     make_file(mid, O.client_bytes);
-    struct row *rp = NULL, *rg = NULL;
-    if (row_on("5e")) {
-        snprintf(name, sizeof name, "5e. exec-client fs put %zu MiB (MB/s; floor: cp)",
-                 O.client_bytes >> 20);
-        rp = row_get(name, K_MBS);
-        rp->has_floor = true;
-        progress("%s", name);
-        rp->floor = cp_floor(src, back, O.client_bytes);
-    }
-    if (row_on("5f")) {
-        snprintf(name, sizeof name, "5f. exec-client fs get %zu MiB (MB/s; floor: cp)",
-                 O.client_bytes >> 20);
-        rg = row_get(name, K_MBS);
-        rg->has_floor = true;
-        progress("%s", name);
-        rg->floor = cp_floor(mid, back, O.client_bytes);
-    }
+    struct row *rp = client_row("5e", "put", src, back);
+    struct row *rg = client_row("5f", "get", mid, back);
     struct row *both[2] = {rp ? rp : rg, rg ? rg : rp};
     struct server s;
     for (int w = 0; w < nservers(); w++)
