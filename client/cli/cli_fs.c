@@ -150,9 +150,8 @@ static int ls_dir(struct cli *cli, const char *path, bool long_form)
 static int fs_ls(struct cli *cli, const struct fs_opts *o, char **args, int nargs)
 {
     int rc = 0;
-    size_t nd = 0, nops = 0;
-    char **dirs = calloc((size_t)nargs * 64 + 1, sizeof *dirs);
-    size_t dcap = (size_t)nargs * 64;
+    size_t nd = 0, nops = 0, dcap = 0;
+    char **dirs = NULL;
     for (int a = 0; a < nargs; a++) {
         char *pat = remote_path(cli, args[a]);
         size_t n;
@@ -171,7 +170,8 @@ static int fs_ls(struct cli *cli, const struct fs_opts *o, char **args, int narg
                 if (e.kind != EC_ERR_SERVER) fs_die("ls", m[i], &e);
                 fprintf(stderr, "exec-client: fs ls %s: No such file or directory\n", shown);
                 rc = EXIT_REMOTE;
-            } else if (md.is_directory && nd < dcap) {
+            } else if (md.is_directory) {
+                if (nd == dcap) dirs = realloc(dirs, (dcap = dcap ? dcap * 2 : 8) * sizeof *dirs);
                 dirs[nd++] = strdup(m[i]);
             } else if (o->l) {
                 ls_long_line(&md, shown);

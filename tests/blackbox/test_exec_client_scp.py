@@ -151,12 +151,13 @@ def test_quiet_and_preserve(srv):
     need_client()
     with Scratch() as s:
         big = s.write(s.remote, "big.bin", os.urandom(3 << 20))
-        # Progress goes to a terminal; -q silences it.
-        for quiet in (False, True):
-            out = os.path.join(s.local, "q%d" % quiet)
+        tiny = s.write(s.remote, "tiny.txt", b"0123456789")
+        # Progress goes to a terminal; -q silences it; a tiny file's rate is not "0B/s".
+        for quiet, src in ((False, big), (True, big), (False, tiny)):
+            out = os.path.join(s.local, "q%d%s" % (quiet, os.path.basename(src)))
             master, slave = os.openpty()
             r = subprocess.run([CLIENT, "--url", srv.url, "fs", "get"] +
-                               (["-q"] if quiet else []) + [big, out],
+                               (["-q"] if quiet else []) + [src, out],
                                stdout=subprocess.DEVNULL, stderr=slave, timeout=60)
             os.close(slave)
             seen = b""
@@ -167,7 +168,7 @@ def test_quiet_and_preserve(srv):
                     pass
             os.close(master)
             assert r.returncode == 0, seen
-            assert (b"100%" in seen) != quiet, (quiet, seen)
+            assert (b"100%" in seen) != quiet and b" 0B/s" not in seen, (quiet, src, seen)
         # -p: the modification time travels both ways (the mode always does).
         when = 1000000000  # 2001-09-09
         src = s.write(s.local, "old.txt", b"old\n")
