@@ -244,7 +244,8 @@ def scenario_trace(ex):
     req = ('{"id":77,"method":"fs/getMetadata","trace":{"traceparent":"%s","tracestate":'
            '"k=v"},"params":{"path":"file:///%s"}}\n' % (tp, pad))
     r = client(ex, "rpc", stdin=req.encode())
-    assert r.returncode == 0 and b'"id":77' in r.stdout, (r.returncode, r.stderr)
+    # The padded path does not exist: the reply is an error, and rpc exits 1 on one.
+    assert r.returncode == 1 and b'"id":77,"error"' in r.stdout, (r.returncode, r.stderr)
     with ex.cloud.lock:
         mine = [f for f in ex.cloud.frames[before:] if f["dir"] == "h2e" and f["body"] == "data"]
     traced = [f for f in mine if f["parsed"]["traceparent"]]
