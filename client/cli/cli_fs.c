@@ -23,31 +23,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "cli_fs.h"
-
-/* ---- errors ------------------------------------------------------------------- */
-
-/* "exec-client: fs rm /x: Is a directory (use -r)", exit 1 (2 for usage). The
- * server's "(os error N)" suffix and JSON-RPC code are for programs, not people. */
-void fs_die(const char *sub, const char *path, const ec_error *e)
-{
-    char msg[sizeof e->message];
-    snprintf(msg, sizeof msg, "%s", e->message);
-    char *os = strstr(msg, " (os error ");
-    if (os) *os = 0;
-    const char *hint = "";
-    if ((strcmp(sub, "rm") == 0 || strcmp(sub, "cp") == 0) &&
-        (strstr(msg, "Is a directory") || strstr(msg, "Directory not empty") ||
-         strstr(msg, "requires recursive") || strstr(msg, "is a directory")))
-        hint = " (use -r)";
-    /* fs/copy words a directory source in its own parameters; say it like cp(1). */
-    if (strstr(msg, "requires recursive")) snprintf(msg, sizeof msg, "Is a directory");
-    if (strcmp(sub, "mkdir") == 0 && strstr(msg, "No such file")) hint = " (use -p)";
-    if (e->kind == EC_ERR_SERVER && e->code == -32004 && !strstr(msg, "No such file"))
-        snprintf(msg, sizeof msg, "No such file or directory");
-    fprintf(stderr, "exec-client: fs %s %s: %s%s\n", sub, path, msg, hint);
-    exit(e->kind == EC_ERR_USAGE ? EXIT_USAGE : e->kind == EC_ERR_SERVER ? EXIT_REMOTE : EXIT_CONN);
-}
+#include "cli_xfer.h"
 
 /* ---- ls / stat ---------------------------------------------------------------------- */
 
@@ -98,11 +74,6 @@ static const char *who(const char *name, unsigned id, char *buf, size_t n)
     if (name[0]) return name;
     snprintf(buf, n, "%u", id);
     return buf;
-}
-
-int fs_cmp_dirent(const void *a, const void *b)
-{
-    return strcmp(((const ec_dirent *)a)->name, ((const ec_dirent *)b)->name);
 }
 
 /* One ls -l line for `name` (shown as given) with metadata md. */

@@ -1,6 +1,6 @@
 /* cli_xfer: the byte-moving half of `exec-client fs` (cat, get, put) and what it
  * needs: the progress line, the temporary file of a download and its removal,
- * remote glob patterns, and -p's times.
+ * remote glob patterns, -p's times, and the errors both halves print (fs_die).
  *
  * Files of up to 1 MiB go in one fs/readFile or fs/writeFile (one round trip, and
  * writeFile replaces atomically); larger ones and stdin stream through the library's
@@ -25,9 +25,38 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "cli_fs.h"
+#include "cli_xfer.h"
 
 #define SMALL_FILE (1u << 20) /* up to this: one whole-file call */
+
+/* ---- errors ------------------------------------------------------------------- */
+
+/* "exec-client: fs rm /x: Is a directory (use -r)", exit 1 (2 for usage). The
+ * server's "(os error N)" suffix and JSON-RPC code are for programs, not people. */
+void fs_die(const char *sub, const char *path, const ec_error *e)
+{
+    char msg[sizeof e->message];
+    snprintf(msg, sizeof msg, "%s", e->message);
+    char *os = strstr(msg, " (os error ");
+    if (os) *os = 0;
+    const char *hint = "";
+    if ((strcmp(sub, "rm") == 0 || strcmp(sub, "cp") == 0) &&
+        (strstr(msg, "Is a directory") || strstr(msg, "Directory not empty") ||
+         strstr(msg, "requires recursive") || strstr(msg, "is a directory")))
+        hint = " (use -r)";
+    /* fs/copy words a directory source in its own parameters; say it like cp(1). */
+    if (strstr(msg, "requires recursive")) snprintf(msg, sizeof msg, "Is a directory");
+    if (strcmp(sub, "mkdir") == 0 && strstr(msg, "No such file")) hint = " (use -p)";
+    if (e->kind == EC_ERR_SERVER && e->code == -32004 && !strstr(msg, "No such file"))
+        snprintf(msg, sizeof msg, "No such file or directory");
+    fprintf(stderr, "exec-client: fs %s %s: %s%s\n", sub, path, msg, hint);
+    exit(e->kind == EC_ERR_USAGE ? EXIT_USAGE : e->kind == EC_ERR_SERVER ? EXIT_REMOTE : EXIT_CONN);
+}
+
+int fs_cmp_dirent(const void *a, const void *b)
+{
+    return strcmp(((const ec_dirent *)a)->name, ((const ec_dirent *)b)->name);
+}
 
 /* ---- progress ---------------------------------------------------------------- */
 

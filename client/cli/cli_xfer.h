@@ -1,8 +1,8 @@
-/* cli_fs: what the two halves of `exec-client fs` share (cli_fs.c: the command, its
- * arguments and the listing subcommands; cli_xfer.c: cat, get, put, progress, the
- * download's temporary file, remote patterns). */
-#ifndef EXEC_CLIENT_CLI_FS_H
-#define EXEC_CLIENT_CLI_FS_H
+/* cli_xfer: the lower half of `exec-client fs`, what cli_fs.c (the command, its
+ * arguments and the listing subcommands) takes from cli_xfer.c: the options, errors,
+ * cat, get, put, the download's temporary file and remote patterns. */
+#ifndef EXEC_CLIENT_CLI_XFER_H
+#define EXEC_CLIENT_CLI_XFER_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -20,9 +20,9 @@ struct fs_opts {
 
 /* "exec-client: fs SUB PATH: reason" and exit (1 server, 2 usage, 255 connection). */
 void fs_die(const char *sub, const char *path, const ec_error *e) __attribute__((noreturn));
+/* Orders ec_dirent by name (qsort). */
 int fs_cmp_dirent(const void *a, const void *b);
 
-/* cli_xfer.c */
 void fs_guard_install(void);
 const char *fs_base_name(const char *path); /* static storage */
 char *fs_join(const char *dir, const char *name);
