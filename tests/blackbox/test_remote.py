@@ -20,6 +20,7 @@ Throughout, no frame the rendezvous saw may carry "initialize" or "process/start
 clear.
 Every wait is bounded; exit 77 when nothing could run."""
 import glob
+import json
 import os
 import shutil
 import signal
@@ -245,7 +246,9 @@ def scenario_trace(ex):
            '"k=v"},"params":{"path":"file:///%s"}}\n' % (tp, pad))
     r = client(ex, "rpc", stdin=req.encode())
     # The padded path does not exist: the reply is an error, and rpc exits 1 on one.
-    assert r.returncode == 1 and b'"id":77,"error"' in r.stdout, (r.returncode, r.stderr)
+    replies = [json.loads(ln) for ln in r.stdout.decode().splitlines()]
+    assert r.returncode == 1 and [m["id"] for m in replies if "error" in m] == [77], \
+        (r.returncode, r.stdout[:300], r.stderr)
     with ex.cloud.lock:
         mine = [f for f in ex.cloud.frames[before:] if f["dir"] == "h2e" and f["body"] == "data"]
     traced = [f for f in mine if f["parsed"]["traceparent"]]
