@@ -152,6 +152,47 @@ static void conns_rows(void)
         if (!failed[w]) record(r, w, stats(acc[w], nacc[w]));
 }
 
+/* Row `id` (5e, 5f) and its floor, cp of the same file; NULL when not asked for. */
+static struct row *client_row(const char *id, const char *verb, const char *src, const char *dst)
+{
+    if (!row_on(id)) return NULL;
+    char name[96];
+    snprintf(name, sizeof name, "%s. exec-client fs %s %zu MiB (MB/s; floor: cp)", id, verb,
+             O.client_bytes >> 20);
+    struct row *r = row_get(name, K_MBS);
+    r->has_floor = true;
+    progress("%s", name);
+    r->floor = cp_floor(src, dst, O.client_bytes);
+    return r;
+}
+
+/* Rows 5e, 5f: the whole client as a user runs it, `exec-client fs put` and `fs get`
+ * of O.client_bytes on loopback, beside cp of the same file (the floor) and the
+ * server-only rows above; CPU is the client's (issue 36: at most 1 s per 256 MiB). */
+static void client_rows(void)
+{
+    if (!row_on("5e") && !row_on("5f")) return;
+    char src[PATH_MAX + 32], mid[PATH_MAX + 32], back[PATH_MAX + 32];
+    snprintf(src, sizeof src, "%s/client-src.bin", O.tmp);
+    snprintf(mid, sizeof mid, "%s/client-remote.bin", O.tmp);
+    snprintf(back, sizeof back, "%s/client-back.bin", O.tmp);
+    progress("5e/5f. exec-client: preparing a %zu MiB file", O.client_bytes >> 20);
+    make_file(src, O.client_bytes);
+    make_file(mid, O.client_bytes);
+    struct row *rp = client_row("5e", "put", src, back);
+    struct row *rg = client_row("5f", "get", mid, back);
+    struct row *both[2] = {rp ? rp : rg, rg ? rg : rp};
+    struct server s;
+    for (int w = 0; w < nservers(); w++)
+        if (start_or_fail(&s, w, both, 2)) {
+            if (rp) record(rp, w, client_xfer_one(&s, true, src, back, O.client_bytes));
+            if (rg) record(rg, w, client_xfer_one(&s, false, mid, back, O.client_bytes));
+            server_stop(&s);
+        }
+    unlink(src);
+    unlink(mid);
+}
+
 /* Rows 5a-5d: fs/readFile, fs/writeFile, writeBlock and walk over one prepared file and tree. */
 static void fs_rows(void)
 {
@@ -220,6 +261,7 @@ static void fs_rows(void)
     snprintf(name, sizeof name, "5d. fs/walk %d entries (ms)", walk_total());
     file_row("5d", name, find_argv, NULL, walk_one);
     free(b64_data);
+    client_rows();
 }
 
 /* Rows 6a-6c: RSS idle, with live processes, and with a client that does not read. */
@@ -464,6 +506,7 @@ static void usage(FILE *f)
                "  --fanout N           processes started at once (200)\n"
                "  --conns N            connections (500)\n"
                "  --file-mib N         file size in MiB (64)\n"
+               "  --client-mib N       rows 5e/5f: what exec-client moves each way (256)\n"
                "  --walk N             entries in the walked tree (50000)\n"
                "  --procs N            live processes for the memory figure (500)\n"
                "  --mem-stream-mb N    size of the unread stream in MB (1000)\n"
@@ -472,7 +515,7 @@ static void usage(FILE *f)
                "  --scale-conns N      connections held open in scenario 10 (10000)\n"
                "  --scale-load N       of those, how many run /bin/true every 100 ms (100)\n"
                "  --scale-oneshots N   one-shots measured, loaded and not (200)\n"
-               "  --only LIST          only these rows, e.g. 5b,7b (5 = all of 5a-5d)\n"
+               "  --only LIST          only these rows, e.g. 5b,7b (5 = all of 5a-5f)\n"
                "environment: EXEC_BENCH_WRAP=\"CMD ARGS\" runs our server under CMD (a profiler);\n"
                "TMPDIR is where the file scenarios write (default /tmp)\n");
 }
@@ -496,6 +539,7 @@ static void quick_sizes(bool runs_set)
     O.fanout_n = 20;
     O.conns_n = 20;
     O.file_bytes = 4u << 20;
+    O.client_bytes = 16u << 20;
     O.walk_entries = 2000;
     O.mem_procs = 20;
     O.mem_stream_bytes = 100000000;
@@ -548,6 +592,8 @@ static int parse_args(int argc, char **argv, bool *no_ref)
             O.conns_n = atoi(v);
         else if (OPT("--file-mib"))
             O.file_bytes = (size_t)atol(v) << 20;
+        else if (OPT("--client-mib"))
+            O.client_bytes = (size_t)atol(v) << 20;
         else if (OPT("--walk"))
             O.walk_entries = atoi(v);
         else if (OPT("--procs"))
@@ -680,6 +726,7 @@ int main(int argc, char **argv)
                       .fanout_n = 200,
                       .conns_n = 500,
                       .file_bytes = 64u << 20,
+                      .client_bytes = 256u << 20,
                       .walk_entries = 50000,
                       .mem_procs = 500,
                       .mem_stream_bytes = 1000000000,

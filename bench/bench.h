@@ -52,6 +52,7 @@ struct opts {
     int fanout_n;
     int conns_n;
     size_t file_bytes;
+    size_t client_bytes; /* rows 5e, 5f: what exec-client moves each way */
     int walk_entries;
     int mem_procs;
     size_t mem_stream_bytes;
@@ -189,6 +190,12 @@ struct cell cmd_floor(char *const argv[], const char *out_path);
 void scenario_http(void);
 void scenario_proxy(void);
 void scenario_scale(void);
+/* Rows 5e, 5f: `exec-client fs put` (put) or `fs get` of src to dst against s, the
+ * client started as a user starts it; MB/s, and the client's CPU per run in cpu. */
+struct cell client_xfer_one(struct server *s, bool put, const char *src, const char *dst,
+                            size_t bytes);
+/* Their floor: cp src dst, in MB/s (CPU: cp's). */
+struct cell cp_floor(const char *src, const char *dst, size_t bytes);
 struct mem_result mem_run(struct server *s);
 struct cell sandbox_one(struct server *s, bool sandboxed, const char *ws, struct cell *floor);
 

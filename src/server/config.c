@@ -616,9 +616,18 @@ static int configure_jwt(void)
                     "signed-bearer-token` is set");
         return 2;
     }
+    /* Relative to the directory the server starts in, like every other file option
+     * (--ws-token-file, --tls-cert): made absolute once, so a SIGHUP re-read finds it. */
+    static char abs_secret[4096];
     if (C.ws_secret_file[0] != '/') {
-        usage_error("--ws-shared-secret-file must be an absolute path");
-        return 2;
+        char cwd[2048];
+        if (!getcwd(cwd, sizeof cwd)) {
+            usage_error("--ws-shared-secret-file %s: cannot resolve a relative path",
+                        C.ws_secret_file);
+            return 2;
+        }
+        snprintf(abs_secret, sizeof abs_secret, "%s/%s", cwd, C.ws_secret_file);
+        C.ws_secret_file = abs_secret;
     }
     char ib[512], ab[512], err[600];
     if (auth_configure_jwt(C.ws_secret_file, trimmed(C.ws_issuer, ib, sizeof ib),

@@ -260,7 +260,7 @@ const struct opt_spec options_table[] = {
      .help = "the token's SHA-256 as 64 hex digits, instead of the file"},
     {.name = "ws-shared-secret-file", .meta = "PATH", .kind = OPT_STRING, .modes = OPT_BOTH,
      .section = SEC_WS_AUTH, TO(C.ws_secret_file),
-     .help = "signed-bearer-token: absolute path of the HS256 secret (at least 32 bytes)"},
+     .help = "signed-bearer-token: the file of the HS256 secret (at least 32 bytes; a relative path starts in the directory the server starts in)"},
     {.name = "ws-issuer", .meta = "ISS", .kind = OPT_STRING, .modes = OPT_BOTH,
      .section = SEC_WS_AUTH, TO(C.ws_issuer),
      .help = "signed-bearer-token: the iss claim must equal ISS (blanks trimmed)"},

@@ -19,6 +19,8 @@ fake cloud over TLS: an https registry handing out wss rendezvous URLs.
 Throughout, no frame the rendezvous saw may carry "initialize" or "process/start" in
 clear.
 Every wait is bounded; exit 77 when nothing could run."""
+import glob
+import json
 import os
 import shutil
 import signal
@@ -244,7 +246,10 @@ def scenario_trace(ex):
     req = ('{"id":77,"method":"fs/getMetadata","trace":{"traceparent":"%s","tracestate":'
            '"k=v"},"params":{"path":"file:///%s"}}\n' % (tp, pad))
     r = client(ex, "rpc", stdin=req.encode())
-    assert r.returncode == 0 and b'"id":77' in r.stdout, (r.returncode, r.stderr)
+    # The padded path does not exist: the reply is an error, and rpc exits 1 on one.
+    replies = [json.loads(ln) for ln in r.stdout.decode().splitlines()]
+    assert r.returncode == 1 and [m["id"] for m in replies if "error" in m] == [77], \
+        (r.returncode, r.stdout[:300], r.stderr)
     with ex.cloud.lock:
         mine = [f for f in ex.cloud.frames[before:] if f["dir"] == "h2e" and f["body"] == "data"]
     traced = [f for f in mine if f["parsed"]["traceparent"]]
