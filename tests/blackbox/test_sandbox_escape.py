@@ -1302,6 +1302,24 @@ def test_server_unreachable_with_the_network_enabled(_):
         v.check(mode, "server via " + host, not ran and res.get("stage") == "connect" and
                 "refused" in res.get("error", "").lower(),
                 "reached the server: %s %s" % (res, text[-300:]))
+    # The guard must connect the very socket it looked at: another task sharing the
+    # descriptor table swaps an IP socket into the slot of a Unix one it let through
+    # (ours let the kernel continue such a call and reached the WebSocket in ~100
+    # tries). A connect from a second thread is the positive control (ours answered
+    # ESRCH: a thread has no pidfd of its own before Linux 6.9 without PIDFD_THREAD).
+    ws = w.fresh_ws()
+    res, text = probe(w, mode, ["connect_swap=127.0.0.1:%d" % port,
+                                "connect_thread=127.0.0.1:%d" % w.tcp_port], ws)
+    got = res.get("connect_swap", ("missing", ""))
+    if IS_REF:
+        print("    [%s] reference, descriptor swapped under the guard: %s %s" % (
+            mode[0], got[0], got[1]))
+    else:
+        v.check(mode, "server through a swapped descriptor", got[0] == "ECONNREFUSED",
+                "reached the server: %s %s" % got)
+    got = res.get("connect_thread", ("missing", ""))
+    v.check(mode, "control: a connect from a second thread", got[0] == "ok",
+            "refused: %s %s" % got)
     # a listener of another sandbox's managed proxy
     pid = pid_name(w, "np-holder")
     np = {"proxy": {"enabled": True, "enableSocks5": True, "enableSocks5Udp": False,
