@@ -407,6 +407,9 @@ static int build_sandbox(const struct sandbox_start *st, bool userns, uid_t uid,
     }
     /* 4 and 5: the mounts, then the protected names, carve-outs and covers */
     if ((rc = sandbox_view_build(&st->spec, what)) < 0) return rc;
+    /* A root server's process cap is the cgroup the init joined: not the command's to
+     * leave (cgroup v1 lets a task of the same uid move itself). */
+    if (st->cgroup_fd >= 0 && (rc = sandbox_view_seal_cgroups(what)) < 0) return rc;
     if (st->spec.net_restricted && (rc = loopback_up()) < 0) {
         *what = "loopback";
         return rc;

@@ -1451,6 +1451,31 @@ def test_process_flood(_):
                         "no cap met: %s" % m.group(0))
             else:
                 v.check(mode, "a build's worth", n == want, "capped too low: %s" % m.group(0))
+    # The cap must hold where the view shows cgroupfs as the host has it (a full-disk
+    # policy, network restricted): a root server's cap is a pids cgroup, and cgroup v1
+    # lets a task of the same uid move itself to another one (ours let it: 6,000 forks).
+    leave = ("import glob,os\n"
+             "for f in glob.glob('/sys/fs/cgroup/**/cgroup.procs', recursive=True):\n"
+             "    try:\n"
+             "        open(f, 'w').write(str(os.getpid())); print('moved to', f)\n"
+             "    except OSError:\n"
+             "        pass\n")
+    mode = ("full disk", "-", RESTRICTED)
+    ws = w.fresh_ws()
+    pid = pid_name(w, "flood-out")
+    sb = {"permissions": {"type": "managed", "file_system": {"type": "unrestricted"},
+                          "network": RESTRICTED},
+          "windowsSandboxLevel": "disabled", "cwd": uri(ws)}
+    w.s.start(pid, ["/usr/bin/python3", "-c", leave + script, "6000"], cwd=uri(ws), sandbox=sb,
+              env={"PATH": "/usr/bin:/bin"})
+    out = w.s.collect_until_closed(pid, timeout=60)
+    text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+    m = re.search(r"forked (\d+) ?(.*)", text)
+    if IS_REF:
+        print("    [%s] reference: %s" % (mode[0], m.group(0) if m else text[-200:]))
+    else:
+        v.check(mode, "fork bomb after leaving its cgroup", m and int(m.group(1)) < 6000 and
+                "temporarily unavailable" in m.group(2), "no cap met: %s" % text[-300:])
     v.done()
 
 
