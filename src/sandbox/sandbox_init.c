@@ -318,17 +318,23 @@ struct supervision {
 
 /* The view changed under the command (sandbox_view_intact): a protected name's
  * read-only mount may be gone, so the sandbox ends now, saying why on the command's
- * standard error. With a PID namespace the init's exit kills the rest. */
+ * standard error. */
 static __attribute__((noreturn)) void view_lost(const struct supervision *s)
 {
     static const char msg[] = "exec-server: sandbox ended: a path its view mounts on was removed "
                               "or moved on the host (a protected name may have lost its "
                               "read-only mount)\n";
+    /* Every process first, the note after: from the moment the mount is gone a loop
+     * needs a few microseconds to create the name and plant something in it, and a
+     * child of the command, left to die with the init's exit, had milliseconds (the
+     * escape suite's tight planting loop won most runs). In a PID namespace kill(-1)
+     * reaches all of them but us at once. */
+    if (!s->pid_inherit) kill(-1, SIGKILL);
+    kill(s->cmd, SIGKILL);
     if (s->note_fd >= 0) {
         ssize_t w = write(s->note_fd, msg, sizeof msg - 1);
         (void)w;
     }
-    kill(s->cmd, SIGKILL);
     if (s->pid_inherit) kill_leftovers();
     _exit(128 + SIGKILL);
 }

@@ -1250,6 +1250,71 @@ def test_protected_name_removed_on_the_host(_):
     v.done()
 
 
+@needs_own_server
+def test_protected_name_renamed_on_the_host(_):
+    """Issue 33 red team: an existing protected directory renamed on the host (a user's
+    `mv .git .git.bak`, `git init --separate-git-dir`, another program moving its
+    placeholder aside). The kernel does not detach the sandbox's read-only mount: it moves
+    with the directory (mountinfo then shows `.git.bak` as its mount point), the mount
+    table's change counter does not move, so the init's watch sees nothing, and `.git` is
+    free in the sandbox for as long as it runs. Ours planted .git/config and a hook with
+    the same slow loop the removal case stops."""
+    w = world()
+    v = Verdicts()
+    slow = PLANT.replace("fi; done;", "fi; sleep 0.1; done;")
+    mode = MODES[1]
+    ws = w.fresh_ws()
+    w.mkdir(ws + "/.git")
+    pid = pid_name(w, "ph-moved")
+    w.s.start(pid, ["/bin/sh", "-c", slow.format(secs=3)], cwd=uri(ws),
+              sandbox=policy("ww", ws, mode[2]), env={"PATH": "/usr/bin:/bin"})
+    time.sleep(1)  # sleep-ok: the command's loop is running; the host acts then
+    os.rename(ws + "/.git", ws + "/.git.bak")
+    out = w.s.collect_until_closed(pid, timeout=60)
+    text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+    planted = os.path.isdir(ws + "/.git") and sorted(os.listdir(ws + "/.git"))
+    if IS_REF:
+        print("    [%s] reference: %s" % (mode[0], planted or "nothing planted"))
+    else:
+        v.check(mode, "renamed .git", not planted and "PLANTED-git" not in text,
+                "planted after the host moved .git: %s (exit %s)" % (planted, out["exit_code"]))
+    v.done()
+
+
+@needs_own_server
+def test_protected_name_removed_under_a_tight_loop(_):
+    """Issue 33 red team: the same removal as above, against a command that does not sleep:
+    four processes loop on mkdir(".git") and write .git/config the moment one succeeds.
+    The init ends the sandbox when it sees the mount table change, but the name is free
+    from the host's rmdir on, and the kill comes a scheduler wake-up later (measured: a
+    child of the command had 1 to 11 ms; with four processes on two cores, 3 runs in 5
+    planted .git/config even with every process killed at once). Up to three rounds; any
+    planted config is an escape. The reference's sandbox goes on (it plants at once)."""
+    w = world()
+    v = Verdicts()
+    mode = MODES[1]
+    for rnd in range(3):
+        ws = w.fresh_ws()
+        w.mkdir(ws + "/.git")
+        pid = pid_name(w, "ph-race")
+        w.s.start(pid, [w.probe, "plant=.git:3:4"], cwd=uri(ws),
+                  sandbox=policy("ww", ws, mode[2]), env={"PATH": "/usr/bin:/bin"})
+        time.sleep(0.7)  # sleep-ok: the loops are running; the host acts then
+        os.rmdir(ws + "/.git")
+        out = w.s.collect_until_closed(pid, timeout=60)
+        planted = os.path.exists(ws + "/.git/config")
+        if IS_REF:
+            print("    [%s] reference, round %d: %s" % (mode[0], rnd, "planted .git/config"
+                                                      if planted else "nothing planted"))
+            break
+        if planted:
+            v.fail(mode, "round %d" % rnd, ".git/config planted on the host before the "
+                   "sandbox ended: exit %s, %s" % (out["exit_code"],
+                                                   (out["stdout"] + out["stderr"])[-300:]))
+            break
+    v.done()
+
+
 def attack_server(w, mode, ws, target, extra=None, env=None, how="direct", proxy=None):
     """Runs server_attack.py in a sandbox of mode against the WebSocket at target
     (host, port); returns (its JSON result or {}, the marker path, the output text). The

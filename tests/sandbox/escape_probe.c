@@ -1092,6 +1092,38 @@ static void at_connect_thread(const char *name, const char *arg)
     emit(name, (int)(long)res, "connect %s from a second thread", arg);
 }
 
+/* A protected name's read-only mount detached under the sandbox (the host removed the
+ * directory it sat on) leaves the name free for a moment: PROCS processes loop on
+ * mkdir(NAME) for SECONDS and, the moment one succeeds, write NAME/config. ok: planted
+ * (the detail says after how many tries and what the write returned). */
+static void at_plant(const char *name, const char *arg)
+{
+    char dir[256], rest[64], secs[16], procs[16];
+    if (!need_arg(name, arg)) return;
+    split2(arg, dir, sizeof dir, rest, sizeof rest);
+    split2(rest, secs, sizeof secs, procs, sizeof procs);
+    int n = atoi(procs) > 0 ? atoi(procs) : 1;
+    double end = now_s() + (atof(secs) > 0 ? atof(secs) : 2);
+    char cfg[300];
+    snprintf(cfg, sizeof cfg, "%s/config", dir);
+    for (int i = 0; i < n; i++) {
+        if (fork() != 0) continue;
+        for (long tries = 1; now_s() < end; tries++) {
+            if (mkdir(dir, 0755) < 0) continue;
+            int fd = open(cfg, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+            static const char text[] = "[core]\n\tfsmonitor = \"echo PWNED\"\n";
+            ssize_t w = fd >= 0 ? write(fd, text, sizeof text - 1) : -1;
+            emit(name, 0, "created %s after %ld tries; config write %zd", dir, tries, w);
+            _exit(0);
+        }
+        _exit(1);
+    }
+    int st, planted = 0;
+    while (wait(&st) > 0)
+        planted |= WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    if (!planted) emit(name, EEXIST, "%s never created", dir);
+}
+
 /* A listening socket in the file system: a way in for unsandboxed host processes. */
 static void at_listen_path(const char *name, const char *arg)
 {
@@ -1530,6 +1562,7 @@ static const struct {
     {"connect_tcp", at_connect_tcp, "IPV4:PORT"},
     {"connect_swap", at_connect_swap, "IPV4:PORT  race an IP socket into a Unix one's slot"},
     {"connect_thread", at_connect_thread, "IPV4:PORT  connect from a second thread"},
+    {"plant", at_plant, "DIR[:SECONDS[:PROCS]]  loop on mkdir DIR, then write DIR/config"},
     {"listen_path", at_listen_path, "PATH  bind and listen on a pathname AF_UNIX socket"},
     {"netif", at_netif, "network interfaces in /proc/net/dev"},
     {"caps", at_caps, "capability sets, NoNewPrivs, Seccomp (ok = CapEff not 0)"},
