@@ -76,6 +76,11 @@ static void init_session(const struct sandbox_start *st, sigset_t *all)
     if (st->cgroup_fd >= 0) {
         int rc = pids_cgroup_enter(st->cgroup_fd);
         if (rc < 0) o->fail(st->job, SANDBOX_STEP_SETUP, -rc);
+        /* Rooted there: on cgroup v2 a task may only move to a cgroup inside its
+         * cgroup namespace, which also closes clone3(CLONE_INTO_CGROUP), a way around
+         * the read-only cgroupfs (sandbox_view_seal_cgroups): it takes a descriptor of
+         * any cgroup directory, opened for reading. */
+        if (unshare(CLONE_NEWCGROUP) < 0) o->fail(st->job, SANDBOX_STEP_SETUP, errno);
     }
     (void)prctl(PR_SET_NAME, st->spec.serve ? "exec-sbx-helper" : "exec-sandbox"); /* for ps */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) o->fail(st->job, SANDBOX_STEP_DEATHSIG, errno);

@@ -909,6 +909,15 @@ def test_fs_helper_filter_is_an_allowlist(_):
                     sf.describe(act))
         act = sf.combined(filters, names["ioctl"], args=(0, 0x5412))  # TIOCSTI
         v.check(mode, "ioctl(TIOCSTI)", sf.denied(act), sf.describe(act))
+        # getrlimit only: prlimit64(0, r, NULL, old). A new limit whose pointer's low half
+        # is 0 is not NULL (ours let it through: only the low 32 bits were compared),
+        # nor is another process.
+        for what, args, want in (("getrlimit", (0, 7, 0, 0x1000), False),
+                                 ("a new limit at 0x7f0000000000", (0, 7, 0x7f0000000000, 0),
+                                  True),
+                                 ("another pid", (1234, 7, 0, 0x1000), True)):
+            act = sf.combined(filters, names["prlimit64"], args=args)
+            v.check(mode, "prlimit64: " + what, sf.denied(act) == want, sf.describe(act))
         allowed = [n for n, nr in names.items() if not sf.denied(sf.combined(filters, nr))]
         v.check(mode, "size", len(allowed) < 140, "%d calls allowed" % len(allowed))
     v.done()
