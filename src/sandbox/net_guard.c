@@ -142,13 +142,12 @@ static int connect_as_caller(int sock, pid_t tid, const struct sockaddr_storage 
 }
 
 /* A pidfd of the calling thread's process, for pidfd_getfd. Since Linux 6.9 the
- * thread's own (PIDFD_THREAD); before, only a thread group leader has one, so a
- * thread's is its leader's, used only when both share one descriptor table. */
+ * thread's own (PIDFD_THREAD); before, only a thread group leader has one (a
+ * thread's id gets EINVAL or ENOENT), so a thread's is its leader's, used only when
+ * both share one descriptor table. */
 static int caller_pidfd(pid_t tid)
 {
     int fd = (int)syscall(SYS_pidfd_open, tid, SB_PIDFD_THREAD);
-    if (fd >= 0 || errno != EINVAL) return fd;
-    fd = (int)syscall(SYS_pidfd_open, tid, 0);
     if (fd >= 0 || errno != EINVAL) return fd;
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
@@ -157,7 +156,7 @@ static int caller_pidfd(pid_t tid)
     if (sf >= 0) close(sf);
     const char *t = n > 0 ? (buf[n] = 0, strstr(buf, "\nTgid:")) : NULL;
     pid_t tgid = t ? (pid_t)strtol(t + 6, NULL, 10) : 0;
-    if (tgid <= 0 || syscall(SYS_kcmp, tgid, tid, KCMP_FILES, 0, 0) != 0) {
+    if (tgid <= 0 || (tgid != tid && syscall(SYS_kcmp, tgid, tid, KCMP_FILES, 0, 0) != 0)) {
         errno = ESRCH;
         return -1;
     }
