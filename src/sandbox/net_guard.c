@@ -5,17 +5,23 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/kcmp.h>
 #include <linux/seccomp.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "core/own_ports.h"
+
+#define SB_PIDFD_THREAD O_EXCL /* linux/pidfd.h, Linux 6.9 */
 
 int net_guard_verdict(const void *addr, size_t len, bool (*is_ours)(uint16_t port))
 {
@@ -29,7 +35,8 @@ int net_guard_verdict(const void *addr, size_t len, bool (*is_ours)(uint16_t por
         memcpy(&port_be, (const char *)addr + offsetof(struct sockaddr_in, sin_port),
                sizeof port_be);
     } else if (fam == AF_INET6) {
-        if (len < sizeof(struct sockaddr_in6)) return -EINVAL;
+        /* RFC 2133's shorter form, without sin6_scope_id, is one the kernel takes */
+        if (len < offsetof(struct sockaddr_in6, sin6_scope_id)) return -EINVAL;
         memcpy(&port_be, (const char *)addr + offsetof(struct sockaddr_in6, sin6_port),
                sizeof port_be);
     } else {
@@ -67,15 +74,15 @@ int net_guard_pollfds(const struct net_guard *g, struct pollfd *p, int max)
     return n;
 }
 
-/* Answers notification id with error (0 or -errno), or lets it continue. A target
- * that is gone meanwhile (ENOENT) needs no answer. */
-static void answer(struct net_guard *g, uint64_t id, int error, bool cont)
+/* Answers notification id with error (0 or -errno): never "continue", which would
+ * have the kernel look the call's arguments up again (serve_one). A target that is
+ * gone meanwhile (ENOENT) needs no answer. */
+static void answer(struct net_guard *g, uint64_t id, int error)
 {
     struct seccomp_notif_resp *r = g->resp;
     memset(r, 0, g->resp_size);
     r->id = id;
-    r->error = cont ? 0 : error;
-    r->flags = cont ? SECCOMP_USER_NOTIF_FLAG_CONTINUE : 0;
+    r->error = error;
     while (ioctl(g->fd, SECCOMP_IOCTL_NOTIF_SEND, r) < 0 && errno == EINTR) {
     }
 }
@@ -101,32 +108,82 @@ static int connect_for(int sock, const struct sockaddr_storage *ss, socklen_t le
     return rc;
 }
 
-/* One connect(2) notification. */
+/* The init's effective capabilities off (on: back from its permitted set). The
+ * command has none: a connect the init makes for it must not pass a check the
+ * command would fail (a Unix socket's write permission, a netlink group). */
+static void effective_caps(bool on)
+{
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) < 0) return;
+    for (int i = 0; i < 2; i++)
+        d[i].effective = on ? d[i].permitted : 0;
+    (void)syscall(SYS_capset, &h, d);
+}
+
+/* The connect itself, as the command would make it: without the init's
+ * capabilities, and a Unix socket's relative name from the caller's working
+ * directory (the init is single-threaded: it goes there for the call). */
+static int connect_as_caller(int sock, pid_t tid, const struct sockaddr_storage *ss, socklen_t len)
+{
+    const struct sockaddr_un *un = (const struct sockaddr_un *)ss;
+    bool relative = ss->ss_family == AF_UNIX && len > offsetof(struct sockaddr_un, sun_path) &&
+                    un->sun_path[0] != '/' && un->sun_path[0] != 0;
+    if (relative) {
+        char cwd[64];
+        snprintf(cwd, sizeof cwd, "/proc/%d/cwd", (int)tid);
+        if (chdir(cwd) < 0) return -errno;
+    }
+    effective_caps(false);
+    int rc = connect_for(sock, ss, len);
+    effective_caps(true);
+    if (relative && chdir("/") < 0) return rc;
+    return rc;
+}
+
+/* A pidfd of the calling thread's process, for pidfd_getfd. Since Linux 6.9 the
+ * thread's own (PIDFD_THREAD); before, only a thread group leader has one (a
+ * thread's id gets EINVAL or ENOENT), so a thread's is its leader's, used only when
+ * both share one descriptor table. */
+static int caller_pidfd(pid_t tid)
+{
+    int fd = (int)syscall(SYS_pidfd_open, tid, SB_PIDFD_THREAD);
+    if (fd >= 0 || errno != EINVAL) return fd;
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
+    int sf = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = sf >= 0 ? read(sf, buf, sizeof buf - 1) : -1;
+    if (sf >= 0) close(sf);
+    const char *t = n > 0 ? (buf[n] = 0, strstr(buf, "\nTgid:")) : NULL;
+    pid_t tgid = t ? (pid_t)strtol(t + 6, NULL, 10) : 0;
+    if (tgid <= 0 || (tgid != tid && syscall(SYS_kcmp, tgid, tid, KCMP_FILES, 0, 0) != 0)) {
+        errno = ESRCH;
+        return -1;
+    }
+    return (int)syscall(SYS_pidfd_open, tgid, 0);
+}
+
+/* One connect(2) notification. The init makes every connect itself, whatever the
+ * socket's family, on its own duplicate and with the address it read once: letting
+ * the kernel continue the call would look the descriptor number up again, and
+ * another task sharing the command's descriptor table could have put an IP socket
+ * there meanwhile (the escape suite's connect_swap did, in about a hundred tries). */
 static void serve_one(struct net_guard *g)
 {
     struct seccomp_notif *req = g->req;
     memset(req, 0, g->req_size);
     if (ioctl(g->fd, SECCOMP_IOCTL_NOTIF_RECV, req) < 0) return; /* gone meanwhile */
     uint64_t id = req->id;
-    int pidfd = (int)syscall(SYS_pidfd_open, req->pid, 0);
+    int pidfd = caller_pidfd((pid_t)req->pid);
     /* The pid may have been reused before pidfd_open: the id says whether it is
      * still the caller. */
     if (pidfd < 0 || !still_valid(g, id)) {
         if (pidfd >= 0) close(pidfd);
-        answer(g, id, -ESRCH, false);
+        answer(g, id, -ESRCH);
         return;
     }
     int sock = (int)syscall(SYS_pidfd_getfd, pidfd, (int)req->data.args[0], 0);
     int err = sock < 0 ? -errno : 0;
-    int dom = 0;
-    socklen_t dl = sizeof dom;
-    if (!err && getsockopt(sock, SOL_SOCKET, SO_DOMAIN, &dom, &dl) < 0) err = -errno;
-    if (!err && dom != AF_INET && dom != AF_INET6) {
-        /* Unix, netlink...: no port of ours there, and the socket's family cannot
-         * change, so the kernel may carry on with the call as it is. */
-        answer(g, id, 0, true);
-        goto out;
-    }
     struct sockaddr_storage ss;
     uint64_t len = req->data.args[2] & 0xffffffffu;
     if (!err && len > sizeof ss) err = -EINVAL;
@@ -138,14 +195,14 @@ static void serve_one(struct net_guard *g)
     }
     if (!still_valid(g, id)) goto out; /* the caller went while we read its memory */
     if (!err) err = net_guard_verdict(&ss, (size_t)len, own_ports_has);
-    if (!err) err = connect_for(sock, &ss, (socklen_t)len);
+    if (!err) err = connect_as_caller(sock, (pid_t)req->pid, &ss, (socklen_t)len);
     if (err == 1 && g->npending < NET_GUARD_MAX_PENDING) {
         g->pending[g->npending].id = id;
         g->pending[g->npending].sock = sock;
         g->npending++;
         sock = -1; /* kept until the connect completes */
     } else {
-        answer(g, id, err == 1 ? -EAGAIN : err, false);
+        answer(g, id, err == 1 ? -EAGAIN : err);
     }
 out:
     if (sock >= 0) close(sock);
@@ -163,7 +220,7 @@ void net_guard_serve(struct net_guard *g, const struct pollfd *p, int n)
         int soerr = 0;
         socklen_t sl = sizeof soerr;
         if (getsockopt(g->pending[k].sock, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0) soerr = errno;
-        answer(g, g->pending[k].id, -soerr, false);
+        answer(g, g->pending[k].id, -soerr);
         close(g->pending[k].sock);
         g->pending[k] = g->pending[--g->npending];
     }

@@ -5,16 +5,22 @@
  * unsandboxed process for whoever asks. The command's seccomp filter turns every
  * connect(2) into a user notification (SECCOMP_RET_USER_NOTIF) that the sandbox's
  * init, outside the filter, answers:
- *  - a socket that is not AF_INET/AF_INET6 continues as it is (nothing of ours
- *    listens there);
- *  - an IP socket's address is read from the command's memory once; a port of the
- *    server is refused with ECONNREFUSED, on every address (loopback, the host's
- *    own, a NAT hairpin: a port is a port);
- *  - any other address is connected BY THE INIT, on the command's own socket (a
- *    duplicate through pidfd_getfd), with the copy it read: letting the kernel
- *    continue the call would read the address again, and another thread of the
- *    command could have rewritten it in between (seccomp(2) warns of exactly this).
- *    A blocking socket's connect waits in the init's loop, not in the init.
+ *  - the address is read from the command's memory once; a port of the server is
+ *    refused with ECONNREFUSED, on every address (loopback, the host's own, a NAT
+ *    hairpin: a port is a port) and whatever the socket's family (an SMC socket,
+ *    say, takes IP addresses too);
+ *  - any other connect is made BY THE INIT, on the command's own socket (a
+ *    duplicate through pidfd_getfd, from the calling thread), with the copy it
+ *    read, for every family: letting the kernel continue the call would read the
+ *    address again, and look the descriptor number up again, and another task
+ *    sharing the command's memory or descriptor table could have rewritten the one
+ *    or put an IP socket behind the other in between (seccomp(2) warns of exactly
+ *    this). The init makes it with its effective capabilities off, so it passes
+ *    no check the command would fail, and resolves a Unix socket's relative name
+ *    from the caller's working directory. A blocking socket's connect waits in the
+ *    init's loop, not in the init (a Unix socket whose listener's backlog is full
+ *    answers EAGAIN at once). The one difference a peer can see: a Unix socket's
+ *    SO_PEERCRED names the init's pid (same uid and gid).
  * TCP Fast Open (which connects from sendto/sendmsg) and SCTP (which connects from
  * sendmsg and setsockopt) are refused by the filter itself (sandbox/seccomp.h). A
  * second listener cannot be stacked under ours (the kernel refuses it), so the

@@ -17,10 +17,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -119,6 +121,7 @@ struct supervision {
     char tags[2];     /* 'H' or 'S' for each */
     int nl;
     struct net_guard guard;
+    const char *const *protected_names; /* for view_lost's report */
 };
 
 /* ---- 6. the network ----------------------------------------------------------------- */
@@ -158,6 +161,26 @@ static int listen_loopback(uint16_t port)
 
 /* /proc/self/mountinfo, opened once the view is complete (prepare_confinement). */
 static int view_watch_fd = -1;
+/* An inotify instance watching each protected name's own inode for a move or a
+ * removal: a rename on the host carries the read-only mount with the directory (the
+ * mount table's change counter does not move), so the name is free and only the
+ * inode can tell (watch_protected_names). */
+static int view_names_fd = -1;
+
+/* Watches every protected name that exists in the finished view. A watch is on the
+ * inode, so the host's `mv .git .git.bak` reaches us though it happens outside. */
+static int watch_protected_names(const struct sandbox_spec *spec)
+{
+    if (!spec->protected_names || !spec->protected_names[0]) return 0;
+    view_names_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (view_names_fd < 0) return -errno;
+    for (const char *const *p = spec->protected_names; *p; p++)
+        if (inotify_add_watch(view_names_fd, *p, IN_MOVE_SELF | IN_DELETE_SELF | IN_DONT_FOLLOW) <
+                0 &&
+            errno != ENOENT)
+            return -errno;
+    return 0;
+}
 
 /* The ruleset, the filter (with its listener's socketpair when connects are to be
  * answered) and the process cap, for step 8; then the view's watch. Returns 0 or
@@ -208,14 +231,27 @@ static int prepare_confinement(const struct sandbox_spec *spec, struct sandbox_c
         *step = "watch the mount table";
         return -errno;
     }
+    if ((rc = watch_protected_names(spec)) < 0) {
+        *step = "watch the protected names";
+        return rc;
+    }
     return 0;
+}
+
+/* The pollfds of the view's watches, into p[0] and p[1] (fd -1 where unused, which
+ * poll skips). */
+static void view_watch_pollfds(struct pollfd *p)
+{
+    p[0] = (struct pollfd){view_watch_fd, POLLPRI, 0};
+    p[1] = (struct pollfd){view_names_fd, POLLIN, 0};
 }
 
 bool sandbox_view_intact(void)
 {
     if (view_watch_fd < 0) return true;
-    struct pollfd p = {view_watch_fd, POLLPRI, 0};
-    return poll(&p, 1, 0) == 0;
+    struct pollfd p[2];
+    view_watch_pollfds(p);
+    return poll(p, 2, 0) == 0;
 }
 
 /* ---- 8. the command's confinement ----------------------------------------------------- */
@@ -312,20 +348,66 @@ static void kill_leftovers(void)
     }
 }
 
+/* The kill is a scheduler wake-up behind the host's rmdir, and a loop that creates the
+ * name in that gap wins (SANDBOX.md, known holes). With every process gone, a protected
+ * name that exists but is no longer the read-only mount was made again while the
+ * sandbox could write there: it is renamed aside (git and codex read only the exact
+ * name) and the note says where, so that what the command planted never runs and
+ * nothing is deleted. */
+static void quarantine_remade_names(const struct supervision *s)
+{
+    for (const char *const *p = s->protected_names; p && *p; p++) {
+        struct statx sx;
+        if (statx(AT_FDCWD, *p, AT_SYMLINK_NOFOLLOW, STATX_TYPE, &sx) < 0) continue;
+        if ((sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+            (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+            continue;
+        char aside[4096];
+        int rc = -1;
+        for (int n = 1; n < 100 && rc < 0; n++) {
+            snprintf(aside, sizeof aside, "%s.quarantined-by-exec-server.%d", *p, n);
+            rc = renameat2(AT_FDCWD, *p, AT_FDCWD, aside, RENAME_NOREPLACE);
+            if (rc < 0 && errno != EEXIST) break;
+        }
+        if (s->note_fd < 0) continue;
+        if (rc == 0)
+            dprintf(s->note_fd,
+                    "exec-server: %s was made again while the sandbox could write there; "
+                    "moved to %s: inspect it before use\n",
+                    *p, aside);
+        else
+            dprintf(s->note_fd,
+                    "exec-server: %s was made again while the sandbox could write there and "
+                    "could not be moved aside (%s): inspect it before git or codex use it\n",
+                    *p, strerror(errno));
+    }
+}
+
 /* The view changed under the command (sandbox_view_intact): a protected name's
  * read-only mount may be gone, so the sandbox ends now, saying why on the command's
- * standard error. With a PID namespace the init's exit kills the rest. */
+ * standard error. */
 static __attribute__((noreturn)) void view_lost(const struct supervision *s)
 {
     static const char msg[] = "exec-server: sandbox ended: a path its view mounts on was removed "
                               "or moved on the host (a protected name may have lost its "
                               "read-only mount)\n";
+    /* Every process first, the note after: from the moment the mount is gone a loop
+     * needs a few microseconds to create the name and plant something in it, and a
+     * child of the command, left to die with the init's exit, had milliseconds (the
+     * escape suite's tight planting loop won most runs). In a PID namespace kill(-1)
+     * reaches all of them but us at once. */
+    if (!s->pid_inherit) kill(-1, SIGKILL);
+    kill(s->cmd, SIGKILL);
     if (s->note_fd >= 0) {
         ssize_t w = write(s->note_fd, msg, sizeof msg - 1);
         (void)w;
     }
-    kill(s->cmd, SIGKILL);
     if (s->pid_inherit) kill_leftovers();
+    /* Orphans come to PID 1: once waitpid has nobody left, nothing of the sandbox can
+     * write any more. */
+    while (!s->pid_inherit && (waitpid(-1, NULL, 0) > 0 || errno == EINTR)) {
+    }
+    quarantine_remade_names(s);
     _exit(128 + SIGKILL);
 }
 
@@ -347,19 +429,20 @@ static void reap(struct supervision *s)
 static __attribute__((noreturn)) void supervise(struct supervision *s)
 {
     for (;;) {
-        struct pollfd p[4 + 1 + NET_GUARD_MAX_PENDING];
+        struct pollfd p[5 + 1 + NET_GUARD_MAX_PENDING];
         int np = 0;
         p[np++] = (struct pollfd){s->sfd, POLLIN, 0};
-        p[np++] = (struct pollfd){view_watch_fd, POLLPRI, 0};
+        view_watch_pollfds(p + np);
+        np += 2;
         for (int i = 0; i < s->nl; i++)
             p[np++] = (struct pollfd){s->listeners[i], POLLIN, 0};
         int gfirst = np;
         np += net_guard_pollfds(&s->guard, p + np, (int)(sizeof p / sizeof p[0]) - np);
         if (poll(p, (nfds_t)np, -1) < 0 && errno != EINTR) _exit(1);
-        if (p[1].revents) view_lost(s);
+        if (p[1].revents || p[2].revents) view_lost(s);
         net_guard_serve(&s->guard, p + gfirst, np - gfirst);
         for (int i = 0; i < s->nl; i++) {
-            if (!(p[2 + i].revents & POLLIN)) continue;
+            if (!(p[3 + i].revents & POLLIN)) continue;
             int c;
             while ((c = accept4(s->listeners[i], NULL, NULL, SOCK_CLOEXEC)) >= 0) {
                 (void)fdframe_send_tagged(s->proxy, s->tags[i], &c, 1); /* to the proxy */
@@ -428,6 +511,9 @@ static int build_sandbox(const struct sandbox_start *st, bool userns, uid_t uid,
     }
     /* 4 and 5: the mounts, then the protected names, carve-outs and covers */
     if ((rc = sandbox_view_build(&st->spec, what)) < 0) return rc;
+    /* A root server's process cap is the cgroup the init joins: not the command's to
+     * leave (cgroup v1 lets a task of the same uid move itself). */
+    if (st->cgroup_fd >= 0 && (rc = sandbox_view_seal_cgroups(what)) < 0) return rc;
     if ((rc = network_up(st, s, what)) < 0) return rc;
     return prepare_confinement(&st->spec, c, what);
 }
@@ -454,7 +540,9 @@ static __attribute__((noreturn)) void init_main(const struct sandbox_start *st, 
     sigset_t all;
     init_session(st, &all);
     struct sandbox_confinement conf;
-    struct supervision s = {.pid_inherit = st->spec.pid_inherit, .proxy = st->proxy_fd};
+    struct supervision s = {.pid_inherit = st->spec.pid_inherit,
+                            .proxy = st->proxy_fd,
+                            .protected_names = st->spec.protected_names};
     const char *what = "";
     int rc = build_sandbox(st, userns, uid, gid, &conf, &s, &what);
     if (rc < 0) {
@@ -478,6 +566,12 @@ static __attribute__((noreturn)) void init_main(const struct sandbox_start *st, 
     s.sfd = signalfd(-1, &all, SFD_CLOEXEC | SFD_NONBLOCK);
     if (s.sfd < 0) o->fail(st->job, SANDBOX_STEP_SIGNALS, errno);
     if ((rc = wait_joined(joined)) < 0) o->fail(st->job, SANDBOX_STEP_SETUP, -rc);
+    /* Rooted in the cgroup the spawner moved us to: on cgroup v2 a task may only move
+     * to a cgroup inside its cgroup namespace, which also closes
+     * clone3(CLONE_INTO_CGROUP), a way around the read-only cgroupfs
+     * (sandbox_view_seal_cgroups): it takes a descriptor of any cgroup directory,
+     * opened for reading. */
+    if (joined >= 0 && unshare(CLONE_NEWCGROUP) < 0) o->fail(st->job, SANDBOX_STEP_SETUP, errno);
     /* 8 */
     s.cmd = vfork_command(st, &conf);
     if (s.cmd < 0) o->fail(st->job, SANDBOX_STEP_CLONE, errno);

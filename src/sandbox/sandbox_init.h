@@ -123,9 +123,11 @@ pid_t sandbox_spawn(const struct sandbox_start *st);
 int sandbox_confine(const struct sandbox_confinement *c);
 
 /* In the init (or the fs helper) after step 7: false once the mount table changed,
- * i.e. the host removed or moved a path one of the view's mounts sits on, a
- * protected name's read-only mount included (the kernel detaches it in every other
- * namespace). The caller must then end the sandbox. */
+ * i.e. the host removed a path one of the view's mounts sits on (or renamed
+ * something over it), a protected name's read-only mount included (the kernel
+ * detaches it in every other namespace). The caller must then end the sandbox. A
+ * path renamed away is not seen: its mount moves with it and the table's change
+ * counter stays (docs/SANDBOX.md, "Known holes"). */
 bool sandbox_view_intact(void);
 
 #endif

@@ -29,6 +29,8 @@
 
 #define SC_LOAD_NR BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr))
 #define SC_LOAD_ARG_LO(i) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[i]))
+#define SC_LOAD_ARG_HI(i)                                                                          \
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[i]) + 4)
 #define SC_ERRNO(e) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((e)&SECCOMP_RET_DATA))
 
 /* nr -> a user notification, answered by the sandbox's init (net_guard.h). */
@@ -323,8 +325,21 @@ static const struct sock_filter fs_helper_allow[] = {
     SC_ALLOW(__NR_set_robust_list),
     SC_ALLOW(__NR_exit),
     SC_ALLOW(__NR_exit_group),
-    /* reading its limits (glibc's getrlimit), never setting them */
-    SC_ALLOW_ARG_EQ(__NR_prlimit64, 2, 0),
+    /* reading its own limits (glibc's getrlimit): prlimit64(0, r, NULL, old), both
+     * halves of the pid and of the new limit's pointer checked (a pointer whose low
+     * half is 0, 0x7f0000000000 say, would otherwise pass as NULL and set limits, of
+     * any process of the uid) */
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_prlimit64, 0, 10),
+    SC_LOAD_ARG_LO(0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 7),
+    SC_LOAD_ARG_HI(0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 5),
+    SC_LOAD_ARG_LO(2),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 3),
+    SC_LOAD_ARG_HI(2),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    SC_LOAD_NR,
     /* isatty and "how much is there to read": nothing else of ioctl */
     SC_ALLOW_ARG_EQ(__NR_ioctl, 1, TCGETS),
     SC_ALLOW_ARG_EQ(__NR_ioctl, 1, FIONREAD),

@@ -591,6 +591,51 @@ static int build_view(struct view *v)
     return rc;
 }
 
+/* mountinfo's octal escapes ("\040" for a space) decoded in place. */
+static void mountinfo_unescape(char *s)
+{
+    char *o = s;
+    for (char *i = s; *i; i++) {
+        if (i[0] == '\\' && i[1] >= '0' && i[1] <= '3' && i[2] >= '0' && i[2] <= '7' &&
+            i[3] >= '0' && i[3] <= '7') {
+            *o++ = (char)((i[1] - '0') * 64 + (i[2] - '0') * 8 + (i[3] - '0'));
+            i += 3;
+        } else {
+            *o++ = *i;
+        }
+    }
+    *o = 0;
+}
+
+int sandbox_view_seal_cgroups(const char **step)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f) {
+        *step = "read the view's mounts";
+        return -errno;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    while (!rc && getline(&line, &cap, f) > 0) {
+        /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS ... - FSTYPE SOURCE SUPEROPTS */
+        char *dash = strstr(line, " - "), *mnt = line;
+        if (!dash || (strncmp(dash + 3, "cgroup ", 7) && strncmp(dash + 3, "cgroup2 ", 8)))
+            continue;
+        for (int field = 0; field < 4 && mnt; field++)
+            mnt = strchr(mnt, ' ') ? strchr(mnt, ' ') + 1 : NULL;
+        char *end = mnt ? strchr(mnt, ' ') : NULL;
+        if (!end) continue;
+        *end = 0;
+        mountinfo_unescape(mnt);
+        rc = set_ro(mnt, true, true);
+        if (rc < 0) *step = "read-only cgroup file system";
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
 int sandbox_view_build(const struct sandbox_spec *s, const char **step)
 {
     struct view v = {.s = s};

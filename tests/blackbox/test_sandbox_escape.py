@@ -909,6 +909,15 @@ def test_fs_helper_filter_is_an_allowlist(_):
                     sf.describe(act))
         act = sf.combined(filters, names["ioctl"], args=(0, 0x5412))  # TIOCSTI
         v.check(mode, "ioctl(TIOCSTI)", sf.denied(act), sf.describe(act))
+        # getrlimit only: prlimit64(0, r, NULL, old). A new limit whose pointer's low half
+        # is 0 is not NULL (ours let it through: only the low 32 bits were compared),
+        # nor is another process.
+        for what, args, want in (("getrlimit", (0, 7, 0, 0x1000), False),
+                                 ("a new limit at 0x7f0000000000", (0, 7, 0x7f0000000000, 0),
+                                  True),
+                                 ("another pid", (1234, 7, 0, 0x1000), True)):
+            act = sf.combined(filters, names["prlimit64"], args=args)
+            v.check(mode, "prlimit64: " + what, sf.denied(act) == want, sf.describe(act))
         allowed = [n for n, nr in names.items() if not sf.denied(sf.combined(filters, nr))]
         v.check(mode, "size", len(allowed) < 140, "%d calls allowed" % len(allowed))
     v.done()
@@ -1250,6 +1259,83 @@ def test_protected_name_removed_on_the_host(_):
     v.done()
 
 
+@needs_own_server
+def test_protected_name_renamed_on_the_host(_):
+    """Issue 33 red team: an existing protected directory renamed on the host (a user's
+    `mv .git .git.bak`, `git init --separate-git-dir`, another program moving its
+    placeholder aside). The kernel does not detach the sandbox's read-only mount: it moves
+    with the directory (mountinfo then shows `.git.bak` as its mount point), the mount
+    table's change counter does not move, so the init's watch sees nothing, and `.git` is
+    free in the sandbox for as long as it runs. Ours planted .git/config and a hook with
+    the same slow loop the removal case stops."""
+    w = world()
+    v = Verdicts()
+    slow = PLANT.replace("fi; done;", "fi; sleep 0.1; done;")
+    mode = MODES[1]
+    ws = w.fresh_ws()
+    w.mkdir(ws + "/.git")
+    pid = pid_name(w, "ph-moved")
+    w.s.start(pid, ["/bin/sh", "-c", slow.format(secs=3)], cwd=uri(ws),
+              sandbox=policy("ww", ws, mode[2]), env={"PATH": "/usr/bin:/bin"})
+    time.sleep(1)  # sleep-ok: the command's loop is running; the host acts then
+    os.rename(ws + "/.git", ws + "/.git.bak")
+    out = w.s.collect_until_closed(pid, timeout=60)
+    text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+    planted = os.path.isdir(ws + "/.git") and sorted(os.listdir(ws + "/.git"))
+    if IS_REF:
+        print("    [%s] reference: %s" % (mode[0], planted or "nothing planted"))
+    else:
+        v.check(mode, "renamed .git", not planted and "PLANTED-git" not in text,
+                "planted after the host moved .git: %s (exit %s)" % (planted, out["exit_code"]))
+    v.done()
+
+
+@needs_own_server
+def test_protected_name_removed_under_a_tight_loop(_):
+    """Issue 33 red team: the same removal as above, against a command that does not sleep:
+    four processes loop on mkdir(".git") and write .git/config the moment one succeeds.
+    The init ends the sandbox when it sees the mount table change, but the name is free
+    from the host's rmdir on, and the kill comes a scheduler wake-up later (a child of the
+    command had 1 to 11 ms; with every process killed at once, about one round in three
+    still plants). No mount or Landlock rule can keep a name that does not exist
+    (SANDBOX.md, known holes). What ours guarantees, and this asserts: the sandbox ends at
+    once, and with every process gone a name made again is moved aside (nothing planted is
+    left where git reads it) and named on the command's standard error. Whether the loop
+    won the race is printed. The reference's sandbox goes on (it plants at once)."""
+    w = world()
+    v = Verdicts()
+    mode = MODES[1]
+    for rnd in range(3):
+        ws = w.fresh_ws()
+        w.mkdir(ws + "/.git")
+        pid = pid_name(w, "ph-race")
+        w.s.start(pid, [w.probe, "plant=.git:3:4"], cwd=uri(ws),
+                  sandbox=policy("ww", ws, mode[2]), env={"PATH": "/usr/bin:/bin"})
+        time.sleep(0.7)  # sleep-ok: the loops are running; the host acts then
+        os.rmdir(ws + "/.git")
+        out = w.s.collect_until_closed(pid, timeout=60)
+        text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+        aside = ws + "/.git.quarantined-by-exec-server.1"
+        remade = os.path.exists(ws + "/.git")
+        planted = os.path.exists(ws + "/.git/config")
+        if IS_REF:
+            print("    [%s] reference, round %d: %s" % (mode[0], rnd, "planted .git/config"
+                                                      if planted else "nothing planted"))
+            break
+        print("    [%s] round %d: %s" % (mode[0], rnd, "the loop made .git again: moved aside"
+                                         if os.path.exists(aside) else "nothing made"))
+        v.check(mode, "round %d: the sandbox ends" % rnd,
+                out["exit_code"] == 137 and "sandbox ended" in text,
+                "went on: exit %s, %s" % (out["exit_code"], text[-300:]))
+        v.check(mode, "round %d: nothing left where git reads" % rnd, not remade,
+                ".git exists again (%s): %s" % ("with config" if planted else "empty",
+                                                text[-400:]))
+        v.check(mode, "round %d: a name moved aside is reported" % rnd,
+                not os.path.exists(aside) or ("moved to " + aside) in text,
+                "moved aside silently: %s" % text[-400:])
+    v.done()
+
+
 def attack_server(w, mode, ws, target, extra=None, env=None, how="direct", proxy=None):
     """Runs server_attack.py in a sandbox of mode against the WebSocket at target
     (host, port); returns (its JSON result or {}, the marker path, the output text). The
@@ -1302,6 +1388,24 @@ def test_server_unreachable_with_the_network_enabled(_):
         v.check(mode, "server via " + host, not ran and res.get("stage") == "connect" and
                 "refused" in res.get("error", "").lower(),
                 "reached the server: %s %s" % (res, text[-300:]))
+    # The guard must connect the very socket it looked at: another task sharing the
+    # descriptor table swaps an IP socket into the slot of a Unix one it let through
+    # (ours let the kernel continue such a call and reached the WebSocket in ~100
+    # tries). A connect from a second thread is the positive control (ours answered
+    # ESRCH: a thread has no pidfd of its own before Linux 6.9 without PIDFD_THREAD).
+    ws = w.fresh_ws()
+    res, text = probe(w, mode, ["connect_swap=127.0.0.1:%d" % port,
+                                "connect_thread=127.0.0.1:%d" % w.tcp_port], ws)
+    got = res.get("connect_swap", ("missing", ""))
+    if IS_REF:
+        print("    [%s] reference, descriptor swapped under the guard: %s %s" % (
+            mode[0], got[0], got[1]))
+    else:
+        v.check(mode, "server through a swapped descriptor", got[0] == "ECONNREFUSED",
+                "reached the server: %s %s" % got)
+    got = res.get("connect_thread", ("missing", ""))
+    v.check(mode, "control: a connect from a second thread", got[0] == "ok",
+            "refused: %s %s" % got)
     # a listener of another sandbox's managed proxy
     pid = pid_name(w, "np-holder")
     np = {"proxy": {"enabled": True, "enableSocks5": True, "enableSocks5Udp": False,
@@ -1433,6 +1537,31 @@ def test_process_flood(_):
                         "no cap met: %s" % m.group(0))
             else:
                 v.check(mode, "a build's worth", n == want, "capped too low: %s" % m.group(0))
+    # The cap must hold where the view shows cgroupfs as the host has it (a full-disk
+    # policy, network restricted): a root server's cap is a pids cgroup, and cgroup v1
+    # lets a task of the same uid move itself to another one (ours let it: 6,000 forks).
+    leave = ("import glob,os\n"
+             "for f in glob.glob('/sys/fs/cgroup/**/cgroup.procs', recursive=True):\n"
+             "    try:\n"
+             "        open(f, 'w').write(str(os.getpid())); print('moved to', f)\n"
+             "    except OSError:\n"
+             "        pass\n")
+    mode = ("full disk", "-", RESTRICTED)
+    ws = w.fresh_ws()
+    pid = pid_name(w, "flood-out")
+    sb = {"permissions": {"type": "managed", "file_system": {"type": "unrestricted"},
+                          "network": RESTRICTED},
+          "windowsSandboxLevel": "disabled", "cwd": uri(ws)}
+    w.s.start(pid, ["/usr/bin/python3", "-c", leave + script, "6000"], cwd=uri(ws), sandbox=sb,
+              env={"PATH": "/usr/bin:/bin"})
+    out = w.s.collect_until_closed(pid, timeout=60)
+    text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+    m = re.search(r"forked (\d+) ?(.*)", text)
+    if IS_REF:
+        print("    [%s] reference: %s" % (mode[0], m.group(0) if m else text[-200:]))
+    else:
+        v.check(mode, "fork bomb after leaving its cgroup", m and int(m.group(1)) < 6000 and
+                "temporarily unavailable" in m.group(2), "no cap met: %s" % text[-300:])
     v.done()
 
 

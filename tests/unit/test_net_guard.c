@@ -60,6 +60,12 @@ static void test_malformed_and_other_families(void **state)
     assert_int_equal(net_guard_verdict("x", 1, ours), -EINVAL);
     char big[sizeof(struct sockaddr_storage) + 1] = {0};
     assert_int_equal(net_guard_verdict(big, sizeof big, ours), -EINVAL);
+    /* RFC 2133's 24-byte sockaddr_in6 (no scope id) is one the kernel connects */
+    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_port = htons(8765)};
+    assert_int_equal(net_guard_verdict(&a6, offsetof(struct sockaddr_in6, sin6_scope_id), ours),
+                     -ECONNREFUSED);
+    assert_int_equal(net_guard_verdict(&a6, offsetof(struct sockaddr_in6, sin6_scope_id) - 1, ours),
+                     -EINVAL);
     struct sockaddr un = {.sa_family = AF_UNSPEC};
     assert_int_equal(net_guard_verdict(&un, sizeof un, ours), 0); /* dissolve an association */
 }
