@@ -38,9 +38,9 @@ enum {
     SPAWN_F_CGROUP = 1u << 9,         /* the last init fd (or the one before, with
                                          SPAWN_F_CGROUP2) is a cgroup's cgroup.procs the
                                          spawner moves the init into before it forks */
-    SPAWN_F_TRANSPARENT = 1u << 10,    /* with SPAWN_F_PROXY: the init makes the TUN device
-                                         (sandbox/tun.h) from init fd 1, an O_PATH
-                                         descriptor of /dev/net/tun */
+    SPAWN_F_TRANSPARENT = 1u << 10,   /* with SPAWN_F_PROXY: the init makes the TUN device
+                                        (sandbox/tun.h) from init fd 1, an O_PATH
+                                        descriptor of /dev/net/tun */
     SPAWN_F_CGROUP2 = 1u << 11,       /* with SPAWN_F_CGROUP: a second cgroup.procs, the
                                          last init fd (cgroup v1's memory hierarchy) */
 };
