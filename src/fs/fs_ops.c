@@ -25,8 +25,8 @@
 
 #include "core/limits.h"
 #include "crypto/random.h"
-#include "fs/caproots_scan.h"
 #include "fs/fs_budget.h"
+#include "fs/fs_sandboxed.h"
 #include "fs/fs_tree.h"
 #include "fs/fs_util.h"
 #include "fs/fs_walk.h"
@@ -819,6 +819,22 @@ static void do_read_block(struct fs_work *fw)
 
 /* ---- dispatch ------------------------------------------------------------------- */
 
+static fs_discover_fn discover_scan;
+
+void fs_set_discover(fs_discover_fn scan)
+{
+    discover_scan = scan;
+}
+
+static void do_discover(struct fs_work *fw)
+{
+    if (!discover_scan) {
+        fs_work_set_err(fw, ENOSYS);
+        return;
+    }
+    discover_scan(fw->path, fw->path2 ? fw->path2 : "", &fw->out);
+}
+
 void fs_ops_run(struct fs_work *fw)
 {
     switch (fw->op) {
@@ -840,6 +856,6 @@ void fs_ops_run(struct fs_work *fw)
     case OP_OPEN: do_open(fw); break;
     case OP_READ_BLOCK: do_read_block(fw); break;
     case OP_WRITE_BLOCK: do_write_block(fw); break;
-    case OP_DISCOVER: caproots_scan(fw->path, fw->path2 ? fw->path2 : "", &fw->out); break;
+    case OP_DISCOVER: do_discover(fw); break;
     }
 }

@@ -14,7 +14,7 @@
  * sandbox that needs enforcing inside the session's sandbox helper (the scan is an fs
  * operation, OP_DISCOVER, served by fs_helper_serve), so Landlock bounds every walk and
  * read of it. */
-#include "fs/capability_roots.h"
+#include "capabilities/capability_roots.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/caproots_scan.h"
+#include "capabilities/caproots_scan.h"
 #include "fs/fs_util.h"
 #include "fs/fs_work.h"
 #include "proto/uri.h"

@@ -1,8 +1,8 @@
 /* capabilities_v2: `capabilities/discoverV2` (capability capabilityDiscoveryV2),
  * the skills and plugins installed on the executor itself (PROTOCOL.md §8.3); see
  * capabilities_v2.c. */
-#ifndef EXEC_FS_CAPABILITIES_V2_H
-#define EXEC_FS_CAPABILITIES_V2_H
+#ifndef EXEC_CAPABILITIES_CAPABILITIES_V2_H
+#define EXEC_CAPABILITIES_CAPABILITIES_V2_H
 
 #include <stdbool.h>
 

@@ -29,7 +29,7 @@
  * request scans again. When watches cannot be had (limits), every request scans.
  * Scans run on the thread pool (or the sandbox helper); the loop thread only reads
  * inotify events and serves cached answers. */
-#include "fs/capabilities_v2.h"
+#include "capabilities/capabilities_v2.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -44,10 +44,10 @@
 #include <unistd.h>
 
 #include "core/host_env.h"
-#include "fs/caproots_scan.h"
+#include "capabilities/caproots_scan.h"
 #include "fs/fs_util.h"
 #include "fs/fs_work.h"
-#include "fs/skill_meta.h"
+#include "capabilities/skill_meta.h"
 #include "proto/uri.h"
 #include "proto/utf8.h"
 #include "rpc/dispatch.h"
