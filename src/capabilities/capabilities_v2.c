@@ -23,9 +23,10 @@
  * id), "skills", "warnings"}; every per-location problem collapses into one of two
  * fixed warnings, as on the reference.
  *
- * Answers are cached per sandbox (16) and kept valid by inotify: every directory of
- * the scanned trees is watched, and a missing root by its deepest existing ancestor
- * (only the next name on the way counts). Any change drops the whole cache; the next
+ * Answers are cached per sandbox (16) and kept valid by inotify, through fs's path
+ * watches (fs/path_watch.h, the ones fs/watchMissing uses): every directory of the
+ * scanned trees is watched, and a missing root by its deepest existing ancestor (only
+ * the next name on the way counts). Any change drops the whole cache; the next
  * request scans again. When watches cannot be had (limits), every request scans.
  * Scans run on the thread pool (or the sandbox helper); the loop thread only reads
  * inotify events and serves cached answers. */
@@ -35,11 +36,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,6 +47,7 @@
 #include "capabilities/caproots_scan.h"
 #include "fs/fs_util.h"
 #include "fs/fs_work.h"
+#include "fs/path_watch.h"
 #include "capabilities/skill_meta.h"
 #include "proto/uri.h"
 #include "proto/utf8.h"
@@ -221,24 +222,18 @@ int caproots_version_cmp(const char *a, const char *b)
 
 /* ---- the watches ---------------------------------------------------------------------- */
 
-/* One inotify instance for the process. Workers add watches to it while they scan;
- * the loop thread reads its events. `names` says, per watch descriptor added for a
- * missing root, which entry name matters (NULL: any event). */
-struct watch_rec {
-    int wd;
-    char *name;
-};
+/* The watches of every answer in the cache: one owner in its own inotify instance
+ * (path_watch.h). Workers add watches while they scan; the loop thread hears of a
+ * change. `overflow`: more than V2_MAX_WATCHES were wanted (or the kernel's limit was
+ * hit), so no answer is cached until the next reset. */
+static void on_change(struct path_watch_owner *o);
 
 static struct {
-    pthread_mutex_t lock;
-    int fd;
-    uv_poll_t poll;
-    bool polling;
-    struct watch_rec *recs;
-    size_t n, cap;
-    bool overflow; /* more than V2_MAX_WATCHES wanted: no caching until reset */
-    uint64_t gen;  /* bumped by every invalidation (loop thread) */
-} wt = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+    struct path_watch *pw;
+    struct path_watch_owner owner;
+    atomic_bool overflow;
+    uint64_t gen; /* bumped by every invalidation (loop thread) */
+} wt = {.owner = {.changed = on_change}};
 
 struct cached {
     char *key;   /* sandbox JSON or "" */
@@ -259,43 +254,18 @@ static void cache_clear(void)
     ncache = 0;
 }
 
-/* Worker side: records one watch; false when over the budget. */
-static bool watch_add(const char *dir, const char *name)
+/* Worker side: whether the watch is had (or its directory is gone meanwhile, which
+ * the parent's watch saw); false once over the budget, and from then on. */
+static bool watch_ok(int rc)
 {
-    pthread_mutex_lock(&wt.lock);
-    bool ok = false;
-    if (wt.fd >= 0 && !wt.overflow) {
-        if (wt.n >= V2_MAX_WATCHES) {
-            wt.overflow = true;
-        } else {
-            int wd = inotify_add_watch(wt.fd, dir,
-                                       IN_CREATE | IN_DELETE | IN_MODIFY | IN_CLOSE_WRITE |
-                                           IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB |
-                                           IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR);
-            if (wd >= 0) {
-                if (wt.n == wt.cap) {
-                    wt.cap = wt.cap ? wt.cap * 2 : 64;
-                    wt.recs = xrealloc(wt.recs, wt.cap * sizeof *wt.recs);
-                }
-                wt.recs[wt.n].wd = wd;
-                wt.recs[wt.n].name = name ? xstrdup(name) : NULL;
-                wt.n++;
-                ok = true;
-            } else if (errno == ENOSPC || errno == ENOMEM) {
-                wt.overflow = true;
-            } else {
-                ok = true; /* gone meanwhile: the parent's watch saw that */
-            }
-        }
-    }
-    pthread_mutex_unlock(&wt.lock);
-    return ok;
+    if (rc == -ENOSPC || rc == -ENOSYS) atomic_store(&wt.overflow, true);
+    return !atomic_load(&wt.overflow);
 }
 
 /* Every directory below dir (dir included), directory symlinks followed, to a depth. */
 static bool watch_tree(const char *dir, int depth)
 {
-    if (!watch_add(dir, NULL)) return false;
+    if (!watch_ok(path_watch_dir(wt.pw, &wt.owner, dir, NULL, V2_MAX_WATCHES))) return false;
     if (depth == 0) return true;
     DIR *d = opendir(dir);
     if (!d) return true;
@@ -313,96 +283,28 @@ static bool watch_tree(const char *dir, int depth)
     return ok;
 }
 
-/* A root: its tree when it exists, else its deepest existing ancestor for the next
- * name on the way. */
+/* A root: its tree when it is a directory, else as seen from its deepest existing
+ * ancestor (the root itself when it is something else). */
 static bool watch_root(const char *root)
 {
     struct stat st;
-    if (stat(root, &st) == 0)
-        return S_ISDIR(st.st_mode) ? watch_tree(root, V2_WATCH_DEPTH)
-                                   : watch_add(root, NULL) || true;
-    char *p = xstrdup(root);
-    bool ok = true;
-    for (;;) {
-        char *slash = strrchr(p, '/');
-        if (!slash) break;
-        char *name = slash + 1;
-        char *parent = slash == p ? xstrdup("/") : xstrndup(p, (size_t)(slash - p));
-        if (stat(parent, &st) == 0) {
-            ok = watch_add(parent, name);
-            free(parent);
-            break;
-        }
-        *slash = '\0';
-        free(parent);
-        if (!*p) break;
-    }
-    free(p);
-    return ok;
-}
-
-static void watch_reset_locked(void)
-{
-    for (size_t i = 0; i < wt.n; i++) {
-        inotify_rm_watch(wt.fd, wt.recs[i].wd);
-        free(wt.recs[i].name);
-    }
-    wt.n = 0;
-    wt.overflow = false;
+    if (stat(root, &st) == 0 && S_ISDIR(st.st_mode)) return watch_tree(root, V2_WATCH_DEPTH);
+    return watch_ok(path_watch_missing(wt.pw, &wt.owner, root, V2_MAX_WATCHES, NULL));
 }
 
 /* Loop thread: something changed; forget every answer and every watch. */
-static void invalidate(void)
+static void on_change(struct path_watch_owner *o)
 {
+    (void)o;
     wt.gen++;
     cache_clear();
-    pthread_mutex_lock(&wt.lock);
-    watch_reset_locked();
-    pthread_mutex_unlock(&wt.lock);
-}
-
-static bool event_matters(const struct inotify_event *ev)
-{
-    if (ev->mask & IN_Q_OVERFLOW) return true;
-    if (ev->mask & IN_IGNORED) return false; /* our own rm_watch, or the dir went (seen) */
-    bool matters = false, known = false;
-    pthread_mutex_lock(&wt.lock);
-    for (size_t i = 0; i < wt.n && !matters; i++) {
-        if (wt.recs[i].wd != ev->wd) continue;
-        known = true;
-        matters = !wt.recs[i].name || (ev->len && strcmp(wt.recs[i].name, ev->name) == 0) ||
-                  (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF));
-    }
-    pthread_mutex_unlock(&wt.lock);
-    return matters || !known;
-}
-
-static void on_inotify(uv_poll_t *h, int status, int events)
-{
-    char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
-    bool changed = false;
-    for (;;) {
-        ssize_t n = read(wt.fd, buf, sizeof buf);
-        if (n <= 0) break;
-        for (char *p = buf; p < buf + n;) {
-            struct inotify_event *ev = (struct inotify_event *)p;
-            if (!changed && event_matters(ev)) changed = true;
-            p += sizeof *ev + ev->len;
-        }
-    }
-    if (changed) invalidate();
+    path_watch_drop(wt.pw, &wt.owner);
+    atomic_store(&wt.overflow, false);
 }
 
 static void watch_init(uv_loop_t *loop)
 {
-    if (wt.fd >= 0) return;
-    wt.fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (wt.fd < 0) return;
-    uv_poll_init(loop, &wt.poll, wt.fd);
-    uv_poll_start(&wt.poll, UV_READABLE, on_inotify);
-    /* Idle watching must not keep the loop (and so the server) alive. */
-    uv_unref((uv_handle_t *)&wt.poll);
-    wt.polling = true;
+    if (!wt.pw) wt.pw = path_watch_new(loop);
 }
 
 /* ---- one scan ------------------------------------------------------------------------- */
@@ -1032,11 +934,8 @@ static void scan_done(uv_work_t *w, int status)
         job_free(j);
         return;
     }
-    pthread_mutex_lock(&wt.lock);
-    bool overflow = wt.overflow;
-    pthread_mutex_unlock(&wt.lock);
     /* Cache only an answer no change has overtaken, backed by complete watches. */
-    if (j->watched && !overflow && j->gen == wt.gen && wt.polling) {
+    if (j->watched && !atomic_load(&wt.overflow) && j->gen == wt.gen && wt.pw) {
         size_t hl;
         char *hk = homes_key(j->codex_home, j->user_home, &hl);
         cache_put(j->sb_json ? j->sb_json : "", hk, hl, &j->out);

@@ -13,10 +13,11 @@
  *     any directory on the way to it, comes into existence (so a deep path fires
  *     as soon as its first missing ancestor appears), or when `present` goes away.
  *
- * Each armed watch holds inotify watches (libuv fs events) on the deepest existing
- * ancestor of every missing path and on the parent of `present`; any event there
- * triggers a re-check with stat(). Watches belong to the session (they survive a
- * reconnect; a change while detached is not replayed). Bounded: at most
+ * Each armed watch holds inotify watches (path_watch.h, shared with capability
+ * discovery) on the deepest existing ancestor of every missing path, for the next name
+ * on the way, and on the parent of `present`, for its name; such an event, or one of
+ * those directories going away, triggers a re-check with stat(). Watches belong to the session
+ * (they survive a reconnect; a change while detached is not replayed). Bounded: at most
  * FS_WATCH_MAX_PATHS paths a watch and FS_WATCH_MAX_ACTIVE armed watches a session.
  *
  * The stat() calls run on the loop thread: a handful of local lookups per event,
@@ -24,10 +25,13 @@
 #include "fs/fs_watch.h"
 
 #include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fs/path_watch.h"
 #include "fs/sandbox_helper.h"
 #include "proto/uri.h"
 #include "rpc/dispatch.h"
@@ -41,12 +45,6 @@
 #define FS_WATCH_MAX_ACTIVE 64
 #define FS_WATCH_MAX_IDS 4096 /* remembered used ids, oldest forgotten first */
 
-struct dir_handle {
-    uv_fs_event_t ev;
-    struct fs_watch *w; /* NULL once the watch let go of it */
-    struct dir_handle *next;
-};
-
 struct fs_watch {
     uint64_t id;
     struct fs_watch_table *table;
@@ -54,18 +52,21 @@ struct fs_watch {
     char **missing;
     size_t *base;  /* length of the deepest existing ancestor of missing[i] */
     char *present; /* or NULL */
-    struct dir_handle *dirs;
+    struct path_watch_owner owner;
     struct fs_watch *next;
 };
 
 struct fs_watch_table {
     struct session *session;
-    uv_loop_t *loop;
     struct fs_watch *active;
     size_t nactive;
     uint64_t *used; /* ring of used ids */
     size_t nused, used_head;
 };
+
+/* The inotify instance of every session's watches (path_watch.h), made with the first
+ * table; NULL when the kernel gives none: watches are then armed but see nothing. */
+static struct path_watch *watches;
 
 static bool path_exists(const char *p)
 {
@@ -73,43 +74,9 @@ static bool path_exists(const char *p)
     return stat(p, &st) == 0;
 }
 
-/* Length of the longest prefix of `path` (an absolute, normalised path) that
- * exists: the path itself, or an ancestor ("/" always exists: 1). */
-static size_t existing_prefix(const char *path)
-{
-    size_t len = strlen(path);
-    char *tmp = xstrdup(path);
-    while (len > 1) {
-        tmp[len] = '\0';
-        if (path_exists(tmp)) break;
-        char *slash = strrchr(tmp, '/');
-        len = slash == tmp ? 1 : (size_t)(slash - tmp);
-    }
-    free(tmp);
-    return len < 1 ? 1 : len;
-}
-
-static void dir_closed(uv_handle_t *h)
-{
-    free(h->data);
-}
-
-static void release_dirs(struct fs_watch *w)
-{
-    struct dir_handle *d = w->dirs;
-    while (d) {
-        struct dir_handle *next = d->next;
-        d->w = NULL;
-        uv_fs_event_stop(&d->ev);
-        uv_close((uv_handle_t *)&d->ev, dir_closed);
-        d = next;
-    }
-    w->dirs = NULL;
-}
-
 static void watch_free(struct fs_watch *w)
 {
-    release_dirs(w);
+    path_watch_drop(watches, &w->owner);
     for (size_t i = 0; i < w->nmissing; i++)
         free(w->missing[i]);
     free(w->missing);
@@ -130,46 +97,20 @@ static void unlink_active(struct fs_watch *w)
     }
 }
 
-static void on_dir_event(uv_fs_event_t *h, const char *name, int events, int status);
-
-static void watch_dir(struct fs_watch *w, const char *dir)
-{
-    for (struct dir_handle *d = w->dirs; d; d = d->next) {
-        char path[4096];
-        size_t n = sizeof path;
-        if (uv_fs_event_getpath(&d->ev, path, &n) == 0 && strcmp(path, dir) == 0) return;
-    }
-    struct dir_handle *d = xcalloc(1, sizeof *d);
-    d->w = w;
-    uv_fs_event_init(w->table->loop, &d->ev);
-    d->ev.data = d;
-    if (uv_fs_event_start(&d->ev, on_dir_event, dir, 0) < 0) {
-        /* Unwatchable (inotify limit, permissions): the watch still fires on the
-         * events it can see; closing keeps nothing half-open. */
-        uv_close((uv_handle_t *)&d->ev, dir_closed);
-        return;
-    }
-    d->next = w->dirs;
-    w->dirs = d;
-}
-
-/* (Re)computes the baseline and the watched directories. */
+/* (Re)computes the baseline and the watched directories. A directory that cannot be
+ * watched (inotify limit, permissions) is left out: the watch still fires on the
+ * events it can see. */
 static void arm(struct fs_watch *w)
 {
-    release_dirs(w);
-    char *tmp;
-    for (size_t i = 0; i < w->nmissing; i++) {
-        w->base[i] = existing_prefix(w->missing[i]);
-        tmp = xstrndup(w->missing[i], w->base[i]);
-        watch_dir(w, tmp);
-        free(tmp);
-    }
+    path_watch_drop(watches, &w->owner);
+    for (size_t i = 0; i < w->nmissing; i++)
+        (void)path_watch_missing(watches, &w->owner, w->missing[i], SIZE_MAX, &w->base[i]);
     if (w->present) {
         const char *slash = strrchr(w->present, '/');
         size_t n = slash == w->present ? 1 : (size_t)(slash - w->present);
-        tmp = xstrndup(w->present, n);
-        watch_dir(w, tmp);
-        free(tmp);
+        char *dir = xstrndup(w->present, n);
+        (void)path_watch_dir(watches, &w->owner, dir, slash + 1, SIZE_MAX);
+        free(dir);
     }
 }
 
@@ -185,18 +126,14 @@ static void notify_changed(struct fs_watch *w)
     conn_send(c, &b);
 }
 
-static void on_dir_event(uv_fs_event_t *h, const char *name, int events, int status)
+/* path_watch_owner.changed: something on the way to a path changed; look again. */
+static void on_changed(struct path_watch_owner *o)
 {
-    (void)name;
-    (void)events;
-    (void)status;
-    struct dir_handle *d = h->data;
-    struct fs_watch *w = d->w;
-    if (!w) return;
+    struct fs_watch *w = (struct fs_watch *)((char *)o - offsetof(struct fs_watch, owner));
     bool fired = w->present && !path_exists(w->present);
     bool moved_up = false;
     for (size_t i = 0; i < w->nmissing && !fired; i++) {
-        size_t now = existing_prefix(w->missing[i]);
+        size_t now = path_watch_existing_prefix(w->missing[i]);
         if (now > w->base[i])
             fired = true;
         else if (now < w->base[i])
@@ -233,7 +170,7 @@ struct fs_watch_table *fs_watch_table_new(struct session *s, uv_loop_t *loop)
 {
     struct fs_watch_table *t = xcalloc(1, sizeof *t);
     t->session = s;
-    t->loop = loop;
+    if (!watches) watches = path_watch_new(loop);
     return t;
 }
 
@@ -338,6 +275,7 @@ static void handle_watch_missing(struct rpc_req *req)
         return;
     }
     w->table = t;
+    w->owner.changed = on_changed;
     arm(w);
     w->next = t->active;
     t->active = w;
