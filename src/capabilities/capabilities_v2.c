@@ -2,8 +2,9 @@
  * skills and plugins installed on it (capability capabilityDiscoveryV2; behaviour
  * settled answer for answer against codex 0.169.0, PROTOCOL.md §8.3).
  *
- * Params {"cwd": file URI, "sandbox"?}; the cwd is checked but adds nothing. The
- * locations come from the server's own environment, never from the request:
+ * The params ({"cwd": file URI, "sandbox"?}) are decoded in capabilities_rpc.c, which
+ * hands this module a query. The locations come from the server's own environment,
+ * never from the request:
  *   - CODEX_HOME (canonicalized; it must exist when set: -32603 `CODEX_HOME points to
  *     "X", but that path does not exist`), else ~/.codex;
  *   - installed plugins: $CODEX_HOME/plugins/cache/<marketplace>/<name>/<version>,
@@ -35,7 +36,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,20 +43,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/host_env.h"
+#include "capabilities/capability_roots.h"
 #include "capabilities/caproots_scan.h"
 #include "fs/fs_util.h"
-#include "fs/fs_work.h"
 #include "fs/path_watch.h"
 #include "capabilities/skill_meta.h"
 #include "proto/uri.h"
 #include "proto/utf8.h"
-#include "rpc/dispatch.h"
-#include "rpc/params.h"
-#include "sandbox/landlock.h"
-#include "sandbox/policy.h"
-#include "sandbox/sandbox_rpc.h"
-#include "session/session.h"
 #include "util/buf.h"
 #include "util/mem.h"
 #include "util/oserr.h"
@@ -317,10 +310,9 @@ struct location {
 
 struct scan_job {
     uv_work_t w;
-    struct rpc_req *req;
-    char *codex_home, *user_home;
-    char *sb_json; /* the sandbox to read through, or NULL */
-    char owner[40];
+    struct caproots_v2_query q;
+    caproots_v2_done_fn done;
+    void *arg;
     uint64_t gen;
     bool watched;
     struct buf out;
@@ -508,33 +500,17 @@ static json_t *scan_location(struct scan_job *j, const struct location *l, bool 
     if (!S_ISDIR(st.st_mode)) return NULL;
     struct buf one;
     buf_init(&one);
-    if (!j->sb_json) {
-        caproots_scan(l->path, l->uri, &one);
-    } else {
-        struct fs_work fw = {.op = OP_DISCOVER, .fd = -1, .displaced_fd = -1};
-        buf_init(&fw.out);
-        fw.path = l->path;
-        fw.path_len = strlen(l->path);
-        fw.path2 = l->uri;
-        fw.path2_len = strlen(l->uri);
-        fw.sb_json = j->sb_json;
-        snprintf(fw.sb_owner, sizeof fw.sb_owner, "%s", j->owner);
-        fs_work_run(&fw);
-        bool failed = fs_work_failed(&fw);
-        if (!failed) buf_append(&one, fw.out.data, fw.out.len);
-        free(fw.msg);
-        buf_free(&fw.out);
-        if (failed) {
-            buf_free(&one);
-            *warned = true;
-            return NULL;
-        }
+    char why[256];
+    if (caproots_scan_root(l->path, l->uri, j->q.sb_json, j->q.owner, &one, why, sizeof why) < 0) {
+        buf_free(&one);
+        *warned = true;
+        return NULL;
     }
     json_t *r = json_loadb(one.data ? one.data : "", one.len, 0, NULL);
     buf_free(&one);
     /* Read through a sandbox, a root it does not let us see is simply absent. */
     const char *err = json_string_value(json_object_get(r, "error"));
-    if (err && j->sb_json &&
+    if (err && j->q.sb_json &&
         (strstr(err, "(os error 2)") || strstr(err, "(os error 13)") ||
          strstr(err, "(os error 1)"))) {
         json_decref(r);
@@ -792,11 +768,11 @@ static void scan_run(uv_work_t *w)
     size_t n = 0, cap = 0;
     bool loc_warning = false;
 
-    char *cache_root = fs_path_join(j->codex_home, "plugins/cache");
+    char *cache_root = fs_path_join(j->q.codex_home, "plugins/cache");
     char *roots[3];
     static const char *const ids[3] = {"codex-home-skills", "user-agent-skills", "system-skills"};
-    roots[0] = fs_path_join(j->codex_home, "skills");
-    roots[1] = j->user_home ? fs_path_join(j->user_home, ".agents/skills") : NULL;
+    roots[0] = fs_path_join(j->q.codex_home, "skills");
+    roots[1] = j->q.user_home ? fs_path_join(j->q.user_home, ".agents/skills") : NULL;
     roots[2] = xstrdup("/etc/codex/skills");
     /* Watches first: a change while we scan is then seen and drops this answer. */
     j->watched = watch_root(cache_root);
@@ -891,9 +867,9 @@ static void scan_run(uv_work_t *w)
 
 static void job_free(struct scan_job *j)
 {
-    free(j->codex_home);
-    free(j->user_home);
-    free(j->sb_json);
+    free(j->q.codex_home);
+    free(j->q.user_home);
+    free(j->q.sb_json);
     buf_free(&j->out);
     free(j);
 }
@@ -930,116 +906,50 @@ static void scan_done(uv_work_t *w, int status)
 {
     struct scan_job *j = w->data;
     if (status < 0) {
-        rpc_reply_error(j->req, RPC_INTERNAL_ERROR, "%s", uv_strerror(status));
+        j->done(j->arg, status, NULL);
         job_free(j);
         return;
     }
     /* Cache only an answer no change has overtaken, backed by complete watches. */
     if (j->watched && !atomic_load(&wt.overflow) && j->gen == wt.gen && wt.pw) {
         size_t hl;
-        char *hk = homes_key(j->codex_home, j->user_home, &hl);
-        cache_put(j->sb_json ? j->sb_json : "", hk, hl, &j->out);
+        char *hk = homes_key(j->q.codex_home, j->q.user_home, &hl);
+        cache_put(j->q.sb_json ? j->q.sb_json : "", hk, hl, &j->out);
         free(hk);
     }
-    struct buf b;
-    rpc_result_begin(j->req, &b);
-    buf_append(&b, j->out.data, j->out.len);
-    rpc_result_finish(j->req, &b);
+    j->done(j->arg, 0, &j->out);
     job_free(j);
 }
 
-/* ---- the method ------------------------------------------------------------------------- */
+/* ---- a request ------------------------------------------------------------------------ */
 
-static char *user_home_dir(void)
+int caproots_v2_discover(uv_loop_t *loop, struct caproots_v2_query *q, caproots_v2_done_fn done,
+                         void *arg)
 {
-    char home[PATH_MAX];
-    return host_env_home(home, sizeof home) ? xstrdup(home) : NULL;
-}
-
-static void handle_discover_v2(struct rpc_req *req)
-{
-    struct pdec d;
-    pdec_begin(&d, req->params, "DiscoverV2CapabilitiesRequest");
-    size_t cwd_len = 0;
-    const char *cwd = pdec_string_len(&d, "cwd", PDEC_REQUIRED, &cwd_len);
-    json_t *sb = pdec_object(&d, "sandbox", PDEC_OPTIONAL);
-    if (rpc_reply_if_invalid(req, &d)) return;
-    char *cwd_path = NULL;
-    size_t plen;
-    struct uri_error ue;
-    if (uri_to_path(cwd, cwd_len, false, &cwd_path, &plen, &ue) < 0) {
-        rpc_reply_error(req, rpc_uri_error_code(&ue), "%s", ue.message);
-        return;
-    }
-    struct sandbox_policy pol;
-    struct sandbox_error se;
-    int pr = sandbox_policy_parse(sb, NULL, &pol, &se);
-    free(cwd_path);
-    if (pr < 0) {
-        rpc_reply_error(req, sandbox_error_code(&se), "%s", se.message);
-        return;
-    }
-    /* Here the sandbox has no request cwd to fall back on (the reference's wording). */
-    if (sb && !json_object_get(sb, "cwd")) {
-        sandbox_policy_free(&pol);
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "missing field `cwd`");
-        return;
-    }
-    bool need = sandbox_policy_needs_fs(&pol, true, false);
-    sandbox_policy_free(&pol);
-    if (!rpc_check_ready(req)) return;
-    if (need && sandbox_landlock_abi() < 1) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS,
-                        "filesystem sandbox is unavailable on this executor");
-        return;
-    }
-
-    char *user_home = user_home_dir();
-    char *why;
-    char *home = host_env_codex_home(&why);
-    if (!home) {
-        rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", why);
-        free(why);
-        free(user_home);
-        return;
-    }
-    char *sb_json = need ? json_dumps(sb, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     size_t hl;
-    char *hk = homes_key(home, user_home, &hl);
+    char *hk = homes_key(q->codex_home, q->user_home, &hl);
+    const char *key = q->sb_json ? q->sb_json : "";
     for (unsigned i = 0; i < ncache; i++) {
-        if (strcmp(cache[i].key, sb_json ? sb_json : "") == 0 && cache[i].homes_len == hl &&
+        if (strcmp(cache[i].key, key) == 0 && cache[i].homes_len == hl &&
             memcmp(cache[i].homes, hk, hl) == 0) {
-            struct buf b;
-            rpc_result_begin(req, &b);
-            buf_append(&b, cache[i].json.data, cache[i].json.len);
-            rpc_result_finish(req, &b);
             free(hk);
-            free(home);
-            free(user_home);
-            free(sb_json);
-            return;
+            free(q->codex_home);
+            free(q->user_home);
+            free(q->sb_json);
+            done(arg, 0, &cache[i].json);
+            return 0;
         }
     }
     free(hk);
-    watch_init(req->loop);
+    watch_init(loop);
     struct scan_job *j = xcalloc(1, sizeof *j);
-    j->req = req;
-    j->codex_home = home;
-    j->user_home = user_home;
-    j->sb_json = sb_json;
+    j->q = *q;
+    j->done = done;
+    j->arg = arg;
     j->gen = wt.gen;
     buf_init(&j->out);
-    struct session *s = session_of(req->conn);
-    snprintf(j->owner, sizeof j->owner, "%s", s ? s->id : "");
     j->w.data = j;
-    int r = uv_queue_work(req->loop, &j->w, scan_run, scan_done);
-    if (r < 0) {
-        rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", uv_strerror(r));
-        job_free(j);
-    }
+    int r = uv_queue_work(loop, &j->w, scan_run, scan_done);
+    if (r < 0) job_free(j);
+    return r;
 }
-
-const struct rpc_method capability_roots_v2_methods[] = {
-    {"capabilities/discoverV2", "capability discovery", handle_discover_v2},
-    {NULL, NULL, NULL},
-};

@@ -1,14 +1,32 @@
 /* capabilities_v2: `capabilities/discoverV2` (capability capabilityDiscoveryV2),
  * the skills and plugins installed on the executor itself (PROTOCOL.md §8.3); see
- * capabilities_v2.c. */
+ * capabilities_v2.c. The method's params are decoded and its reply made in
+ * capabilities_rpc.c. */
 #ifndef EXEC_CAPABILITIES_CAPABILITIES_V2_H
 #define EXEC_CAPABILITIES_CAPABILITIES_V2_H
 
 #include <stdbool.h>
+#include <uv.h>
 
-#include "rpc/rpc.h"
+#include "util/buf.h"
 
-extern const struct rpc_method capability_roots_v2_methods[];
+/* Where to look and how to read. */
+struct caproots_v2_query {
+    char *codex_home; /* canonical (core/host_env.h) */
+    char *user_home;  /* or NULL */
+    char *sb_json;    /* the sandbox to read through (compact JSON), or NULL */
+    char owner[40];   /* the session id, whose sandbox helper reads */
+};
+
+/* The answer: status 0 and the result object's JSON text (valid during the call), or
+ * a libuv error the thread pool gave. Called on the loop thread. */
+typedef void (*caproots_v2_done_fn)(void *arg, int status, const struct buf *answer);
+
+/* Answers q (loop thread): from the cache at once (done is called before this
+ * returns), else from a scan on the thread pool. Takes q's strings. 0, or a libuv
+ * error when the scan could not be queued (done is not called). */
+int caproots_v2_discover(uv_loop_t *loop, struct caproots_v2_query *q, caproots_v2_done_fn done,
+                         void *arg);
 
 /* Compares plugin version directory names as the reference does: SemVer 2.0 order
  * (then build metadata) when both parse, bytewise otherwise. */

@@ -1,8 +1,7 @@
 /* server_methods: see server_methods.h. */
 #include "server/server_methods.h"
 
-#include "capabilities/capabilities_v2.h"
-#include "capabilities/capability_roots.h"
+#include "capabilities/capabilities_rpc.h"
 #include "fs/fs_methods.h"
 #include "fs/fs_watch.h"
 #include "http/http_request.h"
