@@ -123,7 +123,7 @@ int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out,
     int rc = fs_wire_decode_request(req, len, &rq);
     if (rc == 0 && !op_served_by_helper(rq.op)) rc = -EPROTO;
     if (rc < 0) {
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "malformed sandbox helper request");
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "malformed sandbox helper request");
     } else {
         fw->op = (enum fs_op)rq.op;
         fw->recursive = rq.recursive;
@@ -145,12 +145,12 @@ int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out,
         fs_ops_run(fw);
         /* One request at a time here, so a read never waits for another; if it
          * were told to, it is refused rather than stuck. */
-        if (fw->budget_wait) fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "read budget busy");
+        if (fw->budget_wait) fs_work_set_msg(fw, FS_ERR_INTERNAL, "read budget busy");
     }
     fs_budget_give(fw->budget_held);
     bool failed = fs_work_failed(fw);
     struct fs_wire_reply rp = {.err = fw->err,
-                               .code = fw->code,
+                               .kind = (int32_t)fw->kind,
                                .msg = fw->msg,
                                .msg_len = fw->msg ? strlen(fw->msg) : 0,
                                .out = fw->out.data,
@@ -200,18 +200,18 @@ static void run_sandboxed(struct fs_work *fw)
     buf_free(&rq);
     struct fs_wire_reply r;
     if (rc == SB_CALL_UNENFORCEABLE || rc == SB_CALL_REFUSED) {
-        fs_work_set_msg(fw, RPC_INVALID_REQUEST, "%s", why);
+        fs_work_set_msg(fw, FS_ERR_REFUSED, "%s", why);
     } else if (rc == SB_CALL_NO_RESOURCES) {
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "%s", why);
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "%s", why);
     } else if (rc == SB_CALL_CLOSED) {
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "session closed");
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "session closed");
     } else if (rc < 0) {
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "%s",
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "%s",
                         why[0] ? why : "sandbox helper exited during the request");
     } else if (fs_wire_decode_reply(rp.data, rp.len, &r) < 0) {
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "malformed sandbox helper reply");
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "malformed sandbox helper reply");
     } else if (r.msg_len) {
-        fs_work_set_msg(fw, r.code, "%.*s", (int)r.msg_len, r.msg);
+        fs_work_set_msg(fw, (enum fs_err_kind)r.kind, "%.*s", (int)r.msg_len, r.msg);
     } else if (r.err) {
         fs_work_set_err(fw, r.err);
     } else {
@@ -227,7 +227,7 @@ static void run_sandboxed(struct fs_work *fw)
     }
     if (fd >= 0) close(fd);
     if (fw->op == OP_OPEN && !fs_work_failed(fw) && fw->fd < 0)
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "sandbox helper returned no file");
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "sandbox helper returned no file");
     buf_free(&rp);
 }
 
@@ -279,24 +279,24 @@ static void open_finish(struct fs_work *fw)
     struct rpc_req *req = fw->req;
     if (!conn_is_open(req->conn)) {
         close(fw->fd);
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "connection closed");
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "connection closed");
         return;
     }
     struct fs_table *t = table_get(req->conn, true);
     if (!t) {
         close(fw->fd);
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "connection closed");
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "connection closed");
         return;
     }
     if (table_find(t, fw->hid, fw->hid_len) >= 0) {
         close(fw->fd);
-        fs_work_set_msg(fw, RPC_INVALID_REQUEST, "file handle `%s` already exists", fw->hid);
+        fs_work_set_msg(fw, FS_ERR_REFUSED, "file handle `%s` already exists", fw->hid);
         return;
     }
     if (t->count >= FS_MAX_HANDLES) {
         close(fw->fd);
-        fs_work_set_msg(fw, RPC_INVALID_REQUEST,
-                        "at most %d file handles may be open per connection", FS_MAX_HANDLES);
+        fs_work_set_msg(fw, FS_ERR_REFUSED, "at most %d file handles may be open per connection",
+                        FS_MAX_HANDLES);
         return;
     }
     struct fs_handle *h = xcalloc(1, sizeof *h);
@@ -370,7 +370,7 @@ static void run_again(struct fs_work *fw)
 {
     int r = uv_queue_work(fw->req->loop, &fw->w, work_cb, after_cb);
     if (r < 0) {
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "%s", uv_strerror(r));
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "%s", uv_strerror(r));
         after_cb(&fw->w, 0);
     }
 }
@@ -406,6 +406,17 @@ static void resume_parked(void)
     }
 }
 
+/* The JSON-RPC code of an operation's refusal. */
+static int err_code(enum fs_err_kind kind)
+{
+    switch (kind) {
+    case FS_ERR_REFUSED: return RPC_INVALID_REQUEST;
+    case FS_ERR_PARAMS: return RPC_INVALID_PARAMS;
+    case FS_ERR_INTERNAL: break;
+    }
+    return RPC_INTERNAL_ERROR;
+}
+
 static void after_cb(uv_work_t *w, int status)
 {
     struct fs_work *fw = w->data;
@@ -419,9 +430,9 @@ static void after_cb(uv_work_t *w, int status)
     if (fw->op == OP_OPEN && !fs_work_failed(fw)) open_finish(fw);
     if (fw->h) handle_unref(fw->h);
     if (status < 0 && !fs_work_failed(fw))
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "%s", uv_strerror(status));
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "%s", uv_strerror(status));
     if (fw->msg) {
-        rpc_reply_error(req, fw->code, "%s", fw->msg);
+        rpc_reply_error(req, err_code(fw->kind), "%s", fw->msg);
     } else if (fw->err) {
         rpc_reply_errno(req, fw->err);
     } else {
@@ -439,7 +450,7 @@ static void submit(struct fs_work *fw)
     fw->w.data = fw;
     int r = uv_queue_work(fw->req->loop, &fw->w, work_cb, after_cb);
     if (r < 0) {
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "%s", uv_strerror(r));
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "%s", uv_strerror(r));
         after_cb(&fw->w, 0);
     }
 }
