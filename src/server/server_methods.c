@@ -3,7 +3,7 @@
 
 #include "capabilities/capabilities_rpc.h"
 #include "fs/fs_methods.h"
-#include "fs/fs_watch.h"
+#include "fs/fs_watch_rpc.h"
 #include "http/http_request.h"
 #include "process/process.h"
 #include "rpc/dispatch.h"
