@@ -26,6 +26,7 @@
 #include "capabilities/caproots_scan.h"
 #include "core/host_env.h"
 #include "fs/fs_work.h"
+#include "fs/sandbox_helper.h"
 #include "proto/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
@@ -66,7 +67,7 @@ static void disc_done(uv_work_t *w, int status)
 {
     struct disc_work *dw = w->data;
     for (size_t i = 0; i < dw->n; i++)
-        if (dw->roots[i].sb_json) fs_helper_sweep_arm(dw->req->loop);
+        if (dw->roots[i].sb) fs_helper_sweep_arm(dw->req->loop);
     if (status < 0)
         rpc_reply_error(dw->req, RPC_INTERNAL_ERROR, "%s", uv_strerror(status));
     else
@@ -85,19 +86,6 @@ static bool uri_has_dots_or_host(const char *u, size_t n)
         if (j == n || u[j] == '/' || u[j] == '?' || u[j] == '#') return true;
     }
     return false;
-}
-
-/* The sandbox to read through as compact JSON when it restricts reads, in *sb_json
- * (NULL when it does not); false with the reason in se when it does not parse. */
-static bool sandbox_to_enforce(json_t *sb, char **sb_json, struct sandbox_error *se)
-{
-    struct sandbox_policy pol;
-    *sb_json = NULL;
-    if (sandbox_policy_parse(sb, NULL, &pol, se) < 0) return false;
-    bool need = sandbox_policy_needs_fs(&pol, true, false);
-    sandbox_policy_free(&pol);
-    if (need) *sb_json = json_dumps(sb, JSON_COMPACT | JSON_SORT_KEYS);
-    return true;
 }
 
 /* Decodes one root object into r; returns false with the error in d. */
@@ -136,7 +124,7 @@ static bool decode_root(struct pdec *d, json_t *v, struct caproots_root *r, int 
     r->uri = r->uri_own ? r->uri_own : uri;
     r->uri_len = r->uri_own ? strlen(r->uri_own) : ulen;
     struct sandbox_error se;
-    if (!sandbox_to_enforce(sb, &r->sb_json, &se)) {
+    if (fs_sandbox_decode(sb, true, false, &r->sb, &se) < 0) {
         *code = sandbox_error_code(&se);
         pdec_fail(d, "%s", se.message);
         return false;
@@ -210,9 +198,9 @@ static void discover_v2_done(void *arg, int status, const struct buf *answer)
     rpc_result_finish(req, &b);
 }
 
-/* Decodes the params: the sandbox to read through in *sb_json (NULL: none needed).
- * false when a reply (an error) has been made. */
-static bool decode_v2(struct rpc_req *req, char **sb_json)
+/* Decodes the params: the sandbox to read through in *sbp (NULL: none needed). false
+ * when a reply (an error) has been made. */
+static bool decode_v2(struct rpc_req *req, struct fs_sandbox **sbp)
 {
     struct pdec d;
     pdec_begin(&d, req->params, "DiscoverV2CapabilitiesRequest");
@@ -229,7 +217,7 @@ static bool decode_v2(struct rpc_req *req, char **sb_json)
     }
     free(cwd_path);
     struct sandbox_error se;
-    if (!sandbox_to_enforce(sb, sb_json, &se)) {
+    if (fs_sandbox_decode(sb, true, false, sbp, &se) < 0) {
         rpc_reply_error(req, sandbox_error_code(&se), "%s", se.message);
         return false;
     }
@@ -237,25 +225,25 @@ static bool decode_v2(struct rpc_req *req, char **sb_json)
     if (sb && !json_object_get(sb, "cwd")) {
         rpc_reply_error(req, RPC_INVALID_PARAMS, "missing field `cwd`");
     } else if (rpc_check_ready(req)) {
-        if (!*sb_json || sandbox_landlock_abi() >= 1) return true;
+        if (!*sbp || sandbox_landlock_abi() >= 1) return true;
         rpc_reply_error(req, RPC_INVALID_PARAMS,
                         "filesystem sandbox is unavailable on this executor");
     }
-    free(*sb_json);
-    *sb_json = NULL;
+    fs_sandbox_free(*sbp);
+    *sbp = NULL;
     return false;
 }
 
 static void handle_discover_v2(struct rpc_req *req)
 {
     struct caproots_v2_query q = {0};
-    if (!decode_v2(req, &q.sb_json)) return;
+    if (!decode_v2(req, &q.sb)) return;
     char *why;
     q.codex_home = host_env_codex_home(&why);
     if (!q.codex_home) {
         rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", why);
         free(why);
-        free(q.sb_json);
+        fs_sandbox_free(q.sb);
         return;
     }
     q.user_home = user_home_dir();

@@ -47,6 +47,7 @@
 #include "capabilities/caproots_scan.h"
 #include "fs/fs_util.h"
 #include "fs/path_watch.h"
+#include "fs/sandbox_helper.h"
 #include "capabilities/skill_meta.h"
 #include "proto/uri.h"
 #include "proto/utf8.h"
@@ -501,7 +502,7 @@ static json_t *scan_location(struct scan_job *j, const struct location *l, bool 
     struct buf one;
     buf_init(&one);
     char why[256];
-    if (caproots_scan_root(l->path, l->uri, j->q.sb_json, j->q.owner, &one, why, sizeof why) < 0) {
+    if (caproots_scan_root(l->path, l->uri, j->q.sb, j->q.owner, &one, why, sizeof why) < 0) {
         buf_free(&one);
         *warned = true;
         return NULL;
@@ -510,7 +511,7 @@ static json_t *scan_location(struct scan_job *j, const struct location *l, bool 
     buf_free(&one);
     /* Read through a sandbox, a root it does not let us see is simply absent. */
     const char *err = json_string_value(json_object_get(r, "error"));
-    if (err && j->q.sb_json &&
+    if (err && j->q.sb &&
         (strstr(err, "(os error 2)") || strstr(err, "(os error 13)") ||
          strstr(err, "(os error 1)"))) {
         json_decref(r);
@@ -869,7 +870,7 @@ static void job_free(struct scan_job *j)
 {
     free(j->q.codex_home);
     free(j->q.user_home);
-    free(j->q.sb_json);
+    fs_sandbox_free(j->q.sb);
     buf_free(&j->out);
     free(j);
 }
@@ -914,7 +915,7 @@ static void scan_done(uv_work_t *w, int status)
     if (j->watched && !atomic_load(&wt.overflow) && j->gen == wt.gen && wt.pw) {
         size_t hl;
         char *hk = homes_key(j->q.codex_home, j->q.user_home, &hl);
-        cache_put(j->q.sb_json ? j->q.sb_json : "", hk, hl, &j->out);
+        cache_put(j->q.sb ? j->q.sb->key : "", hk, hl, &j->out);
         free(hk);
     }
     j->done(j->arg, 0, &j->out);
@@ -928,14 +929,14 @@ int caproots_v2_discover(uv_loop_t *loop, struct caproots_v2_query *q, caproots_
 {
     size_t hl;
     char *hk = homes_key(q->codex_home, q->user_home, &hl);
-    const char *key = q->sb_json ? q->sb_json : "";
+    const char *key = q->sb ? q->sb->key : "";
     for (unsigned i = 0; i < ncache; i++) {
         if (strcmp(cache[i].key, key) == 0 && cache[i].homes_len == hl &&
             memcmp(cache[i].homes, hk, hl) == 0) {
             free(hk);
             free(q->codex_home);
             free(q->user_home);
-            free(q->sb_json);
+            fs_sandbox_free(q->sb);
             done(arg, 0, &cache[i].json);
             return 0;
         }

@@ -10,12 +10,14 @@
 
 #include "util/buf.h"
 
+struct fs_sandbox;
+
 /* Where to look and how to read. */
 struct caproots_v2_query {
-    char *codex_home; /* canonical (core/host_env.h) */
-    char *user_home;  /* or NULL */
-    char *sb_json;    /* the sandbox to read through (compact JSON), or NULL */
-    char owner[40];   /* the session id, whose sandbox helper reads */
+    char *codex_home;      /* canonical (core/host_env.h) */
+    char *user_home;       /* or NULL */
+    struct fs_sandbox *sb; /* the sandbox to read through, or NULL */
+    char owner[40];        /* the session id, whose sandbox helper reads */
 };
 
 /* The answer: status 0 and the result object's JSON text (valid during the call), or
@@ -23,7 +25,7 @@ struct caproots_v2_query {
 typedef void (*caproots_v2_done_fn)(void *arg, int status, const struct buf *answer);
 
 /* Answers q (loop thread): from the cache at once (done is called before this
- * returns), else from a scan on the thread pool. Takes q's strings. 0, or a libuv
+ * returns), else from a scan on the thread pool. Takes what q holds. 0, or a libuv
  * error when the scan could not be queued (done is not called). */
 int caproots_v2_discover(uv_loop_t *loop, struct caproots_v2_query *q, caproots_v2_done_fn done,
                          void *arg);

@@ -22,13 +22,14 @@
 
 #include "capabilities/caproots_scan.h"
 #include "fs/fs_work.h"
+#include "fs/sandbox_helper.h"
 #include "util/mem.h"
 #include "util/oserr.h"
 
-int caproots_scan_root(const char *path, const char *uri, const char *sb_json, const char *owner,
+int caproots_scan_root(const char *path, const char *uri, struct fs_sandbox *sb, const char *owner,
                        struct buf *out, char *err, size_t errlen)
 {
-    if (!sb_json) {
+    if (!sb) {
         caproots_scan(path, uri, out);
         return 0;
     }
@@ -38,7 +39,7 @@ int caproots_scan_root(const char *path, const char *uri, const char *sb_json, c
     fw.path_len = strlen(path);
     fw.path2 = (char *)uri;
     fw.path2_len = strlen(uri);
-    fw.sb_json = (char *)sb_json;
+    fw.sb = sb; /* borrowed: this work is never freed by fs_methods.c */
     snprintf(fw.sb_owner, sizeof fw.sb_owner, "%s", owner);
     fs_work_run(&fw);
     int rc = 0;
@@ -73,7 +74,7 @@ void caproots_discover(const struct caproots_root *roots, size_t n, const char *
         char *uri = xmemdup(r->uri, r->uri_len + 1);
         uri[r->uri_len] = '\0';
         char err[4096];
-        if (caproots_scan_root(r->path, uri, r->sb_json, owner, &one, err, sizeof err) < 0)
+        if (caproots_scan_root(r->path, uri, r->sb, owner, &one, err, sizeof err) < 0)
             caproots_put_error(&one, err);
         free(uri);
         /* one is an object: splice its members after id and path. */
@@ -86,6 +87,6 @@ void caproots_discover(const struct caproots_root *roots, size_t n, const char *
 void caproots_root_free(struct caproots_root *r)
 {
     free(r->path);
-    free(r->sb_json);
+    fs_sandbox_free(r->sb);
     free(r->uri_own);
 }

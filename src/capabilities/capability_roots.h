@@ -12,21 +12,23 @@
 
 #include "util/buf.h"
 
+struct fs_sandbox;
+
 /* One root of a request, decoded. */
 struct caproots_root {
     const char *id; /* borrowed from the request, which outlives the scan */
     size_t id_len;
     const char *uri; /* as sent (borrowed) or uri_own: echoed back, named in messages */
     size_t uri_len;
-    char *path;    /* native, owned */
-    char *uri_own; /* the normalized echo when the sent URI needed it, or NULL */
-    char *sb_json; /* the sandbox to enforce (compact JSON, owned), or NULL */
+    char *path;            /* native, owned */
+    char *uri_own;         /* the normalized echo when the sent URI needed it, or NULL */
+    struct fs_sandbox *sb; /* the sandbox to enforce (owned), or NULL */
 };
 
 /* Scans one root (blocking) into out, as caproots_scan writes it: here, or inside the
- * session `owner`'s sandbox helper for sb_json when it is set. 0; -1 when the helper
+ * session `owner`'s sandbox helper for sb when it is set. 0; -1 when the helper
  * could not run it, with its words in err. */
-int caproots_scan_root(const char *path, const char *uri, const char *sb_json, const char *owner,
+int caproots_scan_root(const char *path, const char *uri, struct fs_sandbox *sb, const char *owner,
                        struct buf *out, char *err, size_t errlen);
 
 /* Scans every root (blocking) and appends the result object {"roots":[...]}. */

@@ -18,6 +18,7 @@
 #define FS_HANDLE_ID_MAX 32
 
 struct rpc_req;
+struct fs_sandbox;
 
 /* An open file handle (fs/open), reference counted on the loop thread. */
 struct fs_handle {
@@ -94,8 +95,9 @@ struct fs_work {
     enum fs_err_kind kind; /* when msg is set */
     char *msg;             /* validation error text */
     /* sandboxed: run in the session's helper for this policy (fs/sandbox_helper.h) */
-    char *sb_json;     /* owned: the sandbox object as compact JSON, or NULL */
-    char sb_owner[40]; /* the session id */
+    struct fs_sandbox *sb; /* the sandbox to run in (sandbox_helper.h), or NULL: owned by
+                              fs_methods.c's work, borrowed by capability discovery's */
+    char sb_owner[40];     /* the session id */
 };
 
 /* Records errno e (EIO for 0) as the outcome unless one is already recorded. */
@@ -109,7 +111,7 @@ bool fs_work_failed(const struct fs_work *fw);
 /* Runs fw's operation directly (blocking): on a pool thread, or inside the sandbox
  * helper. */
 void fs_ops_run(struct fs_work *fw);
-/* Runs fw (blocking, on a pool thread): in the session's sandbox helper when fw->sb_json
+/* Runs fw (blocking, on a pool thread): in the session's sandbox helper when fw->sb
  * is set, else directly. The outcome is in fw as after fs_ops_run. */
 void fs_work_run(struct fs_work *fw);
 
