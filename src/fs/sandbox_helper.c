@@ -178,7 +178,8 @@ static struct sb_helper *helper_start(const struct fs_sandbox *sb, int *rc, char
         *rc = start_failed(-errno, why, whyn);
         goto out;
     }
-    struct sandbox_hold *hold = sandbox_hold_acquire(pol, false, 0); /* it never forks */
+    int herr; /* never set: no cap asked for, since the helper never forks */
+    struct sandbox_hold *hold = sandbox_hold_acquire(pol, 0, 0, &herr);
     char *argv[] = {(char *)"exec-sandbox-helper", NULL};
     char *envp[] = {NULL};
     int stdio[3] = {devnull, devnull, STDERR_FILENO};
@@ -192,7 +193,7 @@ static struct sb_helper *helper_start(const struct fs_sandbox *sb, int *rc, char
                                .extra_fds = &sv[1],
                                .n_extra_fds = 1,
                                .proxy_fd = -1,
-                               .cgroup_fd = -1};
+                               .cgroup_fds = {-1, -1}};
     struct spawn_result sr;
     int sberr = 0;
     int err = spawn_child(&rq, &sr, &sberr);
