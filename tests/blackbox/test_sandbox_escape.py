@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *  # noqa
 import seccomp_filter as sf  # noqa
 from sandbox_attack import (Daemon, dump_filters, find_marked, find_probe, parse,  # noqa
-                            policy, sandboxed_sleeper, scratch, uri, world_copy)
+                            policy, sandboxed_sleeper, scratch, special, uri, world_copy)
 from test_sandbox import helper_pids, landlock_abi  # noqa
 
 # Errno families (names as escape-probe prints them).
@@ -1654,6 +1654,128 @@ def test_links_out_of_root(_):
                                              "dataBase64": b64("x"), "sandbox": sb})
             v.check(mode, "fs/writeFile through a planted symlink", "error" in m and
                     not os.path.exists(w.out + "/via-fs"), "written outside: %s" % m)
+    v.done()
+
+
+def nested_policy(grant, ws, network="restricted"):
+    """Root readable, `grant` writable, and the workspace `ws` (a directory under grant)
+    writable as the project root: a writable root nested in another, as /tmp with a
+    workspace under it, or TMPDIR under /tmp."""
+    entries = [special("root"), {"path": {"type": "path", "path": uri(grant)},
+                                 "access": "write"}, special("project_roots", "write")]
+    return {"permissions": {"type": "managed", "file_system": {"type": "restricted",
+                                                               "entries": entries},
+                            "network": network},
+            "windowsSandboxLevel": "disabled", "cwd": uri(ws), "workspaceRoots": [uri(ws)]}
+
+
+@needs_own_server
+def test_writable_root_through_a_planted_symlink(_):
+    """A writable root inside another (a workspace under a writable /tmp, TMPDIR under
+    /tmp): a sandboxed command moves the inner root's parent aside and leaves a symlink
+    where the inner root was, pointing at a host directory of its choosing (/root, /etc,
+    ~/.ssh; here one outside every root). The next start with the same policy must not
+    make the link's target writable: ours refuses the policy, in the words the reference
+    uses for a read-only path ("cannot enforce sandbox writable path ... because it
+    crosses writable symlink ..."), and so do sandboxed fs requests. The reference
+    follows the link and writes there (a hole it has: printed)."""
+    w = world()
+    v = Verdicts()
+    for mode in [m for m in MODES if m[1] == "ww"]:
+        d = w.mkdir(tempfile.mkdtemp(prefix="nest-", dir=w.top))
+        grant = w.mkdir(d + "/grant")
+        ws = w.mkdir(w.mkdir(grant + "/proj") + "/ws")
+        target = w.mkdir(tempfile.mkdtemp(prefix="target-", dir=w.out))
+        sb = nested_policy(grant, ws, mode[2])
+        script = ("cd / && mv {g}/proj {g}/proj.moved && mkdir {g}/proj && "
+                  "ln -s {t} {g}/proj/ws && echo planted").format(g=grant, t=target)
+        pid = pid_name(w, "plant")
+        w.s.start(pid, ["/bin/sh", "-c", script], cwd=uri(ws), sandbox=sb,
+                  env={"PATH": "/usr/bin:/bin"})
+        out = w.s.collect_until_closed(pid, timeout=60)
+        text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+        v.check(mode, "plant", "planted" in text and os.path.islink(ws),
+                "the setup did not plant the link (a control): %s" % text)
+        # the same policy again, as the client sends it for the next command
+        pid = pid_name(w, "through")
+        r = w.s.request("process/start", {
+            "processId": pid, "argv": ["/bin/sh", "-c", "echo pwned > %s/escaped; "
+                                       "echo pwned > escaped-cwd" % ws],
+            "cwd": uri(ws), "env": {"PATH": "/usr/bin:/bin"}, "tty": False, "sandbox": sb})
+        text, code = json.dumps(r.get("error")), None
+        if "error" not in r:
+            out = w.s.collect_until_closed(pid, timeout=60)
+            text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+            code = out["exit_code"]
+        m = w.s.request("fs/writeFile", {"path": uri(ws + "/escaped-fs"),
+                                         "dataBase64": b64("x"), "sandbox": sb})
+        written = sorted(os.listdir(target))
+        if IS_REF:
+            print("    [%s] reference: %s" % (mode[0], "wrote %s outside every root through "
+                                              "the link" % written if written else
+                                              "nothing written outside (%s)" % text[-200:]))
+            continue
+        v.check(mode, "through the link", not written,
+                "written outside every root through the planted link: %s" % written)
+        want = "cannot enforce sandbox writable path %s because it crosses writable " \
+               "symlink %s" % (ws, ws)
+        v.check(mode, "refused", want in text and code == 1,
+                "not refused as the reference refuses a read-only path: exit %s, %s" % (
+                    code, text[-300:]))
+        v.check(mode, "fs refused", want in json.dumps(m.get("error")), "fs/writeFile: %s" % m)
+    v.done()
+
+
+@needs_own_server
+def test_carve_out_through_a_planted_symlink(_):
+    """A deny (and a read-only) entry two levels under the writable workspace: the command
+    moves the entry's parent aside (its cover moves along) and plants a symlink on the
+    entry's path. The next sandbox with the same policy must not cover the link's target
+    and leave the moved original open: the secret is read, the read-only file written.
+    The reference refuses such a policy ("cannot enforce sandbox deny-read path ...
+    because it crosses writable symlink ...")."""
+    w = world()
+    v = Verdicts()
+    for mode in [m for m in MODES if m[1] == "ww"]:
+        ws = w.fresh_ws()
+        w.mkdir(ws + "/a")
+        w.mkdir(ws + "/a/secret")
+        w.write(ws + "/a/secret/s.txt", SECRET)
+        w.mkdir(ws + "/a/ro")
+        w.write(ws + "/a/ro/f.txt", "original")
+        sb = policy("ww", ws, mode[2])
+        sb["permissions"]["file_system"]["entries"] += [
+            {"path": {"type": "path", "path": uri(ws + "/a/secret")}, "access": "none"},
+            {"path": {"type": "path", "path": uri(ws + "/a/ro")}, "access": "read"}]
+        decoy = w.mkdir(tempfile.mkdtemp(prefix="decoy-", dir=w.out))
+        script = ("cat a/secret/s.txt; echo x > a/ro/f.txt; mv a b && mkdir a && "
+                  "ln -s {d} a/secret && ln -s {d} a/ro && echo planted").format(d=decoy)
+        pid = pid_name(w, "plant")
+        w.s.start(pid, ["/bin/sh", "-c", script], cwd=uri(ws), sandbox=sb,
+                  env={"PATH": "/usr/bin:/bin"})
+        out = w.s.collect_until_closed(pid, timeout=60)
+        text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+        v.check(mode, "control", "planted" in text and SECRET not in text and
+                open(ws + "/b/ro/f.txt").read() == "original",
+                "the first sandbox did not hold or did not plant: %s" % text)
+        pid = pid_name(w, "through")
+        r = w.s.request("process/start", {
+            "processId": pid, "argv": ["/bin/sh", "-c", "cat b/secret/s.txt; "
+                                       "echo changed > b/ro/f.txt"],
+            "cwd": uri(ws), "env": {"PATH": "/usr/bin:/bin"}, "tty": False, "sandbox": sb})
+        text = ""
+        if "error" not in r:
+            out = w.s.collect_until_closed(pid, timeout=60)
+            text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+        print("    [%s] the next start: %s" % (mode[0], (text or json.dumps(r)).strip()[-300:]))
+        v.check(mode, "deny entry moved", SECRET not in text,
+                "the denied file was read at its new place")
+        v.check(mode, "read-only entry moved", open(ws + "/b/ro/f.txt").read() == "original",
+                "the read-only file was written at its new place")
+        m = w.s.request("fs/readFile", {"path": uri(ws + "/b/secret/s.txt"), "sandbox": sb})
+        data = unb64(m["result"]["dataBase64"]) if "result" in m else b""
+        v.check(mode, "fs/readFile", SECRET.encode() not in data,
+                "the denied file was read at its new place")
     v.done()
 
 
