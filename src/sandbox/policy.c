@@ -11,6 +11,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
 #include <stdio.h>
@@ -414,11 +415,17 @@ static int decode_entry(struct pdec *d, json_t *ent, struct ctx *cx, int glob_de
     return 0;
 }
 
-/* The git dir a `.git` file points to (worktrees, submodules), or NULL. */
+/* The git dir a `.git` file points to (worktrees, submodules), or NULL. Opened
+ * without blocking and without following a link: this runs on the loop thread, and
+ * a `.git` inside a writable root is whatever a sandboxed command made it (a FIFO
+ * there held the open, and with it the whole server, until a writer came). A link is
+ * refused by protect_root anyway. */
 static char *gitdir_of(const char *root)
 {
     char *gf = join(root, ".git");
-    FILE *f = fopen(gf, "re");
+    int fd = open(gf, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (fd >= 0 && !f) close(fd);
     char *res = NULL;
     struct stat st;
     if (f && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode)) {

@@ -1779,6 +1779,74 @@ def test_carve_out_through_a_planted_symlink(_):
     v.done()
 
 
+def answer_or_unstick(w, rid, fifo):
+    """The reply to request rid within 10 s, or None: then the FIFO goes (a writer lets
+    the open waiting on it return, and it is removed before the writer closes, so the
+    reader sees the end and nothing opens it again) and a server stuck on it goes on
+    with the rest of the suite."""
+    try:
+        return w.s.wait_response(rid, timeout=10)
+    except WaitFailed:
+        if os.path.lexists(fifo):
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                fd = None
+            os.unlink(fifo)
+            if fd is not None:
+                os.close(fd)
+        w.s.wait_response(rid, timeout=30)
+        return None
+
+
+@needs_own_server
+def test_fifo_where_the_server_reads(_):
+    """A sandboxed command makes a FIFO named .git in a directory of its writable
+    workspace (another policy's root: a subproject, a second session's workspace under
+    the same writable tree). Resolving that other policy reads `.git` on the server's
+    side (a `.git` file names a worktree's git dir): opening the FIFO for reading waited
+    for a writer on the loop thread and the whole server stopped answering, every
+    session included. The start and a sandboxed fs request must be answered, and a
+    second session served meanwhile."""
+    w = world()
+    v = Verdicts()
+    for mode in [m for m in MODES if m[1] == "ww"]:
+        ws = w.fresh_ws()
+        sub = w.mkdir(ws + "/sub")
+        fifo = sub + "/.git"
+        pid = pid_name(w, "fifo")
+        w.s.start(pid, ["/bin/sh", "-c", "mkfifo sub/.git && echo made"], cwd=uri(ws),
+                  sandbox=policy("ww", ws, mode[2]), env={"PATH": "/usr/bin:/bin"})
+        out = w.s.collect_until_closed(pid, timeout=60)
+        text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+        v.check(mode, "control", "made" in text and os.path.exists(fifo),
+                "the FIFO was not made: %s" % text)
+        sb = policy("ww", sub, mode[2])
+        pid = pid_name(w, "sub")
+        rid = w.s.send_request("process/start", {
+            "processId": pid, "argv": ["/bin/true"], "cwd": uri(sub),
+            "env": {"PATH": "/usr/bin:/bin"}, "tty": False, "sandbox": sb})
+        wid = w.s.send_request("fs/writeFile", {"path": uri(sub + "/f"),
+                                                "dataBase64": b64("x"), "sandbox": sb})
+        try:
+            s2 = w.srv.session(timeout=5)
+            other = s2.request("fs/getMetadata", {"path": uri(ws)}, timeout=5)
+            s2.close()
+        except Exception as e:  # noqa: a stuck server fails in several ways
+            other = repr(e)[:200]
+        reply = answer_or_unstick(w, rid, fifo)
+        wrote = answer_or_unstick(w, wid, fifo)
+        v.check(mode, "another session", isinstance(other, dict) and "result" in other,
+                "not served while the other session's requests were pending: %s" % other)
+        v.check(mode, "process/start", reply is not None and "result" in reply,
+                "no reply in 10 s: the server is stuck (%s)" % reply)
+        v.check(mode, "fs/writeFile", wrote is not None and "result" in wrote,
+                "no reply in 10 s: the server is stuck (%s)" % wrote)
+        if reply is not None and "result" in reply:
+            w.s.collect_until_closed(pid, timeout=60)
+    v.done()
+
+
 @needs_own_server
 def test_no_survivors(_):
     """Issue item 6: `setsid sleep 1000 &` (and a double fork) inside a sandbox do not
