@@ -210,12 +210,12 @@ class World:
         os.chmod(dst, 0o755)
         return dst + "/bin/codex"
 
-    def start_server(self):
+    def start_server(self, extra_env=()):
         # The environment goes on the command line (env(1) execs, so the pid stays the
         # server's): a secret for the /proc/<server>/environ attacks, and for a user who is
         # not root a HOME of its own (the reference keeps helper binaries in
         # $HOME/.codex and refuses a home under /tmp; /var/tmp is accepted).
-        env = ["ESCAPE_SERVER_SECRET=" + SERVER_SECRET]
+        env = ["ESCAPE_SERVER_SECRET=" + SERVER_SECRET] + list(extra_env)
         drop = []
         if self.switched:
             home = self.mkdir(tempfile.mkdtemp(prefix="escape-home-", dir="/var/tmp" if
@@ -224,8 +224,9 @@ class World:
             env.append("HOME=" + home)
             drop = ["setpriv", "--reuid=%d" % self.uid, "--regid=%d" % self.gid,
                     "--clear-groups", "--"]
-        srv = Server(cmd=drop + ["env"] + env + self.server_cmd(), reference=IS_REF,
-                     start=False)
+        if not getattr(self, "cmd", None):
+            self.cmd = self.server_cmd()  # copied once: a second server runs the same file
+        srv = Server(cmd=drop + ["env"] + env + self.cmd, reference=IS_REF, start=False)
         os.chmod(srv.workdir, 0o755)  # its cwd, for a user who is not root
         srv.start()
         return srv
@@ -1844,6 +1845,106 @@ def test_fifo_where_the_server_reads(_):
                 "no reply in 10 s: the server is stuck (%s)" % wrote)
         if reply is not None and "result" in reply:
             w.s.collect_until_closed(pid, timeout=60)
+    v.done()
+
+
+DNS_FLOOD = r"""
+import socket, struct, sys, time
+q = struct.pack(">HHHHHH", 1, 0x0100, 1, 0, 0, 0) + b"\x01a\x00" + struct.pack(">HH", 1, 1)
+blob = (struct.pack(">H", len(q)) + q) * 4000
+conns = []
+for i in range(16):
+    s = socket.create_connection(("127.0.0.53", 53), timeout=5)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.setblocking(False)
+    conns.append(s)
+sent, t0 = 0, time.time()
+while time.time() - t0 < float(sys.argv[1]):
+    for s in list(conns):
+        try:
+            sent += s.send(blob)
+        except BlockingIOError:
+            pass
+        except OSError:
+            conns.remove(s)
+print("sent", sent)
+"""
+
+
+PY3 = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+
+def vm_rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"^VmRSS:\s+(\d+)", f.read(), re.M).group(1))
+
+
+@needs_own_server
+def test_resolver_client_that_never_reads(_):
+    """Transparent TCP: the synthetic resolver on 127.0.0.53:53 inside the sandbox is
+    served by the server itself. A command that sends queries over TCP as fast as it can
+    and never reads the answers (16 connections, 25 s) must not grow the server: each
+    21-byte query was answered into a buffer of about 700 bytes queued in the server
+    for as long as the client did not read, about a gigabyte in half a minute, towards
+    the OOM killer (which picks the largest process: the server, and every session with
+    it). The answers queued now stop the connection's reading (TCP holds the client
+    back), so the server grows by less than 64 MiB. Its own server, with ASan's
+    quarantine of freed memory off (a release build ignores the variable): the freed
+    answers would fill it and be counted."""
+    w = world()
+    if not os.path.exists("/dev/net/tun"):
+        print("  SKIP: no /dev/net/tun on this host")
+        return
+    v = Verdicts()
+    mode = ("WorkspaceWrite+transparent", "ww", RESTRICTED)
+    asan = os.environ.get("ASAN_OPTIONS", "")
+    srv = w.start_server(["ASAN_OPTIONS=" + (asan + ":" if asan else "") +
+                          "quarantine_size_mb=0"])
+    try:
+        s = srv.session()
+        ws = w.fresh_ws()
+        script = ws + "/flood.py"
+        w.write(script, DNS_FLOOD)
+        proxy = {"enabled": True, "enableSocks5": True, "enableSocks5Udp": False,
+                 "allowUpstreamProxy": False, "dangerouslyAllowAllUnixSockets": False,
+                 "mode": "full", "domains": {}, "unixSockets": None,
+                 "allowLocalBinding": False, "transparentTcp": True}
+        before = vm_rss_kb(srv.pid)
+        pid = "dns-flood"
+        r = s.request("process/start", {
+            "processId": pid, "argv": [PY3, script, "25"], "cwd": uri(ws),
+            "env": {"PATH": "/usr/bin:/bin"}, "tty": False, "sandbox": policy("ww", ws),
+            "networkProxy": {"proxy": proxy}, "enforceManagedNetwork": True})
+        if "error" in r:
+            # transparent TCP needs what a server not running as root may not have here
+            print("    [%s] %s: transparent TCP not started: %s" % (
+                mode[0], "reference" if IS_REF else "ours", r["error"]))
+            v.check(mode, "started", IS_REF or w.unprivileged,
+                    "transparent TCP did not start: %s" % r["error"])
+            return v.done()
+        peak = before
+        deadline = time.monotonic() + 60
+
+        def closed():
+            return "process/closed" in [n["method"] for n in s.notes.get(pid, [])]
+        while not closed() and time.monotonic() < deadline:
+            try:
+                s.pump(0.5)
+            except Timeout:
+                pass
+            peak = max(peak, vm_rss_kb(srv.pid))
+        out = summarize([n for n in s.notes.get(pid, []) if n["method"].startswith("process/")])
+        text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+        grew = (peak - before) // 1024
+        print("    [%s] %s: %s; the server grew by %d MiB" % (
+            mode[0], "reference" if IS_REF else "ours", text.strip()[-120:], grew))
+        if not IS_REF:  # the reference's transparent TCP wants a distro bubblewrap
+            v.check(mode, "flood ran", "sent" in text, "the child did not run: %s" % text[-300:])
+            v.check(mode, "server memory", grew < 64,
+                    "the server grew by %d MiB for answers the child never read" % grew)
+        s.close()
+    finally:
+        srv.stop()
     v.done()
 
 
