@@ -1848,6 +1848,64 @@ def test_fifo_where_the_server_reads(_):
     v.done()
 
 
+def reply_or_release(w, rid, fifo):
+    """The reply to request rid within 10 s, or None: then a reader opens the FIFO (the
+    open waiting on it returns), the FIFO is removed and the reply awaited, so that a
+    stuck writer goes on with the rest of the suite."""
+    try:
+        return w.s.wait_response(rid, timeout=10)
+    except WaitFailed:
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK) if os.path.lexists(fifo) else None
+        if fd is not None:
+            os.unlink(fifo)
+        try:
+            w.s.wait_response(rid, timeout=30)
+        finally:
+            if fd is not None:
+                os.close(fd)
+        return None
+
+
+@needs_own_server
+def test_fifo_where_the_client_writes(_):
+    """A sandboxed command leaves a FIFO where the client will write (a file the agent
+    edits next). fs/writeFile wrote such a path in place with a blocking open, which
+    waits for a reader: with the sandbox, the policy's helper (shared by every session
+    using that policy) stopped serving; without, a pool thread of the server's four was
+    held for good. Both must be answered at once (ENXIO: no reader), and the helper go
+    on serving. The reference waits in both (printed)."""
+    w = world()
+    v = Verdicts()
+    for mode in [m for m in MODES if m[1] == "ww"]:
+        ws = w.fresh_ws()
+        fifo = ws + "/edit-me.txt"
+        sb = policy("ww", ws, mode[2])
+        pid = pid_name(w, "fifo")
+        w.s.start(pid, ["/bin/sh", "-c", "mkfifo edit-me.txt && echo made"], cwd=uri(ws),
+                  sandbox=sb, env={"PATH": "/usr/bin:/bin"})
+        out = w.s.collect_until_closed(pid, timeout=60)
+        text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+        v.check(mode, "control", "made" in text and os.path.exists(fifo),
+                "the FIFO was not made: %s" % text)
+        for label, extra in (("sandboxed", {"sandbox": sb}), ("unsandboxed", {})):
+            if not os.path.exists(fifo):
+                os.mkfifo(fifo)
+                os.chown(fifo, w.uid, w.gid)
+            params = {"path": uri(fifo), "dataBase64": b64("patched\n")}
+            params.update(extra)
+            r = reply_or_release(w, w.s.send_request("fs/writeFile", params), fifo)
+            if IS_REF:  # the reference waits too (a hole it has): printed
+                print("    [%s] reference, %s fs/writeFile: %s" % (
+                    mode[0], label, "answered" if r else "no reply in 10 s"))
+                continue
+            v.check(mode, "%s fs/writeFile" % label, r is not None,
+                    "no reply in 10 s: the write waits for a reader of the FIFO")
+        m = w.s.request("fs/writeFile", {"path": uri(ws + "/next.txt"), "dataBase64": b64("x"),
+                                         "sandbox": sb})
+        v.check(mode, "helper", "result" in m, "the policy's helper no longer serves: %s" % m)
+    v.done()
+
+
 DNS_FLOOD = r"""
 import socket, struct, sys, time
 q = struct.pack(">HHHHHH", 1, 0x0100, 1, 0, 0, 0) + b"\x01a\x00" + struct.pack(">HH", 1, 1)
