@@ -1,6 +1,6 @@
 /* Unit tests for fs/fs_tree: a file copied whole with its mode, and a source that is
  * not a regular file (a FIFO swapped in after the caller's stat) refused at once
- * instead of waiting for a writer. */
+ * instead of waiting for a writer, as is a FIFO where the copy goes. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -76,11 +76,27 @@ static void test_fifo_source_does_not_block(void **state)
     assert_int_not_equal(lstat(dst, &st), 0); /* nothing made */
 }
 
+static void test_fifo_destination_does_not_block(void **state)
+{
+    char src[128], dst[128];
+    snprintf(src, sizeof src, "%s/file", tmp);
+    snprintf(dst, sizeof dst, "%s/fifo", tmp);
+    int fd = open(src, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(mkfifo(dst, 0600), 0);
+    signal(SIGALRM, on_alarm);
+    alarm(5);
+    assert_int_equal(fs_tree_copy_file(src, dst), -ENXIO);
+    alarm(0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_copy_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fifo_source_does_not_block, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fifo_destination_does_not_block, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
