@@ -11,6 +11,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
 #include <stdio.h>
@@ -32,10 +33,19 @@
 
 enum sb_access { ACC_READ = 1, ACC_WRITE = 2, ACC_DENY = 3 };
 
+/* A symbolic link a path named in the policy went through on its way to the entry. */
+struct crossing {
+    char *given; /* the path as named (before realpath) */
+    char *link;  /* the link, as a prefix of given */
+    char *at;    /* where the link itself is: its directory canonical, then its name */
+};
+
 struct entry {
     char *path;
     int access;
-    bool implicit; /* a carve-out added by us, not by the client */
+    bool implicit;         /* a carve-out added by us, not by the client */
+    struct crossing *xing; /* every link crossed by a path that named it */
+    size_t nxing;
 };
 
 struct entries {
@@ -82,11 +92,37 @@ static char *canon(const char *path)
     return r ? r : xstrdup(path);
 }
 
+static char *join(const char *a, const char *b);
+
+/* Records in e each symbolic link that path (absolute, as named) goes through, at
+ * any component: realpath follows them, so the entry lands where they point today. */
+static void note_crossings(struct entry *e, const char *path)
+{
+    size_t n = strlen(path);
+    if (n >= PATH_MAX) return;
+    char pre[PATH_MAX];
+    for (size_t k = 1; k <= n; k++) {
+        if (k < n && path[k] != '/') continue;
+        memcpy(pre, path, k);
+        pre[k] = 0;
+        struct stat st;
+        if (pre[k - 1] == '/' || lstat(pre, &st) < 0 || !S_ISLNK(st.st_mode)) continue;
+        char *slash = strrchr(pre, '/');
+        *slash = 0;
+        char *dir = canon(*pre ? pre : "/");
+        *slash = '/';
+        e->xing = xrealloc(e->xing, (e->nxing + 1) * sizeof *e->xing);
+        e->xing[e->nxing++] = (struct crossing){xstrdup(path), xstrdup(pre), join(dir, slash + 1)};
+        free(dir);
+    }
+}
+
 static void entries_add(struct entries *es, const char *path, int access, bool implicit)
 {
     char *c = canon(path);
     for (size_t i = 0; i < es->n; i++) {
         if (strcmp(es->v[i].path, c) == 0) {
+            note_crossings(&es->v[i], path);
             /* Same path: none/deny > write > read; an explicit entry beats ours. */
             if (es->v[i].implicit && !implicit) {
                 es->v[i].access = access;
@@ -102,13 +138,21 @@ static void entries_add(struct entries *es, const char *path, int access, bool i
         es->cap = es->cap ? es->cap * 2 : 16;
         es->v = xrealloc(es->v, es->cap * sizeof *es->v);
     }
-    es->v[es->n++] = (struct entry){c, access, implicit};
+    es->v[es->n] = (struct entry){c, access, implicit, NULL, 0};
+    note_crossings(&es->v[es->n++], path);
 }
 
 static void entries_free(struct entries *es)
 {
-    for (size_t i = 0; i < es->n; i++)
+    for (size_t i = 0; i < es->n; i++) {
+        for (size_t k = 0; k < es->v[i].nxing; k++) {
+            free(es->v[i].xing[k].given);
+            free(es->v[i].xing[k].link);
+            free(es->v[i].xing[k].at);
+        }
+        free(es->v[i].xing);
         free(es->v[i].path);
+    }
     free(es->v);
 }
 
@@ -266,7 +310,7 @@ static int glob_expand(const char *pattern, const char *cwd, int access, int max
 
 struct ctx {
     char *cwd;               /* resolved policy cwd or NULL */
-    struct sb_paths roots;   /* resolved workspaceRoots */
+    struct sb_paths roots;   /* workspaceRoots, as named */
     struct sb_paths tmpdirs; /* temporaryDirectories */
     bool dynamic;            /* some entry depends on cwd */
 };
@@ -371,11 +415,17 @@ static int decode_entry(struct pdec *d, json_t *ent, struct ctx *cx, int glob_de
     return 0;
 }
 
-/* The git dir a `.git` file points to (worktrees, submodules), or NULL. */
+/* The git dir a `.git` file points to (worktrees, submodules), or NULL. Opened
+ * without blocking and without following a link: this runs on the loop thread, and
+ * a `.git` inside a writable root is whatever a sandboxed command made it (a FIFO
+ * there held the open, and with it the whole server, until a writer came). A link is
+ * refused by protect_root anyway. */
 static char *gitdir_of(const char *root)
 {
     char *gf = join(root, ".git");
-    FILE *f = fopen(gf, "re");
+    int fd = open(gf, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (fd >= 0 && !f) close(fd);
     char *res = NULL;
     struct stat st;
     if (f && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode)) {
@@ -435,6 +485,39 @@ static void protect_root(struct entries *es, const char *root, struct sandbox_po
     }
 }
 
+/* A path named through a symbolic link that lies in a writable root: whoever could
+ * write that root chose where the entry lands, a sandboxed command of an earlier
+ * start included. Moving the real directory aside and leaving a link in its place,
+ * it would have the next start with the same policy hide or protect the link's target
+ * while the original, now elsewhere in the root, is open (a deny or read-only entry,
+ * as the reference refuses them), or make the target writable (a writable root under
+ * another: a workspace under a writable /tmp becomes /root). Refused, in the
+ * reference's words; a link under a writable "/" is not looked at (the whole disk is
+ * the command's already, and merged-/usr links such as /lib64 are everywhere). */
+static void refuse_planted_links(const struct entries *es, struct sandbox_policy *out)
+{
+    static const int order[] = {ACC_READ, ACC_DENY, ACC_WRITE};
+    static const char *const words[] = {"read-only", "deny-read", "writable"};
+    for (int o = 0; o < 3 && !out->refusal; o++) {
+        for (size_t i = 0; i < es->n && !out->refusal; i++) {
+            const struct entry *en = &es->v[i];
+            for (size_t k = 0; en->access == order[o] && k < en->nxing && !out->refusal; k++) {
+                const struct crossing *x = &en->xing[k];
+                for (size_t j = 0; j < es->n; j++) {
+                    const struct entry *w = &es->v[j];
+                    if (w->access != ACC_WRITE || !strcmp(w->path, "/") ||
+                        !is_under(w->path, x->at))
+                        continue;
+                    out->refusal = xasprintf("cannot enforce sandbox %s path %s because it "
+                                             "crosses writable symlink %s",
+                                             words[o], x->given, x->link);
+                    break;
+                }
+            }
+        }
+    }
+}
+
 /* Splits resolved entries into what Landlock and the mounts enforce. */
 static void classify(struct entries *es, struct sandbox_policy *out)
 {
@@ -448,6 +531,7 @@ static void classify(struct entries *es, struct sandbox_policy *out)
         protect_root(es, root, out);
         free(root);
     }
+    refuse_planted_links(es, out);
     bool any_deny = false, root_read = false, root_write = false;
     for (size_t i = 0; i < es->n; i++) {
         struct entry *en = &es->v[i];
@@ -490,7 +574,7 @@ static int too_many_entries(struct sandbox_error *err)
 }
 
 /* The context's paths: the working directory (the request's, else fallback_cwd),
- * the workspace roots (canonical) and the temporary directories. Returns 0, or -1
+ * the workspace roots (as named) and the temporary directories. Returns 0, or -1
  * with err set. */
 static int context_paths(struct ctx *cx, const char *cwd, const char *fallback_cwd, json_t *roots,
                          json_t *tmps, struct sandbox_error *err)
@@ -508,9 +592,7 @@ static int context_paths(struct ctx *cx, const char *cwd, const char *fallback_c
     {
         char *r = uri_path(json_string_value(v), err);
         if (!r) return -1;
-        char *c = canon(r);
-        sandbox_paths_add(&cx->roots, c);
-        free(c);
+        sandbox_paths_add(&cx->roots, r); /* as named: entries_add resolves it */
         free(r);
     }
     json_array_foreach(tmps, i, v)
