@@ -5,6 +5,7 @@ nor crashes; abrupt disconnects leak no fds; a flood of malformed input on one
 connection does not disturb another; a stalled reader of a huge output keeps the
 server's memory bounded and loses nothing."""
 import hashlib
+import http.server
 import os
 import re
 import signal
@@ -456,6 +457,59 @@ def test_emfile_on_spawn_is_a_clear_error(_):
         wait_no_marked(marker)
     finally:
         kill_marked(marker)
+        srv.kill()
+
+
+class _Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "5")
+        self.end_headers()
+        self.wfile.write(b"hello")
+
+    def log_message(self, *a):
+        pass
+
+
+@ours_only
+@needs_own_server
+def test_http_request_recovers_after_fd_exhaustion(_):
+    """A libcurl load that failed once (no descriptor free for its files) used to
+    be remembered: http/request failed on every connection until a restart (issue
+    39). Once descriptors are free again, the next request loads it and works."""
+    web = http.server.HTTPServer(("127.0.0.1", 0), _Hello)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    url = "http://127.0.0.1:%d/" % web.server_address[1]
+    srv = limited_server(48)
+    socks = []
+    try:
+        s = srv.session()
+        # Fill the server's descriptor table with idle connections (one fd each),
+        # more than fit, so it stays full (libuv's reserve fd included).
+        for _ in range(80):
+            socks.append(socket.create_connection((srv.host, srv.port)))
+        wait_until(lambda: fd_count(srv.pid) >= 48, 10, "the fd limit to be reached")
+        m = s.request("http/request", {"method": "GET", "url": url, "requestId": "r1"})
+        assert "error" in m, "http/request worked at the fd limit: %s" % m
+        assert m["error"]["code"] == -32603, m
+        assert "libcurl.so.4 could not be loaded: " in m["error"]["message"], m
+        assert "Too many open files" in m["error"]["message"], m
+        for k in socks:
+            k.close()
+        socks = []
+        wait_until(lambda: fd_count(srv.pid) < 40, 10, "the idle connections to close")
+        r = s.call("http/request", {"method": "GET", "url": url, "requestId": "r2"})
+        assert r["status"] == 200 and unb64(r["bodyBase64"]) == b"hello", r
+        c = srv.session()  # and on another connection
+        r = c.call("http/request", {"method": "GET", "url": url, "requestId": "r3"})
+        assert r["status"] == 200, r
+        c.close()
+        s.close()
+        srv.stop()
+    finally:
+        for k in socks:
+            k.close()
+        web.shutdown()
         srv.kill()
 
 
