@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -134,6 +135,33 @@ static void mem_tune(void)
     uv_unref((uv_handle_t *)&mem_timer);
 }
 
+/* The soft descriptor limit up to the hard one, as nginx (worker_rlimit_nofile) and
+ * systemd do for themselves: every connection, pipe, pty and pidfd is a descriptor,
+ * and with the usual soft 1024 the server ran out after ~185 processes while the
+ * hard limit allowed far more. Called after the spawner has started, so the spawner
+ * and every child keep the soft limit we were given (a child using select() must
+ * not see descriptors past FD_SETSIZE), as the reference's children do. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max) return;
+    rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max;
+    /* An unlimited hard limit cannot be the soft one: the kernel's ceiling can. */
+    FILE *f = fopen("/proc/sys/fs/nr_open", "re");
+    unsigned long long nr_open = 0;
+    if (f && fscanf(f, "%llu", &nr_open) == 1 && nr_open && rl.rlim_cur > nr_open)
+        rl.rlim_cur = (rlim_t)nr_open;
+    if (f) fclose(f);
+    if (rl.rlim_cur <= was) return;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+        log_warn("cannot raise the descriptor limit from %llu to %llu: %s", (unsigned long long)was,
+                 (unsigned long long)rl.rlim_cur, strerror(errno));
+    else
+        log_info("descriptor limit raised from %llu to %llu (the hard limit)",
+                 (unsigned long long)was, (unsigned long long)rl.rlim_cur);
+}
+
 static void start_signals(void)
 {
     uv_signal_init(loop, &sig_term);
@@ -231,6 +259,7 @@ int server_run(void)
      * PATH the shell fallback searches. */
     (void)host_env_shell_path();
     loop = uv_default_loop();
+    guardian_watch(loop);
     session_configure(loop, C.session_ttl_ms);
     server_methods_register();
     start_signals();
@@ -245,6 +274,7 @@ int server_run(void)
         fprintf(stderr, "exec-server: cannot start the spawner process: %s\n", strerror(-sp));
         return 1;
     }
+    raise_fd_limit();
     watch_stdin();
     if (C.remote_mode && start_remote() != 0) return 1;
     if (start_listener() != 0) return 1;

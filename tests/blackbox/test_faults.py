@@ -154,23 +154,54 @@ def test_session_end_kills_background_grandchild_of_exited_process(_):
         srv.kill()
 
 
+def guardians_of(srv):
+    """The server's guardians: they run in its working directory (other servers'
+    guardians come and go on a shared machine)."""
+    out = set()
+    for p in all_pids():
+        try:
+            here = os.readlink("/proc/%d/cwd" % p)
+        except OSError:
+            continue
+        if _comm(p) == "exec-guardian" and here.startswith(srv.workdir) and p != srv.pid:
+            out.add(p)
+    return out
+
+
+@ours_only
+@needs_own_server
+def test_killed_guardian_is_restarted(_):
+    """A SIGKILLed guardian used to leave the server unprotected ("guardian is gone")
+    until it exited: a later SIGKILL of the server left every process tree running.
+    Now a new guardian starts at once, knowing the groups already running."""
+    srv = Server()
+    marker = new_marker()
+    try:
+        s = srv.session()
+        start_trees(s, marker)  # before the guardian dies: the new one must know them
+        first = guardians_of(srv)
+        assert len(first) == 1, first
+        os.kill(first.pop(), signal.SIGKILL)
+        wait_until(lambda: len(guardians_of(srv) - first) == 1, 10 * TIMEOUT_SCALE,
+                   "a new guardian")
+        s.start("later", ["/bin/sh", "-c", TREE], env=env_with(marker))  # and after
+        wait_until(lambda: len(marked_pids(marker)) >= 15, 10, "the trees to start")
+        assert "started a new guardian" in srv.stderr_text(), srv.stderr_text()
+        srv.proc.kill()
+        srv.proc.wait(10)
+        wait_no_marked(marker, timeout=10)
+    finally:
+        kill_marked(marker)
+        srv.kill()
+
+
 @ours_only
 @needs_own_server
 def test_guardian_leaves_with_the_server(_):
     srv = Server()
 
     def guardians():
-        """This server's guardians: they run in its working directory (other servers'
-        guardians come and go on a shared machine)."""
-        out = set()
-        for p in all_pids():
-            try:
-                here = os.readlink("/proc/%d/cwd" % p)
-            except OSError:
-                continue
-            if _comm(p) == "exec-guardian" and here.startswith(srv.workdir):
-                out.add(p)
-        return out
+        return guardians_of(srv)
     try:
         s = srv.session()
         s.start("x", ["true"])
@@ -411,6 +442,44 @@ def test_emfile_on_accept_does_not_spin(_):
     finally:
         for k in socks:
             k.close()
+        srv.kill()
+
+
+def _nofile(pid):
+    for line in open("/proc/%d/limits" % pid):
+        if line.startswith("Max open files"):
+            return int(line.split()[3]), int(line.split()[4])
+
+
+@ours_only
+@needs_own_server
+def test_soft_fd_limit_raised_to_the_hard_one(_):
+    """With soft 64 and hard 1024 the server used to stop at 64 descriptors; it now
+    raises its own soft limit to the hard one, and its children keep the 64 they
+    would get from the reference (a select() program must not see fds past 1024)."""
+    if not os.path.exists("/usr/bin/prlimit") or WRAPPER:
+        raise TestSkip("no prlimit, or a wrapper")
+    hard = _nofile(os.getpid())[1]
+    if hard < 1024:
+        raise TestSkip("hard descriptor limit below 1024 here")
+    srv = Server(cmd=["/usr/bin/prlimit", "--nofile=64:1024", SERVER_PATH,
+                      "--listen", "ws://127.0.0.1:0"])
+    try:
+        assert _nofile(srv.pid) == (1024, 1024), _nofile(srv.pid)
+        s = srv.session()
+        for tty in (False, True):
+            s.start("u%s" % tty, ["/bin/sh", "-c", "ulimit -Sn; ulimit -Hn"], tty=tty)
+            out = s.collect_until_closed("u%s" % tty)
+            text = (out["pty"] if tty else out["stdout"]).replace(b"\r", b"")
+            assert text == b"64\n1024\n", out
+        # More connections than the old soft limit, each a descriptor.
+        conns = [srv.connect() for _ in range(100)]
+        assert fd_count(srv.pid) > 100
+        for c in conns:
+            c.sock.close()
+        s.close()
+        srv.stop()
+    finally:
         srv.kill()
 
 
