@@ -3,11 +3,17 @@
 #   make run    release build, then start the server on the default address
 #   make install  release build, then install everything under PREFIX (default /usr/local)
 #   make test   ASan+UBSan build into build/asan/, then every test through ctest
-#               (including a few seconds of each fuzz target, built into build/fuzz/)
+#               (including a few seconds of each fuzz target, built into build/fuzz/);
+#               warnings are errors (EXEC_WERROR) in the builds of test, fuzz and valgrind;
+#               each "SKIP: why" a test printed is repeated at the end (e.g. no npm)
+#   make release-check  Release builds (-O3) with gcc and with clang into build/release-*,
+#               warnings as errors (what .ci/run adds to make test, with the formatting check)
 #   make bench  release build, then bench/exec-bench against ours and the reference
-#               (installed into ~/.cache/codex-ref by npm when missing); BENCH_ARGS=...;
+#               (codex REF_VERSION, default 0.171.0, installed by npm when missing:
+#               tests/blackbox/codex_ref.py); BENCH_ARGS=...;
 #               then bench/relay_bench.py: the remote-mode rows through the relay
-#               (RELAY_BENCH_ARGS=...); then bench/forward_bench.py: TCP forwarding
+#               (RELAY_BENCH_ARGS=...); then bench/fleet_bench.py: exec-server registry's
+#               rows (FLEET_BENCH_ARGS=...); then bench/forward_bench.py: TCP forwarding
 #   make fuzz   clang libFuzzer build into build/fuzz/, then each target for FUZZ_TIME s
 #               (default 600; FUZZ_TARGETS="ws uri" runs only those)
 #   make valgrind  RelWithDebInfo build into build/vg/, then the black-box tests with
@@ -23,7 +29,10 @@ VALGRIND  ?= valgrind --leak-check=full --error-exitcode=99 --child-silent-after
 ARGS      ?=
 CMAKE_GEN := -G Ninja
 
-.PHONY: all deps run test bench fuzz fuzz-build valgrind clean install
+WERROR    := -DEXEC_WERROR=ON
+
+.PHONY: all deps run test bench fuzz fuzz-build valgrind clean install release-check \
+        release-gcc release-clang
 
 all: deps
 	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -44,34 +53,45 @@ install: all
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD)
 
 test: deps fuzz-build
-	cmake -S . -B $(ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DEXEC_SANITIZE=ON \
+	cmake -S . -B $(ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DEXEC_SANITIZE=ON $(WERROR) \
 	      -DEXEC_FUZZ_BUILD_DIR=$(abspath $(FUZZ)) >/dev/null
 	cmake --build $(ASAN)
-	cd $(ASAN) && ctest -j2 --output-on-failure --timeout 300
+	cd $(ASAN) && { ctest -j2 --output-on-failure --timeout 300; rc=$$?; \
+	  awk '/^[0-9]+\/[0-9]+ Test: /{t=$$3} /^SKIP: /{print "SKIP in " t ": " substr($$0, 7)}' \
+	    Testing/Temporary/LastTest.log; exit $$rc; }
 
-REF_DIR    ?= $(HOME)/.cache/codex-ref
+# Release (-O3) with gcc and with clang (Debian's): no warnings, as a packager builds it.
+# The two are independent (make -j2 release-check builds them at once).
+release-check: release-gcc release-clang
+release-gcc release-clang: release-%: deps
+	CC=$* cmake -S . -B $(BUILD)/release-$* $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release \
+	      $(WERROR) >/dev/null
+	cmake --build $(BUILD)/release-$*
+
+REF_VERSION ?= 0.171.0
 BENCH_ARGS ?=
 RELAY_BENCH_ARGS ?=
+FLEET_BENCH_ARGS ?=
 bench: all
-	@ls $(REF_DIR)/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex >/dev/null 2>&1 || \
-	  npm install --prefix $(REF_DIR) @openai/codex@0.169.0 || \
+	@python3 tests/blackbox/codex_ref.py install $(REF_VERSION) || \
 	  echo "make bench: could not install the reference; running ours only"
-	./$(BUILD)/exec-bench $(BENCH_ARGS)
-	python3 bench/relay_bench.py --build $(BUILD) $(RELAY_BENCH_ARGS)
+	./$(BUILD)/exec-bench --ref-version $(REF_VERSION) $(BENCH_ARGS)
+	python3 bench/relay_bench.py --build $(BUILD) --ref-version $(REF_VERSION) $(RELAY_BENCH_ARGS)
+	python3 bench/fleet_bench.py --build $(BUILD) $(FLEET_BENCH_ARGS)
 	python3 bench/forward_bench.py --build $(BUILD)
 
 # The fuzzers need clang (libFuzzer); CC is read only when build/fuzz is first configured.
 fuzz-build: deps
 	CC=clang cmake -S . -B $(FUZZ) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DEXEC_FUZZ=ON \
 	      -DCMAKE_C_FLAGS_DEBUG="-g -O1" \
-	      -DEXEC_SANITIZE=ON >/dev/null
+	      -DEXEC_SANITIZE=ON $(WERROR) >/dev/null
 	cmake --build $(FUZZ) --target fuzzers
 
 fuzz: fuzz-build
 	./tests/fuzz/run.sh $(FUZZ) $(FUZZ_TIME) $(FUZZ_TARGETS)
 
 valgrind: deps
-	cmake -S . -B $(VG) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake -S . -B $(VG) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(WERROR) >/dev/null
 	cmake --build $(VG)
 	cd $(VG) && EXEC_SERVER_WRAPPER="$(VALGRIND)" ctest -j2 -R blackbox --output-on-failure \
 	    --timeout 3000

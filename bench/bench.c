@@ -80,7 +80,17 @@ static void oneshot_rows(void)
         r = row_get(name, K_MS);
         progress("%s", name);
         r->has_floor = true;
-        scenario_oneshot_sandboxed(r);
+        scenario_oneshot_sandboxed(r, "restricted", NULL);
+    }
+    /* What refusing the server's own ports costs a start (the init answers the
+     * command's connects: its seccomp listener made, passed and polled). */
+    snprintf(name, sizeof name,
+             "1c. one-shot /bin/true, ReadOnly sandbox, network enabled (ms; floor: 1b's kind)");
+    if (row_on("1c")) {
+        r = row_get(name, K_MS);
+        progress("%s", name);
+        r->has_floor = true;
+        scenario_oneshot_sandboxed(r, "enabled", "restricted");
     }
 }
 
@@ -140,6 +150,47 @@ static void conns_rows(void)
         }
     for (int w = 0; w < nservers(); w++)
         if (!failed[w]) record(r, w, stats(acc[w], nacc[w]));
+}
+
+/* Row `id` (5e, 5f) and its floor, cp of the same file; NULL when not asked for. */
+static struct row *client_row(const char *id, const char *verb, const char *src, const char *dst)
+{
+    if (!row_on(id)) return NULL;
+    char name[96];
+    snprintf(name, sizeof name, "%s. exec-client fs %s %zu MiB (MB/s; floor: cp)", id, verb,
+             O.client_bytes >> 20);
+    struct row *r = row_get(name, K_MBS);
+    r->has_floor = true;
+    progress("%s", name);
+    r->floor = cp_floor(src, dst, O.client_bytes);
+    return r;
+}
+
+/* Rows 5e, 5f: the whole client as a user runs it, `exec-client fs put` and `fs get`
+ * of O.client_bytes on loopback, beside cp of the same file (the floor) and the
+ * server-only rows above; CPU is the client's (issue 36: at most 1 s per 256 MiB). */
+static void client_rows(void)
+{
+    if (!row_on("5e") && !row_on("5f")) return;
+    char src[PATH_MAX + 32], mid[PATH_MAX + 32], back[PATH_MAX + 32];
+    snprintf(src, sizeof src, "%s/client-src.bin", O.tmp);
+    snprintf(mid, sizeof mid, "%s/client-remote.bin", O.tmp);
+    snprintf(back, sizeof back, "%s/client-back.bin", O.tmp);
+    progress("5e/5f. exec-client: preparing a %zu MiB file", O.client_bytes >> 20);
+    make_file(src, O.client_bytes);
+    make_file(mid, O.client_bytes);
+    struct row *rp = client_row("5e", "put", src, back);
+    struct row *rg = client_row("5f", "get", mid, back);
+    struct row *both[2] = {rp ? rp : rg, rg ? rg : rp};
+    struct server s;
+    for (int w = 0; w < nservers(); w++)
+        if (start_or_fail(&s, w, both, 2)) {
+            if (rp) record(rp, w, client_xfer_one(&s, true, src, back, O.client_bytes));
+            if (rg) record(rg, w, client_xfer_one(&s, false, mid, back, O.client_bytes));
+            server_stop(&s);
+        }
+    unlink(src);
+    unlink(mid);
 }
 
 /* Rows 5a-5d: fs/readFile, fs/writeFile, writeBlock and walk over one prepared file and tree. */
@@ -210,6 +261,7 @@ static void fs_rows(void)
     snprintf(name, sizeof name, "5d. fs/walk %d entries (ms)", walk_total());
     file_row("5d", name, find_argv, NULL, walk_one);
     free(b64_data);
+    client_rows();
 }
 
 /* Rows 6a-6c: RSS idle, with live processes, and with a client that does not read. */
@@ -430,6 +482,9 @@ static void print_targets(void)
     if ((r = row_find("9b.")) && r->v[0].ok && r->floor.ok)
         target("the proxy within 1.1x of a minimal relay (the least any proxy costs)", true,
                r->v[0].p50 <= 1.1 * r->floor.p50, "(%.2fx)", r->v[0].p50 / r->floor.p50);
+    if ((r = row_find("9c.")) && r->v[0].ok && r->floor.ok)
+        target("transparent TCP within 1.3x of the proxy variables (issue 35)", true,
+               r->v[0].p50 <= 1.3 * r->floor.p50, "(%.2fx)", r->v[0].p50 / r->floor.p50);
 }
 
 /* ------------------------------------------------------------------ main */
@@ -438,7 +493,10 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: exec-bench [options]\n"
                "  --ours PATH          our server (default: exec-server beside exec-bench)\n"
-               "  --ref PATH           reference codex binary (default: ~" REF_GLOB ")\n"
+               "  --ref PATH           reference codex binary (default: that of --ref-version)\n"
+               "  --ref-version V      reference version to look for (" REF_VERSION "): under\n"
+               "                       ~/.cache/codex-ref (0.169.0) or ~/.cache/codex-ref-X.Y\n"
+               "  --ref171 PATH        codex 0.171.0 for row 9c (default: where npm put it)\n"
                "  --no-ref             run only our server\n"
                "  --scenarios LIST     comma-separated scenario numbers 1-10 (default: all)\n"
                "  --quick              small sizes for a smoke test\n"
@@ -448,6 +506,7 @@ static void usage(FILE *f)
                "  --fanout N           processes started at once (200)\n"
                "  --conns N            connections (500)\n"
                "  --file-mib N         file size in MiB (64)\n"
+               "  --client-mib N       rows 5e/5f: what exec-client moves each way (256)\n"
                "  --walk N             entries in the walked tree (50000)\n"
                "  --procs N            live processes for the memory figure (500)\n"
                "  --mem-stream-mb N    size of the unread stream in MB (1000)\n"
@@ -456,7 +515,7 @@ static void usage(FILE *f)
                "  --scale-conns N      connections held open in scenario 10 (10000)\n"
                "  --scale-load N       of those, how many run /bin/true every 100 ms (100)\n"
                "  --scale-oneshots N   one-shots measured, loaded and not (200)\n"
-               "  --only LIST          only these rows, e.g. 5b,7b (5 = all of 5a-5d)\n"
+               "  --only LIST          only these rows, e.g. 5b,7b (5 = all of 5a-5f)\n"
                "environment: EXEC_BENCH_WRAP=\"CMD ARGS\" runs our server under CMD (a profiler);\n"
                "TMPDIR is where the file scenarios write (default /tmp)\n");
 }
@@ -480,6 +539,7 @@ static void quick_sizes(bool runs_set)
     O.fanout_n = 20;
     O.conns_n = 20;
     O.file_bytes = 4u << 20;
+    O.client_bytes = 16u << 20;
     O.walk_entries = 2000;
     O.mem_procs = 20;
     O.mem_stream_bytes = 100000000;
@@ -513,6 +573,10 @@ static int parse_args(int argc, char **argv, bool *no_ref)
             O.ours = v;
         else if (OPT("--ref"))
             O.ref = v;
+        else if (OPT("--ref-version"))
+            O.ref_version = v;
+        else if (OPT("--ref171"))
+            O.ref171 = v;
         else if (OPT("--scenarios")) {
             O.scenarios = scenario_bits(v);
         } else if (OPT("--runs")) {
@@ -528,6 +592,8 @@ static int parse_args(int argc, char **argv, bool *no_ref)
             O.conns_n = atoi(v);
         else if (OPT("--file-mib"))
             O.file_bytes = (size_t)atol(v) << 20;
+        else if (OPT("--client-mib"))
+            O.client_bytes = (size_t)atol(v) << 20;
         else if (OPT("--walk"))
             O.walk_entries = atoi(v);
         else if (OPT("--procs"))
@@ -565,8 +631,31 @@ static int parse_args(int argc, char **argv, bool *no_ref)
     return -1;
 }
 
-/* Our server beside this driver unless --ours says, the reference where npm put it
- * unless --ref says (or --no-ref). */
+/* The glob of the reference binary of version under home (bench.h: codex_ref.py's rule). */
+static void ref_glob(char *out, size_t n, const char *home, const char *version)
+{
+    if (strcmp(version, "0.169.0") == 0) {
+        snprintf(out, n, "%s/.cache/codex-ref" REF_BINARY_GLOB, home);
+        return;
+    }
+    const char *dot = strchr(version, '.');
+    dot = dot ? strchr(dot + 1, '.') : NULL; /* X.Y of X.Y.Z */
+    int len = dot ? (int)(dot - version) : (int)strlen(version);
+    snprintf(out, n, "%s/.cache/codex-ref-%.*s" REF_BINARY_GLOB, home, len, version);
+}
+
+/* The first match of pattern, into buf; NULL when nothing matches. */
+static const char *first_match(const char *pattern, char *buf, size_t n)
+{
+    glob_t g;
+    bool found = glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+    if (found) snprintf(buf, n, "%s", g.gl_pathv[0]);
+    globfree(&g);
+    return found ? buf : NULL;
+}
+
+/* Our server beside this driver unless --ours says, the references where npm put them
+ * unless --ref and --ref171 say (or --no-ref). */
 static void find_servers(bool no_ref)
 {
     if (!O.ours) {
@@ -581,20 +670,23 @@ static void find_servers(bool no_ref)
             snprintf(ours_default, sizeof ours_default, "%s/../exec-server", self);
         O.ours = ours_default;
     }
-    static char refbuf[PATH_MAX];
-    if (no_ref)
-        O.ref = NULL;
-    else if (!O.ref) {
-        const char *home = getenv("HOME");
+    static char refbuf[PATH_MAX], ref171buf[PATH_MAX];
+    if (no_ref) {
+        O.ref = O.ref171 = NULL;
+        return;
+    }
+    const char *home = getenv("HOME");
+    if (!O.ref) {
         char pat[PATH_MAX];
-        snprintf(pat, sizeof pat, "%s" REF_GLOB, home ? home : "/root");
-        glob_t g;
-        if (glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0) {
-            snprintf(refbuf, sizeof refbuf, "%s", g.gl_pathv[0]);
-            O.ref = refbuf;
-        }
-        globfree(&g);
+        ref_glob(pat, sizeof pat, home ? home : "/root",
+                 O.ref_version ? O.ref_version : REF_VERSION);
+        O.ref = first_match(pat, refbuf, sizeof refbuf);
         if (!O.ref) progress("reference not found (%s); running ours only", pat);
+    }
+    if (!O.ref171) {
+        char pat[PATH_MAX];
+        ref_glob(pat, sizeof pat, home ? home : "/root", "0.171.0");
+        O.ref171 = first_match(pat, ref171buf, sizeof ref171buf);
     }
 }
 
@@ -634,6 +726,7 @@ int main(int argc, char **argv)
                       .fanout_n = 200,
                       .conns_n = 500,
                       .file_bytes = 64u << 20,
+                      .client_bytes = 256u << 20,
                       .walk_entries = 50000,
                       .mem_procs = 500,
                       .mem_stream_bytes = 1000000000,

@@ -34,12 +34,17 @@
 
 extern char **environ;
 
-#define REF_GLOB "/.cache/codex-ref/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex"
+/* Where npm put the reference, by tests/blackbox/codex_ref.py's rule (the one place that
+ * defines it): 0.169.0 under ~/.cache/codex-ref, any other X.Y.Z under ~/.cache/codex-ref-X.Y. */
+#define REF_VERSION "0.171.0"
+#define REF_BINARY_GLOB "/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex"
 #define TIMEOUT_MS 120000
 
 struct opts {
     const char *ours, *ref;
-    unsigned scenarios; /* bit i = scenario i */
+    const char *ref_version; /* which reference to look for when --ref does not say */
+    const char *ref171;      /* the 0.171.0 reference for row 9c, or NULL */
+    unsigned scenarios;      /* bit i = scenario i */
     bool quick;
     int runs;
     int oneshot_n;
@@ -47,6 +52,7 @@ struct opts {
     int fanout_n;
     int conns_n;
     size_t file_bytes;
+    size_t client_bytes; /* rows 5e, 5f: what exec-client moves each way */
     int walk_entries;
     int mem_procs;
     size_t mem_stream_bytes;
@@ -151,7 +157,7 @@ const char *server_name(int which);
 bool start_or_fail(struct server *s, int which, struct row **rs, int nr);
 void progress(const char *fmt, ...);
 void scenario_oneshot(struct row *r);
-void scenario_oneshot_sandboxed(struct row *r);
+void scenario_oneshot_sandboxed(struct row *r, const char *net, const char *floor_net);
 void scenario_stream(struct row *r, struct row *proto);
 double relay_floor_once(size_t bytes, char *err, size_t errlen);
 /* Row 8b's floor: a relay process fetching path from 127.0.0.1:web_port and sending
@@ -184,6 +190,12 @@ struct cell cmd_floor(char *const argv[], const char *out_path);
 void scenario_http(void);
 void scenario_proxy(void);
 void scenario_scale(void);
+/* Rows 5e, 5f: `exec-client fs put` (put) or `fs get` of src to dst against s, the
+ * client started as a user starts it; MB/s, and the client's CPU per run in cpu. */
+struct cell client_xfer_one(struct server *s, bool put, const char *src, const char *dst,
+                            size_t bytes);
+/* Their floor: cp src dst, in MB/s (CPU: cp's). */
+struct cell cp_floor(const char *src, const char *dst, size_t bytes);
 struct mem_result mem_run(struct server *s);
 struct cell sandbox_one(struct server *s, bool sandboxed, const char *ws, struct cell *floor);
 

@@ -4,7 +4,7 @@ relay (registry + rendezvous = tests/remote/fake_cloud.py, harness = relay-harne
 C Noise initiator of tests/remote), our executor against the reference executor.
 
   python3 bench/relay_bench.py [--build DIR] [--oneshot N] [--stream-mb MB] [--runs R]
-                               [--no-ref]
+                               [--no-ref] [--ref-version V]
 
 Both executors register with the same kind of local fake cloud and are driven by the
 same harness, so the rendezvous (a Python byte proxy) and the harness cost the same on
@@ -13,7 +13,6 @@ codec, WebSocket client), not absolute speeds of a hosted rendezvous. Prints a m
 table like exec-bench's. Exit 0 when our rows ran, 1 otherwise."""
 import argparse
 import base64
-import glob
 import json
 import os
 import select
@@ -25,18 +24,18 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "remote"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "blackbox"))
 import fake_cloud  # noqa
+import codex_ref  # noqa
 
 TOKEN = "tok-bench"
 ENV_ID = "env-bench"
-REF_GLOB = os.path.expanduser(
-    "~/.cache/codex-ref/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex")
 
 
 class Harness:
-    def __init__(self, path, cloud):
+    def __init__(self, path, cloud, token=TOKEN):
         self.proc = subprocess.Popen([path, "--registry", cloud.base_url, "--environment-id",
-                                      ENV_ID, "--token", TOKEN], stdin=subprocess.PIPE,
+                                      ENV_ID, "--token", token], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.buf = b""
         self.next_id = 0
@@ -172,6 +171,8 @@ def main():
     ap.add_argument("--stream-mb", type=int, default=32)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--no-ref", action="store_true")
+    ap.add_argument("--ref-version", default=codex_ref.DEFAULT_VERSION,
+                    help="the reference codex's version (tests/blackbox/codex_ref.py)")
     a = ap.parse_args()
     a.build = os.path.abspath(a.build)  # the servers run with cwd in a temp dir
     harness = os.path.join(a.build, "relay-harness")
@@ -180,10 +181,10 @@ def main():
         if not os.access(f, os.X_OK):
             print("relay bench: %s is not built" % f)
             return 1
-    refs = [] if a.no_ref else sorted(glob.glob(REF_GLOB))
+    ref = None if a.no_ref else codex_ref.find(a.ref_version)
     tmp = tempfile.mkdtemp(prefix="relay-bench-")
     res = {}
-    for which, cmd in (("ours", ours), ("ref", refs[0] if refs else None)):
+    for which, cmd in (("ours", ours), ("ref", ref)):
         if not cmd:
             continue
         try:

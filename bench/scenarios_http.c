@@ -11,7 +11,16 @@
  * O.proxy_bytes; a process/start with `networkProxy` runs curl in the child, which
  * goes through the server's policy proxy; the figure is curl's own time_total, so
  * the process start is not counted. The floor is the same curl straight to the web
- * server, and the ratio to it is the proxy's cost (target <= 1.3x). */
+ * server, and the ratio to it is the proxy's cost (target <= 1.3x).
+ *
+ * 9c: the same download by a sandboxed curl that ignores the proxy variables
+ * (`--noproxy '*'`) with transparent TCP on (issue 35): its connection goes through
+ * the sandbox's TUN device and the server's user-space TCP stack to the same proxy.
+ * The name it asks for is an /etc/hosts alias of 127.0.0.1 (with a final dot, so the
+ * sandbox's synthetic resolver answers it; the server resolves it on the host), or,
+ * ours alone, bench-web.test through EXEC_SERVER_TEST_RESOLVE. Its floor is row 9,
+ * the proxy variables (target <= 1.3x); the reference is codex 0.171.0, the first
+ * with transparent TCP, its bundled bubblewrap on the child's PATH. */
 #include "bench.h"
 
 struct http_count {
@@ -197,9 +206,49 @@ static double time_total(const char *out)
     return end == out ? -1 : v;
 }
 
+/* What row 9c's child needs: a sandbox, transparentTcp, its own PATH. */
+struct transparent {
+    const char *path_env; /* the child's PATH */
+};
+
+/* process/start of curl downloading url behind the proxy (its variables, or with t
+ * transparent TCP in a sandbox) as params. */
+static void proxy_params(char *out, size_t n, const char *id, const char *url,
+                         const struct transparent *t)
+{
+    if (!t) {
+        snprintf(out, n,
+                 "{\"processId\":\"%s\",\"argv\":[\"/usr/bin/curl\",\"-s\",\"--noproxy\",\"\","
+                 "\"-o\",\"/dev/null\",\"-w\",\"%%{time_total} %%{size_download}\",\"%s\"],"
+                 "\"cwd\":\"file:///tmp\",\"env\":{\"PATH\":\"/usr/bin:/bin\"},\"tty\":false,"
+                 "\"networkProxy\":{\"proxy\":{\"enabled\":true,\"enableSocks5\":false,"
+                 "\"enableSocks5Udp\":false,\"allowUpstreamProxy\":false,"
+                 "\"dangerouslyAllowAllUnixSockets\":false,\"mode\":\"full\","
+                 "\"domains\":{\"127.0.0.1\":\"allow\"},\"allowLocalBinding\":true}}}",
+                 id, url);
+        return;
+    }
+    const char *host = url + 7; /* http://NAME.:PORT/... -> NAME */
+    size_t hl = strcspn(host, ".:");
+    snprintf(out, n,
+             "{\"processId\":\"%s\",\"argv\":[\"/usr/bin/curl\",\"-s\",\"--noproxy\",\"*\","
+             "\"-o\",\"/dev/null\",\"-w\",\"%%{time_total} %%{size_download}\",\"%s\"],"
+             "\"cwd\":\"file:///tmp\",\"env\":{\"PATH\":\"%s\"},\"tty\":false,"
+             "\"sandbox\":{\"permissions\":{\"type\":\"managed\",\"file_system\":{\"type\":"
+             "\"restricted\",\"entries\":[{\"path\":{\"type\":\"special\",\"value\":"
+             "{\"kind\":\"root\"}},\"access\":\"read\"}]},\"network\":\"restricted\"},"
+             "\"cwd\":\"file:///tmp\",\"windowsSandboxLevel\":\"disabled\"},"
+             "\"enforceManagedNetwork\":true,"
+             "\"networkProxy\":{\"proxy\":{\"enabled\":true,\"enableSocks5\":true,"
+             "\"transparentTcp\":true,\"enableSocks5Udp\":false,\"allowUpstreamProxy\":false,"
+             "\"dangerouslyAllowAllUnixSockets\":false,\"mode\":\"full\","
+             "\"domains\":{\"%.*s\":\"allow\"},\"allowLocalBinding\":true}}}",
+             id, url, t->path_env, (int)hl, host);
+}
+
 /* One download by curl in a child behind the server's proxy: curl's time in ms, or a
  * failure. */
-static struct cell proxy_one(struct server *s, const char *url)
+static struct cell proxy_one(struct server *s, const char *url, const struct transparent *tt)
 {
     struct wsc c;
     struct cell out;
@@ -210,15 +259,7 @@ static struct cell proxy_one(struct server *s, const char *url)
     for (int r = 0; r < O.runs; r++) {
         char id[32];
         snprintf(id, sizeof id, "px%d", r);
-        snprintf(params, sizeof params,
-                 "{\"processId\":\"%s\",\"argv\":[\"/usr/bin/curl\",\"-s\",\"--noproxy\",\"\","
-                 "\"-o\",\"/dev/null\",\"-w\",\"%%{time_total} %%{size_download}\",\"%s\"],"
-                 "\"cwd\":\"file:///tmp\",\"env\":{\"PATH\":\"/usr/bin:/bin\"},\"tty\":false,"
-                 "\"networkProxy\":{\"proxy\":{\"enabled\":true,\"enableSocks5\":false,"
-                 "\"enableSocks5Udp\":false,\"allowUpstreamProxy\":false,"
-                 "\"dangerouslyAllowAllUnixSockets\":false,\"mode\":\"full\","
-                 "\"domains\":{\"127.0.0.1\":\"allow\"},\"allowLocalBinding\":true}}}",
-                 id, url);
+        proxy_params(params, sizeof params, id, url, tt);
         wsc_request(&c, "process/start", params);
         size_t tl = 0;
         bool closed = false;
@@ -323,6 +364,79 @@ static struct cell relay_floor(const char *url)
     return c;
 }
 
+/* An alias of 127.0.0.1 in /etc/hosts (a name without a dot), into out; false when
+ * there is none. */
+static bool loopback_alias(char *out, size_t n)
+{
+    FILE *f = fopen("/etc/hosts", "r");
+    char line[512];
+    bool found = false;
+    while (f && !found && fgets(line, sizeof line, f)) {
+        char *save, *addr = strtok_r(line, " \t\n", &save);
+        if (!addr || strcmp(addr, "127.0.0.1") != 0) continue;
+        for (char *name; !found && (name = strtok_r(NULL, " \t\n", &save));)
+            if (name[0] != '#' && !strchr(name, '.') && strcmp(name, "localhost") != 0) {
+                snprintf(out, n, "%s", name);
+                found = true;
+            }
+    }
+    if (f) fclose(f);
+    return found;
+}
+
+/* Row 9c: the same download through transparent TCP, against row 9 (ours) as its
+ * floor; the reference is codex 0.171.0 (row9 gives the URL's port and path). */
+static void transparent_row(const char *url, struct row *row9)
+{
+    char name[112], host[64], turl[192];
+    if (access("/dev/net/tun", F_OK) != 0) {
+        progress("9c skipped: no /dev/net/tun on this host");
+        return;
+    }
+    snprintf(name, sizeof name,
+             "9c. %zu MiB download through transparent TCP (ms; floor: row 9, proxy variables)",
+             O.proxy_bytes >> 20);
+    struct row *r = row_get(name, K_MS);
+    progress("%s", name);
+    r->has_floor = true;
+    r->floor = row9->v[0];
+    bool alias = loopback_alias(host, sizeof host);
+    if (!alias) {
+        snprintf(host, sizeof host, "bench-web.test");
+        setenv("EXEC_SERVER_TEST_RESOLVE", "bench-web.test=127.0.0.1", 1);
+    }
+    snprintf(turl, sizeof turl, "http://%s.%s", host, strchr(url + 7, ':'));
+    struct transparent ours = {.path_env = "/usr/bin:/bin"};
+    struct server s;
+    if (start_or_fail(&s, 0, &r, 1)) {
+        record(r, 0, proxy_one(&s, turl, &ours));
+        server_stop(&s);
+    }
+    if (!have_ref()) return;
+    if (!O.ref171 || !alias) {
+        record(r, 1,
+               failure(!O.ref171 ? "no codex 0.171.0 (--ref171)"
+                                 : "no /etc/hosts alias of 127.0.0.1 for its name"));
+        return;
+    }
+    /* its launcher wants bubblewrap on the child's PATH: the one it ships */
+    char path_env[PATH_MAX + 32];
+    snprintf(path_env, sizeof path_env, "%s", O.ref171);
+    char *bin = strrchr(path_env, '/');
+    if (bin) *bin = '\0';
+    bin = strrchr(path_env, '/');
+    if (bin)
+        snprintf(bin, sizeof path_env - (size_t)(bin - path_env), "/codex-resources:/usr/bin:/bin");
+    struct transparent theirs = {.path_env = path_env};
+    const char *saved = O.ref; /* server_start runs O.ref: 0.171.0 for this row only */
+    O.ref = O.ref171;
+    if (start_or_fail(&s, 1, &r, 1)) {
+        record(r, 1, proxy_one(&s, turl, &theirs));
+        server_stop(&s);
+    }
+    O.ref = saved;
+}
+
 /* Row 9 against a direct download, and row 9b (ours again) against the least any
  * proxy costs: the same download through a minimal relay. */
 void scenario_proxy(void)
@@ -346,11 +460,12 @@ void scenario_proxy(void)
     struct server s;
     for (int w = 0; w < nservers(); w++)
         if (start_or_fail(&s, w, &r, 1)) {
-            struct cell c = proxy_one(&s, url);
+            struct cell c = proxy_one(&s, url, NULL);
             record(r, w, c);
             if (rr && w == 0) record(rr, w, c);
             server_stop(&s);
         }
+    if (row_on("9c")) transparent_row(url, r);
     web_stop(web);
     unlink(path);
 }

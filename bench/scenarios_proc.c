@@ -74,16 +74,26 @@ void scenario_oneshot(struct row *r)
  * restricted), ours and the reference; the floor column is ours without a sandbox
  * in the same run (blocks of ten of each, in turn), so the row shows what the
  * namespaces cost. */
-void scenario_oneshot_sandboxed(struct row *r)
+/* A ReadOnly sandbox object with network `net` ("restricted" or "enabled"). */
+static void readonly_sandbox(char *sb, size_t n, const char *net)
 {
-    struct pair p;
-    int warm = 5, n = O.oneshot_n / 5 > 20 ? O.oneshot_n / 5 : 20, block = 10;
-    char sb[PATH_MAX + 512];
-    snprintf(sb, sizeof sb,
+    snprintf(sb, n,
              "\"sandbox\":{\"permissions\":{\"type\":\"managed\",\"file_system\":{"
              "\"type\":\"restricted\",\"entries\":[{\"path\":{\"type\":\"special\","
              "\"value\":{\"kind\":\"root\"}},\"access\":\"read\"}]},\"network\":"
-             "\"restricted\"},\"cwd\":\"file:///tmp\",\"windowsSandboxLevel\":\"disabled\"}");
+             "\"%s\"},\"cwd\":\"file:///tmp\",\"windowsSandboxLevel\":\"disabled\"}",
+             net);
+}
+
+/* Rows 1b and 1c: a sandboxed one-shot with network `net`, alternating on ours with
+ * the floor's kind: unsandboxed (floor_net NULL) or a sandbox with floor_net. */
+void scenario_oneshot_sandboxed(struct row *r, const char *net, const char *floor_net)
+{
+    struct pair p;
+    int warm = 5, n = O.oneshot_n / 5 > 20 ? O.oneshot_n / 5 : 20, block = 10;
+    char sb[PATH_MAX + 512], fsb[PATH_MAX + 512];
+    readonly_sandbox(sb, sizeof sb, net);
+    if (floor_net) readonly_sandbox(fsb, sizeof fsb, floor_net);
     double *t[3];
     for (int k = 0; k < 3; k++)
         t[k] = xcalloc((size_t)n, sizeof(double));
@@ -104,7 +114,7 @@ void scenario_oneshot_sandboxed(struct row *r)
             }
             for (int i = i0; i < i1 && w == 0 && p.up[w]; i++) {
                 int id = n + warm + i;
-                double v = oneshot_once(&p.c[w], &p.tr[w], id, ++nth, NULL);
+                double v = oneshot_once(&p.c[w], &p.tr[w], id, ++nth, floor_net ? fsb : NULL);
                 if (v < 0)
                     pair_fail(&p, r, w, p.tr[w].err);
                 else if (i >= warm)

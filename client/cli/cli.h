@@ -1,6 +1,6 @@
 /* cli: what the exec-client command modules share (exec_client.c: options and rpc;
  * cli_run.c: run and shell; cli_fs.c: fs; cli_env.c: --environment; cli_session.c:
- * sessions, ps and attach; cli_forward.c: forward). */
+ * sessions, ps and attach; cli_forward.c: forward; cli_help.c: help and usage errors). */
 #ifndef EXEC_CLIENT_CLI_H
 #define EXEC_CLIENT_CLI_H
 
@@ -25,6 +25,8 @@ struct cli {
     bool verbose;               /* -v: connection milestones on stderr */
     int liveness_ms;            /* --liveness-ms, remote mode (0: the library's) */
     int timeout_ms;
+    int connect_timeout_s; /* --connect-timeout: a refusing server is given up after this */
+    bool json;             /* sessions/ps --json */
     int reconnect_ms;
     int keepalive_ms;           /* run/shell: ping after this much silence; give up at 3x */
     const char *resume_session; /* connect by resuming this session (attach, sessions --end) */
@@ -37,8 +39,15 @@ struct cli {
     const ec_client_options *env; /* borrowed from env_file */
 };
 
-/* Prints --help. */
+/* cli_help.c: the whole --help; one command's (argv[0] the command, then its
+ * arguments); whether a command's own options ask for it; usage errors: one line
+ * and a pointer to the right --help, then exit 2. */
 void cli_usage(FILE *f);
+void cli_command_help(FILE *f, int argc, char **argv);
+bool cli_help_requested(int argc, char **argv);
+bool cli_is_command(const char *cmd);
+void cli_usage_error(const char *cmd, const char *sub, const char *msg) __attribute__((noreturn));
+void cli_bad_option(const char *cmd, const char *sub, const char *opt) __attribute__((noreturn));
 
 void die_usage(const char *fmt, const char *arg) __attribute__((noreturn));
 int err_exit_code(const ec_error *e);

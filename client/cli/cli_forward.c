@@ -287,13 +287,13 @@ int cmd_forward(struct cli *cli, int argc, char **argv)
     }
     if (nspecs == 0) die_usage("%s", "forward: no -L [BIND:]LPORT:HOST:PORT given");
     connect_or_die(cli, false, false);
+    /* The session holds nothing: it ends with this connection, whichever way. */
+    ec_client_end_session(cli->c, NULL);
     if (!ec_client_has_capability(cli->c, "tcpForward")) {
         fprintf(stderr, "exec-client: forward: the server does not allow TCP forwarding (it "
                         "must run with --allow-tcp-forwarding)\n");
         return EXIT_REMOTE;
     }
-    /* The session holds nothing: it ends with this connection. */
-    ec_client_end_session(cli->c, NULL);
     for (size_t i = 0; i < nspecs; i++)
         if (listen_spec(&specs[i]) != 0) return EXIT_REMOTE;
     struct sigaction sa = {.sa_handler = on_stop};

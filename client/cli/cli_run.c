@@ -169,6 +169,7 @@ static int parse_run_opts(int argc, char **argv, struct run_opts *ro, bool allow
                                           {0, 0, 0, 0}};
     optind = 1;
     int ch;
+    opterr = 0;
     ro->keep_secs = -1;
     while ((ch = getopt_long(argc, argv, "+tdnC:e:h", longs, NULL)) != -1) {
         switch (ch) {
@@ -196,7 +197,7 @@ static int parse_run_opts(int argc, char **argv, struct run_opts *ro, bool allow
             env_add(ro, optarg);
             break;
         case 'h': cli_usage(stdout); exit(0);
-        default: die_usage("%s: bad option", argv[0]);
+        default: cli_bad_option(argv[0], NULL, argv[optind - 1]);
         }
     }
     ro->dashdash = optind > 1 && strcmp(argv[optind - 1], "--") == 0;
@@ -508,6 +509,8 @@ static int start_and_pump(struct cli *cli, const char **cargv, const char *cwd, 
     ec_process *p = NULL;
     ec_error e = {0};
     if (ec_process_start(c, &so, &p, &e) != 0) {
+        /* Nothing started, nothing to keep (even with --keep or -d). */
+        if (e.kind == EC_ERR_SERVER || e.kind == EC_ERR_USAGE) ec_client_end_session(c, NULL);
         /* Like a shell: 127 when the command cannot be started remotely. The server's
          * errno does not say whether the program or the directory is missing: ask. */
         ec_metadata md;

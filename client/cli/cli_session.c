@@ -125,14 +125,78 @@ static void print_command(json_t *argv)
     json_array_foreach(argv, i, a) printf("%s%s", i ? " " : "", json_string_value(a));
 }
 
+/* The exit statuses of a session's processes when every one has exited ("3",
+ * "0,1"), else "" (buf). */
+static const char *exit_statuses(struct cli *cli, json_t *s, char *buf, size_t n)
+{
+    buf[0] = 0;
+    json_int_t procs = json_integer_value(json_object_get(s, "processes"));
+    if (procs <= 0 || json_integer_value(json_object_get(s, "running")) != 0) return buf;
+    json_t *list = processes_of(cli, sid_of(s));
+    size_t i, o = 0;
+    json_t *p;
+    json_array_foreach(list, i, p)
+    {
+        json_t *code = json_object_get(p, "exitCode");
+        if (o + 24 >= n) break;
+        if (json_is_integer(code))
+            o += (size_t)snprintf(buf + o, n - o, "%s%lld", o ? "," : "",
+                                  (long long)json_integer_value(code));
+        else
+            o += (size_t)snprintf(buf + o, n - o, "%s?", o ? "," : "");
+    }
+    json_decref(list);
+    return buf;
+}
+
+/* One row of `sessions`: a session whose processes have all exited says so, with
+ * their statuses, instead of looking like work still kept "forever". */
+static void print_session_row(struct cli *cli, json_t *s, int64_t now)
+{
+    bool attached = json_is_true(json_object_get(s, "attached"));
+    char keep[24] = "-", exp[24] = "-", procs[24], codes[64];
+    if (json_is_true(json_object_get(s, "kept"))) {
+        json_t *ks = json_object_get(s, "keepSeconds");
+        if (json_is_integer(ks))
+            span(json_integer_value(ks) * 1000, keep, sizeof keep);
+        else
+            snprintf(keep, sizeof keep, "forever");
+    }
+    json_t *ex = json_object_get(s, "expiresAtMs");
+    if (json_is_integer(ex))
+        span(json_integer_value(ex) - now, exp, sizeof exp);
+    else if (!attached)
+        snprintf(exp, sizeof exp, "never");
+    snprintf(procs, sizeof procs, "%lld/%lld",
+             (long long)json_integer_value(json_object_get(s, "running")),
+             (long long)json_integer_value(json_object_get(s, "processes")));
+    const char *client = json_string_value(json_object_get(s, "clientName"));
+    exit_statuses(cli, s, codes, sizeof codes);
+    const char *state = codes[0] ? "exited" : attached ? "attached" : "detached";
+    printf("%-36s  %-8s  %-14.14s  %-9s  %-8s  %-7s  %s\n", sid_of(s), state, client ? client : "?",
+           procs, keep, exp, codes[0] ? codes : "-");
+}
+
+/* --json: the server's objects as they are (sessions gain "exited": every process
+ * has ended). */
+static void print_json(json_t *v)
+{
+    char *text = json_dumps(v, JSON_INDENT(2));
+    if (text) puts(text);
+    free(text);
+}
+
 int cmd_sessions(struct cli *cli, int argc, char **argv)
 {
     const char *end = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--end") == 0 && i + 1 < argc)
             end = argv[++i];
+        else if (strcmp(argv[i], "--json") == 0)
+            cli->json = true;
         else
-            die_usage("sessions: unexpected argument `%s` (sessions [--end SESSION])", argv[i]);
+            die_usage("sessions: unexpected argument `%s` (sessions [--json] [--end SESSION])",
+                      argv[i]);
     }
     connect_or_die(cli, false, false);
     ec_client_end_session(cli->c, NULL); /* this look leaves nothing behind */
@@ -152,55 +216,71 @@ int cmd_sessions(struct cli *cli, int argc, char **argv)
         free(id);
         return 0;
     }
-    printf("%-36s  %-8s  %-14s  %-9s  %-8s  %s\n", "SESSION", "STATE", "CLIENT", "RUNNING", "KEEP",
-           "EXPIRES");
     size_t i;
     json_t *s;
-    int64_t now = wall_ms();
-    json_array_foreach(list, i, s)
-    {
-        bool attached = json_is_true(json_object_get(s, "attached"));
-        char keep[24] = "-", exp[24] = "-", procs[24];
-        if (json_is_true(json_object_get(s, "kept"))) {
-            json_t *ks = json_object_get(s, "keepSeconds");
-            if (json_is_integer(ks))
-                span(json_integer_value(ks) * 1000, keep, sizeof keep);
-            else
-                snprintf(keep, sizeof keep, "forever");
+    if (cli->json) {
+        json_array_foreach(list, i, s)
+        {
+            char codes[64];
+            exit_statuses(cli, s, codes, sizeof codes);
+            json_object_set_new(s, "exited", json_boolean(codes[0] != 0));
         }
-        json_t *ex = json_object_get(s, "expiresAtMs");
-        if (json_is_integer(ex))
-            span(json_integer_value(ex) - now, exp, sizeof exp);
-        else if (!attached)
-            snprintf(exp, sizeof exp, "never");
-        snprintf(procs, sizeof procs, "%lld/%lld",
-                 (long long)json_integer_value(json_object_get(s, "running")),
-                 (long long)json_integer_value(json_object_get(s, "processes")));
-        const char *client = json_string_value(json_object_get(s, "clientName"));
-        printf("%-36s  %-8s  %-14.14s  %-9s  %-8s  %s\n", sid_of(s),
-               attached ? "attached" : "detached", client ? client : "?", procs, keep, exp);
+        print_json(list);
+        json_decref(list);
+        return 0;
     }
+    printf("%-36s  %-8s  %-14s  %-9s  %-8s  %-7s  %s\n", "SESSION", "STATE", "CLIENT", "RUNNING",
+           "KEEP", "EXPIRES", "EXIT");
+    int64_t now = wall_ms();
+    json_array_foreach(list, i, s) print_session_row(cli, s, now);
     json_decref(list);
     return 0;
 }
 
 int cmd_ps(struct cli *cli, int argc, char **argv)
 {
-    if (argc > 2) die_usage("ps: unexpected argument `%s` (ps [SESSION])", argv[2]);
+    const char *want = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            cli->json = true;
+        else if (!want && argv[i][0] != '-')
+            want = argv[i];
+        else
+            die_usage("ps: unexpected argument `%s` (ps [--json] [SESSION])", argv[i]);
+    }
     connect_or_die(cli, false, false);
     ec_client_end_session(cli->c, NULL);
     json_t *list = other_sessions(cli);
-    if (argc == 2) {
-        json_t *one = json_incref(resolve_session(list, argv[1]));
+    if (want) {
+        json_t *one = json_incref(resolve_session(list, want));
         json_decref(list);
         list = json_array();
         json_array_append_new(list, one);
     }
+    size_t i;
+    json_t *s;
+    if (cli->json) { /* each process object with its "sessionId" */
+        json_t *all = json_array();
+        json_array_foreach(list, i, s)
+        {
+            json_t *procs = processes_of(cli, sid_of(s));
+            size_t j;
+            json_t *p;
+            json_array_foreach(procs, j, p)
+            {
+                json_object_set_new(p, "sessionId", json_string(sid_of(s)));
+                json_array_append(all, p);
+            }
+            json_decref(procs);
+        }
+        print_json(all);
+        json_decref(all);
+        json_decref(list);
+        return 0;
+    }
     printf("%-8s  %-12s  %7s  %-7s  %-3s  %5s  %4s  %s\n", "SESSION", "PROCESS", "PID", "STATE",
            "TTY", "AGE", "EXIT", "COMMAND");
     int64_t now = wall_ms();
-    size_t i;
-    json_t *s;
     json_array_foreach(list, i, s)
     {
         json_t *procs = processes_of(cli, sid_of(s));

@@ -28,111 +28,11 @@
 #include <time.h>
 #include <unistd.h>
 
-/* --help, in two literals: one of 5,000+ characters is past what ISO C promises a
- * compiler takes (4095; -Woverlength-strings). */
-static const char usage_commands[] =
-    "usage: exec-client [--url URL] [--token TOKEN] [--timeout-ms N] [--reconnect-ms N]\n"
-    "                   COMMAND ...\n"
-    "       exec-client --remote REGISTRY_URL --environment-id ID [--token TOKEN] ...\n"
-    "                   COMMAND ...\n"
-    "       exec-client --environment NAME [--environments FILE] ... COMMAND ...\n"
-    "\n"
-    "Commands:\n"
-    "  run [--tty] [-n] [--cwd DIR] [--env K=V]... 'SHELL COMMAND'\n"
-    "  run [--tty] [-n] [--cwd DIR] [--env K=V]... -- CMD [ARGS...]\n"
-    "  run -d|--keep[=SECONDS] ...\n"
-    "        run a command remotely: one argument with shell syntax goes to the remote\n"
-    "        user's shell (like ssh); after -- argv is run as given (no shell).\n"
-    "        stdout/stderr stream back, the exit status is the remote\n"
-    "        one (128+N for signal N). stdin is sent to CMD as it comes and its end\n"
-    "        is passed on (-n: send none); Ctrl-C, SIGTERM and SIGHUP are forwarded;\n"
-    "        --tty: a remote PTY sized like this window, resized with it;\n"
-    "        --keep: the command outlives this client (its session is kept for\n"
-    "        SECONDS, default until ended; a lost terminal (SIGHUP) or ~. detaches);\n"
-    "        -d: start it kept and return at once, printing SESSION PROCESS\n"
-    "  shell [--cwd DIR] [--env K=V]...\n"
-    "        login shell on a remote PTY in the remote home (Ctrl-C goes to the\n"
-    "        remote side; end of input ends it)\n"
-    "  fs cat PATH            print a remote file\n"
-    "  fs get [-r] PATH LOCAL|-  download (keeps the mode; progress on a tty); into\n"
-    "                         LOCAL/NAME when LOCAL is a directory, like scp\n"
-    "  fs put [-r] LOCAL|- PATH  upload a file or stdin (keeps the local mode); into\n"
-    "                         PATH/NAME when PATH is a remote directory, like scp\n"
-    "  fs ls [-l] PATH        list a directory (directories end in /; -l: long form)\n"
-    "  fs stat PATH           show metadata (type, size, mode, owner, times)\n"
-    "  fs rm [-r] [-f] PATH   remove (-r: recursive, -f: no error if missing)\n"
-    "  fs cp [-r] SRC DST     copy on the remote side (into DST/NAME when DST is a\n"
-    "                         directory, like cp)\n"
-    "  fs mkdir [-p] PATH     create a directory (-p: with parents)\n"
-    "  fs walk [--max-depth N] PATH   list a tree breadth-first\n"
-    "  rpc [--raw]            send JSON-RPC lines from stdin, print every message back\n"
-    "                         (--raw: skip the initialize handshake)\n"
-    "  sessions [--end SESSION]  the sessions the server keeps for you (--end: end one,\n"
-    "                         killing its processes)\n"
-    "  ps [SESSION]           their processes (SESSION: any unique prefix of its id)\n"
-    "  attach [--detach-key ^B] [SESSION [PROCESS]]\n"
-    "                         step into a running process like tmux attach: its retained\n"
-    "                         output, then live; raw terminal, resized with this one;\n"
-    "                         ^B d detaches and leaves it running. A session another\n"
-    "                         client holds is watched as a second viewer\n"
-    "  forward -L [BIND:]LPORT:HOST:PORT [-L ...]\n"
-    "                         like ssh -L: connections to BIND:LPORT here (default\n"
-    "                         127.0.0.1; LPORT 0: any free port, printed) are made to\n"
-    "                         HOST:PORT from the server (needs --allow-tcp-forwarding\n"
-    "                         there); runs until interrupted\n"
-    "\n";
-
-static const char usage_options[] =
-    "Options:\n"
-    "  --url URL        server URL, ws://HOST:PORT or wss://HOST:PORT (default:\n"
-    "                   $EXEC_SERVER_URL)\n"
-    "  --ca-file FILE   wss://: trust the CA(s) in FILE instead of the system store\n"
-    "  --token TOKEN    send Authorization: Bearer TOKEN (default: $EXEC_SERVER_TOKEN);\n"
-    "                   with --remote it goes to the registry only\n"
-    "  --token-file FILE  the token is FILE's content (white space trimmed); keeps it\n"
-    "                   out of the process list, which shows --token's argument\n"
-    "  --remote URL     remote mode: reach the executor registered at this environment\n"
-    "                   registry (http:// or https:// base URL) through its rendezvous,\n"
-    "                   end-to-end encrypted (Noise) and pinned to the executor's key\n"
-    "  --environment-id ID  the environment to reach (with --remote)\n"
-    "  --environment NAME   reach environment NAME of an environments.toml (codex's\n"
-    "                   file: a url, a program spoken to over its stdin/stdout, or a\n"
-    "                   remote registry + environment id), instead of --url/--remote\n"
-    "  --environments FILE  that file (default: $CODEX_HOME/environments.toml,\n"
-    "                   CODEX_HOME defaulting to ~/.codex)\n"
-    "  --liveness-ms N  remote mode: ask a quiet process for news after N ms, so a\n"
-    "                   stream lost at the executor's end is resumed (default 30000;\n"
-    "                   -1: never)\n"
-    "  --timeout-ms N   connect/call timeout (default 10000 / 60000)\n"
-    "  --reconnect-ms N run/shell: resume the session for up to N ms when the\n"
-    "                   connection drops (default 30000; 0: never)\n"
-    "  --keepalive-ms N ping a server silent for N ms: run/shell give up (exit 255)\n"
-    "                   when it stays silent for 3N ms; in remote mode a rendezvous\n"
-    "                   without a Pong for 2N ms is dropped and resumed (default 5000;\n"
-    "                   0: never)\n"
-    "  -v, --verbose    report the session id and reconnects on stderr\n"
-    "  -V, --version    print the version\n"
-    "  -h, --help       this text\n"
-    "Remote paths: relative ones (and ~/...) start in the remote home directory, and\n"
-    "run starts there unless --cwd says otherwise, as with ssh and scp.\n"
-    "Escapes (run --tty and shell, at the start of a line, as in ssh): ~. disconnects,\n"
-    "~~ sends one ~, ~? lists them.\n"
-    "Exit status: 2 usage error, 1 remote error (fs, rpc), 3 authentication refused,\n"
-    "255 server unreachable or connection lost; run/shell otherwise exit with the\n"
-    "remote command's status (128+N for signal N).\n"
-    "More: man exec-client; the protocol: docs/PROTOCOL.md in the exec-server sources.\n";
-
-void cli_usage(FILE *f)
-{
-    fputs(usage_commands, f);
-    fputs(usage_options, f);
-}
-
 void die_usage(const char *fmt, const char *arg)
 {
     fprintf(stderr, "exec-client: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(see exec-client --help)\n");
+    fprintf(stderr, "\nTry 'exec-client --help'.\n");
     exit(EXIT_USAGE);
 }
 
@@ -160,7 +60,8 @@ static void on_reconnect(void *ud, int phase)
 {
     struct cli *cli = ud;
     bool tty = isatty(STDERR_FILENO);
-    if (!tty && !cli->verbose) return;
+    /* A failed resume is reported once, by whoever sees the error. */
+    if ((!tty && !cli->verbose) || phase == EC_RECONNECT_FAILED) return;
     const char *text = phase == EC_RECONNECTING  ? "connection lost; reconnecting..."
                        : phase == EC_RECONNECTED ? "reconnected"
                                                  : "could not reconnect";
@@ -172,9 +73,48 @@ static void on_reconnect(void *ud, int phase)
         fprintf(stderr, "%sexec-client: %s\r\n", tty ? "\r\n" : "", text);
 }
 
+/* What a failed connect most likely means, and what to pass instead: the scheme that
+ * does not match the port (a plain server answers a TLS hello with an HTTP error, a
+ * TLS server closes a plain request), a certificate for another name, or a CA that
+ * is not trusted. */
+static void connect_hint(const struct cli *cli, const char *msg)
+{
+    const char *url = cli->url ? cli->url : "";
+    bool tls = strncmp(url, "wss://", 6) == 0;
+    const char *rest = url + (tls ? 6 : strncmp(url, "ws://", 5) == 0 ? 5 : 0);
+    if (cli->remote || !*rest) return;
+    if (tls && (strstr(msg, "wrong version number") || strstr(msg, "packet length too long") ||
+                strstr(msg, "record layer failure")))
+        fprintf(stderr, "hint: the server does not speak TLS on that port: use ws://%s\n", rest);
+    else if (!tls && strstr(msg, "closed the connection during the upgrade"))
+        fprintf(stderr,
+                "hint: a TLS server closes a plain ws:// connection like this: if it listens "
+                "with TLS, use wss://%s (and --ca-file FILE for a CA of your own)\n",
+                rest);
+    else if (strstr(msg, "hostname mismatch") || strstr(msg, "IP address mismatch"))
+        fprintf(stderr, "hint: the certificate names another host: connect with a name or "
+                        "address it lists (its subjectAltName: openssl x509 -noout -ext "
+                        "subjectAltName -in CERT)\n");
+    else if (strstr(msg, "certificate verify failed"))
+        fprintf(stderr, "hint: %s\n",
+                cli->ca_file ? "the certificate is not signed by a CA in the --ca-file given"
+                             : "a server with its own CA needs --ca-file FILE (the CA's PEM "
+                               "certificate)");
+}
+
+static int check_target(struct cli *cli, bool url_given, bool token_given, bool ca_given);
+static struct {
+    bool url, token, ca, checked;
+} target_given;
+
 /* resume: run/shell survive a dropped connection by resuming the session. */
 void connect_or_die(struct cli *cli, bool raw, bool resume)
 {
+    if (!target_given.checked) {
+        target_given.checked = true;
+        if (check_target(cli, target_given.url, target_given.token, target_given.ca) != 0)
+            exit(EXIT_USAGE);
+    }
     ec_client_options o = {
         .url = cli->url,
         .bearer_token = cli->token,
@@ -186,6 +126,7 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
                            : resume && cli->keepalive_ms > 0 ? 3 * cli->keepalive_ms
                                                              : 60000,
         .reconnect_timeout_ms = resume ? cli->reconnect_ms : 0,
+        .refused_timeout_ms = (cli->connect_timeout_s > 0 ? cli->connect_timeout_s : 5) * 1000,
         .skip_initialize = raw,
         .on_reconnect = on_reconnect,
         .on_reconnect_ud = cli,
@@ -233,9 +174,10 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
                     "exec-client: %s refused the connection: authentication failed%s%s\n"
                     "hint: %s\n",
                     cli->url, why ? ": " : "", why ? why + strlen("Unauthorized: ") : "",
-                    cli->token ? "check the token given with --token or EXEC_SERVER_TOKEN"
-                               : "this server needs a token: pass --token TOKEN or set "
-                                 "EXEC_SERVER_TOKEN");
+                    cli->token ? "check the token given with --token, --token-file or "
+                                 "EXEC_SERVER_TOKEN"
+                               : "this server needs a token: pass --token-file FILE (or --token "
+                                 "TOKEN, or set EXEC_SERVER_TOKEN)");
             exit(EXIT_AUTH);
         }
         if (cli->remote)
@@ -244,11 +186,7 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
         else
             fprintf(stderr, "exec-client: cannot reach server at %s: %s\n",
                     cli->url ? cli->url : "(none)", e.message);
-        if (strstr(e.message, "certificate verify failed"))
-            fprintf(stderr, "hint: %s\n",
-                    cli->ca_file ? "the certificate is not signed by a CA in the --ca-file given"
-                                 : "a server with its own CA needs --ca-file FILE (the CA's PEM "
-                                   "certificate)");
+        connect_hint(cli, e.message);
         exit(EXIT_CONN);
     }
     if (cli->verbose && ec_client_session_id(cli->c))
@@ -393,6 +331,7 @@ static int64_t mono_ms(void)
 
 struct rpc_state {
     long outstanding; /* requests sent whose reply has not been printed yet */
+    bool error_seen;  /* a reply was a JSON-RPC error: exit 1, as documented */
 };
 
 static void rpc_print(void *ud, const char *text, size_t len)
@@ -402,7 +341,10 @@ static void rpc_print(void *ud, const char *text, size_t len)
     fputc('\n', stdout);
     fflush(stdout);
     json_t *m = json_loadb(text, len, 0, NULL);
-    if (m && json_object_get(m, "id") && !json_object_get(m, "method")) st->outstanding--;
+    if (m && json_object_get(m, "id") && !json_object_get(m, "method")) {
+        st->outstanding--;
+        if (json_object_get(m, "error")) st->error_seen = true;
+    }
     json_decref(m);
 }
 
@@ -413,7 +355,8 @@ static int cmd_rpc(struct cli *cli, int argc, char **argv)
     connect_or_die(cli, raw, false);
     struct rpc_state st = {0};
     ec_client_set_message_hook(cli->c, rpc_print, &st);
-    if (!raw) fprintf(stderr, "exec-client: session %s\n", ec_client_session_id(cli->c));
+    /* The session id is for -v (connect_or_die prints it): every line on stderr of
+     * a scripted call is one more to filter. */
     char *line = NULL;
     size_t cap = 0;
     ec_error e = {0};
@@ -434,7 +377,7 @@ static int cmd_rpc(struct cli *cli, int argc, char **argv)
         if (pr > 0 && pfd[0].revents) {
             if (ec_client_process_ready(cli->c, &e) != 0) {
                 fprintf(stderr, "exec-client: %s\n", e.message);
-                return st.outstanding > 0 ? EXIT_CONN : 0;
+                return st.outstanding > 0 ? EXIT_CONN : st.error_seen ? EXIT_REMOTE : 0;
             }
         }
         if (pr > 0 && pfd[1].revents) {
@@ -458,7 +401,7 @@ static int cmd_rpc(struct cli *cli, int argc, char **argv)
         }
     }
     free(line);
-    return 0;
+    return st.error_seen ? EXIT_REMOTE : 0;
 }
 
 /* Which server the options name, one way only: --environment (from a file), or
@@ -525,12 +468,14 @@ int main(int argc, char **argv)
                                           {"keepalive-ms", required_argument, 0, 'K'},
                                           {"environment", required_argument, 0, 'N'},
                                           {"environments", required_argument, 0, 'X'},
+                                          {"connect-timeout", required_argument, 0, 'C'},
                                           {0, 0, 0, 0}};
     const char *token_file = NULL;
     int ch;
     bool url_given = false; /* --url, not just $EXEC_SERVER_URL */
     bool token_given = false, ca_given = false;
-    while ((ch = getopt_long(argc, argv, "+hVv", longs, NULL)) != -1) {
+    opterr = 0; /* our one-line messages instead of getopt's */
+    while ((ch = getopt_long(argc, argv, "+:hVv", longs, NULL)) != -1) {
         switch (ch) {
         case 'v': cli.verbose = true; break;
         case 'V': printf("exec-client %s (libexecclient)\n", EXEC_SERVER_VERSION); return 0;
@@ -559,17 +504,41 @@ int main(int argc, char **argv)
             break;
         case 'm': cli.timeout_ms = atoi(optarg); break;
         case 'R': cli.reconnect_ms = atoi(optarg); break;
+        case 'C': {
+            char *end = NULL;
+            double s = strtod(optarg, &end);
+            if (end == optarg || *end || s < 0 || s > 86400)
+                cli_usage_error(NULL, NULL, "--connect-timeout wants seconds (0-86400)");
+            cli.connect_timeout_s = s > 0 && s < 1 ? 1 : (int)s;
+            break;
+        }
         case 'h': cli_usage(stdout); return 0;
-        default: cli_usage(stderr); return EXIT_USAGE;
+        case ':': {
+            char m[160];
+            snprintf(m, sizeof m, "option `%.100s` needs a value", argv[optind - 1]);
+            cli_usage_error(NULL, NULL, m);
+        }
+        default: cli_bad_option(NULL, NULL, argv[optind - 1]);
         }
     }
-    if (optind >= argc) {
-        cli_usage(stderr);
-        return EXIT_USAGE;
+    if (optind >= argc) cli_usage_error(NULL, NULL, "no command given (run, shell, fs, ...)");
+    const char *cmd = argv[optind];
+    if (!cli_is_command(cmd)) {
+        char m[160];
+        snprintf(m, sizeof m, "unknown command `%.100s`", cmd);
+        cli_usage_error(NULL, NULL, m);
+    }
+    /* COMMAND --help needs no server. */
+    if (cli_help_requested(argc - optind, argv + optind)) {
+        cli_command_help(stdout, argc - optind, argv + optind);
+        return 0;
     }
     if (token_file && read_token_file(token_file, &cli.token) != 0) return EXIT_USAGE;
-    if (check_target(&cli, url_given, token_given, ca_given) != 0) return EXIT_USAGE;
-    const char *cmd = argv[optind];
+    /* Which server is checked when a command first connects: usage errors and
+     * COMMAND --help come first, and need none. */
+    target_given.url = url_given;
+    target_given.token = token_given;
+    target_given.ca = ca_given;
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         if (strcmp(cmd, commands[i].name) != 0) continue;
         int rc = commands[i].run(&cli, argc - optind, argv + optind);

@@ -78,6 +78,9 @@ typedef struct ec_client_options {
     int call_timeout_ms;      /* per blocking call; default 60000; <0 waits forever */
     int reconnect_timeout_ms; /* >0: on connection loss, resume the session for up to
                                  this long (one shared attempt); 0: no reconnect */
+    int refused_timeout_ms;   /* reconnect: give up once the server has refused every
+                                 connection (ECONNREFUSED: nothing listens) this long;
+                                 0: reconnect_timeout_ms */
     int lag_ms;               /* exited but no close after this long while waiting:
                                  one catch-up process/read; default 5000 */
     bool skip_initialize;     /* connect only (raw tools such as `exec-client rpc`) */
@@ -413,6 +416,33 @@ EC_API int ec_fs_read_block(ec_client *c, const char *handle_id, uint64_t offset
 EC_API int ec_fs_write_block(ec_client *c, const char *handle_id, uint64_t offset, const void *data,
                              size_t len, ec_error *err);
 EC_API int ec_fs_close(ec_client *c, const char *handle_id, ec_error *err);
+
+/* Whole-file streaming at the protocol's floor: several fs/readBlock or fs/writeBlock
+ * requests in flight at once (the server runs them concurrently), each written by
+ * hand with its base64 straight into the outgoing frame and each reply's base64
+ * decoded without a JSON tree, so the client's CPU is a small part of the transfer.
+ * Handles belong to the connection: a lost connection fails the transfer (it is not
+ * resumed). */
+typedef struct ec_transfer_options {
+    unsigned window; /* blocks in flight; 0: 8 */
+    size_t block;    /* bytes per block, at most 1 MiB (the protocol's limit); 0: 1 MiB */
+    /* Called after each block with the bytes done so far (written to fd for a
+     * download, acknowledged by the server for an upload); a non-zero return stops the
+     * transfer, which then fails with -EC_ERR_USAGE "transfer cancelled". May be NULL. */
+    int (*progress)(void *ud, uint64_t done);
+    void *progress_ud;
+} ec_transfer_options;
+
+/* Copies the remote regular file `path` to fd (a file or a pipe; written in order
+ * with write(2)) through fs/open + pipelined fs/readBlock + fs/close. *bytes (may be
+ * NULL) gets the count written. o may be NULL. */
+EC_API int ec_fs_download(ec_client *c, const char *path, int fd, const ec_transfer_options *o,
+                          uint64_t *bytes, ec_error *err);
+/* Copies fd, read until its end, to the remote file `path` (created or truncated:
+ * fs/open "replace", pipelined fs/writeBlock, fs/close). Needs the
+ * fileWriteStreaming capability (without it -EC_ERR_USAGE, nothing sent). */
+EC_API int ec_fs_upload(ec_client *c, int fd, const char *path, const ec_transfer_options *o,
+                        uint64_t *bytes, ec_error *err);
 
 /* ---- http/request -------------------------------------------------------------- */
 

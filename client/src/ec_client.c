@@ -76,6 +76,14 @@ static const struct ec_msg_layer plain_layer = {
     .on_ws_message = plain_on_ws_message,
 };
 
+int ec_send_text_inplace(ec_client *c, char *text, size_t n, ec_error *err)
+{
+    if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
+    if (c->ml == &plain_layer)
+        return ec_conn_send_ws_inplace(c, WS_OP_TEXT, (uint8_t *)text, n, err);
+    return c->ml->send(c, text, n, err);
+}
+
 /* ---- pending requests ---------------------------------------------------------- */
 
 static struct ec_pending *pending_new(ec_client *c, int kind, const char *method, json_t *params)
@@ -485,6 +493,7 @@ static int reconnect(ec_client *c, ec_error *err)
     int rc;
     ec_error e = {0};
     int delay = 25;
+    int64_t refused_since = 0; /* when the current run of refusals started */
     for (;;) {
         ec_conn_drop(c);
         rc = c->ml->open(c, deadline, &e);
@@ -507,7 +516,12 @@ static int reconnect(ec_client *c, ec_error *err)
             mark_dead(c);
             break;
         }
-        if (ec_remaining(deadline) == 0) {
+        /* Nothing listens there any more (the server stopped): a short wait covers
+         * a restart, then give up rather than knock for the whole resume window. */
+        refused_since = c->last_refused ? (refused_since ? refused_since : ec_now_ms()) : 0;
+        bool refused_long = refused_since && c->refused_timeout_ms > 0 &&
+                            ec_now_ms() - refused_since >= c->refused_timeout_ms;
+        if (ec_remaining(deadline) == 0 || refused_long) {
             ec_fail(&c->dead_err, EC_ERR_TRANSPORT, 0, "connection lost; reconnect failed: %s",
                     e.message);
             mark_dead(c);
@@ -520,10 +534,10 @@ static int reconnect(ec_client *c, ec_error *err)
     c->reconnecting = false;
     if (c->dead) {
         ec_conn_drop(c);
+        /* Every call in flight fails with why the resume failed (one reason for the
+         * caller to print, not "lost while waiting for" some method). */
         for (struct ec_pending *pd = c->pending; pd; pd = pd->next)
-            if (!pd->done)
-                pending_fail(pd, c->dead_err.kind, "connection lost while waiting for %s",
-                             pd->method);
+            if (!pd->done) pending_fail(pd, c->dead_err.kind, "%s", c->dead_err.message);
         err_copy(err, &c->dead_err);
         if (c->on_reconnect) c->on_reconnect(c->on_reconnect_ud, EC_RECONNECT_FAILED);
         return -(int)c->dead_err.kind;
@@ -566,6 +580,7 @@ int ec_client_connect(const ec_client_options *o, ec_client **out, ec_error *err
     c->client_name = xstrdup(o->client_name ? o->client_name : "exec-client");
     c->call_timeout_ms = o->call_timeout_ms ? o->call_timeout_ms : 60000;
     c->reconnect_timeout_ms = o->reconnect_timeout_ms;
+    c->refused_timeout_ms = o->refused_timeout_ms;
     c->lag_ms = o->lag_ms > 0 ? o->lag_ms : 5000;
     c->on_reconnect = o->on_reconnect;
     c->on_reconnect_ud = o->on_reconnect_ud;

@@ -198,11 +198,13 @@ static int resolve_and_connect(ec_client *c, int64_t deadline, ec_error *err)
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         c->fd = fd;
+        c->last_refused = false;
         c->last_rx_ms = ec_now_ms();
         freeaddrinfo(res);
         return 0;
     }
     freeaddrinfo(res);
+    c->last_refused = !timed_out && last == ECONNREFUSED;
     if (timed_out)
         return ec_fail(err, EC_ERR_TIMEOUT, 0, "timed out connecting to %s:%s", c->host, c->port);
     return ec_fail(err, EC_ERR_TRANSPORT, 0, "cannot connect to %s:%s: %s", c->host, c->port,
@@ -408,6 +410,18 @@ int ec_conn_send_raw(ec_client *c, const void *buf, size_t n, ec_error *err)
     if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
     int64_t deadline = ec_deadline(c->call_timeout_ms < 0 ? 60000 : c->call_timeout_ms);
     return send_all(c, buf, n, deadline, err);
+}
+
+int ec_conn_send_ws_inplace(ec_client *c, int opcode, uint8_t *payload, size_t n, ec_error *err)
+{
+    if (c->fd < 0) return ec_fail(err, EC_ERR_TRANSPORT, 0, "connection lost");
+    uint8_t mask[4];
+    crypto_random_bytes(mask, sizeof mask);
+    size_t hl = ws_frame_header_len(n, true);
+    ws_frame_encode(payload - hl, true, opcode, n, mask);
+    ws_frame_unmask(payload, n, mask);
+    int64_t deadline = ec_deadline(c->call_timeout_ms < 0 ? 60000 : c->call_timeout_ms);
+    return send_all(c, payload - hl, hl + n, deadline, err);
 }
 
 int ec_conn_send_ws(ec_client *c, int opcode, const void *payload, size_t n, ec_error *err)

@@ -169,6 +169,7 @@ static const char *type_name(const json_t *v)
 static int get_str(const json_t *v, const char *where, const char *field, const char **out,
                    ec_error *err)
 {
+    *out = NULL; /* defined on every path, the error ones too */
     if (!json_is_string(v))
         return ec_fail(err, EC_ERR_USAGE, 0, "%s`%s` must be a string, not %s", where, field,
                        type_name(v));

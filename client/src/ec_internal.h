@@ -33,6 +33,8 @@ struct ec_pending {
     ec_tcp *tcp;                    /* ec_tcp.c's request: the stream (NULL once freed) */
     int tcp_op;                     /* ec_tcp.c's request: what was asked */
     size_t tcp_bytes;               /* ec_tcp.c's request: tcp/data bytes in flight */
+    struct ec_xfer *xfer;           /* ec_xfer.c's block request: the transfer (NULL once over) */
+    unsigned xfer_slot;             /* ...and the block's slot in it */
     bool sent;                      /* the whole request went out on the current connection */
     bool done;
     json_t *result; /* owned until handed to the caller */
@@ -124,10 +126,12 @@ struct ec_client {
     void *ml_state; /* the layer's own state, owned through ml->destroy */
     char *host, *port, *path, *token, *client_name; /* owned */
     int call_timeout_ms, reconnect_timeout_ms, lag_ms;
-    int liveness_ms;   /* >0: probe a quiet process this often (remote mode) */
-    int keepalive_ms;  /* >0: Ping the peer this often (remote mode's rendezvous) */
-    int64_t ping_due;  /* when the next Ping goes (0: no connection yet) */
-    int64_t ping_sent; /* when the unanswered Ping went, or 0 */
+    int refused_timeout_ms; /* reconnect gives up after this long of refusals */
+    bool last_refused;      /* the last connect attempt was refused (ECONNREFUSED) */
+    int liveness_ms;        /* >0: probe a quiet process this often (remote mode) */
+    int keepalive_ms;       /* >0: Ping the peer this often (remote mode's rendezvous) */
+    int64_t ping_due;       /* when the next Ping goes (0: no connection yet) */
+    int64_t ping_sent;      /* when the unanswered Ping went, or 0 */
     int fd;
     int64_t last_rx_ms; /* ec_now_ms() of the last byte from the server (or the connect) */
     uint8_t *rbuf;      /* raw bytes from the socket */
@@ -162,6 +166,8 @@ struct ec_client {
     int n_features;
     struct ec_http_stream *http_streams; /* streamed http/request bodies (ec_http.c) */
     unsigned http_counter;
+    struct ec_xfer *xfer; /* the file transfer under way (ec_xfer.c), or NULL; not owned */
+    unsigned xfer_counter;
 };
 
 int ec_call_kind(ec_client *c, int kind, const char *method, json_t *params, json_t **result,
@@ -211,6 +217,17 @@ char *ec_b64_encode(const void *data, size_t len);
 
 /* ec_stdio.c: switch c to the stdio layer for program_argv (program mode). */
 int ec_program_init(ec_client *c, const ec_client_options *o, ec_error *err);
+
+/* ec_conn.c: one WebSocket message whose payload is masked in place (no copy): the
+ * EC_WS_HEADROOM bytes before payload must be writable (the header goes there), and
+ * the payload is scrambled by the mask afterwards. On failure the connection is
+ * dropped. */
+#define EC_WS_HEADROOM 14
+int ec_conn_send_ws_inplace(ec_client *c, int opcode, uint8_t *payload, size_t n, ec_error *err);
+/* ec_client.c: one JSON-RPC message through the message layer, framed in place when
+ * the layer is plain WebSocket (text then scrambled, EC_WS_HEADROOM bytes before it
+ * writable), else sent as ml->send does. */
+int ec_send_text_inplace(ec_client *c, char *text, size_t n, ec_error *err);
 
 /* ec_conn.c: bytes as they are (no WebSocket frame) on the connection; on failure the
  * connection is dropped. */

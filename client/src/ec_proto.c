@@ -5,6 +5,7 @@
 #include "proto/base64.h"
 #include "util/mem.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,6 +79,47 @@ int ec_msg_tcp_data_view(const char *text, size_t len, struct ec_tcp_data_view *
     else
         return 0;
     return eat(&p, end, "}}") && p == end;
+}
+
+int ec_msg_cut_b64(const char *text, size_t len, const char *key, char *rest, size_t rest_cap,
+                   struct ec_b64_cut *out)
+{
+    char pat[48];
+    int pn = snprintf(pat, sizeof pat, "\"%s\":\"", key);
+    if (pn <= 0 || (size_t)pn >= sizeof pat) return 0;
+    const char *k = memmem(text, len, pat, (size_t)pn);
+    if (!k) return 0;
+    const char *v = k + pn, *end = text + len;
+    /* The base64 runs to the next quote; an escape (which base64 never needs) sends
+     * the message to the full parser. The decoder checks the alphabet. */
+    const char *q = memchr(v, '"', (size_t)(end - v));
+    if (!q || memchr(v, '\\', (size_t)(q - v))) return 0;
+    size_t head = (size_t)(v - text), tail = (size_t)(end - q);
+    if (head + tail + 1 > rest_cap) return 0;
+    memcpy(rest, text, head);
+    memcpy(rest + head, q, tail);
+    rest[head + tail] = 0;
+    out->b64 = v;
+    out->b64_len = (size_t)(q - v);
+    out->rest_len = head + tail;
+    return 1;
+}
+
+size_t ec_msg_write_block_max(size_t handle_len, size_t n)
+{
+    return 128 + handle_len + base64_encoded_len(n);
+}
+
+size_t ec_msg_write_block(char *out, int64_t id, const char *handle, uint64_t offset,
+                          const void *data, size_t n)
+{
+    int h = sprintf(out,
+                    "{\"id\":%lld,\"method\":\"fs/writeBlock\",\"params\":{\"handleId\":\"%s\","
+                    "\"offset\":%llu,\"chunk\":\"",
+                    (long long)id, handle, (unsigned long long)offset);
+    size_t o = (size_t)h + base64_encode(data, n, out + h);
+    memcpy(out + o, "\"}}", 3);
+    return o + 3;
 }
 
 int ec_msg_parse(const char *text, size_t len, struct ec_msg *msg)

@@ -73,6 +73,30 @@ struct ec_tcp_data_view {
 };
 int ec_msg_tcp_data_view(const char *text, size_t len, struct ec_tcp_data_view *v);
 
+/* The replies that carry a file's bytes (fs/readBlock's "chunk", fs/readFile's
+ * "dataBase64") read without putting the base64 through a JSON parser: the string
+ * value of member `key` is cut out and the rest of the message, with that value
+ * emptied, is copied into rest (at most rest_cap bytes, NUL-terminated) for the JSON
+ * parser, which then sees a small object. Returns 1 with out->b64 and out->b64_len pointing into
+ * text, or 0 (no such member, an escape in the value, or a rest too large) when the
+ * caller must parse the text in full. The key is looked for as `"key":"` anywhere,
+ * so the caller checks that the rest parses as the reply it expects. */
+struct ec_b64_cut {
+    const char *b64;
+    size_t b64_len;
+    size_t rest_len;
+};
+int ec_msg_cut_b64(const char *text, size_t len, const char *key, char *rest, size_t rest_cap,
+                   struct ec_b64_cut *out);
+
+/* fs/writeBlock written by hand: {"id":ID,"method":"fs/writeBlock","params":{"handleId":
+ * "HANDLE","offset":OFF,"chunk":"<base64 of data>"}} into out, which holds
+ * ec_msg_write_block_max(strlen(handle), n) bytes. The handle must need no JSON
+ * escape (the caller chose it). Returns the length written (no NUL). */
+size_t ec_msg_write_block_max(size_t handle_len, size_t n);
+size_t ec_msg_write_block(char *out, int64_t id, const char *handle, uint64_t offset,
+                          const void *data, size_t n);
+
 /* ---- per-process event tracking ---- */
 
 struct ec_pevent {

@@ -47,6 +47,11 @@ for f in share/man/man1/exec-server.1 share/man/man1/exec-client.1 share/man/man
          lib/systemd/user/exec-server.service; do
     test -f "$p/$f" || { echo "$f not installed"; exit 1; }
 done
+# Tab completion for bash, where bash-completion looks for it (issue 36).
+comp=$p/share/bash-completion/completions/exec-client
+test -f "$comp" || { echo "bash completion not installed"; exit 1; }
+bash -c ". '$comp' && complete -p exec-client" | grep -q '_exec_client exec-client' ||
+    { echo "bash completion does not register exec-client"; exit 1; }
 # The installed client runs without LD_LIBRARY_PATH (RUNPATH $ORIGIN/../lib...).
 "$p/bin/exec-client" --version | grep -q '^exec-client ' || { echo "installed exec-client does not run"; exit 1; }
 # The installed server serves the installed client.

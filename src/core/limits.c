@@ -12,6 +12,7 @@ struct server_limits server_limits = {
     .max_detached = LIMITS_DEFAULT_MAX_DETACHED,
     .sandbox_pid_namespace = LIMITS_PID_NS_ISOLATE,
     .max_keep_ms = LIMITS_KEEP_FOREVER,
+    .sandbox_max_processes = LIMITS_DEFAULT_SANDBOX_MAX_PROCESSES,
 };
 
 enum limits_pid_namespace limits_sandbox_pid_namespace(void)
@@ -23,4 +24,14 @@ enum limits_pid_namespace limits_sandbox_pid_namespace(void)
 bool limits_proxy_private_ips_via_upstream(void)
 {
     return server_limits.proxy_private_ips_via_upstream;
+}
+
+bool limits_sandbox_transparent_tcp(void)
+{
+    return server_limits.sandbox_transparent_tcp;
+}
+
+const struct limits_endpoint *limits_tcp_upstream_proxy(void)
+{
+    return server_limits.tcp_upstream_proxy.host[0] ? &server_limits.tcp_upstream_proxy : NULL;
 }

@@ -47,6 +47,18 @@
  *                    session/keep off (--max-session-keep).
  *   tcp_forwarding   tcp/connect is allowed (--allow-tcp-forwarding): off by
  *                    default, since it lets a client reach whatever this host can.
+ *   sandbox_max_processes
+ *                    processes and threads one sandbox may hold at once (its init
+ *                    included): RLIMIT_NPROC in the sandbox's own user namespace,
+ *                    where it counts that sandbox's tasks only. A fork past it fails
+ *                    with EAGAIN. The default is above what a parallel build of a
+ *                    large tree holds (make -j64: about 5 tasks a job; a wide cargo
+ *                    build's threads) and far below what a fork bomb reaches.
+ *   sandbox_max_memory
+ *                    bytes of memory (and swap) one sandbox may use, a memory cgroup
+ *                    per sandbox (--sandbox-max-memory); 0, the default: no cap, since
+ *                    no figure suits both a linker and a unit test, and the kernel's
+ *                    OOM killer already picks the biggest process, never the server.
  *   max_concurrent_requests
  *                    requests of one connection running at once
  *                    (--concurrent-requests); later ones wait in arrival order
@@ -59,7 +71,13 @@
  *                    the same user). Requests cannot change it.
  *   proxy_private_ips_via_upstream  --proxy-private-ips-via-upstream: permitted
  *                    private-IP destinations may use the configured upstream
- *                    proxy (for the managed network proxy). */
+ *                    proxy (for the managed network proxy).
+ *   sandbox_transparent_tcp  --linux-sandbox-transparent-tcp: every sandboxed
+ *                    start with enforceManagedNetwork runs as if its networkProxy
+ *                    asked for transparentTcp.
+ *   tcp_upstream_proxy  --tcp-upstream-proxy HOST:PORT: the HTTP CONNECT proxy every
+ *                    raw TCP connection of the managed proxy's SOCKS5 side (and of
+ *                    transparent TCP) must leave through; host "" when not given. */
 #ifndef EXEC_CORE_LIMITS_H
 #define EXEC_CORE_LIMITS_H
 
@@ -76,9 +94,17 @@
 #define LIMITS_MAX_FRAME (16u << 20)
 #define LIMITS_DEFAULT_MAX_QUEUED (256u << 20)
 #define LIMITS_DEFAULT_MAX_DETACHED 64u
+#define LIMITS_DEFAULT_SANDBOX_MAX_PROCESSES 4096u
 #define LIMITS_KEEP_FOREVER UINT64_MAX
 
 enum limits_pid_namespace { LIMITS_PID_NS_ISOLATE = 0, LIMITS_PID_NS_INHERIT = 1 };
+
+/* A HOST:PORT as --tcp-upstream-proxy takes it: a DNS name or an IP literal
+ * (without brackets), and a nonzero port. */
+struct limits_endpoint {
+    char host[256];
+    uint16_t port;
+};
 
 struct server_limits {
     unsigned max_connections;
@@ -92,8 +118,12 @@ struct server_limits {
     uint64_t max_concurrent_requests;
     int sandbox_pid_namespace; /* enum limits_pid_namespace */
     bool proxy_private_ips_via_upstream;
+    bool sandbox_transparent_tcp;
+    struct limits_endpoint tcp_upstream_proxy;
     uint64_t max_keep_ms;
     bool tcp_forwarding;
+    unsigned sandbox_max_processes;
+    uint64_t sandbox_max_memory;
 };
 
 /* The limits in force; server/config.c fills it before the loop starts. */
@@ -103,5 +133,9 @@ extern struct server_limits server_limits;
 enum limits_pid_namespace limits_sandbox_pid_namespace(void);
 /* --proxy-private-ips-via-upstream (or CODEX_EXEC_SERVER_PROXY_PRIVATE_IPS_VIA_UPSTREAM). */
 bool limits_proxy_private_ips_via_upstream(void);
+/* --linux-sandbox-transparent-tcp. */
+bool limits_sandbox_transparent_tcp(void);
+/* --tcp-upstream-proxy, or NULL when it was not given. */
+const struct limits_endpoint *limits_tcp_upstream_proxy(void);
 
 #endif

@@ -9,17 +9,12 @@
 #include <unistd.h>
 #include <uv.h>
 
-/* Histogram bounds in seconds, shared by both histograms. */
+/* Histogram bounds in seconds, shared by every histogram. */
 static const double bounds[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 300};
-#define NB (sizeof bounds / sizeof bounds[0])
+#define NB METRICS_HIST_BUCKETS
+_Static_assert(sizeof bounds / sizeof bounds[0] == METRICS_HIST_BUCKETS, "one count a bound");
 
-struct hist {
-    uint64_t buckets[NB]; /* cumulative on output, per-bucket here */
-    uint64_t count;
-    double sum;
-};
-
-static void hist_add(struct hist *h, uint64_t ns)
+void metrics_hist_add(struct metrics_hist *h, uint64_t ns)
 {
     double s = (double)ns / 1e9;
     for (size_t i = 0; i < NB; i++) {
@@ -41,14 +36,14 @@ static uint64_t conns_accepted[T_N], conns_rejected[T_N];
 struct op {
     const char *name;
     uint64_t total[2]; /* error, ok */
-    struct hist dur[2];
+    struct metrics_hist dur[2];
 };
 static struct op ops[MAX_OPS];
 static size_t nops;
 
 /* Remote mode (REMOTE.md §5.3). */
 static uint64_t remote_registrations[2], remote_connects[2]; /* error, success */
-static struct hist remote_registration_dur[2], remote_connect_dur[2];
+static struct metrics_hist remote_registration_dur[2], remote_connect_dur[2];
 static const char *const reconnect_reasons[] = {"peer_close",     "read_error",
                                                 "write_error",    "pong_timeout",
                                                 "local_shutdown", "registration_rejected",
@@ -59,7 +54,7 @@ static bool remote_mode;
 
 static int64_t procs_active;
 static uint64_t procs_total;
-static struct hist proc_dur[2]; /* failure, success */
+static struct metrics_hist proc_dur[2]; /* failure, success */
 
 /* The managed-network proxy's decisions: decision x mode x source. */
 static const char *const np_decisions[] = {"allow", "deny", "ask"};
@@ -156,7 +151,7 @@ void metrics_request_done(const char *operation, bool ok, uint64_t duration_ns)
         o->name = operation;
     }
     o->total[ok]++;
-    hist_add(&o->dur[ok], duration_ns);
+    metrics_hist_add(&o->dur[ok], duration_ns);
 }
 
 void metrics_process_started(void)
@@ -168,21 +163,21 @@ void metrics_process_started(void)
 void metrics_process_exited(bool success, uint64_t duration_ns)
 {
     procs_active--;
-    hist_add(&proc_dur[success], duration_ns);
+    metrics_hist_add(&proc_dur[success], duration_ns);
 }
 
 void metrics_remote_registration(bool ok, uint64_t duration_ns)
 {
     remote_mode = true;
     remote_registrations[ok]++;
-    hist_add(&remote_registration_dur[ok], duration_ns);
+    metrics_hist_add(&remote_registration_dur[ok], duration_ns);
 }
 
 void metrics_remote_connect(bool ok, uint64_t duration_ns)
 {
     remote_mode = true;
     remote_connects[ok]++;
-    hist_add(&remote_connect_dur[ok], duration_ns);
+    metrics_hist_add(&remote_connect_dur[ok], duration_ns);
 }
 
 void metrics_remote_reconnect(const char *reason)
@@ -191,7 +186,8 @@ void metrics_remote_reconnect(const char *reason)
         if (strcmp(reconnect_reasons[i], reason) == 0) remote_reconnects[i]++;
 }
 
-static void hist_render(struct buf *out, const char *name, const char *labels, const struct hist *h)
+void metrics_hist_render(struct buf *out, const char *name, const char *labels,
+                         const struct metrics_hist *h)
 {
     uint64_t cum = 0;
     for (size_t i = 0; i < NB; i++) {
@@ -206,7 +202,7 @@ static void hist_render(struct buf *out, const char *name, const char *labels, c
 }
 
 /* The standard process_* families of Prometheus client libraries, from /proc. */
-static void process_render(struct buf *out)
+void metrics_render_process(struct buf *out)
 {
     static double start_time; /* seconds since the epoch, taken at the first scrape */
     long ticks = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
@@ -273,7 +269,7 @@ void metrics_render(struct buf *out)
     buf_puts(out, "# HELP exec_server_build_info The running exec-server's version.\n"
                   "# TYPE exec_server_build_info gauge\n"
                   "exec_server_build_info{version=\"" EXEC_SERVER_VERSION "\"} 1\n");
-    process_render(out);
+    metrics_render_process(out);
     buf_printf(out,
                "# HELP exec_server_sessions Sessions by state: attached to a connection, "
                "or detached and waiting to be resumed.\n"
@@ -313,7 +309,8 @@ void metrics_render(struct buf *out)
         for (int ok = 1; ok >= 0; ok--) {
             snprintf(labels, sizeof labels, "operation=\"%s\",result=\"%s\"", ops[i].name,
                      ok ? "ok" : "error");
-            hist_render(out, "exec_server_request_duration_seconds", labels, &ops[i].dur[ok]);
+            metrics_hist_render(out, "exec_server_request_duration_seconds", labels,
+                                &ops[i].dur[ok]);
         }
     buf_printf(out,
                "# HELP exec_server_processes_active Managed processes not yet exited.\n"
@@ -326,8 +323,10 @@ void metrics_render(struct buf *out)
     buf_puts(out, "# HELP exec_server_process_duration_seconds Managed process lifetimes, by "
                   "exit status (success: exit code 0).\n"
                   "# TYPE exec_server_process_duration_seconds histogram\n");
-    hist_render(out, "exec_server_process_duration_seconds", "result=\"success\"", &proc_dur[1]);
-    hist_render(out, "exec_server_process_duration_seconds", "result=\"failure\"", &proc_dur[0]);
+    metrics_hist_render(out, "exec_server_process_duration_seconds", "result=\"success\"",
+                        &proc_dur[1]);
+    metrics_hist_render(out, "exec_server_process_duration_seconds", "result=\"failure\"",
+                        &proc_dur[0]);
     if (np_used) {
         buf_puts(out, "# HELP exec_server_network_policy_decisions_total Managed-network proxy "
                       "decisions, by decision, mode and source.\n"
@@ -353,7 +352,7 @@ void metrics_render(struct buf *out)
         {"Connections to the registry's rendezvous relay, by result.",
          "Time a connection to the rendezvous relay took."}};
     const uint64_t *totals[2] = {remote_registrations, remote_connects};
-    const struct hist *durs[2] = {remote_registration_dur, remote_connect_dur};
+    const struct metrics_hist *durs[2] = {remote_registration_dur, remote_connect_dur};
     for (int k = 0; k < 2; k++) {
         buf_printf(out, "# HELP %s %s\n# TYPE %s counter\n", names[k][0], helps[k][0], names[k][0]);
         for (int ok = 1; ok >= 0; ok--)
@@ -362,8 +361,8 @@ void metrics_render(struct buf *out)
         buf_printf(out, "# HELP %s %s\n# TYPE %s histogram\n", names[k][1], helps[k][1],
                    names[k][1]);
         for (int ok = 1; ok >= 0; ok--)
-            hist_render(out, names[k][1], ok ? "result=\"success\"" : "result=\"error\"",
-                        &durs[k][ok]);
+            metrics_hist_render(out, names[k][1], ok ? "result=\"success\"" : "result=\"error\"",
+                                &durs[k][ok]);
     }
     buf_puts(out, "# HELP exec_server_remote_reconnects_total Rendezvous reconnects, by "
                   "reason.\n# TYPE exec_server_remote_reconnects_total counter\n");

@@ -41,6 +41,21 @@ void metrics_process_exited(bool success, uint64_t duration_ns);
  * "proxy_state" (anything else is not counted). */
 void metrics_netproxy_decision(const char *decision, const char *mode, const char *source);
 
+/* A latency histogram (seconds, fixed bounds 1 ms ... 300 s), for other metric
+ * sets (the fleet registry's) to share the server's shape. */
+#define METRICS_HIST_BUCKETS 10
+struct metrics_hist {
+    uint64_t buckets[METRICS_HIST_BUCKETS]; /* per bucket; cumulative on output */
+    uint64_t count;
+    double sum;
+};
+void metrics_hist_add(struct metrics_hist *h, uint64_t ns);
+/* Appends name_bucket{labels,le=...}, _sum and _count lines. */
+void metrics_hist_render(struct buf *out, const char *name, const char *labels,
+                         const struct metrics_hist *h);
+/* Appends the standard process_* families (CPU, memory, fds, start time). */
+void metrics_render_process(struct buf *out);
+
 /* Appends the exposition text (format 0.0.4). */
 void metrics_render(struct buf *out);
 

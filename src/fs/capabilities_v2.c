@@ -52,7 +52,7 @@
 #include "proto/utf8.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
-#include "sandbox/enforce.h"
+#include "sandbox/landlock.h"
 #include "sandbox/policy.h"
 #include "sandbox/sandbox_rpc.h"
 #include "session/session.h"

@@ -31,7 +31,6 @@
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
 #include "rpc/rpc.h"
-#include "sandbox/enforce.h"
 #include "sandbox/policy.h"
 #include "sandbox/sandbox_rpc.h"
 #include "session/session.h"

@@ -11,6 +11,7 @@
 
 #include "fs/fs_sandboxed.h"
 #include "fs/sandbox_helper.h"
+#include "sandbox/sandbox_init.h"
 #include "util/buf.h"
 
 int fs_helper_run(int sock)
@@ -22,6 +23,12 @@ int fs_helper_run(int sock)
         buf_init(&req);
         buf_init(&reply);
         if (sandbox_frame_recv(sock, &req, NULL) < 0) {
+            buf_free(&req);
+            break;
+        }
+        /* A view the host changed may have lost a protected name's read-only mount:
+         * end, and the daemon starts a fresh helper for the next request. */
+        if (!sandbox_view_intact()) {
             buf_free(&req);
             break;
         }

@@ -36,7 +36,6 @@
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
 #include "rpc/rpc.h"
-#include "sandbox/enforce.h"
 #include "fs/sandbox_helper.h"
 #include "sandbox/policy.h"
 #include "sandbox/sandbox_rpc.h"

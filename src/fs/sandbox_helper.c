@@ -37,8 +37,8 @@
 
 #include "core/log.h"
 #include "process/spawn.h"
-#include "sandbox/enforce.h"
-#include "sandbox/placeholders.h"
+#include "sandbox/sandbox_init.h"
+#include "sandbox/hold.h"
 #include "sandbox/policy.h"
 #include "util/fdframe.h"
 #include "util/mem.h"
@@ -59,8 +59,8 @@ struct sb_helper {
     long long idle_since;    /* monotonic ms of its last use */
     char **owners;           /* owned: the sessions that used it */
     size_t nowners;
-    struct sb_placeholders *ph; /* the placeholder directories its view mounts on */
-    pthread_mutex_t io;         /* held during one exchange */
+    struct sandbox_hold *hold; /* the placeholder directories its view mounts on */
+    pthread_mutex_t io;        /* held during one exchange */
 };
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -94,7 +94,7 @@ static void helper_destroy(struct sb_helper *h)
     int st;
     while (waitpid(h->pid, &st, 0) < 0 && errno == EINTR) {
     }
-    sandbox_placeholders_release(h->ph);
+    sandbox_hold_release(h->hold);
     for (size_t i = 0; i < h->nowners; i++)
         free(h->owners[i]);
     free(h->owners);
@@ -164,7 +164,8 @@ static struct sb_helper *helper_start(const char *policy, int *rc, char *why, si
         *rc = start_failed(-errno, why, whyn);
         goto out;
     }
-    struct sb_placeholders *ph = sandbox_placeholders_acquire(&pol.placeholders);
+    int herr; /* never set: no cap asked for, since the helper never forks */
+    struct sandbox_hold *hold = sandbox_hold_acquire(&pol, 0, 0, &herr);
     char *argv[] = {(char *)"exec-sandbox-helper", NULL};
     char *envp[] = {NULL};
     int stdio[3] = {devnull, devnull, STDERR_FILENO};
@@ -177,12 +178,13 @@ static struct sb_helper *helper_start(const char *policy, int *rc, char *why, si
                                .pid_inherit = sandbox_pid_namespace_inherit,
                                .extra_fds = &sv[1],
                                .n_extra_fds = 1,
-                               .proxy_fd = -1};
+                               .proxy_fd = -1,
+                               .cgroup_fds = {-1, -1}};
     struct spawn_result sr;
     int sberr = 0;
     int err = spawn_child(&rq, &sr, &sberr);
     if (err < 0) {
-        sandbox_placeholders_release(ph);
+        sandbox_hold_release(hold);
         if (err == SPAWN_ERR_SANDBOX)
             log_warn("sandbox helper: the sandbox could not be set up: %s", strerror(sberr));
         *rc = start_failed(err == SPAWN_ERR_SANDBOX ? -sberr : err, why, whyn);
@@ -195,7 +197,7 @@ static struct sb_helper *helper_start(const char *policy, int *rc, char *why, si
     h->fd = sv[0];
     sv[0] = -1;
     h->refs = 1;
-    h->ph = ph;
+    h->hold = hold;
     pthread_mutex_init(&h->io, NULL);
     struct buf ans;
     buf_init(&ans);

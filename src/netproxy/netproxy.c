@@ -41,17 +41,16 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/own_ports.h"
 #include "netproxy/np_http.h"
 #include "netproxy/np_socks.h"
 #include "rpc/dispatch.h"
 #include "session/session.h"
 #include "transport/conn.h"
 #include "util/buf.h"
+#include "util/fdframe.h"
 #include "util/mem.h"
 
-#define NP_READ_SIZE (64 * 1024)
-#define NP_HIGH_WATER (1u << 20)
-#define NP_LOW_WATER (256u * 1024)
 #define NP_PENDING_IN_MAX (256u * 1024) /* client bytes held while deciding */
 #define NP_MAX_CLIENTS 1024             /* proxied connections per proxy */
 
@@ -79,6 +78,35 @@ static void pool_put(char *p)
         pool[pool_n++] = p;
     else
         free(p);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* The client's side: a socket, or a transparent TCP flow (np_stack.c) */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b);
+static void on_down_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
+
+static void down_read_start(struct np_client *c)
+{
+    if (c->tflow)
+        np_tflow_read(c->tflow, true);
+    else
+        uv_read_start((uv_stream_t *)&c->down, on_alloc, on_down_read);
+}
+
+static void down_read_stop(struct np_client *c)
+{
+    if (c->tflow)
+        np_tflow_read(c->tflow, false);
+    else
+        uv_read_stop((uv_stream_t *)&c->down);
+}
+
+/* Bytes written towards the client and not yet taken by it. */
+static size_t down_queued(const struct np_client *c)
+{
+    return c->tflow ? np_tflow_queued(c->tflow)
+                    : uv_stream_get_write_queue_size((const uv_stream_t *)&c->down);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -146,13 +174,15 @@ static int listen_on(struct netproxy *np, uv_tcp_t **out, uint16_t *port)
     struct sockaddr_in a;
     uv_ip4_addr("127.0.0.1", 0, &a);
     int rc = uv_tcp_bind(t, (const struct sockaddr *)&a, 0);
-    if (rc == 0) rc = uv_listen((uv_stream_t *)t, 128, on_listen_conn);
-    if (rc < 0) return rc;
     struct sockaddr_storage ss;
     int len = sizeof ss;
-    uv_tcp_getsockname(t, (struct sockaddr *)&ss, &len);
+    if (rc == 0) rc = uv_tcp_getsockname(t, (struct sockaddr *)&ss, &len);
+    if (rc < 0) return rc;
+    /* Another sandbox with the network enabled may not use this one's proxy
+     * (its credentials, its client's decisions): counted before it listens. */
     *port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    return 0;
+    own_ports_add(*port);
+    return uv_listen((uv_stream_t *)t, 128, on_listen_conn);
 }
 
 int netproxy_start(uv_loop_t *loop, struct netproxy_params *p, struct session *session,
@@ -258,7 +288,13 @@ static void np_client_close(struct np_client *c)
         c->np->n_asks--;
     }
     if (c->gai_busy) uv_cancel((uv_req_t *)&c->gai);
-    uv_close((uv_handle_t *)&c->down, on_client_handle_closed);
+    if (c->tflow) {
+        np_tflow_close(c->tflow); /* gracefully once its FIN is queued, else a reset */
+        c->tflow = NULL;
+        client_unref(c); /* the flow's reference */
+    } else {
+        uv_close((uv_handle_t *)&c->down, on_client_handle_closed);
+    }
     uv_close((uv_handle_t *)&c->timer, on_client_handle_closed);
     if (c->up) uv_close((uv_handle_t *)c->up, on_client_handle_closed);
     c->up = NULL;
@@ -300,6 +336,10 @@ static void on_written(uv_write_t *w, int status)
 
 static void write_buf(struct np_client *c, bool to_up, char *data, size_t len, bool pooled)
 {
+    if (!to_up && c->tflow && !c->closed && len) {
+        np_tflow_write(c->tflow, data, len, pooled); /* takes the buffer */
+        return;
+    }
     uv_stream_t *s = to_up ? (uv_stream_t *)c->up : (uv_stream_t *)&c->down;
     if (c->closed || !s || len == 0) {
         if (pooled)
@@ -350,17 +390,29 @@ static void np_send(struct np_client *c, bool to_up, const void *data, size_t le
         np_write_copy(c, to_up, data, len);
 }
 
+/* A side's half-close is done (its queue written): the connection ends when it was
+ * finishing or both sides are at EOF. Drops the reference shutdown_side took. */
+static void np_shutdown_done(struct np_client *c)
+{
+    if (!c->closed && (c->finish_on_shutdown || (c->down_eof && c->up_eof))) np_client_close(c);
+    client_unref(c);
+}
+
 static void on_shutdown(uv_shutdown_t *req, int status)
 {
     struct np_client *c = req->data;
     free(req);
-    if (!c->closed && (c->finish_on_shutdown || (c->down_eof && c->up_eof))) np_client_close(c);
-    client_unref(c);
+    np_shutdown_done(c);
 }
 
 /* Half-closes the write side towards `to_up` once its queue is written. */
 static void shutdown_side(struct np_client *c, bool to_up)
 {
+    if (!to_up && c->tflow && !c->closed) {
+        client_ref(c);
+        np_tflow_shutdown(c->tflow); /* np_shutdown_done once the FIN is queued */
+        return;
+    }
     uv_stream_t *s = to_up ? (uv_stream_t *)c->up : (uv_stream_t *)&c->down;
     if (!s || c->closed) return;
     uv_shutdown_t *req = xmalloc(sizeof *req);
@@ -379,7 +431,7 @@ static void np_finish(struct np_client *c)
     if (c->closed || c->finishing) return;
     c->finishing = true;
     c->finish_on_shutdown = true;
-    uv_read_stop((uv_stream_t *)&c->down);
+    down_read_stop(c);
     if (c->up) uv_read_stop((uv_stream_t *)c->up);
     if (np_mitm_active(c, false)) np_mitm_close_notify(c);
     shutdown_side(c, false);
@@ -445,6 +497,43 @@ static bool route_upstream(struct np_client *c)
     return true;
 }
 
+/* A private address literal (RFC 1918, IPv6 unique local): what
+ * --proxy-private-ips-via-upstream lets through --tcp-upstream-proxy (0.171.0 sends
+ * 10.1.2.3 there with the flag, and never 192.0.2.2 or a loopback address). */
+static bool private_literal(const char *host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1) {
+        uint32_t ip = ntohl(a4.s_addr);
+        return (ip >> 24) == 10 || (ip >> 20) == 0xAC1 || (ip >> 16) == 0xC0A8;
+    }
+    return inet_pton(AF_INET6, host, &a6) == 1 && (a6.s6_addr[0] & 0xFE) == 0xFC;
+}
+
+/* --tcp-upstream-proxy: a SOCKS5 (or transparent) connection the policy allowed must
+ * leave through that CONNECT proxy, its name unresolved here; where it may not (the
+ * request does not allow upstream proxies, a loopback destination, a non-public
+ * literal other than a private one with --proxy-private-ips-via-upstream) it fails as
+ * an unreachable upstream does: never a direct connection. */
+static void route_tcp_upstream(struct np_client *c, const struct limits_endpoint *ep)
+{
+    bool non_public = false;
+    bool literal = np_host_is_ip_literal(c->host, &non_public);
+    if (!c->np->params.allow_upstream_proxy || np_host_is_loopback(c->host) ||
+        (literal && non_public && !(np_private_via_upstream() && private_literal(c->host)))) {
+        upstream_failed(c, UV_ECONNREFUSED);
+        return;
+    }
+    c->via_upstream = true;
+    c->check_resolved = false; /* the destination was checked; the proxy is not it */
+    snprintf(c->conn_host, sizeof c->conn_host, "%s", ep->host);
+    c->conn_port = ep->port;
+    c->have_addrs = false;
+    c->resolve_err = 0;
+    resolve(c);
+}
+
 /* After the addresses are known (c->resolved): the local check when it applies. */
 static void resolved(struct np_client *c)
 {
@@ -494,6 +583,12 @@ static void on_gai(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
  * thread pool. */
 static void resolve(struct np_client *c)
 {
+    const struct limits_endpoint *tcp_up = c->kind == NP_KIND_SOCKS ? np_tcp_upstream() : NULL;
+    if (tcp_up && c->stage == NP_STAGE_CONNECT && !c->route_decided) {
+        c->route_decided = true;
+        route_tcp_upstream(c, tcp_up);
+        return;
+    }
     if (c->have_addrs) {
         resolved(c);
         return;
@@ -583,7 +678,6 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
     b->len = NP_READ_SIZE;
 }
 
-static void on_down_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
 static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
 
 static void read_resume(struct np_client *c, bool up_side)
@@ -591,14 +685,14 @@ static void read_resume(struct np_client *c, bool up_side)
     if (c->closed || c->finishing) return;
     if (up_side) {
         if (!c->up || !c->up_paused || c->up_eof) return;
-        if (uv_stream_get_write_queue_size((uv_stream_t *)&c->down) > NP_LOW_WATER) return;
+        if (down_queued(c) > NP_LOW_WATER) return;
         c->up_paused = false;
         uv_read_start((uv_stream_t *)c->up, on_alloc, on_up_read);
     } else {
         if (!c->down_paused || c->down_eof || !c->down_wanted) return;
         if (c->up && uv_stream_get_write_queue_size((uv_stream_t *)c->up) > NP_LOW_WATER) return;
         c->down_paused = false;
-        uv_read_start((uv_stream_t *)&c->down, on_alloc, on_down_read);
+        down_read_start(c);
     }
 }
 
@@ -615,10 +709,13 @@ static void relay_buf(struct np_client *c, bool to_up, char *data, size_t n, boo
     } else {
         write_buf(c, to_up, data, n, pooled);
     }
-    uv_stream_t *dst = to_up ? (uv_stream_t *)c->up : (uv_stream_t *)&c->down;
-    if (!c->closed && dst && uv_stream_get_write_queue_size(dst) > NP_HIGH_WATER) {
+    size_t queued = c->closed ? 0
+                    : !to_up  ? down_queued(c)
+                    : c->up   ? uv_stream_get_write_queue_size((uv_stream_t *)c->up)
+                              : 0;
+    if (queued > NP_HIGH_WATER) {
         if (to_up) {
-            uv_read_stop((uv_stream_t *)&c->down);
+            down_read_stop(c);
             c->down_paused = true;
         } else if (c->up) {
             uv_read_stop((uv_stream_t *)c->up);
@@ -654,7 +751,7 @@ static void np_from_client(struct np_client *c, char *data, size_t n)
             /* one request per connection: nothing after it goes anywhere */
             c->mode = c->upgrade ? NP_MODE_HOLD : NP_MODE_DISCARD;
             c->down_wanted = false;
-            uv_read_stop((uv_stream_t *)&c->down);
+            down_read_stop(c);
         }
         return;
     }
@@ -735,7 +832,7 @@ static void np_from_upstream(struct np_client *c, char *data, size_t n)
             if (c->down_paused || !c->reading_down) {
                 c->down_paused = false;
                 c->reading_down = true;
-                uv_read_start((uv_stream_t *)&c->down, on_alloc, on_down_read);
+                down_read_start(c);
             }
         }
         if (c->resp.len) {
@@ -793,7 +890,7 @@ static void np_upstream_ready(struct np_client *c)
     if (c->via_upstream && (c->kind == NP_KIND_SOCKS || c->is_connect)) {
         char req[2 * NP_HOST_MAX + 96];
         bool v6 = strchr(c->host, ':') != NULL;
-        int n = snprintf(req, sizeof req, "CONNECT %s%s%s:%u HTTP/1.1\r\nHost: %s%s%s:%u\r\n\r\n",
+        int n = snprintf(req, sizeof req, "CONNECT %s%s%s:%u HTTP/1.1\r\nhost: %s%s%s:%u\r\n\r\n",
                          v6 ? "[" : "", c->host, v6 ? "]" : "", c->port, v6 ? "[" : "", c->host,
                          v6 ? "]" : "", c->port);
         np_write_copy(c, true, req, (size_t)n);
@@ -853,7 +950,7 @@ static void tunnel_ready(struct np_client *c)
     uv_read_start((uv_stream_t *)c->up, on_alloc, on_up_read);
     if (c->down_wanted && !c->reading_down && !c->down_eof) {
         c->reading_down = true;
-        uv_read_start((uv_stream_t *)&c->down, on_alloc, on_down_read);
+        down_read_start(c);
     }
     if (c->down_eof && c->mode == NP_MODE_RAW) shutdown_side(c, true);
 }
@@ -983,29 +1080,30 @@ static void np_request_bytes(struct np_client *c, const char *data, size_t n)
         socks_input(c);
 }
 
-static void on_down_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+/* What the client sent: n bytes in base (a pool buffer, taken), or n < 0 for its EOF
+ * (UV_EOF) or an error. From its socket (on_down_read) or its transparent TCP flow. */
+static void np_down_input(struct np_client *c, char *base, ssize_t n)
 {
-    struct np_client *c = s->data;
     if (n > 0) {
         if (np_mitm_active(c, false)) {
-            np_mitm_feed(c, false, b->base, (size_t)n);
-            pool_put(b->base);
+            np_mitm_feed(c, false, base, (size_t)n);
+            pool_put(base);
         } else if (c->stage == NP_STAGE_CONNECT && c->up && c->mode == NP_MODE_RAW) {
-            relay_buf(c, true, b->base, (size_t)n, true);
+            relay_buf(c, true, base, (size_t)n, true);
         } else if (c->stage == NP_STAGE_CONNECT && c->up && c->mode != NP_MODE_NONE) {
-            np_from_client(c, xmemdup(b->base, (size_t)n), (size_t)n);
-            pool_put(b->base);
+            np_from_client(c, xmemdup(base, (size_t)n), (size_t)n);
+            pool_put(base);
         } else {
-            np_request_bytes(c, b->base, (size_t)n);
-            pool_put(b->base);
+            np_request_bytes(c, base, (size_t)n);
+            pool_put(base);
         }
         return;
     }
-    pool_put(b->base);
-    if (n == 0) return;
+    pool_put(base);
+    if (n == 0 || c->closed) return;
     c->down_eof = true;
     c->reading_down = false;
-    uv_read_stop(s);
+    down_read_stop(c);
     if (n != UV_EOF) {
         np_client_close(c);
         return;
@@ -1031,6 +1129,57 @@ static void on_down_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     }
 }
 
+static void on_down_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    np_down_input(s->data, b->base, n);
+}
+
+/* A new client structure in the proxy's list (the caller sets its side up). */
+static struct np_client *client_new(struct netproxy *np, enum np_kind kind)
+{
+    struct np_client *c = xcalloc(1, sizeof *c);
+    c->np = np;
+    c->kind = kind;
+    c->refs = 1;
+    buf_init(&c->in);
+    buf_init(&c->head_out);
+    buf_init(&c->resp);
+    uv_timer_init(np->loop, &c->timer);
+    c->timer.data = c;
+    client_ref(c);
+    np->handles++; /* the proxy waits for every client before it frees itself */
+    c->next = &np->clients;
+    c->prev = np->clients.prev;
+    np->clients.prev->next = c;
+    np->clients.prev = c;
+    np->n_clients++;
+    return c;
+}
+
+/* A transparent TCP connection the stack accepted (np_stack.c): decided as a SOCKS5
+ * CONNECT to host:port would be, its client reported as peer. NULL when the proxy is
+ * full (the stack resets the connection). */
+static struct np_client *np_transparent_client(struct netproxy *np, struct np_tflow *f,
+                                               const char *host, uint16_t port, const char *peer)
+{
+    if (np->released || np->n_clients >= NP_MAX_CLIENTS) {
+        log_warn("network proxy: %d connections open; refusing another", NP_MAX_CLIENTS);
+        return NULL;
+    }
+    struct np_client *c = client_new(np, NP_KIND_SOCKS);
+    c->tflow = f;
+    client_ref(c); /* the flow's, like a socket handle's */
+    np_tflow_bind(f, c);
+    snprintf(c->peer, sizeof c->peer, "%s", peer);
+    snprintf(c->host, sizeof c->host, "%s", host);
+    c->port = port;
+    c->protocol = "socks5_tcp";
+    c->down_wanted = true;
+    c->reading_down = true;
+    np_decide(c);
+    return c;
+}
+
 static void client_start(struct netproxy *np, enum np_kind kind, uv_tcp_t *server, int fd)
 {
     if (np->n_clients >= NP_MAX_CLIENTS) {
@@ -1048,25 +1197,10 @@ static void client_start(struct netproxy *np, enum np_kind kind, uv_tcp_t *serve
         log_warn("network proxy: %d connections open; refusing another", NP_MAX_CLIENTS);
         return;
     }
-    struct np_client *c = xcalloc(1, sizeof *c);
-    c->np = np;
-    c->kind = kind;
-    c->refs = 1;
-    buf_init(&c->in);
-    buf_init(&c->head_out);
-    buf_init(&c->resp);
+    struct np_client *c = client_new(np, kind);
     uv_tcp_init(np->loop, &c->down);
     c->down.data = c;
     client_ref(c);
-    uv_timer_init(np->loop, &c->timer);
-    c->timer.data = c;
-    client_ref(c);
-    np->handles++; /* the proxy waits for every client before it frees itself */
-    c->next = &np->clients;
-    c->prev = np->clients.prev;
-    np->clients.prev->next = c;
-    np->clients.prev = c;
-    np->n_clients++;
     int rc = server ? uv_accept((uv_stream_t *)server, (uv_stream_t *)&c->down)
                     : uv_tcp_open(&c->down, fd);
     if (rc < 0) {
@@ -1128,36 +1262,26 @@ static void on_fdsrc(uv_poll_t *h, int status, int events)
     }
     for (int i = 0; i < 64; i++) {
         char tag = 0;
-        struct iovec iov = {&tag, 1};
-        union {
-            struct cmsghdr h;
-            char buf[CMSG_SPACE(sizeof(int) * 4)];
-        } cm;
-        struct msghdr msg = {.msg_iov = &iov,
-                             .msg_iovlen = 1,
-                             .msg_control = cm.buf,
-                             .msg_controllen = sizeof cm.buf};
-        ssize_t n = recvmsg(s->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+        int fds[FDFRAME_TAGGED_MAX], nfds = 0;
+        int n = fdframe_recv_tagged(s->fd, MSG_DONTWAIT, &tag, fds, FDFRAME_TAGGED_MAX, &nfds);
+        if (n == -EAGAIN || n == -EWOULDBLOCK) return;
         if (n <= 0) {
             fdsrc_stop(s);
             return;
         }
-        for (struct cmsghdr *ch = CMSG_FIRSTHDR(&msg); ch; ch = CMSG_NXTHDR(&msg, ch)) {
-            if (ch->cmsg_level != SOL_SOCKET || ch->cmsg_type != SCM_RIGHTS) continue;
-            size_t nfd = (ch->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-            int fds[4];
-            memcpy(fds, CMSG_DATA(ch), nfd * sizeof(int));
-            for (size_t k = 0; k < nfd; k++) {
-                if (k > 0 || (tag != 'H' && tag != 'S') || (tag == 'S' && !s->np->socks_port)) {
-                    close(fds[k]); /* one socket per message, with a known tag */
-                    continue;
-                }
-                int fl = fcntl(fds[k], F_GETFL);
-                if (fl >= 0) fcntl(fds[k], F_SETFL, fl | O_NONBLOCK);
-                client_start(s->np, tag == 'S' ? NP_KIND_SOCKS : NP_KIND_HTTP, NULL, fds[k]);
-            }
+        if (tag == 'T' && nfds == 3) {
+            /* transparent TCP: the TUN device and the resolver's two sockets */
+            np_tun_attach(s->np, fds);
+            continue;
         }
+        /* else one socket per message, with a known tag */
+        bool ok = nfds == 1 && (tag == 'H' || (tag == 'S' && s->np->socks_port));
+        for (int k = ok ? 1 : 0; k < nfds; k++)
+            close(fds[k]);
+        if (!ok) continue;
+        int fl = fcntl(fds[0], F_GETFL);
+        if (fl >= 0) fcntl(fds[0], F_SETFL, fl | O_NONBLOCK);
+        client_start(s->np, tag == 'S' ? NP_KIND_SOCKS : NP_KIND_HTTP, NULL, fds[0]);
     }
 }
 
@@ -1193,6 +1317,8 @@ void netproxy_release(struct netproxy *np)
     if (!np || np->released) return;
     np->released = true;
     np->handles++; /* held while closing everything below */
+    own_ports_remove(np->http_port);
+    own_ports_remove(np->socks_port);
     if (np->http_l) uv_close((uv_handle_t *)np->http_l, handle_closed);
     if (np->socks_l) uv_close((uv_handle_t *)np->socks_l, handle_closed);
     np->http_l = np->socks_l = NULL;
@@ -1200,8 +1326,25 @@ void netproxy_release(struct netproxy *np)
         fdsrc_stop(np->fdsrcs);
     while (np->clients.next != &np->clients)
         np_client_close(np->clients.next);
+    np_tun_release(np);
     np->session = NULL;
     proxy_unhold(np);
+}
+
+/* The transparent flow took what was queued towards the child below the low-water
+ * mark: the upstream may be read again. */
+static void np_down_drained(struct np_client *c)
+{
+    read_resume(c, true);
+}
+
+/* A buffer write_buf handed over, back to where it came from. */
+static void np_release_buf(char *data, bool pooled)
+{
+    if (pooled)
+        pool_put(data);
+    else
+        free(data);
 }
 
 /* What the layers below reach of this file (np_internal.h). */
@@ -1214,4 +1357,10 @@ static const struct np_relay relay = {
     .from_client = np_from_client,
     .from_upstream = np_from_upstream,
     .resolve = resolve,
+    .down_input = np_down_input,
+    .down_drained = np_down_drained,
+    .shutdown_done = np_shutdown_done,
+    .transparent_client = np_transparent_client,
+    .get_buf = pool_get,
+    .release_buf = np_release_buf,
 };

@@ -36,6 +36,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "core/limits.h"
 #include "netproxy/np_policy.h"
 
 struct pdec;
@@ -48,6 +49,7 @@ struct netproxy_params {
     bool present;                 /* networkProxy was given (and not null) */
     bool enabled;
     bool enable_socks5, enable_socks5_udp;
+    bool transparent_tcp; /* proxy.transparentTcp (0.171.0) */
     bool allow_upstream_proxy;
     bool allow_all_unix_sockets;
     bool limited; /* mode "limited" (else "full") */
@@ -64,13 +66,16 @@ struct netproxy_params {
  * the ExecParams object d is decoding; failures are recorded in d with serde's
  * wording. */
 void netproxy_params_decode(struct pdec *d, struct netproxy_params *p);
-/* The checks after decoding, with the reference's texts (for a -32602): a disabled
- * proxy, a zero timeout, a bad domain pattern. Returns 0 or -EINVAL. */
-int netproxy_validate(const struct netproxy_params *p, char *err, size_t n);
+/* The checks after decoding, with the reference's texts (for a -32602), in its order:
+ * a zero timeout, transparentTcp without a sandbox (sandboxed: the start carries a
+ * sandbox object), a disabled proxy, transparentTcp without SOCKS5, a bad domain
+ * pattern. Returns 0 or -EINVAL. */
+int netproxy_validate(const struct netproxy_params *p, bool sandboxed, char *err, size_t n);
 void netproxy_params_free(struct netproxy_params *p);
 
-/* Server-wide settings (main): --proxy-private-ips-via-upstream. */
-void netproxy_configure(bool private_ips_via_upstream);
+/* Server-wide settings (main): --proxy-private-ips-via-upstream and
+ * --tcp-upstream-proxy (NULL: none; copied). */
+void netproxy_configure(bool private_ips_via_upstream, const struct limits_endpoint *tcp_upstream);
 
 /* Starts the proxy of one process: binds its listeners and, with credential
  * masking, loads (or makes, once per install) the MITM CA. Policy requests and

@@ -10,7 +10,9 @@
  * credential provider (snake_case, unknown keys rejected). unixSockets is accepted
  * and has no effect: on Linux the reference refuses every unix-socket request
  * (x-unix-socket) as unsupported, and so does ours. managedNetwork is checked to be
- * an object and otherwise ignored (its content is for the sandbox).
+ * an object and otherwise ignored (its content is for the sandbox). 0.171.0 adds
+ * proxy.transparentTcp, an optional boolean (not null) between enableSocks5 and
+ * enableSocks5Udp, which needs a sandbox and SOCKS5 (netproxy_validate).
  *
  * Also the settings the proxy takes from the server rather than the request: whether
  * non-public addresses may go through an upstream proxy, and the upstream proxies of
@@ -140,6 +142,7 @@ static void decode_proxy(struct pdec *d, json_t *proxy, struct netproxy_params *
     }
     p->enabled = pdec_bool(&e, "enabled", PDEC_REQUIRED, false);
     p->enable_socks5 = pdec_bool(&e, "enableSocks5", PDEC_REQUIRED, false);
+    p->transparent_tcp = pdec_bool(&e, "transparentTcp", PDEC_OPTIONAL_NONNULL, false);
     p->enable_socks5_udp = pdec_bool(&e, "enableSocks5Udp", PDEC_REQUIRED, false);
     p->allow_upstream_proxy = pdec_bool(&e, "allowUpstreamProxy", PDEC_REQUIRED, false);
     p->allow_all_unix_sockets =
@@ -214,17 +217,28 @@ static void params_decode(struct pdec *d, struct netproxy_params *p)
     p->present = !d->failed;
 }
 
-int netproxy_validate(const struct netproxy_params *p, char *err, size_t n)
+int netproxy_validate(const struct netproxy_params *p, bool sandboxed, char *err, size_t n)
 {
     if (!p->present) return 0;
+    /* In 0.171.0's order (verified; 0.169.0 too checks the timeout first). */
+    if (p->has_timeout && p->timeout_ms == 0) {
+        snprintf(err, n, "network policy decision callback timeout must be nonzero");
+        return -EINVAL;
+    }
+    if (p->transparent_tcp && !sandboxed) {
+        snprintf(err, n, "transparent TCP requires a managed Linux sandbox");
+        return -EINVAL;
+    }
     if (!p->enabled) {
         snprintf(err, n,
                  "invalid network proxy config: executor-local network proxy launch "
                  "requires an enabled proxy");
         return -EINVAL;
     }
-    if (p->has_timeout && p->timeout_ms == 0) {
-        snprintf(err, n, "network policy decision callback timeout must be nonzero");
+    if (p->transparent_tcp && !p->enable_socks5) {
+        snprintf(err, n,
+                 "invalid network proxy config: transparent_tcp requires an enabled managed "
+                 "SOCKS5 proxy");
         return -EINVAL;
     }
     struct np_policy pol = {0};
@@ -270,10 +284,20 @@ void netproxy_params_free(struct netproxy_params *p)
 /* ---- the server's settings and environment ------------------------------------- */
 
 static bool private_ips_via_upstream;
+static struct limits_endpoint tcp_upstream; /* host "" when none */
 
-void netproxy_configure(bool via_upstream)
+void netproxy_configure(bool via_upstream, const struct limits_endpoint *tcp_up)
 {
     private_ips_via_upstream = via_upstream;
+    if (tcp_up)
+        tcp_upstream = *tcp_up;
+    else
+        memset(&tcp_upstream, 0, sizeof tcp_upstream);
+}
+
+const struct limits_endpoint *np_tcp_upstream(void)
+{
+    return tcp_upstream.host[0] ? &tcp_upstream : NULL;
 }
 
 bool np_private_via_upstream(void)

@@ -15,6 +15,7 @@
 
 #include "core/log.h"
 #include "core/metrics.h"
+#include "core/own_ports.h"
 #include "netproxy/np_policy.h"
 #include "rpc/dispatch.h"
 #include "session/session.h"
@@ -264,6 +265,13 @@ void np_decide(struct np_client *c)
 {
     struct netproxy *np = c->np;
     c->stage = NP_STAGE_DECIDE;
+    /* A listener of this server (its WebSocket, another sandbox's proxy) is never a
+     * sandboxed command's to reach, on any address, whatever the policy or a client's
+     * decision: through it the command could start an unsandboxed process. */
+    if (own_ports_has(c->port)) {
+        np_refuse(c, "domain", "deny", "server_port", "server_port");
+        return;
+    }
     if (c->kind == NP_KIND_SOCKS && np->params.limited) {
         /* SOCKS cannot show a method: limited mode refuses it outright (verified) */
         np_refuse(c, "non_domain", "deny", "mode_guard", "method_not_allowed");

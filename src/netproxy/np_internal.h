@@ -18,6 +18,9 @@
 #include "util/buf.h"
 
 #define NP_MAX_ADDRS 16
+#define NP_READ_SIZE (64 * 1024)   /* a read buffer (the pool's) */
+#define NP_HIGH_WATER (1u << 20)   /* queued towards a side: stop reading the other */
+#define NP_LOW_WATER (256u * 1024) /* ... and read it again below this */
 
 enum np_kind { NP_KIND_HTTP, NP_KIND_SOCKS };
 
@@ -96,6 +99,8 @@ struct np_client {
     bool finishing, finish_on_shutdown, closed;
     struct np_mitm_conn *mitm; /* TLS on both sides of an intercepted tunnel */
     struct np_udp *udp;
+    struct np_tflow *tflow; /* a transparent TCP connection's side (np_stack.c) in
+                               place of `down`, or NULL */
 };
 
 struct netproxy {
@@ -115,6 +120,7 @@ struct netproxy {
     /* allowUpstreamProxy: the server's HTTP_PROXY / HTTPS_PROXY (http:// only) */
     char up_http_host[NP_HOST_MAX], up_connect_host[NP_HOST_MAX];
     uint16_t up_http_port, up_connect_port;
+    struct np_tun *tun;           /* transparent TCP (np_tun.c), or NULL */
     struct np_mitm *mitm;         /* the CA and leaf certificates, or NULL */
     const char *ca_bundle;        /* with mitm: the bundle children are told to trust */
     const struct np_relay *relay; /* netproxy.c's calls for the layers below it */
@@ -140,6 +146,21 @@ struct np_relay {
     void (*from_upstream)(struct np_client *c, char *data, size_t n);
     /* Resolves the destination (c->host, or the upstream proxy) and connects. */
     void (*resolve)(struct np_client *c);
+    /* A transparent TCP flow's events (np_stack.c): bytes from the child (a pool
+     * buffer, taken; n < 0: its EOF or an error), its queue drained below the
+     * low-water mark, a half-close shutdown_side asked for done (drops its
+     * reference). */
+    void (*down_input)(struct np_client *c, char *buf, ssize_t n);
+    void (*down_drained)(struct np_client *c);
+    void (*shutdown_done)(struct np_client *c);
+    /* A connection the stack accepted, to decide as a SOCKS5 CONNECT (NULL: refused,
+     * the proxy is full or gone). */
+    struct np_client *(*transparent_client)(struct netproxy *np, struct np_tflow *f,
+                                            const char *host, uint16_t port, const char *peer);
+    /* A read buffer of NP_READ_SIZE bytes from the pool, and one handed to
+     * np_tflow_write back to the pool (pooled) or freed. */
+    char *(*get_buf)(void);
+    void (*release_buf)(char *data, bool pooled);
 };
 
 /* np_decision.c: the decision on a connection, then asking, reporting, refusing.
@@ -182,6 +203,9 @@ void np_resolve_load_overrides(void);
  * np_upstream_from_env fills np's upstream proxies from HTTP(S)_PROXY/ALL_PROXY. */
 bool np_private_via_upstream(void);
 void np_upstream_from_env(struct netproxy *np);
+/* --tcp-upstream-proxy: the CONNECT proxy raw TCP (SOCKS5, transparent) must use, or
+ * NULL. */
+const struct limits_endpoint *np_tcp_upstream(void);
 
 /* np_cred.c: credential masking */
 struct np_cred *np_cred_new(json_t *providers);
@@ -203,6 +227,28 @@ void np_mitm_send(struct np_client *c, bool to_up, const void *data, size_t n);
 void np_mitm_close_notify(struct np_client *c);
 void np_mitm_close_notify_up(struct np_client *c);
 void np_mitm_client_free(struct np_client *c);
+
+/* np_tun.c: transparent TCP, one per proxy: the sandbox's TUN device and resolver
+ * sockets (fds: TUN, UDP, TCP listener; taken), served until release. */
+struct np_tun;
+void np_tun_attach(struct netproxy *np, const int fds[3]);
+void np_tun_release(struct netproxy *np);
+
+/* np_stack.c: a transparent TCP connection's side towards the child, for netproxy.c.
+ * np_tflow_bind ties it to its client; write takes data (np->relay->release_buf gives
+ * it back once the child acknowledged it; the first write, the SOCKS5 reply the
+ * relay sends as to a SOCKS5 client, is read as the outcome: success lets data
+ * through, a failure resets the connection); read turns delivery on or off; queued
+ * is what was written and not yet acknowledged; shutdown sends a FIN after the data
+ * (np->relay->shutdown_done then); close lets go of it: gracefully once its FIN is
+ * queued, else with a reset. */
+struct np_tflow;
+void np_tflow_bind(struct np_tflow *f, struct np_client *c);
+void np_tflow_write(struct np_tflow *f, char *data, size_t n, bool pooled);
+void np_tflow_read(struct np_tflow *f, bool on);
+size_t np_tflow_queued(const struct np_tflow *f);
+void np_tflow_shutdown(struct np_tflow *f);
+void np_tflow_close(struct np_tflow *f);
 
 /* np_udp.c: SOCKS5 UDP ASSOCIATE */
 void np_udp_start(struct np_client *c, const struct np_socks_addr *client_addr);

@@ -68,6 +68,7 @@ struct np_mitm_conn {
 
 static char *read_file(const char *path, size_t *len)
 {
+    *len = 0; /* defined on every path: the callers free and wipe by it */
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     struct buf b;

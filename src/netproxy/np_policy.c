@@ -358,6 +358,8 @@ const char *np_reason_message(const char *reason)
         return "Sandbox policy blocks local/private network addresses.";
     if (strcmp(reason, "method_not_allowed") == 0) return "Method not allowed in limited mode.";
     if (strcmp(reason, "mitm_required") == 0) return "MITM required for limited HTTPS.";
+    if (strcmp(reason, "server_port") == 0)
+        return "A port this exec-server listens on is closed to sandboxed commands.";
     return "Request blocked by network policy.";
 }
 

@@ -16,6 +16,10 @@ static const char *const keywords[] = {
     "sandbox",
     "landlock",
     "failed to write file",
+    /* The sandbox's process cap (--sandbox-max-processes): fork's EAGAIN as shells and
+     * runtimes print it (bash, make, python; dash says "Cannot fork"). */
+    "resource temporarily unavailable",
+    "cannot fork",
     NULL,
 };
 

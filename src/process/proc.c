@@ -30,7 +30,7 @@
 #include "process/spawn.h"
 #include "rpc/dispatch.h"
 #include "process/denied.h"
-#include "sandbox/placeholders.h"
+#include "sandbox/hold.h"
 #include "netproxy/netproxy.h"
 #include "session/session.h"
 #include "transport/conn.h"
@@ -118,10 +118,13 @@ void proc_close_stdin(struct proc *p)
     p->wq_tail = NULL;
 }
 
-/* A killed child that we will no longer track must still be reaped. */
+/* A killed child that we will no longer track must still be reaped; a sandbox's
+ * hold is let go only then, when nothing is left in it to exploit the removal of its
+ * placeholders (sandbox/hold.h). */
 struct reaper {
     uv_poll_t poll;
     int pidfd;
+    struct sandbox_hold *hold;
 };
 
 static void reaper_closed(uv_handle_t *h)
@@ -136,12 +139,14 @@ static void reaper_cb(uv_poll_t *h, int status, int events)
     if (spawn_wait(r->pidfd, &si) == 0 && si.si_pid == 0) return;
     uv_close((uv_handle_t *)&r->poll, reaper_closed);
     close(r->pidfd);
+    sandbox_hold_release(r->hold);
 }
 
-static void reap_later(uv_loop_t *loop, int pidfd)
+static void reap_later(uv_loop_t *loop, int pidfd, struct sandbox_hold *hold)
 {
     struct reaper *r = xmalloc(sizeof *r);
     r->pidfd = pidfd;
+    r->hold = hold;
     uv_poll_init(loop, &r->poll, pidfd);
     r->poll.data = r;
     uv_poll_start(&r->poll, UV_READABLE, reaper_cb);
@@ -280,13 +285,14 @@ static void proc_free(struct proc *p)
      * group, and a group never outlives its entry (nor the guardian's record). */
     kill(-p->pid, SIGKILL);
     guardian_untrack(p->pid);
-    sandbox_placeholders_release(p->placeholders);
-    p->placeholders = NULL;
     if (p->pid_open) {
         uv_close((uv_handle_t *)&p->pid_poll, handle_closed);
-        reap_later(p->pid_poll.loop, p->pidfd);
+        reap_later(p->pid_poll.loop, p->pidfd, p->hold);
         p->pid_open = false;
+    } else {
+        sandbox_hold_release(p->hold);
     }
+    p->hold = NULL;
     for (int i = 0; i < p->nout; i++)
         close_out(&p->out[i]);
     proc_close_stdin(p);
@@ -605,8 +611,8 @@ static void pid_cb(uv_poll_t *h, int status, int events)
     close(p->pidfd);
     p->pid_open = false;
     /* The sandbox (its namespaces) ended with its init. */
-    sandbox_placeholders_release(p->placeholders);
-    p->placeholders = NULL;
+    sandbox_hold_release(p->hold);
+    p->hold = NULL;
     /* Output already in the pipes belongs before the exit when we can see it. */
     for (int i = 0; i < p->nout; i++)
         if (p->out[i].polling) out_drain(&p->out[i]);

@@ -93,9 +93,9 @@ struct proc {
     bool in_polling, in_init;
     struct wq_item *wq_head, *wq_tail;
     enum proc_state state;
-    bool terminated;                      /* process/terminate sent SIGKILL */
-    struct sb_placeholders *placeholders; /* held while its sandbox may live */
-    bool paused;                          /* output readers stopped: the connection is congested */
+    bool terminated;           /* process/terminate sent SIGKILL */
+    struct sandbox_hold *hold; /* placeholders and cgroup, held while its sandbox may live */
+    bool paused;               /* output readers stopped: the connection is congested */
     int exit_code;
     bool sandboxed;              /* a sandbox was applied to the child */
     uint64_t start_ns;           /* spawn time, for the process duration metric */
@@ -120,7 +120,7 @@ struct proc {
  * "is starting", process/write "starting", process/terminate cancels it. Owned by
  * process_methods.c; listed in its table until the outcome arrives. */
 struct spawn_op;
-struct sb_placeholders;
+struct sandbox_hold;
 struct proc_start {
     struct proc_start *next, *prev;
     struct proc_table *table; /* NULL once the table is gone */
@@ -129,7 +129,7 @@ struct proc_start {
     struct rpc_req *req; /* the pending process/start */
     bool tty, sandboxed;
     bool cancelled; /* process/terminate came first */
-    struct sb_placeholders *placeholders;
+    struct sandbox_hold *hold;
     struct spawn_op *op;
     /* What the process takes over when the child started: */
     struct netproxy *netproxy; /* its policy proxy (networkProxy), or NULL */

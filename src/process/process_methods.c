@@ -5,6 +5,8 @@
 #include "process/process.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -25,8 +27,8 @@
 #include "proto/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
-#include "sandbox/enforce.h"
-#include "sandbox/placeholders.h"
+#include "sandbox/sandbox_init.h"
+#include "sandbox/hold.h"
 #include "sandbox/policy.h"
 #include "sandbox/sandbox_rpc.h"
 #include "session/session.h"
@@ -66,6 +68,7 @@ struct start_job {
     enum proc_snapshot_shell shell;
     struct netproxy_params netp; /* networkProxy and enforceManagedNetwork, decoded */
     struct netproxy *proxy;      /* the child's policy proxy, until the process owns it */
+    bool transparent;            /* transparent TCP (sandbox/tun.h, netproxy/np_tun.c) */
 };
 
 static void job_free(struct start_job *j)
@@ -126,7 +129,7 @@ static void start_unlink(struct proc_start *ps)
 
 static void start_free(struct proc_start *ps)
 {
-    sandbox_placeholders_release(ps->placeholders);
+    sandbox_hold_release(ps->hold);
     netproxy_release(ps->netproxy);
     if (ps->bridge_fd >= 0) close(ps->bridge_fd);
     free_strv(ps->argv);
@@ -147,6 +150,15 @@ static void start_discard_child(const struct spawn_result *sr)
     int fds[] = {sr->pidfd, sr->out_fd, sr->err_fd, sr->in_fd};
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         if (fds[i] >= 0) close(fds[i]);
+}
+
+/* The kind 0.171.0 puts in a spawn failure's error.data (verified for a missing
+ * program or cwd, a program without the execute bit, a directory, a bad format). */
+static const char *spawn_error_kind(int errnum)
+{
+    if (errnum == ENOENT) return "spawnNotFound";
+    if (errnum == EACCES || errnum == EPERM) return "spawnPermissionDenied";
+    return "spawnFailed";
 }
 
 /* The outcome of a start (spawn_done_fn): the process joins the table and the
@@ -180,7 +192,7 @@ static void start_done(void *arg, int err, const struct spawn_result *sr, int sb
                       log_value(ps->argv0, a0, sizeof a0),
                       log_value(ps->cwd ? ps->cwd : "", cv, sizeof cv), ename ? ename : "?", text);
         }
-        rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
+        rpc_reply_error_kind(req, RPC_INTERNAL_ERROR, spawn_error_kind(-err), text);
     } else {
         if (ps->bridge_fd >= 0) {
             if (netproxy_attach_fd_source(ps->netproxy, ps->bridge_fd) < 0) close(ps->bridge_fd);
@@ -191,8 +203,8 @@ static void start_done(void *arg, int err, const struct spawn_result *sr, int sb
         ps->argv = NULL;
         p->cwd = ps->cwd;
         ps->cwd = NULL;
-        p->placeholders = ps->placeholders;
-        ps->placeholders = NULL;
+        p->hold = ps->hold;
+        ps->hold = NULL;
         p->netproxy = ps->netproxy;
         ps->netproxy = NULL;
         char idv[160], a0[200];
@@ -219,6 +231,44 @@ static void start_abandon(struct proc_start *ps)
     start_free(ps);
 }
 
+/* Transparent TCP's own reasons not to run the command, in the reference's words
+ * (its sandbox wrapper exits 101 with them), or NULL with *tun_fd an O_PATH
+ * descriptor of /dev/net/tun for the sandbox's init (the private /dev has none). */
+static const char *start_transparent_refusal(const struct start_job *j, int *tun_fd, char *why,
+                                             size_t n)
+{
+    if (!j->netp.enable_socks5)
+        return "exec-server sandbox: failed to prepare transparent TCP: transparent TCP "
+               "requires managed SOCKS5";
+    *tun_fd = open("/dev/net/tun", O_PATH | O_CLOEXEC);
+    if (*tun_fd >= 0) return NULL;
+    snprintf(why, n, "exec-server sandbox: failed to prepare transparent TCP: /dev/net/tun: %s",
+             strerror(errno));
+    return why;
+}
+
+/* The sandbox's hold (sandbox/hold.h) with the server's caps; its cgroups' procs
+ * descriptors into fds. *err < 0 when the memory cap cannot be made. */
+static struct sandbox_hold *hold_sandbox(const struct sandbox_policy *pol, int fds[2], int *err)
+{
+    struct sandbox_hold *h = sandbox_hold_acquire(pol, server_limits.sandbox_max_processes,
+                                                  server_limits.sandbox_max_memory, err);
+    sandbox_hold_cgroup_fds(h, fds);
+    return h;
+}
+
+/* The error reply of a start that failed before its process existed (err < 0). */
+static void reply_start_failed(struct rpc_req *req, int err, bool memory_cap)
+{
+    char text[256];
+    size_t at = memory_cap ? (size_t)snprintf(text, sizeof text,
+                                              "the sandbox's memory cap (--sandbox-max-memory) "
+                                              "cannot be made: ")
+                           : 0;
+    oserr_format(-err, text + at, sizeof text - at);
+    rpc_reply_error_kind(req, RPC_INTERNAL_ERROR, spawn_error_kind(-err), text);
+}
+
 /* Spawns the job's command (with the snapshot restored when snap is given), replies,
  * then watches it. Frees the job. */
 static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
@@ -226,7 +276,7 @@ static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
     struct rpc_req *req = j->req;
     struct proc_table *t = j->t;
     const char *id = j->id;
-    struct sb_placeholders *ph = NULL;
+    struct sandbox_hold *hold = NULL;
     char **argv = j->cargv, **envp = j->cenv, **snap_argv = NULL, **snap_env = NULL;
     char *snap_script = NULL;
     int state_fd = -1;
@@ -254,20 +304,26 @@ static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
     /* The managed network inside a sandbox (enforceManagedNetwork): the child's own
      * network namespace reaches the proxy only, through its init, which listens on
      * the proxy's ports on loopback in there and hands each connection over. */
-    int bridge[2] = {-1, -1};
-    bool bridged = j->sandboxed && j->pol.net_restricted && j->netp.enforce_managed_network;
+    int bridge[2] = {-1, -1}, tun_fd = -1;
+    bool bridged = j->sandboxed && j->pol.net_restricted &&
+                   (j->netp.enforce_managed_network || j->transparent);
     const char *refusal = j->sandboxed ? j->pol.refusal : NULL;
     int refusal_code = 0;
+    char tun_why[200];
     if (bridged && !j->proxy && !refusal) {
         refusal = "exec-server sandbox: failed to prepare host proxy routing bridge: managed "
                   "proxy mode requires proxy environment variables";
         refusal_code = 101; /* the reference's sandbox wrapper panics with 101 */
+    } else if (j->transparent && !refusal &&
+               (refusal = start_transparent_refusal(j, &tun_fd, tun_why, sizeof tun_why))) {
+        refusal_code = 101; /* as the reference's, with its words */
     } else if (bridged && j->proxy &&
                socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, bridge) < 0) {
         char text[256];
         oserr_format(errno, text, sizeof text);
         rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
         if (state_fd >= 0) close(state_fd);
+        if (tun_fd >= 0) close(tun_fd);
         goto out;
     }
     uint16_t ports[2] = {0, 0};
@@ -288,10 +344,14 @@ static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
         .n_extra_fds = state_fd >= 0 ? 1 : 0,
         .proxy_fd = bridge[1],
         .proxy_ports = {ports[0], ports[1]},
+        .transparent = tun_fd >= 0,
+        .tun_fd = tun_fd,
         .refusal = refusal,
         .refusal_code = refusal_code,
+        .cgroup_fds = {-1, -1},
     };
-    if (j->sandboxed && !refusal) ph = sandbox_placeholders_acquire(&j->pol.placeholders);
+    int herr = 0;
+    if (j->sandboxed && !refusal) hold = hold_sandbox(&j->pol, rq.cgroup_fds, &herr);
     /* The spawn window: the request goes to the spawner now and the reply when the
      * outcome arrives (start_done); the loop serves other requests meanwhile. What
      * the outcome needs moves from the job to the start. */
@@ -302,19 +362,18 @@ static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
     ps->tty = j->tty;
     ps->sandboxed = j->sandboxed;
     ps->bridge_fd = -1;
-    int err = spawn_child_async(req->loop, &rq, start_done, ps, &ps->op);
+    int err = herr < 0 ? herr : spawn_child_async(req->loop, &rq, start_done, ps, &ps->op);
     if (state_fd >= 0) close(state_fd);
+    if (tun_fd >= 0) close(tun_fd);
     if (bridge[1] >= 0) close(bridge[1]);
     if (err < 0) {
         if (bridge[0] >= 0) close(bridge[0]);
         start_free(ps);
-        char text[256];
-        oserr_format(-err, text, sizeof text);
-        rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", text);
+        reply_start_failed(req, err, herr < 0);
         goto out;
     }
-    ps->placeholders = ph;
-    ph = NULL;
+    ps->hold = hold;
+    hold = NULL;
     ps->bridge_fd = bridge[0];
     ps->netproxy = j->proxy;
     j->proxy = NULL;
@@ -324,7 +383,7 @@ static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
     j->cwd_path = NULL;
     start_link(t, ps);
 out:
-    sandbox_placeholders_release(ph);
+    sandbox_hold_release(hold);
     free(snap_argv);
     free(snap_script);
     env_free(snap_env);
@@ -379,6 +438,27 @@ static bool start_prepare_cwd_sandbox(struct start_job *j, const char *cwd, json
     return true;
 }
 
+/* Transparent TCP: asked for by proxy.transparentTcp (with any sandbox: validated),
+ * or by --linux-sandbox-transparent-tcp for a sandboxed start with
+ * enforceManagedNetwork. The child then gets its own network namespace with the TUN
+ * device, whatever the sandbox says of the network and even when it needs no other
+ * confinement (as the reference's). False after replying. */
+static bool start_prepare_transparent(struct start_job *j)
+{
+    bool flag = limits_sandbox_transparent_tcp() && j->netp.enforce_managed_network;
+    if (!j->netp.present || !j->have_pol || !j->pol.sandboxed || !(j->netp.transparent_tcp || flag))
+        return true;
+    j->transparent = true;
+    j->pol.net_restricted = true;
+    if (!j->sandboxed && sandbox_policy_check(&j->pol) < 0) {
+        rpc_reply_error(j->req, RPC_INVALID_PARAMS,
+                        "sandbox intent cannot be enforced on this executor");
+        return false;
+    }
+    j->sandboxed = true;
+    return true;
+}
+
 /* May this start join j->t? In the reference's order: the network proxy's settings
  * (before argv, like its prepare_exec_request), a non-empty argv, a free id, the
  * session's and the server's process caps, a program. False after replying. */
@@ -389,7 +469,7 @@ static bool start_check_table(struct start_job *j, size_t argc)
     /* Starts waiting for a shell snapshot hold their id and count as running. */
     unsigned live = proc_table_live(t) + proc_snapshot_waiting(t, NULL);
     char nerr[512];
-    if (netproxy_validate(&j->netp, nerr, sizeof nerr) < 0) {
+    if (netproxy_validate(&j->netp, j->have_pol && j->pol.sandboxed, nerr, sizeof nerr) < 0) {
         rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", nerr);
         return false;
     }
@@ -418,7 +498,8 @@ static bool start_check_table(struct start_job *j, size_t argc)
         return false;
     }
     if (!*j->program) {
-        rpc_reply_error(req, RPC_INTERNAL_ERROR, "missing program for pipe spawn");
+        rpc_reply_error_kind(req, RPC_INTERNAL_ERROR, "spawnFailed",
+                             "missing program for pipe spawn");
         return false;
     }
     return true;
@@ -504,7 +585,7 @@ static void handle_start(struct rpc_req *req)
     j->t = t;
     const char *program = argc ? json_string_value(json_array_get(argv, 0)) : "";
     j->program = program;
-    if (!start_check_table(j, argc)) goto out;
+    if (!start_check_table(j, argc) || !start_prepare_transparent(j)) goto out;
     char nerr[512];
     if (j->netp.present &&
         netproxy_start(req->loop, &j->netp, s, id, &j->proxy, nerr, sizeof nerr) < 0) {
@@ -537,6 +618,7 @@ static void handle_start(struct rpc_req *req)
             .sandbox = j->sandboxed ? &j->pol : NULL,
             .pid_inherit = sandbox_pid_namespace_inherit,
             .proxy_fd = -1,
+            .cgroup_fds = {-1, -1},
         };
         proc_snapshot_get(req->loop, t, id, &snap_req, &capture, on_snapshot, j);
         return;

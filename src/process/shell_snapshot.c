@@ -40,6 +40,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 
+#include "core/limits.h"
 #include "core/log.h"
 #include "process/env_policy.h"
 #include "process/guardian.h"
@@ -47,7 +48,7 @@
 #include "process/spawn.h"
 #include "proto/utf8.h"
 #include "rpc/params.h"
-#include "sandbox/placeholders.h"
+#include "sandbox/hold.h"
 #include "sandbox/policy.h"
 #include "util/buf.h"
 #include "util/mem.h"
@@ -423,7 +424,7 @@ struct capture {
     struct buf out;
     bool eof, exited, failed, finished;
     int status;
-    struct sb_placeholders *ph;
+    struct sandbox_hold *hold;
 };
 
 static struct snap_entry *cache[SNAP_MAX_CACHED]; /* least recently used first */
@@ -538,8 +539,8 @@ static void capture_finish(struct capture *c)
     uv_close((uv_handle_t *)&c->pid_poll, capture_handle_closed);
     close(c->pidfd);
     guardian_untrack(c->pid);
-    sandbox_placeholders_release(c->ph);
-    c->ph = NULL;
+    sandbox_hold_release(c->hold);
+    c->hold = NULL;
 
     int rc = -EIO;
     if (!c->failed && c->status == 0)
@@ -651,11 +652,16 @@ static bool capture_start(uv_loop_t *loop, struct snap_entry *e, const struct sp
     crq.stdio = stdio;
     crq.extra_fds = &probe;
     crq.n_extra_fds = 1;
-    struct sb_placeholders *ph = NULL;
-    if (crq.sandbox) ph = sandbox_placeholders_acquire(&crq.sandbox->placeholders);
+    struct sandbox_hold *hold = NULL;
+    int herr = 0;
+    if (crq.sandbox) {
+        hold = sandbox_hold_acquire(crq.sandbox, server_limits.sandbox_max_processes,
+                                    server_limits.sandbox_max_memory, &herr);
+        sandbox_hold_cgroup_fds(hold, crq.cgroup_fds);
+    }
     struct spawn_result sr;
     int sberr = 0;
-    int rc = spawn_child(&crq, &sr, &sberr);
+    int rc = herr < 0 ? herr : spawn_child(&crq, &sr, &sberr);
     free(argv);
     argv = NULL;
     close(outp[1]);
@@ -665,7 +671,7 @@ static bool capture_start(uv_loop_t *loop, struct snap_entry *e, const struct sp
     close(probe);
     probe = -1;
     if (rc < 0) {
-        sandbox_placeholders_release(ph);
+        sandbox_hold_release(hold);
         err = rc == SPAWN_ERR_SANDBOX ? sberr : -rc;
         goto fail;
     }
@@ -676,7 +682,7 @@ static bool capture_start(uv_loop_t *loop, struct snap_entry *e, const struct sp
     c->pid = sr.pid;
     c->pidfd = sr.pidfd;
     c->out_fd = outp[0];
-    c->ph = ph;
+    c->hold = hold;
     buf_init(&c->out);
     c->pid_poll.data = c->out_poll.data = c->timer.data = c;
     uv_poll_init(loop, &c->pid_poll, c->pidfd);

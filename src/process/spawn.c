@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "core/limits.h"
 #include "core/log.h"
 #include "process/guardian.h"
 #include "process/spawner.h"
@@ -205,8 +206,9 @@ static void wire_sandbox(const struct spawn_request *rq, struct spawn_wire_req *
     if (p->enforce_fs) w->flags |= SPAWN_F_ENFORCE_FS;
     if (p->net_restricted) w->flags |= SPAWN_F_NET_RESTRICTED;
     if (rq->pid_inherit) w->flags |= SPAWN_F_PID_INHERIT;
+    w->max_procs = server_limits.sandbox_max_processes;
     const struct sb_paths *lists[] = {&p->readable, &p->writable, &p->readonly_sub, &p->denied,
-                                      &p->placeholders};
+                                      &p->protected_names};
     for (int i = 0; i < 5; i++) {
         w->list[SPAWN_L_READABLE + i] = paths_v(lists[i]);
         w->nlist[SPAWN_L_READABLE + i] = lists[i]->n;
@@ -215,7 +217,19 @@ static void wire_sandbox(const struct spawn_request *rq, struct spawn_wire_req *
         w->flags |= SPAWN_F_PROXY;
         w->proxy_ports[0] = rq->proxy_ports[0];
         w->proxy_ports[1] = rq->proxy_ports[1];
-        w->n_init_fds = 1;
+        w->n_init_fds++;
+        if (rq->transparent) {
+            w->flags |= SPAWN_F_TRANSPARENT;
+            w->n_init_fds++;
+        }
+    }
+    if (rq->cgroup_fds[0] >= 0) {
+        w->flags |= SPAWN_F_CGROUP;
+        w->n_init_fds++;
+    }
+    if (rq->cgroup_fds[1] >= 0) {
+        w->flags |= SPAWN_F_CGROUP2;
+        w->n_init_fds++;
     }
 }
 
@@ -346,7 +360,10 @@ static int op_send(struct spawn_op *op, const struct spawn_request *rq)
         fds[n++] = stdio[i];
     for (unsigned i = 0; i < rq->n_extra_fds; i++)
         fds[n++] = rq->extra_fds[i];
-    if (w.n_init_fds) fds[n++] = rq->proxy_fd;
+    if (w.flags & SPAWN_F_PROXY) fds[n++] = rq->proxy_fd;
+    if (w.flags & SPAWN_F_TRANSPARENT) fds[n++] = rq->tun_fd;
+    if (w.flags & SPAWN_F_CGROUP) fds[n++] = rq->cgroup_fds[0];
+    if (w.flags & SPAWN_F_CGROUP2) fds[n++] = rq->cgroup_fds[1];
     int rc = spawner_request(&w, fds, n);
     close(st[1]);
     free(exe);

@@ -28,10 +28,16 @@ struct spawn_request {
     int proxy_fd;                  /* managed network: the proxy's socketpair end for the
                                       sandbox's init, or -1 (not closed here) */
     unsigned short proxy_ports[2]; /* HTTP, SOCKS5 ports in the child's netns; 0 = none */
+    bool transparent;              /* with proxy_fd: transparent TCP (sandbox/tun.h) */
+    int tun_fd;                    /* with transparent: an O_PATH descriptor of /dev/net/tun
+                                      for the init (not closed here) */
     const char *refusal;           /* run nothing: print this on stderr and exit refusal_code */
     int refusal_code;              /* 0 means 1 */
     bool serve;                    /* sandboxed, no exec: run the spawner's serve function on
                                       extra fd 0 (the fs helper) */
+    int cgroup_fds[2];             /* sandboxed: the cgroup.procs of its cgroups (sandbox/
+                                      cgroup_caps.h) for the spawner to move the init into
+                                      first, -1 where none; not closed */
 };
 
 struct spawn_result {

@@ -11,7 +11,7 @@ struct hdr {
     uint32_t magic, version, flags;
     uint16_t rows, cols;
     uint16_t proxy_ports[2];
-    uint32_t n_extra_fds, n_init_fds, refuse_code;
+    uint32_t n_extra_fds, n_init_fds, refuse_code, max_procs;
 };
 
 static void put_u32(struct buf *b, uint32_t v)
@@ -32,7 +32,7 @@ void spawn_wire_encode(struct buf *out, const struct spawn_wire_req *r)
                     r->flags,         r->rows,
                     r->cols,          {r->proxy_ports[0], r->proxy_ports[1]},
                     r->n_extra_fds,   r->n_init_fds,
-                    r->refuse_code};
+                    r->refuse_code,   r->max_procs};
     buf_append(out, &h, sizeof h);
     put_str(out, r->exe ? r->exe : "");
     put_str(out, r->cwd ? r->cwd : "");
@@ -84,6 +84,7 @@ int spawn_wire_decode(const char *p, size_t n, struct spawn_wire_req *r, void **
     r->n_extra_fds = h.n_extra_fds;
     r->n_init_fds = h.n_init_fds;
     r->refuse_code = h.refuse_code;
+    r->max_procs = h.max_procs;
     struct rd d = {p, n, sizeof h};
     if (get_str(&d, &r->exe) < 0 || get_str(&d, &r->cwd) < 0) return -EPROTO;
     /* First pass: counts, bounded by what the frame can hold (>= 5 bytes a string). */

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/own_ports.h"
 #include "util/fdframe.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -40,6 +41,8 @@ static int start_locked(void)
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, sv[1], SPAWNER_SOCK_FD);
+    if (own_ports_fd() >= 0)
+        posix_spawn_file_actions_adddup2(&fa, own_ports_fd(), SPAWNER_PORTS_FD);
     posix_spawnattr_t at;
     posix_spawnattr_init(&at);
     sigset_t none, all;

@@ -25,6 +25,7 @@
 
 #define SPAWNER_ARG "--internal-spawner"
 #define SPAWNER_SOCK_FD 3
+#define SPAWNER_PORTS_FD 4 /* the daemon's listening ports, read-only (core/own_ports.h) */
 
 enum {
     SPAWN_REC_PID = 'P',

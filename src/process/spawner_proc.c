@@ -6,37 +6,26 @@
  * CLONE_PARENT) on a stack of its own: the spawner waits while the child sets up
  * its descriptors and execs, and learns an exec failure through shared memory.
  *
- * A sandboxed child is a fork (clone(CLONE_PARENT) with fresh user, PID, mount,
- * IPC, UTS and, network restricted, network namespaces): the sandbox's init, PID 1 of
- * its namespace. It builds the view (sandbox/enforce), vforks the command, which
- * confines itself and execs, and then only waits: when the command exits the init
- * exits with its status (128+N for a signal, as a shell reports it) and the kernel
- * kills whatever the command left behind in the namespace. The init ignores the
- * signals a process group receives (terminate sends SIGKILL, which it cannot), so
- * signals reach the command as they would unsandboxed. With a managed network the
- * init also accepts connections on loopback inside the namespace and hands each
- * socket to the daemon's proxy over a socketpair (SCM_RIGHTS, a 1-byte tag). */
+ * A sandboxed child is the sandbox's init, cloned into fresh namespaces by
+ * sandbox/sandbox_init.h, which runs the whole setup in one sequence; the spawner
+ * only decodes the request, hands it over with its own part (the command's
+ * descriptors, cwd and exec, shared with ordinary children, and the status records)
+ * and records the init's pid. */
 #include "process/spawner.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/signalfd.h>
-#include <sys/socket.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "sandbox/enforce.h"
+#include "core/own_ports.h"
+#include "sandbox/sandbox_init.h"
 #include "util/fdclose.h"
 #include "util/fdframe.h"
 
@@ -175,244 +164,119 @@ static void start_plain(struct job *j, char *stack)
         spawner_record(j->status, SPAWN_REC_STARTED, 0);
 }
 
-/* ---- sandboxed children: the init --------------------------------------------------------- */
+/* ---- sandboxed children ------------------------------------------------------------------ */
 
-static int listen_loopback(uint16_t port)
+/* The spawner's part of a sandboxed start (sandbox/sandbox_init.h runs the rest). */
+
+static int step_of(enum sandbox_step s)
 {
-    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (s < 0) return -errno;
-    int one = 1;
-    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = {
-        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (bind(s, (struct sockaddr *)&a, sizeof a) < 0 || listen(s, 128) < 0) {
-        int e = errno;
-        close(s);
-        return -e;
+    switch (s) {
+    case SANDBOX_STEP_CLONE: return SPAWN_STEP_CLONE;
+    case SANDBOX_STEP_SESSION: return SPAWN_STEP_SESSION;
+    case SANDBOX_STEP_DEATHSIG: return SPAWN_STEP_DEATHSIG;
+    case SANDBOX_STEP_SUBREAPER: return SPAWN_STEP_SUBREAPER;
+    case SANDBOX_STEP_SIGNALS: return SPAWN_STEP_SIGNALS;
+    case SANDBOX_STEP_TTY: return SPAWN_STEP_TTY;
+    case SANDBOX_STEP_SETUP: return SPAWN_STEP_SANDBOX;
+    case SANDBOX_STEP_PROXY: return SPAWN_STEP_PROXY;
+    case SANDBOX_STEP_CWD: return SPAWN_STEP_CWD;
+    case SANDBOX_STEP_CONFINE: return SPAWN_STEP_CONFINE;
+    case SANDBOX_STEP_STDIO: return SPAWN_STEP_STDIO;
     }
-    return s;
-}
-
-/* Hands an accepted connection to the daemon's proxy. */
-static void pass_conn(int proxy, int conn, char tag)
-{
-    struct iovec iov = {&tag, 1};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    memset(&u, 0, sizeof u);
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &conn, sizeof conn);
-    while (sendmsg(proxy, &mh, MSG_NOSIGNAL) < 0 && errno == EINTR) {
-    }
-}
-
-static int exit_code(int st)
-{
-    return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
-}
-
-/* Kills what the command left behind when there is no PID namespace to do it:
- * every orphan came to us (a subreaper), so our children are all of them. */
-static void kill_leftovers(void)
-{
-    for (int round = 0; round < 1000; round++) {
-        char path[64], buf[4096];
-        snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-        if (fd >= 0) close(fd);
-        if (n <= 0) break;
-        buf[n] = 0;
-        for (char *p = buf; *p;) {
-            char *end;
-            long pid = strtol(p, &end, 10);
-            if (end == p) break;
-            kill((pid_t)pid, SIGKILL);
-            p = end;
-        }
-        while (waitpid(-1, NULL, WNOHANG) > 0) {
-        }
-        int st;
-        if (waitpid(-1, &st, 0) < 0 && errno == ECHILD) break;
-    }
-}
-
-/* The init's life after the command started: reap, relay connections, and exit
- * with the command's status. */
-static __attribute__((noreturn)) void init_wait(pid_t cmd, const struct spawn_wire_req *r,
-                                                int proxy, const int *listeners, int nl, int sfd)
-{
-    for (;;) {
-        struct pollfd p[3];
-        int np = 0;
-        p[np++] = (struct pollfd){sfd, POLLIN, 0};
-        for (int i = 0; i < nl; i++)
-            p[np++] = (struct pollfd){listeners[i], POLLIN, 0};
-        if (poll(p, (nfds_t)np, -1) < 0 && errno != EINTR) _exit(1);
-        for (int i = 0; i < nl; i++) {
-            if (!(p[1 + i].revents & POLLIN)) continue;
-            int c;
-            while ((c = accept4(listeners[i], NULL, NULL, SOCK_CLOEXEC)) >= 0) {
-                pass_conn(proxy, c, r->proxy_ports[0] && i == 0 ? 'H' : 'S');
-                close(c);
-            }
-        }
-        if (!(p[0].revents & POLLIN)) continue;
-        struct signalfd_siginfo si;
-        while (read(sfd, &si, sizeof si) > 0) {
-        }
-        int st;
-        pid_t w;
-        while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
-            if (w != cmd) continue;
-            if (r->flags & SPAWN_F_PID_INHERIT) kill_leftovers();
-            _exit(exit_code(st));
-        }
-    }
+    return SPAWN_STEP_NONE;
 }
 
 /* Ends the init (or the fs helper) whose step failed: the step and errno go on the
- * status pipe as a sandbox failure ('W', then 'F'). */
-static __attribute__((noreturn)) void init_fail(struct job *j, int step, int err)
+ * status pipe as a sandbox failure ('W', then 'F'); a failed clone of the command is
+ * an exec-side failure ('E') as for an ordinary child. */
+static __attribute__((noreturn)) void sbx_fail(void *job, enum sandbox_step step, int err)
 {
-    spawner_record(j->status, SPAWN_REC_STEP, step);
-    spawner_record(j->status, SPAWN_REC_SETUP, err > 0 ? err : EIO);
+    struct job *j = job;
+    spawner_record(j->status, SPAWN_REC_STEP, step_of(step));
+    spawner_record(j->status, step == SANDBOX_STEP_CLONE ? SPAWN_REC_EXEC : SPAWN_REC_SETUP,
+                   err > 0 ? err : EIO);
     _exit(127);
 }
 
-/* The sandboxed fs helper: no exec (nothing of the host need be visible to load a
- * program from); the init confines itself and serves. */
-static __attribute__((noreturn)) void serve_confined(struct job *j, struct sandbox_confinement *c)
+static __attribute__((noreturn)) void sbx_exec_command(void *job,
+                                                       const struct sandbox_confinement *c)
 {
-    int sock = j->r.n_extra_fds && serve_fn ? j->extra[0] : -1;
-    (void)prctl(PR_SET_NAME, "exec-sbx-helper"); /* a name for ps, nothing depends on it */
-    if (sock < 0) init_fail(j, SPAWN_STEP_STDIO, EPROTO);
-    if (chdir("/") < 0) init_fail(j, SPAWN_STEP_CWD, errno);
-    int rc = sandbox_confine(c);
-    if (rc < 0) init_fail(j, SPAWN_STEP_CONFINE, -rc);
-    sigset_t none;
-    sigemptyset(&none);
-    if (sigprocmask(SIG_SETMASK, &none, NULL) < 0) init_fail(j, SPAWN_STEP_SIGNALS, errno);
-    spawner_record(j->status, SPAWN_REC_STARTED, 0);
-    for (int i = 0; i < j->nfds; i++)
-        if (j->fds[i] != sock) close(j->fds[i]);
-    if (c->ruleset_fd >= 0) close(c->ruleset_fd);
-    _exit(serve_fn(sock));
+    struct job *j = job;
+    child_exec(j, j->r.flags & SPAWN_F_TTY, c);
+    _exit(127); /* not reached: child_exec execs or fails */
 }
 
-static __attribute__((noinline)) pid_t vfork_command(struct job *j,
-                                                     const struct sandbox_confinement *c)
+static bool sbx_command_failed(void *job)
 {
-    pid_t pid = vfork();
-    if (pid == 0) child_exec(j, j->r.flags & SPAWN_F_TTY, c);
-    return pid;
+    struct job *j = job;
+    if (!j->child_err) return false;
+    record_child_failure(j);
+    return true;
 }
 
-/* Runs in the init (PID 1 of the new namespaces, or a subreaper without a PID
- * namespace). Never returns. */
-static __attribute__((noreturn)) void sandbox_init(struct job *j, bool userns, uid_t uid, gid_t gid)
+static void sbx_started(void *job)
 {
-    close(SPAWNER_SOCK_FD);
-    (void)prctl(PR_SET_NAME, "exec-sandbox"); /* a name for ps, nothing depends on it */
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) init_fail(j, SPAWN_STEP_DEATHSIG, errno);
-    if (setsid() < 0) init_fail(j, SPAWN_STEP_SESSION, errno);
-    /* Without a PID namespace, the command's orphans must come to us to be killed. */
-    if ((j->r.flags & SPAWN_F_PID_INHERIT) && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
-        init_fail(j, SPAWN_STEP_SUBREAPER, errno);
-    /* The process group's signals are the command's business; SIGKILL still ends us. */
-    sigset_t all;
-    sigfillset(&all);
-    if (sigprocmask(SIG_SETMASK, &all, NULL) < 0) init_fail(j, SPAWN_STEP_SIGNALS, errno);
-    if ((j->r.flags & SPAWN_F_TTY) && ioctl(j->in, TIOCSCTTY, 0) < 0)
-        init_fail(j, SPAWN_STEP_TTY, errno);
-    struct sandbox_spec spec = {
-        .enforce_fs = j->r.flags & SPAWN_F_ENFORCE_FS,
-        .net_restricted = j->r.flags & SPAWN_F_NET_RESTRICTED,
-        .net_proxy = j->r.flags & SPAWN_F_PROXY,
-        .pid_inherit = j->r.flags & SPAWN_F_PID_INHERIT,
-        .readable = j->r.list[SPAWN_L_READABLE],
-        .writable = j->r.list[SPAWN_L_WRITABLE],
-        .readonly_sub = j->r.list[SPAWN_L_READONLY_SUB],
-        .denied = j->r.list[SPAWN_L_DENIED],
-        .placeholders = j->r.list[SPAWN_L_PLACEHOLDERS],
-    };
-    struct sandbox_confinement conf;
-    const char *what = "";
-    int rc = sandbox_setup(&spec, userns, uid, gid, &conf, &what);
-    if (rc < 0) {
-        fprintf(stderr, "exec-server: sandbox setup failed at %s: %s\n", what, strerror(-rc));
-        init_fail(j, SPAWN_STEP_SANDBOX, -rc);
-    }
-    /* The command needs the ruleset while it puts its own 0, 1, 2, 3... in place. */
-    if (conf.ruleset_fd >= 0 && conf.ruleset_fd < FD_BASE) {
-        int h = fcntl(conf.ruleset_fd, F_DUPFD_CLOEXEC, FD_BASE);
-        int err = errno;
-        close(conf.ruleset_fd);
-        conf.ruleset_fd = h;
-        if (h < 0) init_fail(j, SPAWN_STEP_SANDBOX, err);
-    }
-    if (j->r.flags & SPAWN_F_SERVE) serve_confined(j, &conf);
-    int listeners[2], nl = 0;
-    int proxy = j->r.n_init_fds ? j->init_fds[0] : -1;
-    if ((j->r.flags & SPAWN_F_PROXY) && proxy >= 0) {
-        for (int i = 0; i < 2; i++) {
-            if (!j->r.proxy_ports[i]) continue;
-            int s = listen_loopback(j->r.proxy_ports[i]);
-            if (s < 0) init_fail(j, SPAWN_STEP_PROXY, -s);
-            listeners[nl++] = s;
-        }
-    }
-    /* Without it the init could not learn that the command exited: it would wait
-     * forever, and so would the client. */
-    int sfd = signalfd(-1, &all, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (sfd < 0) init_fail(j, SPAWN_STEP_SIGNALS, errno);
-    j->child_err = 0;
-    pid_t cmd = vfork_command(j, &conf);
-    if (cmd < 0) {
-        int err = errno;
-        spawner_record(j->status, SPAWN_REC_STEP, SPAWN_STEP_CLONE);
-        spawner_record(j->status, SPAWN_REC_EXEC, err);
-        _exit(127);
-    }
-    if (j->child_err) {
-        record_child_failure(j);
-        _exit(127);
-    }
+    struct job *j = job;
     spawner_record(j->status, SPAWN_REC_STARTED, 0);
-    /* Keep nothing of the command's: its pipes must reach EOF when it is gone. */
-    for (int i = 0; i < j->nfds; i++)
-        if (j->fds[i] != proxy) close(j->fds[i]);
-    if (conf.ruleset_fd >= 0) close(conf.ruleset_fd);
-    init_wait(cmd, &j->r, proxy, listeners, nl, sfd);
+}
+
+static const struct sandbox_ops sbx_ops = {
+    .fail = sbx_fail,
+    .exec_command = sbx_exec_command,
+    .command_failed = sbx_command_failed,
+    .started = sbx_started,
+};
+
+/* The i-th cgroup.procs among the init fds (they come last: SPAWN_F_CGROUP, then
+ * SPAWN_F_CGROUP2), or -1. */
+static int cgroup_init_fd(const struct job *j, int i)
+{
+    uint32_t f = j->r.flags;
+    int n = !!(f & SPAWN_F_CGROUP) + (f & SPAWN_F_CGROUP ? !!(f & SPAWN_F_CGROUP2) : 0);
+    if (i >= n || (int)j->r.n_init_fds < n) return -1;
+    return j->init_fds[(int)j->r.n_init_fds - n + i];
 }
 
 static void start_sandboxed(struct job *j)
 {
-    uid_t uid = geteuid();
-    gid_t gid = getegid();
-    int ns = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
-    if (!(j->r.flags & SPAWN_F_PID_INHERIT)) ns |= CLONE_NEWPID;
-    if (j->r.flags & SPAWN_F_NET_RESTRICTED) ns |= CLONE_NEWNET;
-    bool userns = true;
-    long pid = syscall(SYS_clone, CLONE_PARENT | CLONE_NEWUSER | ns | SIGCHLD, NULL, NULL, NULL, 0);
-    if (pid < 0 && uid == 0 && (errno == EPERM || errno == EINVAL || errno == ENOSPC)) {
-        /* No user namespace for root here (disabled or exhausted): the namespaces
-         * are made as root, and the command still drops every capability. */
-        userns = false;
-        pid = syscall(SYS_clone, CLONE_PARENT | ns | SIGCHLD, NULL, NULL, NULL, 0);
-    }
-    if (pid == 0) sandbox_init(j, userns, uid, gid);
+    struct sandbox_ops ops = sbx_ops;
+    ops.serve = serve_fn;
+    uint32_t f = j->r.flags;
+    struct sandbox_start st = {
+        .spec =
+            {
+                .enforce_fs = f & SPAWN_F_ENFORCE_FS,
+                .net_restricted = f & SPAWN_F_NET_RESTRICTED,
+                .net_proxy = f & SPAWN_F_PROXY,
+                .pid_inherit = f & SPAWN_F_PID_INHERIT,
+                .serve = f & SPAWN_F_SERVE,
+                .max_procs = j->r.max_procs,
+                .readable = j->r.list[SPAWN_L_READABLE],
+                .writable = j->r.list[SPAWN_L_WRITABLE],
+                .readonly_sub = j->r.list[SPAWN_L_READONLY_SUB],
+                .denied = j->r.list[SPAWN_L_DENIED],
+                .protected_names = j->r.list[SPAWN_L_PROTECTED],
+            },
+        .tty = f & SPAWN_F_TTY,
+        .tty_fd = j->in,
+        .err_fd = j->err,
+        .proxy_fd = (f & SPAWN_F_PROXY) ? j->init_fds[0] : -1,
+        .proxy_ports = {j->r.proxy_ports[0], j->r.proxy_ports[1]},
+        .tun_fd = (f & SPAWN_F_TRANSPARENT) && j->r.n_init_fds > 1 ? j->init_fds[1] : -1,
+        .cgroup_fds = {cgroup_init_fd(j, 0), cgroup_init_fd(j, 1)},
+        .serve_sock = j->r.n_extra_fds ? j->extra[0] : -1,
+        .spawner_sock = SPAWNER_SOCK_FD,
+        .fd_base = FD_BASE,
+        .job_fds = j->fds,
+        .njob_fds = j->nfds,
+        .ops = &ops,
+        .job = j,
+    };
+    j->child_err = 0;
+    pid_t pid = sandbox_spawn(&st);
     if (pid < 0) {
-        int err = errno;
         spawner_record(j->status, SPAWN_REC_STEP, SPAWN_STEP_CLONE);
-        spawner_record(j->status, SPAWN_REC_SETUP, err);
+        spawner_record(j->status, SPAWN_REC_SETUP, -pid);
         return;
     }
     spawner_record(j->status, SPAWN_REC_PID, (int)pid);
@@ -456,6 +320,9 @@ int spawner_main(int sk, spawner_serve_fn serve)
     (void)prctl(PR_SET_NAME, "exec-spawner"); /* a name for ps, nothing depends on it */
     /* Die with the daemon: a spawner without it would only hold its pipes open. */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) return 1;
+    /* Every sandbox init is a fork of this process and reads the live table through
+     * this mapping; without it a network-enabled sandbox is refused (net_guard). */
+    if (own_ports_attach(SPAWNER_PORTS_FD) == 0) close(SPAWNER_PORTS_FD);
     char *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (stack == MAP_FAILED) return 1;

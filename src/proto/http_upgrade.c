@@ -157,16 +157,22 @@ static int parse_request_line(struct span line, struct span *method, struct span
     return 0;
 }
 
-static const char *reason(int status)
+const char *http_reason(int status)
 {
     switch (status) {
     case 101: return "Switching Protocols";
     case 200: return "OK";
     case 400: return "Bad Request";
+    case 401: return "Unauthorized";
     case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
+    case 411: return "Length Required";
+    case 413: return "Payload Too Large";
+    case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
     default: return "Error";
     }
@@ -179,7 +185,7 @@ static enum http_outcome reply(struct http_request_info *info, struct buf *out, 
     info->status = status;
     size_t blen = body ? strlen(body) : 0;
     buf_printf(out, "HTTP/1.1 %d %s\r\ncontent-length: %zu\r\nconnection: close\r\n", status,
-               reason(status), blen);
+               http_reason(status), blen);
     if (blen) buf_puts(out, "content-type: text/plain; charset=utf-8\r\n");
     if (extra_header) buf_puts(out, extra_header);
     buf_puts(out, "\r\n");
@@ -245,18 +251,67 @@ void http_ws_accept_key(const char *key, size_t key_len, char out[HTTP_WS_ACCEPT
     out[base64_encode(digest, sizeof digest, out)] = '\0';
 }
 
+void http_write_101(struct buf *out, const char *key, size_t len)
+{
+    char accept[HTTP_WS_ACCEPT_LEN + 1];
+    http_ws_accept_key(key, len, accept);
+    buf_printf(out,
+               "HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: "
+               "websocket\r\nsec-websocket-accept: %s\r\n\r\n",
+               accept);
+}
+
 static enum http_outcome accept_upgrade(struct http_request_info *info, struct buf *out,
                                         struct span key)
 {
-    char accept[HTTP_WS_ACCEPT_LEN + 1];
-    http_ws_accept_key(key.p, key.n, accept);
-    size_t alen = strlen(accept);
     info->status = 101;
-    buf_printf(out,
-               "HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: "
-               "websocket\r\nsec-websocket-accept: %.*s\r\n\r\n",
-               (int)alen, accept);
+    http_write_101(out, key.p, key.n);
     return HTTP_WEBSOCKET;
+}
+
+bool http_list_has(const char *value, size_t len, const char *token)
+{
+    return list_contains((struct span){value, len}, token);
+}
+
+bool http_ws_key_ok(const char *key, size_t len)
+{
+    return key_valid((struct span){key, len});
+}
+
+enum http_scan_result http_request_scan(const char *data, size_t len, struct http_field *want,
+                                        size_t nwant, struct http_request_head *head)
+{
+    struct field f[HTTP_SCAN_MAX_FIELDS];
+    if (nwant > HTTP_SCAN_MAX_FIELDS) nwant = HTTP_SCAN_MAX_FIELDS;
+    for (size_t i = 0; i < nwant; i++)
+        f[i] = (struct field){want[i].name, false, {0}};
+    memset(head, 0, sizeof *head);
+    struct head_scan h;
+    head_scan(data, len, f, nwant, &h);
+    struct span method = {0}, target = {0};
+    bool bad = h.bad_field;
+    if (h.has_start && parse_request_line(h.start, &method, &target, &head->http10) < 0) bad = true;
+    if (bad) return HTTP_SCAN_BAD;
+    if (!h.end) return len > HTTP_MAX_HEAD ? HTTP_SCAN_TOO_BIG : HTTP_SCAN_INCOMPLETE;
+    head->consumed = h.end;
+    head->method = method.p, head->method_len = method.n;
+    head->target = target.p, head->target_len = target.n;
+    struct span path = target_path(target);
+    head->path = path.p, head->path_len = path.n;
+    const char *q = memchr(target.p, '?', target.n);
+    if (q) {
+        head->query = q + 1;
+        head->query_len = (size_t)(target.p + target.n - q - 1);
+        const char *hash = memchr(head->query, '#', head->query_len);
+        if (hash) head->query_len = (size_t)(hash - head->query);
+    }
+    for (size_t i = 0; i < nwant; i++) {
+        want[i].seen = f[i].seen;
+        want[i].value = f[i].value.p;
+        want[i].len = f[i].value.n;
+    }
+    return HTTP_SCAN_OK;
 }
 
 enum http_outcome http_upgrade_parse(const char *data, size_t len, struct http_request_info *info,

@@ -49,6 +49,48 @@ void http_ws_accept_key(const char *key, size_t key_len, char out[HTTP_WS_ACCEPT
 enum http_outcome http_upgrade_parse(const char *data, size_t len, struct http_request_info *info,
                                      struct buf *reply);
 
+/* ---- any request head, for other HTTP servers (the fleet registry) ----
+ * The same tokenizer and request-line rules as http_upgrade_parse, without its
+ * routing: the caller gets the method, the target split into path and query, and the
+ * header fields it asks for, and decides the answer itself. */
+
+/* A header field the caller wants; after the scan, the first occurrence's trimmed
+ * value (pointing into the data) when seen. */
+struct http_field {
+    const char *name; /* lower case */
+    bool seen;
+    const char *value;
+    size_t len;
+};
+#define HTTP_SCAN_MAX_FIELDS 16
+
+struct http_request_head {
+    size_t consumed; /* bytes of the head with its blank line (HTTP_SCAN_OK) */
+    const char *method, *target, *path, *query; /* into data; query without '?' */
+    size_t method_len, target_len, path_len, query_len;
+    bool http10; /* HTTP/1.0 (else 1.1) */
+};
+
+enum http_scan_result {
+    HTTP_SCAN_INCOMPLETE, /* no blank line yet: call again with more bytes */
+    HTTP_SCAN_OK,         /* *head and want[] are filled */
+    HTTP_SCAN_BAD,        /* a malformed request line or header field: answer 400 */
+    HTTP_SCAN_TOO_BIG,    /* no end within HTTP_MAX_HEAD bytes: answer 431 */
+};
+
+/* Scans the request head at data[0..len); want[] (at most HTTP_SCAN_MAX_FIELDS) is
+ * reset and filled. */
+enum http_scan_result http_request_scan(const char *data, size_t len, struct http_field *want,
+                                        size_t nwant, struct http_request_head *head);
+/* Whether a comma-separated header value lists token (case-insensitively). */
+bool http_list_has(const char *value, size_t len, const char *token);
+/* Whether a Sec-WebSocket-Key is the base64 of 16 bytes (RFC 6455 4.1). */
+bool http_ws_key_ok(const char *key, size_t len);
+/* Appends the 101 answer to an upgrade request with this Sec-WebSocket-Key. */
+void http_write_101(struct buf *out, const char *key, size_t len);
+/* The reason phrase of the statuses our servers send ("Error" for others). */
+const char *http_reason(int status);
+
 enum http_response_outcome {
     HTTP_RESPONSE_INCOMPLETE, /* the head has not ended yet; call again with more bytes */
     HTTP_RESPONSE_UPGRADED,   /* a 101 with Upgrade: websocket, Connection: upgrade and

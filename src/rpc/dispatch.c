@@ -806,3 +806,22 @@ void rpc_dispatch(struct conn *c, const char *data, size_t len)
 out:
     json_decref(msg);
 }
+
+void rpc_reply_error_kind(struct rpc_req *req, int code, const char *kind, const char *message)
+{
+    metrics_request_done(req->method->name, false, metrics_now_ns() - req->start_ns);
+    log_request(req, code, message);
+    struct buf b;
+    buf_init_msg(&b);
+    buf_puts(&b, "{\"error\":{\"code\":");
+    buf_put_i64(&b, code);
+    buf_puts(&b, ",\"data\":{\"kind\":");
+    buf_put_json_str(&b, kind, strlen(kind));
+    buf_puts(&b, "},\"message\":");
+    buf_put_json_str(&b, message, strlen(message));
+    buf_puts(&b, "},\"id\":");
+    put_id(&b, req->id);
+    buf_putc(&b, '}');
+    conn_send(req->conn, &b);
+    rpc_req_free(req);
+}

@@ -76,6 +76,9 @@ void rpc_reply_json(struct rpc_req *req, json_t *result);
 /* Sends {"error":{"code":..,"message":..},"id":..}; frees req. */
 void rpc_reply_error(struct rpc_req *req, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same with error.data = {"kind": kind} between code and message, as 0.171.0
+ * sends process/start's spawn failures ("spawnNotFound"...); frees req. */
+void rpc_reply_error_kind(struct rpc_req *req, int code, const char *kind, const char *message);
 /* When d recorded a decode failure: replies -32602 with its text (freeing req) and
  * returns true, so a handler writes `if (rpc_reply_if_invalid(req, &d)) return;`. */
 bool rpc_reply_if_invalid(struct rpc_req *req, const struct pdec *d);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sandbox/sandbox_init.h"
 #include "util/mem.h"
 
 /* One directory this server created, with its number of users. */
@@ -35,7 +36,8 @@ struct sb_placeholders *sandbox_placeholders_acquire(const struct sb_paths *path
         while (e && strcmp(e->path, paths->v[i]))
             e = e->next;
         if (!e) {
-            /* Made by someone else meanwhile (EEXIST) is not ours to remove. */
+            /* Existing and not ours (EEXIST: the user's, or another program's): never
+             * ours to remove. Any other failure: the setup makes it or fails closed. */
             if (mkdir(paths->v[i], 0755) < 0) continue;
             e = xcalloc(1, sizeof *e);
             e->path = xstrdup(paths->v[i]);
@@ -59,7 +61,9 @@ void sandbox_placeholders_release(struct sb_placeholders *h)
     pthread_mutex_lock(&lock);
     for (size_t i = 0; i < h->n; i++) {
         struct ph_entry *e = h->e[i];
-        if (--e->users) continue;
+        /* Without a PID namespace a process that left the command's group may outlive
+         * the init and its reaping: such a placeholder stays (registered) for good. */
+        if (--e->users || sandbox_pid_namespace_inherit) continue;
         rmdir(e->path); /* fails harmlessly once something was put inside */
         for (struct ph_entry **pp = &entries; *pp; pp = &(*pp)->next) {
             if (*pp == e) {

@@ -68,7 +68,7 @@ void sandbox_policy_free(struct sandbox_policy *p)
     sandbox_paths_free(&p->writable);
     sandbox_paths_free(&p->readonly_sub);
     sandbox_paths_free(&p->denied);
-    sandbox_paths_free(&p->placeholders);
+    sandbox_paths_free(&p->protected_names);
     free(p->cwd);
     free(p->refusal);
     memset(p, 0, sizeof *p);
@@ -403,10 +403,12 @@ static const struct entry *entry_for(const struct entries *es, const char *path)
     return NULL;
 }
 
-/* Keeps the protected names under one writable root read-only: an existing one
- * becomes a read-only carve-out, a missing one a placeholder, a symlink a refusal
- * (a read-only bind would protect the link's target, and the link itself could be
- * replaced: the reference refuses the same way). */
+/* Keeps the protected names under one writable root read-only: each goes on the
+ * protected list whatever its state now (the sandbox's setup decides at mount time,
+ * when it is too late for the host to change it under the decision: an existing
+ * one is bound read-only onto itself, a missing one made and covered); a symlink
+ * is a refusal (a read-only bind would protect the link's target, and the link
+ * itself could be replaced: the reference refuses the same way). */
 static void protect_root(struct entries *es, const char *root, struct sandbox_policy *out)
 {
     for (int k = 0; sandbox_protected_names[k]; k++) {
@@ -415,15 +417,13 @@ static void protect_root(struct entries *es, const char *root, struct sandbox_po
         struct stat st;
         if (own && !own->implicit && own->access == ACC_WRITE) {
             /* The client made it writable on purpose. */
-        } else if (lstat(j, &st) < 0) {
-            if (errno == ENOENT) sandbox_paths_add(&out->placeholders, j);
-        } else if (S_ISLNK(st.st_mode)) {
+        } else if (lstat(j, &st) == 0 && S_ISLNK(st.st_mode)) {
             if (!out->refusal)
                 out->refusal = xasprintf("cannot enforce sandbox read-only path %s because it "
                                          "crosses writable symlink %s",
                                          j, j);
         } else {
-            entries_add(es, j, ACC_READ, true);
+            sandbox_paths_add(&out->protected_names, j);
         }
         free(j);
     }

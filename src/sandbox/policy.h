@@ -24,20 +24,21 @@ struct sb_paths {
 };
 
 struct sandbox_policy {
-    bool sandboxed;               /* a non-null sandbox object was given */
-    bool enforce_fs;              /* managed + restricted: the file system needs the kernel */
-    bool net_restricted;          /* the network must be denied (except AF_UNIX) */
-    bool full_read;               /* root readable and nothing denied */
-    bool full_write;              /* root writable and nothing denied */
-    struct sb_paths readable;     /* Landlock read rules */
-    struct sb_paths writable;     /* Landlock read+write rules, read-write bind mounts */
-    struct sb_paths readonly_sub; /* read-only bind mounts under writable roots */
-    struct sb_paths denied;       /* hidden: under a readable or writable root */
-    struct sb_paths placeholders; /* protected names missing under a writable root:
-                                     covered by read-only empty directories */
-    char *cwd;                    /* the resolved sandbox cwd, or NULL */
-    char *refusal;                /* why this policy cannot be enforced on this tree
-                                     (a protected name is a symlink), or NULL */
+    bool sandboxed;                  /* a non-null sandbox object was given */
+    bool enforce_fs;                 /* managed + restricted: the file system needs the kernel */
+    bool net_restricted;             /* the network must be denied (except AF_UNIX) */
+    bool full_read;                  /* root readable and nothing denied */
+    bool full_write;                 /* root writable and nothing denied */
+    struct sb_paths readable;        /* Landlock read rules */
+    struct sb_paths writable;        /* Landlock read+write rules, read-write bind mounts */
+    struct sb_paths readonly_sub;    /* read-only bind mounts under writable roots */
+    struct sb_paths denied;          /* hidden: under a readable or writable root */
+    struct sb_paths protected_names; /* .git, .codex... under each writable root: kept
+                                        read-only in the view whatever happens to
+                                        them on the host (sandbox/placeholders.h) */
+    char *cwd;                       /* the resolved sandbox cwd, or NULL */
+    char *refusal;                   /* why this policy cannot be enforced on this tree
+                                        (a protected name is a symlink), or NULL */
 };
 
 /* The names kept read-only under every writable root, whether or not they exist

@@ -8,14 +8,18 @@
 #include <errno.h>
 #include <linux/audit.h>
 #include <linux/seccomp.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <termios.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "util/fdframe.h"
 
 #if defined(__x86_64__)
 #define SC_AUDIT_ARCH AUDIT_ARCH_X86_64
@@ -25,8 +29,18 @@
 
 #define SC_LOAD_NR BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr))
 #define SC_LOAD_ARG_LO(i) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[i]))
+#define SC_LOAD_ARG_HI(i)                                                                          \
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[i]) + 4)
 #define SC_ERRNO(e) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((e)&SECCOMP_RET_DATA))
 
+/* nr -> a user notification, answered by the sandbox's init (net_guard.h). */
+#define SC_NOTIFY(nr)                                                                              \
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1),                                               \
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF)
+/* nr with any of bits set in the low 32 bits of argument i -> errno e; reloads nr. */
+#define SC_DENY_ARG_SET(nr, i, bits, e)                                                            \
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 4), SC_LOAD_ARG_LO(i),                            \
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, (uint32_t)(bits), 0, 1), SC_ERRNO(e), SC_LOAD_NR
 /* nr -> errno e. */
 #define SC_DENY(nr, e) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), SC_ERRNO(e)
 /* nr with the low 32 bits of argument i equal to v -> errno e; reloads nr. */
@@ -158,6 +172,183 @@ static const struct sock_filter net_inet_only[] = {
     SC_DENY_ARG_NOT2(__NR_socket, 0, AF_INET, AF_INET6, EPERM),
 };
 
+/* Network enabled: the host's network, but not this server's listeners. Every
+ * connect(2) is decided by the init (net_guard.h); the calls that connect without
+ * connect(2) are refused: TCP Fast Open's sendto/sendmsg, and SCTP (its sendmsg and
+ * setsockopt connect too; an inet SOCK_SEQPACKET socket is SCTP). */
+static const struct sock_filter net_guarded[] = {
+    SC_NOTIFY(__NR_connect),
+    SC_DENY_ARG_SET(__NR_sendto, 3, MSG_FASTOPEN, EOPNOTSUPP),
+    SC_DENY_ARG_SET(__NR_sendmsg, 2, MSG_FASTOPEN, EOPNOTSUPP),
+    SC_DENY_ARG_SET(__NR_sendmmsg, 3, MSG_FASTOPEN, EOPNOTSUPP),
+    SC_DENY_ARG_EQ(__NR_socket, 2, IPPROTO_SCTP, EPROTONOSUPPORT),
+    /* socket(AF_INET or AF_INET6, SOCK_SEQPACKET | flags, 0) */
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 0, 7),
+    SC_LOAD_ARG_LO(0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET, 1, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET6, 0, 4),
+    SC_LOAD_ARG_LO(1),
+    BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xf),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_SEQPACKET, 0, 1),
+    SC_ERRNO(EPROTONOSUPPORT),
+    SC_LOAD_NR,
+};
+
+/* nr -> allowed. */
+#define SC_ALLOW(nr)                                                                               \
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
+/* nr allowed only when the low 32 bits of argument i equal v; reloads nr. */
+#define SC_ALLOW_ARG_EQ(nr, i, v)                                                                  \
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 4), SC_LOAD_ARG_LO(i),                            \
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)(v), 0, 1),                                  \
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW), SC_LOAD_NR
+
+/* The fs helper's calls: the hot ones first (a request is a few reads, an open, a
+ * stat and a reply). */
+static const struct sock_filter fs_helper_allow[] = {
+    /* its socket and the request loop */
+    SC_ALLOW(__NR_read),
+    SC_ALLOW(__NR_write),
+    SC_ALLOW(__NR_recvmsg),
+    SC_ALLOW(__NR_sendmsg),
+    SC_ALLOW(__NR_poll),
+    SC_ALLOW(__NR_ppoll),
+    SC_ALLOW(__NR_readv),
+    SC_ALLOW(__NR_writev),
+    /* files */
+    SC_ALLOW(__NR_openat),
+    SC_ALLOW(__NR_close),
+    SC_ALLOW(__NR_newfstatat),
+    SC_ALLOW(__NR_fstat),
+    SC_ALLOW(__NR_statx),
+    SC_ALLOW(__NR_getdents64),
+    SC_ALLOW(__NR_lseek),
+    SC_ALLOW(__NR_pread64),
+    SC_ALLOW(__NR_pwrite64),
+    SC_ALLOW(__NR_preadv),
+    SC_ALLOW(__NR_pwritev),
+    SC_ALLOW(__NR_fcntl),
+    SC_ALLOW(__NR_dup),
+    SC_ALLOW(__NR_dup3),
+    SC_ALLOW(__NR_close_range),
+    SC_ALLOW(__NR_openat2),
+    SC_ALLOW(__NR_readlinkat),
+    SC_ALLOW(__NR_faccessat),
+    SC_ALLOW(__NR_faccessat2),
+    SC_ALLOW(__NR_mkdirat),
+    SC_ALLOW(__NR_unlinkat),
+    SC_ALLOW(__NR_renameat),
+    SC_ALLOW(__NR_renameat2),
+    SC_ALLOW(__NR_linkat),
+    SC_ALLOW(__NR_symlinkat),
+    SC_ALLOW(__NR_fchmod),
+    SC_ALLOW(__NR_fchmodat),
+    SC_ALLOW(__NR_fchown),
+    SC_ALLOW(__NR_fchownat),
+    SC_ALLOW(__NR_utimensat),
+    SC_ALLOW(__NR_ftruncate),
+    SC_ALLOW(__NR_truncate),
+    SC_ALLOW(__NR_fallocate),
+    SC_ALLOW(__NR_fsync),
+    SC_ALLOW(__NR_fdatasync),
+    SC_ALLOW(__NR_copy_file_range),
+    SC_ALLOW(__NR_sendfile),
+    SC_ALLOW(__NR_fadvise64),
+    SC_ALLOW(__NR_flock),
+    SC_ALLOW(__NR_getcwd),
+    SC_ALLOW(__NR_chdir),
+    SC_ALLOW(__NR_fchdir),
+    SC_ALLOW(__NR_statfs),
+    SC_ALLOW(__NR_fstatfs),
+    SC_ALLOW(__NR_umask),
+    SC_ALLOW(__NR_getxattr),
+    SC_ALLOW(__NR_lgetxattr),
+    SC_ALLOW(__NR_fgetxattr),
+    SC_ALLOW(__NR_listxattr),
+    SC_ALLOW(__NR_llistxattr),
+    SC_ALLOW(__NR_flistxattr),
+#if defined(__x86_64__)
+    /* the legacy path calls glibc still makes on x86_64 */
+    SC_ALLOW(__NR_open),
+    SC_ALLOW(__NR_stat),
+    SC_ALLOW(__NR_lstat),
+    SC_ALLOW(__NR_access),
+    SC_ALLOW(__NR_readlink),
+    SC_ALLOW(__NR_mkdir),
+    SC_ALLOW(__NR_rmdir),
+    SC_ALLOW(__NR_unlink),
+    SC_ALLOW(__NR_rename),
+    SC_ALLOW(__NR_link),
+    SC_ALLOW(__NR_symlink),
+    SC_ALLOW(__NR_chmod),
+    SC_ALLOW(__NR_chown),
+    SC_ALLOW(__NR_lchown),
+    SC_ALLOW(__NR_getdents),
+    SC_ALLOW(__NR_dup2),
+    SC_ALLOW(__NR_getrlimit),
+#endif
+    /* memory */
+    SC_ALLOW(__NR_mmap),
+    SC_ALLOW(__NR_munmap),
+    SC_ALLOW(__NR_mremap),
+    SC_ALLOW(__NR_brk),
+    SC_ALLOW(__NR_mprotect),
+    SC_ALLOW(__NR_madvise),
+    /* itself: threads' locks, time, ids, signals to itself (abort), the end */
+    SC_ALLOW(__NR_futex),
+    SC_ALLOW(__NR_clock_gettime),
+    SC_ALLOW(__NR_clock_getres),
+    SC_ALLOW(__NR_gettimeofday),
+    SC_ALLOW(__NR_nanosleep),
+    SC_ALLOW(__NR_clock_nanosleep),
+    SC_ALLOW(__NR_sched_yield),
+    SC_ALLOW(__NR_sched_getaffinity),
+    SC_ALLOW(__NR_getrandom),
+    SC_ALLOW(__NR_getpid),
+    SC_ALLOW(__NR_gettid),
+    SC_ALLOW(__NR_getppid),
+    SC_ALLOW(__NR_getuid),
+    SC_ALLOW(__NR_geteuid),
+    SC_ALLOW(__NR_getgid),
+    SC_ALLOW(__NR_getegid),
+    SC_ALLOW(__NR_getgroups),
+    SC_ALLOW(__NR_getresuid),
+    SC_ALLOW(__NR_getresgid),
+    SC_ALLOW(__NR_uname),
+    SC_ALLOW(__NR_sysinfo),
+    SC_ALLOW(__NR_rt_sigaction),
+    SC_ALLOW(__NR_rt_sigprocmask),
+    SC_ALLOW(__NR_rt_sigreturn),
+    SC_ALLOW(__NR_sigaltstack),
+    SC_ALLOW(__NR_tgkill),
+    SC_ALLOW(__NR_tkill),
+    SC_ALLOW(__NR_set_robust_list),
+    SC_ALLOW(__NR_exit),
+    SC_ALLOW(__NR_exit_group),
+    /* reading its own limits (glibc's getrlimit): prlimit64(0, r, NULL, old), both
+     * halves of the pid and of the new limit's pointer checked (a pointer whose low
+     * half is 0, 0x7f0000000000 say, would otherwise pass as NULL and set limits, of
+     * any process of the uid) */
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_prlimit64, 0, 10),
+    SC_LOAD_ARG_LO(0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 7),
+    SC_LOAD_ARG_HI(0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 5),
+    SC_LOAD_ARG_LO(2),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 3),
+    SC_LOAD_ARG_HI(2),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    SC_LOAD_NR,
+    /* isatty and "how much is there to read": nothing else of ioctl */
+    SC_ALLOW_ARG_EQ(__NR_ioctl, 1, TCGETS),
+    SC_ALLOW_ARG_EQ(__NR_ioctl, 1, FIONREAD),
+};
+
+static const struct sock_filter fs_helper_default[] = {
+    SC_ERRNO(ENOSYS),
+};
+
 static const struct sock_filter epilogue[] = {
     BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 };
@@ -179,13 +370,15 @@ int seccomp_build(enum seccomp_net net, struct seccomp_prog *out)
     return -EOPNOTSUPP;
 #else
     _Static_assert(NELEM(prologue) + NELEM(base_rules) + NELEM(net_none) + NELEM(net_inet_only) +
-                           NELEM(epilogue) <=
+                           NELEM(net_guarded) + NELEM(epilogue) <=
                        SECCOMP_PROG_MAX,
                    "seccomp program too long");
 
     size_t n = put(out, 0, prologue, NELEM(prologue));
     if (net == SECCOMP_NET_NONE) n = put(out, n, net_none, NELEM(net_none));
     if (net == SECCOMP_NET_INET_ONLY) n = put(out, n, net_inet_only, NELEM(net_inet_only));
+    if (net == SECCOMP_NET_OPEN) n = put(out, n, net_guarded, NELEM(net_guarded));
+    out->listener = net == SECCOMP_NET_OPEN;
     n = put(out, n, base_rules, NELEM(base_rules));
     n = put(out, n, epilogue, NELEM(epilogue));
     out->prog.len = (unsigned short)n;
@@ -194,8 +387,37 @@ int seccomp_build(enum seccomp_net net, struct seccomp_prog *out)
 #endif
 }
 
-int seccomp_install(const struct seccomp_prog *p)
+int seccomp_build_fs_helper(struct seccomp_prog *out)
+{
+    memset(out, 0, sizeof *out);
+#ifndef SC_AUDIT_ARCH
+    return -EOPNOTSUPP;
+#else
+    _Static_assert(NELEM(prologue) + NELEM(fs_helper_allow) + NELEM(fs_helper_default) <=
+                       SECCOMP_PROG_MAX,
+                   "seccomp program too long");
+    size_t n = put(out, 0, prologue, NELEM(prologue));
+    n = put(out, n, fs_helper_allow, NELEM(fs_helper_allow));
+    n = put(out, n, fs_helper_default, NELEM(fs_helper_default));
+    out->prog.len = (unsigned short)n;
+    out->prog.filter = out->insns;
+    return 0;
+#endif
+}
+
+int seccomp_install(const struct seccomp_prog *p, int send_listener_to)
 {
     if (p->prog.len == 0) return -EINVAL;
-    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &p->prog, 0, 0) < 0 ? -errno : 0;
+    if (!p->listener)
+        return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &p->prog, 0, 0) < 0 ? -errno : 0;
+    /* The listener goes to the init over send_listener_to and is closed here: the
+     * command must never hold the descriptor that answers its own calls. */
+    long fd =
+        syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &p->prog);
+    if (fd < 0) return -errno;
+    int lfd = (int)fd;
+    int err = send_listener_to >= 0 ? -fdframe_send_tagged(send_listener_to, 'L', &lfd, 1) : EBADF;
+    close(lfd);
+    /* Installed, but with no one to answer: every connect would wait forever. */
+    return err ? -err : 0;
 }

@@ -21,15 +21,17 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define SECCOMP_PROG_MAX 256
+#define SECCOMP_PROG_MAX 512
 
 struct seccomp_prog {
     struct sock_filter insns[SECCOMP_PROG_MAX];
     struct sock_fprog prog;
+    bool listener; /* connect(2) is notified: install with a listener (net_guard.h) */
 };
 
 enum seccomp_net {
-    SECCOMP_NET_OPEN,      /* network enabled: sockets allowed */
+    SECCOMP_NET_OPEN,      /* network enabled: sockets allowed, connect(2) decided by the
+                              init (no listener of the server), no TCP Fast Open, no SCTP */
     SECCOMP_NET_NONE,      /* restricted: no socket(2) at all */
     SECCOMP_NET_INET_ONLY, /* managed proxy: IP sockets in the private netns, no
                               Unix sockets (the proxy listens on loopback) */
@@ -39,8 +41,19 @@ enum seccomp_net {
  * filter does not know (the caller must then refuse to run the child). */
 int seccomp_build(enum seccomp_net net, struct seccomp_prog *out);
 
+/* Builds the sandboxed fs helper's filter into *out: an allowlist (OpenSSH's
+ * sandbox-seccomp-filter.c is the model), since the helper runs our own code, which
+ * needs files, memory and its one socket, and nothing else: no socket(2), no
+ * connect, no process creation, no exec, no mount, no ptrace, no prctl, no ioctl
+ * but two harmless queries. Anything not listed fails with ENOSYS (libc then falls
+ * back or reports an error; the helper answers the request with it). Returns 0 or
+ * -EOPNOTSUPP on an unknown architecture. */
+int seccomp_build_fs_helper(struct seccomp_prog *out);
+
 /* Installs a filter built by seccomp_build on the calling thread (needs
- * no_new_privs or CAP_SYS_ADMIN). Async-signal-safe. Returns 0 or -errno. */
-int seccomp_install(const struct seccomp_prog *p);
+ * no_new_privs or CAP_SYS_ADMIN). A filter with a listener (p->listener) sends the
+ * listener's descriptor over the socket send_listener_to (SCM_RIGHTS, one byte 'L')
+ * and closes it; failing to is a failure. Async-signal-safe. Returns 0 or -errno. */
+int seccomp_install(const struct seccomp_prog *p, int send_listener_to);
 
 #endif

@@ -133,7 +133,13 @@ int config_parse(int argc, char **argv)
     int ch;
     while ((ch = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
         if (ch == ':') {
-            usage_error("%s needs a value (see --help)", argv[optind - 1]);
+            /* The flags the reference's argument parser checks get its wording. */
+            const struct opt_spec *m = row_of(optopt);
+            if (m && m->style == OPT_CLAP)
+                usage_error("a value is required for '--%s <%s>' but none was supplied", m->name,
+                            m->meta);
+            else
+                usage_error("%s needs a value (see --help)", argv[optind - 1]);
             return 2;
         }
         const struct opt_spec *o = ch == '?' ? NULL : row_of(ch);
@@ -509,7 +515,9 @@ static int resolve_bearer(const char *url)
         C.bearer = read_bearer_line();
         if (!C.bearer) return 1;
     } else if (key && *key) {
-        if (!remote_api_key_url_allowed(url)) {
+        /* The reference keeps an OpenAI key away from other hosts; a token of our own
+         * registry (docs/FLEET.md) is no OpenAI key and goes to the registry it is for. */
+        if (!remote_api_key_url_allowed(url) && strncmp(key, "exrt_", 5) != 0) {
             usage_error("remote exec-server API-key authentication is restricted to HTTPS "
                         "openai.com and openai.org hosts and subdomains or loopback hosts");
             return 1;
@@ -608,9 +616,18 @@ static int configure_jwt(void)
                     "signed-bearer-token` is set");
         return 2;
     }
+    /* Relative to the directory the server starts in, like every other file option
+     * (--ws-token-file, --tls-cert): made absolute once, so a SIGHUP re-read finds it. */
+    static char abs_secret[4096];
     if (C.ws_secret_file[0] != '/') {
-        usage_error("--ws-shared-secret-file must be an absolute path");
-        return 2;
+        char cwd[2048];
+        if (!getcwd(cwd, sizeof cwd)) {
+            usage_error("--ws-shared-secret-file %s: cannot resolve a relative path",
+                        C.ws_secret_file);
+            return 2;
+        }
+        snprintf(abs_secret, sizeof abs_secret, "%s/%s", cwd, C.ws_secret_file);
+        C.ws_secret_file = abs_secret;
     }
     char ib[512], ab[512], err[600];
     if (auth_configure_jwt(C.ws_secret_file, trimmed(C.ws_issuer, ib, sizeof ib),

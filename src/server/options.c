@@ -1,6 +1,7 @@
 /* options: the option table and what is derived from it (see options.h). */
 #include "server/options.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -59,6 +60,101 @@ static int parse_positive(const char *value, void *target, const char **why)
     return -EINVAL;
 }
 
+/* Rust's u16 parser (a '+' allowed, digits only), with its reasons. */
+static const char *parse_u16(const char *s, size_t n, uint16_t *out)
+{
+    size_t i = n && s[0] == '+';
+    if (n == 0) return "cannot parse integer from empty string";
+    if (i == n) return "invalid digit found in string";
+    unsigned long v = 0;
+    bool big = false;
+    for (; i < n; i++) {
+        if (!isdigit((unsigned char)s[i])) return "invalid digit found in string";
+        v = v * 10 + (unsigned long)(s[i] - '0');
+        if (v > 65535) {
+            big = true;
+            v = 65536;
+        }
+    }
+    if (big) return "number too large to fit in target type";
+    *out = (uint16_t)v;
+    return NULL;
+}
+
+/* A DNS name as the reference's host parser takes it: at most 253 bytes (a final
+ * dot included), labels of 1 to 63 letters, digits, `_` and `-`, no label starting
+ * or ending with `-`, one trailing dot allowed. */
+static bool dns_name_ok(const char *h, size_t n)
+{
+    if (n == 0 || n > 253) return false;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && h[j] != '.')
+            j++;
+        if (j == i || j - i > 63 || h[i] == '-' || h[j - 1] == '-') return false;
+        for (size_t k = i; k < j; k++)
+            if (!isalnum((unsigned char)h[k]) && h[k] != '_' && h[k] != '-') return false;
+        i = j + 1;
+    }
+    return true;
+}
+
+/* --tcp-upstream-proxy HOST:PORT, checked in the reference's order (the port after
+ * the last colon, then the host, then a zero port) with its texts (observed on
+ * 0.171.0). An IPv6 host is bracketed; it is stored without the brackets. */
+static int parse_host_port(const char *value, void *target, const char **why)
+{
+    static const char host_err[] = ": parse host from host-with-port\n"
+                                   " \xe2\x86\xaa parse host from string\n"
+                                   " \xe2\x86\xaa Option is None";
+    static char port_err[128];
+    struct limits_endpoint *ep = target;
+    const char *colon = strrchr(value, ':');
+    if (!colon) {
+        *why = ": missing port";
+        return -EINVAL;
+    }
+    uint16_t port = 0;
+    const char *reason = parse_u16(colon + 1, strlen(colon + 1), &port);
+    if (reason) {
+        snprintf(port_err, sizeof port_err, ": parse port as u16\n \xe2\x86\xaa %s", reason);
+        *why = port_err;
+        return -EINVAL;
+    }
+    size_t hn = (size_t)(colon - value);
+    char host[256];
+    unsigned char a6[16];
+    if (hn >= 2 && value[0] == '[' && value[hn - 1] == ']' && hn - 2 < sizeof host) {
+        memcpy(host, value + 1, hn - 2);
+        host[hn - 2] = '\0';
+        if (inet_pton(AF_INET6, host, a6) != 1) {
+            *why = host_err;
+            return -EINVAL;
+        }
+    } else if (hn < sizeof host) {
+        memcpy(host, value, hn);
+        host[hn] = '\0';
+        if (memchr(host, ':', hn) && inet_pton(AF_INET6, host, a6) == 1) {
+            *why = ": missing brackets for IPv6 address with port (in host-with-port)";
+            return -EINVAL;
+        }
+        if (!dns_name_ok(host, hn)) {
+            *why = host_err;
+            return -EINVAL;
+        }
+    } else {
+        *why = host_err;
+        return -EINVAL;
+    }
+    if (port == 0) {
+        *why = ": TCP upstream proxy port must be nonzero";
+        return -EINVAL;
+    }
+    snprintf(ep->host, sizeof ep->host, "%s", host);
+    ep->port = port;
+    return 0;
+}
+
 static const char *const ws_auth_modes[] = {"capability-token", "signed-bearer-token", NULL};
 static const char *const remote_transports[] = {"noise", "direct", NULL};
 static const char *const pid_namespaces[] = {"isolate", "inherit", NULL};
@@ -78,7 +174,7 @@ const struct opt_section options_sections[] = {
                     "An environment registry and its rendezvous relay, Noise encrypted."},
     [SEC_FORWARD] = {"Forward", "Options of `exec-server forward` only."},
     [SEC_CODEX] = {"Codex configuration",
-                   "Accepted and checked as `codex exec-server` 0.169.0 checks them; no key "
+                   "Accepted and checked as `codex exec-server` 0.171.0 checks them; no key "
                    "or feature changes what this exec-server does (docs/FLAGS.md)."},
 };
 const size_t options_section_count = sizeof options_sections / sizeof options_sections[0];
@@ -131,6 +227,19 @@ const struct opt_spec options_table[] = {
      .env = "CODEX_EXEC_SERVER_PROXY_PRIVATE_IPS_VIA_UPSTREAM", .env_rule = OPT_ENV_BOOL,
      .help = "let permitted private-IP destinations use the configured upstream proxy of "
              "the managed network proxy (direct when none applies; loopback stays local)"},
+    {.name = "linux-sandbox-transparent-tcp", .kind = OPT_FLAG, .modes = OPT_BOTH,
+     TO(L.sandbox_transparent_tcp),
+     .help = "route the TCP of every sandboxed command with a managed network "
+             "(enforceManagedNetwork) through the policy proxy, as if its networkProxy "
+             "asked for transparentTcp: a TUN device in the sandbox, a synthetic-name "
+             "resolver at 127.0.0.53, every connection decided like a SOCKS5 one"},
+    {.name = "tcp-upstream-proxy", .meta = "HOST:PORT", .kind = OPT_PARSE, .modes = OPT_BOTH,
+     TO(L.tcp_upstream_proxy), .parse = parse_host_port, .style = OPT_CLAP,
+     .help = "the HTTP CONNECT proxy every raw TCP connection of the managed proxy's "
+             "SOCKS5 side and of transparent TCP must leave through (`CONNECT host:port`, "
+             "names unresolved); a request without allowUpstreamProxy, a loopback or a "
+             "non-private local destination, and a refusing proxy get a connection error, "
+             "never a direct connection"},
     {.name = "allow-unauthenticated", .kind = OPT_FLAG, .modes = OPT_BOTH,
      .section = SEC_WS_AUTH, TO(C.allow_unauthenticated),
      .help = "listen on an address that is not loopback without --ws-auth (refused "
@@ -151,7 +260,7 @@ const struct opt_spec options_table[] = {
      .help = "the token's SHA-256 as 64 hex digits, instead of the file"},
     {.name = "ws-shared-secret-file", .meta = "PATH", .kind = OPT_STRING, .modes = OPT_BOTH,
      .section = SEC_WS_AUTH, TO(C.ws_secret_file),
-     .help = "signed-bearer-token: absolute path of the HS256 secret (at least 32 bytes)"},
+     .help = "signed-bearer-token: the file of the HS256 secret (at least 32 bytes; a relative path starts in the directory the server starts in)"},
     {.name = "ws-issuer", .meta = "ISS", .kind = OPT_STRING, .modes = OPT_BOTH,
      .section = SEC_WS_AUTH, TO(C.ws_issuer),
      .help = "signed-bearer-token: the iss claim must equal ISS (blanks trimmed)"},
@@ -180,6 +289,20 @@ const struct opt_spec options_table[] = {
      .section = SEC_LIMITS, TO(L.max_total_processes), .min = 1, .max = 1000000,
      .expect = "a positive count", .def = "4096",
      .help = "the same over all sessions"},
+    {.name = "sandbox-max-processes", .meta = "N", .kind = OPT_COUNT, .modes = OPT_BOTH,
+     .section = SEC_LIMITS, TO(L.sandbox_max_processes), .min = 2, .max = 4194304,
+     .expect = "a count of at least 2", .def = "4096",
+     .help = "processes and threads one sandboxed command may hold at once, its sandbox's "
+             "init included; a fork past it fails with EAGAIN. RLIMIT_NPROC in the sandbox's "
+             "user namespace, and for a server running as root (to whom the kernel never "
+             "applies it) a pids cgroup per sandbox where one can be made (docs/SANDBOX.md)"},
+    {.name = "sandbox-max-memory", .meta = "BYTES", .kind = OPT_BYTES, .modes = OPT_BOTH,
+     .section = SEC_LIMITS, TO(L.sandbox_max_memory), .min = 0, .max = 1ull << 50,
+     .expect = "a size in bytes (0: no cap)", .def = "0",
+     .help = "memory and swap one sandboxed command may use, all its processes together: a "
+             "memory cgroup per sandbox, past which the kernel's OOM killer ends a process "
+             "of that sandbox (exit 137). 0, the default, is no cap. The server does not "
+             "start when it asks for one and cannot make memory cgroups (docs/SANDBOX.md)"},
     {.name = "max-read-buffer-bytes", .meta = "BYTES", .kind = OPT_BYTES, .modes = OPT_BOTH,
      .section = SEC_LIMITS, TO(L.max_read_buffer), .min = 1, .max = 1ull << 40,
      .expect = "a positive byte count (K, M, G allowed)", .def = "256M",
@@ -239,7 +362,8 @@ const struct opt_spec options_table[] = {
      .section = SEC_REMOTE, TO(C.bearer_stdin),
      .help = "read one registration bearer token line (at most 16 KiB, newline-terminated) "
              "from standard input; otherwise CODEX_API_KEY, allowed only for https to "
-             "openai.com / openai.org or a loopback registry"},
+             "openai.com / openai.org or a loopback registry, or for any registry when it "
+             "is an `exec-server registry` token (exrt_...)"},
     {.name = "chatgpt-token-stdin", .kind = OPT_FLAG, .modes = OPT_SERVE,
      .section = SEC_REMOTE, TO(C.chatgpt_token_stdin),
      .help = "read a ChatGPT access token (a JWT, one line) from standard input, a pipe or "
@@ -306,7 +430,7 @@ const struct opt_spec options_table[] = {
      .help = "a Codex feature to disable (repeatable); an unknown name is an error"},
     {.name = "strict-config", .kind = OPT_FLAG, .modes = OPT_BOTH, .section = SEC_CODEX,
      TO(C.strict_config),
-     .help = "make a -c override that 0.169.0 would reject an error instead of a warning"},
+     .help = "make a -c override that 0.171.0 would reject an error instead of a warning"},
     /* ---- the end ---- */
     {.name = "help", .short_name = 'h', .kind = OPT_ACTION, .modes = OPT_BOTH,
      .help = "print this help"},
@@ -431,8 +555,13 @@ int options_store(const struct opt_spec *o, const char *value, char *err, size_t
 
 void options_reset(void)
 {
-    for (size_t i = 0; i < options_count; i++) {
-        const struct opt_spec *o = &options_table[i];
+    options_reset_rows(options_table, options_count);
+}
+
+void options_reset_rows(const struct opt_spec *rows, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        const struct opt_spec *o = &rows[i];
         switch (o->kind) {
         case OPT_ACTION: continue;
         case OPT_FLAG: *(bool *)o->target = false; break;
@@ -508,6 +637,12 @@ static void help_row(FILE *out, const struct opt_spec *o)
     }
 }
 
+void options_print_rows(FILE *out, const struct opt_spec *rows, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        help_row(out, &rows[i]);
+}
+
 void options_print_help(FILE *out, unsigned mode)
 {
     if (mode == OPT_FORWARD)
@@ -521,10 +656,12 @@ void options_print_help(FILE *out, unsigned mode)
     else
         fputs("Usage: exec-server [OPTIONS]\n"
               "       exec-server forward --connect ws://HOST:PORT --remote URL "
-              "--environment-id ID [OPTIONS]\n\n"
+              "--environment-id ID [OPTIONS]\n"
+              "       exec-server registry --database URL [OPTIONS]\n\n"
               "Runs and drives processes and files on this machine for a remote client, over\n"
               "one WebSocket (or stdin/stdout) speaking JSON-RPC. `exec-server forward --help`\n"
-              "describes the forward command.\n",
+              "describes the forward command, `exec-server registry --help` the registry and\n"
+              "rendezvous for a fleet of remote exec-servers.\n",
               out);
     for (size_t s = 0; s < options_section_count; s++) {
         bool any = false;
@@ -585,6 +722,12 @@ static void man_row(FILE *out, const struct opt_spec *o)
         roff_text(out, o->more);
         fputc('\n', out);
     }
+}
+
+void options_print_man_rows(FILE *out, const struct opt_spec *rows, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        man_row(out, &rows[i]);
 }
 
 void options_print_man(FILE *out)

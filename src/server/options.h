@@ -98,4 +98,11 @@ void options_print_help(FILE *out, unsigned mode);
 /* Writes the OPTIONS section of the man page (roff), from ".SH OPTIONS" on. */
 void options_print_man(FILE *out);
 
+/* The same for another command's table (`exec-server registry`, src/fleet): reset
+ * its targets to their defaults, print its rows as --help does and as the man page's
+ * .TP entries do. */
+void options_reset_rows(const struct opt_spec *rows, size_t count);
+void options_print_rows(FILE *out, const struct opt_spec *rows, size_t count);
+void options_print_man_rows(FILE *out, const struct opt_spec *rows, size_t count);
+
 #endif

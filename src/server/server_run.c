@@ -13,15 +13,17 @@
 #include <uv.h>
 
 #include "core/host_env.h"
-#include "core/log.h"
 #include "core/limits.h"
+#include "core/log.h"
+#include "core/own_ports.h"
 #include "netproxy/netproxy.h"
 #include "process/guardian.h"
 #include "session/process_path.h"
 #include "process/spawner.h"
 #include "remote/remote.h"
 #include "rpc/dispatch.h"
-#include "sandbox/enforce.h"
+#include "sandbox/sandbox_init.h"
+#include "sandbox/cgroup_caps.h"
 #include "server/config.h"
 #include "server/reload.h"
 #include "server/server_methods.h"
@@ -268,7 +270,33 @@ int server_run(void)
      * one holds almost nothing (after the signal handlers: a SIGTERM during its start
      * must be an orderly exit, not a kill). */
     sandbox_pid_namespace_inherit = limits_sandbox_pid_namespace() == LIMITS_PID_NS_INHERIT;
-    netproxy_configure(limits_proxy_private_ips_via_upstream());
+    netproxy_configure(limits_proxy_private_ips_via_upstream(), limits_tcp_upstream_proxy());
+    /* Before any listener and the spawner: the table of this server's ports, which
+     * sandboxed commands may not reach (core/own_ports.h). */
+    int op = own_ports_init();
+    if (op < 0) {
+        fprintf(stderr, "exec-server: cannot make the table of listening ports: %s\n",
+                strerror(-op));
+        return 1;
+    }
+    /* Root's sandboxes are capped by a pids cgroup (RLIMIT_NPROC never applies to
+     * uid 0): say so once where none can be made. A memory cap has nothing else to
+     * rest on: asked for where no memory cgroup can be made, the server does not
+     * start rather than run every sandbox without it. */
+    int mem_err = 0;
+    int cg = cgroup_caps_init(&mem_err);
+    if (cg < 0 && geteuid() == 0)
+        log_warn("no pids cgroup can be made here (%s): --sandbox-max-processes does not hold "
+                 "for sandboxed commands of a server running as root",
+                 strerror(-cg));
+    if (server_limits.sandbox_max_memory && mem_err < 0) {
+        fprintf(stderr,
+                "exec-server: --sandbox-max-memory needs a memory cgroup this server can make "
+                "(cgroup v1's memory hierarchy, or cgroup v2 delegating \"memory\"): %s\n",
+                strerror(-mem_err));
+        cgroup_caps_shutdown();
+        return 2;
+    }
     int sp = spawner_start();
     if (sp < 0) {
         fprintf(stderr, "exec-server: cannot start the spawner process: %s\n", strerror(-sp));
@@ -286,5 +314,6 @@ int server_run(void)
     bigbuf_trim(0);
     if (C.remote_mode) remote_cleanup();
     spawner_stop();
+    cgroup_caps_shutdown();
     return exit_status;
 }

@@ -31,9 +31,10 @@ static json_t *uri_json(const char *path)
  * skills, cached and watched (fs/capabilities_v2.c). shellSnapshotV2: process/start's
  * `shellSnapshot` (process/shell_snapshot.c).
  * networkProxyLaunch and networkProxyReviewDomains: process/start's networkProxy runs
- * the child behind src/netproxy (with proxy.reviewDomains); credentialMasking and
- * credentialMaskingCustomProviders: its proxy.credentialMasking and
- * proxy.credentialProviders (src/netproxy/np_cred.c). */
+ * the child behind src/netproxy (with proxy.reviewDomains); networkProxyTransparentTcp:
+ * its proxy.transparentTcp (a TUN device in the sandbox, src/netproxy/np_tun.c);
+ * credentialMasking and credentialMaskingCustomProviders: its proxy.credentialMasking
+ * and proxy.credentialProviders (src/netproxy/np_cred.c). */
 static json_t *environment_info(void)
 {
     char cwd[4096], home_buf[4096], tmp[4096];
@@ -42,11 +43,11 @@ static json_t *environment_info(void)
     int tmp_from_env;
     host_env_temp_dir(cwd, tmp, sizeof tmp, &tmp_from_env);
     json_t *caps = json_pack(
-        "{s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b}", "networkProxyLaunch", 1,
-        "networkProxyReviewDomains", 1, "credentialMasking", 1, "credentialMaskingCustomProviders",
-        1, "capabilityDiscoverySandbox", 1, "fsWatchMissing", 1, "capabilityDiscoveryV2", 1,
-        "environmentConfigRead", 1, "httpHeaderEnvVars", 1, "sandboxedFileStreaming", 1,
-        "fileWriteStreaming", 1, "shellSnapshotV2", 1, "windowsMxc", 0,
+        "{s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b}", "networkProxyLaunch",
+        1, "networkProxyReviewDomains", 1, "networkProxyTransparentTcp", 1, "credentialMasking", 1,
+        "credentialMaskingCustomProviders", 1, "capabilityDiscoverySandbox", 1, "fsWatchMissing", 1,
+        "capabilityDiscoveryV2", 1, "environmentConfigRead", 1, "httpHeaderEnvVars", 1,
+        "sandboxedFileStreaming", 1, "fileWriteStreaming", 1, "shellSnapshotV2", 1, "windowsMxc", 0,
         "linuxRootWritePreservesDevices", 1, "linuxApprovedRootWritePreservesRestrictions", 1);
     /* Ours (PROTOCOL.md §11 (g)): terminal and stdin controls a client may use
      * once it sees them here; the reference has none of them. */

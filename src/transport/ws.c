@@ -25,6 +25,7 @@
 #include "core/limits.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "core/own_ports.h"
 #include "proto/ws_frame.h"
 #include "proto/ws_reader.h"
 #include "transport/auth.h"
@@ -44,6 +45,7 @@ struct ws_listener {
     struct ws_conn *conns;      /* every live connection, for shutdown */
     unsigned nconns;            /* length of conns, for --max-connections */
     struct ws_linger *lingers;  /* sockets of closed slow clients still draining */
+    uint16_t port;              /* the bound port, counted in core/own_ports */
 };
 
 /* A slow client closed for its backlog (conn.c) must still receive what the
@@ -623,15 +625,21 @@ int ws_listen(uv_loop_t *loop, const char *host, int port, conn_message_fn on_me
     uv_tcp_init(loop, &l->tcp);
     l->tcp.data = l;
     r = uv_tcp_bind(&l->tcp, (struct sockaddr *)&ss, 0);
-    if (r == 0) r = uv_listen((uv_stream_t *)&l->tcp, 511, ws_on_connection);
+    int sl = sizeof ss;
+    if (r == 0) r = uv_tcp_getsockname(&l->tcp, (struct sockaddr *)&ss, &sl);
+    int bound =
+        ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
+    /* Closed to sandboxed commands before it accepts anything (core/own_ports.h). */
+    if (r == 0) {
+        l->port = (uint16_t)bound;
+        own_ports_add(l->port);
+        r = uv_listen((uv_stream_t *)&l->tcp, 511, ws_on_connection);
+    }
     if (r != 0) {
+        own_ports_remove(l->port);
         uv_close((uv_handle_t *)&l->tcp, (uv_close_cb)free);
         return r;
     }
-    int sl = sizeof ss;
-    uv_tcp_getsockname(&l->tcp, (struct sockaddr *)&ss, &sl);
-    int bound =
-        ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
     const char *scheme = tls_server_enabled() ? "wss" : "ws";
     snprintf(url, urllen, v6 ? "%s://[%s]:%d" : "%s://%s:%d", scheme, host, bound);
     *out = l;
@@ -640,6 +648,7 @@ int ws_listen(uv_loop_t *loop, const char *host, int port, conn_message_fn on_me
 
 void ws_shutdown(struct ws_listener *l)
 {
+    own_ports_remove(l->port);
     while (l->conns)
         conn_close(&l->conns->base);
     while (l->lingers)

@@ -8,10 +8,15 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+/* The rest of a frame, with sendmsg like its start: the sandboxed fs helper's
+ * filter allows sendmsg on its socket and nothing that addresses one (send() is
+ * sendto(2), which a no-network sandbox denies: every reply over 64 KiB failed). */
 static int write_all(int fd, const char *p, size_t n)
 {
     while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        struct iovec iov = {(void *)p, n};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
         if (w < 0) {
             if (errno == EINTR) continue;
             return -errno;
@@ -116,4 +121,59 @@ int fdframe_recv(int sock, struct buf *out, int *fds, int maxfds, int *nfds)
         *nfds = 0;
     }
     return rc;
+}
+
+int fdframe_send_tagged(int sock, char tag, const int *fds, int nfds)
+{
+    if (nfds < 1 || nfds > FDFRAME_TAGGED_MAX) return -EINVAL;
+    struct iovec iov = {&tag, 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * FDFRAME_TAGGED_MAX)];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof u);
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = u.buf,
+                        .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds)};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+    memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
+    ssize_t w;
+    do {
+        w = sendmsg(sock, &mh, MSG_NOSIGNAL);
+    } while (w < 0 && errno == EINTR);
+    return w == 1 ? 0 : w < 0 ? -errno : -EIO;
+}
+
+int fdframe_recv_tagged(int sock, int flags, char *tag, int *fds, int maxfds, int *nfds)
+{
+    *nfds = 0;
+    struct iovec iov = {tag, 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * FDFRAME_TAGGED_MAX)];
+        struct cmsghdr align;
+    } u;
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    ssize_t n;
+    do {
+        n = recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return -errno;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+        size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+            int got;
+            memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof got);
+            if (*nfds < maxfds)
+                fds[(*nfds)++] = got;
+            else
+                close(got);
+        }
+    }
+    return n > 0 ? 1 : 0;
 }

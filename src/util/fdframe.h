@@ -23,4 +23,17 @@ int fdframe_send(int sock, const void *p, size_t n, const int *fds, int nfds);
  * clean end of stream, or -errno; on failure no descriptor is left open. */
 int fdframe_recv(int sock, struct buf *out, int *fds, int maxfds, int *nfds);
 
+/* One tag byte with a few descriptors, the smallest message that hands descriptors
+ * over (a sandbox's init passing a connection, or transparent TCP's device and
+ * sockets, to the proxy; a command passing its seccomp listener to the init). At
+ * most FDFRAME_TAGGED_MAX. Only system calls: async-signal-safe. Returns 0 or
+ * -errno. */
+#define FDFRAME_TAGGED_MAX 4
+int fdframe_send_tagged(int sock, char tag, const int *fds, int nfds);
+
+/* Receives one such message (flags as for recvmsg, MSG_CMSG_CLOEXEC added). Returns
+ * 1 with *tag and fds[0..*nfds) (extra ones past maxfds are closed), 0 at the end of
+ * the stream, or -errno. */
+int fdframe_recv_tagged(int sock, int flags, char *tag, int *fds, int maxfds, int *nfds);
+
 #endif

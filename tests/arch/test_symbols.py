@@ -13,7 +13,8 @@ PREFIXES = (
     "buf_", "xmalloc", "xcalloc", "xrealloc", "xstrdup", "xstrndup", "xmemdup", "xasprintf",
     "oserr_", "fdframe_", "fdclose_", "bigbuf_", "envv_",
     "base64_", "hex_", "sha1", "json_load_", "http_", "uri_", "utf8_", "ws_frame_", "log_",
-    "metrics_", "limits_", "server_limits", "readiness_", "host_env_", "mlkem", "noise_",
+    "metrics_", "limits_", "server_limits", "readiness_", "host_env_", "own_ports_", "mlkem",
+    "noise_",
     "relay_",
     "crypto_",
     # transport, rpc
@@ -21,10 +22,13 @@ PREFIXES = (
     "remote_", "registry_", "rv_ws_", "sigv4_", "aws_profile_", "direct_conn_",
     # domains and wiring
     "session_", "env_config_", "proc_", "process_", "spawn_", "spawner_", "guardian_",
-    "event_log_", "seccomp_",
+    "event_log_", "seccomp_", "net_guard_", "cgroup_caps_",
     "env_", "fs_", "capability_roots_", "caproots_", "sandbox_", "denied_", "curl_", "server_",
     "reload_", "tcp_", "config_", "options_", "codex_config_",
     "netproxy_", "np_",
+    "fleet_", "strmap_",
+    # lwIP's own name, defined to take the place of its slow checksum (np_stack.c)
+    "lwip_standard_chksum",
 )
 
 

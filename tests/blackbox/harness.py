@@ -42,11 +42,11 @@ import time
 import traceback
 import uuid
 
+import codex_ref  # beside this file: where the reference codex is, and installing it
+
 WRAPPER = shlex.split(os.environ.get("EXEC_SERVER_WRAPPER", ""))
 TIMEOUT_SCALE = float(os.environ.get("EXEC_TEST_TIMEOUT_SCALE", "8" if WRAPPER else "1"))
 DEFAULT_TIMEOUT = 10.0 * TIMEOUT_SCALE
-REF_GLOB = os.path.expanduser(
-    "~/.cache/codex-ref/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex")
 MARKER_VAR = "EXECBB_MARKER"
 SKIP = 77
 
@@ -67,9 +67,17 @@ class WaitFailed(AssertionError):
     """A wait on the JSON-RPC session failed (deadline or connection closed)."""
 
 
-def find_reference():
-    hits = sorted(glob.glob(REF_GLOB))
-    return hits[0] if hits else None
+def find_reference(version=codex_ref.DEFAULT_VERSION):
+    """The installed reference codex of version (tests/blackbox/codex_ref.py), or None."""
+    return codex_ref.find(version)
+
+
+def require_reference(version=codex_ref.DEFAULT_VERSION):
+    """The reference codex of version; TestSkip naming npm when it cannot be had."""
+    try:
+        return codex_ref.require(version)
+    except codex_ref.Unavailable as e:
+        raise TestSkip(str(e))
 
 
 def server_path():
@@ -823,7 +831,10 @@ class Rpc:
 
     # -- process helpers --
     def start(self, process_id, argv, cwd=None, env=None, tty=False, pipe_stdin=None,
-              arg0=None, marker=True, **extra):
+              arg0=None, marker=True, wait=True, **extra):
+        """process/start; its result. wait=False only sends it and returns its id, for a
+        caller that must see whole what may come before the reply (the child's policy
+        requests: a wait would file them as notifications, without their id)."""
         if cwd is None:
             cwd = "file://" + (self.server.workdir if self.server else "/tmp")
         if env is None:
@@ -837,7 +848,7 @@ class Rpc:
         if arg0 is not None:
             p["arg0"] = arg0
         p.update(extra)
-        return self.call("process/start", p)
+        return self.call("process/start", p) if wait else self.send_request("process/start", p)
 
     def read(self, process_id, after_seq=None, max_bytes=None, wait_ms=None,
              timeout=DEFAULT_TIMEOUT):

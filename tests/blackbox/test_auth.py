@@ -141,7 +141,7 @@ def test_bad_flag_combinations_exit_2(srv):
              "--ws-token-sha256 must be a 64-character hex SHA-256 digest"),
             (["--ws-auth", "bogus", "--ws-token-file", good],
              "invalid value 'bogus' for '--ws-auth <MODE>'"),
-            (["--ws-auth"], "--ws-auth needs a value"),
+            (["--ws-auth"], "a value is required for '--ws-auth <MODE>' but none was supplied"),
         ]
         for args, want in cases:
             r = run_cli(*args)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Real codex as the client: `codex app-server` drives the server under test through a turn.
 
-The harness is the real codex 0.169.0 binary from npm (installed into ~/.cache/codex-ref
-when missing; the test is skipped only when npm cannot install it). It runs as
+The harness is the real codex 0.169.0 binary from npm (tests/blackbox/codex_ref.py: under
+ctest the fixture reference/codex-0.169.0 installs it; the test is skipped, naming npm, only
+when npm cannot install it). It runs as
 `codex app-server` on stdio with a temporary CODEX_HOME whose config.toml points its model
 provider at a scripted Responses-API server in this file, so the "model" is a fixed list of
 tool calls. `environment/add` registers the server under test (through a TCP proxy that can
@@ -42,7 +43,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *  # noqa
 
 CODEX_VERSION = "0.169.0"
-REF_DIR = os.path.expanduser("~/.cache/codex-ref")
 # Only the server under test has this in its environment, so a command that prints it ran
 # there (codex app-server is started without it).
 SERVER_MARK_VAR = "EXECBB_SERVER_MARK"
@@ -63,19 +63,8 @@ def login_shell_is_bash():
 
 
 def codex_binary():
-    found = find_reference()
-    if found:
-        return found
-    try:
-        subprocess.run(["npm", "install", "--prefix", REF_DIR, "@openai/codex@" + CODEX_VERSION],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600,
-                       check=True)
-    except (OSError, subprocess.SubprocessError) as e:
-        raise TestSkip("npm could not install @openai/codex@%s: %s" % (CODEX_VERSION, e))
-    found = find_reference()
-    if not found:
-        raise TestSkip("npm installed @openai/codex but no codex binary was found")
-    return found
+    """The codex the harness runs (TestSkip naming npm when it cannot be had)."""
+    return require_reference(CODEX_VERSION)
 
 
 class ClientFrames:
@@ -162,9 +151,14 @@ class Proxy:
             with self.lock:
                 self.pairs.append((c, u))
                 self.accepted += 1
-            frames = ClientFrames(self.methods)
-            for a, b, f in ((c, u, frames), (u, c, None)):
+            up, down = self._sinks()
+            for a, b, f in ((c, u, up), (u, c, down)):
                 threading.Thread(target=self._pump, args=(a, b, f), daemon=True).start()
+
+    def _sinks(self):
+        """What sees each direction's bytes (an object with feed(data), or None): the
+        methods codex sends; subclasses record more (tests/remote/fleet_lib.py)."""
+        return ClientFrames(self.methods), None
 
     @staticmethod
     def _pump(a, b, frames):

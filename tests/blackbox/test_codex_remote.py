@@ -88,8 +88,10 @@ class Turn:
     """A codex app-server whose `remote` environment is the executor behind the fake
     cloud, a scripted model, and a project directory hidden from codex."""
 
-    def __init__(self, cloud, steps):
-        self.codex = codex_binary()
+    def __init__(self, cloud, steps, env_id=ENV_ID, token=TOKEN, codex=None):
+        """cloud: anything with the registry's base_url (a fake cloud, or a registry
+        of test_fleet_codex.py); env_id and token: what codex connects with."""
+        self.codex = codex or codex_binary()
         self.home = tempfile.mkdtemp(prefix="execbb-remote-codex-home-")
         self.hidden = tempfile.mkdtemp(prefix="execbb-remote-project-")
         self.work = os.path.join(self.hidden, "work")
@@ -102,8 +104,8 @@ class Turn:
                     'base_url = "http://127.0.0.1:%d/v1"\nwire_api = "responses"\n'
                     'request_max_retries = 0\nstream_max_retries = 0\n' % self.model.port)
         remote = {"CODEX_EXEC_SERVER_NOISE_REGISTRY_URL": cloud.base_url,
-                  "CODEX_EXEC_SERVER_NOISE_ENVIRONMENT_ID": ENV_ID,
-                  "CODEX_EXEC_SERVER_NOISE_AUTH_TOKEN": TOKEN}
+                  "CODEX_EXEC_SERVER_NOISE_ENVIRONMENT_ID": env_id,
+                  "CODEX_EXEC_SERVER_NOISE_AUTH_TOKEN": token}
         saved = {k: os.environ.get(k) for k in remote}
         os.environ.update(remote)
         try:

@@ -468,16 +468,18 @@ def test_rpc_lines(srv):
              b'"cwd":"file:///tmp","env":{"PATH":"/bin:/usr/bin"},"tty":false}}\n'
              b'{"id":3,"method":"no/such"}\n')
     r = ec(srv, "rpc", stdin=lines)
-    assert r.returncode == 0, r
+    assert r.returncode == 1, r  # one reply was an error (issue 36: as the man page says)
     msgs = [json.loads(l) for l in r.stdout.decode().splitlines()]
     by_id = {m.get("id"): m for m in msgs if "id" in m}
     assert by_id[1]["result"] == {"status": "ready"}, msgs
     assert by_id[2]["result"]["processId"] == "r1", msgs
     assert by_id[3]["error"]["code"] == -32601, msgs
-    assert b"session " in r.stderr, r.stderr
+    assert r.stderr == b"", r.stderr  # the session id is for -v only
+    r = ec(srv, "-v", "rpc", stdin=lines[:-len(b'{"id":3,"method":"no/such"}\n')])
+    assert r.returncode == 0 and b"session " in r.stderr, r
     # --raw skips the handshake, so the server's gate answers.
     r = ec(srv, "rpc", "--raw", stdin=b'{"id":9,"method":"environment/status"}\n')
-    assert r.returncode == 0, r
+    assert r.returncode == 1, r  # the gate's answer is an error reply
     m = json.loads(r.stdout.decode().splitlines()[0])
     assert m["id"] == 9 and "must call initialize" in m["error"]["message"], m
 

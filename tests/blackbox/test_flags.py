@@ -14,6 +14,7 @@ A server that starts (prints its ws:// URL) is stopped with SIGTERM; its "status
 account header to an https registry. CODEX_HOME is a fresh directory outside /tmp (the
 reference warns on a CODEX_HOME under /tmp)."""
 import base64
+import glob
 import http.server
 import json
 import os
@@ -24,8 +25,21 @@ import tempfile
 import threading
 
 from harness import *  # noqa
+import codex_ref  # noqa: E402
 
 REF = find_reference()
+
+
+def find_reference_171():
+    """The 0.171.0 reference (codex_ref: the ctest fixture installs it), or None."""
+    try:
+        return codex_ref.require("0.171.0")
+    except codex_ref.Unavailable as e:
+        print("note: %s" % e)
+        return None
+
+
+REF_171 = find_reference_171()
 HOME = tempfile.mkdtemp(prefix="execbb-flags-", dir="/var/tmp")
 R = "http://127.0.0.1:9"
 RS = "https://127.0.0.1:9"
@@ -51,11 +65,11 @@ def base_env(extra=None):
     return env
 
 
-def run(kind, args, stdin=None, env=None):
+def run(kind, args, stdin=None, env=None, ref=None):
     """(status, first stderr line) of one run; status "started" for a server that
-    printed its URL (it is then stopped)."""
+    printed its URL (it is then stopped). ref: the reference binary (default REF)."""
     if kind == "ref":
-        cmd = [REF, "exec-server"] + args
+        cmd = [ref or REF, "exec-server"] + args
     else:
         cmd = WRAPPER + [SERVER_PATH] + args
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
@@ -117,7 +131,8 @@ CASES = [
     (["--linux-sandbox-pid-namespace", "foo"], "same", 2, "expected 'isolate' or 'inherit'"),
     (["--linux-sandbox-pid-namespace", "inherit"], "same", "started", ""),
     (["--linux-sandbox-pid-namespace=isolate"], "same", "started", ""),
-    (["--linux-sandbox-pid-namespace"], "status", 2, "needs a value"),
+    (["--linux-sandbox-pid-namespace"], "same", 2,
+     "a value is required for '--linux-sandbox-pid-namespace <MODE>' but none was supplied"),
     # --concurrent-requests
     (["--concurrent-requests", "4"], "same", "started", ""),
     (["--concurrent-requests", "0"], "same", 2, "number would be zero"),
@@ -207,12 +222,46 @@ CASES = [
 ]
 
 
-@needs_own_server
-def test_flags_against_the_reference(_):
-    if IS_REF:
-        raise TestSkip("compares ours with the reference itself")
+# What 0.171.0 added (issue 35): compared with the 0.171.0 reference.
+TCP_UP = "--tcp-upstream-proxy"
+CASES_171 = [
+    (["--linux-sandbox-transparent-tcp"], "same", "started", ""),
+    (["forward", "--linux-sandbox-transparent-tcp"], "status", 2, ""),
+    ([TCP_UP, "proxy.example:3128"], "same", "started", ""),
+    ([TCP_UP, "[::1]:8080"], "same", "started", ""),
+    ([TCP_UP, "10.1.2.3:80", "--linux-sandbox-transparent-tcp"], "same", "started", ""),
+    ([TCP_UP + "=h:065535"], "same", "started", ""),
+    ([TCP_UP, "foo"], "same", 2, "missing port"),
+    ([TCP_UP, ""], "same", 2, "missing port"),
+    ([TCP_UP, "host:0"], "same", 2, "TCP upstream proxy port must be nonzero"),
+    ([TCP_UP, "[::1]:0"], "same", 2, "TCP upstream proxy port must be nonzero"),
+    ([TCP_UP, "host:99999"], "same", 2, "parse port as u16"),
+    ([TCP_UP, "host:"], "same", 2, "parse port as u16"),
+    ([TCP_UP, "host:8x"], "same", 2, "parse port as u16"),
+    ([TCP_UP, "http://h:1"], "same", 2, "parse host from host-with-port"),
+    ([TCP_UP, ":80"], "same", 2, "parse host from host-with-port"),
+    ([TCP_UP, "a b:0"], "same", 2, "parse host from host-with-port"),
+    ([TCP_UP, "h-:80"], "same", 2, "parse host from host-with-port"),
+    ([TCP_UP, "a..b:80"], "same", 2, "parse host from host-with-port"),
+    ([TCP_UP, "[x]:80"], "same", 2, "parse host from host-with-port"),
+    ([TCP_UP, "::1:80"], "same", 2, "missing brackets for IPv6 address with port"),
+    ([TCP_UP], "same", 2,
+     "a value is required for '--tcp-upstream-proxy <HOST:PORT>' but none was supplied"),
+    (["--enable", "utc_environment_date", "--disable", "safe_image_decoder"], "same", "started",
+     ""),
+    (["-c", "features.per_environment_context=true", "--strict-config"], "status", "started",
+     "warn: -c features.per_environment_context=true"),
+    (["-c", "features.catalog_apps_instructions=1", "--strict-config"], "same", 1,
+     "integer `1`, expected a boolean"),
+    (["-c", "rollout_trace={}", "--strict-config"], "status", "started", "warn: -c rollout_trace"),
+    (["-c", "network.transparent_tcp=true", "--strict-config"], "same", 1,
+     "unknown configuration field `network`"),
+]
+
+
+def compare(cases, ref):
     failures = []
-    for case in CASES:
+    for case in cases:
         args, how, status, piece = case[:4]
         stdin = case[4] if len(case) > 4 else None
         env = case[5] if len(case) > 5 else None
@@ -221,11 +270,29 @@ def test_flags_against_the_reference(_):
             failures.append("ours %s: got %r, want status %r with %r" % (args, got, status,
                                                                         piece))
             continue
-        if REF is None:
+        if ref is None:
             continue
-        ref = run("ref", args, stdin, env)
-        if ref[0] != got[0] or (how == "same" and ref[1] != got[1]):
-            failures.append("%s %s: ours %r, reference %r" % (how, args, got, ref))
+        theirs = run("ref", args, stdin, env, ref=ref)
+        if theirs[0] != got[0] or (how == "same" and theirs[1] != got[1]):
+            failures.append("%s %s: ours %r, reference %r" % (how, args, got, theirs))
+    return failures
+
+
+@needs_own_server
+def test_flags_of_0_171(_):
+    """The flags and feature names 0.171.0 added, against the 0.171.0 reference (ours
+    alone when it is not installed)."""
+    if IS_REF:
+        raise TestSkip("compares ours with the reference itself")
+    failures = compare(CASES_171, REF_171)
+    assert not failures, "\n".join(failures)
+
+
+@needs_own_server
+def test_flags_against_the_reference(_):
+    if IS_REF:
+        raise TestSkip("compares ours with the reference itself")
+    failures = compare(CASES, REF)
     assert not failures, "\n".join(failures)
 
 

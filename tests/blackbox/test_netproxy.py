@@ -144,12 +144,17 @@ def allow(m):
 
 def run_child(rpc, pid, spec, np, answer=None, env=None, extra=None):
     """Starts the client child behind the proxy; answers policy requests with answer(msg)
-    (None: no answer); returns (result dict, decisions, policy requests)."""
+    (None: no answer); returns (result dict, decisions, policy requests).
+
+    The child may reach the proxy before process/start's reply has come (the server
+    replies when the spawner reports; on a loaded machine the child runs first): its
+    policy requests and decisions are read here, in arrival order, with the reply."""
     e = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     e.update(env or {})
     params = dict(extra or {})
     params["networkProxy"] = np
-    rpc.start(pid, [sys.executable, CLIENT, json.dumps(spec)], env=e, **params)
+    start = rpc.start(pid, [sys.executable, CLIENT, json.dumps(spec)], env=e, wait=False,
+                      **params)
     decisions, requests = [], []
     deadline = time.monotonic() + DEFAULT_TIMEOUT * 2
     while True:
@@ -163,6 +168,8 @@ def run_child(rpc, pid, spec, np, answer=None, env=None, extra=None):
         if m is None:
             rpc.fail("connection closed while running %s" % pid)
         meth = m.get("method")
+        if meth is None and m.get("id") == start and "error" in m:
+            rpc.fail("process/start %s failed" % pid)
         if meth == "network/policyRequest":
             requests.append(m)
             if answer:
@@ -173,6 +180,7 @@ def run_child(rpc, pid, spec, np, answer=None, env=None, extra=None):
             decisions.append(m["params"])
         elif meth == "process/closed" and m["params"]["processId"] == pid:
             break
+    assert "result" in rpc.wait_response(start), pid  # came before process/closed
     out = summarize(rpc.notes.get(pid, []))
     assert out["exit_code"] == 0, (out, decisions)
     text = out["stdout"].decode().strip()
@@ -180,7 +188,8 @@ def run_child(rpc, pid, spec, np, answer=None, env=None, extra=None):
 
 
 def wait_request(rpc, pid):
-    """The next network/policyRequest for pid, whole (the harness files its params only)."""
+    """The next network/policyRequest for pid, whole (the harness files its params only);
+    pid started with wait=False, as the request may come before the reply (run_child)."""
     while True:
         m = rpc.pump(DEFAULT_TIMEOUT)
         if m is None:
@@ -398,7 +407,7 @@ def test_response_with_foreign_id_closes(srv):
     need_names()
     s = srv.session()
     s.start("x1", [sys.executable, CLIENT, json.dumps({"mode": "http", "url": url(HOST_B, "/x")})],
-            networkProxy=netproxy({HOST_A: "allow"}, timeout=20000))
+            networkProxy=netproxy({HOST_A: "allow"}, timeout=20000), wait=False)
     m = wait_request(s, "x1")
     s.send_obj({"id": str(m["id"]), "result": {"decision": {"type": "allow"}}})
     assert s.wait_closed(), "a response with a string id must close the connection"
@@ -415,7 +424,7 @@ def test_pending_request_connection_drop(srv):
     out = os.path.join(srv.workdir, "drop.out")
     spec = json.dumps({"mode": "http", "url": url(HOST_B, "/dropped")})
     s.start("p1", ["/bin/sh", "-c", '"$0" "$1" "$2" > "$3"', sys.executable, CLIENT, spec, out],
-            networkProxy=netproxy({HOST_A: "allow"}, timeout=60000))
+            networkProxy=netproxy({HOST_A: "allow"}, timeout=60000), wait=False)
     wait_request(s, "p1")
     t0 = time.monotonic()
     s.close()

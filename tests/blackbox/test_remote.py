@@ -20,6 +20,7 @@ Throughout, no frame the rendezvous saw may carry "initialize" or "process/start
 clear.
 Every wait is bounded; exit 77 when nothing could run."""
 import glob
+import json
 import os
 import shutil
 import signal
@@ -37,7 +38,8 @@ import fake_cloud  # noqa: E402
 SKIP = 77
 ENV_ID = "env-remote-test"
 TOKEN = "tok-" + os.urandom(8).hex()
-from remote_testlib import REF_GLOB, find_build_file, fs_round_trip  # noqa: E402
+from remote_testlib import find_build_file, fs_round_trip  # noqa: E402
+import remote_testlib  # noqa: E402
 
 
 CLIENT = find_build_file("exec-client")
@@ -57,10 +59,10 @@ def our_server():
 
 
 def reference():
-    hits = sorted(glob.glob(REF_GLOB))
-    if not hits:
-        return None, "the reference codex is not installed (~/.cache/codex-ref)"
-    return hits[0], None
+    found = remote_testlib.reference()
+    if not found:
+        return None, "the reference codex is not installed (tests/blackbox/codex_ref.py)"
+    return found, None
 
 
 class Executor:
@@ -244,7 +246,10 @@ def scenario_trace(ex):
     req = ('{"id":77,"method":"fs/getMetadata","trace":{"traceparent":"%s","tracestate":'
            '"k=v"},"params":{"path":"file:///%s"}}\n' % (tp, pad))
     r = client(ex, "rpc", stdin=req.encode())
-    assert r.returncode == 0 and b'"id":77' in r.stdout, (r.returncode, r.stderr)
+    # The padded path does not exist: the reply is an error, and rpc exits 1 on one.
+    replies = [json.loads(ln) for ln in r.stdout.decode().splitlines()]
+    assert r.returncode == 1 and [m["id"] for m in replies if "error" in m] == [77], \
+        (r.returncode, r.stdout[:300], r.stderr)
     with ex.cloud.lock:
         mine = [f for f in ex.cloud.frames[before:] if f["dir"] == "h2e" and f["body"] == "data"]
     traced = [f for f in mine if f["parsed"]["traceparent"]]

@@ -4,7 +4,7 @@ rendezvous (docs/REMOTE_NOTES.md has the observations these assert).
 
 tests/remote/fake_cloud.py plays the environment registry and the rendezvous relay. The
 executor is the reference `codex exec-server --remote URL --environment-id ID` (0.169.0
-from npm, installed into ~/.cache/codex-ref when missing; exit 77 when npm cannot), or
+from npm, tests/blackbox/codex_ref.py; exit 77 naming npm when npm cannot install it), or
 the command in EXEC_REMOTE_EXECUTOR (it gets `--remote URL --environment-id ID`
 appended; auth comes from CODEX_API_KEY like the reference) once ours has remote mode.
 
@@ -32,7 +32,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "remote"))
 from harness import *  # noqa
 import fake_cloud  # noqa
-from test_codex_client import codex_binary  # npm-installs codex 0.169.0 when missing
+from test_codex_client import codex_binary  # codex 0.169.0, or TestSkip naming npm
 
 TOKEN = "tok-" + uuid.uuid4().hex
 ENV_ID = "env-1"

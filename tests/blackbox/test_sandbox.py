@@ -137,6 +137,67 @@ def test_fs_denial_matrix(srv):
     t.cleanup()
 
 
+def test_large_payloads_through_the_helper(srv):
+    """Issue 39 item 1: every sandboxed fs method with payloads well over 64 KiB, under a
+    no-network policy (whose filter once refused the helper's send() of a reply's tail:
+    every sandboxed reply over 64 KiB failed with "sandbox helper exited"). Each answer
+    must equal the unsandboxed one, byte for byte."""
+    t = Tree()
+    s = srv.session()
+    ro = policy([entry("project_roots")], cwd=t.ws, roots=[t.ws])
+    data = os.urandom(32 << 20)
+    for size in (64 << 10, (64 << 10) + 1, 1 << 20, 32 << 20):
+        path = "%s/work/r%d" % (t.ws, size)
+        with open(path, "wb") as fh:
+            fh.write(data[:size])
+        got = unb64(s.call("fs/readFile", {"path": uri(path), "sandbox": ro},
+                           timeout=120)["dataBase64"])
+        assert got == data[:size], ("fs/readFile", size, len(got))
+    # a directory and a walk whose replies are several hundred KiB
+    big = t.ws + "/work/many"
+    for i in range(2500):
+        os.makedirs("%s/d%04d-%s" % (big, i, "x" * 80))
+    walk = {"maxDepth": 3, "maxDirectories": 5000, "maxEntries": 5000,
+            "followDirectorySymlinks": False}
+    for method, params in [("fs/readDirectory", {"path": uri(big)}),
+                           ("fs/walk", {"path": uri(big), "options": walk})]:
+        want = s.call(method, params, timeout=120)
+        got = s.call(method, dict(params, sandbox=ro), timeout=120)
+        if method == "fs/readDirectory":
+            key = lambda e: e["fileName"]
+            want, got = sorted(want["entries"], key=key), sorted(got["entries"], key=key)
+            assert len(got) == 2500, len(got)
+        assert got == want, method
+    # streaming reads in 1 MiB blocks (the largest a block may be)
+    src = "%s/work/r%d" % (t.ws, 32 << 20)
+    s.call("fs/open", {"handleId": "big", "path": uri(src), "sandbox": ro})
+    got = bytearray()
+    while True:
+        r = s.call("fs/readBlock", {"handleId": "big", "offset": len(got), "len": 1 << 20})
+        got += unb64(r["chunk"])
+        if r["eof"]:
+            break
+    s.call("fs/close", {"handleId": "big"})
+    assert bytes(got) == data, len(got)
+    # writes: a whole file, blocks through a replace handle, and a copy
+    dst = t.ws + "/work/w"
+    s.call("fs/writeFile", {"path": uri(dst), "dataBase64": b64(data[:8 << 20]),
+                            "sandbox": t.sb}, timeout=120)
+    assert open(dst, "rb").read() == data[:8 << 20]
+    s.call("fs/open", {"handleId": "wr", "path": uri(dst + "2"), "mode": "replace",
+                       "sandbox": t.sb})
+    for off in range(0, 4 << 20, 1 << 20):
+        s.call("fs/writeBlock", {"handleId": "wr", "offset": off,
+                                 "chunk": b64(data[off:off + (1 << 20)])})
+    s.call("fs/close", {"handleId": "wr"})
+    assert open(dst + "2", "rb").read() == data[:4 << 20]
+    s.call("fs/copy", {"sourcePath": uri(src), "destinationPath": uri(dst + "3"),
+                       "recursive": False, "sandbox": t.sb}, timeout=120)
+    assert open(dst + "3", "rb").read() == data
+    s.close()
+    t.cleanup()
+
+
 def test_fs_reads(srv):
     t = Tree()
     s = srv.session()

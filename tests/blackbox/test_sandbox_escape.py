@@ -25,6 +25,7 @@ setpriv, copying what that user cannot reach into a world-readable directory. Wi
 the test runs everything as the current user and says so. Exit 77 only when the kernel has
 no Landlock (ours) or there is no server/probe.
 """
+import json
 import os
 import pwd
 import re
@@ -41,7 +42,7 @@ from harness import *  # noqa
 import seccomp_filter as sf  # noqa
 from sandbox_attack import (Daemon, dump_filters, find_marked, find_probe, parse,  # noqa
                             policy, sandboxed_sleeper, scratch, uri, world_copy)
-from test_sandbox import landlock_abi  # noqa
+from test_sandbox import helper_pids, landlock_abi  # noqa
 
 # Errno families (names as escape-probe prints them).
 PID = {"ESRCH", "ENOENT", "EPERM", "EACCES"}            # another process: hidden or refused
@@ -105,9 +106,13 @@ class World:
         if probe is None:
             raise TestSkip("escape-probe is not built")
         self.probe = world_copy(probe, self.bindir)
+        self.attack = world_copy(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                              "server_attack.py"), self.bindir)
         self.top = scratch("escape-")
         self.cleanup.append(lambda: shutil.rmtree(self.top, ignore_errors=True))
         self.out = self.mkdir(self.top + "/outside")  # outside every root, owned by the uid
+        # where an unsandboxed process started by an attacker would leave its mark
+        self.markers = self.mkdir(self.top + "/markers", 0o777)
         self.write(self.out + "/file", "outside")
         self.write(self.out + "/secret.txt", "outside secret")
         self.sock_path = self.out + "/daemon.sock"
@@ -861,6 +866,63 @@ def test_filter_readback(_):
     v.done()
 
 
+@ours_only
+@needs_own_server
+def test_fs_helper_filter_is_an_allowlist(_):
+    """Issue 33: the sandboxed fs helper runs our own request parser inside the sandbox,
+    so its filter is an allowlist (OpenSSH's model), not the denylist arbitrary commands
+    get: read back from the running helper, every process, network, mount, ptrace and
+    prctl call is refused, and the calls the fs methods need are allowed."""
+    if os.geteuid() != 0:
+        raise TestSkip("reading another process's seccomp filter needs root")
+    w = world()
+    names = sf.syscall_names()
+    v = Verdicts()
+    for mode in MODES:
+        if mode[1] != "ww":
+            continue
+        ws = w.fresh_ws()
+        w.s.call("fs/writeFile", {"path": uri(ws + "/f"), "dataBase64": b64("x"),
+                                  "sandbox": policy("ww", ws, mode[2])})
+        pids = helper_pids(w.srv)
+        if not pids:
+            v.fail(mode, "helper", "no helper found")
+            continue
+        pid = pids[-1]
+        filters = dump_filters(w.probe, pid)
+        if not filters:
+            v.fail(mode, "filter", "could not be read back: %r" % filters)
+            continue
+        refused = ["socket", "socketpair", "connect", "bind", "listen", "accept4", "clone",
+                   "clone3", "fork", "vfork", "execve", "execveat", "ptrace",
+                   "process_vm_readv", "mount", "umount2", "setns", "unshare", "prctl", "kill",
+                   "bpf", "io_uring_setup", "keyctl", "memfd_create", "setuid", "chroot",
+                   "pivot_root", "open_tree", "move_mount", "seccomp", "landlock_create_ruleset"]
+        for n in refused:
+            act = sf.combined(filters, names[n], args=(socket.AF_UNIX,))
+            v.check(mode, n, sf.denied(act), "allowed by the helper's filter (%s)" %
+                    sf.describe(act))
+        for n in ("read", "openat", "newfstatat", "getdents64", "recvmsg", "sendmsg", "mmap",
+                  "exit_group", "renameat", "unlinkat", "mkdirat"):
+            act = sf.combined(filters, names[n])
+            v.check(mode, n, not sf.denied(act), "refused by the helper's filter (%s)" %
+                    sf.describe(act))
+        act = sf.combined(filters, names["ioctl"], args=(0, 0x5412))  # TIOCSTI
+        v.check(mode, "ioctl(TIOCSTI)", sf.denied(act), sf.describe(act))
+        # getrlimit only: prlimit64(0, r, NULL, old). A new limit whose pointer's low half
+        # is 0 is not NULL (ours let it through: only the low 32 bits were compared),
+        # nor is another process.
+        for what, args, want in (("getrlimit", (0, 7, 0, 0x1000), False),
+                                 ("a new limit at 0x7f0000000000", (0, 7, 0x7f0000000000, 0),
+                                  True),
+                                 ("another pid", (1234, 7, 0, 0x1000), True)):
+            act = sf.combined(filters, names["prlimit64"], args=args)
+            v.check(mode, "prlimit64: " + what, sf.denied(act) == want, sf.describe(act))
+        allowed = [n for n, nr in names.items() if not sf.denied(sf.combined(filters, nr))]
+        v.check(mode, "size", len(allowed) < 140, "%d calls allowed" % len(allowed))
+    v.done()
+
+
 def host_protected_gone_soon(v, mode, ws, what):
     """After sandboxed fs/* requests: a missing protected name may exist on the host
     only as the empty mount point of a placeholder while a warm sandbox helper uses it
@@ -1077,6 +1139,429 @@ def test_protected_fs(_):
                 os.listdir(ws + "/.git/hooks") == [], "changed on the host")
         v.check(mode, ".codex", sorted(os.listdir(ws + "/.codex")) == ["config.toml"],
                 "changed on the host")
+    v.done()
+
+
+# A sandboxed shell that, for `secs` seconds, keeps trying to create the protected names
+# and, once one is made, plants what git and codex would run later outside any sandbox.
+PLANT = ("end=$(( $(date +%s) + {secs} )); while [ $(date +%s) -lt $end ]; do "
+         "if mkdir .git 2>/dev/null; then printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n'"
+         " > .git/config; mkdir .git/hooks; echo 'touch /tmp/pwned' > .git/hooks/pre-commit; "
+         "echo PLANTED-git; fi; "
+         "if mkdir .codex 2>/dev/null; then echo 'x' > .codex/config.toml; echo PLANTED-codex; "
+         "fi; done; echo LOOP-DONE")
+
+
+def host_nothing_planted(v, mode, ws, text, what):
+    """Protected names on the host may exist only as empty directories."""
+    v.check(mode, what, "LOOP-DONE" in text, "the planting loop did not run: " + text[-300:])
+    v.check(mode, what, "PLANTED" not in text, "created inside the sandbox: " + text[-300:])
+    for name in PROTECTED:
+        p = os.path.join(ws, name)
+        if os.path.lexists(p):
+            v.check(mode, what, os.path.isdir(p) and not os.path.islink(p) and
+                    not os.listdir(p), "%s holds something on the host (%s)" % (
+                        name, sorted(os.listdir(p)) if os.path.isdir(p) else "not a dir"))
+
+
+@needs_own_server
+def test_placeholder_outlives_every_sandbox(_):
+    """Issue 33: sandbox A's placeholder for a missing .git must not go while sandbox B on
+    the same workspace still counts on it. Ours made an empty W/.git for A and removed it
+    when A ended; the kernel then detached B's read-only mount on it (in every other mount
+    namespace) and B, whose Landlock rule covers all of W, created .git with hooks and
+    config that git would run later outside any sandbox. The same with a warm fs helper
+    (it retired after 3 s idle and removed its placeholders) instead of A."""
+    w = world()
+    v = Verdicts()
+    for mode in MODES:
+        if mode[1] != "ww":
+            continue
+        # A: a short sandboxed command; B starts while A runs and outlives it
+        ws = w.fresh_ws()
+        a, b = pid_name(w, "ph-a"), pid_name(w, "ph-b")
+        sb = policy("ww", ws, mode[2])
+        w.s.start(a, ["/bin/sh", "-c", "sleep 1"], cwd=uri(ws), sandbox=sb,
+                  env={"PATH": "/usr/bin:/bin"})
+        w.s.start(b, ["/bin/sh", "-c", PLANT.format(secs=3)], cwd=uri(ws), sandbox=sb,
+                  env={"PATH": "/usr/bin:/bin"})
+        w.s.collect_until_closed(a, timeout=60)
+        out = w.s.collect_until_closed(b, timeout=60)
+        host_nothing_planted(v, mode, ws, (out["stdout"] + out["stderr"]).decode(
+            errors="replace"), "after sandbox A ended")
+        # the fs helper's placeholders instead of A's
+        ws = w.fresh_ws()
+        sb = policy("ww", ws, mode[2])
+        w.s.call("fs/writeFile", {"path": uri(ws + "/control"), "dataBase64": b64("c"),
+                                  "sandbox": sb})
+        w.s.start(b + "-fs", ["/bin/sh", "-c", PLANT.format(secs=5)], cwd=uri(ws),
+                  sandbox=sb, env={"PATH": "/usr/bin:/bin"})
+        out = w.s.collect_until_closed(b + "-fs", timeout=60)
+        host_nothing_planted(v, mode, ws, (out["stdout"] + out["stderr"]).decode(
+            errors="replace"), "after the fs helper retired")
+    v.done()
+
+
+@needs_own_server
+def test_protected_name_removed_on_the_host(_):
+    """Issue 33: an empty protected directory that exists when a sandbox starts is not
+    trusted to stay: here another program's placeholder (an empty .git the test makes)
+    is removed on the host while a sandboxed command runs. The kernel detaches the
+    sandbox's read-only mount on it; ours notices the change of the view's mount table
+    and ends the sandbox, saying why, before its slow loop can plant anything. The
+    reference's sandbox goes on without its carve-out (a hole it has). The same for a
+    warm fs helper: its next request must not write into the name."""
+    w = world()
+    v = Verdicts()
+    slow = PLANT.replace("fi; done;", "fi; sleep 0.1; done;")
+    for mode in MODES:
+        if mode[1] != "ww":
+            continue
+        ws = w.fresh_ws()
+        w.mkdir(ws + "/.git")
+        b = pid_name(w, "ph-host")
+        w.s.start(b, ["/bin/sh", "-c", slow.format(secs=6)], cwd=uri(ws),
+                  sandbox=policy("ww", ws, mode[2]), env={"PATH": "/usr/bin:/bin"})
+        time.sleep(1)  # sleep-ok: the command's loop is running; the host acts then
+        os.rmdir(ws + "/.git")
+        out = w.s.collect_until_closed(b, timeout=60)
+        text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+        if IS_REF:
+            print("    [%s] reference: exit %s, %s" % (mode[0], out["exit_code"],
+                                                      "planted" if "PLANTED" in text
+                                                      else "nothing planted"))
+        else:
+            v.check(mode, "ended", "sandbox ended" in text and out["exit_code"] == 137,
+                    "the sandbox went on after losing a mount: exit %s, %s" % (
+                        out["exit_code"], text[-300:]))
+            v.check(mode, "planted", "PLANTED" not in text, text[-300:])
+            for name in PROTECTED:
+                p = os.path.join(ws, name)
+                v.check(mode, name, not os.path.lexists(p) or not os.listdir(p),
+                        "%s holds something on the host" % name)
+        # a warm fs helper whose view lost the name
+        ws = w.fresh_ws()
+        w.mkdir(ws + "/.git")
+        sb = policy("ww", ws, mode[2])
+        w.s.call("fs/writeFile", {"path": uri(ws + "/control"), "dataBase64": b64("c"),
+                                  "sandbox": sb})
+        os.rmdir(ws + "/.git")
+        for _ in range(2):
+            w.s.request("fs/createDirectory", {"path": uri(ws + "/.git/hooks"),
+                                               "recursive": True, "sandbox": sb})
+            w.s.request("fs/writeFile", {"path": uri(ws + "/.git/config"),
+                                         "dataBase64": b64("x"), "sandbox": sb})
+        planted = os.path.isdir(ws + "/.git") and os.listdir(ws + "/.git")
+        if IS_REF:
+            print("    [%s] reference fs: %s" % (mode[0], planted or "nothing planted"))
+        else:
+            v.check(mode, "fs helper", not planted, "written through fs/*: %s" % planted)
+    v.done()
+
+
+@needs_own_server
+def test_protected_name_renamed_on_the_host(_):
+    """Issue 33 red team: an existing protected directory renamed on the host (a user's
+    `mv .git .git.bak`, `git init --separate-git-dir`, another program moving its
+    placeholder aside). The kernel does not detach the sandbox's read-only mount: it moves
+    with the directory (mountinfo then shows `.git.bak` as its mount point), the mount
+    table's change counter does not move, so the init's watch sees nothing, and `.git` is
+    free in the sandbox for as long as it runs. Ours planted .git/config and a hook with
+    the same slow loop the removal case stops."""
+    w = world()
+    v = Verdicts()
+    slow = PLANT.replace("fi; done;", "fi; sleep 0.1; done;")
+    mode = MODES[1]
+    ws = w.fresh_ws()
+    w.mkdir(ws + "/.git")
+    pid = pid_name(w, "ph-moved")
+    w.s.start(pid, ["/bin/sh", "-c", slow.format(secs=3)], cwd=uri(ws),
+              sandbox=policy("ww", ws, mode[2]), env={"PATH": "/usr/bin:/bin"})
+    time.sleep(1)  # sleep-ok: the command's loop is running; the host acts then
+    os.rename(ws + "/.git", ws + "/.git.bak")
+    out = w.s.collect_until_closed(pid, timeout=60)
+    text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+    planted = os.path.isdir(ws + "/.git") and sorted(os.listdir(ws + "/.git"))
+    if IS_REF:
+        print("    [%s] reference: %s" % (mode[0], planted or "nothing planted"))
+    else:
+        v.check(mode, "renamed .git", not planted and "PLANTED-git" not in text,
+                "planted after the host moved .git: %s (exit %s)" % (planted, out["exit_code"]))
+    v.done()
+
+
+@needs_own_server
+def test_protected_name_removed_under_a_tight_loop(_):
+    """Issue 33 red team: the same removal as above, against a command that does not sleep:
+    four processes loop on mkdir(".git") and write .git/config the moment one succeeds.
+    The init ends the sandbox when it sees the mount table change, but the name is free
+    from the host's rmdir on, and the kill comes a scheduler wake-up later (a child of the
+    command had 1 to 11 ms; with every process killed at once, about one round in three
+    still plants). No mount or Landlock rule can keep a name that does not exist
+    (SANDBOX.md, known holes). What ours guarantees, and this asserts: the sandbox ends at
+    once, and with every process gone a name made again is moved aside (nothing planted is
+    left where git reads it) and named on the command's standard error. Whether the loop
+    won the race is printed. The reference's sandbox goes on (it plants at once)."""
+    w = world()
+    v = Verdicts()
+    mode = MODES[1]
+    for rnd in range(3):
+        ws = w.fresh_ws()
+        w.mkdir(ws + "/.git")
+        pid = pid_name(w, "ph-race")
+        w.s.start(pid, [w.probe, "plant=.git:3:4"], cwd=uri(ws),
+                  sandbox=policy("ww", ws, mode[2]), env={"PATH": "/usr/bin:/bin"})
+        time.sleep(0.7)  # sleep-ok: the loops are running; the host acts then
+        os.rmdir(ws + "/.git")
+        out = w.s.collect_until_closed(pid, timeout=60)
+        text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+        aside = ws + "/.git.quarantined-by-exec-server.1"
+        remade = os.path.exists(ws + "/.git")
+        planted = os.path.exists(ws + "/.git/config")
+        if IS_REF:
+            print("    [%s] reference, round %d: %s" % (mode[0], rnd, "planted .git/config"
+                                                      if planted else "nothing planted"))
+            break
+        print("    [%s] round %d: %s" % (mode[0], rnd, "the loop made .git again: moved aside"
+                                         if os.path.exists(aside) else "nothing made"))
+        v.check(mode, "round %d: the sandbox ends" % rnd,
+                out["exit_code"] == 137 and "sandbox ended" in text,
+                "went on: exit %s, %s" % (out["exit_code"], text[-300:]))
+        v.check(mode, "round %d: nothing left where git reads" % rnd, not remade,
+                ".git exists again (%s): %s" % ("with config" if planted else "empty",
+                                                text[-400:]))
+        v.check(mode, "round %d: a name moved aside is reported" % rnd,
+                not os.path.exists(aside) or ("moved to " + aside) in text,
+                "moved aside silently: %s" % text[-400:])
+    v.done()
+
+
+def attack_server(w, mode, ws, target, extra=None, env=None, how="direct", proxy=None):
+    """Runs server_attack.py in a sandbox of mode against the WebSocket at target
+    (host, port); returns (its JSON result or {}, the marker path, the output text). The
+    marker is written by the unsandboxed process it asks for, outside every root."""
+    marker = "%s/pwned-%s-%d" % (w.markers, w.tag, STEP[0])
+    spec = {"host": target[0], "port": target[1], "marker": marker, "via": how}
+    if proxy:
+        spec["proxy"] = proxy
+    pid = pid_name(w, "srv-attack")
+    envd = {"PATH": "/usr/bin:/bin"}
+    envd.update(env or {})
+    params = dict(extra or {})
+    params.setdefault("sandbox", policy(mode[1], ws, mode[2]))
+    w.s.start(pid, ["/usr/bin/python3", w.attack, json.dumps(spec)], cwd=uri(ws), env=envd,
+              **params)
+    out = w.s.collect_until_closed(pid, timeout=60)
+    text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+    try:
+        res = json.loads(out["stdout"].decode().strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        res = {}
+    # (the attacker waits for its process's close, so a marker is there by now)
+    return res, marker, text
+
+
+def server_port(w):
+    return int(w.srv.url.rsplit(":", 1)[1].split("/")[0])
+
+
+@needs_own_server
+def test_server_unreachable_with_the_network_enabled(_):
+    """Issue 33: with the network enabled a sandboxed command shares the host's network;
+    the loopback WebSocket has no authentication, so it could connect to its own server and
+    ask for an unsandboxed process/start. Ours refuses a connect to any of the server's
+    listening ports, on every address (127.0.0.1, 127.0.0.2, ::ffff:127.0.0.1, 0.0.0.0),
+    and to another sandbox's managed proxy; a positive control connects to a host daemon.
+    The reference lets the command in (a reference escape: SANDBOX.md)."""
+    w = world()
+    v = Verdicts()
+    mode = MODES[2]  # WorkspaceWrite+net
+    port = server_port(w)
+    for host in ("127.0.0.1", "127.0.0.2", "::ffff:127.0.0.1", "0.0.0.0"):
+        ws = w.fresh_ws()
+        res, marker, text = attack_server(w, mode, ws, (host, port))
+        ran = os.path.exists(marker)
+        if IS_REF:
+            print("    [%s] reference via %s: %s" % (mode[0], host, "ESCAPED (unsandboxed "
+                  "process ran)" if ran else res.get("error", res.get("stage"))))
+            continue
+        v.check(mode, "server via " + host, not ran and res.get("stage") == "connect" and
+                "refused" in res.get("error", "").lower(),
+                "reached the server: %s %s" % (res, text[-300:]))
+    # The guard must connect the very socket it looked at: another task sharing the
+    # descriptor table swaps an IP socket into the slot of a Unix one it let through
+    # (ours let the kernel continue such a call and reached the WebSocket in ~100
+    # tries). A connect from a second thread is the positive control (ours answered
+    # ESRCH: a thread has no pidfd of its own before Linux 6.9 without PIDFD_THREAD).
+    ws = w.fresh_ws()
+    res, text = probe(w, mode, ["connect_swap=127.0.0.1:%d" % port,
+                                "connect_thread=127.0.0.1:%d" % w.tcp_port], ws)
+    got = res.get("connect_swap", ("missing", ""))
+    if IS_REF:
+        print("    [%s] reference, descriptor swapped under the guard: %s %s" % (
+            mode[0], got[0], got[1]))
+    else:
+        v.check(mode, "server through a swapped descriptor", got[0] == "ECONNREFUSED",
+                "reached the server: %s %s" % got)
+    got = res.get("connect_thread", ("missing", ""))
+    v.check(mode, "control: a connect from a second thread", got[0] == "ok",
+            "refused: %s %s" % got)
+    # a listener of another sandbox's managed proxy
+    pid = pid_name(w, "np-holder")
+    np = {"proxy": {"enabled": True, "enableSocks5": True, "enableSocks5Udp": False,
+                    "allowUpstreamProxy": False, "dangerouslyAllowAllUnixSockets": False,
+                    "mode": "full", "domains": {"localhost": "allow", "127.0.0.1": "allow"},
+                    "unixSockets": None,
+                    "allowLocalBinding": True}}
+    w.s.start(pid, ["/bin/sh", "-c", "echo $HTTP_PROXY; sleep 30"], networkProxy=np,
+              env={"PATH": "/usr/bin:/bin"})
+    w.s.wait_for(lambda: b"\n" in w.s.output_so_far(pid)["stdout"], what="the proxy address")
+    proxy = w.s.output_so_far(pid)["stdout"].decode().split()[0].split("://")[-1].rstrip("/")
+    ws = w.fresh_ws()
+    res, marker, text = attack_server(w, mode, ws, ("127.0.0.1", port), how="connect",
+                                      proxy=proxy)
+    if IS_REF:
+        print("    [%s] reference through another proxy: %s" % (
+            mode[0], "ESCAPED" if os.path.exists(marker) else res))
+    else:
+        v.check(mode, "another sandbox's proxy", not os.path.exists(marker) and
+                res.get("stage") == "connect" and "refused" in res.get("error", "").lower(),
+                "reached it: %s" % res)
+    w.s.call("process/terminate", {"processId": pid})
+    # the positive control: a host daemon on loopback is reachable
+    ws = w.fresh_ws()
+    res, marker, text = attack_server(w, mode, ws, ("127.0.0.1", w.tcp_port))
+    v.check(mode, "control", res.get("stage") != "connect" or "error" not in res,
+            "a host daemon was not reachable: %s %s" % (res, text[-300:]))
+    v.done()
+
+
+def managed(domains, local=True, socks=True, timeout=None):
+    p = {"proxy": {"enabled": True, "enableSocks5": socks, "enableSocks5Udp": False,
+                   "allowUpstreamProxy": False, "dangerouslyAllowAllUnixSockets": False,
+                   "mode": "full", "domains": domains, "unixSockets": None,
+                   "allowLocalBinding": local}}
+    if timeout is not None:
+        p["policyDecisionTimeoutMs"] = timeout
+    return p
+
+
+@needs_own_server
+def test_managed_proxy_refuses_the_server(_):
+    """Issue 33: the managed proxy refuses the server's own ports whatever the policy
+    (`localhost` and `127.0.0.1` allowed, local binding allowed) or the client's decision
+    says, over HTTP CONNECT and SOCKS5, from a sandboxed command (enforceManagedNetwork).
+    The reference forwards it (a reference escape; it is shown through an unsandboxed
+    command with the proxy variables, as its bubblewrap bridge cannot run on this host)."""
+    w = world()
+    v = Verdicts()
+    port = server_port(w)
+    mode = MODES[1]  # WorkspaceWrite, network restricted, managed proxy
+    cases = [("policy allows localhost", managed({"localhost": "allow", "127.0.0.1": "allow"}),
+              None),
+             ("the client allows it", managed({}, timeout=20000), "allow")]
+    for what, np, answer in cases:
+        for how, var in (("connect", "HTTP_PROXY"), ("socks", "ALL_PROXY")):
+            ws = w.fresh_ws()
+            extra = {"networkProxy": np}
+            if not IS_REF:
+                extra.update(sandbox=policy("ww", ws), enforceManagedNetwork=True)
+            else:
+                extra["sandbox"] = None
+            marker = "%s/pwned-%s-%d" % (w.markers, w.tag, STEP[0])
+            spec = {"host": "localhost" if how == "socks" else "127.0.0.1", "port": port,
+                    "marker": marker, "via": how}
+            pid = pid_name(w, "np-attack")
+            script = ("import os,json,sys,subprocess; u=os.environ['%s']; "
+                      "spec=json.loads(sys.argv[1]); "
+                      "spec['proxy']=u.split('://')[-1].rstrip('/'); "
+                      "os.execv('/usr/bin/python3', ['python3', sys.argv[2], json.dumps(spec)])"
+                      % var)
+            w.s.start(pid, ["/usr/bin/python3", "-c", script, json.dumps(spec), w.attack],
+                      cwd=uri(ws), env={"PATH": "/usr/bin:/bin"}, **extra)
+            deadline = time.monotonic() + 60 * TIMEOUT_SCALE
+            while True:
+                m = w.s.pump(max(0.1, deadline - time.monotonic()))
+                if m is None or time.monotonic() > deadline:
+                    break
+                if m.get("method") == "network/policyRequest" and answer:
+                    w.s.send_obj({"id": m["id"], "result": {"decision": {"type": answer}}})
+                if m.get("method") == "process/closed" and m["params"]["processId"] == pid:
+                    break
+            out = w.s.output_so_far(pid)
+            text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+            ran = os.path.exists(marker)
+            if IS_REF:
+                print("    [%s] reference, %s, %s: %s" % (mode[0], what, how, "ESCAPED "
+                      "(unsandboxed process ran)" if ran else text.strip()[-200:]))
+                continue
+            v.check(mode, "%s over %s" % (what, how), not ran and "refused" in text.lower(),
+                    "reached the server: %s" % text[-300:])
+    v.done()
+
+
+@needs_own_server
+def test_process_flood(_):
+    """Issue 33: a fork bomb in a sandbox meets a cap on its processes, with the usual
+    "Resource temporarily unavailable" (EAGAIN) a shell shows; a build's worth of
+    processes (200 at once) does not. The reference has no cap (3,000 forks succeeded)."""
+    w = world()
+    v = Verdicts()
+    script = ("import os,sys,time\n"
+              "want=int(sys.argv[1]); n=0; err=''\n"
+              "for i in range(want):\n"
+              "    try:\n"
+              "        pid=os.fork()\n"
+              "    except OSError as e:\n"
+              "        err=e.strerror; break\n"
+              "    if pid==0:\n"
+              "        time.sleep(30); os._exit(0)\n"
+              "    n+=1\n"
+              "print('forked', n, err, flush=True)\n")
+    for mode in MODES:
+        for want, flood in ((200, False), (6000, True)):
+            ws = w.fresh_ws()
+            out, text = shell(w, mode, "/usr/bin/python3 -c \"$S\" %d" % want, ws,
+                              env={"S": script})
+            m = re.search(r"forked (\d+) ?(.*)", text)
+            if IS_REF:
+                print("    [%s] reference, %d wanted: %s" % (mode[0], want,
+                                                            m.group(0) if m else text[-200:]))
+                continue
+            if not m:
+                v.fail(mode, "flood", "no answer: %s" % text[-300:])
+                continue
+            n = int(m.group(1))
+            if flood:
+                v.check(mode, "fork bomb", n < want and "temporarily unavailable" in m.group(2),
+                        "no cap met: %s" % m.group(0))
+            else:
+                v.check(mode, "a build's worth", n == want, "capped too low: %s" % m.group(0))
+    # The cap must hold where the view shows cgroupfs as the host has it (a full-disk
+    # policy, network restricted): a root server's cap is a pids cgroup, and cgroup v1
+    # lets a task of the same uid move itself to another one (ours let it: 6,000 forks).
+    leave = ("import glob,os\n"
+             "for f in glob.glob('/sys/fs/cgroup/**/cgroup.procs', recursive=True):\n"
+             "    try:\n"
+             "        open(f, 'w').write(str(os.getpid())); print('moved to', f)\n"
+             "    except OSError:\n"
+             "        pass\n")
+    mode = ("full disk", "-", RESTRICTED)
+    ws = w.fresh_ws()
+    pid = pid_name(w, "flood-out")
+    sb = {"permissions": {"type": "managed", "file_system": {"type": "unrestricted"},
+                          "network": RESTRICTED},
+          "windowsSandboxLevel": "disabled", "cwd": uri(ws)}
+    w.s.start(pid, ["/usr/bin/python3", "-c", leave + script, "6000"], cwd=uri(ws), sandbox=sb,
+              env={"PATH": "/usr/bin:/bin"})
+    out = w.s.collect_until_closed(pid, timeout=60)
+    text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+    m = re.search(r"forked (\d+) ?(.*)", text)
+    if IS_REF:
+        print("    [%s] reference: %s" % (mode[0], m.group(0) if m else text[-200:]))
+    else:
+        v.check(mode, "fork bomb after leaving its cgroup", m and int(m.group(1)) < 6000 and
+                "temporarily unavailable" in m.group(2), "no cap met: %s" % text[-300:])
     v.done()
 
 

@@ -58,7 +58,7 @@ def main():
     failures = []
     for path, header, col in (
             ("docs/PROTOCOL.md", "| capability | value | why |", 1),
-            ("docs/FLAGS.md", "| capability | 0.169.0 | ours | note |", 2)):
+            ("docs/FLAGS.md", "| capability | 0.171.0 | ours | note |", 2)):
         text = open(os.path.join(ROOT, path)).read()
         want, errors = expected(table_rows(text, header), col, path)
         failures += errors

@@ -4,8 +4,9 @@
 
 For each man/*.[1-8]: `man --warnings -l` (man-db, which runs groff with -ww) and
 `groff -ww -man -z` must print nothing on stderr. Then every long option in
-`exec-server --help` must appear in exec-server.1 and every one of `exec-client --help`
-in exec-client.1 (a new flag without its documentation fails here).
+`exec-server --help` must appear in exec-server.1, every one of `exec-client --help`
+in exec-client.1 and every one of `exec-server registry --help` in
+exec-server-registry.1 (a new flag without its documentation fails here).
 Usage: test_man.py BUILD_DIR [REPO_ROOT]."""
 import glob
 import os
@@ -35,12 +36,14 @@ def main():
             err = r.stderr.decode("utf-8", "replace").strip()
             if r.returncode != 0 or err:
                 bad.append("%s: %s: %s" % (os.path.basename(page), cmd[0], err or r.returncode))
-    for prog, page in (("exec-server", "exec-server.1"), ("exec-client", "exec-client.1")):
+    for prog, page, sub in (("exec-server", "exec-server.1", []),
+                            ("exec-client", "exec-client.1", []),
+                            ("exec-server", "exec-server-registry.1", ["registry"])):
         exe = os.path.join(BUILD, prog)
         if not os.access(exe, os.X_OK):
             bad.append("%s not built in %s" % (prog, BUILD))
             continue
-        helptext = subprocess.run([exe, "--help"], capture_output=True, timeout=30,
+        helptext = subprocess.run([exe] + sub + ["--help"], capture_output=True, timeout=30,
                                   env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0")).stdout.decode()
         text = open(os.path.join(ROOT, "man", page)).read().replace("\\-", "-")
         for opt in sorted(set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", helptext))):

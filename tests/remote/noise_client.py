@@ -36,8 +36,9 @@ def oracle_modules():
     """Path of the oracle node_modules, or None when it cannot be installed (exit 77)."""
     script = os.path.join(HERE, "..", "oracle", "install.sh")
     try:
+        # install.sh bounds its lock wait and npm to 240 s, under ctest's 300 s a test
         p = subprocess.run(["bash", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           timeout=600)
+                           timeout=280)
     except (OSError, subprocess.SubprocessError):
         return None
     return p.stdout.decode().strip() if p.returncode == 0 else None

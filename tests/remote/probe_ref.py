@@ -9,7 +9,6 @@ reference does in a while, and when, is what it records.
   scenarios: basic, drop, drop_graceful, reject401, reject403, reject404, reject409,
              reject500, register_fail, direct, forward, bearer_stdin, credential_stdin
 """
-import glob
 import json
 import os
 import subprocess
@@ -19,10 +18,12 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "blackbox"))
 import fake_cloud  # noqa
+import codex_ref  # noqa
 
-REF = sorted(glob.glob(os.path.expanduser(
-    "~/.cache/codex-ref/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex")))
+# The version observed: 0.169.0 unless PROBE_REF_VERSION says (installed on first use).
+REF = codex_ref.require(os.environ.get("PROBE_REF_VERSION", codex_ref.DEFAULT_VERSION))
 
 
 def show_request(r):
@@ -99,7 +100,7 @@ def run(scenario, seconds):
                                  answer_pings=scenario != "nopong")
     env = dict(os.environ, CODEX_HOME=home, RUST_LOG=os.environ.get("RUST_LOG", "info"))
     env.pop("CODEX_API_KEY", None)
-    cmd = [REF[0], "exec-server", "--remote", cloud.base_url, "--environment-id", "env-1"]
+    cmd = [REF, "exec-server", "--remote", cloud.base_url, "--environment-id", "env-1"]
     stdin_data = None
     if scenario == "bearer_stdin":
         cmd.append("--registration-bearer-stdin")

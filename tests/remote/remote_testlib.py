@@ -1,16 +1,16 @@
 """Shared helpers of the remote-mode black-box tests (test_remote_forward.py,
 test_remote_direct.py): where the built binaries and the reference codex are, and
 stopping a process group within a bound."""
-import glob
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-REF_GLOB = os.path.expanduser(
-    "~/.cache/codex-ref/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex")
+sys.path.insert(0, os.path.join(ROOT, "tests", "blackbox"))
+import codex_ref  # noqa: E402  (where the reference codex is installed)
 
 
 def find_build_file(name):
@@ -32,10 +32,9 @@ def our_server():
     return p
 
 
-def reference():
-    """The reference codex 0.169.0 binary, or None when it is not installed."""
-    hits = sorted(glob.glob(REF_GLOB))
-    return hits[0] if hits else None
+def reference(version=codex_ref.DEFAULT_VERSION):
+    """The reference codex binary of version, or None when it is not installed."""
+    return codex_ref.find(version)
 
 
 def stop_group(proc, timeout=10):

@@ -28,6 +28,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -972,6 +973,157 @@ static void at_connect_tcp(const char *name, const char *arg)
     connect_common(name, socket(AF_INET, SOCK_STREAM, 0), (struct sockaddr *)&sa, sizeof sa, arg);
 }
 
+static int inet4_arg(const char *name, const char *arg, struct sockaddr_in *sa)
+{
+    char host[128], port[16];
+    if (!need_arg(name, arg)) return 0;
+    split2(arg, host, sizeof host, port, sizeof port);
+    memset(sa, 0, sizeof *sa);
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons((uint16_t)atoi(port));
+    if (inet_pton(AF_INET, host, &sa->sin_addr) != 1) {
+        emit(name, EINVAL, "bad address %s", host);
+        return 0;
+    }
+    return 1;
+}
+
+/* What a WebSocket server answers an upgrade on fd: its status line, to show who
+ * was reached. */
+static void upgrade_status(int fd, char *line, size_t n)
+{
+    static const char req[] =
+        "GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+        "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        "Sec-WebSocket-Version: 13\r\n\r\n";
+    struct timeval tv = {3, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ssize_t r = send(fd, req, sizeof req - 1, MSG_NOSIGNAL) > 0 ? recv(fd, line, n - 1, 0) : -1;
+    line[r > 0 ? r : 0] = 0;
+    line[strcspn(line, "\r\n")] = 0;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* A connect guard that looks at the socket behind a descriptor number and then lets
+ * the kernel carry on with the call uses that number twice: between the look and the
+ * use, another task sharing the descriptor table (clone CLONE_FILES) puts an IP
+ * socket where a Unix one was looked at. ok: the IP socket got connected to IPV4:PORT
+ * (the detail shows what answered a WebSocket upgrade there). */
+static void at_connect_swap(const char *name, const char *arg)
+{
+    struct sockaddr_in sa;
+    if (!inet4_arg(name, arg, &sa)) return;
+    int u = socket(AF_UNIX, SOCK_STREAM, 0), in = socket(AF_INET, SOCK_STREAM, 0);
+    if (u < 0 || in < 0) {
+        emit(name, errno, "socket");
+        return;
+    }
+    const int slot = 200;
+    if (dup2(u, slot) < 0) {
+        emit(name, errno, "dup2");
+        return;
+    }
+    pid_t t = (pid_t)syscall(SYS_clone, CLONE_FILES | SIGCHLD, NULL, NULL, NULL, 0);
+    if (t < 0) {
+        emit(name, errno, "clone CLONE_FILES");
+        return;
+    }
+    if (t == 0)
+        for (;;) {
+            dup2(in, slot);
+            dup2(u, slot);
+        }
+    long tries = 0, refused = 0, other = 0;
+    int got = 0;
+    for (double end = now_s() + 2; !got && now_s() < end;) {
+        tries++;
+        if (connect(slot, (struct sockaddr *)&sa, sizeof sa) == 0) {
+            struct sockaddr_in peer;
+            socklen_t pl = sizeof peer;
+            got = getpeername(in, (struct sockaddr *)&peer, &pl) == 0;
+        } else if (errno == ECONNREFUSED) {
+            refused++;
+        } else if (errno != EINVAL && errno != EAFNOSUPPORT) {
+            other++;
+        }
+    }
+    kill(t, SIGKILL);
+    waitpid(t, NULL, 0);
+    if (!got) {
+        emit(name, ECONNREFUSED, "%ld tries (%ld refused, %ld other), never connected", tries,
+             refused, other);
+        return;
+    }
+    char line[256];
+    upgrade_status(in, line, sizeof line);
+    emit(name, 0, "connected after %ld tries; upgrade answered: %s", tries, line);
+}
+
+static void *connect_in_thread(void *p)
+{
+    const struct sockaddr_in *sa = p;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    long err = fd < 0 || connect(fd, (const struct sockaddr *)sa, sizeof *sa) < 0 ? errno : 0;
+    if (fd >= 0) close(fd);
+    return (void *)err;
+}
+
+/* A connect from a thread that is not the process's first (Go, Java, a resolver's
+ * thread pool): a positive control for a guard that must find the caller's
+ * descriptors from its thread id. */
+static void at_connect_thread(const char *name, const char *arg)
+{
+    struct sockaddr_in sa;
+    if (!inet4_arg(name, arg, &sa)) return;
+    pthread_t th;
+    void *res = NULL;
+    int e = pthread_create(&th, NULL, connect_in_thread, &sa);
+    if (e) {
+        emit(name, e, "pthread_create");
+        return;
+    }
+    pthread_join(th, &res);
+    emit(name, (int)(long)res, "connect %s from a second thread", arg);
+}
+
+/* A protected name's read-only mount detached under the sandbox (the host removed the
+ * directory it sat on) leaves the name free for a moment: PROCS processes loop on
+ * mkdir(NAME) for SECONDS and, the moment one succeeds, write NAME/config. ok: planted
+ * (the detail says after how many tries and what the write returned). */
+static void at_plant(const char *name, const char *arg)
+{
+    char dir[256], rest[64], secs[16], procs[16];
+    if (!need_arg(name, arg)) return;
+    split2(arg, dir, sizeof dir, rest, sizeof rest);
+    split2(rest, secs, sizeof secs, procs, sizeof procs);
+    int n = atoi(procs) > 0 ? atoi(procs) : 1;
+    double end = now_s() + (atof(secs) > 0 ? atof(secs) : 2);
+    char cfg[300];
+    snprintf(cfg, sizeof cfg, "%s/config", dir);
+    for (int i = 0; i < n; i++) {
+        if (fork() != 0) continue;
+        for (long tries = 1; now_s() < end; tries++) {
+            if (mkdir(dir, 0755) < 0) continue;
+            int fd = open(cfg, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+            static const char text[] = "[core]\n\tfsmonitor = \"echo PWNED\"\n";
+            ssize_t w = fd >= 0 ? write(fd, text, sizeof text - 1) : -1;
+            emit(name, 0, "created %s after %ld tries; config write %zd", dir, tries, w);
+            _exit(0);
+        }
+        _exit(1);
+    }
+    int st, planted = 0;
+    while (wait(&st) > 0)
+        planted |= WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    if (!planted) emit(name, EEXIST, "%s never created", dir);
+}
+
 /* A listening socket in the file system: a way in for unsandboxed host processes. */
 static void at_listen_path(const char *name, const char *arg)
 {
@@ -1408,6 +1560,9 @@ static const struct {
     {"connect_path", at_connect_path, "PATH  AF_UNIX pathname socket; ping and read the reply"},
     {"connect_abstract", at_connect_abstract, "NAME  abstract AF_UNIX socket \\0NAME"},
     {"connect_tcp", at_connect_tcp, "IPV4:PORT"},
+    {"connect_swap", at_connect_swap, "IPV4:PORT  race an IP socket into a Unix one's slot"},
+    {"connect_thread", at_connect_thread, "IPV4:PORT  connect from a second thread"},
+    {"plant", at_plant, "DIR[:SECONDS[:PROCS]]  loop on mkdir DIR, then write DIR/config"},
     {"listen_path", at_listen_path, "PATH  bind and listen on a pathname AF_UNIX socket"},
     {"netif", at_netif, "network interfaces in /proc/net/dev"},
     {"caps", at_caps, "capability sets, NoNewPrivs, Seccomp (ok = CapEff not 0)"},

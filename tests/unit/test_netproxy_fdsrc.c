@@ -100,7 +100,7 @@ static struct netproxy *start(uv_loop_t *loop, bool socks)
         .present = true, .enabled = true, .enable_socks5 = socks, .allow_local_binding = true};
     p.domains = json_pack("{s:s,s:s}", "127.0.0.1", "allow", "blocked.test", "deny");
     char err[256] = "";
-    assert_int_equal(netproxy_validate(&p, err, sizeof err), 0);
+    assert_int_equal(netproxy_validate(&p, false, err, sizeof err), 0);
     struct netproxy *np = NULL;
     if (netproxy_start(loop, &p, NULL, "p-fd", &np, err, sizeof err) != 0) fail_msg("%s", err);
     netproxy_params_free(&p);

@@ -177,6 +177,63 @@ static void test_compat_options(void **state)
                              "digit found in string");
 }
 
+/* --tcp-upstream-proxy and --linux-sandbox-transparent-tcp (0.171.0): the value is
+ * split and checked in the reference's order, with its texts. */
+static void test_tcp_upstream_proxy(void **state)
+{
+    assert_int_equal(parse(NULL), CONFIG_OK);
+    assert_null(limits_tcp_upstream_proxy());
+    assert_false(limits_sandbox_transparent_tcp());
+    assert_int_equal(parse("--tcp-upstream-proxy", "proxy.example.:3128",
+                           "--linux-sandbox-transparent-tcp", NULL),
+                     CONFIG_OK);
+    assert_true(limits_sandbox_transparent_tcp());
+    assert_string_equal(limits_tcp_upstream_proxy()->host, "proxy.example.");
+    assert_int_equal(limits_tcp_upstream_proxy()->port, 3128);
+    assert_int_equal(parse("--tcp-upstream-proxy=[::ffff:10.0.0.1]:+08", NULL), CONFIG_OK);
+    assert_string_equal(limits_tcp_upstream_proxy()->host, "::ffff:10.0.0.1");
+    assert_int_equal(limits_tcp_upstream_proxy()->port, 8);
+    const struct opt_spec *o = options_find("tcp-upstream-proxy");
+    static const char *const cases[][2] = {
+        {"foo", ": missing port"},
+        {"h:", ": parse port as u16\n \xe2\x86\xaa cannot parse integer from empty string"},
+        {"h:-1", ": parse port as u16\n \xe2\x86\xaa invalid digit found in string"},
+        {"h:65536", ": parse port as u16\n \xe2\x86\xaa number too large to fit in target type"},
+        {"[::1]", ": parse port as u16\n \xe2\x86\xaa invalid digit found in string"},
+        {"a b:0", ": parse host from host-with-port\n \xe2\x86\xaa parse host from string\n"
+                  " \xe2\x86\xaa Option is None"},
+        {"::1:0", ": missing brackets for IPv6 address with port (in host-with-port)"},
+        {"[::1]:0", ": TCP upstream proxy port must be nonzero"},
+    };
+    char err[512], want[512];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(options_store(o, cases[i][0], err, sizeof err), -EINVAL);
+        snprintf(want, sizeof want, "invalid value '%s' for '--tcp-upstream-proxy <HOST:PORT>'%s",
+                 cases[i][0], cases[i][1]);
+        assert_string_equal(err, want);
+    }
+    /* The host: labels of letters, digits, `_` and `-` (not at a label's ends), 253
+     * bytes at most with a final dot, no empty label. */
+    char name[300];
+    memset(name, 'a', sizeof name);
+    for (int i = 63; i < 253; i += 64)
+        name[i] = '.';
+    strcpy(name + 253, ":1");
+    assert_int_equal(options_store(o, name, err, sizeof err), 0);
+    strcpy(name + 252, ".:1"); /* 253 with the final dot: still fine */
+    assert_int_equal(options_store(o, name, err, sizeof err), 0);
+    strcpy(name + 253, ".:1"); /* 254 */
+    assert_int_equal(options_store(o, name, err, sizeof err), -EINVAL);
+    const char *good[] = {"_:1", "a-_:1", "123:1", "999.1.1.1:1", "h.:1", "[::]:1"};
+    const char *bad[] = {"-h:1", "h-:1", ".h:1", "h..:1", "h/x:1", "u@h:1", "[x]:1", "[]:1"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        assert_int_equal(options_store(o, good[i], err, sizeof err), 0);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        assert_int_equal(options_store(o, bad[i], err, sizeof err), -EINVAL);
+    assert_int_equal(parse(NULL), CONFIG_OK);
+    assert_null(limits_tcp_upstream_proxy());
+}
+
 static void test_codex_config_rules(void **state)
 {
     const char *ok[] = {"model=\"o3\"", "features.shell_snapshot=true", "otel.x=1",
@@ -252,6 +309,7 @@ int main(void)
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_error_texts),
         cmocka_unit_test(test_compat_options),
+        cmocka_unit_test(test_tcp_upstream_proxy),
         cmocka_unit_test(test_codex_config_rules),
         cmocka_unit_test(test_help_and_man_list_every_option),
     };

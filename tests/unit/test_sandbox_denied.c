@@ -29,6 +29,9 @@ static void test_rules(void **state)
     assert_true(verdict(true, 1, "OPERATION NOT PERMITTED", NULL));
     assert_true(verdict(true, 1, "landlock said no", NULL));
     assert_true(verdict(true, 1, "Failed to write file x", NULL));
+    /* the sandbox's process cap, as bash and dash report a failed fork */
+    assert_true(verdict(true, 254, NULL, "bash: fork: retry: Resource temporarily unavailable"));
+    assert_true(verdict(true, 2, NULL, "sh: 1: Cannot fork"));
     assert_false(verdict(true, 126, "nope", NULL)); /* 4 */
     assert_false(verdict(true, 127, NULL, NULL));
     assert_true(verdict(true, 159, NULL, NULL)); /* 5: SIGSYS */

@@ -124,7 +124,10 @@ static void test_workspace_write(void **state)
     assert_false(p.full_read); /* a none entry exists */
     assert_true(has(&p.readable, "/"));
     assert_true(has(&p.writable, "/ws"));
-    assert_true(has(&p.readonly_sub, "/ws/.git"));
+    /* protected names go on their own list, whatever their state on the host */
+    assert_true(has(&p.protected_names, "/ws/.git"));
+    assert_true(has(&p.protected_names, "/ws/.codex"));
+    assert_false(has(&p.readonly_sub, "/ws/.git"));
     assert_true(has(&p.denied, "/ws/secret"));
     assert_true(sandbox_policy_needs_fs(&p, true, false));
     assert_true(sandbox_policy_needs_fs(&p, false, true));

@@ -1,51 +1,31 @@
-/* enforce: the sandbox's mount view, Landlock rules and capability drop (see
- * enforce.h for the layers).
- *
- * sandbox_setup runs in the sandbox's init, a process of its own (a copy of the
- * small spawner, not of the daemon), so it may allocate and format freely.
- * sandbox_confine runs in the command between vfork and execve and only makes
- * system calls on memory prepared by sandbox_setup.
- *
- * Debian's <linux/landlock.h> stops at ABI 2 while this kernel speaks 7, so the
- * constants and the attribute layouts are defined here and the handled rights are
- * masked by the ABI the kernel reports (DESIGN.md pitfall 12).
+/* view: the sandbox's mount view, built by its init (see view.h).
  *
  * Bind mounts are made from file descriptors (open_tree + move_mount) taken before
  * the tree is made read-only: a clone keeps each mount's own flags, so a writable
  * root comes back exactly as the host has it (a read-only submount stays
- * read-only), and nothing is resolved twice by path. */
-#include "sandbox/enforce.h"
+ * read-only), and nothing is resolved twice by path. Runs in the init, a copy of
+ * the small spawner, so it may allocate and format freely. */
+#include "sandbox/view.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/capability.h>
-#include <net/if.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "sandbox/policy.h"
 #include "util/mem.h"
 
 #define SB_OLDROOT "/.oldroot"
 
-#ifndef SYS_landlock_create_ruleset
-#define SYS_landlock_create_ruleset 444
-#define SYS_landlock_add_rule 445
-#define SYS_landlock_restrict_self 446
-#endif
 #ifndef SYS_mount_setattr
 #define SYS_mount_setattr 442
 #endif
@@ -77,53 +57,6 @@
 struct sb_open_how {
     uint64_t flags, mode, resolve;
 };
-#ifndef PR_CAP_AMBIENT
-#define PR_CAP_AMBIENT 47
-#define PR_CAP_AMBIENT_CLEAR_ALL 4
-#endif
-#ifndef SECBIT_NOROOT
-#define SECBIT_NOROOT (1 << 0)
-#define SECBIT_NOROOT_LOCKED (1 << 1)
-#define SECBIT_NO_SETUID_FIXUP (1 << 2)
-#define SECBIT_NO_SETUID_FIXUP_LOCKED (1 << 3)
-#define SECBIT_KEEP_CAPS_LOCKED (1 << 5)
-#endif
-#define SECBIT_NO_CAP_AMBIENT_RAISE_ (1 << 6)
-#define SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED_ (1 << 7)
-
-#define LL_CREATE_RULESET_VERSION (1U << 0)
-#define LL_RULE_PATH_BENEATH 1
-
-#define LL_FS_EXECUTE (1ULL << 0)
-#define LL_FS_WRITE_FILE (1ULL << 1)
-#define LL_FS_READ_FILE (1ULL << 2)
-#define LL_FS_READ_DIR (1ULL << 3)
-#define LL_FS_REFER (1ULL << 13)     /* ABI 2 */
-#define LL_FS_TRUNCATE (1ULL << 14)  /* ABI 3 */
-#define LL_FS_IOCTL_DEV (1ULL << 15) /* ABI 5 */
-#define LL_NET_BIND_TCP (1ULL << 0)  /* ABI 4 */
-#define LL_NET_CONNECT_TCP (1ULL << 1)
-#define LL_SCOPE_ABSTRACT_UNIX (1ULL << 0) /* ABI 6 */
-#define LL_SCOPE_SIGNAL (1ULL << 1)
-
-#define LL_FS_READ (LL_FS_EXECUTE | LL_FS_READ_FILE | LL_FS_READ_DIR)
-#define LL_FS_FILE_ONLY                                                                            \
-    (LL_FS_EXECUTE | LL_FS_WRITE_FILE | LL_FS_READ_FILE | LL_FS_TRUNCATE | LL_FS_IOCTL_DEV)
-#define LL_FS_DEVICE (LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_IOCTL_DEV | LL_FS_READ_DIR)
-
-/* struct landlock_ruleset_attr as of ABI 6; the size passed tells the kernel which
- * prefix we mean. */
-struct ll_ruleset_attr {
-    uint64_t handled_access_fs;
-    uint64_t handled_access_net;
-    uint64_t scoped;
-};
-
-struct ll_path_beneath_attr {
-    uint64_t allowed_access;
-    int32_t parent_fd;
-} __attribute__((packed));
-
 struct sb_mount_attr {
     uint64_t attr_set, attr_clr, propagation, userns_fd;
 };
@@ -134,50 +67,7 @@ struct sb_mount_attr {
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
 #define NDEV 6
 
-int sandbox_landlock_abi(void)
-{
-    long v = syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
-    return v < 0 ? 0 : (int)v;
-}
-
-static uint64_t fs_rights_for_abi(int abi)
-{
-    uint64_t r = (1ULL << 13) - 1; /* ABI 1: execute .. make_sym */
-    if (abi >= 2) r |= LL_FS_REFER;
-    if (abi >= 3) r |= LL_FS_TRUNCATE;
-    if (abi >= 5) r |= LL_FS_IOCTL_DEV;
-    return r;
-}
-
-bool sandbox_pid_namespace_inherit;
-
-int sandbox_check(const struct sandbox_spec *spec)
-{
-    /* Landlock is defense in depth where the kernel has it: the mount view alone
-     * expresses every policy (only the granted roots visible, writes only under
-     * writable ones, denied paths covered). The filter cannot be done without. */
-    (void)spec;
-    struct seccomp_prog probe;
-    return seccomp_build(SECCOMP_NET_NONE, &probe) < 0 ? -EOPNOTSUPP : 0;
-}
-
-int sandbox_policy_check(const struct sandbox_policy *p)
-{
-    struct sandbox_spec spec = {.enforce_fs = p->enforce_fs, .net_restricted = p->net_restricted};
-    return sandbox_check(&spec);
-}
-
 /* ---- helpers ---------------------------------------------------------------------- */
-
-static int write_file(const char *path, const char *text)
-{
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return -errno;
-    size_t n = strlen(text);
-    int rc = write(fd, text, n) == (ssize_t)n ? 0 : -EPERM;
-    close(fd);
-    return rc;
-}
 
 static int set_ro(const char *path, bool ro, bool recursive)
 {
@@ -423,8 +313,45 @@ static int mount_proc(struct view *v)
 
 #define COVER "/dev/.sandbox-cover"
 
-/* Read-only carve-outs, placeholders for missing protected names, and covers for
- * denied paths (after the private /dev exists): the same in both kinds of view. */
+/* Whether mkdir's errno says that nobody in the sandbox could make anything there
+ * either: the init has every capability of its user namespace and is not under
+ * Landlock, so what it cannot create, the command (no capabilities) cannot. */
+static bool nothing_to_create(int err)
+{
+    return err == ENOENT || err == ENOTDIR || err == EROFS || err == EACCES || err == EPERM;
+}
+
+/* Keeps one protected name read-only, decided now rather than when the policy was
+ * resolved (the host may have changed it since): an existing one is bound read-only
+ * onto itself (a directory, or a `.git` file); a missing one is made, the daemon's
+ * placeholder having gone meanwhile, and bound the same way; a symbolic link fails
+ * (ELOOP), as it fails the policy. The clone is made read-only before it is attached,
+ * so there is no moment the name is writable. */
+static int protect_name(const char *path)
+{
+    int at = open_exact(path);
+    if (at == -ENOENT) {
+        if (mkdir(path, 0755) < 0 && errno != EEXIST) return nothing_to_create(errno) ? 0 : -errno;
+        at = open_exact(path);
+    }
+    if (at < 0) return at;
+    long t = syscall(SYS_open_tree, at, "",
+                     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+    int rc = t < 0 ? -errno : 0;
+    struct sb_mount_attr a = {.attr_set = SB_MOUNT_ATTR_RDONLY};
+    if (!rc &&
+        syscall(SYS_mount_setattr, (int)t, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0)
+        rc = -errno;
+    if (!rc && syscall(SYS_move_mount, (int)t, "", at, "",
+                       MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+        rc = -errno;
+    if (t >= 0) close((int)t);
+    close(at);
+    return rc;
+}
+
+/* Read-only carve-outs, the protected names, and covers for denied paths (after the
+ * private /dev exists): the same in both kinds of view. */
 static int mount_carveouts(struct view *v)
 {
     const struct sandbox_spec *s = v->s;
@@ -433,14 +360,8 @@ static int mount_carveouts(struct view *v)
         if (rc == -ENOENT) continue; /* gone meanwhile: nothing to protect */
         CHECK(v, rc, "read-only carve-out");
     }
-    for (const char *const *p = s->placeholders; p && *p; p++) {
-        /* The daemon made the empty mount point; cover it whatever it holds now. */
-        int rc = mount_exact(*p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                             "mode=0555,size=4k");
-        /* No root there to write into (its bind was skipped): nothing to cover. */
-        if (rc == -ENOENT) continue;
-        CHECK(v, rc, "protected-name placeholder");
-    }
+    for (const char *const *p = s->protected_names; p && *p; p++)
+        CHECK(v, protect_name(*p), "protected name");
     bool have_cover = false;
     for (const char *const *p = s->denied; p && *p; p++) {
         struct stat st;
@@ -670,146 +591,55 @@ static int build_view(struct view *v)
     return rc;
 }
 
-/* ---- Landlock ------------------------------------------------------------------------ */
-
-/* Adds a path_beneath rule; a missing path is skipped (nothing to grant). */
-static int add_rule(int rfd, const char *path, uint64_t access)
+/* mountinfo's octal escapes ("\040" for a space) decoded in place. */
+static void mountinfo_unescape(char *s)
 {
-    int fd = open(path, O_PATH | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT || errno == ENOTDIR || errno == EACCES ? 0 : -errno;
-    struct stat st;
-    if (fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode)) access &= LL_FS_FILE_ONLY;
-    struct ll_path_beneath_attr pb = {.allowed_access = access, .parent_fd = fd};
+    char *o = s;
+    for (char *i = s; *i; i++) {
+        if (i[0] == '\\' && i[1] >= '0' && i[1] <= '3' && i[2] >= '0' && i[2] <= '7' &&
+            i[3] >= '0' && i[3] <= '7') {
+            *o++ = (char)((i[1] - '0') * 64 + (i[2] - '0') * 8 + (i[3] - '0'));
+            i += 3;
+        } else {
+            *o++ = *i;
+        }
+    }
+    *o = 0;
+}
+
+int sandbox_view_seal_cgroups(const char **step)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f) {
+        *step = "read the view's mounts";
+        return -errno;
+    }
+    char *line = NULL;
+    size_t cap = 0;
     int rc = 0;
-    if (access && syscall(SYS_landlock_add_rule, rfd, LL_RULE_PATH_BENEATH, &pb, 0) < 0)
-        rc = -errno;
-    close(fd);
+    while (!rc && getline(&line, &cap, f) > 0) {
+        /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS ... - FSTYPE SOURCE SUPEROPTS */
+        char *dash = strstr(line, " - "), *mnt = line;
+        if (!dash || (strncmp(dash + 3, "cgroup ", 7) && strncmp(dash + 3, "cgroup2 ", 8)))
+            continue;
+        for (int field = 0; field < 4 && mnt; field++)
+            mnt = strchr(mnt, ' ') ? strchr(mnt, ' ') + 1 : NULL;
+        char *end = mnt ? strchr(mnt, ' ') : NULL;
+        if (!end) continue;
+        *end = 0;
+        mountinfo_unescape(mnt);
+        rc = set_ro(mnt, true, true);
+        if (rc < 0) *step = "read-only cgroup file system";
+    }
+    free(line);
+    fclose(f);
     return rc;
 }
 
-/* The ruleset, built in the finished view (so /dev/pts is the private instance).
- * Without file enforcement every path stays allowed, but the process still gets a
- * Landlock domain: its ptrace and signal scoping keep processes outside closed. */
-static int build_ruleset(const struct sandbox_spec *s, int *out)
+int sandbox_view_build(const struct sandbox_spec *s, const char **step)
 {
-    *out = -1;
-    int abi = sandbox_landlock_abi();
-    if (abi < 1) return 0; /* the mount view alone enforces the policy */
-    uint64_t all = fs_rights_for_abi(abi);
-    struct ll_ruleset_attr ra = {.handled_access_fs = all};
-    size_t ra_size = abi >= 6 ? sizeof ra : abi >= 4 ? 16 : 8;
-    if (s->net_restricted && !s->net_proxy && abi >= 4)
-        ra.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
-    /* No signals to processes outside the sandbox (the daemon, other jobs); with the
-     * network restricted, no abstract Unix sockets outside either. */
-    if (abi >= 6) ra.scoped = LL_SCOPE_SIGNAL | (s->net_restricted ? LL_SCOPE_ABSTRACT_UNIX : 0);
-    long fd = syscall(SYS_landlock_create_ruleset, &ra, ra_size, 0);
-    if (fd < 0) return -errno;
-    int rfd = (int)fd, rc = 0;
-    if (!s->enforce_fs) {
-        rc = add_rule(rfd, "/", all);
-    } else {
-        for (const char *const *p = s->readable; p && *p && !rc; p++)
-            rc = add_rule(rfd, *p, LL_FS_READ & all);
-        for (const char *const *p = s->writable; p && *p && !rc; p++)
-            rc = add_rule(rfd, *p, all);
-        /* The private /dev and /proc every program expects. */
-        static const char *const devs[] = {"/dev/null",    "/dev/zero", "/dev/full", "/dev/random",
-                                           "/dev/urandom", "/dev/tty",  "/dev/pts",  NULL};
-        for (int i = 0; devs[i] && !rc; i++)
-            rc = add_rule(rfd, devs[i], LL_FS_DEVICE & all);
-        if (!rc) rc = add_rule(rfd, "/dev", LL_FS_READ_DIR);
-        if (!rc) rc = add_rule(rfd, "/dev/shm", all);
-        if (!rc) rc = add_rule(rfd, "/proc", (LL_FS_READ | LL_FS_WRITE_FILE) & all);
-    }
-    if (rc) {
-        close(rfd);
-        return rc;
-    }
-    *out = rfd;
-    return 0;
-}
-
-/* ---- setup and confine --------------------------------------------------------------- */
-
-static int loopback_up(void)
-{
-    int sk = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (sk < 0) return -errno;
-    struct ifreq ifr;
-    memset(&ifr, 0, sizeof ifr);
-    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
-    int rc = 0;
-    if (ioctl(sk, SIOCGIFFLAGS, &ifr) < 0) rc = -errno;
-    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-    if (!rc && ioctl(sk, SIOCSIFFLAGS, &ifr) < 0) rc = -errno;
-    close(sk);
+    struct view v = {.s = s};
+    int rc = build_view(&v);
+    if (rc < 0) *step = v.step;
     return rc;
-}
-
-int sandbox_setup(const struct sandbox_spec *spec, bool userns, uid_t uid, gid_t gid,
-                  struct sandbox_confinement *c, const char **step)
-{
-    c->ruleset_fd = -1;
-    *step = "";
-    int rc;
-    if (userns) {
-        char map[64];
-        *step = "user namespace id maps";
-        if ((rc = write_file("/proc/self/setgroups", "deny")) < 0) return rc;
-        snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
-        if ((rc = write_file("/proc/self/uid_map", map)) < 0) return rc;
-        snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
-        if ((rc = write_file("/proc/self/gid_map", map)) < 0) return rc;
-    }
-    struct view v = {.s = spec};
-    if ((rc = build_view(&v)) < 0) {
-        *step = v.step;
-        return rc;
-    }
-    if (spec->net_restricted && (rc = loopback_up()) < 0) {
-        *step = "loopback";
-        return rc;
-    }
-    if ((rc = build_ruleset(spec, &c->ruleset_fd)) < 0) {
-        *step = "landlock ruleset";
-        return rc;
-    }
-    enum seccomp_net net = !spec->net_restricted ? SECCOMP_NET_OPEN
-                           : spec->net_proxy     ? SECCOMP_NET_INET_ONLY
-                                                 : SECCOMP_NET_NONE;
-    if ((rc = seccomp_build(net, &c->seccomp)) < 0) {
-        *step = "seccomp filter";
-        return rc;
-    }
-    return 0;
-}
-
-/* Drops every capability for good: the bounding set first (needs CAP_SETPCAP),
- * then ambient, securebits so exec as uid 0 gains nothing, then the sets. */
-static int drop_caps(void)
-{
-    for (int cap = 0; cap <= 63; cap++)
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL) return -errno;
-    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-        return -errno;
-    unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-                         SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
-                         SECBIT_NO_CAP_AMBIENT_RAISE_ | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED_;
-    if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) < 0) return -errno;
-    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
-    struct __user_cap_data_struct d[2];
-    memset(d, 0, sizeof d);
-    if (syscall(SYS_capset, &h, d) < 0) return -errno;
-    return 0;
-}
-
-int sandbox_confine(const struct sandbox_confinement *c)
-{
-    int rc;
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) return -errno;
-    if (c->ruleset_fd >= 0 && syscall(SYS_landlock_restrict_self, c->ruleset_fd, 0) < 0)
-        return -errno;
-    if ((rc = drop_caps()) < 0) return rc;
-    return seccomp_install(&c->seccomp);
 }

@@ -1,0 +1,131 @@
+/* landlock: the sandbox's Landlock ruleset (see landlock.h).
+ *
+ * Debian's <linux/landlock.h> stops at ABI 2 while this kernel speaks 7, so the
+ * constants and the attribute layouts are defined here and the handled rights are
+ * masked by the ABI the kernel reports (DESIGN.md pitfall 12). */
+#include "sandbox/landlock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#define SYS_landlock_add_rule 445
+#define SYS_landlock_restrict_self 446
+#endif
+
+#define LL_CREATE_RULESET_VERSION (1U << 0)
+#define LL_RULE_PATH_BENEATH 1
+
+#define LL_FS_EXECUTE (1ULL << 0)
+#define LL_FS_WRITE_FILE (1ULL << 1)
+#define LL_FS_READ_FILE (1ULL << 2)
+#define LL_FS_READ_DIR (1ULL << 3)
+#define LL_FS_REFER (1ULL << 13)     /* ABI 2 */
+#define LL_FS_TRUNCATE (1ULL << 14)  /* ABI 3 */
+#define LL_FS_IOCTL_DEV (1ULL << 15) /* ABI 5 */
+#define LL_NET_BIND_TCP (1ULL << 0)  /* ABI 4 */
+#define LL_NET_CONNECT_TCP (1ULL << 1)
+#define LL_SCOPE_ABSTRACT_UNIX (1ULL << 0) /* ABI 6 */
+#define LL_SCOPE_SIGNAL (1ULL << 1)
+
+#define LL_FS_READ (LL_FS_EXECUTE | LL_FS_READ_FILE | LL_FS_READ_DIR)
+#define LL_FS_FILE_ONLY                                                                            \
+    (LL_FS_EXECUTE | LL_FS_WRITE_FILE | LL_FS_READ_FILE | LL_FS_TRUNCATE | LL_FS_IOCTL_DEV)
+#define LL_FS_DEVICE (LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_IOCTL_DEV | LL_FS_READ_DIR)
+
+/* struct landlock_ruleset_attr as of ABI 6; the size passed tells the kernel which
+ * prefix we mean. */
+struct ll_ruleset_attr {
+    uint64_t handled_access_fs;
+    uint64_t handled_access_net;
+    uint64_t scoped;
+};
+
+struct ll_path_beneath_attr {
+    uint64_t allowed_access;
+    int32_t parent_fd;
+} __attribute__((packed));
+
+int sandbox_landlock_abi(void)
+{
+    long v = syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
+    return v < 0 ? 0 : (int)v;
+}
+
+static uint64_t fs_rights_for_abi(int abi)
+{
+    uint64_t r = (1ULL << 13) - 1; /* ABI 1: execute .. make_sym */
+    if (abi >= 2) r |= LL_FS_REFER;
+    if (abi >= 3) r |= LL_FS_TRUNCATE;
+    if (abi >= 5) r |= LL_FS_IOCTL_DEV;
+    return r;
+}
+
+/* Adds a path_beneath rule; a missing path is skipped (nothing to grant). */
+static int add_rule(int rfd, const char *path, uint64_t access)
+{
+    int fd = open(path, O_PATH | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT || errno == ENOTDIR || errno == EACCES ? 0 : -errno;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode)) access &= LL_FS_FILE_ONLY;
+    struct ll_path_beneath_attr pb = {.allowed_access = access, .parent_fd = fd};
+    int rc = 0;
+    if (access && syscall(SYS_landlock_add_rule, rfd, LL_RULE_PATH_BENEATH, &pb, 0) < 0)
+        rc = -errno;
+    close(fd);
+    return rc;
+}
+
+/* The ruleset, built in the finished view (so /dev/pts is the private instance).
+ * Without file enforcement every path stays allowed, but the process still gets a
+ * Landlock domain: its ptrace and signal scoping keep processes outside closed. */
+int sandbox_landlock_ruleset(const struct sandbox_spec *s, int *out)
+{
+    *out = -1;
+    int abi = sandbox_landlock_abi();
+    if (abi < 1) return 0; /* the mount view alone enforces the policy */
+    uint64_t all = fs_rights_for_abi(abi);
+    struct ll_ruleset_attr ra = {.handled_access_fs = all};
+    size_t ra_size = abi >= 6 ? sizeof ra : abi >= 4 ? 16 : 8;
+    if (s->net_restricted && !s->net_proxy && abi >= 4)
+        ra.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
+    /* No signals to processes outside the sandbox (the daemon, other jobs); with the
+     * network restricted, no abstract Unix sockets outside either. */
+    if (abi >= 6) ra.scoped = LL_SCOPE_SIGNAL | (s->net_restricted ? LL_SCOPE_ABSTRACT_UNIX : 0);
+    long fd = syscall(SYS_landlock_create_ruleset, &ra, ra_size, 0);
+    if (fd < 0) return -errno;
+    int rfd = (int)fd, rc = 0;
+    if (!s->enforce_fs) {
+        rc = add_rule(rfd, "/", all);
+    } else {
+        for (const char *const *p = s->readable; p && *p && !rc; p++)
+            rc = add_rule(rfd, *p, LL_FS_READ & all);
+        for (const char *const *p = s->writable; p && *p && !rc; p++)
+            rc = add_rule(rfd, *p, all);
+        /* The private /dev and /proc every program expects. */
+        static const char *const devs[] = {"/dev/null",    "/dev/zero", "/dev/full", "/dev/random",
+                                           "/dev/urandom", "/dev/tty",  "/dev/pts",  NULL};
+        for (int i = 0; devs[i] && !rc; i++)
+            rc = add_rule(rfd, devs[i], LL_FS_DEVICE & all);
+        if (!rc) rc = add_rule(rfd, "/dev", LL_FS_READ_DIR);
+        if (!rc) rc = add_rule(rfd, "/dev/shm", all);
+        if (!rc) rc = add_rule(rfd, "/proc", (LL_FS_READ | LL_FS_WRITE_FILE) & all);
+    }
+    if (rc) {
+        close(rfd);
+        return rc;
+    }
+    *out = rfd;
+    return 0;
+}
+
+int sandbox_landlock_restrict(int ruleset_fd)
+{
+    if (ruleset_fd < 0) return 0;
+    return syscall(SYS_landlock_restrict_self, ruleset_fd, 0) < 0 ? -errno : 0;
+}

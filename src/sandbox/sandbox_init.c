@@ -1,0 +1,631 @@
+/* sandbox_init: the sandbox's init, from clone to exit, in bubblewrap's order (see
+ * sandbox_init.h for the steps; the functions below follow them).
+ *
+ * The init is a fork of the small spawner (no exec, no loader), so it may allocate
+ * and format freely; the command is a vfork of the init, and between vfork and
+ * execve only system calls on memory the init prepared are made. */
+#include "sandbox/sandbox_init.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/own_ports.h"
+#include "sandbox/landlock.h"
+#include "sandbox/net_guard.h"
+#include "sandbox/cgroup_caps.h"
+#include "sandbox/policy.h"
+#include "sandbox/tun.h"
+#include "sandbox/view.h"
+#include "util/fdframe.h"
+
+#ifndef PR_CAP_AMBIENT
+#define PR_CAP_AMBIENT 47
+#define PR_CAP_AMBIENT_CLEAR_ALL 4
+#endif
+#ifndef SECBIT_NOROOT
+#define SECBIT_NOROOT (1 << 0)
+#define SECBIT_NOROOT_LOCKED (1 << 1)
+#define SECBIT_NO_SETUID_FIXUP (1 << 2)
+#define SECBIT_NO_SETUID_FIXUP_LOCKED (1 << 3)
+#define SECBIT_KEEP_CAPS_LOCKED (1 << 5)
+#endif
+#define SECBIT_NO_CAP_AMBIENT_RAISE_ (1 << 6)
+#define SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED_ (1 << 7)
+
+bool sandbox_pid_namespace_inherit;
+
+int sandbox_check(const struct sandbox_spec *spec)
+{
+    /* Landlock is defense in depth where the kernel has it: the mount view alone
+     * expresses every policy (only the granted roots visible, writes only under
+     * writable ones, denied paths covered). The filter cannot be done without. */
+    (void)spec;
+    struct seccomp_prog probe;
+    return seccomp_build(SECCOMP_NET_NONE, &probe) < 0 ? -EOPNOTSUPP : 0;
+}
+
+int sandbox_policy_check(const struct sandbox_policy *p)
+{
+    struct sandbox_spec spec = {.enforce_fs = p->enforce_fs, .net_restricted = p->net_restricted};
+    return sandbox_check(&spec);
+}
+
+/* ---- 2. its own session ------------------------------------------------------------- */
+
+static void init_session(const struct sandbox_start *st, sigset_t *all)
+{
+    const struct sandbox_ops *o = st->ops;
+    close(st->spawner_sock);
+    (void)prctl(PR_SET_NAME, st->spec.serve ? "exec-sbx-helper" : "exec-sandbox"); /* for ps */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) o->fail(st->job, SANDBOX_STEP_DEATHSIG, errno);
+    if (setsid() < 0) o->fail(st->job, SANDBOX_STEP_SESSION, errno);
+    /* Without a PID namespace, the command's orphans must come to us to be killed. */
+    if (st->spec.pid_inherit && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+        o->fail(st->job, SANDBOX_STEP_SUBREAPER, errno);
+    /* The process group's signals are the command's business; SIGKILL still ends us. */
+    sigfillset(all);
+    if (sigprocmask(SIG_SETMASK, all, NULL) < 0) o->fail(st->job, SANDBOX_STEP_SIGNALS, errno);
+    if (st->tty && ioctl(st->tty_fd, TIOCSCTTY, 0) < 0) o->fail(st->job, SANDBOX_STEP_TTY, errno);
+}
+
+/* ---- 3. id maps --------------------------------------------------------------------- */
+
+static int write_file(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    size_t n = strlen(text);
+    int rc = write(fd, text, n) == (ssize_t)n ? 0 : -EPERM;
+    close(fd);
+    return rc;
+}
+
+static int write_id_maps(uid_t uid, gid_t gid)
+{
+    char map[64];
+    int rc = write_file("/proc/self/setgroups", "deny");
+    snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+    if (!rc) rc = write_file("/proc/self/uid_map", map);
+    snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+    if (!rc) rc = write_file("/proc/self/gid_map", map);
+    return rc;
+}
+
+/* What the init watches while the command runs. */
+struct supervision {
+    pid_t cmd;
+    bool pid_inherit;
+    int sfd;          /* signalfd: SIGCHLD */
+    int note_fd;      /* a copy of the command's standard error */
+    int proxy;        /* the daemon's proxy socket, or -1 */
+    int listeners[2]; /* the managed proxy's loopback relays */
+    char tags[2];     /* 'H' or 'S' for each */
+    int nl;
+    struct net_guard guard;
+    const char *const *protected_names; /* for view_lost's report */
+};
+
+/* ---- 6. the network ----------------------------------------------------------------- */
+
+static int loopback_up(void)
+{
+    int sk = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (sk < 0) return -errno;
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+    int rc = 0;
+    if (ioctl(sk, SIOCGIFFLAGS, &ifr) < 0) rc = -errno;
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (!rc && ioctl(sk, SIOCSIFFLAGS, &ifr) < 0) rc = -errno;
+    close(sk);
+    return rc;
+}
+
+static int listen_loopback(uint16_t port)
+{
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0) return -errno;
+    int one = 1;
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (bind(s, (struct sockaddr *)&a, sizeof a) < 0 || listen(s, 128) < 0) {
+        int e = errno;
+        close(s);
+        return -e;
+    }
+    return s;
+}
+
+/* ---- 7. rules, filter and the view's watch ------------------------------------------ */
+
+/* /proc/self/mountinfo, opened once the view is complete (prepare_confinement). */
+static int view_watch_fd = -1;
+/* An inotify instance watching each protected name's own inode for a move or a
+ * removal: a rename on the host carries the read-only mount with the directory (the
+ * mount table's change counter does not move), so the name is free and only the
+ * inode can tell (watch_protected_names). */
+static int view_names_fd = -1;
+
+/* Watches every protected name that exists in the finished view. A watch is on the
+ * inode, so the host's `mv .git .git.bak` reaches us though it happens outside. */
+static int watch_protected_names(const struct sandbox_spec *spec)
+{
+    if (!spec->protected_names || !spec->protected_names[0]) return 0;
+    view_names_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (view_names_fd < 0) return -errno;
+    for (const char *const *p = spec->protected_names; *p; p++)
+        if (inotify_add_watch(view_names_fd, *p, IN_MOVE_SELF | IN_DELETE_SELF | IN_DONT_FOLLOW) <
+                0 &&
+            errno != ENOENT)
+            return -errno;
+    return 0;
+}
+
+/* The ruleset, the filter (with its listener's socketpair when connects are to be
+ * answered) and the process cap, for step 8; then the view's watch. Returns 0 or
+ * -errno with *step naming what failed. */
+static int prepare_confinement(const struct sandbox_spec *spec, struct sandbox_confinement *c,
+                               const char **step)
+{
+    c->ruleset_fd = -1;
+    c->guard_sock[0] = c->guard_sock[1] = -1;
+    /* The cap counts the tasks of this user namespace's uid, i.e. this sandbox's
+     * (the init included); never above what the server may have itself. */
+    struct rlimit nproc;
+    c->max_procs = spec->max_procs;
+    if (c->max_procs && getrlimit(RLIMIT_NPROC, &nproc) == 0 && nproc.rlim_max != RLIM_INFINITY &&
+        nproc.rlim_max < c->max_procs)
+        c->max_procs = nproc.rlim_max;
+    int rc = sandbox_landlock_ruleset(spec, &c->ruleset_fd);
+    if (rc < 0) {
+        *step = "landlock ruleset";
+        return rc;
+    }
+    /* The fs helper runs our own code: an allowlist of what it calls. */
+    enum seccomp_net net = !spec->net_restricted ? SECCOMP_NET_OPEN
+                           : spec->net_proxy     ? SECCOMP_NET_INET_ONLY
+                                                 : SECCOMP_NET_NONE;
+    rc = spec->serve ? seccomp_build_fs_helper(&c->seccomp) : seccomp_build(net, &c->seccomp);
+    if (rc < 0) {
+        *step = "seccomp filter";
+        return rc;
+    }
+    if (c->seccomp.listener) {
+        /* Without the table of the server's ports there is nothing to refuse by:
+         * fail closed rather than let the command reach the server. */
+        if (!own_ports_ready()) {
+            *step = "the server's port table";
+            return -ENOTRECOVERABLE;
+        }
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, c->guard_sock) < 0) {
+            *step = "connect guard";
+            return -errno;
+        }
+    }
+    /* The view is complete: from now on any change of this namespace's mount table
+     * is the host removing or moving something a mount sits on (the command can
+     * mount nothing), and a protected name's read-only mount would be gone with it. */
+    view_watch_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+    if (view_watch_fd < 0) {
+        *step = "watch the mount table";
+        return -errno;
+    }
+    if ((rc = watch_protected_names(spec)) < 0) {
+        *step = "watch the protected names";
+        return rc;
+    }
+    return 0;
+}
+
+/* The pollfds of the view's watches, into p[0] and p[1] (fd -1 where unused, which
+ * poll skips). */
+static void view_watch_pollfds(struct pollfd *p)
+{
+    p[0] = (struct pollfd){view_watch_fd, POLLPRI, 0};
+    p[1] = (struct pollfd){view_names_fd, POLLIN, 0};
+}
+
+bool sandbox_view_intact(void)
+{
+    if (view_watch_fd < 0) return true;
+    struct pollfd p[2];
+    view_watch_pollfds(p);
+    return poll(p, 2, 0) == 0;
+}
+
+/* ---- 8. the command's confinement ----------------------------------------------------- */
+
+/* Drops every capability for good: the bounding set first (needs CAP_SETPCAP),
+ * then ambient, securebits so exec as uid 0 gains nothing, then the sets. */
+static int drop_caps(void)
+{
+    for (int cap = 0; cap <= 63; cap++)
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL) return -errno;
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+        return -errno;
+    unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                         SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+                         SECBIT_NO_CAP_AMBIENT_RAISE_ | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED_;
+    if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) < 0) return -errno;
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct d[2];
+    memset(d, 0, sizeof d);
+    if (syscall(SYS_capset, &h, d) < 0) return -errno;
+    return 0;
+}
+
+int sandbox_confine(const struct sandbox_confinement *c)
+{
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) return -errno;
+    int rc = drop_caps();
+    if (!rc) rc = sandbox_landlock_restrict(c->ruleset_fd);
+    if (!rc && c->max_procs) {
+        struct rlimit r = {c->max_procs, c->max_procs};
+        if (setrlimit(RLIMIT_NPROC, &r) < 0) rc = -errno;
+    }
+    return rc ? rc : seccomp_install(&c->seccomp, c->guard_sock[1]);
+}
+
+static __attribute__((noinline)) pid_t vfork_command(const struct sandbox_start *st,
+                                                     const struct sandbox_confinement *c)
+{
+    pid_t pid = vfork();
+    if (pid == 0) st->ops->exec_command(st->job, c);
+    return pid;
+}
+
+/* The command's seccomp listener, sent on conf->guard_sock[1] before it execed
+ * (seccomp_install): into guard, or -errno (the command must not run unanswered). */
+static int take_guard(struct sandbox_confinement *conf, struct net_guard *guard)
+{
+    guard->fd = -1;
+    if (conf->guard_sock[0] < 0) return 0;
+    char tag = 0;
+    int fd = -1, nfds = 0;
+    int n = fdframe_recv_tagged(conf->guard_sock[0], MSG_DONTWAIT, &tag, &fd, 1, &nfds);
+    close(conf->guard_sock[0]);
+    close(conf->guard_sock[1]);
+    if (n != 1 || tag != 'L' || nfds != 1) {
+        if (fd >= 0) close(fd);
+        return n < 0 ? n : -EPROTO;
+    }
+    int rc = net_guard_open(guard, fd);
+    if (rc < 0) close(fd);
+    return rc;
+}
+
+/* ---- 9. supervision ------------------------------------------------------------------- */
+
+static int exit_code(int st)
+{
+    return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
+}
+
+/* Kills what the command left behind when there is no PID namespace to do it:
+ * every orphan came to us (a subreaper), so our children are all of them. */
+static void kill_leftovers(void)
+{
+    for (int round = 0; round < 1000; round++) {
+        char path[64], buf[4096];
+        snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+        if (fd >= 0) close(fd);
+        if (n <= 0) break;
+        buf[n] = 0;
+        for (char *p = buf; *p;) {
+            char *end;
+            long pid = strtol(p, &end, 10);
+            if (end == p) break;
+            kill((pid_t)pid, SIGKILL);
+            p = end;
+        }
+        while (waitpid(-1, NULL, WNOHANG) > 0) {
+        }
+        int st;
+        if (waitpid(-1, &st, 0) < 0 && errno == ECHILD) break;
+    }
+}
+
+/* The kill is a scheduler wake-up behind the host's rmdir, and a loop that creates the
+ * name in that gap wins (SANDBOX.md, known holes). With every process gone, a protected
+ * name that exists but is no longer the read-only mount was made again while the
+ * sandbox could write there: it is renamed aside (git and codex read only the exact
+ * name) and the note says where, so that what the command planted never runs and
+ * nothing is deleted. */
+static void quarantine_remade_names(const struct supervision *s)
+{
+    for (const char *const *p = s->protected_names; p && *p; p++) {
+        struct statx sx;
+        if (statx(AT_FDCWD, *p, AT_SYMLINK_NOFOLLOW, STATX_TYPE, &sx) < 0) continue;
+        if ((sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+            (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+            continue;
+        char aside[4096];
+        int rc = -1;
+        for (int n = 1; n < 100 && rc < 0; n++) {
+            snprintf(aside, sizeof aside, "%s.quarantined-by-exec-server.%d", *p, n);
+            rc = renameat2(AT_FDCWD, *p, AT_FDCWD, aside, RENAME_NOREPLACE);
+            if (rc < 0 && errno != EEXIST) break;
+        }
+        if (s->note_fd < 0) continue;
+        if (rc == 0)
+            dprintf(s->note_fd,
+                    "exec-server: %s was made again while the sandbox could write there; "
+                    "moved to %s: inspect it before use\n",
+                    *p, aside);
+        else
+            dprintf(s->note_fd,
+                    "exec-server: %s was made again while the sandbox could write there and "
+                    "could not be moved aside (%s): inspect it before git or codex use it\n",
+                    *p, strerror(errno));
+    }
+}
+
+/* The view changed under the command (sandbox_view_intact): a protected name's
+ * read-only mount may be gone, so the sandbox ends now, saying why on the command's
+ * standard error. */
+static __attribute__((noreturn)) void view_lost(const struct supervision *s)
+{
+    static const char msg[] = "exec-server: sandbox ended: a path its view mounts on was removed "
+                              "or moved on the host (a protected name may have lost its "
+                              "read-only mount)\n";
+    /* Every process first, the note after: from the moment the mount is gone a loop
+     * needs a few microseconds to create the name and plant something in it, and a
+     * child of the command, left to die with the init's exit, had milliseconds (the
+     * escape suite's tight planting loop won most runs). In a PID namespace kill(-1)
+     * reaches all of them but us at once. */
+    if (!s->pid_inherit) kill(-1, SIGKILL);
+    kill(s->cmd, SIGKILL);
+    if (s->note_fd >= 0) {
+        ssize_t w = write(s->note_fd, msg, sizeof msg - 1);
+        (void)w;
+    }
+    if (s->pid_inherit) kill_leftovers();
+    /* Orphans come to PID 1: once waitpid has nobody left, nothing of the sandbox can
+     * write any more. */
+    while (!s->pid_inherit && (waitpid(-1, NULL, 0) > 0 || errno == EINTR)) {
+    }
+    quarantine_remade_names(s);
+    _exit(128 + SIGKILL);
+}
+
+/* Reaps; exits with the command's status once it is gone. */
+static void reap(struct supervision *s)
+{
+    struct signalfd_siginfo si;
+    while (read(s->sfd, &si, sizeof si) > 0) {
+    }
+    int st;
+    pid_t w;
+    while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
+        if (w != s->cmd) continue;
+        if (s->pid_inherit) kill_leftovers();
+        _exit(exit_code(st));
+    }
+}
+
+static __attribute__((noreturn)) void supervise(struct supervision *s)
+{
+    for (;;) {
+        struct pollfd p[5 + 1 + NET_GUARD_MAX_PENDING];
+        int np = 0;
+        p[np++] = (struct pollfd){s->sfd, POLLIN, 0};
+        view_watch_pollfds(p + np);
+        np += 2;
+        for (int i = 0; i < s->nl; i++)
+            p[np++] = (struct pollfd){s->listeners[i], POLLIN, 0};
+        int gfirst = np;
+        np += net_guard_pollfds(&s->guard, p + np, (int)(sizeof p / sizeof p[0]) - np);
+        if (poll(p, (nfds_t)np, -1) < 0 && errno != EINTR) _exit(1);
+        if (p[1].revents || p[2].revents) view_lost(s);
+        net_guard_serve(&s->guard, p + gfirst, np - gfirst);
+        for (int i = 0; i < s->nl; i++) {
+            if (!(p[3 + i].revents & POLLIN)) continue;
+            int c;
+            while ((c = accept4(s->listeners[i], NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+                (void)fdframe_send_tagged(s->proxy, s->tags[i], &c, 1); /* to the proxy */
+                close(c);
+            }
+        }
+        if (p[0].revents & POLLIN) reap(s);
+    }
+}
+
+/* ---- the sequence --------------------------------------------------------------------- */
+
+/* The fs helper: no exec (nothing of the host need be visible to load a program
+ * from); after step 7 the init confines itself and serves. */
+static __attribute__((noreturn)) void serve_confined(const struct sandbox_start *st,
+                                                     struct sandbox_confinement *c)
+{
+    const struct sandbox_ops *o = st->ops;
+    if (st->serve_sock < 0 || !o->serve) o->fail(st->job, SANDBOX_STEP_STDIO, EPROTO);
+    if (chdir("/") < 0) o->fail(st->job, SANDBOX_STEP_CWD, errno);
+    int rc = sandbox_confine(c);
+    if (rc < 0) o->fail(st->job, SANDBOX_STEP_CONFINE, -rc);
+    sigset_t none;
+    sigemptyset(&none);
+    if (sigprocmask(SIG_SETMASK, &none, NULL) < 0) o->fail(st->job, SANDBOX_STEP_SIGNALS, errno);
+    o->started(st->job);
+    for (int i = 0; i < st->njob_fds; i++)
+        if (st->job_fds[i] != st->serve_sock) close(st->job_fds[i]);
+    if (c->ruleset_fd >= 0) close(c->ruleset_fd);
+    _exit(o->serve(st->serve_sock));
+}
+
+/* Step 6: loopback, the managed proxy's relay listeners (into s) and transparent
+ * TCP's device. Before step 7: tun.h mounts over /etc/resolv.conf, and the view's
+ * watch starts after the last mount. Returns 0 or -errno with *what set. */
+static int network_up(const struct sandbox_start *st, struct supervision *s, const char **what)
+{
+    int rc = 0;
+    if (st->spec.net_restricted && (rc = loopback_up()) < 0) {
+        *what = "loopback";
+        return rc;
+    }
+    for (int i = 0; i < 2 && st->proxy_fd >= 0; i++) {
+        if (!st->proxy_ports[i]) continue;
+        int l = listen_loopback(st->proxy_ports[i]);
+        if (l < 0) {
+            *what = "the managed proxy's loopback listener";
+            return l;
+        }
+        s->tags[s->nl] = st->proxy_ports[0] && i == 0 ? 'H' : 'S';
+        s->listeners[s->nl++] = l;
+    }
+    if (st->tun_fd >= 0 && st->proxy_fd >= 0)
+        rc = sandbox_tun_start(st->tun_fd, st->proxy_fd, what);
+    return rc;
+}
+
+/* Steps 3-7 (the id maps when userns). Returns 0 or -errno with *what set. */
+static int build_sandbox(const struct sandbox_start *st, bool userns, uid_t uid, gid_t gid,
+                         struct sandbox_confinement *c, struct supervision *s, const char **what)
+{
+    int rc = 0;
+    if (userns && (rc = write_id_maps(uid, gid)) < 0) {
+        *what = "user namespace id maps";
+        return rc;
+    }
+    /* 4 and 5: the mounts, then the protected names, carve-outs and covers */
+    if ((rc = sandbox_view_build(&st->spec, what)) < 0) return rc;
+    /* A root server's process cap is the cgroup the init joins: not the command's to
+     * leave (cgroup v1 lets a task of the same uid move itself). */
+    if (st->cgroup_fds[0] >= 0 && (rc = sandbox_view_seal_cgroups(what)) < 0) return rc;
+    if ((rc = network_up(st, s, what)) < 0) return rc;
+    return prepare_confinement(&st->spec, c, what);
+}
+
+/* Runs in the init (PID 1 of the new namespaces, or a subreaper without a PID
+ * namespace). Never returns. */
+/* Waits until the spawner has moved us into the sandbox's cgroup (the byte 'J'
+ * on joined; sandbox_spawn): nothing may fork before. */
+static int wait_joined(int joined)
+{
+    if (joined < 0) return 0;
+    char c = 0;
+    ssize_t n;
+    while ((n = read(joined, &c, 1)) < 0 && errno == EINTR) {
+    }
+    close(joined);
+    return n == 1 && c == 'J' ? 0 : -EPERM;
+}
+
+static __attribute__((noreturn)) void init_main(const struct sandbox_start *st, bool userns,
+                                                uid_t uid, gid_t gid, int joined)
+{
+    const struct sandbox_ops *o = st->ops;
+    sigset_t all;
+    init_session(st, &all);
+    struct sandbox_confinement conf;
+    struct supervision s = {.pid_inherit = st->spec.pid_inherit,
+                            .proxy = st->proxy_fd,
+                            .protected_names = st->spec.protected_names};
+    const char *what = "";
+    int rc = build_sandbox(st, userns, uid, gid, &conf, &s, &what);
+    if (rc < 0) {
+        fprintf(stderr, "exec-server: sandbox setup failed at %s: %s\n", what, strerror(-rc));
+        o->fail(st->job, SANDBOX_STEP_SETUP, -rc);
+    }
+    /* The command needs the ruleset while it puts its own 0, 1, 2, 3... in place. */
+    if (conf.ruleset_fd >= 0 && conf.ruleset_fd < st->fd_base) {
+        int h = fcntl(conf.ruleset_fd, F_DUPFD_CLOEXEC, st->fd_base);
+        int err = errno;
+        close(conf.ruleset_fd);
+        conf.ruleset_fd = h;
+        if (h < 0) o->fail(st->job, SANDBOX_STEP_SETUP, err);
+    }
+    if (st->spec.serve) {
+        if (joined >= 0) close(joined); /* the helper forks nothing: it is never capped */
+        serve_confined(st, &conf);
+    }
+    /* Without it the init could not learn that the command exited: it would wait
+     * forever, and so would the client. */
+    s.sfd = signalfd(-1, &all, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (s.sfd < 0) o->fail(st->job, SANDBOX_STEP_SIGNALS, errno);
+    if ((rc = wait_joined(joined)) < 0) o->fail(st->job, SANDBOX_STEP_SETUP, -rc);
+    /* Rooted in the cgroup the spawner moved us to: on cgroup v2 a task may only move
+     * to a cgroup inside its cgroup namespace, which also closes
+     * clone3(CLONE_INTO_CGROUP), a way around the read-only cgroupfs
+     * (sandbox_view_seal_cgroups): it takes a descriptor of any cgroup directory,
+     * opened for reading. */
+    if (joined >= 0 && unshare(CLONE_NEWCGROUP) < 0) o->fail(st->job, SANDBOX_STEP_SETUP, errno);
+    /* 8 */
+    s.cmd = vfork_command(st, &conf);
+    if (s.cmd < 0) o->fail(st->job, SANDBOX_STEP_CLONE, errno);
+    if (o->command_failed(st->job)) _exit(127);
+    rc = take_guard(&conf, &s.guard);
+    if (rc < 0) {
+        kill(s.cmd, SIGKILL);
+        o->fail(st->job, SANDBOX_STEP_SETUP, -rc);
+    }
+    o->started(st->job);
+    /* Keep nothing of the command's (its pipes must reach EOF when it is gone) but a
+     * copy of its standard error for view_lost: the init ends with it. */
+    s.note_fd = fcntl(st->err_fd, F_DUPFD_CLOEXEC, st->fd_base);
+    for (int i = 0; i < st->njob_fds; i++)
+        if (st->job_fds[i] != st->proxy_fd) close(st->job_fds[i]);
+    if (conf.ruleset_fd >= 0) close(conf.ruleset_fd);
+    /* 9 */
+    supervise(&s);
+}
+
+pid_t sandbox_spawn(const struct sandbox_start *st)
+{
+    /* 1. the clone flags */
+    uid_t uid = geteuid();
+    gid_t gid = getegid();
+    int ns = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
+    if (!st->spec.pid_inherit) ns |= CLONE_NEWPID;
+    if (st->spec.net_restricted) ns |= CLONE_NEWNET;
+    bool userns = true;
+    /* 2's cgroups: the init waits on joined[0] while we move it (cgroup_caps.h). */
+    int joined[2] = {-1, -1};
+    if (st->cgroup_fds[0] >= 0 && pipe2(joined, O_CLOEXEC) < 0) return -errno;
+    long pid = syscall(SYS_clone, CLONE_PARENT | CLONE_NEWUSER | ns | SIGCHLD, NULL, NULL, NULL, 0);
+    if (pid < 0 && uid == 0 && (errno == EPERM || errno == EINVAL || errno == ENOSPC)) {
+        /* No user namespace for root here (disabled or exhausted): the namespaces
+         * are made as root, and the command still drops every capability. */
+        userns = false;
+        pid = syscall(SYS_clone, CLONE_PARENT | ns | SIGCHLD, NULL, NULL, NULL, 0);
+    }
+    if (pid == 0) {
+        if (joined[1] >= 0) close(joined[1]);
+        init_main(st, userns, uid, gid, joined[0]);
+    }
+    int err = pid < 0 ? errno : 0;
+    if (joined[0] >= 0) close(joined[0]);
+    if (joined[1] >= 0) {
+        /* A failed move ends the init (fail closed): it reads no 'J'. */
+        bool moved = pid > 0;
+        for (int i = 0; i < 2 && moved; i++)
+            moved = st->cgroup_fds[i] < 0 || cgroup_caps_move(st->cgroup_fds[i], (pid_t)pid) == 0;
+        char c = moved ? 'J' : 'X';
+        ssize_t w = write(joined[1], &c, 1);
+        (void)w;
+        close(joined[1]);
+    }
+    return pid < 0 ? -err : (pid_t)pid;
+}

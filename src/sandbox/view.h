@@ -1,0 +1,28 @@
+/* view: the sandbox's mount view, as bubblewrap's setup_newroot builds one.
+ *
+ * In the init's fresh mount namespace: everything made private first (nothing
+ * propagates back to the host); with "/" readable, the host's tree in place made
+ * read-only with the writable roots attached back from clones taken before (a
+ * read-only submount stays read-only), else a tmpfs root holding only the granted
+ * roots (pivot_root); a fresh /dev (tmpfs, the harmless nodes bound in, a private
+ * devpts) and, with a PID namespace, a fresh /proc with the host-wide knobs
+ * read-only; then the read-only carve-outs, the protected names (each bound
+ * read-only onto itself, made when missing: placeholders.h), and covers over
+ * denied paths. Every path is opened with no symbolic link on the way, so nothing
+ * swapped in since the policy was resolved is bound or covered instead. */
+#ifndef EXEC_SANDBOX_VIEW_H
+#define EXEC_SANDBOX_VIEW_H
+
+#include "sandbox/spec.h"
+
+/* Builds the view for s in the calling process's (new) mount namespace. Returns 0,
+ * or -errno with *step naming what failed (static text). */
+int sandbox_view_build(const struct sandbox_spec *s, const char **step);
+
+/* Makes every cgroup file system of the finished view read-only (recursively): a
+ * sandbox capped by its cgroups (cgroup_caps.h) would otherwise leave it, or raise
+ * its pids.max, wherever the view shows cgroupfs writable (a full-disk policy, a
+ * writable root above it). Returns 0, or -errno with *step set. */
+int sandbox_view_seal_cgroups(const char **step);
+
+#endif
