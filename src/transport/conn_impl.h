@@ -94,11 +94,20 @@ void conn_budget_add(struct conn *c, size_t n);
 void conn_budget_sub(struct conn *c, size_t n, bool written);
 /* c goes away with bytes still counted (a transport that queues elsewhere). */
 void conn_budget_forget(struct conn *c);
-/* conn.c, for the watchdog: whether dropping c's queued output loses nothing a
- * resuming client cannot read back; and c is not reading (stop its input, close it
- * once that is safe). */
+/* Whether dropping c's queued output loses nothing a resuming client cannot read
+ * back: every process output notification still queued is also in its retained log. */
 bool conn_backlog_safe(struct conn *c);
-void conn_not_reading(struct conn *c);
+/* For conn.c's watchdog, every CONN_BUDGET_WATCH_MS while conn_budget_busy(): sample
+ * the connections' progress, then the one to treat as not reading (over
+ * --max-queued-bytes, nothing taken for CONN_BUDGET_IDLE_MS) and the one to close
+ * for the in-flight budget (the slowest reader, while it is exceeded), or NULL. */
+#define CONN_BUDGET_WATCH_MS 500
+#define CONN_BUDGET_STALL_MS 1000
+#define CONN_BUDGET_IDLE_MS 10000
+bool conn_budget_busy(void);
+void conn_budget_sample(uint64_t now);
+struct conn *conn_budget_idle(uint64_t now);
+struct conn *conn_budget_slowest(uint64_t now);
 
 /* Transport calls this once the connection is fully closed: tells the owner,
  * frees module slots and drops the transport's reference. */
