@@ -12,8 +12,8 @@
  * What it decides: a read that does not fit waits (fs/fs_methods.c parks it) and
  * says how much it waits for (inflight_want); while the bytes held plus the bytes
  * wanted pass the budget, the transport closes the reader that has gone longest
- * without taking a byte (transport/conn_budget.c), and each byte given back calls
- * the room callback so that waiting reads run again.
+ * without taking a byte (transport/conn_budget.c chooses it, conn.c closes it), and
+ * each byte given back calls the room callback so that waiting reads run again.
  *
  * The counters are atomics (reads run on pool threads); the callbacks run on the
  * loop thread. */
