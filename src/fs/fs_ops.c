@@ -236,6 +236,10 @@ static void do_read_file(struct fs_work *fw)
             break;
         }
         total += got;
+        if (fs_budget_stopped()) {
+            fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "the server is shutting down");
+            break;
+        }
         if (total > FS_READ_LIMIT) {
             fs_work_set_msg(fw, FS_ERR_REFUSED, "file is too large to read: limit is %llu bytes",
                             (unsigned long long)FS_READ_LIMIT);

@@ -594,9 +594,9 @@ static void pid_cb(uv_poll_t *h, int status, int events)
     } else if (si.si_code == CLD_EXITED) {
         p->exit_code = si.si_status;
     } else {
-        /* 128+N in both modes, as a shell reports it (PROTOCOL.md §5.9 "Ours"; the
-         * reference says 1 for any signal death on a PTY, which a terminal client
-         * cannot turn back into the signal). */
+        /* 128+N in both modes, as a shell reports it (PROTOCOL.md §5.9 and §11 (e)
+         * 11: the reference says 1 for any signal death on a PTY, which a terminal
+         * client cannot turn back into the signal). */
         p->exit_code = 128 + si.si_status;
     }
     metrics_process_exited(p->exit_code == 0, metrics_now_ns() - p->start_ns);

@@ -318,6 +318,11 @@ const struct opt_spec options_table[] = {
      .expect = "a positive byte count (K, M, G allowed)", .def = "256M",
      .help = "unsent output backlog of a connection that stops reading before it is "
              "closed; its process output stays resumable"},
+    {.name = "max-inflight-bytes", .meta = "BYTES", .kind = OPT_BYTES, .modes = OPT_BOTH,
+     .section = SEC_LIMITS, TO(L.max_inflight), .min = 1, .max = 1ull << 40,
+     .expect = "a positive byte count (K, M, G allowed)", .def = "768M",
+     .help = "bytes on their way to clients, server-wide (replies being read, all queued "
+             "output); past it reads wait and the slowest reader is closed"},
     {.name = "max-detached-sessions", .meta = "N", .kind = OPT_COUNT, .modes = OPT_BOTH,
      .section = SEC_LIMITS, TO(L.max_detached), .max = 1000000, .expect = "a count",
      .def = "64",

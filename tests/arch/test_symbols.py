@@ -13,7 +13,7 @@ PREFIXES = (
     "buf_", "xmalloc", "xcalloc", "xrealloc", "xstrdup", "xstrndup", "xmemdup", "xasprintf",
     "oserr_", "fdframe_", "fdclose_", "bigbuf_", "envv_",
     "base64_", "hex_", "sha1", "json_load_", "http_", "uri_", "utf8_", "ws_frame_", "log_",
-    "metrics_", "limits_", "server_limits", "readiness_", "host_env_", "own_ports_", "mlkem",
+    "metrics_", "limits_", "server_limits", "inflight_", "readiness_", "host_env_", "own_ports_", "mlkem",
     "noise_",
     "relay_",
     "crypto_",
