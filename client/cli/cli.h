@@ -1,11 +1,13 @@
 /* cli: what the exec-client command modules share (exec_client.c: options and rpc;
  * cli_run.c: run and shell; cli_fs.c: fs; cli_env.c: --environment; cli_session.c:
- * sessions, ps and attach; cli_forward.c: forward; cli_help.c: help and usage errors). */
+ * sessions, ps and attach; cli_forward.c: forward; cli_cmd.c: the command table and
+ * its parser; cli_help.c: help and usage errors). */
 #ifndef EXEC_CLIENT_CLI_H
 #define EXEC_CLIENT_CLI_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -39,37 +41,87 @@ struct cli {
     const ec_client_options *env; /* borrowed from env_file */
 };
 
-/* cli_help.c: the whole --help; one command's (argv[0] the command, then its
- * arguments); whether a command's own options ask for it; usage errors: one line
- * and a pointer to the right --help, then exit 2. */
-void cli_usage(FILE *f);
-void cli_command_help(FILE *f, int argc, char **argv);
-bool cli_help_requested(int argc, char **argv);
-bool cli_is_command(const char *cmd);
-void cli_usage_error(const char *cmd, const char *sub, const char *msg) __attribute__((noreturn));
-void cli_bad_option(const char *cmd, const char *sub, const char *opt) __attribute__((noreturn));
+/* ---- the command table (cli_cmd.c; tmux's cmd_entry is the model) ----------------- */
 
-void die_usage(const char *fmt, const char *arg) __attribute__((noreturn));
-int err_exit_code(const ec_error *e);
-void die_err(const char *what, const ec_error *e) __attribute__((noreturn));
+/* One option as given to a command, in command-line order. */
+struct cli_opt {
+    int ch;            /* the short letter, or the code its long option returns */
+    const char *value; /* its value, NULL when it takes none (or an optional one absent) */
+};
+
+/* A command's arguments once the table's flags have parsed them. */
+struct cli_args {
+    const struct cli_cmd_entry *entry;
+    struct cli_opt *opts; /* every option given, in order */
+    int nopts;
+    char **argv; /* the operands, between entry->lower and entry->upper of them */
+    int argc;
+    bool dashdash; /* the options ended with `--` */
+};
+
+/* One command: everything the dispatcher, the usage errors and the help texts know
+ * of it. A group (exec NULL: `fs`) only names its subcommands, whose entries are
+ * named "fs cat", "fs get", ... */
+struct cli_cmd_entry {
+    const char *name;           /* "run", "fs put" */
+    const char *alias;          /* another full name it answers to ("fs dir"), or NULL */
+    const char *usage;          /* synopsis after "exec-client ", lines split by '\n' */
+    const char *summary;        /* what it does, for the whole --help (wrapped when printed) */
+    const char *text;           /* what it does, for `COMMAND --help` */
+    const char *flags;          /* getopt's short options ('+' first: options end at the first
+                                 * operand, else they may follow operands); -h is every entry's */
+    const struct option *longs; /* its long options, {0} ended; --help is every entry's */
+    int lower, upper;           /* operands after the options: at least, at most (-1: any) */
+    /* Usage errors in the command's own words (printf formats, %s the argument, then
+     * "Try 'exec-client --help'."); NULL: "unknown option `X`" and "wrong number of
+     * arguments" with a pointer to `exec-client COMMAND --help`. */
+    const char *bad_option;
+    const char *too_few;
+    const char *too_many; /* %s: the first operand too many */
+    int (*exec)(struct cli *cli, const struct cli_args *args);
+};
+
+/* Each command's module defines its entries; cli_cmd.c lists them in help order. */
+extern const struct cli_cmd_entry cli_run_entry, cli_shell_entry, cli_fs_entry, cli_fs_cat_entry,
+    cli_fs_get_entry, cli_fs_put_entry, cli_fs_ls_entry, cli_fs_stat_entry, cli_fs_rm_entry,
+    cli_fs_cp_entry, cli_fs_mkdir_entry, cli_fs_walk_entry, cli_rpc_entry, cli_sessions_entry,
+    cli_ps_entry, cli_attach_entry, cli_forward_entry;
+extern const struct cli_cmd_entry *const cli_cmd_table[]; /* NULL ended */
+
+/* The entry named by argv (a group's subcommand included: argv[0] "fs", argv[1] "put");
+ * *used is how many words named it. Exits with a usage error for an unknown command
+ * or subcommand, and prints a group's help when it is asked for. */
+const struct cli_cmd_entry *cli_cmd_find(int argc, char **argv, int *used);
+/* Parses a command's options and operands by its entry (argv[0] is the command word)
+ * into *a, which cli_args_free releases; prints its help and exits 0 on -h/--help,
+ * exits 2 with a usage error when they do not fit. */
+void cli_args_parse(const struct cli_cmd_entry *e, int argc, char **argv, struct cli_args *a);
+void cli_args_free(struct cli_args *a);
+/* Whether option ch was given; the value of its last occurrence (or NULL). */
+bool cli_args_has(const struct cli_args *a, int ch);
+const char *cli_args_get(const struct cli_args *a, int ch);
+
+/* cli_help.c: the whole --help (its command list from the table); one entry's; usage
+ * errors: one line naming what is wrong (after "NAME: " when a command is named) and
+ * one pointing at the right --help, then exit 2. */
+void cli_usage(FILE *f);
+void cli_command_help(FILE *f, const struct cli_cmd_entry *e);
+void cli_usage_error(const char *name, const char *msg) __attribute__((noreturn));
+void cli_bad_option(const char *name, const char *opt) __attribute__((noreturn));
+
+void cli_die_usage(const char *fmt, const char *arg) __attribute__((noreturn));
+int cli_err_exit_code(const ec_error *e);
+void cli_die_err(const char *what, const ec_error *e) __attribute__((noreturn));
 /* raw: no initialize; resume: reconnect and resume when the connection drops. */
-void connect_or_die(struct cli *cli, bool raw, bool resume);
-const char *remote_cwd(struct cli *cli);
-char *remote_path(struct cli *cli, const char *arg);
+void cli_connect_or_die(struct cli *cli, bool raw, bool resume);
+const char *cli_remote_cwd(struct cli *cli);
+char *cli_remote_path(struct cli *cli, const char *arg);
 int cli_write_all(int fd, const void *p, size_t n);
-int slurp_max(int fd, size_t max, uint8_t **out, size_t *len, bool *eof);
-int slurp(int fd, uint8_t **out, size_t *len);
+int cli_slurp_max(int fd, size_t max, uint8_t **out, size_t *len, bool *eof);
+int cli_slurp(int fd, uint8_t **out, size_t *len);
 
 /* cli_env.c: resolves --environment (exits with a message when it cannot). */
 void cli_use_environment(struct cli *cli, bool token_given, bool ca_given);
 void cli_env_done(struct cli *cli);
-
-int cmd_run(struct cli *cli, int argc, char **argv);
-int cmd_shell(struct cli *cli, int argc, char **argv);
-int cmd_fs(struct cli *cli, int argc, char **argv);
-int cmd_forward(struct cli *cli, int argc, char **argv);
-int cmd_sessions(struct cli *cli, int argc, char **argv);
-int cmd_ps(struct cli *cli, int argc, char **argv);
-int cmd_attach(struct cli *cli, int argc, char **argv);
 
 #endif

@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-void die_usage(const char *fmt, const char *arg)
+void cli_die_usage(const char *fmt, const char *arg)
 {
     fprintf(stderr, "exec-client: ");
     fprintf(stderr, fmt, arg);
@@ -36,7 +36,7 @@ void die_usage(const char *fmt, const char *arg)
     exit(EXIT_USAGE);
 }
 
-int err_exit_code(const ec_error *e)
+int cli_err_exit_code(const ec_error *e)
 {
     switch (e->kind) {
     case EC_ERR_USAGE: return EXIT_USAGE;
@@ -45,13 +45,13 @@ int err_exit_code(const ec_error *e)
     }
 }
 
-void die_err(const char *what, const ec_error *e)
+void cli_die_err(const char *what, const ec_error *e)
 {
     if (e->kind == EC_ERR_SERVER)
         fprintf(stderr, "exec-client: %s: %s (code %lld)\n", what, e->message, (long long)e->code);
     else
         fprintf(stderr, "exec-client: %s: %s\n", what, e->message);
-    exit(err_exit_code(e));
+    exit(cli_err_exit_code(e));
 }
 
 /* A terminal user sees the connection drop and come back instead of a silent
@@ -108,7 +108,7 @@ static struct {
 } target_given;
 
 /* resume: run/shell survive a dropped connection by resuming the session. */
-void connect_or_die(struct cli *cli, bool raw, bool resume)
+void cli_connect_or_die(struct cli *cli, bool raw, bool resume)
 {
     if (!target_given.checked) {
         target_given.checked = true;
@@ -196,7 +196,7 @@ void connect_or_die(struct cli *cli, bool raw, bool resume)
 /* Where relative remote paths start, for every command alike: the remote user's
  * home (environmentInfo.userHomeDir), as ssh and scp do; the server's working
  * directory when it does not say, then "/". A native path (static storage). */
-const char *remote_cwd(struct cli *cli)
+const char *cli_remote_cwd(struct cli *cli)
 {
     static char *cached;
     if (cached) return cached;
@@ -210,10 +210,10 @@ const char *remote_cwd(struct cli *cli)
 
 /* Remote path for a user argument (caller frees): absolute as given; "~" and "~/..."
  * and anything relative start in the remote home. */
-char *remote_path(struct cli *cli, const char *arg)
+char *cli_remote_path(struct cli *cli, const char *arg)
 {
     if (arg[0] == '/') return strdup(arg);
-    const char *cwd = remote_cwd(cli);
+    const char *cwd = cli_remote_cwd(cli);
     if (strcmp(arg, "~") == 0 || strcmp(arg, ".") == 0) return strdup(cwd);
     if (strncmp(arg, "~/", 2) == 0) arg += 2;
     size_t n = strlen(cwd) + strlen(arg) + 2;
@@ -235,9 +235,8 @@ int cli_write_all(int fd, const void *p, size_t n)
     return 0;
 }
 
-/* Reads all of fd into memory (caller frees). */
 /* Reads fd until EOF or `max` bytes (caller frees *out); *eof tells which. */
-int slurp_max(int fd, size_t max, uint8_t **out, size_t *len, bool *eof)
+int cli_slurp_max(int fd, size_t max, uint8_t **out, size_t *len, bool *eof)
 {
     size_t cap = 65536, n = 0;
     uint8_t *buf = malloc(cap);
@@ -264,27 +263,10 @@ int slurp_max(int fd, size_t max, uint8_t **out, size_t *len, bool *eof)
     return 0;
 }
 
-int slurp(int fd, uint8_t **out, size_t *len)
+int cli_slurp(int fd, uint8_t **out, size_t *len)
 {
-    size_t cap = 65536, n = 0;
-    uint8_t *buf = malloc(cap);
-    for (;;) {
-        if (n == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-        }
-        ssize_t r = read(fd, buf + n, cap - n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            free(buf);
-            return -1;
-        }
-        if (r == 0) break;
-        n += (size_t)r;
-    }
-    *out = buf;
-    *len = n;
-    return 0;
+    bool eof;
+    return cli_slurp_max(fd, SIZE_MAX, out, len, &eof);
 }
 
 /* --token-file: the token is the file's content, surrounding white space trimmed
@@ -295,7 +277,7 @@ static int read_token_file(const char *path, const char **out)
     uint8_t *data = NULL;
     size_t n = 0;
     bool eof;
-    if (fd < 0 || slurp_max(fd, 65536, &data, &n, &eof) != 0) {
+    if (fd < 0 || cli_slurp_max(fd, 65536, &data, &n, &eof) != 0) {
         fprintf(stderr, "exec-client: --token-file %s: %s\n", path, strerror(errno));
         if (fd >= 0) close(fd);
         return -1;
@@ -348,14 +330,13 @@ static void rpc_print(void *ud, const char *text, size_t len)
     json_decref(m);
 }
 
-static int cmd_rpc(struct cli *cli, int argc, char **argv)
+static int cmd_rpc(struct cli *cli, const struct cli_args *a)
 {
-    bool raw = argc > 1 && strcmp(argv[1], "--raw") == 0;
-    if (argc > (raw ? 2 : 1)) die_usage("rpc: unexpected argument `%s`", argv[raw ? 2 : 1]);
-    connect_or_die(cli, raw, false);
+    bool raw = cli_args_has(a, 'r');
+    cli_connect_or_die(cli, raw, false);
     struct rpc_state st = {0};
     ec_client_set_message_hook(cli->c, rpc_print, &st);
-    /* The session id is for -v (connect_or_die prints it): every line on stderr of
+    /* The session id is for -v (cli_connect_or_die prints it): every line on stderr of
      * a scripted call is one more to filter. */
     char *line = NULL;
     size_t cap = 0;
@@ -404,6 +385,22 @@ static int cmd_rpc(struct cli *cli, int argc, char **argv)
     return st.error_seen ? EXIT_REMOTE : 0;
 }
 
+static const struct option rpc_longs[] = {{"raw", no_argument, 0, 'r'}, {0, 0, 0, 0}};
+const struct cli_cmd_entry cli_rpc_entry = {
+    .name = "rpc",
+    .usage = "rpc [--raw]",
+    .summary = "send JSON-RPC lines from stdin, print every message back (--raw: skip the "
+               "initialize handshake)",
+    .text = "Sends JSON-RPC lines from stdin and prints every message back; exits 1 when a "
+            "reply\nwas an error (--raw: skip the initialize handshake).\n",
+    .flags = "+",
+    .longs = rpc_longs,
+    .upper = 0,
+    .bad_option = "rpc: unexpected argument `%s`",
+    .too_many = "rpc: unexpected argument `%s`",
+    .exec = cmd_rpc,
+};
+
 /* Which server the options name, one way only: --environment (from a file), or
  * --remote with --environment-id, or --url / $EXEC_SERVER_URL. Returns 0, or -1 after
  * saying what is wrong. */
@@ -438,14 +435,6 @@ static int check_target(struct cli *cli, bool url_given, bool token_given, bool 
     }
     return 0;
 }
-
-static const struct {
-    const char *name;
-    int (*run)(struct cli *cli, int argc, char **argv);
-} commands[] = {
-    {"run", cmd_run},         {"shell", cmd_shell},       {"fs", cmd_fs}, {"rpc", cmd_rpc},
-    {"forward", cmd_forward}, {"sessions", cmd_sessions}, {"ps", cmd_ps}, {"attach", cmd_attach},
-};
 
 int main(int argc, char **argv)
 {
@@ -508,7 +497,7 @@ int main(int argc, char **argv)
             char *end = NULL;
             double s = strtod(optarg, &end);
             if (end == optarg || *end || s < 0 || s > 86400)
-                cli_usage_error(NULL, NULL, "--connect-timeout wants seconds (0-86400)");
+                cli_usage_error(NULL, "--connect-timeout wants seconds (0-86400)");
             cli.connect_timeout_s = s > 0 && s < 1 ? 1 : (int)s;
             break;
         }
@@ -516,36 +505,29 @@ int main(int argc, char **argv)
         case ':': {
             char m[160];
             snprintf(m, sizeof m, "option `%.100s` needs a value", argv[optind - 1]);
-            cli_usage_error(NULL, NULL, m);
+            cli_usage_error(NULL, m);
         }
-        default: cli_bad_option(NULL, NULL, argv[optind - 1]);
+        default: cli_bad_option(NULL, argv[optind - 1]);
         }
     }
-    if (optind >= argc) cli_usage_error(NULL, NULL, "no command given (run, shell, fs, ...)");
-    const char *cmd = argv[optind];
-    if (!cli_is_command(cmd)) {
-        char m[160];
-        snprintf(m, sizeof m, "unknown command `%.100s`", cmd);
-        cli_usage_error(NULL, NULL, m);
+    if (optind >= argc) cli_usage_error(NULL, "no command given (run, shell, fs, ...)");
+    /* The command and its arguments first: COMMAND --help and usage errors need no
+     * server and no token. */
+    int used;
+    const struct cli_cmd_entry *e = cli_cmd_find(argc - optind, argv + optind, &used);
+    struct cli_args args;
+    cli_args_parse(e, argc - optind - used + 1, argv + optind + used - 1, &args);
+    if (token_file && read_token_file(token_file, &cli.token) != 0) {
+        cli_args_free(&args);
+        return EXIT_USAGE;
     }
-    /* COMMAND --help needs no server. */
-    if (cli_help_requested(argc - optind, argv + optind)) {
-        cli_command_help(stdout, argc - optind, argv + optind);
-        return 0;
-    }
-    if (token_file && read_token_file(token_file, &cli.token) != 0) return EXIT_USAGE;
-    /* Which server is checked when a command first connects: usage errors and
-     * COMMAND --help come first, and need none. */
+    /* Which server is checked when a command first connects. */
     target_given.url = url_given;
     target_given.token = token_given;
     target_given.ca = ca_given;
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-        if (strcmp(cmd, commands[i].name) != 0) continue;
-        int rc = commands[i].run(&cli, argc - optind, argv + optind);
-        ec_client_close(cli.c);
-        cli_env_done(&cli);
-        return rc;
-    }
-    fprintf(stderr, "exec-client: unknown command `%s`\n(see exec-client --help)\n", cmd);
-    return EXIT_USAGE;
+    int rc = e->exec(&cli, &args);
+    cli_args_free(&args);
+    ec_client_close(cli.c);
+    cli_env_done(&cli);
+    return rc;
 }
