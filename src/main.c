@@ -18,6 +18,7 @@
 #include "fs/fs_sandboxed.h"
 #include "process/spawner.h"
 #include "server/config.h"
+#include "server/options.h"
 #include "server/server_run.h"
 
 /* `exec-server registry` is a program of its own (src/registry_main.c, installed
@@ -44,6 +45,8 @@ static int run_registry(char **argv)
 
 int main(int argc, char **argv)
 {
+    /* Every variable the server acts on, once, in each role (core/env_vars.h). */
+    options_read_env();
     /* The spawner is this same program, started once by the daemon (spawner.h). */
     if (argc == 2 && strcmp(argv[1], SPAWNER_ARG) == 0)
         return spawner_main(SPAWNER_SOCK_FD, fs_helper_run);
