@@ -1,7 +1,9 @@
-/* cli: what the exec-client command modules share (exec_client.c: options and rpc;
- * cli_run.c: run and shell; cli_fs.c: fs; cli_env.c: --environment; cli_session.c:
- * sessions, ps and attach; cli_forward.c: forward; cli_cmd.c: the command table and
- * its parser; cli_help.c: help and usage errors). */
+/* cli: what the exec-client modules share. From the top down: exec_client.c (main:
+ * the options before the command); cli_help.c (the help texts) over cli_cmd.c (the
+ * command table) over the commands: cli_run.c (run, shell), cli_fs.c and cli_xfer.c
+ * (fs), cli_session.c (sessions, ps, attach), cli_forward.c (forward), cli_rpc.c
+ * (rpc); under them cli_conn.c (connecting, remote paths, errors), cli_env.c
+ * (--environment) and cli_args.c (the argument parser and usage errors). */
 #ifndef EXEC_CLIENT_CLI_H
 #define EXEC_CLIENT_CLI_H
 
@@ -37,6 +39,11 @@ struct cli {
     /* --environment NAME (cli_env.c): the environments file and NAME's options */
     const char *environment;
     const char *environments_file; /* --environments FILE; NULL: CODEX_HOME's */
+    /* Which server, checked when a command first connects (cli_connect_or_die): */
+    bool url_given;      /* --url, not just $EXEC_SERVER_URL */
+    bool token_given;    /* --token or --token-file */
+    bool ca_given;       /* --ca-file */
+    bool target_checked; /* ...and found to name one server */
     ec_env_file *env_file;
     const ec_client_options *env; /* borrowed from env_file */
 };
@@ -57,6 +64,7 @@ struct cli_args {
     char **argv; /* the operands, between entry->lower and entry->upper of them */
     int argc;
     bool dashdash; /* the options ended with `--` */
+    bool help;     /* -h or --help: print the entry's help instead */
 };
 
 /* One command: everything the dispatcher, the usage errors and the help texts know
@@ -88,28 +96,32 @@ extern const struct cli_cmd_entry cli_run_entry, cli_shell_entry, cli_fs_entry, 
     cli_ps_entry, cli_attach_entry, cli_forward_entry;
 extern const struct cli_cmd_entry *const cli_cmd_table[]; /* NULL ended */
 
-/* The entry named by argv (a group's subcommand included: argv[0] "fs", argv[1] "put");
- * *used is how many words named it. Exits with a usage error for an unknown command
- * or subcommand, and prints a group's help when it is asked for. */
+/* cli_cmd.c: the entry named by argv (a group's subcommand included: argv[0] "fs",
+ * argv[1] "put"); *used is how many words named it. Exits with a usage error for an
+ * unknown command or subcommand; returns the group itself when its help is asked for. */
 const struct cli_cmd_entry *cli_cmd_find(int argc, char **argv, int *used);
-/* Parses a command's options and operands by its entry (argv[0] is the command word)
- * into *a, which cli_args_free releases; prints its help and exits 0 on -h/--help,
- * exits 2 with a usage error when they do not fit. */
+
+/* cli_args.c: parses a command's options and operands by its entry (argv[0] is the
+ * command word) into *a, which cli_args_free releases; -h/--help stops at a->help;
+ * arguments that do not fit exit 2 with a usage error. */
 void cli_args_parse(const struct cli_cmd_entry *e, int argc, char **argv, struct cli_args *a);
 void cli_args_free(struct cli_args *a);
 /* Whether option ch was given; the value of its last occurrence (or NULL). */
 bool cli_args_has(const struct cli_args *a, int ch);
 const char *cli_args_get(const struct cli_args *a, int ch);
-
-/* cli_help.c: the whole --help (its command list from the table); one entry's; usage
- * errors: one line naming what is wrong (after "NAME: " when a command is named) and
- * one pointing at the right --help, then exit 2. */
-void cli_usage(FILE *f);
-void cli_command_help(FILE *f, const struct cli_cmd_entry *e);
+/* Usage errors: "exec-client: NAME: MSG" and "Try 'exec-client NAME --help'." (no
+ * NAME: the whole --help), or in a command's own words (cli_die_usage: a printf format
+ * and its one argument, pointing at the whole --help); then exit 2. */
 void cli_usage_error(const char *name, const char *msg) __attribute__((noreturn));
 void cli_bad_option(const char *name, const char *opt) __attribute__((noreturn));
-
 void cli_die_usage(const char *fmt, const char *arg) __attribute__((noreturn));
+
+/* cli_help.c: the whole --help (its command list from the table); one entry's (a
+ * group's lists its subcommands). */
+void cli_usage(FILE *f);
+void cli_command_help(FILE *f, const struct cli_cmd_entry *e);
+
+/* cli_conn.c */
 int cli_err_exit_code(const ec_error *e);
 void cli_die_err(const char *what, const ec_error *e) __attribute__((noreturn));
 /* raw: no initialize; resume: reconnect and resume when the connection drops. */

@@ -147,17 +147,3 @@ void cli_command_help(FILE *f, const struct cli_cmd_entry *e)
                 fprintf(f, "  exec-client %s\n", cli_cmd_table[i]->usage);
     fprintf(f, "\nOPTIONS (--url, --token, ...): exec-client --help; more: man exec-client\n");
 }
-
-void cli_usage_error(const char *name, const char *msg)
-{
-    fprintf(stderr, "exec-client: %s%s%s\n", name ? name : "", name ? ": " : "", msg);
-    fprintf(stderr, "Try 'exec-client%s%s --help'.\n", name ? " " : "", name ? name : "");
-    exit(EXIT_USAGE);
-}
-
-void cli_bad_option(const char *name, const char *opt)
-{
-    char m[200];
-    snprintf(m, sizeof m, "unknown option `%.120s`", opt);
-    cli_usage_error(name, m);
-}
