@@ -85,7 +85,7 @@ struct cli_cmd_entry {
      * arguments" with a pointer to `exec-client COMMAND --help`. */
     const char *bad_option;
     const char *too_few;
-    const char *too_many; /* %s: the first operand too many */
+    const char *too_many; /* %s: the first operand too many (NULL: bad_option's words) */
     int (*exec)(struct cli *cli, const struct cli_args *args);
 };
 

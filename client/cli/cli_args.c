@@ -80,7 +80,8 @@ void cli_args_parse(const struct cli_cmd_entry *e, int argc, char **argv, struct
     a->argc = argc - optind;
     if (a->argc < e->lower) arg_error(e, e->too_few, NULL, "wrong number of arguments");
     if (e->upper >= 0 && a->argc > e->upper) {
-        if (e->too_many) cli_die_usage(e->too_many, a->argv[e->upper]);
+        const char *words = e->too_many ? e->too_many : e->bad_option;
+        if (words) cli_die_usage(words, a->argv[e->upper]);
         cli_usage_error(e->name, "wrong number of arguments");
     }
 }

@@ -364,6 +364,5 @@ const struct cli_cmd_entry cli_forward_entry = {
     .flags = "L:",
     .upper = 0,
     .bad_option = "forward: unexpected argument `%s` (forward -L [BIND:]LPORT:HOST:PORT)",
-    .too_many = "forward: unexpected argument `%s` (forward -L [BIND:]LPORT:HOST:PORT)",
     .exec = cmd_forward,
 };

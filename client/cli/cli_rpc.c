@@ -104,6 +104,5 @@ const struct cli_cmd_entry cli_rpc_entry = {
     .longs = rpc_longs,
     .upper = 0,
     .bad_option = "rpc: unexpected argument `%s`",
-    .too_many = "rpc: unexpected argument `%s`",
     .exec = cmd_rpc,
 };

@@ -574,7 +574,6 @@ const struct cli_cmd_entry cli_sessions_entry = {
     .longs = sessions_longs,
     .upper = 0,
     .bad_option = "sessions: unexpected argument `%s` (sessions [--json] [--end SESSION])",
-    .too_many = "sessions: unexpected argument `%s` (sessions [--json] [--end SESSION])",
     .exec = cmd_sessions,
 };
 
@@ -587,7 +586,6 @@ const struct cli_cmd_entry cli_ps_entry = {
     .longs = json_longs,
     .upper = 1,
     .bad_option = "ps: unexpected argument `%s` (ps [--json] [SESSION])",
-    .too_many = "ps: unexpected argument `%s` (ps [--json] [SESSION])",
     .exec = cmd_ps,
 };
 
