@@ -21,10 +21,11 @@ const struct cli_cmd_entry *const cli_cmd_table[] = {
 };
 
 /* The entry called `prefix word` ("fs" + "put"), or `word` with no prefix, by its
- * name or its alias. */
+ * name or its alias (one word: "fs put" is no command). */
 static const struct cli_cmd_entry *lookup(const char *prefix, const char *word)
 {
     char name[96];
+    if (strchr(word, ' ')) return NULL;
     snprintf(name, sizeof name, "%s%s%s", prefix ? prefix : "", prefix ? " " : "", word);
     for (size_t i = 0; cli_cmd_table[i]; i++) {
         const struct cli_cmd_entry *e = cli_cmd_table[i];
