@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "core/env_vars.h"
-#include "transport/curl_loop.h"
+#include "outbound/curl_loop.h"
 #include "http/http_request.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"

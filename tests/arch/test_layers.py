@@ -9,7 +9,12 @@ the table.
 
 KNOWN lists violations that existed when the test was written; each fix removed its
 line (the test fails if a listed violation no longer exists), and it is now empty, so
-any upward include fails. Do not add to it: move the code or fix the table."""
+any upward include fails. Do not add to it: move the code or fix the table.
+
+Domains never speak JSON-RPC (issue 38): in the domain folders (the rows between
+session and server) only the handler files, named *_methods.c or *_rpc.c (and their
+headers), include rpc/ or session/; the rest return structs and error kinds. KNOWN_RPC
+lists the files that did when the rule was written; the same rules as KNOWN apply."""
 import os
 import re
 import sys
@@ -18,6 +23,31 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SRC = os.path.join(ROOT, "src")
 
 KNOWN = set()  # empty: every violation fails (issue 12 cleared the last one)
+
+HANDLER = re.compile(r"_(methods|rpc)\.[ch]$")
+KNOWN_RPC = {
+    "src/sandbox/policy.c",
+    "src/netproxy/netproxy.c",
+    "src/netproxy/np_config.c",
+    "src/netproxy/np_decision.c",
+    "src/netproxy/np_internal.h",
+    "src/netproxy/np_udp.c",
+    "src/process/env_policy.h",
+    "src/process/proc.c",
+    "src/process/proc_internal.h",
+    "src/process/process.h",
+    "src/process/process_tty.c",
+    "src/process/shell_snapshot.c",
+    "src/http/http_request.c",
+    "src/http/http_request.h",
+    "src/tcp/tcp_forward.c",
+    "src/tcp/tcp_forward.h",
+}
+
+
+def domain_folders(layers):
+    """The folders whose rows lie between session and server."""
+    return {f for f, n in layers.items() if layers["session"] < n < layers["server"]}
 
 
 def read_layers():
@@ -56,7 +86,9 @@ def layer_of(rel, layers):
 
 def main():
     layers = read_layers()
+    domains = domain_folders(layers)
     found = set()
+    found_rpc = set()
     problems = []
     for dirpath, _, files in os.walk(SRC):
         for name in sorted(files):
@@ -79,6 +111,12 @@ def main():
                 inc_folder = inc.split("/")[0]
                 theirs = layers.get(inc_folder)
                 key = f"src/{rel} -> {inc}"
+                if (inc_folder in ("rpc", "session") and own_folder in domains
+                        and not HANDLER.search(name)):
+                    if f"src/{rel}" not in found_rpc and f"src/{rel}" not in KNOWN_RPC:
+                        problems.append(f"src/{rel}:{n}: includes {inc}: in {own_folder}/ only "
+                                        "*_methods.c / *_rpc.c files speak JSON-RPC")
+                    found_rpc.add(f"src/{rel}")
                 if theirs is None:
                     problems.append(f"src/{rel}:{n}: includes {inc} from unknown folder")
                 elif theirs > mine:
@@ -92,9 +130,13 @@ def main():
                         problems.append(f"src/{rel}:{n}: includes {inc}, private to {inc_folder}/")
     for stale in sorted(KNOWN - found):
         problems.append(f"fixed, remove from KNOWN in tests/arch/test_layers.py: {stale}")
+    for stale in sorted(KNOWN_RPC - found_rpc):
+        problems.append(f"fixed, remove from KNOWN_RPC in tests/arch/test_layers.py: {stale}")
     for p in problems:
         print(p)
-    print(f"layers: {len(found & KNOWN)} known violation(s) left, {len(problems)} problem(s)")
+    print(f"layers: {len(found & KNOWN)} known violation(s) left, "
+          f"{len(found_rpc & KNOWN_RPC)} domain file(s) still speaking JSON-RPC, "
+          f"{len(problems)} problem(s)")
     return 1 if problems else 0
 
 
