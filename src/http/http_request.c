@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env_vars.h"
 #include "outbound/curl_loop.h"
 #include "http/http_request.h"
 #include "rpc/dispatch.h"
@@ -384,8 +385,8 @@ static const char *url_error_text(CURLUcode uc)
  * understands as the whole list. Returns a heap string the caller frees. */
 static char *noproxy_list(void)
 {
-    const char *env = getenv("NO_PROXY");
-    if (!env) env = getenv("no_proxy");
+    const char *env = env_vars.no_proxy;
+    if (!env) env = env_vars.no_proxy_lower;
     struct buf b;
     buf_init(&b);
     buf_puts(&b, "localhost,127.0.0.0/8,::1");
@@ -539,10 +540,10 @@ static CURL *easy_for(struct http_req *r, const char *method, const char *url, l
     if (timeout_ms >= 0) curl_dl_fns.easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
     /* The standard curl / OpenSSL variables name extra trust (a private CA): libcurl
      * itself reads none of them, only its built-in bundle path. */
-    const char *ca = getenv("CURL_CA_BUNDLE");
-    if (!ca || !*ca) ca = getenv("SSL_CERT_FILE");
+    const char *ca = env_vars.curl_ca_bundle;
+    if (!ca || !*ca) ca = env_vars.ssl_cert_file;
     if (ca && *ca) curl_dl_fns.easy_setopt(e, CURLOPT_CAINFO, ca);
-    const char *cadir = getenv("SSL_CERT_DIR");
+    const char *cadir = env_vars.ssl_cert_dir;
     if (cadir && *cadir) curl_dl_fns.easy_setopt(e, CURLOPT_CAPATH, cadir);
     curl_dl_fns.easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
     curl_dl_fns.easy_setopt(e, CURLOPT_HEADERDATA, r);

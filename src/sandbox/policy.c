@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/env_vars.h"
 #include "proto/uri.h"
 #include "rpc/params.h"
 #include "rpc/rpc.h"
@@ -405,7 +406,7 @@ static int decode_entry(struct pdec *d, json_t *ent, struct ctx *cx, int glob_de
             for (size_t i = 0; i < cx->tmpdirs.n; i++)
                 entries_add(es, cx->tmpdirs.v[i], access, false);
         } else {
-            const char *t = getenv("TMPDIR");
+            const char *t = env_vars.tmpdir;
             if (t && t[0] == '/') entries_add(es, t, access, false);
         }
     } else if (!strcmp(kind, "slash_tmp")) {

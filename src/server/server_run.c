@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "core/env_vars.h"
 #include "core/host_env.h"
 #include "core/limits.h"
 #include "core/log.h"
@@ -215,13 +216,10 @@ static int start_remote(void)
                              .aws_session_token = C.aws_token,
                              .aws_region = C.aws_region,
                              .aws_service = C.aws_service};
-    /* Test knobs (undocumented): shorter liveness and backoff timers. */
-    if (getenv("EXEC_SERVER_REMOTE_PING_MS"))
-        ro.ping_ms = strtoull(getenv("EXEC_SERVER_REMOTE_PING_MS"), NULL, 10);
-    if (getenv("EXEC_SERVER_REMOTE_PONG_MS"))
-        ro.pong_deadline_ms = strtoull(getenv("EXEC_SERVER_REMOTE_PONG_MS"), NULL, 10);
-    if (getenv("EXEC_SERVER_REMOTE_BACKOFF_MS"))
-        ro.backoff_ms = strtoull(getenv("EXEC_SERVER_REMOTE_BACKOFF_MS"), NULL, 10);
+    /* Test knobs (docs/FLAGS.md): shorter liveness and backoff timers. */
+    if (env_vars.remote_ping_ms) ro.ping_ms = strtoull(env_vars.remote_ping_ms, NULL, 10);
+    if (env_vars.remote_pong_ms) ro.pong_deadline_ms = strtoull(env_vars.remote_pong_ms, NULL, 10);
+    if (env_vars.remote_backoff_ms) ro.backoff_ms = strtoull(env_vars.remote_backoff_ms, NULL, 10);
     int rr = remote_start(loop, &ro, on_remote_fatal);
     config_free(); /* the bearer: remote_start copied what it needs */
     if (rr < 0) {
