@@ -44,9 +44,6 @@
 #include "core/own_ports.h"
 #include "netproxy/np_http.h"
 #include "netproxy/np_socks.h"
-#include "rpc/dispatch.h"
-#include "session/session.h"
-#include "transport/conn.h"
 #include "util/buf.h"
 #include "util/fdframe.h"
 #include "util/mem.h"
@@ -185,7 +182,7 @@ static int listen_on(struct netproxy *np, uv_tcp_t **out, uint16_t *port)
     return uv_listen((uv_stream_t *)t, 128, on_listen_conn);
 }
 
-int netproxy_start(uv_loop_t *loop, struct netproxy_params *p, struct session *session,
+int netproxy_start(uv_loop_t *loop, struct netproxy_params *p, const struct netproxy_client *client,
                    const char *process_id, struct netproxy **out, char *err, size_t n)
 {
     np_resolve_load_overrides();
@@ -194,7 +191,7 @@ int netproxy_start(uv_loop_t *loop, struct netproxy_params *p, struct session *s
     np->relay = &relay;
     np->params = *p;
     p->domains = p->providers = p->review = NULL; /* taken */
-    np->session = session;
+    if (client) np->client = *client;
     np->process_id = xstrdup(process_id);
     np->clients.next = np->clients.prev = &np->clients;
     const char *k;
@@ -283,7 +280,7 @@ static void np_client_close(struct np_client *c)
     c->next->prev = c->prev;
     c->np->n_clients--;
     if (c->call) {
-        rpc_call_cancel(c->call);
+        np_ask_cancel(c->np, c->call);
         c->call = NULL;
         c->np->n_asks--;
     }
@@ -1327,7 +1324,7 @@ void netproxy_release(struct netproxy *np)
     while (np->clients.next != &np->clients)
         np_client_close(np->clients.next);
     np_tun_release(np);
-    np->session = NULL;
+    memset(&np->client, 0, sizeof np->client); /* nobody is asked or told any more */
     proxy_unhold(np);
 }
 

@@ -1,40 +1,22 @@
 /* np_decision: the proxy's decision on a connection: the baseline policy and the
- * limited-mode guard, asking the client (network/policyRequest, bounded in number
- * and in time), reporting what was decided (network/policyDecision to the
- * attached connection, the metric, a log line; never a body, a header or a
- * credential) and refusing in the protocol's way (a SOCKS5 reply, a plain-text 403
- * for CONNECT, a JSON 403 for a forwarded request). Shared by the TCP path
- * (netproxy.c), interception (np_mitm.c) and the UDP relay (np_udp.c); its bytes go
- * out through np->relay. */
+ * limited-mode guard, asking the client (np->client, bounded in number and in
+ * time), reporting what was decided (to the client, the metric, a log line; never a
+ * body, a header or a credential) and refusing in the protocol's way (a SOCKS5 reply, a plain-text
+ * 403 for CONNECT, a JSON 403 for a forwarded request). Shared by the TCP path (netproxy.c),
+ * interception (np_mitm.c) and the UDP relay (np_udp.c); its bytes go out through np->relay. */
 #include "netproxy/np_internal.h"
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/time.h>
 #include <time.h>
 
 #include "core/log.h"
 #include "core/metrics.h"
 #include "core/own_ports.h"
 #include "netproxy/np_policy.h"
-#include "rpc/dispatch.h"
-#include "session/session.h"
-#include "transport/conn.h"
 #include "util/buf.h"
 
 #define NP_MAX_ASKS 256 /* policy requests in flight per proxy */
-
-/* "2026-11-25T14:08:20.420Z", the reference's timestamp. */
-static void timestamp(char *out, size_t n)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    struct tm tm;
-    gmtime_r(&tv.tv_sec, &tm);
-    char base[32];
-    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out, n, "%.20s.%03dZ", base, (int)(tv.tv_usec / 1000) % 1000);
-}
 
 void np_http_date(char *out, size_t n)
 {
@@ -52,9 +34,9 @@ static void put_field(struct buf *b, const char *k, const char *v, bool first)
     buf_put_json_str(b, v, strlen(v));
 }
 
-/* Reports one decision: network/policyDecision to the attached connection (none
- * while the session is detached), the counter, an info line (host, port, decision;
- * never a body, a header or a credential). method NULL: none (SOCKS). */
+/* Reports one decision: to the client (none while nobody listens), the counter, an
+ * info line (host, port, decision; never a body, a header or a credential). method
+ * NULL: none (SOCKS). */
 void np_report(struct netproxy *np, const char *scope, const char *decision, const char *source,
                const char *reason, const char *protocol, const char *host, uint16_t port,
                const char *method, const char *client, bool override)
@@ -64,26 +46,20 @@ void np_report(struct netproxy *np, const char *scope, const char *decision, con
     log_info("network policy: process=%s %s %s:%u -> %s (%s, %s)",
              log_value(np->process_id, idv, sizeof idv), protocol, log_value(host, hv, sizeof hv),
              port, decision, source, reason);
-    struct conn *conn = np->session ? np->session->conn : NULL;
-    if (!conn) return;
-    char ts[40];
-    timestamp(ts, sizeof ts);
-    struct buf b;
-    buf_init_msg(&b);
-    buf_puts(&b, "{\"method\":\"network/policyDecision\",\"params\":{");
-    put_field(&b, "processId", np->process_id, true);
-    put_field(&b, "timestamp", ts, false);
-    put_field(&b, "scope", scope, false);
-    put_field(&b, "decision", decision, false);
-    put_field(&b, "source", source, false);
-    put_field(&b, "reason", reason, false);
-    put_field(&b, "protocol", protocol, false);
-    put_field(&b, "host", host, false);
-    buf_printf(&b, ",\"port\":%u", port);
-    if (method) put_field(&b, "method", method, false);
-    put_field(&b, "client", client, false);
-    buf_printf(&b, ",\"policyOverride\":%s}}", override ? "true" : "false");
-    conn_send(conn, &b);
+    if (!np->client.report) return;
+    struct netproxy_decision d = {
+        .scope = scope,
+        .decision = decision,
+        .source = source,
+        .reason = reason,
+        .protocol = protocol,
+        .host = host,
+        .method = method,
+        .client = client,
+        .port = port,
+        .override = override,
+    };
+    np->client.report(np->client.owner, np->process_id, &d);
 }
 
 void np_report_client(struct np_client *c, const char *scope, const char *decision,
@@ -144,14 +120,16 @@ void np_reply_simple(struct np_client *c, int status, const char *reason, const 
     c->np->relay->finish(c);
 }
 
-struct rpc_call *np_ask(struct netproxy *np, const char *protocol, const char *host, uint16_t port,
-                        rpc_call_fn fn, void *ctx)
+struct netproxy_ask *np_ask(struct netproxy *np, const char *protocol, const char *host,
+                            uint16_t port, netproxy_answer_fn fn, void *ctx)
 {
-    struct conn *conn = np->session ? np->session->conn : NULL;
-    if (!conn) return NULL; /* detached: nobody to ask */
-    json_t *params = json_pack("{s:s,s:{s:s,s:s,s:i}}", "processId", np->process_id, "request",
-                               "protocol", protocol, "host", host, "port", (int)port);
-    return rpc_call_start(conn, "network/policyRequest", params, fn, ctx);
+    if (!np->client.ask) return NULL; /* released, or nobody to ask */
+    return np->client.ask(np->client.owner, np->process_id, protocol, host, port, fn, ctx);
+}
+
+void np_ask_cancel(struct netproxy *np, struct netproxy_ask *q)
+{
+    if (q && np->client.cancel) np->client.cancel(q);
 }
 
 /* Whether a CONNECT tunnel is intercepted (np_internal.h): there is a CA, and limited
@@ -197,10 +175,8 @@ static void allowed(struct np_client *c, bool by_decider)
 
 static void ask_done(struct np_client *c)
 {
-    if (c->call) {
-        rpc_call_cancel(c->call);
-        c->call = NULL;
-    }
+    np_ask_cancel(c->np, c->call);
+    c->call = NULL;
     c->np->n_asks--;
     uv_timer_stop(&c->timer);
 }
@@ -210,27 +186,18 @@ static void decider_denied(struct np_client *c, const char *decision, const char
     np_refuse(c, "domain", decision, "decider", reason ? reason : "not_allowed");
 }
 
-/* The client's answer: {"decision":{"type":"allow"}} or {"type":"deny"|"ask",
- * "reason":".."}. Anything else, an error or a closed connection denies at once
- * (verified). */
-static void on_answer(void *ctx, enum rpc_call_outcome outcome, json_t *value)
+/* The client's answer (netproxy_client.ask); no answer denies at once (verified). */
+static void on_answer(void *ctx, enum netproxy_answer answer, const char *reason)
 {
     struct np_client *c = ctx;
-    c->call = NULL; /* the call is over either way */
+    c->call = NULL; /* the question is over either way */
     ask_done(c);
-    if (outcome != RPC_CALL_RESULT) {
-        decider_denied(c, "deny", NULL);
-        return;
-    }
-    json_t *d = json_object_get(value, "decision");
-    const char *type = json_string_value(json_object_get(d, "type"));
-    const char *reason = json_string_value(json_object_get(d, "reason"));
-    if (type && strcmp(type, "allow") == 0) {
+    if (answer == NETPROXY_ALLOW) {
         allowed(c, true);
-    } else if (type && reason && (strcmp(type, "deny") == 0 || strcmp(type, "ask") == 0)) {
+    } else if (answer == NETPROXY_DENY || answer == NETPROXY_ASK) {
         char r[256];
         snprintf(r, sizeof r, "%s", reason);
-        decider_denied(c, type, r);
+        decider_denied(c, answer == NETPROXY_ASK ? "ask" : "deny", r);
     } else {
         decider_denied(c, "deny", NULL);
     }

@@ -14,7 +14,6 @@
 #include "netproxy/np_http.h"
 #include "netproxy/np_policy.h"
 #include "netproxy/np_socks.h"
-#include "rpc/dispatch.h"
 #include "util/buf.h"
 
 #define NP_MAX_ADDRS 16
@@ -51,7 +50,6 @@ struct np_cred;
 struct np_mitm;
 struct np_mitm_conn;
 struct np_udp;
-struct rpc_call;
 struct np_fdsrc;
 
 struct np_client {
@@ -81,7 +79,7 @@ struct np_client {
     /* the decision */
     enum np_reason baseline;
     bool check_resolved, decider_allowed;
-    struct rpc_call *call;
+    struct netproxy_ask *call; /* the policy question in flight */
     /* resolution and connection */
     uv_getaddrinfo_t gai;
     bool gai_busy, have_addrs;
@@ -107,7 +105,7 @@ struct netproxy {
     uv_loop_t *loop;
     struct netproxy_params params;
     struct np_policy policy;
-    struct session *session;
+    struct netproxy_client client; /* whom the proxy asks and tells (zeroed at release) */
     char *process_id;
     uv_tcp_t *http_l, *socks_l;
     uint16_t http_port, socks_port;
@@ -165,20 +163,20 @@ struct np_relay {
 
 /* np_decision.c: the decision on a connection, then asking, reporting, refusing.
  * np_decide decides c->host:c->port once the request is parsed; np_proceed_allowed
- * goes on with an allowed one once its addresses are checked (NP_STAGE_CHECK). np_ask sends
- * network/policyRequest to the connection the session is attached to; NULL when none is (or it is
- * closing): the caller denies. np_report reports one decision (notification, metric, log line;
- * method NULL: none, as for SOCKS); np_report_client the same for c's destination.
- * np_refuse reports a refusal and answers the client in its protocol's way;
- * np_reply_simple answers an HTTP client with a short response and ends the
- * connection. */
+ * goes on with an allowed one once its addresses are checked (NP_STAGE_CHECK). np_ask puts the
+ * policy question to the proxy's client; NULL when nobody can be asked: the caller denies;
+ * np_ask_cancel forgets one (NULL ok). np_report reports one decision (the client, metric, log
+ * line; method NULL: none, as for SOCKS); np_report_client the same for c's destination. np_refuse
+ * reports a refusal and answers the client in its protocol's way; np_reply_simple answers an HTTP
+ * client with a short response and ends the connection. */
 void np_decide(struct np_client *c);
 void np_proceed_allowed(struct np_client *c);
 /* Whether c's CONNECT tunnel is to be intercepted (a CA, and limited mode or
  * credential masking needing to see inside). */
 bool np_interception_wanted(const struct np_client *c);
-struct rpc_call *np_ask(struct netproxy *np, const char *protocol, const char *host, uint16_t port,
-                        void (*fn)(void *, enum rpc_call_outcome, json_t *), void *ctx);
+struct netproxy_ask *np_ask(struct netproxy *np, const char *protocol, const char *host,
+                            uint16_t port, netproxy_answer_fn fn, void *ctx);
+void np_ask_cancel(struct netproxy *np, struct netproxy_ask *q);
 void np_report(struct netproxy *np, const char *scope, const char *decision, const char *source,
                const char *reason, const char *protocol, const char *host, uint16_t port,
                const char *method, const char *client, bool override);

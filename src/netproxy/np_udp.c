@@ -26,7 +26,6 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "rpc/dispatch.h"
 #include "util/mem.h"
 
 #define UDP_MAX_DESTS 64
@@ -45,7 +44,7 @@ struct udp_dest {
     struct sockaddr_storage addr;
     bool check, by_decider;
     enum np_reason baseline;
-    struct rpc_call *call;
+    struct netproxy_ask *call; /* the policy question in flight */
     uv_timer_t timer;
     uv_getaddrinfo_t gai;
     bool gai_busy;
@@ -186,21 +185,15 @@ static void resolve_then_allow(struct udp_dest *d, bool by_decider)
     d->gai_busy = true;
 }
 
-static void on_answer(void *ctx, enum rpc_call_outcome outcome, json_t *value)
+static void on_answer(void *ctx, enum netproxy_answer answer, const char *reason)
 {
     struct udp_dest *d = ctx;
     d->call = NULL;
     uv_timer_stop(&d->timer);
-    const char *type = NULL, *reason = NULL;
-    if (outcome == RPC_CALL_RESULT) {
-        json_t *dec = json_object_get(value, "decision");
-        type = json_string_value(json_object_get(dec, "type"));
-        reason = json_string_value(json_object_get(dec, "reason"));
-    }
-    if (type && strcmp(type, "allow") == 0)
+    if (answer == NETPROXY_ALLOW)
         resolve_then_allow(d, true);
-    else if (type && reason && (strcmp(type, "deny") == 0 || strcmp(type, "ask") == 0))
-        deny(d, "domain", type, "decider", reason);
+    else if (answer == NETPROXY_DENY || answer == NETPROXY_ASK)
+        deny(d, "domain", answer == NETPROXY_ASK ? "ask" : "deny", "decider", reason);
     else
         deny(d, "domain", "deny", "decider", "not_allowed");
 }
@@ -208,7 +201,7 @@ static void on_answer(void *ctx, enum rpc_call_outcome outcome, json_t *value)
 static void on_timeout(uv_timer_t *t)
 {
     struct udp_dest *d = t->data;
-    rpc_call_cancel(d->call);
+    np_ask_cancel(d->u->c->np, d->call);
     d->call = NULL;
     deny(d, "domain", "deny", "decider", "not_allowed");
 }
@@ -380,7 +373,7 @@ void np_udp_close(struct np_client *c)
     u->closing = true;
     for (int i = 0; i < u->ndests; i++) {
         struct udp_dest *d = u->dests[i];
-        rpc_call_cancel(d->call);
+        np_ask_cancel(c->np, d->call);
         d->call = NULL;
         if (d->gai_busy) uv_cancel((uv_req_t *)&d->gai);
         uv_close((uv_handle_t *)&d->timer, dest_timer_closed);

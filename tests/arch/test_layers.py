@@ -7,6 +7,11 @@ of folders is ordered and no include cycle between folders can pass. Also checke
 *_internal.h headers are private to their folder, and every folder under src/ is in
 the table.
 
+Domain folders speak no JSON-RPC: in the folders of DOMAINS_WITHOUT_RPC only the
+handler files (named *_rpc.c, *_rpc.h, *_methods.c or *_methods.h) may include rpc/ or
+session/; the rest of the folder gets what it needs from the client through callbacks
+the handler side installs (docs/ARCHITECTURE.md, "How the layers talk upwards").
+
 KNOWN lists violations that existed when the test was written; each fix removed its
 line (the test fails if a listed violation no longer exists), and it is now empty, so
 any upward include fails. Do not add to it: move the code or fix the table."""
@@ -18,6 +23,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SRC = os.path.join(ROOT, "src")
 
 KNOWN = set()  # empty: every violation fails (issue 12 cleared the last one)
+
+# Folders held to "domains never include rpc" (issue 38; a folder joins once its
+# handler files alone include rpc/ and session/). No exceptions.
+DOMAINS_WITHOUT_RPC = {"netproxy"}
+RPC_FOLDERS = ("rpc", "session")
+
+
+def is_handler_file(name):
+    """A domain's rpc-facing file: *_rpc.[ch] or *_methods.[ch]."""
+    return re.search(r"_(rpc|methods)\.[ch]$", name) is not None
 
 
 def read_layers():
@@ -86,6 +101,10 @@ def main():
                     if key not in KNOWN:
                         problems.append(f"src/{rel}:{n}: includes {inc} (layer {theirs}) "
                                         f"from layer {mine}")
+                elif (own_folder in DOMAINS_WITHOUT_RPC and inc_folder in RPC_FOLDERS
+                      and not is_handler_file(name)):
+                    problems.append(f"src/{rel}:{n}: includes {inc}; in {own_folder}/ only "
+                                    "*_rpc.c or *_methods.c files speak JSON-RPC")
                 elif inc.endswith("_internal.h") and inc_folder != own_folder:
                     found.add(key)
                     if key not in KNOWN:
