@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "capabilities/caproots_scan.h"
 #include "fs/fs_sandboxed.h"
 #include "process/spawner.h"
 #include "server/config.h"
@@ -44,6 +45,8 @@ static int run_registry(char **argv)
 
 int main(int argc, char **argv)
 {
+    /* The fs helpers scan capability roots with capabilities' scan (fs_sandboxed.h). */
+    fs_set_discover(caproots_scan);
     /* The spawner is this same program, started once by the daemon (spawner.h). */
     if (argc == 2 && strcmp(argv[1], SPAWNER_ARG) == 0)
         return spawner_main(SPAWNER_SOCK_FD, fs_helper_run);

@@ -54,6 +54,11 @@
  *                    with EAGAIN. The default is above what a parallel build of a
  *                    large tree holds (make -j64: about 5 tasks a job; a wide cargo
  *                    build's threads) and far below what a fork bomb reaches.
+ *   sandbox_max_memory
+ *                    bytes of memory (and swap) one sandbox may use, a memory cgroup
+ *                    per sandbox (--sandbox-max-memory); 0, the default: no cap, since
+ *                    no figure suits both a linker and a unit test, and the kernel's
+ *                    OOM killer already picks the biggest process, never the server.
  *   max_concurrent_requests
  *                    requests of one connection running at once
  *                    (--concurrent-requests); later ones wait in arrival order
@@ -118,6 +123,7 @@ struct server_limits {
     uint64_t max_keep_ms;
     bool tcp_forwarding;
     unsigned sandbox_max_processes;
+    uint64_t sandbox_max_memory;
 };
 
 /* The limits in force; server/config.c fills it before the loop starts. */

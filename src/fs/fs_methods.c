@@ -123,7 +123,7 @@ int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out,
     int rc = fs_wire_decode_request(req, len, &rq);
     if (rc == 0 && !op_served_by_helper(rq.op)) rc = -EPROTO;
     if (rc < 0) {
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "malformed sandbox helper request");
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "malformed sandbox helper request");
     } else {
         fw->op = (enum fs_op)rq.op;
         fw->recursive = rq.recursive;
@@ -145,12 +145,12 @@ int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out,
         fs_ops_run(fw);
         /* One request at a time here, so a read never waits for another; if it
          * were told to, it is refused rather than stuck. */
-        if (fw->budget_wait) fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "read budget busy");
+        if (fw->budget_wait) fs_work_set_msg(fw, FS_ERR_INTERNAL, "read budget busy");
     }
     fs_budget_give(fw->budget_held);
     bool failed = fs_work_failed(fw);
     struct fs_wire_reply rp = {.err = fw->err,
-                               .code = fw->code,
+                               .kind = (int32_t)fw->kind,
                                .msg = fw->msg,
                                .msg_len = fw->msg ? strlen(fw->msg) : 0,
                                .out = fw->out.data,
@@ -195,23 +195,22 @@ static void run_sandboxed(struct fs_work *fw)
     fs_wire_encode_request(&rq, &h);
     int fd = -1;
     char why[512];
-    int rc =
-        sandbox_helper_call(fw->sb_owner, fw->sb_json, rq.data, rq.len, &rp, &fd, why, sizeof why);
+    int rc = sandbox_helper_call(fw->sb_owner, fw->sb, rq.data, rq.len, &rp, &fd, why, sizeof why);
     buf_free(&rq);
     struct fs_wire_reply r;
     if (rc == SB_CALL_UNENFORCEABLE || rc == SB_CALL_REFUSED) {
-        fs_work_set_msg(fw, RPC_INVALID_REQUEST, "%s", why);
+        fs_work_set_msg(fw, FS_ERR_REFUSED, "%s", why);
     } else if (rc == SB_CALL_NO_RESOURCES) {
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "%s", why);
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "%s", why);
     } else if (rc == SB_CALL_CLOSED) {
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "session closed");
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "session closed");
     } else if (rc < 0) {
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "%s",
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "%s",
                         why[0] ? why : "sandbox helper exited during the request");
     } else if (fs_wire_decode_reply(rp.data, rp.len, &r) < 0) {
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "malformed sandbox helper reply");
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "malformed sandbox helper reply");
     } else if (r.msg_len) {
-        fs_work_set_msg(fw, r.code, "%.*s", (int)r.msg_len, r.msg);
+        fs_work_set_msg(fw, (enum fs_err_kind)r.kind, "%.*s", (int)r.msg_len, r.msg);
     } else if (r.err) {
         fs_work_set_err(fw, r.err);
     } else {
@@ -227,13 +226,13 @@ static void run_sandboxed(struct fs_work *fw)
     }
     if (fd >= 0) close(fd);
     if (fw->op == OP_OPEN && !fs_work_failed(fw) && fw->fd < 0)
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "sandbox helper returned no file");
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "sandbox helper returned no file");
     buf_free(&rp);
 }
 
 void fs_work_run(struct fs_work *fw)
 {
-    if (fw->sb_json)
+    if (fw->sb)
         run_sandboxed(fw);
     else
         fs_ops_run(fw);
@@ -255,7 +254,7 @@ static void fw_free(struct fs_work *fw)
     free(fw->path);
     free(fw->path2);
     free(fw->msg);
-    free(fw->sb_json);
+    fs_sandbox_free(fw->sb);
     buf_free(&fw->out);
     if (fw->displaced_fd >= 0) close(fw->displaced_fd);
     free(fw);
@@ -279,24 +278,24 @@ static void open_finish(struct fs_work *fw)
     struct rpc_req *req = fw->req;
     if (!conn_is_open(req->conn)) {
         close(fw->fd);
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "connection closed");
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "connection closed");
         return;
     }
     struct fs_table *t = table_get(req->conn, true);
     if (!t) {
         close(fw->fd);
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "connection closed");
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "connection closed");
         return;
     }
     if (table_find(t, fw->hid, fw->hid_len) >= 0) {
         close(fw->fd);
-        fs_work_set_msg(fw, RPC_INVALID_REQUEST, "file handle `%s` already exists", fw->hid);
+        fs_work_set_msg(fw, FS_ERR_REFUSED, "file handle `%s` already exists", fw->hid);
         return;
     }
     if (t->count >= FS_MAX_HANDLES) {
         close(fw->fd);
-        fs_work_set_msg(fw, RPC_INVALID_REQUEST,
-                        "at most %d file handles may be open per connection", FS_MAX_HANDLES);
+        fs_work_set_msg(fw, FS_ERR_REFUSED, "at most %d file handles may be open per connection",
+                        FS_MAX_HANDLES);
         return;
     }
     struct fs_handle *h = xcalloc(1, sizeof *h);
@@ -370,7 +369,7 @@ static void run_again(struct fs_work *fw)
 {
     int r = uv_queue_work(fw->req->loop, &fw->w, work_cb, after_cb);
     if (r < 0) {
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "%s", uv_strerror(r));
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "%s", uv_strerror(r));
         after_cb(&fw->w, 0);
     }
 }
@@ -406,6 +405,17 @@ static void resume_parked(void)
     }
 }
 
+/* The JSON-RPC code of an operation's refusal. */
+static int err_code(enum fs_err_kind kind)
+{
+    switch (kind) {
+    case FS_ERR_REFUSED: return RPC_INVALID_REQUEST;
+    case FS_ERR_PARAMS: return RPC_INVALID_PARAMS;
+    case FS_ERR_INTERNAL: break;
+    }
+    return RPC_INTERNAL_ERROR;
+}
+
 static void after_cb(uv_work_t *w, int status)
 {
     struct fs_work *fw = w->data;
@@ -415,13 +425,13 @@ static void after_cb(uv_work_t *w, int status)
         park(fw);
         return;
     }
-    if (fw->sb_json) fs_helper_sweep_arm(req->loop);
+    if (fw->sb) fs_helper_sweep_arm(req->loop);
     if (fw->op == OP_OPEN && !fs_work_failed(fw)) open_finish(fw);
     if (fw->h) handle_unref(fw->h);
     if (status < 0 && !fs_work_failed(fw))
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "%s", uv_strerror(status));
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "%s", uv_strerror(status));
     if (fw->msg) {
-        rpc_reply_error(req, fw->code, "%s", fw->msg);
+        rpc_reply_error(req, err_code(fw->kind), "%s", fw->msg);
     } else if (fw->err) {
         rpc_reply_errno(req, fw->err);
     } else {
@@ -439,7 +449,7 @@ static void submit(struct fs_work *fw)
     fw->w.data = fw;
     int r = uv_queue_work(fw->req->loop, &fw->w, work_cb, after_cb);
     if (r < 0) {
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "%s", uv_strerror(r));
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "%s", uv_strerror(r));
         after_cb(&fw->w, 0);
     }
 }
@@ -463,10 +473,12 @@ static json_t *decode_sandbox(struct pdec *d)
     return pdec_object(d, "sandbox", PDEC_OPTIONAL);
 }
 
-/* Hands fw to the session's sandbox helper for this policy. */
-static void fw_sandbox(struct fs_work *fw, json_t *sb)
+/* Hands fw (and sb, when the operation needs it) to the session's sandbox helper for
+ * this policy. */
+static void fw_sandbox(struct fs_work *fw, struct fs_sandbox *sb)
 {
-    fw->sb_json = json_dumps(sb, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!sb) return;
+    fw->sb = sb;
     snprintf(fw->sb_owner, sizeof fw->sb_owner, "%s", session_of(fw->req->conn)->id);
 }
 
@@ -482,24 +494,28 @@ static bool to_path(struct rpc_req *req, const char *uri, size_t len, char **out
 }
 
 /* Common tail of params checking: decode errors, the sandbox, the gate. Returns
- * -EINVAL when it replied (with the error), 1 when the operation (reading and/or writing) needs the
- * sandbox (PROTOCOL.md 10.3: full-disk access for it runs directly), else 0. */
-static int check_common(struct rpc_req *req, struct pdec *d, json_t *sb, bool reads, bool writes)
+ * -EINVAL when it replied (with the error), else 0 with *out the sandbox the operation
+ * (reading and/or writing) runs in, parsed once here, or NULL when it needs none
+ * (PROTOCOL.md 10.3: full-disk access for it runs directly). */
+static int check_common(struct rpc_req *req, struct pdec *d, json_t *sb, bool reads, bool writes,
+                        struct fs_sandbox **out)
 {
+    *out = NULL;
     if (d->failed) {
         rpc_reply_error(req, RPC_INVALID_PARAMS, "%s", d->err);
         return -EINVAL;
     }
-    struct sandbox_policy pol;
     struct sandbox_error se;
-    if (sandbox_policy_parse(sb, NULL, &pol, &se) < 0) {
+    if (fs_sandbox_decode(sb, reads, writes, out, &se) < 0) {
         rpc_reply_error(req, sandbox_error_code(&se), "%s", se.message);
         return -EINVAL;
     }
-    bool need = sandbox_policy_needs_fs(&pol, reads, writes);
-    sandbox_policy_free(&pol);
-    if (!rpc_check_ready(req)) return -EINVAL;
-    return need;
+    if (!rpc_check_ready(req)) {
+        fs_sandbox_free(*out);
+        *out = NULL;
+        return -EINVAL;
+    }
+    return 0;
 }
 
 /* Handlers for the simple one-path methods. */
@@ -515,14 +531,14 @@ static void simple_path_method(struct rpc_req *req, enum fs_op op, const char *s
     bool follow = has_follow ? pdec_bool(&d, "followSymlinks", PDEC_OPTIONAL, true) : true;
     json_t *sbj = decode_sandbox(&d);
     bool writes = op == OP_CREATE_DIR || op == OP_REMOVE;
-    int sb = check_common(req, &d, sbj, !writes, writes);
-    if (sb < 0) return;
+    struct fs_sandbox *sb;
+    if (check_common(req, &d, sbj, !writes, writes, &sb) < 0) return;
     struct fs_work *fw = fw_new(req, op);
+    fw_sandbox(fw, sb);
     if (!to_path(req, uri, ulen, &fw->path, &fw->path_len)) {
         fw_free(fw);
         return;
     }
-    if (sb) fw_sandbox(fw, sbj);
     fw->recursive = recursive;
     fw->force = force;
     fw->nofollow = !follow;
@@ -570,15 +586,15 @@ static void handle_write_file(struct rpc_req *req)
     bool follow = pdec_bool(&d, "followSymlinks", PDEC_OPTIONAL, true);
     bool sync = pdec_bool(&d, "fsync", PDEC_OPTIONAL, false); /* ours */
     json_t *sbj = decode_sandbox(&d);
-    int sb = check_common(req, &d, sbj, false, true);
-    if (sb < 0) return;
+    struct fs_sandbox *sb;
+    if (check_common(req, &d, sbj, false, true, &sb) < 0) return;
     struct fs_work *fw = fw_new(req, OP_WRITE_FILE);
+    fw_sandbox(fw, sb);
     fw->fsync = sync;
     if (!to_path(req, uri, ulen, &fw->path, &fw->path_len)) {
         fw_free(fw);
         return;
     }
-    if (sb) fw_sandbox(fw, sbj);
     fw->nofollow = !follow;
     /* No copy: the text stays the request's (params or the message it arrived in)
      * until the reply, and a large one is decoded where it lies. */
@@ -597,15 +613,15 @@ static void handle_copy(struct rpc_req *req)
     const char *dst = pdec_string_len(&d, "destinationPath", PDEC_REQUIRED, &l2);
     bool recursive = pdec_bool(&d, "recursive", PDEC_REQUIRED, false);
     json_t *sbj = decode_sandbox(&d);
-    int sb = check_common(req, &d, sbj, true, true);
-    if (sb < 0) return;
+    struct fs_sandbox *sb;
+    if (check_common(req, &d, sbj, true, true, &sb) < 0) return;
     struct fs_work *fw = fw_new(req, OP_COPY);
+    fw_sandbox(fw, sb);
     if (!to_path(req, src, l1, &fw->path, &fw->path_len) ||
         !to_path(req, dst, l2, &fw->path2, &fw->path2_len)) {
         fw_free(fw);
         return;
     }
-    if (sb) fw_sandbox(fw, sbj);
     fw->recursive = recursive;
     submit(fw);
 }
@@ -630,14 +646,16 @@ static void handle_walk(struct rpc_req *req)
         if (o.failed) pdec_fail(&d, "%s", o.err);
     }
     json_t *sbj = decode_sandbox(&d);
-    int sb = check_common(req, &d, sbj, true, false);
-    if (sb < 0) return;
+    struct fs_sandbox *sb;
+    if (check_common(req, &d, sbj, true, false, &sb) < 0) return;
     if (dirs == 0 || entries == 0) {
+        fs_sandbox_free(sb);
         rpc_reply_error(req, RPC_INVALID_REQUEST,
                         "filesystem walk limits must be greater than zero");
         return;
     }
     if (depth > WALK_MAX_DEPTH || dirs > WALK_MAX_DIRS || entries > WALK_MAX_ENTRIES) {
+        fs_sandbox_free(sb);
         rpc_reply_error(req, RPC_INVALID_REQUEST,
                         "filesystem walk limits exceed maximums: depth=%d, "
                         "directories=%d, entries=%d",
@@ -645,11 +663,11 @@ static void handle_walk(struct rpc_req *req)
         return;
     }
     struct fs_work *fw = fw_new(req, OP_WALK);
+    fw_sandbox(fw, sb);
     if (!to_path(req, uri, ulen, &fw->path, &fw->path_len)) {
         fw_free(fw);
         return;
     }
-    if (sb) fw_sandbox(fw, sbj);
     fw->max_depth = depth;
     fw->max_dirs = dirs;
     fw->max_entries = entries;
@@ -678,25 +696,30 @@ static void handle_open(struct rpc_req *req)
     static const char *const modes[] = {"read", "replace", NULL};
     int mode = pdec_enum(&d, "mode", PDEC_OPTIONAL, modes, 0);
     json_t *sbj = decode_sandbox(&d);
-    int sb = check_common(req, &d, sbj, mode != 1, mode == 1);
-    if (sb < 0) return;
-    if (!check_handle_id(req, hlen)) return;
+    struct fs_sandbox *sb;
+    if (check_common(req, &d, sbj, mode != 1, mode == 1, &sb) < 0) return;
+    if (!check_handle_id(req, hlen)) {
+        fs_sandbox_free(sb);
+        return;
+    }
     struct fs_table *t = table_get(req->conn, false);
     if (table_find(t, hid, hlen) >= 0) {
+        fs_sandbox_free(sb);
         rpc_reply_error(req, RPC_INVALID_REQUEST, "file handle `%s` already exists", hid);
         return;
     }
     if (t && t->count >= FS_MAX_HANDLES) {
+        fs_sandbox_free(sb);
         rpc_reply_error(req, RPC_INVALID_REQUEST,
                         "at most %d file handles may be open per connection", FS_MAX_HANDLES);
         return;
     }
     struct fs_work *fw = fw_new(req, OP_OPEN);
+    fw_sandbox(fw, sb);
     if (!to_path(req, uri, ulen, &fw->path, &fw->path_len)) {
         fw_free(fw);
         return;
     }
-    if (sb) fw_sandbox(fw, sbj);
     memcpy(fw->hid, hid, hlen);
     fw->hid_len = hlen;
     fw->replace = mode == 1;

@@ -1,5 +1,5 @@
 /* fs_methods: the fs JSON-RPC methods (fs_methods.c: files, directories, handles,
- * walks, copies; fs_mode.c: permissions). Their tables, registered with rpc. */
+ * walks, copies; fs_mode_methods.c: permissions). Their tables, registered with rpc. */
 #ifndef EXEC_FS_FS_METHODS_H
 #define EXEC_FS_FS_METHODS_H
 

@@ -25,15 +25,14 @@
 
 #include "core/limits.h"
 #include "crypto/random.h"
-#include "fs/caproots_scan.h"
 #include "fs/fs_budget.h"
+#include "fs/fs_sandboxed.h"
 #include "fs/fs_tree.h"
 #include "fs/fs_util.h"
 #include "fs/fs_walk.h"
 #include "fs/fs_work.h"
 #include "proto/uri.h"
 #include "proto/utf8.h"
-#include "rpc/rpc.h"
 #include "proto/base64.h"
 #include "util/bigbuf.h"
 #include "util/buf.h"
@@ -49,7 +48,7 @@ void fs_work_set_err(struct fs_work *fw, int e)
     if (!fw->err && !fw->msg) fw->err = e ? e : EIO;
 }
 
-void fs_work_set_msg(struct fs_work *fw, int code, const char *fmt, ...)
+void fs_work_set_msg(struct fs_work *fw, enum fs_err_kind kind, const char *fmt, ...)
 {
     if (fw->err || fw->msg) return;
     struct buf b;
@@ -60,7 +59,7 @@ void fs_work_set_msg(struct fs_work *fw, int code, const char *fmt, ...)
     va_end(ap);
     buf_putc(&b, '\0');
     fw->msg = buf_steal(&b);
-    fw->code = code;
+    fw->kind = kind;
 }
 
 bool fs_work_failed(const struct fs_work *fw)
@@ -76,7 +75,7 @@ static void not_a_file(struct fs_work *fw, const char *path)
     buf_init(&b);
     utf8_lossy(&b, path, strlen(path));
     buf_putc(&b, '\0');
-    fs_work_set_msg(fw, RPC_INVALID_REQUEST, "path `%s` is not a file", b.data);
+    fs_work_set_msg(fw, FS_ERR_REFUSED, "path `%s` is not a file", b.data);
     buf_free(&b);
 }
 
@@ -186,7 +185,7 @@ static bool read_budget_take(struct fs_work *fw, size_t n, bool alone_ok)
         fw->budget_need = n;
         return false;
     default:
-        fs_work_set_msg(fw, RPC_INVALID_REQUEST,
+        fs_work_set_msg(fw, FS_ERR_REFUSED,
                         "file is larger than its stat size (0 for /proc and /sys files) and "
                         "its content passed the server's read budget of %zu bytes "
                         "(--max-read-buffer-bytes), which the reads in flight share",
@@ -207,7 +206,7 @@ static void do_read_file(struct fs_work *fw)
         return;
     }
     if ((uint64_t)st.st_size > FS_READ_LIMIT) {
-        fs_work_set_msg(fw, RPC_INVALID_REQUEST, "file is too large to read: limit is %llu bytes",
+        fs_work_set_msg(fw, FS_ERR_REFUSED, "file is too large to read: limit is %llu bytes",
                         (unsigned long long)FS_READ_LIMIT);
         close(fd);
         return;
@@ -238,8 +237,7 @@ static void do_read_file(struct fs_work *fw)
         }
         total += got;
         if (total > FS_READ_LIMIT) {
-            fs_work_set_msg(fw, RPC_INVALID_REQUEST,
-                            "file is too large to read: limit is %llu bytes",
+            fs_work_set_msg(fw, FS_ERR_REFUSED, "file is too large to read: limit is %llu bytes",
                             (unsigned long long)FS_READ_LIMIT);
             break;
         }
@@ -420,8 +418,8 @@ static void do_write_file(struct fs_work *fw)
     char detail[128];
     uint8_t *data = payload_decode(fw, &n, &own, detail, sizeof detail);
     if (!data) {
-        fs_work_set_msg(fw, RPC_INVALID_REQUEST,
-                        "fs/writeFile requires valid base64 dataBase64: %s", detail);
+        fs_work_set_msg(fw, FS_ERR_REFUSED, "fs/writeFile requires valid base64 dataBase64: %s",
+                        detail);
         payload_free(fw, own);
         return;
     }
@@ -513,7 +511,7 @@ static void do_metadata(struct fs_work *fw)
             return;
         }
         if (S_ISLNK(sx.stx_mode)) {
-            fs_work_set_msg(fw, RPC_INVALID_REQUEST, "path contains a symbolic link");
+            fs_work_set_msg(fw, FS_ERR_REFUSED, "path contains a symbolic link");
             return;
         }
         lst.st_mode = sx.stx_mode;
@@ -612,8 +610,8 @@ static void do_read_dir(struct fs_work *fw)
     buf_free(&name);
     closedir(dir);
     if (n > READDIR_LIMIT)
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR,
-                        "fs/readDirectory returned %zu entries; limit is %d", n, READDIR_LIMIT);
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "fs/readDirectory returned %zu entries; limit is %d",
+                        n, READDIR_LIMIT);
     buf_puts(&fw->out, "]}");
 }
 
@@ -629,9 +627,9 @@ static void do_remove_nofollow(struct fs_work *fw)
     if (pfd < 0 || fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
         e = errno;
     } else if (fw->recursive) {
-        fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "recursive no-follow removal is unsupported");
+        fs_work_set_msg(fw, FS_ERR_INTERNAL, "recursive no-follow removal is unsupported");
     } else if (S_ISLNK(st.st_mode)) {
-        fs_work_set_msg(fw, RPC_INVALID_REQUEST, "path contains a symbolic link");
+        fs_work_set_msg(fw, FS_ERR_REFUSED, "path contains a symbolic link");
     } else if (unlinkat(pfd, leaf, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0) {
         e = errno;
     }
@@ -688,7 +686,7 @@ static void do_copy(struct fs_work *fw)
         e = -fs_tree_copy_link(fw->path, fw->path2);
     } else if (S_ISDIR(st.st_mode)) {
         if (!fw->recursive) {
-            fs_work_set_msg(fw, RPC_INVALID_REQUEST,
+            fs_work_set_msg(fw, FS_ERR_REFUSED,
                             "fs/copy requires recursive: true when sourcePath is a directory");
             return;
         }
@@ -704,7 +702,7 @@ static void do_copy(struct fs_work *fw)
         free(s);
         free(d);
         if (inside) {
-            fs_work_set_msg(fw, RPC_INVALID_REQUEST,
+            fs_work_set_msg(fw, FS_ERR_REFUSED,
                             "fs/copy cannot copy a directory to itself or one of its descendants");
             return;
         }
@@ -712,7 +710,7 @@ static void do_copy(struct fs_work *fw)
         e = -fs_tree_mkdir_all(fw->path2);
         if (!e) e = -fs_tree_copy(fw->path, fw->path2);
     } else {
-        fs_work_set_msg(fw, RPC_INVALID_REQUEST,
+        fs_work_set_msg(fw, FS_ERR_REFUSED,
                         "fs/copy only supports regular files, directories, and symlinks");
         return;
     }
@@ -759,7 +757,7 @@ static void do_write_block(struct fs_work *fw)
     char detail[96];
     uint8_t *data = payload_decode(fw, &n, &own, detail, sizeof detail);
     if (!data) {
-        fs_work_set_msg(fw, RPC_INVALID_PARAMS, "%s", detail);
+        fs_work_set_msg(fw, FS_ERR_PARAMS, "%s", detail);
         goto out;
     }
     if (fw->offset > (uint64_t)INT64_MAX) {
@@ -819,6 +817,22 @@ static void do_read_block(struct fs_work *fw)
 
 /* ---- dispatch ------------------------------------------------------------------- */
 
+static fs_discover_fn discover_scan;
+
+void fs_set_discover(fs_discover_fn scan)
+{
+    discover_scan = scan;
+}
+
+static void do_discover(struct fs_work *fw)
+{
+    if (!discover_scan) {
+        fs_work_set_err(fw, ENOSYS);
+        return;
+    }
+    discover_scan(fw->path, fw->path2 ? fw->path2 : "", &fw->out);
+}
+
 void fs_ops_run(struct fs_work *fw)
 {
     switch (fw->op) {
@@ -840,6 +854,6 @@ void fs_ops_run(struct fs_work *fw)
     case OP_OPEN: do_open(fw); break;
     case OP_READ_BLOCK: do_read_block(fw); break;
     case OP_WRITE_BLOCK: do_write_block(fw); break;
-    case OP_DISCOVER: caproots_scan(fw->path, fw->path2 ? fw->path2 : "", &fw->out); break;
+    case OP_DISCOVER: do_discover(fw); break;
     }
 }

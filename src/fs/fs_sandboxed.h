@@ -18,6 +18,14 @@
  * then says so). */
 int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out, int *close_after);
 
+/* The scan OP_DISCOVER runs (capabilities/caproots_scan.h): one capability root read
+ * into a JSON object appended to out. Capability discovery sits above fs, yet its scan
+ * must run inside the sandbox helper like any fs operation, so main installs it first
+ * thing, in the daemon and in the spawner (the same program started again, whose
+ * children the helpers are). Unset, OP_DISCOVER fails with ENOSYS. */
+typedef void (*fs_discover_fn)(const char *root, const char *root_uri, struct buf *out);
+void fs_set_discover(fs_discover_fn scan);
+
 /* The helper's whole life on its socket (fs_helper_loop.c): says "ok", then serves
  * request frames until EOF. Returns an exit status. */
 int fs_helper_run(int sock);

@@ -14,7 +14,7 @@ struct wire_req_head {
 
 /* The reply frame: this header, then msg_len bytes of message, out_len of result. */
 struct wire_rep_head {
-    int32_t err, code;
+    int32_t err, kind;
     uint64_t msg_len, out_len;
 };
 
@@ -83,7 +83,7 @@ int fs_wire_decode_request(const void *frame, size_t len, struct fs_wire_request
 
 void fs_wire_encode_reply(struct buf *out, const struct fs_wire_reply *rp)
 {
-    struct wire_rep_head h = {rp->err, rp->code, rp->msg_len, rp->out_len};
+    struct wire_rep_head h = {rp->err, rp->kind, rp->msg_len, rp->out_len};
     buf_append(out, &h, sizeof h);
     if (h.msg_len) buf_append(out, rp->msg, h.msg_len);
     if (h.out_len) buf_append(out, rp->out, h.out_len);
@@ -98,7 +98,7 @@ int fs_wire_decode_reply(const void *frame, size_t len, struct fs_wire_reply *rp
     if (h.msg_len > body || h.out_len != body - h.msg_len) return -EPROTO;
     const char *p = (const char *)frame + sizeof h;
     *rp = (struct fs_wire_reply){.err = h.err,
-                                 .code = h.code,
+                                 .kind = h.kind,
                                  .msg = p,
                                  .msg_len = h.msg_len,
                                  .out = p + h.msg_len,

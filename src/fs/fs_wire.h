@@ -26,7 +26,7 @@ struct fs_wire_request {
 
 struct fs_wire_reply {
     int32_t err;  /* errno of the failed operation, or 0 */
-    int32_t code; /* JSON-RPC error code when msg_len > 0 */
+    int32_t kind; /* enum fs_err_kind (fs_work.h) when msg_len > 0 */
     /* Borrowed like the request's strings. */
     const char *msg; /* error message, msg_len bytes (0: none) */
     const char *out; /* result text, out_len bytes */

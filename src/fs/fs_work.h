@@ -18,6 +18,7 @@
 #define FS_HANDLE_ID_MAX 32
 
 struct rpc_req;
+struct fs_sandbox;
 
 /* An open file handle (fs/open), reference counted on the loop thread. */
 struct fs_handle {
@@ -45,6 +46,14 @@ enum fs_op {
     OP_READ_BLOCK,
     OP_WRITE_BLOCK,
     OP_DISCOVER, /* capabilityRoots/discoverV1, one root (capability_roots.h) */
+};
+
+/* What kind of failure a message reports; fs_methods.c, which replies, gives each its
+ * JSON-RPC code. */
+enum fs_err_kind {
+    FS_ERR_REFUSED = 1, /* the request cannot be served as asked (-32600) */
+    FS_ERR_PARAMS,      /* the params do not hold up (-32602) */
+    FS_ERR_INTERNAL,    /* the server failed (-32603) */
 };
 
 struct fs_work {
@@ -81,19 +90,20 @@ struct fs_work {
     bool budget_wait;            /* ran into FS_BUDGET_WAIT: run again later */
     struct fs_work *next_parked; /* fs_methods.c's list of those waiting */
     /* outcome */
-    struct buf out; /* the reply message, begun on the loop thread */
-    int err;        /* errno to report, or 0 */
-    int code;       /* validation error code when msg is set */
-    char *msg;      /* validation error text */
+    struct buf out;        /* the reply message, begun on the loop thread */
+    int err;               /* errno to report, or 0 */
+    enum fs_err_kind kind; /* when msg is set */
+    char *msg;             /* validation error text */
     /* sandboxed: run in the session's helper for this policy (fs/sandbox_helper.h) */
-    char *sb_json;     /* owned: the sandbox object as compact JSON, or NULL */
-    char sb_owner[40]; /* the session id */
+    struct fs_sandbox *sb; /* the sandbox to run in (sandbox_helper.h), or NULL: owned by
+                              fs_methods.c's work, borrowed by capability discovery's */
+    char sb_owner[40];     /* the session id */
 };
 
 /* Records errno e (EIO for 0) as the outcome unless one is already recorded. */
 void fs_work_set_err(struct fs_work *fw, int e);
-/* Records a validation error (code and formatted text) unless one is recorded. */
-void fs_work_set_msg(struct fs_work *fw, int code, const char *fmt, ...)
+/* Records a validation error (its kind and formatted text) unless one is recorded. */
+void fs_work_set_msg(struct fs_work *fw, enum fs_err_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Whether an error has been recorded. */
 bool fs_work_failed(const struct fs_work *fw);
@@ -101,7 +111,7 @@ bool fs_work_failed(const struct fs_work *fw);
 /* Runs fw's operation directly (blocking): on a pool thread, or inside the sandbox
  * helper. */
 void fs_ops_run(struct fs_work *fw);
-/* Runs fw (blocking, on a pool thread): in the session's sandbox helper when fw->sb_json
+/* Runs fw (blocking, on a pool thread): in the session's sandbox helper when fw->sb
  * is set, else directly. The outcome is in fw as after fs_ops_run. */
 void fs_work_run(struct fs_work *fw);
 

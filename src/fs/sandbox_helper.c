@@ -1,4 +1,4 @@
-/* sandbox_helper: a pool of warm sandbox helpers keyed by policy text.
+/* sandbox_helper: a pool of warm sandbox helpers keyed by policy text (fs_sandbox).
  *
  * A helper is started like any sandboxed child (process/spawn, in namespaces of
  * its own with the policy's view, Landlock, no capabilities and the seccomp
@@ -49,7 +49,7 @@
 
 struct sb_helper {
     struct sb_helper *next;
-    char *policy;            /* owned: the sandbox JSON it was started with */
+    char *policy;            /* owned: the key of the sandbox it was started with */
     pid_t pid;               /* its sandbox init: killing it ends the helper */
     int fd;                  /* our end of the socketpair */
     int refs;                /* list membership counts as one */
@@ -137,26 +137,40 @@ static int start_failed(int err, char *why, size_t n)
     return SB_CALL_UNENFORCEABLE;
 }
 
-/* Starts a helper confined to policy. Returns NULL with *rc set (and why filled). */
-static struct sb_helper *helper_start(const char *policy, int *rc, char *why, size_t whyn)
+int fs_sandbox_decode(json_t *sandbox, bool reads, bool writes, struct fs_sandbox **out,
+                      struct sandbox_error *se)
 {
-    json_error_t je;
-    json_t *j = json_loads(policy, 0, &je);
+    *out = NULL;
     struct sandbox_policy pol;
-    struct sandbox_error serr;
-    if (!j || sandbox_policy_parse(j, NULL, &pol, &serr) < 0) {
-        json_decref(j);
-        snprintf(why, whyn, "%s", j ? serr.message : "bad sandbox policy");
-        *rc = SB_CALL_REFUSED;
-        return NULL;
-    }
-    json_decref(j);
-    if (pol.refusal) {
-        snprintf(why, whyn, "%s", pol.refusal);
+    if (sandbox_policy_parse(sandbox, NULL, &pol, se) < 0) return -EINVAL;
+    if (!sandbox_policy_needs_fs(&pol, reads, writes)) {
         sandbox_policy_free(&pol);
+        return 0;
+    }
+    struct fs_sandbox *sb = xcalloc(1, sizeof *sb);
+    sb->key = json_dumps(sandbox, JSON_COMPACT | JSON_SORT_KEYS);
+    sb->pol = pol;
+    *out = sb;
+    return 0;
+}
+
+void fs_sandbox_free(struct fs_sandbox *sb)
+{
+    if (!sb) return;
+    free(sb->key);
+    sandbox_policy_free(&sb->pol);
+    free(sb);
+}
+
+/* Starts a helper confined to sb. Returns NULL with *rc set (and why filled). */
+static struct sb_helper *helper_start(const struct fs_sandbox *sb, int *rc, char *why, size_t whyn)
+{
+    if (sb->pol.refusal) {
+        snprintf(why, whyn, "%s", sb->pol.refusal);
         *rc = SB_CALL_REFUSED;
         return NULL;
     }
+    const struct sandbox_policy *pol = &sb->pol;
     int sv[2] = {-1, -1}, devnull = -1;
     struct sb_helper *h = NULL;
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
@@ -164,7 +178,8 @@ static struct sb_helper *helper_start(const char *policy, int *rc, char *why, si
         *rc = start_failed(-errno, why, whyn);
         goto out;
     }
-    struct sandbox_hold *hold = sandbox_hold_acquire(&pol, false, 0); /* it never forks */
+    int herr; /* never set: no cap asked for, since the helper never forks */
+    struct sandbox_hold *hold = sandbox_hold_acquire(pol, 0, 0, &herr);
     char *argv[] = {(char *)"exec-sandbox-helper", NULL};
     char *envp[] = {NULL};
     int stdio[3] = {devnull, devnull, STDERR_FILENO};
@@ -173,12 +188,12 @@ static struct sb_helper *helper_start(const char *policy, int *rc, char *why, si
                                .cwd = "/",
                                .serve = true,
                                .stdio = stdio,
-                               .sandbox = &pol,
+                               .sandbox = pol,
                                .pid_inherit = sandbox_pid_namespace_inherit,
                                .extra_fds = &sv[1],
                                .n_extra_fds = 1,
                                .proxy_fd = -1,
-                               .cgroup_fd = -1};
+                               .cgroup_fds = {-1, -1}};
     struct spawn_result sr;
     int sberr = 0;
     int err = spawn_child(&rq, &sr, &sberr);
@@ -191,7 +206,7 @@ static struct sb_helper *helper_start(const char *policy, int *rc, char *why, si
     }
     close(sr.pidfd); /* reaped with waitpid when retired */
     h = xcalloc(1, sizeof *h);
-    h->policy = xstrdup(policy);
+    h->policy = xstrdup(sb->key);
     h->pid = sr.pid;
     h->fd = sv[0];
     sv[0] = -1;
@@ -213,7 +228,6 @@ out:
     if (sv[0] >= 0) close(sv[0]);
     if (sv[1] >= 0) close(sv[1]);
     if (devnull >= 0) close(devnull);
-    sandbox_policy_free(&pol);
     return h;
 }
 
@@ -233,9 +247,10 @@ static void add_owner_locked(struct sb_helper *h, const char *owner)
 }
 
 /* Finds or starts the helper, returning it with a reference held. */
-static struct sb_helper *helper_get(const char *owner, const char *policy, int *rc, char *why,
-                                    size_t whyn)
+static struct sb_helper *helper_get(const char *owner, const struct fs_sandbox *sb, int *rc,
+                                    char *why, size_t whyn)
 {
+    const char *policy = sb->key;
     pthread_mutex_lock(&pool_lock);
     if (owner_dead_locked(owner)) {
         pthread_mutex_unlock(&pool_lock);
@@ -272,7 +287,7 @@ static struct sb_helper *helper_get(const char *owner, const char *policy, int *
     if (dead) helper_destroy(dead);
 
     /* Started outside the lock: a slow start must not stall other sessions. */
-    struct sb_helper *h = helper_start(policy, rc, why, whyn);
+    struct sb_helper *h = helper_start(sb, rc, why, whyn);
     if (!h) return NULL;
     pthread_mutex_lock(&pool_lock);
     if (owner_dead_locked(owner)) {
@@ -328,14 +343,14 @@ static void helper_put(struct sb_helper *h, bool retire)
     if (last) helper_destroy(last);
 }
 
-int sandbox_helper_call(const char *owner, const char *policy_json, const void *req, size_t req_len,
-                        struct buf *reply, int *fd_out, char *why, size_t whyn)
+int sandbox_helper_call(const char *owner, const struct fs_sandbox *sb, const void *req,
+                        size_t req_len, struct buf *reply, int *fd_out, char *why, size_t whyn)
 {
     *fd_out = -1;
     why[0] = 0;
     for (int attempt = 0;; attempt++) {
         int rc = 0;
-        struct sb_helper *h = helper_get(owner, policy_json, &rc, why, whyn);
+        struct sb_helper *h = helper_get(owner, sb, &rc, why, whyn);
         if (!h) {
             if (rc != SB_CALL_CLOSED) log_warn("sandbox helper unavailable: %s", why);
             return rc;

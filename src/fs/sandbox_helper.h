@@ -14,9 +14,12 @@
 #ifndef EXEC_FS_SANDBOX_HELPER_H
 #define EXEC_FS_SANDBOX_HELPER_H
 
+#include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sandbox/policy.h"
 #include "util/buf.h"
 
 #define SB_FRAME_MAX (1u << 30)
@@ -30,18 +33,36 @@ enum {
     SB_CALL_REFUSED = -1005,       /* the policy cannot be enforced on this tree */
 };
 
-/* Runs one request frame for session owner in the helper for policy_json, starting
- * it when needed. On 0 the reply frame is appended to *reply and *fd_out holds a
+/* A sandbox the fs helpers enforce: the request's policy, parsed once where the
+ * request is decoded and handed as it is to the helper that starts for it, and the key
+ * the helpers are shared by (the sandbox object as compact JSON with sorted keys, so
+ * two requests that write one policy alike share them). Read-only once made: the
+ * threads of one request may share it. */
+struct fs_sandbox {
+    char *key;
+    struct sandbox_policy pol;
+};
+
+/* Decodes a request's sandbox object (NULL or JSON null: none) for an fs operation
+ * that reads and/or writes. 0 with *out NULL when the operation runs unconfined (no
+ * sandbox, or one that restricts neither), 0 with *out set (fs_sandbox_free) when it
+ * must run in a helper; -EINVAL with *se filled when the policy does not parse. */
+int fs_sandbox_decode(json_t *sandbox, bool reads, bool writes, struct fs_sandbox **out,
+                      struct sandbox_error *se);
+void fs_sandbox_free(struct fs_sandbox *sb);
+
+/* Runs one request frame for session owner in the helper for sb, starting it when
+ * needed. On 0 the reply frame is appended to *reply and *fd_out holds a
  * received fd (caller owns it) or -1. On failure returns an SB_CALL_* code with a
  * message for the client in why. Blocking; thread-safe. */
-int sandbox_helper_call(const char *owner, const char *policy_json, const void *req, size_t req_len,
-                        struct buf *reply, int *fd_out, char *why, size_t whyn);
+int sandbox_helper_call(const char *owner, const struct fs_sandbox *sb, const void *req,
+                        size_t req_len, struct buf *reply, int *fd_out, char *why, size_t whyn);
 
 /* A session ended: it uses its helpers no more (those no other session uses are
  * killed) and gets no new ones. */
 void sandbox_helper_release_owner(const char *owner);
 
-/* The pid of the live helper for (owner, policy_json), or -1 (tests, diagnostics). */
+/* The pid of the live helper for (owner, policy key), or -1 (tests, diagnostics). */
 int sandbox_helper_pid(const char *owner, const char *policy_json);
 /* Retires the helpers idle for idle_ms or more (their placeholder directories go
  * with them). Blocking (reaps); returns how many helpers are left. */

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport/curl_loop.h"
+#include "outbound/curl_loop.h"
 #include "http/http_request.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"

@@ -248,6 +248,28 @@ static const char *start_transparent_refusal(const struct start_job *j, int *tun
     return why;
 }
 
+/* The sandbox's hold (sandbox/hold.h) with the server's caps; its cgroups' procs
+ * descriptors into fds. *err < 0 when the memory cap cannot be made. */
+static struct sandbox_hold *hold_sandbox(const struct sandbox_policy *pol, int fds[2], int *err)
+{
+    struct sandbox_hold *h = sandbox_hold_acquire(pol, server_limits.sandbox_max_processes,
+                                                  server_limits.sandbox_max_memory, err);
+    sandbox_hold_cgroup_fds(h, fds);
+    return h;
+}
+
+/* The error reply of a start that failed before its process existed (err < 0). */
+static void reply_start_failed(struct rpc_req *req, int err, bool memory_cap)
+{
+    char text[256];
+    size_t at = memory_cap ? (size_t)snprintf(text, sizeof text,
+                                              "the sandbox's memory cap (--sandbox-max-memory) "
+                                              "cannot be made: ")
+                           : 0;
+    oserr_format(-err, text + at, sizeof text - at);
+    rpc_reply_error_kind(req, RPC_INTERNAL_ERROR, spawn_error_kind(-err), text);
+}
+
 /* Spawns the job's command (with the snapshot restored when snap is given), replies,
  * then watches it. Frees the job. */
 static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
@@ -327,12 +349,10 @@ static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
         .tun_fd = tun_fd,
         .refusal = refusal,
         .refusal_code = refusal_code,
-        .cgroup_fd = -1,
+        .cgroup_fds = {-1, -1},
     };
-    if (j->sandboxed && !refusal) {
-        hold = sandbox_hold_acquire(&j->pol, true, server_limits.sandbox_max_processes);
-        rq.cgroup_fd = sandbox_hold_cgroup_fd(hold);
-    }
+    int herr = 0;
+    if (j->sandboxed && !refusal) hold = hold_sandbox(&j->pol, rq.cgroup_fds, &herr);
     /* The spawn window: the request goes to the spawner now and the reply when the
      * outcome arrives (start_done); the loop serves other requests meanwhile. What
      * the outcome needs moves from the job to the start. */
@@ -343,16 +363,14 @@ static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
     ps->tty = j->tty;
     ps->sandboxed = j->sandboxed;
     ps->bridge_fd = -1;
-    int err = spawn_child_async(req->loop, &rq, start_done, ps, &ps->op);
+    int err = herr < 0 ? herr : spawn_child_async(req->loop, &rq, start_done, ps, &ps->op);
     if (state_fd >= 0) close(state_fd);
     if (tun_fd >= 0) close(tun_fd);
     if (bridge[1] >= 0) close(bridge[1]);
     if (err < 0) {
         if (bridge[0] >= 0) close(bridge[0]);
         start_free(ps);
-        char text[256];
-        oserr_format(-err, text, sizeof text);
-        rpc_reply_error_kind(req, RPC_INTERNAL_ERROR, spawn_error_kind(-err), text);
+        reply_start_failed(req, err, herr < 0);
         goto out;
     }
     ps->hold = hold;
@@ -602,7 +620,7 @@ static void handle_start(struct rpc_req *req)
             .sandbox = j->sandboxed ? &j->pol : NULL,
             .pid_inherit = sandbox_pid_namespace_inherit,
             .proxy_fd = -1,
-            .cgroup_fd = -1,
+            .cgroup_fds = {-1, -1},
         };
         proc_snapshot_get(req->loop, t, id, &snap_req, &capture, on_snapshot, j);
         return;

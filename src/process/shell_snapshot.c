@@ -653,13 +653,15 @@ static bool capture_start(uv_loop_t *loop, struct snap_entry *e, const struct sp
     crq.extra_fds = &probe;
     crq.n_extra_fds = 1;
     struct sandbox_hold *hold = NULL;
+    int herr = 0;
     if (crq.sandbox) {
-        hold = sandbox_hold_acquire(crq.sandbox, true, server_limits.sandbox_max_processes);
-        crq.cgroup_fd = sandbox_hold_cgroup_fd(hold);
+        hold = sandbox_hold_acquire(crq.sandbox, server_limits.sandbox_max_processes,
+                                    server_limits.sandbox_max_memory, &herr);
+        sandbox_hold_cgroup_fds(hold, crq.cgroup_fds);
     }
     struct spawn_result sr;
     int sberr = 0;
-    int rc = spawn_child(&crq, &sr, &sberr);
+    int rc = herr < 0 ? herr : spawn_child(&crq, &sr, &sberr);
     free(argv);
     argv = NULL;
     close(outp[1]);

@@ -223,8 +223,12 @@ static void wire_sandbox(const struct spawn_request *rq, struct spawn_wire_req *
             w->n_init_fds++;
         }
     }
-    if (rq->cgroup_fd >= 0) {
+    if (rq->cgroup_fds[0] >= 0) {
         w->flags |= SPAWN_F_CGROUP;
+        w->n_init_fds++;
+    }
+    if (rq->cgroup_fds[1] >= 0) {
+        w->flags |= SPAWN_F_CGROUP2;
         w->n_init_fds++;
     }
 }
@@ -358,7 +362,8 @@ static int op_send(struct spawn_op *op, const struct spawn_request *rq)
         fds[n++] = rq->extra_fds[i];
     if (w.flags & SPAWN_F_PROXY) fds[n++] = rq->proxy_fd;
     if (w.flags & SPAWN_F_TRANSPARENT) fds[n++] = rq->tun_fd;
-    if (w.flags & SPAWN_F_CGROUP) fds[n++] = rq->cgroup_fd;
+    if (w.flags & SPAWN_F_CGROUP) fds[n++] = rq->cgroup_fds[0];
+    if (w.flags & SPAWN_F_CGROUP2) fds[n++] = rq->cgroup_fds[1];
     int rc = spawner_request(&w, fds, n);
     close(st[1]);
     free(exe);

@@ -35,11 +35,14 @@ enum {
     SPAWN_F_SERVE = 1u << 8,          /* no exec: the sandbox's init confines itself and
                                          runs the spawner's serve function on extra fd 0
                                          (the sandboxed fs helper) */
-    SPAWN_F_CGROUP = 1u << 9,         /* the last init fd is a pids cgroup's cgroup.procs
-                                         the init joins before anything else */
-    SPAWN_F_TRANSPARENT = 1u << 10,    /* with SPAWN_F_PROXY: the init makes the TUN device
-                                         (sandbox/tun.h) from init fd 1, an O_PATH
-                                         descriptor of /dev/net/tun */
+    SPAWN_F_CGROUP = 1u << 9,         /* the last init fd (or the one before, with
+                                         SPAWN_F_CGROUP2) is a cgroup's cgroup.procs the
+                                         spawner moves the init into before it forks */
+    SPAWN_F_TRANSPARENT = 1u << 10,   /* with SPAWN_F_PROXY: the init makes the TUN device
+                                        (sandbox/tun.h) from init fd 1, an O_PATH
+                                        descriptor of /dev/net/tun */
+    SPAWN_F_CGROUP2 = 1u << 11,       /* with SPAWN_F_CGROUP: a second cgroup.procs, the
+                                         last init fd (cgroup v1's memory hierarchy) */
 };
 
 /* The lists, in wire order. */
@@ -61,7 +64,8 @@ struct spawn_wire_req {
                                 (HTTP, SOCKS5; 0 = none) */
     uint32_t n_extra_fds;    /* descriptors the child gets at 3, 4, ... */
     uint32_t n_init_fds;     /* descriptors for the sandbox init: the proxy socket
-                                (SPAWN_F_PROXY), then cgroup.procs (SPAWN_F_CGROUP) */
+                                (SPAWN_F_PROXY), /dev/net/tun (SPAWN_F_TRANSPARENT),
+                                then cgroup.procs (SPAWN_F_CGROUP, SPAWN_F_CGROUP2) */
     uint32_t refuse_code;    /* with SPAWN_F_REFUSE: the exit status */
     uint32_t max_procs;      /* with SPAWN_F_SANDBOX: the sandbox's process cap (0: none) */
     const char *exe;         /* the resolved program path */

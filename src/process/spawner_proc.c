@@ -227,6 +227,16 @@ static const struct sandbox_ops sbx_ops = {
     .started = sbx_started,
 };
 
+/* The i-th cgroup.procs among the init fds (they come last: SPAWN_F_CGROUP, then
+ * SPAWN_F_CGROUP2), or -1. */
+static int cgroup_init_fd(const struct job *j, int i)
+{
+    uint32_t f = j->r.flags;
+    int n = !!(f & SPAWN_F_CGROUP) + (f & SPAWN_F_CGROUP ? !!(f & SPAWN_F_CGROUP2) : 0);
+    if (i >= n || (int)j->r.n_init_fds < n) return -1;
+    return j->init_fds[(int)j->r.n_init_fds - n + i];
+}
+
 static void start_sandboxed(struct job *j)
 {
     struct sandbox_ops ops = sbx_ops;
@@ -253,8 +263,7 @@ static void start_sandboxed(struct job *j)
         .proxy_fd = (f & SPAWN_F_PROXY) ? j->init_fds[0] : -1,
         .proxy_ports = {j->r.proxy_ports[0], j->r.proxy_ports[1]},
         .tun_fd = (f & SPAWN_F_TRANSPARENT) && j->r.n_init_fds > 1 ? j->init_fds[1] : -1,
-        .cgroup_fd =
-            (f & SPAWN_F_CGROUP) && j->r.n_init_fds ? j->init_fds[j->r.n_init_fds - 1] : -1,
+        .cgroup_fds = {cgroup_init_fd(j, 0), cgroup_init_fd(j, 1)},
         .serve_sock = j->r.n_extra_fds ? j->extra[0] : -1,
         .spawner_sock = SPAWNER_SOCK_FD,
         .fd_base = FD_BASE,

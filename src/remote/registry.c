@@ -18,7 +18,7 @@
 
 #include "remote/rv_ws.h"
 #include "remote/sigv4.h"
-#include "transport/curl_loop.h"
+#include "outbound/curl_loop.h"
 #include "util/buf.h"
 #include "util/mem.h"
 

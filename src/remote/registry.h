@@ -1,6 +1,6 @@
 /* registry: the executor's calls to the environment registry (REMOTE.md §4.1):
  * POST {base}/cloud/environment/{id}/register and .../validate, JSON bodies, over
- * libcurl's multi interface on the loop (transport/curl_loop.c). No redirects are
+ * libcurl's multi interface on the loop (outbound/curl_loop.c). No redirects are
  * followed (the auth header must not travel elsewhere), every call carries a
  * fresh W3C traceparent, and neither URLs with signatures, authorizations nor
  * response bodies are logged. The body builders and response parsers are pure

@@ -1,39 +1,49 @@
 /* hold: a sandbox's placeholders and cgroup, held until it ends (see hold.h). */
 #include "sandbox/hold.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
-#include "sandbox/pids_cgroup.h"
+#include "sandbox/cgroup_caps.h"
 #include "sandbox/placeholders.h"
 #include "util/mem.h"
 
 struct sandbox_hold {
     struct sb_placeholders *ph; /* NULL when none */
-    struct pids_cgroup cg;      /* path NULL when none */
+    struct cgroup_caps cg;      /* paths NULL when none */
 };
 
-struct sandbox_hold *sandbox_hold_acquire(const struct sandbox_policy *p, bool cap, unsigned max)
+struct sandbox_hold *sandbox_hold_acquire(const struct sandbox_policy *p, unsigned max_procs,
+                                          uint64_t max_memory, int *err)
 {
     struct sandbox_hold *h = xcalloc(1, sizeof *h);
-    h->cg.procs_fd = -1;
+    *err = 0;
+    h->cg.procs_fd[0] = h->cg.procs_fd[1] = -1;
     h->ph = sandbox_placeholders_acquire(&p->protected_names);
-    if (cap && max && pids_cgroup_available()) (void)pids_cgroup_create(max, &h->cg);
-    if (!h->ph && !h->cg.path) {
-        free(h);
+    /* A process cap that cannot be made still has RLIMIT_NPROC; a memory cap has
+     * nothing else, so asking for one that cannot be made fails the start. */
+    if (!max_procs || !cgroup_caps_available(CGROUP_CAP_PIDS)) max_procs = 0;
+    if (max_memory && !cgroup_caps_available(CGROUP_CAP_MEMORY)) *err = -ENOTSUP;
+    int rc = *err ? -1 : cgroup_caps_create(max_procs, max_memory, &h->cg);
+    if (rc < 0 && max_memory && !*err) *err = rc;
+    if (*err || (!h->ph && !h->cg.path[0] && !h->cg.path[1])) {
+        sandbox_hold_release(h);
         return NULL;
     }
     return h;
 }
 
-int sandbox_hold_cgroup_fd(const struct sandbox_hold *h)
+void sandbox_hold_cgroup_fds(const struct sandbox_hold *h, int fds[2])
 {
-    return h ? h->cg.procs_fd : -1;
+    fds[0] = fds[1] = -1;
+    for (int c = 0, n = 0; h && c < CGROUP_CAP_N; c++)
+        if (h->cg.procs_fd[c] >= 0) fds[n++] = h->cg.procs_fd[c];
 }
 
 void sandbox_hold_release(struct sandbox_hold *h)
 {
     if (!h) return;
     sandbox_placeholders_release(h->ph);
-    pids_cgroup_remove(&h->cg);
+    cgroup_caps_remove(&h->cg);
     free(h);
 }

@@ -31,7 +31,7 @@
 #include "core/own_ports.h"
 #include "sandbox/landlock.h"
 #include "sandbox/net_guard.h"
-#include "sandbox/pids_cgroup.h"
+#include "sandbox/cgroup_caps.h"
 #include "sandbox/policy.h"
 #include "sandbox/tun.h"
 #include "sandbox/view.h"
@@ -513,14 +513,14 @@ static int build_sandbox(const struct sandbox_start *st, bool userns, uid_t uid,
     if ((rc = sandbox_view_build(&st->spec, what)) < 0) return rc;
     /* A root server's process cap is the cgroup the init joins: not the command's to
      * leave (cgroup v1 lets a task of the same uid move itself). */
-    if (st->cgroup_fd >= 0 && (rc = sandbox_view_seal_cgroups(what)) < 0) return rc;
+    if (st->cgroup_fds[0] >= 0 && (rc = sandbox_view_seal_cgroups(what)) < 0) return rc;
     if ((rc = network_up(st, s, what)) < 0) return rc;
     return prepare_confinement(&st->spec, c, what);
 }
 
 /* Runs in the init (PID 1 of the new namespaces, or a subreaper without a PID
  * namespace). Never returns. */
-/* Waits until the spawner has moved us into the sandbox's pids cgroup (the byte 'J'
+/* Waits until the spawner has moved us into the sandbox's cgroup (the byte 'J'
  * on joined; sandbox_spawn): nothing may fork before. */
 static int wait_joined(int joined)
 {
@@ -601,9 +601,9 @@ pid_t sandbox_spawn(const struct sandbox_start *st)
     if (!st->spec.pid_inherit) ns |= CLONE_NEWPID;
     if (st->spec.net_restricted) ns |= CLONE_NEWNET;
     bool userns = true;
-    /* 2's cgroup: the init waits on joined[0] while we move it (pids_cgroup.h). */
+    /* 2's cgroups: the init waits on joined[0] while we move it (cgroup_caps.h). */
     int joined[2] = {-1, -1};
-    if (st->cgroup_fd >= 0 && pipe2(joined, O_CLOEXEC) < 0) return -errno;
+    if (st->cgroup_fds[0] >= 0 && pipe2(joined, O_CLOEXEC) < 0) return -errno;
     long pid = syscall(SYS_clone, CLONE_PARENT | CLONE_NEWUSER | ns | SIGCHLD, NULL, NULL, NULL, 0);
     if (pid < 0 && uid == 0 && (errno == EPERM || errno == EINVAL || errno == ENOSPC)) {
         /* No user namespace for root here (disabled or exhausted): the namespaces
@@ -619,7 +619,10 @@ pid_t sandbox_spawn(const struct sandbox_start *st)
     if (joined[0] >= 0) close(joined[0]);
     if (joined[1] >= 0) {
         /* A failed move ends the init (fail closed): it reads no 'J'. */
-        char c = pid > 0 && pids_cgroup_move(st->cgroup_fd, (pid_t)pid) == 0 ? 'J' : 'X';
+        bool moved = pid > 0;
+        for (int i = 0; i < 2 && moved; i++)
+            moved = st->cgroup_fds[i] < 0 || cgroup_caps_move(st->cgroup_fds[i], (pid_t)pid) == 0;
+        char c = moved ? 'J' : 'X';
         ssize_t w = write(joined[1], &c, 1);
         (void)w;
         close(joined[1]);

@@ -20,7 +20,7 @@
 int sandbox_view_build(const struct sandbox_spec *s, const char **step);
 
 /* Makes every cgroup file system of the finished view read-only (recursively): a
- * sandbox capped by a pids cgroup (pids_cgroup.h) would otherwise leave it, or raise
+ * sandbox capped by its cgroups (cgroup_caps.h) would otherwise leave it, or raise
  * its pids.max, wherever the view shows cgroupfs writable (a full-disk policy, a
  * writable root above it). Returns 0, or -errno with *step set. */
 int sandbox_view_seal_cgroups(const char **step);

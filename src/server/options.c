@@ -296,6 +296,13 @@ const struct opt_spec options_table[] = {
              "init included; a fork past it fails with EAGAIN. RLIMIT_NPROC in the sandbox's "
              "user namespace, and for a server running as root (to whom the kernel never "
              "applies it) a pids cgroup per sandbox where one can be made (docs/SANDBOX.md)"},
+    {.name = "sandbox-max-memory", .meta = "BYTES", .kind = OPT_BYTES, .modes = OPT_BOTH,
+     .section = SEC_LIMITS, TO(L.sandbox_max_memory), .min = 0, .max = 1ull << 50,
+     .expect = "a size in bytes (0: no cap)", .def = "0",
+     .help = "memory and swap one sandboxed command may use, all its processes together: a "
+             "memory cgroup per sandbox, past which the kernel's OOM killer ends a process "
+             "of that sandbox (exit 137). 0, the default, is no cap. The server does not "
+             "start when it asks for one and cannot make memory cgroups (docs/SANDBOX.md)"},
     {.name = "max-read-buffer-bytes", .meta = "BYTES", .kind = OPT_BYTES, .modes = OPT_BOTH,
      .section = SEC_LIMITS, TO(L.max_read_buffer), .min = 1, .max = 1ull << 40,
      .expect = "a positive byte count (K, M, G allowed)", .def = "256M",

@@ -1,10 +1,9 @@
 /* server_methods: see server_methods.h. */
 #include "server/server_methods.h"
 
-#include "fs/capabilities_v2.h"
-#include "fs/capability_roots.h"
+#include "capabilities/capabilities_rpc.h"
 #include "fs/fs_methods.h"
-#include "fs/fs_watch.h"
+#include "fs/fs_watch_rpc.h"
 #include "http/http_request.h"
 #include "process/process.h"
 #include "rpc/dispatch.h"

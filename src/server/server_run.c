@@ -22,7 +22,7 @@
 #include "remote/remote.h"
 #include "rpc/dispatch.h"
 #include "sandbox/sandbox_init.h"
-#include "sandbox/pids_cgroup.h"
+#include "sandbox/cgroup_caps.h"
 #include "server/config.h"
 #include "server/reload.h"
 #include "server/server_methods.h"
@@ -251,12 +251,23 @@ int server_run(void)
         return 1;
     }
     /* Root's sandboxes are capped by a pids cgroup (RLIMIT_NPROC never applies to
-     * uid 0): say so once where none can be made. */
-    int cg = pids_cgroup_init();
+     * uid 0): say so once where none can be made. A memory cap has nothing else to
+     * rest on: asked for where no memory cgroup can be made, the server does not
+     * start rather than run every sandbox without it. */
+    int mem_err = 0;
+    int cg = cgroup_caps_init(&mem_err);
     if (cg < 0 && geteuid() == 0)
         log_warn("no pids cgroup can be made here (%s): --sandbox-max-processes does not hold "
                  "for sandboxed commands of a server running as root",
                  strerror(-cg));
+    if (server_limits.sandbox_max_memory && mem_err < 0) {
+        fprintf(stderr,
+                "exec-server: --sandbox-max-memory needs a memory cgroup this server can make "
+                "(cgroup v1's memory hierarchy, or cgroup v2 delegating \"memory\"): %s\n",
+                strerror(-mem_err));
+        cgroup_caps_shutdown();
+        return 2;
+    }
     int sp = spawner_start();
     if (sp < 0) {
         fprintf(stderr, "exec-server: cannot start the spawner process: %s\n", strerror(-sp));
@@ -273,6 +284,6 @@ int server_run(void)
     bigbuf_trim(0);
     if (C.remote_mode) remote_cleanup();
     spawner_stop();
-    pids_cgroup_shutdown();
+    cgroup_caps_shutdown();
     return exit_status;
 }

@@ -26,9 +26,9 @@ static json_t *uri_json(const char *path)
 /* What environment/info and initialize report about this host. Capabilities we
  * do not implement are false so clients never send the fields they gate.
  * capabilityDiscoverySandbox: capabilityRoots/discoverV1 scans a root that carries
- * a sandbox inside the sandbox helper (fs/capability_roots.c). capabilityDiscoveryV2:
+ * a sandbox inside the sandbox helper (capabilities/capability_roots.c). capabilityDiscoveryV2:
  * `capabilities/discoverV2`, the executor's own inventory of installed plugins and
- * skills, cached and watched (fs/capabilities_v2.c). shellSnapshotV2: process/start's
+ * skills, cached and watched (capabilities/capabilities_v2.c). shellSnapshotV2: process/start's
  * `shellSnapshot` (process/shell_snapshot.c).
  * networkProxyLaunch and networkProxyReviewDomains: process/start's networkProxy runs
  * the child behind src/netproxy (with proxy.reviewDomains); networkProxyTransparentTcp:

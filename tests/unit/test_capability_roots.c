@@ -1,4 +1,4 @@
-/* Unit tests for the pure parts of fs/capability_roots: the UTF-8 check whose
+/* Unit tests for the pure parts of capabilities/capability_roots: the UTF-8 check whose
  * positions the "is not UTF-8" warnings quote (Rust's Utf8Error: valid_up_to and
  * error_len, None at a truncated end), and the rules for paths a plugin manifest
  * declares ("./" prefix, no "..", not empty). */
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "fs/caproots_scan.h"
+#include "capabilities/caproots_scan.h"
 #include "proto/utf8.h"
 
 static void bad(const char *s, size_t n, size_t at, size_t len)

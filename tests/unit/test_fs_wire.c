@@ -70,11 +70,11 @@ static void test_reply_round_trip(void **state)
 {
     struct buf b;
     buf_init(&b);
-    struct fs_wire_reply rp = {.err = 0, .code = -32600, .msg = "nope", .msg_len = 4};
+    struct fs_wire_reply rp = {.err = 0, .kind = 1, .msg = "nope", .msg_len = 4};
     fs_wire_encode_reply(&b, &rp);
     struct fs_wire_reply got;
     assert_int_equal(fs_wire_decode_reply(b.data, b.len, &got), 0);
-    assert_int_equal(got.code, -32600);
+    assert_int_equal(got.kind, 1);
     assert_int_equal(got.msg_len, 4);
     assert_memory_equal(got.msg, "nope", 4);
     assert_int_equal(got.out_len, 0);

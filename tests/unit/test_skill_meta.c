@@ -1,5 +1,5 @@
-/* Unit tests for fs/skill_meta (SKILL.md front matter, agents/openai.yaml) and the
- * plugin version rules of fs/capabilities_v2, with the cases settled against codex
+/* Unit tests for capabilities/skill_meta (SKILL.md front matter, agents/openai.yaml) and the
+ * plugin version rules of capabilities/capabilities_v2, with the cases settled against codex
  * 0.169.0. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,8 +10,8 @@
 
 #include <cmocka.h>
 
-#include "fs/capabilities_v2.h"
-#include "fs/skill_meta.h"
+#include "capabilities/capabilities_v2.h"
+#include "capabilities/skill_meta.h"
 
 static int parse(const char *text, struct caproots_skill *s)
 {

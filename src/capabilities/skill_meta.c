@@ -19,7 +19,7 @@
  * `products` (codex, chatgpt, atlas, or the same in capitals). A policy that does
  * not decode, or a file that does not load, gives neither member. The reference
  * never fills `oauthCallbackPort` from the file; neither do we. */
-#include "fs/skill_meta.h"
+#include "capabilities/skill_meta.h"
 
 #include <errno.h>
 #include <stdbool.h>

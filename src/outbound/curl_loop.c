@@ -8,7 +8,7 @@
  * libcurl's documented event-driven mode (the multi-uv example's shape), kept in one
  * module so anything that needs HTTP on the loop (http/request, a registry client)
  * shares it. */
-#include "transport/curl_loop.h"
+#include "outbound/curl_loop.h"
 
 #include <errno.h>
 #include <stdlib.h>

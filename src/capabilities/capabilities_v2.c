@@ -2,8 +2,9 @@
  * skills and plugins installed on it (capability capabilityDiscoveryV2; behaviour
  * settled answer for answer against codex 0.169.0, PROTOCOL.md §8.3).
  *
- * Params {"cwd": file URI, "sandbox"?}; the cwd is checked but adds nothing. The
- * locations come from the server's own environment, never from the request:
+ * The params ({"cwd": file URI, "sandbox"?}) are decoded in capabilities_rpc.c, which
+ * hands this module a query. The locations come from the server's own environment,
+ * never from the request:
  *   - CODEX_HOME (canonicalized; it must exist when set: -32603 `CODEX_HOME points to
  *     "X", but that path does not exist`), else ~/.codex;
  *   - installed plugins: $CODEX_HOME/plugins/cache/<marketplace>/<name>/<version>,
@@ -23,39 +24,33 @@
  * id), "skills", "warnings"}; every per-location problem collapses into one of two
  * fixed warnings, as on the reference.
  *
- * Answers are cached per sandbox (16) and kept valid by inotify: every directory of
- * the scanned trees is watched, and a missing root by its deepest existing ancestor
- * (only the next name on the way counts). Any change drops the whole cache; the next
+ * Answers are cached per sandbox (16) and kept valid by inotify, through fs's path
+ * watches (fs/path_watch.h, the ones fs/watchMissing uses): every directory of the
+ * scanned trees is watched, and a missing root by its deepest existing ancestor (only
+ * the next name on the way counts). Any change drops the whole cache; the next
  * request scans again. When watches cannot be had (limits), every request scans.
  * Scans run on the thread pool (or the sandbox helper); the loop thread only reads
  * inotify events and serves cached answers. */
-#include "fs/capabilities_v2.h"
+#include "capabilities/capabilities_v2.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/host_env.h"
-#include "fs/caproots_scan.h"
+#include "capabilities/capability_roots.h"
+#include "capabilities/caproots_scan.h"
 #include "fs/fs_util.h"
-#include "fs/fs_work.h"
-#include "fs/skill_meta.h"
+#include "fs/path_watch.h"
+#include "fs/sandbox_helper.h"
+#include "capabilities/skill_meta.h"
 #include "proto/uri.h"
 #include "proto/utf8.h"
-#include "rpc/dispatch.h"
-#include "rpc/params.h"
-#include "sandbox/landlock.h"
-#include "sandbox/policy.h"
-#include "sandbox/sandbox_rpc.h"
-#include "session/session.h"
 #include "util/buf.h"
 #include "util/mem.h"
 #include "util/oserr.h"
@@ -221,24 +216,18 @@ int caproots_version_cmp(const char *a, const char *b)
 
 /* ---- the watches ---------------------------------------------------------------------- */
 
-/* One inotify instance for the process. Workers add watches to it while they scan;
- * the loop thread reads its events. `names` says, per watch descriptor added for a
- * missing root, which entry name matters (NULL: any event). */
-struct watch_rec {
-    int wd;
-    char *name;
-};
+/* The watches of every answer in the cache: one owner in its own inotify instance
+ * (path_watch.h). Workers add watches while they scan; the loop thread hears of a
+ * change. `overflow`: more than V2_MAX_WATCHES were wanted (or the kernel's limit was
+ * hit), so no answer is cached until the next reset. */
+static void on_change(struct path_watch_owner *o);
 
 static struct {
-    pthread_mutex_t lock;
-    int fd;
-    uv_poll_t poll;
-    bool polling;
-    struct watch_rec *recs;
-    size_t n, cap;
-    bool overflow; /* more than V2_MAX_WATCHES wanted: no caching until reset */
-    uint64_t gen;  /* bumped by every invalidation (loop thread) */
-} wt = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+    struct path_watch *pw;
+    struct path_watch_owner owner;
+    atomic_bool overflow;
+    uint64_t gen; /* bumped by every invalidation (loop thread) */
+} wt = {.owner = {.changed = on_change}};
 
 struct cached {
     char *key;   /* sandbox JSON or "" */
@@ -259,43 +248,18 @@ static void cache_clear(void)
     ncache = 0;
 }
 
-/* Worker side: records one watch; false when over the budget. */
-static bool watch_add(const char *dir, const char *name)
+/* Worker side: whether the watch is had (or its directory is gone meanwhile, which
+ * the parent's watch saw); false once over the budget, and from then on. */
+static bool watch_ok(int rc)
 {
-    pthread_mutex_lock(&wt.lock);
-    bool ok = false;
-    if (wt.fd >= 0 && !wt.overflow) {
-        if (wt.n >= V2_MAX_WATCHES) {
-            wt.overflow = true;
-        } else {
-            int wd = inotify_add_watch(wt.fd, dir,
-                                       IN_CREATE | IN_DELETE | IN_MODIFY | IN_CLOSE_WRITE |
-                                           IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB |
-                                           IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR);
-            if (wd >= 0) {
-                if (wt.n == wt.cap) {
-                    wt.cap = wt.cap ? wt.cap * 2 : 64;
-                    wt.recs = xrealloc(wt.recs, wt.cap * sizeof *wt.recs);
-                }
-                wt.recs[wt.n].wd = wd;
-                wt.recs[wt.n].name = name ? xstrdup(name) : NULL;
-                wt.n++;
-                ok = true;
-            } else if (errno == ENOSPC || errno == ENOMEM) {
-                wt.overflow = true;
-            } else {
-                ok = true; /* gone meanwhile: the parent's watch saw that */
-            }
-        }
-    }
-    pthread_mutex_unlock(&wt.lock);
-    return ok;
+    if (rc == -ENOSPC || rc == -ENOSYS) atomic_store(&wt.overflow, true);
+    return !atomic_load(&wt.overflow);
 }
 
 /* Every directory below dir (dir included), directory symlinks followed, to a depth. */
 static bool watch_tree(const char *dir, int depth)
 {
-    if (!watch_add(dir, NULL)) return false;
+    if (!watch_ok(path_watch_dir(wt.pw, &wt.owner, dir, NULL, V2_MAX_WATCHES))) return false;
     if (depth == 0) return true;
     DIR *d = opendir(dir);
     if (!d) return true;
@@ -313,96 +277,28 @@ static bool watch_tree(const char *dir, int depth)
     return ok;
 }
 
-/* A root: its tree when it exists, else its deepest existing ancestor for the next
- * name on the way. */
+/* A root: its tree when it is a directory, else as seen from its deepest existing
+ * ancestor (the root itself when it is something else). */
 static bool watch_root(const char *root)
 {
     struct stat st;
-    if (stat(root, &st) == 0)
-        return S_ISDIR(st.st_mode) ? watch_tree(root, V2_WATCH_DEPTH)
-                                   : watch_add(root, NULL) || true;
-    char *p = xstrdup(root);
-    bool ok = true;
-    for (;;) {
-        char *slash = strrchr(p, '/');
-        if (!slash) break;
-        char *name = slash + 1;
-        char *parent = slash == p ? xstrdup("/") : xstrndup(p, (size_t)(slash - p));
-        if (stat(parent, &st) == 0) {
-            ok = watch_add(parent, name);
-            free(parent);
-            break;
-        }
-        *slash = '\0';
-        free(parent);
-        if (!*p) break;
-    }
-    free(p);
-    return ok;
-}
-
-static void watch_reset_locked(void)
-{
-    for (size_t i = 0; i < wt.n; i++) {
-        inotify_rm_watch(wt.fd, wt.recs[i].wd);
-        free(wt.recs[i].name);
-    }
-    wt.n = 0;
-    wt.overflow = false;
+    if (stat(root, &st) == 0 && S_ISDIR(st.st_mode)) return watch_tree(root, V2_WATCH_DEPTH);
+    return watch_ok(path_watch_missing(wt.pw, &wt.owner, root, V2_MAX_WATCHES, NULL));
 }
 
 /* Loop thread: something changed; forget every answer and every watch. */
-static void invalidate(void)
+static void on_change(struct path_watch_owner *o)
 {
+    (void)o;
     wt.gen++;
     cache_clear();
-    pthread_mutex_lock(&wt.lock);
-    watch_reset_locked();
-    pthread_mutex_unlock(&wt.lock);
-}
-
-static bool event_matters(const struct inotify_event *ev)
-{
-    if (ev->mask & IN_Q_OVERFLOW) return true;
-    if (ev->mask & IN_IGNORED) return false; /* our own rm_watch, or the dir went (seen) */
-    bool matters = false, known = false;
-    pthread_mutex_lock(&wt.lock);
-    for (size_t i = 0; i < wt.n && !matters; i++) {
-        if (wt.recs[i].wd != ev->wd) continue;
-        known = true;
-        matters = !wt.recs[i].name || (ev->len && strcmp(wt.recs[i].name, ev->name) == 0) ||
-                  (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF));
-    }
-    pthread_mutex_unlock(&wt.lock);
-    return matters || !known;
-}
-
-static void on_inotify(uv_poll_t *h, int status, int events)
-{
-    char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
-    bool changed = false;
-    for (;;) {
-        ssize_t n = read(wt.fd, buf, sizeof buf);
-        if (n <= 0) break;
-        for (char *p = buf; p < buf + n;) {
-            struct inotify_event *ev = (struct inotify_event *)p;
-            if (!changed && event_matters(ev)) changed = true;
-            p += sizeof *ev + ev->len;
-        }
-    }
-    if (changed) invalidate();
+    path_watch_drop(wt.pw, &wt.owner);
+    atomic_store(&wt.overflow, false);
 }
 
 static void watch_init(uv_loop_t *loop)
 {
-    if (wt.fd >= 0) return;
-    wt.fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (wt.fd < 0) return;
-    uv_poll_init(loop, &wt.poll, wt.fd);
-    uv_poll_start(&wt.poll, UV_READABLE, on_inotify);
-    /* Idle watching must not keep the loop (and so the server) alive. */
-    uv_unref((uv_handle_t *)&wt.poll);
-    wt.polling = true;
+    if (!wt.pw) wt.pw = path_watch_new(loop);
 }
 
 /* ---- one scan ------------------------------------------------------------------------- */
@@ -415,10 +311,9 @@ struct location {
 
 struct scan_job {
     uv_work_t w;
-    struct rpc_req *req;
-    char *codex_home, *user_home;
-    char *sb_json; /* the sandbox to read through, or NULL */
-    char owner[40];
+    struct caproots_v2_query q;
+    caproots_v2_done_fn done;
+    void *arg;
     uint64_t gen;
     bool watched;
     struct buf out;
@@ -606,33 +501,17 @@ static json_t *scan_location(struct scan_job *j, const struct location *l, bool 
     if (!S_ISDIR(st.st_mode)) return NULL;
     struct buf one;
     buf_init(&one);
-    if (!j->sb_json) {
-        caproots_scan(l->path, l->uri, &one);
-    } else {
-        struct fs_work fw = {.op = OP_DISCOVER, .fd = -1, .displaced_fd = -1};
-        buf_init(&fw.out);
-        fw.path = l->path;
-        fw.path_len = strlen(l->path);
-        fw.path2 = l->uri;
-        fw.path2_len = strlen(l->uri);
-        fw.sb_json = j->sb_json;
-        snprintf(fw.sb_owner, sizeof fw.sb_owner, "%s", j->owner);
-        fs_work_run(&fw);
-        bool failed = fs_work_failed(&fw);
-        if (!failed) buf_append(&one, fw.out.data, fw.out.len);
-        free(fw.msg);
-        buf_free(&fw.out);
-        if (failed) {
-            buf_free(&one);
-            *warned = true;
-            return NULL;
-        }
+    char why[256];
+    if (caproots_scan_root(l->path, l->uri, j->q.sb, j->q.owner, &one, why, sizeof why) < 0) {
+        buf_free(&one);
+        *warned = true;
+        return NULL;
     }
     json_t *r = json_loadb(one.data ? one.data : "", one.len, 0, NULL);
     buf_free(&one);
     /* Read through a sandbox, a root it does not let us see is simply absent. */
     const char *err = json_string_value(json_object_get(r, "error"));
-    if (err && j->sb_json &&
+    if (err && j->q.sb &&
         (strstr(err, "(os error 2)") || strstr(err, "(os error 13)") ||
          strstr(err, "(os error 1)"))) {
         json_decref(r);
@@ -890,11 +769,11 @@ static void scan_run(uv_work_t *w)
     size_t n = 0, cap = 0;
     bool loc_warning = false;
 
-    char *cache_root = fs_path_join(j->codex_home, "plugins/cache");
+    char *cache_root = fs_path_join(j->q.codex_home, "plugins/cache");
     char *roots[3];
     static const char *const ids[3] = {"codex-home-skills", "user-agent-skills", "system-skills"};
-    roots[0] = fs_path_join(j->codex_home, "skills");
-    roots[1] = j->user_home ? fs_path_join(j->user_home, ".agents/skills") : NULL;
+    roots[0] = fs_path_join(j->q.codex_home, "skills");
+    roots[1] = j->q.user_home ? fs_path_join(j->q.user_home, ".agents/skills") : NULL;
     roots[2] = xstrdup("/etc/codex/skills");
     /* Watches first: a change while we scan is then seen and drops this answer. */
     j->watched = watch_root(cache_root);
@@ -989,9 +868,9 @@ static void scan_run(uv_work_t *w)
 
 static void job_free(struct scan_job *j)
 {
-    free(j->codex_home);
-    free(j->user_home);
-    free(j->sb_json);
+    free(j->q.codex_home);
+    free(j->q.user_home);
+    fs_sandbox_free(j->q.sb);
     buf_free(&j->out);
     free(j);
 }
@@ -1028,119 +907,50 @@ static void scan_done(uv_work_t *w, int status)
 {
     struct scan_job *j = w->data;
     if (status < 0) {
-        rpc_reply_error(j->req, RPC_INTERNAL_ERROR, "%s", uv_strerror(status));
+        j->done(j->arg, status, NULL);
         job_free(j);
         return;
     }
-    pthread_mutex_lock(&wt.lock);
-    bool overflow = wt.overflow;
-    pthread_mutex_unlock(&wt.lock);
     /* Cache only an answer no change has overtaken, backed by complete watches. */
-    if (j->watched && !overflow && j->gen == wt.gen && wt.polling) {
+    if (j->watched && !atomic_load(&wt.overflow) && j->gen == wt.gen && wt.pw) {
         size_t hl;
-        char *hk = homes_key(j->codex_home, j->user_home, &hl);
-        cache_put(j->sb_json ? j->sb_json : "", hk, hl, &j->out);
+        char *hk = homes_key(j->q.codex_home, j->q.user_home, &hl);
+        cache_put(j->q.sb ? j->q.sb->key : "", hk, hl, &j->out);
         free(hk);
     }
-    struct buf b;
-    rpc_result_begin(j->req, &b);
-    buf_append(&b, j->out.data, j->out.len);
-    rpc_result_finish(j->req, &b);
+    j->done(j->arg, 0, &j->out);
     job_free(j);
 }
 
-/* ---- the method ------------------------------------------------------------------------- */
+/* ---- a request ------------------------------------------------------------------------ */
 
-static char *user_home_dir(void)
+int caproots_v2_discover(uv_loop_t *loop, struct caproots_v2_query *q, caproots_v2_done_fn done,
+                         void *arg)
 {
-    char home[PATH_MAX];
-    return host_env_home(home, sizeof home) ? xstrdup(home) : NULL;
-}
-
-static void handle_discover_v2(struct rpc_req *req)
-{
-    struct pdec d;
-    pdec_begin(&d, req->params, "DiscoverV2CapabilitiesRequest");
-    size_t cwd_len = 0;
-    const char *cwd = pdec_string_len(&d, "cwd", PDEC_REQUIRED, &cwd_len);
-    json_t *sb = pdec_object(&d, "sandbox", PDEC_OPTIONAL);
-    if (rpc_reply_if_invalid(req, &d)) return;
-    char *cwd_path = NULL;
-    size_t plen;
-    struct uri_error ue;
-    if (uri_to_path(cwd, cwd_len, false, &cwd_path, &plen, &ue) < 0) {
-        rpc_reply_error(req, rpc_uri_error_code(&ue), "%s", ue.message);
-        return;
-    }
-    struct sandbox_policy pol;
-    struct sandbox_error se;
-    int pr = sandbox_policy_parse(sb, NULL, &pol, &se);
-    free(cwd_path);
-    if (pr < 0) {
-        rpc_reply_error(req, sandbox_error_code(&se), "%s", se.message);
-        return;
-    }
-    /* Here the sandbox has no request cwd to fall back on (the reference's wording). */
-    if (sb && !json_object_get(sb, "cwd")) {
-        sandbox_policy_free(&pol);
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "missing field `cwd`");
-        return;
-    }
-    bool need = sandbox_policy_needs_fs(&pol, true, false);
-    sandbox_policy_free(&pol);
-    if (!rpc_check_ready(req)) return;
-    if (need && sandbox_landlock_abi() < 1) {
-        rpc_reply_error(req, RPC_INVALID_PARAMS,
-                        "filesystem sandbox is unavailable on this executor");
-        return;
-    }
-
-    char *user_home = user_home_dir();
-    char *why;
-    char *home = host_env_codex_home(&why);
-    if (!home) {
-        rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", why);
-        free(why);
-        free(user_home);
-        return;
-    }
-    char *sb_json = need ? json_dumps(sb, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     size_t hl;
-    char *hk = homes_key(home, user_home, &hl);
+    char *hk = homes_key(q->codex_home, q->user_home, &hl);
+    const char *key = q->sb ? q->sb->key : "";
     for (unsigned i = 0; i < ncache; i++) {
-        if (strcmp(cache[i].key, sb_json ? sb_json : "") == 0 && cache[i].homes_len == hl &&
+        if (strcmp(cache[i].key, key) == 0 && cache[i].homes_len == hl &&
             memcmp(cache[i].homes, hk, hl) == 0) {
-            struct buf b;
-            rpc_result_begin(req, &b);
-            buf_append(&b, cache[i].json.data, cache[i].json.len);
-            rpc_result_finish(req, &b);
             free(hk);
-            free(home);
-            free(user_home);
-            free(sb_json);
-            return;
+            free(q->codex_home);
+            free(q->user_home);
+            fs_sandbox_free(q->sb);
+            done(arg, 0, &cache[i].json);
+            return 0;
         }
     }
     free(hk);
-    watch_init(req->loop);
+    watch_init(loop);
     struct scan_job *j = xcalloc(1, sizeof *j);
-    j->req = req;
-    j->codex_home = home;
-    j->user_home = user_home;
-    j->sb_json = sb_json;
+    j->q = *q;
+    j->done = done;
+    j->arg = arg;
     j->gen = wt.gen;
     buf_init(&j->out);
-    struct session *s = session_of(req->conn);
-    snprintf(j->owner, sizeof j->owner, "%s", s ? s->id : "");
     j->w.data = j;
-    int r = uv_queue_work(req->loop, &j->w, scan_run, scan_done);
-    if (r < 0) {
-        rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", uv_strerror(r));
-        job_free(j);
-    }
+    int r = uv_queue_work(loop, &j->w, scan_run, scan_done);
+    if (r < 0) job_free(j);
+    return r;
 }
-
-const struct rpc_method capability_roots_v2_methods[] = {
-    {"capabilities/discoverV2", "capability discovery", handle_discover_v2},
-    {NULL, NULL, NULL},
-};

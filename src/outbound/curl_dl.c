@@ -1,5 +1,5 @@
 /* curl_dl: libcurl, loaded on first use (see curl_dl.h for why). */
-#include "transport/curl_dl.h"
+#include "outbound/curl_dl.h"
 
 #include <dlfcn.h>
 #include <errno.h>

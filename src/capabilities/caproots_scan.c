@@ -15,7 +15,7 @@
  *   - files are read whole if they are UTF-8 and at most 1 MiB, up to 16 MiB per root.
  * Blocking; it runs on a pool thread or inside a sandbox helper (as the fs operation
  * OP_DISCOVER), so it knows nothing of requests. */
-#include "fs/caproots_scan.h"
+#include "capabilities/caproots_scan.h"
 
 #include <errno.h>
 #include <fcntl.h>

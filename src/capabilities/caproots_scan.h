@@ -1,10 +1,10 @@
 /* caproots_scan: one capability root scanned for plugin and skill manifests, the part
- * of capabilityRoots/discoverV1 (fs/capability_roots.c) and capabilities/discoverV2
- * (fs/capabilities_v2.c) that reads the disk. It runs where the root may be read: on
+ * of capabilityRoots/discoverV1 (capabilities/capability_roots.c) and capabilities/discoverV2
+ * (capabilities/capabilities_v2.c) that reads the disk. It runs where the root may be read: on
  * a pool thread, or inside the session's sandbox helper as the fs operation
  * OP_DISCOVER (fs/fs_ops.c). */
-#ifndef EXEC_FS_CAPROOTS_SCAN_H
-#define EXEC_FS_CAPROOTS_SCAN_H
+#ifndef EXEC_CAPABILITIES_CAPROOTS_SCAN_H
+#define EXEC_CAPABILITIES_CAPROOTS_SCAN_H
 
 #include <stdbool.h>
 #include <stddef.h>

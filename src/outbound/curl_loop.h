@@ -1,8 +1,8 @@
 /* curl_loop: libcurl's multi interface on the libuv loop (see curl_loop.c). */
-#ifndef EXEC_TRANSPORT_CURL_LOOP_H
-#define EXEC_TRANSPORT_CURL_LOOP_H
+#ifndef EXEC_OUTBOUND_CURL_LOOP_H
+#define EXEC_OUTBOUND_CURL_LOOP_H
 
-#include "transport/curl_dl.h"
+#include "outbound/curl_dl.h"
 #include <stdbool.h>
 #include <uv.h>
 

@@ -3,8 +3,8 @@
  * agents/openai.yaml sidecar (dependencies, policy). Pure functions over the file
  * texts, YAML through libyaml, with the reference's (0.169.0) rules and leniencies;
  * see skill_meta.c. */
-#ifndef EXEC_FS_SKILL_META_H
-#define EXEC_FS_SKILL_META_H
+#ifndef EXEC_CAPABILITIES_SKILL_META_H
+#define EXEC_CAPABILITIES_SKILL_META_H
 
 #include <jansson.h>
 #include <stddef.h>

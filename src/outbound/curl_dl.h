@@ -5,8 +5,8 @@
  * RSS (3.7 -> 8.2 MB) for a feature many sessions never use. So it is loaded
  * with dlopen("libcurl.so.4") the first time http/request or remote's registry client
  * needs it, and called through this table. The curl headers still give the types and constants. */
-#ifndef EXEC_TRANSPORT_CURL_DL_H
-#define EXEC_TRANSPORT_CURL_DL_H
+#ifndef EXEC_OUTBOUND_CURL_DL_H
+#define EXEC_OUTBOUND_CURL_DL_H
 
 #define CURL_DISABLE_TYPECHECK 1 /* its checking macros would wrap our pointers */
 #include <curl/curl.h>

@@ -1,0 +1,246 @@
+/* cgroup_caps: a cgroup per sandbox for its caps (see cgroup_caps.h). */
+#include "sandbox/cgroup_caps.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/mem.h"
+
+static const char *const controller[CGROUP_CAP_N] = {"pids", "memory"};
+/* This server's directory in each controller's hierarchy; empty when unavailable. On
+ * cgroup v2 both may be the same directory. */
+static char base[CGROUP_CAP_N][PATH_MAX];
+static unsigned long counter;
+
+/* Our own cgroup path in the hierarchy: v1, the line whose controllers include
+ * ctrl; v2, the "0::" line. Returns 0 or -ENOENT. */
+static int own_cgroup(bool v2, const char *ctrl, char *out, size_t n)
+{
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    if (!f) return -errno;
+    char line[PATH_MAX + 64];
+    size_t cl = strlen(ctrl);
+    int rc = -ENOENT;
+    while (rc && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2) continue;
+        *c2 = 0;
+        const char *ctrls = c1 + 1;
+        bool match = false;
+        if (v2) {
+            match = !*ctrls && !strncmp(line, "0", 1);
+        } else {
+            for (const char *p = ctrls; (p = strstr(p, ctrl)) && !match; p += cl)
+                match = (p == ctrls || p[-1] == ',') && (p[cl] == 0 || p[cl] == ',');
+        }
+        if (match && strlen(c2 + 1) < n) {
+            snprintf(out, n, "%s", c2 + 1);
+            rc = 0;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+/* The mount point of ctrl's v1 hierarchy, else of cgroup2 (*v2 set), from
+ * mountinfo. Returns 0 or -ENOENT. */
+static int hierarchy_mount(const char *ctrl, bool *v2, char *out, size_t n)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f) return -errno;
+    char line[4096], v2path[PATH_MAX] = "";
+    int rc = -ENOENT;
+    while (rc && fgets(line, sizeof line, f)) {
+        /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS ... - FSTYPE SOURCE SUPEROPTS */
+        char *dash = strstr(line, " - ");
+        if (!dash) continue;
+        char mnt[PATH_MAX], fstype[64], src[256], sopts[1024] = "";
+        if (sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1) continue;
+        if (sscanf(dash + 3, "%63s %255s %1023s", fstype, src, sopts) < 2) continue;
+        if (!strcmp(fstype, "cgroup2") && !v2path[0]) snprintf(v2path, sizeof v2path, "%s", mnt);
+        if (strcmp(fstype, "cgroup")) continue;
+        char *save = NULL;
+        for (char *t = strtok_r(sopts, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            if (!strcmp(t, ctrl) && strlen(mnt) < n) {
+                snprintf(out, n, "%s", mnt);
+                *v2 = false;
+                rc = 0;
+            }
+    }
+    fclose(f);
+    if (rc && v2path[0] && strlen(v2path) < n) {
+        snprintf(out, n, "%s", v2path);
+        *v2 = true;
+        rc = 0;
+    }
+    return rc;
+}
+
+/* v2 only: whether the cgroup at dir hands ctrl down to the cgroups made in it. */
+static bool delegates(const char *dir, const char *ctrl)
+{
+    char p[PATH_MAX + 32], buf[512];
+    snprintf(p, sizeof p, "%s/cgroup.subtree_control", dir);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    ssize_t r = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (r <= 0) return false;
+    buf[r] = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, " \n", &save); t; t = strtok_r(NULL, " \n", &save))
+        if (!strcmp(t, ctrl)) return true;
+    return false;
+}
+
+static int write_text(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    size_t n = strlen(text);
+    int rc = write(fd, text, n) == (ssize_t)n ? 0 : -errno;
+    close(fd);
+    return rc;
+}
+
+/* Writes text to dir/name. */
+static int write_at(const char *dir, const char *name, const char *text)
+{
+    char file[PATH_MAX + 64];
+    if (snprintf(file, sizeof file, "%s/%s", dir, name) >= (int)sizeof file) return -ENAMETOOLONG;
+    return write_text(file, text);
+}
+
+/* Makes this server's directory in ctrl's hierarchy into out. */
+static int init_one(const char *ctrl, char *out, size_t n)
+{
+    char mnt[PATH_MAX], own[PATH_MAX], dir[PATH_MAX];
+    bool v2 = false;
+    int rc = hierarchy_mount(ctrl, &v2, mnt, sizeof mnt);
+    if (!rc) rc = own_cgroup(v2, ctrl, own, sizeof own);
+    if (rc) return rc;
+    if (snprintf(dir, sizeof dir, "%s%s", mnt, strcmp(own, "/") ? own : "") >= (int)sizeof dir)
+        return -ENAMETOOLONG;
+    if (v2 && !delegates(dir, ctrl)) return -EPERM;
+    char mine[PATH_MAX];
+    if (snprintf(mine, sizeof mine, "%s/exec-server.%d", dir, (int)getpid()) >= (int)sizeof mine)
+        return -ENAMETOOLONG;
+    if (mkdir(mine, 0755) < 0 && errno != EEXIST) return -errno;
+    /* v2: our directory must hand the controller on to each sandbox's cgroup. */
+    char plus[32];
+    snprintf(plus, sizeof plus, "+%s", ctrl);
+    if (v2 && (rc = write_at(mine, "cgroup.subtree_control", plus))) {
+        rmdir(mine);
+        return rc;
+    }
+    snprintf(out, n, "%s", mine);
+    return 0;
+}
+
+int cgroup_caps_init(int *memory_err)
+{
+    int rc = init_one(controller[CGROUP_CAP_PIDS], base[CGROUP_CAP_PIDS], PATH_MAX);
+    *memory_err = init_one(controller[CGROUP_CAP_MEMORY], base[CGROUP_CAP_MEMORY], PATH_MAX);
+    return rc;
+}
+
+bool cgroup_caps_available(enum cgroup_cap which)
+{
+    return base[which][0] != 0;
+}
+
+/* The limit files of one cap, written into dir. A memory limit also bounds swap
+ * where the kernel counts it (v1 memsw; v2 swap.max), or a sandbox could page its
+ * way past it; those files are absent without swap accounting. */
+static int write_limits(enum cgroup_cap c, const char *dir, unsigned max_procs, uint64_t max_mem)
+{
+    char num[32];
+    if (c == CGROUP_CAP_PIDS) {
+        snprintf(num, sizeof num, "%u", max_procs);
+        return write_at(dir, "pids.max", num);
+    }
+    snprintf(num, sizeof num, "%llu", (unsigned long long)max_mem);
+    int rc = write_at(dir, "memory.limit_in_bytes", num);
+    if (rc == -ENOENT) { /* v2 */
+        rc = write_at(dir, "memory.max", num);
+        int sw = rc ? 0 : write_at(dir, "memory.swap.max", "0");
+        return sw == -ENOENT ? 0 : rc ? rc : sw;
+    }
+    int sw = rc ? 0 : write_at(dir, "memory.memsw.limit_in_bytes", num);
+    return sw == -ENOENT ? 0 : rc ? rc : sw;
+}
+
+int cgroup_caps_create(unsigned max_procs, uint64_t max_memory, struct cgroup_caps *out)
+{
+    for (int c = 0; c < CGROUP_CAP_N; c++) {
+        out->path[c] = NULL;
+        out->procs_fd[c] = -1;
+    }
+    bool want[CGROUP_CAP_N] = {max_procs && base[CGROUP_CAP_PIDS][0],
+                               max_memory && base[CGROUP_CAP_MEMORY][0]};
+    unsigned long n = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+    int rc = 0;
+    for (int c = 0; c < CGROUP_CAP_N && !rc; c++) {
+        if (!want[c]) continue;
+        /* v2: one directory carries every controller. */
+        const char *dir = c && out->path[0] && !strcmp(base[c], base[0]) ? out->path[0] : NULL;
+        if (!dir) {
+            char *path = xasprintf("%s/s%lu", base[c], n);
+            if (mkdir(path, 0755) < 0) {
+                rc = -errno;
+                free(path);
+                break;
+            }
+            out->path[c] = path;
+            dir = path;
+            char file[PATH_MAX + 32];
+            snprintf(file, sizeof file, "%s/cgroup.procs", path);
+            out->procs_fd[c] = open(file, O_WRONLY | O_CLOEXEC);
+            if (out->procs_fd[c] < 0) rc = -errno;
+        }
+        if (!rc) rc = write_limits((enum cgroup_cap)c, dir, max_procs, max_memory);
+    }
+    if (rc) cgroup_caps_remove(out);
+    return rc;
+}
+
+void cgroup_caps_remove(struct cgroup_caps *cg)
+{
+    for (int c = 0; c < CGROUP_CAP_N; c++) {
+        if (cg->procs_fd[c] >= 0) close(cg->procs_fd[c]);
+        cg->procs_fd[c] = -1;
+        if (cg->path[c]) rmdir(cg->path[c]);
+        free(cg->path[c]);
+        cg->path[c] = NULL;
+    }
+}
+
+int cgroup_caps_move(int procs_fd, pid_t pid)
+{
+    char num[16];
+    int n = 0;
+    char rev[16];
+    unsigned v = (unsigned)pid;
+    do {
+        rev[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v && n < (int)sizeof rev);
+    for (int i = 0; i < n; i++)
+        num[i] = rev[n - 1 - i];
+    return write(procs_fd, num, (size_t)n) == n ? 0 : -errno;
+}
+
+void cgroup_caps_shutdown(void)
+{
+    for (int c = CGROUP_CAP_N - 1; c >= 0; c--) {
+        if (base[c][0] && (c == 0 || strcmp(base[c], base[0]))) rmdir(base[c]);
+        base[c][0] = 0;
+    }
+}

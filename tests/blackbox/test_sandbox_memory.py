@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""--sandbox-max-memory (issue 33, caps): one memory cgroup per sandbox, all of its
+processes together. A sandboxed command that allocates past the cap is ended by the
+kernel's OOM killer inside its own sandbox (the server and other commands go on); under
+the cap it runs as before; without the flag there is no cap. The cgroups are gone when
+the command is, and the server's directory when the server is. Where no memory cgroup
+can be made (a server that is not root here), asking for the cap stops the server at
+start with a message naming the flag, rather than running sandboxes without it."""
+import glob
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import *  # noqa
+
+# Allocates and touches MiB mebibytes in 4 MiB steps, printing its progress.
+HOG = ("import sys\n"
+       "n = int(sys.argv[1]); keep = []\n"
+       "for i in range(0, n, 4):\n"
+       "    keep.append(bytearray(4 << 20))\n"
+       "print('allocated', n, flush=True)\n")
+
+
+def sandbox(cwd):
+    return {"permissions": {"type": "managed", "file_system": {"type": "unrestricted"},
+                            "network": "restricted"},
+            "windowsSandboxLevel": "disabled", "cwd": "file://" + cwd}
+
+
+def run_hog(srv, pid, mib):
+    s = srv.session()
+    try:
+        s.start(pid, ["/usr/bin/python3", "-c", HOG, str(mib)], sandbox=sandbox(srv.workdir))
+        out = s.collect_until_closed(pid, timeout=60)
+    finally:
+        s.close()
+    return out["exit_code"], (out["stdout"] + out["stderr"]).decode(errors="replace")
+
+
+def memory_dirs(pid):
+    """This server's directories in the memory hierarchies (v1 memory, or v2)."""
+    return [d for d in glob.glob("/sys/fs/cgroup/**/exec-server.%d" % pid, recursive=True)
+            if os.path.exists(d + "/memory.limit_in_bytes") or
+            os.path.exists(d + "/memory.max") or
+            os.path.exists(d + "/cgroup.subtree_control")]
+
+
+def memory_cgroup_possible():
+    return os.geteuid() == 0 and (os.path.isdir("/sys/fs/cgroup/memory") or
+                                  os.path.exists("/sys/fs/cgroup/cgroup.controllers"))
+
+
+@ours_only
+@needs_own_server
+def test_bad_values_and_help(_):
+    r = subprocess.run([SERVER_PATH, "--help"], capture_output=True, timeout=10)
+    assert b"--sandbox-max-memory" in r.stdout, r.stdout[-500:]
+    for bad in ("lots", "-1", "12Q"):
+        r = subprocess.run([SERVER_PATH, "--sandbox-max-memory", bad], capture_output=True,
+                           timeout=10)
+        assert r.returncode == 2 and b"--sandbox-max-memory" in r.stderr, (bad, r.returncode,
+                                                                          r.stderr)
+
+
+@ours_only
+@needs_own_server
+def test_cap_ends_the_hog_and_spares_the_rest(_):
+    if not memory_cgroup_possible():
+        raise TestSkip("no memory cgroup can be made here (not root, or no memory controller)")
+    with Server(extra_args=["--sandbox-max-memory", "96M"]) as srv:
+        code, text = run_hog(srv, "hog", 400)
+        assert code == 137 and "allocated" not in text, (code, text[-500:])
+        # under the cap, as before; the server and its sessions went on
+        code, text = run_hog(srv, "small", 32)
+        assert code == 0 and "allocated 32" in text, (code, text[-500:])
+        dirs = memory_dirs(srv.pid)
+        assert dirs, "no memory cgroup directory of this server"
+        wait_until(lambda: not [d for d in dirs for x in os.listdir(d)
+                                if x.startswith("s") and os.path.isdir(os.path.join(d, x))],
+                   timeout=10, what="the sandboxes' cgroups to be removed")
+        pid = srv.pid
+    assert not memory_dirs(pid), "left behind: %s" % memory_dirs(pid)
+
+
+@ours_only
+@needs_own_server
+def test_no_cap_by_default(_):
+    with Server() as srv:
+        code, text = run_hog(srv, "hog", 400)
+        assert code == 0 and "allocated 400" in text, (code, text[-500:])
+
+
+@ours_only
+@needs_own_server
+def test_refuses_to_start_without_a_memory_cgroup(_):
+    """An unprivileged server cannot make cgroups here: it must not start and run
+    every sandbox without the cap it was asked for."""
+    if os.geteuid() == 0:
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", SERVER_PATH]
+    elif not memory_cgroup_possible():
+        cmd = [SERVER_PATH]
+    else:
+        raise TestSkip("this user can make memory cgroups")
+    r = subprocess.run(cmd + ["--listen", "ws://127.0.0.1:0", "--sandbox-max-memory", "1G"],
+                       capture_output=True, timeout=20, stdin=subprocess.DEVNULL, cwd="/")
+    assert r.returncode == 2 and b"--sandbox-max-memory needs a memory cgroup" in r.stderr, (
+        r.returncode, r.stderr[-500:])
+
+
+if __name__ == "__main__":
+    if SERVER_PATH is None:
+        print("SKIP: no server binary")
+        sys.exit(SKIP)
+    run_tests(globals(), per_test_timeout=120)
