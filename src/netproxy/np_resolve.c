@@ -1,7 +1,7 @@
 /* np_resolve: the names the proxy resolves at once, without the resolver: IP
  * literals (an IPv6 zone by interface name too), and the test table of
  * EXEC_SERVER_TEST_RESOLVE ("name=ip,..."), which lets the tests give names to
- * loopback addresses. Shared by the TCP path (netproxy.c) and the UDP relay
+ * loopback addresses. Shared by the TCP path (np_relay.c) and the UDP relay
  * (np_udp.c); everything else goes through uv_getaddrinfo. */
 #include "netproxy/np_internal.h"
 

@@ -330,7 +330,8 @@ static int open_udp(uv_loop_t *loop, uv_udp_t *h, bool *inited, const char *ip, 
     return rc;
 }
 
-void np_udp_start(struct np_client *c, const struct np_socks_addr *client_addr)
+int np_udp_start(struct np_client *c, const struct np_socks_addr *client_addr, uint8_t reply[32],
+                 size_t *reply_len)
 {
     struct np_udp *u = xcalloc(1, sizeof *u);
     u->c = c;
@@ -351,18 +352,15 @@ void np_udp_start(struct np_client *c, const struct np_socks_addr *client_addr)
     int rc = open_udp(loop, &u->relay, &u->init_relay, "127.0.0.1", u, on_relay);
     if (rc == 0) rc = open_udp(loop, &u->out4, &u->init_out4, "0.0.0.0", u, on_out);
     u->have6 = rc == 0 && open_udp(loop, &u->out6, &u->init_out6, "::", u, on_out) == 0;
-    uint8_t r[32];
-    size_t n;
     if (rc < 0) {
-        n = np_socks_reply(r, NP_SOCKS_FAILURE, NULL);
-    } else {
-        struct sockaddr_storage ss;
-        int sl = sizeof ss;
-        uv_udp_getsockname(&u->relay, (struct sockaddr *)&ss, &sl);
-        n = np_socks_reply(r, NP_SOCKS_OK, (struct sockaddr *)&ss);
+        *reply_len = np_socks_reply(reply, NP_SOCKS_FAILURE, NULL);
+        return rc;
     }
-    c->np->relay->write_copy(c, false, r, n);
-    if (rc < 0) c->np->relay->finish(c);
+    struct sockaddr_storage ss;
+    int sl = sizeof ss;
+    uv_udp_getsockname(&u->relay, (struct sockaddr *)&ss, &sl);
+    *reply_len = np_socks_reply(reply, NP_SOCKS_OK, (struct sockaddr *)&ss);
+    return 0;
 }
 
 void np_udp_close(struct np_client *c)
