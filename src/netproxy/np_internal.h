@@ -246,6 +246,10 @@ void np_report_client(struct np_client *c, const char *scope, const char *decisi
 int np_resolve_now(const char *host, uint16_t port, struct sockaddr_storage *out);
 /* Reads the test overrides once (at the first proxy's start). */
 void np_resolve_load_overrides(void);
+/* Resolves host:port on libuv's thread pool (socktype: SOCK_STREAM or SOCK_DGRAM);
+ * uv_getaddrinfo's result. */
+int np_resolve_start(uv_loop_t *loop, uv_getaddrinfo_t *req, uv_getaddrinfo_cb cb, const char *host,
+                     uint16_t port, int socktype);
 
 /* np_config.c: the server's upstream proxy settings. np_private_via_upstream: whether
  * non-public destinations may go through the upstream proxy

@@ -200,12 +200,10 @@ void np_resolve(struct np_client *c)
         resolved(c);
         return;
     }
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-    char port[8];
-    snprintf(port, sizeof port, "%u", c->conn_port);
     c->gai.data = c;
     np_client_ref(c);
-    int rc = uv_getaddrinfo(c->np->loop, &c->gai, on_gai, c->conn_host, port, &hints);
+    int rc =
+        np_resolve_start(c->np->loop, &c->gai, on_gai, c->conn_host, c->conn_port, SOCK_STREAM);
     if (rc < 0) {
         np_client_unref(c);
         c->resolve_err = rc;

@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <net/if.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,4 +86,13 @@ int np_resolve_now(const char *host, uint16_t port, struct sockaddr_storage *out
     }
     set_port(out, port);
     return 1;
+}
+
+int np_resolve_start(uv_loop_t *loop, uv_getaddrinfo_t *req, uv_getaddrinfo_cb cb, const char *host,
+                     uint16_t port, int socktype)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = socktype};
+    char service[8];
+    snprintf(service, sizeof service, "%u", port);
+    return uv_getaddrinfo(loop, req, cb, host, service, &hints);
 }

@@ -172,12 +172,9 @@ static void resolve_then_allow(struct udp_dest *d, bool by_decider)
         allow(d);
         return;
     }
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM};
-    char port[8];
-    snprintf(port, sizeof port, "%u", d->port);
     d->gai.data = d;
     d->u->refs++;
-    if (uv_getaddrinfo(d->u->c->np->loop, &d->gai, on_gai, d->host, port, &hints) < 0) {
+    if (np_resolve_start(d->u->c->np->loop, &d->gai, on_gai, d->host, d->port, SOCK_DGRAM) < 0) {
         udp_unref(d->u);
         deny(d, "domain", "deny", "baseline_policy", "not_allowed");
         return;
