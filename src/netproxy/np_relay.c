@@ -35,7 +35,7 @@ static void connect_next(struct np_client *c);
 static void tunnel_ready(struct np_client *c);
 static void upstream_ready(struct np_client *c);
 static void up_input(struct np_client *c, char *base, ssize_t n);
-static void inner_plain(struct np_client *c, const char *data, size_t n);
+static void inner_plain(struct np_client *c, char *data, size_t n);
 
 /* Allowed by the policy or the client: the limited-mode guard, then the connection
  * (np_internal.h). */
@@ -531,14 +531,16 @@ static void tunnel_ready(struct np_client *c)
     if (c->down_eof && c->mode == NP_MODE_RAW) np_shutdown_side(c, true);
 }
 
-/* The request inside the tunnel: its head once, then its body. */
-static void inner_plain(struct np_client *c, const char *data, size_t n)
+/* The request inside the tunnel: its head once, then its body. Takes data
+ * (malloc'd). */
+static void inner_plain(struct np_client *c, char *data, size_t n)
 {
     if (c->inner_head) {
-        np_from_client(c, xmemdup(data, n), n);
+        np_from_client(c, data, n);
         return;
     }
     buf_append(&c->in, data, n);
+    free(data);
     if (c->in.len > NP_HTTP_HEAD_MAX) {
         np_client_close(c);
         return;
@@ -606,12 +608,13 @@ void np_tls_input(struct np_client *c, bool from_up, const char *data, size_t n)
     int rc = np_mitm_feed(c, from_up, data, n, &plain);
     np_tls_flush(c);
     if (plain.len && !c->closed && c->mitm) {
-        if (from_up) {
-            np_from_upstream(c, plain.data, plain.len); /* takes it */
-            buf_init(&plain);
-        } else {
-            inner_plain(c, plain.data, plain.len);
-        }
+        char *d = plain.data; /* taken by what it goes to */
+        size_t len = plain.len;
+        buf_init(&plain);
+        if (from_up)
+            np_from_upstream(c, d, len);
+        else
+            inner_plain(c, d, len);
     }
     buf_free(&plain);
     if (rc == 0 || c->closed || c->finishing) return;
