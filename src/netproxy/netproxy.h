@@ -11,13 +11,18 @@
  * (uv_getaddrinfo on libuv's thread pool), and the addresses it checked are the ones
  * it connects to.
  *
+ * The proxy speaks no JSON-RPC itself: the question to the client and the decision
+ * reports go through a struct netproxy_client the caller hands in, and the
+ * rpc-facing side (netproxy_rpc.h) makes one for a session and decodes the params.
+ *
  * The lifecycle, for the process/start handler (and the sandbox, which hands in the
  * connections of a child in its own network namespace):
  *
  *     struct netproxy_params np;             decoded with the start's params
  *     netproxy_params_decode(&d, &np);       errors: the reference's -32602 texts
  *     netproxy_validate(&np, err, n)         the post-decode checks (-32602 too)
- *     netproxy_start(loop, &np, session, processId, &proxy, err, n)
+ *     cl = netproxy_session_client(session)  (netproxy_rpc.h)
+ *     netproxy_start(loop, &np, &cl, processId, &proxy, err, n)
  *     envp = netproxy_child_env(proxy, envp) the proxy variables, masked secrets
  *     netproxy_ports(proxy, &http, &socks)   the ports the variables name
  *     netproxy_attach_fd_source(proxy, fd)   (sandboxed child: connections by fd)
@@ -39,8 +44,6 @@
 #include "core/limits.h"
 #include "netproxy/np_policy.h"
 
-struct pdec;
-struct session;
 struct netproxy;
 
 /* What process/start said about the managed network. */
@@ -62,10 +65,6 @@ struct netproxy_params {
     json_t *review;      /* owned copy of proxy.reviewDomains (array) or NULL */
 };
 
-/* Decodes enforceManagedNetwork, managedNetwork (shape only) and networkProxy from
- * the ExecParams object d is decoding; failures are recorded in d with serde's
- * wording. */
-void netproxy_params_decode(struct pdec *d, struct netproxy_params *p);
 /* The checks after decoding, with the reference's texts (for a -32602), in its order:
  * a zero timeout, transparentTcp without a sandbox (sandboxed: the start carries a
  * sandbox object), a disabled proxy, transparentTcp without SOCKS5, a bad domain
@@ -77,12 +76,41 @@ void netproxy_params_free(struct netproxy_params *p);
  * --tcp-upstream-proxy (NULL: none; copied). */
 void netproxy_configure(bool private_ips_via_upstream, const struct limits_endpoint *tcp_upstream);
 
+/* The client's answer to a policy request: allow, deny or ask (both with the
+ * client's reason), or none (an error, a malformed answer, the connection gone):
+ * the proxy denies then. */
+enum netproxy_answer { NETPROXY_ALLOW, NETPROXY_DENY, NETPROXY_ASK, NETPROXY_NO_ANSWER };
+typedef void (*netproxy_answer_fn)(void *ctx, enum netproxy_answer answer, const char *reason);
+
+/* One decision, as reported (network/policyDecision's fields; method NULL: none). */
+struct netproxy_decision {
+    const char *scope, *decision, *source, *reason, *protocol, *host, *method, *client;
+    uint16_t port;
+    bool override;
+};
+
+/* Who the proxy asks and tells: the client of the process, reached by the layer that
+ * speaks to it (netproxy_rpc.h). owner is passed back to both functions. */
+struct netproxy_ask;
+struct netproxy_client {
+    void *owner;
+    /* Puts the policy question for protocol host:port to the client. Returns a
+     * pending question (fn runs once, on the loop, with its answer, unless cancelled
+     * first), or NULL when nobody can be asked (fn never runs). */
+    struct netproxy_ask *(*ask)(void *owner, const char *process_id, const char *protocol,
+                                const char *host, uint16_t port, netproxy_answer_fn fn, void *ctx);
+    /* Forgets a pending question: its fn will not run. */
+    void (*cancel)(struct netproxy_ask *q);
+    /* Tells the client one decision (nothing when nobody listens). */
+    void (*report)(void *owner, const char *process_id, const struct netproxy_decision *d);
+};
+
 /* Starts the proxy of one process: binds its listeners and, with credential
  * masking, loads (or makes, once per install) the MITM CA. Policy requests and
- * decisions go to whatever connection `session` is attached to at the time, naming
- * process_id. Takes the params' owned members. Returns 0, or a negative errno with
- * err set. */
-int netproxy_start(uv_loop_t *loop, struct netproxy_params *p, struct session *session,
+ * decisions go through client (copied; NULL: nobody is asked, which denies, and
+ * nobody told), naming process_id. Takes the params' owned members. Returns 0, or
+ * a negative errno with err set. */
+int netproxy_start(uv_loop_t *loop, struct netproxy_params *p, const struct netproxy_client *client,
                    const char *process_id, struct netproxy **out, char *err, size_t n);
 
 /* The child's environment with the proxy's variables set (they replace any the

@@ -1,195 +1,25 @@
-/* np_decision: the proxy's decision on a connection: the baseline policy and the
- * limited-mode guard, asking the client (network/policyRequest, bounded in number
- * and in time), reporting what was decided (network/policyDecision to the
- * attached connection, the metric, a log line; never a body, a header or a
- * credential) and refusing in the protocol's way (a SOCKS5 reply, a plain-text 403
- * for CONNECT, a JSON 403 for a forwarded request). Shared by the TCP path
- * (netproxy.c), interception (np_mitm.c) and the UDP relay (np_udp.c); its bytes go
- * out through np->relay. */
+/* np_decision: the proxy's decision on a TCP connection once its request is read
+ * (np_request.c): the server's own ports, the baseline policy, then, for a host no
+ * entry decides, the client's answer (np_ask.c: bounded in number and in time). An
+ * allowed connection goes on to the relay (np_relay.c: the local-address check, the
+ * limited-mode guard, the upstream); a refused one is answered in its protocol's way
+ * (np_reply.c). */
 #include "netproxy/np_internal.h"
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/time.h>
-#include <time.h>
 
-#include "core/log.h"
-#include "core/metrics.h"
 #include "core/own_ports.h"
 #include "netproxy/np_policy.h"
-#include "rpc/dispatch.h"
-#include "session/session.h"
-#include "transport/conn.h"
-#include "util/buf.h"
 
 #define NP_MAX_ASKS 256 /* policy requests in flight per proxy */
-
-/* "2026-11-25T14:08:20.420Z", the reference's timestamp. */
-static void timestamp(char *out, size_t n)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    struct tm tm;
-    gmtime_r(&tv.tv_sec, &tm);
-    char base[32];
-    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out, n, "%.20s.%03dZ", base, (int)(tv.tv_usec / 1000) % 1000);
-}
-
-void np_http_date(char *out, size_t n)
-{
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(out, n, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-}
-
-static void put_field(struct buf *b, const char *k, const char *v, bool first)
-{
-    if (!first) buf_putc(b, ',');
-    buf_put_json_str(b, k, strlen(k));
-    buf_putc(b, ':');
-    buf_put_json_str(b, v, strlen(v));
-}
-
-/* Reports one decision: network/policyDecision to the attached connection (none
- * while the session is detached), the counter, an info line (host, port, decision;
- * never a body, a header or a credential). method NULL: none (SOCKS). */
-void np_report(struct netproxy *np, const char *scope, const char *decision, const char *source,
-               const char *reason, const char *protocol, const char *host, uint16_t port,
-               const char *method, const char *client, bool override)
-{
-    metrics_netproxy_decision(decision, np->params.limited ? "limited" : "full", source);
-    char hv[NP_HOST_MAX * 2], idv[160];
-    log_info("network policy: process=%s %s %s:%u -> %s (%s, %s)",
-             log_value(np->process_id, idv, sizeof idv), protocol, log_value(host, hv, sizeof hv),
-             port, decision, source, reason);
-    struct conn *conn = np->session ? np->session->conn : NULL;
-    if (!conn) return;
-    char ts[40];
-    timestamp(ts, sizeof ts);
-    struct buf b;
-    buf_init_msg(&b);
-    buf_puts(&b, "{\"method\":\"network/policyDecision\",\"params\":{");
-    put_field(&b, "processId", np->process_id, true);
-    put_field(&b, "timestamp", ts, false);
-    put_field(&b, "scope", scope, false);
-    put_field(&b, "decision", decision, false);
-    put_field(&b, "source", source, false);
-    put_field(&b, "reason", reason, false);
-    put_field(&b, "protocol", protocol, false);
-    put_field(&b, "host", host, false);
-    buf_printf(&b, ",\"port\":%u", port);
-    if (method) put_field(&b, "method", method, false);
-    put_field(&b, "client", client, false);
-    buf_printf(&b, ",\"policyOverride\":%s}}", override ? "true" : "false");
-    conn_send(conn, &b);
-}
-
-void np_report_client(struct np_client *c, const char *scope, const char *decision,
-                      const char *source, const char *reason, bool override)
-{
-    np_report(c->np, scope, decision, source, reason, c->protocol, c->host, c->port,
-              c->kind == NP_KIND_HTTP && c->method[0] ? c->method : NULL, c->peer, override);
-}
-
-/* Refuses the connection in its protocol's way after reporting the decision. */
-void np_refuse(struct np_client *c, const char *scope, const char *decision, const char *source,
-               const char *reason)
-{
-    np_report_client(c, scope, decision, source, reason, false);
-    if (c->kind == NP_KIND_SOCKS) {
-        uint8_t r[32];
-        size_t n = np_socks_reply(r, NP_SOCKS_NOT_ALLOWED, NULL);
-        c->np->relay->write_copy(c, false, r, n);
-        c->np->relay->finish(c);
-        return;
-    }
-    if (c->is_connect) {
-        /* CONNECT refusals carry the message as plain text (verified) */
-        np_reply_simple(c, 403, "Forbidden", "text/plain", np_reason_header(reason),
-                        np_reason_message(reason));
-        return;
-    }
-    struct buf body;
-    buf_init(&body);
-    buf_puts(&body, "{\"status\":\"blocked\"");
-    put_field(&body, "host", c->host, false);
-    put_field(&body, "reason", reason, false);
-    put_field(&body, "decision", decision, false);
-    put_field(&body, "source", source, false);
-    put_field(&body, "protocol", c->protocol, false);
-    buf_printf(&body, ",\"port\":%u", c->port);
-    put_field(&body, "message", np_reason_message(reason), false);
-    buf_putc(&body, '}');
-    buf_putc(&body, '\0');
-    np_reply_simple(c, 403, "Forbidden", "application/json", np_reason_header(reason), body.data);
-    buf_free(&body);
-}
-
-void np_reply_simple(struct np_client *c, int status, const char *reason, const char *content_type,
-                     const char *proxy_error, const char *body)
-{
-    char date[64];
-    np_http_date(date, sizeof date);
-    struct buf b;
-    buf_init(&b);
-    buf_printf(&b, "HTTP/1.1 %d %s\r\n", status, reason);
-    if (content_type) buf_printf(&b, "content-type: %s\r\n", content_type);
-    if (proxy_error) buf_printf(&b, "x-proxy-error: %s\r\n", proxy_error);
-    buf_printf(&b, "content-length: %zu\r\nconnection: close\r\ndate: %s\r\n\r\n%s", strlen(body),
-               date, body);
-    c->np->relay->send(c, false, b.data, b.len);
-    buf_free(&b);
-    c->np->relay->finish(c);
-}
-
-struct rpc_call *np_ask(struct netproxy *np, const char *protocol, const char *host, uint16_t port,
-                        rpc_call_fn fn, void *ctx)
-{
-    struct conn *conn = np->session ? np->session->conn : NULL;
-    if (!conn) return NULL; /* detached: nobody to ask */
-    json_t *params = json_pack("{s:s,s:{s:s,s:s,s:i}}", "processId", np->process_id, "request",
-                               "protocol", protocol, "host", host, "port", (int)port);
-    return rpc_call_start(conn, "network/policyRequest", params, fn, ctx);
-}
-
-/* Whether a CONNECT tunnel is intercepted (np_internal.h): there is a CA, and limited
- * mode or credential masking needs to see inside. */
-bool np_interception_wanted(const struct np_client *c)
-{
-    if (!c->np->mitm || !c->is_connect) return false;
-    return c->np->params.limited || np_cred_wants(c);
-}
-
-/* Allowed by the policy or the client: the limited-mode guard, then the connection
- * (np_internal.h). */
-void np_proceed_allowed(struct np_client *c)
-{
-    struct netproxy *np = c->np;
-    c->stage = NP_STAGE_CONNECT;
-    np_report_client(c, "domain", "allow", c->decider_allowed ? "decider" : "baseline_policy",
-                     c->decider_allowed ? np_reason_name(c->baseline) : "allow",
-                     c->decider_allowed);
-    if (np->params.limited && c->kind == NP_KIND_HTTP) {
-        if (c->is_connect && !np_interception_wanted(c)) {
-            np_refuse(c, "non_domain", "deny", "mode_guard", "mitm_required");
-            return;
-        }
-        if (!c->is_connect && !np_method_allowed_limited(c->method)) {
-            np_refuse(c, "non_domain", "deny", "mode_guard", "method_not_allowed");
-            return;
-        }
-    }
-    np->relay->resolve(c);
-}
 
 static void allowed(struct np_client *c, bool by_decider)
 {
     c->decider_allowed = by_decider;
     if (c->check_resolved) {
         c->stage = NP_STAGE_CHECK;
-        c->np->relay->resolve(c);
+        np_resolve(c);
         return;
     }
     np_proceed_allowed(c);
@@ -197,10 +27,8 @@ static void allowed(struct np_client *c, bool by_decider)
 
 static void ask_done(struct np_client *c)
 {
-    if (c->call) {
-        rpc_call_cancel(c->call);
-        c->call = NULL;
-    }
+    np_ask_cancel(c->np, c->call);
+    c->call = NULL;
     c->np->n_asks--;
     uv_timer_stop(&c->timer);
 }
@@ -210,27 +38,18 @@ static void decider_denied(struct np_client *c, const char *decision, const char
     np_refuse(c, "domain", decision, "decider", reason ? reason : "not_allowed");
 }
 
-/* The client's answer: {"decision":{"type":"allow"}} or {"type":"deny"|"ask",
- * "reason":".."}. Anything else, an error or a closed connection denies at once
- * (verified). */
-static void on_answer(void *ctx, enum rpc_call_outcome outcome, json_t *value)
+/* The client's answer (netproxy_client.ask); no answer denies at once (verified). */
+static void on_answer(void *ctx, enum netproxy_answer answer, const char *reason)
 {
     struct np_client *c = ctx;
-    c->call = NULL; /* the call is over either way */
+    c->call = NULL; /* the question is over either way */
     ask_done(c);
-    if (outcome != RPC_CALL_RESULT) {
-        decider_denied(c, "deny", NULL);
-        return;
-    }
-    json_t *d = json_object_get(value, "decision");
-    const char *type = json_string_value(json_object_get(d, "type"));
-    const char *reason = json_string_value(json_object_get(d, "reason"));
-    if (type && strcmp(type, "allow") == 0) {
+    if (answer == NETPROXY_ALLOW) {
         allowed(c, true);
-    } else if (type && reason && (strcmp(type, "deny") == 0 || strcmp(type, "ask") == 0)) {
+    } else if (answer == NETPROXY_DENY || answer == NETPROXY_ASK) {
         char r[256];
         snprintf(r, sizeof r, "%s", reason);
-        decider_denied(c, type, r);
+        decider_denied(c, answer == NETPROXY_ASK ? "ask" : "deny", r);
     } else {
         decider_denied(c, "deny", NULL);
     }

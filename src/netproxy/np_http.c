@@ -1,5 +1,6 @@
 /* np_http: HTTP/1.x heads, targets and body framing for the policy proxy (see
- * np_http.h). Pure. */
+ * np_http.h). Pure; the heads are tokenized by proto/http_head, the server's one
+ * HTTP/1 tokenizer. */
 #include "netproxy/np_http.h"
 
 #include <ctype.h>
@@ -10,108 +11,68 @@
 #include <strings.h>
 
 #include "netproxy/np_policy.h"
+#include "proto/http_head.h"
 
-static bool tchar(char c)
+/* The tokenizer's field function: every field into r->h, at most
+ * NP_HTTP_MAX_HEADERS. */
+static int keep_field(void *ctx, struct http_span name, struct http_span value)
 {
-    return isalnum((unsigned char)c) || strchr("!#$%&'*+-.^_`|~", c);
-}
-
-/* Splits the header lines after the start line. p points just past the start
- * line's LF; end is the head's end. */
-static int parse_headers(const char *p, const char *end, struct np_http_head *r)
-{
-    r->n = 0;
-    while (p < end) {
-        const char *lf = memchr(p, '\n', (size_t)(end - p));
-        if (!lf) return -EINVAL;
-        const char *le = lf;
-        if (le > p && le[-1] == '\r') le--;
-        if (le == p) return 0;                       /* the blank line */
-        if (*p == ' ' || *p == '\t') return -EINVAL; /* obsolete line folding */
-        const char *colon = memchr(p, ':', (size_t)(le - p));
-        if (!colon || colon == p) return -EINVAL;
-        for (const char *q = p; q < colon; q++)
-            if (!tchar(*q)) return -EINVAL;
-        if (r->n == NP_HTTP_MAX_HEADERS) return -E2BIG;
-        const char *v = colon + 1;
-        while (v < le && (*v == ' ' || *v == '\t'))
-            v++;
-        const char *ve = le;
-        while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
-            ve--;
-        for (const char *q = v; q < ve; q++)
-            if (*q == '\0' || *q == '\r' || *q == '\n') return -EINVAL;
-        r->h[r->n++] = (struct np_http_header){p, v, (size_t)(colon - p), (size_t)(ve - v)};
-        p = lf + 1;
-    }
-    return -EINVAL;
-}
-
-/* Finds the blank line ending the head. Returns head_len, 0, or -E2BIG. */
-static long head_end(const char *buf, size_t len)
-{
-    size_t lim = len < NP_HTTP_HEAD_MAX ? len : NP_HTTP_HEAD_MAX;
-    for (size_t i = 0; i < lim; i++) {
-        if (buf[i] != '\n') continue;
-        if (i + 1 < len && buf[i + 1] == '\n') return (long)(i + 2);
-        if (i + 2 < len && buf[i + 1] == '\r' && buf[i + 2] == '\n') return (long)(i + 3);
-    }
-    return len >= NP_HTTP_HEAD_MAX ? -E2BIG : 0;
-}
-
-static int version(const char *s, size_t n, int *minor)
-{
-    if (n != 8 || memcmp(s, "HTTP/1.", 7) != 0 || !isdigit((unsigned char)s[7])) return -EINVAL;
-    *minor = s[7] - '0';
+    struct np_http_head *r = ctx;
+    if (r->n == NP_HTTP_MAX_HEADERS) return -E2BIG;
+    r->h[r->n++] = (struct np_http_header){name.p, value.p, name.n, value.n};
     return 0;
+}
+
+/* Tokenizes the head at the start of buf into r (proto/http_head). Returns 1 when
+ * it is complete (*h then holds the start line), 0 when more bytes are needed, or
+ * -E2BIG. */
+static int scan(const char *buf, size_t len, struct np_http_head *r, struct http_head *h)
+{
+    memset(r, 0, sizeof *r);
+    http_head_scan(buf, len, NP_HTTP_HEAD_MAX, keep_field, r, h);
+    if (!h->end) return len >= NP_HTTP_HEAD_MAX ? -E2BIG : 0;
+    return 1;
+}
+
+/* After a well-formed start line: the fields' verdict (too many headers, a malformed
+ * one), else the head's length. */
+static int complete(const struct http_head *h, bool http10, struct np_http_head *r)
+{
+    if (h->stopped) return h->stopped;
+    if (h->bad_field) return -EINVAL;
+    r->minor = http10 ? 0 : 1;
+    r->head_len = h->end;
+    return (int)h->end;
 }
 
 int np_http_parse_request(const char *buf, size_t len, struct np_http_head *r)
 {
-    memset(r, 0, sizeof *r);
-    long hl = head_end(buf, len);
-    if (hl <= 0) return (int)hl;
-    const char *end = buf + hl;
-    const char *lf = memchr(buf, '\n', (size_t)hl);
-    const char *le = lf > buf && lf[-1] == '\r' ? lf - 1 : lf;
-    const char *sp1 = memchr(buf, ' ', (size_t)(le - buf));
-    if (!sp1 || sp1 == buf) return -EINVAL;
-    const char *sp2 = memchr(sp1 + 1, ' ', (size_t)(le - sp1 - 1));
-    if (!sp2 || sp2 == sp1 + 1) return -EINVAL;
-    for (const char *q = buf; q < sp1; q++)
-        if (!tchar(*q)) return -EINVAL;
-    for (const char *q = sp1 + 1; q < sp2; q++)
-        if ((unsigned char)*q <= ' ' || *q == 0x7F) return -EINVAL;
-    if (version(sp2 + 1, (size_t)(le - sp2 - 1), &r->minor) < 0) return -EINVAL;
-    r->method = buf;
-    r->method_len = (size_t)(sp1 - buf);
-    r->target = sp1 + 1;
-    r->target_len = (size_t)(sp2 - sp1 - 1);
-    int rc = parse_headers(lf + 1, end, r);
-    if (rc < 0) return rc;
-    r->head_len = (size_t)hl;
-    return (int)hl;
+    struct http_head h;
+    int rc = scan(buf, len, r, &h);
+    if (rc <= 0) return rc;
+    struct http_span method, target;
+    bool http10 = false;
+    if (http_parse_request_line(h.start, &method, &target, &http10) < 0) return -EINVAL;
+    r->method = method.p;
+    r->method_len = method.n;
+    r->target = target.p;
+    r->target_len = target.n;
+    return complete(&h, http10, r);
 }
 
 int np_http_parse_response(const char *buf, size_t len, struct np_http_head *r)
 {
-    memset(r, 0, sizeof *r);
-    long hl = head_end(buf, len);
-    if (hl <= 0) return (int)hl;
-    const char *lf = memchr(buf, '\n', (size_t)hl);
-    const char *le = lf > buf && lf[-1] == '\r' ? lf - 1 : lf;
-    if (le - buf < 12 || version(buf, 8, &r->minor) < 0 || buf[8] != ' ') return -EINVAL;
-    if (!isdigit((unsigned char)buf[9]) || !isdigit((unsigned char)buf[10]) ||
-        !isdigit((unsigned char)buf[11]))
-        return -EINVAL;
-    r->status = (buf[9] - '0') * 100 + (buf[10] - '0') * 10 + (buf[11] - '0');
-    if (le - buf > 12 && buf[12] != ' ') return -EINVAL;
-    r->target = le - buf > 13 ? buf + 13 : "";
-    r->target_len = le - buf > 13 ? (size_t)(le - buf - 13) : 0;
-    int rc = parse_headers(lf + 1, buf + hl, r);
-    if (rc < 0) return rc;
-    r->head_len = (size_t)hl;
-    return (int)hl;
+    struct http_head h;
+    int rc = scan(buf, len, r, &h);
+    if (rc <= 0) return rc;
+    struct http_span reason;
+    bool http10 = false;
+    int status = http_parse_status_line(h.start, &http10, &reason);
+    if (status < 0) return -EINVAL;
+    r->status = status;
+    r->target = reason.p;
+    r->target_len = reason.n;
+    return complete(&h, http10, r);
 }
 
 static bool name_is(const struct np_http_header *h, const char *name)
@@ -126,28 +87,10 @@ const struct np_http_header *np_http_find(const struct np_http_head *r, const ch
     return NULL;
 }
 
-static bool list_has(const char *v, size_t n, const char *token, size_t tl)
-{
-    size_t i = 0;
-    while (i < n) {
-        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
-            i++;
-        size_t s = i;
-        while (i < n && v[i] != ',')
-            i++;
-        size_t e = i;
-        while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
-            e--;
-        if (e - s == tl && strncasecmp(v + s, token, tl) == 0) return true;
-    }
-    return false;
-}
-
 bool np_http_lists(const struct np_http_head *r, const char *name, const char *token)
 {
     for (size_t i = 0; i < r->n; i++)
-        if (name_is(&r->h[i], name) &&
-            list_has(r->h[i].value, r->h[i].value_len, token, strlen(token)))
+        if (name_is(&r->h[i], name) && http_list_has(r->h[i].value, r->h[i].value_len, token))
             return true;
     return false;
 }

@@ -7,7 +7,9 @@
  * first one.
  *
  * Parsing is over a complete head in a buffer (the proxy gathers up to
- * NP_HTTP_HEAD_MAX bytes); values point into that buffer. */
+ * NP_HTTP_HEAD_MAX bytes), with the server's one HTTP/1 tokenizer
+ * (proto/http_head: its rules, HTTP/1.0 and 1.1 only); values point into that
+ * buffer. */
 #ifndef EXEC_NETPROXY_NP_HTTP_H
 #define EXEC_NETPROXY_NP_HTTP_H
 

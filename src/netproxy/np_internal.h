@@ -1,7 +1,12 @@
-/* np_internal: the proxy's structures, shared by netproxy.c (connections),
- * np_decision.c (policy decisions), np_config.c (settings), np_mitm.c (TLS
- * interception), np_cred.c (credential masking), np_udp.c (SOCKS5 UDP) and
- * np_resolve.c. Nothing outside src/netproxy includes it. */
+/* np_internal: the proxy's structures and the calls between its files, declared by
+ * file from the top down: np_proxy.c (the proxy, its listeners), np_request.c (what
+ * the client sends), np_decision.c, np_relay.c (route, upstream, relay), np_reply.c
+ * (answers of the proxy's own), np_conn.c (a connection's life and sockets), then
+ * what those stand on: np_udp.c, np_mitm.c, np_ask.c, np_cred.c, np_config.c,
+ * np_resolve.c, np_stack.c / np_tun.c, np_pool.c. A file calls only the ones below
+ * it; what comes back up arrives through the functions handed down (down_input and
+ * up_input of a connection, a transparent flow's and a TUN device's callbacks).
+ * Nothing outside src/netproxy includes it. */
 #ifndef EXEC_NETPROXY_NP_INTERNAL_H
 #define EXEC_NETPROXY_NP_INTERNAL_H
 
@@ -14,7 +19,6 @@
 #include "netproxy/np_http.h"
 #include "netproxy/np_policy.h"
 #include "netproxy/np_socks.h"
-#include "rpc/dispatch.h"
 #include "util/buf.h"
 
 #define NP_MAX_ADDRS 16
@@ -48,11 +52,17 @@ enum np_mode {
 };
 
 struct np_cred;
+struct np_client;
 struct np_mitm;
 struct np_mitm_conn;
 struct np_udp;
-struct rpc_call;
 struct np_fdsrc;
+struct np_tflow;
+
+/* Bytes from a side of a connection: n bytes in buf (a pool buffer, taken), or n < 0
+ * for its EOF (UV_EOF) or an error. */
+typedef void (*np_input_fn)(struct np_client *c, char *buf, ssize_t n);
+typedef void (*np_client_fn)(struct np_client *c);
 
 struct np_client {
     struct np_client *next, *prev;
@@ -60,11 +70,12 @@ struct np_client {
     int refs;
     enum np_kind kind;
     enum np_stage stage;
-    uv_tcp_t down;    /* the proxied client */
-    uv_tcp_t *up;     /* the upstream, NULL until connecting */
-    uv_timer_t timer; /* the policy request's deadline */
-    char peer[80];    /* the client's "ip:port", reported as `client` */
-    struct buf in;    /* client bytes not yet consumed */
+    uv_tcp_t down;                    /* the proxied client */
+    uv_tcp_t *up;                     /* the upstream, NULL until connecting */
+    np_input_fn down_input, up_input; /* who reads each side (np_conn.c calls them) */
+    uv_timer_t timer;                 /* the policy request's deadline */
+    char peer[80];                    /* the client's "ip:port", reported as `client` */
+    struct buf in;                    /* client bytes not yet consumed */
     /* the destination */
     char host[NP_HOST_MAX];
     uint16_t port;
@@ -81,7 +92,7 @@ struct np_client {
     /* the decision */
     enum np_reason baseline;
     bool check_resolved, decider_allowed;
-    struct rpc_call *call;
+    struct netproxy_ask *call; /* the policy question in flight */
     /* resolution and connection */
     uv_getaddrinfo_t gai;
     bool gai_busy, have_addrs;
@@ -98,6 +109,7 @@ struct np_client {
     bool down_eof, up_eof;
     bool finishing, finish_on_shutdown, closed;
     struct np_mitm_conn *mitm; /* TLS on both sides of an intercepted tunnel */
+    bool inner_head;           /* ... and the head of its one request was read */
     struct np_udp *udp;
     struct np_tflow *tflow; /* a transparent TCP connection's side (np_stack.c) in
                                place of `down`, or NULL */
@@ -107,7 +119,7 @@ struct netproxy {
     uv_loop_t *loop;
     struct netproxy_params params;
     struct np_policy policy;
-    struct session *session;
+    struct netproxy_client client; /* whom the proxy asks and tells (zeroed at release) */
     char *process_id;
     uv_tcp_t *http_l, *socks_l;
     uint16_t http_port, socks_port;
@@ -120,82 +132,124 @@ struct netproxy {
     /* allowUpstreamProxy: the server's HTTP_PROXY / HTTPS_PROXY (http:// only) */
     char up_http_host[NP_HOST_MAX], up_connect_host[NP_HOST_MAX];
     uint16_t up_http_port, up_connect_port;
-    struct np_tun *tun;           /* transparent TCP (np_tun.c), or NULL */
-    struct np_mitm *mitm;         /* the CA and leaf certificates, or NULL */
-    const char *ca_bundle;        /* with mitm: the bundle children are told to trust */
-    const struct np_relay *relay; /* netproxy.c's calls for the layers below it */
+    struct np_tun *tun;    /* transparent TCP (np_tun.c), or NULL */
+    struct np_mitm *mitm;  /* the CA and leaf certificates, or NULL */
+    const char *ca_bundle; /* with mitm: the bundle children are told to trust */
 };
 
-/* What the connection core (netproxy.c) does for the layers it runs on a connection,
- * the decision (np_decision.c), TLS interception (np_mitm.c) and the SOCKS5 UDP relay
- * (np_udp.c). They reach it
- * through np->relay, set when the proxy starts, so they sit below the core, which
- * alone calls down into them. */
-struct np_relay {
-    /* Closes both sides now (the client goes once its handles are closed). */
-    void (*close)(struct np_client *c);
-    /* Ends the connection once what is queued is written. */
-    void (*finish)(struct np_client *c);
-    /* Bytes to a side, through the interception when there is one. */
-    void (*send)(struct np_client *c, bool to_up, const void *data, size_t len);
-    /* Bytes to a side's socket as they are: owned (malloc'd) or copied. */
-    void (*write_owned)(struct np_client *c, bool to_up, char *data, size_t len);
-    void (*write_copy)(struct np_client *c, bool to_up, const void *data, size_t len);
-    /* Plain bytes of an intercepted tunnel, back into the HTTP path (owned). */
-    void (*from_client)(struct np_client *c, char *data, size_t n);
-    void (*from_upstream)(struct np_client *c, char *data, size_t n);
-    /* Resolves the destination (c->host, or the upstream proxy) and connects. */
-    void (*resolve)(struct np_client *c);
-    /* A transparent TCP flow's events (np_stack.c): bytes from the child (a pool
-     * buffer, taken; n < 0: its EOF or an error), its queue drained below the
-     * low-water mark, a half-close shutdown_side asked for done (drops its
-     * reference). */
-    void (*down_input)(struct np_client *c, char *buf, ssize_t n);
-    void (*down_drained)(struct np_client *c);
-    void (*shutdown_done)(struct np_client *c);
-    /* A connection the stack accepted, to decide as a SOCKS5 CONNECT (NULL: refused,
-     * the proxy is full or gone). */
-    struct np_client *(*transparent_client)(struct netproxy *np, struct np_tflow *f,
-                                            const char *host, uint16_t port, const char *peer);
-    /* A read buffer of NP_READ_SIZE bytes from the pool, and one handed to
-     * np_tflow_write back to the pool (pooled) or freed. */
-    char *(*get_buf)(void);
-    void (*release_buf)(char *data, bool pooled);
-};
+/* np_request.c: what the client sends (a connection's down_input). */
+void np_down_input(struct np_client *c, char *base, ssize_t n);
 
-/* np_decision.c: the decision on a connection, then asking, reporting, refusing.
- * np_decide decides c->host:c->port once the request is parsed; np_proceed_allowed
- * goes on with an allowed one once its addresses are checked (NP_STAGE_CHECK). np_ask sends
- * network/policyRequest to the connection the session is attached to; NULL when none is (or it is
- * closing): the caller denies. np_report reports one decision (notification, metric, log line;
- * method NULL: none, as for SOCKS); np_report_client the same for c's destination.
- * np_refuse reports a refusal and answers the client in its protocol's way;
- * np_reply_simple answers an HTTP client with a short response and ends the
- * connection. */
+/* np_decision.c: decides c->host:c->port once the request is parsed; an allowed
+ * connection goes on to np_relay.c, a refused one is answered (np_reply.c). */
 void np_decide(struct np_client *c);
+
+/* np_relay.c: np_resolve resolves the destination (c->host, or the upstream proxy)
+ * and connects (in NP_STAGE_CHECK: resolves for the local-address check, then
+ * np_proceed_allowed); np_proceed_allowed goes on with an allowed connection (the
+ * limited-mode guard, then the upstream). np_relay_buf forwards a buffer read from
+ * one side to the other (taking it: a pool buffer when pooled, else malloc'd) and
+ * pauses the reading side over NP_HIGH_WATER; np_from_client passes the client's
+ * plaintext (owned) into the HTTP path once connected; np_tls_input takes an
+ * intercepted tunnel's ciphertext from a side. */
+void np_resolve(struct np_client *c);
 void np_proceed_allowed(struct np_client *c);
+void np_relay_buf(struct np_client *c, bool to_up, char *data, size_t n, bool pooled);
+void np_from_client(struct np_client *c, char *data, size_t n);
+void np_tls_input(struct np_client *c, bool from_up, const char *data, size_t n);
+
+/* np_reply.c: np_refuse reports a refusal and answers the client in its protocol's
+ * way; np_reply_simple answers an HTTP client with a short response and ends the
+ * connection; np_upstream_failed answers that the upstream could not be reached
+ * (err: a libuv error). np_http_date: an HTTP Date header's value for now. */
+void np_refuse(struct np_client *c, const char *scope, const char *decision, const char *source,
+               const char *reason);
+void np_reply_simple(struct np_client *c, int status, const char *reason, const char *content_type,
+                     const char *proxy_error, const char *body);
+void np_upstream_failed(struct np_client *c, int err);
+void np_http_date(char *out, size_t n);
 /* Whether c's CONNECT tunnel is to be intercepted (a CA, and limited mode or
  * credential masking needing to see inside). */
 bool np_interception_wanted(const struct np_client *c);
-struct rpc_call *np_ask(struct netproxy *np, const char *protocol, const char *host, uint16_t port,
-                        void (*fn)(void *, enum rpc_call_outcome, json_t *), void *ctx);
+
+/* np_conn.c: a connection's life and its sockets. np_client_new puts a new client
+ * in the proxy's list (the caller sets its side up); ref/unref count what holds it;
+ * np_client_close closes both sides now and lets go of all that is attached
+ * (idempotent); np_client_handle_closed is the close callback of its handles;
+ * np_proxy_unhold drops one of the things the proxy waits for (the last one after
+ * release frees it). Writes: np_write_buf takes a buffer (pooled: back to the pool),
+ * np_write_owned a malloc'd one, np_write_copy copies; np_send sends plaintext
+ * through the side's TLS session when there is one; np_tls_flush writes what the TLS
+ * sessions have for their sockets. np_shutdown_side half-closes a side once its queue
+ * is written (np_shutdown_done then, which drops the reference it took); np_finish
+ * sends the last bytes to the client, then ends the connection. Reading: each side's
+ * bytes go to c->down_input / c->up_input; np_read_resume starts a paused side again
+ * below NP_LOW_WATER; np_down_queued is what the client has not taken yet. */
+struct np_client *np_client_new(struct netproxy *np, enum np_kind kind);
+void np_client_ref(struct np_client *c);
+void np_client_unref(struct np_client *c);
+void np_client_close(struct np_client *c);
+void np_client_handle_closed(uv_handle_t *h);
+void np_proxy_unhold(struct netproxy *np);
+void np_write_buf(struct np_client *c, bool to_up, char *data, size_t len, bool pooled);
+void np_write_owned(struct np_client *c, bool to_up, char *data, size_t len);
+void np_write_copy(struct np_client *c, bool to_up, const void *data, size_t len);
+void np_send(struct np_client *c, bool to_up, const void *data, size_t len);
+void np_tls_flush(struct np_client *c);
+void np_shutdown_side(struct np_client *c, bool to_up);
+void np_shutdown_done(struct np_client *c);
+void np_finish(struct np_client *c);
+void np_down_read_start(struct np_client *c);
+void np_down_read_stop(struct np_client *c);
+void np_up_read_start(struct np_client *c);
+void np_read_resume(struct np_client *c, bool up_side);
+size_t np_down_queued(const struct np_client *c);
+
+/* np_udp.c: SOCKS5 UDP ASSOCIATE. np_udp_start opens the association of c (from
+ * its request) and fills the SOCKS5 reply to send (at most 32 bytes); < 0: it failed,
+ * and the reply says so. np_udp_close ends it (at the connection's close). */
+int np_udp_start(struct np_client *c, const struct np_socks_addr *client_addr, uint8_t reply[32],
+                 size_t *reply_len);
+void np_udp_close(struct np_client *c);
+
+/* np_mitm.c: TLS interception, with no socket of its own. init/free: the CA for a
+ * proxy; start: the TLS sessions of c's CONNECT tunnel; feed: ciphertext from a
+ * side, its plaintext appended to *plain (0; -ESHUTDOWN: the peer's close_notify;
+ * else a TLS failure); send: plaintext towards a side (< 0: failed); close_notify:
+ * a side's; take: what a side's session has to send (malloc'd *out, its length);
+ * client_free: c's sessions. */
+int np_mitm_init(struct netproxy *np, char *err, size_t n);
+void np_mitm_free(struct netproxy *np);
+int np_mitm_start(struct np_client *c);
+bool np_mitm_active(const struct np_client *c, bool up_side);
+int np_mitm_feed(struct np_client *c, bool from_up, const char *data, size_t n, struct buf *plain);
+int np_mitm_send(struct np_client *c, bool to_up, const void *data, size_t n);
+void np_mitm_close_notify(struct np_client *c, bool up_side);
+size_t np_mitm_take(struct np_client *c, bool to_up, char **out);
+void np_mitm_client_free(struct np_client *c);
+
+/* np_ask.c: the proxy's word with its client. np_ask puts the policy question; NULL
+ * when nobody can be asked: the caller denies; np_ask_cancel forgets one (NULL ok).
+ * np_report reports one decision (the client, the metric, a log line; method NULL:
+ * none, as for SOCKS); np_report_client the same for c's destination. */
+struct netproxy_ask *np_ask(struct netproxy *np, const char *protocol, const char *host,
+                            uint16_t port, netproxy_answer_fn fn, void *ctx);
+void np_ask_cancel(struct netproxy *np, struct netproxy_ask *q);
 void np_report(struct netproxy *np, const char *scope, const char *decision, const char *source,
                const char *reason, const char *protocol, const char *host, uint16_t port,
                const char *method, const char *client, bool override);
 void np_report_client(struct np_client *c, const char *scope, const char *decision,
                       const char *source, const char *reason, bool override);
-void np_refuse(struct np_client *c, const char *scope, const char *decision, const char *source,
-               const char *reason);
-void np_reply_simple(struct np_client *c, int status, const char *reason, const char *content_type,
-                     const char *proxy_error, const char *body);
-/* An HTTP Date header's value for now. */
-void np_http_date(char *out, size_t n);
 
 /* np_resolve.c: an IP literal or a test override (EXEC_SERVER_TEST_RESOLVE) resolved
  * at once: returns 1 with *out set, else 0 (the caller uses uv_getaddrinfo). */
 int np_resolve_now(const char *host, uint16_t port, struct sockaddr_storage *out);
 /* Reads the test overrides once (at the first proxy's start). */
 void np_resolve_load_overrides(void);
+/* Resolves host:port on libuv's thread pool (socktype: SOCK_STREAM or SOCK_DGRAM);
+ * uv_getaddrinfo's result. */
+int np_resolve_start(uv_loop_t *loop, uv_getaddrinfo_t *req, uv_getaddrinfo_cb cb, const char *host,
+                     uint16_t port, int socktype);
 
 /* np_config.c: the server's upstream proxy settings. np_private_via_upstream: whether
  * non-public destinations may go through the upstream proxy
@@ -217,41 +271,37 @@ np_http_rewrite_fn np_cred_rewrite_fn(struct np_client *c);
  * destination, or limited mode with masking on). */
 bool np_cred_wants(const struct np_client *c);
 
-/* np_mitm.c: TLS interception */
-int np_mitm_init(struct netproxy *np, char *err, size_t n);
-void np_mitm_free(struct netproxy *np);
-int np_mitm_start(struct np_client *c);
-bool np_mitm_active(const struct np_client *c, bool up_side);
-void np_mitm_feed(struct np_client *c, bool from_up, const char *data, size_t n);
-void np_mitm_send(struct np_client *c, bool to_up, const void *data, size_t n);
-void np_mitm_close_notify(struct np_client *c);
-void np_mitm_close_notify_up(struct np_client *c);
-void np_mitm_client_free(struct np_client *c);
-
 /* np_tun.c: transparent TCP, one per proxy: the sandbox's TUN device and resolver
- * sockets (fds: TUN, UDP, TCP listener; taken), served until release. */
+ * sockets (fds: TUN, UDP, TCP listener; taken), served until release; each
+ * connection the stack accepts goes to accept (NULL back: refused, reset). */
 struct np_tun;
-void np_tun_attach(struct netproxy *np, const int fds[3]);
+typedef struct np_client *(*np_accept_fn)(struct netproxy *np, struct np_tflow *f, const char *host,
+                                          uint16_t port, const char *peer);
+void np_tun_attach(struct netproxy *np, const int fds[3], np_accept_fn accept);
 void np_tun_release(struct netproxy *np);
 
-/* np_stack.c: a transparent TCP connection's side towards the child, for netproxy.c.
- * np_tflow_bind ties it to its client; write takes data (np->relay->release_buf gives
- * it back once the child acknowledged it; the first write, the SOCKS5 reply the
- * relay sends as to a SOCKS5 client, is read as the outcome: success lets data
- * through, a failure resets the connection); read turns delivery on or off; queued
- * is what was written and not yet acknowledged; shutdown sends a FIN after the data
- * (np->relay->shutdown_done then); close lets go of it: gracefully once its FIN is
- * queued, else with a reset. */
-struct np_tflow;
-void np_tflow_bind(struct np_tflow *f, struct np_client *c);
+/* np_stack.c: a transparent TCP connection's side towards the child. np_tflow_bind
+ * ties it to its client and says where its events go: input (its bytes, then its
+ * EOF or an error), drained (what was queued towards the child fell below
+ * NP_LOW_WATER), shutdown_done (a half-close asked for is done); write takes data
+ * (back to np_pool.c, or freed, once the child acknowledged it; the first write, the
+ * SOCKS5 reply the relay sends as to a SOCKS5 client, is read as the outcome: success
+ * lets data through, a failure resets the connection); read turns delivery on or
+ * off; queued is what was written and not yet acknowledged; shutdown sends a FIN
+ * after the data; close lets go of it: gracefully once its FIN is queued, else with
+ * a reset. */
+void np_tflow_bind(struct np_tflow *f, struct np_client *c, np_input_fn input, np_client_fn drained,
+                   np_client_fn shutdown_done);
 void np_tflow_write(struct np_tflow *f, char *data, size_t n, bool pooled);
 void np_tflow_read(struct np_tflow *f, bool on);
 size_t np_tflow_queued(const struct np_tflow *f);
 void np_tflow_shutdown(struct np_tflow *f);
 void np_tflow_close(struct np_tflow *f);
 
-/* np_udp.c: SOCKS5 UDP ASSOCIATE */
-void np_udp_start(struct np_client *c, const struct np_socks_addr *client_addr);
-void np_udp_close(struct np_client *c);
+/* np_pool.c: read buffers of NP_READ_SIZE bytes, recycled; release: back to the
+ * pool (pooled) or freed. */
+char *np_buf_get(void);
+void np_buf_put(char *p);
+void np_buf_release(char *data, bool pooled);
 
 #endif

@@ -14,9 +14,12 @@
  * or always in limited mode: the proxy answers the TLS handshake itself with a leaf
  * certificate for the host (P-256, signed by the CA, cached per host), opens its own
  * TLS session to the real server (verified against the server's trust store, name
- * checked), and handles the one HTTP/1.1 request inside like a forwarded one: the
- * method guard, the credential header, "Connection: close". libssl comes through
- * transport/tls (dlopen'ed there); the certificates are libcrypto, which is linked. */
+ * checked); the one HTTP/1.1 request inside is handled like a forwarded one by the
+ * relay (np_relay.c: the method guard, the credential header, "Connection: close").
+ * This file holds no socket: the relay feeds it each side's ciphertext and gets the
+ * plaintext back, hands it plaintext to send, and writes what the sessions have for
+ * their sockets (np_mitm_take). libssl comes through transport/tls (dlopen'ed
+ * there); the certificates are libcrypto, which is linked. */
 #include "netproxy/np_internal.h"
 
 #include <errno.h>
@@ -61,7 +64,7 @@ static struct np_mitm state;
 struct np_mitm_conn {
     struct tls_session *down, *up;
     struct buf pend_up; /* plaintext for the server, waiting for its handshake */
-    bool up_ready, inner_head;
+    bool up_ready;
 };
 
 /* ---------------------------------------------------------------------------------- */
@@ -357,17 +360,12 @@ bool np_mitm_active(const struct np_client *c, bool up_side)
     return c->mitm != NULL;
 }
 
-/* Sends what a TLS session has for its socket. */
-static void flush_side(struct np_client *c, bool to_up)
+size_t np_mitm_take(struct np_client *c, bool to_up, char **out)
 {
     struct np_mitm_conn *m = c->mitm;
-    if (!m) return;
-    char *out = NULL;
-    size_t n = tls_take_output(to_up ? m->up : m->down, &out);
-    if (n)
-        c->np->relay->write_owned(c, to_up, out, n);
-    else
-        free(out);
+    *out = NULL;
+    if (!m) return 0;
+    return tls_take_output(to_up ? m->up : m->down, out);
 }
 
 int np_mitm_start(struct np_client *c)
@@ -390,155 +388,53 @@ int np_mitm_start(struct np_client *c)
     c->mitm = m;
     c->mitm_port = c->port;
     c->mode = c->mode_up = NP_MODE_NONE;
-    flush_side(c, true); /* the ClientHello */
-    if (c->in.len) {
-        /* the client's ClientHello may have come right behind its CONNECT */
-        char *d = xmemdup(c->in.data, c->in.len);
-        size_t n = c->in.len;
-        buf_reset(&c->in);
-        np_mitm_feed(c, false, d, n);
-        free(d);
-    }
     return 0;
 }
 
-/* The request inside the tunnel: its head once, then its body. */
-static void inner_plain(struct np_client *c, const char *data, size_t n)
-{
-    struct np_mitm_conn *m = c->mitm;
-    if (m->inner_head) {
-        c->np->relay->from_client(c, xmemdup(data, n), n);
-        return;
-    }
-    buf_append(&c->in, data, n);
-    if (c->in.len > NP_HTTP_HEAD_MAX) {
-        c->np->relay->close(c);
-        return;
-    }
-    struct np_http_head h;
-    int rc = np_http_parse_request(c->in.data, c->in.len, &h);
-    if (rc == 0) return;
-    m->inner_head = true;
-    static const char bad[] =
-        "HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
-    if (rc < 0) {
-        c->np->relay->send(c, false, bad, sizeof bad - 1);
-        c->np->relay->finish(c);
-        return;
-    }
-    struct np_http_target t;
-    const char *why;
-    char tunnel_host[NP_HOST_MAX];
-    snprintf(tunnel_host, sizeof tunnel_host, "%s", c->host);
-    if (np_http_target(&h, c->mitm_port, &t, &why) < 0 || t.scheme[0] ||
-        strcmp(t.host, tunnel_host) != 0 || t.port != c->mitm_port) {
-        /* the request must be for the host the tunnel was allowed to */
-        c->np->relay->send(c, false, bad, sizeof bad - 1);
-        c->np->relay->finish(c);
-        return;
-    }
-    snprintf(c->method, sizeof c->method, "%.*s", (int)(h.method_len < 23 ? h.method_len : 23),
-             h.method);
-    c->is_connect = false; /* from here on an ordinary request, refused as one */
-    if (c->np->params.limited && !np_method_allowed_limited(c->method)) {
-        np_refuse(c, "non_domain", "deny", "mode_guard", "method_not_allowed");
-        return;
-    }
-    if (np_body_init(&c->body, &h) < 0) {
-        c->np->relay->send(c, false, bad, sizeof bad - 1);
-        c->np->relay->finish(c);
-        return;
-    }
-    c->upgrade = false;
-    free(c->forward_path);
-    c->forward_path = xstrndup(t.path, t.path_len);
-    struct buf head;
-    buf_init(&head);
-    np_http_forward_head(&h, &t, np_cred_rewrite_fn(c), c, &head);
-    np_mitm_send(c, true, head.data, head.len);
-    if (head.data) explicit_bzero(head.data, head.len);
-    buf_free(&head);
-    c->is_forward = true;
-    c->mode_up = NP_MODE_HEAD;
-    c->mode = c->body.done ? NP_MODE_DISCARD : NP_MODE_HTTP_BODY;
-    size_t rest = c->in.len - (size_t)rc;
-    char *d = rest ? xmemdup(c->in.data + rc, rest) : NULL;
-    buf_reset(&c->in);
-    if (d) c->np->relay->from_client(c, d, rest);
-}
-
-void np_mitm_feed(struct np_client *c, bool from_up, const char *data, size_t n)
+int np_mitm_feed(struct np_client *c, bool from_up, const char *data, size_t n, struct buf *plain)
 {
     struct np_mitm_conn *m = c->mitm;
     struct tls_session *t = from_up ? m->up : m->down;
-    if (tls_feed(t, data, n) < 0) {
-        c->np->relay->close(c);
-        return;
-    }
-    char plain[16384];
+    if (tls_feed(t, data, n) < 0) return -EPROTO;
+    char chunk[16384];
     for (;;) {
-        long r = tls_read(t, plain, sizeof plain);
-        flush_side(c, from_up);
-        if (c->closed || !c->mitm) return;
+        long r = tls_read(t, chunk, sizeof chunk);
         if (from_up && !m->up_ready && tls_is_established(m->up)) {
             m->up_ready = true;
             if (m->pend_up.len) {
                 tls_write(m->up, m->pend_up.data, m->pend_up.len);
                 explicit_bzero(m->pend_up.data, m->pend_up.len);
                 buf_reset(&m->pend_up);
-                flush_side(c, true);
             }
         }
         if (r > 0) {
-            if (from_up)
-                c->np->relay->from_upstream(c, xmemdup(plain, (size_t)r), (size_t)r);
-            else
-                inner_plain(c, plain, (size_t)r);
-            if (c->closed || c->finishing) return;
+            buf_append(plain, chunk, (size_t)r);
             continue;
         }
-        if (r == 0) return;
-        if (r == -ESHUTDOWN && from_up && c->is_forward) {
-            c->np->relay->finish(c); /* the server's close_notify ends the response */
-            return;
-        }
+        if (r == 0 || r == -ESHUTDOWN) return (int)r;
         if (r == -EPROTO) {
             char hv[NP_HOST_MAX * 2];
             log_info("network proxy: TLS with %s for %s failed",
                      from_up ? "the server" : "the client", log_value(c->host, hv, sizeof hv));
         }
-        c->np->relay->close(c);
-        return;
+        return r < 0 ? (int)r : -EIO;
     }
 }
 
-void np_mitm_send(struct np_client *c, bool to_up, const void *data, size_t n)
+int np_mitm_send(struct np_client *c, bool to_up, const void *data, size_t n)
 {
     struct np_mitm_conn *m = c->mitm;
-    if (!m || c->closed) return;
+    if (!m || c->closed) return 0;
     if (to_up && !m->up_ready) {
         buf_append(&m->pend_up, data, n);
-        return;
+        return 0;
     }
-    if (tls_write(to_up ? m->up : m->down, data, n) < 0) {
-        c->np->relay->close(c);
-        return;
-    }
-    flush_side(c, to_up);
+    return tls_write(to_up ? m->up : m->down, data, n) < 0 ? -EIO : 0;
 }
 
-void np_mitm_close_notify(struct np_client *c)
+void np_mitm_close_notify(struct np_client *c, bool up_side)
 {
-    if (!c->mitm) return;
-    tls_close_notify(c->mitm->down);
-    flush_side(c, false);
-}
-
-void np_mitm_close_notify_up(struct np_client *c)
-{
-    if (!c->mitm) return;
-    tls_close_notify(c->mitm->up);
-    flush_side(c, true);
+    if (c->mitm) tls_close_notify(up_side ? c->mitm->up : c->mitm->down);
 }
 
 void np_mitm_client_free(struct np_client *c)

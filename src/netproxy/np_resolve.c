@@ -1,12 +1,13 @@
 /* np_resolve: the names the proxy resolves at once, without the resolver: IP
  * literals (an IPv6 zone by interface name too), and the test table of
  * EXEC_SERVER_TEST_RESOLVE ("name=ip,..."), which lets the tests give names to
- * loopback addresses. Shared by the TCP path (netproxy.c) and the UDP relay
+ * loopback addresses. Shared by the TCP path (np_relay.c) and the UDP relay
  * (np_udp.c); everything else goes through uv_getaddrinfo. */
 #include "netproxy/np_internal.h"
 
 #include <arpa/inet.h>
 #include <net/if.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,4 +87,13 @@ int np_resolve_now(const char *host, uint16_t port, struct sockaddr_storage *out
     }
     set_port(out, port);
     return 1;
+}
+
+int np_resolve_start(uv_loop_t *loop, uv_getaddrinfo_t *req, uv_getaddrinfo_cb cb, const char *host,
+                     uint16_t port, int socktype)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = socktype};
+    char service[8];
+    snprintf(service, sizeof service, "%u", port);
+    return uv_getaddrinfo(loop, req, cb, host, service, &hints);
 }

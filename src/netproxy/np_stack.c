@@ -2,7 +2,7 @@
  * 5.11): every TCP connection a sandboxed program opens through its TUN device is
  * terminated here by lwIP (Debian's liblwip; docs/DESIGN.md says why) and handed to
  * the proxy as a connection to decide, as a SOCKS5 CONNECT to the same host would be
- * (np->relay->transparent_client).
+ * (the accept function np_tun_attach was given).
  *
  * lwIP is one stack per process, built by Debian for its own threads; here it runs
  * on the event loop thread only (raw API, no tcpip thread, its timers driven by a
@@ -85,6 +85,10 @@ struct np_tflow {
     struct np_tflow *next_key, *next_id; /* index chains */
     struct np_tflow *prev, *next;        /* every flow, for the sweep */
     struct np_stack_tun *tun;
+    /* the proxy's side of it (np_tflow_bind): its bytes and EOF, its queue drained,
+     * a half-close done */
+    np_input_fn input;
+    np_client_fn drained, shutdown_done;
     enum flow_state state;
     int family;
     uint8_t csrc[16], cdst[16]; /* the child's addresses */
@@ -132,11 +136,6 @@ static struct {
 
 static const uint8_t local4[4] = {10, 0, 0, 1};
 static const uint8_t local6[16] = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-
-static const struct np_relay *relay_of(const struct np_tflow *f)
-{
-    return f->tun->np->relay;
-}
 
 /* ---- lwIP's checksum ------------------------------------------------------------------ */
 
@@ -316,7 +315,7 @@ static void tx_release(struct np_tflow *f, bool all)
            (all || (f->tx->given == f->tx->len && (TX_COPIED || f->tx->acked == f->tx->len)))) {
         struct tx_buf *b = f->tx;
         f->tx = b->next;
-        relay_of(f)->release_buf(b->data, b->pooled);
+        np_buf_release(b->data, b->pooled);
         free(b);
     }
     if (!f->tx) f->tx_tail = NULL;
@@ -407,7 +406,7 @@ out:
     if (done && f->client) {
         /* last: the proxy may let go of the flow in it (the caller holds it) */
         f->busy++;
-        relay_of(f)->shutdown_done(f->client);
+        f->shutdown_done(f->client);
         flow_unbusy(f);
     }
 }
@@ -428,7 +427,7 @@ static err_t on_sent(void *arg, struct tcp_pcb *pcb, u16_t len)
     tx_push(f);
     if (f->high && f->queued <= NP_LOW_WATER && f->client) {
         f->high = false;
-        relay_of(f)->down_drained(f->client);
+        f->drained(f->client);
     }
     return cb_return(f);
 }
@@ -442,18 +441,17 @@ static void rx_deliver(struct np_tflow *f)
     if (f->delivering) return;
     f->delivering = true;
     f->busy++;
-    const struct np_relay *relay = relay_of(f);
     while (f->client && f->reading && f->rx && !f->dead) {
         u16_t n = f->rx->tot_len; /* at most a window: it fits a read buffer */
-        char *buf = relay->get_buf();
+        char *buf = np_buf_get();
         pbuf_copy_partial(f->rx, buf, n, 0);
         f->rx = pbuf_free_header(f->rx, n);
         if (f->pcb) tcp_recved(f->pcb, n);
-        relay->down_input(f->client, buf, n);
+        f->input(f->client, buf, n);
     }
     if (f->client && f->rx_eof && !f->rx && !f->eof_told && !f->dead) {
         f->eof_told = true;
-        relay->down_input(f->client, NULL, UV_EOF);
+        f->input(f->client, NULL, UV_EOF);
     }
     f->delivering = false;
     flow_unbusy(f);
@@ -495,8 +493,7 @@ static void on_err(void *arg, err_t err)
     if (!f) return;
     f->pcb = NULL; /* lwIP frees it */
     f->busy++;
-    if (f->client)
-        relay_of(f)->down_input(f->client, NULL, err == ERR_RST ? UV_ECONNRESET : UV_ECONNABORTED);
+    if (f->client) f->input(f->client, NULL, err == ERR_RST ? UV_ECONNRESET : UV_ECONNABORTED);
     if (!f->client) flow_kill(f); /* the proxy let go of it above, or had already */
     flow_unbusy(f);
 }
@@ -530,7 +527,7 @@ static err_t on_accept(void *arg, struct tcp_pcb *pcb, err_t err)
     char peer[32]; /* the reference reports its bridge's 127.0.0.1 */
     snprintf(peer, sizeof peer, "127.0.0.1:%u", f->csport);
     struct netproxy *np = f->tun->np;
-    if (!np->relay->transparent_client(np, f, f->host, f->cdport, peer)) flow_kill(f);
+    if (!f->tun->accept(np, f, f->host, f->cdport, peer)) flow_kill(f);
     return cb_return(f);
 }
 
@@ -638,9 +635,13 @@ void np_stack_input(struct np_stack_tun *t, uint8_t *pkt, size_t n)
 
 /* ---- the proxy's side of a flow (np_internal.h) ------------------------------------------ */
 
-void np_tflow_bind(struct np_tflow *f, struct np_client *c)
+void np_tflow_bind(struct np_tflow *f, struct np_client *c, np_input_fn input, np_client_fn drained,
+                   np_client_fn shutdown_done)
 {
     f->client = c;
+    f->input = input;
+    f->drained = drained;
+    f->shutdown_done = shutdown_done;
 }
 
 void np_tflow_write(struct np_tflow *f, char *data, size_t n, bool pooled)
@@ -649,11 +650,11 @@ void np_tflow_write(struct np_tflow *f, char *data, size_t n, bool pooled)
         /* the relay speaks SOCKS5: its reply is the verdict, not the child's business */
         f->await_reply = false;
         f->refused = !(n >= 2 && (uint8_t)data[0] == 5 && data[1] == 0);
-        relay_of(f)->release_buf(data, pooled);
+        np_buf_release(data, pooled);
         return;
     }
     if (f->refused || !f->pcb || f->dead || f->shut_wanted) {
-        relay_of(f)->release_buf(data, pooled);
+        np_buf_release(data, pooled);
         return;
     }
     struct tx_buf *b = xcalloc(1, sizeof *b);
@@ -687,7 +688,7 @@ void np_tflow_shutdown(struct np_tflow *f)
         /* refused, failed, or gone: the child sees a reset */
         f->busy++;
         pcb_abort(f);
-        if (f->client) relay_of(f)->shutdown_done(f->client);
+        if (f->client) f->shutdown_done(f->client);
         flow_unbusy(f);
         return;
     }

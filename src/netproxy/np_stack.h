@@ -3,7 +3,7 @@
  * and what the sandbox's side (np_tun.c: its TUN device and resolver, their I/O) asks
  * of it. np_tun.c calls down into np_stack.c only; the stack reads what it needs of a
  * sandbox from struct np_stack_tun, which np_tun.c keeps. Nothing outside src/netproxy
- * includes it; netproxy.c sees only np_internal.h. */
+ * includes it; the rest of the proxy sees only np_internal.h. */
 #ifndef EXEC_NETPROXY_NP_STACK_H
 #define EXEC_NETPROXY_NP_STACK_H
 
@@ -12,11 +12,16 @@
 #include <uv.h>
 
 struct netproxy;
+struct np_client;
 struct np_dns;
+struct np_tflow;
 
 /* One sandbox as the stack sees it (a member of np_tun.c's structure). */
 struct np_stack_tun {
-    struct netproxy *np;        /* the proxy its connections go to */
+    struct netproxy *np; /* the proxy its connections go to */
+    /* takes an accepted connection (np_tun_attach's accept; NULL: refused) */
+    struct np_client *(*accept)(struct netproxy *np, struct np_tflow *f, const char *host,
+                                uint16_t port, const char *peer);
     int fd;                     /* its TUN device (frames: a virtio header, then IP) */
     const struct np_dns *names; /* its synthetic names */
     unsigned flows;             /* its connections in the stack, closing ones too */

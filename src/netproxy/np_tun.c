@@ -254,7 +254,7 @@ static int tun_serve(struct np_tun *t, const int fds[3])
     return 0;
 }
 
-void np_tun_attach(struct netproxy *np, const int fds[3])
+void np_tun_attach(struct netproxy *np, const int fds[3], np_accept_fn accept)
 {
     int rc = np->tun || np->released ? -EALREADY : np_stack_init(np->loop);
     if (rc < 0) {
@@ -264,7 +264,7 @@ void np_tun_attach(struct netproxy *np, const int fds[3])
         return;
     }
     struct np_tun *t = xcalloc(1, sizeof *t);
-    t->st = (struct np_stack_tun){.np = np, .fd = fds[0], .names = &t->names};
+    t->st = (struct np_stack_tun){.np = np, .accept = accept, .fd = fds[0], .names = &t->names};
     np->tun = t;
     rc = tun_serve(t, fds);
     if (rc < 0) {

@@ -26,7 +26,6 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "rpc/dispatch.h"
 #include "util/mem.h"
 
 #define UDP_MAX_DESTS 64
@@ -45,7 +44,7 @@ struct udp_dest {
     struct sockaddr_storage addr;
     bool check, by_decider;
     enum np_reason baseline;
-    struct rpc_call *call;
+    struct netproxy_ask *call; /* the policy question in flight */
     uv_timer_t timer;
     uv_getaddrinfo_t gai;
     bool gai_busy;
@@ -173,12 +172,9 @@ static void resolve_then_allow(struct udp_dest *d, bool by_decider)
         allow(d);
         return;
     }
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM};
-    char port[8];
-    snprintf(port, sizeof port, "%u", d->port);
     d->gai.data = d;
     d->u->refs++;
-    if (uv_getaddrinfo(d->u->c->np->loop, &d->gai, on_gai, d->host, port, &hints) < 0) {
+    if (np_resolve_start(d->u->c->np->loop, &d->gai, on_gai, d->host, d->port, SOCK_DGRAM) < 0) {
         udp_unref(d->u);
         deny(d, "domain", "deny", "baseline_policy", "not_allowed");
         return;
@@ -186,21 +182,15 @@ static void resolve_then_allow(struct udp_dest *d, bool by_decider)
     d->gai_busy = true;
 }
 
-static void on_answer(void *ctx, enum rpc_call_outcome outcome, json_t *value)
+static void on_answer(void *ctx, enum netproxy_answer answer, const char *reason)
 {
     struct udp_dest *d = ctx;
     d->call = NULL;
     uv_timer_stop(&d->timer);
-    const char *type = NULL, *reason = NULL;
-    if (outcome == RPC_CALL_RESULT) {
-        json_t *dec = json_object_get(value, "decision");
-        type = json_string_value(json_object_get(dec, "type"));
-        reason = json_string_value(json_object_get(dec, "reason"));
-    }
-    if (type && strcmp(type, "allow") == 0)
+    if (answer == NETPROXY_ALLOW)
         resolve_then_allow(d, true);
-    else if (type && reason && (strcmp(type, "deny") == 0 || strcmp(type, "ask") == 0))
-        deny(d, "domain", type, "decider", reason);
+    else if (answer == NETPROXY_DENY || answer == NETPROXY_ASK)
+        deny(d, "domain", answer == NETPROXY_ASK ? "ask" : "deny", "decider", reason);
     else
         deny(d, "domain", "deny", "decider", "not_allowed");
 }
@@ -208,7 +198,7 @@ static void on_answer(void *ctx, enum rpc_call_outcome outcome, json_t *value)
 static void on_timeout(uv_timer_t *t)
 {
     struct udp_dest *d = t->data;
-    rpc_call_cancel(d->call);
+    np_ask_cancel(d->u->c->np, d->call);
     d->call = NULL;
     deny(d, "domain", "deny", "decider", "not_allowed");
 }
@@ -337,7 +327,8 @@ static int open_udp(uv_loop_t *loop, uv_udp_t *h, bool *inited, const char *ip, 
     return rc;
 }
 
-void np_udp_start(struct np_client *c, const struct np_socks_addr *client_addr)
+int np_udp_start(struct np_client *c, const struct np_socks_addr *client_addr, uint8_t reply[32],
+                 size_t *reply_len)
 {
     struct np_udp *u = xcalloc(1, sizeof *u);
     u->c = c;
@@ -358,18 +349,15 @@ void np_udp_start(struct np_client *c, const struct np_socks_addr *client_addr)
     int rc = open_udp(loop, &u->relay, &u->init_relay, "127.0.0.1", u, on_relay);
     if (rc == 0) rc = open_udp(loop, &u->out4, &u->init_out4, "0.0.0.0", u, on_out);
     u->have6 = rc == 0 && open_udp(loop, &u->out6, &u->init_out6, "::", u, on_out) == 0;
-    uint8_t r[32];
-    size_t n;
     if (rc < 0) {
-        n = np_socks_reply(r, NP_SOCKS_FAILURE, NULL);
-    } else {
-        struct sockaddr_storage ss;
-        int sl = sizeof ss;
-        uv_udp_getsockname(&u->relay, (struct sockaddr *)&ss, &sl);
-        n = np_socks_reply(r, NP_SOCKS_OK, (struct sockaddr *)&ss);
+        *reply_len = np_socks_reply(reply, NP_SOCKS_FAILURE, NULL);
+        return rc;
     }
-    c->np->relay->write_copy(c, false, r, n);
-    if (rc < 0) c->np->relay->finish(c);
+    struct sockaddr_storage ss;
+    int sl = sizeof ss;
+    uv_udp_getsockname(&u->relay, (struct sockaddr *)&ss, &sl);
+    *reply_len = np_socks_reply(reply, NP_SOCKS_OK, (struct sockaddr *)&ss);
+    return 0;
 }
 
 void np_udp_close(struct np_client *c)
@@ -380,7 +368,7 @@ void np_udp_close(struct np_client *c)
     u->closing = true;
     for (int i = 0; i < u->ndests; i++) {
         struct udp_dest *d = u->dests[i];
-        rpc_call_cancel(d->call);
+        np_ask_cancel(c->np, d->call);
         d->call = NULL;
         if (d->gai_busy) uv_cancel((uv_req_t *)&d->gai);
         uv_close((uv_handle_t *)&d->timer, dest_timer_closed);

@@ -18,6 +18,7 @@
 #include "core/limits.h"
 #include "core/log.h"
 #include "netproxy/netproxy.h"
+#include "netproxy/netproxy_rpc.h"
 #include "process/env_policy.h"
 #include "process/guardian.h"
 #include "process/proc_internal.h"
@@ -587,8 +588,9 @@ static void handle_start(struct rpc_req *req)
     j->program = program;
     if (!start_check_table(j, argc) || !start_prepare_transparent(j)) goto out;
     char nerr[512];
+    struct netproxy_client client = netproxy_session_client(s);
     if (j->netp.present &&
-        netproxy_start(req->loop, &j->netp, s, id, &j->proxy, nerr, sizeof nerr) < 0) {
+        netproxy_start(req->loop, &j->netp, &client, id, &j->proxy, nerr, sizeof nerr) < 0) {
         rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s", nerr);
         goto out;
     }

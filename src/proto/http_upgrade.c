@@ -18,144 +18,49 @@
 
 #include "core/readiness.h"
 #include "proto/base64.h"
+#include "proto/http_head.h"
 #include "proto/sha1.h"
 
 static const char WS_GUID[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
-
-/* A byte range of the head. */
-struct span {
-    const char *p;
-    size_t n;
-};
-
-/* ---- the head tokenizer both directions share ----------------------------------
- *
- * picohttpparser's shape: one pass over the lines of a head finds its end, hands
- * out the start line (a request line or a status line: the caller parses it) and
- * the values of the header fields the caller asked for. Only the field rules are
- * here, so a request and a response are tokenized by the same code. */
 
 /* A header field the caller wants; the first occurrence counts (the reference
  * looks headers up with a single-value get, and so does an RFC 6455 client). */
 struct field {
     const char *name; /* lower case */
     bool seen;
-    struct span value;
+    struct http_span value;
 };
 
-struct head_scan {
-    struct span start; /* the first non-empty line, once has_start */
-    bool has_start;
-    bool bad_field; /* a header line that is not `name: value` */
-    size_t end;     /* bytes of the head with its blank line; 0 while incomplete */
+/* The wanted fields of one scan, for the tokenizer's field function. */
+struct wanted {
+    struct field *f;
+    size_t n;
 };
 
-static bool is_tchar(unsigned char c)
+static int want_field(void *ctx, struct http_span name, struct http_span value)
 {
-    /* RFC 9110 token characters. */
-    if (c >= '0' && c <= '9') return true;
-    if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') return true;
-    return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
-static bool span_eq_ci(struct span s, const char *lit)
-{
-    size_t n = strlen(lit);
-    return s.n == n && strncasecmp(s.p, lit, n) == 0;
-}
-
-static struct span trim(struct span s)
-{
-    while (s.n && (s.p[0] == ' ' || s.p[0] == '\t'))
-        s.p++, s.n--;
-    while (s.n && (s.p[s.n - 1] == ' ' || s.p[s.n - 1] == '\t'))
-        s.n--;
-    return s;
-}
-
-/* Splits one "Name: value" line and records it when it is wanted. Returns 0 or
- * -EINVAL when malformed. */
-static int scan_field(struct span line, struct field *want, size_t nwant)
-{
-    const char *p = line.p, *end = line.p + line.n;
-    while (p < end && is_tchar((unsigned char)*p))
-        p++;
-    /* No whitespace before the colon (RFC 9112 5.1), and no obsolete line folding:
-     * both are request-smuggling vectors, so a strict peer refuses them. */
-    if (p == line.p || p == end || *p != ':') return -EINVAL;
-    struct span name = {line.p, (size_t)(p - line.p)};
-    struct span value = {p + 1, (size_t)(end - p - 1)};
-    for (size_t i = 0; i < value.n; i++) {
-        unsigned char c = (unsigned char)value.p[i];
-        if ((c < 0x20 && c != '\t') || c == 0x7f) return -EINVAL;
-    }
-    for (size_t i = 0; i < nwant; i++) {
-        if (!span_eq_ci(name, want[i].name)) continue;
-        if (!want[i].seen) want[i].value = trim(value);
-        want[i].seen = true;
+    struct wanted *w = ctx;
+    for (size_t i = 0; i < w->n; i++) {
+        if (!http_span_eq_ci(name, w->f[i].name)) continue;
+        if (!w->f[i].seen) w->f[i].value = value;
+        w->f[i].seen = true;
         break;
     }
     return 0;
 }
 
-/* Tokenizes data[0..len): lines end in LF or CRLF; empty lines before the start
- * line are skipped (as common servers do); a head longer than HTTP_MAX_HEAD is
- * never complete. */
+/* Tokenizes data[0..len) (proto/http_head), filling want[]. */
 static void head_scan(const char *data, size_t len, struct field *want, size_t nwant,
-                      struct head_scan *h)
+                      struct http_head *h)
 {
-    memset(h, 0, sizeof *h);
-    size_t pos = 0;
-    for (;;) {
-        const char *nl = memchr(data + pos, '\n', len - pos);
-        if (!nl) return;
-        struct span line = {data + pos, (size_t)(nl - (data + pos))};
-        if (line.n && line.p[line.n - 1] == '\r') line.n--;
-        pos = (size_t)(nl - data) + 1;
-        if (pos > HTTP_MAX_HEAD) return;
-        if (!h->has_start) {
-            if (line.n == 0) continue;
-            h->start = line;
-            h->has_start = true;
-            continue;
-        }
-        if (line.n == 0) {
-            h->end = pos;
-            return;
-        }
-        if (scan_field(line, want, nwant) < 0) h->bad_field = true;
-    }
+    struct wanted w = {want, nwant};
+    http_head_scan(data, len, HTTP_MAX_HEAD, want_field, &w, h);
 }
 
 /* ---- requests (the listener) ---------------------------------------------------- */
 
 /* The request fields the rules read, in want[] order. */
 enum { F_ORIGIN, F_CONNECTION, F_UPGRADE, F_VERSION, F_KEY, F_AUTH, F_REQUEST_COUNT };
-
-/* Parses "METHOD SP target SP HTTP/1.x". Returns 0 or -EINVAL when malformed. */
-static int parse_request_line(struct span line, struct span *method, struct span *target,
-                              bool *http10)
-{
-    const char *p = line.p, *end = line.p + line.n;
-    const char *m = p;
-    while (p < end && is_tchar((unsigned char)*p))
-        p++;
-    if (p == m || p == end || *p != ' ') return -EINVAL;
-    *method = (struct span){m, (size_t)(p - m)};
-    const char *t = ++p;
-    while (p < end && (unsigned char)*p > 0x20 && *p != 0x7f)
-        p++;
-    if (p == t || p == end || *p != ' ') return -EINVAL;
-    *target = (struct span){t, (size_t)(p - t)};
-    struct span ver = {p + 1, (size_t)(end - p - 1)};
-    if (ver.n == 8 && memcmp(ver.p, "HTTP/1.1", 8) == 0)
-        *http10 = false;
-    else if (ver.n == 8 && memcmp(ver.p, "HTTP/1.0", 8) == 0)
-        *http10 = true;
-    else
-        return -EINVAL;
-    return 0;
-}
 
 const char *http_reason(int status)
 {
@@ -195,14 +100,14 @@ static enum http_outcome reply(struct http_request_info *info, struct buf *out, 
 
 /* The path of a request target: without a query, and without the scheme and
  * authority of an absolute-form target. */
-static struct span target_path(struct span t)
+static struct http_span target_path(struct http_span t)
 {
     static const char *const schemes[] = {"http://", "https://"};
     for (size_t i = 0; i < 2; i++) {
         size_t sl = strlen(schemes[i]);
         if (t.n >= sl && strncasecmp(t.p, schemes[i], sl) == 0) {
             const char *slash = memchr(t.p + sl, '/', t.n - sl);
-            if (!slash) return (struct span){"/", 1};
+            if (!slash) return (struct http_span){"/", 1};
             t.n -= (size_t)(slash - t.p);
             t.p = slash;
             break;
@@ -215,22 +120,8 @@ static struct span target_path(struct span t)
     return t;
 }
 
-/* Whether a comma-separated header value lists token (case-insensitively). */
-static bool list_contains(struct span v, const char *token)
-{
-    const char *p = v.p, *end = v.p + v.n;
-    while (p <= end) {
-        const char *comma = memchr(p, ',', (size_t)(end - p));
-        const char *stop = comma ? comma : end;
-        if (span_eq_ci(trim((struct span){p, (size_t)(stop - p)}), token)) return true;
-        if (!comma) break;
-        p = comma + 1;
-    }
-    return false;
-}
-
 /* A Sec-WebSocket-Key must be the base64 of 16 bytes (RFC 6455 4.1). */
-static bool key_valid(struct span key)
+static bool key_valid(struct http_span key)
 {
     if (key.n != 24) return false;
     uint8_t raw[32];
@@ -262,21 +153,16 @@ void http_write_101(struct buf *out, const char *key, size_t len)
 }
 
 static enum http_outcome accept_upgrade(struct http_request_info *info, struct buf *out,
-                                        struct span key)
+                                        struct http_span key)
 {
     info->status = 101;
     http_write_101(out, key.p, key.n);
     return HTTP_WEBSOCKET;
 }
 
-bool http_list_has(const char *value, size_t len, const char *token)
-{
-    return list_contains((struct span){value, len}, token);
-}
-
 bool http_ws_key_ok(const char *key, size_t len)
 {
-    return key_valid((struct span){key, len});
+    return key_valid((struct http_span){key, len});
 }
 
 enum http_scan_result http_request_scan(const char *data, size_t len, struct http_field *want,
@@ -287,17 +173,18 @@ enum http_scan_result http_request_scan(const char *data, size_t len, struct htt
     for (size_t i = 0; i < nwant; i++)
         f[i] = (struct field){want[i].name, false, {0}};
     memset(head, 0, sizeof *head);
-    struct head_scan h;
+    struct http_head h;
     head_scan(data, len, f, nwant, &h);
-    struct span method = {0}, target = {0};
+    struct http_span method = {0}, target = {0};
     bool bad = h.bad_field;
-    if (h.has_start && parse_request_line(h.start, &method, &target, &head->http10) < 0) bad = true;
+    if (h.has_start && http_parse_request_line(h.start, &method, &target, &head->http10) < 0)
+        bad = true;
     if (bad) return HTTP_SCAN_BAD;
     if (!h.end) return len > HTTP_MAX_HEAD ? HTTP_SCAN_TOO_BIG : HTTP_SCAN_INCOMPLETE;
     head->consumed = h.end;
     head->method = method.p, head->method_len = method.n;
     head->target = target.p, head->target_len = target.n;
-    struct span path = target_path(target);
+    struct http_span path = target_path(target);
     head->path = path.p, head->path_len = path.n;
     const char *q = memchr(target.p, '?', target.n);
     if (q) {
@@ -332,12 +219,13 @@ enum http_outcome http_upgrade_parse(const char *data, size_t len, struct http_r
         [F_KEY] = {"sec-websocket-key", false, {0}},
         [F_AUTH] = {"authorization", false, {0}},
     };
-    struct head_scan h;
+    struct http_head h;
     head_scan(data, len, f, F_REQUEST_COUNT, &h);
-    struct span method = {0}, target = {0};
+    struct http_span method = {0}, target = {0};
     bool http10 = false;
     bool malformed = h.bad_field;
-    if (h.has_start && parse_request_line(h.start, &method, &target, &http10) < 0) malformed = true;
+    if (h.has_start && http_parse_request_line(h.start, &method, &target, &http10) < 0)
+        malformed = true;
     if (!h.end) {
         /* A malformed line is answered at once; otherwise wait for the blank line,
          * but not beyond the head limit. */
@@ -348,13 +236,13 @@ enum http_outcome http_upgrade_parse(const char *data, size_t len, struct http_r
     info->consumed = h.end;
     if (malformed) return reply(info, out, 400, NULL, NULL);
 
-    struct span auth = f[F_AUTH].value;
+    struct http_span auth = f[F_AUTH].value;
     if (f[F_AUTH].seen && auth.n < sizeof info->authorization) {
         memcpy(info->authorization, auth.p, auth.n);
         info->authorization[auth.n] = '\0';
     }
 
-    struct span path = target_path(target);
+    struct http_span path = target_path(target);
     snprintf(info->method, sizeof info->method, "%.*s", (int)method.n, method.p);
     snprintf(info->path, sizeof info->path, "%.*s", (int)path.n, path.p);
     if (f[F_ORIGIN].seen) return reply(info, out, 403, NULL, NULL);
@@ -372,13 +260,14 @@ enum http_outcome http_upgrade_parse(const char *data, size_t len, struct http_r
     }
     if (!(path.n == 1 && path.p[0] == '/')) return reply(info, out, 404, NULL, NULL);
     if (!get) return reply(info, out, 405, "Request method must be `GET`", NULL);
-    if (!f[F_CONNECTION].seen || !list_contains(f[F_CONNECTION].value, "upgrade")) {
+    if (!f[F_CONNECTION].seen ||
+        !http_list_has(f[F_CONNECTION].value.p, f[F_CONNECTION].value.n, "upgrade")) {
         return reply(info, out, 400, "Connection header did not include 'upgrade'", NULL);
     }
-    if (!f[F_UPGRADE].seen || !span_eq_ci(f[F_UPGRADE].value, "websocket")) {
+    if (!f[F_UPGRADE].seen || !http_span_eq_ci(f[F_UPGRADE].value, "websocket")) {
         return reply(info, out, 400, "`Upgrade` header did not include 'websocket'", NULL);
     }
-    struct span version = f[F_VERSION].value;
+    struct http_span version = f[F_VERSION].value;
     if (!f[F_VERSION].seen || !(version.n == 2 && memcmp(version.p, "13", 2) == 0)) {
         return reply(info, out, 400, "`Sec-WebSocket-Version` header did not include '13'",
                      "sec-websocket-version: 13\r\n");
@@ -393,18 +282,6 @@ enum http_outcome http_upgrade_parse(const char *data, size_t len, struct http_r
 }
 
 /* ---- responses (the clients) ----------------------------------------------------- */
-
-/* Parses "HTTP/1.x SP 3DIGIT [SP reason]"; returns the status or -EINVAL. */
-static int parse_status_line(struct span line)
-{
-    const char *p = line.p;
-    if (line.n < 12 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') || p[8] != ' ')
-        return -EINVAL;
-    for (int i = 9; i < 12; i++)
-        if (p[i] < '0' || p[i] > '9') return -EINVAL;
-    if (line.n > 12 && p[12] != ' ') return -EINVAL;
-    return (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
-}
 
 static enum http_response_outcome bad_response(struct http_response_info *info, const char *why)
 {
@@ -425,9 +302,9 @@ enum http_response_outcome http_upgrade_response_parse(const char *data, size_t 
         [R_UPGRADE] = {"upgrade", false, {0}},
         [R_ACCEPT] = {"sec-websocket-accept", false, {0}},
     };
-    struct head_scan h;
+    struct http_head h;
     head_scan(data, len, f, R_COUNT, &h);
-    int status = h.has_start ? parse_status_line(h.start) : 0;
+    int status = h.has_start ? http_parse_status_line(h.start, NULL, NULL) : 0;
     if (status < 0) return bad_response(info, "malformed status line");
     if (!h.end) {
         if (len > HTTP_MAX_HEAD) return bad_response(info, "oversized upgrade response");
@@ -440,13 +317,14 @@ enum http_response_outcome http_upgrade_response_parse(const char *data, size_t 
     if (h.bad_field) return bad_response(info, "malformed header in the upgrade response");
     if (status != 101) return HTTP_RESPONSE_REFUSED;
     /* RFC 6455 4.1, the client's checks of a 101, in its order. */
-    if (!f[R_UPGRADE].seen || !span_eq_ci(f[R_UPGRADE].value, "websocket"))
+    if (!f[R_UPGRADE].seen || !http_span_eq_ci(f[R_UPGRADE].value, "websocket"))
         return bad_response(info, "101 without `Upgrade: websocket`");
-    if (!f[R_CONNECTION].seen || !list_contains(f[R_CONNECTION].value, "upgrade"))
+    if (!f[R_CONNECTION].seen ||
+        !http_list_has(f[R_CONNECTION].value.p, f[R_CONNECTION].value.n, "upgrade"))
         return bad_response(info, "101 without `Connection: upgrade`");
     char want[HTTP_WS_ACCEPT_LEN + 1];
     http_ws_accept_key(key, strlen(key), want);
-    struct span got = f[R_ACCEPT].value;
+    struct http_span got = f[R_ACCEPT].value;
     bool accept_ok = f[R_ACCEPT].seen && want[0] && got.n == strlen(want) &&
                      memcmp(got.p, want, got.n) == 0; /* base64: case matters */
     if (!accept_ok) return bad_response(info, "bad Sec-WebSocket-Accept from the server");

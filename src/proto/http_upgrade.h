@@ -6,14 +6,15 @@
  * (readyz, 403 for any Origin header, 400/404/405 and malformed requests), or
  * switch to WebSocket with the 101 response it wrote. The response parser is every
  * client's (the client library, the bench, remote mode's rendezvous socket): it
- * checks the server's answer to an upgrade request (RFC 6455 4.1). Sans-I/O,
- * unit-tested and fuzzed. */
+ * checks the server's answer to an upgrade request (RFC 6455 4.1). Both read heads
+ * with proto/http_head's tokenizer. Sans-I/O, unit-tested and fuzzed. */
 #ifndef EXEC_PROTO_HTTP_UPGRADE_H
 #define EXEC_PROTO_HTTP_UPGRADE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "proto/http_head.h" /* http_list_has, for the callers */
 #include "util/buf.h"
 
 /* Requests whose head (request line + headers) exceeds this get 431 and a close. */
@@ -82,8 +83,6 @@ enum http_scan_result {
  * reset and filled. */
 enum http_scan_result http_request_scan(const char *data, size_t len, struct http_field *want,
                                         size_t nwant, struct http_request_head *head);
-/* Whether a comma-separated header value lists token (case-insensitively). */
-bool http_list_has(const char *value, size_t len, const char *token);
 /* Whether a Sec-WebSocket-Key is the base64 of 16 bytes (RFC 6455 4.1). */
 bool http_ws_key_ok(const char *key, size_t len);
 /* Appends the 101 answer to an upgrade request with this Sec-WebSocket-Key. */

@@ -1,0 +1,316 @@
+/* np_conn: a proxied connection's life and its two sockets, below everything the
+ * proxy does with it (np_internal.h: struct np_client).
+ *
+ * A client structure is reference counted: one reference for being open, one per
+ * open libuv handle and one per request in flight (resolution, connect, write,
+ * shutdown); it is freed when the last goes, whatever order libuv reports in.
+ * Closing it lets go of everything attached to it (a pending policy question, a
+ * resolution, a transparent TCP flow, a SOCKS5 UDP association, the TLS sessions of
+ * an intercepted tunnel).
+ *
+ * Writes take buffers as they are (a read buffer goes back to the pool once
+ * written); a side's bytes go through its TLS session when the tunnel is
+ * intercepted. Reading stops on a side while the other side's queue is over
+ * NP_HIGH_WATER and starts again below NP_LOW_WATER; what is read goes to the
+ * function the connection's owner set for that side (down_input, up_input). The
+ * client's side is a socket, or a transparent TCP flow (np_stack.c). */
+#include "netproxy/np_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/buf.h"
+#include "util/mem.h"
+
+static void on_down_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    struct np_client *c = s->data;
+    c->down_input(c, b->base, n);
+}
+
+static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    struct np_client *c = s->data;
+    c->up_input(c, b->base, n);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    (void)h;
+    (void)suggested;
+    b->base = np_buf_get();
+    b->len = NP_READ_SIZE;
+}
+
+void np_down_read_start(struct np_client *c)
+{
+    if (c->tflow)
+        np_tflow_read(c->tflow, true);
+    else
+        uv_read_start((uv_stream_t *)&c->down, on_alloc, on_down_read);
+}
+
+void np_down_read_stop(struct np_client *c)
+{
+    if (c->tflow)
+        np_tflow_read(c->tflow, false);
+    else
+        uv_read_stop((uv_stream_t *)&c->down);
+}
+
+/* Bytes written towards the client and not yet taken by it. */
+size_t np_down_queued(const struct np_client *c)
+{
+    return c->tflow ? np_tflow_queued(c->tflow)
+                    : uv_stream_get_write_queue_size((const uv_stream_t *)&c->down);
+}
+
+void np_up_read_start(struct np_client *c)
+{
+    uv_read_start((uv_stream_t *)c->up, on_alloc, on_up_read);
+}
+
+void np_read_resume(struct np_client *c, bool up_side)
+{
+    if (c->closed || c->finishing) return;
+    if (up_side) {
+        if (!c->up || !c->up_paused || c->up_eof) return;
+        if (np_down_queued(c) > NP_LOW_WATER) return;
+        c->up_paused = false;
+        np_up_read_start(c);
+    } else {
+        if (!c->down_paused || c->down_eof || !c->down_wanted) return;
+        if (c->up && uv_stream_get_write_queue_size((uv_stream_t *)c->up) > NP_LOW_WATER) return;
+        c->down_paused = false;
+        np_down_read_start(c);
+    }
+}
+
+/* Drops one of the things the proxy waits for (a handle, a client, the release
+ * itself); the last one after release frees it. */
+void np_proxy_unhold(struct netproxy *np)
+{
+    if (--np->handles > 0 || !np->released) return;
+    np_mitm_free(np);
+    np_cred_free(np->cred);
+    np_policy_free(&np->policy);
+    netproxy_params_free(&np->params);
+    free(np->process_id);
+    free(np);
+}
+
+/* A new client structure in the proxy's list (the caller sets its side up). */
+struct np_client *np_client_new(struct netproxy *np, enum np_kind kind)
+{
+    struct np_client *c = xcalloc(1, sizeof *c);
+    c->np = np;
+    c->kind = kind;
+    c->refs = 1;
+    buf_init(&c->in);
+    buf_init(&c->head_out);
+    buf_init(&c->resp);
+    uv_timer_init(np->loop, &c->timer);
+    c->timer.data = c;
+    np_client_ref(c);
+    np->handles++; /* the proxy waits for every client before it frees itself */
+    c->next = &np->clients;
+    c->prev = np->clients.prev;
+    np->clients.prev->next = c;
+    np->clients.prev = c;
+    np->n_clients++;
+    return c;
+}
+
+void np_client_ref(struct np_client *c)
+{
+    c->refs++;
+}
+
+void np_client_unref(struct np_client *c)
+{
+    if (--c->refs > 0) return;
+    struct netproxy *np = c->np;
+    buf_free(&c->in);
+    buf_free(&c->head_out);
+    buf_free(&c->resp);
+    free(c->forward_path);
+    np_mitm_client_free(c);
+    free(c);
+    np_proxy_unhold(np);
+}
+
+void np_client_handle_closed(uv_handle_t *h)
+{
+    struct np_client *c = h->data;
+    if (h != (uv_handle_t *)&c->down && h != (uv_handle_t *)&c->timer) free(h);
+    np_client_unref(c);
+}
+
+/* Ends the client: closes its sockets, drops a pending policy request and a pending
+ * resolution (their callbacks see `closed`). Idempotent. */
+void np_client_close(struct np_client *c)
+{
+    if (c->closed) return;
+    c->closed = true;
+    c->prev->next = c->next;
+    c->next->prev = c->prev;
+    c->np->n_clients--;
+    if (c->call) {
+        np_ask_cancel(c->np, c->call);
+        c->call = NULL;
+        c->np->n_asks--;
+    }
+    if (c->gai_busy) uv_cancel((uv_req_t *)&c->gai);
+    if (c->tflow) {
+        np_tflow_close(c->tflow); /* gracefully once its FIN is queued, else a reset */
+        c->tflow = NULL;
+        np_client_unref(c); /* the flow's reference */
+    } else {
+        uv_close((uv_handle_t *)&c->down, np_client_handle_closed);
+    }
+    uv_close((uv_handle_t *)&c->timer, np_client_handle_closed);
+    if (c->up) uv_close((uv_handle_t *)c->up, np_client_handle_closed);
+    c->up = NULL;
+    np_udp_close(c);
+    np_client_unref(c);
+}
+
+struct np_wreq {
+    uv_write_t w;
+    struct np_client *c;
+    bool to_up;
+    bool pooled; /* data is a read buffer, back to the pool when written */
+    char *data;
+};
+
+static void on_written(uv_write_t *w, int status)
+{
+    struct np_wreq *r = (struct np_wreq *)w;
+    struct np_client *c = r->c;
+    np_buf_release(r->data, r->pooled);
+    free(r);
+    if (status < 0 && status != UV_ECANCELED) {
+        np_client_close(c);
+    } else if (!c->closed) {
+        /* the side we wrote to may have drained: the other side may read again */
+        np_read_resume(c, false);
+        np_read_resume(c, true);
+    }
+    np_client_unref(c);
+}
+
+void np_write_buf(struct np_client *c, bool to_up, char *data, size_t len, bool pooled)
+{
+    if (!to_up && c->tflow && !c->closed && len) {
+        np_tflow_write(c->tflow, data, len, pooled); /* takes the buffer */
+        return;
+    }
+    uv_stream_t *s = to_up ? (uv_stream_t *)c->up : (uv_stream_t *)&c->down;
+    if (c->closed || !s || len == 0) {
+        np_buf_release(data, pooled);
+        return;
+    }
+    struct np_wreq *r = xmalloc(sizeof *r);
+    r->c = c;
+    r->to_up = to_up;
+    r->pooled = pooled;
+    r->data = data;
+    uv_buf_t b = uv_buf_init(data, (unsigned)len);
+    np_client_ref(c);
+    int rc = uv_write(&r->w, s, &b, 1, on_written);
+    if (rc < 0) {
+        np_buf_release(data, pooled);
+        free(r);
+        np_client_unref(c);
+        np_client_close(c);
+    }
+}
+
+/* Queues data (taking ownership of the malloc'd block) on the client side (to_up
+ * false) or the upstream side. */
+void np_write_owned(struct np_client *c, bool to_up, char *data, size_t len)
+{
+    np_write_buf(c, to_up, data, len, false);
+}
+
+void np_write_copy(struct np_client *c, bool to_up, const void *data, size_t len)
+{
+    if (!len) return;
+    np_write_owned(c, to_up, xmemdup(data, len), len);
+}
+
+/* Writes what the connection's TLS sessions have for their sockets (np_mitm.c). */
+void np_tls_flush(struct np_client *c)
+{
+    for (int side = 0; side < 2; side++) {
+        char *out = NULL;
+        size_t n = np_mitm_take(c, side == 1, &out);
+        if (n)
+            np_write_owned(c, side == 1, out, n);
+        else
+            free(out);
+    }
+}
+
+/* Plaintext towards a side: through its TLS session when the connection is
+ * intercepted, as is otherwise. */
+void np_send(struct np_client *c, bool to_up, const void *data, size_t len)
+{
+    if (!np_mitm_active(c, to_up)) {
+        np_write_copy(c, to_up, data, len);
+    } else if (np_mitm_send(c, to_up, data, len) < 0) {
+        np_client_close(c);
+    } else {
+        np_tls_flush(c);
+    }
+}
+
+/* A side's half-close is done (its queue written): the connection ends when it was
+ * finishing or both sides are at EOF. Drops the reference np_shutdown_side took. */
+void np_shutdown_done(struct np_client *c)
+{
+    if (!c->closed && (c->finish_on_shutdown || (c->down_eof && c->up_eof))) np_client_close(c);
+    np_client_unref(c);
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    struct np_client *c = req->data;
+    free(req);
+    np_shutdown_done(c);
+}
+
+/* Half-closes the write side towards `to_up` once its queue is written. */
+void np_shutdown_side(struct np_client *c, bool to_up)
+{
+    if (!to_up && c->tflow && !c->closed) {
+        np_client_ref(c);
+        np_tflow_shutdown(c->tflow); /* np_shutdown_done once the FIN is queued */
+        return;
+    }
+    uv_stream_t *s = to_up ? (uv_stream_t *)c->up : (uv_stream_t *)&c->down;
+    if (!s || c->closed) return;
+    uv_shutdown_t *req = xmalloc(sizeof *req);
+    req->data = c;
+    np_client_ref(c);
+    if (uv_shutdown(req, s, on_shutdown) < 0) {
+        free(req);
+        np_client_unref(c);
+        np_client_close(c);
+    }
+}
+
+/* Sends the last bytes to the client, then ends the connection. */
+void np_finish(struct np_client *c)
+{
+    if (c->closed || c->finishing) return;
+    c->finishing = true;
+    c->finish_on_shutdown = true;
+    np_down_read_stop(c);
+    if (c->up) uv_read_stop((uv_stream_t *)c->up);
+    if (np_mitm_active(c, false)) {
+        np_mitm_close_notify(c, false);
+        np_tls_flush(c);
+    }
+    np_shutdown_side(c, false);
+}
