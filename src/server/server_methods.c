@@ -5,12 +5,12 @@
 #include "fs/capability_roots.h"
 #include "fs/fs_methods.h"
 #include "fs/fs_watch.h"
-#include "http/http_request.h"
-#include "process/process.h"
+#include "http/http_methods.h"
+#include "process/process_rpc.h"
 #include "rpc/dispatch.h"
 #include "session/env_config.h"
 #include "session/session.h"
-#include "tcp/tcp_forward.h"
+#include "tcp/tcp_methods.h"
 
 void server_methods_register(void)
 {

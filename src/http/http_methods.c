@@ -1,4 +1,4 @@
-/* http_request: `http/request`, an HTTP(S) call made by the executor for its client
+/* http_methods: `http/request`, an HTTP(S) call made by the executor for its client
  * (PROTOCOL.md §7), with buffered or streamed response bodies.
  *
  * Transfers run on libcurl's multi interface on the loop (curl_loop.c). Buffered:
@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "transport/curl_loop.h"
-#include "http/http_request.h"
+#include "http/http_methods.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
 #include "transport/conn.h"

@@ -1,4 +1,4 @@
-/* tcp_forward: tcp/connect, tcp/data, tcp/ack and tcp/close (see tcp_forward.h;
+/* tcp_methods: tcp/connect, tcp/data, tcp/ack and tcp/close (see tcp_methods.h;
  * the wire rules are docs/PROTOCOL.md §11 (i)).
  *
  * A stream is one outbound TCP connection, named by the client's `streamId` and
@@ -22,7 +22,7 @@
  * client's `eof:true` shuts down our sending side after its bytes. When both sides
  * have ended (or on an error) the socket is closed and `tcp/closed` says so, once;
  * tcp/close aborts a stream without that notification. */
-#include "tcp/tcp_forward.h"
+#include "tcp/tcp_methods.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
