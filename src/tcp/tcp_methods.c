@@ -1,12 +1,12 @@
 /* tcp_methods: tcp/connect, tcp/data, tcp/ack and tcp/close (see tcp_methods.h;
  * the wire rules are docs/PROTOCOL.md §11 (i)).
  *
- * A stream is one outbound TCP connection, named by the client's `streamId` and
- * owned by the JSON-RPC connection that opened it (the tcp_slot table): it
- * ends with that connection, like an http/request body stream, and is not resumed.
- * The host is resolved on the thread pool (uv_getaddrinfo: the loop never blocks)
- * and every address is tried in order until one accepts, within
- * TCP_CONNECT_TIMEOUT_MS. The connect reply comes before the stream's first data.
+ * A stream (tcp_stream.c: resolving, connecting, reading, writing) is named by the
+ * client's `streamId` and owned by the JSON-RPC connection that opened it (the
+ * tcp_slot table): it ends with that connection, like an http/request body stream,
+ * and is not resumed. This file decodes the requests and turns the stream's events
+ * into replies and notifications. The connect reply comes before the stream's
+ * first data.
  *
  * Bytes from the peer go out as `tcp/data` notifications (at most 64 KiB raw each,
  * base64 written straight into the outgoing frame). Flow control, both ways:
@@ -24,8 +24,6 @@
  * tcp/close aborts a stream without that notification. */
 #include "tcp/tcp_methods.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +36,7 @@
 #include "rpc/params.h"
 #include "sandbox/policy.h"
 #include "sandbox/sandbox_rpc.h"
+#include "tcp/tcp_stream.h"
 #include "transport/conn.h"
 #include "util/buf.h"
 #include "util/mem.h"
@@ -45,71 +44,15 @@
 /* This module's per-connection state: tcp/connect streams. */
 static struct conn_slot tcp_slot;
 
-#define TCP_READ_MAX (64u << 10)
-
-enum tcp_state { TCP_RESOLVING, TCP_CONNECTING, TCP_OPEN, TCP_DONE };
-
-struct tcp_table;
-
-struct tcp_stream {
-    struct tcp_stream *next, *prev;
-    struct tcp_table *table; /* NULL once the stream left it (ended, or the conn closed) */
-    char *id;
-    struct buf id_json; /* the streamId as a JSON string */
-    char host[256];
-    unsigned port;
-    enum tcp_state state;
-    struct rpc_req *connect_req; /* tcp/connect, answered once connected or failed */
-    uv_getaddrinfo_t gai;
-    struct addrinfo *ai, *ai_next; /* the resolved addresses, tried in order */
-    uv_tcp_t sock;
-    bool sock_live; /* sock is initialized and not closing */
-    uv_connect_t creq;
-    uv_shutdown_t sreq;
-    uv_timer_t timer; /* the connect deadline */
-    uint64_t window, unacked;
-    bool reading;
-    bool remote_eof; /* the peer sent FIN (tcp/data eof sent) */
-    bool eof_asked;  /* the client sent eof: shut down after its bytes */
-    bool shut_done;
-    size_t write_queued; /* bytes in uv_write requests not completed */
-    int last_error;      /* of the last connect attempt */
-    int refs;            /* table membership, open handles, a getaddrinfo in flight */
-};
-
 struct tcp_table {
     struct conn *conn; /* not counted: the table dies with the connection */
     struct tcp_stream *head;
     unsigned count;
 };
 
-struct tcp_write {
-    uv_write_t w;
-    struct tcp_stream *st;
-    struct rpc_req *req;
-    size_t len;
-    uint8_t data[];
-};
-
-static uint8_t scratch[TCP_READ_MAX];
-
-static void stream_unref(struct tcp_stream *st)
-{
-    if (--st->refs > 0) return;
-    if (st->ai) uv_freeaddrinfo(st->ai);
-    buf_free(&st->id_json);
-    free(st->id);
-    free(st);
-}
-
-static void handle_closed(uv_handle_t *h)
-{
-    stream_unref(h->data);
-}
-
 static struct conn *stream_conn(const struct tcp_stream *st)
 {
-    return st->table ? st->table->conn : NULL;
+    return st->owner ? ((struct tcp_table *)st->owner)->conn : NULL;
 }
 
 /* ---- notifications ------------------------------------------------------------- */
@@ -149,13 +92,13 @@ static void notify_closed(struct tcp_stream *st, const char *error)
     conn_send(c, &b);
 }
 
-/* ---- ending ---------------------------------------------------------------------- */
+/* ---- the stream's events ----------------------------------------------------------- */
 
 /* Takes st out of its table; returns whether it was there (the table's reference is
  * then the caller's to drop). */
 static bool table_unlink(struct tcp_stream *st)
 {
-    struct tcp_table *t = st->table;
+    struct tcp_table *t = st->owner;
     if (!t) return false;
     if (st->prev)
         st->prev->next = st->next;
@@ -163,195 +106,60 @@ static bool table_unlink(struct tcp_stream *st)
         t->head = st->next;
     if (st->next) st->next->prev = st->prev;
     t->count--;
-    st->table = NULL;
+    st->owner = NULL;
     return true;
 }
 
-/* Ends the stream: answers a pending tcp/connect with `error`, tells the client with
- * tcp/closed when `notify`, closes the socket (pending writes then complete with
- * ECANCELED and are answered) and leaves the table. Idempotent. The timer's
- * reference, dropped only by its close callback, keeps st valid to the end. */
-static void stream_end(struct tcp_stream *st, const char *error, bool notify)
+static void on_connected(struct tcp_stream *st, void *token, const char *addr, int port)
 {
-    if (st->state == TCP_DONE) return;
-    st->state = TCP_DONE;
-    if (st->connect_req) {
-        char hv[300], ev[160];
-        log_event("event=tcp_connect stream_host=%s port=%u result=error error=%s",
-                  log_value(st->host, hv, sizeof hv), st->port,
-                  log_value(error ? error : "closed", ev, sizeof ev));
-        struct rpc_req *req = st->connect_req;
-        st->connect_req = NULL;
-        rpc_reply_error(req, RPC_INTERNAL_ERROR, "tcp/connect to %s:%u failed: %s", st->host,
-                        st->port, error ? error : "stream closed");
-        notify = false; /* the client never had the stream */
-    }
-    if (notify) notify_closed(st, error);
-    if (st->sock_live) {
-        st->sock_live = false;
-        uv_close((uv_handle_t *)&st->sock, handle_closed);
-    }
-    bool listed = table_unlink(st);
-    uv_close((uv_handle_t *)&st->timer, handle_closed);
-    if (listed) stream_unref(st);
-}
-
-/* Both directions have ended and every byte is written: a clean close. */
-static void maybe_finished(struct tcp_stream *st)
-{
-    if (st->state == TCP_OPEN && st->remote_eof && st->shut_done && st->write_queued == 0)
-        stream_end(st, NULL, true);
-}
-
-/* ---- reading from the peer ---------------------------------------------------------- */
-
-static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *b);
-
-static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b)
-{
-    struct tcp_stream *st = h->data;
-    uint64_t room = st->window > st->unacked ? st->window - st->unacked : 0;
-    *b = uv_buf_init((char *)scratch, (unsigned)(room < sizeof scratch ? room : sizeof scratch));
-}
-
-/* Reads exactly while the client has room and its connection drains. */
-static void update_reading(struct tcp_stream *st)
-{
-    struct conn *c = stream_conn(st);
-    bool want = st->state == TCP_OPEN && c && !st->remote_eof && st->unacked < st->window &&
-                !conn_is_congested(c);
-    if (want && !st->reading) uv_read_start((uv_stream_t *)&st->sock, alloc_cb, read_cb);
-    if (!want && st->reading) uv_read_stop((uv_stream_t *)&st->sock);
-    st->reading = want;
-}
-
-static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
-{
-    struct tcp_stream *st = s->data;
-    if (nread == 0 || st->state != TCP_OPEN) return;
-    if (nread > 0) {
-        notify_data(st, (const uint8_t *)b->base, (size_t)nread, false);
-        st->unacked += (uint64_t)nread;
-        update_reading(st);
-        return;
-    }
-    if (nread == UV_ENOBUFS) { /* no window left: update_reading stops */
-        update_reading(st);
-        return;
-    }
-    if (nread == UV_EOF) {
-        st->remote_eof = true;
-        notify_data(st, NULL, 0, true);
-        update_reading(st);
-        maybe_finished(st);
-        return;
-    }
-    stream_end(st, uv_strerror((int)nread), true);
-}
-
-/* ---- connecting ---------------------------------------------------------------------- */
-
-static void start_attempt(struct tcp_stream *st);
-
-static void connected(struct tcp_stream *st)
-{
-    uv_timer_stop(&st->timer);
-    st->state = TCP_OPEN;
-    struct sockaddr_storage ss;
-    int len = sizeof ss;
-    char addr[INET6_ADDRSTRLEN] = "";
-    int port = 0;
-    if (uv_tcp_getpeername(&st->sock, (struct sockaddr *)&ss, &len) == 0) {
-        if (ss.ss_family == AF_INET6) {
-            struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-            uv_ip6_name(a6, addr, sizeof addr);
-            port = ntohs(a6->sin6_port);
-        } else {
-            struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-            uv_ip4_name(a4, addr, sizeof addr);
-            port = ntohs(a4->sin_port);
-        }
-    }
-    uv_tcp_nodelay(&st->sock, 1);
     struct conn *c = stream_conn(st);
     char hv[300], iv[160];
     log_event("event=tcp_connect peer=%s stream=%s host=%s port=%u address=%s result=ok",
               c ? conn_peer(c) : "-", log_value(st->id, iv, sizeof iv),
               log_value(st->host, hv, sizeof hv), st->port, addr);
-    struct rpc_req *req = st->connect_req;
-    st->connect_req = NULL;
-    /* The reply goes out before the stream's first tcp/data. */
-    rpc_reply_json(req,
+    rpc_reply_json(token,
                    json_pack("{s:s,s:s,s:i}", "streamId", st->id, "address", addr, "port", port));
-    update_reading(st);
 }
 
-/* The failed attempt's socket is closed: the next address gets a fresh one (the
- * handle's memory may be reused only now). */
-static void retry_after_close(uv_handle_t *h)
+/* A pending tcp/connect is answered with the error (the client never had the
+ * stream); else tcp/closed says so when notify. */
+static void on_ended(struct tcp_stream *st, void *connect_token, const char *error, bool notify)
 {
-    struct tcp_stream *st = h->data;
-    if (st->state == TCP_CONNECTING) start_attempt(st);
-    stream_unref(st);
-}
-
-static void connect_cb(uv_connect_t *cr, int status)
-{
-    struct tcp_stream *st = cr->data;
-    if (st->state != TCP_CONNECTING) return; /* ended meanwhile: the close cancelled it */
-    if (status == 0) {
-        connected(st);
-        return;
+    if (connect_token) {
+        char hv[300], ev[160];
+        log_event("event=tcp_connect stream_host=%s port=%u result=error error=%s",
+                  log_value(st->host, hv, sizeof hv), st->port,
+                  log_value(error ? error : "closed", ev, sizeof ev));
+        rpc_reply_error(connect_token, RPC_INTERNAL_ERROR, "tcp/connect to %s:%u failed: %s",
+                        st->host, st->port, error ? error : "stream closed");
+    } else if (notify) {
+        notify_closed(st, error);
     }
-    st->last_error = status;
-    st->sock_live = false;
-    uv_close((uv_handle_t *)&st->sock, retry_after_close);
+    if (table_unlink(st)) tcp_stream_unref(st);
 }
 
-/* Connects to the next resolved address, or fails with the last error. */
-static void start_attempt(struct tcp_stream *st)
+static void on_written(struct tcp_stream *st, void *token, int status)
 {
-    struct addrinfo *a = st->ai_next;
-    int rc = st->last_error;
-    if (a) {
-        st->ai_next = a->ai_next;
-        rc = uv_tcp_init(st->timer.loop, &st->sock);
-    }
-    if (!a || rc < 0) {
-        stream_end(st, rc < 0 ? uv_strerror(rc) : "no address to connect to", false);
-        return;
-    }
-    st->sock.data = st;
-    st->sock_live = true;
-    st->refs++; /* the socket handle, until its close callback */
-    st->creq.data = st;
-    rc = uv_tcp_connect(&st->creq, &st->sock, a->ai_addr, connect_cb);
-    if (rc == 0) return;
-    st->last_error = rc;
-    st->sock_live = false;
-    uv_close((uv_handle_t *)&st->sock, retry_after_close);
+    if (status == 0)
+        rpc_reply_json(token, json_object());
+    else
+        rpc_reply_error(token, RPC_INTERNAL_ERROR, "tcp/data on stream %s failed: %s", st->id,
+                        status == UV_ECANCELED ? "the stream was closed" : uv_strerror(status));
 }
 
-static void resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res)
+static bool on_paused(const struct tcp_stream *st)
 {
-    struct tcp_stream *st = g->data;
-    st->ai = res; /* freed with the stream */
-    if (st->state == TCP_RESOLVING) {
-        if (status < 0) {
-            stream_end(st, uv_strerror(status), false);
-        } else {
-            st->state = TCP_CONNECTING;
-            st->ai_next = res;
-            start_attempt(st);
-        }
-    }
-    stream_unref(st); /* the lookup's reference */
+    struct conn *c = stream_conn(st);
+    return !c || conn_is_congested(c);
 }
 
-static void connect_timeout(uv_timer_t *t)
-{
-    stream_end(t->data, "connection timed out", false);
-}
+static const struct tcp_stream_events stream_events = {
+    .connected = on_connected,
+    .data = notify_data,
+    .ended = on_ended,
+    .written = on_written,
+    .paused = on_paused,
+};
 
 /* ---- the connection's table --------------------------------------------------------- */
 
@@ -359,7 +167,7 @@ static void table_free(void *state)
 {
     struct tcp_table *t = state;
     while (t->head)
-        stream_end(t->head, "connection closed", false);
+        tcp_stream_end(t->head, "connection closed", false);
     free(t);
 }
 
@@ -367,7 +175,7 @@ static void table_unblocked(void *state)
 {
     struct tcp_table *t = state;
     for (struct tcp_stream *st = t->head; st; st = st->next)
-        update_reading(st);
+        tcp_stream_resume(st);
 }
 
 static struct tcp_table *table_of(struct conn *c)
@@ -443,63 +251,13 @@ static void handle_connect(struct rpc_req *req)
     if (window < TCP_MIN_WINDOW) window = TCP_MIN_WINDOW;
     if (window > TCP_MAX_WINDOW) window = TCP_MAX_WINDOW;
 
-    struct tcp_stream *st = xcalloc(1, sizeof *st);
-    st->id = xstrdup(id);
-    buf_init(&st->id_json);
-    buf_put_json_str(&st->id_json, id, strlen(id));
-    snprintf(st->host, sizeof st->host, "%s", host);
-    st->port = (unsigned)port;
-    st->window = window;
-    st->state = TCP_RESOLVING;
-    st->connect_req = req;
-    st->refs = 3; /* the table, the timer handle, the lookup */
-    st->table = t;
+    struct tcp_stream *st =
+        tcp_stream_new(id, host, (unsigned)port, window, &stream_events, t, req);
     st->next = t->head;
     if (t->head) t->head->prev = st;
     t->head = st;
     t->count++;
-    uv_loop_t *loop = conn_loop(c);
-    uv_timer_init(loop, &st->timer);
-    st->timer.data = st;
-    uv_timer_start(&st->timer, connect_timeout, TCP_CONNECT_TIMEOUT_MS, 0);
-    char service[8];
-    snprintf(service, sizeof service, "%u", st->port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_protocol = IPPROTO_TCP,
-                             .ai_flags = AI_NUMERICSERV};
-    st->gai.data = st;
-    int rc = uv_getaddrinfo(loop, &st->gai, resolved, st->host, service, &hints);
-    if (rc < 0) {
-        st->refs--; /* no lookup runs */
-        stream_end(st, uv_strerror(rc), false);
-    }
-}
-
-static void write_done(uv_write_t *w, int status)
-{
-    struct tcp_write *tw = (struct tcp_write *)w;
-    struct tcp_stream *st = tw->st;
-    st->write_queued -= tw->len;
-    if (status == 0) {
-        rpc_reply_json(tw->req, json_object());
-    } else {
-        rpc_reply_error(tw->req, RPC_INTERNAL_ERROR, "tcp/data on stream %s failed: %s", st->id,
-                        status == UV_ECANCELED ? "the stream was closed" : uv_strerror(status));
-        if (status != UV_ECANCELED) stream_end(st, uv_strerror(status), true);
-    }
-    free(tw);
-    maybe_finished(st);
-    stream_unref(st);
-}
-
-static void shutdown_done(uv_shutdown_t *sr, int status)
-{
-    struct tcp_stream *st = sr->data;
-    st->shut_done = true;
-    if (status < 0 && status != UV_ECANCELED) stream_end(st, uv_strerror(status), true);
-    maybe_finished(st);
-    stream_unref(st);
+    tcp_stream_start(st, conn_loop(c), TCP_CONNECT_TIMEOUT_MS);
 }
 
 /* tcp/data {streamId, dataBase64, eof?} -> {} once the bytes are written. */
@@ -526,7 +284,7 @@ static void handle_data(struct rpc_req *req)
         rpc_reply_error(req, RPC_INVALID_REQUEST, "stream %s: tcp/data after eof", id);
         return;
     }
-    struct tcp_write *tw = xmalloc(sizeof *tw + base64_decoded_max(blen));
+    struct tcp_write *tw = tcp_write_new(base64_decoded_max(blen));
     char err[96];
     if (base64_decode(b64, blen, tw->data, &tw->len, err, sizeof err) < 0) {
         free(tw);
@@ -543,33 +301,19 @@ static void handle_data(struct rpc_req *req)
         return;
     }
     if (tw->len > 0) {
-        tw->st = st;
-        tw->req = req;
-        uv_buf_t ub = uv_buf_init((char *)tw->data, (unsigned)tw->len);
-        int rc = uv_write(&tw->w, (uv_stream_t *)&st->sock, &ub, 1, write_done);
+        int rc = tcp_stream_write(st, tw, req);
         if (rc < 0) {
             free(tw);
             rpc_reply_error(req, RPC_INTERNAL_ERROR, "tcp/data on stream %s failed: %s", id,
                             uv_strerror(rc));
-            stream_end(st, uv_strerror(rc), true);
+            tcp_stream_end(st, uv_strerror(rc), true);
             return;
         }
-        st->write_queued += tw->len;
-        st->refs++;
     } else {
         free(tw);
         rpc_reply_json(req, json_object());
     }
-    if (eof) {
-        /* libuv shuts down once the writes queued before it are done. */
-        st->eof_asked = true;
-        st->sreq.data = st;
-        if (uv_shutdown(&st->sreq, (uv_stream_t *)&st->sock, shutdown_done) == 0)
-            st->refs++;
-        else
-            st->shut_done = true;
-        maybe_finished(st);
-    }
+    if (eof) tcp_stream_shutdown(st);
 }
 
 /* tcp/ack {streamId, bytes} -> {}: the client consumed that many bytes of tcp/data. */
@@ -582,10 +326,7 @@ static void handle_ack(struct rpc_req *req)
     if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req)) return;
     struct tcp_stream *st = stream_find(req->conn, id);
-    if (st) {
-        st->unacked -= n < st->unacked ? n : st->unacked;
-        update_reading(st);
-    }
+    if (st) tcp_stream_ack(st, n);
     /* An ack racing the stream's end is harmless. */
     rpc_reply_json(req, json_object());
 }
@@ -599,7 +340,7 @@ static void handle_close(struct rpc_req *req)
     if (rpc_reply_if_invalid(req, &d)) return;
     if (!rpc_check_ready(req)) return;
     struct tcp_stream *st = stream_find(req->conn, id);
-    if (st) stream_end(st, "closed by the client", false);
+    if (st) tcp_stream_end(st, "closed by the client", false);
     rpc_reply_json(req, json_object());
 }
 
