@@ -2,20 +2,19 @@
  * (PROTOCOL.md §7), with buffered or streamed response bodies.
  *
  * The call itself (curl, headers, redirects, the body collected or handed over) is
- * http_client.c; this file decodes the request and writes the result and the
- * deltas from the call's events. Buffered: the whole body is collected (bounded:
- * HTTP_BUFFERED_MAX) and returned in the result. Streamed: the result (status and headers, empty
- * body) goes out as soon as the final response's headers are in, always before the first
- * `http/request/bodyDelta`; each curl write becomes one delta (curl reads up to its
- * 512 KiB buffer and hands it over 16 KiB at a time, so well under the 1 MiB
- * limit), encoded straight into the outgoing frame (no JSON tree per chunk), and the
- * deltas of one round of curl's work leave together in one writev; the last delta
- * has `done:true` and the `error` if the body was cut short. When the client's
- * connection stops draining (above its high-water mark) the write callback pauses the
- * transfer (CURL_WRITEFUNC_PAUSE), so the server holds at most one curl buffer per
- * stream, and it resumes when the queue drains. Streams belong to the connection: they are
- * aborted when it closes, and a streamed requestId is reserved on it until its
- * terminal delta. */
+ * http_client.c; this file decodes the request and writes the result and the deltas
+ * from the call's events. Buffered: the whole body is collected (bounded:
+ * HTTP_BUFFERED_MAX) and returned in the result. Streamed: the result (status and
+ * headers, empty body) goes out as soon as the final response's headers are in,
+ * always before the first `http/request/bodyDelta`; each curl write becomes one
+ * delta (well under the 1 MiB limit), encoded straight into the outgoing frame (no
+ * JSON tree per chunk), and the deltas of one round of curl's work leave together in
+ * one writev; the last delta has `done:true` and the `error` if the body was cut
+ * short. When the client's connection stops draining (above its high-water mark)
+ * the call is paused, so the server holds at most one curl buffer per stream, and it
+ * resumes when the queue drains. Streams belong to the connection: they are aborted
+ * when it closes, and a streamed requestId is reserved on it until its terminal
+ * delta. */
 #include "http/http_methods.h"
 
 #include <errno.h>
