@@ -1,5 +1,5 @@
 /* process_methods: the JSON-RPC handlers process/start, read, write and terminate
- * (the terminal and stdin extensions are in process_tty.c). They decode params,
+ * (the terminal and stdin extensions are in tty_methods.c). They decode params,
  * pass the lifecycle gate, and drive the model in proc.c; the process record and
  * its event log live there (PROTOCOL.md section 5). */
 #include "process/process_rpc.h"
