@@ -381,7 +381,7 @@ static void run_again(struct fs_work *fw)
 static bool finish_if_gone(struct fs_work *fw)
 {
     if (conn_is_open(fw->req->conn) && !fs_budget_stopped()) return false;
-    fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "connection closed");
+    fs_work_set_msg(fw, FS_ERR_INTERNAL, "connection closed");
     after_cb(&fw->w, 0);
     return true;
 }

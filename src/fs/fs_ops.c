@@ -237,7 +237,7 @@ static void do_read_file(struct fs_work *fw)
         }
         total += got;
         if (fs_budget_stopped()) {
-            fs_work_set_msg(fw, RPC_INTERNAL_ERROR, "the server is shutting down");
+            fs_work_set_msg(fw, FS_ERR_INTERNAL, "the server is shutting down");
             break;
         }
         if (total > FS_READ_LIMIT) {

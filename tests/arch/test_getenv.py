@@ -22,7 +22,7 @@ READER = "src/server/options.c"
 ALLOWED = {
     # http/request's header `valueEnvVar`: the request names the variable (as the
     # reference's executor reads it), so no table can list it in advance.
-    "src/http/http_request.c": "valueEnvVar: a variable the request names",
+    "src/http/http_client.c": "valueEnvVar: a variable the request names",
 }
 
 CALL = re.compile(r"\b(secure_getenv|getenv)\s*\(")
