@@ -37,7 +37,7 @@
 
 #include "core/log.h"
 #include "process/spawn.h"
-#include "sandbox/sandbox_init.h"
+#include "sandbox/sandbox_host.h"
 #include "sandbox/hold.h"
 #include "sandbox/policy.h"
 #include "util/fdframe.h"

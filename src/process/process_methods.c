@@ -27,7 +27,7 @@
 #include "proto/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
-#include "sandbox/sandbox_init.h"
+#include "sandbox/sandbox_host.h"
 #include "sandbox/hold.h"
 #include "sandbox/policy.h"
 #include "sandbox/sandbox_rpc.h"

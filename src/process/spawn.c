@@ -1,4 +1,4 @@
-/* spawn: starts a child through the spawner (process/spawner.h).
+/* spawn: starts a child through the spawner (helpers/spawner.h).
  *
  * The daemon resolves the program on PATH, makes the child's pipes or PTY and a
  * status pipe, hands the child's ends to the spawner, and reads the outcome: the
@@ -29,7 +29,7 @@
 #include "core/limits.h"
 #include "core/log.h"
 #include "process/guardian.h"
-#include "process/spawner.h"
+#include "helpers/spawner.h"
 #include "sandbox/policy.h"
 #include "util/fdframe.h"
 #include "util/mem.h"

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sandbox/sandbox_init.h"
+#include "sandbox/sandbox_host.h"
 #include "util/mem.h"
 
 /* One directory this server created, with its number of users. */

@@ -1,5 +1,5 @@
 /* spawner: the daemon's side of its spawner process (see spawner.h). */
-#include "process/spawner.h"
+#include "helpers/spawner.h"
 
 #include <errno.h>
 #include <fcntl.h>

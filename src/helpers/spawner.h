@@ -6,7 +6,7 @@
  * needs its init process to be a real copy of something small. So at start the
  * daemon executes itself once more as the spawner (argv[1] "--internal-spawner",
  * a socket on fd 3): a process with a handful of fds that, for each request
- * (process/spawn_wire), starts the child with clone(CLONE_PARENT), so the child is
+ * (helpers/spawn_wire), starts the child with clone(CLONE_PARENT), so the child is
  * still the daemon's own and reaped through its pidfd exactly as before.
  *
  * A request carries the child's descriptors and the write end of a status pipe;
@@ -21,7 +21,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "process/spawn_wire.h"
+#include "helpers/spawn_wire.h"
 
 #define SPAWNER_ARG "--internal-spawner"
 #define SPAWNER_SOCK_FD 3
