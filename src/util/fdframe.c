@@ -80,6 +80,48 @@ int fdframe_send(int sock, const void *p, size_t n, const int *fds, int nfds)
     return write_all(sock, (const char *)p + sent, n - sent);
 }
 
+void fdframe_begin(struct buf *b)
+{
+    uint32_t len = 0;
+    buf_append(b, &len, sizeof len);
+}
+
+void fdframe_end(struct buf *b, size_t start)
+{
+    uint32_t len = (uint32_t)(b->len - start - sizeof len);
+    memcpy(b->data + start, &len, sizeof len);
+}
+
+ssize_t fdframe_send_part(int sock, const void *frame, size_t len, size_t off, const int *fds,
+                          int nfds)
+{
+    if (nfds < 0 || nfds > FDFRAME_MAX_FDS || (off && nfds)) return -EINVAL;
+    /* One sendmsg at most: the rest waits for the socket to have room. */
+    size_t n = len - off < 65536 ? len - off : 65536;
+    struct iovec iov = {(char *)frame + off, n};
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * FDFRAME_MAX_FDS)];
+        struct cmsghdr align;
+    } u;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (nfds > 0) {
+        memset(&u, 0, sizeof u);
+        mh.msg_control = u.buf;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+        memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
+    }
+    ssize_t w;
+    do {
+        w = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    } while (w < 0 && errno == EINTR);
+    if (w < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+    return w;
+}
+
 int fdframe_recv(int sock, struct buf *out, int *fds, int maxfds, int *nfds)
 {
     *nfds = 0;
