@@ -1,4 +1,7 @@
-/* spawner: the daemon's side of its spawner process (see spawner.h). */
+/* spawner: the daemon's side of its spawner processes (see spawner.h): starting
+ * one, the two request channels (the loop thread's, which queues rather than
+ * blocks and replaces a dead spawner on the loop; the pool threads', blocking
+ * under its own mutex), and reading a start's status records. */
 #include "helpers/spawner.h"
 
 #include <errno.h>
@@ -159,6 +162,16 @@ static void queued_free(struct queued *q)
     free(q);
 }
 
+static void lc_drop_all(void)
+{
+    while (lc.head) {
+        struct queued *q = lc.head;
+        lc.head = q->next;
+        queued_free(q);
+    }
+    lc.tail = NULL;
+}
+
 static void reaper_closed(uv_handle_t *h)
 {
     struct reaper *r = h->data;
@@ -280,12 +293,7 @@ static void lc_pump(void)
     if (rc < 0 && rc != -EAGAIN) {
         log_warn("cannot send to the spawner: %s; %s", strerror(-rc),
                  "the starts waiting for it fail");
-        while (lc.head) {
-            struct queued *q = lc.head;
-            lc.head = q->next;
-            queued_free(q);
-        }
-        lc.tail = NULL;
+        lc_drop_all();
     }
     lc_watch(lc.head != NULL);
 }
@@ -384,12 +392,7 @@ int spawner_start(void)
 void spawner_stop(void)
 {
     /* The loop is closed (its handles too): free what is left, then the processes. */
-    while (lc.head) {
-        struct queued *q = lc.head;
-        lc.head = q->next;
-        queued_free(q);
-    }
-    lc.tail = NULL;
+    lc_drop_all();
     free(lc.poll);
     lc.poll = NULL;
     lc.loop = NULL;

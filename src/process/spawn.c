@@ -28,8 +28,8 @@
 
 #include "core/limits.h"
 #include "core/log.h"
-#include "process/guardian.h"
 #include "helpers/spawner.h"
+#include "process/guardian.h"
 #include "sandbox/policy.h"
 #include "util/fdframe.h"
 #include "util/mem.h"

@@ -14,6 +14,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *  # noqa
+from test_process import burst  # noqa: one write, the server dispatches them together
 
 # Enough request bytes to fill the spawner's socket many times over (a Unix
 # socket's send buffer is ~200 KiB): each start carries a 16 KiB variable.
@@ -41,25 +42,22 @@ def the_spawner(srv):
     return spawners(srv)[0]
 
 
-def send_burst(s, reqs):
-    """Sends the requests in one write; returns their ids."""
-    ids, frames = [], b""
-    for method, params in reqs:
-        i = s.next_id
-        s.next_id += 1
-        s.pending.add(s.key(i))
-        ids.append(i)
-        frames += s.t.ws.build_frame(OP_TEXT, json.dumps({"id": i, "method": method,
-                                                          "params": params}))
-    s.t.ws.send_raw(frames)
-    return ids
-
-
 def starts(prefix, n, argv):
     env = {"PATH": "/usr/bin:/bin", "PAD": PAD}
     return [("process/start", {"processId": "%s%d" % (prefix, i), "argv": argv,
                                "cwd": "file:///tmp", "env": env, "tty": False,
                                "pipeStdin": False}) for i in range(n)]
+
+
+def burst_while_stopped(s, sp, prefix):
+    """With spawner sp stopped (SIGSTOP sent): sends STARTS starts in one write and a
+    request behind them, whose answer comes only once the loop has dispatched every
+    start before it; returns the starts' ids."""
+    wait_until(lambda: proc_state(sp) == "T", 5, "the spawner to stop")
+    ids = burst(s, starts(prefix, STARTS, ["/bin/sh", "-c", "echo ran"]))
+    behind = s.send_request("process/read", {"processId": "nonesuch"})
+    assert "error" in s.wait_response(behind, timeout=20)
+    return ids
 
 
 @ours_only
@@ -72,11 +70,7 @@ def test_stopped_spawner_does_not_stop_the_loop(srv):
     s = srv.session()
     os.kill(sp, signal.SIGSTOP)
     try:
-        wait_until(lambda: proc_state(sp) == "T", 5, "the spawner to stop")
-        ids = send_burst(s, starts("st", STARTS, ["/bin/sh", "-c", "echo ran"]))
-        # Answered only once the loop has dispatched every start before it.
-        behind = s.send_request("process/read", {"processId": "nonesuch"})
-        assert "error" in s.wait_response(behind, timeout=20)
+        ids = burst_while_stopped(s, sp, "st")
         other = srv.session()  # initialize on a new connection
         assert proc_state(sp) == "T", "the spawner ran again before the replies came"
         other.close()
@@ -107,10 +101,7 @@ def test_killed_spawner_is_replaced(srv):
     sp = the_spawner(srv)
     os.kill(sp, signal.SIGSTOP)
     try:
-        wait_until(lambda: proc_state(sp) == "T", 5, "the spawner to stop")
-        ids = send_burst(s, starts("kq", STARTS, ["/bin/sh", "-c", "echo ran"]))
-        behind = s.send_request("process/read", {"processId": "nonesuch"})
-        assert "error" in s.wait_response(behind, timeout=20)
+        ids = burst_while_stopped(s, sp, "kq")
     finally:
         os.kill(sp, signal.SIGKILL)
     ran = 0
