@@ -71,6 +71,10 @@ static int chan_start(struct chan *c)
         close(sv[0]);
         return -e;
     }
+    /* Room for a burst of starts (1 MiB, which the kernel doubles; it caps it at
+     * net.core.wmem_max), so that the loop channel's queue is seldom needed. */
+    int room = 1 << 20;
+    (void)setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &room, sizeof room);
     c->sock = sv[0];
     c->pid = pid;
     return 0;

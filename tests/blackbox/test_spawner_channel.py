@@ -16,10 +16,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *  # noqa
 from test_process import burst  # noqa: one write, the server dispatches them together
 
-# Enough request bytes to fill the spawner's socket many times over (a Unix
-# socket's send buffer is ~200 KiB): each start carries a 16 KiB variable.
+# Enough request bytes to fill the spawner's socket several times over (the server
+# asks for 1 MiB of send buffer, which the kernel doubles): each start carries a
+# 64 KiB variable.
 STARTS = 200
-PAD = "x" * 16384
+PAD = "x" * 65536
 
 
 def spawners(srv):
@@ -62,7 +63,7 @@ def burst_while_stopped(s, sp, prefix):
 
 @ours_only
 def test_stopped_spawner_does_not_stop_the_loop(srv):
-    """With the spawner stopped, 200 starts (3 MiB of requests) are taken and queued:
+    """With the spawner stopped, 200 starts (13 MB of requests) are taken and queued:
     a request behind them on the same connection and an initialize on a new one are
     answered while the spawner is still stopped; once it runs again every start
     succeeds and runs its command."""
