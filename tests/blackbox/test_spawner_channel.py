@@ -55,7 +55,10 @@ def burst_while_stopped(s, sp, prefix):
     request behind them, whose answer comes only once the loop has dispatched every
     start before it; returns the starts' ids."""
     wait_until(lambda: proc_state(sp) == "T", 5, "the spawner to stop")
-    ids = burst(s, starts(prefix, STARTS, ["/bin/sh", "-c", "echo ran"]))
+    try:
+        ids = burst(s, starts(prefix, STARTS, ["/bin/sh", "-c", "echo ran"]))
+    except TimeoutError:
+        raise AssertionError("the server stopped reading while its spawner was stopped")
     behind = s.send_request("process/read", {"processId": "nonesuch"})
     assert "error" in s.wait_response(behind, timeout=20)
     return ids
