@@ -17,7 +17,7 @@
 
 #include "capabilities/caproots_scan.h"
 #include "fs/fs_sandboxed.h"
-#include "process/spawner.h"
+#include "helpers/spawner.h"
 #include "server/config.h"
 #include "server/options.h"
 #include "server/server_run.h"

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sandbox/sandbox_init.h"
+#include "sandbox/sandbox_host.h"
 #include "sandbox/view.h"
 #include "util/mem.h"
 
