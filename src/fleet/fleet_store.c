@@ -112,15 +112,19 @@ static int migrate_locked(struct fleet_db *db, char *err, size_t n)
 
 int fleet_store_migrate(struct fleet_db *db, char *err, size_t n)
 {
-    int rc = exec0(db,
+    /* Everything under the lock, the schema table's creation included: two nodes
+     * starting together on one PostgreSQL raced on CREATE TABLE IF NOT EXISTS, which
+     * is not atomic there (the loser failed on its row type: `type "fleet_schema"
+     * already exists`). DDL is transactional in both databases. */
+    int rc = fleet_db_begin(db, true, err, n);
+    if (rc < 0) return rc;
+    if (strcmp(fleet_db_kind(db), "postgresql") == 0)
+        rc = exec0(db, "SELECT pg_advisory_xact_lock(7261537)", err, n);
+    if (rc == 0)
+        rc = exec0(db,
                    "CREATE TABLE IF NOT EXISTS fleet_schema (version BIGINT PRIMARY KEY, name "
                    "TEXT NOT NULL, applied_at BIGINT NOT NULL)",
                    err, n);
-    if (rc == -EEXIST) rc = 0; /* PostgreSQL: two nodes created it at once */
-    if (rc < 0) return rc;
-    if ((rc = fleet_db_begin(db, true, err, n)) < 0) return rc;
-    if (strcmp(fleet_db_kind(db), "postgresql") == 0)
-        rc = exec0(db, "SELECT pg_advisory_xact_lock(7261537)", err, n);
     if (rc == 0) rc = migrate_locked(db, err, n);
     return fleet_db_end(db, rc, err, n);
 }
