@@ -18,6 +18,10 @@
 #               (default 600; FUZZ_TARGETS="ws uri" runs only those)
 #   make valgrind  RelWithDebInfo build into build/vg/, then the black-box tests with
 #               the server under valgrind (leaks and invalid accesses fail a test)
+#   make soak   ASan+UBSan build into build/asan/, then tests/soak/soak.py: 8 clients of
+#               mixed load for SOAK_SECONDS (default 900); fails on any error, sanitizer
+#               report, descriptor growth, orphan process, or RSS not back under 64 MB
+#               within a minute of the end. Not part of make test
 BUILD     := build
 ASAN      := build/asan
 FUZZ      := build/fuzz
@@ -31,7 +35,7 @@ CMAKE_GEN := -G Ninja
 
 WERROR    := -DEXEC_WERROR=ON
 
-.PHONY: all deps run test bench fuzz fuzz-build valgrind clean install release-check \
+.PHONY: all deps run test soak bench fuzz fuzz-build valgrind clean install release-check \
         release-gcc release-clang
 
 all: deps
@@ -59,6 +63,16 @@ test: deps fuzz-build
 	cd $(ASAN) && { ctest -j2 --output-on-failure --timeout 300; rc=$$?; \
 	  awk '/^[0-9]+\/[0-9]+ Test: /{t=$$3} /^SKIP: /{print "SKIP in " t ": " substr($$0, 7)}' \
 	    Testing/Temporary/LastTest.log; exit $$rc; }
+
+SOAK_SECONDS ?= 900
+soak: deps
+	cmake -S . -B $(ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DEXEC_SANITIZE=ON $(WERROR) \
+	      -DEXEC_FUZZ_BUILD_DIR=$(abspath $(FUZZ)) >/dev/null
+	cmake --build $(ASAN)
+	EXEC_SERVER=$(abspath $(ASAN))/exec-server EXEC_BUILD_DIR=$(abspath $(ASAN)) \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:quarantine_size_mb=4 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  SOAK_SECONDS=$(SOAK_SECONDS) python3 tests/soak/soak.py
 
 # Release (-O3) with gcc and with clang (Debian's): no warnings, as a packager builds it.
 # The two are independent (make -j2 release-check builds them at once).

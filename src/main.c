@@ -17,8 +17,9 @@
 
 #include "capabilities/caproots_scan.h"
 #include "fs/fs_sandboxed.h"
-#include "process/spawner.h"
+#include "helpers/spawner.h"
 #include "server/config.h"
+#include "server/options.h"
 #include "server/server_run.h"
 
 /* `exec-server registry` is a program of its own (src/registry_main.c, installed
@@ -45,6 +46,8 @@ static int run_registry(char **argv)
 
 int main(int argc, char **argv)
 {
+    /* Every variable the server acts on, once, in each role (core/env_vars.h). */
+    options_read_env();
     /* The fs helpers scan capability roots with capabilities' scan (fs_sandboxed.h). */
     fs_set_discover(caproots_scan);
     /* The spawner is this same program, started once by the daemon (spawner.h). */

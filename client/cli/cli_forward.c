@@ -264,29 +264,19 @@ static void accept_all(struct cli *cli, struct fwd_spec *sp, struct fwd_conn **l
     }
 }
 
-int cmd_forward(struct cli *cli, int argc, char **argv)
+static int cmd_forward(struct cli *cli, const struct cli_args *a)
 {
     struct fwd_spec specs[64];
     size_t nspecs = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *spec = NULL;
-        if (strcmp(argv[i], "-L") == 0 && i + 1 < argc)
-            spec = argv[++i];
-        else if (strncmp(argv[i], "-L", 2) == 0 && argv[i][2])
-            spec = argv[i] + 2;
-        else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            cli_usage(stdout);
-            return 0;
-        } else
-            die_usage("forward: unexpected argument `%s` (forward -L [BIND:]LPORT:HOST:PORT)",
-                      argv[i]);
-        if (nspecs == sizeof specs / sizeof specs[0]) die_usage("%s", "forward: too many -L");
+    for (int i = 0; i < a->nopts; i++) {
+        const char *spec = a->opts[i].value; /* -L is forward's one option */
+        if (nspecs == sizeof specs / sizeof specs[0]) cli_die_usage("%s", "forward: too many -L");
         if (parse_spec(spec, &specs[nspecs]) != 0)
-            die_usage("forward: bad -L `%s`; expected [BIND:]LPORT:HOST:PORT", spec);
+            cli_die_usage("forward: bad -L `%s`; expected [BIND:]LPORT:HOST:PORT", spec);
         nspecs++;
     }
-    if (nspecs == 0) die_usage("%s", "forward: no -L [BIND:]LPORT:HOST:PORT given");
-    connect_or_die(cli, false, false);
+    if (nspecs == 0) cli_die_usage("%s", "forward: no -L [BIND:]LPORT:HOST:PORT given");
+    cli_connect_or_die(cli, false, false);
     /* The session holds nothing: it ends with this connection, whichever way. */
     ec_client_end_session(cli->c, NULL);
     if (!ec_client_has_capability(cli->c, "tcpForward")) {
@@ -362,3 +352,17 @@ int cmd_forward(struct cli *cli, int argc, char **argv)
     free(pfd);
     return rc;
 }
+
+const struct cli_cmd_entry cli_forward_entry = {
+    .name = "forward",
+    .usage = "forward -L [BIND:]LPORT:HOST:PORT [-L ...]",
+    .summary = "like ssh -L: connections to BIND:LPORT here (default 127.0.0.1; LPORT 0: any "
+               "free port, printed) are made to HOST:PORT from the server (needs "
+               "--allow-tcp-forwarding there); runs until interrupted",
+    .text = "Like ssh -L: connections to BIND:LPORT here are made to HOST:PORT from the "
+            "server.\n",
+    .flags = "L:",
+    .upper = 0,
+    .bad_option = "forward: unexpected argument `%s` (forward -L [BIND:]LPORT:HOST:PORT)",
+    .exec = cmd_forward,
+};

@@ -14,7 +14,6 @@
  * command is ended as soon as it connects (session/close), so whatever way the
  * command ends, even killed, nothing waits on the server for a resume. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,14 +92,14 @@ static int ls_dir(struct cli *cli, const char *path, bool long_form)
     ec_error e = {0};
     ec_dirent *ents;
     size_t n;
-    if (ec_fs_read_directory(cli->c, path, &ents, &n, &e) != 0) fs_die("ls", path, &e);
-    qsort(ents, n, sizeof *ents, fs_cmp_dirent);
+    if (ec_fs_read_directory(cli->c, path, &ents, &n, &e) != 0) cli_fs_die("ls", path, &e);
+    qsort(ents, n, sizeof *ents, cli_fs_cmp_dirent);
     for (size_t i = 0; i < n; i++) {
         if (!long_form) {
             printf("%s%s\n", ents[i].name, ents[i].is_directory ? "/" : "");
             continue;
         }
-        char *full = fs_join(path, ents[i].name);
+        char *full = cli_fs_join(path, ents[i].name);
         ec_metadata md;
         ec_error me = {0};
         if (ec_fs_get_metadata(cli->c, full, &md, &me) != 0)
@@ -118,15 +117,18 @@ static int ls_dir(struct cli *cli, const char *path, bool long_form)
  * as named; then each directory's entries, under a "PATH:" header when there is
  * more than one operand. A missing one is reported and the rest still listed (exit
  * 1). */
-static int fs_ls(struct cli *cli, const struct fs_opts *o, char **args, int nargs)
+static int fs_ls(struct cli *cli, const char *sub, const struct cli_fs_opts *o, char **args,
+                 int nargs)
 {
+    static char *dot[] = {"."};
+    if (nargs == 0) return fs_ls(cli, sub, o, dot, 1);
     int rc = 0;
     size_t nd = 0, nops = 0, dcap = 0;
     char **dirs = NULL;
     for (int a = 0; a < nargs; a++) {
-        char *pat = remote_path(cli, args[a]);
+        char *pat = cli_remote_path(cli, args[a]);
         size_t n;
-        char **m = fs_remote_glob(cli, pat, &n);
+        char **m = cli_fs_remote_glob(cli, pat, &n);
         if (n == 0) {
             fprintf(stderr, "exec-client: fs ls %s: No such file or directory\n", args[a]);
             rc = EXIT_REMOTE;
@@ -138,7 +140,7 @@ static int fs_ls(struct cli *cli, const struct fs_opts *o, char **args, int narg
             /* As given when it was not a pattern, else the match. */
             const char *shown = n == 1 && strcmp(m[i], pat) == 0 ? args[a] : m[i];
             if (ec_fs_get_metadata(cli->c, m[i], &md, &e) != 0) {
-                if (e.kind != EC_ERR_SERVER) fs_die("ls", m[i], &e);
+                if (e.kind != EC_ERR_SERVER) cli_fs_die("ls", m[i], &e);
                 fprintf(stderr, "exec-client: fs ls %s: No such file or directory\n", shown);
                 rc = EXIT_REMOTE;
             } else if (md.is_directory) {
@@ -150,7 +152,7 @@ static int fs_ls(struct cli *cli, const struct fs_opts *o, char **args, int narg
                 printf("%s\n", shown);
             }
         }
-        fs_strv_free(m, n);
+        cli_fs_strv_free(m, n);
         free(pat);
     }
     bool files_shown = nops > nd;
@@ -167,7 +169,7 @@ static int fs_stat(struct cli *cli, const char *path)
 {
     ec_error e = {0};
     ec_metadata md;
-    if (ec_fs_get_metadata(cli->c, path, &md, &e) != 0) fs_die("stat", path, &e);
+    if (ec_fs_get_metadata(cli->c, path, &md, &e) != 0) cli_fs_die("stat", path, &e);
     char m[11], mt[64], ct[64], ub[16], gb[16];
     mode_string(&md, m);
     iso_time(md.modified_at_ms, mt, sizeof mt);
@@ -187,60 +189,80 @@ static int fs_stat(struct cli *cli, const char *path)
 
 /* ---- the command ---------------------------------------------------------------- */
 
-static const char *const fs_subs[] = {"cat", "get", "put",   "ls",   "stat",
-                                      "rm",  "cp",  "mkdir", "walk", NULL};
-
 static bool is_sub(const char *sub, const char *a)
 {
     return strcmp(sub, a) == 0;
 }
 
-/* The fs options of argv[2..] into o; returns the index of the first operand. */
-static int fs_parse(const char *sub, int argc, char **argv, struct fs_opts *o)
+/* Every fs subcommand takes the same options; each says which fit it. */
+static const struct option fs_longs[] = {
+    {"max-depth", required_argument, 0, 'd'}, {"recursive", no_argument, 0, 'r'},
+    {"force", no_argument, 0, 'f'},           {"parents", no_argument, 0, 'p'},
+    {"preserve", no_argument, 0, 'p'},        {"long", no_argument, 0, 'l'},
+    {"quiet", no_argument, 0, 'q'},           {0, 0, 0, 0}};
+
+/* The options of an fs subcommand into o, or a usage error for one it does not take. */
+static void fs_opts_from(const struct cli_args *a, struct cli_fs_opts *o)
 {
-    static const struct option longs[] = {
-        {"max-depth", required_argument, 0, 'd'}, {"recursive", no_argument, 0, 'r'},
-        {"force", no_argument, 0, 'f'},           {"parents", no_argument, 0, 'p'},
-        {"preserve", no_argument, 0, 'p'},        {"long", no_argument, 0, 'l'},
-        {"quiet", no_argument, 0, 'q'},           {0, 0, 0, 0}};
-    optind = 2;
-    opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "+rRfplq", longs, NULL)) != -1) {
-        switch (ch) {
+    const char *name = a->entry->name, *sub = name + strlen("fs ");
+    for (int i = 0; i < a->nopts; i++) {
+        switch (a->opts[i].ch) {
         case 'r':
         case 'R': o->r = true; break;
         case 'f': o->f = true; break;
         case 'p': o->p = true; break;
         case 'l': o->l = true; break;
         case 'q': o->q = true; break;
-        case 'd': o->max_depth = (unsigned)atoi(optarg); break;
-        default: cli_bad_option("fs", sub, argv[optind - 1]);
+        case 'd': o->max_depth = (unsigned)atoi(a->opts[i].value); break;
         }
     }
     bool xfer = is_sub(sub, "get") || is_sub(sub, "put");
     if (o->r && !xfer && !is_sub(sub, "rm") && !is_sub(sub, "cp"))
-        cli_usage_error("fs", sub, "-r is for rm, cp, get and put");
+        cli_usage_error(name, "-r is for rm, cp, get and put");
     if (o->p && !xfer && !is_sub(sub, "mkdir"))
-        cli_usage_error("fs", sub, "-p is for get, put (keep times) and mkdir (parents)");
-    if (o->q && !xfer) cli_usage_error("fs", sub, "-q is for get and put");
-    if (o->l && !is_sub(sub, "ls")) cli_usage_error("fs", sub, "-l is for ls");
-    if (o->f && !is_sub(sub, "rm")) cli_usage_error("fs", sub, "-f is for rm");
-    return optind;
+        cli_usage_error(name, "-p is for get, put (keep times) and mkdir (parents)");
+    if (o->q && !xfer) cli_usage_error(name, "-q is for get and put");
+    if (o->l && !is_sub(sub, "ls")) cli_usage_error(name, "-l is for ls");
+    if (o->f && !is_sub(sub, "rm")) cli_usage_error(name, "-f is for rm");
+}
+
+/* What every fs subcommand does first: its options, then a connection whose session
+ * is never resumed: it ends with the connection, however the command ends (an
+ * error, a signal, a lost link). */
+static void fs_begin(struct cli *cli, const struct cli_args *a, struct cli_fs_opts *o)
+{
+    fs_opts_from(a, o);
+    cli_fs_guard_install();
+    cli_connect_or_die(cli, false, false);
+    ec_client_end_session(cli->c, NULL);
+}
+
+/* A subcommand's work once it is connected: its options and operands. */
+typedef int fs_work(struct cli *cli, const char *sub, const struct cli_fs_opts *o, char **args,
+                    int nargs);
+
+static int fs_run(struct cli *cli, const struct cli_args *a, fs_work *work)
+{
+    struct cli_fs_opts o = {0};
+    fs_begin(cli, a, &o);
+    int rc = work(cli, a->entry->name + strlen("fs "), &o, a->argv, a->argc);
+    fflush(stdout);
+    return rc;
 }
 
 /* get SRC... LOCAL: each pattern expanded remotely; several sources need a local
  * directory, as with scp. */
-static int fs_get(struct cli *cli, const struct fs_opts *o, char **args, int nargs)
+static int fs_get(struct cli *cli, const char *sub, const struct cli_fs_opts *o, char **args,
+                  int nargs)
 {
     const char *local = args[nargs - 1];
     size_t total = 0, cap = 0;
     char **srcs = NULL;
     int rc = 0;
     for (int a = 0; a < nargs - 1; a++) {
-        char *pat = remote_path(cli, args[a]);
+        char *pat = cli_remote_path(cli, args[a]);
         size_t n;
-        char **m = fs_remote_glob(cli, pat, &n);
+        char **m = cli_fs_remote_glob(cli, pat, &n);
         if (n == 0) {
             fprintf(stderr, "exec-client: fs get %s: No such file or directory\n", pat);
             rc = EXIT_REMOTE;
@@ -256,27 +278,28 @@ static int fs_get(struct cli *cli, const struct fs_opts *o, char **args, int nar
     if (total > 1 && !(stat(local, &st) == 0 && S_ISDIR(st.st_mode))) {
         fprintf(stderr, "exec-client: fs get: %s: Not a directory (several sources need one)\n",
                 local);
-        fs_strv_free(srcs, total);
+        cli_fs_strv_free(srcs, total);
         return EXIT_USAGE;
     }
     for (size_t i = 0; i < total; i++) {
-        int r = fs_get_one(cli, o, srcs[i], local);
+        int r = cli_fs_get_one(cli, o, srcs[i], local);
         if (r) rc = r;
     }
-    fs_strv_free(srcs, total);
+    cli_fs_strv_free(srcs, total);
     return rc;
 }
 
 /* put LOCAL... PATH: several sources need a remote directory, as with scp. */
-static int fs_put(struct cli *cli, const struct fs_opts *o, char **args, int nargs)
+static int fs_put(struct cli *cli, const char *sub, const struct cli_fs_opts *o, char **args,
+                  int nargs)
 {
-    char *path = remote_path(cli, args[nargs - 1]);
+    char *path = cli_remote_path(cli, args[nargs - 1]);
     int rc = 0;
     if (nargs > 2) {
         ec_metadata md;
         ec_error e = {0};
         int gr = ec_fs_get_metadata(cli->c, path, &md, &e);
-        if (gr != 0 && e.kind != EC_ERR_SERVER) fs_die("put", path, &e);
+        if (gr != 0 && e.kind != EC_ERR_SERVER) cli_fs_die("put", path, &e);
         if (gr != 0 || !md.is_directory) {
             fprintf(stderr, "exec-client: fs put %s: %s (several sources need a directory)\n", path,
                     gr == 0 ? "Not a directory" : "No such file or directory");
@@ -290,7 +313,7 @@ static int fs_put(struct cli *cli, const struct fs_opts *o, char **args, int nar
             rc = EXIT_USAGE;
             continue;
         }
-        int r = fs_put_one(cli, o, args[a], path);
+        int r = cli_fs_put_one(cli, o, args[a], path);
         if (r) rc = r;
     }
     free(path);
@@ -299,13 +322,14 @@ static int fs_put(struct cli *cli, const struct fs_opts *o, char **args, int nar
 
 /* cp(1)'s rules: an existing directory receives DST/NAME; errors about the source
  * name the source, the rest the destination. */
-static int fs_cp(struct cli *cli, const struct fs_opts *o, const char *srcarg, const char *dstarg)
+static int fs_cp(struct cli *cli, const char *sub, const struct cli_fs_opts *o, char **args,
+                 int nargs)
 {
     ec_error e = {0};
-    char *src = remote_path(cli, srcarg), *path = remote_path(cli, dstarg);
+    char *src = cli_remote_path(cli, args[0]), *path = cli_remote_path(cli, args[1]);
     ec_metadata sm, dm;
     int rc = 0;
-    if (ec_fs_get_metadata(cli->c, src, &sm, &e) != 0) fs_die("cp", src, &e);
+    if (ec_fs_get_metadata(cli->c, src, &sm, &e) != 0) cli_fs_die("cp", src, &e);
     if (sm.is_directory && !o->r) {
         fprintf(stderr, "exec-client: fs cp %s: Is a directory (use -r)\n", src);
         rc = EXIT_REMOTE;
@@ -313,46 +337,49 @@ static int fs_cp(struct cli *cli, const struct fs_opts *o, const char *srcarg, c
         ec_error de = {0};
         int dr = ec_fs_get_metadata(cli->c, path, &dm, &de);
         if (dr == 0 && dm.is_directory) {
-            char *into = fs_join(path, fs_base_name(src));
+            char *into = cli_fs_join(path, cli_fs_base_name(src));
             free(path);
             path = into;
-        } else if (fs_ends_with_slash(path)) {
+        } else if (cli_fs_ends_with_slash(path)) {
             fprintf(stderr, "exec-client: fs cp %s: %s\n", path,
                     dr == 0 ? "Not a directory" : "No such file or directory");
             rc = EXIT_REMOTE;
         }
-        if (rc == 0 && ec_fs_copy(cli->c, src, path, o->r, &e) != 0) fs_die("cp", path, &e);
+        if (rc == 0 && ec_fs_copy(cli->c, src, path, o->r, &e) != 0) cli_fs_die("cp", path, &e);
     }
     free(src);
     free(path);
     return rc;
 }
 
-static int fs_walk(struct cli *cli, const struct fs_opts *o, const char *path)
+static int fs_walk(struct cli *cli, const char *sub, const struct cli_fs_opts *o, char **args,
+                   int nargs)
 {
+    char *path = cli_remote_path(cli, args[0]);
     ec_walk_options wo = {.max_depth = o->max_depth ? o->max_depth : 64};
     ec_walk_entry *ents;
     size_t n;
     bool trunc = false;
     ec_error e = {0};
-    if (ec_fs_walk(cli->c, path, &wo, &ents, &n, &trunc, &e) != 0) fs_die("walk", path, &e);
+    if (ec_fs_walk(cli->c, path, &wo, &ents, &n, &trunc, &e) != 0) cli_fs_die("walk", path, &e);
     for (size_t i = 0; i < n; i++)
         printf("%s%s\n", ents[i].path, ents[i].is_directory ? "/" : "");
     if (trunc) fprintf(stderr, "exec-client: walk truncated at the server's limits\n");
     ec_walk_entries_free(ents, n);
+    free(path);
     return 0;
 }
 
 /* The subcommands that take one or more plain paths, each in turn. */
-static int fs_each(struct cli *cli, const char *sub, const struct fs_opts *o, char **args,
+static int fs_each(struct cli *cli, const char *sub, const struct cli_fs_opts *o, char **args,
                    int nargs)
 {
     int rc = 0;
     for (int a = 0; a < nargs; a++) {
-        char *pat = remote_path(cli, args[a]);
+        char *pat = cli_remote_path(cli, args[a]);
         bool globbed = is_sub(sub, "cat") || is_sub(sub, "stat");
         size_t n = 1;
-        char **m = globbed ? fs_remote_glob(cli, pat, &n) : NULL;
+        char **m = globbed ? cli_fs_remote_glob(cli, pat, &n) : NULL;
         if (globbed && n == 0) {
             fprintf(stderr, "exec-client: fs %s %s: No such file or directory\n", sub, pat);
             rc = EXIT_REMOTE;
@@ -362,65 +389,150 @@ static int fs_each(struct cli *cli, const char *sub, const struct fs_opts *o, ch
             ec_error e = {0};
             int r = 0;
             if (is_sub(sub, "cat"))
-                r = fs_cat(cli, o, path);
+                r = cli_fs_cat(cli, o, path);
             else if (is_sub(sub, "stat"))
                 r = fs_stat(cli, path);
             else if (is_sub(sub, "rm") && ec_fs_remove(cli->c, path, o->r, o->f, &e) != 0)
-                fs_die("rm", path, &e);
+                cli_fs_die("rm", path, &e);
             else if (is_sub(sub, "mkdir") && ec_fs_create_directory(cli->c, path, o->p, &e) != 0)
-                fs_die("mkdir", path, &e);
+                cli_fs_die("mkdir", path, &e);
             if (r) rc = r;
         }
-        if (m) fs_strv_free(m, n);
+        if (m) cli_fs_strv_free(m, n);
         free(pat);
     }
     return rc;
 }
 
-int cmd_fs(struct cli *cli, int argc, char **argv)
-{
-    if (argc < 2)
-        cli_usage_error("fs", NULL,
-                        "missing subcommand (cat, get, put, ls, stat, rm, cp, mkdir, walk)");
-    const char *sub = argv[1];
-    bool known = false;
-    for (size_t i = 0; fs_subs[i]; i++)
-        known |= is_sub(sub, fs_subs[i]);
-    if (!known) {
-        char m[128];
-        snprintf(m, sizeof m, "unknown subcommand `%.60s`", sub);
-        cli_usage_error("fs", NULL, m);
+/* ---- the entries ----------------------------------------------------------------- */
+
+/* The function each entry runs: its work after fs_run's start. */
+#define FS_EXEC(work)                                                                              \
+    static int work##_exec(struct cli *cli, const struct cli_args *a)                              \
+    {                                                                                              \
+        return fs_run(cli, a, work);                                                               \
     }
-    struct fs_opts o = {0};
-    int first = fs_parse(sub, argc, argv, &o);
-    int nargs = argc - first;
-    char **args = argv + first;
-    bool two = is_sub(sub, "get") || is_sub(sub, "put");
-    if ((two && nargs < 2) || (is_sub(sub, "cp") && nargs != 2) ||
-        (is_sub(sub, "walk") && nargs != 1) || (!two && !is_sub(sub, "ls") && nargs < 1))
-        cli_usage_error("fs", sub, "wrong number of arguments");
-    fs_guard_install();
-    connect_or_die(cli, false, false);
-    /* Nothing of this command is ever resumed: the session ends with the connection,
-     * however the command ends (an error, a signal, a lost link). */
-    ec_client_end_session(cli->c, NULL);
-    int rc = 0;
-    if (is_sub(sub, "get")) {
-        rc = fs_get(cli, &o, args, nargs);
-    } else if (is_sub(sub, "put")) {
-        rc = fs_put(cli, &o, args, nargs);
-    } else if (is_sub(sub, "ls")) {
-        char *dot[] = {"."};
-        rc = nargs ? fs_ls(cli, &o, args, nargs) : fs_ls(cli, &o, dot, 1);
-    } else if (is_sub(sub, "cp")) {
-        rc = fs_cp(cli, &o, args[0], args[1]);
-    } else if (is_sub(sub, "walk")) {
-        char *path = remote_path(cli, args[0]);
-        rc = fs_walk(cli, &o, path);
-        free(path);
-    } else {
-        rc = fs_each(cli, sub, &o, args, nargs);
-    }
-    fflush(stdout);
-    return rc;
-}
+FS_EXEC(fs_each)
+FS_EXEC(fs_get)
+FS_EXEC(fs_put)
+FS_EXEC(fs_ls)
+FS_EXEC(fs_cp)
+FS_EXEC(fs_walk)
+
+/* The fields every fs subcommand shares. */
+#define FS_ENTRY .flags = "+rRfplq", .longs = fs_longs
+
+const struct cli_cmd_entry cli_fs_entry = {
+    .name = "fs",
+    .usage = "fs SUBCOMMAND ...   (cat get put ls stat rm cp mkdir walk)",
+    .text = "The remote file system. `exec-client fs SUBCOMMAND --help` says more of each.\n",
+};
+
+const struct cli_cmd_entry cli_fs_cat_entry = {
+    .name = "fs cat",
+    .usage = "fs cat PATH...",
+    .summary = "print remote files",
+    .text = "Prints remote files (patterns such as '*.txt' are matched remotely).\n",
+    FS_ENTRY,
+    .lower = 1,
+    .upper = -1,
+    .exec = fs_each_exec,
+};
+
+const struct cli_cmd_entry cli_fs_get_entry = {
+    .name = "fs get",
+    .usage = "fs get [-r] [-p] [-q] PATH... LOCAL|-",
+    .summary = "download (keeps the mode; progress on a tty); into LOCAL/NAME when LOCAL is a "
+               "directory, like scp; several sources need a directory; '*.log' (quoted) is "
+               "matched on the remote side",
+    .text = "Downloads like scp: into LOCAL/NAME when LOCAL is a directory (several sources "
+            "need\none); - writes one file to stdout. Quoted patterns ('/logs/*.log') are "
+            "matched on\nthe remote side. The mode is kept; -p keeps the modification time "
+            "too; -r copies\ndirectories; -q: no progress line. An interrupted download "
+            "leaves no file behind.\n",
+    FS_ENTRY,
+    .lower = 2,
+    .upper = -1,
+    .exec = fs_get_exec,
+};
+
+const struct cli_cmd_entry cli_fs_put_entry = {
+    .name = "fs put",
+    .usage = "fs put [-r] [-p] [-q] LOCAL...|- PATH",
+    .summary = "upload files or stdin (keeps the local mode); into PATH/NAME when PATH is a "
+               "remote directory, like scp (-p: keep modification times too; -q: no progress)",
+    .text = "Uploads like scp: into PATH/NAME when PATH is a remote directory (several "
+            "sources\nneed one); - reads stdin. The mode is kept; -p keeps the modification "
+            "time too;\n-r copies directories; -q: no progress line.\n",
+    FS_ENTRY,
+    .lower = 2,
+    .upper = -1,
+    .exec = fs_put_exec,
+};
+
+const struct cli_cmd_entry cli_fs_ls_entry = {
+    .name = "fs ls",
+    .usage = "fs ls [-l] [PATH...]",
+    .summary = "list directories and files like ls (directories end in /; -l: long form)",
+    .text = "Lists like ls(1): files as named, directories' entries (directories end in /),\n"
+            "a header per directory when there are several operands; -l: long form.\n",
+    FS_ENTRY,
+    .lower = 0,
+    .upper = -1,
+    .exec = fs_ls_exec,
+};
+
+const struct cli_cmd_entry cli_fs_stat_entry = {
+    .name = "fs stat",
+    .usage = "fs stat PATH...",
+    .summary = "show metadata (type, size, mode, owner, times)",
+    .text = "Shows type, size, mode, owner and times.\n",
+    FS_ENTRY,
+    .lower = 1,
+    .upper = -1,
+    .exec = fs_each_exec,
+};
+
+const struct cli_cmd_entry cli_fs_rm_entry = {
+    .name = "fs rm",
+    .usage = "fs rm [-r] [-f] PATH...",
+    .summary = "remove (-r: recursive, -f: no error if missing)",
+    .text = "Removes (-r: directories too; -f: no error if missing).\n",
+    FS_ENTRY,
+    .lower = 1,
+    .upper = -1,
+    .exec = fs_each_exec,
+};
+
+const struct cli_cmd_entry cli_fs_cp_entry = {
+    .name = "fs cp",
+    .usage = "fs cp [-r] SRC DST",
+    .summary = "copy on the remote side (into DST/NAME when DST is a directory, like cp)",
+    .text = "Copies on the remote side (into DST/NAME when DST is a directory).\n",
+    FS_ENTRY,
+    .lower = 2,
+    .upper = 2,
+    .exec = fs_cp_exec,
+};
+
+const struct cli_cmd_entry cli_fs_mkdir_entry = {
+    .name = "fs mkdir",
+    .usage = "fs mkdir [-p] PATH...",
+    .summary = "create directories (-p: with parents)",
+    .text = "Creates directories (-p: with parents, no error if there).\n",
+    FS_ENTRY,
+    .lower = 1,
+    .upper = -1,
+    .exec = fs_each_exec,
+};
+
+const struct cli_cmd_entry cli_fs_walk_entry = {
+    .name = "fs walk",
+    .usage = "fs walk [--max-depth N] PATH",
+    .summary = "list a tree breadth-first",
+    .text = "Lists a tree breadth-first.\n",
+    FS_ENTRY,
+    .lower = 1,
+    .upper = 1,
+    .exec = fs_walk_exec,
+};

@@ -2,75 +2,24 @@
  * --help (which needs no server), and usage errors, which are one line naming what is
  * wrong plus one line pointing at the right --help, never the whole text.
  *
- * The per-command texts live in one table (tmux's cmd_entry: name, usage, what it
- * does), which `COMMAND --help`, the usage errors and the bash completion
- * (packaging/exec-client.bash) follow. */
+ * The texts come from the command table (cli_cmd.c, each entry in its command's
+ * module): the command list of --help, `COMMAND --help`, and the names the usage
+ * errors point at; the bash completion (packaging/exec-client.bash) follows them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 
-/* --help, in two literals: one of 5,000+ characters is past what ISO C promises a
- * compiler takes (4095; -Woverlength-strings). */
-static const char usage_commands[] =
+/* --help: this head, the commands from the table, then the options. */
+static const char usage_head[] =
     "usage: exec-client [--url URL] [--token TOKEN] [--timeout-ms N] [--reconnect-ms N]\n"
     "                   COMMAND ...\n"
     "       exec-client --remote REGISTRY_URL --environment-id ID [--token TOKEN] ...\n"
     "                   COMMAND ...\n"
     "       exec-client --environment NAME [--environments FILE] ... COMMAND ...\n"
     "\n"
-    "Commands:\n"
-    "  run [--tty] [-n] [--cwd DIR] [--env K=V]... 'SHELL COMMAND'\n"
-    "  run [--tty] [-n] [--cwd DIR] [--env K=V]... -- CMD [ARGS...]\n"
-    "  run -d|--keep[=SECONDS] ...\n"
-    "        run a command remotely: one argument with shell syntax goes to the remote\n"
-    "        user's shell (like ssh); after -- argv is run as given (no shell).\n"
-    "        stdout/stderr stream back, the exit status is the remote\n"
-    "        one (128+N for signal N). stdin is sent to CMD as it comes and its end\n"
-    "        is passed on (-n: send none); Ctrl-C, SIGTERM and SIGHUP are forwarded;\n"
-    "        --tty: a remote PTY sized like this window, resized with it;\n"
-    "        --keep: the command outlives this client (its session is kept for\n"
-    "        SECONDS, default until ended; a lost terminal (SIGHUP) or ~. detaches);\n"
-    "        -d: start it kept and return at once, printing SESSION PROCESS\n"
-    "  shell [--cwd DIR] [--env K=V]...\n"
-    "        login shell on a remote PTY in the remote home (Ctrl-C goes to the\n"
-    "        remote side; end of input ends it)\n"
-    "  fs cat PATH...         print remote files\n"
-    "  fs get [-r] [-p] [-q] PATH... LOCAL|-\n"
-    "                         download (keeps the mode; progress on a tty); into\n"
-    "                         LOCAL/NAME when LOCAL is a directory, like scp; several\n"
-    "                         sources need a directory; '*.log' (quoted) is matched\n"
-    "                         on the remote side\n"
-    "  fs put [-r] [-p] [-q] LOCAL...|- PATH\n"
-    "                         upload files or stdin (keeps the local mode); into\n"
-    "                         PATH/NAME when PATH is a remote directory, like scp\n"
-    "                         (-p: keep modification times too; -q: no progress)\n"
-    "  fs ls [-l] [PATH...]   list directories and files like ls (directories end\n"
-    "                         in /; -l: long form)\n"
-    "  fs stat PATH...        show metadata (type, size, mode, owner, times)\n"
-    "  fs rm [-r] [-f] PATH...  remove (-r: recursive, -f: no error if missing)\n"
-    "  fs cp [-r] SRC DST     copy on the remote side (into DST/NAME when DST is a\n"
-    "                         directory, like cp)\n"
-    "  fs mkdir [-p] PATH...  create directories (-p: with parents)\n"
-    "  fs walk [--max-depth N] PATH   list a tree breadth-first\n"
-    "  rpc [--raw]            send JSON-RPC lines from stdin, print every message back\n"
-    "                         (--raw: skip the initialize handshake)\n"
-    "  sessions [--json] [--end SESSION]  the sessions the server keeps for you\n"
-    "                         (exited: every process has ended; --end: end one,\n"
-    "                         killing its processes)\n"
-    "  ps [--json] [SESSION]  their processes (SESSION: any unique prefix of its id)\n"
-    "  attach [--detach-key ^B] [SESSION [PROCESS]]\n"
-    "                         step into a running process like tmux attach: its retained\n"
-    "                         output, then live; raw terminal, resized with this one;\n"
-    "                         ^B d detaches and leaves it running. A session another\n"
-    "                         client holds is watched as a second viewer\n"
-    "  forward -L [BIND:]LPORT:HOST:PORT [-L ...]\n"
-    "                         like ssh -L: connections to BIND:LPORT here (default\n"
-    "                         127.0.0.1; LPORT 0: any free port, printed) are made to\n"
-    "                         HOST:PORT from the server (needs --allow-tcp-forwarding\n"
-    "                         there); runs until interrupted\n"
-    "\n";
+    "Commands:\n";
 
 static const char usage_options[] =
     "Options:\n"
@@ -116,129 +65,85 @@ static const char usage_options[] =
     "Every command takes --help (e.g. exec-client fs put --help).\n"
     "More: man exec-client; the protocol: docs/PROTOCOL.md in the exec-server sources.\n";
 
+#define HELP_COL 25 /* where a command's summary starts in the whole --help */
+#define HELP_WIDTH 80
+
+/* Writes text from column col (the cursor at column at), its words wrapped at
+ * HELP_WIDTH. */
+static void wrap(FILE *f, const char *text, int col, int at)
+{
+    const char *p = text;
+    while (*p) {
+        size_t n = strcspn(p, " ");
+        if (at > col && at + 1 + (int)n > HELP_WIDTH) {
+            fprintf(f, "\n%*s", col, "");
+            at = col;
+        }
+        if (at > col) {
+            fputc(' ', f);
+            at++;
+        }
+        for (; at < col; at++)
+            fputc(' ', f);
+        fwrite(p, 1, n, f);
+        at += (int)n;
+        p += n;
+        while (*p == ' ')
+            p++;
+    }
+    fputc('\n', f);
+}
+
+/* One entry in the whole --help: its synopsis lines, then the summary beside the last
+ * one when it fits there, else under it. */
+static void list_entry(FILE *f, const struct cli_cmd_entry *e)
+{
+    const char *u = e->usage;
+    int at = 0;
+    for (;;) {
+        size_t n = strcspn(u, "\n");
+        at = fprintf(f, "  %.*s", (int)n, u);
+        if (!u[n]) break;
+        fputc('\n', f);
+        u += n + 1;
+    }
+    if (at > HELP_COL - 2) {
+        fputc('\n', f);
+        at = 0;
+    }
+    wrap(f, e->summary, HELP_COL, at);
+}
+
 void cli_usage(FILE *f)
 {
-    fputs(usage_commands, f);
+    fputs(usage_head, f);
+    for (size_t i = 0; cli_cmd_table[i]; i++)
+        if (cli_cmd_table[i]->exec) list_entry(f, cli_cmd_table[i]);
+    fputc('\n', f);
     fputs(usage_options, f);
 }
 
-struct cmd_help {
-    const char *name; /* "run", "fs put" */
-    const char *usage;
-    const char *text;
-};
-
-static const struct cmd_help helps[] = {
-    {"run",
-     "run [--tty] [-n] [-d|--keep[=SECONDS]] [--cwd DIR] [--env K=V]... 'SHELL COMMAND'\n"
-     "       exec-client run [options] -- CMD [ARGS...]",
-     "Runs a command remotely, like ssh HOST CMD: one argument with shell syntax goes to\n"
-     "the remote user's shell; after -- argv is run as given. stdout, stderr and the exit\n"
-     "status are the remote command's; stdin is sent as it comes (-n: none). --tty: a\n"
-     "remote PTY sized like this window; --keep: the command outlives this client; -d:\n"
-     "start it kept and return at once, printing SESSION PROCESS.\n"},
-    {"shell", "shell [--cwd DIR] [--env K=V]...",
-     "A login shell on a remote PTY in the remote home, like ssh HOST.\n"},
-    {"fs", "fs SUBCOMMAND ...   (cat get put ls stat rm cp mkdir walk)",
-     "The remote file system. `exec-client fs SUBCOMMAND --help` says more of each.\n"},
-    {"fs cat", "fs cat PATH...",
-     "Prints remote files (patterns such as '*.txt' are matched remotely).\n"},
-    {"fs get", "fs get [-r] [-p] [-q] PATH... LOCAL|-",
-     "Downloads like scp: into LOCAL/NAME when LOCAL is a directory (several sources need\n"
-     "one); - writes one file to stdout. Quoted patterns ('/logs/*.log') are matched on\n"
-     "the remote side. The mode is kept; -p keeps the modification time too; -r copies\n"
-     "directories; -q: no progress line. An interrupted download leaves no file behind.\n"},
-    {"fs put", "fs put [-r] [-p] [-q] LOCAL...|- PATH",
-     "Uploads like scp: into PATH/NAME when PATH is a remote directory (several sources\n"
-     "need one); - reads stdin. The mode is kept; -p keeps the modification time too;\n"
-     "-r copies directories; -q: no progress line.\n"},
-    {"fs ls", "fs ls [-l] [PATH...]",
-     "Lists like ls(1): files as named, directories' entries (directories end in /),\n"
-     "a header per directory when there are several operands; -l: long form.\n"},
-    {"fs stat", "fs stat PATH...", "Shows type, size, mode, owner and times.\n"},
-    {"fs rm", "fs rm [-r] [-f] PATH...",
-     "Removes (-r: directories too; -f: no error if missing).\n"},
-    {"fs cp", "fs cp [-r] SRC DST",
-     "Copies on the remote side (into DST/NAME when DST is a directory).\n"},
-    {"fs mkdir", "fs mkdir [-p] PATH...",
-     "Creates directories (-p: with parents, no error if there).\n"},
-    {"fs walk", "fs walk [--max-depth N] PATH", "Lists a tree breadth-first.\n"},
-    {"rpc", "rpc [--raw]",
-     "Sends JSON-RPC lines from stdin and prints every message back; exits 1 when a reply\n"
-     "was an error (--raw: skip the initialize handshake).\n"},
-    {"sessions", "sessions [--json] [--end SESSION]",
-     "The sessions the server keeps for you; STATE is attached, detached or exited (every\n"
-     "process has ended; EXIT then shows the status). --end ends one, killing its\n"
-     "processes; --json prints the server's objects.\n"},
-    {"ps", "ps [--json] [SESSION]",
-     "The processes of your sessions (SESSION: a unique prefix of its id).\n"},
-    {"attach", "attach [--detach-key ^B] [SESSION [PROCESS]]",
-     "Steps into a running process like tmux attach (^B d detaches).\n"},
-    {"forward", "forward -L [BIND:]LPORT:HOST:PORT [-L ...]",
-     "Like ssh -L: connections to BIND:LPORT here are made to HOST:PORT from the server.\n"},
-};
-
-static const struct cmd_help *find_help(const char *cmd, const char *sub)
+/* The synopsis, every line after "exec-client [OPTIONS] ". */
+static void synopsis(FILE *f, const char *first, const char *usage)
 {
-    char name[64];
-    snprintf(name, sizeof name, "%s%s%s", cmd, sub ? " " : "", sub ? sub : "");
-    for (size_t i = 0; i < sizeof helps / sizeof helps[0]; i++)
-        if (strcmp(helps[i].name, name) == 0) return &helps[i];
-    return NULL;
-}
-
-bool cli_is_command(const char *cmd)
-{
-    return find_help(cmd, NULL) != NULL;
-}
-
-bool cli_help_requested(int argc, char **argv)
-{
-    /* argv[0] is the command; fs's subcommand is skipped. Only the options before the
-     * first operand count: `run ls --help` runs `ls --help`. */
-    int i = 1;
-    if (strcmp(argv[0], "fs") == 0 && argc > 1 && argv[1][0] != '-') i = 2;
-    for (; i < argc; i++) {
-        if (strcmp(argv[i], "--") == 0 || argv[i][0] != '-') return false;
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return true;
+    const char *u = usage;
+    for (bool one = true;; one = false) {
+        size_t n = strcspn(u, "\n");
+        fprintf(f, "%s exec-client [OPTIONS] %.*s\n", one ? first : "      ", (int)n, u);
+        if (!u[n]) break;
+        u += n + 1;
     }
-    return false;
 }
 
-void cli_command_help(FILE *f, int argc, char **argv)
+void cli_command_help(FILE *f, const struct cli_cmd_entry *e)
 {
-    const char *sub = strcmp(argv[0], "fs") == 0 && argc > 1 && argv[1][0] != '-' ? argv[1] : NULL;
-    const struct cmd_help *h = find_help(argv[0], sub);
-    if (!h) h = find_help(argv[0], NULL);
-    if (!h) {
-        cli_usage(f);
-        return;
-    }
-    fprintf(f, "usage: exec-client [OPTIONS] %s\n\n%s", h->usage, h->text);
-    if (strcmp(h->name, "fs") == 0)
-        for (size_t i = 0; i < sizeof helps / sizeof helps[0]; i++)
-            if (strncmp(helps[i].name, "fs ", 3) == 0)
-                fprintf(f, "  exec-client %s\n", helps[i].usage);
+    synopsis(f, "usage:", e->usage);
+    fprintf(f, "\n%s", e->text);
+    size_t len = strlen(e->name);
+    if (!e->exec) /* a group: its subcommands' synopses */
+        for (size_t i = 0; cli_cmd_table[i]; i++)
+            if (strncmp(cli_cmd_table[i]->name, e->name, len) == 0 &&
+                cli_cmd_table[i]->name[len] == ' ')
+                fprintf(f, "  exec-client %s\n", cli_cmd_table[i]->usage);
     fprintf(f, "\nOPTIONS (--url, --token, ...): exec-client --help; more: man exec-client\n");
-}
-
-static void __attribute__((noreturn)) pointer(const char *cmd, const char *sub)
-{
-    fprintf(stderr, "Try 'exec-client%s%s%s%s --help'.\n", cmd ? " " : "", cmd ? cmd : "",
-            sub && cmd ? " " : "", sub && cmd ? sub : "");
-    exit(EXIT_USAGE);
-}
-
-void cli_usage_error(const char *cmd, const char *sub, const char *msg)
-{
-    fprintf(stderr, "exec-client: %s%s%s%s%s\n", cmd ? cmd : "", sub ? " " : "", sub ? sub : "",
-            cmd ? ": " : "", msg);
-    pointer(cmd, sub);
-}
-
-void cli_bad_option(const char *cmd, const char *sub, const char *opt)
-{
-    char m[200];
-    snprintf(m, sizeof m, "unknown option `%.120s`", opt);
-    cli_usage_error(cmd, sub, m);
 }

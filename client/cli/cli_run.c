@@ -22,7 +22,6 @@
  * LINES/COLUMNS stand in for the window size; signals other than SIGINT terminate
  * the remote process. */
 #include <errno.h>
-#include <getopt.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -158,51 +157,45 @@ static void env_defaults(struct run_opts *ro, bool tty, bool can_size)
     }
 }
 
-static int parse_run_opts(int argc, char **argv, struct run_opts *ro, bool allow_tty)
+/* run's and shell's options, in command-line order, into ro. */
+static void run_opts_from(const struct cli_args *a, struct run_opts *ro, bool allow_tty)
 {
-    static const struct option longs[] = {{"tty", no_argument, 0, 't'},
-                                          {"detach", no_argument, 0, 'd'},
-                                          {"keep", optional_argument, 0, 'k'},
-                                          {"cwd", required_argument, 0, 'C'},
-                                          {"env", required_argument, 0, 'e'},
-                                          {"help", no_argument, 0, 'h'},
-                                          {0, 0, 0, 0}};
-    optind = 1;
-    int ch;
-    opterr = 0;
+    const char *name = a->entry->name;
     ro->keep_secs = -1;
-    while ((ch = getopt_long(argc, argv, "+tdnC:e:h", longs, NULL)) != -1) {
-        switch (ch) {
+    for (int i = 0; i < a->nopts; i++) {
+        const char *v = a->opts[i].value;
+        switch (a->opts[i].ch) {
         case 'd':
-            if (!allow_tty) die_usage("%s: -d needs a command (use run -d)", argv[0]);
+            if (!allow_tty) cli_die_usage("%s: -d needs a command (use run -d)", name);
             ro->detach = ro->keep = true;
             break;
         case 'k': {
             ro->keep = true;
             char *end = NULL;
-            if (optarg && (strtoll(optarg, &end, 10) < 0 || *end || !*optarg))
-                die_usage("--keep=SECONDS wants a number of seconds, got `%s`", optarg);
-            if (optarg) ro->keep_secs = strtoll(optarg, NULL, 10);
+            if (v && (strtoll(v, &end, 10) < 0 || *end || !*v))
+                cli_die_usage("--keep=SECONDS wants a number of seconds, got `%s`", v);
+            if (v) ro->keep_secs = strtoll(v, NULL, 10);
             break;
         }
         case 't':
-            if (!allow_tty) die_usage("%s: --tty is implied", argv[0]);
+            if (!allow_tty) cli_die_usage("%s: --tty is implied", name);
             ro->tty = true;
             break;
         case 'n': ro->no_stdin = true; break;
-        case 'C': ro->cwd = optarg; break;
+        case 'C': ro->cwd = v; break;
         case 'e':
-            if (!strchr(optarg, '=') || optarg[0] == '=')
-                die_usage("--env expects K=V, got `%s`", optarg);
-            env_add(ro, optarg);
+            if (!strchr(v, '=') || v[0] == '=') cli_die_usage("--env expects K=V, got `%s`", v);
+            env_add(ro, v);
             break;
-        case 'h': cli_usage(stdout); exit(0);
-        default: cli_bad_option(argv[0], NULL, argv[optind - 1]);
         }
     }
-    ro->dashdash = optind > 1 && strcmp(argv[optind - 1], "--") == 0;
-    return optind;
+    ro->dashdash = a->dashdash;
 }
+
+static const struct option run_longs[] = {
+    {"tty", no_argument, 0, 't'},        {"detach", no_argument, 0, 'd'},
+    {"keep", optional_argument, 0, 'k'}, {"cwd", required_argument, 0, 'C'},
+    {"env", required_argument, 0, 'e'},  {0, 0, 0, 0}};
 
 /* ssh runs a command through the remote user's shell; we exec argv as given, unless
  * the command is one word holding shell syntax (`run 'echo a; echo b'`), which goes
@@ -340,7 +333,7 @@ static void pump_stdin(struct pump *pm)
     if (ec_process_write(pm->p, buf, (size_t)n, &e) != 0) {
         if (e.kind != EC_ERR_SERVER) {
             tty_restore();
-            die_err("write", &e);
+            cli_die_err("write", &e);
         }
         pm->fwd_stdin = false; /* the process no longer takes input */
     }
@@ -464,7 +457,7 @@ static int pump_process(struct pump *pm)
         }
         if (rc != 0) {
             tty_restore();
-            die_err("connection", &e);
+            cli_die_err("connection", &e);
         }
         switch (ev.type) {
         case EC_EVENT_OUTPUT:
@@ -529,7 +522,7 @@ static int start_and_pump(struct cli *cli, const char **cargv, const char *cwd, 
         }
         fprintf(stderr, "exec-client: cannot start `%s`: %s\n", ro->shown ? ro->shown : cargv[0],
                 e.message);
-        return e.kind == EC_ERR_SERVER ? 127 : err_exit_code(&e);
+        return e.kind == EC_ERR_SERVER ? 127 : cli_err_exit_code(&e);
     }
     if (ro->detach) {
         /* Like tmux new -d: it runs on, and this prints how to find it. */
@@ -579,7 +572,8 @@ static void keep_session(struct cli *cli, const struct run_opts *ro)
     if (ro->keep_secs >= 0) json_object_set_new(params, "ttlSeconds", json_integer(ro->keep_secs));
     json_t *res = NULL;
     ec_error e = {0};
-    if (ec_client_call(cli->c, "session/keep", params, &res, &e) != 0) die_err("session/keep", &e);
+    if (ec_client_call(cli->c, "session/keep", params, &res, &e) != 0)
+        cli_die_err("session/keep", &e);
     json_t *granted = json_object_get(res, "ttlSeconds");
     if (ro->keep_secs < 0 ? json_is_integer(granted) : json_integer_value(granted) < ro->keep_secs)
         fprintf(stderr, "exec-client: the server keeps this session %lld s at most\n",
@@ -587,21 +581,20 @@ static void keep_session(struct cli *cli, const struct run_opts *ro)
     json_decref(res);
 }
 
-int cmd_run(struct cli *cli, int argc, char **argv)
+static int cmd_run(struct cli *cli, const struct cli_args *a)
 {
     struct run_opts ro = {0};
-    int i = parse_run_opts(argc, argv, &ro, true);
-    if (i >= argc)
-        die_usage("%s", "run: missing command (exec-client run [options] 'SHELL COMMAND' or "
-                        "exec-client run [options] -- CMD ARGS...)");
+    run_opts_from(a, &ro, true);
+    int argc = a->argc, i = 0;
+    char **argv = a->argv;
     install_signals();
-    connect_or_die(cli, false, true);
+    cli_connect_or_die(cli, false, true);
     if (ro.keep) keep_session(cli, &ro);
     if (ro.detach) ro.no_stdin = true;
     bool eof_ok = ec_client_has_capability(cli->c, "processCloseStdin");
     env_defaults(&ro, ro.tty, ec_client_has_capability(cli->c, "processResize"));
     /* Like ssh: the remote home unless --cwd says otherwise. */
-    char *cwd = remote_path(cli, ro.cwd ? ro.cwd : ".");
+    char *cwd = cli_remote_path(cli, ro.cwd ? ro.cwd : ".");
     const char **cargv = calloc((size_t)(argc - i) + 5, sizeof *cargv);
     size_t k = 0;
     char script[64];
@@ -615,7 +608,8 @@ int cmd_run(struct cli *cli, int argc, char **argv)
         bool input_eof = true;
         if (isatty(STDIN_FILENO)) {
             fwd = pipe_stdin = false;
-        } else if (slurp_max(STDIN_FILENO, STDIN_BUFFER_MAX, &input, &input_len, &input_eof) != 0) {
+        } else if (cli_slurp_max(STDIN_FILENO, STDIN_BUFFER_MAX, &input, &input_len, &input_eof) !=
+                   0) {
             fprintf(stderr, "exec-client: reading stdin: %s\n", strerror(errno));
             free(cargv);
             free(cwd);
@@ -647,13 +641,12 @@ int cmd_run(struct cli *cli, int argc, char **argv)
     return rc;
 }
 
-int cmd_shell(struct cli *cli, int argc, char **argv)
+static int cmd_shell(struct cli *cli, const struct cli_args *a)
 {
     struct run_opts ro = {0};
-    int i = parse_run_opts(argc, argv, &ro, false);
-    if (i < argc) die_usage("shell: unexpected argument `%s`", argv[i]);
+    run_opts_from(a, &ro, false);
     install_signals();
-    connect_or_die(cli, false, true);
+    cli_connect_or_die(cli, false, true);
     if (ro.keep) keep_session(cli, &ro);
     bool eof_ok = ec_client_has_capability(cli->c, "processCloseStdin");
     /* Like ssh: a terminal gets a remote PTY; piped input (or /dev/null) is run by a
@@ -663,7 +656,7 @@ int cmd_shell(struct cli *cli, int argc, char **argv)
     env_defaults(&ro, ro.tty, ec_client_has_capability(cli->c, "processResize"));
     const char *sh = remote_shell(cli);
     /* Like a login: the remote home unless --cwd says otherwise. */
-    char *cwd = remote_path(cli, ro.cwd ? ro.cwd : ".");
+    char *cwd = cli_remote_path(cli, ro.cwd ? ro.cwd : ".");
     /* Like sshd: USER and LOGNAME from the password database (the server's own
      * environment may have neither, e.g. under systemd), then the login shell. */
     const char *cargv[] = {"/bin/sh", "-c",
@@ -677,3 +670,43 @@ int cmd_shell(struct cli *cli, int argc, char **argv)
     free(ro.env);
     return rc;
 }
+
+const struct cli_cmd_entry cli_run_entry = {
+    .name = "run",
+    .usage = "run [--tty] [-n] [-d|--keep[=SECS]] [--cwd DIR] [--env K=V]... 'SHELL CMD'\n"
+             "run [options] -- CMD [ARGS...]",
+    .summary = "run a command remotely: one argument with shell syntax goes to the remote "
+               "user's shell (like ssh); after -- argv is run as given (no shell). "
+               "stdout/stderr stream back, the exit status is the remote one (128+N for "
+               "signal N). stdin is sent to CMD as it comes and its end is passed on (-n: "
+               "send none); Ctrl-C, SIGTERM and SIGHUP are forwarded; --tty: a remote PTY "
+               "sized like this window, resized with it; --keep: the command outlives this "
+               "client (its session is kept for SECONDS, default until ended; a lost "
+               "terminal (SIGHUP) or ~. detaches); -d: start it kept and return at once, "
+               "printing SESSION PROCESS",
+    .text = "Runs a command remotely, like ssh HOST CMD: one argument with shell syntax goes "
+            "to\nthe remote user's shell; after -- argv is run as given. stdout, stderr and "
+            "the exit\nstatus are the remote command's; stdin is sent as it comes (-n: none). "
+            "--tty: a\nremote PTY sized like this window; --keep: the command outlives this "
+            "client; -d:\nstart it kept and return at once, printing SESSION PROCESS.\n",
+    .flags = "+tdnC:e:",
+    .longs = run_longs,
+    .lower = 1,
+    .upper = -1,
+    .too_few = "run: missing command (exec-client run [options] 'SHELL COMMAND' or "
+               "exec-client run [options] -- CMD ARGS...)",
+    .exec = cmd_run,
+};
+
+const struct cli_cmd_entry cli_shell_entry = {
+    .name = "shell",
+    .usage = "shell [--cwd DIR] [--env K=V]...",
+    .summary = "login shell on a remote PTY in the remote home (Ctrl-C goes to the remote "
+               "side; end of input ends it)",
+    .text = "A login shell on a remote PTY in the remote home, like ssh HOST.\n",
+    .flags = "+tdnC:e:",
+    .longs = run_longs,
+    .upper = 0,
+    .too_many = "shell: unexpected argument `%s`",
+    .exec = cmd_shell,
+};

@@ -32,7 +32,7 @@ static json_t *call_or_die(struct cli *cli, const char *method, json_t *params)
 {
     json_t *res = NULL;
     ec_error e = {0};
-    if (ec_client_call(cli->c, method, params, &res, &e) != 0) die_err(method, &e);
+    if (ec_client_call(cli->c, method, params, &res, &e) != 0) cli_die_err(method, &e);
     return res;
 }
 
@@ -186,19 +186,11 @@ static void print_json(json_t *v)
     free(text);
 }
 
-int cmd_sessions(struct cli *cli, int argc, char **argv)
+static int cmd_sessions(struct cli *cli, const struct cli_args *a)
 {
-    const char *end = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--end") == 0 && i + 1 < argc)
-            end = argv[++i];
-        else if (strcmp(argv[i], "--json") == 0)
-            cli->json = true;
-        else
-            die_usage("sessions: unexpected argument `%s` (sessions [--json] [--end SESSION])",
-                      argv[i]);
-    }
-    connect_or_die(cli, false, false);
+    const char *end = cli_args_get(a, 'e');
+    cli->json = cli_args_has(a, 'j');
+    cli_connect_or_die(cli, false, false);
     ec_client_end_session(cli->c, NULL); /* this look leaves nothing behind */
     json_t *list = other_sessions(cli);
     if (end) {
@@ -208,9 +200,9 @@ int cmd_sessions(struct cli *cli, int argc, char **argv)
         ec_client_close(cli->c);
         cli->c = NULL;
         cli->resume_session = id;
-        connect_or_die(cli, false, false);
+        cli_connect_or_die(cli, false, false);
         ec_error e = {0};
-        if (ec_client_end_session(cli->c, &e) != 0) die_err("session/close", &e);
+        if (ec_client_end_session(cli->c, &e) != 0) cli_die_err("session/close", &e);
         fprintf(stderr, "exec-client: session %s ended (its processes are killed)\n", id);
         cli->resume_session = NULL;
         free(id);
@@ -237,18 +229,11 @@ int cmd_sessions(struct cli *cli, int argc, char **argv)
     return 0;
 }
 
-int cmd_ps(struct cli *cli, int argc, char **argv)
+static int cmd_ps(struct cli *cli, const struct cli_args *a)
 {
-    const char *want = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            cli->json = true;
-        else if (!want && argv[i][0] != '-')
-            want = argv[i];
-        else
-            die_usage("ps: unexpected argument `%s` (ps [--json] [SESSION])", argv[i]);
-    }
-    connect_or_die(cli, false, false);
+    const char *want = a->argc ? a->argv[0] : NULL;
+    cli->json = cli_args_has(a, 'j');
+    cli_connect_or_die(cli, false, false);
     ec_client_end_session(cli->c, NULL);
     json_t *list = other_sessions(cli);
     if (want) {
@@ -497,25 +482,16 @@ static int attach_loop(struct attach_state *st, const char *sid)
     return EXIT_CONN;
 }
 
-int cmd_attach(struct cli *cli, int argc, char **argv)
+static int cmd_attach(struct cli *cli, const struct cli_args *a)
 {
-    const char *key_arg = "^B", *want_sid = NULL, *want_proc = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--detach-key") == 0 && i + 1 < argc)
-            key_arg = argv[++i];
-        else if (argv[i][0] == '-')
-            die_usage("attach: unknown option `%s`", argv[i]);
-        else if (!want_sid)
-            want_sid = argv[i];
-        else if (!want_proc)
-            want_proc = argv[i];
-        else
-            die_usage("attach: unexpected argument `%s` (attach [SESSION [PROCESS]])", argv[i]);
-    }
+    const char *key_arg = cli_args_has(a, 'k') ? cli_args_get(a, 'k') : "^B";
+    const char *want_sid = a->argc > 0 ? a->argv[0] : NULL;
+    const char *want_proc = a->argc > 1 ? a->argv[1] : NULL;
     int key = parse_key(key_arg);
     if (key < 0)
-        die_usage("attach: --detach-key wants a control key such as ^B or C-a, not `%s`", key_arg);
-    connect_or_die(cli, false, false);
+        cli_die_usage("attach: --detach-key wants a control key such as ^B or C-a, not `%s`",
+                      key_arg);
+    cli_connect_or_die(cli, false, false);
     ec_client_end_session(cli->c, NULL); /* the look-up session ends with its connection */
     json_t *list = other_sessions(cli);
     json_t *target = NULL;
@@ -547,15 +523,16 @@ int cmd_attach(struct cli *cli, int argc, char **argv)
         cli->c = NULL;
         cli->resume_session = sid;
         cli->resume_quiet = true;
-        connect_or_die(cli, false, true);
+        cli_connect_or_die(cli, false, true);
         if (!cli->c) { /* someone else took it meanwhile: watch it instead */
             cli->resume_session = NULL;
-            connect_or_die(cli, false, false);
+            cli_connect_or_die(cli, false, false);
             ec_client_end_session(cli->c, NULL);
             detached = false;
         }
     }
-    if (ec_process_attach(cli->c, detached ? NULL : sid, pid, &p, &e) != 0) die_err("attach", &e);
+    if (ec_process_attach(cli->c, detached ? NULL : sid, pid, &p, &e) != 0)
+        cli_die_err("attach", &e);
     bool tty = isatty(STDIN_FILENO);
     struct sigaction sa = {.sa_handler = on_sig};
     sigemptyset(&sa.sa_mask);
@@ -578,3 +555,54 @@ int cmd_attach(struct cli *cli, int argc, char **argv)
     free(sid);
     return rc;
 }
+
+/* sessions, ps and attach take their options anywhere among their operands. */
+static const struct option json_longs[] = {{"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
+
+static const struct option sessions_longs[] = {
+    {"json", no_argument, 0, 'j'}, {"end", required_argument, 0, 'e'}, {0, 0, 0, 0}};
+
+const struct cli_cmd_entry cli_sessions_entry = {
+    .name = "sessions",
+    .usage = "sessions [--json] [--end SESSION]",
+    .summary = "the sessions the server keeps for you (exited: every process has ended; "
+               "--end: end one, killing its processes)",
+    .text = "The sessions the server keeps for you; STATE is attached, detached or exited "
+            "(every\nprocess has ended; EXIT then shows the status). --end ends one, killing "
+            "its\nprocesses; --json prints the server's objects.\n",
+    .flags = "",
+    .longs = sessions_longs,
+    .upper = 0,
+    .bad_option = "sessions: unexpected argument `%s` (sessions [--json] [--end SESSION])",
+    .exec = cmd_sessions,
+};
+
+const struct cli_cmd_entry cli_ps_entry = {
+    .name = "ps",
+    .usage = "ps [--json] [SESSION]",
+    .summary = "their processes (SESSION: any unique prefix of its id)",
+    .text = "The processes of your sessions (SESSION: a unique prefix of its id).\n",
+    .flags = "",
+    .longs = json_longs,
+    .upper = 1,
+    .bad_option = "ps: unexpected argument `%s` (ps [--json] [SESSION])",
+    .exec = cmd_ps,
+};
+
+static const struct option attach_longs[] = {{"detach-key", required_argument, 0, 'k'},
+                                             {0, 0, 0, 0}};
+
+const struct cli_cmd_entry cli_attach_entry = {
+    .name = "attach",
+    .usage = "attach [--detach-key ^B] [SESSION [PROCESS]]",
+    .summary = "step into a running process like tmux attach: its retained output, then "
+               "live; raw terminal, resized with this one; ^B d detaches and leaves it "
+               "running. A session another client holds is watched as a second viewer",
+    .text = "Steps into a running process like tmux attach (^B d detaches).\n",
+    .flags = "",
+    .longs = attach_longs,
+    .upper = 2,
+    .bad_option = "attach: unknown option `%s`",
+    .too_many = "attach: unexpected argument `%s` (attach [SESSION [PROCESS]])",
+    .exec = cmd_attach,
+};

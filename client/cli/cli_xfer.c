@@ -1,6 +1,6 @@
 /* cli_xfer: the byte-moving half of `exec-client fs` (cat, get, put) and what it
  * needs: the progress line, the temporary file of a download and its removal,
- * remote glob patterns, -p's times, and the errors both halves print (fs_die).
+ * remote glob patterns, -p's times, and the errors both halves print (cli_fs_die).
  *
  * Files of up to 1 MiB go in one fs/readFile or fs/writeFile (one round trip, and
  * writeFile replaces atomically); larger ones and stdin stream through the library's
@@ -33,7 +33,7 @@
 
 /* "exec-client: fs rm /x: Is a directory (use -r)", exit 1 (2 for usage). The
  * server's "(os error N)" suffix and JSON-RPC code are for programs, not people. */
-void fs_die(const char *sub, const char *path, const ec_error *e)
+void cli_fs_die(const char *sub, const char *path, const ec_error *e)
 {
     char msg[sizeof e->message];
     snprintf(msg, sizeof msg, "%s", e->message);
@@ -53,7 +53,7 @@ void fs_die(const char *sub, const char *path, const ec_error *e)
     exit(e->kind == EC_ERR_USAGE ? EXIT_USAGE : e->kind == EC_ERR_SERVER ? EXIT_REMOTE : EXIT_CONN);
 }
 
-int fs_cmp_dirent(const void *a, const void *b)
+int cli_fs_cmp_dirent(const void *a, const void *b)
 {
     return strcmp(((const ec_dirent *)a)->name, ((const ec_dirent *)b)->name);
 }
@@ -79,7 +79,7 @@ static int64_t mono_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-const char *fs_base_name(const char *path)
+const char *cli_fs_base_name(const char *path)
 {
     const char *end = path + strlen(path);
     while (end > path + 1 && end[-1] == '/')
@@ -92,11 +92,11 @@ const char *fs_base_name(const char *path)
     return out;
 }
 
-static void progress_init(struct progress *pg, const struct fs_opts *o, const char *path,
+static void progress_init(struct progress *pg, const struct cli_fs_opts *o, const char *path,
                           uint64_t total)
 {
     static char name[256];
-    snprintf(name, sizeof name, "%s", fs_base_name(path));
+    snprintf(name, sizeof name, "%s", cli_fs_base_name(path));
     pg->on = !o->q && isatty(STDERR_FILENO);
     pg->name = name;
     pg->total = total;
@@ -172,7 +172,7 @@ static void on_fatal_signal(int sig)
     raise(sig);
 }
 
-void fs_guard_install(void)
+void cli_fs_guard_install(void)
 {
     static bool done;
     if (done) return;
@@ -195,7 +195,7 @@ static void tmp_track(const char *path)
 /* ---- cat / get ------------------------------------------------------------------ */
 
 /* Copies the remote file `path` (metadata md) to fd. */
-static int download(struct cli *cli, const struct fs_opts *o, const char *sub, const char *path,
+static int download(struct cli *cli, const struct cli_fs_opts *o, const char *sub, const char *path,
                     int fd, const ec_metadata *md, bool progress)
 {
     ec_error e = {0};
@@ -210,7 +210,7 @@ static int download(struct cli *cli, const struct fs_opts *o, const char *sub, c
     if (md->size <= SMALL_FILE) {
         uint8_t *data;
         size_t n;
-        if (ec_fs_read_file(cli->c, path, &data, &n, &e) != 0) fs_die(sub, path, &e);
+        if (ec_fs_read_file(cli->c, path, &data, &n, &e) != 0) cli_fs_die(sub, path, &e);
         int rc = cli_write_all(fd, data, n);
         free(data);
         progress_show(&pg, n, true);
@@ -225,22 +225,22 @@ static int download(struct cli *cli, const struct fs_opts *o, const char *sub, c
             fprintf(stderr, "exec-client: fs %s: %s\n", sub, e.message);
             return EXIT_USAGE;
         }
-        fs_die(sub, path, &e);
+        cli_fs_die(sub, path, &e);
     }
     progress_show(&pg, got, true);
     return 0;
 }
 
-int fs_cat(struct cli *cli, const struct fs_opts *o, const char *path)
+int cli_fs_cat(struct cli *cli, const struct cli_fs_opts *o, const char *path)
 {
     ec_error e = {0};
     ec_metadata md;
-    if (ec_fs_get_metadata(cli->c, path, &md, &e) != 0) fs_die("cat", path, &e);
+    if (ec_fs_get_metadata(cli->c, path, &md, &e) != 0) cli_fs_die("cat", path, &e);
     return download(cli, o, "cat", path, STDOUT_FILENO, &md, false);
 }
 
 /* Downloads the remote file `path` (metadata md) to the local file `local`. */
-static int get_file(struct cli *cli, const struct fs_opts *o, const char *path,
+static int get_file(struct cli *cli, const struct cli_fs_opts *o, const char *path,
                     const ec_metadata *md, const char *local)
 {
     /* Into a temporary name beside the target, renamed when complete: an interrupted
@@ -278,7 +278,7 @@ static int get_file(struct cli *cli, const struct fs_opts *o, const char *path,
     return rc;
 }
 
-char *fs_join(const char *dir, const char *name)
+char *cli_fs_join(const char *dir, const char *name)
 {
     size_t n = strlen(dir) + strlen(name) + 2;
     char *p = malloc(n);
@@ -286,14 +286,14 @@ char *fs_join(const char *dir, const char *name)
     return p;
 }
 
-bool fs_ends_with_slash(const char *p)
+bool cli_fs_ends_with_slash(const char *p)
 {
     size_t n = strlen(p);
     return n > 1 && p[n - 1] == '/';
 }
 
 /* -r: the remote directory `path` becomes the local directory `local`. */
-static int get_tree(struct cli *cli, const struct fs_opts *o, const char *path,
+static int get_tree(struct cli *cli, const struct cli_fs_opts *o, const char *path,
                     const ec_metadata *md, const char *local)
 {
     if (mkdir(local, md->has_mode ? (mode_t)(md->mode & 07777) | 0700 : 0777) != 0 &&
@@ -304,12 +304,12 @@ static int get_tree(struct cli *cli, const struct fs_opts *o, const char *path,
     ec_error e = {0};
     ec_dirent *ents;
     size_t n;
-    if (ec_fs_read_directory(cli->c, path, &ents, &n, &e) != 0) fs_die("get", path, &e);
+    if (ec_fs_read_directory(cli->c, path, &ents, &n, &e) != 0) cli_fs_die("get", path, &e);
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
-        char *rp = fs_join(path, ents[i].name), *lp = fs_join(local, ents[i].name);
+        char *rp = cli_fs_join(path, ents[i].name), *lp = cli_fs_join(local, ents[i].name);
         ec_metadata cm;
-        if (ec_fs_get_metadata(cli->c, rp, &cm, &e) != 0) fs_die("get", rp, &e);
+        if (ec_fs_get_metadata(cli->c, rp, &cm, &e) != 0) cli_fs_die("get", rp, &e);
         rc = cm.is_directory ? get_tree(cli, o, rp, &cm, lp) : get_file(cli, o, rp, &cm, lp);
         free(rp);
         free(lp);
@@ -326,11 +326,12 @@ static int get_tree(struct cli *cli, const struct fs_opts *o, const char *path,
 
 /* One remote source to `local` (a directory when into_dir). scp's rules: an existing
  * local directory receives LOCAL/NAME; a LOCAL ending in / must be one. */
-int fs_get_one(struct cli *cli, const struct fs_opts *o, const char *path, const char *local)
+int cli_fs_get_one(struct cli *cli, const struct cli_fs_opts *o, const char *path,
+                   const char *local)
 {
     ec_error e = {0};
     ec_metadata md;
-    if (ec_fs_get_metadata(cli->c, path, &md, &e) != 0) fs_die("get", path, &e);
+    if (ec_fs_get_metadata(cli->c, path, &md, &e) != 0) cli_fs_die("get", path, &e);
     if (strcmp(local, "-") == 0) return download(cli, o, "get", path, STDOUT_FILENO, &md, false);
     if (md.is_directory && !o->r) {
         fprintf(stderr, "exec-client: fs get %s: Is a directory (use -r)\n", path);
@@ -338,12 +339,12 @@ int fs_get_one(struct cli *cli, const struct fs_opts *o, const char *path, const
     }
     struct stat st;
     bool is_dir = stat(local, &st) == 0 && S_ISDIR(st.st_mode);
-    if (!is_dir && fs_ends_with_slash(local)) {
+    if (!is_dir && cli_fs_ends_with_slash(local)) {
         fprintf(stderr, "exec-client: fs get: %s: %s\n", local,
                 access(local, F_OK) == 0 ? "Not a directory" : "No such file or directory");
         return EXIT_USAGE;
     }
-    char *target = is_dir ? fs_join(local, fs_base_name(path)) : strdup(local);
+    char *target = is_dir ? cli_fs_join(local, cli_fs_base_name(path)) : strdup(local);
     int rc =
         md.is_directory ? get_tree(cli, o, path, &md, target) : get_file(cli, o, path, &md, target);
     free(target);
@@ -362,7 +363,7 @@ static int remote_touch(struct cli *cli, const char *path, const struct stat *st
     ec_start_options so = {.argv = argv, .env_inherit = "core"};
     ec_process *p = NULL;
     ec_error e = {0};
-    if (ec_process_start(cli->c, &so, &p, &e) != 0) fs_die("put -p", path, &e);
+    if (ec_process_start(cli->c, &so, &p, &e) != 0) cli_fs_die("put -p", path, &e);
     int code = -1;
     ec_event ev;
     while (ec_process_next_event(p, -1, &ev, &e) == 0 && ev.type != EC_EVENT_CLOSED)
@@ -377,7 +378,8 @@ static int remote_touch(struct cli *cli, const char *path, const struct stat *st
 }
 
 /* Uploads the local file (or "-" for stdin) to the remote file `path`. */
-static int put_file(struct cli *cli, const struct fs_opts *o, const char *local, const char *path)
+static int put_file(struct cli *cli, const struct cli_fs_opts *o, const char *local,
+                    const char *path)
 {
     bool from_stdin = strcmp(local, "-") == 0;
     int fd = from_stdin ? STDIN_FILENO : open(local, O_RDONLY | O_CLOEXEC);
@@ -397,11 +399,11 @@ static int put_file(struct cli *cli, const struct fs_opts *o, const char *local,
         /* Small, or no write streaming: one fs/writeFile. */
         uint8_t *data;
         size_t n;
-        if (slurp(fd, &data, &n) != 0) {
+        if (cli_slurp(fd, &data, &n) != 0) {
             fprintf(stderr, "exec-client: fs put: %s: %s\n", local, strerror(errno));
             return EXIT_USAGE;
         }
-        if (ec_fs_write_file(cli->c, path, data, n, &e) != 0) fs_die("put", path, &e);
+        if (ec_fs_write_file(cli->c, path, data, n, &e) != 0) cli_fs_die("put", path, &e);
         free(data);
         pg.total = n;
         progress_show(&pg, n, true);
@@ -415,7 +417,7 @@ static int put_file(struct cli *cli, const struct fs_opts *o, const char *local,
                 fprintf(stderr, "exec-client: fs put: %s: %s\n", local, e.message);
                 return EXIT_USAGE;
             }
-            fs_die("put", path, &e);
+            cli_fs_die("put", path, &e);
         }
         progress_show(&pg, sent, true);
     }
@@ -423,21 +425,22 @@ static int put_file(struct cli *cli, const struct fs_opts *o, const char *local,
     /* Keep the local file's permission bits (not for stdin: it has none to keep). */
     if (!from_stdin && reg && ec_client_has_capability(cli->c, "fsPermissions") &&
         ec_fs_set_permissions(cli->c, path, st.st_mode & 07777, &e) != 0)
-        fs_die("put", path, &e);
+        cli_fs_die("put", path, &e);
     if (!from_stdin && o->p) return remote_touch(cli, path, &st);
     return 0;
 }
 
 /* -r: the local directory becomes the remote directory `path` (symbolic links are
  * followed, as scp does). */
-static int put_tree(struct cli *cli, const struct fs_opts *o, const char *local, const char *path)
+static int put_tree(struct cli *cli, const struct cli_fs_opts *o, const char *local,
+                    const char *path)
 {
     ec_error e = {0};
     if (ec_fs_create_directory(cli->c, path, false, &e) != 0) {
         ec_metadata md;
         ec_error me = {0};
         if (ec_fs_get_metadata(cli->c, path, &md, &me) != 0 || !md.is_directory)
-            fs_die("put", path, &e);
+            cli_fs_die("put", path, &e);
     }
     DIR *d = opendir(local);
     if (!d) {
@@ -447,7 +450,7 @@ static int put_tree(struct cli *cli, const struct fs_opts *o, const char *local,
     int rc = 0;
     for (struct dirent *de; rc == 0 && (de = readdir(d));) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-        char *lp = fs_join(local, de->d_name), *rp = fs_join(path, de->d_name);
+        char *lp = cli_fs_join(local, de->d_name), *rp = cli_fs_join(path, de->d_name);
         struct stat st;
         if (stat(lp, &st) != 0) {
             fprintf(stderr, "exec-client: fs put: %s: %s\n", lp, strerror(errno));
@@ -466,7 +469,8 @@ static int put_tree(struct cli *cli, const struct fs_opts *o, const char *local,
 
 /* One local source to the remote `path`. scp's rules: an existing remote directory
  * receives PATH/NAME; a PATH ending in / must be an existing directory. */
-int fs_put_one(struct cli *cli, const struct fs_opts *o, const char *local, const char *path)
+int cli_fs_put_one(struct cli *cli, const struct cli_fs_opts *o, const char *local,
+                   const char *path)
 {
     bool from_stdin = strcmp(local, "-") == 0;
     struct stat st;
@@ -482,9 +486,9 @@ int fs_put_one(struct cli *cli, const struct fs_opts *o, const char *local, cons
     ec_metadata md;
     ec_error e = {0};
     int gr = ec_fs_get_metadata(cli->c, path, &md, &e);
-    if (gr != 0 && e.kind != EC_ERR_SERVER) fs_die("put", path, &e);
+    if (gr != 0 && e.kind != EC_ERR_SERVER) cli_fs_die("put", path, &e);
     bool remote_dir = gr == 0 && md.is_directory;
-    if (!remote_dir && fs_ends_with_slash(path)) {
+    if (!remote_dir && cli_fs_ends_with_slash(path)) {
         fprintf(stderr, "exec-client: fs put %s: %s\n", path,
                 gr == 0 ? "Not a directory" : "No such file or directory");
         return EXIT_REMOTE;
@@ -497,7 +501,7 @@ int fs_put_one(struct cli *cli, const struct fs_opts *o, const char *local, cons
         fprintf(stderr, "exec-client: fs put %s: Not a directory\n", path);
         return EXIT_REMOTE;
     }
-    char *target = remote_dir ? fs_join(path, fs_base_name(local)) : strdup(path);
+    char *target = remote_dir ? cli_fs_join(path, cli_fs_base_name(local)) : strdup(path);
     int rc = local_dir ? put_tree(cli, o, local, target) : put_file(cli, o, local, target);
     free(target);
     return rc;
@@ -527,12 +531,12 @@ static char **glob_step(struct cli *cli, char **dirs, size_t n, const char *pat,
         size_t ne = 0;
         ec_error e = {0};
         if (ec_fs_read_directory(cli->c, dirs[i], &ents, &ne, &e) != 0) ne = 0;
-        qsort(ents, ne, sizeof *ents, fs_cmp_dirent);
+        qsort(ents, ne, sizeof *ents, cli_fs_cmp_dirent);
         for (size_t j = 0; j < ne; j++) {
             if (fnmatch(pat, ents[j].name, FNM_PERIOD) != 0) continue;
             if (!last && !ents[j].is_directory) continue;
             if (k == cap) out = realloc(out, (cap = cap ? cap * 2 : 16) * sizeof *out);
-            out[k++] = fs_join(dirs[i], ents[j].name);
+            out[k++] = cli_fs_join(dirs[i], ents[j].name);
         }
         ec_dirents_free(ents, ne);
         free(dirs[i]);
@@ -542,7 +546,7 @@ static char **glob_step(struct cli *cli, char **dirs, size_t n, const char *pat,
     return out;
 }
 
-char **fs_remote_glob(struct cli *cli, const char *path, size_t *n)
+char **cli_fs_remote_glob(struct cli *cli, const char *path, size_t *n)
 {
     char **list = malloc(sizeof *list);
     if (!has_glob(path)) {
@@ -560,7 +564,7 @@ char **fs_remote_glob(struct cli *cli, const char *path, size_t *n)
             list = glob_step(cli, list, k, comp, next == NULL, &k);
         } else {
             for (size_t i = 0; i < k; i++) {
-                char *j = fs_join(list[i], comp);
+                char *j = cli_fs_join(list[i], comp);
                 free(list[i]);
                 list[i] = j;
             }
@@ -573,7 +577,7 @@ char **fs_remote_glob(struct cli *cli, const char *path, size_t *n)
     return list;
 }
 
-void fs_strv_free(char **v, size_t n)
+void cli_fs_strv_free(char **v, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         free(v[i]);

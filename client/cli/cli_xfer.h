@@ -9,7 +9,7 @@
 
 #include "cli.h"
 
-struct fs_opts {
+struct cli_fs_opts {
     bool r;             /* -r: recursive (rm, cp, get, put) */
     bool f;             /* -f: rm's force */
     bool p;             /* -p: mkdir's parents; get/put: keep times (and modes) */
@@ -19,20 +19,22 @@ struct fs_opts {
 };
 
 /* "exec-client: fs SUB PATH: reason" and exit (1 server, 2 usage, 255 connection). */
-void fs_die(const char *sub, const char *path, const ec_error *e) __attribute__((noreturn));
+void cli_fs_die(const char *sub, const char *path, const ec_error *e) __attribute__((noreturn));
 /* Orders ec_dirent by name (qsort). */
-int fs_cmp_dirent(const void *a, const void *b);
+int cli_fs_cmp_dirent(const void *a, const void *b);
 
-void fs_guard_install(void);
-const char *fs_base_name(const char *path); /* static storage */
-char *fs_join(const char *dir, const char *name);
-bool fs_ends_with_slash(const char *p);
-int fs_cat(struct cli *cli, const struct fs_opts *o, const char *path);
-int fs_get_one(struct cli *cli, const struct fs_opts *o, const char *path, const char *local);
-int fs_put_one(struct cli *cli, const struct fs_opts *o, const char *local, const char *path);
+void cli_fs_guard_install(void);
+const char *cli_fs_base_name(const char *path); /* static storage */
+char *cli_fs_join(const char *dir, const char *name);
+bool cli_fs_ends_with_slash(const char *p);
+int cli_fs_cat(struct cli *cli, const struct cli_fs_opts *o, const char *path);
+int cli_fs_get_one(struct cli *cli, const struct cli_fs_opts *o, const char *path,
+                   const char *local);
+int cli_fs_put_one(struct cli *cli, const struct cli_fs_opts *o, const char *local,
+                   const char *path);
 /* The remote paths matching an absolute pattern, sorted (the path itself when it has
- * no pattern characters); *n is 0 when nothing matches. Free with fs_strv_free. */
-char **fs_remote_glob(struct cli *cli, const char *path, size_t *n);
-void fs_strv_free(char **v, size_t n);
+ * no pattern characters); *n is 0 when nothing matches. Free with cli_fs_strv_free. */
+char **cli_fs_remote_glob(struct cli *cli, const char *path, size_t *n);
+void cli_fs_strv_free(char **v, size_t n);
 
 #endif

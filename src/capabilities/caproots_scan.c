@@ -175,7 +175,14 @@ static bool read_optional(struct scan *sc, const char *path, struct text_file *f
         free(uri);
         return false;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Not blocking: the file may have been swapped for a FIFO since the stat (a
+     * pool thread would wait for a writer); what is opened must still be a file. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        free(uri);
+        return false;
+    }
     if (fd < 0) {
         oserr_format(errno, os, sizeof os);
         warn(sc, "failed to read capability file %s: %s", uri, os);

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/env_vars.h"
 #include "util/buf.h"
 #include "util/mem.h"
 
@@ -136,7 +137,7 @@ static void pw_read(void)
         if (pw.pw_dir && pw.pw_dir[0] == '/')
             (void)host_env_path_normalize(pw.pw_dir, NULL, pw_cache.home, sizeof pw_cache.home);
     }
-    pw_cache.shell_kind = host_env_shell_resolve(login, getenv("PATH"), pw_cache.shell_path,
+    pw_cache.shell_kind = host_env_shell_resolve(login, env_vars.path, pw_cache.shell_path,
                                                  sizeof pw_cache.shell_path);
 }
 
@@ -160,7 +161,7 @@ const char *host_env_shell_name(void)
 
 const char *host_env_home(char *out, size_t n)
 {
-    const char *home = getenv("HOME");
+    const char *home = env_vars.home;
     if (home && *home) {
         if (home[0] != '/') return NULL;
         return host_env_path_normalize(home, NULL, out, n) == 0 ? out : NULL;
@@ -173,7 +174,7 @@ const char *host_env_home(char *out, size_t n)
 
 const char *host_env_temp_dir(const char *cwd, char *out, size_t n, int *from_env)
 {
-    const char *tmp = getenv("TMPDIR");
+    const char *tmp = env_vars.tmpdir;
     *from_env = 0;
     /* An empty TMPDIR counts as unset (ours; the reference then reports its cwd). */
     if (tmp && *tmp && host_env_path_normalize(tmp, cwd, out, n) == 0) {
@@ -210,7 +211,7 @@ static void quote_debug(struct buf *b, const char *s)
 char *host_env_codex_home(char **why)
 {
     *why = NULL;
-    const char *env = getenv("CODEX_HOME");
+    const char *env = env_vars.codex_home;
     if (!env || !*env) {
         char home[PATH_MAX];
         struct buf b;

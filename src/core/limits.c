@@ -9,6 +9,7 @@ struct server_limits server_limits = {
     .max_read_buffer = LIMITS_DEFAULT_MAX_READ_BUFFER,
     .max_message = LIMITS_DEFAULT_MAX_MESSAGE,
     .max_queued = LIMITS_DEFAULT_MAX_QUEUED,
+    .max_inflight = LIMITS_DEFAULT_MAX_INFLIGHT,
     .max_detached = LIMITS_DEFAULT_MAX_DETACHED,
     .sandbox_pid_namespace = LIMITS_PID_NS_ISOLATE,
     .max_keep_ms = LIMITS_KEEP_FOREVER,

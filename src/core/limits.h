@@ -36,6 +36,14 @@
  *                    while it is the one being written, so a client that reads gets
  *                    it and the replies after it. Process output alone never gets
  *                    here: it pauses at CONN_HIGH_WATER.
+ *   max_inflight     bytes on their way to clients, server-wide (core/inflight.h):
+ *                    reply content being read plus every connection's queued output,
+ *                    the message being written included. A read that does not fit
+ *                    waits; while the bytes held and wanted pass it, the connection
+ *                    that has gone longest without taking a byte is closed. Default
+ *                    768 MiB: with the bigbuf cache (160 MiB) and the rest, the server
+ *                    stays under 1 GiB whatever its clients do, and one reply of the
+ *                    largest file fs/readFile serves (512 MiB, 683 MiB encoded) fits.
  *   max_detached     detached sessions kept for resume. When one more detaches,
  *                    the session detached longest ago expires at once (its
  *                    processes are killed), so a reconnect storm cannot pile up
@@ -93,6 +101,7 @@
 #define LIMITS_DEFAULT_MAX_MESSAGE (64u << 20)
 #define LIMITS_MAX_FRAME (16u << 20)
 #define LIMITS_DEFAULT_MAX_QUEUED (256u << 20)
+#define LIMITS_DEFAULT_MAX_INFLIGHT (768u << 20)
 #define LIMITS_DEFAULT_MAX_DETACHED 64u
 #define LIMITS_DEFAULT_SANDBOX_MAX_PROCESSES 4096u
 #define LIMITS_KEEP_FOREVER UINT64_MAX
@@ -114,6 +123,7 @@ struct server_limits {
     size_t max_read_buffer;
     size_t max_message;
     size_t max_queued;
+    size_t max_inflight;
     unsigned max_detached;
     uint64_t max_concurrent_requests;
     int sandbox_pid_namespace; /* enum limits_pid_namespace */

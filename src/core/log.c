@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/env_vars.h"
+
 enum log_level log_threshold = LOG_NOTICE;
 
 static const char *const level_names[] = {"error", "warn", "notice", "info", "debug"};
@@ -25,7 +27,7 @@ bool log_to_journal(void)
     static int cached = -1;
     if (cached >= 0) return cached;
     cached = 0;
-    const char *js = getenv("JOURNAL_STREAM");
+    const char *js = env_vars.journal_stream;
     unsigned long long dev, ino;
     struct stat st;
     if (js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 && fstat(STDERR_FILENO, &st) == 0)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env_vars.h"
 #include "core/log.h"
 #include "fleet/fleet_config.h"
 
@@ -152,6 +153,7 @@ int fleet_options_parse(int argc, char **argv, const char **words, int *nwords)
     struct option longs[sizeof fleet_options_table / sizeof fleet_options_table[0] + 1];
     char err[512];
     memset(&fleet_cfg, 0, sizeof fleet_cfg);
+    options_read_env(); /* EXEC_REGISTRY_DATABASE and the host's (core/env_vars.h) */
     options_reset_rows(fleet_options_table, fleet_options_count);
     for (size_t i = 0; i < fleet_options_count; i++) {
         const struct opt_spec *o = &fleet_options_table[i];
@@ -193,6 +195,6 @@ int fleet_options_parse(int argc, char **argv, const char **words, int *nwords)
         }
         words[(*nwords)++] = argv[i];
     }
-    if (!fleet_cfg.database) fleet_cfg.database = getenv("EXEC_REGISTRY_DATABASE");
+    if (!fleet_cfg.database) fleet_cfg.database = env_vars.registry_database;
     return -1;
 }

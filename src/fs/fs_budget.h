@@ -15,7 +15,11 @@
  *     one read step at a time and never past the budget: a step that does not fit
  *     fails the read (FS_BUDGET_NEVER), unless the read holds nothing yet and others
  *     hold room, then it waits like the above.
- * Room is given back when the reply has been handed to the connection. Thread-safe. */
+ * Room is given back when the reply has been handed to the connection, whose queue
+ * counts its bytes from then on (core/inflight.h): the bytes held here are also
+ * counted there, and a new read takes room only when both budgets have it, so a
+ * read waits while connections hold --max-inflight-bytes of unsent output (and
+ * the transport closes the slowest reader meanwhile). Thread-safe. */
 #ifndef EXEC_FS_FS_BUDGET_H
 #define EXEC_FS_FS_BUDGET_H
 
@@ -33,6 +37,10 @@ enum fs_budget_verdict {
 enum fs_budget_verdict fs_budget_take(size_t n, size_t held, bool alone_ok);
 /* Takes n bytes whatever the budget (content that is already in memory). */
 void fs_budget_force(size_t n);
+/* The server is stopping: a read in progress gives up at its next step (a 400 MB
+ * read took 10 s under ASan, and the loop, hence the exit, waits for it). */
+void fs_budget_stop(void);
+bool fs_budget_stopped(void);
 /* Gives n bytes back. */
 void fs_budget_give(size_t n);
 /* Whether a read needing n bytes and holding nothing would get them now. */

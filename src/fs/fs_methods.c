@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/inflight.h"
 #include "fs/fs_budget.h"
 #include "fs/fs_methods.h"
 #include "fs/fs_sandboxed.h"
@@ -374,9 +375,21 @@ static void run_again(struct fs_work *fw)
     }
 }
 
+/* A parked read whose client has gone (or a server that stops) is answered at once
+ * instead of being run: reading 400 MB for nobody would hold the budget, and the
+ * exit, for seconds. Returns whether fw was finished. */
+static bool finish_if_gone(struct fs_work *fw)
+{
+    if (conn_is_open(fw->req->conn) && !fs_budget_stopped()) return false;
+    fs_work_set_msg(fw, FS_ERR_INTERNAL, "connection closed");
+    after_cb(&fw->w, 0);
+    return true;
+}
+
 static void park(struct fs_work *fw)
 {
     fw->budget_wait = false;
+    if (finish_if_gone(fw)) return;
     if (fs_budget_fits(fw->budget_need)) { /* room was given back meanwhile */
         run_again(fw);
         return;
@@ -384,6 +397,10 @@ static void park(struct fs_work *fw)
     fw->next_parked = NULL;
     *parked_tail = fw;
     parked_tail = &fw->next_parked;
+    /* Connections that give back queued bytes run the parked reads again; the
+     * first one's need is what the in-flight budget is short of. */
+    inflight_on_room(resume_parked);
+    inflight_want(parked->budget_need);
 }
 
 /* Room was given back: the parked reads that fit now run again, in order. */
@@ -395,6 +412,7 @@ static void resume_parked(void)
     while (list) {
         struct fs_work *fw = list;
         list = fw->next_parked;
+        if (finish_if_gone(fw)) continue;
         if (fs_budget_fits(fw->budget_need)) {
             run_again(fw);
         } else {
@@ -403,6 +421,7 @@ static void resume_parked(void)
             parked_tail = &fw->next_parked;
         }
     }
+    inflight_want(parked ? parked->budget_need : 0);
 }
 
 /* The JSON-RPC code of an operation's refusal. */

@@ -236,6 +236,10 @@ static void do_read_file(struct fs_work *fw)
             break;
         }
         total += got;
+        if (fs_budget_stopped()) {
+            fs_work_set_msg(fw, FS_ERR_INTERNAL, "the server is shutting down");
+            break;
+        }
         if (total > FS_READ_LIMIT) {
             fs_work_set_msg(fw, FS_ERR_REFUSED, "file is too large to read: limit is %llu bytes",
                             (unsigned long long)FS_READ_LIMIT);
@@ -429,18 +433,22 @@ static void do_write_file(struct fs_work *fw)
         if (!fs_work_failed(fw)) buf_puts(&fw->out, "{}");
         return;
     }
+    /* In place (not a regular file we may replace): never blocking, as a FIFO a
+     * sandboxed command left where the client writes would hold this pool thread (or
+     * the policy's shared sandbox helper) until a reader came; it gets ENXIO. */
     int fd;
     if (fw->nofollow) {
         const char *leaf;
         int pfd = open_parent_nofollow(fw->path, &leaf);
         fd = pfd < 0
                  ? -1
-                 : openat(pfd, leaf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
+                 : openat(pfd, leaf,
+                          O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0666);
         int e = errno;
         if (pfd >= 0) close(pfd);
         errno = e;
     } else {
-        fd = open(fw->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        fd = open(fw->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0666);
     }
     if (fd < 0) {
         fs_work_set_err(fw, errno);

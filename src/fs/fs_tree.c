@@ -123,13 +123,17 @@ int fs_tree_remove_at(int parent, const char *name)
 
 int fs_tree_copy_file(const char *src, const char *dst)
 {
-    int in = open(src, O_RDONLY | O_CLOEXEC);
+    /* Not blocking: the callers saw a regular file, but one swapped for a FIFO since
+     * (a sandboxed command can, in its writable root) would hold this pool thread, or
+     * the sandbox helper serving the copy, until a writer came; likewise a FIFO left
+     * where the copy goes (ENXIO, no reader). */
+    int in = open(src, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (in < 0) return -errno;
     struct stat st;
-    if (fstat(in, &st) < 0) {
-        int e = -errno;
+    int bad = fstat(in, &st) < 0 ? -errno : S_ISREG(st.st_mode) ? 0 : -EINVAL;
+    if (bad) {
         close(in);
-        return e;
+        return bad;
     }
     /* Copying a file onto itself (or a hard link of itself) would truncate the
      * source before reading it: leave it as it is. */
@@ -138,7 +142,7 @@ int fs_tree_copy_file(const char *src, const char *dst)
         close(in);
         return 0;
     }
-    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, st.st_mode & 07777);
+    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, st.st_mode & 07777);
     if (out < 0) {
         int e = -errno;
         close(in);

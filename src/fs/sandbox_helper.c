@@ -37,9 +37,9 @@
 
 #include "core/log.h"
 #include "process/spawn.h"
-#include "sandbox/sandbox_init.h"
 #include "sandbox/hold.h"
 #include "sandbox/policy.h"
+#include "sandbox/sandbox_host.h"
 #include "util/fdframe.h"
 #include "util/mem.h"
 

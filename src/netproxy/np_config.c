@@ -27,6 +27,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/env_vars.h"
 #include "core/log.h"
 
 int netproxy_validate(const struct netproxy_params *p, bool sandboxed, char *err, size_t n)
@@ -112,21 +113,28 @@ const struct limits_endpoint *np_tcp_upstream(void)
     return tcp_upstream.host[0] ? &tcp_upstream : NULL;
 }
 
+/* Its variable, CODEX_EXEC_SERVER_PROXY_PRIVATE_IPS_VIA_UPSTREAM, is the flag's
+ * (server/options.c applies it; anything but true or false stops the start). */
 bool np_private_via_upstream(void)
 {
-    const char *e = getenv("CODEX_EXEC_SERVER_PROXY_PRIVATE_IPS_VIA_UPSTREAM");
-    return private_ips_via_upstream || (e && (strcmp(e, "1") == 0 || strcasecmp(e, "true") == 0));
+    return private_ips_via_upstream;
 }
+
+/* A proxy variable: its name (for the warning) and its value (env_vars). */
+struct proxy_var {
+    const char *name, *value;
+};
 
 /* An upstream proxy from the server's environment: http://host[:port] only (the
  * reference takes HTTP(S) proxies only; anything else is ignored with a warning). */
-static void upstream_from_names(const char *const *names, char *host, size_t hn, uint16_t *port)
+static void upstream_from_names(const struct proxy_var *vars, char *host, size_t hn, uint16_t *port)
 {
-    for (const char *const *n = names; *n; n++) {
-        const char *v = getenv(*n);
+    for (const struct proxy_var *n = vars; n->name; n++) {
+        const char *v = n->value;
         if (!v || !*v) continue;
         if (strncasecmp(v, "http://", 7) != 0) {
-            log_warn("network proxy: %s is not an http:// proxy; upstream proxying ignores it", *n);
+            log_warn("network proxy: %s is not an http:// proxy; upstream proxying ignores it",
+                     n->name);
             continue;
         }
         const char *a = v + 7;
@@ -151,10 +159,18 @@ static void upstream_from_names(const char *const *names, char *host, size_t hn,
 
 void np_upstream_from_env(struct netproxy *np)
 {
-    static const char *const http_names[] = {"HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy",
-                                             NULL};
-    static const char *const https_names[] = {"HTTPS_PROXY", "https_proxy", "ALL_PROXY",
-                                              "all_proxy", NULL};
+    const struct proxy_var all[] = {{"ALL_PROXY", env_vars.all_proxy},
+                                    {"all_proxy", env_vars.all_proxy_lower}};
+    const struct proxy_var http_names[] = {{"HTTP_PROXY", env_vars.http_proxy},
+                                           {"http_proxy", env_vars.http_proxy_lower},
+                                           all[0],
+                                           all[1],
+                                           {NULL, NULL}};
+    const struct proxy_var https_names[] = {{"HTTPS_PROXY", env_vars.https_proxy},
+                                            {"https_proxy", env_vars.https_proxy_lower},
+                                            all[0],
+                                            all[1],
+                                            {NULL, NULL}};
     upstream_from_names(http_names, np->up_http_host, sizeof np->up_http_host, &np->up_http_port);
     upstream_from_names(https_names, np->up_connect_host, sizeof np->up_connect_host,
                         &np->up_connect_port);

@@ -37,6 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/env_vars.h"
 #include "core/host_env.h"
 #include "core/log.h"
 #include "transport/tls.h"
@@ -216,7 +217,7 @@ static int load_ca(const char *cert_path, const char *key_path)
 /* The child's bundle: the server's trust store, then the CA. */
 static int write_bundle(const char *dir)
 {
-    const char *sys = getenv("SSL_CERT_FILE");
+    const char *sys = env_vars.ssl_cert_file;
     if (!sys || !*sys) sys = "/etc/ssl/certs/ca-certificates.crt";
     size_t sl = 0;
     char *roots = read_file(sys, &sl);
@@ -254,7 +255,7 @@ static void load_once(void)
 {
     if (state.tried) return;
     state.tried = true;
-    const char *codex_home = getenv("CODEX_HOME");
+    const char *codex_home = env_vars.codex_home;
     char dir[4096], home[4000];
     /* Never a shared directory such as /tmp when no home is known: another local user
      * could plant the CA there or read its key. */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env_vars.h"
 #include "core/log.h"
 #include "util/mem.h"
 
@@ -28,7 +29,7 @@ void np_resolve_load_overrides(void)
 {
     if (overrides_read) return;
     overrides_read = true;
-    const char *spec = getenv("EXEC_SERVER_TEST_RESOLVE");
+    const char *spec = env_vars.test_resolve;
     if (!spec || !*spec) return;
     char *copy = xstrdup(spec), *save = NULL;
     for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {

@@ -27,6 +27,11 @@
 #define READS_PER_WAKE 64    /* frames taken per readiness, so the loop stays fair */
 #define DNS_TCP_CONNS 16     /* resolver connections open at once, per sandbox */
 #define DNS_TCP_MSG_MAX 512u /* a longer query over TCP ends its connection */
+/* Answers queued towards a resolver client that does not read them: past this the
+ * connection stops being read until they drain (a query of 21 bytes is answered with
+ * a buffer of about 700, so reading on regardless let one sandbox grow the server by
+ * a gigabyte in half a minute). */
+#define DNS_TCP_QUEUE_MAX (16u * 1024)
 
 struct dns_conn {
     uv_tcp_t h;
@@ -34,6 +39,7 @@ struct dns_conn {
     struct dns_conn *next;
     uint8_t in[2 + DNS_TCP_MSG_MAX];
     size_t have;
+    bool paused; /* not read while its answers wait (DNS_TCP_QUEUE_MAX) */
 };
 
 struct np_tun {
@@ -135,15 +141,33 @@ struct dns_write {
     uint8_t data[2 + NP_DNS_MAX_REPLY];
 };
 
+static void dns_conn_answer(struct dns_conn *c);
+static void on_dns_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
+
 static void dns_written(uv_write_t *w, int status)
 {
+    struct dns_conn *c = w->handle->data;
     free(w);
+    if (status < 0 || !c->paused || uv_is_closing((uv_handle_t *)&c->h) ||
+        uv_stream_get_write_queue_size((uv_stream_t *)&c->h) > DNS_TCP_QUEUE_MAX / 2)
+        return;
+    /* drained: the queries already read first, then the socket again */
+    c->paused = false;
+    dns_conn_answer(c);
+    if (!c->paused && !uv_is_closing((uv_handle_t *)&c->h))
+        uv_read_start((uv_stream_t *)&c->h, dns_conn_alloc, on_dns_conn_read);
 }
 
-/* Answers every whole message in c->in (2-byte length, then the query). */
+/* Answers every whole message in c->in (2-byte length, then the query), until the
+ * answers queued reach DNS_TCP_QUEUE_MAX: then reading stops (dns_written resumes). */
 static void dns_conn_answer(struct dns_conn *c)
 {
     for (;;) {
+        if (uv_stream_get_write_queue_size((uv_stream_t *)&c->h) > DNS_TCP_QUEUE_MAX) {
+            c->paused = true;
+            uv_read_stop((uv_stream_t *)&c->h);
+            return;
+        }
         if (c->have < 2) return;
         size_t len = (size_t)c->in[0] << 8 | c->in[1];
         if (len > DNS_TCP_MSG_MAX) {

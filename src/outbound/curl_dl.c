@@ -5,24 +5,32 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 struct curl_dl curl_dl_fns;
 
 int curl_dl_load(const char **why)
 {
-    static bool tried;
-    static int rc; /* 0, or the first attempt's error, repeated to later callers */
-    static const char *reason;
-    if (tried) {
-        if (rc < 0 && why) *why = reason;
-        return rc;
+    static bool loaded;
+    static bool too_old; /* the library lacks a function: retrying would not help */
+    static char reason[320];
+    if (loaded) return 0;
+    if (too_old) {
+        if (why) *why = reason;
+        return -ENOSYS;
     }
-    tried = true;
+    /* A failed dlopen is not remembered: its cause may pass (no descriptor free for
+     * the library's files while the server is at RLIMIT_NOFILE, no memory), and a
+     * cached failure disabled http/request until a restart (issue 39). When the
+     * library is really missing, each request pays a failed path search, which is
+     * cheap next to a transfer. */
     void *h = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        reason = "libcurl.so.4 could not be loaded";
+        const char *e = dlerror();
+        snprintf(reason, sizeof reason, "libcurl.so.4 could not be loaded: %s",
+                 e ? e : "unknown error");
         if (why) *why = reason;
-        return rc = -ELIBACC;
+        return -ELIBACC;
     }
     struct {
         const char *name;
@@ -55,11 +63,14 @@ int curl_dl_load(const char **why)
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
         *syms[i].slot = dlsym(h, syms[i].name);
         if (!*syms[i].slot) {
-            reason = "libcurl.so.4 lacks a function http/request needs (too old)";
+            snprintf(reason, sizeof reason,
+                     "libcurl.so.4 lacks %s, which http/request needs (too old)", syms[i].name);
             if (why) *why = reason;
             dlclose(h);
-            return rc = -ENOSYS;
+            too_old = true;
+            return -ENOSYS;
         }
     }
+    loaded = true;
     return 0;
 }

@@ -37,8 +37,11 @@ struct curl_dl {
 
 extern struct curl_dl curl_dl_fns;
 
-/* Loads libcurl once. Returns 0, or with a reason in why (static text) -ELIBACC (no
- * libcurl.so.4) or -ENOSYS (it lacks a function we call); later calls repeat it. */
+/* Loads libcurl, once it works. Returns 0, or with a reason in why (static storage,
+ * valid until the next call) -ELIBACC (libcurl.so.4 could not be loaded now, with
+ * dlerror's words: tried again at the next call, since running out of descriptors
+ * or memory passes) or -ENOSYS (it lacks a function we call; repeated to later
+ * calls). Loop thread only. */
 int curl_dl_load(const char **why);
 
 #endif

@@ -115,22 +115,30 @@ static int timer_cb(CURLM *m, long timeout_ms, void *userp)
     return 0;
 }
 
-static void init_once(uv_loop_t *loop)
+/* Sets the multi handle up on first use. -ENOMEM when libcurl cannot (out of
+ * memory or descriptors): nothing is kept, so the next transfer tries again. */
+static int init_once(uv_loop_t *loop)
 {
-    if (started) return;
-    started = true;
-    curl_dl_fns.global_init(CURL_GLOBAL_DEFAULT);
+    if (started) return 0;
+    if (curl_dl_fns.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) return -ENOMEM;
     multi = curl_dl_fns.multi_init();
+    if (!multi) {
+        curl_dl_fns.global_cleanup();
+        return -ENOMEM;
+    }
+    started = true;
     loop_of = loop;
     uv_timer_init(loop, &timer);
     uv_unref((uv_handle_t *)&timer); /* an idle timer must not keep the loop alive */
     curl_dl_fns.multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
     curl_dl_fns.multi_setopt(multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+    return 0;
 }
 
 int curl_loop_add(uv_loop_t *loop, struct curl_loop_job *job)
 {
-    init_once(loop);
+    int rc = init_once(loop);
+    if (rc < 0) return rc;
     curl_dl_fns.easy_setopt(job->easy, CURLOPT_PRIVATE, (char *)job);
     CURLMcode mc = curl_dl_fns.multi_add_handle(multi, job->easy);
     return mc == CURLM_OK ? 0 : mc == CURLM_OUT_OF_MEMORY ? -ENOMEM : -EINVAL;

@@ -10,16 +10,16 @@
  * `set`; keep only `includeOnly` matches when that list is non-empty; overlay `env`.
  * Name patterns are case-insensitive globs with `*` and `?`.
  *
- * Pure: decoding works on jansson values with serde-worded errors (rpc/params),
- * building works on a given environ array, so both are unit-tested without a
- * process. */
+ * Pure: decoding (start_rpc.c) works on jansson values with serde-worded errors
+ * (rpc/params), building works on a given environ array, so both are unit-tested
+ * without a process. */
 #ifndef EXEC_PROCESS_ENV_POLICY_H
 #define EXEC_PROCESS_ENV_POLICY_H
 
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "rpc/params.h"
+struct pdec;
 
 enum env_inherit { ENV_INHERIT_CORE, ENV_INHERIT_ALL, ENV_INHERIT_NONE };
 
@@ -31,10 +31,14 @@ struct env_policy {
     json_t *include_only; /* array of pattern strings (borrowed) */
 };
 
-/* Decodes params.envPolicy (absent or null: *present = false). Every member is
- * required when the object is present, as the reference requires; failures go
- * into `d` with serde's wording ("missing field `set`", "unknown variant ..."). */
+/* Decodes params.envPolicy (start_rpc.c; absent or null: *present = false).
+ * Every member is required when the object is present, as the reference requires;
+ * failures go into `d` with serde's wording ("missing field `set`", "unknown variant ..."). */
 void env_policy_decode(struct pdec *d, struct env_policy *out, bool *present);
+
+/* The policy of an envPolicy object env_policy_decode accepted before (its
+ * members borrowed), for a holder that kept the JSON (the shell snapshot's cache). */
+void env_policy_from_json(json_t *obj, struct env_policy *out);
 
 /* Builds the NULL-terminated "NAME=value" array for execve. `server_env` is the
  * daemon's environ; `policy` may be NULL (no policy: only `env`); `env` is the

@@ -1,14 +1,14 @@
-/* proc: the process model: the per-session table, the output pump with the pushed
- * process/output, process/exited and process/closed notifications, the long-poll
- * readers of the event log, the stdin queue and reaping (see process.h and
- * proc_internal.h; rules in PROTOCOL.md section 5). The JSON-RPC handlers that
- * drive it are in process_methods.c.
+/* proc: the process model: the per-session table, the output pump, exit and
+ * close, the stdin queue and reaping (see process.h and proc_internal.h; rules in
+ * PROTOCOL.md section 5). Every event goes to the table's struct proc_events: the
+ * session's sink (proc_rpc.c) writes the notifications and answers long-poll
+ * reads; the JSON-RPC handlers that drive the table are in process_methods.c.
  *
  * The output path: read() into one scratch buffer, one copy into the event log,
- * then base64 straight into the outgoing frame's buffer, written in place by the
- * transport. No JSON tree is built per chunk. When the attached connection's
- * write queue is above its high-water mark, readers stop (the child then blocks
- * on a full pipe) until it drains: memory stays bounded and nothing is lost. */
+ * then the sink encodes the chunk from the log straight into the outgoing frame's
+ * buffer (base64, no JSON tree per chunk). When the sink says it is congested,
+ * readers stop (the child then blocks on a full pipe) until it drains:
+ * memory stays bounded and nothing is lost. */
 #include "process/process.h"
 
 #include <errno.h>
@@ -28,26 +28,22 @@
 #include "process/proc_internal.h"
 #include "process/shell_snapshot.h"
 #include "process/spawn.h"
-#include "rpc/dispatch.h"
 #include "process/denied.h"
 #include "sandbox/hold.h"
 #include "netproxy/netproxy.h"
-#include "session/session.h"
-#include "transport/conn.h"
-#include "proto/base64.h"
 #include "util/mem.h"
-
-/* Per-connection state: the processes of other sessions it watches (process/attach). */
-static struct conn_slot view_slot;
 
 static uint8_t scratch[READ_BATCH];
 
 /* ---- table ---------------------------------------------------------------- */
 
-struct proc_table *proc_table_new(struct session *s)
+struct proc_table *proc_table_new(const struct proc_events *events, void *owner,
+                                  const char *owner_id)
 {
     struct proc_table *t = xcalloc(1, sizeof *t);
-    t->session = s;
+    t->events = events;
+    t->owner = owner;
+    t->owner_id = owner_id;
     return t;
 }
 
@@ -63,11 +59,6 @@ struct proc_start *proc_starting(struct proc_table *t, const char *id)
     for (struct proc_start *ps = t->starting; ps; ps = ps->next)
         if (strcmp(ps->id, id) == 0) return ps;
     return NULL;
-}
-
-static struct conn *proc_conn(struct proc *p)
-{
-    return p->table ? p->table->session->conn : NULL;
 }
 
 /* ---- teardown ------------------------------------------------------------- */
@@ -152,21 +143,6 @@ static void reap_later(uv_loop_t *loop, int pidfd, struct sandbox_hold *hold)
     uv_poll_start(&r->poll, UV_READABLE, reaper_cb);
 }
 
-static void waiter_closed(uv_handle_t *h)
-{
-    free(h->data);
-}
-
-static void waiter_remove(struct waiter *w)
-{
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        w->p->waiters = w->next;
-    if (w->next) w->next->prev = w->prev;
-    uv_close((uv_handle_t *)&w->timer, waiter_closed);
-}
-
 /* Processes not yet closed, over every session (--max-total-processes). */
 static unsigned live_total;
 
@@ -175,97 +151,12 @@ unsigned proc_live_total(void)
     return live_total;
 }
 
-/* ---- viewers (process/attach) ------------------------------------------------ */
-
-static void viewer_unlink_free(struct proc_viewer *v)
-{
-    if (v->prev_p)
-        v->prev_p->next_p = v->next_p;
-    else
-        v->p->viewers = v->next_p;
-    if (v->next_p) v->next_p->prev_p = v->prev_p;
-    if (v->prev_c)
-        v->prev_c->next_c = v->next_c;
-    else
-        v->set->head = v->next_c;
-    if (v->next_c) v->next_c->prev_c = v->prev_c;
-    free(v);
-}
-
-/* The viewing connection closed (its view_slot state is freed). */
-static void view_set_free(void *state)
-{
-    struct proc_view_set *set = state;
-    while (set->head)
-        viewer_unlink_free(set->head);
-    free(set);
-}
-
-void proc_view_add(struct proc *p, struct conn *c)
-{
-    struct proc_view_set *set = conn_slot_ensure(c, &view_slot, sizeof *set, view_set_free, NULL);
-    set->conn = c;
-    for (struct proc_viewer *v = p->viewers; v; v = v->next_p)
-        if (v->set == set) return;
-    struct proc_viewer *v = xcalloc(1, sizeof *v);
-    v->p = p;
-    v->set = set;
-    v->next_p = p->viewers;
-    if (p->viewers) p->viewers->prev_p = v;
-    p->viewers = v;
-    v->next_c = set->head;
-    if (set->head) set->head->prev_c = v;
-    set->head = v;
-}
-
-/* The start of a viewer's copy of an event: like the session's own, with the
- * session's id first, since the viewer's own processes may share the processId. */
-static void viewer_msg_begin(struct buf *b, const struct proc *p, const char *method)
-{
-    buf_init_msg(b);
-    buf_printf(b, "{\"method\":\"%s\",\"params\":{\"sessionId\":\"%s\",\"processId\":", method,
-               p->table->session->id);
-    buf_append(b, p->id_json.data, p->id_json.len);
-}
-
-/* Sends b (a whole message) to every viewer and frees it. A viewer whose queue is
- * congested misses the event: it sees the seq gap and reads it back
- * (process/read with sessionId), so a slow viewer never holds the process up. */
-static void viewers_send(struct proc *p, struct buf *b)
-{
-    for (struct proc_viewer *v = p->viewers; v; v = v->next_p) {
-        struct conn *c = v->set->conn;
-        if (conn_is_congested(c)) continue;
-        struct buf copy;
-        buf_init_msg(&copy);
-        buf_append(&copy, b->data + BUF_MSG_HEADROOM, b->len - BUF_MSG_HEADROOM);
-        conn_send(c, &copy);
-    }
-    buf_free(b);
-}
-
-/* The process is going away (evicted, or its session ended): its viewers hear of
- * it, since a session that ends kills without an exit event. */
-static void viewers_end(struct proc *p)
-{
-    if (!p->viewers) return;
-    if (p->table) {
-        struct buf b;
-        viewer_msg_begin(&b, p, "process/attachEnded");
-        buf_puts(&b, p->state == PROC_CLOSED ? ",\"reason\":\"evicted\"}}"
-                                             : ",\"reason\":\"sessionEnded\"}}");
-        viewers_send(p, &b);
-    }
-    while (p->viewers)
-        viewer_unlink_free(p->viewers);
-}
-
 static void proc_free(struct proc *p)
 {
     if (p->freeing) return;
     p->freeing = true;
     if (p->state != PROC_CLOSED) live_total--; /* killed with its session */
-    viewers_end(p);
+    if (p->table) p->table->events->leaving(p);
     if (p->table) {
         if (p->prev)
             p->prev->next = p->next;
@@ -276,11 +167,6 @@ static void proc_free(struct proc *p)
     p->table = NULL;
     netproxy_release(p->netproxy);
     p->netproxy = NULL;
-    while (p->waiters) {
-        struct waiter *w = p->waiters;
-        rpc_req_free(w->req);
-        waiter_remove(w);
-    }
     /* Also after the leader exited: background grandchildren may still be in its
      * group, and a group never outlives its entry (nor the guardian's record). */
     kill(-p->pid, SIGKILL);
@@ -309,20 +195,8 @@ void proc_table_destroy(struct proc_table *t)
     free(t);
 }
 
-void proc_table_detached(struct proc_table *t, struct conn *c)
+void proc_table_unsent(struct proc_table *t)
 {
-    for (struct proc *p = t->head; p; p = p->next) {
-        struct waiter *w = p->waiters;
-        while (w) {
-            struct waiter *n = w->next;
-            if (w->req->conn == c) {
-                rpc_req_free(w->req);
-                waiter_remove(w);
-            }
-            w = n;
-        }
-    }
-    /* The old connection's queue is gone: nothing of the logs is in flight. */
     for (struct proc *p = t->head; p; p = p->next) {
         for (struct log_chunk *ch = p->log.head; ch; ch = ch->next)
             ch->wire_end = 0;
@@ -331,8 +205,6 @@ void proc_table_detached(struct proc_table *t, struct conn *c)
     /* Detached output is recorded in the retained log, never held back. */
     proc_table_resume_output(t);
 }
-
-void proc_table_attached(struct proc_table *t, struct conn *c) {}
 
 bool proc_table_output_safe(const struct proc_table *t, uint64_t written_total)
 {
@@ -344,129 +216,10 @@ bool proc_table_output_safe(const struct proc_table *t, uint64_t written_total)
     return true;
 }
 
-/* ---- notifications and reads -------------------------------------------- */
-
-static void put_chunk_fields(struct buf *b, const struct log_chunk *c)
-{
-    buf_puts(b, "\"seq\":");
-    buf_put_u64(b, c->seq);
-    buf_puts(b, ",\"stream\":\"");
-    buf_puts(b, event_log_stream_name((enum log_stream)c->stream));
-    buf_puts(b, "\",\"chunk\":\"");
-    base64_append(b, c->data, c->len);
-    buf_putc(b, '"');
-}
-
-static void notify_output_owner(struct proc *p, struct log_chunk *c)
-{
-    struct conn *conn = proc_conn(p);
-    if (!conn) return;
-    struct buf b;
-    buf_init_msg(&b);
-    buf_reserve(&b, 96 + p->id_json.len + base64_encoded_len(c->len));
-    buf_puts(&b, "{\"method\":\"process/output\",\"params\":{\"processId\":");
-    buf_append(&b, p->id_json.data, p->id_json.len);
-    buf_putc(&b, ',');
-    put_chunk_fields(&b, c);
-    buf_puts(&b, "}}");
-    conn_send(conn, &b);
-    c->wire_end = conn_sent_total(conn);
-}
-
-static void notify_output(struct proc *p, struct log_chunk *c)
-{
-    notify_output_owner(p, c);
-    if (!p->viewers) return;
-    struct buf b;
-    viewer_msg_begin(&b, p, "process/output");
-    buf_putc(&b, ',');
-    put_chunk_fields(&b, c);
-    buf_puts(&b, "}}");
-    viewers_send(p, &b);
-}
-
-static void put_event_fields(struct buf *b, const struct proc *p, uint64_t seq, bool with_exit)
-{
-    buf_puts(b, ",\"seq\":");
-    buf_put_u64(b, seq);
-    if (with_exit) {
-        buf_puts(b, ",\"exitCode\":");
-        buf_put_i64(b, p->exit_code);
-        buf_puts(b, p->sandbox_denied ? ",\"sandboxDenied\":true" : ",\"sandboxDenied\":false");
-    }
-    buf_puts(b, "}}");
-}
-
-static void notify_event(struct proc *p, const char *method, uint64_t seq, bool with_exit)
-{
-    struct conn *conn = proc_conn(p);
-    struct buf b;
-    if (conn) {
-        buf_init_msg(&b);
-        buf_printf(&b, "{\"method\":\"%s\",\"params\":{\"processId\":", method);
-        buf_append(&b, p->id_json.data, p->id_json.len);
-        put_event_fields(&b, p, seq, with_exit);
-        conn_send(conn, &b);
-    }
-    if (!p->viewers) return;
-    viewer_msg_begin(&b, p, method);
-    put_event_fields(&b, p, seq, with_exit);
-    viewers_send(p, &b);
-}
-
 bool proc_read_ready(const struct proc *p, uint64_t after)
 {
     return event_log_after(&p->log, after) != NULL || p->state == PROC_CLOSED ||
            (p->state >= PROC_EXITED && after < p->exit_seq);
-}
-
-void proc_reply_read(struct rpc_req *req, struct proc *p, uint64_t after, bool has_max,
-                     uint64_t max_bytes)
-{
-    struct buf b;
-    rpc_result_begin(req, &b);
-    buf_puts(&b, "{\"chunks\":[");
-    uint64_t total = 0, last = 0;
-    int n = 0;
-    for (struct log_chunk *c = event_log_after(&p->log, after); c; c = c->next) {
-        if (has_max && n > 0 && total + c->len > max_bytes) break;
-        if (n++) buf_putc(&b, ',');
-        buf_putc(&b, '{');
-        put_chunk_fields(&b, c);
-        buf_putc(&b, '}');
-        total += c->len;
-        last = c->seq;
-    }
-    uint64_t next = has_max && n > 0 ? last + 1 : p->log.next_seq;
-    buf_puts(&b, "],\"nextSeq\":");
-    buf_put_u64(&b, next);
-    bool exited = p->state >= PROC_EXITED;
-    buf_puts(&b, exited ? ",\"exited\":true,\"exitCode\":" : ",\"exited\":false,\"exitCode\":null");
-    if (exited) buf_put_i64(&b, p->exit_code);
-    buf_puts(&b, p->state == PROC_CLOSED ? ",\"closed\":true" : ",\"closed\":false");
-    buf_puts(&b, exited && p->sandbox_denied ? ",\"failure\":null,\"sandboxDenied\":true}"
-                                             : ",\"failure\":null,\"sandboxDenied\":false}");
-    rpc_result_finish(req, &b);
-}
-
-static void wake_waiters(struct proc *p)
-{
-    struct waiter *w = p->waiters;
-    while (w) {
-        struct waiter *n = w->next;
-        if (proc_read_ready(p, w->after)) {
-            proc_reply_read(w->req, p, w->after, w->has_max, w->max_bytes);
-            waiter_remove(w);
-        }
-        w = n;
-    }
-}
-
-static void waiter_timeout(uv_timer_t *t)
-{
-    struct waiter *w = t->data;
-    proc_reply_read(w->req, w->p, w->after, w->has_max, w->max_bytes);
-    waiter_remove(w);
 }
 
 /* ---- child events ------------------------------------------------------- */
@@ -487,8 +240,7 @@ static void check_closed(struct proc *p)
     live_total--;
     p->close_seq = event_log_take_seq(&p->log);
     proc_close_stdin(p);
-    notify_event(p, "process/closed", p->close_seq, false);
-    wake_waiters(p);
+    p->table->events->closed(p);
     uv_timer_stop(&p->timer);
     uv_timer_start(&p->timer, evict_cb, PROC_RETAIN_MS, 0);
 }
@@ -506,23 +258,16 @@ static void out_drain_reads(struct out_src *o);
 
 static void out_drain(struct out_src *o)
 {
-    struct proc *p = o->p;
-    /* Gather this turn's notifications into one socket write (see conn_cork). */
-    struct conn *corked = proc_conn(p);
-    if (corked) {
-        conn_ref(corked);
-        conn_cork(corked);
-    }
+    const struct proc_events *ev = o->p->table->events;
+    void *batch = ev->batch_begin(o->p->table);
     out_drain_reads(o);
-    if (corked) {
-        conn_uncork(corked);
-        conn_unref(corked);
-    }
+    ev->batch_end(batch);
 }
 
 static void out_drain_reads(struct out_src *o)
 {
     struct proc *p = o->p;
+    const struct proc_events *ev = p->table->events;
     for (int i = 0; i < READS_PER_WAKEUP && o->fd >= 0; i++) {
         /* Large reads (one syscall, one wakeup of a writer blocked on a full pipe),
          * cut into protocol-sized chunks. */
@@ -531,11 +276,10 @@ static void out_drain_reads(struct out_src *o)
             for (ssize_t off = 0; off < n; off += READ_CHUNK) {
                 size_t len = (size_t)(n - off) < READ_CHUNK ? (size_t)(n - off) : READ_CHUNK;
                 struct log_chunk *c = event_log_append(&p->log, o->stream, scratch + off, len);
-                notify_output(p, c);
+                ev->output(p, c);
             }
-            wake_waiters(p);
-            struct conn *conn = proc_conn(p);
-            if (conn && conn_is_congested(conn)) {
+            ev->progressed(p);
+            if (ev->congested(p->table)) {
                 /* Stop reading: the child blocks on its full pipe until the
                  * client catches up (proc_table_resume_output). */
                 for (int k = 0; k < p->nout; k++) {
@@ -594,9 +338,9 @@ static void pid_cb(uv_poll_t *h, int status, int events)
     } else if (si.si_code == CLD_EXITED) {
         p->exit_code = si.si_status;
     } else {
-        /* 128+N in both modes, as a shell reports it (PROTOCOL.md §5.9 "Ours"; the
-         * reference says 1 for any signal death on a PTY, which a terminal client
-         * cannot turn back into the signal). */
+        /* 128+N in both modes, as a shell reports it (PROTOCOL.md §5.9 and §11 (e)
+         * 11: the reference says 1 for any signal death on a PTY, which a terminal
+         * client cannot turn back into the signal). */
         p->exit_code = 128 + si.si_status;
     }
     metrics_process_exited(p->exit_code == 0, metrics_now_ns() - p->start_ns);
@@ -604,8 +348,8 @@ static void pid_cb(uv_poll_t *h, int status, int events)
         char idv[160];
         log_event("event=process_exit session=%s process_id=%s pid=%d exit_code=%d "
                   "duration_ms=%llu",
-                  p->table->session->id, log_value(p->id, idv, sizeof idv), (int)p->pid,
-                  p->exit_code, (unsigned long long)((metrics_now_ns() - p->start_ns) / 1000000));
+                  p->table->owner_id, log_value(p->id, idv, sizeof idv), (int)p->pid, p->exit_code,
+                  (unsigned long long)((metrics_now_ns() - p->start_ns) / 1000000));
     }
     uv_close((uv_handle_t *)&p->pid_poll, handle_closed);
     close(p->pidfd);
@@ -619,8 +363,7 @@ static void pid_cb(uv_poll_t *h, int status, int events)
     p->state = PROC_EXITED;
     p->sandbox_denied = sandbox_denied_verdict(p->sandboxed, p->exit_code, &p->log);
     p->exit_seq = event_log_take_seq(&p->log);
-    notify_event(p, "process/exited", p->exit_seq, true);
-    wake_waiters(p);
+    p->table->events->exited(p);
     if (p->tty && p->out[0].fd >= 0) uv_timer_start(&p->timer, pty_drain_deadline, PTY_DRAIN_MS, 0);
     check_closed(p);
 }
@@ -759,104 +502,9 @@ void proc_watch(struct proc *p)
         out_start(&p->out[s]);
 }
 
-void proc_wait_read(struct rpc_req *req, struct proc *p, uint64_t after, bool has_max,
-                    uint64_t max_bytes, uint64_t wait_ms)
-{
-    struct waiter *w = xcalloc(1, sizeof *w);
-    w->p = p;
-    w->req = req;
-    w->after = after;
-    w->has_max = has_max;
-    w->max_bytes = max_bytes;
-    uv_timer_init(req->loop, &w->timer);
-    w->timer.data = w;
-    uv_timer_start(&w->timer, waiter_timeout, wait_ms, 0);
-    w->next = p->waiters;
-    if (p->waiters) p->waiters->prev = w;
-    p->waiters = w;
-}
-
 void proc_kill(struct proc *p)
 {
     kill(-p->pid, SIGKILL);
     p->terminated = true;
     proc_close_stdin(p);
-}
-
-/* ---- the session part ----------------------------------------------------- */
-
-static void part_created(struct session *s)
-{
-    session_set_part(s, &proc_session_part, proc_table_new(s));
-}
-
-static void part_attached(struct session *s, struct conn *c)
-{
-    proc_table_attached(proc_table_of(s), c);
-}
-
-static void part_detached(struct session *s, struct conn *c)
-{
-    proc_table_detached(proc_table_of(s), c);
-}
-
-static void part_ended(struct session *s)
-{
-    proc_table_destroy(proc_table_of(s));
-    session_set_part(s, &proc_session_part, NULL);
-}
-
-static void part_unblocked(struct session *s)
-{
-    proc_table_resume_output(proc_table_of(s));
-}
-
-static bool part_output_safe(struct session *s, uint64_t written_total)
-{
-    return proc_table_output_safe(proc_table_of(s), written_total);
-}
-
-static void part_list(const struct session *s, json_t *o)
-{
-    unsigned running = 0, total = 0;
-    proc_table_count(proc_table_of(s), &running, &total);
-    json_object_set_new(o, "processes", json_integer(total));
-    json_object_set_new(o, "running", json_integer(running));
-}
-
-const struct session_part_ops proc_session_part = {
-    .created = part_created,
-    .attached = part_attached,
-    .detached = part_detached,
-    .ended = part_ended,
-    .unblocked = part_unblocked,
-    .output_safe = part_output_safe,
-    .list = part_list,
-    .shutdown = proc_snapshot_shutdown,
-};
-
-struct proc_table *proc_request_table(struct rpc_req *req, const char *session_id)
-{
-    struct session *own = session_of(req->conn);
-    if (!session_id || strcmp(session_id, own->id) == 0) return proc_table_of(own);
-    struct session *s = session_visible(req->conn, session_id);
-    if (s) return proc_table_of(s);
-    rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown session id %s", session_id);
-    return NULL;
-}
-
-struct proc *proc_request_proc(struct rpc_req *req, const char *session_id, const char *id)
-{
-    struct proc_table *t = proc_request_table(req, session_id);
-    struct proc *p = t ? proc_find(t, id) : NULL;
-    if (t && !p && proc_starting(t, id))
-        rpc_reply_error(req, RPC_INVALID_REQUEST, "process id %s is starting", id);
-    else if (t && !p)
-        rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
-    return p;
-}
-
-struct proc_table *proc_table_of(const struct session *s)
-{
-    return session_part(s, &proc_session_part);
 }

@@ -1,10 +1,11 @@
 /* proc_internal: the process record, shared by the model and the handlers.
  *
  * proc.c owns the model and its lifecycle (table, output, exit, close, eviction,
- * long-poll reads, the stdin queue); process_methods.c has the JSON-RPC handlers
- * (start, read, write, terminate) and process_tty.c the terminal and stdin
- * controls that are ours (resize, closeStdin, any signal). Nothing outside
- * src/process includes this header. */
+ * the stdin queue) and reports its events through struct proc_events; proc_rpc.c
+ * is the session's sink for them (notifications, long-poll reads, viewers);
+ * process_methods.c has the JSON-RPC handlers (start, read, write, terminate) and
+ * tty_methods.c the terminal and stdin controls that are ours (resize,
+ * closeStdin, any signal). Nothing outside src/process includes this header. */
 #ifndef EXEC_PROCESS_PROC_INTERNAL_H
 #define EXEC_PROCESS_PROC_INTERNAL_H
 
@@ -14,7 +15,7 @@
 #include <uv.h>
 
 #include "process/event_log.h"
-#include "rpc/rpc.h"
+#include "process/process.h"
 #include "util/buf.h"
 
 #define READ_CHUNK 8192        /* largest output chunk (PROTOCOL.md 5.1.2) */
@@ -26,30 +27,9 @@
 struct proc;
 struct conn;
 
-/* A connection watching a process of another session (process/attach, ours):
- * linked into the process's list and into the connection's set (view_slot in proc.c),
- * so either end going away unlinks it. */
-struct proc_viewer {
-    struct proc_viewer *next_p, *prev_p; /* in proc.viewers */
-    struct proc_viewer *next_c, *prev_c; /* in the connection's view set */
-    struct proc *p;
-    struct proc_view_set *set;
-};
-
-struct proc_view_set {
-    struct conn *conn;
-    struct proc_viewer *head;
-};
-
-struct waiter {
-    struct waiter *next, *prev;
-    struct proc *p;
-    struct rpc_req *req;
-    uint64_t after;
-    uint64_t max_bytes;
-    bool has_max;
-    uv_timer_t timer;
-};
+struct proc_viewer; /* proc_rpc.c */
+struct waiter;      /* proc_rpc.c */
+struct rpc_req;
 
 struct out_src {
     struct proc *p;
@@ -138,8 +118,27 @@ struct proc_start {
     char *cwd;
 };
 
+/* What the table tells its owner, each called on the loop thread as it happens
+ * (the session's sink is in proc_rpc.c). The output path calls `output` once per
+ * chunk with the chunk in the log, nothing copied, then `progressed` once per read
+ * batch; between batch_begin and batch_end are the batch's outputs. */
+struct proc_events {
+    void (*output)(struct proc *p, struct log_chunk *c); /* c: p's newest chunk */
+    void (*progressed)(struct proc *p);                  /* p's log grew by a batch */
+    void (*exited)(struct proc *p);  /* exit_code, sandbox_denied, exit_seq are set */
+    void (*closed)(struct proc *p);  /* every output fd drained; close_seq is set */
+    void (*leaving)(struct proc *p); /* p leaves its table (evicted, or the table ends) */
+    void *(*batch_begin)(struct proc_table *t); /* its result goes to batch_end */
+    void (*batch_end)(void *token);
+    /* Whether the consumer is congested: the readers pause until
+     * proc_table_resume_output, and the children block on full pipes. */
+    bool (*congested)(const struct proc_table *t);
+};
+
 struct proc_table {
-    struct session *session;
+    const struct proc_events *events;
+    void *owner;          /* the events' owner (proc_rpc.c: the session) */
+    const char *owner_id; /* names the owner in log lines */
     struct proc *head;
     struct proc_start *starting; /* starts in their spawn window */
     /* Ends one of them when the table is destroyed (set by process_methods.c, which
@@ -166,13 +165,6 @@ struct proc *proc_add(struct proc_table *t, const char *id, bool tty, bool sandb
 void proc_watch(struct proc *p);
 /* Whether a read after `after` has something to return now (or the end). */
 bool proc_read_ready(const struct proc *p, uint64_t after);
-/* Answers a process/read from p's event log (takes req). */
-void proc_reply_read(struct rpc_req *req, struct proc *p, uint64_t after, bool has_max,
-                     uint64_t max_bytes);
-/* Parks a process/read (takes req) until p has something after `after` or wait_ms
- * passes, then answers it like proc_reply_read. */
-void proc_wait_read(struct rpc_req *req, struct proc *p, uint64_t after, bool has_max,
-                    uint64_t max_bytes, uint64_t wait_ms);
 /* Queues decoded stdin bytes (takes it; dropped when the child has no stdin or
  * it is empty) and writes what the pipe takes now. */
 void proc_stdin_push(struct proc *p, struct wq_item *it);
@@ -184,6 +176,15 @@ void proc_kill(struct proc *p);
  * child is not reading. Closes stdin once the queue is empty if EOF was asked. */
 void proc_stdin_flush(struct proc *p);
 
+/* ---- proc_rpc.c, for the handlers ---- */
+
+/* Answers a process/read from p's event log (takes req). */
+void proc_reply_read(struct rpc_req *req, struct proc *p, uint64_t after, bool has_max,
+                     uint64_t max_bytes);
+/* Parks a process/read (takes req) until p has something after `after` or wait_ms
+ * passes, then answers it like proc_reply_read. */
+void proc_wait_read(struct rpc_req *req, struct proc *p, uint64_t after, bool has_max,
+                    uint64_t max_bytes, uint64_t wait_ms);
 /* Makes connection c (not the session's own) a viewer of p: every later event of p
  * is also pushed to c, carrying `sessionId`. Idempotent. */
 void proc_view_add(struct proc *p, struct conn *c);
@@ -195,7 +196,7 @@ struct proc_table *proc_request_table(struct rpc_req *req, const char *session_i
  * or `unknown process id <id>`). */
 struct proc *proc_request_proc(struct rpc_req *req, const char *session_id, const char *id);
 
-/* process_tty.c: the extension methods and the start-time size. */
+/* tty_methods.c: the extension methods and the start-time size. */
 struct pdec;
 /* Decodes process/start's optional `size: {rows, cols}` (ours; each 1-65535). */
 void proc_decode_size(struct pdec *d, unsigned short *rows, unsigned short *cols);

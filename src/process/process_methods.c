@@ -1,8 +1,8 @@
 /* process_methods: the JSON-RPC handlers process/start, read, write and terminate
- * (the terminal and stdin extensions are in process_tty.c). They decode params,
+ * (the terminal and stdin extensions are in tty_methods.c). They decode params,
  * pass the lifecycle gate, and drive the model in proc.c; the process record and
  * its event log live there (PROTOCOL.md section 5). */
-#include "process/process.h"
+#include "process/process_rpc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,9 +28,9 @@
 #include "proto/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
-#include "sandbox/sandbox_init.h"
 #include "sandbox/hold.h"
 #include "sandbox/policy.h"
+#include "sandbox/sandbox_host.h"
 #include "sandbox/sandbox_rpc.h"
 #include "session/session.h"
 #include "util/mem.h"
@@ -189,7 +189,7 @@ static void start_done(void *arg, int err, const struct spawn_result *sr, int sb
             const char *ename = strerrorname_np(-err);
             log_debug("event=process_start_failed session=%s process_id=%s argv0=%s cwd=%s "
                       "errno=%s error=%s",
-                      t->session->id, log_value(ps->id, idv, sizeof idv),
+                      t->owner_id, log_value(ps->id, idv, sizeof idv),
                       log_value(ps->argv0, a0, sizeof a0),
                       log_value(ps->cwd ? ps->cwd : "", cv, sizeof cv), ename ? ename : "?", text);
         }
@@ -211,7 +211,7 @@ static void start_done(void *arg, int err, const struct spawn_result *sr, int sb
         char idv[160], a0[200];
         log_event("event=process_start session=%s process_id=%s pid=%d argv0=%s tty=%s "
                   "sandboxed=%s",
-                  t->session->id, log_value(ps->id, idv, sizeof idv), (int)sr->pid,
+                  t->owner_id, log_value(ps->id, idv, sizeof idv), (int)sr->pid,
                   log_value(ps->argv0, a0, sizeof a0), ps->tty ? "true" : "false",
                   ps->sandboxed ? "true" : "false");
         /* The response goes out before any notification of the new process. */
@@ -782,7 +782,7 @@ static void handle_list(struct rpc_req *req)
         free(cwd);
         json_array_append_new(list, o);
     }
-    rpc_reply_json(req, json_pack("{s:s,s:o}", "sessionId", t->session->id, "processes", list));
+    rpc_reply_json(req, json_pack("{s:s,s:o}", "sessionId", t->owner_id, "processes", list));
 }
 
 /* process/attach {sessionId, processId, afterSeq?} (ours, capability processAttach):

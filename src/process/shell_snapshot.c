@@ -47,7 +47,6 @@
 #include "process/proc_internal.h"
 #include "process/spawn.h"
 #include "proto/utf8.h"
-#include "rpc/params.h"
 #include "sandbox/hold.h"
 #include "sandbox/policy.h"
 #include "util/buf.h"
@@ -63,46 +62,6 @@
 #define SNAP_ENV_CHUNK (60u * 1024) /* one state variable, well under MAX_ARG_STRLEN */
 #define SNAP_MARKER "\0EXECSNAP\0"
 #define SNAP_MARKER_LEN 10
-
-/* ---- decoding ----------------------------------------------------------------------- */
-
-/* The reference decodes this member from a buffered JSON value, so a number is
- * reported as "number" rather than serde's `integer `1``. */
-static const char *snap_string(struct pdec *d, const char *key, size_t *len)
-{
-    json_t *v = d->obj && !d->failed ? json_object_get(d->obj, key) : NULL;
-    if (json_is_number(v)) {
-        pdec_fail(d, "invalid type: number, expected a string");
-        return NULL;
-    }
-    return len ? pdec_string_len(d, key, PDEC_REQUIRED, len) : pdec_string(d, key, PDEC_REQUIRED);
-}
-
-void proc_snapshot_decode(struct pdec *d, struct proc_snapshot_req *out, bool *present)
-{
-    *present = false;
-    memset(out, 0, sizeof *out);
-    json_t *obj = pdec_object(d, "shellSnapshot", PDEC_OPTIONAL);
-    if (!obj || d->failed) return;
-    struct pdec sub;
-    if (pdec_begin(&sub, obj, "ShellSnapshotRequest")) {
-        out->scope = snap_string(&sub, "scopeId", &out->scope_len);
-        json_t *shell = pdec_object(&sub, "shell", PDEC_REQUIRED);
-        if (shell && !sub.failed) {
-            struct pdec sh;
-            if (pdec_begin(&sh, shell, "ShellInfo")) {
-                out->shell_name = snap_string(&sh, "name", NULL);
-                out->shell_path = snap_string(&sh, "path", NULL);
-            }
-            if (sh.failed) pdec_fail(&sub, "%s", sh.err);
-        }
-    }
-    if (sub.failed) {
-        pdec_fail(d, "%s", sub.err);
-        return;
-    }
-    *present = true;
-}
 
 int proc_snapshot_check(struct proc_snapshot_req *r, json_t *argv, char *err, size_t errlen)
 {
@@ -488,21 +447,13 @@ static void entry_notify(struct snap_entry *e)
 static char **filter_env(char **captured, json_t *env_policy)
 {
     if (!env_policy) return captured;
-    json_t *holder = json_pack("{s:O}", "envPolicy", env_policy);
-    struct pdec d;
     struct env_policy pol;
-    bool present = false;
-    pdec_begin(&d, holder, "ExecParams");
-    env_policy_decode(&d, &pol, &present);
-    char **out = captured;
-    if (present && !d.failed) {
-        pol.inherit = ENV_INHERIT_ALL;
-        json_t *none = json_object();
-        out = env_build(captured, &pol, none);
-        json_decref(none);
-        env_free(captured);
-    }
-    json_decref(holder);
+    env_policy_from_json(env_policy, &pol);
+    pol.inherit = ENV_INHERIT_ALL;
+    json_t *none = json_object();
+    char **out = env_build(captured, &pol, none);
+    json_decref(none);
+    env_free(captured);
     return out;
 }
 

@@ -29,8 +29,8 @@ struct proc_snapshot_req {
     json_t *sandbox;    /* the request's sandbox, or NULL */
 };
 
-/* Decodes params.shellSnapshot into *out (absent or null: *present = false), with
- * serde's texts for a missing or mistyped member. */
+/* Decodes params.shellSnapshot into *out (start_rpc.c; absent or null: *present =
+ * false), with serde's texts for a missing or mistyped member. */
 void proc_snapshot_decode(struct pdec *d, struct proc_snapshot_req *out, bool *present);
 
 /* Whether the snapshot applies to this argv: 1 yes (the start waits for the

@@ -1,4 +1,4 @@
-/* spawn: starts a child through the spawner (process/spawner.h).
+/* spawn: starts a child through the spawner (helpers/spawner.h).
  *
  * The daemon resolves the program on PATH, makes the child's pipes or PTY and a
  * status pipe, hands the child's ends to the spawner, and reads the outcome: the
@@ -28,8 +28,8 @@
 
 #include "core/limits.h"
 #include "core/log.h"
+#include "helpers/spawner.h"
 #include "process/guardian.h"
-#include "process/spawner.h"
 #include "sandbox/policy.h"
 #include "util/fdframe.h"
 #include "util/mem.h"
@@ -249,6 +249,8 @@ struct spawn_op {
     int status;               /* the status pipe's read end, or -1 */
     struct spawner_status st; /* the records read so far */
     /* spawn_child_async */
+    uv_loop_t *loop; /* sent on the loop's channel (spawner_submit) */
+    uint64_t ticket; /* while the request waits in that channel's queue */
     uv_poll_t poll;
     uv_timer_t timer;
     int handles;   /* open uv handles; freed when it reaches zero */
@@ -364,7 +366,8 @@ static int op_send(struct spawn_op *op, const struct spawn_request *rq)
     if (w.flags & SPAWN_F_TRANSPARENT) fds[n++] = rq->tun_fd;
     if (w.flags & SPAWN_F_CGROUP) fds[n++] = rq->cgroup_fds[0];
     if (w.flags & SPAWN_F_CGROUP2) fds[n++] = rq->cgroup_fds[1];
-    int rc = spawner_request(&w, fds, n);
+    int rc =
+        op->loop ? spawner_submit(op->loop, &w, fds, n, &op->ticket) : spawner_request(&w, fds, n);
     close(st[1]);
     free(exe);
     exe = NULL;
@@ -508,6 +511,8 @@ static void op_done(struct spawn_op *op, int rc)
     op->finished = true;
     uv_poll_stop(&op->poll);
     uv_timer_stop(&op->timer);
+    /* Timed out still queued (a stopped spawner): it must never start later. */
+    if (rc == -ETIMEDOUT) spawner_withdraw(op->ticket);
     struct spawn_result r;
     int sberr = 0;
     memset(&r, 0, sizeof r);
@@ -535,6 +540,7 @@ int spawn_child_async(uv_loop_t *loop, const struct spawn_request *rq, spawn_don
     if (rq->n_extra_fds > FDS_MAX - 6) return -EINVAL;
     struct spawn_op *op = xmalloc(sizeof *op);
     op_init(op, rq);
+    op->loop = loop;
     int rc = op_send(op, rq);
     if (rc < 0) {
         free(op);
@@ -558,6 +564,9 @@ void spawn_cancel(struct spawn_op *op)
     op->finished = true;
     uv_poll_stop(&op->poll);
     uv_timer_stop(&op->timer);
+    /* Still queued on the loop's channel: it never reaches the spawner, and its
+     * status pipe has ended. */
+    spawner_withdraw(op->ticket);
     /* The start is decided within moments (the spawner answers at once, the child
      * execs): wait for it here so no child is left unwatched, then stop it. */
     int rc;
@@ -572,7 +581,7 @@ void spawn_cancel(struct spawn_op *op)
     }
     struct spawn_result r;
     int sberr;
-    if (op_complete(op, rc < 0 ? rc : 0, &r, &sberr) == 0) {
+    if (op_complete(op, rc < 0 ? rc : op->st.decided ? 0 : -EPIPE, &r, &sberr) == 0) {
         kill(-r.pid, SIGKILL);
         kill(r.pid, SIGKILL);
         while (waitpid(r.pid, NULL, 0) < 0 && errno == EINTR) {

@@ -1,5 +1,5 @@
 /* spawn: starting one child on a PTY or on pipes (DESIGN.md pitfalls 2-5),
- * sandboxed or not, through the spawner process (process/spawner.h). */
+ * sandboxed or not, through the spawner process (helpers/spawner.h). */
 #ifndef EXEC_PROCESS_SPAWN_H
 #define EXEC_PROCESS_SPAWN_H
 

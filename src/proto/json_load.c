@@ -165,6 +165,41 @@ bool json_load_splice(json_t *root, const struct json_load_bigs *bigs, const jso
     return splice(root, bigs, keep, 0) == bigs->n;
 }
 
+json_t *json_load_nul_keys(const char *data, size_t len, size_t flags, json_error_t *err)
+{
+    struct buf copy;
+    buf_init(&copy);
+    const char *p = data, *e = data + len, *from = data;
+    while (p < e) {
+        const char *q = memchr(p, '"', (size_t)(e - p));
+        const char *end = q ? json_load_string_end(q, e) : NULL;
+        if (!end) break;
+        const char *a = end;
+        while (a < e && (*a == ' ' || *a == '\t' || *a == '\n' || *a == '\r'))
+            a++;
+        if (a < e && *a == ':') {
+            /* A key: each escape is a backslash and what follows it, so an escaped
+             * backslash before "u0000" is skipped whole, not read as a NUL. */
+            for (const char *s = q + 1; s + 6 < end; s++) {
+                if (*s != '\\') continue;
+                if (memcmp(s, "\\u0000", 6) == 0) {
+                    buf_append(&copy, from, (size_t)(s - from));
+                    buf_puts(&copy, "\\u0001");
+                    from = s + 6;
+                    s += 5;
+                } else {
+                    s++;
+                }
+            }
+        }
+        p = end;
+    }
+    buf_append(&copy, from, (size_t)(e - from));
+    json_t *msg = json_loadb(copy.data, copy.len, flags, err);
+    buf_free(&copy);
+    return msg;
+}
+
 /* ---- integers past int64 -------------------------------------------------------- */
 
 #define MAX_BIG_INTS 1024 /* per message; more and the message stays malformed */
@@ -363,14 +398,64 @@ static json_t *load_plain(const char *data, size_t len, size_t flags, json_error
     return msg;
 }
 
+/* ---- the reference's limit on values per message --------------------------------- */
+
+/* Counts the values that start in [p, stop), a stretch without strings (the caller
+ * stops it at the next quote): '{', '[', numbers and literals. Returns where the
+ * value past max starts, or NULL. Malformed text is counted loosely; jansson
+ * rejects it anyway. */
+static const char *count_bare_values(const char *p, const char *stop, size_t *count, size_t max)
+{
+    while (p < stop) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '{' || c == '[') {
+            if (++*count > max) return p;
+            p++;
+        } else if (c == '-' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z')) {
+            if (++*count > max) return p;
+            while (p < stop && (*p == '-' || *p == '+' || *p == '.' || (*p >= '0' && *p <= '9') ||
+                                (*p >= 'a' && *p <= 'z') || *p == 'E'))
+                p++;
+        } else {
+            p++;
+        }
+    }
+    return NULL;
+}
+
+/* The over-limit error, placed as serde_json places it: at the last byte read
+ * before the value that did not fit (its column, 1-based, counted in bytes). */
+static void values_error(const char *data, const char *at, size_t max, json_error_t *err)
+{
+    int line = 1;
+    const char *line_start = data;
+    for (const char *p = data; (p = memchr(p, '\n', (size_t)(at - p))); p++) {
+        line++;
+        line_start = p + 1;
+    }
+    memset(err, 0, sizeof *err);
+    snprintf(err->text, sizeof err->text - 1,
+             "JSON-RPC message exceeds the limit of %zu JSON values", max);
+    err->text[JSON_ERROR_TEXT_LENGTH - 1] = (char)json_error_invalid_syntax;
+    snprintf(err->source, sizeof err->source, "<buffer>");
+    err->line = line;
+    err->column = (int)(at - line_start);
+    err->position = (int)(at - data);
+}
+
 json_t *json_load_message_split(const char *data, size_t len, size_t flags, json_error_t *err,
-                                struct json_load_bigs *bigs)
+                                struct json_load_bigs *bigs, size_t max_values)
 {
     bigs->n = 0;
-    if (len < JSON_LOAD_BIG_STRING) return load_plain(data, len, flags, err);
-    const char *p = data, *e = data + len;
+    /* Every value takes a byte at least: a shorter message cannot pass the limit. */
+    if (len <= max_values) max_values = 0;
+    if (len < JSON_LOAD_BIG_STRING && !max_values) return load_plain(data, len, flags, err);
+    const char *p = data, *e = data + len, *over = NULL;
+    size_t nvalues = 0;
+    bool too_many_bigs = false;
     while (p < e) {
         const char *q = memchr(p, '"', (size_t)(e - p));
+        if (max_values && (over = count_bare_values(p, q ? q : e, &nvalues, max_values))) break;
         if (!q) break;
         const char *stop = plain_stop(q + 1, e), *end;
         bool is_plain = stop < e && *stop == '"';
@@ -380,21 +465,30 @@ json_t *json_load_message_split(const char *data, size_t len, size_t flags, json
         else if (!(end = json_load_string_end(stop - 1, e)))
             break;
         size_t n = (size_t)(end - q) - 2;
-        if (n >= JSON_LOAD_BIG_STRING) {
-            /* Only values: a key is followed by ':'. */
-            const char *a = end;
-            while (a < e && (*a == ' ' || *a == '\t' || *a == '\n' || *a == '\r'))
-                a++;
-            if ((a >= e || *a != ':') && is_plain) {
-                if (bigs->n == JSON_LOAD_MAX_BIG) {
-                    bigs->n = 0;
-                    return load_plain(data, len, flags, err);
-                }
+        /* Only values: a key is followed by ':'. */
+        const char *a = end;
+        while (a < e && (*a == ' ' || *a == '\t' || *a == '\n' || *a == '\r'))
+            a++;
+        bool is_value = a >= e || *a != ':';
+        if (max_values && is_value && ++nvalues > max_values) {
+            over = q;
+            break;
+        }
+        if (n >= JSON_LOAD_BIG_STRING && is_value && is_plain && !too_many_bigs) {
+            if (bigs->n == JSON_LOAD_MAX_BIG) {
+                too_many_bigs = true;
+                bigs->n = 0;
+            } else {
                 bigs->v[bigs->n].p = q + 1;
                 bigs->v[bigs->n++].n = n;
             }
         }
         p = end;
+    }
+    if (over) {
+        bigs->n = 0;
+        values_error(data, over, max_values, err);
+        return NULL;
     }
     if (bigs->n == 0) return load_plain(data, len, flags, err);
 
@@ -423,7 +517,7 @@ json_t *json_load_message_split(const char *data, size_t len, size_t flags, json
 json_t *json_load_message(const char *data, size_t len, size_t flags, json_error_t *err)
 {
     struct json_load_bigs bigs;
-    json_t *msg = json_load_message_split(data, len, flags, err, &bigs);
+    json_t *msg = json_load_message_split(data, len, flags, err, &bigs, 0);
     if (msg && !json_load_splice(msg, &bigs, NULL)) {
         json_decref(msg);
         return load_plain(data, len, flags, err);

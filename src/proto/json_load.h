@@ -47,19 +47,35 @@ struct json_load_bigs {
     } v[JSON_LOAD_MAX_BIG];
 };
 
+/* The most values one incoming JSON-RPC message may hold, as the reference: objects,
+ * arrays, strings, numbers and literals each count one (keys do not). A message of
+ * more is refused before a tree is built, so a 64 MiB message of `0,0,0,...` cannot
+ * make jansson allocate 32 million values (1.5 GB). */
+#define JSON_LOAD_MAX_VALUES 262144u
+
 /* json_load_message in two steps, for a caller that wants to keep one large value
  * as a slice of the message instead of a jansson copy: the tree comes back with
  * each large value still a short placeholder string (bigs says which slices they
  * stand for), and json_load_splice then puts the values in, all but one if the
- * caller likes. Until then the tree is only for finding the placeholders. */
+ * caller likes. Until then the tree is only for finding the placeholders.
+ * max_values (0: no limit) refuses a message of more values with the reference's
+ * text, "JSON-RPC message exceeds the limit of N JSON values", placed where serde
+ * stops: the line, and the column of the byte before the first value too many.
+ * Counted in the same pass that finds the large values. */
 json_t *json_load_message_split(const char *data, size_t len, size_t flags, json_error_t *err,
-                                struct json_load_bigs *bigs);
+                                struct json_load_bigs *bigs, size_t max_values);
 /* Which slice the string v is a placeholder for, or -1 (not a placeholder). */
 int json_load_big_index(const json_t *v, const struct json_load_bigs *bigs);
 /* Replaces every placeholder under root except keep (may be NULL) by its value.
  * False when not every slice's placeholder was found where a value can be (the
  * caller then parses the message with json_loadb instead). */
 bool json_load_splice(json_t *root, const struct json_load_bigs *bigs, const json_t *keep);
+
+/* json_loadb for a message jansson refused for a NUL (`\u0000`) in an object key
+ * (it cannot hold one): each such escape in a key is read as U+0001, so the
+ * message's id and method can still be known and its request answered. NULL when
+ * it fails for another reason too. */
+json_t *json_load_nul_keys(const char *data, size_t len, size_t flags, json_error_t *err);
 
 /* End of the JSON string whose opening quote is at p (the byte after the closing
  * quote; memchr jumps over escape-free values), or NULL when e comes first. A pointer

@@ -8,6 +8,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "core/env_vars.h"
 #include "core/host_env.h"
 #include "util/mem.h"
 
@@ -97,10 +98,9 @@ void aws_profile_parse(const char *text, const char *name, bool is_config, struc
     }
 }
 
-/* A file's path: the variable, else ~/.aws/<base>. */
-static void file_path(const char *var, const char *base, char *out, size_t n)
+/* A file's path: the variable's value v, else ~/.aws/<base>. */
+static void file_path(const char *v, const char *base, char *out, size_t n)
 {
-    const char *v = getenv(var);
     if (v && *v) {
         snprintf(out, n, "%s", v);
         return;
@@ -126,8 +126,8 @@ static char *slurp(const char *path)
 void aws_profile_load(const char *name, struct aws_profile *out, char *why, size_t n)
 {
     char cred_path[1024], conf_path[1024];
-    file_path("AWS_SHARED_CREDENTIALS_FILE", "credentials", cred_path, sizeof cred_path);
-    file_path("AWS_CONFIG_FILE", "config", conf_path, sizeof conf_path);
+    file_path(env_vars.aws_shared_credentials_file, "credentials", cred_path, sizeof cred_path);
+    file_path(env_vars.aws_config_file, "config", conf_path, sizeof conf_path);
     snprintf(why, n, "%s or %s", cred_path, conf_path);
     const char *paths[2] = {cred_path, conf_path};
     for (int i = 0; i < 2; i++) {

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/env_vars.h"
 #include "remote/rv_ws.h"
 #include "remote/sigv4.h"
 #include "outbound/curl_loop.h"
@@ -345,9 +346,9 @@ static struct registry_call *start(struct registry_client *rc, const char *what,
      * SSL_CERT_FILE), then CURL_CA_BUNDLE: libcurl's built-in bundle path would
      * otherwise win over the variable OpenSSL alone honours (the rendezvous socket,
      * transport/tls.c, does). */
-    const char *ca = getenv("CODEX_CA_CERTIFICATE");
-    if (!ca || !*ca) ca = getenv("SSL_CERT_FILE");
-    if (!ca || !*ca) ca = getenv("CURL_CA_BUNDLE");
+    const char *ca = env_vars.codex_ca_certificate;
+    if (!ca || !*ca) ca = env_vars.ssl_cert_file;
+    if (!ca || !*ca) ca = env_vars.curl_ca_bundle;
     if (ca && *ca) curl_dl_fns.easy_setopt(e, CURLOPT_CAINFO, ca);
     curl_dl_fns.easy_setopt(e, CURLOPT_HTTPHEADER, c->hdrs);
     curl_dl_fns.easy_setopt(e, CURLOPT_POSTFIELDS, c->body);

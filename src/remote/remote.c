@@ -16,6 +16,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "core/env_vars.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "core/readiness.h"
@@ -290,11 +291,11 @@ static const struct rv_ws_ops ws_ops = {
     .on_closed = ws_closed,
 };
 
-/* A header value from the environment, if it is a safe one-line value. */
-static void env_header(const char *var, const char *name, char *out, size_t n, const char **lines,
+/* A header value from an environment variable's value v, if it is a safe one-line
+ * value. */
+static void env_header(const char *v, const char *name, char *out, size_t n, const char **lines,
                        size_t *k)
 {
-    const char *v = getenv(var);
     if (!v || !*v || strlen(v) > 256) return;
     for (const char *c = v; *c; c++)
         if ((unsigned char)*c < 0x20 || *c == 0x7f) return;
@@ -368,8 +369,8 @@ static void connect_now(void)
     const char *lines[4];
     size_t k = 0;
     lines[k++] = reqid;
-    env_header("OPENAI_CLUSTER", "x-cluster-name", cluster, sizeof cluster, lines, &k);
-    env_header("DD_SERVICE", "x-openai-internal-caller", caller, sizeof caller, lines, &k);
+    env_header(env_vars.openai_cluster, "x-cluster-name", cluster, sizeof cluster, lines, &k);
+    env_header(env_vars.dd_service, "x-openai-internal-caller", caller, sizeof caller, lines, &k);
     lines[k] = NULL;
     struct rv_ws_opts o = {.url = R->reg.url,
                            .headers = lines,

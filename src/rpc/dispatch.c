@@ -332,18 +332,25 @@ static void put_id(struct buf *b, const json_t *id)
         buf_puts(b, "-1");
 }
 
-static void send_error(struct conn *c, const json_t *id, int code, const char *msg)
+/* An error reply whose message is msg_len bytes (it may hold NUL: a method name). */
+static void send_error_n(struct conn *c, const json_t *id, int code, const char *msg,
+                         size_t msg_len)
 {
     struct buf b;
     buf_init_msg(&b);
     buf_puts(&b, "{\"error\":{\"code\":");
     buf_put_i64(&b, code);
     buf_puts(&b, ",\"message\":");
-    buf_put_json_str(&b, msg, strlen(msg));
+    buf_put_json_str(&b, msg, msg_len);
     buf_puts(&b, "},\"id\":");
     put_id(&b, id);
     buf_putc(&b, '}');
     conn_send(c, &b);
+}
+
+static void send_error(struct conn *c, const json_t *id, int code, const char *msg)
+{
+    send_error_n(c, id, code, msg, strlen(msg));
 }
 
 /* A request id as a log value (strings quoted when they need it). */
@@ -579,32 +586,85 @@ static void keep_payload(struct conn *c, const char *data, const struct json_loa
     req->payload_len = bigs->v[big].n;
 }
 
-void rpc_dispatch(struct conn *c, const char *data, size_t len)
+/* ---- NUL bytes --------------------------------------------------------------------
+ * Strings may hold NUL (`\u0000`); the reference carries them until the OS refuses
+ * them (process/start's argv: -32603 "nul byte found in provided data"). Ours keeps
+ * strings as C strings past the params decoder, where a NUL would cut "a\0b" to
+ * "a" without a word, so a request with a NUL in its params or trace is answered
+ * with that error and its own id before its handler runs (PROTOCOL.md §2.3). A NUL
+ * in the id is echoed back; in the method name, the name is unknown (-32601). */
+
+/* Whether the message text may hold a NUL escape: only outside its large plain
+ * values (they have no backslash), so a 40 MB payload is not scanned for it. */
+static bool text_may_hold_nul(const char *data, size_t len, const struct json_load_bigs *bigs)
 {
+    const char *p = data, *e = data + len;
+    for (int i = 0; i <= bigs->n; i++) {
+        const char *stop = i < bigs->n ? bigs->v[i].p : e;
+        if (stop > p && memmem(p, (size_t)(stop - p), "\\u0000", 6)) return true;
+        if (i < bigs->n) p = bigs->v[i].p + bigs->v[i].n;
+    }
+    return false;
+}
+
+/* Whether a string value under v holds a NUL byte (keys cannot: jansson refuses). */
+static bool holds_nul(const json_t *v)
+{
+    const char *k;
+    json_t *x;
+    size_t i;
+    if (json_is_string(v)) return memchr(json_string_value(v), 0, json_string_length(v)) != NULL;
+    if (json_is_object(v)) {
+        json_object_foreach((json_t *)v, k, x)
+        {
+            if (holds_nul(x)) return true;
+        }
+    } else if (json_is_array(v)) {
+        json_array_foreach(v, i, x)
+        {
+            if (holds_nul(x)) return true;
+        }
+    }
+    return false;
+}
+
+/* ---- parsing and classifying one message ------------------------------------------ */
+
+/* The parsed message, its large values spliced in but the payload member's (big:
+ * its index in bigs, member its name). NULL after answering a malformed message.
+ * *nul: a key held a NUL (read as U+0001, so the id is known for the answer). */
+static json_t *parse_message(struct conn *c, const char *data, size_t len,
+                             struct json_load_bigs *bigs, int *big, const char **member, bool *nul)
+{
+    const size_t flags = JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL;
     json_error_t jerr;
-    struct json_load_bigs bigs;
-    json_t *msg = json_load_message_split(data, len, JSON_REJECT_DUPLICATES, &jerr, &bigs);
-    char detail[256];
+    json_t *msg = json_load_message_split(data, len, flags, &jerr, bigs, JSON_LOAD_MAX_VALUES);
+    *big = -1;
+    *member = NULL;
+    *nul = false;
+    if (!msg && json_error_code(&jerr) == json_error_null_byte_in_key) {
+        json_error_t e2;
+        if ((msg = json_load_nul_keys(data, len, flags, &e2))) *nul = true;
+    }
     /* Every large value goes into the tree now, before anything looks at the
      * message, except a method's payload member (struct rpc_payload). */
-    int big = -1;
-    const char *member = NULL;
-    if (msg && bigs.n) {
+    if (msg && bigs->n) {
         json_t *m = json_is_object(msg) ? json_object_get(msg, "method") : NULL;
-        member = json_is_string(m) && json_object_get(msg, "id")
-                     ? payload_member(json_string_value(m))
-                     : NULL;
+        *member = json_is_string(m) && json_object_get(msg, "id")
+                      ? payload_member(json_string_value(m))
+                      : NULL;
         json_t *params = json_is_object(msg) ? json_object_get(msg, "params") : NULL;
-        json_t *keep = member && json_is_object(params) ? json_object_get(params, member) : NULL;
-        big = json_load_big_index(keep, &bigs);
-        if (!json_load_splice(msg, &bigs, big >= 0 ? keep : NULL)) {
+        json_t *keep = *member && json_is_object(params) ? json_object_get(params, *member) : NULL;
+        *big = json_load_big_index(keep, bigs);
+        if (!json_load_splice(msg, bigs, *big >= 0 ? keep : NULL)) {
             /* Not what the scan expected: parse it as jansson alone would. */
             json_decref(msg);
-            msg = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
-            big = -1;
+            msg = json_loadb(data, len, flags, &jerr);
+            *big = -1;
         }
     }
     if (!msg) {
+        char detail[256];
         snprintf(detail, sizeof detail, "%s at line %d column %d", jerr.text, jerr.line,
                  jerr.column);
         /* jansson quotes the input near the error, which may be invalid UTF-8 (or cut
@@ -615,27 +675,89 @@ void rpc_dispatch(struct conn *c, const char *data, size_t len)
         buf_putc(&clean, '\0');
         malformed(c, clean.data);
         buf_free(&clean);
+    }
+    return msg;
+}
+
+/* A notification (no id): `initialized`, or an error naming it. */
+static void on_notification(struct conn *c, const char *name, size_t name_len)
+{
+    if (name_len == strlen(name) && strcmp(name, "initialized") == 0) {
+        struct rpc_gate *g = gate_of(c);
+        if (g && g->head)
+            hold(c, g, NULL, 0); /* after the requests before it */
+        else
+            on_initialized(c);
         return;
     }
-    if (!json_is_object(msg)) {
-        malformed(c, "expected a JSON-RPC object");
-        goto out;
+    struct buf m;
+    buf_init(&m);
+    buf_puts(&m, "unexpected notification `");
+    buf_append(&m, name, name_len);
+    buf_putc(&m, '`');
+    char nv[128];
+    log_debug("event=notification peer=%s method=%s result=error code=%d", conn_peer(c),
+              log_value(name, nv, sizeof nv), RPC_INVALID_REQUEST);
+    send_error_n(c, NULL, RPC_INVALID_REQUEST, m.data, m.len);
+    buf_free(&m);
+}
+
+/* A request for a method this server does not have (its name may hold NUL). */
+static void unknown_method(struct conn *c, const json_t *id, const char *name, size_t name_len)
+{
+    struct buf m;
+    buf_init(&m);
+    buf_puts(&m, "exec-server stub does not implement `");
+    buf_append(&m, name, name_len);
+    buf_puts(&m, "` yet");
+    if (log_threshold >= LOG_DEBUG) {
+        char nv[128], idv[96];
+        log_debug("event=request peer=%s method=%s id=%s result=error code=%d "
+                  "error=unknown_method",
+                  conn_peer(c), log_value(name, nv, sizeof nv), id_text(id, idv, sizeof idv),
+                  RPC_METHOD_NOT_FOUND);
     }
+    send_error_n(c, id, RPC_METHOD_NOT_FOUND, m.data, m.len);
+    buf_free(&m);
+}
+
+/* Envelope checks of an object message: false after answering it. */
+static bool envelope_ok(struct conn *c, json_t *msg)
+{
+    char detail[256];
     json_t *method = json_object_get(msg, "method");
     json_t *id = json_object_get(msg, "id");
     if (id && !json_is_string(id) && !json_is_integer(id)) {
         malformed(c, "data did not match any variant of untagged enum RequestId");
-        goto out;
+        return false;
     }
     if (method && !json_is_string(method)) {
         snprintf(detail, sizeof detail, "invalid type: %s, expected a string", type_name(method));
         malformed(c, detail);
-        goto out;
+        return false;
     }
     if (check_trace(json_object_get(msg, "trace"), detail, sizeof detail)) {
         malformed(c, detail);
+        return false;
+    }
+    return true;
+}
+
+void rpc_dispatch(struct conn *c, const char *data, size_t len)
+{
+    struct json_load_bigs bigs;
+    int big;
+    const char *member;
+    bool nul;
+    json_t *msg = parse_message(c, data, len, &bigs, &big, &member, &nul);
+    if (!msg) return;
+    if (!json_is_object(msg)) {
+        malformed(c, "expected a JSON-RPC object");
         goto out;
     }
+    if (!envelope_ok(c, msg)) goto out;
+    json_t *method = json_object_get(msg, "method");
+    json_t *id = json_object_get(msg, "id");
     if (!method) {
         if (json_object_get(msg, "result") || (json_object_get(msg, "error") && id)) {
             client_response(c, msg, id);
@@ -646,44 +768,28 @@ void rpc_dispatch(struct conn *c, const char *data, size_t len)
         goto out;
     }
     const char *name = json_string_value(method);
+    size_t name_len = json_string_length(method);
     if (!id) {
-        if (strcmp(name, "initialized") == 0) {
-            struct rpc_gate *g = gate_of(c);
-            if (g && g->head)
-                hold(c, g, NULL, 0); /* after the requests before it */
-            else
-                on_initialized(c);
-        } else {
-            char m[300];
-            snprintf(m, sizeof m, "unexpected notification `%s`", name);
-            char nv[128];
-            log_debug("event=notification peer=%s method=%s result=error code=%d", conn_peer(c),
-                      log_value(name, nv, sizeof nv), RPC_INVALID_REQUEST);
-            send_error(c, NULL, RPC_INVALID_REQUEST, m);
-        }
+        on_notification(c, name, name_len);
         goto out;
     }
-    const struct rpc_method *mt = find_method(name);
+    const struct rpc_method *mt = name_len == strlen(name) ? find_method(name) : NULL;
     if (!mt) {
-        char m[300];
-        snprintf(m, sizeof m, "exec-server stub does not implement `%s` yet", name);
-        if (log_threshold >= LOG_DEBUG) {
-            char nv[128], idv[96];
-            log_debug("event=request peer=%s method=%s id=%s result=error code=%d "
-                      "error=unknown_method",
-                      conn_peer(c), log_value(name, nv, sizeof nv), id_text(id, idv, sizeof idv),
-                      RPC_METHOD_NOT_FOUND);
-        }
-        send_error(c, id, RPC_METHOD_NOT_FOUND, m);
+        unknown_method(c, id, name, name_len);
+        goto out;
+    }
+    json_t *params = json_object_get(msg, "params");
+    json_t *trace = json_object_get(msg, "trace");
+    if (nul || (text_may_hold_nul(data, len, &bigs) &&
+                ((params && holds_nul(params)) || (trace && holds_nul(trace))))) {
+        send_error(c, id, RPC_INTERNAL_ERROR, "nul byte found in provided data");
         goto out;
     }
     struct rpc_req *req = xcalloc(1, sizeof *req);
     req->conn = c;
     conn_ref(c);
     req->id = json_incref(id);
-    json_t *params = json_object_get(msg, "params");
     req->params = params ? json_incref(params) : NULL;
-    json_t *trace = json_object_get(msg, "trace");
     req->trace = json_is_object(trace) ? json_incref(trace) : NULL;
     if (req->trace && log_threshold >= LOG_DEBUG) {
         const char *tp = json_string_value(json_object_get(req->trace, "traceparent"));

@@ -1,4 +1,5 @@
-/* policy: decoding and resolving the `sandbox` object (PROTOCOL.md section 10).
+/* policy: resolving the `sandbox` object (PROTOCOL.md section 10), built entry by
+ * entry by its decoder (policy_rpc.c, through policy_internal.h).
  *
  * Resolution follows section 10.3: entries become (absolute path, access) pairs;
  * the most specific entry wins, ties going to none/deny > write > read. Landlock
@@ -8,9 +9,11 @@
  * readable ones). Globs are expanded by a bounded scan of the file system; a scan
  * that hits its limits fails closed rather than guess. */
 #include "sandbox/policy.h"
+#include "sandbox/policy_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
 #include <stdio.h>
@@ -19,23 +22,28 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/env_vars.h"
 #include "proto/uri.h"
-#include "rpc/params.h"
-#include "rpc/rpc.h"
 #include "util/mem.h"
 
-#define GLOB_DEFAULT_DEPTH 8
 #define GLOB_MAX_VISITS 10000
 /* Resolved entries per policy: classification is quadratic, and thousands of
  * mounts would be no sandbox anyone meant; more fails closed. */
 #define MAX_ENTRIES 512
 
-enum sb_access { ACC_READ = 1, ACC_WRITE = 2, ACC_DENY = 3 };
+/* A symbolic link a path named in the policy went through on its way to the entry. */
+struct crossing {
+    char *given; /* the path as named (before realpath) */
+    char *link;  /* the link, as a prefix of given */
+    char *at;    /* where the link itself is: its directory canonical, then its name */
+};
 
 struct entry {
     char *path;
     int access;
-    bool implicit; /* a carve-out added by us, not by the client */
+    bool implicit;         /* a carve-out added by us, not by the client */
+    struct crossing *xing; /* every link crossed by a path that named it */
+    size_t nxing;
 };
 
 struct entries {
@@ -82,11 +90,37 @@ static char *canon(const char *path)
     return r ? r : xstrdup(path);
 }
 
+static char *join(const char *a, const char *b);
+
+/* Records in e each symbolic link that path (absolute, as named) goes through, at
+ * any component: realpath follows them, so the entry lands where they point today. */
+static void note_crossings(struct entry *e, const char *path)
+{
+    size_t n = strlen(path);
+    if (n >= PATH_MAX) return;
+    char pre[PATH_MAX];
+    for (size_t k = 1; k <= n; k++) {
+        if (k < n && path[k] != '/') continue;
+        memcpy(pre, path, k);
+        pre[k] = 0;
+        struct stat st;
+        if (pre[k - 1] == '/' || lstat(pre, &st) < 0 || !S_ISLNK(st.st_mode)) continue;
+        char *slash = strrchr(pre, '/');
+        *slash = 0;
+        char *dir = canon(*pre ? pre : "/");
+        *slash = '/';
+        e->xing = xrealloc(e->xing, (e->nxing + 1) * sizeof *e->xing);
+        e->xing[e->nxing++] = (struct crossing){xstrdup(path), xstrdup(pre), join(dir, slash + 1)};
+        free(dir);
+    }
+}
+
 static void entries_add(struct entries *es, const char *path, int access, bool implicit)
 {
     char *c = canon(path);
     for (size_t i = 0; i < es->n; i++) {
         if (strcmp(es->v[i].path, c) == 0) {
+            note_crossings(&es->v[i], path);
             /* Same path: none/deny > write > read; an explicit entry beats ours. */
             if (es->v[i].implicit && !implicit) {
                 es->v[i].access = access;
@@ -102,13 +136,21 @@ static void entries_add(struct entries *es, const char *path, int access, bool i
         es->cap = es->cap ? es->cap * 2 : 16;
         es->v = xrealloc(es->v, es->cap * sizeof *es->v);
     }
-    es->v[es->n++] = (struct entry){c, access, implicit};
+    es->v[es->n] = (struct entry){c, access, implicit, NULL, 0};
+    note_crossings(&es->v[es->n++], path);
 }
 
 static void entries_free(struct entries *es)
 {
-    for (size_t i = 0; i < es->n; i++)
+    for (size_t i = 0; i < es->n; i++) {
+        for (size_t k = 0; k < es->v[i].nxing; k++) {
+            free(es->v[i].xing[k].given);
+            free(es->v[i].xing[k].link);
+            free(es->v[i].xing[k].at);
+        }
+        free(es->v[i].xing);
         free(es->v[i].path);
+    }
     free(es->v);
 }
 
@@ -262,17 +304,34 @@ static int glob_expand(const char *pattern, const char *cwd, int access, int max
     return 0;
 }
 
-/* ---- decoding ----------------------------------------------------------------------- */
+/* ---- building ----------------------------------------------------------------------- */
 
 struct ctx {
     char *cwd;               /* resolved policy cwd or NULL */
-    struct sb_paths roots;   /* resolved workspaceRoots */
+    struct sb_paths roots;   /* workspaceRoots, as named */
     struct sb_paths tmpdirs; /* temporaryDirectories */
     bool dynamic;            /* some entry depends on cwd */
 };
 
-static const char *const access_names[] = {"read", "write", "deny", "none", NULL};
-static const int access_values[] = {ACC_READ, ACC_WRITE, ACC_DENY, ACC_DENY};
+struct sb_build {
+    struct ctx cx;
+    struct entries es;
+};
+
+struct sb_build *sandbox_build_new(void)
+{
+    return xcalloc(1, sizeof(struct sb_build));
+}
+
+void sandbox_build_free(struct sb_build *b)
+{
+    if (!b) return;
+    entries_free(&b->es);
+    free(b->cx.cwd);
+    sandbox_paths_free(&b->cx.roots);
+    sandbox_paths_free(&b->cx.tmpdirs);
+    free(b);
+}
 
 static void add_minimal(struct entries *es)
 {
@@ -284,56 +343,17 @@ static void add_minimal(struct entries *es)
     }
 }
 
-/* Decodes one entry into es. Returns -EINVAL or -E2BIG with e filled on a non-serde error;
- * serde errors go to d. */
-static int decode_entry(struct pdec *d, json_t *ent, struct ctx *cx, int glob_depth,
-                        struct entries *es, struct sandbox_error *e)
+static int too_many_entries(struct sandbox_error *err)
 {
-    struct pdec ed;
-    pdec_begin(&ed, ent, "FileSystemSandboxEntry");
-    json_t *path = pdec_object(&ed, "path", PDEC_REQUIRED);
-    int ai = pdec_enum(&ed, "access", PDEC_REQUIRED, access_names, 0);
-    static const char *const mpb[] = {"skip", NULL};
-    pdec_enum(&ed, "missing_path_behavior", PDEC_OPTIONAL, mpb, 0);
-    if (ed.failed) {
-        pdec_fail(d, "%s", ed.err);
-        return 0;
-    }
-    int access = access_values[ai];
-    struct pdec pd;
-    pdec_begin(&pd, path, "FileSystemPath");
-    static const char *const types[] = {"path", "glob_pattern", "special", NULL};
-    int ty = pdec_enum(&pd, "type", PDEC_REQUIRED, types, 0);
-    const char *p = NULL, *pattern = NULL, *kind = NULL, *subpath = NULL;
-    json_t *value = NULL;
-    if (ty == 0) p = pdec_string(&pd, "path", PDEC_REQUIRED);
-    if (ty == 1) pattern = pdec_string(&pd, "pattern", PDEC_REQUIRED);
-    if (ty == 2) value = pdec_object(&pd, "value", PDEC_REQUIRED);
-    if (value && !pd.failed) {
-        struct pdec vd;
-        pdec_begin(&vd, value, "FileSystemSpecialPath");
-        kind = pdec_string(&vd, "kind", PDEC_REQUIRED);
-        subpath = pdec_string(&vd, "subpath", PDEC_OPTIONAL);
-        if (vd.failed) pdec_fail(&pd, "%s", vd.err);
-    }
-    if (pd.failed) {
-        pdec_fail(d, "%s", pd.err);
-        return 0;
-    }
-    if (p) {
-        char *np = uri_path(p, e);
-        if (!np) return -EINVAL; /* uri_path filled e */
-        entries_add(es, np, access, false);
-        free(np);
-        return 0;
-    }
-    if (pattern) {
-        if (pattern[0] != '/') {
-            cx->dynamic = true;
-            if (!cx->cwd) return 0; /* reported as "requires cwd" by the caller */
-        }
-        return glob_expand(pattern, cx->cwd, access, glob_depth, es, e);
-    }
+    err->kind = SANDBOX_ERR_TOO_MANY;
+    snprintf(err->message, sizeof err->message, "sandbox has too many entries to enforce");
+    return -E2BIG;
+}
+
+/* One entry's special path (kind, subpath) into es. */
+static int add_special(struct ctx *cx, const char *kind, const char *subpath, int access,
+                       struct entries *es, struct sandbox_error *e)
+{
     if (!strcmp(kind, "root")) {
         entries_add(es, "/", access, false);
     } else if (!strcmp(kind, "minimal")) {
@@ -361,7 +381,7 @@ static int decode_entry(struct pdec *d, json_t *ent, struct ctx *cx, int glob_de
             for (size_t i = 0; i < cx->tmpdirs.n; i++)
                 entries_add(es, cx->tmpdirs.v[i], access, false);
         } else {
-            const char *t = getenv("TMPDIR");
+            const char *t = env_vars.tmpdir;
             if (t && t[0] == '/') entries_add(es, t, access, false);
         }
     } else if (!strcmp(kind, "slash_tmp")) {
@@ -371,11 +391,45 @@ static int decode_entry(struct pdec *d, json_t *ent, struct ctx *cx, int glob_de
     return 0;
 }
 
-/* The git dir a `.git` file points to (worktrees, submodules), or NULL. */
+static int add_entry(struct ctx *cx, const struct sb_entry *ent, int glob_depth, struct entries *es,
+                     struct sandbox_error *e)
+{
+    if (ent->path) {
+        char *np = uri_path(ent->path, e);
+        if (!np) return -EINVAL; /* uri_path filled e */
+        entries_add(es, np, ent->access, false);
+        free(np);
+        return 0;
+    }
+    if (ent->pattern) {
+        if (ent->pattern[0] != '/') {
+            cx->dynamic = true;
+            if (!cx->cwd) return 0; /* reported as "requires cwd" by sandbox_build_finish */
+        }
+        return glob_expand(ent->pattern, cx->cwd, ent->access, glob_depth, es, e);
+    }
+    return add_special(cx, ent->kind, ent->subpath, ent->access, es, e);
+}
+
+int sandbox_build_entry(struct sb_build *b, const struct sb_entry *ent, int glob_depth,
+                        struct sandbox_error *e)
+{
+    int rc = add_entry(&b->cx, ent, glob_depth, &b->es, e);
+    if (rc < 0) return rc;
+    return b->es.n > MAX_ENTRIES ? too_many_entries(e) : 0;
+}
+
+/* The git dir a `.git` file points to (worktrees, submodules), or NULL. Opened
+ * without blocking and without following a link: this runs on the loop thread, and
+ * a `.git` inside a writable root is whatever a sandboxed command made it (a FIFO
+ * there held the open, and with it the whole server, until a writer came). A link is
+ * refused by protect_root anyway. */
 static char *gitdir_of(const char *root)
 {
     char *gf = join(root, ".git");
-    FILE *f = fopen(gf, "re");
+    int fd = open(gf, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (fd >= 0 && !f) close(fd);
     char *res = NULL;
     struct stat st;
     if (f && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode)) {
@@ -435,6 +489,39 @@ static void protect_root(struct entries *es, const char *root, struct sandbox_po
     }
 }
 
+/* A path named through a symbolic link that lies in a writable root: whoever could
+ * write that root chose where the entry lands, a sandboxed command of an earlier
+ * start included. Moving the real directory aside and leaving a link in its place,
+ * it would have the next start with the same policy hide or protect the link's target
+ * while the original, now elsewhere in the root, is open (a deny or read-only entry,
+ * as the reference refuses them), or make the target writable (a writable root under
+ * another: a workspace under a writable /tmp becomes /root). Refused, in the
+ * reference's words; a link under a writable "/" is not looked at (the whole disk is
+ * the command's already, and merged-/usr links such as /lib64 are everywhere). */
+static void refuse_planted_links(const struct entries *es, struct sandbox_policy *out)
+{
+    static const int order[] = {ACC_READ, ACC_DENY, ACC_WRITE};
+    static const char *const words[] = {"read-only", "deny-read", "writable"};
+    for (int o = 0; o < 3 && !out->refusal; o++) {
+        for (size_t i = 0; i < es->n && !out->refusal; i++) {
+            const struct entry *en = &es->v[i];
+            for (size_t k = 0; en->access == order[o] && k < en->nxing && !out->refusal; k++) {
+                const struct crossing *x = &en->xing[k];
+                for (size_t j = 0; j < es->n; j++) {
+                    const struct entry *w = &es->v[j];
+                    if (w->access != ACC_WRITE || !strcmp(w->path, "/") ||
+                        !is_under(w->path, x->at))
+                        continue;
+                    out->refusal = xasprintf("cannot enforce sandbox %s path %s because it "
+                                             "crosses writable symlink %s",
+                                             words[o], x->given, x->link);
+                    break;
+                }
+            }
+        }
+    }
+}
+
 /* Splits resolved entries into what Landlock and the mounts enforce. */
 static void classify(struct entries *es, struct sandbox_policy *out)
 {
@@ -448,6 +535,7 @@ static void classify(struct entries *es, struct sandbox_policy *out)
         protect_root(es, root, out);
         free(root);
     }
+    refuse_planted_links(es, out);
     bool any_deny = false, root_read = false, root_write = false;
     for (size_t i = 0; i < es->n; i++) {
         struct entry *en = &es->v[i];
@@ -482,180 +570,49 @@ static void classify(struct entries *es, struct sandbox_policy *out)
     out->full_write = root_write && !any_deny;
 }
 
-static int too_many_entries(struct sandbox_error *err)
+int sandbox_build_context(struct sb_build *b, const char *cwd, const char *fallback_cwd,
+                          const char *const *roots, size_t nroots, const char *const *tmps,
+                          size_t ntmps, struct sandbox_error *err)
 {
-    err->kind = SANDBOX_ERR_TOO_MANY;
-    snprintf(err->message, sizeof err->message, "sandbox has too many entries to enforce");
-    return -1;
-}
-
-/* The context's paths: the working directory (the request's, else fallback_cwd),
- * the workspace roots (canonical) and the temporary directories. Returns 0, or -1
- * with err set. */
-static int context_paths(struct ctx *cx, const char *cwd, const char *fallback_cwd, json_t *roots,
-                         json_t *tmps, struct sandbox_error *err)
-{
+    struct ctx *cx = &b->cx;
     if (cwd) {
         cx->cwd = uri_path(cwd, err);
-        if (!cx->cwd) return -1;
+        if (!cx->cwd) return -EINVAL;
     } else if (fallback_cwd) {
         cx->cwd = xstrdup(fallback_cwd);
     }
-    if (json_array_size(roots) + json_array_size(tmps) > MAX_ENTRIES) return too_many_entries(err);
-    size_t i;
-    json_t *v;
-    json_array_foreach(roots, i, v)
-    {
-        char *r = uri_path(json_string_value(v), err);
-        if (!r) return -1;
-        char *c = canon(r);
-        sandbox_paths_add(&cx->roots, c);
-        free(c);
+    if (nroots + ntmps > MAX_ENTRIES) return too_many_entries(err);
+    for (size_t i = 0; i < nroots; i++) {
+        char *r = uri_path(roots[i], err);
+        if (!r) return -EINVAL;
+        sandbox_paths_add(&cx->roots, r); /* as named: entries_add resolves it */
         free(r);
     }
-    json_array_foreach(tmps, i, v)
-    {
-        char *r = uri_path(json_string_value(v), err);
-        if (!r) return -1;
+    for (size_t i = 0; i < ntmps; i++) {
+        char *r = uri_path(tmps[i], err);
+        if (!r) return -EINVAL;
         sandbox_paths_add(&cx->tmpdirs, r);
         free(r);
     }
     return 0;
 }
 
-/* A managed profile's file_system: restricted (each entry decoded into es) or
- * unrestricted; *restricted says which. Returns -1 when an entry cannot be enforced
- * (err says why), else 0 (a decoding failure is carried into p). */
-static int decode_file_system(struct pdec *p, json_t *fsp, struct ctx *cx, struct entries *es,
-                              struct sandbox_error *err, bool *restricted)
+int sandbox_build_finish(struct sb_build *b, bool net_restricted, bool enforce_fs,
+                         struct sandbox_policy *out, struct sandbox_error *err)
 {
-    struct pdec f;
-    pdec_begin(&f, fsp, "FileSystemPermissions");
-    static const char *const ft[] = {"restricted", "unrestricted", NULL};
-    int k = pdec_enum(&f, "type", PDEC_REQUIRED, ft, 0);
-    json_t *ents = k == 0 ? pdec_array(&f, "entries", PDEC_REQUIRED) : NULL;
-    bool has_depth = false;
-    uint64_t depth = k == 0 ? pdec_u64(&f, "glob_scan_max_depth", PDEC_OPTIONAL, 0, &has_depth) : 0;
-    if (!f.failed && has_depth && depth == 0)
-        pdec_fail(&f, "invalid value: integer `0`, expected a nonzero usize");
-    if (!f.failed && k == 0) {
-        int gd = has_depth ? (depth > 64 ? 64 : (int)depth) : GLOB_DEFAULT_DEPTH;
-        size_t i;
-        json_t *v;
-        json_array_foreach(ents, i, v)
-        {
-            if (decode_entry(&f, v, cx, gd, es, err) < 0) {
-                pdec_fail(p, "%s", "");
-                return -1;
-            }
-            if (f.failed) break;
-            if (es->n > MAX_ENTRIES) return too_many_entries(err);
-        }
-    }
-    if (f.failed) pdec_fail(p, "%s", f.err);
-    *restricted = k == 0;
-    return 0;
-}
-
-int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandbox_policy *out,
-                         struct sandbox_error *err)
-{
-    memset(out, 0, sizeof *out);
-    memset(err, 0, sizeof *err);
-    if (!sandbox || json_is_null(sandbox)) return 0;
-    struct ctx cx = {0};
-    struct entries es = {0};
-    struct pdec s;
-    pdec_begin(&s, sandbox, "FileSystemSandboxContext");
-    json_t *perm = pdec_object(&s, "permissions", PDEC_REQUIRED);
-    static const char *const wl[] = {"disabled", "restricted-token", "elevated", "mxc", NULL};
-    const char *cwd = pdec_string(&s, "cwd", PDEC_OPTIONAL);
-    json_t *roots = pdec_array(&s, "workspaceRoots", PDEC_OPTIONAL);
-    json_t *pctx = pdec_object(&s, "policyContext", PDEC_OPTIONAL);
-    pdec_enum(&s, "windowsSandboxLevel", PDEC_REQUIRED, wl, 0);
-    pdec_bool(&s, "windowsSandboxPrivateDesktop", PDEC_OPTIONAL, false);
-    pdec_bool(&s, "useLegacyLandlock", PDEC_OPTIONAL, false);
-    static const char *const pm[] = {"reconcile", "preserve", NULL};
-    pdec_enum(&s, "windowsSandboxProxySettingsMode", PDEC_OPTIONAL, pm, 0);
-    pdec_string(&s, "userHomeDir", PDEC_OPTIONAL);
-    json_t *tmps = pdec_array(&s, "temporaryDirectories", PDEC_OPTIONAL);
-    if (pctx && !s.failed) {
-        struct pdec c;
-        pdec_begin(&c, pctx, "PolicyContext");
-        const char *c_cwd = pdec_string(&c, "cwd", PDEC_OPTIONAL);
-        json_t *c_roots = pdec_array(&c, "workspaceRoots", PDEC_OPTIONAL);
-        if (c.failed) pdec_fail(&s, "%s", c.err);
-        if (c_cwd) cwd = c_cwd;
-        if (c_roots) roots = c_roots;
-    }
-    size_t i;
-    json_t *v;
-    if (!s.failed) {
-        json_t *arrs[2] = {roots, tmps};
-        for (int a = 0; a < 2; a++) {
-            json_array_foreach(arrs[a], i, v) if (!json_is_string(v))
-            {
-                char what[128];
-                pdec_describe(v, what, sizeof what);
-                pdec_fail(&s, "invalid type: %s, expected a string", what);
-                break;
-            }
-        }
-    }
-    if (s.failed) goto decode_fail;
-
-    if (context_paths(&cx, cwd, fallback_cwd, roots, tmps, err) < 0) goto fail;
-
-    out->sandboxed = true;
-    struct pdec p;
-    pdec_begin(&p, perm, "PermissionProfile");
-    static const char *const types[] = {"managed", "disabled", "external", NULL};
-    int ty = pdec_enum(&p, "type", PDEC_REQUIRED, types, 0);
-    static const char *const nets[] = {"restricted", "enabled", NULL};
-    if (ty == 1) {
-        /* disabled: no sandbox at all */
-    } else if (ty == 2) {
-        pdec_enum(&p, "network", PDEC_REQUIRED, nets, 0);
-    } else if (ty == 0) {
-        json_t *fsp = pdec_object(&p, "file_system", PDEC_REQUIRED);
-        int net = pdec_enum(&p, "network", PDEC_REQUIRED, nets, 0);
-        if (!p.failed) {
-            bool restricted = false;
-            if (decode_file_system(&p, fsp, &cx, &es, err, &restricted) < 0) goto fail;
-            if (!p.failed) {
-                out->net_restricted = net == 0;
-                out->enforce_fs = restricted;
-            }
-        }
-    }
-    if (p.failed) {
-        pdec_fail(&s, "%s", p.err);
-        goto decode_fail;
-    }
-    if (cx.dynamic && !cx.cwd) {
+    if (b->cx.dynamic && !b->cx.cwd) {
         err->kind = SANDBOX_ERR_INVALID;
         snprintf(err->message, sizeof err->message,
                  "file system sandbox context with dynamic permissions requires cwd");
-        goto fail;
+        return -EINVAL;
     }
-    if (out->enforce_fs) classify(&es, out);
-    out->cwd = cx.cwd;
-    cx.cwd = NULL;
-    entries_free(&es);
-    sandbox_paths_free(&cx.roots);
-    sandbox_paths_free(&cx.tmpdirs);
+    out->sandboxed = true;
+    out->net_restricted = net_restricted;
+    out->enforce_fs = enforce_fs;
+    if (enforce_fs) classify(&b->es, out);
+    out->cwd = b->cx.cwd;
+    b->cx.cwd = NULL;
     return 0;
-
-decode_fail:
-    err->kind = SANDBOX_ERR_INVALID;
-    snprintf(err->message, sizeof err->message, "%s", s.err);
-fail:
-    entries_free(&es);
-    free(cx.cwd);
-    sandbox_paths_free(&cx.roots);
-    sandbox_paths_free(&cx.tmpdirs);
-    sandbox_policy_free(out);
-    return -EINVAL;
 }
 
 bool sandbox_policy_needs_fs(const struct sandbox_policy *p, bool reads, bool writes)

@@ -1,12 +1,12 @@
 /* policy: the `sandbox` object of PROTOCOL.md section 10 turned into one plain
  * struct the enforcement code can act on.
  *
- * Parsing decodes the wire JSON with serde's wording (rpc/params), resolves every
- * entry (special kinds, path URIs, globs) against the sandbox cwd and workspace
- * roots, and classifies the resolved paths into what the kernel mechanisms can
- * express: Landlock rules for readable and writable roots, read-only bind mounts
- * for carve-outs under writable roots (.git, .agents, .codex, explicit `read`
- * entries), and hiding mounts for `none`/`deny` entries under readable roots.
+ * Parsing (policy_rpc.c) decodes the wire JSON with serde's wording (rpc/params);
+ * policy.c resolves every entry (special kinds, path URIs, globs) against the
+ * sandbox cwd and workspace roots, and classifies the resolved paths into what the kernel
+ * mechanisms can express: Landlock rules for readable and writable roots, read-only bind mounts for
+ * carve-outs under writable roots (.git, .agents, .codex, explicit `read` entries), and hiding
+ * mounts for `none`/`deny` entries under readable roots.
  *
  * No enforcement happens here; the only I/O is what resolving needs (realpath of
  * existing paths, reading a `.git` file's gitdir line, the bounded glob scan). */
@@ -57,7 +57,8 @@ struct sandbox_error {
     char message[512];
 };
 
-/* Parses a sandbox object (NULL or JSON null: no sandbox). fallback_cwd (may be
+/* Parses a sandbox object (NULL or JSON null: no sandbox); in policy_rpc.c, the
+ * one place that reads the wire's JSON. fallback_cwd (may be
  * NULL) is used when the object has no cwd (process/start's request cwd). On
  * success returns 0 and fills *out (free with sandbox_policy_free). On failure
  * returns -EINVAL with *err filled and *out left empty. */

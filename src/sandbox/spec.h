@@ -1,6 +1,6 @@
 /* spec: a resolved sandbox as its init receives it.
  *
- * The spawner decodes its request (process/spawn_wire.h) into this plain struct;
+ * The spawner decodes its request (helpers/spawn_wire.h) into this plain struct;
  * the sandbox's init builds the view (view.h), the Landlock ruleset (landlock.h)
  * and the seccomp filter (seccomp.h) from it (sandbox_init.h). See sandbox/policy.h
  * for what each list holds. The strings are borrowed. */

@@ -82,23 +82,19 @@ static int set_ro(const char *path, bool ro, bool recursive)
                : 0;
 }
 
-/* An O_PATH descriptor of path resolved with no symbolic link anywhere on the way.
- * The daemon sends canonical paths (realpath), so a link found now was swapped in
- * since: fail (ELOOP) rather than bind or cover something else. Kernels without
- * openat2 (before 5.6) get O_NOFOLLOW on the last component. */
-static int open_exact(const char *path)
+int sandbox_open_exact(const char *path, int flags)
 {
-    struct sb_open_how how = {.flags = O_PATH | O_CLOEXEC,
+    struct sb_open_how how = {.flags = (uint64_t)flags | O_PATH | O_CLOEXEC,
                               .resolve = SB_RESOLVE_NO_SYMLINKS | SB_RESOLVE_NO_MAGICLINKS};
     long fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
-    if (fd < 0 && errno == ENOSYS) fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOSYS) fd = open(path, flags | O_PATH | O_NOFOLLOW | O_CLOEXEC);
     return fd < 0 ? -errno : (int)fd;
 }
 
 /* A detached copy of the mount tree at path (recursive), or -errno. */
 static int clone_tree(const char *path)
 {
-    int at = open_exact(path);
+    int at = sandbox_open_exact(path, 0);
     if (at < 0) return at;
     long fd = syscall(SYS_open_tree, at, "",
                       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
@@ -110,7 +106,7 @@ static int clone_tree(const char *path)
 /* Attaches a tree from clone_tree at path and closes the fd. */
 static int attach_tree(int fd, const char *path)
 {
-    int at = open_exact(path);
+    int at = sandbox_open_exact(path, 0);
     if (at < 0) {
         close(fd);
         return at;
@@ -123,11 +119,11 @@ static int attach_tree(int fd, const char *path)
     return rc;
 }
 
-/* mount(2) of a new file system onto path, resolved as open_exact does (the mount
+/* mount(2) of a new file system onto path, resolved as sandbox_open_exact does (the mount
  * goes through the descriptor's /proc/self/fd link, which names that object). */
 static int mount_exact(const char *path, const char *fstype, unsigned long flags, const char *data)
 {
-    int at = open_exact(path);
+    int at = sandbox_open_exact(path, 0);
     if (at < 0) return at;
     char link[64];
     snprintf(link, sizeof link, "/proc/self/fd/%d", at);
@@ -329,10 +325,10 @@ static bool nothing_to_create(int err)
  * so there is no moment the name is writable. */
 static int protect_name(const char *path)
 {
-    int at = open_exact(path);
+    int at = sandbox_open_exact(path, 0);
     if (at == -ENOENT) {
         if (mkdir(path, 0755) < 0 && errno != EEXIST) return nothing_to_create(errno) ? 0 : -errno;
-        at = open_exact(path);
+        at = sandbox_open_exact(path, 0);
     }
     if (at < 0) return at;
     long t = syscall(SYS_open_tree, at, "",
@@ -377,7 +373,7 @@ static int mount_carveouts(struct view *v)
          * everywhere; the binds keep it after it is unlinked. */
         if (!have_cover) CHECK(v, make_cover(COVER), "cover file");
         have_cover = true;
-        int at = open_exact(*p);
+        int at = sandbox_open_exact(*p, 0);
         CHECK(v, at, "cover a denied file");
         char link[64];
         snprintf(link, sizeof link, "/proc/self/fd/%d", at);

@@ -25,4 +25,11 @@ int sandbox_view_build(const struct sandbox_spec *s, const char **step);
  * writable root above it). Returns 0, or -errno with *step set. */
 int sandbox_view_seal_cgroups(const char **step);
 
+/* An O_PATH descriptor of path (plus flags, O_DIRECTORY say) resolved with no
+ * symbolic link anywhere on the way, or -errno. The daemon sends canonical paths
+ * (realpath), so a link found now was swapped in since: fail (ELOOP) rather than bind,
+ * cover, make or remove something else. Kernels without openat2 (before 5.6) get
+ * O_NOFOLLOW on the last component. */
+int sandbox_open_exact(const char *path, int flags);
+
 #endif

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/env_vars.h"
 #include "remote/aws_profile.h"
 #include "remote/remote.h"
 #include "remote/rv_ws.h"
@@ -85,30 +86,6 @@ static const struct opt_spec *row_of(int ch)
     return NULL;
 }
 
-/* Applies the environment variables the table names (the command line wins).
- * Returns CONFIG_OK or an exit status. */
-static int apply_env(void)
-{
-    for (size_t i = 0; i < options_count; i++) {
-        const struct opt_spec *o = &options_table[i];
-        const char *v = o->env ? getenv(o->env) : NULL;
-        if (!v || given[i] || o->kind != OPT_FLAG) continue;
-        if (o->env_rule == OPT_ENV_TRUTHY) {
-            if (*v && strcmp(v, "0") != 0 && strcmp(v, "false") != 0) *(bool *)o->target = true;
-        } else if (o->env_rule == OPT_ENV_BOOL) {
-            if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
-                fprintf(stderr,
-                        "exec-server: invalid value '%s' for '--%s'\n  (from %s: "
-                        "expected true or false)\n",
-                        v, o->name, o->env);
-                return 2;
-            }
-            *(bool *)o->target = strcmp(v, "true") == 0;
-        }
-    }
-    return CONFIG_OK;
-}
-
 int config_parse(int argc, char **argv)
 {
     struct option longs[sizeof given / sizeof given[0] + 1];
@@ -171,7 +148,7 @@ int config_parse(int argc, char **argv)
         usage_error("unknown argument `%s` (see --help)", argv[optind]);
         return 2;
     }
-    return apply_env();
+    return options_apply_env(given);
 }
 
 /* ---- validation ---- */
@@ -343,15 +320,15 @@ static int validate_forward(void)
  * CONFIG_OK or an exit status. */
 static int resolve_aws_keys(void)
 {
-    const char *ak = getenv("AWS_ACCESS_KEY_ID"), *sk = getenv("AWS_SECRET_ACCESS_KEY");
+    const char *ak = env_vars.aws_access_key_id, *sk = env_vars.aws_secret_access_key;
     const char *name = C.aws_profile;
     if (!name && ak && *ak && sk && *sk) {
         C.aws_access = ak;
         C.aws_secret = sk;
-        C.aws_token = getenv("AWS_SESSION_TOKEN");
+        C.aws_token = env_vars.aws_session_token;
     }
     if (!name)
-        name = getenv("AWS_PROFILE") && *getenv("AWS_PROFILE") ? getenv("AWS_PROFILE") : "default";
+        name = env_vars.aws_profile && *env_vars.aws_profile ? env_vars.aws_profile : "default";
     char files[2200];
     aws_profile_load(name, &aws_files, files, sizeof files);
     if (!C.aws_access && aws_files.found && !(aws_files.access_key && aws_files.secret_key)) {
@@ -378,8 +355,8 @@ static int resolve_aws_keys(void)
         C.aws_secret = aws_files.secret_key;
         C.aws_token = aws_files.session_token;
     }
-    if (!C.aws_region || !*C.aws_region) C.aws_region = getenv("AWS_REGION");
-    if (!C.aws_region || !*C.aws_region) C.aws_region = getenv("AWS_DEFAULT_REGION");
+    if (!C.aws_region || !*C.aws_region) C.aws_region = env_vars.aws_region;
+    if (!C.aws_region || !*C.aws_region) C.aws_region = env_vars.aws_default_region;
     if (!C.aws_region || !*C.aws_region) C.aws_region = aws_files.region;
     return CONFIG_OK;
 }
@@ -477,7 +454,7 @@ static int read_chatgpt_token(const char *url)
 /* --use-agent-identity-auth: the reference's first check, then ours. */
 static int refuse_agent_identity(void)
 {
-    const char *t = getenv("CODEX_ACCESS_TOKEN");
+    const char *t = env_vars.codex_access_token;
     if (!t || !*t) {
         usage_error("CODEX_ACCESS_TOKEN is required when --use-agent-identity-auth is set");
         return 1;
@@ -493,7 +470,7 @@ static int refuse_agent_identity(void)
  * CODEX_API_KEY (only where the reference allows an API key). */
 static int resolve_bearer(const char *url)
 {
-    const char *key = getenv("CODEX_API_KEY");
+    const char *key = env_vars.codex_api_key;
     if (C.direct) {
         /* The base must be https or loopback http. */
         if (strncmp(url, "http://", 7) == 0 && !remote_api_key_url_allowed(url)) {

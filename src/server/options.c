@@ -9,9 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env_vars.h"
 #include "core/limits.h"
 #include "core/log.h"
 #include "server/config.h"
+#include "util/mem.h"
 
 static int parse_log_level(const char *value, void *target, const char **why)
 {
@@ -318,6 +320,11 @@ const struct opt_spec options_table[] = {
      .expect = "a positive byte count (K, M, G allowed)", .def = "256M",
      .help = "unsent output backlog of a connection that stops reading before it is "
              "closed; its process output stays resumable"},
+    {.name = "max-inflight-bytes", .meta = "BYTES", .kind = OPT_BYTES, .modes = OPT_BOTH,
+     .section = SEC_LIMITS, TO(L.max_inflight), .min = 1, .max = 1ull << 40,
+     .expect = "a positive byte count (K, M, G allowed)", .def = "768M",
+     .help = "bytes on their way to clients, server-wide (replies being read, all queued "
+             "output); past it reads wait and the slowest reader is closed"},
     {.name = "max-detached-sessions", .meta = "N", .kind = OPT_COUNT, .modes = OPT_BOTH,
      .section = SEC_LIMITS, TO(L.max_detached), .max = 1000000, .expect = "a count",
      .def = "64",
@@ -744,4 +751,109 @@ void options_print_man(FILE *out)
         for (size_t i = 0; i < options_count; i++)
             if (options_table[i].section == s) man_row(out, &options_table[i]);
     }
+}
+
+/* ---- environment variables ---- */
+
+#define E env_vars
+
+/* clang-format off */
+const struct opt_env options_env_table[] = {
+    /* the host */
+    {"PATH", NULL, &E.path, "where `rg` is looked for (environment/info's prependPathDirs), "
+     "and bash and zsh when the login shell is none of bash, zsh and sh"},
+    {"HOME", NULL, &E.home, "the home directory environment/info reports (else the password "
+     "entry's) and where ~/.codex and ~/.aws are"},
+    {"TMPDIR", NULL, &E.tmpdir, "the temporary directory environment/info reports and a "
+     "sandbox's `tmpdir` entry; where the `rg` link directory is made (else /tmp)"},
+    {"CODEX_HOME", NULL, &E.codex_home, "codex's home (default ~/.codex): skills and plugins "
+     "for capability discovery, the managed proxy's CA"},
+    {"JOURNAL_STREAM", NULL, &E.journal_stream, "set by systemd: log lines carry <N> "
+     "priorities while standard error is that stream"},
+    /* trust */
+    {"SSL_CERT_FILE", NULL, &E.ssl_cert_file, "extra trust (a CA bundle) for http/request, "
+     "an https registry and the managed proxy's children"},
+    {"SSL_CERT_DIR", NULL, &E.ssl_cert_dir, "a CA directory for http/request"},
+    {"CURL_CA_BUNDLE", NULL, &E.curl_ca_bundle, "a CA bundle for http/request (before "
+     "SSL_CERT_FILE) and an https registry (after it)"},
+    {"CODEX_CA_CERTIFICATE", NULL, &E.codex_ca_certificate, "the CA bundle for an https "
+     "registry and a wss:// rendezvous or forward destination, as the reference takes it"},
+    /* outbound proxies */
+    {"NO_PROXY", NULL, &E.no_proxy, "hosts http/request reaches without a proxy"},
+    {"no_proxy", NULL, &E.no_proxy_lower, "the same when NO_PROXY is unset"},
+    {"HTTP_PROXY", NULL, &E.http_proxy, "the managed network proxy's upstream for http://"},
+    {"http_proxy", NULL, &E.http_proxy_lower, "the same when HTTP_PROXY is unset"},
+    {"HTTPS_PROXY", NULL, &E.https_proxy, "the managed network proxy's upstream for CONNECT"},
+    {"https_proxy", NULL, &E.https_proxy_lower, "the same when HTTPS_PROXY is unset"},
+    {"ALL_PROXY", NULL, &E.all_proxy, "the upstream for both when neither is set"},
+    {"all_proxy", NULL, &E.all_proxy_lower, "the same when ALL_PROXY is unset"},
+    /* remote mode */
+    {"CODEX_API_KEY", "--registration-bearer-stdin", &E.codex_api_key, "the registry bearer "
+     "when --registration-bearer-stdin is not given (docs/REMOTE.md says where it may go)"},
+    {"CODEX_ACCESS_TOKEN", "--use-agent-identity-auth", &E.codex_access_token, "checked by "
+     "--use-agent-identity-auth, as the reference checks it"},
+    {"OPENAI_CLUSTER", NULL, &E.openai_cluster, "sent as x-cluster-name on the rendezvous "
+     "upgrade"},
+    {"DD_SERVICE", NULL, &E.dd_service, "sent as x-openai-internal-caller on the rendezvous "
+     "upgrade"},
+    {"AWS_ACCESS_KEY_ID", "--aws-sigv4", &E.aws_access_key_id, "the SigV4 key id (with "
+     "AWS_SECRET_ACCESS_KEY), unless --aws-profile names a profile"},
+    {"AWS_SECRET_ACCESS_KEY", "--aws-sigv4", &E.aws_secret_access_key, "the SigV4 secret"},
+    {"AWS_SESSION_TOKEN", "--aws-sigv4", &E.aws_session_token, "the SigV4 session token, "
+     "with the two above"},
+    {"AWS_PROFILE", "--aws-profile", &E.aws_profile, "the profile of the shared files when "
+     "neither --aws-profile nor the keys above are given (else `default`)"},
+    {"AWS_REGION", "--aws-region", &E.aws_region, "the signing region when --aws-region is "
+     "not given"},
+    {"AWS_DEFAULT_REGION", "--aws-region", &E.aws_default_region, "the same after "
+     "AWS_REGION"},
+    {"AWS_SHARED_CREDENTIALS_FILE", "--aws-profile", &E.aws_shared_credentials_file,
+     "the shared credentials file (default ~/.aws/credentials)"},
+    {"AWS_CONFIG_FILE", "--aws-profile", &E.aws_config_file, "the shared config file "
+     "(default ~/.aws/config)"},
+    {"EXEC_REGISTRY_DATABASE", "--database", &E.registry_database, "exec-server registry's "
+     "database when --database is not given"},
+    /* test knobs: the tests' own, not settings */
+    {"EXEC_SERVER_TEST_RESOLVE", NULL, &E.test_resolve, "test knob: NAME=IP,... answers the "
+     "managed proxy's name lookups for those names"},
+    {"EXEC_SERVER_REMOTE_PING_MS", NULL, &E.remote_ping_ms, "test knob: remote mode's "
+     "rendezvous ping interval (ms)"},
+    {"EXEC_SERVER_REMOTE_PONG_MS", NULL, &E.remote_pong_ms, "test knob: how long remote mode "
+     "waits for a pong (ms)"},
+    {"EXEC_SERVER_REMOTE_BACKOFF_MS", NULL, &E.remote_backoff_ms, "test knob: remote mode's "
+     "first reconnect delay (ms)"},
+};
+/* clang-format on */
+const size_t options_env_count = sizeof options_env_table / sizeof options_env_table[0];
+
+void options_read_env(void)
+{
+    for (size_t i = 0; i < options_env_count; i++) {
+        const char *v = getenv(options_env_table[i].name);
+        free((char *)*options_env_table[i].target); /* a second reading replaces the first */
+        /* A copy: setenv (process_path.c moves PATH) may replace the string. */
+        *options_env_table[i].target = v ? xstrdup(v) : NULL;
+    }
+}
+
+int options_apply_env(const unsigned *given)
+{
+    for (size_t i = 0; i < options_count; i++) {
+        const struct opt_spec *o = &options_table[i];
+        const char *v = o->env ? getenv(o->env) : NULL;
+        if (!v || given[i] || o->kind != OPT_FLAG) continue;
+        if (o->env_rule == OPT_ENV_TRUTHY) {
+            if (*v && strcmp(v, "0") != 0 && strcmp(v, "false") != 0) *(bool *)o->target = true;
+        } else if (o->env_rule == OPT_ENV_BOOL) {
+            if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
+                fprintf(stderr,
+                        "exec-server: invalid value '%s' for '--%s'\n  (from %s: "
+                        "expected true or false)\n",
+                        v, o->name, o->env);
+                return 2;
+            }
+            *(bool *)o->target = strcmp(v, "true") == 0;
+        }
+    }
+    return CONFIG_OK;
 }

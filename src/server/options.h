@@ -105,4 +105,29 @@ void options_reset_rows(const struct opt_spec *rows, size_t count);
 void options_print_rows(FILE *out, const struct opt_spec *rows, size_t count);
 void options_print_man_rows(FILE *out, const struct opt_spec *rows, size_t count);
 
+/* ---- environment variables ---- */
+
+/* One environment variable the server acts on (beside the flags' own .env, which
+ * options_apply_env reads): where its value goes, the flag it stands in for (or NULL)
+ * and what it does, for docs/FLAGS.md, which lists every row. */
+struct opt_env {
+    const char *name;    /* "TMPDIR" */
+    const char *flag;    /* "--aws-region", or NULL */
+    const char **target; /* a field of env_vars (core/env_vars.h) */
+    const char *help;
+};
+
+extern const struct opt_env options_env_table[];
+extern const size_t options_env_count;
+
+/* Copies every variable of options_env_table into env_vars: the only reading of the
+ * environment (tests/arch/test_getenv.py), once at the start of each role of the
+ * program (main.c, exec-server registry), before any thread. */
+void options_read_env(void);
+
+/* Applies the flags' environment variables (.env) of the rows not given on the
+ * command line (given[i]: row i's position there, 0 when absent). Returns CONFIG_OK
+ * or an exit status after saying why. */
+int options_apply_env(const unsigned *given);
+
 #endif

@@ -4,12 +4,12 @@
 #include "capabilities/capabilities_rpc.h"
 #include "fs/fs_methods.h"
 #include "fs/fs_watch_rpc.h"
-#include "http/http_request.h"
-#include "process/process.h"
+#include "http/http_methods.h"
+#include "process/process_rpc.h"
 #include "rpc/dispatch.h"
 #include "session/env_config.h"
 #include "session/session.h"
-#include "tcp/tcp_forward.h"
+#include "tcp/tcp_methods.h"
 
 void server_methods_register(void)
 {

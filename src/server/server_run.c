@@ -8,26 +8,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <uv.h>
 
+#include "core/env_vars.h"
 #include "core/host_env.h"
 #include "core/limits.h"
 #include "core/log.h"
 #include "core/own_ports.h"
+#include "fs/fs_budget.h"
+#include "helpers/spawner.h"
 #include "netproxy/netproxy.h"
 #include "process/guardian.h"
-#include "session/process_path.h"
-#include "process/spawner.h"
 #include "remote/remote.h"
 #include "rpc/dispatch.h"
-#include "sandbox/sandbox_init.h"
 #include "sandbox/cgroup_caps.h"
+#include "sandbox/sandbox_host.h"
 #include "server/config.h"
 #include "server/reload.h"
 #include "server/server_methods.h"
+#include "session/process_path.h"
 #include "session/session.h"
 #include "transport/auth.h"
+#include "transport/conn.h"
 #include "transport/stdio.h"
 #include "transport/tls.h"
 #include "transport/ws.h"
@@ -57,6 +61,7 @@ static void shutdown_server(void)
     if (listener) ws_shutdown(listener);
     listener = NULL;
     if (C.remote_mode) remote_stop();
+    fs_budget_stop(); /* before the sessions go: their reads must not run again */
     session_destroy_all();
     close_signal(&sig_term);
     close_signal(&sig_int);
@@ -94,35 +99,46 @@ static void on_remote_fatal(void)
 }
 
 /* Memory a request frees is kept for the next one, and handed back to the kernel
- * once the server has been idle for MEM_IDLE_MS: on the virtual machines we run
- * on, a page touched for the first time costs 30-60 us (util/bigbuf.h), so glibc
- * trimming its heap after every burst and unmapping every chunk above 128 KiB made
- * each streamed chunk, delta and walk answer fault its pages in again. glibc keeps
- * chunks of up to 32 MiB in its heaps and trims only above MEM_TRIM_THRESHOLD;
- * larger buffers are bigbufs, cached on their own. The check handle restarts the
- * timer on every loop iteration, so it fires only after MEM_IDLE_MS without one;
- * it then trims the heaps and empties the bigbuf cache. Both handles are
- * unreferenced: they never keep the loop alive. */
+ * once the server is quiet: on the virtual machines we run on, a page touched for
+ * the first time costs 30-60 us (util/bigbuf.h), so glibc trimming its heap after
+ * every burst and unmapping every chunk above 128 KiB made each streamed chunk,
+ * delta and walk answer fault its pages in again. glibc keeps chunks of up to 32
+ * MiB in its heaps and trims only above MEM_TRIM_THRESHOLD; larger buffers are
+ * bigbufs, cached on their own. Once MEM_QUIET_BYTES or more have moved since the
+ * last trim, a timer looks every MEM_IDLE_MS at how much moved since its last look:
+ * less than MEM_QUIET_BYTES is quiet, and then it empties the bigbuf cache, trims
+ * the heaps and stops. "Quiet" is measured in bytes, not loop iterations: a timer
+ * restarted on every iteration never fired while anything at all happened (a
+ * process printing once a second), and after a soak 273 MB stayed resident with
+ * 0.6 MB in use (issue 39). Both handles are unreferenced: they never keep the
+ * loop alive. */
 #define MEM_IDLE_MS 2000
+#define MEM_QUIET_BYTES (1u << 20)
 #define MEM_TRIM_THRESHOLD (16 << 20)
 static uv_check_t mem_check;
 static uv_timer_t mem_timer;
-static bool mem_trimmed; /* the iteration that ran the trim is not activity */
+static uint64_t mem_seen;    /* conn_traffic_bytes() at the timer's last look */
+static uint64_t mem_trimmed; /* ... at the last trim */
 
 static void mem_timer_cb(uv_timer_t *t)
 {
+    uint64_t now = conn_traffic_bytes();
+    bool quiet = now - mem_seen < MEM_QUIET_BYTES;
+    mem_seen = now;
+    if (!quiet) return; /* busy: what it uses now it will use again; look later */
     bigbuf_trim(0);
     malloc_trim(0);
-    mem_trimmed = true;
+    mem_trimmed = now;
+    uv_timer_stop(t);
 }
 
 static void mem_check_cb(uv_check_t *c)
 {
-    if (mem_trimmed) {
-        mem_trimmed = false;
+    if (uv_is_active((uv_handle_t *)&mem_timer) ||
+        conn_traffic_bytes() - mem_trimmed < MEM_QUIET_BYTES)
         return;
-    }
-    uv_timer_start(&mem_timer, mem_timer_cb, MEM_IDLE_MS, 0);
+    mem_seen = conn_traffic_bytes();
+    uv_timer_start(&mem_timer, mem_timer_cb, MEM_IDLE_MS, MEM_IDLE_MS);
 }
 
 static void mem_tune(void)
@@ -134,6 +150,33 @@ static void mem_tune(void)
     uv_check_start(&mem_check, mem_check_cb);
     uv_unref((uv_handle_t *)&mem_check);
     uv_unref((uv_handle_t *)&mem_timer);
+}
+
+/* The soft descriptor limit up to the hard one, as nginx (worker_rlimit_nofile) and
+ * systemd do for themselves: every connection, pipe, pty and pidfd is a descriptor,
+ * and with the usual soft 1024 the server ran out after ~185 processes while the
+ * hard limit allowed far more. Called after the spawner has started, so the spawner
+ * and every child keep the soft limit we were given (a child using select() must
+ * not see descriptors past FD_SETSIZE), as the reference's children do. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max) return;
+    rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max;
+    /* An unlimited hard limit cannot be the soft one: the kernel's ceiling can. */
+    FILE *f = fopen("/proc/sys/fs/nr_open", "re");
+    unsigned long long nr_open = 0;
+    if (f && fscanf(f, "%llu", &nr_open) == 1 && nr_open && rl.rlim_cur > nr_open)
+        rl.rlim_cur = (rlim_t)nr_open;
+    if (f) fclose(f);
+    if (rl.rlim_cur <= was) return;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+        log_warn("cannot raise the descriptor limit from %llu to %llu: %s", (unsigned long long)was,
+                 (unsigned long long)rl.rlim_cur, strerror(errno));
+    else
+        log_info("descriptor limit raised from %llu to %llu (the hard limit)",
+                 (unsigned long long)was, (unsigned long long)rl.rlim_cur);
 }
 
 static void start_signals(void)
@@ -173,13 +216,10 @@ static int start_remote(void)
                              .aws_session_token = C.aws_token,
                              .aws_region = C.aws_region,
                              .aws_service = C.aws_service};
-    /* Test knobs (undocumented): shorter liveness and backoff timers. */
-    if (getenv("EXEC_SERVER_REMOTE_PING_MS"))
-        ro.ping_ms = strtoull(getenv("EXEC_SERVER_REMOTE_PING_MS"), NULL, 10);
-    if (getenv("EXEC_SERVER_REMOTE_PONG_MS"))
-        ro.pong_deadline_ms = strtoull(getenv("EXEC_SERVER_REMOTE_PONG_MS"), NULL, 10);
-    if (getenv("EXEC_SERVER_REMOTE_BACKOFF_MS"))
-        ro.backoff_ms = strtoull(getenv("EXEC_SERVER_REMOTE_BACKOFF_MS"), NULL, 10);
+    /* Test knobs (docs/FLAGS.md): shorter liveness and backoff timers. */
+    if (env_vars.remote_ping_ms) ro.ping_ms = strtoull(env_vars.remote_ping_ms, NULL, 10);
+    if (env_vars.remote_pong_ms) ro.pong_deadline_ms = strtoull(env_vars.remote_pong_ms, NULL, 10);
+    if (env_vars.remote_backoff_ms) ro.backoff_ms = strtoull(env_vars.remote_backoff_ms, NULL, 10);
     int rr = remote_start(loop, &ro, on_remote_fatal);
     config_free(); /* the bearer: remote_start copied what it needs */
     if (rr < 0) {
@@ -233,6 +273,7 @@ int server_run(void)
      * PATH the shell fallback searches. */
     (void)host_env_shell_path();
     loop = uv_default_loop();
+    guardian_watch(loop);
     session_configure(loop, C.session_ttl_ms);
     server_methods_register();
     start_signals();
@@ -273,6 +314,7 @@ int server_run(void)
         fprintf(stderr, "exec-server: cannot start the spawner process: %s\n", strerror(-sp));
         return 1;
     }
+    raise_fd_limit();
     watch_stdin();
     if (C.remote_mode && start_remote() != 0) return 1;
     if (start_listener() != 0) return 1;

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/env_vars.h"
 #include "core/log.h"
 #include "util/mem.h"
 
@@ -40,7 +41,7 @@ static bool find_rg(char *out, size_t n)
         snprintf(out, n, "/usr/bin/rg");
         return true;
     }
-    const char *path = getenv("PATH");
+    const char *path = env_vars.path;
     while (path && *path) {
         size_t len = strcspn(path, ":");
         if (len > 0 && path[0] == '/' && len + 4 < n) {
@@ -69,7 +70,7 @@ int process_path_init(void)
         log_warn("ripgrep (rg) not found: environment/info reports no prependPathDirs");
         return -ENOENT;
     }
-    const char *tmp = getenv("TMPDIR");
+    const char *tmp = env_vars.tmpdir;
     if (!tmp || tmp[0] != '/') tmp = "/tmp";
     char templ[PATH_MAX];
     if (strlen(tmp) > sizeof templ - 64) return -ENAMETOOLONG;
@@ -90,10 +91,13 @@ int process_path_init(void)
     }
     owner_pid = getpid();
     atexit(remove_dir);
-    const char *old = getenv("PATH");
+    /* The PATH children inherit, and the one read from here on (host_env's shell
+     * fallback): env_vars takes the new string. */
+    const char *old = env_vars.path;
     char *np = old && *old ? xasprintf("%s:%s", dir_path, old) : xstrdup(dir_path);
     setenv("PATH", np, 1);
-    free(np);
+    free((char *)env_vars.path);
+    env_vars.path = np;
     return 0;
 }
 

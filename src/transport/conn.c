@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/inflight.h"
 #include "core/limits.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -54,8 +55,17 @@ void conn_set_transport(struct conn *c, const char *word)
     c->transport = word;
 }
 
+/* Bytes received and sent on every connection (conn_traffic_bytes). Loop thread. */
+static uint64_t traffic;
+
+uint64_t conn_traffic_bytes(void)
+{
+    return traffic;
+}
+
 void conn_deliver(struct conn *c, const char *data, size_t len)
 {
+    traffic += len;
     if (!c->on_message) return;
     c->delivering = data;
     c->on_message(c, data, len);
@@ -138,6 +148,7 @@ void conn_ref(struct conn *c)
 void conn_unref(struct conn *c)
 {
     if (--c->refs == 0) {
+        conn_budget_forget(c);
         free(c->wq);
         c->ops->destroy(c);
     }
@@ -265,17 +276,10 @@ void *conn_slot_ensure(struct conn *c, struct conn_slot *slot, size_t size, void
     return c->slots[i];
 }
 
-/* Whether closing now would lose nothing a resuming client cannot read back:
- * every process output notification still queued is also in its retained log. */
-static bool backlog_safe_to_drop(struct conn *c)
-{
-    return !c->owner_ops || c->owner_ops->output_safe(c->owner, c, c->written_total);
-}
-
 /* The backlog passed the hard limit: the client is not reading. Close it if that
  * loses nothing; otherwise stop reading its requests (no new replies) and let
  * write_done close it once the queued output is safe. */
-static void backlog_over_limit(struct conn *c)
+static void not_reading(struct conn *c)
 {
     if (!c->backlogged) {
         c->backlogged = true;
@@ -285,7 +289,7 @@ static void backlog_over_limit(struct conn *c)
                  c->peer, conn_backlog(c), server_limits.max_queued);
         update_reading(c);
     }
-    if (backlog_safe_to_drop(c)) {
+    if (conn_backlog_safe(c)) {
         log_warn("connection %s: closing the slow client (its process output is kept for "
                  "resume)",
                  c->peer);
@@ -293,10 +297,55 @@ static void backlog_over_limit(struct conn *c)
     }
 }
 
+/* The watchdog of the in-flight budget (conn_budget.c chooses, this acts): runs
+ * every CONN_BUDGET_WATCH_MS while any connection has output queued. */
+static uv_timer_t watch_timer;
+static bool watch_init;
+
+static void watch_tick(uv_timer_t *t)
+{
+    uint64_t now = uv_now(t->loop);
+    conn_budget_sample(now);
+    struct conn *c = conn_budget_idle(now);
+    if (c) {
+        conn_ref(c);
+        log_warn("connection %s: %zu bytes of output queued (over --max-queued-bytes %zu) and "
+                 "none taken for %llu s; the client is not reading",
+                 c->peer, c->queued, server_limits.max_queued,
+                 (unsigned long long)(now - c->progress_ms) / 1000);
+        not_reading(c);
+        conn_unref(c);
+    }
+    c = conn_budget_slowest(now);
+    if (c) {
+        log_warn("connection %s: closed: %zu bytes in flight server-wide and %zu more wanted "
+                 "pass --max-inflight-bytes %zu; it is the slowest reader (no byte taken for "
+                 "%llu ms, %zu bytes queued)",
+                 c->peer, inflight_total(), inflight_wanted(), server_limits.max_inflight,
+                 (unsigned long long)(now - c->progress_ms), c->queued);
+        conn_close(c);
+    }
+    if (!conn_budget_busy()) uv_timer_stop(t);
+}
+
+/* c's queue grew by n: counted, and watched. */
+static void budget_add(struct conn *c, size_t n)
+{
+    conn_budget_add(c, n);
+    if (!watch_init) {
+        uv_timer_init(c->loop, &watch_timer);
+        uv_unref((uv_handle_t *)&watch_timer); /* never what keeps the loop alive */
+        watch_init = true;
+    }
+    if (n && !uv_is_active((uv_handle_t *)&watch_timer) &&
+        !uv_is_closing((uv_handle_t *)&watch_timer))
+        uv_timer_start(&watch_timer, watch_tick, CONN_BUDGET_WATCH_MS, CONN_BUDGET_WATCH_MS);
+}
+
 /* len bytes ending nmsg queued messages were written (status 0) or dropped. */
 static void account_written(struct conn *c, size_t len, unsigned nmsg, int status)
 {
-    c->queued -= len;
+    conn_budget_sub(c, len, status == 0);
     wq_pop(c, nmsg);
     if (status == 0) c->written_total += len;
     if (status < 0 && c->open) conn_close(c);
@@ -305,8 +354,8 @@ static void account_written(struct conn *c, size_t len, unsigned nmsg, int statu
             /* It reads after all: back under the limit, serve it again. */
             c->backlogged = false;
             update_reading(c);
-        } else if (backlog_safe_to_drop(c)) {
-            backlog_over_limit(c);
+        } else if (conn_backlog_safe(c)) {
+            not_reading(c);
         }
     }
     if (c->congested && c->queued < CONN_LOW_WATER) {
@@ -338,11 +387,12 @@ static void write_done(uv_write_t *req, int status)
 bool conn_account_queued(struct conn *c, size_t len)
 {
     c->sent_total += len;
+    traffic += len;
     if (conn_backlog(c) > server_limits.max_queued && c->open) {
-        backlog_over_limit(c);
+        not_reading(c);
         if (!c->open) return false;
     }
-    c->queued += len;
+    budget_add(c, len);
     wq_push(c, len);
     if (!c->congested && c->queued >= CONN_HIGH_WATER) c->congested = true;
     return true;
@@ -356,7 +406,7 @@ static void queue_write(struct conn *c, uv_stream_t *stream, char *const *mem, u
                         unsigned nmsg)
 {
     if (conn_backlog(c) > server_limits.max_queued && c->open) {
-        backlog_over_limit(c);
+        not_reading(c);
         if (!c->open) {
             for (unsigned i = 0; i < nmem; i++)
                 bigbuf_free_any(mem[i]);
@@ -369,12 +419,15 @@ static void queue_write(struct conn *c, uv_stream_t *stream, char *const *mem, u
     w->nmsg = nmsg;
     w->nmem = nmem;
     memcpy(w->mem, mem, nmem * sizeof *mem);
-    c->queued += len;
+    budget_add(c, len);
     for (unsigned i = 0; i < nmsg; i++)
         wq_push(c, msg_left[i]);
     conn_ref(c);
+    c->stream = stream;
+    for (unsigned i = 0; i < nbufs; i++)
+        c->stream_added += bufs[i].len;
     if (uv_write(&w->req, stream, bufs, nbufs, write_done) < 0) {
-        c->queued -= len;
+        conn_budget_sub(c, len, false);
         c->wq_n -= nmsg; /* the entries just pushed */
         for (unsigned i = 0; i < nmem; i++)
             bigbuf_free_any(mem[i]);
@@ -494,6 +547,7 @@ void conn_write(struct conn *c, uv_stream_t *stream, char *mem, const uv_buf_t *
     /* Counted when handed over, batched or not, so a notification's wire end
      * (process.c) is never below the bytes that precede it. */
     c->sent_total += len;
+    traffic += len;
     if (c->corked && nbufs <= CONN_BATCH_BUFS) {
         struct conn_batch *b = c->batch;
         if (!b) {

@@ -82,6 +82,10 @@ const char *conn_kind(const struct conn *c);
  * only the same identity may list or view them (session/list, process/attach). */
 const char *conn_identity(const struct conn *c);
 
+/* Bytes of messages received and sent on all connections since start: how busy
+ * the server is (server_run gives memory back once it is quiet). Loop thread. */
+uint64_t conn_traffic_bytes(void);
+
 /* Bytes handed to the kernel-facing write queue and not yet written. */
 size_t conn_queued_bytes(const struct conn *c);
 

@@ -56,6 +56,14 @@ struct conn {
     const char *delivering;  /* the message conn_deliver is handing up, or NULL */
     size_t held;             /* bytes of taken messages not yet released */
     bool held_paused;        /* held passed CONN_HELD_PAUSE: reading stopped */
+    /* The in-flight budget and its watchdog (conn_budget.c): */
+    bool busy;                          /* queued > 0: on the busy list */
+    struct conn *busy_next, *busy_prev; /* the busy list (not owned) */
+    uint64_t progress_ms;               /* loop time the kernel last took a byte of the
+                                           queue, or the queue began */
+    uv_stream_t *stream;                /* what conn_write writes to, or NULL (relay) */
+    size_t stream_seen;                 /* its libuv write queue at the last look */
+    size_t stream_added;                /* bytes handed to uv_write since then */
 };
 
 void conn_init(struct conn *c, const struct conn_ops *ops, uv_loop_t *loop,
@@ -80,6 +88,27 @@ bool conn_account_queued(struct conn *c, size_t len);
 /* ...and len of them were taken by the kernel (status 0) or dropped (< 0): the
  * same back-pressure, backlog and unblock logic as conn_write's completions. */
 void conn_account_written(struct conn *c, size_t len, int status);
+/* conn_budget.c: c's queued output grew by n, or shrank by n (written: the kernel
+ * took them, else they were dropped); counted against --max-inflight-bytes. */
+void conn_budget_add(struct conn *c, size_t n);
+void conn_budget_sub(struct conn *c, size_t n, bool written);
+/* c goes away with bytes still counted (a transport that queues elsewhere). */
+void conn_budget_forget(struct conn *c);
+/* Whether dropping c's queued output loses nothing a resuming client cannot read
+ * back: every process output notification still queued is also in its retained log. */
+bool conn_backlog_safe(struct conn *c);
+/* For conn.c's watchdog, every CONN_BUDGET_WATCH_MS while conn_budget_busy(): sample
+ * the connections' progress, then the one to treat as not reading (over
+ * --max-queued-bytes, nothing taken for CONN_BUDGET_IDLE_MS) and the one to close
+ * for the in-flight budget (the slowest reader, while it is exceeded), or NULL. */
+#define CONN_BUDGET_WATCH_MS 500
+#define CONN_BUDGET_STALL_MS 1000
+#define CONN_BUDGET_IDLE_MS 10000
+bool conn_budget_busy(void);
+void conn_budget_sample(uint64_t now);
+struct conn *conn_budget_idle(uint64_t now);
+struct conn *conn_budget_slowest(uint64_t now);
+
 /* Transport calls this once the connection is fully closed: tells the owner,
  * frees module slots and drops the transport's reference. */
 void conn_closed(struct conn *c);

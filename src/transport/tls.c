@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env_vars.h"
 #include "core/log.h"
 #include "util/mem.h"
 
@@ -242,7 +243,7 @@ struct tls_session *tls_client_session_new(const char *host, char *err, size_t n
             return NULL;
         }
         /* The reference's custom CA variable (SSL_CERT_FILE is OpenSSL's own). */
-        const char *ca = getenv("CODEX_CA_CERTIFICATE");
+        const char *ca = env_vars.codex_ca_certificate;
         if (ca && *ca && libssl.SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1) {
             last_error(err, n, "cannot load CODEX_CA_CERTIFICATE");
             libssl.SSL_CTX_free(ctx);

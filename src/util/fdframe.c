@@ -42,6 +42,27 @@ static int read_all(int fd, char *p, size_t n)
     return 0;
 }
 
+/* Room for the most descriptors a frame carries, aligned for cmsghdr. */
+union fdframe_cmsg {
+    char buf[CMSG_SPACE(sizeof(int) * FDFRAME_MAX_FDS)];
+    struct cmsghdr align;
+};
+
+/* Attaches fds[0..nfds) to mh as one SCM_RIGHTS message in u (memset and memcpy
+ * only: async-signal-safe, for fdframe_send_tagged). */
+static void put_fds(struct msghdr *mh, union fdframe_cmsg *u, const int *fds, int nfds)
+{
+    if (nfds <= 0) return;
+    memset(u, 0, sizeof *u);
+    mh->msg_control = u->buf;
+    mh->msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+    struct cmsghdr *cm = CMSG_FIRSTHDR(mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+    memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
+}
+
 int fdframe_send(int sock, const void *p, size_t n, const int *fds, int nfds)
 {
     if (n > FDFRAME_MAX_LEN || nfds < 0 || nfds > FDFRAME_MAX_FDS) return -EMSGSIZE;
@@ -50,21 +71,9 @@ int fdframe_send(int sock, const void *p, size_t n, const int *fds, int nfds)
      * so a short frame is a single system call. */
     size_t first = n < 65536 ? n : 65536;
     struct iovec iov[2] = {{&len, sizeof len}, {(void *)p, first}};
-    union {
-        char buf[CMSG_SPACE(sizeof(int) * FDFRAME_MAX_FDS)];
-        struct cmsghdr align;
-    } u;
+    union fdframe_cmsg u;
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = first ? 2 : 1};
-    if (nfds > 0) {
-        memset(&u, 0, sizeof u);
-        mh.msg_control = u.buf;
-        mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-        memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
-    }
+    put_fds(&mh, &u, fds, nfds);
     ssize_t w;
     do {
         w = sendmsg(sock, &mh, MSG_NOSIGNAL);
@@ -78,6 +87,36 @@ int fdframe_send(int sock, const void *p, size_t n, const int *fds, int nfds)
     }
     sent -= sizeof len;
     return write_all(sock, (const char *)p + sent, n - sent);
+}
+
+void fdframe_begin(struct buf *b)
+{
+    uint32_t len = 0;
+    buf_append(b, &len, sizeof len);
+}
+
+void fdframe_end(struct buf *b, size_t start)
+{
+    uint32_t len = (uint32_t)(b->len - start - sizeof len);
+    memcpy(b->data + start, &len, sizeof len);
+}
+
+ssize_t fdframe_send_part(int sock, const void *frame, size_t len, size_t off, const int *fds,
+                          int nfds)
+{
+    if (nfds < 0 || nfds > FDFRAME_MAX_FDS || (off && nfds)) return -EINVAL;
+    /* One sendmsg at most: the rest waits for the socket to have room. */
+    size_t n = len - off < 65536 ? len - off : 65536;
+    struct iovec iov = {(char *)frame + off, n};
+    union fdframe_cmsg u;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    put_fds(&mh, &u, fds, nfds);
+    ssize_t w;
+    do {
+        w = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    } while (w < 0 && errno == EINTR);
+    if (w < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+    return w;
 }
 
 int fdframe_recv(int sock, struct buf *out, int *fds, int maxfds, int *nfds)
@@ -127,20 +166,9 @@ int fdframe_send_tagged(int sock, char tag, const int *fds, int nfds)
 {
     if (nfds < 1 || nfds > FDFRAME_TAGGED_MAX) return -EINVAL;
     struct iovec iov = {&tag, 1};
-    union {
-        char buf[CMSG_SPACE(sizeof(int) * FDFRAME_TAGGED_MAX)];
-        struct cmsghdr align;
-    } u;
-    memset(&u, 0, sizeof u);
-    struct msghdr mh = {.msg_iov = &iov,
-                        .msg_iovlen = 1,
-                        .msg_control = u.buf,
-                        .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds)};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-    memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
+    union fdframe_cmsg u;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    put_fds(&mh, &u, fds, nfds);
     ssize_t w;
     do {
         w = sendmsg(sock, &mh, MSG_NOSIGNAL);

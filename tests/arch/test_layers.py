@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""Layer-order check: no file under src/ includes a header from a higher layer.
+"""Dependency check: a file under src/ includes headers of its own folder and of the
+folders its folder's row of the dependency table names, nothing else.
 
-The layer table is read from docs/ARCHITECTURE.md (section "Layers"), the one place it
-is written down; this test only enforces it. Each row holds one folder, so every pair
-of folders is ordered and no include cycle between folders can pass. Also checked:
-*_internal.h headers are private to their folder, and every folder under src/ is in
-the table.
+Both tables are read from docs/ARCHITECTURE.md ("Layers", the picture and which
+folders are domains; "Dependencies, folder by folder", what each may include), the
+one place they are written down; this test only enforces them. The dependency rows
+must not make a circle (no folder-level include cycle can pass), must name only
+folders of the table, and must not name a folder the code no longer includes (the
+table is the true picture: issue 38 replaced the strict order, which let peers such
+as http and tcp include each other, with it). Also checked: *_internal.h headers are
+private to their folder, and every folder under src/ is in both tables.
 
 KNOWN lists violations that existed when the test was written; each fix removed its
 line (the test fails if a listed violation no longer exists), and it is now empty, so
@@ -25,19 +29,7 @@ SRC = os.path.join(ROOT, "src")
 KNOWN = set()  # empty: every violation fails (issue 12 cleared the last one)
 
 HANDLER = re.compile(r"_(methods|rpc)\.[ch]$")
-KNOWN_RPC = {
-    "src/sandbox/policy.c",
-    "src/process/env_policy.h",
-    "src/process/proc.c",
-    "src/process/proc_internal.h",
-    "src/process/process.h",
-    "src/process/process_tty.c",
-    "src/process/shell_snapshot.c",
-    "src/http/http_request.c",
-    "src/http/http_request.h",
-    "src/tcp/tcp_forward.c",
-    "src/tcp/tcp_forward.h",
-}
+KNOWN_RPC = set()  # empty: issue 38 converted the last ones
 
 
 def domain_folders(layers):
@@ -69,6 +61,53 @@ def read_layers():
     return layers
 
 
+def read_deps():
+    """The dependency table as {folder: set of folders it may include}."""
+    doc = open(os.path.join(ROOT, "docs", "ARCHITECTURE.md")).read()
+    sec = doc.split("## Dependencies, folder by folder", 1)
+    if len(sec) != 2:
+        sys.exit("docs/ARCHITECTURE.md: no section 'Dependencies, folder by folder'")
+    deps = {}
+    for m in re.finditer(r"^\|\s*([a-z_]+)\s*\|([a-z_, ]*)\|\s*$", sec[1].split("\n## ")[0],
+                         re.M):
+        if m.group(1) == "folder":
+            continue
+        deps[m.group(1)] = {f.strip() for f in m.group(2).split(",") if f.strip()}
+    return deps
+
+
+def circles(deps):
+    """Folders on a circle of the dependency rows (empty when there is none)."""
+    state, bad = {}, set()
+
+    def visit(f, path):
+        if state.get(f) == 1:
+            bad.update(path[path.index(f):])
+            return
+        if state.get(f) == 2:
+            return
+        state[f] = 1
+        for g in sorted(deps.get(f, ())):
+            visit(g, path + [g])
+        state[f] = 2
+
+    for f in sorted(deps):
+        visit(f, [f])
+    return bad
+
+
+def check_deps_table(layers, deps):
+    problems = []
+    for f in sorted(set(layers) ^ set(deps)):
+        problems.append(f"docs/ARCHITECTURE.md: folder {f} is in one table but not the other")
+    for f, allowed in sorted(deps.items()):
+        for g in sorted(allowed - set(deps)):
+            problems.append(f"docs/ARCHITECTURE.md: {f}'s row names {g}, not a folder")
+    for f in sorted(circles(deps)):
+        problems.append(f"docs/ARCHITECTURE.md: {f} is on a circle of the dependency rows")
+    return problems
+
+
 def layer_of(rel, layers):
     """Layer of a file given by its path relative to src/."""
     if rel == "main.c" or rel.endswith("_main.c"):
@@ -81,10 +120,12 @@ def layer_of(rel, layers):
 
 def main():
     layers = read_layers()
+    deps = read_deps()
     domains = domain_folders(layers)
     found = set()
     found_rpc = set()
-    problems = []
+    used = set()
+    problems = check_deps_table(layers, deps)
     for dirpath, _, files in os.walk(SRC):
         for name in sorted(files):
             if not name.endswith((".c", ".h")):
@@ -95,7 +136,7 @@ def main():
             if mine is None:
                 problems.append(f"src/{rel}: folder '{folder}' is not in docs/ARCHITECTURE.md")
                 continue
-            own_folder = rel.split("/")[0]
+            own_folder = folder
             for n, line in enumerate(open(path, encoding="utf-8", errors="replace"), 1):
                 m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
                 if not m:
@@ -114,15 +155,22 @@ def main():
                     found_rpc.add(f"src/{rel}")
                 if theirs is None:
                     problems.append(f"src/{rel}:{n}: includes {inc} from unknown folder")
-                elif theirs > mine:
+                elif inc_folder != own_folder and inc_folder not in deps.get(own_folder, ()):
                     found.add(key)
                     if key not in KNOWN:
-                        problems.append(f"src/{rel}:{n}: includes {inc} (layer {theirs}) "
-                                        f"from layer {mine}")
+                        problems.append(f"src/{rel}:{n}: includes {inc}: {inc_folder} is not in "
+                                        f"{own_folder}'s row of the dependency table")
                 elif inc.endswith("_internal.h") and inc_folder != own_folder:
                     found.add(key)
                     if key not in KNOWN:
                         problems.append(f"src/{rel}:{n}: includes {inc}, private to {inc_folder}/")
+                elif inc_folder != own_folder:
+                    used.add((own_folder, inc_folder))
+    for f, allowed in sorted(deps.items()):
+        for g in sorted(allowed):
+            if (f, g) not in used:
+                problems.append(f"docs/ARCHITECTURE.md: {f}'s row names {g}, which no file of "
+                                f"{f} includes: take it out")
     for stale in sorted(KNOWN - found):
         problems.append(f"fixed, remove from KNOWN in tests/arch/test_layers.py: {stale}")
     for stale in sorted(KNOWN_RPC - found_rpc):

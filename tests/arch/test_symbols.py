@@ -3,8 +3,13 @@
 (house style: `module_verb`, like libuv), so no un-prefixed name (`failed`,
 `run_op`, `copy_tree` were) can clash or hide where it lives.
 
-Usage: test_symbols.py LIB.a... (ctest passes execcore and execproto). The prefixes
-are the module names below; a new module adds its prefix here."""
+The exec-client program (--program FILE) holds its own to `cli_`: its names were
+`slurp`, `die_usage`, `fs_die`, namesakes of the server's that tools matching names
+took for calls between the two.
+
+Usage: test_symbols.py LIB.a... [--program EXE] (ctest passes execcore, execproto and
+exec-client). The prefixes are the module names below; a new module adds its prefix
+here."""
 import subprocess
 import sys
 
@@ -13,7 +18,7 @@ PREFIXES = (
     "buf_", "xmalloc", "xcalloc", "xrealloc", "xstrdup", "xstrndup", "xmemdup", "xasprintf",
     "oserr_", "fdframe_", "fdclose_", "bigbuf_", "envv_",
     "base64_", "hex_", "sha1", "json_load_", "http_", "uri_", "utf8_", "ws_frame_", "log_",
-    "metrics_", "limits_", "server_limits", "readiness_", "host_env_", "own_ports_", "mlkem",
+    "metrics_", "limits_", "server_limits", "inflight_", "readiness_", "host_env_", "own_ports_", "mlkem",
     "noise_",
     "relay_",
     "crypto_",
@@ -32,9 +37,34 @@ PREFIXES = (
 )
 
 
+# The exec-client program: its modules' prefix, and what the C runtime and the
+# linker define in every program.
+PROGRAM_PREFIXES = ("cli_",)
+PROGRAM_RUNTIME = {"main", "_start", "_init", "_fini", "_IO_stdin_used", "_edata", "_end",
+                   "data_start", "_DYNAMIC", "_GLOBAL_OFFSET_TABLE_"}
+
+
+def program_symbols(exe):
+    out = subprocess.run(["nm", "-g", "--defined-only", exe], capture_output=True, text=True,
+                         check=True).stdout
+    bad = []
+    for line in out.splitlines():
+        name = line.split()[-1]
+        if name.startswith("__") or "@" in name or name in PROGRAM_RUNTIME or \
+                name.startswith(PROGRAM_PREFIXES):
+            continue
+        bad.append("%s: %s" % (exe.rsplit("/", 1)[-1], name))
+    return bad
+
+
 def main():
     bad = []
-    for lib in sys.argv[1:]:
+    args = sys.argv[1:]
+    if "--program" in args:
+        i = args.index("--program")
+        bad += program_symbols(args[i + 1])
+        del args[i:i + 2]
+    for lib in args:
         out = subprocess.run(["nm", "-g", "--defined-only", lib], capture_output=True,
                              text=True, check=True).stdout
         for line in out.splitlines():

@@ -193,6 +193,106 @@ def test_unknown_method(srv):
     s.close()
 
 
+# ---- NUL bytes (issue 39 item 3) ----------------------------------------------------
+
+def nul_start(cwd, argv=("echo", "a\u0000b"), env=None, process_id="nul-1"):
+    return {"processId": process_id, "argv": list(argv), "cwd": "file://" + cwd,
+            "env": env or {"PATH": "/usr/bin:/bin"}, "tty": False}
+
+
+def test_nul_in_a_string_keeps_the_request_id(srv):
+    """A `\u0000` in argv: the reference answers the request itself, -32603 with
+    Rust's words for it; ours did with id -1 (a parse error), so the caller waited
+    for its own id until it timed out."""
+    s = srv.session()
+    for id in (7, "str-id", "a\u0000b"):
+        m, raw = s.raw_roundtrip(json.dumps({"id": id, "method": "process/start",
+                                             "params": nul_start(srv.workdir)}))
+        assert m.get("id") == id, raw
+        assert m["error"]["code"] == -32603, raw
+        assert m["error"]["message"] == "nul byte found in provided data", raw
+    # The connection goes on; the same id without the NUL starts the process.
+    r = s.call("process/start", nul_start(srv.workdir, argv=("echo", "ab")))
+    assert r["processId"] == "nul-1", r
+    assert s.collect_until_closed("nul-1")["stdout"] == b"ab\n"
+    s.close()
+
+
+def test_nul_in_the_method_name_is_an_unknown_method(srv):
+    s = srv.session()
+    for name in ("process/st\u0000art", "process/start\u0000", "\u0000"):
+        m, raw = s.raw_roundtrip(json.dumps({"id": 9, "method": name, "params": {}}))
+        assert m == {"error": {"code": -32601, "message":
+                               "exec-server stub does not implement `%s` yet" % name},
+                     "id": 9}, raw
+    assert s.call("environment/status") == {"status": "ready"}
+    s.close()
+
+
+@ours_only
+def test_nul_anywhere_in_params_is_refused_with_the_id(srv):
+    """Ours refuses a NUL wherever it is in params or trace, keys included (PROTOCOL.md
+    §2.3): past the decoder strings are C strings, where "a\0b" would become "a"."""
+    s = srv.session()
+    path = os.path.join(srv.workdir, "nul.txt")
+    open(path, "w").write("x")
+    cases = [
+        ("process/start", nul_start(srv.workdir, argv=("echo", "ab"), env={"A": "x\u0000"})),
+        ("process/start", nul_start(srv.workdir, argv=("echo", "ab"),
+                                    process_id="p\u0000")),
+        ("fs/readFile", {"path": "file://" + path + "\u0000x"}),
+        ("fs/writeFile", {"path": "file://" + path, "dataBase64": "eA==", "z": ["\u0000"]}),
+    ]
+    for i, (method, params) in enumerate(cases):
+        m, raw = s.raw_roundtrip(json.dumps({"id": i, "method": method, "params": params}))
+        assert m == {"error": {"code": -32603, "message": "nul byte found in provided data"},
+                     "id": i}, (method, raw)
+    m, raw = s.raw_roundtrip(json.dumps({"id": 50, "method": "environment/status",
+                                         "trace": {"traceparent": "00-\u0000"}}))
+    assert m == {"error": {"code": -32603, "message": "nul byte found in provided data"},
+                 "id": 50}, raw
+    # A key holding NUL: jansson cannot keep it, the answer still has the id.
+    text = '{"id":77,"method":"fs/readFile","params":{"path":"file://%s","k\\u0000":1}}' % path
+    m, raw = s.raw_roundtrip(text)
+    assert m == {"error": {"code": -32603, "message": "nul byte found in provided data"},
+                 "id": 77}, raw
+    # An escaped backslash before u0000 is no NUL.
+    text = '{"id":78,"method":"fs/readFile","params":{"path":"file://%s","k\\\\u0000":1}}' % path
+    m, raw = s.raw_roundtrip(text)
+    assert m == {"id": 78, "result": {"dataBase64": "eA=="}}, raw
+    assert open(path).read() == "x", "the refused write wrote"
+    s.close()
+
+
+# ---- the reference's limit of values per message ---------------------------------------
+
+VALUES_PREFIX = '{"id":7,"method":"environment/status","params":null,"pad":['
+
+
+def values_message(n, sep=","):
+    # 5 values before the array's elements: the object, 7, the method, null, the array
+    return VALUES_PREFIX + sep.join(["0"] * n) + "]}"
+
+
+def test_json_value_limit(srv):
+    """262,144 values pass, one more is refused before parsing, where serde stops."""
+    s = srv.session()
+    m = s.raw_roundtrip(values_message(262144 - 5))[0]
+    assert m == {"id": 7, "result": {"status": "ready"}}, m
+    det = expect_malformed(s, values_message(262144 - 4))
+    # the column of the comma before the value too many
+    assert det == "JSON-RPC message exceeds the limit of 262144 JSON values at line 1 " \
+        "column %d" % (len(VALUES_PREFIX) + 2 * (262144 - 5)), det
+    det = expect_malformed(s, values_message(300000, sep=",\n"))
+    assert det == "JSON-RPC message exceeds the limit of 262144 JSON values at line " \
+        "%d column 0" % (262144 - 4), det
+    # keys are not values: 200,000 members of one object is 200,005 values
+    text = VALUES_PREFIX[:-1] + "{" + ",".join('"k%d":0' % i for i in range(200000)) + "}}"
+    assert s.raw_roundtrip(text)[0] == {"id": 7, "result": {"status": "ready"}}
+    assert s.call("environment/status") == {"status": "ready"}
+    s.close()
+
+
 @ours_only
 def test_unknown_notification_ours(srv):
     for init in (False, True):

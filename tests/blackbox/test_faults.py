@@ -5,6 +5,7 @@ nor crashes; abrupt disconnects leak no fds; a flood of malformed input on one
 connection does not disturb another; a stalled reader of a huge output keeps the
 server's memory bounded and loses nothing."""
 import hashlib
+import http.server
 import os
 import re
 import signal
@@ -153,23 +154,54 @@ def test_session_end_kills_background_grandchild_of_exited_process(_):
         srv.kill()
 
 
+def guardians_of(srv):
+    """The server's guardians: they run in its working directory (other servers'
+    guardians come and go on a shared machine)."""
+    out = set()
+    for p in all_pids():
+        try:
+            here = os.readlink("/proc/%d/cwd" % p)
+        except OSError:
+            continue
+        if _comm(p) == "exec-guardian" and here.startswith(srv.workdir) and p != srv.pid:
+            out.add(p)
+    return out
+
+
+@ours_only
+@needs_own_server
+def test_killed_guardian_is_restarted(_):
+    """A SIGKILLed guardian used to leave the server unprotected ("guardian is gone")
+    until it exited: a later SIGKILL of the server left every process tree running.
+    Now a new guardian starts at once, knowing the groups already running."""
+    srv = Server()
+    marker = new_marker()
+    try:
+        s = srv.session()
+        start_trees(s, marker)  # before the guardian dies: the new one must know them
+        first = guardians_of(srv)
+        assert len(first) == 1, first
+        os.kill(first.pop(), signal.SIGKILL)
+        wait_until(lambda: len(guardians_of(srv) - first) == 1, 10 * TIMEOUT_SCALE,
+                   "a new guardian")
+        s.start("later", ["/bin/sh", "-c", TREE], env=env_with(marker))  # and after
+        wait_until(lambda: len(marked_pids(marker)) >= 15, 10, "the trees to start")
+        assert "started a new guardian" in srv.stderr_text(), srv.stderr_text()
+        srv.proc.kill()
+        srv.proc.wait(10)
+        wait_no_marked(marker, timeout=10)
+    finally:
+        kill_marked(marker)
+        srv.kill()
+
+
 @ours_only
 @needs_own_server
 def test_guardian_leaves_with_the_server(_):
     srv = Server()
 
     def guardians():
-        """This server's guardians: they run in its working directory (other servers'
-        guardians come and go on a shared machine)."""
-        out = set()
-        for p in all_pids():
-            try:
-                here = os.readlink("/proc/%d/cwd" % p)
-            except OSError:
-                continue
-            if _comm(p) == "exec-guardian" and here.startswith(srv.workdir):
-                out.add(p)
-        return out
+        return guardians_of(srv)
     try:
         s = srv.session()
         s.start("x", ["true"])
@@ -415,6 +447,44 @@ def test_emfile_on_accept_does_not_spin(_):
         srv.kill()
 
 
+def _nofile(pid):
+    for line in open("/proc/%d/limits" % pid):
+        if line.startswith("Max open files"):
+            return int(line.split()[3]), int(line.split()[4])
+
+
+@ours_only
+@needs_own_server
+def test_soft_fd_limit_raised_to_the_hard_one(_):
+    """With soft 64 and hard 1024 the server used to stop at 64 descriptors; it now
+    raises its own soft limit to the hard one, and its children keep the 64 they
+    would get from the reference (a select() program must not see fds past 1024)."""
+    if not os.path.exists("/usr/bin/prlimit") or WRAPPER:
+        raise TestSkip("no prlimit, or a wrapper")
+    hard = _nofile(os.getpid())[1]
+    if hard < 1024:
+        raise TestSkip("hard descriptor limit below 1024 here")
+    srv = Server(cmd=["/usr/bin/prlimit", "--nofile=64:1024", SERVER_PATH,
+                      "--listen", "ws://127.0.0.1:0"])
+    try:
+        assert _nofile(srv.pid) == (1024, 1024), _nofile(srv.pid)
+        s = srv.session()
+        for tty in (False, True):
+            s.start("u%s" % tty, ["/bin/sh", "-c", "ulimit -Sn; ulimit -Hn"], tty=tty)
+            out = s.collect_until_closed("u%s" % tty)
+            text = (out["pty"] if tty else out["stdout"]).replace(b"\r", b"")
+            assert text == b"64\n1024\n", out
+        # More connections than the old soft limit, each a descriptor.
+        conns = [srv.connect() for _ in range(100)]
+        assert fd_count(srv.pid) > 100
+        for c in conns:
+            c.sock.close()
+        s.close()
+        srv.stop()
+    finally:
+        srv.kill()
+
+
 def _try_session(srv):
     try:
         c = srv.session()
@@ -458,6 +528,59 @@ def test_emfile_on_spawn_is_a_clear_error(_):
         wait_no_marked(marker)
     finally:
         kill_marked(marker)
+        srv.kill()
+
+
+class _Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "5")
+        self.end_headers()
+        self.wfile.write(b"hello")
+
+    def log_message(self, *a):
+        pass
+
+
+@ours_only
+@needs_own_server
+def test_http_request_recovers_after_fd_exhaustion(_):
+    """A libcurl load that failed once (no descriptor free for its files) used to
+    be remembered: http/request failed on every connection until a restart (issue
+    39). Once descriptors are free again, the next request loads it and works."""
+    web = http.server.HTTPServer(("127.0.0.1", 0), _Hello)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    url = "http://127.0.0.1:%d/" % web.server_address[1]
+    srv = limited_server(48)
+    socks = []
+    try:
+        s = srv.session()
+        # Fill the server's descriptor table with idle connections (one fd each),
+        # more than fit, so it stays full (libuv's reserve fd included).
+        for _ in range(80):
+            socks.append(socket.create_connection((srv.host, srv.port)))
+        wait_until(lambda: fd_count(srv.pid) >= 48, 10, "the fd limit to be reached")
+        m = s.request("http/request", {"method": "GET", "url": url, "requestId": "r1"})
+        assert "error" in m, "http/request worked at the fd limit: %s" % m
+        assert m["error"]["code"] == -32603, m
+        assert "libcurl.so.4 could not be loaded: " in m["error"]["message"], m
+        assert "Too many open files" in m["error"]["message"], m
+        for k in socks:
+            k.close()
+        socks = []
+        wait_until(lambda: fd_count(srv.pid) < 40, 10, "the idle connections to close")
+        r = s.call("http/request", {"method": "GET", "url": url, "requestId": "r2"})
+        assert r["status"] == 200 and unb64(r["bodyBase64"]) == b"hello", r
+        c = srv.session()  # and on another connection
+        r = c.call("http/request", {"method": "GET", "url": url, "requestId": "r3"})
+        assert r["status"] == 200, r
+        c.close()
+        s.close()
+        srv.stop()
+    finally:
+        for k in socks:
+            k.close()
+        web.shutdown()
         srv.kill()
 
 

@@ -305,6 +305,53 @@ def test_max_detached_sessions_expires_the_oldest(_):
         kill_marked(marker_a)
         srv.kill()
 
+@ours_only
+@needs_own_server
+def test_unread_replies_are_bounded_server_wide(_):
+    """Issue 39 item 4: six clients each ask for a 400 MB file and never read. Each
+    reply is 533 MB encoded; before the in-flight budget the server held all six
+    (3.2 GB). With the defaults it stays under 1 GiB, closes readers that take
+    nothing (the slowest first, logged), and still answers a new client."""
+    with Server() as srv:
+        path = os.path.join(srv.workdir, "sparse.bin")
+        with open(path, "wb") as f:
+            f.truncate(400 * 1000 * 1000)  # sparse: cheap to make, reads as zeros
+        clients = []
+        for i in range(6):
+            s = srv.session()
+            s.t.ws.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+            s.send_request("fs/readFile", {"path": "file://" + path})
+            clients.append(s)
+        peak = [0]
+        limit_kib = 1 << 20
+
+        def settled():
+            rss = rss_kib(srv.pid)
+            peak[0] = max(peak[0], rss)
+            assert rss < limit_kib, "RSS %.0f MiB with six unread replies" % (rss / 1024)
+            return srv.stderr_text(1 << 20).count("it is the slowest reader") >= 2
+
+        # Each read of 400 MB takes seconds under ASan: two closes show the order
+        # (read, stall, close the reader that takes nothing, next read).
+        wait_until(settled, 120, "two slowest readers to be closed", interval=0.1)
+        log = srv.stderr_text(1 << 20)
+        assert "--max-inflight-bytes" in log, log[-3000:]
+        fresh = srv.session()
+        assert fresh.call("environment/status") == {"status": "ready"}
+        small = os.path.join(srv.workdir, "small.txt")
+        with open(small, "wb") as f:
+            f.write(b"still serving")
+        got = fresh.call("fs/readFile", {"path": "file://" + small}, timeout=60)
+        assert unb64(got["dataBase64"]) == b"still serving"
+        peak[0] = max(peak[0], rss_kib(srv.pid))
+        print("peak RSS %.0f MiB" % (peak[0] / 1024))
+        fresh.close()
+        for s in clients:
+            s.t.ws.shutdown()
+        t0 = time.monotonic()
+        srv.stop()  # a read in progress stops at once: no 400 MB read for nobody
+        print("stopped in %.1f s" % (time.monotonic() - t0))
+
 
 if __name__ == "__main__":
     run_tests(globals(), per_test_timeout=120)

@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *  # noqa
 import seccomp_filter as sf  # noqa
 from sandbox_attack import (Daemon, dump_filters, find_marked, find_probe, parse,  # noqa
-                            policy, sandboxed_sleeper, scratch, uri, world_copy)
+                            policy, sandboxed_sleeper, scratch, special, uri, world_copy)
 from test_sandbox import helper_pids, landlock_abi  # noqa
 
 # Errno families (names as escape-probe prints them).
@@ -210,12 +210,12 @@ class World:
         os.chmod(dst, 0o755)
         return dst + "/bin/codex"
 
-    def start_server(self):
+    def start_server(self, extra_env=()):
         # The environment goes on the command line (env(1) execs, so the pid stays the
         # server's): a secret for the /proc/<server>/environ attacks, and for a user who is
         # not root a HOME of its own (the reference keeps helper binaries in
         # $HOME/.codex and refuses a home under /tmp; /var/tmp is accepted).
-        env = ["ESCAPE_SERVER_SECRET=" + SERVER_SECRET]
+        env = ["ESCAPE_SERVER_SECRET=" + SERVER_SECRET] + list(extra_env)
         drop = []
         if self.switched:
             home = self.mkdir(tempfile.mkdtemp(prefix="escape-home-", dir="/var/tmp" if
@@ -224,8 +224,9 @@ class World:
             env.append("HOME=" + home)
             drop = ["setpriv", "--reuid=%d" % self.uid, "--regid=%d" % self.gid,
                     "--clear-groups", "--"]
-        srv = Server(cmd=drop + ["env"] + env + self.server_cmd(), reference=IS_REF,
-                     start=False)
+        if not getattr(self, "cmd", None):
+            self.cmd = self.server_cmd()  # copied once: a second server runs the same file
+        srv = Server(cmd=drop + ["env"] + env + self.cmd, reference=IS_REF, start=False)
         os.chmod(srv.workdir, 0o755)  # its cwd, for a user who is not root
         srv.start()
         return srv
@@ -1654,6 +1655,354 @@ def test_links_out_of_root(_):
                                              "dataBase64": b64("x"), "sandbox": sb})
             v.check(mode, "fs/writeFile through a planted symlink", "error" in m and
                     not os.path.exists(w.out + "/via-fs"), "written outside: %s" % m)
+    v.done()
+
+
+def nested_policy(grant, ws, network="restricted"):
+    """Root readable, `grant` writable, and the workspace `ws` (a directory under grant)
+    writable as the project root: a writable root nested in another, as /tmp with a
+    workspace under it, or TMPDIR under /tmp."""
+    entries = [special("root"), {"path": {"type": "path", "path": uri(grant)},
+                                 "access": "write"}, special("project_roots", "write")]
+    return {"permissions": {"type": "managed", "file_system": {"type": "restricted",
+                                                               "entries": entries},
+                            "network": network},
+            "windowsSandboxLevel": "disabled", "cwd": uri(ws), "workspaceRoots": [uri(ws)]}
+
+
+@needs_own_server
+def test_writable_root_through_a_planted_symlink(_):
+    """A writable root inside another (a workspace under a writable /tmp, TMPDIR under
+    /tmp): a sandboxed command moves the inner root's parent aside and leaves a symlink
+    where the inner root was, pointing at a host directory of its choosing (/root, /etc,
+    ~/.ssh; here one outside every root). The next start with the same policy must not
+    make the link's target writable: ours refuses the policy, in the words the reference
+    uses for a read-only path ("cannot enforce sandbox writable path ... because it
+    crosses writable symlink ..."), and so do sandboxed fs requests. The reference
+    follows the link and writes there (a hole it has: printed)."""
+    w = world()
+    v = Verdicts()
+    for mode in [m for m in MODES if m[1] == "ww"]:
+        d = w.mkdir(tempfile.mkdtemp(prefix="nest-", dir=w.top))
+        grant = w.mkdir(d + "/grant")
+        ws = w.mkdir(w.mkdir(grant + "/proj") + "/ws")
+        target = w.mkdir(tempfile.mkdtemp(prefix="target-", dir=w.out))
+        sb = nested_policy(grant, ws, mode[2])
+        script = ("cd / && mv {g}/proj {g}/proj.moved && mkdir {g}/proj && "
+                  "ln -s {t} {g}/proj/ws && echo planted").format(g=grant, t=target)
+        pid = pid_name(w, "plant")
+        w.s.start(pid, ["/bin/sh", "-c", script], cwd=uri(ws), sandbox=sb,
+                  env={"PATH": "/usr/bin:/bin"})
+        out = w.s.collect_until_closed(pid, timeout=60)
+        text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+        v.check(mode, "plant", "planted" in text and os.path.islink(ws),
+                "the setup did not plant the link (a control): %s" % text)
+        # the same policy again, as the client sends it for the next command
+        pid = pid_name(w, "through")
+        r = w.s.request("process/start", {
+            "processId": pid, "argv": ["/bin/sh", "-c", "echo pwned > %s/escaped; "
+                                       "echo pwned > escaped-cwd" % ws],
+            "cwd": uri(ws), "env": {"PATH": "/usr/bin:/bin"}, "tty": False, "sandbox": sb})
+        text, code = json.dumps(r.get("error")), None
+        if "error" not in r:
+            out = w.s.collect_until_closed(pid, timeout=60)
+            text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+            code = out["exit_code"]
+        m = w.s.request("fs/writeFile", {"path": uri(ws + "/escaped-fs"),
+                                         "dataBase64": b64("x"), "sandbox": sb})
+        written = sorted(os.listdir(target))
+        if IS_REF:
+            print("    [%s] reference: %s" % (mode[0], "wrote %s outside every root through "
+                                              "the link" % written if written else
+                                              "nothing written outside (%s)" % text[-200:]))
+            continue
+        v.check(mode, "through the link", not written,
+                "written outside every root through the planted link: %s" % written)
+        want = "cannot enforce sandbox writable path %s because it crosses writable " \
+               "symlink %s" % (ws, ws)
+        v.check(mode, "refused", want in text and code == 1,
+                "not refused as the reference refuses a read-only path: exit %s, %s" % (
+                    code, text[-300:]))
+        v.check(mode, "fs refused", want in json.dumps(m.get("error")), "fs/writeFile: %s" % m)
+    v.done()
+
+
+@needs_own_server
+def test_carve_out_through_a_planted_symlink(_):
+    """A deny (and a read-only) entry two levels under the writable workspace: the command
+    moves the entry's parent aside (its cover moves along) and plants a symlink on the
+    entry's path. The next sandbox with the same policy must not cover the link's target
+    and leave the moved original open: the secret is read, the read-only file written.
+    The reference refuses such a policy ("cannot enforce sandbox deny-read path ...
+    because it crosses writable symlink ...")."""
+    w = world()
+    v = Verdicts()
+    for mode in [m for m in MODES if m[1] == "ww"]:
+        ws = w.fresh_ws()
+        w.mkdir(ws + "/a")
+        w.mkdir(ws + "/a/secret")
+        w.write(ws + "/a/secret/s.txt", SECRET)
+        w.mkdir(ws + "/a/ro")
+        w.write(ws + "/a/ro/f.txt", "original")
+        sb = policy("ww", ws, mode[2])
+        sb["permissions"]["file_system"]["entries"] += [
+            {"path": {"type": "path", "path": uri(ws + "/a/secret")}, "access": "none"},
+            {"path": {"type": "path", "path": uri(ws + "/a/ro")}, "access": "read"}]
+        decoy = w.mkdir(tempfile.mkdtemp(prefix="decoy-", dir=w.out))
+        script = ("cat a/secret/s.txt; echo x > a/ro/f.txt; mv a b && mkdir a && "
+                  "ln -s {d} a/secret && ln -s {d} a/ro && echo planted").format(d=decoy)
+        pid = pid_name(w, "plant")
+        w.s.start(pid, ["/bin/sh", "-c", script], cwd=uri(ws), sandbox=sb,
+                  env={"PATH": "/usr/bin:/bin"})
+        out = w.s.collect_until_closed(pid, timeout=60)
+        text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+        v.check(mode, "control", "planted" in text and SECRET not in text and
+                open(ws + "/b/ro/f.txt").read() == "original",
+                "the first sandbox did not hold or did not plant: %s" % text)
+        pid = pid_name(w, "through")
+        r = w.s.request("process/start", {
+            "processId": pid, "argv": ["/bin/sh", "-c", "cat b/secret/s.txt; "
+                                       "echo changed > b/ro/f.txt"],
+            "cwd": uri(ws), "env": {"PATH": "/usr/bin:/bin"}, "tty": False, "sandbox": sb})
+        text = ""
+        if "error" not in r:
+            out = w.s.collect_until_closed(pid, timeout=60)
+            text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+        print("    [%s] the next start: %s" % (mode[0], (text or json.dumps(r)).strip()[-300:]))
+        v.check(mode, "deny entry moved", SECRET not in text,
+                "the denied file was read at its new place")
+        v.check(mode, "read-only entry moved", open(ws + "/b/ro/f.txt").read() == "original",
+                "the read-only file was written at its new place")
+        m = w.s.request("fs/readFile", {"path": uri(ws + "/b/secret/s.txt"), "sandbox": sb})
+        data = unb64(m["result"]["dataBase64"]) if "result" in m else b""
+        v.check(mode, "fs/readFile", SECRET.encode() not in data,
+                "the denied file was read at its new place")
+    v.done()
+
+
+def answer_or_unstick(w, rid, fifo):
+    """The reply to request rid within 10 s, or None: then the FIFO goes (a writer lets
+    the open waiting on it return, and it is removed before the writer closes, so the
+    reader sees the end and nothing opens it again) and a server stuck on it goes on
+    with the rest of the suite."""
+    try:
+        return w.s.wait_response(rid, timeout=10)
+    except WaitFailed:
+        if os.path.lexists(fifo):
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                fd = None
+            os.unlink(fifo)
+            if fd is not None:
+                os.close(fd)
+        w.s.wait_response(rid, timeout=30)
+        return None
+
+
+@needs_own_server
+def test_fifo_where_the_server_reads(_):
+    """A sandboxed command makes a FIFO named .git in a directory of its writable
+    workspace (another policy's root: a subproject, a second session's workspace under
+    the same writable tree). Resolving that other policy reads `.git` on the server's
+    side (a `.git` file names a worktree's git dir): opening the FIFO for reading waited
+    for a writer on the loop thread and the whole server stopped answering, every
+    session included. The start and a sandboxed fs request must be answered, and a
+    second session served meanwhile."""
+    w = world()
+    v = Verdicts()
+    for mode in [m for m in MODES if m[1] == "ww"]:
+        ws = w.fresh_ws()
+        sub = w.mkdir(ws + "/sub")
+        fifo = sub + "/.git"
+        pid = pid_name(w, "fifo")
+        w.s.start(pid, ["/bin/sh", "-c", "mkfifo sub/.git && echo made"], cwd=uri(ws),
+                  sandbox=policy("ww", ws, mode[2]), env={"PATH": "/usr/bin:/bin"})
+        out = w.s.collect_until_closed(pid, timeout=60)
+        text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+        v.check(mode, "control", "made" in text and os.path.exists(fifo),
+                "the FIFO was not made: %s" % text)
+        sb = policy("ww", sub, mode[2])
+        pid = pid_name(w, "sub")
+        rid = w.s.send_request("process/start", {
+            "processId": pid, "argv": ["/bin/true"], "cwd": uri(sub),
+            "env": {"PATH": "/usr/bin:/bin"}, "tty": False, "sandbox": sb})
+        wid = w.s.send_request("fs/writeFile", {"path": uri(sub + "/f"),
+                                                "dataBase64": b64("x"), "sandbox": sb})
+        try:
+            s2 = w.srv.session(timeout=5)
+            other = s2.request("fs/getMetadata", {"path": uri(ws)}, timeout=5)
+            s2.close()
+        except Exception as e:  # noqa: a stuck server fails in several ways
+            other = repr(e)[:200]
+        reply = answer_or_unstick(w, rid, fifo)
+        wrote = answer_or_unstick(w, wid, fifo)
+        v.check(mode, "another session", isinstance(other, dict) and "result" in other,
+                "not served while the other session's requests were pending: %s" % other)
+        v.check(mode, "process/start", reply is not None and "result" in reply,
+                "no reply in 10 s: the server is stuck (%s)" % reply)
+        v.check(mode, "fs/writeFile", wrote is not None and "result" in wrote,
+                "no reply in 10 s: the server is stuck (%s)" % wrote)
+        if reply is not None and "result" in reply:
+            w.s.collect_until_closed(pid, timeout=60)
+    v.done()
+
+
+def reply_or_release(w, rid, fifo):
+    """The reply to request rid within 10 s, or None: then a reader opens the FIFO (the
+    open waiting on it returns), the FIFO is removed and the reply awaited, so that a
+    stuck writer goes on with the rest of the suite."""
+    try:
+        return w.s.wait_response(rid, timeout=10)
+    except WaitFailed:
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK) if os.path.lexists(fifo) else None
+        if fd is not None:
+            os.unlink(fifo)
+        try:
+            w.s.wait_response(rid, timeout=30)
+        finally:
+            if fd is not None:
+                os.close(fd)
+        return None
+
+
+@needs_own_server
+def test_fifo_where_the_client_writes(_):
+    """A sandboxed command leaves a FIFO where the client will write (a file the agent
+    edits next). fs/writeFile wrote such a path in place with a blocking open, which
+    waits for a reader: with the sandbox, the policy's helper (shared by every session
+    using that policy) stopped serving; without, a pool thread of the server's four was
+    held for good. Both must be answered at once (ENXIO: no reader), and the helper go
+    on serving. The reference waits in both (printed)."""
+    w = world()
+    v = Verdicts()
+    for mode in [m for m in MODES if m[1] == "ww"]:
+        ws = w.fresh_ws()
+        fifo = ws + "/edit-me.txt"
+        sb = policy("ww", ws, mode[2])
+        pid = pid_name(w, "fifo")
+        w.s.start(pid, ["/bin/sh", "-c", "mkfifo edit-me.txt && echo made"], cwd=uri(ws),
+                  sandbox=sb, env={"PATH": "/usr/bin:/bin"})
+        out = w.s.collect_until_closed(pid, timeout=60)
+        text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+        v.check(mode, "control", "made" in text and os.path.exists(fifo),
+                "the FIFO was not made: %s" % text)
+        for label, extra in (("sandboxed", {"sandbox": sb}), ("unsandboxed", {})):
+            if not os.path.exists(fifo):
+                os.mkfifo(fifo)
+                os.chown(fifo, w.uid, w.gid)
+            params = {"path": uri(fifo), "dataBase64": b64("patched\n")}
+            params.update(extra)
+            r = reply_or_release(w, w.s.send_request("fs/writeFile", params), fifo)
+            if IS_REF:  # the reference waits too (a hole it has): printed
+                print("    [%s] reference, %s fs/writeFile: %s" % (
+                    mode[0], label, "answered" if r else "no reply in 10 s"))
+                continue
+            v.check(mode, "%s fs/writeFile" % label, r is not None,
+                    "no reply in 10 s: the write waits for a reader of the FIFO")
+        m = w.s.request("fs/writeFile", {"path": uri(ws + "/next.txt"), "dataBase64": b64("x"),
+                                         "sandbox": sb})
+        v.check(mode, "helper", "result" in m, "the policy's helper no longer serves: %s" % m)
+    v.done()
+
+
+DNS_FLOOD = r"""
+import socket, struct, sys, time
+q = struct.pack(">HHHHHH", 1, 0x0100, 1, 0, 0, 0) + b"\x01a\x00" + struct.pack(">HH", 1, 1)
+blob = (struct.pack(">H", len(q)) + q) * 4000
+conns = []
+for i in range(16):
+    s = socket.create_connection(("127.0.0.53", 53), timeout=5)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.setblocking(False)
+    conns.append(s)
+sent, t0 = 0, time.time()
+while time.time() - t0 < float(sys.argv[1]):
+    for s in list(conns):
+        try:
+            sent += s.send(blob)
+        except BlockingIOError:
+            pass
+        except OSError:
+            conns.remove(s)
+print("sent", sent)
+"""
+
+
+PY3 = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+
+def vm_rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"^VmRSS:\s+(\d+)", f.read(), re.M).group(1))
+
+
+@needs_own_server
+def test_resolver_client_that_never_reads(_):
+    """Transparent TCP: the synthetic resolver on 127.0.0.53:53 inside the sandbox is
+    served by the server itself. A command that sends queries over TCP as fast as it can
+    and never reads the answers (16 connections, 25 s) must not grow the server: each
+    21-byte query was answered into a buffer of about 700 bytes queued in the server
+    for as long as the client did not read, about a gigabyte in half a minute, towards
+    the OOM killer (which picks the largest process: the server, and every session with
+    it). The answers queued now stop the connection's reading (TCP holds the client
+    back), so the server grows by less than 64 MiB. Its own server, with ASan's
+    quarantine of freed memory off (a release build ignores the variable): the freed
+    answers would fill it and be counted."""
+    w = world()
+    if not os.path.exists("/dev/net/tun"):
+        print("  SKIP: no /dev/net/tun on this host")
+        return
+    v = Verdicts()
+    mode = ("WorkspaceWrite+transparent", "ww", RESTRICTED)
+    asan = os.environ.get("ASAN_OPTIONS", "")
+    srv = w.start_server(["ASAN_OPTIONS=" + (asan + ":" if asan else "") +
+                          "quarantine_size_mb=0"])
+    try:
+        s = srv.session()
+        ws = w.fresh_ws()
+        script = ws + "/flood.py"
+        w.write(script, DNS_FLOOD)
+        proxy = {"enabled": True, "enableSocks5": True, "enableSocks5Udp": False,
+                 "allowUpstreamProxy": False, "dangerouslyAllowAllUnixSockets": False,
+                 "mode": "full", "domains": {}, "unixSockets": None,
+                 "allowLocalBinding": False, "transparentTcp": True}
+        before = vm_rss_kb(srv.pid)
+        pid = "dns-flood"
+        r = s.request("process/start", {
+            "processId": pid, "argv": [PY3, script, "25"], "cwd": uri(ws),
+            "env": {"PATH": "/usr/bin:/bin"}, "tty": False, "sandbox": policy("ww", ws),
+            "networkProxy": {"proxy": proxy}, "enforceManagedNetwork": True})
+        if "error" in r:
+            # transparent TCP needs what a server not running as root may not have here
+            print("    [%s] %s: transparent TCP not started: %s" % (
+                mode[0], "reference" if IS_REF else "ours", r["error"]))
+            v.check(mode, "started", IS_REF or w.unprivileged,
+                    "transparent TCP did not start: %s" % r["error"])
+            return v.done()
+        peak = before
+        deadline = time.monotonic() + 60
+
+        def closed():
+            return "process/closed" in [n["method"] for n in s.notes.get(pid, [])]
+        while not closed() and time.monotonic() < deadline:
+            try:
+                s.pump(0.5)
+            except Timeout:
+                pass
+            peak = max(peak, vm_rss_kb(srv.pid))
+        out = summarize([n for n in s.notes.get(pid, []) if n["method"].startswith("process/")])
+        text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+        grew = (peak - before) // 1024
+        print("    [%s] %s: %s; the server grew by %d MiB" % (
+            mode[0], "reference" if IS_REF else "ours", text.strip()[-120:], grew))
+        if not IS_REF:  # the reference's transparent TCP wants a distro bubblewrap
+            v.check(mode, "flood ran", "sent" in text, "the child did not run: %s" % text[-300:])
+            v.check(mode, "server memory", grew < 64,
+                    "the server grew by %d MiB for answers the child never read" % grew)
+        s.close()
+    finally:
+        srv.stop()
     v.done()
 
 

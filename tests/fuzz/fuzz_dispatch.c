@@ -32,7 +32,8 @@ static void mem_send(struct conn *c, struct buf *msg)
     const char *payload = msg->data + BUF_MSG_HEADROOM;
     size_t n = msg->len - BUF_MSG_HEADROOM;
     json_error_t jerr;
-    json_t *v = json_loadb(payload, n, 0, &jerr);
+    /* A reply may carry a NUL the request had (an unknown method's name, issue 39). */
+    json_t *v = json_loadb(payload, n, JSON_ALLOW_NUL, &jerr);
     if (!v || !json_is_object(v) || !json_object_get(v, "id") ||
         !!json_object_get(v, "result") == !!json_object_get(v, "error")) {
         fprintf(stderr, "bad reply: %.*s\n", (int)n, payload);

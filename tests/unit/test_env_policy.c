@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "process/env_policy.h"
+#include "rpc/params.h"
 
 static char *server_env[] = {"PATH=/usr/bin:/bin",
                              "HOME=/home/u",

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "core/env_vars.h"
 #include "core/host_env.h"
 
 static void test_kind_of(void **state)
@@ -98,26 +99,27 @@ static void test_path_normalize(void **state)
     assert_int_equal(host_env_path_normalize("rel", NULL, small, sizeof small), -1);
 }
 
+/* The variables as options_read_env leaves them (core/env_vars.h). */
 static void test_home_and_temp_from_env(void **state)
 {
     (void)state;
     char out[256];
     int from_env;
-    setenv("HOME", "//home/u/./", 1);
+    env_vars.home = "//home/u/./";
     assert_string_equal(host_env_home(out, sizeof out), "/home/u");
-    setenv("HOME", "relative", 1);
+    env_vars.home = "relative";
     assert_null(host_env_home(out, sizeof out));
     /* unset or empty: the password entry's, absolute */
-    setenv("HOME", "", 1);
+    env_vars.home = "";
     const char *h = host_env_home(out, sizeof out);
     if (h) assert_true(h[0] == '/');
-    setenv("TMPDIR", "t/../u/", 1);
+    env_vars.tmpdir = "t/../u/";
     assert_string_equal(host_env_temp_dir("/w", out, sizeof out, &from_env), "/w/u");
     assert_int_equal(from_env, 1);
-    setenv("TMPDIR", "", 1);
+    env_vars.tmpdir = "";
     assert_string_equal(host_env_temp_dir("/w", out, sizeof out, &from_env), "/tmp");
     assert_int_equal(from_env, 0);
-    unsetenv("TMPDIR");
+    env_vars.tmpdir = NULL;
     assert_string_equal(host_env_temp_dir("/w", out, sizeof out, &from_env), "/tmp");
     assert_int_equal(from_env, 0);
 }

@@ -169,7 +169,7 @@ static void test_split_keep_one(void **state)
     snprintf(msg, n, "{\"id\":1,\"params\":{\"chunk\":\"%s\",\"x\":[\"%s\",2]}}", a, b);
     struct json_load_bigs bigs;
     json_error_t e;
-    json_t *t = json_load_message_split(msg, strlen(msg), 0, &e, &bigs);
+    json_t *t = json_load_message_split(msg, strlen(msg), 0, &e, &bigs, 0);
     assert_non_null(t);
     assert_int_equal(bigs.n, 2);
     json_t *chunk = json_object_get(json_object_get(t, "params"), "chunk");
@@ -186,7 +186,7 @@ static void test_split_keep_one(void **state)
     assert_string_equal(json_string_value(x0), b);
     json_decref(t);
     /* No large value: no placeholders, an ordinary tree. */
-    t = json_load_message_split("{\"a\":1}", 7, 0, &e, &bigs);
+    t = json_load_message_split("{\"a\":1}", 7, 0, &e, &bigs, 0);
     assert_non_null(t);
     assert_int_equal(bigs.n, 0);
     assert_true(json_load_splice(t, &bigs, NULL));
@@ -196,6 +196,104 @@ static void test_split_keep_one(void **state)
     free(b);
 }
 
+/* "[v,v,...,v]" with n values inside (n + 1 with the array), sep between them. */
+static char *array_of(size_t n, const char *v, const char *sep)
+{
+    struct {
+        char *p;
+        size_t len, cap;
+    } b = {malloc(16), 0, 16};
+    size_t need = 2 + n * (strlen(v) + strlen(sep)) + 1;
+    b.p = realloc(b.p, need);
+    b.p[b.len++] = '[';
+    for (size_t i = 0; i < n; i++) {
+        if (i) {
+            memcpy(b.p + b.len, sep, strlen(sep));
+            b.len += strlen(sep);
+        }
+        memcpy(b.p + b.len, v, strlen(v));
+        b.len += strlen(v);
+    }
+    b.p[b.len++] = ']';
+    b.p[b.len] = 0;
+    return b.p;
+}
+
+static json_t *load_limited(const char *msg, json_error_t *e)
+{
+    struct json_load_bigs bigs;
+    return json_load_message_split(msg, strlen(msg), 0, e, &bigs, JSON_LOAD_MAX_VALUES);
+}
+
+/* The reference's 262,144 values: every kind of value counts, keys do not; the
+ * error sits at the byte before the first value too many. */
+static void test_value_limit(void **state)
+{
+    (void)state;
+    json_error_t e;
+    const char *kinds[] = {"0", "-1.5e3", "true", "null", "\"s\"", "[]", "{}", "{\"k\":1}"};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        /* {"k":1} is two values: half as many fit */
+        size_t per = strcmp(kinds[k], "{\"k\":1}") == 0 ? 2 : 1;
+        size_t fit = (JSON_LOAD_MAX_VALUES - 1) / per;
+        char *ok = array_of(fit, kinds[k], ",");
+        json_t *t = load_limited(ok, &e);
+        assert_non_null(t);
+        assert_int_equal(json_array_size(t), fit);
+        json_decref(t);
+        free(ok);
+        char *over = array_of(fit + 1, kinds[k], ",");
+        assert_null(load_limited(over, &e));
+        assert_string_equal(e.text, "JSON-RPC message exceeds the limit of 262144 JSON values");
+        assert_int_equal(e.line, 1);
+        if (per == 1) /* the offset of the last element: the column of the comma */
+            assert_int_equal(e.column, 1 + fit * (strlen(kinds[k]) + 1));
+        free(over);
+    }
+    /* One value a line: serde's column after a newline is 0. */
+    char *lines = array_of(JSON_LOAD_MAX_VALUES, "0", ",\n");
+    assert_null(load_limited(lines, &e));
+    assert_int_equal(e.line, JSON_LOAD_MAX_VALUES);
+    assert_int_equal(e.column, 0);
+    /* No limit asked for: the same message loads. */
+    struct json_load_bigs bigs;
+    json_t *t = json_load_message_split(lines, strlen(lines), 0, &e, &bigs, 0);
+    assert_non_null(t);
+    json_decref(t);
+    free(lines);
+    /* Large plain strings are counted and still spliced. */
+    char *bs = big(1000, 0);
+    size_t n = 3 * 1010;
+    char *msg = malloc(n);
+    snprintf(msg, n, "[\"%s\",\"%s\",\"%s\"]", bs, bs, bs);
+    t = load_limited(msg, &e);
+    assert_non_null(t);
+    free(msg);
+    free(bs);
+    json_decref(t);
+}
+
+/* A NUL in a key: jansson refuses it; json_load_nul_keys reads it as U+0001 and
+ * leaves values and escaped backslashes alone. */
+static void test_nul_keys(void **state)
+{
+    (void)state;
+    const char *msg = "{\"id\":5,\"params\":{\"a\\u0000b\":\"v\\u0000\",\"c\\\\u0000\":1}}";
+    json_error_t e;
+    assert_null(json_loadb(msg, strlen(msg), JSON_ALLOW_NUL, &e));
+    assert_int_equal(json_error_code(&e), json_error_null_byte_in_key);
+    json_t *t = json_load_nul_keys(msg, strlen(msg), JSON_ALLOW_NUL, &e);
+    assert_non_null(t);
+    assert_int_equal(json_integer_value(json_object_get(t, "id")), 5);
+    json_t *p = json_object_get(t, "params");
+    json_t *v = json_object_get(p, "a\001b");
+    assert_non_null(v);
+    assert_int_equal(json_string_length(v), 2); /* the value keeps its NUL */
+    assert_memory_equal(json_string_value(v), "v\0", 2);
+    assert_non_null(json_object_get(p, "c\\u0000"));
+    json_decref(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -203,6 +301,8 @@ int main(void)
         cmocka_unit_test(test_many_big_strings_fall_back),
         cmocka_unit_test(test_integers_past_int64),
         cmocka_unit_test(test_split_keep_one),
+        cmocka_unit_test(test_value_limit),
+        cmocka_unit_test(test_nul_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -236,6 +236,85 @@ static void test_decode_errors(void **state)
                -32602, "invalid URI: relative URL without a base");
 }
 
+/* A path named through a symbolic link that lies in a writable root (one a sandboxed
+ * command could have planted there) is refused; a link outside every writable root
+ * (a user's symlinked workspace) and one under a writable "/" are not. */
+static void test_planted_links(void **state)
+{
+    char p[160], t[160];
+    snprintf(p, sizeof p, "%s/grant", tmp);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/grant/proj", tmp);
+    mkdir(p, 0755);
+    snprintf(t, sizeof t, "%s/elsewhere", tmp);
+    mkdir(t, 0755);
+    snprintf(p, sizeof p, "%s/grant/proj/ws", tmp);
+    assert_int_equal(symlink(t, p), 0);
+    snprintf(p, sizeof p, "%s/link-ws", tmp);
+    assert_int_equal(symlink(t, p), 0);
+    struct sandbox_policy pol;
+    struct sandbox_error e;
+#define NESTED(ACCESS)                                                                             \
+    "{\"permissions\":{\"type\":\"managed\",\"file_system\":{\"type\":\"restricted\","             \
+    "\"entries\":[" ROOT_READ ",{\"path\":{\"type\":\"path\",\"path\":\"file://%s/grant\"},"       \
+    "\"access\":\"" ACCESS "\"}," PROJ_WRITE "]},\"network\":\"restricted\"},"                     \
+    "\"cwd\":\"file://%s/grant/proj/ws\",\"workspaceRoots\":[\"file://%s/grant/proj/ws\"],"        \
+    "\"windowsSandboxLevel\":\"disabled\"}"
+    char want[512];
+    /* the workspace under a writable root, through a link in it */
+    assert_int_equal(parse(NESTED("write"), NULL, &pol, &e), 0);
+    snprintf(want, sizeof want,
+             "cannot enforce sandbox writable path %s/grant/proj/ws because it crosses "
+             "writable symlink %s/grant/proj/ws",
+             tmp, tmp);
+    assert_non_null(pol.refusal);
+    assert_string_equal(pol.refusal, want);
+    sandbox_policy_free(&pol);
+    /* the same link where nothing writable holds it: the user's own, followed */
+    assert_int_equal(parse(NESTED("read"), NULL, &pol, &e), 0);
+    assert_null(pol.refusal);
+    assert_true(has(&pol.writable, "/elsewhere"));
+    sandbox_policy_free(&pol);
+#undef NESTED
+    assert_int_equal(
+        parse("{\"permissions\":{\"type\":\"managed\",\"file_system\":{\"type\":\"restricted\","
+              "\"entries\":[" ROOT_READ "," PROJ_WRITE "]},\"network\":\"restricted\"},"
+              "\"cwd\":\"file://%s/link-ws\",\"workspaceRoots\":[\"file://%s/link-ws\"],"
+              "\"windowsSandboxLevel\":\"disabled\"}",
+              NULL, &pol, &e),
+        0);
+    assert_null(pol.refusal);
+    assert_true(has(&pol.writable, "/elsewhere"));
+    sandbox_policy_free(&pol);
+    /* a read-only entry under the writable root, through the link: the reference's words */
+    assert_int_equal(
+        parse("{\"permissions\":{\"type\":\"managed\",\"file_system\":{\"type\":\"restricted\","
+              "\"entries\":[" ROOT_READ ",{\"path\":{\"type\":\"path\",\"path\":"
+              "\"file://%s/grant\"},\"access\":\"write\"},{\"path\":{\"type\":\"path\","
+              "\"path\":\"file://%s/grant/proj/ws\"},\"access\":\"read\"}]},"
+              "\"network\":\"restricted\"},\"windowsSandboxLevel\":\"disabled\"}",
+              NULL, &pol, &e),
+        0);
+    snprintf(want, sizeof want,
+             "cannot enforce sandbox read-only path %s/grant/proj/ws because it crosses "
+             "writable symlink %s/grant/proj/ws",
+             tmp, tmp);
+    assert_non_null(pol.refusal);
+    assert_string_equal(pol.refusal, want);
+    sandbox_policy_free(&pol);
+    /* under a writable "/": the whole disk is the command's, nothing to refuse */
+    assert_int_equal(
+        parse("{\"permissions\":{\"type\":\"managed\",\"file_system\":{\"type\":\"restricted\","
+              "\"entries\":[{\"path\":{\"type\":\"special\",\"value\":{\"kind\":\"root\"}},"
+              "\"access\":\"write\"},{\"path\":{\"type\":\"path\",\"path\":"
+              "\"file://%s/grant/proj/ws\"},\"access\":\"read\"}]},\"network\":\"restricted\"},"
+              "\"windowsSandboxLevel\":\"disabled\"}",
+              NULL, &pol, &e),
+        0);
+    assert_null(pol.refusal);
+    sandbox_policy_free(&pol);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -247,6 +326,7 @@ int main(void)
         cmocka_unit_test(test_project_roots_without_roots_resolve_to_nothing),
         cmocka_unit_test(test_glob_none),
         cmocka_unit_test(test_decode_errors),
+        cmocka_unit_test(test_planted_links),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

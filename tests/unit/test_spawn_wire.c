@@ -1,4 +1,4 @@
-/* Unit tests for process/spawn_wire: the spawner request codec. */
+/* Unit tests for helpers/spawn_wire: the spawner request codec. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "process/spawn_wire.h"
+#include "helpers/spawn_wire.h"
 
 static void fill(struct spawn_wire_req *r)
 {

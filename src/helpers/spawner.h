@@ -6,7 +6,7 @@
  * needs its init process to be a real copy of something small. So at start the
  * daemon executes itself once more as the spawner (argv[1] "--internal-spawner",
  * a socket on fd 3): a process with a handful of fds that, for each request
- * (process/spawn_wire), starts the child with clone(CLONE_PARENT), so the child is
+ * (helpers/spawn_wire), starts the child with clone(CLONE_PARENT), so the child is
  * still the daemon's own and reaped through its pidfd exactly as before.
  *
  * A request carries the child's descriptors and the write end of a status pipe;
@@ -14,14 +14,17 @@
  * native int32): 'P' pid, then 'S' (the program is running) or 'E' errno (exec
  * failed) or 'F' errno (the sandbox could not be set up), the last two after a 'W'
  * naming the step that failed (enum spawn_step). The pipe's reader decides the
- * start at 'S', 'E' or 'F'. A spawner that dies is restarted on the next request. */
+ * start at 'S', 'E' or 'F'. A spawner that dies is restarted on the next request
+ * (or, on the loop's channel, as soon as a send finds it gone). */
 #ifndef EXEC_PROCESS_SPAWNER_H
 #define EXEC_PROCESS_SPAWNER_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
+#include <uv.h>
 
-#include "process/spawn_wire.h"
+#include "helpers/spawn_wire.h"
 
 #define SPAWNER_ARG "--internal-spawner"
 #define SPAWNER_SOCK_FD 3
@@ -57,15 +60,43 @@ enum spawn_step {
 /* The step's name for a log line ("setsid", "chdir", ...). */
 const char *spawner_step_name(int step);
 
-/* Starts the spawner. Call early, before any thread and listener exists. Returns 0
- * or -errno. */
+/* Starts the loop thread's spawner. Call early, before any thread and listener
+ * exists. Returns 0 or -errno. */
 int spawner_start(void);
 
-/* Closes the spawner's socket (it exits on EOF) and reaps it. */
+/* After the loop is closed: drops what still waits, closes the spawners' sockets
+ * (they exit on EOF) and reaps them. */
 void spawner_stop(void);
 
-/* Sends one request with fds (the status pipe's write end first). Thread-safe;
- * restarts a dead spawner once. Returns 0 or -errno. */
+/* Two channels, each to a spawner process of its own, so that neither waits for
+ * the other:
+ *
+ * The loop thread's (spawner_submit) never blocks. A request goes straight to
+ * the socket (MSG_DONTWAIT) when nothing waits before it and the socket has room;
+ * else it is queued, in order, with duplicates of its fds, and the loop sends the
+ * queue as the socket drains (a uv_poll for writability). A spawner that is
+ * stopped or slow only makes the queue wait; one that died (EPIPE) is replaced:
+ * its socket closed, the process reaped later through its pidfd, a new one
+ * started (posix_spawn: the moment of its exec) and the queue sent to it.
+ *
+ * Every other thread's (spawner_request: libuv's pool, where the warm fs helpers
+ * start) blocks on a socket of its own under a mutex, and restarts its own
+ * spawner, started on first use; the loop thread never takes that mutex. */
+
+/* The loop thread: sends or queues one request with fds (the status pipe's write
+ * end first). Returns 0, *ticket non-zero while the request waits in the queue
+ * untouched, or -errno (no spawner could be started, out of descriptors). */
+int spawner_submit(uv_loop_t *loop, const struct spawn_wire_req *r, const int *fds, int nfds,
+                   uint64_t *ticket);
+
+/* The loop thread: takes a request that is still wholly in the queue back out (a
+ * start that timed out or was cancelled): true when it never reaches the spawner
+ * (its fds are closed, so its status pipe ends without a verdict); false when it
+ * was sent or has begun to be. */
+bool spawner_withdraw(uint64_t ticket);
+
+/* Any other thread: sends one request with fds, blocking. Restarts a dead spawner
+ * once. Returns 0 or -errno. */
 int spawner_request(const struct spawn_wire_req *r, const int *fds, int nfds);
 
 struct spawn_outcome {

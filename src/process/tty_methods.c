@@ -1,4 +1,4 @@
-/* process_tty: what a terminal client needs beyond the reference's protocol.
+/* tty_methods: what a terminal client needs beyond the reference's protocol.
  *
  * Ours (PROTOCOL.md §11 (g)), advertised in environment/info capabilities so a
  * client can check before calling; the reference answers -32601 to each:

@@ -1,5 +1,5 @@
 /* spawn_wire: encoding and decoding of spawner requests (see spawn_wire.h). */
-#include "process/spawn_wire.h"
+#include "helpers/spawn_wire.h"
 
 #include <errno.h>
 #include <stdlib.h>

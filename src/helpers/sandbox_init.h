@@ -1,6 +1,6 @@
 /* sandbox_init: a sandboxed child's whole setup, as one sequence in one place.
  *
- * The spawner (process/spawner.h) hands a sandboxed request to sandbox_spawn,
+ * The spawner (helpers/spawner.h) hands a sandboxed request to sandbox_spawn,
  * which clones the sandbox's init into fresh namespaces; the init then goes
  * through bubblewrap's order, one step after the other (sandbox_init.c reads top to
  * bottom in this order):
@@ -41,18 +41,6 @@
 #include "sandbox/seccomp.h"
 #include "sandbox/spec.h"
 
-/* --linux-sandbox-pid-namespace inherit: sandboxed children share the daemon's
- * PID namespace (default false: each gets its own). Set once at start. */
-extern bool sandbox_pid_namespace_inherit;
-
-struct sandbox_policy;
-
-/* Whether this host can enforce spec at all (a known architecture for the filter;
- * Landlock is defense in depth where the kernel has it). Returns 0 or -errno. */
-int sandbox_check(const struct sandbox_spec *spec);
-/* The same for a parsed policy. */
-int sandbox_policy_check(const struct sandbox_policy *p);
-
 /* What step 8's command needs from the init (prepared at step 7). */
 struct sandbox_confinement {
     int ruleset_fd;          /* Landlock ruleset, or -1 where Landlock is unavailable */
@@ -77,7 +65,7 @@ enum sandbox_step {
     SANDBOX_STEP_STDIO,
 };
 
-/* The spawner's side of a start (process/spawner_proc.c), called in the init. */
+/* The spawner's side of a start (helpers/spawner_proc.c), called in the init. */
 struct sandbox_ops {
     /* A step failed before the command started: record it and _exit. */
     __attribute__((noreturn)) void (*fail)(void *job, enum sandbox_step step, int err);

@@ -1,11 +1,11 @@
-/* tcp_forward: TCP forwarding (ours, docs/PROTOCOL.md §11 (i)): tcp/connect opens an
+/* tcp_methods: TCP forwarding (ours, docs/PROTOCOL.md §11 (i)): tcp/connect opens an
  * outbound TCP connection from this host on the client's behalf, what ssh's
  * direct-tcpip channel does for `ssh -L`, and carries its bytes over the JSON-RPC
  * connection. Off unless the server runs with --allow-tcp-forwarding (capability
  * tcpForward); refused for a request whose sandbox restricts the network. Its
  * method table, registered with rpc. */
-#ifndef EXEC_TCP_TCP_FORWARD_H
-#define EXEC_TCP_TCP_FORWARD_H
+#ifndef EXEC_TCP_TCP_METHODS_H
+#define EXEC_TCP_TCP_METHODS_H
 
 #include "rpc/rpc.h"
 

@@ -4,7 +4,7 @@
  * The init is a fork of the small spawner (no exec, no loader), so it may allocate
  * and format freely; the command is a vfork of the init, and between vfork and
  * execve only system calls on memory the init prepared are made. */
-#include "sandbox/sandbox_init.h"
+#include "helpers/sandbox_init.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,7 +32,6 @@
 #include "sandbox/landlock.h"
 #include "sandbox/net_guard.h"
 #include "sandbox/cgroup_caps.h"
-#include "sandbox/policy.h"
 #include "sandbox/tun.h"
 #include "sandbox/view.h"
 #include "util/fdframe.h"
@@ -50,24 +49,6 @@
 #endif
 #define SECBIT_NO_CAP_AMBIENT_RAISE_ (1 << 6)
 #define SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED_ (1 << 7)
-
-bool sandbox_pid_namespace_inherit;
-
-int sandbox_check(const struct sandbox_spec *spec)
-{
-    /* Landlock is defense in depth where the kernel has it: the mount view alone
-     * expresses every policy (only the granted roots visible, writes only under
-     * writable ones, denied paths covered). The filter cannot be done without. */
-    (void)spec;
-    struct seccomp_prog probe;
-    return seccomp_build(SECCOMP_NET_NONE, &probe) < 0 ? -EOPNOTSUPP : 0;
-}
-
-int sandbox_policy_check(const struct sandbox_policy *p)
-{
-    struct sandbox_spec spec = {.enforce_fs = p->enforce_fs, .net_restricted = p->net_restricted};
-    return sandbox_check(&spec);
-}
 
 /* ---- 2. its own session ------------------------------------------------------------- */
 
