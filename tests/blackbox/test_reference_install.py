@@ -27,7 +27,7 @@ TOOL = os.path.join(HERE, "codex_ref.py")
 VERSION = "0.169.0"
 
 FAKE_NPM = r'''#!/usr/bin/env python3
-import json, os, sys, time
+import json, os, signal, sys, time
 args = sys.argv[1:]
 with open(os.environ["FAKE_NPM_LOG"], "a") as f:
     f.write(" ".join(args) + "\n")
@@ -39,7 +39,7 @@ if mode == "fail":
 if mode == "hang":
     if os.fork() == 0:
         os.execvp("sleep", [sys.argv[0] + "-child", "600"])  # killed with npm's group
-    time.sleep(600)
+    signal.pause()  # hangs until npm's group is killed
 prefix = args[args.index("--prefix") + 1]
 version = args[-1].rsplit("@", 1)[1]
 pkg = os.path.join(prefix, "node_modules", "@openai", "codex")
