@@ -29,6 +29,7 @@ run and before every test that drives that version. Why it is built the way it i
 
 Standard library only."""
 
+import atexit
 import fcntl
 import glob
 import json
@@ -175,6 +176,44 @@ def install(version=DEFAULT_VERSION, budget=INSTALL_BUDGET):
         return found
     finally:
         os.close(lock)
+
+
+def path_under(path, root):
+    """Whether path is root or below it (both resolved; path need not exist yet)."""
+    path, root = os.path.realpath(path), os.path.realpath(root)
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+_private_home = []  # the CODEX_HOME server_env made for this process, removed at exit
+
+
+def server_env(env=None):
+    """The environment to start a reference exec-server with: `env` (default ours) with a
+    CODEX_HOME of its own when the one it would use is under the temporary directory.
+
+    The reference keeps its sandbox helper (a `codex-linux-sandbox` alias of itself, which
+    its bubblewrap execs by name) in $CODEX_HOME (default ~/.codex), and refuses to make it
+    under the temporary directory: 'Refusing to create helper binaries under temporary dir
+    "/tmp"'. Every sandboxed command then fails with `bwrap: execvp codex-linux-sandbox: No
+    such file or directory`, e.g. on a fresh machine's `HOME=$(mktemp -d)`. Its home here
+    is then a directory under /var/tmp (or the build tree) made once per test process."""
+    env = dict(os.environ if env is None else env)
+    home = env.get("CODEX_HOME") or os.path.join(
+        env.get("HOME") or os.path.expanduser("~"), ".codex")
+    temps = {env.get("TMPDIR") or "/tmp", "/tmp"}
+    if not any(path_under(home, t) for t in temps):
+        return env
+    if not _private_home:
+        for parent in ("/var/tmp", os.environ.get("EXEC_BUILD_DIR") or os.getcwd()):
+            if os.path.isdir(parent) and not any(path_under(parent, t) for t in temps):
+                made = tempfile.mkdtemp(prefix="codex-ref-home-", dir=parent)
+                _private_home.append(made)
+                atexit.register(shutil.rmtree, made, True)
+                break
+        else:
+            return env  # nowhere outside the temporary directory: its sandbox will say so
+    env["CODEX_HOME"] = _private_home[0]
+    return env
 
 
 def main(argv):

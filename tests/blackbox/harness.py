@@ -153,9 +153,11 @@ class Server:
             self.start()
 
     def start(self):
+        # the reference's own home kept out of the temporary directory (codex_ref.server_env)
+        env = codex_ref.server_env() if self.reference else None
         self.proc = subprocess.Popen(
             self.cmd, stdin=subprocess.PIPE if self.listen == "stdio" else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=self.stderr_file, cwd=self.workdir)
+            stdout=subprocess.PIPE, stderr=self.stderr_file, cwd=self.workdir, env=env)
         if self.listen == "stdio":
             return
         deadline = time.monotonic() + DEFAULT_TIMEOUT

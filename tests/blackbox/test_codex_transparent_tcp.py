@@ -9,10 +9,10 @@ an exec-server that does not advertise networkProxyTransparentTcp.
 The command of the turn ignores every proxy variable (`curl --noproxy '*'`): it reaches an
 allowed name on this host, not a denied one, and sees the sandbox's resolver. It runs
 against ours and against the 0.171.0 reference exec-server, side by side (the reference
-with its bundled bubblewrap on PATH). Codex 0.171.0 comes from codex_ref (its ctest
-fixture installs it); skipped without
-it, without /dev/net/tun, or (for the names) without /etc/hosts aliases for the
-reference."""
+with a bubblewrap on PATH, which test_transparent_tcp finds, and its CODEX_HOME out of the
+temporary directory: codex_ref.server_env). Codex 0.171.0 comes from codex_ref (its ctest
+fixture installs it); skipped without it, without /dev/net/tun, or (for the names) without
+/etc/hosts aliases for the reference."""
 import json
 import os
 import shutil

@@ -221,7 +221,7 @@ class World:
             home = self.mkdir(tempfile.mkdtemp(prefix="escape-home-", dir="/var/tmp" if
                                                os.path.isdir("/var/tmp") else None))
             self.cleanup.append(lambda: shutil.rmtree(home, ignore_errors=True))
-            env.append("HOME=" + home)
+            env += ["HOME=" + home, "CODEX_HOME=" + self.mkdir(os.path.join(home, ".codex"))]
             drop = ["setpriv", "--reuid=%d" % self.uid, "--regid=%d" % self.gid,
                     "--clear-groups", "--"]
         if not getattr(self, "cmd", None):

@@ -6,8 +6,9 @@ reference (tests/blackbox/codex_ref.py), side by side, and judges what a user no
 read (tests/blackbox/tcp_probe.py prints it), what reached a server on this host, the
 network/policyDecision and network/policyRequest messages.
 
-The reference needs bubblewrap on PATH for transparent TCP: its bundled one
-(codex-resources/bwrap) is put there. Tests that need a sandbox with a TUN device skip
+The reference needs a bubblewrap on PATH for transparent TCP, outside any root its sandbox
+may write: Debian's (deps/debian-packages.txt), else its bundled one (codex-resources/bwrap)
+where the cache is not under the temporary directory (a HOME made by mktemp). Tests that need a sandbox with a TUN device skip
 with a message where /dev/net/tun is missing; the reference's part skips where it has no
 bubblewrap. Names: a child resolves through the synthetic resolver, so a name must mean
 something on the host's side only: ours resolves the test names with
@@ -49,9 +50,12 @@ REF = find_reference_171()
 BWRAP = shutil.which("bwrap")
 if REF and not BWRAP:
     # its own: the directory it ships (not under /tmp: its launcher refuses a bubblewrap
-    # in a root the sandbox may write)
+    # in a root the sandbox may write, "transparent TCP requires a supported distro
+    # bubblewrap on PATH")
     bundled = os.path.join(os.path.dirname(os.path.dirname(REF)), "codex-resources")
-    if os.access(os.path.join(bundled, "bwrap"), os.X_OK):
+    temps = (os.environ.get("TMPDIR") or "/tmp", "/tmp")
+    if os.access(os.path.join(bundled, "bwrap"), os.X_OK) and not any(
+            codex_ref.path_under(bundled, t) for t in temps):
         os.environ["PATH"] = bundled + ":" + os.environ["PATH"]
         BWRAP = os.path.join(bundled, "bwrap")
 
