@@ -44,6 +44,17 @@ def the_spawner(srv):
     return spawners(srv)[0]
 
 
+def answered_while_stopped(s, stopped, what):
+    """A request sent on session s now is answered while the spawners `stopped` stay
+    stopped: the loop did not wait for them (`what` names what was waiting)."""
+    rid = s.send_request("process/read", {"processId": "nonesuch"})
+    try:
+        assert "error" in s.wait_response(rid, timeout=20)
+    except Timeout:
+        raise AssertionError("the server stopped answering while " + what)
+    assert all(proc_state(p) == "T" for p in stopped), "a spawner ran again before the answer"
+
+
 def starts(prefix, n, argv):
     env = {"PATH": "/usr/bin:/bin", "PAD": PAD}
     return [("process/start", {"processId": "%s%d" % (prefix, i), "argv": argv,
@@ -152,13 +163,8 @@ def test_cancel_at_stopped_spawner_does_not_stop_the_loop(_):
             s.close()
             wait_until(lambda: "event=session_end" in srv.stderr_text(1 << 20), 10,
                        "the session to end (its start cancelled)")
-            rid = other.send_request("process/read", {"processId": "nonesuch"})
-            try:
-                assert "error" in other.wait_response(rid, timeout=20)
-            except Timeout:
-                raise AssertionError("the server stopped answering while a cancelled start "
-                                     "waited for its stopped spawner")
-            assert proc_state(sp) == "T", "the spawner ran again before the answer came"
+            answered_while_stopped(other, [sp], "a cancelled start waited for its stopped "
+                                   "spawner")
         finally:
             os.kill(sp, signal.SIGCONT)
         wait_until(lambda: fd_count(srv.pid) <= before, 20,
