@@ -109,40 +109,6 @@ void proc_close_stdin(struct proc *p)
     p->wq_tail = NULL;
 }
 
-/* A killed child that we will no longer track must still be reaped; a sandbox's
- * hold is let go only then, when nothing is left in it to exploit the removal of its
- * placeholders (sandbox/hold.h). */
-struct reaper {
-    uv_poll_t poll;
-    int pidfd;
-    struct sandbox_hold *hold;
-};
-
-static void reaper_closed(uv_handle_t *h)
-{
-    free(h->data);
-}
-
-static void reaper_cb(uv_poll_t *h, int status, int events)
-{
-    struct reaper *r = h->data;
-    siginfo_t si = {0};
-    if (spawn_wait(r->pidfd, &si) == 0 && si.si_pid == 0) return;
-    uv_close((uv_handle_t *)&r->poll, reaper_closed);
-    close(r->pidfd);
-    sandbox_hold_release(r->hold);
-}
-
-static void reap_later(uv_loop_t *loop, int pidfd, struct sandbox_hold *hold)
-{
-    struct reaper *r = xmalloc(sizeof *r);
-    r->pidfd = pidfd;
-    r->hold = hold;
-    uv_poll_init(loop, &r->poll, pidfd);
-    r->poll.data = r;
-    uv_poll_start(&r->poll, UV_READABLE, reaper_cb);
-}
-
 /* Processes not yet closed, over every session (--max-total-processes). */
 static unsigned live_total;
 
@@ -173,7 +139,7 @@ static void proc_free(struct proc *p)
     guardian_untrack(p->pid);
     if (p->pid_open) {
         uv_close((uv_handle_t *)&p->pid_poll, handle_closed);
-        reap_later(p->pid_poll.loop, p->pidfd, p->hold);
+        spawn_reap_later(p->pid_poll.loop, p->pidfd, p->hold);
         p->pid_open = false;
     } else {
         sandbox_hold_release(p->hold);

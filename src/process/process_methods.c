@@ -11,7 +11,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -20,7 +19,6 @@
 #include "netproxy/netproxy.h"
 #include "netproxy/netproxy_rpc.h"
 #include "process/env_policy.h"
-#include "process/guardian.h"
 #include "process/proc_internal.h"
 #include "process/shell_snapshot.h"
 #include "process/spawn.h"
@@ -140,19 +138,6 @@ static void start_free(struct proc_start *ps)
     free(ps);
 }
 
-/* Stops a child whose start was cancelled (it never became a process of ours). */
-static void start_discard_child(const struct spawn_result *sr)
-{
-    kill(-sr->pid, SIGKILL);
-    kill(sr->pid, SIGKILL);
-    while (waitpid(sr->pid, NULL, 0) < 0 && errno == EINTR) {
-    }
-    guardian_untrack(sr->pid);
-    int fds[] = {sr->pidfd, sr->out_fd, sr->err_fd, sr->in_fd};
-    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
-        if (fds[i] >= 0) close(fds[i]);
-}
-
 /* The kind 0.171.0 puts in a spawn failure's error.data (verified for a missing
  * program or cwd, a program without the execute bit, a directory, a bad format). */
 static const char *spawn_error_kind(int errnum)
@@ -171,7 +156,11 @@ static void start_done(void *arg, int err, const struct spawn_result *sr, int sb
     struct rpc_req *req = ps->req;
     struct proc_table *t = ps->table;
     start_unlink(ps);
-    if (err == 0 && (ps->cancelled || !t)) start_discard_child(sr);
+    if (err == 0 && (ps->cancelled || !t)) {
+        /* It never became a process of ours: stopped, and its hold ends once reaped. */
+        spawn_discard(req->loop, sr, ps->hold);
+        ps->hold = NULL;
+    }
     if (ps->cancelled || !t) {
         rpc_reply_error(req, RPC_INVALID_REQUEST, "process %s start was cancelled", ps->id);
     } else if (err == SPAWN_ERR_SANDBOX) {
@@ -227,7 +216,8 @@ static void start_done(void *arg, int err, const struct spawn_result *sr, int sb
 static void start_abandon(struct proc_start *ps)
 {
     start_unlink(ps);
-    spawn_cancel(ps->op);
+    spawn_cancel(ps->op, ps->hold); /* the child, if one starts, is stopped then */
+    ps->hold = NULL;
     rpc_reply_error(ps->req, RPC_INVALID_REQUEST, "process %s start was cancelled", ps->id);
     start_free(ps);
 }

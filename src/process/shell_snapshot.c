@@ -26,8 +26,10 @@
  * Where the capture finds /dev/fd/3 unreadable (a sandbox without /proc), the state
  * travels in environment variables that the prelude unsets before SCRIPT.
  *
- * Everything runs on the loop: the capture's stdout and exit are polled; the starts
- * that wait for it are parked here and called back. */
+ * Everything runs on the loop: the capture is started through the loop's spawner
+ * channel like any command (helpers/spawner.h: its outcome is read when the spawner
+ * reports it, never waited for), its stdout and exit are polled; the starts that
+ * wait for it are parked here and called back. */
 #include "process/shell_snapshot.h"
 
 #include <errno.h>
@@ -375,8 +377,11 @@ struct snap_entry {
 
 struct capture {
     struct snap_entry *e;
+    uv_loop_t *loop;
+    struct spawn_op *op; /* while the spawner starts it (capture_started) */
+    int out_fd;          /* the read end of its stdout */
     pid_t pid;
-    int pidfd, out_fd;
+    int pidfd;
     uv_poll_t pid_poll, out_poll;
     uv_timer_t timer;
     int open_handles;
@@ -476,13 +481,23 @@ static void remove_orphan(struct snap_entry *e)
     }
 }
 
+/* e's capture is over, one way or another: its waiters are called back. */
+static void capture_ended(struct snap_entry *e)
+{
+    e->cap = NULL;
+    entry_notify(e);
+    if (e->evicted) {
+        remove_orphan(e);
+        entry_free(e);
+    }
+}
+
 /* The capture is over (exit seen, and output read or given up on). */
 static void capture_finish(struct capture *c)
 {
     if (c->finished) return;
     c->finished = true;
     struct snap_entry *e = c->e;
-    uv_loop_t *loop = c->timer.loop;
     uv_close((uv_handle_t *)&c->timer, capture_handle_closed);
     uv_close((uv_handle_t *)&c->out_poll, capture_handle_closed);
     close(c->out_fd);
@@ -509,14 +524,9 @@ static void capture_finish(struct capture *c)
     }
     if (rc != 0) {
         e->st = E_FAILED;
-        e->retry_at = now_ms(loop) + SNAP_RETRY_MS;
+        e->retry_at = now_ms(c->loop) + SNAP_RETRY_MS;
     }
-    e->cap = NULL;
-    entry_notify(e);
-    if (e->evicted) {
-        remove_orphan(e);
-        entry_free(e);
-    }
+    capture_ended(e);
 }
 
 static void capture_kill(struct capture *c)
@@ -573,25 +583,75 @@ static void on_capture_output(uv_poll_t *h, int status, int events)
     if (c->exited) capture_finish(c);
 }
 
-/* Starts the capture for e with rq as the template; false when it cannot start. */
-static bool capture_start(uv_loop_t *loop, struct snap_entry *e, const struct spawn_request *rq)
+/* A capture that could not be started (err, an errno, 0 at shutdown): the entry has
+ * failed and is retried later. */
+static void capture_failed(struct capture *c, int err)
 {
-    int outp[2] = {-1, -1}, devnull = -1, probe = -1, err = 0;
-    char **argv = NULL;
-    if (pipe2(outp, O_CLOEXEC) < 0) {
-        err = errno;
-        goto fail;
+    struct snap_entry *e = c->e;
+    if (!shutting_down)
+        log_warn("cannot start the shell snapshot capture for %s: %s", e->shell_path,
+                 strerror(err ? err : EIO));
+    if (c->out_fd >= 0) close(c->out_fd);
+    sandbox_hold_release(c->hold);
+    e->cap = NULL;
+    e->st = E_FAILED;
+    e->retry_at = now_ms(c->loop) + SNAP_RETRY_MS;
+    free(c);
+}
+
+/* The spawner's outcome (spawn_done_fn): the capture runs, its output and exit are
+ * watched; or its start failed, and the starts waiting for it run without it. */
+static void capture_started(void *arg, int rc, const struct spawn_result *sr, int sberr)
+{
+    struct capture *c = arg;
+    c->op = NULL;
+    if (rc < 0) {
+        struct snap_entry *e = c->e;
+        capture_failed(c, rc == SPAWN_ERR_SANDBOX ? sberr : -rc);
+        capture_ended(e);
+        return;
     }
-    devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-    probe = devnull < 0 ? -1 : memfd_create("exec-server-snapshot-probe", MFD_CLOEXEC);
-    if (devnull < 0 || probe < 0) {
-        err = errno;
-        goto fail;
-    }
+    int fl = fcntl(c->out_fd, F_GETFL);
+    fcntl(c->out_fd, F_SETFL, fl | O_NONBLOCK);
+    c->pid = sr->pid;
+    c->pidfd = sr->pidfd;
+    c->pid_poll.data = c->out_poll.data = c->timer.data = c;
+    uv_poll_init(c->loop, &c->pid_poll, c->pidfd);
+    uv_poll_init(c->loop, &c->out_poll, c->out_fd);
+    uv_timer_init(c->loop, &c->timer);
+    c->open_handles = 3;
+    uv_poll_start(&c->pid_poll, UV_READABLE, on_capture_exit);
+    uv_poll_start(&c->out_poll, UV_READABLE | UV_DISCONNECT, on_capture_output);
+    uv_timer_start(&c->timer, on_capture_timeout, SNAP_TIMEOUT_MS, 0);
+}
+
+/* The capture's stdout pipe, its stdin and stderr (/dev/null) and the fd 3 probe
+ * (a memfd). Returns 0 or -errno; the caller closes what was made either way. */
+static int capture_fds(int outp[2], int *devnull, int *probe)
+{
+    if (pipe2(outp, O_CLOEXEC) < 0) return -errno;
+    *devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (*devnull < 0) return -errno;
+    *probe = memfd_create("exec-server-snapshot-probe", MFD_CLOEXEC);
+    return *probe < 0 ? -errno : 0;
+}
+
+/* Starts the capture for e with rq as the template: the request goes to the spawner
+ * like any start's (never waiting for it), and the loop learns the outcome in
+ * capture_started. When it cannot even be sent, the entry has failed at once. */
+static void capture_start(uv_loop_t *loop, struct snap_entry *e, const struct spawn_request *rq)
+{
+    int outp[2] = {-1, -1}, devnull = -1, probe = -1;
+    struct capture *c = xcalloc(1, sizeof *c);
+    c->e = e;
+    c->loop = loop;
+    buf_init(&c->out);
+    int err = capture_fds(outp, &devnull, &probe);
+    c->out_fd = outp[0];
     size_t argc = 0;
     while (rq->argv[argc])
         argc++;
-    argv = xcalloc(argc + 1, sizeof *argv);
+    char **argv = xcalloc(argc + 1, sizeof *argv);
     for (size_t i = 0; i < argc; i++)
         argv[i] = rq->argv[i];
     argv[2] = (char *)capture_script(e->shell);
@@ -603,57 +663,22 @@ static bool capture_start(uv_loop_t *loop, struct snap_entry *e, const struct sp
     crq.stdio = stdio;
     crq.extra_fds = &probe;
     crq.n_extra_fds = 1;
-    struct sandbox_hold *hold = NULL;
-    int herr = 0;
-    if (crq.sandbox) {
-        hold = sandbox_hold_acquire(crq.sandbox, server_limits.sandbox_max_processes,
-                                    server_limits.sandbox_max_memory, &herr);
-        sandbox_hold_cgroup_fds(hold, crq.cgroup_fds);
+    if (!err && crq.sandbox) {
+        c->hold = sandbox_hold_acquire(crq.sandbox, server_limits.sandbox_max_processes,
+                                       server_limits.sandbox_max_memory, &err);
+        sandbox_hold_cgroup_fds(c->hold, crq.cgroup_fds);
     }
-    struct spawn_result sr;
-    int sberr = 0;
-    int rc = herr < 0 ? herr : spawn_child(&crq, &sr, &sberr);
+    if (!err) err = spawn_child_async(loop, &crq, capture_started, c, &c->op);
     free(argv);
-    argv = NULL;
-    close(outp[1]);
-    outp[1] = -1;
-    close(devnull);
-    devnull = -1;
-    close(probe);
-    probe = -1;
-    if (rc < 0) {
-        sandbox_hold_release(hold);
-        err = rc == SPAWN_ERR_SANDBOX ? sberr : -rc;
-        goto fail;
+    int fds[] = {outp[1], devnull, probe};
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    if (err < 0) {
+        capture_failed(c, -err);
+        return;
     }
-    int fl = fcntl(outp[0], F_GETFL);
-    fcntl(outp[0], F_SETFL, fl | O_NONBLOCK);
-    struct capture *c = xcalloc(1, sizeof *c);
-    c->e = e;
-    c->pid = sr.pid;
-    c->pidfd = sr.pidfd;
-    c->out_fd = outp[0];
-    c->hold = hold;
-    buf_init(&c->out);
-    c->pid_poll.data = c->out_poll.data = c->timer.data = c;
-    uv_poll_init(loop, &c->pid_poll, c->pidfd);
-    uv_poll_init(loop, &c->out_poll, c->out_fd);
-    uv_timer_init(loop, &c->timer);
-    c->open_handles = 3;
-    uv_poll_start(&c->pid_poll, UV_READABLE, on_capture_exit);
-    uv_poll_start(&c->out_poll, UV_READABLE | UV_DISCONNECT, on_capture_output);
-    uv_timer_start(&c->timer, on_capture_timeout, SNAP_TIMEOUT_MS, 0);
     e->cap = c;
     e->st = E_CAPTURING;
-    return true;
-fail:
-    log_warn("cannot start the shell snapshot capture for %s: %s", e->shell_path,
-             strerror(err ? err : EIO));
-    free(argv);
-    int fds[] = {outp[0], outp[1], devnull, probe};
-    for (size_t i = 0; i < 4; i++)
-        if (fds[i] >= 0) close(fds[i]);
-    return false;
 }
 
 static void cache_evict_oldest(void)
@@ -698,16 +723,12 @@ void proc_snapshot_get(uv_loop_t *loop, struct proc_table *t, const char *id,
         e->shell = r->shell;
         e->st = E_FAILED;
         cache[ncache++] = e;
-        if (capture_start(loop, e, rq))
-            e->attempts = 1;
-        else {
-            e->attempts = 1;
-            e->retry_at = now_ms(loop) + SNAP_RETRY_MS;
-        }
+        e->attempts = 1;
+        capture_start(loop, e, rq); /* a failure sets retry_at */
     } else if (e->st == E_FAILED && e->attempts < SNAP_MAX_ATTEMPTS &&
                now_ms(loop) >= e->retry_at) {
         e->attempts++;
-        if (!capture_start(loop, e, rq)) e->retry_at = now_ms(loop) + SNAP_RETRY_MS;
+        capture_start(loop, e, rq);
     }
     struct proc_snapshot snap = {
         .state = e->state, .state_len = e->state_len, .env = e->env, .fd_source = e->fd_source};
@@ -769,8 +790,14 @@ void proc_snapshot_cancel_table(struct proc_table *t)
 static void shutdown_entry(struct snap_entry *e)
 {
     cancel_in(e, NULL);
-    if (e->cap) {
-        struct capture *c = e->cap;
+    struct capture *c = e->cap;
+    if (c && c->op) {
+        /* Still with the spawner: the start is cancelled (a child that starts after
+         * all is stopped then, and the hold ends with it). */
+        spawn_cancel(c->op, c->hold);
+        c->hold = NULL;
+        capture_failed(c, 0);
+    } else if (c) {
         capture_kill(c);
         c->failed = true;
         /* Finish now: the handles close and the entry can go. */

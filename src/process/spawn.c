@@ -22,7 +22,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <poll.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -30,6 +29,7 @@
 #include "core/log.h"
 #include "helpers/spawner.h"
 #include "process/guardian.h"
+#include "sandbox/hold.h"
 #include "sandbox/policy.h"
 #include "util/fdframe.h"
 #include "util/mem.h"
@@ -253,9 +253,10 @@ struct spawn_op {
     uint64_t ticket; /* while the request waits in that channel's queue */
     uv_poll_t poll;
     uv_timer_t timer;
-    int handles;   /* open uv handles; freed when it reaches zero */
-    bool finished; /* done has been called (or cancelled) */
-    bool cancelled;
+    int handles;               /* open uv handles; freed when it reaches zero */
+    bool finished;             /* the outcome is known (done called, or the child discarded) */
+    bool cancelled;            /* spawn_cancel: no done to call */
+    struct sandbox_hold *hold; /* taken over by spawn_cancel */
     spawn_done_fn done;
     void *arg;
 };
@@ -492,6 +493,51 @@ int spawn_child(const struct spawn_request *rq, struct spawn_result *out, int *s
 
 /* ---- asynchronous starts ---------------------------------------------------------- */
 
+/* A killed child that is no longer tracked must still be reaped; a sandbox's hold is
+ * let go only then, when nothing is left in it to exploit the removal of its
+ * placeholders (sandbox/hold.h). */
+struct reaper {
+    uv_poll_t poll;
+    int pidfd;
+    struct sandbox_hold *hold;
+};
+
+static void reaper_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void reaper_cb(uv_poll_t *h, int status, int events)
+{
+    struct reaper *r = h->data;
+    siginfo_t si = {0};
+    if (spawn_wait(r->pidfd, &si) == 0 && si.si_pid == 0) return;
+    uv_close((uv_handle_t *)&r->poll, reaper_closed);
+    close(r->pidfd);
+    sandbox_hold_release(r->hold);
+}
+
+void spawn_reap_later(uv_loop_t *loop, int pidfd, struct sandbox_hold *hold)
+{
+    struct reaper *r = xmalloc(sizeof *r);
+    r->pidfd = pidfd;
+    r->hold = hold;
+    uv_poll_init(loop, &r->poll, pidfd);
+    r->poll.data = r;
+    uv_poll_start(&r->poll, UV_READABLE, reaper_cb);
+}
+
+void spawn_discard(uv_loop_t *loop, const struct spawn_result *r, struct sandbox_hold *hold)
+{
+    kill(-r->pid, SIGKILL);
+    kill(r->pid, SIGKILL);
+    guardian_untrack(r->pid);
+    int fds[] = {r->out_fd, r->err_fd, r->in_fd};
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    spawn_reap_later(loop, r->pidfd, hold);
+}
+
 static void op_handle_closed(uv_handle_t *h)
 {
     struct spawn_op *op = h->data;
@@ -504,7 +550,8 @@ static void op_close(struct spawn_op *op)
     uv_close((uv_handle_t *)&op->timer, op_handle_closed);
 }
 
-/* The status pipe ended (rc 0), or waiting for it failed: complete and report. */
+/* The status pipe ended (rc 0), or waiting for it failed: complete and report, or,
+ * for a cancelled start, stop what started. */
 static void op_done(struct spawn_op *op, int rc)
 {
     if (op->finished) return;
@@ -517,7 +564,13 @@ static void op_done(struct spawn_op *op, int rc)
     int sberr = 0;
     memset(&r, 0, sizeof r);
     rc = op_complete(op, rc == 0 && !op->st.decided ? -EPIPE : rc, &r, &sberr);
-    op->done(op->arg, rc, &r, sberr);
+    if (!op->cancelled)
+        op->done(op->arg, rc, &r, sberr);
+    else if (rc == 0)
+        spawn_discard(op->loop, &r, op->hold);
+    else
+        sandbox_hold_release(op->hold);
+    op->hold = NULL;
     op_close(op);
 }
 
@@ -558,38 +611,19 @@ int spawn_child_async(uv_loop_t *loop, const struct spawn_request *rq, spawn_don
     return 0;
 }
 
-void spawn_cancel(struct spawn_op *op)
+void spawn_cancel(struct spawn_op *op, struct sandbox_hold *hold)
 {
-    if (op->finished) return;
-    op->finished = true;
-    uv_poll_stop(&op->poll);
-    uv_timer_stop(&op->timer);
+    if (op->finished || op->cancelled) {
+        sandbox_hold_release(hold);
+        return;
+    }
+    op->cancelled = true;
+    op->hold = hold;
     /* Still queued on the loop's channel: it never reaches the spawner, and its
-     * status pipe has ended. */
+     * status pipe ends at once. Otherwise the spawner has it, perhaps stopped or
+     * stuck: the loop goes on watching the pipe (op_readable, op_timeout) and the
+     * child, if one starts, is discarded then. Waiting here was up to 30 s of a
+     * loop that serves every connection. */
     spawner_withdraw(op->ticket);
-    /* The start is decided within moments (the spawner answers at once, the child
-     * execs): wait for it here so no child is left unwatched, then stop it. */
-    int rc;
-    int left = SPAWN_TIMEOUT_MS;
-    while ((rc = spawner_status_read(op->status, &op->st)) == 0) {
-        struct pollfd p = {op->status, POLLIN, 0};
-        if (left <= 0 || poll(&p, 1, 100) < 0) {
-            rc = -ETIMEDOUT;
-            break;
-        }
-        left -= 100;
-    }
-    struct spawn_result r;
-    int sberr;
-    if (op_complete(op, rc < 0 ? rc : op->st.decided ? 0 : -EPIPE, &r, &sberr) == 0) {
-        kill(-r.pid, SIGKILL);
-        kill(r.pid, SIGKILL);
-        while (waitpid(r.pid, NULL, 0) < 0 && errno == EINTR) {
-        }
-        guardian_untrack(r.pid);
-        int fds[] = {r.pidfd, r.out_fd, r.err_fd, r.in_fd};
-        for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
-            if (fds[i] >= 0) close(fds[i]);
-    }
-    op_close(op);
+    op->ticket = 0;
 }

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
+struct sandbox_hold;
 struct sandbox_policy;
 
 struct spawn_request {
@@ -67,10 +68,22 @@ struct spawn_op;
 typedef void (*spawn_done_fn)(void *arg, int rc, const struct spawn_result *r, int sandbox_err);
 int spawn_child_async(uv_loop_t *loop, const struct spawn_request *rq, spawn_done_fn done,
                       void *arg, struct spawn_op **op);
-/* Abandons an asynchronous start before done ran (its requester is gone): waits
- * the moment it takes for the outcome, so that a child that did start is killed
- * and reaped rather than left unwatched; done is not called. */
-void spawn_cancel(struct spawn_op *op);
+/* Abandons an asynchronous start before done ran (its requester is gone); done is
+ * not called. Never waits: a request still queued is taken back; one the spawner
+ * has (it may be stopped or slow) keeps being watched on the loop, under the same
+ * deadline as a start, and a child that does start is then killed and reaped (no
+ * process, descriptor or request is left behind). hold, the start's sandbox hold
+ * (or NULL), is taken over and released once nothing of the start is left. */
+void spawn_cancel(struct spawn_op *op, struct sandbox_hold *hold);
+
+/* A started child nobody wants (r from a done callback): killed with its group,
+ * its descriptors closed, reaped on the loop once its pidfd says it exited; hold (or
+ * NULL) is released then, not before (sandbox/hold.h). */
+void spawn_discard(uv_loop_t *loop, const struct spawn_result *r, struct sandbox_hold *hold);
+
+/* Reaps a child already killed once pidfd (taken over) reports its exit, then
+ * releases hold (or NULL); the loop never waits for it. */
+void spawn_reap_later(uv_loop_t *loop, int pidfd, struct sandbox_hold *hold);
 
 /* waitid(P_PIDFD, pidfd, si, WEXITED | WNOHANG) for a pidfd from spawn_child,
  * also when it is the eventfd of the no-pidfd_open fallback. si->si_pid is 0

@@ -15,6 +15,8 @@ run and before every test that drives that version. Why it is built the way it i
 
   * One installer at a time per version: an exclusive flock on PREFIX.lock, taken with a
     deadline. Another ctest (another worktree, the same HOME) waits, then finds it done.
+    The wait is a blocking flock (in a thread, as flock has no timeout): it costs
+    nothing and ends the moment the lock is let go, not at the next poll.
   * No half-written binary is ever visible: npm installs into a fresh PREFIX.tmp-* beside
     PREFIX, which is renamed into place only once the binary is there. Executing a file
     another process still writes fails with ETXTBSY ("Text file busy"): that was the failure
@@ -39,6 +41,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 DEFAULT_VERSION = "0.171.0"
@@ -100,18 +103,39 @@ def require(version=DEFAULT_VERSION):
 
 
 def _lock(path, deadline, budget):
-    """An exclusive flock on path, waited for until deadline (flock itself has no timeout)."""
+    """An exclusive flock on path, waited for until deadline.
+
+    flock has no timeout of its own, so a thread makes the blocking call: the kernel wakes
+    it the moment the holder lets go, and this thread waits on an Event for at most the
+    time left. Given up at the deadline, the waiting thread keeps the descriptor and
+    closes it once it gets the lock (so the lock is let go at once, and no descriptor
+    number is closed under anyone else); it is a daemon, so it never holds up an exit."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    while True:
+    got = threading.Event()
+    mu = threading.Lock()
+    state = {"abandoned": False, "error": None}
+
+    def take():
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as e:
+            state["error"] = e
+        with mu:
+            if state["abandoned"]:
                 os.close(fd)
-                raise Unavailable("another npm install of codex held %s for %.0f s"
-                                  % (path, budget))
-            time.sleep(0.2)  # sleep-ok: the poll interval of a lock wait with a deadline
+            else:
+                got.set()
+
+    threading.Thread(target=take, name="codex_ref lock", daemon=True).start()
+    got.wait(max(deadline - time.monotonic(), 0))
+    with mu:
+        if not got.is_set():
+            state["abandoned"] = True
+            raise Unavailable("another npm install of codex held %s for %.0f s" % (path, budget))
+    if state["error"] is not None:
+        os.close(fd)
+        raise state["error"]
+    return fd
 
 
 def _npm(version, into, deadline, budget):

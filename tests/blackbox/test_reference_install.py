@@ -9,6 +9,7 @@ binary slowly and holding it open for writing the while, as npm does a 300 MB on
 executes it then gets ETXTBSY. The first test also runs it the old way (npm straight into
 the prefix) to show that the watcher does catch that."""
 import errno
+import fcntl
 import glob
 import os
 import shutil
@@ -235,6 +236,50 @@ def test_another_version_in_the_prefix_is_replaced(_):
             "fake-codex " + VERSION
         assert codex_ref.prefix("0.171.0").endswith("/.cache/codex-ref-0.171")
         assert not glob.glob(root + ".old-*"), os.listdir(os.path.dirname(root))
+    finally:
+        sb.close()
+
+
+def blocked_on_lock(path, pid):
+    """Whether pid waits in the kernel for a flock on path (/proc/locks lists a blocked
+    waiter as "N: -> FLOCK ADVISORY WRITE PID MAJ:MIN:INODE ...")."""
+    ino = os.stat(path).st_ino
+    with open("/proc/locks") as f:
+        for line in f:
+            w = line.split()
+            if len(w) > 5 and w[1] == "->" and w[2] == "FLOCK" and int(w[5]) == pid \
+                    and int(w[6].rsplit(":", 1)[1]) == ino:
+                return True
+    return False
+
+
+def test_lock_is_waited_for_in_flock(_):
+    """The installer waits for another's lock in flock itself, blocked in the kernel (which
+    wakes it when the lock is let go) rather than polling: a second installer is listed as
+    a blocked waiter in /proc/locks, runs no npm while the lock is held, and installs once it
+    is let go. A lock held past the budget is a skip that names the lock."""
+    sb = Sandbox()
+    try:
+        root = codex_ref.prefix(VERSION)
+        os.makedirs(os.path.dirname(root), exist_ok=True)
+        holder = os.open(root + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        try:
+            codex_ref.install(VERSION, budget=1)
+            raise AssertionError("install went on while another held the lock")
+        except codex_ref.Unavailable as e:
+            assert "another npm install of codex held %s.lock for 1 s" % root in str(e), e
+        proc = subprocess.Popen([sys.executable, TOOL, "install", VERSION],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            wait_until(lambda: blocked_on_lock(root + ".lock", proc.pid), 20,
+                       "the second installer to wait in flock")
+            assert proc.poll() is None and sb.npm_runs() == [], sb.npm_runs()
+        finally:
+            os.close(holder)
+        out = proc.communicate(timeout=60)[0].decode().strip()
+        assert proc.returncode == 0 and out == codex_ref.find(VERSION), out
+        assert len(sb.npm_runs()) == 1, sb.npm_runs()
     finally:
         sb.close()
 

@@ -6,7 +6,7 @@ asserts the denial itself (which errno family, and that nothing changed on the h
 file, no injected command run by the victim shell, hostname unchanged, no secret in any
 output), never just a non-zero exit.
 
-The system calls a shell cannot make come from tests/sandbox/escape_probe.c (escape-probe in
+The system calls a shell cannot make come from tests/sandbox/escape_probe*.c (escape-probe in
 the build directory); its attempts and their results are listed in
 docs/SANDBOX_REFERENCE.md, measured against the reference. A case the reference itself does
 not deny is marked ref_allowed(reason): nothing is asserted about it (it is printed), for

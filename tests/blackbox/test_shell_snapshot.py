@@ -8,11 +8,13 @@ builds its own HOME with a ~/.bashrc and runs against ours and the reference ali
 A capture is a login bash on a loaded machine: deadlines are generous (and scaled)."""
 import os
 import shutil
+import signal
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *  # noqa
+from test_spawner_channel import answered_while_stopped, spawners  # noqa
 
 SLOW = DEFAULT_TIMEOUT * 4
 SHELL = {"name": "bash", "path": "/bin/bash"}
@@ -248,6 +250,40 @@ def test_shutdown_during_capture(_):
         wait_no_marked(timeout=SLOW)
     finally:
         home.cleanup()
+
+
+@ours_only
+@needs_own_server
+def test_capture_never_stops_the_loop(_):
+    """The capture starts through the loop's spawner channel like any command, and the
+    loop never waits for a spawner (issue 38): with every spawner process of the server
+    stopped, a start that needs a new capture waits while a request sent behind it is
+    answered; once they run again, the capture runs and the command gets its snapshot."""
+    def body(s, home, srv):
+        # A first capture, so that every spawner the server uses for one exists.
+        assert start(s, "warm", 'echo "$FROM_RC"', home, scope="warm")[0] == "rc-value\n"
+        stopped = spawners(srv)
+        for p in stopped:
+            os.kill(p, signal.SIGSTOP)
+        try:
+            wait_until(lambda: all(proc_state(p) == "T" for p in stopped), 5,
+                       "the spawners to stop")
+            sid = s.send_request("process/start", {
+                "processId": "a", "argv": ["/bin/bash", "-lc", 'echo "$FROM_RC"; rc_greet x'],
+                "cwd": "file://" + srv.workdir, "tty": False,
+                "env": {"PATH": "/usr/bin:/bin", "HOME": home.dir, MARKER_VAR: MARKER},
+                "shellSnapshot": {"scopeId": "scope-new", "shell": SHELL}})
+            answered_while_stopped(s, stopped, "a capture's start waited for a stopped "
+                                   "spawner")
+        finally:
+            for p in stopped:
+                os.kill(p, signal.SIGCONT)
+        assert s.wait_response(sid, timeout=SLOW)["result"] == {"processId": "a",
+                                                                 "sandboxType": "none"}
+        out = s.collect_until_closed("a", timeout=SLOW)
+        assert (out["exit_code"], out["stdout"]) == (0, b"rc-value\nhello x from rc\n"), out
+        assert home.captures() == 2
+    with_home(body)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *  # noqa
 from test_process import burst  # noqa: one write, the server dispatches them together
+from test_process import new_marker  # noqa
 
 # Enough request bytes to fill the spawner's socket several times over (the server
 # asks for 1 MiB of send buffer, which the kernel doubles): each start carries a
@@ -41,6 +42,17 @@ def spawners(srv):
 def the_spawner(srv):
     wait_until(lambda: len(spawners(srv)) == 1, 10, "one spawner process")
     return spawners(srv)[0]
+
+
+def answered_while_stopped(s, stopped, what):
+    """A request sent on session s now is answered while the spawners `stopped` stay
+    stopped: the loop did not wait for them (`what` names what was waiting)."""
+    rid = s.send_request("process/read", {"processId": "nonesuch"})
+    try:
+        assert "error" in s.wait_response(rid, timeout=20)
+    except Timeout:
+        raise AssertionError("the server stopped answering while " + what)
+    assert all(proc_state(p) == "T" for p in stopped), "a spawner ran again before the answer"
 
 
 def starts(prefix, n, argv):
@@ -122,6 +134,45 @@ def test_killed_spawner_is_replaced(srv):
     s.start("k1", ["/bin/sh", "-c", "echo after"])
     assert s.collect_until_closed("k1")["stdout"] == b"after\n"
     s.close()
+
+
+@ours_only
+@needs_own_server
+def test_cancel_at_stopped_spawner_does_not_stop_the_loop(_):
+    """A session that ends while its start is with a stopped spawner (the request sent,
+    not queued, so it cannot be taken back): the start is cancelled without waiting for
+    the spawner, and another connection is answered while the spawner is still stopped.
+    Once the spawner runs again, the child it starts is killed and reaped, and the
+    server holds the descriptors it held before: nothing of the start is left."""
+    with Server(extra_args=["--log-level", "info"]) as srv:
+        sp = the_spawner(srv)
+        other = srv.session()
+        other.start("w", ["true"])  # whatever a first start makes once is made now
+        other.collect_until_closed("w")
+        before = fd_count(srv.pid)
+        s = srv.session()
+        mk = new_marker()
+        os.kill(sp, signal.SIGSTOP)
+        try:
+            wait_until(lambda: proc_state(sp) == "T", 5, "the spawner to stop")
+            start = {"processId": "c", "argv": ["sleep", "600"], "cwd": "file:///tmp",
+                     "env": {"PATH": "/usr/bin:/bin", MARKER_VAR: mk}, "tty": False,
+                     "pipeStdin": False}
+            _, closing = burst(s, [("process/start", start), ("session/close", {})])
+            assert "result" in s.wait_response(closing)
+            s.close()
+            wait_until(lambda: "event=session_end" in srv.stderr_text(1 << 20), 10,
+                       "the session to end (its start cancelled)")
+            answered_while_stopped(other, [sp], "a cancelled start waited for its stopped "
+                                   "spawner")
+        finally:
+            os.kill(sp, signal.SIGCONT)
+        wait_until(lambda: fd_count(srv.pid) <= before, 20,
+                   "the cancelled start's descriptors to close (%d before)" % before)
+        wait_until(lambda: not descendants(srv.pid), 10, "no child of the server left")
+        assert not marked_pids(mk), "the cancelled start's command runs"
+        assert spawners(srv) == [sp]
+        other.close()
 
 
 if __name__ == "__main__":
