@@ -212,7 +212,9 @@ static void connect_run(struct fleet_job *j, struct fleet_db *db)
 {
     struct api_call *a = (struct api_call *)j;
     if (!job_token(a, db, FLEET_ROLE_HARNESS)) return;
-    int64_t alive_after = j->now_ms - (int64_t)fleet_cfg.dead_ms;
+    /* Not simply now - dead: after an outage the holding node may not have
+     * heartbeated yet (fleet_worker_alive_after). */
+    int64_t alive_after = fleet_worker_alive_after(j->now_ms, (int64_t)fleet_cfg.dead_ms);
     j->result = fleet_store_locate(db, a->env, alive_after, &a->loc, j->err, sizeof j->err);
     if (j->result < 0) return;
     j->result =

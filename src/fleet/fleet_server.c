@@ -120,9 +120,10 @@ struct heartbeat_job {
 static void heartbeat_run(struct fleet_job *j, struct fleet_db *db)
 {
     struct heartbeat_job *h = (struct heartbeat_job *)j;
-    j->result = fleet_store_heartbeat(db, fleet_cfg.node, fleet_cfg.public_base, h->held, h->nheld,
-                                      j->now_ms - (int64_t)fleet_cfg.dead_ms, j->now_ms, &h->lost,
-                                      &h->nlost, j->err, sizeof j->err);
+    j->result =
+        fleet_store_heartbeat(db, fleet_cfg.node, fleet_cfg.public_base, h->held, h->nheld,
+                              fleet_worker_alive_after(j->now_ms, (int64_t)fleet_cfg.dead_ms),
+                              j->now_ms, &h->lost, &h->nlost, j->err, sizeof j->err);
 }
 
 static void heartbeat_done(struct fleet_job *j)
@@ -148,6 +149,7 @@ static void heartbeat_tick(uv_timer_t *t)
     struct heartbeat_job *h = xcalloc(1, sizeof *h);
     h->held = fleet_relay_held(&h->nheld);
     heartbeat_busy = true;
+    h->job.reconnect_now = true; /* paced by this timer: no need to wait for the throttle */
     if (fleet_worker_submit(&h->job, heartbeat_run, heartbeat_done) < 0) {
         heartbeat_busy = false;
         fleet_relay_heartbeat_done(0);

@@ -26,6 +26,9 @@ static struct {
     bool down;
     int64_t last_try_ms;
     char last_err[240];
+    int64_t last_ok_ms;        /* the last job that reached the database */
+    int64_t outage_last_ok_ms; /* last_ok_ms when the latest outage began */
+    int64_t back_ms;           /* when the latest outage ended (0: none yet) */
     /* the loop's view, for logs and /readyz */
     bool loop_down;
 } w;
@@ -53,7 +56,7 @@ static bool ready_to_run(struct fleet_job *j)
 {
     if (!w.down && !fleet_db_broken(w.db)) return true;
     int64_t now = fleet_now_ms();
-    if (now - w.last_try_ms < RECONNECT_EVERY_MS) {
+    if (now - w.last_try_ms < RECONNECT_EVERY_MS && !j->reconnect_now) {
         j->result = -EIO;
         snprintf(j->err, sizeof j->err, "%s", w.last_err);
         return false;
@@ -71,14 +74,34 @@ static void run_one(struct fleet_job *j)
 {
     j->result = 0;
     j->err[0] = '\0';
-    if (ready_to_run(j)) j->run(j, w.db);
+    if (ready_to_run(j)) {
+        if (w.down) {
+            /* Back, as of now: before run, which may already judge other nodes'
+             * heartbeats (a heartbeat's cleanup, /connect). */
+            w.outage_last_ok_ms = w.last_ok_ms;
+            w.back_ms = fleet_now_ms();
+            w.down = false;
+        }
+        j->run(j, w.db);
+    }
     if (j->result == -EIO) {
         w.down = true;
         if (!w.last_try_ms) w.last_try_ms = fleet_now_ms();
         if (j->err[0]) snprintf(w.last_err, sizeof w.last_err, "%s", j->err);
-    } else {
-        w.down = false;
+        return;
     }
+    w.last_ok_ms = fleet_now_ms();
+}
+
+int64_t fleet_alive_after(int64_t now_ms, int64_t dead_ms, int64_t last_ok_ms, int64_t back_ms)
+{
+    if (back_ms && now_ms < back_ms + dead_ms) return last_ok_ms - dead_ms;
+    return now_ms - dead_ms;
+}
+
+int64_t fleet_worker_alive_after(int64_t now_ms, int64_t dead_ms)
+{
+    return fleet_alive_after(now_ms, dead_ms, w.outage_last_ok_ms, w.back_ms);
 }
 
 static void thread_main(void *arg)
@@ -135,6 +158,7 @@ int fleet_worker_start(uv_loop_t *loop, struct fleet_db *db)
     memset(&w, 0, sizeof w);
     w.loop = loop;
     w.db = db;
+    w.last_ok_ms = fleet_now_ms(); /* the caller has just used db */
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
     int r = uv_async_init(loop, &w.async, on_async);

@@ -7,7 +7,14 @@
  * While the database is unavailable (a job failed with -EIO) a new connection is
  * tried at most once a second; jobs in between fail at once with -EIO and the last
  * error, so requests get their 503 quickly instead of queueing behind reconnects.
- * The loop logs each change of availability once and /readyz follows it. */
+ * The heartbeat is the exception: it always tries (its timer paces it), so a node is
+ * back in the database within one heartbeat of the database's return, not a
+ * heartbeat plus a second of throttle. The loop logs each change of availability
+ * once and /readyz follows it.
+ *
+ * An outage also stops every node's heartbeat, so the thread remembers the last one
+ * it saw (fleet_worker_alive_after): the node that gets the database back first must
+ * not take the others, silent only because they could not write, for dead. */
 #ifndef EXEC_FLEET_WORKER_H
 #define EXEC_FLEET_WORKER_H
 
@@ -32,6 +39,8 @@ struct fleet_job {
     int result;
     char err[240];
     int64_t now_ms;         /* wall clock when submitted: what run compares expiries with */
+    bool reconnect_now;     /* set before submit: may try to reconnect even within the
+                               throttle (the heartbeat) */
     struct fleet_job *next; /* queue link (the worker's) */
 };
 
@@ -47,6 +56,17 @@ unsigned fleet_worker_pending(void);
 /* Lets queued jobs finish (bounded by the database's own timeouts), calls their
  * done, joins the thread and closes the connection. */
 void fleet_worker_stop(void);
+
+/* For a job's run (the database thread): the oldest node heartbeat that still counts
+ * as alive at now_ms (a job's now_ms), the nodes' dead time being dead_ms:
+ * fleet_alive_after with what this thread saw of the database. */
+int64_t fleet_worker_alive_after(int64_t now_ms, int64_t dead_ms);
+/* The rule: now_ms - dead_ms, except in the dead_ms after the database came back
+ * (back_ms, 0 when it never went away) from an outage that began after last_ok_ms
+ * (the last success before it). Then every node that was alive at last_ok_ms still
+ * is: no node could heartbeat during the outage, and each gets the whole dead time
+ * after the return to check in again, as in steady state. */
+int64_t fleet_alive_after(int64_t now_ms, int64_t dead_ms, int64_t last_ok_ms, int64_t back_ms);
 
 /* Wall clock in unix milliseconds. */
 int64_t fleet_now_ms(void);

@@ -13,6 +13,12 @@ gives each scenario a database of its own.
   database goes away   pg_ctl stop: /connect answers 503 database_unavailable, /readyz
                        503, established relays go on, nothing crashes; pg_ctl start:
                        served again without a restart
+  a node slow to return  the same, but node A (holding the executor) is stopped
+                       (SIGSTOP) when the database comes back, after an outage longer
+                       than the dead time: node B still hands out A's URL (A was alive
+                       when the database went away and gets three heartbeats after it
+                       returns, like any node), never 409 environment_offline; once A
+                       runs again the harness reaches the executor through it
   a node dies          SIGKILL of node A: once its heartbeat is stale node B says 409
                        environment_offline (never a dead node's URL); our executor,
                        whose rendezvous URL names a shared address (--environment-url,
@@ -155,6 +161,63 @@ def test_database_goes_away_and_returns(_):
             n.wait_log(r"event=database result=available")
         fleet_lib.poll_until(lambda: fleet_lib.readyz(b.url) == 200, 10, "/readyz 200 again")
     finally:
+        if not PG.running():
+            PG.start()
+        for s in socks:
+            s.abort()
+        b.stop()
+        a.stop()
+
+
+@needs_own_server
+def test_node_slow_to_return_after_the_database(_):
+    db = database()
+    a = node(db, "--node-id", "node-a")
+    b = node(db, "--node-id", "node-b")
+    socks = []
+    stopped = False
+    try:
+        _, env_ws = attach_played(a, "env-slow")
+        socks.append(env_ws)
+        h_tok = a.token("env-slow", "harness")
+        a.wait_log(r"event=attach environment=env-slow ")
+        st, c, _ = post(b.url, "/cloud/environment/env-slow/connect",
+                        {"harness_public_key": key()}, h_tok)
+        assert st == 200 and str(a.port) in c["url"], c
+        down_at = time.monotonic()
+        PG.stop()
+        for n in (a, b):
+            n.wait_log(r"event=database result=unavailable")
+        # Every heartbeat is now older than the dead time (3 x 0.5 s) once the
+        # database returns, and A is not there to write a new one at once (a node
+        # the scheduler starves, under load, is the same).
+        outage = down_at + 2.0 - time.monotonic()
+        time.sleep(max(0.0, outage))  # sleep-ok: a stimulus, the outage's length
+        os.kill(a.proc.pid, signal.SIGSTOP)
+        stopped = True
+        PG.start()
+
+        def answered():
+            st, d, _ = post(b.url, "/cloud/environment/env-slow/connect",
+                            {"harness_public_key": key()}, h_tok)
+            return None if st == 503 else (st, d)
+        st, c = fleet_lib.poll_until(answered, 20, "node B to reach the database again")
+        assert st == 200 and str(a.port) in c["url"], (st, c)
+        os.kill(a.proc.pid, signal.SIGCONT)
+        stopped = False
+        a.wait_log(r"event=database result=available")
+
+        def harness():
+            status, _, h = fake_cloud.ws_connect(c["url"])
+            assert status in (101, 503), status
+            return h if status == 101 else None
+        h = fleet_lib.poll_until(harness, 20, "node A to take the harness")
+        socks.append(h)
+        h.send_binary(frame("s-1", "resume"))
+        assert recv(env_ws) == (2, frame("s-1", "resume"))
+    finally:
+        if stopped:
+            os.kill(a.proc.pid, signal.SIGCONT)
         if not PG.running():
             PG.start()
         for s in socks:
