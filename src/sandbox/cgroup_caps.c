@@ -177,11 +177,22 @@ static int write_limits(enum cgroup_cap c, const char *dir, unsigned max_procs, 
     return sw == -ENOENT ? 0 : rc ? rc : sw;
 }
 
+/* What the init joins the new cgroup at path by (cgroup_caps.h): its tasks file on
+ * v1 (v2 has none), else the directory for clone3. Returns the fd or -errno. */
+static int open_join(const char *path)
+{
+    char file[PATH_MAX + 32];
+    snprintf(file, sizeof file, "%s/tasks", path);
+    int fd = open(file, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
 int cgroup_caps_create(unsigned max_procs, uint64_t max_memory, struct cgroup_caps *out)
 {
     for (int c = 0; c < CGROUP_CAP_N; c++) {
         out->path[c] = NULL;
-        out->procs_fd[c] = -1;
+        out->join_fd[c] = -1;
     }
     bool want[CGROUP_CAP_N] = {max_procs && base[CGROUP_CAP_PIDS][0],
                                max_memory && base[CGROUP_CAP_MEMORY][0]};
@@ -200,10 +211,11 @@ int cgroup_caps_create(unsigned max_procs, uint64_t max_memory, struct cgroup_ca
             }
             out->path[c] = path;
             dir = path;
-            char file[PATH_MAX + 32];
-            snprintf(file, sizeof file, "%s/cgroup.procs", path);
-            out->procs_fd[c] = open(file, O_WRONLY | O_CLOEXEC);
-            if (out->procs_fd[c] < 0) rc = -errno;
+            int fd = open_join(path);
+            if (fd < 0)
+                rc = fd;
+            else
+                out->join_fd[c] = fd;
         }
         if (!rc) rc = write_limits((enum cgroup_cap)c, dir, max_procs, max_memory);
     }
@@ -214,27 +226,25 @@ int cgroup_caps_create(unsigned max_procs, uint64_t max_memory, struct cgroup_ca
 void cgroup_caps_remove(struct cgroup_caps *cg)
 {
     for (int c = 0; c < CGROUP_CAP_N; c++) {
-        if (cg->procs_fd[c] >= 0) close(cg->procs_fd[c]);
-        cg->procs_fd[c] = -1;
+        if (cg->join_fd[c] >= 0) close(cg->join_fd[c]);
+        cg->join_fd[c] = -1;
         if (cg->path[c]) rmdir(cg->path[c]);
         free(cg->path[c]);
         cg->path[c] = NULL;
     }
 }
 
-int cgroup_caps_move(int procs_fd, pid_t pid)
+bool cgroup_caps_join_by_clone(int join_fd)
 {
-    char num[16];
-    int n = 0;
-    char rev[16];
-    unsigned v = (unsigned)pid;
-    do {
-        rev[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v && n < (int)sizeof rev);
-    for (int i = 0; i < n; i++)
-        num[i] = rev[n - 1 - i];
-    return write(procs_fd, num, (size_t)n) == n ? 0 : -errno;
+    struct stat sb;
+    return fstat(join_fd, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+int cgroup_caps_join_self(int join_fd)
+{
+    /* "0" is the writer: the calling thread alone with `tasks`, which needs no
+     * global lock (cgroup_caps.h). */
+    return write(join_fd, "0", 1) == 1 ? 0 : -errno;
 }
 
 void cgroup_caps_shutdown(void)

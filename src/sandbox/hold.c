@@ -18,7 +18,7 @@ struct sandbox_hold *sandbox_hold_acquire(const struct sandbox_policy *p, unsign
 {
     struct sandbox_hold *h = xcalloc(1, sizeof *h);
     *err = 0;
-    h->cg.procs_fd[0] = h->cg.procs_fd[1] = -1;
+    h->cg.join_fd[0] = h->cg.join_fd[1] = -1;
     h->ph = sandbox_placeholders_acquire(&p->protected_names);
     /* A process cap that cannot be made still has RLIMIT_NPROC; a memory cap has
      * nothing else, so asking for one that cannot be made fails the start. */
@@ -37,7 +37,7 @@ void sandbox_hold_cgroup_fds(const struct sandbox_hold *h, int fds[2])
 {
     fds[0] = fds[1] = -1;
     for (int c = 0, n = 0; h && c < CGROUP_CAP_N; c++)
-        if (h->cg.procs_fd[c] >= 0) fds[n++] = h->cg.procs_fd[c];
+        if (h->cg.join_fd[c] >= 0) fds[n++] = h->cg.join_fd[c];
 }
 
 void sandbox_hold_release(struct sandbox_hold *h)
