@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,7 +189,8 @@ static int open_join(const char *path)
     return fd < 0 ? -errno : fd;
 }
 
-int cgroup_caps_create(unsigned max_procs, uint64_t max_memory, struct cgroup_caps *out)
+/* Makes a new sandbox's cgroups (cgroup_caps_create). */
+static int make_cgroups(unsigned max_procs, uint64_t max_memory, struct cgroup_caps *out)
 {
     for (int c = 0; c < CGROUP_CAP_N; c++) {
         out->path[c] = NULL;
@@ -223,6 +225,49 @@ int cgroup_caps_create(unsigned max_procs, uint64_t max_memory, struct cgroup_ca
     return rc;
 }
 
+/* Cgroups made ahead (cgroup_caps_prepare) for cgroup_caps_create to take, with
+ * the limits they were made with. */
+#define READY_MAX 2
+static struct ready {
+    struct cgroup_caps cg;
+    unsigned max_procs;
+    uint64_t max_memory;
+} ready[READY_MAX];
+static int n_ready;
+static bool shut; /* cgroup_caps_shutdown ran: nothing more is kept */
+static pthread_mutex_t ready_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int cgroup_caps_create(unsigned max_procs, uint64_t max_memory, struct cgroup_caps *out)
+{
+    pthread_mutex_lock(&ready_lock);
+    bool taken = n_ready > 0 && ready[n_ready - 1].max_procs == max_procs &&
+                 ready[n_ready - 1].max_memory == max_memory;
+    if (taken) *out = ready[--n_ready].cg;
+    pthread_mutex_unlock(&ready_lock);
+    return taken ? 0 : make_cgroups(max_procs, max_memory, out);
+}
+
+void cgroup_caps_prepare(unsigned max_procs, uint64_t max_memory)
+{
+    for (;;) {
+        pthread_mutex_lock(&ready_lock);
+        bool full = shut || n_ready == READY_MAX;
+        pthread_mutex_unlock(&ready_lock);
+        struct cgroup_caps cg;
+        if (full || make_cgroups(max_procs, max_memory, &cg) < 0 ||
+            (!cg.path[CGROUP_CAP_PIDS] && !cg.path[CGROUP_CAP_MEMORY]))
+            return;
+        pthread_mutex_lock(&ready_lock);
+        bool kept = !shut && n_ready < READY_MAX;
+        if (kept) ready[n_ready++] = (struct ready){cg, max_procs, max_memory};
+        pthread_mutex_unlock(&ready_lock);
+        if (!kept) {
+            cgroup_caps_remove(&cg);
+            return;
+        }
+    }
+}
+
 void cgroup_caps_remove(struct cgroup_caps *cg)
 {
     for (int c = 0; c < CGROUP_CAP_N; c++) {
@@ -249,6 +294,11 @@ int cgroup_caps_join_self(int join_fd)
 
 void cgroup_caps_shutdown(void)
 {
+    pthread_mutex_lock(&ready_lock);
+    shut = true;
+    while (n_ready > 0)
+        cgroup_caps_remove(&ready[--n_ready].cg);
+    pthread_mutex_unlock(&ready_lock);
     for (int c = CGROUP_CAP_N - 1; c >= 0; c--) {
         if (base[c][0] && (c == 0 || strcmp(base[c], base[0]))) rmdir(base[c]);
         base[c][0] = 0;

@@ -60,9 +60,15 @@ int cgroup_caps_init(int *memory_err);
 bool cgroup_caps_available(enum cgroup_cap which);
 
 /* New cgroups: pids.max = max_procs (0: none), a memory limit of max_memory bytes
- * (0: none). Returns 0 (out filled; every path NULL when neither applies) or -errno,
- * with nothing left behind. Thread-safe. */
+ * (0: none): one made ahead by cgroup_caps_prepare with those limits, else made now.
+ * Returns 0 (out filled; every path NULL when neither applies) or -errno, with
+ * nothing left behind. Thread-safe. */
 int cgroup_caps_create(unsigned max_procs, uint64_t max_memory, struct cgroup_caps *out);
+
+/* Makes cgroups ahead for cgroup_caps_create, up to two sets, on a thread that may
+ * block (mkdir, the limits and the join descriptor were 0.15 ms of a capped start on
+ * the loop thread). Thread-safe; after cgroup_caps_shutdown it makes nothing. */
+void cgroup_caps_prepare(unsigned max_procs, uint64_t max_memory);
 
 /* Closes what is open and removes the directories (their processes are gone). */
 void cgroup_caps_remove(struct cgroup_caps *cg);
@@ -76,7 +82,7 @@ bool cgroup_caps_join_by_clone(int join_fd);
  * Async-signal-safe. */
 int cgroup_caps_join_self(int join_fd);
 
-/* Removes this server's directories at exit (empty by then). */
+/* Removes the cgroups made ahead and this server's directories, at exit. */
 void cgroup_caps_shutdown(void);
 
 #endif

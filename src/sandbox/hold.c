@@ -13,6 +13,12 @@ struct sandbox_hold {
     struct cgroup_caps cg;      /* paths NULL when none */
 };
 
+/* The process cap a cgroup can be made for (0: none). */
+static unsigned cgroup_max_procs(unsigned max_procs)
+{
+    return cgroup_caps_available(CGROUP_CAP_PIDS) ? max_procs : 0;
+}
+
 struct sandbox_hold *sandbox_hold_acquire(const struct sandbox_policy *p, unsigned max_procs,
                                           uint64_t max_memory, int *err)
 {
@@ -22,7 +28,7 @@ struct sandbox_hold *sandbox_hold_acquire(const struct sandbox_policy *p, unsign
     h->ph = sandbox_placeholders_acquire(&p->protected_names);
     /* A process cap that cannot be made still has RLIMIT_NPROC; a memory cap has
      * nothing else, so asking for one that cannot be made fails the start. */
-    if (!max_procs || !cgroup_caps_available(CGROUP_CAP_PIDS)) max_procs = 0;
+    max_procs = cgroup_max_procs(max_procs);
     if (max_memory && !cgroup_caps_available(CGROUP_CAP_MEMORY)) *err = -ENOTSUP;
     int rc = *err ? -1 : cgroup_caps_create(max_procs, max_memory, &h->cg);
     if (rc < 0 && max_memory && !*err) *err = rc;
@@ -31,6 +37,12 @@ struct sandbox_hold *sandbox_hold_acquire(const struct sandbox_policy *p, unsign
         return NULL;
     }
     return h;
+}
+
+void sandbox_hold_prepare(unsigned max_procs, uint64_t max_memory)
+{
+    if (max_memory && !cgroup_caps_available(CGROUP_CAP_MEMORY)) return;
+    cgroup_caps_prepare(cgroup_max_procs(max_procs), max_memory);
 }
 
 void sandbox_hold_cgroup_fds(const struct sandbox_hold *h, int fds[2])
