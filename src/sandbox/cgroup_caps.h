@@ -14,8 +14,8 @@
  * The init is in its cgroups before it does anything else, and nothing of the
  * sandbox is forked before, without a cgroup move on the start's path: a move
  * (writing a pid to cgroup.procs) takes cgroup_threadgroup_rwsem for writing,
- * which waits for an RCU grace period, 5 to 15 ms on this two-core machine (more
- * under load): row 1b's p95 went from 7 to 13 ms when the spawner did it. Instead,
+ * which waits for an RCU grace period (11 ms at p50 on this two-core machine at a load
+ * of 20): row 1b's p95 went from 7 to 13 ms when the spawner did it. Instead,
  * per hierarchy, through a descriptor the server opened (the kernel checks the
  * opener's credentials):
  *  - cgroup v1: the init writes "0" to the cgroup's `tasks` as its first step. A
