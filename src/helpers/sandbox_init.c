@@ -499,13 +499,13 @@ static int build_sandbox(const struct sandbox_start *st, bool userns, uid_t uid,
     return prepare_confinement(&st->spec, c, what);
 }
 
-/* Step 2's cgroups, the init's first act: joins each v1 cgroup (one cloned into
- * on v2 is joined already; cgroup_caps.h). Nothing is forked before. */
-static void join_cgroups(const struct sandbox_start *st)
+/* Step 2's cgroups, the init's first act: joins each but the one it was cloned
+ * into (born_in, or -1; cgroup_caps.h). Nothing is forked before. */
+static void join_cgroups(const struct sandbox_start *st, int born_in)
 {
     for (int i = 0; i < 2; i++) {
         int fd = st->cgroup_fds[i], rc;
-        if (fd < 0 || cgroup_caps_join_by_clone(fd)) continue;
+        if (fd < 0 || fd == born_in) continue;
         if ((rc = cgroup_caps_join_self(fd)) < 0) {
             fprintf(stderr, "exec-server: sandbox setup failed at its cgroup: %s\n", strerror(-rc));
             st->ops->fail(st->job, SANDBOX_STEP_SETUP, -rc);
@@ -516,10 +516,10 @@ static void join_cgroups(const struct sandbox_start *st)
 /* Runs in the init (PID 1 of the new namespaces, or a subreaper without a PID
  * namespace). Never returns. */
 static __attribute__((noreturn)) void init_main(const struct sandbox_start *st, bool userns,
-                                                uid_t uid, gid_t gid)
+                                                uid_t uid, gid_t gid, int born_in)
 {
     const struct sandbox_ops *o = st->ops;
-    join_cgroups(st);
+    join_cgroups(st, born_in);
     sigset_t all;
     init_session(st, &all);
     struct sandbox_confinement conf;
@@ -581,13 +581,18 @@ struct clone3_args {
 #define CLONE_INTO_CGROUP_ 0x200000000ULL
 
 /* A fork-like clone with flags (SIGCHLD on exit), into the cgroup v2 directory
- * into unless it is -1. */
-static long clone_init(unsigned long flags, int into)
+ * *into unless it is -1; *into becomes -1 where the kernel cannot (before Linux 5.7:
+ * no clone3, or one without its cgroup), and the init then joins it itself. */
+static long clone_init(unsigned long flags, int *into)
 {
-    if (into < 0) return syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, 0);
-    struct clone3_args a = {
-        .flags = flags | CLONE_INTO_CGROUP_, .exit_signal = SIGCHLD, .cgroup = (uint64_t)into};
-    return syscall(SYS_clone3, &a, sizeof a);
+    if (*into >= 0) {
+        struct clone3_args a = {
+            .flags = flags | CLONE_INTO_CGROUP_, .exit_signal = SIGCHLD, .cgroup = (uint64_t)*into};
+        long pid = syscall(SYS_clone3, &a, sizeof a);
+        if (pid >= 0 || (errno != ENOSYS && errno != E2BIG)) return pid;
+        *into = -1;
+    }
+    return syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, 0);
 }
 
 pid_t sandbox_spawn(const struct sandbox_start *st)
@@ -604,13 +609,13 @@ pid_t sandbox_spawn(const struct sandbox_start *st)
     for (int i = 0; i < 2; i++)
         if (st->cgroup_fds[i] >= 0 && cgroup_caps_join_by_clone(st->cgroup_fds[i]))
             into = st->cgroup_fds[i];
-    long pid = clone_init(CLONE_PARENT | CLONE_NEWUSER | ns, into);
+    long pid = clone_init(CLONE_PARENT | CLONE_NEWUSER | ns, &into);
     if (pid < 0 && uid == 0 && (errno == EPERM || errno == EINVAL || errno == ENOSPC)) {
         /* No user namespace for root here (disabled or exhausted): the namespaces
          * are made as root, and the command still drops every capability. */
         userns = false;
-        pid = clone_init(CLONE_PARENT | ns, into);
+        pid = clone_init(CLONE_PARENT | ns, &into);
     }
-    if (pid == 0) init_main(st, userns, uid, gid);
+    if (pid == 0) init_main(st, userns, uid, gid, into);
     return pid < 0 ? -errno : (pid_t)pid;
 }

@@ -287,9 +287,15 @@ bool cgroup_caps_join_by_clone(int join_fd)
 
 int cgroup_caps_join_self(int join_fd)
 {
-    /* "0" is the writer: the calling thread alone with `tasks`, which needs no
-     * global lock (cgroup_caps.h). */
-    return write(join_fd, "0", 1) == 1 ? 0 : -errno;
+    /* "0" is the writer: the calling thread alone with v1's `tasks`, which needs no
+     * global lock (cgroup_caps.h). A v2 directory's cgroup.procs, where the init
+     * could not be cloned into it, moves the process, with the lock. */
+    int fd = cgroup_caps_join_by_clone(join_fd)
+                 ? openat(join_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC)
+                 : join_fd;
+    int rc = fd < 0 ? -errno : write(fd, "0", 1) == 1 ? 0 : -errno;
+    if (fd >= 0 && fd != join_fd) close(fd);
+    return rc;
 }
 
 void cgroup_caps_shutdown(void)

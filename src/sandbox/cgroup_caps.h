@@ -77,9 +77,10 @@ void cgroup_caps_remove(struct cgroup_caps *cg);
  * (CLONE_INTO_CGROUP), rather than a v1 tasks file for the init to write. */
 bool cgroup_caps_join_by_clone(int join_fd);
 
-/* In the init, single-threaded: moves the calling process into the v1 cgroup whose
- * tasks file join_fd is (the caller closes it). Returns 0 or -errno.
- * Async-signal-safe. */
+/* In the init, single-threaded: moves the calling process into the cgroup of
+ * join_fd: by v1's tasks file, or by a v2 directory's cgroup.procs where the kernel
+ * could not clone into it (before Linux 5.7). The caller closes join_fd. Returns 0
+ * or -errno. Async-signal-safe. */
 int cgroup_caps_join_self(int join_fd);
 
 /* Removes the cgroups made ahead and this server's directories, at exit. */
