@@ -226,7 +226,8 @@ static int make_cgroups(unsigned max_procs, uint64_t max_memory, struct cgroup_c
 }
 
 /* Cgroups made ahead (cgroup_caps_prepare) for cgroup_caps_create to take, with
- * the limits they were made with. */
+ * the limits they were made with. They keep no descriptor (join_fd -1): a server
+ * between sandboxes holds the descriptors it held before them. */
 #define READY_MAX 2
 static struct ready {
     struct cgroup_caps cg;
@@ -244,6 +245,15 @@ int cgroup_caps_create(unsigned max_procs, uint64_t max_memory, struct cgroup_ca
                  ready[n_ready - 1].max_memory == max_memory;
     if (taken) *out = ready[--n_ready].cg;
     pthread_mutex_unlock(&ready_lock);
+    for (int c = 0; c < CGROUP_CAP_N && taken; c++) {
+        if (!out->path[c]) continue;
+        out->join_fd[c] = open_join(out->path[c]);
+        if (out->join_fd[c] < 0) { /* removed under us: make a new one */
+            out->join_fd[c] = -1;
+            cgroup_caps_remove(out);
+            taken = false;
+        }
+    }
     return taken ? 0 : make_cgroups(max_procs, max_memory, out);
 }
 
@@ -257,6 +267,10 @@ void cgroup_caps_prepare(unsigned max_procs, uint64_t max_memory)
         if (full || make_cgroups(max_procs, max_memory, &cg) < 0 ||
             (!cg.path[CGROUP_CAP_PIDS] && !cg.path[CGROUP_CAP_MEMORY]))
             return;
+        for (int c = 0; c < CGROUP_CAP_N; c++) {
+            if (cg.join_fd[c] >= 0) close(cg.join_fd[c]);
+            cg.join_fd[c] = -1;
+        }
         pthread_mutex_lock(&ready_lock);
         bool kept = !shut && n_ready < READY_MAX;
         if (kept) ready[n_ready++] = (struct ready){cg, max_procs, max_memory};

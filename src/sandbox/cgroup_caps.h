@@ -67,7 +67,8 @@ int cgroup_caps_create(unsigned max_procs, uint64_t max_memory, struct cgroup_ca
 
 /* Makes cgroups ahead for cgroup_caps_create, up to two sets, on a thread that may
  * block (mkdir, the limits and the join descriptor were 0.15 ms of a capped start on
- * the loop thread). Thread-safe; after cgroup_caps_shutdown it makes nothing. */
+ * the loop thread; opening a ready set's join descriptor is 0.006 ms). They hold no
+ * descriptor meanwhile. Thread-safe; after cgroup_caps_shutdown it makes nothing. */
 void cgroup_caps_prepare(unsigned max_procs, uint64_t max_memory);
 
 /* Closes what is open and removes the directories (their processes are gone). */
