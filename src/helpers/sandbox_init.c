@@ -499,25 +499,27 @@ static int build_sandbox(const struct sandbox_start *st, bool userns, uid_t uid,
     return prepare_confinement(&st->spec, c, what);
 }
 
-/* Runs in the init (PID 1 of the new namespaces, or a subreaper without a PID
- * namespace). Never returns. */
-/* Waits until the spawner has moved us into the sandbox's cgroup (the byte 'J'
- * on joined; sandbox_spawn): nothing may fork before. */
-static int wait_joined(int joined)
+/* Step 2's cgroups, the init's first act: joins each but the one it was cloned
+ * into (born_in, or -1; cgroup_caps.h). Nothing is forked before. */
+static void join_cgroups(const struct sandbox_start *st, int born_in)
 {
-    if (joined < 0) return 0;
-    char c = 0;
-    ssize_t n;
-    while ((n = read(joined, &c, 1)) < 0 && errno == EINTR) {
+    for (int i = 0; i < 2; i++) {
+        int fd = st->cgroup_fds[i], rc;
+        if (fd < 0 || fd == born_in) continue;
+        if ((rc = cgroup_caps_join_self(fd)) < 0) {
+            fprintf(stderr, "exec-server: sandbox setup failed at its cgroup: %s\n", strerror(-rc));
+            st->ops->fail(st->job, SANDBOX_STEP_SETUP, -rc);
+        }
     }
-    close(joined);
-    return n == 1 && c == 'J' ? 0 : -EPERM;
 }
 
+/* Runs in the init (PID 1 of the new namespaces, or a subreaper without a PID
+ * namespace). Never returns. */
 static __attribute__((noreturn)) void init_main(const struct sandbox_start *st, bool userns,
-                                                uid_t uid, gid_t gid, int joined)
+                                                uid_t uid, gid_t gid, int born_in)
 {
     const struct sandbox_ops *o = st->ops;
+    join_cgroups(st, born_in);
     sigset_t all;
     init_session(st, &all);
     struct sandbox_confinement conf;
@@ -538,21 +540,18 @@ static __attribute__((noreturn)) void init_main(const struct sandbox_start *st, 
         conf.ruleset_fd = h;
         if (h < 0) o->fail(st->job, SANDBOX_STEP_SETUP, err);
     }
-    if (st->spec.serve) {
-        if (joined >= 0) close(joined); /* the helper forks nothing: it is never capped */
-        serve_confined(st, &conf);
-    }
+    if (st->spec.serve) serve_confined(st, &conf); /* it forks nothing: never capped */
     /* Without it the init could not learn that the command exited: it would wait
      * forever, and so would the client. */
     s.sfd = signalfd(-1, &all, SFD_CLOEXEC | SFD_NONBLOCK);
     if (s.sfd < 0) o->fail(st->job, SANDBOX_STEP_SIGNALS, errno);
-    if ((rc = wait_joined(joined)) < 0) o->fail(st->job, SANDBOX_STEP_SETUP, -rc);
-    /* Rooted in the cgroup the spawner moved us to: on cgroup v2 a task may only move
+    /* Rooted in the cgroup we joined: on cgroup v2 a task may only move
      * to a cgroup inside its cgroup namespace, which also closes
      * clone3(CLONE_INTO_CGROUP), a way around the read-only cgroupfs
      * (sandbox_view_seal_cgroups): it takes a descriptor of any cgroup directory,
      * opened for reading. */
-    if (joined >= 0 && unshare(CLONE_NEWCGROUP) < 0) o->fail(st->job, SANDBOX_STEP_SETUP, errno);
+    if (st->cgroup_fds[0] >= 0 && unshare(CLONE_NEWCGROUP) < 0)
+        o->fail(st->job, SANDBOX_STEP_SETUP, errno);
     /* 8 */
     s.cmd = vfork_command(st, &conf);
     if (s.cmd < 0) o->fail(st->job, SANDBOX_STEP_CLONE, errno);
@@ -573,40 +572,50 @@ static __attribute__((noreturn)) void init_main(const struct sandbox_start *st, 
     supervise(&s);
 }
 
+/* clone3's arguments as far as CLONE_INTO_CGROUP (Linux 5.7): ours, since
+ * <linux/sched.h>'s clash with <sched.h>. */
+struct clone3_args {
+    uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+        set_tid_size, cgroup;
+};
+#define CLONE_INTO_CGROUP_ 0x200000000ULL
+
+/* A fork-like clone with flags (SIGCHLD on exit), into the cgroup v2 directory
+ * *into unless it is -1; *into becomes -1 where the kernel cannot (before Linux 5.7:
+ * no clone3, or one without its cgroup), and the init then joins it itself. */
+static long clone_init(unsigned long flags, int *into)
+{
+    if (*into >= 0) {
+        struct clone3_args a = {
+            .flags = flags | CLONE_INTO_CGROUP_, .exit_signal = SIGCHLD, .cgroup = (uint64_t)*into};
+        long pid = syscall(SYS_clone3, &a, sizeof a);
+        if (pid >= 0 || (errno != ENOSYS && errno != E2BIG)) return pid;
+        *into = -1;
+    }
+    return syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, 0);
+}
+
 pid_t sandbox_spawn(const struct sandbox_start *st)
 {
     /* 1. the clone flags */
     uid_t uid = geteuid();
     gid_t gid = getegid();
-    int ns = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
+    unsigned long ns = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
     if (!st->spec.pid_inherit) ns |= CLONE_NEWPID;
     if (st->spec.net_restricted) ns |= CLONE_NEWNET;
     bool userns = true;
-    /* 2's cgroups: the init waits on joined[0] while we move it (cgroup_caps.h). */
-    int joined[2] = {-1, -1};
-    if (st->cgroup_fds[0] >= 0 && pipe2(joined, O_CLOEXEC) < 0) return -errno;
-    long pid = syscall(SYS_clone, CLONE_PARENT | CLONE_NEWUSER | ns | SIGCHLD, NULL, NULL, NULL, 0);
+    /* 2's cgroups: a v2 one is the init's from birth (cgroup_caps.h). */
+    int into = -1;
+    for (int i = 0; i < 2; i++)
+        if (st->cgroup_fds[i] >= 0 && cgroup_caps_join_by_clone(st->cgroup_fds[i]))
+            into = st->cgroup_fds[i];
+    long pid = clone_init(CLONE_PARENT | CLONE_NEWUSER | ns, &into);
     if (pid < 0 && uid == 0 && (errno == EPERM || errno == EINVAL || errno == ENOSPC)) {
         /* No user namespace for root here (disabled or exhausted): the namespaces
          * are made as root, and the command still drops every capability. */
         userns = false;
-        pid = syscall(SYS_clone, CLONE_PARENT | ns | SIGCHLD, NULL, NULL, NULL, 0);
+        pid = clone_init(CLONE_PARENT | ns, &into);
     }
-    if (pid == 0) {
-        if (joined[1] >= 0) close(joined[1]);
-        init_main(st, userns, uid, gid, joined[0]);
-    }
-    int err = pid < 0 ? errno : 0;
-    if (joined[0] >= 0) close(joined[0]);
-    if (joined[1] >= 0) {
-        /* A failed move ends the init (fail closed): it reads no 'J'. */
-        bool moved = pid > 0;
-        for (int i = 0; i < 2 && moved; i++)
-            moved = st->cgroup_fds[i] < 0 || cgroup_caps_move(st->cgroup_fds[i], (pid_t)pid) == 0;
-        char c = moved ? 'J' : 'X';
-        ssize_t w = write(joined[1], &c, 1);
-        (void)w;
-        close(joined[1]);
-    }
-    return pid < 0 ? -err : (pid_t)pid;
+    if (pid == 0) init_main(st, userns, uid, gid, into);
+    return pid < 0 ? -errno : (pid_t)pid;
 }

@@ -9,8 +9,8 @@
  *     so the init is the daemon's child, reaped through its pidfd; where the kernel
  *     refuses root a user namespace, the same without it;
  *  2. its own session: die with the daemon, signals blocked (they are the
- *     command's), its terminal; meanwhile the spawner moves it into its
- *     cgroups (cgroup_caps.h), which it waits for before step 8 forks anything;
+ *     command's), its terminal; before all that, its cgroups (cgroup_caps.h):
+ *     cloned into them (v2) or joined as the init's first act (v1);
  *  3. the user namespace's id maps: our uid and gid to themselves only, setgroups
  *     denied;
  *  4. mounts: the view (view.h);
@@ -90,8 +90,9 @@ struct sandbox_start {
     uint16_t proxy_ports[2]; /* the proxy's ports to relay on loopback (0: none) */
     int tun_fd;              /* transparent TCP: an O_PATH descriptor of /dev/net/tun for the
                                 device made in the sandbox's network namespace (tun.h), or -1 */
-    int cgroup_fds[2];       /* the cgroup.procs of its cgroups (cgroup_caps.h), -1 where
-                                none: the init is moved into each before it forks */
+    int cgroup_fds[2];       /* what the init joins its cgroups by (cgroup_caps.h: v1
+                                tasks, v2 the directory), -1 where none: it is in each
+                                before anything else */
     int serve_sock;          /* spec.serve: the fs helper's socket */
     int spawner_sock;        /* the spawner's own socket: never the init's */
     int fd_base;             /* descriptors the command places stay below this */

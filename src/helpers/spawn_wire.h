@@ -36,13 +36,14 @@ enum {
                                          runs the spawner's serve function on extra fd 0
                                          (the sandboxed fs helper) */
     SPAWN_F_CGROUP = 1u << 9,         /* the last init fd (or the one before, with
-                                         SPAWN_F_CGROUP2) is a cgroup's cgroup.procs the
-                                         spawner moves the init into before it forks */
+                                         SPAWN_F_CGROUP2) is what the init joins a cgroup
+                                         by before anything else (sandbox/cgroup_caps.h:
+                                         v1 its tasks, v2 its directory) */
     SPAWN_F_TRANSPARENT = 1u << 10,   /* with SPAWN_F_PROXY: the init makes the TUN device
                                         (sandbox/tun.h) from init fd 1, an O_PATH
                                         descriptor of /dev/net/tun */
-    SPAWN_F_CGROUP2 = 1u << 11,       /* with SPAWN_F_CGROUP: a second cgroup.procs, the
-                                         last init fd (cgroup v1's memory hierarchy) */
+    SPAWN_F_CGROUP2 = 1u << 11,       /* with SPAWN_F_CGROUP: a second cgroup's, the last
+                                         init fd (cgroup v1's memory hierarchy) */
 };
 
 /* The lists, in wire order. */
@@ -65,7 +66,7 @@ struct spawn_wire_req {
     uint32_t n_extra_fds;    /* descriptors the child gets at 3, 4, ... */
     uint32_t n_init_fds;     /* descriptors for the sandbox init: the proxy socket
                                 (SPAWN_F_PROXY), /dev/net/tun (SPAWN_F_TRANSPARENT),
-                                then cgroup.procs (SPAWN_F_CGROUP, SPAWN_F_CGROUP2) */
+                                then the cgroups' (SPAWN_F_CGROUP, SPAWN_F_CGROUP2) */
     uint32_t refuse_code;    /* with SPAWN_F_REFUSE: the exit status */
     uint32_t max_procs;      /* with SPAWN_F_SANDBOX: the sandbox's process cap (0: none) */
     const char *exe;         /* the resolved program path */

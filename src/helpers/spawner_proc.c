@@ -227,7 +227,7 @@ static const struct sandbox_ops sbx_ops = {
     .started = sbx_started,
 };
 
-/* The i-th cgroup.procs among the init fds (they come last: SPAWN_F_CGROUP, then
+/* The i-th cgroup's join descriptor among the init fds (they come last: SPAWN_F_CGROUP, then
  * SPAWN_F_CGROUP2), or -1. */
 static int cgroup_init_fd(const struct job *j, int i)
 {

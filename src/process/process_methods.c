@@ -238,13 +238,32 @@ static const char *start_transparent_refusal(const struct start_job *j, int *tun
     return why;
 }
 
-/* The sandbox's hold (sandbox/hold.h) with the server's caps; its cgroups' procs
- * descriptors into fds. *err < 0 when the memory cap cannot be made. */
-static struct sandbox_hold *hold_sandbox(const struct sandbox_policy *pol, int fds[2], int *err)
+/* The next sandboxes' cgroups, made on a pool thread while this one starts: one
+ * refill at a time, and only once a start took cgroups (an idle server makes none). */
+static uv_work_t cgroup_refill;
+static bool cgroup_refilling;
+
+static void cgroup_refill_run(uv_work_t *w)
+{
+    sandbox_hold_prepare(server_limits.sandbox_max_processes, server_limits.sandbox_max_memory);
+}
+
+static void cgroup_refill_done(uv_work_t *w, int status)
+{
+    cgroup_refilling = false;
+}
+
+/* The sandbox's hold (sandbox/hold.h) with the server's caps; what its init joins
+ * its cgroups by into fds. *err < 0 when the memory cap cannot be made. */
+static struct sandbox_hold *hold_sandbox(uv_loop_t *loop, const struct sandbox_policy *pol,
+                                         int fds[2], int *err)
 {
     struct sandbox_hold *h = sandbox_hold_acquire(pol, server_limits.sandbox_max_processes,
                                                   server_limits.sandbox_max_memory, err);
     sandbox_hold_cgroup_fds(h, fds);
+    if (fds[0] >= 0 && !cgroup_refilling)
+        cgroup_refilling =
+            uv_queue_work(loop, &cgroup_refill, cgroup_refill_run, cgroup_refill_done) == 0;
     return h;
 }
 
@@ -342,7 +361,7 @@ static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
         .cgroup_fds = {-1, -1},
     };
     int herr = 0;
-    if (j->sandboxed && !refusal) hold = hold_sandbox(&j->pol, rq.cgroup_fds, &herr);
+    if (j->sandboxed && !refusal) hold = hold_sandbox(req->loop, &j->pol, rq.cgroup_fds, &herr);
     /* The spawn window: the request goes to the spawner now and the reply when the
      * outcome arrives (start_done); the loop serves other requests meanwhile. What
      * the outcome needs moves from the job to the start. */

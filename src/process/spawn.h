@@ -36,9 +36,9 @@ struct spawn_request {
     int refusal_code;              /* 0 means 1 */
     bool serve;                    /* sandboxed, no exec: run the spawner's serve function on
                                       extra fd 0 (the fs helper) */
-    int cgroup_fds[2];             /* sandboxed: the cgroup.procs of its cgroups (sandbox/
-                                      cgroup_caps.h) for the spawner to move the init into
-                                      first, -1 where none; not closed */
+    int cgroup_fds[2];             /* sandboxed: what the init joins its cgroups by
+                                      (sandbox/cgroup_caps.h), -1 where none; not
+                                      closed */
 };
 
 struct spawn_result {

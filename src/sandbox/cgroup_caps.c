@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,11 +178,23 @@ static int write_limits(enum cgroup_cap c, const char *dir, unsigned max_procs, 
     return sw == -ENOENT ? 0 : rc ? rc : sw;
 }
 
-int cgroup_caps_create(unsigned max_procs, uint64_t max_memory, struct cgroup_caps *out)
+/* What the init joins the new cgroup at path by (cgroup_caps.h): its tasks file on
+ * v1 (v2 has none), else the directory for clone3. Returns the fd or -errno. */
+static int open_join(const char *path)
+{
+    char file[PATH_MAX + 32];
+    snprintf(file, sizeof file, "%s/tasks", path);
+    int fd = open(file, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+/* Makes a new sandbox's cgroups (cgroup_caps_create). */
+static int make_cgroups(unsigned max_procs, uint64_t max_memory, struct cgroup_caps *out)
 {
     for (int c = 0; c < CGROUP_CAP_N; c++) {
         out->path[c] = NULL;
-        out->procs_fd[c] = -1;
+        out->join_fd[c] = -1;
     }
     bool want[CGROUP_CAP_N] = {max_procs && base[CGROUP_CAP_PIDS][0],
                                max_memory && base[CGROUP_CAP_MEMORY][0]};
@@ -200,10 +213,11 @@ int cgroup_caps_create(unsigned max_procs, uint64_t max_memory, struct cgroup_ca
             }
             out->path[c] = path;
             dir = path;
-            char file[PATH_MAX + 32];
-            snprintf(file, sizeof file, "%s/cgroup.procs", path);
-            out->procs_fd[c] = open(file, O_WRONLY | O_CLOEXEC);
-            if (out->procs_fd[c] < 0) rc = -errno;
+            int fd = open_join(path);
+            if (fd < 0)
+                rc = fd;
+            else
+                out->join_fd[c] = fd;
         }
         if (!rc) rc = write_limits((enum cgroup_cap)c, dir, max_procs, max_memory);
     }
@@ -211,34 +225,100 @@ int cgroup_caps_create(unsigned max_procs, uint64_t max_memory, struct cgroup_ca
     return rc;
 }
 
+/* Cgroups made ahead (cgroup_caps_prepare) for cgroup_caps_create to take, with
+ * the limits they were made with. They keep no descriptor (join_fd -1): a server
+ * between sandboxes holds the descriptors it held before them. */
+#define READY_MAX 2
+static struct ready {
+    struct cgroup_caps cg;
+    unsigned max_procs;
+    uint64_t max_memory;
+} ready[READY_MAX];
+static int n_ready;
+static bool shut; /* cgroup_caps_shutdown ran: nothing more is kept */
+static pthread_mutex_t ready_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int cgroup_caps_create(unsigned max_procs, uint64_t max_memory, struct cgroup_caps *out)
+{
+    pthread_mutex_lock(&ready_lock);
+    bool taken = n_ready > 0 && ready[n_ready - 1].max_procs == max_procs &&
+                 ready[n_ready - 1].max_memory == max_memory;
+    if (taken) *out = ready[--n_ready].cg;
+    pthread_mutex_unlock(&ready_lock);
+    for (int c = 0; c < CGROUP_CAP_N && taken; c++) {
+        if (!out->path[c]) continue;
+        out->join_fd[c] = open_join(out->path[c]);
+        if (out->join_fd[c] < 0) { /* removed under us: make a new one */
+            out->join_fd[c] = -1;
+            cgroup_caps_remove(out);
+            taken = false;
+        }
+    }
+    return taken ? 0 : make_cgroups(max_procs, max_memory, out);
+}
+
+void cgroup_caps_prepare(unsigned max_procs, uint64_t max_memory)
+{
+    for (;;) {
+        pthread_mutex_lock(&ready_lock);
+        bool full = shut || n_ready == READY_MAX;
+        pthread_mutex_unlock(&ready_lock);
+        struct cgroup_caps cg;
+        if (full || make_cgroups(max_procs, max_memory, &cg) < 0 ||
+            (!cg.path[CGROUP_CAP_PIDS] && !cg.path[CGROUP_CAP_MEMORY]))
+            return;
+        for (int c = 0; c < CGROUP_CAP_N; c++) {
+            if (cg.join_fd[c] >= 0) close(cg.join_fd[c]);
+            cg.join_fd[c] = -1;
+        }
+        pthread_mutex_lock(&ready_lock);
+        bool kept = !shut && n_ready < READY_MAX;
+        if (kept) ready[n_ready++] = (struct ready){cg, max_procs, max_memory};
+        pthread_mutex_unlock(&ready_lock);
+        if (!kept) {
+            cgroup_caps_remove(&cg);
+            return;
+        }
+    }
+}
+
 void cgroup_caps_remove(struct cgroup_caps *cg)
 {
     for (int c = 0; c < CGROUP_CAP_N; c++) {
-        if (cg->procs_fd[c] >= 0) close(cg->procs_fd[c]);
-        cg->procs_fd[c] = -1;
+        if (cg->join_fd[c] >= 0) close(cg->join_fd[c]);
+        cg->join_fd[c] = -1;
         if (cg->path[c]) rmdir(cg->path[c]);
         free(cg->path[c]);
         cg->path[c] = NULL;
     }
 }
 
-int cgroup_caps_move(int procs_fd, pid_t pid)
+bool cgroup_caps_join_by_clone(int join_fd)
 {
-    char num[16];
-    int n = 0;
-    char rev[16];
-    unsigned v = (unsigned)pid;
-    do {
-        rev[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v && n < (int)sizeof rev);
-    for (int i = 0; i < n; i++)
-        num[i] = rev[n - 1 - i];
-    return write(procs_fd, num, (size_t)n) == n ? 0 : -errno;
+    struct stat sb;
+    return fstat(join_fd, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+int cgroup_caps_join_self(int join_fd)
+{
+    /* "0" is the writer: the calling thread alone with v1's `tasks`, which needs no
+     * global lock (cgroup_caps.h). A v2 directory's cgroup.procs, where the init
+     * could not be cloned into it, moves the process, with the lock. */
+    int fd = cgroup_caps_join_by_clone(join_fd)
+                 ? openat(join_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC)
+                 : join_fd;
+    int rc = fd < 0 ? -errno : write(fd, "0", 1) == 1 ? 0 : -errno;
+    if (fd >= 0 && fd != join_fd) close(fd);
+    return rc;
 }
 
 void cgroup_caps_shutdown(void)
 {
+    pthread_mutex_lock(&ready_lock);
+    shut = true;
+    while (n_ready > 0)
+        cgroup_caps_remove(&ready[--n_ready].cg);
+    pthread_mutex_unlock(&ready_lock);
     for (int c = CGROUP_CAP_N - 1; c >= 0; c--) {
         if (base[c][0] && (c == 0 || strcmp(base[c], base[0]))) rmdir(base[c]);
         base[c][0] = 0;

@@ -13,16 +13,22 @@ struct sandbox_hold {
     struct cgroup_caps cg;      /* paths NULL when none */
 };
 
+/* The process cap a cgroup can be made for (0: none). */
+static unsigned cgroup_max_procs(unsigned max_procs)
+{
+    return cgroup_caps_available(CGROUP_CAP_PIDS) ? max_procs : 0;
+}
+
 struct sandbox_hold *sandbox_hold_acquire(const struct sandbox_policy *p, unsigned max_procs,
                                           uint64_t max_memory, int *err)
 {
     struct sandbox_hold *h = xcalloc(1, sizeof *h);
     *err = 0;
-    h->cg.procs_fd[0] = h->cg.procs_fd[1] = -1;
+    h->cg.join_fd[0] = h->cg.join_fd[1] = -1;
     h->ph = sandbox_placeholders_acquire(&p->protected_names);
     /* A process cap that cannot be made still has RLIMIT_NPROC; a memory cap has
      * nothing else, so asking for one that cannot be made fails the start. */
-    if (!max_procs || !cgroup_caps_available(CGROUP_CAP_PIDS)) max_procs = 0;
+    max_procs = cgroup_max_procs(max_procs);
     if (max_memory && !cgroup_caps_available(CGROUP_CAP_MEMORY)) *err = -ENOTSUP;
     int rc = *err ? -1 : cgroup_caps_create(max_procs, max_memory, &h->cg);
     if (rc < 0 && max_memory && !*err) *err = rc;
@@ -33,11 +39,17 @@ struct sandbox_hold *sandbox_hold_acquire(const struct sandbox_policy *p, unsign
     return h;
 }
 
+void sandbox_hold_prepare(unsigned max_procs, uint64_t max_memory)
+{
+    if (max_memory && !cgroup_caps_available(CGROUP_CAP_MEMORY)) return;
+    cgroup_caps_prepare(cgroup_max_procs(max_procs), max_memory);
+}
+
 void sandbox_hold_cgroup_fds(const struct sandbox_hold *h, int fds[2])
 {
     fds[0] = fds[1] = -1;
     for (int c = 0, n = 0; h && c < CGROUP_CAP_N; c++)
-        if (h->cg.procs_fd[c] >= 0) fds[n++] = h->cg.procs_fd[c];
+        if (h->cg.join_fd[c] >= 0) fds[n++] = h->cg.join_fd[c];
 }
 
 void sandbox_hold_release(struct sandbox_hold *h)

@@ -24,8 +24,12 @@ struct sandbox_hold;
 struct sandbox_hold *sandbox_hold_acquire(const struct sandbox_policy *p, unsigned max_procs,
                                           uint64_t max_memory, int *err);
 
-/* The cgroups' cgroup.procs for the init to join (spawn_request.cgroup_fds), -1
- * where none. The hold keeps ownership. */
+/* Makes the cgroups of the next holds with these caps ahead (cgroup_caps_prepare), on
+ * a thread that may block. */
+void sandbox_hold_prepare(unsigned max_procs, uint64_t max_memory);
+
+/* What the init joins the cgroups by (cgroup_caps.h; spawn_request.cgroup_fds),
+ * -1 where none. The hold keeps ownership. */
 void sandbox_hold_cgroup_fds(const struct sandbox_hold *h, int fds[2]);
 
 /* Ends the hold: the placeholders' use and the cgroup. NULL is a no-op. */

@@ -1540,11 +1540,14 @@ def test_process_flood(_):
                 v.check(mode, "a build's worth", n == want, "capped too low: %s" % m.group(0))
     # The cap must hold where the view shows cgroupfs as the host has it (a full-disk
     # policy, network restricted): a root server's cap is a pids cgroup, and cgroup v1
-    # lets a task of the same uid move itself to another one (ours let it: 6,000 forks).
+    # lets a task of the same uid move itself to another one (ours let it: 6,000 forks),
+    # by cgroup.procs or, a thread at a time, by tasks ("0": the writer).
     leave = ("import glob,os\n"
-             "for f in glob.glob('/sys/fs/cgroup/**/cgroup.procs', recursive=True):\n"
+             "for f in glob.glob('/sys/fs/cgroup/**/cgroup.procs', recursive=True) + "
+             "glob.glob('/sys/fs/cgroup/**/tasks', recursive=True):\n"
              "    try:\n"
-             "        open(f, 'w').write(str(os.getpid())); print('moved to', f)\n"
+             "        open(f, 'w').write('0' if f.endswith('tasks') else str(os.getpid())); "
+             "print('moved to', f)\n"
              "    except OSError:\n"
              "        pass\n")
     mode = ("full disk", "-", RESTRICTED)
