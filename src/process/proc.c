@@ -134,9 +134,19 @@ static void proc_free(struct proc *p)
     netproxy_release(p->netproxy);
     p->netproxy = NULL;
     /* Also after the leader exited: background grandchildren may still be in its
-     * group, and a group never outlives its entry (nor the guardian's record). */
-    kill(-p->pid, SIGKILL);
-    guardian_untrack(p->pid);
+     * group, and a group never outlives its entry (nor the guardian's record). While
+     * the leader is unreaped its pid is still the group's number; once reaped, that
+     * number may be a stranger's (80 s of retention is long enough for pids to wrap
+     * on a busy host), so the group is reached through the leader's pidfd. */
+    if (p->pid_open) {
+        kill(-p->pid, SIGKILL);
+    } else if (p->group_fd >= 0) {
+        spawn_group_signal(p->group_fd, SIGKILL);
+        close(p->group_fd);
+        p->group_fd = -1;
+    }
+    if (!p->untracked) guardian_untrack(p->pid);
+    p->untracked = true;
     if (p->pid_open) {
         uv_close((uv_handle_t *)&p->pid_poll, handle_closed);
         spawn_reap_later(p->pid_poll.loop, p->pidfd, p->hold);
@@ -318,8 +328,17 @@ static void pid_cb(uv_poll_t *h, int status, int events)
                   (unsigned long long)((metrics_now_ns() - p->start_ns) / 1000000));
     }
     uv_close((uv_handle_t *)&p->pid_poll, handle_closed);
-    close(p->pidfd);
     p->pid_open = false;
+    /* Reaped: kill(-pid) may now reach a stranger (proc_free). Background members of
+     * the group keep the pidfd open for the group's end; an empty group cannot be
+     * joined again, so it needs neither the pidfd nor the guardian's record. */
+    if (spawn_group_signal(p->pidfd, 0) == 0) {
+        p->group_fd = p->pidfd;
+    } else {
+        close(p->pidfd);
+        guardian_untrack(p->pid);
+        p->untracked = true;
+    }
     /* The sandbox (its namespaces) ended with its init. */
     sandbox_hold_release(p->hold);
     p->hold = NULL;
@@ -422,6 +441,7 @@ struct proc *proc_add(struct proc_table *t, const char *id, bool tty, bool sandb
     p->sandboxed = sandboxed;
     p->pid = sr->pid;
     p->pidfd = sr->pidfd;
+    p->group_fd = -1;
     p->start_ns = metrics_now_ns();
     live_total++;
     struct timespec now;

@@ -555,8 +555,9 @@ static void on_capture_exit(uv_poll_t *h, int status, int events)
     uv_poll_stop(h);
     c->exited = true;
     c->status = r < 0 ? 255 : si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
-    /* Whatever it left behind in its group goes with it. */
-    kill(-c->pid, SIGKILL);
+    /* Whatever it left behind in its group goes with it: through its pidfd, as it is
+     * reaped and its number may already be a stranger's (spawn_group_signal). */
+    spawn_group_signal(c->pidfd, SIGKILL);
     if (c->eof || c->failed) capture_finish(c);
 }
 

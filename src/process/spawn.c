@@ -142,6 +142,22 @@ int spawn_wait(int pidfd, siginfo_t *si)
     return waitid(P_PIDFD, (id_t)pidfd, si, WEXITED | WNOHANG) < 0 ? -errno : 0;
 }
 
+#ifndef PIDFD_SIGNAL_PROCESS_GROUP
+#define PIDFD_SIGNAL_PROCESS_GROUP (1U << 2) /* linux/pidfd.h, Linux 6.9 */
+#endif
+
+int spawn_group_signal(int pidfd, int sig)
+{
+#ifdef SYS_pidfd_send_signal
+    if (syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, PIDFD_SIGNAL_PROCESS_GROUP) == 0) return 0;
+    return -errno;
+#else
+    (void)pidfd;
+    (void)sig;
+    return -ENOSYS;
+#endif
+}
+
 /* Returns 0 or -errno. */
 static int set_nonblock_cloexec(int fd)
 {

@@ -90,4 +90,14 @@ void spawn_reap_later(uv_loop_t *loop, int pidfd, struct sandbox_hold *hold);
  * while the child runs. Returns 0 or a negative errno. */
 int spawn_wait(int pidfd, siginfo_t *si);
 
+/* Sends sig to what is left of the process group whose leader pidfd refers to, once that
+ * leader has been reaped. Its pid, and so its group's number, may then already belong to
+ * an unrelated process that made a group of its own (setsid): kill(-pid) would signal that
+ * stranger. The pidfd names the group's own struct pid, which a reused number never is
+ * (pidfd_send_signal with PIDFD_SIGNAL_PROCESS_GROUP, Linux 6.9). Returns 0 (some member
+ * was signalled; sig 0 only asks), -ESRCH (the group is empty: it can never be joined
+ * again), or -EINVAL/-ENOSYS/-EBADF where the kernel cannot say (older kernels, the
+ * eventfd stand-in for a pidfd): the caller then signals nothing. */
+int spawn_group_signal(int pidfd, int sig);
+
 #endif

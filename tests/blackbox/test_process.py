@@ -757,5 +757,63 @@ def _st(pid):
         return None
 
 
+def start_on_pid(pid, argv, tries=50):
+    """argv started (in a session of its own: the leader of its own group) on pid, chosen
+    through /proc/sys/kernel/ns_last_pid; None when another process keeps taking it."""
+    import subprocess
+    for _ in range(tries):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        p = subprocess.Popen(argv, start_new_session=True)
+        if p.pid == pid:
+            return p
+        p.kill()
+        p.wait()
+    return None
+
+
+@ours_only
+@needs_own_server
+def test_a_reaped_pid_reused_by_a_stranger_is_never_signalled(_):
+    """A command that exits is reaped at once; its entry, and the kill of what is left of
+    its process group, go when its session expires (or 80 s after it closed). By then its
+    pid can be an unrelated process's that leads a group of its own: the server must not
+    SIGKILL that stranger through the old number (kill(-pid) did: a 'sleep 1000' of
+    another test died under ctest -j). A background child left in the group still dies
+    with the entry."""
+    if os.geteuid() != 0 or not os.access("/proc/sys/kernel/ns_last_pid", os.W_OK):
+        raise TestSkip("choosing the next pid needs root (/proc/sys/kernel/ns_last_pid)")
+    with Server(ttl=1) as srv:
+        watch = srv.session()
+        stranger = None
+        for _attempt in range(10):
+            s = srv.session()
+            s.start("p", ["sh", "-c", "echo $$"])
+            pid = int(s.collect_until_closed("p")["stdout"].decode().strip())
+            # ...and one that leaves a background child in its group, closed
+            s.start("bg", ["sh", "-c", "sleep 1000 >/dev/null 2>&1 & echo $!"])
+            child = int(s.collect_until_closed("bg")["stdout"].decode().strip())
+            stranger = start_on_pid(pid, ["sleep", "1000"])
+            sid = s.session_id
+            s.close()
+            if stranger:
+                break
+        if not stranger:
+            raise TestSkip("pid %d kept being taken by other processes" % pid)
+        try:
+            wait_until(lambda: sid not in [x["sessionId"] for x in
+                                           watch.call("session/list")["sessions"]],
+                       timeout=DEFAULT_TIMEOUT + 1, what="the session to expire")
+            wait_until(lambda: not os.path.exists("/proc/%d/stat" % child) or
+                       open("/proc/%d/stat" % child).read().split(") ")[1][0] == "Z",
+                       what="the background child to go with its entry")
+            assert stranger.poll() is None, (
+                "the server signalled pid %d's new owner (%s)" % (pid, stranger.returncode))
+        finally:
+            stranger.kill()
+            stranger.wait()
+        watch.close()
+
+
 if __name__ == "__main__":
     run_tests(globals())
