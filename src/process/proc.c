@@ -320,8 +320,9 @@ static void pid_cb(uv_poll_t *h, int status, int events)
     uv_close((uv_handle_t *)&p->pid_poll, handle_closed);
     close(p->pidfd);
     p->pid_open = false;
-    /* The sandbox (its namespaces) ended with its init. */
-    sandbox_hold_release(p->hold);
+    /* The sandbox (its namespaces) ended with its init; its cgroups go on a pool
+     * thread (spawn_release_later), not before this process's notifications. */
+    spawn_release_later(p->pid_poll.loop, p->hold);
     p->hold = NULL;
     /* Output already in the pipes belongs before the exit when we can see it. */
     for (int i = 0; i < p->nout; i++)
