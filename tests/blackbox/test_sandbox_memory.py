@@ -116,7 +116,6 @@ def test_a_killed_servers_cgroups_are_removed_by_the_next(_):
     if not memory_cgroup_possible():
         raise TestSkip("no memory cgroup can be made here (not root, or no memory controller)")
     srv = Server(extra_args=["--sandbox-max-memory", "96M"])
-    srv.start()
     try:
         code, text = run_hog(srv, "small", 8)
         assert code == 0 and "allocated 8" in text, (code, text[-500:])
