@@ -339,8 +339,9 @@ static void pid_cb(uv_poll_t *h, int status, int events)
         guardian_untrack(p->pid);
         p->untracked = true;
     }
-    /* The sandbox (its namespaces) ended with its init. */
-    sandbox_hold_release(p->hold);
+    /* The sandbox (its namespaces) ended with its init; its cgroups go on a pool
+     * thread (spawn_release_later), not before this process's notifications. */
+    spawn_release_later(p->pid_poll.loop, p->hold);
     p->hold = NULL;
     /* Output already in the pipes belongs before the exit when we can see it. */
     for (int i = 0; i < p->nout; i++)

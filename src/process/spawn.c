@@ -530,7 +530,42 @@ static void reaper_cb(uv_poll_t *h, int status, int events)
     if (spawn_wait(r->pidfd, &si) == 0 && si.si_pid == 0) return;
     uv_close((uv_handle_t *)&r->poll, reaper_closed);
     close(r->pidfd);
+    spawn_release_later(h->loop, r->hold);
+    r->hold = NULL;
+}
+
+/* A hold let go on a pool thread (spawn_release_later). */
+struct releaser {
+    uv_work_t work;
+    struct sandbox_hold *hold;
+};
+
+static void releaser_run(uv_work_t *w)
+{
+    struct releaser *r = w->data;
     sandbox_hold_release(r->hold);
+}
+
+static void releaser_done(uv_work_t *w, int status)
+{
+    free(w->data);
+}
+
+void spawn_release_later(uv_loop_t *loop, struct sandbox_hold *hold)
+{
+    /* The placeholders go now: a client that sees process/closed finds none left on
+     * the host (the escape suite checks it). */
+    if (!sandbox_hold_release_placeholders(hold)) {
+        sandbox_hold_release(hold);
+        return;
+    }
+    struct releaser *r = xmalloc(sizeof *r);
+    r->hold = hold;
+    r->work.data = r;
+    if (uv_queue_work(loop, &r->work, releaser_run, releaser_done) != 0) {
+        free(r);
+        sandbox_hold_release(hold);
+    }
 }
 
 void spawn_reap_later(uv_loop_t *loop, int pidfd, struct sandbox_hold *hold)

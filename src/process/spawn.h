@@ -85,6 +85,14 @@ void spawn_discard(uv_loop_t *loop, const struct spawn_result *r, struct sandbox
  * releases hold (or NULL); the loop never waits for it. */
 void spawn_reap_later(uv_loop_t *loop, int pidfd, struct sandbox_hold *hold);
 
+/* Releases hold (or NULL): its placeholders now, its cgroups on a libuv pool thread:
+ * a cgroup's rmdir takes the kernel's cgroup_mutex (about 0.1 ms each, more under
+ * load), which the loop thread paid between a sandbox's exit and its process/closed,
+ * and again before the next request. The sandbox is reaped: nothing in it is left to
+ * exploit the delay, and the server's own cgroup directory is removed only after the
+ * loop has run dry (cgroup_caps_shutdown), when every release has run. */
+void spawn_release_later(uv_loop_t *loop, struct sandbox_hold *hold);
+
 /* waitid(P_PIDFD, pidfd, si, WEXITED | WNOHANG) for a pidfd from spawn_child,
  * also when it is the eventfd of the no-pidfd_open fallback. si->si_pid is 0
  * while the child runs. Returns 0 or a negative errno. */

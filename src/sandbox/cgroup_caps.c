@@ -2,9 +2,11 @@
 #include "sandbox/cgroup_caps.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,8 +121,51 @@ static int write_at(const char *dir, const char *name, const char *text)
     return write_text(file, text);
 }
 
+/* Whether a process has that pid here. A server's name is no sure sign (it may run
+ * under another name, as a bench's copies do), so any process with the pid keeps the
+ * directory: a reused pid only delays its removal to a later start. */
+static bool pid_alive(long pid)
+{
+    return kill((pid_t)pid, 0) == 0 || errno != ESRCH;
+}
+
+/* Removes the empty cgroup at path after its empty child cgroups, depth levels
+ * down (a server's directory holds its sandboxes' cgroups, which hold none). rmdir
+ * fails on a cgroup that still has a task or a child: that is what keeps anything
+ * in use. Returns whether path went. */
+static bool remove_empty_tree(int parent, const char *name, int depth)
+{
+    int fd = depth > 0 ? openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d && fd >= 0) close(fd);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (e->d_type == DT_DIR && strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            remove_empty_tree(dirfd(d), e->d_name, depth - 1);
+    if (d) closedir(d);
+    return unlinkat(parent, name, AT_REMOVEDIR) == 0;
+}
+
+/* Removes what servers killed without their shutdown (SIGKILL, a crash) left in
+ * dir: exec-server.PID directories whose PID no process has any more, when they
+ * are empty. Returns how many went. */
+static int sweep_leftovers(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        char *end;
+        if (e->d_type != DT_DIR || strncmp(e->d_name, "exec-server.", 12)) continue;
+        long pid = strtol(e->d_name + 12, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid() || pid_alive(pid)) continue;
+        n += remove_empty_tree(dirfd(d), e->d_name, 2);
+    }
+    closedir(d);
+    return n;
+}
+
 /* Makes this server's directory in ctrl's hierarchy into out. */
-static int init_one(const char *ctrl, char *out, size_t n)
+static int init_one(const char *ctrl, char *out, size_t n, int *swept)
 {
     char mnt[PATH_MAX], own[PATH_MAX], dir[PATH_MAX];
     bool v2 = false;
@@ -130,6 +175,7 @@ static int init_one(const char *ctrl, char *out, size_t n)
     if (snprintf(dir, sizeof dir, "%s%s", mnt, strcmp(own, "/") ? own : "") >= (int)sizeof dir)
         return -ENAMETOOLONG;
     if (v2 && !delegates(dir, ctrl)) return -EPERM;
+    if (geteuid() == 0) *swept += sweep_leftovers(dir);
     char mine[PATH_MAX];
     if (snprintf(mine, sizeof mine, "%s/exec-server.%d", dir, (int)getpid()) >= (int)sizeof mine)
         return -ENAMETOOLONG;
@@ -145,10 +191,11 @@ static int init_one(const char *ctrl, char *out, size_t n)
     return 0;
 }
 
-int cgroup_caps_init(int *memory_err)
+int cgroup_caps_init(int *memory_err, int *swept)
 {
-    int rc = init_one(controller[CGROUP_CAP_PIDS], base[CGROUP_CAP_PIDS], PATH_MAX);
-    *memory_err = init_one(controller[CGROUP_CAP_MEMORY], base[CGROUP_CAP_MEMORY], PATH_MAX);
+    *swept = 0;
+    int rc = init_one(controller[CGROUP_CAP_PIDS], base[CGROUP_CAP_PIDS], PATH_MAX, swept);
+    *memory_err = init_one(controller[CGROUP_CAP_MEMORY], base[CGROUP_CAP_MEMORY], PATH_MAX, swept);
     return rc;
 }
 

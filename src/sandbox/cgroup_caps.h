@@ -53,8 +53,11 @@ struct cgroup_caps {
 
 /* Finds the hierarchies and makes this server's directories (once, at start).
  * Returns 0 when the process cap can be made, or -errno (the cap then rests on
- * RLIMIT_NPROC); *memory_err gets 0 or -errno for the memory cap. */
-int cgroup_caps_init(int *memory_err);
+ * RLIMIT_NPROC); *memory_err gets 0 or -errno for the memory cap. Run as root, it
+ * first removes the empty exec-server.PID directories beside its own whose PID no
+ * process has any more (a server killed with SIGKILL never removes its own),
+ * counting them in *swept. */
+int cgroup_caps_init(int *memory_err, int *swept);
 
 /* Whether a cgroup with that cap can be made (cgroup_caps_init found it). */
 bool cgroup_caps_available(enum cgroup_cap which);

@@ -52,6 +52,14 @@ void sandbox_hold_cgroup_fds(const struct sandbox_hold *h, int fds[2])
         if (h->cg.join_fd[c] >= 0) fds[n++] = h->cg.join_fd[c];
 }
 
+bool sandbox_hold_release_placeholders(struct sandbox_hold *h)
+{
+    if (!h) return false;
+    sandbox_placeholders_release(h->ph);
+    h->ph = NULL;
+    return h->cg.path[0] || h->cg.path[1];
+}
+
 void sandbox_hold_release(struct sandbox_hold *h)
 {
     if (!h) return;

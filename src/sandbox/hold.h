@@ -32,6 +32,10 @@ void sandbox_hold_prepare(unsigned max_procs, uint64_t max_memory);
  * -1 where none. The hold keeps ownership. */
 void sandbox_hold_cgroup_fds(const struct sandbox_hold *h, int fds[2]);
 
+/* Ends the placeholders' use of h (NULL: none) now, keeping its cgroups for
+ * sandbox_hold_release; returns whether it has any (their removal may block). */
+bool sandbox_hold_release_placeholders(struct sandbox_hold *h);
+
 /* Ends the hold: the placeholders' use and the cgroup. NULL is a no-op. */
 void sandbox_hold_release(struct sandbox_hold *h);
 

@@ -295,8 +295,11 @@ int server_run(void)
      * uid 0): say so once where none can be made. A memory cap has nothing else to
      * rest on: asked for where no memory cgroup can be made, the server does not
      * start rather than run every sandbox without it. */
-    int mem_err = 0;
-    int cg = cgroup_caps_init(&mem_err);
+    int mem_err = 0, swept = 0;
+    int cg = cgroup_caps_init(&mem_err, &swept);
+    if (swept > 0)
+        log_notice("removed %d empty cgroup director%s left by exec-servers no longer running",
+                   swept, swept == 1 ? "y" : "ies");
     if (cg < 0 && geteuid() == 0)
         log_warn("no pids cgroup can be made here (%s): --sandbox-max-processes does not hold "
                  "for sandboxed commands of a server running as root",

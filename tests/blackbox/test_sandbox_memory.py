@@ -102,6 +102,36 @@ def test_cap_ends_the_hog_and_spares_the_rest(_):
     assert not memory_dirs(pid), "left behind: %s" % memory_dirs(pid)
 
 
+def server_dirs(pid):
+    """Every directory of this server in the cgroup hierarchies (pids and memory)."""
+    return glob.glob("/sys/fs/cgroup/**/exec-server.%d" % pid, recursive=True)
+
+
+@ours_only
+@needs_own_server
+def test_a_killed_servers_cgroups_are_removed_by_the_next(_):
+    """A server killed with SIGKILL cannot remove its cgroup directories (its own and
+    the sandboxes' made ahead); the next server started as root removes the empty
+    ones whose pid no process has any more, and says how many."""
+    if not memory_cgroup_possible():
+        raise TestSkip("no memory cgroup can be made here (not root, or no memory controller)")
+    srv = Server(extra_args=["--sandbox-max-memory", "96M"])
+    try:
+        code, text = run_hog(srv, "small", 8)
+        assert code == 0 and "allocated 8" in text, (code, text[-500:])
+        dirs = server_dirs(srv.pid)
+        wait_until(lambda: not held_a_process(memory_dirs(srv.pid)), timeout=10,
+                   what="the sandbox's cgroups to be released")
+    finally:
+        srv.kill()
+    assert dirs and all(os.path.isdir(d) for d in dirs), dirs
+    with Server() as nxt:
+        wait_until(lambda: not any(os.path.isdir(d) for d in dirs), timeout=10,
+                   what="the killed server's cgroup directories to be removed")
+        assert "removed" in nxt.stderr_text() and "no longer running" in nxt.stderr_text(), (
+            nxt.stderr_text())
+
+
 @ours_only
 @needs_own_server
 def test_no_cap_by_default(_):
