@@ -125,7 +125,7 @@ def test_a_killed_servers_cgroups_are_removed_by_the_next(_):
     finally:
         srv.kill()
     assert dirs and all(os.path.isdir(d) for d in dirs), dirs
-    with Server() as nxt:
+    with Server(extra_args=["--log-level", "info"]) as nxt:
         wait_until(lambda: not any(os.path.isdir(d) for d in dirs), timeout=10,
                    what="the killed server's cgroup directories to be removed")
         assert "removed" in nxt.stderr_text() and "no longer running" in nxt.stderr_text(), (
