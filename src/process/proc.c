@@ -140,18 +140,17 @@ static void proc_free(struct proc *p)
      * on a busy host), so the group is reached through the leader's pidfd. */
     if (p->pid_open) {
         kill(-p->pid, SIGKILL);
-    } else if (p->group_fd >= 0) {
-        spawn_group_signal(p->group_fd, SIGKILL);
-        close(p->group_fd);
-        p->group_fd = -1;
-    }
-    if (!p->untracked) guardian_untrack(p->pid);
-    p->untracked = true;
-    if (p->pid_open) {
+        guardian_untrack(p->pid);
         uv_close((uv_handle_t *)&p->pid_poll, handle_closed);
         spawn_reap_later(p->pid_poll.loop, p->pidfd, p->hold);
         p->pid_open = false;
     } else {
+        if (p->group_fd >= 0) { /* pid_cb left the group listed with the guardian */
+            spawn_group_signal(p->group_fd, SIGKILL);
+            close(p->group_fd);
+            p->group_fd = -1;
+            guardian_untrack(p->pid);
+        }
         sandbox_hold_release(p->hold);
     }
     p->hold = NULL;
@@ -337,7 +336,6 @@ static void pid_cb(uv_poll_t *h, int status, int events)
     } else {
         close(p->pidfd);
         guardian_untrack(p->pid);
-        p->untracked = true;
     }
     /* The sandbox (its namespaces) ended with its init; its cgroups go on a pool
      * thread (spawn_release_later), not before this process's notifications. */

@@ -63,10 +63,8 @@ struct proc {
     int pidfd;
     uv_poll_t pid_poll;
     bool pid_open;
-    int group_fd;   /* after the leader's reaping: its pidfd, kept while its group has
-                       members (a group never outlives its entry), else -1 */
-    bool untracked; /* the guardian's record of the group is gone (exactly once: a
-                       reused number may be another entry's record) */
+    int group_fd; /* after the leader's reaping: its pidfd, kept while its group has
+                     members (a group never outlives its entry), else -1 */
     struct out_src out[2];
     int nout;
     int in_fd; /* -1 when the child has no writable stdin */

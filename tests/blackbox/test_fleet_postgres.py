@@ -119,20 +119,32 @@ def attach_played(reg, env):
     return doc, ws
 
 
-@needs_own_server
-def test_database_goes_away_and_returns(_):
+def attached_on_a(env_id):
+    """Two nodes on one database, an executor attached to node A as env_id, and node B's
+    /connect for it naming node A: (a, b, the executor's socket, a harness token, that
+    /connect's answer)."""
     db = database()
     a = node(db, "--node-id", "node-a")
     b = node(db, "--node-id", "node-b")
-    socks = []
     try:
-        _, env_ws = attach_played(a, "env-pg")
-        socks.append(env_ws)
-        h_tok = a.token("env-pg", "harness")
-        a.wait_log(r"event=attach environment=env-pg ")
-        st, c, _ = post(b.url, "/cloud/environment/env-pg/connect",
+        _, env_ws = attach_played(a, env_id)
+        h_tok = a.token(env_id, "harness")
+        a.wait_log(r"event=attach environment=%s " % env_id)
+        st, c, _ = post(b.url, "/cloud/environment/%s/connect" % env_id,
                         {"harness_public_key": key()}, h_tok)
         assert st == 200 and str(a.port) in c["url"], c
+    except BaseException:
+        b.stop()
+        a.stop()
+        raise
+    return a, b, env_ws, h_tok, c
+
+
+@needs_own_server
+def test_database_goes_away_and_returns(_):
+    a, b, env_ws, h_tok, c = attached_on_a("env-pg")
+    socks = [env_ws]
+    try:
         status, _, h = fake_cloud.ws_connect(c["url"])
         assert status == 101
         socks.append(h)
@@ -171,19 +183,10 @@ def test_database_goes_away_and_returns(_):
 
 @needs_own_server
 def test_node_slow_to_return_after_the_database(_):
-    db = database()
-    a = node(db, "--node-id", "node-a")
-    b = node(db, "--node-id", "node-b")
-    socks = []
+    a, b, env_ws, h_tok, _ = attached_on_a("env-slow")
+    socks = [env_ws]
     stopped = False
     try:
-        _, env_ws = attach_played(a, "env-slow")
-        socks.append(env_ws)
-        h_tok = a.token("env-slow", "harness")
-        a.wait_log(r"event=attach environment=env-slow ")
-        st, c, _ = post(b.url, "/cloud/environment/env-slow/connect",
-                        {"harness_public_key": key()}, h_tok)
-        assert st == 200 and str(a.port) in c["url"], c
         down_at = time.monotonic()
         PG.stop()
         for n in (a, b):
