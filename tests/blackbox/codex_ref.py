@@ -208,6 +208,13 @@ def path_under(path, root):
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+def in_temp_dir(path, env=None):
+    """Whether path is under the temporary directory ($TMPDIR, and /tmp whatever it says),
+    where the reference refuses its helper binaries and a bubblewrap of its own."""
+    env = os.environ if env is None else env
+    return any(path_under(path, t) for t in {env.get("TMPDIR") or "/tmp", "/tmp"})
+
+
 _private_home = []  # the CODEX_HOME server_env made for this process, removed at exit
 
 
@@ -224,12 +231,11 @@ def server_env(env=None):
     env = dict(os.environ if env is None else env)
     home = env.get("CODEX_HOME") or os.path.join(
         env.get("HOME") or os.path.expanduser("~"), ".codex")
-    temps = {env.get("TMPDIR") or "/tmp", "/tmp"}
-    if not any(path_under(home, t) for t in temps):
+    if not in_temp_dir(home, env):
         return env
     if not _private_home:
         for parent in ("/var/tmp", os.environ.get("EXEC_BUILD_DIR") or os.getcwd()):
-            if os.path.isdir(parent) and not any(path_under(parent, t) for t in temps):
+            if os.path.isdir(parent) and not in_temp_dir(parent, env):
                 made = tempfile.mkdtemp(prefix="codex-ref-home-", dir=parent)
                 _private_home.append(made)
                 atexit.register(shutil.rmtree, made, True)

@@ -53,9 +53,8 @@ if REF and not BWRAP:
     # in a root the sandbox may write, "transparent TCP requires a supported distro
     # bubblewrap on PATH")
     bundled = os.path.join(os.path.dirname(os.path.dirname(REF)), "codex-resources")
-    temps = (os.environ.get("TMPDIR") or "/tmp", "/tmp")
-    if os.access(os.path.join(bundled, "bwrap"), os.X_OK) and not any(
-            codex_ref.path_under(bundled, t) for t in temps):
+    if os.access(os.path.join(bundled, "bwrap"), os.X_OK) and not codex_ref.in_temp_dir(
+            bundled):
         os.environ["PATH"] = bundled + ":" + os.environ["PATH"]
         BWRAP = os.path.join(bundled, "bwrap")
 
