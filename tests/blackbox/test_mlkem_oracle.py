@@ -18,9 +18,10 @@ import select
 import subprocess
 import sys
 
+import oracle_setup
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SKIP = 77
 ROUNDS = int(os.environ.get("MLKEM_ORACLE_ROUNDS", "20"))
 EK, DK, CT, SS = 1184, 2400, 1088, 32
 Q = 3329
@@ -82,20 +83,9 @@ def set_coeff(ek_hex, idx, val):
 
 
 def main():
-    inst = subprocess.run(["bash", os.path.join(ROOT, "tests/oracle/install.sh")],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if inst.returncode == SKIP:
-        print("SKIP: " + inst.stderr.strip())
-        return SKIP
-    if inst.returncode != 0:
-        print("FAIL: tests/oracle/install.sh exited %d: %s" % (inst.returncode, inst.stderr))
-        return 1
-    node_modules = inst.stdout.strip()
-    cli = os.environ.get("MLKEM768_CLI") or os.path.join(os.environ.get("EXEC_BUILD_DIR", ""),
-                                                          "mlkem768-cli")
-    if not os.access(cli, os.X_OK):
-        print("FAIL: %s not built (set EXEC_BUILD_DIR or MLKEM768_CLI)" % cli)
-        return 1
+    node_modules, cli, rc = oracle_setup.prepare("mlkem768-cli", "MLKEM768_CLI")
+    if rc is not None:
+        return rc
 
     c = Peer("C", [cli])
     js = Peer("JS", ["node", os.path.join(ROOT, "tests/oracle/mlkem_oracle.mjs"), node_modules])
