@@ -494,7 +494,7 @@ static int build_sandbox(const struct sandbox_start *st, bool userns, uid_t uid,
     if ((rc = sandbox_view_build(&st->spec, what)) < 0) return rc;
     /* A root server's process cap is the cgroup the init joins: not the command's to
      * leave (cgroup v1 lets a task of the same uid move itself). */
-    if (st->cgroup_fds[0] >= 0 && (rc = sandbox_view_seal_cgroups(what)) < 0) return rc;
+    if (st->cgroup_fds[0] >= 0 && (rc = sandbox_view_seal_cgroups(&st->spec, what)) < 0) return rc;
     if ((rc = network_up(st, s, what)) < 0) return rc;
     return prepare_confinement(&st->spec, c, what);
 }

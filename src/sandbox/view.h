@@ -19,11 +19,14 @@
  * or -errno with *step naming what failed (static text). */
 int sandbox_view_build(const struct sandbox_spec *s, const char **step);
 
-/* Makes every cgroup file system of the finished view read-only (recursively): a
+/* Makes every cgroup file system of the view built for s read-only (recursively): a
  * sandbox capped by its cgroups (cgroup_caps.h) would otherwise leave it, or raise
  * its pids.max, wherever the view shows cgroupfs writable (a full-disk policy, a
- * writable root above it). Returns 0, or -errno with *step set. */
-int sandbox_view_seal_cgroups(const char **step);
+ * writable root above it). Only where the view kept the host's mount flags can one
+ * be writable ("/" writable, the writable roots' trees); elsewhere nothing is read
+ * (listmount and statmount, Linux 6.8, tell; older kernels read the mount table
+ * every time). Returns 0, or -errno with *step set. */
+int sandbox_view_seal_cgroups(const struct sandbox_spec *s, const char **step);
 
 /* An O_PATH descriptor of path (plus flags, O_DIRECTORY say) resolved with no
  * symbolic link anywhere on the way, or -errno. The daemon sends canonical paths
