@@ -337,10 +337,13 @@ static void pid_cb(uv_poll_t *h, int status, int events)
         close(p->pidfd);
         guardian_untrack(p->pid);
     }
-    /* The sandbox (its namespaces) ended with its init; its cgroups go on a pool
-     * thread (spawn_release_later), not before this process's notifications. */
-    spawn_release_later(p->pid_poll.loop, p->hold);
+    /* The sandbox (its namespaces) ended with its init. Its placeholders go now (a
+     * client that sees process/closed finds none left on the host); its cgroups once
+     * this process's notifications are out, on a pool thread (spawn_release_later),
+     * so that neither the thread's wakeup nor its work comes before them. */
+    struct sandbox_hold *hold = p->hold;
     p->hold = NULL;
+    sandbox_hold_release_placeholders(hold);
     /* Output already in the pipes belongs before the exit when we can see it. */
     for (int i = 0; i < p->nout; i++)
         if (p->out[i].polling) out_drain(&p->out[i]);
@@ -350,6 +353,7 @@ static void pid_cb(uv_poll_t *h, int status, int events)
     p->table->events->exited(p);
     if (p->tty && p->out[0].fd >= 0) uv_timer_start(&p->timer, pty_drain_deadline, PTY_DRAIN_MS, 0);
     check_closed(p);
+    spawn_release_later(h->loop, hold);
 }
 
 /* ---- stdin ---------------------------------------------------------------- */

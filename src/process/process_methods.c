@@ -239,7 +239,8 @@ static const char *start_transparent_refusal(const struct start_job *j, int *tun
 }
 
 /* The next sandboxes' cgroups, made on a pool thread while this one starts: one
- * refill at a time, and only once a start took cgroups (an idle server makes none). */
+ * refill at a time, only once a start took cgroups (an idle server makes none), and
+ * only when none is left ready (a finished sandbox's usually is: sandbox/hold.h). */
 static uv_work_t cgroup_refill;
 static bool cgroup_refilling;
 
@@ -261,7 +262,7 @@ static struct sandbox_hold *hold_sandbox(uv_loop_t *loop, const struct sandbox_p
     struct sandbox_hold *h = sandbox_hold_acquire(pol, server_limits.sandbox_max_processes,
                                                   server_limits.sandbox_max_memory, err);
     sandbox_hold_cgroup_fds(h, fds);
-    if (fds[0] >= 0 && !cgroup_refilling)
+    if (fds[0] >= 0 && !cgroup_refilling && sandbox_hold_prepare_wanted())
         cgroup_refilling =
             uv_queue_work(loop, &cgroup_refill, cgroup_refill_run, cgroup_refill_done) == 0;
     return h;

@@ -243,6 +243,8 @@ static int make_cgroups(unsigned max_procs, uint64_t max_memory, struct cgroup_c
         out->path[c] = NULL;
         out->join_fd[c] = -1;
     }
+    out->max_procs = max_procs;
+    out->max_memory = max_memory;
     bool want[CGROUP_CAP_N] = {max_procs && base[CGROUP_CAP_PIDS][0],
                                max_memory && base[CGROUP_CAP_MEMORY][0]};
     unsigned long n = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
@@ -272,15 +274,11 @@ static int make_cgroups(unsigned max_procs, uint64_t max_memory, struct cgroup_c
     return rc;
 }
 
-/* Cgroups made ahead (cgroup_caps_prepare) for cgroup_caps_create to take, with
- * the limits they were made with. They keep no descriptor (join_fd -1): a server
- * between sandboxes holds the descriptors it held before them. */
+/* Cgroups ready for cgroup_caps_create to take: made ahead (cgroup_caps_prepare), or
+ * a finished sandbox's given back (cgroup_caps_release). They keep no descriptor
+ * (join_fd -1): a server between sandboxes holds the descriptors it held before them. */
 #define READY_MAX 2
-static struct ready {
-    struct cgroup_caps cg;
-    unsigned max_procs;
-    uint64_t max_memory;
-} ready[READY_MAX];
+static struct cgroup_caps ready[READY_MAX];
 static int n_ready;
 static bool shut; /* cgroup_caps_shutdown ran: nothing more is kept */
 static pthread_mutex_t ready_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -290,7 +288,7 @@ int cgroup_caps_create(unsigned max_procs, uint64_t max_memory, struct cgroup_ca
     pthread_mutex_lock(&ready_lock);
     bool taken = n_ready > 0 && ready[n_ready - 1].max_procs == max_procs &&
                  ready[n_ready - 1].max_memory == max_memory;
-    if (taken) *out = ready[--n_ready].cg;
+    if (taken) *out = ready[--n_ready];
     pthread_mutex_unlock(&ready_lock);
     for (int c = 0; c < CGROUP_CAP_N && taken; c++) {
         if (!out->path[c]) continue;
@@ -302,6 +300,14 @@ int cgroup_caps_create(unsigned max_procs, uint64_t max_memory, struct cgroup_ca
         }
     }
     return taken ? 0 : make_cgroups(max_procs, max_memory, out);
+}
+
+bool cgroup_caps_prepare_wanted(void)
+{
+    pthread_mutex_lock(&ready_lock);
+    bool wanted = !shut && n_ready == 0;
+    pthread_mutex_unlock(&ready_lock);
+    return wanted;
 }
 
 void cgroup_caps_prepare(unsigned max_procs, uint64_t max_memory)
@@ -320,13 +326,47 @@ void cgroup_caps_prepare(unsigned max_procs, uint64_t max_memory)
         }
         pthread_mutex_lock(&ready_lock);
         bool kept = !shut && n_ready < READY_MAX;
-        if (kept) ready[n_ready++] = (struct ready){cg, max_procs, max_memory};
+        if (kept) ready[n_ready++] = cg;
         pthread_mutex_unlock(&ready_lock);
         if (!kept) {
             cgroup_caps_remove(&cg);
             return;
         }
     }
+}
+
+/* Whether a finished sandbox's cgroups can serve the next: a pids cgroup alone (a
+ * memory cgroup keeps the page cache charged to it, which would count against the
+ * next sandbox) that no task is left in. Its limit is written again, whatever
+ * became of it. */
+static bool reusable(struct cgroup_caps *cg)
+{
+    if (!cg->path[CGROUP_CAP_PIDS] || cg->path[CGROUP_CAP_MEMORY] || cg->max_memory) return false;
+    char file[PATH_MAX + 32], now[32];
+    snprintf(file, sizeof file, "%s/pids.current", cg->path[CGROUP_CAP_PIDS]);
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, now, sizeof now - 1);
+    if (fd >= 0) close(fd);
+    return n == 2 && !memcmp(now, "0\n", 2) &&
+           write_limits(CGROUP_CAP_PIDS, cg->path[CGROUP_CAP_PIDS], cg->max_procs, 0) == 0;
+}
+
+void cgroup_caps_release(struct cgroup_caps *cg)
+{
+    for (int c = 0; c < CGROUP_CAP_N; c++) {
+        if (cg->join_fd[c] >= 0) close(cg->join_fd[c]);
+        cg->join_fd[c] = -1;
+    }
+    bool kept = false;
+    if (reusable(cg)) {
+        pthread_mutex_lock(&ready_lock);
+        kept = !shut && n_ready < READY_MAX;
+        if (kept) ready[n_ready++] = *cg;
+        pthread_mutex_unlock(&ready_lock);
+    }
+    if (!kept) cgroup_caps_remove(cg);
+    for (int c = 0; c < CGROUP_CAP_N; c++)
+        if (kept) cg->path[c] = NULL; /* the ready set owns them now */
 }
 
 void cgroup_caps_remove(struct cgroup_caps *cg)
@@ -364,7 +404,7 @@ void cgroup_caps_shutdown(void)
     pthread_mutex_lock(&ready_lock);
     shut = true;
     while (n_ready > 0)
-        cgroup_caps_remove(&ready[--n_ready].cg);
+        cgroup_caps_remove(&ready[--n_ready]);
     pthread_mutex_unlock(&ready_lock);
     for (int c = CGROUP_CAP_N - 1; c >= 0; c--) {
         if (base[c][0] && (c == 0 || strcmp(base[c], base[0]))) rmdir(base[c]);

@@ -39,6 +39,11 @@ struct sandbox_hold *sandbox_hold_acquire(const struct sandbox_policy *p, unsign
     return h;
 }
 
+bool sandbox_hold_prepare_wanted(void)
+{
+    return cgroup_caps_prepare_wanted();
+}
+
 void sandbox_hold_prepare(unsigned max_procs, uint64_t max_memory)
 {
     if (max_memory && !cgroup_caps_available(CGROUP_CAP_MEMORY)) return;
@@ -64,6 +69,6 @@ void sandbox_hold_release(struct sandbox_hold *h)
 {
     if (!h) return;
     sandbox_placeholders_release(h->ph);
-    cgroup_caps_remove(&h->cg);
+    cgroup_caps_release(&h->cg);
     free(h);
 }

@@ -28,6 +28,10 @@ struct sandbox_hold *sandbox_hold_acquire(const struct sandbox_policy *p, unsign
  * a thread that may block. */
 void sandbox_hold_prepare(unsigned max_procs, uint64_t max_memory);
 
+/* Whether the next hold would make its cgroups itself (none ready): the time to call
+ * sandbox_hold_prepare. */
+bool sandbox_hold_prepare_wanted(void);
+
 /* What the init joins the cgroups by (cgroup_caps.h; spawn_request.cgroup_fds),
  * -1 where none. The hold keeps ownership. */
 void sandbox_hold_cgroup_fds(const struct sandbox_hold *h, int fds[2]);
@@ -36,7 +40,8 @@ void sandbox_hold_cgroup_fds(const struct sandbox_hold *h, int fds[2]);
  * sandbox_hold_release; returns whether it has any (their removal may block). */
 bool sandbox_hold_release_placeholders(struct sandbox_hold *h);
 
-/* Ends the hold: the placeholders' use and the cgroup. NULL is a no-op. */
+/* Ends the hold: the placeholders' use and the cgroups (kept for the next sandbox
+ * where they can serve it, cgroup_caps_release). NULL is a no-op. May block. */
 void sandbox_hold_release(struct sandbox_hold *h);
 
 #endif
