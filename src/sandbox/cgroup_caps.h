@@ -25,7 +25,8 @@
  *  - cgroup v2: the spawner clones the init into the cgroup (clone3's
  *    CLONE_INTO_CGROUP with the cgroup's directory), which takes the lock only for
  *    reading. (v2 has no per-thread move of a domain cgroup.)
- * The server removes the cgroups once the sandbox has been reaped.
+ * Once the sandbox has been reaped its cgroups are removed, or, a pids cgroup alone
+ * with no task left in it, kept for the next sandbox (cgroup_caps_release).
  *
  * The hierarchies: on cgroup v1 the "pids" and the "memory" mounts, one directory
  * each; on cgroup v2 one directory where the server's own cgroup delegates the

@@ -4,7 +4,8 @@ processes together. A sandboxed command that allocates past the cap is ended by 
 kernel's OOM killer inside its own sandbox (the server and other commands go on); under
 the cap it runs as before; without the flag there is no cap. The cgroups are gone when
 the command is (but the two made ahead for the next sandboxes, which never held a
-process), and the server's directory when the server is. Where no memory cgroup
+process), and the server's directory when the server is. A pids cgroup alone (the
+process cap, no memory cap) serves the next sandbox once its own is over. Where no memory cgroup
 can be made (a server that is not root here), asking for the cap stops the server at
 start with a message naming the flag, rather than running sandboxes without it."""
 import glob
@@ -138,6 +139,42 @@ def test_no_cap_by_default(_):
     with Server() as srv:
         code, text = run_hog(srv, "hog", 400)
         assert code == 0 and "allocated 400" in text, (code, text[-500:])
+
+
+def pids_cgroups(pid):
+    """This server's sandbox cgroups that carry a process cap (pids.max)."""
+    return sorted(c for d in server_dirs(pid) for c in glob.glob(d + "/s*")
+                  if os.path.exists(c + "/pids.max"))
+
+
+@ours_only
+@needs_own_server
+def test_a_finished_sandboxs_pids_cgroup_serves_the_next(_):
+    """One sandbox after another: each takes an emptied pids cgroup of an earlier one
+    (a mkdir and an rmdir per sandbox cost a capped start its time), so the server's
+    directory holds at most two, none with a task left in it nor a cap other than
+    --sandbox-max-processes, and few names are ever used."""
+    if os.geteuid() != 0 or not (os.path.isdir("/sys/fs/cgroup/pids") or
+                                 os.path.exists("/sys/fs/cgroup/cgroup.controllers")):
+        raise TestSkip("no pids cgroup can be made here (not root, or no pids controller)")
+    with Server(extra_args=["--sandbox-max-processes", "300"]) as srv:
+        s = srv.session()
+        seen = set()
+        for i in range(8):
+            pid = "one-%d" % i
+            s.start(pid, ["/bin/true"], sandbox=sandbox(srv.workdir))
+            assert s.collect_until_closed(pid)["exit_code"] == 0
+            wait_until(lambda: len(pids_cgroups(srv.pid)) <= 2, timeout=10,
+                       what="at most two pids cgroups kept")
+            for c in pids_cgroups(srv.pid):
+                assert open(c + "/pids.current").read().strip() == "0", c
+                assert open(c + "/pids.max").read().strip() == "300", c
+                seen.add(c)
+        if not pids_cgroups(srv.pid):
+            raise TestSkip("this server made no pids cgroup (not delegated here)")
+        # the first sandbox's own, the two made ahead of the second, then the same two
+        assert len(seen) <= 3, sorted(seen)
+        s.close()
 
 
 @ours_only
