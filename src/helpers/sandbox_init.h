@@ -5,7 +5,8 @@
  * through bubblewrap's order, one step after the other (sandbox_init.c reads top to
  * bottom in this order):
  *  1. clone flags: user, PID (unless --linux-sandbox-pid-namespace inherit), mount,
- *     IPC, UTS and, network restricted or managed, network namespaces; CLONE_PARENT,
+ *     IPC, UTS and, network restricted or managed, network namespaces (a root
+ *     server's spawner makes the restricted one ahead: sandbox_net_prepare); CLONE_PARENT,
  *     so the init is the daemon's child, reaped through its pidfd; where the kernel
  *     refuses root a user namespace, the same without it;
  *  2. its own session: die with the daemon, signals blocked (they are the
@@ -15,7 +16,8 @@
  *     denied;
  *  4. mounts: the view (view.h);
  *  5. protected names (.git, .codex...) read-only, carve-outs and covers (view.h);
- *  6. the network: loopback up in a fresh namespace, the managed proxy's relay and,
+ *  6. the network: loopback up in a fresh namespace (done ahead in one made ahead),
+ *     the managed proxy's relay and,
  *     for transparent TCP, its TUN device, routes and resolver (tun.h);
  *  7. the Landlock ruleset (landlock.h) and the seccomp filter (seccomp.h) prepared,
  *     the view watched (a change means the host removed something a mount sat on);
@@ -106,6 +108,11 @@ struct sandbox_start {
 /* Steps 1-9: clones the init (which never returns) and returns its pid, or -errno
  * when the clone itself failed. */
 pid_t sandbox_spawn(const struct sandbox_start *st);
+
+/* In the spawner between starts: makes the next network-restricted sandbox's network
+ * namespace ahead where it may (a root server), so sandbox_spawn's clone need not.
+ * Does nothing when one is ready or it may not. */
+void sandbox_net_prepare(void);
 
 /* Step 8's confinement, in the command between vfork and execve: no_new_privs,
  * capabilities, Landlock, the process cap, seccomp. Only system calls on memory

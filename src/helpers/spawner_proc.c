@@ -340,6 +340,8 @@ int spawner_main(int sk, spawner_serve_fn serve)
             if (j.nfds > 0) spawner_record(j.fds[0], SPAWN_REC_SETUP, EPROTO);
         } else if (j.r.flags & SPAWN_F_SANDBOX) {
             start_sandboxed(&j);
+            /* The next sandbox's network, while this one sets itself up. */
+            if (j.r.flags & SPAWN_F_NET_RESTRICTED) sandbox_net_prepare();
         } else {
             start_plain(&j, stack);
         }
