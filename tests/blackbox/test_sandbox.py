@@ -379,6 +379,30 @@ def test_network(srv):
     out = s.collect_until_closed("net-on")
     assert out["stdout"] == b"unix ok\ntcp ok\n", out
     lst.close()
+    # With the network restricted: a network namespace of its own, not the host's and
+    # not another sandbox's (two at once), its loopback up (SIOCGIFFLAGS on an AF_UNIX
+    # socketpair: IP sockets are refused, and socket(2) itself by ours). A root server makes them ahead; these checks
+    # hold for both kinds.
+    own = ("import fcntl, os, socket, struct, sys, time\n"
+           "s = socket.socketpair()[0]\n"
+           "flags = struct.unpack('H', fcntl.ioctl(s, 0x8913, struct.pack('16sH', b'lo', 0))"
+           "[16:18])[0]\n"
+           "print(os.readlink('/proc/self/ns/net'), 'up' if flags & 1 else 'down', flush=True)\n"
+           "while not os.path.exists(sys.argv[1]): time.sleep(0.02)\n")
+    gate = t.d + "/both-seen"  # both stay until the test has seen both
+    for i in range(2):
+        s.start("own-%d" % i, ["python3", "-c", own, gate], cwd=uri(t.ws), sandbox=t.sb)
+    seen = []
+    for i in range(2):
+        s.wait_notification(lambda n: n["method"] == "process/output", process_id="own-%d" % i)
+        seen.append(s.output_so_far("own-%d" % i)["stdout"].decode().split())
+    open(gate, "w").close()
+    for i in range(2):
+        out = s.collect_until_closed("own-%d" % i)
+        assert out["exit_code"] == 0, out
+    host = os.readlink("/proc/self/ns/net")
+    assert all(len(x) == 2 and x[1] == "up" for x in seen), seen
+    assert len({host, seen[0][0], seen[1][0]}) == 3, (host, seen)
     s.close()
     t.cleanup()
 
