@@ -670,6 +670,12 @@ static void find_servers(bool no_ref)
             snprintf(ours_default, sizeof ours_default, "%s/../exec-server", self);
         O.ours = ours_default;
     }
+    /* The servers run in the scratch directory: a relative --ours or --ref would name
+     * nothing there. */
+    static char ours_abs[PATH_MAX], ref_abs[PATH_MAX], ref171_abs[PATH_MAX];
+    if (realpath(O.ours, ours_abs)) O.ours = ours_abs;
+    if (O.ref && realpath(O.ref, ref_abs)) O.ref = ref_abs;
+    if (O.ref171 && realpath(O.ref171, ref171_abs)) O.ref171 = ref171_abs;
     static char refbuf[PATH_MAX], ref171buf[PATH_MAX];
     if (no_ref) {
         O.ref = O.ref171 = NULL;

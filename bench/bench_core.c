@@ -126,7 +126,14 @@ static int server_start(struct server *s, int which, char *err, size_t errlen)
     line[n] = 0;
     char *colon = strrchr(line, ':');
     if (strncmp(line, "ws://", 5) != 0 || !colon || (s->port = atoi(colon + 1)) <= 0) {
-        snprintf(err, errlen, "server did not print its URL (see %s)", path);
+        /* The scratch directory goes at exit: quote the server's complaint itself. */
+        char said[160] = "";
+        int e = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t got = e >= 0 ? read(e, said, sizeof said - 1) : -1;
+        if (e >= 0) close(e);
+        said[got > 0 ? got : 0] = 0;
+        said[strcspn(said, "\n")] = 0;
+        snprintf(err, errlen, "server did not print its URL%s%s", *said ? ": " : "", said);
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         close(p[0]);
