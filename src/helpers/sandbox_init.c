@@ -622,7 +622,9 @@ void sandbox_net_prepare(void)
         return;
     }
     if (unshare(CLONE_NEWNET) < 0) {
-        net_ahead_off = true; /* not allowed here: every clone makes its own */
+        /* Not allowed here: every clone makes its own. Out of namespaces (ENOSPC,
+         * ENOMEM): the next start tries again. */
+        net_ahead_off = errno == EPERM || errno == EINVAL;
         return;
     }
     int fd = loopback_up() == 0 ? open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC) : -1;
