@@ -665,7 +665,10 @@ pid_t sandbox_spawn(const struct sandbox_start *st)
     if (pid == 0) init_main(st, userns, in_ready, uid, gid, into);
     int err = errno;
     if (in_ready) {
-        if (setns(net_home, CLONE_NEWNET) < 0) _exit(127); /* as in sandbox_net_prepare */
+        if (setns(net_home, CLONE_NEWNET) < 0) {    /* as in sandbox_net_prepare */
+            if (pid > 0) kill((pid_t)pid, SIGKILL); /* never to run unwatched */
+            _exit(127);
+        }
         close(net_ready);
         net_ready = -1;
     }
