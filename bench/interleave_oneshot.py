@@ -58,7 +58,8 @@ def main():
             if not cmd:
                 ap.error("%r: want NAME=PATH" % spec)
             argv = cmd.split()
-            argv[0] = os.path.abspath(argv[0])
+            if os.path.exists(argv[0]):
+                argv[0] = os.path.abspath(argv[0])
             srv = Server(cmd=argv + ["--listen", "ws://127.0.0.1:0"])
             runs.append((name, srv, srv.session(), []))
         k = 0

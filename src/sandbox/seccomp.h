@@ -11,7 +11,10 @@
  * network namespace is empty and no Unix socket of the host may be reached.
  *
  * Each rule is self-contained (OpenSSH's sandbox-seccomp-filter.c style: no jump
- * offsets to count across rules). The program first checks the architecture and
+ * offsets to count across rules), and the program reaches a call's rules by a
+ * binary search on its number, so that no number's path is long (the kernel
+ * emulates every number's path when the filter is installed: seccomp.c). The
+ * program first checks the architecture and
  * kills the process on any other (an i386 or x32 entry would dodge the numbers);
  * on an architecture this file does not know, building fails closed. */
 #ifndef EXEC_SANDBOX_SECCOMP_H
