@@ -364,9 +364,12 @@ void cgroup_caps_release(struct cgroup_caps *cg)
         if (kept) ready[n_ready++] = *cg;
         pthread_mutex_unlock(&ready_lock);
     }
-    if (!kept) cgroup_caps_remove(cg);
+    if (!kept) {
+        cgroup_caps_remove(cg);
+        return;
+    }
     for (int c = 0; c < CGROUP_CAP_N; c++)
-        if (kept) cg->path[c] = NULL; /* the ready set owns them now */
+        cg->path[c] = NULL; /* the ready set owns them now */
 }
 
 void cgroup_caps_remove(struct cgroup_caps *cg)
