@@ -222,12 +222,16 @@ def test_codex_stops_on_rejected_executor_credentials(_):
         assert done["params"]["turn"]["status"] == "completed", done
         assert "executor credentials rejected" in err, ctx
         assert "No usable execution environment" in turn.model.outputs.get("cmd", ""), ctx
-        assert connects(cloud) == 1, "codex asked for %d connect bundles%s" % (
-            connects(cloud), ctx)
-        # msg 2 came back with the 41-byte rejection in it (3424 + 41 + frame overhead)
+        # It stops: no retry loop. Codex usually asks for one connect bundle; once in a
+        # clean-clone CI run (ed9a1a6) it asked for two, its environment start and
+        # another of its tasks racing (one rejection in the executor's log, one
+        # failure in codex's), so two is codex's own doing, a third would be a loop.
+        n = connects(cloud)
+        assert 1 <= n <= 2, "codex asked for %d connect bundles%s" % (n, ctx)
+        # each msg 2 came back with the 41-byte rejection in it (3424 + 41 + framing)
         with cloud.lock:
             shakes = [f for f in cloud.frames if f["dir"] == "e2h" and f["body"] == "handshake"]
-        assert len(shakes) == 1 and len(shakes[0]["raw"]) > 3424 + 41, shakes
+        assert 1 <= len(shakes) <= n and all(len(f["raw"]) > 3424 + 41 for f in shakes), shakes
 
 
 if __name__ == "__main__":
