@@ -14,11 +14,12 @@ registry) this test exits 77 too, i.e. skipped, never faked. Standard library on
 """
 
 import os
+import queue
 import random
-import select
 import string
 import subprocess
 import sys
+import threading
 
 import oracle_setup
 
@@ -36,16 +37,26 @@ class Peer:
         self.name = name
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, bufsize=1, env=env)
+        # Lines are read by a thread: a select() on the pipe says nothing of lines a
+        # readline already pulled into the file's buffer (a peer that writes three
+        # lines at once left the third there, and the test waited 60 s for it).
+        self.lines = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put("")
 
     def send(self, *words):
         self.proc.stdin.write(" ".join(words) + "\n")
         self.proc.stdin.flush()
 
     def expect(self, tag, timeout=60):
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not ready:
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
             raise AssertionError("%s: no %s within %ss" % (self.name, tag, timeout))
-        line = self.proc.stdout.readline()
         if not line:
             raise AssertionError("%s exited (rc=%s) waiting for %s" % (self.name, self.proc.wait(), tag))
         word, _, rest = line.rstrip("\n").partition(" ")
