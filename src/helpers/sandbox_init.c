@@ -614,6 +614,17 @@ static long clone_init(unsigned long flags, int *into)
  * user namespace, it gives the sandbox's root no power over it (no CAP_NET_ADMIN
  * there), so a managed network's relay and transparent TCP, which the init sets up
  * itself, keep the clone's own. */
+/* The spawner back in its own network namespace. Every later start, unsandboxed ones
+ * too, inherits it: a spawner that cannot go home must not serve another (the daemon
+ * starts a new one), and pid, an init just cloned from elsewhere (or 0), is killed
+ * first, never to run unwatched. */
+static void net_go_home(pid_t pid)
+{
+    if (setns(net_home, CLONE_NEWNET) == 0) return;
+    if (pid > 0) kill(pid, SIGKILL);
+    _exit(127);
+}
+
 void sandbox_net_prepare(void)
 {
     if (net_ready >= 0 || net_ahead_off) return;
@@ -628,9 +639,7 @@ void sandbox_net_prepare(void)
         return;
     }
     int fd = loopback_up() == 0 ? open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC) : -1;
-    /* Every later start, unsandboxed ones too, inherits the spawner's namespace:
-     * one that cannot go home must not serve another (the daemon starts a new one). */
-    if (setns(net_home, CLONE_NEWNET) < 0) _exit(127);
+    net_go_home(0);
     net_ready = fd;
 }
 
@@ -665,10 +674,7 @@ pid_t sandbox_spawn(const struct sandbox_start *st)
     if (pid == 0) init_main(st, userns, in_ready, uid, gid, into);
     int err = errno;
     if (in_ready) {
-        if (setns(net_home, CLONE_NEWNET) < 0) {    /* as in sandbox_net_prepare */
-            if (pid > 0) kill((pid_t)pid, SIGKILL); /* never to run unwatched */
-            _exit(127);
-        }
+        net_go_home(pid > 0 ? (pid_t)pid : 0);
         close(net_ready);
         net_ready = -1;
     }

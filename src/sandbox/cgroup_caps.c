@@ -283,6 +283,17 @@ static int n_ready;
 static bool shut; /* cgroup_caps_shutdown ran: nothing more is kept */
 static pthread_mutex_t ready_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Adds cg (no descriptor open) to the ready sets unless they are full or the server
+ * is shutting down; the ready set then owns its paths. Returns whether it was kept. */
+static bool keep_ready(const struct cgroup_caps *cg)
+{
+    pthread_mutex_lock(&ready_lock);
+    bool kept = !shut && n_ready < READY_MAX;
+    if (kept) ready[n_ready++] = *cg;
+    pthread_mutex_unlock(&ready_lock);
+    return kept;
+}
+
 int cgroup_caps_create(unsigned max_procs, uint64_t max_memory, struct cgroup_caps *out)
 {
     pthread_mutex_lock(&ready_lock);
@@ -324,11 +335,7 @@ void cgroup_caps_prepare(unsigned max_procs, uint64_t max_memory)
             if (cg.join_fd[c] >= 0) close(cg.join_fd[c]);
             cg.join_fd[c] = -1;
         }
-        pthread_mutex_lock(&ready_lock);
-        bool kept = !shut && n_ready < READY_MAX;
-        if (kept) ready[n_ready++] = cg;
-        pthread_mutex_unlock(&ready_lock);
-        if (!kept) {
+        if (!keep_ready(&cg)) {
             cgroup_caps_remove(&cg);
             return;
         }
@@ -357,14 +364,7 @@ void cgroup_caps_release(struct cgroup_caps *cg)
         if (cg->join_fd[c] >= 0) close(cg->join_fd[c]);
         cg->join_fd[c] = -1;
     }
-    bool kept = false;
-    if (reusable(cg)) {
-        pthread_mutex_lock(&ready_lock);
-        kept = !shut && n_ready < READY_MAX;
-        if (kept) ready[n_ready++] = *cg;
-        pthread_mutex_unlock(&ready_lock);
-    }
-    if (!kept) {
+    if (!reusable(cg) || !keep_ready(cg)) {
         cgroup_caps_remove(cg);
         return;
     }
