@@ -140,6 +140,16 @@ def attached_on_a(env_id):
     return a, b, env_ws, h_tok, c
 
 
+def tear_down(a, b, socks):
+    """The database back for the next test, the sockets and both nodes gone."""
+    if not PG.running():
+        PG.start()
+    for s in socks:
+        s.abort()
+    b.stop()
+    a.stop()
+
+
 @needs_own_server
 def test_database_goes_away_and_returns(_):
     a, b, env_ws, h_tok, c = attached_on_a("env-pg")
@@ -173,12 +183,7 @@ def test_database_goes_away_and_returns(_):
             n.wait_log(r"event=database result=available")
         fleet_lib.poll_until(lambda: fleet_lib.readyz(b.url) == 200, 10, "/readyz 200 again")
     finally:
-        if not PG.running():
-            PG.start()
-        for s in socks:
-            s.abort()
-        b.stop()
-        a.stop()
+        tear_down(a, b, socks)
 
 
 @needs_own_server
@@ -221,12 +226,7 @@ def test_node_slow_to_return_after_the_database(_):
     finally:
         if stopped:
             os.kill(a.proc.pid, signal.SIGCONT)
-        if not PG.running():
-            PG.start()
-        for s in socks:
-            s.abort()
-        b.stop()
-        a.stop()
+        tear_down(a, b, socks)
 
 
 @needs_own_server

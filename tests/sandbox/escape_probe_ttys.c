@@ -19,17 +19,28 @@
 #define TIOCL_GETSHIFTSTATE 6
 #endif
 
+#define TEXT_MAX 1024
+
+/* arg "PATH TEXT" (TEXT with escapes): PATH opened with flags into the return value,
+ * TEXT unescaped into text (its length in *n); -1 once the failure is reported. */
+static int open_with_text(const char *name, const char *arg, int flags, char *path, char *text,
+                          size_t *n)
+{
+    char raw[TEXT_MAX];
+    if (!need_arg(name, arg)) return -1;
+    split2(arg, path, PATH_MAX, raw, sizeof raw);
+    *n = unescape(raw, text, TEXT_MAX);
+    int fd = open(path, flags | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) emit(name, errno, "open %s", path);
+    return fd;
+}
+
 static void at_tiocsti(const char *name, const char *arg)
 {
-    char path[PATH_MAX], raw[1024], text[1024];
-    if (!need_arg(name, arg)) return;
-    split2(arg, path, sizeof path, raw, sizeof raw);
-    size_t n = unescape(raw, text, sizeof text);
-    int fd = open(path, O_RDWR | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0) {
-        emit(name, errno, "open %s", path);
-        return;
-    }
+    char path[PATH_MAX], text[TEXT_MAX];
+    size_t n;
+    int fd = open_with_text(name, arg, O_RDWR, path, text, &n);
+    if (fd < 0) return;
     for (size_t i = 0; i < n; i++) {
         if (ioctl(fd, TIOCSTI, &text[i]) < 0) {
             emit(name, errno, "ioctl TIOCSTI after %zu of %zu bytes", i, n);
@@ -43,15 +54,10 @@ static void at_tiocsti(const char *name, const char *arg)
 
 static void at_ptywrite(const char *name, const char *arg)
 {
-    char path[PATH_MAX], raw[1024], text[1024];
-    if (!need_arg(name, arg)) return;
-    split2(arg, path, sizeof path, raw, sizeof raw);
-    size_t n = unescape(raw, text, sizeof text);
-    int fd = open(path, O_WRONLY | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0) {
-        emit(name, errno, "open %s", path);
-        return;
-    }
+    char path[PATH_MAX], text[TEXT_MAX];
+    size_t n;
+    int fd = open_with_text(name, arg, O_WRONLY, path, text, &n);
+    if (fd < 0) return;
     ssize_t w = write(fd, text, n);
     emit(name, rc_err(w), "wrote %zd of %zu bytes to %s", w, n, path);
     close(fd);
