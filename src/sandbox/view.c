@@ -23,6 +23,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "sandbox/landlock.h"
 #include "util/mem.h"
 
 #define SB_OLDROOT "/.oldroot"
@@ -292,13 +293,37 @@ static int mount_dev(struct view *v)
     return 0;
 }
 
+/* The /proc the view shows where a fresh one is refused: the one already there
+ * (host_proc: "/proc" in place, the old root's under a new root), bound read-only
+ * with everything mounted on it, the container runtime's masks included. The
+ * kernel refuses a new procfs to a user namespace unless a proc mount it can see is
+ * fully visible (mount_too_revealing): inside podman's or Docker's containers, whose
+ * /proc has masked paths, and under bubblewrap's --proc, never. The bound one shows
+ * the processes of the PID namespace it was made for (the container's, the server
+ * among them) rather than the sandbox's; what keeps theirs closed (environ, fds, mem,
+ * cwd) is Landlock's ptrace rule, which every sandbox's command is under: without
+ * Landlock this view would not hold, and the start fails closed. */
+static int bind_host_proc(struct view *v, const char *host_proc)
+{
+    if (sandbox_landlock_abi() < 1) {
+        v->step = "mount /proc (a fresh /proc is refused here, and without Landlock the "
+                  "host's would show other processes' environment)";
+        return -EPERM;
+    }
+    CHECK(v, bind_ro(host_proc, "/proc"), "bind the host's /proc");
+    return 0;
+}
+
 /* A fresh /proc for the PID namespace, with the host-wide knobs read-only (as
- * bubblewrap's --proc does; best effort, like it). */
-static int mount_proc(struct view *v)
+ * bubblewrap's --proc does; best effort, like it); where the kernel refuses one,
+ * the host's, read-only (bind_host_proc). */
+static int mount_proc(struct view *v, const char *host_proc)
 {
     if (mkdir("/proc", 0555) < 0 && errno != EEXIST) FAIL(v, "mkdir /proc");
-    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+        if (errno == EPERM || errno == EACCES) return bind_host_proc(v, host_proc);
         FAIL(v, "mount /proc");
+    }
     static const char *const cover[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq",
                                         "/proc/bus", NULL};
     for (int i = 0; cover[i]; i++) {
@@ -462,7 +487,7 @@ static int view_in_place(struct view *v)
     free(shown);
     free(tree);
     if (rc) return rc;
-    if (!s->pid_inherit && (rc = mount_proc(v)) < 0) return rc;
+    if (!s->pid_inherit && (rc = mount_proc(v, "/proc")) < 0) return rc;
     return mount_carveouts(v);
 }
 
@@ -556,7 +581,7 @@ static int view_new_root(struct view *v)
     if (d) closedir(d);
     /* proc may be mounted only while a full one is visible: before the old root goes. */
     if (!s->pid_inherit) {
-        if ((rc = mount_proc(v)) < 0) return rc;
+        if ((rc = mount_proc(v, SB_OLDROOT "/proc")) < 0) return rc;
     } else {
         if (mkdir("/proc", 0555) < 0 && errno != EEXIST) FAIL(v, "mkdir /proc");
         CHECK(v, bind_ro(SB_OLDROOT "/proc", "/proc"), "bind /proc");
