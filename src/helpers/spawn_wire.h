@@ -19,7 +19,7 @@
 #include "util/buf.h"
 
 #define SPAWN_WIRE_MAGIC 0x45585350u /* "EXSP" */
-#define SPAWN_WIRE_VERSION 3u
+#define SPAWN_WIRE_VERSION 4u
 
 enum {
     SPAWN_F_TTY = 1u << 0,            /* fds: status, slave */
@@ -55,6 +55,7 @@ enum spawn_list {
     SPAWN_L_READONLY_SUB, /* read-only binds under writable roots */
     SPAWN_L_DENIED,       /* covered */
     SPAWN_L_PROTECTED,    /* protected names: kept read-only, made when missing */
+    SPAWN_L_DENY_GLOBS,   /* `none` glob patterns, asked again after the start */
     SPAWN_WIRE_NLISTS
 };
 

@@ -256,6 +256,7 @@ static void start_sandboxed(struct job *j)
                 .readonly_sub = j->r.list[SPAWN_L_READONLY_SUB],
                 .denied = j->r.list[SPAWN_L_DENIED],
                 .protected_names = j->r.list[SPAWN_L_PROTECTED],
+                .deny_globs = j->r.list[SPAWN_L_DENY_GLOBS],
             },
         .tty = f & SPAWN_F_TTY,
         .tty_fd = j->in,

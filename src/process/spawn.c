@@ -223,9 +223,9 @@ static void wire_sandbox(const struct spawn_request *rq, struct spawn_wire_req *
     if (p->net_restricted) w->flags |= SPAWN_F_NET_RESTRICTED;
     if (rq->pid_inherit) w->flags |= SPAWN_F_PID_INHERIT;
     w->max_procs = server_limits.sandbox_max_processes;
-    const struct sb_paths *lists[] = {&p->readable, &p->writable, &p->readonly_sub, &p->denied,
-                                      &p->protected_names};
-    for (int i = 0; i < 5; i++) {
+    const struct sb_paths *lists[] = {&p->readable,     &p->writable,       &p->readonly_sub,
+                                      &p->denied,       &p->protected_names, &p->deny_globs};
+    for (int i = 0; i < 6; i++) {
         w->list[SPAWN_L_READABLE + i] = paths_v(lists[i]);
         w->nlist[SPAWN_L_READABLE + i] = lists[i]->n;
     }

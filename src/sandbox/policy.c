@@ -10,6 +10,8 @@
  * that hits its limits fails closed rather than guess. */
 #include "sandbox/policy.h"
 #include "sandbox/policy_internal.h"
+#include "sandbox/path_rules.h"
+#include "sandbox/spec.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -57,9 +59,10 @@ void sandbox_paths_add(struct sb_paths *l, const char *path)
         if (strcmp(l->v[i], path) == 0) return;
     if (l->n == l->cap) {
         l->cap = l->cap ? l->cap * 2 : 8;
-        l->v = xrealloc(l->v, l->cap * sizeof *l->v);
+        l->v = xrealloc(l->v, (l->cap + 1) * sizeof *l->v);
     }
     l->v[l->n++] = xstrdup(path);
+    l->v[l->n] = NULL;
 }
 
 void sandbox_paths_free(struct sb_paths *l)
@@ -77,17 +80,33 @@ void sandbox_policy_free(struct sandbox_policy *p)
     sandbox_paths_free(&p->readonly_sub);
     sandbox_paths_free(&p->denied);
     sandbox_paths_free(&p->protected_names);
+    sandbox_paths_free(&p->deny_globs);
     free(p->cwd);
     free(p->refusal);
     memset(p, 0, sizeof *p);
 }
 
 /* The canonical form of a resolved path: realpath when it exists (Landlock and
- * mounts act on the object, so comparisons must too), else the lexical path. */
+ * mounts act on the object, so comparisons must too); for a missing one, its deepest
+ * existing directory's realpath with the rest of the path as named, so that a deny
+ * entry for a file made later is the path the file will have (path_rules.h). */
 static char *canon(const char *path)
 {
     char *r = realpath(path, NULL);
-    return r ? r : xstrdup(path);
+    if (r || path[0] != '/') return r ? r : xstrdup(path);
+    char pre[PATH_MAX];
+    size_t n = strlen(path);
+    if (n >= sizeof pre) return xstrdup(path);
+    memcpy(pre, path, n + 1);
+    for (char *slash = strrchr(pre, '/'); slash && slash > pre; slash = strrchr(pre, '/')) {
+        *slash = 0;
+        char *base = realpath(pre, NULL);
+        if (!base) continue;
+        char *full = xasprintf("%s%s%s", base, strcmp(base, "/") ? "/" : "", path + (slash - pre) + 1);
+        free(base);
+        return full;
+    }
+    return xstrdup(path);
 }
 
 static char *join(const char *a, const char *b);
@@ -194,39 +213,6 @@ static char *uri_path(const char *uri, struct sandbox_error *e)
 
 /* ---- globs ------------------------------------------------------------------------ */
 
-/* Matches a path (split on '/') against a pattern where a `**` segment matches any
- * number of segments and other segments are fnmatch patterns. */
-static bool glob_match(const char *pat, const char *str)
-{
-    while (*pat == '/')
-        pat++;
-    while (*str == '/')
-        str++;
-    if (!*pat) return !*str;
-    const char *pe = strchr(pat, '/');
-    size_t pl = pe ? (size_t)(pe - pat) : strlen(pat);
-    if (pl == 2 && pat[0] == '*' && pat[1] == '*') {
-        const char *rest = pat + 2;
-        for (const char *s = str;;) {
-            if (glob_match(rest, s)) return true;
-            const char *n = strchr(s, '/');
-            if (!n) return false;
-            s = n + 1;
-        }
-    }
-    if (!*str) return false;
-    const char *se = strchr(str, '/');
-    size_t sl = se ? (size_t)(se - str) : strlen(str);
-    char ps[NAME_MAX + 1], ss[NAME_MAX + 1];
-    if (pl > NAME_MAX || sl > NAME_MAX) return false;
-    memcpy(ps, pat, pl);
-    ps[pl] = 0;
-    memcpy(ss, str, sl);
-    ss[sl] = 0;
-    if (fnmatch(ps, ss, FNM_PERIOD) != 0) return false;
-    return glob_match(pat + pl, str + sl);
-}
-
 struct glob_scan {
     const char *pattern; /* relative to base */
     int access;
@@ -252,12 +238,12 @@ static int glob_walk(struct glob_scan *g, const char *base, const char *rel, int
             break;
         }
         char *r = *rel ? join(rel, de->d_name) : xstrdup(de->d_name);
-        if (glob_match(g->pattern, r) && g->out->n >= MAX_ENTRIES) {
+        if (path_rules_glob_match(g->pattern, r) && g->out->n >= MAX_ENTRIES) {
             free(r);
             rc = -E2BIG;
             break;
         }
-        if (glob_match(g->pattern, r)) {
+        if (path_rules_glob_match(g->pattern, r)) {
             char *full = join(base, r);
             entries_add(g->out, full, g->access, false);
             free(full);
@@ -273,7 +259,7 @@ static int glob_walk(struct glob_scan *g, const char *base, const char *rel, int
 /* Expands pattern (absolute, or relative to cwd). Returns 0, or -E2BIG with e filled
  * when it matches too many paths. */
 static int glob_expand(const char *pattern, const char *cwd, int access, int max_depth,
-                       struct entries *out, struct sandbox_error *e)
+                       struct entries *out, struct sb_paths *deny_globs, struct sandbox_error *e)
 {
     char *abs = pattern[0] == '/' ? xstrdup(pattern) : join(cwd, pattern);
     /* The scan starts at the longest prefix without glob characters. */
@@ -291,6 +277,15 @@ static int glob_expand(const char *pattern, const char *cwd, int access, int max
     base = xstrdup(*abs ? abs : "/");
     pat = xstrdup(slash + 1);
     free(abs);
+    if (access == ACC_DENY) {
+        /* Matched again whenever a path is asked (path_rules.h): a file made after the
+         * scan is as denied as one found by it. */
+        char *cb = canon(base);
+        char *whole = join(cb, pat);
+        sandbox_paths_add(deny_globs, whole);
+        free(whole);
+        free(cb);
+    }
     struct glob_scan g = {pat, access, max_depth, 0, out};
     int rc = glob_walk(&g, base, "", 0);
     free(base);
@@ -316,6 +311,7 @@ struct ctx {
 struct sb_build {
     struct ctx cx;
     struct entries es;
+    struct sb_paths deny_globs; /* absolute `none` patterns */
 };
 
 struct sb_build *sandbox_build_new(void)
@@ -327,6 +323,7 @@ void sandbox_build_free(struct sb_build *b)
 {
     if (!b) return;
     entries_free(&b->es);
+    sandbox_paths_free(&b->deny_globs);
     free(b->cx.cwd);
     sandbox_paths_free(&b->cx.roots);
     sandbox_paths_free(&b->cx.tmpdirs);
@@ -392,7 +389,7 @@ static int add_special(struct ctx *cx, const char *kind, const char *subpath, in
 }
 
 static int add_entry(struct ctx *cx, const struct sb_entry *ent, int glob_depth, struct entries *es,
-                     struct sandbox_error *e)
+                     struct sb_paths *deny_globs, struct sandbox_error *e)
 {
     if (ent->path) {
         char *np = uri_path(ent->path, e);
@@ -406,7 +403,7 @@ static int add_entry(struct ctx *cx, const struct sb_entry *ent, int glob_depth,
             cx->dynamic = true;
             if (!cx->cwd) return 0; /* reported as "requires cwd" by sandbox_build_finish */
         }
-        return glob_expand(ent->pattern, cx->cwd, ent->access, glob_depth, es, e);
+        return glob_expand(ent->pattern, cx->cwd, ent->access, glob_depth, es, deny_globs, e);
     }
     return add_special(cx, ent->kind, ent->subpath, ent->access, es, e);
 }
@@ -414,7 +411,7 @@ static int add_entry(struct ctx *cx, const struct sb_entry *ent, int glob_depth,
 int sandbox_build_entry(struct sb_build *b, const struct sb_entry *ent, int glob_depth,
                         struct sandbox_error *e)
 {
-    int rc = add_entry(&b->cx, ent, glob_depth, &b->es, e);
+    int rc = add_entry(&b->cx, ent, glob_depth, &b->es, &b->deny_globs, e);
     if (rc < 0) return rc;
     return b->es.n > MAX_ENTRIES ? too_many_entries(e) : 0;
 }
@@ -610,6 +607,11 @@ int sandbox_build_finish(struct sb_build *b, bool net_restricted, bool enforce_f
     out->net_restricted = net_restricted;
     out->enforce_fs = enforce_fs;
     if (enforce_fs) classify(&b->es, out);
+    if (enforce_fs && b->deny_globs.n) {
+        out->deny_globs = b->deny_globs;
+        memset(&b->deny_globs, 0, sizeof b->deny_globs);
+        out->full_read = out->full_write = false;
+    }
     out->cwd = b->cx.cwd;
     b->cx.cwd = NULL;
     return 0;
@@ -630,4 +632,17 @@ bool sandbox_policy_needs_fs(const struct sandbox_policy *p, bool reads, bool wr
 bool sandbox_policy_needs_process(const struct sandbox_policy *p)
 {
     return p->enforce_fs || p->net_restricted;
+}
+
+void sandbox_policy_spec(const struct sandbox_policy *p, struct sandbox_spec *out)
+{
+    memset(out, 0, sizeof *out);
+    out->enforce_fs = p->enforce_fs;
+    out->net_restricted = p->net_restricted;
+    out->readable = (const char *const *)p->readable.v;
+    out->writable = (const char *const *)p->writable.v;
+    out->readonly_sub = (const char *const *)p->readonly_sub.v;
+    out->denied = (const char *const *)p->denied.v;
+    out->protected_names = (const char *const *)p->protected_names.v;
+    out->deny_globs = (const char *const *)p->deny_globs.v;
 }

@@ -17,7 +17,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* A list of malloc'd absolute paths. */
+/* A list of malloc'd absolute paths, NULL-terminated (v[n] is NULL once one was
+ * added), so that it reads as a sandbox_spec's list (spec.h). */
 struct sb_paths {
     char **v;
     size_t n, cap;
@@ -36,6 +37,9 @@ struct sandbox_policy {
     struct sb_paths protected_names; /* .git, .codex... under each writable root: kept
                                         read-only in the view whatever happens to
                                         them on the host (sandbox/placeholders.h) */
+    struct sb_paths deny_globs;      /* `none` glob patterns, absolute: matched again
+                                        whenever a path is asked (path_rules.h), not
+                                        only at start */
     char *cwd;                       /* the resolved sandbox cwd, or NULL */
     char *refusal;                   /* why this policy cannot be enforced on this tree
                                         (a protected name is a symlink), or NULL */
@@ -72,6 +76,10 @@ bool sandbox_policy_needs_fs(const struct sandbox_policy *p, bool reads, bool wr
 bool sandbox_policy_needs_process(const struct sandbox_policy *p);
 
 void sandbox_policy_free(struct sandbox_policy *p);
+
+/* The policy's lists as a sandbox_spec (borrowed: valid while p is), for path_rules.h. */
+struct sandbox_spec;
+void sandbox_policy_spec(const struct sandbox_policy *p, struct sandbox_spec *out);
 
 /* Helpers for path lists (also used by the enforcement code). */
 void sandbox_paths_add(struct sb_paths *l, const char *path);

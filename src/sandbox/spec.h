@@ -19,6 +19,7 @@ struct sandbox_spec {
     /* NULL-terminated lists */
     const char *const *readable, *const *writable, *const *readonly_sub, *const *denied;
     const char *const *protected_names;
+    const char *const *deny_globs; /* absolute patterns of `none` globs (path_rules.h) */
 };
 
 #endif
