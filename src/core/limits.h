@@ -77,6 +77,8 @@
  *                    children get their own PID namespace (isolate, the default)
  *                    or share ours (inherit: they may signal other processes of
  *                    the same user). Requests cannot change it.
+ *   sandbox_mode     --sandbox-mode: auto (0), namespaces (1) or landlock (2)
+ *                    (sandbox/sandbox_host.h decides from it and the start-time probe).
  *   proxy_private_ips_via_upstream  --proxy-private-ips-via-upstream: permitted
  *                    private-IP destinations may use the configured upstream
  *                    proxy (for the managed network proxy).
@@ -127,6 +129,7 @@ struct server_limits {
     unsigned max_detached;
     uint64_t max_concurrent_requests;
     int sandbox_pid_namespace; /* enum limits_pid_namespace */
+    int sandbox_mode;          /* --sandbox-mode: 0 auto, 1 namespaces, 2 landlock */
     bool proxy_private_ips_via_upstream;
     bool sandbox_transparent_tcp;
     struct limits_endpoint tcp_upstream_proxy;

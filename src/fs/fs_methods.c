@@ -38,6 +38,7 @@
 #include "rpc/params.h"
 #include "rpc/rpc.h"
 #include "fs/sandbox_helper.h"
+#include "sandbox/path_rules.h"
 #include "sandbox/policy.h"
 #include "sandbox/sandbox_rpc.h"
 #include "session/session.h"
@@ -170,9 +171,39 @@ int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out,
     return rc;
 }
 
+/* Whether path (as the request names it; the link itself too with followSymlinks
+ * false) is under a deny entry or matches a deny glob of sb, asked now: the helper's
+ * view covers what was denied when it started, and a file made since (by the host, by
+ * a sandboxed command) is denied all the same, as the reference refuses it. The
+ * helper asks again of each object it opens (a link swapped in meanwhile). */
+static bool denied_now(const struct fs_sandbox *sb, const char *path, bool nofollow)
+{
+    if (!path || (!sb->pol.denied.n && !sb->pol.deny_globs.n)) return false;
+    struct sandbox_spec spec;
+    sandbox_policy_spec(&sb->pol, &spec);
+    char *c = sandbox_canonical_path(path);
+    bool denied = path_rules_denied(&spec, c);
+    free(c);
+    const char *slash = strrchr(path, '/');
+    if (!denied && nofollow && slash && slash[1]) {
+        char *dir = dup_slice(path, slash == path ? 1 : (size_t)(slash - path));
+        char *cd = sandbox_canonical_path(dir);
+        char *lex = xasprintf("%s%s%s", cd, strcmp(cd, "/") ? "/" : "", slash + 1);
+        denied = path_rules_denied(&spec, lex);
+        free(lex);
+        free(cd);
+        free(dir);
+    }
+    return denied;
+}
+
 /* Runs fw in the sandbox helper of its session and policy (on a pool thread). */
 static void run_sandboxed(struct fs_work *fw)
 {
+    if (denied_now(fw->sb, fw->path, fw->nofollow) || denied_now(fw->sb, fw->path2, fw->nofollow)) {
+        fs_work_set_err(fw, EACCES);
+        return;
+    }
     struct fs_wire_request h = {.op = fw->op,
                                 .recursive = fw->recursive,
                                 .force = fw->force,

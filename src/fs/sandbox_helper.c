@@ -133,7 +133,8 @@ static int start_failed(int err, char *why, size_t n)
         snprintf(why, n, "cannot start the filesystem sandbox helper: %s", strerror(-err));
         return SB_CALL_NO_RESOURCES;
     }
-    snprintf(why, n, "filesystem sandbox cannot be enforced on this executor");
+    snprintf(why, n, "filesystem sandbox cannot be enforced on this executor%s",
+             sandbox_host_refusal());
     return SB_CALL_UNENFORCEABLE;
 }
 
@@ -171,6 +172,10 @@ static struct sb_helper *helper_start(const struct fs_sandbox *sb, int *rc, char
         return NULL;
     }
     const struct sandbox_policy *pol = &sb->pol;
+    if (sandbox_policy_check(pol) < 0) {
+        *rc = start_failed(-EOPNOTSUPP, why, whyn);
+        return NULL;
+    }
     int sv[2] = {-1, -1}, devnull = -1;
     struct sb_helper *h = NULL;
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||

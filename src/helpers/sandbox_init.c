@@ -29,9 +29,12 @@
 #include <unistd.h>
 
 #include "core/own_ports.h"
+#include "sandbox/cgroup_caps.h"
+#include "sandbox/fs_broker.h"
 #include "sandbox/landlock.h"
 #include "sandbox/net_guard.h"
-#include "sandbox/cgroup_caps.h"
+#include "sandbox/notify.h"
+#include "sandbox/sig_guard.h"
 #include "sandbox/tun.h"
 #include "sandbox/view.h"
 #include "util/fdframe.h"
@@ -68,7 +71,7 @@ static void init_session(const struct sandbox_start *st, sigset_t *all)
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) o->fail(st->job, SANDBOX_STEP_DEATHSIG, errno);
     if (setsid() < 0) o->fail(st->job, SANDBOX_STEP_SESSION, errno);
     /* Without a PID namespace, the command's orphans must come to us to be killed. */
-    if (st->spec.pid_inherit && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+    if ((st->spec.pid_inherit || st->spec.landlock_only) && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
         o->fail(st->job, SANDBOX_STEP_SUBREAPER, errno);
     /* The process group's signals are the command's business; SIGKILL still ends us. */
     sigfillset(all);
@@ -109,7 +112,9 @@ struct supervision {
     int listeners[2]; /* the managed proxy's loopback relays */
     char tags[2];     /* 'H' or 'S' for each */
     int nl;
-    struct net_guard guard;
+    struct notify nf;         /* the command's seccomp listener (nf.fd -1: none) */
+    struct net_guard guard;   /* connect (notify.h) */
+    struct fs_broker broker;  /* file-system calls (fs_broker.h) */
     const char *const *protected_names; /* for view_lost's report */
 };
 
@@ -174,6 +179,33 @@ static int watch_protected_names(const struct sandbox_spec *spec)
 /* The ruleset, the filter (with its listener's socketpair when connects are to be
  * answered) and the process cap, for step 8; then the view's watch. Returns 0 or
  * -errno with *step naming what failed. */
+/* Whether the policy has deny entries the view cannot cover for the life of the
+ * command (fs_broker.h): a glob, or a path missing now. Without namespaces there is
+ * no cover at all, and Landlock cannot take back a read it grants a root: any deny. */
+static bool needs_broker_reads(const struct sandbox_spec *spec)
+{
+    if (!spec->enforce_fs) return false;
+    if (spec->deny_globs && spec->deny_globs[0]) return true;
+    for (const char *const *p = spec->denied; p && *p; p++) {
+        struct stat st;
+        if (spec->landlock_only || lstat(*p, &st) < 0) return true;
+    }
+    return false;
+}
+
+/* The filter's parts beside the network (seccomp.h): the broker's and, without
+ * namespaces, what they would have hidden. */
+static unsigned broker_bits(const struct sandbox_spec *spec)
+{
+    unsigned b = needs_broker_reads(spec) ? SECCOMP_BROKER_READS : 0;
+    if (spec->landlock_only) {
+        b |= SECCOMP_NO_NAMESPACES;
+        if (spec->enforce_fs) b |= SECCOMP_BROKER_WRITES;
+        if (sandbox_landlock_abi() < 6) b |= SECCOMP_SIGNALS;
+    }
+    return b;
+}
+
 static int prepare_confinement(const struct sandbox_spec *spec, struct sandbox_confinement *c,
                                const char **step)
 {
@@ -186,7 +218,9 @@ static int prepare_confinement(const struct sandbox_spec *spec, struct sandbox_c
     if (c->max_procs && getrlimit(RLIMIT_NPROC, &nproc) == 0 && nproc.rlim_max != RLIM_INFINITY &&
         nproc.rlim_max < c->max_procs)
         c->max_procs = nproc.rlim_max;
-    int rc = sandbox_landlock_ruleset(spec, &c->ruleset_fd);
+    /* Without namespaces the command's writes are the broker's: its own rules give the
+     * writable roots read rights only. */
+    int rc = sandbox_landlock_ruleset(spec, spec->landlock_only && !spec->serve, &c->ruleset_fd);
     if (rc < 0) {
         *step = "landlock ruleset";
         return rc;
@@ -195,7 +229,8 @@ static int prepare_confinement(const struct sandbox_spec *spec, struct sandbox_c
     enum seccomp_net net = !spec->net_restricted ? SECCOMP_NET_OPEN
                            : spec->net_proxy     ? SECCOMP_NET_INET_ONLY
                                                  : SECCOMP_NET_NONE;
-    rc = spec->serve ? seccomp_build_fs_helper(&c->seccomp) : seccomp_build(net, &c->seccomp);
+    rc = spec->serve ? seccomp_build_fs_helper(&c->seccomp)
+                     : seccomp_build(net, broker_bits(spec), &c->seccomp);
     if (rc < 0) {
         *step = "seccomp filter";
         return rc;
@@ -212,6 +247,7 @@ static int prepare_confinement(const struct sandbox_spec *spec, struct sandbox_c
             return -errno;
         }
     }
+    if (spec->landlock_only) return 0; /* no view to watch: the broker keeps the names */
     /* The view is complete: from now on any change of this namespace's mount table
      * is the host removing or moving something a mount sits on (the command can
      * mount nothing), and a protected name's read-only mount would be gone with it. */
@@ -285,10 +321,10 @@ static __attribute__((noinline)) pid_t vfork_command(const struct sandbox_start 
 }
 
 /* The command's seccomp listener, sent on conf->guard_sock[1] before it execed
- * (seccomp_install): into guard, or -errno (the command must not run unanswered). */
-static int take_guard(struct sandbox_confinement *conf, struct net_guard *guard)
+ * (seccomp_install): into nf, or -errno (the command must not run unanswered). */
+static int take_listener(struct sandbox_confinement *conf, struct notify *nf)
 {
-    guard->fd = -1;
+    nf->fd = -1;
     if (conf->guard_sock[0] < 0) return 0;
     char tag = 0;
     int fd = -1, nfds = 0;
@@ -299,9 +335,26 @@ static int take_guard(struct sandbox_confinement *conf, struct net_guard *guard)
         if (fd >= 0) close(fd);
         return n < 0 ? n : -EPROTO;
     }
-    int rc = net_guard_open(guard, fd);
+    int rc = notify_open(nf, fd);
     if (rc < 0) close(fd);
     return rc;
+}
+
+/* One notification of the command's (notify.h), handed to whoever decides its call. */
+static void serve_notification(struct supervision *s)
+{
+    struct notify_call c;
+    if (notify_recv(&s->nf, &c) <= 0) return;
+    long nr = c.n->data.nr;
+    if (nr == __NR_connect)
+        net_guard_connect(&s->guard, &s->nf, &c);
+    else if (fs_broker_handles(nr))
+        fs_broker_serve(&s->broker, &s->nf, &c);
+    else if (sig_guard_handles(nr))
+        sig_guard_serve(&s->nf, &c);
+    else
+        notify_answer(&s->nf, c.n->id, -ENOSYS, 0);
+    notify_call_done(&c);
 }
 
 /* ---- 9. supervision ------------------------------------------------------------------- */
@@ -418,18 +471,27 @@ static void reap(struct supervision *s)
 static __attribute__((noreturn)) void supervise(struct supervision *s)
 {
     for (;;) {
-        struct pollfd p[5 + 1 + NET_GUARD_MAX_PENDING];
+        struct pollfd p[5 + 1 + NET_GUARD_MAX_PENDING + FS_BROKER_MAX_WAITING];
         int np = 0;
         p[np++] = (struct pollfd){s->sfd, POLLIN, 0};
         view_watch_pollfds(p + np);
         np += 2;
         for (int i = 0; i < s->nl; i++)
             p[np++] = (struct pollfd){s->listeners[i], POLLIN, 0};
+        int nfi = np;
+        p[np++] = (struct pollfd){s->nf.fd, POLLIN, 0}; /* -1: skipped */
         int gfirst = np;
-        np += net_guard_pollfds(&s->guard, p + np, (int)(sizeof p / sizeof p[0]) - np);
-        if (poll(p, (nfds_t)np, -1) < 0 && errno != EINTR) _exit(1);
+        np += net_guard_pollfds(&s->guard, p + np, NET_GUARD_MAX_PENDING);
+        int bfirst = np;
+        np += fs_broker_pollfds(&s->broker, p + np, FS_BROKER_MAX_WAITING);
+        /* a FIFO's open waiting in a fork is given up when its caller goes: looked
+         * at once a second */
+        int timeout = s->broker.nwaiting ? 1000 : -1;
+        if (poll(p, (nfds_t)np, timeout) < 0 && errno != EINTR) _exit(1);
         if (p[1].revents || p[2].revents) view_lost(s);
-        net_guard_serve(&s->guard, p + gfirst, np - gfirst);
+        net_guard_serve_pending(&s->guard, &s->nf, p + gfirst, bfirst - gfirst);
+        fs_broker_serve_waiting(&s->broker, &s->nf, p + bfirst, np - bfirst);
+        if (p[nfi].revents & POLLIN) serve_notification(s);
         for (int i = 0; i < s->nl; i++) {
             if (!(p[3 + i].revents & POLLIN)) continue;
             int c;
@@ -471,19 +533,34 @@ static int network_up(const struct sandbox_start *st, bool net_ahead, struct sup
                       const char **what)
 {
     int rc = 0;
-    if (st->spec.net_restricted && !net_ahead && (rc = loopback_up()) < 0) {
+    bool own_net = !st->spec.landlock_only; /* else the host's network: nothing to bring up */
+    if (own_net && st->spec.net_restricted && !net_ahead && (rc = loopback_up()) < 0) {
         *what = "loopback";
         return rc;
     }
+    /* The proxy's ports on loopback. Without a network namespace of our own they are
+     * the host's: the init listens on ports the kernel picks, and the command's
+     * connects to the ports it was told go there (net_guard.h, proxy_only). */
+    s->guard.proxy_only = !own_net && st->proxy_fd >= 0;
     for (int i = 0; i < 2 && st->proxy_fd >= 0; i++) {
         if (!st->proxy_ports[i]) continue;
-        int l = listen_loopback(st->proxy_ports[i]);
+        int l = listen_loopback(own_net ? st->proxy_ports[i] : 0);
+        struct sockaddr_in a;
+        socklen_t al = sizeof a;
+        if (l >= 0 && !own_net && getsockname(l, (struct sockaddr *)&a, &al) == 0) {
+            s->guard.proxy_ports[i] = st->proxy_ports[i];
+            s->guard.relay_ports[i] = ntohs(a.sin_port);
+        }
         if (l < 0) {
             *what = "the managed proxy's loopback listener";
             return l;
         }
         s->tags[s->nl] = st->proxy_ports[0] && i == 0 ? 'H' : 'S';
         s->listeners[s->nl++] = l;
+    }
+    if (st->tun_fd >= 0 && !own_net) {
+        *what = "transparent TCP (it needs a network namespace of the sandbox's own)";
+        return -EOPNOTSUPP;
     }
     if (st->tun_fd >= 0 && st->proxy_fd >= 0)
         rc = sandbox_tun_start(st->tun_fd, st->proxy_fd, what);
@@ -500,11 +577,15 @@ static int build_sandbox(const struct sandbox_start *st, bool userns, bool net_a
         *what = "user namespace id maps";
         return rc;
     }
-    /* 4 and 5: the mounts, then the protected names, carve-outs and covers */
-    if ((rc = sandbox_view_build(&st->spec, what)) < 0) return rc;
+    /* 4 and 5: the mounts, then the protected names, carve-outs and covers. Without
+     * namespaces there is no view: Landlock and the broker keep the policy. */
+    if (!st->spec.landlock_only && (rc = sandbox_view_build(&st->spec, what)) < 0) return rc;
     /* A root server's process cap is the cgroup the init joins: not the command's to
-     * leave (cgroup v1 lets a task of the same uid move itself). */
-    if (st->cgroup_fds[0] >= 0 && (rc = sandbox_view_seal_cgroups(&st->spec, what)) < 0) return rc;
+     * leave (cgroup v1 lets a task of the same uid move itself). Without a view, only
+     * the broker writes, and only in the policy's roots. */
+    if (!st->spec.landlock_only && st->cgroup_fds[0] >= 0 &&
+        (rc = sandbox_view_seal_cgroups(&st->spec, what)) < 0)
+        return rc;
     if ((rc = network_up(st, net_ahead, s, what)) < 0) return rc;
     return prepare_confinement(&st->spec, c, what);
 }
@@ -533,9 +614,14 @@ static __attribute__((noreturn)) void init_main(const struct sandbox_start *st, 
     sigset_t all;
     init_session(st, &all);
     struct sandbox_confinement conf;
-    struct supervision s = {.pid_inherit = st->spec.pid_inherit,
+    struct supervision s = {.pid_inherit = st->spec.pid_inherit || st->spec.landlock_only,
                             .proxy = st->proxy_fd,
-                            .protected_names = st->spec.protected_names};
+                            .protected_names = st->spec.protected_names,
+                            .nf = {.fd = -1},
+                            .broker = {.spec = &st->spec,
+                                       .reads = needs_broker_reads(&st->spec),
+                                       .writes = st->spec.landlock_only && st->spec.enforce_fs,
+                                       .own_shm = !st->spec.landlock_only}};
     const char *what = "";
     int rc = build_sandbox(st, userns, net_ahead, uid, gid, &conf, &s, &what);
     if (rc < 0) {
@@ -560,13 +646,13 @@ static __attribute__((noreturn)) void init_main(const struct sandbox_start *st, 
      * clone3(CLONE_INTO_CGROUP), a way around the read-only cgroupfs
      * (sandbox_view_seal_cgroups): it takes a descriptor of any cgroup directory,
      * opened for reading. */
-    if (st->cgroup_fds[0] >= 0 && unshare(CLONE_NEWCGROUP) < 0)
-        o->fail(st->job, SANDBOX_STEP_SETUP, errno);
+    if (st->cgroup_fds[0] >= 0 && unshare(CLONE_NEWCGROUP) < 0 && !st->spec.landlock_only)
+        o->fail(st->job, SANDBOX_STEP_SETUP, errno); /* without namespaces: clone3 is denied */
     /* 8 */
     s.cmd = vfork_command(st, &conf);
     if (s.cmd < 0) o->fail(st->job, SANDBOX_STEP_CLONE, errno);
     if (o->command_failed(st->job)) _exit(127);
-    rc = take_guard(&conf, &s.guard);
+    rc = take_listener(&conf, &s.nf);
     if (rc < 0) {
         kill(s.cmd, SIGKILL);
         o->fail(st->job, SANDBOX_STEP_SETUP, -rc);
@@ -649,8 +735,23 @@ static bool takes_ready_net(const struct sandbox_start *st)
     return st->spec.net_restricted && st->proxy_fd < 0 && st->tun_fd < 0 && net_ready >= 0;
 }
 
+/* A sandbox without namespaces (sandbox_mode.h): the init is a plain child of the
+ * server, in its cgroups from birth where it can be (v2), and what it builds is the
+ * command's Landlock rules, filter and broker (steps 7-9). */
+static pid_t spawn_without_namespaces(const struct sandbox_start *st)
+{
+    int into = -1;
+    for (int i = 0; i < 2; i++)
+        if (st->cgroup_fds[i] >= 0 && cgroup_caps_join_by_clone(st->cgroup_fds[i]))
+            into = st->cgroup_fds[i];
+    long pid = clone_init(CLONE_PARENT, &into);
+    if (pid == 0) init_main(st, false, false, geteuid(), getegid(), into);
+    return pid < 0 ? -errno : (pid_t)pid;
+}
+
 pid_t sandbox_spawn(const struct sandbox_start *st)
 {
+    if (st->spec.landlock_only) return spawn_without_namespaces(st);
     /* 1. the clone flags */
     uid_t uid = geteuid();
     gid_t gid = getegid();

@@ -44,6 +44,8 @@ enum {
                                         descriptor of /dev/net/tun */
     SPAWN_F_CGROUP2 = 1u << 11,       /* with SPAWN_F_CGROUP: a second cgroup's, the last
                                          init fd (cgroup v1's memory hierarchy) */
+    SPAWN_F_LANDLOCK_ONLY = 1u << 12, /* no namespaces: Landlock, seccomp and the init's
+                                         broker (sandbox/sandbox_mode.h) */
 };
 
 /* The lists, in wire order. */

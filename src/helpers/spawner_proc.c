@@ -250,6 +250,7 @@ static void start_sandboxed(struct job *j)
                 .net_proxy = f & SPAWN_F_PROXY,
                 .pid_inherit = f & SPAWN_F_PID_INHERIT,
                 .serve = f & SPAWN_F_SERVE,
+                .landlock_only = f & SPAWN_F_LANDLOCK_ONLY,
                 .max_procs = j->r.max_procs,
                 .readable = j->r.list[SPAWN_L_READABLE],
                 .writable = j->r.list[SPAWN_L_WRITABLE],
@@ -342,7 +343,8 @@ int spawner_main(int sk, spawner_serve_fn serve)
         } else if (j.r.flags & SPAWN_F_SANDBOX) {
             start_sandboxed(&j);
             /* The next sandbox's network, while this one sets itself up. */
-            if (j.r.flags & SPAWN_F_NET_RESTRICTED) sandbox_net_prepare();
+            if ((j.r.flags & SPAWN_F_NET_RESTRICTED) && !(j.r.flags & SPAWN_F_LANDLOCK_ONLY))
+                sandbox_net_prepare();
         } else {
             start_plain(&j, stack);
         }

@@ -110,6 +110,7 @@ struct proc_start {
     char *argv0;         /* the program, for the start's log line */
     struct rpc_req *req; /* the pending process/start */
     bool tty, sandboxed;
+    int mode;       /* enum sandbox_mode (sandbox_host.h) it runs in, when sandboxed */
     bool cancelled; /* process/terminate came first */
     struct sandbox_hold *hold;
     struct spawn_op *op;

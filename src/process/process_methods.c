@@ -165,9 +165,8 @@ static void start_done(void *arg, int err, const struct spawn_result *sr, int sb
         rpc_reply_error(req, RPC_INVALID_REQUEST, "process %s start was cancelled", ps->id);
     } else if (err == SPAWN_ERR_SANDBOX) {
         log_warn("process %s: the sandbox could not be set up: %s", ps->id, strerror(sberr));
-        rpc_reply_error(req, RPC_INVALID_PARAMS,
-                        "sandbox intent cannot be enforced on this "
-                        "executor");
+        rpc_reply_error(req, RPC_INVALID_PARAMS, "sandbox intent cannot be enforced on this executor%s",
+                        sandbox_host_refusal());
     } else if (err < 0) {
         char text[256];
         oserr_format(-err, text, sizeof text);
@@ -204,8 +203,12 @@ static void start_done(void *arg, int err, const struct spawn_result *sr, int sb
                   log_value(ps->argv0, a0, sizeof a0), ps->tty ? "true" : "false",
                   ps->sandboxed ? "true" : "false");
         /* The response goes out before any notification of the new process. */
-        rpc_reply_json(req, json_pack("{s:s,s:s}", "processId", ps->id, "sandboxType",
-                                      ps->sandboxed ? "linuxSeccomp" : "none"));
+        json_t *result = json_pack("{s:s,s:s}", "processId", ps->id, "sandboxType",
+                                   ps->sandboxed ? "linuxSeccomp" : "none");
+        /* Ours: which sandbox it runs in (sandbox_host.h) */
+        if (ps->sandboxed)
+            json_object_set_new(result, "sandboxMode", json_string(sandbox_mode_name((enum sandbox_mode)ps->mode)));
+        rpc_reply_json(req, result);
         proc_watch(p);
     }
     start_free(ps);
@@ -372,6 +375,7 @@ static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
     ps->req = req;
     ps->tty = j->tty;
     ps->sandboxed = j->sandboxed;
+    ps->mode = j->sandboxed ? (int)sandbox_host_mode_for(j->pol.legacy_landlock) : 0;
     ps->bridge_fd = -1;
     int err = herr < 0 ? herr : spawn_child_async(req->loop, &rq, start_done, ps, &ps->op);
     if (state_fd >= 0) close(state_fd);
@@ -441,7 +445,8 @@ static bool start_prepare_cwd_sandbox(struct start_job *j, const char *cwd, json
     if (sandbox_policy_needs_process(&j->pol)) {
         if (sandbox_policy_check(&j->pol) < 0) {
             rpc_reply_error(req, RPC_INVALID_PARAMS,
-                            "sandbox intent cannot be enforced on this executor");
+                            "sandbox intent cannot be enforced on this executor%s",
+                            sandbox_host_refusal());
             return false;
         }
         j->sandboxed = true;
@@ -463,7 +468,17 @@ static bool start_prepare_transparent(struct start_job *j)
     j->pol.net_restricted = true;
     if (!j->sandboxed && sandbox_policy_check(&j->pol) < 0) {
         rpc_reply_error(j->req, RPC_INVALID_PARAMS,
-                        "sandbox intent cannot be enforced on this executor");
+                        "sandbox intent cannot be enforced on this executor%s",
+                        sandbox_host_refusal());
+        return false;
+    }
+    /* A TUN device lives in a network namespace of the sandbox's own. */
+    if (sandbox_host_mode_for(j->pol.legacy_landlock) != SANDBOX_MODE_NAMESPACES) {
+        rpc_reply_error(j->req, RPC_INVALID_PARAMS,
+                        "sandbox intent cannot be enforced on this executor (transparentTcp "
+                        "needs a network namespace, and this sandbox has none: %s)",
+                        sandbox_host.why_not[0] ? sandbox_host.why_not
+                                                : "useLegacyLandlock or --sandbox-mode landlock");
         return false;
     }
     j->sandboxed = true;

@@ -31,6 +31,7 @@
 #include "process/guardian.h"
 #include "sandbox/hold.h"
 #include "sandbox/policy.h"
+#include "sandbox/sandbox_host.h"
 #include "util/fdframe.h"
 #include "util/mem.h"
 
@@ -219,6 +220,8 @@ static void wire_sandbox(const struct spawn_request *rq, struct spawn_wire_req *
 {
     const struct sandbox_policy *p = rq->sandbox;
     w->flags |= SPAWN_F_SANDBOX;
+    if (sandbox_host_mode_for(p->legacy_landlock) == SANDBOX_MODE_LANDLOCK)
+        w->flags |= SPAWN_F_LANDLOCK_ONLY;
     if (p->enforce_fs) w->flags |= SPAWN_F_ENFORCE_FS;
     if (p->net_restricted) w->flags |= SPAWN_F_NET_RESTRICTED;
     if (rq->pid_inherit) w->flags |= SPAWN_F_PID_INHERIT;

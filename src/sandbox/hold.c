@@ -6,6 +6,7 @@
 
 #include "sandbox/cgroup_caps.h"
 #include "sandbox/placeholders.h"
+#include "sandbox/sandbox_host.h"
 #include "util/mem.h"
 
 struct sandbox_hold {
@@ -25,7 +26,10 @@ struct sandbox_hold *sandbox_hold_acquire(const struct sandbox_policy *p, unsign
     struct sandbox_hold *h = xcalloc(1, sizeof *h);
     *err = 0;
     h->cg.join_fd[0] = h->cg.join_fd[1] = -1;
-    h->ph = sandbox_placeholders_acquire(&p->protected_names);
+    /* Without namespaces there is no mount to sit on a placeholder: the broker keeps
+     * a missing name from being made (fs_broker.h). */
+    if (sandbox_host_mode_for(p->legacy_landlock) != SANDBOX_MODE_LANDLOCK)
+        h->ph = sandbox_placeholders_acquire(&p->protected_names);
     /* A process cap that cannot be made still has RLIMIT_NPROC; a memory cap has
      * nothing else, so asking for one that cannot be made fails the start. */
     max_procs = cgroup_max_procs(max_procs);

@@ -5,7 +5,11 @@
  * masked by the ABI the kernel reports (DESIGN.md pitfall 12). */
 #include "sandbox/landlock.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -81,10 +85,32 @@ static int add_rule(int rfd, const char *path, uint64_t access)
     return rc;
 }
 
+/* A rule for path, where path is "/" without a view of the sandbox's own (no
+ * namespaces): the host's /dev is there, whose raw disks root may read, so "/" is
+ * granted entry by entry but /dev, which gets the device rules only. */
+static int add_root_rule(int rfd, const struct sandbox_spec *s, const char *path, uint64_t access)
+{
+    if (!s->landlock_only || strcmp(path, "/")) return add_rule(rfd, path, access);
+    DIR *d = opendir("/");
+    if (!d) return -errno;
+    int rc = 0;
+    for (struct dirent *e; !rc && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, "dev"))
+            continue;
+        char p[NAME_MAX + 2];
+        snprintf(p, sizeof p, "/%s", e->d_name);
+        rc = add_rule(rfd, p, access);
+    }
+    closedir(d);
+    return rc ? rc : add_rule(rfd, "/", access & LL_FS_READ_DIR);
+}
+
 /* The ruleset, built in the finished view (so /dev/pts is the private instance).
  * Without file enforcement every path stays allowed, but the process still gets a
- * Landlock domain: its ptrace and signal scoping keep processes outside closed. */
-int sandbox_landlock_ruleset(const struct sandbox_spec *s, int *out)
+ * Landlock domain: its ptrace and signal scoping keep processes outside closed.
+ * writable_read_only: the writable roots get read rights only (a command whose
+ * writes the init's broker makes: fs_broker.h). */
+int sandbox_landlock_ruleset(const struct sandbox_spec *s, bool writable_read_only, int *out)
 {
     *out = -1;
     int abi = sandbox_landlock_abi();
@@ -101,20 +127,26 @@ int sandbox_landlock_ruleset(const struct sandbox_spec *s, int *out)
     if (fd < 0) return -errno;
     int rfd = (int)fd, rc = 0;
     if (!s->enforce_fs) {
-        rc = add_rule(rfd, "/", all);
+        rc = add_root_rule(rfd, s, "/", all);
     } else {
+        uint64_t w = writable_read_only ? LL_FS_READ & all : all;
         for (const char *const *p = s->readable; p && *p && !rc; p++)
-            rc = add_rule(rfd, *p, LL_FS_READ & all);
+            rc = add_root_rule(rfd, s, *p, LL_FS_READ & all);
         for (const char *const *p = s->writable; p && *p && !rc; p++)
-            rc = add_rule(rfd, *p, all);
+            rc = add_root_rule(rfd, s, *p, w);
+    }
+    if (!rc && (s->enforce_fs || s->landlock_only)) {
         /* The private /dev and /proc every program expects. */
         static const char *const devs[] = {"/dev/null",    "/dev/zero", "/dev/full", "/dev/random",
                                            "/dev/urandom", "/dev/tty",  "/dev/pts",  NULL};
         for (int i = 0; devs[i] && !rc; i++)
             rc = add_rule(rfd, devs[i], LL_FS_DEVICE & all);
         if (!rc) rc = add_rule(rfd, "/dev", LL_FS_READ_DIR);
-        if (!rc) rc = add_rule(rfd, "/dev/shm", all);
-        if (!rc) rc = add_rule(rfd, "/proc", (LL_FS_READ | LL_FS_WRITE_FILE) & all);
+        /* without a view of its own, /dev/shm and /proc are the host's: readable */
+        uint64_t shm = s->landlock_only ? LL_FS_READ & all : all;
+        uint64_t proc = (s->landlock_only ? LL_FS_READ : LL_FS_READ | LL_FS_WRITE_FILE) & all;
+        if (!rc) rc = add_rule(rfd, "/dev/shm", shm);
+        if (!rc) rc = add_rule(rfd, "/proc", proc);
     }
     if (rc) {
         close(rfd);

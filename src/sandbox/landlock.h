@@ -9,6 +9,8 @@
 #ifndef EXEC_SANDBOX_LANDLOCK_H
 #define EXEC_SANDBOX_LANDLOCK_H
 
+#include <stdbool.h>
+
 #include "sandbox/spec.h"
 
 /* The Landlock ABI version of the running kernel, or 0 when unavailable. */
@@ -16,8 +18,11 @@ int sandbox_landlock_abi(void);
 
 /* The ruleset for s, built in the finished view (so /dev/pts is the private one):
  * *out is its fd, or -1 where the kernel has no Landlock (the view alone then
- * enforces the policy). Returns 0 or -errno. */
-int sandbox_landlock_ruleset(const struct sandbox_spec *s, int *out);
+ * enforces the policy). writable_read_only gives the writable roots read rights
+ * only, for a command whose writes its init's broker makes (fs_broker.h). Without
+ * namespaces (s->landlock_only) "/" is granted without the host's /dev. Returns 0
+ * or -errno. */
+int sandbox_landlock_ruleset(const struct sandbox_spec *s, bool writable_read_only, int *out);
 
 /* Restricts the calling process with ruleset_fd (no-op for -1). Needs no_new_privs.
  * Async-signal-safe. Returns 0 or -errno. */

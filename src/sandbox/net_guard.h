@@ -26,8 +26,13 @@
  * second listener cannot be stacked under ours (the kernel refuses it), so the
  * command cannot answer its own notifications.
  *
+ * A sandbox without a network namespace of its own (sandbox_mode.h) and a managed
+ * network has every connect decided here too: only the proxy's ports on loopback,
+ * which lead to the init's relay listeners (proxy_only).
+ *
  * net_guard_verdict is the decision alone, with no I/O (unit-tested); the rest runs
- * in the init, single-threaded, around its poll loop. */
+ * in the init, single-threaded, around its poll loop (the notifications come through
+ * notify.h). */
 #ifndef EXEC_SANDBOX_NET_GUARD_H
 #define EXEC_SANDBOX_NET_GUARD_H
 
@@ -43,26 +48,31 @@ int net_guard_verdict(const void *addr, size_t len, bool (*is_ours)(uint16_t por
 
 #define NET_GUARD_MAX_PENDING 64
 
-/* The init's state: the notification descriptor and the blocking connects it
- * completes on the command's behalf. */
+struct notify;
+struct notify_call;
+
+/* The init's state: the blocking connects it completes on the command's behalf, and,
+ * for a managed network without a network namespace of its own (a Landlock-only
+ * sandbox), where the command's connects to the proxy go. */
 struct net_guard {
-    int fd; /* the seccomp listener, -1 when there is none */
-    void *req, *resp;
-    size_t req_size, resp_size;
     int npending;
     struct {
         uint64_t id; /* the notification to answer */
         int sock;    /* our duplicate of the command's socket */
     } pending[NET_GUARD_MAX_PENDING];
+    bool proxy_only;       /* only the proxy's ports on loopback may be reached */
+    uint16_t proxy_ports[2]; /* what the command is told (HTTP, SOCKS5; 0 = none) */
+    uint16_t relay_ports[2]; /* where the init listens for them on the host's loopback */
 };
 
-/* Takes the listener fd (from the command, SCM_RIGHTS). Returns 0 or -errno. */
-int net_guard_open(struct net_guard *g, int fd);
-
-/* Fills up to max pollfds (the listener, then each pending socket); returns how many. */
+/* Fills up to max pollfds with the pending sockets; returns how many. */
 int net_guard_pollfds(const struct net_guard *g, struct pollfd *p, int max);
 
-/* Acts on the pollfds net_guard_pollfds filled (after poll). */
-void net_guard_serve(struct net_guard *g, const struct pollfd *p, int n);
+/* Answers the pending connects whose pollfds (net_guard_pollfds) are ready. */
+void net_guard_serve_pending(struct net_guard *g, struct notify *nf, const struct pollfd *p,
+                             int n);
+
+/* One connect(2) notification (the call c, received by the init's notify loop). */
+void net_guard_connect(struct net_guard *g, struct notify *nf, const struct notify_call *c);
 
 #endif

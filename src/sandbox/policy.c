@@ -90,7 +90,7 @@ void sandbox_policy_free(struct sandbox_policy *p)
  * mounts act on the object, so comparisons must too); for a missing one, its deepest
  * existing directory's realpath with the rest of the path as named, so that a deny
  * entry for a file made later is the path the file will have (path_rules.h). */
-static char *canon(const char *path)
+char *sandbox_canonical_path(const char *path)
 {
     char *r = realpath(path, NULL);
     if (r || path[0] != '/') return r ? r : xstrdup(path);
@@ -110,6 +110,11 @@ static char *canon(const char *path)
 }
 
 static char *join(const char *a, const char *b);
+
+static char *canon(const char *path)
+{
+    return sandbox_canonical_path(path);
+}
 
 /* Records in e each symbolic link that path (absolute, as named) goes through, at
  * any component: realpath follows them, so the entry lands where they point today. */

@@ -30,6 +30,8 @@ struct sandbox_policy {
     bool net_restricted;             /* the network must be denied (except AF_UNIX) */
     bool full_read;                  /* root readable and nothing denied */
     bool full_write;                 /* root writable and nothing denied */
+    bool legacy_landlock;            /* useLegacyLandlock: asks for the mode without
+                                        namespaces (sandbox_host.h) */
     struct sb_paths readable;        /* Landlock read rules */
     struct sb_paths writable;        /* Landlock read+write rules, read-write bind mounts */
     struct sb_paths readonly_sub;    /* read-only bind mounts under writable roots */
@@ -80,6 +82,11 @@ void sandbox_policy_free(struct sandbox_policy *p);
 /* The policy's lists as a sandbox_spec (borrowed: valid while p is), for path_rules.h. */
 struct sandbox_spec;
 void sandbox_policy_spec(const struct sandbox_policy *p, struct sandbox_spec *out);
+
+/* path canonical (malloc'd; the caller frees): its realpath when it exists, else its
+ * deepest existing directory's realpath followed by the rest as named (a file a deny
+ * entry names before it exists). Blocks on the file system: not on the loop thread. */
+char *sandbox_canonical_path(const char *path);
 
 /* Helpers for path lists (also used by the enforcement code). */
 void sandbox_paths_add(struct sb_paths *l, const char *path);

@@ -96,7 +96,8 @@ static const char **strings_of(json_t *arr, size_t *n)
 /* The context's members: cwd and workspaceRoots (policyContext's when given) and
  * temporaryDirectories, with every other member of the reference's type checked.
  * Returns the permissions object; failures go to s. */
-static json_t *decode_context(struct pdec *s, const char **cwd, json_t **roots, json_t **tmps)
+static json_t *decode_context(struct pdec *s, const char **cwd, json_t **roots, json_t **tmps,
+                              bool *legacy_landlock)
 {
     json_t *perm = pdec_object(s, "permissions", PDEC_REQUIRED);
     static const char *const wl[] = {"disabled", "restricted-token", "elevated", "mxc", NULL};
@@ -105,7 +106,7 @@ static json_t *decode_context(struct pdec *s, const char **cwd, json_t **roots, 
     json_t *pctx = pdec_object(s, "policyContext", PDEC_OPTIONAL);
     pdec_enum(s, "windowsSandboxLevel", PDEC_REQUIRED, wl, 0);
     pdec_bool(s, "windowsSandboxPrivateDesktop", PDEC_OPTIONAL, false);
-    pdec_bool(s, "useLegacyLandlock", PDEC_OPTIONAL, false);
+    *legacy_landlock = pdec_bool(s, "useLegacyLandlock", PDEC_OPTIONAL, false);
     static const char *const pm[] = {"reconcile", "preserve", NULL};
     pdec_enum(s, "windowsSandboxProxySettingsMode", PDEC_OPTIONAL, pm, 0);
     pdec_string(s, "userHomeDir", PDEC_OPTIONAL);
@@ -186,7 +187,8 @@ int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandb
     pdec_begin(&s, sandbox, "FileSystemSandboxContext");
     const char *cwd;
     json_t *roots, *tmps;
-    json_t *perm = decode_context(&s, &cwd, &roots, &tmps);
+    bool legacy = false;
+    json_t *perm = decode_context(&s, &cwd, &roots, &tmps, &legacy);
     bool net_restricted = false, enforce_fs = false;
     int rc = -EINVAL;
     if (s.failed) goto decode_fail;
@@ -194,6 +196,7 @@ int sandbox_policy_parse(json_t *sandbox, const char *fallback_cwd, struct sandb
     if (decode_profile(&s, perm, b, err, &net_restricted, &enforce_fs) < 0) goto done;
     if (s.failed) goto decode_fail;
     rc = sandbox_build_finish(b, net_restricted, enforce_fs, out, err);
+    out->legacy_landlock = legacy;
     goto done;
 decode_fail:
     err->kind = SANDBOX_ERR_INVALID;

@@ -14,6 +14,7 @@
 #include "sandbox/seccomp.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/seccomp.h>
 #include <netinet/in.h>
@@ -46,6 +47,13 @@
 #define SC_NOTIFY(nr)                                                                              \
     BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1),                                               \
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF)
+/* nr with any of bits set in the low 32 bits of argument i -> a user notification;
+ * reloads nr. */
+#define SC_NOTIFY_ARG_SET(nr, i, bits)                                                             \
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 4), SC_LOAD_ARG_LO(i),                            \
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, (uint32_t)(bits), 0, 1),                              \
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF), SC_LOAD_NR
+
 /* nr with any of bits set in the low 32 bits of argument i -> errno e; reloads nr. */
 #define SC_DENY_ARG_SET(nr, i, bits, e)                                                            \
     BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 4), SC_LOAD_ARG_LO(i),                            \
@@ -203,6 +211,112 @@ static const struct sock_filter net_guarded[] = {
     BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_SEQPACKET, 0, 1),
     SC_ERRNO(EPROTONOSUPPORT),
     SC_LOAD_NR,
+};
+
+#ifndef __NR_fchmodat2
+#define __NR_fchmodat2 452
+#endif
+#ifndef __NR_setxattrat
+#define __NR_setxattrat 463
+#define __NR_removexattrat 466
+#endif
+#define SC_OPEN_WRITES (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC)
+
+/* The file-system broker (fs_broker.h). Reads: every open, rename and link, decided
+ * again at call time against the deny entries. */
+static const struct sock_filter broker_reads[] = {
+#if defined(__x86_64__)
+    SC_NOTIFY(__NR_open),   SC_NOTIFY(__NR_creat),  SC_NOTIFY(__NR_rename),
+    SC_NOTIFY(__NR_link),
+#endif
+    SC_NOTIFY(__NR_openat), SC_NOTIFY(__NR_openat2), SC_NOTIFY(__NR_renameat),
+    SC_NOTIFY(__NR_renameat2), SC_NOTIFY(__NR_linkat),
+};
+
+/* Writes, without namespaces: every change of the file system. Opens only when they
+ * write, create or truncate (reads stay the kernel's, under Landlock). */
+static const struct sock_filter broker_writes[] = {
+#if defined(__x86_64__)
+    SC_NOTIFY_ARG_SET(__NR_open, 1, SC_OPEN_WRITES),
+    SC_NOTIFY(__NR_creat),
+    SC_NOTIFY(__NR_mkdir),
+    SC_NOTIFY(__NR_mknod),
+    SC_NOTIFY(__NR_symlink),
+    SC_NOTIFY(__NR_link),
+    SC_NOTIFY(__NR_unlink),
+    SC_NOTIFY(__NR_rmdir),
+    SC_NOTIFY(__NR_rename),
+    SC_NOTIFY(__NR_chmod),
+    SC_NOTIFY(__NR_chown),
+    SC_NOTIFY(__NR_lchown),
+    SC_NOTIFY(__NR_utime),
+    SC_NOTIFY(__NR_utimes),
+    SC_NOTIFY(__NR_futimesat),
+#endif
+    SC_NOTIFY_ARG_SET(__NR_openat, 2, SC_OPEN_WRITES),
+    SC_NOTIFY(__NR_openat2),
+    SC_NOTIFY(__NR_mkdirat),
+    SC_NOTIFY(__NR_mknodat),
+    SC_NOTIFY(__NR_symlinkat),
+    SC_NOTIFY(__NR_linkat),
+    SC_NOTIFY(__NR_unlinkat),
+    SC_NOTIFY(__NR_renameat),
+    SC_NOTIFY(__NR_renameat2),
+    SC_NOTIFY(__NR_truncate),
+    SC_NOTIFY(__NR_fchmodat),
+    SC_NOTIFY(__NR_fchmodat2),
+    SC_NOTIFY(__NR_fchmod),
+    SC_NOTIFY(__NR_fchownat),
+    SC_NOTIFY(__NR_fchown),
+    SC_NOTIFY(__NR_utimensat),
+    SC_NOTIFY(__NR_setxattr),
+    SC_NOTIFY(__NR_lsetxattr),
+    SC_NOTIFY(__NR_fsetxattr),
+    SC_NOTIFY(__NR_removexattr),
+    SC_NOTIFY(__NR_lremovexattr),
+    SC_NOTIFY(__NR_fremovexattr),
+    SC_NOTIFY(__NR_setxattrat),
+    SC_NOTIFY(__NR_removexattrat),
+};
+
+/* Without namespaces: what an IPC namespace would have made the sandbox's own is the
+ * host's, so it is not the command's (another process's System V shared memory,
+ * semaphores and queues, POSIX message queues, keyed by guessable numbers and names). */
+static const struct sock_filter no_namespaces[] = {
+    SC_DENY(__NR_shmget, EPERM),   SC_DENY(__NR_shmat, EPERM),     SC_DENY(__NR_shmctl, EPERM),
+    SC_DENY(__NR_semget, EPERM),   SC_DENY(__NR_semop, EPERM),     SC_DENY(__NR_semtimedop, EPERM),
+    SC_DENY(__NR_semctl, EPERM),   SC_DENY(__NR_msgget, EPERM),    SC_DENY(__NR_msgsnd, EPERM),
+    SC_DENY(__NR_msgrcv, EPERM),   SC_DENY(__NR_msgctl, EPERM),    SC_DENY(__NR_mq_open, EPERM),
+    SC_DENY(__NR_mq_unlink, EPERM),
+    /* CLONE_INTO_CGROUP takes any cgroup directory opened for reading, which Landlock
+     * does not stop, and without a cgroup namespace the process cap's cgroup would be
+     * left through it; libc falls back to clone(2), as under Docker's own filter. */
+    SC_DENY(__NR_clone3, ENOSYS),
+};
+
+/* Without namespaces and before Landlock ABI 6: every signal to another process is the
+ * init's to decide (sig_guard.h): a PID namespace would have kept the rest out of
+ * reach, and Landlock scopes signals only from ABI 6. */
+static const struct sock_filter signals_notified[] = {
+    SC_NOTIFY(__NR_kill),          SC_NOTIFY(__NR_tkill),           SC_NOTIFY(__NR_tgkill),
+    SC_NOTIFY(__NR_rt_sigqueueinfo), SC_NOTIFY(__NR_rt_tgsigqueueinfo),
+    SC_NOTIFY(__NR_pidfd_send_signal),
+};
+
+/* A managed network without a namespace of its own: the host's network is right
+ * there, so the command's IP is a TCP connect to the proxy and nothing else (the init
+ * decides each connect: net_guard.h): no datagrams (a sendto reaches any address), no
+ * listening on the host's ports. */
+static const struct sock_filter net_proxy_only[] = {
+    /* socket(any, SOCK_DGRAM | flags, any) */
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 0, 5),
+    SC_LOAD_ARG_LO(1),
+    BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xf),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_STREAM, 1, 0),
+    SC_ERRNO(EPERM),
+    SC_LOAD_NR,
+    SC_DENY(__NR_bind, EPERM),
+    SC_DENY(__NR_listen, EPERM),
 };
 
 /* nr -> allowed. */
@@ -477,24 +591,35 @@ static int program_build(struct seccomp_prog *out, const struct sock_filter *con
 }
 #endif
 
-int seccomp_build(enum seccomp_net net, struct seccomp_prog *out)
+int seccomp_build(enum seccomp_net net, unsigned broker, struct seccomp_prog *out)
 {
     memset(out, 0, sizeof *out);
 #ifndef SC_AUDIT_ARCH
     (void)net;
+    (void)broker;
     return -EOPNOTSUPP;
 #else
-    /* The network's rules first: of two rules for one number, the first decides. */
-    const struct sock_filter *parts[2] = {net == SECCOMP_NET_NONE        ? net_none
-                                          : net == SECCOMP_NET_INET_ONLY ? net_inet_only
-                                                                         : net_guarded,
-                                          base_rules};
-    size_t lens[2] = {net == SECCOMP_NET_NONE        ? NELEM(net_none)
-                      : net == SECCOMP_NET_INET_ONLY ? NELEM(net_inet_only)
-                                                     : NELEM(net_guarded),
-                      NELEM(base_rules)};
-    out->listener = net == SECCOMP_NET_OPEN;
-    return program_build(out, parts, lens, 2, epilogue);
+    /* Of two rules for one number, the first decides: the broker's reads (every open)
+     * before its writes (writing opens), the network's before the rest. */
+    const struct sock_filter *parts[8];
+    size_t lens[8], n = 0;
+#define PART(a) (parts[n] = (a), lens[n++] = NELEM(a))
+    if (broker & SECCOMP_BROKER_READS) PART(broker_reads);
+    if (broker & SECCOMP_BROKER_WRITES) PART(broker_writes);
+    bool proxy_only = net == SECCOMP_NET_INET_ONLY && (broker & SECCOMP_NO_NAMESPACES);
+    if (net == SECCOMP_NET_NONE)
+        PART(net_none);
+    else if (net == SECCOMP_NET_INET_ONLY)
+        PART(net_inet_only);
+    if (proxy_only) PART(net_proxy_only);
+    if (net == SECCOMP_NET_OPEN || proxy_only) PART(net_guarded);
+    if (broker & SECCOMP_NO_NAMESPACES) PART(no_namespaces);
+    if ((broker & SECCOMP_NO_NAMESPACES) && (broker & SECCOMP_SIGNALS)) PART(signals_notified);
+    PART(base_rules);
+#undef PART
+    out->listener = net == SECCOMP_NET_OPEN || proxy_only ||
+                    (broker & (SECCOMP_BROKER_READS | SECCOMP_BROKER_WRITES | SECCOMP_SIGNALS));
+    return program_build(out, parts, lens, n, epilogue);
 #endif
 }
 

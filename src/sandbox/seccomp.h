@@ -40,9 +40,25 @@ enum seccomp_net {
                               Unix sockets (the proxy listens on loopback) */
 };
 
-/* Builds the filter into *out. Returns 0, or -EOPNOTSUPP on an architecture the
- * filter does not know (the caller must then refuse to run the child). */
-int seccomp_build(enum seccomp_net net, struct seccomp_prog *out);
+/* What the init decides for the command, beside connect (fs_broker.h): */
+enum {
+    SECCOMP_BROKER_READS = 1u << 0,  /* every open, rename and link */
+    SECCOMP_BROKER_WRITES = 1u << 1, /* every call that changes the file system (opens
+                                        only when they write, create or truncate) */
+    SECCOMP_NO_NAMESPACES = 1u << 2, /* a sandbox without namespaces (sandbox_mode.h):
+                                        what a namespace would have hidden is denied
+                                        (System V IPC and POSIX message queues, which
+                                        an IPC namespace would have made the
+                                        sandbox's own), and signals are the init's to
+                                        decide where Landlock cannot scope them */
+    SECCOMP_SIGNALS = 1u << 3,       /* with SECCOMP_NO_NAMESPACES: kill(2) and its
+                                        kin are notified (Landlock before ABI 6) */
+};
+
+/* Builds the filter into *out; broker is a set of the SECCOMP_BROKER_ and NO_NAMESPACES
+ * bits. Returns 0, or -EOPNOTSUPP on an architecture the filter does not know (the
+ * caller must then refuse to run the child). */
+int seccomp_build(enum seccomp_net net, unsigned broker, struct seccomp_prog *out);
 
 /* Builds the sandboxed fs helper's filter into *out: an allowlist (OpenSSH's
  * sandbox-seccomp-filter.c is the model), since the helper runs our own code, which

@@ -160,6 +160,7 @@ static int parse_host_port(const char *value, void *target, const char **why)
 static const char *const ws_auth_modes[] = {"capability-token", "signed-bearer-token", NULL};
 static const char *const remote_transports[] = {"noise", "direct", NULL};
 static const char *const pid_namespaces[] = {"isolate", "inherit", NULL};
+static const char *const sandbox_modes[] = {"auto", "namespaces", "landlock", NULL};
 
 #define C server_config
 #define L server_limits
@@ -224,6 +225,17 @@ const struct opt_spec options_table[] = {
      .help = "PID namespace of sandboxed commands: isolate, or inherit ours, which lets "
              "them signal other processes of the same user; use inherit only on a "
              "dedicated host. Requests cannot change it"},
+    {.name = "sandbox-mode", .meta = "MODE", .kind = OPT_CHOICE, .modes = OPT_BOTH,
+     TO(L.sandbox_mode), .choices = sandbox_modes, .def = "auto",
+     .expect = "auto, namespaces or landlock",
+     .help = "which sandbox sandboxed requests get: namespaces (user, PID, mount, network, IPC "
+             "and UTS namespaces with a view of the file system, Landlock and seccomp; "
+             "refused where the host does not allow them), landlock (no namespaces: "
+             "Landlock, seccomp and the sandbox's init deciding file-system changes, for "
+             "containers and hosts that refuse namespaces), or auto: namespaces where the "
+             "start-time probe made them, else landlock; a request's useLegacyLandlock "
+             "asks for landlock. The mode is logged at start and reported in "
+             "environment/info (docs/SANDBOX.md, \"Without namespaces\")"},
     {.name = "proxy-private-ips-via-upstream", .kind = OPT_FLAG, .modes = OPT_BOTH,
      TO(L.proxy_private_ips_via_upstream),
      .env = "CODEX_EXEC_SERVER_PROXY_PRIVATE_IPS_VIA_UPSTREAM", .env_rule = OPT_ENV_BOOL,

@@ -282,6 +282,17 @@ int server_run(void)
      * one holds almost nothing (after the signal handlers: a SIGTERM during its start
      * must be an orderly exit, not a kill). */
     sandbox_pid_namespace_inherit = limits_sandbox_pid_namespace() == LIMITS_PID_NS_INHERIT;
+    /* Which sandbox this host allows (a throwaway child makes a sandbox's namespaces
+     * and mounts), said once: an operator in a container sees why its sandboxes run
+     * without namespaces, or are refused. */
+    char sbline[512];
+    int choice = server_limits.sandbox_mode;
+    sandbox_host_probe(choice < 0 ? SANDBOX_CHOICE_AUTO : (enum sandbox_mode_choice)choice, sbline,
+                       sizeof sbline);
+    if (sandbox_host_mode_for(false) == SANDBOX_MODE_NONE)
+        log_warn("%s", sbline);
+    else
+        log_notice("%s", sbline);
     netproxy_configure(limits_proxy_private_ips_via_upstream(), limits_tcp_upstream_proxy());
     /* Before any listener and the spawner: the table of this server's ports, which
      * sandboxed commands may not reach (core/own_ports.h). */

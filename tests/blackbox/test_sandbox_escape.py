@@ -1791,6 +1791,96 @@ def test_carve_out_through_a_planted_symlink(_):
     v.done()
 
 
+def later_secret_run(w, mode, ws, sb, target, script):
+    """Starts `script` under sb (it waits for ws/go), then writes the secret to target as
+    the host would (after the start: the view, the glob scan and the helper are all
+    made by then) and lets the script go. A warm helper with the same policy has served
+    a request before. Returns the command's output text."""
+    m = w.s.request("fs/readFile", {"path": uri(ws + "/readme.txt"), "sandbox": sb})
+    assert "result" in m, "the helper did not serve a plain read: %s" % m
+    pid = pid_name(w, "later")
+    w.s.start(pid, ["/bin/sh", "-c", "while [ ! -e go ]; do sleep 0.05; done; " + script],
+              cwd=uri(ws), sandbox=sb, env={"PATH": "/usr/bin:/bin"})
+    w.write(target, SECRET)
+    w.write(ws + "/go", "")
+    out = w.s.collect_until_closed(pid, timeout=60)
+    return (out["stdout"] + out["stderr"]).decode(errors="replace")
+
+
+def later_secret_fs(v, w, mode, ws, sb, target):
+    """The warm helper's fs/readFile and fs/copy of target, and of a host's link to it."""
+    os.symlink(target, ws + "/link-to-secret")
+    for what, method, params in [
+            ("fs/readFile", "fs/readFile", {"path": uri(target)}),
+            ("fs/readFile through a link", "fs/readFile", {"path": uri(ws + "/link-to-secret")}),
+            ("fs/copy", "fs/copy", {"sourcePath": uri(target),
+                                    "destinationPath": uri(ws + "/fs-copy.txt")})]:
+        params["sandbox"] = sb
+        m = w.s.request(method, params)
+        data = unb64(m["result"].get("dataBase64", "")) if "result" in m else b""
+        copied = os.path.exists(ws + "/fs-copy.txt") and SECRET in open(ws + "/fs-copy.txt").read()
+        v.check(mode, what, "error" in m and SECRET.encode() not in data and not copied,
+                "the denied file was served: %s" % json.dumps(m)[:300])
+
+
+def later_secret_command(v, mode, ws, text, target):
+    if IS_REF:
+        print("    [%s] reference command: %s" % (mode[0], text.strip()[-300:]))
+        return
+    v.check(mode, "command", SECRET not in text, "the command read it: %s" % text[-300:])
+    for name in ("copy.txt", "moved.txt", "hard.txt"):
+        p = os.path.join(ws, name)
+        v.check(mode, name, not os.path.exists(p) or SECRET not in open(p).read(),
+                "the command copied it to %s" % name)
+    v.check(mode, "still there", os.path.exists(target), "the command moved it away")
+
+
+LATER_SCRIPT = ("cat {t}; cp {t} copy.txt; mv {t} moved.txt && cat moved.txt; "
+                "ln {t} hard.txt && cat hard.txt; echo done")
+
+
+@needs_own_server
+def test_deny_entry_for_a_later_file(_):
+    """A deny entry for a path that does not exist when the command starts: the host
+    writes a secret there afterwards. Neither the command (cat, cp, mv, ln) nor a warm
+    fs helper with the same policy (fs/readFile, through a link, fs/copy) gets it. The
+    reference's fs requests refuse (-32600); its command, as root, reads the file."""
+    w = world()
+    v = Verdicts()
+    for mode in MODES:
+        ws = w.fresh_ws()
+        w.write(ws + "/readme.txt", "hello")
+        target = ws + "/late.env"
+        sb = policy(mode[1], ws, mode[2])
+        sb["permissions"]["file_system"]["entries"].append(
+            {"path": {"type": "path", "path": uri(target)}, "access": "none"})
+        text = later_secret_run(w, mode, ws, sb, target, LATER_SCRIPT.format(t="late.env"))
+        later_secret_command(v, mode, ws, text, target)
+        later_secret_fs(v, w, mode, ws, sb, target)
+    v.done()
+
+
+@needs_own_server
+def test_deny_glob_for_a_later_file(_):
+    """A `**/*.env` none glob, and W/sub/new.env made by the host after the start: the
+    glob is matched whenever a path is asked, not only at start. The reference's fs
+    requests refuse; its command reads the file."""
+    w = world()
+    v = Verdicts()
+    for mode in MODES:
+        ws = w.fresh_ws()
+        w.write(ws + "/readme.txt", "hello")
+        w.mkdir(ws + "/sub")
+        target = ws + "/sub/new.env"
+        sb = policy(mode[1], ws, mode[2])
+        sb["permissions"]["file_system"]["entries"].append(
+            {"path": {"type": "glob_pattern", "pattern": "**/*.env"}, "access": "none"})
+        text = later_secret_run(w, mode, ws, sb, target, LATER_SCRIPT.format(t="sub/new.env"))
+        later_secret_command(v, mode, ws, text, target)
+        later_secret_fs(v, w, mode, ws, sb, target)
+    v.done()
+
+
 def answer_or_unstick(w, rid, fifo):
     """The reply to request rid within 10 s, or None: then the FIFO goes (a writer lets
     the open waiting on it return, and it is removed before the writer closes, so the

@@ -73,7 +73,7 @@ static void restricted(void **state)
 {
     (void)state;
     static struct seccomp_prog p;
-    assert_int_equal(seccomp_build(SECCOMP_NET_NONE, &p), 0);
+    assert_int_equal(seccomp_build(SECCOMP_NET_NONE, 0, &p), 0);
     assert_false(p.listener);
     assert_int_equal(call(&p, __NR_read, 0, 0, 0, 0), ALLOW);
     assert_int_equal(call(&p, __NR_execve, 0, 0, 0, 0), ALLOW);
@@ -109,7 +109,7 @@ static void network_enabled(void **state)
 {
     (void)state;
     static struct seccomp_prog p;
-    assert_int_equal(seccomp_build(SECCOMP_NET_OPEN, &p), 0);
+    assert_int_equal(seccomp_build(SECCOMP_NET_OPEN, 0, &p), 0);
     assert_true(p.listener);
     assert_int_equal(call(&p, __NR_connect, 3, 0, 0, 0), SECCOMP_RET_USER_NOTIF);
     assert_int_equal(call(&p, __NR_socket, AF_INET, SOCK_STREAM, 0, 0), ALLOW);
@@ -125,7 +125,7 @@ static void network_enabled(void **state)
     assert_int_equal(call(&p, __NR_ptrace, 0, 0, 0, 0), ERR(EPERM));
 
     static struct seccomp_prog q;
-    assert_int_equal(seccomp_build(SECCOMP_NET_INET_ONLY, &q), 0);
+    assert_int_equal(seccomp_build(SECCOMP_NET_INET_ONLY, 0, &q), 0);
     assert_int_equal(call(&q, __NR_socket, AF_INET, SOCK_STREAM, 0, 0), ALLOW);
     assert_int_equal(call(&q, __NR_socket, AF_UNIX, SOCK_STREAM, 0, 0), ERR(EPERM));
     assert_int_equal(call(&q, __NR_connect, 3, 0, 0, 0), ALLOW);
@@ -160,9 +160,9 @@ static void paths_are_short(void **state)
 {
     (void)state;
     static struct seccomp_prog progs[4];
-    assert_int_equal(seccomp_build(SECCOMP_NET_NONE, &progs[0]), 0);
-    assert_int_equal(seccomp_build(SECCOMP_NET_OPEN, &progs[1]), 0);
-    assert_int_equal(seccomp_build(SECCOMP_NET_INET_ONLY, &progs[2]), 0);
+    assert_int_equal(seccomp_build(SECCOMP_NET_NONE, 0, &progs[0]), 0);
+    assert_int_equal(seccomp_build(SECCOMP_NET_OPEN, 0, &progs[1]), 0);
+    assert_int_equal(seccomp_build(SECCOMP_NET_INET_ONLY, 0, &progs[2]), 0);
     assert_int_equal(seccomp_build_fs_helper(&progs[3]), 0);
     for (int i = 0; i < 4; i++) {
         unsigned longest = 0;
