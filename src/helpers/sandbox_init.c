@@ -220,7 +220,7 @@ static int prepare_confinement(const struct sandbox_spec *spec, struct sandbox_c
         c->max_procs = nproc.rlim_max;
     /* Without namespaces the command's writes are the broker's: its own rules give the
      * writable roots read rights only. */
-    int rc = sandbox_landlock_ruleset(spec, spec->landlock_only && !spec->serve, &c->ruleset_fd);
+    int rc = sandbox_landlock_ruleset(spec, spec->landlock_only, &c->ruleset_fd);
     if (rc < 0) {
         *step = "landlock ruleset";
         return rc;
@@ -229,7 +229,7 @@ static int prepare_confinement(const struct sandbox_spec *spec, struct sandbox_c
     enum seccomp_net net = !spec->net_restricted ? SECCOMP_NET_OPEN
                            : spec->net_proxy     ? SECCOMP_NET_INET_ONLY
                                                  : SECCOMP_NET_NONE;
-    rc = spec->serve ? seccomp_build_fs_helper(&c->seccomp)
+    rc = spec->serve ? seccomp_build_fs_helper(broker_bits(spec), &c->seccomp)
                      : seccomp_build(net, broker_bits(spec), &c->seccomp);
     if (rc < 0) {
         *step = "seccomp filter";
@@ -322,15 +322,18 @@ static __attribute__((noinline)) pid_t vfork_command(const struct sandbox_start 
 
 /* The command's seccomp listener, sent on conf->guard_sock[1] before it execed
  * (seccomp_install): into nf, or -errno (the command must not run unanswered). */
-static int take_listener(struct sandbox_confinement *conf, struct notify *nf)
+static int take_listener(struct sandbox_confinement *conf, struct notify *nf, bool forked)
 {
     nf->fd = -1;
     if (conf->guard_sock[0] < 0) return 0;
     char tag = 0;
     int fd = -1, nfds = 0;
-    int n = fdframe_recv_tagged(conf->guard_sock[0], MSG_DONTWAIT, &tag, &fd, 1, &nfds);
+    /* A vforked command has sent it before we run again; a fork (the fs helper)
+     * sends it when it gets there, or dies first: then our end reads the end. */
+    if (forked) close(conf->guard_sock[1]);
+    int n = fdframe_recv_tagged(conf->guard_sock[0], forked ? 0 : MSG_DONTWAIT, &tag, &fd, 1, &nfds);
     close(conf->guard_sock[0]);
-    close(conf->guard_sock[1]);
+    if (!forked) close(conf->guard_sock[1]);
     if (n != 1 || tag != 'L' || nfds != 1) {
         if (fd >= 0) close(fd);
         return n < 0 ? n : -EPROTO;
@@ -526,6 +529,24 @@ static __attribute__((noreturn)) void serve_confined(const struct sandbox_start 
     _exit(o->serve(st->serve_sock));
 }
 
+/* The fs helper behind the broker: a fork that confines itself as a command would
+ * (its filter's listener goes to us) and serves; we supervise it like a command. */
+static pid_t fork_server(const struct sandbox_start *st, struct sandbox_confinement *c)
+{
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    const struct sandbox_ops *o = st->ops;
+    if (chdir("/") < 0) _exit(127);
+    if (sandbox_confine(c) < 0) _exit(127);
+    sigset_t none;
+    sigemptyset(&none);
+    if (sigprocmask(SIG_SETMASK, &none, NULL) < 0) _exit(127);
+    for (int i = 0; i < st->njob_fds; i++)
+        if (st->job_fds[i] != st->serve_sock) close(st->job_fds[i]);
+    if (c->ruleset_fd >= 0) close(c->ruleset_fd);
+    _exit(o->serve(st->serve_sock));
+}
+
 /* Step 6: loopback, the managed proxy's relay listeners (into s) and transparent
  * TCP's device. Before step 7: tun.h mounts over /etc/resolv.conf, and the view's
  * watch starts after the last mount. Returns 0 or -errno with *what set. */
@@ -590,6 +611,21 @@ static int build_sandbox(const struct sandbox_start *st, bool userns, bool net_a
     return prepare_confinement(&st->spec, c, what);
 }
 
+/* The command's terminal (its PTY slave) as one of its own for Landlock and the broker. */
+static void own_terminal(const struct sandbox_start *st, struct sandbox_confinement *c,
+                         struct fs_broker *b)
+{
+    char link[64], path[128];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", st->tty_fd);
+    ssize_t n = readlink(link, path, sizeof path - 1);
+    if (n <= 0) return;
+    path[n] = 0;
+    int rc = sandbox_landlock_allow_device(c->ruleset_fd, path);
+    if (rc < 0) st->ops->fail(st->job, SANDBOX_STEP_SETUP, -rc);
+    if (!strncmp(path, "/dev/pts/", 9) && b->nptys < (int)(sizeof b->ptys / sizeof b->ptys[0]))
+        b->ptys[b->nptys++] = atoi(path + 9);
+}
+
 /* Step 2's cgroups, the init's first act: joins each but the one it was cloned
  * into (born_in, or -1; cgroup_caps.h). Nothing is forked before. */
 static void join_cgroups(const struct sandbox_start *st, int born_in)
@@ -621,13 +657,16 @@ static __attribute__((noreturn)) void init_main(const struct sandbox_start *st, 
                             .broker = {.spec = &st->spec,
                                        .reads = needs_broker_reads(&st->spec),
                                        .writes = st->spec.landlock_only && st->spec.enforce_fs,
-                                       .own_shm = !st->spec.landlock_only}};
+                                       .own_dev = !st->spec.landlock_only}};
     const char *what = "";
     int rc = build_sandbox(st, userns, net_ahead, uid, gid, &conf, &s, &what);
     if (rc < 0) {
         fprintf(stderr, "exec-server: sandbox setup failed at %s: %s\n", what, strerror(-rc));
         o->fail(st->job, SANDBOX_STEP_SETUP, -rc);
     }
+    /* Without a private devpts the command's terminal is one of the host's: it, and
+     * nothing of the others, is the command's (landlock.h, fs_broker.h). */
+    if (st->spec.landlock_only && st->tty) own_terminal(st, &conf, &s.broker);
     /* The command needs the ruleset while it puts its own 0, 1, 2, 3... in place. */
     if (conf.ruleset_fd >= 0 && conf.ruleset_fd < st->fd_base) {
         int h = fcntl(conf.ruleset_fd, F_DUPFD_CLOEXEC, st->fd_base);
@@ -636,7 +675,11 @@ static __attribute__((noreturn)) void init_main(const struct sandbox_start *st, 
         conf.ruleset_fd = h;
         if (h < 0) o->fail(st->job, SANDBOX_STEP_SETUP, err);
     }
-    if (st->spec.serve) serve_confined(st, &conf); /* it forks nothing: never capped */
+    /* The fs helper serves in the init itself (it forks nothing: never capped), but
+     * where the broker decides its calls (no namespaces, or deny entries the view
+     * cannot cover): then a child serves, under the same broker as a command. */
+    bool brokered = broker_bits(&st->spec) & (SECCOMP_BROKER_READS | SECCOMP_BROKER_WRITES);
+    if (st->spec.serve && !brokered) serve_confined(st, &conf);
     /* Without it the init could not learn that the command exited: it would wait
      * forever, and so would the client. */
     s.sfd = signalfd(-1, &all, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -649,10 +692,10 @@ static __attribute__((noreturn)) void init_main(const struct sandbox_start *st, 
     if (st->cgroup_fds[0] >= 0 && unshare(CLONE_NEWCGROUP) < 0 && !st->spec.landlock_only)
         o->fail(st->job, SANDBOX_STEP_SETUP, errno); /* without namespaces: clone3 is denied */
     /* 8 */
-    s.cmd = vfork_command(st, &conf);
+    s.cmd = st->spec.serve ? fork_server(st, &conf) : vfork_command(st, &conf);
     if (s.cmd < 0) o->fail(st->job, SANDBOX_STEP_CLONE, errno);
-    if (o->command_failed(st->job)) _exit(127);
-    rc = take_listener(&conf, &s.nf);
+    if (!st->spec.serve && o->command_failed(st->job)) _exit(127);
+    rc = take_listener(&conf, &s.nf, st->spec.serve);
     if (rc < 0) {
         kill(s.cmd, SIGKILL);
         o->fail(st->job, SANDBOX_STEP_SETUP, -rc);

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -25,6 +26,7 @@
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
+#include <termios.h>
 #include <unistd.h>
 #include <utime.h>
 
@@ -365,27 +367,70 @@ static int fd_path(int fd, char *out, size_t cap)
     return out[0] == '/' ? 0 : -EACCES; /* "pipe:[..]", "anon_inode:..." */
 }
 
+static bool under(const char *dir, const char *p)
+{
+    size_t n = strlen(dir);
+    return !strncmp(p, dir, n) && (p[n] == '/' || p[n] == 0);
+}
+
+/* Whether /dev/pts/<n> is one of the sandbox's terminals: all of them in a private
+ * devpts; without one, the host's holds every other session's terminal too, and only
+ * the command's own and those it made (/dev/ptmx) are its. */
+static bool own_pty(const struct fs_broker *b, const char *p)
+{
+    if (b->own_dev) return true;
+    char *end;
+    long n = strtol(p + 9, &end, 10);
+    for (int i = 0; i < b->nptys && !*end && end != p + 9; i++)
+        if (b->ptys[i] == n) return true;
+    return false;
+}
+
 /* What the view itself gives every sandbox, beside the policy's roots: its own /proc
  * (the caller's entries only: the walk refuses the rest), the harmless device nodes,
  * its terminals and, with a private /dev, /dev/shm. */
 static enum path_access own_access(const struct fs_broker *b, const char *p)
 {
     static const char *const devs[] = {"/dev/null",   "/dev/zero", "/dev/full", "/dev/random",
-                                       "/dev/urandom", "/dev/tty",  "/dev/ptmx", NULL};
+                                       "/dev/urandom", "/dev/tty",  "/dev/ptmx", "/dev/pts/ptmx",
+                                       NULL};
     for (int i = 0; devs[i]; i++)
         if (!strcmp(p, devs[i])) return PATH_WRITE;
-    if (!strncmp(p, "/dev/pts/", 9)) return PATH_WRITE;
-    if (!strcmp(p, "/proc") || !strncmp(p, "/proc/", 6)) return b->own_shm ? PATH_WRITE : PATH_READ;
-    if (b->own_shm && (!strcmp(p, "/dev/shm") || !strncmp(p, "/dev/shm/", 9))) return PATH_WRITE;
+    if (!strncmp(p, "/dev/pts/", 9)) return own_pty(b, p) ? PATH_WRITE : PATH_NONE;
+    if (under("/proc", p)) return b->own_dev ? PATH_WRITE : PATH_READ;
+    if (b->own_dev && under("/dev/shm", p)) return PATH_WRITE;
     if (!strcmp(p, "/dev")) return PATH_READ;
     return PATH_NONE;
+}
+
+/* Whether an entry of the policy other than "/" reaches p (a root granted inside /dev). */
+static bool named_below_root(const char *const *list, const char *p)
+{
+    for (; list && *list; list++)
+        if (strcmp(*list, "/") && under(*list, p)) return true;
+    return false;
 }
 
 static enum path_access access_at(const struct fs_broker *b, const char *p)
 {
     if (path_rules_denied(b->spec, p)) return PATH_NONE;
     enum path_access a = path_rules_access(b->spec, p), own = own_access(b, p);
+    /* Without a view, /dev is the host's, with its disks: "/" granted does not reach
+     * it, only the nodes above and a root named inside it. */
+    if (!b->own_dev && under("/dev", p) && !named_below_root(b->spec->writable, p) &&
+        !named_below_root(b->spec->readable, p))
+        a = PATH_NONE;
     return own > a ? own : a;
+}
+
+/* A terminal the sandbox made (it opened the multiplexer) is its own from now on. */
+static void note_pty(struct fs_broker *b, int fd)
+{
+    unsigned n;
+    if (b->own_dev || b->nptys == (int)(sizeof b->ptys / sizeof b->ptys[0]) ||
+        ioctl(fd, TIOCGPTN, &n) < 0)
+        return;
+    b->ptys[b->nptys++] = (int)n;
 }
 
 /* The errno for wanting `want` where `have` is given: nothing at all reads as the
@@ -523,6 +568,7 @@ static int open_existing(struct caller *x, struct res *r, int flags)
     int fd = open(p, (flags & ~(O_CREAT | O_EXCL | O_NOFOLLOW)) | O_CLOEXEC);
     int e = errno;
     as_caller_end(old);
+    if (fd >= 0 && S_ISCHR(st.st_mode)) note_pty(x->b, fd);
     return fd < 0 ? -e : fd;
 }
 

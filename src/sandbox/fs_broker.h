@@ -45,7 +45,10 @@ struct fs_broker {
     const struct sandbox_spec *spec; /* the policy (borrowed: the init's) */
     bool reads;                      /* every open, rename and link */
     bool writes;                     /* every change under a writable root */
-    bool own_shm;                    /* /dev/shm is the sandbox's own (a private /dev) */
+    bool own_dev;                    /* /dev and /proc are the sandbox's own (a view) */
+    int ptys[16];                    /* without: the /dev/pts numbers that are its own
+                                        (its terminal, those it opened /dev/ptmx for) */
+    int nptys;
     int nwaiting;                    /* blocking FIFO opens in a fork */
     struct {
         uint64_t id;  /* the notification to answer */

@@ -136,11 +136,17 @@ int sandbox_landlock_ruleset(const struct sandbox_spec *s, bool writable_read_on
             rc = add_root_rule(rfd, s, *p, w);
     }
     if (!rc && (s->enforce_fs || s->landlock_only)) {
-        /* The private /dev and /proc every program expects. */
+        /* The private /dev and /proc every program expects. Without a view of its
+         * own the host's devpts holds every session's terminal: only the multiplexer
+         * (new terminals), and the command's own (sandbox_landlock_allow_device). */
         static const char *const devs[] = {"/dev/null",    "/dev/zero", "/dev/full", "/dev/random",
                                            "/dev/urandom", "/dev/tty",  "/dev/pts",  NULL};
-        for (int i = 0; devs[i] && !rc; i++)
-            rc = add_rule(rfd, devs[i], LL_FS_DEVICE & all);
+        static const char *const host_devs[] = {"/dev/null",   "/dev/zero", "/dev/full",
+                                                "/dev/random", "/dev/urandom", "/dev/tty",
+                                                "/dev/ptmx",   "/dev/pts/ptmx", NULL};
+        const char *const *d = s->landlock_only ? host_devs : devs;
+        for (int i = 0; d[i] && !rc; i++)
+            rc = add_rule(rfd, d[i], LL_FS_DEVICE & all);
         if (!rc) rc = add_rule(rfd, "/dev", LL_FS_READ_DIR);
         /* without a view of its own, /dev/shm and /proc are the host's: readable */
         uint64_t shm = s->landlock_only ? LL_FS_READ & all : all;
@@ -154,6 +160,13 @@ int sandbox_landlock_ruleset(const struct sandbox_spec *s, bool writable_read_on
     }
     *out = rfd;
     return 0;
+}
+
+int sandbox_landlock_allow_device(int ruleset_fd, const char *path)
+{
+    if (ruleset_fd < 0) return 0;
+    int abi = sandbox_landlock_abi();
+    return add_rule(ruleset_fd, path, LL_FS_DEVICE & fs_rights_for_abi(abi));
 }
 
 int sandbox_landlock_restrict(int ruleset_fd)

@@ -24,6 +24,10 @@ int sandbox_landlock_abi(void);
  * or -errno. */
 int sandbox_landlock_ruleset(const struct sandbox_spec *s, bool writable_read_only, int *out);
 
+/* Adds read and write of one device node (a terminal) to the ruleset. Returns 0 or
+ * -errno. */
+int sandbox_landlock_allow_device(int ruleset_fd, const char *path);
+
 /* Restricts the calling process with ruleset_fd (no-op for -1). Needs no_new_privs.
  * Async-signal-safe. Returns 0 or -errno. */
 int sandbox_landlock_restrict(int ruleset_fd);

@@ -2,8 +2,23 @@
 #include "sandbox/sandbox_rpc.h"
 
 #include "rpc/rpc.h"
+#include "sandbox/sandbox_host.h"
 
 int sandbox_error_code(const struct sandbox_error *e)
 {
     return e->kind == SANDBOX_ERR_INVALID ? RPC_INVALID_PARAMS : RPC_INVALID_REQUEST;
+}
+
+void sandbox_info(json_t *info, json_t *caps)
+{
+    const struct sandbox_host_caps *h = &sandbox_host;
+    json_t *modes = json_array();
+    if (h->filter && h->namespaces) json_array_append_new(modes, json_string("namespaces"));
+    if (h->filter && h->landlock_abi >= 1) json_array_append_new(modes, json_string("landlock"));
+    json_object_set_new(caps, "sandboxModes", json_true());
+    json_object_set_new(
+        info, "sandbox",
+        json_pack("{s:s,s:o,s:i,s:b,s:s}", "mode", sandbox_mode_name(sandbox_host_mode_for(false)),
+                  "available", modes, "landlockAbi", h->landlock_abi, "hostProc",
+                  h->host_proc && h->namespaces, "namespacesRefused", h->why_not));
 }

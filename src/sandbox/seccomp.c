@@ -288,6 +288,20 @@ static const struct sock_filter no_namespaces[] = {
     SC_DENY(__NR_semctl, EPERM),   SC_DENY(__NR_msgget, EPERM),    SC_DENY(__NR_msgsnd, EPERM),
     SC_DENY(__NR_msgrcv, EPERM),   SC_DENY(__NR_msgctl, EPERM),    SC_DENY(__NR_mq_open, EPERM),
     SC_DENY(__NR_mq_unlink, EPERM),
+    /* Calls that act on another process by its number, which a PID namespace would
+     * have kept out of reach: only the caller itself (0), so the server and the host's
+     * other processes of the uid keep their limits, CPUs and priorities. */
+    SC_DENY_ARG_NOT2(__NR_prlimit64, 0, 0, 0, EPERM),
+    SC_DENY_ARG_NOT2(__NR_sched_setaffinity, 0, 0, 0, EPERM),
+    SC_DENY_ARG_NOT2(__NR_sched_setscheduler, 0, 0, 0, EPERM),
+    SC_DENY_ARG_NOT2(__NR_sched_setparam, 0, 0, 0, EPERM),
+    SC_DENY_ARG_NOT2(__NR_sched_setattr, 0, 0, 0, EPERM),
+    SC_DENY_ARG_NOT2(__NR_migrate_pages, 0, 0, 0, EPERM),
+    SC_DENY_ARG_NOT2(__NR_move_pages, 0, 0, 0, EPERM),
+    SC_DENY_ARG_NOT2(__NR_setpriority, 0, 0 /* PRIO_PROCESS */, 0, EPERM),
+    SC_DENY_ARG_NOT2(__NR_setpriority, 1, 0, 0, EPERM),
+    SC_DENY_ARG_NOT2(__NR_ioprio_set, 0, 1 /* IOPRIO_WHO_PROCESS */, 1, EPERM),
+    SC_DENY_ARG_NOT2(__NR_ioprio_set, 1, 0, 0, EPERM),
     /* CLONE_INTO_CGROUP takes any cgroup directory opened for reading, which Landlock
      * does not stop, and without a cgroup namespace the process cap's cgroup would be
      * left through it; libc falls back to clone(2), as under Docker's own filter. */
@@ -623,15 +637,24 @@ int seccomp_build(enum seccomp_net net, unsigned broker, struct seccomp_prog *ou
 #endif
 }
 
-int seccomp_build_fs_helper(struct seccomp_prog *out)
+int seccomp_build_fs_helper(unsigned broker, struct seccomp_prog *out)
 {
     memset(out, 0, sizeof *out);
 #ifndef SC_AUDIT_ARCH
+    (void)broker;
     return -EOPNOTSUPP;
 #else
-    const struct sock_filter *parts[1] = {fs_helper_allow};
-    size_t lens[1] = {NELEM(fs_helper_allow)};
-    return program_build(out, parts, lens, 1, fs_helper_default);
+    /* The broker's notifications first: they decide before the allowlist allows. */
+    const struct sock_filter *parts[4];
+    size_t lens[4], n = 0;
+#define PART(a) (parts[n] = (a), lens[n++] = NELEM(a))
+    if (broker & SECCOMP_BROKER_READS) PART(broker_reads);
+    if (broker & SECCOMP_BROKER_WRITES) PART(broker_writes);
+    if ((broker & SECCOMP_NO_NAMESPACES) && (broker & SECCOMP_SIGNALS)) PART(signals_notified);
+    PART(fs_helper_allow);
+#undef PART
+    out->listener = broker & (SECCOMP_BROKER_READS | SECCOMP_BROKER_WRITES | SECCOMP_SIGNALS);
+    return program_build(out, parts, lens, n, fs_helper_default);
 #endif
 }
 

@@ -65,9 +65,10 @@ int seccomp_build(enum seccomp_net net, unsigned broker, struct seccomp_prog *ou
  * needs files, memory and its one socket, and nothing else: no socket(2), no
  * connect, no process creation, no exec, no mount, no ptrace, no prctl, no ioctl
  * but two harmless queries. Anything not listed fails with ENOSYS (libc then falls
- * back or reports an error; the helper answers the request with it). Returns 0 or
- * -EOPNOTSUPP on an unknown architecture. */
-int seccomp_build_fs_helper(struct seccomp_prog *out);
+ * back or reports an error; the helper answers the request with it). broker: the
+ * calls the init decides for it (as seccomp_build's), before the allowlist. Returns 0
+ * or -EOPNOTSUPP on an unknown architecture. */
+int seccomp_build_fs_helper(unsigned broker, struct seccomp_prog *out);
 
 /* Installs a filter built by seccomp_build on the calling thread (needs
  * no_new_privs or CAP_SYS_ADMIN). A filter with a listener (p->listener) sends the

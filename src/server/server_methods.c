@@ -8,6 +8,7 @@
 #include "process/process_rpc.h"
 #include "rpc/dispatch.h"
 #include "session/env_config.h"
+#include "sandbox/sandbox_rpc.h"
 #include "session/session.h"
 #include "tcp/tcp_methods.h"
 
@@ -25,4 +26,6 @@ void server_methods_register(void)
     /* What the domains keep per session, in the order a session's end frees it. */
     session_register_part(&proc_session_part);
     session_register_part(&fs_session_part);
+    /* What environment/info says beside the session's own. */
+    session_add_info(sandbox_info);
 }

@@ -12,6 +12,7 @@
 #ifndef EXEC_SESSION_SESSION_H
 #define EXEC_SESSION_SESSION_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
@@ -65,6 +66,12 @@ void session_register_part(const struct session_part_ops *ops);
 /* The state part ops keeps for s (NULL until set), and setting it. */
 void *session_part(const struct session *s, const struct session_part_ops *ops);
 void session_set_part(struct session *s, const struct session_part_ops *ops, void *state);
+
+/* What a domain above adds to environment/info and initialize's answer: members of
+ * info and of its capabilities object (the sandbox's mode, say). Installed at start
+ * (server_methods_register), before any connection. */
+typedef void (*session_info_fn)(json_t *info, json_t *caps);
+void session_add_info(session_info_fn fn);
 
 /* Server-wide settings read by sessions. */
 void session_configure(uv_loop_t *loop, uint64_t detached_ttl_ms);

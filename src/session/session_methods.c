@@ -15,6 +15,15 @@
 #include "rpc/params.h"
 #include "transport/conn.h"
 
+#define INFO_FNS_MAX 8
+static session_info_fn info_fns[INFO_FNS_MAX];
+static int n_info_fns;
+
+void session_add_info(session_info_fn fn)
+{
+    if (n_info_fns < INFO_FNS_MAX) info_fns[n_info_fns++] = fn;
+}
+
 static json_t *uri_json(const char *path)
 {
     char *u = uri_from_path(path, strlen(path));
@@ -80,6 +89,8 @@ static json_t *environment_info(void)
     json_object_set_new(info, "temporaryDirectories", temps);
     json_object_set_new(info, "tempDir", uri_json(tmp));
     json_object_set_new(info, "capabilities", caps);
+    for (int i = 0; i < n_info_fns; i++)
+        info_fns[i](info, caps);
     return info;
 }
 

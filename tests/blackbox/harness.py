@@ -45,6 +45,9 @@ import uuid
 import codex_ref  # beside this file: where the reference codex is, and installing it
 
 WRAPPER = shlex.split(os.environ.get("EXEC_SERVER_WRAPPER", ""))
+# Extra arguments for our server wherever a test starts it (EXEC_SERVER_ARGS="--sandbox-mode
+# landlock" runs a suite against the sandbox without namespaces on a host that has them).
+SERVER_ARGS = shlex.split(os.environ.get("EXEC_SERVER_ARGS", ""))
 TIMEOUT_SCALE = float(os.environ.get("EXEC_TEST_TIMEOUT_SCALE", "8" if WRAPPER else "1"))
 DEFAULT_TIMEOUT = 10.0 * TIMEOUT_SCALE
 MARKER_VAR = "EXECBB_MARKER"
@@ -140,7 +143,7 @@ class Server:
                 cmd += ["--session-ttl", str(ttl)]
             cmd += list(extra_args)
             if not reference:
-                cmd = WRAPPER + cmd
+                cmd = WRAPPER + cmd + SERVER_ARGS
         self.cmd = cmd
         self.listen = listen
         self.proc = None
