@@ -251,6 +251,7 @@ static void start_sandboxed(struct job *j)
                 .pid_inherit = f & SPAWN_F_PID_INHERIT,
                 .serve = f & SPAWN_F_SERVE,
                 .landlock_only = f & SPAWN_F_LANDLOCK_ONLY,
+                .seal_cgroups = (f & SPAWN_F_LANDLOCK_ONLY) && (f & SPAWN_F_CGROUP),
                 .max_procs = j->r.max_procs,
                 .readable = j->r.list[SPAWN_L_READABLE],
                 .writable = j->r.list[SPAWN_L_WRITABLE],

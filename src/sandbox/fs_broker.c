@@ -36,6 +36,8 @@
 
 #define SB_PROC_SUPER_MAGIC 0x9fa0
 #define SB_PROC_ROOT_INO 1
+#define SB_CGROUP_MAGIC 0x27e0ebUL
+#define SB_CGROUP2_MAGIC 0x63677270UL
 #define MAX_LINKS 40
 #ifndef __NR_fchmodat2
 #define __NR_fchmodat2 452
@@ -450,11 +452,24 @@ static int allowed(const struct fs_broker *b, const char *path, enum path_access
     return have >= want ? 0 : refusal(have);
 }
 
+/* A sandbox capped by cgroups may not write a cgroup file system (its procs would
+ * leave the cap: the view seals them, view.h). */
+static int sealed(const struct fs_broker *b, int fd, enum path_access want)
+{
+    struct statfs sf;
+    if (want != PATH_WRITE || !b->spec->seal_cgroups || fstatfs(fd, &sf) < 0) return 0;
+    return (unsigned long)sf.f_type == SB_CGROUP_MAGIC ||
+                   (unsigned long)sf.f_type == SB_CGROUP2_MAGIC
+               ? -EROFS
+               : 0;
+}
+
 /* The policy asked of an existing object. */
 static int allowed_obj(const struct fs_broker *b, int obj, enum path_access want)
 {
     char p[PATH_MAX];
     int rc = fd_path(obj, p, sizeof p);
+    if (rc == 0) rc = sealed(b, obj, want);
     return rc < 0 ? rc : allowed(b, p, want);
 }
 
@@ -464,6 +479,7 @@ static int allowed_name(const struct fs_broker *b, int dir, const char *name, en
 {
     char d[PATH_MAX];
     int rc = fd_path(dir, d, sizeof d);
+    if (rc == 0) rc = sealed(b, dir, want);
     if (rc < 0) return rc;
     if (snprintf(out, cap, "%s%s%s", d, strcmp(d, "/") ? "/" : "", name) >= (int)cap)
         return -ENAMETOOLONG;

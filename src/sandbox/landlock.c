@@ -4,11 +4,13 @@
  * constants and the attribute layouts are defined here and the handled rights are
  * masked by the ABI the kernel reports (DESIGN.md pitfall 12). */
 #include "sandbox/landlock.h"
+#include "sandbox/view.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -85,24 +87,75 @@ static int add_rule(int rfd, const char *path, uint64_t access)
     return rc;
 }
 
-/* A rule for path, where path is "/" without a view of the sandbox's own (no
- * namespaces): the host's /dev is there, whose raw disks root may read, so "/" is
- * granted entry by entry but /dev, which gets the device rules only. */
-static int add_root_rule(int rfd, const struct sandbox_spec *s, const char *path, uint64_t access)
+/* A path whose rights a rule of an ancestor must not reach, and what it gets. */
+struct carve {
+    const char *path;
+    uint64_t access; /* 0: nothing (a rule of its own comes later, or none) */
+};
+
+static bool strictly_under(const char *anc, const char *p)
 {
-    if (!s->landlock_only || strcmp(path, "/")) return add_rule(rfd, path, access);
-    DIR *d = opendir("/");
-    if (!d) return -errno;
+    size_t n = strlen(anc);
+    if (n == 1) return p[0] == '/' && p[1] != 0;
+    return !strncmp(anc, p, n) && p[n] == '/';
+}
+
+/* A rule for path with access, but for the carves under it: Landlock can only add
+ * rights down a tree, so path is granted entry by entry along the way to each carve,
+ * and the carve gets its own access. */
+static int add_rule_except(int rfd, const char *path, uint64_t access, const struct carve *cv,
+                           int ncv)
+{
+    bool below = false;
+    for (int i = 0; i < ncv; i++) {
+        if (!strcmp(cv[i].path, path)) return cv[i].access ? add_rule(rfd, path, cv[i].access) : 0;
+        below |= strictly_under(path, cv[i].path);
+    }
+    if (!below) return add_rule(rfd, path, access);
+    DIR *d = opendir(path);
+    if (!d) return errno == ENOENT || errno == EACCES ? 0 : -errno;
     int rc = 0;
     for (struct dirent *e; !rc && (e = readdir(d));) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, "dev"))
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char p[PATH_MAX];
+        if (snprintf(p, sizeof p, "%s%s%s", path, strcmp(path, "/") ? "/" : "", e->d_name) >=
+            (int)sizeof p)
             continue;
-        char p[NAME_MAX + 2];
-        snprintf(p, sizeof p, "/%s", e->d_name);
-        rc = add_rule(rfd, p, access);
+        rc = add_rule_except(rfd, p, access, cv, ncv);
     }
     closedir(d);
-    return rc ? rc : add_rule(rfd, "/", access & LL_FS_READ_DIR);
+    return rc ? rc : add_rule(rfd, path, access & LL_FS_READ_DIR);
+}
+
+/* What a root's rule must not reach without a view of the sandbox's own (no
+ * namespaces): the host's /dev, whose raw disks root may read (the device rules come
+ * later), and, for a sandbox capped by cgroups, every cgroup file system (a command
+ * writing another cgroup's procs would leave its cap: read-only, as the view seals
+ * them). Fills cv (at most max); returns how many. The strings in *own are the
+ * caller's to free. */
+static int carves_for(const struct sandbox_spec *s, uint64_t read, struct carve *cv, int max,
+                      char ***own)
+{
+    int n = 0;
+    *own = NULL;
+    if (!s->landlock_only) return 0;
+    cv[n++] = (struct carve){"/dev", 0};
+    if (s->seal_cgroups && sandbox_cgroup_mounts(own) > 0)
+        for (char **m = *own; *m && n < max; m++)
+            cv[n++] = (struct carve){*m, read};
+    return n;
+}
+
+static int add_root_rule(int rfd, const struct sandbox_spec *s, const char *path, uint64_t access)
+{
+    struct carve cv[32];
+    char **own;
+    int n = carves_for(s, access & LL_FS_READ, cv, 32, &own);
+    int rc = add_rule_except(rfd, path, access, cv, n);
+    for (char **m = own; m && *m; m++)
+        free(*m);
+    free(own);
+    return rc;
 }
 
 /* The ruleset, built in the finished view (so /dev/pts is the private instance).

@@ -15,8 +15,10 @@ struct sandbox_spec {
     bool net_proxy;      /* managed network: IP sockets to the init's loopback relay only */
     bool pid_inherit;    /* --linux-sandbox-pid-namespace inherit: no PID namespace */
     bool serve;          /* the fs helper: our own code, served in the init, no socket */
-    bool landlock_only;  /* no namespaces (sandbox_mode.h): Landlock, seccomp and the
+    bool landlock_only;  /* no namespaces (sandbox_host.h): Landlock, seccomp and the
                             init's broker (fs_broker.h) keep the policy, no view */
+    bool seal_cgroups;   /* with landlock_only: capped by cgroups, whose file systems
+                            the command may only read (landlock.h, fs_broker.h) */
     unsigned max_procs;  /* RLIMIT_NPROC for the command (its user namespace's tasks), 0 none */
     /* NULL-terminated lists */
     const char *const *readable, *const *writable, *const *readonly_sub, *const *denied;

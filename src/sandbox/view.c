@@ -713,6 +713,32 @@ static bool may_show_cgroupfs(const struct sandbox_spec *s)
     return false;
 }
 
+int sandbox_cgroup_mounts(char ***out)
+{
+    *out = NULL;
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f) return -errno;
+    char *line = NULL;
+    size_t cap = 0, n = 0;
+    while (getline(&line, &cap, f) > 0) {
+        char *dash = strstr(line, " - "), *mnt = line;
+        if (!dash || (strncmp(dash + 3, "cgroup ", 7) && strncmp(dash + 3, "cgroup2 ", 8)))
+            continue;
+        for (int field = 0; field < 4 && mnt; field++)
+            mnt = strchr(mnt, ' ') ? strchr(mnt, ' ') + 1 : NULL;
+        char *end = mnt ? strchr(mnt, ' ') : NULL;
+        if (!end) continue;
+        *end = 0;
+        mountinfo_unescape(mnt);
+        *out = xrealloc(*out, (n + 2) * sizeof **out);
+        (*out)[n++] = xstrdup(mnt);
+        (*out)[n] = NULL;
+    }
+    free(line);
+    fclose(f);
+    return (int)n;
+}
+
 int sandbox_view_seal_cgroups(const struct sandbox_spec *s, const char **step)
 {
     /* The mount table is read only where a cgroup file system may be writable: that

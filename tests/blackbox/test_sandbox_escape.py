@@ -940,8 +940,11 @@ def test_fs_helper_filter_is_an_allowlist(_):
         for n in ("read", "openat", "newfstatat", "getdents64", "recvmsg", "sendmsg", "mmap",
                   "exit_group", "renameat", "unlinkat", "mkdirat"):
             act = sf.combined(filters, names[n])
-            v.check(mode, n, not sf.denied(act), "refused by the helper's filter (%s)" %
-                    sf.describe(act))
+            # without namespaces the init makes the helper's changes (its broker decides
+            # them): a notification, not a refusal
+            brokered = no_namespaces(w) and act & sf.ACTION_FULL == sf.RET_USER_NOTIF
+            v.check(mode, n, not sf.denied(act) or brokered,
+                    "refused by the helper's filter (%s)" % sf.describe(act))
         act = sf.combined(filters, names["ioctl"], args=(0, 0x5412))  # TIOCSTI
         v.check(mode, "ioctl(TIOCSTI)", sf.denied(act), sf.describe(act))
         # getrlimit only: prlimit64(0, r, NULL, old). A new limit whose pointer's low half
@@ -1575,8 +1578,15 @@ def test_process_flood(_):
               "        time.sleep(30); os._exit(0)\n"
               "    n+=1\n"
               "print('forked', n, err, flush=True)\n")
+    # Without namespaces the cap is a pids cgroup, which only a root server can make:
+    # RLIMIT_NPROC counts every process of the uid there, the server's included.
+    uncapped = no_namespaces(w) and w.unprivileged
     for mode in MODES:
         for want, flood in ((200, False), (6000, True)):
+            if flood and uncapped:
+                print("    [%s] fork bomb: not tried (namespace-only without a pids cgroup: the "
+                      "cap is RLIMIT_NPROC in a user namespace of the sandbox's own)" % mode[0])
+                continue
             ws = w.fresh_ws()
             out, text = shell(w, mode, "/usr/bin/python3 -c \"$S\" %d" % want, ws,
                               env={"S": script})
@@ -1615,6 +1625,8 @@ def test_process_flood(_):
         {"path": {"type": "path", "path": uri("/sys/fs/cgroup")}, "access": "write"}]}
     for name, fs in (("full disk", {"type": "unrestricted"}),
                      ("cgroupfs in a writable root", cgroupfs_root)):
+        if uncapped:
+            break
         mode = (name, "-", RESTRICTED)
         ws = w.fresh_ws()
         pid = pid_name(w, "flood-out")
