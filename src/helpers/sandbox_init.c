@@ -211,6 +211,7 @@ static int prepare_confinement(const struct sandbox_spec *spec, struct sandbox_c
 {
     c->ruleset_fd = -1;
     c->guard_sock[0] = c->guard_sock[1] = -1;
+    c->die_with_init = spec->landlock_only;
     /* The cap counts the tasks of this user namespace's uid, i.e. this sandbox's
      * (the init included); never above what the server may have itself. */
     struct rlimit nproc;
@@ -302,6 +303,7 @@ static int drop_caps(void)
 
 int sandbox_confine(const struct sandbox_confinement *c)
 {
+    if (c->die_with_init && prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) return -errno;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) return -errno;
     int rc = drop_caps();
     if (!rc) rc = sandbox_landlock_restrict(c->ruleset_fd);
@@ -456,11 +458,23 @@ static __attribute__((noreturn)) void view_lost(const struct supervision *s)
     _exit(128 + SIGKILL);
 }
 
+/* The server ends a sandbox without namespaces (SANDBOX_END_SIGNAL): everything it
+ * started goes, then the init. */
+static __attribute__((noreturn)) void end_everything(struct supervision *s)
+{
+    kill(s->cmd, SIGKILL);
+    kill_leftovers();
+    _exit(128 + SIGKILL);
+}
+
 /* Reaps; exits with the command's status once it is gone. */
 static void reap(struct supervision *s)
 {
     struct signalfd_siginfo si;
     while (read(s->sfd, &si, sizeof si) > 0) {
+        if ((int)si.ssi_signo == SANDBOX_END_SIGNAL && s->pid_inherit &&
+            (pid_t)si.ssi_pid == getppid())
+            end_everything(s);
     }
     int st;
     pid_t w;

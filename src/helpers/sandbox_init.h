@@ -36,6 +36,7 @@
 #ifndef EXEC_SANDBOX_SANDBOX_INIT_H
 #define EXEC_SANDBOX_SANDBOX_INIT_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -49,6 +50,8 @@ struct sandbox_confinement {
     unsigned long max_procs; /* the command's RLIMIT_NPROC, 0 to leave it */
     int guard_sock[2];       /* network enabled: the command sends its seccomp listener on
                                 [1], the init receives it on [0] (net_guard.h); else -1 */
+    bool die_with_init;      /* no PID namespace ends the command with its init: the
+                                parent-death signal does (no namespaces) */
     struct seccomp_prog seccomp;
 };
 
@@ -104,6 +107,12 @@ struct sandbox_start {
     const struct sandbox_ops *ops;
     void *job;
 };
+
+/* What ends a sandbox without namespaces (spec.landlock_only), sent by the server to
+ * its init alone: the init kills the command and everything it started (it is their
+ * subreaper; there is no PID namespace to take them along) and exits 137. Killing the
+ * init's group instead would end the init first and leave what left the group. */
+#define SANDBOX_END_SIGNAL (SIGRTMIN + 3)
 
 /* Steps 1-9: clones the init (which never returns) and returns its pid, or -errno
  * when the clone itself failed. */

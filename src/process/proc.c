@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -25,6 +26,7 @@
 #include "core/metrics.h"
 #include "process/event_log.h"
 #include "process/guardian.h"
+#include "helpers/sandbox_init.h"
 #include "process/proc_internal.h"
 #include "process/shell_snapshot.h"
 #include "process/spawn.h"
@@ -117,6 +119,17 @@ unsigned proc_live_total(void)
     return live_total;
 }
 
+/* SIGKILL to the child's group, or, for a sandbox without namespaces, the signal
+ * its init ends everything by (spawn.h: ends_itself); the group kill after its
+ * reaping still reaches what is left of the group. */
+static void proc_end(struct proc *p)
+{
+    if (p->ends_itself && p->pid_open &&
+        syscall(SYS_pidfd_send_signal, p->pidfd, SANDBOX_END_SIGNAL, NULL, 0) == 0)
+        return;
+    kill(-p->pid, SIGKILL);
+}
+
 static void proc_free(struct proc *p)
 {
     if (p->freeing) return;
@@ -139,7 +152,7 @@ static void proc_free(struct proc *p)
      * number may be a stranger's (80 s of retention is long enough for pids to wrap
      * on a busy host), so the group is reached through the leader's pidfd. */
     if (p->pid_open) {
-        kill(-p->pid, SIGKILL);
+        proc_end(p);
         guardian_untrack(p->pid);
         uv_close((uv_handle_t *)&p->pid_poll, handle_closed);
         spawn_reap_later(p->pid_poll.loop, p->pidfd, p->hold);
@@ -444,6 +457,7 @@ struct proc *proc_add(struct proc_table *t, const char *id, bool tty, bool sandb
     p->sandboxed = sandboxed;
     p->pid = sr->pid;
     p->pidfd = sr->pidfd;
+    p->ends_itself = sr->ends_itself;
     p->group_fd = -1;
     p->start_ns = metrics_now_ns();
     live_total++;
@@ -493,7 +507,7 @@ void proc_watch(struct proc *p)
 
 void proc_kill(struct proc *p)
 {
-    kill(-p->pid, SIGKILL);
+    proc_end(p);
     p->terminated = true;
     proc_close_stdin(p);
 }

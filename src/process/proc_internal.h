@@ -80,6 +80,7 @@ struct proc {
     bool paused;               /* output readers stopped: the connection is congested */
     int exit_code;
     bool sandboxed;              /* a sandbox was applied to the child */
+    bool ends_itself;            /* a sandbox without namespaces (spawn.h) */
     uint64_t start_ns;           /* spawn time, for the process duration metric */
     uint64_t started_ms;         /* spawn time on the wall clock, for process/list */
     char **argv;                 /* the argv asked for (NULL-terminated), for process/list */

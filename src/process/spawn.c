@@ -264,6 +264,7 @@ static size_t strv_len(char *const *v)
  * the status pipe, and (async) the handles watching it. */
 struct spawn_op {
     bool tty, has_stdio, sandboxed;
+    bool landlock_only; /* no namespaces: the result ends itself */
     int master, slave, outp[2], errp[2], inp[2], devnull;
     int status;               /* the status pipe's read end, or -1 */
     struct spawner_status st; /* the records read so far */
@@ -286,6 +287,8 @@ static void op_init(struct spawn_op *op, const struct spawn_request *rq)
     op->tty = rq->tty;
     op->has_stdio = rq->stdio != NULL;
     op->sandboxed = rq->sandbox != NULL;
+    op->landlock_only = rq->sandbox && !rq->refusal &&
+                        sandbox_host_mode_for(rq->sandbox->legacy_landlock) == SANDBOX_MODE_LANDLOCK;
     op->master = op->slave = op->devnull = op->status = -1;
     op->outp[0] = op->outp[1] = op->errp[0] = op->errp[1] = op->inp[0] = op->inp[1] = -1;
 }
@@ -448,6 +451,7 @@ static int op_verdict(struct spawn_op *op, int rc, pid_t *pid, int *sandbox_err)
 static int op_finish(struct spawn_op *op, pid_t pid, struct spawn_result *out)
 {
     out->pid = pid;
+    out->ends_itself = op->landlock_only;
     out->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (out->pidfd < 0 && errno == ENOSYS) out->pidfd = pidfd_fallback(pid);
     if (out->pidfd < 0) {

@@ -2220,6 +2220,44 @@ def test_no_survivors(_):
     v.done()
 
 
+@needs_own_server
+def test_terminate_ends_what_left_the_session(_):
+    """process/terminate of a sandboxed command whose children left its session and
+    process group (setsid, a double fork): none of them outlives it. With a PID
+    namespace the kernel ends them with the init; without one (no namespaces) the init
+    ends them itself when the server asks (SANDBOX_END_SIGNAL), since killing its group
+    would end the init first."""
+    w = world()
+    v = Verdicts()
+    for mode in MODES:
+        ws = w.fresh_ws()
+        tag = "term-%s-%d" % (w.tag, STEP[0])
+        quiet = ">/dev/null 2>&1 </dev/null"
+        pid = pid_name(w, "term")
+        w.s.start(pid, ["/bin/sh", "-c", "setsid sleep 1000 %s & (setsid sleep 1001 %s &) & "
+                        "sleep 1002 %s & echo started; wait" % (quiet, quiet, quiet)],
+                  cwd=uri(ws), sandbox=policy(mode[1], ws, mode[2]),
+                  env={"PATH": "/usr/bin:/bin", "PROBETAG": tag})
+        w.s.wait_for(lambda: b"started" in w.s.output_so_far(pid)["stdout"],
+                     what="the command's children")
+        wait_until(lambda: len(find_marked(tag, "sleep")) >= 3, timeout=10,
+                   what="the three sleeps")
+        w.s.call("process/terminate", {"processId": pid})
+        w.s.collect_until_closed(pid, timeout=30)
+        try:
+            wait_until(lambda: not find_marked(tag), timeout=10,
+                       what="the terminated sandbox's processes to end")
+        except Timeout:
+            left = find_marked(tag)
+            v.fail(mode, "terminate", "still running after process/terminate: %s" % left)
+            for p in left:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+    v.done()
+
+
 if __name__ == "__main__":
     if SERVER_PATH is None:
         print("SKIP: no server binary")
