@@ -40,6 +40,7 @@
 #include "fs/sandbox_helper.h"
 #include "sandbox/path_rules.h"
 #include "sandbox/policy.h"
+#include "sandbox/sandbox_host.h"
 #include "sandbox/sandbox_rpc.h"
 #include "session/session.h"
 #include "transport/conn.h"
@@ -197,11 +198,33 @@ static bool denied_now(const struct fs_sandbox *sb, const char *path, bool nofol
     return denied;
 }
 
+/* Whether a metadata request (fs/getMetadata, fs/canonicalize) names a path outside
+ * every root of a sandbox without namespaces: Landlock decides opens, not stat(2),
+ * so the helper there would answer what a view of the policy's roots does not show
+ * (the reference's answer for such a path: not found). */
+static bool hidden_now(const struct fs_work *fw)
+{
+    const struct sandbox_policy *p = &fw->sb->pol;
+    if ((fw->op != OP_METADATA && fw->op != OP_CANONICALIZE) || !p->enforce_fs ||
+        sandbox_host_mode_for(p->legacy_landlock) != SANDBOX_MODE_LANDLOCK)
+        return false;
+    struct sandbox_spec spec;
+    sandbox_policy_spec(p, &spec);
+    char *c = sandbox_canonical_path(fw->path);
+    bool hidden = path_rules_access(&spec, c) == PATH_NONE;
+    free(c);
+    return hidden;
+}
+
 /* Runs fw in the sandbox helper of its session and policy (on a pool thread). */
 static void run_sandboxed(struct fs_work *fw)
 {
     if (denied_now(fw->sb, fw->path, fw->nofollow) || denied_now(fw->sb, fw->path2, fw->nofollow)) {
         fs_work_set_err(fw, EACCES);
+        return;
+    }
+    if (hidden_now(fw)) {
+        fs_work_set_err(fw, ENOENT);
         return;
     }
     struct fs_wire_request h = {.op = fw->op,

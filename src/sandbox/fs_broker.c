@@ -405,11 +405,12 @@ static enum path_access own_access(const struct fs_broker *b, const char *p)
     return PATH_NONE;
 }
 
-/* Whether an entry of the policy other than "/" reaches p (a root granted inside /dev). */
+/* Whether a root the policy names in /dev/shm reaches p (without a view, the only
+ * roots inside the host's /dev that count: landlock.h). */
 static bool named_below_root(const char *const *list, const char *p)
 {
     for (; list && *list; list++)
-        if (strcmp(*list, "/") && under(*list, p)) return true;
+        if (under("/dev/shm", *list) && under(*list, p)) return true;
     return false;
 }
 

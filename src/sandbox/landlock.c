@@ -148,6 +148,11 @@ static int carves_for(const struct sandbox_spec *s, uint64_t read, struct carve 
 
 static int add_root_rule(int rfd, const struct sandbox_spec *s, const char *path, uint64_t access)
 {
+    /* Without a view of its own, a root inside the host's /dev would bring its device
+     * nodes (the view shows directories only, with nodev): only /dev/shm's are roots. */
+    if (s->landlock_only && strictly_under("/dev", path) && strcmp(path, "/dev/shm") &&
+        !strictly_under("/dev/shm", path))
+        return 0;
     struct carve cv[32];
     char **own;
     int n = carves_for(s, access & LL_FS_READ, cv, 32, &own);
@@ -200,11 +205,12 @@ int sandbox_landlock_ruleset(const struct sandbox_spec *s, bool writable_read_on
         const char *const *d = s->landlock_only ? host_devs : devs;
         for (int i = 0; d[i] && !rc; i++)
             rc = add_rule(rfd, d[i], LL_FS_DEVICE & all);
-        if (!rc) rc = add_rule(rfd, "/dev", LL_FS_READ_DIR);
-        /* without a view of its own, /dev/shm and /proc are the host's: readable */
-        uint64_t shm = s->landlock_only ? LL_FS_READ & all : all;
+        /* Without a view of its own, /dev and /dev/shm are the host's (another
+         * session's terminals, another program's shared memory): nothing of them but
+         * the nodes above and a root the policy names in /dev/shm; /proc is read-only. */
+        if (!rc && !s->landlock_only) rc = add_rule(rfd, "/dev", LL_FS_READ_DIR);
+        if (!rc && !s->landlock_only) rc = add_rule(rfd, "/dev/shm", all);
         uint64_t proc = (s->landlock_only ? LL_FS_READ : LL_FS_READ | LL_FS_WRITE_FILE) & all;
-        if (!rc) rc = add_rule(rfd, "/dev/shm", shm);
         if (!rc) rc = add_rule(rfd, "/proc", proc);
     }
     if (rc) {

@@ -42,7 +42,7 @@ from harness import *  # noqa
 import seccomp_filter as sf  # noqa
 from sandbox_attack import (Daemon, dump_filters, find_marked, find_probe, parse,  # noqa
                             policy, sandboxed_sleeper, scratch, special, uri, world_copy)
-from test_sandbox import helper_pids, landlock_abi  # noqa
+from test_sandbox import helper_pids, landlock_abi, serving_helper  # noqa
 
 # Errno families (names as escape-probe prints them).
 PID = {"ESRCH", "ENOENT", "EPERM", "EACCES"}            # another process: hidden or refused
@@ -923,7 +923,7 @@ def test_fs_helper_filter_is_an_allowlist(_):
         if not pids:
             v.fail(mode, "helper", "no helper found")
             continue
-        pid = filtered_helper(pids[-1])
+        pid = serving_helper(pids[-1])
         filters = dump_filters(w.probe, pid)
         if not filters:
             v.fail(mode, "filter", "could not be read back: %r" % filters)
@@ -959,25 +959,6 @@ def test_fs_helper_filter_is_an_allowlist(_):
         allowed = [n for n, nr in names.items() if not sf.denied(sf.combined(filters, nr))]
         v.check(mode, "size", len(allowed) < 140, "%d calls allowed" % len(allowed))
     v.done()
-
-
-def filtered_helper(pid):
-    """The helper process that serves under the filter: the helper's init itself, or,
-    where its init decides the helper's calls (no namespaces, deny entries made later),
-    the init's child that serves."""
-    def seccomp_mode(p):
-        try:
-            return re.search(r"^Seccomp:\s+(\d+)", open("/proc/%d/status" % p).read(),
-                             re.M).group(1)
-        except (OSError, AttributeError):
-            return "0"
-    if seccomp_mode(pid) == "2":
-        return pid
-    try:
-        kids = open("/proc/%d/task/%d/children" % (pid, pid)).read().split()
-    except OSError:
-        kids = []
-    return next((int(k) for k in kids if seccomp_mode(int(k)) == "2"), pid)
 
 
 def host_protected_gone_soon(v, mode, ws, what):
