@@ -135,7 +135,7 @@ static void fs_helper(void **state)
 {
     (void)state;
     static struct seccomp_prog p;
-    assert_int_equal(seccomp_build_fs_helper(&p), 0);
+    assert_int_equal(seccomp_build_fs_helper(0, &p), 0);
     assert_int_equal(call(&p, __NR_read, 0, 0, 0, 0), ALLOW);
     assert_int_equal(call(&p, __NR_openat, 0, 0, 0, 0), ALLOW);
     assert_int_equal(call(&p, __NR_exit_group, 0, 0, 0, 0), ALLOW);
@@ -163,7 +163,7 @@ static void paths_are_short(void **state)
     assert_int_equal(seccomp_build(SECCOMP_NET_NONE, 0, &progs[0]), 0);
     assert_int_equal(seccomp_build(SECCOMP_NET_OPEN, 0, &progs[1]), 0);
     assert_int_equal(seccomp_build(SECCOMP_NET_INET_ONLY, 0, &progs[2]), 0);
-    assert_int_equal(seccomp_build_fs_helper(&progs[3]), 0);
+    assert_int_equal(seccomp_build_fs_helper(0, &progs[3]), 0);
     for (int i = 0; i < 4; i++) {
         unsigned longest = 0;
         for (uint32_t nr = 0; nr < 600; nr++) {
