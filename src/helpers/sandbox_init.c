@@ -283,19 +283,25 @@ bool sandbox_view_intact(void)
 /* ---- 8. the command's confinement ----------------------------------------------------- */
 
 /* Drops every capability for good: the bounding set first (needs CAP_SETPCAP),
- * then ambient, securebits so exec as uid 0 gains nothing, then the sets. */
+ * then ambient, securebits so exec as uid 0 gains nothing, then the sets. A process
+ * that never had CAP_SETPCAP (a server not running as root, without namespaces) has
+ * nothing there to drop or lock: no_new_privs, set before, keeps exec from granting
+ * any (file capabilities and set-id bits are ignored under it). */
 static int drop_caps(void)
 {
-    for (int cap = 0; cap <= 63; cap++)
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct d[2];
+    memset(d, 0, sizeof d);
+    if (syscall(SYS_capget, &h, d) < 0) return -errno;
+    bool setpcap = d[CAP_SETPCAP / 32].effective & (1u << (CAP_SETPCAP % 32));
+    for (int cap = 0; cap <= 63 && setpcap; cap++)
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL) return -errno;
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
         return -errno;
     unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
                          SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
                          SECBIT_NO_CAP_AMBIENT_RAISE_ | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED_;
-    if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) < 0) return -errno;
-    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
-    struct __user_cap_data_struct d[2];
+    if (setpcap && prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) < 0) return -errno;
     memset(d, 0, sizeof d);
     if (syscall(SYS_capset, &h, d) < 0) return -errno;
     return 0;

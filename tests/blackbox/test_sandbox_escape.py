@@ -466,7 +466,13 @@ def test_capabilities(_):
     def post(v, mode, ws, res, text):
         caps = res.get("caps", ("", ""))[1]
         v.check(mode, "CapEff", "CapEff=0000000000000000" in caps, caps)
-        v.check(mode, "CapBnd", "CapBnd=0000000000000000" in caps, caps)
+        if no_namespaces(w) and w.unprivileged:
+            # emptying the bounding set needs CAP_SETPCAP, which only a user namespace
+            # gives an unprivileged server; no_new_privs keeps exec from using it
+            print("    [%s] CapBnd (namespace-only for a server not running as root): %s" % (
+                mode[0], caps))
+        else:
+            v.check(mode, "CapBnd", "CapBnd=0000000000000000" in caps, caps)
         v.check(mode, "NoNewPrivs", "NoNewPrivs=1" in caps, caps)
     run_cases(w, cases, post=post)
 
