@@ -795,29 +795,39 @@ def test_replaced_files_are_let_go(srv):
 
 @ours_only
 @needs_own_server
-def test_fail_closed_without_namespaces(_):
-    """A host that refuses namespaces (no-namespaces wraps the server in a seccomp
-    filter that makes every namespace-creating call fail): sandboxed requests are
-    refused, never run unconfined, while unsandboxed ones still work."""
+def no_namespaces_server(*args):
+    """Our server under no-namespaces, the test tool whose seccomp filter makes every
+    namespace-creating call fail (what Docker's and Kubernetes' default rules do)."""
     if IS_REF:
         raise TestSkip("ours: the wrapper is our test tool")
     tool = os.path.join(os.environ.get("EXEC_BUILD_DIR", os.path.dirname(SERVER_PATH)),
                         "no-namespaces")
     if not os.access(tool, os.X_OK):
         raise TestSkip("no-namespaces test tool not built")
-    srv = Server(cmd=[tool, SERVER_PATH, "--listen", "ws://127.0.0.1:0"])
+    return Server(cmd=[tool, SERVER_PATH, "--listen", "ws://127.0.0.1:0"] + list(args))
+
+
+def test_fail_closed_without_namespaces(_):
+    """A host that refuses namespaces, and an operator who asked for them
+    (--sandbox-mode namespaces): sandboxed requests are refused, never run unconfined,
+    with the cause and what to do in the words; unsandboxed ones still work."""
+    srv = no_namespaces_server("--sandbox-mode", "namespaces")
     t = Tree()
     try:
         s = srv.session()
+        assert s.call("environment/info", {})["sandbox"]["mode"] == "none"
         marker = t.ws + "/work/ran"
         err = s.error("process/start", {"processId": "p", "argv": ["/bin/sh", "-c",
                                                                      "touch " + marker],
                                         "cwd": uri(t.ws), "env": {"PATH": "/usr/bin:/bin"},
                                         "tty": False, "sandbox": t.sb})
-        assert err == (-32602, "sandbox intent cannot be enforced on this executor"), err
+        assert err[0] == -32602 and err[1].startswith(
+            "sandbox intent cannot be enforced on this executor (--sandbox-mode namespaces, "
+            "and namespaces are refused here: unshare refused;"), err
+        assert "--sandbox-mode auto or landlock" in err[1], err
         err = s.error("fs/writeFile", {"path": uri(t.ws + "/work/x"), "dataBase64": b64("x"),
                                        "sandbox": t.sb})
-        assert err[0] == -32600 and "sandbox" in err[1], err
+        assert err[0] == -32600 and "sandbox" in err[1] and "--sandbox-mode" in err[1], err
         assert not os.path.exists(t.ws + "/work/x") and not os.path.exists(marker)
         # a sandboxed read is refused too, even with the whole disk readable (it is
         # served in the helper's view, never by the server itself)
@@ -833,6 +843,41 @@ def test_fail_closed_without_namespaces(_):
     finally:
         srv.stop()
         t.cleanup()
+    assert "sandbox: none; " in srv.stderr_text(), srv.stderr_text()
+
+
+def test_sandbox_without_namespaces(_):
+    """The same host with the default --sandbox-mode auto: the sandbox without
+    namespaces runs instead (Landlock, seccomp, the init deciding every change), says
+    so at start and in environment/info, and holds: the command writes in its
+    workspace and nowhere else, .git stays read-only, sandboxed fs requests work
+    within the policy."""
+    srv = no_namespaces_server()
+    t = Tree()
+    try:
+        s = srv.session()
+        info = s.call("environment/info", {})["sandbox"]
+        assert info["mode"] == "landlock" and info["available"] == ["landlock"], info
+        r = s.start("p", ["/bin/sh", "-c", "echo in > work/new; cat work/new; "
+                          "echo x > %s/f; echo x > .git/x; echo done" % t.out],
+                    cwd=uri(t.ws), sandbox=t.sb)
+        assert r.get("sandboxMode") == "landlock", r
+        out = s.collect_until_closed("p")
+        assert out["stdout"] == b"in\ndone\n", out
+        assert FAMILY.search(out["stderr"].decode()), out
+        t.unchanged(t.out)
+        assert not os.path.exists(t.ws + "/.git/x")
+        assert s.call("fs/writeFile", {"path": uri(t.ws + "/work/fs"), "dataBase64": b64("fs"),
+                                       "sandbox": t.sb}) == {}
+        assert open(t.ws + "/work/fs").read() == "fs"
+        expect_denied(s, "fs/writeFile", {"path": uri(t.git + "/f"), "dataBase64": b64("x"),
+                                          "sandbox": t.sb})
+        assert open(t.git + "/f").read() == "orig"
+        s.close()
+    finally:
+        srv.stop()
+        t.cleanup()
+    assert "sandbox: Landlock without namespaces" in srv.stderr_text(), srv.stderr_text()
 
 
 if __name__ == "__main__":
