@@ -2207,6 +2207,91 @@ def test_no_survivors(_):
     v.done()
 
 
+# What a command tries on its workspace's .git and on a file outside, by every path the
+# kernel offers (links, descriptors, /proc's magic links, renames, attributes), and what
+# it may do (the controls): run in a WorkspaceWrite sandbox, it prints one line a try.
+TRIES = r"""
+import errno, os, sys, threading
+out = sys.argv[1]
+def t(name, f):
+    try:
+        f()
+        print(name, "ok")
+    except OSError as e:
+        print(name, errno.errorcode.get(e.errno, e.errno))
+def wr(path, flags=os.O_WRONLY, **kw):
+    fd = os.open(path, flags, 0o644, **kw)
+    os.write(fd, b"PWNED")
+    os.close(fd)
+t("create", lambda: wr("new.txt", os.O_WRONLY | os.O_CREAT))
+t("config", lambda: wr(".git/config"))
+os.symlink(".git/config", "l1")
+t("link-to-config", lambda: wr("l1"))
+os.symlink(".git/hooks/pre-commit", "l2")
+t("dangling-link-into-git", lambda: wr("l2", os.O_WRONLY | os.O_CREAT))
+d = os.open(".git", os.O_RDONLY | os.O_DIRECTORY)
+t("openat-dirfd", lambda: wr("config", dir_fd=d))
+t("hardlink", lambda: os.link(".git/config", "hl"))
+t("rename-git", lambda: os.rename(".git", "g2"))
+t("mkdir-codex", lambda: os.mkdir(".codex"))
+t("chmod-config", lambda: os.chmod(".git/config", 0o777))
+t("utime-config", lambda: os.utime(".git/config", (0, 0)))
+t("xattr-config", lambda: os.setxattr(".git/config", "user.x", b"1"))
+t("truncate-config", lambda: os.truncate(".git/config", 0))
+r = os.open(".git/config", os.O_RDONLY)
+t("reopen-magic", lambda: wr("/proc/self/fd/%d" % r))
+t("fchmod-outside", lambda: os.fchmod(os.open(out, os.O_RDONLY), 0o777))
+t("utime-outside", lambda: os.utime(out, (0, 0)))
+t("stdout", lambda: os.write(os.open("/dev/stdout", os.O_WRONLY), b""))
+os.chdir(".git")
+t("cwd-relative", lambda: wr("config"))
+os.chdir("..")
+os.mkdir("sub")
+t("dotdot", lambda: wr("sub/../new2.txt", os.O_WRONLY | os.O_CREAT))
+t("rename-in-ws", lambda: os.rename("new2.txt", "sub/moved.txt"))
+os.mkfifo("fifo")
+got = []
+th = threading.Thread(target=lambda: got.append(open("fifo").read()))
+th.start()
+t("fifo", lambda: wr("fifo"))
+th.join(10)
+print("fifo-read", "ok" if got == ["PWNED"] else "got %r" % got)
+"""
+
+
+@needs_own_server
+def test_every_way_to_write(_):
+    """Every way a command has to change a protected name or a file outside its roots
+    (a link, a dangling link into .git, a directory descriptor, its working directory,
+    /proc/self/fd, a hard link, a rename, modes, times, extended attributes, truncation,
+    a descriptor of a read-only file) is refused, and what the workspace allows works
+    (create, .., rename, a FIFO). With namespaces the view refuses; without, the init's
+    broker (docs/SANDBOX.md) refuses the same, whichever path the call names."""
+    w = world()
+    v = Verdicts()
+    refused = FS | {"ENOTDIR"}
+    for mode in [m for m in MODES if m[1] == "ww"]:
+        ws = w.fresh_ws("dir")
+        script = w.out + "/tries.py"
+        w.write(script, TRIES)
+        out, text = shell(w, mode, "%s %s %s" % (PY3, script, w.out + "/file"), ws)
+        res = dict(l.split(" ", 1) for l in text.splitlines() if " " in l and
+                   not l.startswith("Traceback"))
+        for key in ("create", "dotdot", "rename-in-ws", "fifo", "fifo-read", "stdout"):
+            v.check(mode, key, res.get(key) == "ok", "%s: %s" % (res.get(key), text[-400:]))
+        for key in ("config", "link-to-config", "dangling-link-into-git", "openat-dirfd",
+                    "hardlink", "rename-git", "mkdir-codex", "chmod-config", "utime-config",
+                    "xattr-config", "truncate-config", "reopen-magic", "fchmod-outside",
+                    "utime-outside", "cwd-relative"):
+            v.check(mode, key, res.get(key) in refused, "not refused: %s" % res.get(key))
+        v.check(mode, "host", open(ws + "/.git/config").read() == "[core]\n" and
+                not os.path.exists(ws + "/.git/hooks/pre-commit") and
+                not os.path.exists(ws + "/.codex/config.toml.x") and
+                oct(os.stat(w.out + "/file").st_mode & 0o777) != "0o777" and
+                os.stat(w.out + "/file").st_mtime > 0, "the host changed")
+    v.done()
+
+
 @needs_own_server
 def test_terminate_ends_what_left_the_session(_):
     """process/terminate of a sandboxed command whose children left its session and
