@@ -112,9 +112,9 @@ struct supervision {
     int listeners[2]; /* the managed proxy's loopback relays */
     char tags[2];     /* 'H' or 'S' for each */
     int nl;
-    struct notify nf;         /* the command's seccomp listener (nf.fd -1: none) */
-    struct net_guard guard;   /* connect (notify.h) */
-    struct fs_broker broker;  /* file-system calls (fs_broker.h) */
+    struct notify nf;                   /* the command's seccomp listener (nf.fd -1: none) */
+    struct net_guard guard;             /* connect (notify.h) */
+    struct fs_broker broker;            /* file-system calls (fs_broker.h) */
     const char *const *protected_names; /* for view_lost's report */
 };
 
@@ -339,7 +339,8 @@ static int take_listener(struct sandbox_confinement *conf, struct notify *nf, bo
     /* A vforked command has sent it before we run again; a fork (the fs helper)
      * sends it when it gets there, or dies first: then our end reads the end. */
     if (forked) close(conf->guard_sock[1]);
-    int n = fdframe_recv_tagged(conf->guard_sock[0], forked ? 0 : MSG_DONTWAIT, &tag, &fd, 1, &nfds);
+    int n =
+        fdframe_recv_tagged(conf->guard_sock[0], forked ? 0 : MSG_DONTWAIT, &tag, &fd, 1, &nfds);
     close(conf->guard_sock[0]);
     if (!forked) close(conf->guard_sock[1]);
     if (n != 1 || tag != 'L' || nfds != 1) {

@@ -165,7 +165,8 @@ static void start_done(void *arg, int err, const struct spawn_result *sr, int sb
         rpc_reply_error(req, RPC_INVALID_REQUEST, "process %s start was cancelled", ps->id);
     } else if (err == SPAWN_ERR_SANDBOX) {
         log_warn("process %s: the sandbox could not be set up: %s", ps->id, strerror(sberr));
-        rpc_reply_error(req, RPC_INVALID_PARAMS, "sandbox intent cannot be enforced on this executor%s",
+        rpc_reply_error(req, RPC_INVALID_PARAMS,
+                        "sandbox intent cannot be enforced on this executor%s",
                         sandbox_host_refusal());
     } else if (err < 0) {
         char text[256];
@@ -207,7 +208,8 @@ static void start_done(void *arg, int err, const struct spawn_result *sr, int sb
                                    ps->sandboxed ? "linuxSeccomp" : "none");
         /* Ours: which sandbox it runs in (sandbox_host.h) */
         if (ps->sandboxed)
-            json_object_set_new(result, "sandboxMode", json_string(sandbox_mode_name((enum sandbox_mode)ps->mode)));
+            json_object_set_new(result, "sandboxMode",
+                                json_string(sandbox_mode_name((enum sandbox_mode)ps->mode)));
         rpc_reply_json(req, result);
         proc_watch(p);
     }

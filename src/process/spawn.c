@@ -226,8 +226,8 @@ static void wire_sandbox(const struct spawn_request *rq, struct spawn_wire_req *
     if (p->net_restricted) w->flags |= SPAWN_F_NET_RESTRICTED;
     if (rq->pid_inherit) w->flags |= SPAWN_F_PID_INHERIT;
     w->max_procs = server_limits.sandbox_max_processes;
-    const struct sb_paths *lists[] = {&p->readable,     &p->writable,       &p->readonly_sub,
-                                      &p->denied,       &p->protected_names, &p->deny_globs};
+    const struct sb_paths *lists[] = {&p->readable, &p->writable,        &p->readonly_sub,
+                                      &p->denied,   &p->protected_names, &p->deny_globs};
     for (int i = 0; i < 6; i++) {
         w->list[SPAWN_L_READABLE + i] = paths_v(lists[i]);
         w->nlist[SPAWN_L_READABLE + i] = lists[i]->n;
@@ -287,8 +287,9 @@ static void op_init(struct spawn_op *op, const struct spawn_request *rq)
     op->tty = rq->tty;
     op->has_stdio = rq->stdio != NULL;
     op->sandboxed = rq->sandbox != NULL;
-    op->landlock_only = rq->sandbox && !rq->refusal &&
-                        sandbox_host_mode_for(rq->sandbox->legacy_landlock) == SANDBOX_MODE_LANDLOCK;
+    op->landlock_only =
+        rq->sandbox && !rq->refusal &&
+        sandbox_host_mode_for(rq->sandbox->legacy_landlock) == SANDBOX_MODE_LANDLOCK;
     op->master = op->slave = op->devnull = op->status = -1;
     op->outp[0] = op->outp[1] = op->errp[0] = op->errp[1] = op->inp[0] = op->inp[1] = -1;
 }

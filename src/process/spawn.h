@@ -44,9 +44,9 @@ struct spawn_request {
 struct spawn_result {
     pid_t pid;
     int pidfd;
-    int out_fd; /* stdout pipe, or the PTY master */
-    int err_fd; /* stderr pipe, or -1 with a PTY */
-    int in_fd;  /* stdin pipe, a dup of the PTY master, or -1 */
+    int out_fd;       /* stdout pipe, or the PTY master */
+    int err_fd;       /* stderr pipe, or -1 with a PTY */
+    int in_fd;        /* stdin pipe, a dup of the PTY master, or -1 */
     bool ends_itself; /* a sandbox without namespaces: ended by SANDBOX_END_SIGNAL to its
                          init, which ends everything it started (helpers/sandbox_init.h),
                          never by killing its group (the init would die first) */

@@ -53,15 +53,15 @@
 /* The calls the broker answers (the filter notifies a subset of them: seccomp.h). */
 static const long broker_nrs[] = {
 #if defined(__x86_64__)
-    __NR_open,    __NR_creat,   __NR_mkdir,    __NR_mknod,     __NR_symlink,     __NR_link,
-    __NR_unlink,  __NR_rmdir,   __NR_rename,   __NR_chmod,     __NR_chown,       __NR_lchown,
-    __NR_utime,   __NR_utimes,  __NR_futimesat,
+    __NR_open,         __NR_creat,        __NR_mkdir,      __NR_mknod,         __NR_symlink,
+    __NR_link,         __NR_unlink,       __NR_rmdir,      __NR_rename,        __NR_chmod,
+    __NR_chown,        __NR_lchown,       __NR_utime,      __NR_utimes,        __NR_futimesat,
 #endif
-    __NR_openat,  __NR_openat2, __NR_mkdirat,  __NR_mknodat,   __NR_symlinkat,   __NR_linkat,
-    __NR_unlinkat, __NR_renameat, __NR_renameat2, __NR_truncate, __NR_fchmodat,  __NR_fchmodat2,
-    __NR_fchmod,  __NR_fchownat, __NR_fchown,  __NR_utimensat, __NR_setxattr,    __NR_lsetxattr,
-    __NR_fsetxattr, __NR_removexattr, __NR_lremovexattr, __NR_fremovexattr, __NR_setxattrat,
-    __NR_removexattrat,
+    __NR_openat,       __NR_openat2,      __NR_mkdirat,    __NR_mknodat,       __NR_symlinkat,
+    __NR_linkat,       __NR_unlinkat,     __NR_renameat,   __NR_renameat2,     __NR_truncate,
+    __NR_fchmodat,     __NR_fchmodat2,    __NR_fchmod,     __NR_fchownat,      __NR_fchown,
+    __NR_utimensat,    __NR_setxattr,     __NR_lsetxattr,  __NR_fsetxattr,     __NR_removexattr,
+    __NR_lremovexattr, __NR_fremovexattr, __NR_setxattrat, __NR_removexattrat,
 };
 
 bool fs_broker_handles(long nr)
@@ -173,8 +173,8 @@ static int walk(struct caller *x, int at, const char *path, bool follow, int *li
 /* One symbolic link met on the way (nfd, named comp in cur): its target as an
  * object (O_PATH) for a component in the middle, or the whole result for the last.
  * Consumes nfd. */
-static int follow_link(struct caller *x, int cur, const char *comp, int nfd, bool last,
-                       bool follow, int *links, struct res *r)
+static int follow_link(struct caller *x, int cur, const char *comp, int nfd, bool last, bool follow,
+                       int *links, struct res *r)
 {
     if (is_proc(nfd) && !is_proc_root(cur)) {
         /* A link inside the caller's own /proc directory (fd/N, cwd, root, exe): its
@@ -393,9 +393,9 @@ static bool own_pty(const struct fs_broker *b, const char *p)
  * its terminals and, with a private /dev, /dev/shm. */
 static enum path_access own_access(const struct fs_broker *b, const char *p)
 {
-    static const char *const devs[] = {"/dev/null",   "/dev/zero", "/dev/full", "/dev/random",
-                                       "/dev/urandom", "/dev/tty",  "/dev/ptmx", "/dev/pts/ptmx",
-                                       NULL};
+    static const char *const devs[] = {"/dev/null",   "/dev/zero",     "/dev/full",
+                                       "/dev/random", "/dev/urandom",  "/dev/tty",
+                                       "/dev/ptmx",   "/dev/pts/ptmx", NULL};
     for (int i = 0; devs[i]; i++)
         if (!strcmp(p, devs[i])) return PATH_WRITE;
     if (!strncmp(p, "/dev/pts/", 9)) return own_pty(b, p) ? PATH_WRITE : PATH_NONE;
@@ -779,7 +779,9 @@ static int attr_apply(const struct attr_args *a, const char *p, bool nofollow)
     int rc;
     switch (a->op) {
     case ATTR_CHMOD: rc = fchmodat(AT_FDCWD, p, a->mode, 0); break;
-    case ATTR_CHOWN: rc = fchownat(AT_FDCWD, p, a->uid, a->gid, nofollow ? AT_SYMLINK_NOFOLLOW : 0); break;
+    case ATTR_CHOWN:
+        rc = fchownat(AT_FDCWD, p, a->uid, a->gid, nofollow ? AT_SYMLINK_NOFOLLOW : 0);
+        break;
     case ATTR_TIMES:
         rc = utimensat(AT_FDCWD, p, a->ts_null ? NULL : a->ts, nofollow ? AT_SYMLINK_NOFOLLOW : 0);
         break;
@@ -834,7 +836,8 @@ static int attr_fd(struct caller *x, int n, const struct attr_args *a)
     return rc;
 }
 
-static int read_xattr(struct caller *x, uint64_t name, uint64_t val, size_t size, struct attr_args *a)
+static int read_xattr(struct caller *x, uint64_t name, uint64_t val, size_t size,
+                      struct attr_args *a)
 {
     ssize_t n = notify_read_string(x->c, name, a->xname, sizeof a->xname);
     if (n < 0) return n == -ENAMETOOLONG ? -ERANGE : (int)n;
@@ -948,7 +951,9 @@ void fs_broker_serve(struct fs_broker *b, struct notify *nf, const struct notify
     switch (nr) {
 #if defined(__x86_64__)
     case __NR_open: do_open(&x, AT_FDCWD, ARG(0), IARG(1), (mode_t)ARG(2)); return;
-    case __NR_creat: do_open(&x, AT_FDCWD, ARG(0), O_CREAT | O_WRONLY | O_TRUNC, (mode_t)ARG(1)); return;
+    case __NR_creat:
+        do_open(&x, AT_FDCWD, ARG(0), O_CREAT | O_WRONLY | O_TRUNC, (mode_t)ARG(1));
+        return;
     case __NR_mkdir: rc = do_mkdir(&x, AT_FDCWD, ARG(0), (mode_t)ARG(1)); break;
     case __NR_mknod: rc = do_mknod(&x, AT_FDCWD, ARG(0), (mode_t)ARG(1), (dev_t)ARG(2)); break;
     case __NR_symlink: rc = do_symlink(&x, ARG(0), AT_FDCWD, ARG(1)); break;
@@ -965,7 +970,9 @@ void fs_broker_serve(struct fs_broker *b, struct notify *nf, const struct notify
     case __NR_linkat: rc = do_link(&x, IARG(0), ARG(1), IARG(2), ARG(3), IARG(4)); break;
     case __NR_unlinkat: rc = do_unlink(&x, IARG(0), ARG(1), IARG(2)); break;
     case __NR_renameat: rc = do_rename(&x, IARG(0), ARG(1), IARG(2), ARG(3), 0); break;
-    case __NR_renameat2: rc = do_rename(&x, IARG(0), ARG(1), IARG(2), ARG(3), (unsigned)ARG(4)); break;
+    case __NR_renameat2:
+        rc = do_rename(&x, IARG(0), ARG(1), IARG(2), ARG(3), (unsigned)ARG(4));
+        break;
     case __NR_setxattrat:
     case __NR_removexattrat: rc = -ENOSYS; break; /* libc uses the older calls */
     default: rc = serve_attr(&x, nr);

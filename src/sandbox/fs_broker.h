@@ -49,7 +49,7 @@ struct fs_broker {
     int ptys[16];                    /* without: the /dev/pts numbers that are its own
                                         (its terminal, those it opened /dev/ptmx for) */
     int nptys;
-    int nwaiting;                    /* blocking FIFO opens in a fork */
+    int nwaiting; /* blocking FIFO opens in a fork */
     struct {
         uint64_t id;  /* the notification to answer */
         int sock;     /* where the fork sends the opened descriptor */

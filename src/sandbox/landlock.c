@@ -199,8 +199,8 @@ int sandbox_landlock_ruleset(const struct sandbox_spec *s, bool writable_read_on
          * (new terminals), and the command's own (sandbox_landlock_allow_device). */
         static const char *const devs[] = {"/dev/null",    "/dev/zero", "/dev/full", "/dev/random",
                                            "/dev/urandom", "/dev/tty",  "/dev/pts",  NULL};
-        static const char *const host_devs[] = {"/dev/null",   "/dev/zero", "/dev/full",
-                                                "/dev/random", "/dev/urandom", "/dev/tty",
+        static const char *const host_devs[] = {"/dev/null",   "/dev/zero",     "/dev/full",
+                                                "/dev/random", "/dev/urandom",  "/dev/tty",
                                                 "/dev/ptmx",   "/dev/pts/ptmx", NULL};
         const char *const *d = s->landlock_only ? host_devs : devs;
         for (int i = 0; d[i] && !rc; i++)

@@ -60,7 +60,7 @@ struct net_guard {
         uint64_t id; /* the notification to answer */
         int sock;    /* our duplicate of the command's socket */
     } pending[NET_GUARD_MAX_PENDING];
-    bool proxy_only;       /* only the proxy's ports on loopback may be reached */
+    bool proxy_only;         /* only the proxy's ports on loopback may be reached */
     uint16_t proxy_ports[2]; /* what the command is told (HTTP, SOCKS5; 0 = none) */
     uint16_t relay_ports[2]; /* where the init listens for them on the host's loopback */
 };
@@ -69,8 +69,7 @@ struct net_guard {
 int net_guard_pollfds(const struct net_guard *g, struct pollfd *p, int max);
 
 /* Answers the pending connects whose pollfds (net_guard_pollfds) are ready. */
-void net_guard_serve_pending(struct net_guard *g, struct notify *nf, const struct pollfd *p,
-                             int n);
+void net_guard_serve_pending(struct net_guard *g, struct notify *nf, const struct pollfd *p, int n);
 
 /* One connect(2) notification (the call c, received by the init's notify loop). */
 void net_guard_connect(struct net_guard *g, struct notify *nf, const struct notify_call *c);

@@ -31,9 +31,9 @@ struct notify {
 /* The call being answered: its notification and a pidfd of its caller's process. */
 struct notify_call {
     const struct seccomp_notif *n;
-    pid_t tid;  /* the calling thread, in the init's PID namespace */
-    int pidfd;  /* for pidfd_getfd: the thread's (Linux 6.9), else its process's when
-                   both share one descriptor table; -1 when none could be had */
+    pid_t tid; /* the calling thread, in the init's PID namespace */
+    int pidfd; /* for pidfd_getfd: the thread's (Linux 6.9), else its process's when
+                  both share one descriptor table; -1 when none could be had */
 };
 
 /* Takes the listener fd. Returns 0 or -errno. */

@@ -102,7 +102,8 @@ char *sandbox_canonical_path(const char *path)
         *slash = 0;
         char *base = realpath(pre, NULL);
         if (!base) continue;
-        char *full = xasprintf("%s%s%s", base, strcmp(base, "/") ? "/" : "", path + (slash - pre) + 1);
+        char *full =
+            xasprintf("%s%s%s", base, strcmp(base, "/") ? "/" : "", path + (slash - pre) + 1);
         free(base);
         return full;
     }

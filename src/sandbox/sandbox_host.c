@@ -34,9 +34,10 @@ enum probe_step {
     PROBE_PROC_BOUND = 40, /* everything, but /proc only as the host's, bound */
 };
 
-static const char *const probe_steps[] = {"unshare", "the user namespace's id maps", "fork",
-                                          "a private mount table", "mount a tmpfs",
-                                          "mount devpts", "mount /proc"};
+static const char *const probe_steps[] = {"unshare",       "the user namespace's id maps",
+                                          "fork",          "a private mount table",
+                                          "mount a tmpfs", "mount devpts",
+                                          "mount /proc"};
 
 static int write_text(const char *path, const char *text)
 {
@@ -53,10 +54,11 @@ static int probe_mounts(void)
 {
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) return PROBE_PRIVATE;
     if (mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0) return PROBE_TMPFS;
-    if (mkdir("/dev/pts", 0755) < 0 ||
-        mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666") < 0)
+    if (mkdir("/dev/pts", 0755) < 0 || mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                                             "newinstance,ptmxmode=0666") < 0)
         return PROBE_DEVPTS;
-    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0) return PROBE_OK;
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0)
+        return PROBE_OK;
     if (mount("/proc", "/proc", NULL, MS_BIND | MS_REC, NULL) == 0) return PROBE_PROC_BOUND;
     return PROBE_PROC;
 }

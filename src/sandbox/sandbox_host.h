@@ -19,7 +19,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-
 /* --linux-sandbox-pid-namespace inherit: sandboxed children share the daemon's
  * PID namespace (default false: each gets its own). Set once at start. */
 extern bool sandbox_pid_namespace_inherit;
@@ -40,11 +39,11 @@ enum sandbox_mode_choice {
 /* What the start-time probe found. */
 struct sandbox_host_caps {
     bool probed;
-    bool namespaces;       /* a sandbox's namespaces and mounts could be made */
-    bool host_proc;        /* ... but a fresh /proc was refused: the view binds the host's */
-    int landlock_abi;      /* 0: none */
-    bool filter;           /* the seccomp filter knows this architecture */
-    char why_not[200];     /* why there are no namespaces ("" when there are) */
+    bool namespaces;   /* a sandbox's namespaces and mounts could be made */
+    bool host_proc;    /* ... but a fresh /proc was refused: the view binds the host's */
+    int landlock_abi;  /* 0: none */
+    bool filter;       /* the seccomp filter knows this architecture */
+    char why_not[200]; /* why there are no namespaces ("" when there are) */
     enum sandbox_mode_choice choice;
 };
 extern struct sandbox_host_caps sandbox_host;

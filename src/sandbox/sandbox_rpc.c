@@ -16,9 +16,9 @@ void sandbox_info(json_t *info, json_t *caps)
     if (h->filter && h->namespaces) json_array_append_new(modes, json_string("namespaces"));
     if (h->filter && h->landlock_abi >= 1) json_array_append_new(modes, json_string("landlock"));
     json_object_set_new(caps, "sandboxModes", json_true());
-    json_object_set_new(
-        info, "sandbox",
-        json_pack("{s:s,s:o,s:i,s:b,s:s}", "mode", sandbox_mode_name(sandbox_host_mode_for(false)),
-                  "available", modes, "landlockAbi", h->landlock_abi, "hostProc",
-                  h->host_proc && h->namespaces, "namespacesRefused", h->why_not));
+    json_object_set_new(info, "sandbox",
+                        json_pack("{s:s,s:o,s:i,s:b,s:s}", "mode",
+                                  sandbox_mode_name(sandbox_host_mode_for(false)), "available",
+                                  modes, "landlockAbi", h->landlock_abi, "hostProc",
+                                  h->host_proc && h->namespaces, "namespacesRefused", h->why_not));
 }

@@ -226,10 +226,10 @@ static const struct sock_filter net_guarded[] = {
  * again at call time against the deny entries. */
 static const struct sock_filter broker_reads[] = {
 #if defined(__x86_64__)
-    SC_NOTIFY(__NR_open),   SC_NOTIFY(__NR_creat),  SC_NOTIFY(__NR_rename),
+    SC_NOTIFY(__NR_open),      SC_NOTIFY(__NR_creat),   SC_NOTIFY(__NR_rename),
     SC_NOTIFY(__NR_link),
 #endif
-    SC_NOTIFY(__NR_openat), SC_NOTIFY(__NR_openat2), SC_NOTIFY(__NR_renameat),
+    SC_NOTIFY(__NR_openat),    SC_NOTIFY(__NR_openat2), SC_NOTIFY(__NR_renameat),
     SC_NOTIFY(__NR_renameat2), SC_NOTIFY(__NR_linkat),
 };
 
@@ -283,10 +283,18 @@ static const struct sock_filter broker_writes[] = {
  * host's, so it is not the command's (another process's System V shared memory,
  * semaphores and queues, POSIX message queues, keyed by guessable numbers and names). */
 static const struct sock_filter no_namespaces[] = {
-    SC_DENY(__NR_shmget, EPERM),   SC_DENY(__NR_shmat, EPERM),     SC_DENY(__NR_shmctl, EPERM),
-    SC_DENY(__NR_semget, EPERM),   SC_DENY(__NR_semop, EPERM),     SC_DENY(__NR_semtimedop, EPERM),
-    SC_DENY(__NR_semctl, EPERM),   SC_DENY(__NR_msgget, EPERM),    SC_DENY(__NR_msgsnd, EPERM),
-    SC_DENY(__NR_msgrcv, EPERM),   SC_DENY(__NR_msgctl, EPERM),    SC_DENY(__NR_mq_open, EPERM),
+    SC_DENY(__NR_shmget, EPERM),
+    SC_DENY(__NR_shmat, EPERM),
+    SC_DENY(__NR_shmctl, EPERM),
+    SC_DENY(__NR_semget, EPERM),
+    SC_DENY(__NR_semop, EPERM),
+    SC_DENY(__NR_semtimedop, EPERM),
+    SC_DENY(__NR_semctl, EPERM),
+    SC_DENY(__NR_msgget, EPERM),
+    SC_DENY(__NR_msgsnd, EPERM),
+    SC_DENY(__NR_msgrcv, EPERM),
+    SC_DENY(__NR_msgctl, EPERM),
+    SC_DENY(__NR_mq_open, EPERM),
     SC_DENY(__NR_mq_unlink, EPERM),
     /* Calls that act on another process by its number, which a PID namespace would
      * have kept out of reach: only the caller itself (0), so the server and the host's
@@ -312,8 +320,11 @@ static const struct sock_filter no_namespaces[] = {
  * init's to decide (sig_guard.h): a PID namespace would have kept the rest out of
  * reach, and Landlock scopes signals only from ABI 6. */
 static const struct sock_filter signals_notified[] = {
-    SC_NOTIFY(__NR_kill),          SC_NOTIFY(__NR_tkill),           SC_NOTIFY(__NR_tgkill),
-    SC_NOTIFY(__NR_rt_sigqueueinfo), SC_NOTIFY(__NR_rt_tgsigqueueinfo),
+    SC_NOTIFY(__NR_kill),
+    SC_NOTIFY(__NR_tkill),
+    SC_NOTIFY(__NR_tgkill),
+    SC_NOTIFY(__NR_rt_sigqueueinfo),
+    SC_NOTIFY(__NR_rt_tgsigqueueinfo),
     SC_NOTIFY(__NR_pidfd_send_signal),
 };
 

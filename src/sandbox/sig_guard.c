@@ -16,9 +16,8 @@
 
 bool sig_guard_handles(long nr)
 {
-    return nr == __NR_kill || nr == __NR_tkill || nr == __NR_tgkill ||
-           nr == __NR_rt_sigqueueinfo || nr == __NR_rt_tgsigqueueinfo ||
-           nr == __NR_pidfd_send_signal;
+    return nr == __NR_kill || nr == __NR_tkill || nr == __NR_tgkill || nr == __NR_rt_sigqueueinfo ||
+           nr == __NR_rt_tgsigqueueinfo || nr == __NR_pidfd_send_signal;
 }
 
 /* A field of /proc/<pid>/stat after the command name: its n-th (ppid is 1, pgrp 2). */
@@ -135,10 +134,11 @@ static int serve(const struct notify_call *c)
         int rc = notify_read(c, ARG(nr == __NR_rt_sigqueueinfo ? 2 : 3), &si, sizeof si);
         if (rc < 0) return rc;
     }
-    long r = nr == __NR_tkill              ? syscall(SYS_tkill, target, sig)
-             : nr == __NR_tgkill           ? syscall(SYS_tgkill, target, (pid_t)ARG(1), sig)
-             : nr == __NR_rt_sigqueueinfo  ? syscall(SYS_rt_sigqueueinfo, target, sig, &si)
-                                           : syscall(SYS_rt_tgsigqueueinfo, target, (pid_t)ARG(1), sig, &si);
+    long r = nr == __NR_tkill    ? syscall(SYS_tkill, target, sig)
+             : nr == __NR_tgkill ? syscall(SYS_tgkill, target, (pid_t)ARG(1), sig)
+             : nr == __NR_rt_sigqueueinfo
+                 ? syscall(SYS_rt_sigqueueinfo, target, sig, &si)
+                 : syscall(SYS_rt_tgsigqueueinfo, target, (pid_t)ARG(1), sig, &si);
     return r < 0 ? -errno : 0;
 }
 
