@@ -248,13 +248,23 @@ def test_sandboxed_roots(srv):
     skill = lambda rel, c: {"instructions": t.tf(rel, c), "metadata": None}
     man = t.tf("ws/plug/.codex-plugin/plugin.json", '{"mcpServers":"./m.json"}')
     plugin = {"manifest": man, "mcpConfig": t.tf("ws/plug/m.json", "{}"), "appsConfig": None}
-    # the symlink out of the readable tree is not followed under the sandbox
+    # the symlink out of the readable tree is not followed under the sandbox; without
+    # namespaces its target exists and is refused rather than absent (a warning that says
+    # so: docs/SANDBOX.md, "Without namespaces")
+    landlock = not IS_REF and s.call("environment/info", {})["sandbox"]["mode"] == "landlock"
+    if landlock:
+        want = "failed to scan capability path %s: Permission denied (os error 13)" % \
+            t.u("ws/plug/escape")
+        assert r[0]["warnings"] == [want], r[0]
+        r[0]["warnings"] = []
     assert r[0] == {"id": "sb", "path": t.u("ws/plug"), "plugin": plugin,
                     "skills": [skill("ws/plug/secret/SKILL.md", "secret"),
                                skill("ws/plug/skills/a/SKILL.md", "A")],
                     "namespaceManifests": [man], "warnings": [], "error": None}, r[0]
-    # a root outside the readable tree cannot even be inspected
-    assert r[1]["error"].startswith("failed to inspect capability root %s: " % t.u("out")), r[1]
+    # a root outside the readable tree cannot even be inspected (without namespaces its
+    # existence is seen, a stat: nothing of it is read)
+    assert landlock or r[1]["error"].startswith(
+        "failed to inspect capability root %s: " % t.u("out")), r[1]
     assert r[1]["skills"] == [] and r[1]["plugin"] is None, r[1]
     # an access:none directory below a readable root stays unread
     assert skill("ws/plug/secret/SKILL.md", "secret") not in r[2]["skills"], r[2]
