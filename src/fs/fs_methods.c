@@ -199,9 +199,9 @@ static bool denied_now(const struct fs_sandbox *sb, const char *path, bool nofol
 }
 
 /* Whether a request that looks at a path without opening it (fs/getMetadata,
- * fs/canonicalize) names one outside every root of a sandbox without namespaces: Landlock decides opens, not stat(2), so the helper there
- * would answer what a view of the policy's roots does not show (the reference's answer
- * for such a path: not found). */
+ * fs/canonicalize) names one outside every root of a sandbox without namespaces: Landlock decides
+ * opens, not stat(2), so the helper there would answer what a view of the policy's roots does not
+ * show (the reference's answer for such a path: not found). */
 static bool hidden_now(const struct fs_work *fw)
 {
     const struct sandbox_policy *p = &fw->sb->pol;

@@ -198,11 +198,13 @@ static void start_done(void *arg, int err, const struct spawn_result *sr, int sb
         p->netproxy = ps->netproxy;
         ps->netproxy = NULL;
         char idv[160], a0[200];
-        log_event("event=process_start session=%s process_id=%s pid=%d argv0=%s tty=%s "
-                  "sandboxed=%s",
-                  t->owner_id, log_value(ps->id, idv, sizeof idv), (int)sr->pid,
-                  log_value(ps->argv0, a0, sizeof a0), ps->tty ? "true" : "false",
-                  ps->sandboxed ? "true" : "false");
+        log_event(
+            "event=process_start session=%s process_id=%s pid=%d argv0=%s tty=%s "
+            "sandboxed=%s sandbox=%s",
+            t->owner_id, log_value(ps->id, idv, sizeof idv), (int)sr->pid,
+            log_value(ps->argv0, a0, sizeof a0), ps->tty ? "true" : "false",
+            ps->sandboxed ? "true" : "false",
+            sandbox_mode_name(ps->sandboxed ? (enum sandbox_mode)ps->mode : SANDBOX_MODE_NONE));
         /* The response goes out before any notification of the new process. */
         json_t *result = json_pack("{s:s,s:s}", "processId", ps->id, "sandboxType",
                                    ps->sandboxed ? "linuxSeccomp" : "none");

@@ -580,6 +580,91 @@ def test_codex_with_capability_token(_):
         shutil.rmtree(srv_home, ignore_errors=True)
 
 
+def workspace_write_turn(extra_args=(), features=""):
+    """One codex turn in workspace-write (codex's default sandbox) against our server:
+    the command writes in its workspace, not in .git nor outside; apply_patch writes.
+    Returns (the command's tool output, the server's standard error)."""
+    codex = codex_binary()
+    tmp = tempfile.mkdtemp(prefix="execbb-codex-ww-")
+    home, work = os.path.join(tmp, "home"), os.path.join(tmp, "work")
+    # outside every root of workspace-write, which makes /tmp and $TMPDIR writable too
+    out_dir = tempfile.mkdtemp(prefix="execbb-codex-out-", dir="/var/tmp")
+    outside = os.path.join(out_dir, "outside.txt")
+    os.makedirs(os.path.join(work, ".git"))
+    os.mkdir(home)
+    with open(os.path.join(work, ".git", "config"), "w") as f:
+        f.write("[core]\n")
+    srv_home = server_home()
+    srv = server_with_env({"HOME": srv_home},
+                          extra_args=["--log-level", "info"] + list(extra_args))
+    patch = "*** Begin Patch\n*** Add File: patched.txt\n+by apply_patch\n*** End Patch\n"
+    model = ScriptedModel([
+        lambda o: [function_call("ww", "exec_command", {
+            "cmd": "echo made > made.txt; echo pwned > .git/config; echo pwned > %s; "
+                   "cat made.txt" % outside, "workdir": work, "yield_time_ms": 5000})],
+        lambda o: [function_call("patch", "exec_command", {
+            "cmd": "apply_patch <<'EOF'\n%sEOF\n" % patch, "workdir": work,
+            "yield_time_ms": 5000})]])
+    with open(os.path.join(home, "config.toml"), "w") as f:
+        f.write('model = "mock-model"\nmodel_provider = "mock"\napproval_policy = "never"\n'
+                'sandbox_mode = "workspace-write"\n\n[model_providers.mock]\n'
+                'name = "mock"\nbase_url = "http://127.0.0.1:%d/v1"\nwire_api = "responses"\n'
+                'request_max_retries = 0\nstream_max_retries = 0\n%s' % (model.port, features))
+    app = AppServer(codex, home, work)
+    try:
+        app.call("initialize", {"clientInfo": {"name": "execbb", "version": "0.1"},
+                                "capabilities": {"experimentalApi": True}})
+        app.send({"method": "initialized"})
+        app.call("environment/add", {"environmentId": "under-test",
+                                     "execServerUrl": "ws://127.0.0.1:%d" % srv.port})
+        thread = app.call("thread/start", {
+            "cwd": work, "environments": [{"environmentId": "under-test", "cwd": work}]})
+        app.call("turn/start", {"threadId": thread["thread"]["id"],
+                                "input": [{"type": "text", "text": "write it"}]})
+        done = app.wait_method("turn/completed", DEFAULT_TIMEOUT * 9)
+        assert not model.errors, model.errors
+        assert done["params"]["turn"]["status"] == "completed", done
+        out = model.outputs.get("ww", "")
+        assert "made" in out and open(os.path.join(work, "made.txt")).read() == "made\n", out
+        assert open(os.path.join(work, ".git", "config")).read() == "[core]\n", out
+        assert not os.path.exists(outside), out
+        assert open(os.path.join(work, "patched.txt")).read() == "by apply_patch\n", \
+            model.outputs
+        return out, srv.stderr_text(1 << 20)
+    finally:
+        app.close()
+        model.close()
+        srv.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(out_dir, ignore_errors=True)
+        shutil.rmtree(srv_home, ignore_errors=True)
+
+
+@needs_own_server
+def test_codex_workspace_write(_):
+    """codex's default sandbox (workspace-write) drives our server, with namespaces and
+    without them (--sandbox-mode landlock, what a container under Docker's default
+    seccomp rules gets): the command writes its workspace, not .git nor outside, and
+    apply_patch writes through it; the server's log says which sandbox ran."""
+    if IS_REF:
+        raise TestSkip("ours: --sandbox-mode is ours")
+    _, err = workspace_write_turn()
+    assert "sandboxed=true sandbox=namespaces" in err, err[-2000:]
+    _, err = workspace_write_turn(["--sandbox-mode", "landlock"])
+    assert "sandboxed=true sandbox=landlock" in err, err[-2000:]
+
+
+@needs_own_server
+def test_codex_use_legacy_landlock(_):
+    """codex's use_legacy_landlock feature sends useLegacyLandlock: true with each
+    sandbox; ours then gives the sandbox without namespaces, and it holds."""
+    if IS_REF:
+        raise TestSkip("ours: the reference's exec-server ignores useLegacyLandlock")
+    _, err = workspace_write_turn(features="\n[features]\nuse_legacy_landlock = true\n")
+    assert "sandboxed=true sandbox=landlock" in err, err[-2000:]
+    assert "sandbox=namespaces" not in err, err[-2000:]
+
+
 def main(namespace, per_test_timeout):
     """Installs codex before the clock starts (exit 77 when npm cannot), then runs."""
     try:
