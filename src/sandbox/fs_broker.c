@@ -78,6 +78,7 @@ struct caller {
     struct notify *nf;
     const struct notify_call *c;
     char pid[24], tid[24]; /* the caller's numbers as the mounted /proc counts them ("" unknown) */
+    bool numbered;         /* pid and tid looked up (caller_numbers: only when needed) */
 };
 
 /* A number field ("Pid:", "Tgid:") of a /proc file. */
@@ -98,6 +99,8 @@ static long proc_field(const char *path, const char *field)
  * even where that is the host's, bound into a PID namespace of our own). */
 static void caller_numbers(struct caller *x)
 {
+    if (x->numbered) return;
+    x->numbered = true;
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fdinfo/%d", x->c->pidfd);
     long n = proc_field(path, "Pid:\t");
@@ -153,6 +156,7 @@ static int proc_root_entry(struct caller *x, int dir, const char *comp)
 {
     char name[64];
     if (!strcmp(comp, "self") || !strcmp(comp, "thread-self") || all_digits(comp)) {
+        caller_numbers(x);
         if (!x->pid[0]) return -EACCES;
         if (!strcmp(comp, "self"))
             snprintf(name, sizeof name, "%s", x->pid);
@@ -333,6 +337,7 @@ fail_errno:;
 static int start_of(struct caller *x, int dirfd)
 {
     if (dirfd == AT_FDCWD) {
+        caller_numbers(x);
         if (!x->tid[0]) return -EACCES;
         char p[64];
         snprintf(p, sizeof p, "/proc/%s/cwd", x->tid);
@@ -497,6 +502,7 @@ static int allowed_name(const struct fs_broker *b, int dir, const char *name, en
 static mode_t caller_umask(struct caller *x)
 {
     char p[64];
+    caller_numbers(x);
     snprintf(p, sizeof p, "/proc/%s/status", x->tid);
     char buf[2048];
     int fd = x->tid[0] ? open(p, O_RDONLY | O_CLOEXEC) : -1;
@@ -945,7 +951,6 @@ static int serve_attr(struct caller *x, long nr)
 void fs_broker_serve(struct fs_broker *b, struct notify *nf, const struct notify_call *c)
 {
     struct caller x = {.b = b, .nf = nf, .c = c};
-    caller_numbers(&x);
     long nr = c->n->data.nr;
     int rc;
     switch (nr) {
