@@ -614,6 +614,25 @@ static int program_build(struct seccomp_prog *out, const struct sock_filter *con
     out->prog.filter = out->insns;
     return 0;
 }
+
+#define PART(a) (parts[n] = (a), lens[n++] = NELEM(a))
+
+/* The broker's and sig_guard's notifications of broker (seccomp.h) into parts and
+ * lens from n on; returns the new count. They come first: of two rules for one
+ * number the first decides, and the broker's reads (every open) before its writes. */
+static size_t notified_parts(unsigned broker, const struct sock_filter **parts, size_t *lens,
+                             size_t n)
+{
+    if (broker & SECCOMP_BROKER_READS) PART(broker_reads);
+    if (broker & SECCOMP_BROKER_WRITES) PART(broker_writes);
+    if ((broker & SECCOMP_NO_NAMESPACES) && (broker & SECCOMP_SIGNALS)) PART(signals_notified);
+    return n;
+}
+
+static bool notified(unsigned broker)
+{
+    return broker & (SECCOMP_BROKER_READS | SECCOMP_BROKER_WRITES | SECCOMP_SIGNALS);
+}
 #endif
 
 int seccomp_build(enum seccomp_net net, unsigned broker, struct seccomp_prog *out)
@@ -624,13 +643,11 @@ int seccomp_build(enum seccomp_net net, unsigned broker, struct seccomp_prog *ou
     (void)broker;
     return -EOPNOTSUPP;
 #else
-    /* Of two rules for one number, the first decides: the broker's reads (every open)
-     * before its writes (writing opens), the network's before the rest. */
+    /* Of two rules for one number, the first decides: the notifications, then the
+     * network's, then the rest. */
     const struct sock_filter *parts[8];
-    size_t lens[8], n = 0;
-#define PART(a) (parts[n] = (a), lens[n++] = NELEM(a))
-    if (broker & SECCOMP_BROKER_READS) PART(broker_reads);
-    if (broker & SECCOMP_BROKER_WRITES) PART(broker_writes);
+    size_t lens[8];
+    size_t n = notified_parts(broker, parts, lens, 0);
     bool proxy_only = net == SECCOMP_NET_INET_ONLY && (broker & SECCOMP_NO_NAMESPACES);
     if (net == SECCOMP_NET_NONE)
         PART(net_none);
@@ -639,11 +656,8 @@ int seccomp_build(enum seccomp_net net, unsigned broker, struct seccomp_prog *ou
     if (proxy_only) PART(net_proxy_only);
     if (net == SECCOMP_NET_OPEN || proxy_only) PART(net_guarded);
     if (broker & SECCOMP_NO_NAMESPACES) PART(no_namespaces);
-    if ((broker & SECCOMP_NO_NAMESPACES) && (broker & SECCOMP_SIGNALS)) PART(signals_notified);
     PART(base_rules);
-#undef PART
-    out->listener = net == SECCOMP_NET_OPEN || proxy_only ||
-                    (broker & (SECCOMP_BROKER_READS | SECCOMP_BROKER_WRITES | SECCOMP_SIGNALS));
+    out->listener = net == SECCOMP_NET_OPEN || proxy_only || notified(broker);
     return program_build(out, parts, lens, n, epilogue);
 #endif
 }
@@ -655,19 +669,16 @@ int seccomp_build_fs_helper(unsigned broker, struct seccomp_prog *out)
     (void)broker;
     return -EOPNOTSUPP;
 #else
-    /* The broker's notifications first: they decide before the allowlist allows. */
+    /* The notifications first: they decide before the allowlist allows. */
     const struct sock_filter *parts[4];
-    size_t lens[4], n = 0;
-#define PART(a) (parts[n] = (a), lens[n++] = NELEM(a))
-    if (broker & SECCOMP_BROKER_READS) PART(broker_reads);
-    if (broker & SECCOMP_BROKER_WRITES) PART(broker_writes);
-    if ((broker & SECCOMP_NO_NAMESPACES) && (broker & SECCOMP_SIGNALS)) PART(signals_notified);
+    size_t lens[4];
+    size_t n = notified_parts(broker, parts, lens, 0);
     PART(fs_helper_allow);
-#undef PART
-    out->listener = broker & (SECCOMP_BROKER_READS | SECCOMP_BROKER_WRITES | SECCOMP_SIGNALS);
+    out->listener = notified(broker);
     return program_build(out, parts, lens, n, fs_helper_default);
 #endif
 }
+#undef PART
 
 int seccomp_install(const struct seccomp_prog *p, int send_listener_to)
 {

@@ -713,15 +713,13 @@ static bool may_show_cgroupfs(const struct sandbox_spec *s)
     return false;
 }
 
-int sandbox_cgroup_mounts(char ***out)
+/* The next cgroup file system of the mount table f: its mount point, unescaped, in
+ * *line's buffer, and whether it is mounted read-only; NULL at the end. */
+static char *next_cgroup_mount(FILE *f, char **line, size_t *cap, bool *ro)
 {
-    *out = NULL;
-    FILE *f = fopen("/proc/self/mountinfo", "re");
-    if (!f) return -errno;
-    char *line = NULL;
-    size_t cap = 0, n = 0;
-    while (getline(&line, &cap, f) > 0) {
-        char *dash = strstr(line, " - "), *mnt = line;
+    while (getline(line, cap, f) > 0) {
+        /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS ... - FSTYPE SOURCE SUPEROPTS */
+        char *dash = strstr(*line, " - "), *mnt = *line;
         if (!dash || (strncmp(dash + 3, "cgroup ", 7) && strncmp(dash + 3, "cgroup2 ", 8)))
             continue;
         for (int field = 0; field < 4 && mnt; field++)
@@ -729,7 +727,23 @@ int sandbox_cgroup_mounts(char ***out)
         char *end = mnt ? strchr(mnt, ' ') : NULL;
         if (!end) continue;
         *end = 0;
+        const char *opts = end + 1;
+        *ro = !strncmp(opts, "ro", 2) && (opts[2] == ',' || opts[2] == ' ');
         mountinfo_unescape(mnt);
+        return mnt;
+    }
+    return NULL;
+}
+
+int sandbox_cgroup_mounts(char ***out)
+{
+    *out = NULL;
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f) return -errno;
+    char *line = NULL, *mnt;
+    size_t cap = 0, n = 0;
+    bool ro;
+    while ((mnt = next_cgroup_mount(f, &line, &cap, &ro))) {
         *out = xrealloc(*out, (n + 2) * sizeof **out);
         (*out)[n++] = xstrdup(mnt);
         (*out)[n] = NULL;
@@ -749,25 +763,15 @@ int sandbox_view_seal_cgroups(const struct sandbox_spec *s, const char **step)
         *step = "read the view's mounts";
         return -errno;
     }
-    char *line = NULL;
+    char *line = NULL, *mnt;
     size_t cap = 0;
     int rc = 0;
-    while (!rc && getline(&line, &cap, f) > 0) {
-        /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS ... - FSTYPE SOURCE SUPEROPTS */
-        char *dash = strstr(line, " - "), *mnt = line;
-        if (!dash || (strncmp(dash + 3, "cgroup ", 7) && strncmp(dash + 3, "cgroup2 ", 8)))
-            continue;
-        for (int field = 0; field < 4 && mnt; field++)
-            mnt = strchr(mnt, ' ') ? strchr(mnt, ' ') + 1 : NULL;
-        char *end = mnt ? strchr(mnt, ' ') : NULL;
-        if (!end) continue;
-        *end = 0;
+    bool ro;
+    while (!rc && (mnt = next_cgroup_mount(f, &line, &cap, &ro))) {
         /* Already read-only (a read-only view binds the host's tree so): nothing to
          * do, and a remount per cgroup hierarchy was a quarter of a millisecond of
          * every sandboxed start (row 1b). */
-        const char *opts = end + 1;
-        if (!strncmp(opts, "ro", 2) && (opts[2] == ',' || opts[2] == ' ')) continue;
-        mountinfo_unescape(mnt);
+        if (ro) continue;
         rc = set_ro(mnt, true, true);
         if (rc < 0) *step = "read-only cgroup file system";
     }

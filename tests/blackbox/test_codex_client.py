@@ -580,6 +580,22 @@ def test_codex_with_capability_token(_):
         shutil.rmtree(srv_home, ignore_errors=True)
 
 
+def one_turn(app, url, work, text):
+    """initialize, environment/add of the server at url, a thread in work and one turn
+    with text; returns turn/completed (asserted completed)."""
+    app.call("initialize", {"clientInfo": {"name": "execbb", "version": "0.1"},
+                            "capabilities": {"experimentalApi": True}})
+    app.send({"method": "initialized"})
+    app.call("environment/add", {"environmentId": "under-test", "execServerUrl": url})
+    thread = app.call("thread/start", {
+        "cwd": work, "environments": [{"environmentId": "under-test", "cwd": work}]})
+    app.call("turn/start", {"threadId": thread["thread"]["id"],
+                            "input": [{"type": "text", "text": text}]})
+    done = app.wait_method("turn/completed", DEFAULT_TIMEOUT * 9)
+    assert done["params"]["turn"]["status"] == "completed", done
+    return done
+
+
 def workspace_write_turn(extra_args=(), features=""):
     """One codex turn in workspace-write (codex's default sandbox) against our server:
     the command writes in its workspace, not in .git nor outside; apply_patch writes.
@@ -612,18 +628,8 @@ def workspace_write_turn(extra_args=(), features=""):
                 'request_max_retries = 0\nstream_max_retries = 0\n%s' % (model.port, features))
     app = AppServer(codex, home, work)
     try:
-        app.call("initialize", {"clientInfo": {"name": "execbb", "version": "0.1"},
-                                "capabilities": {"experimentalApi": True}})
-        app.send({"method": "initialized"})
-        app.call("environment/add", {"environmentId": "under-test",
-                                     "execServerUrl": "ws://127.0.0.1:%d" % srv.port})
-        thread = app.call("thread/start", {
-            "cwd": work, "environments": [{"environmentId": "under-test", "cwd": work}]})
-        app.call("turn/start", {"threadId": thread["thread"]["id"],
-                                "input": [{"type": "text", "text": "write it"}]})
-        done = app.wait_method("turn/completed", DEFAULT_TIMEOUT * 9)
+        one_turn(app, "ws://127.0.0.1:%d" % srv.port, work, "write it")
         assert not model.errors, model.errors
-        assert done["params"]["turn"]["status"] == "completed", done
         out = model.outputs.get("ww", "")
         assert "made" in out and open(os.path.join(work, "made.txt")).read() == "made\n", out
         assert open(os.path.join(work, ".git", "config")).read() == "[core]\n", out

@@ -2193,18 +2193,24 @@ def test_no_survivors(_):
                           "nohup sleep 1002 %s & echo started" % (quiet, quiet, quiet), ws,
                           env={"PROBETAG": tag})
         v.check(mode, "started", "started" in text, text)
-        try:
-            wait_until(lambda: not find_marked(tag), timeout=10,
-                       what="the sandboxed background processes to end")
-        except Timeout:
-            left = find_marked(tag)
-            v.fail(mode, "setsid sleep", "still running after the process closed: %s" % left)
-            for p in left:
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except OSError:
-                    pass
+        none_left(v, mode, tag, "setsid sleep", "after the process closed")
     v.done()
+
+
+def none_left(v, mode, tag, what, when):
+    """Waits for every process marked tag to end; fails (and kills them) when some
+    are still running after 10 s."""
+    try:
+        wait_until(lambda: not find_marked(tag), timeout=10,
+                   what="the sandboxed background processes to end")
+    except Timeout:
+        left = find_marked(tag)
+        v.fail(mode, what, "still running %s: %s" % (when, left))
+        for p in left:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
 
 
 # What a command tries on its workspace's .git and on a file outside, by every path the
@@ -2316,17 +2322,7 @@ def test_terminate_ends_what_left_the_session(_):
                    what="the three sleeps")
         w.s.call("process/terminate", {"processId": pid})
         w.s.collect_until_closed(pid, timeout=30)
-        try:
-            wait_until(lambda: not find_marked(tag), timeout=10,
-                       what="the terminated sandbox's processes to end")
-        except Timeout:
-            left = find_marked(tag)
-            v.fail(mode, "terminate", "still running after process/terminate: %s" % left)
-            for p in left:
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except OSError:
-                    pass
+        none_left(v, mode, tag, "terminate", "after process/terminate")
     v.done()
 
 
