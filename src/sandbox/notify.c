@@ -69,8 +69,17 @@ int notify_answer_fd(struct notify *nf, uint64_t id, int fd, bool cloexec)
                                     .srcfd = (uint32_t)fd,
                                     .newfd_flags = cloexec ? O_CLOEXEC : 0};
     for (;;) {
-        if (ioctl(nf->fd, SECCOMP_IOCTL_NOTIF_ADDFD, &a) >= 0) return 0;
+        int n = ioctl(nf->fd, SECCOMP_IOCTL_NOTIF_ADDFD, &a);
+        if (n >= 0 && (a.flags & SECCOMP_ADDFD_FLAG_SEND)) return 0;
+        if (n >= 0) { /* added without answering (before Linux 5.14): its number is it */
+            notify_answer(nf, id, 0, n);
+            return 0;
+        }
         if (errno == EINTR) continue;
+        if (errno == EINVAL && (a.flags & SECCOMP_ADDFD_FLAG_SEND)) {
+            a.flags = 0;
+            continue;
+        }
         /* A target gone meanwhile needs no answer; any other failure (a full table,
          * EMFILE) is the command's call failing. */
         return errno == ENOENT ? 0 : -errno;
