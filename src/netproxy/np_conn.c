@@ -16,30 +16,93 @@
  * client's side is a socket, or a transparent TCP flow (np_stack.c). */
 #include "netproxy/np_internal.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/buf.h"
 #include "util/mem.h"
 
+/* The size of a side's next read: twice the last when it filled its buffer (a fast
+ * sender: fewer, larger reads and writes, as the reference's relay grows its own),
+ * half when it took less than a quarter. */
+static uint32_t read_next(uint32_t size, ssize_t n)
+{
+    if ((size_t)n == size && size < NP_READ_MAX) return size * 2;
+    if ((size_t)n < size / 4 && size > NP_READ_SIZE) return size / 2;
+    return size;
+}
+
+/* A side that found no room in the flow budget for its next read: it stops reading
+ * (its bytes wait in the kernel, TCP's window holds the sender) until room is given
+ * back. */
+static void budget_stop(struct np_client *c, bool up_side)
+{
+    if (up_side) {
+        if (c->up) uv_read_stop((uv_stream_t *)c->up);
+        c->budget_up = true;
+    } else {
+        np_down_read_stop(c);
+        c->budget_down = true;
+    }
+    np_budget_wait(&c->wait);
+}
+
+/* Room again: each side the budget stopped reads again, unless something else has
+ * stopped it since (the other side's queue, its EOF, the end). */
+static void budget_wake(struct np_budget_waiter *w)
+{
+    struct np_client *c = (struct np_client *)((char *)w - offsetof(struct np_client, wait));
+    bool up = c->budget_up, down = c->budget_down;
+    c->budget_up = c->budget_down = false;
+    if (c->closed || c->finishing) return;
+    if (up && c->up && !c->up_paused && !c->up_eof) np_up_read_start(c);
+    if (down && c->reading_down && c->down_wanted && !c->down_paused && !c->down_eof)
+        np_down_read_start(c);
+}
+
 static void on_down_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 {
     struct np_client *c = s->data;
+    if (n == UV_ENOBUFS) {
+        budget_stop(c, false);
+        return;
+    }
+    if (n > 0) c->read_down = read_next(c->read_down, n);
     c->down_input(c, b->base, n);
 }
 
 static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 {
     struct np_client *c = s->data;
+    if (n == UV_ENOBUFS) {
+        budget_stop(c, true);
+        return;
+    }
+    if (n > 0) c->read_up = read_next(c->read_up, n);
     c->up_input(c, b->base, n);
 }
 
+/* A read buffer, where the flow budget has room for it (else none: libuv reports
+ * UV_ENOBUFS, and the side waits). */
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 {
-    (void)h;
     (void)suggested;
-    b->base = np_buf_get();
-    b->len = NP_READ_SIZE;
+    struct np_client *c = h->data;
+    uint32_t size = h == (uv_handle_t *)&c->down ? c->read_down : c->read_up;
+    if (!np_budget_room(&c->np->budget, size)) {
+        *b = uv_buf_init(NULL, 0);
+        return;
+    }
+    *b = uv_buf_init(np_buf_get(size), size);
+}
+
+void np_tflow_input(struct np_client *c, char *buf, ssize_t n)
+{
+    if (n == UV_ENOBUFS)
+        budget_stop(c, false);
+    else
+        c->down_input(c, buf, n);
 }
 
 void np_down_read_start(struct np_client *c)
@@ -106,6 +169,10 @@ struct np_client *np_client_new(struct netproxy *np, enum np_kind kind)
     c->np = np;
     c->kind = kind;
     c->refs = 1;
+    c->read_down = c->read_up = NP_READ_SIZE;
+    c->wait.budget = &np->budget;
+    c->wait.wake = budget_wake;
+    np_budget_flow_take(&np->budget); /* the caller saw room for it */
     buf_init(&c->in);
     buf_init(&c->head_out);
     buf_init(&c->resp);
@@ -155,6 +222,8 @@ void np_client_close(struct np_client *c)
     c->prev->next = c->next;
     c->next->prev = c->prev;
     c->np->n_clients--;
+    np_budget_flow_drop(&c->np->budget);
+    np_budget_unwait(&c->wait);
     if (c->call) {
         np_ask_cancel(c->np, c->call);
         c->call = NULL;
@@ -181,6 +250,7 @@ struct np_wreq {
     bool to_up;
     bool pooled; /* data is a read buffer, back to the pool when written */
     char *data;
+    size_t len; /* held in the flow budget until written */
 };
 
 static void on_written(uv_write_t *w, int status)
@@ -188,6 +258,7 @@ static void on_written(uv_write_t *w, int status)
     struct np_wreq *r = (struct np_wreq *)w;
     struct np_client *c = r->c;
     np_buf_release(r->data, r->pooled);
+    np_budget_give(&c->np->budget, r->len, NP_READ_SIZE);
     free(r);
     if (status < 0 && status != UV_ECANCELED) {
         np_client_close(c);
@@ -215,6 +286,7 @@ void np_write_buf(struct np_client *c, bool to_up, char *data, size_t len, bool 
     r->to_up = to_up;
     r->pooled = pooled;
     r->data = data;
+    r->len = len;
     uv_buf_t b = uv_buf_init(data, (unsigned)len);
     np_client_ref(c);
     int rc = uv_write(&r->w, s, &b, 1, on_written);
@@ -223,7 +295,9 @@ void np_write_buf(struct np_client *c, bool to_up, char *data, size_t len, bool 
         free(r);
         np_client_unref(c);
         np_client_close(c);
+        return;
     }
+    np_budget_hold(&c->np->budget, len);
 }
 
 /* Queues data (taking ownership of the malloc'd block) on the client side (to_up

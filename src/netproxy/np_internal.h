@@ -16,13 +16,15 @@
 #include <uv.h>
 
 #include "netproxy/netproxy.h"
+#include "netproxy/np_budget.h"
 #include "netproxy/np_http.h"
 #include "netproxy/np_policy.h"
 #include "netproxy/np_socks.h"
 #include "util/buf.h"
 
 #define NP_MAX_ADDRS 16
-#define NP_READ_SIZE (64 * 1024)   /* a read buffer (the pool's) */
+#define NP_READ_SIZE (64 * 1024)   /* a side's first read buffer (the pool's) */
+#define NP_READ_MAX (512 * 1024)   /* ... grown while its reads fill it (np_conn.c) */
 #define NP_HIGH_WATER (1u << 20)   /* queued towards a side: stop reading the other */
 #define NP_LOW_WATER (256u * 1024) /* ... and read it again below this */
 
@@ -113,6 +115,10 @@ struct np_client {
     struct np_udp *udp;
     struct np_tflow *tflow; /* a transparent TCP connection's side (np_stack.c) in
                                place of `down`, or NULL */
+    /* the flow budget (np_budget.h) */
+    uint32_t read_down, read_up;  /* the size of each side's next read buffer */
+    bool budget_down, budget_up;  /* the side stopped reading for the budget */
+    struct np_budget_waiter wait; /* ... and waits for room in it */
 };
 
 struct netproxy {
@@ -125,6 +131,8 @@ struct netproxy {
     uint16_t http_port, socks_port;
     struct np_client clients; /* list head */
     int n_clients, n_asks;
+    struct np_budget budget; /* this sandbox's flow budget (its parent: all of them) */
+    bool budget_told;        /* a refusal for it was logged */
     struct np_fdsrc *fdsrcs;
     int handles; /* handles and clients still to let go of */
     bool released;
@@ -183,8 +191,11 @@ bool np_interception_wanted(const struct np_client *c);
  * sessions have for their sockets. np_shutdown_side half-closes a side once its queue
  * is written (np_shutdown_done then, which drops the reference it took); np_finish
  * sends the last bytes to the client, then ends the connection. Reading: each side's
- * bytes go to c->down_input / c->up_input; np_read_resume starts a paused side again
- * below NP_LOW_WATER; np_down_queued is what the client has not taken yet. */
+ * bytes go to c->down_input / c->up_input (np_tflow_input: a transparent flow's, which
+ * may say UV_ENOBUFS: no room in the flow budget); np_read_resume starts a paused side
+ * again below NP_LOW_WATER; np_down_queued is what the client has not taken yet. A
+ * read is taken only where the flow budget (np_budget.h) has room for its buffer, and
+ * what is queued is held in it until written. */
 struct np_client *np_client_new(struct netproxy *np, enum np_kind kind);
 void np_client_ref(struct np_client *c);
 void np_client_unref(struct np_client *c);
@@ -204,6 +215,7 @@ void np_down_read_stop(struct np_client *c);
 void np_up_read_start(struct np_client *c);
 void np_read_resume(struct np_client *c, bool up_side);
 size_t np_down_queued(const struct np_client *c);
+void np_tflow_input(struct np_client *c, char *buf, ssize_t n);
 
 /* np_udp.c: SOCKS5 UDP ASSOCIATE. np_udp_start opens the association of c (from
  * its request) and fills the SOCKS5 reply to send (at most 32 bytes); < 0: it failed,
@@ -298,9 +310,11 @@ size_t np_tflow_queued(const struct np_tflow *f);
 void np_tflow_shutdown(struct np_tflow *f);
 void np_tflow_close(struct np_tflow *f);
 
-/* np_pool.c: read buffers of NP_READ_SIZE bytes, recycled; release: back to the
+/* np_pool.c: read buffers of NP_READ_SIZE to NP_READ_MAX bytes (get: at least size,
+ * at most NP_READ_MAX; np_buf_size: what one holds), recycled; release: back to the
  * pool (pooled) or freed. */
-char *np_buf_get(void);
+char *np_buf_get(size_t size);
+size_t np_buf_size(const char *p);
 void np_buf_put(char *p);
 void np_buf_release(char *data, bool pooled);
 

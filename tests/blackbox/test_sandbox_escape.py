@@ -2017,6 +2017,211 @@ def test_resolver_client_that_never_reads(_):
     v.done()
 
 
+FLOW_FLOOD = r"""
+import errno, json, select, socket, sys
+host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+addr = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)[0][4]
+conns, errors, stalled = [], {}, 0
+for i in range(n):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+    s.settimeout(3)
+    try:
+        s.connect(addr)
+        conns.append(s)
+        stalled = 0
+    except OSError as e:
+        k = "timeout" if isinstance(e, socket.timeout) else errno.errorcode.get(e.errno, str(e))
+        errors[k] = errors.get(k, 0) + 1
+        s.close()
+        stalled = stalled + 1 if k == "timeout" else 0
+        if stalled == 3:
+            break  # connecting itself stalls: no use waiting on the rest
+print(json.dumps({"connected": len(conns), "errors": errors}), flush=True)
+select.select([sys.stdin], [], [], 120)  # holds them, reading nothing, until told
+"""
+
+# Another sandbox's download from the same service, read whole.
+FLOW_CONTROL = r"""
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=20)
+got = 0
+while got < int(sys.argv[3]):
+    d = s.recv(1 << 16)
+    if not d:
+        break
+    got += len(d)
+print("read", got)
+"""
+
+
+import selectors  # noqa: E402  (the flow flood's host service)
+import threading  # noqa: E402
+
+
+class Sender:
+    """A host service that sends `size` bytes to every connection and reads nothing:
+    counts the connections it accepted and the bytes the kernel took from it."""
+
+    def __init__(self, size):
+        self.size = size
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(1024)
+        self.sock.setblocking(False)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = self.sent = 0
+        self.stop = False
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        sel = selectors.DefaultSelector()
+        sel.register(self.sock, selectors.EVENT_READ)
+        data = memoryview(b"x" * self.size)
+        left = {}
+        while not self.stop:
+            for key, _ in sel.select(0.2):
+                if key.fileobj is self.sock:
+                    try:
+                        c, _ = self.sock.accept()
+                    except OSError:
+                        continue
+                    c.setblocking(False)
+                    self.accepted += 1
+                    left[c] = 0
+                    sel.register(c, selectors.EVENT_WRITE)
+                    continue
+                c = key.fileobj
+                try:
+                    k = c.send(data[left[c]:])
+                except OSError:
+                    k = -1
+                if k < 0 or left[c] + k >= self.size:
+                    sel.unregister(c)
+                    if k > 0:
+                        self.sent += k
+                    continue  # kept open (closing would end the flow), never read
+                left[c] += k
+                self.sent += k
+        for c in left:
+            c.close()
+        self.sock.close()
+
+    def close(self):
+        self.stop = True
+        self.thread.join()
+
+
+def fd_total(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+@needs_own_server
+def test_transparent_flows_that_never_read(_):
+    """Transparent TCP: a command opens 700 connections to a host service that sends
+    1 MiB on each, shrinks its receive buffer (SO_RCVBUF 2048) and never reads. Every
+    byte the service sends and the child does not take waits in the server, charged to
+    the server and to no cgroup of the sandbox: ours grew by 800 MB (2,048 flows of
+    1 MiB each allowed per sandbox, no bound across sandboxes), towards the OOM killer,
+    which picks the server. The flow budget (docs/SANDBOX.md) stalls the sandbox's
+    connections once they hold its bytes and refuses its connections past its count:
+    the server grows by less than the budget, and another sandbox still gets its
+    download through. The reference is printed side by side."""
+    w = world()
+    if not os.path.exists("/dev/net/tun"):
+        print("  SKIP: no /dev/net/tun on this host")
+        return
+    v = Verdicts()
+    mode = ("WorkspaceWrite+transparent", "ww", RESTRICTED)
+    asan = os.environ.get("ASAN_OPTIONS", "")
+    srv = w.start_server(["ASAN_OPTIONS=" + (asan + ":" if asan else "") +
+                          "quarantine_size_mb=0"])
+    sender = Sender(1 << 20)
+    try:
+        s = srv.session()
+        ws = w.fresh_ws()
+        script = ws + "/flows.py"
+        w.write(script, FLOW_FLOOD)
+        proxy = {"enabled": True, "enableSocks5": True, "enableSocks5Udp": False,
+                 "allowUpstreamProxy": False, "dangerouslyAllowAllUnixSockets": False,
+                 "mode": "full", "domains": {"localhost": "allow"}, "unixSockets": None,
+                 "allowLocalBinding": True, "transparentTcp": True}
+        before, fds_before = vm_rss_kb(srv.pid), fd_total(srv.pid)
+        pid = "flow-flood"
+        r = s.request("process/start", {
+            "processId": pid, "argv": [PY3, script, "localhost.", str(sender.port), "700"],
+            "cwd": uri(ws), "env": {"PATH": "/usr/bin:/bin"}, "tty": False,
+            "pipeStdin": True, "sandbox": policy("ww", ws),
+            "networkProxy": {"proxy": proxy}, "enforceManagedNetwork": True})
+        if "error" in r:
+            print("    [%s] %s: transparent TCP not started: %s" % (
+                mode[0], "reference" if IS_REF else "ours", r["error"]))
+            v.check(mode, "started", IS_REF or w.unprivileged,
+                    "transparent TCP did not start: %s" % r["error"])
+            return v.done()
+        peak, fds_peak = before, fds_before
+        state = {"last": None, "since": time.monotonic()}
+
+        def settled():
+            """The child said what it connected, and nothing moved for 3 s since."""
+            nonlocal peak, fds_peak
+            try:
+                s.pump(0.3)
+            except Timeout:
+                pass
+            peak = max(peak, vm_rss_kb(srv.pid))
+            fds_peak = max(fds_peak, fd_total(srv.pid))
+            now = (sender.accepted, sender.sent, peak // 1024)
+            if now != state["last"]:
+                state["last"], state["since"] = now, time.monotonic()
+            said = b"connected" in s.output_so_far(pid)["stdout"]
+            return said and time.monotonic() - state["since"] > 3
+        wait_until(settled, 120, "the flood to settle", interval=0)
+        said = s.output_so_far(pid)["stdout"].decode(errors="replace").strip()
+        grew = (peak - before) // 1024
+        who = "reference" if IS_REF else "ours"
+        flood = sender.accepted
+        print("    [%s] %s: child %s; the service accepted %d and sent %d MiB; the server "
+              "grew by %d MiB and %d descriptors" % (
+                  mode[0], who, said, flood, sender.sent >> 20, grew,
+                  fds_peak - fds_before))
+        # while the flood holds its connections: another sandbox's download
+        ws2 = w.fresh_ws()
+        w.write(ws2 + "/control.py", FLOW_CONTROL)
+        s.start("flow-control", [PY3, ws2 + "/control.py", "localhost.", str(sender.port),
+                                 str(1 << 20)], cwd=uri(ws2), env={"PATH": "/usr/bin:/bin"},
+                sandbox=policy("ww", ws2), networkProxy={"proxy": proxy},
+                enforceManagedNetwork=True)
+        out = s.collect_until_closed("flow-control", timeout=60)
+        control = (out["stdout"] + out["stderr"]).decode(errors="replace").strip()
+        print("    [%s] %s: another sandbox meanwhile: %s" % (mode[0], who, control[-200:]))
+        s.write(pid, b"done\n", write_id="done")
+        s.collect_until_closed(pid, timeout=60)
+        if not IS_REF:
+            res = json.loads(said.splitlines()[0])
+            v.check(mode, "server memory", grew < 40,
+                    "the server grew by %d MiB for bytes the child never read" % grew)
+            v.check(mode, "flows", flood <= 256 and
+                    res["errors"].get("ECONNREFUSED", 0) >= 700 - 256,
+                    "not refused past the sandbox's 256 connections: %s, %d reached the "
+                    "service" % (said, flood))
+            v.check(mode, "another sandbox", control == "read %d" % (1 << 20),
+                    "its download did not get through: %s" % control[-300:])
+            try:
+                wait_until(lambda: fd_total(srv.pid) <= fds_before, 30,
+                           "the server to let go of the flows' descriptors")
+            except Timeout:
+                v.fail(mode, "descriptors", "%d left after the process closed" % (
+                    fd_total(srv.pid) - fds_before))
+        s.close()
+    finally:
+        sender.close()
+        srv.stop()
+    v.done()
+
+
 @needs_own_server
 def test_no_survivors(_):
     """Issue item 6: `setsid sleep 1000 &` (and a double fork) inside a sandbox do not
