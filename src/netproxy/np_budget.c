@@ -6,6 +6,7 @@
 static struct np_budget all;
 static bool all_ready;
 static struct np_budget_waiter waiters = {.next = &waiters, .prev = &waiters};
+static void (*room_fn)(void);
 
 struct np_budget *np_budget_all(void)
 {
@@ -40,12 +41,16 @@ void np_budget_hold(struct np_budget *b, size_t n)
         b->bytes += n;
 }
 
-void np_budget_give(struct np_budget *b, size_t n, size_t read_size)
+void np_budget_give(struct np_budget *b, size_t n)
 {
-    if (!n) return;
-    for (struct np_budget *p = b; p; p = p->parent)
-        p->bytes -= n < p->bytes ? n : p->bytes;
-    np_budget_wake(read_size);
+    for (; b; b = b->parent)
+        b->bytes -= n < b->bytes ? n : b->bytes;
+    if (n && waiters.next != &waiters && room_fn) room_fn();
+}
+
+void np_budget_on_room(void (*fn)(void))
+{
+    room_fn = fn;
 }
 
 bool np_budget_flow_room(const struct np_budget *b, unsigned pending)
@@ -89,8 +94,8 @@ void np_budget_unwait(struct np_budget_waiter *w)
 }
 
 /* Each pass starts again from the oldest: a wake may close other waiters (a
- * connection that fails as it reads again), so nothing is kept across one. The woken
- * read later (the loop polls their sockets), so each woken one is promised a buffer. */
+ * connection that fails as it reads again), so nothing is kept across one. Most of
+ * the woken read later (the loop polls their sockets), so each is promised a buffer. */
 void np_budget_wake(size_t read_size)
 {
     static bool waking;
@@ -100,8 +105,10 @@ void np_budget_wake(size_t read_size)
     for (bool again = true; again;) {
         again = false;
         for (struct np_budget_waiter *w = waiters.next; w != &waiters; w = w->next) {
-            if (!np_budget_room(w->budget, promised + read_size)) continue;
-            promised += read_size;
+            if (np_budget_room(w->budget, promised + read_size))
+                promised += read_size;
+            else if (!w->floor || !w->floor(w))
+                continue;
             np_budget_unwait(w);
             w->wake(w);
             again = true;

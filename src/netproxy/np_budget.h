@@ -40,8 +40,9 @@ struct np_budget {
 /* A side that waits for room: linked in the waiting list while `waiting`. */
 struct np_budget_waiter {
     struct np_budget_waiter *next, *prev;
-    struct np_budget *budget;                 /* whose room it waits for */
-    void (*wake)(struct np_budget_waiter *w); /* called once, unlinked first */
+    struct np_budget *budget;                  /* whose room it waits for */
+    void (*wake)(struct np_budget_waiter *w);  /* called once, unlinked first */
+    bool (*floor)(struct np_budget_waiter *w); /* may read past the budget now (or NULL) */
     bool waiting;
 };
 
@@ -52,11 +53,13 @@ void np_budget_init(struct np_budget *b, struct np_budget *parent, size_t max_by
 
 /* Whether n more bytes fit b and its parent. */
 bool np_budget_room(const struct np_budget *b, size_t n);
-/* Counts n bytes held / given back (in b and its parent). Giving back wakes the oldest
- * waiters that fit now, each woken while a read buffer (read_size) per woken one
- * fits. */
+/* Counts n bytes held / given back (in b and its parent). Giving back while a side
+ * waits calls the room function (np_budget_on_room), which wakes them later: bytes
+ * are given back inside lwIP's callbacks and while flows are being walked, where
+ * nothing may be closed under the walker. */
 void np_budget_hold(struct np_budget *b, size_t n);
-void np_budget_give(struct np_budget *b, size_t n, size_t read_size);
+void np_budget_give(struct np_budget *b, size_t n);
+void np_budget_on_room(void (*fn)(void));
 
 /* Whether `pending` more flows (handshakes not yet connections) and one more fit; take
  * counts one (false: refused, nothing counted); drop gives it back. */
@@ -67,7 +70,8 @@ void np_budget_flow_drop(struct np_budget *b);
 /* Puts w at the end of the waiting list (once); unwait takes it out (a closing side). */
 void np_budget_wait(struct np_budget_waiter *w);
 void np_budget_unwait(struct np_budget_waiter *w);
-/* Wakes the oldest waiters whose budget has room for read_size per woken one. */
+/* Wakes the oldest waiters whose budget has room for read_size per woken one, and
+ * those whose floor says they may read past it (the room function's work). */
 void np_budget_wake(size_t read_size);
 
 #endif

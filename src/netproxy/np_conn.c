@@ -33,11 +33,31 @@ static uint32_t read_next(uint32_t size, ssize_t n)
     return size;
 }
 
+/* Room given back while sides wait: they are woken on the next turn of the loop
+ * (an idle handle, so the loop does not block first), outside whatever gave it. */
+static uv_idle_t room_idle;
+
+static void on_room_idle(uv_idle_t *h)
+{
+    uv_idle_stop(h);
+    np_budget_wake(NP_READ_SIZE);
+}
+
+static void on_room(void)
+{
+    uv_idle_start(&room_idle, on_room_idle);
+}
+
 /* A side that found no room in the flow budget for its next read: it stops reading
  * (its bytes wait in the kernel, TCP's window holds the sender) until room is given
  * back. */
 static void budget_stop(struct np_client *c, bool up_side)
 {
+    if (!room_idle.loop) {
+        uv_idle_init(c->np->loop, &room_idle);
+        uv_unref((uv_handle_t *)&room_idle);
+        np_budget_on_room(on_room);
+    }
     if (up_side) {
         if (c->up) uv_read_stop((uv_stream_t *)c->up);
         c->budget_up = true;
@@ -46,6 +66,45 @@ static void budget_stop(struct np_client *c, bool up_side)
         c->budget_down = true;
     }
     np_budget_wait(&c->wait);
+}
+
+/* What the connection holds towards a side: its write queue, or what its transparent
+ * flow holds towards the child. */
+static size_t side_held(const struct np_client *c, bool to_up)
+{
+    if (to_up) return c->up ? uv_stream_get_write_queue_size((const uv_stream_t *)c->up) : 0;
+    return c->tflow ? np_tflow_held(c->tflow)
+                    : uv_stream_get_write_queue_size((const uv_stream_t *)&c->down);
+}
+
+/* Whether a side may read n bytes more: where the flow budget has room for them, or,
+ * NP_READ_FLOOR at a time, where less than that of what it read before still waits on
+ * the other side (two in flight: the next is read while the last is taken). The floor
+ * keeps one connection's bytes from waiting for another's to be read: a program that
+ * opens many and reads them one after the other waited for good on the one whose turn
+ * it was, the budget full of the others'. It costs at most twice NP_READ_FLOOR per
+ * connection past the budget. */
+static bool read_fits(const struct np_client *c, bool up_side, size_t n)
+{
+    return np_budget_room(&c->np->budget, n) ||
+           (n <= NP_READ_FLOOR && side_held(c, !up_side) < NP_READ_FLOOR);
+}
+
+/* The same for a transparent flow's bytes from the child, already in lwIP's buffers
+ * (at most a window, 64 KiB): delivered where they fit, or past the budget where the
+ * upstream's queue is under the floor. */
+bool np_tflow_fits(struct np_client *c, size_t n)
+{
+    return np_budget_room(&c->np->budget, n) || side_held(c, true) < NP_READ_FLOOR;
+}
+
+/* A waiting side may be woken past the budget where its floor applies. */
+static bool budget_floor(struct np_budget_waiter *w)
+{
+    const struct np_client *c =
+        (const struct np_client *)((const char *)w - offsetof(struct np_client, wait));
+    return (c->budget_up && read_fits(c, true, NP_READ_FLOOR)) ||
+           (c->budget_down && read_fits(c, false, NP_READ_FLOOR));
 }
 
 /* Room again: each side the budget stopped reads again, unless something else has
@@ -83,16 +142,20 @@ static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     c->up_input(c, b->base, n);
 }
 
-/* A read buffer, where the flow budget has room for it (else none: libuv reports
- * UV_ENOBUFS, and the side waits). */
+/* A read buffer where the side may read (read_fits: the flow budget's room, else
+ * its floor), else none: libuv reports UV_ENOBUFS, and the side waits. */
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 {
     (void)suggested;
     struct np_client *c = h->data;
-    uint32_t size = h == (uv_handle_t *)&c->down ? c->read_down : c->read_up;
+    bool up_side = h != (uv_handle_t *)&c->down;
+    uint32_t size = up_side ? c->read_up : c->read_down;
     if (!np_budget_room(&c->np->budget, size)) {
-        *b = uv_buf_init(NULL, 0);
-        return;
+        if (!read_fits(c, up_side, NP_READ_FLOOR)) {
+            *b = uv_buf_init(NULL, 0);
+            return;
+        }
+        size = NP_READ_FLOOR;
     }
     *b = uv_buf_init(np_buf_get(size), size);
 }
@@ -172,6 +235,7 @@ struct np_client *np_client_new(struct netproxy *np, enum np_kind kind)
     c->read_down = c->read_up = NP_READ_SIZE;
     c->wait.budget = &np->budget;
     c->wait.wake = budget_wake;
+    c->wait.floor = budget_floor;
     np_budget_flow_take(&np->budget); /* the caller saw room for it */
     buf_init(&c->in);
     buf_init(&c->head_out);
@@ -258,7 +322,7 @@ static void on_written(uv_write_t *w, int status)
     struct np_wreq *r = (struct np_wreq *)w;
     struct np_client *c = r->c;
     np_buf_release(r->data, r->pooled);
-    np_budget_give(&c->np->budget, r->len, NP_READ_SIZE);
+    np_budget_give(&c->np->budget, r->len);
     free(r);
     if (status < 0 && status != UV_ECANCELED) {
         np_client_close(c);

@@ -25,6 +25,7 @@
 #define NP_MAX_ADDRS 16
 #define NP_READ_SIZE (64 * 1024)   /* a side's first read buffer (the pool's) */
 #define NP_READ_MAX (512 * 1024)   /* ... grown while its reads fill it (np_conn.c) */
+#define NP_READ_FLOOR (16 * 1024)  /* a read past the flow budget (np_conn.c) */
 #define NP_HIGH_WATER (1u << 20)   /* queued towards a side: stop reading the other */
 #define NP_LOW_WATER (256u * 1024) /* ... and read it again below this */
 
@@ -65,6 +66,8 @@ struct np_tflow;
  * for its EOF (UV_EOF) or an error. */
 typedef void (*np_input_fn)(struct np_client *c, char *buf, ssize_t n);
 typedef void (*np_client_fn)(struct np_client *c);
+/* Whether n bytes from the client's side may be taken now (the flow budget). */
+typedef bool (*np_fits_fn)(struct np_client *c, size_t n);
 
 struct np_client {
     struct np_client *next, *prev;
@@ -192,10 +195,13 @@ bool np_interception_wanted(const struct np_client *c);
  * is written (np_shutdown_done then, which drops the reference it took); np_finish
  * sends the last bytes to the client, then ends the connection. Reading: each side's
  * bytes go to c->down_input / c->up_input (np_tflow_input: a transparent flow's, which
- * may say UV_ENOBUFS: no room in the flow budget); np_read_resume starts a paused side
- * again below NP_LOW_WATER; np_down_queued is what the client has not taken yet. A
- * read is taken only where the flow budget (np_budget.h) has room for its buffer, and
- * what is queued is held in it until written. */
+ * may say UV_ENOBUFS: no room in the flow budget; np_tflow_fits: whether it may deliver
+ * n bytes); np_read_resume starts a paused side again below NP_LOW_WATER;
+ * np_down_queued is what the client has not taken yet. A read is taken only where the
+ * flow budget (np_budget.h) has room for its buffer, or, NP_READ_FLOOR at a time, where
+ * less than that of what the connection read before still waits on the other side
+ * (the floor: no connection waits for another's bytes to be read); what is queued is
+ * held in the budget until written. */
 struct np_client *np_client_new(struct netproxy *np, enum np_kind kind);
 void np_client_ref(struct np_client *c);
 void np_client_unref(struct np_client *c);
@@ -216,6 +222,7 @@ void np_up_read_start(struct np_client *c);
 void np_read_resume(struct np_client *c, bool up_side);
 size_t np_down_queued(const struct np_client *c);
 void np_tflow_input(struct np_client *c, char *buf, ssize_t n);
+bool np_tflow_fits(struct np_client *c, size_t n);
 
 /* np_udp.c: SOCKS5 UDP ASSOCIATE. np_udp_start opens the association of c (from
  * its request) and fills the SOCKS5 reply to send (at most 32 bytes); < 0: it failed,
@@ -294,19 +301,21 @@ void np_tun_release(struct netproxy *np);
 
 /* np_stack.c: a transparent TCP connection's side towards the child. np_tflow_bind
  * ties it to its client and says where its events go: input (its bytes, then its
- * EOF or an error), drained (what was queued towards the child fell below
- * NP_LOW_WATER), shutdown_done (a half-close asked for is done); write takes data
- * (back to np_pool.c, or freed, once the child acknowledged it; the first write, the
+ * EOF or an error; UV_ENOBUFS where fits said no to delivering them), drained (what was queued
+ * towards the child fell below NP_LOW_WATER), shutdown_done (a half-close asked for is done); write
+ * takes data (back to np_pool.c, or freed, once the child acknowledged it; the first write, the
  * SOCKS5 reply the relay sends as to a SOCKS5 client, is read as the outcome: success
  * lets data through, a failure resets the connection); read turns delivery on or
- * off; queued is what was written and not yet acknowledged; shutdown sends a FIN
+ * off; queued is what was written and not yet acknowledged (held: and lwIP's copy of
+ * what it took, as counted in the flow budget); shutdown sends a FIN
  * after the data; close lets go of it: gracefully once its FIN is queued, else with
  * a reset. */
-void np_tflow_bind(struct np_tflow *f, struct np_client *c, np_input_fn input, np_client_fn drained,
-                   np_client_fn shutdown_done);
+void np_tflow_bind(struct np_tflow *f, struct np_client *c, np_input_fn input, np_fits_fn fits,
+                   np_client_fn drained, np_client_fn shutdown_done);
 void np_tflow_write(struct np_tflow *f, char *data, size_t n, bool pooled);
 void np_tflow_read(struct np_tflow *f, bool on);
 size_t np_tflow_queued(const struct np_tflow *f);
+size_t np_tflow_held(const struct np_tflow *f);
 void np_tflow_shutdown(struct np_tflow *f);
 void np_tflow_close(struct np_tflow *f);
 

@@ -181,7 +181,7 @@ static struct np_client *np_transparent_client(struct netproxy *np, struct np_tf
     c->tflow = f;
     np_client_ref(c); /* the flow's, like a socket handle's */
     c->down_input = np_down_input;
-    np_tflow_bind(f, c, np_tflow_input, tflow_drained, np_shutdown_done);
+    np_tflow_bind(f, c, np_tflow_input, np_tflow_fits, tflow_drained, np_shutdown_done);
     snprintf(c->peer, sizeof c->peer, "%s", peer);
     snprintf(c->host, sizeof c->host, "%s", host);
     c->port = port;

@@ -22,8 +22,8 @@
  *
  * What a flow holds towards the child (its queue, and lwIP's copy until the child
  * acknowledges it) is held in its sandbox's flow budget (np_budget.h), and bytes from
- * the child are delivered only where the budget has room for them: a child that never
- * reads stalls its connections, not the server. A SYN past the budget's flows is
+ * the child are delivered only where the proxy says they fit: a child that never reads
+ * stalls its connections, not the server. A SYN past the budget's flows is
  * answered with a reset (the child's connect fails: ECONNREFUSED).
  *
  * A flow (struct np_tflow) is the translation entry and the connection's state, from
@@ -94,6 +94,7 @@ struct np_tflow {
     /* the proxy's side of it (np_tflow_bind): its bytes and EOF, its queue drained,
      * a half-close done */
     np_input_fn input;
+    np_fits_fn fits;
     np_client_fn drained, shutdown_done;
     enum flow_state state;
     int family;
@@ -343,7 +344,7 @@ static void flow_count(struct np_tflow *f)
     if (now > f->held)
         np_budget_hold(f->tun->budget, now - f->held);
     else if (now < f->held)
-        np_budget_give(f->tun->budget, f->held - now, NP_READ_SIZE);
+        np_budget_give(f->tun->budget, f->held - now);
     f->held = now;
 }
 
@@ -474,7 +475,7 @@ static void rx_deliver(struct np_tflow *f)
     f->busy++;
     while (f->client && f->reading && f->rx && !f->dead) {
         u16_t n = f->rx->tot_len; /* at most a window: it fits a read buffer */
-        if (!np_budget_room(f->tun->budget, n)) {
+        if (!f->fits(f->client, n)) {
             f->input(f->client, NULL, UV_ENOBUFS); /* stops reading; woken with room */
             break;
         }
@@ -671,11 +672,12 @@ void np_stack_input(struct np_stack_tun *t, uint8_t *pkt, size_t n)
 
 /* ---- the proxy's side of a flow (np_internal.h) ------------------------------------------ */
 
-void np_tflow_bind(struct np_tflow *f, struct np_client *c, np_input_fn input, np_client_fn drained,
-                   np_client_fn shutdown_done)
+void np_tflow_bind(struct np_tflow *f, struct np_client *c, np_input_fn input, np_fits_fn fits,
+                   np_client_fn drained, np_client_fn shutdown_done)
 {
     f->client = c;
     f->input = input;
+    f->fits = fits;
     f->drained = drained;
     f->shutdown_done = shutdown_done;
 }
@@ -716,6 +718,11 @@ void np_tflow_read(struct np_tflow *f, bool on)
 size_t np_tflow_queued(const struct np_tflow *f)
 {
     return f->queued;
+}
+
+size_t np_tflow_held(const struct np_tflow *f)
+{
+    return f->held;
 }
 
 void np_tflow_shutdown(struct np_tflow *f)

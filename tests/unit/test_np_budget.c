@@ -1,7 +1,8 @@
 /* Unit tests for netproxy/np_budget: the flow budget's counts, checked against a
  * sandbox's limit and all sandboxes' at once, and its waiting list: the oldest waiter
- * that fits is woken first, one whose sandbox is full is passed over, and no more are
- * woken than the room given back has buffers for. */
+ * that fits is woken first (later, by the room function's caller, never inside the
+ * give), one whose sandbox is full is passed over, and no more are woken than the room
+ * given back has buffers for. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,7 +16,12 @@
 
 #define K 1024u
 
-static int woken[8], n_woken;
+static int woken[8], n_woken, rooms;
+
+static void on_room(void)
+{
+    rooms++;
+}
 
 static void on_wake(struct np_budget_waiter *w)
 {
@@ -45,10 +51,10 @@ static void test_bytes_both_levels(void **state)
     assert_int_equal(all.bytes, 60 * K);
     assert_true(np_budget_room(&b, 40 * K));
     assert_false(np_budget_room(&b, 41 * K)); /* room in b, not in all */
-    np_budget_give(&a, 60 * K, 16 * K);
+    np_budget_give(&a, 60 * K);
     assert_int_equal(a.bytes, 0);
     assert_int_equal(all.bytes, 0);
-    np_budget_give(&a, 5, 16 * K); /* never below nothing */
+    np_budget_give(&a, 5); /* never below nothing */
     assert_int_equal(all.bytes, 0);
 }
 
@@ -90,8 +96,15 @@ static void test_wake_oldest_that_fits(void **state)
     }
     np_budget_wait(&w[1].w); /* twice: still once in the list */
     n_woken = 0;
-    /* 128 KiB back in a: two 64 KiB reads fit; the full sandbox's waiter stays */
-    np_budget_give(&a, 128 * K, 64 * K);
+    rooms = 0;
+    np_budget_on_room(on_room);
+    /* 128 KiB back in a: the room function is called, and nobody is woken inside the
+     * give (its caller may be walking what a wake could close) */
+    np_budget_give(&a, 128 * K);
+    assert_int_equal(rooms, 1);
+    assert_int_equal(n_woken, 0);
+    /* then two 64 KiB reads fit; the full sandbox's waiter stays */
+    np_budget_wake(64 * K);
     assert_int_equal(n_woken, 2);
     assert_int_equal(woken[0], 1);
     assert_int_equal(woken[1], 2);
@@ -99,8 +112,12 @@ static void test_wake_oldest_that_fits(void **state)
     assert_false(w[1].w.waiting);
     assert_true(w[3].w.waiting);
     np_budget_unwait(&w[3].w);
-    np_budget_give(&full, 64 * K, 64 * K);
+    np_budget_give(&full, 64 * K);
+    np_budget_wake(64 * K);
     assert_int_equal(n_woken, 3);
+    np_budget_give(&a, 64 * K); /* nobody waits: no room function */
+    assert_int_equal(rooms, 2);
+    np_budget_on_room(NULL);
     assert_int_equal(woken[2], 0);
     np_budget_wake(64 * K); /* nobody waits: nothing */
     assert_int_equal(n_woken, 3);
@@ -120,6 +137,34 @@ static void test_unlinked_before_wake(void **state)
     assert_false(w.waiting);
 }
 
+static bool floor_yes(struct np_budget_waiter *w)
+{
+    (void)w;
+    return true;
+}
+
+/* A waiter whose floor applies (its connection holds almost nothing) is woken though
+ * its sandbox's budget is full: no connection waits for another's bytes to be read. */
+static void test_floor_wakes_past_the_budget(void **state)
+{
+    (void)state;
+    struct np_budget all, a;
+    np_budget_init(&all, NULL, 1024 * K, 10);
+    np_budget_init(&a, &all, 64 * K, 10);
+    np_budget_hold(&a, 64 * K);
+    struct tagged full = {.w = {.budget = &a, .wake = on_wake_tagged}, .tag = 7};
+    struct tagged floored = {.w = {.budget = &a, .wake = on_wake_tagged, .floor = floor_yes},
+                             .tag = 8};
+    np_budget_wait(&full.w);
+    np_budget_wait(&floored.w);
+    n_woken = 0;
+    np_budget_wake(16 * K);
+    assert_int_equal(n_woken, 1);
+    assert_int_equal(woken[0], 8);
+    assert_true(full.w.waiting);
+    np_budget_unwait(&full.w);
+}
+
 static void test_all_limits_from_descriptors(void **state)
 {
     (void)state;
@@ -135,6 +180,7 @@ int main(void)
         cmocka_unit_test(test_flows),
         cmocka_unit_test(test_wake_oldest_that_fits),
         cmocka_unit_test(test_unlinked_before_wake),
+        cmocka_unit_test(test_floor_wakes_past_the_budget),
         cmocka_unit_test(test_all_limits_from_descriptors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
