@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "util/buf.h"
 #include "util/mem.h"
 
@@ -217,6 +218,17 @@ void np_read_resume(struct np_client *c, bool up_side)
 void np_proxy_unhold(struct netproxy *np)
 {
     if (--np->handles > 0 || !np->released) return;
+    if (np->budget.bytes || np->budget.flows) {
+        /* every write and flow has let go by now: what is left was never given back,
+         * and would shrink every sandbox's room for good */
+        char idv[160];
+        log_warn("network proxy for process %s: %zu bytes and %u connections left in the "
+                 "flow budget at its end",
+                 log_value(np->process_id, idv, sizeof idv), np->budget.bytes, np->budget.flows);
+        np_budget_give(&np->budget, np->budget.bytes);
+        while (np->budget.flows)
+            np_budget_flow_drop(&np->budget);
+    }
     np_mitm_free(np);
     np_cred_free(np->cred);
     np_policy_free(&np->policy);
