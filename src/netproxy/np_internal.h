@@ -3,7 +3,8 @@
  * the client sends), np_decision.c, np_relay.c (route, upstream, relay), np_reply.c
  * (answers of the proxy's own), np_conn.c (a connection's life and sockets), then
  * what those stand on: np_udp.c, np_mitm.c, np_ask.c, np_cred.c, np_config.c,
- * np_resolve.c, np_stack.c / np_tun.c, np_pool.c. A file calls only the ones below
+ * np_resolve.c, np_stack.c / np_tun.c, np_pool.c, np_budget.c (the flow budget, no
+ * I/O). A file calls only the ones below
  * it; what comes back up arrives through the functions handed down (down_input and
  * up_input of a connection, a transparent flow's and a TUN device's callbacks).
  * Nothing outside src/netproxy includes it. */
