@@ -9,7 +9,10 @@ time_total, and the CPU the server spent (all its threads, from
 moves). The first round warms up and is left out; the first server named is the one
 the others are divided by.
 
-    python3 bench/interleave_proxy.py [--rounds N] [--mib N] NAME=CMD [NAME=CMD ...]
+    python3 bench/interleave_proxy.py [--rounds N] [--mib N] [--transparent] NAME=CMD ...
+
+--transparent is row 9c (curl in a sandbox, through transparent TCP, ours only: the
+name it fetches is resolved by EXEC_SERVER_TEST_RESOLVE).
 
 e.g. new=build/exec-server old=/tmp/old/exec-server "ref=PATH/codex exec-server". The
 web server is a thread of this script that sends the body with one sendall (the copy
@@ -68,15 +71,25 @@ def cpu_ms(pid):
     return total / 1e6
 
 
-def download(srv, session, pid, url, size):
-    np = {"proxy": {"enabled": True, "enableSocks5": False, "enableSocks5Udp": False,
+# Row 9c's sandbox: the root read-only, the network restricted.
+READ_ONLY = {"permissions": {"type": "managed", "file_system": {"type": "restricted", "entries": [
+    {"path": {"type": "special", "value": {"kind": "root"}}, "access": "read"}]},
+    "network": "restricted"}, "cwd": "file:///tmp", "windowsSandboxLevel": "disabled"}
+NAME = "bench-web.test"  # row 9c's name, resolved by our servers only (EXEC_SERVER_TEST_RESOLVE)
+
+
+def download(srv, session, pid, url, size, transparent):
+    np = {"proxy": {"enabled": True, "enableSocks5": transparent, "enableSocks5Udp": False,
                     "allowUpstreamProxy": False, "dangerouslyAllowAllUnixSockets": False,
-                    "mode": "full", "domains": {"127.0.0.1": "allow"},
-                    "allowLocalBinding": True}}
+                    "mode": "full", "domains": {NAME if transparent else "127.0.0.1": "allow"},
+                    "allowLocalBinding": True, "transparentTcp": transparent}}
+    extra = {"sandbox": READ_ONLY, "enforceManagedNetwork": True} if transparent else {}
+    if transparent:
+        url = url.replace("127.0.0.1", NAME + ".")
     cpu = cpu_ms(srv.pid)
-    session.start(pid, ["/usr/bin/curl", "-s", "--noproxy", "", "-o", "/dev/null", "-w",
-                        "%{time_total} %{size_download}", url], cwd="file:///tmp",
-                  networkProxy=np)
+    session.start(pid, ["/usr/bin/curl", "-s", "--noproxy", "*" if transparent else "", "-o",
+                        "/dev/null", "-w", "%{time_total} %{size_download}", url],
+                  cwd="file:///tmp", networkProxy=np, **extra)
     out = session.collect_until_closed(pid, timeout=120)
     cpu = cpu_ms(srv.pid) - cpu
     session.notes.pop(pid, None)
@@ -90,10 +103,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--mib", type=int, default=64)
+    ap.add_argument("--transparent", action="store_true",
+                    help="row 9c: curl in a sandbox, through transparent TCP (ours only)")
     ap.add_argument("servers", nargs="+", metavar="NAME=CMD")
     a = ap.parse_args()
     size = a.mib << 20
     url = "http://127.0.0.1:%d/body.bin" % web_server(b"\xa5" * size)
+    os.environ["EXEC_SERVER_TEST_RESOLVE"] = NAME + "=127.0.0.1"
     runs = []
     try:
         for spec in a.servers:
@@ -110,7 +126,7 @@ def main():
         for r in range(a.rounds + 1):
             for name, srv, session, wall, cpu in random.sample(runs, len(runs)):
                 k += 1
-                t, c = download(srv, session, "d%d" % k, url, size)
+                t, c = download(srv, session, "d%d" % k, url, size, a.transparent)
                 if r:
                     wall.append(t)
                     cpu.append(c)
@@ -118,8 +134,8 @@ def main():
         for _, srv, _, _, _ in runs:
             srv.stop(check=False)
     base = statistics.median(runs[0][3])
-    print("%d rounds, %d MiB through the proxy variables (ms; best, median; the server's "
-          "CPU median):" % (a.rounds, a.mib))
+    print("%d rounds, %d MiB through %s (ms; best, median; the server's CPU median):" % (
+        a.rounds, a.mib, "transparent TCP" if a.transparent else "the proxy variables"))
     for name, _, _, wall, cpu in runs:
         print("  %-8s best %7.1f  p50 %7.1f  cpu %6.1f  p50/%s %.2f" % (
             name, min(wall), statistics.median(wall), statistics.median(cpu), runs[0][0],
