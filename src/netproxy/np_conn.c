@@ -16,30 +16,157 @@
  * client's side is a socket, or a transparent TCP flow (np_stack.c). */
 #include "netproxy/np_internal.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "util/buf.h"
 #include "util/mem.h"
+
+/* The size of a side's next read: twice the last when it filled its buffer (a fast
+ * sender: fewer, larger reads and writes, as the reference's relay grows its own),
+ * half when it took less than a quarter. */
+static uint32_t read_next(uint32_t size, ssize_t n)
+{
+    if ((size_t)n == size && size < NP_READ_MAX) return size * 2;
+    if ((size_t)n < size / 4 && size > NP_READ_SIZE) return size / 2;
+    return size;
+}
+
+/* Room given back while sides wait: they are woken on the next turn of the loop
+ * (an idle handle, so the loop does not block first), outside whatever gave it. */
+static uv_idle_t room_idle;
+
+static void on_room_idle(uv_idle_t *h)
+{
+    uv_idle_stop(h);
+    np_budget_wake(NP_READ_SIZE);
+}
+
+static void on_room(void)
+{
+    uv_idle_start(&room_idle, on_room_idle);
+}
+
+/* A side that found no room in the flow budget for its next read: it stops reading
+ * (its bytes wait in the kernel, TCP's window holds the sender) until room is given
+ * back. */
+static void budget_stop(struct np_client *c, bool up_side)
+{
+    if (!room_idle.loop) {
+        uv_idle_init(c->np->loop, &room_idle);
+        uv_unref((uv_handle_t *)&room_idle);
+        np_budget_on_room(on_room);
+    }
+    if (up_side) {
+        if (c->up) uv_read_stop((uv_stream_t *)c->up);
+        c->budget_up = true;
+    } else {
+        np_down_read_stop(c);
+        c->budget_down = true;
+    }
+    np_budget_wait(&c->wait);
+}
+
+/* What the connection holds towards a side: its write queue, or what its transparent
+ * flow holds towards the child. */
+static size_t side_held(const struct np_client *c, bool to_up)
+{
+    if (to_up) return c->up ? uv_stream_get_write_queue_size((const uv_stream_t *)c->up) : 0;
+    return c->tflow ? np_tflow_held(c->tflow)
+                    : uv_stream_get_write_queue_size((const uv_stream_t *)&c->down);
+}
+
+/* Whether a side may read n bytes more: where the flow budget has room for them, or,
+ * NP_READ_FLOOR at a time, where less than that of what it read before still waits on
+ * the other side (two in flight: the next is read while the last is taken). The floor
+ * keeps one connection's bytes from waiting for another's to be read: a program that
+ * opens many and reads them one after the other waited for good on the one whose turn
+ * it was, the budget full of the others'. It costs at most twice NP_READ_FLOOR per
+ * connection past the budget. */
+static bool read_fits(const struct np_client *c, bool up_side, size_t n)
+{
+    return np_budget_room(&c->np->budget, n) ||
+           (n <= NP_READ_FLOOR && side_held(c, !up_side) < NP_READ_FLOOR);
+}
+
+/* The same for a transparent flow's bytes from the child, already in lwIP's buffers
+ * (at most a window, 64 KiB): delivered where they fit, or past the budget where the
+ * upstream's queue is under the floor. */
+bool np_tflow_fits(struct np_client *c, size_t n)
+{
+    return np_budget_room(&c->np->budget, n) || side_held(c, true) < NP_READ_FLOOR;
+}
+
+/* A waiting side may be woken past the budget where its floor applies. */
+static bool budget_floor(struct np_budget_waiter *w)
+{
+    const struct np_client *c =
+        (const struct np_client *)((const char *)w - offsetof(struct np_client, wait));
+    return (c->budget_up && read_fits(c, true, NP_READ_FLOOR)) ||
+           (c->budget_down && read_fits(c, false, NP_READ_FLOOR));
+}
+
+/* Room again: each side the budget stopped reads again, unless something else has
+ * stopped it since (the other side's queue, its EOF, the end). */
+static void budget_wake(struct np_budget_waiter *w)
+{
+    struct np_client *c = (struct np_client *)((char *)w - offsetof(struct np_client, wait));
+    bool up = c->budget_up, down = c->budget_down;
+    c->budget_up = c->budget_down = false;
+    if (c->closed || c->finishing) return;
+    if (up && c->up && !c->up_paused && !c->up_eof) np_up_read_start(c);
+    if (down && c->reading_down && c->down_wanted && !c->down_paused && !c->down_eof)
+        np_down_read_start(c);
+}
 
 static void on_down_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 {
     struct np_client *c = s->data;
+    if (n == UV_ENOBUFS) {
+        budget_stop(c, false);
+        return;
+    }
+    if (n > 0) c->read_down = read_next(c->read_down, n);
     c->down_input(c, b->base, n);
 }
 
 static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 {
     struct np_client *c = s->data;
+    if (n == UV_ENOBUFS) {
+        budget_stop(c, true);
+        return;
+    }
+    if (n > 0) c->read_up = read_next(c->read_up, n);
     c->up_input(c, b->base, n);
 }
 
+/* A read buffer where the side may read (read_fits: the flow budget's room, else
+ * its floor), else none: libuv reports UV_ENOBUFS, and the side waits. */
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 {
-    (void)h;
     (void)suggested;
-    b->base = np_buf_get();
-    b->len = NP_READ_SIZE;
+    struct np_client *c = h->data;
+    bool up_side = h != (uv_handle_t *)&c->down;
+    uint32_t size = up_side ? c->read_up : c->read_down;
+    if (!np_budget_room(&c->np->budget, size)) {
+        if (!read_fits(c, up_side, NP_READ_FLOOR)) {
+            *b = uv_buf_init(NULL, 0);
+            return;
+        }
+        size = NP_READ_FLOOR;
+    }
+    *b = uv_buf_init(np_buf_get(size), size);
+}
+
+void np_tflow_input(struct np_client *c, char *buf, ssize_t n)
+{
+    if (n == UV_ENOBUFS)
+        budget_stop(c, false);
+    else
+        c->down_input(c, buf, n);
 }
 
 void np_down_read_start(struct np_client *c)
@@ -91,6 +218,17 @@ void np_read_resume(struct np_client *c, bool up_side)
 void np_proxy_unhold(struct netproxy *np)
 {
     if (--np->handles > 0 || !np->released) return;
+    if (np->budget.bytes || np->budget.flows) {
+        /* every write and flow has let go by now: what is left was never given back,
+         * and would shrink every sandbox's room for good */
+        char idv[160];
+        log_warn("network proxy for process %s: %zu bytes and %u connections left in the "
+                 "flow budget at its end",
+                 log_value(np->process_id, idv, sizeof idv), np->budget.bytes, np->budget.flows);
+        np_budget_give(&np->budget, np->budget.bytes);
+        while (np->budget.flows)
+            np_budget_flow_drop(&np->budget);
+    }
     np_mitm_free(np);
     np_cred_free(np->cred);
     np_policy_free(&np->policy);
@@ -106,6 +244,11 @@ struct np_client *np_client_new(struct netproxy *np, enum np_kind kind)
     c->np = np;
     c->kind = kind;
     c->refs = 1;
+    c->read_down = c->read_up = NP_READ_SIZE;
+    c->wait.budget = &np->budget;
+    c->wait.wake = budget_wake;
+    c->wait.floor = budget_floor;
+    np_budget_flow_take(&np->budget); /* the caller saw room for it */
     buf_init(&c->in);
     buf_init(&c->head_out);
     buf_init(&c->resp);
@@ -155,6 +298,8 @@ void np_client_close(struct np_client *c)
     c->prev->next = c->next;
     c->next->prev = c->prev;
     c->np->n_clients--;
+    np_budget_flow_drop(&c->np->budget);
+    np_budget_unwait(&c->wait);
     if (c->call) {
         np_ask_cancel(c->np, c->call);
         c->call = NULL;
@@ -181,6 +326,7 @@ struct np_wreq {
     bool to_up;
     bool pooled; /* data is a read buffer, back to the pool when written */
     char *data;
+    size_t len; /* held in the flow budget until written */
 };
 
 static void on_written(uv_write_t *w, int status)
@@ -188,6 +334,7 @@ static void on_written(uv_write_t *w, int status)
     struct np_wreq *r = (struct np_wreq *)w;
     struct np_client *c = r->c;
     np_buf_release(r->data, r->pooled);
+    np_budget_give(&c->np->budget, r->len);
     free(r);
     if (status < 0 && status != UV_ECANCELED) {
         np_client_close(c);
@@ -215,6 +362,7 @@ void np_write_buf(struct np_client *c, bool to_up, char *data, size_t len, bool 
     r->to_up = to_up;
     r->pooled = pooled;
     r->data = data;
+    r->len = len;
     uv_buf_t b = uv_buf_init(data, (unsigned)len);
     np_client_ref(c);
     int rc = uv_write(&r->w, s, &b, 1, on_written);
@@ -223,7 +371,9 @@ void np_write_buf(struct np_client *c, bool to_up, char *data, size_t len, bool 
         free(r);
         np_client_unref(c);
         np_client_close(c);
+        return;
     }
+    np_budget_hold(&c->np->budget, len);
 }
 
 /* Queues data (taking ownership of the malloc'd block) on the client side (to_up

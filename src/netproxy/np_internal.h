@@ -3,7 +3,8 @@
  * the client sends), np_decision.c, np_relay.c (route, upstream, relay), np_reply.c
  * (answers of the proxy's own), np_conn.c (a connection's life and sockets), then
  * what those stand on: np_udp.c, np_mitm.c, np_ask.c, np_cred.c, np_config.c,
- * np_resolve.c, np_stack.c / np_tun.c, np_pool.c. A file calls only the ones below
+ * np_resolve.c, np_stack.c / np_tun.c, np_pool.c, np_budget.c (the flow budget, no
+ * I/O). A file calls only the ones below
  * it; what comes back up arrives through the functions handed down (down_input and
  * up_input of a connection, a transparent flow's and a TUN device's callbacks).
  * Nothing outside src/netproxy includes it. */
@@ -16,13 +17,16 @@
 #include <uv.h>
 
 #include "netproxy/netproxy.h"
+#include "netproxy/np_budget.h"
 #include "netproxy/np_http.h"
 #include "netproxy/np_policy.h"
 #include "netproxy/np_socks.h"
 #include "util/buf.h"
 
 #define NP_MAX_ADDRS 16
-#define NP_READ_SIZE (64 * 1024)   /* a read buffer (the pool's) */
+#define NP_READ_SIZE (64 * 1024)   /* a side's first read buffer (the pool's) */
+#define NP_READ_MAX (512 * 1024)   /* ... grown while its reads fill it (np_conn.c) */
+#define NP_READ_FLOOR (16 * 1024)  /* a read past the flow budget (np_conn.c) */
 #define NP_HIGH_WATER (1u << 20)   /* queued towards a side: stop reading the other */
 #define NP_LOW_WATER (256u * 1024) /* ... and read it again below this */
 
@@ -63,6 +67,8 @@ struct np_tflow;
  * for its EOF (UV_EOF) or an error. */
 typedef void (*np_input_fn)(struct np_client *c, char *buf, ssize_t n);
 typedef void (*np_client_fn)(struct np_client *c);
+/* Whether n bytes from the client's side may be taken now (the flow budget). */
+typedef bool (*np_fits_fn)(struct np_client *c, size_t n);
 
 struct np_client {
     struct np_client *next, *prev;
@@ -113,6 +119,10 @@ struct np_client {
     struct np_udp *udp;
     struct np_tflow *tflow; /* a transparent TCP connection's side (np_stack.c) in
                                place of `down`, or NULL */
+    /* the flow budget (np_budget.h) */
+    uint32_t read_down, read_up;  /* the size of each side's next read buffer */
+    bool budget_down, budget_up;  /* the side stopped reading for the budget */
+    struct np_budget_waiter wait; /* ... and waits for room in it */
 };
 
 struct netproxy {
@@ -125,6 +135,8 @@ struct netproxy {
     uint16_t http_port, socks_port;
     struct np_client clients; /* list head */
     int n_clients, n_asks;
+    struct np_budget budget; /* this sandbox's flow budget (its parent: all of them) */
+    bool budget_told;        /* a refusal for it was logged */
     struct np_fdsrc *fdsrcs;
     int handles; /* handles and clients still to let go of */
     bool released;
@@ -183,8 +195,14 @@ bool np_interception_wanted(const struct np_client *c);
  * sessions have for their sockets. np_shutdown_side half-closes a side once its queue
  * is written (np_shutdown_done then, which drops the reference it took); np_finish
  * sends the last bytes to the client, then ends the connection. Reading: each side's
- * bytes go to c->down_input / c->up_input; np_read_resume starts a paused side again
- * below NP_LOW_WATER; np_down_queued is what the client has not taken yet. */
+ * bytes go to c->down_input / c->up_input (np_tflow_input: a transparent flow's, which
+ * may say UV_ENOBUFS: no room in the flow budget; np_tflow_fits: whether it may deliver
+ * n bytes); np_read_resume starts a paused side again below NP_LOW_WATER;
+ * np_down_queued is what the client has not taken yet. A read is taken only where the
+ * flow budget (np_budget.h) has room for its buffer, or, NP_READ_FLOOR at a time, where
+ * less than that of what the connection read before still waits on the other side
+ * (the floor: no connection waits for another's bytes to be read); what is queued is
+ * held in the budget until written. */
 struct np_client *np_client_new(struct netproxy *np, enum np_kind kind);
 void np_client_ref(struct np_client *c);
 void np_client_unref(struct np_client *c);
@@ -204,6 +222,8 @@ void np_down_read_stop(struct np_client *c);
 void np_up_read_start(struct np_client *c);
 void np_read_resume(struct np_client *c, bool up_side);
 size_t np_down_queued(const struct np_client *c);
+void np_tflow_input(struct np_client *c, char *buf, ssize_t n);
+bool np_tflow_fits(struct np_client *c, size_t n);
 
 /* np_udp.c: SOCKS5 UDP ASSOCIATE. np_udp_start opens the association of c (from
  * its request) and fills the SOCKS5 reply to send (at most 32 bytes); < 0: it failed,
@@ -282,25 +302,29 @@ void np_tun_release(struct netproxy *np);
 
 /* np_stack.c: a transparent TCP connection's side towards the child. np_tflow_bind
  * ties it to its client and says where its events go: input (its bytes, then its
- * EOF or an error), drained (what was queued towards the child fell below
- * NP_LOW_WATER), shutdown_done (a half-close asked for is done); write takes data
- * (back to np_pool.c, or freed, once the child acknowledged it; the first write, the
+ * EOF or an error; UV_ENOBUFS where fits said no to delivering them), drained (what was queued
+ * towards the child fell below NP_LOW_WATER), shutdown_done (a half-close asked for is done); write
+ * takes data (back to np_pool.c, or freed, once the child acknowledged it; the first write, the
  * SOCKS5 reply the relay sends as to a SOCKS5 client, is read as the outcome: success
  * lets data through, a failure resets the connection); read turns delivery on or
- * off; queued is what was written and not yet acknowledged; shutdown sends a FIN
+ * off; queued is what was written and not yet acknowledged (held: and lwIP's copy of
+ * what it took, as counted in the flow budget); shutdown sends a FIN
  * after the data; close lets go of it: gracefully once its FIN is queued, else with
  * a reset. */
-void np_tflow_bind(struct np_tflow *f, struct np_client *c, np_input_fn input, np_client_fn drained,
-                   np_client_fn shutdown_done);
+void np_tflow_bind(struct np_tflow *f, struct np_client *c, np_input_fn input, np_fits_fn fits,
+                   np_client_fn drained, np_client_fn shutdown_done);
 void np_tflow_write(struct np_tflow *f, char *data, size_t n, bool pooled);
 void np_tflow_read(struct np_tflow *f, bool on);
 size_t np_tflow_queued(const struct np_tflow *f);
+size_t np_tflow_held(const struct np_tflow *f);
 void np_tflow_shutdown(struct np_tflow *f);
 void np_tflow_close(struct np_tflow *f);
 
-/* np_pool.c: read buffers of NP_READ_SIZE bytes, recycled; release: back to the
+/* np_pool.c: read buffers of NP_READ_SIZE to NP_READ_MAX bytes (get: at least size,
+ * at most NP_READ_MAX; np_buf_size: what one holds), recycled; release: back to the
  * pool (pooled) or freed. */
-char *np_buf_get(void);
+char *np_buf_get(size_t size);
+size_t np_buf_size(const char *p);
 void np_buf_put(char *p);
 void np_buf_release(char *data, bool pooled);
 

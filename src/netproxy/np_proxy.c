@@ -29,8 +29,6 @@
 #include "util/fdframe.h"
 #include "util/mem.h"
 
-#define NP_MAX_CLIENTS 1024 /* proxied connections per proxy */
-
 static void np_addr_text(const struct sockaddr *sa, char *out, size_t n)
 {
     char ip[INET6_ADDRSTRLEN] = "?";
@@ -99,6 +97,7 @@ int netproxy_start(uv_loop_t *loop, struct netproxy_params *p, const struct netp
     if (client) np->client = *client;
     np->process_id = xstrdup(process_id);
     np->clients.next = np->clients.prev = &np->clients;
+    np_budget_init(&np->budget, np_budget_all(), NP_BUDGET_BYTES, NP_BUDGET_FLOWS);
     const char *k;
     json_t *v;
     char why[400];
@@ -147,6 +146,19 @@ void netproxy_ports(const struct netproxy *np, uint16_t *http_port, uint16_t *so
     if (socks_port) *socks_port = np->socks_port;
 }
 
+/* A connection refused for the flow budget: said once per proxy. */
+static void budget_refused(struct netproxy *np)
+{
+    if (np->budget_told) return;
+    np->budget_told = true;
+    const struct np_budget *all = np_budget_all();
+    char idv[160];
+    log_warn("network proxy for process %s: refusing connections past the flow budget "
+             "(%u open of %u for this process, %u of %u in all)",
+             log_value(np->process_id, idv, sizeof idv), np->budget.flows, np->budget.max_flows,
+             all->flows, all->max_flows);
+}
+
 /* The transparent flow took what was queued towards the child below the low-water
  * mark: the upstream may be read again. */
 static void tflow_drained(struct np_client *c)
@@ -160,15 +172,16 @@ static void tflow_drained(struct np_client *c)
 static struct np_client *np_transparent_client(struct netproxy *np, struct np_tflow *f,
                                                const char *host, uint16_t port, const char *peer)
 {
-    if (np->released || np->n_clients >= NP_MAX_CLIENTS) {
-        log_warn("network proxy: %d connections open; refusing another", NP_MAX_CLIENTS);
+    if (np->released) return NULL;
+    if (!np_budget_flow_room(&np->budget, 0)) {
+        budget_refused(np);
         return NULL;
     }
     struct np_client *c = np_client_new(np, NP_KIND_SOCKS);
     c->tflow = f;
     np_client_ref(c); /* the flow's, like a socket handle's */
     c->down_input = np_down_input;
-    np_tflow_bind(f, c, np_down_input, tflow_drained, np_shutdown_done);
+    np_tflow_bind(f, c, np_tflow_input, np_tflow_fits, tflow_drained, np_shutdown_done);
     snprintf(c->peer, sizeof c->peer, "%s", peer);
     snprintf(c->host, sizeof c->host, "%s", host);
     c->port = port;
@@ -181,8 +194,8 @@ static struct np_client *np_transparent_client(struct netproxy *np, struct np_tf
 
 static void client_start(struct netproxy *np, enum np_kind kind, uv_tcp_t *server, int fd)
 {
-    if (np->n_clients >= NP_MAX_CLIENTS) {
-        /* over the bound: accept and close at once */
+    if (!np_budget_flow_room(&np->budget, 0)) {
+        /* over the flow budget: accept and close at once */
         if (server) {
             uv_tcp_t *tmp = xcalloc(1, sizeof *tmp);
             uv_tcp_init(np->loop, tmp);
@@ -193,7 +206,7 @@ static void client_start(struct netproxy *np, enum np_kind kind, uv_tcp_t *serve
         } else if (fd >= 0) {
             close(fd);
         }
-        log_warn("network proxy: %d connections open; refusing another", NP_MAX_CLIENTS);
+        budget_refused(np);
         return;
     }
     struct np_client *c = np_client_new(np, kind);

@@ -20,6 +20,12 @@
  * device does segmentation offload) go to the device as one GSO frame with a partial
  * checksum, which the child's kernel takes whole.
  *
+ * What a flow holds towards the child (its queue, and lwIP's copy until the child
+ * acknowledges it) is held in its sandbox's flow budget (np_budget.h), and bytes from
+ * the child are delivered only where the proxy says they fit: a child that never reads
+ * stalls its connections, not the server. A SYN past the budget's flows is
+ * answered with a reset (the child's connect fails: ECONNREFUSED).
+ *
  * A flow (struct np_tflow) is the translation entry and the connection's state, from
  * the child's SYN until lwIP is done with it: NEW (the handshake), OPEN (a client of
  * the proxy), DRAINING (the client let go once its FIN was queued; the child's last
@@ -88,6 +94,7 @@ struct np_tflow {
     /* the proxy's side of it (np_tflow_bind): its bytes and EOF, its queue drained,
      * a half-close done */
     np_input_fn input;
+    np_fits_fn fits;
     np_client_fn drained, shutdown_done;
     enum flow_state state;
     int family;
@@ -103,6 +110,7 @@ struct np_tflow {
     struct tx_buf *tx, *tx_tail;
     size_t queued;    /* written by the proxy, not yet lwIP's (TX_COPIED: lwIP's own buffer,
                          SND_BUF, bounds the rest; else not yet acknowledged) */
+    size_t held;      /* what is counted in the flow budget (flow_count) */
     bool await_reply; /* the proxy's verdict (a SOCKS5 reply) is still to come */
     bool refused;     /* the verdict was a failure */
     bool shut_wanted; /* a FIN after the data */
@@ -255,6 +263,7 @@ static void tick_start(void);
 
 static void set_state(struct np_tflow *f, enum flow_state s)
 {
+    if (f->state == FLOW_NEW && s != FLOW_NEW) f->tun->pending--;
     f->state = s;
     f->since = uv_now(st.loop);
 }
@@ -272,7 +281,8 @@ static struct np_tflow *flow_open(struct np_stack_tun *t, const struct np_pkt *p
         memcpy(&((struct sockaddr_in6 *)&ss)->sin6_addr, pk->dst, 16);
     const char *name = NULL;
     int named = np_dns_lookup(t->names, (struct sockaddr *)&ss, &name);
-    if (named == 0 || t->flows >= MAX_FLOWS_PER_TUN) return NULL;
+    if (named == 0 || t->flows >= MAX_FLOWS_PER_TUN || !np_budget_flow_room(t->budget, t->pending))
+        return NULL;
     struct np_tflow *f = xcalloc(1, sizeof *f);
     if (named > 0)
         snprintf(f->host, sizeof f->host, "%s", name);
@@ -292,7 +302,8 @@ static struct np_tflow *flow_open(struct np_stack_tun *t, const struct np_pkt *p
     f->id = st.next_id;
     f->await_reply = true;
     f->reading = true;
-    set_state(f, FLOW_NEW);
+    t->pending++;
+    set_state(f, FLOW_NEW); /* (calloc's state 0) */
     uint32_t b = key_hash(t, pk->alen, f->csrc, f->csport, f->cdst, f->cdport);
     f->next_key = st.by_key[b];
     st.by_key[b] = f;
@@ -321,6 +332,22 @@ static void tx_release(struct np_tflow *f, bool all)
     if (!f->tx) f->tx_tail = NULL;
 }
 
+/* Holds in the sandbox's flow budget what the flow holds towards the child: its
+ * queue, and (lwIP copying) lwIP's copy not yet acknowledged; nothing once dead. */
+static void flow_count(struct np_tflow *f)
+{
+    size_t now = 0;
+    if (!f->dead) {
+        now = f->queued;
+        if (TX_COPIED && f->pcb && f->pcb->snd_buf < SND_BUF) now += SND_BUF - f->pcb->snd_buf;
+    }
+    if (now > f->held)
+        np_budget_hold(f->tun->budget, now - f->held);
+    else if (now < f->held)
+        np_budget_give(f->tun->budget, f->held - now);
+    f->held = now;
+}
+
 /* Forgets the pcb: lwIP keeps or frees it, but calls nothing of ours again. */
 static void pcb_detach(struct np_tflow *f)
 {
@@ -330,6 +357,7 @@ static void pcb_detach(struct np_tflow *f)
     tcp_sent(f->pcb, NULL);
     tcp_err(f->pcb, NULL);
     f->pcb = NULL;
+    flow_count(f);
 }
 
 /* Resets the child's connection (lwIP sends the RST through the index, so the flow
@@ -354,6 +382,9 @@ static void flow_kill(struct np_tflow *f)
         f->rx = NULL;
         tx_release(f, true);
         f->queued = 0;
+        if (f->state == FLOW_NEW) f->tun->pending--;
+        f->state = FLOW_LINGER; /* no longer pending */
+        flow_count(f);
     }
     if (f->busy) return;
     index_remove(f);
@@ -403,6 +434,7 @@ static void tx_push(struct np_tflow *f)
 out:
     tx_release(f, false);
     if (wrote && f->pcb) tcp_output(f->pcb);
+    flow_count(f);
     if (done && f->client) {
         /* last: the proxy may let go of the flow in it (the caller holds it) */
         f->busy++;
@@ -424,7 +456,7 @@ static err_t on_sent(void *arg, struct tcp_pcb *pcb, u16_t len)
         acked -= take;
     }
     tx_release(f, false);
-    tx_push(f);
+    tx_push(f); /* counts what was acknowledged too */
     if (f->high && f->queued <= NP_LOW_WATER && f->client) {
         f->high = false;
         f->drained(f->client);
@@ -443,7 +475,11 @@ static void rx_deliver(struct np_tflow *f)
     f->busy++;
     while (f->client && f->reading && f->rx && !f->dead) {
         u16_t n = f->rx->tot_len; /* at most a window: it fits a read buffer */
-        char *buf = np_buf_get();
+        if (!f->fits(f->client, n)) {
+            f->input(f->client, NULL, UV_ENOBUFS); /* stops reading; woken with room */
+            break;
+        }
+        char *buf = np_buf_get(n);
         pbuf_copy_partial(f->rx, buf, n, 0);
         f->rx = pbuf_free_header(f->rx, n);
         if (f->pcb) tcp_recved(f->pcb, n);
@@ -492,6 +528,7 @@ static void on_err(void *arg, err_t err)
     struct np_tflow *f = arg;
     if (!f) return;
     f->pcb = NULL; /* lwIP frees it */
+    flow_count(f);
     f->busy++;
     if (f->client) f->input(f->client, NULL, err == ERR_RST ? UV_ECONNRESET : UV_ECONNABORTED);
     if (!f->client) flow_kill(f); /* the proxy let go of it above, or had already */
@@ -635,11 +672,12 @@ void np_stack_input(struct np_stack_tun *t, uint8_t *pkt, size_t n)
 
 /* ---- the proxy's side of a flow (np_internal.h) ------------------------------------------ */
 
-void np_tflow_bind(struct np_tflow *f, struct np_client *c, np_input_fn input, np_client_fn drained,
-                   np_client_fn shutdown_done)
+void np_tflow_bind(struct np_tflow *f, struct np_client *c, np_input_fn input, np_fits_fn fits,
+                   np_client_fn drained, np_client_fn shutdown_done)
 {
     f->client = c;
     f->input = input;
+    f->fits = fits;
     f->drained = drained;
     f->shutdown_done = shutdown_done;
 }
@@ -680,6 +718,11 @@ void np_tflow_read(struct np_tflow *f, bool on)
 size_t np_tflow_queued(const struct np_tflow *f)
 {
     return f->queued;
+}
+
+size_t np_tflow_held(const struct np_tflow *f)
+{
+    return f->held;
 }
 
 void np_tflow_shutdown(struct np_tflow *f)

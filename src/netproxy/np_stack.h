@@ -15,6 +15,7 @@ struct netproxy;
 struct np_client;
 struct np_dns;
 struct np_tflow;
+struct np_budget;
 
 /* One sandbox as the stack sees it (a member of np_tun.c's structure). */
 struct np_stack_tun {
@@ -24,7 +25,9 @@ struct np_stack_tun {
                                 uint16_t port, const char *peer);
     int fd;                     /* its TUN device (frames: a virtio header, then IP) */
     const struct np_dns *names; /* its synthetic names */
+    struct np_budget *budget;   /* its proxy's flow budget (np_budget.h) */
     unsigned flows;             /* its connections in the stack, closing ones too */
+    unsigned pending;           /* ... of which handshakes, not yet the proxy's */
     uint64_t frames_in, frames_out, bytes_out; /* for the debug log at release */
 };
 

@@ -264,7 +264,8 @@ void np_tun_attach(struct netproxy *np, const int fds[3], np_accept_fn accept)
         return;
     }
     struct np_tun *t = xcalloc(1, sizeof *t);
-    t->st = (struct np_stack_tun){.np = np, .accept = accept, .fd = fds[0], .names = &t->names};
+    t->st = (struct np_stack_tun){
+        .np = np, .accept = accept, .fd = fds[0], .names = &t->names, .budget = &np->budget};
     np->tun = t;
     rc = tun_serve(t, fds);
     if (rc < 0) {
