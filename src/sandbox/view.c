@@ -780,6 +780,56 @@ int sandbox_view_seal_cgroups(const struct sandbox_spec *s, const char **step)
     return rc;
 }
 
+/* ---- what the view's watch looks at ---------------------------------------------- */
+
+/* The view's own mounts a host's change could take away (a protected name's read-only
+ * bind, a cover, a root attached from a clone), as they were when it was complete. */
+struct kept_mount {
+    char *path;
+    uint64_t mnt_id;
+};
+static struct kept_mount *kept;
+static size_t nkept;
+
+#define SB_STATX_MNT_ID 0x1000U
+
+/* The mount id of path when it is the root of a mount; 0 when it is not one (or gone). */
+static uint64_t mount_root_id(const char *path)
+{
+    struct statx sx;
+    if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, SB_STATX_MNT_ID, &sx) < 0) return 0;
+    if (!(sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) ||
+        !(sx.stx_attributes & STATX_ATTR_MOUNT_ROOT) || !(sx.stx_mask & SB_STATX_MNT_ID))
+        return 0;
+    return sx.stx_mnt_id;
+}
+
+static void keep_mounts_of(const char *const *list)
+{
+    for (; list && *list; list++) {
+        uint64_t id = mount_root_id(*list);
+        if (!id) continue;
+        kept = xrealloc(kept, (nkept + 1) * sizeof *kept);
+        kept[nkept++] = (struct kept_mount){xstrdup(*list), id};
+    }
+}
+
+void sandbox_view_keep(const struct sandbox_spec *s)
+{
+    keep_mounts_of(s->protected_names);
+    keep_mounts_of(s->denied);
+    keep_mounts_of(s->readonly_sub);
+    keep_mounts_of(s->writable);
+    keep_mounts_of(s->readable);
+}
+
+bool sandbox_view_kept(void)
+{
+    for (size_t i = 0; i < nkept; i++)
+        if (mount_root_id(kept[i].path) != kept[i].mnt_id) return false;
+    return true;
+}
+
 int sandbox_view_build(const struct sandbox_spec *s, const char **step)
 {
     struct view v = {.s = s};

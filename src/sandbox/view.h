@@ -19,6 +19,16 @@
  * or -errno with *step naming what failed (static text). */
 int sandbox_view_build(const struct sandbox_spec *s, const char **step);
 
+/* Once the view is complete: records the mounts of it that a host's change could take
+ * away (each path of s's lists that is the root of a mount now: a protected name's
+ * read-only bind, a cover, a root), for sandbox_view_kept. */
+void sandbox_view_keep(const struct sandbox_spec *s);
+
+/* Whether every mount sandbox_view_keep recorded is still there, the same mount at the
+ * same path. The mount table changes for reasons of the host's own too (a container's
+ * mount point removed, a disk mounted): only these mean the view lost something. */
+bool sandbox_view_kept(void);
+
 /* Makes every cgroup file system of the view built for s read-only (recursively): a
  * sandbox capped by its cgroups (cgroup_caps.h) would otherwise leave it, or raise
  * its pids.max, wherever the view shows cgroupfs writable (a full-disk policy, a
