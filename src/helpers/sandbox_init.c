@@ -252,6 +252,7 @@ static int prepare_confinement(const struct sandbox_spec *spec, struct sandbox_c
     /* The view is complete: from now on any change of this namespace's mount table
      * is the host removing or moving something a mount sits on (the command can
      * mount nothing), and a protected name's read-only mount would be gone with it. */
+    sandbox_view_keep(spec);
     view_watch_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
     if (view_watch_fd < 0) {
         *step = "watch the mount table";
@@ -277,7 +278,8 @@ bool sandbox_view_intact(void)
     if (view_watch_fd < 0) return true;
     struct pollfd p[2];
     view_watch_pollfds(p);
-    return poll(p, 2, 0) == 0;
+    if (poll(p, 2, 0) <= 0) return true;
+    return !p[1].revents && sandbox_view_kept();
 }
 
 /* ---- 8. the command's confinement ----------------------------------------------------- */
@@ -512,7 +514,10 @@ static __attribute__((noreturn)) void supervise(struct supervision *s)
          * at once a second */
         int timeout = s->broker.nwaiting ? 1000 : -1;
         if (poll(p, (nfds_t)np, timeout) < 0 && errno != EINTR) _exit(1);
-        if (p[1].revents || p[2].revents) view_lost(s);
+        /* The mount table changes for the host's own reasons too (a container's mount
+         * point removed, a disk mounted): only a change to the view's own mounts ends
+         * the sandbox. */
+        if ((p[1].revents && !sandbox_view_kept()) || p[2].revents) view_lost(s);
         net_guard_serve_pending(&s->guard, &s->nf, p + gfirst, bfirst - gfirst);
         fs_broker_serve_waiting(&s->broker, &s->nf, p + bfirst, np - bfirst);
         if (p[nfi].revents & POLLIN) serve_notification(s);

@@ -2585,6 +2585,40 @@ def test_every_way_to_write(_):
 
 
 @needs_own_server
+def test_host_mounts_come_and_go(_):
+    """The host's own mount table changes while a sandbox runs (a container started and
+    removed beside it: its mount point, in the sandbox's copy of the tree, is detached
+    when the host removes the directory). The view's watch must not take that for a
+    lost mount of its own: the command goes on (it was killed, "a path its view mounts
+    on was removed", and long commands died whenever podman cleaned up beside them)."""
+    w = world()
+    if os.geteuid() != 0:
+        raise TestSkip("mounting on the host needs root")
+    v = Verdicts()
+    for mode in MODES:
+        if no_namespaces(w):
+            break  # no view, no watch
+        m = tempfile.mkdtemp(prefix="hostmount-", dir=w.top)
+        subprocess.run(["mount", "-t", "tmpfs", "hostmount", m], check=True)
+        ws = w.fresh_ws()
+        gate = ws + "/go"
+        pid = pid_name(w, "mounts")
+        w.s.start(pid, ["/bin/sh", "-c", "echo started; while [ ! -e go ]; do sleep 0.05; done; "
+                        "echo went-on"], cwd=uri(ws), sandbox=policy(mode[1], ws, mode[2]),
+                  env={"PATH": "/usr/bin:/bin"})
+        w.s.wait_for(lambda: b"started" in w.s.output_so_far(pid)["stdout"],
+                     what="the command to start")
+        subprocess.run(["umount", m], check=True)
+        os.rmdir(m)  # detaches the sandbox's copy of the mount
+        w.write(gate, "")
+        out = w.s.collect_until_closed(pid, timeout=60)
+        text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+        v.check(mode, "went on", "went-on" in text and out["exit_code"] == 0,
+                "exit %s: %s" % (out["exit_code"], text[-300:]))
+    v.done()
+
+
+@needs_own_server
 def test_terminate_ends_what_left_the_session(_):
     """process/terminate of a sandboxed command whose children left its session and
     process group (setsid, a double fork): none of them outlives it. With a PID
