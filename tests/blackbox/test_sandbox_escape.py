@@ -40,6 +40,7 @@ import uuid
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *  # noqa
 import seccomp_filter as sf  # noqa
+import containers  # noqa
 from sandbox_attack import (Daemon, dump_filters, find_marked, find_probe, parse,  # noqa
                             policy, sandboxed_sleeper, scratch, special, uri, world_copy)
 from test_sandbox import helper_pids, landlock_abi  # noqa
@@ -124,12 +125,12 @@ class World:
         self.tcp_port = self.daemon_tcp.sock.getsockname()[1]
         for d in (self.daemon_path, self.daemon_abstract, self.daemon_tcp):
             self.cleanup.append(d.close)
-        self.spawn_unrelated()
-        self.cleanup.append(self.stop_unrelated)
         self.srv = self.start_server()
         with open("/proc/%d/status" % self.srv.pid) as f:
             uid = int(re.search(r"^Uid:\s+(\d+)", f.read(), re.M).group(1))
         assert uid == self.uid, "the server runs as uid %d, not %d" % (uid, self.uid)
+        self.spawn_unrelated()  # (in a container, beside the server: after it)
+        self.cleanup.append(self.stop_unrelated)
         self.s = self.srv.session()
         self.start_tty_victim()
 
@@ -164,11 +165,16 @@ class World:
         os.chown(path, self.uid, self.gid)
 
     def spawn_unrelated(self):
-        """An unrelated process of the server's uid with a secret in its environment."""
-        self.unrelated = subprocess.Popen(
-            ["sleep", "3600"], env={"PATH": "/usr/bin:/bin", "MY_SECRET_TOKEN": SECRET,
-                                    "PROBETAG": "unrelated-" + self.tag},
-            **self.drop_kw())
+        """An unrelated process of the server's uid with a secret in its environment;
+        where the server runs in a container, in that container (its pid is the one the
+        server's world sees)."""
+        env = {"PATH": "/usr/bin:/bin", "MY_SECRET_TOKEN": SECRET,
+               "PROBETAG": "unrelated-" + self.tag}
+        if self.srv.container:
+            self.unrelated = containers.Beside(self.srv.pid, ["sleep", "3600"], env,
+                                               user=(self.uid, self.gid))
+            return
+        self.unrelated = subprocess.Popen(["sleep", "3600"], env=env, **self.drop_kw())
 
     def stop_unrelated(self):
         self.unrelated.kill()
@@ -216,17 +222,16 @@ class World:
         # not root a HOME of its own (the reference keeps helper binaries in
         # $HOME/.codex and refuses a home under /tmp; /var/tmp is accepted).
         env = ["ESCAPE_SERVER_SECRET=" + SERVER_SECRET] + list(extra_env)
-        drop = []
         if self.switched:
             home = self.mkdir(tempfile.mkdtemp(prefix="escape-home-", dir="/var/tmp" if
                                                os.path.isdir("/var/tmp") else None))
             self.cleanup.append(lambda: shutil.rmtree(home, ignore_errors=True))
             env += ["HOME=" + home, "CODEX_HOME=" + self.mkdir(os.path.join(home, ".codex"))]
-            drop = ["setpriv", "--reuid=%d" % self.uid, "--regid=%d" % self.gid,
-                    "--clear-groups", "--"]
         if not getattr(self, "cmd", None):
             self.cmd = self.server_cmd()  # copied once: a second server runs the same file
-        srv = Server(cmd=drop + ["env"] + env + self.cmd, reference=IS_REF, start=False)
+        # (the user is switched where the container, if any, needs it: harness.Server)
+        srv = Server(cmd=["env"] + env + self.cmd, reference=IS_REF, start=False,
+                     user=(self.uid, self.gid) if self.switched else None)
         os.chmod(srv.workdir, 0o755)  # its cwd, for a user who is not root
         srv.start()
         return srv
@@ -408,7 +413,7 @@ def run_cases(w, cases, ws_kind=None, modes=MODES, post=None, env=None):
     v = Verdicts()
     for mode in modes:
         ws = w.fresh_ws(ws_kind)
-        subst = {"ws": ws, "out": w.out, "srv": w.srv.pid, "unrel": w.unrelated.pid,
+        subst = {"ws": ws, "out": w.out, "srv": w.srv.inner_pid, "unrel": w.unrelated.pid,
                  "pts": w.victim_pts, "sock": w.sock_path, "abs": w.abstract,
                  "port": w.tcp_port}
         attempts = [a.format(**subst) for a, _, _ in cases]
@@ -511,7 +516,7 @@ def test_proc_isolation(_):
     v = Verdicts()
     for mode in MODES:
         ws = w.fresh_ws()
-        subst = {"srv": w.srv.pid, "unrel": w.unrelated.pid, "out": w.out}
+        subst = {"srv": w.srv.inner_pid, "unrel": w.unrelated.pid, "out": w.out}
         attempts = [a.format(**subst) for a, _, _ in cases]
         results, text = probe(w, mode, attempts, ws)
         judge(v, mode, results, [(k, e) for _, k, e in cases if k])
@@ -525,11 +530,11 @@ def test_proc_isolation(_):
         v.check(mode, "environ", "needle=yes" not in d, "the unrelated process's secret: " + d)
         # and with a shell, the way the issue found it
         out, stext = shell(w, mode, "cat /proc/%d/environ /proc/%d/environ; ls /proc"
-                           % (w.srv.pid, w.unrelated.pid), ws)
+                           % (w.srv.inner_pid, w.unrelated.pid), ws)
         for secret in (SECRET, SERVER_SECRET):
             v.check(mode, "cat environ", secret not in stext, "%r printed" % secret)
         listed = set(re.findall(r"^(\d+)$", out["stdout"].decode(errors="replace"), re.M))
-        v.check(mode, "ls /proc", str(w.srv.pid) not in listed and
+        v.check(mode, "ls /proc", str(w.srv.inner_pid) not in listed and
                 str(w.unrelated.pid) not in listed, "host pids listed: %s" % sorted(listed)[:20])
     v.done()
 
@@ -577,7 +582,7 @@ def test_kill_server(_):
     v = Verdicts()
     for mode in MODES:
         ws = w.fresh_ws()
-        res, _ = probe(w, mode, ["killterm=%d" % w.srv.pid], ws)
+        res, _ = probe(w, mode, ["killterm=%d" % w.srv.inner_pid], ws)
         judge(v, mode, res, [("killterm", PID)])
         v.check(mode, "server", w.srv.alive(), "the server was killed from the sandbox")
         if not w.srv.alive():
@@ -1594,7 +1599,7 @@ def test_fs_path_tricks(_):
             "/pct2",
             "file://" + ws + "/" + rel_out.replace("/", "%2F") + "/pct3",
             "file:///proc/self/root" + w.out + "/procroot",
-            "file:///proc/%d/root%s/srvroot" % (w.srv.pid, w.out),
+            "file:///proc/%d/root%s/srvroot" % (w.srv.inner_pid, w.out),
             "file://" + w.out + "/plain",
         ]
         for t in targets:
@@ -1607,9 +1612,10 @@ def test_fs_path_tricks(_):
                                                "sandbox": sb})
         v.check(mode, "fs/createDirectory ..", not os.path.exists(
             os.path.join(os.path.dirname(ws), "escape-dir")), "created: %s" % m)
-        for path, secret in [("/proc/%d/environ" % w.srv.pid, SERVER_SECRET),
+        for path, secret in [("/proc/%d/environ" % w.srv.inner_pid, SERVER_SECRET),
                              ("/proc/%d/environ" % w.unrelated.pid, SECRET),
-                             ("/proc/%d/root/proc/%d/environ" % (w.srv.pid, w.srv.pid),
+                             ("/proc/%d/root/proc/%d/environ" % (w.srv.inner_pid,
+                                                                 w.srv.inner_pid),
                               SERVER_SECRET)]:
             m = w.s.request("fs/readFile", {"path": uri(path), "sandbox": sb})
             data = unb64(m["result"]["dataBase64"]) if "result" in m else b""
@@ -1961,7 +1967,7 @@ def test_resolver_client_that_never_reads(_):
     quarantine of freed memory off (a release build ignores the variable): the freed
     answers would fill it and be counted."""
     w = world()
-    if not os.path.exists("/dev/net/tun"):
+    if not os.path.exists(w.srv.host_path("/dev/net/tun")):  # where the server runs
         print("  SKIP: no /dev/net/tun on this host")
         return
     v = Verdicts()
@@ -2062,6 +2068,11 @@ if __name__ == "__main__":
     if os.geteuid() != 0:
         print("NOTE: not root: the server runs as uid %d (ESCAPE_USER=%s cannot be honoured)"
               % (os.geteuid(), want))
+    elif CONTAINER and want == "unprivileged":
+        # (bubblewrap runs as that user, and may be refused a user namespace there)
+        uid = int(os.environ.get("ESCAPE_UID", "65534"))
+        containers.require(CONTAINER, (uid, pwd.getpwuid(uid).pw_gid if World._known(uid)
+                                       else uid))
     print("escape suite: server as %s" % ("uid %s" % os.environ.get("ESCAPE_UID", "65534")
                                         if want == "unprivileged" and os.geteuid() == 0
                                         else "uid %d" % os.geteuid()))
