@@ -243,14 +243,14 @@ def _environ(pid):
         return None
 
 
-def _stat(pid):
+def proc_stat(pid):
+    """(comm, state, ppid, start time) of pid from /proc/PID/stat; None when it is gone."""
     try:
         with open("/proc/%d/stat" % pid) as f:
             s = f.read()
     except OSError:
         return None
     rest = s[s.rfind(")") + 2:].split()
-    # comm, state, ppid, start time
     return s[s.find("(") + 1:s.rfind(")")], rest[0], int(rest[1]), int(rest[19])
 
 
@@ -264,7 +264,7 @@ def marked(var, value):
             continue
         env = _environ(int(d))
         if env and needle in env:
-            st = _stat(int(d))
+            st = proc_stat(int(d))
             if st and st[1] not in ("Z", "X"):
                 out[int(d)] = (st[0], st[2], st[3])
     return out

@@ -1034,13 +1034,8 @@ MARKER = "bb-" + uuid.uuid4().hex[:12]
 
 
 def _proc_stat(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            s = f.read()
-    except OSError:
-        return None
-    rest = s[s.rfind(")") + 2:].split()
-    return rest[0], int(rest[1])  # state, ppid
+    st = containers.proc_stat(pid)
+    return st and st[1:3]  # state, ppid
 
 
 def all_pids():
