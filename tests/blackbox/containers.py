@@ -50,6 +50,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 SHARED = ("/tmp", "/var/tmp", "/dev/shm")
 
+# Variables podman adds to the environment it hands on (--env-host) when the caller has
+# none: its own TMPDIR=/var/tmp (where it copies images) made the reference refuse to
+# make its helper aliases under a home in /var/tmp, and HOSTNAME.
+PODMAN_ADDS = ("TMPDIR", "HOSTNAME")
+
 # Processes of the container machinery that carry the mark but are not the server.
 MACHINERY = ("podman", "conmon", "podman-init", "catatonit", "bwrap")
 
@@ -172,7 +177,11 @@ def prefix(kind, cwd, shares=(), name=None):
         cmd += ["-v", "%s:%s" % (d, d)]
     if kind == "docker-seccomp":
         cmd += ["--security-opt", "seccomp=" + docker_profile_path()]
-    return cmd + ["-w", cwd, "--rootfs", "/:O"]
+    cmd += ["-w", cwd, "--rootfs", "/:O"]
+    unset = [v for v in PODMAN_ADDS if v not in os.environ]
+    if unset:  # (env execs the command: it is the container's process still)
+        cmd += ["env"] + ["--unset=" + v for v in unset]
+    return cmd
 
 
 def wrap(kind, argv, cwd, user=None, shares=(), name=None):
