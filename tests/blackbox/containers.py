@@ -24,6 +24,10 @@ grandchild of conmon in another PID namespace), ns_pid() gives its number where 
 (what a command it starts would call it), and Beside starts a process in its namespaces
 (a neighbour in the same container).
 
+Run as a program (`python3 tests/blackbox/containers.py --help`), it runs the sandbox
+suites in every place, ours and the reference, as root and as uid 65534, and prints a
+table of every test's result in each.
+
 podman here: crun refuses this machine's hybrid cgroup layout, hence runc; and root lacks
 CAP_SYS_RESOURCE, so the container's limits must not exceed podman's own (see
 podman_ulimits)."""
@@ -398,12 +402,16 @@ def print_table(runs):
 def main(argv):
     import argparse
     ap = argparse.ArgumentParser(description="the sandbox suites inside containers, by hand")
-    ap.add_argument("--kinds", default=",".join(KINDS))
+    ap.add_argument("--kinds", default=",".join(KINDS),
+                    help="comma-separated places (host too); default: %(default)s")
     ap.add_argument("--servers", default="ours,ref", help="ours and/or ref")
-    ap.add_argument("--users", default="root,unprivileged", help="the escape suite's")
-    ap.add_argument("--suites", default=",".join(SUITES))
-    ap.add_argument("--build", default=os.path.join(REPO, "build", "asan"))
-    ap.add_argument("--logs", default=None, help="directory for each run's output")
+    ap.add_argument("--users", default="root,unprivileged",
+                    help="the escape suite's server: root and/or unprivileged (uid 65534)")
+    ap.add_argument("--suites", default=",".join(SUITES), help="default: %(default)s")
+    ap.add_argument("--build", default=os.path.join(REPO, "build", "asan"),
+                    help="the build tree of ours (exec-server, escape-probe)")
+    ap.add_argument("--logs", default=None,
+                    help="directory for each run's output (default: a new one in /tmp)")
     a = ap.parse_args(argv)
     logs = a.logs or tempfile.mkdtemp(prefix="execbb-containers-")
     os.makedirs(logs, exist_ok=True)
