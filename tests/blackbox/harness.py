@@ -135,9 +135,10 @@ def sha256(data):
 
 class Server:
     def __init__(self, ttl=None, cmd=None, listen="ws://127.0.0.1:0", extra_args=(),
-                 reference=None, start=True, user=None):
+                 reference=None, start=True, user=None, container=CONTAINER):
         """user: (uid, gid) to run the command as (setpriv; root only), placed where the
-        container needs it."""
+        container needs it; container: where it runs (containers.KINDS; None: here),
+        EXEC_SERVER_CONTAINER's by default."""
         if reference is None:
             reference = IS_REF if cmd is None else False
         self.reference = reference
@@ -163,7 +164,7 @@ class Server:
         self.port = None
         self.stderr_file = tempfile.TemporaryFile()
         self.workdir = tempfile.mkdtemp(prefix="execbb-")
-        self.container = CONTAINER
+        self.container = container
         self.mark = uuid.uuid4().hex  # in its environment: finds it inside a container
         self._pid = None
         self.cmd = containers.wrap(self.container, cmd, self.workdir, user, name=self.mark,
