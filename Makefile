@@ -3,9 +3,12 @@
 #   make run    release build, then start the server on the default address
 #   make install  release build, then install everything under PREFIX (default /usr/local)
 #   make test   ASan+UBSan build into build/asan/, then every test through ctest
-#               (including a few seconds of each fuzz target, built into build/fuzz/);
+#               (including a few seconds of each fuzz target, built into build/fuzz/)
+#               but those labelled containers-by-hand (for their time);
 #               warnings are errors (EXEC_WERROR) in the builds of test, fuzz and valgrind;
 #               each "SKIP: why" a test printed is repeated at the end (e.g. no npm)
+#   make test-containers  the same build, then every sandbox suite run with the server
+#               inside a container (ctest -L containers; tests/blackbox/containers.py)
 #   make release-check  Release builds (-O3) with gcc and with clang into build/release-*,
 #               warnings as errors (what .ci/run adds to make test, with the formatting check)
 #   make bench  release build, then bench/exec-bench against ours and the reference
@@ -35,8 +38,8 @@ CMAKE_GEN := -G Ninja
 
 WERROR    := -DEXEC_WERROR=ON
 
-.PHONY: all deps run test soak bench fuzz fuzz-build valgrind clean install release-check \
-        release-gcc release-clang
+.PHONY: all deps run test test-containers soak bench fuzz fuzz-build valgrind clean install \
+        release-check release-gcc release-clang
 
 all: deps
 	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -60,9 +63,16 @@ test: deps fuzz-build
 	cmake -S . -B $(ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DEXEC_SANITIZE=ON $(WERROR) \
 	      -DEXEC_FUZZ_BUILD_DIR=$(abspath $(FUZZ)) >/dev/null
 	cmake --build $(ASAN)
-	cd $(ASAN) && { ctest -j2 --output-on-failure --timeout 300; rc=$$?; \
+	cd $(ASAN) && { ctest -j2 --output-on-failure --timeout 300 -LE containers-by-hand; \
+	  rc=$$?; \
 	  awk '/^[0-9]+\/[0-9]+ Test: /{t=$$3} /^SKIP: /{print "SKIP in " t ": " substr($$0, 7)}' \
 	    Testing/Temporary/LastTest.log; exit $$rc; }
+
+test-containers: deps
+	cmake -S . -B $(ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DEXEC_SANITIZE=ON $(WERROR) \
+	      -DEXEC_FUZZ_BUILD_DIR=$(abspath $(FUZZ)) >/dev/null
+	cmake --build $(ASAN)
+	cd $(ASAN) && ctest -L containers --output-on-failure
 
 SOAK_SECONDS ?= 900
 soak: deps

@@ -16,6 +16,15 @@ Running our server under a wrapper (e.g. valgrind, see `make valgrind`):
                                      reference's); EXEC_TEST_TIMEOUT_SCALE=N stretches
                                      every deadline N times (default 1; 8 with a wrapper).
 
+Running the server inside a container (tests/blackbox/containers.py):
+  EXEC_SERVER_CONTAINER=podman|docker-seccomp|no-userns
+                                     every Server, ours or the reference, and whatever
+                                     command a test gives it, runs in a fresh one; srv.pid
+                                     is still the server's own process as the host sees it
+                                     (srv.inner_pid: as it sees itself; srv.host_path(p):
+                                     its file p from the host). The run skips (77) only
+                                     when that place cannot start anything here.
+
 Selecting the server under test:
   EXEC_SERVER=/path/to/exec-server   (set by ctest)
   EXEC_SERVER=ref                    run against the installed reference (`codex exec-server`)
@@ -24,6 +33,7 @@ Tests that check behaviour where ours deliberately differs from the reference ("
 PROTOCOL.md) are decorated with @ours_only and are skipped against the reference.
 """
 
+import atexit
 import base64
 import glob
 import hashlib
@@ -43,6 +53,9 @@ import traceback
 import uuid
 
 import codex_ref  # beside this file: where the reference codex is, and installing it
+import containers  # beside this file: the places the server can be run in
+
+CONTAINER = containers.selected()
 
 WRAPPER = shlex.split(os.environ.get("EXEC_SERVER_WRAPPER", ""))
 # Extra arguments for our server wherever a test starts it (EXEC_SERVER_ARGS="--sandbox-mode
@@ -125,7 +138,10 @@ def sha256(data):
 
 class Server:
     def __init__(self, ttl=None, cmd=None, listen="ws://127.0.0.1:0", extra_args=(),
-                 reference=None, start=True):
+                 reference=None, start=True, user=None, container=CONTAINER):
+        """user: (uid, gid) to run the command as (setpriv; root only), placed where the
+        container needs it; container: where it runs (containers.KINDS; None: here),
+        EXEC_SERVER_CONTAINER's by default."""
         if reference is None:
             reference = IS_REF if cmd is None else False
         self.reference = reference
@@ -144,7 +160,6 @@ class Server:
             cmd += list(extra_args)
             if not reference:
                 cmd = WRAPPER + cmd + SERVER_ARGS
-        self.cmd = cmd
         self.listen = listen
         self.proc = None
         self.url = None
@@ -152,18 +167,44 @@ class Server:
         self.port = None
         self.stderr_file = tempfile.TemporaryFile()
         self.workdir = tempfile.mkdtemp(prefix="execbb-")
+        self.container = container
+        self.mark = uuid.uuid4().hex  # in its environment: finds it inside a container
+        self._pid = None
+        self.cmd = containers.wrap(self.container, cmd, self.workdir, user, name=self.mark,
+                                   shares=(os.environ.get("EXEC_BUILD_DIR"),
+                                           os.path.dirname(SERVER_PATH or "")))
         if start:
             self.start()
 
     def start(self):
         # the reference's own home kept out of the temporary directory (codex_ref.server_env)
         env = codex_ref.server_env() if self.reference else None
+        if self.container:
+            env = dict(env or os.environ, **{containers.MARK_VAR: self.mark})
         self.proc = subprocess.Popen(
             self.cmd, stdin=subprocess.PIPE if self.listen == "stdio" else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=self.stderr_file, cwd=self.workdir, env=env)
+        if self.container:
+            # a container outlives its podman client: one this process has not stopped
+            # is killed as it exits
+            _contained.add(self)
+            try:
+                self.read_url()
+                if self.listen != "stdio":  # (it has exec'd the server by now)
+                    self.find_pid()  # now, while nothing else of it runs
+            except BaseException:
+                self.kill()
+                raise
+        else:
+            self.read_url()
+
+    def read_url(self):
         if self.listen == "stdio":
             return
-        deadline = time.monotonic() + DEFAULT_TIMEOUT
+        t0 = time.monotonic()
+        # (a container's own start is not the server's: it has a deadline of its own)
+        deadline = time.monotonic() + DEFAULT_TIMEOUT + (
+            containers.START_ALLOWANCE if self.container else 0)
         line = b""
         fd = self.proc.stdout.fileno()
         while not line.endswith(b"\n"):
@@ -171,7 +212,7 @@ class Server:
             if left <= 0:
                 self.kill()
                 raise Timeout("server did not print its URL within %ss; got %r; stderr:\n%s"
-                              % (DEFAULT_TIMEOUT, line, self.stderr_text()))
+                              % (deadline - t0, line, self.stderr_text()))
             r, _, _ = select.select([fd], [], [], left)
             if r:
                 b = os.read(fd, 1)
@@ -203,7 +244,29 @@ class Server:
 
     @property
     def pid(self):
-        return self.proc.pid
+        """The server's own process, as the host numbers it: the child, or inside a
+        container the process that carries the mark (containers.find_server)."""
+        return self.find_pid() if self.container else self.proc.pid
+
+    def find_pid(self):
+        if self._pid is None:
+            self._pid = wait_until(lambda: containers.find_server(self.mark) or (
+                self.proc.poll() is not None and -1), 10 * TIMEOUT_SCALE,
+                "the server's process in the %s container" % self.container)
+            assert self._pid > 0, "the container exited (rc=%s); stderr:\n%s" % (
+                self.proc.returncode, self.stderr_text())
+        return self._pid
+
+    @property
+    def inner_pid(self):
+        """The server's pid where it runs (its own PID namespace): what a command it
+        starts, or a path it is sent (/proc/N/...), calls it."""
+        return containers.ns_pid(self.pid) if self.container else self.pid
+
+    def host_path(self, path):
+        """The server's file `path` as the host reaches it (through its root inside a
+        container, whose /dev and / are its own)."""
+        return "/proc/%d/root%s" % (self.pid, path) if self.container else path
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
@@ -233,12 +296,11 @@ class Server:
         if self.proc is None:
             return None
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.signal(signal.SIGTERM)
             try:
                 self.proc.wait(15 * TIMEOUT_SCALE)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+                self.kill()
                 if check:
                     raise AssertionError("server did not exit within 15 s of SIGTERM; stderr:\n"
                                          + self.stderr_text())
@@ -254,9 +316,32 @@ class Server:
                 assert bad not in err, "sanitizer report in server stderr:\n" + err[-6000:]
         return rc
 
+    def signal(self, sig):
+        """Sends sig to the server itself (in a container, not to the machinery around
+        it, which passes on only some signals, or none)."""
+        pid = self.proc.pid
+        if self.container:
+            pid = self._pid or containers.find_server(self.mark) or pid
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
     def kill(self):
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
+            if self.container:
+                # the server first: a container outlives a killed podman client
+                pid = self._pid or containers.find_server(self.mark)
+                if pid:
+                    self.signal(signal.SIGKILL)
+                    try:
+                        self.proc.wait(10 * TIMEOUT_SCALE)
+                    except subprocess.TimeoutExpired:
+                        pass
+                if self.proc.poll() is None:
+                    containers.discard(self.container, self.mark)
+            if self.proc.poll() is None:
+                self.proc.kill()
             self.proc.wait(5)
         self.cleanup()
 
@@ -264,8 +349,18 @@ class Server:
         """Remove the server's scratch working directory (once the server is gone)."""
         if self.proc is not None and self.proc.poll() is None:
             return
+        _contained.discard(self)
         import shutil
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+_contained = set()  # servers in a container, not stopped yet
+
+
+@atexit.register
+def _kill_contained():
+    for srv in list(_contained):
+        srv.kill()
 
 
 # ---------------------------------------------------------------------------------------
@@ -943,13 +1038,8 @@ MARKER = "bb-" + uuid.uuid4().hex[:12]
 
 
 def _proc_stat(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            s = f.read()
-    except OSError:
-        return None
-    rest = s[s.rfind(")") + 2:].split()
-    return rest[0], int(rest[1])  # state, ppid
+    st = containers.proc_stat(pid)
+    return st and st[1:3]  # state, ppid
 
 
 def all_pids():
@@ -1252,7 +1342,10 @@ def run_tests(namespace, per_test_timeout=60):
     if SERVER_PATH is None:
         print("SKIP: no server binary (set EXEC_SERVER)")
         sys.exit(SKIP)
-    print("server under test: %s%s" % (SERVER_PATH, " (reference)" if IS_REF else ""))
+    if CONTAINER:
+        containers.require(CONTAINER)
+    print("server under test: %s%s%s" % (SERVER_PATH, " (reference)" if IS_REF else "",
+                                         " in " + CONTAINER if CONTAINER else ""))
     only = set(sys.argv[1:])
     tests = [(n, f) for n, f in namespace.items()
              if n.startswith("test_") and callable(f) and (not only or n in only)]

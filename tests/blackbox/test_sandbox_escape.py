@@ -40,6 +40,7 @@ import uuid
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *  # noqa
 import seccomp_filter as sf  # noqa
+import containers  # noqa
 from sandbox_attack import (Daemon, dump_filters, find_marked, find_probe, parse,  # noqa
                             policy, sandboxed_sleeper, scratch, special, uri, world_copy)
 from test_sandbox import helper_pids, landlock_abi, serving_helper  # noqa
@@ -79,11 +80,13 @@ class ns_only:
     """Only a namespace stops this: where the server sandboxes without namespaces
     (--sandbox-mode landlock, or a host that refuses them: docs/SANDBOX.md, "Without
     namespaces", which names each such attempt and why), the answer is printed, not
-    judged; with namespaces ours must meet `ours`."""
+    judged; with namespaces ours must meet `ours`. `when` says where the namespace is
+    missing (no_namespaces, or shared_proc for a /proc of the sandbox's own)."""
 
-    def __init__(self, why, ours):
+    def __init__(self, why, ours, when=None):
         self.why = why
         self.ours = ours
+        self.when = when or no_namespaces
 
 
 OK = "ok"  # a positive control: the sandbox must allow it (or the denials prove nothing)
@@ -92,6 +95,16 @@ OK = "ok"  # a positive control: the sandbox must allow it (or the denials prove
 def no_namespaces(w):
     """Whether ours sandboxes without namespaces (environment/info's sandbox.mode)."""
     return not IS_REF and w.mode == "landlock"
+
+
+def shared_proc(w):
+    """Whether the sandbox's /proc is the host's (or the container's) rather than one of
+    its own: without namespaces, or where the kernel refuses a fresh one (inside podman's
+    containers, under bubblewrap: environment/info's sandbox.hostProc; the reference then
+    starts bubblewrap without --proc)."""
+    if IS_REF:
+        return bool(CONTAINER)
+    return w.mode == "landlock" or w.host_proc
 
 
 # ---------------------------------------------------------------------------------------
@@ -140,16 +153,17 @@ class World:
         self.tcp_port = self.daemon_tcp.sock.getsockname()[1]
         for d in (self.daemon_path, self.daemon_abstract, self.daemon_tcp):
             self.cleanup.append(d.close)
-        self.spawn_unrelated()
-        self.cleanup.append(self.stop_unrelated)
         self.srv = self.start_server()
         with open("/proc/%d/status" % self.srv.pid) as f:
             uid = int(re.search(r"^Uid:\s+(\d+)", f.read(), re.M).group(1))
         assert uid == self.uid, "the server runs as uid %d, not %d" % (uid, self.uid)
+        self.spawn_unrelated()  # (in a container, beside the server: after it)
+        self.cleanup.append(self.stop_unrelated)
         self.s = self.srv.session()
         info = self.s.call("environment/info", {})
         self.mode = info.get("sandbox", {}).get("mode", "namespaces")
-        print("sandbox mode: %s" % self.mode)
+        self.host_proc = info.get("sandbox", {}).get("hostProc", False)
+        print("sandbox mode: %s%s" % (self.mode, ", the host's /proc" if self.host_proc else ""))
         self.start_tty_victim()
 
     @staticmethod
@@ -183,11 +197,16 @@ class World:
         os.chown(path, self.uid, self.gid)
 
     def spawn_unrelated(self):
-        """An unrelated process of the server's uid with a secret in its environment."""
-        self.unrelated = subprocess.Popen(
-            ["sleep", "3600"], env={"PATH": "/usr/bin:/bin", "MY_SECRET_TOKEN": SECRET,
-                                    "PROBETAG": "unrelated-" + self.tag},
-            **self.drop_kw())
+        """An unrelated process of the server's uid with a secret in its environment;
+        where the server runs in a container, in that container (its pid is the one the
+        server's world sees)."""
+        env = {"PATH": "/usr/bin:/bin", "MY_SECRET_TOKEN": SECRET,
+               "PROBETAG": "unrelated-" + self.tag}
+        if self.srv.container:
+            self.unrelated = containers.Beside(self.srv.pid, ["sleep", "3600"], env,
+                                               user=(self.uid, self.gid))
+            return
+        self.unrelated = subprocess.Popen(["sleep", "3600"], env=env, **self.drop_kw())
 
     def stop_unrelated(self):
         self.unrelated.kill()
@@ -235,17 +254,16 @@ class World:
         # not root a HOME of its own (the reference keeps helper binaries in
         # $HOME/.codex and refuses a home under /tmp; /var/tmp is accepted).
         env = ["ESCAPE_SERVER_SECRET=" + SERVER_SECRET] + list(extra_env)
-        drop = []
         if self.switched:
             home = self.mkdir(tempfile.mkdtemp(prefix="escape-home-", dir="/var/tmp" if
                                                os.path.isdir("/var/tmp") else None))
             self.cleanup.append(lambda: shutil.rmtree(home, ignore_errors=True))
             env += ["HOME=" + home, "CODEX_HOME=" + self.mkdir(os.path.join(home, ".codex"))]
-            drop = ["setpriv", "--reuid=%d" % self.uid, "--regid=%d" % self.gid,
-                    "--clear-groups", "--"]
         if not getattr(self, "cmd", None):
             self.cmd = self.server_cmd()  # copied once: a second server runs the same file
-        srv = Server(cmd=drop + ["env"] + env + self.cmd, reference=IS_REF, start=False)
+        # (the user is switched where the container, if any, needs it: harness.Server)
+        srv = Server(cmd=["env"] + env + self.cmd, reference=IS_REF, start=False,
+                     user=(self.uid, self.gid) if self.switched else None)
         os.chmod(srv.workdir, 0o755)  # its cwd, for a user who is not root
         srv.start()
         return srv
@@ -404,7 +422,7 @@ def judge(v, mode, results, cases):
         if expect is None:  # run for its effect; the host checks judge it
             continue
         if isinstance(expect, ns_only):
-            if no_namespaces(WORLD):
+            if expect.when(WORLD):
                 print("    [%s] %s -> %s (namespace-only: %s)" % (
                     mode[0], key, got[0] if got else "missing", expect.why))
                 continue
@@ -433,7 +451,7 @@ def run_cases(w, cases, ws_kind=None, modes=MODES, post=None, env=None):
     v = Verdicts()
     for mode in modes:
         ws = w.fresh_ws(ws_kind)
-        subst = {"ws": ws, "out": w.out, "srv": w.srv.pid, "unrel": w.unrelated.pid,
+        subst = {"ws": ws, "out": w.out, "srv": w.srv.inner_pid, "unrel": w.unrelated.pid,
                  "pts": w.victim_pts, "sock": w.sock_path, "abs": w.abstract,
                  "port": w.tcp_port}
         attempts = [a.format(**subst) for a, _, _ in cases]
@@ -527,12 +545,13 @@ def test_proc_isolation(_):
     w = world()
     cases = [
         ("listproc={srv},{unrel}", "listproc",
-         ns_only("without a PID namespace /proc lists every process of the host or container",
-                 {"ENOENT"})),
+         ns_only("without a /proc of its own the sandbox lists every process of the host or "
+                 "container", {"ENOENT"}, shared_proc)),
         ("read=/proc/{unrel}/environ:%s" % SECRET, "read", PID),
         ("read=/proc/{srv}/environ:%s" % SERVER_SECRET, "read#2", PID),
         ("read=/proc/{srv}/cmdline", "read#3",
-         ns_only("a command line is readable by every process that sees the pid", PID)),
+         ns_only("a command line is readable by every process that sees the pid", PID,
+                 shared_proc)),
         ("mem={srv}", "mem", PID),
         ("mem={unrel}", "mem#2", PID),
         ("readlink=/proc/{srv}/root", "readlink", PID),
@@ -545,7 +564,7 @@ def test_proc_isolation(_):
     v = Verdicts()
     for mode in MODES:
         ws = w.fresh_ws()
-        subst = {"srv": w.srv.pid, "unrel": w.unrelated.pid, "out": w.out}
+        subst = {"srv": w.srv.inner_pid, "unrel": w.unrelated.pid, "out": w.out}
         attempts = [a.format(**subst) for a, _, _ in cases]
         results, text = probe(w, mode, attempts, ws)
         judge(v, mode, results, [(k, e) for _, k, e in cases if k])
@@ -559,13 +578,13 @@ def test_proc_isolation(_):
         v.check(mode, "environ", "needle=yes" not in d, "the unrelated process's secret: " + d)
         # and with a shell, the way the issue found it
         out, stext = shell(w, mode, "cat /proc/%d/environ /proc/%d/environ; ls /proc"
-                           % (w.srv.pid, w.unrelated.pid), ws)
+                           % (w.srv.inner_pid, w.unrelated.pid), ws)
         for secret in (SECRET, SERVER_SECRET):
             v.check(mode, "cat environ", secret not in stext, "%r printed" % secret)
         listed = set(re.findall(r"^(\d+)$", out["stdout"].decode(errors="replace"), re.M))
-        if no_namespaces(w):
-            continue  # the host's pids are listed without a PID namespace (listproc above)
-        v.check(mode, "ls /proc", str(w.srv.pid) not in listed and
+        if shared_proc(w):
+            continue  # the host's pids are listed without a /proc of its own (listproc above)
+        v.check(mode, "ls /proc", str(w.srv.inner_pid) not in listed and
                 str(w.unrelated.pid) not in listed, "host pids listed: %s" % sorted(listed)[:20])
     v.done()
 
@@ -613,7 +632,7 @@ def test_kill_server(_):
     v = Verdicts()
     for mode in MODES:
         ws = w.fresh_ws()
-        res, _ = probe(w, mode, ["killterm=%d" % w.srv.pid], ws)
+        res, _ = probe(w, mode, ["killterm=%d" % w.srv.inner_pid], ws)
         judge(v, mode, res, [("killterm", PID)])
         v.check(mode, "server", w.srv.alive(), "the server was killed from the sandbox")
         if not w.srv.alive():
@@ -1649,7 +1668,7 @@ def test_fs_path_tricks(_):
             "/pct2",
             "file://" + ws + "/" + rel_out.replace("/", "%2F") + "/pct3",
             "file:///proc/self/root" + w.out + "/procroot",
-            "file:///proc/%d/root%s/srvroot" % (w.srv.pid, w.out),
+            "file:///proc/%d/root%s/srvroot" % (w.srv.inner_pid, w.out),
             "file://" + w.out + "/plain",
         ]
         for t in targets:
@@ -1662,9 +1681,10 @@ def test_fs_path_tricks(_):
                                                "sandbox": sb})
         v.check(mode, "fs/createDirectory ..", not os.path.exists(
             os.path.join(os.path.dirname(ws), "escape-dir")), "created: %s" % m)
-        for path, secret in [("/proc/%d/environ" % w.srv.pid, SERVER_SECRET),
+        for path, secret in [("/proc/%d/environ" % w.srv.inner_pid, SERVER_SECRET),
                              ("/proc/%d/environ" % w.unrelated.pid, SECRET),
-                             ("/proc/%d/root/proc/%d/environ" % (w.srv.pid, w.srv.pid),
+                             ("/proc/%d/root/proc/%d/environ" % (w.srv.inner_pid,
+                                                                 w.srv.inner_pid),
                               SERVER_SECRET)]:
             m = w.s.request("fs/readFile", {"path": uri(path), "sandbox": sb})
             data = unb64(m["result"]["dataBase64"]) if "result" in m else b""
@@ -2122,7 +2142,7 @@ def test_resolver_client_that_never_reads(_):
     quarantine of freed memory off (a release build ignores the variable): the freed
     answers would fill it and be counted."""
     w = world()
-    if not os.path.exists("/dev/net/tun"):
+    if not os.path.exists(w.srv.host_path("/dev/net/tun")):  # where the server runs
         print("  SKIP: no /dev/net/tun on this host")
         return
     v = Verdicts()
@@ -2663,6 +2683,11 @@ if __name__ == "__main__":
     if os.geteuid() != 0:
         print("NOTE: not root: the server runs as uid %d (ESCAPE_USER=%s cannot be honoured)"
               % (os.geteuid(), want))
+    elif CONTAINER and want == "unprivileged":
+        # (bubblewrap runs as that user, and may be refused a user namespace there)
+        uid = int(os.environ.get("ESCAPE_UID", "65534"))
+        containers.require(CONTAINER, (uid, pwd.getpwuid(uid).pw_gid if World._known(uid)
+                                       else uid))
     print("escape suite: server as %s" % ("uid %s" % os.environ.get("ESCAPE_UID", "65534")
                                         if want == "unprivileged" and os.geteuid() == 0
                                         else "uid %d" % os.geteuid()))
