@@ -787,6 +787,19 @@ void sandbox_net_prepare(void)
         net_ahead_off = true;
         return;
     }
+    /* Coming home takes CAP_SYS_ADMIN in the user namespace that owns our network
+     * namespace: a spawner whose capabilities are those of a user namespace of its own
+     * (root in bubblewrap's, in a container's) can make a network namespace but not
+     * come back from it, and would exit after every start. Tried once, here, where it
+     * is a no-op. */
+    static bool home_tried;
+    if (!home_tried) {
+        home_tried = true;
+        if (setns(net_home, CLONE_NEWNET) < 0) {
+            net_ahead_off = true;
+            return;
+        }
+    }
     if (unshare(CLONE_NEWNET) < 0) {
         /* Not allowed here: every clone makes its own. Out of namespaces (ENOSPC,
          * ENOMEM): the next start tries again. */
