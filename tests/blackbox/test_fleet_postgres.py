@@ -150,6 +150,16 @@ def tear_down(a, b, socks):
     a.stop()
 
 
+def one_event_per_line(n):
+    """Every line of the node's log is one event, libpq's multi-line messages included
+    (their newlines and tabs escaped), as grep, journald and Loki expect."""
+    log = n.log()
+    assert "event=database result=unavailable detail=" in log, log[-2000:]
+    for line in log.splitlines():
+        assert re.match(r"\d{4}-\d\d-\d\dT[\d:.]+Z (error|warn|notice|info|debug) ", line), (
+            "a line that is not an event (a value's newline?): %r\n%s" % (line, log[-2000:]))
+
+
 @needs_own_server
 def test_database_goes_away_and_returns(_):
     a, b, env_ws, h_tok, c = attached_on_a("env-pg")
@@ -170,6 +180,7 @@ def test_database_goes_away_and_returns(_):
         for n in (a, b):
             n.wait_log(r"event=database result=unavailable")
             assert n.proc.poll() is None
+            one_event_per_line(n)
         assert fleet_lib.readyz(b.url) == 503, "/readyz said ready without a database"
         PG.start()
 
