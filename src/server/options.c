@@ -256,7 +256,8 @@ const struct opt_spec options_table[] = {
              "the secret in --ws-shared-secret-file; exp is required"},
     {.name = "ws-token-file", .meta = "PATH", .kind = OPT_STRING, .modes = OPT_BOTH,
      .section = SEC_WS_AUTH, TO(C.ws_token_file),
-     .help = "file holding the capability token (surrounding whitespace trimmed)"},
+     .help = "file holding the capability token (surrounding whitespace trimmed; at least 16 "
+             "bytes; refused when group or others may read it: chmod 600)"},
     {.name = "ws-token-sha256", .meta = "HEX", .kind = OPT_STRING, .modes = OPT_BOTH,
      .section = SEC_WS_AUTH, TO(C.ws_token_sha256),
      .help = "the token's SHA-256 as 64 hex digits, instead of the file"},

@@ -152,7 +152,7 @@ def test_fs_directory_targets_like_scp(srv):
 def test_token_file(_):
     need_client()
     fd, tok = tempfile.mkstemp(prefix="ec-tok-")
-    os.write(fd, b"  file-token-42\n")
+    os.write(fd, b"  file-token-42-5e7d09\n")
     os.close(fd)
     fd, empty = tempfile.mkstemp(prefix="ec-tok-")
     os.close(fd)
@@ -167,6 +167,12 @@ def test_token_file(_):
             assert r.returncode == 2 and b"holds no token" in r.stderr, r
             r = ec(srv, "--token-file", tok + ".missing", "run", "--", "true")
             assert r.returncode == 2 and b"No such file" in r.stderr, r
+            os.chmod(tok, 0o644)  # refused as ssh refuses such an identity file
+            r = ec(srv, "--token-file", tok, "run", "--", "true")
+            assert r.returncode == 2 and r.stderr == (
+                "exec-client: --token-file %s is open to group or others (mode 0644), so other "
+                "users of this host may read the token; it must be its owner's alone: run "
+                "`chmod 600 %s`\n" % (tok, tok)).encode(), r
     finally:
         os.unlink(tok)
         os.unlink(empty)
