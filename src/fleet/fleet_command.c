@@ -242,8 +242,16 @@ static int environments(struct fleet_db *db)
     for (size_t i = 0; i < r.nrows; i++) {
         const char *node = fleet_cell(&r, i, 4), *hb = fleet_cell(&r, i, 6);
         bool online = node && hb && strtoll(hb, NULL, 10) >= alive_after;
+        /* The latest of what the database knows: registered, attached or detached
+         * (last_seen_at), and its node's heartbeat while online; never before the
+         * registration, as the node's last beat alone could be. */
+        const char *latest = fleet_cell(&r, i, 2);
+        const char *also[] = {fleet_cell(&r, i, 3), online ? hb : NULL};
+        for (size_t k = 0; k < 2; k++)
+            if (also[k] && (!latest || strtoll(also[k], NULL, 10) > strtoll(latest, NULL, 10)))
+                latest = also[k];
         char seen[32];
-        iso_time(online ? hb : fleet_cell(&r, i, 3), seen, sizeof seen);
+        iso_time(latest, seen, sizeof seen);
         printf("%-32s  %-7s  %-16s  %-20s  %7s\n", fleet_cell(&r, i, 0), online ? "yes" : "no",
                online ? node : "-", seen,
                online && fleet_cell(&r, i, 7) ? fleet_cell(&r, i, 7) : "0");
