@@ -17,6 +17,7 @@
 #include "fleet/fleet_worker.h"
 #include "proto/hex.h"
 #include "transport/tls.h"
+#include "util/hostaddr.h"
 
 static int usage(const char *fmt, const char *arg)
 {
@@ -26,7 +27,8 @@ static int usage(const char *fmt, const char *arg)
     return 2;
 }
 
-/* "http://IP:PORT" or "https://..." into host, port and tls. */
+/* "http://HOST:PORT" or "https://..." into host (numeric: a name is looked up once,
+ * here, as sshd's ListenAddress does), port and tls. */
 static int parse_listen(const char *url)
 {
     const char *rest;
@@ -36,7 +38,7 @@ static int parse_listen(const char *url)
         rest = url + 8;
         fleet_cfg.tls = true;
     } else {
-        return usage("--listen must be http://IP:PORT or https://IP:PORT, not %s", url);
+        return usage("--listen must be http://HOST:PORT or https://HOST:PORT, not %s", url);
     }
     const char *colon = strrchr(rest, ':');
     const char *hs = rest, *he = colon;
@@ -49,8 +51,11 @@ static int parse_listen(const char *url)
     long port = colon ? strtol(colon + 1, &end, 10) : -1;
     if (!colon || *end || port < 0 || port > 65535 || he == hs ||
         (size_t)(he - hs) >= sizeof fleet_cfg.host)
-        return usage("--listen needs a numeric IP and a port: %s", url);
-    snprintf(fleet_cfg.host, sizeof fleet_cfg.host, "%.*s", (int)(he - hs), hs);
+        return usage("--listen needs a host and a port: %s", url);
+    char name[256], why[300];
+    snprintf(name, sizeof name, "%.*s", (int)(he - hs), hs);
+    if (hostaddr_numeric(name, fleet_cfg.host, sizeof fleet_cfg.host, why, sizeof why) < 0)
+        return usage("--listen: %s", why);
     fleet_cfg.port = (int)port;
     return -1;
 }

@@ -31,9 +31,10 @@ const struct opt_spec fleet_options_table[] = {
              "EXEC_REGISTRY_DATABASE. Schema migrations run at start"},
     {.name = "listen", .meta = "URL", .kind = OPT_STRING, SERVE, TO(F.listen_url),
      .def = "http://127.0.0.1:0", .def_note = "any free loopback port",
-     .help = "http://IP:PORT, or https://IP:PORT with --tls-cert and --tls-key: where executors, "
-             "harnesses and the rendezvous WebSockets connect (one port for all). The base URL "
-             "is printed as the first line on standard output once listening"},
+     .help = "http://HOST:PORT, or https://HOST:PORT with --tls-cert and --tls-key: where "
+             "executors, harnesses and the rendezvous WebSockets connect (one port for all); a "
+             "name is looked up once at start (its first IPv4 address, else its first IPv6). "
+             "The base URL is printed as the first line on standard output once listening"},
     {.name = "public-url", .meta = "URL", .kind = OPT_STRING, SERVE, TO(F.public_url),
      .help = "http(s)://HOST:PORT this node is reached at from executors and harnesses, put into "
              "the rendezvous URLs it hands out (default: the listen URL; set it when listening "

@@ -187,11 +187,12 @@ const struct opt_spec options_table[] = {
     /* ---- general ---- */
     {.name = "listen", .meta = "URL", .kind = OPT_STRING, .modes = OPT_BOTH, TO(C.listen_url),
      .def = "ws://127.0.0.1:0", .def_note = "any free loopback port",
-     .help = "ws://IP:PORT (IPv4 or [IPv6]), wss://IP:PORT (with --tls-cert and --tls-key) or "
+     .help = "ws://HOST:PORT (IPv4, [IPv6], or a name looked up once at start: its first IPv4 "
+             "address, else its first IPv6), wss://HOST:PORT (with --tls-cert and --tls-key) or "
              "stdio (also stdio://): where JSON-RPC clients connect. In WebSocket mode the bound "
              "URL is printed as one line on standard output once listening; a non-loopback "
              "address requires --ws-auth or --allow-unauthenticated",
-     .more = "With --remote, an optional local ws://IP:PORT endpoint that serves /readyz "
+     .more = "With --remote, an optional local ws://HOST:PORT endpoint that serves /readyz "
              "(200 only while registered and connected to the rendezvous), /metrics and "
              "WebSocket clients."},
     {.name = "session-ttl", .meta = "SECONDS", .kind = OPT_SECONDS, .modes = OPT_BOTH,
