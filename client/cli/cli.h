@@ -93,13 +93,15 @@ struct cli_cmd_entry {
 extern const struct cli_cmd_entry cli_run_entry, cli_shell_entry, cli_fs_entry, cli_fs_cat_entry,
     cli_fs_get_entry, cli_fs_put_entry, cli_fs_ls_entry, cli_fs_stat_entry, cli_fs_rm_entry,
     cli_fs_cp_entry, cli_fs_mkdir_entry, cli_fs_walk_entry, cli_rpc_entry, cli_sessions_entry,
-    cli_ps_entry, cli_attach_entry, cli_forward_entry;
+    cli_ps_entry, cli_attach_entry, cli_forward_entry, cli_help_entry;
 extern const struct cli_cmd_entry *const cli_cmd_table[]; /* NULL ended */
 
 /* cli_cmd.c: the entry named by argv (a group's subcommand included: argv[0] "fs",
  * argv[1] "put"); *used is how many words named it. Exits with a usage error for an
  * unknown command or subcommand; returns the group itself when its help is asked for. */
 const struct cli_cmd_entry *cli_cmd_find(int argc, char **argv, int *used);
+/* The entry argv's one or two words name exactly ("fs", "fs put", "run"), or NULL. */
+const struct cli_cmd_entry *cli_cmd_named(int argc, char **argv);
 
 /* cli_args.c: parses a command's options and operands by its entry (argv[0] is the
  * command word) into *a, which cli_args_free releases; -h/--help stops at a->help;

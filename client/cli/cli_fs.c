@@ -5,7 +5,9 @@
  * Arguments follow scp and coreutils: get and put take several sources before one
  * target, which must then be a directory; remote sources of get, cat, ls and stat may
  * be patterns (quoted, so the local shell leaves them), matched on the remote side;
- * ls takes files and several paths as ls(1) does. get and put keep the file's
+ * ls takes files and several paths as ls(1) does, and lists a directory's names that
+ * start with a dot only with -a (or -A: "." and ".." are never listed). get and put
+ * keep the file's
  * permission bits when the server reports and accepts them (our fs/getMetadata
  * `mode` and fs/setPermissions; the reference has neither, and then the local umask
  * decides, as with `cp`); -p keeps the modification time too. ls -l and stat show
@@ -86,8 +88,9 @@ static void ls_long_line(const ec_metadata *md, const char *name)
            md->is_directory ? "/" : "");
 }
 
-/* A directory's entries, sorted, like ls (directories end in /). */
-static int ls_dir(struct cli *cli, const char *path, bool long_form)
+/* A directory's entries, sorted, like ls (directories end in /; dot files only with
+ * all). */
+static int ls_dir(struct cli *cli, const char *path, bool long_form, bool all)
 {
     ec_error e = {0};
     ec_dirent *ents;
@@ -95,6 +98,7 @@ static int ls_dir(struct cli *cli, const char *path, bool long_form)
     if (ec_fs_read_directory(cli->c, path, &ents, &n, &e) != 0) cli_fs_die("ls", path, &e);
     qsort(ents, n, sizeof *ents, cli_fs_cmp_dirent);
     for (size_t i = 0; i < n; i++) {
+        if (ents[i].name[0] == '.' && !all) continue;
         if (!long_form) {
             printf("%s%s\n", ents[i].name, ents[i].is_directory ? "/" : "");
             continue;
@@ -158,7 +162,7 @@ static int fs_ls(struct cli *cli, const char *sub, const struct cli_fs_opts *o, 
     bool files_shown = nops > nd;
     for (size_t i = 0; i < nd; i++) {
         if (nops > 1) printf("%s%s:\n", files_shown || i ? "\n" : "", dirs[i]);
-        ls_dir(cli, dirs[i], o->l);
+        ls_dir(cli, dirs[i], o->l, o->a);
         free(dirs[i]);
     }
     free(dirs);
@@ -199,7 +203,8 @@ static const struct option fs_longs[] = {
     {"max-depth", required_argument, 0, 'd'}, {"recursive", no_argument, 0, 'r'},
     {"force", no_argument, 0, 'f'},           {"parents", no_argument, 0, 'p'},
     {"preserve", no_argument, 0, 'p'},        {"long", no_argument, 0, 'l'},
-    {"quiet", no_argument, 0, 'q'},           {0, 0, 0, 0}};
+    {"quiet", no_argument, 0, 'q'},           {"all", no_argument, 0, 'a'},
+    {"almost-all", no_argument, 0, 'A'},      {0, 0, 0, 0}};
 
 /* The options of an fs subcommand into o, or a usage error for one it does not take. */
 static void fs_opts_from(const struct cli_args *a, struct cli_fs_opts *o)
@@ -212,6 +217,8 @@ static void fs_opts_from(const struct cli_args *a, struct cli_fs_opts *o)
         case 'f': o->f = true; break;
         case 'p': o->p = true; break;
         case 'l': o->l = true; break;
+        case 'a':
+        case 'A': o->a = true; break;
         case 'q': o->q = true; break;
         case 'd': o->max_depth = (unsigned)atoi(a->opts[i].value); break;
         }
@@ -223,6 +230,7 @@ static void fs_opts_from(const struct cli_args *a, struct cli_fs_opts *o)
         cli_usage_error(name, "-p is for get, put (keep times) and mkdir (parents)");
     if (o->q && !xfer) cli_usage_error(name, "-q is for get and put");
     if (o->l && !is_sub(sub, "ls")) cli_usage_error(name, "-l is for ls");
+    if (o->a && !is_sub(sub, "ls")) cli_usage_error(name, "-a is for ls");
     if (o->f && !is_sub(sub, "rm")) cli_usage_error(name, "-f is for rm");
 }
 
@@ -420,7 +428,7 @@ FS_EXEC(fs_cp)
 FS_EXEC(fs_walk)
 
 /* The fields every fs subcommand shares. */
-#define FS_ENTRY .flags = "+rRfplq", .longs = fs_longs
+#define FS_ENTRY .flags = "+rRfplqaA", .longs = fs_longs
 
 const struct cli_cmd_entry cli_fs_entry = {
     .name = "fs",
@@ -472,10 +480,12 @@ const struct cli_cmd_entry cli_fs_put_entry = {
 
 const struct cli_cmd_entry cli_fs_ls_entry = {
     .name = "fs ls",
-    .usage = "fs ls [-l] [PATH...]",
-    .summary = "list directories and files like ls (directories end in /; -l: long form)",
+    .usage = "fs ls [-l] [-a] [PATH...]",
+    .summary = "list directories and files like ls (directories end in /; -l: long form; -a: "
+               "names that start with a dot too)",
     .text = "Lists like ls(1): files as named, directories' entries (directories end in /),\n"
-            "a header per directory when there are several operands; -l: long form.\n",
+            "a header per directory when there are several operands; -l: long form; -a (or\n"
+            "-A): names that start with a dot too, which are hidden otherwise.\n",
     FS_ENTRY,
     .lower = 0,
     .upper = -1,

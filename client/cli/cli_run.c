@@ -197,14 +197,10 @@ static const struct option run_longs[] = {
     {"keep", optional_argument, 0, 'k'}, {"cwd", required_argument, 0, 'C'},
     {"env", required_argument, 0, 'e'},  {0, 0, 0, 0}};
 
-/* ssh runs a command through the remote user's shell; we exec argv as given, unless
- * the command is one word holding shell syntax (`run 'echo a; echo b'`), which goes
- * to the remote shell like ssh's. After `--` argv is always exec'd as it is. */
-static bool needs_shell(const char *word)
-{
-    return strpbrk(word, " \t\n;&|<>()$`\\\"'*?[]#~=%{}!") != NULL;
-}
-
+/* Like ssh, one command argument is a command line for the remote user's shell
+ * (`run 'echo a; echo b'`, and `run nosuchcmd` is the shell's "not found", 127).
+ * Several arguments, and any after `--`, are exec'd as given: no second round of
+ * quoting, which ssh's joining of words with spaces needs. */
 /* The remote user's shell (environment/info), or /bin/sh. */
 static const char *remote_shell(struct cli *cli)
 {
@@ -626,7 +622,7 @@ static int cmd_run(struct cli *cli, const struct cli_args *a)
         fwd = !input_eof; /* a longer stream goes on as it comes, without an EOF */
         pipe_stdin = input_len > 0 || fwd;
     }
-    if (!ro.dashdash && argc - i == 1 && needs_shell(argv[i])) {
+    if (!ro.dashdash && argc - i == 1) {
         cargv[k++] = remote_shell(cli);
         cargv[k++] = "-c";
         ro.shown = argv[i];
@@ -675,8 +671,8 @@ const struct cli_cmd_entry cli_run_entry = {
     .name = "run",
     .usage = "run [--tty] [-n] [-d|--keep[=SECS]] [--cwd DIR] [--env K=V]... 'SHELL CMD'\n"
              "run [options] -- CMD [ARGS...]",
-    .summary = "run a command remotely: one argument with shell syntax goes to the remote "
-               "user's shell (like ssh); after -- argv is run as given (no shell). "
+    .summary = "run a command remotely: one argument is a command line for the remote "
+               "user's shell (like ssh); several, or any after --, are run as given (no shell). "
                "stdout/stderr stream back, the exit status is the remote one (128+N for "
                "signal N). stdin is sent to CMD as it comes and its end is passed on (-n: "
                "send none); Ctrl-C, SIGTERM and SIGHUP are forwarded; --tty: a remote PTY "
@@ -684,11 +680,12 @@ const struct cli_cmd_entry cli_run_entry = {
                "client (its session is kept for SECONDS, default until ended; a lost "
                "terminal (SIGHUP) or ~. detaches); -d: start it kept and return at once, "
                "printing SESSION PROCESS",
-    .text = "Runs a command remotely, like ssh HOST CMD: one argument with shell syntax goes "
-            "to\nthe remote user's shell; after -- argv is run as given. stdout, stderr and "
-            "the exit\nstatus are the remote command's; stdin is sent as it comes (-n: none). "
-            "--tty: a\nremote PTY sized like this window; --keep: the command outlives this "
-            "client; -d:\nstart it kept and return at once, printing SESSION PROCESS.\n",
+    .text = "Runs a command remotely, like ssh HOST CMD: one argument is a command line for "
+            "the\nremote user's shell; several, or any after --, are run as given. stdout, "
+            "stderr and\nthe exit status are the remote command's; stdin is sent as it comes "
+            "(-n: none).\n--tty: a remote PTY sized like this window; --keep: the command "
+            "outlives this\nclient; -d: start it kept and return at once, printing SESSION "
+            "PROCESS.\n",
     .flags = "+tdnC:e:",
     .longs = run_longs,
     .lower = 1,

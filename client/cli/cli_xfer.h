@@ -14,6 +14,7 @@ struct cli_fs_opts {
     bool f;             /* -f: rm's force */
     bool p;             /* -p: mkdir's parents; get/put: keep times (and modes) */
     bool l;             /* -l: ls's long form */
+    bool a;             /* -a, -A: ls lists names that start with a dot too */
     bool q;             /* -q: no progress line */
     unsigned max_depth; /* walk --max-depth */
 };

@@ -46,6 +46,12 @@ def test_shell_syntax_home_and_missing_cwd(_):
         assert (r.returncode, r.stdout) == (0, ("a\nc\n%s\n" % h.home).encode()), r
         r = ec(srv, "run", "--", "echo a; echo b")  # after --: a program name, not a script
         assert r.returncode == 127 and b"cannot start `echo a; echo b`" in r.stderr, r
+        # one word is a command line too, as with ssh: the remote shell's "not found", 127
+        r = ec(srv, "run", "nosuchcmd-ec47")
+        assert r.returncode == 127 and b"nosuchcmd-ec47" in r.stderr, r
+        assert b"not found" in r.stderr and b"cannot start" not in r.stderr, r
+        r = ec(srv, "run", "--", "nosuchcmd-ec47")  # after --: exec'd, our message
+        assert r.returncode == 127 and b"cannot start `nosuchcmd-ec47`" in r.stderr, r
         r = ec(srv, "run", "--", "pwd")
         assert r.stdout == (h.home + "\n").encode(), r  # run starts in the remote home
         r = ec(srv, "run", "--cwd", "sub", "--", "pwd")
@@ -67,6 +73,34 @@ def test_shell_syntax_home_and_missing_cwd(_):
             assert f.read() == "rel\n"
         assert ec(srv, "fs", "cat", "~/rel.txt").stdout == b"rel\n"
         assert b"rel.txt" in ec(srv, "fs", "ls", ".").stdout
+        # ls hides names that start with a dot, like ls(1); -a (or -A) shows them
+        os.mkdir(os.path.join(h.home, ".cache"))
+        with open(os.path.join(h.home, ".profile"), "w") as f:
+            f.write("x")
+        r = ec(srv, "fs", "ls", "~/")
+        assert r.returncode == 0 and r.stdout == b"afile\nrel.txt\nsub/\n", r
+        for flag in ("-a", "-A", "--all"):
+            r = ec(srv, "fs", "ls", flag, "~/")
+            assert r.stdout == b".cache/\n.profile\nafile\nrel.txt\nsub/\n", (flag, r)
+        assert ec(srv, "fs", "ls", "~/.profile").stdout == b"~/.profile\n"  # named: shown
+        assert b".profile" in ec(srv, "fs", "ls", "-la", "~").stdout
+        r = ec(srv, "fs", "cat", "-a", "~/.profile")
+        assert r.returncode == 2 and b"-a is for ls" in r.stderr, r
+
+
+@ours_only
+def test_help_command(_srv):
+    """`exec-client help [COMMAND [SUBCOMMAND]]`, as git, kubectl and go take it: the
+    same texts as --help, with no server."""
+    need_client()
+    for words, flag in (([], ["--help"]), (["fs"], ["fs", "--help"]),
+                        (["fs", "put"], ["fs", "put", "--help"]), (["run"], ["run", "--help"])):
+        a = subprocess.run([CLIENT, "help"] + words, capture_output=True, timeout=30)
+        b = subprocess.run([CLIENT] + flag, capture_output=True, timeout=30)
+        assert a.returncode == 0 and a.stdout == b.stdout and a.stdout, (words, a, b)
+    for words in (["nope"], ["fs", "nope"], ["run", "x"]):
+        r = subprocess.run([CLIENT, "help"] + words, capture_output=True, timeout=30)
+        assert r.returncode == 2 and r.stderr.startswith(b"exec-client: help: no command"), r
 
 
 @ours_only
