@@ -228,6 +228,7 @@ struct pump {
     int64_t ping_at;      /* when the first Ping still unanswered went out, or 0 */
     bool warned;          /* the "not answering" line has been printed */
     bool quit;            /* ~. was typed */
+    bool hung_up;         /* ...and the command was hung up on: its session ends too */
     bool keep;            /* --keep: a lost terminal (SIGHUP) detaches instead */
 };
 
@@ -387,6 +388,29 @@ static void detach_hint(struct pump *pm, const char *why)
             why, ec_process_id(pm->p), sid, sid, ec_process_id(pm->p));
 }
 
+/* ~. without --keep, as sshd hangs up on ~.: SIGHUP to the command's process group
+ * (a login shell passes it on to its jobs, as bash does), up to GRACE_MS for it to
+ * end, then it is terminated; its output meanwhile is not shown. The caller then
+ * ends the session, so nothing waits on the server for a resume. A server without
+ * signals by name (the reference) has the command terminated at once. */
+static void hang_up(struct pump *pm)
+{
+    pm->hung_up = true;
+    ec_error e = {0};
+    if (ec_process_signal(pm->p, "HUP", &e) != 0) {
+        ec_process_terminate(pm->p, NULL, NULL);
+        return;
+    }
+    int64_t deadline = now_ms() + GRACE_MS;
+    ec_event ev;
+    for (int64_t left; (left = deadline - now_ms()) > 0;) {
+        int rc = ec_process_next_event(pm->p, (int)left, &ev, &e);
+        if (rc == 0 && ev.type == EC_EVENT_CLOSED) return;
+        if (rc != 0 && rc != -EC_ERR_TIMEOUT) return; /* the link went: the session ends */
+    }
+    ec_process_terminate(pm->p, NULL, NULL);
+}
+
 /* Drives a started process to its close; returns the CLI's exit status. */
 static int pump_process(struct pump *pm)
 {
@@ -440,7 +464,10 @@ static int pump_process(struct pump *pm)
                 tty_restore();
                 fprintf(stderr, "\r\nexec-client: connection to %s closed (~.)\n",
                         pm->cli->remote ? pm->cli->remote : pm->cli->url);
-                if (pm->keep) detach_hint(pm, "~.");
+                if (pm->keep)
+                    detach_hint(pm, "~.");
+                else
+                    hang_up(pm);
                 return EXIT_CONN;
             }
             int rc_alive = keepalive(pm);
@@ -551,8 +578,8 @@ static int start_and_pump(struct cli *cli, const char **cargv, const char *cwd, 
     }
     int rc = pump_process(&pm);
     ec_process_free(p);
-    /* A finished call leaves nothing behind on the server. */
-    if (rc != EXIT_CONN) ec_client_end_session(c, NULL);
+    /* A finished call (or one hung up on by ~.) leaves nothing behind on the server. */
+    if (rc != EXIT_CONN || pm.hung_up) ec_client_end_session(c, NULL);
     return rc;
 }
 
@@ -697,10 +724,15 @@ const struct cli_cmd_entry cli_run_entry = {
 
 const struct cli_cmd_entry cli_shell_entry = {
     .name = "shell",
-    .usage = "shell [--cwd DIR] [--env K=V]...",
+    .usage = "shell [--keep[=SECS]] [--cwd DIR] [--env K=V]...",
     .summary = "login shell on a remote PTY in the remote home (Ctrl-C goes to the remote "
-               "side; end of input ends it)",
-    .text = "A login shell on a remote PTY in the remote home, like ssh HOST.\n",
+               "side; end of input ends it; ~. or a lost terminal hangs it up and ends its "
+               "session, unless --keep)",
+    .text = "A login shell on a remote PTY in the remote home, like ssh HOST. When this "
+            "client\nleaves (~., a lost terminal), the shell is hung up on as sshd does: "
+            "SIGHUP to its\nprocess group (bash passes it to its jobs), and its session "
+            "ends with it. With\n--keep[=SECS] the shell runs on in a kept session instead "
+            "(exec-client attach).\n",
     .flags = "+tdnC:e:",
     .longs = run_longs,
     .upper = 0,

@@ -6,8 +6,11 @@ missing --cwd is named; `shell` has USER/LOGNAME from passwd; fs put/get/cp foll
 scp/cp for directory targets and -r, with errors naming the right operand;
 --token-file; the progress line (name, rate, time left); `~.` disconnects; a server
 that hangs is given up on promptly."""
+import json
 import os
 import pwd
+import re
+import uuid
 import shutil
 import signal
 import sys
@@ -248,6 +251,40 @@ def test_tilde_dot_disconnects(srv):
     t.write(b"~.")
     t.read_until(b"closed (~.)")
     assert t.finish() == 255, t.out
+
+
+@ours_only
+def test_tilde_dot_hangs_up_the_shell(srv):
+    """`~.` in a shell hangs up as sshd does: the login shell gets SIGHUP (bash passes it
+    to its jobs, so a `sleep &` goes too) and the session ends, instead of both waiting
+    out the session's time to live; with --keep they run on, to attach to later."""
+    need_client()
+    for keep in (False, True):
+        mk = "ec-hup-" + uuid.uuid4().hex[:8]
+        t = Tty(srv, ["-v", "shell"] + (["--keep"] if keep else []) +
+                ["--env", "%s=%s" % (MARKER_VAR, mk)])
+        t.read_until(b"session ")
+        for _ in range(10):  # what is typed before the shell's line editor is up may be lost
+            t.write(b"sleep 987 & echo started-$((20+27))\r")
+            try:
+                t.read_until(b"started-47", timeout=3)
+                break
+            except AssertionError:
+                continue
+        sid = re.search(rb"connected, session (\S+)", t.out).group(1).decode()
+        wait_until(lambda: len(marked_pids(mk)) >= 2, 10, "the shell and its job")
+        t.write(b"~.")
+        t.read_until(b"closed (~.)")
+        assert t.finish() == 255, t.out
+        listed = json.loads(ec(srv, "sessions", "--json").stdout or b"[]")
+        if not keep:
+            wait_until(lambda: not marked_pids(mk), 10, "the shell and its job to hang up")
+            assert sid not in [s["sessionId"] for s in listed], listed
+        else:
+            assert b"detached (~.)" in t.out and len(marked_pids(mk)) >= 2, t.out
+            assert sid in [s["sessionId"] for s in listed], listed
+            assert ec(srv, "sessions", "--end", sid).returncode == 0
+            kill_marked(mk)  # its job, in a process group of its own, outlives the session
 
 
 @ours_only
