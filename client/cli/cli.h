@@ -15,10 +15,19 @@
 
 #include "execclient.h"
 
-#define EXIT_REMOTE 1 /* a server-side error in fs/rpc */
+/* exec-client's exit statuses: one per class of failure, the same in every command
+ * (exec-client(1), EXIT STATUS; run and shell otherwise exit with the remote
+ * command's status). Which side a file is on does not change its class: a missing
+ * local target directory is 1, as a missing remote one is.
+ *   EXIT_FAILED  what was asked failed: a file or request error on either side, a
+ *                JSON-RPC error reply, a capability the server lacks
+ *   EXIT_USAGE   the command line or configuration is wrong: nothing was tried
+ *   EXIT_AUTH    the server or registry refused the credentials
+ *   EXIT_CONN    unreachable, the connection lost, ~., a silent server (like ssh) */
+#define EXIT_FAILED 1
 #define EXIT_USAGE 2
-#define EXIT_AUTH 3   /* the server refused our credentials (HTTP 401) */
-#define EXIT_CONN 255 /* unreachable, or the connection was lost (like ssh) */
+#define EXIT_AUTH 3
+#define EXIT_CONN 255
 
 struct cli {
     const char *url;

@@ -135,7 +135,7 @@ static int fs_ls(struct cli *cli, const char *sub, const struct cli_fs_opts *o, 
         char **m = cli_fs_remote_glob(cli, pat, &n);
         if (n == 0) {
             fprintf(stderr, "exec-client: fs ls %s: No such file or directory\n", args[a]);
-            rc = EXIT_REMOTE;
+            rc = EXIT_FAILED;
         }
         for (size_t i = 0; i < n; i++) {
             ec_metadata md;
@@ -146,7 +146,7 @@ static int fs_ls(struct cli *cli, const char *sub, const struct cli_fs_opts *o, 
             if (ec_fs_get_metadata(cli->c, m[i], &md, &e) != 0) {
                 if (e.kind != EC_ERR_SERVER) cli_fs_die("ls", m[i], &e);
                 fprintf(stderr, "exec-client: fs ls %s: No such file or directory\n", shown);
-                rc = EXIT_REMOTE;
+                rc = EXIT_FAILED;
             } else if (md.is_directory) {
                 if (nd == dcap) dirs = realloc(dirs, (dcap = dcap ? dcap * 2 : 8) * sizeof *dirs);
                 dirs[nd++] = strdup(m[i]);
@@ -273,7 +273,7 @@ static int fs_get(struct cli *cli, const char *sub, const struct cli_fs_opts *o,
         char **m = cli_fs_remote_glob(cli, pat, &n);
         if (n == 0) {
             fprintf(stderr, "exec-client: fs get %s: No such file or directory\n", pat);
-            rc = EXIT_REMOTE;
+            rc = EXIT_FAILED;
         }
         for (size_t i = 0; i < n; i++) {
             if (total == cap) srcs = realloc(srcs, (cap = cap ? cap * 2 : 16) * sizeof *srcs);
@@ -287,7 +287,7 @@ static int fs_get(struct cli *cli, const char *sub, const struct cli_fs_opts *o,
         fprintf(stderr, "exec-client: fs get: %s: Not a directory (several sources need one)\n",
                 local);
         cli_fs_strv_free(srcs, total);
-        return EXIT_USAGE;
+        return EXIT_FAILED;
     }
     for (size_t i = 0; i < total; i++) {
         int r = cli_fs_get_one(cli, o, srcs[i], local);
@@ -312,7 +312,7 @@ static int fs_put(struct cli *cli, const char *sub, const struct cli_fs_opts *o,
             fprintf(stderr, "exec-client: fs put %s: %s (several sources need a directory)\n", path,
                     gr == 0 ? "Not a directory" : "No such file or directory");
             free(path);
-            return EXIT_REMOTE;
+            return EXIT_FAILED;
         }
     }
     for (int a = 0; a < nargs - 1; a++) {
@@ -340,7 +340,7 @@ static int fs_cp(struct cli *cli, const char *sub, const struct cli_fs_opts *o, 
     if (ec_fs_get_metadata(cli->c, src, &sm, &e) != 0) cli_fs_die("cp", src, &e);
     if (sm.is_directory && !o->r) {
         fprintf(stderr, "exec-client: fs cp %s: Is a directory (use -r)\n", src);
-        rc = EXIT_REMOTE;
+        rc = EXIT_FAILED;
     } else {
         ec_error de = {0};
         int dr = ec_fs_get_metadata(cli->c, path, &dm, &de);
@@ -351,7 +351,7 @@ static int fs_cp(struct cli *cli, const char *sub, const struct cli_fs_opts *o, 
         } else if (cli_fs_ends_with_slash(path)) {
             fprintf(stderr, "exec-client: fs cp %s: %s\n", path,
                     dr == 0 ? "Not a directory" : "No such file or directory");
-            rc = EXIT_REMOTE;
+            rc = EXIT_FAILED;
         }
         if (rc == 0 && ec_fs_copy(cli->c, src, path, o->r, &e) != 0) cli_fs_die("cp", path, &e);
     }
@@ -390,7 +390,7 @@ static int fs_each(struct cli *cli, const char *sub, const struct cli_fs_opts *o
         char **m = globbed ? cli_fs_remote_glob(cli, pat, &n) : NULL;
         if (globbed && n == 0) {
             fprintf(stderr, "exec-client: fs %s %s: No such file or directory\n", sub, pat);
-            rc = EXIT_REMOTE;
+            rc = EXIT_FAILED;
         }
         for (size_t i = 0; i < n; i++) {
             const char *path = m ? m[i] : pat;

@@ -62,9 +62,10 @@ static const char usage_options[] =
     "Escapes (run --tty and shell, at the start of a line, as in ssh): ~. disconnects\n"
     "and hangs up on the command (SIGHUP; it runs on with --keep),\n"
     "~~ sends one ~, ~? lists them.\n"
-    "Exit status: 2 usage error, 1 remote error (fs, rpc), 3 authentication refused,\n"
-    "255 server unreachable or connection lost; run/shell otherwise exit with the\n"
-    "remote command's status (128+N for signal N).\n"
+    "Exit status, the same in every command: 1 what was asked failed (a file or request\n"
+    "error, local or remote), 2 the command line or configuration is wrong, 3\n"
+    "credentials refused, 255 server unreachable or connection lost; run/shell otherwise\n"
+    "exit with the remote command's status (128+N for signal N, 127: cannot start).\n"
     "Every command takes --help (e.g. exec-client fs put --help, or exec-client help fs\n"
     "put).\n"
     "More: man exec-client; the protocol: docs/PROTOCOL.md in the exec-server sources.\n";

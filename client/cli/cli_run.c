@@ -589,7 +589,7 @@ static void keep_session(struct cli *cli, const struct run_opts *ro)
     if (!ec_client_has_capability(cli->c, "sessionKeep")) {
         fprintf(stderr, "exec-client: the server cannot keep a session after its client leaves "
                         "(no sessionKeep capability)\n");
-        exit(EXIT_REMOTE);
+        exit(EXIT_FAILED);
     }
     json_t *params = json_object();
     if (ro->keep_secs >= 0) json_object_set_new(params, "ttlSeconds", json_integer(ro->keep_secs));

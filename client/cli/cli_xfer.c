@@ -31,7 +31,7 @@
 
 /* ---- errors ------------------------------------------------------------------- */
 
-/* "exec-client: fs rm /x: Is a directory (use -r)", exit 1 (2 for usage). The
+/* "exec-client: fs rm /x: Is a directory (use -r)", exit 1 (255: the connection). The
  * server's "(os error N)" suffix and JSON-RPC code are for programs, not people. */
 void cli_fs_die(const char *sub, const char *path, const ec_error *e)
 {
@@ -50,7 +50,7 @@ void cli_fs_die(const char *sub, const char *path, const ec_error *e)
     if (e->kind == EC_ERR_SERVER && e->code == -32004 && !strstr(msg, "No such file"))
         snprintf(msg, sizeof msg, "No such file or directory");
     fprintf(stderr, "exec-client: fs %s %s: %s%s\n", sub, path, msg, hint);
-    exit(e->kind == EC_ERR_USAGE ? EXIT_USAGE : e->kind == EC_ERR_SERVER ? EXIT_REMOTE : EXIT_CONN);
+    exit(cli_err_exit_code(e));
 }
 
 int cli_fs_cmp_dirent(const void *a, const void *b)
@@ -202,7 +202,7 @@ static int download(struct cli *cli, const struct cli_fs_opts *o, const char *su
     if (md->is_directory) {
         fprintf(stderr, "exec-client: fs %s %s: Is a directory%s\n", sub, path,
                 strcmp(sub, "get") == 0 ? " (use -r)" : "");
-        return EXIT_REMOTE;
+        return EXIT_FAILED;
     }
     struct progress pg;
     progress_init(&pg, o, path, md->size);
@@ -214,7 +214,7 @@ static int download(struct cli *cli, const struct cli_fs_opts *o, const char *su
         int rc = cli_write_all(fd, data, n);
         free(data);
         progress_show(&pg, n, true);
-        return rc ? EXIT_REMOTE : 0;
+        return rc ? EXIT_FAILED : 0;
     }
     ec_transfer_options to = {.progress = on_progress, .progress_ud = &pg};
     uint64_t got = 0;
@@ -223,7 +223,7 @@ static int download(struct cli *cli, const struct cli_fs_opts *o, const char *su
         progress_open = 0;
         if (e.kind == EC_ERR_USAGE) { /* the local side: write(2) failed */
             fprintf(stderr, "exec-client: fs %s: %s\n", sub, e.message);
-            return EXIT_USAGE;
+            return EXIT_FAILED;
         }
         cli_fs_die(sub, path, &e);
     }
@@ -251,7 +251,7 @@ static int get_file(struct cli *cli, const struct cli_fs_opts *o, const char *pa
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
         fprintf(stderr, "exec-client: fs get: %s: %s\n", local, strerror(errno));
-        return EXIT_USAGE;
+        return EXIT_FAILED;
     }
     tmp_track(tmp);
     int rc = download(cli, o, "get", path, fd, md, true);
@@ -261,17 +261,17 @@ static int get_file(struct cli *cli, const struct cli_fs_opts *o, const char *pa
         umask(um);
         mode &= ~um;
     }
-    if (rc == 0 && fchmod(fd, mode) != 0) rc = EXIT_USAGE;
+    if (rc == 0 && fchmod(fd, mode) != 0) rc = EXIT_FAILED;
     if (rc == 0 && o->p && md->modified_at_ms > 0) {
         struct timespec ts[2];
         ts[0].tv_sec = ts[1].tv_sec = (time_t)(md->modified_at_ms / 1000);
         ts[0].tv_nsec = ts[1].tv_nsec = (long)(md->modified_at_ms % 1000) * 1000000;
-        if (futimens(fd, ts) != 0) rc = EXIT_USAGE;
+        if (futimens(fd, ts) != 0) rc = EXIT_FAILED;
     }
-    if (close(fd) != 0 && rc == 0) rc = EXIT_USAGE;
+    if (close(fd) != 0 && rc == 0) rc = EXIT_FAILED;
     if (rc == 0 && rename(tmp, local) != 0) {
         fprintf(stderr, "exec-client: fs get: %s: %s\n", local, strerror(errno));
-        rc = EXIT_USAGE;
+        rc = EXIT_FAILED;
     }
     if (rc != 0) unlink(tmp);
     tmp_set = 0;
@@ -299,7 +299,7 @@ static int get_tree(struct cli *cli, const struct cli_fs_opts *o, const char *pa
     if (mkdir(local, md->has_mode ? (mode_t)(md->mode & 07777) | 0700 : 0777) != 0 &&
         errno != EEXIST) {
         fprintf(stderr, "exec-client: fs get: %s: %s\n", local, strerror(errno));
-        return EXIT_USAGE;
+        return EXIT_FAILED;
     }
     ec_error e = {0};
     ec_dirent *ents;
@@ -335,14 +335,14 @@ int cli_fs_get_one(struct cli *cli, const struct cli_fs_opts *o, const char *pat
     if (strcmp(local, "-") == 0) return download(cli, o, "get", path, STDOUT_FILENO, &md, false);
     if (md.is_directory && !o->r) {
         fprintf(stderr, "exec-client: fs get %s: Is a directory (use -r)\n", path);
-        return EXIT_REMOTE;
+        return EXIT_FAILED;
     }
     struct stat st;
     bool is_dir = stat(local, &st) == 0 && S_ISDIR(st.st_mode);
     if (!is_dir && cli_fs_ends_with_slash(local)) {
         fprintf(stderr, "exec-client: fs get: %s: %s\n", local,
                 access(local, F_OK) == 0 ? "Not a directory" : "No such file or directory");
-        return EXIT_USAGE;
+        return EXIT_FAILED;
     }
     char *target = is_dir ? cli_fs_join(local, cli_fs_base_name(path)) : strdup(local);
     int rc =
@@ -372,7 +372,7 @@ static int remote_touch(struct cli *cli, const char *path, const struct stat *st
     if (code != 0) {
         fprintf(stderr, "exec-client: fs put -p %s: could not set its time (touch exited %d)\n",
                 path, code);
-        return EXIT_REMOTE;
+        return EXIT_FAILED;
     }
     return 0;
 }
@@ -385,7 +385,7 @@ static int put_file(struct cli *cli, const struct cli_fs_opts *o, const char *lo
     int fd = from_stdin ? STDIN_FILENO : open(local, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         fprintf(stderr, "exec-client: fs put: %s: %s\n", local, strerror(errno));
-        return EXIT_USAGE;
+        return EXIT_FAILED;
     }
     ec_error e = {0};
     struct stat st;
@@ -401,7 +401,7 @@ static int put_file(struct cli *cli, const struct cli_fs_opts *o, const char *lo
         size_t n;
         if (cli_slurp(fd, &data, &n) != 0) {
             fprintf(stderr, "exec-client: fs put: %s: %s\n", local, strerror(errno));
-            return EXIT_USAGE;
+            return EXIT_FAILED;
         }
         if (ec_fs_write_file(cli->c, path, data, n, &e) != 0) cli_fs_die("put", path, &e);
         free(data);
@@ -415,7 +415,7 @@ static int put_file(struct cli *cli, const struct cli_fs_opts *o, const char *lo
             progress_open = 0;
             if (e.kind == EC_ERR_USAGE) {
                 fprintf(stderr, "exec-client: fs put: %s: %s\n", local, e.message);
-                return EXIT_USAGE;
+                return EXIT_FAILED;
             }
             cli_fs_die("put", path, &e);
         }
@@ -445,7 +445,7 @@ static int put_tree(struct cli *cli, const struct cli_fs_opts *o, const char *lo
     DIR *d = opendir(local);
     if (!d) {
         fprintf(stderr, "exec-client: fs put: %s: %s\n", local, strerror(errno));
-        return EXIT_USAGE;
+        return EXIT_FAILED;
     }
     int rc = 0;
     for (struct dirent *de; rc == 0 && (de = readdir(d));) {
@@ -454,7 +454,7 @@ static int put_tree(struct cli *cli, const struct cli_fs_opts *o, const char *lo
         struct stat st;
         if (stat(lp, &st) != 0) {
             fprintf(stderr, "exec-client: fs put: %s: %s\n", lp, strerror(errno));
-            rc = EXIT_USAGE;
+            rc = EXIT_FAILED;
         } else {
             rc = S_ISDIR(st.st_mode) ? put_tree(cli, o, lp, rp) : put_file(cli, o, lp, rp);
         }
@@ -476,12 +476,12 @@ int cli_fs_put_one(struct cli *cli, const struct cli_fs_opts *o, const char *loc
     struct stat st;
     if (!from_stdin && stat(local, &st) != 0) {
         fprintf(stderr, "exec-client: fs put: %s: %s\n", local, strerror(errno));
-        return EXIT_USAGE;
+        return EXIT_FAILED;
     }
     bool local_dir = !from_stdin && S_ISDIR(st.st_mode);
     if (local_dir && !o->r) {
         fprintf(stderr, "exec-client: fs put %s: Is a directory (use -r)\n", local);
-        return EXIT_USAGE;
+        return EXIT_FAILED;
     }
     ec_metadata md;
     ec_error e = {0};
@@ -491,15 +491,15 @@ int cli_fs_put_one(struct cli *cli, const struct cli_fs_opts *o, const char *loc
     if (!remote_dir && cli_fs_ends_with_slash(path)) {
         fprintf(stderr, "exec-client: fs put %s: %s\n", path,
                 gr == 0 ? "Not a directory" : "No such file or directory");
-        return EXIT_REMOTE;
+        return EXIT_FAILED;
     }
     if (remote_dir && from_stdin) {
         fprintf(stderr, "exec-client: fs put %s: Is a directory\n", path);
-        return EXIT_REMOTE;
+        return EXIT_FAILED;
     }
     if (local_dir && gr == 0 && !remote_dir) {
         fprintf(stderr, "exec-client: fs put %s: Not a directory\n", path);
-        return EXIT_REMOTE;
+        return EXIT_FAILED;
     }
     char *target = remote_dir ? cli_fs_join(path, cli_fs_base_name(local)) : strdup(path);
     int rc = local_dir ? put_tree(cli, o, local, target) : put_file(cli, o, local, target);

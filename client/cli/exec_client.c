@@ -9,9 +9,10 @@
  *
  * `run` behaves like `ssh host cmd` and `shell` like `ssh host` (cli_run.c says how,
  * and how it falls back against a server without our terminal extensions). Exit codes
- * of the client itself: 2 for usage errors, 1 for a server-side error in fs/rpc, 3 when
- * the server refuses the credentials, 255 when the server cannot be reached or
- * the connection is lost (also for `run`, like ssh). */
+ * of the client itself, one per class in every command (cli.h): 1 when what was asked
+ * failed (a file or request error, local or remote), 2 when the command line or
+ * configuration is wrong, 3 when the credentials are refused, 255 when the server
+ * cannot be reached or the connection is lost (also for `run`, like ssh). */
 #include "cli.h"
 
 #include <errno.h>
