@@ -123,7 +123,9 @@ static struct fleet_db *open_db(void)
     int r = fleet_db_open(fleet_cfg.database, &db, err, sizeof err);
     if (r == 0) r = fleet_store_migrate(db, err, sizeof err);
     if (r < 0) {
-        fprintf(stderr, "exec-server registry: database %s: %s\n", fleet_cfg.database, err);
+        char shown[512];
+        fleet_db_url_redact(fleet_cfg.database, shown, sizeof shown); /* no password shown */
+        fprintf(stderr, "exec-server registry: database %s: %s\n", shown, err);
         if (db) fleet_db_close(db);
         return NULL;
     }

@@ -250,7 +250,9 @@ static int open_database(struct fleet_db **db)
     if (r == 0) r = fleet_store_secret(*db, fleet_cfg.secret, err, sizeof err);
     if (r == 0) r = fleet_db_serve_mode(*db, err, sizeof err);
     if (r < 0) {
-        fprintf(stderr, "exec-server registry: database %s: %s\n", fleet_cfg.database, err);
+        char shown[512];
+        fleet_db_url_redact(fleet_cfg.database, shown, sizeof shown); /* no password shown */
+        fprintf(stderr, "exec-server registry: database %s: %s\n", shown, err);
         if (*db) fleet_db_close(*db);
         *db = NULL;
         return 1;
