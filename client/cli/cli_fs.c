@@ -6,13 +6,14 @@
  * target, which must then be a directory; remote sources of get, cat, ls and stat may
  * be patterns (quoted, so the local shell leaves them), matched on the remote side;
  * ls takes files and several paths as ls(1) does, and lists a directory's names that
- * start with a dot only with -a (or -A: "." and ".." are never listed). get and put
- * keep the file's
- * permission bits when the server reports and accepts them (our fs/getMetadata
- * `mode` and fs/setPermissions; the reference has neither, and then the local umask
- * decides, as with `cp`); -p keeps the modification time too. ls -l and stat show
- * mode, owner and local times like ls(1). Errors read like coreutils' ("No such file
- * or directory", "Is a directory (use -r)"), not like JSON-RPC. The session of an fs
+ * start with a dot only with -a (or -A: "." and ".." are never listed). get keeps the
+ * file's permission bits, and put gives a new file the local ones while a file it
+ * replaces keeps its own (and its owner), when the server reports and accepts them
+ * (our fs/getMetadata `mode`, fs/setPermissions and fs/rename; the reference has none,
+ * and then the umask decides, as with `cp`); -p gives the local mode and the
+ * modification time. ls -l and stat show mode, owner and local times like ls(1).
+ * Errors read like coreutils' ("No such file or directory", "Is a directory (use
+ * -r)"), not like JSON-RPC. The session of an fs
  * command is ended as soon as it connects (session/close), so whatever way the
  * command ends, even killed, nothing waits on the server for a resume. */
 #include <errno.h>
@@ -467,11 +468,15 @@ const struct cli_cmd_entry cli_fs_get_entry = {
 const struct cli_cmd_entry cli_fs_put_entry = {
     .name = "fs put",
     .usage = "fs put [-r] [-p] [-q] LOCAL...|- PATH",
-    .summary = "upload files or stdin (keeps the local mode); into PATH/NAME when PATH is a "
-               "remote directory, like scp (-p: keep modification times too; -q: no progress)",
+    .summary = "upload files or stdin; into PATH/NAME when PATH is a remote directory, like "
+               "scp; an interrupted upload leaves the old file whole (-p: keep the local mode "
+               "and times; -q: no progress)",
     .text = "Uploads like scp: into PATH/NAME when PATH is a remote directory (several "
-            "sources\nneed one); - reads stdin. The mode is kept; -p keeps the modification "
-            "time too;\n-r copies directories; -q: no progress line.\n",
+            "sources\nneed one); - reads stdin. A new file gets the local mode, an existing "
+            "one keeps\nits mode and owner; -p gives the local mode and modification time; -r "
+            "copies\ndirectories; -q: no progress line. As with rsync, the old file stays "
+            "whole until\nthe new one is complete: the bytes go to a hidden temporary beside "
+            "it, renamed\nover it at the end and removed if the upload is interrupted.\n",
     FS_ENTRY,
     .lower = 2,
     .upper = -1,

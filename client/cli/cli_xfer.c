@@ -1,16 +1,22 @@
 /* cli_xfer: the byte-moving half of `exec-client fs` (cat, get, put) and what it
- * needs: the progress line, the temporary file of a download and its removal,
+ * needs: the progress line, the temporary files of transfers and their removal,
  * remote glob patterns, -p's times, and the errors both halves print (cli_fs_die).
  *
  * Files of up to 1 MiB go in one fs/readFile or fs/writeFile (one round trip, and
  * writeFile replaces atomically); larger ones and stdin stream through the library's
- * pipelined block transfer (ec_fs_download / ec_fs_upload). A download goes into
- * NAME.exec-client-PID beside the target and is renamed when complete; that file is
- * removed on every way out: an error (exit() runs the atexit hook), SIGINT, SIGTERM
- * or SIGHUP (the handler unlinks it, ends the progress line and dies of the same
- * signal, as cp does), a lost connection (the transfer fails and returns). Remote
- * patterns (`*`, `?`, `[...]` in a component, quoted so the local shell leaves them)
- * are matched against the remote file system one component at a time through
+ * pipelined block transfer (ec_fs_download / ec_fs_upload). Neither direction ever
+ * leaves a half-written file under the target's name, as rsync does not: both write
+ * a hidden temporary beside the target (ec_temp_name, .NAME.exec-client.XXXXXXXXXX)
+ * and rename it over the target when complete. A download's is local and removed on
+ * every way out: an error (exit() runs the atexit hook), SIGINT, SIGTERM or SIGHUP
+ * (the handler unlinks it, ends the progress line and dies of the same signal, as cp
+ * does), a lost connection (the transfer fails and returns). An upload's is the
+ * library's, on the server: such a signal asks the transfer to stop (its progress
+ * callback says so at the next block), the library removes the temporary, and then
+ * the client dies of the signal; a second signal leaves at once. Only a lost
+ * connection (or SIGKILL) can leave it there, and the error names it. Remote patterns
+ * (`*`, `?`, `[...]` in a component, quoted so the local shell leaves them) are
+ * matched against the remote file system one component at a time through
  * fs/readDirectory, the way sftp globs; a dot file is matched only by a dot. */
 #include <dirent.h>
 #include <errno.h>
@@ -145,16 +151,12 @@ static void progress_show(struct progress *pg, uint64_t done, bool final)
     if (final) fputc('\n', stderr);
 }
 
-static int on_progress(void *ud, uint64_t done)
-{
-    progress_show(ud, done, false);
-    return 0;
-}
+/* ---- the temporary files of transfers -------------------------------------------- */
 
-/* ---- the temporary file of a download ------------------------------------------- */
-
-static char tmp_path[4096];
-static volatile sig_atomic_t tmp_set;
+static char tmp_path[4096];              /* a download's temporary, here */
+static volatile sig_atomic_t tmp_set;    /* ...which the handler unlinks */
+static volatile sig_atomic_t upload_on;  /* an upload's temporary is on the server */
+static volatile sig_atomic_t cancel_sig; /* the signal that asked that upload to stop */
 
 static void tmp_remove(void)
 {
@@ -163,13 +165,35 @@ static void tmp_remove(void)
 }
 
 /* SIGINT, SIGTERM, SIGHUP: no partial file left, the progress line ended, then the
- * default action (the shell sees the signal, as with cp). Async-signal-safe only. */
+ * default action (the shell sees the signal, as with cp). During an upload the first
+ * one only stops it (see the top of this file). Async-signal-safe only. */
 static void on_fatal_signal(int sig)
 {
+    if (upload_on && !cancel_sig) {
+        cancel_sig = sig;
+        return;
+    }
     if (tmp_set) unlink(tmp_path);
     if (progress_open) (void)!write(STDERR_FILENO, "\n", 1);
     signal(sig, SIG_DFL);
     raise(sig);
+}
+
+/* After an upload: dies of the signal that stopped it, if one did. */
+static void die_if_cancelled(void)
+{
+    if (!cancel_sig) return;
+    if (progress_open) fputc('\n', stderr);
+    fflush(stderr);
+    signal(cancel_sig, SIG_DFL);
+    raise(cancel_sig);
+}
+
+static int on_progress(void *ud, uint64_t done)
+{
+    if (cancel_sig) return 1; /* the upload stops and removes its temporary */
+    progress_show(ud, done, false);
+    return 0;
 }
 
 void cli_fs_guard_install(void)
@@ -247,8 +271,13 @@ static int get_file(struct cli *cli, const struct cli_fs_opts *o, const char *pa
      * download never leaves a truncated file under the real name, nor the
      * temporary one (tmp_track). */
     char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.exec-client-%d", local, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 8; tries++) {
+        errno = ENAMETOOLONG;
+        if (ec_temp_name(local, tmp, sizeof tmp))
+            fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0 && errno != EEXIST) break;
+    }
     if (fd < 0) {
         fprintf(stderr, "exec-client: fs get: %s: %s\n", local, strerror(errno));
         return EXIT_FAILED;
@@ -377,9 +406,11 @@ static int remote_touch(struct cli *cli, const char *path, const struct stat *st
     return 0;
 }
 
-/* Uploads the local file (or "-" for stdin) to the remote file `path`. */
+/* Uploads the local file (or "-" for stdin) to the remote file `path`; existed: path
+ * names a file already, whose mode (and owner) the new content keeps, as rsync and scp
+ * keep them (-p: the local mode all the same); a new file gets the local mode. */
 static int put_file(struct cli *cli, const struct cli_fs_opts *o, const char *local,
-                    const char *path)
+                    const char *path, bool existed)
 {
     bool from_stdin = strcmp(local, "-") == 0;
     int fd = from_stdin ? STDIN_FILENO : open(local, O_RDONLY | O_CLOEXEC);
@@ -410,7 +441,11 @@ static int put_file(struct cli *cli, const struct cli_fs_opts *o, const char *lo
     } else {
         ec_transfer_options to = {.progress = on_progress, .progress_ud = &pg};
         uint64_t sent = 0;
-        if (ec_fs_upload(cli->c, fd, path, &to, &sent, &e) != 0) {
+        upload_on = 1;
+        int rc = ec_fs_upload(cli->c, fd, path, &to, &sent, &e);
+        upload_on = 0;
+        die_if_cancelled(); /* the library removed the temporary: nothing is left */
+        if (rc != 0) {
             if (progress_open) fputc('\n', stderr);
             progress_open = 0;
             if (e.kind == EC_ERR_USAGE) {
@@ -422,8 +457,9 @@ static int put_file(struct cli *cli, const struct cli_fs_opts *o, const char *lo
         progress_show(&pg, sent, true);
     }
     if (!from_stdin) close(fd);
-    /* Keep the local file's permission bits (not for stdin: it has none to keep). */
-    if (!from_stdin && reg && ec_client_has_capability(cli->c, "fsPermissions") &&
+    /* A new file gets the local file's permission bits (stdin has none to give). */
+    if (!from_stdin && reg && (!existed || o->p) &&
+        ec_client_has_capability(cli->c, "fsPermissions") &&
         ec_fs_set_permissions(cli->c, path, st.st_mode & 07777, &e) != 0)
         cli_fs_die("put", path, &e);
     if (!from_stdin && o->p) return remote_touch(cli, path, &st);
@@ -447,20 +483,29 @@ static int put_tree(struct cli *cli, const struct cli_fs_opts *o, const char *lo
         fprintf(stderr, "exec-client: fs put: %s: %s\n", local, strerror(errno));
         return EXIT_FAILED;
     }
+    /* What the remote directory holds already, in one call: those files keep their
+     * mode (put_file). */
+    ec_dirent *there = NULL;
+    size_t nthere = 0;
+    if (ec_fs_read_directory(cli->c, path, &there, &nthere, &e) != 0) nthere = 0;
+    qsort(there, nthere, sizeof *there, cli_fs_cmp_dirent);
     int rc = 0;
     for (struct dirent *de; rc == 0 && (de = readdir(d));) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
         char *lp = cli_fs_join(local, de->d_name), *rp = cli_fs_join(path, de->d_name);
+        ec_dirent key = {.name = de->d_name};
+        bool existed = bsearch(&key, there, nthere, sizeof *there, cli_fs_cmp_dirent) != NULL;
         struct stat st;
         if (stat(lp, &st) != 0) {
             fprintf(stderr, "exec-client: fs put: %s: %s\n", lp, strerror(errno));
             rc = EXIT_FAILED;
         } else {
-            rc = S_ISDIR(st.st_mode) ? put_tree(cli, o, lp, rp) : put_file(cli, o, lp, rp);
+            rc = S_ISDIR(st.st_mode) ? put_tree(cli, o, lp, rp) : put_file(cli, o, lp, rp, existed);
         }
         free(lp);
         free(rp);
     }
+    ec_dirents_free(there, nthere);
     closedir(d);
     struct stat dst;
     if (rc == 0 && o->p && stat(local, &dst) == 0) rc = remote_touch(cli, path, &dst);
@@ -502,7 +547,12 @@ int cli_fs_put_one(struct cli *cli, const struct cli_fs_opts *o, const char *loc
         return EXIT_FAILED;
     }
     char *target = remote_dir ? cli_fs_join(path, cli_fs_base_name(local)) : strdup(path);
-    int rc = local_dir ? put_tree(cli, o, local, target) : put_file(cli, o, local, target);
+    bool existed = gr == 0 && !remote_dir;
+    if (remote_dir && !local_dir) {
+        ec_error te = {0};
+        existed = ec_fs_get_metadata(cli->c, target, &md, &te) == 0;
+    }
+    int rc = local_dir ? put_tree(cli, o, local, target) : put_file(cli, o, local, target, existed);
     free(target);
     return rc;
 }

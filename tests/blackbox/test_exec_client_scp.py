@@ -70,7 +70,7 @@ class Scratch:
 
 
 def temp_debris(d):
-    return glob.glob(os.path.join(d, "*.exec-client-*"))
+    return glob.glob(os.path.join(d, ".*.exec-client.*"))
 
 
 # ---- the transfer path ---------------------------------------------------------------
