@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include "fs/fs_methods.h"
-#include "proto/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
 #include "util/mem.h"
@@ -98,19 +97,6 @@ static void rename_done(uv_work_t *w, int status)
     free(r);
 }
 
-/* A file: URI param as a native path (caller frees), or NULL after replying. */
-static char *native_path(struct rpc_req *req, const char *uri, size_t len)
-{
-    char *path = NULL;
-    size_t plen;
-    struct uri_error ue;
-    if (uri_to_path(uri, len, false, &path, &plen, &ue) < 0) {
-        rpc_reply_error(req, rpc_uri_error_code(&ue), "%s", ue.message);
-        return NULL;
-    }
-    return path;
-}
-
 static void handle_rename(struct rpc_req *req)
 {
     struct pdec d;
@@ -130,7 +116,9 @@ static void handle_rename(struct rpc_req *req)
     r->keep = keep;
     r->sync = sync;
     r->work.data = r;
-    if (!(r->src = native_path(req, src, slen)) || !(r->dst = native_path(req, dst, dlen))) {
+    size_t n;
+    if (!fs_param_path(req, src, slen, &r->src, &n) ||
+        !fs_param_path(req, dst, dlen, &r->dst, &n)) {
         free(r->src);
         free(r);
         return;
