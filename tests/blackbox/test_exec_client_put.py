@@ -34,9 +34,16 @@ def random_file(path, size):
     return path
 
 
-def owner_of_choice():
-    """An owner other than ours for the old file when we may chown (root), else None."""
-    return 65534 if os.getuid() == 0 else None
+def old_file(path):
+    """The file a put replaces: OLD, mode 0640 and, when we may chown (root), another
+    owner (returned, else None)."""
+    with open(path, "wb") as f:
+        f.write(OLD)
+    os.chmod(path, 0o640)
+    uid = 65534 if os.getuid() == 0 else None
+    if uid is not None:
+        os.chown(path, uid, uid)
+    return uid
 
 
 def interrupt_mid_transfer(srv, args, d, how):
@@ -79,12 +86,7 @@ def test_interrupted_put_keeps_the_old_file(_):
             remote = os.path.join(d, "remote")
             os.mkdir(remote)
             target = os.path.join(remote, "p.txt")
-            with open(target, "wb") as f:
-                f.write(OLD)
-            os.chmod(target, 0o640)
-            uid = owner_of_choice()
-            if uid is not None:
-                os.chown(target, uid, uid)
+            old_file(target)
             before = os.stat(target)
             srv = Server()
             try:
@@ -150,12 +152,7 @@ def test_completed_put_keeps_the_files_mode_and_owner(srv):
             src = random_file(os.path.join(d, "src-%d" % size), size)
             os.chmod(src, 0o755)
             target = os.path.join(d, "old-%d" % size)
-            with open(target, "wb") as f:
-                f.write(OLD)
-            os.chmod(target, 0o640)
-            uid = owner_of_choice()
-            if uid is not None:
-                os.chown(target, uid, uid)
+            uid = old_file(target)
             r = ec(srv, "fs", "put", src, target)
             assert r.returncode == 0, r
             with open(src, "rb") as f1, open(target, "rb") as f2:

@@ -10,10 +10,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *  # noqa
+from test_exec_client import read_to_eof  # noqa
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 URL = "ws://127.0.0.1:45678"
@@ -79,16 +79,7 @@ def test_progress_on_a_terminal_then_the_url(_srv):
             for k in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):
                 os.environ.pop(k, None)
             os.execvp("make", ["make", "-f", os.path.join(ROOT, "Makefile"), "run"])
-        out = b""
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            out += chunk
+        out = read_to_eof(fd, 300)
         _, status = os.waitpid(pid, 0)
         os.close(fd)
         assert os.waitstatus_to_exitcode(status) == 0, out
