@@ -10,6 +10,7 @@ the same in every command, whichever side a file is on. Every command of the cli
        directory on either side, a JSON-RPC error reply, a session that is not there,
        a capability the server lacks
 run and shell exit with the remote command's status instead (127: cannot start)."""
+import concurrent.futures
 import os
 import re
 import shutil
@@ -89,22 +90,31 @@ def test_every_command_is_walked(_srv):
     assert listed_commands() == set(COMMANDS), (listed_commands() ^ set(COMMANDS))
 
 
+def run_all(calls):
+    """Runs every (argv, stdin) at once (most of each is the client starting, or waiting
+    on a refused port); their CompletedProcess in the same order."""
+    def one(call):
+        argv, stdin = call
+        return subprocess.run(argv, input=stdin or b"", capture_output=True, timeout=120)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        return list(pool.map(one, calls))
+
+
 @ours_only
 def test_usage_errors_exit_2(_srv):
     need_client()
     d = scratch()
     try:
+        calls = []
         for name, (good, _, _) in COMMANDS.items():
             n = len(name.split())
-            r = subprocess.run([CLIENT, "--url", "ws://127.0.0.1:1"] + good[:n] +
-                               ["--no-such-option"] + words(good[n:], d), capture_output=True,
-                               timeout=30)
-            assert r.returncode == 2, (name, r)
+            calls.append(([CLIENT, "--url", "ws://127.0.0.1:1"] + good[:n] +
+                          ["--no-such-option"] + words(good[n:], d), None))
         for args in (["fs", "cp", "a"], ["fs", "walk"], ["shell", "x"], ["help", "a", "b", "c"],
                      ["fs"], ["nosuchcommand"], ["run"]):
-            r = subprocess.run([CLIENT, "--url", "ws://127.0.0.1:1"] + args, capture_output=True,
-                               timeout=30)
-            assert r.returncode == 2, (args, r)
+            calls.append(([CLIENT, "--url", "ws://127.0.0.1:1"] + args, None))
+        for (argv, _), r in zip(calls, run_all(calls)):
+            assert r.returncode == 2, (argv, r)
     finally:
         shutil.rmtree(d)
 
@@ -118,14 +128,15 @@ def test_unreachable_exits_255_and_refused_credentials_3(_srv):
     os.close(fd)
     try:
         with Server(extra_args=["--ws-auth", "capability-token", "--ws-token-file", tok]) as auth:
-            for name, (good, _, stdin) in COMMANDS.items():
-                if name == "help":
-                    continue
-                r = subprocess.run([CLIENT, "--url", "ws://127.0.0.1:1", "--connect-timeout", "1"]
-                                   + words(good, d), capture_output=True, timeout=60,
-                                   input=stdin or b"")
+            names = [n for n in COMMANDS if n != "help"]
+            calls = [([CLIENT, "--url", "ws://127.0.0.1:1", "--connect-timeout", "1"] +
+                      words(COMMANDS[n][0], d), COMMANDS[n][2]) for n in names]
+            calls += [([CLIENT, "--url", auth.url] + words(COMMANDS[n][0], d), COMMANDS[n][2])
+                      for n in names]
+            results = run_all(calls)
+            for name, r in zip(names, results[:len(names)]):
                 assert r.returncode == 255, (name, r)
-                r = ec(auth, *words(good, d), stdin=stdin or b"")
+            for name, r in zip(names, results[len(names):]):
                 assert r.returncode == 3, (name, r)
     finally:
         shutil.rmtree(d)
@@ -139,11 +150,13 @@ def test_failures_exit_1_whichever_side(_):
     d = scratch()
     try:
         with Server() as srv:
-            for name, (_, failing, stdin) in COMMANDS.items():
-                for args in failing:
-                    r = ec(srv, *words(args, d), stdin=stdin or b"")
-                    assert r.returncode == 1, (name, args, r)
-                    assert r.stderr.startswith(b"exec-client: ") or name == "rpc", (args, r)
+            calls = [(name, args, stdin) for name, (_, failing, stdin) in COMMANDS.items()
+                     for args in failing]
+            results = run_all([([CLIENT, "--url", srv.url] + words(args, d), stdin)
+                               for _, args, stdin in calls])
+            for (name, args, _), r in zip(calls, results):
+                assert r.returncode == 1, (name, args, r)
+                assert r.stderr.startswith(b"exec-client: ") or name == "rpc", (args, r)
             # run and shell: the remote command's status
             assert ec(srv, "run", "exit 7").returncode == 7
             assert ec(srv, "run", "--", "/nonexistent-ec-exits").returncode == 127
