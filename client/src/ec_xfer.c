@@ -380,7 +380,7 @@ char *ec_temp_name(const char *path, char *out, size_t n)
     const char *slash = strrchr(path, '/');
     const char *name = slash ? slash + 1 : path;
     int dir_len = (int)(name - path), name_len = (int)strlen(name);
-    if (name_len > NAME_MAX - 29) name_len = NAME_MAX - 29; /* "." ".exec-client." 10 */
+    if (name_len > NAME_MAX - 24) name_len = NAME_MAX - 24; /* "." ".exec-client." 10 */
     uint8_t r[10];
     crypto_random_bytes(r, sizeof r);
     char suffix[sizeof r + 1];
