@@ -21,6 +21,7 @@ from harness import *  # noqa
 from test_exec_client import CLIENT, ec, need_client  # noqa
 
 BIG = 48 << 20  # big enough to be caught half-way, streamed in 1 MiB blocks
+STREAMED = 4 << 20  # past the 1 MiB of one fs/writeFile: streamed
 OLD = b"precious\n"
 
 
@@ -148,7 +149,7 @@ def test_completed_put_keeps_the_files_mode_and_owner(srv):
     need_client()
     d = tempfile.mkdtemp(prefix="ec-put-done-")
     try:
-        for size in (BIG, 100):  # streamed, and one fs/writeFile
+        for size in (STREAMED, 100):  # streamed, and one fs/writeFile
             src = random_file(os.path.join(d, "src-%d" % size), size)
             os.chmod(src, 0o755)
             target = os.path.join(d, "old-%d" % size)
@@ -167,7 +168,7 @@ def test_completed_put_keeps_the_files_mode_and_owner(srv):
             assert ec(srv, "fs", "put", src, fresh).returncode == 0
             assert os.stat(fresh).st_mode & 0o7777 == 0o755
         # through a symbolic link: the file it names is replaced, the link stays
-        src = os.path.join(d, "src-%d" % BIG)
+        src = os.path.join(d, "src-%d" % STREAMED)
         real = os.path.join(d, "real")
         with open(real, "wb") as f:
             f.write(OLD)
