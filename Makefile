@@ -1,6 +1,7 @@
 # Thin front door over CMake + Ninja + ctest.
 #   make        release build into build/ (server binary: build/exec-server)
-#   make run    release build, then start the server on the default address
+#   make run    release build (quiet: its URL is what it prints), then start the server on
+#               the default address
 #   make install  release build, then install everything under PREFIX (default /usr/local)
 #   make test   ASan+UBSan build into build/asan/, then every test through ctest
 #               (including a few seconds of each fuzz target, built into build/fuzz/)
@@ -48,8 +49,12 @@ all: deps
 deps:
 	@./scripts/install-deps.sh
 
-run: all
-	./$(BUILD)/exec-server $(ARGS)
+# run: the build is quiet (scripts/quiet-build.sh: a progress line on a terminal, its
+# output in build/build.log, shown only when it fails), so the server's URL is what one sees.
+run: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@./scripts/quiet-build.sh $(BUILD)
+	@exec ./$(BUILD)/exec-server $(ARGS)
 
 # make install [PREFIX=/usr/local] [DESTDIR=...]: server, helper, client, library,
 # header, pkg-config file, man pages and the systemd unit.

@@ -10,7 +10,7 @@ _exec_client()
     local globals="--url --token --token-file --ca-file --remote --environment-id
         --environment --environments --liveness-ms --timeout-ms --connect-timeout
         --reconnect-ms --keepalive-ms --verbose --version --help"
-    local cmds="run shell fs rpc sessions ps attach forward"
+    local cmds="run shell fs rpc sessions ps attach forward help"
     case $prev in
         --ca-file|--token-file|--environments) _filedir; return ;;
         --url) COMPREPLY=($(compgen -W "ws:// wss://" -- "$cur")); compopt -o nospace; return ;;
@@ -41,7 +41,7 @@ _exec_client()
                      [[ $cur != -* && $nops -ge 1 ]] && _filedir ;;
                 put) COMPREPLY=($(compgen -W "-r -p -q --help" -- "$cur"))
                      [[ $cur != -* ]] && _filedir ;;
-                ls) COMPREPLY=($(compgen -W "-l --help" -- "$cur")) ;;
+                ls) COMPREPLY=($(compgen -W "-l -a --help" -- "$cur")) ;;
                 rm) COMPREPLY=($(compgen -W "-r -f --help" -- "$cur")) ;;
                 cp) COMPREPLY=($(compgen -W "-r --help" -- "$cur")) ;;
                 mkdir) COMPREPLY=($(compgen -W "-p --help" -- "$cur")) ;;
@@ -55,6 +55,7 @@ _exec_client()
         ps) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
         attach) COMPREPLY=($(compgen -W "--detach-key --help" -- "$cur")) ;;
         forward) COMPREPLY=($(compgen -W "-L --help" -- "$cur")) ;;
+        help) [[ $nops -eq 0 ]] && COMPREPLY=($(compgen -W "$cmds" -- "$cur")) ;;
     esac
 }
 complete -F _exec_client exec-client

@@ -15,10 +15,19 @@
 
 #include "execclient.h"
 
-#define EXIT_REMOTE 1 /* a server-side error in fs/rpc */
+/* exec-client's exit statuses: one per class of failure, the same in every command
+ * (exec-client(1), EXIT STATUS; run and shell otherwise exit with the remote
+ * command's status). Which side a file is on does not change its class: a missing
+ * local target directory is 1, as a missing remote one is.
+ *   EXIT_FAILED  what was asked failed: a file or request error on either side, a
+ *                JSON-RPC error reply, a capability the server lacks
+ *   EXIT_USAGE   the command line or configuration is wrong: nothing was tried
+ *   EXIT_AUTH    the server or registry refused the credentials
+ *   EXIT_CONN    unreachable, the connection lost, ~., a silent server (like ssh) */
+#define EXIT_FAILED 1
 #define EXIT_USAGE 2
-#define EXIT_AUTH 3   /* the server refused our credentials (HTTP 401) */
-#define EXIT_CONN 255 /* unreachable, or the connection was lost (like ssh) */
+#define EXIT_AUTH 3
+#define EXIT_CONN 255
 
 struct cli {
     const char *url;
@@ -93,13 +102,15 @@ struct cli_cmd_entry {
 extern const struct cli_cmd_entry cli_run_entry, cli_shell_entry, cli_fs_entry, cli_fs_cat_entry,
     cli_fs_get_entry, cli_fs_put_entry, cli_fs_ls_entry, cli_fs_stat_entry, cli_fs_rm_entry,
     cli_fs_cp_entry, cli_fs_mkdir_entry, cli_fs_walk_entry, cli_rpc_entry, cli_sessions_entry,
-    cli_ps_entry, cli_attach_entry, cli_forward_entry;
+    cli_ps_entry, cli_attach_entry, cli_forward_entry, cli_help_entry;
 extern const struct cli_cmd_entry *const cli_cmd_table[]; /* NULL ended */
 
 /* cli_cmd.c: the entry named by argv (a group's subcommand included: argv[0] "fs",
  * argv[1] "put"); *used is how many words named it. Exits with a usage error for an
  * unknown command or subcommand; returns the group itself when its help is asked for. */
 const struct cli_cmd_entry *cli_cmd_find(int argc, char **argv, int *used);
+/* The entry argv's one or two words name exactly ("fs", "fs put", "run"), or NULL. */
+const struct cli_cmd_entry *cli_cmd_named(int argc, char **argv);
 
 /* cli_args.c: parses a command's options and operands by its entry (argv[0] is the
  * command word) into *a, which cli_args_free releases; -h/--help stops at a->help;

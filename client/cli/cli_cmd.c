@@ -12,12 +12,25 @@
 
 /* In the order the whole --help lists them; a group before its subcommands. */
 const struct cli_cmd_entry *const cli_cmd_table[] = {
-    &cli_run_entry,    &cli_shell_entry,    &cli_fs_entry,
-    &cli_fs_cat_entry, &cli_fs_get_entry,   &cli_fs_put_entry,
-    &cli_fs_ls_entry,  &cli_fs_stat_entry,  &cli_fs_rm_entry,
-    &cli_fs_cp_entry,  &cli_fs_mkdir_entry, &cli_fs_walk_entry,
-    &cli_rpc_entry,    &cli_sessions_entry, &cli_ps_entry,
-    &cli_attach_entry, &cli_forward_entry,  NULL,
+    &cli_run_entry,
+    &cli_shell_entry,
+    &cli_fs_entry,
+    &cli_fs_cat_entry,
+    &cli_fs_get_entry,
+    &cli_fs_put_entry,
+    &cli_fs_ls_entry,
+    &cli_fs_stat_entry,
+    &cli_fs_rm_entry,
+    &cli_fs_cp_entry,
+    &cli_fs_mkdir_entry,
+    &cli_fs_walk_entry,
+    &cli_rpc_entry,
+    &cli_sessions_entry,
+    &cli_ps_entry,
+    &cli_attach_entry,
+    &cli_forward_entry,
+    &cli_help_entry,
+    NULL,
 };
 
 /* The entry called `prefix word` ("fs" + "put"), or `word` with no prefix, by its
@@ -55,6 +68,13 @@ static void sub_names(const struct cli_cmd_entry *group, char *out, size_t n)
         if (strncmp(name, group->name, len) == 0 && name[len] == ' ')
             k += (size_t)snprintf(out + k, n - k, "%s%s", k ? ", " : "", name + len + 1);
     }
+}
+
+const struct cli_cmd_entry *cli_cmd_named(int argc, char **argv)
+{
+    const struct cli_cmd_entry *e = argc >= 1 ? lookup(NULL, argv[0]) : NULL;
+    if (!e || argc == 1) return e;
+    return argc == 2 && !e->exec ? lookup(e->name, argv[1]) : NULL;
 }
 
 const struct cli_cmd_entry *cli_cmd_find(int argc, char **argv, int *used)

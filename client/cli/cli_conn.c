@@ -12,11 +12,9 @@
 
 int cli_err_exit_code(const ec_error *e)
 {
-    switch (e->kind) {
-    case EC_ERR_USAGE: return EXIT_USAGE;
-    case EC_ERR_SERVER: return EXIT_REMOTE;
-    default: return EXIT_CONN;
-    }
+    /* Refused by the server, or by the library at work (a capability the server lacks,
+     * local I/O): what was asked failed. The rest is the connection's. */
+    return e->kind == EC_ERR_SERVER || e->kind == EC_ERR_USAGE ? EXIT_FAILED : EXIT_CONN;
 }
 
 void cli_die_err(const char *what, const ec_error *e)
@@ -155,7 +153,7 @@ void cli_connect_or_die(struct cli *cli, bool raw, bool resume)
             }
             fprintf(stderr, "exec-client: cannot resume session %s: %s\n", cli->resume_session,
                     e.message);
-            exit(EXIT_REMOTE);
+            exit(EXIT_FAILED);
         }
         if (e.kind == EC_ERR_USAGE) {
             fprintf(stderr, "exec-client: %s\n", e.message);

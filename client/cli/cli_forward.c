@@ -282,10 +282,10 @@ static int cmd_forward(struct cli *cli, const struct cli_args *a)
     if (!ec_client_has_capability(cli->c, "tcpForward")) {
         fprintf(stderr, "exec-client: forward: the server does not allow TCP forwarding (it "
                         "must run with --allow-tcp-forwarding)\n");
-        return EXIT_REMOTE;
+        return EXIT_FAILED;
     }
     for (size_t i = 0; i < nspecs; i++)
-        if (listen_spec(&specs[i]) != 0) return EXIT_REMOTE;
+        if (listen_spec(&specs[i]) != 0) return EXIT_FAILED;
     struct sigaction sa = {.sa_handler = on_stop};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);

@@ -5,12 +5,15 @@
  * Arguments follow scp and coreutils: get and put take several sources before one
  * target, which must then be a directory; remote sources of get, cat, ls and stat may
  * be patterns (quoted, so the local shell leaves them), matched on the remote side;
- * ls takes files and several paths as ls(1) does. get and put keep the file's
- * permission bits when the server reports and accepts them (our fs/getMetadata
- * `mode` and fs/setPermissions; the reference has neither, and then the local umask
- * decides, as with `cp`); -p keeps the modification time too. ls -l and stat show
- * mode, owner and local times like ls(1). Errors read like coreutils' ("No such file
- * or directory", "Is a directory (use -r)"), not like JSON-RPC. The session of an fs
+ * ls takes files and several paths as ls(1) does, and lists a directory's names that
+ * start with a dot only with -a (or -A: "." and ".." are never listed). get keeps the
+ * file's permission bits, and put gives a new file the local ones while a file it
+ * replaces keeps its own (and its owner), when the server reports and accepts them
+ * (our fs/getMetadata `mode`, fs/setPermissions and fs/rename; the reference has none,
+ * and then the umask decides, as with `cp`); -p gives the local mode and the
+ * modification time. ls -l and stat show mode, owner and local times like ls(1).
+ * Errors read like coreutils' ("No such file or directory", "Is a directory (use
+ * -r)"), not like JSON-RPC. The session of an fs
  * command is ended as soon as it connects (session/close), so whatever way the
  * command ends, even killed, nothing waits on the server for a resume. */
 #include <errno.h>
@@ -86,8 +89,9 @@ static void ls_long_line(const ec_metadata *md, const char *name)
            md->is_directory ? "/" : "");
 }
 
-/* A directory's entries, sorted, like ls (directories end in /). */
-static int ls_dir(struct cli *cli, const char *path, bool long_form)
+/* A directory's entries, sorted, like ls (directories end in /; dot files only with
+ * all). */
+static int ls_dir(struct cli *cli, const char *path, bool long_form, bool all)
 {
     ec_error e = {0};
     ec_dirent *ents;
@@ -95,6 +99,7 @@ static int ls_dir(struct cli *cli, const char *path, bool long_form)
     if (ec_fs_read_directory(cli->c, path, &ents, &n, &e) != 0) cli_fs_die("ls", path, &e);
     qsort(ents, n, sizeof *ents, cli_fs_cmp_dirent);
     for (size_t i = 0; i < n; i++) {
+        if (ents[i].name[0] == '.' && !all) continue;
         if (!long_form) {
             printf("%s%s\n", ents[i].name, ents[i].is_directory ? "/" : "");
             continue;
@@ -131,7 +136,7 @@ static int fs_ls(struct cli *cli, const char *sub, const struct cli_fs_opts *o, 
         char **m = cli_fs_remote_glob(cli, pat, &n);
         if (n == 0) {
             fprintf(stderr, "exec-client: fs ls %s: No such file or directory\n", args[a]);
-            rc = EXIT_REMOTE;
+            rc = EXIT_FAILED;
         }
         for (size_t i = 0; i < n; i++) {
             ec_metadata md;
@@ -142,7 +147,7 @@ static int fs_ls(struct cli *cli, const char *sub, const struct cli_fs_opts *o, 
             if (ec_fs_get_metadata(cli->c, m[i], &md, &e) != 0) {
                 if (e.kind != EC_ERR_SERVER) cli_fs_die("ls", m[i], &e);
                 fprintf(stderr, "exec-client: fs ls %s: No such file or directory\n", shown);
-                rc = EXIT_REMOTE;
+                rc = EXIT_FAILED;
             } else if (md.is_directory) {
                 if (nd == dcap) dirs = realloc(dirs, (dcap = dcap ? dcap * 2 : 8) * sizeof *dirs);
                 dirs[nd++] = strdup(m[i]);
@@ -158,7 +163,7 @@ static int fs_ls(struct cli *cli, const char *sub, const struct cli_fs_opts *o, 
     bool files_shown = nops > nd;
     for (size_t i = 0; i < nd; i++) {
         if (nops > 1) printf("%s%s:\n", files_shown || i ? "\n" : "", dirs[i]);
-        ls_dir(cli, dirs[i], o->l);
+        ls_dir(cli, dirs[i], o->l, o->a);
         free(dirs[i]);
     }
     free(dirs);
@@ -199,7 +204,8 @@ static const struct option fs_longs[] = {
     {"max-depth", required_argument, 0, 'd'}, {"recursive", no_argument, 0, 'r'},
     {"force", no_argument, 0, 'f'},           {"parents", no_argument, 0, 'p'},
     {"preserve", no_argument, 0, 'p'},        {"long", no_argument, 0, 'l'},
-    {"quiet", no_argument, 0, 'q'},           {0, 0, 0, 0}};
+    {"quiet", no_argument, 0, 'q'},           {"all", no_argument, 0, 'a'},
+    {"almost-all", no_argument, 0, 'A'},      {0, 0, 0, 0}};
 
 /* The options of an fs subcommand into o, or a usage error for one it does not take. */
 static void fs_opts_from(const struct cli_args *a, struct cli_fs_opts *o)
@@ -212,6 +218,8 @@ static void fs_opts_from(const struct cli_args *a, struct cli_fs_opts *o)
         case 'f': o->f = true; break;
         case 'p': o->p = true; break;
         case 'l': o->l = true; break;
+        case 'a':
+        case 'A': o->a = true; break;
         case 'q': o->q = true; break;
         case 'd': o->max_depth = (unsigned)atoi(a->opts[i].value); break;
         }
@@ -223,6 +231,7 @@ static void fs_opts_from(const struct cli_args *a, struct cli_fs_opts *o)
         cli_usage_error(name, "-p is for get, put (keep times) and mkdir (parents)");
     if (o->q && !xfer) cli_usage_error(name, "-q is for get and put");
     if (o->l && !is_sub(sub, "ls")) cli_usage_error(name, "-l is for ls");
+    if (o->a && !is_sub(sub, "ls")) cli_usage_error(name, "-a is for ls");
     if (o->f && !is_sub(sub, "rm")) cli_usage_error(name, "-f is for rm");
 }
 
@@ -265,7 +274,7 @@ static int fs_get(struct cli *cli, const char *sub, const struct cli_fs_opts *o,
         char **m = cli_fs_remote_glob(cli, pat, &n);
         if (n == 0) {
             fprintf(stderr, "exec-client: fs get %s: No such file or directory\n", pat);
-            rc = EXIT_REMOTE;
+            rc = EXIT_FAILED;
         }
         for (size_t i = 0; i < n; i++) {
             if (total == cap) srcs = realloc(srcs, (cap = cap ? cap * 2 : 16) * sizeof *srcs);
@@ -279,7 +288,7 @@ static int fs_get(struct cli *cli, const char *sub, const struct cli_fs_opts *o,
         fprintf(stderr, "exec-client: fs get: %s: Not a directory (several sources need one)\n",
                 local);
         cli_fs_strv_free(srcs, total);
-        return EXIT_USAGE;
+        return EXIT_FAILED;
     }
     for (size_t i = 0; i < total; i++) {
         int r = cli_fs_get_one(cli, o, srcs[i], local);
@@ -304,7 +313,7 @@ static int fs_put(struct cli *cli, const char *sub, const struct cli_fs_opts *o,
             fprintf(stderr, "exec-client: fs put %s: %s (several sources need a directory)\n", path,
                     gr == 0 ? "Not a directory" : "No such file or directory");
             free(path);
-            return EXIT_REMOTE;
+            return EXIT_FAILED;
         }
     }
     for (int a = 0; a < nargs - 1; a++) {
@@ -332,7 +341,7 @@ static int fs_cp(struct cli *cli, const char *sub, const struct cli_fs_opts *o, 
     if (ec_fs_get_metadata(cli->c, src, &sm, &e) != 0) cli_fs_die("cp", src, &e);
     if (sm.is_directory && !o->r) {
         fprintf(stderr, "exec-client: fs cp %s: Is a directory (use -r)\n", src);
-        rc = EXIT_REMOTE;
+        rc = EXIT_FAILED;
     } else {
         ec_error de = {0};
         int dr = ec_fs_get_metadata(cli->c, path, &dm, &de);
@@ -343,7 +352,7 @@ static int fs_cp(struct cli *cli, const char *sub, const struct cli_fs_opts *o, 
         } else if (cli_fs_ends_with_slash(path)) {
             fprintf(stderr, "exec-client: fs cp %s: %s\n", path,
                     dr == 0 ? "Not a directory" : "No such file or directory");
-            rc = EXIT_REMOTE;
+            rc = EXIT_FAILED;
         }
         if (rc == 0 && ec_fs_copy(cli->c, src, path, o->r, &e) != 0) cli_fs_die("cp", path, &e);
     }
@@ -382,7 +391,7 @@ static int fs_each(struct cli *cli, const char *sub, const struct cli_fs_opts *o
         char **m = globbed ? cli_fs_remote_glob(cli, pat, &n) : NULL;
         if (globbed && n == 0) {
             fprintf(stderr, "exec-client: fs %s %s: No such file or directory\n", sub, pat);
-            rc = EXIT_REMOTE;
+            rc = EXIT_FAILED;
         }
         for (size_t i = 0; i < n; i++) {
             const char *path = m ? m[i] : pat;
@@ -420,7 +429,7 @@ FS_EXEC(fs_cp)
 FS_EXEC(fs_walk)
 
 /* The fields every fs subcommand shares. */
-#define FS_ENTRY .flags = "+rRfplq", .longs = fs_longs
+#define FS_ENTRY .flags = "+rRfplqaA", .longs = fs_longs
 
 const struct cli_cmd_entry cli_fs_entry = {
     .name = "fs",
@@ -459,11 +468,15 @@ const struct cli_cmd_entry cli_fs_get_entry = {
 const struct cli_cmd_entry cli_fs_put_entry = {
     .name = "fs put",
     .usage = "fs put [-r] [-p] [-q] LOCAL...|- PATH",
-    .summary = "upload files or stdin (keeps the local mode); into PATH/NAME when PATH is a "
-               "remote directory, like scp (-p: keep modification times too; -q: no progress)",
+    .summary = "upload files or stdin; into PATH/NAME when PATH is a remote directory, like "
+               "scp; an interrupted upload leaves the old file whole (-p: keep the local mode "
+               "and times; -q: no progress)",
     .text = "Uploads like scp: into PATH/NAME when PATH is a remote directory (several "
-            "sources\nneed one); - reads stdin. The mode is kept; -p keeps the modification "
-            "time too;\n-r copies directories; -q: no progress line.\n",
+            "sources\nneed one); - reads stdin. A new file gets the local mode, an existing "
+            "one keeps\nits mode and owner; -p gives the local mode and modification time; -r "
+            "copies\ndirectories; -q: no progress line. As with rsync, the old file stays "
+            "whole until\nthe new one is complete: the bytes go to a hidden temporary beside "
+            "it, renamed\nover it at the end and removed if the upload is interrupted.\n",
     FS_ENTRY,
     .lower = 2,
     .upper = -1,
@@ -472,10 +485,12 @@ const struct cli_cmd_entry cli_fs_put_entry = {
 
 const struct cli_cmd_entry cli_fs_ls_entry = {
     .name = "fs ls",
-    .usage = "fs ls [-l] [PATH...]",
-    .summary = "list directories and files like ls (directories end in /; -l: long form)",
+    .usage = "fs ls [-l] [-a] [PATH...]",
+    .summary = "list directories and files like ls (directories end in /; -l: long form; -a: "
+               "names that start with a dot too)",
     .text = "Lists like ls(1): files as named, directories' entries (directories end in /),\n"
-            "a header per directory when there are several operands; -l: long form.\n",
+            "a header per directory when there are several operands; -l: long form; -a (or\n"
+            "-A): names that start with a dot too, which are hidden otherwise.\n",
     FS_ENTRY,
     .lower = 0,
     .upper = -1,

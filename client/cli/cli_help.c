@@ -4,7 +4,9 @@
  *
  * The texts come from the command table (cli_cmd.c, each entry in its command's
  * module): the command list of --help, `COMMAND --help`, and the names the usage
- * errors point at; the bash completion (packaging/exec-client.bash) follows them. */
+ * errors point at; the bash completion (packaging/exec-client.bash) follows them.
+ * `exec-client help [COMMAND [SUBCOMMAND]]` prints the same texts, as git, kubectl,
+ * systemctl and go take `help`. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,12 +59,15 @@ static const char usage_options[] =
     "  -h, --help       this text\n"
     "Remote paths: relative ones (and ~/...) start in the remote home directory, and\n"
     "run starts there unless --cwd says otherwise, as with ssh and scp.\n"
-    "Escapes (run --tty and shell, at the start of a line, as in ssh): ~. disconnects,\n"
+    "Escapes (run --tty and shell, at the start of a line, as in ssh): ~. disconnects\n"
+    "and hangs up on the command (SIGHUP; it runs on with --keep),\n"
     "~~ sends one ~, ~? lists them.\n"
-    "Exit status: 2 usage error, 1 remote error (fs, rpc), 3 authentication refused,\n"
-    "255 server unreachable or connection lost; run/shell otherwise exit with the\n"
-    "remote command's status (128+N for signal N).\n"
-    "Every command takes --help (e.g. exec-client fs put --help).\n"
+    "Exit status, the same in every command: 1 what was asked failed (a file or request\n"
+    "error, local or remote), 2 the command line or configuration is wrong, 3\n"
+    "credentials refused, 255 server unreachable or connection lost; run/shell otherwise\n"
+    "exit with the remote command's status (128+N for signal N, 127: cannot start).\n"
+    "Every command takes --help (e.g. exec-client fs put --help, or exec-client help fs\n"
+    "put).\n"
     "More: man exec-client; the protocol: docs/PROTOCOL.md in the exec-server sources.\n";
 
 #define HELP_COL 25 /* where a command's summary starts in the whole --help */
@@ -147,3 +152,33 @@ void cli_command_help(FILE *f, const struct cli_cmd_entry *e)
                 fprintf(f, "  exec-client %s\n", cli_cmd_table[i]->usage);
     fprintf(f, "\nOPTIONS (--url, --token, ...): exec-client --help; more: man exec-client\n");
 }
+
+/* `help [COMMAND [SUBCOMMAND]]`: the whole --help, or the command's (a group's lists
+ * its subcommands). */
+static int cmd_help(struct cli *cli, const struct cli_args *a)
+{
+    (void)cli;
+    if (a->argc == 0) {
+        cli_usage(stdout);
+        return 0;
+    }
+    const struct cli_cmd_entry *e = cli_cmd_named(a->argc, a->argv);
+    if (!e) {
+        char m[200];
+        snprintf(m, sizeof m, "no command `%.60s%s%.60s`", a->argv[0], a->argc > 1 ? " " : "",
+                 a->argc > 1 ? a->argv[1] : "");
+        cli_usage_error("help", m);
+    }
+    cli_command_help(stdout, e);
+    return 0;
+}
+
+const struct cli_cmd_entry cli_help_entry = {
+    .name = "help",
+    .usage = "help [COMMAND [SUBCOMMAND]]",
+    .summary = "this text, or a command's (as COMMAND --help)",
+    .text = "Prints the whole --help, or a command's (help fs put is fs put --help).\n",
+    .flags = "+",
+    .upper = 2,
+    .exec = cmd_help,
+};

@@ -65,7 +65,7 @@ static int cmd_rpc(struct cli *cli, const struct cli_args *a)
         if (pr > 0 && pfd[0].revents) {
             if (ec_client_process_ready(cli->c, &e) != 0) {
                 fprintf(stderr, "exec-client: %s\n", e.message);
-                return st.outstanding > 0 ? EXIT_CONN : st.error_seen ? EXIT_REMOTE : 0;
+                return st.outstanding > 0 ? EXIT_CONN : st.error_seen ? EXIT_FAILED : 0;
             }
         }
         if (pr > 0 && pfd[1].revents) {
@@ -89,7 +89,7 @@ static int cmd_rpc(struct cli *cli, const struct cli_args *a)
         }
     }
     free(line);
-    return st.error_seen ? EXIT_REMOTE : 0;
+    return st.error_seen ? EXIT_FAILED : 0;
 }
 
 static const struct option rpc_longs[] = {{"raw", no_argument, 0, 'r'}, {0, 0, 0, 0}};

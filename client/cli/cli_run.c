@@ -197,14 +197,10 @@ static const struct option run_longs[] = {
     {"keep", optional_argument, 0, 'k'}, {"cwd", required_argument, 0, 'C'},
     {"env", required_argument, 0, 'e'},  {0, 0, 0, 0}};
 
-/* ssh runs a command through the remote user's shell; we exec argv as given, unless
- * the command is one word holding shell syntax (`run 'echo a; echo b'`), which goes
- * to the remote shell like ssh's. After `--` argv is always exec'd as it is. */
-static bool needs_shell(const char *word)
-{
-    return strpbrk(word, " \t\n;&|<>()$`\\\"'*?[]#~=%{}!") != NULL;
-}
-
+/* Like ssh, one command argument is a command line for the remote user's shell
+ * (`run 'echo a; echo b'`, and `run nosuchcmd` is the shell's "not found", 127).
+ * Several arguments, and any after `--`, are exec'd as given: no second round of
+ * quoting, which ssh's joining of words with spaces needs. */
 /* The remote user's shell (environment/info), or /bin/sh. */
 static const char *remote_shell(struct cli *cli)
 {
@@ -232,6 +228,7 @@ struct pump {
     int64_t ping_at;      /* when the first Ping still unanswered went out, or 0 */
     bool warned;          /* the "not answering" line has been printed */
     bool quit;            /* ~. was typed */
+    bool hung_up;         /* ...and the command was hung up on: its session ends too */
     bool keep;            /* --keep: a lost terminal (SIGHUP) detaches instead */
 };
 
@@ -391,6 +388,29 @@ static void detach_hint(struct pump *pm, const char *why)
             why, ec_process_id(pm->p), sid, sid, ec_process_id(pm->p));
 }
 
+/* ~. without --keep, as sshd hangs up on ~.: SIGHUP to the command's process group
+ * (a login shell passes it on to its jobs, as bash does), up to GRACE_MS for it to
+ * end, then it is terminated; its output meanwhile is not shown. The caller then
+ * ends the session, so nothing waits on the server for a resume. A server without
+ * signals by name (the reference) has the command terminated at once. */
+static void hang_up(struct pump *pm)
+{
+    pm->hung_up = true;
+    ec_error e = {0};
+    if (ec_process_signal(pm->p, "HUP", &e) != 0) {
+        ec_process_terminate(pm->p, NULL, NULL);
+        return;
+    }
+    int64_t deadline = now_ms() + GRACE_MS;
+    ec_event ev;
+    for (int64_t left; (left = deadline - now_ms()) > 0;) {
+        int rc = ec_process_next_event(pm->p, (int)left, &ev, &e);
+        if (rc == 0 && ev.type == EC_EVENT_CLOSED) return;
+        if (rc != 0 && rc != -EC_ERR_TIMEOUT) return; /* the link went: the session ends */
+    }
+    ec_process_terminate(pm->p, NULL, NULL);
+}
+
 /* Drives a started process to its close; returns the CLI's exit status. */
 static int pump_process(struct pump *pm)
 {
@@ -444,7 +464,10 @@ static int pump_process(struct pump *pm)
                 tty_restore();
                 fprintf(stderr, "\r\nexec-client: connection to %s closed (~.)\n",
                         pm->cli->remote ? pm->cli->remote : pm->cli->url);
-                if (pm->keep) detach_hint(pm, "~.");
+                if (pm->keep)
+                    detach_hint(pm, "~.");
+                else
+                    hang_up(pm);
                 return EXIT_CONN;
             }
             int rc_alive = keepalive(pm);
@@ -555,8 +578,8 @@ static int start_and_pump(struct cli *cli, const char **cargv, const char *cwd, 
     }
     int rc = pump_process(&pm);
     ec_process_free(p);
-    /* A finished call leaves nothing behind on the server. */
-    if (rc != EXIT_CONN) ec_client_end_session(c, NULL);
+    /* A finished call (or one hung up on by ~.) leaves nothing behind on the server. */
+    if (rc != EXIT_CONN || pm.hung_up) ec_client_end_session(c, NULL);
     return rc;
 }
 
@@ -566,7 +589,7 @@ static void keep_session(struct cli *cli, const struct run_opts *ro)
     if (!ec_client_has_capability(cli->c, "sessionKeep")) {
         fprintf(stderr, "exec-client: the server cannot keep a session after its client leaves "
                         "(no sessionKeep capability)\n");
-        exit(EXIT_REMOTE);
+        exit(EXIT_FAILED);
     }
     json_t *params = json_object();
     if (ro->keep_secs >= 0) json_object_set_new(params, "ttlSeconds", json_integer(ro->keep_secs));
@@ -626,7 +649,7 @@ static int cmd_run(struct cli *cli, const struct cli_args *a)
         fwd = !input_eof; /* a longer stream goes on as it comes, without an EOF */
         pipe_stdin = input_len > 0 || fwd;
     }
-    if (!ro.dashdash && argc - i == 1 && needs_shell(argv[i])) {
+    if (!ro.dashdash && argc - i == 1) {
         cargv[k++] = remote_shell(cli);
         cargv[k++] = "-c";
         ro.shown = argv[i];
@@ -675,8 +698,8 @@ const struct cli_cmd_entry cli_run_entry = {
     .name = "run",
     .usage = "run [--tty] [-n] [-d|--keep[=SECS]] [--cwd DIR] [--env K=V]... 'SHELL CMD'\n"
              "run [options] -- CMD [ARGS...]",
-    .summary = "run a command remotely: one argument with shell syntax goes to the remote "
-               "user's shell (like ssh); after -- argv is run as given (no shell). "
+    .summary = "run a command remotely: one argument is a command line for the remote "
+               "user's shell (like ssh); several, or any after --, are run as given (no shell). "
                "stdout/stderr stream back, the exit status is the remote one (128+N for "
                "signal N). stdin is sent to CMD as it comes and its end is passed on (-n: "
                "send none); Ctrl-C, SIGTERM and SIGHUP are forwarded; --tty: a remote PTY "
@@ -684,11 +707,12 @@ const struct cli_cmd_entry cli_run_entry = {
                "client (its session is kept for SECONDS, default until ended; a lost "
                "terminal (SIGHUP) or ~. detaches); -d: start it kept and return at once, "
                "printing SESSION PROCESS",
-    .text = "Runs a command remotely, like ssh HOST CMD: one argument with shell syntax goes "
-            "to\nthe remote user's shell; after -- argv is run as given. stdout, stderr and "
-            "the exit\nstatus are the remote command's; stdin is sent as it comes (-n: none). "
-            "--tty: a\nremote PTY sized like this window; --keep: the command outlives this "
-            "client; -d:\nstart it kept and return at once, printing SESSION PROCESS.\n",
+    .text = "Runs a command remotely, like ssh HOST CMD: one argument is a command line for "
+            "the\nremote user's shell; several, or any after --, are run as given. stdout, "
+            "stderr and\nthe exit status are the remote command's; stdin is sent as it comes "
+            "(-n: none).\n--tty: a remote PTY sized like this window; --keep: the command "
+            "outlives this\nclient; -d: start it kept and return at once, printing SESSION "
+            "PROCESS.\n",
     .flags = "+tdnC:e:",
     .longs = run_longs,
     .lower = 1,
@@ -700,10 +724,15 @@ const struct cli_cmd_entry cli_run_entry = {
 
 const struct cli_cmd_entry cli_shell_entry = {
     .name = "shell",
-    .usage = "shell [--cwd DIR] [--env K=V]...",
+    .usage = "shell [--keep[=SECS]] [--cwd DIR] [--env K=V]...",
     .summary = "login shell on a remote PTY in the remote home (Ctrl-C goes to the remote "
-               "side; end of input ends it)",
-    .text = "A login shell on a remote PTY in the remote home, like ssh HOST.\n",
+               "side; end of input ends it; ~. or a lost terminal hangs it up and ends its "
+               "session, unless --keep)",
+    .text = "A login shell on a remote PTY in the remote home, like ssh HOST. When this "
+            "client\nleaves (~., a lost terminal), the shell is hung up on as sshd does: "
+            "SIGHUP to its\nprocess group (bash passes it to its jobs), and its session "
+            "ends with it. With\n--keep[=SECS] the shell runs on in a kept session instead "
+            "(exec-client attach).\n",
     .flags = "+tdnC:e:",
     .longs = run_longs,
     .upper = 0,

@@ -43,7 +43,7 @@ static void need_cap(struct cli *cli, const char *cap, const char *what)
             "exec-client: the server cannot %s (no %s capability; an older or "
             "another server)\n",
             what, cap);
-    exit(EXIT_REMOTE);
+    exit(EXIT_FAILED);
 }
 
 /* The sessions this user may see, except the one this command opened. New ref. */
@@ -84,7 +84,7 @@ static json_t *resolve_session(json_t *list, const char *prefix)
     if (n == 1) return hit;
     fprintf(stderr, "exec-client: %s session matches `%s` (see exec-client sessions)\n",
             n ? "more than one" : "no", prefix);
-    exit(EXIT_REMOTE);
+    exit(EXIT_FAILED);
 }
 
 static int64_t wall_ms(void)
@@ -371,7 +371,7 @@ static char *pick_process(struct cli *cli, const char *sid, const char *want)
                     sid, running, sid);
         else
             fprintf(stderr, "exec-client: session %.8s has no process\n", sid);
-        exit(EXIT_REMOTE);
+        exit(EXIT_FAILED);
     }
     char *out = strdup(hit);
     json_decref(procs);
@@ -462,7 +462,7 @@ static int attach_loop(struct attach_state *st, const char *sid)
         if (rc != -EC_ERR_TIMEOUT) {
             restore_tty();
             fprintf(stderr, "\r\nexec-client: attach: %s\r\n", e.message);
-            return e.kind == EC_ERR_SESSION_LOST ? EXIT_REMOTE : EXIT_CONN;
+            return e.kind == EC_ERR_SESSION_LOST ? EXIT_FAILED : EXIT_CONN;
         }
         struct pollfd pfd[2] = {{.fd = ec_client_fd(st->cli->c), .events = POLLIN},
                                 {.fd = st->fwd_stdin ? STDIN_FILENO : -1, .events = POLLIN}};
@@ -508,7 +508,7 @@ static int cmd_attach(struct cli *cli, const struct cli_args *a)
         if (n != 1) {
             fprintf(stderr, "exec-client: %s; name the session (exec-client sessions)\n",
                     n ? "several sessions run processes" : "no session runs a process");
-            return EXIT_REMOTE;
+            return EXIT_FAILED;
         }
     }
     char *sid = strdup(sid_of(target));

@@ -1,16 +1,22 @@
 /* cli_xfer: the byte-moving half of `exec-client fs` (cat, get, put) and what it
- * needs: the progress line, the temporary file of a download and its removal,
+ * needs: the progress line, the temporary files of transfers and their removal,
  * remote glob patterns, -p's times, and the errors both halves print (cli_fs_die).
  *
  * Files of up to 1 MiB go in one fs/readFile or fs/writeFile (one round trip, and
  * writeFile replaces atomically); larger ones and stdin stream through the library's
- * pipelined block transfer (ec_fs_download / ec_fs_upload). A download goes into
- * NAME.exec-client-PID beside the target and is renamed when complete; that file is
- * removed on every way out: an error (exit() runs the atexit hook), SIGINT, SIGTERM
- * or SIGHUP (the handler unlinks it, ends the progress line and dies of the same
- * signal, as cp does), a lost connection (the transfer fails and returns). Remote
- * patterns (`*`, `?`, `[...]` in a component, quoted so the local shell leaves them)
- * are matched against the remote file system one component at a time through
+ * pipelined block transfer (ec_fs_download / ec_fs_upload). Neither direction ever
+ * leaves a half-written file under the target's name, as rsync does not: both write
+ * a hidden temporary beside the target (ec_temp_name, .NAME.exec-client.XXXXXXXXXX)
+ * and rename it over the target when complete. A download's is local and removed on
+ * every way out: an error (exit() runs the atexit hook), SIGINT, SIGTERM or SIGHUP
+ * (the handler unlinks it, ends the progress line and dies of the same signal, as cp
+ * does), a lost connection (the transfer fails and returns). An upload's is the
+ * library's, on the server: such a signal asks the transfer to stop (its progress
+ * callback says so at the next block), the library removes the temporary, and then
+ * the client dies of the signal; a second signal leaves at once. Only a lost
+ * connection (or SIGKILL) can leave it there, and the error names it. Remote patterns
+ * (`*`, `?`, `[...]` in a component, quoted so the local shell leaves them) are
+ * matched against the remote file system one component at a time through
  * fs/readDirectory, the way sftp globs; a dot file is matched only by a dot. */
 #include <dirent.h>
 #include <errno.h>
@@ -31,7 +37,7 @@
 
 /* ---- errors ------------------------------------------------------------------- */
 
-/* "exec-client: fs rm /x: Is a directory (use -r)", exit 1 (2 for usage). The
+/* "exec-client: fs rm /x: Is a directory (use -r)", exit 1 (255: the connection). The
  * server's "(os error N)" suffix and JSON-RPC code are for programs, not people. */
 void cli_fs_die(const char *sub, const char *path, const ec_error *e)
 {
@@ -50,7 +56,7 @@ void cli_fs_die(const char *sub, const char *path, const ec_error *e)
     if (e->kind == EC_ERR_SERVER && e->code == -32004 && !strstr(msg, "No such file"))
         snprintf(msg, sizeof msg, "No such file or directory");
     fprintf(stderr, "exec-client: fs %s %s: %s%s\n", sub, path, msg, hint);
-    exit(e->kind == EC_ERR_USAGE ? EXIT_USAGE : e->kind == EC_ERR_SERVER ? EXIT_REMOTE : EXIT_CONN);
+    exit(cli_err_exit_code(e));
 }
 
 int cli_fs_cmp_dirent(const void *a, const void *b)
@@ -145,16 +151,12 @@ static void progress_show(struct progress *pg, uint64_t done, bool final)
     if (final) fputc('\n', stderr);
 }
 
-static int on_progress(void *ud, uint64_t done)
-{
-    progress_show(ud, done, false);
-    return 0;
-}
+/* ---- the temporary files of transfers -------------------------------------------- */
 
-/* ---- the temporary file of a download ------------------------------------------- */
-
-static char tmp_path[4096];
-static volatile sig_atomic_t tmp_set;
+static char tmp_path[4096];              /* a download's temporary, here */
+static volatile sig_atomic_t tmp_set;    /* ...which the handler unlinks */
+static volatile sig_atomic_t upload_on;  /* an upload's temporary is on the server */
+static volatile sig_atomic_t cancel_sig; /* the signal that asked that upload to stop */
 
 static void tmp_remove(void)
 {
@@ -163,13 +165,35 @@ static void tmp_remove(void)
 }
 
 /* SIGINT, SIGTERM, SIGHUP: no partial file left, the progress line ended, then the
- * default action (the shell sees the signal, as with cp). Async-signal-safe only. */
+ * default action (the shell sees the signal, as with cp). During an upload the first
+ * one only stops it (see the top of this file). Async-signal-safe only. */
 static void on_fatal_signal(int sig)
 {
+    if (upload_on && !cancel_sig) {
+        cancel_sig = sig;
+        return;
+    }
     if (tmp_set) unlink(tmp_path);
     if (progress_open) (void)!write(STDERR_FILENO, "\n", 1);
     signal(sig, SIG_DFL);
     raise(sig);
+}
+
+/* After an upload: dies of the signal that stopped it, if one did. */
+static void die_if_cancelled(void)
+{
+    if (!cancel_sig) return;
+    if (progress_open) fputc('\n', stderr);
+    fflush(stderr);
+    signal(cancel_sig, SIG_DFL);
+    raise(cancel_sig);
+}
+
+static int on_progress(void *ud, uint64_t done)
+{
+    if (cancel_sig) return 1; /* the upload stops and removes its temporary */
+    progress_show(ud, done, false);
+    return 0;
 }
 
 void cli_fs_guard_install(void)
@@ -202,7 +226,7 @@ static int download(struct cli *cli, const struct cli_fs_opts *o, const char *su
     if (md->is_directory) {
         fprintf(stderr, "exec-client: fs %s %s: Is a directory%s\n", sub, path,
                 strcmp(sub, "get") == 0 ? " (use -r)" : "");
-        return EXIT_REMOTE;
+        return EXIT_FAILED;
     }
     struct progress pg;
     progress_init(&pg, o, path, md->size);
@@ -214,7 +238,7 @@ static int download(struct cli *cli, const struct cli_fs_opts *o, const char *su
         int rc = cli_write_all(fd, data, n);
         free(data);
         progress_show(&pg, n, true);
-        return rc ? EXIT_REMOTE : 0;
+        return rc ? EXIT_FAILED : 0;
     }
     ec_transfer_options to = {.progress = on_progress, .progress_ud = &pg};
     uint64_t got = 0;
@@ -223,7 +247,7 @@ static int download(struct cli *cli, const struct cli_fs_opts *o, const char *su
         progress_open = 0;
         if (e.kind == EC_ERR_USAGE) { /* the local side: write(2) failed */
             fprintf(stderr, "exec-client: fs %s: %s\n", sub, e.message);
-            return EXIT_USAGE;
+            return EXIT_FAILED;
         }
         cli_fs_die(sub, path, &e);
     }
@@ -247,11 +271,16 @@ static int get_file(struct cli *cli, const struct cli_fs_opts *o, const char *pa
      * download never leaves a truncated file under the real name, nor the
      * temporary one (tmp_track). */
     char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.exec-client-%d", local, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 8; tries++) {
+        errno = ENAMETOOLONG;
+        if (ec_temp_name(local, tmp, sizeof tmp))
+            fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0 && errno != EEXIST) break;
+    }
     if (fd < 0) {
         fprintf(stderr, "exec-client: fs get: %s: %s\n", local, strerror(errno));
-        return EXIT_USAGE;
+        return EXIT_FAILED;
     }
     tmp_track(tmp);
     int rc = download(cli, o, "get", path, fd, md, true);
@@ -261,17 +290,17 @@ static int get_file(struct cli *cli, const struct cli_fs_opts *o, const char *pa
         umask(um);
         mode &= ~um;
     }
-    if (rc == 0 && fchmod(fd, mode) != 0) rc = EXIT_USAGE;
+    if (rc == 0 && fchmod(fd, mode) != 0) rc = EXIT_FAILED;
     if (rc == 0 && o->p && md->modified_at_ms > 0) {
         struct timespec ts[2];
         ts[0].tv_sec = ts[1].tv_sec = (time_t)(md->modified_at_ms / 1000);
         ts[0].tv_nsec = ts[1].tv_nsec = (long)(md->modified_at_ms % 1000) * 1000000;
-        if (futimens(fd, ts) != 0) rc = EXIT_USAGE;
+        if (futimens(fd, ts) != 0) rc = EXIT_FAILED;
     }
-    if (close(fd) != 0 && rc == 0) rc = EXIT_USAGE;
+    if (close(fd) != 0 && rc == 0) rc = EXIT_FAILED;
     if (rc == 0 && rename(tmp, local) != 0) {
         fprintf(stderr, "exec-client: fs get: %s: %s\n", local, strerror(errno));
-        rc = EXIT_USAGE;
+        rc = EXIT_FAILED;
     }
     if (rc != 0) unlink(tmp);
     tmp_set = 0;
@@ -299,7 +328,7 @@ static int get_tree(struct cli *cli, const struct cli_fs_opts *o, const char *pa
     if (mkdir(local, md->has_mode ? (mode_t)(md->mode & 07777) | 0700 : 0777) != 0 &&
         errno != EEXIST) {
         fprintf(stderr, "exec-client: fs get: %s: %s\n", local, strerror(errno));
-        return EXIT_USAGE;
+        return EXIT_FAILED;
     }
     ec_error e = {0};
     ec_dirent *ents;
@@ -335,14 +364,14 @@ int cli_fs_get_one(struct cli *cli, const struct cli_fs_opts *o, const char *pat
     if (strcmp(local, "-") == 0) return download(cli, o, "get", path, STDOUT_FILENO, &md, false);
     if (md.is_directory && !o->r) {
         fprintf(stderr, "exec-client: fs get %s: Is a directory (use -r)\n", path);
-        return EXIT_REMOTE;
+        return EXIT_FAILED;
     }
     struct stat st;
     bool is_dir = stat(local, &st) == 0 && S_ISDIR(st.st_mode);
     if (!is_dir && cli_fs_ends_with_slash(local)) {
         fprintf(stderr, "exec-client: fs get: %s: %s\n", local,
                 access(local, F_OK) == 0 ? "Not a directory" : "No such file or directory");
-        return EXIT_USAGE;
+        return EXIT_FAILED;
     }
     char *target = is_dir ? cli_fs_join(local, cli_fs_base_name(path)) : strdup(local);
     int rc =
@@ -372,20 +401,22 @@ static int remote_touch(struct cli *cli, const char *path, const struct stat *st
     if (code != 0) {
         fprintf(stderr, "exec-client: fs put -p %s: could not set its time (touch exited %d)\n",
                 path, code);
-        return EXIT_REMOTE;
+        return EXIT_FAILED;
     }
     return 0;
 }
 
-/* Uploads the local file (or "-" for stdin) to the remote file `path`. */
+/* Uploads the local file (or "-" for stdin) to the remote file `path`; existed: path
+ * names a file already, whose mode (and owner) the new content keeps, as rsync and scp
+ * keep them (-p: the local mode all the same); a new file gets the local mode. */
 static int put_file(struct cli *cli, const struct cli_fs_opts *o, const char *local,
-                    const char *path)
+                    const char *path, bool existed)
 {
     bool from_stdin = strcmp(local, "-") == 0;
     int fd = from_stdin ? STDIN_FILENO : open(local, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         fprintf(stderr, "exec-client: fs put: %s: %s\n", local, strerror(errno));
-        return EXIT_USAGE;
+        return EXIT_FAILED;
     }
     ec_error e = {0};
     struct stat st;
@@ -401,7 +432,7 @@ static int put_file(struct cli *cli, const struct cli_fs_opts *o, const char *lo
         size_t n;
         if (cli_slurp(fd, &data, &n) != 0) {
             fprintf(stderr, "exec-client: fs put: %s: %s\n", local, strerror(errno));
-            return EXIT_USAGE;
+            return EXIT_FAILED;
         }
         if (ec_fs_write_file(cli->c, path, data, n, &e) != 0) cli_fs_die("put", path, &e);
         free(data);
@@ -410,20 +441,25 @@ static int put_file(struct cli *cli, const struct cli_fs_opts *o, const char *lo
     } else {
         ec_transfer_options to = {.progress = on_progress, .progress_ud = &pg};
         uint64_t sent = 0;
-        if (ec_fs_upload(cli->c, fd, path, &to, &sent, &e) != 0) {
+        upload_on = 1;
+        int rc = ec_fs_upload(cli->c, fd, path, &to, &sent, &e);
+        upload_on = 0;
+        die_if_cancelled(); /* the library removed the temporary: nothing is left */
+        if (rc != 0) {
             if (progress_open) fputc('\n', stderr);
             progress_open = 0;
             if (e.kind == EC_ERR_USAGE) {
                 fprintf(stderr, "exec-client: fs put: %s: %s\n", local, e.message);
-                return EXIT_USAGE;
+                return EXIT_FAILED;
             }
             cli_fs_die("put", path, &e);
         }
         progress_show(&pg, sent, true);
     }
     if (!from_stdin) close(fd);
-    /* Keep the local file's permission bits (not for stdin: it has none to keep). */
-    if (!from_stdin && reg && ec_client_has_capability(cli->c, "fsPermissions") &&
+    /* A new file gets the local file's permission bits (stdin has none to give). */
+    if (!from_stdin && reg && (!existed || o->p) &&
+        ec_client_has_capability(cli->c, "fsPermissions") &&
         ec_fs_set_permissions(cli->c, path, st.st_mode & 07777, &e) != 0)
         cli_fs_die("put", path, &e);
     if (!from_stdin && o->p) return remote_touch(cli, path, &st);
@@ -445,22 +481,31 @@ static int put_tree(struct cli *cli, const struct cli_fs_opts *o, const char *lo
     DIR *d = opendir(local);
     if (!d) {
         fprintf(stderr, "exec-client: fs put: %s: %s\n", local, strerror(errno));
-        return EXIT_USAGE;
+        return EXIT_FAILED;
     }
+    /* What the remote directory holds already, in one call: those files keep their
+     * mode (put_file). */
+    ec_dirent *there = NULL;
+    size_t nthere = 0;
+    if (ec_fs_read_directory(cli->c, path, &there, &nthere, &e) != 0) nthere = 0;
+    qsort(there, nthere, sizeof *there, cli_fs_cmp_dirent);
     int rc = 0;
     for (struct dirent *de; rc == 0 && (de = readdir(d));) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
         char *lp = cli_fs_join(local, de->d_name), *rp = cli_fs_join(path, de->d_name);
+        ec_dirent key = {.name = de->d_name};
+        bool existed = bsearch(&key, there, nthere, sizeof *there, cli_fs_cmp_dirent) != NULL;
         struct stat st;
         if (stat(lp, &st) != 0) {
             fprintf(stderr, "exec-client: fs put: %s: %s\n", lp, strerror(errno));
-            rc = EXIT_USAGE;
+            rc = EXIT_FAILED;
         } else {
-            rc = S_ISDIR(st.st_mode) ? put_tree(cli, o, lp, rp) : put_file(cli, o, lp, rp);
+            rc = S_ISDIR(st.st_mode) ? put_tree(cli, o, lp, rp) : put_file(cli, o, lp, rp, existed);
         }
         free(lp);
         free(rp);
     }
+    ec_dirents_free(there, nthere);
     closedir(d);
     struct stat dst;
     if (rc == 0 && o->p && stat(local, &dst) == 0) rc = remote_touch(cli, path, &dst);
@@ -476,12 +521,12 @@ int cli_fs_put_one(struct cli *cli, const struct cli_fs_opts *o, const char *loc
     struct stat st;
     if (!from_stdin && stat(local, &st) != 0) {
         fprintf(stderr, "exec-client: fs put: %s: %s\n", local, strerror(errno));
-        return EXIT_USAGE;
+        return EXIT_FAILED;
     }
     bool local_dir = !from_stdin && S_ISDIR(st.st_mode);
     if (local_dir && !o->r) {
         fprintf(stderr, "exec-client: fs put %s: Is a directory (use -r)\n", local);
-        return EXIT_USAGE;
+        return EXIT_FAILED;
     }
     ec_metadata md;
     ec_error e = {0};
@@ -491,18 +536,23 @@ int cli_fs_put_one(struct cli *cli, const struct cli_fs_opts *o, const char *loc
     if (!remote_dir && cli_fs_ends_with_slash(path)) {
         fprintf(stderr, "exec-client: fs put %s: %s\n", path,
                 gr == 0 ? "Not a directory" : "No such file or directory");
-        return EXIT_REMOTE;
+        return EXIT_FAILED;
     }
     if (remote_dir && from_stdin) {
         fprintf(stderr, "exec-client: fs put %s: Is a directory\n", path);
-        return EXIT_REMOTE;
+        return EXIT_FAILED;
     }
     if (local_dir && gr == 0 && !remote_dir) {
         fprintf(stderr, "exec-client: fs put %s: Not a directory\n", path);
-        return EXIT_REMOTE;
+        return EXIT_FAILED;
     }
     char *target = remote_dir ? cli_fs_join(path, cli_fs_base_name(local)) : strdup(path);
-    int rc = local_dir ? put_tree(cli, o, local, target) : put_file(cli, o, local, target);
+    bool existed = gr == 0 && !remote_dir;
+    if (remote_dir && !local_dir) {
+        ec_error te = {0};
+        existed = ec_fs_get_metadata(cli->c, target, &md, &te) == 0;
+    }
+    int rc = local_dir ? put_tree(cli, o, local, target) : put_file(cli, o, local, target, existed);
     free(target);
     return rc;
 }

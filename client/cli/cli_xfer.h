@@ -14,11 +14,12 @@ struct cli_fs_opts {
     bool f;             /* -f: rm's force */
     bool p;             /* -p: mkdir's parents; get/put: keep times (and modes) */
     bool l;             /* -l: ls's long form */
+    bool a;             /* -a, -A: ls lists names that start with a dot too */
     bool q;             /* -q: no progress line */
     unsigned max_depth; /* walk --max-depth */
 };
 
-/* "exec-client: fs SUB PATH: reason" and exit (1 server, 2 usage, 255 connection). */
+/* "exec-client: fs SUB PATH: reason" and exit (cli_err_exit_code: 1 or 255). */
 void cli_fs_die(const char *sub, const char *path, const ec_error *e) __attribute__((noreturn));
 /* Orders ec_dirent by name (qsort). */
 int cli_fs_cmp_dirent(const void *a, const void *b);

@@ -9,9 +9,10 @@
  *
  * `run` behaves like `ssh host cmd` and `shell` like `ssh host` (cli_run.c says how,
  * and how it falls back against a server without our terminal extensions). Exit codes
- * of the client itself: 2 for usage errors, 1 for a server-side error in fs/rpc, 3 when
- * the server refuses the credentials, 255 when the server cannot be reached or
- * the connection is lost (also for `run`, like ssh). */
+ * of the client itself, one per class in every command (cli.h): 1 when what was asked
+ * failed (a file or request error, local or remote), 2 when the command line or
+ * configuration is wrong, 3 when the credentials are refused, 255 when the server
+ * cannot be reached or the connection is lost (also for `run`, like ssh). */
 #include "cli.h"
 
 #include <errno.h>
@@ -29,13 +30,27 @@
 #include <unistd.h>
 
 /* --token-file: the token is the file's content, surrounding white space trimmed
- * (so it stays out of argv, which ps shows). Returns 0, or prints why and -1. */
+ * (so it stays out of argv, which ps shows). A regular file that others may read is
+ * refused as ssh refuses such an identity file (and the server such a token file):
+ * one of ours open to group or others, or anyone's open to others. Returns 0, or
+ * prints why and -1. */
 static int read_token_file(const char *path, const char **out)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     uint8_t *data = NULL;
     size_t n = 0;
     bool eof;
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        ((st.st_uid == geteuid() && (st.st_mode & 077)) || (st.st_mode & 004))) {
+        fprintf(stderr,
+                "exec-client: --token-file %s is open to group or others (mode %04o), so other "
+                "users of this host may read the token; it must be its owner's alone: run "
+                "`chmod 600 %s`\n",
+                path, (unsigned)(st.st_mode & 07777), path);
+        close(fd);
+        return -1;
+    }
     if (fd < 0 || cli_slurp_max(fd, 65536, &data, &n, &eof) != 0) {
         fprintf(stderr, "exec-client: --token-file %s: %s\n", path, strerror(errno));
         if (fd >= 0) close(fd);

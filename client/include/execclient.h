@@ -394,6 +394,16 @@ EC_API int ec_fs_remove(ec_client *c, const char *path, bool recursive, bool for
 EC_API int ec_fs_set_permissions(ec_client *c, const char *path, unsigned mode, ec_error *err);
 EC_API int ec_fs_copy(ec_client *c, const char *src, const char *dst, bool recursive,
                       ec_error *err);
+/* rename(2) on the server (ours, capability fsRename): src replaces dst in one step
+ * (dst is never absent; one file system; a symbolic link at dst is replaced itself).
+ * EC_RENAME_KEEP_ATTRIBUTES: when dst is a regular file, src first takes its owner and
+ * group (where the server may) and its permission bits; EC_RENAME_FSYNC: src is
+ * flushed before and the directory after. Without the capability -EC_ERR_USAGE and
+ * nothing is sent. */
+#define EC_RENAME_KEEP_ATTRIBUTES 1u
+#define EC_RENAME_FSYNC 2u
+EC_API int ec_fs_rename(ec_client *c, const char *src, const char *dst, unsigned flags,
+                        ec_error *err);
 /* *out: native path, caller frees. */
 EC_API int ec_fs_canonicalize(ec_client *c, const char *path, char **out, ec_error *err);
 /* *entries: caller frees with ec_dirents_free(entries, n). */
@@ -438,11 +448,26 @@ typedef struct ec_transfer_options {
  * NULL) gets the count written. o may be NULL. */
 EC_API int ec_fs_download(ec_client *c, const char *path, int fd, const ec_transfer_options *o,
                           uint64_t *bytes, ec_error *err);
-/* Copies fd, read until its end, to the remote file `path` (created or truncated:
- * fs/open "replace", pipelined fs/writeBlock, fs/close). Needs the
- * fileWriteStreaming capability (without it -EC_ERR_USAGE, nothing sent). */
+/* Copies fd, read until its end, to the remote file `path` (fs/open "replace",
+ * pipelined fs/writeBlock, fs/close). Needs the fileWriteStreaming capability (without
+ * it -EC_ERR_USAGE, nothing sent).
+ *
+ * Nothing half-written is ever under `path`, as with rsync: with the server's fsRename
+ * (ours) the bytes go to a hidden temporary beside it (ec_temp_name; beside the file a
+ * symbolic link at `path` names), which replaces `path` in one rename once complete and
+ * flushed, keeping an existing file's owner (where the server may) and mode. On an
+ * error, a cancel (progress, checked once more before the rename) or a lost
+ * connection the old file stays whole and the temporary is removed, except when the
+ * connection is lost: it cannot be, and the error message names it. A directory that
+ * lets nobody add a file beside an existing one we may write gets it written in
+ * place, as fs/writeFile does; so does any file on a server without fsRename (the
+ * reference). */
 EC_API int ec_fs_upload(ec_client *c, int fd, const char *path, const ec_transfer_options *o,
                         uint64_t *bytes, ec_error *err);
+/* The hidden temporary name a transfer writes before renaming it to path, in path's
+ * directory: DIR/.NAME.exec-client.XXXXXXXXXX (ten random letters and digits; NAME cut
+ * to keep it within 255 bytes). Written to out (n bytes); NULL when it does not fit. */
+EC_API char *ec_temp_name(const char *path, char *out, size_t n);
 
 /* ---- http/request -------------------------------------------------------------- */
 

@@ -499,10 +499,15 @@ static int reconnect(ec_client *c, ec_error *err)
         rc = c->ml->open(c, deadline, &e);
         if (rc == 0) rc = do_initialize(c, deadline, c->session_id, &e);
         if (rc == 0) break;
-        /* -32010: the server has not noticed the old socket's close yet. A 401 (the
-         * registry's, or the executor's word that its own credentials were refused)
-         * is not retried: each attempt would spend one more authorization. */
-        bool retry = (rc != -EC_ERR_SERVER || e.code == -32010) &&
+        /* -32010: the server has not noticed the old socket's close yet. A registry's
+         * 404 or 409 (HTTP statuses, where JSON-RPC codes are negative) is "not there
+         * yet": a registry that restarted with its state in memory, an executor not
+         * registered or attached again; tried again within the window, like a
+         * refused connection. A 401 (the registry's, or the executor's word that its
+         * own credentials were refused) is not retried: each attempt would spend one
+         * more authorization. */
+        bool not_yet = rc == -EC_ERR_SERVER && (e.code == 404 || e.code == 409);
+        bool retry = (rc != -EC_ERR_SERVER || e.code == -32010 || not_yet) &&
                      !(rc == -EC_ERR_TRANSPORT && e.code == 401);
         if (rc == -EC_ERR_TRANSPORT && e.code == 401) {
             c->dead = true;

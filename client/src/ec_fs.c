@@ -95,6 +95,25 @@ int ec_fs_set_permissions(ec_client *c, const char *path, unsigned mode, ec_erro
     return ec_client_call(c, "fs/setPermissions", params, NULL, err);
 }
 
+int ec_fs_rename(ec_client *c, const char *src, const char *dst, unsigned flags, ec_error *err)
+{
+    if (!ec_client_has_capability(c, "fsRename"))
+        return ec_fail(err, EC_ERR_USAGE, 0,
+                       "the server does not support this (no fsRename capability)");
+    json_t *params = path_params("sourcePath", src, err);
+    json_t *to = params ? path_params("destinationPath", dst, err) : NULL;
+    if (!to) {
+        json_decref(params);
+        return -EC_ERR_USAGE;
+    }
+    json_object_update(params, to);
+    json_decref(to);
+    if (flags & EC_RENAME_KEEP_ATTRIBUTES)
+        json_object_set_new(params, "keepAttributes", json_true());
+    if (flags & EC_RENAME_FSYNC) json_object_set_new(params, "fsync", json_true());
+    return ec_client_call(c, "fs/rename", params, NULL, err);
+}
+
 int ec_fs_remove(ec_client *c, const char *path, bool recursive, bool force, ec_error *err)
 {
     json_t *params = path_params("path", path, err);

@@ -17,13 +17,20 @@
  * window and writes them with write(2) in file order, so fd may be a pipe. A transfer
  * belongs to one connection (handles do): a loss fails it. One transfer at a time per
  * client (c->xfer); requests of a transfer that ended early (an error) stay in the
- * pending table with xfer NULL, and their replies are dropped when they come. */
+ * pending table with xfer NULL, and their replies are dropped when they come.
+ *
+ * An upload replaces its target the way rsync does (upload_replacing): into a hidden
+ * temporary beside it, renamed over it (fs/rename, ours) only once every block is
+ * acknowledged, and removed on every other way out while the connection lives, so an
+ * interrupted upload leaves the old file whole. */
 #include "ec_internal.h"
 
+#include "crypto/random.h"
 #include "proto/base64.h"
 #include "util/mem.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,13 +254,14 @@ static void download_loop(struct ec_xfer *x, int fd, const ec_transfer_options *
     }
 }
 
-/* Reads up to n bytes (fewer only at the end). */
+/* Reads up to n bytes (fewer only at the end). A signal before any byte came is the
+ * caller's (-1, EINTR): a slow pipe must not hold off a cancel. */
 static ssize_t read_full(int fd, uint8_t *buf, size_t n)
 {
     size_t got = 0;
     while (got < n) {
         ssize_t r = read(fd, buf + got, n - got);
-        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && errno == EINTR && got > 0) continue;
         if (r < 0) return -1;
         if (r == 0) break;
         got += (size_t)r;
@@ -272,6 +280,11 @@ static void upload_loop(struct ec_xfer *x, int fd, const ec_transfer_options *o)
     for (;;) {
         while (!x->failed && !at_end && x->inflight < x->window) {
             ssize_t n = read_full(fd, raw, x->block);
+            if (n < 0 && errno == EINTR) {
+                if (o->progress && o->progress(o->progress_ud, x->done) != 0)
+                    xfer_fail(x, EC_ERR_USAGE, 0, "transfer cancelled");
+                continue;
+            }
             if (n < 0) {
                 char m[200];
                 snprintf(m, sizeof m, "read: %s", strerror(errno));
@@ -302,13 +315,15 @@ static void upload_loop(struct ec_xfer *x, int fd, const ec_transfer_options *o)
     free(msg);
 }
 
-/* Open, run one direction, close; the one entry of both public calls. */
+/* Open, run one direction, close; the one entry of both public calls. *opened (may be
+ * NULL): whether fs/open made the file. */
 static int xfer_run(ec_client *c, const char *path, int fd, bool download,
-                    const ec_transfer_options *o, uint64_t *bytes, ec_error *err)
+                    const ec_transfer_options *o, uint64_t *bytes, bool *opened, ec_error *err)
 {
     ec_transfer_options def = {0};
     if (!o) o = &def;
     if (bytes) *bytes = 0;
+    if (opened) *opened = false;
     if (c->xfer) return ec_fail(err, EC_ERR_USAGE, 0, "a transfer is already under way");
     if (c->dead) {
         if (err) *err = c->dead_err;
@@ -321,6 +336,7 @@ static int xfer_run(ec_client *c, const char *path, int fd, bool download,
     snprintf(x.handle, sizeof x.handle, "ec-xfer-%u", ++c->xfer_counter);
     int rc = ec_fs_open(c, x.handle, path, !download, err);
     if (rc) return rc;
+    if (opened) *opened = true;
     ec_client_use_feature(c, &xfer_feature);
     x.slots = xcalloc(x.window, sizeof *x.slots);
     for (unsigned i = 0; download && i < x.window; i++)
@@ -355,7 +371,84 @@ static int xfer_run(ec_client *c, const char *path, int fd, bool download,
 int ec_fs_download(ec_client *c, const char *path, int fd, const ec_transfer_options *o,
                    uint64_t *bytes, ec_error *err)
 {
-    return xfer_run(c, path, fd, true, o, bytes, err);
+    return xfer_run(c, path, fd, true, o, bytes, NULL, err);
+}
+
+char *ec_temp_name(const char *path, char *out, size_t n)
+{
+    static const char digits[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    const char *slash = strrchr(path, '/');
+    const char *name = slash ? slash + 1 : path;
+    int dir_len = (int)(name - path), name_len = (int)strlen(name);
+    if (name_len > NAME_MAX - 24) name_len = NAME_MAX - 24; /* "." ".exec-client." 10 */
+    uint8_t r[10];
+    crypto_random_bytes(r, sizeof r);
+    char suffix[sizeof r + 1];
+    for (size_t i = 0; i < sizeof r; i++)
+        suffix[i] = digits[r[i] % (sizeof digits - 1)];
+    suffix[sizeof r] = '\0';
+    int k = snprintf(out, n, "%.*s.%.*s.exec-client.%s", dir_len, path, name_len, name, suffix);
+    return k > 0 && (size_t)k < n ? out : NULL;
+}
+
+/* The temporary of an upload that did not complete: removed while the connection
+ * lives (a cancel's too: the blocks in flight write to its handle, not its name);
+ * else err says where it is left. */
+static void temp_discard(ec_client *c, const char *tmp, ec_error *err)
+{
+    if (!c->dead && ec_fs_remove(c, tmp, false, true, NULL) == 0) return;
+    if (err) {
+        /* A name too long for the message is cut: the message stays one line. */
+        size_t len = strlen(err->message);
+        if (snprintf(err->message + len, sizeof err->message - len, "; the part sent is left in %s",
+                     tmp) < 0)
+            err->message[len] = '\0';
+    }
+}
+
+/* Whether a failed fs/open of the temporary was the directory's refusal (it lets us
+ * write the file but add none beside it): then the file is written in place. */
+static bool dir_refused(int rc, const ec_error *e)
+{
+    return rc == -EC_ERR_SERVER &&
+           (strstr(e->message, "(os error 13)") || strstr(e->message, "(os error 1)") ||
+            strstr(e->message, "(os error 30)"));
+}
+
+/* rsync's way (see ec_fs_upload): the temporary beside the file `path` names (through
+ * a symbolic link), renamed over it once complete and flushed, or discarded. */
+static int upload_replacing(ec_client *c, int fd, const char *path, const ec_transfer_options *o,
+                            uint64_t *bytes, ec_error *err)
+{
+    ec_metadata md;
+    ec_error e = {0};
+    char *real = NULL, tmp[PATH_MAX + 64];
+    uint64_t sent = 0;
+    bool exists = ec_fs_get_metadata(c, path, &md, &e) == 0, opened = false;
+    int rc = exists || e.kind == EC_ERR_SERVER ? 0 : -(int)e.kind;
+    if (rc == 0 && exists && md.is_directory)
+        rc = ec_fail(&e, EC_ERR_SERVER, -32600, "path `%s` is not a file", path);
+    if (rc == 0 && exists && md.is_symlink && ec_fs_canonicalize(c, path, &real, NULL) != 0)
+        real = NULL;
+    const char *target = real ? real : path;
+    if (rc == 0 && !ec_temp_name(target, tmp, sizeof tmp))
+        rc = ec_fail(&e, EC_ERR_USAGE, 0, "`%s`: path too long", target);
+    if (rc == 0) rc = xfer_run(c, tmp, fd, false, o, &sent, &opened, &e);
+    if (rc != 0 && !opened && exists && dir_refused(rc, &e)) {
+        rc = xfer_run(c, target, fd, false, o, &sent, NULL, &e);
+    } else if (opened) {
+        /* Cancelled after the last block (a signal at the end of a pipe's input) is
+         * cancelled all the same: nothing replaces the old file. */
+        if (rc == 0 && o && o->progress && o->progress(o->progress_ud, sent) != 0)
+            rc = ec_fail(&e, EC_ERR_USAGE, 0, "transfer cancelled");
+        if (rc == 0)
+            rc = ec_fs_rename(c, tmp, target, EC_RENAME_KEEP_ATTRIBUTES | EC_RENAME_FSYNC, &e);
+        if (rc != 0) temp_discard(c, tmp, &e);
+    }
+    if (bytes) *bytes = sent;
+    if (rc != 0 && err) *err = e;
+    free(real);
+    return rc;
 }
 
 int ec_fs_upload(ec_client *c, int fd, const char *path, const ec_transfer_options *o,
@@ -364,5 +457,7 @@ int ec_fs_upload(ec_client *c, int fd, const char *path, const ec_transfer_optio
     if (!ec_client_has_capability(c, "fileWriteStreaming"))
         return ec_fail(err, EC_ERR_USAGE, 0,
                        "the server does not support this (no fileWriteStreaming capability)");
-    return xfer_run(c, path, fd, false, o, bytes, err);
+    if (!ec_client_has_capability(c, "fsRename"))
+        return xfer_run(c, path, fd, false, o, bytes, NULL, err);
+    return upload_replacing(c, fd, path, o, bytes, err);
 }

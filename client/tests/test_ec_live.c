@@ -23,7 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -745,6 +747,111 @@ static void test_error_kinds_and_fs(void **state)
     ec_client_close(c);
 }
 
+/* ---- an upload replaces its target whole, or not at all ---- */
+
+static int cancel_at(void *ud, uint64_t done)
+{
+    return done >= *(uint64_t *)ud;
+}
+
+/* The entries of dir whose name holds ".exec-client." (an upload's temporaries). */
+static int temporaries(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -c '\\.exec-client\\.'", dir);
+    FILE *f = popen(cmd, "r");
+    int n = -1;
+    if (f && fscanf(f, "%d", &n) != 1) n = -1;
+    if (f) pclose(f);
+    return n;
+}
+
+static void file_is(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char *got = malloc(n + 1);
+    size_t k = fread(got, 1, n + 1, f);
+    fclose(f);
+    assert_true(k == n && memcmp(got, data, n) == 0);
+    free(got);
+}
+
+static void test_upload_replaces_whole_or_not_at_all(void **state)
+{
+    proxy_reset();
+    ec_client *c = connect_via_proxy(0);
+    ec_error e = {0};
+    char dir[] = "/tmp/ec_live_up_XXXXXX", path[256], link[256], src[256], tmp[512];
+    assert_true(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/p.txt", dir);
+    snprintf(link, sizeof link, "%s/link.txt", dir);
+    snprintf(src, sizeof src, "%s/src.bin", dir);
+    assert_non_null(ec_temp_name(path, tmp, sizeof tmp));
+    assert_true(strncmp(tmp, dir, strlen(dir)) == 0 &&
+                strncmp(tmp + strlen(dir), "/.p.txt.exec-client.", 20) == 0 &&
+                strlen(tmp) == strlen(dir) + 30);
+    FILE *f = fopen(path, "w");
+    fputs("precious\n", f);
+    fclose(f);
+    chmod(path, 0640);
+    size_t big = 6u << 20;
+    uint8_t *data = malloc(big);
+    for (size_t i = 0; i < big; i++)
+        data[i] = (uint8_t)(i * 131 + (i >> 13));
+    f = fopen(src, "wb");
+    fwrite(data, 1, big, f);
+    fclose(f);
+
+    /* Cancelled half-way: the old file whole, no temporary left. */
+    uint64_t stop_at = 2u << 20;
+    ec_transfer_options o = {.progress = cancel_at, .progress_ud = &stop_at};
+    int fd = open(src, O_RDONLY);
+    assert_true(ec_fs_upload(c, fd, path, &o, NULL, &e) == -EC_ERR_USAGE);
+    assert_true(strcmp(e.message, "transfer cancelled") == 0);
+    close(fd);
+    file_is(path, "precious\n", 9);
+    assert_int_equal(temporaries(dir), 0);
+
+    /* Complete: replaced in one step, its mode kept; through a symbolic link, the file
+     * it names is replaced and the link stays. */
+    fd = open(src, O_RDONLY);
+    uint64_t sent = 0;
+    assert_true(ec_fs_upload(c, fd, path, NULL, &sent, &e) == 0 && sent == big);
+    close(fd);
+    file_is(path, data, big);
+    struct stat st;
+    assert_true(stat(path, &st) == 0 && (st.st_mode & 07777) == 0640);
+    assert_true(symlink("p.txt", link) == 0);
+    fd = open(src, O_RDONLY);
+    lseek(fd, 1 << 20, SEEK_SET);
+    assert_true(ec_fs_upload(c, fd, link, NULL, NULL, &e) == 0);
+    close(fd);
+    assert_true(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+    file_is(path, data + (1 << 20), big - (1 << 20));
+    assert_int_equal(temporaries(dir), 0);
+
+    /* The connection lost mid-way: the old file whole, and the error says where the
+     * part sent is (it cannot be removed without a connection). */
+    snprintf(px.cut_after_method, sizeof px.cut_after_method, "fs/writeBlock");
+    fd = open(src, O_RDONLY);
+    assert_true(ec_fs_upload(c, fd, path, NULL, NULL, &e) == -EC_ERR_TRANSPORT);
+    close(fd);
+    file_is(path, data + (1 << 20), big - (1 << 20));
+    char *left = strstr(e.message, "; the part sent is left in ");
+    assert_non_null(left);
+    left += strlen("; the part sent is left in ");
+    assert_true(strncmp(left, dir, strlen(dir)) == 0 && access(left, F_OK) == 0);
+    assert_int_equal(temporaries(dir), 1);
+    unlink(left);
+    unlink(link);
+    unlink(path);
+    unlink(src);
+    rmdir(dir);
+    free(data);
+    ec_client_close(c);
+}
+
 /* A fast producer must not push the consumer into lag: the client reads the socket
  * in bounded batches, so TCP flow control holds the server back. */
 static void test_bulk_output_is_complete_without_lag(void **state)
@@ -880,6 +987,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_write_retried_with_same_write_id),
         cmocka_unit_test(test_unknown_session_is_terminal),
         cmocka_unit_test(test_error_kinds_and_fs),
+        cmocka_unit_test(test_upload_replaces_whole_or_not_at_all),
         cmocka_unit_test(test_bulk_output_is_complete_without_lag),
         cmocka_unit_test(test_event_loop_api),
         cmocka_unit_test(test_fragments_pings_and_bearer_token),

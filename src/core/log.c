@@ -46,6 +46,21 @@ int log_level_parse(const char *name, enum log_level *out)
     return -EINVAL;
 }
 
+/* The escape of a control character (C0 or DEL) into out: \n, \t, \r or \xNN as
+ * two or four characters; their count, or 0 when c needs none. */
+static size_t escape_control(unsigned char c, char out[5])
+{
+    static const char named[] = {['\n'] = 'n', ['\t'] = 't', ['\r'] = 'r'};
+    if (c >= 0x20 && c != 0x7f) return 0;
+    out[0] = '\\';
+    if (c < sizeof named && named[c]) {
+        out[1] = named[c];
+        return 2;
+    }
+    snprintf(out + 1, 4, "x%02x", c);
+    return 4;
+}
+
 void log_msg(enum log_level level, const char *fmt, ...)
 {
     if (level > log_threshold) return;
@@ -64,10 +79,27 @@ void log_msg(enum log_level level, const char *fmt, ...)
                      tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                      ts.tv_nsec / 1000000, level_names[level]);
     }
+    char text[sizeof line];
     va_list ap;
     va_start(ap, fmt);
-    if (n > 0 && (size_t)n < sizeof line) vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
+    /* Whatever a value carries (a libpq message's "\n\t", a client's string), the
+     * event stays one line for grep, journald and Loki: every control character is
+     * escaped here, once, for every message. */
+    size_t k = n > 0 && (size_t)n < sizeof line ? (size_t)n : 0;
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        char esc[5];
+        size_t e = escape_control(*p, esc);
+        if (e == 0) {
+            esc[0] = (char)*p;
+            e = 1;
+        }
+        if (k + e >= sizeof line) break;
+        memcpy(line + k, esc, e);
+        k += e;
+    }
+    line[k] = '\0';
     /* One write per line so concurrent writers do not interleave mid-line. */
     fprintf(stderr, "%s\n", line);
 }
@@ -88,7 +120,12 @@ const char *log_value(const char *s, char *out, size_t n)
         if (*p == '"' || *p == '\\') {
             out[k++] = '\\';
             out[k++] = (char)*p;
-        } else if (*p < 0x20 || *p >= 0x7f) {
+        } else if (*p < 0x20 || *p == 0x7f) {
+            char esc[5];
+            size_t e = escape_control(*p, esc);
+            memcpy(out + k, esc, e);
+            k += e;
+        } else if (*p > 0x7f) {
             k += (size_t)snprintf(out + k, n - k, "\\x%02x", *p);
         } else {
             out[k++] = (char)*p;

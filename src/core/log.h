@@ -6,7 +6,8 @@
  * remote mode registered). A line is "TIMESTAMP LEVEL exec-server: TEXT"; under
  * systemd (stderr is the journal's stream, $JOURNAL_STREAM) it is "<N>TEXT" instead,
  * N the syslog priority (3 error ... 7 debug), so `journalctl -p warning` filters
- * by level and the journal's own timestamp is the only one. */
+ * by level and the journal's own timestamp is the only one. A message is always
+ * one line: log_msg escapes every control character in it (\n, \t, \r, \xNN). */
 #ifndef EXEC_CORE_LOG_H
 #define EXEC_CORE_LOG_H
 
@@ -41,7 +42,7 @@ bool log_to_journal(void);
         if (log_threshold >= LOG_INFO) log_msg(LOG_INFO, __VA_ARGS__);                             \
     } while (0)
 /* s as a log value: bare when it is [A-Za-z0-9._:/@+-]+, else double-quoted with \" \\
- * and \xNN escapes; cut at n-1 bytes. Returns out. */
+ * \n \t \r and \xNN escapes; cut at n-1 bytes. Returns out. */
 const char *log_value(const char *s, char *out, size_t n);
 
 #endif

@@ -17,6 +17,7 @@
 #include "fleet/fleet_worker.h"
 #include "proto/hex.h"
 #include "transport/tls.h"
+#include "util/hostaddr.h"
 
 static int usage(const char *fmt, const char *arg)
 {
@@ -26,7 +27,8 @@ static int usage(const char *fmt, const char *arg)
     return 2;
 }
 
-/* "http://IP:PORT" or "https://..." into host, port and tls. */
+/* "http://HOST:PORT" or "https://..." into host (numeric: a name is looked up once,
+ * here, as sshd's ListenAddress does), port and tls. */
 static int parse_listen(const char *url)
 {
     const char *rest;
@@ -36,7 +38,7 @@ static int parse_listen(const char *url)
         rest = url + 8;
         fleet_cfg.tls = true;
     } else {
-        return usage("--listen must be http://IP:PORT or https://IP:PORT, not %s", url);
+        return usage("--listen must be http://HOST:PORT or https://HOST:PORT, not %s", url);
     }
     const char *colon = strrchr(rest, ':');
     const char *hs = rest, *he = colon;
@@ -49,8 +51,11 @@ static int parse_listen(const char *url)
     long port = colon ? strtol(colon + 1, &end, 10) : -1;
     if (!colon || *end || port < 0 || port > 65535 || he == hs ||
         (size_t)(he - hs) >= sizeof fleet_cfg.host)
-        return usage("--listen needs a numeric IP and a port: %s", url);
-    snprintf(fleet_cfg.host, sizeof fleet_cfg.host, "%.*s", (int)(he - hs), hs);
+        return usage("--listen needs a host and a port: %s", url);
+    char name[256], why[300];
+    snprintf(name, sizeof name, "%.*s", (int)(he - hs), hs);
+    if (hostaddr_numeric(name, fleet_cfg.host, sizeof fleet_cfg.host, why, sizeof why) < 0)
+        return usage("--listen: %s", why);
     fleet_cfg.port = (int)port;
     return -1;
 }
@@ -118,7 +123,9 @@ static struct fleet_db *open_db(void)
     int r = fleet_db_open(fleet_cfg.database, &db, err, sizeof err);
     if (r == 0) r = fleet_store_migrate(db, err, sizeof err);
     if (r < 0) {
-        fprintf(stderr, "exec-server registry: database %s: %s\n", fleet_cfg.database, err);
+        char shown[512];
+        fleet_db_url_redact(fleet_cfg.database, shown, sizeof shown); /* no password shown */
+        fprintf(stderr, "exec-server registry: database %s: %s\n", shown, err);
         if (db) fleet_db_close(db);
         return NULL;
     }
@@ -242,8 +249,16 @@ static int environments(struct fleet_db *db)
     for (size_t i = 0; i < r.nrows; i++) {
         const char *node = fleet_cell(&r, i, 4), *hb = fleet_cell(&r, i, 6);
         bool online = node && hb && strtoll(hb, NULL, 10) >= alive_after;
+        /* The latest of what the database knows: registered, attached or detached
+         * (last_seen_at), and its node's heartbeat while online; never before the
+         * registration, as the node's last beat alone could be. */
+        const char *latest = fleet_cell(&r, i, 2);
+        const char *also[] = {fleet_cell(&r, i, 3), online ? hb : NULL};
+        for (size_t k = 0; k < 2; k++)
+            if (also[k] && (!latest || strtoll(also[k], NULL, 10) > strtoll(latest, NULL, 10)))
+                latest = also[k];
         char seen[32];
-        iso_time(online ? hb : fleet_cell(&r, i, 3), seen, sizeof seen);
+        iso_time(latest, seen, sizeof seen);
         printf("%-32s  %-7s  %-16s  %-20s  %7s\n", fleet_cell(&r, i, 0), online ? "yes" : "no",
                online ? node : "-", seen,
                online && fleet_cell(&r, i, 7) ? fleet_cell(&r, i, 7) : "0");

@@ -27,6 +27,41 @@ void fleet_db_err(char *err, size_t n, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Appends s to out[*k], keeping room for the NUL (what does not fit is cut). */
+static void put_str(char *out, size_t n, size_t *k, const char *s, size_t len)
+{
+    for (size_t i = 0; i < len && *k + 1 < n; i++)
+        out[(*k)++] = s[i];
+}
+
+bool fleet_db_url_redact(const char *url, char *out, size_t n)
+{
+    bool pg = strncmp(url, "postgresql://", 13) == 0 || strncmp(url, "postgres://", 11) == 0;
+    const char *auth = pg ? strstr(url, "://") + 3 : NULL;
+    size_t an = auth ? strcspn(auth, "/?#") : 0;
+    const char *at = auth ? memchr(auth, '@', an) : NULL;
+    const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+    const char *query = pg ? strchr(url, '?') : NULL;
+    bool found = false;
+    size_t k = 0;
+    for (const char *p = url; *p;) {
+        if (p == colon) { /* user:PASSWORD@ */
+            put_str(out, n, &k, ":***", 4);
+            p = at;
+            found = true;
+        } else if (query && p > query && (p[-1] == '?' || p[-1] == '&') &&
+                   strncmp(p, "password=", 9) == 0) {
+            put_str(out, n, &k, "password=***", 12);
+            p += 9 + strcspn(p + 9, "&#");
+            found = true;
+        } else {
+            put_str(out, n, &k, p++, 1);
+        }
+    }
+    if (n) out[k] = '\0';
+    return found;
+}
+
 int fleet_db_dl_load(struct fleet_dl *dl, const char *lib, const char *package,
                      const char *const *names, void **const *slots, size_t count, char *err,
                      size_t n)

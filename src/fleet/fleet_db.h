@@ -61,6 +61,11 @@ void fleet_rows_free(struct fleet_rows *r);
 int fleet_db_open(const char *url, struct fleet_db **out, char *err, size_t n);
 void fleet_db_close(struct fleet_db *db);
 
+/* url as a message may show it: a password in a PostgreSQL URI (user:PASSWORD@host,
+ * password=PASSWORD) written as ***, into out (n bytes). Returns whether it held one.
+ * Pure. */
+bool fleet_db_url_redact(const char *url, char *out, size_t n);
+
 /* "sqlite" or "postgresql". */
 const char *fleet_db_kind(const struct fleet_db *db);
 /* A description for logs: the SQLite path, or PostgreSQL's database, user and host

@@ -10,6 +10,7 @@
 #include "core/env_vars.h"
 #include "core/log.h"
 #include "fleet/fleet_config.h"
+#include "fleet/fleet_db.h"
 
 struct fleet_config fleet_cfg;
 
@@ -28,12 +29,16 @@ const struct opt_spec fleet_options_table[] = {
     {.name = "database", .meta = "URL", .kind = OPT_STRING, ALL, TO(F.database),
      .help = "sqlite:PATH (one file, nothing to run; WAL journal) or postgresql://... (a libpq "
              "URI; several registry nodes share one database). Required; also "
-             "EXEC_REGISTRY_DATABASE. Schema migrations run at start"},
+             "EXEC_REGISTRY_DATABASE. Schema migrations run at start. A password in it is "
+             "warned about, since ps shows argv: give the URL in EXEC_REGISTRY_DATABASE, or "
+             "the password in ~/.pgpass, PGPASSFILE or a pg_service.conf, where libpq reads "
+             "it"},
     {.name = "listen", .meta = "URL", .kind = OPT_STRING, SERVE, TO(F.listen_url),
      .def = "http://127.0.0.1:0", .def_note = "any free loopback port",
-     .help = "http://IP:PORT, or https://IP:PORT with --tls-cert and --tls-key: where executors, "
-             "harnesses and the rendezvous WebSockets connect (one port for all). The base URL "
-             "is printed as the first line on standard output once listening"},
+     .help = "http://HOST:PORT, or https://HOST:PORT with --tls-cert and --tls-key: where "
+             "executors, harnesses and the rendezvous WebSockets connect (one port for all); a "
+             "name is looked up once at start (its first IPv4 address, else its first IPv6). "
+             "The base URL is printed as the first line on standard output once listening"},
     {.name = "public-url", .meta = "URL", .kind = OPT_STRING, SERVE, TO(F.public_url),
      .help = "http(s)://HOST:PORT this node is reached at from executors and harnesses, put into "
              "the rendezvous URLs it hands out (default: the listen URL; set it when listening "
@@ -195,6 +200,14 @@ int fleet_options_parse(int argc, char **argv, const char **words, int *nwords)
         }
         words[(*nwords)++] = argv[i];
     }
+    /* As mysql warns of -pPASSWORD: argv is every local user's to read (ps). */
+    char shown[512];
+    if (fleet_cfg.database && fleet_db_url_redact(fleet_cfg.database, shown, sizeof shown))
+        fprintf(stderr, "exec-server registry: warning: the --database URL holds a password, "
+                        "which the process list (ps) shows to every user of this host: give the "
+                        "URL in EXEC_REGISTRY_DATABASE instead, or leave the password out of it "
+                        "and keep it in ~/.pgpass (PGPASSFILE) or a pg_service.conf "
+                        "(exec-server-registry(1))\n");
     if (!fleet_cfg.database) fleet_cfg.database = env_vars.registry_database;
     return -1;
 }

@@ -66,8 +66,11 @@ void fleet_relay_shutdown(void)
     stopping = true;
 }
 
-void fleet_relay_init(void)
+static void (*streams_changed_cb)(void);
+
+void fleet_relay_init(void (*on_streams)(void))
 {
+    streams_changed_cb = on_streams;
     uint8_t seed[16];
     crypto_random_bytes(seed, sizeof seed);
     strmap_init(&envs, seed);
@@ -112,6 +115,7 @@ static void stream_forget(struct relay_env *env, struct relay_stream *s)
         strmap_del(&env->streams, s->id, s->len);
         env->nstreams--;
         env->streams_changed = true;
+        if (streams_changed_cb) streams_changed_cb();
     }
     fleet_metrics_gauges(0, -1, 0);
     free(s);
@@ -130,6 +134,7 @@ static struct relay_stream *stream_claim(struct relay_env *env, struct relay_har
     strmap_put(&env->streams, s->id, len, s);
     env->nstreams++;
     env->streams_changed = true;
+    if (streams_changed_cb) streams_changed_cb();
     fleet_metrics_gauges(0, 1, 0);
     return s;
 }

@@ -34,7 +34,9 @@
 #include "fleet/fleet_http.h"
 #include "fleet/fleet_store.h"
 
-void fleet_relay_init(void);
+/* on_streams: called when a stream opens or closes (the count the heartbeat writes
+ * has changed), so the server can write it soon instead of at the next beat. */
+void fleet_relay_init(void (*on_streams)(void));
 /* A GET of /rendezvous/v1/environment/{env}: checks and answers the upgrade. */
 void fleet_relay_upgrade(struct fleet_conn *c, const struct fleet_request *req, const char *env,
                          size_t env_len);

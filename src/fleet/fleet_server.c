@@ -25,7 +25,12 @@ static uv_loop_t *loop;
 static struct fleet_http *listener;
 static uv_signal_t sig_term, sig_int, sig_hup;
 static uv_timer_t heartbeat;
+static uv_timer_t heartbeat_early; /* a beat ahead of the interval: a stream count changed */
 static bool heartbeat_busy, stopping;
+
+/* How soon a changed stream count reaches the database (`registry environments`
+ * reads it there): changes within it share one heartbeat. */
+#define STREAMS_WRITE_MS 500
 
 /* ---- routing ---- */
 
@@ -158,6 +163,24 @@ static void heartbeat_tick(uv_timer_t *t)
     }
 }
 
+/* A stream opened or closed: the next heartbeat writes its count within
+ * STREAMS_WRITE_MS rather than up to --heartbeat-interval later, so `registry
+ * environments` does not show 0 streams beside an attached shell. A beat already
+ * under way leaves the change to the next one. */
+static void heartbeat_early_tick(uv_timer_t *t)
+{
+    if (heartbeat_busy)
+        uv_timer_start(t, heartbeat_early_tick, STREAMS_WRITE_MS, 0);
+    else
+        heartbeat_tick(t);
+}
+
+static void streams_changed(void)
+{
+    if (stopping || uv_is_active((uv_handle_t *)&heartbeat_early)) return;
+    uv_timer_start(&heartbeat_early, heartbeat_early_tick, STREAMS_WRITE_MS, 0);
+}
+
 /* ---- start and stop ---- */
 
 struct leave_job {
@@ -194,6 +217,8 @@ static void stop_serving(void)
     listener = NULL;
     uv_timer_stop(&heartbeat);
     uv_close((uv_handle_t *)&heartbeat, NULL);
+    uv_timer_stop(&heartbeat_early);
+    uv_close((uv_handle_t *)&heartbeat_early, NULL);
     struct leave_job *l = xcalloc(1, sizeof *l);
     if (fleet_worker_submit(&l->job, leave_run, leave_done) < 0) free(l);
     close_signal(&sig_term);
@@ -225,7 +250,9 @@ static int open_database(struct fleet_db **db)
     if (r == 0) r = fleet_store_secret(*db, fleet_cfg.secret, err, sizeof err);
     if (r == 0) r = fleet_db_serve_mode(*db, err, sizeof err);
     if (r < 0) {
-        fprintf(stderr, "exec-server registry: database %s: %s\n", fleet_cfg.database, err);
+        char shown[512];
+        fleet_db_url_redact(fleet_cfg.database, shown, sizeof shown); /* no password shown */
+        fprintf(stderr, "exec-server registry: database %s: %s\n", shown, err);
         if (*db) fleet_db_close(*db);
         *db = NULL;
         return 1;
@@ -284,7 +311,7 @@ int fleet_server_run(void)
         return 1;
     }
     fleet_api_init();
-    fleet_relay_init();
+    fleet_relay_init(streams_changed);
     uv_signal_init(loop, &sig_term);
     uv_signal_init(loop, &sig_int);
     uv_signal_init(loop, &sig_hup);
@@ -292,6 +319,7 @@ int fleet_server_run(void)
     uv_signal_start(&sig_int, on_signal, SIGINT);
     uv_signal_start(&sig_hup, on_signal, SIGHUP);
     uv_timer_init(loop, &heartbeat);
+    uv_timer_init(loop, &heartbeat_early);
     uv_timer_start(&heartbeat, heartbeat_tick, 0, fleet_cfg.heartbeat_ms);
     uv_run(loop, UV_RUN_DEFAULT);
     fleet_worker_stop();

@@ -556,7 +556,7 @@ static void fw_sandbox(struct fs_work *fw, struct fs_sandbox *sb)
 }
 
 /* Converts a URI param to a native path, replying on failure. */
-static bool to_path(struct rpc_req *req, const char *uri, size_t len, char **out, size_t *out_len)
+bool fs_param_path(struct rpc_req *req, const char *uri, size_t len, char **out, size_t *out_len)
 {
     struct uri_error ue;
     if (uri_to_path(uri, len, false, out, out_len, &ue) < 0) {
@@ -608,7 +608,7 @@ static void simple_path_method(struct rpc_req *req, enum fs_op op, const char *s
     if (check_common(req, &d, sbj, !writes, writes, &sb) < 0) return;
     struct fs_work *fw = fw_new(req, op);
     fw_sandbox(fw, sb);
-    if (!to_path(req, uri, ulen, &fw->path, &fw->path_len)) {
+    if (!fs_param_path(req, uri, ulen, &fw->path, &fw->path_len)) {
         fw_free(fw);
         return;
     }
@@ -664,7 +664,7 @@ static void handle_write_file(struct rpc_req *req)
     struct fs_work *fw = fw_new(req, OP_WRITE_FILE);
     fw_sandbox(fw, sb);
     fw->fsync = sync;
-    if (!to_path(req, uri, ulen, &fw->path, &fw->path_len)) {
+    if (!fs_param_path(req, uri, ulen, &fw->path, &fw->path_len)) {
         fw_free(fw);
         return;
     }
@@ -690,8 +690,8 @@ static void handle_copy(struct rpc_req *req)
     if (check_common(req, &d, sbj, true, true, &sb) < 0) return;
     struct fs_work *fw = fw_new(req, OP_COPY);
     fw_sandbox(fw, sb);
-    if (!to_path(req, src, l1, &fw->path, &fw->path_len) ||
-        !to_path(req, dst, l2, &fw->path2, &fw->path2_len)) {
+    if (!fs_param_path(req, src, l1, &fw->path, &fw->path_len) ||
+        !fs_param_path(req, dst, l2, &fw->path2, &fw->path2_len)) {
         fw_free(fw);
         return;
     }
@@ -737,7 +737,7 @@ static void handle_walk(struct rpc_req *req)
     }
     struct fs_work *fw = fw_new(req, OP_WALK);
     fw_sandbox(fw, sb);
-    if (!to_path(req, uri, ulen, &fw->path, &fw->path_len)) {
+    if (!fs_param_path(req, uri, ulen, &fw->path, &fw->path_len)) {
         fw_free(fw);
         return;
     }
@@ -789,7 +789,7 @@ static void handle_open(struct rpc_req *req)
     }
     struct fs_work *fw = fw_new(req, OP_OPEN);
     fw_sandbox(fw, sb);
-    if (!to_path(req, uri, ulen, &fw->path, &fw->path_len)) {
+    if (!fs_param_path(req, uri, ulen, &fw->path, &fw->path_len)) {
         fw_free(fw);
         return;
     }

@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "fs/fs_methods.h"
-#include "proto/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
 #include "util/mem.h"
@@ -47,11 +46,7 @@ static void handle_set_permissions(struct rpc_req *req)
     if (!rpc_check_ready(req)) return;
     char *path = NULL;
     size_t plen;
-    struct uri_error ue;
-    if (uri_to_path(uri, ulen, false, &path, &plen, &ue) < 0) {
-        rpc_reply_error(req, rpc_uri_error_code(&ue), "%s", ue.message);
-        return;
-    }
+    if (!fs_param_path(req, uri, ulen, &path, &plen)) return;
     struct chmod_work *w = xcalloc(1, sizeof *w);
     w->req = req;
     w->fs.data = w;

@@ -40,6 +40,7 @@ struct remote {
     char *env_id, *name;
     char *base_url;       /* the registry, for messages */
     bool announced;       /* "registered and connected" has been said (once) */
+    uint64_t offline_ms;  /* uv_now when a served connection was lost, 0 while online */
     char *base_url_shown; /* the registry URL without userinfo or query, for messages */
     struct noise_ik_static_key identity;
     char *key_json; /* our public key JSON */
@@ -197,6 +198,31 @@ static void remote_announce(void)
                R->direct ? "direct WebSocket" : "rendezvous");
 }
 
+/* Losing a connection that served harnesses, and getting one back, are notices: an
+ * executor that is offline for a minute (the registry restarted, the network went)
+ * says so at the default log level, once each way, with the reason. */
+static void remote_went_offline(const char *reason, int http_status)
+{
+    if (R->offline_ms || R->stopping) return;
+    R->offline_ms = uv_now(R->loop);
+    if (!R->offline_ms) R->offline_ms = 1;
+    char st[32] = "";
+    if (http_status) snprintf(st, sizeof st, ", HTTP status %d", http_status);
+    log_notice("remote: lost the %s to %s (%s%s); offline, reconnecting",
+               R->direct ? "direct WebSocket" : "rendezvous", R->base_url_shown, reason, st);
+}
+
+static void remote_back_online(void)
+{
+    if (!R->offline_ms) return;
+    uint64_t ms = uv_now(R->loop) - R->offline_ms;
+    R->offline_ms = 0;
+    log_notice("remote: reconnected to the %s of %s after %llu.%01llu s offline; serving "
+               "harnesses again",
+               R->direct ? "direct WebSocket" : "rendezvous", R->base_url_shown,
+               (unsigned long long)(ms / 1000), (unsigned long long)(ms % 1000 / 100));
+}
+
 static void ws_opened(void *arg)
 {
     metrics_remote_connect(true, metrics_now_ns() - R->attempt_started_ns);
@@ -206,6 +232,7 @@ static void ws_opened(void *arg)
         R->retries = 0;
         readiness_set(true);
         remote_announce();
+        remote_back_online();
         log_event("event=remote_direct noise_event=direct_connection noise_outcome=ok "
                   "connection_attempt=%u",
                   R->attempt);
@@ -216,6 +243,7 @@ static void ws_opened(void *arg)
     R->opened_ms = uv_now(R->loop);
     readiness_set(true);
     remote_announce();
+    remote_back_online();
     log_event("event=remote_rendezvous noise_event=rendezvous_connection noise_outcome=ok "
               "connection_attempt=%u",
               R->attempt);
@@ -238,6 +266,7 @@ static void direct_closed(bool was_open, int http_status, const char *reason)
     log_event("event=remote_direct noise_event=direct_connection noise_outcome=%s "
               "noise_reason=%s status=%d",
               was_open ? "disconnected" : "error", reason, http_status);
+    if (was_open) remote_went_offline(reason, http_status);
     if (!was_open && http_status == 409) {
         metrics_remote_reconnect("registration_rejected");
         start_registration(false);
@@ -278,6 +307,7 @@ static void ws_closed(void *arg, int http_status, const char *reason)
     log_event("event=remote_rendezvous noise_event=rendezvous_connection noise_outcome=%s "
               "noise_reason=%s status=%d",
               was_open ? "disconnected" : "error", why, http_status);
+    if (was_open) remote_went_offline(why, http_status);
     if (rejected) {
         start_registration(false);
         return;

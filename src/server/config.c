@@ -25,6 +25,7 @@
 #include "transport/auth.h"
 #include "transport/jwt.h"
 #include "transport/tls.h"
+#include "util/hostaddr.h"
 #include "util/mem.h"
 
 struct server_config server_config;
@@ -227,9 +228,9 @@ static int parse_ws_url(const char *url, char *host, size_t hostlen, int *port)
         if (n == 0 || n >= hostlen) return -EINVAL;
         memcpy(host, p, n);
         host[n] = '\0';
-        struct sockaddr_in a4;
-        if (uv_ip4_addr(host, 0, &a4) != 0 || strchr(host, ':')) return -EINVAL;
-        /* uv_ip4_addr (inet_pton) accepts only dotted quads: host names fail. */
+        if (strchr(host, ':') || strchr(host, '/')) return -EINVAL;
+        /* A dotted quad, or a name as sshd's ListenAddress takes: its address is
+         * looked up once, here (validate_listen). */
     }
     const char *d = colon + 1;
     if (!*d) return -EINVAL;
@@ -574,9 +575,15 @@ static int validate_listen(void)
         return 2;
     }
     if (parse_ws_url(url, C.host, sizeof C.host, &C.port) < 0) {
-        usage_error("invalid websocket --listen URL `%s`; expected `ws://IP:PORT`", url);
+        usage_error("invalid websocket --listen URL `%s`; expected `ws://HOST:PORT`", url);
         return 2;
     }
+    char addr[INET6_ADDRSTRLEN], why[300];
+    if (hostaddr_numeric(C.host, addr, sizeof addr, why, sizeof why) < 0) {
+        usage_error("--listen %s: %s", url, why);
+        return 2;
+    }
+    snprintf(C.host, sizeof C.host, "%s", addr);
     return CONFIG_OK;
 }
 

@@ -188,11 +188,12 @@ const struct opt_spec options_table[] = {
     /* ---- general ---- */
     {.name = "listen", .meta = "URL", .kind = OPT_STRING, .modes = OPT_BOTH, TO(C.listen_url),
      .def = "ws://127.0.0.1:0", .def_note = "any free loopback port",
-     .help = "ws://IP:PORT (IPv4 or [IPv6]), wss://IP:PORT (with --tls-cert and --tls-key) or "
+     .help = "ws://HOST:PORT (IPv4, [IPv6], or a name looked up once at start: its first IPv4 "
+             "address, else its first IPv6), wss://HOST:PORT (with --tls-cert and --tls-key) or "
              "stdio (also stdio://): where JSON-RPC clients connect. In WebSocket mode the bound "
              "URL is printed as one line on standard output once listening; a non-loopback "
              "address requires --ws-auth or --allow-unauthenticated",
-     .more = "With --remote, an optional local ws://IP:PORT endpoint that serves /readyz "
+     .more = "With --remote, an optional local ws://HOST:PORT endpoint that serves /readyz "
              "(200 only while registered and connected to the rendezvous), /metrics and "
              "WebSocket clients."},
     {.name = "session-ttl", .meta = "SECONDS", .kind = OPT_SECONDS, .modes = OPT_BOTH,
@@ -268,7 +269,8 @@ const struct opt_spec options_table[] = {
              "the secret in --ws-shared-secret-file; exp is required"},
     {.name = "ws-token-file", .meta = "PATH", .kind = OPT_STRING, .modes = OPT_BOTH,
      .section = SEC_WS_AUTH, TO(C.ws_token_file),
-     .help = "file holding the capability token (surrounding whitespace trimmed)"},
+     .help = "file holding the capability token (surrounding whitespace trimmed; at least 16 "
+             "bytes; refused when group or others may read it: chmod 600)"},
     {.name = "ws-token-sha256", .meta = "HEX", .kind = OPT_STRING, .modes = OPT_BOTH,
      .section = SEC_WS_AUTH, TO(C.ws_token_sha256),
      .help = "the token's SHA-256 as 64 hex digits, instead of the file"},

@@ -18,7 +18,7 @@ void server_methods_register(void)
         session_methods,    process_methods,          fs_methods,
         fs_watch_methods,   fs_mode_methods,          http_methods,
         env_config_methods, capability_roots_methods, capability_roots_v2_methods,
-        tcp_methods,
+        tcp_methods,        fs_rename_methods,
     };
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
         rpc_register_methods(tables[i]);

@@ -66,6 +66,7 @@ static json_t *environment_info(void)
     json_object_set_new(caps, "processSignalAny", json_true());
     json_object_set_new(caps, "sessionClose", json_true());
     json_object_set_new(caps, "fsPermissions", json_true());
+    json_object_set_new(caps, "fsRename", json_true());
     /* Ours (§11 (i)): work that outlives its client, and TCP forwarding. */
     json_object_set_new(caps, "processList", json_true());
     json_object_set_new(caps, "processAttach", json_true());

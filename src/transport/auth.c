@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -52,32 +53,68 @@ int auth_key_from_token(const char *content, size_t len, struct auth_key *out)
     return 0;
 }
 
-int auth_key_from_file(const char *path, struct auth_key *out, char *err, size_t errlen)
+/* Reads the secret file at path (a token or the JWT secret, `what` in messages) into
+ * buf, at most cap bytes. A regular file is refused as sshd refuses a key file
+ * (sshkey_perm_ok): one of ours that group or others may use, or anyone's that
+ * others may read, since every user of the host could then take the secret. The
+ * message says how to fix it. Returns 0 or a negative errno with err written. */
+static int secret_file_read(const char *path, const char *what, char *buf, size_t cap, size_t *len,
+                            char *err, size_t errlen)
 {
-    char text[4096];
-    size_t len = 0;
+    *len = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     int e = fd < 0 ? errno : 0;
-    while (!e) {
-        ssize_t n = read(fd, text + len, sizeof text - len);
+    struct stat st;
+    if (!e && fstat(fd, &st) < 0) e = errno;
+    if (!e && S_ISREG(st.st_mode) &&
+        ((st.st_uid == geteuid() && (st.st_mode & 077)) || (st.st_mode & 004))) {
+        close(fd);
+        snprintf(err, errlen,
+                 "websocket auth %s %s is open to group or others (mode %04o), so other users "
+                 "of this host may read the secret; it must be its owner's alone: run `chmod "
+                 "600 %s`",
+                 what, path, (unsigned)(st.st_mode & 07777), path);
+        return -EACCES;
+    }
+    while (!e && *len < cap) {
+        ssize_t n = read(fd, buf + *len, cap - *len);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) e = errno;
         if (n <= 0) break;
-        len += (size_t)n;
-        if (len == sizeof text) break; /* far beyond AUTH_TOKEN_MAX: refused below */
+        *len += (size_t)n;
     }
     if (fd >= 0) close(fd);
     if (e) {
         char why[256];
         oserr_format(e, why, sizeof why);
         snprintf(err, errlen, "failed to read websocket auth secret %s: %s", path, why);
-        OPENSSL_cleanse(text, sizeof text);
+        OPENSSL_cleanse(buf, cap);
         return -e;
     }
-    int r = auth_key_from_token(text, len, out);
+    return 0;
+}
+
+int auth_key_from_file(const char *path, struct auth_key *out, char *err, size_t errlen)
+{
+    char text[4096]; /* far beyond AUTH_TOKEN_MAX: a longer file is refused below */
+    size_t len = 0;
+    int r = secret_file_read(path, "token file", text, sizeof text, &len, err, errlen);
+    if (r < 0) return r;
+    const char *t = text;
+    size_t n = len;
+    while (n && is_space(t[n - 1]))
+        n--;
+    while (n && is_space(*t))
+        t++, n--;
+    r = n && n < AUTH_TOKEN_MIN ? -EINVAL : auth_key_from_token(text, len, out);
     OPENSSL_cleanse(text, sizeof text);
     if (r == -ENODATA)
         snprintf(err, errlen, "websocket auth secret %s must not be empty", path);
+    else if (r == -EINVAL)
+        snprintf(err, errlen,
+                 "websocket auth token in %s is %zu bytes, too short to be a secret: use at least "
+                 "%d random ones, e.g. `(umask 077; openssl rand -hex 32 > %s)`",
+                 path, n, AUTH_TOKEN_MIN, path);
     else if (r == -E2BIG)
         snprintf(err, errlen, "websocket auth secret %s is longer than %d bytes", path,
                  AUTH_TOKEN_MAX);
@@ -137,22 +174,8 @@ int auth_configure_jwt(const char *secret_file, const char *issuer, const char *
 {
     char text[sizeof jwt_secret + 1];
     size_t len = 0;
-    int fd = open(secret_file, O_RDONLY | O_CLOEXEC);
-    int e = fd < 0 ? errno : 0;
-    while (!e && len < sizeof text) {
-        ssize_t n = read(fd, text + len, sizeof text - len);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) e = errno;
-        if (n <= 0) break;
-        len += (size_t)n;
-    }
-    if (fd >= 0) close(fd);
-    if (e) {
-        char why[256];
-        oserr_format(e, why, sizeof why);
-        snprintf(err, errlen, "failed to read websocket auth secret %s: %s", secret_file, why);
-        return -e;
-    }
+    int e = secret_file_read(secret_file, "secret file", text, sizeof text, &len, err, errlen);
+    if (e < 0) return e;
     const char *t = text;
     while (len && is_space(t[len - 1]))
         len--;
@@ -163,8 +186,10 @@ int auth_configure_jwt(const char *secret_file, const char *issuer, const char *
         snprintf(err, errlen, "websocket auth secret %s must not be empty", secret_file);
         rc = -ENODATA;
     } else if (len < AUTH_JWT_SECRET_MIN) {
-        snprintf(err, errlen, "signed websocket bearer secret %s must be at least %d bytes",
-                 secret_file, AUTH_JWT_SECRET_MIN);
+        snprintf(err, errlen,
+                 "signed websocket bearer secret %s must be at least %d bytes (HS256 wants a "
+                 "key as long as its hash), e.g. `(umask 077; openssl rand -hex 32 > %s)`",
+                 secret_file, AUTH_JWT_SECRET_MIN, secret_file);
         rc = -EINVAL;
     } else if (len > sizeof jwt_secret) {
         snprintf(err, errlen, "signed websocket bearer secret %s is longer than %zu bytes",

@@ -22,6 +22,8 @@
 /* Longest token that fits the Authorization header the upgrade parser keeps
  * (511 bytes, "Bearer " included). */
 #define AUTH_TOKEN_MAX 504
+/* A token file's shortest token: 16 bytes, so a word or a PIN is never a key. */
+#define AUTH_TOKEN_MIN 16
 
 struct auth_key {
     unsigned char sha256[32];
@@ -42,8 +44,9 @@ int auth_key_from_hex(const char *hex, struct auth_key *out);
 int auth_key_from_token(const char *content, size_t len, struct auth_key *out);
 
 /* Reads the token file at path. On failure returns a negative errno-style code (the
- * read's errno, or auth_key_from_token's) and writes the complete message for the user
- * into err (errlen bytes). */
+ * read's errno, -EACCES for a file group or others may read, -EINVAL for a token
+ * shorter than AUTH_TOKEN_MIN, or auth_key_from_token's) and writes the complete
+ * message for the user, with the fix, into err (errlen bytes). */
 int auth_key_from_file(const char *path, struct auth_key *out, char *err, size_t errlen);
 
 /* Pure: judges an Authorization header value ("" when absent) against key. */
@@ -57,8 +60,9 @@ const char *auth_verdict_text(enum auth_verdict v);
 void auth_configure(const struct auth_key *key);
 /* signed-bearer-token mode (`--ws-auth signed-bearer-token`, jwt.h): the shared
  * secret is read from secret_file (whitespace trimmed, at least AUTH_JWT_SECRET_MIN
- * bytes); issuer/audience may be NULL. Returns 0, or with the message in err: the
- * read's -errno, -ENODATA (empty), -EINVAL (too short) or -E2BIG (too long). */
+ * bytes, a file that group or others may not read); issuer/audience may be NULL.
+ * Returns 0, or with the message in err: the read's -errno, -EACCES (open to
+ * others), -ENODATA (empty), -EINVAL (too short) or -E2BIG (too long). */
 #define AUTH_JWT_SECRET_MIN 32
 int auth_configure_jwt(const char *secret_file, const char *issuer, const char *audience,
                        int64_t skew, char *err, size_t errlen);

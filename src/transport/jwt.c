@@ -112,9 +112,10 @@ enum jwt_verdict jwt_verify(const char *token, size_t len, const uint8_t *secret
     int64_t exp = 0, nbf = 0;
     bool has_exp, has_nbf;
     json_t *iss = json_object_get(claims, "iss"), *aud = json_object_get(claims, "aud");
-    if (!int_claim(claims, "exp", true, &exp, &has_exp) ||
-        !int_claim(claims, "nbf", false, &nbf, &has_nbf) ||
-        (iss && !json_is_null(iss) && !json_is_string(iss)))
+    if (!int_claim(claims, "exp", true, &exp, &has_exp))
+        v = has_exp ? JWT_BAD_EXP : JWT_NO_EXP;
+    else if (!int_claim(claims, "nbf", false, &nbf, &has_nbf) ||
+             (iss && !json_is_null(iss) && !json_is_string(iss)))
         v = JWT_INVALID;
     bool aud_ok = false, aud_shape = !aud || json_is_null(aud) || json_is_string(aud);
     if (json_is_array(aud)) {
@@ -170,6 +171,11 @@ const char *jwt_verdict_text(enum jwt_verdict v)
     case JWT_NOT_YET: return "websocket jwt is not valid yet";
     case JWT_ISSUER: return "websocket jwt issuer mismatch";
     case JWT_AUDIENCE: return "websocket jwt audience mismatch";
+    case JWT_NO_EXP:
+        return "invalid websocket jwt: no exp claim (required: the expiry, in seconds since the "
+               "epoch)";
+    case JWT_BAD_EXP:
+        return "invalid websocket jwt: exp is not an integer (seconds since the epoch)";
     default: return "invalid websocket jwt";
     }
 }

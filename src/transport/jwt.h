@@ -5,7 +5,10 @@
  * time; `exp` (an integer) is required; then, with `skew` seconds of tolerance,
  * now > exp is "expired", now < nbf is "not valid yet"; a configured issuer must
  * equal `iss`; a configured audience must equal `aud` or be one of its members.
- * Segments are base64url without padding. Pure: the caller passes the time. */
+ * Segments are base64url without padding. Pure: the caller passes the time.
+ * A token signed right whose exp is missing or not an integer is refused as the
+ * reference refuses it, but the text names the claim (the reference says only
+ * "invalid websocket jwt", which left a user who forgot exp guessing). */
 #ifndef EXEC_TRANSPORT_JWT_H
 #define EXEC_TRANSPORT_JWT_H
 
@@ -14,7 +17,9 @@
 
 enum jwt_verdict {
     JWT_OK,
-    JWT_INVALID, /* malformed, wrong algorithm, bad signature, no integer exp */
+    JWT_INVALID, /* malformed, wrong algorithm, bad signature */
+    JWT_NO_EXP,  /* signed right, but without the exp claim the reference requires */
+    JWT_BAD_EXP, /* signed right, but exp is not an integer */
     JWT_EXPIRED,
     JWT_NOT_YET,
     JWT_ISSUER,

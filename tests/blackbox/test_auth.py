@@ -3,9 +3,12 @@
 `--ws-token-file` or `--ws-token-sha256`. With it, an upgrade needs
 `Authorization: Bearer <token>` (401 with a short text body and `WWW-Authenticate:
 Bearer` otherwise, no upgrade); /readyz stays open; bad flag combinations exit 2 with
-a clear message; listening beyond loopback without auth prints a loud warning."""
+a clear message; a token or secret file that group or others may read, or a token too
+short to be a secret, is refused as sshd refuses such key files, with the fix; listening
+beyond loopback without auth prints a loud warning."""
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -13,7 +16,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *  # noqa
 
-TOKEN = "tok-3f9a_Z"
+TOKEN = "tok-3f9a_Z-51c0e2d7"
 
 
 def token_file(content):
@@ -155,6 +158,48 @@ def test_bad_flag_combinations_exit_2(srv):
             assert flag in r.stdout, flag
     finally:
         for p in (good, empty, long_):
+            os.unlink(p)
+
+
+@ours_only
+def test_token_and_secret_files_are_checked_like_ssh_keys(_srv):
+    tok = token_file(TOKEN + "\n")
+    short = token_file("hello\n")
+    secret = token_file("s" * 40)
+    try:
+        for mode in (0o644, 0o640, 0o604, 0o620):
+            os.chmod(tok, mode)
+            r = run_cli("--ws-auth", "capability-token", "--ws-token-file", tok)
+            err = r.stderr.decode()
+            assert r.returncode == 2 and err.count("\n") == 1, (oct(mode), r)
+            assert ("websocket auth token file %s is open to group or others (mode %04o)"
+                    % (tok, mode)) in err, err
+            assert err.endswith("run `chmod 600 %s`\n" % tok), err
+        os.chmod(secret, 0o644)
+        r = run_cli("--ws-auth", "signed-bearer-token", "--ws-shared-secret-file", secret)
+        assert r.returncode == 2 and "secret file %s is open to group or others" % secret in (
+            r.stderr.decode()), r
+        r = run_cli("--ws-auth", "capability-token", "--ws-token-file", short)
+        err = r.stderr.decode()
+        assert r.returncode == 2 and "token in %s is 5 bytes, too short" % short in err, r
+        assert "at least 16 random ones, e.g. `(umask 077; openssl rand -hex 32 > %s)`" % (
+            short) in err, err
+        # the owner's alone (0600, 0400): it serves
+        for mode in (0o600, 0o400):
+            os.chmod(tok, mode)
+            srv = Server(extra_args=["--ws-auth", "capability-token", "--ws-token-file", tok])
+            try:
+                works(srv, "Authorization: Bearer " + TOKEN)
+                if mode == 0o600:
+                    # a SIGHUP re-read of a file opened to others keeps the old token
+                    os.chmod(tok, 0o644)
+                    srv.proc.send_signal(signal.SIGHUP)
+                    wait_until(lambda: "chmod 600" in srv.stderr_text(), 10, "the refusal")
+                    works(srv, "Authorization: Bearer " + TOKEN)
+            finally:
+                srv.stop()
+    finally:
+        for p in (tok, short, secret):
             os.unlink(p)
 
 

@@ -4,6 +4,7 @@ reading must not grow server memory without bound, and nothing may be lost."""
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -15,7 +16,7 @@ def run_cli(*args):
 
 
 def test_bad_listen_urls_exit_2(srv):
-    for url, word in [("ws://localhost:1234", "invalid websocket --listen URL"),
+    for url, word in [("ws://nosuch.invalid:1234", "cannot resolve nosuch.invalid"),
                       ("ws://127.0.0.1", "invalid websocket --listen URL"),
                       ("ws://127.0.0.1:0/path", "invalid websocket --listen URL"),
                       ("ws://127.0.0.1:99999", "invalid websocket --listen URL"),
@@ -26,6 +27,31 @@ def test_bad_listen_urls_exit_2(srv):
         assert word in err and url in err, (url, err)
         assert err.count("\n") == 1, err  # one line
         assert r.stdout == b"", r.stdout
+
+
+@ours_only
+@needs_own_server
+def test_listen_takes_a_host_name(_):
+    """As sshd's ListenAddress: a name is looked up once at start and its address bound
+    (the first IPv4 one: localhost is 127.0.0.1), the registry's --listen alike."""
+    with Server(listen="ws://localhost:0") as s:
+        assert s.url.startswith("ws://127.0.0.1:") and not s.url.endswith(":0"), s.url
+        c = s.session()
+        assert c.call("environment/status") == {"status": "ready"}
+        c.close()
+    with tempfile.TemporaryDirectory() as d:
+        p = subprocess.Popen([SERVER_PATH, "registry", "--database", "sqlite:%s/r.db" % d,
+                              "--listen", "http://localhost:0"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        try:
+            url = p.stdout.readline().decode().strip()
+            assert url.startswith("http://127.0.0.1:"), (url, p.stderr.read1())
+        finally:
+            p.terminate()
+            p.wait(20)
+    r = run_cli("registry", "--database", "sqlite:/nonexistent/r.db", "--listen",
+                "http://nosuch.invalid:0")
+    assert r.returncode == 2 and b"cannot resolve nosuch.invalid" in r.stderr, r
 
 
 def test_help_version_and_unknown_flag(srv):

@@ -541,6 +541,7 @@ def test_codex_with_capability_token(_):
     token = "tok-" + MARKER
     with open(os.path.join(tmp, "token"), "w") as f:
         f.write(token + "\n")
+    os.chmod(os.path.join(tmp, "token"), 0o600)  # a secret: the server refuses it open to others
     srv_home = server_home()
     srv = server_with_env({"HOME": srv_home},
                           extra_args=["--ws-auth", "capability-token",

@@ -6,8 +6,11 @@ missing --cwd is named; `shell` has USER/LOGNAME from passwd; fs put/get/cp foll
 scp/cp for directory targets and -r, with errors naming the right operand;
 --token-file; the progress line (name, rate, time left); `~.` disconnects; a server
 that hangs is given up on promptly."""
+import json
 import os
 import pwd
+import re
+import uuid
 import shutil
 import signal
 import sys
@@ -46,6 +49,12 @@ def test_shell_syntax_home_and_missing_cwd(_):
         assert (r.returncode, r.stdout) == (0, ("a\nc\n%s\n" % h.home).encode()), r
         r = ec(srv, "run", "--", "echo a; echo b")  # after --: a program name, not a script
         assert r.returncode == 127 and b"cannot start `echo a; echo b`" in r.stderr, r
+        # one word is a command line too, as with ssh: the remote shell's "not found", 127
+        r = ec(srv, "run", "nosuchcmd-ec47")
+        assert r.returncode == 127 and b"nosuchcmd-ec47" in r.stderr, r
+        assert b"not found" in r.stderr and b"cannot start" not in r.stderr, r
+        r = ec(srv, "run", "--", "nosuchcmd-ec47")  # after --: exec'd, our message
+        assert r.returncode == 127 and b"cannot start `nosuchcmd-ec47`" in r.stderr, r
         r = ec(srv, "run", "--", "pwd")
         assert r.stdout == (h.home + "\n").encode(), r  # run starts in the remote home
         r = ec(srv, "run", "--cwd", "sub", "--", "pwd")
@@ -67,6 +76,34 @@ def test_shell_syntax_home_and_missing_cwd(_):
             assert f.read() == "rel\n"
         assert ec(srv, "fs", "cat", "~/rel.txt").stdout == b"rel\n"
         assert b"rel.txt" in ec(srv, "fs", "ls", ".").stdout
+        # ls hides names that start with a dot, like ls(1); -a (or -A) shows them
+        os.mkdir(os.path.join(h.home, ".cache"))
+        with open(os.path.join(h.home, ".profile"), "w") as f:
+            f.write("x")
+        r = ec(srv, "fs", "ls", "~/")
+        assert r.returncode == 0 and r.stdout == b"afile\nrel.txt\nsub/\n", r
+        for flag in ("-a", "-A", "--all"):
+            r = ec(srv, "fs", "ls", flag, "~/")
+            assert r.stdout == b".cache/\n.profile\nafile\nrel.txt\nsub/\n", (flag, r)
+        assert ec(srv, "fs", "ls", "~/.profile").stdout == b"~/.profile\n"  # named: shown
+        assert b".profile" in ec(srv, "fs", "ls", "-la", "~").stdout
+        r = ec(srv, "fs", "cat", "-a", "~/.profile")
+        assert r.returncode == 2 and b"-a is for ls" in r.stderr, r
+
+
+@ours_only
+def test_help_command(_srv):
+    """`exec-client help [COMMAND [SUBCOMMAND]]`, as git, kubectl and go take it: the
+    same texts as --help, with no server."""
+    need_client()
+    for words, flag in (([], ["--help"]), (["fs"], ["fs", "--help"]),
+                        (["fs", "put"], ["fs", "put", "--help"]), (["run"], ["run", "--help"])):
+        a = subprocess.run([CLIENT, "help"] + words, capture_output=True, timeout=30)
+        b = subprocess.run([CLIENT] + flag, capture_output=True, timeout=30)
+        assert a.returncode == 0 and a.stdout == b.stdout and a.stdout, (words, a, b)
+    for words in (["nope"], ["fs", "nope"], ["run", "x"]):
+        r = subprocess.run([CLIENT, "help"] + words, capture_output=True, timeout=30)
+        assert r.returncode == 2 and r.stderr.startswith(b"exec-client: help: no command"), r
 
 
 @ours_only
@@ -111,7 +148,7 @@ def test_fs_directory_targets_like_scp(srv):
         assert os.listdir(d + "/rdir") == ["f"]
         fails(srv, 1, "fs put %s/nodir/: No such file or directory" % d,
               "fs", "put", d + "/f", d + "/nodir/")
-        fails(srv, 2, "fs put %s/ldir: Is a directory (use -r)" % d,
+        fails(srv, 1, "fs put %s/ldir: Is a directory (use -r)" % d,
               "fs", "put", d + "/ldir", d + "/rdir")
         r = ec(srv, "fs", "put", "-r", d + "/ldir", d + "/rdir")
         assert r.returncode == 0, r
@@ -130,7 +167,7 @@ def test_fs_directory_targets_like_scp(srv):
         assert ec(srv, "fs", "get", "-r", d + "/ldir", d + "/down").returncode == 0
         with open(d + "/down/ldir/sub/b") as f:
             assert f.read() == "B"
-        fails(srv, 2, "fs get: %s/nolocal/: No such file or directory" % d,
+        fails(srv, 1, "fs get: %s/nolocal/: No such file or directory" % d,
               "fs", "get", d + "/f", d + "/nolocal/")
         fails(srv, 1, "fs get %s/missing: No such file or directory" % d,
               "fs", "get", d + "/missing", d + "/down")
@@ -152,7 +189,7 @@ def test_fs_directory_targets_like_scp(srv):
 def test_token_file(_):
     need_client()
     fd, tok = tempfile.mkstemp(prefix="ec-tok-")
-    os.write(fd, b"  file-token-42\n")
+    os.write(fd, b"  file-token-42-5e7d09\n")
     os.close(fd)
     fd, empty = tempfile.mkstemp(prefix="ec-tok-")
     os.close(fd)
@@ -167,6 +204,12 @@ def test_token_file(_):
             assert r.returncode == 2 and b"holds no token" in r.stderr, r
             r = ec(srv, "--token-file", tok + ".missing", "run", "--", "true")
             assert r.returncode == 2 and b"No such file" in r.stderr, r
+            os.chmod(tok, 0o644)  # refused as ssh refuses such an identity file
+            r = ec(srv, "--token-file", tok, "run", "--", "true")
+            assert r.returncode == 2 and r.stderr == (
+                "exec-client: --token-file %s is open to group or others (mode 0644), so other "
+                "users of this host may read the token; it must be its owner's alone: run "
+                "`chmod 600 %s`\n" % (tok, tok)).encode(), r
     finally:
         os.unlink(tok)
         os.unlink(empty)
@@ -208,6 +251,40 @@ def test_tilde_dot_disconnects(srv):
     t.write(b"~.")
     t.read_until(b"closed (~.)")
     assert t.finish() == 255, t.out
+
+
+@ours_only
+def test_tilde_dot_hangs_up_the_shell(srv):
+    """`~.` in a shell hangs up as sshd does: the login shell gets SIGHUP (bash passes it
+    to its jobs, so a `sleep &` goes too) and the session ends, instead of both waiting
+    out the session's time to live; with --keep they run on, to attach to later."""
+    need_client()
+    for keep in (False, True):
+        mk = "ec-hup-" + uuid.uuid4().hex[:8]
+        t = Tty(srv, ["-v", "shell"] + (["--keep"] if keep else []) +
+                ["--env", "%s=%s" % (MARKER_VAR, mk)])
+        t.read_until(b"session ")
+        for _ in range(10):  # what is typed before the shell's line editor is up may be lost
+            t.write(b"sleep 987 & echo started-$((20+27))\r")
+            try:
+                t.read_until(b"started-47", timeout=3)
+                break
+            except AssertionError:
+                continue
+        sid = re.search(rb"connected, session (\S+)", t.out).group(1).decode()
+        wait_until(lambda: len(marked_pids(mk)) >= 2, 10, "the shell and its job")
+        t.write(b"~.")
+        t.read_until(b"closed (~.)")
+        assert t.finish() == 255, t.out
+        listed = json.loads(ec(srv, "sessions", "--json").stdout or b"[]")
+        if not keep:
+            wait_until(lambda: not marked_pids(mk), 10, "the shell and its job to hang up")
+            assert sid not in [s["sessionId"] for s in listed], listed
+        else:
+            assert b"detached (~.)" in t.out and len(marked_pids(mk)) >= 2, t.out
+            assert sid in [s["sessionId"] for s in listed], listed
+            assert ec(srv, "sessions", "--end", sid).returncode == 0
+            kill_marked(mk)  # its job, in a process group of its own, outlives the session
 
 
 @ours_only

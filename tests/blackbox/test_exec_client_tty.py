@@ -214,6 +214,7 @@ def test_authentication_failure_is_explained(_):
     tok = os.path.join(d, "token")
     with open(tok, "w") as f:
         f.write("s3cret-token-for-the-test\n")
+    os.chmod(tok, 0o600)  # a secret: the server refuses it open to others
     srv = Server(extra_args=["--ws-auth", "capability-token", "--ws-token-file", tok])
     try:
         r = ec(srv, "run", "--", "true")

@@ -29,6 +29,7 @@ Skipped (77) only when the postgresql package is not installed (or exec-server i
 not built); the codex scenarios also need codex 0.171."""
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -150,6 +151,16 @@ def tear_down(a, b, socks):
     a.stop()
 
 
+def one_event_per_line(n):
+    """Every line of the node's log is one event, libpq's multi-line messages included
+    (their newlines and tabs escaped), as grep, journald and Loki expect."""
+    log = n.log()
+    assert "event=database result=unavailable detail=" in log, log[-2000:]
+    for line in log.splitlines():
+        assert re.match(r"\d{4}-\d\d-\d\dT[\d:.]+Z (error|warn|notice|info|debug) ", line), (
+            "a line that is not an event (a value's newline?): %r\n%s" % (line, log[-2000:]))
+
+
 @needs_own_server
 def test_database_goes_away_and_returns(_):
     a, b, env_ws, h_tok, c = attached_on_a("env-pg")
@@ -170,6 +181,7 @@ def test_database_goes_away_and_returns(_):
         for n in (a, b):
             n.wait_log(r"event=database result=unavailable")
             assert n.proc.poll() is None
+            one_event_per_line(n)
         assert fleet_lib.readyz(b.url) == 503, "/readyz said ready without a database"
         PG.start()
 
@@ -266,6 +278,56 @@ def test_node_dies_and_the_executor_moves(_):
         shared.close()
         b.stop()
         a.stop(check=False)
+
+
+@needs_own_server
+def test_password_out_of_argv(_):
+    """FLEET.md's recipe: a role with a password (scram-sha-256 in pg_hba.conf) and its
+    database; the node given the URL in EXEC_REGISTRY_DATABASE and the password in a
+    PGPASSFILE serves, with nothing to warn about; without the file it is refused; with
+    the password in --database it serves but warns, and no message shows the password."""
+    pw = "pw-" + os.urandom(8).hex()
+    PG._run("psql", "-h", PG.sock, "-U", "fleet", "-d", "postgres", "-qc",
+            "CREATE ROLE registry LOGIN PASSWORD '%s'" % pw)
+    PG._run("createdb", "-h", PG.sock, "-U", "fleet", "--owner", "registry", "fleetpw")
+    hba = os.path.join(PG.data, "pg_hba.conf")
+    text = open(hba).read()
+    with open(hba, "w") as f:
+        f.write("local fleetpw registry scram-sha-256\n" + text)
+    PG._run("pg_ctl", "-D", PG.data, "reload")
+    d = tempfile.mkdtemp(prefix="execbb-pgpass-")
+    pgpass = os.path.join(d, "pgpass")
+    with open(pgpass, "w") as f:
+        f.write("*:*:fleetpw:registry:%s\n" % pw)
+    os.chmod(pgpass, 0o600)
+    url = "postgresql:///fleetpw?host=%s&user=registry" % PG.sock
+    try:
+        n = fleet_lib.Registry(SERVER, None, env={"EXEC_REGISTRY_DATABASE": url,
+                                                  "PGPASSFILE": pgpass}, wrapper=WRAPPER)
+        try:
+            assert fleet_lib.readyz(n.url) == 200
+            assert "warning" not in n.log() and pw not in n.log(), n.log()
+        finally:
+            n.stop()
+        r = subprocess.run(WRAPPER + [SERVER, "registry", "token", "list"], capture_output=True,
+                           timeout=60, env=dict(os.environ, EXEC_REGISTRY_DATABASE=url,
+                                                PGPASSFILE=os.path.join(d, "none")))
+        assert r.returncode == 1 and b"password" in r.stderr, r
+        with_pw = url.replace("user=registry", "user=registry&password=" + pw)
+        n = fleet_lib.Registry(SERVER, with_pw, env={"PGPASSFILE": os.path.join(d, "none")},
+                               wrapper=WRAPPER)
+        try:
+            assert fleet_lib.readyz(n.url) == 200
+            assert "warning: the --database URL holds a password" in n.log(), n.log()
+            assert pw not in n.log(), n.log()
+        finally:
+            n.stop()
+        r = subprocess.run(WRAPPER + [SERVER, "registry", "--database", with_pw.replace(
+            PG.sock, PG.sock + "-gone"), "token", "list"], capture_output=True, timeout=60)
+        assert r.returncode == 1 and b"password=***" in r.stderr and pw.encode() not in (
+            r.stderr), r
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -467,6 +467,39 @@ def test_operators(_):
         assert "secret payload bytes" not in log and "sig=" not in log and "hka1." not in log
 
 
+@needs_own_server
+def test_environments_is_current(_):
+    """`registry environments` shows a stream within a second of its opening and closing,
+    not a heartbeat (here 30 s) later, and never a LAST SEEN before the registration
+    (the node's last beat, here older than the registration, used to be shown)."""
+    with Fleet(args=["--heartbeat-interval", "30"]) as fl:
+        def envs():
+            out = fl.reg.cli("environments", "--heartbeat-interval", "30").stdout.decode()
+            rows = [l.split() for l in out.splitlines()[1:] if l.startswith(fl.env + " ")]
+            return rows[0] if rows else None
+        db = sqlite3.connect(fl.db)
+
+        def beat():
+            row = db.execute("SELECT heartbeat_at FROM fleet_nodes").fetchone()
+            return row and row[0] // 1000
+        hb = wait_until(beat, 10, "the node's first heartbeat")
+        wait_until(lambda: int(time.time()) > hb, 5, "a second after it")
+        registered = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(time.time())))
+        _, env_ws = fl.executor()
+        fl.reg.wait_attached(fl.env)
+        row = envs()
+        assert row[1] == "yes" and row[3] >= registered and row[4] == "0", (row, registered)
+        _, h = fl.harness()
+        h.send_binary(data_frame("s-1", b"a shell"))
+        assert recv(env_ws)[0] == 2
+        t0 = time.monotonic()
+        wait_until(lambda: envs()[4] == "1", 5, "environments to count the stream")
+        assert time.monotonic() - t0 < 3, "the count waited for a heartbeat"
+        h.abort()
+        wait_until(lambda: envs()[4] == "0", 5, "environments to see it close")
+        db.close()
+
+
 def peer_ca_ok(port, ca):
     """Whether a TLS handshake with the registry verifies against ca."""
     import ssl

@@ -278,6 +278,50 @@ def test_remove(srv):
     shutil.rmtree(d)
 
 
+@ours_only
+def test_rename(srv):
+    """fs/rename (ours, fsRename): one rename(2); keepAttributes gives the source the
+    replaced file's owner and mode; what it refuses, in the fs methods' words."""
+    s = srv.session()
+    d = tmpdir()
+    with open(d + "/old", "w") as f:
+        f.write("old")
+    os.chmod(d + "/old", 0o640)
+    if os.getuid() == 0:
+        os.chown(d + "/old", 65534, 65534)
+    with open(d + "/new", "w") as f:
+        f.write("new")
+    os.chmod(d + "/new", 0o600)
+    assert s.call("fs/rename", {"sourcePath": uri(d + "/new"), "destinationPath": uri(d + "/old"),
+                                "keepAttributes": True, "fsync": True}) == {}
+    st = os.stat(d + "/old")
+    assert open(d + "/old").read() == "new" and not os.path.exists(d + "/new")
+    assert st.st_mode & 0o7777 == 0o640, oct(st.st_mode)
+    if os.getuid() == 0:
+        assert (st.st_uid, st.st_gid) == (65534, 65534)
+    # without keepAttributes: rename(2) as it is, to a new name too
+    with open(d + "/b", "w") as f:
+        f.write("b")
+    os.chmod(d + "/b", 0o600)
+    assert s.call("fs/rename", {"sourcePath": uri(d + "/b"), "destinationPath": uri(d + "/old")}) == {}
+    assert os.stat(d + "/old").st_mode & 0o7777 == 0o600
+    assert s.call("fs/rename", {"sourcePath": uri(d + "/old"), "destinationPath": uri(d + "/c")}) == {}
+    assert s.error("fs/rename", {"sourcePath": uri(d + "/missing"),
+                                 "destinationPath": uri(d + "/c")}) == ENOENT
+    os.mkdir(d + "/dir")
+    assert s.error("fs/rename", {"sourcePath": uri(d + "/c"), "destinationPath": uri(d + "/dir")}
+                   )[1] == "Is a directory (os error 21)"
+    code, msg = s.error("fs/rename", {"sourcePath": uri(d + "/c"), "destinationPath": uri(d + "/x"),
+                                      "sandbox": {"type": "readOnly"}})
+    assert code == -32602 and "cannot run sandboxed" in msg, msg
+    code, _ = s.error("fs/rename", {"sourcePath": uri(d + "/c")})
+    assert code == -32602
+    caps = s.call("environment/info")["capabilities"]
+    assert caps.get("fsRename") is True, caps
+    s.close()
+    shutil.rmtree(d)
+
+
 def test_copy(srv):
     s = srv.session()
     d = tmpdir()

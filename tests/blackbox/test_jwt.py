@@ -73,8 +73,11 @@ def test_claims(_):
             ({"exp": now + 300, "aud": "aud-a"}, "websocket jwt issuer mismatch"),
             (dict(good, aud="aud-b"), "websocket jwt audience mismatch"),
             (dict(good, aud=["x", "y"]), "websocket jwt audience mismatch"),
-            ({"iss": "iss-a", "aud": "aud-a"}, "invalid websocket jwt"),  # exp required
-            (dict(good, exp="soon"), "invalid websocket jwt"),
+            ({"iss": "iss-a", "aud": "aud-a"},  # exp required, and named
+             "invalid websocket jwt: no exp claim (required: the expiry, in seconds since the "
+             "epoch)"),
+            (dict(good, exp="soon"),
+             "invalid websocket jwt: exp is not an integer (seconds since the epoch)"),
         ]
         for claims, text in cases:
             assert_401(srv, text, "Authorization: Bearer " + jwt(claims))

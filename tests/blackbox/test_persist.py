@@ -197,22 +197,22 @@ def test_what_may_be_kept(_):
 @needs_own_server
 def test_only_the_same_identity_sees_a_session(_):
     # Capability tokens: sessions opened with one token are invisible to another.
-    path = token_file("token-one\n")
+    path = token_file("token-one-0123456789\n")
     with Server(extra_args=["--ws-auth", "capability-token", "--ws-token-file", path]) as srv:
-        one = srv.session(headers=["Authorization: Bearer token-one"])
+        one = srv.session(headers=["Authorization: Bearer token-one-0123456789"])
         one.start("p", ["sleep", "1000"], env={MARKER_VAR: MARKER})
         sid = one.session_id
-        mine = srv.session(headers=["Authorization: Bearer token-one"])
+        mine = srv.session(headers=["Authorization: Bearer token-one-0123456789"])
         assert sid in [x["sessionId"] for x in mine.call("session/list")["sessions"]]
         assert mine.call("process/list", {"sessionId": sid})["processes"][0]["processId"] == "p"
         mine.close()
         with open(path, "w") as f:
-            f.write("token-two\n")
+            f.write("token-two-0123456789\n")
         srv.proc.send_signal(signal.SIGHUP)
 
         def two():
             try:
-                return srv.session(headers=["Authorization: Bearer token-two"])
+                return srv.session(headers=["Authorization: Bearer token-two-0123456789"])
             except AssertionError:
                 return None
         other = wait_until(two, what="the reloaded token")

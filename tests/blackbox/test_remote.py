@@ -211,6 +211,30 @@ def scenario_resume(ex):
     check_no_cleartext(ex)
 
 
+def scenario_resume_while_not_there_yet(ex):
+    """A resume whose /connect answers "not there yet" (404: a registry that restarted
+    with its state in memory; 409: the executor not back) goes on trying within
+    --reconnect-ms, as for a refused connection, instead of failing at once."""
+    before_streams = harness_streams(ex)
+    n = 30
+    script = "for i in $(seq 1 %d); do echo line-$i; sleep 0.05; done; exit 6" % n
+    p = client(ex, "-v", "--reconnect-ms", "25000", "run", "-n", "--", "sh", "-c", script,
+               popen=True)
+
+    def drop():
+        ex.cloud.fail_next("connect", 404, "environment_not_found", "not registered", count=2)
+        ex.cloud.fail_next("connect", 409, "conflict", "not attached yet")
+        return ex.cloud.drop_harness()
+    before = connects(ex)
+    out, err = drop_during(ex, p, lambda c: answered(c, harness_streams(ex) - before_streams) >= 6,
+                           "the process to print on the client's relay stream", drop)
+    check_lines(out, err, ["line-%d" % i for i in range(1, n + 1)])
+    assert p.returncode == 6, (p.returncode, err.decode())
+    assert b"reconnected, session" in err, err.decode()
+    assert connects(ex) - before >= 4, "the 404s and the 409 were not retried"
+    check_no_cleartext(ex)
+
+
 def scenario_executor_drop(ex):
     """The executor's rendezvous socket drops (its streams die with it) while the client
     waits on a quiet process; the harness socket stays up, so only the client's liveness
@@ -280,8 +304,9 @@ def scenario_registry_transient(ex):
     r = client(ex, "run", "-n", "--", "true")
     assert r.returncode == 0, r.stderr
     assert connects(ex) - before == 2, "409 environment_offline must be retried"
-    # Not transient: a bad token (exit 3, the registry's reason) and an unknown
-    # environment (exit 255), each after exactly one request.
+    # Not transient: a bad token (exit 3, the registry's reason) and, at the first
+    # connect, an unknown environment (exit 255: a typo fails at once; a resume waits
+    # for it, scenario_resume_while_not_there_yet), each after exactly one request.
     before = connects(ex)
     r = subprocess.run([CLIENT, "--remote", ex.cloud.base_url, "--environment-id", ENV_ID,
                         "--token", "wrong", "run", "-n", "--", "true"], capture_output=True,
@@ -326,7 +351,8 @@ def scenario_keepalive(ex):
     assert pings >= 3, "the client sent %d Pings in 2 s" % pings
 
 
-SCENARIOS = [scenario_process, scenario_fs, scenario_resume, scenario_executor_drop,
+SCENARIOS = [scenario_process, scenario_fs, scenario_resume, scenario_resume_while_not_there_yet,
+             scenario_executor_drop,
              scenario_trace, scenario_upgrade_401, scenario_registry_transient,
              scenario_credentials_rejected, scenario_keepalive]
 # Over TLS (https registry, wss rendezvous): the basics.

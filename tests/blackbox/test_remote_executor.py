@@ -320,7 +320,8 @@ def test_reconnects_after_drop_and_resumes_session(cloud, ex):
 @with_cloud(extra=["--log-level", "notice"])
 def test_says_once_that_it_is_registered(cloud, ex):
     """At the default log level a healthy executor says once that it registered and is
-    connected (not again after a reconnect); its remote metric families have # HELP."""
+    connected (not again after a reconnect), and that it went offline and is back when it
+    loses the rendezvous; its remote metric families have # HELP."""
     wait_until(lambda: "registered environment" in ex.stderr(), DEFAULT_TIMEOUT, "the notice")
     line = [l for l in ex.stderr().splitlines() if "registered environment" in l]
     assert len(line) == 1 and " notice " in line[0] and ENV_ID in line[0], line
@@ -334,6 +335,13 @@ def test_says_once_that_it_is_registered(cloud, ex):
     wait_until(lambda: ex.readyz() == 200, 5, "readyz 200 after reconnect")
     assert ex.stderr().count("registered environment") == 1, ex.stderr()
     assert "event=" not in ex.stderr(), ex.stderr()  # info events stay below the default
+    wait_until(lambda: "remote: reconnected" in ex.stderr(), 5, "the notice of being back")
+    lost = [l for l in ex.stderr().splitlines() if "remote: lost the rendezvous" in l]
+    back = [l for l in ex.stderr().splitlines() if "remote: reconnected to the rendezvous" in l]
+    assert len(lost) == 1 and " notice " in lost[0] and cloud.base_url in lost[0], ex.stderr()
+    assert "offline, reconnecting" in lost[0], lost
+    assert len(back) == 1 and " notice " in back[0] and "s offline" in back[0], ex.stderr()
+    assert ex.stderr().index(lost[0]) < ex.stderr().index(back[0]), ex.stderr()
     host_port = ex.url[len("ws://"):]
     with urllib.request.urlopen("http://%s/metrics" % host_port, timeout=5) as r:
         text = r.read().decode()

@@ -88,7 +88,7 @@ def test_debug_shows_requests_parse_failures_and_start_errors(_):
 @ours_only
 @needs_own_server
 def test_refused_login_logs_its_reason_and_http_is_http(_):
-    path = token_file("log-token-123")
+    path = token_file("log-token-123-a1b2c3")
     try:
         with Server(extra_args=["--log-level", "info", "--ws-auth", "capability-token",
                                 "--ws-token-file", path]) as srv:
@@ -155,11 +155,11 @@ def test_journald_priorities_without_timestamps(_):
 @ours_only
 @needs_own_server
 def test_sighup_reloads_the_token_and_keeps_jobs(_):
-    path = token_file("first-token-123")
+    path = token_file("first-token-123-a1b2c3")
     try:
         with Server(extra_args=["--ws-auth", "capability-token", "--ws-token-file",
                                 path]) as srv:
-            s = srv.session(headers=["Authorization: Bearer first-token-123"])
+            s = srv.session(headers=["Authorization: Bearer first-token-123-a1b2c3"])
             s.start("sleeper", ["/bin/sleep", "30"])
             with open(path, "w") as f:
                 f.write("second-token-456\n")
@@ -174,7 +174,7 @@ def test_sighup_reloads_the_token_and_keeps_jobs(_):
             srv.session(headers=["Authorization: Bearer second-token-456"]).close()
             up = ("GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                   "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-                  "Authorization: Bearer first-token-123\r\n\r\n")
+                  "Authorization: Bearer first-token-123-a1b2c3\r\n\r\n")
             assert http_raw(srv.host, srv.port, up)[0] == 401
             # an emptied file keeps the key in force
             with open(path, "w") as f:

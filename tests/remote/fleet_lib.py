@@ -95,8 +95,8 @@ class Registry(_Process):
         self.log_path = os.path.join(self.dir, "registry.log")
         self.err = open(self.log_path, "wb")
         e = dict(os.environ, **(env or {}))
-        cmd = list(wrapper) + [server, "registry", "--database", database,
-                               "--log-level", "info"] + list(args)
+        cmd = list(wrapper) + [server, "registry"] + (["--database", database] if database
+                                                      else []) + ["--log-level", "info"] + list(args)
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=self.err, env=e, start_new_session=True)
         r, _, _ = select.select([self.proc.stdout], [], [], timeout)

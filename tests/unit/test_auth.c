@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -91,18 +92,34 @@ static void test_token_file(void **state)
     char path[] = "/tmp/test_auth_XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
-    assert_int_equal(write(fd, "sekret\n", 7), 7);
+    assert_int_equal(write(fd, "sekret-0123456789\n", 18), 18);
     close(fd);
-    struct auth_key k, want = key_of("sekret");
+    struct auth_key k, want = key_of("sekret-0123456789");
     char err[512] = "";
     assert_int_equal(auth_key_from_file(path, &k, err, sizeof err), 0);
     assert_memory_equal(k.sha256, want.sha256, 32);
+    char expect[600];
+
+    /* As sshd refuses a key file: open to group or others is refused, with the fix. */
+    chmod(path, 0644);
+    assert_int_equal(auth_key_from_file(path, &k, err, sizeof err), -EACCES);
+    snprintf(expect, sizeof expect, "run `chmod 600 %s`", path);
+    assert_non_null(strstr(err, expect));
+    assert_non_null(strstr(err, "is open to group or others (mode 0644)"));
+    chmod(path, 0600);
+
+    /* A word is not a secret: under 16 bytes is refused, with how to make one. */
+    fd = open(path, O_WRONLY | O_TRUNC);
+    assert_int_equal(write(fd, "sekret\n", 7), 7);
+    close(fd);
+    assert_int_equal(auth_key_from_file(path, &k, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "is 6 bytes, too short to be a secret"));
+    assert_non_null(strstr(err, "openssl rand -hex 32"));
 
     fd = open(path, O_WRONLY | O_TRUNC);
     assert_int_equal(write(fd, "\n", 1), 1);
     close(fd);
     assert_int_equal(auth_key_from_file(path, &k, err, sizeof err), -ENODATA);
-    char expect[600];
     snprintf(expect, sizeof expect, "websocket auth secret %s must not be empty", path);
     assert_string_equal(err, expect);
     unlink(path);
@@ -148,6 +165,7 @@ static void write_file(const char *path, const char *text)
     assert_non_null(f);
     fputs(text, f);
     fclose(f);
+    chmod(path, 0600); /* a secret is its owner's alone (auth_key_from_file) */
 }
 
 /* SIGHUP's auth_reload: the token file is read again; a file that no longer holds a
@@ -158,7 +176,7 @@ static void test_reload_token_file(void **state)
     assert_non_null(mkdtemp(dir));
     char path[64];
     snprintf(path, sizeof path, "%s/token", dir);
-    write_file(path, "first\n");
+    write_file(path, "first-0123456789ab\n");
     struct auth_key k;
     char err[256];
     assert_int_equal(auth_key_from_file(path, &k, err, sizeof err), 0);
@@ -167,19 +185,19 @@ static void test_reload_token_file(void **state)
     struct buf reply;
     buf_init(&reply);
     struct auth_refusal why = {0};
-    assert_true(auth_admit("Bearer first", &reply, NULL));
+    assert_true(auth_admit("Bearer first-0123456789ab", &reply, NULL));
     assert_false(auth_admit("", &reply, &why));
     assert_string_equal(why.reason, "missing_token");
 
-    write_file(path, "second\n");
+    write_file(path, "second-0123456789a\n");
     assert_int_equal(auth_reload(err, sizeof err), 0);
-    assert_true(auth_admit("Bearer second", &reply, NULL));
-    assert_false(auth_admit("Bearer first", &reply, NULL));
+    assert_true(auth_admit("Bearer second-0123456789a", &reply, NULL));
+    assert_false(auth_admit("Bearer first-0123456789ab", &reply, NULL));
 
     write_file(path, "  \n");
     assert_int_equal(auth_reload(err, sizeof err), -ENODATA);
     assert_non_null(strstr(err, path));
-    assert_true(auth_admit("Bearer second", &reply, NULL));
+    assert_true(auth_admit("Bearer second-0123456789a", &reply, NULL));
 
     auth_set_token_file(NULL);
     auth_configure(NULL);

@@ -168,12 +168,35 @@ static void test_registrations_and_bundles(void **state)
                      -EKEYREVOKED);
 }
 
+/* A password never reaches a message: user:PASSWORD@ and password=PASSWORD become ***. */
+static void test_url_redact(void **state)
+{
+    (void)state;
+    char out[128];
+    assert_true(fleet_db_url_redact("postgresql://registry:s3cret@db/fleet", out, sizeof out));
+    assert_string_equal(out, "postgresql://registry:***@db/fleet");
+    assert_true(fleet_db_url_redact("postgres://u@db/f?sslmode=require&password=p%40ss&x=1", out,
+                                    sizeof out));
+    assert_string_equal(out, "postgres://u@db/f?sslmode=require&password=***&x=1");
+    assert_true(fleet_db_url_redact("postgresql://u:a@b/f?password=c", out, sizeof out));
+    assert_string_equal(out, "postgresql://u:***@b/f?password=***");
+    assert_false(fleet_db_url_redact("postgresql://registry@db/fleet?user=x", out, sizeof out));
+    assert_string_equal(out, "postgresql://registry@db/fleet?user=x");
+    assert_false(fleet_db_url_redact("postgresql:///fleet?host=/run/pg:x", out, sizeof out));
+    assert_false(fleet_db_url_redact("sqlite:/tmp/a:b@c", out, sizeof out));
+    assert_string_equal(out, "sqlite:/tmp/a:b@c");
+    char small[24]; /* cut, never past its end */
+    assert_true(fleet_db_url_redact("postgresql://u:pw@db/fleet", small, sizeof small));
+    assert_string_equal(small, "postgresql://u:***@db/f");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_migrations),
         cmocka_unit_test(test_tokens),
         cmocka_unit_test(test_registrations_and_bundles),
+        cmocka_unit_test(test_url_redact),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

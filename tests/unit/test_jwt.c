@@ -60,7 +60,10 @@ static void times_and_claims(void **state)
 static void malformed(void **state)
 {
     (void)state;
-    assert_int_equal(check(TOK_NOEXP, NULL, NULL, 0, 1), JWT_INVALID);
+    assert_int_equal(check(TOK_NOEXP, NULL, NULL, 0, 1), JWT_NO_EXP);
+    assert_string_equal(jwt_verdict_text(JWT_NO_EXP), "invalid websocket jwt: no exp claim "
+                                                      "(required: the expiry, in seconds since "
+                                                      "the epoch)");
     assert_int_equal(check(TOK_HS384, NULL, NULL, 0, 1), JWT_INVALID);
     assert_int_equal(check(TOK_OTHERKEY, NULL, NULL, 0, 1), JWT_INVALID);
     assert_int_equal(check("a.b", NULL, NULL, 0, 1), JWT_INVALID);
