@@ -33,6 +33,7 @@
 #include "sandbox/net_guard.h"
 #include "sandbox/cgroup_caps.h"
 #include "sandbox/tun.h"
+#include "sandbox/user_budgets.h"
 #include "sandbox/view.h"
 #include "util/fdframe.h"
 
@@ -97,6 +98,29 @@ static int write_id_maps(uid_t uid, gid_t gid)
     snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
     if (!rc) rc = write_file("/proc/self/gid_map", map);
     return rc;
+}
+
+/* Step 3's end: the sandbox's share of the uid's kernel counts (user_budgets.h), set
+ * while the init still has CAP_SYS_RESOURCE in its namespace. Where they cannot be set
+ * the sandbox starts all the same, as before there were shares, and the server's log
+ * says so once. */
+static void split_budgets(bool userns)
+{
+    const char *what = "";
+    int rc = user_budgets_apply(user_budgets_get(), userns, &what);
+    if (rc < 0)
+        user_budgets_note_once(
+            USER_BUDGETS_NOT_SPLIT,
+            "sandboxes get no share of the kernel's per-user counts here (%s: %s): one "
+            "sandboxed command can use up the inotify instances, namespaces or queued signals "
+            "of the server's uid (docs/SANDBOX.md, per-uid budgets)",
+            what, strerror(-rc));
+    if (!userns)
+        user_budgets_note_once(
+            USER_BUDGETS_NO_USERNS,
+            "sandboxes run without a user namespace of their own here: the inotify instances, "
+            "fanotify groups and namespaces a sandboxed command holds are the server uid's "
+            "own (docs/SANDBOX.md, per-uid budgets)");
 }
 
 /* What the init watches while the command runs. */
@@ -500,6 +524,7 @@ static int build_sandbox(const struct sandbox_start *st, bool userns, bool net_a
         *what = "user namespace id maps";
         return rc;
     }
+    split_budgets(userns);
     /* 4 and 5: the mounts, then the protected names, carve-outs and covers */
     if ((rc = sandbox_view_build(&st->spec, what)) < 0) return rc;
     /* A root server's process cap is the cgroup the init joins: not the command's to
@@ -659,6 +684,7 @@ pid_t sandbox_spawn(const struct sandbox_start *st)
     bool in_ready = takes_ready_net(st) && setns(net_ready, CLONE_NEWNET) == 0;
     if (st->spec.net_restricted && !in_ready) ns |= CLONE_NEWNET;
     bool userns = true;
+    (void)user_budgets_get(); /* read once, here, for every init to come */
     /* 2's cgroups: a v2 one is the init's from birth (cgroup_caps.h). */
     int into = -1;
     for (int i = 0; i < 2; i++)

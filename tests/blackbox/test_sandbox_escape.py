@@ -2045,6 +2045,173 @@ def test_no_survivors(_):
     v.done()
 
 
+
+# ---------------------------------------------------------------------------------------
+# The kernel's per-user counts (issue 46)
+# ---------------------------------------------------------------------------------------
+
+# What the probe takes from inside the sandbox, and how to read its share of a uid's limit.
+# Held to the end: inotify instances and fanotify groups (128 a uid by default), queued
+# signals and message-queue bytes (the server's rlimits). Bounded by the test, since taking
+# all would take minutes: nested user namespaces and inotify watches (an eighth of the
+# limit and one more is asked for; a share must refuse it).
+BUDGET_KINDS = ("userns", "inotify_watch", "inotify", "fanotify", "sigqueue", "mqueue")
+BOUNDED_KINDS = ("userns", "inotify_watch")
+MQUEUE_BYTES = 81920  # what a message queue of the default size (10 x 8 KiB) charges, at least
+
+
+def read_int(path):
+    with open(path) as f:
+        return int(f.read().split()[0])
+
+
+def uid_limits(srv):
+    """What one uid may hold, as the server sees it: the kernel's sysctls and the server's
+    own rlimits (mqueue in bytes)."""
+    limits = {"inotify": read_int("/proc/sys/fs/inotify/max_user_instances"),
+              "inotify_watch": read_int("/proc/sys/fs/inotify/max_user_watches"),
+              "fanotify": read_int("/proc/sys/fs/fanotify/max_user_groups"),
+              "userns": read_int("/proc/sys/user/max_user_namespaces")}
+    with open("/proc/%d/limits" % srv.pid) as f:
+        text = f.read()
+    for kind, name in (("sigqueue", "Max pending signals"), ("mqueue", "Max msgqueue size")):
+        limits[kind] = int(re.search(name + r"\s+(\d+)", text).group(1))
+    return limits
+
+
+def host_gets_one_of_each(w):
+    """A process of the server's uid on the host, outside every sandbox: one of each
+    kind (escape-probe's hold=KIND:1 says ok)."""
+    r = subprocess.run([w.probe] + ["hold=%s:1" % k for k in BUDGET_KINDS],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=60, **w.drop_kw())
+    got = parse(r.stdout.decode(errors="replace"))
+    return {k: got.get("hold:" + k, ("missing", ""))[0] for k in BUDGET_KINDS}
+
+
+def hog_start(w, s, pid, ws, limits):
+    """A ReadOnly, network-restricted command that takes every count it can and holds
+    them until its standard input has something; returns its results once it holds, and
+    its pid on the host."""
+    attempts = ["hold=%s:%d" % (k, limits[k] // 8 + 1) if k in BOUNDED_KINDS else "hold=" + k
+                for k in BUDGET_KINDS] + ["hold_wait=240"]
+    tag = "hog-%s-%d" % (w.tag, STEP[0])
+    s.start(pid, [w.probe] + attempts, cwd=uri(ws), sandbox=policy("ro", ws),
+            env={"PATH": "/usr/bin:/bin", "PROBETAG": tag}, pipe_stdin=True)
+    s.wait_for(lambda: b"hold_wait" in s.output_so_far(pid)["stdout"] or
+               "process/closed" in [n["method"] for n in s.notes.get(pid, [])],
+               timeout=180, what="the command holding every count it could take")
+    return (parse(s.output_so_far(pid)["stdout"].decode(errors="replace")),
+            (find_marked(tag, w.probe) or [None])[0])
+
+
+def rlimits_of(pid):
+    """A process's soft limits on queued signals and message-queue bytes, from the host."""
+    try:
+        with open("/proc/%d/limits" % pid) as f:
+            text = f.read()
+    except (OSError, TypeError):
+        return {}
+    return {k: int(re.search(n + r"\s+(\d+)", text).group(1)) for k, n in (
+        ("sigqueue", "Max pending signals"), ("mqueue", "Max msgqueue size"))}
+
+
+def judge_hog(v, mode, held, rlimits, limits):
+    """Each count the command took stopped at its share, refused as the kernel refuses
+    a uid at its limit. Landlock refuses a message queue outright (EACCES), under every
+    policy of ours: the queue's file lies on no path a rule can grant. So the queues'
+    share is checked where it lives too, in the command's RLIMIT_MSGQUEUE."""
+    refusal = {"userns": {"ENOSPC"}, "inotify_watch": {"ENOSPC"}, "inotify": {"EMFILE"},
+               "fanotify": {"EMFILE"}, "sigqueue": {"EAGAIN"}, "mqueue": {"EMFILE", "EACCES"}}
+    for k in BUDGET_KINDS:
+        res, detail = held.get("hold:" + k, ("missing", ""))
+        m = re.search(r"made=(\d+)", detail)
+        made = int(m.group(1)) if m else 0
+        cost = MQUEUE_BYTES if k == "mqueue" else 1
+        v.check(mode, "the command's " + k, res in refusal[k] and made * cost <= limits[k] // 8,
+                "took %d (%s), not stopped at an eighth of the uid's %d" % (made, res, limits[k]))
+    for k, lim in sorted(rlimits.items()):
+        v.check(mode, "the command's limit on " + k, lim <= limits[k] // 8,
+                "%d, more than an eighth of the uid's %d" % (lim, limits[k]))
+
+
+@needs_own_server
+def test_per_uid_budgets_held_by_a_command(_):
+    """Issue 46 point 3: the kernel counts inotify instances and watches, fanotify groups,
+    user namespaces, queued signals and message-queue bytes per uid, through the tree of
+    user namespaces, so what a sandboxed command holds is charged to the server's uid. A
+    ReadOnly, network-restricted command takes all it can and holds it. Meanwhile another
+    session's WorkspaceWrite start (its init watches the protected names with inotify:
+    ours failed, "sandbox intent cannot be enforced") and a sandboxed fs/writeFile ("cannot
+    start the filesystem sandbox helper: Too many open files") must work, a server of the
+    same uid started now must see fs/watchMissing's path appear, and a process of the uid
+    on the host (for a root server: any root process) must still get one of each. Ours
+    gives each sandbox an eighth of each count (docs/SANDBOX.md, per-uid budgets)."""
+    w = world()
+    v = Verdicts()
+    mode = MODES[0]
+    limits = uid_limits(w.srv)
+    ws = w.fresh_ws()
+    hog = pid_name(w, "budget-hog")
+    held, hog_pid = hog_start(w, w.s, hog, ws, limits)
+    rlimits = rlimits_of(hog_pid)
+    srv2 = None
+    try:
+        s2 = w.srv.session()
+        ws2 = w.fresh_ws("dir")
+        sb = policy("ww", ws2)
+        r = s2.request("process/start", {
+            "processId": "ww", "argv": ["/bin/sh", "-c", "echo written > f; echo started"],
+            "cwd": uri(ws2), "env": {"PATH": "/usr/bin:/bin"}, "tty": False, "sandbox": sb})
+        if "error" in r:
+            text = "error: %s" % r["error"]
+        else:
+            out = s2.collect_until_closed("ww", timeout=60)
+            text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+        start_ok = "started" in text and os.path.exists(ws2 + "/f")
+        r = s2.request("fs/writeFile", {"path": uri(ws2 + "/g"), "dataBase64": b64("g"),
+                                        "sandbox": sb})
+        write_ok = "error" not in r and os.path.exists(ws2 + "/g")
+        srv2 = w.start_server()
+        s3 = srv2.session()
+        s3.call("fs/watchMissing", {"watchId": 1, "missing": [uri(ws2 + "/late")],
+                                    "present": None})
+        os.mkdir(ws2 + "/late")
+        try:
+            s3.wait_other(lambda m: m.get("method") == "fs/missingChanged", timeout=10)
+            watch_ok = True
+        except (WaitFailed, Timeout):
+            watch_ok = False
+        host = host_gets_one_of_each(w)
+    finally:
+        if srv2 is not None:
+            srv2.stop(check=False)
+        w.s.write(hog, b"done\n", write_id="release-" + hog)
+        w.s.collect_until_closed(hog, timeout=60)
+    who = "reference" if IS_REF else "ours"
+    print("    [%s] %s: the command took %s" % (mode[0], who, ", ".join(
+        "%s %s" % (k, held.get("hold:" + k, ("missing", ""))[1].replace("made=", ""))
+        for k in BUDGET_KINDS)))
+    print("    [%s] %s: its limits %s (the uid's %s)" % (mode[0], who, rlimits, {
+        k: limits[k] for k in rlimits}))
+    print("    [%s] %s: meanwhile start %s, fs/writeFile %s, fs/watchMissing %s, the host's "
+          "uid %d %s" % (mode[0], who, "ok" if start_ok else text[-200:],
+                          "ok" if write_ok else r.get("error"), "fired" if watch_ok else
+                          "never fired", w.uid, host))
+    if IS_REF:
+        return
+    v.check(mode, "the command's limits", rlimits, "its pid was not found on the host")
+    judge_hog(v, mode, held, rlimits, limits)
+    v.check(mode, "another session's WorkspaceWrite start", start_ok, text[-300:])
+    v.check(mode, "a sandboxed fs/writeFile", write_ok, r.get("error"))
+    v.check(mode, "fs/watchMissing of a server started meanwhile", watch_ok,
+            "fs/missingChanged never came")
+    for k, res in host.items():
+        v.check(mode, "the host's uid %d gets %s" % (w.uid, k), res == "ok",
+                "refused: %s" % res)
+    v.done()
+
+
 if __name__ == "__main__":
     if SERVER_PATH is None:
         print("SKIP: no server binary")
