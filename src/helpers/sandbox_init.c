@@ -180,18 +180,76 @@ static int view_watch_fd = -1;
  * inode can tell (watch_protected_names). */
 static int view_names_fd = -1;
 
+/* Where the kernel gives the init no inotify instance or watch (the uid's count used
+ * up outside this sandbox: by the server's other processes, by other sandboxes at once,
+ * or, without a user namespace of the sandbox's own, by any process of the uid), each
+ * name's inode is compared on a timer instead: a rename on the host is then seen up to
+ * NAMES_POLL_MS later (quarantine_remade_names moves aside what was made meanwhile),
+ * and the start never depends on a count another command could have used up. */
+#define NAMES_POLL_MS 10
+struct polled_name {
+    const char *path; /* the spec's */
+    dev_t dev;
+    ino_t ino;
+};
+static struct polled_name *polled_names;
+static int npolled_names;
+
+static bool out_of_watches(int err)
+{
+    return err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOSPC;
+}
+
+static int poll_protected_names(const struct sandbox_spec *spec, int err)
+{
+    if (view_names_fd >= 0) close(view_names_fd);
+    view_names_fd = -1;
+    int n = 0;
+    while (spec->protected_names[n])
+        n++;
+    polled_names = calloc((size_t)n, sizeof *polled_names);
+    if (!polled_names) return -ENOMEM;
+    for (const char *const *p = spec->protected_names; *p; p++) {
+        struct stat st;
+        if (lstat(*p, &st) < 0) {
+            if (errno == ENOENT) continue; /* as the watch: only what exists */
+            return -errno;
+        }
+        polled_names[npolled_names++] = (struct polled_name){*p, st.st_dev, st.st_ino};
+    }
+    user_budgets_note_once(USER_BUDGETS_NAMES_POLLED,
+                           "a sandbox's init got no inotify watch on the protected names (%s): "
+                           "they are looked at every %d ms instead, so a rename of one on the "
+                           "host is seen that much later (docs/SANDBOX.md, per-uid budgets)",
+                           strerror(err), NAMES_POLL_MS);
+    return 0;
+}
+
+/* Whether a polled name is gone or is another inode now. */
+static bool polled_names_moved(void)
+{
+    for (int i = 0; i < npolled_names; i++) {
+        struct stat st;
+        if (lstat(polled_names[i].path, &st) < 0 || st.st_dev != polled_names[i].dev ||
+            st.st_ino != polled_names[i].ino)
+            return true;
+    }
+    return false;
+}
+
 /* Watches every protected name that exists in the finished view. A watch is on the
  * inode, so the host's `mv .git .git.bak` reaches us though it happens outside. */
 static int watch_protected_names(const struct sandbox_spec *spec)
 {
     if (!spec->protected_names || !spec->protected_names[0]) return 0;
     view_names_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-    if (view_names_fd < 0) return -errno;
+    if (view_names_fd < 0)
+        return out_of_watches(errno) ? poll_protected_names(spec, errno) : -errno;
     for (const char *const *p = spec->protected_names; *p; p++)
         if (inotify_add_watch(view_names_fd, *p, IN_MOVE_SELF | IN_DELETE_SELF | IN_DONT_FOLLOW) <
                 0 &&
             errno != ENOENT)
-            return -errno;
+            return out_of_watches(errno) ? poll_protected_names(spec, errno) : -errno;
     return 0;
 }
 
@@ -264,7 +322,7 @@ bool sandbox_view_intact(void)
     if (view_watch_fd < 0) return true;
     struct pollfd p[2];
     view_watch_pollfds(p);
-    return poll(p, 2, 0) == 0;
+    return poll(p, 2, 0) == 0 && !polled_names_moved();
 }
 
 /* ---- 8. the command's confinement ----------------------------------------------------- */
@@ -451,8 +509,8 @@ static __attribute__((noreturn)) void supervise(struct supervision *s)
             p[np++] = (struct pollfd){s->listeners[i], POLLIN, 0};
         int gfirst = np;
         np += net_guard_pollfds(&s->guard, p + np, (int)(sizeof p / sizeof p[0]) - np);
-        if (poll(p, (nfds_t)np, -1) < 0 && errno != EINTR) _exit(1);
-        if (p[1].revents || p[2].revents) view_lost(s);
+        if (poll(p, (nfds_t)np, npolled_names ? NAMES_POLL_MS : -1) < 0 && errno != EINTR) _exit(1);
+        if (p[1].revents || p[2].revents || polled_names_moved()) view_lost(s);
         net_guard_serve(&s->guard, p + gfirst, np - gfirst);
         for (int i = 0; i < s->nl; i++) {
             if (!(p[3 + i].revents & POLLIN)) continue;

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,8 +106,6 @@ static void read_uid_limits(struct user_budgets *uid)
 
 static struct user_budgets shares;
 static bool shares_read;
-/* One flag a note, in memory every init forked later shares with the spawner. */
-static unsigned char *noted;
 
 const struct user_budgets *user_budgets_get(void)
 {
@@ -114,11 +113,46 @@ const struct user_budgets *user_budgets_get(void)
     struct user_budgets uid;
     read_uid_limits(&uid);
     user_budgets_share(&uid, &shares);
-    void *p =
-        mmap(NULL, USER_BUDGETS_NOTE_N, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (p != MAP_FAILED) noted = p;
     shares_read = true;
     return &shares;
+}
+
+/* ---- the notes ------------------------------------------------------------------------ */
+
+#define NOTES_SIZE 4096
+#define NOTES_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
+/* One flag a note, shared by the server's spawners and their inits; NULL: none. */
+static unsigned char *noted;
+static int notes_fd = -1;
+static pthread_once_t notes_once = PTHREAD_ONCE_INIT;
+
+static void notes_make(void)
+{
+    int fd = memfd_create("exec-server-notes", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return;
+    if (ftruncate(fd, NOTES_SIZE) < 0 || fcntl(fd, F_ADD_SEALS, NOTES_SEALS) < 0) {
+        close(fd);
+        return;
+    }
+    notes_fd = fd;
+}
+
+int user_budgets_notes_fd(void)
+{
+    pthread_once(&notes_once, notes_make);
+    return notes_fd;
+}
+
+void user_budgets_notes_attach(int fd)
+{
+    /* The seals tell our page from whatever else the descriptor could be. */
+    bool ours = fcntl(fd, F_GET_SEALS) == NOTES_SEALS;
+    void *p = ours ? mmap(NULL, NOTES_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (ours) close(fd);
+    if (p == MAP_FAILED)
+        p = mmap(NULL, NOTES_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    noted = p == MAP_FAILED ? NULL : p;
 }
 
 void user_budgets_note_once(enum user_budgets_note n, const char *fmt, ...)

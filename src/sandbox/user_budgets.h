@@ -73,8 +73,10 @@ const struct user_budgets *user_budgets_get(void);
 int user_budgets_apply(const struct user_budgets *b, bool own_userns, const char **what);
 
 /* Something an operator should know about every sandbox of this server, said once in
- * the server's log however many inits meet it (a flag a note in memory shared with
- * every init the spawner forks, from user_budgets_get on; before it, each time). */
+ * the server's log however many inits meet it: a flag a note, in a page of shared
+ * memory the server makes (user_budgets_notes_fd) and passes to each of its spawners
+ * at exec; each maps it (user_budgets_notes_attach) and every init, a fork of one,
+ * shares it. Without the page each init says it. */
 enum user_budgets_note {
     USER_BUDGETS_NOT_SPLIT,    /* the namespace's limits could not be written */
     USER_BUDGETS_NO_USERNS,    /* no user namespace of the sandbox's own */
@@ -83,5 +85,13 @@ enum user_budgets_note {
 };
 void user_budgets_note_once(enum user_budgets_note n, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* The server: the notes' page (made on the first call; thread-safe), for the spawner's
+ * exec, or -1. */
+int user_budgets_notes_fd(void);
+
+/* In a spawner: maps the page inherited as fd, if it is one (a sealed memfd of ours);
+ * else one of its own, shared with its inits only. */
+void user_budgets_notes_attach(int fd);
 
 #endif

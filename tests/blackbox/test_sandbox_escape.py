@@ -2212,6 +2212,98 @@ def test_per_uid_budgets_held_by_a_command(_):
     v.done()
 
 
+
+class HostHog:
+    """A process of the server's uid on the host, outside every sandbox, holding every
+    inotify instance the uid has left (escape-probe hold=inotify) until closed."""
+
+    def __init__(self, w):
+        self.p = subprocess.Popen([w.probe, "hold=inotify", "hold_wait=240"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, **w.drop_kw())
+        lines = []
+        for line in self.p.stdout:
+            lines.append(line.decode(errors="replace"))
+            if "hold_wait" in lines[-1]:
+                break
+        self.held = parse("".join(lines)).get("hold:inotify", ("missing", ""))
+
+    def close(self):
+        try:
+            self.p.stdin.close()
+        except OSError:
+            pass
+        self.p.wait(timeout=60)
+        self.p.stdout.close()
+
+
+@needs_own_server
+def test_protected_names_watched_without_inotify(_):
+    """Issue 46 point 3, what the budgets cannot give: with every inotify instance of the
+    server's uid taken outside the sandboxes (a host process of the uid holds them; for a
+    root server, any root process could), a sandbox's init gets none to watch the
+    protected names with. Ours failed the start ("sandbox intent cannot be enforced") and
+    the fs helper ("Too many open files"). Now the start and the helper work, the init
+    looks at the names' inodes on a timer instead, so the host renaming .git away still
+    ends the sandbox (a little later: what the command made meanwhile is moved aside),
+    and the server's log says so once, however many sandboxes meet it."""
+    w = world()
+    v = Verdicts()
+    mode = MODES[1]
+    srv = w.start_server()  # a log of its own
+    hog = None
+    try:
+        s = srv.session()
+        hog = HostHog(w)
+        slow = PLANT.replace("fi; done;", "fi; sleep 0.1; done;")
+        results = []
+        for i in range(2):
+            ws = w.fresh_ws()
+            w.mkdir(ws + "/.git")
+            pid = "moved-%d" % i
+            r = s.request("process/start", {
+                "processId": pid, "argv": ["/bin/sh", "-c", slow.format(secs=4)],
+                "cwd": uri(ws), "env": {"PATH": "/usr/bin:/bin"}, "tty": False,
+                "sandbox": policy("ww", ws)})
+            if "error" in r:
+                results.append(("start refused: %s" % r["error"]["message"], None, ws))
+                continue
+            time.sleep(1)  # sleep-ok: the command's loop is running; the host acts then
+            os.rename(ws + "/.git", ws + "/.git.bak")
+            out = s.collect_until_closed(pid, timeout=60)
+            text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+            results.append((text, out["exit_code"], ws))
+        ws = w.fresh_ws("dir")
+        r = s.request("fs/writeFile", {"path": uri(ws + "/f"), "dataBase64": b64("f"),
+                                       "sandbox": policy("ww", ws)})
+        write = r.get("error", {}).get("message") or (
+            "ok" if os.path.exists(ws + "/f") else "answered, but no file")
+        s.close()
+    finally:
+        if hog is not None:
+            hog.close()
+        srv.stop(check=False)
+    log = srv.stderr_text(limit=100000)
+    notes = log.count("got no inotify watch on the protected names")
+    who = "reference" if IS_REF else "ours"
+    print("    [%s] %s: the host held %s inotify instances; fs/writeFile %s; %d log note(s)" % (
+        mode[0], who, hog.held[1] if hog else "?", write, notes))
+    for text, code, ws in results:
+        planted = os.path.isdir(ws + "/.git") and sorted(os.listdir(ws + "/.git"))
+        print("    [%s] %s: .git renamed on the host: exit %s, %s, %s" % (
+            mode[0], who, code, "ended" if "sandbox ended" in text else text.strip()[-120:],
+            planted or "nothing at .git"))
+        if IS_REF:
+            continue
+        v.check(mode, "start", code is not None, text)
+        v.check(mode, "ended", "sandbox ended" in text and code == 137,
+                "the sandbox went on after .git was renamed: exit %s, %s" % (code, text[-300:]))
+        v.check(mode, ".git", not planted, "planted after the host moved .git: %s" % planted)
+    if not IS_REF:
+        v.check(mode, "fs/writeFile", write == "ok", write)
+        v.check(mode, "the log", notes == 1, "%d notes, want one:\n%s" % (notes, log[-2000:]))
+    v.done()
+
 if __name__ == "__main__":
     if SERVER_PATH is None:
         print("SKIP: no server binary")
