@@ -268,6 +268,7 @@ static int prepare_confinement(const struct sandbox_spec *spec, struct sandbox_c
     if (c->max_procs && getrlimit(RLIMIT_NPROC, &nproc) == 0 && nproc.rlim_max != RLIM_INFINITY &&
         nproc.rlim_max < c->max_procs)
         c->max_procs = nproc.rlim_max;
+    c->nofile = user_budgets_get()->nofile;
     int rc = sandbox_landlock_ruleset(spec, &c->ruleset_fd);
     if (rc < 0) {
         *step = "landlock ruleset";
@@ -355,6 +356,8 @@ int sandbox_confine(const struct sandbox_confinement *c)
         struct rlimit r = {c->max_procs, c->max_procs};
         if (setrlimit(RLIMIT_NPROC, &r) < 0) rc = -errno;
     }
+    if (!rc && c->nofile.rlim_max != RLIM_INFINITY && setrlimit(RLIMIT_NOFILE, &c->nofile) < 0)
+        rc = -errno;
     return rc ? rc : seccomp_install(&c->seccomp, c->guard_sock[1]);
 }
 

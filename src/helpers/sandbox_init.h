@@ -38,6 +38,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include "sandbox/seccomp.h"
@@ -47,6 +48,8 @@
 struct sandbox_confinement {
     int ruleset_fd;          /* Landlock ruleset, or -1 where Landlock is unavailable */
     unsigned long max_procs; /* the command's RLIMIT_NPROC, 0 to leave it */
+    struct rlimit nofile;    /* the command's RLIMIT_NOFILE (sandbox/user_budgets.h); rlim_max
+                                RLIM_INFINITY to leave it */
     int guard_sock[2];       /* network enabled: the command sends its seccomp listener on
                                 [1], the init receives it on [0] (net_guard.h); else -1 */
     struct seccomp_prog seccomp;

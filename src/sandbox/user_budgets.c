@@ -67,6 +67,11 @@ void user_budgets_share(const struct user_budgets *uid, struct user_budgets *sha
         share->count[c] = count_share((enum user_count)c, uid->count[c]);
     share->sigpending = rlimit_share(uid->sigpending);
     share->msgqueue = rlimit_share(uid->msgqueue);
+    rlim_t hard = uid->nofile.rlim_max;
+    share->nofile.rlim_max =
+        hard == RLIM_INFINITY ? RLIM_INFINITY : hard - hard / USER_BUDGET_SHARE;
+    share->nofile.rlim_cur = uid->nofile.rlim_cur < share->nofile.rlim_max ? uid->nofile.rlim_cur
+                                                                           : share->nofile.rlim_max;
 }
 
 /* ---- the spawner's side --------------------------------------------------------------- */
@@ -102,6 +107,12 @@ static void read_uid_limits(struct user_budgets *uid)
     if (dir >= 0) close(dir);
     uid->sigpending = soft_limit(RLIMIT_SIGPENDING);
     uid->msgqueue = soft_limit(RLIMIT_MSGQUEUE);
+    if (getrlimit(RLIMIT_NOFILE, &uid->nofile) < 0)
+        uid->nofile = (struct rlimit){RLIM_INFINITY, RLIM_INFINITY};
+    /* Unlimited, the server's soft limit is the kernel's ceiling (server_run.c) */
+    long nr_open = read_long(AT_FDCWD, "/proc/sys/fs/nr_open");
+    if (uid->nofile.rlim_max == RLIM_INFINITY && nr_open > 0)
+        uid->nofile.rlim_max = (rlim_t)nr_open;
 }
 
 static struct user_budgets shares;
@@ -190,8 +201,20 @@ static int write_count(int dir, const char *name, long v)
     return rc;
 }
 
+/* The init's own soft descriptor limit up to its hard one: it passes the managed
+ * proxy's connections over a Unix socket, and must not be refused for the descriptors
+ * its command holds in flight (the command's limit is lower: user_budgets.h). */
+static void raise_own_nofile(void)
+{
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) < 0 || r.rlim_cur >= r.rlim_max) return;
+    r.rlim_cur = r.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &r); /* past fs.nr_open: the command's is lower still */
+}
+
 int user_budgets_apply(const struct user_budgets *b, bool own_userns, const char **what)
 {
+    raise_own_nofile();
     int rc = lower_rlimit(RLIMIT_SIGPENDING, b->sigpending), r;
     if (rc < 0) *what = "RLIMIT_SIGPENDING";
     if ((r = lower_rlimit(RLIMIT_MSGQUEUE, b->msgqueue)) < 0 && !rc) {

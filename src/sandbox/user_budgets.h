@@ -46,11 +46,18 @@ struct user_budgets {
     long count[USER_COUNT_N]; /* -1: unknown (a share then leaves the kernel's) */
     rlim_t sigpending;        /* queued signals; RLIM_INFINITY: none */
     rlim_t msgqueue;          /* message-queue bytes; RLIM_INFINITY: none */
+    struct rlimit nofile;     /* descriptors: the spawner's soft limit and the hard one; a
+                                 share's are the command's (rlim_max RLIM_INFINITY: leave) */
 };
 
 /* One sandbox gets an eighth of each (and at most USER_BUDGET_MAX_NS of each kind of
  * namespace), so that it takes eight sandboxes at their limits at once to use up what
- * one uid may hold. */
+ * one uid may hold. Descriptors are another kind of count: the kernel refuses to pass
+ * one over a Unix socket (SCM_RIGHTS) once the uid has more in flight than the
+ * *sender's* RLIMIT_NOFILE, and a server that is not root passes every child's to its
+ * spawner. So the command's hard limit is seven eighths of the server's, which the
+ * server (server_run.c raises its soft limit to it) and the sandboxes' inits (they
+ * raise theirs, user_budgets_apply) send under; its soft one stays the spawner's. */
 #define USER_BUDGET_SHARE 8
 #define USER_BUDGET_MAX_NS 1024
 
@@ -67,9 +74,10 @@ void user_budgets_share(const struct user_budgets *uid, struct user_budgets *sha
  * spawner is single-threaded. */
 const struct user_budgets *user_budgets_get(void);
 
-/* In the init, as step 3 ends: the rlimits, and with own_userns the namespace's
- * limits. Returns 0, or -errno with *what naming the first that could not be set
- * (the caller goes on: the budgets are then the uid's, as without this). */
+/* In the init, as step 3 ends: the rlimits (its soft RLIMIT_NOFILE raised to the hard
+ * one; the command's is set by sandbox_confine from b->nofile), and with own_userns the
+ * namespace's limits. Returns 0, or -errno with *what naming the first that could not
+ * be set (the caller goes on: the budgets are then the uid's, as without this). */
 int user_budgets_apply(const struct user_budgets *b, bool own_userns, const char **what);
 
 /* Something an operator should know about every sandbox of this server, said once in

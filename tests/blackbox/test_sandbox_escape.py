@@ -2055,7 +2055,8 @@ def test_no_survivors(_):
 # signals and message-queue bytes (the server's rlimits). Bounded by the test, since taking
 # all would take minutes: nested user namespaces and inotify watches (an eighth of the
 # limit and one more is asked for; a share must refuse it).
-BUDGET_KINDS = ("userns", "inotify_watch", "inotify", "fanotify", "sigqueue", "mqueue")
+BUDGET_KINDS = ("userns", "inotify_watch", "inotify", "fanotify", "sigqueue", "mqueue",
+                "inflight")
 BOUNDED_KINDS = ("userns", "inotify_watch")
 MQUEUE_BYTES = 81920  # what a message queue of the default size (10 x 8 KiB) charges, at least
 
@@ -2074,7 +2075,8 @@ def uid_limits(srv):
               "userns": read_int("/proc/sys/user/max_user_namespaces")}
     with open("/proc/%d/limits" % srv.pid) as f:
         text = f.read()
-    for kind, name in (("sigqueue", "Max pending signals"), ("mqueue", "Max msgqueue size")):
+    for kind, name in (("sigqueue", "Max pending signals"), ("mqueue", "Max msgqueue size"),
+                       ("inflight", "Max open files")):
         limits[kind] = int(re.search(name + r"\s+(\d+)", text).group(1))
     return limits
 
@@ -2122,12 +2124,18 @@ def judge_hog(v, mode, held, rlimits, limits):
     policy of ours: the queue's file lies on no path a rule can grant. So the queues'
     share is checked where it lives too, in the command's RLIMIT_MSGQUEUE."""
     refusal = {"userns": {"ENOSPC"}, "inotify_watch": {"ENOSPC"}, "inotify": {"EMFILE"},
-               "fanotify": {"EMFILE"}, "sigqueue": {"EAGAIN"}, "mqueue": {"EMFILE", "EACCES"}}
+               "fanotify": {"EMFILE"}, "sigqueue": {"EAGAIN"}, "mqueue": {"EMFILE", "EACCES"},
+               "inflight": {"ETOOMANYREFS"}}
     for k in BUDGET_KINDS:
         res, detail = held.get("hold:" + k, ("missing", ""))
         m = re.search(r"made=(\d+)", detail)
         made = int(m.group(1)) if m else 0
         cost = MQUEUE_BYTES if k == "mqueue" else 1
+        if k == "inflight":  # short of the server's own limit, which it sends under
+            v.check(mode, "the command's " + k, res in refusal[k] and made < limits[k],
+                    "took %d (%s), not stopped short of the server's %d" % (made, res,
+                                                                         limits[k]))
+            continue
         v.check(mode, "the command's " + k, res in refusal[k] and made * cost <= limits[k] // 8,
                 "took %d (%s), not stopped at an eighth of the uid's %d" % (made, res, limits[k]))
     for k, lim in sorted(rlimits.items()):

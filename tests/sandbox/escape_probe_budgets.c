@@ -1,10 +1,11 @@
 /*
  * escape_probe_budgets: the attempts on the kernel's per-user counts, which one process
  * can spend for every other process of its uid: inotify instances and watches, fanotify
- * groups, nested user namespaces, queued signals and POSIX message queues. The kernel
- * charges a user namespace's counts to its creator's uid as well, so a sandboxed command
- * that takes them all takes them from the server, from the other sandboxes and (a root
- * server's) from every root process on the host.
+ * groups, nested user namespaces, queued signals, POSIX message queues and descriptors
+ * in flight over Unix sockets. The kernel charges a user namespace's counts to its
+ * creator's uid as well, so a sandboxed command that takes them all takes them from the
+ * server, from the other sandboxes and (a root server's) from every root process on the
+ * host.
  *
  * `hold=KIND[:MAX]` takes as many of KIND as the kernel gives, at most MAX (none: no
  * bound), keeps them, and prints how many it got and what stopped it (the errno, or
@@ -27,6 +28,7 @@
 #include <sys/fanotify.h>
 #include <sys/inotify.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -187,12 +189,53 @@ static long hold_mqueue(long max, int *err)
     return n;
 }
 
+/* Descriptors in flight: sent over Unix sockets (SCM_RIGHTS) and never received. The
+ * kernel counts them per uid and refuses a sender without CAP_SYS_RESOURCE once the
+ * count passes the sender's RLIMIT_NOFILE: a server that is not root passes every
+ * child's descriptors to its spawner that way. */
+static int send_fd(int sock, int fd)
+{
+    char c = 'x', ctl[CMSG_SPACE(sizeof(int))];
+    struct iovec io = {&c, 1};
+    struct msghdr m = {
+        .msg_iov = &io, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
+    struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_RIGHTS;
+    h->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(h), &fd, sizeof fd);
+    return sendmsg(sock, &m, MSG_DONTWAIT) < 0 ? errno : 0;
+}
+
+static long hold_inflight(long max, int *err)
+{
+    long n = 0;
+    int sv[2] = {-1, -1};
+    while (!max || n < max) {
+        int e = sv[0] < 0 ? EAGAIN : send_fd(sv[0], 0);
+        if (e == EAGAIN || e == ENOBUFS) { /* this socket's queue is full: another one */
+            if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) < 0) {
+                *err = errno;
+                break;
+            }
+            continue;
+        }
+        if (e) {
+            *err = e;
+            break;
+        }
+        n++;
+    }
+    return n;
+}
+
 static const struct {
     const char *kind;
     long (*hold)(long max, int *err);
 } kinds[] = {
-    {"inotify", hold_inotify}, {"inotify_watch", hold_inotify_watch}, {"fanotify", hold_fanotify},
-    {"userns", hold_userns},   {"sigqueue", hold_sigqueue},           {"mqueue", hold_mqueue},
+    {"inotify", hold_inotify},   {"inotify_watch", hold_inotify_watch}, {"fanotify", hold_fanotify},
+    {"userns", hold_userns},     {"sigqueue", hold_sigqueue},           {"mqueue", hold_mqueue},
+    {"inflight", hold_inflight},
 };
 
 static void at_hold(const char *name, const char *arg)
@@ -222,8 +265,8 @@ static void at_hold_wait(const char *name, const char *arg)
 
 const struct probe_attempt probe_budgets[] = {
     {"hold", at_hold,
-     "KIND[:MAX]  take inotify, inotify_watch, fanotify, userns, sigqueue or mqueue until refused "
-     "(or MAX), and keep them",
+     "KIND[:MAX]  take inotify, inotify_watch, fanotify, userns, sigqueue, mqueue or inflight "
+     "until refused (or MAX), and keep them",
      1},
     {"hold_wait", at_hold_wait, "[SECONDS]  keep what hold took until stdin has something", 1},
     {NULL, NULL, NULL, 0},

@@ -31,6 +31,7 @@ static struct user_budgets host_defaults(void)
     u.count[USER_COUNT_FANOTIFY_MARKS] = 205046;
     u.sigpending = 96367;
     u.msgqueue = 819200;
+    u.nofile = (struct rlimit){1024, 524288}; /* systemd's for a service */
     return u;
 }
 
@@ -45,6 +46,24 @@ static void a_share_is_an_eighth(void **state)
     assert_int_equal(s.count[USER_COUNT_FANOTIFY_MARKS], 25630);
     assert_int_equal(s.sigpending, 12045);
     assert_int_equal(s.msgqueue, 102400);
+}
+
+/* Descriptors: seven eighths of the hard limit, under which the server and the inits
+ * send; the soft limit stays the spawner's unless it is above that. */
+static void descriptors_stay_short_of_the_server(void **state)
+{
+    (void)state;
+    struct user_budgets u = host_defaults(), s;
+    user_budgets_share(&u, &s);
+    assert_int_equal(s.nofile.rlim_cur, 1024);
+    assert_int_equal(s.nofile.rlim_max, 458752);
+    u.nofile = (struct rlimit){20000, 20000};
+    user_budgets_share(&u, &s);
+    assert_int_equal(s.nofile.rlim_cur, 17500);
+    assert_int_equal(s.nofile.rlim_max, 17500);
+    u.nofile = (struct rlimit){RLIM_INFINITY, RLIM_INFINITY};
+    user_budgets_share(&u, &s);
+    assert_true(s.nofile.rlim_max == RLIM_INFINITY && s.nofile.rlim_cur == RLIM_INFINITY);
 }
 
 static void namespaces_are_capped(void **state)
@@ -136,6 +155,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_share_is_an_eighth),
         cmocka_unit_test(namespaces_are_capped),
+        cmocka_unit_test(descriptors_stay_short_of_the_server),
         cmocka_unit_test(unknown_unlimited_and_small_limits),
         cmocka_unit_test(applied_in_a_user_namespace),
     };
