@@ -2312,6 +2312,49 @@ def test_protected_names_watched_without_inotify(_):
         v.check(mode, "the log", notes == 1, "%d notes, want one:\n%s" % (notes, log[-2000:]))
     v.done()
 
+
+@ours_only
+@needs_own_server
+def test_per_uid_budgets_where_proc_sys_is_read_only(_):
+    """Issue 46 point 3, degrading: where /proc/sys is read-only to the server (Docker's
+    default), the init cannot write its user namespace's limits. The sandbox starts as it
+    did before there were shares (its namespace's limits are the kernel's INT_MAX, its
+    queued signals still capped by the rlimit), and the server's log says once why."""
+    if os.geteuid() != 0:
+        raise TestSkip("a mount namespace of the test's own needs root")
+    w = world()
+    v = Verdicts()
+    drop = ["setpriv", "--reuid=%d" % w.uid, "--regid=%d" % w.gid, "--clear-groups", "--"] \
+        if w.switched else []
+    cmd = ["unshare", "-m", "sh", "-c", 'mount -o bind,ro /proc/sys /proc/sys && exec "$@"',
+           "sh"] + drop + (getattr(w, "cmd", None) or w.server_cmd())
+    srv = Server(cmd=cmd, reference=False, start=False)
+    os.chmod(srv.workdir, 0o755)
+    srv.start()
+    limits = uid_limits(srv)
+    try:
+        s = srv.session()
+        for i in range(2):
+            ws = w.fresh_ws()
+            s.start("ro-%d" % i, ["/bin/sh", "-c", "cat /proc/sys/user/max_inotify_instances; "
+                                  "grep 'Max pending signals' /proc/self/limits"],
+                    cwd=uri(ws), sandbox=policy("ro", ws), env={"PATH": "/usr/bin:/bin"})
+            out = s.collect_until_closed("ro-%d" % i, timeout=60)
+            text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+            m = re.search(r"Max pending signals\s+(\d+)", text)
+            v.check(None, "start %d" % i, out["exit_code"] == 0 and "2147483647" in text,
+                    "exit %s: %s" % (out["exit_code"], text[-300:]))
+            v.check(None, "queued signals %d" % i, m and int(m.group(1)) <= limits["sigqueue"] // 8,
+                    text[-300:])
+        s.close()
+    finally:
+        srv.stop(check=False)
+    log = srv.stderr_text(limit=100000)
+    notes = log.count("sandboxes get no share of the kernel's per-user counts here")
+    v.check(None, "the log", notes == 1 and "Read-only file system" in log,
+            "%d notes, want one:\n%s" % (notes, log[-2000:]))
+    v.done()
+
 if __name__ == "__main__":
     if SERVER_PATH is None:
         print("SKIP: no server binary")
