@@ -81,7 +81,7 @@ static long hold_fanotify(long max, int *err)
     return n;
 }
 
-/* inotify watches: one instance, a watch on every file and directory of the tree. An
+/* inotify watches: one instance, a watch on every file and directory under /usr. An
  * inode met again (a hard link, a bind mount) gives back its watch's descriptor, which
  * the kernel numbers upwards: only a new one counts. */
 static int watch_fd = -1, last_wd;
@@ -112,8 +112,8 @@ static long hold_inotify_watch(long max, int *err)
     watches = last_wd = 0;
     watch_max = max;
     watch_err = 0;
-    (void)nftw("/", watch_one, 64, FTW_PHYS);
-    *err = watch_err ? watch_err : ENOENT; /* ENOENT: the tree ran out first */
+    (void)nftw("/usr", watch_one, 64, FTW_PHYS); /* no file there comes or goes meanwhile */
+    *err = watch_err ? watch_err : ENOENT;       /* ENOENT: the tree ran out first */
     return watches;
 }
 
