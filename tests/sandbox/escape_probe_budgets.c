@@ -54,31 +54,17 @@ static void report(const char *kind, long made, long max, int err)
         emit(label, err ? err : EIO, "made=%ld", made);
 }
 
-static long hold_inotify(long max, int *err)
+/* Each take_* takes one of its count and keeps it: 0, or the errno that refused it. */
+static int take_inotify(long i)
 {
-    long n = 0;
-    while (!max || n < max) {
-        if (inotify_init1(IN_CLOEXEC) < 0) {
-            *err = errno;
-            break;
-        }
-        n++;
-    }
-    return n;
+    (void)i;
+    return inotify_init1(IN_CLOEXEC) < 0 ? errno : 0;
 }
 
-static long hold_fanotify(long max, int *err)
+static int take_fanotify(long i)
 {
-    long n = 0;
-    while (!max || n < max) {
-        /* FAN_REPORT_FID: the kind of group a process without CAP_SYS_ADMIN may make */
-        if (fanotify_init(FAN_CLASS_NOTIF | FAN_REPORT_FID | FAN_CLOEXEC, O_RDONLY) < 0) {
-            *err = errno;
-            break;
-        }
-        n++;
-    }
-    return n;
+    (void)i; /* FAN_REPORT_FID: the kind of group a process without CAP_SYS_ADMIN may make */
+    return fanotify_init(FAN_CLASS_NOTIF | FAN_REPORT_FID | FAN_CLOEXEC, O_RDONLY) < 0 ? errno : 0;
 }
 
 /* inotify watches: one instance, a watch on every file and directory under /usr. An
@@ -131,62 +117,40 @@ static int open_own_userns(void *arg)
     return 0;
 }
 
-static long hold_userns(long max, int *err)
+static int take_userns(long i)
 {
-    long n = 0;
-    while (!max || n < max) {
-        ns_fd = -EIO;
-        pid_t c = clone(open_own_userns, ns_stack + sizeof ns_stack,
-                        CLONE_NEWUSER | CLONE_FILES | CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
-        if (c < 0) {
-            *err = errno;
-            break;
-        }
-        waitpid(c, NULL, 0);
-        if (ns_fd < 0) {
-            *err = -ns_fd;
-            break;
-        }
-        n++;
-    }
-    return n;
+    (void)i;
+    ns_fd = -EIO;
+    pid_t c = clone(open_own_userns, ns_stack + sizeof ns_stack,
+                    CLONE_NEWUSER | CLONE_FILES | CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
+    if (c < 0) return errno;
+    waitpid(c, NULL, 0);
+    return ns_fd < 0 ? -ns_fd : 0;
 }
 
-static long hold_sigqueue(long max, int *err)
+/* Queued signals: a real-time one, blocked, queued to ourselves. */
+static int take_sigqueue(long i)
 {
-    sigset_t s;
-    sigemptyset(&s);
-    sigaddset(&s, SIGRTMIN);
-    sigprocmask(SIG_BLOCK, &s, NULL);
-    long n = 0;
-    while (!max || n < max) {
-        union sigval v = {.sival_int = (int)n};
-        if (sigqueue(getpid(), SIGRTMIN, v) < 0) {
-            *err = errno;
-            break;
-        }
-        n++;
+    if (i == 0) {
+        sigset_t s;
+        sigemptyset(&s);
+        sigaddset(&s, SIGRTMIN);
+        sigprocmask(SIG_BLOCK, &s, NULL);
     }
-    return n;
+    union sigval v = {.sival_int = (int)i};
+    return sigqueue(getpid(), SIGRTMIN, v) < 0 ? errno : 0;
 }
 
 /* POSIX message queues of the default size, each unlinked at once: the descriptor
  * keeps it (and its charge), and nothing is left in the host's /dev/mqueue. */
-static long hold_mqueue(long max, int *err)
+static int take_mqueue(long i)
 {
-    long n = 0;
-    while (!max || n < max) {
-        char name[64];
-        snprintf(name, sizeof name, "/escape-probe-%d-%ld", (int)getpid(), n);
-        mqd_t q = mq_open(name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600, NULL);
-        if (q == (mqd_t)-1) {
-            *err = errno;
-            break;
-        }
-        mq_unlink(name);
-        n++;
-    }
-    return n;
+    char name[64];
+    snprintf(name, sizeof name, "/escape-probe-%d-%ld", (int)getpid(), i);
+    mqd_t q = mq_open(name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600, NULL);
+    if (q == (mqd_t)-1) return errno;
+    mq_unlink(name);
+    return 0;
 }
 
 /* Descriptors in flight: sent over Unix sockets (SCM_RIGHTS) and never received. The
@@ -207,35 +171,38 @@ static int send_fd(int sock, int fd)
     return sendmsg(sock, &m, MSG_DONTWAIT) < 0 ? errno : 0;
 }
 
-static long hold_inflight(long max, int *err)
+static int take_inflight(long i)
+{
+    static int sv[2] = {-1, -1};
+    (void)i;
+    for (;;) {
+        int e = sv[0] < 0 ? EAGAIN : send_fd(sv[0], 0);
+        if (e != EAGAIN && e != ENOBUFS) return e;
+        /* this socket's queue is full: another one */
+        if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) < 0) return errno;
+    }
+}
+
+static long hold_each(int (*take)(long i), long max, int *err)
 {
     long n = 0;
-    int sv[2] = {-1, -1};
     while (!max || n < max) {
-        int e = sv[0] < 0 ? EAGAIN : send_fd(sv[0], 0);
-        if (e == EAGAIN || e == ENOBUFS) { /* this socket's queue is full: another one */
-            if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) < 0) {
-                *err = errno;
-                break;
-            }
-            continue;
-        }
-        if (e) {
-            *err = e;
-            break;
-        }
+        if ((*err = take(n)) != 0) break;
         n++;
     }
     return n;
 }
 
+/* A kind is taken one at a time (take), or all at once (hold: the watches' walk). */
 static const struct {
     const char *kind;
+    int (*take)(long i);
     long (*hold)(long max, int *err);
 } kinds[] = {
-    {"inotify", hold_inotify},   {"inotify_watch", hold_inotify_watch}, {"fanotify", hold_fanotify},
-    {"userns", hold_userns},     {"sigqueue", hold_sigqueue},           {"mqueue", hold_mqueue},
-    {"inflight", hold_inflight},
+    {"inotify", take_inotify, NULL},   {"inotify_watch", NULL, hold_inotify_watch},
+    {"fanotify", take_fanotify, NULL}, {"userns", take_userns, NULL},
+    {"sigqueue", take_sigqueue, NULL}, {"mqueue", take_mqueue, NULL},
+    {"inflight", take_inflight, NULL},
 };
 
 static void at_hold(const char *name, const char *arg)
@@ -248,7 +215,7 @@ static void at_hold(const char *name, const char *arg)
         if (strcmp(kinds[i].kind, kind) != 0) continue;
         long bound = strtol(max, NULL, 10), made;
         int err = 0;
-        made = kinds[i].hold(bound, &err);
+        made = kinds[i].hold ? kinds[i].hold(bound, &err) : hold_each(kinds[i].take, bound, &err);
         report(kind, made, bound, err);
         return;
     }
