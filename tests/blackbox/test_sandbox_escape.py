@@ -2355,6 +2355,57 @@ def test_per_uid_budgets_where_proc_sys_is_read_only(_):
             "%d notes, want one:\n%s" % (notes, log[-2000:]))
     v.done()
 
+
+@ours_only
+@needs_own_server
+def test_per_uid_budgets_without_a_user_namespace(_):
+    """Issue 46 point 3, where they cannot be split: a root server on a host that refuses
+    root a user namespace (no-namespaces --user) runs its sandboxes without one, and what
+    they hold is root's own. The start works, the rlimits still cap the command's queued
+    signals (a host process of root still gets one while it holds them all), and the
+    server's log says once that the rest cannot be split. A server that is not root
+    gets no sandbox at all there (test_fail_closed_without_namespaces)."""
+    w = world()
+    if w.unprivileged:
+        raise TestSkip("without a user namespace only a root server has sandboxes")
+    tool = os.path.join(os.environ.get("EXEC_BUILD_DIR", os.path.dirname(SERVER_PATH)),
+                        "no-namespaces")
+    if not os.access(tool, os.X_OK):
+        raise TestSkip("no-namespaces test tool not built")
+    v = Verdicts()
+    mode = MODES[0]
+    srv = Server(cmd=[tool, "--user", SERVER_PATH, "--listen", "ws://127.0.0.1:0"])
+    limits = uid_limits(srv)
+    try:
+        s = srv.session()
+        ws = w.fresh_ws()
+        s.start("hog", [w.probe, "hold=sigqueue", "hold_wait=120"], cwd=uri(ws),
+                sandbox=policy("ro", ws), env={"PATH": "/usr/bin:/bin"}, pipe_stdin=True)
+        s.wait_for(lambda: b"hold_wait" in s.output_so_far("hog")["stdout"] or
+                   "process/closed" in [n["method"] for n in s.notes.get("hog", [])],
+                   timeout=120, what="the command holding queued signals")
+        held = parse(s.output_so_far("hog")["stdout"].decode(errors="replace"))
+        host = host_gets_one_of_each(w)["sigqueue"]
+        s.write("hog", b"done\n", write_id="release")
+        s.collect_until_closed("hog", timeout=60)
+        s.start("second", ["/bin/true"], cwd=uri(ws), sandbox=policy("ro", ws),
+                env={"PATH": "/usr/bin:/bin"})
+        s.collect_until_closed("second", timeout=60)
+        s.close()
+    finally:
+        srv.stop(check=False)
+    res, detail = held.get("hold:sigqueue", ("missing", ""))
+    m = re.search(r"made=(\d+)", detail)
+    print("    [%s] ours without a user namespace: the command queued %s (%s); meanwhile "
+          "the host's root %s" % (mode[0], m.group(1) if m else "?", res, host))
+    v.check(mode, "queued signals", res == "EAGAIN" and m and
+            int(m.group(1)) <= limits["sigqueue"] // 8, "%s %s" % (res, detail))
+    v.check(mode, "the host's root gets a queued signal", host == "ok", host)
+    log = srv.stderr_text(limit=100000)
+    notes = log.count("sandboxes run without a user namespace of their own here")
+    v.check(mode, "the log", notes == 1, "%d notes, want one:\n%s" % (notes, log[-2000:]))
+    v.done()
+
 if __name__ == "__main__":
     if SERVER_PATH is None:
         print("SKIP: no server binary")
