@@ -2237,6 +2237,8 @@ class HostHog:
         self.held = parse("".join(lines)).get("hold:inotify", ("missing", ""))
 
     def close(self):
+        if self.p.returncode is not None:
+            return
         try:
             self.p.stdin.close()
         except OSError:
@@ -2248,9 +2250,9 @@ class HostHog:
 @needs_own_server
 def test_protected_names_watched_without_inotify(_):
     """Issue 46 point 3, what the budgets cannot give: with every inotify instance of the
-    server's uid taken outside the sandboxes (a host process of the uid holds them; for a
-    root server, any root process could), a sandbox's init gets none to watch the
-    protected names with. Ours failed the start ("sandbox intent cannot be enforced") and
+    server's uid taken outside the sandboxes (a host process of the uid holds them while
+    two sandboxes and an fs helper start; for a root server, any root process could), a
+    sandbox's init gets none to watch the protected names with. Ours failed the start ("sandbox intent cannot be enforced") and
     the fs helper ("Too many open files"). Now the start and the helper work, the init
     looks at the names' inodes on a timer instead, so the host renaming .git away still
     ends the sandbox (a little later: what the command made meanwhile is moved aside),
@@ -2260,32 +2262,37 @@ def test_protected_names_watched_without_inotify(_):
     mode = MODES[1]
     srv = w.start_server()  # a log of its own
     hog = None
+    slow = PLANT.replace("fi; done;", "fi; sleep 0.1; done;")
+    started = []
     try:
         s = srv.session()
+        # Held only while the inits decide (every root process of the host shares a
+        # root server's count): the sandboxes and the fs helper start, then it lets go.
         hog = HostHog(w)
-        slow = PLANT.replace("fi; done;", "fi; sleep 0.1; done;")
-        results = []
         for i in range(2):
             ws = w.fresh_ws()
             w.mkdir(ws + "/.git")
-            pid = "moved-%d" % i
             r = s.request("process/start", {
-                "processId": pid, "argv": ["/bin/sh", "-c", slow.format(secs=4)],
+                "processId": "moved-%d" % i, "argv": ["/bin/sh", "-c", slow.format(secs=5)],
                 "cwd": uri(ws), "env": {"PATH": "/usr/bin:/bin"}, "tty": False,
                 "sandbox": policy("ww", ws)})
-            if "error" in r:
-                results.append(("start refused: %s" % r["error"]["message"], None, ws))
-                continue
-            time.sleep(1)  # sleep-ok: the command's loop is running; the host acts then
-            os.rename(ws + "/.git", ws + "/.git.bak")
-            out = s.collect_until_closed(pid, timeout=60)
-            text = (out["stdout"] + out["stderr"]).decode(errors="replace")
-            results.append((text, out["exit_code"], ws))
+            started.append((i, ws, r.get("error", {}).get("message")))
         ws = w.fresh_ws("dir")
         r = s.request("fs/writeFile", {"path": uri(ws + "/f"), "dataBase64": b64("f"),
                                        "sandbox": policy("ww", ws)})
         write = r.get("error", {}).get("message") or (
             "ok" if os.path.exists(ws + "/f") else "answered, but no file")
+        hog.close()
+        time.sleep(1)  # sleep-ok: the commands' loops are running; the host acts then
+        results = []
+        for i, ws, refused in started:
+            if refused:
+                results.append(("start refused: %s" % refused, None, ws))
+                continue
+            os.rename(ws + "/.git", ws + "/.git.bak")
+            out = s.collect_until_closed("moved-%d" % i, timeout=60)
+            text = (out["stdout"] + out["stderr"]).decode(errors="replace")
+            results.append((text, out["exit_code"], ws))
         s.close()
     finally:
         if hog is not None:
