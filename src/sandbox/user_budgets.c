@@ -38,11 +38,6 @@ static const char *const host_wide[USER_COUNT_N] = {
     [USER_COUNT_FANOTIFY_MARKS] = "/proc/sys/fs/fanotify/max_user_marks",
 };
 
-const char *user_budgets_name(enum user_count c)
-{
-    return c < USER_COUNT_N ? names[c] : "?";
-}
-
 /* ---- the shares (pure) ---------------------------------------------------------------- */
 
 static long count_share(enum user_count c, long uid)

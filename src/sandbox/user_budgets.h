@@ -57,12 +57,10 @@ struct user_budgets {
  * *sender's* RLIMIT_NOFILE, and a server that is not root passes every child's to its
  * spawner. So the command's hard limit is seven eighths of the server's, which the
  * server (server_run.c raises its soft limit to it) and the sandboxes' inits (they
- * raise theirs, user_budgets_apply) send under; its soft one stays the spawner's. */
+ * raise theirs, user_budgets_apply) send under; its soft one stays the spawner's, if
+ * not above that. */
 #define USER_BUDGET_SHARE 8
 #define USER_BUDGET_MAX_NS 1024
-
-/* The file name of a count under /proc/sys/user ("max_inotify_instances"...). */
-const char *user_budgets_name(enum user_count c);
 
 /* A sandbox's share of a uid's limits (pure). */
 void user_budgets_share(const struct user_budgets *uid, struct user_budgets *share);
