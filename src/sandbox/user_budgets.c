@@ -204,7 +204,10 @@ static void raise_own_nofile(void)
     struct rlimit r;
     if (getrlimit(RLIMIT_NOFILE, &r) < 0 || r.rlim_cur >= r.rlim_max) return;
     r.rlim_cur = r.rlim_max;
-    (void)setrlimit(RLIMIT_NOFILE, &r); /* past fs.nr_open: the command's is lower still */
+    /* An unlimited hard limit cannot be the soft one: the kernel's ceiling can. */
+    long nr_open = read_long(AT_FDCWD, "/proc/sys/fs/nr_open");
+    if (r.rlim_cur == RLIM_INFINITY && nr_open > 0) r.rlim_cur = (rlim_t)nr_open;
+    (void)setrlimit(RLIMIT_NOFILE, &r);
 }
 
 int user_budgets_apply(const struct user_budgets *b, bool own_userns, const char **what)
@@ -226,9 +229,11 @@ int user_budgets_apply(const struct user_budgets *b, bool own_userns, const char
         return -errno;
     }
     for (int c = 0; c < USER_COUNT_N; c++) {
-        if (b->count[c] < 0 || (r = write_count(dir, names[c], b->count[c])) >= 0 || rc) continue;
-        rc = r;
-        *what = names[c];
+        if (b->count[c] < 0) continue;
+        if ((r = write_count(dir, names[c], b->count[c])) < 0 && !rc) {
+            rc = r;
+            *what = names[c];
+        }
     }
     close(dir);
     return rc;
