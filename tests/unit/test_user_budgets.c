@@ -115,8 +115,13 @@ static long read_count(const char *name)
 static int apply_in_child(const struct user_budgets *s)
 {
     if (unshare(CLONE_NEWUSER) < 0) return 77;
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) < 0 || nofile.rlim_max < 128) return 77;
+    nofile.rlim_cur = 64; /* the init's own soft limit goes up to the hard one */
+    if (setrlimit(RLIMIT_NOFILE, &nofile) < 0) return 9;
     const char *what = "";
     if (user_budgets_apply(s, true, &what) < 0) return 2;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) < 0 || nofile.rlim_cur <= 64) return 10;
     if (read_count("max_inotify_instances") != s->count[USER_COUNT_INOTIFY_INSTANCES]) return 3;
     if (read_count("max_user_namespaces") != s->count[USER_COUNT_USER_NS]) return 4;
     struct rlimit r;
