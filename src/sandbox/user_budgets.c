@@ -85,7 +85,9 @@ static long read_long(int dir, const char *path)
     return end == buf || v < 0 ? -1 : v;
 }
 
-static rlim_t soft_limit(int resource)
+/* A resource is glibc's __rlimit_resource_t (an enum under _GNU_SOURCE): an int would be
+ * a sign conversion to clang's -Wconversion. */
+static rlim_t soft_limit(__rlimit_resource_t resource)
 {
     struct rlimit r;
     return getrlimit(resource, &r) == 0 ? r.rlim_cur : RLIM_INFINITY;
@@ -176,7 +178,7 @@ void user_budgets_note_once(enum user_budgets_note n, const char *fmt, ...)
 
 /* Lowers resource's soft and hard limits to at most v; the command inherits them and,
  * without CAP_SYS_RESOURCE in the host's user namespace, cannot raise them. */
-static int lower_rlimit(int resource, rlim_t v)
+static int lower_rlimit(__rlimit_resource_t resource, rlim_t v)
 {
     struct rlimit r;
     if (v == RLIM_INFINITY || getrlimit(resource, &r) < 0) return 0;
