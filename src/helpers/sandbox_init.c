@@ -36,6 +36,7 @@
 #include "sandbox/notify.h"
 #include "sandbox/sig_guard.h"
 #include "sandbox/tun.h"
+#include "sandbox/user_budgets.h"
 #include "sandbox/view.h"
 #include "util/fdframe.h"
 
@@ -102,6 +103,29 @@ static int write_id_maps(uid_t uid, gid_t gid)
     return rc;
 }
 
+/* Step 3's end: the sandbox's share of the uid's kernel counts (user_budgets.h), set
+ * while the init still has CAP_SYS_RESOURCE in its namespace. Where they cannot be set
+ * the sandbox starts all the same, as before there were shares, and the server's log
+ * says so once. */
+static void split_budgets(bool userns)
+{
+    const char *what = "";
+    int rc = user_budgets_apply(user_budgets_get(), userns, &what);
+    if (rc < 0)
+        user_budgets_note_once(
+            USER_BUDGETS_NOT_SPLIT,
+            "sandboxes get no share of the kernel's per-user counts here (%s: %s): one "
+            "sandboxed command can use up the inotify instances, namespaces or queued signals "
+            "of the server's uid (docs/SANDBOX.md, per-uid budgets)",
+            what, strerror(-rc));
+    if (!userns)
+        user_budgets_note_once(
+            USER_BUDGETS_NO_USERNS,
+            "sandboxes run without a user namespace of their own here: the inotify instances, "
+            "fanotify groups and namespaces a sandboxed command holds are the server uid's "
+            "own (docs/SANDBOX.md, per-uid budgets)");
+}
+
 /* What the init watches while the command runs. */
 struct supervision {
     pid_t cmd;
@@ -161,18 +185,76 @@ static int view_watch_fd = -1;
  * inode can tell (watch_protected_names). */
 static int view_names_fd = -1;
 
+/* Where the kernel gives the init no inotify instance or watch (the uid's count used
+ * up outside this sandbox: by the server's other processes, by other sandboxes at once,
+ * or, without a user namespace of the sandbox's own, by any process of the uid), each
+ * name's inode is compared on a timer instead: a rename on the host is then seen up to
+ * NAMES_POLL_MS later (quarantine_remade_names moves aside what was made meanwhile),
+ * and the start never depends on a count another command could have used up. */
+#define NAMES_POLL_MS 10
+struct polled_name {
+    const char *path; /* the spec's */
+    dev_t dev;
+    ino_t ino;
+};
+static struct polled_name *polled_names;
+static int npolled_names;
+
+static bool out_of_watches(int err)
+{
+    return err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOSPC;
+}
+
+static int poll_protected_names(const struct sandbox_spec *spec, int err)
+{
+    if (view_names_fd >= 0) close(view_names_fd);
+    view_names_fd = -1;
+    int n = 0;
+    while (spec->protected_names[n])
+        n++;
+    polled_names = calloc((size_t)n, sizeof *polled_names);
+    if (!polled_names) return -ENOMEM;
+    for (const char *const *p = spec->protected_names; *p; p++) {
+        struct stat st;
+        if (lstat(*p, &st) < 0) {
+            if (errno == ENOENT) continue; /* as the watch: only what exists */
+            return -errno;
+        }
+        polled_names[npolled_names++] = (struct polled_name){*p, st.st_dev, st.st_ino};
+    }
+    user_budgets_note_once(USER_BUDGETS_NAMES_POLLED,
+                           "a sandbox's init got no inotify watch on the protected names (%s): "
+                           "they are looked at every %d ms instead, so a rename of one on the "
+                           "host is seen that much later (docs/SANDBOX.md, per-uid budgets)",
+                           strerror(err), NAMES_POLL_MS);
+    return 0;
+}
+
+/* Whether a polled name is gone or is another inode now. */
+static bool polled_names_moved(void)
+{
+    for (int i = 0; i < npolled_names; i++) {
+        struct stat st;
+        if (lstat(polled_names[i].path, &st) < 0 || st.st_dev != polled_names[i].dev ||
+            st.st_ino != polled_names[i].ino)
+            return true;
+    }
+    return false;
+}
+
 /* Watches every protected name that exists in the finished view. A watch is on the
  * inode, so the host's `mv .git .git.bak` reaches us though it happens outside. */
 static int watch_protected_names(const struct sandbox_spec *spec)
 {
     if (!spec->protected_names || !spec->protected_names[0]) return 0;
     view_names_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-    if (view_names_fd < 0) return -errno;
+    if (view_names_fd < 0)
+        return out_of_watches(errno) ? poll_protected_names(spec, errno) : -errno;
     for (const char *const *p = spec->protected_names; *p; p++)
         if (inotify_add_watch(view_names_fd, *p, IN_MOVE_SELF | IN_DELETE_SELF | IN_DONT_FOLLOW) <
                 0 &&
             errno != ENOENT)
-            return -errno;
+            return out_of_watches(errno) ? poll_protected_names(spec, errno) : -errno;
     return 0;
 }
 
@@ -219,6 +301,7 @@ static int prepare_confinement(const struct sandbox_spec *spec, struct sandbox_c
     if (c->max_procs && getrlimit(RLIMIT_NPROC, &nproc) == 0 && nproc.rlim_max != RLIM_INFINITY &&
         nproc.rlim_max < c->max_procs)
         c->max_procs = nproc.rlim_max;
+    c->nofile = user_budgets_get()->nofile;
     /* Without namespaces the command's writes are the broker's: its own rules give the
      * writable roots read rights only. */
     int rc = sandbox_landlock_ruleset(spec, spec->landlock_only, &c->ruleset_fd);
@@ -278,6 +361,7 @@ bool sandbox_view_intact(void)
     if (view_watch_fd < 0) return true;
     struct pollfd p[2];
     view_watch_pollfds(p);
+    if (polled_names_moved()) return false;
     if (poll(p, 2, 0) <= 0) return true;
     return !p[1].revents && sandbox_view_kept();
 }
@@ -319,6 +403,8 @@ int sandbox_confine(const struct sandbox_confinement *c)
         struct rlimit r = {c->max_procs, c->max_procs};
         if (setrlimit(RLIMIT_NPROC, &r) < 0) rc = -errno;
     }
+    if (!rc && c->nofile.rlim_max != RLIM_INFINITY && setrlimit(RLIMIT_NOFILE, &c->nofile) < 0)
+        rc = -errno;
     return rc ? rc : seccomp_install(&c->seccomp, c->guard_sock[1]);
 }
 
@@ -510,14 +596,16 @@ static __attribute__((noreturn)) void supervise(struct supervision *s)
         np += net_guard_pollfds(&s->guard, p + np, NET_GUARD_MAX_PENDING);
         int bfirst = np;
         np += fs_broker_pollfds(&s->broker, p + np, FS_BROKER_MAX_WAITING);
-        /* a FIFO's open waiting in a fork is given up when its caller goes: looked
-         * at once a second */
-        int timeout = s->broker.nwaiting ? 1000 : -1;
+        /* The protected names compared on a timer (no inotify: poll_protected_names),
+         * and a FIFO's open waiting in a fork, given up when its caller goes: looked
+         * at once a second. */
+        int timeout = npolled_names ? NAMES_POLL_MS : s->broker.nwaiting ? 1000 : -1;
         if (poll(p, (nfds_t)np, timeout) < 0 && errno != EINTR) _exit(1);
         /* The mount table changes for the host's own reasons too (a container's mount
          * point removed, a disk mounted): only a change to the view's own mounts ends
          * the sandbox. */
-        if ((p[1].revents && !sandbox_view_kept()) || p[2].revents) view_lost(s);
+        if ((p[1].revents && !sandbox_view_kept()) || p[2].revents || polled_names_moved())
+            view_lost(s);
         net_guard_serve_pending(&s->guard, &s->nf, p + gfirst, bfirst - gfirst);
         fs_broker_serve_waiting(&s->broker, &s->nf, p + bfirst, np - bfirst);
         if (p[nfi].revents & POLLIN) serve_notification(s);
@@ -624,6 +712,7 @@ static int build_sandbox(const struct sandbox_start *st, bool userns, bool net_a
         *what = "user namespace id maps";
         return rc;
     }
+    split_budgets(userns);
     /* 4 and 5: the mounts, then the protected names, carve-outs and covers. Without
      * namespaces there is no view: Landlock and the broker keep the policy. */
     if (!st->spec.landlock_only && (rc = sandbox_view_build(&st->spec, what)) < 0) return rc;
@@ -842,6 +931,7 @@ pid_t sandbox_spawn(const struct sandbox_start *st)
     bool in_ready = takes_ready_net(st) && setns(net_ready, CLONE_NEWNET) == 0;
     if (st->spec.net_restricted && !in_ready) ns |= CLONE_NEWNET;
     bool userns = true;
+    (void)user_budgets_get(); /* read once, here, for every init to come */
     /* 2's cgroups: a v2 one is the init's from birth (cgroup_caps.h). */
     int into = -1;
     for (int i = 0; i < 2; i++)

@@ -13,14 +13,16 @@
  *     command's), its terminal; before all that, its cgroups (cgroup_caps.h):
  *     cloned into them (v2) or joined as the init's first act (v1);
  *  3. the user namespace's id maps: our uid and gid to themselves only, setgroups
- *     denied;
+ *     denied; then the sandbox's share of the uid's kernel counts, its namespace's
+ *     limits and rlimits (sandbox/user_budgets.h);
  *  4. mounts: the view (view.h);
  *  5. protected names (.git, .codex...) read-only, carve-outs and covers (view.h);
  *  6. the network: loopback up in a fresh namespace (done ahead in one made ahead),
  *     the managed proxy's relay and,
  *     for transparent TCP, its TUN device, routes and resolver (tun.h);
  *  7. the Landlock ruleset (landlock.h) and the seccomp filter (seccomp.h) prepared,
- *     the view watched (a change means the host removed something a mount sat on);
+ *     the view watched (a change means the host removed something a mount sat on;
+ *     the protected names by inotify, or on a timer where the kernel gives none);
  *  8. the command: vforked; between vfork and execve it puts its descriptors and
  *     cwd in place (the spawner's part), then sandbox_confine: no_new_privs,
  *     every capability dropped, Landlock, the process cap, seccomp last (its
@@ -39,6 +41,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include "sandbox/seccomp.h"
@@ -48,6 +51,8 @@
 struct sandbox_confinement {
     int ruleset_fd;          /* Landlock ruleset, or -1 where Landlock is unavailable */
     unsigned long max_procs; /* the command's RLIMIT_NPROC, 0 to leave it */
+    struct rlimit nofile;    /* the command's RLIMIT_NOFILE (sandbox/user_budgets.h); rlim_max
+                                RLIM_INFINITY to leave it */
     int guard_sock[2];       /* network enabled: the command sends its seccomp listener on
                                 [1], the init receives it on [0] (net_guard.h); else -1 */
     bool die_with_init;      /* no PID namespace ends the command with its init: the

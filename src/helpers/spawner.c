@@ -23,6 +23,7 @@
 
 #include "core/log.h"
 #include "core/own_ports.h"
+#include "sandbox/user_budgets.h"
 #include "util/fdframe.h"
 #include "util/mem.h"
 
@@ -51,6 +52,8 @@ static int chan_start(struct chan *c)
     posix_spawn_file_actions_adddup2(&fa, sv[1], SPAWNER_SOCK_FD);
     if (own_ports_fd() >= 0)
         posix_spawn_file_actions_adddup2(&fa, own_ports_fd(), SPAWNER_PORTS_FD);
+    if (user_budgets_notes_fd() >= 0)
+        posix_spawn_file_actions_adddup2(&fa, user_budgets_notes_fd(), SPAWNER_NOTES_FD);
     posix_spawnattr_t at;
     posix_spawnattr_init(&at);
     sigset_t none, all;

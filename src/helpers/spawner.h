@@ -29,6 +29,7 @@
 #define SPAWNER_ARG "--internal-spawner"
 #define SPAWNER_SOCK_FD 3
 #define SPAWNER_PORTS_FD 4 /* the daemon's listening ports, read-only (core/own_ports.h) */
+#define SPAWNER_NOTES_FD 5 /* the sandboxes' log notes said once (sandbox/user_budgets.h) */
 
 enum {
     SPAWN_REC_PID = 'P',

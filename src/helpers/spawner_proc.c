@@ -26,6 +26,7 @@
 
 #include "core/own_ports.h"
 #include "helpers/sandbox_init.h"
+#include "sandbox/user_budgets.h"
 #include "util/fdclose.h"
 #include "util/fdframe.h"
 
@@ -326,6 +327,7 @@ int spawner_main(int sk, spawner_serve_fn serve)
     /* Every sandbox init is a fork of this process and reads the live table through
      * this mapping; without it a network-enabled sandbox is refused (net_guard). */
     if (own_ports_attach(SPAWNER_PORTS_FD) == 0) close(SPAWNER_PORTS_FD);
+    user_budgets_notes_attach(SPAWNER_NOTES_FD);
     char *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (stack == MAP_FAILED) return 1;

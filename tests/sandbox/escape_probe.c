@@ -22,9 +22,10 @@
  * The attempts live in one file per kind, each adding its table (escape_probe.h):
  * escape_probe_ttys.c, _files.c, _procs.c (other processes and /proc), _kernel.c
  * (kernel facilities, mounts, namespaces), _sockets.c, _creds.c (credentials,
- * capabilities, clocks and other host-wide settings) and _tables.c (the whole-table
- * sweep and the seccomp dump); escape_probe_common.c prints the result lines. This
- * file is the dispatch: it runs each attempt named on the command line.
+ * capabilities, clocks and other host-wide settings), _tables.c (the whole-table
+ * sweep and the seccomp dump) and _budgets.c (the kernel's per-user counts, taken and
+ * held); escape_probe_common.c prints the result lines. This file is the dispatch: it
+ * runs each attempt named on the command line.
  *
  * Usage: escape_probe ATTEMPT[=ARG] ...   (escape_probe help lists the attempts)
  * Not part of the server: a test tool, built by CMake into the build directory.
@@ -40,7 +41,8 @@
 
 /* Every attempt, part by part, in the order help lists them. */
 static const struct probe_attempt *const parts[] = {
-    probe_ttys, probe_files, probe_procs, probe_kernel, probe_sockets, probe_creds, probe_tables,
+    probe_ttys,    probe_files, probe_procs,  probe_kernel,
+    probe_sockets, probe_creds, probe_tables, probe_budgets,
 };
 
 static const struct probe_attempt *find_attempt(const char *name)

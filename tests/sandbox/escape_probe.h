@@ -60,5 +60,6 @@ extern const struct probe_attempt probe_kernel[];  /* escape_probe_kernel.c */
 extern const struct probe_attempt probe_sockets[]; /* escape_probe_sockets.c */
 extern const struct probe_attempt probe_creds[];   /* escape_probe_creds.c */
 extern const struct probe_attempt probe_tables[];  /* escape_probe_tables.c */
+extern const struct probe_attempt probe_budgets[]; /* escape_probe_budgets.c */
 
 #endif

@@ -6,7 +6,8 @@
  * everything the command starts, so a server run under it sees exactly what a
  * kernel without user namespaces, or a container forbidding them, shows it: the
  * black-box tests check that sandboxed requests are then refused, never run
- * unconfined. */
+ * unconfined. With --user first, only user namespaces are refused: what a root
+ * server sees where the kernel refuses root one (its sandboxes then run without one). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -16,7 +17,9 @@
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -27,8 +30,13 @@
 
 int main(int argc, char **argv)
 {
+    uint32_t refused = NS_FLAGS;
+    if (argc > 1 && strcmp(argv[1], "--user") == 0) {
+        refused = CLONE_NEWUSER;
+        argv++, argc--;
+    }
     if (argc < 2) {
-        fprintf(stderr, "usage: no-namespaces COMMAND [ARG...]\n");
+        fprintf(stderr, "usage: no-namespaces [--user] COMMAND [ARG...]\n");
         return 2;
     }
     struct sock_filter f[] = {
@@ -38,7 +46,7 @@ int main(int argc, char **argv)
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_unshare, 1, 0),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone, 0, 3),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
-        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, NS_FLAGS, 0, 1),
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, refused, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
