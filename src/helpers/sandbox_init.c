@@ -302,6 +302,7 @@ static int prepare_confinement(const struct sandbox_spec *spec, struct sandbox_c
         nproc.rlim_max < c->max_procs)
         c->max_procs = nproc.rlim_max;
     c->nofile = user_budgets_get()->nofile;
+    if (spec->serve) c->nofile.rlim_max = RLIM_INFINITY; /* sandbox_confine: not the helper's */
     /* Without namespaces the command's writes are the broker's: its own rules give the
      * writable roots read rights only. */
     int rc = sandbox_landlock_ruleset(spec, spec->landlock_only, &c->ruleset_fd);
@@ -403,9 +404,16 @@ int sandbox_confine(const struct sandbox_confinement *c)
         struct rlimit r = {c->max_procs, c->max_procs};
         if (setrlimit(RLIMIT_NPROC, &r) < 0) rc = -errno;
     }
+    if (!rc) rc = seccomp_install(&c->seccomp, c->guard_sock[1]);
+    /* The descriptors' share last: installing the filter passes its listener to the init
+     * over a socket, which counts against the uid's descriptors in flight up to this
+     * limit, and another sandbox of the uid may hold all of its own share already (a
+     * command without a listener of its own never needed one: without namespaces every
+     * command has one). The fs helper keeps the spawner's: its allowlist sets no limit,
+     * and our own code holds nothing in flight. */
     if (!rc && c->nofile.rlim_max != RLIM_INFINITY && setrlimit(RLIMIT_NOFILE, &c->nofile) < 0)
         rc = -errno;
-    return rc ? rc : seccomp_install(&c->seccomp, c->guard_sock[1]);
+    return rc;
 }
 
 static __attribute__((noinline)) pid_t vfork_command(const struct sandbox_start *st,

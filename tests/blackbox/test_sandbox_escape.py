@@ -2830,9 +2830,16 @@ def test_per_uid_budgets_held_by_a_command(_):
     if IS_REF:
         return
     v.check(mode, "the command's limits", rlimits, "its pid was not found on the host")
-    judge_hog(v, mode, held, rlimits, limits)
     v.check(mode, "another session's WorkspaceWrite start", start_ok, text[-300:])
     v.check(mode, "a sandboxed fs/writeFile", write_ok, r.get("error"))
+    if no_namespaces(w):
+        # the kernel's per-uid counts are split through user namespaces: without one the
+        # sandbox's are the uid's own (docs/SANDBOX.md, per-uid budgets); what holds is
+        # that the server's starts and helpers do not depend on them
+        print("    [%s] the counts' shares, the server's inotify and the host's: "
+              "namespace-only" % mode[0])
+        return v.done()
+    judge_hog(v, mode, held, rlimits, limits)
     v.check(mode, "fs/watchMissing of a server started meanwhile", watch_ok,
             "fs/missingChanged never came")
     for k, res in host.items():
@@ -2932,12 +2939,15 @@ def test_protected_names_watched_without_inotify(_):
         if IS_REF:
             continue
         v.check(mode, "start", code is not None, text)
-        v.check(mode, "ended", "sandbox ended" in text and code == 137,
+        # without namespaces there is no view to watch: the broker refuses the name
+        # whatever the host did, and the command goes on
+        v.check(mode, "ended", no_namespaces(w) or ("sandbox ended" in text and code == 137),
                 "the sandbox went on after .git was renamed: exit %s, %s" % (code, text[-300:]))
         v.check(mode, ".git", not planted, "planted after the host moved .git: %s" % planted)
     if not IS_REF:
         v.check(mode, "fs/writeFile", write == "ok", write)
-        v.check(mode, "the log", notes == 1, "%d notes, want one:\n%s" % (notes, log[-2000:]))
+        v.check(mode, "the log", notes == (0 if no_namespaces(w) else 1),
+                "%d notes, want one:\n%s" % (notes, log[-2000:]))
     v.done()
 
 
@@ -2951,6 +2961,8 @@ def test_per_uid_budgets_where_proc_sys_is_read_only(_):
     if os.geteuid() != 0:
         raise TestSkip("a mount namespace of the test's own needs root")
     w = world()
+    if no_namespaces(w):
+        raise TestSkip("without namespaces there is no user namespace to write limits in")
     v = Verdicts()
     drop = ["setpriv", "--reuid=%d" % w.uid, "--regid=%d" % w.gid, "--clear-groups", "--"] \
         if w.switched else []
