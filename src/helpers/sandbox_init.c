@@ -491,10 +491,15 @@ static void kill_leftovers(void)
             kill((pid_t)pid, SIGKILL);
             p = end;
         }
-        while (waitpid(-1, NULL, WNOHANG) > 0) {
-        }
+        int reaped = 0;
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            reaped++;
+        /* Wait only while those just killed are still dying: once they are reaped, a
+         * child not yet listed (a grandchild that came to us when its parent died) is
+         * alive and unkilled, and waiting for it would wait as long as it runs. The next
+         * round lists and kills it. */
         int st;
-        if (waitpid(-1, &st, 0) < 0 && errno == ECHILD) break;
+        if (!reaped && waitpid(-1, &st, 0) < 0 && errno == ECHILD) break;
     }
 }
 
