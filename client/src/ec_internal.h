@@ -73,7 +73,9 @@ struct ec_process {
     char *id;         /* owned */
     char *session_id; /* owned: another session's process (a viewer), or NULL */
     struct ec_track t;
-    struct ec_pevent *cur; /* the event last returned to the user (owned) */
+    struct ec_pevent *cur; /* the event last returned to the user, with the rest of its
+                              merged run chained on `next` (owned) */
+    bool merge_output;     /* ec_process_set_merge_output */
     struct ec_pending *read_pending;
     uint64_t next_write_id;
     char wid_prefix[20]; /* "" for a process this handle started; for an attached one a
