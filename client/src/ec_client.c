@@ -396,8 +396,13 @@ static int pump(ec_client *c, int timeout_ms, ec_error *err)
     }
     timeout_ms = ec_conn_keepalive(c, timeout_ms);
     if (c->fd < 0) return pump(c, 0, err);
-    struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
-    int r = poll(&pfd, 1, timeout_ms);
+    /* Not waiting: the read itself says whether anything came (a host that polled the
+     * socket already calls this with 0; a poll() more per batch is a syscall more). */
+    int r = 1;
+    if (timeout_ms != 0) {
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+        r = poll(&pfd, 1, timeout_ms);
+    }
     if (r < 0 && errno != EINTR)
         return ec_fail(err, EC_ERR_TRANSPORT, 0, "poll: %s", strerror(errno));
     if (r > 0) {
@@ -407,7 +412,7 @@ static int pump(ec_client *c, int timeout_ms, ec_error *err)
         for (;;) {
             ssize_t n = ec_conn_read_some(c);
             if (n < 0) break;
-            if (ec_conn_handle_input(c) < 0 || n == 0) break;
+            if (ec_conn_handle_input(c) < 0 || n == 0 || c->rx_short) break;
             if ((size_t)n >= budget) break;
             budget -= (size_t)n;
         }

@@ -138,6 +138,8 @@ struct ec_client {
     int64_t last_rx_ms; /* ec_now_ms() of the last byte from the server (or the connect) */
     uint8_t *rbuf;      /* raw bytes from the socket */
     size_t rlen, rcap;
+    bool rx_short;       /* the last read took less than it had room for: the socket is
+                            likely drained, and another read now would say EAGAIN */
     struct ws_reader rd; /* frames from the server (proto/ws_reader, client role) */
     uint8_t *wbuf;       /* scratch for outgoing frames */
     size_t wlen, wcap;
