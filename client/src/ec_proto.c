@@ -52,35 +52,6 @@ static bool eat(const char **p, const char *end, const char *lit)
     return true;
 }
 
-int ec_msg_tcp_data_view(const char *text, size_t len, struct ec_tcp_data_view *v)
-{
-    const char *p = text, *end = text + len;
-    if (!eat(&p, end, "{\"method\":\"tcp/data\",\"params\":{\"streamId\":\"")) return 0;
-    v->id = p;
-    while (p < end && *p != '"') {
-        /* An escape or a control character: leave it to the full parser. */
-        if (*p == '\\' || (unsigned char)*p < 0x20) return 0;
-        p++;
-    }
-    v->id_len = (size_t)(p - v->id);
-    if (!eat(&p, end, "\",\"dataBase64\":\"")) return 0;
-    /* The base64 runs to the next quote; the decoder checks its alphabet. An escape
-     * (which base64 never needs) sends it to the full parser. */
-    v->b64 = p;
-    p = memchr(p, '"', (size_t)(end - p));
-    if (!p) return 0;
-    v->b64_len = (size_t)(p - v->b64);
-    if (memchr(v->b64, '\\', v->b64_len)) return 0;
-    if (!eat(&p, end, "\",\"eof\":")) return 0;
-    if (eat(&p, end, "true"))
-        v->eof = true;
-    else if (eat(&p, end, "false"))
-        v->eof = false;
-    else
-        return 0;
-    return eat(&p, end, "}}") && p == end;
-}
-
 /* A JSON string's body that needs no unescaping and holds no control byte (else the
  * full parser decides): *s and *n, *p left after its closing quote. */
 static bool plain_string(const char **p, const char *end, const char **s, size_t *n)
@@ -93,6 +64,35 @@ static bool plain_string(const char **p, const char *end, const char **s, size_t
     *n = (size_t)(q - *p);
     *p = q + 1;
     return true;
+}
+
+/* A base64 string's body, running to the next quote: *b64 and *n, *p left on the
+ * quote. The decoder checks the alphabet; an escape (which base64 never needs) sends
+ * the message to the full parser. */
+static bool plain_b64(const char **p, const char *end, const char **b64, size_t *n)
+{
+    const char *q = memchr(*p, '"', (size_t)(end - *p));
+    if (!q || memchr(*p, '\\', (size_t)(q - *p))) return false;
+    *b64 = *p;
+    *n = (size_t)(q - *p);
+    *p = q;
+    return true;
+}
+
+int ec_msg_tcp_data_view(const char *text, size_t len, struct ec_tcp_data_view *v)
+{
+    const char *p = text, *end = text + len;
+    if (!eat(&p, end, "{\"method\":\"tcp/data\",\"params\":{\"streamId\":\"")) return 0;
+    if (!plain_string(&p, end, &v->id, &v->id_len)) return 0;
+    if (!eat(&p, end, ",\"dataBase64\":\"") || !plain_b64(&p, end, &v->b64, &v->b64_len)) return 0;
+    if (!eat(&p, end, "\",\"eof\":")) return 0;
+    if (eat(&p, end, "true"))
+        v->eof = true;
+    else if (eat(&p, end, "false"))
+        v->eof = false;
+    else
+        return 0;
+    return eat(&p, end, "}}") && p == end;
 }
 
 int ec_msg_output_view(const char *text, size_t len, struct ec_output_view *v)
@@ -125,14 +125,7 @@ int ec_msg_output_view(const char *text, size_t len, struct ec_output_view *v)
         v->stream = EC_STREAM_PTY;
     else
         return 0;
-    if (!eat(&p, end, ",\"chunk\":\"")) return 0;
-    /* The base64 runs to the next quote; the decoder checks its alphabet (an escape,
-     * which base64 never needs, sends it to the parser). */
-    v->b64 = p;
-    p = memchr(p, '"', (size_t)(end - p));
-    if (!p) return 0;
-    v->b64_len = (size_t)(p - v->b64);
-    if (memchr(v->b64, '\\', v->b64_len)) return 0;
+    if (!eat(&p, end, ",\"chunk\":\"") || !plain_b64(&p, end, &v->b64, &v->b64_len)) return 0;
     return eat(&p, end, "\"}}") && p == end;
 }
 

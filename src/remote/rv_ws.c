@@ -244,10 +244,9 @@ static void block_unref(struct rv_ws *ws, struct rv_block *b)
     ws->nfree++;
 }
 
-static void write_done(uv_write_t *req, int status)
+/* A write is over: its frames' completions run, its memory goes. */
+static void wreq_finish(struct rv_ws *ws, struct rv_wreq *w, int status)
 {
-    struct rv_wreq *w = (struct rv_wreq *)req;
-    struct rv_ws *ws = w->ws;
     ws->queued -= w->wire_len;
     for (unsigned i = 0; i < w->ndones; i++)
         w->dones[i].fn(w->dones[i].arg, w->dones[i].len, status);
@@ -256,6 +255,13 @@ static void write_done(uv_write_t *req, int status)
     free(w->dones);
     free(w->mem);
     free(w);
+}
+
+static void write_done(uv_write_t *req, int status)
+{
+    struct rv_wreq *w = (struct rv_wreq *)req;
+    struct rv_ws *ws = w->ws;
+    wreq_finish(ws, w, status);
     if (status < 0) finish(ws, "write_error");
     if (ws->state == RV_OPEN && ws->queued < RV_DRAINED && ws->ops->on_drained)
         ws->ops->on_drained(ws->arg);
@@ -390,14 +396,7 @@ static void batch_flush(struct rv_ws *ws)
     }
     if (r < 0) {
         ws->pending--;
-        ws->queued -= n;
-        for (unsigned i = 0; i < w->ndones; i++)
-            w->dones[i].fn(w->dones[i].arg, w->dones[i].len, UV_ECANCELED);
-        for (unsigned i = 0; i < w->nblk; i++)
-            block_unref(ws, w->blk[i]);
-        free(w->dones);
-        free(w->mem);
-        free(w);
+        wreq_finish(ws, w, UV_ECANCELED);
         finish(ws, "write_error");
     }
 }
