@@ -879,7 +879,8 @@ static void test_download_to_a_fast_fd(void **state)
     close(fd);
     char url[64];
     snprintf(url, sizeof url, "ws://127.0.0.1:%d", px.port);
-    ec_client_options o = {.url = url, .call_timeout_ms = 3000};
+    /* Well below the server's Ping interval (30 s), which alone ended the stall. */
+    ec_client_options o = {.url = url, .call_timeout_ms = 15000};
     ec_client *c = NULL;
     ec_error e = {0};
     assert_int_equal(ec_client_connect(&o, &c, &e), 0);
