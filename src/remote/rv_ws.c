@@ -426,11 +426,16 @@ static struct rv_block *block_get(struct rv_ws *ws, size_t n)
 }
 
 /* Room for a frame of n payload bytes at the end of the tail block; the payload's
- * place. The tail is written from its start again when nothing else holds it. */
+ * place. The tail is written from its start again when nothing else holds it (a block
+ * made for one large message is let go then). */
 static uint8_t *frame_reserve(struct rv_ws *ws, size_t n)
 {
     size_t need = ws_frame_header_len(n, true) + n;
     struct rv_block *t = ws->tail;
+    if (t && t->refs == 1 && t->cap != RV_BLOCK_SIZE) {
+        block_unref(ws, t); /* a large message's own block is not kept for small ones */
+        t = ws->tail = NULL;
+    }
     if (t && t->refs == 1) t->used = 0;
     if (!t || t->cap - t->used < need) {
         if (t) block_unref(ws, t);
