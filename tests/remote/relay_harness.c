@@ -360,6 +360,63 @@ static void uuid4(char out[37])
     }
 }
 
+/* Mode ok, once open: stdin lines out as messages, every message in to on_msg, until
+ * stdin ends (0) or the socket does (4). */
+static int bridge(struct noise_ik_transport *tx, struct relay_reasm *reasm,
+                  relay_reasm_msg_fn on_msg)
+{
+    char *line = NULL;
+    size_t lcap = 0, llen = 0;
+    bool stdin_open = true;
+    uint32_t recv_seq = 0;
+    static uint8_t plain[NOISE_IK_MAX_MESSAGE];
+    for (;;) {
+        struct pollfd pf[2] = {{.fd = ws_fd, .events = POLLIN}, {.fd = 0, .events = POLLIN}};
+        if (poll(pf, stdin_open ? 2 : 1, 30000) <= 0) continue;
+        if (stdin_open && (pf[1].revents & (POLLIN | POLLHUP))) {
+            /* Own line buffer: stdio's would hide buffered lines from poll. */
+            if (llen + 65536 > lcap) line = realloc(line, lcap = lcap * 2 + 65536);
+            ssize_t k = read(0, line + llen, lcap - llen);
+            if (k <= 0) break;
+            llen += (size_t)k;
+            char *nl;
+            while ((nl = memchr(line, '\n', llen))) {
+                size_t ln = (size_t)(nl - line);
+                if (ln) send_message(tx, line, ln, false, false);
+                memmove(line, nl + 1, llen - ln - 1);
+                llen -= ln + 1;
+            }
+        }
+        if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        if (!fill()) {
+            fprintf(stderr, "RESULT closed\n");
+            return 4;
+        }
+        uint8_t *msg;
+        size_t n;
+        int r;
+        while ((r = ws_next_view(&msg, &n)) == 1) {
+            struct relay_frame in;
+            if (own_frame(msg, n, &in)) {
+                if (in.body == RELAY_BODY_DATA) {
+                    size_t pn;
+                    if (in.seq != recv_seq++ ||
+                        noise_ik_transport_decrypt(tx, in.payload, in.payload_len, plain,
+                                                   sizeof plain, &pn) < 0 ||
+                        relay_reasm_push(reasm, plain, pn, on_msg, NULL) < 0)
+                        die("%s", "a record from the executor does not decrypt in order");
+                }
+            }
+        }
+        if (r < 0) {
+            fprintf(stderr, "RESULT closed\n");
+            return 4;
+        }
+    }
+    free(line);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *registry = NULL, *env = NULL, *token = NULL, *mode = "ok";
@@ -470,57 +527,9 @@ int main(int argc, char **argv)
         }
     }
 
-    char *line = NULL;
-    size_t lcap = 0, llen = 0;
-    bool stdin_open = true;
-    uint32_t recv_seq = 0;
-    static uint8_t plain[NOISE_IK_MAX_MESSAGE];
-    for (;;) {
-        struct pollfd pf[2] = {{.fd = ws_fd, .events = POLLIN}, {.fd = 0, .events = POLLIN}};
-        if (poll(pf, stdin_open ? 2 : 1, 30000) <= 0) continue;
-        if (stdin_open && (pf[1].revents & (POLLIN | POLLHUP))) {
-            /* Own line buffer: stdio's would hide buffered lines from poll. */
-            if (llen + 65536 > lcap) line = realloc(line, lcap = lcap * 2 + 65536);
-            ssize_t k = read(0, line + llen, lcap - llen);
-            if (k <= 0) break;
-            llen += (size_t)k;
-            char *nl;
-            while ((nl = memchr(line, '\n', llen))) {
-                size_t ln = (size_t)(nl - line);
-                if (ln) send_message(tx, line, ln, false, false);
-                memmove(line, nl + 1, llen - ln - 1);
-                llen -= ln + 1;
-            }
-        }
-        if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        if (!fill()) {
-            fprintf(stderr, "RESULT closed\n");
-            return 4;
-        }
-        uint8_t *msg;
-        size_t n;
-        int r;
-        while ((r = ws_next_view(&msg, &n)) == 1) {
-            struct relay_frame in;
-            if (own_frame(msg, n, &in)) {
-                if (in.body == RELAY_BODY_DATA) {
-                    size_t pn;
-                    if (in.seq != recv_seq++ ||
-                        noise_ik_transport_decrypt(tx, in.payload, in.payload_len, plain,
-                                                   sizeof plain, &pn) < 0 ||
-                        relay_reasm_push(&reasm, plain, pn, on_msg, NULL) < 0)
-                        die("%s", "a record from the executor does not decrypt in order");
-                }
-            }
-        }
-        if (r < 0) {
-            fprintf(stderr, "RESULT closed\n");
-            return 4;
-        }
-    }
-    free(line);
+    int rc = bridge(tx, &reasm, on_msg);
     relay_reasm_free(&reasm);
     noise_ik_transport_free(tx);
     close(ws_fd);
-    return 0;
+    return rc;
 }
