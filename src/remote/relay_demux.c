@@ -77,6 +77,7 @@ struct relay_demux {
     unsigned streak;       /* failures since the last pause ended */
     uint64_t paused_until; /* loop time (ms) until which handshakes are refused */
     uint64_t next_instance;
+    uint64_t served; /* instance of the stream the socket's room went to last */
 };
 
 /* Scratch for one record's plaintext / ciphertext (the loop is single-threaded). */
@@ -417,22 +418,29 @@ int relay_stream_send_owned(struct relay_stream *st, char *mem, const uint8_t *m
     return send_msg(st, mem, msg, len);
 }
 
+/* The waiting stream after the one served last (by instance, round robin), or NULL.
+ * Looked up afresh for every record: a record's send may end other streams. */
+static struct relay_stream *next_waiting(struct relay_demux *d)
+{
+    struct relay_stream *first = NULL, *after = NULL;
+    for (struct relay_stream *s = d->streams; s; s = s->next) {
+        if (!s->out || s->dead) continue;
+        if (!first || s->instance < first->instance) first = s;
+        if (s->instance > d->served && (!after || s->instance < after->instance)) after = s;
+    }
+    return after ? after : first;
+}
+
 void relay_demux_drained(struct relay_demux *d)
 {
     /* A record of each waiting stream in turn, so one large reply does not hold the
      * others back. */
-    bool progressed = true;
-    while (progressed && socket_room(d)) {
-        progressed = false;
-        for (struct relay_stream *s = d->streams, *next; s && socket_room(d); s = next) {
-            next = s->next;
-            if (!s->out || s->dead) continue;
-            s->busy++;
-            stream_pump(s, true);
-            progressed = true;
-            bool gone = unbusy(s);
-            if (gone) break; /* the list may have changed under it: start over */
-        }
+    struct relay_stream *s;
+    while (socket_room(d) && (s = next_waiting(d))) {
+        d->served = s->instance;
+        s->busy++;
+        stream_pump(s, true);
+        unbusy(s);
     }
 }
 
