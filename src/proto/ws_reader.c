@@ -174,20 +174,7 @@ static size_t message_event(struct ws_reader *r, uint8_t *p, size_t n, uint8_t o
 static uint8_t payload_plain(const struct ws_reader *r, uint8_t *p, size_t n)
 {
     if (r->f.masked) return ws_frame_unmask(p, n, r->f.mask);
-    if (r->msg_op != WS_OP_TEXT) return 0;
-    uint64_t any = 0;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t v;
-        memcpy(&v, p + i, 8);
-        any |= v;
-    }
-    uint8_t or = 0;
-    for (; i < n; i++)
-        or |= p[i];
-    for (int k = 0; k < 8; k++)
-        or |= (uint8_t)(any >> (8 * k));
-    return or ;
+    return r->msg_op == WS_OP_TEXT ? ws_frame_or(p, n) : 0;
 }
 
 /* The current data frame's payload is all in msg: unmask it; true when it was
