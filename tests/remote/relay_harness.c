@@ -150,7 +150,8 @@ static bool fill(void)
         rlen -= rpos;
         rpos = 0;
     }
-    if (rlen + 65536 > rcap) rbuf = realloc(rbuf, rcap = rcap * 2 + 65536);
+    /* 256 KiB a read: a C sink of the benchmarks takes a stream in a few reads. */
+    if (rlen + (256 << 10) > rcap) rbuf = realloc(rbuf, rcap = rlen + (512 << 10));
     ssize_t k = recv(ws_fd, rbuf + rlen, rcap - rlen, 0);
     if (k <= 0) return false;
     rlen += (size_t)k;
