@@ -17,7 +17,9 @@
 #               tests/blackbox/codex_ref.py); BENCH_ARGS=...;
 #               then bench/relay_bench.py: the remote-mode rows through the relay
 #               (RELAY_BENCH_ARGS=...); then bench/fleet_bench.py: exec-server registry's
-#               rows (FLEET_BENCH_ARGS=...); then bench/forward_bench.py: TCP forwarding
+#               rows (FLEET_BENCH_ARGS=...); then bench/forward_bench.py: TCP forwarding;
+#               then bench/client_bench.py: exec-client's own speed, local and through
+#               our rendezvous, against the stock codex (CLIENT_BENCH_ARGS=...)
 #   make fuzz   clang libFuzzer build into build/fuzz/, then each target for FUZZ_TIME s
 #               (default 600; FUZZ_TARGETS="ws uri" runs only those)
 #   make valgrind  RelWithDebInfo build into build/vg/, then the black-box tests with
@@ -101,6 +103,7 @@ REF_VERSION ?= 0.171.0
 BENCH_ARGS ?=
 RELAY_BENCH_ARGS ?=
 FLEET_BENCH_ARGS ?=
+CLIENT_BENCH_ARGS ?=
 bench: all
 	@python3 tests/blackbox/codex_ref.py install $(REF_VERSION) || \
 	  echo "make bench: could not install the reference; running ours only"
@@ -108,6 +111,7 @@ bench: all
 	python3 bench/relay_bench.py --build $(BUILD) --ref-version $(REF_VERSION) $(RELAY_BENCH_ARGS)
 	python3 bench/fleet_bench.py --build $(BUILD) $(FLEET_BENCH_ARGS)
 	python3 bench/forward_bench.py --build $(BUILD)
+	python3 bench/client_bench.py --build $(BUILD) --ref-version $(REF_VERSION) $(CLIENT_BENCH_ARGS)
 
 # The fuzzers need clang (libFuzzer); CC is read only when build/fuzz is first configured.
 fuzz-build: deps

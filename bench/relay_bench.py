@@ -33,10 +33,14 @@ ENV_ID = "env-bench"
 
 
 class Harness:
-    def __init__(self, path, cloud, token=TOKEN):
+    """relay-harness as a JSON-RPC pipe; count: it is a C sink of process output (it counts
+    the bytes and prints {"counted": N} before each process/closed instead of the output)."""
+
+    def __init__(self, path, cloud, token=TOKEN, count=False):
         self.proc = subprocess.Popen([path, "--registry", cloud.base_url, "--environment-id",
-                                      ENV_ID, "--token", token], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                      ENV_ID, "--token", token] + (["--count-output"] if count else []),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
         self.buf = b""
         self.next_id = 0
 
@@ -78,7 +82,9 @@ class Harness:
             if "error" in m:
                 raise RuntimeError(str(m["error"]))
             method = m.get("method")
-            if method == "process/output" and m["params"]["processId"] == pid:
+            if "counted" in m:
+                got += m["counted"]
+            elif method == "process/output" and m["params"]["processId"] == pid:
                 got += len(base64.b64decode(m["params"]["chunk"]))
             elif method == "process/closed" and m["params"]["processId"] == pid:
                 return got

@@ -559,6 +559,7 @@ static int start_and_pump(struct cli *cli, const char **cargv, const char *cwd, 
         return 0;
     }
     if (ro->tty && isatty(STDIN_FILENO) && fwd_stdin) tty_raw();
+    ec_process_set_merge_output(p, true); /* one write per batch of output, not per chunk */
     struct pump pm = {.cli = cli,
                       .keep = ro->keep,
                       .p = p,

@@ -428,6 +428,7 @@ static int attach_loop(struct attach_state *st, const char *sid)
     /* A pipe process has no window: the server says so and nothing changes. */
     bool resize = ec_client_has_capability(st->cli->c, "processResize");
     sync_size(st->p, resize);
+    ec_process_set_merge_output(st->p, true); /* one write per batch of output */
     for (;;) {
         if (got_stop) {
             st->detached = true; /* SIGTERM/SIGHUP: leave it running */

@@ -255,6 +255,16 @@ EC_API int ec_process_start(ec_client *c, const ec_start_options *o, ec_process 
  * window is 1 MiB). So keep consuming events while you issue other calls. */
 EC_API int ec_process_next_event(ec_process *p, int timeout_ms, ec_event *ev, ec_error *err);
 
+/* Output in as few pieces as it came: from now on, an EC_EVENT_OUTPUT from
+ * ec_process_next_event() covers every byte of its stream already received in order
+ * behind it (what one read of the socket brought, up to about 1 MiB), as one
+ * contiguous block; seq is then the last chunk's. The bytes are decoded from the
+ * wire straight into the handle's buffer, never through a JSON tree, so a program
+ * that relays output (to a terminal, a file, a pipe) makes one write per batch
+ * instead of one per chunk of the server (about 8 KiB each). Off by default: one
+ * event per chunk, as before. */
+EC_API void ec_process_set_merge_output(ec_process *p, bool on);
+
 /* Writes to stdin / the PTY. Each write gets a fresh writeId; after a reconnect a
  * write in flight is retried with the same writeId (the server applies it once). */
 EC_API int ec_process_write(ec_process *p, const void *data, size_t len, ec_error *err);

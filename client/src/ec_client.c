@@ -154,22 +154,49 @@ json_t *ec_process_params(const ec_process *p)
 
 /* ---- incoming messages ----------------------------------------------------------- */
 
-/* The handle a process notification is for: a viewer's copy names the other session
- * (`sessionId`, ours); the session's own events do not. */
-static ec_process *find_process_in(ec_client *c, const char *session_id, const char *id)
+/* s (NUL-terminated) is the n bytes at t. */
+static bool same_str(const char *s, const char *t, size_t n)
 {
-    if (session_id && c->session_id && strcmp(session_id, c->session_id) == 0) session_id = NULL;
+    return strncmp(s, t, n) == 0 && s[n] == 0;
+}
+
+/* The handle a process notification is for: a viewer's copy names the other session
+ * (`sessionId`, ours); the session's own events do not. Ids as bytes and lengths
+ * (sid NULL: none). */
+static ec_process *find_process_n(ec_client *c, const char *sid, size_t sid_len, const char *id,
+                                  size_t id_len)
+{
+    if (sid && c->session_id && same_str(c->session_id, sid, sid_len)) sid = NULL;
     for (ec_process *p = c->procs; p; p = p->next) {
-        if (strcmp(p->id, id) != 0) continue;
-        if (!session_id ? !p->session_id : p->session_id && strcmp(p->session_id, session_id) == 0)
+        if (!same_str(p->id, id, id_len)) continue;
+        if (!sid ? !p->session_id : p->session_id && same_str(p->session_id, sid, sid_len))
             return p;
     }
     return NULL;
 }
 
+static ec_process *find_process_in(ec_client *c, const char *session_id, const char *id)
+{
+    return find_process_n(c, session_id, session_id ? strlen(session_id) : 0, id, strlen(id));
+}
+
 static ec_process *find_process(ec_client *c, const char *id)
 {
     return find_process_in(c, NULL, id);
+}
+
+/* process/output of an open handle, taken without a JSON tree (ec_msg_output_view):
+ * true when taken. Anything unexpected is left to the full parse below. */
+static bool deliver_output(ec_client *c, const char *text, size_t len)
+{
+    struct ec_output_view v;
+    if (!ec_msg_output_view(text, len, &v)) return false;
+    ec_process *p =
+        find_process_n(c, v.session_id, v.session_id_len, v.process_id, v.process_id_len);
+    if (!p) return false;
+    ec_track_on_output(&p->t, v.seq, v.stream, v.b64, v.b64_len);
+    p->last_progress_ms = ec_now_ms();
+    return true;
 }
 
 static void on_read_reply(ec_client *c, struct ec_pending *pd, struct ec_msg *m)
@@ -202,6 +229,7 @@ void ec_client_use_feature(ec_client *c, const struct ec_feature *f)
  * hook (c->deliver). */
 static void deliver(ec_client *c, const char *text, size_t len)
 {
+    if (deliver_output(c, text, len)) return;
     for (int i = 0; i < c->n_features; i++)
         if (c->features[i]->on_raw && c->features[i]->on_raw(c, text, len)) return;
     struct ec_msg m;
@@ -368,8 +396,13 @@ static int pump(ec_client *c, int timeout_ms, ec_error *err)
     }
     timeout_ms = ec_conn_keepalive(c, timeout_ms);
     if (c->fd < 0) return pump(c, 0, err);
-    struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
-    int r = poll(&pfd, 1, timeout_ms);
+    /* Not waiting: the read itself says whether anything came (a host that polled the
+     * socket already calls this with 0; a poll() more per batch is a syscall more). */
+    int r = 1;
+    if (timeout_ms != 0) {
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+        r = poll(&pfd, 1, timeout_ms);
+    }
     if (r < 0 && errno != EINTR)
         return ec_fail(err, EC_ERR_TRANSPORT, 0, "poll: %s", strerror(errno));
     if (r > 0) {
@@ -379,7 +412,7 @@ static int pump(ec_client *c, int timeout_ms, ec_error *err)
         for (;;) {
             ssize_t n = ec_conn_read_some(c);
             if (n < 0) break;
-            if (ec_conn_handle_input(c) < 0 || n == 0) break;
+            if (ec_conn_handle_input(c) < 0 || n == 0 || c->rx_short) break;
             if ((size_t)n >= budget) break;
             budget -= (size_t)n;
         }
@@ -772,26 +805,34 @@ int ec_process_start(ec_client *c, const ec_start_options *o, ec_process **out, 
     return 0;
 }
 
+void ec_process_set_merge_output(ec_process *p, bool on)
+{
+    p->merge_output = on;
+}
+
 int ec_process_next_event(ec_process *p, int timeout_ms, ec_event *ev, ec_error *err)
 {
     ec_client *c = p->c;
-    ec_pevent_free(p->cur);
+    ec_pevent_free_list(p->cur);
     p->cur = NULL;
     memset(ev, 0, sizeof *ev);
     int64_t deadline = ec_deadline(timeout_ms);
     bool polled = false;
     for (;;) {
-        struct ec_pevent *e = ec_track_pop(&p->t);
+        size_t len = 0;
+        struct ec_pevent *e = p->merge_output ? ec_track_pop_run(&p->t, &len) : ec_track_pop(&p->t);
         if (e) {
             p->cur = e;
             p->last_progress_ms = ec_now_ms();
             ev->type = e->type;
-            ev->seq = e->seq;
             ev->stream = e->stream;
             ev->data = e->data;
-            ev->len = e->len;
+            ev->len = p->merge_output ? len : e->len;
             ev->exit_code = e->exit_code;
             ev->sandbox_denied = e->sandbox_denied;
+            ev->seq = e->seq;
+            for (struct ec_pevent *n = e->next; n; n = n->next)
+                ev->seq = n->seq; /* a merged run: its last chunk's */
             return 0;
         }
         if (p->t.closed_queued) return ec_fail(err, EC_ERR_USAGE, 0, "process %s is closed", p->id);
@@ -954,7 +995,7 @@ void ec_process_free(ec_process *p)
     }
     if (p->read_pending) p->read_pending->reader = NULL; /* its reply is then dropped */
     ec_track_free(&p->t);
-    ec_pevent_free(p->cur);
+    ec_pevent_free_list(p->cur);
     free(p->session_id);
     free(p->id);
     free(p);

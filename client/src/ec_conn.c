@@ -215,8 +215,9 @@ static int resolve_and_connect(ec_client *c, int64_t deadline, ec_error *err)
  * error (connection dropped). */
 ssize_t ec_conn_read_some(ec_client *c)
 {
+    /* 256 KiB a read: a stream of output comes in a few large reads per pump. */
     if (c->rcap - c->rlen < 65536) {
-        c->rcap = c->rcap ? c->rcap * 2 : 131072;
+        c->rcap = c->rcap ? c->rcap * 2 : 262144;
         c->rbuf = xrealloc(c->rbuf, c->rcap);
     }
     if (c->ssl) {
@@ -236,7 +237,10 @@ ssize_t ec_conn_read_some(ec_client *c)
                 continue;
             }
             int e = SSL_get_error(c->ssl, r);
-            if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return total;
+            if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+                c->rx_short = true;
+                return total;
+            }
             ERR_clear_error();
             if (total > 0) return total; /* report the data; the loss shows next time */
             ec_conn_drop(c);
@@ -244,10 +248,12 @@ ssize_t ec_conn_read_some(ec_client *c)
         }
     }
     for (;;) {
-        ssize_t r = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, MSG_DONTWAIT);
+        size_t room = c->rcap - c->rlen;
+        ssize_t r = recv(c->fd, c->rbuf + c->rlen, room, MSG_DONTWAIT);
         if (r > 0) {
             c->rlen += (size_t)r;
             c->last_rx_ms = ec_now_ms();
+            c->rx_short = (size_t)r < room;
             return r;
         }
         if (r < 0 && errno == EINTR) continue;

@@ -73,7 +73,9 @@ struct ec_process {
     char *id;         /* owned */
     char *session_id; /* owned: another session's process (a viewer), or NULL */
     struct ec_track t;
-    struct ec_pevent *cur; /* the event last returned to the user (owned) */
+    struct ec_pevent *cur; /* the event last returned to the user, with the rest of its
+                              merged run chained on `next` (owned) */
+    bool merge_output;     /* ec_process_set_merge_output */
     struct ec_pending *read_pending;
     uint64_t next_write_id;
     char wid_prefix[20]; /* "" for a process this handle started; for an attached one a
@@ -136,6 +138,8 @@ struct ec_client {
     int64_t last_rx_ms; /* ec_now_ms() of the last byte from the server (or the connect) */
     uint8_t *rbuf;      /* raw bytes from the socket */
     size_t rlen, rcap;
+    bool rx_short;       /* the last read took less than it had room for: the socket is
+                            likely drained, and another read now would say EAGAIN */
     struct ws_reader rd; /* frames from the server (proto/ws_reader, client role) */
     uint8_t *wbuf;       /* scratch for outgoing frames */
     size_t wlen, wcap;

@@ -52,25 +52,39 @@ static bool eat(const char **p, const char *end, const char *lit)
     return true;
 }
 
+/* A JSON string's body that needs no unescaping and holds no control byte (else the
+ * full parser decides): *s and *n, *p left after its closing quote. */
+static bool plain_string(const char **p, const char *end, const char **s, size_t *n)
+{
+    const char *q = memchr(*p, '"', (size_t)(end - *p));
+    if (!q) return false;
+    for (const char *c = *p; c < q; c++)
+        if (*c == '\\' || (unsigned char)*c < 0x20) return false;
+    *s = *p;
+    *n = (size_t)(q - *p);
+    *p = q + 1;
+    return true;
+}
+
+/* A base64 string's body, running to the next quote: *b64 and *n, *p left on the
+ * quote. The decoder checks the alphabet; an escape (which base64 never needs) sends
+ * the message to the full parser. */
+static bool plain_b64(const char **p, const char *end, const char **b64, size_t *n)
+{
+    const char *q = memchr(*p, '"', (size_t)(end - *p));
+    if (!q || memchr(*p, '\\', (size_t)(q - *p))) return false;
+    *b64 = *p;
+    *n = (size_t)(q - *p);
+    *p = q;
+    return true;
+}
+
 int ec_msg_tcp_data_view(const char *text, size_t len, struct ec_tcp_data_view *v)
 {
     const char *p = text, *end = text + len;
     if (!eat(&p, end, "{\"method\":\"tcp/data\",\"params\":{\"streamId\":\"")) return 0;
-    v->id = p;
-    while (p < end && *p != '"') {
-        /* An escape or a control character: leave it to the full parser. */
-        if (*p == '\\' || (unsigned char)*p < 0x20) return 0;
-        p++;
-    }
-    v->id_len = (size_t)(p - v->id);
-    if (!eat(&p, end, "\",\"dataBase64\":\"")) return 0;
-    /* The base64 runs to the next quote; the decoder checks its alphabet. An escape
-     * (which base64 never needs) sends it to the full parser. */
-    v->b64 = p;
-    p = memchr(p, '"', (size_t)(end - p));
-    if (!p) return 0;
-    v->b64_len = (size_t)(p - v->b64);
-    if (memchr(v->b64, '\\', v->b64_len)) return 0;
+    if (!plain_string(&p, end, &v->id, &v->id_len)) return 0;
+    if (!eat(&p, end, ",\"dataBase64\":\"") || !plain_b64(&p, end, &v->b64, &v->b64_len)) return 0;
     if (!eat(&p, end, "\",\"eof\":")) return 0;
     if (eat(&p, end, "true"))
         v->eof = true;
@@ -79,6 +93,40 @@ int ec_msg_tcp_data_view(const char *text, size_t len, struct ec_tcp_data_view *
     else
         return 0;
     return eat(&p, end, "}}") && p == end;
+}
+
+int ec_msg_output_view(const char *text, size_t len, struct ec_output_view *v)
+{
+    const char *p = text, *end = text + len;
+    if (!eat(&p, end, "{\"method\":\"process/output\",\"params\":{\"")) return 0;
+    v->session_id = NULL;
+    v->session_id_len = 0;
+    if (eat(&p, end, "sessionId\":\"")) {
+        if (!plain_string(&p, end, &v->session_id, &v->session_id_len) || !eat(&p, end, ",\""))
+            return 0;
+    }
+    if (!eat(&p, end, "processId\":\"") ||
+        !plain_string(&p, end, &v->process_id, &v->process_id_len) || !eat(&p, end, ",\"seq\":"))
+        return 0;
+    /* A plain positive integer that fits (what the server writes); anything else goes
+     * to the parser, which decides. */
+    if (p == end || *p < '1' || *p > '9') return 0;
+    uint64_t seq = 0;
+    for (int digits = 0; p < end && *p >= '0' && *p <= '9'; p++) {
+        if (++digits > 18) return 0;
+        seq = seq * 10 + (uint64_t)(*p - '0');
+    }
+    v->seq = seq;
+    if (eat(&p, end, ",\"stream\":\"stdout\""))
+        v->stream = EC_STREAM_STDOUT;
+    else if (eat(&p, end, ",\"stream\":\"stderr\""))
+        v->stream = EC_STREAM_STDERR;
+    else if (eat(&p, end, ",\"stream\":\"pty\""))
+        v->stream = EC_STREAM_PTY;
+    else
+        return 0;
+    if (!eat(&p, end, ",\"chunk\":\"") || !plain_b64(&p, end, &v->b64, &v->b64_len)) return 0;
+    return eat(&p, end, "\"}}") && p == end;
 }
 
 int ec_msg_cut_b64(const char *text, size_t len, const char *key, char *rest, size_t rest_cap,
@@ -183,14 +231,47 @@ void ec_track_init(struct ec_track *t)
     memset(t, 0, sizeof *t);
 }
 
+/* Output blocks start small (a quiet process keeps 16 KiB) and double, up to 1 MiB
+ * (what one pump of the client reads), while the consumer is behind. */
+#define EC_OBLOCK_MIN (16u << 10)
+#define EC_OBLOCK_MAX (1u << 20)
+
+static void oblock_unref(struct ec_oblock *b)
+{
+    if (b && --b->refs == 0) free(b);
+}
+
+/* Room for n bytes at the end of the tracker's block: the block written again from
+ * its start when nothing else holds it, or a new one. */
+static uint8_t *oblock_room(struct ec_track *t, size_t n)
+{
+    struct ec_oblock *b = t->tail;
+    if (b && b->refs == 1) b->used = 0;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = b ? 2 * b->cap : EC_OBLOCK_MIN;
+        if (cap > EC_OBLOCK_MAX) cap = EC_OBLOCK_MAX;
+        if (cap < n) cap = n;
+        oblock_unref(b);
+        b = xmalloc(sizeof *b + cap);
+        b->refs = 1;
+        b->cap = cap;
+        b->used = 0;
+        t->tail = b;
+    }
+    return b->data + b->used;
+}
+
 void ec_pevent_free(struct ec_pevent *e)
 {
     if (!e) return;
-    free(e->data);
+    if (e->blk)
+        oblock_unref(e->blk);
+    else
+        free(e->data);
     free(e);
 }
 
-static void list_free(struct ec_pevent *e)
+void ec_pevent_free_list(struct ec_pevent *e)
 {
     while (e) {
         struct ec_pevent *next = e->next;
@@ -201,10 +282,11 @@ static void list_free(struct ec_pevent *e)
 
 void ec_track_free(struct ec_track *t)
 {
-    list_free(t->held);
-    list_free(t->q_head);
+    ec_pevent_free_list(t->held);
+    ec_pevent_free_list(t->q_head);
     ec_pevent_free(t->exit_wait);
     ec_pevent_free(t->close_wait);
+    oblock_unref(t->tail);
     memset(t, 0, sizeof *t);
 }
 
@@ -312,12 +394,38 @@ static struct ec_pevent *pevent_new(ec_event_type type, uint64_t seq)
     return e;
 }
 
-static int decode_chunk(const char *b64, struct ec_pevent *e)
+/* An output event of stream with b64 decoded into the tracker's block, or NULL when
+ * the base64 is bad. */
+static struct ec_pevent *output_event(struct ec_track *t, uint64_t seq, ec_stream stream,
+                                      const char *b64, size_t n)
 {
-    size_t n = strlen(b64);
-    e->data = xmalloc(base64_decoded_max(n) + 1);
+    uint8_t *dst = oblock_room(t, base64_decoded_max(n));
     char detail[64];
-    if (base64_decode(b64, n, e->data, &e->len, detail, sizeof detail) != 0) return -1;
+    size_t len = 0;
+    if (base64_decode(b64, n, dst, &len, detail, sizeof detail) != 0) return NULL;
+    struct ec_pevent *e = pevent_new(EC_EVENT_OUTPUT, seq);
+    e->stream = stream;
+    e->data = dst;
+    e->len = len;
+    e->blk = t->tail;
+    e->blk->refs++;
+    e->blk->used += len;
+    return e;
+}
+
+int ec_track_on_output(struct ec_track *t, uint64_t seq, ec_stream stream, const char *b64,
+                       size_t b64_len)
+{
+    if (seq < 1) return -1;
+    /* What take() would drop is not decoded first. */
+    if (t->lagged) return 0;
+    if (seq <= t->last_seq) {
+        t->duplicates_dropped++;
+        return 0;
+    }
+    struct ec_pevent *e = output_event(t, seq, stream, b64, b64_len);
+    if (!e) return -1;
+    take(t, e);
     return 0;
 }
 
@@ -328,16 +436,10 @@ int ec_track_on_notification(struct ec_track *t, const char *method, json_t *par
     uint64_t seq = (uint64_t)json_integer_value(jseq);
     if (strcmp(method, "process/output") == 0) {
         int stream = ec_stream_parse(json_string_value(json_object_get(params, "stream")));
-        const char *chunk = json_string_value(json_object_get(params, "chunk"));
-        if (stream < 0 || !chunk) return -1;
-        struct ec_pevent *e = pevent_new(EC_EVENT_OUTPUT, seq);
-        e->stream = (ec_stream)stream;
-        if (decode_chunk(chunk, e) != 0) {
-            ec_pevent_free(e);
-            return -1;
-        }
-        take(t, e);
-        return 0;
+        json_t *chunk = json_object_get(params, "chunk");
+        if (stream < 0 || !json_is_string(chunk)) return -1;
+        return ec_track_on_output(t, seq, (ec_stream)stream, json_string_value(chunk),
+                                  json_string_length(chunk));
     }
     if (strcmp(method, "process/exited") == 0) {
         json_t *code = json_object_get(params, "exitCode");
@@ -373,19 +475,16 @@ int ec_track_on_read_result(struct ec_track *t, json_t *result)
     {
         json_t *jseq = json_object_get(c, "seq");
         int stream = ec_stream_parse(json_string_value(json_object_get(c, "stream")));
-        const char *chunk = json_string_value(json_object_get(c, "chunk"));
-        if (!json_is_integer(jseq) || stream < 0 || !chunk) continue;
+        json_t *chunk = json_object_get(c, "chunk");
+        if (!json_is_integer(jseq) || stream < 0 || !json_is_string(chunk)) continue;
         uint64_t seq = (uint64_t)json_integer_value(jseq);
         if (seq <= t->last_seq) {
             t->duplicates_dropped++;
             continue;
         }
-        struct ec_pevent *e = pevent_new(EC_EVENT_OUTPUT, seq);
-        e->stream = (ec_stream)stream;
-        if (decode_chunk(chunk, e) != 0) {
-            ec_pevent_free(e);
-            continue;
-        }
+        struct ec_pevent *e = output_event(t, seq, (ec_stream)stream, json_string_value(chunk),
+                                           json_string_length(chunk));
+        if (!e) continue;
         /* Chunks skip the seqs of exit/close, so take them as they come. */
         t->last_seq = seq;
         enqueue(t, e);
@@ -466,6 +565,22 @@ struct ec_pevent *ec_track_pop(struct ec_track *t)
     if (t->lagged && !t->q_head) {
         t->lagged = false;
         t->need_read = true;
+    }
+    return e;
+}
+
+struct ec_pevent *ec_track_pop_run(struct ec_track *t, size_t *len)
+{
+    struct ec_pevent *e = ec_track_pop(t);
+    if (!e) return NULL;
+    *len = e->len;
+    struct ec_pevent *last = e;
+    while (e->type == EC_EVENT_OUTPUT && t->q_head && t->q_head->type == EC_EVENT_OUTPUT &&
+           t->q_head->stream == e->stream && t->q_head->blk == last->blk &&
+           t->q_head->data == last->data + last->len) {
+        last->next = ec_track_pop(t);
+        last = last->next;
+        *len += last->len;
     }
     return e;
 }

@@ -247,9 +247,14 @@ static void download_loop(struct ec_xfer *x, int fd, const ec_transfer_options *
             x->inflight++;
             next_block++;
         }
+        uint64_t flushed_from = write_block;
         if (!x->failed && flush_slots(x, fd, &write_block)) return;
         for (unsigned i = 0; i < x->window; i++)
             if (x->slots[i].ready && x->slots[i].eof) end_seen = true;
+        /* Slots written out are asked for again before waiting: with the whole window
+         * written at once (a fast fd such as /dev/null) nothing would be in flight,
+         * and the wait would last until the server's next Ping. */
+        if (!x->failed && write_block != flushed_from && !end_seen) continue;
         if (x->failed || xfer_wait(x, &deadline, x->done, o) != 0) return;
     }
 }

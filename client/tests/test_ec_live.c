@@ -13,6 +13,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -883,6 +884,125 @@ static void test_bulk_output_is_complete_without_lag(void **state)
     ec_client_close(c);
 }
 
+/* Merged output (ec_process_set_merge_output) is the same bytes in the same order,
+ * stdout and stderr apart, with seqs rising; and a process
+ * whose id the fast reading of process/output leaves to jansson (a quote in it) gets
+ * its output all the same. */
+static void test_merged_output_exact(void **state)
+{
+    proxy_reset();
+    ec_client *c = connect_via_proxy(0);
+    const char *ids[] = {NULL, "odd\"id\\"};
+    for (int k = 0; k < 2; k++) {
+        const char *argv[] = {"/bin/sh", "-c",
+                              "i=0; while [ $i -lt 3 ]; do seq 1 40000; echo e$i >&2; "
+                              "i=$((i+1)); done",
+                              NULL};
+        ec_start_options so = {.argv = argv, .cwd = "/tmp", .env = test_env, .process_id = ids[k]};
+        ec_process *p = NULL;
+        ec_error e = {0};
+        assert_int_equal(ec_process_start(c, &so, &p, &e), 0);
+        ec_process_set_merge_output(p, true);
+        size_t out_len = 0, err_len = 0;
+        uint64_t last_seq = 0;
+        char *out = malloc(3 * 228894), err[64] = "";
+        for (bool closed = false; !closed;) {
+            ec_event ev;
+            assert_int_equal(ec_process_next_event(p, 20000, &ev, &e), 0);
+            if (ev.type == EC_EVENT_OUTPUT) {
+                assert_true(ev.seq > last_seq);
+                last_seq = ev.seq;
+                if (ev.stream == EC_STREAM_STDERR) {
+                    assert_true(err_len + ev.len < sizeof err);
+                    memcpy(err + err_len, ev.data, ev.len);
+                    err_len += ev.len;
+                } else {
+                    assert_true(out_len + ev.len <= 3 * 228894);
+                    memcpy(out + out_len, ev.data, ev.len);
+                    out_len += ev.len;
+                }
+            }
+            closed = ev.type == EC_EVENT_CLOSED;
+        }
+        assert_memory_equal(err, "e0\ne1\ne2\n", 9);
+        assert_int_equal(err_len, 9);
+        /* seq 1 40000, three times: 228,894 bytes each */
+        assert_int_equal(out_len, 3 * 228894);
+        for (int r = 0; r < 3; r++) {
+            const char *o = out + (size_t)r * 228894;
+            assert_memory_equal(o, "1\n2\n3\n", 6);
+            assert_memory_equal(o + 228894 - 12, "39999\n40000\n", 12);
+        }
+        free(out);
+        ec_process_free(p);
+    }
+    ec_client_close(c);
+}
+
+/* The same process read back whole (ec_process_attach replays what the server retains in
+ * one read): with merging on, its chunks come as a few large events. */
+static void test_merged_output_replayed_in_few_events(void **state)
+{
+    proxy_reset();
+    ec_client *c = connect_via_proxy(0);
+    ec_process *p = start_sh(c, "head -c 600000 /dev/zero");
+    struct collected r;
+    collect(p, &r, 20000);
+    assert_true(r.rc == 0 && r.closes == 1);
+    const char *id = ec_process_id(p);
+    char pid[64];
+    snprintf(pid, sizeof pid, "%s", id);
+    ec_process_free(p);
+    ec_error e = {0};
+    assert_int_equal(ec_process_attach(c, NULL, pid, &p, &e), 0);
+    ec_process_set_merge_output(p, true);
+    size_t total = 0, events = 0;
+    for (bool closed = false; !closed;) {
+        ec_event ev;
+        assert_int_equal(ec_process_next_event(p, 20000, &ev, &e), 0);
+        if (ev.type == EC_EVENT_OUTPUT) {
+            total += ev.len;
+            events++;
+        }
+        closed = ev.type == EC_EVENT_CLOSED;
+    }
+    assert_int_equal(total, 600000);
+    /* 74 chunks of at most 8 KiB; blocks of 16 KiB, 32 KiB ... take them in a handful. */
+    assert_true(events <= 10);
+    ec_process_free(p);
+    ec_client_close(c);
+}
+
+/* A download whose fd takes everything at once (/dev/null) and one block in flight:
+ * each block is asked for again before the wait (it waited for the server's next Ping
+ * with nothing in flight, and failed as stalled at the call timeout). */
+static void test_download_to_a_fast_fd(void **state)
+{
+    proxy_reset();
+    char path[] = "/tmp/test_ec_live_dl.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 5u << 20), 0);
+    close(fd);
+    char url[64];
+    snprintf(url, sizeof url, "ws://127.0.0.1:%d", px.port);
+    /* Well below the server's Ping interval (30 s), which alone ended the stall. */
+    ec_client_options o = {.url = url, .call_timeout_ms = 15000};
+    ec_client *c = NULL;
+    ec_error e = {0};
+    assert_int_equal(ec_client_connect(&o, &c, &e), 0);
+    int null = open("/dev/null", O_WRONLY);
+    ec_transfer_options to = {.window = 1, .block = 1u << 20};
+    uint64_t got = 0;
+    int rc = ec_fs_download(c, path, null, &to, &got, &e);
+    if (rc) fprintf(stderr, "download: %s\n", e.message);
+    assert_int_equal(rc, 0);
+    assert_int_equal(got, 5u << 20);
+    close(null);
+    unlink(path);
+    ec_client_close(c);
+}
+
 static void test_event_loop_api(void **state)
 {
     proxy_reset();
@@ -989,6 +1109,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_error_kinds_and_fs),
         cmocka_unit_test(test_upload_replaces_whole_or_not_at_all),
         cmocka_unit_test(test_bulk_output_is_complete_without_lag),
+        cmocka_unit_test(test_merged_output_exact),
+        cmocka_unit_test(test_merged_output_replayed_in_few_events),
+        cmocka_unit_test(test_download_to_a_fast_fd),
         cmocka_unit_test(test_event_loop_api),
         cmocka_unit_test(test_fragments_pings_and_bearer_token),
         cmocka_unit_test(test_connect_errors),

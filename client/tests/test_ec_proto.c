@@ -453,6 +453,33 @@ static void test_write_block_request(void **state)
     free(out);
 }
 
+/* Both fast views as one shape: 1 when the text is the message they read. */
+static int tcp_view(const char *text, size_t len)
+{
+    struct ec_tcp_data_view v;
+    return ec_msg_tcp_data_view(text, len, &v);
+}
+
+static int output_view(const char *text, size_t len)
+{
+    struct ec_output_view v;
+    return ec_msg_output_view(text, len, &v);
+}
+
+/* A fast view takes none of ok's strict prefixes, nor ok with anything after it, nor
+ * any of the n others (left to jansson). */
+static void view_rejects(int (*view)(const char *, size_t), const char *ok,
+                         const char *const *others, size_t n)
+{
+    for (size_t k = 0; k < strlen(ok); k++)
+        assert_int_equal(view(ok, k), 0);
+    char longer[256];
+    snprintf(longer, sizeof longer, "%s ", ok);
+    assert_int_equal(view(longer, strlen(longer)), 0);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(view(others[i], strlen(others[i])), 0);
+}
+
 /* The fast reading of the server's tcp/data, and everything it must leave to jansson. */
 static void test_tcp_data_view(void **state)
 {
@@ -470,12 +497,6 @@ static void test_tcp_data_view(void **state)
     assert_int_equal(ec_msg_tcp_data_view(eof, strlen(eof), &v), 1);
     assert_true(v.eof);
     assert_int_equal(v.b64_len, 0);
-    /* Every strict prefix, and anything after, is not ours. */
-    for (size_t n = 0; n < strlen(ok); n++)
-        assert_int_equal(ec_msg_tcp_data_view(ok, n, &v), 0);
-    char longer[256];
-    snprintf(longer, sizeof longer, "%s ", ok);
-    assert_int_equal(ec_msg_tcp_data_view(longer, strlen(longer), &v), 0);
     const char *others[] = {
         /* an escape in the id or the data, another order, another member, another method */
         "{\"method\":\"tcp/data\",\"params\":{\"streamId\":\"t\\u0031\",\"dataBase64\":\"\","
@@ -490,8 +511,150 @@ static void test_tcp_data_view(void **state)
         "\"eof\":null}}",
         "{\"method\":\"tcp/closed\",\"params\":{\"streamId\":\"t1\",\"error\":null}}",
     };
-    for (size_t i = 0; i < sizeof others / sizeof *others; i++)
-        assert_int_equal(ec_msg_tcp_data_view(others[i], strlen(others[i]), &v), 0);
+    view_rejects(tcp_view, ok, others, sizeof others / sizeof *others);
+}
+
+/* The fast reading of process/output (ours and the reference write the same text),
+ * and everything it must leave to jansson. */
+static void test_output_view(void **state)
+{
+    (void)state;
+    struct ec_output_view v;
+    const char *ok = "{\"method\":\"process/output\",\"params\":{\"processId\":\"p-1\","
+                     "\"seq\":42,\"stream\":\"stderr\",\"chunk\":\"aGVsbG8=\"}}";
+    assert_int_equal(ec_msg_output_view(ok, strlen(ok), &v), 1);
+    assert_null(v.session_id);
+    assert_int_equal(v.process_id_len, 3);
+    assert_memory_equal(v.process_id, "p-1", 3);
+    assert_int_equal(v.seq, 42);
+    assert_int_equal(v.stream, EC_STREAM_STDERR);
+    assert_int_equal(v.b64_len, 8);
+    assert_memory_equal(v.b64, "aGVsbG8=", 8);
+    const char *viewer = "{\"method\":\"process/output\",\"params\":{\"sessionId\":\"s9\","
+                         "\"processId\":\"p\",\"seq\":1,\"stream\":\"pty\",\"chunk\":\"\"}}";
+    assert_int_equal(ec_msg_output_view(viewer, strlen(viewer), &v), 1);
+    assert_int_equal(v.session_id_len, 2);
+    assert_memory_equal(v.session_id, "s9", 2);
+    assert_int_equal(v.stream, EC_STREAM_PTY);
+    assert_int_equal(v.b64_len, 0);
+    const char *others[] = {
+        /* an escape in the id, in the chunk; a control byte in the id */
+        "{\"method\":\"process/output\",\"params\":{\"processId\":\"p\\\"1\",\"seq\":1,"
+        "\"stream\":\"stdout\",\"chunk\":\"\"}}",
+        "{\"method\":\"process/output\",\"params\":{\"processId\":\"p\",\"seq\":1,"
+        "\"stream\":\"stdout\",\"chunk\":\"aG\\/8\"}}",
+        "{\"method\":\"process/output\",\"params\":{\"processId\":\"p\t\",\"seq\":1,"
+        "\"stream\":\"stdout\",\"chunk\":\"\"}}",
+        /* seq 0, a leading zero, a negative, a fraction, too many digits */
+        "{\"method\":\"process/output\",\"params\":{\"processId\":\"p\",\"seq\":0,"
+        "\"stream\":\"stdout\",\"chunk\":\"\"}}",
+        "{\"method\":\"process/output\",\"params\":{\"processId\":\"p\",\"seq\":01,"
+        "\"stream\":\"stdout\",\"chunk\":\"\"}}",
+        "{\"method\":\"process/output\",\"params\":{\"processId\":\"p\",\"seq\":-1,"
+        "\"stream\":\"stdout\",\"chunk\":\"\"}}",
+        "{\"method\":\"process/output\",\"params\":{\"processId\":\"p\",\"seq\":1.5,"
+        "\"stream\":\"stdout\",\"chunk\":\"\"}}",
+        "{\"method\":\"process/output\",\"params\":{\"processId\":\"p\","
+        "\"seq\":1234567890123456789,\"stream\":\"stdout\",\"chunk\":\"\"}}",
+        /* an unknown stream, another order, another member, another method, spaces */
+        "{\"method\":\"process/output\",\"params\":{\"processId\":\"p\",\"seq\":1,"
+        "\"stream\":\"stdin\",\"chunk\":\"\"}}",
+        "{\"method\":\"process/output\",\"params\":{\"seq\":1,\"processId\":\"p\","
+        "\"stream\":\"stdout\",\"chunk\":\"\"}}",
+        "{\"method\":\"process/output\",\"params\":{\"processId\":\"p\",\"seq\":1,"
+        "\"stream\":\"stdout\",\"chunk\":\"\",\"x\":1}}",
+        "{\"method\":\"process/outputs\",\"params\":{\"processId\":\"p\",\"seq\":1,"
+        "\"stream\":\"stdout\",\"chunk\":\"\"}}",
+        "{\"method\": \"process/output\",\"params\":{\"processId\":\"p\",\"seq\":1,"
+        "\"stream\":\"stdout\",\"chunk\":\"\"}}",
+    };
+    view_rejects(output_view, ok, others, sizeof others / sizeof *others);
+}
+
+/* Output decoded chunk after chunk lies back to back: a merged pop is one span of one
+ * stream, broken by another stream and by bytes that arrived out of order; a block
+ * nobody holds any more is written again from its start. */
+static void test_track_runs(void **state)
+{
+    (void)state;
+    struct ec_track t;
+    ec_track_init(&t);
+    assert_int_equal(ec_track_on_output(&t, 1, EC_STREAM_STDOUT, "YWE=", 4), 0); /* aa */
+    assert_int_equal(ec_track_on_output(&t, 2, EC_STREAM_STDOUT, "YmI=", 4), 0); /* bb */
+    assert_int_equal(ec_track_on_output(&t, 3, EC_STREAM_STDERR, "Y2M=", 4), 0); /* cc */
+    assert_int_equal(ec_track_on_output(&t, 4, EC_STREAM_STDOUT, "ZGQ=", 4), 0); /* dd */
+    assert_int_equal(ec_track_on_output(&t, 5, EC_STREAM_STDOUT, "!!", 2), -1);
+    size_t len = 0;
+    struct ec_pevent *e = ec_track_pop_run(&t, &len);
+    assert_true(e && e->stream == EC_STREAM_STDOUT && len == 4 && e->next && !e->next->next);
+    assert_memory_equal(e->data, "aabb", 4);
+    assert_int_equal(e->next->seq, 2);
+    const uint8_t *first = e->data;
+    ec_pevent_free_list(e);
+    e = ec_track_pop_run(&t, &len);
+    assert_true(e && e->stream == EC_STREAM_STDERR && len == 2 && !e->next);
+    ec_pevent_free_list(e);
+    e = ec_track_pop_run(&t, &len);
+    assert_true(e && e->seq == 4 && len == 2 && !e->next);
+    ec_pevent_free_list(e);
+    assert_null(ec_track_pop_run(&t, &len));
+    assert_int_equal(t.queued_bytes, 0);
+    /* Nothing holds the block: the next chunk goes to its start again. */
+    assert_int_equal(ec_track_on_output(&t, 5, EC_STREAM_STDOUT, "ZWU=", 4), 0);
+    e = ec_track_pop(&t);
+    assert_ptr_equal(e->data, first);
+    /* ...but not while an event returned to the caller still holds it. */
+    assert_int_equal(ec_track_on_output(&t, 6, EC_STREAM_STDOUT, "ZmY=", 4), 0);
+    struct ec_pevent *f = ec_track_pop(&t);
+    assert_memory_equal(e->data, "ee", 2);
+    assert_ptr_equal(f->data, e->data + 2);
+    ec_pevent_free(e);
+    ec_pevent_free(f);
+    /* A gap: 8 decoded before 7, so 7 and 8 are not one span, and the bytes are right. */
+    assert_int_equal(ec_track_on_output(&t, 8, EC_STREAM_STDOUT, "aWk=", 4), 0);
+    assert_true(ec_track_wants_read(&t));
+    json_decref(ec_track_read_params(&t, "p"));
+    json_t *res = json_loads("{\"chunks\":[{\"seq\":7,\"stream\":\"stdout\",\"chunk\":\"aGg=\"}],"
+                             "\"nextSeq\":8,\"exited\":false,\"exitCode\":null,\"closed\":false}",
+                             0, NULL);
+    assert_int_equal(ec_track_on_read_result(&t, res), 0);
+    json_decref(res);
+    char got[8] = {0};
+    size_t k = 0;
+    while ((e = ec_track_pop_run(&t, &len))) {
+        memcpy(got + k, e->data, len);
+        k += len;
+        assert_null(e->next);
+        ec_pevent_free_list(e);
+    }
+    assert_string_equal(got, "hhii");
+    ec_track_free(&t);
+}
+
+/* A consumer that keeps up keeps one block, whatever the volume. */
+static void test_track_blocks_bounded(void **state)
+{
+    (void)state;
+    struct ec_track t;
+    ec_track_init(&t);
+    static char b64[10924 + 1];
+    memset(b64, 'A', 10924); /* 8193 zero bytes */
+    size_t first_run = 0, total = 0;
+    for (uint64_t seq = 1; seq <= 4096; seq++) {
+        assert_int_equal(ec_track_on_output(&t, seq, EC_STREAM_STDOUT, b64, 10924), 0);
+        if (seq % 64) continue;
+        size_t len;
+        struct ec_pevent *e;
+        for (first_run = 0; (e = ec_track_pop_run(&t, &len)); total += len) {
+            if (!first_run) first_run = len;
+            ec_pevent_free_list(e);
+        }
+    }
+    assert_int_equal(total, 4096 * 8193);
+    /* The block grew while chunks waited, then each round fits in it: one span. */
+    assert_int_equal(first_run, 64 * 8193);
+    assert_true(t.tail && t.tail->cap <= (1u << 20) && t.tail->refs == 1);
+    ec_track_free(&t);
 }
 
 static void test_uri_same_path_for_server(void **state)
@@ -578,6 +741,9 @@ int main(void)
         cmocka_unit_test(test_track_malformed),
         cmocka_unit_test(test_uri),
         cmocka_unit_test(test_tcp_data_view),
+        cmocka_unit_test(test_output_view),
+        cmocka_unit_test(test_track_runs),
+        cmocka_unit_test(test_track_blocks_bounded),
         cmocka_unit_test(test_cut_b64),
         cmocka_unit_test(test_write_block_request),
         cmocka_unit_test(test_uri_same_path_for_server),

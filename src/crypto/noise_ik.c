@@ -89,15 +89,17 @@ static void gcm_nonce(uint64_t n, uint8_t iv[12])
         iv[4 + i] = (uint8_t)(n >> (56 - 8 * i));
 }
 
-/* out (len + 16 bytes, may equal in) = AES-256-GCM(key, nonce n, ad, in) || tag. */
-static int gcm_seal(EVP_CIPHER_CTX *c, const uint8_t key[KEYLEN], uint64_t n, const uint8_t *ad,
+/* out (len + 16 bytes, may equal in) = AES-256-GCM(key, nonce n, ad, in) || tag.
+ * key NULL: c was keyed before (a transport direction), only the nonce changes: the
+ * key schedule and GHASH tables are not built again for every record. */
+static int gcm_seal(EVP_CIPHER_CTX *c, const uint8_t *key, uint64_t n, const uint8_t *ad,
                     size_t adlen, const uint8_t *in, size_t len, const uint8_t *in2, size_t len2,
                     uint8_t *out)
 {
     uint8_t iv[12];
     int outl = 0, finl = 0;
     gcm_nonce(n, iv);
-    if (!EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, iv)) return -EIO;
+    if (!EVP_EncryptInit_ex(c, key ? EVP_aes_256_gcm() : NULL, NULL, key, iv)) return -EIO;
     if (adlen && !EVP_EncryptUpdate(c, NULL, &outl, ad, (int)adlen)) return -EIO;
     /* GCM is a stream mode: each update writes exactly its input's length. */
     if (len && !EVP_EncryptUpdate(c, out, &outl, in, (int)len)) return -EIO;
@@ -107,8 +109,9 @@ static int gcm_seal(EVP_CIPHER_CTX *c, const uint8_t key[KEYLEN], uint64_t n, co
     return 0;
 }
 
-/* out (len - 16 bytes, may equal in) = plaintext, or -EBADMSG and out zeroed. */
-static int gcm_open(EVP_CIPHER_CTX *c, const uint8_t key[KEYLEN], uint64_t n, const uint8_t *ad,
+/* out (len - 16 bytes, may equal in) = plaintext, or -EBADMSG and out zeroed. key as
+ * for gcm_seal. */
+static int gcm_open(EVP_CIPHER_CTX *c, const uint8_t *key, uint64_t n, const uint8_t *ad,
                     size_t adlen, const uint8_t *in, size_t len, uint8_t *out)
 {
     uint8_t iv[12], tag[TAGLEN];
@@ -118,7 +121,7 @@ static int gcm_open(EVP_CIPHER_CTX *c, const uint8_t key[KEYLEN], uint64_t n, co
     if (!out) out = dummy; /* empty plaintext: OpenSSL still wants a pointer */
     gcm_nonce(n, iv);
     memcpy(tag, in + ptlen, TAGLEN); /* before out (possibly == in) is written */
-    if (!EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, iv)) return -EIO;
+    if (!EVP_DecryptInit_ex(c, key ? EVP_aes_256_gcm() : NULL, NULL, key, iv)) return -EIO;
     if (adlen && !EVP_DecryptUpdate(c, NULL, &outl, ad, (int)adlen)) return -EIO;
     if (ptlen && !EVP_DecryptUpdate(c, out, &outl, in, (int)ptlen)) goto bad;
     if (!EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, TAGLEN, tag)) goto bad;
@@ -671,9 +674,8 @@ int noise_ik_handshake_complete(const struct noise_ik_handshake *hs)
 /* ---- transport --------------------------------------------------------------- */
 
 struct noise_ik_cipher {
-    uint8_t k[KEYLEN];
-    uint64_t n; /* next nonce */
-    EVP_CIPHER_CTX *ctx;
+    uint64_t n;          /* next nonce */
+    EVP_CIPHER_CTX *ctx; /* keyed once at the split; each record sets only its nonce */
 };
 
 struct noise_ik_transport {
@@ -690,15 +692,18 @@ int noise_ik_transport_new(struct noise_ik_handshake *hs, struct noise_ik_transp
     /* Split: k1 protects initiator -> responder, k2 the other direction. */
     if ((rc = hkdf(hs->ss.ck, NULL, 0, k1, k2, NULL)) < 0) return rc;
     t = xcalloc(1, sizeof *t);
-    memcpy(t->send.k, hs->initiator ? k1 : k2, KEYLEN);
-    memcpy(t->recv.k, hs->initiator ? k2 : k1, KEYLEN);
-    OPENSSL_cleanse(k1, sizeof k1);
-    OPENSSL_cleanse(k2, sizeof k2);
     t->send.ctx = EVP_CIPHER_CTX_new();
     t->recv.ctx = EVP_CIPHER_CTX_new();
-    if (!t->send.ctx || !t->recv.ctx) {
+    rc = t->send.ctx && t->recv.ctx ? 0 : -ENOMEM;
+    if (rc == 0 &&
+        (!EVP_EncryptInit_ex(t->send.ctx, EVP_aes_256_gcm(), NULL, hs->initiator ? k1 : k2, NULL) ||
+         !EVP_DecryptInit_ex(t->recv.ctx, EVP_aes_256_gcm(), NULL, hs->initiator ? k2 : k1, NULL)))
+        rc = -EIO;
+    OPENSSL_cleanse(k1, sizeof k1);
+    OPENSSL_cleanse(k2, sizeof k2);
+    if (rc < 0) {
         noise_ik_transport_free(t);
-        return -ENOMEM;
+        return rc;
     }
     *out = t;
     return 0;
@@ -731,7 +736,7 @@ int noise_ik_transport_encrypt2(struct noise_ik_transport *t, const uint8_t *hea
         return -EMSGSIZE;
     /* Noise reserves nonce 2^64-1; reaching it ends the channel. */
     if (t->send.n == UINT64_MAX) return -EOVERFLOW;
-    rc = gcm_seal(t->send.ctx, t->send.k, t->send.n, NULL, 0, head, hlen, body, blen, out);
+    rc = gcm_seal(t->send.ctx, NULL, t->send.n, NULL, 0, head, hlen, body, blen, out);
     if (rc < 0) return rc;
     t->send.n++;
     *out_len = len + TAGLEN;
@@ -746,7 +751,7 @@ int noise_ik_transport_decrypt(struct noise_ik_transport *t, const uint8_t *in, 
     if (len < TAGLEN || len > NOISE_IK_MAX_MESSAGE) return -EMSGSIZE;
     if (cap < len - TAGLEN) return -EMSGSIZE;
     if (t->recv.n == UINT64_MAX) return -EOVERFLOW;
-    if ((rc = gcm_open(t->recv.ctx, t->recv.k, t->recv.n, NULL, 0, in, len, out)) < 0) return rc;
+    if ((rc = gcm_open(t->recv.ctx, NULL, t->recv.n, NULL, 0, in, len, out)) < 0) return rc;
     t->recv.n++;
     *out_len = len - TAGLEN;
     return 0;

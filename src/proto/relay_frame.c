@@ -352,22 +352,53 @@ static bool lengths_bounded(const struct relay_frame *f)
            f->tracestate.len <= RELAY_FRAME_MAX_LEN;
 }
 
-int relay_frame_encode(const struct relay_frame *f, uint8_t *out, size_t cap, size_t *out_len)
+/* The checks of both encoders; the frame's length in *total. */
+static int encode_check(const struct relay_frame *f, size_t *total)
 {
     if (!lengths_bounded(f)) return RELAY_E_TOO_BIG;
     int rc = relay_frame_check(f);
     if (rc < 0) return rc;
-    size_t total = relay_frame_encoded_len(f);
-    if (total > RELAY_FRAME_MAX_LEN) return RELAY_E_TOO_BIG;
-    if (total > cap) return RELAY_E_NOSPC;
+    *total = relay_frame_encoded_len(f);
+    return *total > RELAY_FRAME_MAX_LEN ? RELAY_E_TOO_BIG : 0;
+}
 
-    uint8_t *p = out;
+/* The fields before the body's members, and the body's key and length. */
+static uint8_t *put_prefix(const struct relay_frame *f, uint8_t *p)
+{
     p = put_u32(p, F_VERSION, f->version);
     p = put_bytes(p, F_STREAM_ID, f->stream_id.ptr, f->stream_id.len); /* never empty */
     p = put_u32(p, F_ACK, f->ack);
     p = put_u32(p, F_ACK_BITS, f->ack_bits);
     /* The body member is written even when empty: its presence is the oneof case. */
-    p = put_varint(put_key(p, F_BODY_FIRST + (f->body - RELAY_BODY_DATA), WT_LEN), body_len(f));
+    return put_varint(put_key(p, F_BODY_FIRST + (f->body - RELAY_BODY_DATA), WT_LEN), body_len(f));
+}
+
+int relay_frame_encode_head(const struct relay_frame *f, uint8_t *out, size_t *head_len)
+{
+    if ((f->body != RELAY_BODY_DATA && f->body != RELAY_BODY_HANDSHAKE) || f->traceparent.ptr ||
+        f->tracestate.ptr)
+        return RELAY_E_MALFORMED; /* the payload would not be last */
+    size_t total;
+    int rc = encode_check(f, &total);
+    if (rc < 0) return rc;
+    uint8_t *p = put_prefix(f, out);
+    if (f->body == RELAY_BODY_DATA) {
+        p = put_u32(p, 1, f->seq);
+        p = put_u32(p, 3, 1); /* segment_count; segment_index 0 is omitted */
+    }
+    p = put_varint(put_key(p, f->body == RELAY_BODY_DATA ? 4 : 1, WT_LEN), f->payload_len);
+    *head_len = (size_t)(p - out);
+    return 0;
+}
+
+int relay_frame_encode(const struct relay_frame *f, uint8_t *out, size_t cap, size_t *out_len)
+{
+    size_t total;
+    int rc = encode_check(f, &total);
+    if (rc < 0) return rc;
+    if (total > cap) return RELAY_E_NOSPC;
+
+    uint8_t *p = put_prefix(f, out);
     switch (f->body) {
     case RELAY_BODY_DATA:
         p = put_u32(p, 1, f->seq);

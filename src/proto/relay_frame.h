@@ -89,6 +89,15 @@ size_t relay_frame_encoded_len(const struct relay_frame *f);
  * Writes nothing to out on error. */
 int relay_frame_encode(const struct relay_frame *f, uint8_t *out, size_t cap, size_t *out_len);
 
+/* For a frame built in place (the executor's data frames, encrypted straight into the
+ * socket's buffer): writes the bytes of f's encoding that come before its payload,
+ * which must be the last field (a data or handshake frame without trace fields),
+ * into out: *head_len = relay_frame_encoded_len(f) - f->payload_len bytes.
+ * f->payload_len counts, f->payload is not read. With the payload's bytes at
+ * out + *head_len the whole is what relay_frame_encode writes. The same checks as
+ * relay_frame_encode; RELAY_E_MALFORMED for another kind of frame. */
+int relay_frame_encode_head(const struct relay_frame *f, uint8_t *out, size_t *head_len);
+
 /* Like relay_frame_encode into a buffer it allocates: on 0, *out is owned by the
  * caller (free() it) and holds *out_len bytes; on error *out is NULL. */
 int relay_frame_encode_alloc(const struct relay_frame *f, uint8_t **out, size_t *out_len);

@@ -32,6 +32,19 @@ __attribute__((target("avx2"))) static size_t unmask_avx2(uint8_t *p, size_t n, 
     *any |= lanes[0] | lanes[1] | lanes[2] | lanes[3];
     return i;
 }
+
+/* The same OR of the first n / 32 * 32 bytes, reading only. */
+__attribute__((target("avx2"))) static size_t or_avx2(const uint8_t *p, size_t n, uint64_t *any)
+{
+    __m256i acc = _mm256_setzero_si256();
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        acc = _mm256_or_si256(acc, _mm256_loadu_si256((const __m256i *)(p + i)));
+    uint64_t lanes[4];
+    _mm256_storeu_si256((__m256i *)lanes, acc);
+    *any |= lanes[0] | lanes[1] | lanes[2] | lanes[3];
+    return i;
+}
 #endif
 
 size_t ws_frame_header_size(uint8_t second_byte)
@@ -128,6 +141,26 @@ uint8_t ws_frame_unmask(uint8_t *p, size_t n, const uint8_t mask[4])
     uint8_t or = 0;
     for (; i < n; i++)
         or |= p[i] ^= mask[i & 3];
+    for (int b = 0; b < 8; b++)
+        or |= (uint8_t)(any >> (8 * b));
+    return or ;
+}
+
+uint8_t ws_frame_or(const uint8_t *p, size_t n)
+{
+    uint64_t any = 0;
+    size_t i = 0;
+#if defined(__x86_64__)
+    if (have_avx2 > 0 && n >= 64) i = or_avx2(p, n, &any);
+#endif
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, p + i, 8);
+        any |= v;
+    }
+    uint8_t or = 0;
+    for (; i < n; i++)
+        or |= p[i];
     for (int b = 0; b < 8; b++)
         or |= (uint8_t)(any >> (8 * b));
     return or ;

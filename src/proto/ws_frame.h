@@ -55,4 +55,8 @@ size_t ws_frame_encode(uint8_t *out, bool fin, int opcode, uint64_t len, const u
  * Returns the OR of the resulting bytes (bit 7 clear: all of them are ASCII). */
 uint8_t ws_frame_unmask(uint8_t *p, size_t n, const uint8_t mask[4]);
 
+/* The OR of n bytes, read only: what ws_frame_unmask returns, for a payload that
+ * came without a mask. */
+uint8_t ws_frame_or(const uint8_t *p, size_t n);
+
 #endif

@@ -167,11 +167,21 @@ static size_t message_event(struct ws_reader *r, uint8_t *p, size_t n, uint8_t o
     return consumed;
 }
 
+/* A data frame's payload p[0..n) made plain: unmasked in place, and the OR of its
+ * bytes for a text message's ASCII test. A server's frames to a client carry no mask,
+ * so there is nothing to undo, and a binary message needs no OR: no pass over its
+ * bytes at all (a client's relay frames, 256 MiB of them per big download). */
+static uint8_t payload_plain(const struct ws_reader *r, uint8_t *p, size_t n)
+{
+    if (r->f.masked) return ws_frame_unmask(p, n, r->f.mask);
+    return r->msg_op == WS_OP_TEXT ? ws_frame_or(p, n) : 0;
+}
+
 /* The current data frame's payload is all in msg: unmask it; true when it was
  * the final frame (the message is complete). */
 static bool data_frame_done(struct ws_reader *r)
 {
-    r->msg_or |= ws_frame_unmask(r->msg + r->frag_start, r->msg_len - r->frag_start, r->f.mask);
+    r->msg_or |= payload_plain(r, r->msg + r->frag_start, r->msg_len - r->frag_start);
     r->state = RD_HEADER;
     if (!r->f.fin) return false;
     r->in_msg = false;
@@ -229,7 +239,7 @@ size_t ws_reader_feed(struct ws_reader *r, uint8_t *buf, size_t n, struct ws_eve
                 /* The common frame: a whole message in this input, no copy. */
                 uint8_t *pl = buf + p;
                 size_t len = (size_t)r->left;
-                uint8_t or = ws_frame_unmask(pl, len, r->f.mask);
+                uint8_t or = payload_plain(r, pl, len);
                 return message_event(r, pl, len, or, ev, p + len);
             }
             /* Gathered: room for this frame's whole payload (bounded by the limits

@@ -1,8 +1,9 @@
 /* relay_conn: conn_ops for relay virtual streams (see relay_conn.h).
  *
- * send hands the message to the demux (frame, encrypt, data frames on the shared
- * socket), whose frames are accounted here with conn_account_queued/written so the
- * usual high/low water marks and backlog limit apply per stream. close resets the
+ * send hands the message (its storage too) to the demux (frame, encrypt, data frames
+ * on the shared socket as it has room), which accounts each message here with
+ * conn_account_queued/written so the usual high/low water marks and backlog limit
+ * apply per stream. close resets the
  * stream at the demux and finishes on the next loop turn (a uv_idle handle's
  * close callback), never inside the caller's stack, like the other transports.
  * set_reading(false) (a client over the backlog limit) cannot stop the shared
@@ -91,11 +92,15 @@ static void relay_destroy(struct conn *c)
 static void relay_send(struct conn *c, struct buf *msg)
 {
     struct relay_conn *rc = (struct relay_conn *)c;
-    if (rc->st) {
-        relay_stream_send(rc->st, (const uint8_t *)msg->data + BUF_MSG_HEADROOM,
-                          msg->len - BUF_MSG_HEADROOM);
+    if (!rc->st) {
+        buf_free(msg);
+        return;
     }
-    buf_free(msg);
+    /* The stream takes the storage: a large reply waits there for room on the socket
+     * instead of being copied. */
+    size_t len = msg->len - BUF_MSG_HEADROOM;
+    char *mem = buf_steal(msg);
+    relay_stream_send_owned(rc->st, mem, (const uint8_t *)mem + BUF_MSG_HEADROOM, len);
 }
 
 /* A relay stream is resumable and has a peer name: no kind flags. */
@@ -157,7 +162,7 @@ static void relay_conn_deliver(void *sink, const uint8_t *msg, size_t len)
     rc->nheld++;
 }
 
-/* Accounting for a data frame of n bytes about to be sent for c: false when the
+/* Accounting for a message of n bytes about to be sent for c: false when the
  * connection is over its backlog limit and closed instead. */
 static bool relay_conn_queued(void *sink, size_t n)
 {

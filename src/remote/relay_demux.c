@@ -5,7 +5,17 @@
  * reset and reopened under the same id meanwhile finds a different instance and
  * is ignored. While a stream's inbound records are being delivered (a dispatch may
  * close its own connection, which resets the stream), the stream is marked busy
- * and its memory is released only when the delivery unwinds. */
+ * and its memory is released only when the delivery unwinds.
+ *
+ * Outbound, each record is encrypted straight into the socket's batch (ops->reserve
+ * and ops->commit: the frame's protobuf head, then the ciphertext, then the WebSocket
+ * header and mask in place): one copy of the bytes, the encryption's, where there were
+ * three. Records are made only while the socket has less than RELAY_SEND_HIGH queued:
+ * the rest of a message waits in its stream's queue (the caller's storage, taken, not
+ * copied) and goes on when the socket drains (relay_demux_drained), a record per
+ * waiting stream in turn. A 32 MiB file read no longer becomes 43 MB of frames in
+ * freshly faulted memory before the first byte leaves. The sink accounts a message as
+ * a whole: queued when it is handed over, sent when its last frame is written. */
 #include "remote/relay_demux.h"
 
 #include <errno.h>
@@ -19,9 +29,22 @@
 #include "proto/relay_framing.h"
 #include "proto/relay_order.h"
 #include "proto/utf8.h"
+#include "util/bigbuf.h"
 #include "util/mem.h"
 
 enum stream_state { ST_PENDING, ST_LIVE };
+
+/* Records are made while the socket has less than this queued. */
+#define RELAY_SEND_HIGH (2u << 20)
+
+/* A message of a live stream not yet made into records, whole or in part. */
+struct out_msg {
+    struct out_msg *next;
+    char *mem;              /* its storage, owned (bigbuf_free_any) */
+    struct relay_framer fr; /* where it stands; borrows from mem */
+    size_t len;             /* as the sink accounted it */
+    bool handed;            /* its last frame, with the sink's completion, is queued */
+};
 
 struct relay_stream {
     struct relay_demux *d;
@@ -37,6 +60,7 @@ struct relay_stream {
     uint32_t send_seq;                /* live: seq of the next outbound data frame */
     bool send_exhausted;              /* send_seq reached UINT32_MAX */
     void *sink;                       /* live: where its messages go (held until detach) */
+    struct out_msg *out, **out_tail;  /* live: messages waiting for room on the socket */
     int busy;                         /* deliveries in progress */
     bool dead;                        /* unlinked; free once not busy */
 };
@@ -53,6 +77,7 @@ struct relay_demux {
     unsigned streak;       /* failures since the last pause ended */
     uint64_t paused_until; /* loop time (ms) until which handshakes are refused */
     uint64_t next_instance;
+    uint64_t served; /* instance of the stream the socket's room went to last */
 };
 
 /* Scratch for one record's plaintext / ciphertext (the loop is single-threaded). */
@@ -101,19 +126,13 @@ static struct relay_stream *find(struct relay_demux *d, const char *id, size_t n
     return NULL;
 }
 
-/* Sends one frame; acct (a live stream's sink, or NULL) accounts its bytes. */
-static void send_frame(struct relay_demux *d, const struct relay_frame *f, void *acct)
+/* Sends one control or handshake frame (no accounting: not a sink's message). */
+static void send_frame(struct relay_demux *d, const struct relay_frame *f)
 {
-    const struct relay_sink_ops *so = d->sinks->ops;
     uint8_t *out;
     size_t n;
     if (relay_frame_encode_alloc(f, &out, &n) < 0) return;
-    if (acct && !so->queued(acct, n)) {
-        free(out);
-        return;
-    }
-    int r = d->ops->send(d->arg, out, n, acct ? so->sent : NULL, acct);
-    if (r < 0 && acct) so->sent(acct, n, r);
+    d->ops->send(d->arg, out, n, NULL, NULL);
     free(out);
 }
 
@@ -123,7 +142,20 @@ static void send_reset_id(struct relay_demux *d, const char *id, size_t n)
                             .stream_id = {id, n},
                             .body = RELAY_BODY_RESET,
                             .reason = {RELAY_RESET_REASON, strlen(RELAY_RESET_REASON)}};
-    send_frame(d, &f, NULL);
+    send_frame(d, &f);
+}
+
+/* Drops the messages s still had to send: the sink hears that each failed. */
+static void out_drop(struct relay_stream *s, void *sink)
+{
+    while (s->out) {
+        struct out_msg *m = s->out;
+        s->out = m->next;
+        if (sink) s->d->sinks->ops->sent(sink, m->len, -ECONNRESET);
+        bigbuf_free_any(m->mem);
+        free(m);
+    }
+    s->out_tail = &s->out;
 }
 
 static void stream_release(struct relay_stream *s)
@@ -157,6 +189,7 @@ static void stream_remove(struct relay_stream *s, bool notify_sink)
     s->validation = NULL;
     void *sink = s->sink;
     s->sink = NULL;
+    out_drop(s, sink);
     if (sink) {
         if (notify_sink)
             d->sinks->ops->detach(sink);
@@ -222,47 +255,193 @@ static bool unbusy(struct relay_stream *s)
     return false;
 }
 
-int relay_stream_send(struct relay_stream *st, const uint8_t *msg, size_t len)
+/* Whether the socket takes another record now. */
+static bool socket_room(const struct relay_demux *d)
 {
-    if (st->dead || st->state != ST_LIVE) return -ENOTCONN;
+    return !d->ops->queued || d->ops->queued(d->arg) < RELAY_SEND_HIGH;
+}
+
+/* One record of m's on the socket; its last carries the sink's completion for the
+ * whole message (m->handed). 0, or negative with the stream failed (a record whose
+ * nonce is spent cannot be sent again), which completes every queued message. */
+static int send_record(struct relay_stream *st, struct out_msg *m, const struct relay_chunk *ch)
+{
+    struct relay_demux *d = st->d;
+    if (st->send_exhausted) {
+        stream_fail(st, "sequence_exhausted");
+        return -EOVERFLOW;
+    }
+    bool last = m->fr.started && m->fr.off == m->fr.len;
+    rv_ws_sent_fn done = last ? d->sinks->ops->sent : NULL;
+    void *done_arg = last ? st->sink : NULL;
+    struct relay_frame f = {.version = RELAY_FRAME_VERSION,
+                            .stream_id = {st->id, strlen(st->id)},
+                            .body = RELAY_BODY_DATA,
+                            .seq = st->send_seq,
+                            .payload_len = ch->head_len + ch->body_len + NOISE_IK_TAG_BYTES};
+    size_t ct_len, head = relay_frame_encoded_len(&f) - f.payload_len;
+    uint8_t *out = NULL;
+    if (d->ops->reserve && !(out = d->ops->reserve(d->arg, head + f.payload_len))) {
+        stream_fail(st, "socket_closed");
+        return -ENOTCONN;
+    }
+    int r = out ? relay_frame_encode_head(&f, out, &head) : 0;
+    if (r == 0)
+        r = noise_ik_transport_encrypt2(st->tx, ch->head, ch->head_len, ch->body, ch->body_len,
+                                        out ? out + head : rec_buf,
+                                        out ? f.payload_len : sizeof rec_buf, &ct_len);
+    if (r < 0) {
+        stream_fail(st, "encrypt_failed");
+        return r;
+    }
+    if (st->send_seq == UINT32_MAX)
+        st->send_exhausted = true;
+    else
+        st->send_seq++;
+    if (out) {
+        r = d->ops->commit(d->arg, done, done_arg, m->len);
+    } else {
+        /* An owner without in-place frames: encoded, then copied by its send. */
+        uint8_t *enc;
+        size_t n;
+        f.payload = rec_buf;
+        r = relay_frame_encode_alloc(&f, &enc, &n);
+        if (r == 0) {
+            r = d->ops->send(d->arg, enc, n, done, done_arg);
+            free(enc);
+        }
+    }
+    if (r < 0) {
+        stream_fail(st, "send_failed");
+        return r;
+    }
+    m->handed = last;
+    return 0;
+}
+
+/* Makes records of m while the socket has room (one at most when `one`). true once
+ * all of m is out; false also when the stream failed (m may be gone then). */
+static bool out_pump(struct relay_stream *st, struct out_msg *m, bool one)
+{
+    struct relay_chunk ch;
+    while (socket_room(st->d) && relay_framer_next(&m->fr, &ch)) {
+        if (send_record(st, m, &ch) < 0) return false;
+        if (one) break;
+    }
+    return m->handed;
+}
+
+/* Takes msg (a live stream's, accounted on its sink) to the socket: at once while
+ * there is room, the rest into the stream's queue (mem, the storage, is kept there;
+ * without one the rest is copied). Frees mem when done with it. */
+static void stream_send(struct relay_stream *st, char *mem, const uint8_t *msg, size_t len,
+                        const struct relay_framer *fr)
+{
+    void *sink = st->sink;
+    struct out_msg m = {.mem = mem, .fr = *fr, .len = len};
+    if (!st->out && out_pump(st, &m, false)) {
+        bigbuf_free_any(mem);
+        return;
+    }
+    if (st->dead) {
+        /* It failed midway: its completion is this send's to give. */
+        if (!m.handed) st->d->sinks->ops->sent(sink, len, -ECONNRESET);
+        bigbuf_free_any(mem);
+        return;
+    }
+    struct out_msg *q = xmalloc(sizeof *q);
+    *q = m;
+    q->next = NULL;
+    if (!mem) {
+        q->mem = xmemdup(msg, len);
+        q->fr.msg = (const uint8_t *)q->mem; /* the framer's place stays the same */
+    }
+    *st->out_tail = q;
+    st->out_tail = &q->next;
+}
+
+/* The stream's queue, while the socket has room: the head message's records, one at a
+ * time when `one` (turns among streams). */
+static void stream_pump(struct relay_stream *st, bool one)
+{
+    while (st->out && !st->dead && socket_room(st->d)) {
+        struct out_msg *m = st->out;
+        bool done = out_pump(st, m, one);
+        if (st->dead) return; /* m went with the queue */
+        if (done) {
+            st->out = m->next;
+            if (!st->out) st->out_tail = &st->out;
+            bigbuf_free_any(m->mem);
+            free(m);
+        }
+        if (one) return;
+    }
+}
+
+/* Shared by both sends: checks, accounts, and sends or queues. */
+static int send_msg(struct relay_stream *st, char *mem, const uint8_t *msg, size_t len)
+{
+    if (st->dead || st->state != ST_LIVE) {
+        bigbuf_free_any(mem);
+        return -ENOTCONN;
+    }
     struct relay_framer fr;
     if (relay_framer_init(&fr, msg, len) < 0) {
+        bigbuf_free_any(mem);
         stream_fail(st, "message_too_large");
         return -EMSGSIZE;
     }
-    struct relay_chunk ch;
-    int r = 0;
-    /* Accounting a frame may close the connection (backlog limit), which resets and
-     * unlinks the stream: keep it allocated until this loop is done with it. */
+    /* Accounting may close the connection (backlog limit), which resets and unlinks
+     * the stream: keep it allocated until this send is done with it. */
     st->busy++;
-    while (!st->dead && relay_framer_next(&fr, &ch)) {
-        if (st->send_exhausted) {
-            stream_fail(st, "sequence_exhausted");
-            r = -EOVERFLOW;
-            break;
-        }
-        size_t ct_len;
-        r = noise_ik_transport_encrypt2(st->tx, ch.head, ch.head_len, ch.body, ch.body_len, rec_buf,
-                                        sizeof rec_buf, &ct_len);
-        if (r < 0) {
-            stream_fail(st, "encrypt_failed");
-            break;
-        }
-        struct relay_frame f = {.version = RELAY_FRAME_VERSION,
-                                .stream_id = {st->id, strlen(st->id)},
-                                .body = RELAY_BODY_DATA,
-                                .seq = st->send_seq,
-                                .payload = rec_buf,
-                                .payload_len = ct_len};
-        if (st->send_seq == UINT32_MAX)
-            st->send_exhausted = true;
-        else
-            st->send_seq++;
-        send_frame(st->d, &f, st->sink);
+    void *sink = st->sink;
+    if (!st->d->sinks->ops->queued(sink, len)) {
+        bigbuf_free_any(mem);
+    } else if (st->dead) {
+        st->d->sinks->ops->sent(sink, len, -ECONNRESET);
+        bigbuf_free_any(mem);
+    } else {
+        stream_send(st, mem, msg, len, &fr);
     }
-    if (st->dead && r == 0) r = -ENOTCONN;
+    int r = st->dead ? -ENOTCONN : 0;
     unbusy(st);
     return r;
+}
+
+int relay_stream_send(struct relay_stream *st, const uint8_t *msg, size_t len)
+{
+    return send_msg(st, NULL, msg, len);
+}
+
+int relay_stream_send_owned(struct relay_stream *st, char *mem, const uint8_t *msg, size_t len)
+{
+    return send_msg(st, mem, msg, len);
+}
+
+/* The waiting stream after the one served last (by instance, round robin), or NULL.
+ * Looked up afresh for every record: a record's send may end other streams. */
+static struct relay_stream *next_waiting(struct relay_demux *d)
+{
+    struct relay_stream *first = NULL, *after = NULL;
+    for (struct relay_stream *s = d->streams; s; s = s->next) {
+        if (!s->out || s->dead) continue;
+        if (!first || s->instance < first->instance) first = s;
+        if (s->instance > d->served && (!after || s->instance < after->instance)) after = s;
+    }
+    return after ? after : first;
+}
+
+void relay_demux_drained(struct relay_demux *d)
+{
+    /* A record of each waiting stream in turn, so one large reply does not hold the
+     * others back. */
+    struct relay_stream *s;
+    while (socket_room(d) && (s = next_waiting(d))) {
+        d->served = s->instance;
+        s->busy++;
+        stream_pump(s, true);
+        unbusy(s);
+    }
 }
 
 void relay_stream_sink_closed(struct relay_stream *st)
@@ -335,7 +514,7 @@ static void reject_credentials(struct relay_stream *s)
                             .body = RELAY_BODY_HANDSHAKE,
                             .payload = msg2,
                             .payload_len = n};
-    send_frame(d, &f, NULL);
+    send_frame(d, &f);
     stream_remove(s, true);
     count_failure(d);
 }
@@ -372,11 +551,12 @@ static void on_validated(void *arg, enum registry_verdict verdict)
                             .body = RELAY_BODY_HANDSHAKE,
                             .payload = msg2,
                             .payload_len = sizeof msg2};
-    send_frame(d, &f, NULL);
+    send_frame(d, &f);
     if (s->dead) return;
     d->pending--;
     d->live++;
     s->state = ST_LIVE;
+    s->out_tail = &s->out;
     relay_order_init(&s->order);
     relay_reasm_init(&s->reasm);
     s->sink = d->sinks->open(d->sinks, d->loop, s, s->id);

@@ -47,6 +47,13 @@ struct relay_demux_ops {
                                       registry_validate_cb cb, void *cb_arg);
     /* Abandons a validation started by validate (its cb is then never called). */
     void (*cancel)(void *arg, struct registry_call *call);
+    /* Optional, together (NULL: every data frame is encoded, then copied by send):
+     * a binary message built in place, as rv_ws_reserve and rv_ws_commit; and the
+     * bytes queued on the socket (rv_ws_queued), to make records only while it has
+     * room. An owner that sets them calls relay_demux_drained when the socket drains. */
+    uint8_t *(*reserve)(void *arg, size_t n);
+    int (*commit)(void *arg, rv_ws_sent_fn done, void *done_arg, size_t done_len);
+    size_t (*queued)(void *arg);
 };
 
 /* A live stream's sink as the demux drives it; sink is what kind->open returned. */
@@ -54,9 +61,10 @@ struct relay_sink_ops {
     /* One complete decrypted inbound message; msg is valid only during the call. The
      * sink may end the stream from here (relay_stream_sink_closed). */
     void (*deliver)(void *sink, const uint8_t *msg, size_t len);
-    /* Accounting for one outbound data frame of n bytes about to go on the socket:
-     * false when the sink is over its backlog limit and closed the stream instead.
-     * On true, sent(sink, n, status) follows exactly once. */
+    /* Accounting for one outbound message of n bytes about to go on the socket (as
+     * records, now or once it has room): false when the sink is over its backlog
+     * limit and closed the stream instead. On true, sent(sink, n, status) follows
+     * exactly once, when its last frame was written (or failed). */
     bool (*queued)(void *sink, size_t n);
     rv_ws_sent_fn sent;
     /* The stream is gone (reset, socket lost, demux freed): the sink closes itself
@@ -100,10 +108,17 @@ bool relay_demux_paused(const struct relay_demux *d);
 
 /* ---- used by the sinks (remote/relay_conn.c, remote/relay_fwd.c) ---- */
 
-/* Frames, encrypts and sends one JSON-RPC message on a live stream. Each data
- * frame's bytes are accounted on the stream's sink (queued now, sent when the
- * socket took them). Returns 0 or a negative code (the stream was reset). */
+/* Frames, encrypts and sends one JSON-RPC message on a live stream: its records go
+ * to the socket while it has room, the rest follow as it drains (msg is copied then).
+ * The message is accounted on the stream's sink (queued now, sent when its last
+ * frame was written). Returns 0 or a negative code (the stream was reset). */
 int relay_stream_send(struct relay_stream *st, const uint8_t *msg, size_t len);
+/* The same for a message in storage the stream takes (mem, freed with
+ * bigbuf_free_any; msg lies inside it): never copied. */
+int relay_stream_send_owned(struct relay_stream *st, char *mem, const uint8_t *msg, size_t len);
+
+/* The owner's socket drained (rv_ws_ops.on_drained): waiting streams go on. */
+void relay_demux_drained(struct relay_demux *d);
 /* The sink ended by itself (a conn shut down as a slow client, a destination that
  * refused or closed): reset the stream; the demux then calls ops->release. */
 void relay_stream_sink_closed(struct relay_stream *st);

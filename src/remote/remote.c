@@ -164,6 +164,21 @@ static int demux_send(void *arg, const uint8_t *p, size_t n, rv_ws_sent_fn done,
     return rv_ws_send(R->ws, p, n, done, done_arg);
 }
 
+static uint8_t *demux_reserve(void *arg, size_t n)
+{
+    return R->ws ? rv_ws_reserve(R->ws, n) : NULL;
+}
+
+static int demux_commit(void *arg, rv_ws_sent_fn done, void *done_arg, size_t done_len)
+{
+    return R->ws ? rv_ws_commit(R->ws, done, done_arg, done_len) : -ENOTCONN;
+}
+
+static size_t demux_queued(void *arg)
+{
+    return R->ws ? rv_ws_queued(R->ws) : 0;
+}
+
 static struct registry_call *demux_validate(void *arg, const char *stream_id,
                                             const char *harness_key_json, const char *authorization,
                                             registry_validate_cb cb, void *cb_arg)
@@ -181,6 +196,9 @@ static const struct relay_demux_ops demux_ops = {
     .send = demux_send,
     .validate = demux_validate,
     .cancel = demux_cancel,
+    .reserve = demux_reserve,
+    .commit = demux_commit,
+    .queued = demux_queued,
 };
 
 /* ---- the rendezvous socket ---- */
@@ -315,10 +333,16 @@ static void ws_closed(void *arg, int http_status, const char *reason)
     schedule_retry();
 }
 
+static void ws_drained(void *arg)
+{
+    if (R->demux) relay_demux_drained(R->demux);
+}
+
 static const struct rv_ws_ops ws_ops = {
     .on_open = ws_opened,
     .on_binary = ws_binary,
     .on_closed = ws_closed,
+    .on_drained = ws_drained,
 };
 
 /* A header value from an environment variable's value v, if it is a safe one-line

@@ -36,6 +36,9 @@ struct rv_ws_ops {
      * upgrade (e.g. 401), 0 otherwise. reason: a static metric label (peer_close,
      * read_error, write_error, pong_timeout, local_shutdown, connect_failed). */
     void (*on_closed)(void *arg, int http_status, const char *reason);
+    /* Optional: a write completed and less than 512 KiB is left queued (rv_ws_queued):
+     * a producer that held back (rv_ws_queued above its mark) may go on. */
+    void (*on_drained)(void *arg);
 };
 
 struct rv_ws_opts {
@@ -62,8 +65,18 @@ typedef void (*rv_ws_sent_fn)(void *arg, size_t len, int status);
 
 /* Queues one binary message (copied and masked). done (optional) runs once,
  * always asynchronously. Returns 0, or -ENOTCONN when the socket is not open (done
- * is not called then). */
+ * is not called then). Messages queued in one loop turn leave in one write, before
+ * the loop next waits (or once 1 MiB is batched). */
 int rv_ws_send(struct rv_ws *ws, const uint8_t *p, size_t n, rv_ws_sent_fn done, void *done_arg);
+
+/* The same without the copy, for a message built in place: room for its n payload
+ * bytes (a frame's header goes in front later), valid until rv_ws_commit, which
+ * must come before anything else is sent on ws; NULL when the socket is not open.
+ * rv_ws_commit frames, masks and queues it (as a binary message, or text with
+ * opts.text, never fragmented); done (optional) then runs once with done_len, as for
+ * rv_ws_send. Returns 0, or -ENOTCONN (done is not called then). */
+uint8_t *rv_ws_reserve(struct rv_ws *ws, size_t n);
+int rv_ws_commit(struct rv_ws *ws, rv_ws_sent_fn done, void *done_arg, size_t done_len);
 
 /* Stops (false) or resumes (true) reading the socket once it is open; frames
  * already received are still delivered (for wss every record a read brought is
@@ -73,7 +86,7 @@ void rv_ws_set_reading(struct rv_ws *ws, bool on);
 /* Starts closing (idempotent); reason as for on_closed. */
 void rv_ws_close(struct rv_ws *ws, const char *reason);
 
-/* Bytes handed to the socket and not yet written. */
+/* Bytes handed to the socket (or batched for it) and not yet written. */
 size_t rv_ws_queued(const struct rv_ws *ws);
 
 /* Parses ws[s]://host[:port][/path][?query] into its parts (pure; for tests).

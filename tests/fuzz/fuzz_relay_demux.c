@@ -69,7 +69,8 @@ static void f_cancel(void *arg, struct registry_call *call)
     abort(); /* cancelling a call that is not pending */
 }
 
-static const struct relay_demux_ops ops = {f_send, f_validate, f_cancel};
+static const struct relay_demux_ops ops = {
+    .send = f_send, .validate = f_validate, .cancel = f_cancel};
 
 static int det_rng(void *ctx, uint8_t *out, size_t n)
 {

@@ -3,14 +3,17 @@
  *
  *   relay-harness --registry http://127.0.0.1:PORT --environment-id ID [--token T]
  *                 [--mode ok|wrong-key|foreign-prologue|unauthorized-key|
- *                         bad-authorization|tamper|replay]
+ *                         bad-authorization|tamper|replay] [--count-output]
  *
  * It asks the registry for a connect bundle (POST .../connect with a fresh harness
  * key), opens the rendezvous WebSocket, claims a new stream (resume{0}), sends Noise
  * msg 1 with the authorization and waits for msg 2. In mode ok it then bridges:
  * every stdin line is one JSON-RPC message sent encrypted, every message received is
  * printed as one stdout line. The other modes break one thing on purpose and expect
- * the executor to reset the stream. Outcome on stderr: "RESULT open" once the
+ * the executor to reset the stream. --count-output makes it the benchmarks' C sink:
+ * process/output notifications are not printed but their bytes counted (from the
+ * base64's length, without decoding), and {"counted":N} is printed before each
+ * process/closed (N since the last one). Outcome on stderr: "RESULT open" once the
  * handshake completed, "RESULT reset" / "RESULT closed" when the stream ended.
  * Exit 0 after stdin EOF, 3 on reset, 4 on close, 2 on a setup error. Test code:
  * trusts the fake registry, http:// and ws:// only. */
@@ -108,7 +111,7 @@ static char *http_post(const char *url, const char *token, const char *body, int
 
 static int ws_fd;
 static uint8_t *rbuf;
-static size_t rlen, rcap;
+static size_t rlen, rcap, rpos; /* rbuf[rpos..rlen) is not taken yet */
 
 static void ws_send(int opcode, const uint8_t *p, size_t n)
 {
@@ -142,47 +145,64 @@ static void ws_send(int opcode, const uint8_t *p, size_t n)
 
 static bool fill(void)
 {
-    if (rlen + 65536 > rcap) rbuf = realloc(rbuf, rcap = rcap * 2 + 65536);
+    if (rpos) { /* what was taken goes now, not a frame at a time */
+        memmove(rbuf, rbuf + rpos, rlen - rpos);
+        rlen -= rpos;
+        rpos = 0;
+    }
+    /* 256 KiB a read: a C sink of the benchmarks takes a stream in a few reads. */
+    if (rlen + (256 << 10) > rcap) rbuf = realloc(rbuf, rcap = rlen + (512 << 10));
     ssize_t k = recv(ws_fd, rbuf + rlen, rcap - rlen, 0);
     if (k <= 0) return false;
     rlen += (size_t)k;
     return true;
 }
 
-/* Takes the next whole binary message out of the buffer into *out (malloc'd):
- * 1, 0 when more bytes are needed, -1 on a close frame. Answers pings. */
-static int ws_next(uint8_t **out, size_t *out_len)
+/* Takes the next whole binary message out of the buffer, in place (*out valid until
+ * the next fill): 1, 0 when more bytes are needed, -1 on a close frame. Answers
+ * pings. */
+static int ws_next_view(uint8_t **out, size_t *out_len)
 {
     for (;;) {
-        if (rlen < 2) return 0;
+        uint8_t *b = rbuf + rpos;
+        size_t have = rlen - rpos;
+        if (have < 2) return 0;
         size_t hl = 2;
-        uint64_t n = rbuf[1] & 0x7f;
+        uint64_t n = b[1] & 0x7f;
         if (n == 126) {
-            if (rlen < 4) return 0;
-            n = (uint64_t)rbuf[2] << 8 | rbuf[3];
+            if (have < 4) return 0;
+            n = (uint64_t)b[2] << 8 | b[3];
             hl = 4;
         } else if (n == 127) {
-            if (rlen < 10) return 0;
+            if (have < 10) return 0;
             n = 0;
             for (int i = 0; i < 8; i++)
-                n = n << 8 | rbuf[2 + i];
+                n = n << 8 | b[2 + i];
             hl = 10;
         }
-        if (rlen < hl + n) return 0;
-        int op = rbuf[0] & 0x0f;
-        uint8_t *p = malloc(n ? n : 1);
-        memcpy(p, rbuf + hl, n);
-        memmove(rbuf, rbuf + hl + n, rlen - hl - n);
-        rlen -= hl + n;
+        if (have < hl + n) return 0;
+        int op = b[0] & 0x0f;
+        rpos += hl + n;
         if (op == 2) {
-            *out = p;
+            *out = b + hl;
             *out_len = n;
             return 1;
         }
-        if (op == 9) ws_send(10, p, n);
-        free(p);
+        if (op == 9) ws_send(10, b + hl, n);
         if (op == 8) return -1;
     }
+}
+
+/* The same into *out (malloc'd). */
+static int ws_next(uint8_t **out, size_t *out_len)
+{
+    uint8_t *p;
+    int r = ws_next_view(&p, out_len);
+    if (r == 1) {
+        *out = malloc(*out_len ? *out_len : 1);
+        memcpy(*out, p, *out_len);
+    }
+    return r;
 }
 
 /* Blocking: the next binary message; false when the socket ended. */
@@ -299,6 +319,35 @@ static int print_message(void *ctx, const uint8_t *msg, size_t len)
     return 0;
 }
 
+/* --count-output: process/output counted, not printed. */
+static uint64_t counted;
+
+static bool starts_with(const uint8_t *msg, size_t len, const char *lit)
+{
+    size_t n = strlen(lit);
+    return len >= n && memcmp(msg, lit, n) == 0;
+}
+
+static int count_message(void *ctx, const uint8_t *msg, size_t len)
+{
+    if (starts_with(msg, len, "{\"method\":\"process/output\",")) {
+        const uint8_t *c = memmem(msg, len, "\"chunk\":\"", 9);
+        const uint8_t *q = c ? memchr(c + 9, '"', (size_t)(msg + len - c - 9)) : NULL;
+        if (q) {
+            size_t b = (size_t)(q - c - 9), n = b / 4 * 3;
+            n -= b >= 1 && q[-1] == '=';
+            n -= b >= 2 && q[-2] == '=';
+            counted += n;
+            return 0;
+        }
+    }
+    if (starts_with(msg, len, "{\"method\":\"process/closed\",")) {
+        printf("{\"counted\":%llu}\n", (unsigned long long)counted);
+        counted = 0;
+    }
+    return print_message(ctx, msg, len);
+}
+
 static void uuid4(char out[37])
 {
     uint8_t r[16];
@@ -312,15 +361,71 @@ static void uuid4(char out[37])
     }
 }
 
+/* Mode ok, once open: stdin lines out as messages, every message in to on_msg, until
+ * stdin ends (0) or the socket does (4). */
+static int bridge(struct noise_ik_transport *tx, struct relay_reasm *reasm,
+                  relay_reasm_msg_fn on_msg)
+{
+    char *line = NULL;
+    size_t lcap = 0, llen = 0;
+    bool stdin_open = true;
+    uint32_t recv_seq = 0;
+    static uint8_t plain[NOISE_IK_MAX_MESSAGE];
+    for (;;) {
+        struct pollfd pf[2] = {{.fd = ws_fd, .events = POLLIN}, {.fd = 0, .events = POLLIN}};
+        if (poll(pf, stdin_open ? 2 : 1, 30000) <= 0) continue;
+        if (stdin_open && (pf[1].revents & (POLLIN | POLLHUP))) {
+            /* Own line buffer: stdio's would hide buffered lines from poll. */
+            if (llen + 65536 > lcap) line = realloc(line, lcap = lcap * 2 + 65536);
+            ssize_t k = read(0, line + llen, lcap - llen);
+            if (k <= 0) break;
+            llen += (size_t)k;
+            char *nl;
+            while ((nl = memchr(line, '\n', llen))) {
+                size_t ln = (size_t)(nl - line);
+                if (ln) send_message(tx, line, ln, false, false);
+                memmove(line, nl + 1, llen - ln - 1);
+                llen -= ln + 1;
+            }
+        }
+        if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        if (!fill()) {
+            fprintf(stderr, "RESULT closed\n");
+            return 4;
+        }
+        uint8_t *msg;
+        size_t n;
+        int r;
+        while ((r = ws_next_view(&msg, &n)) == 1) {
+            struct relay_frame in;
+            if (own_frame(msg, n, &in)) {
+                if (in.body == RELAY_BODY_DATA) {
+                    size_t pn;
+                    if (in.seq != recv_seq++ ||
+                        noise_ik_transport_decrypt(tx, in.payload, in.payload_len, plain,
+                                                   sizeof plain, &pn) < 0 ||
+                        relay_reasm_push(reasm, plain, pn, on_msg, NULL) < 0)
+                        die("%s", "a record from the executor does not decrypt in order");
+                }
+            }
+        }
+        if (r < 0) {
+            fprintf(stderr, "RESULT closed\n");
+            return 4;
+        }
+    }
+    free(line);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *registry = NULL, *env = NULL, *token = NULL, *mode = "ok";
+    relay_reasm_msg_fn on_msg = print_message;
     static const struct option longs[] = {
-        {"registry", required_argument, 0, 'r'},
-        {"environment-id", required_argument, 0, 'e'},
-        {"token", required_argument, 0, 't'},
-        {"mode", required_argument, 0, 'm'},
-        {0, 0, 0, 0},
+        {"registry", required_argument, 0, 'r'}, {"environment-id", required_argument, 0, 'e'},
+        {"token", required_argument, 0, 't'},    {"mode", required_argument, 0, 'm'},
+        {"count-output", no_argument, 0, 'c'},   {0, 0, 0, 0},
     };
     int ch;
     while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
@@ -332,6 +437,8 @@ int main(int argc, char **argv)
             token = optarg;
         else if (ch == 'm')
             mode = optarg;
+        else if (ch == 'c')
+            on_msg = count_message;
         else
             return 2;
     }
@@ -421,58 +528,9 @@ int main(int argc, char **argv)
         }
     }
 
-    char *line = NULL;
-    size_t lcap = 0, llen = 0;
-    bool stdin_open = true;
-    uint32_t recv_seq = 0;
-    static uint8_t plain[NOISE_IK_MAX_MESSAGE];
-    for (;;) {
-        struct pollfd pf[2] = {{.fd = ws_fd, .events = POLLIN}, {.fd = 0, .events = POLLIN}};
-        if (poll(pf, stdin_open ? 2 : 1, 30000) <= 0) continue;
-        if (stdin_open && (pf[1].revents & (POLLIN | POLLHUP))) {
-            /* Own line buffer: stdio's would hide buffered lines from poll. */
-            if (llen + 65536 > lcap) line = realloc(line, lcap = lcap * 2 + 65536);
-            ssize_t k = read(0, line + llen, lcap - llen);
-            if (k <= 0) break;
-            llen += (size_t)k;
-            char *nl;
-            while ((nl = memchr(line, '\n', llen))) {
-                size_t ln = (size_t)(nl - line);
-                if (ln) send_message(tx, line, ln, false, false);
-                memmove(line, nl + 1, llen - ln - 1);
-                llen -= ln + 1;
-            }
-        }
-        if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        if (!fill()) {
-            fprintf(stderr, "RESULT closed\n");
-            return 4;
-        }
-        uint8_t *msg;
-        size_t n;
-        int r;
-        while ((r = ws_next(&msg, &n)) == 1) {
-            struct relay_frame in;
-            if (own_frame(msg, n, &in)) {
-                if (in.body == RELAY_BODY_DATA) {
-                    size_t pn;
-                    if (in.seq != recv_seq++ ||
-                        noise_ik_transport_decrypt(tx, in.payload, in.payload_len, plain,
-                                                   sizeof plain, &pn) < 0 ||
-                        relay_reasm_push(&reasm, plain, pn, print_message, NULL) < 0)
-                        die("%s", "a record from the executor does not decrypt in order");
-                }
-            }
-            free(msg);
-        }
-        if (r < 0) {
-            fprintf(stderr, "RESULT closed\n");
-            return 4;
-        }
-    }
-    free(line);
+    int rc = bridge(tx, &reasm, on_msg);
     relay_reasm_free(&reasm);
     noise_ik_transport_free(tx);
     close(ws_fd);
-    return 0;
+    return rc;
 }

@@ -155,6 +155,52 @@ static void test_size_cap(void **state)
     free(payload);
 }
 
+/* A frame built in place: the head, then the payload, is the whole encoding, for the
+ * payload lengths whose varints differ in size and for seqs of every width; frames
+ * whose payload is not last are refused. */
+static void test_encode_head(void **state)
+{
+    static uint8_t payload[70000];
+    for (size_t i = 0; i < sizeof payload; i++)
+        payload[i] = (uint8_t)(i * 7);
+    size_t lens[] = {1, 127, 128, 16383, 16384, 65551};
+    uint32_t seqs[] = {0, 1, 127, 128, UINT32_MAX};
+    for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
+        for (size_t k = 0; k < sizeof seqs / sizeof *seqs; k++) {
+            for (int body = 0; body < 2; body++) {
+                struct relay_frame f = base(body ? RELAY_BODY_HANDSHAKE : RELAY_BODY_DATA);
+                f.stream_id = S("0f8fad5b-d9cb-469f-a165-70867728950e");
+                f.seq = body ? 0 : seqs[k];
+                f.payload = payload;
+                f.payload_len = lens[i];
+                uint8_t *whole = NULL;
+                size_t n = 0;
+                assert_int_equal(relay_frame_encode_alloc(&f, &whole, &n), 0);
+                uint8_t *built = malloc(n);
+                size_t hl = 0;
+                f.payload = NULL; /* not read */
+                assert_int_equal(relay_frame_encode_head(&f, built, &hl), 0);
+                assert_int_equal(hl + lens[i], n);
+                memcpy(built + hl, payload, lens[i]);
+                assert_memory_equal(built, whole, n);
+                free(built);
+                free(whole);
+            }
+        }
+    }
+    uint8_t out[64];
+    size_t hl;
+    struct relay_frame f = base(RELAY_BODY_DATA);
+    f.payload_len = 1;
+    f.traceparent = S("00-x");
+    assert_int_equal(relay_frame_encode_head(&f, out, &hl), RELAY_E_MALFORMED);
+    f = base(RELAY_BODY_RESET);
+    f.reason = S("r");
+    assert_int_equal(relay_frame_encode_head(&f, out, &hl), RELAY_E_MALFORMED);
+    f = base(RELAY_BODY_DATA);
+    assert_int_equal(relay_frame_encode_head(&f, out, &hl), RELAY_E_DATA); /* no payload */
+}
+
 static void test_encode_errors(void **state)
 {
     uint8_t out[64];
@@ -470,6 +516,7 @@ int main(void)
         cmocka_unit_test(test_other_shapes),
         cmocka_unit_test(test_size_cap),
         cmocka_unit_test(test_encode_errors),
+        cmocka_unit_test(test_encode_head),
         cmocka_unit_test(test_decode_rules),
         cmocka_unit_test(test_decode_malformed),
         cmocka_unit_test(test_decode_prost_semantics),

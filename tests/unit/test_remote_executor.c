@@ -177,7 +177,8 @@ static void fake_cancel(void *arg, struct registry_call *call)
     assert_ptr_equal(call, FAKE_CALL);
 }
 
-static const struct relay_demux_ops fake_ops = {fake_send, fake_validate, fake_cancel};
+static const struct relay_demux_ops fake_ops = {
+    .send = fake_send, .validate = fake_validate, .cancel = fake_cancel};
 
 static struct noise_ik_static_key exec_key, harness_key;
 static struct relay_conn_kind serve_kind; /* streams served by rpc_dispatch */
