@@ -98,7 +98,8 @@ static void oneshot_rows(void)
 static void stream_rows(void)
 {
     char name[96];
-    snprintf(name, sizeof name, "2. streaming %zu MiB stdout (MB/s)", O.stream_bytes >> 20);
+    snprintf(name, sizeof name, "2. streaming %zu MiB %s (MB/s)", O.stream_bytes >> 20,
+             O.tty ? "through a PTY" : "stdout");
     struct row *r = row_get(name, K_MBS);
     progress("%s", name);
     r->has_floor = true;
@@ -498,6 +499,10 @@ static void usage(FILE *f)
                "                       ~/.cache/codex-ref (0.169.0) or ~/.cache/codex-ref-X.Y\n"
                "  --ref171 PATH        codex 0.171.0 for row 9c (default: where npm put it)\n"
                "  --no-ref             run only our server\n"
+               "  --vs \"ARGS\"          the reference's column is our server again with ARGS\n"
+               "                       added (two configurations of ours side by side, e.g.\n"
+               "                       --vs \"--audit-log /tmp/a.log\"); its ratio is ours / that\n"
+               "  --tty                row 2 streams through a PTY (tty:true)\n"
                "  --scenarios LIST     comma-separated scenario numbers 1-10 (default: all)\n"
                "  --quick              small sizes for a smoke test\n"
                "  --runs N             repetitions of streaming, fan-out, connections, files\n"
@@ -566,6 +571,8 @@ static int parse_args(int argc, char **argv, bool *no_ref)
             quick_sizes(runs_set);
         else if (strcmp(a, "--no-ref") == 0)
             *no_ref = true;
+        else if (strcmp(a, "--tty") == 0)
+            O.tty = true;
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;
@@ -577,6 +584,8 @@ static int parse_args(int argc, char **argv, bool *no_ref)
             O.ref_version = v;
         else if (OPT("--ref171"))
             O.ref171 = v;
+        else if (OPT("--vs"))
+            O.vs = v;
         else if (OPT("--scenarios")) {
             O.scenarios = scenario_bits(v);
         } else if (OPT("--runs")) {
@@ -677,6 +686,12 @@ static void find_servers(bool no_ref)
     if (O.ref && realpath(O.ref, ref_abs)) O.ref = ref_abs;
     if (O.ref171 && realpath(O.ref171, ref171_abs)) O.ref171 = ref171_abs;
     static char refbuf[PATH_MAX], ref171buf[PATH_MAX];
+    if (O.vs) { /* the other column is ours too */
+        O.ref = O.ours;
+        O.ref171 = NULL;
+        progress("the reference's column is ours with %s (--vs)", O.vs);
+        return;
+    }
     if (no_ref) {
         O.ref = O.ref171 = NULL;
         return;

@@ -141,6 +141,10 @@ static double stream_once(struct wsc *c, int which, int run, size_t bytes, char 
     snprintf(prefix, sizeof prefix, "s%d_", run);
     track_init(&tr, prefix, 1, true);
     start_params(params, sizeof params, prefix, 0, argv);
+    if (O.tty) { /* --tty: the same command on a terminal */
+        char *f = strstr(params, "\"tty\":false");
+        if (f) memcpy(f, "\"tty\":true ", 11); /* as long as "tty":false */
+    }
     double t0 = now_s();
     wsc_request(c, "process/start", params);
     int rc = track_pump(c, &tr, 1, 1, TIMEOUT_MS);

@@ -243,7 +243,7 @@ static void hold_open_record(const char *reason)
 
 static int open_log(const char *path)
 {
-    return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    return open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0600); /* read: its tail */
 }
 
 static void reopen(void)

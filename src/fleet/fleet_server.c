@@ -8,6 +8,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "audit/audit.h"
 #include "core/log.h"
 #include "core/readiness.h"
 #include "crypto/random.h"
@@ -66,6 +67,7 @@ static void serve_status_page(struct fleet_conn *c, const struct fleet_request *
     struct buf b;
     buf_init(&b);
     fleet_metrics_render(&b, fleet_worker_available(), fleet_worker_pending());
+    audit_metrics_render(&b, "exec_registry");
     fleet_conn_reply(c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len, NULL);
     buf_free(&b);
 }
@@ -204,6 +206,7 @@ static void stop_serving(void)
 static void on_signal(uv_signal_t *s, int signum)
 {
     if (signum == SIGHUP) {
+        audit_reopen(); /* --audit-log: logrotate moved it */
         char err[600];
         if (!tls_server_enabled())
             log_notice("event=reload result=ok reloaded=nothing");
@@ -278,6 +281,13 @@ int fleet_server_run(void)
     }
     log_notice("event=start node=%s url=%s database=\"%s\" schema=%d", fleet_cfg.node,
                fleet_cfg.public_base, fleet_db_where(db), FLEET_SCHEMA_VERSION);
+    struct audit_options ao = {.log_path = fleet_cfg.audit_log, .program = "exec-server registry"};
+    char aerr[600];
+    if (audit_start(loop, &ao, aerr, sizeof aerr) < 0) {
+        fprintf(stderr, "exec-server registry: %s\n", aerr);
+        fleet_db_close(db);
+        return 1;
+    }
     if (fleet_worker_start(loop, db) < 0) {
         fprintf(stderr, "exec-server registry: cannot start the database thread\n");
         fleet_db_close(db);
@@ -299,5 +309,6 @@ int fleet_server_run(void)
     fleet_api_cleanup();
     tls_server_shutdown();
     uv_loop_close(loop);
+    audit_stop();
     return 0;
 }

@@ -10,8 +10,10 @@ denies, a resume) and checks every record against what happened, field by field;
 the bytes the client got; and, after one record is edited and another removed, that
 `audit verify` names both places. The others: a restart and a logrotate-style rotation keep
 one chain, a log that cannot be written is loud and (with --audit-required) refuses work,
-fs reads and typed input are kept only when asked for, and the option rules. Ours only:
-the reference has no audit trail."""
+fs reads and typed input are kept only when asked for, the option rules, and the fleet
+registry's records (registrations, connects, validations, refusals, token changes), whose
+harness key digest is the one the executor's relay login carries. Ours only: the
+reference has no audit trail."""
 import fcntl
 import hashlib
 import json
@@ -26,8 +28,12 @@ import termios
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "remote"))
 from harness import *  # noqa
+import fleet_lib  # noqa: E402
+import remote_testlib  # noqa: E402
 
 CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netproxy_client.py")
 TOKEN = "audit-test-token-" + "7" * 32
@@ -465,6 +471,106 @@ def test_option_rules(_):
     u = subprocess.run([SERVER_PATH, "audit", "verify", "/nonexistent"], capture_output=True,
                        text=True)
     assert u.returncode == 2 and "/nonexistent: No such file" in u.stderr, u.stderr
+
+
+@ours_only
+@needs_own_server
+def test_registry_and_relay_login(_):
+    """exec-server registry --audit-log: the token commands, a registration and its socket,
+    a refused /connect, a harness's connect and the executor's validation of it; the
+    executor's own log (EXEC_SERVER_AUDIT_LOG) has the relay login with the same key
+    digest and registration, then the session the harness ran a command in."""
+    client = remote_testlib.find_build_file("exec-client")
+    if not client:
+        raise TestSkip("exec-client is not built")
+    work = tempfile.mkdtemp(prefix="audit-fleet-")
+    reg = ex = None
+    try:
+        regl, exl = os.path.join(work, "registry.log"), os.path.join(work, "executor.log")
+        reg = fleet_lib.Registry(SERVER_PATH, "sqlite:" + os.path.join(work, "fleet.db"),
+                                 args=["--audit-log", regl])
+        toks = {}
+        for role in ("executor", "harness"):
+            r = reg.cli("token", "create", "--environment", "aud-1", "--role", role,
+                        "--audit-log", regl)
+            toks[role] = r.stdout.decode().strip()
+        ex = fleet_lib.Executor(SERVER_PATH, reg.url, "aud-1", toks["executor"],
+                                extra_env={"EXEC_SERVER_AUDIT_LOG": exl})
+        reg.wait_attached("aud-1")
+        req = urllib_post(reg.url + "/cloud/environment/aud-1/connect",
+                          "exrt_%s_%s" % ("9" * 16, "8" * 64))
+        assert req == 401, req
+        r = subprocess.run([client, "--remote", reg.url, "--environment-id", "aud-1", "--token",
+                            toks["harness"], "run", "echo via-relay"], capture_output=True,
+                           timeout=60)
+        assert (r.returncode, r.stdout) == (0, b"via-relay\n"), r
+        reg.cli("token", "revoke", toks["harness"][5:21], "--audit-log", regl)
+        ex.stop()
+        ex = None
+        reg.stop()
+        reg = None
+        recs, exrecs = read_log(regl), read_log(exl)
+        ids = {k: v[5:21] for k, v in toks.items()}
+        created = [(r["action"], r["token"], r.get("role"), r.get("environment"), r.get("expires"))
+                   for r in recs if r["type"] == "registry.token"]
+        assert created == [("create", ids["executor"], "executor", "aud-1", "never"),
+                           ("create", ids["harness"], "harness", "aud-1", "never"),
+                           ("revoke", ids["harness"], None, None, None)], created
+        regd = only(recs, "registry.register")
+        assert regd == dict(regd, environment="aud-1", token=ids["executor"]), regd
+        rid = regd["registration"]
+        att = only(recs, "registry.attach")
+        assert att == dict(att, environment="aud-1", registration=rid), att
+        refusal = only(recs, "registry.refusal", what="connect")
+        assert refusal == dict(refusal, environment="aud-1", status=401,
+                               reason="unknown_token"), refusal
+        conn = only(recs, "registry.connect")
+        assert conn == dict(conn, environment="aud-1", registration=rid, token=ids["harness"]), conn
+        assert re.fullmatch(r"[0-9a-f]{64}", conn["harnessKey"]), conn
+        val = only(recs, "registry.validate")
+        assert val == dict(val, environment="aud-1", registration=rid, valid=True,
+                           harnessKey=conn["harnessKey"], token=ids["executor"]), val
+        assert only(recs, "registry.detach")["registration"] == rid
+        login = only(exrecs, "login", transport="relay")
+        assert login == dict(login, result="ok", registration=rid,
+                             harnessKey=conn["harnessKey"]), login
+        assert login["peer"].startswith("relay:"), login
+        started = only(exrecs, "session.start", peer=login["peer"])
+        assert started["transport"] == "relay", started
+        run = [r for r in exrecs if r["type"] == "process.start"]
+        assert len(run) == 1 and run[0]["session"] == started["session"], run
+        assert "echo via-relay" in " ".join(run[0]["argv"]), run
+        for f in (regl, exl):
+            v = verify(f)
+            assert v.returncode == 0 and "the chain holds" in v.stdout, (f, v.stdout)
+        raw = open(regl).read() + open(exl).read()
+        for t in toks.values():
+            assert t not in raw and t[22:] not in raw  # token ids only, never secrets
+    finally:
+        if ex:
+            ex.stop(check=False)
+        if reg:
+            reg.stop(check=False)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def urllib_post(url, token):
+    """The status of a /connect with token (and a well-formed harness key)."""
+    import base64
+    import urllib.error
+    import urllib.request
+    body = json.dumps({"harness_public_key": {
+        "suite": "Noise_hybridIK_X25519+MLKEM768_AESGCM_SHA256",
+        "x25519_public_key": base64.b64encode(os.urandom(32)).decode(),
+        "mlkem768_public_key": base64.b64encode(os.urandom(1184)).decode()}}).encode()
+    req = urllib.request.Request(url, data=body, method="POST")
+    req.add_header("content-type", "application/json")
+    req.add_header("authorization", "Bearer " + token)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
 
 
 if __name__ == "__main__":
