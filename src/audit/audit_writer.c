@@ -33,6 +33,7 @@
 #include "util/mem.h"
 
 #define RETRY_MS 1000
+#define LINGER_MS 20 /* records reach the file at most this long after their hand-over */
 #define TAIL_STEP 65536
 #define TAIL_MAX (16u << 20) /* a last line longer than this is not followed */
 #define TTY_FLUSH_BYTES (1u << 20)
@@ -44,6 +45,8 @@ static struct {
     pthread_cond_t wake, done;
     struct audit_item *head, *tail; /* handed over, not taken yet */
     bool stop, exited;
+    bool linger; /* a batch was just written: wait LINGER_MS before sleeping */
+    bool asleep; /* waiting to be woken: a hand-over signals */
     /* the log */
     char *path;
     int fd;
@@ -391,6 +394,41 @@ static void drop_unwritten(void)
               (unsigned long long)n, W.path);
 }
 
+/* Waits (W.mu held) ms milliseconds for the wake condition, or for ever (ms 0). */
+static void wait_wake(unsigned ms)
+{
+    if (!ms) {
+        pthread_cond_wait(&W.wake, &W.mu);
+        return;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000;
+    ts.tv_sec += ms / 1000 + ts.tv_nsec / 1000000000;
+    ts.tv_nsec %= 1000000000;
+    pthread_cond_timedwait(&W.wake, &W.mu, &ts);
+}
+
+/* Waits (W.mu held) for something to do. After a batch the writer lingers LINGER_MS
+ * unasked (it looks at the queue when the time is up): while it lingers the loop
+ * hands over without waking it, so a busy server pays no wakeup per loop iteration
+ * (on our VMs a futex wake of another thread cost the loop several microseconds);
+ * only a writer that found nothing after lingering sleeps until it is woken. */
+static void writer_wait(void)
+{
+    if (W.head || W.stop) return;
+    if (W.held || W.out.len) { /* the log is failing: try again in a while */
+        wait_wake(RETRY_MS);
+    } else if (W.linger) {
+        W.linger = false;
+        wait_wake(LINGER_MS);
+    } else {
+        W.asleep = true;
+        wait_wake(0);
+        W.asleep = false;
+    }
+}
+
 static void *writer_main(void *arg)
 {
     sigset_t all;
@@ -398,16 +436,9 @@ static void *writer_main(void *arg)
     pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the loop thread's */
     pthread_mutex_lock(&W.mu);
     for (;;) {
-        if (!W.head && !W.stop) {
-            if (W.held || W.out.len) {
-                struct timespec ts;
-                clock_gettime(CLOCK_MONOTONIC, &ts);
-                ts.tv_sec += RETRY_MS / 1000;
-                pthread_cond_timedwait(&W.wake, &W.mu, &ts);
-            } else {
-                pthread_cond_wait(&W.wake, &W.mu);
-            }
-        }
+        writer_wait();
+        if (!W.head && !W.stop && !W.held && !W.out.len) continue; /* lingered for nothing */
+        W.linger = true;
         struct audit_item *batch = W.head;
         W.head = W.tail = NULL;
         bool stop = W.stop;
@@ -426,13 +457,13 @@ static void *writer_main(void *arg)
 void audit_writer_push(struct audit_item *first, struct audit_item *last)
 {
     pthread_mutex_lock(&W.mu);
-    bool idle = W.head == NULL;
+    bool wake = W.asleep && W.head == NULL; /* a lingering writer looks by itself */
     if (W.tail)
         W.tail->next = first;
     else
         W.head = first;
     W.tail = last;
-    if (idle) pthread_cond_signal(&W.wake);
+    if (wake) pthread_cond_signal(&W.wake);
     pthread_mutex_unlock(&W.mu);
 }
 
@@ -476,6 +507,7 @@ int audit_writer_start(const struct audit_options *o, bool announce, char *err, 
         snprintf(err, errlen, "cannot start the audit writer thread: %s", strerror(r));
         return -r;
     }
+    pthread_setname_np(W.thread, "exec-audit"); /* what ps and top show */
     W.running = true;
     return 0;
 }
