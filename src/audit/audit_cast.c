@@ -44,77 +44,74 @@ static uint64_t needs_escape(uint64_t w)
     return ((w - ONES * 0x20) | (q - ONES) | (s - ONES)) & ~w & HIGHS;
 }
 
-/* Valid UTF-8 as JSON string content; writes at most 6n bytes at dst, returns how
- * many it wrote. */
+/* The escape of one byte that needs one (below 0x20, a quote, a backslash), written
+ * as eight bytes at d (the buffer has room) of which the first esc_len[c] count. */
+static const char esc_text[][8] = {
+    "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006",
+    "\\u0007", "\\b",     "\\t",     "\\n",     "\\u000b", "\\f",     "\\r",
+    "\\u000e", "\\u000f", "\\u0010", "\\u0011", "\\u0012", "\\u0013", "\\u0014",
+    "\\u0015", "\\u0016", "\\u0017", "\\u0018", "\\u0019", "\\u001a", "\\u001b",
+    "\\u001c", "\\u001d", "\\u001e", "\\u001f", "\\\"",    "\\\\",
+};
+
+static char *put_escape(char *d, unsigned char c)
+{
+    const char *e = esc_text[c < 0x20 ? c : c == '"' ? 32 : 33];
+    memcpy(d, e, 8);
+    return d + (e[1] == 'u' ? 6 : 2);
+}
+
+/* Valid UTF-8 as JSON string content; writes at most 6n + 8 bytes at dst, returns
+ * how many count. A word with nothing to escape is copied whole; one with something
+ * is copied up to its first such byte (the lowest flagged byte of the mask is exact)
+ * and the rest of it goes byte by byte. */
 static size_t escape_text(char *dst, const unsigned char *s, size_t n)
 {
     char *d = dst;
     size_t i = 0;
-    while (i < n) {
-        while (i + 8 <= n) {
-            uint64_t w;
-            memcpy(&w, s + i, 8);
-            if (needs_escape(w)) break;
-            memcpy(d, &w, 8);
+    while (i + 8 <= n) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        memcpy(d, &w, 8);
+        uint64_t m = needs_escape(w);
+        if (!m) {
             d += 8;
             i += 8;
+            continue;
         }
-        size_t end = i + 8 < n ? i + 8 : n;
-        for (; i < end; i++) {
-            unsigned char c = s[i];
-            if (c >= 0x20 && c != '"' && c != '\\') {
-                *d++ = (char)c;
-                continue;
-            }
-            *d++ = '\\';
-            switch (c) {
-            case '"': *d++ = '"'; break;
-            case '\\': *d++ = '\\'; break;
-            case '\n': *d++ = 'n'; break;
-            case '\r': *d++ = 'r'; break;
-            case '\t': *d++ = 't'; break;
-            case '\b': *d++ = 'b'; break;
-            case '\f': *d++ = 'f'; break;
-            default:
-                memcpy(d, "u00", 3);
-                d[3] = hex_lower[c >> 4];
-                d[4] = hex_lower[c & 15];
-                d += 5;
-            }
-        }
+        size_t k = (size_t)__builtin_ctzll(m) / 8;
+        d += k;
+        for (i += k; k < 8; k++, i++)
+            d = s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' ? (*d = (char)s[i], d + 1)
+                                                            : put_escape(d, s[i]);
     }
+    for (; i < n; i++)
+        d = s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' ? (*d = (char)s[i], d + 1)
+                                                        : put_escape(d, s[i]);
     return (size_t)(d - dst);
 }
 
 static void put_text(struct buf *out, const unsigned char *s, size_t n)
 {
-    buf_reserve(out, 6 * n);
+    buf_reserve(out, 6 * n + 8);
     out->len += escape_text(out->data + out->len, s, n);
 }
 
 static const unsigned char replacement[3] = {0xEF, 0xBF, 0xBD}; /* U+FFFD */
 
+/* One U+FFFD for a maximal invalid subpart, as asciinema's decoder replaces it. */
+static void put_replacement(struct buf *out, const unsigned char *s, size_t n)
+{
+    put_text(out, replacement, sizeof replacement);
+}
+
 /* Decodes s (n bytes) lossily into out; an unfinished sequence at the end goes to
- * e's carry. */
+ * e's carry, to be finished by the next call. */
 static void put_decoded(struct audit_cast_enc *e, struct buf *out, const unsigned char *s, size_t n)
 {
-    size_t i = 0;
-    while (i < n) {
-        size_t ok, bad;
-        if (utf8_check(s + i, n - i, &ok, &bad)) {
-            put_text(out, s + i, n - i);
-            return;
-        }
-        put_text(out, s + i, ok);
-        i += ok;
-        if (bad == 0) { /* the input ends inside a sequence: finish it next time */
-            memcpy(e->carry, s + i, n - i);
-            e->ncarry = (uint8_t)(n - i);
-            return;
-        }
-        put_text(out, replacement, sizeof replacement);
-        i += bad;
-    }
+    size_t used = audit_utf8_walk(out, s, n, put_text, put_replacement, true);
+    memcpy(e->carry, s + used, n - used);
+    e->ncarry = (uint8_t)(n - used);
 }
 
 /* The length of the sequence lead byte c starts (it began a carry, so it is a lead). */

@@ -23,28 +23,43 @@ static void key(struct buf *b, const char *k)
     buf_puts(b, "\":");
 }
 
-/* Valid UTF-8 (n bytes) as JSON string content. */
+size_t audit_utf8_walk(struct buf *b, const unsigned char *s, size_t n,
+                       void (*valid)(struct buf *, const unsigned char *, size_t),
+                       void (*invalid)(struct buf *, const unsigned char *, size_t),
+                       bool keep_unfinished)
+{
+    size_t i = 0;
+    while (i < n) {
+        size_t ok, bad;
+        if (utf8_check(s + i, n - i, &ok, &bad)) {
+            valid(b, s + i, n - i);
+            return n;
+        }
+        valid(b, s + i, ok);
+        i += ok;
+        if (bad == 0) { /* s ends inside a sequence that may yet be completed */
+            if (keep_unfinished) return i;
+            bad = n - i;
+        }
+        invalid(b, s + i, bad);
+        i += bad;
+    }
+    return n;
+}
+
 static void escape_valid(struct buf *b, const unsigned char *s, size_t n)
 {
-    size_t start = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
-        buf_append(b, s + start, i - start);
-        start = i + 1;
-        switch (c) {
-        case '"': buf_puts(b, "\\\""); break;
-        case '\\': buf_puts(b, "\\\\"); break;
-        case '\n': buf_puts(b, "\\n"); break;
-        case '\r': buf_puts(b, "\\r"); break;
-        case '\t': buf_puts(b, "\\t"); break;
-        default: {
-            char u[6] = {'\\', 'u', '0', '0', hex_lower[c >> 4], hex_lower[c & 15]};
-            buf_append(b, u, 6);
-        }
-        }
+    buf_put_json_chars(b, (const char *)s, n);
+}
+
+/* Bytes that are not UTF-8 as \xNN; the backslash is itself escaped in JSON text, so
+ * the string decodes to \xNN. */
+static void escape_bytes(struct buf *b, const unsigned char *s, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        char x[5] = {'\\', '\\', 'x', hex_lower[s[k] >> 4], hex_lower[s[k] & 15]};
+        buf_append(b, x, 5);
     }
-    buf_append(b, s + start, n - start);
 }
 
 /* The longest prefix of s (valid UTF-8 up to here or not) that ends at a character
@@ -62,24 +77,7 @@ void audit_json_escape(struct buf *b, const void *s, size_t n, size_t max)
 {
     const unsigned char *p = s;
     size_t take = cut_at(p, n, max);
-    size_t i = 0;
-    while (i < take) {
-        size_t ok, bad;
-        if (utf8_check(p + i, take - i, &ok, &bad)) {
-            escape_valid(b, p + i, take - i);
-            break;
-        }
-        escape_valid(b, p + i, ok);
-        i += ok;
-        if (bad == 0) bad = take - i; /* cut inside a sequence: the rest is bytes */
-        for (size_t k = 0; k < bad; k++) {
-            char x[4] = {'\\', 'x', hex_lower[p[i + k] >> 4], hex_lower[p[i + k] & 15]};
-            /* A backslash in JSON text is itself escaped: \\xNN decodes to \xNN. */
-            buf_puts(b, "\\\\");
-            buf_append(b, x + 1, 3);
-        }
-        i += bad;
-    }
+    audit_utf8_walk(b, p, take, escape_valid, escape_bytes, false);
     if (take < n) buf_puts(b, "...");
 }
 

@@ -51,8 +51,18 @@ void audit_put_close(struct buf *b, char closer); /* '}' or ']' */
 void audit_put_item(struct buf *b, const char *value);
 
 /* s (n bytes) as a JSON string's content (no quotes), escaped as above, at most max
- * bytes of s (then "..."). The cast encoder has its own, lossy, conversion. */
+ * bytes of s (then "..."). */
 void audit_json_escape(struct buf *b, const void *s, size_t n, size_t max);
+
+/* Walks s (n bytes) as UTF-8: each valid run goes to valid(b, run, len), each maximal
+ * invalid subpart to invalid(b, part, len); a sequence s ends inside (one that may
+ * yet be completed) is left unused when keep_unfinished, else it is invalid. Returns
+ * the bytes used. The record escaper and the asciicast decoder (audit_cast.c) differ
+ * only in what they do with each kind. */
+size_t audit_utf8_walk(struct buf *b, const unsigned char *s, size_t n,
+                       void (*valid)(struct buf *, const unsigned char *, size_t),
+                       void (*invalid)(struct buf *, const unsigned char *, size_t),
+                       bool keep_unfinished);
 
 /* Formats unix_ns as 2024-05-01T12:34:56.123456Z into out (28 bytes with the NUL). */
 #define AUDIT_TIME_LEN 28
