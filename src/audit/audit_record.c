@@ -159,11 +159,24 @@ void audit_put_strv(struct buf *b, const char *k, char *const *v)
 
 void audit_time_format(uint64_t unix_ns, char out[AUDIT_TIME_LEN])
 {
+    /* The date and time of day change once a second: formatted again only then (per
+     * thread: the loop's records and the writer's own). */
+    static _Thread_local time_t last = -1;
+    static _Thread_local char date[20];
     time_t secs = (time_t)(unix_ns / 1000000000u);
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    size_t n = strftime(out, AUDIT_TIME_LEN, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out + n, AUDIT_TIME_LEN - n, ".%06uZ", (unsigned)(unix_ns % 1000000000u / 1000u));
+    if (secs != last) {
+        struct tm tm;
+        gmtime_r(&secs, &tm);
+        strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
+        last = secs;
+    }
+    memcpy(out, date, 19);
+    unsigned us = (unsigned)(unix_ns % 1000000000u / 1000u);
+    out[19] = '.';
+    for (int i = 25; i >= 20; i--, us /= 10)
+        out[i] = (char)('0' + us % 10);
+    out[26] = 'Z';
+    out[27] = '\0';
 }
 
 void audit_record_begin(struct buf *b, uint64_t unix_ns, const char *type)
