@@ -7,7 +7,8 @@
  * writers of audit_record.h, audit_commit) and nothing else done there. Records and
  * recording events are handed to one writer thread once per loop iteration (a
  * uv_check), which chains them (audit_chain.h), appends them to the log with one
- * write(2) per batch and writes the recordings (audit_cast.h). The loop never waits
+ * write(2) per batch (at most 100 ms after their hand-over) and writes the recordings
+ * (audit_cast.h). The loop never waits
  * for the disk. What is queued is bounded (AUDIT_QUEUE_MAX bytes); past it records
  * are dropped and counted, and an audit.lost record says how many once there is
  * room again.

@@ -33,7 +33,7 @@
 #include "util/mem.h"
 
 #define RETRY_MS 1000
-#define LINGER_MS 20 /* records reach the file at most this long after their hand-over */
+#define LINGER_MS 100 /* records reach the file at most this long after their hand-over */
 #define TAIL_STEP 65536
 #define TAIL_MAX (16u << 20) /* a last line longer than this is not followed */
 #define TTY_FLUSH_BYTES (1u << 20)
