@@ -98,8 +98,8 @@ static void oneshot_rows(void)
 static void stream_rows(void)
 {
     char name[96];
-    snprintf(name, sizeof name, "2. streaming %zu MiB %s (MB/s)", O.stream_bytes >> 20,
-             O.tty ? "through a PTY" : "stdout");
+    snprintf(name, sizeof name, "2. streaming %zu MiB%s %s (MB/s)", O.stream_bytes >> 20,
+             O.text ? " of text" : "", O.tty ? "through a PTY" : "stdout");
     struct row *r = row_get(name, K_MBS);
     progress("%s", name);
     r->has_floor = true;
@@ -503,6 +503,8 @@ static void usage(FILE *f)
                "                       added (two configurations of ours side by side, e.g.\n"
                "                       --vs \"--audit-log /tmp/a.log\"); its ratio is ours / that\n"
                "  --tty                row 2 streams through a PTY (tty:true)\n"
+               "  --text               row 2 streams lines of text (yes | head) instead of NUL\n"
+               "                       bytes; with --tty each newline arrives as \\r\\n\n"
                "  --scenarios LIST     comma-separated scenario numbers 1-10 (default: all)\n"
                "  --quick              small sizes for a smoke test\n"
                "  --runs N             repetitions of streaming, fan-out, connections, files\n"
@@ -573,6 +575,8 @@ static int parse_args(int argc, char **argv, bool *no_ref)
             *no_ref = true;
         else if (strcmp(a, "--tty") == 0)
             O.tty = true;
+        else if (strcmp(a, "--text") == 0)
+            O.text = true;
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;

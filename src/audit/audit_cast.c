@@ -79,6 +79,13 @@ static size_t escape_text(char *dst, const unsigned char *s, size_t n)
             i += 8;
             continue;
         }
+        if (!w) { /* eight NULs (binary output: dumps, zeroed blocks) at once */
+            static const char nuls[] = "\\u0000\\u0000\\u0000\\u0000\\u0000\\u0000\\u0000\\u0000";
+            memcpy(d, nuls, 48);
+            d += 48;
+            i += 8;
+            continue;
+        }
         size_t k = (size_t)__builtin_ctzll(m) / 8;
         d += k;
         for (i += k; k < 8; k++, i++)

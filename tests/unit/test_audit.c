@@ -359,6 +359,14 @@ static void test_cast_header_and_escapes(void **state)
     assert_int_equal(events, 1);
     assert_memory_equal(got, text, sizeof text - 1);
     free(got);
+    /* Runs of NULs (binary output) whole words at a time, and around them. */
+    buf_reset(&out);
+    char nuls[40] = "ab";
+    nuls[30] = 'z';
+    audit_cast_put_event(&e, &out, 0, 'o', nuls, sizeof nuls);
+    got = cast_text(&out, &events);
+    assert_memory_equal(got, nuls, sizeof nuls);
+    free(got);
     buf_reset(&out);
     audit_cast_put_resize(&out, 2000001, 100, 30);
     assert_string_equal(out.data, "[2.000001,\"r\",\"100x30\"]\n");
