@@ -304,11 +304,11 @@ int fleet_server_run(void)
     uv_timer_init(loop, &heartbeat);
     uv_timer_start(&heartbeat, heartbeat_tick, 0, fleet_cfg.heartbeat_ms);
     uv_run(loop, UV_RUN_DEFAULT);
+    audit_stop(); /* what the stop recorded is written; its handle closes below */
     fleet_worker_stop();
-    uv_run(loop, UV_RUN_DEFAULT); /* the worker's async handle closing */
+    uv_run(loop, UV_RUN_DEFAULT); /* the worker's async handle (and the audit's) closing */
     fleet_api_cleanup();
     tls_server_shutdown();
     uv_loop_close(loop);
-    audit_stop();
     return 0;
 }
