@@ -106,13 +106,16 @@ static int server_start(struct server *s, int which, char *err, size_t errlen)
             av[ac] = NULL;
             execvp(av[0], av);
         } else if (O.vs) {
-            /* --vs: our own server again, with other options (split at spaces). */
+            /* --vs: our own server again, with other options (split at spaces), or
+             * another binary when the first word names an executable file. */
             char *av[64], *vs = strdup(O.vs);
             int ac = 0;
-            av[ac++] = (char *)O.ours;
+            char *t = strtok(vs, " ");
+            av[ac++] = t && t[0] != '-' && access(t, X_OK) == 0 ? t : (char *)O.ours;
+            if (av[0] == t) t = strtok(NULL, " ");
             av[ac++] = "--listen";
             av[ac++] = "ws://127.0.0.1:0";
-            for (char *t = strtok(vs, " "); t && ac < 62; t = strtok(NULL, " "))
+            for (; t && ac < 62; t = strtok(NULL, " "))
                 av[ac++] = t;
             av[ac] = NULL;
             execv(av[0], av);
