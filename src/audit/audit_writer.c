@@ -106,7 +106,8 @@ static int tail_line(int fd, int64_t size, struct buf *line, bool *complete)
     buf_reset(line);
     if (size <= 0) return -ENODATA;
     char last;
-    if (pread(fd, &last, 1, size - 1) != 1) return -errno;
+    ssize_t got1 = pread(fd, &last, 1, size - 1);
+    if (got1 != 1) return got1 < 0 ? -errno : -EIO;
     *complete = last == '\n';
     int64_t stop = *complete ? size - 1 : size; /* where the line ends */
     int64_t from = stop;
