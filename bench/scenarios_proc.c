@@ -182,38 +182,58 @@ static double stream_floor_once(size_t bytes)
 
 /* Row 2 against the pipe floor, and row 2b (ours again) against the protocol
  * floor (relay_floor.c): each run of ours sits between one of each floor. */
+/* One measured run of server w of p: its rate into *t, its CPU added to *cpu. */
+static void stream_measure(struct pair *p, struct row *r, int w, int run, double *t, double *cpu)
+{
+    char err[200];
+    if (!p->up[w]) return;
+    double c0 = server_cpu_ms(&p->s[w]);
+    double v = stream_once(&p->c[w], w, run, O.stream_bytes, err, sizeof err);
+    if (v < 0)
+        pair_fail(p, r, w, err);
+    else
+        *t = v;
+    if (p->up[w]) *cpu += server_cpu_ms(&p->s[w]) - c0;
+}
+
+static void stream_record(struct pair *p, struct row *r, struct row *proto, int w, double *t,
+                          double cpu)
+{
+    if (!p->up[w]) return;
+    struct cell c = stats(t, O.runs);
+    c.dist = false;
+    c.cpu = cpu / O.runs;
+    record(r, w, c);
+    if (w == 0) proto->v[0] = c;
+}
+
 void scenario_stream(struct row *r, struct row *proto)
 {
-    struct pair p;
+    struct pair p[2];
     int runs = O.runs;
-    double *t[4];
+    double *t[4], cpu[2] = {0, 0};
     for (int k = 0; k < 4; k++)
         t[k] = xcalloc((size_t)runs, sizeof(double));
-    char err[200], perr[200] = "";
+    char perr[200] = "";
+    /* --vs: both configurations of ours up at once, their runs taken in turn (the order
+     * swapped every run) so the machine's drift falls on both alike; the reference is
+     * measured on its own after ours, never up beside it. */
+    bool together = O.vs != NULL;
     for (int w = 0; w < (O.ref ? 2 : 1); w++) {
-        pair_start(&p, r, w);
-        double cpu = 0;
+        if (w == 1 && together) break;
+        pair_start(&p[w], r, w);
+        if (together) pair_start(&p[1], r, 1);
         for (int run = 0; run < runs; run++) {
             if (w == 0) t[2][run] = stream_floor_once(O.stream_bytes);
-            if (p.up[w]) {
-                double c0 = server_cpu_ms(&p.s[w]);
-                double v = stream_once(&p.c[w], w, run, O.stream_bytes, err, sizeof err);
-                if (v < 0)
-                    pair_fail(&p, r, w, err);
-                else
-                    t[w][run] = v;
-                if (p.up[w]) cpu += server_cpu_ms(&p.s[w]) - c0;
-            }
+            int first = together ? run % 2 : w;
+            stream_measure(&p[first], r, first, run, &t[first][run], &cpu[first]);
+            if (together) stream_measure(&p[!first], r, !first, run, &t[!first][run], &cpu[!first]);
             if (w == 0 && !perr[0]) t[3][run] = relay_floor_once(O.stream_bytes, perr, sizeof perr);
         }
-        if (p.up[w]) {
-            struct cell c = stats(t[w], runs);
-            c.dist = false;
-            c.cpu = cpu / runs;
-            record(r, w, c);
-            if (w == 0) proto->v[0] = c;
+        for (int k = w; k <= (together ? 1 : w); k++) {
+            stream_record(&p[k], r, proto, k, t[k], cpu[k]);
+            pair_stop(&p[k]);
         }
-        pair_stop(&p);
     }
     r->floor = stats(t[2], runs);
     r->floor.dist = false;
