@@ -15,8 +15,22 @@
 #include "process/proc_internal.h"
 #include "sandbox/policy.h"
 
+/* A policy's list of roots (counted, not NULL-terminated). */
+static void put_paths(struct buf *b, const char *key, const struct sb_paths *l)
+{
+    audit_put_array(b, key);
+    for (size_t i = 0; i < l->n; i++) {
+        if (i == AUDIT_LIST_MAX) {
+            audit_put_item(b, "...");
+            break;
+        }
+        audit_put_item(b, l->v[i]);
+    }
+    audit_put_close(b, ']');
+}
+
 /* The sandbox in short: what may be read and written, and the network. */
-static void put_sandbox(struct buf *b, const struct sandbox_policy *pol, bool proxy)
+static void put_sandbox(struct buf *b, const struct sandbox_policy *pol)
 {
     if (!pol || !pol->sandboxed) {
         audit_put_null(b, "sandbox");
@@ -26,13 +40,12 @@ static void put_sandbox(struct buf *b, const struct sandbox_policy *pol, bool pr
     if (pol->full_read || !pol->enforce_fs)
         audit_put_str(b, "read", "all");
     else
-        audit_put_strv(b, "read", pol->readable.v);
+        put_paths(b, "read", &pol->readable);
     if (pol->full_write || !pol->enforce_fs)
         audit_put_str(b, "write", "all");
     else
-        audit_put_strv(b, "write", pol->writable.v);
+        put_paths(b, "write", &pol->writable);
     audit_put_str(b, "network", pol->net_restricted ? "restricted" : "enabled");
-    audit_put_bool(b, "managedNetwork", proxy);
     audit_put_close(b, '}');
 }
 
@@ -52,7 +65,8 @@ void proc_audit_describe(struct buf *out, json_t *env, const struct sandbox_poli
         audit_put_item(out, k);
     }
     audit_put_close(out, ']');
-    put_sandbox(out, pol, proxy);
+    put_sandbox(out, pol);
+    audit_put_bool(out, "networkProxy", proxy);
 }
 
 /* The fields a start and a failed start share (argv and cwd: the start's, or the

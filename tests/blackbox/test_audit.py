@@ -209,6 +209,19 @@ def session_recorded(work):
         s.start("cmd", ["/bin/sh", "-c", "echo out; echo err >&2; exit 3"],
                 env={"PATH": PATH_ENV, "SECRET_TOKEN": "sekrit-env-value"})
         assert s.collect_until_closed("cmd")["exit_code"] == 3
+        # a sandboxed command (where the host cannot sandbox, its refusal is the record)
+        boxed = s.request("process/start", {
+            "processId": "boxed", "argv": ["/bin/true"], "cwd": "file://" + files,
+            "env": {"PATH": PATH_ENV}, "tty": False, "sandbox": {
+                "permissions": {"type": "managed", "network": "restricted", "file_system": {
+                    "type": "restricted", "entries": [
+                        {"path": {"type": "special", "value": {"kind": "root"}},
+                         "access": "read"},
+                        {"path": {"type": "path", "path": "file://" + files},
+                         "access": "write"}]}},
+                "windowsSandboxLevel": "disabled"}})
+        if "result" in boxed:
+            s.collect_until_closed("boxed")
         # a shell on a terminal
         pty = shell_session(s)
         # writes and a removal
@@ -277,13 +290,18 @@ def session_recorded(work):
 
     cmd = only(recs, "process.start", process="cmd")
     assert cmd == dict(cmd, session=sid, argv=["/bin/sh", "-c", "echo out; echo err >&2; exit 3"],
-                       cwd=srv.workdir, tty=False, sandbox=None), cmd
+                       cwd=srv.workdir, tty=False, sandbox=None, networkProxy=False), cmd
     assert set(cmd["envNames"]) == {"PATH", "SECRET_TOKEN", MARKER_VAR}, cmd
     assert isinstance(cmd["pid"], int) and cmd["pid"] > 0 and "recording" not in cmd, cmd
     end = only(recs, "process.end", process="cmd")
     assert end == dict(end, session=sid, pid=cmd["pid"], reason="exited", exitCode=3,
                        signal=None, bytesOut=len(b"out\nerr\n"), terminated=False), end
     assert isinstance(end["durationMs"], int) and end["seq"] > cmd["seq"], end
+
+    box = only(recs, "process.start", process="boxed")
+    assert box["sandbox"] == {"read": "all", "write": [os.path.realpath(files)],
+                              "network": "restricted"}, box
+    assert ("pid" in box) == ("result" in boxed) and ("error" in box) == ("error" in boxed), box
 
     shell = only(recs, "process.start", process="shell")
     assert shell["tty"] is True and shell["argv"] == ["/bin/sh"], shell
@@ -322,7 +340,8 @@ def session_recorded(work):
                        method="GET", decision="deny", source="baseline_policy",
                        reason="denied"), dec
     net_start = only(recs, "process.start", process="net")
-    assert net_start["sandbox"] is None and dec["seq"] > net_start["seq"], (net_start, dec)
+    assert net_start["sandbox"] is None and net_start["networkProxy"] is True, net_start
+    assert dec["seq"] > net_start["seq"], (net_start, dec)
 
     # the first connection's close; the second's may come before the stop too
     detach = only(recs, "session.detach", peer=peer)
