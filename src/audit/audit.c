@@ -45,16 +45,19 @@ static void on_check(uv_check_t *c)
     hand_over();
 }
 
-/* Whether cost more bytes fit in the queue. */
-static bool room(size_t cost)
+/* Whether cost more bytes fit in the queue of records or of recordings. */
+static bool room(bool records, size_t cost)
 {
-    return atomic_load_explicit(&audit_counters.inflight, memory_order_relaxed) + cost <=
-           AUDIT_QUEUE_MAX;
+    _Atomic size_t *q = records ? &audit_counters.inflight_records : &audit_counters.inflight;
+    return atomic_load_explicit(q, memory_order_relaxed) + cost <=
+           (records ? AUDIT_RECORDS_MAX : AUDIT_QUEUE_MAX);
 }
 
 static void enqueue(struct audit_item *it)
 {
-    atomic_fetch_add_explicit(&audit_counters.inflight, it->cost, memory_order_relaxed);
+    atomic_fetch_add_explicit(it->kind == AUDIT_ITEM_RECORD ? &audit_counters.inflight_records
+                                                            : &audit_counters.inflight,
+                              it->cost, memory_order_relaxed);
     it->next = NULL;
     if (A.tail)
         A.tail->next = it;
@@ -145,7 +148,7 @@ const char *audit_refusal(void)
     const char *why = NULL;
     if (atomic_load_explicit(&audit_counters.failing, memory_order_relaxed))
         why = "the audit log cannot be written";
-    else if (!room(AUDIT_QUEUE_MAX / 8))
+    else if (!room(true, AUDIT_RECORDS_MAX / 8))
         why = "the audit log's queue is full";
     if (why) atomic_fetch_add_explicit(&audit_counters.refused, 1, memory_order_relaxed);
     return why;
@@ -165,8 +168,8 @@ void audit_commit(struct buf *record)
         (struct audit_item *)((char *)record - offsetof(struct audit_item, body));
     audit_record_end(record);
     it->cost = record->len;
-    if (A.lost && room(it->cost + 256)) put_lost();
-    if (!room(it->cost)) {
+    if (A.lost && room(true, it->cost + 256)) put_lost();
+    if (!room(true, it->cost)) {
         A.lost++;
         atomic_fetch_add_explicit(&audit_counters.dropped, 1, memory_order_relaxed);
         audit_item_free(it);
@@ -235,7 +238,7 @@ const char *audit_tty_name(const struct audit_tty *t)
 void audit_tty_output(struct audit_tty *t, const void *data, size_t len, void (*release)(void *),
                       void *ctx)
 {
-    if (!room(len)) {
+    if (!room(false, len)) {
         t->lost += len;
         atomic_fetch_add_explicit(&audit_counters.cast_dropped, len, memory_order_relaxed);
         release(ctx);
@@ -254,7 +257,7 @@ void audit_tty_output(struct audit_tty *t, const void *data, size_t len, void (*
 void audit_tty_input(struct audit_tty *t, const void *data, size_t len)
 {
     if (!A.input || !len) return;
-    if (!room(len)) {
+    if (!room(false, len)) {
         atomic_fetch_add_explicit(&audit_counters.cast_dropped, len, memory_order_relaxed);
         return;
     }

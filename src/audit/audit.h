@@ -9,9 +9,9 @@
  * uv_check), which chains them (audit_chain.h), appends them to the log with one
  * write(2) per batch (at most 100 ms after their hand-over) and writes the recordings
  * (audit_cast.h). The loop never waits
- * for the disk. What is queued is bounded (AUDIT_QUEUE_MAX bytes); past it records
- * are dropped and counted, and an audit.lost record says how many once there is
- * room again.
+ * for the disk. What is queued is bounded (AUDIT_RECORDS_MAX bytes of records,
+ * AUDIT_QUEUE_MAX of recordings); past it records are dropped and counted, and an
+ * audit.lost record says how many once there is room again.
  *
  * A log that cannot be written (a full disk, a file gone read-only) is said loudly
  * once per episode (log_error) and counted in /metrics; records wait in the bounded
@@ -32,7 +32,10 @@
 #include "audit/audit_record.h"
 #include "util/buf.h"
 
-#define AUDIT_QUEUE_MAX (64u << 20) /* bytes of records and recordings in flight */
+/* Bytes in flight to the writer, bounded apart so that a terminal flooding its
+ * recording never takes the room of the log's records. */
+#define AUDIT_RECORDS_MAX (16u << 20) /* records */
+#define AUDIT_QUEUE_MAX (64u << 20)   /* recordings' output and input */
 
 struct audit_options {
     const char *log_path;   /* --audit-log: the file (created 0600), or NULL */

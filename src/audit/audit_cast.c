@@ -64,14 +64,17 @@ static char *put_escape(char *d, unsigned char c)
 /* Valid UTF-8 as JSON string content; writes at most 6n + 8 bytes at dst, returns
  * how many count. A word with nothing to escape is copied whole; one with something
  * is copied up to its first such byte (the lowest flagged byte of the mask is exact)
- * and the rest of it goes byte by byte. */
-static size_t escape_text(char *dst, const unsigned char *s, size_t n)
+ * and the rest of it goes byte by byte. With ascii, s is not known to be UTF-8 yet:
+ * the escaping stops before its first byte from 0x80 up (*used says where), so that
+ * ASCII, most of what a terminal shows, is checked and escaped in one pass. */
+static size_t escape_text(char *dst, const unsigned char *s, size_t n, bool ascii, size_t *used)
 {
     char *d = dst;
     size_t i = 0;
     while (i + 8 <= n) {
         uint64_t w;
         memcpy(&w, s + i, 8);
+        if (ascii && (w & HIGHS)) break;
         memcpy(d, &w, 8);
         uint64_t m = needs_escape(w);
         if (!m) {
@@ -92,16 +95,18 @@ static size_t escape_text(char *dst, const unsigned char *s, size_t n)
             d = s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' ? (*d = (char)s[i], d + 1)
                                                             : put_escape(d, s[i]);
     }
-    for (; i < n; i++)
+    for (; i < n && !(ascii && s[i] >= 0x80); i++)
         d = s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' ? (*d = (char)s[i], d + 1)
                                                         : put_escape(d, s[i]);
+    *used = i;
     return (size_t)(d - dst);
 }
 
 static void put_text(struct buf *out, const unsigned char *s, size_t n)
 {
+    size_t used;
     buf_reserve(out, 6 * n + 8);
-    out->len += escape_text(out->data + out->len, s, n);
+    out->len += escape_text(out->data + out->len, s, n, false, &used);
 }
 
 static const unsigned char replacement[3] = {0xEF, 0xBF, 0xBD}; /* U+FFFD */
@@ -116,6 +121,11 @@ static void put_replacement(struct buf *out, const unsigned char *s, size_t n)
  * e's carry, to be finished by the next call. */
 static void put_decoded(struct audit_cast_enc *e, struct buf *out, const unsigned char *s, size_t n)
 {
+    size_t ascii; /* the ASCII start, checked and escaped in one pass */
+    buf_reserve(out, 6 * n + 8);
+    out->len += escape_text(out->data + out->len, s, n, true, &ascii);
+    s += ascii;
+    n -= ascii;
     size_t used = audit_utf8_walk(out, s, n, put_text, put_replacement, true);
     memcpy(e->carry, s + used, n - used);
     e->ncarry = (uint8_t)(n - used);

@@ -27,7 +27,7 @@ enum audit_item_kind {
 struct audit_item {
     struct audit_item *next;
     enum audit_item_kind kind;
-    size_t cost;           /* bytes counted against AUDIT_QUEUE_MAX until written */
+    size_t cost;           /* bytes counted in flight (its queue's) until written */
     struct audit_tty *tty; /* the recording of a TTY item */
     uint64_t t_ns;         /* TTY events: when (monotonic) */
     const void *data;      /* TTY_OUTPUT: the borrowed bytes */
@@ -55,8 +55,9 @@ struct audit_tty {
 struct audit_counters {
     _Atomic uint64_t written, dropped, write_errors, refused;
     _Atomic uint64_t casts_opened, casts_failed, cast_bytes, cast_dropped;
-    _Atomic bool failing;    /* the last write of the log failed */
-    _Atomic size_t inflight; /* bytes handed over and not yet written */
+    _Atomic bool failing;            /* the last write of the log failed */
+    _Atomic size_t inflight;         /* recordings' bytes handed over, not yet written */
+    _Atomic size_t inflight_records; /* records' bytes handed over, not yet written */
 };
 extern struct audit_counters audit_counters;
 

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,6 +38,7 @@
 #define TAIL_STEP 65536
 #define TAIL_MAX (16u << 20) /* a last line longer than this is not followed */
 #define TTY_FLUSH_BYTES (1u << 20)
+#define WRITER_NICE 10
 
 static struct {
     pthread_t thread;
@@ -166,7 +168,8 @@ static void set_failing(int err)
     W.fail_logged = true;
     log_error("audit: cannot write %s: %s; %zu bytes of records wait and are tried again "
               "every second (see exec_server_audit_* in /metrics)",
-              W.path, strerror(err), W.out.len + (size_t)atomic_load(&audit_counters.inflight));
+              W.path, strerror(err),
+              W.out.len + (size_t)atomic_load(&audit_counters.inflight_records));
 }
 
 static void set_writing(void)
@@ -223,7 +226,7 @@ static void flush_log(void)
         return;
     }
     atomic_fetch_add(&audit_counters.written, W.out_records);
-    atomic_fetch_sub(&audit_counters.inflight, W.out_cost);
+    atomic_fetch_sub(&audit_counters.inflight_records, W.out_cost);
     W.out_cost = 0;
     W.out_records = 0;
     set_writing();
@@ -435,6 +438,10 @@ static void *writer_main(void *arg)
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the loop thread's */
+    /* Background work: when the CPU is short (a terminal flooding output, which its
+     * recording may make six times larger), the loop and the commands go first and the
+     * writer catches up from its queue after (Linux's nice is per thread). */
+    setpriority(PRIO_PROCESS, (id_t)gettid(), WRITER_NICE);
     pthread_mutex_lock(&W.mu);
     for (;;) {
         writer_wait();

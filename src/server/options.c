@@ -352,7 +352,7 @@ const struct opt_spec options_table[] = {
      .more = "Records are written by a thread of their own, never by the loop; a file that "
              "cannot be written is said once at error level, counted in /metrics "
              "(exec_server_audit_*) and tried again every second while records wait in a "
-             "bounded queue (64 MiB; past it they are dropped and an audit.lost record counts "
+             "bounded queue (16 MiB; past it they are dropped and an audit.lost record counts "
              "them). At start the chain goes on from the file's last record."},
     {.name = "audit-required", .kind = OPT_FLAG, .modes = OPT_SERVE, .section = SEC_AUDIT,
      TO(C.audit_required), .env = "EXEC_SERVER_AUDIT_REQUIRED", .env_rule = OPT_ENV_TRUTHY,
