@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,7 +37,6 @@
 #define TAIL_STEP 65536
 #define TAIL_MAX (16u << 20) /* a last line longer than this is not followed */
 #define TTY_FLUSH_BYTES (1u << 20)
-#define WRITER_NICE 10
 
 static struct {
     pthread_t thread;
@@ -438,10 +436,6 @@ static void *writer_main(void *arg)
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the loop thread's */
-    /* Background work: when the CPU is short (a terminal flooding output, which its
-     * recording may make six times larger), the loop and the commands go first and the
-     * writer catches up from its queue after (Linux's nice is per thread). */
-    setpriority(PRIO_PROCESS, (id_t)gettid(), WRITER_NICE);
     pthread_mutex_lock(&W.mu);
     for (;;) {
         writer_wait();
