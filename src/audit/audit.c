@@ -1,7 +1,9 @@
 /* audit: the loop thread's side of the audit trail and the recordings (see audit.h):
  * records and recording events are made here, gathered in a list for the loop
- * iteration and handed to the writer thread (audit_writer.c) by a uv_check, one lock
- * and at most one wakeup per iteration. */
+ * iteration and handed to the writer thread (audit_writer.c) by a uv_prepare, one
+ * lock and at most one wakeup per iteration. A prepare handle runs right before the
+ * loop blocks for I/O, so what any phase made (a timer, an I/O callback, a close
+ * callback: a session's end) is handed over before the loop may sleep. */
 #include "audit/audit.h"
 
 #include <errno.h>
@@ -21,7 +23,7 @@ static struct {
     bool log, rec; /* a log, recordings: on */
     bool required, input, fs_reads;
     uv_loop_t *loop;                /* NULL: hand over at once */
-    uv_check_t check;               /* the hand-over, once per loop iteration */
+    uv_prepare_t prepare;           /* the hand-over, once per loop iteration */
     struct audit_item *head, *tail; /* made this iteration, not handed over yet */
     uint64_t lost;                  /* records dropped since the last audit.lost */
 } A;
@@ -40,7 +42,7 @@ static void hand_over(void)
     A.head = A.tail = NULL;
 }
 
-static void on_check(uv_check_t *c)
+static void on_prepare(uv_prepare_t *h)
 {
     hand_over();
 }
@@ -88,9 +90,9 @@ int audit_start(uv_loop_t *loop, const struct audit_options *o, char *err, size_
     A.fs_reads = o->fs_reads;
     A.loop = loop;
     if (loop) {
-        uv_check_init(loop, &A.check);
-        uv_check_start(&A.check, on_check);
-        uv_unref((uv_handle_t *)&A.check); /* never what keeps the loop alive */
+        uv_prepare_init(loop, &A.prepare);
+        uv_prepare_start(&A.prepare, on_prepare);
+        uv_unref((uv_handle_t *)&A.prepare); /* never what keeps the loop alive */
     }
     return 0;
 }
@@ -113,9 +115,9 @@ void audit_stop(void)
     if (A.lost) put_lost();
     if (A.loop && A.log) audit_commit(audit_begin("audit.close"));
     hand_over();
-    if (A.loop && !uv_is_closing((uv_handle_t *)&A.check)) {
-        uv_check_stop(&A.check);
-        uv_close((uv_handle_t *)&A.check, NULL);
+    if (A.loop && !uv_is_closing((uv_handle_t *)&A.prepare)) {
+        uv_prepare_stop(&A.prepare);
+        uv_close((uv_handle_t *)&A.prepare, NULL);
     }
     audit_writer_stop(5000);
     A.log = A.rec = false;

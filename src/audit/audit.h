@@ -6,7 +6,7 @@
  * action, its body written on the loop thread into a buf (audit_begin, the field
  * writers of audit_record.h, audit_commit) and nothing else done there. Records and
  * recording events are handed to one writer thread once per loop iteration (a
- * uv_check), which chains them (audit_chain.h), appends them to the log with one
+ * uv_prepare), which chains them (audit_chain.h), appends them to the log with one
  * write(2) per batch (at most 100 ms after their hand-over) and writes the recordings
  * (audit_cast.h). The loop never waits
  * for the disk. What is queued is bounded (AUDIT_RECORDS_MAX bytes of records,

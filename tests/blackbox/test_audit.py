@@ -397,6 +397,30 @@ def test_restart_and_rotation_keep_one_chain(_):
         shutil.rmtree(work, ignore_errors=True)
 
 
+@ours_only
+@needs_own_server
+def test_records_reach_the_file_while_running(_):
+    """Records are written while the server runs and sits idle, within a fraction of a
+    second of their action: a process's end, and a session's detach, which is decided in
+    the connection's close (after the loop iteration's other work)."""
+    work = tempfile.mkdtemp(prefix="audit-")
+    try:
+        log = os.path.join(work, "audit.log")
+
+        def types():
+            with open(log, encoding="utf-8") as f:
+                return [json.loads(line)["type"] for line in f]
+        with Server(extra_args=["--audit-log", log]) as srv:
+            s = srv.session()
+            s.start("p", ["/bin/true"])
+            s.collect_until_closed("p")
+            wait_until(lambda: "process.end" in types(), timeout=5, what="process.end")
+            s.close()
+            wait_until(lambda: "session.detach" in types(), timeout=5, what="session.detach")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def metric(srv, name):
     status, _, body = http_raw(srv.host, srv.port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
     assert status == 200
