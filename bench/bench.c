@@ -98,7 +98,8 @@ static void oneshot_rows(void)
 static void stream_rows(void)
 {
     char name[96];
-    snprintf(name, sizeof name, "2. streaming %zu MiB stdout (MB/s)", O.stream_bytes >> 20);
+    snprintf(name, sizeof name, "2. streaming %zu MiB%s %s (MB/s)", O.stream_bytes >> 20,
+             O.text ? " of text" : "", O.tty ? "through a PTY" : "stdout");
     struct row *r = row_get(name, K_MBS);
     progress("%s", name);
     r->has_floor = true;
@@ -491,33 +492,40 @@ static void print_targets(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: exec-bench [options]\n"
-               "  --ours PATH          our server (default: exec-server beside exec-bench)\n"
-               "  --ref PATH           reference codex binary (default: that of --ref-version)\n"
-               "  --ref-version V      reference version to look for (" REF_VERSION "): under\n"
-               "                       ~/.cache/codex-ref (0.169.0) or ~/.cache/codex-ref-X.Y\n"
-               "  --ref171 PATH        codex 0.171.0 for row 9c (default: where npm put it)\n"
-               "  --no-ref             run only our server\n"
-               "  --scenarios LIST     comma-separated scenario numbers 1-10 (default: all)\n"
-               "  --quick              small sizes for a smoke test\n"
-               "  --runs N             repetitions of streaming, fan-out, connections, files\n"
-               "  --oneshot N          sequential one-shot runs (500)\n"
-               "  --stream-mib N       streaming size in MiB (256)\n"
-               "  --fanout N           processes started at once (200)\n"
-               "  --conns N            connections (500)\n"
-               "  --file-mib N         file size in MiB (64)\n"
-               "  --client-mib N       rows 5e/5f: what exec-client moves each way (256)\n"
-               "  --walk N             entries in the walked tree (50000)\n"
-               "  --procs N            live processes for the memory figure (500)\n"
-               "  --mem-stream-mb N    size of the unread stream in MB (1000)\n"
-               "  --sandbox-n N        sandboxed writes (200)\n"
-               "  --proxy-mib N        download through the network proxy, MiB (64)\n"
-               "  --scale-conns N      connections held open in scenario 10 (10000)\n"
-               "  --scale-load N       of those, how many run /bin/true every 100 ms (100)\n"
-               "  --scale-oneshots N   one-shots measured, loaded and not (200)\n"
-               "  --only LIST          only these rows, e.g. 5b,7b (5 = all of 5a-5f)\n"
-               "environment: EXEC_BENCH_WRAP=\"CMD ARGS\" runs our server under CMD (a profiler);\n"
-               "TMPDIR is where the file scenarios write (default /tmp)\n");
+    fprintf(f,
+            "usage: exec-bench [options]\n"
+            "  --ours PATH          our server (default: exec-server beside exec-bench)\n"
+            "  --ref PATH           reference codex binary (default: that of --ref-version)\n"
+            "  --ref-version V      reference version to look for (" REF_VERSION "): under\n"
+            "                       ~/.cache/codex-ref (0.169.0) or ~/.cache/codex-ref-X.Y\n"
+            "  --ref171 PATH        codex 0.171.0 for row 9c (default: where npm put it)\n"
+            "  --no-ref             run only our server\n"
+            "  --vs \"[PATH] ARGS\"   the reference's column is our server again (or PATH,\n"
+            "                       absolute) with ARGS added: two configurations side by\n"
+            "                       side, e.g. --vs \"--audit-log /tmp/a.log\"; ratio ours / that\n"
+            "  --tty                row 2 streams through a PTY (tty:true)\n"
+            "  --text               row 2 streams lines of text (yes | head) instead of NUL\n"
+            "                       bytes; with --tty each newline arrives as \\r\\n\n"
+            "  --scenarios LIST     comma-separated scenario numbers 1-10 (default: all)\n"
+            "  --quick              small sizes for a smoke test\n"
+            "  --runs N             repetitions of streaming, fan-out, connections, files\n"
+            "  --oneshot N          sequential one-shot runs (500)\n"
+            "  --stream-mib N       streaming size in MiB (256)\n"
+            "  --fanout N           processes started at once (200)\n"
+            "  --conns N            connections (500)\n"
+            "  --file-mib N         file size in MiB (64)\n"
+            "  --client-mib N       rows 5e/5f: what exec-client moves each way (256)\n"
+            "  --walk N             entries in the walked tree (50000)\n"
+            "  --procs N            live processes for the memory figure (500)\n"
+            "  --mem-stream-mb N    size of the unread stream in MB (1000)\n"
+            "  --sandbox-n N        sandboxed writes (200)\n"
+            "  --proxy-mib N        download through the network proxy, MiB (64)\n"
+            "  --scale-conns N      connections held open in scenario 10 (10000)\n"
+            "  --scale-load N       of those, how many run /bin/true every 100 ms (100)\n"
+            "  --scale-oneshots N   one-shots measured, loaded and not (200)\n"
+            "  --only LIST          only these rows, e.g. 5b,7b (5 = all of 5a-5f)\n"
+            "environment: EXEC_BENCH_WRAP=\"CMD ARGS\" runs our server under CMD (a profiler);\n"
+            "TMPDIR is where the file scenarios write (default /tmp)\n");
 }
 
 static void cleanup_tmp(void)
@@ -566,6 +574,10 @@ static int parse_args(int argc, char **argv, bool *no_ref)
             quick_sizes(runs_set);
         else if (strcmp(a, "--no-ref") == 0)
             *no_ref = true;
+        else if (strcmp(a, "--tty") == 0)
+            O.tty = true;
+        else if (strcmp(a, "--text") == 0)
+            O.text = true;
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;
@@ -577,6 +589,8 @@ static int parse_args(int argc, char **argv, bool *no_ref)
             O.ref_version = v;
         else if (OPT("--ref171"))
             O.ref171 = v;
+        else if (OPT("--vs"))
+            O.vs = v;
         else if (OPT("--scenarios")) {
             O.scenarios = scenario_bits(v);
         } else if (OPT("--runs")) {
@@ -677,6 +691,12 @@ static void find_servers(bool no_ref)
     if (O.ref && realpath(O.ref, ref_abs)) O.ref = ref_abs;
     if (O.ref171 && realpath(O.ref171, ref171_abs)) O.ref171 = ref171_abs;
     static char refbuf[PATH_MAX], ref171buf[PATH_MAX];
+    if (O.vs) { /* the other column is ours too */
+        O.ref = O.ours;
+        O.ref171 = NULL;
+        progress("the reference's column is ours with %s (--vs)", O.vs);
+        return;
+    }
     if (no_ref) {
         O.ref = O.ref171 = NULL;
         return;

@@ -62,6 +62,9 @@ struct opts {
     size_t proxy_bytes;
     int scale_conns, scale_load, scale_period_ms, scale_oneshots;
     const char *ours_extra[6]; /* more options for our server (NULL-terminated) */
+    const char *vs;            /* --vs ARGS: the reference's column is ours with ARGS */
+    bool tty;                  /* --tty: row 2 streams through a PTY */
+    bool text;                 /* --text: row 2 streams lines of text, not NUL bytes */
     const char *only;          /* --only: comma-separated row ids ("5b,7b") or NULL for all */
     char tmp[PATH_MAX];
 };

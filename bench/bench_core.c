@@ -105,6 +105,20 @@ static int server_start(struct server *s, int which, char *err, size_t errlen)
                 av[ac++] = (char *)O.ours_extra[i];
             av[ac] = NULL;
             execvp(av[0], av);
+        } else if (O.vs) {
+            /* --vs: our own server again, with other options (split at spaces), or
+             * another binary when the first word names an executable file. */
+            char *av[64], *vs = strdup(O.vs);
+            int ac = 0;
+            char *t = strtok(vs, " ");
+            av[ac++] = t && t[0] != '-' && access(t, X_OK) == 0 ? t : (char *)O.ours;
+            if (av[0] == t) t = strtok(NULL, " ");
+            av[ac++] = "--listen";
+            av[ac++] = "ws://127.0.0.1:0";
+            for (; t && ac < 62; t = strtok(NULL, " "))
+                av[ac++] = t;
+            av[ac] = NULL;
+            execv(av[0], av);
         } else
             execl(O.ref, O.ref, "exec-server", "--listen", "ws://127.0.0.1:0", (char *)NULL);
         _exit(127);
@@ -510,7 +524,7 @@ int nservers(void)
 
 const char *server_name(int which)
 {
-    return which == 0 ? "ours" : "reference";
+    return which == 0 ? "ours" : O.vs ? "ours --vs" : "reference";
 }
 
 /* Starts server `which`, or records the failure in every given row. */

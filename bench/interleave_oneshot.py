@@ -8,15 +8,23 @@ tell 0.1 ms apart. Each start's time is process/start sent -> process/closed see
 milliseconds; the first 10 rounds warm up and are left out. The first binary named
 is the one the others are divided by.
 
-    python3 bench/interleave_oneshot.py [--rounds N] [--unsandboxed] NAME=PATH [NAME=PATH ...]
+    python3 bench/interleave_oneshot.py [--rounds N] [--unsandboxed | --writefile |
+                                         --stream MIB [--tty] [--text]] NAME=PATH ...
+
+--writefile times row 7b's operation instead, fs/writeFile of 4 KiB (unsandboxed), request
+sent -> reply read. --stream MIB is row 2's: MIB MiB of NUL bytes (--text: lines of text)
+from one process (--tty: on a terminal), start -> closed, as MB/s (higher is better).
 
 e.g. old=/tmp/old/build/exec-server new=build/exec-server. A PATH may carry arguments
 after it, split on spaces ("new=build/exec-server --sandbox-max-processes 64")."""
 import argparse
+import base64
 import os
 import random
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
@@ -40,6 +48,35 @@ def one_shot(session, pid, sandbox):
     return (time.perf_counter() - t) * 1e3
 
 
+def write_4k(session, path, data):
+    t = time.perf_counter()
+    session.call("fs/writeFile", {"path": "file://" + path, "dataBase64": data})
+    return (time.perf_counter() - t) * 1e3
+
+
+def stream(session, pid, mib, tty, text):
+    n = mib << 20
+    argv = ["/bin/sh", "-c", "yes 'a line of text, as a build or a test prints it' | head -c %d"
+            % n] if text else ["/usr/bin/head", "-c", str(n), "/dev/zero"]
+    t = time.perf_counter()
+    session.start(pid, argv, cwd="file:///tmp", tty=tty)
+    out = session.collect_until_closed(pid, timeout=600)
+    dt = time.perf_counter() - t
+    got = len(out["pty" if tty else "stdout"])
+    if got < n:  # a terminal's \r\n may add bytes, never lose them
+        raise SystemExit("%s: %d of %d bytes" % (pid, got, n))
+    session.notes.pop(pid, None)
+    return n / dt / 1e6
+
+
+def cpu_ms(pid):
+    """The CPU time (user + system, every thread) process pid has used, in ms: what each
+    server spends, which the machine's other load stretches far less than latency."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
+
+
 def pct(v, q):
     return v[min(len(v) - 1, int(len(v) * q))]
 
@@ -48,9 +85,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--unsandboxed", action="store_true", help="row 1's one-shot instead")
+    ap.add_argument("--writefile", action="store_true", help="row 7b's 4 KiB fs/writeFile")
+    ap.add_argument("--stream", type=int, metavar="MIB", help="row 2's stream, MB/s")
+    ap.add_argument("--tty", action="store_true", help="--stream on a terminal")
+    ap.add_argument("--text", action="store_true", help="--stream lines of text")
     ap.add_argument("servers", nargs="+", metavar="NAME=PATH")
     a = ap.parse_args()
     sandbox = None if a.unsandboxed else READ_ONLY
+    scratch = tempfile.mkdtemp(prefix="interleave-")
+    data = base64.b64encode(os.urandom(4096)).decode()
     runs = []
     try:
         for spec in a.servers:
@@ -63,24 +106,41 @@ def main():
             srv = Server(cmd=argv + ["--listen", "ws://127.0.0.1:0"])
             runs.append((name, srv, srv.session(), []))
         k = 0
-        for r in range(a.rounds + WARM):
+        cpu = {}
+        warm = 2 if a.stream else WARM  # a stream warms what it needs in one round
+        for r in range(a.rounds + warm):
+            if r == warm:
+                cpu = {name: cpu_ms(srv.pid) for name, srv, _, _ in runs}
             for name, _, session, lat in random.sample(runs, len(runs)):
                 k += 1
-                t = one_shot(session, "p%d" % k, sandbox)
-                if r >= WARM:
+                if a.stream:
+                    t = stream(session, "s%d" % k, a.stream, a.tty, a.text)
+                elif a.writefile:
+                    t = write_4k(session, os.path.join(scratch, "%s.bin" % name), data)
+                else:
+                    t = one_shot(session, "p%d" % k, sandbox)
+                if r >= warm:
                     lat.append(t)
+        cpu = {name: (cpu_ms(srv.pid) - cpu[name]) / a.rounds for name, srv, _, _ in runs}
     finally:
         for _, srv, _, _ in runs:
             srv.stop(check=False)
+        shutil.rmtree(scratch, ignore_errors=True)
     for _, _, _, lat in runs:
         lat.sort()
     base = pct(runs[0][3], 0.5)
-    print("%d rounds, %s one-shots (ms):" % (a.rounds, "unsandboxed" if a.unsandboxed else
-                                             "ReadOnly sandboxed"))
+    what = ("%d MiB of %s%s (MB/s)" % (a.stream, "text" if a.text else "NUL bytes",
+                                       " on a terminal" if a.tty else "") if a.stream else
+            "4 KiB fs/writeFile (ms)" if a.writefile else
+            "unsandboxed one-shots (ms)" if a.unsandboxed else "ReadOnly sandboxed one-shots (ms)")
+    print("%d rounds, %s:" % (a.rounds, what))
+    base_cpu = cpu[runs[0][0]]
     for name, _, _, lat in runs:
-        print("  %-10s p50 %6.3f  p25 %6.3f  p75 %6.3f  p95 %6.3f  mean %6.3f  p50/%s %.3f" %
+        print("  %-10s p50 %6.3f  p25 %6.3f  p75 %6.3f  p95 %6.3f  mean %6.3f  p50/%s %.3f  "
+              "server CPU/op %.3f (%.3f)" %
               (name, pct(lat, 0.5), pct(lat, 0.25), pct(lat, 0.75), pct(lat, 0.95),
-               statistics.mean(lat), runs[0][0], pct(lat, 0.5) / base))
+               statistics.mean(lat), runs[0][0], pct(lat, 0.5) / base, cpu[name],
+               cpu[name] / base_cpu if base_cpu else 0))
 
 
 if __name__ == "__main__":

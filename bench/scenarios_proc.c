@@ -132,20 +132,32 @@ void scenario_oneshot_sandboxed(struct row *r, const char *net, const char *floo
 
 /* ------------------------------------------------------------------ 2. streaming */
 
-/* One run of `head -c bytes /dev/zero` through the server; MB/s, or < 0 with err. */
+/* One run of `head -c bytes /dev/zero` (--text: of lines of text) through the server;
+ * MB/s, or < 0 with err. */
 static double stream_once(struct wsc *c, int which, int run, size_t bytes, char *err, size_t errlen)
 {
-    char argv[128], params[512], prefix[16];
-    snprintf(argv, sizeof argv, "[\"/usr/bin/head\",\"-c\",\"%zu\",\"/dev/zero\"]", bytes);
+    char argv[256], params[640], prefix[16];
+    if (O.text)
+        snprintf(argv, sizeof argv,
+                 "[\"/bin/sh\",\"-c\",\"yes 'exec-bench: a line of text, as a build or a test "
+                 "prints it to a terminal' | head -c %zu\"]",
+                 bytes);
+    else
+        snprintf(argv, sizeof argv, "[\"/usr/bin/head\",\"-c\",\"%zu\",\"/dev/zero\"]", bytes);
     struct track tr;
     snprintf(prefix, sizeof prefix, "s%d_", run);
     track_init(&tr, prefix, 1, true);
     start_params(params, sizeof params, prefix, 0, argv);
+    if (O.tty) { /* --tty: the same command on a terminal */
+        char *f = strstr(params, "\"tty\":false");
+        if (f) memcpy(f, "\"tty\":true ", 11); /* as long as "tty":false */
+    }
     double t0 = now_s();
     wsc_request(c, "process/start", params);
     int rc = track_pump(c, &tr, 1, 1, TIMEOUT_MS);
     double dt = now_s() - t0;
-    if (rc == 0 && tr.bytes != bytes)
+    /* On a terminal each newline of text arrives as \r\n: more bytes than asked for. */
+    if (rc == 0 && (O.tty && O.text ? tr.bytes < bytes : tr.bytes != bytes))
         snprintf(tr.err, sizeof tr.err, "received %llu of %zu bytes", (unsigned long long)tr.bytes,
                  bytes);
     /* The reference sends output and exit from separate tasks and may break seq
@@ -170,38 +182,58 @@ static double stream_floor_once(size_t bytes)
 
 /* Row 2 against the pipe floor, and row 2b (ours again) against the protocol
  * floor (relay_floor.c): each run of ours sits between one of each floor. */
+/* One measured run of server w of p: its rate into *t, its CPU added to *cpu. */
+static void stream_measure(struct pair *p, struct row *r, int w, int run, double *t, double *cpu)
+{
+    char err[200];
+    if (!p->up[w]) return;
+    double c0 = server_cpu_ms(&p->s[w]);
+    double v = stream_once(&p->c[w], w, run, O.stream_bytes, err, sizeof err);
+    if (v < 0)
+        pair_fail(p, r, w, err);
+    else
+        *t = v;
+    if (p->up[w]) *cpu += server_cpu_ms(&p->s[w]) - c0;
+}
+
+static void stream_record(struct pair *p, struct row *r, struct row *proto, int w, double *t,
+                          double cpu)
+{
+    if (!p->up[w]) return;
+    struct cell c = stats(t, O.runs);
+    c.dist = false;
+    c.cpu = cpu / O.runs;
+    record(r, w, c);
+    if (w == 0) proto->v[0] = c;
+}
+
 void scenario_stream(struct row *r, struct row *proto)
 {
-    struct pair p;
+    struct pair p[2];
     int runs = O.runs;
-    double *t[4];
+    double *t[4], cpu[2] = {0, 0};
     for (int k = 0; k < 4; k++)
         t[k] = xcalloc((size_t)runs, sizeof(double));
-    char err[200], perr[200] = "";
+    char perr[200] = "";
+    /* --vs: both configurations of ours up at once, their runs taken in turn (the order
+     * swapped every run) so the machine's drift falls on both alike; the reference is
+     * measured on its own after ours, never up beside it. */
+    bool together = O.vs != NULL;
     for (int w = 0; w < (O.ref ? 2 : 1); w++) {
-        pair_start(&p, r, w);
-        double cpu = 0;
+        if (w == 1 && together) break;
+        pair_start(&p[w], r, w);
+        if (together) pair_start(&p[1], r, 1);
         for (int run = 0; run < runs; run++) {
             if (w == 0) t[2][run] = stream_floor_once(O.stream_bytes);
-            if (p.up[w]) {
-                double c0 = server_cpu_ms(&p.s[w]);
-                double v = stream_once(&p.c[w], w, run, O.stream_bytes, err, sizeof err);
-                if (v < 0)
-                    pair_fail(&p, r, w, err);
-                else
-                    t[w][run] = v;
-                if (p.up[w]) cpu += server_cpu_ms(&p.s[w]) - c0;
-            }
+            int first = together ? run % 2 : w;
+            stream_measure(&p[first], r, first, run, &t[first][run], &cpu[first]);
+            if (together) stream_measure(&p[!first], r, !first, run, &t[!first][run], &cpu[!first]);
             if (w == 0 && !perr[0]) t[3][run] = relay_floor_once(O.stream_bytes, perr, sizeof perr);
         }
-        if (p.up[w]) {
-            struct cell c = stats(t[w], runs);
-            c.dist = false;
-            c.cpu = cpu / runs;
-            record(r, w, c);
-            if (w == 0) proto->v[0] = c;
+        for (int k = w; k <= (together ? 1 : w); k++) {
+            stream_record(&p[k], r, proto, k, t[k], cpu[k]);
+            pair_stop(&p[k]);
         }
-        pair_stop(&p);
     }
     r->floor = stats(t[2], runs);
     r->floor.dist = false;

@@ -4,6 +4,7 @@
  *   exec-server --remote URL --environment-id ID [OPTIONS]
  *   exec-server forward --connect ws://HOST:PORT --remote URL --environment-id ID ...
  *   exec-server registry --database URL ...   (runs exec-server-registry, beside it)
+ *   exec-server audit verify FILE...           (checks audit logs' hash chains)
  *
  * Three steps (docs/ARCHITECTURE.md, top layer): config_parse reads the command
  * line through the option table (server/options.c: every option once, with its
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "audit/audit_command.h"
 #include "capabilities/caproots_scan.h"
 #include "fs/fs_sandboxed.h"
 #include "helpers/spawner.h"
@@ -54,6 +56,7 @@ int main(int argc, char **argv)
     if (argc == 2 && strcmp(argv[1], SPAWNER_ARG) == 0)
         return spawner_main(SPAWNER_SOCK_FD, fs_helper_run);
     if (argc > 1 && strcmp(argv[1], "registry") == 0) return run_registry(argv);
+    if (argc > 1 && strcmp(argv[1], "audit") == 0) return audit_command_main(argc - 1, argv + 1);
     int status = config_parse(argc, argv);
     if (status == CONFIG_OK) status = config_validate();
     if (status == CONFIG_OK) status = server_run();

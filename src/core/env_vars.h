@@ -28,6 +28,8 @@ struct env_vars {
     const char *aws_access_key_id, *aws_secret_access_key, *aws_session_token, *aws_profile,
         *aws_region, *aws_default_region, *aws_shared_credentials_file, *aws_config_file;
     const char *registry_database; /* exec-server registry: --database */
+    /* the audit trail: --audit-log and --record-dir, the registry's --audit-log */
+    const char *audit_log, *record_dir, *registry_audit_log;
     /* test knobs: a resolver override, remote mode's timers */
     const char *test_resolve, *remote_ping_ms, *remote_pong_ms, *remote_backoff_ms;
 };

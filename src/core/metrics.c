@@ -263,6 +263,13 @@ void metrics_render_process(struct buf *out)
                (unsigned long long)rl.rlim_cur, start_time);
 }
 
+static void (*extra)(struct buf *out);
+
+void metrics_set_extra(void (*render)(struct buf *out))
+{
+    extra = render;
+}
+
 void metrics_render(struct buf *out)
 {
     char labels[160];
@@ -327,6 +334,7 @@ void metrics_render(struct buf *out)
                         &proc_dur[1]);
     metrics_hist_render(out, "exec_server_process_duration_seconds", "result=\"failure\"",
                         &proc_dur[0]);
+    if (extra) extra(out);
     if (np_used) {
         buf_puts(out, "# HELP exec_server_network_policy_decisions_total Managed-network proxy "
                       "decisions, by decision, mode and source.\n"

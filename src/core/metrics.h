@@ -58,6 +58,9 @@ void metrics_render_process(struct buf *out);
 
 /* Appends the exposition text (format 0.0.4). */
 void metrics_render(struct buf *out);
+/* Families of a layer above (the audit trail's, installed by the server) that
+ * metrics_render appends to its own; NULL: none. */
+void metrics_set_extra(void (*render)(struct buf *out));
 
 /* Monotonic nanoseconds (uv_hrtime), for durations. */
 uint64_t metrics_now_ns(void);

@@ -12,6 +12,7 @@
 
 #include "core/log.h"
 #include "crypto/random.h"
+#include "fleet/fleet_audit.h"
 #include "fleet/fleet_config.h"
 #include "fleet/fleet_store.h"
 #include "fleet/fleet_throttle.h"
@@ -77,6 +78,13 @@ void fleet_api_refuse(struct fleet_conn *c, const char *what, const char *env, c
 {
     char ev[FLEET_MAX_ID + 8];
     fleet_metrics_refusal(reason);
+    fleet_audit("registry.refusal", &(struct fleet_audit_event){.what = what,
+                                                                .environment = env,
+                                                                .token = token_id,
+                                                                .peer = fleet_conn_peer(c),
+                                                                .status = status,
+                                                                .reason = reason,
+                                                                .valid = -1});
     log_notice("event=refusal what=%s environment=%s peer=%s token=%s status=%d reason=%s", what,
                *env ? log_value(env, ev, sizeof ev) : "-", fleet_conn_peer(c),
                token_id && *token_id ? token_id : "-", status, reason);
@@ -197,6 +205,11 @@ static void register_done(struct fleet_job *j)
         char ev[FLEET_MAX_ID + 8];
         log_notice("event=register environment=%s registration=%s token=%s peer=%s",
                    log_value(a->env, ev, sizeof ev), a->reg, a->token_id, fleet_conn_peer(a->c));
+        fleet_audit("registry.register", &(struct fleet_audit_event){.environment = a->env,
+                                                                     .registration = a->reg,
+                                                                     .token = a->token_id,
+                                                                     .peer = fleet_conn_peer(a->c),
+                                                                     .valid = -1});
         reply_json(a->c, 200,
                    json_pack("{s:s, s:s, s:s, s:s}", "environment_id", a->env, "url", url,
                              "security_profile", SECURITY_PROFILE, "executor_registration_id",
@@ -252,6 +265,13 @@ static void connect_answer(struct api_call *a)
     log_notice("event=connect environment=%s node=%s token=%s peer=%s",
                log_value(a->env, ev, sizeof ev), a->loc.node_id, a->token_id,
                fleet_conn_peer(a->c));
+    fleet_audit("registry.connect", &(struct fleet_audit_event){.environment = a->env,
+                                                                .registration = a->loc.registration,
+                                                                .token = a->token_id,
+                                                                .node = a->loc.node_id,
+                                                                .peer = fleet_conn_peer(a->c),
+                                                                .harness_key = a->key_digest,
+                                                                .valid = -1});
     reply_json(a->c, 200,
                json_pack("{s:s, s:s, s:s, s:s, s:o, s:s}", "environment_id", a->env, "url", url,
                          "security_profile", SECURITY_PROFILE, "executor_registration_id",
@@ -303,6 +323,12 @@ static void validate_done(struct fleet_job *j)
         char ev[FLEET_MAX_ID + 8];
         log_info("event=validate environment=%s valid=%s", log_value(a->env, ev, sizeof ev),
                  a->valid ? "true" : "false");
+        fleet_audit("registry.validate", &(struct fleet_audit_event){.environment = a->env,
+                                                                     .registration = a->reg,
+                                                                     .token = a->token_id,
+                                                                     .peer = fleet_conn_peer(a->c),
+                                                                     .harness_key = a->key_digest,
+                                                                     .valid = a->valid});
         reply_json(a->c, 200, json_pack("{s:b}", "valid", a->valid));
     }
 out:

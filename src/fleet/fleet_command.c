@@ -10,6 +10,7 @@
 
 #include "core/log.h"
 #include "crypto/random.h"
+#include "fleet/fleet_audit.h"
 #include "fleet/fleet_config.h"
 #include "fleet/fleet_options.h"
 #include "fleet/fleet_server.h"
@@ -186,8 +187,11 @@ static int token_create(struct fleet_db *db)
     fprintf(stderr, "created %s token %.*s for environment %s%s%s (shown once; store it now)\n",
             fleet_role_name(role), FLEET_TOKEN_ID_LEN, token + 5, fleet_cfg.environment,
             ttl ? ", expires in " : "", ttl ? fleet_cfg.expires : "");
+    char id[FLEET_TOKEN_ID_LEN + 1];
+    snprintf(id, sizeof id, "%.*s", FLEET_TOKEN_ID_LEN, token + 5);
     memset(token, 0, sizeof token);
-    return 0;
+    return fleet_audit_token("create", id, fleet_role_name(role),
+                             ttl ? fleet_cfg.expires : "never");
 }
 
 static int token_list(struct fleet_db *db)
@@ -232,7 +236,7 @@ static int token_revoke(struct fleet_db *db, const char *id)
             "revoked token %s: its requests are refused now and executors that "
             "registered with it are disconnected within a heartbeat\n",
             id);
-    return 0;
+    return fleet_audit_token("revoke", id, NULL, NULL);
 }
 
 static int environments(struct fleet_db *db)

@@ -15,6 +15,7 @@ struct fleet_config {
     const char *listen_url, *database, *public_url, *environment_url;
     const char *tls_cert, *tls_key, *node_id;
     const char *environment, *role, *expires;
+    const char *audit_log; /* --audit-log, or EXEC_REGISTRY_AUDIT_LOG (docs/AUDIT.md) */
     uint64_t max_envs_per_token, max_streams, max_pending, max_frame, max_connections;
     uint64_t idle_ms, claim_ms, bundle_ttl_ms, env_url_ttl_ms, heartbeat_ms, ping_ms;
     uint64_t connect_rate, connect_burst;

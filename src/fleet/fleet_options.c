@@ -104,6 +104,13 @@ const struct opt_spec fleet_options_table[] = {
     {.name = "connect-burst", .meta = "N", .kind = OPT_COUNT, SERVE, TO(F.connect_burst),
      .min = 1, .max = 1000000, .expect = "a count", .def = "40",
      .help = "...and how many at once after a quiet time"},
+    {.name = "audit-log", .meta = "PATH", .kind = OPT_STRING,
+     .modes = FLEET_OPT_SERVE | FLEET_OPT_TOKEN, TO(F.audit_log),
+     .help = "append one JSON record per registration, attach and detach, connect, "
+             "validation, refusal and token change to PATH (created 0600), chained by "
+             "SHA-256 as exec-server's --audit-log (`exec-server audit verify PATH`); the "
+             "token commands append theirs to the same file. SIGHUP reopens it. Also "
+             "EXEC_REGISTRY_AUDIT_LOG=PATH"},
     {.name = "environment", .meta = "ID", .kind = OPT_STRING, .modes = FLEET_OPT_TOKEN,
      TO(F.environment),
      .help = "token create: the environment the token opens, or a prefix ending in `*` (ci-* "
@@ -209,5 +216,6 @@ int fleet_options_parse(int argc, char **argv, const char **words, int *nwords)
                         "and keep it in ~/.pgpass (PGPASSFILE) or a pg_service.conf "
                         "(exec-server-registry(1))\n");
     if (!fleet_cfg.database) fleet_cfg.database = env_vars.registry_database;
+    if (!fleet_cfg.audit_log) fleet_cfg.audit_log = env_vars.registry_audit_log;
     return -1;
 }

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "crypto/random.h"
 #include "fleet/fleet_api.h"
+#include "fleet/fleet_audit.h"
 #include "fleet/fleet_config.h"
 #include "fleet/fleet_worker.h"
 #include "proto/relay_frame.h"
@@ -332,6 +333,13 @@ static void env_closed(void *owner, struct fleet_conn *c)
                                       "closed_here"};
     log_notice("event=detach environment=%s peer=%s reason=%s", env->id, fleet_conn_peer(c),
                env->replaced ? "replaced" : why[fleet_conn_close_reason(c)]);
+    fleet_audit("registry.detach",
+                &(struct fleet_audit_event){
+                    .environment = env->id,
+                    .registration = env->reg,
+                    .peer = fleet_conn_peer(c),
+                    .valid = -1,
+                    .reason = env->replaced ? "replaced" : why[fleet_conn_close_reason(c)]});
     if (!env->replaced && !stopping) {
         struct detach_job *d = xcalloc(1, sizeof *d);
         memcpy(d->env, env->id, sizeof d->env);
@@ -395,6 +403,10 @@ static void env_accept(struct upgrade_job *u)
     fleet_metrics_gauges(1, 0, 0);
     log_notice("event=attach environment=%s registration=%s peer=%s", env->id, env->reg,
                fleet_conn_peer(u->c));
+    fleet_audit("registry.attach", &(struct fleet_audit_event){.environment = env->id,
+                                                               .registration = env->reg,
+                                                               .peer = fleet_conn_peer(u->c),
+                                                               .valid = -1});
     fleet_conn_upgrade(u->c, fleet_cfg.max_frame, &env_ops, env);
 }
 

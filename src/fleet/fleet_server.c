@@ -8,6 +8,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "audit/audit.h"
 #include "core/log.h"
 #include "core/readiness.h"
 #include "crypto/random.h"
@@ -71,6 +72,7 @@ static void serve_status_page(struct fleet_conn *c, const struct fleet_request *
     struct buf b;
     buf_init(&b);
     fleet_metrics_render(&b, fleet_worker_available(), fleet_worker_pending());
+    audit_metrics_render(&b, "exec_registry");
     fleet_conn_reply(c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len, NULL);
     buf_free(&b);
 }
@@ -229,6 +231,7 @@ static void stop_serving(void)
 static void on_signal(uv_signal_t *s, int signum)
 {
     if (signum == SIGHUP) {
+        audit_reopen(); /* --audit-log: logrotate moved it */
         char err[600];
         if (!tls_server_enabled())
             log_notice("event=reload result=ok reloaded=nothing");
@@ -305,6 +308,13 @@ int fleet_server_run(void)
     }
     log_notice("event=start node=%s url=%s database=\"%s\" schema=%d", fleet_cfg.node,
                fleet_cfg.public_base, fleet_db_where(db), FLEET_SCHEMA_VERSION);
+    struct audit_options ao = {.log_path = fleet_cfg.audit_log, .program = "exec-server registry"};
+    char aerr[600];
+    if (audit_start(loop, &ao, aerr, sizeof aerr) < 0) {
+        fprintf(stderr, "exec-server registry: %s\n", aerr);
+        fleet_db_close(db);
+        return 1;
+    }
     if (fleet_worker_start(loop, db) < 0) {
         fprintf(stderr, "exec-server registry: cannot start the database thread\n");
         fleet_db_close(db);
@@ -322,8 +332,9 @@ int fleet_server_run(void)
     uv_timer_init(loop, &heartbeat_early);
     uv_timer_start(&heartbeat, heartbeat_tick, 0, fleet_cfg.heartbeat_ms);
     uv_run(loop, UV_RUN_DEFAULT);
+    audit_stop(); /* what the stop recorded is written; its handle closes below */
     fleet_worker_stop();
-    uv_run(loop, UV_RUN_DEFAULT); /* the worker's async handle closing */
+    uv_run(loop, UV_RUN_DEFAULT); /* the worker's async handle (and the audit's) closing */
     fleet_api_cleanup();
     tls_server_shutdown();
     uv_loop_close(loop);

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "core/inflight.h"
+#include "fs/fs_audit.h"
 #include "fs/fs_budget.h"
 #include "fs/fs_methods.h"
 #include "fs/fs_sandboxed.h"
@@ -67,6 +68,7 @@ static void handle_unref(struct fs_handle *h)
     if (--h->refs > 0) return;
     close(h->fd);
     pthread_mutex_destroy(&h->write_lock);
+    free(h->path);
     free(h);
 }
 
@@ -359,6 +361,7 @@ static void open_finish(struct fs_work *fw)
     h->fd = fw->fd;
     h->id_len = fw->hid_len;
     memcpy(h->id, fw->hid, fw->hid_len);
+    h->path = fs_audit_handle_path(fw->path);
     for (int i = 0; i < FS_MAX_HANDLES; i++) {
         if (!t->slots[i]) {
             t->slots[i] = h;
@@ -503,6 +506,7 @@ static void after_cb(uv_work_t *w, int status)
     if (fw->h) handle_unref(fw->h);
     if (status < 0 && !fs_work_failed(fw))
         fs_work_set_msg(fw, FS_ERR_INTERNAL, "%s", uv_strerror(status));
+    fs_audit_op(fw);
     if (fw->msg) {
         rpc_reply_error(req, err_code(fw->kind), "%s", fw->msg);
     } else if (fw->err) {
@@ -518,6 +522,8 @@ static void after_cb(uv_work_t *w, int status)
 
 static void submit(struct fs_work *fw)
 {
+    struct session *s = session_of(fw->req->conn);
+    if (s && !fw->sb_owner[0]) snprintf(fw->sb_owner, sizeof fw->sb_owner, "%s", s->id);
     rpc_result_begin(fw->req, &fw->out);
     fw->w.data = fw;
     int r = uv_queue_work(fw->req->loop, &fw->w, work_cb, after_cb);
@@ -674,6 +680,7 @@ static void handle_write_file(struct rpc_req *req)
     fw->b64 = b64;
     fw->b64_len = blen;
     fw->b64_writable = writable;
+    fw->audit_bytes = fs_audit_payload_bytes(b64, blen);
     submit(fw);
 }
 
@@ -866,6 +873,7 @@ static void handle_write_block(struct rpc_req *req)
     fw->b64 = chunk;
     fw->b64_len = clen;
     fw->b64_writable = writable;
+    fw->audit_bytes = fs_audit_payload_bytes(chunk, clen);
     submit(fw);
 }
 

@@ -6,23 +6,29 @@
  * call follows symlinks like chmod(2). It runs on libuv's thread pool
  * (uv_fs_chmod), never on the loop. It does not take a sandbox: a request with a
  * non-null `sandbox` is refused rather than run unconfined (PROTOCOL.md §11 (h)). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fs/fs_audit.h"
 #include "fs/fs_methods.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
+#include "session/session.h"
 #include "util/mem.h"
 
 struct chmod_work {
     uv_fs_t fs;
     struct rpc_req *req;
+    unsigned mode;
+    char session[40]; /* for the audit record */
 };
 
 static void chmod_done(uv_fs_t *f)
 {
     struct chmod_work *w = f->data;
     int r = (int)f->result;
+    fs_audit_chmod(w->session, f->path, w->mode, r);
     uv_fs_req_cleanup(f);
     if (r < 0)
         rpc_reply_errno(w->req, -r);
@@ -50,6 +56,9 @@ static void handle_set_permissions(struct rpc_req *req)
     struct chmod_work *w = xcalloc(1, sizeof *w);
     w->req = req;
     w->fs.data = w;
+    w->mode = (unsigned)mode;
+    struct session *s = session_of(req->conn);
+    snprintf(w->session, sizeof w->session, "%s", s ? s->id : "");
     int r = uv_fs_chmod(req->loop, &w->fs, path, (int)mode, chmod_done);
     free(path);
     if (r < 0) {

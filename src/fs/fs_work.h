@@ -30,6 +30,7 @@ struct fs_handle {
     pthread_mutex_t write_lock;
     size_t id_len;
     char id[FS_HANDLE_ID_MAX + 1];
+    char *path; /* the file it was opened on, for the audit records (fs_audit.h), or NULL */
 };
 
 enum fs_op {
@@ -68,8 +69,9 @@ struct fs_work {
      * sandbox helper's request frame), which outlives the work */
     const char *b64;
     size_t b64_len;
-    bool fsync;        /* ours: fsync the file (and its directory) before replying */
-    bool b64_writable; /* the request's own copy: may be decoded in place */
+    bool fsync;           /* ours: fsync the file (and its directory) before replying */
+    uint64_t audit_bytes; /* the payload's decoded size, for its audit record */
+    bool b64_writable;    /* the request's own copy: may be decoded in place */
     /* walk */
     uint64_t max_depth, max_dirs, max_entries;
     bool follow_dir_links, prune_hidden;
@@ -97,7 +99,7 @@ struct fs_work {
     /* sandboxed: run in the session's helper for this policy (fs/sandbox_helper.h) */
     struct fs_sandbox *sb; /* the sandbox to run in (sandbox_helper.h), or NULL: owned by
                               fs_methods.c's work, borrowed by capability discovery's */
-    char sb_owner[40];     /* the session id */
+    char sb_owner[40];     /* the session id (of every request: the audit records') */
 };
 
 /* Records errno e (EIO for 0) as the outcome unless one is already recorded. */

@@ -18,13 +18,16 @@
 #include "http/http_methods.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "http/http_audit.h"
 #include "http/http_client.h"
 #include "outbound/curl_loop.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
+#include "session/session.h"
 #include "transport/conn.h"
 #include "proto/base64.h"
 #include "util/buf.h"
@@ -43,6 +46,9 @@ struct http_req {
     char *request_id;
     struct buf id_json;
     char *url;
+    char *method;
+    char session[40];    /* for its audit record */
+    uint64_t resp_bytes; /* streamed body bytes handed over */
     uint64_t seq;
     bool result_sent;
     unsigned round; /* the last table_unblocked round that resumed it */
@@ -59,8 +65,24 @@ static void req_free(struct http_req *r)
     http_call_free(&r->call);
     free(r->request_id);
     free(r->url);
+    free(r->method);
     buf_free(&r->id_json);
     free(r);
+}
+
+/* The call's audit record (http_audit.h). */
+static void audit_call(struct http_req *r, const char *error)
+{
+    struct http_audit_call a = {.session = r->session,
+                                .method = r->method,
+                                .url = r->url,
+                                .status = r->call.status,
+                                .request_bytes = r->call.body_len,
+                                .response_bytes =
+                                    r->call.stream ? r->resp_bytes : r->call.body_buf.len,
+                                .stream = r->call.stream,
+                                .error = error};
+    http_audit_done(&a);
 }
 
 static void unlink_req(struct http_req *r)
@@ -82,6 +104,7 @@ static void table_free(void *state)
         struct http_req *r = t->head;
         t->head = r->next;
         http_call_abort(&r->call);
+        audit_call(r, "connection closed");
         if (r->req) rpc_reply_error(r->req, RPC_INTERNAL_ERROR, "connection closed");
         req_free(r);
     }
@@ -211,6 +234,7 @@ static bool on_body(struct http_call *c, const void *data, size_t n)
     if (!r->result_sent) send_result(r, false);
     if (conn_is_congested(r->tab->conn)) return false;
     round_gather(r->tab->conn);
+    r->resp_bytes += n;
     send_delta(r, data, n, false, NULL);
     return true;
 }
@@ -219,6 +243,11 @@ static void on_done(struct http_call *c, enum http_outcome o)
 {
     struct http_req *r = (struct http_req *)c;
     unlink_req(r);
+    audit_call(r, o == HTTP_OK             ? NULL
+                  : o == HTTP_TOO_BIG      ? "the body exceeds the buffered limit"
+                  : o == HTTP_BODY_TIMEOUT ? "operation timed out"
+                  : o == HTTP_BODY_BROKEN  ? "error decoding response body"
+                                           : "error sending request");
     if (o == HTTP_OK) {
         if (c->stream) {
             if (!r->result_sent) send_result(r, false);
@@ -342,6 +371,9 @@ static void handle_http_request(struct rpc_req *req)
     r->request_id = xstrdup(request_id);
     buf_put_json_str(&r->id_json, request_id, strlen(request_id));
     r->url = xstrdup(url);
+    r->method = xstrdup(method);
+    struct session *s = session_of(req->conn);
+    snprintf(r->session, sizeof r->session, "%s", s ? s->id : "");
     r->tab = t;
     r->req = req;
     r->next = t->head;

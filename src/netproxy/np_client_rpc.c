@@ -5,6 +5,7 @@
  * back into a netproxy_answer, and each decision sent as a network/policyDecision
  * notification (none while the session is detached). */
 #include "netproxy/netproxy_rpc.h"
+#include "netproxy/np_audit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +101,7 @@ static void put_field(struct buf *b, const char *k, const char *v, bool first)
 
 static void report(void *owner, const char *process_id, const struct netproxy_decision *d)
 {
+    np_audit_decision(((struct session *)owner)->id, process_id, d);
     struct conn *conn = session_conn(owner);
     if (!conn) return;
     char ts[40];

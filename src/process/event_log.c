@@ -1,6 +1,7 @@
 /* event_log: ordered, bounded output log of one process (see event_log.h). */
 #include "process/event_log.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,12 +13,27 @@ void event_log_init(struct event_log *log)
     log->next_seq = 1;
 }
 
+void event_log_chunk_ref(struct log_chunk *c)
+{
+    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+}
+
+void event_log_chunk_unref(void *p)
+{
+    struct log_chunk *c = p;
+    /* One reference left is the caller's own: nobody else can see the chunk, so the
+     * common case (never lent) costs no atomic read-modify-write. */
+    if (atomic_load_explicit(&c->refs, memory_order_acquire) == 1 ||
+        atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1)
+        free(c);
+}
+
 void event_log_free(struct event_log *log)
 {
     struct log_chunk *c = log->head;
     while (c) {
         struct log_chunk *n = c->next;
-        free(c);
+        event_log_chunk_unref(c);
         c = n;
     }
     log->head = log->tail = NULL;
@@ -31,6 +47,7 @@ struct log_chunk *event_log_append(struct event_log *log, enum log_stream stream
     c->next = NULL;
     c->seq = log->next_seq++;
     c->len = (uint32_t)len;
+    atomic_init(&c->refs, 1);
     c->stream = (uint8_t)stream;
     c->wire_end = 0;
     memcpy(c->data, data, len);
@@ -49,7 +66,7 @@ struct log_chunk *event_log_append(struct event_log *log, enum log_stream stream
         log->bytes -= old->len;
         log->count--;
         log->evicted_wire_end = old->wire_end;
-        free(old);
+        event_log_chunk_unref(old);
     }
     return c;
 }

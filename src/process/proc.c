@@ -134,7 +134,8 @@ static void proc_free(struct proc *p)
 {
     if (p->freeing) return;
     p->freeing = true;
-    if (p->state != PROC_CLOSED) live_total--; /* killed with its session */
+    if (p->state != PROC_CLOSED) live_total--;        /* killed with its session */
+    if (p->table) proc_audit_end(p, "session ended"); /* nothing when it closed before */
     if (p->table) p->table->events->leaving(p);
     if (p->table) {
         if (p->prev)
@@ -223,6 +224,7 @@ static void check_closed(struct proc *p)
     for (int i = 0; i < p->nout; i++)
         if (p->out[i].fd >= 0) return;
     p->state = PROC_CLOSED;
+    proc_audit_end(p, "exited");
     netproxy_release(p->netproxy); /* its proxy ends with it, as the reference's does */
     p->netproxy = NULL;
     live_total--;
@@ -261,9 +263,11 @@ static void out_drain_reads(struct out_src *o)
          * cut into protocol-sized chunks. */
         ssize_t n = read(o->fd, scratch, sizeof scratch);
         if (n > 0) {
+            p->out_bytes += (uint64_t)n;
             for (ssize_t off = 0; off < n; off += READ_CHUNK) {
                 size_t len = (size_t)(n - off) < READ_CHUNK ? (size_t)(n - off) : READ_CHUNK;
                 struct log_chunk *c = event_log_append(&p->log, o->stream, scratch + off, len);
+                if (p->tty_rec) proc_audit_output(p, c);
                 ev->output(p, c);
             }
             ev->progressed(p);
@@ -330,7 +334,9 @@ static void pid_cb(uv_poll_t *h, int status, int events)
          * 11: the reference says 1 for any signal death on a PTY, which a terminal
          * client cannot turn back into the signal). */
         p->exit_code = 128 + si.si_status;
+        p->exit_signal = si.si_status;
     }
+    p->exit_ns = metrics_now_ns();
     metrics_process_exited(p->exit_code == 0, metrics_now_ns() - p->start_ns);
     {
         char idv[160];

@@ -26,6 +26,7 @@
 
 struct proc;
 struct conn;
+struct audit_tty;
 
 struct proc_viewer; /* proc_rpc.c */
 struct waiter;      /* proc_rpc.c */
@@ -96,6 +97,12 @@ struct proc {
     int handles; /* open uv handles; freed when it reaches zero */
     bool freeing;
     struct netproxy *netproxy; /* its managed-network proxy, released at close */
+    /* The audit trail (proc_audit.c): */
+    struct audit_tty *tty_rec; /* a PTY's recording (--record-dir), or NULL */
+    uint64_t out_bytes;        /* output bytes read, for process.end */
+    uint64_t exit_ns;          /* when its exit status came (metrics_now_ns) */
+    int exit_signal;           /* the signal that ended it, or 0 */
+    bool audit_ended;          /* process.end is written */
 };
 
 /* A process/start in its spawn window (PROTOCOL.md 5.1): the request went to the
@@ -120,6 +127,9 @@ struct proc_start {
     int bridge_fd;             /* the managed-network bridge's server end, or -1 */
     char **argv;               /* argv and cwd as process/list shows them */
     char *cwd;
+    unsigned short rows, cols; /* a PTY's window at the start (0: the default) */
+    struct buf audit_desc;     /* the process.start record's envNames and sandbox
+                                  (proc_audit_describe), empty without a log */
 };
 
 /* What the table tells its owner, each called on the loop thread as it happens
@@ -199,6 +209,25 @@ struct proc_table *proc_request_table(struct rpc_req *req, const char *session_i
 /* The process `id` of that table, or NULL after replying -32600 (`unknown session id`,
  * or `unknown process id <id>`). */
 struct proc *proc_request_proc(struct rpc_req *req, const char *session_id, const char *id);
+
+/* ---- proc_audit.c: the audit trail and the recordings (audit/audit.h) ---- */
+
+struct sandbox_policy;
+struct json_t;
+/* The launch's part of process.start (the request's env names, the sandbox in
+ * short) into out; nothing when there is no log. */
+void proc_audit_describe(struct buf *out, struct json_t *env, const struct sandbox_policy *pol,
+                         bool proxy);
+/* p started from ps: opens its recording (a PTY, --record-dir) and writes process.start. */
+void proc_audit_started(struct proc *p, const struct proc_start *ps, const char *session);
+/* ps did not start: process.start with its error. */
+void proc_audit_failed(const struct proc_start *ps, const char *session, const char *error);
+/* Lends output chunk c to p's recording (p->tty_rec is set). */
+void proc_audit_output(struct proc *p, struct log_chunk *c);
+/* process.end (once): exited and drained, or reason; closes the recording. */
+void proc_audit_end(struct proc *p, const char *reason);
+/* process.terminate / process.signal (type) sent sig to p. */
+void proc_audit_signal(struct proc *p, const char *type, int sig);
 
 /* tty_methods.c: the extension methods and the start-time size. */
 struct pdec;

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "audit/audit.h"
 #include "core/limits.h"
 #include "core/log.h"
 #include "netproxy/netproxy.h"
@@ -135,6 +137,7 @@ static void start_free(struct proc_start *ps)
     free(ps->cwd);
     free(ps->id);
     free(ps->argv0);
+    buf_free(&ps->audit_desc);
     free(ps);
 }
 
@@ -165,6 +168,7 @@ static void start_done(void *arg, int err, const struct spawn_result *sr, int sb
         rpc_reply_error(req, RPC_INVALID_REQUEST, "process %s start was cancelled", ps->id);
     } else if (err == SPAWN_ERR_SANDBOX) {
         log_warn("process %s: the sandbox could not be set up: %s", ps->id, strerror(sberr));
+        proc_audit_failed(ps, t->owner_id, "sandbox intent cannot be enforced on this executor");
         rpc_reply_error(req, RPC_INVALID_PARAMS,
                         "sandbox intent cannot be enforced on this executor%s",
                         sandbox_host_refusal());
@@ -182,6 +186,7 @@ static void start_done(void *arg, int err, const struct spawn_result *sr, int sb
                       log_value(ps->argv0, a0, sizeof a0),
                       log_value(ps->cwd ? ps->cwd : "", cv, sizeof cv), ename ? ename : "?", text);
         }
+        proc_audit_failed(ps, t->owner_id, text);
         rpc_reply_error_kind(req, RPC_INTERNAL_ERROR, spawn_error_kind(-err), text);
     } else {
         if (ps->bridge_fd >= 0) {
@@ -197,6 +202,7 @@ static void start_done(void *arg, int err, const struct spawn_result *sr, int sb
         ps->hold = NULL;
         p->netproxy = ps->netproxy;
         ps->netproxy = NULL;
+        proc_audit_started(p, ps, t->owner_id); /* before its first output */
         char idv[160], a0[200];
         log_event(
             "event=process_start session=%s process_id=%s pid=%d argv0=%s tty=%s "
@@ -381,6 +387,10 @@ static void start_launch(struct start_job *j, const struct proc_snapshot *snap)
     ps->sandboxed = j->sandboxed;
     ps->mode = j->sandboxed ? (int)sandbox_host_mode_for(j->pol.legacy_landlock) : 0;
     ps->bridge_fd = -1;
+    ps->rows = j->rows;
+    ps->cols = j->cols;
+    buf_init(&ps->audit_desc);
+    proc_audit_describe(&ps->audit_desc, j->env, j->sandboxed ? &j->pol : NULL, j->proxy != NULL);
     int err = herr < 0 ? herr : spawn_child_async(req->loop, &rq, start_done, ps, &ps->op);
     if (state_fd >= 0) close(state_fd);
     if (tun_fd >= 0) close(tun_fd);
@@ -750,6 +760,7 @@ static void handle_write(struct rpc_req *req)
         return;
     }
     if (wid) write_id_remember(p, wid);
+    if (p->tty_rec) audit_tty_input(p->tty_rec, it->data, it->len);
     proc_stdin_push(p, it);
     rpc_reply_json(req, json_pack("{s:s}", "status", "accepted"));
 }
@@ -774,7 +785,10 @@ static void handle_terminate(struct rpc_req *req)
         return;
     }
     bool running = p && p->state == PROC_RUNNING;
-    if (running) proc_kill(p);
+    if (running) {
+        proc_kill(p);
+        proc_audit_signal(p, "process.terminate", SIGKILL);
+    }
     rpc_reply_json(req, json_pack("{s:b}", "running", running));
 }
 

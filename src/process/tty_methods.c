@@ -24,6 +24,7 @@
 #include <sys/ioctl.h>
 #include <termios.h>
 
+#include "audit/audit.h"
 #include "process/proc_internal.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
@@ -86,7 +87,10 @@ void proc_handle_signal(struct rpc_req *req)
     struct proc_table *t = proc_request_table(req, sid);
     if (!t) return;
     struct proc *p = proc_find(t, id);
-    if (p && p->state == PROC_RUNNING) kill(-p->pid, sig);
+    if (p && p->state == PROC_RUNNING) {
+        kill(-p->pid, sig);
+        proc_audit_signal(p, "process.signal", sig);
+    }
     rpc_reply_json(req, json_object());
 }
 
@@ -143,6 +147,7 @@ void proc_handle_resize(struct rpc_req *req)
         struct winsize ws = {.ws_row = rows, .ws_col = cols};
         ioctl(fd, TIOCSWINSZ, &ws); /* a gone terminal has no window left to size */
     }
+    if (p->tty_rec) audit_tty_resize(p->tty_rec, rows, cols);
     rpc_reply_json(req, json_object());
 }
 

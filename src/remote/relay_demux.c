@@ -29,6 +29,7 @@
 #include "proto/relay_framing.h"
 #include "proto/relay_order.h"
 #include "proto/utf8.h"
+#include "remote/relay_audit.h"
 #include "util/bigbuf.h"
 #include "util/mem.h"
 
@@ -524,6 +525,7 @@ static void on_validated(void *arg, enum registry_verdict verdict)
     struct relay_stream *s = arg;
     struct relay_demux *d = s->d;
     s->validation = NULL; /* the call freed itself */
+    relay_audit_login(s->id, d->reg_id, noise_ik_remote_static(s->hs), verdict);
     char idv[64];
     if (verdict == REGISTRY_CREDENTIALS_REJECTED) {
         reject_credentials(s);

@@ -478,6 +478,12 @@ void rpc_reply_errno(struct rpc_req *req, int errnum)
 }
 
 bool rpc_dry_run;
+static const char *(*work_gate)(const char *method);
+
+void rpc_set_work_gate(const char *(*gate)(const char *method))
+{
+    work_gate = gate;
+}
 
 bool rpc_check_ready(struct rpc_req *req)
 {
@@ -496,6 +502,11 @@ bool rpc_check_ready(struct rpc_req *req)
     if (rpc_dry_run) {
         rpc_reply_error(req, RPC_INVALID_REQUEST, "dry run: %s stops after the gate",
                         req->method->name);
+        return false;
+    }
+    const char *why = work_gate ? work_gate(req->method->name) : NULL;
+    if (why) {
+        rpc_reply_error(req, RPC_INTERNAL_ERROR, "%s refused: %s", req->method->name, why);
         return false;
     }
     return true;

@@ -31,6 +31,10 @@ void rpc_conn_set_initialized(struct conn *c);
  * family; otherwise replies with the documented -32600 and returns false.
  * Handlers call it after decoding their params (params are decoded first). */
 bool rpc_check_ready(struct rpc_req *req);
+/* A second gate, after the lifecycle one, that the layer above installs (the
+ * server's --audit-required, server_methods.c): it returns why a method may not run
+ * now (the request is then refused with -32603 and that text), or NULL. */
+void rpc_set_work_gate(const char *(*gate)(const char *method));
 
 /* Requests the server sends to the client (network/policyRequest). Each connection
  * numbers them with integer ids from 1. The callback runs once, on the loop thread:

@@ -693,11 +693,38 @@ static int validate_exposure(void)
     return 2;
 }
 
+/* The audit options: the variables stand in for the two paths; the flags need the
+ * option they qualify. */
+static int validate_audit(void)
+{
+    if (!C.audit_log) C.audit_log = env_vars.audit_log;
+    if (!C.record_dir) C.record_dir = env_vars.record_dir;
+    static const struct {
+        const char *flag;
+        bool *set;
+        const char *needs;
+    } rules[] = {{"audit-required", &C.audit_required, "--audit-log PATH"},
+                 {"audit-fs-reads", &C.audit_fs_reads, "--audit-log PATH"},
+                 {"record-input", &C.record_input, "--record-dir DIR"}};
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+        bool have = rules[i].needs[2] == 'a' ? C.audit_log != NULL : C.record_dir != NULL;
+        if (*rules[i].set && !have) {
+            usage_error("--%s requires %s", rules[i].flag, rules[i].needs);
+            return 2;
+        }
+    }
+    if ((C.audit_log && !*C.audit_log) || (C.record_dir && !*C.record_dir)) {
+        usage_error("--audit-log and --record-dir need a path");
+        return 2;
+    }
+    return CONFIG_OK;
+}
+
 int config_validate(void)
 {
-    int (*const steps[])(void) = {validate_relations, validate_codex,   validate_forward,
-                                  validate_sigv4,     validate_remote,  validate_listen,
-                                  configure_auth,     validate_exposure};
+    int (*const steps[])(void) = {validate_relations, validate_codex,    validate_forward,
+                                  validate_sigv4,     validate_remote,   validate_listen,
+                                  configure_auth,     validate_exposure, validate_audit};
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
         int r = steps[i]();
         if (r != CONFIG_OK) return r;

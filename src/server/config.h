@@ -45,6 +45,8 @@ struct server_config {
     const char *chatgpt_account_id;
     struct opt_list codex_overrides, codex_enable, codex_disable;
     bool strict_config;
+    const char *audit_log, *record_dir; /* the audit trail (docs/AUDIT.md) */
+    bool audit_required, audit_fs_reads, record_input;
 
     /* The command: `exec-server forward ...` when set. */
     bool forward;

@@ -167,12 +167,13 @@ static const char *const sandbox_modes[] = {"auto", "namespaces", "landlock", NU
 /* Where a value goes, and its size for the numeric kinds. */
 #define TO(field) .target = &(field), .size = sizeof(field)
 
-enum { SEC_GENERAL, SEC_WS_AUTH, SEC_LIMITS, SEC_REMOTE, SEC_FORWARD, SEC_CODEX };
+enum { SEC_GENERAL, SEC_WS_AUTH, SEC_LIMITS, SEC_AUDIT, SEC_REMOTE, SEC_FORWARD, SEC_CODEX };
 
 const struct opt_section options_sections[] = {
     [SEC_GENERAL] = {"Options", NULL},
     [SEC_WS_AUTH] = {"WebSocket authentication", "Off by default; /readyz stays open."},
     [SEC_LIMITS] = {"Limits", "BYTES may end in K, M or G (powers of 1024)."},
+    [SEC_AUDIT] = {"Audit", "What clients did, kept apart from the logs (docs/AUDIT.md)."},
     [SEC_REMOTE] = {"Remote mode",
                     "An environment registry and its rendezvous relay, Noise encrypted."},
     [SEC_FORWARD] = {"Forward", "Options of `exec-server forward` only."},
@@ -353,6 +354,39 @@ const struct opt_spec options_table[] = {
      .section = SEC_LIMITS, TO(L.tcp_forwarding),
      .help = "allow tcp/connect: clients may open TCP connections from this host, as ssh -L "
              "does (off by default)"},
+    /* ---- audit ---- */
+    {.name = "audit-log", .meta = "PATH", .kind = OPT_STRING, .modes = OPT_SERVE,
+     .section = SEC_AUDIT, TO(C.audit_log),
+     .help = "append one JSON record per client action to PATH (created 0600): logins and "
+             "refusals, sessions, process starts and ends, file changes, http/request, "
+             "managed-network decisions; each carries a sequence number and the SHA-256 of "
+             "the record before it (`exec-server audit verify PATH` checks the chain). Never "
+             "environment values, tokens, bodies or file contents. SIGHUP reopens it. Also "
+             "EXEC_SERVER_AUDIT_LOG=PATH",
+     .more = "Records are written by a thread of their own, never by the loop; a file that "
+             "cannot be written is said once at error level, counted in /metrics "
+             "(exec_server_audit_*) and tried again every second while records wait in a "
+             "bounded queue (16 MiB; past it they are dropped and an audit.lost record counts "
+             "them). At start the chain goes on from the file's last record."},
+    {.name = "audit-required", .kind = OPT_FLAG, .modes = OPT_SERVE, .section = SEC_AUDIT,
+     TO(C.audit_required), .env = "EXEC_SERVER_AUDIT_REQUIRED", .env_rule = OPT_ENV_TRUTHY,
+     .help = "with --audit-log: while records cannot be written, refuse the requests that "
+             "would make one (process/start and write, fs changes, http/request, tcp/connect) "
+             "with a JSON-RPC error, instead of going on unrecorded"},
+    {.name = "audit-fs-reads", .kind = OPT_FLAG, .modes = OPT_SERVE, .section = SEC_AUDIT,
+     TO(C.audit_fs_reads), .env = "EXEC_SERVER_AUDIT_FS_READS", .env_rule = OPT_ENV_TRUTHY,
+     .help = "with --audit-log: record fs reads too (readFile, readDirectory, walk, "
+             "getMetadata, canonicalize, open for reading, readBlock), not only changes"},
+    {.name = "record-dir", .meta = "DIR", .kind = OPT_STRING, .modes = OPT_SERVE,
+     .section = SEC_AUDIT, TO(C.record_dir),
+     .help = "record every PTY process as an asciicast v2 file in DIR (`asciinema play` and "
+             "`asciinema cat` read them): its output and window size changes, named "
+             "SESSION.PROCESS.STARTMS.cast (0600) and named in its process.start record. "
+             "Also EXEC_SERVER_RECORD_DIR=DIR"},
+    {.name = "record-input", .kind = OPT_FLAG, .modes = OPT_SERVE, .section = SEC_AUDIT,
+     TO(C.record_input), .env = "EXEC_SERVER_RECORD_INPUT", .env_rule = OPT_ENV_TRUTHY,
+     .help = "with --record-dir: recordings also hold what the client typed (passwords "
+             "among it)"},
     /* ---- remote mode ---- */
     {.name = "remote", .meta = "URL", .kind = OPT_STRING, .modes = OPT_BOTH,
      .section = SEC_REMOTE, TO(C.remote_url),
@@ -678,11 +712,13 @@ void options_print_help(FILE *out, unsigned mode)
         fputs("Usage: exec-server [OPTIONS]\n"
               "       exec-server forward --connect ws://HOST:PORT --remote URL "
               "--environment-id ID [OPTIONS]\n"
-              "       exec-server registry --database URL [OPTIONS]\n\n"
+              "       exec-server registry --database URL [OPTIONS]\n"
+              "       exec-server audit verify FILE...\n\n"
               "Runs and drives processes and files on this machine for a remote client, over\n"
               "one WebSocket (or stdin/stdout) speaking JSON-RPC. `exec-server forward --help`\n"
               "describes the forward command, `exec-server registry --help` the registry and\n"
-              "rendezvous for a fleet of remote exec-servers.\n",
+              "rendezvous for a fleet of remote exec-servers, `exec-server audit --help` the\n"
+              "check of audit logs (--audit-log).\n",
               out);
     for (size_t s = 0; s < options_section_count; s++) {
         bool any = false;
@@ -827,6 +863,13 @@ const struct opt_env options_env_table[] = {
      "(default ~/.aws/config)"},
     {"EXEC_REGISTRY_DATABASE", "--database", &E.registry_database, "exec-server registry's "
      "database when --database is not given"},
+    /* the audit trail */
+    {"EXEC_SERVER_AUDIT_LOG", "--audit-log", &E.audit_log, "the audit log when --audit-log "
+     "is not given"},
+    {"EXEC_SERVER_RECORD_DIR", "--record-dir", &E.record_dir, "the recording directory "
+     "when --record-dir is not given"},
+    {"EXEC_REGISTRY_AUDIT_LOG", "--audit-log", &E.registry_audit_log, "exec-server "
+     "registry's audit log when its --audit-log is not given"},
     /* test knobs: the tests' own, not settings */
     {"EXEC_SERVER_TEST_RESOLVE", NULL, &E.test_resolve, "test knob: NAME=IP,... answers the "
      "managed proxy's name lookups for those names"},

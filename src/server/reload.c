@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "audit/audit.h"
 #include "core/log.h"
 #include "transport/auth.h"
 #include "transport/tls.h"
@@ -37,6 +38,10 @@ int reload_now(void)
         } else if (err[0] == '\0') {
             snprintf(done + strlen(done), sizeof done - strlen(done), ",auth");
         }
+    }
+    if (audit_enabled()) {
+        audit_reopen(); /* the writer reopens it and says how that went */
+        snprintf(done + strlen(done), sizeof done - strlen(done), ",audit");
     }
     log_notice("event=reload result=%s reloaded=%s", first ? "partial" : "ok",
                done[0] ? done + 1 : "nothing");

@@ -1,5 +1,6 @@
 /* reload: what SIGHUP means to exec-server: re-read the files it was started with
  * and keep running, on every kind of listener (ws://, wss://, stdio, remote mode).
+ * The audit log (--audit-log) is reopened at its path, as logrotate expects.
  *
  * Reloaded: the TLS certificate and key (--tls-cert/--tls-key; new connections get
  * the new pair, live ones keep theirs), the capability token file (--ws-token-file)

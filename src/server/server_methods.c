@@ -1,6 +1,10 @@
 /* server_methods: see server_methods.h. */
 #include "server/server_methods.h"
 
+#include <stdio.h>
+#include <string.h>
+
+#include "audit/audit.h"
 #include "capabilities/capabilities_rpc.h"
 #include "fs/fs_methods.h"
 #include "fs/fs_watch_rpc.h"
@@ -11,6 +15,50 @@
 #include "sandbox/sandbox_rpc.h"
 #include "session/session.h"
 #include "tcp/tcp_methods.h"
+
+/* What --audit-required refuses while the audit log cannot take records: the
+ * methods that do work an audit record is made of (docs/AUDIT.md); the fs reads
+ * only when they are recorded (--audit-fs-reads). Reading output, listing and
+ * stopping (process/terminate, session/close) always go on. */
+static const char *const audited[] = {"process/start",
+                                      "process/write",
+                                      "process/signal",
+                                      "fs/writeFile",
+                                      "fs/createDirectory",
+                                      "fs/remove",
+                                      "fs/copy",
+                                      "fs/open",
+                                      "fs/writeBlock",
+                                      "fs/setPermissions",
+                                      "http/request",
+                                      "tcp/connect",
+                                      NULL};
+static const char *const audited_reads[] = {
+    "fs/readFile",     "fs/readDirectory", "fs/walk", "fs/getMetadata",
+    "fs/canonicalize", "fs/readBlock",     NULL};
+
+static bool listed(const char *const *list, const char *method)
+{
+    for (; *list; list++)
+        if (strcmp(*list, method) == 0) return true;
+    return false;
+}
+
+static const char *audit_gate(const char *method)
+{
+    if (!listed(audited, method) && !(audit_fs_reads() && listed(audited_reads, method)))
+        return NULL;
+    const char *why = audit_refusal();
+    if (!why) return NULL;
+    static char text[160];
+    snprintf(text, sizeof text, "%s (--audit-required)", why);
+    return text;
+}
+
+void server_methods_gate_audit(void)
+{
+    rpc_set_work_gate(audit_gate);
+}
 
 void server_methods_register(void)
 {

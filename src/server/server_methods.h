@@ -7,5 +7,8 @@
 /* Registers every method table with rpc and every session part with the session
  * layer (idempotent). */
 void server_methods_register(void);
+/* --audit-required: the methods that make audit records are refused while the log
+ * cannot take them (rpc_set_work_gate). */
+void server_methods_gate_audit(void);
 
 #endif

@@ -12,10 +12,12 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "audit/audit.h"
 #include "core/env_vars.h"
 #include "core/host_env.h"
 #include "core/limits.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "core/own_ports.h"
 #include "fs/fs_budget.h"
 #include "helpers/spawner.h"
@@ -201,6 +203,31 @@ static void watch_stdin(void)
         log_warn("--exit-on-stdin-close: standard input cannot be watched; ignoring");
 }
 
+static void audit_metrics(struct buf *out)
+{
+    audit_metrics_render(out, "exec_server");
+}
+
+/* --audit-log and --record-dir: after the spawner (never forked with the writer
+ * thread's locks), before the first client. */
+static int start_audit(void)
+{
+    struct audit_options o = {.log_path = C.audit_log,
+                              .record_dir = C.record_dir,
+                              .required = C.audit_required,
+                              .record_input = C.record_input,
+                              .fs_reads = C.audit_fs_reads,
+                              .program = "exec-server"};
+    char err[600];
+    if (audit_start(loop, &o, err, sizeof err) < 0) {
+        fprintf(stderr, "exec-server: %s\n", err);
+        return 1;
+    }
+    metrics_set_extra(audit_metrics);
+    if (C.audit_required) server_methods_gate_audit();
+    return 0;
+}
+
 static int start_remote(void)
 {
     struct remote_opts ro = {.base_url = C.remote_url,
@@ -331,6 +358,7 @@ int server_run(void)
         return 1;
     }
     raise_fd_limit();
+    if (start_audit() != 0) return 1;
     watch_stdin();
     if (C.remote_mode && start_remote() != 0) return 1;
     if (start_listener() != 0) return 1;
@@ -339,6 +367,7 @@ int server_run(void)
     uv_walk(loop, close_walk_cb, NULL);
     uv_run(loop, UV_RUN_DEFAULT);
     uv_loop_close(loop);
+    audit_stop(); /* what the shutdown recorded (sessions, processes) is written first */
     bigbuf_trim(0);
     if (C.remote_mode) remote_cleanup();
     spawner_stop();

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "audit/audit.h"
 #include "core/limits.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -94,6 +95,25 @@ static uint64_t wall_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* A session's audit record (audit/audit.h): type, the connection it is about (or
+ * NULL) and why it ended (or NULL). */
+static void session_audit(const char *type, const struct session *s, const struct conn *c,
+                          const char *reason)
+{
+    struct buf *b = audit_begin(type);
+    if (!b) return;
+    audit_put_str(b, "session", s->id);
+    if (c) {
+        audit_put_str(b, "peer", conn_peer(c));
+        audit_put_str(b, "transport", conn_kind(c));
+        const char *who = conn_identity(c);
+        if (*who) audit_put_strn(b, "identity", who, 16);
+        audit_put_str(b, "client", s->client_name);
+    }
+    if (reason) audit_put_str(b, "reason", reason);
+    audit_commit(b);
+}
+
 static void session_free_cb(uv_handle_t *h)
 {
     struct session *s = h->data;
@@ -101,7 +121,7 @@ static void session_free_cb(uv_handle_t *h)
     free(s);
 }
 
-static void session_destroy(struct session *s)
+static void session_destroy(struct session *s, const char *reason)
 {
     if (s->prev)
         s->prev->next = s->next;
@@ -116,6 +136,7 @@ static void session_destroy(struct session *s)
     if (s->conn) conn_set_owner(s->conn, NULL, NULL);
     s->conn = NULL;
     EACH_PART(ended, s); /* its processes are killed, its sandbox helpers released */
+    session_audit("session.end", s, NULL, reason); /* after its processes' ends */
     s->ttl.data = s;
     uv_close((uv_handle_t *)&s->ttl, session_free_cb);
 }
@@ -125,7 +146,7 @@ static void session_expired(uv_timer_t *t)
     struct session *s = t->data;
     log_event("event=session_expire session=%s detached_ms=%llu processes=killed", s->id,
               (unsigned long long)(s->kept ? s->keep_ms : session_ttl_ms));
-    session_destroy(s);
+    session_destroy(s, "expired");
 }
 
 /* conn_owner_ops.closed: the bound connection is gone. */
@@ -138,13 +159,13 @@ static void session_conn_closed(void *owner, struct conn *c)
     EACH_PART(detached, s, c);
     if (conn_flags(c) & CONN_F_NO_RESUME) {
         /* There is no resume over stdio: the only connection is gone. */
-        session_destroy(s);
+        session_destroy(s, "connection closed");
         return;
     }
     if (s->ending) {
         /* The client said it is done (session/close): nothing to resume. */
         log_event("event=session_end session=%s peer=%s reason=session_close", s->id, conn_peer(c));
-        session_destroy(s);
+        session_destroy(s, "closed");
         return;
     }
     uint64_t ttl = s->kept ? s->keep_ms : session_ttl_ms;
@@ -153,6 +174,7 @@ static void session_conn_closed(void *owner, struct conn *c)
     snprintf(ttl_text, sizeof ttl_text, "%llu", (unsigned long long)ttl);
     log_event("event=session_detach session=%s peer=%s ttl_ms=%s", s->id, conn_peer(c),
               forever ? "forever" : ttl_text);
+    session_audit("session.detach", s, c, NULL);
     s->detach_order = ++detach_counter;
     s->detached = true;
     s->detached_ms = wall_ms();
@@ -174,7 +196,7 @@ static void session_conn_closed(void *owner, struct conn *c)
         log_warn("session %s expired early: %zu detached sessions exceed the limit of %u "
                  "(--max-detached-sessions); killing its processes",
                  oldest->id, detached, server_limits.max_detached);
-        session_destroy(oldest);
+        session_destroy(oldest, "evicted");
     }
 }
 
@@ -209,7 +231,7 @@ struct session *session_of(const struct conn *c)
 void session_destroy_all(void)
 {
     while (sessions)
-        session_destroy(sessions);
+        session_destroy(sessions, "shutdown");
     for (int i = 0; i < nparts; i++)
         if (parts[i]->shutdown) parts[i]->shutdown();
 }
@@ -242,6 +264,7 @@ struct session *session_create(struct conn *c, const char *client_name)
     sessions = s;
     attach(s, c);
     log_event("event=session_attach session=%s peer=%s resumed=false", s->id, conn_peer(c));
+    session_audit("session.start", s, c, NULL);
     return s;
 }
 
@@ -250,6 +273,7 @@ void session_resume(struct session *s, struct conn *c)
     attach(s, c);
     EACH_PART(attached, s, c);
     log_event("event=session_attach session=%s peer=%s resumed=true", s->id, conn_peer(c));
+    session_audit("session.resume", s, c, NULL);
 }
 
 int session_keep(struct session *s, uint64_t keep_ms)

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "audit/audit.h"
 #include "core/limits.h"
 #include "core/log.h"
 #include "proto/base64.h"
@@ -36,6 +37,7 @@
 #include "rpc/params.h"
 #include "sandbox/policy.h"
 #include "sandbox/sandbox_rpc.h"
+#include "session/session.h"
 #include "tcp/tcp_stream.h"
 #include "transport/conn.h"
 #include "util/buf.h"
@@ -110,8 +112,25 @@ static bool table_unlink(struct tcp_stream *st)
     return true;
 }
 
+/* The tcp.connect audit record (audit/audit.h): where to, and how it went. */
+static void audit_connect(const struct tcp_stream *st, const char *addr, const char *error)
+{
+    struct buf *b = audit_begin("tcp.connect");
+    if (!b) return;
+    struct conn *c = stream_conn(st);
+    struct session *s = c ? session_of(c) : NULL;
+    audit_put_str(b, "session", s ? s->id : NULL);
+    audit_put_str(b, "stream", st->id);
+    audit_put_str(b, "host", st->host);
+    audit_put_u64(b, "port", st->port);
+    if (addr) audit_put_str(b, "address", addr);
+    if (error) audit_put_str(b, "error", error);
+    audit_commit(b);
+}
+
 static void on_connected(struct tcp_stream *st, void *token, const char *addr, int port)
 {
+    audit_connect(st, addr, NULL);
     struct conn *c = stream_conn(st);
     char hv[300], iv[160];
     log_event("event=tcp_connect peer=%s stream=%s host=%s port=%u address=%s result=ok",
@@ -126,6 +145,7 @@ static void on_connected(struct tcp_stream *st, void *token, const char *addr, i
 static void on_ended(struct tcp_stream *st, void *connect_token, const char *error, bool notify)
 {
     if (connect_token) {
+        audit_connect(st, NULL, error ? error : "stream closed");
         char hv[300], ev[160];
         log_event("event=tcp_connect stream_host=%s port=%u result=error error=%s",
                   log_value(st->host, hv, sizeof hv), st->port,

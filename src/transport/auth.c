@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "audit/audit.h"
 #include "proto/hex.h"
 #include "transport/jwt.h"
 #include "util/oserr.h"
@@ -301,6 +303,43 @@ void auth_identity(const char *authorization, char *out)
     OPENSSL_cleanse(text, sizeof text);
     for (size_t i = 0; i < sizeof digest; i++)
         snprintf(out + 2 * i, 3, "%02x", digest[i]);
+}
+
+void auth_audit_login(const char *peer, const char *target, const char *authorization,
+                      const char *identity, const struct auth_refusal *refused)
+{
+    struct buf *b = audit_begin("login");
+    if (!b) return;
+    audit_put_str(b, "result", refused ? "refused" : "ok");
+    audit_put_str(b, "transport", "websocket");
+    audit_put_str(b, "peer", peer);
+    audit_put_str(b, "target", target);
+    audit_put_str(b, "auth",
+                  !enabled   ? "none"
+                  : jwt_mode ? "signed-bearer-token"
+                             : "capability-token");
+    const char *tok;
+    size_t len;
+    if (refused) {
+        /* Nothing of what was presented: a wrong token may be someone's secret. */
+        audit_put_str(b, "reason", refused->reason);
+    } else if (enabled && bearer_token(authorization, &tok, &len) == AUTH_OK) {
+        if (jwt_mode) {
+            json_t *claims = jwt_claims(tok, len);
+            audit_put_str(b, "sub", json_string_value(json_object_get(claims, "sub")));
+            audit_put_str(b, "iss", json_string_value(json_object_get(claims, "iss")));
+            json_decref(claims);
+        } else {
+            /* What --ws-token-sha256 names it by, cut to 16 digits. */
+            unsigned char digest[SHA256_DIGEST_LENGTH];
+            char hex[2 * SHA256_DIGEST_LENGTH + 1];
+            SHA256((const unsigned char *)tok, len, digest);
+            hex_encode(digest, sizeof digest, hex);
+            audit_put_strn(b, "tokenId", hex, 16);
+        }
+        audit_put_strn(b, "identity", identity, identity && strlen(identity) >= 16 ? 16 : 0);
+    }
+    audit_commit(b);
 }
 
 int auth_reload(char *err, size_t errlen)

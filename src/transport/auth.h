@@ -92,6 +92,14 @@ bool auth_admit(const char *authorization, struct buf *reply, struct auth_refusa
 #define AUTH_IDENTITY_LEN 65
 void auth_identity(const char *authorization, char *out);
 
+/* The login record of the audit trail (audit/audit.h) for a WebSocket upgrade to
+ * target ("websocket", "/metrics") from peer: admitted (refused NULL: the
+ * capability token's id, the first 16 hex digits of its SHA-256, or the JWT's sub
+ * and iss, and the first 16 digits of identity) or refused (the reason; nothing of
+ * what was presented). */
+void auth_audit_login(const char *peer, const char *target, const char *authorization,
+                      const char *identity, const struct auth_refusal *refused);
+
 /* SIGHUP: re-reads the token file or the JWT secret file the server was started
  * with (a --ws-token-sha256 digest has nothing to re-read). On failure the old key
  * stays and the message is in err. Returns 0 (also when there is nothing to reload)

@@ -395,6 +395,7 @@ static void ws_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 static void ws_log_refusal(struct ws_conn *w, const char *target, const struct auth_refusal *why)
 {
     metrics_auth_refused(why->reason);
+    auth_audit_login(conn_peer(&w->base), target, NULL, NULL, why);
     char tv[96];
     log_event("event=auth result=refused peer=%s target=%s reason=%s detail=%s",
               conn_peer(&w->base), target, why->reason, log_value(why->text, tv, sizeof tv));
@@ -502,6 +503,8 @@ static void ws_on_bytes(struct ws_conn *w, uv_stream_t *s, char *data, size_t nr
         conn_set_identity(&w->base, who);
         log_event("event=auth result=ok peer=%s", conn_peer(&w->base));
     }
+    auth_audit_login(conn_peer(&w->base), "websocket", info.authorization, conn_identity(&w->base),
+                     NULL);
     conn_set_transport(&w->base, "websocket");
     log_event("event=websocket_upgrade transport=websocket peer=%s", conn_peer(&w->base));
     ws_upgrade(w, info.consumed);

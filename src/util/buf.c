@@ -128,9 +128,15 @@ void buf_put_i64(struct buf *b, int64_t v)
 
 void buf_put_json_str(struct buf *b, const char *s, size_t n)
 {
-    static const char hex[] = "0123456789abcdef";
     buf_reserve(b, n + 2);
     buf_putc(b, '"');
+    buf_put_json_chars(b, s, n);
+    buf_putc(b, '"');
+}
+
+void buf_put_json_chars(struct buf *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
     size_t start = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -152,7 +158,6 @@ void buf_put_json_str(struct buf *b, const char *s, size_t n)
         }
     }
     buf_append(b, s + start, n - start);
-    buf_putc(b, '"');
 }
 
 char *buf_steal(struct buf *b) /* see buf.h: bigbuf_free_any frees either kind */

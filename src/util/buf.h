@@ -43,6 +43,8 @@ void buf_put_u64(struct buf *b, uint64_t v);
 void buf_put_i64(struct buf *b, int64_t v);
 /* Appends s as a quoted JSON string. s must be valid UTF-8 (it came from jansson). */
 void buf_put_json_str(struct buf *b, const char *s, size_t n);
+/* The same without the quotes: s as a JSON string's content. */
+void buf_put_json_chars(struct buf *b, const char *s, size_t n);
 /* Takes the storage away from b (b becomes empty); the caller frees it, with
  * bigbuf_free_any when it may have been reserved with buf_reserve_big. */
 char *buf_steal(struct buf *b);

@@ -24,6 +24,8 @@ PREFIXES = (
     "crypto_",
     # transport, rpc
     "conn_", "ws_", "stdio_", "tls_", "auth_", "jwt_", "rpc_", "pdec_",
+    # the audit trail (src/audit)
+    "audit_",
     "remote_", "registry_", "rv_ws_", "sigv4_", "aws_profile_", "direct_conn_",
     # domains and wiring
     "session_", "env_config_", "proc_", "process_", "spawn_", "spawner_", "guardian_",

@@ -1,0 +1,110 @@
+/* fs_audit: the audit records of the fs methods (audit/audit.h, docs/AUDIT.md): one
+ * per operation once it is done (its path or paths, byte counts, its error), written
+ * where the reply is made (fs_methods.c's after_cb). Changes are always recorded;
+ * reads only with --audit-fs-reads. Never the contents of a file. */
+#include "fs/fs_audit.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "audit/audit.h"
+#include "util/mem.h"
+#include "util/oserr.h"
+
+/* The record type of an operation, and whether it only reads. */
+static const char *op_type(const struct fs_work *fw, bool *reads)
+{
+    *reads = false;
+    switch (fw->op) {
+    case OP_WRITE_FILE: return "fs.write";
+    case OP_CREATE_DIR: return "fs.mkdir";
+    case OP_REMOVE: return "fs.remove";
+    case OP_COPY: return "fs.copy";
+    case OP_WRITE_BLOCK: return "fs.writeBlock";
+    case OP_OPEN: *reads = !fw->replace; return "fs.open";
+    default: break;
+    }
+    *reads = true;
+    switch (fw->op) {
+    case OP_READ_FILE: return "fs.read";
+    case OP_READ_DIR: return "fs.readDirectory";
+    case OP_WALK: return "fs.walk";
+    case OP_METADATA: return "fs.getMetadata";
+    case OP_CANONICALIZE: return "fs.canonicalize";
+    case OP_READ_BLOCK: return "fs.readBlock";
+    default: return NULL; /* not a client's fs method (capability discovery) */
+    }
+}
+
+static void put_error(struct buf *b, const struct fs_work *fw)
+{
+    if (fw->msg) {
+        audit_put_str(b, "error", fw->msg);
+    } else if (fw->err) {
+        char text[160];
+        oserr_format(fw->err, text, sizeof text);
+        audit_put_str(b, "error", text);
+    }
+}
+
+void fs_audit_op(const struct fs_work *fw)
+{
+    bool reads;
+    const char *type = op_type(fw, &reads);
+    if (!type || !audit_enabled() || (reads && !audit_fs_reads())) return;
+    struct buf *b = audit_begin(type);
+    audit_put_str(b, "session", fw->sb_owner);
+    if (fw->h) { /* handle I/O: the handle and the file it was opened on */
+        audit_put_strn(b, "handle", fw->h->id, fw->h->id_len);
+        audit_put_str(b, "path", fw->h->path);
+        audit_put_u64(b, "offset", fw->offset);
+        audit_put_u64(b, "bytes", fw->op == OP_WRITE_BLOCK ? fw->audit_bytes : fw->len);
+    } else if (fw->op == OP_COPY) {
+        audit_put_strn(b, "source", fw->path, fw->path_len);
+        audit_put_strn(b, "destination", fw->path2, fw->path2_len);
+    } else {
+        audit_put_strn(b, "path", fw->path, fw->path_len);
+    }
+    if (fw->op == OP_WRITE_FILE) audit_put_u64(b, "bytes", fw->audit_bytes);
+    if (fw->op == OP_OPEN) {
+        audit_put_strn(b, "handle", fw->hid, fw->hid_len);
+        audit_put_str(b, "mode", fw->replace ? "replace" : "read");
+    }
+    if (fw->op == OP_REMOVE || fw->op == OP_CREATE_DIR || fw->op == OP_COPY)
+        audit_put_bool(b, "recursive", fw->recursive);
+    if (fw->op == OP_REMOVE) audit_put_bool(b, "force", fw->force);
+    if (!fw->h) audit_put_bool(b, "sandboxed", fw->sb != NULL);
+    put_error(b, fw);
+    audit_commit(b);
+}
+
+uint64_t fs_audit_payload_bytes(const char *b64, size_t len)
+{
+    if (!b64 || len < 2) return 0;
+    uint64_t n = len / 4 * 3;
+    if (len % 4) /* unpadded: the last group holds len % 4 - 1 bytes */
+        return n + (len % 4) - 1;
+    return n - (b64[len - 1] == '=') - (b64[len - 2] == '=');
+}
+
+char *fs_audit_handle_path(const char *path)
+{
+    return audit_enabled() ? xstrdup(path) : NULL;
+}
+
+void fs_audit_chmod(const char *session, const char *path, unsigned mode, int result)
+{
+    struct buf *b = audit_begin("fs.setPermissions");
+    if (!b) return;
+    char octal[8];
+    snprintf(octal, sizeof octal, "%04o", mode & 07777u);
+    audit_put_str(b, "session", session);
+    audit_put_str(b, "path", path);
+    audit_put_str(b, "mode", octal);
+    if (result < 0) {
+        char text[160];
+        oserr_format(-result, text, sizeof text);
+        audit_put_str(b, "error", text);
+    }
+    audit_commit(b);
+}
