@@ -192,8 +192,8 @@ def session_recorded(work):
     os.mkdir(rec)
     os.mkdir(files)
     tok = os.path.join(work, "token")
-    with open(tok, "w") as f:
-        f.write(TOKEN + "\n")
+    with open(os.open(tok, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+        f.write(TOKEN + "\n")  # the server refuses a token file others may read
     auth = "Authorization: Bearer " + TOKEN
     srv = Server(extra_args=["--ws-auth", "capability-token", "--ws-token-file", tok,
                              "--audit-log", log, "--record-dir", rec])
