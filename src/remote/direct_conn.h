@@ -1,5 +1,5 @@
 /* direct_conn: the `--remote-transport direct` WebSocket as a `struct conn`
- * (docs/REMOTE_NOTES.md §6). On that socket the executor is a plain JSON-RPC
+ * (docs/REMOTE.md §8.6). On that socket the executor is a plain JSON-RPC
  * exec-server, the same dialect and dispatch as --listen: one socket = one
  * connection, messages as text. The socket is the remote/rv_ws client the
  * executor dialed; this file only adapts it (send with the usual back-pressure

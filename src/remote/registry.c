@@ -323,7 +323,7 @@ static struct registry_call *start(struct registry_client *rc, const char *what,
     buf_init(&c->resp);
     char url[4096];
     snprintf(url, sizeof url, "%s/cloud/environment/%s/%s", rc->base, rc->env_escaped, what);
-    /* The headers and their order as 0.169.0 sends them (REMOTE_NOTES §2, §5a): no
+    /* The headers and their order as 0.169.0 sends them (REMOTE.md §8.2, §8.5a): no
      * traceparent without a tracing exporter, Accept: any. */
     if (first_header) c->hdrs = curl_dl_fns.slist_append(c->hdrs, first_header);
     c->hdrs = curl_dl_fns.slist_append(c->hdrs, "Content-Type: application/json");

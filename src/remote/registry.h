@@ -35,7 +35,7 @@ char *registry_validate_body(const char *registration_id, const char *harness_ke
  * with a reason in why (static text). */
 int registry_parse_register(const char *body, size_t n, const char *environment_id,
                             struct registry_registration *out, const char **why);
-/* Checks a /direct/register response (docs/REMOTE_NOTES.md §6): environment id and
+/* Checks a /direct/register response (docs/REMOTE.md §8.6): environment id and
  * transport "direct_jsonrpc_v1" must match, registration_id and url be non-blank,
  * and the url be wss://, or ws:// to a loopback host. Fills out as above. */
 int registry_parse_direct_register(const char *body, size_t n, const char *environment_id,

@@ -212,7 +212,7 @@ static void stream_fail(struct relay_stream *s, const char *why)
     stream_remove(s, true);
 }
 
-/* The failure budget, as 0.169.0 spends it (docs/REMOTE_NOTES.md §5a): the 8th
+/* The failure budget, as 0.169.0 spends it (docs/REMOTE.md §8.5a): the 8th
  * failed handshake pauses every handshake for RELAY_PAUSE_MS (refused with a reset,
  * valid ones too); the socket stays open and live streams are untouched. */
 static void count_failure(struct relay_demux *d)
@@ -655,7 +655,7 @@ void relay_demux_on_message(struct relay_demux *d, const uint8_t *p, size_t n)
     int r = relay_frame_decode(p, n, &f);
     if (r < 0) {
         /* Not a frame we can route: dropped, never answered and never fatal to the
-         * socket (what 0.169.0 does, REMOTE_NOTES §3). */
+         * socket (what 0.169.0 does, REMOTE.md §8.3). */
         log_debug("remote: dropping an invalid relay frame (%s)", relay_strerror(r));
         return;
     }

@@ -1,4 +1,4 @@
-/* relay_fwd: `exec-server forward`'s sink for relay streams (docs/REMOTE_NOTES.md §7).
+/* relay_fwd: `exec-server forward`'s sink for relay streams (docs/REMOTE.md §8.7).
  *
  * Instead of serving a live stream with our own rpc, the forwarder dials the
  * destination exec-server's WebSocket once per stream (right after msg 2, with the

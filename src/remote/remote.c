@@ -3,7 +3,7 @@
  * One state object for the process (remote mode has one registration). The loop:
  * connect to the registered URL, serve until the socket ends, then sleep a jittered
  * backoff that doubles up to 30 s and is not reset by success (0.169.0's policy,
- * docs/REMOTE_NOTES.md §4; REMOTE.md describes an older one). A refused upgrade
+ * docs/REMOTE.md §8.4; its §4.4 describes an older one). A refused upgrade
  * with a 4xx status means the signed URL is no longer accepted: register again
  * (a failing re-registration is fatal, as in the reference) and connect to the new
  * URL. Everything runs on the loop thread. */
@@ -79,7 +79,7 @@ static void fatal(const char *what)
     if (R->on_fatal) R->on_fatal();
 }
 
-/* The sleep before the next attempt, as 0.169.0 does it (REMOTE_NOTES §4): a
+/* The sleep before the next attempt, as 0.169.0 does it (REMOTE.md §8.4): a
  * random time in [b/2, b] with b = min(unit * 2^n, 30 units) for the n-th retry.
  * n is not reset by a connection that drops soon; 0.169.0 resets it after one that
  * stayed up somewhere between 65 and 200 s (measured), REMOTE_STABLE_UNITS units
@@ -88,7 +88,7 @@ static void schedule_retry(void)
 {
     if (R->stopping) return;
     if (R->direct) {
-        /* 0.169.0's direct policy (REMOTE_NOTES §6): 500 ms * 2^min(n, 4), at most
+        /* 0.169.0's direct policy (REMOTE.md §8.6): 500 ms * 2^min(n, 4), at most
          * 5 s, plus up to 50 % jitter; reset by a successful connect. */
         unsigned n = R->retries < 4 ? R->retries : 4;
         uint64_t base = (R->backoff_unit_ms / 2) << n;
@@ -273,7 +273,7 @@ static void ws_binary(void *arg, const uint8_t *p, size_t n)
     if (R->demux) relay_demux_on_message(R->demux, p, n);
 }
 
-/* The direct socket ended (REMOTE_NOTES §6): 409 registers again, 401, 403 and
+/* The direct socket ended (REMOTE.md §8.6): 409 registers again, 401, 403 and
  * any other 4xx but 408 and 429 are fatal, the rest retries the same URL. */
 static void direct_closed(bool was_open, int http_status, const char *reason)
 {

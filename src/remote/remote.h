@@ -31,7 +31,7 @@ struct remote_opts {
     conn_message_fn on_message;     /* reader of every stream's messages (rpc_dispatch) */
     const char *forward_url;        /* `exec-server forward --connect`: relay every stream to
                                      * this ws:// exec-server instead (on_message unused) */
-    /* --remote-transport direct (docs/REMOTE_NOTES.md §6): a SigV4-signed
+    /* --remote-transport direct (docs/REMOTE.md §8.6): a SigV4-signed
      * /direct/register, then one plain JSON-RPC WebSocket served by on_message.
      * The strings are copied; bearer and forward_url must be NULL. */
     bool direct;

@@ -634,7 +634,7 @@ static void send_upgrade_request(struct rv_ws *ws)
     buf_printf(&r, "GET %s HTTP/1.1\r\nHost: %s%s%s", ws->url.target, v6 ? "[" : "", ws->url.host,
                v6 ? "]" : "");
     if (!default_port) buf_printf(&r, ":%d", ws->url.port);
-    /* The reference's header order (docs/REMOTE_NOTES.md §3). */
+    /* The reference's header order (docs/REMOTE.md §8.3). */
     buf_printf(&r,
                "\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
                "Sec-WebSocket-Key: %s\r\n",

@@ -1,7 +1,7 @@
 /* sigv4: AWS Signature Version 4 request signing (header form, HMAC-SHA256), pure.
  *
  * `--remote-transport direct` signs its /direct/register POST and the WebSocket
- * upgrade that follows the way 0.169.0 does (docs/REMOTE_NOTES.md §6): headers
+ * upgrade that follows the way 0.169.0 does (docs/REMOTE.md §8.6): headers
  * content-type (when given), host, x-amz-date and x-amz-security-token (with a
  * session token) are signed, the payload is hashed into the canonical request
  * (no x-amz-content-sha256 header, as for any non-S3 service), the path is

@@ -178,7 +178,7 @@ static const char *trimmed(const char *v, char *buf, size_t n)
 
 /* --registration-bearer-stdin: one LF-terminated line of at most 16 KiB (a CR
  * before the LF is dropped), read before the loop starts; no blank or padded
- * value. The reference's rules and texts (docs/REMOTE_NOTES.md §1). Returns a
+ * value. The reference's rules and texts (docs/REMOTE.md §8.1). Returns a
  * malloc'd token or NULL after printing why. */
 static char *read_bearer_line(void)
 {

@@ -4,7 +4,7 @@
  * Why: a fresh page costs a fault and a zeroing on first touch, and on the
  * virtual machines we run on (a paravirtualised MMU) a 4 KiB fault costs 30-60 us:
  * 32 MiB touched for the first time took 400-500 ms there, and the same memory
- * touched again 7-9 ms (docs/BENCHMARKS.md, "Where the write path's time went").
+ * touched again 7-9 ms (docs/WRITE_PATH.md).
  * glibc gives anything above 32 MiB back with munmap on free and trims its heap
  * top, so each large request paid those faults again. A bigbuf is an anonymous
  * mapping in 2 MiB units with MADV_HUGEPAGE (one fault per 2 MiB where the kernel

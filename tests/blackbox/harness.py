@@ -112,6 +112,11 @@ def server_path():
         if ref is None:
             return None, True
         return ref, True
+    # A path relative to where the test was started: every server runs in a scratch
+    # directory of its own (Server.workdir), where it would name nothing. A bare name is
+    # left for PATH to find.
+    if os.sep in p:
+        p = os.path.abspath(p)
     return p, os.path.basename(p) == "codex"
 
 

@@ -321,7 +321,7 @@ def scenario_registry_transient(ex):
 
 def scenario_credentials_rejected(ex):
     """/validate answers the executor 401 (its own credentials refused): it says so in
-    an authenticated msg 2 (docs/REMOTE_NOTES.md §5a), the client reports it and does
+    an authenticated msg 2 (docs/REMOTE.md §8.5a), the client reports it and does
     not spend another authorization on a retry."""
     before = connects(ex)
     ex.cloud.fail_next("validate", 401, "unauthorized", "executor token revoked", count=5)

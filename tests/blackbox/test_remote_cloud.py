@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Remote mode against the fake cloud: what an executor does with the registry and the
-rendezvous (docs/REMOTE_NOTES.md has the observations these assert).
+rendezvous (docs/REMOTE.md §8 has the observations these assert).
 
 tests/remote/fake_cloud.py plays the environment registry and the rendezvous relay. The
 executor is the reference `codex exec-server --remote URL --environment-id ID` (0.169.0

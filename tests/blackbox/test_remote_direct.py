@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`exec-server --remote URL --environment-id ID --remote-transport direct --aws-sigv4`
-(docs/REMOTE_NOTES.md §6) against tests/remote/fake_cloud.py, which verifies every SigV4
+(docs/REMOTE.md §8.6) against tests/remote/fake_cloud.py, which verifies every SigV4
 signature with its own implementation of the algorithm (checked here against the
 reference codex 0.169.0's signatures too, when it is installed).
 

@@ -388,7 +388,7 @@ def test_rejects_bad_handshakes_and_records(cloud, ex):
 
 @with_cloud()
 def test_failure_budget_pauses_handshakes(cloud, ex):
-    """As 0.169.0 (docs/REMOTE_NOTES.md §5a): the 8th failed handshake pauses every
+    """As 0.169.0 (docs/REMOTE.md §8.5a): the 8th failed handshake pauses every
     handshake for about 10 s, a valid one included; the rendezvous socket stays."""
     n_up = len([u for u in cloud.upgrades if u["role"] == "environment"])
     for _ in range(8):

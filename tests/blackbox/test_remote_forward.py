@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`exec-server forward` (issue 15, docs/REMOTE_NOTES.md §7): our forwarder registers
+"""`exec-server forward` (issue 15, docs/REMOTE.md §8.7): our forwarder registers
 with an environment registry (tests/remote/fake_cloud.py) like --remote, but relays
 each harness stream, once its Noise handshake is done, to a destination exec-server
 WebSocket, one destination connection per stream.

@@ -25,7 +25,7 @@ One TCP port serves both parts (Python 3 standard library only):
     the harness socket becomes the owner of that stream_id; environment->harness frames
     go to the owner of their stream_id. Nothing is decrypted or rewritten. When a harness
     socket goes away, the environment gets `reset{"harness_disconnected"}` for each stream
-    it owned (reset_on_harness_close; see docs/REMOTE_NOTES.md §5b for why).
+    it owned (reset_on_harness_close; see docs/REMOTE.md §8.5b for why).
     GET /cloud-agent/fake/ws/direct/{id}?role=environment&sig=...   direct transport: the
     executor's socket carries cleartext JSON-RPC; a test talks to it via direct_send().
   Signatures are HMAC-SHA256(secret, role, environment, registration id): a re-register
@@ -402,7 +402,7 @@ class FakeCloud:
         a departing harness socket owned. Whether the hosted service does this is unknown,
         but codex 0.169.0 has no other way to learn that a harness left: without it the
         stream and its session stay attached and `initialize{resumeSessionId}` fails with
-        -32010 "already attached" (docs/REMOTE_NOTES.md §5b)."""
+        -32010 "already attached" (docs/REMOTE.md §8.5b)."""
         self.token = token
         # aws_secret: verify the SigV4 signature of direct/register and of direct
         # upgrades with this secret access key (None: only check the scheme is there).

@@ -1,6 +1,6 @@
 // Test-only Noise initiator (the harness side) for remote-mode experiments.
 //
-// An independent JavaScript model of the hybrid IK handshake as /work/shared/REMOTE.md §3
+// An independent JavaScript model of the hybrid IK handshake as docs/REMOTE.md §3
 // describes it, built on the npm oracle packages (@noble/post-quantum ML-KEM-768,
 // @noble/curves X25519) and node:crypto (SHA-256, HMAC, AES-256-GCM). It exists so a
 // Python test can play a harness against an executor (the reference or ours) through
@@ -130,7 +130,7 @@ function msg1(req) {
 }
 
 // Message 2. Clatter's noise_hybrid_ik() responder pattern is `<- ekem, skem, e, ee, se`
-// (NOT `e, ee, se, ekem, skem` as REMOTE.md §3.2 says; the total, 3424 bytes, is the same):
+// (NOT `e, ee, se, ekem, skem` as the first reading of the source had; the total, 3424 bytes, is the same):
 //   ekem: ct (1088) in clear, MixHash(ct), MixKey(Decaps(ct, our ephemeral ML-KEM key))
 //   skem: DecryptAndHash(1088+16) -> ct, MixKeyAndHash(Decaps(ct, our static ML-KEM key))
 //   e:    responder X25519 (32) and ML-KEM (1184) ephemeral keys in clear, MixHash each

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Experiment driver behind docs/REMOTE_NOTES.md: runs the reference `codex exec-server`
+"""Experiment driver behind docs/REMOTE.md §8: runs the reference `codex exec-server`
 in remote mode against tests/remote/fake_cloud.py and prints what it observed on the wire
 (HTTP requests, upgrade requests, frames, pings, timings). Not a test; each scenario prints
 a JSON-ish log on stdout. It watches for fixed times (its sleeps say `sleep-ok`): what the

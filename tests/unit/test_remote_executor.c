@@ -92,7 +92,7 @@ static void test_registry_answers(void **state)
     assert_false(registry_parse_validate("nope", 4));
 }
 
-/* REMOTE_NOTES §6: the direct answer's checks. */
+/* REMOTE.md §8.6: the direct answer's checks. */
 static void check_direct(const char *tr, const char *url, const char *env, int want)
 {
     char body[512];
