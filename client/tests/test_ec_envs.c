@@ -1,4 +1,4 @@
-/* Live test of ec_envs (issue 28): three environments at once, each a real executor
+/* Live test of ec_envs: three environments at once, each a real executor
  * over a real transport, plus one that cannot be reached:
  *   ws      our exec-server on ws://127.0.0.1:PORT (later replaced by a second one)
  *   stdio   a program: `sh -c 'echo $$ > PIDFILE; exec exec-server --listen stdio'`
