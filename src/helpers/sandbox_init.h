@@ -35,8 +35,8 @@
  *
  * The layers, all failing closed, point by point like the reference's bubblewrap,
  * are in docs/SANDBOX.md. */
-#ifndef EXEC_HELPERS_SANDBOX_INIT_H
-#define EXEC_HELPERS_SANDBOX_INIT_H
+#ifndef EXEC_SANDBOX_SANDBOX_INIT_H
+#define EXEC_SANDBOX_SANDBOX_INIT_H
 
 #include <signal.h>
 #include <stdbool.h>
