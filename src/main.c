@@ -8,8 +8,9 @@
  *
  * Three steps (docs/ARCHITECTURE.md, top layer): config_parse reads the command
  * line through the option table (server/options.c: every option once, with its
- * help, bounds and default), config_validate checks it as a whole
- * (server/config.c) and server_run starts the loop (server/server_run.c). */
+ * help, bounds and default; core/options.c derives the rest), config_validate
+ * checks it as a whole (server/config.c) and server_run starts the loop
+ * (server/server_run.c). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -18,10 +19,10 @@
 
 #include "audit/audit_command.h"
 #include "capabilities/caproots_scan.h"
+#include "core/options.h"
 #include "fs/fs_sandboxed.h"
 #include "helpers/spawner.h"
 #include "server/config.h"
-#include "server/options.h"
 #include "server/server_run.h"
 
 /* `exec-server registry` is a program of its own (src/registry_main.c, installed

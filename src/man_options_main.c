@@ -15,7 +15,7 @@ int main(int argc, char **argv)
         fputs(".SH OPTIONS\n", stdout);
         fleet_options_man(stdout);
     } else {
-        options_print_man(stdout);
+        server_options_man(stdout);
     }
     return ferror(stdout) ? 1 : 0;
 }

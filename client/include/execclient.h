@@ -570,7 +570,7 @@ EC_API void ec_env_file_free(ec_env_file *f);
 
 /* ---- environments and step snapshots ------------------------------------------------ */
 
-/* Many environments the way codex holds them (seed 003). An environment is a stable
+/* Many environments the way codex holds them. An environment is a stable
  * id that always names the same logical executor; its handle (an ec_client) is only
  * this process's current connection to it and may be replaced. A harness persists
  * ids, and for each step of its work captures the ready handles of the ids it selected
@@ -654,7 +654,7 @@ EC_API ec_env_state ec_step_state(const ec_step *s, const char *id, const char *
 EC_API ec_client *ec_step_client(const ec_step *s, const char *id);
 EC_API void ec_step_release(ec_step *s);
 
-/* Capability roots (seed 003): a thread's durable selection "root `id` at `path` in
+/* Capability roots, as codex selects them: a thread's durable selection "root `id` at `path` in
  * environment `environment_id`", resolved per step through the step's captured
  * handles with capabilityRoots/discoverV1. Results are cached by (environment id,
  * path) in the ec_envs, not by handle: replacing an environment's handle neither

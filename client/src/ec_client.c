@@ -6,7 +6,7 @@
  * Pushed process events go to the sans-I/O trackers of ec_proto.c; this file only
  * moves messages and decides when to send process/read.
  *
- * Reconnect rules (issue 5): one attempt shared by the whole client (`reconnecting`
+ * Reconnect rules: one attempt shared by the whole client (`reconnecting`
  * guards against nesting); initialize{resumeSessionId} retried while the server still
  * holds the old socket (-32010); an unknown session is terminal; after resume every
  * process gets a RESYNC event and one catch-up process/read(afterSeq); a pending

@@ -13,9 +13,10 @@
  * A step snapshot (envreg_capture) records, for each selected id, the state seen in
  * that one look at the registry and, for a READY environment, the handle itself with
  * a reference: whatever happens to the registry afterwards (replace, remove, another
- * connect), every use through the step reaches that handle. Per seed 003: a ready
- * environment is captured with its handle; a starting, failed or missing one is
- * omitted; an idle (lazy) one is asked to start, so a later step can see it ready.
+ * connect), every use through the step reaches that handle. As codex's harness
+ * expects of a step: a ready environment is captured with its handle; a starting,
+ * failed or missing one is omitted; an idle (lazy) one is asked to start, so a later
+ * step can see it ready.
  *
  * Handles are reference-counted: one reference for the environment whose current
  * handle it is, one for a connect job in progress, one per step that captured it.

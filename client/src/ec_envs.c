@@ -1,4 +1,5 @@
-/* ec_envs: many environments (issue 28, seed 003) around the pure state machine of
+/* ec_envs: many environments held the way codex holds them (stable ids, handles
+ * replaced underneath, one view per step) around the pure state machine of
  * ec_envreg.c: one lock, one connect thread per handle starting, the clients, step
  * snapshots and the capability-root cache.
  *

@@ -1,4 +1,4 @@
-/* ec_remote: the relay message layer of libexecclient (remote mode, issue 15).
+/* ec_remote: the relay message layer of libexecclient (remote mode).
  *
  * For every physical connection (the first and each reconnect): ask the registry for
  * a connect bundle (ec_registry.c), open a WebSocket to the rendezvous URL it names

@@ -1,4 +1,4 @@
-/* ec_stdio: the stdio message layer of libexecclient (program mode, issue 28).
+/* ec_stdio: the stdio message layer of libexecclient (program mode).
  *
  * The client starts a local program, `exec-server --listen stdio` or anything that
  * ends up running one (`ssh host exec-server --listen stdio`), and speaks JSON-RPC to

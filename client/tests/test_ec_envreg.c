@@ -3,7 +3,7 @@
  * (plain tokens) instead of clients, so every interleaving is exact:
  *   - lazy environments: idle until a step selects them, then starting, and a later
  *     step sees them ready;
- *   - seed 003's example: worker -> handle A ready; environment/add worker -> handle
+ *   - codex's replace-under-a-step case: worker -> handle A ready; environment/add worker -> handle
  *     B; the current step still uses A; the next uses B once ready (and omits worker
  *     while B is starting);
  *   - failures with their reason, no retry behind the caller's back, a retry on
@@ -138,9 +138,9 @@ static void test_lazy_start(void **state)
     assert_string_equal(closed, "A");
 }
 
-/* Seed 003: "step snapshot: worker -> handle A, ready; environment/add: worker ->
- * fresh handle B for the same logical environment; current step: plugin@1 still uses
- * captured handle A". */
+/* The step snapshot rule as codex's harness relies on it: "step snapshot: worker ->
+ * handle A, ready; environment/add: worker -> fresh handle B for the same logical
+ * environment; current step: plugin@1 still uses captured handle A". */
 static void test_snapshot_rule(void **state)
 {
     (void)state;

@@ -1,4 +1,4 @@
-/* Live test of ec_envs (issue 28): three environments at once, each a real executor
+/* Live test of ec_envs: three environments at once, each a real executor
  * over a real transport, plus one that cannot be reached:
  *   ws      our exec-server on ws://127.0.0.1:PORT (later replaced by a second one)
  *   stdio   a program: `sh -c 'echo $$ > PIDFILE; exec exec-server --listen stdio'`
@@ -234,38 +234,33 @@ static const char *skill_text(const ec_resolved_root *r)
     return json_string_value(json_object_get(instr, "contents"));
 }
 
-int main(int argc, char **argv)
-{
-    if (argc < 4) {
-        fprintf(stderr, "usage: test_ec_envs EXEC_SERVER PYTHON3 FAKE_CLOUD_PY\n");
-        return 2;
-    }
-    server_bin = argv[1];
-    signal(SIGPIPE, SIG_IGN);
-    snprintf(tmp, sizeof tmp, "/tmp/ec-envs-XXXXXX");
-    if (!mkdtemp(tmp)) abort();
+/* ---- the world the steps share -------------------------------------------------------- */
 
-    /* the executors */
-    char url_a[128], url_b[128], cloud_line[256];
-    pid_t srv_a = ws_server("ws-A", url_a, sizeof url_a);
-    pid_t srv_b = ws_server("ws-B", url_b, sizeof url_b);
-    char token[40];
-    snprintf(token, sizeof token, "tok-%d", (int)getpid());
-    char *cloud_argv[] = {argv[2], argv[3], "--port", "0", "--token", token, NULL};
-    pid_t cloud = spawn(cloud_argv, NULL, NULL, cloud_line, sizeof cloud_line);
-    char registry[128] = "";
-    sscanf(cloud_line, "FAKE_CLOUD url=%127s", registry);
-    CHECK(strncmp(registry, "http://", 7) == 0);
-    char *remote_argv[] = {(char *)server_bin, "--remote",   registry,
-                           "--environment-id", "env-remote", NULL};
-    pid_t remote_srv = spawn(remote_argv, "remote", token, NULL, 0);
-    http_start();
-    /* The executor registers in its own time; until then the registry answers 404.
-     * Wait for that (bounded) with a plain client, so the environment below meets a
-     * registered executor. */
-    ec_client_options probe_o = {.remote_url = registry,
+/* The executors, their environments and the handles the steps below pass on. */
+static struct {
+    char url_a[128], url_b[128], url_broken[64], registry[128], token[40];
+    pid_t srv_a, srv_b, cloud, remote_srv;
+    char pidfile[200], script[600], fpath[200];
+    const char *prog_argv[4];
+    const char *prog_env[2];
+    ec_client_options o_ws, o_stdio, o_remote, o_broken, o_ws_b;
+    ec_envs *envs;
+    ec_step *s1, *s3, *s6;
+    ec_client *c_ws, *c_stdio, *c_remote, *c_ws_b;
+    char plug[200], skill_dir[220], skill[240], manifest_dir[220], manifest[240];
+    ec_selected_root sel[4];
+} w;
+
+static const char *const ids[] = {"ws", "stdio", "remote", "broken"};
+
+/* The executor registers in its own time; until then the registry answers 404. Waits
+ * for that (bounded) with a plain client, so the environment meets a registered
+ * executor. */
+static void wait_registered(void)
+{
+    ec_client_options probe_o = {.remote_url = w.registry,
                                  .environment_id = "env-remote",
-                                 .bearer_token = token,
+                                 .bearer_token = w.token,
                                  .connect_timeout_ms = 5000};
     ec_client *probe_c = NULL;
     for (int64_t until = (int64_t)time(NULL) + 60; !probe_c && time(NULL) < until;) {
@@ -278,51 +273,82 @@ int main(int argc, char **argv)
     }
     CHECK(probe_c != NULL);
     ec_client_close(probe_c);
+}
 
-    /* a port nobody listens on */
+/* A ws:// URL of a port nobody listens on. */
+static void make_broken_url(void)
+{
     int probe = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in pa = {.sin_family = AF_INET};
     pa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t pl = sizeof pa;
     bind(probe, (struct sockaddr *)&pa, sizeof pa);
     getsockname(probe, (struct sockaddr *)&pa, &pl);
-    char url_broken[64];
-    snprintf(url_broken, sizeof url_broken, "ws://127.0.0.1:%d", ntohs(pa.sin_port));
+    snprintf(w.url_broken, sizeof w.url_broken, "ws://127.0.0.1:%d", ntohs(pa.sin_port));
     close(probe);
+}
 
-    char pidfile[200], script[600];
-    snprintf(pidfile, sizeof pidfile, "%s/stdio.pid", tmp);
-    snprintf(script, sizeof script, "echo $$ > %s; exec %s --listen stdio", pidfile, server_bin);
-    const char *prog_argv[] = {"sh", "-c", script, NULL};
-    const char *prog_env[] = {"MARK=stdio", NULL};
+/* The two ws servers, the registry double, the remote executor behind it, the HTTP
+ * server and the unreachable URL. */
+static void start_executors(const char *python3, const char *fake_cloud)
+{
+    char cloud_line[256];
+    w.srv_a = ws_server("ws-A", w.url_a, sizeof w.url_a);
+    w.srv_b = ws_server("ws-B", w.url_b, sizeof w.url_b);
+    snprintf(w.token, sizeof w.token, "tok-%d", (int)getpid());
+    char *cloud_argv[] = {
+        (char *)python3, (char *)fake_cloud, "--port", "0", "--token", w.token, NULL};
+    w.cloud = spawn(cloud_argv, NULL, NULL, cloud_line, sizeof cloud_line);
+    sscanf(cloud_line, "FAKE_CLOUD url=%127s", w.registry);
+    CHECK(strncmp(w.registry, "http://", 7) == 0);
+    char *remote_argv[] = {(char *)server_bin, "--remote",   w.registry,
+                           "--environment-id", "env-remote", NULL};
+    w.remote_srv = spawn(remote_argv, "remote", w.token, NULL, 0);
+    http_start();
+    wait_registered();
+    make_broken_url();
+}
 
-    ec_envs *envs = ec_envs_new();
+/* The four environments added, and the adds a registry refuses. */
+static void add_environments(void)
+{
+    snprintf(w.pidfile, sizeof w.pidfile, "%s/stdio.pid", tmp);
+    snprintf(w.script, sizeof w.script, "echo $$ > %s; exec %s --listen stdio", w.pidfile,
+             server_bin);
+    w.prog_argv[0] = "sh";
+    w.prog_argv[1] = "-c";
+    w.prog_argv[2] = w.script;
+    w.prog_env[0] = "MARK=stdio";
+
+    w.envs = ec_envs_new();
     ec_error e = {0};
-    ec_client_options o_ws = {.url = url_a, .reconnect_timeout_ms = 5000};
-    ec_client_options o_stdio = {.program_argv = prog_argv, .program_env = prog_env};
-    ec_client_options o_remote = {.remote_url = registry,
-                                  .environment_id = "env-remote",
-                                  .bearer_token = token,
-                                  .connect_timeout_ms = 30000,
-                                  .reconnect_timeout_ms = 5000};
-    ec_client_options o_broken = {.url = url_broken, .connect_timeout_ms = 5000};
-    CHECK(ec_envs_add(envs, "ws", &o_ws, false, &e) == 0);
-    CHECK(ec_envs_add(envs, "stdio", &o_stdio, false, &e) == 0);
-    CHECK(ec_envs_add(envs, "remote", &o_remote, false, &e) == 0);
-    CHECK(ec_envs_add(envs, "broken", &o_broken, false, &e) == 0);
-    CHECK(ec_envs_add(envs, "", &o_ws, false, &e) == -EC_ERR_USAGE);
+    w.o_ws = (ec_client_options){.url = w.url_a, .reconnect_timeout_ms = 5000};
+    w.o_stdio = (ec_client_options){.program_argv = w.prog_argv, .program_env = w.prog_env};
+    w.o_remote = (ec_client_options){.remote_url = w.registry,
+                                     .environment_id = "env-remote",
+                                     .bearer_token = w.token,
+                                     .connect_timeout_ms = 30000,
+                                     .reconnect_timeout_ms = 5000};
+    w.o_broken = (ec_client_options){.url = w.url_broken, .connect_timeout_ms = 5000};
+    CHECK(ec_envs_add(w.envs, "ws", &w.o_ws, false, &e) == 0);
+    CHECK(ec_envs_add(w.envs, "stdio", &w.o_stdio, false, &e) == 0);
+    CHECK(ec_envs_add(w.envs, "remote", &w.o_remote, false, &e) == 0);
+    CHECK(ec_envs_add(w.envs, "broken", &w.o_broken, false, &e) == 0);
+    CHECK(ec_envs_add(w.envs, "", &w.o_ws, false, &e) == -EC_ERR_USAGE);
     ec_client_options none = {0};
-    CHECK(ec_envs_add(envs, "x", &none, false, &e) == -EC_ERR_USAGE);
+    CHECK(ec_envs_add(w.envs, "x", &none, false, &e) == -EC_ERR_USAGE);
+}
 
-    /* lazy: nothing connected, no program started */
-    const char *ids[] = {"ws", "stdio", "remote", "broken"};
+/* Lazy: nothing connected and no program started before the first use; step 0 does not
+ * wait, so every one is asked to start and none is captured. */
+static void test_lazy(void)
+{
     for (int i = 0; i < 4; i++)
-        CHECK(ec_envs_state(envs, ids[i], NULL) == EC_ENV_IDLE);
-    CHECK(ec_envs_state(envs, "nope", NULL) == EC_ENV_MISSING);
-    CHECK(!exists(pidfile));
+        CHECK(ec_envs_state(w.envs, ids[i], NULL) == EC_ENV_IDLE);
+    CHECK(ec_envs_state(w.envs, "nope", NULL) == EC_ENV_MISSING);
+    CHECK(!exists(w.pidfile));
 
-    /* step 0 does not wait: every one is asked to start, none is captured */
-    ec_step *s0 = ec_envs_capture(envs, NULL, 0, 0);
+    ec_step *s0 = ec_envs_capture(w.envs, NULL, 0, 0);
     CHECK(ec_step_count(s0) == 4);
     for (int i = 0; i < 4; i++) {
         CHECK(strcmp(ec_step_id(s0, (size_t)i), ids[i]) == 0);
@@ -330,45 +356,59 @@ int main(int argc, char **argv)
         CHECK(ec_step_client(s0, ids[i]) == NULL);
     }
     ec_step_release(s0);
+}
 
-    /* step 1 waits: three ready, the broken one failed with its reason */
-    ec_step *s1 = ec_envs_capture(envs, ids, 4, 60000);
+/* Step 1 waits: three ready, each reaching its own executor, the broken one failed
+ * with its reason. Returns false when a handle the rest needs is missing. */
+static bool test_first_step(void)
+{
+    w.s1 = ec_envs_capture(w.envs, ids, 4, 60000);
     const char *why = NULL;
-    CHECK(ec_step_state(s1, "ws", NULL) == EC_ENV_READY);
-    CHECK(ec_step_state(s1, "stdio", NULL) == EC_ENV_READY);
-    CHECK(ec_step_state(s1, "remote", &why) == EC_ENV_READY);
+    CHECK(ec_step_state(w.s1, "ws", NULL) == EC_ENV_READY);
+    CHECK(ec_step_state(w.s1, "stdio", NULL) == EC_ENV_READY);
+    CHECK(ec_step_state(w.s1, "remote", &why) == EC_ENV_READY);
     if (why) fprintf(stderr, "remote: %s\n", why);
-    CHECK(ec_step_state(s1, "broken", &why) == EC_ENV_FAILED);
+    CHECK(ec_step_state(w.s1, "broken", &why) == EC_ENV_FAILED);
     CHECK(why && strstr(why, "cannot connect to 127.0.0.1"));
-    CHECK(ec_step_client(s1, "broken") == NULL);
+    CHECK(ec_step_client(w.s1, "broken") == NULL);
     ec_error r = {0};
-    CHECK(ec_envs_state(envs, "broken", &r) == EC_ENV_FAILED && strstr(r.message, "refused"));
-    CHECK(ec_envs_wait(envs, "broken", 1000, &r) == -EC_ERR_TRANSPORT);
-    CHECK(exists(pidfile)); /* the program started on first use */
+    CHECK(ec_envs_state(w.envs, "broken", &r) == EC_ENV_FAILED && strstr(r.message, "refused"));
+    CHECK(ec_envs_wait(w.envs, "broken", 1000, &r) == -EC_ERR_TRANSPORT);
+    CHECK(exists(w.pidfile)); /* the program started on first use */
 
-    ec_client *c_ws = ec_step_client(s1, "ws"), *c_stdio = ec_step_client(s1, "stdio"),
-              *c_remote = ec_step_client(s1, "remote");
-    if (!c_ws || !c_stdio || !c_remote) {
+    w.c_ws = ec_step_client(w.s1, "ws");
+    w.c_stdio = ec_step_client(w.s1, "stdio");
+    w.c_remote = ec_step_client(w.s1, "remote");
+    if (!w.c_ws || !w.c_stdio || !w.c_remote) {
         fprintf(stderr, "an environment is not ready; the rest cannot run\n");
-        EC_CHECK_EXIT("test_ec_envs");
+        return false;
     }
-    CHECK(strcmp(mark_of(c_ws), "ws-A") == 0);
-    CHECK(strcmp(mark_of(c_stdio), "stdio") == 0);
-    CHECK(strcmp(mark_of(c_remote), "remote") == 0);
+    CHECK(strcmp(mark_of(w.c_ws), "ws-A") == 0);
+    CHECK(strcmp(mark_of(w.c_stdio), "stdio") == 0);
+    CHECK(strcmp(mark_of(w.c_remote), "remote") == 0);
     char out[256];
-    CHECK(run(c_stdio, "exit 7", out, sizeof out, &e) == 7);
+    ec_error e = {0};
+    CHECK(run(w.c_stdio, "exit 7", out, sizeof out, &e) == 7);
+    return true;
+}
 
-    /* fs through the stdio and remote handles: one side writes, the other reads */
-    char fpath[200];
-    snprintf(fpath, sizeof fpath, "%s/through-stdio.txt", tmp);
-    CHECK(ec_fs_write_file(c_stdio, fpath, "over stdio\n", 11, &e) == 0);
+/* fs through the stdio and remote handles: one side writes, the other reads. */
+static void test_fs_across(void)
+{
+    ec_error e = {0};
+    snprintf(w.fpath, sizeof w.fpath, "%s/through-stdio.txt", tmp);
+    CHECK(ec_fs_write_file(w.c_stdio, w.fpath, "over stdio\n", 11, &e) == 0);
     uint8_t *data = NULL;
     size_t len = 0;
-    CHECK(ec_fs_read_file(c_remote, fpath, &data, &len, &e) == 0);
+    CHECK(ec_fs_read_file(w.c_remote, w.fpath, &data, &len, &e) == 0);
     CHECK(len == 11 && memcmp(data, "over stdio\n", 11) == 0);
     free(data);
+}
 
-    /* http/request through the ws handle: buffered, then streamed */
+/* http/request through the ws handle, buffered; a ws:// URL is refused. */
+static void test_http_buffered(void)
+{
+    ec_error e = {0};
     char hurl[128];
     snprintf(hurl, sizeof hurl, "http://127.0.0.1:%d/buffered", http_port);
     ec_http_header hh[] = {{"content-type", "text/plain"}};
@@ -380,7 +420,7 @@ int main(int argc, char **argv)
                       .body_len = 4,
                       .timeout_ms = 10000};
     ec_http_resp resp;
-    CHECK(ec_http_request(c_ws, &rq, &resp, &e) == 0);
+    CHECK(ec_http_request(w.c_ws, &rq, &resp, &e) == 0);
     CHECK(resp.status == 201);
     CHECK(resp.body_len == 5 && memcmp(resp.body, "hello", 5) == 0);
     int multi = 0;
@@ -391,10 +431,21 @@ int main(int argc, char **argv)
     }
     CHECK(multi == 2);
     ec_http_resp_clear(&resp);
+    /* ws:// is no http URL */
+    ec_http_req refused = {.url = w.url_broken + 0, .timeout_ms = 5000};
+    CHECK(ec_http_request(w.c_ws, &refused, &resp, &e) == -EC_ERR_SERVER);
+}
+
+/* http/request through the stdio handle, streamed: every byte, in order, then the end. */
+static void test_http_streamed(void)
+{
+    ec_error e = {0};
+    char hurl[128];
     snprintf(hurl, sizeof hurl, "http://127.0.0.1:%d/stream", http_port);
     ec_http_req srq = {.url = hurl};
+    ec_http_resp resp;
     ec_http_stream *hs = NULL;
-    CHECK(ec_http_request_stream(c_stdio, &srq, &resp, &hs, &e) == 0);
+    CHECK(ec_http_request_stream(w.c_stdio, &srq, &resp, &hs, &e) == 0);
     CHECK(resp.status == 200 && resp.body == NULL);
     ec_http_resp_clear(&resp);
     size_t got[3] = {0}, total = 0;
@@ -424,128 +475,175 @@ int main(int argc, char **argv)
         CHECK(ec_http_stream_next(hs, 0, &d, &dl, &done, &e) == -EC_ERR_USAGE);
     }
     ec_http_stream_free(hs);
-    ec_http_req refused = {.url = url_broken + 0, .timeout_ms = 5000};
-    CHECK(ec_http_request(c_ws, &refused, &resp, &e) == -EC_ERR_SERVER); /* ws:// is no http URL */
+}
 
-    /* capability roots through the captured handles */
-    char plug[200], skill_dir[220], skill[240], manifest_dir[220], manifest[240];
-    snprintf(plug, sizeof plug, "%s/plug", tmp);
-    snprintf(skill_dir, sizeof skill_dir, "%s/skills", plug);
-    snprintf(skill, sizeof skill, "%s/SKILL.md", skill_dir);
-    snprintf(manifest_dir, sizeof manifest_dir, "%s/.codex-plugin", plug);
-    snprintf(manifest, sizeof manifest, "%s/plugin.json", manifest_dir);
-    mkdir(plug, 0755);
-    mkdir(skill_dir, 0755);
-    mkdir(manifest_dir, 0755);
-    write_text(manifest, "{\"name\":\"demo\"}");
-    write_text(skill, "v1");
-    ec_selected_root sel[] = {{"demo@1", "ws", plug},
-                              {"st@1", "stdio", plug},
-                              {"br@1", "broken", plug},
-                              {"gone@1", "nope", plug}};
+/* Capability roots through the captured handles; broken and unknown environments are
+ * omitted, a relative path refused. */
+static void test_roots(void)
+{
+    ec_error e = {0};
+    snprintf(w.plug, sizeof w.plug, "%s/plug", tmp);
+    snprintf(w.skill_dir, sizeof w.skill_dir, "%s/skills", w.plug);
+    snprintf(w.skill, sizeof w.skill, "%s/SKILL.md", w.skill_dir);
+    snprintf(w.manifest_dir, sizeof w.manifest_dir, "%s/.codex-plugin", w.plug);
+    snprintf(w.manifest, sizeof w.manifest, "%s/plugin.json", w.manifest_dir);
+    mkdir(w.plug, 0755);
+    mkdir(w.skill_dir, 0755);
+    mkdir(w.manifest_dir, 0755);
+    write_text(w.manifest, "{\"name\":\"demo\"}");
+    write_text(w.skill, "v1");
+    w.sel[0] = (ec_selected_root){"demo@1", "ws", w.plug};
+    w.sel[1] = (ec_selected_root){"st@1", "stdio", w.plug};
+    w.sel[2] = (ec_selected_root){"br@1", "broken", w.plug};
+    w.sel[3] = (ec_selected_root){"gone@1", "nope", w.plug};
     ec_resolved_root *rr = NULL;
     size_t nr = 0;
-    CHECK(ec_step_resolve_roots(s1, sel, 4, &rr, &nr, &e) == 0);
+    CHECK(ec_step_resolve_roots(w.s1, w.sel, 4, &rr, &nr, &e) == 0);
     CHECK(e.kind == EC_OK);
     CHECK(nr == 2); /* broken and unknown environments are omitted */
     if (nr == 2) {
-        CHECK(strcmp(rr[0].id, "demo@1") == 0 && rr[0].client == c_ws);
-        CHECK(strcmp(rr[1].id, "st@1") == 0 && rr[1].client == c_stdio);
+        CHECK(strcmp(rr[0].id, "demo@1") == 0 && rr[0].client == w.c_ws);
+        CHECK(strcmp(rr[1].id, "st@1") == 0 && rr[1].client == w.c_stdio);
         CHECK(skill_text(&rr[0]) && strcmp(skill_text(&rr[0]), "v1") == 0);
         CHECK(json_is_object(json_object_get(rr[0].discovery, "plugin")));
         CHECK(strcmp(json_string_value(json_object_get(rr[1].discovery, "id")), "st@1") == 0);
     }
     ec_resolved_roots_free(rr, nr);
     ec_selected_root relative[] = {{"r", "ws", "plug"}};
-    CHECK(ec_step_resolve_roots(s1, relative, 1, &rr, &nr, &e) == -EC_ERR_USAGE);
+    CHECK(ec_step_resolve_roots(w.s1, relative, 1, &rr, &nr, &e) == -EC_ERR_USAGE);
+}
 
-    /* environment/add ws -> handle B, mid-step: this step keeps A */
-    ec_client_options o_ws_b = {.url = url_b, .reconnect_timeout_ms = 5000};
-    CHECK(ec_envs_add(envs, "ws", &o_ws_b, true, &e) == 0);
-    CHECK(ec_step_client(s1, "ws") == c_ws);
-    CHECK(strcmp(mark_of(c_ws), "ws-A") == 0);
-    /* the next step, right away: omitted while B starts, or B if it is already ready;
-     * never A */
+/* environment/add ws -> handle B, mid-step: this step keeps A; the next one right away
+ * omits ws while B starts (or has B), never A; a later one has B once ready. Then the
+ * roots' cache is by (environment, root): B is not asked, the contents stay until
+ * forgotten. */
+static void test_replace_mid_step(void)
+{
+    ec_error e = {0};
+    w.o_ws_b = (ec_client_options){.url = w.url_b, .reconnect_timeout_ms = 5000};
+    CHECK(ec_envs_add(w.envs, "ws", &w.o_ws_b, true, &e) == 0);
+    CHECK(ec_step_client(w.s1, "ws") == w.c_ws);
+    CHECK(strcmp(mark_of(w.c_ws), "ws-A") == 0);
     const char *const only_ws[] = {"ws"};
-    ec_step *s2 = ec_envs_capture(envs, only_ws, 1, 0);
+    ec_step *s2 = ec_envs_capture(w.envs, only_ws, 1, 0);
     ec_env_state st2 = ec_step_state(s2, "ws", NULL);
     CHECK(st2 == EC_ENV_STARTING || st2 == EC_ENV_READY);
-    CHECK(ec_step_client(s2, "ws") != c_ws);
+    CHECK(ec_step_client(s2, "ws") != w.c_ws);
     CHECK(st2 == EC_ENV_STARTING ? ec_step_client(s2, "ws") == NULL
                                  : strcmp(mark_of(ec_step_client(s2, "ws")), "ws-B") == 0);
-    /* a later step: B once ready */
-    ec_step *s3 = ec_envs_capture(envs, only_ws, 1, 30000);
-    ec_client *c_ws_b = ec_step_client(s3, "ws");
-    CHECK(c_ws_b && c_ws_b != c_ws);
-    CHECK(strcmp(mark_of(c_ws_b), "ws-B") == 0);
-    CHECK(strcmp(mark_of(c_ws), "ws-A") == 0); /* step 1 is still pinned to A */
+    w.s3 = ec_envs_capture(w.envs, only_ws, 1, 30000);
+    w.c_ws_b = ec_step_client(w.s3, "ws");
+    CHECK(w.c_ws_b && w.c_ws_b != w.c_ws);
+    CHECK(strcmp(mark_of(w.c_ws_b), "ws-B") == 0);
+    CHECK(strcmp(mark_of(w.c_ws), "ws-A") == 0); /* step 1 is still pinned to A */
 
-    /* the roots' cache is by (environment, root): B is not asked, the contents stay */
-    write_text(skill, "v2");
-    CHECK(ec_step_resolve_roots(s3, sel, 1, &rr, &nr, &e) == 0);
-    CHECK(nr == 1 && rr[0].client == c_ws_b && skill_text(&rr[0]) &&
+    ec_resolved_root *rr = NULL;
+    size_t nr = 0;
+    write_text(w.skill, "v2");
+    CHECK(ec_step_resolve_roots(w.s3, w.sel, 1, &rr, &nr, &e) == 0);
+    CHECK(nr == 1 && rr[0].client == w.c_ws_b && skill_text(&rr[0]) &&
           strcmp(skill_text(&rr[0]), "v1") == 0);
     ec_resolved_roots_free(rr, nr);
-    ec_envs_forget_roots(envs, "ws");
-    CHECK(ec_step_resolve_roots(s3, sel, 1, &rr, &nr, &e) == 0);
+    ec_envs_forget_roots(w.envs, "ws");
+    CHECK(ec_step_resolve_roots(w.s3, w.sel, 1, &rr, &nr, &e) == 0);
     CHECK(nr == 1 && skill_text(&rr[0]) && strcmp(skill_text(&rr[0]), "v2") == 0);
     ec_resolved_roots_free(rr, nr);
-    ec_step_release(s1); /* handle A is closed now */
+    ec_step_release(w.s1); /* handle A is closed now */
     ec_step_release(s2);
+}
 
-    /* a program killed under a ready handle */
-    FILE *pf = fopen(pidfile, "r");
+/* A program killed under a ready handle: the call fails with how it died, the next
+ * capture sees it failed, no retry happens behind our back, a retry on request starts
+ * a new one. */
+static void test_killed_program(void)
+{
+    ec_error e = {0}, r = {0};
+    const char *why = NULL;
+    char out[256];
+    FILE *pf = fopen(w.pidfile, "r");
     int prog_pid = 0;
     CHECK(pf && fscanf(pf, "%d", &prog_pid) == 1);
     if (pf) fclose(pf);
     const char *const only_stdio[] = {"stdio"};
-    ec_step *s4 = ec_envs_capture(envs, only_stdio, 1, 0);
+    ec_step *s4 = ec_envs_capture(w.envs, only_stdio, 1, 0);
     ec_client *c_dead = ec_step_client(s4, "stdio");
     CHECK(c_dead != NULL); /* nobody has used it since: still ready */
     CHECK(prog_pid > 0 && kill(prog_pid, SIGKILL) == 0);
-    e = (ec_error){0};
     CHECK(run(c_dead, "true", out, sizeof out, &e) == -EC_ERR_TRANSPORT);
     CHECK(strstr(e.message, "killed by signal 9") != NULL);
     if (!strstr(e.message, "killed by signal 9")) fprintf(stderr, "got: %s\n", e.message);
-    ec_step *s5 = ec_envs_capture(envs, only_stdio, 1, 0);
+    ec_step *s5 = ec_envs_capture(w.envs, only_stdio, 1, 0);
     CHECK(ec_step_state(s5, "stdio", &why) == EC_ENV_FAILED);
     CHECK(why && strstr(why, "killed by signal 9"));
-    CHECK(ec_envs_state(envs, "stdio", &r) == EC_ENV_FAILED);
+    CHECK(ec_envs_state(w.envs, "stdio", &r) == EC_ENV_FAILED);
     ec_step_release(s5);
-    ec_step *s6 = ec_envs_capture(envs, only_stdio, 1, 30000);
-    CHECK(ec_step_state(s6, "stdio", NULL) == EC_ENV_FAILED); /* no retry behind our back */
-    ec_step_release(s6);
-    CHECK(ec_envs_start(envs, "stdio", &e) == 0);
-    CHECK(ec_envs_wait(envs, "stdio", 30000, &e) == 0);
-    s6 = ec_envs_capture(envs, only_stdio, 1, 0);
-    CHECK(strcmp(mark_of(ec_step_client(s6, "stdio")), "stdio") == 0);
+    w.s6 = ec_envs_capture(w.envs, only_stdio, 1, 30000);
+    CHECK(ec_step_state(w.s6, "stdio", NULL) == EC_ENV_FAILED); /* no retry behind our back */
+    ec_step_release(w.s6);
+    CHECK(ec_envs_start(w.envs, "stdio", &e) == 0);
+    CHECK(ec_envs_wait(w.envs, "stdio", 30000, &e) == 0);
+    w.s6 = ec_envs_capture(w.envs, only_stdio, 1, 0);
+    CHECK(strcmp(mark_of(ec_step_client(w.s6, "stdio")), "stdio") == 0);
     ec_step_release(s4);
+}
 
-    /* removal: gone from the registry, alive in the step that holds it */
-    CHECK(ec_envs_remove(envs, "stdio", &e) == 0);
-    CHECK(ec_envs_remove(envs, "stdio", &e) == -EC_ERR_USAGE);
-    CHECK(ec_envs_state(envs, "stdio", NULL) == EC_ENV_MISSING);
-    CHECK(ec_envs_wait(envs, "stdio", 0, &e) == -EC_ERR_USAGE);
-    CHECK(strcmp(mark_of(ec_step_client(s6, "stdio")), "stdio") == 0);
+/* Removal: gone from the registry, alive in the step that holds it; freeing the
+ * registry while steps are held: they keep working. */
+static void test_remove_and_free(void)
+{
+    ec_error e = {0};
+    CHECK(ec_envs_remove(w.envs, "stdio", &e) == 0);
+    CHECK(ec_envs_remove(w.envs, "stdio", &e) == -EC_ERR_USAGE);
+    CHECK(ec_envs_state(w.envs, "stdio", NULL) == EC_ENV_MISSING);
+    CHECK(ec_envs_wait(w.envs, "stdio", 0, &e) == -EC_ERR_USAGE);
+    CHECK(strcmp(mark_of(ec_step_client(w.s6, "stdio")), "stdio") == 0);
 
-    /* freeing the registry while steps are held: they keep working */
-    ec_envs_free(envs);
-    CHECK(strcmp(mark_of(c_ws_b), "ws-B") == 0);
-    ec_step_release(s3);
-    ec_step_release(s6);
+    ec_envs_free(w.envs);
+    CHECK(strcmp(mark_of(w.c_ws_b), "ws-B") == 0);
+    ec_step_release(w.s3);
+    ec_step_release(w.s6);
+}
 
+/* Nothing left behind: the executors stopped, the scratch files gone. */
+static void clean_up(void)
+{
     http_end();
-    stop(remote_srv);
-    stop(cloud);
-    stop(srv_a);
-    stop(srv_b);
-    unlink(fpath);
-    unlink(pidfile);
-    unlink(skill);
-    unlink(manifest);
-    rmdir(skill_dir);
-    rmdir(manifest_dir);
-    rmdir(plug);
+    stop(w.remote_srv);
+    stop(w.cloud);
+    stop(w.srv_a);
+    stop(w.srv_b);
+    unlink(w.fpath);
+    unlink(w.pidfile);
+    unlink(w.skill);
+    unlink(w.manifest);
+    rmdir(w.skill_dir);
+    rmdir(w.manifest_dir);
+    rmdir(w.plug);
     rmdir(tmp);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: test_ec_envs EXEC_SERVER PYTHON3 FAKE_CLOUD_PY\n");
+        return 2;
+    }
+    server_bin = argv[1];
+    signal(SIGPIPE, SIG_IGN);
+    snprintf(tmp, sizeof tmp, "/tmp/ec-envs-XXXXXX");
+    if (!mkdtemp(tmp)) abort();
+
+    start_executors(argv[2], argv[3]);
+    add_environments();
+    test_lazy();
+    if (!test_first_step()) EC_CHECK_EXIT("test_ec_envs");
+    test_fs_across();
+    test_http_buffered();
+    test_http_streamed();
+    test_roots();
+    test_replace_mid_step();
+    test_killed_program();
+    test_remove_and_free();
+    clean_up();
     EC_CHECK_EXIT("test_ec_envs");
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The environments example and exec-client --environment, end to end (issue 28).
+"""The environments example and exec-client --environment, end to end.
 
 One environments.toml in a scratch CODEX_HOME names four environments: `ws` (our
 exec-server on ws://), `stdio` (a program: exec-server --listen stdio, with env and a

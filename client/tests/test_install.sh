@@ -47,7 +47,7 @@ for f in share/man/man1/exec-server.1 share/man/man1/exec-client.1 share/man/man
          lib/systemd/user/exec-server.service; do
     test -f "$p/$f" || { echo "$f not installed"; exit 1; }
 done
-# Tab completion for bash, where bash-completion looks for it (issue 36).
+# Tab completion for bash, where bash-completion looks for it.
 comp=$p/share/bash-completion/completions/exec-client
 test -f "$comp" || { echo "bash completion not installed"; exit 1; }
 bash -c ". '$comp' && complete -p exec-client" | grep -q '_exec_client exec-client' ||

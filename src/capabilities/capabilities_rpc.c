@@ -262,3 +262,22 @@ const struct rpc_method capability_roots_v2_methods[] = {
     {"capabilities/discoverV2", "capability discovery", handle_discover_v2},
     {NULL, NULL, NULL},
 };
+
+static const struct rpc_method *const capability_roots_tables[] = {
+    capability_roots_methods, capability_roots_v2_methods, NULL};
+
+/* capabilityDiscoverySandbox: capabilityRoots/discoverV1 scans a root that carries a
+ * sandbox inside the sandbox helper (capability_roots.c). capabilityDiscoveryV2:
+ * capabilities/discoverV2, the executor's own inventory of installed plugins and
+ * skills, cached and watched (capabilities_v2.c). */
+static const struct rpc_capability capability_roots_capabilities[] = {
+    {"capabilityDiscoverySandbox", true, NULL},
+    {"capabilityDiscoveryV2", true, NULL},
+    {NULL, false, NULL},
+};
+
+const struct rpc_domain capability_roots_domain = {
+    .name = "capabilities",
+    .methods = capability_roots_tables,
+    .capabilities = capability_roots_capabilities,
+};

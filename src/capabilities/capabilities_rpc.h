@@ -8,4 +8,7 @@
 extern const struct rpc_method capability_roots_methods[];
 extern const struct rpc_method capability_roots_v2_methods[];
 
+/* Capability discovery's record (rpc.h): both tables and their capabilities. */
+extern const struct rpc_domain capability_roots_domain;
+
 #endif

@@ -1,15 +1,19 @@
-/* env_vars: the environment variables the server acts on, as read once at start.
+/* env_vars: the environment variables the program acts on, as read once at start.
  *
- * The option table (server/options.c) names each variable beside the flags, with what
- * it means and the flag it stands in for, and options_read_env() copies every one
- * into this struct before anything else runs (in each role of the program: the
- * daemon, its spawner, exec-server registry); the modules below read them here, so no
- * module of src/ calls getenv but options.c (tests/arch/test_getenv.py), and the list
- * in docs/FLAGS.md is the whole list. NULL: unset. Variables that are the server's
- * environment rather than settings stay out: what children inherit (environ, by
- * envPolicy) and a header's valueEnvVar, whose name a request chooses. */
+ * env_vars_table names each variable, with what it means and the flag it stands in
+ * for (the flags' own variables are the option tables' .env), and options_read_env()
+ * (core/options.c) copies every one into this struct before anything else runs (in
+ * each role of the program: the daemon, its spawner, exec-server registry); the
+ * modules read them here, so no module of src/ calls getenv but core/options.c
+ * (tests/arch/test_getenv.py), and the list in docs/FLAGS.md is the whole list. NULL: unset.
+ * Variables that are the server's environment rather than settings stay out: what children inherit
+ * (environ, by envPolicy) and a header's valueEnvVar, whose name a request chooses. */
 #ifndef EXEC_CORE_ENV_VARS_H
 #define EXEC_CORE_ENV_VARS_H
+
+#include <stddef.h>
+
+#include <stddef.h>
 
 struct env_vars {
     /* the host */
@@ -35,5 +39,17 @@ struct env_vars {
 };
 
 extern struct env_vars env_vars;
+
+/* One variable: where its value goes, the flag it stands in for (or NULL) and what it
+ * does, for docs/FLAGS.md, which lists every row. */
+struct env_var {
+    const char *name;    /* "TMPDIR" */
+    const char *flag;    /* "--aws-region", or NULL */
+    const char **target; /* a field of env_vars */
+    const char *help;
+};
+
+extern const struct env_var env_vars_table[];
+extern const size_t env_vars_count;
 
 #endif

@@ -7,7 +7,7 @@
  * A reply handed to a connection moves from the first kind to the second, so its
  * bytes count all the way from the file to the socket. Without the second kind a
  * client that never read held its whole reply: six clients each asking for a 400 MB
- * file and reading nothing kept 3.2 GB (issue 39).
+ * file and reading nothing kept 3.2 GB.
  *
  * What it decides: a read that does not fit waits (fs/fs_methods.c parks it) and
  * says how much it waits for (inflight_want); while the bytes held plus the bytes

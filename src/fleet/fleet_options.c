@@ -25,7 +25,7 @@ static int parse_level(const char *value, void *target, const char **why)
 #define ALL .modes = FLEET_OPT_ALL
 
 /* clang-format off */
-const struct opt_spec fleet_options_table[] = {
+static const struct opt_spec rows[] = {
     {.name = "database", .meta = "URL", .kind = OPT_STRING, ALL, TO(F.database),
      .help = "sqlite:PATH (one file, nothing to run; WAL journal) or postgresql://... (a libpq "
              "URI; several registry nodes share one database). Required; also "
@@ -125,7 +125,7 @@ const struct opt_spec fleet_options_table[] = {
     {.name = "version", .short_name = 'V', .kind = OPT_ACTION, ALL, .help = "print the version"},
 };
 /* clang-format on */
-const size_t fleet_options_count = sizeof fleet_options_table / sizeof fleet_options_table[0];
+const struct opt_table fleet_options = {.rows = rows, .count = sizeof rows / sizeof rows[0]};
 
 void fleet_options_help(FILE *out)
 {
@@ -139,19 +139,19 @@ void fleet_options_help(FILE *out)
           "harnesses (codex, exec-client)\nreach them through it, end-to-end encrypted. State in "
           "SQLite, or PostgreSQL for several nodes.\n\nOptions:\n",
           out);
-    options_print_rows(out, fleet_options_table, fleet_options_count);
+    options_print_help(out, &fleet_options, FLEET_OPT_ALL);
 }
 
 void fleet_options_man(FILE *out)
 {
-    options_print_man_rows(out, fleet_options_table, fleet_options_count);
+    options_print_man(out, &fleet_options);
 }
 
 static const struct opt_spec *row(const char *name)
 {
-    for (size_t i = 0; i < fleet_options_count; i++)
-        if (strcmp(fleet_options_table[i].name, name) == 0) return &fleet_options_table[i];
-    abort(); /* a name of our own table */
+    const struct opt_spec *o = options_find(&fleet_options, name);
+    if (!o) abort(); /* a name of our own table */
+    return o;
 }
 
 static void usage_error(const char *what, const char *arg)
@@ -162,17 +162,17 @@ static void usage_error(const char *what, const char *arg)
 
 int fleet_options_parse(int argc, char **argv, const char **words, int *nwords)
 {
-    struct option longs[sizeof fleet_options_table / sizeof fleet_options_table[0] + 1];
+    struct option longs[sizeof rows / sizeof rows[0] + 1];
     char err[512];
     memset(&fleet_cfg, 0, sizeof fleet_cfg);
     options_read_env(); /* EXEC_REGISTRY_DATABASE and the host's (core/env_vars.h) */
-    options_reset_rows(fleet_options_table, fleet_options_count);
-    for (size_t i = 0; i < fleet_options_count; i++) {
-        const struct opt_spec *o = &fleet_options_table[i];
+    options_reset(&fleet_options);
+    for (size_t i = 0; i < fleet_options.count; i++) {
+        const struct opt_spec *o = &rows[i];
         longs[i] =
             (struct option){o->name, o->meta ? required_argument : no_argument, NULL, 256 + (int)i};
     }
-    longs[fleet_options_count] = (struct option){0};
+    longs[fleet_options.count] = (struct option){0};
     opterr = 0;
     optind = 0;
     *nwords = 0;
@@ -186,7 +186,7 @@ int fleet_options_parse(int argc, char **argv, const char **words, int *nwords)
         }
         const struct opt_spec *o = ch == 'h'   ? row("help")
                                    : ch == 'V' ? row("version")
-                                               : &fleet_options_table[ch - 256];
+                                               : &rows[ch - 256];
         if (strcmp(o->name, "help") == 0) {
             fleet_options_help(stdout);
             return 0;

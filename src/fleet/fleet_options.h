@@ -1,13 +1,13 @@
-/* fleet_options: the option table of `exec-server registry` (the server/options.h row
+/* fleet_options: the option table of `exec-server registry` (core/options.h's row
  * format, so values are checked, --help printed and the man page written by the same
- * code as the daemon's), and its parser: `exec-server registry [COMMAND] [OPTIONS]`,
+ * engine as the daemon's), and its parser: `exec-server registry [COMMAND] [OPTIONS]`,
  * options anywhere, the command words in order. */
 #ifndef EXEC_FLEET_OPTIONS_H
 #define EXEC_FLEET_OPTIONS_H
 
 #include <stdio.h>
 
-#include "server/options.h"
+#include "core/options.h"
 
 /* Which commands take an option (opt_spec.modes bits of this table). */
 enum {
@@ -17,8 +17,7 @@ enum {
     FLEET_OPT_ALL = FLEET_OPT_SERVE | FLEET_OPT_TOKEN | FLEET_OPT_ENVS,
 };
 
-extern const struct opt_spec fleet_options_table[];
-extern const size_t fleet_options_count;
+extern const struct opt_table fleet_options;
 
 #define FLEET_MAX_WORDS 4
 /* Parses argv (argv[0] is "registry") into fleet_cfg after resetting it; the command

@@ -4,7 +4,7 @@
  * Every read takes room for what it holds before holding it, from pool threads at
  * once. Reads start in any number (the pool runs four at a time), and /proc and /sys
  * files say size 0 however much they hold: four reads of /proc/self/pagemap each
- * read up to the 512 MiB per-file limit before failing, 2.5 GiB at once (issue 21).
+ * read up to the 512 MiB per-file limit before failing, 2.5 GiB at once.
  * The rules:
  *   - a file of known size takes room for its whole reply up front; when others hold
  *     too much it holds nothing and waits (FS_BUDGET_WAIT: the fs methods park it on

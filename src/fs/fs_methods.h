@@ -18,4 +18,8 @@ bool fs_param_path(struct rpc_req *req, const char *uri, size_t len, char **out,
 /* fs/writeFile dataBase64 and fs/writeBlock chunk: kept as slices of the message. */
 extern const struct rpc_payload fs_payloads[];
 
+/* The fs domain's record (rpc.h, fs_rpc.c): the tables above and fs_watch_methods,
+ * fs_payloads and the fs capabilities. */
+extern const struct rpc_domain fs_domain;
+
 #endif

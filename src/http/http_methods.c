@@ -392,3 +392,18 @@ const struct rpc_method http_methods[] = {
     {"http/request", "http", handle_http_request},
     {NULL, NULL, NULL},
 };
+
+static const struct rpc_method *const http_tables[] = {http_methods, NULL};
+
+/* httpHeaderEnvVars: a header's valueEnvVar is expanded from the server's
+ * environment, as the reference does. */
+static const struct rpc_capability http_capabilities[] = {
+    {"httpHeaderEnvVars", true, NULL},
+    {NULL, false, NULL},
+};
+
+const struct rpc_domain http_domain = {
+    .name = "http",
+    .methods = http_tables,
+    .capabilities = http_capabilities,
+};

@@ -7,4 +7,7 @@
 
 extern const struct rpc_method http_methods[];
 
+/* The http domain's record (rpc.h): http_methods and httpHeaderEnvVars. */
+extern const struct rpc_domain http_domain;
+
 #endif

@@ -21,4 +21,8 @@ void netproxy_params_decode(struct pdec *d, struct netproxy_params *p);
  * netproxy_start). NULL s: nobody. */
 struct netproxy_client netproxy_session_client(struct session *s);
 
+/* The managed network proxy's record (rpc.h): no methods of its own, the
+ * capabilities of process/start's networkProxy (np_params_rpc.c). */
+extern const struct rpc_domain netproxy_domain;
+
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "rpc/params.h"
+#include "rpc/rpc.h"
 
 /* Runs a nested decoder's failure up into the outer one. */
 static void carry(struct pdec *outer, const struct pdec *inner)
@@ -195,3 +196,22 @@ static void params_decode(struct pdec *d, struct netproxy_params *p)
     carry(d, &e);
     p->present = !d->failed;
 }
+
+/* What a client may send in process/start's networkProxy once it sees these:
+ * networkProxyLaunch and networkProxyReviewDomains, the child behind this proxy with
+ * proxy.reviewDomains; networkProxyTransparentTcp, proxy.transparentTcp (a TUN device
+ * in the sandbox, np_tun.c); credentialMasking and credentialMaskingCustomProviders,
+ * proxy.credentialMasking and proxy.credentialProviders (np_cred.c). */
+static const struct rpc_capability netproxy_capabilities[] = {
+    {"networkProxyLaunch", true, NULL},
+    {"networkProxyReviewDomains", true, NULL},
+    {"networkProxyTransparentTcp", true, NULL},
+    {"credentialMasking", true, NULL},
+    {"credentialMaskingCustomProviders", true, NULL},
+    {NULL, false, NULL},
+};
+
+const struct rpc_domain netproxy_domain = {
+    .name = "netproxy",
+    .capabilities = netproxy_capabilities,
+};

@@ -21,7 +21,7 @@ int curl_dl_load(const char **why)
     }
     /* A failed dlopen is not remembered: its cause may pass (no descriptor free for
      * the library's files while the server is at RLIMIT_NOFILE, no memory), and a
-     * cached failure disabled http/request until a restart (issue 39). When the
+     * cached failure disabled http/request until a restart. When the
      * library is really missing, each request pays a failed path search, which is
      * cheap next to a transfer. */
     void *h = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);

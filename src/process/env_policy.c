@@ -80,7 +80,7 @@ void env_policy_from_json(json_t *obj, struct env_policy *out)
 /* A growable envp with replace-by-name. Names are found through an open-addressing
  * hash index (slot = entry index + 1, 0 = empty), so building an environment of n
  * names is linear: a linear scan per name made 60k keys take 12 s of the loop
- * thread (issue 21). */
+ * thread. */
 struct envv {
     char **v;
     size_t n, cap;

@@ -446,3 +446,22 @@ struct proc *proc_request_proc(struct rpc_req *req, const char *session_id, cons
         rpc_reply_error(req, RPC_INVALID_REQUEST, "unknown process id %s", id);
     return p;
 }
+
+static const struct rpc_method *const process_tables[] = {process_methods, NULL};
+
+/* shellSnapshotV2: process/start's `shellSnapshot` (shell_snapshot.c). Ours
+ * (PROTOCOL.md §11 (g), (i)): the terminal and stdin controls (processStartSize,
+ * processResize, processCloseStdin, processSignalAny) and work that outlives its
+ * client (processList, processAttach), which a client uses once it sees them. */
+static const struct rpc_capability process_capabilities[] = {
+    {"shellSnapshotV2", true, NULL},  {"processStartSize", true, NULL},
+    {"processResize", true, NULL},    {"processCloseStdin", true, NULL},
+    {"processSignalAny", true, NULL}, {"processList", true, NULL},
+    {"processAttach", true, NULL},    {NULL, false, NULL},
+};
+
+const struct rpc_domain process_domain = {
+    .name = "process",
+    .methods = process_tables,
+    .capabilities = process_capabilities,
+};

@@ -1,6 +1,7 @@
-/* process_rpc: the process room as the server registers it: its JSON-RPC methods
- * (process_methods.c, tty_methods.c) and the per-session process table as a session
- * part (proc_rpc.c), which turns the table's events into notifications. */
+/* process_rpc: the process room as the server registers it: its record (methods,
+ * capabilities; proc_rpc.c), its JSON-RPC methods (process_methods.c,
+ * tty_methods.c) and the per-session process table as a session part (proc_rpc.c),
+ * which turns the table's events into notifications. */
 #ifndef EXEC_PROCESS_PROCESS_RPC_H
 #define EXEC_PROCESS_PROCESS_RPC_H
 
@@ -18,5 +19,8 @@ struct proc_table *proc_table_of(const struct session *s);
 
 /* process/start, read, write, terminate, and the terminal methods. */
 extern const struct rpc_method process_methods[];
+
+/* The process domain's record (rpc.h): process_methods and its capabilities. */
+extern const struct rpc_domain process_domain;
 
 #endif

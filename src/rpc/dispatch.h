@@ -15,9 +15,10 @@ struct conn;
 void rpc_dispatch(struct conn *c, const char *data, size_t len);
 
 /* Adds a NULL-name-terminated method table (static storage, not copied) to those
- * rpc_dispatch looks names up in. Registering a table again does nothing. The
- * executables register theirs at start (server/server_methods.c), so rpc never
- * names a method module. */
+ * rpc_dispatch looks names up in, in the order registered. Registering a table again
+ * does nothing. The executables register the domains' records at start
+ * (server/server_methods.c, through session_register_domain), so rpc never names a
+ * method module. */
 void rpc_register_methods(const struct rpc_method *table);
 /* Adds a table of payload members (struct rpc_payload), the same way. */
 void rpc_register_payloads(const struct rpc_payload *table);

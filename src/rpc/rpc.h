@@ -71,6 +71,29 @@ struct rpc_payload {
 /* Method tables are NULL-name-terminated, one per method module, declared in the
  * module's header and registered with rpc_register_methods (dispatch.h). */
 
+/* A capability a domain announces in environment/info's `capabilities` (initialize's
+ * environmentInfo too): `value`, or what on() says when it is set (a feature a setting
+ * turns off). */
+struct rpc_capability {
+    const char *name; /* "fsRename" */
+    bool value;
+    bool (*on)(void);
+};
+
+/* Everything one domain (process, fs, http, ...) registers, in one record declared in
+ * its own folder, as nginx keeps one module record per module: its method tables, the
+ * payload members kept out of params, the capabilities it announces and what it adds
+ * to environment/info. server/server_methods.c lists the records once;
+ * session_register_domain (session.h) registers the methods and payloads with rpc and
+ * builds initialize's and environment/info's capabilities from them. */
+struct rpc_domain {
+    const char *name;                          /* "fs" */
+    const struct rpc_method *const *methods;   /* NULL-terminated list of tables, or NULL */
+    const struct rpc_payload *payloads;        /* or NULL */
+    const struct rpc_capability *capabilities; /* NULL-name-terminated, or NULL */
+    void (*info)(json_t *info);                /* members of environment/info, or NULL */
+};
+
 /* Sends {"id":..,"result":result}; steals result; frees req. */
 void rpc_reply_json(struct rpc_req *req, json_t *result);
 /* Sends {"error":{"code":..,"message":..},"id":..}; frees req. */

@@ -4,7 +4,7 @@
  * constants and the attribute layouts are defined here and the handled rights are
  * masked by the ABI the kernel reports (DESIGN.md pitfall 12). */
 #include "sandbox/landlock.h"
-#include "sandbox/view.h"
+#include "sandbox/cgroup_mounts.h"
 
 #include <dirent.h>
 #include <errno.h>

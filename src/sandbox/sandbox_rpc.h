@@ -9,9 +9,9 @@
 /* The JSON-RPC error code for e. */
 int sandbox_error_code(const struct sandbox_error *e);
 
-/* Ours, in environment/info and initialize: info.sandbox {mode, available,
- * landlockAbi, hostProc, namespacesRefused} (sandbox_host.h) and the capability
- * sandboxModes. A session_info_fn (session.h). */
-void sandbox_info(json_t *info, json_t *caps);
+/* The sandbox's record (rpc.h): no methods of its own; its capabilities and, ours,
+ * environment/info's `sandbox` {mode, available, landlockAbi, hostProc,
+ * namespacesRefused} (sandbox_host.h). */
+extern const struct rpc_domain sandbox_domain;
 
 #endif

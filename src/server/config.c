@@ -1,6 +1,6 @@
 /* config: command line -> server_config (see config.h). The per-option checks come
- * from the table in options.c; this file holds the rules between options, each
- * with the wording the reference (or our tests) use. */
+ * from the table in options.c (through core/options.c); this file holds the rules between options,
+ * each with the wording the reference (or our tests) use. */
 #include "server/config.h"
 
 #include <arpa/inet.h>
@@ -49,9 +49,9 @@ __attribute__((format(printf, 1, 2))) static void usage_error(const char *fmt, .
 /* The position of an option on the command line, 0 when it was not given. */
 static unsigned given_at(const char *name)
 {
-    const struct opt_spec *o = options_find(name);
+    const struct opt_spec *o = options_find(&server_options, name);
     if (!o) abort(); /* a misspelt name in our own code */
-    return given[o - options_table];
+    return given[o - server_options.rows];
 }
 
 bool config_given(const char *name)
@@ -65,8 +65,8 @@ static void build_getopt(struct option *longs, char *shorts, size_t n)
     size_t k = 0;
     shorts[k++] = '+'; /* stop at the first non-option */
     shorts[k++] = ':'; /* a missing value is reported as ':' */
-    for (size_t i = 0; i < options_count; i++) {
-        const struct opt_spec *o = &options_table[i];
+    for (size_t i = 0; i < server_options.count; i++) {
+        const struct opt_spec *o = &server_options.rows[i];
         longs[i] =
             (struct option){o->name, o->meta ? required_argument : no_argument, NULL, 256 + (int)i};
         if (o->short_name && k + 3 < n) {
@@ -74,16 +74,17 @@ static void build_getopt(struct option *longs, char *shorts, size_t n)
             if (o->meta) shorts[k++] = ':';
         }
     }
-    longs[options_count] = (struct option){0};
+    longs[server_options.count] = (struct option){0};
     shorts[k] = '\0';
 }
 
 /* The row getopt_long returned ch for (a long option's code or a short letter). */
 static const struct opt_spec *row_of(int ch)
 {
-    if (ch >= 256 && ch < 256 + (int)options_count) return &options_table[ch - 256];
-    for (size_t i = 0; i < options_count; i++)
-        if (options_table[i].short_name == ch) return &options_table[i];
+    const struct opt_spec *rows = server_options.rows;
+    if (ch >= 256 && ch < 256 + (int)server_options.count) return &rows[ch - 256];
+    for (size_t i = 0; i < server_options.count; i++)
+        if (rows[i].short_name == ch) return &rows[i];
     return NULL;
 }
 
@@ -91,12 +92,12 @@ int config_parse(int argc, char **argv)
 {
     struct option longs[sizeof given / sizeof given[0] + 1];
     char shorts[32], err[512];
-    if (options_count > sizeof given / sizeof given[0]) abort();
+    if (server_options.count > sizeof given / sizeof given[0]) abort();
     config_free();
     memset(&C, 0, sizeof C);
     memset(given, 0, sizeof given);
     given_count = 0;
-    options_reset();
+    options_reset(&server_options);
     build_getopt(longs, shorts, sizeof shorts);
     /* `exec-server forward ...`: the same parser over the rest. */
     C.forward = argc > 1 && strcmp(argv[1], "forward") == 0;
@@ -132,7 +133,7 @@ int config_parse(int argc, char **argv)
             return 2;
         }
         if (strcmp(o->name, "help") == 0) {
-            options_print_help(stdout, mode);
+            server_options_help(stdout, mode);
             return 0;
         }
         if (strcmp(o->name, "version") == 0) {
@@ -143,13 +144,13 @@ int config_parse(int argc, char **argv)
             usage_error("%s", err);
             return 2;
         }
-        given[o - options_table] = ++given_count;
+        given[o - server_options.rows] = ++given_count;
     }
     if (optind < argc) {
         usage_error("unknown argument `%s` (see --help)", argv[optind]);
         return 2;
     }
-    return options_apply_env(given);
+    return options_apply_env(&server_options, given) < 0 ? 2 : CONFIG_OK;
 }
 
 /* ---- validation ---- */

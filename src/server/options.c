@@ -1,19 +1,17 @@
-/* options: the option table and what is derived from it (see options.h). */
+/* options: the daemon's option table, its --help and its man page section (see
+ * options.h). */
 #include "server/options.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/env_vars.h"
 #include "core/limits.h"
 #include "core/log.h"
 #include "server/config.h"
-#include "util/mem.h"
 
 static int parse_log_level(const char *value, void *target, const char **why)
 {
@@ -169,7 +167,7 @@ static const char *const sandbox_modes[] = {"auto", "namespaces", "landlock", NU
 
 enum { SEC_GENERAL, SEC_WS_AUTH, SEC_LIMITS, SEC_AUDIT, SEC_REMOTE, SEC_FORWARD, SEC_CODEX };
 
-const struct opt_section options_sections[] = {
+static const struct opt_section sections[] = {
     [SEC_GENERAL] = {"Options", NULL},
     [SEC_WS_AUTH] = {"WebSocket authentication", "Off by default; /readyz stays open."},
     [SEC_LIMITS] = {"Limits", "BYTES may end in K, M or G (powers of 1024)."},
@@ -181,11 +179,10 @@ const struct opt_section options_sections[] = {
                    "Accepted and checked as `codex exec-server` 0.171.0 checks them; no key "
                    "or feature changes what this exec-server does (docs/FLAGS.md)."},
 };
-const size_t options_section_count = sizeof options_sections / sizeof options_sections[0];
 
 /* Packed as written, one row per entry: */
 /* clang-format off */
-const struct opt_spec options_table[] = {
+static const struct opt_spec rows[] = {
     /* ---- general ---- */
     {.name = "listen", .meta = "URL", .kind = OPT_STRING, .modes = OPT_BOTH, TO(C.listen_url),
      .def = "ws://127.0.0.1:0", .def_note = "any free loopback port",
@@ -493,212 +490,17 @@ const struct opt_spec options_table[] = {
      .help = "print the version"},
 };
 /* clang-format on */
-const size_t options_count = sizeof options_table / sizeof options_table[0];
 
-const struct opt_spec *options_find(const char *name)
-{
-    for (size_t i = 0; i < options_count; i++)
-        if (strcmp(options_table[i].name, name) == 0) return &options_table[i];
-    return NULL;
-}
+const struct opt_table server_options = {
+    .rows = rows,
+    .count = sizeof rows / sizeof rows[0],
+    .sections = sections,
+    .section_count = sizeof sections / sizeof sections[0],
+    .lone_modes = OPT_SERVE,
+    .lone_note = "Not with `exec-server forward`.",
+};
 
-/* ---- values ---- */
-
-static void store_uint(const struct opt_spec *o, unsigned long long v)
-{
-    if (o->size == sizeof(unsigned))
-        *(unsigned *)o->target = (unsigned)v;
-    else
-        *(uint64_t *)o->target = v;
-}
-
-/* A count, or with bytes a size with an optional K/M/G suffix: digits only (no sign,
- * no blanks), within [min, max]. Returns 0 or -EINVAL. */
-static int parse_count(const char *val, bool bytes, const struct opt_spec *o,
-                       unsigned long long *out)
-{
-    char *end;
-    errno = 0;
-    if (!isdigit((unsigned char)val[0])) return -EINVAL;
-    unsigned long long v = strtoull(val, &end, 10);
-    if (errno) return -EINVAL;
-    if (bytes && *end) {
-        int shift = *end == 'K' || *end == 'k'   ? 10
-                    : *end == 'M' || *end == 'm' ? 20
-                    : *end == 'G' || *end == 'g' ? 30
-                                                 : -1;
-        if (shift < 0 || end[1] || v > (o->max >> shift)) return -EINVAL;
-        v <<= shift;
-        end++;
-    }
-    if (*end || v > o->max || v < o->min) return -EINVAL;
-    *out = v;
-    return 0;
-}
-
-static int parse_seconds(const char *val, const struct opt_spec *o, uint64_t *ms)
-{
-    char *end;
-    errno = 0;
-    double secs = strtod(val, &end);
-    if (errno || *end || end == val || isnan(secs) || secs < (double)o->min ||
-        secs > (double)o->max)
-        return -EINVAL;
-    *ms = (uint64_t)(secs * 1000);
-    return 0;
-}
-
-static int parse_choice(const char *val, const struct opt_spec *o, int *index)
-{
-    for (int i = 0; o->choices[i]; i++)
-        if (strcmp(val, o->choices[i]) == 0) {
-            *index = i;
-            return 0;
-        }
-    return -EINVAL;
-}
-
-static void bad_value(const struct opt_spec *o, const char *value, const char *why, char *err,
-                      size_t n)
-{
-    if (o->style == OPT_CLAP)
-        snprintf(err, n, "invalid value '%s' for '--%s <%s>'%s", value, o->name, o->meta,
-                 why      ? why
-                 : o->bad ? o->bad
-                          : "");
-    else
-        snprintf(err, n, "%s --%s `%s`; expected %s", o->bad ? o->bad : "invalid", o->name, value,
-                 o->expect);
-}
-
-int options_store(const struct opt_spec *o, const char *value, char *err, size_t errlen)
-{
-    unsigned long long v;
-    uint64_t ms;
-    int index, r = 0;
-    const char *why = NULL;
-    switch (o->kind) {
-    case OPT_ACTION: break;
-    case OPT_FLAG: *(bool *)o->target = true; break;
-    case OPT_STRING: *(const char **)o->target = value; break;
-    case OPT_LIST: {
-        struct opt_list *l = o->target;
-        const char **grown = realloc(l->v, (l->n + 1) * sizeof *l->v);
-        if (!grown) abort();
-        l->v = grown;
-        l->v[l->n++] = value;
-        break;
-    }
-    case OPT_COUNT:
-    case OPT_BYTES:
-        r = parse_count(value, o->kind == OPT_BYTES, o, &v);
-        if (r == 0) store_uint(o, v);
-        break;
-    case OPT_SECONDS:
-        r = parse_seconds(value, o, &ms);
-        if (r == 0) *(uint64_t *)o->target = ms;
-        break;
-    case OPT_CHOICE:
-        r = parse_choice(value, o, &index);
-        if (r == 0) *(int *)o->target = index;
-        break;
-    case OPT_PARSE: r = o->parse(value, o->target, &why); break;
-    }
-    if (r < 0) bad_value(o, value, why, err, errlen);
-    return r < 0 ? -EINVAL : 0;
-}
-
-void options_reset(void)
-{
-    options_reset_rows(options_table, options_count);
-}
-
-void options_reset_rows(const struct opt_spec *rows, size_t count)
-{
-    for (size_t i = 0; i < count; i++) {
-        const struct opt_spec *o = &rows[i];
-        switch (o->kind) {
-        case OPT_ACTION: continue;
-        case OPT_FLAG: *(bool *)o->target = false; break;
-        case OPT_STRING: *(const char **)o->target = NULL; break;
-        case OPT_LIST: {
-            struct opt_list *l = o->target;
-            free(l->v);
-            *l = (struct opt_list){0};
-            break;
-        }
-        case OPT_CHOICE: *(int *)o->target = -1; break;
-        default: /* numbers: zero unless they have a default below */
-            memset(o->target, 0, o->size);
-            break;
-        }
-        char err[256];
-        /* A default that does not parse is a mistake in the table itself. */
-        if (o->def && options_store(o, o->def, err, sizeof err) < 0) abort();
-    }
-}
-
-/* ---- --help ---- */
-
-/* Writes text wrapped to width, every line but the first indented by indent
- * (the first continues at column col). */
-static void wrap(FILE *out, const char *text, int col, int indent, int width)
-{
-    const char *p = text;
-    while (*p) {
-        while (*p == ' ')
-            p++;
-        size_t w = strcspn(p, " ");
-        if (col > indent && col + 1 + (int)w > width) {
-            fprintf(out, "\n%*s", indent, "");
-            col = indent;
-        } else if (col > indent) {
-            fputc(' ', out);
-            col++;
-        }
-        fwrite(p, 1, w, out);
-        col += (int)w;
-        p += w;
-    }
-    fputc('\n', out);
-}
-
-/* The help text with its default and environment variable, into b. */
-static void describe(const struct opt_spec *o, char *b, size_t n)
-{
-    int k = snprintf(b, n, "%s", o->help);
-    if (o->def && k >= 0 && (size_t)k < n)
-        k += snprintf(b + k, n - (size_t)k, " (default %s%s%s)", o->def, o->def_note ? ", " : "",
-                      o->def_note ? o->def_note : "");
-    if (o->env && k >= 0 && (size_t)k < n)
-        snprintf(b + k, n - (size_t)k, " (also %s=%s)", o->env,
-                 o->env_rule == OPT_ENV_BOOL ? "true" : "1");
-}
-
-static void help_row(FILE *out, const struct opt_spec *o)
-{
-    char label[96], text[2048];
-    int n = snprintf(label, sizeof label, "  %s%s%s--%s%s%s", o->short_name ? "-" : "",
-                     o->short_name ? (char[2]){o->short_name, 0} : "", o->short_name ? ", " : "",
-                     o->name, o->meta ? " " : "", o->meta ? o->meta : "");
-    describe(o, text, sizeof text);
-    fputs(label, out);
-    if (n <= 24) {
-        fprintf(out, "%*s", 26 - n, "");
-        wrap(out, text, 26, 26, 90);
-    } else {
-        fprintf(out, "\n%26s", "");
-        wrap(out, text, 26, 26, 90);
-    }
-}
-
-void options_print_rows(FILE *out, const struct opt_spec *rows, size_t count)
-{
-    for (size_t i = 0; i < count; i++)
-        help_row(out, &rows[i]);
-}
-
-void options_print_help(FILE *out, unsigned mode)
+void server_options_help(FILE *out, unsigned mode)
 {
     if (mode == OPT_FORWARD)
         fputs("Usage: exec-server forward --connect ws://HOST:PORT --remote URL "
@@ -720,197 +522,11 @@ void options_print_help(FILE *out, unsigned mode)
               "rendezvous for a fleet of remote exec-servers, `exec-server audit --help` the\n"
               "check of audit logs (--audit-log).\n",
               out);
-    for (size_t s = 0; s < options_section_count; s++) {
-        bool any = false;
-        for (size_t i = 0; i < options_count; i++) {
-            const struct opt_spec *o = &options_table[i];
-            if (o->section != s || !(o->modes & mode)) continue;
-            if (!any) {
-                fprintf(out, "\n%s:\n", options_sections[s].title);
-                if (options_sections[s].intro) fprintf(out, "  %s\n", options_sections[s].intro);
-                any = true;
-            }
-            help_row(out, o);
-        }
-    }
+    options_print_help(out, &server_options, mode);
 }
 
-/* ---- the man page's OPTIONS section ---- */
-
-/* Writes text escaped for roff; `x` becomes bold x. */
-static void roff_text(FILE *out, const char *text)
-{
-    bool bold = false;
-    if (*text == '.' || *text == '\'') fputs("\\&", out);
-    for (const char *p = text; *p; p++) {
-        if (*p == '`') {
-            fputs(bold ? "\\fR" : "\\fB", out);
-            bold = !bold;
-        } else if (*p == '\\') {
-            fputs("\\e", out);
-        } else if (*p == '-') {
-            fputs("\\-", out);
-        } else {
-            fputc(*p, out);
-        }
-    }
-    if (bold) fputs("\\fR", out);
-}
-
-static void man_row(FILE *out, const struct opt_spec *o)
-{
-    fputs(".TP\n", out);
-    if (o->short_name) fprintf(out, "\\fB\\-%c\\fR, ", o->short_name);
-    fputs("\\fB\\-\\-", out);
-    roff_text(out, o->name);
-    fputs("\\fR", out);
-    if (o->meta) {
-        fputs(" \\fI", out);
-        roff_text(out, o->meta);
-        fputs("\\fR", out);
-    }
-    fputc('\n', out);
-    char text[2048];
-    describe(o, text, sizeof text);
-    roff_text(out, text);
-    fputs(".\n", out);
-    if (o->modes == OPT_SERVE) fputs("Not with \\fBexec\\-server forward\\fR.\n", out);
-    if (o->more) {
-        roff_text(out, o->more);
-        fputc('\n', out);
-    }
-}
-
-void options_print_man_rows(FILE *out, const struct opt_spec *rows, size_t count)
-{
-    for (size_t i = 0; i < count; i++)
-        man_row(out, &rows[i]);
-}
-
-void options_print_man(FILE *out)
+void server_options_man(FILE *out)
 {
     fputs(".SH OPTIONS\n", out);
-    for (size_t s = 0; s < options_section_count; s++) {
-        fputs(".SS ", out);
-        roff_text(out, options_sections[s].title);
-        fputc('\n', out);
-        if (options_sections[s].intro) {
-            roff_text(out, options_sections[s].intro);
-            fputc('\n', out);
-        }
-        for (size_t i = 0; i < options_count; i++)
-            if (options_table[i].section == s) man_row(out, &options_table[i]);
-    }
-}
-
-/* ---- environment variables ---- */
-
-#define E env_vars
-
-/* clang-format off */
-const struct opt_env options_env_table[] = {
-    /* the host */
-    {"PATH", NULL, &E.path, "where `rg` is looked for (environment/info's prependPathDirs), "
-     "and bash and zsh when the login shell is none of bash, zsh and sh"},
-    {"HOME", NULL, &E.home, "the home directory environment/info reports (else the password "
-     "entry's) and where ~/.codex and ~/.aws are"},
-    {"TMPDIR", NULL, &E.tmpdir, "the temporary directory environment/info reports and a "
-     "sandbox's `tmpdir` entry; where the `rg` link directory is made (else /tmp)"},
-    {"CODEX_HOME", NULL, &E.codex_home, "codex's home (default ~/.codex): skills and plugins "
-     "for capability discovery, the managed proxy's CA"},
-    {"JOURNAL_STREAM", NULL, &E.journal_stream, "set by systemd: log lines carry <N> "
-     "priorities while standard error is that stream"},
-    /* trust */
-    {"SSL_CERT_FILE", NULL, &E.ssl_cert_file, "extra trust (a CA bundle) for http/request, "
-     "an https registry and the managed proxy's children"},
-    {"SSL_CERT_DIR", NULL, &E.ssl_cert_dir, "a CA directory for http/request"},
-    {"CURL_CA_BUNDLE", NULL, &E.curl_ca_bundle, "a CA bundle for http/request (before "
-     "SSL_CERT_FILE) and an https registry (after it)"},
-    {"CODEX_CA_CERTIFICATE", NULL, &E.codex_ca_certificate, "the CA bundle for an https "
-     "registry and a wss:// rendezvous or forward destination, as the reference takes it"},
-    /* outbound proxies */
-    {"NO_PROXY", NULL, &E.no_proxy, "hosts http/request reaches without a proxy"},
-    {"no_proxy", NULL, &E.no_proxy_lower, "the same when NO_PROXY is unset"},
-    {"HTTP_PROXY", NULL, &E.http_proxy, "the managed network proxy's upstream for http://"},
-    {"http_proxy", NULL, &E.http_proxy_lower, "the same when HTTP_PROXY is unset"},
-    {"HTTPS_PROXY", NULL, &E.https_proxy, "the managed network proxy's upstream for CONNECT"},
-    {"https_proxy", NULL, &E.https_proxy_lower, "the same when HTTPS_PROXY is unset"},
-    {"ALL_PROXY", NULL, &E.all_proxy, "the upstream for both when neither is set"},
-    {"all_proxy", NULL, &E.all_proxy_lower, "the same when ALL_PROXY is unset"},
-    /* remote mode */
-    {"CODEX_API_KEY", "--registration-bearer-stdin", &E.codex_api_key, "the registry bearer "
-     "when --registration-bearer-stdin is not given (docs/REMOTE.md says where it may go)"},
-    {"CODEX_ACCESS_TOKEN", "--use-agent-identity-auth", &E.codex_access_token, "checked by "
-     "--use-agent-identity-auth, as the reference checks it"},
-    {"OPENAI_CLUSTER", NULL, &E.openai_cluster, "sent as x-cluster-name on the rendezvous "
-     "upgrade"},
-    {"DD_SERVICE", NULL, &E.dd_service, "sent as x-openai-internal-caller on the rendezvous "
-     "upgrade"},
-    {"AWS_ACCESS_KEY_ID", "--aws-sigv4", &E.aws_access_key_id, "the SigV4 key id (with "
-     "AWS_SECRET_ACCESS_KEY), unless --aws-profile names a profile"},
-    {"AWS_SECRET_ACCESS_KEY", "--aws-sigv4", &E.aws_secret_access_key, "the SigV4 secret"},
-    {"AWS_SESSION_TOKEN", "--aws-sigv4", &E.aws_session_token, "the SigV4 session token, "
-     "with the two above"},
-    {"AWS_PROFILE", "--aws-profile", &E.aws_profile, "the profile of the shared files when "
-     "neither --aws-profile nor the keys above are given (else `default`)"},
-    {"AWS_REGION", "--aws-region", &E.aws_region, "the signing region when --aws-region is "
-     "not given"},
-    {"AWS_DEFAULT_REGION", "--aws-region", &E.aws_default_region, "the same after "
-     "AWS_REGION"},
-    {"AWS_SHARED_CREDENTIALS_FILE", "--aws-profile", &E.aws_shared_credentials_file,
-     "the shared credentials file (default ~/.aws/credentials)"},
-    {"AWS_CONFIG_FILE", "--aws-profile", &E.aws_config_file, "the shared config file "
-     "(default ~/.aws/config)"},
-    {"EXEC_REGISTRY_DATABASE", "--database", &E.registry_database, "exec-server registry's "
-     "database when --database is not given"},
-    /* the audit trail */
-    {"EXEC_SERVER_AUDIT_LOG", "--audit-log", &E.audit_log, "the audit log when --audit-log "
-     "is not given"},
-    {"EXEC_SERVER_RECORD_DIR", "--record-dir", &E.record_dir, "the recording directory "
-     "when --record-dir is not given"},
-    {"EXEC_REGISTRY_AUDIT_LOG", "--audit-log", &E.registry_audit_log, "exec-server "
-     "registry's audit log when its --audit-log is not given"},
-    /* test knobs: the tests' own, not settings */
-    {"EXEC_SERVER_TEST_RESOLVE", NULL, &E.test_resolve, "test knob: NAME=IP,... answers the "
-     "managed proxy's name lookups for those names"},
-    {"EXEC_SERVER_REMOTE_PING_MS", NULL, &E.remote_ping_ms, "test knob: remote mode's "
-     "rendezvous ping interval (ms)"},
-    {"EXEC_SERVER_REMOTE_PONG_MS", NULL, &E.remote_pong_ms, "test knob: how long remote mode "
-     "waits for a pong (ms)"},
-    {"EXEC_SERVER_REMOTE_BACKOFF_MS", NULL, &E.remote_backoff_ms, "test knob: remote mode's "
-     "first reconnect delay (ms)"},
-};
-/* clang-format on */
-const size_t options_env_count = sizeof options_env_table / sizeof options_env_table[0];
-
-void options_read_env(void)
-{
-    for (size_t i = 0; i < options_env_count; i++) {
-        const char *v = getenv(options_env_table[i].name);
-        free((char *)*options_env_table[i].target); /* a second reading replaces the first */
-        /* A copy: setenv (process_path.c moves PATH) may replace the string. */
-        *options_env_table[i].target = v ? xstrdup(v) : NULL;
-    }
-}
-
-int options_apply_env(const unsigned *given)
-{
-    for (size_t i = 0; i < options_count; i++) {
-        const struct opt_spec *o = &options_table[i];
-        const char *v = o->env ? getenv(o->env) : NULL;
-        if (!v || given[i] || o->kind != OPT_FLAG) continue;
-        if (o->env_rule == OPT_ENV_TRUTHY) {
-            if (*v && strcmp(v, "0") != 0 && strcmp(v, "false") != 0) *(bool *)o->target = true;
-        } else if (o->env_rule == OPT_ENV_BOOL) {
-            if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
-                fprintf(stderr,
-                        "exec-server: invalid value '%s' for '--%s'\n  (from %s: "
-                        "expected true or false)\n",
-                        v, o->name, o->env);
-                return 2;
-            }
-            *(bool *)o->target = strcmp(v, "true") == 0;
-        }
-    }
-    return CONFIG_OK;
+    options_print_man(out, &server_options);
 }

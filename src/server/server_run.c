@@ -112,7 +112,7 @@ static void on_remote_fatal(void)
  * the heaps and stops. "Quiet" is measured in bytes, not loop iterations: a timer
  * restarted on every iteration never fired while anything at all happened (a
  * process printing once a second), and after a soak 273 MB stayed resident with
- * 0.6 MB in use (issue 39). Both handles are unreferenced: they never keep the
+ * 0.6 MB in use. Both handles are unreferenced: they never keep the
  * loop alive. */
 #define MEM_IDLE_MS 2000
 #define MEM_QUIET_BYTES (1u << 20)

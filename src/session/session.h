@@ -67,11 +67,12 @@ void session_register_part(const struct session_part_ops *ops);
 void *session_part(const struct session *s, const struct session_part_ops *ops);
 void session_set_part(struct session *s, const struct session_part_ops *ops, void *state);
 
-/* What a domain above adds to environment/info and initialize's answer: members of
- * info and of its capabilities object (the sandbox's mode, say). Installed at start
- * (server_methods_register), before any connection. */
-typedef void (*session_info_fn)(json_t *info, json_t *caps);
-void session_add_info(session_info_fn fn);
+/* Registers a domain's record (struct rpc_domain, rpc.h): its method tables and
+ * payloads with rpc, its capabilities and info for initialize's and
+ * environment/info's answers. At start (server_methods_register), before any
+ * connection; at most SESSION_DOMAINS_MAX, again is a no-op. */
+#define SESSION_DOMAINS_MAX 16
+void session_register_domain(const struct rpc_domain *d);
 
 /* Server-wide settings read by sessions. */
 void session_configure(uv_loop_t *loop, uint64_t detached_ttl_ms);
@@ -99,7 +100,8 @@ int session_keep(struct session *s, uint64_t keep_ms);
 json_t *session_list_json(const struct conn *c);
 
 /* initialize, environment/info, environment/status, session/close, session/keep,
- * session/list. */
-extern const struct rpc_method session_methods[];
+ * session/list and environment/config (env_config.c), with the capabilities of
+ * sessions. */
+extern const struct rpc_domain session_domain;
 
 #endif

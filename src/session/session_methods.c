@@ -1,12 +1,15 @@
 /* session_methods: initialize (create or resume a session), environment/info,
  * environment/status, and ours: session/close, session/keep and session/list, over
- * the registry in session.c (PROTOCOL.md sections 3, 9 and 11 (i)). */
+ * the registry in session.c (PROTOCOL.md sections 3, 9 and 11 (i)); the domains'
+ * records (struct rpc_domain) registered here, whose capabilities and info those
+ * answers carry; and the session domain's own record. */
 #include "session/session.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "session/env_config.h"
 #include "session/process_path.h"
 #include "core/limits.h"
 #include "core/host_env.h"
@@ -15,13 +18,89 @@
 #include "rpc/params.h"
 #include "transport/conn.h"
 
-#define INFO_FNS_MAX 8
-static session_info_fn info_fns[INFO_FNS_MAX];
-static int n_info_fns;
+static const struct rpc_domain *domains[SESSION_DOMAINS_MAX];
+static size_t n_domains;
 
-void session_add_info(session_info_fn fn)
+void session_register_domain(const struct rpc_domain *d)
 {
-    if (n_info_fns < INFO_FNS_MAX) info_fns[n_info_fns++] = fn;
+    for (size_t i = 0; i < n_domains; i++)
+        if (domains[i] == d) return;
+    if (n_domains == SESSION_DOMAINS_MAX) abort(); /* a build-time mistake */
+    domains[n_domains++] = d;
+    for (const struct rpc_method *const *t = d->methods; t && *t; t++)
+        rpc_register_methods(*t);
+    if (d->payloads) rpc_register_payloads(d->payloads);
+}
+
+/* The order `capabilities` has always been sent in: the reference's own 16, in the
+ * order 0.171.0 sends them, then ours in the order they were added (PROTOCOL.md
+ * §11). JSON does not order an object's members, but clients and tests compare the
+ * answer as bytes, so the order stays; a capability of a record that is not listed
+ * here follows these, in the order of the records. */
+static const char *const capability_order[] = {
+    "networkProxyLaunch",
+    "networkProxyReviewDomains",
+    "networkProxyTransparentTcp",
+    "credentialMasking",
+    "credentialMaskingCustomProviders",
+    "capabilityDiscoverySandbox",
+    "fsWatchMissing",
+    "capabilityDiscoveryV2",
+    "environmentConfigRead",
+    "httpHeaderEnvVars",
+    "sandboxedFileStreaming",
+    "fileWriteStreaming",
+    "shellSnapshotV2",
+    "windowsMxc",
+    "linuxRootWritePreservesDevices",
+    "linuxApprovedRootWritePreservesRestrictions",
+    "processStartSize",
+    "processResize",
+    "processCloseStdin",
+    "processSignalAny",
+    "sessionClose",
+    "fsPermissions",
+    "fsRename",
+    "processList",
+    "processAttach",
+    "sessionList",
+    "sessionKeep",
+    "tcpForward",
+    "sandboxModes",
+};
+
+static bool capability_listed(const char *name)
+{
+    for (size_t i = 0; i < sizeof capability_order / sizeof capability_order[0]; i++)
+        if (strcmp(capability_order[i], name) == 0) return true;
+    return false;
+}
+
+static const struct rpc_capability *capability_find(const char *name)
+{
+    for (size_t i = 0; i < n_domains; i++)
+        for (const struct rpc_capability *c = domains[i]->capabilities; c && c->name; c++)
+            if (strcmp(c->name, name) == 0) return c;
+    return NULL;
+}
+
+static void capability_set(json_t *caps, const struct rpc_capability *c)
+{
+    json_object_set_new(caps, c->name, json_boolean(c->on ? c->on() : c->value));
+}
+
+/* The registered records' capabilities, in capability_order and then the rest. */
+static json_t *capabilities_json(void)
+{
+    json_t *caps = json_object();
+    for (size_t i = 0; i < sizeof capability_order / sizeof capability_order[0]; i++) {
+        const struct rpc_capability *c = capability_find(capability_order[i]);
+        if (c) capability_set(caps, c);
+    }
+    for (size_t i = 0; i < n_domains; i++)
+        for (const struct rpc_capability *c = domains[i]->capabilities; c && c->name; c++)
+            if (!capability_listed(c->name)) capability_set(caps, c);
+    return caps;
 }
 
 static json_t *uri_json(const char *path)
@@ -32,18 +111,8 @@ static json_t *uri_json(const char *path)
     return j ? j : json_null();
 }
 
-/* What environment/info and initialize report about this host. Capabilities we
- * do not implement are false so clients never send the fields they gate.
- * capabilityDiscoverySandbox: capabilityRoots/discoverV1 scans a root that carries
- * a sandbox inside the sandbox helper (capabilities/capability_roots.c). capabilityDiscoveryV2:
- * `capabilities/discoverV2`, the executor's own inventory of installed plugins and
- * skills, cached and watched (capabilities/capabilities_v2.c). shellSnapshotV2: process/start's
- * `shellSnapshot` (process/shell_snapshot.c).
- * networkProxyLaunch and networkProxyReviewDomains: process/start's networkProxy runs
- * the child behind src/netproxy (with proxy.reviewDomains); networkProxyTransparentTcp:
- * its proxy.transparentTcp (a TUN device in the sandbox, src/netproxy/np_tun.c);
- * credentialMasking and credentialMaskingCustomProviders: its proxy.credentialMasking
- * and proxy.credentialProviders (src/netproxy/np_cred.c). */
+/* What environment/info and initialize report about this host: the registered
+ * domains' capabilities (each record says what its capabilities mean) and info. */
 static json_t *environment_info(void)
 {
     char cwd[4096], home_buf[4096], tmp[4096];
@@ -51,28 +120,7 @@ static json_t *environment_info(void)
     const char *home = host_env_home(home_buf, sizeof home_buf);
     int tmp_from_env;
     host_env_temp_dir(cwd, tmp, sizeof tmp, &tmp_from_env);
-    json_t *caps = json_pack(
-        "{s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b}", "networkProxyLaunch",
-        1, "networkProxyReviewDomains", 1, "networkProxyTransparentTcp", 1, "credentialMasking", 1,
-        "credentialMaskingCustomProviders", 1, "capabilityDiscoverySandbox", 1, "fsWatchMissing", 1,
-        "capabilityDiscoveryV2", 1, "environmentConfigRead", 1, "httpHeaderEnvVars", 1,
-        "sandboxedFileStreaming", 1, "fileWriteStreaming", 1, "shellSnapshotV2", 1, "windowsMxc", 0,
-        "linuxRootWritePreservesDevices", 1, "linuxApprovedRootWritePreservesRestrictions", 1);
-    /* Ours (PROTOCOL.md §11 (g)): terminal and stdin controls a client may use
-     * once it sees them here; the reference has none of them. */
-    json_object_set_new(caps, "processStartSize", json_true());
-    json_object_set_new(caps, "processResize", json_true());
-    json_object_set_new(caps, "processCloseStdin", json_true());
-    json_object_set_new(caps, "processSignalAny", json_true());
-    json_object_set_new(caps, "sessionClose", json_true());
-    json_object_set_new(caps, "fsPermissions", json_true());
-    json_object_set_new(caps, "fsRename", json_true());
-    /* Ours (§11 (i)): work that outlives its client, and TCP forwarding. */
-    json_object_set_new(caps, "processList", json_true());
-    json_object_set_new(caps, "processAttach", json_true());
-    json_object_set_new(caps, "sessionList", json_true());
-    json_object_set_new(caps, "sessionKeep", json_boolean(server_limits.max_keep_ms != 0));
-    json_object_set_new(caps, "tcpForward", json_boolean(server_limits.tcp_forwarding));
+    json_t *caps = capabilities_json();
     json_t *info = json_object();
     json_object_set_new(
         info, "shell",
@@ -90,8 +138,8 @@ static json_t *environment_info(void)
     json_object_set_new(info, "temporaryDirectories", temps);
     json_object_set_new(info, "tempDir", uri_json(tmp));
     json_object_set_new(info, "capabilities", caps);
-    for (int i = 0; i < n_info_fns; i++)
-        info_fns[i](info, caps);
+    for (size_t i = 0; i < n_domains; i++)
+        if (domains[i]->info) domains[i]->info(info);
     return info;
 }
 
@@ -216,7 +264,7 @@ static void handle_session_list(struct rpc_req *req)
     rpc_reply_json(req, json_pack("{s:o}", "sessions", session_list_json(req->conn)));
 }
 
-const struct rpc_method session_methods[] = {
+static const struct rpc_method session_methods[] = {
     {"initialize", "initialize", handle_initialize},
     {"environment/info", "environment info", handle_env_info},
     {"environment/status", "environment status", handle_env_status},
@@ -224,4 +272,29 @@ const struct rpc_method session_methods[] = {
     {"session/keep", "session", handle_session_keep},
     {"session/list", "session", handle_session_list},
     {NULL, NULL, NULL},
+};
+
+static bool keep_on(void)
+{
+    return server_limits.max_keep_ms != 0;
+}
+
+static const struct rpc_method *const session_tables[] = {session_methods, env_config_methods,
+                                                          NULL};
+
+/* sessionClose, sessionList and sessionKeep (ours, PROTOCOL.md §11 (g), (i)): the
+ * methods above, sessionKeep while --max-session-keep is not 0. environmentConfigRead:
+ * environment/config (env_config.c). */
+static const struct rpc_capability session_capabilities[] = {
+    {"environmentConfigRead", true, NULL},
+    {"sessionClose", true, NULL},
+    {"sessionList", true, NULL},
+    {"sessionKeep", false, keep_on},
+    {NULL, false, NULL},
+};
+
+const struct rpc_domain session_domain = {
+    .name = "session",
+    .methods = session_tables,
+    .capabilities = session_capabilities,
 };

@@ -371,3 +371,23 @@ const struct rpc_method tcp_methods[] = {
     {"tcp/close", "tcp", handle_close},
     {NULL, NULL, NULL},
 };
+
+static bool forward_on(void)
+{
+    return server_limits.tcp_forwarding;
+}
+
+static const struct rpc_method *const tcp_tables[] = {tcp_methods, NULL};
+
+/* tcpForward (ours, PROTOCOL.md §11 (i)): tcp/connect, while --allow-tcp-forwarding
+ * is given. */
+static const struct rpc_capability tcp_capabilities[] = {
+    {"tcpForward", false, forward_on},
+    {NULL, false, NULL},
+};
+
+const struct rpc_domain tcp_domain = {
+    .name = "tcp",
+    .methods = tcp_tables,
+    .capabilities = tcp_capabilities,
+};

@@ -23,4 +23,7 @@
 /* tcp/connect, tcp/data, tcp/ack, tcp/close. */
 extern const struct rpc_method tcp_methods[];
 
+/* The tcp domain's record (rpc.h): tcp_methods and tcpForward. */
+extern const struct rpc_domain tcp_domain;
+
 #endif

@@ -119,6 +119,24 @@ ssize_t fdframe_send_part(int sock, const void *frame, size_t len, size_t off, c
     return w;
 }
 
+/* Takes the descriptors of mh's SCM_RIGHTS messages into fds[*nfds..maxfds) and
+ * closes those past maxfds, so none is left open unseen (both receivers). */
+static void take_fds(struct msghdr *mh, int *fds, int maxfds, int *nfds)
+{
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+        size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+            int got;
+            memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof got);
+            if (*nfds < maxfds)
+                fds[(*nfds)++] = got;
+            else
+                close(got);
+        }
+    }
+}
+
 int fdframe_recv(int sock, struct buf *out, int *fds, int maxfds, int *nfds)
 {
     *nfds = 0;
@@ -136,18 +154,7 @@ int fdframe_recv(int sock, struct buf *out, int *fds, int maxfds, int *nfds)
     } while (r < 0 && errno == EINTR);
     if (r < 0) return -errno;
     if (r == 0) return -EPIPE;
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
-        size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < k; i++) {
-            int got;
-            memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof got);
-            if (*nfds < maxfds)
-                fds[(*nfds)++] = got;
-            else
-                close(got);
-        }
-    }
+    take_fds(&mh, fds, maxfds, nfds);
     int rc = 0;
     if (mh.msg_flags & MSG_CTRUNC) rc = -EMSGSIZE;
     if (!rc && (size_t)r < sizeof len)
@@ -191,17 +198,6 @@ int fdframe_recv_tagged(int sock, int flags, char *tag, int *fds, int maxfds, in
         n = recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC);
     } while (n < 0 && errno == EINTR);
     if (n < 0) return -errno;
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
-        size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < k; i++) {
-            int got;
-            memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof got);
-            if (*nfds < maxfds)
-                fds[(*nfds)++] = got;
-            else
-                close(got);
-        }
-    }
+    take_fds(&mh, fds, maxfds, nfds);
     return n > 0 ? 1 : 0;
 }

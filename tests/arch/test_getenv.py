@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""One reader of the environment: in src/ only server/options.c calls getenv. Every
-variable the server acts on is a row of its option table (a flag's .env, or a row of
-options_env_table, copied once at start into core/env_vars.h's struct), and
-docs/FLAGS.md names every one.
+"""One reader of the environment: in src/ only core/options.c calls getenv. Every
+variable the program acts on is a row of an option table (a flag's .env) or of
+env_vars_table (core/env_vars.c, copied once at start into core/env_vars.h's struct),
+and docs/FLAGS.md names every one.
 
 About twenty variables were read by getenv across fourteen files, each where it was
 needed, so no list of them existed, a flag and its variable could disagree (the
@@ -17,7 +17,9 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-READER = "src/server/options.c"
+READER = "src/core/options.c"
+# Where the variables are named: the option tables' .env and env_vars_table.
+TABLES = ("src/server/options.c", "src/fleet/fleet_options.c", "src/core/env_vars.c")
 # Calls that stay, each with why (path -> reason).
 ALLOWED = {
     # http/request's header `valueEnvVar`: the request names the variable (as the
@@ -53,14 +55,15 @@ def stray_calls():
 
 
 def table_names():
-    """The variables options.c names: the flags' .env and options_env_table's rows."""
-    text = open(os.path.join(ROOT, READER), encoding="utf-8").read()
-    names = set(re.findall(r'\.env = "([A-Za-z_][A-Za-z0-9_]*)"', text))
-    start = text.find("options_env_table[] = {")
-    if start < 0:
-        return names
-    table = text[start:text.index("};", start)]
-    names |= set(re.findall(r'^\s*\{"([A-Za-z_][A-Za-z0-9_]*)",', table, re.M))
+    """The variables TABLES name: the flags' .env and env_vars_table's rows."""
+    names = set()
+    for rel in TABLES:
+        text = open(os.path.join(ROOT, rel), encoding="utf-8").read()
+        names |= set(re.findall(r'\.env = "([A-Za-z_][A-Za-z0-9_]*)"', text))
+        start = text.find("env_vars_table[] = {")
+        if start >= 0:
+            table = text[start:text.index("};", start)]
+            names |= set(re.findall(r'^\s*\{"([A-Za-z_][A-Za-z0-9_]*)",', table, re.M))
     return names
 
 
@@ -70,9 +73,11 @@ def main():
     flags_md = open(os.path.join(ROOT, "docs", "FLAGS.md"), encoding="utf-8").read()
     for n in sorted(names):
         if not re.search(r"`%s`" % re.escape(n), flags_md):
-            bad.append("docs/FLAGS.md does not name `%s` (a variable of %s)" % (n, READER))
+            bad.append("docs/FLAGS.md does not name `%s` (a variable of %s)" %
+                       (n, ", ".join(TABLES)))
     if len(names) < 30:
-        bad.append("only %d variables found in %s: has its table moved?" % (len(names), READER))
+        bad.append("only %d variables found in %s: has a table moved?" %
+                   (len(names), ", ".join(TABLES)))
     for b in bad:
         print(b)
     print("getenv: %d variables in the table, %d allowed call site(s), %d problem(s)" %

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/limits.h"
 #include "rpc/dispatch.h"
 #include "server/server_methods.h"
 #include "session/session.h"
@@ -151,6 +152,58 @@ static void test_initialized_before_initialize_closes(void **state)
     assert_true(mc->closed);
 }
 
+/* The `capabilities` object environment/info sends, as text: from "{" to its "}". */
+static const char *capabilities_text(char *out, size_t n)
+{
+    const char *r = send_msg("{\"id\":3,\"method\":\"environment/info\"}");
+    assert_non_null(r);
+    const char *b = strstr(r, "\"capabilities\":");
+    assert_non_null(b);
+    b += strlen("\"capabilities\":");
+    size_t k = strcspn(b, "}") + 1;
+    assert_true(k < n);
+    memcpy(out, b, k);
+    out[k] = '\0';
+    return out;
+}
+
+/* The capabilities come from the domains' records (rpc_domain), in the order they
+ * have always been sent: the reference's 16 as 0.171.0 sends them, then ours; a
+ * record's on() decides at each answer (sessionKeep, tcpForward follow the limits). */
+static void test_capabilities_from_records(void **state)
+{
+    char text[2048];
+    assert_non_null(strstr(send_msg("{\"id\":1,\"method\":\"initialize\",\"params\":"
+                                    "{\"clientName\":\"t\"}}"),
+                           "\"sandboxModes\":true}"));
+    assert_null(send_msg("{\"method\":\"initialized\"}"));
+    static const char *const fmt =
+        "{\"networkProxyLaunch\":true,\"networkProxyReviewDomains\":true,"
+        "\"networkProxyTransparentTcp\":true,\"credentialMasking\":true,"
+        "\"credentialMaskingCustomProviders\":true,\"capabilityDiscoverySandbox\":true,"
+        "\"fsWatchMissing\":true,\"capabilityDiscoveryV2\":true,"
+        "\"environmentConfigRead\":true,\"httpHeaderEnvVars\":true,"
+        "\"sandboxedFileStreaming\":true,\"fileWriteStreaming\":true,"
+        "\"shellSnapshotV2\":true,\"windowsMxc\":false,"
+        "\"linuxRootWritePreservesDevices\":true,"
+        "\"linuxApprovedRootWritePreservesRestrictions\":true,\"processStartSize\":true,"
+        "\"processResize\":true,\"processCloseStdin\":true,\"processSignalAny\":true,"
+        "\"sessionClose\":true,\"fsPermissions\":true,\"fsRename\":true,"
+        "\"processList\":true,\"processAttach\":true,\"sessionList\":true,"
+        "\"sessionKeep\":%s,\"tcpForward\":%s,\"sandboxModes\":true}";
+    char want[2048];
+    struct server_limits saved = server_limits;
+    server_limits.max_keep_ms = 0;
+    server_limits.tcp_forwarding = false;
+    snprintf(want, sizeof want, fmt, "false", "false");
+    assert_string_equal(capabilities_text(text, sizeof text), want);
+    server_limits.max_keep_ms = 1000;
+    server_limits.tcp_forwarding = true;
+    snprintf(want, sizeof want, fmt, "true", "true");
+    assert_string_equal(capabilities_text(text, sizeof text), want);
+    server_limits = saved;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -158,6 +211,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ids_echoed_with_their_type, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lifecycle_gate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_initialized_before_initialize_closes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_capabilities_from_records, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -45,11 +45,11 @@ static int parse(const char *first, ...)
 
 static void test_table_invariants(void **state)
 {
-    for (size_t i = 0; i < options_count; i++) {
-        const struct opt_spec *o = &options_table[i];
+    for (size_t i = 0; i < server_options.count; i++) {
+        const struct opt_spec *o = &server_options.rows[i];
         assert_non_null(o->help);
         assert_true(o->modes != 0);
-        assert_true(o->section < options_section_count);
+        assert_true(o->section < server_options.section_count);
         bool takes_value = o->kind != OPT_FLAG && o->kind != OPT_ACTION;
         assert_int_equal(takes_value, o->meta != NULL);
         if (o->kind != OPT_ACTION) assert_non_null(o->target);
@@ -57,13 +57,14 @@ static void test_table_invariants(void **state)
         if (o->style == OPT_OURS && (o->kind == OPT_COUNT || o->kind == OPT_BYTES ||
                                      o->kind == OPT_SECONDS || o->kind == OPT_PARSE))
             assert_non_null(o->expect);
-        assert_ptr_equal(options_find(o->name), o);
-        for (size_t j = i + 1; j < options_count; j++) {
-            assert_string_not_equal(o->name, options_table[j].name);
-            if (o->short_name) assert_int_not_equal(o->short_name, options_table[j].short_name);
+        assert_ptr_equal(options_find(&server_options, o->name), o);
+        for (size_t j = i + 1; j < server_options.count; j++) {
+            assert_string_not_equal(o->name, server_options.rows[j].name);
+            if (o->short_name)
+                assert_int_not_equal(o->short_name, server_options.rows[j].short_name);
         }
     }
-    assert_null(options_find("no-such-option"));
+    assert_null(options_find(&server_options, "no-such-option"));
 }
 
 static void test_defaults(void **state)
@@ -132,13 +133,17 @@ static void test_usage_errors(void **state)
 static void test_error_texts(void **state)
 {
     char err[512];
-    assert_int_equal(options_store(options_find("max-connections"), "0", err, sizeof err), -EINVAL);
+    assert_int_equal(
+        options_store(options_find(&server_options, "max-connections"), "0", err, sizeof err),
+        -EINVAL);
     assert_string_equal(err, "invalid --max-connections `0`; expected a positive count");
-    assert_int_equal(options_store(options_find("remote-transport"), "quic", err, sizeof err),
-                     -EINVAL);
+    assert_int_equal(
+        options_store(options_find(&server_options, "remote-transport"), "quic", err, sizeof err),
+        -EINVAL);
     assert_string_equal(err, "unsupported --remote-transport `quic`; expected `noise` or "
                              "`direct`");
-    assert_int_equal(options_store(options_find("ws-auth"), "x", err, sizeof err), -EINVAL);
+    assert_int_equal(options_store(options_find(&server_options, "ws-auth"), "x", err, sizeof err),
+                     -EINVAL);
     assert_string_equal(err, "invalid value 'x' for '--ws-auth <MODE>'; expected "
                              "capability-token or signed-bearer-token");
 }
@@ -171,8 +176,9 @@ static void test_compat_options(void **state)
     assert_true(server_config.strict_config);
     assert_int_equal(parse("forward", "--concurrent-requests", "2", NULL), 2);
     char err[256];
-    assert_int_equal(options_store(options_find("concurrent-requests"), "abc", err, sizeof err),
-                     -EINVAL);
+    assert_int_equal(
+        options_store(options_find(&server_options, "concurrent-requests"), "abc", err, sizeof err),
+        -EINVAL);
     assert_string_equal(err, "invalid value 'abc' for '--concurrent-requests <COUNT>': invalid "
                              "digit found in string");
 }
@@ -193,7 +199,7 @@ static void test_tcp_upstream_proxy(void **state)
     assert_int_equal(parse("--tcp-upstream-proxy=[::ffff:10.0.0.1]:+08", NULL), CONFIG_OK);
     assert_string_equal(limits_tcp_upstream_proxy()->host, "::ffff:10.0.0.1");
     assert_int_equal(limits_tcp_upstream_proxy()->port, 8);
-    const struct opt_spec *o = options_find("tcp-upstream-proxy");
+    const struct opt_spec *o = options_find(&server_options, "tcp-upstream-proxy");
     static const char *const cases[][2] = {
         {"foo", ": missing port"},
         {"h:", ": parse port as u16\n \xe2\x86\xaa cannot parse integer from empty string"},
@@ -274,23 +280,23 @@ static void test_help_and_man_list_every_option(void **state)
     size_t n;
     for (unsigned mode = OPT_SERVE; mode <= OPT_FORWARD; mode++) {
         FILE *f = open_memstream(&text, &n);
-        options_print_help(f, mode);
+        server_options_help(f, mode);
         fclose(f);
-        for (size_t i = 0; i < options_count; i++) {
+        for (size_t i = 0; i < server_options.count; i++) {
             char needle[96];
-            snprintf(needle, sizeof needle, "--%s", options_table[i].name);
+            snprintf(needle, sizeof needle, "--%s", server_options.rows[i].name);
             bool listed = strstr(text, needle) != NULL;
-            if (options_table[i].modes & mode) assert_true(listed);
+            if (server_options.rows[i].modes & mode) assert_true(listed);
         }
         free(text);
     }
     FILE *f = open_memstream(&text, &n);
-    options_print_man(f);
+    server_options_man(f);
     fclose(f);
-    for (size_t i = 0; i < options_count; i++) {
+    for (size_t i = 0; i < server_options.count; i++) {
         char needle[128] = "\\fB\\-\\-";
         size_t k = strlen(needle);
-        for (const char *p = options_table[i].name; *p && k + 3 < sizeof needle; p++) {
+        for (const char *p = server_options.rows[i].name; *p && k + 3 < sizeof needle; p++) {
             if (*p == '-') needle[k++] = '\\';
             needle[k++] = *p;
         }
