@@ -11,7 +11,7 @@
 
 #include "fs/fs_sandboxed.h"
 #include "fs/sandbox_helper.h"
-#include "helpers/sandbox_init.h"
+#include "sandbox/sandbox_init.h"
 #include "util/buf.h"
 
 int fs_helper_run(int sock)

@@ -10,8 +10,8 @@
  * SPAWN_WIRE_NLISTS string lists in a fixed order, each a u32 count followed by
  * that many (u32 length, bytes, NUL) strings. Decoding points into the frame
  * buffer, so a decoded request lives as long as the buffer does. */
-#ifndef EXEC_PROCESS_SPAWN_WIRE_H
-#define EXEC_PROCESS_SPAWN_WIRE_H
+#ifndef EXEC_HELPERS_SPAWN_WIRE_H
+#define EXEC_HELPERS_SPAWN_WIRE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -16,8 +16,8 @@
  * naming the step that failed (enum spawn_step). The pipe's reader decides the
  * start at 'S', 'E' or 'F'. A spawner that dies is restarted on the next request
  * (or, on the loop's channel, as soon as a send finds it gone). */
-#ifndef EXEC_PROCESS_SPAWNER_H
-#define EXEC_PROCESS_SPAWNER_H
+#ifndef EXEC_HELPERS_SPAWNER_H
+#define EXEC_HELPERS_SPAWNER_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -7,7 +7,7 @@
  * its descriptors and execs, and learns an exec failure through shared memory.
  *
  * A sandboxed child is the sandbox's init, cloned into fresh namespaces by
- * helpers/sandbox_init.h, which runs the whole setup in one sequence; the spawner
+ * sandbox/sandbox_init.h, which runs the whole setup in one sequence; the spawner
  * only decodes the request, hands it over with its own part (the command's
  * descriptors, cwd and exec, shared with ordinary children, and the status records)
  * and records the init's pid. */
@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "core/own_ports.h"
-#include "helpers/sandbox_init.h"
+#include "sandbox/sandbox_init.h"
 #include "sandbox/user_budgets.h"
 #include "util/fdclose.h"
 #include "util/fdframe.h"
@@ -167,7 +167,7 @@ static void start_plain(struct job *j, char *stack)
 
 /* ---- sandboxed children ------------------------------------------------------------------ */
 
-/* The spawner's part of a sandboxed start (helpers/sandbox_init.h runs the rest). */
+/* The spawner's part of a sandboxed start (sandbox/sandbox_init.h runs the rest). */
 
 static int step_of(enum sandbox_step s)
 {

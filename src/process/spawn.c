@@ -28,7 +28,7 @@
 #include "core/limits.h"
 #include "core/log.h"
 #include "helpers/spawner.h"
-#include "process/guardian.h"
+#include "helpers/guardian.h"
 #include "sandbox/hold.h"
 #include "sandbox/policy.h"
 #include "sandbox/sandbox_host.h"
