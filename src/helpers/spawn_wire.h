@@ -27,18 +27,18 @@
 
 /* How the request's descriptors are laid out, and what the child runs. */
 enum {
-    SPAWN_F_TTY = 1u << 0,        /* fds: status, slave */
-    SPAWN_F_PIPE_STDIN = 1u << 1, /* stdin is a pipe's read end (else /dev/null) */
-    SPAWN_F_SANDBOX = 1u << 2,    /* confined as spec says, by the sandbox's init */
-    SPAWN_F_PROXY = 1u << 3,      /* init fd 0 is the managed proxy's socket, relayed on
-                                     proxy_ports */
-    SPAWN_F_REFUSE = 1u << 4,     /* no exec: the child writes exe (a message) to
-                                     stderr and exits 1, as the reference's sandbox
-                                     wrapper does when it cannot build the sandbox */
-    SPAWN_F_CGROUP = 1u << 5,     /* the last init fd (or the one before, with
-                                     SPAWN_F_CGROUP2) is what the init joins a cgroup
-                                     by before anything else (sandbox/cgroup_caps.h:
-                                     v1 its tasks, v2 its directory) */
+    SPAWN_F_TTY = 1u << 0,         /* fds: status, slave */
+    SPAWN_F_PIPE_STDIN = 1u << 1,  /* stdin is a pipe's read end (else /dev/null) */
+    SPAWN_F_SANDBOX = 1u << 2,     /* confined as spec says, by the sandbox's init */
+    SPAWN_F_PROXY = 1u << 3,       /* init fd 0 is the managed proxy's socket, relayed on
+                                      proxy_ports */
+    SPAWN_F_REFUSE = 1u << 4,      /* no exec: the child writes exe (a message) to
+                                      stderr and exits 1, as the reference's sandbox
+                                      wrapper does when it cannot build the sandbox */
+    SPAWN_F_CGROUP = 1u << 5,      /* the last init fd (or the one before, with
+                                      SPAWN_F_CGROUP2) is what the init joins a cgroup
+                                      by before anything else (sandbox/cgroup_caps.h:
+                                      v1 its tasks, v2 its directory) */
     SPAWN_F_TRANSPARENT = 1u << 6, /* with SPAWN_F_PROXY: the init makes the TUN device
                                       (sandbox/tun.h) from init fd 1, an O_PATH
                                       descriptor of /dev/net/tun */
@@ -59,7 +59,7 @@ struct spawn_wire_req {
     const char *exe;         /* the resolved program path */
     const char *cwd;
     const char *const *argv, *const *envp; /* NULL-terminated; NULL = empty */
-    struct sandbox_spec spec;               /* with SPAWN_F_SANDBOX: the sandbox, whole */
+    struct sandbox_spec spec;              /* with SPAWN_F_SANDBOX: the sandbox, whole */
 };
 
 /* Appends the encoding of r to out. */

@@ -329,8 +329,7 @@ int spawner_main(int sk, spawner_serve_fn serve)
         } else if (j.r.flags & SPAWN_F_SANDBOX) {
             start_sandboxed(&j);
             /* The next sandbox's network, while this one sets itself up. */
-            if (j.r.spec.net_restricted && !j.r.spec.landlock_only)
-                sandbox_net_prepare();
+            if (j.r.spec.net_restricted && !j.r.spec.landlock_only) sandbox_net_prepare();
         } else {
             start_plain(&j, stack);
         }

@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "process/event_log.h"
+#include "process/proc_start.h"
 #include "process/process.h"
 #include "util/buf.h"
 
@@ -103,33 +104,6 @@ struct proc {
     uint64_t exit_ns;          /* when its exit status came (metrics_now_ns) */
     int exit_signal;           /* the signal that ended it, or 0 */
     bool audit_ended;          /* process.end is written */
-};
-
-/* A process/start in its spawn window (PROTOCOL.md 5.1): the request went to the
- * spawner and the outcome is not in yet. Its id is taken; process/read says
- * "is starting", process/write "starting", process/terminate cancels it. Owned by
- * process_methods.c; listed in its table until the outcome arrives. */
-struct spawn_op;
-struct sandbox_hold;
-struct proc_start {
-    struct proc_start *next, *prev;
-    struct proc_table *table; /* NULL once the table is gone */
-    char *id;
-    char *argv0;         /* the program, for the start's log line */
-    struct rpc_req *req; /* the pending process/start */
-    bool tty, sandboxed;
-    int mode;       /* enum sandbox_mode (sandbox_host.h) it runs in, when sandboxed */
-    bool cancelled; /* process/terminate came first */
-    struct sandbox_hold *hold;
-    struct spawn_op *op;
-    /* What the process takes over when the child started: */
-    struct netproxy *netproxy; /* its policy proxy (networkProxy), or NULL */
-    int bridge_fd;             /* the managed-network bridge's server end, or -1 */
-    char **argv;               /* argv and cwd as process/list shows them */
-    char *cwd;
-    unsigned short rows, cols; /* a PTY's window at the start (0: the default) */
-    struct buf audit_desc;     /* the process.start record's envNames and sandbox
-                                  (proc_audit_describe), empty without a log */
 };
 
 /* What the table tells its owner, each called on the loop thread as it happens

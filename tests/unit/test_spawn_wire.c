@@ -68,8 +68,8 @@ static void test_round_trip(void **state)
     /* The spec, whole: its yes/no members, its cap, every list (an absent one empty). */
     assert_true(d.spec.enforce_fs);
     assert_true(d.spec.seal_cgroups);
-    assert_false(d.spec.net_restricted || d.spec.net_proxy || d.spec.pid_inherit ||
-                 d.spec.serve || d.spec.landlock_only);
+    assert_false(d.spec.net_restricted || d.spec.net_proxy || d.spec.pid_inherit || d.spec.serve ||
+                 d.spec.landlock_only);
     assert_int_equal(d.spec.max_procs, 4096);
     assert_int_equal(count(d.spec.writable), 0);
     assert_int_equal(count(d.spec.readable), 0);
@@ -138,11 +138,11 @@ static void test_inconsistent_header_refused(void **state)
     struct {
         uint32_t flags, n_init_fds;
     } bad[] = {
-        {SPAWN_F_SANDBOX | SPAWN_F_PROXY, 0},        /* the proxy's fd missing */
-        {SPAWN_F_SANDBOX | SPAWN_F_PROXY, 2},        /* one too many */
-        {SPAWN_F_SANDBOX | SPAWN_F_TRANSPARENT, 1},  /* a TUN device without a proxy */
-        {SPAWN_F_PROXY, 1},                          /* init fds without a sandbox */
-        {SPAWN_F_SANDBOX | (1u << 30), 0},           /* an unknown flag */
+        {SPAWN_F_SANDBOX | SPAWN_F_PROXY, 0},       /* the proxy's fd missing */
+        {SPAWN_F_SANDBOX | SPAWN_F_PROXY, 2},       /* one too many */
+        {SPAWN_F_SANDBOX | SPAWN_F_TRANSPARENT, 1}, /* a TUN device without a proxy */
+        {SPAWN_F_PROXY, 1},                         /* init fds without a sandbox */
+        {SPAWN_F_SANDBOX | (1u << 30), 0},          /* an unknown flag */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct spawn_wire_req r, d;
