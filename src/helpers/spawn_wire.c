@@ -186,10 +186,9 @@ int spawn_wire_decode(const char *p, size_t n, struct spawn_wire_req *r, void **
     const char **slots = xcalloc((size_t)total, sizeof *slots);
     size_t k = 0;
     for (size_t l = 0; l < nl; l++) {
-        uint32_t c;
-        get_u32(&d, &c);
+        d.off += sizeof counts[l]; /* the count, read by the first walk */
         *(const char *const **)((char *)r + req_lists[l]) = slots + k;
-        for (uint32_t i = 0; i < c; i++)
+        for (uint32_t i = 0; i < counts[l]; i++)
             get_str(&d, &slots[k++]);
         slots[k++] = NULL;
     }

@@ -35,6 +35,12 @@ static void fill(struct spawn_wire_req *r)
     r->spec.deny_globs = globs;
 }
 
+static void encode(const struct spawn_wire_req *r, struct buf *b)
+{
+    buf_init(b);
+    spawn_wire_encode(b, r);
+}
+
 static size_t count(const char *const *v)
 {
     size_t n = 0;
@@ -49,8 +55,7 @@ static void test_round_trip(void **state)
     struct spawn_wire_req r, d;
     fill(&r);
     struct buf b;
-    buf_init(&b);
-    spawn_wire_encode(&b, &r);
+    encode(&r, &b);
     void *arena;
     assert_int_equal(spawn_wire_decode(b.data, b.len, &d, &arena), 0);
     assert_int_equal(d.flags, r.flags);
@@ -98,8 +103,7 @@ static void test_each_spec_flag(void **state)
         memset(&r.spec, 0, sizeof r.spec);
         *(bool *)((char *)&r.spec + offs[i]) = true;
         struct buf b;
-        buf_init(&b);
-        spawn_wire_encode(&b, &r);
+        encode(&r, &b);
         void *arena;
         assert_int_equal(spawn_wire_decode(b.data, b.len, &d, &arena), 0);
         for (size_t k = 0; k < sizeof offs / sizeof offs[0]; k++)
@@ -118,8 +122,7 @@ static void test_plain_has_no_spec(void **state)
     r.flags = SPAWN_F_PIPE_STDIN;
     r.n_init_fds = 0;
     struct buf b;
-    buf_init(&b);
-    spawn_wire_encode(&b, &r);
+    encode(&r, &b);
     void *arena;
     assert_int_equal(spawn_wire_decode(b.data, b.len, &d, &arena), 0);
     assert_false(d.spec.enforce_fs);
@@ -150,8 +153,7 @@ static void test_inconsistent_header_refused(void **state)
         r.flags = bad[i].flags;
         r.n_init_fds = bad[i].n_init_fds;
         struct buf b;
-        buf_init(&b);
-        spawn_wire_encode(&b, &r);
+        encode(&r, &b);
         void *arena;
         assert_int_equal(spawn_wire_decode(b.data, b.len, &d, &arena), -EPROTO);
         assert_null(arena);
@@ -166,8 +168,7 @@ static void test_unknown_spec_bit_refused(void **state)
     struct spawn_wire_req r, d;
     fill(&r);
     struct buf b;
-    buf_init(&b);
-    spawn_wire_encode(&b, &r);
+    encode(&r, &b);
     /* The spec's bits follow the 32-byte header and the two strings exe and cwd. */
     size_t at = 32 + (4 + strlen(r.exe) + 1) + (4 + strlen(r.cwd) + 1);
     uint32_t bits;
@@ -188,8 +189,7 @@ static void test_truncated_and_corrupt(void **state)
     struct spawn_wire_req r, d;
     fill(&r);
     struct buf b;
-    buf_init(&b);
-    spawn_wire_encode(&b, &r);
+    encode(&r, &b);
     void *arena;
     for (size_t n = 0; n < b.len; n++) {
         char *copy = malloc(n ? n : 1);
@@ -215,8 +215,7 @@ static void test_inner_nul_refused(void **state)
     fill(&r);
     r.cwd = "/w";
     struct buf b;
-    buf_init(&b);
-    spawn_wire_encode(&b, &r);
+    encode(&r, &b);
     char *at = memmem(b.data, b.len, "/w", 3);
     assert_non_null(at);
     at[1] = 0; /* "/\0" then the terminator: a string with an inner NUL */
