@@ -2,7 +2,8 @@
  * close, the stdin queue and reaping (see process.h and proc_internal.h; rules in
  * PROTOCOL.md section 5). Every event goes to the table's struct proc_events: the
  * session's sink (proc_rpc.c) writes the notifications and answers long-poll
- * reads; the JSON-RPC handlers that drive the table are in process_methods.c.
+ * reads; the JSON-RPC handlers that drive the table are in process_methods.c
+ * and start_methods.c.
  *
  * The output path: read() into one scratch buffer, one copy into the event log,
  * then the sink encodes the chunk from the log straight into the outgoing frame's

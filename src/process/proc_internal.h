@@ -3,7 +3,8 @@
  * proc.c owns the model and its lifecycle (table, output, exit, close, eviction,
  * the stdin queue) and reports its events through struct proc_events; proc_rpc.c
  * is the session's sink for them (notifications, long-poll reads, viewers);
- * process_methods.c has the JSON-RPC handlers (start, read, write, terminate) and
+ * start_methods.c has process/start (one struct proc_start, proc_start.h),
+ * process_methods.c the other JSON-RPC handlers (read, write, terminate...) and
  * tty_methods.c the terminal and stdin controls that are ours (resize,
  * closeStdin, any signal). Nothing outside src/process includes this header. */
 #ifndef EXEC_PROCESS_PROC_INTERNAL_H
@@ -129,7 +130,7 @@ struct proc_table {
     const char *owner_id; /* names the owner in log lines */
     struct proc *head;
     struct proc_start *starting; /* starts in their spawn window */
-    /* Ends one of them when the table is destroyed (set by process_methods.c, which
+    /* Ends one of them when the table is destroyed (set by start_methods.c, which
      * owns the starts, with the first one). */
     void (*abandon_start)(struct proc_start *ps);
 };
