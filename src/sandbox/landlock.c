@@ -4,7 +4,6 @@
  * constants and the attribute layouts are defined here and the handled rights are
  * masked by the ABI the kernel reports (DESIGN.md pitfall 12). */
 #include "sandbox/landlock.h"
-#include "sandbox/view.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,6 +16,8 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "sandbox/cgroup_mounts.h"
 
 #ifndef SYS_landlock_create_ruleset
 #define SYS_landlock_create_ruleset 444

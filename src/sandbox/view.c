@@ -23,6 +23,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "sandbox/cgroup_mounts.h"
 #include "sandbox/landlock.h"
 #include "util/mem.h"
 
@@ -613,22 +614,6 @@ static int build_view(struct view *v)
     return rc;
 }
 
-/* mountinfo's octal escapes ("\040" for a space) decoded in place. */
-static void mountinfo_unescape(char *s)
-{
-    char *o = s;
-    for (char *i = s; *i; i++) {
-        if (i[0] == '\\' && i[1] >= '0' && i[1] <= '3' && i[2] >= '0' && i[2] <= '7' &&
-            i[3] >= '0' && i[3] <= '7') {
-            *o++ = (char)((i[1] - '0') * 64 + (i[2] - '0') * 8 + (i[3] - '0'));
-            i += 3;
-        } else {
-            *o++ = *i;
-        }
-    }
-    *o = 0;
-}
-
 /* ---- cgroup file systems -------------------------------------------------------- */
 
 /* listmount and statmount (Linux 6.8), and the unique mount id statx gives for them:
@@ -713,46 +698,6 @@ static bool may_show_cgroupfs(const struct sandbox_spec *s)
     return false;
 }
 
-/* The next cgroup file system of the mount table f: its mount point, unescaped, in
- * *line's buffer, and whether it is mounted read-only; NULL at the end. */
-static char *next_cgroup_mount(FILE *f, char **line, size_t *cap, bool *ro)
-{
-    while (getline(line, cap, f) > 0) {
-        /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS ... - FSTYPE SOURCE SUPEROPTS */
-        char *dash = strstr(*line, " - "), *mnt = *line;
-        if (!dash || (strncmp(dash + 3, "cgroup ", 7) && strncmp(dash + 3, "cgroup2 ", 8)))
-            continue;
-        for (int field = 0; field < 4 && mnt; field++)
-            mnt = strchr(mnt, ' ') ? strchr(mnt, ' ') + 1 : NULL;
-        char *end = mnt ? strchr(mnt, ' ') : NULL;
-        if (!end) continue;
-        *end = 0;
-        const char *opts = end + 1;
-        *ro = !strncmp(opts, "ro", 2) && (opts[2] == ',' || opts[2] == ' ');
-        mountinfo_unescape(mnt);
-        return mnt;
-    }
-    return NULL;
-}
-
-int sandbox_cgroup_mounts(char ***out)
-{
-    *out = NULL;
-    FILE *f = fopen("/proc/self/mountinfo", "re");
-    if (!f) return -errno;
-    char *line = NULL, *mnt;
-    size_t cap = 0, n = 0;
-    bool ro;
-    while ((mnt = next_cgroup_mount(f, &line, &cap, &ro))) {
-        *out = xrealloc(*out, (n + 2) * sizeof **out);
-        (*out)[n++] = xstrdup(mnt);
-        (*out)[n] = NULL;
-    }
-    free(line);
-    fclose(f);
-    return (int)n;
-}
-
 int sandbox_view_seal_cgroups(const struct sandbox_spec *s, const char **step)
 {
     /* The mount table is read only where a cgroup file system may be writable: that
@@ -767,7 +712,7 @@ int sandbox_view_seal_cgroups(const struct sandbox_spec *s, const char **step)
     size_t cap = 0;
     int rc = 0;
     bool ro;
-    while (!rc && (mnt = next_cgroup_mount(f, &line, &cap, &ro))) {
+    while (!rc && (mnt = sandbox_cgroup_mount_next(f, &line, &cap, &ro))) {
         /* Already read-only (a read-only view binds the host's tree so): nothing to
          * do, and a remount per cgroup hierarchy was a quarter of a millisecond of
          * every sandboxed start (row 1b). */

@@ -38,11 +38,6 @@ bool sandbox_view_kept(void);
  * every time). Returns 0, or -errno with *step set. */
 int sandbox_view_seal_cgroups(const struct sandbox_spec *s, const char **step);
 
-/* The mount points of every cgroup file system this process sees, a NULL-terminated
- * list into *out (the caller frees each and the list; NULL when none). Returns their
- * count or -errno. */
-int sandbox_cgroup_mounts(char ***out);
-
 /* An O_PATH descriptor of path (plus flags, O_DIRECTORY say) resolved with no
  * symbolic link anywhere on the way, or -errno. The daemon sends canonical paths
  * (realpath), so a link found now was swapped in since: fail (ELOOP) rather than bind,
