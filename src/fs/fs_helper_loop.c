@@ -3,7 +3,7 @@
  * The spawner starts a helper as a sandboxed child that does not exec: once its
  * namespaces, view, Landlock rules, capability drop and seccomp filter are in
  * place it calls this loop on its end of a socketpair (helpers/spawner.h,
- * SPAWN_F_SERVE). It says "ok" and from then on serves only the fs request frames
+ * sandbox/spec.h: serve). It says "ok" and from then on serves only the fs request frames
  * fs_helper_serve accepts, one at a time, until the daemon closes the socket.
  * Everything it does is checked by the kernel, not by this program. */
 #include <signal.h>
@@ -11,7 +11,7 @@
 
 #include "fs/fs_sandboxed.h"
 #include "fs/sandbox_helper.h"
-#include "helpers/sandbox_init.h"
+#include "sandbox/sandbox_init.h"
 #include "util/buf.h"
 
 int fs_helper_run(int sock)

@@ -126,12 +126,12 @@ void spawner_status_init(struct spawner_status *st);
  * or a negative errno. */
 int spawner_status_read(int status_r, struct spawner_status *st);
 
-/* What a SPAWN_F_SERVE child runs once confined: serves on sock, returns an exit
+/* What a serving sandbox (spec.serve) runs once confined: serves on sock, returns an exit
  * status. */
 typedef int (*spawner_serve_fn)(int sock);
 
 /* The spawner process: serves requests from sock until EOF. serve is what a
- * SPAWN_F_SERVE request runs (the top layer passes the sandboxed fs helper's loop,
+ * serving sandbox runs (the top layer passes the sandboxed fs helper's loop,
  * so this module needs no knowledge of it). Returns the exit status. */
 int spawner_main(int sock, spawner_serve_fn serve);
 

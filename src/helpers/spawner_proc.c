@@ -7,7 +7,7 @@
  * its descriptors and execs, and learns an exec failure through shared memory.
  *
  * A sandboxed child is the sandbox's init, cloned into fresh namespaces by
- * helpers/sandbox_init.h, which runs the whole setup in one sequence; the spawner
+ * sandbox/sandbox_init.h, which runs the whole setup in one sequence; the spawner
  * only decodes the request, hands it over with its own part (the command's
  * descriptors, cwd and exec, shared with ordinary children, and the status records)
  * and records the init's pid. */
@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "core/own_ports.h"
-#include "helpers/sandbox_init.h"
+#include "sandbox/sandbox_init.h"
 #include "sandbox/user_budgets.h"
 #include "util/fdclose.h"
 #include "util/fdframe.h"
@@ -112,8 +112,7 @@ static void child_exec(struct job *j, bool tty, const struct sandbox_confinement
     sigset_t none;
     sigemptyset(&none);
     if (sigprocmask(SIG_SETMASK, &none, NULL) < 0) child_fail(j, SPAWN_STEP_SIGNALS);
-    execve(j->r.exe, (char *const *)j->r.list[SPAWN_L_ARGV],
-           (char *const *)j->r.list[SPAWN_L_ENVP]);
+    execve(j->r.exe, (char *const *)j->r.argv, (char *const *)j->r.envp);
     child_fail(j, SPAWN_STEP_EXEC);
 }
 
@@ -167,7 +166,7 @@ static void start_plain(struct job *j, char *stack)
 
 /* ---- sandboxed children ------------------------------------------------------------------ */
 
-/* The spawner's part of a sandboxed start (helpers/sandbox_init.h runs the rest). */
+/* The spawner's part of a sandboxed start (sandbox/sandbox_init.h runs the rest). */
 
 static int step_of(enum sandbox_step s)
 {
@@ -244,23 +243,7 @@ static void start_sandboxed(struct job *j)
     ops.serve = serve_fn;
     uint32_t f = j->r.flags;
     struct sandbox_start st = {
-        .spec =
-            {
-                .enforce_fs = f & SPAWN_F_ENFORCE_FS,
-                .net_restricted = f & SPAWN_F_NET_RESTRICTED,
-                .net_proxy = f & SPAWN_F_PROXY,
-                .pid_inherit = f & SPAWN_F_PID_INHERIT,
-                .serve = f & SPAWN_F_SERVE,
-                .landlock_only = f & SPAWN_F_LANDLOCK_ONLY,
-                .seal_cgroups = (f & SPAWN_F_LANDLOCK_ONLY) && (f & SPAWN_F_CGROUP),
-                .max_procs = j->r.max_procs,
-                .readable = j->r.list[SPAWN_L_READABLE],
-                .writable = j->r.list[SPAWN_L_WRITABLE],
-                .readonly_sub = j->r.list[SPAWN_L_READONLY_SUB],
-                .denied = j->r.list[SPAWN_L_DENIED],
-                .protected_names = j->r.list[SPAWN_L_PROTECTED],
-                .deny_globs = j->r.list[SPAWN_L_DENY_GLOBS],
-            },
+        .spec = j->r.spec,
         .tty = f & SPAWN_F_TTY,
         .tty_fd = j->in,
         .err_fd = j->err,
@@ -346,8 +329,7 @@ int spawner_main(int sk, spawner_serve_fn serve)
         } else if (j.r.flags & SPAWN_F_SANDBOX) {
             start_sandboxed(&j);
             /* The next sandbox's network, while this one sets itself up. */
-            if ((j.r.flags & SPAWN_F_NET_RESTRICTED) && !(j.r.flags & SPAWN_F_LANDLOCK_ONLY))
-                sandbox_net_prepare();
+            if (j.r.spec.net_restricted && !j.r.spec.landlock_only) sandbox_net_prepare();
         } else {
             start_plain(&j, stack);
         }

@@ -2,7 +2,8 @@
  * close, the stdin queue and reaping (see process.h and proc_internal.h; rules in
  * PROTOCOL.md section 5). Every event goes to the table's struct proc_events: the
  * session's sink (proc_rpc.c) writes the notifications and answers long-poll
- * reads; the JSON-RPC handlers that drive the table are in process_methods.c.
+ * reads; the JSON-RPC handlers that drive the table are in process_methods.c
+ * and start_methods.c.
  *
  * The output path: read() into one scratch buffer, one copy into the event log,
  * then the sink encodes the chunk from the log straight into the outgoing frame's
@@ -25,12 +26,12 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "process/event_log.h"
-#include "process/guardian.h"
-#include "helpers/sandbox_init.h"
+#include "helpers/guardian.h"
+#include "sandbox/sandbox_init.h"
 #include "process/proc_internal.h"
 #include "process/shell_snapshot.h"
 #include "process/spawn.h"
-#include "process/denied.h"
+#include "process/proc_denied.h"
 #include "sandbox/hold.h"
 #include "netproxy/netproxy.h"
 #include "util/mem.h"
@@ -367,7 +368,7 @@ static void pid_cb(uv_poll_t *h, int status, int events)
     for (int i = 0; i < p->nout; i++)
         if (p->out[i].polling) out_drain(&p->out[i]);
     p->state = PROC_EXITED;
-    p->sandbox_denied = sandbox_denied_verdict(p->sandboxed, p->exit_code, &p->log);
+    p->sandbox_denied = proc_denied_verdict(p->sandboxed, p->exit_code, &p->log);
     p->exit_seq = event_log_take_seq(&p->log);
     p->table->events->exited(p);
     if (p->tty && p->out[0].fd >= 0) uv_timer_start(&p->timer, pty_drain_deadline, PTY_DRAIN_MS, 0);

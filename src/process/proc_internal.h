@@ -3,7 +3,8 @@
  * proc.c owns the model and its lifecycle (table, output, exit, close, eviction,
  * the stdin queue) and reports its events through struct proc_events; proc_rpc.c
  * is the session's sink for them (notifications, long-poll reads, viewers);
- * process_methods.c has the JSON-RPC handlers (start, read, write, terminate) and
+ * start_methods.c has process/start (one struct proc_start, proc_start.h),
+ * process_methods.c the other JSON-RPC handlers (read, write, terminate...) and
  * tty_methods.c the terminal and stdin controls that are ours (resize,
  * closeStdin, any signal). Nothing outside src/process includes this header. */
 #ifndef EXEC_PROCESS_PROC_INTERNAL_H
@@ -15,6 +16,7 @@
 #include <uv.h>
 
 #include "process/event_log.h"
+#include "process/proc_start.h"
 #include "process/process.h"
 #include "util/buf.h"
 
@@ -105,33 +107,6 @@ struct proc {
     bool audit_ended;          /* process.end is written */
 };
 
-/* A process/start in its spawn window (PROTOCOL.md 5.1): the request went to the
- * spawner and the outcome is not in yet. Its id is taken; process/read says
- * "is starting", process/write "starting", process/terminate cancels it. Owned by
- * process_methods.c; listed in its table until the outcome arrives. */
-struct spawn_op;
-struct sandbox_hold;
-struct proc_start {
-    struct proc_start *next, *prev;
-    struct proc_table *table; /* NULL once the table is gone */
-    char *id;
-    char *argv0;         /* the program, for the start's log line */
-    struct rpc_req *req; /* the pending process/start */
-    bool tty, sandboxed;
-    int mode;       /* enum sandbox_mode (sandbox_host.h) it runs in, when sandboxed */
-    bool cancelled; /* process/terminate came first */
-    struct sandbox_hold *hold;
-    struct spawn_op *op;
-    /* What the process takes over when the child started: */
-    struct netproxy *netproxy; /* its policy proxy (networkProxy), or NULL */
-    int bridge_fd;             /* the managed-network bridge's server end, or -1 */
-    char **argv;               /* argv and cwd as process/list shows them */
-    char *cwd;
-    unsigned short rows, cols; /* a PTY's window at the start (0: the default) */
-    struct buf audit_desc;     /* the process.start record's envNames and sandbox
-                                  (proc_audit_describe), empty without a log */
-};
-
 /* What the table tells its owner, each called on the loop thread as it happens
  * (the session's sink is in proc_rpc.c). The output path calls `output` once per
  * chunk with the chunk in the log, nothing copied, then `progressed` once per read
@@ -155,7 +130,7 @@ struct proc_table {
     const char *owner_id; /* names the owner in log lines */
     struct proc *head;
     struct proc_start *starting; /* starts in their spawn window */
-    /* Ends one of them when the table is destroyed (set by process_methods.c, which
+    /* Ends one of them when the table is destroyed (set by start_methods.c, which
      * owns the starts, with the first one). */
     void (*abandon_start)(struct proc_start *ps);
 };

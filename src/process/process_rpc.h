@@ -1,5 +1,5 @@
 /* process_rpc: the process room as the server registers it: its record (methods,
- * capabilities; proc_rpc.c), its JSON-RPC methods (process_methods.c,
+ * capabilities; proc_rpc.c), its JSON-RPC methods (process_methods.c, start_methods.c,
  * tty_methods.c) and the per-session process table as a session part (proc_rpc.c),
  * which turns the table's events into notifications. */
 #ifndef EXEC_PROCESS_PROCESS_RPC_H

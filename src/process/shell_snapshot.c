@@ -45,7 +45,7 @@
 #include "core/limits.h"
 #include "core/log.h"
 #include "process/env_policy.h"
-#include "process/guardian.h"
+#include "helpers/guardian.h"
 #include "process/proc_internal.h"
 #include "process/spawn.h"
 #include "proto/utf8.h"

@@ -1,7 +1,7 @@
 /* shell_snapshot: process/start's `shellSnapshot` (capability shellSnapshotV2,
  * PROTOCOL.md §8.3): the state of the user's interactive shell, captured once per
  * key and restored in front of a `[shell, "-lc", SCRIPT]` command. See
- * shell_snapshot.c for the semantics. Used by process_methods.c only. */
+ * shell_snapshot.c for the semantics. Used by start_methods.c only. */
 #ifndef EXEC_PROCESS_SHELL_SNAPSHOT_H
 #define EXEC_PROCESS_SHELL_SNAPSHOT_H
 

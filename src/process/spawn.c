@@ -28,7 +28,7 @@
 #include "core/limits.h"
 #include "core/log.h"
 #include "helpers/spawner.h"
-#include "process/guardian.h"
+#include "helpers/guardian.h"
 #include "sandbox/hold.h"
 #include "sandbox/policy.h"
 #include "sandbox/sandbox_host.h"
@@ -210,28 +210,20 @@ static char *resolve_program(const char *prog, const char *path_env, int *err)
 /* A start that takes this long means the spawner or a sandbox init is stuck. */
 #define SPAWN_TIMEOUT_MS 30000
 
-static const char *const *paths_v(const struct sb_paths *l)
-{
-    return (const char *const *)l->v;
-}
-
-/* Fills the request's sandbox part from the resolved policy. */
+/* The request's sandbox part: the spec the sandbox's init gets (sandbox/spec.h),
+ * built here once from the resolved policy, the host's mode and the server's caps,
+ * and the init's descriptors. */
 static void wire_sandbox(const struct spawn_request *rq, struct spawn_wire_req *w)
 {
-    const struct sandbox_policy *p = rq->sandbox;
+    struct sandbox_spec *s = &w->spec;
+    sandbox_policy_spec(rq->sandbox, s);
+    s->landlock_only = sandbox_host_mode_for(rq->sandbox->legacy_landlock) == SANDBOX_MODE_LANDLOCK;
+    s->pid_inherit = rq->pid_inherit;
+    s->serve = rq->serve;
+    s->net_proxy = rq->proxy_fd >= 0;
+    s->seal_cgroups = s->landlock_only && rq->cgroup_fds[0] >= 0;
+    s->max_procs = server_limits.sandbox_max_processes;
     w->flags |= SPAWN_F_SANDBOX;
-    if (sandbox_host_mode_for(p->legacy_landlock) == SANDBOX_MODE_LANDLOCK)
-        w->flags |= SPAWN_F_LANDLOCK_ONLY;
-    if (p->enforce_fs) w->flags |= SPAWN_F_ENFORCE_FS;
-    if (p->net_restricted) w->flags |= SPAWN_F_NET_RESTRICTED;
-    if (rq->pid_inherit) w->flags |= SPAWN_F_PID_INHERIT;
-    w->max_procs = server_limits.sandbox_max_processes;
-    const struct sb_paths *lists[] = {&p->readable, &p->writable,        &p->readonly_sub,
-                                      &p->denied,   &p->protected_names, &p->deny_globs};
-    for (int i = 0; i < 6; i++) {
-        w->list[SPAWN_L_READABLE + i] = paths_v(lists[i]);
-        w->nlist[SPAWN_L_READABLE + i] = lists[i]->n;
-    }
     if (rq->proxy_fd >= 0) {
         w->flags |= SPAWN_F_PROXY;
         w->proxy_ports[0] = rq->proxy_ports[0];
@@ -250,14 +242,6 @@ static void wire_sandbox(const struct spawn_request *rq, struct spawn_wire_req *
         w->flags |= SPAWN_F_CGROUP2;
         w->n_init_fds++;
     }
-}
-
-static size_t strv_len(char *const *v)
-{
-    size_t n = 0;
-    while (v[n])
-        n++;
-    return n;
 }
 
 /* One start, from the request to the result: what the child's descriptors are,
@@ -368,11 +352,8 @@ static int op_send(struct spawn_op *op, const struct spawn_request *rq)
         w.flags |= SPAWN_F_REFUSE;
         w.refuse_code = (uint32_t)rq->refusal_code;
     }
-    if (rq->serve) w.flags |= SPAWN_F_SERVE;
-    w.list[SPAWN_L_ARGV] = (const char *const *)rq->argv;
-    w.nlist[SPAWN_L_ARGV] = strv_len(rq->argv);
-    w.list[SPAWN_L_ENVP] = (const char *const *)rq->envp;
-    w.nlist[SPAWN_L_ENVP] = strv_len(rq->envp);
+    w.argv = (const char *const *)rq->argv;
+    w.envp = (const char *const *)rq->envp;
     if (rq->sandbox && !rq->refusal) wire_sandbox(rq, &w);
     int st[2];
     if (pipe2(st, O_CLOEXEC | O_NONBLOCK) < 0) {

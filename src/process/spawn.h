@@ -48,7 +48,7 @@ struct spawn_result {
     int err_fd;       /* stderr pipe, or -1 with a PTY */
     int in_fd;        /* stdin pipe, a dup of the PTY master, or -1 */
     bool ends_itself; /* a sandbox without namespaces: ended by SANDBOX_END_SIGNAL to its
-                         init, which ends everything it started (helpers/sandbox_init.h),
+                         init, which ends everything it started (sandbox/sandbox_init.h),
                          never by killing its group (the init would die first) */
 };
 

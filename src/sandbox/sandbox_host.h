@@ -12,7 +12,7 @@
  * chooses, and a request's useLegacyLandlock asks for the mode without namespaces.
  * Also: whether sandboxes get their own PID namespace. Asked by the rpc-facing
  * starters (process/, fs/) before they ask the spawner, and by the placeholders'
- * cleanup; the sandbox's init itself lives in helpers/sandbox_init. */
+ * cleanup; the sandbox's init itself lives in sandbox/sandbox_init. */
 #ifndef EXEC_SANDBOX_SANDBOX_HOST_H
 #define EXEC_SANDBOX_SANDBOX_HOST_H
 

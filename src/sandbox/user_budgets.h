@@ -6,7 +6,7 @@
  * RLIMIT_MSGQUEUE, counted per user since Linux 5.14). Each is counted per user
  * namespace and uid and charged up the tree of user namespaces, every level against
  * its own limit. A sandbox's command runs in a user namespace of its own
- * (helpers/sandbox_init.h, step 3), so what it holds is charged to the server's uid as
+ * (sandbox/sandbox_init.h, step 3), so what it holds is charged to the server's uid as
  * well: one command that calls inotify_init1 until EMFILE and keeps the descriptors
  * took them from the server, from every other sandbox's init (which watches the
  * protected names with one) and, a root server's, from every root process on the host.

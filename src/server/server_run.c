@@ -22,7 +22,7 @@
 #include "fs/fs_budget.h"
 #include "helpers/spawner.h"
 #include "netproxy/netproxy.h"
-#include "process/guardian.h"
+#include "helpers/guardian.h"
 #include "remote/remote.h"
 #include "rpc/dispatch.h"
 #include "sandbox/cgroup_caps.h"

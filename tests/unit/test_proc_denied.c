@@ -1,4 +1,4 @@
-/* Unit tests for process/denied: PROTOCOL.md section 10.5's rules in their order,
+/* Unit tests for process/proc_denied: PROTOCOL.md section 10.5's rules in their order,
  * with keywords split across output chunks and in any case. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "process/denied.h"
+#include "process/proc_denied.h"
 
 static bool verdict(bool sandboxed, int code, const char *a, const char *b)
 {
@@ -16,7 +16,7 @@ static bool verdict(bool sandboxed, int code, const char *a, const char *b)
     event_log_init(&log);
     if (a) event_log_append(&log, STREAM_STDOUT, a, strlen(a));
     if (b) event_log_append(&log, STREAM_STDERR, b, strlen(b));
-    bool v = sandbox_denied_verdict(sandboxed, code, &log);
+    bool v = proc_denied_verdict(sandboxed, code, &log);
     event_log_free(&log);
     return v;
 }

@@ -15,8 +15,8 @@
  * the new fork takes. Exiting instead would end every session for an event that
  * harms nothing by itself, and leave the very processes the guardian exists for
  * without one (docs/ARCHITECTURE.md, "The guardian"). Loop thread only. */
-#ifndef EXEC_PROCESS_GUARDIAN_H
-#define EXEC_PROCESS_GUARDIAN_H
+#ifndef EXEC_HELPERS_GUARDIAN_H
+#define EXEC_HELPERS_GUARDIAN_H
 
 #include <sys/types.h>
 #include <uv.h>

@@ -1,6 +1,6 @@
-/* denied: PROTOCOL.md section 10.5's rules, in their order. The retained output is
+/* proc_denied: PROTOCOL.md section 10.5's rules, in their order. The retained output is
  * searched as one text so a keyword split across two reads still counts. */
-#include "process/denied.h"
+#include "process/proc_denied.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -23,7 +23,7 @@ static const char *const keywords[] = {
     NULL,
 };
 
-bool sandbox_denied_verdict(bool sandboxed, int exit_code, const struct event_log *log)
+bool proc_denied_verdict(bool sandboxed, int exit_code, const struct event_log *log)
 {
     if (!sandboxed || exit_code == 0) return false;
     size_t n = 0;

@@ -10,7 +10,7 @@
  * first one died is forked with it, so it knows every group alive at that moment
  * and hears of later ones through its own pipe. The daemon learns of a death from
  * the pipe itself: its write end reports an error once no reader is left. */
-#include "process/guardian.h"
+#include "helpers/guardian.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -4,7 +4,7 @@
  * The init is a fork of the small spawner (no exec, no loader), so it may allocate
  * and format freely; the command is a vfork of the init, and between vfork and
  * execve only system calls on memory the init prepared are made. */
-#include "helpers/sandbox_init.h"
+#include "sandbox/sandbox_init.h"
 
 #include <errno.h>
 #include <fcntl.h>
