@@ -304,11 +304,12 @@ def ns_pid(pid):
 
 class Beside:
     """A process started in every namespace of the process host_pid (nsenter: in its
-    container, beside it), as user (uid, gid) or root, with environment env. pid is its
+    container, beside it), as user (uid, gid) or root, with environment env; found by the
+    name want (argv[0]'s by default; a shell that execs says what). pid is its
     number there, which is what the server and the commands it starts see; poll, kill
     and wait are Popen's."""
 
-    def __init__(self, host_pid, argv, env, user=None, timeout=30):
+    def __init__(self, host_pid, argv, env, user=None, timeout=30, want=None):
         self.mark = uuid.uuid4().hex
         env = dict(env, EXECBB_BESIDE=self.mark)
         # nsenter switches the user itself: in a user namespace (bubblewrap's) that maps
@@ -317,7 +318,7 @@ class Beside:
         self.nsenter = subprocess.Popen(["nsenter", "--target", str(host_pid), "--all"] +
                                         ids + ["--"] + list(argv), env=env,
                                         stdin=subprocess.DEVNULL)
-        want = os.path.basename(argv[0])
+        want = want or os.path.basename(argv[0])  # the name it runs under at last
         deadline = time.monotonic() + timeout
         while True:
             found = [p for p, v in marked("EXECBB_BESIDE", self.mark).items()
