@@ -15,17 +15,17 @@
 static const char *op_type(const struct fs_work *fw, bool *reads)
 {
     *reads = false;
-    switch (fw->op) {
+    switch (fw->rq.op) {
     case OP_WRITE_FILE: return "fs.write";
     case OP_CREATE_DIR: return "fs.mkdir";
     case OP_REMOVE: return "fs.remove";
     case OP_COPY: return "fs.copy";
     case OP_WRITE_BLOCK: return "fs.writeBlock";
-    case OP_OPEN: *reads = !fw->replace; return "fs.open";
+    case OP_OPEN: *reads = !fw->rq.replace; return "fs.open";
     default: break;
     }
     *reads = true;
-    switch (fw->op) {
+    switch (fw->rq.op) {
     case OP_READ_FILE: return "fs.read";
     case OP_READ_DIR: return "fs.readDirectory";
     case OP_WALK: return "fs.walk";
@@ -58,21 +58,21 @@ void fs_audit_op(const struct fs_work *fw)
         audit_put_strn(b, "handle", fw->h->id, fw->h->id_len);
         audit_put_str(b, "path", fw->h->path);
         audit_put_u64(b, "offset", fw->offset);
-        audit_put_u64(b, "bytes", fw->op == OP_WRITE_BLOCK ? fw->audit_bytes : fw->len);
-    } else if (fw->op == OP_COPY) {
-        audit_put_strn(b, "source", fw->path, fw->path_len);
-        audit_put_strn(b, "destination", fw->path2, fw->path2_len);
+        audit_put_u64(b, "bytes", fw->rq.op == OP_WRITE_BLOCK ? fw->audit_bytes : fw->len);
+    } else if (fw->rq.op == OP_COPY) {
+        audit_put_strn(b, "source", fw->rq.path, fw->rq.path_len);
+        audit_put_strn(b, "destination", fw->rq.path2, fw->rq.path2_len);
     } else {
-        audit_put_strn(b, "path", fw->path, fw->path_len);
+        audit_put_strn(b, "path", fw->rq.path, fw->rq.path_len);
     }
-    if (fw->op == OP_WRITE_FILE) audit_put_u64(b, "bytes", fw->audit_bytes);
-    if (fw->op == OP_OPEN) {
+    if (fw->rq.op == OP_WRITE_FILE) audit_put_u64(b, "bytes", fw->audit_bytes);
+    if (fw->rq.op == OP_OPEN) {
         audit_put_strn(b, "handle", fw->hid, fw->hid_len);
-        audit_put_str(b, "mode", fw->replace ? "replace" : "read");
+        audit_put_str(b, "mode", fw->rq.replace ? "replace" : "read");
     }
-    if (fw->op == OP_REMOVE || fw->op == OP_CREATE_DIR || fw->op == OP_COPY)
-        audit_put_bool(b, "recursive", fw->recursive);
-    if (fw->op == OP_REMOVE) audit_put_bool(b, "force", fw->force);
+    if (fw->rq.op == OP_REMOVE || fw->rq.op == OP_CREATE_DIR || fw->rq.op == OP_COPY)
+        audit_put_bool(b, "recursive", fw->rq.recursive);
+    if (fw->rq.op == OP_REMOVE) audit_put_bool(b, "force", fw->rq.force);
     if (!fw->h) audit_put_bool(b, "sandboxed", fw->sb != NULL);
     put_error(b, fw);
     audit_commit(b);
