@@ -16,34 +16,50 @@
 /* Every list ends with -1. */
 #define CALLS(...) ((const int[]){__VA_ARGS__, -1})
 
-/* The helper's loop and what any operation's code does besides its files: its socket,
- * memory, locks, time, the read budget's clock, itself. */
+/* glibc makes the legacy path calls where the architecture has them (x86_64: mkdir(3)
+ * is mkdir(2)), their *at forms elsewhere: both are listed where both exist. */
+#ifdef __NR_mkdir
+#define MKDIR __NR_mkdir, __NR_mkdirat
+#define READLINK __NR_readlink, __NR_readlinkat
+#define SYMLINK __NR_symlink, __NR_symlinkat
+#else
+#define MKDIR __NR_mkdirat
+#define READLINK __NR_readlinkat
+#define SYMLINK __NR_symlinkat
+#endif
+
+/* The helper's loop, and what any operation's code may do beside its files: its
+ * socket (util/fdframe), memory, locks, the end. */
 const int fs_op_helper_loop_calls[] = {
-    __NR_recvmsg,    __NR_sendmsg,       __NR_read,           __NR_write,  __NR_close,
-    __NR_mmap,       __NR_munmap,        __NR_mremap,         __NR_brk,    __NR_madvise,
-    __NR_futex,      __NR_clock_gettime, __NR_getrandom,      __NR_getpid, __NR_gettid,
-    __NR_exit_group, __NR_rt_sigaction,  __NR_rt_sigprocmask, -1,
+    __NR_recvmsg, __NR_sendmsg, __NR_read, __NR_poll,  __NR_close,      __NR_mmap,
+    __NR_munmap,  __NR_mremap,  __NR_brk,  __NR_futex, __NR_exit_group, -1,
 };
 
-/* Opening a path the way fs_ops.c does: the parent without following links
- * (open_parent_nofollow), the leaf, a look at what it is. */
-#define OPEN_CALLS __NR_openat, __NR_newfstatat, __NR_fstat, __NR_fcntl, __NR_close
+/* Opening what a request names the way fs_ops.c does: its parent without following
+ * links (open_parent_nofollow, one openat a component), the leaf, a look at what it is,
+ * the descriptor's flags. */
+#define OPEN_CALLS __NR_openat, __NR_newfstatat, __NR_fcntl, __NR_close
 
 static const struct fs_op_info ops[FS_OP_COUNT] = {
-    [OP_READ_FILE] = {"readFile", true, CALLS(OPEN_CALLS, __NR_read, __NR_pread64)},
+    [OP_READ_FILE] = {"readFile", true, CALLS(OPEN_CALLS, __NR_read, __NR_madvise)},
+    /* a replacing write: a temporary beside the file (getrandom seeds its name), given
+     * the old file's owner and mode, renamed over it, unlinked on failure */
     [OP_WRITE_FILE] = {"writeFile", true,
-                       CALLS(OPEN_CALLS, __NR_write, __NR_pwrite64, __NR_fchmod, __NR_fchown,
-                             __NR_renameat, __NR_unlinkat, __NR_fsync, __NR_ftruncate)},
-    [OP_CREATE_DIR] = {"createDirectory", true, CALLS(OPEN_CALLS, __NR_mkdirat)},
-    [OP_METADATA] = {"getMetadata", true, CALLS(OPEN_CALLS, __NR_statx)},
-    [OP_CANONICALIZE] = {"canonicalize", true, CALLS(OPEN_CALLS, __NR_readlinkat)},
+                       CALLS(OPEN_CALLS, __NR_faccessat2, __NR_getrandom, __NR_fchown, __NR_fchmod,
+                             __NR_write, __NR_fsync, __NR_renameat, __NR_unlinkat)},
+    [OP_CREATE_DIR] = {"createDirectory", true, CALLS(OPEN_CALLS, MKDIR)},
+    /* the owner's and group's names: glibc asks nscd over a socket first, which the
+     * allowlist refuses on purpose, then reads /etc/passwd and /etc/group */
+    [OP_METADATA] = {"getMetadata", true, CALLS(OPEN_CALLS, __NR_statx, __NR_read, __NR_lseek)},
+    [OP_CANONICALIZE] = {"canonicalize", true, CALLS(OPEN_CALLS, READLINK)},
     [OP_READ_DIR] = {"readDirectory", true, CALLS(OPEN_CALLS, __NR_getdents64)},
     [OP_REMOVE] = {"remove", true, CALLS(OPEN_CALLS, __NR_getdents64, __NR_unlinkat)},
     [OP_COPY] = {"copy", true,
-                 CALLS(OPEN_CALLS, __NR_getdents64, __NR_read, __NR_write, __NR_mkdirat,
-                       __NR_fchmod, __NR_readlinkat, __NR_symlinkat, __NR_unlinkat)},
+                 CALLS(OPEN_CALLS, __NR_getdents64, __NR_read, __NR_write, __NR_fchmod, MKDIR,
+                       READLINK, SYMLINK)},
     [OP_WALK] = {"walk", true, CALLS(OPEN_CALLS, __NR_getdents64)},
-    [OP_OPEN] = {"open", true, CALLS(OPEN_CALLS, __NR_ftruncate)},
+    [OP_OPEN] = {"open", true, CALLS(OPEN_CALLS)},
+    /* handle I/O runs in the daemon, on the descriptor fs/open passed back */
     [OP_READ_BLOCK] = {"readBlock", false, CALLS(__NR_pread64)},
     [OP_WRITE_BLOCK] = {"writeBlock", false, CALLS(__NR_pwrite64)},
     [OP_DISCOVER] = {"discover", true, CALLS(OPEN_CALLS, __NR_getdents64, __NR_read)},
