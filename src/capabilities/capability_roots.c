@@ -22,7 +22,7 @@
 
 #include "capabilities/caproots_scan.h"
 #include "fs/fs_work.h"
-#include "fs/sandbox_helper.h"
+#include "fs/fs_helper_pool.h"
 #include "util/mem.h"
 #include "util/oserr.h"
 

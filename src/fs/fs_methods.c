@@ -13,7 +13,7 @@
  * the descriptor under the worker.
  *
  * A request whose sandbox needs enforcement (PROTOCOL.md 10.3) runs the same
- * operation code in the session's sandbox helper instead (fs/sandbox_helper.h): the
+ * operation code in the session's sandbox helper instead (fs/fs_helper_pool.h): the
  * worker encodes it as a frame, waits for the helper's reply and, for fs/open,
  * receives the opened fd, so handle I/O then works as for any handle. */
 #include <errno.h>
@@ -39,7 +39,7 @@
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
 #include "rpc/rpc.h"
-#include "fs/sandbox_helper.h"
+#include "fs/fs_helper_pool.h"
 #include "sandbox/path_rules.h"
 #include "sandbox/policy.h"
 #include "sandbox/sandbox_host.h"
@@ -203,14 +203,14 @@ static void run_sandboxed(struct fs_work *fw)
     fs_wire_encode_request(&rq, &fw->rq);
     int fd = -1;
     char why[512];
-    int rc = sandbox_helper_call(fw->sb_owner, fw->sb, rq.data, rq.len, &rp, &fd, why, sizeof why);
+    int rc = fs_helper_pool_call(fw->sb_owner, fw->sb, rq.data, rq.len, &rp, &fd, why, sizeof why);
     buf_free(&rq);
     struct fs_wire_reply r;
-    if (rc == SB_CALL_UNENFORCEABLE || rc == SB_CALL_REFUSED) {
+    if (rc == FS_HELPER_CALL_UNENFORCEABLE || rc == FS_HELPER_CALL_REFUSED) {
         fs_work_set_msg(fw, FS_ERR_REFUSED, "%s", why);
-    } else if (rc == SB_CALL_NO_RESOURCES) {
+    } else if (rc == FS_HELPER_CALL_NO_RESOURCES) {
         fs_work_set_msg(fw, FS_ERR_INTERNAL, "%s", why);
-    } else if (rc == SB_CALL_CLOSED) {
+    } else if (rc == FS_HELPER_CALL_CLOSED) {
         fs_work_set_msg(fw, FS_ERR_INTERNAL, "session closed");
     } else if (rc < 0) {
         fs_work_set_msg(fw, FS_ERR_INTERNAL, "%s",
@@ -339,7 +339,7 @@ static int sweep_left;
 
 static void sweep_run(uv_work_t *w)
 {
-    sweep_left = sandbox_helper_sweep(HELPER_IDLE_MS);
+    sweep_left = fs_helper_pool_sweep(HELPER_IDLE_MS);
 }
 
 static void sweep_done(uv_work_t *w, int status)

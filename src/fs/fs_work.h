@@ -73,8 +73,8 @@ struct fs_work {
     int err;               /* errno to report, or 0 */
     enum fs_err_kind kind; /* when msg is set */
     char *msg;             /* validation error text */
-    /* sandboxed: run in the session's helper for this policy (fs/sandbox_helper.h) */
-    struct fs_sandbox *sb; /* the sandbox to run in (sandbox_helper.h), or NULL: owned by
+    /* sandboxed: run in the session's helper for this policy (fs/fs_helper_pool.h) */
+    struct fs_sandbox *sb; /* the sandbox to run in (fs_helper_pool.h), or NULL: owned by
                               fs_methods.c's work, borrowed by capability discovery's */
     char sb_owner[40];     /* the session id (of every request: the audit records') */
 };
