@@ -11,29 +11,12 @@
 #include "util/mem.h"
 #include "util/oserr.h"
 
-/* The record type of an operation, and whether it only reads. */
+/* The record type of an operation (fs_op_table.c), and whether it only reads. */
 static const char *op_type(const struct fs_work *fw, bool *reads)
 {
-    *reads = false;
-    switch (fw->rq.op) {
-    case OP_WRITE_FILE: return "fs.write";
-    case OP_CREATE_DIR: return "fs.mkdir";
-    case OP_REMOVE: return "fs.remove";
-    case OP_COPY: return "fs.copy";
-    case OP_WRITE_BLOCK: return "fs.writeBlock";
-    case OP_OPEN: *reads = !fw->rq.replace; return "fs.open";
-    default: break;
-    }
-    *reads = true;
-    switch (fw->rq.op) {
-    case OP_READ_FILE: return "fs.read";
-    case OP_READ_DIR: return "fs.readDirectory";
-    case OP_WALK: return "fs.walk";
-    case OP_METADATA: return "fs.getMetadata";
-    case OP_CANONICALIZE: return "fs.canonicalize";
-    case OP_READ_BLOCK: return "fs.readBlock";
-    default: return NULL; /* not a client's fs method (capability discovery) */
-    }
+    const struct fs_op_info *op = fs_op_info(fw->rq.op);
+    *reads = !op->changes && !(fw->rq.op == OP_OPEN && fw->rq.replace);
+    return op->audit;
 }
 
 static void put_error(struct buf *b, const struct fs_work *fw)

@@ -1,5 +1,5 @@
-/* fs_op_table: what each fs operation is, beside its code: whether the sandboxed
- * helper serves it, and the system calls it makes there.
+/* fs_op_table: what each fs operation is, beside its code: its audit record, whether
+ * the sandboxed helper serves it, and the system calls it makes there.
  *
  * The helper runs under a seccomp allowlist (sandbox/seccomp.c, seccomp_build_fs_helper)
  * that fails every call it does not list with ENOSYS. The lists here name what each
@@ -41,28 +41,63 @@ const int fs_op_helper_loop_calls[] = {
 #define OPEN_CALLS __NR_openat, __NR_newfstatat, __NR_fcntl, __NR_close
 
 static const struct fs_op_info ops[FS_OP_COUNT] = {
-    [OP_READ_FILE] = {"readFile", true, CALLS(OPEN_CALLS, __NR_read, __NR_madvise)},
+    [OP_READ_FILE] = {.name = "readFile",
+                      .audit = "fs.read",
+                      .helper = true,
+                      .calls = CALLS(OPEN_CALLS, __NR_read, __NR_madvise)},
     /* a replacing write: a temporary beside the file (getrandom seeds its name), given
      * the old file's owner and mode, renamed over it, unlinked on failure */
-    [OP_WRITE_FILE] = {"writeFile", true,
-                       CALLS(OPEN_CALLS, __NR_faccessat2, __NR_getrandom, __NR_fchown, __NR_fchmod,
-                             __NR_write, __NR_fsync, __NR_renameat, __NR_unlinkat)},
-    [OP_CREATE_DIR] = {"createDirectory", true, CALLS(OPEN_CALLS, MKDIR)},
+    [OP_WRITE_FILE] = {.name = "writeFile",
+                       .audit = "fs.write",
+                       .changes = true,
+                       .helper = true,
+                       .calls = CALLS(OPEN_CALLS, __NR_faccessat2, __NR_getrandom, __NR_fchown,
+                                      __NR_fchmod, __NR_write, __NR_fsync, __NR_renameat,
+                                      __NR_unlinkat)},
+    [OP_CREATE_DIR] = {.name = "createDirectory",
+                       .audit = "fs.mkdir",
+                       .changes = true,
+                       .helper = true,
+                       .calls = CALLS(OPEN_CALLS, MKDIR)},
     /* the owner's and group's names: glibc asks nscd over a socket first, which the
      * allowlist refuses on purpose, then reads /etc/passwd and /etc/group */
-    [OP_METADATA] = {"getMetadata", true, CALLS(OPEN_CALLS, __NR_statx, __NR_read, __NR_lseek)},
-    [OP_CANONICALIZE] = {"canonicalize", true, CALLS(OPEN_CALLS, READLINK)},
-    [OP_READ_DIR] = {"readDirectory", true, CALLS(OPEN_CALLS, __NR_getdents64)},
-    [OP_REMOVE] = {"remove", true, CALLS(OPEN_CALLS, __NR_getdents64, __NR_unlinkat)},
-    [OP_COPY] = {"copy", true,
-                 CALLS(OPEN_CALLS, __NR_getdents64, __NR_read, __NR_write, __NR_fchmod, MKDIR,
-                       READLINK, SYMLINK)},
-    [OP_WALK] = {"walk", true, CALLS(OPEN_CALLS, __NR_getdents64)},
-    [OP_OPEN] = {"open", true, CALLS(OPEN_CALLS)},
+    [OP_METADATA] = {.name = "getMetadata",
+                     .audit = "fs.getMetadata",
+                     .helper = true,
+                     .calls = CALLS(OPEN_CALLS, __NR_statx, __NR_read, __NR_lseek)},
+    [OP_CANONICALIZE] = {.name = "canonicalize",
+                         .audit = "fs.canonicalize",
+                         .helper = true,
+                         .calls = CALLS(OPEN_CALLS, READLINK)},
+    [OP_READ_DIR] = {.name = "readDirectory",
+                     .audit = "fs.readDirectory",
+                     .helper = true,
+                     .calls = CALLS(OPEN_CALLS, __NR_getdents64)},
+    [OP_REMOVE] = {.name = "remove",
+                   .audit = "fs.remove",
+                   .changes = true,
+                   .helper = true,
+                   .calls = CALLS(OPEN_CALLS, __NR_getdents64, __NR_unlinkat)},
+    [OP_COPY] = {.name = "copy",
+                 .audit = "fs.copy",
+                 .changes = true,
+                 .helper = true,
+                 .calls = CALLS(OPEN_CALLS, __NR_getdents64, __NR_read, __NR_write, __NR_fchmod,
+                                MKDIR, READLINK, SYMLINK)},
+    [OP_WALK] = {.name = "walk",
+                 .audit = "fs.walk",
+                 .helper = true,
+                 .calls = CALLS(OPEN_CALLS, __NR_getdents64)},
+    [OP_OPEN] = {.name = "open", .audit = "fs.open", .helper = true, .calls = CALLS(OPEN_CALLS)},
     /* handle I/O runs in the daemon, on the descriptor fs/open passed back */
-    [OP_READ_BLOCK] = {"readBlock", false, CALLS(__NR_pread64)},
-    [OP_WRITE_BLOCK] = {"writeBlock", false, CALLS(__NR_pwrite64)},
-    [OP_DISCOVER] = {"discover", true, CALLS(OPEN_CALLS, __NR_getdents64, __NR_read)},
+    [OP_READ_BLOCK] = {.name = "readBlock", .audit = "fs.readBlock", .calls = CALLS(__NR_pread64)},
+    [OP_WRITE_BLOCK] = {.name = "writeBlock",
+                        .audit = "fs.writeBlock",
+                        .changes = true,
+                        .calls = CALLS(__NR_pwrite64)},
+    [OP_DISCOVER] = {.name = "discover",
+                     .helper = true,
+                     .calls = CALLS(OPEN_CALLS, __NR_getdents64, __NR_read)},
 };
 
 const struct fs_op_info *fs_op_info(uint32_t op)

@@ -1,8 +1,8 @@
 /* fs_request: one fs operation as the daemon validated it, the one description of it
  * that the request handlers fill (fs_methods.c), the operation code reads (fs_ops.c,
  * on a pool thread or in the sandboxed helper) and the helper's wire carries whole
- * (fs_wire.h), and the table of the operations: which the helper serves and the
- * system calls each makes there (fs_op_table.c).
+ * (fs_wire.h), and the table of the operations: their audit records, which the helper
+ * serves and the system calls each makes there (fs_op_table.c).
  *
  * A flag or limit added to the head below crosses to the helper with no other edit:
  * fs_wire.c copies the head as it lies in memory (both ends are one build) and checks
@@ -57,9 +57,12 @@ _Static_assert(offsetof(struct fs_request, spare) + sizeof((struct fs_request *)
 
 /* One operation's entry in the table (fs_op_table.c). */
 struct fs_op_info {
-    const char *name; /* as logs and tests name it */
-    bool helper;      /* the sandboxed helper serves it (path-based: handle I/O stays in
-                         the daemon, on the fd fs/open passed back) */
+    const char *name;  /* as logs and tests name it */
+    const char *audit; /* its audit record's type (docs/AUDIT.md), or NULL for none */
+    bool changes;      /* it changes files: always recorded (a read only with
+                          --audit-fs-reads; fs/open: by its mode) */
+    bool helper;       /* the sandboxed helper serves it (path-based: handle I/O stays in
+                          the daemon, on the fd fs/open passed back) */
     /* The system calls (numbers, <sys/syscall.h>) it makes in the helper, beside those
      * of the helper's own loop (fs_op_helper_loop_calls); -1 ends the list. Checked
      * against the helper's seccomp allowlist by tests/unit/test_seccomp.c, so a call
