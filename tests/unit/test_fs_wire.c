@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "fs/fs_sandboxed.h"
 #include "fs/fs_wire.h"
 
 static void test_request_round_trip(void **state)
@@ -126,6 +127,34 @@ static void test_request_flags_are_bools(void **state)
     buf_free(&b);
 }
 
+/* The helper serves only what its table gives it: handle I/O (the daemon's, on the fd
+ * fs/open passed back) and a number that is no operation get an error reply and run
+ * nothing. */
+static void test_helper_refuses_what_it_does_not_serve(void **state)
+{
+    uint32_t ops[] = {OP_READ_BLOCK, OP_WRITE_BLOCK, FS_OP_COUNT, 0xffffffffu};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        struct fs_request rq = {.path = (char *)"/", .path_len = 1};
+        memcpy(&rq.op, &ops[i], sizeof ops[i]); /* any 32 bits, as a peer may send */
+        struct buf frame, reply;
+        buf_init(&frame);
+        buf_init(&reply);
+        fs_wire_encode_request(&frame, &rq);
+        int fd = 0, after = 0;
+        assert_int_equal(fs_helper_serve(frame.data, frame.len, &reply, &fd, &after), -EPROTO);
+        assert_int_equal(fd, -1);
+        assert_int_equal(after, -1);
+        struct fs_wire_reply rp;
+        assert_int_equal(fs_wire_decode_reply(reply.data, reply.len, &rp), 0);
+        assert_int_equal(rp.out_len, 0);
+        const char *want = "malformed sandbox helper request";
+        assert_int_equal(rp.msg_len, strlen(want));
+        assert_memory_equal(rp.msg, want, rp.msg_len);
+        buf_free(&frame);
+        buf_free(&reply);
+    }
+}
+
 static void test_reply_round_trip(void **state)
 {
     struct buf b;
@@ -162,6 +191,7 @@ int main(void)
         cmocka_unit_test(test_request_lengths_cannot_wrap),
         cmocka_unit_test(test_request_layout),
         cmocka_unit_test(test_request_flags_are_bools),
+        cmocka_unit_test(test_helper_refuses_what_it_does_not_serve),
         cmocka_unit_test(test_reply_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
