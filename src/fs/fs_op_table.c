@@ -3,12 +3,12 @@
  *
  * The helper runs under a seccomp allowlist (sandbox/seccomp.c, seccomp_build_fs_helper)
  * that fails every call it does not list with ENOSYS. The lists here name what each
- * operation's code calls through glibc (traced with strace on this build, and read from
- * the code: open(2) is openat, stat(2) newfstatat, readdir(3) getdents64), so that
- * tests/unit/test_seccomp.c can hold the allowlist to them: a new operation, or a new
- * call in an old one, that the allowlist misses fails that test instead of a client's
- * request at run time. OpenSSH's monitor serves a fixed table of request types the
- * same way. */
+ * operation's code calls through glibc (read from the code, and traced with strace one
+ * request of each kind on Debian bookworm's glibc: open(3) is openat, stat(3)
+ * newfstatat, readdir(3) getdents64), so that tests/unit/test_seccomp.c can hold the
+ * allowlist to them: an operation whose entry names a call the allowlist lacks fails
+ * that test instead of a client's request at run time. OpenSSH's monitor serves a fixed
+ * table of request types the same way. */
 #include "fs/fs_request.h"
 
 #include <sys/syscall.h>
