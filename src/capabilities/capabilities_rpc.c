@@ -26,7 +26,7 @@
 #include "capabilities/caproots_scan.h"
 #include "core/host_env.h"
 #include "fs/fs_work.h"
-#include "fs/sandbox_helper.h"
+#include "fs/fs_helper_pool.h"
 #include "proto/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"

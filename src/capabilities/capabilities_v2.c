@@ -47,7 +47,7 @@
 #include "capabilities/caproots_scan.h"
 #include "fs/fs_util.h"
 #include "fs/path_watch.h"
-#include "fs/sandbox_helper.h"
+#include "fs/fs_helper_pool.h"
 #include "capabilities/skill_meta.h"
 #include "proto/uri.h"
 #include "proto/utf8.h"

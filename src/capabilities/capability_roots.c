@@ -22,7 +22,7 @@
 
 #include "capabilities/caproots_scan.h"
 #include "fs/fs_work.h"
-#include "fs/sandbox_helper.h"
+#include "fs/fs_helper_pool.h"
 #include "util/mem.h"
 #include "util/oserr.h"
 
@@ -33,12 +33,12 @@ int caproots_scan_root(const char *path, const char *uri, struct fs_sandbox *sb,
         caproots_scan(path, uri, out);
         return 0;
     }
-    struct fs_work fw = {.op = OP_DISCOVER, .fd = -1, .displaced_fd = -1};
+    struct fs_work fw = {.rq.op = OP_DISCOVER, .fd = -1, .displaced_fd = -1};
     buf_init(&fw.out);
-    fw.path = (char *)path;
-    fw.path_len = strlen(path);
-    fw.path2 = (char *)uri;
-    fw.path2_len = strlen(uri);
+    fw.rq.path = (char *)path;
+    fw.rq.path_len = strlen(path);
+    fw.rq.path2 = (char *)uri;
+    fw.rq.path2_len = strlen(uri);
     fw.sb = sb; /* borrowed: this work is never freed by fs_methods.c */
     snprintf(fw.sb_owner, sizeof fw.sb_owner, "%s", owner);
     fs_work_run(&fw);

@@ -11,29 +11,12 @@
 #include "util/mem.h"
 #include "util/oserr.h"
 
-/* The record type of an operation, and whether it only reads. */
+/* The record type of an operation (fs_op_table.c), and whether it only reads. */
 static const char *op_type(const struct fs_work *fw, bool *reads)
 {
-    *reads = false;
-    switch (fw->op) {
-    case OP_WRITE_FILE: return "fs.write";
-    case OP_CREATE_DIR: return "fs.mkdir";
-    case OP_REMOVE: return "fs.remove";
-    case OP_COPY: return "fs.copy";
-    case OP_WRITE_BLOCK: return "fs.writeBlock";
-    case OP_OPEN: *reads = !fw->replace; return "fs.open";
-    default: break;
-    }
-    *reads = true;
-    switch (fw->op) {
-    case OP_READ_FILE: return "fs.read";
-    case OP_READ_DIR: return "fs.readDirectory";
-    case OP_WALK: return "fs.walk";
-    case OP_METADATA: return "fs.getMetadata";
-    case OP_CANONICALIZE: return "fs.canonicalize";
-    case OP_READ_BLOCK: return "fs.readBlock";
-    default: return NULL; /* not a client's fs method (capability discovery) */
-    }
+    const struct fs_op_info *op = fs_op_info(fw->rq.op);
+    *reads = !op->changes && !(fw->rq.op == OP_OPEN && fw->rq.replace);
+    return op->audit;
 }
 
 static void put_error(struct buf *b, const struct fs_work *fw)
@@ -58,21 +41,21 @@ void fs_audit_op(const struct fs_work *fw)
         audit_put_strn(b, "handle", fw->h->id, fw->h->id_len);
         audit_put_str(b, "path", fw->h->path);
         audit_put_u64(b, "offset", fw->offset);
-        audit_put_u64(b, "bytes", fw->op == OP_WRITE_BLOCK ? fw->audit_bytes : fw->len);
-    } else if (fw->op == OP_COPY) {
-        audit_put_strn(b, "source", fw->path, fw->path_len);
-        audit_put_strn(b, "destination", fw->path2, fw->path2_len);
+        audit_put_u64(b, "bytes", fw->rq.op == OP_WRITE_BLOCK ? fw->audit_bytes : fw->len);
+    } else if (fw->rq.op == OP_COPY) {
+        audit_put_strn(b, "source", fw->rq.path, fw->rq.path_len);
+        audit_put_strn(b, "destination", fw->rq.path2, fw->rq.path2_len);
     } else {
-        audit_put_strn(b, "path", fw->path, fw->path_len);
+        audit_put_strn(b, "path", fw->rq.path, fw->rq.path_len);
     }
-    if (fw->op == OP_WRITE_FILE) audit_put_u64(b, "bytes", fw->audit_bytes);
-    if (fw->op == OP_OPEN) {
+    if (fw->rq.op == OP_WRITE_FILE) audit_put_u64(b, "bytes", fw->audit_bytes);
+    if (fw->rq.op == OP_OPEN) {
         audit_put_strn(b, "handle", fw->hid, fw->hid_len);
-        audit_put_str(b, "mode", fw->replace ? "replace" : "read");
+        audit_put_str(b, "mode", fw->rq.replace ? "replace" : "read");
     }
-    if (fw->op == OP_REMOVE || fw->op == OP_CREATE_DIR || fw->op == OP_COPY)
-        audit_put_bool(b, "recursive", fw->recursive);
-    if (fw->op == OP_REMOVE) audit_put_bool(b, "force", fw->force);
+    if (fw->rq.op == OP_REMOVE || fw->rq.op == OP_CREATE_DIR || fw->rq.op == OP_COPY)
+        audit_put_bool(b, "recursive", fw->rq.recursive);
+    if (fw->rq.op == OP_REMOVE) audit_put_bool(b, "force", fw->rq.force);
     if (!fw->h) audit_put_bool(b, "sandboxed", fw->sb != NULL);
     put_error(b, fw);
     audit_commit(b);

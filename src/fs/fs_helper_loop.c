@@ -10,19 +10,19 @@
 #include <unistd.h>
 
 #include "fs/fs_sandboxed.h"
-#include "fs/sandbox_helper.h"
+#include "fs/fs_helper_pool.h"
 #include "sandbox/sandbox_init.h"
 #include "util/buf.h"
 
 int fs_helper_run(int sock)
 {
     signal(SIGPIPE, SIG_IGN);
-    if (sandbox_frame_send(sock, "ok", 2, -1) < 0) return 1;
+    if (fs_helper_frame_send(sock, "ok", 2, -1) < 0) return 1;
     for (;;) {
         struct buf req, reply;
         buf_init(&req);
         buf_init(&reply);
-        if (sandbox_frame_recv(sock, &req, NULL) < 0) {
+        if (fs_helper_frame_recv(sock, &req, NULL) < 0) {
             buf_free(&req);
             break;
         }
@@ -35,7 +35,7 @@ int fs_helper_run(int sock)
         int fd = -1, displaced = -1;
         fs_helper_serve(req.data, req.len, &reply, &fd, &displaced);
         buf_free(&req);
-        int rc = sandbox_frame_send(sock, reply.data, reply.len, fd);
+        int rc = fs_helper_frame_send(sock, reply.data, reply.len, fd);
         if (fd >= 0) close(fd);
         if (displaced >= 0) close(displaced); /* after the reply: it may wait for I/O */
         buf_free(&reply);

@@ -13,7 +13,7 @@
  * the descriptor under the worker.
  *
  * A request whose sandbox needs enforcement (PROTOCOL.md 10.3) runs the same
- * operation code in the session's sandbox helper instead (fs/sandbox_helper.h): the
+ * operation code in the session's sandbox helper instead (fs/fs_helper_pool.h): the
  * worker encodes it as a frame, waits for the helper's reply and, for fs/open,
  * receives the opened fd, so handle I/O then works as for any handle. */
 #include <errno.h>
@@ -30,6 +30,7 @@
 #include "fs/fs_audit.h"
 #include "fs/fs_budget.h"
 #include "fs/fs_methods.h"
+#include "fs/fs_request.h"
 #include "fs/fs_sandboxed.h"
 #include "fs/fs_walk.h"
 #include "fs/fs_wire.h"
@@ -38,7 +39,7 @@
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
 #include "rpc/rpc.h"
-#include "fs/sandbox_helper.h"
+#include "fs/fs_helper_pool.h"
 #include "sandbox/path_rules.h"
 #include "sandbox/policy.h"
 #include "sandbox/sandbox_host.h"
@@ -101,22 +102,6 @@ static int table_find(struct fs_table *t, const char *id, size_t len)
 }
 /* ---- the sandbox helper's side and ours ---------------------------------------------- */
 
-/* The operations a helper serves: path-based ones; handle I/O stays in the daemon
- * on the fd fs/open passed back. */
-static bool op_served_by_helper(uint32_t op)
-{
-    return (op <= OP_OPEN && op != OP_READ_BLOCK && op != OP_WRITE_BLOCK) || op == OP_DISCOVER;
-}
-
-/* A NUL-terminated copy of a frame slice (the caller frees). */
-static char *dup_slice(const char *p, size_t n)
-{
-    char *d = xmalloc(n + 1);
-    if (n) memcpy(d, p, n);
-    d[n] = '\0';
-    return d;
-}
-
 int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out, int *close_after)
 {
     *fd_out = -1;
@@ -124,29 +109,11 @@ int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out,
     fw->fd = -1;
     fw->displaced_fd = -1;
     buf_init(&fw->out);
-    struct fs_wire_request rq;
-    int rc = fs_wire_decode_request(req, len, &rq);
-    if (rc == 0 && !op_served_by_helper(rq.op)) rc = -EPROTO;
+    int rc = fs_wire_decode_request(req, len, &fw->rq);
+    if (rc == 0 && !fs_op_helper_serves(fw->rq.op)) rc = -EPROTO;
     if (rc < 0) {
         fs_work_set_msg(fw, FS_ERR_INTERNAL, "malformed sandbox helper request");
     } else {
-        fw->op = (enum fs_op)rq.op;
-        fw->recursive = rq.recursive;
-        fw->force = rq.force;
-        fw->nofollow = rq.nofollow;
-        fw->follow_dir_links = rq.follow_dir_links;
-        fw->prune_hidden = rq.prune_hidden;
-        fw->replace = rq.replace;
-        fw->fsync = rq.fsync;
-        fw->max_depth = rq.max_depth;
-        fw->max_dirs = rq.max_dirs;
-        fw->max_entries = rq.max_entries;
-        fw->path = dup_slice(rq.path, rq.path_len);
-        fw->path_len = rq.path_len;
-        fw->path2 = dup_slice(rq.path2, rq.path2_len);
-        fw->path2_len = rq.path2_len;
-        fw->b64 = rq.b64; /* in req, which outlives the operation */
-        fw->b64_len = rq.b64_len;
         fs_ops_run(fw);
         /* One request at a time here, so a read never waits for another; if it
          * were told to, it is refused rather than stuck. */
@@ -161,13 +128,13 @@ int fs_helper_serve(const void *req, size_t len, struct buf *reply, int *fd_out,
                                .out = fw->out.data,
                                .out_len = failed ? 0 : fw->out.len};
     fs_wire_encode_reply(reply, &rp);
-    if (!failed && fw->op == OP_OPEN)
+    if (!failed && fw->rq.op == OP_OPEN)
         *fd_out = fw->fd;
     else if (fw->fd >= 0)
         close(fw->fd);
     *close_after = fw->displaced_fd;
-    free(fw->path);
-    free(fw->path2);
+    free(fw->rq.path);
+    free(fw->rq.path2);
     free(fw->msg);
     buf_free(&fw->out);
     free(fw);
@@ -189,7 +156,7 @@ static bool denied_now(const struct fs_sandbox *sb, const char *path, bool nofol
     free(c);
     const char *slash = strrchr(path, '/');
     if (!denied && nofollow && slash && slash[1]) {
-        char *dir = dup_slice(path, slash == path ? 1 : (size_t)(slash - path));
+        char *dir = xstrndup(path, slash == path ? 1 : (size_t)(slash - path));
         char *cd = sandbox_canonical_path(dir);
         char *lex = xasprintf("%s%s%s", cd, strcmp(cd, "/") ? "/" : "", slash + 1);
         denied = path_rules_denied(&spec, lex);
@@ -207,12 +174,12 @@ static bool denied_now(const struct fs_sandbox *sb, const char *path, bool nofol
 static bool hidden_now(const struct fs_work *fw)
 {
     const struct sandbox_policy *p = &fw->sb->pol;
-    if ((fw->op != OP_METADATA && fw->op != OP_CANONICALIZE) || !p->enforce_fs ||
+    if ((fw->rq.op != OP_METADATA && fw->rq.op != OP_CANONICALIZE) || !p->enforce_fs ||
         sandbox_host_mode_for(p->legacy_landlock) != SANDBOX_MODE_LANDLOCK)
         return false;
     struct sandbox_spec spec;
     sandbox_policy_spec(p, &spec);
-    char *c = sandbox_canonical_path(fw->path);
+    char *c = sandbox_canonical_path(fw->rq.path);
     bool hidden = path_rules_access(&spec, c) == PATH_NONE;
     free(c);
     return hidden;
@@ -221,7 +188,8 @@ static bool hidden_now(const struct fs_work *fw)
 /* Runs fw in the sandbox helper of its session and policy (on a pool thread). */
 static void run_sandboxed(struct fs_work *fw)
 {
-    if (denied_now(fw->sb, fw->path, fw->nofollow) || denied_now(fw->sb, fw->path2, fw->nofollow)) {
+    if (denied_now(fw->sb, fw->rq.path, fw->rq.nofollow) ||
+        denied_now(fw->sb, fw->rq.path2, fw->rq.nofollow)) {
         fs_work_set_err(fw, EACCES);
         return;
     }
@@ -229,37 +197,20 @@ static void run_sandboxed(struct fs_work *fw)
         fs_work_set_err(fw, ENOENT);
         return;
     }
-    struct fs_wire_request h = {.op = fw->op,
-                                .recursive = fw->recursive,
-                                .force = fw->force,
-                                .nofollow = fw->nofollow,
-                                .follow_dir_links = fw->follow_dir_links,
-                                .prune_hidden = fw->prune_hidden,
-                                .replace = fw->replace,
-                                .fsync = fw->fsync,
-                                .max_depth = fw->max_depth,
-                                .max_dirs = fw->max_dirs,
-                                .max_entries = fw->max_entries,
-                                .path = fw->path,
-                                .path_len = fw->path_len,
-                                .path2 = fw->path2,
-                                .path2_len = fw->path2 ? fw->path2_len : 0,
-                                .b64 = fw->b64,
-                                .b64_len = fw->b64 ? fw->b64_len : 0};
     struct buf rq, rp;
     buf_init(&rq);
     buf_init(&rp);
-    fs_wire_encode_request(&rq, &h);
+    fs_wire_encode_request(&rq, &fw->rq);
     int fd = -1;
     char why[512];
-    int rc = sandbox_helper_call(fw->sb_owner, fw->sb, rq.data, rq.len, &rp, &fd, why, sizeof why);
+    int rc = fs_helper_pool_call(fw->sb_owner, fw->sb, rq.data, rq.len, &rp, &fd, why, sizeof why);
     buf_free(&rq);
     struct fs_wire_reply r;
-    if (rc == SB_CALL_UNENFORCEABLE || rc == SB_CALL_REFUSED) {
+    if (rc == FS_HELPER_CALL_UNENFORCEABLE || rc == FS_HELPER_CALL_REFUSED) {
         fs_work_set_msg(fw, FS_ERR_REFUSED, "%s", why);
-    } else if (rc == SB_CALL_NO_RESOURCES) {
+    } else if (rc == FS_HELPER_CALL_NO_RESOURCES) {
         fs_work_set_msg(fw, FS_ERR_INTERNAL, "%s", why);
-    } else if (rc == SB_CALL_CLOSED) {
+    } else if (rc == FS_HELPER_CALL_CLOSED) {
         fs_work_set_msg(fw, FS_ERR_INTERNAL, "session closed");
     } else if (rc < 0) {
         fs_work_set_msg(fw, FS_ERR_INTERNAL, "%s",
@@ -272,17 +223,17 @@ static void run_sandboxed(struct fs_work *fw)
         fs_work_set_err(fw, r.err);
     } else {
         buf_append(&fw->out, r.out, r.out_len);
-        if (fw->op == OP_READ_FILE) { /* in memory here too: counted, though late */
+        if (fw->rq.op == OP_READ_FILE) { /* in memory here too: counted, though late */
             fs_budget_force(r.out_len);
             fw->budget_held += r.out_len;
         }
-        if (fw->op == OP_OPEN && fd >= 0) {
+        if (fw->rq.op == OP_OPEN && fd >= 0) {
             fw->fd = fd;
             fd = -1;
         }
     }
     if (fd >= 0) close(fd);
-    if (fw->op == OP_OPEN && !fs_work_failed(fw) && fw->fd < 0)
+    if (fw->rq.op == OP_OPEN && !fs_work_failed(fw) && fw->fd < 0)
         fs_work_set_msg(fw, FS_ERR_INTERNAL, "sandbox helper returned no file");
     buf_free(&rp);
 }
@@ -308,8 +259,8 @@ static void fw_free(struct fs_work *fw)
         fs_budget_give(fw->budget_held);
         resume_parked();
     }
-    free(fw->path);
-    free(fw->path2);
+    free(fw->rq.path);
+    free(fw->rq.path2);
     free(fw->msg);
     fs_sandbox_free(fw->sb);
     buf_free(&fw->out);
@@ -361,7 +312,7 @@ static void open_finish(struct fs_work *fw)
     h->fd = fw->fd;
     h->id_len = fw->hid_len;
     memcpy(h->id, fw->hid, fw->hid_len);
-    h->path = fs_audit_handle_path(fw->path);
+    h->path = fs_audit_handle_path(fw->rq.path);
     for (int i = 0; i < FS_MAX_HANDLES; i++) {
         if (!t->slots[i]) {
             t->slots[i] = h;
@@ -388,7 +339,7 @@ static int sweep_left;
 
 static void sweep_run(uv_work_t *w)
 {
-    sweep_left = sandbox_helper_sweep(HELPER_IDLE_MS);
+    sweep_left = fs_helper_pool_sweep(HELPER_IDLE_MS);
 }
 
 static void sweep_done(uv_work_t *w, int status)
@@ -502,7 +453,7 @@ static void after_cb(uv_work_t *w, int status)
         return;
     }
     if (fw->sb) fs_helper_sweep_arm(req->loop);
-    if (fw->op == OP_OPEN && !fs_work_failed(fw)) open_finish(fw);
+    if (fw->rq.op == OP_OPEN && !fs_work_failed(fw)) open_finish(fw);
     if (fw->h) handle_unref(fw->h);
     if (status < 0 && !fs_work_failed(fw))
         fs_work_set_msg(fw, FS_ERR_INTERNAL, "%s", uv_strerror(status));
@@ -537,7 +488,7 @@ static struct fs_work *fw_new(struct rpc_req *req, enum fs_op op)
 {
     struct fs_work *fw = xcalloc(1, sizeof *fw);
     fw->req = req;
-    fw->op = op;
+    fw->rq.op = op;
     fw->fd = -1;
     fw->displaced_fd = -1;
     buf_init(&fw->out);
@@ -614,13 +565,13 @@ static void simple_path_method(struct rpc_req *req, enum fs_op op, const char *s
     if (check_common(req, &d, sbj, !writes, writes, &sb) < 0) return;
     struct fs_work *fw = fw_new(req, op);
     fw_sandbox(fw, sb);
-    if (!fs_param_path(req, uri, ulen, &fw->path, &fw->path_len)) {
+    if (!fs_param_path(req, uri, ulen, &fw->rq.path, &fw->rq.path_len)) {
         fw_free(fw);
         return;
     }
-    fw->recursive = recursive;
-    fw->force = force;
-    fw->nofollow = !follow;
+    fw->rq.recursive = recursive;
+    fw->rq.force = force;
+    fw->rq.nofollow = !follow;
     submit(fw);
 }
 
@@ -669,16 +620,16 @@ static void handle_write_file(struct rpc_req *req)
     if (check_common(req, &d, sbj, false, true, &sb) < 0) return;
     struct fs_work *fw = fw_new(req, OP_WRITE_FILE);
     fw_sandbox(fw, sb);
-    fw->fsync = sync;
-    if (!fs_param_path(req, uri, ulen, &fw->path, &fw->path_len)) {
+    fw->rq.fsync = sync;
+    if (!fs_param_path(req, uri, ulen, &fw->rq.path, &fw->rq.path_len)) {
         fw_free(fw);
         return;
     }
-    fw->nofollow = !follow;
+    fw->rq.nofollow = !follow;
     /* No copy: the text stays the request's (params or the message it arrived in)
      * until the reply, and a large one is decoded where it lies. */
-    fw->b64 = b64;
-    fw->b64_len = blen;
+    fw->rq.b64 = b64;
+    fw->rq.b64_len = blen;
     fw->b64_writable = writable;
     fw->audit_bytes = fs_audit_payload_bytes(b64, blen);
     submit(fw);
@@ -697,12 +648,12 @@ static void handle_copy(struct rpc_req *req)
     if (check_common(req, &d, sbj, true, true, &sb) < 0) return;
     struct fs_work *fw = fw_new(req, OP_COPY);
     fw_sandbox(fw, sb);
-    if (!fs_param_path(req, src, l1, &fw->path, &fw->path_len) ||
-        !fs_param_path(req, dst, l2, &fw->path2, &fw->path2_len)) {
+    if (!fs_param_path(req, src, l1, &fw->rq.path, &fw->rq.path_len) ||
+        !fs_param_path(req, dst, l2, &fw->rq.path2, &fw->rq.path2_len)) {
         fw_free(fw);
         return;
     }
-    fw->recursive = recursive;
+    fw->rq.recursive = recursive;
     submit(fw);
 }
 
@@ -744,15 +695,15 @@ static void handle_walk(struct rpc_req *req)
     }
     struct fs_work *fw = fw_new(req, OP_WALK);
     fw_sandbox(fw, sb);
-    if (!fs_param_path(req, uri, ulen, &fw->path, &fw->path_len)) {
+    if (!fs_param_path(req, uri, ulen, &fw->rq.path, &fw->rq.path_len)) {
         fw_free(fw);
         return;
     }
-    fw->max_depth = depth;
-    fw->max_dirs = dirs;
-    fw->max_entries = entries;
-    fw->follow_dir_links = follow;
-    fw->prune_hidden = prune;
+    fw->rq.max_depth = depth;
+    fw->rq.max_dirs = dirs;
+    fw->rq.max_entries = entries;
+    fw->rq.follow_dir_links = follow;
+    fw->rq.prune_hidden = prune;
     submit(fw);
 }
 
@@ -796,13 +747,13 @@ static void handle_open(struct rpc_req *req)
     }
     struct fs_work *fw = fw_new(req, OP_OPEN);
     fw_sandbox(fw, sb);
-    if (!fs_param_path(req, uri, ulen, &fw->path, &fw->path_len)) {
+    if (!fs_param_path(req, uri, ulen, &fw->rq.path, &fw->rq.path_len)) {
         fw_free(fw);
         return;
     }
     memcpy(fw->hid, hid, hlen);
     fw->hid_len = hlen;
-    fw->replace = mode == 1;
+    fw->rq.replace = mode == 1;
     submit(fw);
 }
 
@@ -870,8 +821,8 @@ static void handle_write_block(struct rpc_req *req)
     fw->h = t->slots[i];
     fw->h->refs++;
     fw->offset = off;
-    fw->b64 = chunk;
-    fw->b64_len = clen;
+    fw->rq.b64 = chunk;
+    fw->rq.b64_len = clen;
     fw->b64_writable = writable;
     fw->audit_bytes = fs_audit_payload_bytes(chunk, clen);
     submit(fw);

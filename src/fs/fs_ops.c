@@ -140,7 +140,7 @@ static int open_parent_nofollow(const char *path, const char **leaf)
 static int open_regular(struct fs_work *fw, const char *path)
 {
     int fd;
-    if (fw->nofollow) {
+    if (fw->rq.nofollow) {
         const char *leaf;
         int pfd = open_parent_nofollow(path, &leaf);
         if (pfd < 0) {
@@ -196,8 +196,8 @@ static bool read_budget_take(struct fs_work *fw, size_t n, bool alone_ok)
 
 static void do_read_file(struct fs_work *fw)
 {
-    if (fw->nofollow) fs_path_strip_slashes(fw->path);
-    int fd = open_regular(fw, fw->path);
+    if (fw->rq.nofollow) fs_path_strip_slashes(fw->rq.path);
+    int fd = open_regular(fw, fw->rq.path);
     if (fd < 0) return;
     struct stat st;
     if (fstat(fd, &st) < 0) {
@@ -299,7 +299,7 @@ static int write_all(int fd, const uint8_t *data, size_t n)
  * must see the change), a symlink's target seen through the link, special files,
  * or when the directory does not let us add a file or the owner cannot be kept.
  * Extended attributes (ACLs, security labels) are not carried over, and the file
- * gets a new inode. fw->fsync: the new file and then the directory are fsync'd
+ * gets a new inode. fw->rq.fsync: the new file and then the directory are fsync'd
  * before the reply. Returns false when it does not apply. */
 static unsigned long long temp_name_base;
 
@@ -322,7 +322,8 @@ static unsigned long long temp_name_next(void)
 static bool write_replace(struct fs_work *fw, const uint8_t *data, size_t n)
 {
     const char *leaf;
-    int pfd = fw->nofollow ? open_parent_nofollow(fw->path, &leaf) : open_parent(fw->path, &leaf);
+    int pfd = fw->rq.nofollow ? open_parent_nofollow(fw->rq.path, &leaf)
+                              : open_parent(fw->rq.path, &leaf);
     if (pfd < 0) return false;
     struct stat st;
     /* Held open across the rename (fw->displaced_fd), so that freeing the old
@@ -369,12 +370,12 @@ static bool write_replace(struct fs_work *fw, const uint8_t *data, size_t n)
     else if ((tst.st_mode & 07777) != (st.st_mode & 07777) && fchmod(fd, st.st_mode & 07777) < 0)
         e = -1;
     if (e == 0) e = write_all(fd, data, n);
-    if (e == 0 && fw->fsync && fsync(fd) < 0) e = errno;
+    if (e == 0 && fw->rq.fsync && fsync(fd) < 0) e = errno;
     if (close(fd) < 0 && e == 0) e = errno;
     if (e == 0 && renameat(pfd, tmp, pfd, leaf) < 0)
         e = errno == EACCES || errno == EPERM || errno == EXDEV ? -1 : errno;
     if (e != 0) unlinkat(pfd, tmp, 0);
-    if (e == 0 && fw->fsync) {
+    if (e == 0 && fw->rq.fsync) {
         int dfd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0 || fsync(dfd) < 0) e = errno;
         if (dfd >= 0) close(dfd);
@@ -396,20 +397,20 @@ static bool write_replace(struct fs_work *fw, const uint8_t *data, size_t n)
 static uint8_t *payload_decode(struct fs_work *fw, size_t *n, uint8_t **own, char *detail,
                                size_t dlen)
 {
-    size_t max = base64_decoded_max(fw->b64_len) + 1;
+    size_t max = base64_decoded_max(fw->rq.b64_len) + 1;
     uint8_t *data;
     *own = NULL;
     if (fw->b64_writable)
-        data = (uint8_t *)fw->b64;
+        data = (uint8_t *)fw->rq.b64;
     else
         data = *own = max >= BIGBUF_MIN ? bigbuf_alloc(max, NULL) : xmalloc(max);
-    if (base64_decode(fw->b64, fw->b64_len, data, n, detail, dlen) < 0) return NULL;
+    if (base64_decode(fw->rq.b64, fw->rq.b64_len, data, n, detail, dlen) < 0) return NULL;
     return data;
 }
 
 static void payload_free(struct fs_work *fw, uint8_t *own)
 {
-    if (own && base64_decoded_max(fw->b64_len) + 1 >= BIGBUF_MIN)
+    if (own && base64_decoded_max(fw->rq.b64_len) + 1 >= BIGBUF_MIN)
         bigbuf_free(own);
     else
         free(own);
@@ -427,7 +428,7 @@ static void do_write_file(struct fs_work *fw)
         payload_free(fw, own);
         return;
     }
-    if (fw->nofollow) fs_path_strip_slashes(fw->path);
+    if (fw->rq.nofollow) fs_path_strip_slashes(fw->rq.path);
     if (write_replace(fw, data, n)) {
         payload_free(fw, own);
         if (!fs_work_failed(fw)) buf_puts(&fw->out, "{}");
@@ -437,9 +438,9 @@ static void do_write_file(struct fs_work *fw)
      * sandboxed command left where the client writes would hold this pool thread (or
      * the policy's shared sandbox helper) until a reader came; it gets ENXIO. */
     int fd;
-    if (fw->nofollow) {
+    if (fw->rq.nofollow) {
         const char *leaf;
-        int pfd = open_parent_nofollow(fw->path, &leaf);
+        int pfd = open_parent_nofollow(fw->rq.path, &leaf);
         fd = pfd < 0
                  ? -1
                  : openat(pfd, leaf,
@@ -448,7 +449,7 @@ static void do_write_file(struct fs_work *fw)
         if (pfd >= 0) close(pfd);
         errno = e;
     } else {
-        fd = open(fw->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0666);
+        fd = open(fw->rq.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0666);
     }
     if (fd < 0) {
         fs_work_set_err(fw, errno);
@@ -457,7 +458,7 @@ static void do_write_file(struct fs_work *fw)
     }
     int e = write_all(fd, data, n);
     if (e) fs_work_set_err(fw, e);
-    if (!e && fw->fsync && fsync(fd) < 0) fs_work_set_err(fw, errno);
+    if (!e && fw->rq.fsync && fsync(fd) < 0) fs_work_set_err(fw, errno);
     if (close(fd) < 0 && !fs_work_failed(fw)) fs_work_set_err(fw, errno);
     payload_free(fw, own);
     if (!fs_work_failed(fw)) buf_puts(&fw->out, "{}");
@@ -467,14 +468,14 @@ static void do_write_file(struct fs_work *fw)
 
 static void do_create_dir(struct fs_work *fw)
 {
-    fs_path_strip_slashes(fw->path);
-    if (fw->nofollow) {
+    fs_path_strip_slashes(fw->rq.path);
+    if (fw->rq.nofollow) {
         int e = 0;
-        if (fw->recursive) {
-            e = -fs_tree_mkdir_all_nofollow(fw->path);
+        if (fw->rq.recursive) {
+            e = -fs_tree_mkdir_all_nofollow(fw->rq.path);
         } else {
             const char *leaf;
-            int pfd = open_parent_nofollow(fw->path, &leaf);
+            int pfd = open_parent_nofollow(fw->rq.path, &leaf);
             if (pfd < 0 || mkdirat(pfd, leaf, 0777) < 0) e = errno;
             if (pfd >= 0) close(pfd);
         }
@@ -484,10 +485,10 @@ static void do_create_dir(struct fs_work *fw)
             buf_puts(&fw->out, "{}");
         return;
     }
-    if (fw->recursive) {
-        int e = -fs_tree_mkdir_all(fw->path);
+    if (fw->rq.recursive) {
+        int e = -fs_tree_mkdir_all(fw->rq.path);
         if (e) fs_work_set_err(fw, e);
-    } else if (mkdir(fw->path, 0777) < 0) {
+    } else if (mkdir(fw->rq.path, 0777) < 0) {
         fs_work_set_err(fw, errno);
     }
     if (!fs_work_failed(fw)) buf_puts(&fw->out, "{}");
@@ -503,10 +504,10 @@ static void do_metadata(struct fs_work *fw)
 {
     struct statx sx;
     struct stat lst;
-    if (fw->nofollow) {
+    if (fw->rq.nofollow) {
         const char *leaf;
-        fs_path_strip_slashes(fw->path);
-        int pfd = open_parent_nofollow(fw->path, &leaf);
+        fs_path_strip_slashes(fw->rq.path);
+        int pfd = open_parent_nofollow(fw->rq.path, &leaf);
         if (pfd < 0) {
             fs_work_set_err(fw, errno);
             return;
@@ -524,11 +525,11 @@ static void do_metadata(struct fs_work *fw)
         }
         lst.st_mode = sx.stx_mode;
     } else {
-        if (statx(AT_FDCWD, fw->path, 0, STATX_BASIC_STATS | STATX_BTIME, &sx) < 0) {
+        if (statx(AT_FDCWD, fw->rq.path, 0, STATX_BASIC_STATS | STATX_BTIME, &sx) < 0) {
             fs_work_set_err(fw, errno);
             return;
         }
-        if (lstat(fw->path, &lst) < 0) {
+        if (lstat(fw->rq.path, &lst) < 0) {
             fs_work_set_err(fw, errno);
             return;
         }
@@ -569,7 +570,7 @@ static void put_uri(struct buf *b, const char *path, size_t len)
 
 static void do_canonicalize(struct fs_work *fw)
 {
-    char *r = realpath(fw->path, NULL);
+    char *r = realpath(fw->rq.path, NULL);
     if (!r) {
         fs_work_set_err(fw, errno);
         return;
@@ -584,7 +585,7 @@ static void do_canonicalize(struct fs_work *fw)
 
 static void do_read_dir(struct fs_work *fw)
 {
-    DIR *dir = opendir(fw->path);
+    DIR *dir = opendir(fw->rq.path);
     if (!dir) {
         fs_work_set_err(fw, errno);
         return;
@@ -628,13 +629,13 @@ static void do_read_dir(struct fs_work *fw)
 static void do_remove_nofollow(struct fs_work *fw)
 {
     const char *leaf;
-    fs_path_strip_slashes(fw->path);
-    int pfd = open_parent_nofollow(fw->path, &leaf);
+    fs_path_strip_slashes(fw->rq.path);
+    int pfd = open_parent_nofollow(fw->rq.path, &leaf);
     struct stat st;
     int e = 0;
     if (pfd < 0 || fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
         e = errno;
-    } else if (fw->recursive) {
+    } else if (fw->rq.recursive) {
         fs_work_set_msg(fw, FS_ERR_INTERNAL, "recursive no-follow removal is unsupported");
     } else if (S_ISLNK(st.st_mode)) {
         fs_work_set_msg(fw, FS_ERR_REFUSED, "path contains a symbolic link");
@@ -642,20 +643,20 @@ static void do_remove_nofollow(struct fs_work *fw)
         e = errno;
     }
     if (pfd >= 0) close(pfd);
-    if (e == ENOENT && fw->force) e = 0;
+    if (e == ENOENT && fw->rq.force) e = 0;
     if (e) fs_work_set_err(fw, e);
     if (!fs_work_failed(fw)) buf_puts(&fw->out, "{}");
 }
 
 static void do_remove(struct fs_work *fw)
 {
-    if (fw->nofollow) {
+    if (fw->rq.nofollow) {
         do_remove_nofollow(fw);
         return;
     }
     struct stat st;
-    if (lstat(fw->path, &st) < 0) {
-        if (errno == ENOENT && fw->force) {
+    if (lstat(fw->rq.path, &st) < 0) {
+        if (errno == ENOENT && fw->rq.force) {
             buf_puts(&fw->out, "{}");
             return;
         }
@@ -664,14 +665,14 @@ static void do_remove(struct fs_work *fw)
     }
     int e = 0;
     if (S_ISDIR(st.st_mode)) {
-        if (fw->recursive)
-            e = -fs_tree_remove_at(AT_FDCWD, fw->path);
-        else if (rmdir(fw->path) < 0)
+        if (fw->rq.recursive)
+            e = -fs_tree_remove_at(AT_FDCWD, fw->rq.path);
+        else if (rmdir(fw->rq.path) < 0)
             e = errno;
-    } else if (unlink(fw->path) < 0) {
+    } else if (unlink(fw->rq.path) < 0) {
         e = errno;
     }
-    if (e == ENOENT && fw->force) e = 0;
+    if (e == ENOENT && fw->rq.force) e = 0;
     if (e)
         fs_work_set_err(fw, e);
     else
@@ -683,27 +684,27 @@ static void do_remove(struct fs_work *fw)
 static void do_copy(struct fs_work *fw)
 {
     struct stat st;
-    if (lstat(fw->path, &st) < 0) {
+    if (lstat(fw->rq.path, &st) < 0) {
         fs_work_set_err(fw, errno);
         return;
     }
     int e = 0;
     if (S_ISREG(st.st_mode)) {
-        e = -fs_tree_copy_file(fw->path, fw->path2);
+        e = -fs_tree_copy_file(fw->rq.path, fw->rq.path2);
     } else if (S_ISLNK(st.st_mode)) {
-        e = -fs_tree_copy_link(fw->path, fw->path2);
+        e = -fs_tree_copy_link(fw->rq.path, fw->rq.path2);
     } else if (S_ISDIR(st.st_mode)) {
-        if (!fw->recursive) {
+        if (!fw->rq.recursive) {
             fs_work_set_msg(fw, FS_ERR_REFUSED,
                             "fs/copy requires recursive: true when sourcePath is a directory");
             return;
         }
-        char *s = realpath(fw->path, NULL);
+        char *s = realpath(fw->rq.path, NULL);
         if (!s) {
             fs_work_set_err(fw, errno);
             return;
         }
-        char *d = fs_tree_resolve_existing_prefix(fw->path2);
+        char *d = fs_tree_resolve_existing_prefix(fw->rq.path2);
         size_t sl = strlen(s);
         bool inside = d && strncmp(d, s, sl) == 0 &&
                       (d[sl] == '\0' || d[sl] == '/' || (sl == 1 && s[0] == '/'));
@@ -714,9 +715,9 @@ static void do_copy(struct fs_work *fw)
                             "fs/copy cannot copy a directory to itself or one of its descendants");
             return;
         }
-        fs_path_strip_slashes(fw->path2);
-        e = -fs_tree_mkdir_all(fw->path2);
-        if (!e) e = -fs_tree_copy(fw->path, fw->path2);
+        fs_path_strip_slashes(fw->rq.path2);
+        e = -fs_tree_mkdir_all(fw->rq.path2);
+        if (!e) e = -fs_tree_copy(fw->rq.path, fw->rq.path2);
     } else {
         fs_work_set_msg(fw, FS_ERR_REFUSED,
                         "fs/copy only supports regular files, directories, and symlinks");
@@ -732,12 +733,12 @@ static void do_copy(struct fs_work *fw)
 
 static void do_open(struct fs_work *fw)
 {
-    if (!fw->replace) {
-        fw->fd = open_regular(fw, fw->path);
+    if (!fw->rq.replace) {
+        fw->fd = open_regular(fw, fw->rq.path);
         return;
     }
     /* O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking. */
-    int fd = open(fw->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0666);
+    int fd = open(fw->rq.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0666);
     if (fd < 0) {
         fs_work_set_err(fw, errno);
         return;
@@ -749,7 +750,7 @@ static void do_open(struct fs_work *fw)
         return;
     }
     if (!S_ISREG(st.st_mode)) {
-        not_a_file(fw, fw->path);
+        not_a_file(fw, fw->rq.path);
         close(fd);
         return;
     }
@@ -838,12 +839,12 @@ static void do_discover(struct fs_work *fw)
         fs_work_set_err(fw, ENOSYS);
         return;
     }
-    discover_scan(fw->path, fw->path2 ? fw->path2 : "", &fw->out);
+    discover_scan(fw->rq.path, fw->rq.path2 ? fw->rq.path2 : "", &fw->out);
 }
 
 void fs_ops_run(struct fs_work *fw)
 {
-    switch (fw->op) {
+    switch (fw->rq.op) {
     case OP_READ_FILE: do_read_file(fw); break;
     case OP_WRITE_FILE: do_write_file(fw); break;
     case OP_CREATE_DIR: do_create_dir(fw); break;
@@ -853,9 +854,9 @@ void fs_ops_run(struct fs_work *fw)
     case OP_REMOVE: do_remove(fw); break;
     case OP_COPY: do_copy(fw); break;
     case OP_WALK: {
-        struct fs_walk_opts o = {fw->max_depth, fw->max_dirs, fw->max_entries, fw->follow_dir_links,
-                                 fw->prune_hidden};
-        int e = fs_walk(fw->path, &o, &fw->out);
+        struct fs_walk_opts o = {fw->rq.max_depth, fw->rq.max_dirs, fw->rq.max_entries,
+                                 fw->rq.follow_dir_links, fw->rq.prune_hidden};
+        int e = fs_walk(fw->rq.path, &o, &fw->out);
         if (e) fs_work_set_err(fw, e);
         break;
     }
@@ -863,5 +864,6 @@ void fs_ops_run(struct fs_work *fw)
     case OP_READ_BLOCK: do_read_block(fw); break;
     case OP_WRITE_BLOCK: do_write_block(fw); break;
     case OP_DISCOVER: do_discover(fw); break;
+    case FS_OP_COUNT: fs_work_set_err(fw, ENOSYS); break; /* no operation */
     }
 }

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "fs/fs_watch.h"
-#include "fs/sandbox_helper.h"
+#include "fs/fs_helper_pool.h"
 #include "proto/uri.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
@@ -42,7 +42,7 @@ static void fs_session_ended(struct session *s)
 {
     fs_watch_table_destroy(session_part(s, &fs_session_part));
     session_set_part(s, &fs_session_part, NULL);
-    sandbox_helper_release_owner(s->id);
+    fs_helper_pool_release_owner(s->id);
 }
 
 const struct session_part_ops fs_session_part = {.ended = fs_session_ended};

@@ -8,7 +8,7 @@
 struct session_part_ops;
 
 /* What fs keeps per session as a session part (session.h): its watches, and its
- * share of the warm sandbox helpers (fs/sandbox_helper.h), both ended with it. */
+ * share of the warm sandbox helpers (fs/fs_helper_pool.h), both ended with it. */
 extern const struct session_part_ops fs_session_part;
 
 extern const struct rpc_method fs_watch_methods[];

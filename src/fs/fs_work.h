@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "fs/fs_request.h"
 #include "util/buf.h"
 
 #define FS_HANDLE_ID_MAX 32
@@ -33,22 +34,6 @@ struct fs_handle {
     char *path; /* the file it was opened on, for the audit records (fs_audit.h), or NULL */
 };
 
-enum fs_op {
-    OP_READ_FILE,
-    OP_WRITE_FILE,
-    OP_CREATE_DIR,
-    OP_METADATA,
-    OP_CANONICALIZE,
-    OP_READ_DIR,
-    OP_REMOVE,
-    OP_COPY,
-    OP_WALK,
-    OP_OPEN,
-    OP_READ_BLOCK,
-    OP_WRITE_BLOCK,
-    OP_DISCOVER, /* capabilityRoots/discoverV1, one root (capability_roots.h) */
-};
-
 /* What kind of failure a message reports; fs_methods.c, which replies, gives each its
  * JSON-RPC code. */
 enum fs_err_kind {
@@ -60,21 +45,13 @@ enum fs_err_kind {
 struct fs_work {
     uv_work_t w;
     struct rpc_req *req;
-    enum fs_op op;
-    char *path, *path2;
-    size_t path_len, path2_len;
-    bool recursive, force;
-    bool nofollow; /* followSymlinks:false (PROTOCOL.md section 6.13) */
-    /* writeFile dataBase64, writeBlock chunk: borrowed from the request (or the
-     * sandbox helper's request frame), which outlives the work */
-    const char *b64;
-    size_t b64_len;
-    bool fsync;           /* ours: fsync the file (and its directory) before replying */
+    /* What to do, as the handler validated it: all that crosses to the sandboxed
+     * helper (fs_request.h). nofollow is followSymlinks:false (PROTOCOL.md section
+     * 6.13), fsync ours (the file and its directory before the reply), replace
+     * fs/open's mode "replace". */
+    struct fs_request rq;
     uint64_t audit_bytes; /* the payload's decoded size, for its audit record */
-    bool b64_writable;    /* the request's own copy: may be decoded in place */
-    /* walk */
-    uint64_t max_depth, max_dirs, max_entries;
-    bool follow_dir_links, prune_hidden;
+    bool b64_writable;    /* rq.b64 is the request's own copy: may be decoded in place */
     /* open / readBlock */
     char hid[FS_HANDLE_ID_MAX + 1];
     size_t hid_len;
@@ -96,8 +73,8 @@ struct fs_work {
     int err;               /* errno to report, or 0 */
     enum fs_err_kind kind; /* when msg is set */
     char *msg;             /* validation error text */
-    /* sandboxed: run in the session's helper for this policy (fs/sandbox_helper.h) */
-    struct fs_sandbox *sb; /* the sandbox to run in (sandbox_helper.h), or NULL: owned by
+    /* sandboxed: run in the session's helper for this policy (fs/fs_helper_pool.h) */
+    struct fs_sandbox *sb; /* the sandbox to run in (fs_helper_pool.h), or NULL: owned by
                               fs_methods.c's work, borrowed by capability discovery's */
     char sb_owner[40];     /* the session id (of every request: the audit records') */
 };

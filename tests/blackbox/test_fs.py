@@ -322,6 +322,62 @@ def test_rename(srv):
     shutil.rmtree(d)
 
 
+@ours_only
+def test_set_permissions(srv):
+    """fs/setPermissions (ours, fsPermissions): the mode changes on disk as chmod(2) would
+    change it (through a symlink to its target; set-id and sticky bits too) and
+    fs/getMetadata reports it; bad input is refused, in the fs methods' words, and changes
+    nothing."""
+    s = srv.session()
+    d = tmpdir()
+    f = d + "/f"
+    with open(f, "w") as fh:
+        fh.write("x")
+    os.chmod(f, 0o644)
+    mode = lambda p: stat.S_IMODE(os.stat(p).st_mode)
+    assert s.call("fs/setPermissions", {"path": uri(f), "mode": 0o755}) == {}
+    assert mode(f) == 0o755
+    assert s.call("fs/getMetadata", {"path": uri(f)})["mode"] == 0o755
+    assert s.call("fs/setPermissions", {"path": uri(f), "mode": 0}) == {}
+    assert mode(f) == 0
+    # a link: its target changes, the link stays a link
+    os.symlink("f", d + "/l")
+    assert s.call("fs/setPermissions", {"path": uri(d + "/l"), "mode": 0o600}) == {}
+    assert mode(f) == 0o600 and os.path.islink(d + "/l")
+    # every permission bit, on a directory
+    os.mkdir(d + "/dir")
+    assert s.call("fs/setPermissions", {"path": uri(d + "/dir"), "mode": 0o3775}) == {}
+    assert mode(d + "/dir") == 0o3775
+    # refused: what is not a mode, what is missing, what is not there; the file keeps 0600
+    for params, want in [
+            ({"path": uri(f), "mode": 0o10000}, (-32602, "mode must be permission bits (0-4095)")),
+            ({"path": uri(f), "mode": -1}, -32602),
+            ({"path": uri(f), "mode": "755"}, -32602),
+            ({"path": uri(f), "mode": 1.5}, -32602),
+            ({"path": uri(f)}, (-32602, "missing field `mode`")),
+            ({"mode": 0o700}, (-32602, "missing field `path`")),
+            ({"path": "f", "mode": 0o700}, (-32602, "invalid URI: relative URL without a base")),
+            ({"path": uri(d + "/missing"), "mode": 0o700}, ENOENT),
+            ({"path": uri(f + "/below"), "mode": 0o700},
+             (-32603, "Not a directory (os error 20)"))]:
+        got = s.error("fs/setPermissions", params)
+        if isinstance(want, int):
+            assert got[0] == want, (params, got)
+        else:
+            assert got == want, (params, got)
+        assert mode(f) == 0o600, params
+    assert not os.path.exists(d + "/missing")
+    caps = s.call("environment/info")["capabilities"]
+    assert caps.get("fsPermissions") is True, caps
+    s.close()
+    # before initialize: the gate, and nothing changes
+    s = srv.session(init=False)
+    assert s.error("fs/setPermissions", {"path": uri(f), "mode": 0o777})[0] == -32600
+    assert mode(f) == 0o600
+    s.close()
+    shutil.rmtree(d)
+
+
 def test_copy(srv):
     s = srv.session()
     d = tmpdir()

@@ -198,6 +198,40 @@ def test_large_payloads_through_the_helper(srv):
     t.cleanup()
 
 
+def test_set_permissions_refused_sandboxed(srv):
+    """fs/setPermissions takes no sandbox (PROTOCOL.md §11 (h)): one whose writable roots
+    leave the file out, one that denies it, and even one that would let it be written
+    are all refused, never run unconfined, and the file keeps its mode. The reference has
+    no such method: it refuses them all too."""
+    t = Tree()
+    s = srv.session()
+    secret = t.ws + "/secret"
+    os.makedirs(secret)
+    with open(secret + "/k", "w") as fh:
+        fh.write("k")
+    os.chmod(secret + "/k", 0o600)
+    deny = policy([entry("root"), entry("project_roots", access="write"),
+                   entry(path=secret, access="none")], cwd=t.ws, roots=[t.ws])
+    ro = policy([entry("root")], cwd=t.ws, roots=[t.ws])
+    for path, sb in [(t.out + "/f", t.sb),         # outside the writable roots
+                     (t.ws + "/work/f", ro),       # nothing writable
+                     (secret + "/k", deny),        # denied
+                     (t.ws + "/work/f", t.sb)]:    # writable: refused all the same
+        before = stat.S_IMODE(os.stat(path).st_mode)
+        code, msg = s.error("fs/setPermissions", {"path": uri(path), "mode": 0o777,
+                                                  "sandbox": sb})
+        if IS_REF:
+            assert code == -32601, (path, code, msg)
+        else:
+            assert (code, msg) == (
+                -32602, "fs/setPermissions cannot run sandboxed; send it without a sandbox"), msg
+        assert stat.S_IMODE(os.stat(path).st_mode) == before, path
+    t.unchanged(t.out)
+    t.unchanged(t.ws + "/work")
+    s.close()
+    t.cleanup()
+
+
 def test_fs_reads(srv):
     t = Tree()
     s = srv.session()

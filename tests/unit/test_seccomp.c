@@ -4,7 +4,8 @@
  * tries: what each decides, and that every number is decided in a short path (the
  * rules behind a binary search, not one chain: the kernel emulates the path of every
  * number when it installs a filter). The escape suite checks the installed filter of
- * live sandboxes against the reference's; this checks the program itself. */
+ * live sandboxes against the reference's; this checks the program itself, and that
+ * the fs helper's allows every call its operations make (fs/fs_request.h's table). */
 #include <errno.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
@@ -23,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "fs/fs_request.h"
 #include "sandbox/seccomp.h"
 
 struct data {
@@ -154,6 +156,54 @@ static void fs_helper(void **state)
     assert_int_equal(call(&p, 1000, 0, 0, 0, 0), ERR(ENOSYS));
 }
 
+/* Whether the fs helper's programs let nr through (allowed, or notified to the init,
+ * which decides): the name says which entry of the table wants it. */
+static void helper_allows(const struct seccomp_prog *progs, size_t n, const char *who, int nr)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t r = call(&progs[i], (uint32_t)nr, 0, 0, 0, 0);
+        if (r != ALLOW && r != SECCOMP_RET_USER_NOTIF)
+            fail_msg("%s needs system call %d, which the fs helper's allowlist (%zu) answers "
+                     "%#x: add it to fs_helper_allow in src/sandbox/seccomp.c",
+                     who, nr, i, r);
+    }
+}
+
+/* Each operation the fs helper serves (fs_op_table.c) names the system calls it makes,
+ * and the helper's filter allows every one, with and without the init's notifications:
+ * a call missing there would fail a client's request with ENOSYS. */
+static void fs_helper_allows_its_operations(void **state)
+{
+    (void)state;
+    static struct seccomp_prog progs[3];
+    assert_int_equal(seccomp_build_fs_helper(0, &progs[0]), 0);
+    assert_int_equal(
+        seccomp_build_fs_helper(SECCOMP_BROKER_READS | SECCOMP_BROKER_WRITES, &progs[1]), 0);
+    assert_int_equal(
+        seccomp_build_fs_helper(SECCOMP_BROKER_WRITES | SECCOMP_NO_NAMESPACES | SECCOMP_SIGNALS,
+                                &progs[2]),
+        0);
+    for (const int *c = fs_op_helper_loop_calls; *c >= 0; c++)
+        helper_allows(progs, 3, "the helper's loop", *c);
+    int served = 0;
+    for (uint32_t op = 0; op < FS_OP_COUNT; op++) {
+        const struct fs_op_info *info = fs_op_info(op);
+        if (!info) fail_msg("fs operation %u has no entry in src/fs/fs_op_table.c", op);
+        assert_true(info->calls && info->calls[0] >= 0);
+        if (!info->helper) continue;
+        served++;
+        for (const int *c = info->calls; *c >= 0; c++)
+            helper_allows(progs, 3, info->name, *c);
+    }
+    assert_true(served >= 10);
+    /* handle I/O is the daemon's, and a number past the table no operation */
+    assert_false(fs_op_helper_serves(OP_READ_BLOCK));
+    assert_false(fs_op_helper_serves(OP_WRITE_BLOCK));
+    assert_true(fs_op_helper_serves(OP_DISCOVER));
+    assert_null(fs_op_info(FS_OP_COUNT));
+    assert_false(fs_op_helper_serves(UINT32_MAX));
+}
+
 /* Every number's path is short: the kernel runs each one's when it installs the
  * filter, and the one chain was a path of up to 150 instructions per number. */
 static void paths_are_short(void **state)
@@ -181,9 +231,8 @@ static void paths_are_short(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(restricted),
-        cmocka_unit_test(network_enabled),
-        cmocka_unit_test(fs_helper),
+        cmocka_unit_test(restricted),      cmocka_unit_test(network_enabled),
+        cmocka_unit_test(fs_helper),       cmocka_unit_test(fs_helper_allows_its_operations),
         cmocka_unit_test(paths_are_short),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

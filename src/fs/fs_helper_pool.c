@@ -1,4 +1,4 @@
-/* sandbox_helper: a pool of warm sandbox helpers keyed by policy text (fs_sandbox).
+/* fs_helper_pool: a pool of warm sandboxed fs helpers keyed by policy text (fs_sandbox).
  *
  * A helper is started like any sandboxed child (process/spawn, in namespaces of
  * its own with the policy's view, Landlock, no capabilities and the seccomp
@@ -15,7 +15,7 @@
  * whoever drops the last reference after it has been retired (session end, death,
  * eviction): retiring kills the process at once, so a thread blocked on the socket
  * wakes with EOF. */
-#include "fs/sandbox_helper.h"
+#include "fs/fs_helper_pool.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -47,8 +47,8 @@
 #define HELPERS_PER_POLICY 2 /* concurrent requests with one policy run in parallel */
 #define DEAD_OWNERS 64
 
-struct sb_helper {
-    struct sb_helper *next;
+struct fs_helper {
+    struct fs_helper *next;
     char *policy;            /* owned: the key of the sandbox it was started with */
     pid_t pid;               /* its sandbox init: killing it ends the helper */
     int fd;                  /* our end of the socketpair */
@@ -64,17 +64,17 @@ struct sb_helper {
 };
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct sb_helper *pool;
+static struct fs_helper *pool;
 static unsigned long long pool_clock;
 static char dead_owners[DEAD_OWNERS][40];
 static int dead_next;
 
-int sandbox_frame_send(int fd, const void *p, size_t n, int pass_fd)
+int fs_helper_frame_send(int fd, const void *p, size_t n, int pass_fd)
 {
     return fdframe_send(fd, p, n, &pass_fd, pass_fd >= 0 ? 1 : 0);
 }
 
-int sandbox_frame_recv(int fd, struct buf *out, int *fd_out)
+int fs_helper_frame_recv(int fd, struct buf *out, int *fd_out)
 {
     int got[1], n = 0;
     int rc = fdframe_recv(fd, out, got, 1, &n);
@@ -87,7 +87,7 @@ int sandbox_frame_recv(int fd, struct buf *out, int *fd_out)
 
 /* ---- helper processes ------------------------------------------------------------------ */
 
-static void helper_destroy(struct sb_helper *h)
+static void helper_destroy(struct fs_helper *h)
 {
     kill(h->pid, SIGKILL);
     close(h->fd);
@@ -104,19 +104,19 @@ static void helper_destroy(struct sb_helper *h)
 }
 
 /* Drops a reference (pool_lock held); returns the helper when it must be freed. */
-static struct sb_helper *unref_locked(struct sb_helper *h)
+static struct fs_helper *unref_locked(struct fs_helper *h)
 {
     return --h->refs == 0 ? h : NULL;
 }
 
 /* Unlinks and kills h (pool_lock held). */
-static struct sb_helper *retire_locked(struct sb_helper *h)
+static struct fs_helper *retire_locked(struct fs_helper *h)
 {
     if (h->retired) return NULL;
     h->retired = true;
     kill(h->pid, SIGKILL);
     if (h->transient) return NULL; /* not in the pool: the call's reference frees it */
-    for (struct sb_helper **pp = &pool; *pp; pp = &(*pp)->next) {
+    for (struct fs_helper **pp = &pool; *pp; pp = &(*pp)->next) {
         if (*pp == h) {
             *pp = h->next;
             break;
@@ -131,11 +131,11 @@ static int start_failed(int err, char *why, size_t n)
 {
     if (err == -EMFILE || err == -ENFILE || err == -ENOMEM || err == -EAGAIN || err == -ENOSPC) {
         snprintf(why, n, "cannot start the filesystem sandbox helper: %s", strerror(-err));
-        return SB_CALL_NO_RESOURCES;
+        return FS_HELPER_CALL_NO_RESOURCES;
     }
     snprintf(why, n, "filesystem sandbox cannot be enforced on this executor%s",
              sandbox_host_refusal());
-    return SB_CALL_UNENFORCEABLE;
+    return FS_HELPER_CALL_UNENFORCEABLE;
 }
 
 int fs_sandbox_decode(json_t *sandbox, bool reads, bool writes, struct fs_sandbox **out,
@@ -164,11 +164,11 @@ void fs_sandbox_free(struct fs_sandbox *sb)
 }
 
 /* Starts a helper confined to sb. Returns NULL with *rc set (and why filled). */
-static struct sb_helper *helper_start(const struct fs_sandbox *sb, int *rc, char *why, size_t whyn)
+static struct fs_helper *helper_start(const struct fs_sandbox *sb, int *rc, char *why, size_t whyn)
 {
     if (sb->pol.refusal) {
         snprintf(why, whyn, "%s", sb->pol.refusal);
-        *rc = SB_CALL_REFUSED;
+        *rc = FS_HELPER_CALL_REFUSED;
         return NULL;
     }
     const struct sandbox_policy *pol = &sb->pol;
@@ -177,7 +177,7 @@ static struct sb_helper *helper_start(const struct fs_sandbox *sb, int *rc, char
         return NULL;
     }
     int sv[2] = {-1, -1}, devnull = -1;
-    struct sb_helper *h = NULL;
+    struct fs_helper *h = NULL;
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
         (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
         *rc = start_failed(-errno, why, whyn);
@@ -220,7 +220,7 @@ static struct sb_helper *helper_start(const struct fs_sandbox *sb, int *rc, char
     pthread_mutex_init(&h->io, NULL);
     struct buf ans;
     buf_init(&ans);
-    *rc = sandbox_frame_recv(h->fd, &ans, NULL);
+    *rc = fs_helper_frame_recv(h->fd, &ans, NULL);
     bool ok = !*rc && ans.len == 2 && memcmp(ans.data, "ok", 2) == 0;
     buf_free(&ans);
     if (!ok) {
@@ -243,7 +243,7 @@ static bool owner_dead_locked(const char *owner)
     return false;
 }
 
-static void add_owner_locked(struct sb_helper *h, const char *owner)
+static void add_owner_locked(struct fs_helper *h, const char *owner)
 {
     for (size_t i = 0; i < h->nowners; i++)
         if (!strcmp(h->owners[i], owner)) return;
@@ -252,19 +252,19 @@ static void add_owner_locked(struct sb_helper *h, const char *owner)
 }
 
 /* Finds or starts the helper, returning it with a reference held. */
-static struct sb_helper *helper_get(const char *owner, const struct fs_sandbox *sb, int *rc,
+static struct fs_helper *helper_get(const char *owner, const struct fs_sandbox *sb, int *rc,
                                     char *why, size_t whyn)
 {
     const char *policy = sb->key;
     pthread_mutex_lock(&pool_lock);
     if (owner_dead_locked(owner)) {
         pthread_mutex_unlock(&pool_lock);
-        *rc = SB_CALL_CLOSED;
+        *rc = FS_HELPER_CALL_CLOSED;
         return NULL;
     }
     int total = 0, same = 0;
-    struct sb_helper *lru = NULL, *idle = NULL, *busy = NULL;
-    for (struct sb_helper *h = pool; h; h = h->next) {
+    struct fs_helper *lru = NULL, *idle = NULL, *busy = NULL;
+    for (struct fs_helper *h = pool; h; h = h->next) {
         total++;
         if (!strcmp(h->policy, policy)) {
             same++;
@@ -278,7 +278,7 @@ static struct sb_helper *helper_get(const char *owner, const struct fs_sandbox *
     }
     /* Reuse an idle helper; when all are busy, queue on the least loaded one unless
      * the key may have one more (concurrent requests then run in parallel). */
-    struct sb_helper *pick = idle ? idle : same >= HELPERS_PER_POLICY ? busy : NULL;
+    struct fs_helper *pick = idle ? idle : same >= HELPERS_PER_POLICY ? busy : NULL;
     if (pick) {
         pick->refs++;
         pick->used = ++pool_clock;
@@ -287,18 +287,18 @@ static struct sb_helper *helper_get(const char *owner, const struct fs_sandbox *
         return pick;
     }
     /* Bound the helpers the server keeps: evict the least recently used idle one. */
-    struct sb_helper *dead = total >= HELPERS_MAX && lru ? retire_locked(lru) : NULL;
+    struct fs_helper *dead = total >= HELPERS_MAX && lru ? retire_locked(lru) : NULL;
     pthread_mutex_unlock(&pool_lock);
     if (dead) helper_destroy(dead);
 
     /* Started outside the lock: a slow start must not stall other sessions. */
-    struct sb_helper *h = helper_start(sb, rc, why, whyn);
+    struct fs_helper *h = helper_start(sb, rc, why, whyn);
     if (!h) return NULL;
     pthread_mutex_lock(&pool_lock);
     if (owner_dead_locked(owner)) {
         pthread_mutex_unlock(&pool_lock);
         helper_destroy(h);
-        *rc = SB_CALL_CLOSED;
+        *rc = FS_HELPER_CALL_CLOSED;
         return NULL;
     }
     add_owner_locked(h, owner);
@@ -307,7 +307,7 @@ static struct sb_helper *helper_get(const char *owner, const struct fs_sandbox *
      * serves this call, and joins the pool only while the key is below its bound;
      * otherwise it is retired and dies when the call drops it. */
     same = 0;
-    for (struct sb_helper *o = pool; o; o = o->next)
+    for (struct fs_helper *o = pool; o; o = o->next)
         if (!strcmp(o->policy, policy)) same++;
     if (same < HELPERS_PER_POLICY) {
         h->next = pool;
@@ -322,7 +322,7 @@ static struct sb_helper *helper_get(const char *owner, const struct fs_sandbox *
 
 /* Whether a helper died while it sat idle: its socket is readable (EOF) or hung up
  * before we asked anything. */
-static bool helper_gone(const struct sb_helper *h)
+static bool helper_gone(const struct fs_helper *h)
 {
     struct pollfd p = {h->fd, POLLIN, 0};
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR));
@@ -336,28 +336,28 @@ static long long mono_ms(void)
 }
 
 /* Drops the call's reference; retires h first when asked. */
-static void helper_put(struct sb_helper *h, bool retire)
+static void helper_put(struct fs_helper *h, bool retire)
 {
-    struct sb_helper *dead = NULL;
+    struct fs_helper *dead = NULL;
     pthread_mutex_lock(&pool_lock);
     h->idle_since = mono_ms();
     if (retire) dead = retire_locked(h);
-    struct sb_helper *last = unref_locked(h);
+    struct fs_helper *last = unref_locked(h);
     pthread_mutex_unlock(&pool_lock);
     if (dead && dead != last) helper_destroy(dead);
     if (last) helper_destroy(last);
 }
 
-int sandbox_helper_call(const char *owner, const struct fs_sandbox *sb, const void *req,
+int fs_helper_pool_call(const char *owner, const struct fs_sandbox *sb, const void *req,
                         size_t req_len, struct buf *reply, int *fd_out, char *why, size_t whyn)
 {
     *fd_out = -1;
     why[0] = 0;
     for (int attempt = 0;; attempt++) {
         int rc = 0;
-        struct sb_helper *h = helper_get(owner, sb, &rc, why, whyn);
+        struct fs_helper *h = helper_get(owner, sb, &rc, why, whyn);
         if (!h) {
-            if (rc != SB_CALL_CLOSED) log_warn("sandbox helper unavailable: %s", why);
+            if (rc != FS_HELPER_CALL_CLOSED) log_warn("sandbox helper unavailable: %s", why);
             return rc;
         }
         pthread_mutex_lock(&h->io);
@@ -368,27 +368,27 @@ int sandbox_helper_call(const char *owner, const struct fs_sandbox *sb, const vo
             helper_put(h, true);
             if (attempt == 0) continue;
             snprintf(why, whyn, "sandbox helper exited before the request");
-            return SB_CALL_DIED;
+            return FS_HELPER_CALL_DIED;
         }
-        rc = h->retired ? -EPIPE : sandbox_frame_send(h->fd, req, req_len, -1);
-        if (!rc) rc = sandbox_frame_recv(h->fd, reply, fd_out);
+        rc = h->retired ? -EPIPE : fs_helper_frame_send(h->fd, req, req_len, -1);
+        if (!rc) rc = fs_helper_frame_recv(h->fd, reply, fd_out);
         pthread_mutex_unlock(&h->io);
         /* A broken exchange leaves the socket unusable. */
         helper_put(h, rc != 0);
-        return rc ? SB_CALL_DIED : 0;
+        return rc ? FS_HELPER_CALL_DIED : 0;
     }
 }
 
-void sandbox_helper_release_owner(const char *owner)
+void fs_helper_pool_release_owner(const char *owner)
 {
-    struct sb_helper *dead[HELPERS_MAX + 8];
+    struct fs_helper *dead[HELPERS_MAX + 8];
     int nd = 0;
     pthread_mutex_lock(&pool_lock);
     snprintf(dead_owners[dead_next], sizeof dead_owners[0], "%s", owner);
     dead_next = (dead_next + 1) % DEAD_OWNERS;
-    struct sb_helper *h = pool;
+    struct fs_helper *h = pool;
     while (h) {
-        struct sb_helper *next = h->next;
+        struct fs_helper *next = h->next;
         for (size_t i = 0; i < h->nowners; i++) {
             if (strcmp(h->owners[i], owner)) continue;
             free(h->owners[i]);
@@ -396,7 +396,7 @@ void sandbox_helper_release_owner(const char *owner)
             break;
         }
         if (h->nowners == 0) {
-            struct sb_helper *d = retire_locked(h);
+            struct fs_helper *d = retire_locked(h);
             if (d && nd < (int)(sizeof dead / sizeof dead[0])) dead[nd++] = d;
         }
         h = next;
@@ -406,28 +406,28 @@ void sandbox_helper_release_owner(const char *owner)
         helper_destroy(dead[i]);
 }
 
-int sandbox_helper_pid(const char *owner, const char *policy_json)
+int fs_helper_pool_pid(const char *owner, const char *policy_json)
 {
     (void)owner;
     int pid = -1;
     pthread_mutex_lock(&pool_lock);
-    for (struct sb_helper *h = pool; h; h = h->next)
+    for (struct fs_helper *h = pool; h; h = h->next)
         if (!strcmp(h->policy, policy_json)) pid = h->pid;
     pthread_mutex_unlock(&pool_lock);
     return pid;
 }
 
-int sandbox_helper_sweep(int idle_ms)
+int fs_helper_pool_sweep(int idle_ms)
 {
-    struct sb_helper *dead[HELPERS_MAX + 8];
+    struct fs_helper *dead[HELPERS_MAX + 8];
     int nd = 0, left = 0;
     long long now = mono_ms();
     pthread_mutex_lock(&pool_lock);
-    struct sb_helper *h = pool;
+    struct fs_helper *h = pool;
     while (h) {
-        struct sb_helper *next = h->next;
+        struct fs_helper *next = h->next;
         if (h->refs == 1 && now - h->idle_since >= idle_ms) {
-            struct sb_helper *d = retire_locked(h);
+            struct fs_helper *d = retire_locked(h);
             if (d && nd < (int)(sizeof dead / sizeof dead[0])) dead[nd++] = d;
         } else {
             left++;
@@ -440,11 +440,11 @@ int sandbox_helper_sweep(int idle_ms)
     return left;
 }
 
-int sandbox_helper_count(void)
+int fs_helper_pool_count(void)
 {
     int n = 0;
     pthread_mutex_lock(&pool_lock);
-    for (struct sb_helper *h = pool; h; h = h->next)
+    for (struct fs_helper *h = pool; h; h = h->next)
         n++;
     pthread_mutex_unlock(&pool_lock);
     return n;

@@ -1,4 +1,4 @@
-/* sandbox_helper: the daemon side of the sandboxed fs helper processes.
+/* fs_helper_pool: the daemon side of the sandboxed fs helper processes.
  *
  * A helper is a sandboxed child of the spawner that does not exec anything: once
  * confined by the policy it serves fs requests over a socketpair (fs_helper_run). A
@@ -11,8 +11,8 @@
  *
  * The wire between daemon and helper: frames (util/fdframe). The helper first
  * says "ok"; then request/reply frames, a reply may carry one fd for fs/open. */
-#ifndef EXEC_FS_SANDBOX_HELPER_H
-#define EXEC_FS_SANDBOX_HELPER_H
+#ifndef EXEC_FS_FS_HELPER_POOL_H
+#define EXEC_FS_FS_HELPER_POOL_H
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -22,15 +22,15 @@
 #include "sandbox/policy.h"
 #include "util/buf.h"
 
-#define SB_FRAME_MAX (1u << 30)
+#define FS_HELPER_FRAME_MAX (1u << 30)
 
-/* Outcomes of sandbox_helper_call besides 0. */
+/* Outcomes of fs_helper_pool_call besides 0. */
 enum {
-    SB_CALL_UNENFORCEABLE = -1001, /* this host cannot sandbox (why says so) */
-    SB_CALL_DIED = -1002,          /* the helper died during the request */
-    SB_CALL_CLOSED = -1003,        /* the session is gone */
-    SB_CALL_NO_RESOURCES = -1004,  /* the helper could not start: something ran out */
-    SB_CALL_REFUSED = -1005,       /* the policy cannot be enforced on this tree */
+    FS_HELPER_CALL_UNENFORCEABLE = -1001, /* this host cannot sandbox (why says so) */
+    FS_HELPER_CALL_DIED = -1002,          /* the helper died during the request */
+    FS_HELPER_CALL_CLOSED = -1003,        /* the session is gone */
+    FS_HELPER_CALL_NO_RESOURCES = -1004,  /* the helper could not start: something ran out */
+    FS_HELPER_CALL_REFUSED = -1005,       /* the policy cannot be enforced on this tree */
 };
 
 /* A sandbox the fs helpers enforce: the request's policy, parsed once where the
@@ -53,26 +53,26 @@ void fs_sandbox_free(struct fs_sandbox *sb);
 
 /* Runs one request frame for session owner in the helper for sb, starting it when
  * needed. On 0 the reply frame is appended to *reply and *fd_out holds a
- * received fd (caller owns it) or -1. On failure returns an SB_CALL_* code with a
+ * received fd (caller owns it) or -1. On failure returns an FS_HELPER_CALL_* code with a
  * message for the client in why. Blocking; thread-safe. */
-int sandbox_helper_call(const char *owner, const struct fs_sandbox *sb, const void *req,
+int fs_helper_pool_call(const char *owner, const struct fs_sandbox *sb, const void *req,
                         size_t req_len, struct buf *reply, int *fd_out, char *why, size_t whyn);
 
 /* A session ended: it uses its helpers no more (those no other session uses are
  * killed) and gets no new ones. */
-void sandbox_helper_release_owner(const char *owner);
+void fs_helper_pool_release_owner(const char *owner);
 
 /* The pid of the live helper for (owner, policy key), or -1 (tests, diagnostics). */
-int sandbox_helper_pid(const char *owner, const char *policy_json);
+int fs_helper_pool_pid(const char *owner, const char *policy_json);
 /* Retires the helpers idle for idle_ms or more (their placeholder directories go
  * with them). Blocking (reaps); returns how many helpers are left. */
-int sandbox_helper_sweep(int idle_ms);
+int fs_helper_pool_sweep(int idle_ms);
 
 /* How many helpers are alive (tests, metrics). */
-int sandbox_helper_count(void);
+int fs_helper_pool_count(void);
 
 /* Frame I/O shared with the helper executable. Return 0 or -errno (-EPIPE at EOF). */
-int sandbox_frame_send(int fd, const void *p, size_t n, int pass_fd);
-int sandbox_frame_recv(int fd, struct buf *out, int *fd_out);
+int fs_helper_frame_send(int fd, const void *p, size_t n, int pass_fd);
+int fs_helper_frame_recv(int fd, struct buf *out, int *fd_out);
 
 #endif
