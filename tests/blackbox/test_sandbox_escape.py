@@ -2707,6 +2707,7 @@ def read_int(path):
 
 
 NO_SHARES_NOTE = "sandboxes get no share of the kernel's per-user counts here"
+NO_USERNS_NOTE = "sandboxes run without a user namespace of their own here"
 
 
 def uid_limits(srv):
@@ -2861,12 +2862,15 @@ def test_per_uid_budgets_held_by_a_command(_):
         print("    [%s] the counts' shares, the server's inotify and the host's: "
               "namespace-only" % mode[0])
         return v.done()
-    if NO_SHARES_NOTE in w.srv.stderr_text(limit=10 ** 6):
-        # /proc/sys read-only where the server runs (podman's and Docker's containers):
-        # no user namespace's limits can be written, the server said so once, and what
-        # holds is the same as without namespaces (docs/SANDBOX.md, per-uid budgets)
+    log = w.srv.stderr_text(limit=10 ** 6)
+    if NO_SHARES_NOTE in log or NO_USERNS_NOTE in log:
+        # /proc/sys read-only where the server runs (podman's and Docker's containers), or
+        # a root server's namespaces made without a user namespace (user namespaces
+        # refused): no user namespace's limits to write, the server said so once, and
+        # what holds is the same as without namespaces (docs/SANDBOX.md, per-uid budgets)
         print("    [%s] the counts' shares, the server's inotify and the host's: not here "
-              "(/proc/sys is read-only where the server runs)" % mode[0])
+              "(%s)" % (mode[0], "/proc/sys is read-only where the server runs"
+                        if NO_SHARES_NOTE in log else "no user namespace"))
         return v.done()
     judge_hog(v, mode, held, rlimits, limits)
     v.check(mode, "fs/watchMissing of a server started meanwhile", watch_ok,
@@ -2993,7 +2997,8 @@ def test_per_uid_budgets_where_proc_sys_is_read_only(_):
     if no_namespaces(w):
         raise TestSkip("without namespaces there is no user namespace to write limits in")
     if w.srv.container:
-        raise TestSkip("in a container /proc/sys is read-only already (and unshare refused): "
+        raise TestSkip("in a container (or bubblewrap) /proc/sys is read-only already or no "
+                       "mount of the test's own can be made around the server: "
                        "test_per_uid_budgets_held_by_a_command judges that place")
     v = Verdicts()
     drop = ["setpriv", "--reuid=%d" % w.uid, "--regid=%d" % w.gid, "--clear-groups", "--"] \
