@@ -31,7 +31,7 @@ PREFIXES = (
     "session_", "env_config_", "proc_", "process_", "spawn_", "spawner_", "guardian_",
     "event_log_", "seccomp_", "net_guard_", "cgroup_caps_", "notify_", "path_rules_", "sig_guard_",
     "user_budgets_",
-    "env_", "fs_", "path_watch_", "capability_roots_", "caproots_", "sandbox_", "denied_", "curl_", "server_",
+    "env_", "fs_", "path_watch_", "capability_roots_", "caproots_", "sandbox_", "curl_", "server_",
     "reload_", "tcp_", "config_", "options_", "codex_config_",
     "netproxy_", "np_",
     "fleet_", "strmap_",
