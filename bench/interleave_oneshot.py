@@ -8,11 +8,13 @@ tell 0.1 ms apart. Each start's time is process/start sent -> process/closed see
 milliseconds; the first 10 rounds warm up and are left out. The first binary named
 is the one the others are divided by.
 
-    python3 bench/interleave_oneshot.py [--rounds N] [--unsandboxed | --writefile |
-                                         --stream MIB [--tty] [--text]] NAME=PATH ...
+    python3 bench/interleave_oneshot.py [--rounds N] [--unsandboxed | --writefile
+                                         [--sandboxed] | --stream MIB [--tty] [--text]]
+                                         NAME=PATH ...
 
 --writefile times row 7b's operation instead, fs/writeFile of 4 KiB (unsandboxed), request
-sent -> reply read. --stream MIB is row 2's: MIB MiB of NUL bytes (--text: lines of text)
+sent -> reply read; with --sandboxed row 7a's, the same write under a WorkspaceWrite
+sandbox (a warm fs helper). --stream MIB is row 2's: MIB MiB of NUL bytes (--text: lines of text)
 from one process (--tty: on a terminal), start -> closed, as MB/s (higher is better).
 
 e.g. old=/tmp/old/build/exec-server new=build/exec-server. A PATH may carry arguments
@@ -48,10 +50,19 @@ def one_shot(session, pid, sandbox):
     return (time.perf_counter() - t) * 1e3
 
 
-def write_4k(session, path, data):
+def write_4k(session, path, data, sandbox=None):
+    extra = {"sandbox": sandbox} if sandbox else {}
     t = time.perf_counter()
-    session.call("fs/writeFile", {"path": "file://" + path, "dataBase64": data})
+    session.call("fs/writeFile", dict({"path": "file://" + path, "dataBase64": data}, **extra))
     return (time.perf_counter() - t) * 1e3
+
+
+def write_sandbox(scratch):
+    """Row 7a's policy: "/" read, the scratch directory written, no network."""
+    return {"permissions": {"type": "managed", "file_system": {"type": "restricted", "entries": [
+        {"path": {"type": "special", "value": {"kind": "root"}}, "access": "read"},
+        {"path": {"type": "path", "path": "file://" + scratch}, "access": "write"}]},
+        "network": "restricted"}, "cwd": "file://" + scratch, "windowsSandboxLevel": "disabled"}
 
 
 def stream(session, pid, mib, tty, text):
@@ -86,6 +97,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--unsandboxed", action="store_true", help="row 1's one-shot instead")
     ap.add_argument("--writefile", action="store_true", help="row 7b's 4 KiB fs/writeFile")
+    ap.add_argument("--sandboxed", action="store_true", help="--writefile in a sandbox (7a)")
     ap.add_argument("--stream", type=int, metavar="MIB", help="row 2's stream, MB/s")
     ap.add_argument("--tty", action="store_true", help="--stream on a terminal")
     ap.add_argument("--text", action="store_true", help="--stream lines of text")
@@ -116,7 +128,8 @@ def main():
                 if a.stream:
                     t = stream(session, "s%d" % k, a.stream, a.tty, a.text)
                 elif a.writefile:
-                    t = write_4k(session, os.path.join(scratch, "%s.bin" % name), data)
+                    t = write_4k(session, os.path.join(scratch, "%s.bin" % name), data,
+                                 write_sandbox(scratch) if a.sandboxed else None)
                 else:
                     t = one_shot(session, "p%d" % k, sandbox)
                 if r >= warm:
@@ -131,7 +144,7 @@ def main():
     base = pct(runs[0][3], 0.5)
     what = ("%d MiB of %s%s (MB/s)" % (a.stream, "text" if a.text else "NUL bytes",
                                        " on a terminal" if a.tty else "") if a.stream else
-            "4 KiB fs/writeFile (ms)" if a.writefile else
+            "4 KiB fs/writeFile%s (ms)" % (", sandboxed" if a.sandboxed else "") if a.writefile else
             "unsandboxed one-shots (ms)" if a.unsandboxed else "ReadOnly sandboxed one-shots (ms)")
     print("%d rounds, %s:" % (a.rounds, what))
     base_cpu = cpu[runs[0][0]]
