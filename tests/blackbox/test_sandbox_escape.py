@@ -206,7 +206,8 @@ class World:
             # Past the first few thousand pids of the container's namespace: a number the
             # sandbox's own PID namespace also has (its probe is pid 2-20 there) would be
             # that process, not this one, and an attempt on it no escape.
-            burn = 'i=0; while [ $i -lt 3000 ]; do (:); i=$((i+1)); done; exec sleep 3600'
+            # (a child made after the burn: the shell's own pid was taken before it)
+            burn = 'i=0; while [ $i -lt 3000 ]; do (:); i=$((i+1)); done; sleep 3600 & wait'
             self.unrelated = containers.Beside(self.srv.pid, ["/bin/sh", "-c", burn], env,
                                                user=(self.uid, self.gid), want="sleep",
                                                timeout=120)
