@@ -39,18 +39,26 @@ static size_t utf8_seq(const unsigned char *s, size_t n, size_t *bad)
     return need;
 }
 
+/* Past the ASCII run at p[i], eight bytes at a time (nearly all JSON is ASCII): the
+ * index of the first eight-byte word with a byte >= 0x80, or of the tail shorter than
+ * eight, which the callers then take a byte at a time. */
+static size_t ascii_run_end(const unsigned char *p, size_t i, size_t n)
+{
+    while (i + 8 <= n) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        if (w & 0x8080808080808080ull) break;
+        i += 8;
+    }
+    return i;
+}
+
 bool utf8_valid(const void *s, size_t n)
 {
     const unsigned char *p = s;
     size_t i = 0;
     while (i < n) {
-        /* ASCII runs (nearly all JSON) eight bytes at a time. */
-        while (i + 8 <= n) {
-            uint64_t w;
-            memcpy(&w, p + i, 8);
-            if (w & 0x8080808080808080ull) break;
-            i += 8;
-        }
+        i = ascii_run_end(p, i, n);
         if (i >= n) break;
         if (p[i] < 0x80) {
             i++;
@@ -68,14 +76,7 @@ bool utf8_check(const void *s, size_t n, size_t *valid_up_to, size_t *error_len)
 {
     const unsigned char *p = s;
     for (size_t i = 0; i < n;) {
-        /* ASCII runs eight bytes at a time, as utf8_valid (a terminal's output, which
-         * the recordings decode with this, is mostly ASCII). */
-        while (i + 8 <= n) {
-            uint64_t w;
-            memcpy(&w, p + i, 8);
-            if (w & 0x8080808080808080ull) break;
-            i += 8;
-        }
+        i = ascii_run_end(p, i, n); /* a terminal's output, which recordings decode, too */
         if (i >= n) break;
         if (p[i] < 0x80) {
             i++;
