@@ -51,6 +51,7 @@ struct fs_helper {
     struct fs_helper *next;
     char *policy;            /* owned: the key of the sandbox it was started with */
     pid_t pid;               /* its sandbox init: killing it ends the helper */
+    int pidfd;               /* the init's, readable once it exited (or -1) */
     int fd;                  /* our end of the socketpair */
     int refs;                /* list membership counts as one */
     bool retired;            /* killed / leaving; never handed out again */
@@ -91,6 +92,7 @@ static void helper_destroy(struct fs_helper *h)
 {
     kill(h->pid, SIGKILL);
     close(h->fd);
+    if (h->pidfd >= 0) close(h->pidfd);
     int st;
     while (waitpid(h->pid, &st, 0) < 0 && errno == EINTR) {
     }
@@ -209,8 +211,8 @@ static struct fs_helper *helper_start(const struct fs_sandbox *sb, int *rc, char
         *rc = start_failed(err == SPAWN_ERR_SANDBOX ? -sberr : err, why, whyn);
         goto out;
     }
-    close(sr.pidfd); /* reaped with waitpid when retired */
     h = xcalloc(1, sizeof *h);
+    h->pidfd = sr.pidfd; /* watched for its death; reaped with waitpid when retired */
     h->policy = xstrdup(sb->key);
     h->pid = sr.pid;
     h->fd = sv[0];
@@ -321,11 +323,15 @@ static struct fs_helper *helper_get(const char *owner, const struct fs_sandbox *
 }
 
 /* Whether a helper died while it sat idle: its socket is readable (EOF) or hung up
- * before we asked anything. */
+ * before we asked anything, or its init has exited. The socket alone is not enough
+ * where the init's child serves (no namespaces, or deny entries made later: the
+ * broker): that child holds the socket for a moment after its init was killed, and a
+ * request sent then died with it ("exited during the request"). */
 static bool helper_gone(const struct fs_helper *h)
 {
-    struct pollfd p = {h->fd, POLLIN, 0};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR));
+    struct pollfd p[2] = {{h->fd, POLLIN, 0}, {h->pidfd, POLLIN, 0}};
+    return poll(p, h->pidfd >= 0 ? 2 : 1, 0) > 0 &&
+           ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) || (p[1].revents & POLLIN));
 }
 
 static long long mono_ms(void)
