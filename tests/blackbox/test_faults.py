@@ -186,7 +186,10 @@ def test_killed_guardian_is_restarted(_):
                    "a new guardian")
         s.start("later", ["/bin/sh", "-c", TREE], env=env_with(marker))  # and after
         wait_until(lambda: len(marked_pids(marker)) >= 15, 10, "the trees to start")
-        assert "started a new guardian" in srv.stderr_text(), srv.stderr_text()
+        # (the notice follows the new guardian's start on the loop thread: waited for, as
+        # the guardian itself is, rather than read once)
+        wait_until(lambda: "started a new guardian" in srv.stderr_text(), 10 * TIMEOUT_SCALE,
+                   "the notice of the new guardian")
         srv.proc.kill()
         srv.proc.wait(10)
         wait_no_marked(marker, timeout=10)
