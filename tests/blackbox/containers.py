@@ -34,10 +34,12 @@ podman_ulimits)."""
 
 import atexit
 import errno
+import glob
 import json
 import os
 import re
 import resource
+import select
 import shutil
 import signal
 import subprocess
@@ -267,6 +269,37 @@ def proc_stat(pid):
     return s[s.find("(") + 1:s.rfind(")")], rest[0], int(rest[1]), int(rest[19])
 
 
+def _descendants(pid):
+    """pid's descendants, children first (/proc/PID/task/*/children)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop(0)
+        for t in glob.glob("/proc/%d/task/*/children" % p):
+            try:
+                kids = [int(k) for k in open(t).read().split()]
+            except OSError:
+                continue
+            out += kids
+            todo += kids
+    return out
+
+
+def _read_line(fd, timeout):
+    """The first line written to the pipe fd (without waiting past timeout seconds), or
+    what came before its writers closed it."""
+    deadline = time.monotonic() + timeout
+    data = b""
+    while b"\n" not in data:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        chunk = os.read(fd, 64)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode(errors="replace").split("\n", 1)[0]
+
+
 def marked(var, value):
     """{pid: (comm, ppid, start time)} of the live processes whose environment has
     var=value."""
@@ -304,33 +337,37 @@ def ns_pid(pid):
 
 class Beside:
     """A process started in every namespace of the process host_pid (nsenter: in its
-    container, beside it), as user (uid, gid) or root, with environment env; found by the
-    name want (argv[0]'s by default; a shell that execs says what). pid is its
-    number there, which is what the server and the commands it starts see; poll, kill
-    and wait are Popen's."""
+    container, beside it), as user (uid, gid) or root, with environment env. It says it is
+    up by writing its pid, as its namespace numbers it, on its standard output (a pipe to
+    us, then /dev/null): argv is wrapped to do so before it execs; a command that makes the
+    process to keep as a child of its own (announces=True) writes that child's pid itself.
+    pid is its number there, which is what the server and the commands it starts see;
+    host_pid the host's; poll, kill and wait are Popen's."""
 
-    def __init__(self, host_pid, argv, env, user=None, timeout=30, want=None):
-        self.mark = uuid.uuid4().hex
-        env = dict(env, EXECBB_BESIDE=self.mark)
+    ANNOUNCE = "echo $$; exec >/dev/null"
+
+    def __init__(self, host_pid, argv, env, user=None, timeout=30, announces=False):
+        r, w = os.pipe()
+        if not announces:
+            argv = ["/bin/sh", "-c", self.ANNOUNCE + '; exec "$@"', "sh"] + list(argv)
         # nsenter switches the user itself: in a user namespace (bubblewrap's) that maps
         # only the server's uid, root is not there to run setpriv
         ids = ["-S", str(user[0]), "-G", str(user[1])] if user else []
         self.nsenter = subprocess.Popen(["nsenter", "--target", str(host_pid), "--all"] +
                                         ids + ["--"] + list(argv), env=env,
-                                        stdin=subprocess.DEVNULL)
-        want = want or os.path.basename(argv[0])  # the name it runs under at last
-        deadline = time.monotonic() + timeout
-        while True:
-            found = [p for p, v in marked("EXECBB_BESIDE", self.mark).items()
-                     if v[0] == want[:15]]
-            if found:
-                self.host_pid = found[0]
-                break
-            if self.nsenter.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError("%s did not start beside pid %d (nsenter exit %s)"
-                                     % (argv, host_pid, self.nsenter.poll()))
-            time.sleep(0.02)  # sleep-ok: the poll interval, against the deadline above
-        self.pid = ns_pid(self.host_pid)
+                                        stdin=subprocess.DEVNULL, stdout=w)
+        os.close(w)
+        try:
+            line = _read_line(r, timeout)  # EOF at once if nsenter or the command failed
+        finally:
+            os.close(r)
+        if not line.strip().isdigit():
+            raise AssertionError("%s did not start beside pid %d (nsenter exit %s)"
+                                 % (argv, host_pid, self.nsenter.poll()))
+        self.pid = int(line)
+        # among nsenter's descendants (not by its environment, which reads as empty while
+        # the announced process execs)
+        self.host_pid = next(p for p in _descendants(self.nsenter.pid) if ns_pid(p) == self.pid)
 
     def poll(self):
         return self.nsenter.poll()

@@ -206,10 +206,13 @@ class World:
             # Past the first few thousand pids of the container's namespace: a number the
             # sandbox's own PID namespace also has (its probe is pid 2-20 there) would be
             # that process, not this one, and an attempt on it no escape.
-            # (a child made after the burn: the shell's own pid was taken before it)
-            burn = 'i=0; while [ $i -lt 3000 ]; do (:); i=$((i+1)); done; sleep 3600 & wait'
+            # (a child made after the burn, which says its pid itself: the shell's own
+            # pid was taken before the burn)
+            burn = ("i=0; while [ $i -lt 3000 ]; do (:); i=$((i+1)); done; "
+                    "/bin/sh -c '%s; exec sleep 3600' & exec >/dev/null; wait"
+                    % containers.Beside.ANNOUNCE)
             self.unrelated = containers.Beside(self.srv.pid, ["/bin/sh", "-c", burn], env,
-                                               user=(self.uid, self.gid), want="sleep",
+                                               user=(self.uid, self.gid), announces=True,
                                                timeout=120)
             return
         self.unrelated = subprocess.Popen(["sleep", "3600"], env=env, **self.drop_kw())
@@ -1903,17 +1906,17 @@ def test_carve_out_through_a_planted_symlink(_):
 
 
 def later_secret_run(w, mode, ws, sb, target, script):
-    """Starts `script` under sb (it waits for ws/go), then writes the secret to target as
+    """Starts `script` under sb (it waits for a line on its stdin), then writes the secret to target as
     the host would (after the start: the view, the glob scan and the helper are all
     made by then) and lets the script go. A warm helper with the same policy has served
     a request before. Returns the command's output text."""
     m = w.s.request("fs/readFile", {"path": uri(ws + "/readme.txt"), "sandbox": sb})
     assert "result" in m, "the helper did not serve a plain read: %s" % m
     pid = pid_name(w, "later")
-    w.s.start(pid, ["/bin/sh", "-c", "while [ ! -e go ]; do sleep 0.05; done; " + script],
+    w.s.start(pid, ["/bin/sh", "-c", "read go; " + script],
               cwd=uri(ws), sandbox=sb, env={"PATH": "/usr/bin:/bin"})
     w.write(target, SECRET)
-    w.write(ws + "/go", "")
+    w.s.write(pid, b"go\n", write_id="go-" + pid)
     out = w.s.collect_until_closed(pid, timeout=60)
     return (out["stdout"] + out["stderr"]).decode(errors="replace")
 
@@ -2641,16 +2644,14 @@ def test_host_mounts_come_and_go(_):
         m = tempfile.mkdtemp(prefix="hostmount-", dir=w.top)
         subprocess.run(["mount", "-t", "tmpfs", "hostmount", m], check=True)
         ws = w.fresh_ws()
-        gate = ws + "/go"
         pid = pid_name(w, "mounts")
-        w.s.start(pid, ["/bin/sh", "-c", "echo started; while [ ! -e go ]; do sleep 0.05; done; "
-                        "echo went-on"], cwd=uri(ws), sandbox=policy(mode[1], ws, mode[2]),
-                  env={"PATH": "/usr/bin:/bin"})
+        w.s.start(pid, ["/bin/sh", "-c", "echo started; read go; echo went-on"], cwd=uri(ws),
+                  sandbox=policy(mode[1], ws, mode[2]), env={"PATH": "/usr/bin:/bin"})
         w.s.wait_for(lambda: b"started" in w.s.output_so_far(pid)["stdout"],
                      what="the command to start")
         subprocess.run(["umount", m], check=True)
         os.rmdir(m)  # detaches the sandbox's copy of the mount
-        w.write(gate, "")
+        w.s.write(pid, b"go\n", write_id="go-" + pid)
         out = w.s.collect_until_closed(pid, timeout=60)
         text = (out["stdout"] + out["stderr"]).decode(errors="replace")
         v.check(mode, "went on", "went-on" in text and out["exit_code"] == 0,
