@@ -422,7 +422,7 @@ static bool named_below_root(const char *const *list, const char *p)
 static enum path_access access_at(const struct fs_broker *b, const char *p)
 {
     if (path_rules_denied(b->spec, p)) return PATH_NONE;
-    enum path_access a = path_rules_access(b->spec, p), own = own_access(b, p);
+    enum path_access a = path_rules_granted(b->spec, p), own = own_access(b, p);
     /* Without a view, /dev is the host's, with its disks: "/" granted does not reach
      * it, only the nodes above and a root named inside it. */
     if (!b->own_dev && under("/dev", p) && !named_below_root(b->spec->writable, p) &&
@@ -450,7 +450,7 @@ static int refusal(enum path_access have)
 
 /* Whether the broker lets the caller have `want` on path: writes are the broker's
  * to decide only when it makes them (b->writes); elsewhere the view's own mounts
- * decide, and here only the deny entries (b->reads). */
+ * decide, and here only the deny entries. */
 static int allowed(const struct fs_broker *b, const char *path, enum path_access want)
 {
     enum path_access have = access_at(b, path);

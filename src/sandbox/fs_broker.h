@@ -43,7 +43,6 @@ struct notify_call;
 
 struct fs_broker {
     const struct sandbox_spec *spec; /* the policy (borrowed: the init's) */
-    bool reads;                      /* every open, rename and link */
     bool writes;                     /* every change under a writable root */
     bool own_dev;                    /* /dev and /proc are the sandbox's own (a view) */
     int ptys[16];                    /* without: the /dev/pts numbers that are its own

@@ -131,36 +131,51 @@ static int add_rule_except(int rfd, const char *path, uint64_t access, const str
  * namespaces): the host's /dev, whose raw disks root may read (the device rules come
  * later), and, for a sandbox capped by cgroups, every cgroup file system (a command
  * writing another cgroup's procs would leave its cap: read-only, as the view seals
- * them). Fills cv (at most max); returns how many. The strings in *own are the
- * caller's to free. */
-static int carves_for(const struct sandbox_spec *s, uint64_t read, struct carve *cv, int max,
-                      char ***own)
+ * them). Read once a ruleset (the mount table); the strings in own are freed by
+ * carves_free. */
+#define MAX_CARVES 32
+struct carves {
+    const char *path[MAX_CARVES]; /* [0] is /dev when there are any */
+    int n;
+    char **own;
+};
+
+static int carves_read(const struct sandbox_spec *s, struct carves *c)
 {
-    int n = 0;
-    *own = NULL;
+    c->n = 0;
+    c->own = NULL;
     if (!s->landlock_only) return 0;
-    cv[n++] = (struct carve){"/dev", 0};
-    if (s->seal_cgroups && sandbox_cgroup_mounts(own) > 0)
-        for (char **m = *own; *m && n < max; m++)
-            cv[n++] = (struct carve){*m, read};
-    return n;
+    c->path[c->n++] = "/dev";
+    if (!s->seal_cgroups) return 0;
+    /* A cgroup file system not carved out would stay writable under a root's rule:
+     * fail closed when the table cannot be read or holds more than fit. */
+    int m = sandbox_cgroup_mounts(&c->own);
+    if (m < 0) return m;
+    if (m >= MAX_CARVES) return -E2BIG;
+    for (int i = 0; i < m; i++)
+        c->path[c->n++] = c->own[i];
+    return 0;
 }
 
-static int add_root_rule(int rfd, const struct sandbox_spec *s, const char *path, uint64_t access)
+static void carves_free(struct carves *c)
+{
+    for (char **m = c->own; m && *m; m++)
+        free(*m);
+    free(c->own);
+}
+
+static int add_root_rule(int rfd, const struct sandbox_spec *s, const struct carves *c,
+                         const char *path, uint64_t access)
 {
     /* Without a view of its own, a root inside the host's /dev would bring its device
      * nodes (the view shows directories only, with nodev): only /dev/shm's are roots. */
     if (s->landlock_only && strictly_under("/dev", path) && strcmp(path, "/dev/shm") &&
         !strictly_under("/dev/shm", path))
         return 0;
-    struct carve cv[32];
-    char **own;
-    int n = carves_for(s, access & LL_FS_READ, cv, 32, &own);
-    int rc = add_rule_except(rfd, path, access, cv, n);
-    for (char **m = own; m && *m; m++)
-        free(*m);
-    free(own);
-    return rc;
+    struct carve cv[MAX_CARVES];
+    for (int i = 0; i < c->n; i++) /* /dev nothing, the cgroup file systems read */
+        cv[i] = (struct carve){c->path[i], i == 0 ? 0 : access & LL_FS_READ};
+    return add_rule_except(rfd, path, access, cv, c->n);
 }
 
 /* The ruleset, built in the finished view (so /dev/pts is the private instance).
@@ -183,16 +198,19 @@ int sandbox_landlock_ruleset(const struct sandbox_spec *s, bool writable_read_on
     if (abi >= 6) ra.scoped = LL_SCOPE_SIGNAL | (s->net_restricted ? LL_SCOPE_ABSTRACT_UNIX : 0);
     long fd = syscall(SYS_landlock_create_ruleset, &ra, ra_size, 0);
     if (fd < 0) return -errno;
-    int rfd = (int)fd, rc = 0;
-    if (!s->enforce_fs) {
-        rc = add_root_rule(rfd, s, "/", all);
-    } else {
+    int rfd = (int)fd;
+    struct carves cv;
+    int rc = carves_read(s, &cv);
+    if (!rc && !s->enforce_fs) {
+        rc = add_root_rule(rfd, s, &cv, "/", all);
+    } else if (s->enforce_fs) {
         uint64_t w = writable_read_only ? LL_FS_READ & all : all;
         for (const char *const *p = s->readable; p && *p && !rc; p++)
-            rc = add_root_rule(rfd, s, *p, LL_FS_READ & all);
+            rc = add_root_rule(rfd, s, &cv, *p, LL_FS_READ & all);
         for (const char *const *p = s->writable; p && *p && !rc; p++)
-            rc = add_root_rule(rfd, s, *p, w);
+            rc = add_root_rule(rfd, s, &cv, *p, w);
     }
+    carves_free(&cv);
     if (!rc && (s->enforce_fs || s->landlock_only)) {
         /* The private /dev and /proc every program expects. Without a view of its
          * own the host's devpts holds every session's terminal: only the multiplexer

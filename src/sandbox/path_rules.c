@@ -87,7 +87,12 @@ static size_t longest(const char *const *list, const char *path)
 
 enum path_access path_rules_access(const struct sandbox_spec *s, const char *path)
 {
-    if (path[0] != '/' || path_rules_denied(s, path)) return PATH_NONE;
+    return path_rules_denied(s, path) ? PATH_NONE : path_rules_granted(s, path);
+}
+
+enum path_access path_rules_granted(const struct sandbox_spec *s, const char *path)
+{
+    if (path[0] != '/') return PATH_NONE;
     if (!s->enforce_fs) return PATH_WRITE;
     size_t ro = longest(s->readonly_sub, path), pn = longest(s->protected_names, path);
     if (pn > ro) ro = pn;

@@ -27,6 +27,10 @@ enum path_access { PATH_NONE = 0, PATH_READ = 1, PATH_WRITE = 2 };
  * what a deny entry or glob takes away). */
 enum path_access path_rules_access(const struct sandbox_spec *s, const char *path);
 
+/* The same before the deny entries: for a caller that has asked path_rules_denied
+ * already (the broker, on every call it decides). */
+enum path_access path_rules_granted(const struct sandbox_spec *s, const char *path);
+
 /* Whether path, or a directory it lies in, is denied by a deny entry or a deny glob. */
 bool path_rules_denied(const struct sandbox_spec *s, const char *path);
 

@@ -258,9 +258,6 @@ static int watch_protected_names(const struct sandbox_spec *spec)
     return 0;
 }
 
-/* The ruleset, the filter (with its listener's socketpair when connects are to be
- * answered) and the process cap, for step 8; then the view's watch. Returns 0 or
- * -errno with *step naming what failed. */
 /* Whether the policy has deny entries the view cannot cover for the life of the
  * command (fs_broker.h): a glob, or a path missing now. Without namespaces there is
  * no cover at all, and Landlock cannot take back a read it grants a root: any deny. */
@@ -288,6 +285,9 @@ static unsigned broker_bits(const struct sandbox_spec *spec)
     return b;
 }
 
+/* The ruleset, the filter (with its listener's socketpair when connects are to be
+ * answered) and the process cap, for step 8; then the view's watch. Returns 0 or
+ * -errno with *step naming what failed. */
 static int prepare_confinement(const struct sandbox_spec *spec, struct sandbox_confinement *c,
                                const char **step)
 {
@@ -314,8 +314,8 @@ static int prepare_confinement(const struct sandbox_spec *spec, struct sandbox_c
     enum seccomp_net net = !spec->net_restricted ? SECCOMP_NET_OPEN
                            : spec->net_proxy     ? SECCOMP_NET_INET_ONLY
                                                  : SECCOMP_NET_NONE;
-    rc = spec->serve ? seccomp_build_fs_helper(broker_bits(spec), &c->seccomp)
-                     : seccomp_build(net, broker_bits(spec), &c->seccomp);
+    rc = spec->serve ? seccomp_build_fs_helper(c->filter_bits, &c->seccomp)
+                     : seccomp_build(net, c->filter_bits, &c->seccomp);
     if (rc < 0) {
         *step = "seccomp filter";
         return rc;
@@ -783,10 +783,12 @@ static __attribute__((noreturn)) void init_main(const struct sandbox_start *st, 
                             .protected_names = st->spec.protected_names,
                             .nf = {.fd = -1},
                             .broker = {.spec = &st->spec,
-                                       .reads = needs_broker_reads(&st->spec),
                                        .writes = st->spec.landlock_only && st->spec.enforce_fs,
                                        .own_dev = !st->spec.landlock_only}};
     const char *what = "";
+    /* Once: whether a deny path exists is read here, and a path made between two reads
+     * would have given the command a listener while the helper served unbrokered. */
+    conf.filter_bits = broker_bits(&st->spec);
     int rc = build_sandbox(st, userns, net_ahead, uid, gid, &conf, &s, &what);
     if (rc < 0) {
         fprintf(stderr, "exec-server: sandbox setup failed at %s: %s\n", what, strerror(-rc));
@@ -806,7 +808,7 @@ static __attribute__((noreturn)) void init_main(const struct sandbox_start *st, 
     /* The fs helper serves in the init itself (it forks nothing: never capped), but
      * where the broker decides its calls (no namespaces, or deny entries the view
      * cannot cover): then a child serves, under the same broker as a command. */
-    bool brokered = broker_bits(&st->spec) & (SECCOMP_BROKER_READS | SECCOMP_BROKER_WRITES);
+    bool brokered = conf.filter_bits & (SECCOMP_BROKER_READS | SECCOMP_BROKER_WRITES);
     if (st->spec.serve && !brokered) serve_confined(st, &conf);
     /* Without it the init could not learn that the command exited: it would wait
      * forever, and so would the client. */
@@ -935,6 +937,7 @@ static pid_t spawn_without_namespaces(const struct sandbox_start *st)
 
 pid_t sandbox_spawn(const struct sandbox_start *st)
 {
+    (void)user_budgets_get(); /* read once, here, for every init to come (either mode) */
     if (st->spec.landlock_only) return spawn_without_namespaces(st);
     /* 1. the clone flags */
     uid_t uid = geteuid();
@@ -944,7 +947,6 @@ pid_t sandbox_spawn(const struct sandbox_start *st)
     bool in_ready = takes_ready_net(st) && setns(net_ready, CLONE_NEWNET) == 0;
     if (st->spec.net_restricted && !in_ready) ns |= CLONE_NEWNET;
     bool userns = true;
-    (void)user_budgets_get(); /* read once, here, for every init to come */
     /* 2's cgroups: a v2 one is the init's from birth (cgroup_caps.h). */
     int into = -1;
     for (int i = 0; i < 2; i++)

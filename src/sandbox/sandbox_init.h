@@ -57,6 +57,8 @@ struct sandbox_confinement {
                                 [1], the init receives it on [0] (net_guard.h); else -1 */
     bool die_with_init;      /* no PID namespace ends the command with its init: the
                                 parent-death signal does (no namespaces) */
+    unsigned filter_bits;    /* the filter's parts beside the network (seccomp.h), decided
+                                once: the filter and the choice of who serves must agree */
     struct seccomp_prog seccomp;
 };
 
