@@ -260,7 +260,6 @@ struct np_client *np_client_new(struct netproxy *np, enum np_kind kind)
     c->prev = np->clients.prev;
     np->clients.prev->next = c;
     np->clients.prev = c;
-    np->n_clients++;
     return c;
 }
 
@@ -297,7 +296,6 @@ void np_client_close(struct np_client *c)
     c->closed = true;
     c->prev->next = c->next;
     c->next->prev = c->prev;
-    c->np->n_clients--;
     np_budget_flow_drop(&c->np->budget);
     np_budget_unwait(&c->wait);
     if (c->call) {

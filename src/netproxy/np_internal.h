@@ -134,7 +134,7 @@ struct netproxy {
     uv_tcp_t *http_l, *socks_l;
     uint16_t http_port, socks_port;
     struct np_client clients; /* list head */
-    int n_clients, n_asks;
+    int n_asks;
     struct np_budget budget; /* this sandbox's flow budget (its parent: all of them) */
     bool budget_told;        /* a refusal for it was logged */
     struct np_fdsrc *fdsrcs;
