@@ -91,3 +91,18 @@ void fs_audit_chmod(const char *session, const char *path, unsigned mode, int re
     }
     audit_commit(b);
 }
+
+void fs_audit_rename(const char *session, const char *src, const char *dst, int err)
+{
+    struct buf *b = audit_begin("fs.rename");
+    if (!b) return;
+    audit_put_str(b, "session", session);
+    audit_put_str(b, "source", src);
+    audit_put_str(b, "destination", dst);
+    if (err) {
+        char text[160];
+        oserr_format(err, text, sizeof text);
+        audit_put_str(b, "error", text);
+    }
+    audit_commit(b);
+}

@@ -16,5 +16,7 @@ uint64_t fs_audit_payload_bytes(const char *b64, size_t len);
 char *fs_audit_handle_path(const char *path);
 /* fs/setPermissions: path, the mode asked for, the result (0 or -errno). */
 void fs_audit_chmod(const char *session, const char *path, unsigned mode, int result);
+/* fs/rename: source, destination, the error's errno (0 when it worked). */
+void fs_audit_rename(const char *session, const char *src, const char *dst, int err);
 
 #endif

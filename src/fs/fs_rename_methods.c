@@ -17,23 +17,27 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs/fs_audit.h"
 #include "fs/fs_methods.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
+#include "session/session.h"
 #include "util/mem.h"
 
 struct rename_work {
     uv_work_t work;
     struct rpc_req *req;
-    char *src, *dst; /* native paths (owned) */
-    bool keep;       /* keepAttributes */
-    bool sync;       /* fsync */
-    int err;         /* the failure's errno, 0 when it worked */
+    char *src, *dst;  /* native paths (owned) */
+    bool keep;        /* keepAttributes */
+    bool sync;        /* fsync */
+    int err;          /* the failure's errno, 0 when it worked */
+    char session[40]; /* for the audit record */
 };
 
 /* The destination's owner, group and mode onto the open source fd. The owner first:
@@ -88,6 +92,7 @@ static void rename_done(uv_work_t *w, int status)
 {
     struct rename_work *r = w->data;
     if (status < 0 && !r->err) r->err = -status;
+    fs_audit_rename(r->session, r->src, r->dst, r->err);
     if (r->err)
         rpc_reply_errno(r->req, r->err);
     else
@@ -116,6 +121,8 @@ static void handle_rename(struct rpc_req *req)
     r->keep = keep;
     r->sync = sync;
     r->work.data = r;
+    struct session *s = session_of(req->conn);
+    snprintf(r->session, sizeof r->session, "%s", s ? s->id : "");
     size_t n;
     if (!fs_param_path(req, src, slen, &r->src, &n) ||
         !fs_param_path(req, dst, dlen, &r->dst, &n)) {

@@ -235,6 +235,8 @@ def session_recorded(work):
         s.call("fs/writeBlock", {"handleId": "h1", "offset": 0, "chunk": b64(b"12345")})
         s.call("fs/close", {"handleId": "h1"})
         s.call("fs/setPermissions", {"path": uri("a.txt"), "mode": 0o640})
+        s.call("fs/writeFile", {"path": uri("d.tmp"), "dataBase64": b64("d")})
+        s.call("fs/rename", {"sourcePath": uri("d.tmp"), "destinationPath": uri("d.txt")})
         s.call("fs/remove", {"path": uri("sub"), "recursive": True})
         # an http/request whose URL, header and body hold secrets
         r = s.call("http/request", {
@@ -312,7 +314,7 @@ def session_recorded(work):
     check_recording(os.path.join(rec, shell["recording"]), pty)
 
     p = lambda *n: os.path.join(files, *n)  # noqa: E731
-    w = only(recs, "fs.write")
+    w, _ = [r for r in recs if r["type"] == "fs.write"]
     assert w == dict(w, session=sid, path=p("a.txt"), bytes=11, sandboxed=False), w
     assert keys(w) == {"type", "session", "path", "bytes", "sandboxed"}, w
     assert not [r for r in recs if r["type"] == "fs.read"], "reads need --audit-fs-reads"
@@ -326,6 +328,9 @@ def session_recorded(work):
     assert wb == dict(wb, session=sid, handle="h1", path=p("c.bin"), offset=0, bytes=5), wb
     ch = only(recs, "fs.setPermissions")
     assert ch == dict(ch, session=sid, path=p("a.txt"), mode="0640") and "error" not in ch, ch
+    mv = only(recs, "fs.rename")
+    assert mv == dict(mv, session=sid, source=p("d.tmp"), destination=p("d.txt")), mv
+    assert keys(mv) == {"type", "session", "source", "destination"}, mv
     rm = only(recs, "fs.remove")
     assert rm == dict(rm, session=sid, path=p("sub"), recursive=True, force=True), rm
 
@@ -442,10 +447,13 @@ def test_unwritable_log(_):
         assert code == -32603, (code, msg)
         assert msg == ("process/start refused: the audit log cannot be written "
                        "(--audit-required)"), msg
-        code, msg = s.error("fs/writeFile", {"path": "file:///tmp/never-written",
-                                             "dataBase64": b64("x")})
+        target = os.path.join(srv.workdir, "never-written")  # the server's scratch directory
+        code, msg = s.error("fs/writeFile", {"path": "file://" + target, "dataBase64": b64("x")})
         assert code == -32603 and "--audit-required" in msg, msg
-        assert not os.path.exists("/tmp/never-written")
+        assert not os.path.exists(target)
+        code, msg = s.error("fs/rename", {"sourcePath": "file://" + srv.workdir,
+                                          "destinationPath": "file://" + target})
+        assert code == -32603 and "--audit-required" in msg, msg
         assert s.call("environment/status") == {"status": "ready"}
         assert s.call("process/list", {}) is not None  # reading goes on
         assert metric(srv, "exec_server_audit_refused_total") >= 2
