@@ -836,8 +836,6 @@ def test_replaced_files_are_let_go(srv):
     t.cleanup()
 
 
-@ours_only
-@needs_own_server
 def no_namespaces_server(*args):
     """Our server under no-namespaces, the test tool whose seccomp filter makes every
     namespace-creating call fail (what Docker's and Kubernetes' default rules do)."""
@@ -850,6 +848,8 @@ def no_namespaces_server(*args):
     return Server(cmd=[tool, SERVER_PATH, "--listen", "ws://127.0.0.1:0"] + list(args))
 
 
+@ours_only
+@needs_own_server
 def test_fail_closed_without_namespaces(_):
     """A host that refuses namespaces, and an operator who asked for them
     (--sandbox-mode namespaces): sandboxed requests are refused, never run unconfined,
@@ -889,6 +889,8 @@ def test_fail_closed_without_namespaces(_):
     assert "sandbox: none; " in srv.stderr_text(), srv.stderr_text()
 
 
+@ours_only
+@needs_own_server
 def test_sandbox_without_namespaces(_):
     """The same host with the default --sandbox-mode auto: the sandbox without
     namespaces runs instead (Landlock, seccomp, the init deciding every change), says

@@ -1217,12 +1217,18 @@ def test_protected_fs(_):
 
 # A sandboxed shell that, for `secs` seconds, keeps trying to create the protected names
 # and, once one is made, plants what git and codex would run later outside any sandbox.
-PLANT = ("end=$(( $(date +%s) + {secs} )); while [ $(date +%s) -lt $end ]; do "
+PLANT = ("end=$(( $(date +%s) + {secs} )); echo LOOP-STARTED; while [ $(date +%s) -lt $end ]; do "
          "if mkdir .git 2>/dev/null; then printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n'"
          " > .git/config; mkdir .git/hooks; echo 'touch /tmp/pwned' > .git/hooks/pre-commit; "
          "echo PLANTED-git; fi; "
          "if mkdir .codex 2>/dev/null; then echo 'x' > .codex/config.toml; echo PLANTED-codex; "
          "fi; done; echo LOOP-DONE")
+
+
+def loop_started(session, pid):
+    """Waits until PLANT's loop in process pid runs: the host acts on the workspace then."""
+    session.wait_for(lambda: b"LOOP-STARTED" in session.output_so_far(pid)["stdout"],
+                     process_id=pid, what="the command's loop to start")
 
 
 def host_nothing_planted(v, mode, ws, text, what):
@@ -1295,7 +1301,7 @@ def test_protected_name_removed_on_the_host(_):
         b = pid_name(w, "ph-host")
         w.s.start(b, ["/bin/sh", "-c", slow.format(secs=6)], cwd=uri(ws),
                   sandbox=policy("ww", ws, mode[2]), env={"PATH": "/usr/bin:/bin"})
-        time.sleep(1)  # sleep-ok: the command's loop is running; the host acts then
+        loop_started(w.s, b)
         os.rmdir(ws + "/.git")
         out = w.s.collect_until_closed(b, timeout=60)
         text = (out["stdout"] + out["stderr"]).decode(errors="replace")
@@ -1353,7 +1359,7 @@ def test_protected_name_renamed_on_the_host(_):
     pid = pid_name(w, "ph-moved")
     w.s.start(pid, ["/bin/sh", "-c", slow.format(secs=3)], cwd=uri(ws),
               sandbox=policy("ww", ws, mode[2]), env={"PATH": "/usr/bin:/bin"})
-    time.sleep(1)  # sleep-ok: the command's loop is running; the host acts then
+    loop_started(w.s, pid)
     os.rename(ws + "/.git", ws + "/.git.bak")
     out = w.s.collect_until_closed(pid, timeout=60)
     text = (out["stdout"] + out["stderr"]).decode(errors="replace")
@@ -2919,8 +2925,14 @@ def test_protected_names_watched_without_inotify(_):
     the fs helper ("Too many open files"). Now the start and the helper work, the init
     looks at the names' inodes on a timer instead, so the host renaming .git away still
     ends the sandbox (a little later: what the command made meanwhile is moved aside),
-    and the server's log says so once, however many sandboxes meet it."""
+    and the server's log says so once, however many sandboxes meet it. Run where the
+    server's uid is one no other test uses (ESCAPE_USER=unprivileged): as root the hog
+    would take root's instances from every process of the host, the tests running beside
+    this one included."""
     w = world()
+    if not w.switched:
+        raise TestSkip("the server's uid is the other tests' too: the unprivileged run "
+                       "takes its instances")
     v = Verdicts()
     mode = MODES[1]
     srv = w.start_server()  # a log of its own
@@ -2946,7 +2958,9 @@ def test_protected_names_watched_without_inotify(_):
         write = r.get("error", {}).get("message") or (
             "ok" if os.path.exists(ws + "/f") else "answered, but no file")
         hog.close()
-        time.sleep(1)  # sleep-ok: the commands' loops are running; the host acts then
+        for i, _, refused in started:
+            if not refused:
+                loop_started(s, "moved-%d" % i)
         results = []
         for i, ws, refused in started:
             if refused:
