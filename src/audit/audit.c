@@ -15,6 +15,7 @@
 
 #include "audit/audit_internal.h"
 #include "core/log.h"
+#include "proto/hex.h"
 #include "util/mem.h"
 
 struct audit_counters audit_counters;
@@ -27,13 +28,6 @@ static struct {
     struct audit_item *head, *tail; /* made this iteration, not handed over yet */
     uint64_t lost;                  /* records dropped since the last audit.lost */
 } A;
-
-static uint64_t unix_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void hand_over(void)
 {
@@ -101,7 +95,7 @@ int audit_start(uv_loop_t *loop, const struct audit_options *o, char *err, size_
 static void put_lost(void)
 {
     struct audit_item *it = item_new(AUDIT_ITEM_RECORD, NULL);
-    audit_record_begin(&it->body, unix_ns(), "audit.lost");
+    audit_record_begin(&it->body, audit_unix_ns(), "audit.lost");
     audit_put_u64(&it->body, "records", A.lost);
     audit_record_end(&it->body);
     it->cost = it->body.len;
@@ -160,7 +154,7 @@ struct buf *audit_begin(const char *type)
 {
     if (!A.log) return NULL;
     struct audit_item *it = item_new(AUDIT_ITEM_RECORD, NULL);
-    audit_record_begin(&it->body, unix_ns(), type);
+    audit_record_begin(&it->body, audit_unix_ns(), type);
     return &it->body;
 }
 
@@ -185,7 +179,6 @@ void audit_commit(struct buf *record)
 /* s into out with the bytes a file name should not hold as %XX (at most n bytes). */
 static size_t name_part(char *out, size_t n, const char *s)
 {
-    static const char hex[] = "0123456789ABCDEF";
     size_t k = 0;
     for (const unsigned char *p = (const unsigned char *)s; *p && k + 4 < n; p++) {
         bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
@@ -195,8 +188,8 @@ static size_t name_part(char *out, size_t n, const char *s)
             out[k++] = (char)*p;
         } else {
             out[k++] = '%';
-            out[k++] = hex[*p >> 4];
-            out[k++] = hex[*p & 15];
+            out[k++] = hex_upper[*p >> 4];
+            out[k++] = hex_upper[*p & 15];
         }
     }
     out[k] = '\0';
@@ -211,7 +204,7 @@ struct audit_tty *audit_tty_open(const char *session, const char *process_id, un
     t->fd = -1;
     buf_init(&t->pending);
     t->start_ns = uv_hrtime();
-    uint64_t now = unix_ns();
+    uint64_t now = audit_unix_ns();
     char sp[48], pp[128];
     name_part(sp, sizeof sp, session);
     name_part(pp, sizeof pp, process_id);

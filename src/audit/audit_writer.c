@@ -75,13 +75,6 @@ void audit_item_free(struct audit_item *it)
 
 /* ---- the log ---- */
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Writes all of p or stops at an error; returns the bytes written (errno set when
  * short). */
 static size_t write_all(int fd, const char *p, size_t n)
@@ -236,7 +229,7 @@ static void hold_open_record(const char *reason)
     if (!W.announce) return;
     struct audit_item *it = xcalloc(1, sizeof *it);
     buf_init(&it->body);
-    audit_record_begin(&it->body, now_ns(), "audit.open");
+    audit_record_begin(&it->body, audit_unix_ns(), "audit.open");
     audit_put_str(&it->body, "reason", reason);
     audit_put_str(&it->body, "program", W.program);
     audit_put_str(&it->body, "version", EXEC_SERVER_VERSION);
