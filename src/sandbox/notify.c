@@ -94,6 +94,12 @@ static int caller_pidfd(pid_t tid)
 {
     int fd = (int)syscall(SYS_pidfd_open, tid, SB_PIDFD_THREAD);
     if (fd >= 0 || errno != EINVAL) return fd;
+    /* Most callers lead their thread group: theirs needs no lookup. The /proc below is
+     * numbered by the PID namespace it was made for, which is not the sandbox's where
+     * the view binds the host's (under a container's masked /proc): there a thread's
+     * lookup finds another process, and the kcmp below refuses it (ESRCH). */
+    fd = (int)syscall(SYS_pidfd_open, tid, 0);
+    if (fd >= 0) return fd;
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
     int sf = open(path, O_RDONLY | O_CLOEXEC);
