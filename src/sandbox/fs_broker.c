@@ -202,7 +202,9 @@ static int follow_link(struct caller *x, int cur, const char *comp, int nfd, boo
     if (n < 0) return -errno;
     text[n] = 0;
     struct res sub = {.dir = -1, .obj = -1};
-    int rc = walk(x, dup(cur), text, last ? follow : true, links, &sub);
+    int from = text[0] == '/' ? -1 : dup(cur); /* an absolute target starts at "/" */
+    if (from < 0 && text[0] != '/') return -errno;
+    int rc = walk(x, from, text, last ? follow : true, links, &sub);
     if (rc < 0) return rc;
     if (last) {
         *r = sub;
@@ -228,8 +230,9 @@ static int split(char *path, char **comp, int max, bool *trailing)
     return n;
 }
 
-/* Resolves path from the directory `at` (consumed), following a last component that
- * is a link when follow is set. Fills *r (the caller frees it). */
+/* Resolves path from the directory `at` (consumed; -1 for an absolute path, which
+ * starts at "/"), following a last component that is a link when follow is set. Fills
+ * *r (the caller frees it). */
 static int walk(struct caller *x, int at, const char *path, bool follow, int *links, struct res *r)
 {
     r->dir = r->obj = -1;
@@ -237,13 +240,13 @@ static int walk(struct caller *x, int at, const char *path, bool follow, int *li
     char buf[PATH_MAX];
     size_t len = strlen(path);
     if (len >= sizeof buf) {
-        close(at);
+        if (at >= 0) close(at);
         return -ENAMETOOLONG;
     }
     memcpy(buf, path, len + 1);
     int cur = at;
     if (buf[0] == '/') {
-        close(cur);
+        if (cur >= 0) close(cur);
         cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (cur < 0) return -errno;
     }
@@ -355,8 +358,8 @@ static int resolve(struct caller *x, int dirfd, uint64_t addr, bool follow, stru
     ssize_t n = notify_read_string(x->c, addr, path, sizeof path);
     if (n < 0) return (int)n;
     if (n == 0) return -ENOENT;
-    int at = path[0] == '/' ? open("/", O_PATH | O_DIRECTORY | O_CLOEXEC) : start_of(x, dirfd);
-    if (at < 0) return at == -1 ? -errno : at;
+    int at = path[0] == '/' ? -1 : start_of(x, dirfd); /* walk opens "/" itself */
+    if (at < 0 && path[0] != '/') return at == -1 ? -errno : at;
     int links = 0;
     return walk(x, at, path, follow, &links, r);
 }
