@@ -381,8 +381,13 @@ static int drop_caps(void)
     memset(d, 0, sizeof d);
     if (syscall(SYS_capget, &h, d) < 0) return -errno;
     bool setpcap = d[CAP_SETPCAP / 32].effective & (1u << (CAP_SETPCAP % 32));
+    /* Up to the kernel's last capability: the first it does not know (EINVAL) ends the
+     * walk, where going on to 63 made 23 more system calls on a 6.x kernel. */
     for (int cap = 0; cap <= 63 && setpcap; cap++)
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL) return -errno;
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
+            if (errno != EINVAL) return -errno;
+            break;
+        }
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
         return -errno;
     unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
