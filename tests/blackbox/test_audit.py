@@ -501,6 +501,62 @@ def test_reads_and_input_only_when_asked(_):
         shutil.rmtree(work, ignore_errors=True)
 
 
+# What a recorded terminal prints in test_large_recording_is_whole_at_every_point: NUL runs
+# (six bytes each in the recording), text, and UTF-8 split across writes, then a wait for a
+# line (the recording must already hold all of it), then a little more.
+BIG_TTY = r"""
+import os, sys
+out = sys.stdout.buffer
+for i in range(64):
+    out.write(b"\0" * 16000 + ("line %d caf\u00e9 \u20ac\n" % i).encode() * 300)
+    out.write("\u20ac".encode()[:1]); out.flush(); out.write("\u20ac".encode()[1:])
+out.write(b"WAITING\n"); out.flush()
+sys.stdin.readline()
+out.write(b"tail " * 100 + b"END\n"); out.flush()
+"""
+
+
+def recorded_output(path):
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    return "".join(e[2] for e in map(json.loads, lines[1:]) if e[1] == "o").encode()
+
+
+@ours_only
+@needs_own_server
+def test_large_recording_is_whole_at_every_point(_):
+    """A terminal printing megabytes of NUL runs, text and UTF-8 split across writes (the
+    recorder's escapes and its carried sequences, batch after batch): while the command
+    waits, the file already holds every byte it printed; at the end the recording, and
+    `asciinema cat` of it, give back the client's bytes."""
+    work = tempfile.mkdtemp(prefix="audit-")
+    try:
+        rec = os.path.join(work, "rec")
+        os.mkdir(rec)
+        with Server(extra_args=["--record-dir", rec]) as srv:
+            s = srv.session()
+            s.start("big", [sys.executable, "-c", BIG_TTY], tty=True,
+                    env={"PATH": PATH_ENV}, size={"rows": 24, "cols": 80})
+            pty = lambda: s.output_so_far("big")["pty"]  # noqa: E731
+            s.wait_for(lambda: b"WAITING" in pty(), process_id="big", what="the wait")
+            [name] = os.listdir(rec)
+            path = os.path.join(rec, name)
+            so_far = pty()
+            wait_until(lambda: recorded_output(path) == so_far, 10,
+                       "the recording to hold all the command printed before it waits")
+            s.write("big", b"go\n")
+            out = s.collect_until_closed("big")
+            assert out["exit_code"] == 0, out
+        got = out["pty"]
+        assert len(got) > 1 << 20 and got.endswith(b"END\r\n"), len(got)
+        assert recorded_output(path) == got
+        if shutil.which("asciinema"):
+            assert asciinema_cat(path) == got
+        print("  %d bytes printed, a %d-byte recording" % (len(got), os.path.getsize(path)))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 @ours_only
 @needs_own_server
 def test_option_rules(_):
