@@ -13,16 +13,6 @@
 #include "audit/audit_cast.h"
 #include "util/buf.h"
 
-#include <time.h>
-
-/* Wall-clock time in nanoseconds: what every record and the writer's notes carry. */
-static inline uint64_t audit_unix_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 enum audit_item_kind {
     AUDIT_ITEM_RECORD,     /* body: a record's body (audit_record.h) */
     AUDIT_ITEM_TTY_OPEN,   /* body: the recording's header line */

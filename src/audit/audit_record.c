@@ -179,6 +179,13 @@ void audit_time_format(uint64_t unix_ns, char out[AUDIT_TIME_LEN])
     out[27] = '\0';
 }
 
+uint64_t audit_unix_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 void audit_record_begin(struct buf *b, uint64_t unix_ns, const char *type)
 {
     char t[AUDIT_TIME_LEN];

@@ -28,6 +28,8 @@
 /* Starts a record's body in b (emptied): "time" (RFC 3339, UTC, microseconds, from
  * unix_ns) and "type". */
 void audit_record_begin(struct buf *b, uint64_t unix_ns, const char *type);
+/* Wall-clock time in nanoseconds: what every record (the loop's and the writer's) carries. */
+uint64_t audit_unix_ns(void);
 /* Ends the body (the closing brace of the record). */
 void audit_record_end(struct buf *b);
 
