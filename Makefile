@@ -11,9 +11,9 @@
 #               each "SKIP: why" a test printed is repeated at the end (e.g. no npm)
 #   make test-containers  the same build, then every sandbox suite run with the server
 #               inside a container (ctest -L containers; tests/blackbox/containers.py)
-#   make release-check  a Release build (-O3) with gcc and clang's front end over every file
-#               with the same flags, into build/release-*, warnings as errors (what .ci/run
-#               adds to make test, with the formatting check)
+#   make release-check  what make install installs, built Release (-O3) with gcc, and
+#               clang's front end over its files with the same flags, into build/release-*,
+#               warnings as errors (what .ci/run adds to make test, with the format check)
 #   make bench  release build, then bench/exec-bench against ours and the reference
 #               (codex REF_VERSION, default 0.171.0, installed by npm when missing:
 #               tests/blackbox/codex_ref.py); BENCH_ARGS=...;
@@ -106,21 +106,23 @@ soak: deps
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  SOAK_SECONDS=$(SOAK_SECONDS) python3 tests/soak/soak.py
 
-# Release (-O3) with gcc and with clang (Debian's): no warnings, as a packager builds it.
-# gcc builds it all (some of its warnings come from its optimizers); clang's come from its
-# front end, which runs over every file with the same flags without generating code
-# (scripts/syntax-check.py: half the CPU of a clang build, which CI's clock counts). The
-# two are independent (make -j2 release-check runs them at once).
+# Release (-O3) with gcc and with clang (Debian's): no warnings, as a packager builds what
+# `make install` installs (the CMake target `product`; the tests and the bench are held to
+# the same warnings as errors by make test's build, at -O0). gcc builds it (some of its
+# warnings come from its optimizers); clang's come from its front end, which runs over each
+# of its files with the same flags without generating code (scripts/syntax-check.py: half
+# the CPU of a clang build, which CI's clock counts). The two are independent (make -j2
+# release-check runs them at once).
+PRODUCT_TARGETS := execproto execcore exec-server exec-server-registry execclient exec-client
 release-check: release-gcc release-clang
 release-gcc: deps
 	CC=gcc cmake -S . -B $(BUILD)/release-gcc $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release \
 	      $(WERROR) >/dev/null
-	cmake --build $(BUILD)/release-gcc
+	cmake --build $(BUILD)/release-gcc --target product
 release-clang: deps
 	CC=clang cmake -S . -B $(BUILD)/release-clang $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release \
 	      -DCMAKE_EXPORT_COMPILE_COMMANDS=ON $(WERROR) >/dev/null
-	cmake --build $(BUILD)/release-clang --target relay_pb_generated
-	python3 scripts/syntax-check.py $(BUILD)/release-clang
+	python3 scripts/syntax-check.py $(BUILD)/release-clang $(PRODUCT_TARGETS)
 
 REF_VERSION ?= 0.171.0
 BENCH_ARGS ?=
