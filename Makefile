@@ -4,7 +4,7 @@
 #               the default address
 #   make install  release build, then install everything under PREFIX (default /usr/local)
 #   make test   ASan+UBSan build into build/asan/, then every test through ctest
-#               (including a few seconds of each fuzz target, built at -O0 into
+#               (including two seconds of each fuzz target, built at -O0 into
 #               build/fuzz-smoke/)
 #               but those labelled containers-by-hand (for their time);
 #               warnings are errors (EXEC_WERROR) in the builds of test, fuzz and valgrind;
@@ -33,14 +33,10 @@
 BUILD     := build
 ASAN      := build/asan
 FUZZ      := build/fuzz
-# make test's few seconds a fuzz target come from a tree of their own built at -O0: it
+# make test's two seconds a fuzz target come from a tree of their own built at -O0: it
 # compiles in 35 s on two cores against 57 s at -O1 (what `make fuzz`'s long runs keep,
 # in build/fuzz), and a smoke run is timed, not counted in inputs.
 FUZZ_SMOKE := build/fuzz-smoke
-# python3's own directory, first on the tests' PATH: see CMakeLists.txt (PYTHON3) for why.
-# Recursive, so that only the test targets start python3 to ask.
-PYTHON_DIR = $(shell python3 -c 'import os, sys; print(os.path.dirname(sys.executable))' 2>/dev/null)
-TEST_PATH = $(if $(PYTHON_DIR),$(PYTHON_DIR):)$(PATH)
 FUZZ_TIME ?= 600
 FUZZ_TARGETS ?=
 VG        := build/vg
@@ -85,7 +81,7 @@ test: deps fuzz-smoke-build
 	cmake -S . -B $(ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DEXEC_SANITIZE=ON $(WERROR) \
 	      -DEXEC_FUZZ_BUILD_DIR=$(abspath $(FUZZ_SMOKE)) >/dev/null
 	cmake --build $(ASAN)
-	cd $(ASAN) && { PATH="$(TEST_PATH)" ctest -j$(TEST_JOBS) --output-on-failure --timeout 300 -LE containers-by-hand; \
+	cd $(ASAN) && { ctest -j$(TEST_JOBS) --output-on-failure --timeout 300 -LE containers-by-hand; \
 	  rc=$$?; \
 	  awk '/^[0-9]+\/[0-9]+ Test: /{t=$$3} /^SKIP: /{print "SKIP in " t ": " substr($$0, 7)}' \
 	    Testing/Temporary/LastTest.log; exit $$rc; }
@@ -94,7 +90,7 @@ test-containers: deps
 	cmake -S . -B $(ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DEXEC_SANITIZE=ON $(WERROR) \
 	      -DEXEC_FUZZ_BUILD_DIR=$(abspath $(FUZZ_SMOKE)) >/dev/null
 	cmake --build $(ASAN)
-	cd $(ASAN) && PATH="$(TEST_PATH)" ctest -L containers --output-on-failure
+	cd $(ASAN) && ctest -L containers --output-on-failure
 
 SOAK_SECONDS ?= 900
 soak: deps
@@ -113,7 +109,6 @@ soak: deps
 # of its files with the same flags without generating code (scripts/syntax-check.py: half
 # the CPU of a clang build, which CI's clock counts). The two are independent (make -j2
 # release-check runs them at once).
-PRODUCT_TARGETS := execproto execcore exec-server exec-server-registry execclient exec-client
 release-check: release-gcc release-clang
 release-gcc: deps
 	CC=gcc cmake -S . -B $(BUILD)/release-gcc $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release \
@@ -122,7 +117,7 @@ release-gcc: deps
 release-clang: deps
 	CC=clang cmake -S . -B $(BUILD)/release-clang $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release \
 	      -DCMAKE_EXPORT_COMPILE_COMMANDS=ON $(WERROR) >/dev/null
-	python3 scripts/syntax-check.py $(BUILD)/release-clang $(PRODUCT_TARGETS)
+	cmake --build $(BUILD)/release-clang --target syntax-check
 
 REF_VERSION ?= 0.171.0
 BENCH_ARGS ?=

@@ -6,9 +6,10 @@
 BUILD_DIR was configured with CMAKE_EXPORT_COMPILE_COMMANDS=ON; each compile command in its
 compile_commands.json is run again with -fsyntax-only in place of -c and -o: the same
 flags, defines and include folders, the compiler's every front-end diagnostic (with
--Werror, a failure), and no code generated. `make release-check` checks clang this way:
-clang's warnings come from its front end, and its -O3 code generation was two thirds of
-the check's CPU, which CI's ten minutes count (gcc's Release build stays whole: some of its
+-Werror, a failure), and no code generated. `make release-check` checks clang this way
+(the CMake target syntax-check, with the product's targets):
+clang's warnings come from its front end, and its -O3 code generation was half of the
+check's CPU, which CI's ten minutes count (gcc's Release build stays whole: some of its
 warnings come from its optimizers). Files run two at a time (or as many as the CPUs);
 a file's diagnostics are printed together. With TARGETs, only their files (by the object
 folder CMake gives each target, TARGET.dir). Exit status 1 when any file fails."""

@@ -19,15 +19,21 @@ static const char *op_type(const struct fs_work *fw, bool *reads)
     return op->audit;
 }
 
+/* The "error" field of a failure's errno (nothing for 0). */
+static void put_errno(struct buf *b, int err)
+{
+    if (!err) return;
+    char text[160];
+    oserr_format(err, text, sizeof text);
+    audit_put_str(b, "error", text);
+}
+
 static void put_error(struct buf *b, const struct fs_work *fw)
 {
-    if (fw->msg) {
+    if (fw->msg)
         audit_put_str(b, "error", fw->msg);
-    } else if (fw->err) {
-        char text[160];
-        oserr_format(fw->err, text, sizeof text);
-        audit_put_str(b, "error", text);
-    }
+    else
+        put_errno(b, fw->err);
 }
 
 void fs_audit_op(const struct fs_work *fw)
@@ -84,11 +90,7 @@ void fs_audit_chmod(const char *session, const char *path, unsigned mode, int re
     audit_put_str(b, "session", session);
     audit_put_str(b, "path", path);
     audit_put_str(b, "mode", octal);
-    if (result < 0) {
-        char text[160];
-        oserr_format(-result, text, sizeof text);
-        audit_put_str(b, "error", text);
-    }
+    put_errno(b, result < 0 ? -result : 0);
     audit_commit(b);
 }
 
@@ -99,10 +101,6 @@ void fs_audit_rename(const char *session, const char *src, const char *dst, int 
     audit_put_str(b, "session", session);
     audit_put_str(b, "source", src);
     audit_put_str(b, "destination", dst);
-    if (err) {
-        char text[160];
-        oserr_format(err, text, sizeof text);
-        audit_put_str(b, "error", text);
-    }
+    put_errno(b, err);
     audit_commit(b);
 }

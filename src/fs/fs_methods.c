@@ -471,10 +471,15 @@ static void after_cb(uv_work_t *w, int status)
     fw_free(fw);
 }
 
+void fs_session_id(const struct rpc_req *req, char out[FS_SESSION_ID_LEN])
+{
+    struct session *s = session_of(req->conn);
+    snprintf(out, FS_SESSION_ID_LEN, "%s", s ? s->id : "");
+}
+
 static void submit(struct fs_work *fw)
 {
-    struct session *s = session_of(fw->req->conn);
-    if (s && !fw->sb_owner[0]) snprintf(fw->sb_owner, sizeof fw->sb_owner, "%s", s->id);
+    if (!fw->sb_owner[0]) fs_session_id(fw->req, fw->sb_owner);
     rpc_result_begin(fw->req, &fw->out);
     fw->w.data = fw;
     int r = uv_queue_work(fw->req->loop, &fw->w, work_cb, after_cb);
@@ -509,7 +514,7 @@ static void fw_sandbox(struct fs_work *fw, struct fs_sandbox *sb)
 {
     if (!sb) return;
     fw->sb = sb;
-    snprintf(fw->sb_owner, sizeof fw->sb_owner, "%s", session_of(fw->req->conn)->id);
+    fs_session_id(fw->req, fw->sb_owner);
 }
 
 /* Converts a URI param to a native path, replying on failure. */

@@ -15,6 +15,10 @@ extern const struct rpc_method fs_rename_methods[];
 /* A file: URI param (uri, len bytes) as a native path in *out (caller frees), or false
  * after replying to req with the URI's error. */
 bool fs_param_path(struct rpc_req *req, const char *uri, size_t len, char **out, size_t *out_len);
+/* The id of req's session ("" for none) into out: what the audit records carry, kept by
+ * the work that outlives the request's connection. */
+#define FS_SESSION_ID_LEN 40
+void fs_session_id(const struct rpc_req *req, char out[FS_SESSION_ID_LEN]);
 /* fs/writeFile dataBase64 and fs/writeBlock chunk: kept as slices of the message. */
 extern const struct rpc_payload fs_payloads[];
 

@@ -6,7 +6,6 @@
  * call follows symlinks like chmod(2). It runs on libuv's thread pool
  * (uv_fs_chmod), never on the loop. It does not take a sandbox: a request with a
  * non-null `sandbox` is refused rather than run unconfined (PROTOCOL.md §11 (h)). */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,14 +13,13 @@
 #include "fs/fs_methods.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
-#include "session/session.h"
 #include "util/mem.h"
 
 struct chmod_work {
     uv_fs_t fs;
     struct rpc_req *req;
     unsigned mode;
-    char session[40]; /* for the audit record */
+    char session[FS_SESSION_ID_LEN]; /* for the audit record */
 };
 
 static void chmod_done(uv_fs_t *f)
@@ -57,8 +55,7 @@ static void handle_set_permissions(struct rpc_req *req)
     w->req = req;
     w->fs.data = w;
     w->mode = (unsigned)mode;
-    struct session *s = session_of(req->conn);
-    snprintf(w->session, sizeof w->session, "%s", s ? s->id : "");
+    fs_session_id(req, w->session);
     int r = uv_fs_chmod(req->loop, &w->fs, path, (int)mode, chmod_done);
     free(path);
     if (r < 0) {

@@ -17,7 +17,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -27,17 +26,16 @@
 #include "fs/fs_methods.h"
 #include "rpc/dispatch.h"
 #include "rpc/params.h"
-#include "session/session.h"
 #include "util/mem.h"
 
 struct rename_work {
     uv_work_t work;
     struct rpc_req *req;
-    char *src, *dst;  /* native paths (owned) */
-    bool keep;        /* keepAttributes */
-    bool sync;        /* fsync */
-    int err;          /* the failure's errno, 0 when it worked */
-    char session[40]; /* for the audit record */
+    char *src, *dst;                 /* native paths (owned) */
+    bool keep;                       /* keepAttributes */
+    bool sync;                       /* fsync */
+    int err;                         /* the failure's errno, 0 when it worked */
+    char session[FS_SESSION_ID_LEN]; /* for the audit record */
 };
 
 /* The destination's owner, group and mode onto the open source fd. The owner first:
@@ -121,8 +119,7 @@ static void handle_rename(struct rpc_req *req)
     r->keep = keep;
     r->sync = sync;
     r->work.data = r;
-    struct session *s = session_of(req->conn);
-    snprintf(r->session, sizeof r->session, "%s", s ? s->id : "");
+    fs_session_id(req, r->session);
     size_t n;
     if (!fs_param_path(req, src, slen, &r->src, &n) ||
         !fs_param_path(req, dst, dlen, &r->dst, &n)) {

@@ -76,7 +76,7 @@ struct fs_work {
     /* sandboxed: run in the session's helper for this policy (fs/fs_helper_pool.h) */
     struct fs_sandbox *sb; /* the sandbox to run in (fs_helper_pool.h), or NULL: owned by
                               fs_methods.c's work, borrowed by capability discovery's */
-    char sb_owner[40];     /* the session id (of every request: the audit records') */
+    char sb_owner[40];     /* the session id (FS_SESSION_ID_LEN), for the audit records */
 };
 
 /* Records errno e (EIO for 0) as the outcome unless one is already recorded. */

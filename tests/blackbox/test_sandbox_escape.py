@@ -111,6 +111,10 @@ def shared_proc(w):
 # The world: the server (as root or as an unprivileged user) and its victims
 # ---------------------------------------------------------------------------------------
 
+# The unrelated process: one that blocks until it is killed (no timer to outlast).
+UNTIL_KILLED = ["tail", "-f", "/dev/null"]
+
+
 class World:
     def __init__(self):
         self.as_root = os.geteuid() == 0
@@ -207,15 +211,15 @@ class World:
             # sandbox's own PID namespace also has (its probe is pid 2-20 there) would be
             # that process, not this one, and an attempt on it no escape.
             # (a child made after the burn, which says its pid itself: the shell's own
-            # pid was taken before the burn)
+            # pid was taken before the burn; it blocks until stop_unrelated kills it)
             burn = ("i=0; while [ $i -lt 3000 ]; do (:); i=$((i+1)); done; "
-                    "/bin/sh -c '%s; exec sleep 3600' & exec >/dev/null; wait"
-                    % containers.Beside.ANNOUNCE)
+                    "/bin/sh -c '%s; exec %s' & exec >/dev/null; wait"
+                    % (containers.Beside.ANNOUNCE, " ".join(UNTIL_KILLED)))
             self.unrelated = containers.Beside(self.srv.pid, ["/bin/sh", "-c", burn], env,
                                                user=(self.uid, self.gid), announces=True,
                                                timeout=120)
             return
-        self.unrelated = subprocess.Popen(["sleep", "3600"], env=env, **self.drop_kw())
+        self.unrelated = subprocess.Popen(UNTIL_KILLED, env=env, **self.drop_kw())
 
     def stop_unrelated(self):
         self.unrelated.kill()
@@ -1217,7 +1221,8 @@ def test_protected_fs(_):
 
 # A sandboxed shell that, for `secs` seconds, keeps trying to create the protected names
 # and, once one is made, plants what git and codex would run later outside any sandbox.
-PLANT = ("end=$(( $(date +%s) + {secs} )); echo LOOP-STARTED; while [ $(date +%s) -lt $end ]; do "
+PLANT = ("end=$(( $(date +%s) + {secs} )); echo LOOP-STARTED; "
+         "while [ $(date +%s) -lt $end ]; do "
          "if mkdir .git 2>/dev/null; then printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n'"
          " > .git/config; mkdir .git/hooks; echo 'touch /tmp/pwned' > .git/hooks/pre-commit; "
          "echo PLANTED-git; fi; "
@@ -1912,9 +1917,9 @@ def test_carve_out_through_a_planted_symlink(_):
 
 
 def later_secret_run(w, mode, ws, sb, target, script):
-    """Starts `script` under sb (it waits for a line on its stdin), then writes the secret to target as
-    the host would (after the start: the view, the glob scan and the helper are all
-    made by then) and lets the script go. A warm helper with the same policy has served
+    """Starts `script` under sb (it waits for a line on its stdin), then writes the secret
+    to target as the host would (after the start: the view, the glob scan and the helper
+    are all made by then) and lets the script go. A warm helper with the same policy has served
     a request before. Returns the command's output text."""
     m = w.s.request("fs/readFile", {"path": uri(ws + "/readme.txt"), "sandbox": sb})
     assert "result" in m, "the helper did not serve a plain read: %s" % m
