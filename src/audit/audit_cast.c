@@ -61,13 +61,26 @@ static char *put_escape(char *d, unsigned char c)
     return d + (e[1] == 'u' ? 6 : 2);
 }
 
+/* One byte of text at d: as it is, escaped, or (a NUL, with shown) left out; returns
+ * where the next goes. */
+static char *put_byte(char *d, unsigned char c, bool shown)
+{
+    if (c >= 0x20 && c != '"' && c != '\\') {
+        *d = (char)c;
+        return d + 1;
+    }
+    return c || !shown ? put_escape(d, c) : d;
+}
+
 /* Valid UTF-8 as JSON string content; writes at most 6n + 8 bytes at dst, returns
  * how many count. A word with nothing to escape is copied whole; one with something
  * is copied up to its first such byte (the lowest flagged byte of the mask is exact)
  * and the rest of it goes byte by byte. With ascii, s is not known to be UTF-8 yet:
  * the escaping stops before its first byte from 0x80 up (*used says where), so that
- * ASCII, most of what a terminal shows, is checked and escaped in one pass. */
-static size_t escape_text(char *dst, const unsigned char *s, size_t n, bool ascii, size_t *used)
+ * ASCII, most of what a terminal shows, is checked and escaped in one pass. With
+ * shown (a terminal's output), NULs are left out (audit_cast.h). */
+static size_t escape_text(char *dst, const unsigned char *s, size_t n, bool ascii, bool shown,
+                          size_t *used)
 {
     char *d = dst;
     size_t i = 0;
@@ -82,22 +95,17 @@ static size_t escape_text(char *dst, const unsigned char *s, size_t n, bool asci
             i += 8;
             continue;
         }
-        if (!w) { /* eight NULs (binary output: dumps, zeroed blocks) at once */
-            static const char nuls[] = "\\u0000\\u0000\\u0000\\u0000\\u0000\\u0000\\u0000\\u0000";
-            memcpy(d, nuls, 48);
-            d += 48;
+        if (!w && shown) { /* eight NULs (binary output: dumps, zeroed blocks) */
             i += 8;
             continue;
         }
         size_t k = (size_t)__builtin_ctzll(m) / 8;
         d += k;
         for (i += k; k < 8; k++, i++)
-            d = s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' ? (*d = (char)s[i], d + 1)
-                                                            : put_escape(d, s[i]);
+            d = put_byte(d, s[i], shown);
     }
     for (; i < n && !(ascii && s[i] >= 0x80); i++)
-        d = s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' ? (*d = (char)s[i], d + 1)
-                                                        : put_escape(d, s[i]);
+        d = put_byte(d, s[i], shown);
     *used = i;
     return (size_t)(d - dst);
 }
@@ -106,7 +114,15 @@ static void put_text(struct buf *out, const unsigned char *s, size_t n)
 {
     size_t used;
     buf_reserve(out, 6 * n + 8);
-    out->len += escape_text(out->data + out->len, s, n, false, &used);
+    out->len += escape_text(out->data + out->len, s, n, false, false, &used);
+}
+
+/* The same for a terminal's output: without its NULs. */
+static void put_shown(struct buf *out, const unsigned char *s, size_t n)
+{
+    size_t used;
+    buf_reserve(out, 6 * n + 8);
+    out->len += escape_text(out->data + out->len, s, n, false, true, &used);
 }
 
 static const unsigned char replacement[3] = {0xEF, 0xBF, 0xBD}; /* U+FFFD */
@@ -118,15 +134,16 @@ static void put_replacement(struct buf *out, const unsigned char *s, size_t n)
 }
 
 /* Decodes s (n bytes) lossily into out; an unfinished sequence at the end goes to
- * e's carry, to be finished by the next call. */
-static void put_decoded(struct audit_cast_enc *e, struct buf *out, const unsigned char *s, size_t n)
+ * e's carry, to be finished by the next call. shown: output, without its NULs. */
+static void put_decoded(struct audit_cast_enc *e, struct buf *out, const unsigned char *s, size_t n,
+                        bool shown)
 {
     size_t ascii; /* the ASCII start, checked and escaped in one pass */
     buf_reserve(out, 6 * n + 8);
-    out->len += escape_text(out->data + out->len, s, n, true, &ascii);
+    out->len += escape_text(out->data + out->len, s, n, true, shown, &ascii);
     s += ascii;
     n -= ascii;
-    size_t used = audit_utf8_walk(out, s, n, put_text, put_replacement, true);
+    size_t used = audit_utf8_walk(out, s, n, shown ? put_shown : put_text, put_replacement, true);
     memcpy(e->carry, s + used, n - used);
     e->ncarry = (uint8_t)(n - used);
 }
@@ -178,7 +195,7 @@ void audit_cast_put_event(struct audit_cast_enc *e, struct buf *out, uint64_t t_
     buf_puts(out, "\",\"");
     size_t text = out->len;
     size_t used = e->ncarry ? put_carried(e, out, s, n) : 0;
-    if (used < n) put_decoded(e, out, s + used, n - used);
+    if (used < n) put_decoded(e, out, s + used, n - used, kind == 'o');
     if (out->len == text) { /* nothing to show yet */
         out->len = start;
         return;

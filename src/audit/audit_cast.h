@@ -10,8 +10,13 @@
  * output, "i" for input, "r" for a resize ("COLSxROWS"). Output bytes become a JSON
  * string as asciinema's own recorder makes them: decoded as UTF-8, a sequence split
  * between two reads carried to the next event, each maximal invalid subpart replaced
- * by U+FFFD. For output that is UTF-8 (a terminal's), `asciinema cat` of the file
- * gives back exactly the bytes the process wrote.
+ * by U+FFFD. Output leaves out its NULs: ECMA-48's fill character, which "may be
+ * inserted into, or removed from, a data stream without affecting the information
+ * content", and which terminals and asciinema's player do not show; spelt \u0000
+ * in JSON it made each one six bytes of the file, and the recording of a stream of
+ * them cost a fifth of its rate (docs/AUDIT.md). Input keeps them (Ctrl-@ is a key).
+ * For output that is UTF-8 (a terminal's), `asciinema cat` of the file gives back
+ * exactly the bytes the process wrote, but the NULs.
  *
  * Pure: bytes in, text out. The writer thread (audit_writer.c) keeps one encoder per
  * direction of each recording. */
