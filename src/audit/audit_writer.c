@@ -459,9 +459,9 @@ void audit_writer_push(struct audit_item *first, struct audit_item *last, size_t
     pthread_mutex_lock(&W.mu);
     /* A lingering writer looks by itself, unless a terminal's output piles up: held
      * for the rest of a linger (100 ms at 120 MB/s is 12 MB), the lent chunks grew
-     * the heap and went cold in the cache, and the loop's reads and sends on the
-     * stream got slower by a fifth (row 2 --tty); woken every WAKE_BYTES, the writer
-     * gives them back while they are warm. */
+     * the heap (4,600 page faults a 256 MiB stream against 760) and went cold in the
+     * cache, and the stream slowed (docs/AUDIT.md, "How much it costs"); woken every
+     * WAKE_BYTES, the writer gives them back while they are warm. */
     W.queued += bytes;
     bool wake = W.asleep ? W.head == NULL : !W.nudged && W.queued >= WAKE_BYTES;
     W.nudged |= wake;
