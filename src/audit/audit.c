@@ -26,16 +26,14 @@ static struct {
     uv_loop_t *loop;                /* NULL: hand over at once */
     uv_prepare_t prepare;           /* the hand-over, once per loop iteration */
     struct audit_item *head, *tail; /* made this iteration, not handed over yet */
-    size_t bytes;                   /* their cost */
     uint64_t lost;                  /* records dropped since the last audit.lost */
 } A;
 
 static void hand_over(void)
 {
     if (!A.head) return;
-    audit_writer_push(A.head, A.tail, A.bytes);
+    audit_writer_push(A.head, A.tail);
     A.head = A.tail = NULL;
-    A.bytes = 0;
 }
 
 static void on_prepare(uv_prepare_t *h)
@@ -56,7 +54,6 @@ static void enqueue(struct audit_item *it)
     atomic_fetch_add_explicit(it->kind == AUDIT_ITEM_RECORD ? &audit_counters.inflight_records
                                                             : &audit_counters.inflight,
                               it->cost, memory_order_relaxed);
-    A.bytes += it->cost;
     it->next = NULL;
     if (A.tail)
         A.tail->next = it;

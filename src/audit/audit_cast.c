@@ -110,19 +110,23 @@ static size_t escape_text(char *dst, const unsigned char *s, size_t n, bool asci
     return (size_t)(d - dst);
 }
 
-static void put_text(struct buf *out, const unsigned char *s, size_t n)
+static void put_escaped(struct buf *out, const unsigned char *s, size_t n, bool shown)
 {
     size_t used;
     buf_reserve(out, 6 * n + 8);
-    out->len += escape_text(out->data + out->len, s, n, false, false, &used);
+    out->len += escape_text(out->data + out->len, s, n, false, shown, &used);
 }
 
-/* The same for a terminal's output: without its NULs. */
+/* Valid UTF-8 into out: as it is (input, the replacement, a carried sequence), or as a
+ * terminal's output, without its NULs (the callbacks of audit_utf8_walk). */
+static void put_text(struct buf *out, const unsigned char *s, size_t n)
+{
+    put_escaped(out, s, n, false);
+}
+
 static void put_shown(struct buf *out, const unsigned char *s, size_t n)
 {
-    size_t used;
-    buf_reserve(out, 6 * n + 8);
-    out->len += escape_text(out->data + out->len, s, n, false, true, &used);
+    put_escaped(out, s, n, true);
 }
 
 static const unsigned char replacement[3] = {0xEF, 0xBF, 0xBD}; /* U+FFFD */

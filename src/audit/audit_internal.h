@@ -69,7 +69,7 @@ extern struct audit_counters audit_counters;
  * in err. */
 int audit_writer_start(const struct audit_options *o, bool announce, char *err, size_t errlen);
 /* Queues a list of items (first..last, in order) and wakes the writer. */
-void audit_writer_push(struct audit_item *first, struct audit_item *last, size_t bytes);
+void audit_writer_push(struct audit_item *first, struct audit_item *last);
 /* Stops the thread once everything queued is written (waits at most wait_ms). */
 void audit_writer_stop(unsigned wait_ms);
 /* Frees an item (its body) without doing it; the release of borrowed output too. */

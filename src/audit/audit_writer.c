@@ -37,7 +37,7 @@
 #define TAIL_STEP 65536
 #define TAIL_MAX (16u << 20) /* a last line longer than this is not followed */
 #define TTY_FLUSH_BYTES (1u << 20)
-#define WAKE_BYTES (256u << 10) /* handed over: a lingering writer is woken for them */
+#define WAKE_BYTES (256u << 10) /* of terminal output waiting: a lingering writer is woken */
 
 static struct {
     pthread_t thread;
@@ -45,11 +45,10 @@ static struct {
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
     struct audit_item *head, *tail; /* handed over, not taken yet */
-    size_t queued;                  /* their cost */
     bool stop, exited;
     bool linger; /* a batch was just written: wait LINGER_MS before sleeping */
     bool asleep; /* waiting to be woken: a hand-over signals */
-    bool nudged; /* lingering, and signalled for what was queued meanwhile */
+    bool nudged; /* signalled for terminal output since the last batch was taken */
     /* the log */
     char *path;
     int fd;
@@ -440,7 +439,6 @@ static void *writer_main(void *arg)
         W.nudged = false;
         struct audit_item *batch = W.head;
         W.head = W.tail = NULL;
-        W.queued = 0;
         bool stop = W.stop;
         pthread_mutex_unlock(&W.mu);
         run_batch(batch);
@@ -454,16 +452,18 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-void audit_writer_push(struct audit_item *first, struct audit_item *last, size_t bytes)
+void audit_writer_push(struct audit_item *first, struct audit_item *last)
 {
     pthread_mutex_lock(&W.mu);
     /* A lingering writer looks by itself, unless a terminal's output piles up: held
      * for the rest of a linger (100 ms at 120 MB/s is 12 MB), the lent chunks grew
      * the heap (4,600 page faults a 256 MiB stream against 760) and went cold in the
      * cache, and the stream slowed (docs/AUDIT.md, "How much it costs"); woken every
-     * WAKE_BYTES, the writer gives them back while they are warm. */
-    W.queued += bytes;
-    bool wake = W.asleep ? W.head == NULL : !W.nudged && W.queued >= WAKE_BYTES;
+     * WAKE_BYTES, the writer gives them back while they are warm. While it lingers
+     * the recordings' bytes in flight are those waiting for it. */
+    bool wake = W.asleep ? W.head == NULL
+                         : !W.nudged && atomic_load_explicit(&audit_counters.inflight,
+                                                             memory_order_relaxed) >= WAKE_BYTES;
     W.nudged |= wake;
     if (W.tail)
         W.tail->next = first;

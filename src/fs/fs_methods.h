@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "fs/fs_work.h"
 #include "rpc/rpc.h"
 
 extern const struct rpc_method fs_methods[];
@@ -17,7 +18,6 @@ extern const struct rpc_method fs_rename_methods[];
 bool fs_param_path(struct rpc_req *req, const char *uri, size_t len, char **out, size_t *out_len);
 /* The id of req's session ("" for none) into out: what the audit records carry, kept by
  * the work that outlives the request's connection. */
-#define FS_SESSION_ID_LEN 40
 void fs_session_id(const struct rpc_req *req, char out[FS_SESSION_ID_LEN]);
 /* fs/writeFile dataBase64 and fs/writeBlock chunk: kept as slices of the message. */
 extern const struct rpc_payload fs_payloads[];

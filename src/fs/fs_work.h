@@ -16,6 +16,9 @@
 #include "fs/fs_request.h"
 #include "util/buf.h"
 
+/* A session id kept by work that outlives its request's connection (fs_session_id). */
+#define FS_SESSION_ID_LEN 40
+
 #define FS_HANDLE_ID_MAX 32
 
 struct rpc_req;
@@ -74,9 +77,9 @@ struct fs_work {
     enum fs_err_kind kind; /* when msg is set */
     char *msg;             /* validation error text */
     /* sandboxed: run in the session's helper for this policy (fs/fs_helper_pool.h) */
-    struct fs_sandbox *sb; /* the sandbox to run in (fs_helper_pool.h), or NULL: owned by
-                              fs_methods.c's work, borrowed by capability discovery's */
-    char sb_owner[40];     /* the session id (FS_SESSION_ID_LEN), for the audit records */
+    struct fs_sandbox *sb;            /* the sandbox to run in (fs_helper_pool.h), or NULL: owned by
+                                         fs_methods.c's work, borrowed by capability discovery's */
+    char sb_owner[FS_SESSION_ID_LEN]; /* the session id, for the audit records */
 };
 
 /* Records errno e (EIO for 0) as the outcome unless one is already recorded. */

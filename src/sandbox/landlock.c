@@ -201,12 +201,15 @@ int sandbox_landlock_ruleset(const struct sandbox_spec *s, bool writable_read_on
     int rfd = (int)fd;
     struct carves cv;
     int rc = carves_read(s, &cv);
-    uint64_t w = writable_read_only ? LL_FS_READ & all : all;
-    if (!rc && !s->enforce_fs) rc = add_root_rule(rfd, s, &cv, "/", all);
-    for (const char *const *p = s->readable; s->enforce_fs && p && *p && !rc; p++)
-        rc = add_root_rule(rfd, s, &cv, *p, LL_FS_READ & all);
-    for (const char *const *p = s->writable; s->enforce_fs && p && *p && !rc; p++)
-        rc = add_root_rule(rfd, s, &cv, *p, w);
+    if (!s->enforce_fs) {
+        if (!rc) rc = add_root_rule(rfd, s, &cv, "/", all);
+    } else {
+        uint64_t w = writable_read_only ? LL_FS_READ & all : all;
+        for (const char *const *p = s->readable; p && *p && !rc; p++)
+            rc = add_root_rule(rfd, s, &cv, *p, LL_FS_READ & all);
+        for (const char *const *p = s->writable; p && *p && !rc; p++)
+            rc = add_root_rule(rfd, s, &cv, *p, w);
+    }
     carves_free(&cv);
     if (!rc && (s->enforce_fs || s->landlock_only)) {
         /* The private /dev and /proc every program expects. Without a view of its
