@@ -271,6 +271,11 @@ def test_tilde_dot_hangs_up_the_shell(srv):
                 break
             except AssertionError:
                 continue
+        # A line typed again above may still be read after the one that answered: it would
+        # start its job while the hang-up is under way, a job bash does not know yet. One
+        # more line, answered, means every earlier one has run (the terminal keeps order).
+        t.write(b"echo synced-$((40+2))\r")
+        t.read_until(b"synced-42")
         sid = re.search(rb"connected, session (\S+)", t.out).group(1).decode()
         wait_until(lambda: len(marked_pids(mk)) >= 2, 10, "the shell and its job")
         t.write(b"~.")
