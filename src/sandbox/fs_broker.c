@@ -33,6 +33,7 @@
 #include "sandbox/notify.h"
 #include "sandbox/path_rules.h"
 #include "util/fdframe.h"
+#include "util/procfs.h"
 
 #define SB_PROC_SUPER_MAGIC 0x9fa0
 #define SB_PROC_ROOT_INO 1
@@ -50,27 +51,6 @@
 #define __NR_removexattrat 466
 #endif
 
-/* The calls the broker answers (the filter notifies a subset of them: seccomp.h). */
-static const long broker_nrs[] = {
-#if defined(__x86_64__)
-    __NR_open,         __NR_creat,        __NR_mkdir,      __NR_mknod,         __NR_symlink,
-    __NR_link,         __NR_unlink,       __NR_rmdir,      __NR_rename,        __NR_chmod,
-    __NR_chown,        __NR_lchown,       __NR_utime,      __NR_utimes,        __NR_futimesat,
-#endif
-    __NR_openat,       __NR_openat2,      __NR_mkdirat,    __NR_mknodat,       __NR_symlinkat,
-    __NR_linkat,       __NR_unlinkat,     __NR_renameat,   __NR_renameat2,     __NR_truncate,
-    __NR_fchmodat,     __NR_fchmodat2,    __NR_fchmod,     __NR_fchownat,      __NR_fchown,
-    __NR_utimensat,    __NR_setxattr,     __NR_lsetxattr,  __NR_fsetxattr,     __NR_removexattr,
-    __NR_lremovexattr, __NR_fremovexattr, __NR_setxattrat, __NR_removexattrat,
-};
-
-bool fs_broker_handles(long nr)
-{
-    for (size_t i = 0; i < sizeof broker_nrs / sizeof broker_nrs[0]; i++)
-        if (broker_nrs[i] == nr) return true;
-    return false;
-}
-
 /* ---- the caller ------------------------------------------------------------------------ */
 
 struct caller {
@@ -81,19 +61,6 @@ struct caller {
     bool numbered;         /* pid and tid looked up (caller_numbers: only when needed) */
 };
 
-/* A number field ("Pid:", "Tgid:") of a /proc file. */
-static long proc_field(const char *path, const char *field)
-{
-    char buf[2048];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0) close(fd);
-    if (n <= 0) return -1;
-    buf[n] = 0;
-    char *p = strstr(buf, field);
-    return p ? strtol(p + strlen(field), NULL, 10) : -1;
-}
-
 /* The caller's pid and tid as the /proc mounted in the view counts them: its pidfd's
  * fdinfo says (in the numbering of the /proc it is read through, which is the view's
  * even where that is the host's, bound into a PID namespace of our own). */
@@ -103,11 +70,11 @@ static void caller_numbers(struct caller *x)
     x->numbered = true;
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fdinfo/%d", x->c->pidfd);
-    long n = proc_field(path, "Pid:\t");
+    long n = procfs_field(path, "Pid", 10);
     if (n <= 0) return;
     snprintf(x->tid, sizeof x->tid, "%ld", n);
     snprintf(path, sizeof path, "/proc/%ld/status", n);
-    long tg = proc_field(path, "Tgid:\t");
+    long tg = procfs_field(path, "Tgid", 10);
     snprintf(x->pid, sizeof x->pid, "%ld", tg > 0 ? tg : n);
 }
 
@@ -506,15 +473,10 @@ static mode_t caller_umask(struct caller *x)
 {
     char p[64];
     caller_numbers(x);
+    if (!x->tid[0]) return 022;
     snprintf(p, sizeof p, "/proc/%s/status", x->tid);
-    char buf[2048];
-    int fd = x->tid[0] ? open(p, O_RDONLY | O_CLOEXEC) : -1;
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0) close(fd);
-    if (n <= 0) return 022;
-    buf[n] = 0;
-    char *u = strstr(buf, "Umask:\t");
-    return u ? (mode_t)strtol(u + 7, NULL, 8) : 022;
+    long u = procfs_field(p, "Umask", 8);
+    return u < 0 ? 022 : (mode_t)u;
 }
 
 /* The init's side of a call made for the caller: no effective capabilities (it

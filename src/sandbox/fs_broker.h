@@ -57,10 +57,8 @@ struct fs_broker {
     } waiting[FS_BROKER_MAX_WAITING];
 };
 
-/* Whether system call nr is one the broker answers (the filter notifies it). */
-bool fs_broker_handles(long nr);
-
-/* Answers the call c (received by the init's notify loop). */
+/* Answers the call c (received by the init's notify loop): any the filter notifies but
+ * connect(2) and the signals' (seccomp.h); ENOSYS to a number it does not know. */
 void fs_broker_serve(struct fs_broker *b, struct notify *nf, const struct notify_call *c);
 
 /* The blocking opens waiting in forks: up to max pollfds; how many. */

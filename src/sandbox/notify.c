@@ -14,6 +14,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "util/procfs.h"
+
 #define SB_PIDFD_THREAD O_EXCL /* linux/pidfd.h, Linux 6.9 */
 #ifndef SECCOMP_IOCTL_NOTIF_ADDFD
 #define SECCOMP_IOCTL_NOTIF_ADDFD SECCOMP_IOW(3, struct seccomp_notif_addfd)
@@ -100,13 +102,10 @@ static int caller_pidfd(pid_t tid)
      * lookup finds another process, and the kcmp below refuses it (ESRCH). */
     fd = (int)syscall(SYS_pidfd_open, tid, 0);
     if (fd >= 0) return fd;
-    char path[64], buf[1024];
+    char path[64];
     snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
-    int sf = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = sf >= 0 ? read(sf, buf, sizeof buf - 1) : -1;
-    if (sf >= 0) close(sf);
-    const char *t = n > 0 ? (buf[n] = 0, strstr(buf, "\nTgid:")) : NULL;
-    pid_t tgid = t ? (pid_t)strtol(t + 6, NULL, 10) : 0;
+    long tg = procfs_field(path, "Tgid", 10);
+    pid_t tgid = tg > 0 ? (pid_t)tg : 0;
     if (tgid <= 0 || (tgid != tid && syscall(SYS_kcmp, tgid, tid, KCMP_FILES, 0, 0) != 0)) {
         errno = ESRCH;
         return -1;

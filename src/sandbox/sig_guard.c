@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "sandbox/notify.h"
+#include "util/procfs.h"
 
 bool sig_guard_handles(long nr)
 {
@@ -84,16 +85,10 @@ static pid_t pid_of(int fd)
 {
     char path[64], buf[256];
     snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
-    int f = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = f >= 0 ? read(f, buf, sizeof buf - 1) : -1;
-    if (f >= 0) close(f);
-    if (n > 0) {
-        buf[n] = 0;
-        char *p = strstr(buf, "\nPid:\t");
-        if (p) return (pid_t)strtol(p + 6, NULL, 10);
-    }
+    long pid = procfs_field(path, "Pid", 10); /* a pidfd's */
+    if (pid != -1) return (pid_t)pid;
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    n = readlink(path, buf, sizeof buf - 1);
+    ssize_t n = readlink(path, buf, sizeof buf - 1);
     if (n <= 0) return -1;
     buf[n] = 0;
     return !strncmp(buf, "/proc/", 6) ? (pid_t)atoi(buf + 6) : -1;

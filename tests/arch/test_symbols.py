@@ -16,7 +16,7 @@ import sys
 PREFIXES = (
     # floor: util, proto, core, crypto
     "buf_", "xmalloc", "xcalloc", "xrealloc", "xstrdup", "xstrndup", "xmemdup", "xasprintf",
-    "oserr_", "fdframe_", "fdclose_", "bigbuf_", "envv_", "hostaddr_",
+    "oserr_", "fdframe_", "fdclose_", "bigbuf_", "envv_", "hostaddr_", "procfs_",
     "base64_", "hex_", "sha1", "json_load_", "http_", "uri_", "utf8_", "ws_frame_", "log_",
     "metrics_", "limits_", "server_limits", "inflight_", "readiness_", "host_env_", "own_ports_", "mlkem",
     "noise_",
