@@ -25,18 +25,12 @@ import os
 import random
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
-                                "blackbox"))
-from harness import Server  # noqa: E402
+from interleave import READ_ONLY, servers
 
 WARM = 10
-READ_ONLY = {"permissions": {"type": "managed", "file_system": {"type": "restricted", "entries": [
-    {"path": {"type": "special", "value": {"kind": "root"}}, "access": "read"}]},
-    "network": "restricted"}, "cwd": "file:///tmp", "windowsSandboxLevel": "disabled"}
 
 
 def one_shot(session, pid, sandbox):
@@ -106,39 +100,39 @@ def main():
     sandbox = None if a.unsandboxed else READ_ONLY
     scratch = tempfile.mkdtemp(prefix="interleave-")
     data = base64.b64encode(os.urandom(4096)).decode()
-    runs = []
     try:
-        for spec in a.servers:
-            name, _, cmd = spec.partition("=")
-            if not cmd:
-                ap.error("%r: want NAME=PATH" % spec)
-            argv = cmd.split()
-            if os.path.exists(argv[0]):
-                argv[0] = os.path.abspath(argv[0])
-            srv = Server(cmd=argv + ["--listen", "ws://127.0.0.1:0"])
-            runs.append((name, srv, srv.session(), []))
-        k = 0
-        cpu = {}
-        warm = 2 if a.stream else WARM  # a stream warms what it needs in one round
-        for r in range(a.rounds + warm):
-            if r == warm:
-                cpu = {name: cpu_ms(srv.pid) for name, srv, _, _ in runs}
-            for name, _, session, lat in random.sample(runs, len(runs)):
-                k += 1
-                if a.stream:
-                    t = stream(session, "s%d" % k, a.stream, a.tty, a.text)
-                elif a.writefile:
-                    t = write_4k(session, os.path.join(scratch, "%s.bin" % name), data,
-                                 write_sandbox(scratch) if a.sandboxed else None)
-                else:
-                    t = one_shot(session, "p%d" % k, sandbox)
-                if r >= warm:
-                    lat.append(t)
-        cpu = {name: (cpu_ms(srv.pid) - cpu[name]) / a.rounds for name, srv, _, _ in runs}
+        with servers(ap, a.servers) as started:
+            runs = [(name, srv, session, []) for name, srv, session in started]
+            cpu = measure(a, runs, sandbox, scratch, data)
     finally:
-        for _, srv, _, _ in runs:
-            srv.stop(check=False)
         shutil.rmtree(scratch, ignore_errors=True)
+    report(a, runs, cpu)
+
+
+def measure(a, runs, sandbox, scratch, data):
+    """The rounds: each server's times into its list; returns the server CPU a round (ms),
+    by name."""
+    k = 0
+    cpu = {}
+    warm = 2 if a.stream else WARM  # a stream warms what it needs in one round
+    for r in range(a.rounds + warm):
+        if r == warm:
+            cpu = {name: cpu_ms(srv.pid) for name, srv, _, _ in runs}
+        for name, _, session, lat in random.sample(runs, len(runs)):
+            k += 1
+            if a.stream:
+                t = stream(session, "s%d" % k, a.stream, a.tty, a.text)
+            elif a.writefile:
+                t = write_4k(session, os.path.join(scratch, "%s.bin" % name), data,
+                             write_sandbox(scratch) if a.sandboxed else None)
+            else:
+                t = one_shot(session, "p%d" % k, sandbox)
+            if r >= warm:
+                lat.append(t)
+    return {name: (cpu_ms(srv.pid) - cpu[name]) / a.rounds for name, srv, _, _ in runs}
+
+
+def report(a, runs, cpu):
     for _, _, _, lat in runs:
         lat.sort()
     base = pct(runs[0][3], 0.5)

@@ -22,12 +22,9 @@ import os
 import random
 import socket
 import statistics
-import sys
 import threading
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
-                                "blackbox"))
-from harness import Server  # noqa: E402
+from interleave import READ_ONLY, servers
 
 
 def web_server(body):
@@ -71,10 +68,6 @@ def cpu_ms(pid):
     return total / 1e6
 
 
-# Row 9c's sandbox: the root read-only, the network restricted.
-READ_ONLY = {"permissions": {"type": "managed", "file_system": {"type": "restricted", "entries": [
-    {"path": {"type": "special", "value": {"kind": "root"}}, "access": "read"}]},
-    "network": "restricted"}, "cwd": "file:///tmp", "windowsSandboxLevel": "disabled"}
 NAME = "bench-web.test"  # row 9c's name, resolved by our servers only (EXEC_SERVER_TEST_RESOLVE)
 
 
@@ -110,18 +103,8 @@ def main():
     size = a.mib << 20
     url = "http://127.0.0.1:%d/body.bin" % web_server(b"\xa5" * size)
     os.environ["EXEC_SERVER_TEST_RESOLVE"] = NAME + "=127.0.0.1"
-    runs = []
-    try:
-        for spec in a.servers:
-            name, _, cmd = spec.partition("=")
-            if not cmd:
-                ap.error("%r: want NAME=CMD" % spec)
-            argv = cmd.split()
-            if os.path.exists(argv[0]):
-                argv[0] = os.path.abspath(argv[0])
-            ref = len(argv) > 1 and argv[1] == "exec-server"
-            srv = Server(cmd=argv + ["--listen", "ws://127.0.0.1:0"], reference=ref)
-            runs.append((name, srv, srv.session(), [], []))
+    with servers(ap, a.servers) as started:
+        runs = [(name, srv, session, [], []) for name, srv, session in started]
         k = 0
         for r in range(a.rounds + 1):
             for name, srv, session, wall, cpu in random.sample(runs, len(runs)):
@@ -130,9 +113,6 @@ def main():
                 if r:
                     wall.append(t)
                     cpu.append(c)
-    finally:
-        for _, srv, _, _, _ in runs:
-            srv.stop(check=False)
     base = statistics.median(runs[0][3])
     print("%d rounds, %d MiB through %s (ms; best, median; the server's CPU median):" % (
         a.rounds, a.mib, "transparent TCP" if a.transparent else "the proxy variables"))
