@@ -104,8 +104,7 @@ static int caller_pidfd(pid_t tid)
     if (fd >= 0) return fd;
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
-    long tg = procfs_field(path, "Tgid", 10);
-    pid_t tgid = tg > 0 ? (pid_t)tg : 0;
+    pid_t tgid = (pid_t)procfs_field(path, "Tgid", 10); /* -1: none */
     if (tgid <= 0 || (tgid != tid && syscall(SYS_kcmp, tgid, tid, KCMP_FILES, 0, 0) != 0)) {
         errno = ESRCH;
         return -1;

@@ -7,12 +7,12 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/log.h"
+#include "util/procfs.h"
 
 static const char *const names[USER_COUNT_N] = {
     [USER_COUNT_USER_NS] = "max_user_namespaces",
@@ -71,19 +71,9 @@ void user_budgets_share(const struct user_budgets *uid, struct user_budgets *sha
 
 /* ---- the spawner's side --------------------------------------------------------------- */
 
-static long read_long(int dir, const char *path)
-{
-    int fd = openat(dir, path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    char buf[32];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return -1;
-    buf[n] = 0;
-    char *end;
-    long v = strtol(buf, &end, 10);
-    return end == buf || v < 0 ? -1 : v;
-}
+/* The kernel's ceiling for descriptors (fs.nr_open), read with the limits: the inits, forks
+ * of the spawner, raise their own soft limit to it without reading it again. */
+static long kernel_nr_open = -1;
 
 /* A resource is glibc's __rlimit_resource_t (an enum under _GNU_SOURCE): an int would be
  * a sign conversion to clang's -Wconversion. */
@@ -97,8 +87,8 @@ static void read_uid_limits(struct user_budgets *uid)
 {
     int dir = open("/proc/sys/user", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     for (int c = 0; c < USER_COUNT_N; c++) {
-        long own = dir >= 0 ? read_long(dir, names[c]) : -1;
-        long host = host_wide[c] ? read_long(AT_FDCWD, host_wide[c]) : -1;
+        long own = dir >= 0 ? procfs_number(dir, names[c]) : -1;
+        long host = host_wide[c] ? procfs_number(AT_FDCWD, host_wide[c]) : -1;
         uid->count[c] = own < 0 ? host : host < 0 || own < host ? own : host;
     }
     if (dir >= 0) close(dir);
@@ -107,9 +97,9 @@ static void read_uid_limits(struct user_budgets *uid)
     if (getrlimit(RLIMIT_NOFILE, &uid->nofile) < 0)
         uid->nofile = (struct rlimit){RLIM_INFINITY, RLIM_INFINITY};
     /* Unlimited, the server's soft limit is the kernel's ceiling (server_run.c) */
-    long nr_open = read_long(AT_FDCWD, "/proc/sys/fs/nr_open");
-    if (uid->nofile.rlim_max == RLIM_INFINITY && nr_open > 0)
-        uid->nofile.rlim_max = (rlim_t)nr_open;
+    kernel_nr_open = procfs_number(AT_FDCWD, "/proc/sys/fs/nr_open");
+    if (uid->nofile.rlim_max == RLIM_INFINITY && kernel_nr_open > 0)
+        uid->nofile.rlim_max = (rlim_t)kernel_nr_open;
 }
 
 static struct user_budgets shares;
@@ -207,8 +197,7 @@ static void raise_own_nofile(void)
     if (getrlimit(RLIMIT_NOFILE, &r) < 0 || r.rlim_cur >= r.rlim_max) return;
     r.rlim_cur = r.rlim_max;
     /* An unlimited hard limit cannot be the soft one: the kernel's ceiling can. */
-    long nr_open = read_long(AT_FDCWD, "/proc/sys/fs/nr_open");
-    if (r.rlim_cur == RLIM_INFINITY && nr_open > 0) r.rlim_cur = (rlim_t)nr_open;
+    if (r.rlim_cur == RLIM_INFINITY && kernel_nr_open > 0) r.rlim_cur = (rlim_t)kernel_nr_open;
     (void)setrlimit(RLIMIT_NOFILE, &r);
 }
 

@@ -1,4 +1,4 @@
-/* procfs: one number from a /proc file of "Name:\tvalue" lines (see procfs.h). */
+/* procfs: numbers from /proc files (see procfs.h). */
 #include "util/procfs.h"
 
 #include <fcntl.h>
@@ -6,15 +6,23 @@
 #include <string.h>
 #include <unistd.h>
 
-long procfs_field(const char *path, const char *name, int base)
+/* The start of the file at dir/path into buf, NUL-terminated; its length, or -1 (nothing
+ * read). procfs gives a small file in one read. */
+static ssize_t read_start(int dir, const char *path, char *buf, size_t size)
 {
-    char buf[2048];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = openat(dir, path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1); /* procfs gives a small file in one read */
+    ssize_t n = read(fd, buf, size - 1);
     close(fd);
     if (n <= 0) return -1;
     buf[n] = 0;
+    return n;
+}
+
+long procfs_field(const char *path, const char *name, int base)
+{
+    char buf[2048];
+    if (read_start(AT_FDCWD, path, buf, sizeof buf) < 0) return -1;
     size_t len = strlen(name);
     /* At a line's start only: "Pid:" is also the end of "PPid:" and "TracerPid:". */
     for (const char *line = buf; line;) {
@@ -27,4 +35,12 @@ long procfs_field(const char *path, const char *name, int base)
         if (line) line++;
     }
     return -1;
+}
+
+long procfs_number(int dir, const char *path)
+{
+    char buf[32], *end;
+    if (read_start(dir, path, buf, sizeof buf) < 0) return -1;
+    long v = strtol(buf, &end, 10);
+    return end == buf || v < 0 ? -1 : v;
 }

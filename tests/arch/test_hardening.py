@@ -37,7 +37,7 @@ def problems(exe):
     stack = [line for line in segments.splitlines() if "GNU_STACK" in line]
     if not stack:
         found.append("no GNU_STACK segment: the stack would be executable")
-    elif stack[0].split()[-2].find("E") >= 0:
+    elif "E" in stack[0].split()[-2]:
         found.append("an executable stack (GNU_STACK is RWE)")
     return found
 

@@ -1,6 +1,7 @@
 /* Unit tests for util/procfs: a field is found only at a line's start ("Pid" not in
  * "PPid" or "TracerPid"), in the base asked, and -1 stands for every way it is not
- * there; then the real files the sandbox reads (a status, a pidfd's fdinfo). */
+ * there; then the real files the sandbox reads (a status, a pidfd's fdinfo); and a file
+ * of one number, through a directory descriptor, as the per-user limits are read. */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -75,12 +76,47 @@ static void test_the_kernels_files(void **state)
     close(pidfd);
 }
 
+/* Writes text to a file named name in dir. */
+static void put(int dir, const char *name, const char *text)
+{
+    int fd = openat(dir, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+static void test_a_file_of_one_number(void **state)
+{
+    (void)state;
+    char dir_path[] = "/tmp/test_procfs_dir.XXXXXX";
+    assert_non_null(mkdtemp(dir_path));
+    int dir = open(dir_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(dir >= 0);
+    put(dir, "max", "128\n");
+    put(dir, "negative", "-5\n");
+    put(dir, "word", "many\n");
+    put(dir, "empty", "");
+    assert_int_equal(procfs_number(dir, "max"), 128);
+    assert_int_equal(procfs_number(dir, "negative"), -1);
+    assert_int_equal(procfs_number(dir, "word"), -1);
+    assert_int_equal(procfs_number(dir, "empty"), -1);
+    assert_int_equal(procfs_number(dir, "missing"), -1);
+    /* The kernel's own: the descriptor ceiling the sandbox's inits raise their limit to. */
+    assert_true(procfs_number(AT_FDCWD, "/proc/sys/fs/nr_open") >= 1024);
+    static const char *const names[] = {"max", "negative", "word", "empty"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        unlinkat(dir, names[i], 0);
+    close(dir);
+    rmdir(dir_path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_field_at_a_lines_start),
         cmocka_unit_test(test_minus_one_when_it_is_not_there),
         cmocka_unit_test(test_the_kernels_files),
+        cmocka_unit_test(test_a_file_of_one_number),
     };
     return cmocka_run_group_tests(tests, make_file, remove_file);
 }
